@@ -1,0 +1,269 @@
+package kv
+
+import (
+	"context"
+	"time"
+)
+
+// KeyValue is one key and its value, as returned by a range read.
+type KeyValue struct {
+	Key   []byte
+	Value []byte
+}
+
+// KeyRange is the half-open interval of keys [Begin, End).
+type KeyRange struct {
+	Begin []byte
+	End   []byte
+}
+
+// StreamingMode hints how a range read should trade latency for bandwidth.
+// Backends without such a notion ignore it. It maps onto fdb.StreamingMode.
+type StreamingMode int
+
+// Streaming modes, in the order and with the meaning of FoundationDB's.
+const (
+	// StreamingModeIterator fetches in growing batches: good when the caller
+	// may stop early. It is the default.
+	StreamingModeIterator StreamingMode = iota
+	// StreamingModeWantAll fetches the whole range as fast as possible.
+	StreamingModeWantAll
+	// StreamingModeExact fetches exactly Limit rows in one batch.
+	StreamingModeExact
+)
+
+// RangeOptions says how a range read is carried out. The zero value reads
+// the whole range forwards.
+type RangeOptions struct {
+	// Limit is the most key-value pairs to return; 0 means no limit.
+	Limit int
+	// Reverse returns the pairs in descending key order; with a Limit, the
+	// last Limit pairs of the range are returned.
+	Reverse bool
+	// Mode is a streaming hint; see StreamingMode.
+	Mode StreamingMode
+}
+
+// FutureValue is the pending result of a point read. Reads are issued when
+// the method is called and may be waited on together, as FDB futures are.
+type FutureValue interface {
+	// Get blocks until the read completes. It returns nil, nil when the key
+	// does not exist, and a non-nil (possibly empty) slice when it does.
+	Get() ([]byte, error)
+}
+
+// FutureInt64 is the pending result of a read that yields a number.
+type FutureInt64 interface {
+	// Get blocks until the value is known.
+	Get() (int64, error)
+}
+
+// FutureVersionstamp is the pending versionstamp of a transaction's commit.
+type FutureVersionstamp interface {
+	// Get blocks until the transaction has committed and returns the
+	// 10-byte versionstamp its versionstamped operations used. It returns an
+	// error if the commit failed, or if the transaction wrote nothing.
+	Get() ([]byte, error)
+}
+
+// RangeResult is a pending range read. It can be consumed at once with
+// GetSlice or streamed with Iterator; a large range should be streamed.
+type RangeResult interface {
+	// GetSlice blocks until the whole (limited) range has been read.
+	GetSlice() ([]KeyValue, error)
+	// Iterator returns an iterator that fetches the range in batches.
+	// Read conflict ranges cover what the iterator actually fetched.
+	Iterator() RangeIterator
+}
+
+// RangeIterator streams a range read. Use it as:
+//
+//	for it.Next() { kv := it.KeyValue() ... }
+//	if err := it.Err(); err != nil { ... }
+type RangeIterator interface {
+	// Next advances to the next pair, fetching a batch if needed. It
+	// returns false at the end of the range or on error.
+	Next() bool
+	// KeyValue returns the current pair. Valid only after Next returned
+	// true.
+	KeyValue() KeyValue
+	// Err returns the error that stopped the iteration, if any.
+	Err() error
+}
+
+// Watch is a pending notification that a key's value changed. A watch
+// outlives the transaction that created it; cancel watches you no longer
+// need, since a database allows only a limited number at once.
+type Watch interface {
+	// Wait blocks until the watched key changes (it may also return nil
+	// spuriously), the watch fails, or ctx ends (then it returns ctx.Err()
+	// and the watch stays registered until Cancel).
+	Wait(ctx context.Context) error
+	// Cancel releases the watch; a pending Wait returns
+	// ErrTransactionCancelled.
+	Cancel()
+}
+
+// TransactionOptions sets per-transaction options. They survive OnError's
+// reset, as in FDB API version 610 and later.
+type TransactionOptions interface {
+	// SetTimeout cancels the transaction, with ErrTransactionTimedOut, once d
+	// has elapsed since it was created; the time spent in retries counts.
+	// Zero disables the timeout. Maps onto the FDB option "timeout".
+	SetTimeout(d time.Duration) error
+	// SetRetryLimit makes OnError return the error once n retries have been
+	// made; -1 means no limit. Maps onto "retry_limit".
+	SetRetryLimit(n int) error
+	// SetMaxRetryDelay caps OnError's backoff. Maps onto "max_retry_delay".
+	SetMaxRetryDelay(d time.Duration) error
+}
+
+// ReadTransaction reads from a consistent view of the database. A
+// Transaction and its Snapshot are both ReadTransactions.
+type ReadTransaction interface {
+	// Get reads one key. A normal read adds the read conflict range
+	// [key, key+\x00); a snapshot read adds none.
+	Get(key []byte) FutureValue
+	// GetRange reads the keys in r. A normal read adds a read conflict range
+	// covering what it depended on: with a limit that was reached, only up to
+	// and including the last key returned.
+	GetRange(r KeyRange, opts RangeOptions) RangeResult
+	// GetReadVersion returns the version the transaction reads at,
+	// obtaining one if it has none yet.
+	GetReadVersion() FutureInt64
+	// Snapshot returns a view of the same transaction whose reads add no
+	// read conflict ranges. Snapshot reads still see the transaction's own
+	// writes.
+	Snapshot() ReadTransaction
+
+	ReadTransactor
+}
+
+// Transaction is a handle to one FDB-style transaction: reads at one read
+// version plus the transaction's own writes, writes buffered until Commit.
+//
+// Writes never return errors directly: an invalid write (a key or value
+// over the limits, a key in the system key space) puts the transaction in an
+// error state reported by the next read and by Commit, as FDB does.
+//
+// A Transaction may be used by several goroutines at once, but a caller must
+// not write while a Commit is in progress.
+type Transaction interface {
+	ReadTransaction
+	Transactor
+
+	// Set writes value at key.
+	Set(key, value []byte)
+	// Clear removes key.
+	Clear(key []byte)
+	// ClearRange removes every key in r.
+	ClearRange(r KeyRange)
+
+	// Add adds param to the value at key, both little-endian two's
+	// complement integers; param's length sets the width, a missing key
+	// counts as zero. Like every atomic op, it adds no read conflict.
+	Add(key, param []byte)
+	// Max stores the larger of the value at key and param, as unsigned
+	// little-endian integers.
+	Max(key, param []byte)
+	// Min stores the smaller of the value at key and param, as unsigned
+	// little-endian integers; a missing key takes param.
+	Min(key, param []byte)
+	// BitAnd stores the bitwise AND of the value at key and param.
+	BitAnd(key, param []byte)
+	// BitOr stores the bitwise OR of the value at key and param.
+	BitOr(key, param []byte)
+	// BitXor stores the bitwise XOR of the value at key and param.
+	BitXor(key, param []byte)
+	// ByteMin stores the lexicographically smaller of the value and param.
+	ByteMin(key, param []byte)
+	// ByteMax stores the lexicographically larger of the value and param.
+	ByteMax(key, param []byte)
+	// AppendIfFits appends param to the value if the result fits the value
+	// size limit.
+	AppendIfFits(key, param []byte)
+	// CompareAndClear clears key if its value equals param.
+	CompareAndClear(key, param []byte)
+	// SetVersionstampedKey sets value at key after replacing 10 bytes of key
+	// with the commit's versionstamp. The last 4 bytes of key are a
+	// little-endian offset of those 10 bytes and are removed.
+	SetVersionstampedKey(key, value []byte)
+	// SetVersionstampedValue sets value at key after replacing 10 bytes of
+	// value, at the little-endian offset in its last 4 bytes, with the
+	// versionstamp; the offset bytes are removed.
+	SetVersionstampedValue(key, value []byte)
+
+	// AddReadConflictRange adds r to the transaction's read conflict ranges.
+	AddReadConflictRange(r KeyRange) error
+	// AddReadConflictKey adds [key, key+\x00) to the read conflict ranges.
+	AddReadConflictKey(key []byte) error
+	// AddWriteConflictRange adds r to the write conflict ranges.
+	AddWriteConflictRange(r KeyRange) error
+	// AddWriteConflictKey adds [key, key+\x00) to the write conflict ranges.
+	AddWriteConflictKey(key []byte) error
+
+	// Watch returns a watch on key that is registered when the transaction
+	// commits; if the commit fails, the watch fails with that error.
+	Watch(key []byte) Watch
+
+	// Commit tries to commit the transaction's writes. On success the
+	// writes are durable and visible to every transaction started later. On
+	// error, pass the error to OnError. ErrCommitUnknownResult means the
+	// writes may or may not have been applied.
+	Commit() error
+	// OnError decides what to do with an error from the transaction: if it
+	// is retryable it resets the transaction, waits a backoff (exponential
+	// with jitter, capped) and returns nil so the caller runs its function
+	// again; otherwise it returns the error. It honours the retry limit and
+	// timeout options.
+	OnError(err error) error
+	// Reset returns the transaction to its initial state, keeping options.
+	Reset()
+	// Cancel makes every pending and future operation fail with
+	// ErrTransactionCancelled. A Commit already sent may still apply.
+	Cancel()
+
+	// GetCommittedVersion returns the version at which a successful Commit
+	// applied, or -1 for a read-only transaction.
+	GetCommittedVersion() (int64, error)
+	// GetVersionstamp returns the versionstamp the transaction's commit will
+	// use. Call it before Commit; its Get blocks until the commit completes.
+	GetVersionstamp() FutureVersionstamp
+	// GetApproximateSize returns the approximate size of the commit request
+	// so far (mutations and conflict ranges), to stay under the limits.
+	GetApproximateSize() FutureInt64
+	// Options sets per-transaction options.
+	Options() TransactionOptions
+}
+
+// ReadTransactor runs read-only transactional functions. A Database, a
+// Transaction and a Snapshot are all ReadTransactors.
+type ReadTransactor interface {
+	// ReadTransact runs fn with a ReadTransaction. On a database it creates
+	// a transaction, runs fn and retries retryable errors; on a transaction
+	// it runs fn inside that transaction and does not retry.
+	ReadTransact(ctx context.Context, fn func(ReadTransaction) error) error
+}
+
+// Transactor runs transactional functions. A Database and a Transaction are
+// both Transactors, which is what lets layers compose: a layer function takes
+// a Transactor and calls Transact; called with a Database, Transact creates a
+// transaction, commits it and retries; called with a Transaction, it just
+// runs inside it and leaves committing to the caller.
+type Transactor interface {
+	// Transact runs fn as described above. On a Database, when ctx ends the
+	// transaction is cancelled and Transact returns an error that matches
+	// ctx.Err() with errors.Is (and also the transaction's error, if any).
+	Transact(ctx context.Context, fn func(Transaction) error) error
+
+	ReadTransactor
+}
+
+// Database is a handle to a key-value store with FoundationDB's transaction
+// semantics. It is safe for concurrent use.
+type Database interface {
+	Transactor
+	// CreateTransaction starts a transaction bound to ctx: when ctx ends,
+	// the transaction is cancelled. Most code should use Transact instead.
+	CreateTransaction(ctx context.Context) (Transaction, error)
+}

@@ -1,0 +1,105 @@
+package kv
+
+import (
+	"context"
+	"errors"
+	"fmt"
+)
+
+// Transact runs fn through t and returns fn's result, so that transactional
+// functions can return typed values instead of interface{}. When t is a
+// Database, fn may run several times (it is retried); the result of the run
+// that committed is returned.
+func Transact[T any](ctx context.Context, t Transactor, fn func(Transaction) (T, error)) (T, error) {
+	var result T
+	err := t.Transact(ctx, func(tr Transaction) error {
+		r, err := fn(tr)
+		if err != nil {
+			return err
+		}
+		result = r
+		return nil
+	})
+	if err != nil {
+		var zero T
+		return zero, err
+	}
+	return result, nil
+}
+
+// ReadTransact is Transact for read-only functions.
+func ReadTransact[T any](ctx context.Context, t ReadTransactor, fn func(ReadTransaction) (T, error)) (T, error) {
+	var result T
+	err := t.ReadTransact(ctx, func(tr ReadTransaction) error {
+		r, err := fn(tr)
+		if err != nil {
+			return err
+		}
+		result = r
+		return nil
+	})
+	if err != nil {
+		var zero T
+		return zero, err
+	}
+	return result, nil
+}
+
+// RetryLoop is the standard retry loop, shared by every backend's
+// Database.Transact: run fn, commit, and on error ask tr.OnError whether to
+// run again (OnError backs off and resets the transaction). Backends call
+// it with a transaction created for ctx; they never retry on their own.
+//
+// It stops when ctx ends, returning an error that matches both ctx.Err() and
+// the last transaction error. Under ErrCommitUnknownResult it retries, as
+// FDB's loop does: fn must be idempotent or detect its earlier success.
+func RetryLoop(ctx context.Context, tr Transaction, fn func(Transaction) error) error {
+	for {
+		err := fn(tr)
+		if err == nil {
+			if err = tr.Commit(); err == nil {
+				return nil
+			}
+		}
+		if err = retryOrStop(ctx, tr, err); err != nil {
+			return err
+		}
+	}
+}
+
+// ReadRetryLoop is RetryLoop for read-only functions: nothing is committed.
+func ReadRetryLoop(ctx context.Context, tr Transaction, fn func(ReadTransaction) error) error {
+	for {
+		err := fn(tr)
+		if err == nil {
+			return nil
+		}
+		if err = retryOrStop(ctx, tr, err); err != nil {
+			return err
+		}
+	}
+}
+
+// retryOrStop returns nil when the loop should run again, or the error to
+// return to the caller.
+func retryOrStop(ctx context.Context, tr Transaction, err error) error {
+	if cerr := ctx.Err(); cerr != nil {
+		tr.Cancel()
+		return withContext(cerr, err)
+	}
+	if oerr := tr.OnError(err); oerr != nil {
+		if cerr := ctx.Err(); cerr != nil {
+			return withContext(cerr, oerr)
+		}
+		return oerr
+	}
+	return nil
+}
+
+// withContext makes err also match the context's error.
+func withContext(cerr, err error) error {
+	if errors.Is(err, cerr) {
+		return err
+	}
+	return fmt.Errorf("%w (last transaction error: %w)", cerr, err)
+}

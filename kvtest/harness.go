@@ -1,0 +1,41 @@
+package kvtest
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/fdbqueue/fdbqueue/kv"
+)
+
+// Harness gives the suite a backend to test and says what that backend can
+// do. Capability differences between backends are expressed here, not as
+// skip lists in the suite.
+type Harness interface {
+	// Database returns the database under test. Every key the suite writes
+	// lies under Prefix(); the harness guarantees that range is empty when
+	// the harness is made.
+	Database() kv.Database
+	// Prefix is the key prefix this harness's tests may use.
+	Prefix() []byte
+	// AdvanceTime makes d pass for the backend's transactions: an embedded
+	// engine with an injectable clock moves its clock; a real cluster waits.
+	AdvanceTime(d time.Duration)
+	// Faults returns a way to inject commit failures, or nil when the
+	// backend cannot (a real cluster). Tests that need faults report the
+	// capability as missing through t.Skip with the harness's reason.
+	Faults() FaultInjector
+	// Close releases the harness's resources and clears its prefix.
+	Close()
+}
+
+// FaultInjector makes a backend fail commits on demand.
+type FaultInjector interface {
+	// FailNextCommit makes the next commit on the harness's database return
+	// err; when applied is true its writes are applied all the same (as an
+	// ErrCommitUnknownResult whose commit went through).
+	FailNextCommit(err error, applied bool)
+}
+
+// HarnessMaker makes a fresh harness for one test.
+type HarnessMaker func(ctx context.Context, t *testing.T) (Harness, error)
