@@ -1,0 +1,84 @@
+package fdbqueue
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Errors returned by the layers. Test them with errors.Is; errors from the
+// database itself are kv errors (kv.ErrNotCommitted, ...) and pass through
+// wrapped, so errors.Is works on them too.
+var (
+	// ErrEmpty is returned by Dequeue, Pop*, Peek* and batch forms when the
+	// queue holds no item.
+	ErrEmpty = errors.New("fdbqueue: queue is empty")
+
+	// ErrValueTooLarge is returned, before anything is written, for a value
+	// whose stored form exceeds FoundationDB's 100,000-byte value limit. The
+	// error also matches kv.ErrValueTooLarge.
+	ErrValueTooLarge = errors.New("fdbqueue: value too large")
+
+	// ErrForeignKey is returned when a key inside a queue's subspace does not
+	// have the layout the queue writes (another program wrote there, or two
+	// queue kinds share a subspace). The error is a *ForeignKeyError naming
+	// the key. Nothing is removed.
+	ErrForeignKey = errors.New("fdbqueue: key in the queue's subspace is not a queue item")
+
+	// ErrKeyOutsideSubspace is returned by Subspace.Unpack for a key that does
+	// not start with the subspace's prefix.
+	ErrKeyOutsideSubspace = errors.New("fdbqueue: key is outside the subspace")
+
+	// ErrMalformedKey is returned by Subspace.Unpack for a key with the right
+	// prefix whose remainder is not a valid packed tuple.
+	ErrMalformedKey = errors.New("fdbqueue: malformed key")
+
+	// ErrInvalidArgument is returned for arguments that can never work: a nil
+	// transactor, an empty subspace prefix for a queue, a batch size below 1.
+	ErrInvalidArgument = errors.New("fdbqueue: invalid argument")
+
+	// ErrBatchTooLarge is returned, before anything is written, when a batch
+	// would exceed the per-transaction budget (see WithBatchBudget). Split
+	// the batch.
+	ErrBatchTooLarge = errors.New("fdbqueue: batch exceeds the transaction budget")
+
+	// ErrOperationExpired is returned when an operation is still retrying
+	// after its journal retention: its record may have been collected, so it
+	// can no longer tell whether an earlier attempt committed. It matches
+	// kv.MaybeCommitted's meaning: the operation may have taken effect.
+	ErrOperationExpired = errors.New("fdbqueue: operation outlived its journal retention")
+
+	// ErrCodec is returned when a typed queue's codec cannot encode or decode
+	// a value. Decoding failures leave the item dequeued: the raw bytes are
+	// in the *CodecError.
+	ErrCodec = errors.New("fdbqueue: codec error")
+)
+
+// ForeignKeyError describes a key in a queue's subspace that the queue did
+// not write. It matches ErrForeignKey with errors.Is.
+type ForeignKeyError struct {
+	Key    []byte // the offending key, in full
+	Reason string // why it is not a queue item
+}
+
+func (e *ForeignKeyError) Error() string {
+	return fmt.Sprintf("fdbqueue: key %q in the queue's subspace is not a queue item: %s", e.Key, e.Reason)
+}
+
+// Is reports whether target is ErrForeignKey.
+func (e *ForeignKeyError) Is(target error) bool { return target == ErrForeignKey }
+
+// CodecError carries the raw bytes a typed queue failed to decode, so an
+// item whose dequeue committed is never lost to a bad codec. It matches
+// ErrCodec with errors.Is.
+type CodecError struct {
+	Raw []byte // the stored value (nil when encoding failed)
+	Err error  // the codec's error
+}
+
+func (e *CodecError) Error() string { return fmt.Sprintf("fdbqueue: codec: %v", e.Err) }
+
+// Is reports whether target is ErrCodec.
+func (e *CodecError) Is(target error) bool { return target == ErrCodec }
+
+// Unwrap returns the codec's error.
+func (e *CodecError) Unwrap() error { return e.Err }

@@ -1,0 +1,224 @@
+package fdbqueue
+
+import (
+	"bytes"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/fdbqueue/fdbqueue/kv"
+	"github.com/fdbqueue/fdbqueue/tuple"
+)
+
+// OpID identifies one logical queue operation across every retry of the
+// transaction that carries it. See the package documentation, "Exactly once
+// under commit_unknown_result".
+type OpID [16]byte
+
+// NewOpID returns a random operation ID.
+func NewOpID() OpID {
+	var id OpID
+	_, _ = rand.Read(id[:]) // crypto/rand.Read never fails (Go 1.24+)
+	return id
+}
+
+// String returns the ID in hex.
+func (id OpID) String() string { return hex.EncodeToString(id[:]) }
+
+// OpOption configures one call of a queue operation.
+type OpOption func(*opConfig)
+
+type opConfig struct {
+	id    OpID
+	hasID bool
+}
+
+// WithOpID makes the operation use id instead of a fresh random ID. Use it
+// when you run a queue operation inside your own transaction and retry that
+// transaction yourself: create the ID once, outside your retry loop, and
+// pass it on every attempt; the operation then takes effect once however
+// often the attempt is retried after commit_unknown_result. Also use it to
+// recover the item of a Dequeue that failed with a maybe-committed error:
+// calling Dequeue again with the same ID returns that item if the first call
+// removed it. An ID names one operation: never reuse it for another.
+func WithOpID(id OpID) OpOption {
+	return func(c *opConfig) { c.id, c.hasID = id, true }
+}
+
+// versionsPerSecond is how fast FoundationDB's versions advance; the journal
+// measures its retention in versions so that clocks of clients never matter.
+const versionsPerSecond = 1_000_000
+
+// journal records which operations have been applied, under the queue's
+// prefix followed by 0xff — outside the range that recipe clients read. A
+// record is keyed (epoch, op ID, n) where epoch is the read version of the
+// operation's first attempt, so that records can be expired by version.
+type journal struct {
+	prefix    []byte // queue prefix + 0xff
+	disabled  bool
+	retention int64 // in versions
+	gcEvery   uint64
+	count     atomic.Uint64
+
+	mu      sync.Mutex
+	pending []kv.KeyRange // records of operations that completed, to clear
+}
+
+const maxPendingClears = 64
+
+func newJournal(queuePrefix []byte, disabled bool, retention time.Duration) *journal {
+	return &journal{
+		prefix:    append(bytes.Clone(queuePrefix), 0xff),
+		disabled:  disabled,
+		retention: int64(retention / time.Microsecond),
+		gcEvery:   64,
+	}
+}
+
+// op is one logical operation in flight.
+type op struct {
+	j        *journal
+	id       OpID
+	epoch    int64         // read version of the first attempt; 0 before it
+	readVer  int64         // read version of the current attempt
+	cleanups []kv.KeyRange // earlier completed operations' records to clear
+	owned    bool          // the operation runs its own transactions (a Database)
+}
+
+// begin starts an operation: it picks its ID and, when the operation runs
+// its own transactions, takes over clearing a few completed records.
+func (j *journal) begin(t kv.Transactor, opts []OpOption) *op {
+	var c opConfig
+	for _, o := range opts {
+		o(&c)
+	}
+	if !c.hasID {
+		c.id = NewOpID()
+	}
+	o := &op{j: j, id: c.id}
+	if _, o.owned = t.(kv.Database); o.owned && !j.disabled {
+		j.mu.Lock()
+		n := min(len(j.pending), 8)
+		o.cleanups = append(o.cleanups, j.pending[len(j.pending)-n:]...)
+		j.pending = j.pending[:len(j.pending)-n]
+		j.mu.Unlock()
+	}
+	return o
+}
+
+// end finishes an operation. When it ran its own transactions and committed,
+// its records will never be consulted again and are queued for clearing by a
+// later operation; otherwise the cleanups it took are handed back.
+func (o *op) end(err error) {
+	if o.j.disabled || !o.owned {
+		return
+	}
+	o.j.mu.Lock()
+	defer o.j.mu.Unlock()
+	back := o.cleanups // not applied: hand them back
+	if err == nil {
+		// The commit that wrote this operation's records also applied the
+		// cleanups it carried; what remains is to clear its own records.
+		back = nil
+		if o.epoch != 0 {
+			back = []kv.KeyRange{o.recordRange()}
+		}
+	}
+	for _, r := range back {
+		if len(o.j.pending) < maxPendingClears {
+			o.j.pending = append(o.j.pending, r)
+		}
+	}
+}
+
+func (o *op) recordPrefix() []byte {
+	k, _ := tuple.Tuple{o.epoch, o.id[:]}.AppendPack(bytes.Clone(o.j.prefix))
+	return k
+}
+
+func (o *op) recordRange() kv.KeyRange {
+	p := o.recordPrefix()
+	return kv.KeyRange{Begin: append(bytes.Clone(p), 0x00), End: append(p, 0xff)}
+}
+
+func (o *op) recordKey(n int) []byte {
+	k, _ := tuple.Tuple{o.epoch, o.id[:], n}.AppendPack(bytes.Clone(o.j.prefix))
+	return k
+}
+
+// check looks up the operation's records in this attempt. It returns the
+// pending read (nil when the journal is disabled). The read is a normal
+// read: if an earlier attempt's commit lands after this attempt's read
+// version, this attempt conflicts instead of applying twice.
+func (o *op) check(tr kv.Transaction) (kv.RangeResult, error) {
+	if o.j.disabled {
+		return nil, nil
+	}
+	rv, err := tr.GetReadVersion().Get()
+	if err != nil {
+		return nil, err
+	}
+	o.readVer = rv
+	if o.epoch == 0 {
+		o.epoch = rv
+	} else if rv-o.epoch > o.j.retention {
+		return nil, fmt.Errorf("%w: op %s", ErrOperationExpired, o.id)
+	}
+	return tr.GetRange(o.recordRange(), kv.RangeOptions{Mode: kv.StreamingModeWantAll}), nil
+}
+
+// applied waits for check's read and returns the recorded results when an
+// earlier attempt committed (ok true), in record order.
+func (o *op) applied(rr kv.RangeResult) (results [][]byte, ok bool, err error) {
+	if rr == nil {
+		return nil, false, nil
+	}
+	kvs, err := rr.GetSlice()
+	if err != nil || len(kvs) == 0 {
+		return nil, false, err
+	}
+	results = make([][]byte, len(kvs))
+	for i, kv := range kvs {
+		results[i] = kv.Value
+	}
+	return results, true, nil
+}
+
+// record writes the operation's records (one per result; at least one) in
+// the attempt's transaction, clears the records of completed operations, and
+// now and then expires records older than the retention.
+func (o *op) record(tr kv.Transaction, results ...[]byte) {
+	if o.j.disabled {
+		return
+	}
+	if len(results) == 0 {
+		results = [][]byte{nil}
+	}
+	for i, r := range results {
+		if r == nil {
+			r = []byte{}
+		}
+		tr.Set(o.recordKey(i), r)
+	}
+	for _, r := range o.cleanups {
+		tr.ClearRange(r)
+	}
+	if o.j.count.Add(1)%o.j.gcEvery == 0 {
+		cutoff := o.readVer - o.j.retention
+		if cutoff > 0 {
+			end, _ := tuple.Tuple{cutoff}.AppendPack(bytes.Clone(o.j.prefix))
+			tr.ClearRange(kv.KeyRange{Begin: o.j.prefix, End: end})
+		}
+	}
+}
+
+// recordSize is an upper bound of the bytes record adds for results.
+func (o *op) recordSize(results int, valueBytes int) int {
+	if o.j.disabled {
+		return 0
+	}
+	return valueBytes + results*(len(o.j.prefix)+40)
+}

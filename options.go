@@ -1,0 +1,133 @@
+package fdbqueue
+
+import (
+	"crypto/rand"
+	"fmt"
+	"io"
+	mrand "math/rand/v2"
+	"reflect"
+	"sync"
+	"time"
+
+	"github.com/fdbqueue/fdbqueue/kv"
+)
+
+// Option configures a Queue or PriorityQueue when it is made.
+type Option func(*config)
+
+type config struct {
+	encoding      ValueEncoding
+	versionstamps bool
+	noJournal     bool
+	retention     time.Duration
+	batchBudget   int
+	entropy       io.Reader
+}
+
+// Defaults of the options.
+const (
+	// DefaultJournalRetention is how long an operation's journal records
+	// are kept when nothing clears them sooner.
+	DefaultJournalRetention = 10 * time.Minute
+	// DefaultBatchBudget is the most bytes (keys, values and journal
+	// records) one batch operation writes in a transaction: FoundationDB
+	// recommends staying near 1 MB; its hard limit is 10 MB.
+	DefaultBatchBudget = 1_000_000
+)
+
+func newConfig(opts []Option) (config, error) {
+	c := config{retention: DefaultJournalRetention, batchBudget: DefaultBatchBudget}
+	for _, o := range opts {
+		o(&c)
+	}
+	if c.retention <= 0 {
+		return c, fmt.Errorf("%w: journal retention %v must be positive", ErrInvalidArgument, c.retention)
+	}
+	if c.batchBudget < 1 || c.batchBudget > kv.MaxTransactionSize/2 {
+		return c, fmt.Errorf("%w: batch budget %d must be in [1, %d]", ErrInvalidArgument, c.batchBudget, kv.MaxTransactionSize/2)
+	}
+	if c.encoding != RawValues && c.encoding != TupleValues {
+		return c, fmt.Errorf("%w: unknown value encoding %d", ErrInvalidArgument, c.encoding)
+	}
+	return c, nil
+}
+
+// WithValueEncoding chooses how item bytes are stored: RawValues (the
+// default, as the Python recipe) or TupleValues (as the Java recipe).
+func WithValueEncoding(e ValueEncoding) Option { return func(c *config) { c.encoding = e } }
+
+// WithVersionstampOrder makes a Queue key its items by the commit's
+// versionstamp instead of (last index + 1, random): items are ordered
+// strictly by commit, and Enqueue reads nothing of the queue. Trade-offs: the
+// layout is not the recipes' (recipe clients cannot share the queue), an
+// enqueued item's key is only known after commit, and items enqueued by one
+// transaction through different Queue values are ordered randomly among
+// themselves. PriorityQueue rejects this option.
+func WithVersionstampOrder() Option { return func(c *config) { c.versionstamps = true } }
+
+// WithoutIdempotency turns the operation journal off: operations behave
+// exactly like the FoundationDB recipes, one read and one write cheaper,
+// and a retry after commit_unknown_result may enqueue an item twice or lose
+// a dequeued one. Use it only when duplicates and losses are acceptable.
+func WithoutIdempotency() Option { return func(c *config) { c.noJournal = true } }
+
+// WithJournalRetention sets how long journal records of operations that
+// nothing cleared are kept (default DefaultJournalRetention). It must exceed
+// the longest time one operation may keep retrying, and the time within
+// which a caller recovers a maybe-committed Dequeue with WithOpID.
+func WithJournalRetention(d time.Duration) Option { return func(c *config) { c.retention = d } }
+
+// WithBatchBudget sets the most bytes a batch operation writes in one
+// transaction (default DefaultBatchBudget, at most 5,000,000).
+func WithBatchBudget(bytes int) Option { return func(c *config) { c.batchBudget = bytes } }
+
+// WithEntropy sets the source of the random key suffixes (default: a
+// ChaCha8 generator seeded from crypto/rand). Deterministic tests pass a
+// seeded source. Reads from it are serialised by the queue.
+func WithEntropy(r io.Reader) Option { return func(c *config) { c.entropy = r } }
+
+// suffixSize is the length of the random part of an item key, as in the
+// recipes.
+const suffixSize = 20
+
+// entropy hands out random suffixes.
+type entropy struct {
+	mu sync.Mutex
+	r  io.Reader
+}
+
+func newEntropy(r io.Reader) *entropy {
+	if r == nil {
+		var seed [32]byte
+		_, _ = rand.Read(seed[:])
+		r = mrand.NewChaCha8(seed)
+	}
+	return &entropy{r: r}
+}
+
+func (e *entropy) suffix() ([]byte, error) {
+	b := make([]byte, suffixSize)
+	e.mu.Lock()
+	_, err := io.ReadFull(e.r, b)
+	e.mu.Unlock()
+	if err != nil {
+		return nil, fmt.Errorf("fdbqueue: entropy: %w", err)
+	}
+	return b, nil
+}
+
+// checkTransactor rejects a nil transactor with a typed error instead of a
+// nil-pointer panic.
+func checkTransactor[T any](t T) error {
+	if any(t) == nil {
+		return fmt.Errorf("%w: nil transactor", ErrInvalidArgument)
+	}
+	if v := reflect.ValueOf(t); v.Kind() == reflect.Pointer && v.IsNil() {
+		return fmt.Errorf("%w: nil %T", ErrInvalidArgument, t)
+	}
+	return nil
+}
+
+func valueTooLarge(i, n int) error {
+	return fmt.Errorf("%w: item %d is %d bytes stored, limit %d (%w)", ErrValueTooLarge, i, n, kv.MaxValueSize, kv.ErrValueTooLarge)
+}

@@ -1,0 +1,269 @@
+package fdbqueue
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+
+	"github.com/fdbqueue/fdbqueue/kv"
+	"github.com/fdbqueue/fdbqueue/tuple"
+)
+
+// PriorityQueue is a priority queue stored in a subspace, with the key
+// layout of the FoundationDB recipe: each item at (priority, count, 20
+// random bytes), where count is the last count used for that priority plus
+// one (0 for the first), found with a snapshot read. The smallest item is
+// the first key and the largest the last, so both ends are one range read
+// away. Items of one priority come out in push order (pushes that commit
+// concurrently may share a count and are then ordered randomly).
+//
+// It is safe for concurrent use and holds no connection.
+type PriorityQueue struct {
+	sub     Subspace
+	items   kv.KeyRange
+	cfg     config
+	journal *journal
+	rand    *entropy
+}
+
+// Item is a value with its priority, as popped or peeked.
+type Item struct {
+	Value    []byte
+	Priority int64
+}
+
+// NewPriorityQueue returns a priority queue stored in sub (which must have a
+// non-empty prefix, see NewQueue). WithVersionstampOrder is rejected.
+func NewPriorityQueue(sub Subspace, opts ...Option) (*PriorityQueue, error) {
+	cfg, err := newConfig(opts)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.versionstamps {
+		return nil, fmt.Errorf("%w: a priority queue has no versionstamp order", ErrInvalidArgument)
+	}
+	if len(sub.prefix) == 0 {
+		return nil, fmt.Errorf("%w: a priority queue needs a subspace with a non-empty prefix", ErrInvalidArgument)
+	}
+	items, _ := sub.Range()
+	return &PriorityQueue{
+		sub:     sub,
+		items:   items,
+		cfg:     cfg,
+		journal: newJournal(sub.prefix, cfg.noJournal, cfg.retention),
+		rand:    newEntropy(cfg.entropy),
+	}, nil
+}
+
+// Subspace returns the priority queue's subspace.
+func (pq *PriorityQueue) Subspace() Subspace { return pq.sub }
+
+// Push adds value with the given priority (any int64, MinInt64 and MaxInt64
+// included).
+//
+// Conflicts: none with other pushers (the count is found with a snapshot
+// read) nor with pops. Cost: one snapshot range read inside the priority
+// and one journal read, issued together, then two writes. Under
+// commit_unknown_result the item is pushed exactly once (see Enqueue).
+func (pq *PriorityQueue) Push(ctx context.Context, t kv.Transactor, value []byte, priority int64, opts ...OpOption) error {
+	if err := checkTransactor(t); err != nil {
+		return err
+	}
+	stored, _, err := encodeAll(pq.cfg.encoding, [][]byte{value})
+	if err != nil {
+		return err
+	}
+	prio, err := pq.sub.Range(priority)
+	if err != nil {
+		return err
+	}
+	o := pq.journal.begin(t, opts)
+	err = t.Transact(ctx, func(tr kv.Transaction) error {
+		rec, err := o.check(tr)
+		if err != nil {
+			return err
+		}
+		tail := tr.Snapshot().GetRange(prio, kv.RangeOptions{Limit: 1, Reverse: true})
+		if _, done, err := o.applied(rec); err != nil || done {
+			return err
+		}
+		last, err := firstKey(tail)
+		if err != nil {
+			return err
+		}
+		var count int64
+		if last != nil {
+			_, c, err := pq.parse(last)
+			if err != nil {
+				return err
+			}
+			count = c + 1
+		}
+		suffix, err := pq.rand.suffix()
+		if err != nil {
+			return err
+		}
+		key, err := pq.sub.Pack(tuple.Tuple{priority, count, suffix})
+		if err != nil {
+			return err
+		}
+		tr.Set(key, stored[0])
+		o.record(tr)
+		return nil
+	})
+	o.end(err)
+	return err
+}
+
+// parse checks that key has the layout (priority, count, random) and returns
+// its priority and count.
+func (pq *PriorityQueue) parse(key []byte) (priority, count int64, err error) {
+	t, err := pq.sub.Unpack(key)
+	if err != nil {
+		return 0, 0, &ForeignKeyError{Key: bytes.Clone(key), Reason: err.Error()}
+	}
+	if len(t) != 3 {
+		return 0, 0, &ForeignKeyError{Key: bytes.Clone(key), Reason: fmt.Sprintf("tuple has %d elements, want (priority, count, random)", len(t))}
+	}
+	p, ok1 := t[0].(int64)
+	c, ok2 := t[1].(int64)
+	_, ok3 := t[2].([]byte)
+	if !ok1 || !ok2 || !ok3 {
+		return 0, 0, &ForeignKeyError{Key: bytes.Clone(key), Reason: fmt.Sprintf("elements are (%T, %T, %T), want (int64, int64, bytes)", t[0], t[1], t[2])}
+	}
+	return p, c, nil
+}
+
+// PopMin removes and returns the item with the smallest priority (the
+// earliest pushed among equals), or ErrEmpty. Conflicts, cost and
+// guarantees are those of Queue.Dequeue.
+func (pq *PriorityQueue) PopMin(ctx context.Context, t kv.Transactor, opts ...OpOption) (Item, error) {
+	return pq.popOne(ctx, t, false, opts)
+}
+
+// PopMax removes and returns the item with the largest priority (the latest
+// pushed among equals, as it is the last key), or ErrEmpty. It reads the
+// tail with a reverse read, so it conflicts with a push of a priority at
+// least as large.
+func (pq *PriorityQueue) PopMax(ctx context.Context, t kv.Transactor, opts ...OpOption) (Item, error) {
+	return pq.popOne(ctx, t, true, opts)
+}
+
+func (pq *PriorityQueue) popOne(ctx context.Context, t kv.Transactor, max bool, opts []OpOption) (Item, error) {
+	items, err := pq.popBatch(ctx, t, 1, max, opts)
+	if err != nil {
+		return Item{}, err
+	}
+	return items[0], nil
+}
+
+// PopMinBatch removes up to n items from the smallest end, in order; see
+// Queue.DequeueBatch for limits and conflicts.
+func (pq *PriorityQueue) PopMinBatch(ctx context.Context, t kv.Transactor, n int, opts ...OpOption) ([]Item, error) {
+	return pq.popBatch(ctx, t, n, false, opts)
+}
+
+// PopMaxBatch removes up to n items from the largest end, largest first.
+func (pq *PriorityQueue) PopMaxBatch(ctx context.Context, t kv.Transactor, n int, opts ...OpOption) ([]Item, error) {
+	return pq.popBatch(ctx, t, n, true, opts)
+}
+
+func (pq *PriorityQueue) popBatch(ctx context.Context, t kv.Transactor, n int, max bool, opts []OpOption) ([]Item, error) {
+	if err := checkTransactor(t); err != nil {
+		return nil, err
+	}
+	if n < 1 {
+		return nil, fmt.Errorf("%w: batch size %d, want at least 1", ErrInvalidArgument, n)
+	}
+	o := pq.journal.begin(t, opts)
+	items, err := kv.Transact(ctx, t, func(tr kv.Transaction) ([]Item, error) {
+		return takeEnd(tr, o, pq.items, n, max, pq.cfg.batchBudget, pq.accept, pq.replay)
+	})
+	o.end(err)
+	return items, err
+}
+
+// accept turns a popped pair into its item; the journal records the tuple
+// (priority, stored value).
+func (pq *PriorityQueue) accept(p kv.KeyValue) (Item, []byte, error) {
+	prio, _, err := pq.parse(p.Key)
+	if err != nil {
+		return Item{}, nil, err
+	}
+	v, err := pq.cfg.encoding.decode(p.Value)
+	if err != nil {
+		return Item{}, nil, err
+	}
+	rec, err := tuple.Tuple{prio, p.Value}.Pack()
+	return Item{Value: v, Priority: prio}, rec, err
+}
+
+// replay turns a journal record back into the item it recorded.
+func (pq *PriorityQueue) replay(rec []byte) (Item, error) {
+	t, err := tuple.Unpack(rec)
+	if err == nil && len(t) != 2 {
+		err = fmt.Errorf("%d elements", len(t))
+	}
+	if err != nil {
+		return Item{}, fmt.Errorf("fdbqueue: corrupt journal record: %w", err)
+	}
+	prio, ok1 := t[0].(int64)
+	stored, ok2 := t[1].([]byte)
+	if !ok1 || !ok2 {
+		return Item{}, fmt.Errorf("fdbqueue: corrupt journal record: (%T, %T)", t[0], t[1])
+	}
+	v, err := pq.cfg.encoding.decode(stored)
+	return Item{Value: v, Priority: prio}, err
+}
+
+// PeekMin returns the smallest item without removing it, or ErrEmpty.
+func (pq *PriorityQueue) PeekMin(ctx context.Context, t kv.ReadTransactor) (Item, error) {
+	return pq.peek(ctx, t, false)
+}
+
+// PeekMax returns the largest item without removing it, or ErrEmpty.
+func (pq *PriorityQueue) PeekMax(ctx context.Context, t kv.ReadTransactor) (Item, error) {
+	return pq.peek(ctx, t, true)
+}
+
+func (pq *PriorityQueue) peek(ctx context.Context, t kv.ReadTransactor, max bool) (Item, error) {
+	if err := checkTransactor(t); err != nil {
+		return Item{}, err
+	}
+	return kv.ReadTransact(ctx, t, func(tr kv.ReadTransaction) (Item, error) {
+		kvs, err := tr.GetRange(pq.items, kv.RangeOptions{Limit: 1, Reverse: max}).GetSlice()
+		if err != nil {
+			return Item{}, err
+		}
+		if len(kvs) == 0 {
+			return Item{}, ErrEmpty
+		}
+		prio, _, err := pq.parse(kvs[0].Key)
+		if err != nil {
+			return Item{}, err
+		}
+		v, err := pq.cfg.encoding.decode(kvs[0].Value)
+		return Item{Value: v, Priority: prio}, err
+	})
+}
+
+// Empty reports whether the priority queue holds no item.
+func (pq *PriorityQueue) Empty(ctx context.Context, t kv.ReadTransactor) (bool, error) {
+	return emptyRange(ctx, t, pq.items)
+}
+
+// Len counts the items with a snapshot scan (O(n), no read conflict).
+func (pq *PriorityQueue) Len(ctx context.Context, t kv.ReadTransactor) (int, error) {
+	return countRange(ctx, t, pq.items)
+}
+
+// Clear removes every item, keeping the operation journal.
+func (pq *PriorityQueue) Clear(ctx context.Context, t kv.Transactor) error {
+	if err := checkTransactor(t); err != nil {
+		return err
+	}
+	return t.Transact(ctx, func(tr kv.Transaction) error {
+		tr.ClearRange(pq.items)
+		return nil
+	})
+}

@@ -1,0 +1,426 @@
+package fdbqueue
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"sync/atomic"
+
+	"github.com/fdbqueue/fdbqueue/kv"
+	"github.com/fdbqueue/fdbqueue/tuple"
+)
+
+// Queue is a FIFO queue stored in a subspace, with the key layout of the
+// FoundationDB recipes: each item at (index, 20 random bytes), where index
+// is the last index in use plus one, found by a snapshot read so that
+// concurrent producers never conflict. Items enqueued concurrently may share
+// an index; their random parts order them among themselves.
+//
+// A Queue holds no connection: its methods take the database or transaction
+// to run in. It is safe for concurrent use.
+type Queue struct {
+	sub     Subspace
+	items   kv.KeyRange
+	cfg     config
+	journal *journal
+	rand    *entropy
+	userVer atomic.Uint32 // versionstamp mode: user version of the next item
+}
+
+// NewQueue returns a queue stored in sub. The subspace must have a non-empty
+// prefix: the queue also keeps its operation journal just after the
+// subspace's range (prefix + 0xff), outside what recipe clients read.
+func NewQueue(sub Subspace, opts ...Option) (*Queue, error) {
+	cfg, err := newConfig(opts)
+	if err != nil {
+		return nil, err
+	}
+	if len(sub.prefix) == 0 {
+		return nil, fmt.Errorf("%w: a queue needs a subspace with a non-empty prefix", ErrInvalidArgument)
+	}
+	items, _ := sub.Range()
+	return &Queue{
+		sub:     sub,
+		items:   items,
+		cfg:     cfg,
+		journal: newJournal(sub.prefix, cfg.noJournal, cfg.retention),
+		rand:    newEntropy(cfg.entropy),
+	}, nil
+}
+
+// Subspace returns the queue's subspace.
+func (q *Queue) Subspace() Subspace { return q.sub }
+
+// Enqueue adds value at the tail of the queue.
+//
+// Conflicts: none with other producers (the tail is found with a snapshot
+// read) nor with consumers. Cost: one snapshot range read (limit 1) and one
+// journal read, issued together (one round trip), then two writes (the item
+// and its journal record). In versionstamp mode the range read is skipped.
+//
+// Under commit_unknown_result the retry finds the journal record of the
+// attempt that committed and does nothing, so the item is enqueued exactly
+// once. An error for which kv.MaybeCommitted is true (the context ended
+// during commit) leaves it unknown whether the item was enqueued.
+func (q *Queue) Enqueue(ctx context.Context, t kv.Transactor, value []byte, opts ...OpOption) error {
+	return q.EnqueueBatch(ctx, t, [][]byte{value}, opts...)
+}
+
+// EnqueueBatch adds values at the tail, in order, in one transaction:
+// all or none are enqueued. A batch whose keys, values and journal record
+// exceed the batch budget fails with ErrBatchTooLarge before anything is
+// written; a value over 100,000 bytes with ErrValueTooLarge. An empty batch
+// does nothing. Conflicts and guarantees are those of Enqueue.
+func (q *Queue) EnqueueBatch(ctx context.Context, t kv.Transactor, values [][]byte, opts ...OpOption) error {
+	if err := checkTransactor(t); err != nil {
+		return err
+	}
+	if len(values) == 0 {
+		return nil
+	}
+	stored, size, err := encodeAll(q.cfg.encoding, values)
+	if err != nil {
+		return err
+	}
+	o := q.journal.begin(t, opts)
+	size += len(values)*(len(q.sub.prefix)+suffixSize+16) + o.recordSize(1, 0)
+	if size > q.cfg.batchBudget {
+		return fmt.Errorf("%w: %d items, about %d bytes, budget %d", ErrBatchTooLarge, len(values), size, q.cfg.batchBudget)
+	}
+	if q.cfg.versionstamps && len(values) > 1<<16 {
+		return fmt.Errorf("%w: %d items, versionstamp mode allows %d per transaction", ErrBatchTooLarge, len(values), 1<<16)
+	}
+	err = t.Transact(ctx, func(tr kv.Transaction) error {
+		rec, err := o.check(tr)
+		if err != nil {
+			return err
+		}
+		var tail kv.RangeResult
+		if !q.cfg.versionstamps {
+			tail = tr.Snapshot().GetRange(q.items, kv.RangeOptions{Limit: 1, Reverse: true})
+		}
+		if _, done, err := o.applied(rec); err != nil || done {
+			return err
+		}
+		if q.cfg.versionstamps {
+			err = q.writeVersionstamped(tr, stored)
+		} else {
+			err = q.writeIndexed(tr, tail, stored)
+		}
+		if err != nil {
+			return err
+		}
+		o.record(tr)
+		return nil
+	})
+	o.end(err)
+	return err
+}
+
+func encodeAll(enc ValueEncoding, values [][]byte) (stored [][]byte, size int, err error) {
+	stored = make([][]byte, len(values))
+	for i, v := range values {
+		s, err := enc.encode(v)
+		if err != nil {
+			return nil, 0, &CodecError{Err: err}
+		}
+		if len(s) > kv.MaxValueSize {
+			return nil, 0, valueTooLarge(i, len(s))
+		}
+		stored[i] = s
+		size += len(s)
+	}
+	return stored, size, nil
+}
+
+func (q *Queue) writeIndexed(tr kv.Transaction, tail kv.RangeResult, stored [][]byte) error {
+	last, err := firstKey(tail)
+	if err != nil {
+		return err
+	}
+	var index int64
+	if last != nil {
+		if index, err = q.parseIndexed(last); err != nil {
+			return err
+		}
+	}
+	for i, s := range stored {
+		suffix, err := q.rand.suffix()
+		if err != nil {
+			return err
+		}
+		key, err := q.sub.Pack(tuple.Tuple{index + 1 + int64(i), suffix})
+		if err != nil {
+			return err
+		}
+		tr.Set(key, s)
+	}
+	return nil
+}
+
+func (q *Queue) writeVersionstamped(tr kv.Transaction, stored [][]byte) error {
+	for _, s := range stored {
+		suffix, err := q.rand.suffix()
+		if err != nil {
+			return err
+		}
+		uv := uint16(q.userVer.Add(1) - 1)
+		key, err := tuple.Tuple{tuple.IncompleteVersionstamp(uv), suffix}.PackWithVersionstamp(q.sub.prefix)
+		if err != nil {
+			return err
+		}
+		tr.SetVersionstampedKey(key, s)
+	}
+	return nil
+}
+
+// firstKey returns the key of the first pair of a limit-1 range read, or nil.
+func firstKey(rr kv.RangeResult) ([]byte, error) {
+	kvs, err := rr.GetSlice()
+	if err != nil || len(kvs) == 0 {
+		return nil, err
+	}
+	return kvs[0].Key, nil
+}
+
+// parseIndexed checks that key is an item key of index mode and returns its
+// index.
+func (q *Queue) parseIndexed(key []byte) (int64, error) {
+	t, err := q.sub.Unpack(key)
+	if err != nil {
+		return 0, &ForeignKeyError{Key: bytes.Clone(key), Reason: err.Error()}
+	}
+	if len(t) != 2 {
+		return 0, &ForeignKeyError{Key: bytes.Clone(key), Reason: fmt.Sprintf("tuple has %d elements, want (index, random)", len(t))}
+	}
+	index, ok := t[0].(int64)
+	if !ok {
+		return 0, &ForeignKeyError{Key: bytes.Clone(key), Reason: fmt.Sprintf("first element is %T, want an integer index", t[0])}
+	}
+	if _, ok := t[1].([]byte); !ok {
+		return 0, &ForeignKeyError{Key: bytes.Clone(key), Reason: fmt.Sprintf("second element is %T, want random bytes", t[1])}
+	}
+	return index, nil
+}
+
+// checkItemKey verifies that key has the layout this queue writes.
+func (q *Queue) checkItemKey(key []byte) error {
+	if !q.cfg.versionstamps {
+		_, err := q.parseIndexed(key)
+		return err
+	}
+	t, err := q.sub.Unpack(key)
+	if err != nil {
+		return &ForeignKeyError{Key: bytes.Clone(key), Reason: err.Error()}
+	}
+	if len(t) != 2 {
+		return &ForeignKeyError{Key: bytes.Clone(key), Reason: fmt.Sprintf("tuple has %d elements, want (versionstamp, random)", len(t))}
+	}
+	if _, ok := t[0].(tuple.Versionstamp); !ok {
+		return &ForeignKeyError{Key: bytes.Clone(key), Reason: fmt.Sprintf("first element is %T, want a versionstamp", t[0])}
+	}
+	return nil
+}
+
+// Dequeue removes the item at the head of the queue and returns it, or
+// ErrEmpty.
+//
+// Conflicts: it reads the head with a normal read, so two consumers that
+// dequeue at once conflict and one retries (see the staged dequeue for many
+// consumers); it never conflicts with producers unless the queue holds a
+// single index. Cost: one range read (limit 1) and one journal read, issued
+// together, then a clear and a journal record holding the item's value.
+//
+// Under commit_unknown_result the retry finds the journal record of the
+// attempt that committed and returns the same item: nothing is lost or
+// returned twice. If Dequeue fails with an error for which kv.MaybeCommitted
+// is true, the item may have been removed; call Dequeue again with the same
+// WithOpID within the journal retention to get it.
+//
+// A head key without this queue's layout fails with ErrForeignKey, and with
+// TupleValues a stored value that is not a packed tuple fails with ErrCodec;
+// in both cases nothing is removed.
+func (q *Queue) Dequeue(ctx context.Context, t kv.Transactor, opts ...OpOption) ([]byte, error) {
+	vals, err := q.DequeueBatch(ctx, t, 1, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return vals[0], nil
+}
+
+// DequeueBatch removes up to max items from the head, in order, in one
+// transaction, and returns them; ErrEmpty when there are none. It takes
+// fewer than max when their values would exceed the batch budget (it always
+// takes at least one). max must be at least 1.
+//
+// Conflicts: the read conflict covers the head up to the last item taken,
+// even when the queue held fewer than max items, so a batch dequeue does not
+// conflict with producers appending after it. Guarantees are Dequeue's.
+func (q *Queue) DequeueBatch(ctx context.Context, t kv.Transactor, max int, opts ...OpOption) ([][]byte, error) {
+	if err := checkTransactor(t); err != nil {
+		return nil, err
+	}
+	if max < 1 {
+		return nil, fmt.Errorf("%w: batch size %d, want at least 1", ErrInvalidArgument, max)
+	}
+	o := q.journal.begin(t, opts)
+	vals, err := kv.Transact(ctx, t, func(tr kv.Transaction) ([][]byte, error) {
+		return takeEnd(tr, o, q.items, max, false, q.cfg.batchBudget, q.accept, q.cfg.encoding.decode)
+	})
+	o.end(err)
+	return vals, err
+}
+
+// takeEnd removes up to max items from one end of r inside tr: the shared
+// body of Queue.DequeueBatch and PriorityQueue's pops. accept turns a pair
+// into a result and the journal record that lets a retry return the same
+// result (it fails for a foreign key); replay turns a record back into the
+// result.
+func takeEnd[T any](tr kv.Transaction, o *op, r kv.KeyRange, max int, reverse bool, budget int,
+	accept func(kv.KeyValue) (T, []byte, error), replay func([]byte) (T, error)) ([]T, error) {
+	rec, err := o.check(tr)
+	if err != nil {
+		return nil, err
+	}
+	head := tr.Snapshot().GetRange(r, kv.RangeOptions{Limit: max, Reverse: reverse, Mode: kv.StreamingModeExact})
+	if prev, done, err := o.applied(rec); err != nil {
+		return nil, err
+	} else if done {
+		out := make([]T, len(prev))
+		for i, p := range prev {
+			if out[i], err = replay(p); err != nil {
+				return nil, err
+			}
+		}
+		return out, nil
+	}
+	kvs, err := head.GetSlice()
+	if err != nil {
+		return nil, err
+	}
+	if len(kvs) == 0 {
+		// Depend on the emptiness we saw, as a normal read would.
+		if err := tr.AddReadConflictRange(r); err != nil {
+			return nil, err
+		}
+		return nil, ErrEmpty
+	}
+	var out []T
+	var records [][]byte
+	var last []byte
+	used := 0
+	for _, p := range kvs {
+		cost := 2*len(p.Value) + len(p.Key)
+		if len(out) > 0 && used+cost > budget {
+			break
+		}
+		v, record, err := accept(p)
+		if err != nil {
+			if len(out) > 0 {
+				break // take the good items before the bad one
+			}
+			return nil, err
+		}
+		used += cost
+		out = append(out, v)
+		records = append(records, record)
+		last = p.Key
+		tr.Clear(p.Key)
+	}
+	// The read conflict covers what the result depended on: from the end we
+	// took from up to and including the last key taken.
+	conflict := kv.KeyRange{Begin: r.Begin, End: append(bytes.Clone(last), 0x00)}
+	if reverse {
+		conflict = kv.KeyRange{Begin: last, End: r.End}
+	}
+	if err := tr.AddReadConflictRange(conflict); err != nil {
+		return nil, err
+	}
+	o.record(tr, records...)
+	return out, nil
+}
+
+// accept turns a head pair into its item; the journal records the stored
+// value.
+func (q *Queue) accept(p kv.KeyValue) ([]byte, []byte, error) {
+	if err := q.checkItemKey(p.Key); err != nil {
+		return nil, nil, err
+	}
+	v, err := q.cfg.encoding.decode(p.Value)
+	return v, p.Value, err
+}
+
+// Peek returns the item at the head without removing it, or ErrEmpty.
+// It is a normal read (limit 1): inside a read-write transaction it
+// conflicts with a concurrent Dequeue, as a reader of the head should.
+func (q *Queue) Peek(ctx context.Context, t kv.ReadTransactor) ([]byte, error) {
+	return peekEnd(ctx, t, q.items, false, q.cfg.encoding, q.checkItemKey)
+}
+
+func peekEnd(ctx context.Context, t kv.ReadTransactor, r kv.KeyRange, reverse bool, enc ValueEncoding, check func([]byte) error) ([]byte, error) {
+	if err := checkTransactor(t); err != nil {
+		return nil, err
+	}
+	return kv.ReadTransact(ctx, t, func(tr kv.ReadTransaction) ([]byte, error) {
+		kvs, err := tr.GetRange(r, kv.RangeOptions{Limit: 1, Reverse: reverse}).GetSlice()
+		if err != nil {
+			return nil, err
+		}
+		if len(kvs) == 0 {
+			return nil, ErrEmpty
+		}
+		if err := check(kvs[0].Key); err != nil {
+			return nil, err
+		}
+		return enc.decode(kvs[0].Value)
+	})
+}
+
+// Empty reports whether the queue holds no item (a normal read, limit 1).
+func (q *Queue) Empty(ctx context.Context, t kv.ReadTransactor) (bool, error) {
+	return emptyRange(ctx, t, q.items)
+}
+
+func emptyRange(ctx context.Context, t kv.ReadTransactor, r kv.KeyRange) (bool, error) {
+	if err := checkTransactor(t); err != nil {
+		return false, err
+	}
+	return kv.ReadTransact(ctx, t, func(tr kv.ReadTransaction) (bool, error) {
+		kvs, err := tr.GetRange(r, kv.RangeOptions{Limit: 1}).GetSlice()
+		return len(kvs) == 0, err
+	})
+}
+
+// Len counts the items, as of the transaction's read version, by scanning
+// the whole queue with a snapshot read: O(n), and it adds no read conflict.
+// Every key in the queue's range counts, foreign or not.
+func (q *Queue) Len(ctx context.Context, t kv.ReadTransactor) (int, error) {
+	return countRange(ctx, t, q.items)
+}
+
+func countRange(ctx context.Context, t kv.ReadTransactor, r kv.KeyRange) (int, error) {
+	if err := checkTransactor(t); err != nil {
+		return 0, err
+	}
+	return kv.ReadTransact(ctx, t, func(tr kv.ReadTransaction) (int, error) {
+		it := tr.Snapshot().GetRange(r, kv.RangeOptions{Mode: kv.StreamingModeWantAll}).Iterator()
+		n := 0
+		for it.Next() {
+			n++
+		}
+		return n, it.Err()
+	})
+}
+
+// Clear removes every item (one range clear, a blind write: it conflicts
+// with consumers that read the head, not with producers). The operation
+// journal is kept, so operations in flight stay exactly-once.
+func (q *Queue) Clear(ctx context.Context, t kv.Transactor) error {
+	if err := checkTransactor(t); err != nil {
+		return err
+	}
+	return t.Transact(ctx, func(tr kv.Transaction) error {
+		tr.ClearRange(q.items)
+		return nil
+	})
+}

@@ -1,0 +1,161 @@
+package fdbqueue
+
+import (
+	"context"
+
+	"github.com/fdbqueue/fdbqueue/kv"
+)
+
+// TypedQueue is a Queue of values of type T, converted by a Codec. It adds
+// nothing to the stored layout: a TypedQueue and a Queue on the same
+// subspace see the same items.
+type TypedQueue[T any] struct {
+	q     *Queue
+	codec Codec[T]
+}
+
+// NewTypedQueue wraps q with codec.
+func NewTypedQueue[T any](q *Queue, codec Codec[T]) *TypedQueue[T] {
+	return &TypedQueue[T]{q: q, codec: codec}
+}
+
+// Queue returns the underlying byte queue.
+func (tq *TypedQueue[T]) Queue() *Queue { return tq.q }
+
+// Enqueue encodes v and enqueues it; see Queue.Enqueue.
+func (tq *TypedQueue[T]) Enqueue(ctx context.Context, t kv.Transactor, v T, opts ...OpOption) error {
+	return tq.EnqueueBatch(ctx, t, []T{v}, opts...)
+}
+
+// EnqueueBatch encodes vs and enqueues them in one transaction; see
+// Queue.EnqueueBatch.
+func (tq *TypedQueue[T]) EnqueueBatch(ctx context.Context, t kv.Transactor, vs []T, opts ...OpOption) error {
+	raw, err := encodeTyped(tq.codec, vs)
+	if err != nil {
+		return err
+	}
+	return tq.q.EnqueueBatch(ctx, t, raw, opts...)
+}
+
+// Dequeue dequeues and decodes the head item; see Queue.Dequeue. When the
+// codec fails, the item has been dequeued all the same: its bytes are in the
+// returned *CodecError.
+func (tq *TypedQueue[T]) Dequeue(ctx context.Context, t kv.Transactor, opts ...OpOption) (T, error) {
+	raw, err := tq.q.Dequeue(ctx, t, opts...)
+	if err != nil {
+		var zero T
+		return zero, err
+	}
+	return decodeTyped(tq.codec, raw)
+}
+
+// DequeueBatch dequeues up to max items and decodes them; see
+// Queue.DequeueBatch. Items the codec fails on are dropped from the result
+// and reported, with their bytes, in a *CodecError after the others.
+func (tq *TypedQueue[T]) DequeueBatch(ctx context.Context, t kv.Transactor, max int, opts ...OpOption) ([]T, error) {
+	raws, err := tq.q.DequeueBatch(ctx, t, max, opts...)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]T, 0, len(raws))
+	var firstErr error
+	for _, r := range raws {
+		v, err := decodeTyped(tq.codec, r)
+		if err != nil {
+			if firstErr == nil {
+				firstErr = err
+			}
+			continue
+		}
+		out = append(out, v)
+	}
+	return out, firstErr
+}
+
+// Peek returns the decoded head item without removing it.
+func (tq *TypedQueue[T]) Peek(ctx context.Context, t kv.ReadTransactor) (T, error) {
+	raw, err := tq.q.Peek(ctx, t)
+	if err != nil {
+		var zero T
+		return zero, err
+	}
+	return decodeTyped(tq.codec, raw)
+}
+
+// TypedPriorityQueue is a PriorityQueue of values of type T.
+type TypedPriorityQueue[T any] struct {
+	pq    *PriorityQueue
+	codec Codec[T]
+}
+
+// TypedItem is a decoded value with its priority.
+type TypedItem[T any] struct {
+	Value    T
+	Priority int64
+}
+
+// NewTypedPriorityQueue wraps pq with codec.
+func NewTypedPriorityQueue[T any](pq *PriorityQueue, codec Codec[T]) *TypedPriorityQueue[T] {
+	return &TypedPriorityQueue[T]{pq: pq, codec: codec}
+}
+
+// PriorityQueue returns the underlying byte priority queue.
+func (tp *TypedPriorityQueue[T]) PriorityQueue() *PriorityQueue { return tp.pq }
+
+// Push encodes v and pushes it with priority; see PriorityQueue.Push.
+func (tp *TypedPriorityQueue[T]) Push(ctx context.Context, t kv.Transactor, v T, priority int64, opts ...OpOption) error {
+	raw, err := tp.codec.Encode(v)
+	if err != nil {
+		return &CodecError{Err: err}
+	}
+	return tp.pq.Push(ctx, t, raw, priority, opts...)
+}
+
+// PopMin pops and decodes the smallest item; see PriorityQueue.PopMin.
+func (tp *TypedPriorityQueue[T]) PopMin(ctx context.Context, t kv.Transactor, opts ...OpOption) (TypedItem[T], error) {
+	return tp.decodeItem(tp.pq.PopMin(ctx, t, opts...))
+}
+
+// PopMax pops and decodes the largest item; see PriorityQueue.PopMax.
+func (tp *TypedPriorityQueue[T]) PopMax(ctx context.Context, t kv.Transactor, opts ...OpOption) (TypedItem[T], error) {
+	return tp.decodeItem(tp.pq.PopMax(ctx, t, opts...))
+}
+
+// PeekMin decodes the smallest item without removing it.
+func (tp *TypedPriorityQueue[T]) PeekMin(ctx context.Context, t kv.ReadTransactor) (TypedItem[T], error) {
+	return tp.decodeItem(tp.pq.PeekMin(ctx, t))
+}
+
+// PeekMax decodes the largest item without removing it.
+func (tp *TypedPriorityQueue[T]) PeekMax(ctx context.Context, t kv.ReadTransactor) (TypedItem[T], error) {
+	return tp.decodeItem(tp.pq.PeekMax(ctx, t))
+}
+
+func (tp *TypedPriorityQueue[T]) decodeItem(it Item, err error) (TypedItem[T], error) {
+	if err != nil {
+		return TypedItem[T]{}, err
+	}
+	v, err := decodeTyped(tp.codec, it.Value)
+	return TypedItem[T]{Value: v, Priority: it.Priority}, err
+}
+
+func encodeTyped[T any](c Codec[T], vs []T) ([][]byte, error) {
+	raw := make([][]byte, len(vs))
+	for i, v := range vs {
+		b, err := c.Encode(v)
+		if err != nil {
+			return nil, &CodecError{Err: err}
+		}
+		raw[i] = b
+	}
+	return raw, nil
+}
+
+func decodeTyped[T any](c Codec[T], raw []byte) (T, error) {
+	v, err := c.Decode(raw)
+	if err != nil {
+		var zero T
+		return zero, &CodecError{Raw: raw, Err: err}
+	}
+	return v, nil
+}
