@@ -3,6 +3,7 @@ package fdbqueue
 import (
 	"bytes"
 	"crypto/rand"
+	"encoding/binary"
 	"encoding/hex"
 	"fmt"
 	"sync"
@@ -14,15 +15,25 @@ import (
 )
 
 // OpID identifies one logical queue operation across every retry of the
-// transaction that carries it. See the package documentation, "Exactly once
-// under commit_unknown_result".
+// transaction that carries it. Its first 8 bytes are its creation time
+// (big-endian Unix microseconds), the rest random, so that journal records
+// sort by age and expire by range. See the package documentation, "Exactly
+// once under commit_unknown_result".
 type OpID [16]byte
 
-// NewOpID returns a random operation ID.
-func NewOpID() OpID {
+// NewOpID returns a new operation ID stamped with the current time.
+func NewOpID() OpID { return newOpIDAt(time.Now()) }
+
+func newOpIDAt(t time.Time) OpID {
 	var id OpID
-	_, _ = rand.Read(id[:]) // crypto/rand.Read never fails (Go 1.24+)
+	binary.BigEndian.PutUint64(id[:8], uint64(t.UnixMicro()))
+	_, _ = rand.Read(id[8:]) // crypto/rand.Read never fails (Go 1.24+)
 	return id
+}
+
+// Time returns when the ID was made.
+func (id OpID) Time() time.Time {
+	return time.UnixMicro(int64(binary.BigEndian.Uint64(id[:8])))
 }
 
 // String returns the ID in hex.
@@ -36,30 +47,28 @@ type opConfig struct {
 	hasID bool
 }
 
-// WithOpID makes the operation use id instead of a fresh random ID. Use it
-// when you run a queue operation inside your own transaction and retry that
-// transaction yourself: create the ID once, outside your retry loop, and
-// pass it on every attempt; the operation then takes effect once however
-// often the attempt is retried after commit_unknown_result. Also use it to
-// recover the item of a Dequeue that failed with a maybe-committed error:
-// calling Dequeue again with the same ID returns that item if the first call
-// removed it. An ID names one operation: never reuse it for another.
+// WithOpID makes the operation use id instead of a fresh one. Use it when
+// you run a queue operation inside your own transaction and retry that
+// transaction yourself: make the ID once with NewOpID, outside your retry
+// loop, and pass it on every attempt; the operation then takes effect once
+// however often the attempt is retried after commit_unknown_result. Also use
+// it to recover the item of a Dequeue that failed with a maybe-committed
+// error: calling Dequeue again with the same ID returns the item the first
+// call removed, if it removed one. An ID names one operation: never reuse it
+// for another.
 func WithOpID(id OpID) OpOption {
 	return func(c *opConfig) { c.id, c.hasID = id, true }
 }
 
-// versionsPerSecond is how fast FoundationDB's versions advance; the journal
-// measures its retention in versions so that clocks of clients never matter.
-const versionsPerSecond = 1_000_000
-
 // journal records which operations have been applied, under the queue's
-// prefix followed by 0xff — outside the range that recipe clients read. A
-// record is keyed (epoch, op ID, n) where epoch is the read version of the
-// operation's first attempt, so that records can be expired by version.
+// prefix followed by 0xff, outside the range that recipe clients read. A
+// record is keyed (op ID, n); since an ID starts with its creation time,
+// records older than the retention form one range.
 type journal struct {
 	prefix    []byte // queue prefix + 0xff
 	disabled  bool
-	retention int64 // in versions
+	retention time.Duration
+	now       func() time.Time
 	gcEvery   uint64
 	count     atomic.Uint64
 
@@ -69,11 +78,12 @@ type journal struct {
 
 const maxPendingClears = 64
 
-func newJournal(queuePrefix []byte, disabled bool, retention time.Duration) *journal {
+func newJournal(queuePrefix []byte, cfg config) *journal {
 	return &journal{
 		prefix:    append(bytes.Clone(queuePrefix), 0xff),
-		disabled:  disabled,
-		retention: int64(retention / time.Microsecond),
+		disabled:  cfg.noJournal,
+		retention: cfg.retention,
+		now:       cfg.now,
 		gcEvery:   64,
 	}
 }
@@ -82,8 +92,6 @@ func newJournal(queuePrefix []byte, disabled bool, retention time.Duration) *jou
 type op struct {
 	j        *journal
 	id       OpID
-	epoch    int64         // read version of the first attempt; 0 before it
-	readVer  int64         // read version of the current attempt
 	cleanups []kv.KeyRange // earlier completed operations' records to clear
 	owned    bool          // the operation runs its own transactions (a Database)
 }
@@ -96,7 +104,7 @@ func (j *journal) begin(t kv.Transactor, opts []OpOption) *op {
 		o(&c)
 	}
 	if !c.hasID {
-		c.id = NewOpID()
+		c.id = newOpIDAt(j.now())
 	}
 	o := &op{j: j, id: c.id}
 	if _, o.owned = t.(kv.Database); o.owned && !j.disabled {
@@ -122,10 +130,7 @@ func (o *op) end(err error) {
 	if err == nil {
 		// The commit that wrote this operation's records also applied the
 		// cleanups it carried; what remains is to clear its own records.
-		back = nil
-		if o.epoch != 0 {
-			back = []kv.KeyRange{o.recordRange()}
-		}
+		back = []kv.KeyRange{o.recordRange()}
 	}
 	for _, r := range back {
 		if len(o.j.pending) < maxPendingClears {
@@ -134,18 +139,13 @@ func (o *op) end(err error) {
 	}
 }
 
-func (o *op) recordPrefix() []byte {
-	k, _ := tuple.Tuple{o.epoch, o.id[:]}.AppendPack(bytes.Clone(o.j.prefix))
-	return k
-}
-
 func (o *op) recordRange() kv.KeyRange {
-	p := o.recordPrefix()
-	return kv.KeyRange{Begin: append(bytes.Clone(p), 0x00), End: append(p, 0xff)}
+	p, _ := tuple.Tuple{o.id[:]}.AppendPack(bytes.Clone(o.j.prefix))
+	return kv.KeyRange{Begin: p, End: append(bytes.Clone(p), 0xff)}
 }
 
 func (o *op) recordKey(n int) []byte {
-	k, _ := tuple.Tuple{o.epoch, o.id[:], n}.AppendPack(bytes.Clone(o.j.prefix))
+	k, _ := tuple.Tuple{o.id[:], n}.AppendPack(bytes.Clone(o.j.prefix))
 	return k
 }
 
@@ -157,15 +157,8 @@ func (o *op) check(tr kv.Transaction) (kv.RangeResult, error) {
 	if o.j.disabled {
 		return nil, nil
 	}
-	rv, err := tr.GetReadVersion().Get()
-	if err != nil {
-		return nil, err
-	}
-	o.readVer = rv
-	if o.epoch == 0 {
-		o.epoch = rv
-	} else if rv-o.epoch > o.j.retention {
-		return nil, fmt.Errorf("%w: op %s", ErrOperationExpired, o.id)
+	if age := o.j.now().Sub(o.id.Time()); age > o.j.retention {
+		return nil, fmt.Errorf("%w: op %s is %v old, retention %v", ErrOperationExpired, o.id, age.Round(time.Second), o.j.retention)
 	}
 	return tr.GetRange(o.recordRange(), kv.RangeOptions{Mode: kv.StreamingModeWantAll}), nil
 }
@@ -189,7 +182,7 @@ func (o *op) applied(rr kv.RangeResult) (results [][]byte, ok bool, err error) {
 
 // record writes the operation's records (one per result; at least one) in
 // the attempt's transaction, clears the records of completed operations, and
-// now and then expires records older than the retention.
+// now and then clears every record older than the retention.
 func (o *op) record(tr kv.Transaction, results ...[]byte) {
 	if o.j.disabled {
 		return
@@ -207,12 +200,18 @@ func (o *op) record(tr kv.Transaction, results ...[]byte) {
 		tr.ClearRange(r)
 	}
 	if o.j.count.Add(1)%o.j.gcEvery == 0 {
-		cutoff := o.readVer - o.j.retention
-		if cutoff > 0 {
-			end, _ := tuple.Tuple{cutoff}.AppendPack(bytes.Clone(o.j.prefix))
-			tr.ClearRange(kv.KeyRange{Begin: o.j.prefix, End: end})
-		}
+		o.j.expire(tr)
 	}
+}
+
+// expire clears, in tr, every record whose operation is older than the
+// retention: a blind range clear that conflicts only with those operations'
+// own (expired) retries.
+func (j *journal) expire(tr kv.Transaction) {
+	var cutoff [8]byte
+	binary.BigEndian.PutUint64(cutoff[:], uint64(j.now().Add(-j.retention).UnixMicro()))
+	end, _ := tuple.Tuple{cutoff[:]}.AppendPack(bytes.Clone(j.prefix))
+	tr.ClearRange(kv.KeyRange{Begin: j.prefix, End: end})
 }
 
 // recordSize is an upper bound of the bytes record adds for results.

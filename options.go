@@ -22,6 +22,7 @@ type config struct {
 	retention     time.Duration
 	batchBudget   int
 	entropy       io.Reader
+	now           func() time.Time
 }
 
 // Defaults of the options.
@@ -36,7 +37,7 @@ const (
 )
 
 func newConfig(opts []Option) (config, error) {
-	c := config{retention: DefaultJournalRetention, batchBudget: DefaultBatchBudget}
+	c := config{retention: DefaultJournalRetention, batchBudget: DefaultBatchBudget, now: time.Now}
 	for _, o := range opts {
 		o(&c)
 	}
@@ -85,6 +86,11 @@ func WithBatchBudget(bytes int) Option { return func(c *config) { c.batchBudget 
 // ChaCha8 generator seeded from crypto/rand). Deterministic tests pass a
 // seeded source. Reads from it are serialised by the queue.
 func WithEntropy(r io.Reader) Option { return func(c *config) { c.entropy = r } }
+
+// WithClock sets the clock that stamps operation IDs and expires journal
+// records (default time.Now). Tests pass a fake clock; in production the
+// clocks of all clients of a queue must agree to well within the retention.
+func WithClock(now func() time.Time) Option { return func(c *config) { c.now = now } }
 
 // suffixSize is the length of the random part of an item key, as in the
 // recipes.

@@ -50,7 +50,7 @@ func NewPriorityQueue(sub Subspace, opts ...Option) (*PriorityQueue, error) {
 		sub:     sub,
 		items:   items,
 		cfg:     cfg,
-		journal: newJournal(sub.prefix, cfg.noJournal, cfg.retention),
+		journal: newJournal(sub.prefix, cfg),
 		rand:    newEntropy(cfg.entropy),
 	}, nil
 }

@@ -43,7 +43,7 @@ func NewQueue(sub Subspace, opts ...Option) (*Queue, error) {
 		sub:     sub,
 		items:   items,
 		cfg:     cfg,
-		journal: newJournal(sub.prefix, cfg.noJournal, cfg.retention),
+		journal: newJournal(sub.prefix, cfg),
 		rand:    newEntropy(cfg.entropy),
 	}, nil
 }

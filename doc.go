@@ -1,0 +1,105 @@
+// Package fdbqueue provides queue layers for FoundationDB: a FIFO Queue and
+// a PriorityQueue stored with the tuple layer inside a Subspace, as thin
+// transactional functions that compose inside the caller's own transactions.
+//
+// The layers are written against the small interface in package kv. Two
+// backends implement it: memdb, an embedded engine with FoundationDB's
+// transaction semantics (for tests, examples and development), and fdbkv,
+// the adapter to the official FoundationDB Go binding (its own module, so
+// that this one never needs cgo).
+//
+// # Transactions and composition
+//
+// Every operation takes a kv.Transactor as its second argument. Given a
+// Database, the operation runs in its own transaction, commits it and
+// retries retryable errors (kv.RetryLoop). Given a Transaction, it runs
+// inside that transaction and commits nothing: the caller's commit applies
+// the operation together with the caller's other writes, or not at all.
+// Reads (Peek, Empty, Len) take a kv.ReadTransactor.
+//
+// # Key layout
+//
+// The layouts are the FoundationDB recipes', so a Go program can share a
+// queue with the Python or Java recipes:
+//
+//	Queue:          prefix + pack((index, 20 random bytes))     = value
+//	PriorityQueue:  prefix + pack((priority, count, 20 random)) = value
+//	journal:        prefix + 0xff + pack((op ID, n))            = result
+//
+// The value is the item's bytes (RawValues, as Python) or the packed tuple
+// (item,) (TupleValues, as Java). The journal lies just past the subspace's
+// range, so clients that read the subspace's range never see it. With
+// WithVersionstampOrder a Queue keys items by (versionstamp, random) instead.
+//
+// # Conflicts and cost of each operation
+//
+//	operation          round trips  reads                                     writes             conflicts with
+//	Enqueue            1 + commit   snapshot tail (limit 1), journal          item, journal      nothing
+//	Enqueue (vstamp)   1 + commit   journal                                   item, journal      nothing
+//	EnqueueBatch(n)    1 + commit   snapshot tail, journal                    n items, journal   nothing
+//	Dequeue            1 + commit   head (limit 1), journal                   clear, journal     other consumers
+//	DequeueBatch(n)    1 + commit   head (limit n), journal                   n clears, journal  other consumers
+//	Push               1 + commit   snapshot tail of the priority, journal    item, journal      nothing
+//	PopMin / PopMax    1 + commit   first / last key, journal                 clear, journal     other poppers; PopMax also
+//	                                                                                             pushes at >= its priority
+//	Peek*, Empty       1            first / last key (normal read)            -                  (read-only)
+//	Len                n/batch      whole range (snapshot)                    -                  (read-only)
+//	Clear              commit       -                                         range clear        consumers
+//
+// The two reads of an operation are issued together, so the journal costs
+// no extra round trip: it costs one point-sized range read and one small
+// write per operation (for a dequeue, a write of the item's value), and one
+// range clear, carried by a later operation, to remove the record.
+// WithoutIdempotency removes the journal and gives the recipes' exact cost.
+//
+// Consumers conflict because they all read the head: with many consumers
+// use a staged dequeue (see staging.go) or batch dequeues.
+//
+// # Exactly once under commit_unknown_result
+//
+// FoundationDB may answer a commit with commit_unknown_result (1021): the
+// commit may or may not have been applied, and the standard retry loop runs
+// the function again. The recipes then enqueue an item twice, or lose an
+// item whose dequeue committed but whose result never reached the caller.
+//
+// Here each call of an operation gets an OpID (random, or yours with
+// WithOpID) and writes a journal record under that ID in the same
+// transaction as its effect. Each attempt first reads the record, with a
+// normal read: if an earlier attempt committed, the record is there and
+// the attempt returns that attempt's result (the dequeued items are in the
+// record) without doing anything again; if the earlier attempt's commit is
+// still in flight and lands later, the two attempts conflict and only one
+// commits. So every operation takes effect exactly once and returns the
+// result of the attempt that did.
+//
+// Records are cleaned up in two ways. When an operation ran its own
+// transactions (it was given a Database) and returned, nothing will retry it
+// again, so its record is cleared by the next operation of the same Queue
+// value, as one extra range clear in that operation's transaction. Every
+// other record (operations inside callers' transactions, abandoned ones)
+// expires after the journal retention (default ten minutes): an OpID starts
+// with its creation time, so expired records form one key range, and one
+// operation in 64 clears it. Clients' clocks must agree to well within the
+// retention. An operation still retrying after its retention fails with
+// ErrOperationExpired rather
+// than risk applying twice.
+//
+// When an operation runs inside your transaction, your retry loop re-runs
+// it: create an OpID with NewOpID once, outside your loop, and pass it with
+// WithOpID on every attempt. Your own writes in that transaction should be
+// idempotent too (a Set is; an atomic Add is not).
+//
+// Errors for which kv.MaybeCommitted is true (the context ended during a
+// commit) are returned to the caller: the operation may or may not have
+// taken effect. A Dequeue or Pop called again with the same WithOpID within
+// the retention returns the item it removed, if it removed one.
+//
+// # Errors
+//
+// Layer errors are sentinels tested with errors.Is: ErrEmpty,
+// ErrValueTooLarge, ErrForeignKey (a *ForeignKeyError naming the key),
+// ErrInvalidArgument, ErrBatchTooLarge, ErrOperationExpired, ErrCodec,
+// ErrKeyOutsideSubspace and ErrMalformedKey. Database errors are kv errors
+// (kv.ErrNotCommitted, ...). No input makes an operation panic, and no
+// failure loses or duplicates an item.
+package fdbqueue
