@@ -1,6 +1,7 @@
 package tuple_test
 
 import (
+	"bytes"
 	"encoding/hex"
 	"fmt"
 	"math"
@@ -83,3 +84,6 @@ func bigFromString(t testing.TB, s string) *big.Int {
 	require.True(t, ok, "bad big integer in test: %q", s)
 	return v
 }
+
+// bytesCompare is bytes.Compare, named for readability in order tests.
+func bytesCompare(a, b []byte) int { return bytes.Compare(a, b) }
