@@ -24,7 +24,7 @@
 //
 //	Queue:          prefix + pack((index, 20 random bytes))     = value
 //	PriorityQueue:  prefix + pack((priority, count, 20 random)) = value
-//	journal:        prefix + 0xff + pack((op ID, n))            = result
+//	journal:        prefix + 0xff + pack(("j", op ID, n))       = result
 //
 // The value is the item's bytes (RawValues, as Python) or the packed tuple
 // (item,) (TupleValues, as Java). The journal lies just past the subspace's

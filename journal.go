@@ -60,12 +60,11 @@ func WithOpID(id OpID) OpOption {
 	return func(c *opConfig) { c.id, c.hasID = id, true }
 }
 
-// journal records which operations have been applied, under the queue's
-// prefix followed by 0xff, outside the range that recipe clients read. A
-// record is keyed (op ID, n); since an ID starts with its creation time,
+// journal records which operations have been applied, in the queue's meta
+// subspace, outside the range that recipe clients read. A record is keyed (op ID, n); since an ID starts with its creation time,
 // records older than the retention form one range.
 type journal struct {
-	prefix    []byte // queue prefix + 0xff
+	prefix    []byte // metaSubspace + ("j",)
 	disabled  bool
 	retention time.Duration
 	now       func() time.Time
@@ -78,9 +77,18 @@ type journal struct {
 
 const maxPendingClears = 64
 
+// metaSubspace is where a queue keeps what is not an item: just past the
+// items' range (prefix + 0xff), so recipe clients reading the subspace's
+// range never see it. Its parts: ("j",) the journal, ("s", ...) staging.
+func metaSubspace(queuePrefix []byte) Subspace {
+	return Subspace{prefix: append(bytes.Clone(queuePrefix), 0xff)}
+}
+
 func newJournal(queuePrefix []byte, cfg config) *journal {
+	meta := metaSubspace(queuePrefix)
+	prefix, _ := meta.Pack(tuple.Tuple{"j"})
 	return &journal{
-		prefix:    append(bytes.Clone(queuePrefix), 0xff),
+		prefix:    prefix,
 		disabled:  cfg.noJournal,
 		retention: cfg.retention,
 		now:       cfg.now,
