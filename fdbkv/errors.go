@@ -1,0 +1,167 @@
+package fdbkv
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/apple/foundationdb/bindings/go/src/fdb"
+
+	"github.com/fdbqueue/fdbqueue/kv"
+)
+
+// MinAPIVersion is the lowest FoundationDB API version fdbkv accepts. The
+// kv semantics it implements need:
+//
+//   - 520: versionstamped keys and values carry a 4-byte offset (2 bytes
+//     before 520);
+//   - 610: the timeout, retry_limit and max_retry_delay options survive
+//     OnError and Reset (before 610 every retry had to set them again);
+//   - 620: GetApproximateSize (fdb_transaction_get_approximate_size);
+//   - 700: a commit no longer partially resets the transaction, so its read
+//     version stays readable after Commit.
+//
+// 710, the API version of FoundationDB 7.1 (the oldest release line this
+// project is tested against), is the documented minimum. Note that the Go
+// binding fdbkv is built with declares API version 730, so whatever API
+// version the application selects, the installed libfdb_c must be 7.3 or
+// later.
+const MinAPIVersion = 710
+
+// APIVersionError reports that the FoundationDB API version selected for
+// this process is missing or lower than MinAPIVersion. Functions of fdbkv
+// that need a selected API version return it, as a *APIVersionError.
+type APIVersionError struct {
+	// Selected is the API version selected with fdb.APIVersion, or 0 when
+	// none has been selected yet.
+	Selected int
+	// Min is the minimum fdbkv needs (MinAPIVersion).
+	Min int
+}
+
+// Error says which API version was found and which is needed.
+func (e *APIVersionError) Error() string {
+	if e.Selected == 0 {
+		return fmt.Sprintf("fdbkv: no FoundationDB API version selected: call fdb.APIVersion(v) with v >= %d first, or use fdbkv.OpenWithAPIVersion", e.Min)
+	}
+	return fmt.Sprintf("fdbkv: FoundationDB API version %d selected, fdbkv needs %d or later", e.Selected, e.Min)
+}
+
+// CheckAPIVersion returns nil when the process has selected a FoundationDB
+// API version of at least MinAPIVersion (with fdb.APIVersion), and an
+// *APIVersionError otherwise. It calls no C function.
+func CheckAPIVersion() error {
+	v, err := fdb.GetAPIVersion()
+	if err != nil {
+		return &APIVersionError{Selected: 0, Min: MinAPIVersion}
+	}
+	if v < MinAPIVersion {
+		return &APIVersionError{Selected: v, Min: MinAPIVersion}
+	}
+	return nil
+}
+
+// translateError is the one place where errors of the Go binding become kv
+// errors. An fdb.Error (bare or wrapped) becomes an error that matches both
+// the kv.Error of the same code (errors.Is(err, kv.ErrNotCommitted),
+// errors.As(err, &kvErr)) and the original fdb.Error (errors.As(err,
+// &fdbErr)). Errors that already carry a kv.Error, errors without an FDB
+// code and nil are returned unchanged. It calls no C function.
+func translateError(err error) error {
+	if err == nil {
+		return nil
+	}
+	var ke kv.Error
+	if errors.As(err, &ke) {
+		return err
+	}
+	var fe fdb.Error
+	if !errors.As(err, &fe) {
+		return err
+	}
+	return &fdbError{code: kv.Error{Code: fe.Code}, native: err}
+}
+
+// errorCode returns the FDB error code carried by err, as a kv.Error or an
+// fdb.Error.
+func errorCode(err error) (int, bool) {
+	var ke kv.Error
+	if errors.As(err, &ke) {
+		return ke.Code, true
+	}
+	var fe fdb.Error
+	if errors.As(err, &fe) {
+		return fe.Code, true
+	}
+	return 0, false
+}
+
+// fdbError is an error of the Go binding, translated: it unwraps to both
+// the kv.Error and the binding's own error.
+type fdbError struct {
+	code   kv.Error
+	native error // an fdb.Error, or an error wrapping one
+}
+
+// Error uses kv's name for the codes kv names. For other codes, and for
+// wrapped errors, it uses the binding's text, which asks libfdb_c for the
+// code's description.
+func (e *fdbError) Error() string {
+	if _, bare := e.native.(fdb.Error); bare && namedCodes[e.code.Code] {
+		return e.code.Error()
+	}
+	return e.native.Error()
+}
+
+// Unwrap returns the kv.Error and the binding's error.
+func (e *fdbError) Unwrap() []error { return []error{e.code, e.native} }
+
+// namedCodes are the codes kv has sentinels (and names) for.
+var namedCodes = func() map[int]bool {
+	m := make(map[int]bool)
+	for _, e := range []kv.Error{
+		kv.ErrTransactionTooOld, kv.ErrFutureVersion, kv.ErrNotCommitted,
+		kv.ErrCommitUnknownResult, kv.ErrTransactionCancelled,
+		kv.ErrTransactionTimedOut, kv.ErrTooManyWatches, kv.ErrWatchesDisabled,
+		kv.ErrProcessBehind, kv.ErrTagThrottled, kv.ErrUsedDuringCommit,
+		kv.ErrKeyOutsideLegalRange, kv.ErrInvertedRange,
+		kv.ErrTransactionTooLarge, kv.ErrKeyTooLarge, kv.ErrValueTooLarge,
+		kv.ErrClientInvalidOp, kv.ErrInternal,
+	} {
+		m[e.Code] = true
+	}
+	return m
+}()
+
+// commitError translates the error of a commit. A commit that fails with
+// transaction_cancelled or transaction_timed_out while it was in flight may
+// still have been applied: it is marked with kv.CommitInterrupted, so that
+// kv.MaybeCommitted reports it. cancelledBefore says the transaction had
+// already been cancelled when Commit was called; FDB then fails the commit
+// without sending it.
+func commitError(err error, cancelledBefore bool) error {
+	err = translateError(err)
+	if err == nil || cancelledBefore {
+		return err
+	}
+	if errors.Is(err, kv.ErrTransactionCancelled) || errors.Is(err, kv.ErrTransactionTimedOut) {
+		return kv.CommitInterrupted(err)
+	}
+	return err
+}
+
+// operationCancelled is FDB's operation_cancelled (1101): the error of a
+// future that was cancelled with fdb_future_cancel.
+const operationCancelled = 1101
+
+// watchError translates the error of a watch; cancelled says Cancel was
+// called on it. A watch cancelled by its owner fails, as kv documents, with
+// kv.ErrTransactionCancelled (FDB itself reports operation_cancelled).
+func watchError(err error, cancelled bool) error {
+	if err == nil {
+		return nil
+	}
+	if code, ok := errorCode(err); ok && cancelled && (code == operationCancelled || code == kv.ErrTransactionCancelled.Code) {
+		return kv.ErrTransactionCancelled
+	}
+	return translateError(err)
+}

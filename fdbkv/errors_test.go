@@ -1,0 +1,230 @@
+package fdbkv_test
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/apple/foundationdb/bindings/go/src/fdb"
+
+	"github.com/fdbqueue/fdbqueue/fdbkv"
+	"github.com/fdbqueue/fdbqueue/kv"
+)
+
+// These tests exercise fdbkv's pure-Go logic. fdb.Error is a plain struct,
+// so building one calls nothing in libfdb_c; only fdb.Error.Error() does
+// (it asks the library for the code's description), and these tests call
+// it only where the expected text does not depend on the library.
+
+func TestTranslateErrorKeepsCode(t *testing.T) {
+	for _, tc := range []struct {
+		code      int
+		sentinel  kv.Error
+		retryable bool
+		maybe     bool
+	}{
+		{1007, kv.ErrTransactionTooOld, true, false},
+		{1009, kv.ErrFutureVersion, true, false},
+		{1020, kv.ErrNotCommitted, true, false},
+		{1021, kv.ErrCommitUnknownResult, true, true},
+		{1025, kv.ErrTransactionCancelled, false, false},
+		{1031, kv.ErrTransactionTimedOut, false, false},
+		{1032, kv.ErrTooManyWatches, false, false},
+		{1037, kv.ErrProcessBehind, true, false},
+		{1213, kv.ErrTagThrottled, true, false},
+		{2004, kv.ErrKeyOutsideLegalRange, false, false},
+		{2005, kv.ErrInvertedRange, false, false},
+		{2101, kv.ErrTransactionTooLarge, false, false},
+		{2102, kv.ErrKeyTooLarge, false, false},
+		{2103, kv.ErrValueTooLarge, false, false},
+	} {
+		t.Run(tc.sentinel.Error(), func(t *testing.T) {
+			err := fdbkv.TranslateError(fdb.Error{Code: tc.code})
+			if !errors.Is(err, tc.sentinel) {
+				t.Errorf("errors.Is(%v, %v) = false, want true", err, tc.sentinel)
+			}
+			var ke kv.Error
+			if !errors.As(err, &ke) || ke.Code != tc.code {
+				t.Errorf("errors.As(err, *kv.Error) gave code %d, want %d", ke.Code, tc.code)
+			}
+			var fe fdb.Error
+			if !errors.As(err, &fe) || fe.Code != tc.code {
+				t.Errorf("errors.As(err, *fdb.Error) gave code %d, want %d", fe.Code, tc.code)
+			}
+			if got := kv.IsRetryable(err); got != tc.retryable {
+				t.Errorf("kv.IsRetryable = %v, want %v", got, tc.retryable)
+			}
+			if got := kv.MaybeCommitted(err); got != tc.maybe {
+				t.Errorf("kv.MaybeCommitted = %v, want %v", got, tc.maybe)
+			}
+			if got, want := err.Error(), tc.sentinel.Error(); got != want {
+				t.Errorf("Error() = %q, want kv's text %q", got, want)
+			}
+		})
+	}
+}
+
+func TestTranslateErrorOtherErrors(t *testing.T) {
+	if err := fdbkv.TranslateError(nil); err != nil {
+		t.Errorf("TranslateError(nil) = %v, want nil", err)
+	}
+	plain := errors.New("application error")
+	if err := fdbkv.TranslateError(plain); err != plain {
+		t.Errorf("TranslateError(plain) = %v, want the same error back", err)
+	}
+	kvErr := fmt.Errorf("layer: %w", kv.ErrNotCommitted)
+	if err := fdbkv.TranslateError(kvErr); err != kvErr {
+		t.Errorf("TranslateError(error wrapping kv.Error) = %v, want the same error back", err)
+	}
+	once := fdbkv.TranslateError(fdb.Error{Code: 1020})
+	if twice := fdbkv.TranslateError(once); twice != once {
+		t.Errorf("TranslateError is not idempotent: %v became %v", once, twice)
+	}
+	// An fdb.Error wrapped by the application keeps its context.
+	wrapped := fdbkv.TranslateError(fmt.Errorf("enqueue: %w", fdb.Error{Code: 1021}))
+	if !errors.Is(wrapped, kv.ErrCommitUnknownResult) || !kv.MaybeCommitted(wrapped) {
+		t.Errorf("wrapped fdb.Error{1021} translated to %v, which does not match kv.ErrCommitUnknownResult", wrapped)
+	}
+	if !strings.HasPrefix(wrapped.Error(), "enqueue: ") {
+		t.Errorf("wrapped error text %q lost the application's context", wrapped.Error())
+	}
+	// A code kv has no sentinel for keeps its number.
+	unknown := fdbkv.TranslateError(fdb.Error{Code: 2210})
+	var ke kv.Error
+	if !errors.As(unknown, &ke) || ke.Code != 2210 || kv.IsRetryable(unknown) {
+		t.Errorf("fdb.Error{2210} translated to code %d (retryable %v), want 2210, not retryable", ke.Code, kv.IsRetryable(unknown))
+	}
+}
+
+func TestErrorCode(t *testing.T) {
+	for _, tc := range []struct {
+		err    error
+		code   int
+		hasFDB bool
+	}{
+		{fdb.Error{Code: 1020}, 1020, true},
+		{kv.ErrTransactionTooOld, 1007, true},
+		{fmt.Errorf("x: %w", fdb.Error{Code: 1009}), 1009, true},
+		{kv.CommitInterrupted(kv.ErrTransactionCancelled), 1025, true},
+		{errors.New("plain"), 0, false},
+		{nil, 0, false},
+	} {
+		code, ok := fdbkv.ErrorCode(tc.err)
+		if code != tc.code || ok != tc.hasFDB {
+			t.Errorf("ErrorCode(%#v) = %d, %v; want %d, %v", tc.err, code, ok, tc.code, tc.hasFDB)
+		}
+	}
+}
+
+func TestCommitErrorMarksInterruptedCommits(t *testing.T) {
+	for _, tc := range []struct {
+		name            string
+		err             error
+		cancelledBefore bool
+		is              error
+		maybe           bool
+	}{
+		{"success", nil, false, nil, false},
+		{"conflict", fdb.Error{Code: 1020}, false, kv.ErrNotCommitted, false},
+		{"unknown result", fdb.Error{Code: 1021}, false, kv.ErrCommitUnknownResult, true},
+		{"cancelled in flight", fdb.Error{Code: 1025}, false, kv.ErrTransactionCancelled, true},
+		{"timed out in flight", fdb.Error{Code: 1031}, false, kv.ErrTransactionTimedOut, true},
+		{"cancelled before commit", fdb.Error{Code: 1025}, true, kv.ErrTransactionCancelled, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := fdbkv.CommitError(tc.err, tc.cancelledBefore)
+			if tc.is == nil {
+				if err != nil {
+					t.Fatalf("CommitError(nil) = %v, want nil", err)
+				}
+				return
+			}
+			if !errors.Is(err, tc.is) {
+				t.Errorf("CommitError gave %v, which does not match %v", err, tc.is)
+			}
+			if got := kv.MaybeCommitted(err); got != tc.maybe {
+				t.Errorf("kv.MaybeCommitted(%v) = %v, want %v", err, got, tc.maybe)
+			}
+		})
+	}
+}
+
+func TestWatchError(t *testing.T) {
+	if err := fdbkv.WatchError(nil, true); err != nil {
+		t.Errorf("WatchError(nil) = %v, want nil", err)
+	}
+	// FDB fails a cancelled future with operation_cancelled (1101).
+	if err := fdbkv.WatchError(fdb.Error{Code: 1101}, true); !errors.Is(err, kv.ErrTransactionCancelled) {
+		t.Errorf("cancelled watch gave %v, want kv.ErrTransactionCancelled", err)
+	}
+	if err := fdbkv.WatchError(fdb.Error{Code: 1025}, true); !errors.Is(err, kv.ErrTransactionCancelled) {
+		t.Errorf("cancelled watch gave %v, want kv.ErrTransactionCancelled", err)
+	}
+	// A watch whose transaction failed to commit reports that failure.
+	if err := fdbkv.WatchError(fdb.Error{Code: 1020}, false); !errors.Is(err, kv.ErrNotCommitted) {
+		t.Errorf("watch of a conflicting transaction gave %v, want kv.ErrNotCommitted", err)
+	}
+	if err := fdbkv.WatchError(fdb.Error{Code: 1032}, true); !errors.Is(err, kv.ErrTooManyWatches) {
+		t.Errorf("a watch that failed before Cancel gave %v, want its own error kv.ErrTooManyWatches", err)
+	}
+}
+
+func TestRangeOptions(t *testing.T) {
+	for _, tc := range []struct {
+		in   kv.RangeOptions
+		want fdb.RangeOptions
+	}{
+		{kv.RangeOptions{}, fdb.RangeOptions{Mode: fdb.StreamingModeIterator}},
+		{kv.RangeOptions{Limit: 5, Reverse: true}, fdb.RangeOptions{Limit: 5, Reverse: true, Mode: fdb.StreamingModeIterator}},
+		{kv.RangeOptions{Mode: kv.StreamingModeWantAll}, fdb.RangeOptions{Mode: fdb.StreamingModeWantAll}},
+		{kv.RangeOptions{Limit: 3, Mode: kv.StreamingModeExact}, fdb.RangeOptions{Limit: 3, Mode: fdb.StreamingModeExact}},
+		{kv.RangeOptions{Mode: kv.StreamingModeExact}, fdb.RangeOptions{Mode: fdb.StreamingModeWantAll}},
+		{kv.RangeOptions{Mode: kv.StreamingMode(42)}, fdb.RangeOptions{Mode: fdb.StreamingModeIterator}},
+	} {
+		if got := fdbkv.RangeOptions(tc.in); got != tc.want {
+			t.Errorf("RangeOptions(%+v) = %+v, want %+v", tc.in, got, tc.want)
+		}
+	}
+}
+
+func TestMillis(t *testing.T) {
+	for _, tc := range []struct {
+		in   time.Duration
+		want int64
+	}{
+		{0, 0},
+		{time.Nanosecond, 1},
+		{999 * time.Microsecond, 1},
+		{1500 * time.Microsecond, 1},
+		{2 * time.Second, 2000},
+		{time.Duration(math.MaxInt64), math.MaxInt32},
+		{-time.Second, -1000},
+	} {
+		if got := fdbkv.Millis(tc.in); got != tc.want {
+			t.Errorf("Millis(%v) = %d, want %d", tc.in, got, tc.want)
+		}
+	}
+}
+
+func TestAPIVersionChecks(t *testing.T) {
+	// Asking for too old a version fails before any call into libfdb_c.
+	_, err := fdbkv.OpenWithAPIVersion(620, "")
+	var ave *fdbkv.APIVersionError
+	if !errors.As(err, &ave) || ave.Selected != 620 || ave.Min != fdbkv.MinAPIVersion {
+		t.Errorf("OpenWithAPIVersion(620) = %v, want *APIVersionError{Selected: 620, Min: %d}", err, fdbkv.MinAPIVersion)
+	}
+	if fdb.IsAPIVersionSelected() {
+		// Another test of this binary selected a version already (one with
+		// a cluster); what follows needs none selected.
+		return
+	}
+	if err := fdbkv.CheckAPIVersion(); !errors.As(err, &ave) || ave.Selected != 0 {
+		t.Errorf("CheckAPIVersion() with no version selected = %v, want *APIVersionError{Selected: 0}", err)
+	}
+	if _, err := fdbkv.Open(""); !errors.As(err, &ave) {
+		t.Errorf("Open with no API version selected = %v, want *APIVersionError", err)
+	}
+}

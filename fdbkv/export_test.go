@@ -1,0 +1,13 @@
+package fdbkv
+
+// Unexported pure-Go logic, exported to the black-box tests in fdbkv_test.
+// None of these call into libfdb_c, so their tests run even against the
+// compile-only stub library.
+var (
+	TranslateError = translateError
+	CommitError    = commitError
+	WatchError     = watchError
+	ErrorCode      = errorCode
+	RangeOptions   = rangeOptions
+	Millis         = millis
+)

@@ -1,0 +1,10 @@
+module github.com/fdbqueue/fdbqueue/fdbkv
+
+go 1.24
+
+require (
+	github.com/apple/foundationdb/bindings/go v0.0.0-20260629183922-51e1c42eb9a8
+	github.com/fdbqueue/fdbqueue v0.0.0-00010101000000-000000000000
+)
+
+replace github.com/fdbqueue/fdbqueue => ../

@@ -1,0 +1,401 @@
+package fdbkv
+
+import (
+	"context"
+	"math"
+	"sync"
+	"time"
+
+	"github.com/apple/foundationdb/bindings/go/src/fdb"
+
+	"github.com/fdbqueue/fdbqueue/kv"
+)
+
+// WrapTransaction returns tr, a transaction the application created with
+// the binding, as a kv.Transaction, so that fdbqueue's layers run inside it
+// together with the application's own reads and writes. Its Transact and
+// ReadTransact just run the function inside tr; committing, retrying and
+// cancelling stay with the application (e.g. the fdb.Database.Transact that
+// created tr). The process's API version must be at least MinAPIVersion
+// (see CheckAPIVersion).
+func WrapTransaction(tr fdb.Transaction) kv.Transaction {
+	return &transaction{tr: tr, state: &txState{}}
+}
+
+// transaction is a kv.Transaction over an fdb.Transaction.
+type transaction struct {
+	tr    fdb.Transaction
+	state *txState
+}
+
+var _ kv.Transaction = (*transaction)(nil)
+
+// fdbRange converts a kv.KeyRange to the binding's fdb.KeyRange.
+func fdbRange(r kv.KeyRange) fdb.KeyRange {
+	return fdb.KeyRange{Begin: fdb.Key(r.Begin), End: fdb.Key(r.End)}
+}
+
+// Transact runs fn inside this transaction, without committing or retrying.
+// It returns ctx.Err() without running fn if ctx has ended.
+func (t *transaction) Transact(ctx context.Context, fn func(kv.Transaction) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return fn(t)
+}
+
+// ReadTransact runs fn inside this transaction, without retrying.
+func (t *transaction) ReadTransact(ctx context.Context, fn func(kv.ReadTransaction) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return fn(t)
+}
+
+// Get maps onto fdb.Transaction.Get.
+func (t *transaction) Get(key []byte) kv.FutureValue {
+	return futureValue{t.tr.Get(fdb.Key(key))}
+}
+
+// GetRange maps onto fdb.Transaction.GetRange.
+func (t *transaction) GetRange(r kv.KeyRange, opts kv.RangeOptions) kv.RangeResult {
+	return rangeResult{t.tr.GetRange(fdbRange(r), rangeOptions(opts))}
+}
+
+// GetReadVersion maps onto fdb.Transaction.GetReadVersion.
+func (t *transaction) GetReadVersion() kv.FutureInt64 {
+	return newFutureInt64(t.tr.GetReadVersion())
+}
+
+// Snapshot maps onto fdb.Transaction.Snapshot.
+func (t *transaction) Snapshot() kv.ReadTransaction {
+	return snapshot{t.tr.Snapshot()}
+}
+
+// Set maps onto fdb.Transaction.Set.
+func (t *transaction) Set(key, value []byte) { t.tr.Set(fdb.Key(key), value) }
+
+// Clear maps onto fdb.Transaction.Clear.
+func (t *transaction) Clear(key []byte) { t.tr.Clear(fdb.Key(key)) }
+
+// ClearRange maps onto fdb.Transaction.ClearRange.
+func (t *transaction) ClearRange(r kv.KeyRange) { t.tr.ClearRange(fdbRange(r)) }
+
+// Add maps onto fdb.Transaction.Add.
+func (t *transaction) Add(key, param []byte) { t.tr.Add(fdb.Key(key), param) }
+
+// Max maps onto fdb.Transaction.Max.
+func (t *transaction) Max(key, param []byte) { t.tr.Max(fdb.Key(key), param) }
+
+// Min maps onto fdb.Transaction.Min.
+func (t *transaction) Min(key, param []byte) { t.tr.Min(fdb.Key(key), param) }
+
+// BitAnd maps onto fdb.Transaction.BitAnd.
+func (t *transaction) BitAnd(key, param []byte) { t.tr.BitAnd(fdb.Key(key), param) }
+
+// BitOr maps onto fdb.Transaction.BitOr.
+func (t *transaction) BitOr(key, param []byte) { t.tr.BitOr(fdb.Key(key), param) }
+
+// BitXor maps onto fdb.Transaction.BitXor.
+func (t *transaction) BitXor(key, param []byte) { t.tr.BitXor(fdb.Key(key), param) }
+
+// ByteMin maps onto fdb.Transaction.ByteMin.
+func (t *transaction) ByteMin(key, param []byte) { t.tr.ByteMin(fdb.Key(key), param) }
+
+// ByteMax maps onto fdb.Transaction.ByteMax.
+func (t *transaction) ByteMax(key, param []byte) { t.tr.ByteMax(fdb.Key(key), param) }
+
+// AppendIfFits maps onto fdb.Transaction.AppendIfFits.
+func (t *transaction) AppendIfFits(key, param []byte) { t.tr.AppendIfFits(fdb.Key(key), param) }
+
+// CompareAndClear maps onto fdb.Transaction.CompareAndClear.
+func (t *transaction) CompareAndClear(key, param []byte) { t.tr.CompareAndClear(fdb.Key(key), param) }
+
+// SetVersionstampedKey maps onto fdb.Transaction.SetVersionstampedKey.
+func (t *transaction) SetVersionstampedKey(key, value []byte) {
+	t.tr.SetVersionstampedKey(fdb.Key(key), value)
+}
+
+// SetVersionstampedValue maps onto fdb.Transaction.SetVersionstampedValue.
+func (t *transaction) SetVersionstampedValue(key, value []byte) {
+	t.tr.SetVersionstampedValue(fdb.Key(key), value)
+}
+
+// AddReadConflictRange maps onto fdb.Transaction.AddReadConflictRange.
+func (t *transaction) AddReadConflictRange(r kv.KeyRange) error {
+	return translateError(t.tr.AddReadConflictRange(fdbRange(r)))
+}
+
+// AddReadConflictKey maps onto fdb.Transaction.AddReadConflictKey.
+func (t *transaction) AddReadConflictKey(key []byte) error {
+	return translateError(t.tr.AddReadConflictKey(fdb.Key(key)))
+}
+
+// AddWriteConflictRange maps onto fdb.Transaction.AddWriteConflictRange.
+func (t *transaction) AddWriteConflictRange(r kv.KeyRange) error {
+	return translateError(t.tr.AddWriteConflictRange(fdbRange(r)))
+}
+
+// AddWriteConflictKey maps onto fdb.Transaction.AddWriteConflictKey.
+func (t *transaction) AddWriteConflictKey(key []byte) error {
+	return translateError(t.tr.AddWriteConflictKey(fdb.Key(key)))
+}
+
+// Watch maps onto fdb.Transaction.Watch; see watch for how Wait blocks.
+func (t *transaction) Watch(key []byte) kv.Watch {
+	return newWatch(t.tr.Watch(fdb.Key(key)))
+}
+
+// Commit maps onto fdb.Transaction.Commit().Get. A commit interrupted by
+// cancellation or a timeout is marked with kv.CommitInterrupted.
+func (t *transaction) Commit() error {
+	cancelledBefore := t.state.cancelled.Load()
+	return commitError(t.tr.Commit().Get(), cancelledBefore)
+}
+
+// OnError hands err's FDB code to fdb.Transaction.OnError, which resets the
+// transaction and waits FDB's backoff for retryable codes (honouring the
+// retry limit and timeout options). An error without an FDB code is
+// returned as it is. When FDB refuses to retry with the same code, err
+// itself is returned, so a kv.CommitInterrupted mark is kept.
+func (t *transaction) OnError(err error) error {
+	code, ok := errorCode(err)
+	if !ok {
+		return err
+	}
+	if oerr := t.tr.OnError(fdb.Error{Code: code}).Get(); oerr != nil {
+		if ocode, ok := errorCode(oerr); ok && ocode == code {
+			return translateError(err)
+		}
+		return translateError(oerr)
+	}
+	return nil
+}
+
+// Reset maps onto fdb.Transaction.Reset.
+func (t *transaction) Reset() {
+	t.tr.Reset()
+	t.state.cancelled.Store(false)
+}
+
+// Cancel maps onto fdb.Transaction.Cancel.
+func (t *transaction) Cancel() {
+	t.state.cancelled.Store(true)
+	t.tr.Cancel()
+}
+
+// GetCommittedVersion maps onto fdb.Transaction.GetCommittedVersion.
+func (t *transaction) GetCommittedVersion() (int64, error) {
+	v, err := t.tr.GetCommittedVersion()
+	if err != nil {
+		return 0, translateError(err)
+	}
+	return v, nil
+}
+
+// GetVersionstamp maps onto fdb.Transaction.GetVersionstamp.
+func (t *transaction) GetVersionstamp() kv.FutureVersionstamp {
+	return futureVersionstamp{t.tr.GetVersionstamp()}
+}
+
+// GetApproximateSize maps onto fdb.Transaction.GetApproximateSize.
+func (t *transaction) GetApproximateSize() kv.FutureInt64 {
+	return newFutureInt64(t.tr.GetApproximateSize())
+}
+
+// Options maps onto fdb.Transaction.Options.
+func (t *transaction) Options() kv.TransactionOptions {
+	return options{t.tr.Options()}
+}
+
+// snapshot is the snapshot view of a transaction (fdb.Snapshot).
+type snapshot struct {
+	s fdb.Snapshot
+}
+
+var _ kv.ReadTransaction = snapshot{}
+
+// Get maps onto fdb.Snapshot.Get.
+func (s snapshot) Get(key []byte) kv.FutureValue {
+	return futureValue{s.s.Get(fdb.Key(key))}
+}
+
+// GetRange maps onto fdb.Snapshot.GetRange.
+func (s snapshot) GetRange(r kv.KeyRange, opts kv.RangeOptions) kv.RangeResult {
+	return rangeResult{s.s.GetRange(fdbRange(r), rangeOptions(opts))}
+}
+
+// GetReadVersion maps onto fdb.Snapshot.GetReadVersion.
+func (s snapshot) GetReadVersion() kv.FutureInt64 {
+	return newFutureInt64(s.s.GetReadVersion())
+}
+
+// Snapshot returns s: a snapshot of a snapshot is itself.
+func (s snapshot) Snapshot() kv.ReadTransaction { return s }
+
+// ReadTransact runs fn inside the snapshot, without retrying.
+func (s snapshot) ReadTransact(ctx context.Context, fn func(kv.ReadTransaction) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return fn(s)
+}
+
+// options sets transaction options (fdb.TransactionOptions).
+type options struct {
+	o fdb.TransactionOptions
+}
+
+// millis converts d to the whole milliseconds FDB's options take: a
+// positive duration under 1 ms becomes 1 ms (0 would mean "disabled"), and
+// durations beyond FDB's maximum (INT_MAX ms, about 24.8 days) are capped
+// to it. Negative durations pass through, and FDB rejects them with
+// invalid_option_value (2006).
+func millis(d time.Duration) int64 {
+	ms := d.Milliseconds()
+	if d > 0 && ms == 0 {
+		return 1
+	}
+	return min(ms, math.MaxInt32)
+}
+
+// SetTimeout maps onto fdb.TransactionOptions.SetTimeout (milliseconds).
+func (o options) SetTimeout(d time.Duration) error {
+	return translateError(o.o.SetTimeout(millis(d)))
+}
+
+// SetRetryLimit maps onto fdb.TransactionOptions.SetRetryLimit.
+func (o options) SetRetryLimit(n int) error {
+	return translateError(o.o.SetRetryLimit(int64(n)))
+}
+
+// SetMaxRetryDelay maps onto fdb.TransactionOptions.SetMaxRetryDelay
+// (milliseconds).
+func (o options) SetMaxRetryDelay(d time.Duration) error {
+	return translateError(o.o.SetMaxRetryDelay(millis(d)))
+}
+
+// rangeOptions maps kv.RangeOptions onto fdb.RangeOptions. kv's streaming
+// mode is a hint, so StreamingModeExact without a limit, which FDB rejects
+// (exact_mode_without_limits), becomes StreamingModeWantAll.
+func rangeOptions(o kv.RangeOptions) fdb.RangeOptions {
+	mode := fdb.StreamingModeIterator
+	switch o.Mode {
+	case kv.StreamingModeWantAll:
+		mode = fdb.StreamingModeWantAll
+	case kv.StreamingModeExact:
+		mode = fdb.StreamingModeExact
+		if o.Limit == 0 {
+			mode = fdb.StreamingModeWantAll
+		}
+	}
+	return fdb.RangeOptions{Limit: o.Limit, Reverse: o.Reverse, Mode: mode}
+}
+
+// futureValue is a point read (fdb.FutureByteSlice).
+type futureValue struct {
+	f fdb.FutureByteSlice
+}
+
+// Get returns nil, nil for a missing key. For a present key the binding
+// returns a non-nil slice, empty for an empty value.
+func (f futureValue) Get() ([]byte, error) {
+	v, err := f.f.Get()
+	if err != nil {
+		return nil, translateError(err)
+	}
+	return v, nil
+}
+
+// futureInt64 is an fdb.FutureInt64 whose result is fetched once, so that
+// several goroutines may call Get (the binding's FutureInt64 would register
+// one callback per concurrent waiter).
+type futureInt64 struct {
+	f    fdb.FutureInt64
+	once sync.Once
+	v    int64
+	err  error
+}
+
+// newFutureInt64 wraps f.
+func newFutureInt64(f fdb.FutureInt64) *futureInt64 {
+	return &futureInt64{f: f}
+}
+
+// Get maps onto fdb.FutureInt64.Get.
+func (f *futureInt64) Get() (int64, error) {
+	f.once.Do(func() {
+		v, err := f.f.Get()
+		f.v, f.err = v, translateError(err)
+	})
+	return f.v, f.err
+}
+
+// futureVersionstamp is the versionstamp of a commit (fdb.FutureKey).
+type futureVersionstamp struct {
+	f fdb.FutureKey
+}
+
+// Get maps onto fdb.FutureKey.Get: the 10-byte versionstamp.
+func (f futureVersionstamp) Get() ([]byte, error) {
+	k, err := f.f.Get()
+	if err != nil {
+		return nil, translateError(err)
+	}
+	return []byte(k), nil
+}
+
+// rangeResult is a range read (fdb.RangeResult).
+type rangeResult struct {
+	rr fdb.RangeResult
+}
+
+// GetSlice maps onto fdb.RangeResult.GetSliceWithError.
+func (r rangeResult) GetSlice() ([]kv.KeyValue, error) {
+	kvs, err := r.rr.GetSliceWithError()
+	if err != nil {
+		return nil, translateError(err)
+	}
+	out := make([]kv.KeyValue, len(kvs))
+	for i, p := range kvs {
+		out[i] = kv.KeyValue{Key: p.Key, Value: p.Value}
+	}
+	return out, nil
+}
+
+// Iterator maps onto fdb.RangeResult.Iterator.
+func (r rangeResult) Iterator() kv.RangeIterator {
+	return &rangeIterator{it: r.rr.Iterator()}
+}
+
+// rangeIterator streams a range read (fdb.RangeIterator).
+type rangeIterator struct {
+	it   *fdb.RangeIterator
+	cur  kv.KeyValue
+	err  error
+	done bool
+}
+
+// Next maps onto fdb.RangeIterator.Advance and Get.
+func (i *rangeIterator) Next() bool {
+	if i.done {
+		return false
+	}
+	if !i.it.Advance() {
+		i.done = true
+		return false
+	}
+	p, err := i.it.Get()
+	if err != nil {
+		i.err, i.done = translateError(err), true
+		return false
+	}
+	i.cur = kv.KeyValue{Key: p.Key, Value: p.Value}
+	return true
+}
+
+// KeyValue returns the pair Next moved to.
+func (i *rangeIterator) KeyValue() kv.KeyValue { return i.cur }
+
+// Err returns the error that stopped the iteration.
+func (i *rangeIterator) Err() error { return i.err }
