@@ -39,11 +39,16 @@ func PrefixRange(prefix []byte) (kv.KeyRange, error) {
 // last remaining byte incremented. The result is a fresh slice. The error
 // matches ErrNoSuccessor if prefix is empty or all 0xff.
 func Strinc(prefix []byte) ([]byte, error) {
-	p := bytes.TrimRight(prefix, "\xff")
-	if len(p) == 0 {
+	// Not bytes.TrimRight(prefix, "\xff"): its cutset is read as UTF-8, so it
+	// would also trim every other byte that is invalid UTF-8, such as 0xfe.
+	n := len(prefix)
+	for n > 0 && prefix[n-1] == 0xff {
+		n--
+	}
+	if n == 0 {
 		return nil, &Error{Op: "strinc", Offset: -1, Detail: "prefix is empty or made only of 0xff bytes", Err: ErrNoSuccessor}
 	}
-	out := bytes.Clone(p)
+	out := bytes.Clone(prefix[:n])
 	out[len(out)-1]++
 	return out, nil
 }

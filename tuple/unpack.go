@@ -34,8 +34,9 @@ func Unpack(b []byte) (Tuple, error) {
 }
 
 type decoder struct {
-	b   []byte
-	off int
+	b     []byte
+	off   int // next byte to read
+	start int // offset of the type code of the element being decoded
 }
 
 func (d *decoder) fail(at int, code int, format string, args ...any) error {
@@ -78,10 +79,11 @@ func (d *decoder) tuple(nested bool, depth int) (Tuple, error) {
 	}
 }
 
-// need returns the n bytes after the type code at d.off-1, or an error.
+// need consumes and returns the next n bytes of the current element, or
+// reports that the input ends too soon.
 func (d *decoder) need(n int, code byte, what string) ([]byte, error) {
 	if len(d.b)-d.off < n {
-		return nil, d.fail(d.off-1, int(code), "%s needs %d bytes, %d left", what, n, len(d.b)-d.off)
+		return nil, d.fail(d.start, int(code), "%s needs %d bytes, %d left", what, n, len(d.b)-d.off)
 	}
 	p := d.b[d.off : d.off+n]
 	d.off += n
@@ -90,6 +92,7 @@ func (d *decoder) need(n int, code byte, what string) ([]byte, error) {
 
 func (d *decoder) elem(depth int) (any, error) {
 	at := d.off
+	d.start = at
 	code := d.b[at]
 	d.off++
 	switch {
@@ -162,7 +165,7 @@ func (d *decoder) escapedLen(code byte) (n, end int, escaped bool, err error) {
 		}
 		return n, i, escaped, nil
 	}
-	return 0, 0, false, d.fail(d.off-1, int(code), "string has no terminating 0x00")
+	return 0, 0, false, d.fail(d.start, int(code), "string has no terminating 0x00")
 }
 
 // unescape writes the payload between d.off and end into dst, dropping the
@@ -220,7 +223,7 @@ func (d *decoder) posInt(code byte) (any, error) {
 		return nil, err
 	}
 	if p[0] == 0x00 {
-		return nil, d.fail(d.off-n-1, int(code), "integer is not minimally encoded (leading zero byte)")
+		return nil, d.fail(d.start, int(code), "integer is not minimally encoded (leading zero byte)")
 	}
 	var u uint64
 	for _, c := range p {
@@ -241,7 +244,7 @@ func (d *decoder) negInt(code byte) (any, error) {
 		return nil, err
 	}
 	if p[0] == 0xff {
-		return nil, d.fail(d.off-n-1, int(code), "integer is not minimally encoded (leading zero byte)")
+		return nil, d.fail(d.start, int(code), "integer is not minimally encoded (leading zero byte)")
 	}
 	var m uint64
 	for _, c := range p {
@@ -256,7 +259,7 @@ func (d *decoder) negInt(code byte) (any, error) {
 // bigInt decodes codes 0x0b and 0x1d: a length byte (inverted for
 // negatives) and a 9..255 byte magnitude (one's complemented for negatives).
 func (d *decoder) bigInt(code byte) (any, error) {
-	at := d.off - 1
+	at := d.start
 	lb, err := d.need(1, code, "integer length")
 	if err != nil {
 		return nil, err
