@@ -16,8 +16,10 @@ import (
 // together with the application's own reads and writes. Its Transact and
 // ReadTransact just run the function inside tr; committing, retrying and
 // cancelling stay with the application (e.g. the fdb.Database.Transact that
-// created tr). The process's API version must be at least MinAPIVersion
-// (see CheckAPIVersion).
+// created tr). Errors keep the binding's fdb.Error in their chain, so the
+// binding's own retry loop (fdb.Database.Transact, which looks for one with
+// errors.As) retries them. The process's API version must be at least
+// MinAPIVersion (see CheckAPIVersion).
 func WrapTransaction(tr fdb.Transaction) kv.Transaction {
 	return &transaction{tr: tr, state: &txState{}}
 }

@@ -62,6 +62,8 @@ if ! env -u FDB_CLUSTER_FILE -u FDBKV_REQUIRE_CLUSTER go test -count=1 -v ./... 
   echo "fdbkv-check: FAILED (go test in ./fdbkv against the stub libfdb_c)" >&2
   exit 1
 fi
-grep -E -A1 '^--- SKIP' "$log" | grep -v -e '^--$' || true
-grep -E '^(ok|PASS|FAIL)' "$log" || true
+passed=$(grep -c -E '^\s*--- PASS' "$log" || true)
+skipped=$(grep -c -E '^\s*--- SKIP' "$log" || true)
+reason=$(grep -m1 -o 'no FoundationDB cluster: .*' "$log" || true)
+echo "fdbkv-check: go test: $passed passed (pure Go), $skipped skipped${reason:+ ($reason)}"
 echo "fdbkv-check: ok: fdbkv vets, builds, links and its pure-Go tests pass against the STUB libfdb_c; nothing ran against FoundationDB"
