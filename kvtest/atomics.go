@@ -1,0 +1,248 @@
+package kvtest
+
+import (
+	"bytes"
+	"fmt"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/fdbqueue/fdbqueue/kv"
+)
+
+// atomicTests cover the atomic read-modify-write operations: their results,
+// and that they add no read conflict.
+func atomicTests() []conformanceTest {
+	return []conformanceTest{
+		{"AddWidthsAndWraparound", testAddWidthsAndWraparound},
+		{"AddMissingKeyCountsAsZero", testAddMissingKeyCountsAsZero},
+		{"AddNegativeTwosComplement", testAddNegativeTwosComplement},
+		{"AddOperandLengthSetsWidth", testAddOperandLengthSetsWidth},
+		{"MaxUnsignedLittleEndian", testMaxUnsignedLittleEndian},
+		{"MinUnsignedLittleEndian", testMinUnsignedLittleEndian},
+		{"MaxAndMinOnMissingKeyStoreParam", testMaxAndMinOnMissingKeyStoreParam},
+		{"BitAndOrXor", testBitAndOrXor},
+		{"BitOrXorOnMissingKey", testBitOrXorOnMissingKey},
+		{"ByteMinByteMax", testByteMinByteMax},
+		{"ByteMinByteMaxOnMissingKeyStoreParam", testByteMinByteMaxOnMissingKeyStoreParam},
+		{"CompareAndClear", testCompareAndClear},
+		{"AppendIfFits", testAppendIfFits},
+		{"ConcurrentAddsDoNotConflict", testConcurrentAddsDoNotConflict},
+		{"AtomicAppliesToValueAtCommit", testAtomicAppliesToValueAtCommit},
+		{"AtomicThenReadSeesResult", testAtomicThenReadSeesResult},
+		{"AtomicAfterSetOrClearInSameTransaction", testAtomicAfterSetOrClearInSameTransaction},
+		{"AtomicsComposeInOneTransaction", testAtomicsComposeInOneTransaction},
+	}
+}
+
+// atomicResult stores initial at a fresh key (none when initial is nil),
+// applies op in a second transaction, commits, and returns the value read
+// back by a third.
+func atomicResult(t *testing.T, f *fixture, name string, initial []byte, op func(tr kv.Transaction, key []byte)) []byte {
+	t.Helper()
+	key := f.key(name)
+	if initial != nil {
+		f.set(t, key, initial)
+	}
+	tr := f.newTx(t)
+	op(tr, key)
+	commit(t, tr, "committing the atomic op on %s", f.name(key))
+	return f.get(t, key)
+}
+
+func testAddWidthsAndWraparound(t *testing.T, f *fixture) {
+	for _, w := range []int{1, 2, 3, 4, 8, 16} {
+		got := atomicResult(t, f, fmt.Sprintf("wrap%d", w), bytes.Repeat([]byte{0xff}, w), func(tr kv.Transaction, k []byte) { tr.Add(k, le(1, w)) })
+		require.Equal(t, make([]byte, w), got, "Add of 1 to the all-ones %d-byte value must wrap around to zero", w)
+		if w >= 2 {
+			got = atomicResult(t, f, fmt.Sprintf("carry%d", w), le(255, w), func(tr kv.Transaction, k []byte) { tr.Add(k, le(1, w)) })
+			require.Equal(t, le(256, w), got, "Add must carry little-endian: 255+1 in %d bytes", w)
+		}
+		got = atomicResult(t, f, fmt.Sprintf("sum%d", w), le(100, w), func(tr kv.Transaction, k []byte) { tr.Add(k, le(27, w)) })
+		require.Equal(t, le(127, w), got, "Add 100+27 in %d bytes", w)
+	}
+	got := atomicResult(t, f, "big", le(0x00ff_ffff_ffff_ffff, 8), func(tr kv.Transaction, k []byte) { tr.Add(k, le(1, 8)) })
+	require.Equal(t, le(0x0100_0000_0000_0000, 8), got, "Add must carry across all eight bytes")
+}
+
+func testAddMissingKeyCountsAsZero(t *testing.T, f *fixture) {
+	got := atomicResult(t, f, "missing", nil, func(tr kv.Transaction, k []byte) { tr.Add(k, le(5, 4)) })
+	require.Equal(t, le(5, 4), got, "Add on a missing key must treat it as zero and store the operand")
+}
+
+func testAddNegativeTwosComplement(t *testing.T, f *fixture) {
+	got := atomicResult(t, f, "neg", leInt64(5), func(tr kv.Transaction, k []byte) { tr.Add(k, leInt64(-7)) })
+	require.Equal(t, leInt64(-2), got, "Add of -7 (two's complement) to 5 must give -2")
+}
+
+func testAddOperandLengthSetsWidth(t *testing.T, f *fixture) {
+	got := atomicResult(t, f, "shorter", le(0x0101, 2), func(tr kv.Transaction, k []byte) { tr.Add(k, le(1, 1)) })
+	require.Equal(t, []byte{0x02}, got, "a 1-byte operand on a 2-byte value must truncate the value to 1 byte")
+	got = atomicResult(t, f, "longer", []byte{0xff}, func(tr kv.Transaction, k []byte) { tr.Add(k, le(1, 2)) })
+	require.Equal(t, []byte{0x00, 0x01}, got, "a 2-byte operand on a 1-byte value must zero-extend the value to 2 bytes")
+}
+
+func testMaxUnsignedLittleEndian(t *testing.T, f *fixture) {
+	// 256 is {0x00, 0x01} and 255 is {0xff, 0x00}: a byte-wise comparison
+	// would get these wrong.
+	got := atomicResult(t, f, "max1", le(256, 2), func(tr kv.Transaction, k []byte) { tr.Max(k, le(255, 2)) })
+	require.Equal(t, le(256, 2), got, "Max(256, 255) compared as little-endian unsigned must keep 256")
+	got = atomicResult(t, f, "max2", le(256, 2), func(tr kv.Transaction, k []byte) { tr.Max(k, le(257, 2)) })
+	require.Equal(t, le(257, 2), got, "Max(256, 257) must store 257")
+	got = atomicResult(t, f, "max3", le(1, 8), func(tr kv.Transaction, k []byte) { tr.Max(k, leInt64(-1)) })
+	require.Equal(t, leInt64(-1), got, "Max compares unsigned: all-ones is the largest 8-byte value")
+}
+
+func testMinUnsignedLittleEndian(t *testing.T, f *fixture) {
+	got := atomicResult(t, f, "min1", le(256, 2), func(tr kv.Transaction, k []byte) { tr.Min(k, le(255, 2)) })
+	require.Equal(t, le(255, 2), got, "Min(256, 255) compared as little-endian unsigned must store 255")
+	got = atomicResult(t, f, "min2", le(256, 2), func(tr kv.Transaction, k []byte) { tr.Min(k, le(257, 2)) })
+	require.Equal(t, le(256, 2), got, "Min(256, 257) must keep 256")
+}
+
+func testMaxAndMinOnMissingKeyStoreParam(t *testing.T, f *fixture) {
+	got := atomicResult(t, f, "maxmissing", nil, func(tr kv.Transaction, k []byte) { tr.Max(k, le(7, 4)) })
+	require.Equal(t, le(7, 4), got, "Max on a missing key must store the operand")
+	got = atomicResult(t, f, "minmissing", nil, func(tr kv.Transaction, k []byte) { tr.Min(k, le(7, 4)) })
+	require.Equal(t, le(7, 4), got, "Min on a missing key must store the operand (not zero)")
+}
+
+func testBitAndOrXor(t *testing.T, f *fixture) {
+	initial := []byte{0b1100, 0xf0}
+	param := []byte{0b1010, 0x3c}
+	got := atomicResult(t, f, "and", initial, func(tr kv.Transaction, k []byte) { tr.BitAnd(k, param) })
+	require.Equal(t, []byte{0b1000, 0x30}, got, "BitAnd")
+	got = atomicResult(t, f, "or", initial, func(tr kv.Transaction, k []byte) { tr.BitOr(k, param) })
+	require.Equal(t, []byte{0b1110, 0xfc}, got, "BitOr")
+	got = atomicResult(t, f, "xor", initial, func(tr kv.Transaction, k []byte) { tr.BitXor(k, param) })
+	require.Equal(t, []byte{0b0110, 0xcc}, got, "BitXor")
+}
+
+func testBitOrXorOnMissingKey(t *testing.T, f *fixture) {
+	param := []byte{0x5a, 0x01}
+	got := atomicResult(t, f, "or", nil, func(tr kv.Transaction, k []byte) { tr.BitOr(k, param) })
+	require.Equal(t, param, got, "BitOr on a missing key (zero) must store the operand")
+	got = atomicResult(t, f, "xor", nil, func(tr kv.Transaction, k []byte) { tr.BitXor(k, param) })
+	require.Equal(t, param, got, "BitXor on a missing key (zero) must store the operand")
+}
+
+func testByteMinByteMax(t *testing.T, f *fixture) {
+	for _, c := range []struct {
+		initial, param, wantMin, wantMax string
+	}{
+		{"b", "a", "a", "b"},
+		{"b", "c", "b", "c"},
+		{"ab", "b", "ab", "b"},
+		{"ab", "abc", "ab", "abc"},
+		{"\x80", "\x7f", "\x7f", "\x80"},
+	} {
+		got := atomicResult(t, f, "min:"+c.initial+"/"+c.param, []byte(c.initial), func(tr kv.Transaction, k []byte) { tr.ByteMin(k, []byte(c.param)) })
+		require.Equal(t, c.wantMin, string(got), "ByteMin(%q, %q) is the lexicographically smaller", c.initial, c.param)
+		got = atomicResult(t, f, "max:"+c.initial+"/"+c.param, []byte(c.initial), func(tr kv.Transaction, k []byte) { tr.ByteMax(k, []byte(c.param)) })
+		require.Equal(t, c.wantMax, string(got), "ByteMax(%q, %q) is the lexicographically larger", c.initial, c.param)
+	}
+}
+
+func testByteMinByteMaxOnMissingKeyStoreParam(t *testing.T, f *fixture) {
+	got := atomicResult(t, f, "bmin", nil, func(tr kv.Transaction, k []byte) { tr.ByteMin(k, []byte("m")) })
+	require.Equal(t, []byte("m"), got, "ByteMin on a missing key must store the operand (as FDB does), not an empty value")
+	got = atomicResult(t, f, "bmax", nil, func(tr kv.Transaction, k []byte) { tr.ByteMax(k, []byte("m")) })
+	require.Equal(t, []byte("m"), got, "ByteMax on a missing key must store the operand")
+}
+
+func testCompareAndClear(t *testing.T, f *fixture) {
+	got := atomicResult(t, f, "equal", []byte("x"), func(tr kv.Transaction, k []byte) { tr.CompareAndClear(k, []byte("x")) })
+	require.Nil(t, got, "CompareAndClear with an equal operand must clear the key")
+	got = atomicResult(t, f, "different", []byte("x"), func(tr kv.Transaction, k []byte) { tr.CompareAndClear(k, []byte("y")) })
+	require.Equal(t, []byte("x"), got, "CompareAndClear with a different operand must keep the key")
+	got = atomicResult(t, f, "prefix", []byte("xy"), func(tr kv.Transaction, k []byte) { tr.CompareAndClear(k, []byte("x")) })
+	require.Equal(t, []byte("xy"), got, "CompareAndClear compares whole values, not prefixes")
+	got = atomicResult(t, f, "missing", nil, func(tr kv.Transaction, k []byte) { tr.CompareAndClear(k, []byte("x")) })
+	require.Nil(t, got, "CompareAndClear on a missing key must leave it missing")
+}
+
+func testAppendIfFits(t *testing.T, f *fixture) {
+	got := atomicResult(t, f, "missing", nil, func(tr kv.Transaction, k []byte) { tr.AppendIfFits(k, []byte("cd")) })
+	require.Equal(t, []byte("cd"), got, "AppendIfFits on a missing key must store the operand")
+	got = atomicResult(t, f, "append", []byte("ab"), func(tr kv.Transaction, k []byte) { tr.AppendIfFits(k, []byte("cd")) })
+	require.Equal(t, []byte("abcd"), got, "AppendIfFits must append")
+
+	almost := bytes.Repeat([]byte{'v'}, kv.MaxValueSize-1)
+	got = atomicResult(t, f, "exact", almost, func(tr kv.Transaction, k []byte) { tr.AppendIfFits(k, []byte("!")) })
+	require.Len(t, got, kv.MaxValueSize, "AppendIfFits reaching exactly the value size limit must append")
+	got = atomicResult(t, f, "over", almost, func(tr kv.Transaction, k []byte) { tr.AppendIfFits(k, []byte("!!")) })
+	require.Equal(t, almost, got, "AppendIfFits that would exceed the value size limit must leave the value unchanged (and not fail)")
+}
+
+func testConcurrentAddsDoNotConflict(t *testing.T, f *fixture) {
+	key := f.key("counter")
+	a := f.newTx(t)
+	b := f.newTx(t)
+	readVersion(t, a)
+	readVersion(t, b)
+	a.Add(key, le(1, 8))
+	b.Add(key, le(2, 8))
+	commit(t, b, "an Add must not conflict")
+	commit(t, a, "two transactions that both Add to one key must both commit: atomic ops add no read conflict")
+	require.Equal(t, le(3, 8), f.get(t, key), "both Adds must be applied")
+}
+
+func testAtomicAppliesToValueAtCommit(t *testing.T, f *fixture) {
+	key := f.key("counter")
+	f.set(t, key, le(1, 8))
+	tr := f.newTx(t)
+	readVersion(t, tr)
+	f.set(t, key, le(100, 8)) // after tr's read version
+	tr.Add(key, le(1, 8))
+	commit(t, tr)
+	require.Equal(t, le(101, 8), f.get(t, key), "an atomic op must apply to the value at commit time, not at the read version")
+}
+
+func testAtomicThenReadSeesResult(t *testing.T, f *fixture) {
+	f.set(t, f.key("n"), le(5, 8))
+	f.set(t, f.key("c"), []byte("x"))
+	tr := f.newTx(t)
+	tr.Add(f.key("n"), le(3, 8))
+	tr.Add(f.key("fresh"), le(4, 8))
+	tr.CompareAndClear(f.key("c"), []byte("x"))
+	require.Equal(t, le(8, 8), mustGet(t, tr, f.key("n")), "RYW: a read after Add in the same transaction must see the sum")
+	require.Equal(t, le(4, 8), mustGet(t, tr, f.key("fresh")), "RYW: a read after Add on a missing key must see the operand")
+	require.Nil(t, mustGet(t, tr, f.key("c")), "RYW: a read after a matching CompareAndClear must see the key missing")
+	kvs := mustRange(t, tr, f.all(), kv.RangeOptions{})
+	f.requireNames(t, kvs, []string{"fresh", "n"}, "RYW: a range read after atomic ops must see their results")
+	require.Equal(t, le(4, 8), kvs[0].Value)
+	require.Equal(t, le(8, 8), kvs[1].Value)
+	tr.Add(f.key("n"), le(10, 8))
+	require.Equal(t, le(18, 8), mustGet(t, tr, f.key("n")), "RYW: a second Add after a read must see both")
+	commit(t, tr)
+	require.Equal(t, le(18, 8), f.get(t, f.key("n")), "after commit")
+}
+
+func testAtomicAfterSetOrClearInSameTransaction(t *testing.T, f *fixture) {
+	f.set(t, f.key("cleared"), le(50, 8))
+	tr := f.newTx(t)
+	tr.Set(f.key("set"), le(10, 8))
+	tr.Add(f.key("set"), le(5, 8))
+	tr.Add(f.key("overwritten"), le(5, 8))
+	tr.Set(f.key("overwritten"), le(1, 8))
+	tr.Clear(f.key("cleared"))
+	tr.Add(f.key("cleared"), le(2, 8))
+	require.Equal(t, le(15, 8), mustGet(t, tr, f.key("set")), "RYW: Set then Add")
+	require.Equal(t, le(1, 8), mustGet(t, tr, f.key("overwritten")), "RYW: Add then Set")
+	require.Equal(t, le(2, 8), mustGet(t, tr, f.key("cleared")), "RYW: Clear then Add starts from zero")
+	commit(t, tr)
+	require.Equal(t, le(15, 8), f.get(t, f.key("set")), "Set then Add, after commit")
+	require.Equal(t, le(1, 8), f.get(t, f.key("overwritten")), "Add then Set, after commit")
+	require.Equal(t, le(2, 8), f.get(t, f.key("cleared")), "Clear then Add, after commit")
+}
+
+func testAtomicsComposeInOneTransaction(t *testing.T, f *fixture) {
+	got := atomicResult(t, f, "compose", le(1, 8), func(tr kv.Transaction, k []byte) {
+		tr.Add(k, le(1, 8))
+		tr.Add(k, le(2, 8))
+		tr.Max(k, le(3, 8))
+		tr.Min(k, le(10, 8))
+		tr.BitOr(k, le(8, 8))
+	})
+	require.Equal(t, le(12, 8), got, "atomic ops in one transaction must apply in order: ((1+1+2) max 3 min 10) | 8 = 12")
+}

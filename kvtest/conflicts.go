@@ -1,0 +1,317 @@
+package kvtest
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/fdbqueue/fdbqueue/kv"
+)
+
+// conflictCase is one deterministic interleaving of two transactions:
+//
+//  1. seed is committed;
+//  2. the reader obtains a read version and runs read;
+//  3. the writer runs write and commits (it must succeed);
+//  4. the reader writes a marker key outside every range the cases read
+//     (unless readOnly) and commits.
+//
+// The reader's commit must fail with not_committed exactly when conflict is
+// set; a failed commit must apply none of its writes.
+type conflictCase struct {
+	name     string
+	seed     []string
+	read     func(t *testing.T, f *fixture, reader kv.Transaction)
+	write    func(t *testing.T, f *fixture, writer kv.Transaction)
+	readOnly bool
+	conflict bool
+}
+
+// conflictTests cover which reads and writes add conflict ranges, and what
+// makes a commit fail with not_committed.
+func conflictTests() []conformanceTest {
+	cases := []conflictCase{
+		// Point reads.
+		{name: "PointReadThenWriteConflicts", seed: []string{"b"}, read: getKey("b"), write: setKeys("b"), conflict: true},
+		{name: "PointReadOfMissingKeyConflictsWithInsert", read: getKey("b"), write: setKeys("b"), conflict: true},
+		{name: "PointReadDoesNotConflictWithNextKey", seed: []string{"b"}, read: getKey("b"), write: setKeys("b\x00")},
+		{name: "PointReadDoesNotConflictWithPreviousKey", seed: []string{"b"}, read: getKey("b"), write: setKeys("a\xff")},
+		{name: "PointReadThenClearConflicts", seed: []string{"b"}, read: getKey("b"), write: clearKey("b"), conflict: true},
+		{name: "PointReadThenClearRangeConflicts", seed: []string{"b"}, read: getKey("b"), write: clearRange("a", "c"), conflict: true},
+		{name: "PointReadThenAtomicAddConflicts", read: getKey("b"), write: addKey("b"), conflict: true},
+		{name: "PointReadThenAtomicMaxConflicts", read: getKey("b"), write: func(t *testing.T, f *fixture, w kv.Transaction) { w.Max(f.key("b"), le(1, 8)) }, conflict: true},
+		{name: "PointReadThenVersionstampedValueConflicts", read: getKey("b"), write: func(t *testing.T, f *fixture, w kv.Transaction) {
+			w.SetVersionstampedValue(f.key("b"), append(make([]byte, 10), 0, 0, 0, 0))
+		}, conflict: true},
+
+		// Snapshot reads.
+		{name: "SnapshotPointReadNoConflict", seed: []string{"b"}, read: snapshotGet("b"), write: setKeys("b")},
+		{name: "SnapshotRangeReadNoConflict", seed: []string{"b", "c"}, read: snapshotRange("", "\xff"), write: setKeys("b", "bb", "c")},
+
+		// Writes alone.
+		{name: "WriteWriteOverlapNoConflict", read: func(t *testing.T, f *fixture, r kv.Transaction) { r.Set(f.key("b"), []byte("reader")) }, write: setKeys("b")},
+		{name: "ClearRangeOverlapNoConflict", seed: []string{"b"}, read: func(t *testing.T, f *fixture, r kv.Transaction) { r.ClearRange(f.rng("a", "z")) }, write: setKeys("b", "c")},
+		{name: "AtomicAddOverlapNoConflict", read: func(t *testing.T, f *fixture, r kv.Transaction) { r.Add(f.key("b"), le(1, 8)) }, write: setKeys("b")},
+		{name: "ReadOnlyTransactionAlwaysCommits", seed: []string{"b"}, read: getKey("b"), write: setKeys("b"), readOnly: true},
+		{name: "ReadOnlyRangeReadAlwaysCommits", seed: []string{"b"}, read: rangeRead("", "\xff", 0, false, "b"), write: setKeys("b", "c"), readOnly: true},
+
+		// Range reads that ran to the end of the range: the whole range.
+		{name: "FullRangeReadConflictsWithInsertAtBegin", seed: []string{"c", "e"}, read: rangeRead("b", "y", 0, false, "c", "e"), write: setKeys("b"), conflict: true},
+		{name: "FullRangeReadConflictsWithInsertInMiddle", seed: []string{"c", "e"}, read: rangeRead("b", "y", 0, false, "c", "e"), write: setKeys("d"), conflict: true},
+		{name: "FullRangeReadConflictsWithInsertAfterLastKey", seed: []string{"c", "e"}, read: rangeRead("b", "y", 0, false, "c", "e"), write: setKeys("x"), conflict: true},
+		{name: "FullRangeReadConflictsWithClearOfReadKey", seed: []string{"c", "e"}, read: rangeRead("b", "y", 0, false, "c", "e"), write: clearKey("e"), conflict: true},
+		{name: "FullRangeReadNoConflictAtEnd", seed: []string{"c", "e"}, read: rangeRead("b", "y", 0, false, "c", "e"), write: setKeys("y")},
+		{name: "FullRangeReadNoConflictBeforeBegin", seed: []string{"c", "e"}, read: rangeRead("b", "y", 0, false, "c", "e"), write: setKeys("a", "a\xff")},
+		{name: "FullReverseRangeReadConflictsWithInsert", seed: []string{"c", "e"}, read: rangeRead("b", "y", 0, true, "e", "c"), write: setKeys("b"), conflict: true},
+		{name: "EmptyRangeReadConflictsWithInsert", read: rangeRead("b", "y", 0, false), write: setKeys("m"), conflict: true},
+		{name: "LimitNotReachedForwardConflictsWholeRange", seed: []string{"c"}, read: rangeRead("b", "y", 5, false, "c"), write: setKeys("x"), conflict: true},
+		{name: "LimitNotReachedReverseConflictsWholeRange", seed: []string{"x"}, read: rangeRead("b", "y", 5, true, "x"), write: setKeys("b"), conflict: true},
+
+		// Forward range reads truncated by their limit: [begin, lastKey+\x00).
+		{name: "ForwardLimitNoConflictAfterLastKey", seed: []string{"b", "c", "d"}, read: rangeRead("", "\xff", 1, false, "b"), write: setKeys("c", "e")},
+		{name: "ForwardLimitNoConflictJustAfterLastKey", seed: []string{"b", "c", "d"}, read: rangeRead("", "\xff", 1, false, "b"), write: setKeys("b\x00")},
+		{name: "ForwardLimitConflictAtLastKey", seed: []string{"b", "c", "d"}, read: rangeRead("", "\xff", 1, false, "b"), write: setKeys("b"), conflict: true},
+		{name: "ForwardLimitConflictBeforeLastKey", seed: []string{"b", "c", "d"}, read: rangeRead("", "\xff", 1, false, "b"), write: setKeys("a"), conflict: true},
+		{name: "ForwardLimitTwoConflictAtSecondKey", seed: []string{"b", "c", "d"}, read: rangeRead("", "\xff", 2, false, "b", "c"), write: clearKey("c"), conflict: true},
+		{name: "ForwardLimitTwoNoConflictAfterSecondKey", seed: []string{"b", "c", "d"}, read: rangeRead("", "\xff", 2, false, "b", "c"), write: setKeys("c\x00", "d")},
+
+		// Reverse range reads truncated by their limit: [lastKey, end).
+		{name: "ReverseLimitNoConflictBeforeLastKey", seed: []string{"b", "c", "d"}, read: rangeRead("", "\xff", 1, true, "d"), write: setKeys("c", "a")},
+		{name: "ReverseLimitNoConflictJustBeforeLastKey", seed: []string{"b", "c", "d"}, read: rangeRead("", "\xff", 1, true, "d"), write: setKeys("c\xff")},
+		{name: "ReverseLimitConflictAtLastKey", seed: []string{"b", "c", "d"}, read: rangeRead("", "\xff", 1, true, "d"), write: setKeys("d"), conflict: true},
+		{name: "ReverseLimitConflictAfterLastKey", seed: []string{"b", "c", "d"}, read: rangeRead("", "\xff", 1, true, "d"), write: setKeys("d\x00"), conflict: true},
+		{name: "ReverseLimitTwoNoConflictBeforeSecondKey", seed: []string{"b", "c", "d"}, read: rangeRead("", "\xff", 2, true, "d", "c"), write: setKeys("b", "b\x00")},
+
+		// Iterators.
+		{name: "IteratorReadToEndConflictsWithInsert", seed: []string{"b", "d"}, read: iterate("", "\xff", -1, "b", "d"), write: setKeys("c"), conflict: true},
+		{name: "IteratorPartialReadConflictsWithFetchedKey", seed: []string{"b", "d"}, read: iterate("", "\xff", 1, "b"), write: setKeys("b"), conflict: true},
+
+		// Reads answered from the transaction's own writes.
+		{name: "ReadOfOwnWriteNoConflict", read: func(t *testing.T, f *fixture, r kv.Transaction) {
+			r.Set(f.key("b"), []byte("own"))
+			require.Equal(t, []byte("own"), mustGet(t, r, f.key("b")))
+		}, write: setKeys("b")},
+		{name: "ReadOfOwnClearNoConflict", seed: []string{"b"}, read: func(t *testing.T, f *fixture, r kv.Transaction) {
+			r.Clear(f.key("b"))
+			require.Nil(t, mustGet(t, r, f.key("b")))
+		}, write: setKeys("b")},
+		{name: "ReadBeforeOwnWriteStillConflicts", seed: []string{"b"}, read: func(t *testing.T, f *fixture, r kv.Transaction) {
+			require.Equal(t, []byte("v:b"), mustGet(t, r, f.key("b")))
+			r.Set(f.key("b"), []byte("own"))
+		}, write: setKeys("b"), conflict: true},
+		{name: "RangeReadOverOwnClearedRangeNoConflict", seed: []string{"b"}, read: func(t *testing.T, f *fixture, r kv.Transaction) {
+			r.ClearRange(f.rng("a", "y"))
+			r.Set(f.key("c"), []byte("own"))
+			f.requireNames(t, mustRange(t, r, f.rng("a", "y"), kv.RangeOptions{}), []string{"c"})
+		}, write: setKeys("b", "d")},
+		{name: "RangeReadSkipsOwnWrittenKey", seed: []string{"b", "d"}, read: func(t *testing.T, f *fixture, r kv.Transaction) {
+			r.Set(f.key("c"), []byte("own"))
+			f.requireNames(t, mustRange(t, r, f.rng("a", "y"), kv.RangeOptions{}), []string{"b", "c", "d"})
+		}, write: setKeys("c")},
+		{name: "RangeReadWithOwnWritesConflictsOnOtherKeys", seed: []string{"b", "d"}, read: func(t *testing.T, f *fixture, r kv.Transaction) {
+			r.Set(f.key("c"), []byte("own"))
+			f.requireNames(t, mustRange(t, r, f.rng("a", "y"), kv.RangeOptions{}), []string{"b", "c", "d"})
+		}, write: setKeys("e"), conflict: true},
+
+		// Explicit conflict ranges.
+		{name: "AddReadConflictKeyConflicts", read: addReadConflictKey("b"), write: setKeys("b"), conflict: true},
+		{name: "AddReadConflictKeyNoConflictWithNextKey", read: addReadConflictKey("b"), write: setKeys("b\x00")},
+		{name: "AddReadConflictRangeConflictsAtBegin", read: addReadConflictRange("b", "d"), write: setKeys("b"), conflict: true},
+		{name: "AddReadConflictRangeConflictsInside", read: addReadConflictRange("b", "d"), write: setKeys("c\xff"), conflict: true},
+		{name: "AddReadConflictRangeNoConflictAtEnd", read: addReadConflictRange("b", "d"), write: setKeys("d", "a")},
+		{name: "AddReadConflictRangeSkipsOwnWrites", read: func(t *testing.T, f *fixture, r kv.Transaction) {
+			r.Set(f.key("c"), []byte("own"))
+			require.NoError(t, r.AddReadConflictRange(f.rng("b", "d")))
+		}, write: setKeys("c")},
+		{name: "AddReadConflictRangeWithOwnWritesConflictsOnOtherKeys", read: func(t *testing.T, f *fixture, r kv.Transaction) {
+			r.Set(f.key("c"), []byte("own"))
+			require.NoError(t, r.AddReadConflictRange(f.rng("b", "d")))
+		}, write: setKeys("b"), conflict: true},
+		{name: "AddWriteConflictKeyCausesConflict", seed: []string{"b"}, read: getKey("b"), write: func(t *testing.T, f *fixture, w kv.Transaction) {
+			require.NoError(t, w.AddWriteConflictKey(f.key("b")))
+			w.Set(f.markerKey("writer"), []byte("w"))
+		}, conflict: true},
+		{name: "AddWriteConflictKeyNoConflictWithNextKey", seed: []string{"b"}, read: getKey("b"), write: func(t *testing.T, f *fixture, w kv.Transaction) {
+			require.NoError(t, w.AddWriteConflictKey(f.key("b\x00")))
+			w.Set(f.markerKey("writer"), []byte("w"))
+		}},
+		{name: "AddWriteConflictRangeCausesConflict", read: getKey("c"), write: func(t *testing.T, f *fixture, w kv.Transaction) {
+			require.NoError(t, w.AddWriteConflictRange(f.rng("b", "d")))
+			w.Set(f.markerKey("writer"), []byte("w"))
+		}, conflict: true},
+		{name: "AddWriteConflictRangeNoConflictAtEnd", read: getKey("d"), write: func(t *testing.T, f *fixture, w kv.Transaction) {
+			require.NoError(t, w.AddWriteConflictRange(f.rng("b", "d")))
+			w.Set(f.markerKey("writer"), []byte("w"))
+		}},
+	}
+
+	tests := make([]conformanceTest, 0, len(cases)+4)
+	for _, c := range cases {
+		tests = append(tests, conformanceTest{c.name, func(t *testing.T, f *fixture) { runConflictCase(t, f, c) }})
+	}
+	return append(tests,
+		conformanceTest{"ConflictErrorIsClassified", testConflictErrorIsClassified},
+		conformanceTest{"WriteWriteLaterCommitWins", testWriteWriteLaterCommitWins},
+		conformanceTest{"CommitBeforeReadVersionNoConflict", testCommitBeforeReadVersionNoConflict},
+		conformanceTest{"ReadModifyWriteRaceOneLoses", testReadModifyWriteRaceOneLoses},
+	)
+}
+
+func runConflictCase(t *testing.T, f *fixture, c conflictCase) {
+	f.seed(t, c.seed...)
+	reader := f.newTx(t)
+	readVersion(t, reader)
+	c.read(t, f, reader)
+
+	writer := f.newTx(t)
+	c.write(t, f, writer)
+	require.NoError(t, writer.Commit(), "the interfering writer must commit")
+
+	marker := f.markerKey("reader")
+	if !c.readOnly {
+		reader.Set(marker, []byte("reader"))
+	}
+	err := reader.Commit()
+	if !c.conflict {
+		require.NoError(t, err, "the reader's commit must succeed: the writer touched nothing in its read conflict ranges")
+		if !c.readOnly {
+			f.requireValue(t, marker, []byte("reader"), "the reader's writes must be applied after its commit succeeded")
+		}
+		return
+	}
+	requireCode(t, err, kv.ErrNotCommitted, "the reader's commit, after the writer changed what it read")
+	f.requireAbsent(t, marker, "a transaction that failed with not_committed must apply none of its writes")
+}
+
+// The helpers below build the read and write steps of conflict cases.
+
+func getKey(name string) func(*testing.T, *fixture, kv.Transaction) {
+	return func(t *testing.T, f *fixture, r kv.Transaction) {
+		t.Helper()
+		mustGet(t, r, f.key(name))
+	}
+}
+
+func snapshotGet(name string) func(*testing.T, *fixture, kv.Transaction) {
+	return func(t *testing.T, f *fixture, r kv.Transaction) {
+		t.Helper()
+		require.NotNil(t, mustGet(t, r.Snapshot(), f.key(name)), "the snapshot read must see the seeded key")
+	}
+}
+
+func snapshotRange(begin, end string) func(*testing.T, *fixture, kv.Transaction) {
+	return func(t *testing.T, f *fixture, r kv.Transaction) {
+		t.Helper()
+		require.NotEmpty(t, mustRange(t, r.Snapshot(), f.rng(begin, end), kv.RangeOptions{}), "the snapshot range read must see the seeded keys")
+	}
+}
+
+// rangeRead reads [begin, end) with the given limit and direction and
+// requires the result to be want, so that each case checks the truncation it
+// relies on.
+func rangeRead(begin, end string, limit int, reverse bool, want ...string) func(*testing.T, *fixture, kv.Transaction) {
+	return func(t *testing.T, f *fixture, r kv.Transaction) {
+		t.Helper()
+		kvs := mustRange(t, r, f.rng(begin, end), kv.RangeOptions{Limit: limit, Reverse: reverse})
+		f.requireNames(t, kvs, want, "the reader's range read (limit %d, reverse %v)", limit, reverse)
+	}
+}
+
+// iterate reads [begin, end) with an iterator, stopping after n pairs (or
+// at the end when n < 0), and requires the pairs seen to be want.
+func iterate(begin, end string, n int, want ...string) func(*testing.T, *fixture, kv.Transaction) {
+	return func(t *testing.T, f *fixture, r kv.Transaction) {
+		t.Helper()
+		var got []kv.KeyValue
+		it := r.GetRange(f.rng(begin, end), kv.RangeOptions{}).Iterator()
+		for (n < 0 || len(got) < n) && it.Next() {
+			got = append(got, it.KeyValue())
+		}
+		require.NoError(t, it.Err())
+		f.requireNames(t, got, want, "the reader's iterator")
+	}
+}
+
+func addReadConflictKey(name string) func(*testing.T, *fixture, kv.Transaction) {
+	return func(t *testing.T, f *fixture, r kv.Transaction) {
+		t.Helper()
+		require.NoError(t, r.AddReadConflictKey(f.key(name)), "AddReadConflictKey")
+	}
+}
+
+func addReadConflictRange(begin, end string) func(*testing.T, *fixture, kv.Transaction) {
+	return func(t *testing.T, f *fixture, r kv.Transaction) {
+		t.Helper()
+		require.NoError(t, r.AddReadConflictRange(f.rng(begin, end)), "AddReadConflictRange")
+	}
+}
+
+func setKeys(names ...string) func(*testing.T, *fixture, kv.Transaction) {
+	return func(t *testing.T, f *fixture, w kv.Transaction) {
+		for _, n := range names {
+			w.Set(f.key(n), []byte("writer"))
+		}
+	}
+}
+
+func clearKey(name string) func(*testing.T, *fixture, kv.Transaction) {
+	return func(t *testing.T, f *fixture, w kv.Transaction) { w.Clear(f.key(name)) }
+}
+
+func clearRange(begin, end string) func(*testing.T, *fixture, kv.Transaction) {
+	return func(t *testing.T, f *fixture, w kv.Transaction) { w.ClearRange(f.rng(begin, end)) }
+}
+
+func addKey(name string) func(*testing.T, *fixture, kv.Transaction) {
+	return func(t *testing.T, f *fixture, w kv.Transaction) { w.Add(f.key(name), le(1, 8)) }
+}
+
+func testConflictErrorIsClassified(t *testing.T, f *fixture) {
+	f.seed(t, "b")
+	reader := f.newTx(t)
+	mustGet(t, reader, f.key("b"))
+	f.set(t, f.key("b"), []byte("changed"))
+	reader.Set(f.key("c"), []byte("x"))
+	err := reader.Commit()
+	requireCode(t, err, kv.ErrNotCommitted, "commit after a conflicting write")
+	require.False(t, kv.MaybeCommitted(err), "not_committed means the commit was certainly not applied: MaybeCommitted must be false")
+	require.NoError(t, reader.OnError(err), "OnError must accept not_committed (it is retryable) and reset the transaction")
+	require.Equal(t, []byte("changed"), mustGet(t, reader, f.key("b")), "after OnError the transaction must read at a new read version")
+	reader.Set(f.key("c"), []byte("y"))
+	commit(t, reader, "the retried transaction must commit")
+	f.requireValue(t, f.key("c"), []byte("y"))
+}
+
+func testWriteWriteLaterCommitWins(t *testing.T, f *fixture) {
+	first := f.newTx(t)
+	second := f.newTx(t)
+	readVersion(t, first)
+	readVersion(t, second)
+	second.Set(f.key("k"), []byte("second"))
+	first.Set(f.key("k"), []byte("first"))
+	commit(t, second, "blind writes never conflict")
+	commit(t, first, "blind writes never conflict, even when they overlap")
+	f.requireValue(t, f.key("k"), []byte("first"), "with overlapping blind writes the transaction that committed last must win")
+}
+
+func testCommitBeforeReadVersionNoConflict(t *testing.T, f *fixture) {
+	f.seed(t, "b")
+	reader := f.newTx(t)
+	f.set(t, f.key("b"), []byte("earlier")) // commits before reader has a read version
+	require.Equal(t, []byte("earlier"), mustGet(t, reader, f.key("b")), "the read version is obtained at the first read, after the other commit")
+	reader.Set(f.key("c"), []byte("x"))
+	commit(t, reader, "a write committed before the reader's read version must not conflict")
+}
+
+func testReadModifyWriteRaceOneLoses(t *testing.T, f *fixture) {
+	f.set(t, f.key("n"), leInt64(10))
+	a := f.newTx(t)
+	b := f.newTx(t)
+	na := decodeCounter(t, mustGet(t, a, f.key("n")))
+	nb := decodeCounter(t, mustGet(t, b, f.key("n")))
+	a.Set(f.key("n"), leInt64(na+1))
+	b.Set(f.key("n"), leInt64(nb+1))
+	commit(t, b, "the first of two read-modify-write transactions must commit")
+	requireCode(t, a.Commit(), kv.ErrNotCommitted, "the second read-modify-write of the same key")
+	require.Equal(t, int64(11), decodeCounter(t, f.get(t, f.key("n"))), "exactly one increment must have been applied (no lost update, no double apply)")
+}

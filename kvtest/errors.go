@@ -1,0 +1,144 @@
+package kvtest
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/fdbqueue/fdbqueue/kv"
+)
+
+// specErrors lists the spec's error table: each code, its FDB name and the
+// kv sentinel for it.
+var specErrors = []struct {
+	name     string
+	sentinel kv.Error
+}{
+	{"transaction_too_old", kv.ErrTransactionTooOld},
+	{"future_version", kv.ErrFutureVersion},
+	{"not_committed", kv.ErrNotCommitted},
+	{"commit_unknown_result", kv.ErrCommitUnknownResult},
+	{"transaction_cancelled", kv.ErrTransactionCancelled},
+	{"transaction_timed_out", kv.ErrTransactionTimedOut},
+	{"process_behind", kv.ErrProcessBehind},
+	{"tag_throttled", kv.ErrTagThrottled},
+	{"key_outside_legal_range", kv.ErrKeyOutsideLegalRange},
+	{"inverted_range", kv.ErrInvertedRange},
+	{"transaction_too_large", kv.ErrTransactionTooLarge},
+	{"key_too_large", kv.ErrKeyTooLarge},
+	{"value_too_large", kv.ErrValueTooLarge},
+}
+
+// errorTests cover error classification and the transaction methods that
+// act on errors (OnError, Cancel, Reset).
+func errorTests() []conformanceTest {
+	tests := make([]conformanceTest, 0, len(specErrors)+10)
+	for _, e := range specErrors {
+		tests = append(tests, conformanceTest{
+			fmt.Sprintf("Classification/%s_%d", e.name, e.sentinel.Code),
+			func(t *testing.T, f *fixture) { testClassification(t, f, e.name, e.sentinel) },
+		})
+	}
+	return append(tests,
+		conformanceTest{"MaybeCommittedForInterruptedCommit", testMaybeCommittedForInterruptedCommit},
+		conformanceTest{"CancelFailsReads", testCancelFailsReads},
+		conformanceTest{"CancelFailsCommit", testCancelFailsCommit},
+		conformanceTest{"OnErrorRetryableResets", testOnErrorRetryableResets},
+		conformanceTest{"OnErrorWrappedRetryable", testOnErrorWrappedRetryable},
+		conformanceTest{"OnErrorNonRetryableReturnsIt", testOnErrorNonRetryableReturnsIt},
+		conformanceTest{"OnErrorForeignErrorReturnsIt", testOnErrorForeignErrorReturnsIt},
+		conformanceTest{"ResetKeepsOptions", testResetKeepsOptions},
+	)
+}
+
+func testClassification(t *testing.T, f *fixture, name string, sentinel kv.Error) {
+	code := sentinel.Code
+	wrapped := fmt.Errorf("backend detail: %w", sentinel)
+	var e kv.Error
+	require.True(t, errors.As(wrapped, &e), "errors.As must find the kv.Error in a wrapped %s", name)
+	require.Equal(t, code, e.Code, "%s must map to code %d", name, code)
+	require.ErrorIs(t, wrapped, sentinel, "errors.Is must match the wrapped sentinel")
+	require.ErrorIs(t, wrapped, kv.Error{Code: code}, "errors.Is must match any kv.Error with the same code")
+	require.Contains(t, sentinel.Error(), name, "the message must name the error")
+	require.Contains(t, sentinel.Error(), strconv.Itoa(code), "the message must carry the code")
+	require.Equal(t, retryableBySpec[code], kv.IsRetryable(wrapped), "kv.IsRetryable(%s) must follow the spec's table", name)
+	require.Equal(t, code == 1021, kv.MaybeCommitted(wrapped), "kv.MaybeCommitted(%s): only commit_unknown_result (or an interrupted commit) may have been applied", name)
+
+	// OnError must classify the same way.
+	tr := f.newTx(t)
+	err := tr.OnError(wrapped)
+	if retryableBySpec[code] {
+		require.NoError(t, err, "OnError must retry %s", name)
+	} else {
+		require.ErrorIs(t, err, sentinel, "OnError must return the non-retryable %s", name)
+	}
+}
+
+func testMaybeCommittedForInterruptedCommit(t *testing.T, f *fixture) {
+	for _, cause := range []kv.Error{kv.ErrTransactionCancelled, kv.ErrTransactionTimedOut} {
+		err := kv.CommitInterrupted(cause)
+		require.True(t, kv.MaybeCommitted(err), "a commit interrupted by %v may have been applied", cause)
+		require.ErrorIs(t, err, cause, "an interrupted commit's error must still match its cause")
+		require.False(t, kv.IsRetryable(err), "an interrupted commit (%v) is not retried by the loop", cause)
+	}
+}
+
+func testCancelFailsReads(t *testing.T, f *fixture) {
+	f.seed(t, "a")
+	tr := f.newTx(t)
+	tr.Cancel()
+	_, err := tr.Get(f.key("a")).Get()
+	requireCode(t, err, kv.ErrTransactionCancelled, "Get after Cancel")
+	_, err = tr.GetRange(f.all(), kv.RangeOptions{}).GetSlice()
+	requireCode(t, err, kv.ErrTransactionCancelled, "GetRange after Cancel")
+	_, err = tr.GetReadVersion().Get()
+	requireCode(t, err, kv.ErrTransactionCancelled, "GetReadVersion after Cancel")
+}
+
+func testCancelFailsCommit(t *testing.T, f *fixture) {
+	tr := f.newTx(t)
+	tr.Set(f.key("a"), []byte("x"))
+	tr.Cancel()
+	err := tr.Commit()
+	requireCode(t, err, kv.ErrTransactionCancelled, "Commit after Cancel")
+	f.requireAbsent(t, f.key("a"), "a transaction cancelled before Commit must apply nothing")
+	require.ErrorIs(t, tr.OnError(err), kv.ErrTransactionCancelled, "OnError must not retry transaction_cancelled")
+}
+
+func testOnErrorRetryableResets(t *testing.T, f *fixture) {
+	tr := f.newTx(t)
+	tr.Set(f.key("a"), []byte("x"))
+	require.NoError(t, tr.OnError(kv.ErrNotCommitted), "OnError(not_committed)")
+	require.Nil(t, mustGet(t, tr, f.key("a")), "OnError must reset the transaction: its writes are discarded")
+	tr.Set(f.key("b"), []byte("y"))
+	commit(t, tr)
+	f.requireAbsent(t, f.key("a"), "a write made before OnError's reset must not be committed")
+	f.requireValue(t, f.key("b"), []byte("y"), "a write made after OnError's reset must be committed")
+}
+
+func testOnErrorWrappedRetryable(t *testing.T, f *fixture) {
+	tr := f.newTx(t)
+	require.NoError(t, tr.OnError(fmt.Errorf("layer: dequeue: %w", kv.ErrNotCommitted)), "OnError must classify wrapped errors with errors.As")
+}
+
+func testOnErrorNonRetryableReturnsIt(t *testing.T, f *fixture) {
+	tr := f.newTx(t)
+	err := tr.OnError(kv.ErrValueTooLarge)
+	requireCode(t, err, kv.ErrValueTooLarge, "OnError(value_too_large)")
+}
+
+func testOnErrorForeignErrorReturnsIt(t *testing.T, f *fixture) {
+	boom := errors.New("boom")
+	tr := f.newTx(t)
+	require.ErrorIs(t, tr.OnError(boom), boom, "OnError must return an error that is not a kv.Error")
+}
+
+func testResetKeepsOptions(t *testing.T, f *fixture) {
+	tr := f.newTx(t)
+	require.NoError(t, tr.Options().SetRetryLimit(0))
+	tr.Reset()
+	requireCode(t, tr.OnError(kv.ErrNotCommitted), kv.ErrNotCommitted, "OnError with retry limit 0 set before Reset (options survive Reset)")
+}

@@ -1,0 +1,130 @@
+package kvtest
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/fdbqueue/fdbqueue/kv"
+)
+
+// faultTests cover commit failures injected through Harness.Faults: what
+// commit_unknown_result leaves behind, and how the retry loop treats each
+// error code a commit can return. They are skipped on backends without
+// fault injection.
+func faultTests() []conformanceTest {
+	tests := []conformanceTest{
+		{"CommitUnknownResultApplied", testCommitUnknownResultApplied},
+		{"CommitUnknownResultNotApplied", testCommitUnknownResultNotApplied},
+		{"FaultAffectsOnlyNextCommit", testFaultAffectsOnlyNextCommit},
+		{"TransactRetriesInjectedConflictAndCommitsOnce", testTransactRetriesInjectedConflictAndCommitsOnce},
+		{"TransactUnderCommitUnknownResultMayApplyTwice", testTransactUnderCommitUnknownResultMayApplyTwice},
+	}
+	for _, e := range specErrors {
+		tests = append(tests, conformanceTest{
+			fmt.Sprintf("InjectedCommitError/%s_%d", e.name, e.sentinel.Code),
+			func(t *testing.T, f *fixture) { testInjectedCommitError(t, f, e.name, e.sentinel) },
+		})
+	}
+	return tests
+}
+
+// faults returns the harness's fault injector, or skips the test when the
+// backend has none.
+func (f *fixture) faults(t *testing.T) FaultInjector {
+	t.Helper()
+	fi := f.h.Faults()
+	if fi == nil {
+		t.Skip("capability missing: the backend cannot inject commit faults (Harness.Faults returned nil)")
+	}
+	return fi
+}
+
+func testCommitUnknownResultApplied(t *testing.T, f *fixture) {
+	fi := f.faults(t)
+	tr := f.newTx(t)
+	tr.Set(f.key("a"), []byte("x"))
+	fi.FailNextCommit(kv.ErrCommitUnknownResult, true)
+	err := tr.Commit()
+	requireCode(t, err, kv.ErrCommitUnknownResult, "the commit with an injected commit_unknown_result")
+	require.True(t, kv.MaybeCommitted(err), "kv.MaybeCommitted must be true for commit_unknown_result")
+	f.requireValue(t, f.key("a"), []byte("x"), "commit_unknown_result with applied=true: the write must be visible afterwards")
+}
+
+func testCommitUnknownResultNotApplied(t *testing.T, f *fixture) {
+	fi := f.faults(t)
+	tr := f.newTx(t)
+	tr.Set(f.key("a"), []byte("x"))
+	fi.FailNextCommit(kv.ErrCommitUnknownResult, false)
+	requireCode(t, tr.Commit(), kv.ErrCommitUnknownResult, "the commit with an injected commit_unknown_result")
+	f.requireAbsent(t, f.key("a"), "commit_unknown_result with applied=false: the write must not be visible")
+}
+
+func testFaultAffectsOnlyNextCommit(t *testing.T, f *fixture) {
+	fi := f.faults(t)
+	fi.FailNextCommit(kv.ErrNotCommitted, false)
+	first := f.newTx(t)
+	first.Set(f.key("a"), []byte("1"))
+	requireCode(t, first.Commit(), kv.ErrNotCommitted, "the first commit after FailNextCommit")
+	second := f.newTx(t)
+	second.Set(f.key("b"), []byte("2"))
+	commit(t, second, "only the next commit may fail")
+	f.requireAbsent(t, f.key("a"), "the failed commit must not apply")
+	f.requireValue(t, f.key("b"), []byte("2"), "the following commit must apply")
+}
+
+// countRuns runs an Add of 1 to key through db.Transact and returns how
+// often the function ran and Transact's error.
+func (f *fixture) countRuns(key []byte) (int, error) {
+	runs := 0
+	err := f.db.Transact(f.ctx, func(tr kv.Transaction) error {
+		runs++
+		tr.Add(key, le(1, 8))
+		return nil
+	})
+	return runs, err
+}
+
+func testTransactRetriesInjectedConflictAndCommitsOnce(t *testing.T, f *fixture) {
+	fi := f.faults(t)
+	key := f.key("counter")
+	fi.FailNextCommit(kv.ErrNotCommitted, false)
+	runs, err := f.countRuns(key)
+	require.NoError(t, err, "Transact must retry an injected not_committed")
+	require.Equal(t, 2, runs, "the function must run twice")
+	require.Equal(t, le(1, 8), f.get(t, key), "the increment must be applied exactly once")
+}
+
+func testTransactUnderCommitUnknownResultMayApplyTwice(t *testing.T, f *fixture) {
+	fi := f.faults(t)
+	key := f.key("counter")
+	fi.FailNextCommit(kv.ErrCommitUnknownResult, true)
+	runs, err := f.countRuns(key)
+	require.NoError(t, err, "Transact must retry commit_unknown_result")
+	require.Equal(t, 2, runs, "the function must run twice")
+	require.Equal(t, le(2, 8), f.get(t, key), "a non-idempotent function retried after an applied commit_unknown_result takes effect twice (this is the hazard layers must handle)")
+}
+
+func testInjectedCommitError(t *testing.T, f *fixture, name string, sentinel kv.Error) {
+	fi := f.faults(t)
+	key := f.key("counter")
+
+	tr := f.newTx(t)
+	tr.Set(f.key("direct"), []byte("x"))
+	fi.FailNextCommit(sentinel, false)
+	requireCode(t, tr.Commit(), sentinel, "a commit with an injected "+name)
+	f.requireAbsent(t, f.key("direct"), "a commit failed with "+name+" and applied=false must apply nothing")
+
+	fi.FailNextCommit(sentinel, false)
+	runs, err := f.countRuns(key)
+	if retryableBySpec[sentinel.Code] {
+		require.NoError(t, err, "Transact must retry the retryable %s", name)
+		require.Equal(t, 2, runs, "one failed run and one committed run")
+		require.Equal(t, le(1, 8), f.get(t, key), "the increment must be applied once")
+		return
+	}
+	requireCode(t, err, sentinel, "Transact after an injected non-retryable "+name)
+	require.Equal(t, 1, runs, "Transact must not retry the non-retryable %s", name)
+	f.requireAbsent(t, key, "nothing may be applied")
+}

@@ -1,0 +1,171 @@
+package kvtest
+
+import (
+	"bytes"
+	"fmt"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/fdbqueue/fdbqueue/kv"
+)
+
+// limitTests cover the size limits, the system key space and inverted
+// ranges, and how an invalid write is reported.
+func limitTests() []conformanceTest {
+	tests := []conformanceTest{
+		{"KeyAtSizeLimit", testKeyAtSizeLimit},
+		{"KeyTooLarge", testKeyTooLarge},
+		{"KeyTooLargeForAtomicOp", testKeyTooLargeForAtomicOp},
+		{"ValueAtSizeLimit", testValueAtSizeLimit},
+		{"ValueTooLarge", testValueTooLarge},
+		{"TransactionUnderSizeLimit", testTransactionUnderSizeLimit},
+		{"TransactionTooLarge", testTransactionTooLarge},
+		{"ApproximateSizeGrowsWithWrites", testApproximateSizeGrowsWithWrites},
+		{"InvalidWriteFailsLaterReads", testInvalidWriteFailsLaterReads},
+		{"InvertedRangeRead", testInvertedRangeRead},
+		{"InvertedRangeIterator", testInvertedRangeIterator},
+		{"InvertedClearRange", testInvertedClearRange},
+		{"InvertedConflictRanges", testInvertedConflictRanges},
+	}
+	for _, c := range []struct {
+		name  string
+		write func(tr kv.Transaction)
+	}{
+		{"Set", func(tr kv.Transaction) { tr.Set([]byte("\xffsystem"), []byte("x")) }},
+		{"SetAtFF", func(tr kv.Transaction) { tr.Set([]byte("\xff"), []byte("x")) }},
+		{"Clear", func(tr kv.Transaction) { tr.Clear([]byte("\xffsystem")) }},
+		{"ClearRange", func(tr kv.Transaction) { tr.ClearRange(kv.KeyRange{Begin: []byte("\xff"), End: []byte("\xff\x01")}) }},
+		{"Add", func(tr kv.Transaction) { tr.Add([]byte("\xffcounter"), le(1, 8)) }},
+		{"SetVersionstampedValue", func(tr kv.Transaction) { tr.SetVersionstampedValue([]byte("\xffvv"), stampedValue("", "")) }},
+		{"SetVersionstampedKey", func(tr kv.Transaction) { tr.SetVersionstampedKey(stampedKey([]byte("\xffvs"), ""), []byte("x")) }},
+	} {
+		tests = append(tests, conformanceTest{"KeyOutsideLegalRange" + c.name, func(t *testing.T, f *fixture) {
+			tr := f.newTx(t)
+			c.write(tr)
+			tr.Set(f.key("ok"), []byte("x"))
+			requireCode(t, tr.Commit(), kv.ErrKeyOutsideLegalRange, fmt.Sprintf("commit after a %s in the system key space", c.name))
+			f.requireAbsent(t, f.key("ok"), "a transaction that failed with key_outside_legal_range must apply none of its writes")
+		}})
+	}
+	return tests
+}
+
+func testKeyAtSizeLimit(t *testing.T, f *fixture) {
+	key := f.key(string(bytes.Repeat([]byte{'k'}, kv.MaxKeySize-len(f.prefix))))
+	require.Len(t, key, kv.MaxKeySize)
+	f.set(t, key, []byte("x"))
+	f.requireValue(t, key, []byte("x"), "a key of exactly %d bytes must be accepted", kv.MaxKeySize)
+}
+
+func testKeyTooLarge(t *testing.T, f *fixture) {
+	key := f.key(string(bytes.Repeat([]byte{'k'}, kv.MaxKeySize+1-len(f.prefix))))
+	tr := f.newTx(t)
+	tr.Set(key, []byte("x"))
+	tr.Set(f.key("ok"), []byte("x"))
+	requireCode(t, tr.Commit(), kv.ErrKeyTooLarge, fmt.Sprintf("commit after a Set with a %d-byte key", len(key)))
+	f.requireAbsent(t, f.key("ok"), "a transaction that failed with key_too_large must apply none of its writes")
+}
+
+func testKeyTooLargeForAtomicOp(t *testing.T, f *fixture) {
+	key := f.key(string(bytes.Repeat([]byte{'k'}, kv.MaxKeySize+1-len(f.prefix))))
+	tr := f.newTx(t)
+	tr.Add(key, le(1, 8))
+	requireCode(t, tr.Commit(), kv.ErrKeyTooLarge, fmt.Sprintf("commit after an Add with a %d-byte key", len(key)))
+}
+
+func testValueAtSizeLimit(t *testing.T, f *fixture) {
+	value := bytes.Repeat([]byte{'v'}, kv.MaxValueSize)
+	f.set(t, f.key("big"), value)
+	f.requireValue(t, f.key("big"), value, "a value of exactly %d bytes must be accepted", kv.MaxValueSize)
+}
+
+func testValueTooLarge(t *testing.T, f *fixture) {
+	tr := f.newTx(t)
+	tr.Set(f.key("big"), bytes.Repeat([]byte{'v'}, kv.MaxValueSize+1))
+	tr.Set(f.key("ok"), []byte("x"))
+	requireCode(t, tr.Commit(), kv.ErrValueTooLarge, fmt.Sprintf("commit after a Set with a %d-byte value", kv.MaxValueSize+1))
+	f.requireAbsent(t, f.key("ok"), "a transaction that failed with value_too_large must apply none of its writes")
+}
+
+// fillTransaction sets n distinct keys to values of the maximum size.
+func (f *fixture) fillTransaction(tr kv.Transaction, n int) {
+	value := bytes.Repeat([]byte{'v'}, kv.MaxValueSize)
+	for i := range n {
+		tr.Set(f.key(fmt.Sprintf("fill%04d", i)), value)
+	}
+}
+
+func testTransactionUnderSizeLimit(t *testing.T, f *fixture) {
+	tr := f.newTx(t)
+	const n = kv.MaxTransactionSize / kv.MaxValueSize / 2
+	f.fillTransaction(tr, n)
+	commit(t, tr, "a transaction of about half the size limit must commit")
+	require.Len(t, f.getRange(t, f.all(), kv.RangeOptions{Limit: n + 1}), n)
+}
+
+func testTransactionTooLarge(t *testing.T, f *fixture) {
+	tr := f.newTx(t)
+	n := kv.MaxTransactionSize/kv.MaxValueSize + 1
+	f.fillTransaction(tr, n)
+	requireCode(t, tr.Commit(), kv.ErrTransactionTooLarge, fmt.Sprintf("commit of %d values of %d bytes", n, kv.MaxValueSize))
+	require.Empty(t, f.getRange(t, f.all(), kv.RangeOptions{Limit: 1}), "a transaction that failed with transaction_too_large must apply none of its writes")
+}
+
+func testApproximateSizeGrowsWithWrites(t *testing.T, f *fixture) {
+	tr := f.newTx(t)
+	size := func() int64 {
+		t.Helper()
+		s, err := tr.GetApproximateSize().Get()
+		require.NoError(t, err, "GetApproximateSize")
+		return s
+	}
+	empty := size()
+	tr.Set(f.key("a"), bytes.Repeat([]byte{'v'}, 1000))
+	one := size()
+	require.GreaterOrEqual(t, one-empty, int64(1000), "a 1000-byte value must add at least 1000 bytes to the approximate size (was %d, now %d)", empty, one)
+	tr.Set(f.key("b"), bytes.Repeat([]byte{'v'}, 5000))
+	two := size()
+	require.GreaterOrEqual(t, two-one, int64(5000), "a 5000-byte value must add at least 5000 bytes (was %d, now %d)", one, two)
+}
+
+func testInvalidWriteFailsLaterReads(t *testing.T, f *fixture) {
+	f.seed(t, "a")
+	tr := f.newTx(t)
+	tr.Set(f.key("big"), bytes.Repeat([]byte{'v'}, kv.MaxValueSize+1))
+	_, err := tr.Get(f.key("a")).Get()
+	requireCode(t, err, kv.ErrValueTooLarge, "a read after an invalid write in the same transaction")
+	_, err = tr.GetRange(f.all(), kv.RangeOptions{}).GetSlice()
+	requireCode(t, err, kv.ErrValueTooLarge, "a range read after an invalid write in the same transaction")
+	requireCode(t, tr.Commit(), kv.ErrValueTooLarge, "commit after an invalid write")
+}
+
+func testInvertedRangeRead(t *testing.T, f *fixture) {
+	tr := f.newTx(t)
+	for _, opts := range []kv.RangeOptions{{}, {Reverse: true}, {Limit: 1}} {
+		_, err := tr.GetRange(f.rng("b", "a"), opts).GetSlice()
+		requireCode(t, err, kv.ErrInvertedRange, fmt.Sprintf("GetRange with begin after end, %+v", opts))
+	}
+}
+
+func testInvertedRangeIterator(t *testing.T, f *fixture) {
+	tr := f.newTx(t)
+	it := tr.GetRange(f.rng("b", "a"), kv.RangeOptions{}).Iterator()
+	require.False(t, it.Next(), "an iterator over an inverted range must yield nothing")
+	requireCode(t, it.Err(), kv.ErrInvertedRange, "the error of an iterator over an inverted range")
+}
+
+func testInvertedClearRange(t *testing.T, f *fixture) {
+	f.seed(t, "a", "b")
+	tr := f.newTx(t)
+	tr.ClearRange(f.rng("b", "a"))
+	requireCode(t, tr.Commit(), kv.ErrInvertedRange, "commit after ClearRange with begin after end")
+	f.requireNames(t, f.getRange(t, f.all(), kv.RangeOptions{}), []string{"a", "b"}, "the inverted clear-range must not remove anything")
+}
+
+func testInvertedConflictRanges(t *testing.T, f *fixture) {
+	tr := f.newTx(t)
+	requireCode(t, tr.AddReadConflictRange(f.rng("b", "a")), kv.ErrInvertedRange, "AddReadConflictRange with begin after end")
+	tr = f.newTx(t)
+	requireCode(t, tr.AddWriteConflictRange(f.rng("b", "a")), kv.ErrInvertedRange, "AddWriteConflictRange with begin after end")
+}

@@ -1,0 +1,353 @@
+package kvtest
+
+import (
+	"bytes"
+	"fmt"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/fdbqueue/fdbqueue/kv"
+)
+
+// readTests cover point and range reads, read-your-writes (RYW) and the
+// consistency of a transaction's view.
+func readTests() []conformanceTest {
+	return []conformanceTest{
+		{"GetMissingKeyReturnsNil", testGetMissingKeyReturnsNil},
+		{"GetEmptyValueReturnsEmptyNonNil", testGetEmptyValueReturnsEmptyNonNil},
+		{"ValuesAreBinarySafe", testValuesAreBinarySafe},
+		{"SetThenGetInSameTransaction", testSetThenGetInSameTransaction},
+		{"ClearThenGetInSameTransaction", testClearThenGetInSameTransaction},
+		{"LastWriteWinsInSameTransaction", testLastWriteWinsInSameTransaction},
+		{"CommittedWritesVisibleToLaterTransactions", testCommittedWritesVisibleToLaterTransactions},
+		{"UncommittedWritesInvisibleToOthers", testUncommittedWritesInvisibleToOthers},
+		{"ReadsSeeOneVersion", testReadsSeeOneVersion},
+		{"ReadVersionStableWithinTransaction", testReadVersionStableWithinTransaction},
+		{"RangeForward", testRangeForward},
+		{"RangeReverse", testRangeReverse},
+		{"RangeForwardLimit", testRangeForwardLimit},
+		{"RangeReverseLimit", testRangeReverseLimit},
+		{"RangeEmpty", testRangeEmpty},
+		{"RangeUnsignedByteOrder", testRangeUnsignedByteOrder},
+		{"RangeIteratorMatchesGetSlice", testRangeIteratorMatchesGetSlice},
+		{"ClearRangeIsHalfOpen", testClearRangeIsHalfOpen},
+		{"RYWRangeWithInterleavedWrites", testRYWRangeWithInterleavedWrites},
+		{"RYWRangeReverseAndLimit", testRYWRangeReverseAndLimit},
+		{"RYWRangeReadsAfterEachWrite", testRYWRangeReadsAfterEachWrite},
+		{"RYWIterator", testRYWIterator},
+		{"SnapshotReadsSeeOwnWrites", testSnapshotReadsSeeOwnWrites},
+		{"ResetDiscardsWrites", testResetDiscardsWrites},
+		{"ReadTransactOnDatabase", testReadTransactOnDatabase},
+		{"ReadTransactOnTransactionSeesOwnWrites", testReadTransactOnTransactionSeesOwnWrites},
+	}
+}
+
+func testGetMissingKeyReturnsNil(t *testing.T, f *fixture) {
+	tr := f.newTx(t)
+	v, err := tr.Get(f.key("missing")).Get()
+	require.NoError(t, err, "Get of a missing key must not fail")
+	require.Nil(t, v, "Get of a missing key must return nil, got %q", v)
+	v, err = tr.Snapshot().Get(f.key("missing")).Get()
+	require.NoError(t, err, "snapshot Get of a missing key must not fail")
+	require.Nil(t, v, "snapshot Get of a missing key must return nil, got %q", v)
+}
+
+func testGetEmptyValueReturnsEmptyNonNil(t *testing.T, f *fixture) {
+	f.set(t, f.key("empty"), []byte{})
+	v := f.get(t, f.key("empty"))
+	require.NotNil(t, v, "a key set to an empty value exists: Get must return a non-nil empty slice, not nil")
+	require.Empty(t, v, "a key set to an empty value must read back empty")
+
+	tr := f.newTx(t)
+	tr.Set(f.key("empty2"), nil)
+	v = mustGet(t, tr, f.key("empty2"))
+	require.NotNil(t, v, "RYW: a key set to an empty value in this transaction exists and must read as non-nil")
+	require.Empty(t, v)
+}
+
+func testValuesAreBinarySafe(t *testing.T, f *fixture) {
+	value := []byte{0, 1, 0xff, 0, 0x80, 0x7f, 0}
+	key := f.key("bin\x00\xff\x00")
+	f.set(t, key, value)
+	require.Equal(t, value, f.get(t, key), "a binary key and value must round-trip unchanged")
+}
+
+func testSetThenGetInSameTransaction(t *testing.T, f *fixture) {
+	f.seed(t, "a")
+	tr := f.newTx(t)
+	tr.Set(f.key("a"), []byte("new"))
+	tr.Set(f.key("b"), []byte("fresh"))
+	require.Equal(t, []byte("new"), mustGet(t, tr, f.key("a")), "RYW: an overwritten key must read the transaction's own value")
+	require.Equal(t, []byte("fresh"), mustGet(t, tr, f.key("b")), "RYW: a key set in the transaction must read the transaction's own value")
+	commit(t, tr)
+	f.requireValue(t, f.key("a"), []byte("new"), "the overwrite must be visible after commit")
+	f.requireValue(t, f.key("b"), []byte("fresh"), "the new key must be visible after commit")
+}
+
+func testClearThenGetInSameTransaction(t *testing.T, f *fixture) {
+	f.seed(t, "a", "b")
+	tr := f.newTx(t)
+	tr.Clear(f.key("a"))
+	tr.ClearRange(f.rng("b", "c"))
+	require.Nil(t, mustGet(t, tr, f.key("a")), "RYW: a key cleared in the transaction must read as missing")
+	require.Nil(t, mustGet(t, tr, f.key("b")), "RYW: a key in a range cleared in the transaction must read as missing")
+	tr.Set(f.key("b"), []byte("again"))
+	require.Equal(t, []byte("again"), mustGet(t, tr, f.key("b")), "RYW: a set after a clear-range must be visible")
+	commit(t, tr)
+	f.requireAbsent(t, f.key("a"), "the cleared key must be gone after commit")
+	f.requireValue(t, f.key("b"), []byte("again"), "the set after the clear-range must win after commit")
+}
+
+func testLastWriteWinsInSameTransaction(t *testing.T, f *fixture) {
+	tr := f.newTx(t)
+	tr.Set(f.key("k"), []byte("1"))
+	tr.Set(f.key("k"), []byte("2"))
+	tr.Clear(f.key("k"))
+	tr.Set(f.key("k"), []byte("3"))
+	require.Equal(t, []byte("3"), mustGet(t, tr, f.key("k")), "RYW: the last write to a key must win")
+	commit(t, tr)
+	f.requireValue(t, f.key("k"), []byte("3"), "the last write in a transaction must be the one committed")
+}
+
+func testCommittedWritesVisibleToLaterTransactions(t *testing.T, f *fixture) {
+	f.seed(t, "a")
+	f.requireValue(t, f.key("a"), []byte("v:a"), "a committed write must be visible to a transaction started after the commit")
+}
+
+func testUncommittedWritesInvisibleToOthers(t *testing.T, f *fixture) {
+	tr1 := f.newTx(t)
+	tr1.Set(f.key("a"), []byte("pending"))
+	tr2 := f.newTx(t)
+	require.Nil(t, mustGet(t, tr2, f.key("a")), "another transaction must not see uncommitted writes")
+	require.Empty(t, mustRange(t, tr2, f.all(), kv.RangeOptions{}), "another transaction's range read must not see uncommitted writes")
+}
+
+func testReadsSeeOneVersion(t *testing.T, f *fixture) {
+	f.seed(t, "a", "b")
+	tr1 := f.newTx(t)
+	require.Equal(t, []byte("v:a"), mustGet(t, tr1, f.key("a")))
+
+	tr2 := f.newTx(t)
+	tr2.Set(f.key("a"), []byte("changed"))
+	tr2.Clear(f.key("b"))
+	tr2.Set(f.key("c"), []byte("new"))
+	commit(t, tr2)
+
+	require.Equal(t, []byte("v:a"), mustGet(t, tr1, f.key("a")), "a transaction must keep reading at its read version: a later commit's write must not be visible")
+	require.Equal(t, []byte("v:b"), mustGet(t, tr1, f.key("b")), "a key cleared by a later commit must still be visible at the old read version")
+	f.requireNames(t, mustRange(t, tr1, f.all(), kv.RangeOptions{}), []string{"a", "b"}, "a range read must see the database as of the read version")
+	require.Equal(t, []byte("changed"), f.get(t, f.key("a")), "a new transaction must see the later commit")
+}
+
+func testReadVersionStableWithinTransaction(t *testing.T, f *fixture) {
+	tr := f.newTx(t)
+	v1 := readVersion(t, tr)
+	f.seed(t, "a") // another commit in between
+	v2 := readVersion(t, tr)
+	require.Equal(t, v1, v2, "GetReadVersion must return the same version for the life of a transaction")
+	require.GreaterOrEqual(t, v1, int64(0), "read versions are non-negative")
+}
+
+func testRangeForward(t *testing.T, f *fixture) {
+	f.seed(t, "a", "b", "c", "d", "e")
+	kvs := f.getRange(t, f.rng("b", "e"), kv.RangeOptions{})
+	f.requireNames(t, kvs, []string{"b", "c", "d"}, "a forward range read returns [begin, end) in ascending order")
+	for _, p := range kvs {
+		require.Equal(t, "v:"+string(p.Key[len(f.prefix):]), string(p.Value), "range read values must belong to their keys")
+	}
+}
+
+func testRangeReverse(t *testing.T, f *fixture) {
+	f.seed(t, "a", "b", "c", "d", "e")
+	kvs := f.getRange(t, f.rng("b", "e"), kv.RangeOptions{Reverse: true})
+	f.requireNames(t, kvs, []string{"d", "c", "b"}, "a reverse range read returns [begin, end) in descending order")
+}
+
+func testRangeForwardLimit(t *testing.T, f *fixture) {
+	f.seed(t, "a", "b", "c", "d", "e")
+	f.requireNames(t, f.getRange(t, f.rng("b", "z"), kv.RangeOptions{Limit: 2}), []string{"b", "c"}, "a forward limited read returns the first Limit pairs")
+	f.requireNames(t, f.getRange(t, f.rng("b", "z"), kv.RangeOptions{Limit: 10}), []string{"b", "c", "d", "e"}, "a limit larger than the range returns the whole range")
+	f.requireNames(t, f.getRange(t, f.rng("b", "z"), kv.RangeOptions{Limit: 2, Mode: kv.StreamingModeExact}), []string{"b", "c"}, "StreamingModeExact must not change the result")
+	f.requireNames(t, f.getRange(t, f.rng("b", "z"), kv.RangeOptions{Limit: 3, Mode: kv.StreamingModeWantAll}), []string{"b", "c", "d"}, "StreamingModeWantAll must not change the result")
+}
+
+func testRangeReverseLimit(t *testing.T, f *fixture) {
+	f.seed(t, "a", "b", "c", "d", "e")
+	f.requireNames(t, f.getRange(t, f.rng("a", "e"), kv.RangeOptions{Limit: 2, Reverse: true}), []string{"d", "c"}, "a reverse limited read returns the last Limit pairs, descending")
+	f.requireNames(t, f.getRange(t, f.rng("a", "z"), kv.RangeOptions{Limit: 1, Reverse: true}), []string{"e"}, "a reverse read with limit 1 returns the last key")
+}
+
+func testRangeEmpty(t *testing.T, f *fixture) {
+	f.seed(t, "a", "b")
+	require.Empty(t, f.getRange(t, f.rng("b", "b"), kv.RangeOptions{}), "an empty range [k, k) returns nothing")
+	require.Empty(t, f.getRange(t, f.rng("c", "z"), kv.RangeOptions{}), "a range with no keys returns nothing")
+	require.Empty(t, f.getRange(t, f.rng("c", "z"), kv.RangeOptions{Reverse: true, Limit: 1}), "a reverse range with no keys returns nothing")
+}
+
+func testRangeUnsignedByteOrder(t *testing.T, f *fixture) {
+	names := []string{"\x80", "\x00", "\xfe", "\x7f", "\x01", "\x00\x00", "a", "\x7f\xff"}
+	f.seed(t, names...)
+	want := []string{"\x00", "\x00\x00", "\x01", "\x7f", "\x7f\xff", "a", "\x80", "\xfe"}
+	f.requireNames(t, f.getRange(t, f.all(), kv.RangeOptions{}), want, "keys must be ordered by unsigned byte comparison, a prefix before its extensions")
+}
+
+func testRangeIteratorMatchesGetSlice(t *testing.T, f *fixture) {
+	const n = 1000
+	tr := f.newTx(t)
+	for i := range n {
+		tr.Set(f.key(fmt.Sprintf("k%04d", i)), []byte(fmt.Sprint(i)))
+	}
+	commit(t, tr)
+
+	for _, opts := range []kv.RangeOptions{
+		{},
+		{Reverse: true},
+		{Limit: 300},
+		{Limit: 300, Reverse: true},
+		{Mode: kv.StreamingModeWantAll},
+	} {
+		tr := f.newTx(t)
+		want := mustRange(t, tr, f.all(), opts)
+		wantLen := n
+		if opts.Limit > 0 {
+			wantLen = opts.Limit
+		}
+		require.Len(t, want, wantLen, "GetSlice with %+v", opts)
+		var got []kv.KeyValue
+		it := tr.GetRange(f.all(), opts).Iterator()
+		for it.Next() {
+			got = append(got, it.KeyValue())
+		}
+		require.NoError(t, it.Err(), "iterator with %+v", opts)
+		require.Equal(t, want, got, "the iterator must yield exactly what GetSlice returns, with %+v", opts)
+	}
+}
+
+func testClearRangeIsHalfOpen(t *testing.T, f *fixture) {
+	f.seed(t, "a", "b", "b\x00", "c", "d")
+	tr := f.newTx(t)
+	tr.ClearRange(f.rng("b", "d"))
+	commit(t, tr)
+	f.requireNames(t, f.getRange(t, f.all(), kv.RangeOptions{}), []string{"a", "d"}, "ClearRange must clear [begin, end): begin included, end kept")
+}
+
+// rywSetup seeds a, c, e, g, i and applies, in one transaction: set b, clear
+// c, overwrite e, clear-range [f, h) (removing g), set g2 inside the cleared
+// range, clear-range [h, j) (removing i) and set j. The expected merged view
+// is a, b, e(new), g2, j.
+func rywSetup(t *testing.T, f *fixture) kv.Transaction {
+	t.Helper()
+	f.seed(t, "a", "c", "e", "g", "i")
+	tr := f.newTx(t)
+	tr.Set(f.key("b"), []byte("own:b"))
+	tr.Clear(f.key("c"))
+	tr.Set(f.key("e"), []byte("own:e"))
+	tr.ClearRange(f.rng("f", "h"))
+	tr.Set(f.key("g2"), []byte("own:g2"))
+	tr.ClearRange(f.rng("h", "j"))
+	tr.Set(f.key("j"), []byte("own:j"))
+	return tr
+}
+
+func testRYWRangeWithInterleavedWrites(t *testing.T, f *fixture) {
+	tr := rywSetup(t, f)
+	kvs := mustRange(t, tr, f.all(), kv.RangeOptions{})
+	f.requireNames(t, kvs, []string{"a", "b", "e", "g2", "j"}, "RYW: a range read must merge the transaction's sets, clears and clear-ranges with the database")
+	want := map[string]string{"a": "v:a", "b": "own:b", "e": "own:e", "g2": "own:g2", "j": "own:j"}
+	for _, p := range kvs {
+		k := string(p.Key[len(f.prefix):])
+		require.Equal(t, want[k], string(p.Value), "RYW: wrong value for %q in a merged range read", k)
+	}
+	f.requireNames(t, mustRange(t, tr.Snapshot(), f.all(), kv.RangeOptions{}), []string{"a", "b", "e", "g2", "j"}, "RYW: a snapshot range read must merge the transaction's writes too")
+}
+
+func testRYWRangeReverseAndLimit(t *testing.T, f *fixture) {
+	tr := rywSetup(t, f)
+	f.requireNames(t, mustRange(t, tr, f.all(), kv.RangeOptions{Reverse: true}), []string{"j", "g2", "e", "b", "a"}, "RYW: reverse merged range read")
+	f.requireNames(t, mustRange(t, tr, f.all(), kv.RangeOptions{Limit: 3}), []string{"a", "b", "e"}, "RYW: the limit applies to the merged view, forwards")
+	f.requireNames(t, mustRange(t, tr, f.all(), kv.RangeOptions{Limit: 2, Reverse: true}), []string{"j", "g2"}, "RYW: the limit applies to the merged view, in reverse")
+	f.requireNames(t, mustRange(t, tr, f.rng("c", "h"), kv.RangeOptions{}), []string{"e", "g2"}, "RYW: a sub-range of the merged view")
+	f.requireNames(t, mustRange(t, tr, f.rng("c", "h"), kv.RangeOptions{Limit: 1, Reverse: true}), []string{"g2"}, "RYW: reverse limit 1 over a sub-range of the merged view")
+}
+
+func testRYWRangeReadsAfterEachWrite(t *testing.T, f *fixture) {
+	f.seed(t, "a", "c")
+	tr := f.newTx(t)
+	read := func() []kv.KeyValue { return mustRange(t, tr, f.all(), kv.RangeOptions{}) }
+	f.requireNames(t, read(), []string{"a", "c"}, "before any write")
+	tr.Set(f.key("b"), []byte("x"))
+	f.requireNames(t, read(), []string{"a", "b", "c"}, "after set b")
+	tr.Clear(f.key("a"))
+	f.requireNames(t, read(), []string{"b", "c"}, "after clear a")
+	tr.ClearRange(f.rng("b", "z"))
+	f.requireNames(t, read(), []string{}, "after clear-range [b, z)")
+	tr.Set(f.key("c"), []byte("y"))
+	f.requireNames(t, read(), []string{"c"}, "after set c inside the cleared range")
+	commit(t, tr)
+	f.requireNames(t, f.getRange(t, f.all(), kv.RangeOptions{}), []string{"c"}, "after commit")
+}
+
+func testRYWIterator(t *testing.T, f *fixture) {
+	tr := rywSetup(t, f)
+	var got []kv.KeyValue
+	it := tr.GetRange(f.all(), kv.RangeOptions{}).Iterator()
+	for it.Next() {
+		got = append(got, it.KeyValue())
+	}
+	require.NoError(t, it.Err())
+	f.requireNames(t, got, []string{"a", "b", "e", "g2", "j"}, "RYW: the iterator must merge the transaction's writes like GetSlice")
+}
+
+func testSnapshotReadsSeeOwnWrites(t *testing.T, f *fixture) {
+	f.seed(t, "a", "b")
+	tr := f.newTx(t)
+	tr.Set(f.key("a"), []byte("own"))
+	tr.Clear(f.key("b"))
+	tr.Set(f.key("c"), []byte("own:c"))
+	snap := tr.Snapshot()
+	require.Equal(t, []byte("own"), mustGet(t, snap, f.key("a")), "a snapshot read must see the transaction's own set")
+	require.Nil(t, mustGet(t, snap, f.key("b")), "a snapshot read must see the transaction's own clear")
+	f.requireNames(t, mustRange(t, snap, f.all(), kv.RangeOptions{}), []string{"a", "c"}, "a snapshot range read must see the transaction's own writes")
+}
+
+func testResetDiscardsWrites(t *testing.T, f *fixture) {
+	tr := f.newTx(t)
+	tr.Set(f.key("a"), []byte("x"))
+	tr.Reset()
+	require.Nil(t, mustGet(t, tr, f.key("a")), "after Reset the transaction's earlier writes must be gone")
+	tr.Set(f.key("b"), []byte("y"))
+	commit(t, tr)
+	f.requireAbsent(t, f.key("a"), "a write made before Reset must not be committed")
+	f.requireValue(t, f.key("b"), []byte("y"), "a write made after Reset must be committed")
+}
+
+func testReadTransactOnDatabase(t *testing.T, f *fixture) {
+	f.seed(t, "a")
+	var got []byte
+	err := f.db.ReadTransact(f.ctx, func(rt kv.ReadTransaction) error {
+		v, err := rt.Get(f.key("a")).Get()
+		got = v
+		return err
+	})
+	require.NoError(t, err, "ReadTransact on the database")
+	require.Equal(t, []byte("v:a"), got)
+
+	v, err := kv.ReadTransact(f.ctx, f.db, func(rt kv.ReadTransaction) ([]byte, error) {
+		return rt.Get(f.key("a")).Get()
+	})
+	require.NoError(t, err, "kv.ReadTransact on the database")
+	require.Equal(t, []byte("v:a"), v, "kv.ReadTransact must return fn's result")
+}
+
+func testReadTransactOnTransactionSeesOwnWrites(t *testing.T, f *fixture) {
+	tr := f.newTx(t)
+	tr.Set(f.key("a"), []byte("own"))
+	for name, rt := range map[string]kv.ReadTransactor{"transaction": tr, "snapshot": tr.Snapshot()} {
+		v, err := kv.ReadTransact(f.ctx, rt, func(r kv.ReadTransaction) ([]byte, error) {
+			return r.Get(f.key("a")).Get()
+		})
+		require.NoError(t, err, "ReadTransact on a %s", name)
+		require.True(t, bytes.Equal([]byte("own"), v), "ReadTransact on a %s must run inside it and see its writes, got %q", name, v)
+	}
+}

@@ -1,0 +1,100 @@
+package kvtest
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/fdbqueue/fdbqueue/kv"
+)
+
+// mvccWindow is how long after its read version a transaction may read and
+// commit.
+const mvccWindow = 5 * time.Second
+
+// timeTests cover transaction_too_old: the five-second window after the read
+// version.
+func timeTests() []conformanceTest {
+	return []conformanceTest{
+		{"ReadsWithinWindowSucceed", testReadsWithinWindowSucceed},
+		{"ReadAfterWindowTooOld", testReadAfterWindowTooOld},
+		{"SnapshotReadAfterWindowTooOld", testSnapshotReadAfterWindowTooOld},
+		{"CommitAfterWindowTooOld", testCommitAfterWindowTooOld},
+		{"ReadVersionObtainedAtFirstRead", testReadVersionObtainedAtFirstRead},
+		{"TooOldIsRetriedByTransact", testTooOldIsRetriedByTransact},
+	}
+}
+
+func testReadsWithinWindowSucceed(t *testing.T, f *fixture) {
+	f.seed(t, "a")
+	tr := f.newTx(t)
+	readVersion(t, tr)
+	f.h.AdvanceTime(mvccWindow - time.Second)
+	require.Equal(t, []byte("v:a"), mustGet(t, tr, f.key("a")), "a read 4 s after the read version must succeed")
+	tr.Set(f.key("b"), []byte("x"))
+	commit(t, tr, "a commit 4 s after the read version must succeed")
+}
+
+func testReadAfterWindowTooOld(t *testing.T, f *fixture) {
+	f.seed(t, "a")
+	tr := f.newTx(t)
+	readVersion(t, tr)
+	f.h.AdvanceTime(mvccWindow + time.Second)
+	_, err := tr.Get(f.key("a")).Get()
+	requireCode(t, err, kv.ErrTransactionTooOld, "Get 6 s after the read version")
+	_, err = tr.GetRange(f.all(), kv.RangeOptions{}).GetSlice()
+	requireCode(t, err, kv.ErrTransactionTooOld, "GetRange 6 s after the read version")
+}
+
+func testSnapshotReadAfterWindowTooOld(t *testing.T, f *fixture) {
+	f.seed(t, "a")
+	tr := f.newTx(t)
+	readVersion(t, tr)
+	f.h.AdvanceTime(mvccWindow + time.Second)
+	_, err := tr.Snapshot().Get(f.key("a")).Get()
+	requireCode(t, err, kv.ErrTransactionTooOld, "snapshot Get 6 s after the read version")
+}
+
+func testCommitAfterWindowTooOld(t *testing.T, f *fixture) {
+	f.seed(t, "a")
+	tr := f.newTx(t)
+	mustGet(t, tr, f.key("a"))
+	tr.Set(f.key("b"), []byte("x"))
+	f.h.AdvanceTime(mvccWindow + time.Second)
+	err := tr.Commit()
+	requireCode(t, err, kv.ErrTransactionTooOld, "commit 6 s after the read version")
+	f.requireAbsent(t, f.key("b"), "a commit that failed with transaction_too_old must apply nothing")
+	require.NoError(t, tr.OnError(err), "OnError must retry transaction_too_old")
+	require.Equal(t, []byte("v:a"), mustGet(t, tr, f.key("a")), "after OnError the transaction must read at a fresh read version")
+	tr.Set(f.key("b"), []byte("x"))
+	commit(t, tr, "the retried transaction must commit")
+}
+
+func testReadVersionObtainedAtFirstRead(t *testing.T, f *fixture) {
+	f.seed(t, "a")
+	tr := f.newTx(t)
+	f.h.AdvanceTime(mvccWindow + time.Second)
+	require.Equal(t, []byte("v:a"), mustGet(t, tr, f.key("a")), "the window starts at the read version, obtained at the first read, not at CreateTransaction")
+	tr.Set(f.key("b"), []byte("x"))
+	commit(t, tr)
+}
+
+func testTooOldIsRetriedByTransact(t *testing.T, f *fixture) {
+	f.seed(t, "a")
+	runs := 0
+	err := f.db.Transact(f.ctx, func(tr kv.Transaction) error {
+		runs++
+		if _, err := tr.Get(f.key("a")).Get(); err != nil {
+			return err
+		}
+		if runs == 1 {
+			f.h.AdvanceTime(mvccWindow + time.Second)
+		}
+		tr.Set(f.key("b"), []byte("x"))
+		return nil
+	})
+	require.NoError(t, err, "Transact must retry transaction_too_old")
+	require.Equal(t, 2, runs, "the function must have run twice: once too old, once committed")
+	f.requireValue(t, f.key("b"), []byte("x"), "the retried run's write must be committed")
+}

@@ -1,0 +1,195 @@
+package kvtest
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/fdbqueue/fdbqueue/kv"
+)
+
+// versionstampTests cover versionstamped keys and values, commit versions
+// and their order.
+func versionstampTests() []conformanceTest {
+	return []conformanceTest{
+		{"SetVersionstampedKey", testSetVersionstampedKey},
+		{"SetVersionstampedValue", testSetVersionstampedValue},
+		{"VersionstampIsCommitVersionAndOrder", testVersionstampIsCommitVersionAndOrder},
+		{"VersionstampedKeysSortInCommitOrder", testVersionstampedKeysSortInCommitOrder},
+		{"OneVersionstampPerTransaction", testOneVersionstampPerTransaction},
+		{"VersionstampOfFailedCommitIsError", testVersionstampOfFailedCommitIsError},
+		{"VersionstampOfReadOnlyTransactionIsError", testVersionstampOfReadOnlyTransactionIsError},
+		{"VersionstampOffsetOutOfRange", testVersionstampOffsetOutOfRange},
+		{"CommittedVersionsIncrease", testCommittedVersionsIncrease},
+		{"CommittedVersionOfReadOnlyIsMinusOne", testCommittedVersionOfReadOnlyIsMinusOne},
+		{"ReadVersionFollowsCommits", testReadVersionFollowsCommits},
+	}
+}
+
+// stampedKey returns a SetVersionstampedKey argument: head, a 10-byte
+// placeholder, tail, and the little-endian offset of the placeholder.
+func stampedKey(head []byte, tail string) []byte {
+	k := append(bytes.Clone(head), make([]byte, 10)...)
+	k = append(k, tail...)
+	return binary.LittleEndian.AppendUint32(k, uint32(len(head)))
+}
+
+// stampedValue returns a SetVersionstampedValue argument: head, a 10-byte
+// placeholder, tail, and the little-endian offset of the placeholder.
+func stampedValue(head, tail string) []byte {
+	v := append([]byte(head), make([]byte, 10)...)
+	v = append(v, tail...)
+	return binary.LittleEndian.AppendUint32(v, uint32(len(head)))
+}
+
+// commitStamped commits tr and returns its versionstamp and committed
+// version.
+func commitStamped(t *testing.T, tr kv.Transaction) ([]byte, int64) {
+	t.Helper()
+	fv := tr.GetVersionstamp()
+	commit(t, tr, "committing a versionstamped write")
+	stamp, err := fv.Get()
+	require.NoError(t, err, "GetVersionstamp after a successful commit")
+	require.Len(t, stamp, 10, "a versionstamp is 10 bytes")
+	version, err := tr.GetCommittedVersion()
+	require.NoError(t, err, "GetCommittedVersion after a successful commit")
+	return stamp, version
+}
+
+func testSetVersionstampedKey(t *testing.T, f *fixture) {
+	head := f.key("vs/")
+	tr := f.newTx(t)
+	tr.SetVersionstampedKey(stampedKey(head, "/tail"), []byte("value"))
+	stamp, _ := commitStamped(t, tr)
+
+	kvs := f.getRange(t, f.all(), kv.RangeOptions{})
+	require.Len(t, kvs, 1, "exactly one key must have been written, got %v", f.names(kvs))
+	want := append(append(bytes.Clone(head), stamp...), "/tail"...)
+	require.Equal(t, want, kvs[0].Key, "the 10 bytes at the offset must be replaced by the versionstamp GetVersionstamp reports, and the 4 offset bytes removed")
+	require.Equal(t, []byte("value"), kvs[0].Value)
+}
+
+func testSetVersionstampedValue(t *testing.T, f *fixture) {
+	key := f.key("vv")
+	tr := f.newTx(t)
+	tr.SetVersionstampedValue(key, stampedValue("pre", "post"))
+	stamp, _ := commitStamped(t, tr)
+	want := append(append([]byte("pre"), stamp...), "post"...)
+	require.Equal(t, want, f.get(t, key), "the 10 bytes at the offset in the value must be replaced by the versionstamp and the 4 offset bytes removed")
+
+	tr = f.newTx(t)
+	tr.SetVersionstampedValue(f.key("vv0"), stampedValue("", ""))
+	stamp, _ = commitStamped(t, tr)
+	require.Equal(t, stamp, f.get(t, f.key("vv0")), "a value that is only the placeholder becomes the versionstamp")
+}
+
+func testVersionstampIsCommitVersionAndOrder(t *testing.T, f *fixture) {
+	tr := f.newTx(t)
+	tr.SetVersionstampedValue(f.key("v"), stampedValue("", ""))
+	stamp, version := commitStamped(t, tr)
+	require.Equal(t, uint64(version), binary.BigEndian.Uint64(stamp[:8]), "the first 8 bytes of the versionstamp must be the big-endian commit version (GetCommittedVersion)")
+}
+
+func testVersionstampedKeysSortInCommitOrder(t *testing.T, f *fixture) {
+	const n = 20
+	head := f.key("log/")
+	var stamps [][]byte
+	for i := range n {
+		tr := f.newTx(t)
+		tr.SetVersionstampedKey(stampedKey(head, ""), []byte(fmt.Sprint(i)))
+		stamp, _ := commitStamped(t, tr)
+		if len(stamps) > 0 {
+			require.Positive(t, bytes.Compare(stamp, stamps[len(stamps)-1]), "commit %d got versionstamp %x, not larger than the previous %x", i, stamp, stamps[len(stamps)-1])
+		}
+		stamps = append(stamps, stamp)
+	}
+	kvs := f.getRange(t, f.all(), kv.RangeOptions{})
+	require.Len(t, kvs, n, "each commit must have written one key")
+	for i, p := range kvs {
+		require.Equal(t, fmt.Sprint(i), string(p.Value), "versionstamped keys must sort in commit order: position %d holds the write of commit %s", i, p.Value)
+		require.Equal(t, stamps[i], p.Key[len(head):], "key %d must carry its commit's versionstamp", i)
+	}
+}
+
+func testOneVersionstampPerTransaction(t *testing.T, f *fixture) {
+	head := f.key("vs/")
+	tr := f.newTx(t)
+	tr.SetVersionstampedKey(stampedKey(head, "/1"), []byte("1"))
+	tr.SetVersionstampedKey(stampedKey(head, "/2"), []byte("2"))
+	tr.SetVersionstampedValue(f.key("val"), stampedValue("", ""))
+	stamp, _ := commitStamped(t, tr)
+	kvs := f.getRange(t, f.rng("vs/", "vs0"), kv.RangeOptions{})
+	require.Len(t, kvs, 2)
+	for i, p := range kvs {
+		require.Equal(t, stamp, p.Key[len(head):len(head)+10], "every versionstamped op of one transaction must use the same versionstamp")
+		require.Equal(t, fmt.Sprintf("/%d", i+1), string(p.Key[len(head)+10:]))
+	}
+	require.Equal(t, stamp, f.get(t, f.key("val")), "the versionstamped value must carry the same versionstamp as the keys")
+}
+
+func testVersionstampOfFailedCommitIsError(t *testing.T, f *fixture) {
+	f.seed(t, "b")
+	tr := f.newTx(t)
+	mustGet(t, tr, f.key("b"))
+	tr.SetVersionstampedKey(stampedKey(f.key("vs/"), ""), []byte("x"))
+	fv := tr.GetVersionstamp()
+	f.set(t, f.key("b"), []byte("changed"))
+	requireCode(t, tr.Commit(), kv.ErrNotCommitted, "commit of a conflicting versionstamped write")
+	_, err := fv.Get()
+	require.Error(t, err, "GetVersionstamp of a transaction whose commit failed must return an error")
+	require.Empty(t, f.getRange(t, f.rng("vs/", "vs0"), kv.RangeOptions{}), "a failed commit must not write its versionstamped key")
+}
+
+func testVersionstampOfReadOnlyTransactionIsError(t *testing.T, f *fixture) {
+	tr := f.newTx(t)
+	mustGet(t, tr, f.key("a"))
+	fv := tr.GetVersionstamp()
+	commit(t, tr, "a read-only commit")
+	_, err := fv.Get()
+	require.Error(t, err, "GetVersionstamp of a transaction that wrote nothing must return an error")
+}
+
+func testVersionstampOffsetOutOfRange(t *testing.T, f *fixture) {
+	tr := f.newTx(t)
+	key := binary.LittleEndian.AppendUint32(f.key("short"), uint32(len(f.prefix)+1)) // 10 bytes do not fit after the offset
+	tr.SetVersionstampedKey(key, []byte("x"))
+	requireCode(t, tr.Commit(), kv.ErrClientInvalidOp, "commit of a versionstamped key whose offset leaves no room for 10 bytes")
+	require.Empty(t, f.getRange(t, kv.KeyRange{Begin: f.prefix, End: f.key("\xff\xff")}, kv.RangeOptions{}), "the invalid write must not be applied")
+}
+
+func testCommittedVersionsIncrease(t *testing.T, f *fixture) {
+	var last int64 = -1
+	for i := range 5 {
+		tr := f.newTx(t)
+		rv := readVersion(t, tr)
+		tr.Set(f.key("k"), []byte(fmt.Sprint(i)))
+		commit(t, tr)
+		v, err := tr.GetCommittedVersion()
+		require.NoError(t, err, "GetCommittedVersion")
+		require.Greater(t, v, rv, "a transaction's commit version must be greater than its read version")
+		require.Greater(t, v, last, "commit versions must increase: commit %d got %d after %d", i, v, last)
+		last = v
+	}
+}
+
+func testCommittedVersionOfReadOnlyIsMinusOne(t *testing.T, f *fixture) {
+	tr := f.newTx(t)
+	mustGet(t, tr, f.key("a"))
+	commit(t, tr)
+	v, err := tr.GetCommittedVersion()
+	require.NoError(t, err)
+	require.Equal(t, int64(-1), v, "GetCommittedVersion of a read-only transaction must be -1")
+}
+
+func testReadVersionFollowsCommits(t *testing.T, f *fixture) {
+	tr := f.newTx(t)
+	tr.Set(f.key("k"), []byte("x"))
+	commit(t, tr)
+	cv, err := tr.GetCommittedVersion()
+	require.NoError(t, err)
+	later := f.newTx(t)
+	require.GreaterOrEqual(t, readVersion(t, later), cv, "a transaction started after a commit must read at a version at or after it")
+}

@@ -1,0 +1,184 @@
+package kvtest
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/fdbqueue/fdbqueue/kv"
+)
+
+// notFiredWait is how long requireNotFired waits for a watch that must not
+// fire. It bounds a Wait whose expected outcome is its context's deadline; it
+// is not used to order events.
+const notFiredWait = 50 * time.Millisecond
+
+// firedWait bounds a Wait on a watch that must fire.
+const firedWait = 10 * time.Second
+
+// watchTests cover when watches fire, fail and are cancelled, and the watch
+// limit.
+func watchTests() []conformanceTest {
+	return []conformanceTest{
+		{"FiresAfterChangeNotBefore", testWatchFiresAfterChangeNotBefore},
+		{"NotFiredByOtherKeys", testWatchNotFiredByOtherKeys},
+		{"FiresOnInsertOfMissingKey", testWatchFiresOnInsertOfMissingKey},
+		{"FiresOnClear", testWatchFiresOnClear},
+		{"FiresOnAtomicChange", testWatchFiresOnAtomicChange},
+		{"FailedCommitFailsWatches", testWatchFailedCommitFailsWatches},
+		{"CancelFailsWait", testWatchCancelFailsWait},
+		{"CancelReleasesPendingWait", testWatchCancelReleasesPendingWait},
+		{"TooManyWatches", testTooManyWatches},
+	}
+}
+
+// watch commits a transaction that watches key and returns the watch.
+func (f *fixture) watch(t *testing.T, key []byte) kv.Watch {
+	t.Helper()
+	tr := f.newTx(t)
+	w := tr.Watch(key)
+	require.NotNil(t, w, "Watch returned nil")
+	commit(t, tr, "committing the watching transaction")
+	t.Cleanup(w.Cancel)
+	return w
+}
+
+// requireNotFired requires w not to fire within notFiredWait: its Wait must
+// end with the context's deadline. why says why it must not have fired.
+func (f *fixture) requireNotFired(t *testing.T, w kv.Watch, why string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(f.ctx, notFiredWait)
+	defer cancel()
+	err := w.Wait(ctx)
+	require.ErrorIs(t, err, context.DeadlineExceeded, "the watch must not fire (Wait must run into its deadline): %s", why)
+}
+
+// requireFired requires w to fire (Wait returns nil) within firedWait.
+func (f *fixture) requireFired(t *testing.T, w kv.Watch, why string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(f.ctx, firedWait)
+	defer cancel()
+	require.NoError(t, w.Wait(ctx), why)
+}
+
+func testWatchFiresAfterChangeNotBefore(t *testing.T, f *fixture) {
+	f.seed(t, "k")
+	w := f.watch(t, f.key("k"))
+	f.requireNotFired(t, w, "nothing changed the key yet")
+	f.requireNotFired(t, w, "a Wait that ended with its context leaves the watch registered")
+	f.set(t, f.key("k"), []byte("changed"))
+	f.requireFired(t, w, "the watch must fire after another transaction changed the key")
+}
+
+func testWatchNotFiredByOtherKeys(t *testing.T, f *fixture) {
+	f.seed(t, "k")
+	w := f.watch(t, f.key("k"))
+	f.set(t, f.key("k\x00"), []byte("x"))
+	f.set(t, f.key("j"), []byte("x"))
+	f.requireNotFired(t, w, "writes to other keys must not fire the watch")
+	f.set(t, f.key("k"), []byte("changed"))
+	f.requireFired(t, w, "the watch must fire once its own key changes")
+}
+
+func testWatchFiresOnInsertOfMissingKey(t *testing.T, f *fixture) {
+	w := f.watch(t, f.key("k"))
+	f.requireNotFired(t, w, "the key is still missing")
+	f.set(t, f.key("k"), []byte("new"))
+	f.requireFired(t, w, "a watch on a missing key must fire when the key is created")
+}
+
+func testWatchFiresOnClear(t *testing.T, f *fixture) {
+	f.seed(t, "k")
+	w := f.watch(t, f.key("k"))
+	tr := f.newTx(t)
+	tr.ClearRange(f.rng("a", "z"))
+	commit(t, tr)
+	f.requireFired(t, w, "a watch must fire when its key is removed by a clear-range")
+}
+
+func testWatchFiresOnAtomicChange(t *testing.T, f *fixture) {
+	f.set(t, f.key("k"), le(1, 8))
+	w := f.watch(t, f.key("k"))
+	tr := f.newTx(t)
+	tr.Add(f.key("k"), le(1, 8))
+	commit(t, tr)
+	f.requireFired(t, w, "a watch must fire when an atomic op changes its key")
+}
+
+func testWatchFailedCommitFailsWatches(t *testing.T, f *fixture) {
+	f.seed(t, "b")
+	tr := f.newTx(t)
+	mustGet(t, tr, f.key("b"))
+	w := tr.Watch(f.key("w"))
+	t.Cleanup(w.Cancel)
+	tr.Set(f.key("c"), []byte("x"))
+	f.set(t, f.key("b"), []byte("changed"))
+	requireCode(t, tr.Commit(), kv.ErrNotCommitted, "commit of the watching transaction")
+	ctx, cancel := context.WithTimeout(f.ctx, firedWait)
+	defer cancel()
+	err := w.Wait(ctx)
+	require.NotErrorIs(t, err, context.DeadlineExceeded, "a watch of a transaction that failed to commit must fail at once, not stay pending")
+	requireCode(t, err, kv.ErrNotCommitted, "Wait on a watch whose transaction failed to commit")
+	f.set(t, f.key("w"), []byte("x"))
+	require.Error(t, w.Wait(ctx), "a failed watch must never fire later")
+}
+
+func testWatchCancelFailsWait(t *testing.T, f *fixture) {
+	w := f.watch(t, f.key("k"))
+	w.Cancel()
+	ctx, cancel := context.WithTimeout(f.ctx, firedWait)
+	defer cancel()
+	requireCode(t, w.Wait(ctx), kv.ErrTransactionCancelled, "Wait on a cancelled watch")
+	f.set(t, f.key("k"), []byte("x"))
+	requireCode(t, w.Wait(ctx), kv.ErrTransactionCancelled, "Wait on a cancelled watch after its key changed")
+}
+
+func testWatchCancelReleasesPendingWait(t *testing.T, f *fixture) {
+	w := f.watch(t, f.key("k"))
+	ctx, cancel := context.WithTimeout(f.ctx, firedWait)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- w.Wait(ctx) }()
+	w.Cancel()
+	requireCode(t, <-done, kv.ErrTransactionCancelled, "a Wait pending (or started) when the watch is cancelled")
+}
+
+// defaultWatchLimit is FDB's default per-client limit on outstanding watches.
+const defaultWatchLimit = 10_000
+
+func testTooManyWatches(t *testing.T, f *fixture) {
+	tr := f.newTx(t)
+	watches := make([]kv.Watch, 0, defaultWatchLimit)
+	for i := range defaultWatchLimit {
+		watches = append(watches, tr.Watch(f.key(fmt.Sprintf("w%05d", i))))
+	}
+	t.Cleanup(func() {
+		for _, w := range watches {
+			w.Cancel()
+		}
+	})
+	commit(t, tr, "a transaction with exactly the default limit of %d watches must commit", defaultWatchLimit)
+
+	over := f.newTx(t)
+	extra := over.Watch(f.key("extra"))
+	t.Cleanup(extra.Cancel)
+	err := over.Commit()
+	if err == nil {
+		// The limit may surface in the watch rather than in the commit.
+		ctx, cancel := context.WithTimeout(f.ctx, firedWait)
+		defer cancel()
+		err = extra.Wait(ctx)
+		require.NotErrorIs(t, err, context.DeadlineExceeded, "watch number %d must fail at once with too_many_watches, not stay pending", defaultWatchLimit+1)
+	}
+	requireCode(t, err, kv.ErrTooManyWatches, "watch number 10,001 (its commit or its Wait)")
+
+	watches[0].Cancel()
+	again := f.newTx(t)
+	w := again.Watch(f.key("again"))
+	t.Cleanup(w.Cancel)
+	commit(t, again, "after a watch is cancelled, a new one must fit under the limit")
+	f.requireNotFired(t, w, "the new watch must be registered and pending")
+}
