@@ -3,6 +3,7 @@ package fdbkv_test
 import (
 	"context"
 	"crypto/rand"
+	"errors"
 	"fmt"
 	"os"
 	"sync"
@@ -71,7 +72,11 @@ func testDatabase(t testing.TB) *fdbkv.Database {
 	dbOnce.Do(func() {
 		db, err := fdbkv.OpenWithAPIVersion(testAPIVersion, path)
 		if err != nil {
-			dbErr = fmt.Errorf("opening the cluster of %s with API version %d: %w", path, testAPIVersion, err)
+			hint := ""
+			if errors.Is(err, kv.ErrInternal) {
+				hint = " (is this test binary linked against the stub libfdb_c of internal/fdbcstub? it fails every call with 4100)"
+			}
+			dbErr = fmt.Errorf("opening the cluster of %s with API version %d: %w%s", path, testAPIVersion, err, hint)
 			return
 		}
 		sharedDatabase = db
