@@ -89,8 +89,7 @@ func (e *Error) Unwrap() error { return e.Err }
 // prependPath records that err occurred inside element i of an enclosing
 // tuple. It only touches *Error values made by this package.
 func prependPath(err error, i int) error {
-	var e *Error
-	if errors.As(err, &e) {
+	if e, ok := err.(*Error); ok {
 		e.Path = append([]int{i}, e.Path...)
 	}
 	return err

@@ -6,6 +6,7 @@ import (
 	"math"
 	"math/big"
 	"math/bits"
+	"reflect"
 	"slices"
 )
 
@@ -192,7 +193,7 @@ func measureElem(e any, nested bool, depth int) (n, stamps int, err error) {
 		}
 		return 13, 0, nil
 	default:
-		return 0, 0, &Error{Op: "pack", Offset: -1, Type: fmt.Sprintf("%T", e), Detail: "element type not supported", Err: ErrUnsupportedType}
+		return 0, 0, &Error{Op: "pack", Offset: -1, Type: reflect.TypeOf(e).String(), Detail: "element type not supported", Err: ErrUnsupportedType}
 	}
 }
 
