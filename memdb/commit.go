@@ -1,0 +1,258 @@
+package memdb
+
+import (
+	"bytes"
+	"encoding/binary"
+	"time"
+
+	"github.com/fdbqueue/fdbqueue/kv"
+)
+
+// commitReq is what a transaction sends to the commit step: a snapshot of
+// its buffers, which the transaction no longer modifies.
+type commitReq struct {
+	hasRV   bool
+	rv      int64
+	grvTime time.Time
+
+	reads    []krange // read conflict ranges
+	wconf    []krange // explicit write conflict ranges
+	writes   *writeMap
+	clears   clearSet
+	clearLog []krange
+	vsKeys   []vsKeyOp
+	watches  []*watch
+}
+
+// vsKeyOp is a buffered SetVersionstampedKey.
+type vsKeyOp struct {
+	tmpl []byte // the key without its 4-byte offset
+	off  int
+	val  []byte
+	// nClears is how many ClearRange calls preceded it: later ones that
+	// cover the final key clear it.
+	nClears int
+}
+
+// commitResult is the outcome of the commit step.
+type commitResult struct {
+	version int64
+	applied bool
+	err     error
+}
+
+// versionstamp returns the 10-byte versionstamp of a commit at v: the
+// big-endian version and the transaction's (always 0) order in its batch.
+func versionstamp(v int64) [10]byte {
+	var s [10]byte
+	binary.BigEndian.PutUint64(s[:8], uint64(v))
+	return s
+}
+
+// stamped returns tmpl with the versionstamp written at off.
+func stamped(tmpl []byte, off int, stamp [10]byte) []byte {
+	out := make([]byte, len(tmpl))
+	copy(out, tmpl)
+	copy(out[off:], stamp[:])
+	return out
+}
+
+// commitStep resolves and applies one transaction atomically: it is the
+// proxy, resolver and storage of a real cluster in one critical section.
+// honourFaults is false for a commit whose transaction was cancelled while
+// it was in flight (its fate was already drawn).
+func (db *DB) commitStep(req *commitReq, forced *forcedFailure, fault faultKind) commitResult {
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	if db.closed {
+		return commitResult{err: ErrClosed}
+	}
+	now := db.clock.Now()
+	latest := db.version.Load()
+	rv := latest
+	if req.hasRV {
+		rv = req.rv
+		if db.tooOldLocked(rv, req.grvTime, now) {
+			db.stats.tooOld.Add(1)
+			return commitResult{err: kv.ErrTransactionTooOld}
+		}
+	}
+
+	// Failures decided before the commit reaches the resolver.
+	if forced != nil && !forced.applied {
+		db.stats.injectedForced.Add(1)
+		return commitResult{err: forced.err}
+	}
+	switch fault {
+	case faultNotCommitted:
+		db.stats.injectedNotCommitted.Add(1)
+		return commitResult{err: kv.ErrNotCommitted}
+	case faultTooOld:
+		db.stats.injectedTooOld.Add(1)
+		return commitResult{err: kv.ErrTransactionTooOld}
+	case faultUnknownNotApplied:
+		db.stats.injectedUnknownNotApplied.Add(1)
+		return commitResult{err: kv.ErrCommitUnknownResult}
+	}
+	// Failures reported whatever the resolver decides.
+	var reported error
+	if forced != nil {
+		db.stats.injectedForced.Add(1)
+		reported = forced.err
+	} else if fault == faultUnknownApplied {
+		db.stats.injectedUnknownApplied.Add(1)
+		reported = kv.ErrCommitUnknownResult
+	}
+
+	// Resolve: a write committed after rv inside a read conflict range.
+	if rv < latest {
+		for _, r := range req.reads {
+			if db.res.conflicts(r.b, r.e, rv) {
+				db.stats.conflicts.Add(1)
+				if reported != nil {
+					return commitResult{err: reported}
+				}
+				return commitResult{err: kv.ErrNotCommitted}
+			}
+		}
+	}
+
+	v := max(latest+1, db.versionAt(now)+1)
+	db.apply(req, v)
+	db.version.Store(v)
+	db.registerWatchesLocked(req, rv, true)
+	db.collectLocked(now, v)
+	db.stats.commits.Add(1)
+	return commitResult{version: v, applied: true, err: reported}
+}
+
+// apply writes the transaction's mutations at version v and records its
+// write conflict ranges. The caller holds db.mu exclusively.
+func (db *DB) apply(req *commitReq, v int64) {
+	st, res, h := db.st, db.res, db.horizon
+	watching := db.watches.n > 0
+	var touched [][]byte // watched keys whose value may have changed
+	stamp := versionstamp(v)
+
+	for _, c := range req.clears {
+		if watching {
+			touched = append(touched, db.watches.keysIn(c.b, c.e)...)
+		}
+		st.clearRange(c.b, c.e, v, h)
+		res.write(c.b, c.e, v)
+	}
+	if req.writes != nil {
+		req.writes.each(func(e *wentry) bool {
+			var val []byte
+			var ok bool
+			switch e.st {
+			case stKnown:
+				val, ok = e.val, e.exists
+			case stOps:
+				cur, exists := st.latest(e.key)
+				val, ok = foldOps(cur, exists, e.ops)
+			case stVS:
+				val, ok = foldOps(stamped(e.val, e.vsOff, stamp), true, e.ops)
+			}
+			st.write(e.key, val, ok, v, h)
+			res.write(e.key, e.end, v)
+			if watching {
+				touched = append(touched, e.key)
+			}
+			return true
+		})
+	}
+	for _, op := range req.vsKeys {
+		key := stamped(op.tmpl, op.off, stamp)
+		cleared := false
+		for _, c := range req.clearLog[min(op.nClears, len(req.clearLog)):] {
+			if bytes.Compare(c.b, key) <= 0 && bytes.Compare(key, c.e) < 0 {
+				cleared = true
+				break
+			}
+		}
+		if cleared {
+			continue
+		}
+		st.write(key, op.val, true, v, h)
+		res.write(key, keyAfter(key), v)
+		if watching {
+			touched = append(touched, key)
+		}
+	}
+	for _, r := range req.wconf {
+		res.write(r.b, r.e, v)
+	}
+	for _, k := range touched {
+		val, ok := st.latest(k)
+		db.watches.changed(k, val, ok)
+	}
+}
+
+// registerWatchesLocked registers the transaction's watches once it has
+// committed. A watch's reference is the transaction's view of the key: its
+// own write if it wrote the key, else the value at its read version. A
+// watch whose reference already differs from the current value fires at
+// once, so no change after the commit is missed. The caller holds db.mu
+// exclusively.
+func (db *DB) registerWatchesLocked(req *commitReq, rv int64, mutated bool) {
+	for _, w := range req.watches {
+		cur, curOK := db.st.latest(w.key)
+		ref, refOK := cur, curOK
+		if !mutated || !req.wrote(w.key) {
+			if req.hasRV {
+				ref, refOK = db.st.get(w.key, rv)
+			}
+		}
+		w.ref, w.refOK = ref, refOK
+		if db.closed {
+			w.finish(ErrClosed)
+			continue
+		}
+		if w.differs(cur, curOK) {
+			w.finish(nil)
+			continue
+		}
+		select {
+		case <-w.done: // cancelled meanwhile
+		default:
+			db.watches.add(w)
+		}
+	}
+}
+
+// wrote reports whether the transaction wrote key (for watches: its view
+// of key is then the committed value).
+func (req *commitReq) wrote(key []byte) bool {
+	if req.writes != nil && req.writes.get(key) != nil {
+		return true
+	}
+	if _, ok := req.clears.find(key); ok {
+		return true
+	}
+	return len(req.vsKeys) > 0
+}
+
+// collectLocked advances the garbage collection horizon and collects old
+// versions and conflict history. The caller holds db.mu exclusively and has
+// just published version v at clock time now.
+func (db *DB) collectLocked(now time.Time, v int64) {
+	every := db.cfg.window / 256
+	if n := len(db.samples); n == 0 || now.Sub(db.samples[n-1].t) >= every {
+		// Read the clock after publishing v: any transaction whose read
+		// version was obtained after this time has a read version >= v.
+		db.samples = append(db.samples, timeSample{t: db.clock.Now(), v: v})
+	}
+	cutoff := now.Add(-db.cfg.window)
+	for len(db.samples) >= 2 && db.samples[1].t.Before(cutoff) {
+		db.samples = db.samples[1:]
+	}
+	h := db.horizon
+	if len(db.samples) > 0 && db.samples[0].t.Before(cutoff) {
+		h = max(h, db.samples[0].v)
+	}
+	h = max(h, v-db.windowV)
+	db.horizon = h
+	db.st.gc(h)
+	db.res.maybeGC(h)
+}

@@ -1,0 +1,279 @@
+package memdb
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/fdbqueue/fdbqueue/kv"
+)
+
+// ErrClosed is returned by every operation on a closed DB, and watches fail
+// with it when the DB closes. It wraps kv.ErrClientInvalidOp, so it is not
+// retryable.
+var ErrClosed = fmt.Errorf("memdb: database closed: %w", kv.ErrClientInvalidOp)
+
+// errAccessedUnreadable is FDB's accessed_unreadable (1036): a read of a key
+// whose value is a versionstamped value set by the same transaction.
+var errAccessedUnreadable = kv.Error{Code: 1036}
+
+// errNoCommitVersion is FDB's no_commit_version (2021): the versionstamp of
+// a transaction that committed nothing.
+var errNoCommitVersion = kv.Error{Code: 2021}
+
+const (
+	maxKeySize   = kv.MaxKeySize
+	maxValueSize = kv.MaxValueSize
+	maxTxSize    = kv.MaxTransactionSize
+)
+
+// DB is an embedded key-value engine with FoundationDB's transaction
+// semantics. It is safe for concurrent use by many goroutines. See the
+// package documentation.
+type DB struct {
+	cfg     config
+	clock   Clock
+	start   time.Time
+	rng     *lockedRand
+	latency bool
+	windowV int64 // the MVCC window in versions
+
+	// mu protects the store, the resolver, the watch registry and the GC
+	// state. Reads hold it shared; the commit step holds it exclusively.
+	mu      sync.RWMutex
+	st      *store
+	res     *resolver
+	watches watchRegistry
+	horizon int64 // versions at or below it are garbage collected
+	samples []timeSample
+	closed  bool
+
+	version    atomic.Int64 // latest committed version
+	closedFlag atomic.Bool
+	closeCh    chan struct{}
+
+	faultMu  sync.Mutex
+	faults   Faults
+	failNext *forcedFailure
+	faultsOn atomic.Bool // faults.any() || failNext != nil
+
+	watchMu    sync.Mutex
+	allWatches map[*watch]struct{}
+	liveW      atomic.Int64
+
+	stats counters
+}
+
+var _ kv.Database = (*DB)(nil)
+
+// timeSample records that version v was committed before time t.
+type timeSample struct {
+	t time.Time
+	v int64
+}
+
+// forcedFailure is FailNextCommit's one-shot failure.
+type forcedFailure struct {
+	err     error
+	applied bool
+}
+
+// New returns an empty database.
+func New(opts ...Option) *DB {
+	cfg := defaultConfig()
+	for _, o := range opts {
+		if o != nil {
+			o(&cfg)
+		}
+	}
+	db := &DB{
+		cfg:        cfg,
+		clock:      cfg.clock,
+		rng:        newLockedRand(cfg.seed),
+		latency:    cfg.latency.enabled(),
+		windowV:    cfg.window.Microseconds(),
+		st:         newStore(),
+		res:        newResolver(),
+		closeCh:    make(chan struct{}),
+		allWatches: make(map[*watch]struct{}),
+		faults:     cfg.faults,
+	}
+	db.start = db.clock.Now()
+	db.faultsOn.Store(cfg.faults.any())
+	return db
+}
+
+// versionAt is the version the clock reads at now: one per microsecond since
+// the DB was made, plus one.
+func (db *DB) versionAt(now time.Time) int64 {
+	return now.Sub(db.start).Microseconds() + 1
+}
+
+// SetFaults replaces the fault injection probabilities; it takes effect for
+// the next commit attempt.
+func (db *DB) SetFaults(f Faults) {
+	db.faultMu.Lock()
+	db.faults = f
+	db.faultsOn.Store(f.any() || db.failNext != nil)
+	db.faultMu.Unlock()
+}
+
+// FailNextCommit makes the next Commit on the DB (of any transaction,
+// read-only or not, that gets as far as committing) return err. If applied
+// is true, the commit's writes are applied first when the commit passes
+// conflict checking, as for a kv.ErrCommitUnknownResult whose commit went
+// through; otherwise nothing is applied. It replaces an earlier
+// FailNextCommit that has not happened yet.
+func (db *DB) FailNextCommit(err error, applied bool) {
+	if err == nil {
+		err = kv.ErrCommitUnknownResult
+	}
+	db.faultMu.Lock()
+	db.failNext = &forcedFailure{err: err, applied: applied}
+	db.faultsOn.Store(true)
+	db.faultMu.Unlock()
+}
+
+// takeFaults draws the faults of one commit attempt.
+func (db *DB) takeFaults(mutating bool) (forced *forcedFailure, kind faultKind, extra time.Duration) {
+	if !db.faultsOn.Load() {
+		return nil, faultNone, 0
+	}
+	db.faultMu.Lock()
+	forced, db.failNext = db.failNext, nil
+	f := db.faults
+	db.faultsOn.Store(f.any())
+	db.faultMu.Unlock()
+	if mutating && forced == nil && f.any() {
+		kind, extra = db.rng.pick(f)
+	}
+	return forced, kind, extra
+}
+
+// Close closes the database: every later operation fails with ErrClosed,
+// as do outstanding watches. Transactions in progress fail at their next
+// operation. Close is idempotent and always returns nil.
+func (db *DB) Close() error {
+	db.mu.Lock()
+	if db.closed {
+		db.mu.Unlock()
+		return nil
+	}
+	db.closed = true
+	db.closedFlag.Store(true)
+	close(db.closeCh)
+	db.watches.failAll(ErrClosed)
+	db.mu.Unlock()
+
+	db.watchMu.Lock()
+	pending := make([]*watch, 0, len(db.allWatches))
+	for w := range db.allWatches {
+		pending = append(pending, w)
+	}
+	db.watchMu.Unlock()
+	for _, w := range pending {
+		w.finish(ErrClosed)
+	}
+	return nil
+}
+
+// CreateTransaction starts a transaction bound to ctx: when ctx ends, the
+// transaction is cancelled (kv.ErrTransactionCancelled). The binding lasts
+// until ctx ends; Transact releases it as soon as it returns.
+func (db *DB) CreateTransaction(ctx context.Context) (kv.Transaction, error) {
+	return db.newTransaction(ctx)
+}
+
+// Transact runs fn in a transaction bound to ctx and commits it, retrying
+// through kv.RetryLoop as described in package kv.
+func (db *DB) Transact(ctx context.Context, fn func(kv.Transaction) error) error {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	tx, err := db.newTransaction(ctx)
+	if err != nil {
+		return err
+	}
+	defer tx.release()
+	return kv.RetryLoop(ctx, tx, fn)
+}
+
+// ReadTransact runs fn in a transaction bound to ctx without committing,
+// retrying through kv.ReadRetryLoop.
+func (db *DB) ReadTransact(ctx context.Context, fn func(kv.ReadTransaction) error) error {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	tx, err := db.newTransaction(ctx)
+	if err != nil {
+		return err
+	}
+	defer tx.release()
+	return kv.ReadRetryLoop(ctx, tx, fn)
+}
+
+// reserveWatch counts a new outstanding watch, unless the limit is reached.
+func (db *DB) reserveWatch() bool {
+	for {
+		n := db.liveW.Load()
+		if n >= int64(db.cfg.maxWatches) {
+			return false
+		}
+		if db.liveW.CompareAndSwap(n, n+1) {
+			return true
+		}
+	}
+}
+
+func (db *DB) trackWatch(w *watch) {
+	db.watchMu.Lock()
+	db.allWatches[w] = struct{}{}
+	db.watchMu.Unlock()
+}
+
+func (db *DB) untrackWatch(w *watch) {
+	db.watchMu.Lock()
+	delete(db.allWatches, w)
+	db.watchMu.Unlock()
+	db.liveW.Add(-1)
+}
+
+// tooOldLocked reports whether a transaction with read version rv obtained
+// at grvTime may no longer read or commit. The caller holds db.mu (shared
+// or exclusive), which keeps the check consistent with garbage collection.
+func (db *DB) tooOldLocked(rv int64, grvTime, now time.Time) bool {
+	return now.Sub(grvTime) > db.cfg.window ||
+		rv < db.version.Load()-db.windowV ||
+		rv < db.horizon
+}
+
+// readPoint reads key as of rv for a transaction whose read version was
+// obtained at grvTime.
+func (db *DB) readPoint(key []byte, rv int64, grvTime time.Time) ([]byte, bool, error) {
+	db.mu.RLock()
+	if db.closed {
+		db.mu.RUnlock()
+		return nil, false, ErrClosed
+	}
+	if db.tooOldLocked(rv, grvTime, db.clock.Now()) {
+		db.mu.RUnlock()
+		db.stats.tooOld.Add(1)
+		return nil, false, kv.ErrTransactionTooOld
+	}
+	v, ok := db.st.get(key, rv)
+	db.mu.RUnlock()
+	db.stats.reads.Add(1)
+	return v, ok, nil
+}
+
+// errorCode returns err's FDB code, or 0.
+func errorCode(err error) int {
+	var e kv.Error
+	if errors.As(err, &e) {
+		return e.Code
+	}
+	return 0
+}

@@ -1,0 +1,137 @@
+package memdb
+
+import (
+	"math/rand/v2"
+	"sync"
+	"time"
+)
+
+// Faults are probabilities, per commit attempt of a transaction that
+// writes, of failures a real cluster produces. Each is between 0 and 1;
+// they are drawn from the DB's seeded generator, so a run is reproducible
+// (as far as goroutine scheduling allows). Read-only commits never fail.
+type Faults struct {
+	// NotCommitted fails the commit with kv.ErrNotCommitted without
+	// applying it, as a spurious conflict.
+	NotCommitted float64
+	// UnknownApplied applies the commit (if it passes conflict checking) but
+	// reports kv.ErrCommitUnknownResult.
+	UnknownApplied float64
+	// UnknownNotApplied reports kv.ErrCommitUnknownResult without applying
+	// the commit.
+	UnknownNotApplied float64
+	// TooOld fails the commit with kv.ErrTransactionTooOld.
+	TooOld float64
+	// ExtraLatency is added to a commit with probability ExtraLatencyProb,
+	// whether or not a latency model is set. It is slept in real time and
+	// widens the window in which the commit may conflict or be interrupted.
+	ExtraLatency     time.Duration
+	ExtraLatencyProb float64
+}
+
+// any reports whether any fault has a chance of happening.
+func (f Faults) any() bool {
+	return f.NotCommitted > 0 || f.UnknownApplied > 0 || f.UnknownNotApplied > 0 ||
+		f.TooOld > 0 || (f.ExtraLatency > 0 && f.ExtraLatencyProb > 0)
+}
+
+// Span is a delay drawn uniformly from [Min, Max].
+type Span struct {
+	Min, Max time.Duration
+}
+
+// Latency is a latency model: how long a read version request (GRV), a read
+// (a point read or one batch of a range read) and a commit take. Delays are
+// drawn from the DB's seeded generator and slept in real time; a
+// transaction's cancellation interrupts them.
+type Latency struct {
+	GRV, Read, Commit Span
+}
+
+// RealCluster is the latency of a healthy single-datacenter FoundationDB
+// cluster: GRV 0.3–1 ms, reads 0.1–1 ms, commits 1.5–2.5 ms. With it, a
+// single hot key sustains a few hundred conflicting transactions a second,
+// as on a real cluster.
+var RealCluster = Latency{
+	GRV:    Span{Min: 300 * time.Microsecond, Max: time.Millisecond},
+	Read:   Span{Min: 100 * time.Microsecond, Max: time.Millisecond},
+	Commit: Span{Min: 1500 * time.Microsecond, Max: 2500 * time.Microsecond},
+}
+
+func (l Latency) enabled() bool {
+	return l.GRV.Max > 0 || l.Read.Max > 0 || l.Commit.Max > 0 ||
+		l.GRV.Min > 0 || l.Read.Min > 0 || l.Commit.Min > 0
+}
+
+// lockedRand is the DB's one seeded generator.
+type lockedRand struct {
+	mu sync.Mutex
+	r  *rand.Rand
+}
+
+func newLockedRand(seed int64) *lockedRand {
+	return &lockedRand{r: rand.New(rand.NewPCG(uint64(seed), 0x9e3779b97f4a7c15))}
+}
+
+func (l *lockedRand) float64() float64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.r.Float64()
+}
+
+// sample draws a delay from s.
+func (l *lockedRand) sample(s Span) time.Duration {
+	lo, hi := s.Min, s.Max
+	if hi < lo {
+		lo, hi = hi, lo
+	}
+	if lo < 0 {
+		lo = 0
+	}
+	if hi <= lo {
+		return lo
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return lo + time.Duration(l.r.Int64N(int64(hi-lo)+1))
+}
+
+// faultKind is the fault chosen for one commit attempt.
+type faultKind uint8
+
+const (
+	faultNone faultKind = iota
+	faultNotCommitted
+	faultUnknownApplied
+	faultUnknownNotApplied
+	faultTooOld
+)
+
+// pick draws the fault for one commit attempt and whether extra latency
+// applies.
+func (l *lockedRand) pick(f Faults) (faultKind, time.Duration) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var extra time.Duration
+	if f.ExtraLatency > 0 && f.ExtraLatencyProb > 0 && l.r.Float64() < f.ExtraLatencyProb {
+		extra = f.ExtraLatency
+	}
+	x := l.r.Float64()
+	for _, c := range []struct {
+		p float64
+		k faultKind
+	}{
+		{f.NotCommitted, faultNotCommitted},
+		{f.UnknownApplied, faultUnknownApplied},
+		{f.UnknownNotApplied, faultUnknownNotApplied},
+		{f.TooOld, faultTooOld},
+	} {
+		if c.p > 0 {
+			if x < c.p {
+				return c.k, extra
+			}
+			x -= c.p
+		}
+	}
+	return faultNone, extra
+}

@@ -1,0 +1,434 @@
+package memdb
+
+import (
+	"bytes"
+	"context"
+
+	"github.com/fdbqueue/fdbqueue/kv"
+)
+
+// valueFuture is a pending point read. done is nil when it was resolved
+// when issued.
+type valueFuture struct {
+	done chan struct{}
+	val  []byte
+	err  error
+}
+
+func (f *valueFuture) Get() ([]byte, error) {
+	if f.done != nil {
+		<-f.done
+	}
+	return f.val, f.err
+}
+
+// ownValue returns a copy of a value for the caller, who may modify it.
+func ownValue(v []byte, ok bool) []byte {
+	if !ok {
+		return nil
+	}
+	out := make([]byte, len(v))
+	copy(out, v)
+	return out
+}
+
+// Get reads key; see kv.ReadTransaction.
+func (tx *transaction) Get(key []byte) kv.FutureValue { return tx.get(key, false) }
+
+func (tx *transaction) get(key []byte, snap bool) kv.FutureValue {
+	if len(key) > 0 && key[0] == 0xff {
+		return &valueFuture{err: kv.ErrKeyOutsideLegalRange}
+	}
+	tx.mu.Lock()
+	if err := tx.checkLocked(); err != nil {
+		tx.mu.Unlock()
+		return &valueFuture{err: err}
+	}
+	if len(key) > maxKeySize {
+		tx.mu.Unlock()
+		return &valueFuture{} // no such key can exist
+	}
+	// Read your writes: a value the transaction determined needs no read
+	// and adds no conflict.
+	e := tx.writes.get(key)
+	var ops []atomicOp
+	if e != nil {
+		switch e.st {
+		case stKnown:
+			v := ownValue(e.val, e.exists)
+			tx.mu.Unlock()
+			return &valueFuture{val: v}
+		case stVS:
+			tx.mu.Unlock()
+			return &valueFuture{err: errAccessedUnreadable}
+		}
+		ops = e.ops // it is only ever appended to
+	} else if _, cleared := tx.clears.find(key); cleared {
+		tx.mu.Unlock()
+		return &valueFuture{}
+	}
+	var k []byte
+	if !snap {
+		end := keyAfter(key)
+		k = end[:len(key):len(key)]
+		tx.addReadConflictLocked(k, end)
+	}
+	db := tx.db
+	if !db.latency {
+		if tx.rvState != rvHave {
+			tx.obtainRVLocked()
+		}
+		rv, grvTime := tx.rv, tx.grvTime
+		tx.mu.Unlock()
+		v, ok, err := db.readPoint(key, rv, grvTime)
+		if err != nil {
+			return &valueFuture{err: err}
+		}
+		if ops != nil {
+			v, ok = foldOps(v, ok, ops)
+		}
+		return &valueFuture{val: ownValue(v, ok)}
+	}
+	if k == nil {
+		k = bytes.Clone(key)
+	}
+	gen := tx.gen
+	tx.startGRVLocked()
+	tx.mu.Unlock()
+	f := &valueFuture{done: make(chan struct{})}
+	go func() {
+		defer close(f.done)
+		rv, grvTime, err := tx.readVersion(gen)
+		if err == nil {
+			err = tx.sleep(db.rng.sample(db.cfg.latency.Read))
+		}
+		if err != nil {
+			f.err = err
+			return
+		}
+		v, ok, err := db.readPoint(k, rv, grvTime)
+		if err != nil {
+			f.err = err
+			return
+		}
+		if ops != nil {
+			v, ok = foldOps(v, ok, ops)
+		}
+		f.val = ownValue(v, ok)
+	}()
+	return f
+}
+
+// GetRange reads the keys in r; see kv.ReadTransaction.
+func (tx *transaction) GetRange(r kv.KeyRange, opts kv.RangeOptions) kv.RangeResult {
+	return tx.getRange(r, opts, false)
+}
+
+func (tx *transaction) getRange(r kv.KeyRange, opts kv.RangeOptions, snap bool) kv.RangeResult {
+	b, e, err := checkRange(r)
+	if opts.Limit < 0 && err == nil {
+		err = kv.ErrClientInvalidOp
+	}
+	return &rangeResult{tx: tx, snap: snap, b: b, e: e, opts: opts, err: err}
+}
+
+// rangeResult is a lazy range read: it runs on GetSlice or iteration.
+type rangeResult struct {
+	tx   *transaction
+	snap bool
+	b, e []byte
+	opts kv.RangeOptions
+	err  error
+}
+
+// GetSlice reads the whole (limited) range at once.
+func (r *rangeResult) GetSlice() ([]kv.KeyValue, error) {
+	if r.err != nil {
+		return nil, r.err
+	}
+	kvs, _, err := r.tx.readRange(r.b, r.e, r.opts.Limit, r.opts.Reverse, r.snap)
+	return kvs, err
+}
+
+// Iterator returns an iterator that reads the range in batches.
+func (r *rangeResult) Iterator() kv.RangeIterator {
+	it := &rangeIter{r: r, b: r.b, e: r.e, left: r.opts.Limit, err: r.err}
+	switch r.opts.Mode {
+	case kv.StreamingModeWantAll:
+		it.batch = 0 // everything at once
+	case kv.StreamingModeExact:
+		it.batch = r.opts.Limit
+	default:
+		it.batch = firstBatch
+	}
+	return it
+}
+
+// Batch sizes of StreamingModeIterator: the first batch is small, each
+// further one twice as large, up to maxBatch.
+const (
+	firstBatch = 16
+	maxBatch   = 4096
+)
+
+// rangeIter streams a range read.
+type rangeIter struct {
+	r     *rangeResult
+	b, e  []byte // what is left to read
+	left  int    // rows left under the limit; 0: no limit
+	batch int    // next batch size; 0: unbounded
+	buf   []kv.KeyValue
+	i     int
+	cur   kv.KeyValue
+	done  bool
+	err   error
+}
+
+func (it *rangeIter) Next() bool {
+	for it.i >= len(it.buf) {
+		if it.done || it.err != nil {
+			return false
+		}
+		it.fetch()
+	}
+	it.cur = it.buf[it.i]
+	it.i++
+	return true
+}
+
+// fetch reads the next batch; its conflict range covers exactly what this
+// batch depended on, so the batches together cover what was fetched.
+func (it *rangeIter) fetch() {
+	n := it.batch
+	if it.r.opts.Limit > 0 && (n == 0 || n > it.left) {
+		n = it.left
+	}
+	kvs, limited, err := it.r.tx.readRange(it.b, it.e, n, it.r.opts.Reverse, it.r.snap)
+	if err != nil {
+		it.err = err
+		return
+	}
+	it.buf, it.i = kvs, 0
+	if it.batch > 0 && it.batch < maxBatch && it.r.opts.Mode == kv.StreamingModeIterator {
+		it.batch = min(it.batch*2, maxBatch)
+	}
+	if it.r.opts.Limit > 0 {
+		it.left -= len(kvs)
+		if it.left <= 0 {
+			it.done = true
+		}
+	}
+	if !limited || len(kvs) == 0 {
+		it.done = true
+		return
+	}
+	last := kvs[len(kvs)-1].Key
+	if it.r.opts.Reverse {
+		it.e = last
+	} else {
+		it.b = keyAfter(last)
+	}
+}
+
+func (it *rangeIter) KeyValue() kv.KeyValue { return it.cur }
+
+func (it *rangeIter) Err() error { return it.err }
+
+// readRange reads up to limit (0: all) pairs of [b, e), merging the
+// database at the read version with the transaction's writes, and adds the
+// read conflict range the result depended on. limited reports whether the
+// limit was reached.
+func (tx *transaction) readRange(b, e []byte, limit int, reverse, snap bool) ([]kv.KeyValue, bool, error) {
+	tx.mu.Lock()
+	gen := tx.gen
+	err := tx.checkLocked()
+	tx.mu.Unlock()
+	if err != nil {
+		return nil, false, err
+	}
+	if bytes.Compare(b, e) >= 0 {
+		return nil, false, nil
+	}
+	db := tx.db
+	rv, grvTime, err := tx.readVersion(gen)
+	if err != nil {
+		return nil, false, err
+	}
+	if db.latency {
+		if err := tx.sleep(db.rng.sample(db.cfg.latency.Read)); err != nil {
+			return nil, false, err
+		}
+	}
+	tx.mu.Lock()
+	defer tx.mu.Unlock()
+	if tx.gen != gen {
+		return nil, false, kv.ErrTransactionCancelled
+	}
+	if err := tx.checkLocked(); err != nil {
+		return nil, false, err
+	}
+	db.mu.RLock()
+	if db.closed {
+		db.mu.RUnlock()
+		return nil, false, ErrClosed
+	}
+	if db.tooOldLocked(rv, grvTime, db.clock.Now()) {
+		db.mu.RUnlock()
+		db.stats.tooOld.Add(1)
+		return nil, false, kv.ErrTransactionTooOld
+	}
+	out, err := tx.mergeLocked(b, e, limit, reverse, rv)
+	db.mu.RUnlock()
+	db.stats.rangeReads.Add(1)
+	if err != nil {
+		return nil, false, err
+	}
+	limited := limit > 0 && len(out) == limit
+	if !snap {
+		cb, ce := b, e
+		if limited {
+			last := out[len(out)-1].Key
+			if reverse {
+				cb = bytes.Clone(last)
+			} else {
+				ce = keyAfter(last)
+			}
+		}
+		tx.addReadConflictLocked(cb, ce)
+	}
+	return out, limited, nil
+}
+
+// mergeLocked reads [b, e) at rv through the transaction's writes. The
+// caller holds tx.mu and db.mu (shared).
+func (tx *transaction) mergeLocked(b, e []byte, limit int, reverse bool, rv int64) ([]kv.KeyValue, error) {
+	var out []kv.KeyValue
+	emit := func(k, v []byte) {
+		buf := make([]byte, len(k)+len(v))
+		copy(buf, k)
+		copy(buf[len(k):], v)
+		out = append(out, kv.KeyValue{Key: buf[:len(k):len(k)], Value: buf[len(k):]})
+	}
+	inRange := func(k []byte) bool {
+		if reverse {
+			return bytes.Compare(k, b) >= 0
+		}
+		return bytes.Compare(k, e) < 0
+	}
+	// before reports whether a comes before b in the read's direction.
+	before := func(x, y []byte) bool {
+		c := bytes.Compare(x, y)
+		if reverse {
+			return c > 0
+		}
+		return c < 0
+	}
+
+	var wc cursor
+	if reverse {
+		wc.seek(&tx.writes, e, true)
+	} else {
+		wc.seek(&tx.writes, b, false)
+	}
+	dbIt := tx.db.st.tree.Iter()
+	seekDB := func(k []byte) bool { // forward: first >= k; reverse: last < k
+		ok := dbIt.Seek(item{key: k})
+		if !reverse {
+			return ok
+		}
+		if ok {
+			return dbIt.Prev()
+		}
+		return dbIt.Last()
+	}
+	stepDB := func() bool {
+		if reverse {
+			return dbIt.Prev()
+		}
+		return dbIt.Next()
+	}
+	var dbOK bool
+	if reverse {
+		dbOK = seekDB(e)
+	} else {
+		dbOK = seekDB(b)
+	}
+
+	for limit <= 0 || len(out) < limit {
+		// The next database key live at rv and not cleared by the
+		// transaction.
+		var dk, dv []byte
+		for dbOK {
+			it := dbIt.Item()
+			if !inRange(it.key) {
+				dbOK = false
+				break
+			}
+			if c, cleared := tx.clears.find(it.key); cleared {
+				if reverse {
+					dbOK = seekDB(c.b)
+				} else {
+					dbOK = seekDB(c.e)
+				}
+				continue
+			}
+			if v, live := it.c.at(rv); live {
+				dk, dv = it.key, v
+				break
+			}
+			dbOK = stepDB()
+		}
+		we := wc.cur
+		if we != nil && !inRange(we.key) {
+			we = nil
+		}
+		if dk == nil && we == nil {
+			break
+		}
+		if we == nil || (dk != nil && before(dk, we.key)) {
+			emit(dk, dv)
+			dbOK = stepDB()
+			continue
+		}
+		// The transaction wrote we.key.
+		var base []byte
+		var baseOK bool
+		if dk != nil && bytes.Equal(dk, we.key) {
+			base, baseOK = dv, true
+			dbOK = stepDB()
+		}
+		wc.next()
+		switch we.st {
+		case stKnown:
+			if we.exists {
+				emit(we.key, we.val)
+			}
+		case stOps:
+			if v, ok := foldOps(base, baseOK, we.ops); ok {
+				emit(we.key, v)
+			}
+		case stVS:
+			return nil, errAccessedUnreadable
+		}
+	}
+	return out, nil
+}
+
+// snapshot is a transaction's snapshot view: reads add no conflicts.
+type snapshot struct{ tx *transaction }
+
+var _ kv.ReadTransaction = snapshot{}
+
+func (s snapshot) Get(key []byte) kv.FutureValue { return s.tx.get(key, true) }
+
+func (s snapshot) GetRange(r kv.KeyRange, opts kv.RangeOptions) kv.RangeResult {
+	return s.tx.getRange(r, opts, true)
+}
+
+func (s snapshot) GetReadVersion() kv.FutureInt64 { return s.tx.GetReadVersion() }
+
+func (s snapshot) Snapshot() kv.ReadTransaction { return s }
+
+func (s snapshot) ReadTransact(_ context.Context, fn func(kv.ReadTransaction) error) error {
+	return fn(s)
+}

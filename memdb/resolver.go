@@ -1,0 +1,120 @@
+package memdb
+
+import (
+	"bytes"
+
+	"github.com/tidwall/btree"
+)
+
+// resolver remembers, for every part of the key space, the last version at
+// which a committed transaction wrote it (its write conflict ranges), as
+// FoundationDB's resolvers do. A transaction with read version rv conflicts
+// when a range it read was written at a version above rv.
+//
+// The key space is a step function kept as boundary points: a point (k, v)
+// says that keys from k up to the next point were last written at v. Before
+// the first point the version is 0. Versions at or below the GC horizon are
+// indistinguishable from 0 to every transaction still allowed to commit, so
+// gc folds them into 0 and merges equal neighbours.
+type resolver struct {
+	points *btree.BTreeG[rpoint]
+	// sizeAfterGC is the number of points after the last gc; the next gc runs
+	// once the count has doubled, which keeps its cost amortised O(1).
+	sizeAfterGC int
+}
+
+type rpoint struct {
+	key []byte
+	v   int64
+}
+
+func rpointLess(a, b rpoint) bool { return bytes.Compare(a.key, b.key) < 0 }
+
+func newResolver() *resolver {
+	return &resolver{points: btree.NewBTreeGOptions(rpointLess, btree.Options{NoLocks: true})}
+}
+
+// versionAt returns the version of the step containing key.
+func (r *resolver) versionAt(key []byte) int64 {
+	var v int64
+	r.points.Descend(rpoint{key: key}, func(p rpoint) bool {
+		v = p.v
+		return false
+	})
+	return v
+}
+
+// conflicts reports whether [begin, end) was written after rv.
+func (r *resolver) conflicts(begin, end []byte, rv int64) bool {
+	if r.versionAt(begin) > rv {
+		return true
+	}
+	hit := false
+	r.points.Ascend(rpoint{key: begin}, func(p rpoint) bool {
+		if bytes.Compare(p.key, end) >= 0 {
+			return false
+		}
+		if p.v > rv {
+			hit = true
+			return false
+		}
+		return true
+	})
+	return hit
+}
+
+// write records that [begin, end) was written at v, which is at least every
+// version recorded so far. The keys are retained: callers pass slices they
+// will not modify.
+func (r *resolver) write(begin, end []byte, v int64) {
+	if bytes.Compare(begin, end) >= 0 {
+		return
+	}
+	after := r.versionAt(end)
+	// Remove the points inside [begin, end); a point exactly at end stays.
+	var inside []rpoint
+	r.points.Ascend(rpoint{key: begin}, func(p rpoint) bool {
+		if bytes.Compare(p.key, end) >= 0 {
+			return false
+		}
+		inside = append(inside, p)
+		return true
+	})
+	for _, p := range inside {
+		r.points.Delete(p)
+	}
+	r.points.Set(rpoint{key: begin, v: v})
+	if _, ok := r.points.Get(rpoint{key: end}); !ok {
+		r.points.Set(rpoint{key: end, v: after})
+	}
+}
+
+// len returns the number of boundary points held.
+func (r *resolver) len() int { return r.points.Len() }
+
+// maybeGC folds versions at or below horizon into 0 when the point count has
+// doubled since the last collection.
+func (r *resolver) maybeGC(horizon int64) {
+	if n := r.points.Len(); n < 2*r.sizeAfterGC+1024 {
+		return
+	}
+	r.gc(horizon)
+}
+
+func (r *resolver) gc(horizon int64) {
+	kept := btree.NewBTreeGOptions(rpointLess, btree.Options{NoLocks: true})
+	prev := int64(0)
+	r.points.Scan(func(p rpoint) bool {
+		v := p.v
+		if v <= horizon {
+			v = 0
+		}
+		if v != prev {
+			kept.Load(rpoint{key: p.key, v: v})
+			prev = v
+		}
+		return true
+	})
+	r.points = kept
+	r.sizeAfterGC = kept.Len()
+}

@@ -1,0 +1,222 @@
+package memdb
+
+import (
+	"bytes"
+
+	"github.com/tidwall/btree"
+)
+
+// store is the multi-version key-value data: a B-tree of keys, each with
+// the chain of its values at the versions still needed. It is protected by
+// DB.mu: readers hold it shared, commits and garbage collection exclusively.
+type store struct {
+	tree *btree.BTreeG[item]
+	gcq  gcQueue
+	// live counts keys whose newest version is a value; versions counts
+	// version entries (values and tombstones) in every chain.
+	live, versions int64
+}
+
+// item is the B-tree element: the key (also in c) and its chain.
+type item struct {
+	key []byte
+	c   *chain
+}
+
+func itemLess(a, b item) bool { return bytes.Compare(a.key, b.key) < 0 }
+
+// chain holds a key's versions, oldest first. Entries older than the GC
+// horizon are dropped except the newest of them, which readers at the
+// horizon still need.
+type chain struct {
+	key    []byte
+	vers   []mvccVersion
+	queued bool // in the GC queue
+}
+
+// mvccVersion is a key's state as of a version: a value or a tombstone.
+type mvccVersion struct {
+	v   int64
+	val []byte
+	del bool
+}
+
+func newStore() *store {
+	return &store{tree: btree.NewBTreeGOptions(itemLess, btree.Options{NoLocks: true})}
+}
+
+// at returns the key's value as of version rv.
+func (c *chain) at(rv int64) ([]byte, bool) {
+	for i := len(c.vers) - 1; i >= 0; i-- {
+		if c.vers[i].v <= rv {
+			if c.vers[i].del {
+				return nil, false
+			}
+			return c.vers[i].val, true
+		}
+	}
+	return nil, false
+}
+
+// newest returns the key's latest value.
+func (c *chain) newest() ([]byte, bool) {
+	if len(c.vers) == 0 {
+		return nil, false
+	}
+	last := c.vers[len(c.vers)-1]
+	return last.val, !last.del
+}
+
+func (s *store) lookup(key []byte) *chain {
+	it, ok := s.tree.Get(item{key: key})
+	if !ok {
+		return nil
+	}
+	return it.c
+}
+
+// get returns key's value as of rv.
+func (s *store) get(key []byte, rv int64) ([]byte, bool) {
+	c := s.lookup(key)
+	if c == nil {
+		return nil, false
+	}
+	return c.at(rv)
+}
+
+// latest returns key's newest value.
+func (s *store) latest(key []byte) ([]byte, bool) {
+	c := s.lookup(key)
+	if c == nil {
+		return nil, false
+	}
+	return c.newest()
+}
+
+// write records key's state at version v (v is at least every version in
+// the store).
+func (s *store) write(key, val []byte, exists bool, v, horizon int64) {
+	c := s.lookup(key)
+	if c == nil {
+		if !exists {
+			return // clearing a key that is not there
+		}
+		c = &chain{key: key, vers: make([]mvccVersion, 0, 1)}
+		s.tree.Set(item{key: key, c: c})
+	}
+	s.appendVersion(c, val, exists, v, horizon)
+}
+
+// appendVersion adds (or, for a second write at the same version, replaces)
+// the chain's newest entry.
+func (s *store) appendVersion(c *chain, val []byte, exists bool, v, horizon int64) {
+	_, wasLive := c.newest()
+	if n := len(c.vers); n > 0 && c.vers[n-1].v == v {
+		c.vers[n-1] = mvccVersion{v: v, val: val, del: !exists}
+	} else {
+		if !wasLive && !exists {
+			return // already a tombstone
+		}
+		c.vers = append(c.vers, mvccVersion{v: v, val: val, del: !exists})
+		s.versions++
+	}
+	switch {
+	case exists && !wasLive:
+		s.live++
+	case !exists && wasLive:
+		s.live--
+	}
+	s.prune(c, horizon)
+	if !c.queued {
+		c.queued = true
+		s.gcq.push(gcEntry{c: c, due: v})
+	}
+}
+
+// prune drops the chain's entries that no reader at or after horizon needs.
+func (s *store) prune(c *chain, horizon int64) {
+	i := len(c.vers) - 1
+	for i > 0 && c.vers[i].v > horizon {
+		i--
+	}
+	if i <= 0 {
+		return
+	}
+	n := copy(c.vers, c.vers[i:])
+	clear(c.vers[n:])
+	c.vers = c.vers[:n]
+	s.versions -= int64(i)
+}
+
+// clearRange writes tombstones at v for every live key in [begin, end).
+func (s *store) clearRange(begin, end []byte, v, horizon int64) {
+	s.tree.Ascend(item{key: begin}, func(it item) bool {
+		if bytes.Compare(it.key, end) >= 0 {
+			return false
+		}
+		if _, ok := it.c.newest(); ok {
+			s.appendVersion(it.c, nil, false, v, horizon)
+		}
+		return true
+	})
+}
+
+// gc prunes the chains whose writes fell behind horizon, removing keys whose
+// only remaining entry is a tombstone.
+func (s *store) gc(horizon int64) {
+	for {
+		e, ok := s.gcq.peek()
+		if !ok || e.due > horizon {
+			return
+		}
+		s.gcq.pop()
+		c := e.c
+		c.queued = false
+		s.prune(c, horizon)
+		last := c.vers[len(c.vers)-1]
+		switch {
+		case last.v > horizon:
+			c.queued = true
+			s.gcq.push(gcEntry{c: c, due: last.v})
+		case last.del:
+			s.tree.Delete(item{key: c.key})
+			s.versions -= int64(len(c.vers))
+			c.vers = nil
+		}
+	}
+}
+
+// gcEntry asks to prune c once the horizon reaches due.
+type gcEntry struct {
+	c   *chain
+	due int64
+}
+
+// gcQueue is a FIFO of gcEntry; dues are pushed in increasing order.
+type gcQueue struct {
+	buf  []gcEntry
+	head int
+}
+
+func (q *gcQueue) push(e gcEntry) { q.buf = append(q.buf, e) }
+
+func (q *gcQueue) len() int { return len(q.buf) - q.head }
+
+func (q *gcQueue) peek() (gcEntry, bool) {
+	if q.head == len(q.buf) {
+		return gcEntry{}, false
+	}
+	return q.buf[q.head], true
+}
+
+func (q *gcQueue) pop() {
+	q.buf[q.head] = gcEntry{}
+	q.head++
+	if q.head == len(q.buf) {
+		q.buf, q.head = q.buf[:0], 0
+	} else if q.head >= 1024 && q.head*2 >= len(q.buf) {
+		n := copy(q.buf, q.buf[q.head:])
+		clear(q.buf[n:])
+		q.buf, q.head = q.buf[:n], 0
+	}
+}

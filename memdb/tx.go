@@ -1,0 +1,1074 @@
+package memdb
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"sync"
+	"time"
+
+	"github.com/fdbqueue/fdbqueue/kv"
+)
+
+// Read version states.
+const (
+	rvNone uint8 = iota
+	rvPending
+	rvHave
+)
+
+// transaction implements kv.Transaction.
+type transaction struct {
+	db   *DB
+	ctx  context.Context
+	stop func() bool // releases the context.AfterFunc, if any
+
+	mu  sync.Mutex
+	gen uint64 // incremented by every reset: stale asynchronous work checks it
+
+	// Options and retry state; they survive OnError's reset.
+	timeout       time.Duration
+	retryLimit    int
+	maxRetryDelay time.Duration
+	createdAt     time.Time // on the DB's clock
+	createdReal   time.Time
+	timer         *time.Timer
+	timerGen      uint64
+	retries       int
+	backoff       time.Duration
+
+	// Cancellation: Cancel, the context, the timeout or Close.
+	cancelErr error
+	cancelCh  chan struct{} // made on demand, closed on cancellation
+
+	// Read version.
+	rvState uint8
+	rv      int64
+	grvTime time.Time
+	rvCh    chan struct{} // closed when a pending GRV completes
+
+	err        error // sticky error of an invalid write
+	committing bool
+	committed  bool
+	commitVer  int64
+	stamp      [10]byte
+	vsf        *stampFuture
+
+	writes   writeMap
+	clears   clearSet
+	clearLog []krange
+	vsKeys   []vsKeyOp
+	reads    []krange
+	wconf    []krange
+	size     int64
+	mutated  bool
+	watches  []*watch
+}
+
+var _ kv.Transaction = (*transaction)(nil)
+
+func (db *DB) newTransaction(ctx context.Context) (*transaction, error) {
+	if db.closedFlag.Load() {
+		return nil, ErrClosed
+	}
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	db.stats.transactions.Add(1)
+	tx := &transaction{
+		db:          db,
+		ctx:         ctx,
+		retryLimit:  -1,
+		createdAt:   db.clock.Now(),
+		createdReal: time.Now(),
+		backoff:     db.cfg.backoffInitial,
+	}
+	if ctx.Done() != nil {
+		if err := ctx.Err(); err != nil {
+			tx.cancelErr = kv.ErrTransactionCancelled
+		} else {
+			tx.stop = context.AfterFunc(ctx, func() { tx.cancelWith(kv.ErrTransactionCancelled) })
+		}
+	}
+	return tx, nil
+}
+
+// release drops the transaction's context binding and timer.
+func (tx *transaction) release() {
+	if tx.stop != nil {
+		tx.stop()
+	}
+	tx.mu.Lock()
+	if tx.timer != nil {
+		tx.timer.Stop()
+		tx.timer = nil
+	}
+	tx.mu.Unlock()
+}
+
+// cancelWith cancels the transaction with err unless it is cancelled
+// already.
+func (tx *transaction) cancelWith(err error) {
+	tx.mu.Lock()
+	tx.cancelLocked(err)
+	tx.mu.Unlock()
+}
+
+func (tx *transaction) cancelLocked(err error) {
+	if tx.cancelErr != nil {
+		return
+	}
+	tx.cancelErr = err
+	if tx.cancelCh != nil {
+		close(tx.cancelCh)
+	}
+	if !tx.committing {
+		tx.failWatchesLocked(err)
+	}
+}
+
+// cancelChanLocked returns a channel closed when the transaction is
+// cancelled.
+func (tx *transaction) cancelChanLocked() chan struct{} {
+	if tx.cancelCh == nil {
+		tx.cancelCh = make(chan struct{})
+		if tx.cancelErr != nil {
+			close(tx.cancelCh)
+		}
+	}
+	return tx.cancelCh
+}
+
+// checkLocked returns the error that stops any operation now.
+func (tx *transaction) checkLocked() error {
+	if err := tx.cancelledLocked(); err != nil {
+		return err
+	}
+	if tx.committing || tx.committed {
+		return kv.ErrUsedDuringCommit
+	}
+	return tx.err
+}
+
+// cancelledLocked returns the cancellation error, if any, noticing a
+// timeout on the DB's clock and a closed DB.
+func (tx *transaction) cancelledLocked() error {
+	if tx.cancelErr == nil {
+		if tx.db.closedFlag.Load() {
+			tx.cancelLocked(ErrClosed)
+		} else if tx.timeout > 0 && tx.db.clock.Now().Sub(tx.createdAt) > tx.timeout {
+			tx.cancelLocked(kv.ErrTransactionTimedOut)
+		}
+	}
+	return tx.cancelErr
+}
+
+// sleep waits d in real time; it returns the cancellation error if the
+// transaction is cancelled (or the DB closed) first.
+func (tx *transaction) sleep(d time.Duration) error {
+	tx.mu.Lock()
+	if err := tx.cancelledLocked(); err != nil {
+		tx.mu.Unlock()
+		return err
+	}
+	ch := tx.cancelChanLocked()
+	tx.mu.Unlock()
+	if d > 0 {
+		t := time.NewTimer(d)
+		select {
+		case <-t.C:
+		case <-ch:
+			t.Stop()
+		case <-tx.db.closeCh:
+			t.Stop()
+		}
+	}
+	tx.mu.Lock()
+	defer tx.mu.Unlock()
+	return tx.cancelledLocked()
+}
+
+// setErrLocked records the first invalid write.
+func (tx *transaction) setErrLocked(err error) {
+	if tx.err == nil {
+		tx.err = err
+	}
+}
+
+// ---- read version ----
+
+// obtainRVLocked takes the latest committed version as read version. The
+// clock is read first: the version is then at least every version
+// committed before that time, which garbage collection relies on.
+func (tx *transaction) obtainRVLocked() {
+	tx.grvTime = tx.db.clock.Now()
+	tx.rv = tx.db.version.Load()
+	tx.rvState = rvHave
+}
+
+// readVersion returns the transaction's read version, obtaining one (after
+// the GRV latency) if needed. gen is the generation the caller started in.
+func (tx *transaction) readVersion(gen uint64) (int64, time.Time, error) {
+	tx.mu.Lock()
+	defer tx.mu.Unlock()
+	for {
+		if tx.gen != gen {
+			return 0, time.Time{}, kv.ErrTransactionCancelled
+		}
+		if err := tx.checkLocked(); err != nil {
+			return 0, time.Time{}, err
+		}
+		switch tx.rvState {
+		case rvHave:
+			return tx.rv, tx.grvTime, nil
+		case rvNone:
+			if !tx.db.latency {
+				tx.obtainRVLocked()
+				continue
+			}
+			tx.startGRVLocked()
+		}
+		ch, cancel := tx.rvCh, tx.cancelChanLocked()
+		tx.mu.Unlock()
+		select {
+		case <-ch:
+		case <-cancel:
+		case <-tx.db.closeCh:
+		}
+		tx.mu.Lock()
+	}
+}
+
+// startGRVLocked starts obtaining a read version after the GRV latency.
+func (tx *transaction) startGRVLocked() {
+	if tx.rvState != rvNone {
+		return
+	}
+	tx.rvState = rvPending
+	ch := make(chan struct{})
+	tx.rvCh = ch
+	gen := tx.gen
+	d := tx.db.rng.sample(tx.db.cfg.latency.GRV)
+	go func() {
+		defer close(ch)
+		err := tx.sleep(d)
+		tx.mu.Lock()
+		defer tx.mu.Unlock()
+		if tx.gen != gen {
+			return
+		}
+		if err != nil {
+			tx.rvState = rvNone
+			return
+		}
+		tx.obtainRVLocked()
+	}()
+}
+
+// GetReadVersion returns the transaction's read version, obtaining it if
+// needed.
+func (tx *transaction) GetReadVersion() kv.FutureInt64 {
+	tx.mu.Lock()
+	gen := tx.gen
+	if tx.rvState == rvHave && tx.checkLocked() == nil {
+		rv := tx.rv
+		tx.mu.Unlock()
+		return intFuture{v: rv}
+	}
+	if tx.db.latency && tx.checkLocked() == nil {
+		tx.startGRVLocked()
+		tx.mu.Unlock()
+		return &lazyInt{f: func() (int64, error) {
+			rv, _, err := tx.readVersion(gen)
+			return rv, err
+		}}
+	}
+	tx.mu.Unlock()
+	rv, _, err := tx.readVersion(gen)
+	return intFuture{v: rv, err: err}
+}
+
+// ---- writes ----
+
+// checkWriteKey validates a key to be written.
+func checkWriteKey(key []byte) error {
+	if len(key) > maxKeySize {
+		return kv.ErrKeyTooLarge
+	}
+	if len(key) > 0 && key[0] == 0xff {
+		return kv.ErrKeyOutsideLegalRange
+	}
+	return nil
+}
+
+// writableLocked reports whether a write may be buffered now.
+func (tx *transaction) writableLocked() bool {
+	if tx.cancelledLocked() != nil {
+		return false
+	}
+	if tx.committing || tx.committed {
+		tx.setErrLocked(kv.ErrUsedDuringCommit)
+		return false
+	}
+	return true
+}
+
+// newEntry allocates an entry whose key, key+\x00 and payload share one
+// allocation.
+func newEntry(key, payload []byte) (*wentry, []byte) {
+	n := len(key)
+	buf := make([]byte, n+1+len(payload))
+	copy(buf, key)
+	copy(buf[n+1:], payload)
+	e := &wentry{key: buf[:n:n], end: buf[: n+1 : n+1]}
+	return e, buf[n+1:]
+}
+
+// Set writes value at key.
+func (tx *transaction) Set(key, value []byte) {
+	tx.mu.Lock()
+	defer tx.mu.Unlock()
+	if !tx.writableLocked() {
+		return
+	}
+	if err := checkWriteKey(key); err != nil {
+		tx.setErrLocked(err)
+		return
+	}
+	if len(value) > maxValueSize {
+		tx.setErrLocked(kv.ErrValueTooLarge)
+		return
+	}
+	e, val := newEntry(key, value)
+	e.st, e.exists, e.val = stKnown, true, val
+	tx.writes.put(e)
+	tx.size += int64(len(key) + len(value))
+	tx.mutated = true
+}
+
+// Clear removes key.
+func (tx *transaction) Clear(key []byte) {
+	tx.mu.Lock()
+	defer tx.mu.Unlock()
+	if !tx.writableLocked() {
+		return
+	}
+	if len(key) > maxKeySize {
+		return // no such key can exist
+	}
+	if err := checkWriteKey(key); err != nil {
+		tx.setErrLocked(err)
+		return
+	}
+	e, _ := newEntry(key, nil)
+	e.st = stKnown
+	tx.writes.put(e)
+	tx.size += int64(2*len(key) + 1)
+	tx.mutated = true
+}
+
+// clampRangeKey shortens a range bound longer than any key can be: no key
+// lies between the bound and its first maxKeySize+1 bytes.
+func clampRangeKey(k []byte) []byte {
+	if len(k) > maxKeySize+1 {
+		return k[:maxKeySize+1]
+	}
+	return k
+}
+
+// checkRange validates a range to be read, cleared or added as a conflict
+// range and returns copies of its (clamped) bounds.
+func checkRange(r kv.KeyRange) ([]byte, []byte, error) {
+	b, e := clampRangeKey(r.Begin), clampRangeKey(r.End)
+	if bytes.Compare(b, e) > 0 {
+		return nil, nil, kv.ErrInvertedRange
+	}
+	if bytes.Compare(b, maxUserKey) > 0 || bytes.Compare(e, maxUserKey) > 0 {
+		return nil, nil, kv.ErrKeyOutsideLegalRange
+	}
+	buf := make([]byte, len(b)+len(e))
+	copy(buf, b)
+	copy(buf[len(b):], e)
+	return buf[:len(b):len(b)], buf[len(b):], nil
+}
+
+// maxUserKey is the end of the user key space.
+var maxUserKey = []byte{0xff}
+
+// ClearRange removes every key in r.
+func (tx *transaction) ClearRange(r kv.KeyRange) {
+	tx.mu.Lock()
+	defer tx.mu.Unlock()
+	if !tx.writableLocked() {
+		return
+	}
+	b, e, err := checkRange(r)
+	if err != nil {
+		tx.setErrLocked(err)
+		return
+	}
+	tx.mutated = true
+	tx.size += int64(len(b) + len(e))
+	if bytes.Equal(b, e) {
+		return
+	}
+	tx.clears = tx.clears.add(b, e)
+	tx.writes.deleteRange(b, e)
+	if len(tx.vsKeys) > 0 {
+		tx.clearLog = append(tx.clearLog, krange{b, e})
+	}
+}
+
+// atomic buffers one atomic operation.
+func (tx *transaction) atomic(kind opKind, key, param []byte) {
+	tx.mu.Lock()
+	defer tx.mu.Unlock()
+	if !tx.writableLocked() {
+		return
+	}
+	if err := checkWriteKey(key); err != nil {
+		tx.setErrLocked(err)
+		return
+	}
+	if len(param) > maxValueSize {
+		tx.setErrLocked(kv.ErrValueTooLarge)
+		return
+	}
+	tx.mutated = true
+	tx.size += int64(len(key) + len(param))
+	e := tx.writes.get(key)
+	if e == nil {
+		var p []byte
+		e, p = newEntry(key, param)
+		if _, cleared := tx.clears.find(key); cleared {
+			e.st = stKnown
+			e.val, e.exists = applyOp(kind, nil, false, p)
+		} else {
+			e.st = stOps
+			e.ops = []atomicOp{{kind: kind, param: p}}
+		}
+		tx.writes.put(e)
+		return
+	}
+	p := bytes.Clone(param)
+	if p == nil {
+		p = []byte{}
+	}
+	if e.st == stKnown {
+		e.val, e.exists = applyOp(kind, e.val, e.exists, p)
+		return
+	}
+	e.ops = append(e.ops, atomicOp{kind: kind, param: p})
+}
+
+// Add adds param to the value at key (little-endian, param's width).
+func (tx *transaction) Add(key, param []byte) { tx.atomic(opAdd, key, param) }
+
+// Max stores the larger of the value and param (unsigned little-endian).
+func (tx *transaction) Max(key, param []byte) { tx.atomic(opMax, key, param) }
+
+// Min stores the smaller of the value and param (unsigned little-endian).
+func (tx *transaction) Min(key, param []byte) { tx.atomic(opMin, key, param) }
+
+// BitAnd stores the bitwise AND of the value and param.
+func (tx *transaction) BitAnd(key, param []byte) { tx.atomic(opAnd, key, param) }
+
+// BitOr stores the bitwise OR of the value and param.
+func (tx *transaction) BitOr(key, param []byte) { tx.atomic(opOr, key, param) }
+
+// BitXor stores the bitwise XOR of the value and param.
+func (tx *transaction) BitXor(key, param []byte) { tx.atomic(opXor, key, param) }
+
+// ByteMin stores the lexicographically smaller of the value and param.
+func (tx *transaction) ByteMin(key, param []byte) { tx.atomic(opByteMin, key, param) }
+
+// ByteMax stores the lexicographically larger of the value and param.
+func (tx *transaction) ByteMax(key, param []byte) { tx.atomic(opByteMax, key, param) }
+
+// AppendIfFits appends param to the value if the result fits.
+func (tx *transaction) AppendIfFits(key, param []byte) { tx.atomic(opAppendIfFits, key, param) }
+
+// CompareAndClear clears key if its value equals param.
+func (tx *transaction) CompareAndClear(key, param []byte) { tx.atomic(opCompareAndClear, key, param) }
+
+// splitStamped splits a versionstamp template into its body and offset.
+func splitStamped(b []byte) ([]byte, int, error) {
+	if len(b) < 4 {
+		return nil, 0, kv.ErrClientInvalidOp
+	}
+	body := b[:len(b)-4]
+	off := int(binary.LittleEndian.Uint32(b[len(b)-4:]))
+	if off < 0 || off+10 > len(body) {
+		return nil, 0, kv.ErrClientInvalidOp
+	}
+	return body, off, nil
+}
+
+// SetVersionstampedKey sets value at key with the commit's versionstamp
+// written into key. The key is invisible to this transaction's reads.
+func (tx *transaction) SetVersionstampedKey(key, value []byte) {
+	tx.mu.Lock()
+	defer tx.mu.Unlock()
+	if !tx.writableLocked() {
+		return
+	}
+	body, off, err := splitStamped(key)
+	if err == nil {
+		probe := stamped(body, off, [10]byte{})
+		err = checkWriteKey(probe)
+	}
+	if err == nil && len(value) > maxValueSize {
+		err = kv.ErrValueTooLarge
+	}
+	if err != nil {
+		tx.setErrLocked(err)
+		return
+	}
+	tx.vsKeys = append(tx.vsKeys, vsKeyOp{
+		tmpl: bytes.Clone(body), off: off, val: append([]byte{}, value...), nClears: len(tx.clearLog),
+	})
+	tx.size += int64(len(body) + len(value))
+	tx.mutated = true
+}
+
+// SetVersionstampedValue sets key to value with the commit's versionstamp
+// written into value. Reading key in this transaction then fails with FDB's
+// accessed_unreadable (1036).
+func (tx *transaction) SetVersionstampedValue(key, value []byte) {
+	tx.mu.Lock()
+	defer tx.mu.Unlock()
+	if !tx.writableLocked() {
+		return
+	}
+	err := checkWriteKey(key)
+	var body []byte
+	var off int
+	if err == nil {
+		body, off, err = splitStamped(value)
+	}
+	if err == nil && len(body) > maxValueSize {
+		err = kv.ErrValueTooLarge
+	}
+	if err != nil {
+		tx.setErrLocked(err)
+		return
+	}
+	e, val := newEntry(key, body)
+	e.st, e.val, e.vsOff = stVS, val, off
+	tx.writes.put(e)
+	tx.size += int64(len(key) + len(body))
+	tx.mutated = true
+}
+
+// ---- conflict ranges ----
+
+// addReadConflictLocked adds [b, e) minus the keys the transaction's own
+// writes determine (those reads did not depend on the database).
+func (tx *transaction) addReadConflictLocked(b, e []byte) {
+	if bytes.Compare(b, e) >= 0 {
+		return
+	}
+	if tx.writes.len() == 0 && len(tx.clears) == 0 {
+		tx.reads = append(tx.reads, krange{b, e})
+		tx.size += int64(len(b) + len(e))
+		return
+	}
+	emit := func(x, y []byte) {
+		if bytes.Compare(x, y) < 0 {
+			tx.reads = append(tx.reads, krange{x, y})
+			tx.size += int64(len(x) + len(y))
+		}
+	}
+	cur := b
+	ci := 0
+	for ci < len(tx.clears) && bytes.Compare(tx.clears[ci].e, b) <= 0 {
+		ci++
+	}
+	var wc cursor
+	wc.seek(&tx.writes, b, false)
+	for bytes.Compare(cur, e) < 0 {
+		for wc.cur != nil && (!wc.cur.known() || bytes.Compare(wc.cur.key, cur) < 0) {
+			wc.next()
+		}
+		var ks, ke []byte
+		useClear := ci < len(tx.clears) && bytes.Compare(tx.clears[ci].b, e) < 0
+		useEntry := wc.cur != nil && bytes.Compare(wc.cur.key, e) < 0
+		switch {
+		case useClear && (!useEntry || bytes.Compare(tx.clears[ci].b, wc.cur.key) <= 0):
+			ks, ke = tx.clears[ci].b, tx.clears[ci].e
+			ci++
+		case useEntry:
+			ks, ke = wc.cur.key, wc.cur.end
+			wc.next()
+		default:
+			emit(cur, e)
+			return
+		}
+		if bytes.Compare(ks, cur) > 0 {
+			if bytes.Compare(ks, e) > 0 {
+				ks = e
+			}
+			emit(cur, ks)
+		}
+		if bytes.Compare(ke, cur) > 0 {
+			cur = ke
+		}
+	}
+}
+
+// AddReadConflictRange adds r, minus keys this transaction wrote, to the
+// read conflict ranges.
+func (tx *transaction) AddReadConflictRange(r kv.KeyRange) error {
+	b, e, err := checkRange(r)
+	if err != nil {
+		return err
+	}
+	tx.mu.Lock()
+	defer tx.mu.Unlock()
+	if err := tx.checkLocked(); err != nil {
+		return err
+	}
+	tx.addReadConflictLocked(b, e)
+	return nil
+}
+
+// AddReadConflictKey adds [key, key+\x00) unless this transaction wrote key.
+func (tx *transaction) AddReadConflictKey(key []byte) error {
+	return tx.AddReadConflictRange(kv.KeyRange{Begin: key, End: keyAfter(key)})
+}
+
+// AddWriteConflictRange adds r to the write conflict ranges.
+func (tx *transaction) AddWriteConflictRange(r kv.KeyRange) error {
+	b, e, err := checkRange(r)
+	if err != nil {
+		return err
+	}
+	tx.mu.Lock()
+	defer tx.mu.Unlock()
+	if err := tx.checkLocked(); err != nil {
+		return err
+	}
+	if bytes.Compare(b, e) < 0 {
+		tx.wconf = append(tx.wconf, krange{b, e})
+		tx.size += int64(len(b) + len(e))
+	}
+	tx.mutated = true
+	return nil
+}
+
+// AddWriteConflictKey adds [key, key+\x00) to the write conflict ranges.
+func (tx *transaction) AddWriteConflictKey(key []byte) error {
+	return tx.AddWriteConflictRange(kv.KeyRange{Begin: key, End: keyAfter(key)})
+}
+
+// ---- watches ----
+
+// Watch returns a watch on key, registered when the transaction commits.
+func (tx *transaction) Watch(key []byte) kv.Watch {
+	if len(key) > 0 && key[0] == 0xff {
+		return failedWatch(kv.ErrKeyOutsideLegalRange)
+	}
+	if len(key) > maxKeySize {
+		return failedWatch(kv.ErrKeyTooLarge)
+	}
+	tx.mu.Lock()
+	defer tx.mu.Unlock()
+	if err := tx.checkLocked(); err != nil {
+		return failedWatch(err)
+	}
+	if !tx.db.reserveWatch() {
+		return failedWatch(kv.ErrTooManyWatches)
+	}
+	w := &watch{db: tx.db, key: bytes.Clone(key), done: make(chan struct{})}
+	if w.key == nil {
+		w.key = []byte{}
+	}
+	tx.db.trackWatch(w)
+	tx.watches = append(tx.watches, w)
+	return w
+}
+
+// failWatchesLocked fails the watches not yet registered.
+func (tx *transaction) failWatchesLocked(err error) {
+	for _, w := range tx.watches {
+		w.finish(err)
+	}
+	tx.watches = nil
+}
+
+// ---- commit ----
+
+// Commit sends the transaction's writes to the commit step. See the package
+// documentation for latency, faults and interrupted commits.
+func (tx *transaction) Commit() error {
+	db := tx.db
+	tx.mu.Lock()
+	if err := tx.checkLocked(); err != nil {
+		tx.failWatchesLocked(err)
+		tx.failStampLocked(err)
+		tx.mu.Unlock()
+		return err
+	}
+	req := &commitReq{
+		hasRV:    tx.rvState == rvHave,
+		rv:       tx.rv,
+		grvTime:  tx.grvTime,
+		reads:    tx.reads,
+		wconf:    tx.wconf,
+		writes:   &tx.writes,
+		clears:   tx.clears,
+		clearLog: tx.clearLog,
+		vsKeys:   tx.vsKeys,
+		watches:  tx.watches,
+	}
+	tx.watches = nil
+	if !tx.mutated {
+		err := tx.commitReadOnlyLocked(req)
+		tx.mu.Unlock()
+		return err
+	}
+	if tx.size > maxTxSize {
+		tx.failWatchesLocked(kv.ErrTransactionTooLarge)
+		tx.failStampLocked(kv.ErrTransactionTooLarge)
+		tx.mu.Unlock()
+		return kv.ErrTransactionTooLarge
+	}
+	tx.committing = true
+	gen := tx.gen
+	tx.mu.Unlock()
+
+	forced, fault, extra := db.takeFaults(true)
+	delay := extra
+	if db.latency {
+		delay += db.rng.sample(db.cfg.latency.Commit)
+	}
+	var res commitResult
+	if delay > 0 {
+		if cerr := tx.sleep(delay); cerr != nil {
+			// The commit was in flight: like a real cluster, it may or may
+			// not be applied.
+			if db.rng.float64() < 0.5 {
+				res = db.commitStep(req, nil, faultNone)
+			}
+			db.stats.interrupted.Add(1)
+			res = commitResult{err: kv.CommitInterrupted(cerr), applied: res.applied}
+		} else {
+			res = db.commitStep(req, forced, fault)
+		}
+	} else {
+		res = db.commitStep(req, forced, fault)
+	}
+
+	tx.mu.Lock()
+	defer tx.mu.Unlock()
+	if res.err != nil {
+		for _, w := range req.watches {
+			w.finish(res.err)
+		}
+	}
+	if tx.gen != gen {
+		return res.err
+	}
+	tx.committing = false
+	if res.err != nil {
+		tx.failStampLocked(res.err)
+		return res.err
+	}
+	tx.committed = true
+	tx.commitVer = res.version
+	tx.stamp = versionstamp(res.version)
+	if tx.vsf != nil {
+		tx.vsf.resolve(tx.stamp[:], nil)
+	}
+	return nil
+}
+
+// commitReadOnlyLocked "commits" a transaction that wrote nothing: nothing
+// is sent, it always succeeds (unless FailNextCommit says otherwise), and
+// its watches are registered.
+func (tx *transaction) commitReadOnlyLocked(req *commitReq) error {
+	db := tx.db
+	if forced, _, _ := db.takeFaults(false); forced != nil {
+		db.stats.injectedForced.Add(1)
+		for _, w := range req.watches {
+			w.finish(forced.err)
+		}
+		tx.failStampLocked(forced.err)
+		return forced.err
+	}
+	if len(req.watches) > 0 {
+		db.mu.Lock()
+		if req.hasRV && db.tooOldLocked(req.rv, req.grvTime, db.clock.Now()) {
+			// The watches' reference values are gone: fire them, which is
+			// allowed (watches may fire spuriously) and misses nothing.
+			for _, w := range req.watches {
+				w.finish(nil)
+			}
+		} else {
+			db.registerWatchesLocked(req, req.rv, false)
+		}
+		db.mu.Unlock()
+	}
+	db.stats.readOnlyCommits.Add(1)
+	tx.committed = true
+	tx.commitVer = -1
+	tx.failStampLocked(errNoCommitVersion)
+	return nil
+}
+
+// ---- retries ----
+
+// OnError resets the transaction and backs off if err is retryable;
+// otherwise it returns err.
+func (tx *transaction) OnError(err error) error {
+	if err == nil {
+		return nil
+	}
+	tx.mu.Lock()
+	if cerr := tx.cancelledLocked(); cerr != nil {
+		tx.mu.Unlock()
+		if errorCode(err) == errorCode(cerr) {
+			return err
+		}
+		return cerr
+	}
+	if !kv.IsRetryable(err) {
+		tx.mu.Unlock()
+		return err
+	}
+	if tx.retryLimit >= 0 && tx.retries >= tx.retryLimit {
+		tx.mu.Unlock()
+		return err
+	}
+	limit := tx.db.cfg.backoffMax
+	if tx.maxRetryDelay > 0 {
+		limit = min(limit, tx.maxRetryDelay)
+	}
+	cur := min(tx.backoff, limit)
+	tx.backoff = min(tx.backoff*2, limit)
+	tx.retries++
+	tx.mu.Unlock()
+	tx.db.stats.retries.Add(1)
+
+	delay := time.Duration(tx.db.rng.float64() * float64(cur))
+	if serr := tx.sleep(delay); serr != nil {
+		return serr
+	}
+	tx.mu.Lock()
+	tx.resetLocked(false, err)
+	tx.mu.Unlock()
+	return nil
+}
+
+// Reset returns the transaction to its initial state, keeping its options.
+func (tx *transaction) Reset() {
+	tx.mu.Lock()
+	defer tx.mu.Unlock()
+	tx.resetLocked(true, kv.ErrTransactionCancelled)
+}
+
+// resetLocked clears the transaction's state. full also restarts the
+// retry count, backoff and timeout clock (Reset, not OnError). Watches not
+// yet registered fail with watchErr.
+func (tx *transaction) resetLocked(full bool, watchErr error) {
+	tx.gen++
+	tx.failWatchesLocked(watchErr)
+	tx.failStampLocked(kv.ErrTransactionCancelled)
+	tx.vsf = nil
+	tx.rvState, tx.rvCh, tx.rv, tx.grvTime = rvNone, nil, 0, time.Time{}
+	tx.err = nil
+	tx.committing, tx.committed, tx.commitVer = false, false, 0
+	tx.writes = writeMap{}
+	tx.clears, tx.clearLog, tx.vsKeys = nil, nil, nil
+	tx.reads, tx.wconf = nil, nil
+	tx.size, tx.mutated = 0, false
+	if full {
+		tx.retries = 0
+		tx.backoff = tx.db.cfg.backoffInitial
+		tx.createdAt = tx.db.clock.Now()
+		tx.createdReal = time.Now()
+		if tx.ctx.Err() == nil && !tx.db.closedFlag.Load() {
+			tx.cancelErr, tx.cancelCh = nil, nil
+		}
+		tx.armTimerLocked()
+	}
+}
+
+// Cancel cancels the transaction: pending and later operations fail with
+// kv.ErrTransactionCancelled until Reset.
+func (tx *transaction) Cancel() {
+	tx.cancelWith(kv.ErrTransactionCancelled)
+}
+
+// ---- options ----
+
+// Options returns the transaction's options.
+func (tx *transaction) Options() kv.TransactionOptions { return txOptions{tx} }
+
+type txOptions struct{ tx *transaction }
+
+// SetTimeout cancels the transaction with kv.ErrTransactionTimedOut once d
+// has passed since it was created (or last Reset), in real time or on the
+// DB's clock, whichever comes first.
+func (o txOptions) SetTimeout(d time.Duration) error {
+	if d < 0 {
+		return kv.ErrClientInvalidOp
+	}
+	tx := o.tx
+	tx.mu.Lock()
+	defer tx.mu.Unlock()
+	tx.timeout = d
+	tx.armTimerLocked()
+	return nil
+}
+
+// armTimerLocked (re)starts the real-time timeout timer.
+func (tx *transaction) armTimerLocked() {
+	if tx.timer != nil {
+		tx.timer.Stop()
+		tx.timer = nil
+	}
+	tx.timerGen++
+	if tx.timeout <= 0 {
+		return
+	}
+	left := tx.timeout - time.Since(tx.createdReal)
+	if left <= 0 {
+		tx.cancelLocked(kv.ErrTransactionTimedOut)
+		return
+	}
+	gen := tx.timerGen
+	tx.timer = time.AfterFunc(left, func() {
+		tx.mu.Lock()
+		defer tx.mu.Unlock()
+		if tx.timerGen == gen {
+			tx.cancelLocked(kv.ErrTransactionTimedOut)
+		}
+	})
+}
+
+// SetRetryLimit limits OnError to n retries; -1 means no limit.
+func (o txOptions) SetRetryLimit(n int) error {
+	if n < -1 {
+		return kv.ErrClientInvalidOp
+	}
+	o.tx.mu.Lock()
+	o.tx.retryLimit = n
+	o.tx.mu.Unlock()
+	return nil
+}
+
+// SetMaxRetryDelay caps OnError's backoff.
+func (o txOptions) SetMaxRetryDelay(d time.Duration) error {
+	if d < 0 {
+		return kv.ErrClientInvalidOp
+	}
+	o.tx.mu.Lock()
+	o.tx.maxRetryDelay = d
+	o.tx.mu.Unlock()
+	return nil
+}
+
+// ---- results of a commit ----
+
+// GetCommittedVersion returns the commit version, -1 for a read-only
+// transaction, and kv.ErrClientInvalidOp before a successful commit.
+func (tx *transaction) GetCommittedVersion() (int64, error) {
+	tx.mu.Lock()
+	defer tx.mu.Unlock()
+	if !tx.committed {
+		return -1, kv.ErrClientInvalidOp
+	}
+	return tx.commitVer, nil
+}
+
+// GetVersionstamp returns the versionstamp the commit will use.
+func (tx *transaction) GetVersionstamp() kv.FutureVersionstamp {
+	tx.mu.Lock()
+	defer tx.mu.Unlock()
+	if tx.committed {
+		if tx.commitVer < 0 {
+			return &stampFuture{err: errNoCommitVersion}
+		}
+		return &stampFuture{stamp: bytes.Clone(tx.stamp[:])}
+	}
+	if err := tx.cancelledLocked(); err != nil {
+		return &stampFuture{err: err}
+	}
+	if tx.vsf == nil {
+		tx.vsf = &stampFuture{done: make(chan struct{})}
+	}
+	return tx.vsf
+}
+
+func (tx *transaction) failStampLocked(err error) {
+	if tx.vsf != nil {
+		tx.vsf.resolve(nil, err)
+	}
+}
+
+// GetApproximateSize returns the size of the mutations and conflict ranges
+// so far.
+func (tx *transaction) GetApproximateSize() kv.FutureInt64 {
+	tx.mu.Lock()
+	defer tx.mu.Unlock()
+	return intFuture{v: tx.size}
+}
+
+// ---- composition ----
+
+// Transact runs fn inside this transaction; it neither commits nor retries.
+func (tx *transaction) Transact(_ context.Context, fn func(kv.Transaction) error) error {
+	return fn(tx)
+}
+
+// ReadTransact runs fn inside this transaction.
+func (tx *transaction) ReadTransact(_ context.Context, fn func(kv.ReadTransaction) error) error {
+	return fn(tx)
+}
+
+// Snapshot returns a view of the transaction whose reads add no conflicts.
+func (tx *transaction) Snapshot() kv.ReadTransaction { return snapshot{tx} }
+
+// ---- futures ----
+
+type intFuture struct {
+	v   int64
+	err error
+}
+
+func (f intFuture) Get() (int64, error) { return f.v, f.err }
+
+type lazyInt struct {
+	once sync.Once
+	f    func() (int64, error)
+	v    int64
+	err  error
+}
+
+func (l *lazyInt) Get() (int64, error) {
+	l.once.Do(func() { l.v, l.err = l.f() })
+	return l.v, l.err
+}
+
+// stampFuture is the pending versionstamp of a commit.
+type stampFuture struct {
+	done  chan struct{}
+	once  sync.Once
+	stamp []byte
+	err   error
+}
+
+func (f *stampFuture) resolve(stamp []byte, err error) {
+	f.once.Do(func() {
+		f.stamp, f.err = bytes.Clone(stamp), err
+		close(f.done)
+	})
+}
+
+func (f *stampFuture) Get() ([]byte, error) {
+	if f.done != nil {
+		<-f.done
+	}
+	return f.stamp, f.err
+}

@@ -1,0 +1,270 @@
+package memdb
+
+import (
+	"bytes"
+	"sort"
+
+	"github.com/tidwall/btree"
+)
+
+// entryState says what a transaction knows about a key it wrote.
+type entryState uint8
+
+const (
+	// stKnown: the key's value (or absence) is fully determined by the
+	// transaction's writes.
+	stKnown entryState = iota
+	// stOps: atomic operations wait for the database's value.
+	stOps
+	// stVS: a versionstamped value, followed by ops, waits for the commit.
+	stVS
+)
+
+// wentry is the transaction's buffered state of one key.
+type wentry struct {
+	key    []byte
+	end    []byte // key + \x00
+	st     entryState
+	exists bool       // stKnown: whether the key exists
+	val    []byte     // stKnown: the value; stVS: the template
+	vsOff  int        // stVS: offset of the versionstamp in val
+	ops    []atomicOp // stOps, stVS: applied in order after the base
+}
+
+// known reports whether the entry answers reads without the database.
+func (e *wentry) known() bool { return e.st == stKnown }
+
+// smallMax is the size up to which a writeMap is a sorted slice; past it,
+// it becomes a B-tree.
+const smallMax = 32
+
+// writeMap is the transaction's buffered point writes, ordered by key.
+type writeMap struct {
+	small []*wentry
+	big   *btree.BTreeG[witem]
+}
+
+type witem struct {
+	key []byte
+	e   *wentry
+}
+
+func witemLess(a, b witem) bool { return bytes.Compare(a.key, b.key) < 0 }
+
+func (m *writeMap) len() int {
+	if m.big != nil {
+		return m.big.Len()
+	}
+	return len(m.small)
+}
+
+// search returns the index of the first small entry with key >= k.
+func (m *writeMap) search(k []byte) int {
+	s := m.small
+	// Writes usually come in increasing key order: check the end first.
+	if n := len(s); n == 0 || bytes.Compare(s[n-1].key, k) < 0 {
+		return n
+	}
+	return sort.Search(len(s), func(i int) bool { return bytes.Compare(s[i].key, k) >= 0 })
+}
+
+func (m *writeMap) get(k []byte) *wentry {
+	if m.big != nil {
+		it, ok := m.big.Get(witem{key: k})
+		if !ok {
+			return nil
+		}
+		return it.e
+	}
+	i := m.search(k)
+	if i < len(m.small) && bytes.Equal(m.small[i].key, k) {
+		return m.small[i]
+	}
+	return nil
+}
+
+// put inserts e, replacing any entry for the same key.
+func (m *writeMap) put(e *wentry) {
+	if m.big != nil {
+		m.big.Set(witem{key: e.key, e: e})
+		return
+	}
+	i := m.search(e.key)
+	if i < len(m.small) && bytes.Equal(m.small[i].key, e.key) {
+		m.small[i] = e
+		return
+	}
+	if len(m.small) < smallMax {
+		m.small = append(m.small, nil)
+		copy(m.small[i+1:], m.small[i:])
+		m.small[i] = e
+		return
+	}
+	m.big = btree.NewBTreeGOptions(witemLess, btree.Options{NoLocks: true})
+	for _, x := range m.small {
+		m.big.Load(witem{key: x.key, e: x})
+	}
+	m.small = nil
+	m.big.Set(witem{key: e.key, e: e})
+}
+
+// deleteRange removes the entries with keys in [b, e).
+func (m *writeMap) deleteRange(b, e []byte) {
+	if m.big != nil {
+		var keys [][]byte
+		m.big.Ascend(witem{key: b}, func(it witem) bool {
+			if bytes.Compare(it.key, e) >= 0 {
+				return false
+			}
+			keys = append(keys, it.key)
+			return true
+		})
+		for _, k := range keys {
+			m.big.Delete(witem{key: k})
+		}
+		return
+	}
+	i := m.search(b)
+	j := i
+	for j < len(m.small) && bytes.Compare(m.small[j].key, e) < 0 {
+		j++
+	}
+	if j > i {
+		n := copy(m.small[i:], m.small[j:])
+		clear(m.small[i+n:])
+		m.small = m.small[:i+n]
+	}
+}
+
+// each calls f for every entry in key order until f returns false.
+func (m *writeMap) each(f func(e *wentry) bool) {
+	if m.big != nil {
+		m.big.Scan(func(it witem) bool { return f(it.e) })
+		return
+	}
+	for _, e := range m.small {
+		if !f(e) {
+			return
+		}
+	}
+}
+
+// cursor walks a writeMap within a range, forwards or backwards.
+type cursor struct {
+	m   *writeMap
+	rev bool
+	i   int
+	it  btree.IterG[witem]
+	ok  bool
+	cur *wentry
+}
+
+// seek positions c on the first entry >= begin (forward) or the last entry
+// < end (reverse).
+func (c *cursor) seek(m *writeMap, key []byte, rev bool) {
+	c.m, c.rev, c.cur = m, rev, nil
+	if m == nil {
+		return
+	}
+	if m.big == nil {
+		c.i = m.search(key)
+		if rev {
+			c.i--
+		}
+		c.load()
+		return
+	}
+	c.it = m.big.Iter()
+	found := c.it.Seek(witem{key: key})
+	if rev {
+		if found {
+			found = c.it.Prev()
+		} else {
+			found = c.it.Last()
+		}
+	}
+	c.ok = found
+	c.load()
+}
+
+func (c *cursor) load() {
+	c.cur = nil
+	if c.m.big == nil {
+		if c.i >= 0 && c.i < len(c.m.small) {
+			c.cur = c.m.small[c.i]
+		}
+		return
+	}
+	if c.ok {
+		c.cur = c.it.Item().e
+	}
+}
+
+func (c *cursor) next() {
+	if c.cur == nil {
+		return
+	}
+	if c.m.big == nil {
+		if c.rev {
+			c.i--
+		} else {
+			c.i++
+		}
+	} else if c.rev {
+		c.ok = c.it.Prev()
+	} else {
+		c.ok = c.it.Next()
+	}
+	c.load()
+}
+
+// krange is a half-open key range [b, e).
+type krange struct{ b, e []byte }
+
+// clearSet is a sorted list of disjoint, non-touching cleared ranges.
+type clearSet []krange
+
+// add merges [b, e) into the set.
+func (s clearSet) add(b, e []byte) clearSet {
+	// First range whose end >= b (it touches or follows b).
+	i := sort.Search(len(s), func(i int) bool { return bytes.Compare(s[i].e, b) >= 0 })
+	j := i
+	for j < len(s) && bytes.Compare(s[j].b, e) <= 0 {
+		if bytes.Compare(s[j].b, b) < 0 {
+			b = s[j].b
+		}
+		if bytes.Compare(s[j].e, e) > 0 {
+			e = s[j].e
+		}
+		j++
+	}
+	if i == j {
+		s = append(s, krange{})
+		copy(s[i+1:], s[i:])
+		s[i] = krange{b, e}
+		return s
+	}
+	s[i] = krange{b, e}
+	n := copy(s[i+1:], s[j:])
+	clear(s[i+1+n:])
+	return s[:i+1+n]
+}
+
+// find returns the cleared range containing k.
+func (s clearSet) find(k []byte) (krange, bool) {
+	if len(s) == 0 {
+		return krange{}, false
+	}
+	i := sort.Search(len(s), func(i int) bool { return bytes.Compare(s[i].e, k) > 0 })
+	if i < len(s) && bytes.Compare(s[i].b, k) <= 0 {
+		return s[i], true
+	}
+	return krange{}, false
+}
+
+// keyAfter returns k + \x00, the first key after k.
+func keyAfter(k []byte) []byte {
+	out := make([]byte, len(k)+1)
+	copy(out, k)
+	return out
+}
