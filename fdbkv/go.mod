@@ -7,4 +7,9 @@ require (
 	github.com/fdbqueue/fdbqueue v0.0.0-00010101000000-000000000000
 )
 
+require (
+	github.com/stretchr/testify v1.12.1 // indirect
+	go.yaml.in/yaml/v3 v3.0.5 // indirect
+)
+
 replace github.com/fdbqueue/fdbqueue => ../
