@@ -7,7 +7,7 @@
 // whose byte order equals the tuples' semantic order, which is what makes
 // range reads over a subspace of tuple keys work:
 //
-//	key, err := tuple.Tuple{"jobs", int64(42)}.AppendPack(prefix)
+//	key, err := tuple.Tuple{"jobs", int64(42)}.AppendPack(prefix[:len(prefix):len(prefix)])
 //	t, err := tuple.Unpack(key[len(prefix):])
 //
 // # Encoding

@@ -52,7 +52,9 @@ func (t Tuple) Pack() ([]byte, error) {
 
 // AppendPack appends the encoding of t to dst and returns the extended
 // slice, growing it at most once. Packing into a reused buffer (for
-// instance buf[:len(prefix)] holding a subspace prefix) does not allocate.
+// instance append(buf[:0], prefix...)) does not allocate. To build a fresh
+// key from a shared subspace prefix in one allocation, without writing into
+// the prefix's spare capacity, pass prefix[:len(prefix):len(prefix)].
 // Errors are those of Pack; on error dst is returned unchanged.
 func (t Tuple) AppendPack(dst []byte) ([]byte, error) {
 	n, stamps, err := measureTuple(t, false, 0)
