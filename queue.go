@@ -25,6 +25,8 @@ type Queue struct {
 	journal *journal
 	rand    *entropy
 	userVer atomic.Uint32 // versionstamp mode: user version of the next item
+	stager  *stager
+	stage   *stageSide[[]byte] // staged dequeue (staging.go)
 }
 
 // NewQueue returns a queue stored in sub. The subspace must have a non-empty
@@ -39,13 +41,15 @@ func NewQueue(sub Subspace, opts ...Option) (*Queue, error) {
 		return nil, fmt.Errorf("%w: a queue needs a subspace with a non-empty prefix", ErrInvalidArgument)
 	}
 	items, _ := sub.Range()
-	return &Queue{
+	q := &Queue{
 		sub:     sub,
 		items:   items,
 		cfg:     cfg,
 		journal: newJournal(sub.prefix, cfg),
 		rand:    newEntropy(cfg.entropy),
-	}, nil
+	}
+	q.initStaging()
+	return q, nil
 }
 
 // Subspace returns the queue's subspace.
@@ -111,6 +115,7 @@ func (q *Queue) EnqueueBatch(ctx context.Context, t kv.Transactor, values [][]by
 			return err
 		}
 		o.record(tr)
+		q.stager.bump(tr)
 		return nil
 	})
 	o.end(err)
@@ -240,7 +245,17 @@ func (q *Queue) checkItemKey(key []byte) error {
 // A head key without this queue's layout fails with ErrForeignKey, and with
 // TupleValues a stored value that is not a packed tuple fails with ErrCodec;
 // in both cases nothing is removed.
+//
+// On a queue made WithStaging and given a Database, Dequeue is staged (see
+// the package documentation, "Staged dequeue"): one plain attempt, then a
+// request served by the waiting consumers. On an empty queue it withdraws
+// its request and returns ErrEmpty; it never waits (DequeueWait does).
+// Given a Transaction it runs the plain dequeue inside it, since staging
+// needs transactions of its own.
 func (q *Queue) Dequeue(ctx context.Context, t kv.Transactor, opts ...OpOption) ([]byte, error) {
+	if db, ok := q.staged(t); ok {
+		return q.stage.run(ctx, db, false, opts)
+	}
 	vals, err := q.DequeueBatch(ctx, t, 1, opts...)
 	if err != nil {
 		return nil, err
@@ -306,8 +321,7 @@ func takeEnd[T any](tr kv.Transaction, o *op, r kv.KeyRange, max int, reverse bo
 		return nil, ErrEmpty
 	}
 	var out []T
-	var records [][]byte
-	var last []byte
+	var records, taken [][]byte
 	used := 0
 	for _, p := range kvs {
 		cost := 2*len(p.Value) + len(p.Key)
@@ -324,17 +338,23 @@ func takeEnd[T any](tr kv.Transaction, o *op, r kv.KeyRange, max int, reverse bo
 		used += cost
 		out = append(out, v)
 		records = append(records, record)
-		last = p.Key
-		tr.Clear(p.Key)
+		taken = append(taken, p.Key)
 	}
 	// The read conflict covers what the result depended on: from the end we
-	// took from up to and including the last key taken.
+	// took from up to and including the last key taken. It must be added
+	// before the clears: FDB leaves keys the transaction already wrote out
+	// of an explicit read conflict range, and then a concurrent consumer
+	// taking the same item would not conflict.
+	last := taken[len(taken)-1]
 	conflict := kv.KeyRange{Begin: r.Begin, End: append(bytes.Clone(last), 0x00)}
 	if reverse {
 		conflict = kv.KeyRange{Begin: last, End: r.End}
 	}
 	if err := tr.AddReadConflictRange(conflict); err != nil {
 		return nil, err
+	}
+	for _, k := range taken {
+		tr.Clear(k)
 	}
 	o.record(tr, records...)
 	return out, nil

@@ -1,0 +1,82 @@
+package fdbqueue_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/fdbqueue/fdbqueue"
+	"github.com/fdbqueue/fdbqueue/kv"
+	"github.com/fdbqueue/fdbqueue/memdb"
+	"github.com/fdbqueue/fdbqueue/tuple"
+)
+
+// newDB returns a fresh embedded database with a short retry backoff so
+// that contended tests stay fast.
+func newDB(t testing.TB, opts ...memdb.Option) *memdb.DB {
+	t.Helper()
+	opts = append([]memdb.Option{memdb.WithBackoff(100*time.Microsecond, 5*time.Millisecond)}, opts...)
+	db := memdb.New(opts...)
+	t.Cleanup(func() { _ = db.Close() })
+	return db
+}
+
+func mustSubspace(t testing.TB, elems ...any) fdbqueue.Subspace {
+	t.Helper()
+	s, err := fdbqueue.NewSubspace(tuple.Tuple(elems))
+	require.NoError(t, err)
+	return s
+}
+
+func mustQueue(t testing.TB, name string, opts ...fdbqueue.Option) *fdbqueue.Queue {
+	t.Helper()
+	q, err := fdbqueue.NewQueue(mustSubspace(t, "test", name), opts...)
+	require.NoError(t, err)
+	return q
+}
+
+func mustPQ(t testing.TB, name string, opts ...fdbqueue.Option) *fdbqueue.PriorityQueue {
+	t.Helper()
+	pq, err := fdbqueue.NewPriorityQueue(mustSubspace(t, "test", name), opts...)
+	require.NoError(t, err)
+	return pq
+}
+
+// drain dequeues until the queue is empty and returns the items as strings.
+func drain(t testing.TB, db kv.Database, q *fdbqueue.Queue) []string {
+	t.Helper()
+	var out []string
+	for {
+		v, err := q.Dequeue(context.Background(), db)
+		if err != nil {
+			require.ErrorIs(t, err, fdbqueue.ErrEmpty)
+			return out
+		}
+		out = append(out, string(v))
+	}
+}
+
+// rawKeys lists every key under prefix (items, journal and all).
+func rawKeys(t testing.TB, db kv.Database, prefix []byte) [][]byte {
+	t.Helper()
+	r, err := tuple.PrefixRange(prefix)
+	require.NoError(t, err)
+	kvs, err := kv.ReadTransact(context.Background(), db, func(tr kv.ReadTransaction) ([]kv.KeyValue, error) {
+		return tr.GetRange(r, kv.RangeOptions{}).GetSlice()
+	})
+	require.NoError(t, err)
+	keys := make([][]byte, len(kvs))
+	for i, p := range kvs {
+		keys[i] = p.Key
+	}
+	return keys
+}
+
+// getKey reads one key in its own transaction.
+func getKey(ctx context.Context, db kv.Database, key []byte) ([]byte, error) {
+	return kv.ReadTransact(ctx, db, func(tr kv.ReadTransaction) ([]byte, error) {
+		return tr.Get(key).Get()
+	})
+}
