@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# make integration: run fdbkv's tests (and the workqueue example, when it
-# takes -cluster-file) against a throwaway single-process FoundationDB
+# make integration: run fdbkv's tests (and the example programs, via
+# fdbkv/cmd/examples) against a throwaway single-process FoundationDB
 # cluster on a random loopback port, with a temporary data directory and
 # cluster file, removed on exit.
 #
@@ -118,16 +118,18 @@ export CGO_ENABLED=1
 echo "integration: go test ./... in fdbkv against the cluster"
 (cd "$root/fdbkv" && go test -count=1 ./...)
 
-# The workqueue example, once it takes a -cluster-file flag.
-if [ -d "$root/examples/workqueue" ] && grep -rqs -- 'cluster-file' "$root/examples/workqueue"; then
-  echo "integration: running examples/workqueue -cluster-file $cluster_file"
-  if [ -f "$root/examples/workqueue/go.mod" ]; then
-    (cd "$root/examples/workqueue" && timeout 300 go run . -cluster-file "$cluster_file")
-  else
-    timeout 300 go run ./examples/workqueue -cluster-file "$cluster_file"
-  fi
+# The example programs on FoundationDB (the root module's examples/ run on
+# the embedded engine only; fdbkv/cmd/examples runs their logic here).
+if [ -f "$root/fdbkv/cmd/examples/main.go" ]; then
+  limit=() # bound each example's time where coreutils' timeout exists (not on stock macOS)
+  if command -v timeout >/dev/null; then limit=(timeout 300); fi
+  for ex in "workqueue -items 500" "scheduler"; do
+    echo "integration: go run ./cmd/examples $ex -cluster-file $cluster_file"
+    # shellcheck disable=SC2086 # $ex is the example name and its flags
+    (cd "$root/fdbkv" && ${limit[@]+"${limit[@]}"} go run ./cmd/examples $ex -cluster-file "$cluster_file")
+  done
 else
-  echo "integration: examples/workqueue with a -cluster-file flag not found; example skipped"
+  echo "integration: fdbkv/cmd/examples not found; examples skipped"
 fi
 
 echo "integration: ok"
