@@ -140,19 +140,30 @@ func testInvalidWriteFailsLaterReads(t *testing.T, f *fixture) {
 	requireCode(t, tr.Commit(), kv.ErrValueTooLarge, "commit after an invalid write")
 }
 
+// An inverted range read returns no pairs. FDB's native getRange answers
+// it with an empty result (its key selectors cross), while a backend that
+// checks ranges itself may report inverted_range; either is accepted, any
+// other outcome is not.
 func testInvertedRangeRead(t *testing.T, f *fixture) {
+	f.seed(t, "a", "b")
 	tr := f.newTx(t)
 	for _, opts := range []kv.RangeOptions{{}, {Reverse: true}, {Limit: 1}} {
-		_, err := tr.GetRange(f.rng("b", "a"), opts).GetSlice()
-		requireCode(t, err, kv.ErrInvertedRange, fmt.Sprintf("GetRange with begin after end, %+v", opts))
+		kvs, err := tr.GetRange(f.rng("b", "a"), opts).GetSlice()
+		if err != nil {
+			requireCode(t, err, kv.ErrInvertedRange, fmt.Sprintf("GetRange with begin after end, %+v", opts))
+		}
+		require.Empty(t, kvs, "GetRange with begin after end must return no pairs, %+v", opts)
 	}
 }
 
 func testInvertedRangeIterator(t *testing.T, f *fixture) {
+	f.seed(t, "a", "b")
 	tr := f.newTx(t)
 	it := tr.GetRange(f.rng("b", "a"), kv.RangeOptions{}).Iterator()
 	require.False(t, it.Next(), "an iterator over an inverted range must yield nothing")
-	requireCode(t, it.Err(), kv.ErrInvertedRange, "the error of an iterator over an inverted range")
+	if err := it.Err(); err != nil {
+		requireCode(t, err, kv.ErrInvertedRange, "the error of an iterator over an inverted range")
+	}
 }
 
 func testInvertedClearRange(t *testing.T, f *fixture) {

@@ -188,7 +188,7 @@ func testRangeEmpty(t *testing.T, f *fixture) {
 func testRangeUnsignedByteOrder(t *testing.T, f *fixture) {
 	names := []string{"\x80", "\x00", "\xfe", "\x7f", "\x01", "\x00\x00", "a", "\x7f\xff"}
 	f.seed(t, names...)
-	want := []string{"\x00", "\x00\x00", "\x01", "\x7f", "\x7f\xff", "a", "\x80", "\xfe"}
+	want := []string{"\x00", "\x00\x00", "\x01", "a", "\x7f", "\x7f\xff", "\x80", "\xfe"}
 	f.requireNames(t, f.getRange(t, f.all(), kv.RangeOptions{}), want, "keys must be ordered by unsigned byte comparison, a prefix before its extensions")
 }
 
