@@ -70,23 +70,42 @@ func (r *resolver) write(begin, end []byte, v int64) {
 	if bytes.Compare(begin, end) >= 0 {
 		return
 	}
+	if isPointRange(begin, end) {
+		// No key lies strictly between k and k+\x00.
+		if _, ok := r.points.Get(rpoint{key: end}); ok {
+			r.points.Set(rpoint{key: begin, v: v})
+			return
+		}
+		after := r.versionAt(begin)
+		r.points.Set(rpoint{key: begin, v: v})
+		r.points.Set(rpoint{key: end, v: after})
+		return
+	}
 	after := r.versionAt(end)
 	// Remove the points inside [begin, end); a point exactly at end stays.
-	var inside []rpoint
-	r.points.Ascend(rpoint{key: begin}, func(p rpoint) bool {
-		if bytes.Compare(p.key, end) >= 0 {
+	for {
+		var inside rpoint
+		found := false
+		r.points.Ascend(rpoint{key: begin}, func(p rpoint) bool {
+			if bytes.Compare(p.key, end) < 0 {
+				inside, found = p, true
+			}
 			return false
+		})
+		if !found {
+			break
 		}
-		inside = append(inside, p)
-		return true
-	})
-	for _, p := range inside {
-		r.points.Delete(p)
+		r.points.Delete(inside)
 	}
 	r.points.Set(rpoint{key: begin, v: v})
 	if _, ok := r.points.Get(rpoint{key: end}); !ok {
 		r.points.Set(rpoint{key: end, v: after})
 	}
+}
+
+// isPointRange reports whether [b, e) holds the single key b (e is b+\x00).
+func isPointRange(b, e []byte) bool {
+	return len(e) == len(b)+1 && e[len(b)] == 0 && bytes.Equal(b, e[:len(b)])
 }
 
 // len returns the number of boundary points held.

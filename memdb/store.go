@@ -135,11 +135,13 @@ func (s *store) appendVersion(c *chain, val []byte, exists bool, v, horizon int6
 
 // prune drops the chain's entries that no reader at or after horizon needs.
 func (s *store) prune(c *chain, horizon int64) {
-	i := len(c.vers) - 1
-	for i > 0 && c.vers[i].v > horizon {
-		i--
+	// i is the newest entry at or below horizon; scanning from the oldest
+	// costs O(entries dropped).
+	i := 0
+	for i+1 < len(c.vers) && c.vers[i+1].v <= horizon {
+		i++
 	}
-	if i <= 0 {
+	if i == 0 {
 		return
 	}
 	n := copy(c.vers, c.vers[i:])

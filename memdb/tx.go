@@ -63,6 +63,13 @@ type transaction struct {
 	size     int64
 	mutated  bool
 	watches  []*watch
+
+	// Inline storage for the first attempt's small buffers, which saves
+	// allocations on the fast path. Retries allocate afresh, since a commit
+	// in flight may still reference the first attempt's buffers.
+	readsBuf [2]krange
+	smallBuf [2]*wentry
+	bufsUsed bool
 }
 
 var _ kv.Transaction = (*transaction)(nil)
@@ -76,13 +83,14 @@ func (db *DB) newTransaction(ctx context.Context) (*transaction, error) {
 	}
 	db.stats.transactions.Add(1)
 	tx := &transaction{
-		db:          db,
-		ctx:         ctx,
-		retryLimit:  -1,
-		createdAt:   db.clock.Now(),
-		createdReal: time.Now(),
-		backoff:     db.cfg.backoffInitial,
+		db:         db,
+		ctx:        ctx,
+		retryLimit: -1,
+		backoff:    db.cfg.backoffInitial,
 	}
+	tx.stampCreation()
+	tx.reads = tx.readsBuf[:0]
+	tx.writes.small = tx.smallBuf[:0]
 	if ctx.Done() != nil {
 		if err := ctx.Err(); err != nil {
 			tx.cancelErr = kv.ErrTransactionCancelled
@@ -91,6 +99,18 @@ func (db *DB) newTransaction(ctx context.Context) (*transaction, error) {
 		}
 	}
 	return tx, nil
+}
+
+// stampCreation records the creation time, from which the timeout counts,
+// on the DB's clock and in real time (one clock read when they are the
+// same clock).
+func (tx *transaction) stampCreation() {
+	tx.createdAt = tx.db.clock.Now()
+	if _, real := tx.db.clock.(realClock); real {
+		tx.createdReal = tx.createdAt
+	} else {
+		tx.createdReal = time.Now()
+	}
 }
 
 // release drops the transaction's context binding and timer.
@@ -709,13 +729,14 @@ func (tx *transaction) Commit() error {
 		tx.mu.Unlock()
 		return err
 	}
+	writes := tx.writes // Reset replaces tx.writes; the commit keeps this one
 	req := &commitReq{
 		hasRV:    tx.rvState == rvHave,
 		rv:       tx.rv,
 		grvTime:  tx.grvTime,
 		reads:    tx.reads,
 		wconf:    tx.wconf,
-		writes:   &tx.writes,
+		writes:   &writes,
 		clears:   tx.clears,
 		clearLog: tx.clearLog,
 		vsKeys:   tx.vsKeys,
@@ -748,7 +769,9 @@ func (tx *transaction) Commit() error {
 			// The commit was in flight: like a real cluster, it may or may
 			// not be applied.
 			if db.rng.float64() < 0.5 {
-				res = db.commitStep(req, nil, faultNone)
+				applied := *req
+				applied.watches = nil // they fail with the interruption
+				res = db.commitStep(&applied, nil, faultNone)
 			}
 			db.stats.interrupted.Add(1)
 			res = commitResult{err: kv.CommitInterrupted(cerr), applied: res.applied}
@@ -885,8 +908,7 @@ func (tx *transaction) resetLocked(full bool, watchErr error) {
 	if full {
 		tx.retries = 0
 		tx.backoff = tx.db.cfg.backoffInitial
-		tx.createdAt = tx.db.clock.Now()
-		tx.createdReal = time.Now()
+		tx.stampCreation()
 		if tx.ctx.Err() == nil && !tx.db.closedFlag.Load() {
 			tx.cancelErr, tx.cancelCh = nil, nil
 		}
