@@ -1,0 +1,147 @@
+package memdb_test
+
+import (
+	"testing"
+
+	"github.com/fdbqueue/fdbqueue/kv"
+	"github.com/stretchr/testify/require"
+)
+
+func TestReadYourWritesPointReads(t *testing.T) {
+	db, _ := newDB(t)
+	mustSet(t, db, "a", "db-a")
+	mustSet(t, db, "b", "db-b")
+	mustSet(t, db, "n", string(le64(5)))
+	tr := newTx(t, db)
+	tr.Set([]byte("a"), []byte("mine"))
+	tr.Clear([]byte("b"))
+	tr.Add([]byte("n"), le64(2))
+	tr.Add([]byte("fresh"), le64(7))
+	require.Equal(t, "mine", string(get(t, tr, "a")))
+	require.Nil(t, get(t, tr, "b"), "a cleared key reads as missing")
+	require.Equal(t, le64(7), get(t, tr, "n"), "an atomic op applies on top of the database value")
+	require.Equal(t, le64(7), get(t, tr, "fresh"), "an atomic op on a missing key counts from zero")
+	require.Equal(t, "mine", string(get(t, tr.Snapshot(), "a")), "snapshot reads see the transaction's writes")
+}
+
+func TestReadYourWritesRangeRead(t *testing.T) {
+	db, _ := newDB(t)
+	for _, k := range []string{"k1", "k2", "k3", "k4", "k5", "k6"} {
+		mustSet(t, db, k, "db")
+	}
+	mustSet(t, db, "k7", string(le64(1)))
+	tr := newTx(t, db)
+	tr.Set([]byte("k0"), []byte("new"))           // before every db key
+	tr.ClearRange(rng("k2", "k4"))                // drops k2, k3
+	tr.Set([]byte("k3"), []byte("again"))         // set inside the cleared range
+	tr.Clear([]byte("k5"))                        // point clear
+	tr.Add([]byte("k7"), le64(1))                 // atomic on a db key
+	tr.Set([]byte("k55"), []byte("between"))      // interleaved with db keys
+	tr.CompareAndClear([]byte("k6"), []byte("x")) // no match: k6 stays, unknown until read
+	want := []string{"k0", "k1", "k3", "k4", "k55", "k6", "k7"}
+
+	kvs, err := tr.GetRange(rng("k", "l"), kv.RangeOptions{}).GetSlice()
+	require.NoError(t, err)
+	require.Equal(t, want, keys(kvs))
+	require.Equal(t, "again", string(kvs[2].Value))
+	require.Equal(t, le64(2), kvs[6].Value)
+
+	rev, err := tr.GetRange(rng("k", "l"), kv.RangeOptions{Reverse: true}).GetSlice()
+	require.NoError(t, err)
+	require.Equal(t, []string{"k7", "k6", "k55", "k4", "k3", "k1", "k0"}, keys(rev))
+
+	lim, err := tr.GetRange(rng("k", "l"), kv.RangeOptions{Limit: 3}).GetSlice()
+	require.NoError(t, err)
+	require.Equal(t, want[:3], keys(lim))
+	lim, err = tr.GetRange(rng("k", "l"), kv.RangeOptions{Limit: 2, Reverse: true}).GetSlice()
+	require.NoError(t, err)
+	require.Equal(t, []string{"k7", "k6"}, keys(lim))
+
+	var got []string
+	it := tr.GetRange(rng("k", "l"), kv.RangeOptions{}).Iterator()
+	for it.Next() {
+		got = append(got, string(it.KeyValue().Key))
+	}
+	require.NoError(t, it.Err())
+	require.Equal(t, want, got, "the iterator sees the same merged view")
+}
+
+func TestIteratorStreamsLargeRanges(t *testing.T) {
+	db, _ := newDB(t)
+	const n = 5000
+	ctx := t.Context()
+	require.NoError(t, db.Transact(ctx, func(tr kv.Transaction) error {
+		for i := range n {
+			tr.Set(key4(i), []byte("v"))
+		}
+		return nil
+	}))
+	for _, mode := range []kv.StreamingMode{kv.StreamingModeIterator, kv.StreamingModeWantAll, kv.StreamingModeExact} {
+		for _, reverse := range []bool{false, true} {
+			tr := newTx(t, db)
+			before := db.Stats().RangeReads
+			it := tr.GetRange(rng("", "\xff"), kv.RangeOptions{Reverse: reverse, Mode: mode, Limit: 4321}).Iterator()
+			count, prev := 0, ""
+			for it.Next() {
+				k := string(it.KeyValue().Key)
+				if count > 0 {
+					require.Equal(t, !reverse, k > prev, "keys out of order")
+				}
+				prev = k
+				count++
+			}
+			require.NoError(t, it.Err())
+			require.Equal(t, 4321, count, "the limit is honoured across batches")
+			if mode == kv.StreamingModeIterator {
+				require.Greater(t, db.Stats().RangeReads-before, int64(3), "iterator mode streams in several batches")
+			}
+		}
+	}
+}
+
+func key4(i int) []byte { return []byte{'k', byte(i >> 16), byte(i >> 8), byte(i)} }
+
+func TestSnapshotReadsAddNoConflicts(t *testing.T) {
+	db, _ := newDB(t)
+	mustSet(t, db, "k", "0")
+	tr := newTx(t, db)
+	get(t, tr.Snapshot(), "k")
+	_, err := tr.Snapshot().GetRange(rng("a", "z"), kv.RangeOptions{}).GetSlice()
+	require.NoError(t, err)
+	mustSet(t, db, "k", "1")
+	mustSet(t, db, "m", "1")
+	tr.Set([]byte("out"), []byte("x"))
+	require.NoError(t, tr.Commit(), "snapshot reads must not make the transaction conflict")
+}
+
+func TestVersionstampedKeyInvisibleToOwnReads(t *testing.T) {
+	db, _ := newDB(t)
+	tr := newTx(t, db)
+	tmpl := append([]byte("vs/"), make([]byte, 10)...)
+	tmpl = append(tmpl, 3, 0, 0, 0)
+	tr.SetVersionstampedKey(tmpl, []byte("v"))
+	kvs, err := tr.GetRange(rng("vs/", "vs0"), kv.RangeOptions{}).GetSlice()
+	require.NoError(t, err)
+	require.Empty(t, kvs, "a versionstamped key is invisible until committed")
+	require.NoError(t, tr.Commit())
+	after := newTx(t, db)
+	kvs, err = after.GetRange(rng("vs/", "vs0"), kv.RangeOptions{}).GetSlice()
+	require.NoError(t, err)
+	require.Len(t, kvs, 1)
+}
+
+func TestVersionstampedValueUnreadableInOwnTransaction(t *testing.T) {
+	db, _ := newDB(t)
+	tr := newTx(t, db)
+	val := append([]byte("p"), make([]byte, 10)...)
+	val = append(val, 1, 0, 0, 0)
+	tr.SetVersionstampedValue([]byte("k"), val)
+	_, err := tr.Get([]byte("k")).Get()
+	var e kv.Error
+	require.ErrorAs(t, err, &e)
+	require.Equal(t, 1036, e.Code, "accessed_unreadable, as FDB")
+	_, err = tr.GetRange(rng("a", "z"), kv.RangeOptions{}).GetSlice()
+	require.ErrorAs(t, err, &e)
+	require.Equal(t, 1036, e.Code)
+	require.NoError(t, tr.Commit())
+}

@@ -1,0 +1,190 @@
+package memdb_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/fdbqueue/fdbqueue/kv"
+	"github.com/fdbqueue/fdbqueue/memdb"
+	"github.com/stretchr/testify/require"
+)
+
+// fired reports whether w has completed, without blocking.
+func fired(w kv.Watch) (bool, error) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	err := w.Wait(ctx)
+	if err == context.Canceled {
+		return false, nil
+	}
+	return true, err
+}
+
+// watchKey commits a transaction that watches key and returns the watch.
+func watchKey(t *testing.T, db *memdb.DB, key string) kv.Watch {
+	t.Helper()
+	tr := newTx(t, db)
+	get(t, tr, key)
+	w := tr.Watch([]byte(key))
+	require.NoError(t, tr.Commit())
+	return w
+}
+
+func TestWatchFiresOnChange(t *testing.T) {
+	db, _ := newDB(t)
+	mustSet(t, db, "k", "1")
+	w := watchKey(t, db, "k")
+	done, _ := fired(w)
+	require.False(t, done, "nothing changed yet")
+	mustSet(t, db, "k", "1")
+	done, _ = fired(w)
+	require.False(t, done, "writing the same value is not a change")
+	mustSet(t, db, "other", "x")
+	done, _ = fired(w)
+	require.False(t, done)
+	require.Equal(t, int64(1), db.Stats().Watches)
+	mustSet(t, db, "k", "2")
+	require.NoError(t, w.Wait(t.Context()))
+	require.Equal(t, int64(0), db.Stats().Watches)
+}
+
+func TestWatchFiresOnClearRangeAndAtomic(t *testing.T) {
+	db, _ := newDB(t)
+	mustSet(t, db, "a", "1")
+	w1 := watchKey(t, db, "a")
+	w2 := watchKey(t, db, "counter")
+	require.NoError(t, db.Transact(t.Context(), func(tr kv.Transaction) error {
+		tr.ClearRange(rng("", "b"))
+		tr.Add([]byte("counter"), le64(1))
+		return nil
+	}))
+	require.NoError(t, w1.Wait(t.Context()))
+	require.NoError(t, w2.Wait(t.Context()))
+}
+
+func TestWatchSeesChangeBetweenReadAndCommit(t *testing.T) {
+	db, _ := newDB(t)
+	mustSet(t, db, "k", "1")
+	tr := newTx(t, db)
+	require.Equal(t, "1", string(get(t, tr, "k")))
+	w := tr.Watch([]byte("k"))
+	mustSet(t, db, "k", "2") // after the watcher's read, before its commit
+	require.NoError(t, tr.Commit())
+	require.NoError(t, w.Wait(t.Context()), "the value differs from what the watcher saw: fire at once")
+}
+
+func TestWatchOnOwnWrite(t *testing.T) {
+	db, _ := newDB(t)
+	tr := newTx(t, db)
+	tr.Set([]byte("k"), []byte("mine"))
+	w := tr.Watch([]byte("k"))
+	require.NoError(t, tr.Commit())
+	done, _ := fired(w)
+	require.False(t, done, "the watch starts from the transaction's own write")
+	mustSet(t, db, "k", "theirs")
+	require.NoError(t, w.Wait(t.Context()))
+}
+
+func TestWatchFailsWithFailedCommit(t *testing.T) {
+	db, _ := newDB(t)
+	mustSet(t, db, "k", "1")
+	tr := newTx(t, db)
+	get(t, tr, "k")
+	w := tr.Watch([]byte("k"))
+	tr.Set([]byte("x"), []byte("y"))
+	mustSet(t, db, "k", "2")
+	require.ErrorIs(t, tr.Commit(), kv.ErrNotCommitted)
+	require.ErrorIs(t, w.Wait(t.Context()), kv.ErrNotCommitted, "a failed commit fails its watches with its error")
+	require.Equal(t, int64(0), db.Stats().Watches)
+}
+
+func TestWatchCancelledByResetCancelAndCancelMethod(t *testing.T) {
+	db, _ := newDB(t)
+	tr := newTx(t, db)
+	w := tr.Watch([]byte("k"))
+	tr.Reset()
+	require.ErrorIs(t, w.Wait(t.Context()), kv.ErrTransactionCancelled)
+
+	w = tr.Watch([]byte("k"))
+	tr.Cancel()
+	require.ErrorIs(t, w.Wait(t.Context()), kv.ErrTransactionCancelled)
+
+	w = watchKey(t, db, "k")
+	w.Cancel()
+	require.ErrorIs(t, w.Wait(t.Context()), kv.ErrTransactionCancelled)
+	mustSet(t, db, "k", "1") // must not touch the cancelled watch
+	require.Equal(t, int64(0), db.Stats().Watches)
+}
+
+func TestWatchWaitHonoursContext(t *testing.T) {
+	db, _ := newDB(t)
+	w := watchKey(t, db, "k")
+	ctx, cancel := context.WithCancel(t.Context())
+	errc := make(chan error, 1)
+	go func() { errc <- w.Wait(ctx) }()
+	cancel()
+	require.ErrorIs(t, <-errc, context.Canceled)
+	mustSet(t, db, "k", "1")
+	require.NoError(t, w.Wait(t.Context()), "a Wait that gave up leaves the watch registered")
+}
+
+func TestTooManyWatches(t *testing.T) {
+	db, _ := newDB(t, memdb.WithMaxWatches(3))
+	var ws []kv.Watch
+	for i := range 3 {
+		ws = append(ws, watchKey(t, db, fmt.Sprint("k", i)))
+	}
+	tr := newTx(t, db)
+	w := tr.Watch([]byte("more"))
+	require.ErrorIs(t, w.Wait(t.Context()), kv.ErrTooManyWatches)
+	ws[0].Cancel()
+	w = tr.Watch([]byte("more"))
+	require.NoError(t, tr.Commit())
+	done, _ := fired(w)
+	require.False(t, done, "a slot freed by Cancel can be used again")
+}
+
+func TestWatchFailsOnClose(t *testing.T) {
+	db, _ := newDB(t)
+	w := watchKey(t, db, "k")
+	tr := newTx(t, db)
+	pending := tr.Watch([]byte("k"))
+	require.NoError(t, db.Close())
+	require.ErrorIs(t, w.Wait(t.Context()), memdb.ErrClosed)
+	require.ErrorIs(t, pending.Wait(t.Context()), memdb.ErrClosed)
+}
+
+// TestWatchNeverMissesAChange races writers against watchers: every watch
+// registered by a committed transaction must fire once its key changes.
+func TestWatchNeverMissesAChange(t *testing.T) {
+	db, _ := newDB(t)
+	const rounds = 200
+	var wg sync.WaitGroup
+	for i := range rounds {
+		key := fmt.Sprint("w", i%7)
+		wg.Add(2)
+		watched := make(chan kv.Watch, 1)
+		go func() {
+			defer wg.Done()
+			tr := newTx(t, db)
+			get(t, tr, key)
+			w := tr.Watch([]byte(key))
+			if err := tr.Commit(); err != nil {
+				t.Error(err)
+			}
+			watched <- w
+		}()
+		go func() {
+			defer wg.Done()
+			w := <-watched
+			// A change after the watch's commit must fire it.
+			mustSet(t, db, key, fmt.Sprint("v", i))
+			if err := w.Wait(t.Context()); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+}
