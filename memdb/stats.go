@@ -42,6 +42,9 @@ type Stats struct {
 	// Watches (live) is the number of outstanding watches: created and
 	// neither fired, failed nor cancelled.
 	Watches int64
+	// CommitsInFlight (live) is the number of commits waiting out their
+	// latency (Latency.Commit or Faults.ExtraLatency).
+	CommitsInFlight int64
 	// Keys (live) is the number of keys that currently have a value.
 	Keys int64
 	// Versions (live) is the number of stored MVCC entries (values and
@@ -65,7 +68,7 @@ type counters struct {
 	transactions, commits, readOnlyCommits, conflicts, retries, tooOld atomic.Int64
 	injectedNotCommitted, injectedUnknownApplied                       atomic.Int64
 	injectedUnknownNotApplied, injectedTooOld, injectedForced          atomic.Int64
-	interrupted, reads, rangeReads                                     atomic.Int64
+	interrupted, reads, rangeReads, inFlight                           atomic.Int64
 }
 
 // Stats returns a snapshot of the DB's counters.
@@ -87,6 +90,7 @@ func (db *DB) Stats() Stats {
 		Reads:                     c.reads.Load(),
 		RangeReads:                c.rangeReads.Load(),
 		Watches:                   db.liveW.Load(),
+		CommitsInFlight:           c.inFlight.Load(),
 	}
 	db.mu.RLock()
 	s.Keys = db.st.live

@@ -765,7 +765,10 @@ func (tx *transaction) Commit() error {
 	}
 	var res commitResult
 	if delay > 0 {
-		if cerr := tx.sleep(delay); cerr != nil {
+		db.stats.inFlight.Add(1)
+		cerr := tx.sleep(delay)
+		db.stats.inFlight.Add(-1)
+		if cerr != nil {
 			// The commit was in flight: like a real cluster, it may or may
 			// not be applied.
 			if db.rng.float64() < 0.5 {

@@ -1,0 +1,189 @@
+package memdb_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/fdbqueue/fdbqueue/kv"
+	"github.com/fdbqueue/fdbqueue/memdb"
+	"github.com/stretchr/testify/require"
+)
+
+func TestOnErrorRetriesRetryableErrorsOnly(t *testing.T) {
+	db, _ := newDB(t)
+	tr := newTx(t, db)
+	tr.Set([]byte("k"), []byte("v"))
+	for _, err := range []error{kv.ErrTransactionTooOld, kv.ErrFutureVersion, kv.ErrNotCommitted,
+		kv.ErrCommitUnknownResult, kv.ErrProcessBehind, kv.ErrTagThrottled} {
+		require.NoError(t, tr.OnError(err), "%v is retryable", err)
+	}
+	require.Nil(t, get(t, tr, "k"), "OnError resets the transaction")
+	require.Equal(t, int64(6), db.Stats().Retries)
+	for _, err := range []error{kv.ErrTransactionCancelled, kv.ErrTransactionTimedOut, kv.ErrKeyTooLarge,
+		kv.ErrInvertedRange, errors.New("application error")} {
+		require.Equal(t, err, tr.OnError(err), "non-retryable errors come back unchanged")
+	}
+	wrapped := kv.CommitInterrupted(kv.ErrTransactionCancelled)
+	require.Equal(t, wrapped, tr.OnError(wrapped))
+	require.Equal(t, int64(6), db.Stats().Retries)
+}
+
+func TestRetryLimitSurvivesOnErrorResetButNotReset(t *testing.T) {
+	db, _ := newDB(t)
+	tr := newTx(t, db)
+	require.NoError(t, tr.Options().SetRetryLimit(2))
+	require.NoError(t, tr.OnError(kv.ErrNotCommitted))
+	require.NoError(t, tr.OnError(kv.ErrNotCommitted))
+	require.ErrorIs(t, tr.OnError(kv.ErrNotCommitted), kv.ErrNotCommitted, "the third retry exceeds the limit")
+	tr.Reset()
+	require.NoError(t, tr.OnError(kv.ErrNotCommitted), "Reset restarts the retry count and keeps the limit")
+	require.NoError(t, tr.OnError(kv.ErrNotCommitted))
+	require.Error(t, tr.OnError(kv.ErrNotCommitted))
+}
+
+func TestTransactGivesUpAtRetryLimit(t *testing.T) {
+	db, _ := newDB(t, memdb.WithFaults(memdb.Faults{NotCommitted: 1}))
+	runs := 0
+	err := db.Transact(t.Context(), func(tr kv.Transaction) error {
+		runs++
+		require.NoError(t, tr.Options().SetRetryLimit(3))
+		tr.Set([]byte("k"), []byte("v"))
+		return nil
+	})
+	require.ErrorIs(t, err, kv.ErrNotCommitted)
+	require.Equal(t, 4, runs, "one run and three retries")
+}
+
+func TestMaxRetryDelayCapsBackoff(t *testing.T) {
+	db, _ := newDB(t, memdb.WithBackoff(time.Hour, time.Hour))
+	tr := newTx(t, db)
+	require.NoError(t, tr.Options().SetMaxRetryDelay(time.Microsecond))
+	done := make(chan error, 1)
+	go func() { done <- tr.OnError(kv.ErrNotCommitted) }()
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(time.Minute):
+		t.Fatal("OnError ignored the max retry delay")
+	}
+}
+
+func TestBackoffAbortsWhenContextEnds(t *testing.T) {
+	db, _ := newDB(t, memdb.WithBackoff(time.Hour, time.Hour))
+	ctx, cancel := context.WithCancel(t.Context())
+	tr, err := db.CreateTransaction(ctx)
+	require.NoError(t, err)
+	done := make(chan error, 1)
+	go func() { done <- tr.OnError(kv.ErrNotCommitted) }()
+	cancel()
+	require.ErrorIs(t, <-done, kv.ErrTransactionCancelled)
+}
+
+func TestTransactReturnsContextError(t *testing.T) {
+	db, _ := newDB(t, memdb.WithBackoff(time.Hour, time.Hour), memdb.WithFaults(memdb.Faults{NotCommitted: 1}))
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	started := make(chan struct{}, 1)
+	go func() {
+		done <- db.Transact(ctx, func(tr kv.Transaction) error {
+			select {
+			case started <- struct{}{}:
+			default:
+			}
+			tr.Set([]byte("k"), []byte("v"))
+			return nil
+		})
+	}()
+	<-started
+	cancel()
+	err := <-done
+	require.ErrorIs(t, err, context.Canceled, "Transact's error matches ctx.Err()")
+	require.ErrorIs(t, err, kv.ErrTransactionCancelled)
+}
+
+func TestContextCancelsTransaction(t *testing.T) {
+	db, _ := newDB(t)
+	ctx, cancel := context.WithCancel(t.Context())
+	tr, err := db.CreateTransaction(ctx)
+	require.NoError(t, err)
+	get(t, tr, "k")
+	cancel()
+	require.Eventually(t, func() bool {
+		_, err := tr.Get([]byte("k")).Get()
+		return errors.Is(err, kv.ErrTransactionCancelled)
+	}, time.Minute, time.Millisecond, "context.AfterFunc cancels the transaction")
+	tr.Reset()
+	_, err = tr.Get([]byte("k")).Get()
+	require.ErrorIs(t, err, kv.ErrTransactionCancelled, "Reset cannot revive a transaction whose context ended")
+}
+
+func TestCancelAndReset(t *testing.T) {
+	db, _ := newDB(t)
+	tr := newTx(t, db)
+	tr.Set([]byte("k"), []byte("v"))
+	tr.Cancel()
+	require.ErrorIs(t, tr.Commit(), kv.ErrTransactionCancelled)
+	_, err := tr.Get([]byte("k")).Get()
+	require.ErrorIs(t, err, kv.ErrTransactionCancelled)
+	tr.Reset()
+	require.Nil(t, get(t, tr, "k"), "after Reset the transaction works again, without its old writes")
+}
+
+func TestTimeoutOnTheClock(t *testing.T) {
+	db, clk := newDB(t)
+	tr := newTx(t, db)
+	require.NoError(t, tr.Options().SetTimeout(time.Second))
+	get(t, tr, "k")
+	require.NoError(t, tr.OnError(kv.ErrNotCommitted))
+	clk.Advance(1100 * time.Millisecond)
+	_, err := tr.Get([]byte("k")).Get()
+	require.ErrorIs(t, err, kv.ErrTransactionTimedOut, "the timeout counts from creation, retries included")
+	require.ErrorIs(t, tr.OnError(kv.ErrNotCommitted), kv.ErrTransactionTimedOut)
+	tr.Reset()
+	get(t, tr, "k") // Reset restarts the timeout
+}
+
+func TestTimeoutInRealTimeInterruptsWaits(t *testing.T) {
+	db, _ := newDB(t, memdb.WithLatency(memdb.Latency{GRV: memdb.Span{Min: time.Hour, Max: time.Hour}}))
+	tr := newTx(t, db)
+	require.NoError(t, tr.Options().SetTimeout(5*time.Millisecond))
+	_, err := tr.Get([]byte("k")).Get()
+	require.ErrorIs(t, err, kv.ErrTransactionTimedOut)
+}
+
+func TestCommitInterruptedByTimeoutMayHaveApplied(t *testing.T) {
+	db, _ := newDB(t, memdb.WithLatency(memdb.Latency{Commit: memdb.Span{Min: time.Hour, Max: time.Hour}}))
+	tr := newTx(t, db)
+	require.NoError(t, tr.Options().SetTimeout(5*time.Millisecond))
+	tr.Set([]byte("k"), []byte("v"))
+	err := tr.Commit()
+	require.ErrorIs(t, err, kv.ErrTransactionTimedOut)
+	require.True(t, kv.MaybeCommitted(err), "a commit in flight when the timeout hit may have applied")
+	require.Equal(t, int64(1), db.Stats().Interrupted)
+}
+
+func TestCommitInterruptedByCancellationAppliesOrNot(t *testing.T) {
+	db, _ := newDB(t, memdb.WithLatency(memdb.Latency{Commit: memdb.Span{Min: time.Hour, Max: time.Hour}}))
+	const n = 40
+	for i := range n {
+		ctx, cancel := context.WithCancel(t.Context())
+		tr, err := db.CreateTransaction(ctx)
+		require.NoError(t, err)
+		tr.Add([]byte("applied"), le64(1))
+		done := make(chan error, 1)
+		go func() { done <- tr.Commit() }()
+		require.Eventually(t, func() bool { return db.Stats().CommitsInFlight == 1 }, time.Minute, 100*time.Microsecond)
+		cancel()
+		err = <-done
+		require.ErrorIs(t, err, kv.ErrTransactionCancelled, "round %d", i)
+		require.True(t, kv.MaybeCommitted(err))
+	}
+	st := db.Stats()
+	require.Equal(t, int64(n), st.Interrupted)
+	require.Greater(t, st.Commits, int64(0), "some interrupted commits applied")
+	require.Less(t, st.Commits, int64(n), "and some did not")
+	v, _ := mustGet(t, db, "applied")
+	require.Equal(t, le64(st.Commits), []byte(v), "exactly the counted ones applied")
+}
