@@ -9,6 +9,7 @@ require (
 
 require (
 	github.com/stretchr/testify v1.12.1 // indirect
+	github.com/tidwall/btree v1.8.2 // indirect
 	go.yaml.in/yaml/v3 v3.0.5 // indirect
 )
 
