@@ -1,0 +1,192 @@
+// Package memdb is an embedded, pure-Go key-value engine with
+// FoundationDB's transaction semantics. It implements kv.Database, so every
+// fdbqueue layer runs on it unchanged; the layers are tested on it, which
+// makes its fidelity to FoundationDB their correctness. It is a real
+// engine, not a mock: transactions run concurrently, read from
+// multi-version storage, and really conflict at commit.
+//
+//	db := memdb.New()
+//	defer db.Close()
+//	err := db.Transact(ctx, func(tr kv.Transaction) error {
+//		tr.Set([]byte("hello"), []byte("world"))
+//		return nil
+//	})
+//
+// A DB is safe for concurrent use by many goroutines; so is a transaction,
+// except that nothing may be written to it while its Commit is in flight.
+//
+// # What is reproduced from FoundationDB
+//
+// Every rule of the spec the layers rely on (shared/specs/fdb-transactions.md):
+//
+//   - Multi-version storage (a github.com/tidwall/btree of keys, each with
+//     its versions). A transaction obtains a read version on its first read
+//     (or GetReadVersion): the latest committed version. All its reads see
+//     the database as of that version.
+//   - Versions advance as FDB's: each commit takes
+//     max(previous+1, microseconds since New + 1), so versions grow by at
+//     least one per commit and by about 1,000,000 per second of the clock,
+//     and version distance approximates time.
+//   - Read-your-writes: reads see the transaction's own buffered Set, Clear,
+//     ClearRange and atomic operations, including range reads that
+//     interleave database keys with the transaction's writes, forwards and
+//     in reverse, with limits. Snapshot reads see them too.
+//   - Optimistic concurrency: at commit, a resolver checks the read conflict
+//     ranges against the write conflict ranges of every transaction
+//     committed after the read version (it keeps, per key range, the last
+//     version that wrote it) and fails the commit with not_committed (1020)
+//     on overlap. Write/write overlap alone never conflicts. Read-only
+//     transactions always commit. No lock is held across a transaction:
+//     only the commit step itself (resolve, apply, publish) is serialised,
+//     so committed transactions are strictly serialisable in version order.
+//   - Conflict ranges: a read of k adds [k, k+\x00); a range read adds what
+//     it depended on: with a limit that was reached, [begin, last+\x00)
+//     forwards or [last, end) in reverse, otherwise the whole range; a range
+//     streamed with an iterator covers what the iterator fetched. Snapshot
+//     reads add none. Keys the transaction wrote itself (Set, Clear,
+//     ClearRange) add no read conflict when read, and AddReadConflictRange
+//     skips them; a key with pending atomic operations does conflict when
+//     read, since its value depends on the database. Set, Clear, ClearRange
+//     and every atomic operation add write conflict ranges; atomic operations
+//     add no read conflict, so two transactions adding to one counter never
+//     conflict. AddReadConflictRange/Key and AddWriteConflictRange/Key add
+//     ranges explicitly (a transaction with only write conflict ranges is
+//     not read-only).
+//   - Atomic operations with FDB's exact algorithms (fdbclient/Atomic.h, as
+//     of API version 510): Add (little-endian two's complement, the
+//     operand's length sets the width, a missing key counts as zero), Max,
+//     Min (a missing key takes the operand), BitAnd (likewise), BitOr,
+//     BitXor, ByteMin, ByteMax, AppendIfFits and CompareAndClear.
+//   - Versionstamps: 10 bytes, the 8-byte big-endian commit version and a
+//     2-byte big-endian batch order (always 0: each commit is its own batch),
+//     so they increase strictly from commit to commit.
+//     SetVersionstampedKey/Value take the little-endian offset in their last
+//     4 bytes (an offset past the end puts the transaction in the
+//     client_invalid_operation error state). GetVersionstamp's future is
+//     resolved when the commit completes; it fails with the commit's error,
+//     or no_commit_version (2021) if the transaction wrote nothing.
+//     A versionstamped key is invisible to the transaction's own reads
+//     (its final bytes are unknown), and reading a key whose value is
+//     versionstamped fails with accessed_unreadable (1036), as in FDB.
+//   - Watches: Watch(k) is registered when its transaction commits
+//     (read-only ones included), with the transaction's view of k as
+//     reference (its own write, else the value at its read version). It
+//     fires when a later commit makes k's value differ from the reference;
+//     if the value already differs when the watch is registered, it fires at
+//     once, so no change after the commit is missed. Writing the same value
+//     does not fire it. A failed commit fails its watches with the commit's
+//     error; Reset and Cancel of an uncommitted transaction fail them with
+//     transaction_cancelled. At most WithMaxWatches (10,000) watches are
+//     outstanding; past that Watch fails with too_many_watches (1032).
+//   - Limits: keys over 10,000 bytes (key_too_large), values over 100,000
+//     (value_too_large), transactions over 10,000,000 bytes of mutations and
+//     conflict ranges (transaction_too_large, at commit), writes to keys at
+//     or after \xff (key_outside_legal_range), ranges whose begin is after
+//     their end (inverted_range). As in FDB, writes return no error: the
+//     transaction enters an error state that every later read and Commit
+//     report. Reads of keys longer than the limit find nothing (no such key
+//     can exist) and range bounds longer than it are shortened.
+//   - transaction_too_old (1007): a read or commit more than the MVCC window
+//     (WithMVCCWindow, 5 s) after the read version was obtained, measured on
+//     the DB's Clock so that tests use a ManualClock instead of sleeping; or
+//     whose read version is more than a window's worth of versions (one per
+//     microsecond) behind the latest, as FDB's window is really 5,000,000
+//     versions. A transaction that never read has no read version and never
+//     expires.
+//
+// # What is not reproduced
+//
+//   - Durability: everything lives in memory and is gone after Close.
+//   - More than one process: the database is private to its DB value; there
+//     is no network, no cluster file, no recovery, no data distribution,
+//     shards or storage servers, no ratekeeper or throttling (so no
+//     process_behind or tag_throttled unless a test injects them with
+//     FailNextCommit).
+//   - Key selectors, the system key space (\xff), special keys, the
+//     metadata version key, tenants, locality and estimated range sizes.
+//   - Transaction options other than timeout, retry_limit and
+//     max_retry_delay (no automatic idempotency, no causal_read_risky, no
+//     priorities, no read_your_writes_disable, no snapshot_ryw_disable).
+//   - Commit batching: every commit is alone in its batch (batch order 0).
+//   - future_version (1009) never happens on its own.
+//   - Watches never fire spuriously on their own (FDB's may).
+//
+// # Fault injection
+//
+// Faults (WithFaults, SetFaults) gives per-commit-attempt probabilities of
+// not_committed, commit_unknown_result that was applied, one that was not,
+// transaction_too_old, and extra commit latency. Only commits of
+// transactions that write are affected; read-only commits never fail.
+// FailNextCommit makes the next commit (of any transaction) fail with a
+// chosen error, applied or not, once. All randomness comes from one
+// generator seeded by WithSeed (default 1), so a single-goroutine run is
+// reproducible; with several goroutines, the draws are shared in whatever
+// order the goroutines reach them. Injected failures are counted apart from
+// real ones in Stats.
+//
+// # Latency model
+//
+// By default nothing waits: reads and commits complete inline, and the
+// fast path starts no goroutines. WithLatency(RealCluster) (or any Latency)
+// makes the first read of a transaction wait a GRV delay, each read (a
+// point read, or one batch of a range read) a read delay, and each commit a
+// commit delay, drawn uniformly from their Span with the seeded generator
+// and slept in real time. Point reads then resolve in their own goroutine,
+// so futures issued together overlap their latency, as with FDB. A commit
+// is resolved and applied at the end of its delay, so transactions that
+// start meanwhile read the old state and conflict: a hot key then sustains
+// about one commit per commit latency, as on a real cluster. Cancelling a
+// transaction (Cancel, its context, its timeout, Close) interrupts its
+// waits.
+//
+// # Statistics
+//
+// Stats returns counters (transactions, commits, read-only commits,
+// conflicts, retries, too-old errors, injected faults of each kind,
+// interrupted commits, reads) and live sizes (outstanding watches, commits
+// in flight, keys, stored versions, conflict history, GC queue, latest and
+// oldest versions). See Stats for each field. Tests use them to check, for
+// example, that a workload did conflict or that memory stays bounded.
+//
+// # Transaction lifetime, retries and commit_unknown_result
+//
+// CreateTransaction(ctx) binds a transaction to ctx with context.AfterFunc:
+// when ctx ends the transaction is cancelled (transaction_cancelled, 1025),
+// pending waits abort, and Reset cannot revive it. The binding is released
+// when ctx ends; Transact and ReadTransact release it as soon as they
+// return. Transact creates a transaction bound to ctx and runs kv.RetryLoop
+// (ReadTransact runs kv.ReadRetryLoop); backends never retry on their own.
+//
+// OnError is the backoff: for a retryable error (kv.IsRetryable) it waits
+// a random delay (full jitter) up to the current backoff, which starts at
+// 10 ms and doubles up to 1 s (WithBackoff changes both; SetMaxRetryDelay
+// caps it per transaction), honouring cancellation, then resets the
+// transaction and returns nil. Any other error is returned unchanged, as
+// is a retryable one once SetRetryLimit's limit is reached. Backoff sleeps
+// use real time, not the Clock. Options survive OnError's reset; Reset
+// keeps them too but restarts the retry count and the timeout. SetTimeout
+// cancels the transaction with transaction_timed_out once its time has
+// passed since creation (or Reset), in real time or on the Clock,
+// whichever comes first.
+//
+// A commit that is in flight (waiting out its commit latency) when the
+// transaction is cancelled or times out returns
+// kv.CommitInterrupted(kv.ErrTransactionCancelled or
+// kv.ErrTransactionTimedOut): like a real cluster's, it may or may not have
+// been applied, decided with the seeded generator (even odds);
+// kv.MaybeCommitted reports true for it. commit_unknown_result (1021),
+// injected by Faults or FailNextCommit, likewise may or may not have been
+// applied, and Transact retries it: a transactional function that is not
+// idempotent may take effect twice. After a successful Commit the
+// transaction only answers GetCommittedVersion and GetVersionstamp; other
+// operations fail with used_during_commit (2017) until Reset.
+//
+// # Garbage collection
+//
+// Each commit advances a horizon: the newest version that no transaction
+// allowed to read can be older than (by clock and by version distance).
+// Versions older than a key's newest one at or below the horizon are
+// dropped, keys whose newest entry there is a tombstone are removed, and the
+// resolver's history at or below the horizon is folded away, so memory
+// stays proportional to the live data plus the writes within the window.
+package memdb
