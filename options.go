@@ -23,6 +23,7 @@ type config struct {
 	batchBudget   int
 	entropy       io.Reader
 	now           func() time.Time
+	staging       *StagingConfig
 }
 
 // Defaults of the options.
@@ -46,6 +47,11 @@ func newConfig(opts []Option) (config, error) {
 	}
 	if c.batchBudget < 1 || c.batchBudget > kv.MaxTransactionSize/2 {
 		return c, fmt.Errorf("%w: batch budget %d must be in [1, %d]", ErrInvalidArgument, c.batchBudget, kv.MaxTransactionSize/2)
+	}
+	if c.staging != nil {
+		if err := c.staging.fill(); err != nil {
+			return c, err
+		}
 	}
 	if c.encoding != RawValues && c.encoding != TupleValues {
 		return c, fmt.Errorf("%w: unknown value encoding %d", ErrInvalidArgument, c.encoding)
@@ -91,6 +97,17 @@ func WithEntropy(r io.Reader) Option { return func(c *config) { c.entropy = r } 
 // records (default time.Now). Tests pass a fake clock; in production the
 // clocks of all clients of a queue must agree to well within the retention.
 func WithClock(now func() time.Time) Option { return func(c *config) { c.now = now } }
+
+// WithStaging turns on the staged (high-contention) dequeue: Queue.Dequeue
+// and PriorityQueue.PopMin/PopMax, given a Database, file a request when
+// they cannot take an item at once and are served in batches by the waiting
+// consumers; the Wait forms (DequeueWait, PopMinWait, PopMaxWait) become
+// available; Enqueue and Push also bump a signal key that wakes waiters.
+// Zero fields of c take their defaults. See staging.go and the package
+// documentation, "Staged dequeue".
+func WithStaging(c StagingConfig) Option {
+	return func(cfg *config) { cfg.staging = &c }
+}
 
 // suffixSize is the length of the random part of an item key, as in the
 // recipes.

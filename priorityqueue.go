@@ -19,11 +19,13 @@ import (
 //
 // It is safe for concurrent use and holds no connection.
 type PriorityQueue struct {
-	sub     Subspace
-	items   kv.KeyRange
-	cfg     config
-	journal *journal
-	rand    *entropy
+	sub                Subspace
+	items              kv.KeyRange
+	cfg                config
+	journal            *journal
+	rand               *entropy
+	stager             *stager
+	stageMin, stageMax *stageSide[Item] // staged pops (staging.go)
 }
 
 // Item is a value with its priority, as popped or peeked.
@@ -46,13 +48,15 @@ func NewPriorityQueue(sub Subspace, opts ...Option) (*PriorityQueue, error) {
 		return nil, fmt.Errorf("%w: a priority queue needs a subspace with a non-empty prefix", ErrInvalidArgument)
 	}
 	items, _ := sub.Range()
-	return &PriorityQueue{
+	pq := &PriorityQueue{
 		sub:     sub,
 		items:   items,
 		cfg:     cfg,
 		journal: newJournal(sub.prefix, cfg),
 		rand:    newEntropy(cfg.entropy),
-	}, nil
+	}
+	pq.initStaging()
+	return pq, nil
 }
 
 // Subspace returns the priority queue's subspace.
@@ -109,6 +113,7 @@ func (pq *PriorityQueue) Push(ctx context.Context, t kv.Transactor, value []byte
 		}
 		tr.Set(key, stored[0])
 		o.record(tr)
+		pq.stager.bump(tr)
 		return nil
 	})
 	o.end(err)
@@ -136,7 +141,7 @@ func (pq *PriorityQueue) parse(key []byte) (priority, count int64, err error) {
 
 // PopMin removes and returns the item with the smallest priority (the
 // earliest pushed among equals), or ErrEmpty. Conflicts, cost and
-// guarantees are those of Queue.Dequeue.
+// guarantees are those of Queue.Dequeue, staged mode included.
 func (pq *PriorityQueue) PopMin(ctx context.Context, t kv.Transactor, opts ...OpOption) (Item, error) {
 	return pq.popOne(ctx, t, false, opts)
 }
@@ -150,6 +155,9 @@ func (pq *PriorityQueue) PopMax(ctx context.Context, t kv.Transactor, opts ...Op
 }
 
 func (pq *PriorityQueue) popOne(ctx context.Context, t kv.Transactor, max bool, opts []OpOption) (Item, error) {
+	if db, ok := pq.staged(t); ok {
+		return pq.side(max).run(ctx, db, false, opts)
+	}
 	items, err := pq.popBatch(ctx, t, 1, max, opts)
 	if err != nil {
 		return Item{}, err

@@ -1,0 +1,1077 @@
+package fdbqueue
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/fdbqueue/fdbqueue/kv"
+	"github.com/fdbqueue/fdbqueue/tuple"
+)
+
+// Staged dequeue: the high-contention mode of Queue.Dequeue and
+// PriorityQueue.PopMin/PopMax, and the blocking forms DequeueWait,
+// PopMinWait and PopMaxWait.
+//
+// A plain dequeue reads the head and clears it, so consumers that dequeue at
+// once all read the same key and only one commit per round succeeds. A
+// staged consumer that cannot take the head at once files a request
+// instead, and any waiting consumer serves many requests in one transaction.
+// The states of one request, in the queue's meta subspace (prefix + 0xff):
+//
+//	("s", side, "r", index, rid) = deadline               request: waiting
+//	("s", side, "f", rid)        = (deadline, key, value) result: the item handed to rid
+//	("s", "sig")                 = counter                bumped by every staged enqueue
+//
+// side is "q" for a Queue, "min" or "max" for a PriorityQueue; index is the
+// last request's index plus one (snapshot read, so registrations never
+// conflict) and rid is 8 bytes of registration time and 12 random bytes.
+// A request is waiting (request key present), fulfilled (result key
+// present) or finished (neither). Every transition is one transaction:
+//
+//   - register (waiter): write the request key.
+//   - fulfil (any waiter): read the first BatchSize requests and as many
+//     items, match them oldest first, and for each pair clear both and write
+//     the item, with its key, to the request's result key. A waiter whose
+//     own request is matched takes its item directly.
+//   - collect (waiter): clear the result key and record the item in the
+//     operation journal.
+//   - withdraw (waiter whose context ended): clear the request key, or
+//     write a fulfilled result's item back at its original key.
+//   - expire (fulfillers and Recover): clear requests past their deadline
+//     and write expired results' items back at their original keys.
+//
+// Each transaction reads, with normal reads or explicit read conflict keys,
+// exactly the keys it changes, so two transactions that would both change
+// one request, result or item conflict and one of them re-reads the new
+// state: every transition is idempotent by reading state, and the ones that
+// hand an item to the caller (fast take, self-service, collect) are
+// recorded in the journal, so commit_unknown_result never loses or
+// duplicates an item.
+
+// StagingConfig configures the staged dequeue; see WithStaging. Zero fields
+// take the defaults.
+type StagingConfig struct {
+	// BatchSize is the most requests one fulfilment transaction serves
+	// (default DefaultStagingBatchSize, at most 10,000). Larger batches
+	// serve more consumers per commit; each request costs the fulfiller
+	// about three writes and one item read.
+	BatchSize int
+	// ClaimTimeout bounds how long a request or a fulfilled result may stay
+	// unclaimed (default DefaultClaimTimeout). A live waiter renews its
+	// request every ClaimTimeout/3; a request past its deadline is dropped,
+	// and a result past its deadline has its item written back to the
+	// queue, so a crashed waiter strands nothing for longer than this.
+	// Clients' clocks must agree to well within it.
+	ClaimTimeout time.Duration
+	// CleanupTimeout bounds the transaction that withdraws a request after
+	// the caller's context ended (default DefaultStagingCleanupTimeout). If
+	// it fails, the claim timeout still returns everything to the queue.
+	CleanupTimeout time.Duration
+}
+
+// Defaults of StagingConfig.
+const (
+	DefaultStagingBatchSize      = 64
+	DefaultClaimTimeout          = 30 * time.Second
+	DefaultStagingCleanupTimeout = 5 * time.Second
+)
+
+const (
+	maxStagingBatch = 10_000
+	// resultScan is how many results a fulfilment checks for expiry.
+	resultScan = 8
+	// helpers is how many of the oldest waiters serve the requests ahead
+	// of them when the items will not reach their own.
+	helpers = 2
+	// recoverBatch is how many staging keys Recover examines per
+	// transaction.
+	recoverBatch = 256
+)
+
+// errStagingNeedsOption is returned by the Wait forms on a queue made
+// without WithStaging.
+var errStagingNeedsOption = fmt.Errorf("%w: the Wait forms need a queue made WithStaging", ErrInvalidArgument)
+
+// fill applies the defaults and validates c.
+func (c *StagingConfig) fill() error {
+	if c.BatchSize == 0 {
+		c.BatchSize = DefaultStagingBatchSize
+	}
+	if c.ClaimTimeout == 0 {
+		c.ClaimTimeout = DefaultClaimTimeout
+	}
+	if c.CleanupTimeout == 0 {
+		c.CleanupTimeout = DefaultStagingCleanupTimeout
+	}
+	if c.BatchSize < 1 || c.BatchSize > maxStagingBatch {
+		return fmt.Errorf("%w: staging batch size %d must be in [1, %d]", ErrInvalidArgument, c.BatchSize, maxStagingBatch)
+	}
+	if c.ClaimTimeout < time.Millisecond {
+		return fmt.Errorf("%w: claim timeout %v must be at least 1ms", ErrInvalidArgument, c.ClaimTimeout)
+	}
+	if c.CleanupTimeout < 0 {
+		return fmt.Errorf("%w: cleanup timeout %v must not be negative", ErrInvalidArgument, c.CleanupTimeout)
+	}
+	return nil
+}
+
+// RecoverStats reports what Recover did.
+type RecoverStats struct {
+	// DroppedRequests is the number of expired requests cleared (their
+	// waiters had stopped renewing them and held no item).
+	DroppedRequests int
+	// ReturnedItems is the number of items of expired results written back
+	// to the queue at their original keys.
+	ReturnedItems int
+}
+
+// stager is what the staged sides of one queue share.
+type stager struct {
+	enabled bool
+	cfg     StagingConfig
+	now     func() time.Time
+	rand    *entropy
+	budget  int
+	sig     []byte // the signal key
+	// hook, when set (only by tests, through export_test.go), is called at
+	// named points of a staged operation.
+	hook func(point string)
+}
+
+func newStager(queuePrefix []byte, cfg config, rand *entropy) *stager {
+	sig, _ := metaSubspace(queuePrefix).Pack(tuple.Tuple{"s", "sig"})
+	s := &stager{now: cfg.now, rand: rand, budget: cfg.batchBudget, sig: sig}
+	if cfg.staging != nil {
+		s.enabled, s.cfg = true, *cfg.staging
+	}
+	return s
+}
+
+var one64 = []byte{1, 0, 0, 0, 0, 0, 0, 0}
+
+// bump wakes waiters blocked on an empty queue: an atomic add, which
+// conflicts with nothing. It does nothing in plain mode.
+func (s *stager) bump(tr kv.Transaction) {
+	if s.enabled {
+		tr.Add(s.sig, one64)
+	}
+}
+
+func (s *stager) point(name string) {
+	if s.hook != nil {
+		s.hook(name)
+	}
+}
+
+// newRID returns a request ID: registration time (so that old results
+// sort first) and random bytes.
+func (s *stager) newRID(now time.Time) ([]byte, error) {
+	r, err := s.rand.suffix()
+	if err != nil {
+		return nil, err
+	}
+	rid := make([]byte, 20)
+	binary.BigEndian.PutUint64(rid, uint64(now.UnixMicro()))
+	copy(rid[8:], r[:12])
+	return rid, nil
+}
+
+// stageSide is one set of requests: a Queue's dequeues, or a
+// PriorityQueue's PopMins or PopMaxes.
+type stageSide[T any] struct {
+	st       *stager
+	journal  *journal
+	items    kv.KeyRange
+	reverse  bool
+	reqs     Subspace
+	ress     Subspace
+	reqRange kv.KeyRange
+	resRange kv.KeyRange
+	accept   func(kv.KeyValue) (T, []byte, error)
+	replay   func([]byte) (T, error)
+}
+
+func newStageSide[T any](st *stager, queuePrefix []byte, name string, j *journal, items kv.KeyRange, reverse bool,
+	accept func(kv.KeyValue) (T, []byte, error), replay func([]byte) (T, error)) *stageSide[T] {
+	meta := metaSubspace(queuePrefix)
+	reqs, _ := meta.Sub("s", name, "r")
+	ress, _ := meta.Sub("s", name, "f")
+	reqRange, _ := reqs.Range()
+	resRange, _ := ress.Range()
+	return &stageSide[T]{st: st, journal: j, items: items, reverse: reverse, reqs: reqs, ress: ress,
+		reqRange: reqRange, resRange: resRange, accept: accept, replay: replay}
+}
+
+func encodeDeadline(t time.Time) []byte {
+	b, _ := tuple.Tuple{t.UnixMicro()}.Pack()
+	return b
+}
+
+func decodeDeadline(v []byte) (time.Time, bool) {
+	t, err := tuple.Unpack(v)
+	if err != nil || len(t) < 1 {
+		return time.Time{}, false
+	}
+	us, ok := t[0].(int64)
+	return time.UnixMicro(us), ok
+}
+
+func encodeResult(deadline time.Time, key, stored []byte) []byte {
+	b, _ := tuple.Tuple{deadline.UnixMicro(), key, stored}.Pack()
+	return b
+}
+
+func decodeResult(v []byte) (deadline time.Time, key, stored []byte, err error) {
+	t, err := tuple.Unpack(v)
+	if err == nil && len(t) != 3 {
+		err = fmt.Errorf("%d elements, want 3", len(t))
+	}
+	if err != nil {
+		return time.Time{}, nil, nil, fmt.Errorf("fdbqueue: corrupt staging result: %w", err)
+	}
+	us, ok1 := t[0].(int64)
+	key, ok2 := t[1].([]byte)
+	stored, ok3 := t[2].([]byte)
+	if !ok1 || !ok2 || !ok3 {
+		return time.Time{}, nil, nil, fmt.Errorf("fdbqueue: corrupt staging result: (%T, %T, %T)", t[0], t[1], t[2])
+	}
+	return time.UnixMicro(us), key, stored, nil
+}
+
+// parseReq returns a request key's index and request ID.
+func (s *stageSide[T]) parseReq(key []byte) (int64, []byte, error) {
+	t, err := s.reqs.Unpack(key)
+	if err != nil {
+		return 0, nil, err
+	}
+	if len(t) == 2 {
+		idx, ok1 := t[0].(int64)
+		rid, ok2 := t[1].([]byte)
+		if ok1 && ok2 {
+			return idx, rid, nil
+		}
+	}
+	return 0, nil, fmt.Errorf("%w: staging request %q", ErrMalformedKey, key)
+}
+
+func (s *stageSide[T]) resKey(rid []byte) []byte {
+	k, _ := s.ress.Pack(tuple.Tuple{rid})
+	return k
+}
+
+func inRange(r kv.KeyRange, key []byte) bool {
+	return bytes.Compare(r.Begin, key) <= 0 && bytes.Compare(key, r.End) < 0
+}
+
+// giveBack writes an item back at its original key; keys outside the
+// items' range (a corrupt result) are not written.
+func (s *stageSide[T]) giveBack(tr kv.Transaction, key, stored []byte) bool {
+	if !inRange(s.items, key) {
+		return false
+	}
+	tr.Set(key, stored)
+	return true
+}
+
+// expireResults writes back the items of expired results among rs (except
+// the one at skip) and reports how many.
+func (s *stageSide[T]) expireResults(tr kv.Transaction, now time.Time, rs []kv.KeyValue, skip []byte) (int, error) {
+	n := 0
+	for _, r := range rs {
+		if bytes.Equal(r.Key, skip) {
+			continue
+		}
+		d, key, stored, err := decodeResult(r.Value)
+		if err != nil || now.Before(d) {
+			continue // not ours to judge, or not expired
+		}
+		if err := tr.AddReadConflictKey(r.Key); err != nil {
+			return n, err
+		}
+		tr.Clear(r.Key)
+		if s.giveBack(tr, key, stored) {
+			n++
+		}
+	}
+	if n > 0 {
+		s.st.bump(tr)
+	}
+	return n, nil
+}
+
+// waiter is one staged operation in flight.
+type waiter[T any] struct {
+	s      *stageSide[T]
+	db     kv.Database
+	o      *op
+	userID bool
+	wait   bool // block while the queue is empty (the Wait forms)
+
+	reqKey, resKey []byte // the current request; nil when none
+	fastDone       bool   // the one plain attempt was made
+	withdrawing    bool   // a withdrawal was attempted
+	renewAt        time.Time
+
+	// taken is the item a take attempt (fast take, self-service or
+	// collect) removed, with the journal record it wrote: if the caller's
+	// context ends while that commit's outcome is unknown, the cleanup
+	// puts the item back.
+	taken    *kv.KeyValue
+	takenRec []byte
+
+	watches   []kv.Watch
+	watchFail time.Duration
+}
+
+// outcome is what one step decided; it holds once the step's commit
+// succeeded.
+type outcome[T any] struct {
+	done       bool
+	val        T
+	err        error // with done: the result to return (ErrEmpty)
+	noCommit   bool  // done without writing: skip the commit
+	armed      bool  // sleep on the watches
+	registered bool
+}
+
+// run performs one staged take: Dequeue (wait false) or DequeueWait.
+func (s *stageSide[T]) run(ctx context.Context, db kv.Database, wait bool, opts []OpOption) (T, error) {
+	var zero T
+	if err := checkTransactor(db); err != nil {
+		return zero, err
+	}
+	if err := ctx.Err(); err != nil {
+		return zero, err
+	}
+	var c opConfig
+	for _, o := range opts {
+		o(&c)
+	}
+	w := &waiter[T]{s: s, db: db, o: s.journal.begin(db, opts), userID: c.hasID, wait: wait}
+	// The transaction is bound to a context that ends with the operation,
+	// so the backend can release it.
+	opCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	val, err := w.loop(opCtx, ctx)
+	w.cancelWatches()
+	w.o.end(err)
+	return val, err
+}
+
+// loop runs steps until the operation finishes. Each step is one
+// transaction; a failed step is followed by a fresh one that re-reads the
+// state (after a backoff when steps keep failing).
+func (w *waiter[T]) loop(ctx, callerCtx context.Context) (T, error) {
+	var zero T
+	tr, err := w.db.CreateTransaction(ctx)
+	if err != nil {
+		return zero, err
+	}
+	fails := 0
+	stop := func(err error) error { return w.abandon(callerCtx, err) }
+	for {
+		if err := callerCtx.Err(); err != nil {
+			return zero, w.abandon(callerCtx, err)
+		}
+		out, err := w.attempt(tr)
+		if err == nil {
+			fails = 0
+			if out.done {
+				return out.val, out.err
+			}
+			if out.registered {
+				w.s.st.point("registered")
+			}
+			tr.Reset()
+			if out.armed {
+				w.s.st.point("armed")
+				if err := w.sleep(callerCtx); err != nil {
+					return zero, stop(err)
+				}
+			}
+			w.refreshOp()
+			continue
+		}
+		w.cancelWatches()
+		w.s.st.point("failed")
+		if callerCtx.Err() != nil || (!kv.IsRetryable(err) && !kv.MaybeCommitted(err)) {
+			return zero, stop(err)
+		}
+		// The first failure after progress is retried at once: it was most
+		// likely a fulfiller's conflict that served this request.
+		if fails++; fails == 1 || !kv.IsRetryable(err) {
+			tr.Reset()
+		} else if oerr := tr.OnError(err); oerr != nil {
+			return zero, stop(oerr)
+		}
+	}
+}
+
+func (w *waiter[T]) attempt(tr kv.Transaction) (outcome[T], error) {
+	out, err := w.step(tr)
+	if err != nil {
+		return out, err
+	}
+	if out.noCommit {
+		return out, nil
+	}
+	if out.done && out.err == nil {
+		w.s.st.point("taking")
+	}
+	return out, tr.Commit()
+}
+
+func (w *waiter[T]) cancelWatches() {
+	for _, wt := range w.watches {
+		wt.Cancel()
+	}
+	w.watches = w.watches[:0]
+}
+
+// refreshOp replaces a random operation ID before it nears the journal
+// retention, so that a long wait does not fail with ErrOperationExpired.
+// Only while nothing was ever taken under it: then no record of it exists.
+func (w *waiter[T]) refreshOp() {
+	if w.userID || w.taken != nil || w.s.journal.disabled {
+		return
+	}
+	if w.s.journal.now().Sub(w.o.id.Time()) < w.s.journal.retention/2 {
+		return
+	}
+	w.o.end(errOpReplaced)
+	w.o = w.s.journal.begin(w.db, nil)
+}
+
+var errOpReplaced = errors.New("fdbqueue: operation ID replaced")
+
+// step reads the request's state and buffers the one transition it allows.
+func (w *waiter[T]) step(tr kv.Transaction) (out outcome[T], err error) {
+	w.cancelWatches() // of an earlier attempt that did not commit
+	s := w.s
+	rec, err := w.o.check(tr)
+	if err != nil {
+		return out, err
+	}
+	now := s.st.now()
+	if w.reqKey == nil {
+		head := tr.Snapshot().GetRange(s.items, kv.RangeOptions{Limit: 1, Reverse: s.reverse})
+		last := tr.Snapshot().GetRange(s.reqRange, kv.RangeOptions{Limit: 1, Reverse: true})
+		if prev, done, err := w.o.applied(rec); err != nil || done {
+			return w.replayed(prev, err)
+		}
+		return w.fresh(tr, now, head, last)
+	}
+	reqF := tr.Get(w.reqKey)
+	resF := tr.Get(w.resKey)
+	pending := tr.Snapshot().GetRange(s.reqRange, kv.RangeOptions{Limit: s.st.cfg.BatchSize, Mode: kv.StreamingModeExact})
+	if prev, done, err := w.o.applied(rec); err != nil || done {
+		return w.replayed(prev, err)
+	}
+	reqV, err := reqF.Get()
+	if err != nil {
+		return out, err
+	}
+	resV, err := resF.Get()
+	if err != nil {
+		return out, err
+	}
+	switch {
+	case resV != nil:
+		return w.collect(tr, resV)
+	case reqV == nil:
+		if w.withdrawing {
+			out.done, out.err, out.noCommit = true, ErrEmpty, true
+			return out, nil
+		}
+		// Dropped or reclaimed after its deadline (this waiter was too
+		// slow): register again in the next step.
+		w.reqKey, w.resKey = nil, nil
+		s.st.point("lost")
+		return out, nil
+	default:
+		return w.fulfil(tr, now, pending)
+	}
+}
+
+func (w *waiter[T]) replayed(prev [][]byte, err error) (out outcome[T], _ error) {
+	if err != nil {
+		return out, err
+	}
+	if out.val, err = w.s.replay(prev[0]); err != nil {
+		return out, err
+	}
+	out.done, out.noCommit = true, true
+	return out, nil
+}
+
+// fresh is the step of a waiter without a request: the one plain attempt,
+// or registration.
+func (w *waiter[T]) fresh(tr kv.Transaction, now time.Time, head, last kv.RangeResult) (out outcome[T], err error) {
+	s := w.s
+	heads, err := head.GetSlice()
+	if err != nil {
+		return out, err
+	}
+	lasts, err := last.GetSlice()
+	if err != nil {
+		return out, err
+	}
+	var index int64
+	waiting := false
+	if len(lasts) > 0 {
+		if i, _, err := s.parseReq(lasts[0].Key); err == nil {
+			index = i + 1
+		}
+		// The newest request is the last to expire: if it has, every
+		// request is stale and nobody is waiting.
+		if d, ok := decodeDeadline(lasts[0].Value); ok && now.Before(d) {
+			waiting = true
+		}
+	}
+	if len(heads) == 0 && !w.wait {
+		out.done, out.err, out.noCommit = true, ErrEmpty, true
+		return out, nil
+	}
+	if len(heads) > 0 && !w.fastDone && !waiting {
+		// Nobody waits: take the head as a plain dequeue would.
+		w.fastDone = true
+		return w.takeHead(tr, heads[0])
+	}
+	w.fastDone = true
+	if err := w.register(tr, now, index); err != nil {
+		return out, err
+	}
+	out.registered = true
+	if len(heads) == 0 {
+		w.arm(tr)
+		out.armed = true
+	}
+	return out, nil
+}
+
+func (w *waiter[T]) takeHead(tr kv.Transaction, p kv.KeyValue) (out outcome[T], err error) {
+	s := w.s
+	v, rec, err := s.accept(p)
+	if err != nil {
+		return out, err
+	}
+	// The read conflict goes before the clear: a range the transaction
+	// already wrote would be left out of it.
+	conflict := kv.KeyRange{Begin: s.items.Begin, End: append(bytes.Clone(p.Key), 0x00)}
+	if s.reverse {
+		conflict = kv.KeyRange{Begin: p.Key, End: s.items.End}
+	}
+	if err := tr.AddReadConflictRange(conflict); err != nil {
+		return out, err
+	}
+	tr.Clear(p.Key)
+	w.took(tr, p, rec)
+	out.done, out.val = true, v
+	return out, nil
+}
+
+// took records, in tr, that the operation takes item p.
+func (w *waiter[T]) took(tr kv.Transaction, p kv.KeyValue, rec []byte) {
+	w.o.record(tr, rec)
+	w.taken = &kv.KeyValue{Key: bytes.Clone(p.Key), Value: bytes.Clone(p.Value)}
+	w.takenRec = rec
+}
+
+func (w *waiter[T]) register(tr kv.Transaction, now time.Time, index int64) error {
+	s := w.s
+	rid, err := s.st.newRID(now)
+	if err != nil {
+		return err
+	}
+	reqKey, err := s.reqs.Pack(tuple.Tuple{index, rid})
+	if err != nil {
+		return err
+	}
+	// The waiter's state moves to the new request now: if this commit
+	// fails, the next step finds neither key and registers again; if its
+	// outcome is unknown, the next step finds the request if it exists.
+	w.reqKey, w.resKey = reqKey, s.resKey(rid)
+	w.withdrawing = false
+	w.renew(tr, now)
+	return nil
+}
+
+// renew writes the request with a new deadline.
+func (w *waiter[T]) renew(tr kv.Transaction, now time.Time) {
+	timeout := w.s.st.cfg.ClaimTimeout
+	tr.Set(w.reqKey, encodeDeadline(now.Add(timeout)))
+	w.renewAt = now.Add(timeout / 3)
+}
+
+// arm watches the request key (fulfilment, expiry and withdrawal all clear
+// it) and the signal key (a staged enqueue bumps it). A watch compares with
+// the value this transaction saw, so a change after its read version is
+// never missed.
+func (w *waiter[T]) arm(tr kv.Transaction) {
+	w.watches = append(w.watches, tr.Watch(w.reqKey), tr.Watch(w.s.st.sig))
+}
+
+func (w *waiter[T]) collect(tr kv.Transaction, resV []byte) (out outcome[T], err error) {
+	s := w.s
+	_, key, stored, err := decodeResult(resV)
+	if err != nil {
+		return out, err
+	}
+	p := kv.KeyValue{Key: key, Value: stored}
+	tr.Clear(w.resKey)
+	v, rec, aerr := s.accept(p)
+	if aerr != nil {
+		// Leave the item where a plain dequeue would have left it, and
+		// report why it cannot be taken.
+		s.giveBack(tr, key, stored)
+		s.st.bump(tr)
+		w.reqKey, w.resKey = nil, nil
+		out.done, out.err = true, aerr
+		return out, nil
+	}
+	w.took(tr, p, rec)
+	out.done, out.val = true, v
+	return out, nil
+}
+
+// fulfil serves the oldest requests with the first items, in one
+// transaction. pending is the snapshot read of the first requests.
+func (w *waiter[T]) fulfil(tr kv.Transaction, now time.Time, pending kv.RangeResult) (out outcome[T], err error) {
+	s := w.s
+	reqs, err := pending.GetSlice()
+	if err != nil {
+		return out, err
+	}
+	res, err := s.serve(tr, now, reqs, w)
+	if err != nil {
+		return out, err
+	}
+	if res.mine {
+		out.done, out.val = true, res.val
+		return out, nil
+	}
+	if !res.emptyForMe {
+		if !now.Before(w.renewAt) {
+			w.renew(tr, now)
+		}
+		return out, nil
+	}
+	if !w.wait {
+		// Plain Dequeue on a queue with no item for us: withdraw.
+		tr.Clear(w.reqKey)
+		w.withdrawing = true
+		out.done, out.err = true, ErrEmpty
+		return out, nil
+	}
+	if !now.Before(w.renewAt) {
+		w.renew(tr, now)
+	}
+	w.arm(tr)
+	out.armed = true
+	return out, nil
+}
+
+// served is what one fulfilment pass did.
+type served[T any] struct {
+	n          int  // requests served
+	mine       bool // the caller's own request was served: val is its item
+	val        T
+	emptyForMe bool // the queue ran out before the caller's request
+}
+
+// serve matches the live requests among reqs, oldest first, with the first
+// items and buffers the transitions in tr. w is the waiter running it (its
+// own request is served by taking the item directly), or nil.
+func (s *stageSide[T]) serve(tr kv.Transaction, now time.Time, reqs []kv.KeyValue, w *waiter[T]) (res served[T], err error) {
+	var mine []byte
+	if w != nil {
+		mine = w.reqKey
+	}
+	live := reqs[:0:0]
+	for _, r := range reqs {
+		if bytes.Equal(r.Key, mine) {
+			live = append(live, r)
+			continue
+		}
+		d, ok := decodeDeadline(r.Value)
+		_, _, perr := s.parseReq(r.Key)
+		if ok && perr == nil && now.Before(d) {
+			live = append(live, r)
+			continue
+		}
+		// Expired (its waiter stopped renewing) or not a request: drop it.
+		if err := tr.AddReadConflictKey(r.Key); err != nil {
+			return res, err
+		}
+		tr.Clear(r.Key)
+	}
+	// pos is the caller's place among the live requests (len(live) when
+	// it is beyond the batch).
+	pos := len(live)
+	for i, r := range live {
+		if bytes.Equal(r.Key, mine) {
+			pos = i
+			break
+		}
+	}
+	limit := max(len(live), 1)
+	itemsR := tr.Snapshot().GetRange(s.items, kv.RangeOptions{Limit: limit, Reverse: s.reverse, Mode: kv.StreamingModeExact})
+	resR := tr.Snapshot().GetRange(s.resRange, kv.RangeOptions{Limit: resultScan})
+	items, err := itemsR.GetSlice()
+	if err != nil {
+		return res, err
+	}
+	results, err := resR.GetSlice()
+	if err != nil {
+		return res, err
+	}
+	var myRes []byte
+	if w != nil {
+		myRes = w.resKey
+	}
+	if _, err := s.expireResults(tr, now, results, myRes); err != nil {
+		return res, err
+	}
+	if w != nil && len(items) <= pos && pos >= helpers {
+		// Too few items to reach the caller's request: the waiters ahead
+		// serve themselves (they were woken too). Only the first few help,
+		// so that an item does not wake every waiter into one conflicting
+		// fulfilment, yet one stalled waiter does not hold up the rest.
+		res.emptyForMe = true
+		return res, nil
+	}
+	timeout := s.st.cfg.ClaimTimeout
+	used := 0
+	for _, r := range live {
+		if res.n >= len(items) {
+			break
+		}
+		it := items[res.n]
+		cost := 3*len(it.Key) + 2*len(it.Value) + 64
+		if res.n > 0 && used+cost > s.st.budget {
+			break
+		}
+		v, rec, aerr := s.accept(it)
+		if aerr != nil {
+			if res.n == 0 {
+				return res, aerr
+			}
+			break // serve the good items before the bad one
+		}
+		used += cost
+		if err := tr.AddReadConflictKey(it.Key); err != nil {
+			return res, err
+		}
+		tr.Clear(it.Key)
+		if err := tr.AddReadConflictKey(r.Key); err != nil {
+			return res, err
+		}
+		tr.Clear(r.Key)
+		res.n++
+		if mine != nil && bytes.Equal(r.Key, mine) {
+			w.took(tr, it, rec)
+			res.mine, res.val = true, v
+			continue
+		}
+		_, rid, _ := s.parseReq(r.Key)
+		tr.Set(s.resKey(rid), encodeResult(now.Add(timeout), it.Key, it.Value))
+	}
+	// The items ran out before the caller's request (served or not, every
+	// item read was used, and the read reached the end of the queue).
+	res.emptyForMe = !res.mine && res.n == len(items) && len(items) < limit
+	return res, nil
+}
+
+// sleep blocks until a watch fires, the request is due for renewal, or ctx
+// ends (then it returns ctx's error).
+func (w *waiter[T]) sleep(ctx context.Context) error {
+	d := w.renewAt.Sub(w.s.st.now())
+	if d <= 0 {
+		w.cancelWatches()
+		return nil
+	}
+	wctx, cancel := context.WithTimeout(ctx, d)
+	fired := make(chan error, len(w.watches))
+	for _, wt := range w.watches {
+		go func() { fired <- wt.Wait(wctx) }()
+	}
+	var werr error
+	select {
+	case werr = <-fired:
+	case <-wctx.Done():
+	}
+	cancel()
+	w.cancelWatches()
+	w.s.st.point("woke")
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if werr == nil || errors.Is(werr, context.DeadlineExceeded) || errors.Is(werr, context.Canceled) {
+		w.watchFail = 0
+		return nil
+	}
+	// A watch that fails at once (too many watches, ...) must not make the
+	// waiter spin: back off, up to a second.
+	w.watchFail = min(max(2*w.watchFail, time.Millisecond), time.Second)
+	t := time.NewTimer(w.watchFail)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// abandon undoes what the operation left in the database after it stopped
+// with cause (its context ended, or an error that is not retryable): it
+// withdraws the request, writes a fulfilled item back at its original key,
+// and, when a take's commit had an unknown outcome and did apply, writes
+// that item back too and erases its journal record. It runs in a fresh
+// context bounded by the CleanupTimeout, since ctx is done.
+//
+// When ctx ended, the error returned is ctx's (the cleanup settled the
+// outcome of any commit in flight); otherwise it is cause.
+func (w *waiter[T]) abandon(ctx context.Context, cause error) error {
+	w.cancelWatches()
+	final := cause
+	if cerr := ctx.Err(); cerr != nil {
+		final = cerr
+	}
+	if w.reqKey == nil && w.taken == nil {
+		if kv.MaybeCommitted(cause) {
+			return cause // nothing to settle it with: the caller must know
+		}
+		return final // nothing was written
+	}
+	s := w.s
+	timeout := s.st.cfg.CleanupTimeout
+	if timeout == 0 {
+		timeout = DefaultStagingCleanupTimeout
+	}
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
+	defer cancel()
+	err := w.db.Transact(cctx, func(tr kv.Transaction) error {
+		rec, err := w.o.check(tr)
+		if err != nil && !errors.Is(err, ErrOperationExpired) {
+			return err
+		}
+		var reqF, resF kv.FutureValue
+		if w.reqKey != nil {
+			reqF, resF = tr.Get(w.reqKey), tr.Get(w.resKey)
+		}
+		prev, done, err := w.o.applied(rec)
+		if err != nil {
+			return err
+		}
+		back := false
+		if done && w.taken != nil && len(prev) == 1 && bytes.Equal(prev[0], w.takenRec) {
+			back = s.giveBack(tr, w.taken.Key, w.taken.Value)
+			tr.ClearRange(w.o.recordRange())
+		}
+		if reqF != nil {
+			reqV, err := reqF.Get()
+			if err != nil {
+				return err
+			}
+			resV, err := resF.Get()
+			if err != nil {
+				return err
+			}
+			if resV != nil {
+				if _, key, stored, err := decodeResult(resV); err == nil {
+					back = s.giveBack(tr, key, stored) || back
+				}
+				tr.Clear(w.resKey)
+			}
+			if reqV != nil {
+				tr.Clear(w.reqKey)
+			}
+		}
+		if back {
+			s.st.bump(tr)
+		}
+		return nil
+	})
+	if err != nil {
+		e := fmt.Errorf("%w (withdrawing the staged request failed, the claim timeout will return its item: %w; last error: %v)", final, err, cause)
+		if w.taken != nil {
+			// The item may sit in the journal: recoverable with WithOpID.
+			return kv.CommitInterrupted(e)
+		}
+		return e
+	}
+	return final
+}
+
+// recover drops the side's expired requests and returns the items of its
+// expired results.
+func (s *stageSide[T]) recover(ctx context.Context, db kv.Database, stats *RecoverStats) error {
+	for _, r := range []kv.KeyRange{s.reqRange, s.resRange} {
+		isReq := bytes.Equal(r.Begin, s.reqRange.Begin)
+		begin := r.Begin
+		for begin != nil {
+			var dropped, returned int
+			var next []byte
+			err := db.Transact(ctx, func(tr kv.Transaction) error {
+				dropped, returned, next = 0, 0, nil
+				now := s.st.now()
+				kvs, err := tr.Snapshot().GetRange(kv.KeyRange{Begin: begin, End: r.End},
+					kv.RangeOptions{Limit: recoverBatch, Mode: kv.StreamingModeWantAll}).GetSlice()
+				if err != nil {
+					return err
+				}
+				if len(kvs) == recoverBatch {
+					next = append(bytes.Clone(kvs[len(kvs)-1].Key), 0x00)
+				}
+				if !isReq {
+					returned, err = s.expireResults(tr, now, kvs, nil)
+					return err
+				}
+				for _, p := range kvs {
+					d, ok := decodeDeadline(p.Value)
+					if _, _, perr := s.parseReq(p.Key); ok && perr == nil && now.Before(d) {
+						continue
+					}
+					if err := tr.AddReadConflictKey(p.Key); err != nil {
+						return err
+					}
+					tr.Clear(p.Key)
+					dropped++
+				}
+				return nil
+			})
+			if err != nil {
+				return err
+			}
+			stats.DroppedRequests += dropped
+			stats.ReturnedItems += returned
+			begin = next
+		}
+	}
+	return nil
+}
+
+// fulfilOnce runs one fulfilment pass as a helper with no request of its
+// own, and reports how many requests it served (used by tests).
+func (s *stageSide[T]) fulfilOnce(ctx context.Context, db kv.Database) (int, error) {
+	return kv.Transact(ctx, db, func(tr kv.Transaction) (int, error) {
+		reqs, err := tr.Snapshot().GetRange(s.reqRange, kv.RangeOptions{Limit: s.st.cfg.BatchSize}).GetSlice()
+		if err != nil {
+			return 0, err
+		}
+		res, err := s.serve(tr, s.st.now(), reqs, nil)
+		return res.n, err
+	})
+}
+
+// ---- Queue ----
+
+func (q *Queue) initStaging() {
+	q.stager = newStager(q.sub.prefix, q.cfg, q.rand)
+	q.stage = newStageSide(q.stager, q.sub.prefix, "q", q.journal, q.items, false, q.accept, q.cfg.encoding.decode)
+}
+
+// staged reports whether an operation given t runs staged.
+func (q *Queue) staged(t kv.Transactor) (kv.Database, bool) {
+	db, ok := t.(kv.Database)
+	return db, ok && q.stager.enabled
+}
+
+// DequeueWait removes and returns the item at the head of the queue,
+// waiting for one while the queue is empty, until ctx ends. It needs a
+// queue made WithStaging (ErrInvalidArgument otherwise) and a Database,
+// since it runs several transactions.
+//
+// It is the staged dequeue (see Queue.Dequeue) that, instead of returning
+// ErrEmpty, keeps its request and blocks on two watches, on its request
+// key and on the queue's signal key, which every staged Enqueue bumps: it
+// wakes when an item arrives or its request is served, and never polls.
+// Producers using a Queue made without WithStaging do not bump the signal;
+// waiters then notice their items only when they renew their requests,
+// every ClaimTimeout/3.
+//
+// When ctx ends, the request is withdrawn and an item already handed to it
+// is written back at its original key, so nothing is lost, and the error
+// matches ctx.Err(). An operation ID given WithOpID must finish within the
+// journal retention (ErrOperationExpired otherwise); without one, the
+// operation renews its own ID while it waits.
+func (q *Queue) DequeueWait(ctx context.Context, db kv.Database, opts ...OpOption) ([]byte, error) {
+	if !q.stager.enabled {
+		return nil, errStagingNeedsOption
+	}
+	return q.stage.run(ctx, db, true, opts)
+}
+
+// Recover drops the queue's expired staging requests and writes the items
+// of expired results (handed to waiters that never collected them) back at
+// their original keys. Fulfillers do the same for what they come across;
+// run Recover now and then (say every claim timeout) from any client to
+// bound how long a crashed consumer can strand an item. It works whether or
+// not this Queue value was made WithStaging.
+func (q *Queue) Recover(ctx context.Context, db kv.Database) (RecoverStats, error) {
+	var st RecoverStats
+	if err := checkTransactor(db); err != nil {
+		return st, err
+	}
+	err := q.stage.recover(ctx, db, &st)
+	return st, err
+}
+
+// ---- PriorityQueue ----
+
+func (pq *PriorityQueue) initStaging() {
+	pq.stager = newStager(pq.sub.prefix, pq.cfg, pq.rand)
+	pq.stageMin = newStageSide(pq.stager, pq.sub.prefix, "min", pq.journal, pq.items, false, pq.accept, pq.replay)
+	pq.stageMax = newStageSide(pq.stager, pq.sub.prefix, "max", pq.journal, pq.items, true, pq.accept, pq.replay)
+}
+
+func (pq *PriorityQueue) staged(t kv.Transactor) (kv.Database, bool) {
+	db, ok := t.(kv.Database)
+	return db, ok && pq.stager.enabled
+}
+
+func (pq *PriorityQueue) side(max bool) *stageSide[Item] {
+	if max {
+		return pq.stageMax
+	}
+	return pq.stageMin
+}
+
+// PopMinWait removes and returns the smallest item, waiting for one while
+// the priority queue is empty, until ctx ends. Requirements and guarantees
+// are those of Queue.DequeueWait; PopMin and PopMax requests are served
+// separately, each oldest first.
+func (pq *PriorityQueue) PopMinWait(ctx context.Context, db kv.Database, opts ...OpOption) (Item, error) {
+	if !pq.stager.enabled {
+		return Item{}, errStagingNeedsOption
+	}
+	return pq.stageMin.run(ctx, db, true, opts)
+}
+
+// PopMaxWait removes and returns the largest item, waiting for one while
+// the priority queue is empty; see PopMinWait.
+func (pq *PriorityQueue) PopMaxWait(ctx context.Context, db kv.Database, opts ...OpOption) (Item, error) {
+	if !pq.stager.enabled {
+		return Item{}, errStagingNeedsOption
+	}
+	return pq.stageMax.run(ctx, db, true, opts)
+}
+
+// Recover drops expired PopMin and PopMax requests and writes the items of
+// expired results back; see Queue.Recover.
+func (pq *PriorityQueue) Recover(ctx context.Context, db kv.Database) (RecoverStats, error) {
+	var st RecoverStats
+	if err := checkTransactor(db); err != nil {
+		return st, err
+	}
+	if err := pq.stageMin.recover(ctx, db, &st); err != nil {
+		return st, err
+	}
+	err := pq.stageMax.recover(ctx, db, &st)
+	return st, err
+}

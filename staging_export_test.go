@@ -1,0 +1,25 @@
+package fdbqueue
+
+import (
+	"context"
+
+	"github.com/fdbqueue/fdbqueue/kv"
+)
+
+// Test seams of the staged dequeue, visible only to this package's tests.
+
+// SetStagingHook makes q's staged operations call fn at named points:
+// "registered" (a request was filed), "armed" (about to sleep on watches),
+// "woke", "lost" (the request was found expired), "taking" (a step that
+// takes an item is about to commit) and "failed" (a step failed, before the
+// context is checked). Set it before operations start.
+func SetStagingHook(q *Queue, fn func(point string)) { q.stager.hook = fn }
+
+// SetPQStagingHook is SetStagingHook for a PriorityQueue.
+func SetPQStagingHook(pq *PriorityQueue, fn func(point string)) { pq.stager.hook = fn }
+
+// FulfilStaged runs one fulfilment pass over q's requests, as a helper with
+// no request of its own, and returns how many it served.
+func FulfilStaged(ctx context.Context, db kv.Database, q *Queue) (int, error) {
+	return q.stage.fulfilOnce(ctx, db)
+}

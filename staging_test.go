@@ -1,0 +1,653 @@
+package fdbqueue_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/fdbqueue/fdbqueue"
+	"github.com/fdbqueue/fdbqueue/kv"
+	"github.com/fdbqueue/fdbqueue/memdb"
+	"github.com/fdbqueue/fdbqueue/tuple"
+)
+
+// stgDB returns an embedded database with a tiny backoff, so that contended
+// tests stay fast.
+func stgDB(t testing.TB, opts ...memdb.Option) *memdb.DB {
+	t.Helper()
+	opts = append([]memdb.Option{memdb.WithBackoff(50*time.Microsecond, 2*time.Millisecond)}, opts...)
+	db := memdb.New(opts...)
+	t.Cleanup(func() { _ = db.Close() })
+	return db
+}
+
+func stgSubspace(t testing.TB, name string) fdbqueue.Subspace {
+	t.Helper()
+	s, err := fdbqueue.NewSubspace(tuple.Tuple{"staging", name})
+	require.NoError(t, err)
+	return s
+}
+
+func stgQueue(t testing.TB, sub fdbqueue.Subspace, opts ...fdbqueue.Option) *fdbqueue.Queue {
+	t.Helper()
+	q, err := fdbqueue.NewQueue(sub, opts...)
+	require.NoError(t, err)
+	return q
+}
+
+// stagingKeys returns the requests and results left in the staging part of
+// the queue's meta subspace (the signal key is not counted).
+func stagingKeys(t testing.TB, db kv.Database, sub fdbqueue.Subspace) []string {
+	t.Helper()
+	meta := append(sub.Bytes(), 0xff)
+	begin, err := tuple.Tuple{"s"}.AppendPack(bytes.Clone(meta))
+	require.NoError(t, err)
+	sig, err := tuple.Tuple{"s", "sig"}.AppendPack(bytes.Clone(meta))
+	require.NoError(t, err)
+	kvs, err := kv.ReadTransact(context.Background(), db, func(tr kv.ReadTransaction) ([]kv.KeyValue, error) {
+		return tr.GetRange(kv.KeyRange{Begin: begin, End: append(bytes.Clone(begin), 0xff)}, kv.RangeOptions{}).GetSlice()
+	})
+	require.NoError(t, err)
+	var out []string
+	for _, p := range kvs {
+		if !bytes.Equal(p.Key, sig) {
+			out = append(out, fmt.Sprintf("%q", p.Key))
+		}
+	}
+	return out
+}
+
+// itemKeys returns the keys of the items in the queue's range.
+func itemKeys(t testing.TB, db kv.Database, sub fdbqueue.Subspace) [][]byte {
+	t.Helper()
+	r, err := sub.Range()
+	require.NoError(t, err)
+	kvs, err := kv.ReadTransact(context.Background(), db, func(tr kv.ReadTransaction) ([]kv.KeyValue, error) {
+		return tr.GetRange(r, kv.RangeOptions{}).GetSlice()
+	})
+	require.NoError(t, err)
+	keys := make([][]byte, len(kvs))
+	for i, p := range kvs {
+		keys[i] = p.Key
+	}
+	return keys
+}
+
+// requireNoWatches checks that no operation left a watch behind.
+func requireNoWatches(t testing.TB, db *memdb.DB) {
+	t.Helper()
+	require.Zero(t, db.Stats().Watches, "outstanding watches after every operation returned")
+}
+
+var stagingFaults = memdb.Faults{NotCommitted: 0.05, UnknownApplied: 0.05, UnknownNotApplied: 0.05}
+
+func TestStagingConfigValidation(t *testing.T) {
+	sub := stgSubspace(t, "config")
+	for _, c := range []fdbqueue.StagingConfig{
+		{BatchSize: -1}, {BatchSize: 10_001}, {ClaimTimeout: time.Microsecond}, {CleanupTimeout: -time.Second},
+	} {
+		_, err := fdbqueue.NewQueue(sub, fdbqueue.WithStaging(c))
+		require.ErrorIs(t, err, fdbqueue.ErrInvalidArgument, "config %+v", c)
+	}
+	_, err := fdbqueue.NewQueue(sub, fdbqueue.WithStaging(fdbqueue.StagingConfig{}))
+	require.NoError(t, err, "the zero config takes the defaults")
+}
+
+func TestStagedWaitNeedsStaging(t *testing.T) {
+	db := stgDB(t)
+	q := stgQueue(t, stgSubspace(t, "plain"))
+	_, err := q.DequeueWait(context.Background(), db)
+	require.ErrorIs(t, err, fdbqueue.ErrInvalidArgument)
+	pq, err := fdbqueue.NewPriorityQueue(stgSubspace(t, "plainpq"))
+	require.NoError(t, err)
+	_, err = pq.PopMinWait(context.Background(), db)
+	require.ErrorIs(t, err, fdbqueue.ErrInvalidArgument)
+}
+
+func TestStagedDequeueSingleConsumer(t *testing.T) {
+	ctx := context.Background()
+	db := stgDB(t)
+	sub := stgSubspace(t, "single")
+	q := stgQueue(t, sub, fdbqueue.WithStaging(fdbqueue.StagingConfig{}))
+
+	_, err := q.Dequeue(ctx, db)
+	require.ErrorIs(t, err, fdbqueue.ErrEmpty)
+	for _, v := range []string{"a", "b", "c"} {
+		require.NoError(t, q.Enqueue(ctx, db, []byte(v)))
+	}
+	for _, want := range []string{"a", "b"} {
+		got, err := q.Dequeue(ctx, db)
+		require.NoError(t, err)
+		require.Equal(t, want, string(got))
+	}
+	got, err := q.DequeueWait(ctx, db)
+	require.NoError(t, err)
+	require.Equal(t, "c", string(got))
+	_, err = q.Dequeue(ctx, db)
+	require.ErrorIs(t, err, fdbqueue.ErrEmpty)
+	require.Empty(t, stagingKeys(t, db, sub))
+	requireNoWatches(t, db)
+}
+
+// Given a Transaction, a staged queue dequeues plainly inside it.
+func TestStagedDequeueInsideTransaction(t *testing.T) {
+	ctx := context.Background()
+	db := stgDB(t)
+	sub := stgSubspace(t, "intx")
+	q := stgQueue(t, sub, fdbqueue.WithStaging(fdbqueue.StagingConfig{}))
+	require.NoError(t, q.Enqueue(ctx, db, []byte("x")))
+	id := fdbqueue.NewOpID()
+	got, err := kv.Transact(ctx, db, func(tr kv.Transaction) ([]byte, error) {
+		return q.Dequeue(ctx, tr, fdbqueue.WithOpID(id))
+	})
+	require.NoError(t, err)
+	require.Equal(t, "x", string(got))
+	require.Empty(t, stagingKeys(t, db, sub))
+}
+
+// consumeAll runs consumers that call take until every one of n items has
+// been received, then stops the ones still waiting, and returns the items
+// received in total.
+func consumeAll(t *testing.T, consumers, n int, take func(ctx context.Context) (string, error)) map[string]int {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var mu sync.Mutex
+	got := map[string]int{}
+	var total atomic.Int64
+	var wg sync.WaitGroup
+	errs := make(chan error, consumers)
+	for range consumers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				v, err := take(ctx)
+				if err != nil {
+					if ctx.Err() == nil || !errors.Is(err, ctx.Err()) {
+						errs <- err
+					}
+					return
+				}
+				mu.Lock()
+				got[v]++
+				mu.Unlock()
+				if total.Add(1) == int64(n) {
+					cancel() // every item is in: stop the waiting consumers
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+	require.Equal(t, int64(n), total.Load(), "items received before the deadline")
+	return got
+}
+
+func requireExactlyOnce(t *testing.T, got map[string]int, want []string) {
+	t.Helper()
+	require.Len(t, got, len(want), "distinct items received")
+	for _, w := range want {
+		require.Equal(t, 1, got[w], "item %s received %d times", w, got[w])
+	}
+}
+
+func TestStagedDequeueWaitManyConsumers(t *testing.T) {
+	for _, faults := range []bool{false, true} {
+		t.Run(fmt.Sprintf("faults=%v", faults), func(t *testing.T) {
+			opts := []memdb.Option{memdb.WithSeed(7)}
+			if faults {
+				opts = append(opts, memdb.WithFaults(stagingFaults))
+			}
+			db := stgDB(t, opts...)
+			sub := stgSubspace(t, "many")
+			q := stgQueue(t, sub, fdbqueue.WithStaging(fdbqueue.StagingConfig{BatchSize: 16}))
+			const producers, perProducer, consumers = 4, 60, 32
+			var want []string
+			for p := range producers {
+				for i := range perProducer {
+					want = append(want, fmt.Sprintf("p%d-%d", p, i))
+				}
+			}
+			var pwg sync.WaitGroup
+			for p := range producers {
+				pwg.Add(1)
+				go func() {
+					defer pwg.Done()
+					for i := range perProducer {
+						if err := q.Enqueue(context.Background(), db, fmt.Appendf(nil, "p%d-%d", p, i)); err != nil {
+							t.Errorf("enqueue: %v", err)
+							return
+						}
+					}
+				}()
+			}
+			got := consumeAll(t, consumers, len(want), func(ctx context.Context) (string, error) {
+				v, err := q.DequeueWait(ctx, db)
+				return string(v), err
+			})
+			pwg.Wait()
+			requireExactlyOnce(t, got, want)
+			_, err := q.Dequeue(context.Background(), db)
+			require.ErrorIs(t, err, fdbqueue.ErrEmpty, "nothing left in the queue")
+			require.Empty(t, stagingKeys(t, db, sub), "requests or results left behind")
+			requireNoWatches(t, db)
+		})
+	}
+}
+
+// Many consumers calling the non-blocking staged Dequeue on a filled queue
+// drain it exactly once and stop with ErrEmpty.
+func TestStagedDequeueManyConsumersDrain(t *testing.T) {
+	for _, faults := range []bool{false, true} {
+		t.Run(fmt.Sprintf("faults=%v", faults), func(t *testing.T) {
+			ctx := context.Background()
+			opts := []memdb.Option{memdb.WithSeed(11)}
+			if faults {
+				opts = append(opts, memdb.WithFaults(stagingFaults))
+			}
+			db := stgDB(t, opts...)
+			sub := stgSubspace(t, "drain")
+			q := stgQueue(t, sub, fdbqueue.WithStaging(fdbqueue.StagingConfig{BatchSize: 16}))
+			var want [][]byte
+			var wantS []string
+			for i := range 320 {
+				want = append(want, fmt.Appendf(nil, "i%d", i))
+				wantS = append(wantS, fmt.Sprintf("i%d", i))
+			}
+			for i := 0; i < len(want); i += 80 {
+				require.NoError(t, q.EnqueueBatch(ctx, db, want[i:i+80]))
+			}
+			var mu sync.Mutex
+			got := map[string]int{}
+			var wg sync.WaitGroup
+			for range 32 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for {
+						v, err := q.Dequeue(ctx, db)
+						if errors.Is(err, fdbqueue.ErrEmpty) {
+							return
+						}
+						if err != nil {
+							t.Errorf("dequeue: %v", err)
+							return
+						}
+						mu.Lock()
+						got[string(v)]++
+						mu.Unlock()
+					}
+				}()
+			}
+			wg.Wait()
+			requireExactlyOnce(t, got, wantS)
+			require.Empty(t, stagingKeys(t, db, sub))
+			requireNoWatches(t, db)
+		})
+	}
+}
+
+func TestStagedPopManyConsumers(t *testing.T) {
+	for _, faults := range []bool{false, true} {
+		t.Run(fmt.Sprintf("faults=%v", faults), func(t *testing.T) {
+			opts := []memdb.Option{memdb.WithSeed(3)}
+			if faults {
+				opts = append(opts, memdb.WithFaults(stagingFaults))
+			}
+			db := stgDB(t, opts...)
+			sub := stgSubspace(t, "pq")
+			pq, err := fdbqueue.NewPriorityQueue(sub, fdbqueue.WithStaging(fdbqueue.StagingConfig{BatchSize: 16}))
+			require.NoError(t, err)
+			const producers, perProducer, consumers = 4, 60, 32
+			var want []string
+			for p := range producers {
+				for i := range perProducer {
+					want = append(want, fmt.Sprintf("p%d-%d", p, i))
+				}
+			}
+			var pwg sync.WaitGroup
+			for p := range producers {
+				pwg.Add(1)
+				go func() {
+					defer pwg.Done()
+					for i := range perProducer {
+						prio := int64((i*7 + p) % 10)
+						if err := pq.Push(context.Background(), db, fmt.Appendf(nil, "p%d-%d", p, i), prio); err != nil {
+							t.Errorf("push: %v", err)
+							return
+						}
+					}
+				}()
+			}
+			var n atomic.Int64
+			got := consumeAll(t, consumers, len(want), func(ctx context.Context) (string, error) {
+				pop := pq.PopMinWait
+				if n.Add(1)%2 == 0 {
+					pop = pq.PopMaxWait
+				}
+				it, err := pop(ctx, db)
+				return string(it.Value), err
+			})
+			pwg.Wait()
+			requireExactlyOnce(t, got, want)
+			_, err = pq.PopMin(context.Background(), db)
+			require.ErrorIs(t, err, fdbqueue.ErrEmpty)
+			require.Empty(t, stagingKeys(t, db, sub))
+			requireNoWatches(t, db)
+		})
+	}
+}
+
+// Staged PopMin and PopMax return the extremes, like the plain ones.
+func TestStagedPopOrder(t *testing.T) {
+	ctx := context.Background()
+	db := stgDB(t)
+	pq, err := fdbqueue.NewPriorityQueue(stgSubspace(t, "pqorder"), fdbqueue.WithStaging(fdbqueue.StagingConfig{}))
+	require.NoError(t, err)
+	for _, p := range []int64{5, -3, 9, 0} {
+		require.NoError(t, pq.Push(ctx, db, fmt.Appendf(nil, "%d", p), p))
+	}
+	it, err := pq.PopMin(ctx, db)
+	require.NoError(t, err)
+	require.Equal(t, int64(-3), it.Priority)
+	it, err = pq.PopMaxWait(ctx, db)
+	require.NoError(t, err)
+	require.Equal(t, int64(9), it.Priority)
+	it, err = pq.PopMinWait(ctx, db)
+	require.NoError(t, err)
+	require.Equal(t, int64(0), it.Priority)
+	it, err = pq.PopMax(ctx, db)
+	require.NoError(t, err)
+	require.Equal(t, "5", string(it.Value))
+}
+
+// A waiter blocked on an empty queue wakes when an item is enqueued.
+func TestStagedWaitWakesOnEnqueue(t *testing.T) {
+	db := stgDB(t)
+	sub := stgSubspace(t, "wake")
+	q := stgQueue(t, sub, fdbqueue.WithStaging(fdbqueue.StagingConfig{}))
+	armed := make(chan struct{}, 1)
+	fdbqueue.SetStagingHook(q, func(p string) {
+		if p == "armed" {
+			select {
+			case armed <- struct{}{}:
+			default:
+			}
+		}
+	})
+	done := make(chan []byte, 1)
+	go func() {
+		v, err := q.DequeueWait(context.Background(), db)
+		if err != nil {
+			t.Errorf("DequeueWait: %v", err)
+		}
+		done <- v
+	}()
+	<-armed
+	require.NoError(t, q.Enqueue(context.Background(), db, []byte("late")))
+	require.Equal(t, "late", string(<-done))
+	require.Empty(t, stagingKeys(t, db, sub))
+	requireNoWatches(t, db)
+}
+
+func TestStagedCancelBeforeRegistration(t *testing.T) {
+	db := stgDB(t)
+	sub := stgSubspace(t, "cancel0")
+	q := stgQueue(t, sub, fdbqueue.WithStaging(fdbqueue.StagingConfig{}))
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err := q.DequeueWait(ctx, db)
+	require.ErrorIs(t, err, context.Canceled)
+	require.Empty(t, stagingKeys(t, db, sub))
+}
+
+func TestStagedCancelAfterRegistration(t *testing.T) {
+	db := stgDB(t)
+	sub := stgSubspace(t, "cancel1")
+	q := stgQueue(t, sub, fdbqueue.WithStaging(fdbqueue.StagingConfig{}))
+	ctx, cancel := context.WithCancel(context.Background())
+	fdbqueue.SetStagingHook(q, func(p string) {
+		if p == "registered" {
+			require.NotEmpty(t, stagingKeys(t, db, sub), "the request is filed")
+			cancel()
+		}
+	})
+	_, err := q.DequeueWait(ctx, db)
+	require.ErrorIs(t, err, context.Canceled)
+	require.Empty(t, stagingKeys(t, db, sub), "the request was withdrawn")
+	requireNoWatches(t, db)
+
+	// The withdrawn request takes nothing: the next item goes to the next
+	// consumer.
+	require.NoError(t, q.Enqueue(context.Background(), db, []byte("kept")))
+	v, err := q.Dequeue(context.Background(), db)
+	require.NoError(t, err)
+	require.Equal(t, "kept", string(v))
+}
+
+// A waiter whose request was fulfilled but whose context ends before it
+// collects writes the item back at its original key.
+func TestStagedCancelAfterFulfilment(t *testing.T) {
+	ctx := context.Background()
+	db := stgDB(t)
+	sub := stgSubspace(t, "cancel2")
+	q := stgQueue(t, sub, fdbqueue.WithStaging(fdbqueue.StagingConfig{}))
+	plain := stgQueue(t, sub) // a producer that does not wake waiters
+	wctx, cancel := context.WithCancel(ctx)
+	var itemKey []byte
+	fdbqueue.SetStagingHook(q, func(p string) {
+		if p != "armed" {
+			return
+		}
+		require.NoError(t, plain.Enqueue(ctx, db, []byte("handed")))
+		keys := itemKeys(t, db, sub)
+		require.Len(t, keys, 1)
+		itemKey = keys[0]
+		n, err := fdbqueue.FulfilStaged(ctx, db, q)
+		require.NoError(t, err)
+		require.Equal(t, 1, n, "the waiter's request is served")
+		require.Empty(t, itemKeys(t, db, sub), "the item moved to the waiter's result")
+		cancel()
+	})
+	_, err := q.DequeueWait(wctx, db)
+	require.ErrorIs(t, err, context.Canceled)
+	require.Equal(t, [][]byte{itemKey}, itemKeys(t, db, sub), "the item is back at its original key")
+	require.Empty(t, stagingKeys(t, db, sub))
+	requireNoWatches(t, db)
+}
+
+// A take whose commit is interrupted (it may or may not apply) while the
+// caller's context ends leaves the item in the queue either way.
+func TestStagedCancelDuringTake(t *testing.T) {
+	for _, applied := range []bool{false, true} {
+		t.Run(fmt.Sprintf("applied=%v", applied), func(t *testing.T) {
+			ctx := context.Background()
+			db := stgDB(t)
+			sub := stgSubspace(t, "cancel3")
+			q := stgQueue(t, sub, fdbqueue.WithStaging(fdbqueue.StagingConfig{}))
+			require.NoError(t, q.Enqueue(ctx, db, []byte("x")))
+			before := itemKeys(t, db, sub)
+			wctx, cancel := context.WithCancel(ctx)
+			fdbqueue.SetStagingHook(q, func(p string) {
+				switch p {
+				case "taking":
+					db.FailNextCommit(kv.CommitInterrupted(kv.ErrTransactionCancelled), applied)
+				case "failed":
+					cancel()
+				}
+			})
+			_, err := q.Dequeue(wctx, db)
+			require.ErrorIs(t, err, context.Canceled)
+			require.False(t, kv.MaybeCommitted(err), "the cleanup settled the outcome: %v", err)
+			require.Equal(t, before, itemKeys(t, db, sub), "the item is in the queue, at its key")
+			require.Empty(t, stagingKeys(t, db, sub))
+		})
+	}
+}
+
+// An interrupted take with the caller still waiting is resolved through
+// the journal: the item is returned once.
+func TestStagedInterruptedTakeResolved(t *testing.T) {
+	ctx := context.Background()
+	db := stgDB(t)
+	sub := stgSubspace(t, "interrupted")
+	q := stgQueue(t, sub, fdbqueue.WithStaging(fdbqueue.StagingConfig{}))
+	require.NoError(t, q.EnqueueBatch(ctx, db, [][]byte{[]byte("a"), []byte("b")}))
+	db.FailNextCommit(kv.CommitInterrupted(kv.ErrTransactionTimedOut), true)
+	v, err := q.Dequeue(ctx, db)
+	require.NoError(t, err)
+	require.Equal(t, "a", string(v))
+	v, err = q.Dequeue(ctx, db)
+	require.NoError(t, err)
+	require.Equal(t, "b", string(v))
+}
+
+// A waiter that is fulfilled and never collects (it hung or crashed)
+// strands its item only until the claim timeout: Recover puts it back. When
+// the waiter comes back it finds its request gone and files a new one.
+func TestStagedCrashRecovery(t *testing.T) {
+	ctx := context.Background()
+	clock := memdb.NewManualClock(time.Unix(1_700_000_000, 0))
+	db := stgDB(t)
+	sub := stgSubspace(t, "crash")
+	const timeout = 30 * time.Second
+	q := stgQueue(t, sub, fdbqueue.WithClock(clock.Now),
+		fdbqueue.WithStaging(fdbqueue.StagingConfig{ClaimTimeout: timeout}))
+	plain := stgQueue(t, sub, fdbqueue.WithClock(clock.Now))
+
+	hung := make(chan struct{})
+	release := make(chan struct{})
+	events := make(chan string, 16)
+	var once sync.Once
+	fdbqueue.SetStagingHook(q, func(p string) {
+		events <- p
+		if p == "armed" {
+			once.Do(func() {
+				close(hung)
+				<-release // hang after registering, before collecting
+			})
+		}
+	})
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	result := make(chan string, 1)
+	go func() {
+		v, err := q.DequeueWait(wctx, db)
+		if err != nil {
+			t.Errorf("DequeueWait: %v", err)
+		}
+		result <- string(v)
+	}()
+	<-hung
+
+	// The hung waiter's request is served: its item sits in its result.
+	require.NoError(t, plain.Enqueue(ctx, db, []byte("stranded")))
+	key := itemKeys(t, db, sub)[0]
+	n, err := fdbqueue.FulfilStaged(ctx, db, q)
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	require.Empty(t, itemKeys(t, db, sub))
+
+	st, err := q.Recover(ctx, db)
+	require.NoError(t, err)
+	require.Equal(t, fdbqueue.RecoverStats{}, st, "nothing expired yet")
+
+	clock.Advance(timeout + time.Second)
+	st, err = q.Recover(ctx, db)
+	require.NoError(t, err)
+	require.Equal(t, fdbqueue.RecoverStats{ReturnedItems: 1}, st)
+	require.Equal(t, [][]byte{key}, itemKeys(t, db, sub), "the item is back at its original key")
+	v, err := plain.Dequeue(ctx, db)
+	require.NoError(t, err)
+	require.Equal(t, "stranded", string(v))
+
+	// The slow waiter resumes, finds its request gone, registers again and
+	// gets the next item.
+	close(release)
+	for p := range events {
+		if p == "lost" {
+			break
+		}
+	}
+	for p := range events {
+		if p == "armed" {
+			break
+		}
+	}
+	require.NoError(t, q.Enqueue(ctx, db, []byte("next")))
+	require.Equal(t, "next", <-result)
+	require.Empty(t, stagingKeys(t, db, sub))
+	requireNoWatches(t, db)
+}
+
+// Requests whose waiters stopped renewing them hold up nobody: a consumer
+// that finds only expired requests takes the head, and Recover drops them.
+func TestStagedExpiredRequestsDropped(t *testing.T) {
+	ctx := context.Background()
+	clock := memdb.NewManualClock(time.Unix(1_700_000_000, 0))
+	db := stgDB(t)
+	sub := stgSubspace(t, "expired")
+	const timeout = 10 * time.Second
+	q := stgQueue(t, sub, fdbqueue.WithClock(clock.Now),
+		fdbqueue.WithStaging(fdbqueue.StagingConfig{ClaimTimeout: timeout}))
+
+	// Two waiters file requests and hang for good.
+	var hangs sync.WaitGroup
+	hangs.Add(2)
+	release := make(chan struct{})
+	var mu sync.Mutex
+	seen := 0
+	fdbqueue.SetStagingHook(q, func(p string) {
+		if p != "armed" {
+			return
+		}
+		mu.Lock()
+		seen++
+		first := seen <= 2
+		mu.Unlock()
+		if first {
+			hangs.Done()
+			<-release
+		}
+	})
+	wctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, _ = q.DequeueWait(wctx, db)
+		}()
+	}
+	hangs.Wait()
+	require.Len(t, stagingKeys(t, db, sub), 2)
+
+	clock.Advance(timeout + time.Second)
+	// A new consumer is not held up by the stale requests: they are
+	// dropped, and it takes the item.
+	require.NoError(t, q.Enqueue(ctx, db, []byte("fresh")))
+	v, err := q.Dequeue(ctx, db)
+	require.NoError(t, err)
+	require.Equal(t, "fresh", string(v))
+
+	st, err := q.Recover(ctx, db)
+	require.NoError(t, err)
+	require.Equal(t, fdbqueue.RecoverStats{DroppedRequests: 2}, st)
+	require.Empty(t, stagingKeys(t, db, sub))
+	cancel()
+	close(release)
+	wg.Wait()
+	require.Empty(t, stagingKeys(t, db, sub))
+	requireNoWatches(t, db)
+}
