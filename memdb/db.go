@@ -251,14 +251,15 @@ func (db *DB) tooOldLocked(rv int64, grvTime, now time.Time) bool {
 }
 
 // readPoint reads key as of rv for a transaction whose read version was
-// obtained at grvTime.
-func (db *DB) readPoint(key []byte, rv int64, grvTime time.Time) ([]byte, bool, error) {
+// obtained at grvTime. fresh says the read version was obtained just now,
+// so it cannot be too old (this spares a clock read).
+func (db *DB) readPoint(key []byte, rv int64, grvTime time.Time, fresh bool) ([]byte, bool, error) {
 	db.mu.RLock()
 	if db.closed {
 		db.mu.RUnlock()
 		return nil, false, ErrClosed
 	}
-	if db.tooOldLocked(rv, grvTime, db.clock.Now()) {
+	if !fresh && db.tooOldLocked(rv, grvTime, db.clock.Now()) {
 		db.mu.RUnlock()
 		db.stats.tooOld.Add(1)
 		return nil, false, kv.ErrTransactionTooOld

@@ -75,12 +75,13 @@ func (tx *transaction) get(key []byte, snap bool) kv.FutureValue {
 	}
 	db := tx.db
 	if !db.latency {
-		if tx.rvState != rvHave {
+		fresh := tx.rvState != rvHave
+		if fresh {
 			tx.obtainRVLocked()
 		}
 		rv, grvTime := tx.rv, tx.grvTime
 		tx.mu.Unlock()
-		v, ok, err := db.readPoint(key, rv, grvTime)
+		v, ok, err := db.readPoint(key, rv, grvTime, fresh)
 		if err != nil {
 			return &valueFuture{err: err}
 		}
@@ -106,7 +107,7 @@ func (tx *transaction) get(key []byte, snap bool) kv.FutureValue {
 			f.err = err
 			return
 		}
-		v, ok, err := db.readPoint(k, rv, grvTime)
+		v, ok, err := db.readPoint(k, rv, grvTime, false)
 		if err != nil {
 			f.err = err
 			return

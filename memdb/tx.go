@@ -101,16 +101,27 @@ func (db *DB) newTransaction(ctx context.Context) (*transaction, error) {
 	return tx, nil
 }
 
-// stampCreation records the creation time, from which the timeout counts,
-// on the DB's clock and in real time (one clock read when they are the
-// same clock).
+// stampCreation marks the transaction as just created (or Reset). The
+// clock is read lazily, at the first operation that needs it (its first
+// read version, or SetTimeout), which spares a clock read per transaction:
+// the timeout then counts from that moment, a negligible difference.
 func (tx *transaction) stampCreation() {
-	tx.createdAt = tx.db.clock.Now()
-	if _, real := tx.db.clock.(realClock); real {
-		tx.createdReal = tx.createdAt
-	} else {
-		tx.createdReal = time.Now()
+	tx.createdAt, tx.createdReal = time.Time{}, time.Time{}
+}
+
+// creationLocked returns the creation time on the DB's clock and in real
+// time, taking now (on the DB's clock) as the creation time if it was not
+// taken yet.
+func (tx *transaction) creationLocked(now time.Time) (time.Time, time.Time) {
+	if tx.createdAt.IsZero() {
+		tx.createdAt = now
+		if _, real := tx.db.clock.(realClock); real {
+			tx.createdReal = now
+		} else {
+			tx.createdReal = time.Now()
+		}
 	}
+	return tx.createdAt, tx.createdReal
 }
 
 // release drops the transaction's context binding and timer.
@@ -176,8 +187,11 @@ func (tx *transaction) cancelledLocked() error {
 	if tx.cancelErr == nil {
 		if tx.db.closedFlag.Load() {
 			tx.cancelLocked(ErrClosed)
-		} else if tx.timeout > 0 && tx.db.clock.Now().Sub(tx.createdAt) > tx.timeout {
-			tx.cancelLocked(kv.ErrTransactionTimedOut)
+		} else if tx.timeout > 0 {
+			now := tx.db.clock.Now()
+			if created, _ := tx.creationLocked(now); now.Sub(created) > tx.timeout {
+				tx.cancelLocked(kv.ErrTransactionTimedOut)
+			}
 		}
 	}
 	return tx.cancelErr
@@ -222,6 +236,7 @@ func (tx *transaction) setErrLocked(err error) {
 // committed before that time, which garbage collection relies on.
 func (tx *transaction) obtainRVLocked() {
 	tx.grvTime = tx.db.clock.Now()
+	tx.creationLocked(tx.grvTime)
 	tx.rv = tx.db.version.Load()
 	tx.rvState = rvHave
 }
@@ -957,7 +972,8 @@ func (tx *transaction) armTimerLocked() {
 	if tx.timeout <= 0 {
 		return
 	}
-	left := tx.timeout - time.Since(tx.createdReal)
+	_, createdReal := tx.creationLocked(tx.db.clock.Now())
+	left := tx.timeout - time.Since(createdReal)
 	if left <= 0 {
 		tx.cancelLocked(kv.ErrTransactionTimedOut)
 		return
