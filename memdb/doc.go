@@ -81,8 +81,9 @@
 //   - Limits: keys over 10,000 bytes (key_too_large), values over 100,000
 //     (value_too_large), transactions over 10,000,000 bytes of mutations and
 //     conflict ranges (transaction_too_large, at commit), writes to keys at
-//     or after \xff (key_outside_legal_range), ranges whose begin is after
-//     their end (inverted_range). As in FDB, writes return no error: the
+//     or after \xff (key_outside_legal_range), cleared or conflict ranges
+//     whose begin is after their end (inverted_range; a range read of such a
+//     range returns no pairs, as FDB's does). As in FDB, writes return no error: the
 //     transaction enters an error state that every later read and Commit
 //     report. Reads of keys longer than the limit find nothing (no such key
 //     can exist) and range bounds longer than it are shortened.

@@ -127,6 +127,11 @@ func (tx *transaction) GetRange(r kv.KeyRange, opts kv.RangeOptions) kv.RangeRes
 
 func (tx *transaction) getRange(r kv.KeyRange, opts kv.RangeOptions, snap bool) kv.RangeResult {
 	b, e, err := checkRange(r)
+	if err == kv.ErrInvertedRange {
+		// FDB's getRange answers a range whose begin is after its end with
+		// no pairs (its key selectors cross), not inverted_range.
+		b, e, err = nil, nil, nil
+	}
 	if opts.Limit < 0 && err == nil {
 		err = kv.ErrClientInvalidOp
 	}
