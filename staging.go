@@ -84,9 +84,11 @@ const (
 	maxStagingBatch = 10_000
 	// resultScan is how many results a fulfilment checks for expiry.
 	resultScan = 8
-	// helpers is how many of the oldest waiters serve the requests ahead
-	// of them when the items will not reach their own.
+	// helpers is how many waiters, those of the oldest requests, run
+	// fulfilments; the others wait to be served.
 	helpers = 2
+	// maxStepBackoff caps the backoff between failed steps.
+	maxStepBackoff = 20 * time.Millisecond
 	// recoverBatch is how many staging keys Recover examines per
 	// transaction.
 	recoverBatch = 256
@@ -371,6 +373,9 @@ func (w *waiter[T]) loop(ctx, callerCtx context.Context) (T, error) {
 	if err != nil {
 		return zero, err
 	}
+	// A failed step usually means another waiter made progress: back off
+	// briefly, not for up to a second.
+	_ = tr.Options().SetMaxRetryDelay(maxStepBackoff)
 	fails := 0
 	stop := func(err error) error { return w.abandon(callerCtx, err) }
 	for {
@@ -456,18 +461,23 @@ func (w *waiter[T]) step(tr kv.Transaction) (out outcome[T], err error) {
 	if err != nil {
 		return out, err
 	}
+	rec = eager(rec)
 	now := s.st.now()
 	if w.reqKey == nil {
-		head := tr.Snapshot().GetRange(s.items, kv.RangeOptions{Limit: 1, Reverse: s.reverse})
-		last := tr.Snapshot().GetRange(s.reqRange, kv.RangeOptions{Limit: 1, Reverse: true})
+		head := eager(tr.Snapshot().GetRange(s.items, kv.RangeOptions{Limit: 1, Reverse: s.reverse}))
+		last := eager(tr.Snapshot().GetRange(s.reqRange, kv.RangeOptions{Limit: 1, Reverse: true}))
+		first := eager(tr.Snapshot().GetRange(s.reqRange, kv.RangeOptions{Limit: helpers, Mode: kv.StreamingModeExact}))
 		if prev, done, err := w.o.applied(rec); err != nil || done {
 			return w.replayed(prev, err)
 		}
-		return w.fresh(tr, now, head, last)
+		return w.fresh(tr, now, head, last, first)
 	}
 	reqF := tr.Get(w.reqKey)
 	resF := tr.Get(w.resKey)
-	pending := tr.Snapshot().GetRange(s.reqRange, kv.RangeOptions{Limit: s.st.cfg.BatchSize, Mode: kv.StreamingModeExact})
+	pending := eager(tr.Snapshot().GetRange(s.reqRange, kv.RangeOptions{Limit: s.st.cfg.BatchSize, Mode: kv.StreamingModeExact}))
+	// The reads a fulfilment needs are issued now too, so that a helper's
+	// step takes one round trip; a waiter that only collects wastes them.
+	pre := s.prefetch(tr, s.st.cfg.BatchSize)
 	if prev, done, err := w.o.applied(rec); err != nil || done {
 		return w.replayed(prev, err)
 	}
@@ -493,7 +503,7 @@ func (w *waiter[T]) step(tr kv.Transaction) (out outcome[T], err error) {
 		s.st.point("lost")
 		return out, nil
 	default:
-		return w.fulfil(tr, now, pending)
+		return w.fulfil(tr, now, pending, pre)
 	}
 }
 
@@ -510,13 +520,17 @@ func (w *waiter[T]) replayed(prev [][]byte, err error) (out outcome[T], _ error)
 
 // fresh is the step of a waiter without a request: the one plain attempt,
 // or registration.
-func (w *waiter[T]) fresh(tr kv.Transaction, now time.Time, head, last kv.RangeResult) (out outcome[T], err error) {
+func (w *waiter[T]) fresh(tr kv.Transaction, now time.Time, head, last, first kv.RangeResult) (out outcome[T], err error) {
 	s := w.s
 	heads, err := head.GetSlice()
 	if err != nil {
 		return out, err
 	}
 	lasts, err := last.GetSlice()
+	if err != nil {
+		return out, err
+	}
+	firsts, err := first.GetSlice()
 	if err != nil {
 		return out, err
 	}
@@ -546,7 +560,19 @@ func (w *waiter[T]) fresh(tr kv.Transaction, now time.Time, head, last kv.RangeR
 		return out, err
 	}
 	out.registered = true
-	if len(heads) == 0 {
+	ahead := 0
+	for _, r := range firsts {
+		if d, ok := decodeDeadline(r.Value); ok && now.Before(d) {
+			ahead++
+		}
+	}
+	switch {
+	case ahead >= helpers:
+		// Not a helper: sleep at once until served, or until the request
+		// ahead (the newest at registration) leaves.
+		w.watches = append(w.watches, tr.Watch(w.reqKey), tr.Watch(lasts[0].Key))
+		out.armed = true
+	case len(heads) == 0:
 		w.arm(tr)
 		out.armed = true
 	}
@@ -638,15 +664,42 @@ func (w *waiter[T]) collect(tr kv.Transaction, resV []byte) (out outcome[T], err
 	return out, nil
 }
 
-// fulfil serves the oldest requests with the first items, in one
-// transaction. pending is the snapshot read of the first requests.
-func (w *waiter[T]) fulfil(tr kv.Transaction, now time.Time, pending kv.RangeResult) (out outcome[T], err error) {
+// fulfil is the step of a waiter whose request is waiting. Only the
+// helpers, the waiters of the oldest requests, run fulfilments: they serve
+// the first requests with the first items, in one transaction. The other
+// waiters sleep until their request changes (a helper served it) or the
+// request ahead of theirs leaves (then they may have become helpers), so a
+// busy queue sees about one fulfilment per batch, not one per waiter.
+// pending is the snapshot read of the first requests.
+func (w *waiter[T]) fulfil(tr kv.Transaction, now time.Time, pending kv.RangeResult, pre prefetched) (out outcome[T], err error) {
 	s := w.s
 	reqs, err := pending.GetSlice()
 	if err != nil {
 		return out, err
 	}
-	res, err := s.serve(tr, now, reqs, w)
+	live, pos, err := s.liveRequests(tr, now, reqs, w.reqKey)
+	if err != nil {
+		return out, err
+	}
+	if pos >= helpers {
+		if !w.wait {
+			// A plain Dequeue waits only if the items reach its request.
+			items, err := pre.items.GetSlice()
+			if err != nil {
+				return out, err
+			}
+			if len(items) <= pos && len(items) < pre.limit {
+				return w.withdraw(tr)
+			}
+		}
+		if !now.Before(w.renewAt) {
+			w.renew(tr, now)
+		}
+		w.watches = append(w.watches, tr.Watch(w.reqKey), tr.Watch(live[min(pos, len(live))-1].Key))
+		out.armed = true
+		return out, nil
+	}
+	res, err := s.serve(tr, now, live, w, pre)
 	if err != nil {
 		return out, err
 	}
@@ -654,25 +707,56 @@ func (w *waiter[T]) fulfil(tr kv.Transaction, now time.Time, pending kv.RangeRes
 		out.done, out.val = true, res.val
 		return out, nil
 	}
-	if !res.emptyForMe {
-		if !now.Before(w.renewAt) {
-			w.renew(tr, now)
-		}
-		return out, nil
-	}
-	if !w.wait {
-		// Plain Dequeue on a queue with no item for us: withdraw.
-		tr.Clear(w.reqKey)
-		w.withdrawing = true
-		out.done, out.err = true, ErrEmpty
-		return out, nil
-	}
 	if !now.Before(w.renewAt) {
 		w.renew(tr, now)
+	}
+	if !res.emptyForMe {
+		return out, nil // served others; the next step serves this one
+	}
+	if !w.wait {
+		return w.withdraw(tr)
 	}
 	w.arm(tr)
 	out.armed = true
 	return out, nil
+}
+
+// withdraw clears the waiter's request: a plain Dequeue found no item for
+// it.
+func (w *waiter[T]) withdraw(tr kv.Transaction) (out outcome[T], err error) {
+	tr.Clear(w.reqKey)
+	w.withdrawing = true
+	out.done, out.err = true, ErrEmpty
+	return out, nil
+}
+
+// liveRequests drops, in tr, the expired requests among reqs (their waiters
+// stopped renewing them) and returns the others with the place of the
+// request mine among them (len(live) when it is not there).
+func (s *stageSide[T]) liveRequests(tr kv.Transaction, now time.Time, reqs []kv.KeyValue, mine []byte) (live []kv.KeyValue, pos int, err error) {
+	pos = -1
+	for _, r := range reqs {
+		if mine != nil && bytes.Equal(r.Key, mine) {
+			pos = len(live)
+			live = append(live, r)
+			continue
+		}
+		d, ok := decodeDeadline(r.Value)
+		_, _, perr := s.parseReq(r.Key)
+		if ok && perr == nil && now.Before(d) {
+			live = append(live, r)
+			continue
+		}
+		// Expired, or not a request: drop it.
+		if err := tr.AddReadConflictKey(r.Key); err != nil {
+			return nil, 0, err
+		}
+		tr.Clear(r.Key)
+	}
+	if pos < 0 {
+		pos = len(live)
+	}
+	return live, pos, nil
 }
 
 // served is what one fulfilment pass did.
@@ -683,66 +767,28 @@ type served[T any] struct {
 	emptyForMe bool // the queue ran out before the caller's request
 }
 
-// serve matches the live requests among reqs, oldest first, with the first
-// items and buffers the transitions in tr. w is the waiter running it (its
-// own request is served by taking the item directly), or nil.
-func (s *stageSide[T]) serve(tr kv.Transaction, now time.Time, reqs []kv.KeyValue, w *waiter[T]) (res served[T], err error) {
-	var mine []byte
+// serve matches the live requests, oldest first, with the first items and
+// buffers the transitions in tr; it also returns the items of a few expired
+// results. w is the waiter running it (its own request is served by taking
+// the item directly), or nil.
+func (s *stageSide[T]) serve(tr kv.Transaction, now time.Time, live []kv.KeyValue, w *waiter[T], pre prefetched) (res served[T], err error) {
+	var mine, myRes []byte
 	if w != nil {
-		mine = w.reqKey
+		mine, myRes = w.reqKey, w.resKey
 	}
-	live := reqs[:0:0]
-	for _, r := range reqs {
-		if bytes.Equal(r.Key, mine) {
-			live = append(live, r)
-			continue
-		}
-		d, ok := decodeDeadline(r.Value)
-		_, _, perr := s.parseReq(r.Key)
-		if ok && perr == nil && now.Before(d) {
-			live = append(live, r)
-			continue
-		}
-		// Expired (its waiter stopped renewing) or not a request: drop it.
-		if err := tr.AddReadConflictKey(r.Key); err != nil {
-			return res, err
-		}
-		tr.Clear(r.Key)
+	if pre.items == nil {
+		pre = s.prefetch(tr, max(len(live), 1))
 	}
-	// pos is the caller's place among the live requests (len(live) when
-	// it is beyond the batch).
-	pos := len(live)
-	for i, r := range live {
-		if bytes.Equal(r.Key, mine) {
-			pos = i
-			break
-		}
-	}
-	limit := max(len(live), 1)
-	itemsR := tr.Snapshot().GetRange(s.items, kv.RangeOptions{Limit: limit, Reverse: s.reverse, Mode: kv.StreamingModeExact})
-	resR := tr.Snapshot().GetRange(s.resRange, kv.RangeOptions{Limit: resultScan})
-	items, err := itemsR.GetSlice()
+	items, err := pre.items.GetSlice()
 	if err != nil {
 		return res, err
 	}
-	results, err := resR.GetSlice()
+	results, err := pre.results.GetSlice()
 	if err != nil {
 		return res, err
-	}
-	var myRes []byte
-	if w != nil {
-		myRes = w.resKey
 	}
 	if _, err := s.expireResults(tr, now, results, myRes); err != nil {
 		return res, err
-	}
-	if w != nil && len(items) <= pos && pos >= helpers {
-		// Too few items to reach the caller's request: the waiters ahead
-		// serve themselves (they were woken too). Only the first few help,
-		// so that an item does not wake every waiter into one conflicting
-		// fulfilment, yet one stalled waiter does not hold up the rest.
-		res.emptyForMe = true
-		return res, nil
 	}
 	timeout := s.st.cfg.ClaimTimeout
 	used := 0
@@ -763,13 +809,14 @@ func (s *stageSide[T]) serve(tr kv.Transaction, now time.Time, reqs []kv.KeyValu
 			break // serve the good items before the bad one
 		}
 		used += cost
+		// Conflict keys go before the clears, which would hide them.
 		if err := tr.AddReadConflictKey(it.Key); err != nil {
 			return res, err
 		}
-		tr.Clear(it.Key)
 		if err := tr.AddReadConflictKey(r.Key); err != nil {
 			return res, err
 		}
+		tr.Clear(it.Key)
 		tr.Clear(r.Key)
 		res.n++
 		if mine != nil && bytes.Equal(r.Key, mine) {
@@ -780,11 +827,73 @@ func (s *stageSide[T]) serve(tr kv.Transaction, now time.Time, reqs []kv.KeyValu
 		_, rid, _ := s.parseReq(r.Key)
 		tr.Set(s.resKey(rid), encodeResult(now.Add(timeout), it.Key, it.Value))
 	}
-	// The items ran out before the caller's request (served or not, every
-	// item read was used, and the read reached the end of the queue).
-	res.emptyForMe = !res.mine && res.n == len(items) && len(items) < limit
+	// The items ran out before the caller's request (every item read was
+	// used, and the read reached the end of the queue).
+	res.emptyForMe = !res.mine && res.n == len(items) && len(items) < pre.limit
 	return res, nil
 }
+
+// prefetched holds a fulfilment's reads of the first items (up to limit)
+// and of a few results (to expire), started together.
+type prefetched struct {
+	items, results kv.RangeResult
+	limit          int
+}
+
+func (s *stageSide[T]) prefetch(tr kv.Transaction, limit int) prefetched {
+	return prefetched{
+		items:   eager(tr.Snapshot().GetRange(s.items, kv.RangeOptions{Limit: limit, Reverse: s.reverse, Mode: kv.StreamingModeExact})),
+		results: eager(tr.Snapshot().GetRange(s.resRange, kv.RangeOptions{Limit: resultScan})),
+		limit:   limit,
+	}
+}
+
+// eagerRange is a range read started at once in its own goroutine, so that
+// a step's reads overlap (a RangeResult otherwise runs when consumed).
+type eagerRange struct {
+	done chan struct{}
+	kvs  []kv.KeyValue
+	err  error
+}
+
+// eager starts rr (nil stays nil).
+func eager(rr kv.RangeResult) kv.RangeResult {
+	if rr == nil {
+		return nil
+	}
+	e := &eagerRange{done: make(chan struct{})}
+	go func() {
+		defer close(e.done)
+		e.kvs, e.err = rr.GetSlice()
+	}()
+	return e
+}
+
+// GetSlice waits for the read.
+func (e *eagerRange) GetSlice() ([]kv.KeyValue, error) {
+	<-e.done
+	return e.kvs, e.err
+}
+
+// Iterator iterates over the read's result.
+func (e *eagerRange) Iterator() kv.RangeIterator { return &sliceIter{e: e, i: -1} }
+
+type sliceIter struct {
+	e *eagerRange
+	i int
+}
+
+func (it *sliceIter) Next() bool {
+	if _, err := it.e.GetSlice(); err != nil || it.i+1 >= len(it.e.kvs) {
+		return false
+	}
+	it.i++
+	return true
+}
+
+func (it *sliceIter) KeyValue() kv.KeyValue { return it.e.kvs[it.i] }
+
+func (it *sliceIter) Err() error { return it.e.err }
 
 // sleep blocks until a watch fires, the request is due for renewal, or ctx
 // ends (then it returns ctx's error).
@@ -964,7 +1073,12 @@ func (s *stageSide[T]) fulfilOnce(ctx context.Context, db kv.Database) (int, err
 		if err != nil {
 			return 0, err
 		}
-		res, err := s.serve(tr, s.st.now(), reqs, nil)
+		now := s.st.now()
+		live, _, err := s.liveRequests(tr, now, reqs, nil)
+		if err != nil {
+			return 0, err
+		}
+		res, err := s.serve(tr, now, live, nil, prefetched{})
 		return res.n, err
 	})
 }
