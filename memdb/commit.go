@@ -107,7 +107,7 @@ func (db *DB) commitStep(req *commitReq, forced *forcedFailure, fault faultKind)
 	// Resolve: a write committed after rv inside a read conflict range.
 	if rv < latest {
 		for _, r := range req.reads {
-			if db.res.conflicts(r.b, r.e, rv) {
+			if db.res.conflicts(r.b, r.e, rv) || db.st.writtenAfter(r.b, r.e, rv) {
 				db.stats.conflicts.Add(1)
 				if reported != nil {
 					return commitResult{err: reported}
@@ -127,7 +127,9 @@ func (db *DB) commitStep(req *commitReq, forced *forcedFailure, fault faultKind)
 }
 
 // apply writes the transaction's mutations at version v and records its
-// write conflict ranges. The caller holds db.mu exclusively.
+// write conflict ranges: a point write on the key's store entry where it
+// has one, everything else in the resolver. The caller holds db.mu
+// exclusively.
 func (db *DB) apply(req *commitReq, v int64) {
 	st, res, h := db.st, db.res, db.horizon
 	watching := db.watches.n > 0
@@ -154,8 +156,9 @@ func (db *DB) apply(req *commitReq, v int64) {
 			case stVS:
 				val, ok = foldOps(stamped(e.val, e.vsOff, stamp), true, e.ops)
 			}
-			st.write(e.key, val, ok, v, h)
-			res.write(e.key, e.end, v)
+			if !st.write(e.key, val, ok, v, h) {
+				res.write(e.key, e.end, v)
+			}
 			if watching {
 				touched = append(touched, e.key)
 			}
@@ -174,8 +177,9 @@ func (db *DB) apply(req *commitReq, v int64) {
 		if cleared {
 			continue
 		}
-		st.write(key, op.val, true, v, h)
-		res.write(key, keyAfter(key), v)
+		if !st.write(key, op.val, true, v, h) {
+			res.write(key, keyAfter(key), v)
+		}
 		if watching {
 			touched = append(touched, key)
 		}

@@ -11,6 +11,12 @@ import (
 // FoundationDB's resolvers do. A transaction with read version rv conflicts
 // when a range it read was written at a version above rv.
 //
+// It holds only the writes that the store cannot record on a key's entry
+// (chain.wv): range writes (ClearRange, AddWriteConflictRange) and point
+// writes of keys that are not stored (clearing a missing key). A read
+// conflict range therefore conflicts if the resolver says so or if a
+// stored key inside it has a wv above the read version (store.writtenAfter).
+//
 // The key space is a step function kept as boundary points: a point (k, v)
 // says that keys from k up to the next point were last written at v. Before
 // the first point the version is 0. Versions at or below the GC horizon are
@@ -18,6 +24,9 @@ import (
 // gc folds them into 0 and merges equal neighbours.
 type resolver struct {
 	points *btree.BTreeG[rpoint]
+	// maxV is the largest version ever written: no range was written after
+	// a read version at or above it.
+	maxV int64
 	// sizeAfterGC is the number of points after the last gc; the next gc runs
 	// once the count has doubled, which keeps its cost amortised O(1).
 	sizeAfterGC int
@@ -46,6 +55,9 @@ func (r *resolver) versionAt(key []byte) int64 {
 
 // conflicts reports whether [begin, end) was written after rv.
 func (r *resolver) conflicts(begin, end []byte, rv int64) bool {
+	if r.maxV <= rv {
+		return false
+	}
 	if r.versionAt(begin) > rv {
 		return true
 	}
@@ -70,6 +82,7 @@ func (r *resolver) write(begin, end []byte, v int64) {
 	if bytes.Compare(begin, end) >= 0 {
 		return
 	}
+	r.maxV = v
 	if isPointRange(begin, end) {
 		// No key lies strictly between k and k+\x00.
 		if _, ok := r.points.Get(rpoint{key: end}); ok {

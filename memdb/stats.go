@@ -51,7 +51,9 @@ type Stats struct {
 	// tombstones) over all keys, old versions included.
 	Versions int64
 	// ConflictHistory (live) is the number of boundary points the resolver
-	// keeps to check conflicts against recent commits.
+	// keeps to check conflicts against recent commits. Writes of stored
+	// keys are not among them: each key's entry keeps its last write
+	// version.
 	ConflictHistory int64
 	// GCQueue (live) is the number of keys waiting for their old versions to
 	// be collected.

@@ -12,6 +12,9 @@ import (
 type store struct {
 	tree *btree.BTreeG[item]
 	gcq  gcQueue
+	// maxWV is the largest wv of any chain, ever: no chain was written after
+	// a read version at or above it.
+	maxWV int64
 	// live counts keys whose newest version is a value; versions counts
 	// version entries (values and tombstones) in every chain.
 	live, versions int64
@@ -28,9 +31,19 @@ func itemLess(a, b item) bool { return bytes.Compare(a.key, b.key) < 0 }
 // chain holds a key's versions, oldest first. Entries older than the GC
 // horizon are dropped except the newest of them, which readers at the
 // horizon still need.
+//
+// wv is the last commit version whose write conflict ranges covered the key
+// by a write of the key itself (Set, Clear, atomic operation, versionstamped
+// key or value, or a ClearRange while it was live): the conflict history of
+// the key, kept here rather than in the resolver so that a point write costs
+// no separate B-tree operation. wv is at least the version of every entry
+// in vers. A chain is removed only once wv is at or below the GC horizon
+// (every transaction still allowed to commit has a read version at or above
+// the horizon, so it could no longer conflict with that write).
 type chain struct {
 	key    []byte
 	vers   []mvccVersion
+	wv     int64
 	queued bool // in the GC queue
 }
 
@@ -94,29 +107,32 @@ func (s *store) latest(key []byte) ([]byte, bool) {
 }
 
 // write records key's state at version v (v is at least every version in
-// the store).
-func (s *store) write(key, val []byte, exists bool, v, horizon int64) {
+// the store) and, as the key's conflict history, that it was written at v.
+// It returns false if the key has no entry to record that on (clearing a
+// key that is not stored): the caller must then record the write in the
+// resolver.
+func (s *store) write(key, val []byte, exists bool, v, horizon int64) bool {
 	c := s.lookup(key)
 	if c == nil {
 		if !exists {
-			return // clearing a key that is not there
+			return false // clearing a key that is not there
 		}
 		c = &chain{key: key, vers: make([]mvccVersion, 0, 1)}
 		s.tree.Set(item{key: key, c: c})
 	}
 	s.appendVersion(c, val, exists, v, horizon)
+	return true
 }
 
 // appendVersion adds (or, for a second write at the same version, replaces)
-// the chain's newest entry.
+// the chain's newest entry, and records the write in its wv.
 func (s *store) appendVersion(c *chain, val []byte, exists bool, v, horizon int64) {
+	c.wv = v
+	s.maxWV = v
 	_, wasLive := c.newest()
 	if n := len(c.vers); n > 0 && c.vers[n-1].v == v {
 		c.vers[n-1] = mvccVersion{v: v, val: val, del: !exists}
-	} else {
-		if !wasLive && !exists {
-			return // already a tombstone
-		}
+	} else if wasLive || exists { // else it is a tombstone already
 		c.vers = append(c.vers, mvccVersion{v: v, val: val, del: !exists})
 		s.versions++
 	}
@@ -177,15 +193,36 @@ func (s *store) gc(horizon int64) {
 		s.prune(c, horizon)
 		last := c.vers[len(c.vers)-1]
 		switch {
-		case last.v > horizon:
+		case c.wv > horizon: // (wv >= last.v)
 			c.queued = true
-			s.gcq.push(gcEntry{c: c, due: last.v})
+			s.gcq.push(gcEntry{c: c, due: c.wv})
 		case last.del:
 			s.tree.Delete(item{key: c.key})
 			s.versions -= int64(len(c.vers))
 			c.vers = nil
 		}
 	}
+}
+
+// writtenAfter reports whether a key in [b, e) was written (by a write
+// recorded in its chain's wv) after rv.
+func (s *store) writtenAfter(b, e []byte, rv int64) bool {
+	if s.maxWV <= rv {
+		return false
+	}
+	if isPointRange(b, e) {
+		c := s.lookup(b)
+		return c != nil && c.wv > rv
+	}
+	hit := false
+	s.tree.Ascend(item{key: b}, func(it item) bool {
+		if bytes.Compare(it.key, e) >= 0 {
+			return false
+		}
+		hit = it.c.wv > rv
+		return !hit
+	})
+	return hit
 }
 
 // gcEntry asks to prune c once the horizon reaches due.
