@@ -94,6 +94,57 @@
 // taken effect. A Dequeue or Pop called again with the same WithOpID within
 // the retention returns the item it removed, if it removed one.
 //
+// # Staged dequeue
+//
+// With WithStaging, Dequeue, PopMin and PopMax given a Database stop
+// competing for the head once consumers contend. A call first looks at the
+// head and at the staging requests (snapshot reads): if nobody waits, it
+// takes the head as a plain dequeue does, in one attempt. Otherwise, or if
+// that attempt fails, it files a request, a key in the queue's meta
+// subspace ordered by (last index + 1, time and random bytes), without
+// conflicting with anyone. The waiters of the two oldest requests fulfil:
+// one transaction reads the first BatchSize requests and as many items,
+// clears both and writes each item, with its original key, to its
+// request's result key (a waiter whose own request is among them takes its
+// item directly). Every other waiter sleeps on a watch of its request key
+// and of the request ahead of it, wakes when it is served (or has become
+// one of the two oldest), and collects its result in a transaction that
+// clears it and records the item in the journal. Nobody polls.
+//
+// Ordering: requests are served oldest first, each with the next item in
+// queue order (the smallest for PopMin, the largest for PopMax; PopMin and
+// PopMax requests are separate sets). An item handed back (its waiter
+// stopped) returns to its original key and so to its place; items enqueued
+// concurrently keep the recipe's order (by index, then random).
+//
+// Empty queue: Dequeue withdraws its request and returns ErrEmpty.
+// DequeueWait, PopMinWait and PopMaxWait keep the request and block on the
+// watches, plus a signal key that every staged Enqueue and Push bumps with
+// an atomic add (no conflicts, one extra write), until an item arrives or
+// the context ends. Given a Transaction, Dequeue and the pops run the
+// plain path inside it: staging needs transactions of its own.
+//
+// Cost per item, on a busy queue: the call's registration (one snapshot
+// round trip and one write), its share of a fulfilment (one round trip;
+// per item two clears, one write, two read conflict keys) and the
+// collection (one round trip, a clear and a journal record); about two
+// commits per item, against one for a plain dequeue, but consumers no
+// longer serialise on the head: one fulfilment commit serves a whole batch.
+// A waiter holds two watches while it sleeps.
+//
+// Failures: every step reads the keys it changes, so it is idempotent by
+// state, and every step that hands an item to the caller is journaled, so
+// commit_unknown_result neither loses nor duplicates an item. When the
+// caller's context ends, a cleanup transaction in a fresh, bounded context
+// (CleanupTimeout) withdraws the request, or writes an item already handed
+// to it back at its original key. Requests carry a deadline that live
+// waiters renew every ClaimTimeout/3; results carry one too. Fulfillers and
+// Recover drop expired requests and write the items of expired results
+// back, so a crashed consumer strands an item for at most the claim
+// timeout; a slow waiter that finds its request gone files a new one. If
+// the two oldest waiters both crash, the others fulfil once those requests
+// have expired, about one claim timeout later.
+//
 // # Errors
 //
 // Layer errors are sentinels tested with errors.Is: ErrEmpty,

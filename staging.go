@@ -33,10 +33,12 @@ import (
 // present) or finished (neither). Every transition is one transaction:
 //
 //   - register (waiter): write the request key.
-//   - fulfil (any waiter): read the first BatchSize requests and as many
-//     items, match them oldest first, and for each pair clear both and write
-//     the item, with its key, to the request's result key. A waiter whose
-//     own request is matched takes its item directly.
+//   - fulfil (the waiters of the two oldest requests, "helpers"): read the
+//     first BatchSize requests and as many items, match them oldest first,
+//     and for each pair clear both and write the item, with its key, to the
+//     request's result key. A helper takes its own item directly. The other
+//     waiters sleep on watches of their own request key and of the request
+//     ahead of theirs, until they are served or become helpers.
 //   - collect (waiter): clear the result key and record the item in the
 //     operation journal.
 //   - withdraw (waiter whose context ended): clear the request key, or
@@ -89,6 +91,9 @@ const (
 	helpers = 2
 	// maxStepBackoff caps the backoff between failed steps.
 	maxStepBackoff = 20 * time.Millisecond
+	// recheckNoWait bounds how long a plain (non-Wait) staged Dequeue
+	// sleeps before it checks again whether the items reach its request.
+	recheckNoWait = 100 * time.Millisecond
 	// recoverBatch is how many staging keys Recover examines per
 	// transaction.
 	recoverBatch = 256
@@ -464,7 +469,7 @@ func (w *waiter[T]) step(tr kv.Transaction) (out outcome[T], err error) {
 	rec = eager(rec)
 	now := s.st.now()
 	if w.reqKey == nil {
-		head := eager(tr.Snapshot().GetRange(s.items, kv.RangeOptions{Limit: 1, Reverse: s.reverse}))
+		head := eager(tr.Snapshot().GetRange(s.items, kv.RangeOptions{Limit: helpers + 1, Reverse: s.reverse, Mode: kv.StreamingModeExact}))
 		last := eager(tr.Snapshot().GetRange(s.reqRange, kv.RangeOptions{Limit: 1, Reverse: true}))
 		first := eager(tr.Snapshot().GetRange(s.reqRange, kv.RangeOptions{Limit: helpers, Mode: kv.StreamingModeExact}))
 		if prev, done, err := w.o.applied(rec); err != nil || done {
@@ -535,39 +540,37 @@ func (w *waiter[T]) fresh(tr kv.Transaction, now time.Time, head, last, first kv
 		return out, err
 	}
 	var index int64
-	waiting := false
 	if len(lasts) > 0 {
 		if i, _, err := s.parseReq(lasts[0].Key); err == nil {
 			index = i + 1
-		}
-		// The newest request is the last to expire: if it has, every
-		// request is stale and nobody is waiting.
-		if d, ok := decodeDeadline(lasts[0].Value); ok && now.Before(d) {
-			waiting = true
 		}
 	}
 	if len(heads) == 0 && !w.wait {
 		out.done, out.err, out.noCommit = true, ErrEmpty, true
 		return out, nil
 	}
-	if len(heads) > 0 && !w.fastDone && !waiting {
-		// Nobody waits: take the head as a plain dequeue would.
+	// ahead are the live requests among the first few: fewer than helpers
+	// means this caller would be a helper.
+	var ahead []kv.KeyValue
+	for _, r := range firsts {
+		if d, ok := decodeDeadline(r.Value); ok && now.Before(d) {
+			ahead = append(ahead, r)
+		}
+	}
+	if !w.fastDone && len(ahead) < helpers && len(heads) > len(ahead) {
+		// The one plain attempt: serve the few waiting requests and take
+		// the next item, in one transaction (with nobody waiting, this is
+		// the plain dequeue).
 		w.fastDone = true
-		return w.takeHead(tr, heads[0])
+		return w.serveAndTake(tr, now, ahead, heads[:len(ahead)+1])
 	}
 	w.fastDone = true
 	if err := w.register(tr, now, index); err != nil {
 		return out, err
 	}
 	out.registered = true
-	ahead := 0
-	for _, r := range firsts {
-		if d, ok := decodeDeadline(r.Value); ok && now.Before(d) {
-			ahead++
-		}
-	}
 	switch {
-	case ahead >= helpers:
+	case len(ahead) >= helpers:
 		// Not a helper: sleep at once until served, or until the request
 		// ahead (the newest at registration) leaves.
 		w.watches = append(w.watches, tr.Watch(w.reqKey), tr.Watch(lasts[0].Key))
@@ -579,20 +582,43 @@ func (w *waiter[T]) fresh(tr kv.Transaction, now time.Time, head, last, first kv
 	return out, nil
 }
 
-func (w *waiter[T]) takeHead(tr kv.Transaction, p kv.KeyValue) (out outcome[T], err error) {
+// serveAndTake hands items[i] to reqs[i] and takes the last item for the
+// caller. The read conflict covers the items' range up to the one taken,
+// as a plain dequeue's does, and each request served.
+func (w *waiter[T]) serveAndTake(tr kv.Transaction, now time.Time, reqs, items []kv.KeyValue) (out outcome[T], err error) {
 	s := w.s
+	p := items[len(items)-1]
 	v, rec, err := s.accept(p)
 	if err != nil {
 		return out, err
 	}
-	// The read conflict goes before the clear: a range the transaction
-	// already wrote would be left out of it.
+	for _, it := range items[:len(reqs)] {
+		if _, _, err := s.accept(it); err != nil {
+			return out, err
+		}
+	}
+	// Read conflicts go before the clears: keys the transaction already
+	// wrote would be left out of them.
 	conflict := kv.KeyRange{Begin: s.items.Begin, End: append(bytes.Clone(p.Key), 0x00)}
 	if s.reverse {
 		conflict = kv.KeyRange{Begin: p.Key, End: s.items.End}
 	}
 	if err := tr.AddReadConflictRange(conflict); err != nil {
 		return out, err
+	}
+	for _, r := range reqs {
+		if err := tr.AddReadConflictKey(r.Key); err != nil {
+			return out, err
+		}
+	}
+	for i, r := range reqs {
+		_, rid, err := s.parseReq(r.Key)
+		if err != nil {
+			return out, err
+		}
+		tr.Clear(r.Key)
+		tr.Clear(items[i].Key)
+		tr.Set(s.resKey(rid), encodeResult(now.Add(s.st.cfg.ClaimTimeout), items[i].Key, items[i].Value))
 	}
 	tr.Clear(p.Key)
 	w.took(tr, p, rec)
@@ -899,6 +925,11 @@ func (it *sliceIter) Err() error { return it.e.err }
 // ends (then it returns ctx's error).
 func (w *waiter[T]) sleep(ctx context.Context) error {
 	d := w.renewAt.Sub(w.s.st.now())
+	if !w.wait {
+		// A plain Dequeue must not block: if the items ran out for the
+		// requests ahead while it slept, nothing would wake it.
+		d = min(d, recheckNoWait)
+	}
 	if d <= 0 {
 		w.cancelWatches()
 		return nil
