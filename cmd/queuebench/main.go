@@ -1,0 +1,520 @@
+// Command queuebench measures how the queue layers behave under contention,
+// on the embedded engine with a real cluster's latencies (memdb.RealCluster:
+// GRV 0.3–1 ms, reads 0.1–1 ms, commits 1.5–2.5 ms).
+//
+// For each number of consumers it measures, with producers keeping the
+// queue non-empty, three ways to dequeue:
+//
+//   - plain:  Queue.Dequeue on a WithoutIdempotency queue (the FDB recipe)
+//   - staged: Queue.Dequeue on a WithStaging queue (journal on: exactly once)
+//   - batch:  Queue.DequeueBatch on a WithoutIdempotency queue
+//
+// and reports items dequeued per second, conflicts per successful dequeue
+// call, and the p50/p99 latency of a call. It then measures enqueue
+// throughput and conflicts for each number of producers, for the recipe's
+// enqueue and for a staged queue's (journal and signal bump). It prints a
+// table, writes dequeue.csv and enqueue.csv and a chart, queuebench.png, to
+// the -out directory.
+//
+//	go run ./cmd/queuebench -out docs/bench
+//
+// Each cell runs for -duration (or until -items items), on a fresh
+// database seeded from -seed, so runs are reproducible up to goroutine
+// scheduling.
+package main
+
+import (
+	"context"
+	"encoding/csv"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/fdbqueue/fdbqueue"
+	"github.com/fdbqueue/fdbqueue/memdb"
+	"github.com/fdbqueue/fdbqueue/tuple"
+)
+
+type options struct {
+	duration  time.Duration
+	items     int64
+	seed      int64
+	consumers []int
+	producers []int
+	modes     []string
+	batch     int
+	feeders   int
+	out       string
+	latency   bool
+}
+
+func main() {
+	var o options
+	var consumers, producers, modes string
+	flag.DurationVar(&o.duration, "duration", 2*time.Second, "how long each cell runs")
+	flag.Int64Var(&o.items, "items", 0, "stop a dequeue cell after this many items (0: run for -duration)")
+	flag.Int64Var(&o.seed, "seed", 1, "seed of the databases' latency, jitter and key suffixes")
+	flag.StringVar(&consumers, "consumers", "1,2,4,8,16,32,64", "consumer counts to measure")
+	flag.StringVar(&producers, "producers", "1,2,4,8,16,32,64", "producer counts for the enqueue table")
+	flag.StringVar(&modes, "modes", "plain,staged,batch", "dequeue modes to measure")
+	flag.IntVar(&o.batch, "batch", 16, "items per DequeueBatch call in batch mode")
+	flag.IntVar(&o.feeders, "feeders", 4, "producers that keep the queue non-empty during dequeue cells")
+	flag.StringVar(&o.out, "out", "out", "directory for the CSV files and the chart")
+	flag.BoolVar(&o.latency, "latency", true, "simulate a real cluster's latency (memdb.RealCluster)")
+	flag.Parse()
+	var err error
+	if o.consumers, err = parseInts(consumers); err == nil {
+		o.producers, err = parseInts(producers)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "queuebench:", err)
+		os.Exit(2)
+	}
+	o.modes = strings.Split(modes, ",")
+	if err := run(o, os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "queuebench:", err)
+		os.Exit(1)
+	}
+}
+
+func parseInts(s string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("bad count %q", f)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+// dequeueRow is one cell of the dequeue table.
+type dequeueRow struct {
+	Mode        string
+	Consumers   int
+	Items       int64
+	Calls       int64
+	Seconds     float64
+	ItemsPerSec float64
+	Conflicts   int64
+	ConflictsOp float64 // conflicts per successful call
+	P50, P99    time.Duration
+	Empty       int64 // calls that found the queue empty
+}
+
+// enqueueRow is one cell of the enqueue table.
+type enqueueRow struct {
+	Kind        string
+	Producers   int
+	Items       int64
+	Seconds     float64
+	ItemsPerSec float64
+	Conflicts   int64
+	P50, P99    time.Duration
+}
+
+func run(o options, w io.Writer) error {
+	if err := os.MkdirAll(o.out, 0o755); err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "queuebench: %v per cell, seed %d, latency %v\n\n", o.duration, o.seed, latencyName(o.latency))
+	var deq []dequeueRow
+	cell := int64(0)
+	for _, mode := range o.modes {
+		for _, c := range o.consumers {
+			cell++
+			r, err := dequeueCell(o, mode, c, o.seed*1000+cell)
+			if err != nil {
+				return fmt.Errorf("%s with %d consumers: %w", mode, c, err)
+			}
+			fmt.Fprintf(w, "  dequeue %-6s %2d consumers: %8.0f items/s\n", mode, c, r.ItemsPerSec)
+			deq = append(deq, r)
+		}
+	}
+	var enq []enqueueRow
+	for _, kind := range []string{"recipe", "staged"} {
+		for _, p := range o.producers {
+			cell++
+			r, err := enqueueCell(o, kind, p, o.seed*1000+cell)
+			if err != nil {
+				return fmt.Errorf("enqueue %s with %d producers: %w", kind, p, err)
+			}
+			fmt.Fprintf(w, "  enqueue %-6s %2d producers: %8.0f items/s\n", kind, p, r.ItemsPerSec)
+			enq = append(enq, r)
+		}
+	}
+	fmt.Fprintln(w)
+	printTables(w, deq, enq)
+	printGoals(w, deq, enq)
+	if err := writeCSV(filepath.Join(o.out, "dequeue.csv"), deq, enq); err != nil {
+		return err
+	}
+	chart := filepath.Join(o.out, "queuebench.png")
+	if err := drawChart(chart, deq, enq, o); err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "\nwrote %s, %s and %s\n", filepath.Join(o.out, "dequeue.csv"), filepath.Join(o.out, "enqueue.csv"), chart)
+	return nil
+}
+
+func latencyName(on bool) string {
+	if on {
+		return "memdb.RealCluster"
+	}
+	return "none"
+}
+
+func newDB(o options, seed int64) *memdb.DB {
+	opts := []memdb.Option{memdb.WithSeed(seed)}
+	if o.latency {
+		opts = append(opts, memdb.WithLatency(memdb.RealCluster))
+	}
+	return memdb.New(opts...)
+}
+
+func newQueue(name string, seed int64, opts ...fdbqueue.Option) (*fdbqueue.Queue, error) {
+	sub, err := fdbqueue.NewSubspace(tuple.Tuple{"queuebench", name})
+	if err != nil {
+		return nil, err
+	}
+	src := rand.NewChaCha8([32]byte{byte(seed), byte(seed >> 8), byte(seed >> 16), byte(seed >> 24)})
+	return fdbqueue.NewQueue(sub, append(opts, fdbqueue.WithEntropy(src))...)
+}
+
+// dequeueCell runs consumers of one mode for the cell's duration while
+// feeders keep the queue non-empty.
+func dequeueCell(o options, mode string, consumers int, seed int64) (dequeueRow, error) {
+	row := dequeueRow{Mode: mode, Consumers: consumers}
+	db := newDB(o, seed)
+	defer db.Close()
+	var qopts []fdbqueue.Option
+	switch mode {
+	case "plain", "batch":
+		qopts = append(qopts, fdbqueue.WithoutIdempotency())
+	case "staged":
+		qopts = append(qopts, fdbqueue.WithStaging(fdbqueue.StagingConfig{}))
+	default:
+		return row, fmt.Errorf("unknown mode %q (want plain, staged or batch)", mode)
+	}
+	q, err := newQueue("deq", seed, qopts...)
+	if err != nil {
+		return row, err
+	}
+	// A feeder's batch, and the backlog feeders keep: enough that the
+	// fastest mode never finds the queue empty.
+	const chunk, backlog = 200, 4000
+	ctx := context.Background()
+	var enqueued, dequeued atomic.Int64
+	fill := func() error {
+		vals := make([][]byte, chunk)
+		for i := range vals {
+			vals[i] = fmt.Appendf(nil, "item-%d", enqueued.Load()+int64(i))
+		}
+		if err := q.EnqueueBatch(ctx, db, vals); err != nil {
+			return err
+		}
+		enqueued.Add(chunk)
+		return nil
+	}
+	for range backlog / chunk {
+		if err := fill(); err != nil {
+			return row, err
+		}
+	}
+
+	runCtx, stop := context.WithTimeout(ctx, o.duration)
+	defer stop()
+	var wg sync.WaitGroup
+	errc := make(chan error, consumers+o.feeders)
+	for range o.feeders {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for runCtx.Err() == nil {
+				if enqueued.Load()-dequeued.Load() >= backlog {
+					time.Sleep(time.Millisecond) // the bench's own pacing, not synchronisation
+					continue
+				}
+				if err := fill(); err != nil && runCtx.Err() == nil {
+					errc <- err
+					return
+				}
+			}
+		}()
+	}
+	before := db.Stats()
+	start := time.Now()
+	lats := make([][]time.Duration, consumers)
+	var calls, empty atomic.Int64
+	var cwg sync.WaitGroup
+	for i := range consumers {
+		cwg.Add(1)
+		go func() {
+			defer cwg.Done()
+			for runCtx.Err() == nil {
+				t0 := time.Now()
+				n := int64(1)
+				var err error
+				if mode == "batch" {
+					var vals [][]byte
+					vals, err = q.DequeueBatch(runCtx, db, o.batch)
+					n = int64(len(vals))
+				} else {
+					_, err = q.Dequeue(runCtx, db)
+				}
+				switch {
+				case err == nil:
+					lats[i] = append(lats[i], time.Since(t0))
+					calls.Add(1)
+					if d := dequeued.Add(n); o.items > 0 && d >= o.items {
+						stop()
+					}
+				case errors.Is(err, fdbqueue.ErrEmpty):
+					empty.Add(1)
+				case runCtx.Err() != nil:
+				default:
+					errc <- err
+					stop()
+					return
+				}
+			}
+		}()
+	}
+	cwg.Wait()
+	elapsed := time.Since(start)
+	after := db.Stats()
+	stop()
+	wg.Wait()
+	close(errc)
+	for err := range errc {
+		return row, err
+	}
+	row.Items = dequeued.Load()
+	row.Calls = calls.Load()
+	row.Empty = empty.Load()
+	row.Seconds = elapsed.Seconds()
+	row.ItemsPerSec = float64(row.Items) / elapsed.Seconds()
+	row.Conflicts = after.Conflicts - before.Conflicts
+	if row.Calls > 0 {
+		row.ConflictsOp = float64(row.Conflicts) / float64(row.Calls)
+	}
+	row.P50, row.P99 = percentiles(slices.Concat(lats...))
+	return row, nil
+}
+
+// enqueueCell runs producers that enqueue one item per call.
+func enqueueCell(o options, kind string, producers int, seed int64) (enqueueRow, error) {
+	row := enqueueRow{Kind: kind, Producers: producers}
+	db := newDB(o, seed)
+	defer db.Close()
+	opt := fdbqueue.WithoutIdempotency()
+	if kind == "staged" {
+		opt = fdbqueue.WithStaging(fdbqueue.StagingConfig{})
+	}
+	q, err := newQueue("enq", seed, opt)
+	if err != nil {
+		return row, err
+	}
+	runCtx, stop := context.WithTimeout(context.Background(), o.duration)
+	defer stop()
+	before := db.Stats()
+	start := time.Now()
+	lats := make([][]time.Duration, producers)
+	var items atomic.Int64
+	errc := make(chan error, producers)
+	var wg sync.WaitGroup
+	for i := range producers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for n := 0; runCtx.Err() == nil; n++ {
+				t0 := time.Now()
+				err := q.Enqueue(runCtx, db, fmt.Appendf(nil, "p%d-%d", i, n))
+				switch {
+				case err == nil:
+					lats[i] = append(lats[i], time.Since(t0))
+					items.Add(1)
+				case runCtx.Err() != nil:
+				default:
+					errc <- err
+					stop()
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	after := db.Stats()
+	close(errc)
+	for err := range errc {
+		return row, err
+	}
+	row.Items = items.Load()
+	row.Seconds = elapsed.Seconds()
+	row.ItemsPerSec = float64(row.Items) / elapsed.Seconds()
+	row.Conflicts = after.Conflicts - before.Conflicts
+	row.P50, row.P99 = percentiles(slices.Concat(lats...))
+	return row, nil
+}
+
+func percentiles(d []time.Duration) (p50, p99 time.Duration) {
+	if len(d) == 0 {
+		return 0, 0
+	}
+	slices.Sort(d)
+	at := func(q float64) time.Duration {
+		return d[min(len(d)-1, int(math.Ceil(q*float64(len(d))))-1)]
+	}
+	return at(0.50), at(0.99)
+}
+
+func ms(d time.Duration) string { return strconv.FormatFloat(float64(d)/1e6, 'f', 1, 64) }
+
+func printTables(w io.Writer, deq []dequeueRow, enq []enqueueRow) {
+	fmt.Fprintln(w, "Dequeue (feeders keep the queue non-empty):")
+	fmt.Fprintln(w)
+	rows := [][]string{{"mode", "consumers", "items/s", "conflicts/op", "p50 ms", "p99 ms", "empty"}}
+	for _, r := range deq {
+		rows = append(rows, []string{r.Mode, strconv.Itoa(r.Consumers), fmt.Sprintf("%.0f", r.ItemsPerSec),
+			fmt.Sprintf("%.2f", r.ConflictsOp), ms(r.P50), ms(r.P99), strconv.FormatInt(r.Empty, 10)})
+	}
+	markdown(w, rows)
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "Enqueue (one item per call):")
+	fmt.Fprintln(w)
+	rows = [][]string{{"enqueue", "producers", "items/s", "conflicts", "p50 ms", "p99 ms"}}
+	for _, r := range enq {
+		rows = append(rows, []string{r.Kind, strconv.Itoa(r.Producers), fmt.Sprintf("%.0f", r.ItemsPerSec),
+			strconv.FormatInt(r.Conflicts, 10), ms(r.P50), ms(r.P99)})
+	}
+	markdown(w, rows)
+}
+
+// markdown prints rows as a Markdown table, the first row as its header;
+// the first column is left-aligned, the others right-aligned.
+func markdown(w io.Writer, rows [][]string) {
+	width := make([]int, len(rows[0]))
+	for _, r := range rows {
+		for i, c := range r {
+			width[i] = max(width[i], len(c), 3)
+		}
+	}
+	line := func(cells []string) {
+		var b strings.Builder
+		for i, c := range cells {
+			if i == 0 {
+				fmt.Fprintf(&b, "| %-*s ", width[i], c)
+			} else {
+				fmt.Fprintf(&b, "| %*s ", width[i], c)
+			}
+		}
+		fmt.Fprintln(w, b.String()+"|")
+	}
+	line(rows[0])
+	sep := make([]string, len(width))
+	for i, n := range width {
+		if i == 0 {
+			sep[i] = strings.Repeat("-", n)
+		} else {
+			sep[i] = strings.Repeat("-", n-1) + ":"
+		}
+	}
+	line(sep)
+	for _, r := range rows[1:] {
+		line(r)
+	}
+}
+
+// printGoals checks the figures the staged dequeue is meant to reach.
+func printGoals(w io.Writer, deq []dequeueRow, enq []enqueueRow) {
+	find := func(mode string, c int) (dequeueRow, bool) {
+		for _, r := range deq {
+			if r.Mode == mode && r.Consumers == c {
+				return r, true
+			}
+		}
+		return dequeueRow{}, false
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "Goals:")
+	if s, ok := find("staged", 32); ok {
+		if p, ok := find("plain", 32); ok && p.ItemsPerSec > 0 {
+			ratio := s.ItemsPerSec / p.ItemsPerSec
+			fmt.Fprintf(w, "  staged/plain at 32 consumers: %.1fx (goal >= 10x): %s\n", ratio, verdict(ratio >= 10))
+		}
+		if one, ok := find("staged", 1); ok {
+			floor := one.ItemsPerSec
+			worst := math.Inf(1)
+			for _, r := range deq {
+				if r.Mode == "staged" {
+					worst = min(worst, r.ItemsPerSec)
+				}
+			}
+			fmt.Fprintf(w, "  staged never below its 1-consumer figure (%.0f/s): lowest %.0f/s: %s\n", floor, worst, verdict(worst >= floor))
+		}
+	}
+	var conflicts int64
+	for _, r := range enq {
+		conflicts += r.Conflicts
+	}
+	if len(enq) > 0 {
+		fmt.Fprintf(w, "  enqueue conflicts over every producer count: %d (goal 0): %s\n", conflicts, verdict(conflicts == 0))
+	}
+}
+
+func verdict(ok bool) string {
+	if ok {
+		return "met"
+	}
+	return "NOT met"
+}
+
+func writeCSV(path string, deq []dequeueRow, enq []enqueueRow) error {
+	if err := writeRows(path, []string{"mode", "consumers", "items", "calls", "seconds", "items_per_s", "conflicts", "conflicts_per_op", "p50_ms", "p99_ms", "empty"},
+		len(deq), func(i int) []string {
+			r := deq[i]
+			return []string{r.Mode, strconv.Itoa(r.Consumers), strconv.FormatInt(r.Items, 10), strconv.FormatInt(r.Calls, 10),
+				f3(r.Seconds), f3(r.ItemsPerSec), strconv.FormatInt(r.Conflicts, 10), f3(r.ConflictsOp), ms(r.P50), ms(r.P99), strconv.FormatInt(r.Empty, 10)}
+		}); err != nil {
+		return err
+	}
+	return writeRows(filepath.Join(filepath.Dir(path), "enqueue.csv"), []string{"enqueue", "producers", "items", "seconds", "items_per_s", "conflicts", "p50_ms", "p99_ms"},
+		len(enq), func(i int) []string {
+			r := enq[i]
+			return []string{r.Kind, strconv.Itoa(r.Producers), strconv.FormatInt(r.Items, 10), f3(r.Seconds), f3(r.ItemsPerSec),
+				strconv.FormatInt(r.Conflicts, 10), ms(r.P50), ms(r.P99)}
+		})
+}
+
+func f3(x float64) string { return strconv.FormatFloat(x, 'f', 3, 64) }
+
+func writeRows(path string, header []string, n int, row func(int) []string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	cw := csv.NewWriter(f)
+	_ = cw.Write(header)
+	for i := range n {
+		_ = cw.Write(row(i))
+	}
+	cw.Flush()
+	if err := cw.Error(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
