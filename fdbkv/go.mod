@@ -1,6 +1,6 @@
 module github.com/fdbqueue/fdbqueue/fdbkv
 
-go 1.24
+go 1.24.0
 
 require (
 	github.com/apple/foundationdb/bindings/go v0.0.0-20260629183922-51e1c42eb9a8
