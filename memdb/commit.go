@@ -147,16 +147,21 @@ func (db *DB) apply(req *commitReq, v int64) {
 		req.writes.each(func(e *wentry) bool {
 			var val []byte
 			var ok bool
+			c := st.chainFor(e.c, e.key)
 			switch e.st {
 			case stKnown:
 				val, ok = e.val, e.exists
 			case stOps:
-				cur, exists := st.latest(e.key)
+				var cur []byte
+				var exists bool
+				if c != nil {
+					cur, exists = c.newest()
+				}
 				val, ok = foldOps(cur, exists, e.ops)
 			case stVS:
 				val, ok = foldOps(stamped(e.val, e.vsOff, stamp), true, e.ops)
 			}
-			if !st.write(e.key, val, ok, v, h) {
+			if !st.writeAt(c, e.key, val, ok, v, h) {
 				res.write(e.key, e.end, v)
 			}
 			if watching {

@@ -3,6 +3,7 @@ package memdb_test
 import (
 	"context"
 	"encoding/binary"
+	"runtime"
 	"sync"
 	"testing"
 
@@ -135,6 +136,10 @@ func TestCounterReadModifyWriteConflicts(t *testing.T) {
 					if v != nil {
 						n = binary.BigEndian.Uint64(v)
 					}
+					// The client's round trip: without it a transaction
+					// can run start to commit within one time slice, and
+					// with few CPUs the goroutines might never overlap.
+					runtime.Gosched()
 					tr.Set([]byte("counter"), binary.BigEndian.AppendUint64(nil, n+1))
 					return struct{}{}, nil
 				})

@@ -252,22 +252,29 @@ func (db *DB) tooOldLocked(rv int64, grvTime, now time.Time) bool {
 
 // readPoint reads key as of rv for a transaction whose read version was
 // obtained at grvTime. fresh says the read version was obtained just now,
-// so it cannot be too old (this spares a clock read).
-func (db *DB) readPoint(key []byte, rv int64, grvTime time.Time, fresh bool) ([]byte, bool, error) {
+// so it cannot be too old (this spares a clock read). It also returns the
+// key's chain (nil if the key is not stored), which the caller may keep as
+// a hint for a later write of the key (store.chainFor).
+func (db *DB) readPoint(key []byte, rv int64, grvTime time.Time, fresh bool) ([]byte, bool, *chain, error) {
 	db.mu.RLock()
 	if db.closed {
 		db.mu.RUnlock()
-		return nil, false, ErrClosed
+		return nil, false, nil, ErrClosed
 	}
 	if !fresh && db.tooOldLocked(rv, grvTime, db.clock.Now()) {
 		db.mu.RUnlock()
 		db.stats.tooOld.Add(1)
-		return nil, false, kv.ErrTransactionTooOld
+		return nil, false, nil, kv.ErrTransactionTooOld
 	}
-	v, ok := db.st.get(key, rv)
+	var v []byte
+	var ok bool
+	c := db.st.lookup(key)
+	if c != nil {
+		v, ok = c.at(rv)
+	}
 	db.mu.RUnlock()
 	db.stats.reads.Add(1)
-	return v, ok, nil
+	return v, ok, c, nil
 }
 
 // errorCode returns err's FDB code, or 0.

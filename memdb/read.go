@@ -69,7 +69,8 @@ func (tx *transaction) get(key []byte, snap bool) kv.FutureValue {
 	}
 	var k []byte
 	if !snap {
-		end := keyAfter(key)
+		end := tx.allocLocked(len(key) + 1)
+		copy(end, key)
 		k = end[:len(key):len(key)]
 		tx.addReadConflictLocked(k, end)
 	}
@@ -79,24 +80,31 @@ func (tx *transaction) get(key []byte, snap bool) kv.FutureValue {
 		if fresh {
 			tx.obtainRVLocked()
 		}
-		rv, grvTime := tx.rv, tx.grvTime
-		tx.mu.Unlock()
-		v, ok, err := db.readPoint(key, rv, grvTime, fresh)
+		// tx.mu stays held during the read (it is taken before db.mu, as in
+		// readRange), so that the key's chain is kept as the hint for a
+		// write of the key by this transaction.
+		v, ok, c, err := db.readPoint(key, tx.rv, tx.grvTime, fresh)
 		if err != nil {
+			tx.mu.Unlock()
 			return &valueFuture{err: err}
 		}
+		tx.rc = c
+		f := tx.newFutureLocked()
+		tx.mu.Unlock()
 		if ops != nil {
 			v, ok = foldOps(v, ok, ops)
 		}
-		return &valueFuture{val: ownValue(v, ok)}
+		f.val = ownValue(v, ok)
+		return f
 	}
 	if k == nil {
 		k = bytes.Clone(key)
 	}
 	gen := tx.gen
 	tx.startGRVLocked()
+	f := tx.newFutureLocked()
 	tx.mu.Unlock()
-	f := &valueFuture{done: make(chan struct{})}
+	f.done = make(chan struct{})
 	go func() {
 		defer close(f.done)
 		rv, grvTime, err := tx.readVersion(gen)
@@ -107,7 +115,7 @@ func (tx *transaction) get(key []byte, snap bool) kv.FutureValue {
 			f.err = err
 			return
 		}
-		v, ok, err := db.readPoint(k, rv, grvTime, false)
+		v, ok, _, err := db.readPoint(k, rv, grvTime, false)
 		if err != nil {
 			f.err = err
 			return

@@ -2,6 +2,7 @@ package memdb
 
 import (
 	"bytes"
+	"math"
 
 	"github.com/tidwall/btree"
 )
@@ -40,10 +41,16 @@ func itemLess(a, b item) bool { return bytes.Compare(a.key, b.key) < 0 }
 // in vers. A chain is removed only once wv is at or below the GC horizon
 // (every transaction still allowed to commit has a read version at or above
 // the horizon, so it could no longer conflict with that write).
+//
+// head is a copy of the newest entry and v1 the version of the second
+// oldest (math.MaxInt64 if there is none): the common reads and the prune
+// check then stay within the chain itself, not the far ends of vers.
 type chain struct {
 	key    []byte
-	vers   []mvccVersion
+	head   mvccVersion
+	v1     int64
 	wv     int64
+	vers   []mvccVersion
 	queued bool // in the GC queue
 }
 
@@ -60,7 +67,10 @@ func newStore() *store {
 
 // at returns the key's value as of version rv.
 func (c *chain) at(rv int64) ([]byte, bool) {
-	for i := len(c.vers) - 1; i >= 0; i-- {
+	if c.head.v <= rv {
+		return c.head.val, !c.head.del
+	}
+	for i := len(c.vers) - 2; i >= 0; i-- {
 		if c.vers[i].v <= rv {
 			if c.vers[i].del {
 				return nil, false
@@ -73,12 +83,20 @@ func (c *chain) at(rv int64) ([]byte, bool) {
 
 // newest returns the key's latest value.
 func (c *chain) newest() ([]byte, bool) {
-	if len(c.vers) == 0 {
-		return nil, false
-	}
-	last := c.vers[len(c.vers)-1]
-	return last.val, !last.del
+	return c.head.val, !c.head.del
 }
+
+// synced updates head and v1 after vers changed.
+func (c *chain) synced() {
+	c.head = c.vers[len(c.vers)-1]
+	c.v1 = math.MaxInt64
+	if len(c.vers) > 1 {
+		c.v1 = c.vers[1].v
+	}
+}
+
+// dead reports whether the chain was removed from the store.
+func (c *chain) dead() bool { return len(c.vers) == 0 }
 
 func (s *store) lookup(key []byte) *chain {
 	it, ok := s.tree.Get(item{key: key})
@@ -112,16 +130,30 @@ func (s *store) latest(key []byte) ([]byte, bool) {
 // key that is not stored): the caller must then record the write in the
 // resolver.
 func (s *store) write(key, val []byte, exists bool, v, horizon int64) bool {
-	c := s.lookup(key)
+	return s.writeAt(s.lookup(key), key, val, exists, v, horizon)
+}
+
+// writeAt is write with c = s.chainFor(..., key).
+func (s *store) writeAt(c *chain, key, val []byte, exists bool, v, horizon int64) bool {
 	if c == nil {
 		if !exists {
 			return false // clearing a key that is not there
 		}
-		c = &chain{key: key, vers: make([]mvccVersion, 0, 1)}
+		c = &chain{key: key, head: mvccVersion{del: true}, vers: make([]mvccVersion, 0, 1)}
 		s.tree.Set(item{key: key, c: c})
 	}
 	s.appendVersion(c, val, exists, v, horizon)
 	return true
+}
+
+// chainFor returns key's chain, or nil. hint is key's chain as found
+// earlier under db.mu (by a read of the same transaction), or nil; it may
+// have been removed from the store since, and is then ignored.
+func (s *store) chainFor(hint *chain, key []byte) *chain {
+	if hint != nil && !hint.dead() {
+		return hint
+	}
+	return s.lookup(key)
 }
 
 // appendVersion adds (or, for a second write at the same version, replaces)
@@ -136,6 +168,7 @@ func (s *store) appendVersion(c *chain, val []byte, exists bool, v, horizon int6
 		c.vers = append(c.vers, mvccVersion{v: v, val: val, del: !exists})
 		s.versions++
 	}
+	c.synced()
 	switch {
 	case exists && !wasLive:
 		s.live++
@@ -151,6 +184,9 @@ func (s *store) appendVersion(c *chain, val []byte, exists bool, v, horizon int6
 
 // prune drops the chain's entries that no reader at or after horizon needs.
 func (s *store) prune(c *chain, horizon int64) {
+	if c.v1 > horizon {
+		return // vers[0] is the newest entry at or below horizon
+	}
 	// i is the newest entry at or below horizon; scanning from the oldest
 	// costs O(entries dropped).
 	i := 0
@@ -163,6 +199,7 @@ func (s *store) prune(c *chain, horizon int64) {
 	n := copy(c.vers, c.vers[i:])
 	clear(c.vers[n:])
 	c.vers = c.vers[:n]
+	c.synced()
 	s.versions -= int64(i)
 }
 
@@ -199,7 +236,7 @@ func (s *store) gc(horizon int64) {
 		case last.del:
 			s.tree.Delete(item{key: c.key})
 			s.versions -= int64(len(c.vers))
-			c.vers = nil
+			c.vers, c.head = nil, mvccVersion{del: true}
 		}
 	}
 }

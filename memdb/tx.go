@@ -64,12 +64,71 @@ type transaction struct {
 	mutated  bool
 	watches  []*watch
 
+	// rc is the chain of the key last read from the store (nil if it was
+	// not stored), the hint for a write of that key (wentry.c).
+	rc *chain
+
 	// Inline storage for the first attempt's small buffers, which saves
 	// allocations on the fast path. Retries allocate afresh, since a commit
 	// in flight may still reference the first attempt's buffers.
 	readsBuf [2]krange
 	smallBuf [2]*wentry
-	bufsUsed bool
+
+	// Inline objects, each handed out at most once in the transaction's
+	// life (never reused, so whoever holds one keeps it intact): the first
+	// point read's future, the first written entry, and an arena for
+	// conflict range keys, which nothing outside the transaction retains.
+	vf        valueFuture
+	ent       wentry
+	vfUsed    bool
+	entUsed   bool
+	arenaUsed uint8
+	arena     [arenaSize]byte
+}
+
+// arenaSize is the size of a transaction's inline arena.
+const arenaSize = 48
+
+// newFutureLocked returns a new valueFuture.
+func (tx *transaction) newFutureLocked() *valueFuture {
+	if !tx.vfUsed {
+		tx.vfUsed = true
+		return &tx.vf
+	}
+	return &valueFuture{}
+}
+
+// allocLocked returns n zero bytes for data that only the transaction and
+// its commit reference (read conflict range keys): from the inline arena
+// while it lasts. Arena bytes are handed out once and never reused.
+func (tx *transaction) allocLocked(n int) []byte {
+	if u := int(tx.arenaUsed); n <= arenaSize-u {
+		tx.arenaUsed += uint8(n)
+		return tx.arena[u : u+n : u+n]
+	}
+	return make([]byte, n)
+}
+
+// newEntryLocked allocates an entry whose key, key+\x00 and payload share
+// one allocation; the payload part is returned. The entry takes the chain
+// hint if the transaction last read its key.
+func (tx *transaction) newEntryLocked(key, payload []byte) (*wentry, []byte) {
+	var e *wentry
+	if !tx.entUsed {
+		tx.entUsed = true
+		e = &tx.ent
+	} else {
+		e = new(wentry)
+	}
+	n := len(key)
+	buf := make([]byte, n+1+len(payload))
+	copy(buf, key)
+	copy(buf[n+1:], payload)
+	*e = wentry{key: buf[:n:n], end: buf[: n+1 : n+1]}
+	if rc := tx.rc; rc != nil && bytes.Equal(rc.key, key) {
+		e.c = rc
+	}
+	return e, buf[n+1:]
 }
 
 var _ kv.Transaction = (*transaction)(nil)
@@ -348,17 +407,6 @@ func (tx *transaction) writableLocked() bool {
 	return true
 }
 
-// newEntry allocates an entry whose key, key+\x00 and payload share one
-// allocation.
-func newEntry(key, payload []byte) (*wentry, []byte) {
-	n := len(key)
-	buf := make([]byte, n+1+len(payload))
-	copy(buf, key)
-	copy(buf[n+1:], payload)
-	e := &wentry{key: buf[:n:n], end: buf[: n+1 : n+1]}
-	return e, buf[n+1:]
-}
-
 // Set writes value at key.
 func (tx *transaction) Set(key, value []byte) {
 	tx.mu.Lock()
@@ -374,7 +422,7 @@ func (tx *transaction) Set(key, value []byte) {
 		tx.setErrLocked(kv.ErrValueTooLarge)
 		return
 	}
-	e, val := newEntry(key, value)
+	e, val := tx.newEntryLocked(key, value)
 	e.st, e.exists, e.val = stKnown, true, val
 	tx.writes.put(e)
 	tx.size += int64(len(key) + len(value))
@@ -395,7 +443,7 @@ func (tx *transaction) Clear(key []byte) {
 		tx.setErrLocked(err)
 		return
 	}
-	e, _ := newEntry(key, nil)
+	e, _ := tx.newEntryLocked(key, nil)
 	e.st = stKnown
 	tx.writes.put(e)
 	tx.size += int64(2*len(key) + 1)
@@ -474,7 +522,7 @@ func (tx *transaction) atomic(kind opKind, key, param []byte) {
 	e := tx.writes.get(key)
 	if e == nil {
 		var p []byte
-		e, p = newEntry(key, param)
+		e, p = tx.newEntryLocked(key, param)
 		if _, cleared := tx.clears.find(key); cleared {
 			e.st = stKnown
 			e.val, e.exists = applyOp(kind, nil, false, p)
@@ -588,7 +636,7 @@ func (tx *transaction) SetVersionstampedValue(key, value []byte) {
 		tx.setErrLocked(err)
 		return
 	}
-	e, val := newEntry(key, body)
+	e, val := tx.newEntryLocked(key, body)
 	e.st, e.val, e.vsOff = stVS, val, off
 	tx.writes.put(e)
 	tx.size += int64(len(key) + len(body))
@@ -923,6 +971,7 @@ func (tx *transaction) resetLocked(full bool, watchErr error) {
 	tx.clears, tx.clearLog, tx.vsKeys = nil, nil, nil
 	tx.reads, tx.wconf = nil, nil
 	tx.size, tx.mutated = 0, false
+	tx.rc = nil
 	if full {
 		tx.retries = 0
 		tx.backoff = tx.db.cfg.backoffInitial

@@ -29,6 +29,9 @@ type wentry struct {
 	val    []byte     // stKnown: the value; stVS: the template
 	vsOff  int        // stVS: offset of the versionstamp in val
 	ops    []atomicOp // stOps, stVS: applied in order after the base
+	// c is the key's store chain if the transaction read the key before
+	// writing it (a hint for the commit, which then needs no lookup).
+	c *chain
 }
 
 // known reports whether the entry answers reads without the database.
