@@ -1,0 +1,408 @@
+package sim
+
+import (
+	"encoding/binary"
+	"fmt"
+	"hash/maphash"
+	"strings"
+
+	"github.com/anishathalye/porcupine"
+)
+
+// Kind is the kind of a recorded operation.
+type Kind uint8
+
+// Operation kinds. Observe is not a queue method: it is the harness's read
+// of the whole structure at a quiescent point, which checks that the
+// history ends in the state the database holds.
+const (
+	Enqueue Kind = iota
+	Dequeue
+	DequeueBatch
+	Push
+	PopMin
+	PopMax
+	Observe
+	// Hide and Unhide are the two halves of a staged dequeue or pop that
+	// ended with an error and left no journal record: it may have taken the
+	// item at the head (a fulfiller handed it to its request) and, when its
+	// context ended, written it back at its original key. The history holds
+	// both, over the failed call's interval, paired by Input.Tag.
+	Hide
+	Unhide
+)
+
+var kindNames = [...]string{"Enqueue", "Dequeue", "DequeueBatch", "Push", "PopMin", "PopMax", "Observe", "Hide", "Unhide"}
+
+func (k Kind) String() string {
+	if int(k) < len(kindNames) {
+		return kindNames[k]
+	}
+	return fmt.Sprintf("Kind(%d)", k)
+}
+
+// Item is an item in a history: its identifier (the harness makes every
+// value unique) and, in a priority queue, its priority.
+type Item struct {
+	ID       uint64
+	Priority int64
+}
+
+// Input is the input of a recorded operation.
+type Input struct {
+	Kind Kind
+	Item Item // Enqueue, Push
+	N    int  // DequeueBatch: the batch size
+	// Wait marks a staged dequeue or pop (DequeueWait, PopMinWait,
+	// PopMaxWait): it has the same sequential specification as its plain
+	// form, except that it never returns empty.
+	Wait bool
+	// Tag pairs a Hide with its Unhide; Max says a priority queue's Hide
+	// takes from the largest end.
+	Tag uint64
+	Max bool
+}
+
+// Output is the output of a recorded operation.
+type Output struct {
+	// Unknown means the outcome is not known: the operation failed with an
+	// error that leaves open whether it took effect, or its client gave up
+	// on it, and nobody recovered it. Such an operation is recorded as
+	// returning at the end of time, so it may be linearized anywhere after
+	// its call, including after everything that observes its effect (which
+	// is how "it did not happen" is expressed).
+	Unknown bool
+	// Empty is ErrEmpty.
+	Empty bool
+	// Items are the dequeued or popped items, or, for Observe, the whole
+	// content in key order.
+	Items []Item
+}
+
+// state encodings. The models' states are strings so that porcupine can
+// compare them with == and hash them cheaply: a FIFO queue is a sequence of
+// 8-byte big-endian IDs, head first; a priority queue is a sequence of
+// 16-byte entries (priority with its sign bit flipped, so that byte order is
+// numeric order, then ID) ordered by priority and, among equal priorities,
+// by the order in which the pushes were linearized.
+const (
+	fifoEntry = 8
+	pqEntry   = 16
+)
+
+func fifoState(items []Item) string {
+	b := make([]byte, 0, len(items)*fifoEntry)
+	for _, it := range items {
+		b = binary.BigEndian.AppendUint64(b, it.ID)
+	}
+	return string(b)
+}
+
+func fifoItems(s string) []Item {
+	out := make([]Item, len(s)/fifoEntry)
+	for i := range out {
+		out[i].ID = binary.BigEndian.Uint64([]byte(s[i*fifoEntry:]))
+	}
+	return out
+}
+
+func pqEncode(it Item) string {
+	var b [pqEntry]byte
+	binary.BigEndian.PutUint64(b[:8], uint64(it.Priority)^(1<<63))
+	binary.BigEndian.PutUint64(b[8:], it.ID)
+	return string(b[:])
+}
+
+func pqDecode(s string) Item {
+	return Item{
+		Priority: int64(binary.BigEndian.Uint64([]byte(s[:8])) ^ (1 << 63)),
+		ID:       binary.BigEndian.Uint64([]byte(s[8:pqEntry])),
+	}
+}
+
+func pqState(items []Item) string {
+	var sb strings.Builder
+	for _, it := range items {
+		sb.WriteString(pqEncode(it))
+	}
+	return sb.String()
+}
+
+func pqItems(s string) []Item {
+	out := make([]Item, len(s)/pqEntry)
+	for i := range out {
+		out[i] = pqDecode(s[i*pqEntry:])
+	}
+	return out
+}
+
+var hashSeed = maphash.MakeSeed()
+
+// mstate is a model's state: the items, encoded as above, and the items
+// hidden by staged operations between their Hide and Unhide: 8 bytes of
+// tag then one item entry (all zero when the Hide found nothing), in tag
+// order.
+type mstate struct {
+	q, hidden string
+}
+
+func hashState(s any) uint64 {
+	st := s.(mstate)
+	return maphash.String(hashSeed, st.q) ^ 31*maphash.String(hashSeed, st.hidden)
+}
+
+func equalState(a, b any) bool { return a.(mstate) == b.(mstate) }
+
+// hide records that tag's Hide took entry (all zero bytes for nothing).
+func (st mstate) hide(tag uint64, entry string) mstate {
+	e := string(binary.BigEndian.AppendUint64(nil, tag)) + entry
+	n := 8 + len(entry)
+	i := 0
+	for ; i < len(st.hidden); i += n {
+		if st.hidden[i:i+8] > e[:8] {
+			break
+		}
+	}
+	st.hidden = st.hidden[:i] + e + st.hidden[i:]
+	return st
+}
+
+// unhide removes tag's entry; ok is false when tag hid nothing yet.
+func (st mstate) unhide(tag uint64, size int) (mstate, string, bool) {
+	t := string(binary.BigEndian.AppendUint64(nil, tag))
+	n := 8 + size
+	for i := 0; i < len(st.hidden); i += n {
+		if st.hidden[i:i+8] == t {
+			entry := st.hidden[i+8 : i+n]
+			st.hidden = st.hidden[:i] + st.hidden[i+n:]
+			return st, entry, true
+		}
+	}
+	return st, "", false
+}
+
+func isZero(entry string) bool { return strings.Trim(entry, "\x00") == "" }
+
+// FIFOModel is the sequential specification of a Queue, starting from the
+// items in initial (head first):
+//
+//   - Enqueue(x) appends x.
+//   - Dequeue returns the head and removes it, or Empty when there is none.
+//   - DequeueBatch(n) returns a non-empty prefix of at most n items and
+//     removes it, or Empty when there is none. The prefix may be shorter
+//     than n even when more items are there: the batch also stops at the
+//     batch budget, and it reads the head at its read version, so an item
+//     appended concurrently is not necessarily taken.
+//   - A staged dequeue (Wait) is a Dequeue that never returns Empty.
+//   - An Unknown Dequeue removes the head if there is one.
+//   - Hide takes the head aside, if there is one; its Unhide puts it back
+//     at the head.
+//   - Observe returns the whole content, which must be the state.
+func FIFOModel(initial []Item) porcupine.Model {
+	init := mstate{q: fifoState(initial)}
+	return porcupine.Model{
+		Init: func() any { return init },
+		Step: func(state, input, output any) (bool, any) {
+			return fifoStep(state.(mstate), input.(Input), output.(Output))
+		},
+		Equal:             equalState,
+		Hash:              hashState,
+		DescribeOperation: describeOperation(false),
+		DescribeState: func(state any) string {
+			return describeItems(fifoItems(state.(mstate).q), false)
+		},
+	}
+}
+
+func fifoStep(st mstate, in Input, out Output) (bool, any) {
+	s := st.q
+	switch in.Kind {
+	case Enqueue:
+		var b [fifoEntry]byte
+		binary.BigEndian.PutUint64(b[:], in.Item.ID)
+		st.q = s + string(b[:])
+		return true, st
+	case Dequeue, DequeueBatch:
+		if out.Unknown {
+			if in.Kind == DequeueBatch {
+				// The harness always recovers batches; were one left
+				// unknown, it took what there was, up to n.
+				st.q = s[min(len(s), in.N*fifoEntry):]
+				return true, st
+			}
+			st.q = s[min(len(s), fifoEntry):]
+			return true, st
+		}
+		if out.Empty {
+			return len(s) == 0 && !in.Wait, st
+		}
+		n := len(out.Items)
+		limit := 1
+		if in.Kind == DequeueBatch {
+			limit = in.N
+		}
+		if n == 0 || n > limit || n*fifoEntry > len(s) {
+			return false, st
+		}
+		for i, it := range out.Items {
+			if binary.BigEndian.Uint64([]byte(s[i*fifoEntry:])) != it.ID {
+				return false, st
+			}
+		}
+		st.q = s[n*fifoEntry:]
+		return true, st
+	case Hide:
+		if len(s) == 0 {
+			return true, st.hide(in.Tag, strings.Repeat("\x00", fifoEntry))
+		}
+		st.q = s[fifoEntry:]
+		return true, st.hide(in.Tag, s[:fifoEntry])
+	case Unhide:
+		st, e, ok := st.unhide(in.Tag, fifoEntry)
+		if ok && !isZero(e) {
+			st.q = e + st.q
+		}
+		return ok, st
+	case Observe:
+		return fifoState(out.Items) == s, st
+	}
+	return false, st
+}
+
+// PriorityModel is the sequential specification of a PriorityQueue,
+// starting from the items in initial (in key order):
+//
+//   - Push(x, p) inserts x after every item of priority <= p: among equal
+//     priorities, items are kept in the order their pushes took effect.
+//   - PopMin returns and removes the first item (the smallest priority, the
+//     earliest pushed among equals), or Empty.
+//   - PopMax returns and removes the last item (the largest priority, the
+//     latest pushed among equals, since it is the last key), or Empty.
+//   - Unknown pops remove what they would have returned, if anything.
+//   - Hide takes aside what its pop would have returned; Unhide puts it
+//     back where it was: first of its priority (from the smallest end) or
+//     last (from the largest end).
+//   - Observe returns the whole content in key order.
+//
+// Pushes of one priority that run concurrently may share a count and are
+// then ordered by their random suffix; that is still this specification,
+// because concurrent operations may take effect in either order: the
+// checker looks for an order that explains what was observed.
+func PriorityModel(initial []Item) porcupine.Model {
+	init := mstate{q: pqState(initial)}
+	return porcupine.Model{
+		Init: func() any { return init },
+		Step: func(state, input, output any) (bool, any) {
+			return pqStep(state.(mstate), input.(Input), output.(Output))
+		},
+		Equal:             equalState,
+		Hash:              hashState,
+		DescribeOperation: describeOperation(true),
+		DescribeState: func(state any) string {
+			return describeItems(pqItems(state.(mstate).q), true)
+		},
+	}
+}
+
+// pqInsert inserts entry e after every entry whose priority is <= its
+// own (first false) or before every entry whose priority is >= its own
+// (first true).
+func pqInsert(s, e string, first bool) string {
+	i := 0
+	for ; i < len(s); i += pqEntry {
+		if c := s[i : i+8]; c > e[:8] || first && c == e[:8] {
+			break
+		}
+	}
+	return s[:i] + e + s[i:]
+}
+
+func pqStep(st mstate, in Input, out Output) (bool, any) {
+	s := st.q
+	switch in.Kind {
+	case Push:
+		st.q = pqInsert(s, pqEncode(in.Item), false)
+		return true, st
+	case PopMin, PopMax:
+		if len(s) == 0 {
+			return out.Unknown || (out.Empty && !in.Wait), st
+		}
+		var got, rest string
+		if in.Kind == PopMin {
+			got, rest = s[:pqEntry], s[pqEntry:]
+		} else {
+			got, rest = s[len(s)-pqEntry:], s[:len(s)-pqEntry]
+		}
+		if !out.Unknown && (out.Empty || len(out.Items) != 1 || pqDecode(got) != out.Items[0]) {
+			return false, st
+		}
+		st.q = rest
+		return true, st
+	case Hide:
+		if len(s) == 0 {
+			return true, st.hide(in.Tag, strings.Repeat("\x00", pqEntry))
+		}
+		if in.Max {
+			st.q = s[:len(s)-pqEntry]
+			return true, st.hide(in.Tag, s[len(s)-pqEntry:])
+		}
+		st.q = s[pqEntry:]
+		return true, st.hide(in.Tag, s[:pqEntry])
+	case Unhide:
+		st, e, ok := st.unhide(in.Tag, pqEntry)
+		if ok && !isZero(e) {
+			st.q = pqInsert(st.q, e, !in.Max)
+		}
+		return ok, st
+	case Observe:
+		return pqState(out.Items) == s, st
+	}
+	return false, st
+}
+
+func describeOperation(prio bool) func(input, output any) string {
+	return func(input, output any) string {
+		in, out := input.(Input), output.(Output)
+		var arg string
+		switch in.Kind {
+		case Enqueue:
+			arg = fmt.Sprintf("(%d)", in.Item.ID)
+		case Push:
+			arg = fmt.Sprintf("(%d, p=%d)", in.Item.ID, in.Item.Priority)
+		case DequeueBatch:
+			arg = fmt.Sprintf("(%d)", in.N)
+		case Hide, Unhide:
+			arg = fmt.Sprintf("(#%d)", in.Tag)
+		default:
+			arg = "()"
+		}
+		name := in.Kind.String()
+		if in.Wait {
+			name += "Wait"
+		}
+		var res string
+		switch {
+		case out.Unknown:
+			res = "unknown"
+		case out.Empty:
+			res = "empty"
+		case in.Kind == Enqueue || in.Kind == Push || in.Kind == Hide || in.Kind == Unhide:
+			res = "ok"
+		default:
+			res = describeItems(out.Items, prio)
+		}
+		return name + arg + " -> " + res
+	}
+}
+
+func describeItems(items []Item, prio bool) string {
+	parts := make([]string, len(items))
+	for i, it := range items {
+		if prio {
+			parts[i] = fmt.Sprintf("%d@%d", it.ID, it.Priority)
+		} else {
+			parts[i] = fmt.Sprint(it.ID)
+		}
+	}
+	return "[" + strings.Join(parts, " ") + "]"
+}

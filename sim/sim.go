@@ -1,0 +1,959 @@
+// Package sim is a deterministic simulation of fdbqueue's layers on memdb
+// with fault injection, checked for linearizability and for conservation
+// of items.
+//
+// # What a run does
+//
+// Run(seed, cfg) makes a fresh memdb seeded with seed, with faults
+// (not_committed, commit_unknown_result applied and not applied,
+// transaction_too_old, extra commit latency) and a latency model, and runs
+// cfg.Rounds rounds. In each round, cfg.Clients clients per structure run
+// random operations concurrently on a Queue (Enqueue, Dequeue, DequeueBatch)
+// and on a PriorityQueue (Push, PopMin, PopMax). Some operations get a
+// random deadline or are cancelled; some clients give up in the middle of a
+// commit and never come back. Every call and return is recorded, with a
+// shared monotonic counter as the clock, as a porcupine history.
+//
+// At the end of a round the clients have all returned (a quiescent point).
+// Faults are turned off; some of the operations whose outcome is unknown
+// are recovered by calling them again with the same OpID (which the layers
+// promise returns the first call's result if it took effect, and otherwise
+// performs it now); then the harness reads the whole structure (an Observe
+// operation). The round's history is checked against FIFOModel or
+// PriorityModel, starting from what the previous round observed, so that
+// each checked history stays short while the state carries over. After the
+// last round the structures are drained through the API, and every item is
+// accounted for: enqueued once, then returned once or still there, or
+// absent only where an unrecovered operation of unknown outcome explains it.
+//
+// # Unknown outcomes
+//
+// An operation that fails with an error other than ErrEmpty may or may not
+// have taken effect: not only when kv.MaybeCommitted is true, but also when
+// its context ends while the retry loop backs off after a
+// commit_unknown_result (see Config.TrustErrors). Unless it is recovered,
+// such an operation is recorded with Output.Unknown and a return time at
+// the end of time: the checker may then linearize it anywhere after its
+// call, including after the final Observe, where it has no visible effect.
+//
+// # Determinism
+//
+// The seed fixes the database's random choices (faults, latencies, jitter),
+// each client's choice of operations, values and deadlines, and the random
+// key suffixes. Goroutine scheduling and real time are not controlled, so a
+// seed reproduces a run's shape, not its exact interleaving.
+package sim
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+
+	"github.com/fdbqueue/fdbqueue"
+	"github.com/fdbqueue/fdbqueue/kv"
+	"github.com/fdbqueue/fdbqueue/memdb"
+	"github.com/fdbqueue/fdbqueue/tuple"
+)
+
+// Config is the shape of a run. Start from DefaultConfig.
+type Config struct {
+	// Rounds is the number of rounds per seed; each round's history is
+	// checked on its own.
+	Rounds int
+	// Clients is the number of concurrent clients per structure per round.
+	Clients int
+	// OpsPerClient is how many operations each client runs per round.
+	OpsPerClient int
+
+	// Queue and PriorityQueue choose the structures under test.
+	Queue, PriorityQueue bool
+	// Batches lets Queue clients use DequeueBatch.
+	Batches bool
+
+	// Faults and Latency configure the database.
+	Faults  memdb.Faults
+	Latency memdb.Latency
+
+	// CancelProb is the probability that an operation runs with a random
+	// deadline of up to MaxDeadline (it may expire at any point: before,
+	// during or after the commit).
+	CancelProb  float64
+	MaxDeadline time.Duration
+	// AbandonProb is the probability, per client and round, that the
+	// client cancels one of its operations as its commit starts and never
+	// runs another.
+	AbandonProb float64
+	// RecoverProb is the probability that an operation of unknown outcome
+	// is recovered at the end of the round with its OpID. Batch dequeues
+	// are always recovered.
+	RecoverProb float64
+	// MaxOpen is how many operations of unknown outcome that were not
+	// recovered a history keeps fully open (the checker's work grows
+	// quickly with them); the others are settled from the journal.
+	MaxOpen int
+
+	// Staging makes about half of the seeds run their structures
+	// WithStaging, with the Wait forms (DequeueWait, PopMinWait,
+	// PopMaxWait) among the operations, each with a deadline of up to
+	// MaxWait.
+	Staging bool
+	MaxWait time.Duration
+	// StagingIndexed lets staged seeds use the recipe's indexed layout
+	// for the Queue, where a cancelled staged take can reorder items (see
+	// newHarness).
+	StagingIndexed bool
+
+	// WithoutIdempotency runs the layers as the plain recipes
+	// (fdbqueue.WithoutIdempotency): no journal, so nothing is recovered.
+	// Under commit_unknown_result the checkers must then find violations.
+	WithoutIdempotency bool
+
+	// TrustErrors records an operation that failed with an error for which
+	// kv.MaybeCommitted is false as not having taken effect, as the
+	// package documentation suggests, instead of as unknown.
+	TrustErrors bool
+
+	// CheckTimeout bounds each linearizability check; a check that times
+	// out is counted as inconclusive.
+	CheckTimeout time.Duration
+
+	// Log, if set, receives one line per checked history.
+	Log func(format string, args ...any)
+}
+
+// DefaultConfig has every kind of fault turned up, and histories of about
+// 150 operations per structure and round.
+func DefaultConfig() Config {
+	return Config{
+		Rounds:        6,
+		Clients:       5,
+		OpsPerClient:  30,
+		Queue:         true,
+		PriorityQueue: true,
+		Batches:       true,
+		Faults: memdb.Faults{
+			NotCommitted:      0.05,
+			UnknownApplied:    0.04,
+			UnknownNotApplied: 0.04,
+			TooOld:            0.02,
+			ExtraLatency:      2 * time.Millisecond,
+			ExtraLatencyProb:  0.05,
+		},
+		Latency: memdb.Latency{
+			GRV:    memdb.Span{Max: 200 * time.Microsecond},
+			Read:   memdb.Span{Max: 200 * time.Microsecond},
+			Commit: memdb.Span{Min: 100 * time.Microsecond, Max: time.Millisecond},
+		},
+		CancelProb:   0.08,
+		MaxDeadline:  3 * time.Millisecond,
+		AbandonProb:  0.15,
+		Staging:      true,
+		MaxWait:      5 * time.Millisecond,
+		RecoverProb:  0.5,
+		MaxOpen:      2,
+		CheckTimeout: 30 * time.Second,
+	}
+}
+
+// Result is what a run found. Results of several runs add up with Add.
+type Result struct {
+	Seeds      int
+	Histories  int // histories checked for linearizability
+	Operations int // operations in them (Observe included)
+
+	Violations   int // histories that are not linearizable
+	Inconclusive int // checks that timed out
+	Lost         int // items enqueued for sure, then gone unexplained
+	Duplicated   int // extra copies of items (returned or left twice)
+	Phantom      int // items that came out but were never enqueued
+	DrainDiffers int // final drains that disagreed with the final Observe
+	Unexpected   int // errors the harness did not expect (see Failure)
+
+	Unknown   int // operations left with an unknown outcome
+	Recovered int // operations of unknown outcome recovered by OpID
+	Hidden    int // failed staged takes modelled as Hide and Unhide
+
+	StagedSeeds       int // seeds whose structures ran WithStaging
+	VersionstampSeeds int // seeds whose Queue ran WithVersionstampOrder
+	TupleSeeds        int // seeds that stored values as packed tuples
+
+	Stats memdb.Stats // summed database counters (live fields: last run's)
+
+	// Failure describes the first problem found, if any.
+	Failure *Failure
+}
+
+// OK reports whether the run found no problem.
+func (r *Result) OK() bool {
+	return r.Violations == 0 && r.Lost == 0 && r.Duplicated == 0 && r.Phantom == 0 &&
+		r.DrainDiffers == 0 && r.Unexpected == 0
+}
+
+// Add adds o's figures to r and keeps r's first failure.
+func (r *Result) Add(o Result) {
+	r.Seeds += o.Seeds
+	r.Histories += o.Histories
+	r.Operations += o.Operations
+	r.Violations += o.Violations
+	r.Inconclusive += o.Inconclusive
+	r.Lost += o.Lost
+	r.Duplicated += o.Duplicated
+	r.Phantom += o.Phantom
+	r.DrainDiffers += o.DrainDiffers
+	r.Unexpected += o.Unexpected
+	r.Unknown += o.Unknown
+	r.Recovered += o.Recovered
+	r.Hidden += o.Hidden
+	r.StagedSeeds += o.StagedSeeds
+	r.VersionstampSeeds += o.VersionstampSeeds
+	r.TupleSeeds += o.TupleSeeds
+	addStats(&r.Stats, o.Stats)
+	if r.Failure == nil {
+		r.Failure = o.Failure
+	}
+}
+
+func addStats(s *memdb.Stats, o memdb.Stats) {
+	s.Transactions += o.Transactions
+	s.Commits += o.Commits
+	s.ReadOnlyCommits += o.ReadOnlyCommits
+	s.Conflicts += o.Conflicts
+	s.Retries += o.Retries
+	s.TooOld += o.TooOld
+	s.InjectedNotCommitted += o.InjectedNotCommitted
+	s.InjectedUnknownApplied += o.InjectedUnknownApplied
+	s.InjectedUnknownNotApplied += o.InjectedUnknownNotApplied
+	s.InjectedTooOld += o.InjectedTooOld
+	s.InjectedForced += o.InjectedForced
+	s.Interrupted += o.Interrupted
+	s.Reads += o.Reads
+	s.RangeReads += o.RangeReads
+	s.Watches, s.Keys, s.Versions = o.Watches, o.Keys, o.Versions
+	s.ConflictHistory, s.GCQueue, s.Version, s.OldestVersion = o.ConflictHistory, o.GCQueue, o.Version, o.OldestVersion
+}
+
+// Failure is the first problem a run found.
+type Failure struct {
+	Seed      int64
+	Round     int
+	Structure string
+	Reason    string
+
+	model   porcupine.Model
+	info    porcupine.LinearizationInfo
+	history []porcupine.Operation
+	hasInfo bool
+}
+
+// WriteHistory writes the failing history as text, in call order, then
+// the longest prefix of it that the checker could linearize, with the
+// model's state after each operation: the next operation of the history
+// is where it got stuck.
+func (f *Failure) WriteHistory(w io.Writer) error {
+	if !f.HasVisualization() {
+		return errors.New("sim: no history to write")
+	}
+	m := f.model
+	h := slices.Clone(f.history)
+	sort.SliceStable(h, func(i, j int) bool { return h[i].Call < h[j].Call })
+	bw := bufio.NewWriter(w)
+	fmt.Fprintf(bw, "%s\ninitial state %s\n", f, m.DescribeState(m.Init()))
+	for _, op := range h {
+		ret := fmt.Sprint(op.Return)
+		if op.Return == math.MaxInt64 {
+			ret = "end"
+		}
+		fmt.Fprintf(bw, "[%6d, %6s] client %-3d %s\n", op.Call, ret, op.ClientId, m.DescribeOperation(op.Input, op.Output))
+	}
+	var best []porcupine.Operation
+	for _, part := range f.info.PartialLinearizationsOperations() {
+		for _, l := range part {
+			if len(l) > len(best) {
+				best = l
+			}
+		}
+	}
+	fmt.Fprintf(bw, "longest linearizable prefix (%d operations):\n", len(best))
+	st := m.Init()
+	for _, op := range best {
+		_, st = m.Step(st, op.Input, op.Output)
+		fmt.Fprintf(bw, "  %s  => %s\n", m.DescribeOperation(op.Input, op.Output), m.DescribeState(st))
+	}
+	return bw.Flush()
+}
+
+func (f *Failure) String() string {
+	return fmt.Sprintf("seed %d, round %d, %s: %s", f.Seed, f.Round, f.Structure, f.Reason)
+}
+
+// HasVisualization reports whether the failure is a non-linearizable
+// history that Visualize can draw.
+func (f *Failure) HasVisualization() bool { return f != nil && f.hasInfo }
+
+// Visualize writes porcupine's HTML visualization of the failing history
+// (its longest linearizable prefixes and where they get stuck) to path.
+func (f *Failure) Visualize(path string) error {
+	if !f.HasVisualization() {
+		return errors.New("sim: no history to visualize")
+	}
+	return porcupine.VisualizePath(f.model, f.info, path)
+}
+
+// Run runs one seed. ctx bounds the run (its end cancels the clients'
+// operations, and the run returns ctx's error).
+func Run(ctx context.Context, seed int64, cfg Config) (Result, error) {
+	h, err := newHarness(seed, cfg)
+	if err != nil {
+		return Result{}, err
+	}
+	defer h.db.Close()
+	res := Result{Seeds: 1}
+	if h.staged {
+		res.StagedSeeds = 1
+	}
+	if h.vstamp {
+		res.VersionstampSeeds = 1
+	}
+	if h.tuple {
+		res.TupleSeeds = 1
+	}
+	for round := range cfg.Rounds {
+		if err := ctx.Err(); err != nil {
+			return res, err
+		}
+		h.round(ctx, round, &res)
+		if err := ctx.Err(); err != nil {
+			return res, err
+		}
+	}
+	h.finish(ctx, &res)
+	res.Stats = h.db.Stats()
+	return res, ctx.Err()
+}
+
+// harness is one seed's run.
+type harness struct {
+	seed    int64
+	cfg     Config
+	staged  bool // the seed's variants
+	vstamp  bool
+	tuple   bool
+	db      *memdb.DB
+	targets []*target
+	clock   atomic.Int64
+}
+
+// target is one structure under test and what is known about its items.
+type target struct {
+	s        structure
+	staged   bool   // made WithStaging
+	state    []Item // as observed at the end of the previous round
+	enqueued map[uint64]enqState
+	returned map[uint64]int
+	capacity int // items that unrecovered unknown dequeues may have taken
+	nextID   uint64
+}
+
+type enqState uint8
+
+const (
+	enqNone enqState = iota
+	enqKnown
+	enqMaybe
+)
+
+func newHarness(seed int64, cfg Config) (*harness, error) {
+	if cfg.Rounds < 1 || cfg.Clients < 1 || cfg.OpsPerClient < 1 {
+		return nil, fmt.Errorf("sim: Rounds, Clients and OpsPerClient must be positive")
+	}
+	rng := rand.New(rand.NewPCG(uint64(seed), 0x51))
+	db := memdb.New(
+		memdb.WithSeed(seed),
+		memdb.WithFaults(cfg.Faults),
+		memdb.WithLatency(cfg.Latency),
+		memdb.WithBackoff(100*time.Microsecond, 5*time.Millisecond),
+	)
+	h := &harness{seed: seed, cfg: cfg, db: db}
+	// The seed picks the layers' variants.
+	enc := fdbqueue.RawValues
+	if rng.IntN(2) == 1 {
+		enc = fdbqueue.TupleValues
+		h.tuple = true
+	}
+	// Each structure gets its own seeded source of key suffixes.
+	entropy := func() fdbqueue.Option {
+		var chacha [32]byte
+		for i := range chacha {
+			chacha[i] = byte(rng.Uint32())
+		}
+		return fdbqueue.WithEntropy(rand.NewChaCha8(chacha))
+	}
+	opts := []fdbqueue.Option{fdbqueue.WithValueEncoding(enc)}
+	if cfg.WithoutIdempotency {
+		opts = append(opts, fdbqueue.WithoutIdempotency())
+	}
+	staged := cfg.Staging && !cfg.WithoutIdempotency && rng.IntN(2) == 0
+	h.staged = staged
+	if staged {
+		opts = append(opts, fdbqueue.WithStaging(fdbqueue.StagingConfig{ClaimTimeout: 2 * time.Second}))
+	}
+	if cfg.Queue {
+		qopts := append(slices.Clip(opts), entropy())
+		// A staged take whose context ends writes its item back at its
+		// original key. With the recipe's (index, random) keys, an item
+		// enqueued while that item was away and the queue looked empty
+		// restarts at index 1 and overtakes it: a known departure from
+		// FIFO order that the model flags. Staged seeds therefore use
+		// versionstamp order unless StagingIndexed asks for the anomaly.
+		if rng.IntN(3) == 0 || staged && !cfg.StagingIndexed {
+			qopts = append(qopts, fdbqueue.WithVersionstampOrder())
+			h.vstamp = true
+		}
+		sub, _ := fdbqueue.NewSubspace(tuple.Tuple{"sim", "queue"})
+		q, err := fdbqueue.NewQueue(sub, qopts...)
+		if err != nil {
+			return nil, err
+		}
+		h.targets = append(h.targets, newTarget(&fifo{q: q, enc: enc}, 1, staged))
+	}
+	if cfg.PriorityQueue {
+		sub, _ := fdbqueue.NewSubspace(tuple.Tuple{"sim", "pq"})
+		pq, err := fdbqueue.NewPriorityQueue(sub, append(slices.Clip(opts), entropy())...)
+		if err != nil {
+			return nil, err
+		}
+		h.targets = append(h.targets, newTarget(&prio{pq: pq, enc: enc}, 2, staged))
+	}
+	if len(h.targets) == 0 {
+		return nil, fmt.Errorf("sim: no structure to test")
+	}
+	return h, nil
+}
+
+func newTarget(s structure, tag uint64, staged bool) *target {
+	return &target{
+		s:        s,
+		staged:   staged,
+		enqueued: map[uint64]enqState{},
+		returned: map[uint64]int{},
+		nextID:   tag << 56,
+	}
+}
+
+func (h *harness) now() int64 { return h.clock.Add(1) }
+
+// record is one operation of a round as the client saw it.
+type record struct {
+	op      porcupine.Operation
+	id      fdbqueue.OpID
+	unknown bool // outcome not known yet
+	dropped bool // did not take effect (TrustErrors)
+	recover bool // if unknown, recover it at the end of the round
+}
+
+// round runs one round on every target concurrently, then recovers,
+// observes and checks.
+func (h *harness) round(ctx context.Context, round int, res *Result) {
+	histories := make([][]*record, len(h.targets))
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	for ti, t := range h.targets {
+		// IDs are handed out before the goroutines start, so that a seed
+		// gives every client the same values.
+		for c := range h.cfg.Clients {
+			rng := rand.New(rand.NewPCG(uint64(h.seed), uint64(round)<<32|uint64(ti)<<16|uint64(c)))
+			firstID := t.nextID
+			t.nextID += uint64(h.cfg.OpsPerClient)
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				recs := h.client(ctx, round, t, c, rng, firstID, res, &mu)
+				mu.Lock()
+				histories[ti] = append(histories[ti], recs...)
+				mu.Unlock()
+			}()
+		}
+	}
+	wg.Wait()
+	if ctx.Err() != nil {
+		return
+	}
+
+	faults := h.cfg.Faults
+	h.db.SetFaults(memdb.Faults{})
+	defer h.db.SetFaults(faults)
+	for ti, t := range h.targets {
+		h.settle(ctx, round, t, histories[ti], res)
+	}
+}
+
+// client runs one client's operations and returns their records.
+func (h *harness) client(ctx context.Context, round int, t *target, c int, rng *rand.Rand, nextID uint64, res *Result, mu *sync.Mutex) []*record {
+	cid := c * 1000 // bumped when an operation stays open, see below
+	abandonAt := -1
+	if rng.Float64() < h.cfg.AbandonProb {
+		abandonAt = rng.IntN(h.cfg.OpsPerClient)
+	}
+	var recs []*record
+	for i := range h.cfg.OpsPerClient {
+		in := h.choose(t, rng, nextID)
+		nextID++
+		opCtx, cancel := context.WithCancel(ctx)
+		var tr kv.Transactor = h.db
+		switch {
+		case i == abandonAt:
+			tr = &abandoning{Database: h.db, cancel: cancel}
+		case in.Wait:
+			cancel()
+			d := time.Duration(rng.Int64N(int64(h.cfg.MaxWait) + 1))
+			opCtx, cancel = context.WithTimeout(ctx, d)
+		case rng.Float64() < h.cfg.CancelProb:
+			cancel()
+			d := time.Duration(rng.Int64N(int64(h.cfg.MaxDeadline) + 1))
+			opCtx, cancel = context.WithTimeout(ctx, d)
+		}
+		r := &record{id: fdbqueue.NewOpID(), recover: rng.Float64() < h.cfg.RecoverProb || in.Kind == DequeueBatch}
+		r.op.Input = in
+		r.op.Call = h.now()
+		out, err := t.s.run(opCtx, tr, in, r.id)
+		r.op.Return = h.now()
+		cancel()
+		if ctx.Err() != nil {
+			return recs
+		}
+		switch {
+		case err == nil:
+			r.op.Output = out
+		case errors.Is(err, fdbqueue.ErrEmpty):
+			r.op.Output = Output{Empty: true}
+		default:
+			if !expected(err) {
+				mu.Lock()
+				res.Unexpected++
+				if res.Failure == nil {
+					res.Failure = &Failure{Seed: h.seed, Round: round, Structure: t.s.name(), Reason: fmt.Sprintf("%v: unexpected error: %v", in.Kind, err)}
+				}
+				mu.Unlock()
+			}
+			if h.cfg.TrustErrors && !kv.MaybeCommitted(err) && !errors.Is(err, fdbqueue.ErrOperationExpired) {
+				r.dropped = true
+			} else {
+				r.unknown = true
+			}
+		}
+		r.op.ClientId = cid
+		recs = append(recs, r)
+		if i == abandonAt {
+			break // never comes back
+		}
+		if r.unknown {
+			// The operation stays open (until recovered, or forever): the
+			// client's next operations would overlap it, so they are
+			// recorded as another client's.
+			cid++
+		}
+	}
+	return recs
+}
+
+// expected reports whether err is one that an operation may return in a
+// simulation: the context ended, or the commit's outcome is unknown.
+func expected(err error) bool {
+	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) ||
+		kv.MaybeCommitted(err) || errors.Is(err, fdbqueue.ErrOperationExpired)
+}
+
+// choose picks a client's next operation.
+func (h *harness) choose(t *target, rng *rand.Rand, id uint64) Input {
+	x := rng.Float64()
+	switch t.s.(type) {
+	case *fifo:
+		switch {
+		case x < 0.5:
+			return Input{Kind: Enqueue, Item: Item{ID: id}}
+		case x < 0.8 || !h.cfg.Batches:
+			return Input{Kind: Dequeue, Wait: t.staged && rng.IntN(4) == 0}
+		default:
+			return Input{Kind: DequeueBatch, N: 1 + rng.IntN(5)}
+		}
+	default:
+		switch {
+		case x < 0.5:
+			var p int64
+			switch y := rng.Float64(); {
+			case y < 0.05:
+				p = math.MinInt64
+			case y < 0.1:
+				p = math.MaxInt64
+			default:
+				p = rng.Int64N(4) - 1
+			}
+			return Input{Kind: Push, Item: Item{ID: id, Priority: p}}
+		case x < 0.75:
+			return Input{Kind: PopMin, Wait: t.staged && rng.IntN(4) == 0}
+		default:
+			return Input{Kind: PopMax, Wait: t.staged && rng.IntN(4) == 0}
+		}
+	}
+}
+
+// abandoning is the database as seen by a client that gives up on its
+// operation the moment the operation's function has run, that is as the
+// commit starts: its context is cancelled, so the commit is interrupted in
+// flight (applied or not, at random) and nothing retries it.
+type abandoning struct {
+	kv.Database
+	cancel context.CancelFunc
+}
+
+// CreateTransaction is what staged operations use: the client gives up as
+// the transaction's commit starts.
+func (a *abandoning) CreateTransaction(ctx context.Context) (kv.Transaction, error) {
+	tr, err := a.Database.CreateTransaction(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &abandoningTx{Transaction: tr, cancel: a.cancel}, nil
+}
+
+type abandoningTx struct {
+	kv.Transaction
+	cancel context.CancelFunc
+}
+
+func (a *abandoningTx) Commit() error {
+	a.cancel()
+	return a.Transaction.Commit()
+}
+
+func (a *abandoning) Transact(ctx context.Context, fn func(kv.Transaction) error) error {
+	return a.Database.Transact(ctx, func(tr kv.Transaction) error {
+		err := fn(tr)
+		if err == nil {
+			a.cancel()
+		}
+		return err
+	})
+}
+
+// settle ends a target's round: recover some unknown operations, observe,
+// resolve what the observation settles, check the history, and update the
+// item accounts.
+func (h *harness) settle(ctx context.Context, round int, t *target, recs []*record, res *Result) {
+	fail := func(reason string) {
+		if res.Failure == nil {
+			res.Failure = &Failure{Seed: h.seed, Round: round, Structure: t.s.name(), Reason: reason}
+		}
+	}
+	// Recover in call order, so that a seed recovers the same operations
+	// as far as scheduling allows.
+	sort.Slice(recs, func(i, j int) bool { return recs[i].op.Call < recs[j].op.Call })
+	var extra []*record
+	for _, r := range recs {
+		if !r.unknown || h.cfg.WithoutIdempotency {
+			continue
+		}
+		in := r.op.Input.(Input)
+		isStaged := t.staged && (in.Kind == Dequeue || in.Kind == PopMin || in.Kind == PopMax)
+		if !r.recover && !isStaged {
+			continue
+		}
+		if isStaged {
+			// A staged take that failed either kept its item (then its
+			// journal record is there and the recovery below returns it)
+			// or wrote it back when its context ended (or took nothing):
+			// a Hide and an Unhide within its call.
+			applied, err := journaled(ctx, h.db, t.s.prefix(), r.id)
+			if err != nil {
+				res.Unexpected++
+				fail(fmt.Sprintf("reading the journal: %v", err))
+				continue
+			}
+			if !applied {
+				tag := r.op.Call
+				r.op.Input = Input{Kind: Hide, Tag: uint64(tag), Max: in.Kind == PopMax}
+				r.op.Output = Output{}
+				r.unknown = false
+				un := &record{op: r.op}
+				un.op.Input = Input{Kind: Unhide, Tag: uint64(tag), Max: in.Kind == PopMax}
+				un.op.ClientId = -2 - len(extra) // a client of its own, for the visualization
+				extra = append(extra, un)
+				res.Hidden++
+				continue
+			}
+			// The first call took effect; the recovery replays it.
+			in.Wait = false
+			r.op.Input = in
+		}
+		// The journal's layout is documented (package fdbqueue, "Key
+		// layout"): its record tells whether the first call took effect.
+		// If it did, the operation took effect within the first call; if
+		// not (memdb decides a commit before Commit returns), the recovery
+		// performs it now. Either way its interval is short, which keeps
+		// the check fast; if the record lied, the check would fail.
+		applied, err := journaled(ctx, h.db, t.s.prefix(), r.id)
+		if err != nil {
+			res.Unexpected++
+			fail(fmt.Sprintf("reading the journal: %v", err))
+			continue
+		}
+		call := h.now()
+		out, err := t.s.run(ctx, h.db, in, r.id)
+		switch {
+		case err == nil:
+			r.op.Output = out
+		case errors.Is(err, fdbqueue.ErrEmpty):
+			r.op.Output = Output{Empty: true}
+		default:
+			res.Unexpected++
+			fail(fmt.Sprintf("recovering %v: %v", in.Kind, err))
+			continue
+		}
+		if ret := h.now(); !applied {
+			r.op.Call, r.op.Return = call, ret
+		}
+		r.unknown = false
+		res.Recovered++
+	}
+
+	recs = append(recs, extra...)
+
+	observed, err := t.s.observe(ctx, h.db)
+	if err != nil {
+		res.Unexpected++
+		fail(fmt.Sprintf("observe: %v", err))
+		return
+	}
+	observe := porcupine.Operation{ClientId: -1, Input: Input{Kind: Observe}, Call: h.now(), Output: Output{Items: observed}}
+	observe.Return = h.now()
+
+	// Dequeues of unknown outcome that were not recovered: up to MaxOpen
+	// of them stay open (they may have removed an item at any time after
+	// their call, or nothing). Beyond that, or to keep the checks short,
+	// the journal says whether they took effect: if so, they removed an
+	// item nobody saw within their call; if not, they are left out.
+	open := 0
+	for _, r := range recs {
+		in := r.op.Input.(Input)
+		if !r.unknown || in.Kind == Enqueue || in.Kind == Push {
+			continue
+		}
+		if h.cfg.WithoutIdempotency || open < h.cfg.MaxOpen {
+			r.op.Output = Output{Unknown: true}
+			r.op.Return = math.MaxInt64
+			open++
+			continue
+		}
+		applied, err := journaled(ctx, h.db, t.s.prefix(), r.id)
+		if err != nil {
+			res.Unexpected++
+			fail(fmt.Sprintf("reading the journal: %v", err))
+		}
+		r.op.Output = Output{Unknown: true}
+		r.dropped = !applied
+	}
+
+	// An item that came out of a known dequeue or is still there was
+	// enqueued; memdb decides a commit before Commit returns, so an
+	// enqueue of unknown outcome whose item appeared took effect within
+	// its call. One whose item appeared nowhere did not take effect,
+	// unless an open dequeue may have taken it.
+	appeared := map[uint64]bool{}
+	for _, it := range observed {
+		appeared[it.ID] = true
+	}
+	for _, r := range recs {
+		if !r.dropped && !r.unknown {
+			for _, it := range r.op.Output.(Output).Items {
+				appeared[it.ID] = true
+			}
+		}
+	}
+
+	history := make([]porcupine.Operation, 0, len(recs)+1)
+	for _, r := range recs {
+		if r.dropped {
+			continue
+		}
+		in := r.op.Input.(Input)
+		switch in.Kind {
+		case Enqueue, Push:
+			switch {
+			case !r.unknown:
+				t.enqueued[in.Item.ID] = enqKnown
+			case appeared[in.Item.ID]:
+				r.op.Output = Output{}
+				t.enqueued[in.Item.ID] = enqKnown
+			case open == 0:
+				continue // it did not take effect
+			case h.cfg.WithoutIdempotency || open < h.cfg.MaxOpen:
+				r.op.Output = Output{Unknown: true}
+				r.op.Return = math.MaxInt64
+				t.enqueued[in.Item.ID] = enqMaybe
+				res.Unknown++
+				open++
+			default:
+				// Settled from the journal: if it took effect, an open
+				// dequeue took its item.
+				applied, err := journaled(ctx, h.db, t.s.prefix(), r.id)
+				if err != nil {
+					res.Unexpected++
+					fail(fmt.Sprintf("reading the journal: %v", err))
+				}
+				if !applied {
+					continue
+				}
+				r.op.Output = Output{}
+				t.enqueued[in.Item.ID] = enqKnown
+			}
+		default:
+			if r.unknown {
+				res.Unknown++
+				t.capacity += max(in.N, 1)
+			} else {
+				for _, it := range r.op.Output.(Output).Items {
+					t.returned[it.ID]++
+				}
+			}
+		}
+		history = append(history, r.op)
+	}
+	history = append(history, observe)
+	clients := map[int]int{}
+	for i := range history {
+		// porcupine wants small client numbers for its visualization.
+		id, ok := clients[history[i].ClientId]
+		if !ok {
+			id = len(clients)
+			clients[history[i].ClientId] = id
+		}
+		history[i].ClientId = id
+	}
+
+	model := t.s.model(t.state)
+	res.Histories++
+	res.Operations += len(history)
+	cr := porcupine.CheckOperationsTimeout(model, history, h.cfg.CheckTimeout)
+	if h.cfg.Log != nil {
+		h.cfg.Log("seed %d round %d %s: %d operations, %d open: %v", h.seed, round, t.s.name(), len(history), open, cr)
+	}
+	switch cr {
+	case porcupine.Illegal:
+		res.Violations++
+		if res.Failure == nil {
+			_, info := porcupine.CheckOperationsVerbose(model, history, h.cfg.CheckTimeout)
+			res.Failure = &Failure{Seed: h.seed, Round: round, Structure: t.s.name(),
+				Reason: fmt.Sprintf("history of %d operations is not linearizable", len(history)),
+				model:  model, info: info, history: history, hasInfo: true}
+		}
+	case porcupine.Unknown:
+		res.Inconclusive++
+	}
+	t.state = observed
+}
+
+// journaled reports whether the journal of the queue at prefix holds a
+// record of the operation id.
+func journaled(ctx context.Context, db kv.Database, prefix []byte, id fdbqueue.OpID) (bool, error) {
+	p, err := tuple.Tuple{"j", id[:]}.AppendPack(append(bytes.Clone(prefix), 0xff))
+	if err != nil {
+		return false, err
+	}
+	r := kv.KeyRange{Begin: append(bytes.Clone(p), 0x00), End: append(p, 0xff)}
+	kvs, err := kv.ReadTransact(ctx, db, func(tr kv.ReadTransaction) ([]kv.KeyValue, error) {
+		return tr.GetRange(r, kv.RangeOptions{Limit: 1}).GetSlice()
+	})
+	return len(kvs) > 0, err
+}
+
+// finish drains every target and checks the item accounts.
+func (h *harness) finish(ctx context.Context, res *Result) {
+	h.db.SetFaults(memdb.Faults{})
+	for _, t := range h.targets {
+		fail := func(reason string) {
+			if res.Failure == nil {
+				res.Failure = &Failure{Seed: h.seed, Round: h.cfg.Rounds, Structure: t.s.name(), Reason: reason}
+			}
+		}
+		drained, err := t.s.drain(ctx, h.db)
+		if err != nil {
+			res.Unexpected++
+			fail(fmt.Sprintf("drain: %v", err))
+		}
+		if !sameItems(drained, t.state) {
+			res.DrainDiffers++
+			fail(fmt.Sprintf("the final drain returned %s, the final read %s", describeItems(drained, true), describeItems(t.state, true)))
+		}
+		c := t.account(drained)
+		res.Lost += c.lost
+		res.Duplicated += c.duplicated
+		res.Phantom += c.phantom
+		if c.lost+c.duplicated+c.phantom > 0 {
+			fail(fmt.Sprintf("conservation: %d lost, %d duplicated, %d phantom (e.g. item %d)", c.lost, c.duplicated, c.phantom, c.example))
+		}
+	}
+}
+
+type counts struct {
+	lost, duplicated, phantom int
+	example                   uint64
+}
+
+// account checks that every item is accounted for: returned or left once,
+// never when it was not enqueued, and missing only as far as unrecovered
+// unknown dequeues explain.
+func (t *target) account(left []Item) counts {
+	seen := map[uint64]int{}
+	for id, n := range t.returned {
+		seen[id] += n
+	}
+	for _, it := range left {
+		seen[it.ID]++
+	}
+	var c counts
+	missing := 0
+	for id, n := range seen {
+		if n > 1 {
+			c.duplicated += n - 1
+			c.example = id
+		}
+		if n > 0 && t.enqueued[id] == enqNone {
+			c.phantom++
+			c.example = id
+		}
+	}
+	for id, st := range t.enqueued {
+		if st == enqKnown && seen[id] == 0 {
+			missing++
+			if missing > t.capacity {
+				c.example = id
+			}
+		}
+	}
+	c.lost = max(0, missing-t.capacity)
+	return c
+}
+
+func sameItems(a, b []Item) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,107 @@
+package sim_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/fdbqueue/fdbqueue/memdb"
+	"github.com/fdbqueue/fdbqueue/sim"
+)
+
+// ciSeeds cover the variants: plain and staged structures, raw and tuple
+// values, indexed and versionstamp order (asserted below).
+var ciSeeds = []int64{1, 2, 3, 4}
+
+// TestSimulation runs a fixed set of seeds with every kind of fault, and
+// requires linearizable histories, no lost, duplicated or phantom item,
+// and evidence that the faults really happened.
+func TestSimulation(t *testing.T) {
+	cfg := sim.DefaultConfig()
+	cfg.Rounds = 4
+	var total sim.Result
+	for _, seed := range ciSeeds {
+		res, err := sim.Run(context.Background(), seed, cfg)
+		require.NoError(t, err)
+		if !res.OK() {
+			reportFailure(t, res)
+		}
+		total.Add(res)
+	}
+	t.Logf("%+v", total)
+	require.Zero(t, total.Violations, "non-linearizable histories")
+	require.Zero(t, total.Lost, "lost items")
+	require.Zero(t, total.Duplicated, "duplicated items")
+	require.Zero(t, total.Phantom, "items that were never enqueued")
+	require.Zero(t, total.DrainDiffers)
+	require.Zero(t, total.Unexpected, "unexpected errors")
+	require.Zero(t, total.Inconclusive, "checks that timed out prove nothing")
+	require.Equal(t, len(ciSeeds)*cfg.Rounds*2, total.Histories)
+
+	st := total.Stats
+	for name, n := range map[string]int64{
+		"not_committed":                     st.InjectedNotCommitted,
+		"commit_unknown_result, applied":    st.InjectedUnknownApplied,
+		"commit_unknown_result, unapplied":  st.InjectedUnknownNotApplied,
+		"transaction_too_old":               st.InjectedTooOld,
+		"commits interrupted by cancelling": st.Interrupted,
+		"real conflicts":                    st.Conflicts,
+	} {
+		require.Positive(t, n, "no %s happened: the run proves little", name)
+	}
+	require.Positive(t, total.Unknown, "some outcomes must stay unknown")
+	require.Positive(t, total.Recovered, "some outcomes must be recovered by OpID")
+	require.Positive(t, total.Hidden, "some staged takes must fail")
+	require.Positive(t, total.StagedSeeds)
+	require.Less(t, total.StagedSeeds, total.Seeds)
+	require.Positive(t, total.VersionstampSeeds)
+	require.Positive(t, total.TupleSeeds)
+	require.Less(t, total.TupleSeeds, total.Seeds)
+}
+
+// The checkers can fail: the plain recipe (no journal) under
+// commit_unknown_result enqueues twice and loses dequeued items, and both
+// the linearizability check and the conservation check say so.
+func TestSimulationCatchesThePlainRecipe(t *testing.T) {
+	cfg := sim.DefaultConfig()
+	cfg.Rounds = 2
+	cfg.WithoutIdempotency = true
+	cfg.Faults = memdb.Faults{UnknownApplied: 0.1, UnknownNotApplied: 0.1}
+	cfg.CancelProb, cfg.AbandonProb, cfg.Batches = 0, 0, false
+	cfg.CheckTimeout = 10 * time.Second
+	res, err := sim.Run(context.Background(), 1, cfg)
+	require.NoError(t, err)
+	t.Logf("%+v", res)
+	require.Positive(t, res.Stats.InjectedUnknownApplied)
+	require.Positive(t, res.Violations, "the linearizability checker must reject the plain recipe's histories")
+	require.Positive(t, res.Lost+res.Duplicated, "the conservation check must find lost or duplicated items")
+	require.False(t, res.OK())
+	require.True(t, res.Failure.HasVisualization())
+	path := filepath.Join(t.TempDir(), "failure.html")
+	require.NoError(t, res.Failure.Visualize(path))
+	fi, err := os.Stat(path)
+	require.NoError(t, err)
+	require.Positive(t, fi.Size())
+}
+
+func reportFailure(t *testing.T, res sim.Result) {
+	t.Helper()
+	t.Errorf("%+v", res)
+	if res.Failure == nil {
+		return
+	}
+	t.Errorf("first failure: %v", res.Failure)
+	if res.Failure.HasVisualization() {
+		dir := t.TempDir()
+		if f, err := os.CreateTemp("", "sim-failure-*.txt"); err == nil {
+			_ = res.Failure.WriteHistory(f)
+			_ = f.Close()
+			t.Errorf("history written to %s", f.Name())
+		}
+		_ = dir
+	}
+}
