@@ -651,3 +651,50 @@ func TestStagedExpiredRequestsDropped(t *testing.T) {
 	require.Empty(t, stagingKeys(t, db, sub))
 	requireNoWatches(t, db)
 }
+
+// The typed wrappers of the Wait forms decode what the staged calls
+// return, and wait for an item while the queue is empty.
+func TestTypedWaitForms(t *testing.T) {
+	ctx := context.Background()
+	db := stgDB(t)
+	tq := fdbqueue.NewTypedQueue(stgQueue(t, stgSubspace(t, "typedwait"),
+		fdbqueue.WithStaging(fdbqueue.StagingConfig{})), fdbqueue.StringCodec{})
+	require.NoError(t, tq.Enqueue(ctx, db, "first"))
+	v, err := tq.DequeueWait(ctx, db)
+	require.NoError(t, err)
+	require.Equal(t, "first", v)
+	got := make(chan string, 1)
+	go func() {
+		v, err := tq.DequeueWait(ctx, db)
+		if err != nil {
+			t.Errorf("DequeueWait: %v", err)
+		}
+		got <- v
+	}()
+	require.NoError(t, tq.Enqueue(ctx, db, "later"))
+	require.Equal(t, "later", <-got)
+
+	pq, err := fdbqueue.NewPriorityQueue(stgSubspace(t, "typedwaitpq"), fdbqueue.WithStaging(fdbqueue.StagingConfig{}))
+	require.NoError(t, err)
+	tp := fdbqueue.NewTypedPriorityQueue(pq, fdbqueue.StringCodec{})
+	for _, p := range []int64{3, 1, 2} {
+		require.NoError(t, tp.Push(ctx, db, fmt.Sprint(p), p))
+	}
+	it, err := tp.PopMinWait(ctx, db)
+	require.NoError(t, err)
+	require.Equal(t, fdbqueue.TypedItem[string]{Value: "1", Priority: 1}, it)
+	it, err = tp.PopMaxWait(ctx, db)
+	require.NoError(t, err)
+	require.Equal(t, fdbqueue.TypedItem[string]{Value: "3", Priority: 3}, it)
+
+	// Without staging the Wait forms refuse, as the untyped ones do.
+	plain := fdbqueue.NewTypedQueue(stgQueue(t, stgSubspace(t, "typedplain")), fdbqueue.StringCodec{})
+	_, err = plain.DequeueWait(ctx, db)
+	require.ErrorIs(t, err, fdbqueue.ErrInvalidArgument)
+	cctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer cancel()
+	_, err = tp.PopMinWait(cctx, db) // "2" is left: it returns at once
+	require.NoError(t, err)
+	_, err = tp.PopMaxWait(cctx, db)
+	require.ErrorIs(t, err, context.DeadlineExceeded, "empty: waits until ctx ends")
+}

@@ -49,6 +49,19 @@ func (tq *TypedQueue[T]) Dequeue(ctx context.Context, t kv.Transactor, opts ...O
 	return decodeTyped(tq.codec, raw)
 }
 
+// DequeueWait dequeues and decodes the head item, waiting for one while
+// the queue is empty, until ctx ends; see Queue.DequeueWait (it needs a
+// queue made WithStaging). As with Dequeue, an item the codec fails on has
+// been dequeued all the same: its bytes are in the returned *CodecError.
+func (tq *TypedQueue[T]) DequeueWait(ctx context.Context, db kv.Database, opts ...OpOption) (T, error) {
+	raw, err := tq.q.DequeueWait(ctx, db, opts...)
+	if err != nil {
+		var zero T
+		return zero, err
+	}
+	return decodeTyped(tq.codec, raw)
+}
+
 // DequeueBatch dequeues up to max items and decodes them; see
 // Queue.DequeueBatch. Items the codec fails on are dropped from the result
 // and reported, with their bytes, in a *CodecError after the others.
@@ -119,6 +132,19 @@ func (tp *TypedPriorityQueue[T]) PopMin(ctx context.Context, t kv.Transactor, op
 // PopMax pops and decodes the largest item; see PriorityQueue.PopMax.
 func (tp *TypedPriorityQueue[T]) PopMax(ctx context.Context, t kv.Transactor, opts ...OpOption) (TypedItem[T], error) {
 	return tp.decodeItem(tp.pq.PopMax(ctx, t, opts...))
+}
+
+// PopMinWait pops and decodes the smallest item, waiting for one while the
+// priority queue is empty; see PriorityQueue.PopMinWait (it needs a
+// priority queue made WithStaging).
+func (tp *TypedPriorityQueue[T]) PopMinWait(ctx context.Context, db kv.Database, opts ...OpOption) (TypedItem[T], error) {
+	return tp.decodeItem(tp.pq.PopMinWait(ctx, db, opts...))
+}
+
+// PopMaxWait pops and decodes the largest item, waiting for one while the
+// priority queue is empty; see PriorityQueue.PopMaxWait.
+func (tp *TypedPriorityQueue[T]) PopMaxWait(ctx context.Context, db kv.Database, opts ...OpOption) (TypedItem[T], error) {
+	return tp.decodeItem(tp.pq.PopMaxWait(ctx, db, opts...))
 }
 
 // PeekMin decodes the smallest item without removing it.
