@@ -77,13 +77,10 @@ func testFaultAffectsOnlyNextCommit(t *testing.T, f *fixture) {
 // countRuns runs an Add of 1 to key through db.Transact and returns how
 // often the function ran and Transact's error.
 func (f *fixture) countRuns(key []byte) (int, error) {
-	runs := 0
-	err := f.db.Transact(f.ctx, func(tr kv.Transaction) error {
-		runs++
+	return f.transact(func(tr kv.Transaction, _ int) error {
 		tr.Add(key, le(1, 8))
 		return nil
 	})
-	return runs, err
 }
 
 func testTransactRetriesInjectedConflictAndCommitsOnce(t *testing.T, f *fixture) {

@@ -294,3 +294,25 @@ func (f *fixture) requireValue(t *testing.T, key, want []byte, msgAndArgs ...any
 	require.NotNil(t, got, msgAndArgs...)
 	require.Equal(t, want, got, msgAndArgs...)
 }
+
+// maxRuns bounds how often fixture.transact lets a transactional function
+// run before it gives up on the backend's retry loop.
+const maxRuns = 50
+
+// transact runs fn through the database's Transact and returns how many
+// times fn ran (run counts from 1). Past maxRuns runs it cancels Transact's
+// context, so that a retry loop that never gives up fails the test instead
+// of hanging it.
+func (f *fixture) transact(fn func(tr kv.Transaction, run int) error) (int, error) {
+	ctx, cancel := context.WithCancel(f.ctx)
+	defer cancel()
+	runs := 0
+	err := f.db.Transact(ctx, func(tr kv.Transaction) error {
+		runs++
+		if runs > maxRuns {
+			cancel()
+		}
+		return fn(tr, runs)
+	})
+	return runs, err
+}

@@ -83,9 +83,7 @@ func testTransactRetriesConflict(t *testing.T, f *fixture) {
 
 func testTransactReturnsFnErrorWithoutCommitting(t *testing.T, f *fixture) {
 	boom := errors.New("boom")
-	runs := 0
-	err := f.db.Transact(f.ctx, func(tr kv.Transaction) error {
-		runs++
+	runs, err := f.transact(func(tr kv.Transaction, run int) error {
 		tr.Set(f.key("a"), []byte("x"))
 		return boom
 	})
@@ -95,11 +93,9 @@ func testTransactReturnsFnErrorWithoutCommitting(t *testing.T, f *fixture) {
 }
 
 func testTransactRetriesRetryableFnError(t *testing.T, f *fixture) {
-	runs := 0
-	err := f.db.Transact(f.ctx, func(tr kv.Transaction) error {
-		runs++
-		tr.Set(f.key("a"), []byte{byte(runs)})
-		if runs == 1 {
+	runs, err := f.transact(func(tr kv.Transaction, run int) error {
+		tr.Set(f.key("a"), []byte{byte(run)})
+		if run == 1 {
 			return kv.ErrNotCommitted
 		}
 		return nil
@@ -162,13 +158,14 @@ func testTransactComposesLayers(t *testing.T, f *fixture) {
 	require.Equal(t, int64(1), decodeCounter(t, f.get(t, b)))
 
 	boom := errors.New("boom")
-	err = f.db.Transact(f.ctx, func(tr kv.Transaction) error {
+	runs, err := f.transact(func(tr kv.Transaction, _ int) error {
 		if err := incrementLayer(f.ctx, t, tr, a); err != nil {
 			return err
 		}
 		return boom
 	})
 	require.ErrorIs(t, err, boom)
+	require.Equal(t, 1, runs, "fn's own error must not be retried")
 	require.Equal(t, int64(2), decodeCounter(t, f.get(t, a)), "a layer call inside a transaction that fails must not be applied")
 }
 
@@ -240,9 +237,7 @@ func testContextCancelledDuringRetries(t *testing.T, f *fixture) {
 }
 
 func testRetryLimit(t *testing.T, f *fixture) {
-	runs := 0
-	err := f.db.Transact(f.ctx, func(tr kv.Transaction) error {
-		runs++
+	runs, err := f.transact(func(tr kv.Transaction, run int) error {
 		if err := tr.Options().SetRetryLimit(2); err != nil {
 			return err
 		}
@@ -253,9 +248,7 @@ func testRetryLimit(t *testing.T, f *fixture) {
 }
 
 func testRetryLimitZero(t *testing.T, f *fixture) {
-	runs := 0
-	err := f.db.Transact(f.ctx, func(tr kv.Transaction) error {
-		runs++
+	runs, err := f.transact(func(tr kv.Transaction, run int) error {
 		if err := tr.Options().SetRetryLimit(0); err != nil {
 			return err
 		}
@@ -300,14 +293,12 @@ func testTimeoutZeroDisables(t *testing.T, f *fixture) {
 
 func testTimeoutSpansRetries(t *testing.T, f *fixture) {
 	f.seed(t, "a")
-	runs := 0
-	err := f.db.Transact(f.ctx, func(tr kv.Transaction) error {
-		runs++
+	runs, err := f.transact(func(tr kv.Transaction, run int) error {
 		if err := tr.Options().SetTimeout(time.Second); err != nil {
 			return err
 		}
 		f.h.AdvanceTime(600 * time.Millisecond)
-		if runs == 1 {
+		if run == 1 {
 			return kv.ErrNotCommitted
 		}
 		_, err := tr.Get(f.key("a")).Get()

@@ -82,13 +82,11 @@ func testReadVersionObtainedAtFirstRead(t *testing.T, f *fixture) {
 
 func testTooOldIsRetriedByTransact(t *testing.T, f *fixture) {
 	f.seed(t, "a")
-	runs := 0
-	err := f.db.Transact(f.ctx, func(tr kv.Transaction) error {
-		runs++
+	runs, err := f.transact(func(tr kv.Transaction, run int) error {
 		if _, err := tr.Get(f.key("a")).Get(); err != nil {
 			return err
 		}
-		if runs == 1 {
+		if run == 1 {
 			f.h.AdvanceTime(mvccWindow + time.Second)
 		}
 		tr.Set(f.key("b"), []byte("x"))
