@@ -28,6 +28,7 @@ func watchTests() []conformanceTest {
 		{"FiresOnInsertOfMissingKey", testWatchFiresOnInsertOfMissingKey},
 		{"FiresOnClear", testWatchFiresOnClear},
 		{"FiresOnAtomicChange", testWatchFiresOnAtomicChange},
+		{"NotActiveBeforeCommit", testWatchNotActiveBeforeCommit},
 		{"FailedCommitFailsWatches", testWatchFailedCommitFailsWatches},
 		{"CancelFailsWait", testWatchCancelFailsWait},
 		{"CancelReleasesPendingWait", testWatchCancelReleasesPendingWait},
@@ -106,6 +107,15 @@ func testWatchFiresOnAtomicChange(t *testing.T, f *fixture) {
 	tr.Add(f.key("k"), le(1, 8))
 	commit(t, tr)
 	f.requireFired(t, w, "a watch must fire when an atomic op changes its key")
+}
+
+func testWatchNotActiveBeforeCommit(t *testing.T, f *fixture) {
+	f.seed(t, "k")
+	tr := f.newTx(t)
+	w := tr.Watch(f.key("k"))
+	t.Cleanup(w.Cancel)
+	f.set(t, f.key("k"), []byte("changed"))
+	f.requireNotFired(t, w, "a watch is registered when its transaction commits, and this one has not committed")
 }
 
 func testWatchFailedCommitFailsWatches(t *testing.T, f *fixture) {
