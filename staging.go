@@ -6,6 +6,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math/bits"
+	"sync/atomic"
 	"time"
 
 	"github.com/fdbqueue/fdbqueue/kv"
@@ -136,6 +138,82 @@ type RecoverStats struct {
 	ReturnedItems int
 }
 
+// Phases of a staged operation's steps (transactions), for StagingStats.
+const (
+	phaseRead     = iota // failed before it chose a transition
+	phaseFast            // the one plain attempt: serve the few waiting, take the head
+	phaseRegister        // file a request
+	phaseTake            // take the item at the request's place (self-service)
+	phaseFulfil          // serve other requests, and the own one if items reach it
+	phaseCollect         // collect the item a fulfilment handed to the request
+	phaseWait            // read the state, then sleep, renew or re-register
+	phaseWithdraw        // withdraw the request: no item for it
+	numPhases
+)
+
+var phaseNames = [numPhases]string{"read", "fast", "register", "take", "fulfil", "collect", "wait", "withdraw"}
+
+// numBatchBuckets is the size of StagingStats.BatchSizes.
+const numBatchBuckets = 8
+
+// StagingStats counts what the staged operations of one Queue or
+// PriorityQueue value did, since it was made: a diagnostic, to see where a
+// staged dequeue spends its time. Each step of an operation is one
+// transaction; its phase is the transition it chose.
+type StagingStats struct {
+	Calls    int64         // staged calls that returned
+	Items    int64         // items they returned
+	CallTime time.Duration // total time of those calls
+	Phases   []StagingPhaseStats
+	// Sleeps is how often a waiter slept on its watches, for SleepTime
+	// in total.
+	Sleeps    int64
+	SleepTime time.Duration
+	// Served is the number of other waiters' requests served by
+	// fulfilments; BatchSizes[i] counts the fulfilments that served
+	// between 2^i and 2^(i+1)-1 of them (the last bucket: more).
+	Served     int64
+	BatchSizes [numBatchBuckets]int64
+}
+
+// StagingPhaseStats counts the steps of one phase.
+type StagingPhaseStats struct {
+	Phase     string
+	Commits   int64         // steps that committed (or needed no commit)
+	Conflicts int64         // steps that failed with not_committed
+	Failures  int64         // steps that failed otherwise
+	Time      time.Duration // total time of the committed steps, reads and commit
+}
+
+type stagingCounters struct {
+	calls, items, callNanos          atomic.Int64
+	commits, conflicts, fails, nanos [numPhases]atomic.Int64
+	sleeps, sleepNanos, served       atomic.Int64
+	batches                          [numBatchBuckets]atomic.Int64
+}
+
+func (c *stagingCounters) batch(n int) {
+	if n > 0 {
+		c.served.Add(int64(n))
+		c.batches[min(bits.Len(uint(n))-1, numBatchBuckets-1)].Add(1)
+	}
+}
+
+func (c *stagingCounters) snapshot() StagingStats {
+	st := StagingStats{
+		Calls: c.calls.Load(), Items: c.items.Load(), CallTime: time.Duration(c.callNanos.Load()),
+		Sleeps: c.sleeps.Load(), SleepTime: time.Duration(c.sleepNanos.Load()), Served: c.served.Load(),
+	}
+	for i := range numPhases {
+		st.Phases = append(st.Phases, StagingPhaseStats{Phase: phaseNames[i], Commits: c.commits[i].Load(),
+			Conflicts: c.conflicts[i].Load(), Failures: c.fails[i].Load(), Time: time.Duration(c.nanos[i].Load())})
+	}
+	for i := range st.BatchSizes {
+		st.BatchSizes[i] = c.batches[i].Load()
+	}
+	return st
+}
+
 // stager is what the staged sides of one queue share.
 type stager struct {
 	enabled bool
@@ -144,6 +222,7 @@ type stager struct {
 	rand    *entropy
 	budget  int
 	sig     []byte // the signal key
+	stats   stagingCounters
 	// hook, when set (only by tests, through export_test.go), is called at
 	// named points of a staged operation.
 	hook func(point string)
@@ -341,6 +420,8 @@ type outcome[T any] struct {
 	val        T
 	err        error // with done: the result to return (ErrEmpty)
 	noCommit   bool  // done without writing: skip the commit
+	phase      int   // the transition chosen, for the statistics
+	served     int   // other requests served
 	armed      bool  // sleep on the watches
 	registered bool
 }
@@ -363,9 +444,16 @@ func (s *stageSide[T]) run(ctx context.Context, db kv.Database, wait bool, opts 
 	// so the backend can release it.
 	opCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	start := time.Now()
 	val, err := w.loop(opCtx, ctx)
 	w.cancelWatches()
 	w.o.end(err)
+	st := &s.st.stats
+	st.calls.Add(1)
+	st.callNanos.Add(int64(time.Since(start)))
+	if err == nil {
+		st.items.Add(1)
+	}
 	return val, err
 }
 
@@ -387,8 +475,13 @@ func (w *waiter[T]) loop(ctx, callerCtx context.Context) (T, error) {
 		if err := callerCtx.Err(); err != nil {
 			return zero, w.abandon(callerCtx, err)
 		}
+		t0 := time.Now()
 		out, err := w.attempt(tr)
+		st := &w.s.st.stats
 		if err == nil {
+			st.commits[out.phase].Add(1)
+			st.nanos[out.phase].Add(int64(time.Since(t0)))
+			st.batch(out.served)
 			fails = 0
 			if out.done {
 				return out.val, out.err
@@ -405,6 +498,11 @@ func (w *waiter[T]) loop(ctx, callerCtx context.Context) (T, error) {
 			}
 			w.refreshOp()
 			continue
+		}
+		if errors.Is(err, kv.ErrNotCommitted) {
+			st.conflicts[out.phase].Add(1)
+		} else {
+			st.fails[out.phase].Add(1)
 		}
 		w.cancelWatches()
 		w.s.st.point("failed")
@@ -499,11 +597,13 @@ func (w *waiter[T]) step(tr kv.Transaction) (out outcome[T], err error) {
 		return w.collect(tr, resV)
 	case reqV == nil:
 		if w.withdrawing {
+			out.phase = phaseWithdraw
 			out.done, out.err, out.noCommit = true, ErrEmpty, true
 			return out, nil
 		}
 		// Dropped or reclaimed after its deadline (this waiter was too
 		// slow): register again in the next step.
+		out.phase = phaseWait
 		w.reqKey, w.resKey = nil, nil
 		s.st.point("lost")
 		return out, nil
@@ -516,6 +616,7 @@ func (w *waiter[T]) replayed(prev [][]byte, err error) (out outcome[T], _ error)
 	if err != nil {
 		return out, err
 	}
+	out.phase = phaseWait
 	if out.val, err = w.s.replay(prev[0]); err != nil {
 		return out, err
 	}
@@ -546,6 +647,7 @@ func (w *waiter[T]) fresh(tr kv.Transaction, now time.Time, head, last, first kv
 		}
 	}
 	if len(heads) == 0 && !w.wait {
+		out.phase = phaseWithdraw
 		out.done, out.err, out.noCommit = true, ErrEmpty, true
 		return out, nil
 	}
@@ -562,9 +664,13 @@ func (w *waiter[T]) fresh(tr kv.Transaction, now time.Time, head, last, first kv
 		// the next item, in one transaction (with nobody waiting, this is
 		// the plain dequeue).
 		w.fastDone = true
-		return w.serveAndTake(tr, now, ahead, heads[:len(ahead)+1])
+		out.phase = phaseFast
+		out, err = w.serveAndTake(tr, now, ahead, heads[:len(ahead)+1])
+		out.phase = phaseFast
+		return out, err
 	}
 	w.fastDone = true
+	out.phase = phaseRegister
 	if err := w.register(tr, now, index); err != nil {
 		return out, err
 	}
@@ -622,7 +728,7 @@ func (w *waiter[T]) serveAndTake(tr kv.Transaction, now time.Time, reqs, items [
 	}
 	tr.Clear(p.Key)
 	w.took(tr, p, rec)
-	out.done, out.val = true, v
+	out.done, out.val, out.served = true, v, len(reqs)
 	return out, nil
 }
 
@@ -669,6 +775,7 @@ func (w *waiter[T]) arm(tr kv.Transaction) {
 
 func (w *waiter[T]) collect(tr kv.Transaction, resV []byte) (out outcome[T], err error) {
 	s := w.s
+	out.phase = phaseCollect
 	_, key, stored, err := decodeResult(resV)
 	if err != nil {
 		return out, err
@@ -722,12 +829,17 @@ func (w *waiter[T]) fulfil(tr kv.Transaction, now time.Time, pending kv.RangeRes
 			w.renew(tr, now)
 		}
 		w.watches = append(w.watches, tr.Watch(w.reqKey), tr.Watch(live[min(pos, len(live))-1].Key))
-		out.armed = true
+		out.armed, out.phase = true, phaseWait
 		return out, nil
 	}
+	out.phase = phaseFulfil
 	res, err := s.serve(tr, now, live, w, pre)
 	if err != nil {
 		return out, err
+	}
+	out.served = res.n
+	if res.mine {
+		out.served--
 	}
 	if res.mine {
 		out.done, out.val = true, res.val
@@ -752,6 +864,7 @@ func (w *waiter[T]) fulfil(tr kv.Transaction, now time.Time, pending kv.RangeRes
 func (w *waiter[T]) withdraw(tr kv.Transaction) (out outcome[T], err error) {
 	tr.Clear(w.reqKey)
 	w.withdrawing = true
+	out.phase = phaseWithdraw
 	out.done, out.err = true, ErrEmpty
 	return out, nil
 }
@@ -934,6 +1047,11 @@ func (w *waiter[T]) sleep(ctx context.Context) error {
 		w.cancelWatches()
 		return nil
 	}
+	slept := time.Now()
+	defer func() {
+		w.s.st.stats.sleeps.Add(1)
+		w.s.st.stats.sleepNanos.Add(int64(time.Since(slept)))
+	}()
 	wctx, cancel := context.WithTimeout(ctx, d)
 	fired := make(chan error, len(w.watches))
 	for _, wt := range w.watches {
@@ -1127,6 +1245,11 @@ func (q *Queue) staged(t kv.Transactor) (kv.Database, bool) {
 	return db, ok && q.stager.enabled
 }
 
+// StagingStats returns the counters of the queue's staged dequeues: how
+// many steps of each phase committed or conflicted, the time they took,
+// and the fulfilments' batch sizes. A diagnostic; see StagingStats.
+func (q *Queue) StagingStats() StagingStats { return q.stager.stats.snapshot() }
+
 // DequeueWait removes and returns the item at the head of the queue,
 // waiting for one while the queue is empty, until ctx ends. It needs a
 // queue made WithStaging (ErrInvalidArgument otherwise) and a Database,
@@ -1186,6 +1309,10 @@ func (pq *PriorityQueue) side(max bool) *stageSide[Item] {
 	}
 	return pq.stageMin
 }
+
+// StagingStats returns the counters of the staged pops, PopMin and PopMax
+// together; see Queue.StagingStats.
+func (pq *PriorityQueue) StagingStats() StagingStats { return pq.stager.stats.snapshot() }
 
 // PopMinWait removes and returns the smallest item, waiting for one while
 // the priority queue is empty, until ctx ends. Requirements and guarantees

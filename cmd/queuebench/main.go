@@ -57,6 +57,7 @@ type options struct {
 	feeders   int
 	out       string
 	latency   bool
+	stats     bool
 }
 
 func main() {
@@ -72,6 +73,7 @@ func main() {
 	flag.IntVar(&o.feeders, "feeders", 4, "producers that keep the queue non-empty during dequeue cells")
 	flag.StringVar(&o.out, "out", "out", "directory for the CSV files and the chart")
 	flag.BoolVar(&o.latency, "latency", true, "simulate a real cluster's latency (memdb.RealCluster)")
+	flag.BoolVar(&o.stats, "stats", false, "print where staged cells spend their time (Queue.StagingStats)")
 	flag.Parse()
 	var err error
 	if o.consumers, err = parseInts(consumers); err == nil {
@@ -112,6 +114,9 @@ type dequeueRow struct {
 	ConflictsOp float64 // conflicts per successful call
 	P50, P99    time.Duration
 	Empty       int64 // calls that found the queue empty
+
+	staging *fdbqueue.StagingStats // staged cells
+	load    float64                // 1-minute load average at the end
 }
 
 // enqueueRow is one cell of the enqueue table.
@@ -139,7 +144,10 @@ func run(o options, w io.Writer) error {
 			if err != nil {
 				return fmt.Errorf("%s with %d consumers: %w", mode, c, err)
 			}
-			fmt.Fprintf(w, "  dequeue %-6s %2d consumers: %8.0f items/s\n", mode, c, r.ItemsPerSec)
+			fmt.Fprintf(w, "  dequeue %-6s %2d consumers: %8.0f items/s  (load %.1f)\n", mode, c, r.ItemsPerSec, r.load)
+			if o.stats && r.staging != nil {
+				printStaging(w, r)
+			}
 			deq = append(deq, r)
 		}
 	}
@@ -311,7 +319,62 @@ func dequeueCell(o options, mode string, consumers int, seed int64) (dequeueRow,
 		row.ConflictsOp = float64(row.Conflicts) / float64(row.Calls)
 	}
 	row.P50, row.P99 = percentiles(slices.Concat(lats...))
+	if mode == "staged" {
+		st := q.StagingStats()
+		row.staging = &st
+	}
+	row.load = loadAverage()
 	return row, nil
+}
+
+// loadAverage returns the machine's 1-minute load average (Linux), or 0.
+func loadAverage() float64 {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return 0
+	}
+	x, _ := strconv.ParseFloat(f[0], 64)
+	return x
+}
+
+// printStaging prints where a staged cell's calls spent their time.
+func printStaging(w io.Writer, r dequeueRow) {
+	st := r.staging
+	if st.Items == 0 {
+		return
+	}
+	var tx int64
+	for _, p := range st.Phases {
+		tx += p.Commits + p.Conflicts + p.Failures
+	}
+	perItem := func(n int64) float64 { return float64(n) / float64(st.Items) }
+	fmt.Fprintf(w, "    %d calls, %.2f steps/item, call %.1f ms avg; slept %.2f times/item, %.1f ms avg\n",
+		st.Calls, perItem(tx), msAvg(st.CallTime, st.Calls), perItem(st.Sleeps), msAvg(st.SleepTime, st.Sleeps))
+	for _, p := range st.Phases {
+		if p.Commits+p.Conflicts+p.Failures == 0 {
+			continue
+		}
+		fmt.Fprintf(w, "    %-8s %7d ok (%.2f/item, %5.1f ms avg) %6d conflicts %4d failures\n",
+			p.Phase, p.Commits, perItem(p.Commits), msAvg(p.Time, p.Commits), p.Conflicts, p.Failures)
+	}
+	var b strings.Builder
+	for i, n := range st.BatchSizes {
+		if n > 0 {
+			fmt.Fprintf(&b, " %d+:%d", 1<<i, n)
+		}
+	}
+	fmt.Fprintf(w, "    served for others: %d (%.2f/item); fulfilments by size:%s\n", st.Served, perItem(st.Served), b.String())
+}
+
+func msAvg(d time.Duration, n int64) float64 {
+	if n == 0 {
+		return 0
+	}
+	return float64(d) / float64(n) / 1e6
 }
 
 // enqueueCell runs producers that enqueue one item per call.
