@@ -1,0 +1,156 @@
+// Command soak runs the deterministic simulation (package sim) over many
+// seeds until a seed count or a duration is exhausted, and prints what was
+// checked and found:
+//
+//	go run ./cmd/soak -seeds 100000 -duration 10m
+//
+// It exits with status 1 when any history is not linearizable or any item
+// is lost, duplicated or unexplained, after writing the first failing
+// seed's history as porcupine's HTML visualization (-html) and as text
+// (-history). Rerun one seed with -first N -seeds 1.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"runtime"
+	"sync"
+	"time"
+
+	"github.com/fdbqueue/fdbqueue/sim"
+)
+
+func main() {
+	var (
+		seeds    = flag.Int("seeds", 20, "how many seeds to run at most")
+		first    = flag.Int64("first", 1, "the first seed")
+		duration = flag.Duration("duration", 10*time.Minute, "stop starting seeds after this long")
+		workers  = flag.Int("workers", runtime.GOMAXPROCS(0), "seeds run at once")
+		rounds   = flag.Int("rounds", sim.DefaultConfig().Rounds, "rounds (checked histories per structure) per seed")
+		timeout  = flag.Duration("check-timeout", 10*time.Second, "bound of one linearizability check (a check that times out is counted as inconclusive)")
+		indexed  = flag.Bool("staging-indexed", false, "let staged seeds use the recipe's indexed Queue layout (exposes a known reordering, see sim.Config.StagingIndexed)")
+		html     = flag.String("html", "soak-failure.html", "where to write the first failing history's visualization")
+		history  = flag.String("history", "soak-failure.txt", "where to write the first failing history as text")
+		verbose  = flag.Bool("v", false, "print one line per seed")
+	)
+	flag.Parse()
+	cfg := sim.DefaultConfig()
+	cfg.Rounds = *rounds
+	cfg.StagingIndexed = *indexed
+	cfg.CheckTimeout = *timeout
+	os.Exit(run(os.Stdout, cfg, *first, *seeds, *duration, *workers, *html, *history, *verbose))
+}
+
+func run(w io.Writer, cfg sim.Config, first int64, seeds int, duration time.Duration, workers int, htmlPath, historyPath string, verbose bool) int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	start := time.Now()
+	deadline := start.Add(duration)
+
+	fmt.Fprintf(w, "soak: up to %d seeds from %d, for up to %v, %d at once\n", seeds, first, duration, workers)
+	fmt.Fprintf(w, "faults per commit: not_committed %.2f, commit_unknown_result applied %.2f / not applied %.2f, transaction_too_old %.2f, +%v latency %.2f\n",
+		cfg.Faults.NotCommitted, cfg.Faults.UnknownApplied, cfg.Faults.UnknownNotApplied, cfg.Faults.TooOld,
+		cfg.Faults.ExtraLatency, cfg.Faults.ExtraLatencyProb)
+	fmt.Fprintf(w, "per operation: random deadline %.2f (up to %v); per client and round: abandon mid-commit %.2f\n",
+		cfg.CancelProb, cfg.MaxDeadline, cfg.AbandonProb)
+
+	var (
+		mu    sync.Mutex
+		total sim.Result
+		next  = first
+		left  = seeds
+		errs  []error
+		wg    sync.WaitGroup
+	)
+	take := func() (int64, bool) {
+		mu.Lock()
+		defer mu.Unlock()
+		if left == 0 || time.Now().After(deadline) || ctx.Err() != nil {
+			return 0, false
+		}
+		left--
+		next++
+		return next - 1, true
+	}
+	for range max(workers, 1) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				seed, ok := take()
+				if !ok {
+					return
+				}
+				res, err := sim.Run(ctx, seed, cfg)
+				mu.Lock()
+				if err != nil && !errors.Is(err, context.Canceled) {
+					errs = append(errs, fmt.Errorf("seed %d: %w", seed, err))
+				}
+				if err == nil {
+					total.Add(res)
+					if verbose {
+						fmt.Fprintf(w, "seed %d: %d histories, %d operations, ok=%v\n", seed, res.Histories, res.Operations, res.OK())
+					}
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+
+	st := total.Stats
+	fmt.Fprintf(w, "\nelapsed:                    %v\n", time.Since(start).Round(time.Second))
+	fmt.Fprintf(w, "seeds:                      %d (staged %d, versionstamp-ordered queue %d, tuple values %d)\n",
+		total.Seeds, total.StagedSeeds, total.VersionstampSeeds, total.TupleSeeds)
+	fmt.Fprintf(w, "histories checked:          %d\n", total.Histories)
+	fmt.Fprintf(w, "operations:                 %d\n", total.Operations)
+	fmt.Fprintf(w, "transactions:               %d (commits %d, real conflicts %d, retries %d)\n", st.Transactions, st.Commits, st.Conflicts, st.Retries)
+	fmt.Fprintf(w, "faults injected:\n")
+	fmt.Fprintf(w, "  not_committed:                      %d\n", st.InjectedNotCommitted)
+	fmt.Fprintf(w, "  commit_unknown_result (applied):    %d\n", st.InjectedUnknownApplied)
+	fmt.Fprintf(w, "  commit_unknown_result (not applied): %d\n", st.InjectedUnknownNotApplied)
+	fmt.Fprintf(w, "  transaction_too_old:                %d\n", st.InjectedTooOld)
+	fmt.Fprintf(w, "  commits interrupted by cancellation: %d\n", st.Interrupted)
+	fmt.Fprintf(w, "outcomes unknown, left open:  %d\n", total.Unknown)
+	fmt.Fprintf(w, "outcomes recovered by OpID:   %d\n", total.Recovered)
+	fmt.Fprintf(w, "failed staged takes (hidden): %d\n", total.Hidden)
+	fmt.Fprintf(w, "inconclusive checks (timed out): %d\n", total.Inconclusive)
+	fmt.Fprintf(w, "violations:                 %d\n", total.Violations)
+	fmt.Fprintf(w, "lost:                       %d\n", total.Lost)
+	fmt.Fprintf(w, "duplicated:                 %d\n", total.Duplicated)
+	fmt.Fprintf(w, "phantom:                    %d\n", total.Phantom)
+	fmt.Fprintf(w, "drain mismatches:           %d\n", total.DrainDiffers)
+	fmt.Fprintf(w, "unexpected errors:          %d\n", total.Unexpected)
+	for _, err := range errs {
+		fmt.Fprintf(w, "error: %v\n", err)
+	}
+
+	if total.Failure != nil {
+		f := total.Failure
+		fmt.Fprintf(w, "first failing seed: %d (%v)\n", f.Seed, f)
+		if f.HasVisualization() {
+			if err := f.Visualize(htmlPath); err != nil {
+				fmt.Fprintf(w, "writing the visualization: %v\n", err)
+			} else {
+				fmt.Fprintf(w, "visualization: %s\n", htmlPath)
+			}
+			if out, err := os.Create(historyPath); err == nil {
+				if err := f.WriteHistory(out); err == nil {
+					fmt.Fprintf(w, "history: %s\n", historyPath)
+				}
+				_ = out.Close()
+			}
+		}
+	}
+	if !total.OK() || len(errs) > 0 {
+		fmt.Fprintln(w, "FAIL")
+		return 1
+	}
+	fmt.Fprintln(w, "PASS")
+	return 0
+}
