@@ -54,12 +54,18 @@ type chain struct {
 	queued bool // in the GC queue
 }
 
-// mvccVersion is a key's state as of a version: a value or a tombstone.
+// mvccVersion is a key's state as of a version: a value, or a tombstone
+// when val is nil (an empty value is stored as emptyValue).
 type mvccVersion struct {
 	v   int64
 	val []byte
-	del bool
 }
+
+// emptyValue is the stored form of an empty value, which nil would make a
+// tombstone.
+var emptyValue = []byte{}
+
+func (e *mvccVersion) del() bool { return e.val == nil }
 
 func newStore() *store {
 	return &store{tree: btree.NewBTreeGOptions(itemLess, btree.Options{NoLocks: true})}
@@ -68,14 +74,11 @@ func newStore() *store {
 // at returns the key's value as of version rv.
 func (c *chain) at(rv int64) ([]byte, bool) {
 	if c.head.v <= rv {
-		return c.head.val, !c.head.del
+		return c.head.val, c.head.val != nil
 	}
 	for i := len(c.vers) - 2; i >= 0; i-- {
 		if c.vers[i].v <= rv {
-			if c.vers[i].del {
-				return nil, false
-			}
-			return c.vers[i].val, true
+			return c.vers[i].val, c.vers[i].val != nil
 		}
 	}
 	return nil, false
@@ -83,7 +86,7 @@ func (c *chain) at(rv int64) ([]byte, bool) {
 
 // newest returns the key's latest value.
 func (c *chain) newest() ([]byte, bool) {
-	return c.head.val, !c.head.del
+	return c.head.val, c.head.val != nil
 }
 
 // synced updates head and v1 after vers changed.
@@ -139,7 +142,7 @@ func (s *store) writeAt(c *chain, key, val []byte, exists bool, v, horizon int64
 		if !exists {
 			return false // clearing a key that is not there
 		}
-		c = &chain{key: key, head: mvccVersion{del: true}, vers: make([]mvccVersion, 0, 1)}
+		c = &chain{key: key, v1: math.MaxInt64, vers: make([]mvccVersion, 0, 1)}
 		s.tree.Set(item{key: key, c: c})
 	}
 	s.appendVersion(c, val, exists, v, horizon)
@@ -161,14 +164,23 @@ func (s *store) chainFor(hint *chain, key []byte) *chain {
 func (s *store) appendVersion(c *chain, val []byte, exists bool, v, horizon int64) {
 	c.wv = v
 	s.maxWV = v
+	switch {
+	case !exists:
+		val = nil
+	case val == nil:
+		val = emptyValue
+	}
 	_, wasLive := c.newest()
 	if n := len(c.vers); n > 0 && c.vers[n-1].v == v {
-		c.vers[n-1] = mvccVersion{v: v, val: val, del: !exists}
+		c.vers[n-1] = mvccVersion{v: v, val: val}
 	} else if wasLive || exists { // else it is a tombstone already
-		c.vers = append(c.vers, mvccVersion{v: v, val: val, del: !exists})
+		c.vers = append(c.vers, mvccVersion{v: v, val: val})
 		s.versions++
+		if len(c.vers) == 2 {
+			c.v1 = v
+		}
 	}
-	c.synced()
+	c.head = c.vers[len(c.vers)-1]
 	switch {
 	case exists && !wasLive:
 		s.live++
@@ -233,10 +245,10 @@ func (s *store) gc(horizon int64) {
 		case c.wv > horizon: // (wv >= last.v)
 			c.queued = true
 			s.gcq.push(gcEntry{c: c, due: c.wv})
-		case last.del:
+		case last.del():
 			s.tree.Delete(item{key: c.key})
 			s.versions -= int64(len(c.vers))
-			c.vers, c.head = nil, mvccVersion{del: true}
+			c.vers, c.head = nil, mvccVersion{}
 		}
 	}
 }

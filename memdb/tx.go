@@ -27,42 +27,30 @@ type transaction struct {
 	gen uint64 // incremented by every reset: stale asynchronous work checks it
 
 	// Options and retry state; they survive OnError's reset.
-	timeout       time.Duration
-	retryLimit    int
-	maxRetryDelay time.Duration
-	createdAt     time.Time // on the DB's clock
-	createdReal   time.Time
-	timer         *time.Timer
-	timerGen      uint64
-	retries       int
-	backoff       time.Duration
+	retryLimit int
+	createdAt  time.Time // on the DB's clock (real time: see creationLocked)
+	retries    int
+	backoff    time.Duration
+
+	// x holds what few transactions use; it is allocated on first use.
+	x *txCold
 
 	// Cancellation: Cancel, the context, the timeout or Close.
 	cancelErr error
 	cancelCh  chan struct{} // made on demand, closed on cancellation
 
-	// Read version.
-	rvState uint8
+	// Read version (and rvState, below).
 	rv      int64
 	grvTime time.Time
 	rvCh    chan struct{} // closed when a pending GRV completes
 
-	err        error // sticky error of an invalid write
-	committing bool
-	committed  bool
-	commitVer  int64
-	stamp      [10]byte
-	vsf        *stampFuture
+	err       error // sticky error of an invalid write
+	commitVer int64
 
-	writes   writeMap
-	clears   clearSet
-	clearLog []krange
-	vsKeys   []vsKeyOp
-	reads    []krange
-	wconf    []krange
-	size     int64
-	mutated  bool
-	watches  []*watch
+	writes writeMap
+	clears clearSet
+	reads  []krange
+	size   int64
 
 	// rc is the chain of the key last read from the store (nil if it was
 	// not stored), the hint for a write of that key (wentry.c).
@@ -71,7 +59,7 @@ type transaction struct {
 	// Inline storage for the first attempt's small buffers, which saves
 	// allocations on the fast path. Retries allocate afresh, since a commit
 	// in flight may still reference the first attempt's buffers.
-	readsBuf [2]krange
+	readsBuf [1]krange
 	smallBuf [2]*wentry
 
 	// Inline objects, each handed out at most once in the transaction's
@@ -84,6 +72,40 @@ type transaction struct {
 	entUsed   bool
 	arenaUsed uint8
 	arena     [arenaSize]byte
+
+	// Small state, kept together to save padding.
+	rvState    uint8
+	committing bool
+	committed  bool
+	mutated    bool
+}
+
+// txCold is the part of a transaction that few transactions use: timeouts,
+// the retry delay cap, versionstamps, explicit write conflict ranges and
+// watches. It keeps the transaction itself small.
+type txCold struct {
+	// createdReal is the creation time in real time, taken with createdAt
+	// when the DB's clock is not the real one.
+	createdReal time.Time
+
+	timeout       time.Duration
+	maxRetryDelay time.Duration
+	timer         *time.Timer
+	timerGen      uint64
+	vsf           *stampFuture
+
+	clearLog []krange
+	vsKeys   []vsKeyOp
+	wconf    []krange
+	watches  []*watch
+}
+
+// cold returns tx.x, allocating it if needed.
+func (tx *transaction) cold() *txCold {
+	if tx.x == nil {
+		tx.x = new(txCold)
+	}
+	return tx.x
 }
 
 // arenaSize is the size of a transaction's inline arena.
@@ -165,7 +187,10 @@ func (db *DB) newTransaction(ctx context.Context) (*transaction, error) {
 // read version, or SetTimeout), which spares a clock read per transaction:
 // the timeout then counts from that moment, a negligible difference.
 func (tx *transaction) stampCreation() {
-	tx.createdAt, tx.createdReal = time.Time{}, time.Time{}
+	tx.createdAt = time.Time{}
+	if tx.x != nil {
+		tx.x.createdReal = time.Time{}
+	}
 }
 
 // creationLocked returns the creation time on the DB's clock and in real
@@ -174,13 +199,14 @@ func (tx *transaction) stampCreation() {
 func (tx *transaction) creationLocked(now time.Time) (time.Time, time.Time) {
 	if tx.createdAt.IsZero() {
 		tx.createdAt = now
-		if _, real := tx.db.clock.(realClock); real {
-			tx.createdReal = now
-		} else {
-			tx.createdReal = time.Now()
+		if _, real := tx.db.clock.(realClock); !real {
+			tx.cold().createdReal = time.Now()
 		}
 	}
-	return tx.createdAt, tx.createdReal
+	if x := tx.x; x != nil && !x.createdReal.IsZero() {
+		return tx.createdAt, x.createdReal
+	}
+	return tx.createdAt, tx.createdAt
 }
 
 // release drops the transaction's context binding and timer.
@@ -189,9 +215,9 @@ func (tx *transaction) release() {
 		tx.stop()
 	}
 	tx.mu.Lock()
-	if tx.timer != nil {
-		tx.timer.Stop()
-		tx.timer = nil
+	if x := tx.x; x != nil && x.timer != nil {
+		x.timer.Stop()
+		x.timer = nil
 	}
 	tx.mu.Unlock()
 }
@@ -246,9 +272,9 @@ func (tx *transaction) cancelledLocked() error {
 	if tx.cancelErr == nil {
 		if tx.db.closedFlag.Load() {
 			tx.cancelLocked(ErrClosed)
-		} else if tx.timeout > 0 {
+		} else if x := tx.x; x != nil && x.timeout > 0 {
 			now := tx.db.clock.Now()
-			if created, _ := tx.creationLocked(now); now.Sub(created) > tx.timeout {
+			if created, _ := tx.creationLocked(now); now.Sub(created) > x.timeout {
 				tx.cancelLocked(kv.ErrTransactionTimedOut)
 			}
 		}
@@ -497,8 +523,8 @@ func (tx *transaction) ClearRange(r kv.KeyRange) {
 	}
 	tx.clears = tx.clears.add(b, e)
 	tx.writes.deleteRange(b, e)
-	if len(tx.vsKeys) > 0 {
-		tx.clearLog = append(tx.clearLog, krange{b, e})
+	if x := tx.x; x != nil && len(x.vsKeys) > 0 {
+		x.clearLog = append(x.clearLog, krange{b, e})
 	}
 }
 
@@ -607,8 +633,9 @@ func (tx *transaction) SetVersionstampedKey(key, value []byte) {
 		tx.setErrLocked(err)
 		return
 	}
-	tx.vsKeys = append(tx.vsKeys, vsKeyOp{
-		tmpl: bytes.Clone(body), off: off, val: append([]byte{}, value...), nClears: len(tx.clearLog),
+	x := tx.cold()
+	x.vsKeys = append(x.vsKeys, vsKeyOp{
+		tmpl: bytes.Clone(body), off: off, val: append([]byte{}, value...), nClears: len(x.clearLog),
 	})
 	tx.size += int64(len(body) + len(value))
 	tx.mutated = true
@@ -732,7 +759,8 @@ func (tx *transaction) AddWriteConflictRange(r kv.KeyRange) error {
 		return err
 	}
 	if bytes.Compare(b, e) < 0 {
-		tx.wconf = append(tx.wconf, krange{b, e})
+		x := tx.cold()
+		x.wconf = append(x.wconf, krange{b, e})
 		tx.size += int64(len(b) + len(e))
 	}
 	tx.mutated = true
@@ -767,16 +795,21 @@ func (tx *transaction) Watch(key []byte) kv.Watch {
 		w.key = []byte{}
 	}
 	tx.db.trackWatch(w)
-	tx.watches = append(tx.watches, w)
+	x := tx.cold()
+	x.watches = append(x.watches, w)
 	return w
 }
 
 // failWatchesLocked fails the watches not yet registered.
 func (tx *transaction) failWatchesLocked(err error) {
-	for _, w := range tx.watches {
+	x := tx.x
+	if x == nil {
+		return
+	}
+	for _, w := range x.watches {
 		w.finish(err)
 	}
-	tx.watches = nil
+	x.watches = nil
 }
 
 // ---- commit ----
@@ -794,18 +827,17 @@ func (tx *transaction) Commit() error {
 	}
 	writes := tx.writes // Reset replaces tx.writes; the commit keeps this one
 	req := &commitReq{
-		hasRV:    tx.rvState == rvHave,
-		rv:       tx.rv,
-		grvTime:  tx.grvTime,
-		reads:    tx.reads,
-		wconf:    tx.wconf,
-		writes:   &writes,
-		clears:   tx.clears,
-		clearLog: tx.clearLog,
-		vsKeys:   tx.vsKeys,
-		watches:  tx.watches,
+		hasRV:   tx.rvState == rvHave,
+		rv:      tx.rv,
+		grvTime: tx.grvTime,
+		reads:   tx.reads,
+		writes:  &writes,
+		clears:  tx.clears,
 	}
-	tx.watches = nil
+	if x := tx.x; x != nil {
+		req.wconf, req.clearLog, req.vsKeys, req.watches = x.wconf, x.clearLog, x.vsKeys, x.watches
+		x.watches = nil
+	}
 	if !tx.mutated {
 		err := tx.commitReadOnlyLocked(req)
 		tx.mu.Unlock()
@@ -865,9 +897,9 @@ func (tx *transaction) Commit() error {
 	}
 	tx.committed = true
 	tx.commitVer = res.version
-	tx.stamp = versionstamp(res.version)
-	if tx.vsf != nil {
-		tx.vsf.resolve(tx.stamp[:], nil)
+	if x := tx.x; x != nil && x.vsf != nil {
+		stamp := versionstamp(res.version)
+		x.vsf.resolve(stamp[:], nil)
 	}
 	return nil
 }
@@ -930,8 +962,8 @@ func (tx *transaction) OnError(err error) error {
 		return err
 	}
 	limit := tx.db.cfg.backoffMax
-	if tx.maxRetryDelay > 0 {
-		limit = min(limit, tx.maxRetryDelay)
+	if x := tx.x; x != nil && x.maxRetryDelay > 0 {
+		limit = min(limit, x.maxRetryDelay)
 	}
 	cur := min(tx.backoff, limit)
 	tx.backoff = min(tx.backoff*2, limit)
@@ -963,13 +995,15 @@ func (tx *transaction) resetLocked(full bool, watchErr error) {
 	tx.gen++
 	tx.failWatchesLocked(watchErr)
 	tx.failStampLocked(kv.ErrTransactionCancelled)
-	tx.vsf = nil
+	if x := tx.x; x != nil {
+		x.vsf = nil
+		x.clearLog, x.vsKeys, x.wconf = nil, nil, nil
+	}
 	tx.rvState, tx.rvCh, tx.rv, tx.grvTime = rvNone, nil, 0, time.Time{}
 	tx.err = nil
 	tx.committing, tx.committed, tx.commitVer = false, false, 0
 	tx.writes = writeMap{}
-	tx.clears, tx.clearLog, tx.vsKeys = nil, nil, nil
-	tx.reads, tx.wconf = nil, nil
+	tx.clears, tx.reads = nil, nil
 	tx.size, tx.mutated = 0, false
 	tx.rc = nil
 	if full {
@@ -1006,32 +1040,36 @@ func (o txOptions) SetTimeout(d time.Duration) error {
 	tx := o.tx
 	tx.mu.Lock()
 	defer tx.mu.Unlock()
-	tx.timeout = d
+	tx.cold().timeout = d
 	tx.armTimerLocked()
 	return nil
 }
 
 // armTimerLocked (re)starts the real-time timeout timer.
 func (tx *transaction) armTimerLocked() {
-	if tx.timer != nil {
-		tx.timer.Stop()
-		tx.timer = nil
+	x := tx.x
+	if x == nil {
+		return // no timeout was ever set
 	}
-	tx.timerGen++
-	if tx.timeout <= 0 {
+	if x.timer != nil {
+		x.timer.Stop()
+		x.timer = nil
+	}
+	x.timerGen++
+	if x.timeout <= 0 {
 		return
 	}
 	_, createdReal := tx.creationLocked(tx.db.clock.Now())
-	left := tx.timeout - time.Since(createdReal)
+	left := x.timeout - time.Since(createdReal)
 	if left <= 0 {
 		tx.cancelLocked(kv.ErrTransactionTimedOut)
 		return
 	}
-	gen := tx.timerGen
-	tx.timer = time.AfterFunc(left, func() {
+	gen := x.timerGen
+	x.timer = time.AfterFunc(left, func() {
 		tx.mu.Lock()
 		defer tx.mu.Unlock()
-		if tx.timerGen == gen {
+		if x.timerGen == gen {
 			tx.cancelLocked(kv.ErrTransactionTimedOut)
 		}
 	})
@@ -1054,7 +1092,7 @@ func (o txOptions) SetMaxRetryDelay(d time.Duration) error {
 		return kv.ErrClientInvalidOp
 	}
 	o.tx.mu.Lock()
-	o.tx.maxRetryDelay = d
+	o.tx.cold().maxRetryDelay = d
 	o.tx.mu.Unlock()
 	return nil
 }
@@ -1080,20 +1118,22 @@ func (tx *transaction) GetVersionstamp() kv.FutureVersionstamp {
 		if tx.commitVer < 0 {
 			return &stampFuture{err: errNoCommitVersion}
 		}
-		return &stampFuture{stamp: bytes.Clone(tx.stamp[:])}
+		stamp := versionstamp(tx.commitVer)
+		return &stampFuture{stamp: stamp[:]}
 	}
 	if err := tx.cancelledLocked(); err != nil {
 		return &stampFuture{err: err}
 	}
-	if tx.vsf == nil {
-		tx.vsf = &stampFuture{done: make(chan struct{})}
+	x := tx.cold()
+	if x.vsf == nil {
+		x.vsf = &stampFuture{done: make(chan struct{})}
 	}
-	return tx.vsf
+	return x.vsf
 }
 
 func (tx *transaction) failStampLocked(err error) {
-	if tx.vsf != nil {
-		tx.vsf.resolve(nil, err)
+	if x := tx.x; x != nil && x.vsf != nil {
+		x.vsf.resolve(nil, err)
 	}
 }
 
