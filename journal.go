@@ -109,7 +109,9 @@ type op struct {
 func (j *journal) begin(t kv.Transactor, opts []OpOption) *op {
 	var c opConfig
 	for _, o := range opts {
-		o(&c)
+		if o != nil { // a nil OpOption is ignored, not a panic
+			o(&c)
+		}
 	}
 	if !c.hasID {
 		c.id = newOpIDAt(j.now())

@@ -40,7 +40,9 @@ const (
 func newConfig(opts []Option) (config, error) {
 	c := config{retention: DefaultJournalRetention, batchBudget: DefaultBatchBudget, now: time.Now}
 	for _, o := range opts {
-		o(&c)
+		if o != nil { // a nil Option is ignored, not a panic
+			o(&c)
+		}
 	}
 	if c.retention <= 0 {
 		return c, fmt.Errorf("%w: journal retention %v must be positive", ErrInvalidArgument, c.retention)

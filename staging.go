@@ -437,7 +437,9 @@ func (s *stageSide[T]) run(ctx context.Context, db kv.Database, wait bool, opts 
 	}
 	var c opConfig
 	for _, o := range opts {
-		o(&c)
+		if o != nil {
+			o(&c)
+		}
 	}
 	w := &waiter[T]{s: s, db: db, o: s.journal.begin(db, opts), userID: c.hasID, wait: wait}
 	// The transaction is bound to a context that ends with the operation,
