@@ -1,0 +1,605 @@
+package fdbqueue_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"math"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/fdbqueue/fdbqueue"
+	"github.com/fdbqueue/fdbqueue/kv"
+	"github.com/fdbqueue/fdbqueue/memdb"
+	"github.com/fdbqueue/fdbqueue/tuple"
+)
+
+var updateDoc = flag.Bool("update-doc", false, "rewrite docs/bad-input.md from TestBadInputMatrix's table")
+
+const badInputDoc = "docs/bad-input.md"
+
+// badEnv is what an operation of the matrix runs against.
+type badEnv struct {
+	ctx context.Context
+	db  kv.Database // may be nil, typed-nil or closed
+}
+
+// badOp is one exported operation, run on a queue that holds one item.
+type badOp struct {
+	name string
+	run  func(t *testing.T, e badEnv) error
+}
+
+// The inputs every operation is tried with, and the error each must give.
+var badColumns = []struct {
+	name string
+	want error
+	text string
+	env  func(t *testing.T) badEnv
+}{
+	{"nil transactor", fdbqueue.ErrInvalidArgument, "ErrInvalidArgument", func(t *testing.T) badEnv {
+		return badEnv{ctx: context.Background(), db: nil}
+	}},
+	{"typed-nil *memdb.DB", fdbqueue.ErrInvalidArgument, "ErrInvalidArgument", func(t *testing.T) badEnv {
+		var db *memdb.DB
+		return badEnv{ctx: context.Background(), db: db}
+	}},
+	{"closed database", memdb.ErrClosed, "memdb.ErrClosed (kv.ErrClientInvalidOp)", func(t *testing.T) badEnv {
+		db := memdb.New()
+		require.NoError(t, db.Close())
+		return badEnv{ctx: context.Background(), db: db}
+	}},
+	{"cancelled context", context.Canceled, "context.Canceled", func(t *testing.T) badEnv {
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		return badEnv{ctx: ctx, db: newDB(t)}
+	}},
+	{"expired deadline", context.DeadlineExceeded, "context.DeadlineExceeded", func(t *testing.T) badEnv {
+		ctx, cancel := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
+		t.Cleanup(cancel)
+		return badEnv{ctx: ctx, db: newDB(t)}
+	}},
+}
+
+func badQueue(t *testing.T) *fdbqueue.Queue {
+	return mustQueue(t, "bad", fdbqueue.WithStaging(fdbqueue.StagingConfig{}))
+}
+
+func badPQ(t *testing.T) *fdbqueue.PriorityQueue {
+	return mustPQ(t, "bad", fdbqueue.WithStaging(fdbqueue.StagingConfig{}))
+}
+
+// db converts the environment's database to what the Wait forms take.
+func (e badEnv) database() kv.Database { return e.db }
+
+// transactor returns the database as a kv.Transactor, keeping a nil
+// interface nil.
+func (e badEnv) transactor() kv.Transactor {
+	if e.db == nil {
+		return nil
+	}
+	return e.db
+}
+
+func (e badEnv) reader() kv.ReadTransactor {
+	if e.db == nil {
+		return nil
+	}
+	return e.db
+}
+
+var badOps = []badOp{
+	{"Queue.Enqueue", func(t *testing.T, e badEnv) error { return badQueue(t).Enqueue(e.ctx, e.transactor(), []byte("x")) }},
+	{"Queue.EnqueueBatch", func(t *testing.T, e badEnv) error {
+		return badQueue(t).EnqueueBatch(e.ctx, e.transactor(), [][]byte{[]byte("x")})
+	}},
+	{"Queue.Dequeue", func(t *testing.T, e badEnv) error { _, err := badQueue(t).Dequeue(e.ctx, e.transactor()); return err }},
+	{"Queue.DequeueBatch", func(t *testing.T, e badEnv) error {
+		_, err := badQueue(t).DequeueBatch(e.ctx, e.transactor(), 2)
+		return err
+	}},
+	{"Queue.DequeueWait", func(t *testing.T, e badEnv) error { _, err := badQueue(t).DequeueWait(e.ctx, e.database()); return err }},
+	{"Queue.Peek", func(t *testing.T, e badEnv) error { _, err := badQueue(t).Peek(e.ctx, e.reader()); return err }},
+	{"Queue.Empty", func(t *testing.T, e badEnv) error { _, err := badQueue(t).Empty(e.ctx, e.reader()); return err }},
+	{"Queue.Len", func(t *testing.T, e badEnv) error { _, err := badQueue(t).Len(e.ctx, e.reader()); return err }},
+	{"Queue.Clear", func(t *testing.T, e badEnv) error { return badQueue(t).Clear(e.ctx, e.transactor()) }},
+	{"Queue.Recover", func(t *testing.T, e badEnv) error { _, err := badQueue(t).Recover(e.ctx, e.database()); return err }},
+	{"PriorityQueue.Push", func(t *testing.T, e badEnv) error { return badPQ(t).Push(e.ctx, e.transactor(), []byte("x"), 1) }},
+	{"PriorityQueue.PopMin", func(t *testing.T, e badEnv) error { _, err := badPQ(t).PopMin(e.ctx, e.transactor()); return err }},
+	{"PriorityQueue.PopMax", func(t *testing.T, e badEnv) error { _, err := badPQ(t).PopMax(e.ctx, e.transactor()); return err }},
+	{"PriorityQueue.PopMinBatch", func(t *testing.T, e badEnv) error {
+		_, err := badPQ(t).PopMinBatch(e.ctx, e.transactor(), 2)
+		return err
+	}},
+	{"PriorityQueue.PopMaxBatch", func(t *testing.T, e badEnv) error {
+		_, err := badPQ(t).PopMaxBatch(e.ctx, e.transactor(), 2)
+		return err
+	}},
+	{"PriorityQueue.PopMinWait", func(t *testing.T, e badEnv) error { _, err := badPQ(t).PopMinWait(e.ctx, e.database()); return err }},
+	{"PriorityQueue.PopMaxWait", func(t *testing.T, e badEnv) error { _, err := badPQ(t).PopMaxWait(e.ctx, e.database()); return err }},
+	{"PriorityQueue.PeekMin", func(t *testing.T, e badEnv) error { _, err := badPQ(t).PeekMin(e.ctx, e.reader()); return err }},
+	{"PriorityQueue.PeekMax", func(t *testing.T, e badEnv) error { _, err := badPQ(t).PeekMax(e.ctx, e.reader()); return err }},
+	{"PriorityQueue.Empty", func(t *testing.T, e badEnv) error { _, err := badPQ(t).Empty(e.ctx, e.reader()); return err }},
+	{"PriorityQueue.Len", func(t *testing.T, e badEnv) error { _, err := badPQ(t).Len(e.ctx, e.reader()); return err }},
+	{"PriorityQueue.Clear", func(t *testing.T, e badEnv) error { return badPQ(t).Clear(e.ctx, e.transactor()) }},
+	{"PriorityQueue.Recover", func(t *testing.T, e badEnv) error { _, err := badPQ(t).Recover(e.ctx, e.database()); return err }},
+	{"TypedQueue.Enqueue", func(t *testing.T, e badEnv) error {
+		return fdbqueue.NewTypedQueue(badQueue(t), fdbqueue.StringCodec{}).Enqueue(e.ctx, e.transactor(), "x")
+	}},
+	{"TypedQueue.EnqueueBatch", func(t *testing.T, e badEnv) error {
+		return fdbqueue.NewTypedQueue(badQueue(t), fdbqueue.StringCodec{}).EnqueueBatch(e.ctx, e.transactor(), []string{"x"})
+	}},
+	{"TypedQueue.Dequeue", func(t *testing.T, e badEnv) error {
+		_, err := fdbqueue.NewTypedQueue(badQueue(t), fdbqueue.StringCodec{}).Dequeue(e.ctx, e.transactor())
+		return err
+	}},
+	{"TypedQueue.DequeueBatch", func(t *testing.T, e badEnv) error {
+		_, err := fdbqueue.NewTypedQueue(badQueue(t), fdbqueue.StringCodec{}).DequeueBatch(e.ctx, e.transactor(), 2)
+		return err
+	}},
+	{"TypedQueue.Peek", func(t *testing.T, e badEnv) error {
+		_, err := fdbqueue.NewTypedQueue(badQueue(t), fdbqueue.StringCodec{}).Peek(e.ctx, e.reader())
+		return err
+	}},
+	{"TypedPriorityQueue.Push", func(t *testing.T, e badEnv) error {
+		return fdbqueue.NewTypedPriorityQueue(badPQ(t), fdbqueue.StringCodec{}).Push(e.ctx, e.transactor(), "x", 1)
+	}},
+	{"TypedPriorityQueue.PopMin", func(t *testing.T, e badEnv) error {
+		_, err := fdbqueue.NewTypedPriorityQueue(badPQ(t), fdbqueue.StringCodec{}).PopMin(e.ctx, e.transactor())
+		return err
+	}},
+	{"TypedPriorityQueue.PopMax", func(t *testing.T, e badEnv) error {
+		_, err := fdbqueue.NewTypedPriorityQueue(badPQ(t), fdbqueue.StringCodec{}).PopMax(e.ctx, e.transactor())
+		return err
+	}},
+	{"TypedPriorityQueue.PeekMin", func(t *testing.T, e badEnv) error {
+		_, err := fdbqueue.NewTypedPriorityQueue(badPQ(t), fdbqueue.StringCodec{}).PeekMin(e.ctx, e.reader())
+		return err
+	}},
+	{"TypedPriorityQueue.PeekMax", func(t *testing.T, e badEnv) error {
+		_, err := fdbqueue.NewTypedPriorityQueue(badPQ(t), fdbqueue.StringCodec{}).PeekMax(e.ctx, e.reader())
+		return err
+	}},
+}
+
+// badRow is one specific bad input with its expected outcome.
+type badRow struct {
+	fn, input, want string
+	check           func(t *testing.T)
+}
+
+// queueLen reads a queue's length on db.
+func queueLen(t *testing.T, db kv.Database, q interface {
+	Len(context.Context, kv.ReadTransactor) (int, error)
+}) int {
+	t.Helper()
+	n, err := q.Len(context.Background(), db)
+	require.NoError(t, err)
+	return n
+}
+
+func badRows() []badRow {
+	ctx := context.Background()
+	sub := func(t *testing.T) fdbqueue.Subspace { return mustSubspace(t, "bad") }
+	newQ := func(t *testing.T, opts ...fdbqueue.Option) error {
+		_, err := fdbqueue.NewQueue(sub(t), opts...)
+		return err
+	}
+	newPQ := func(t *testing.T, opts ...fdbqueue.Option) error {
+		_, err := fdbqueue.NewPriorityQueue(sub(t), opts...)
+		return err
+	}
+	// enqueueSize enqueues n bytes of fill with enc and returns the error
+	// and the queue's length afterwards.
+	enqueueSize := func(t *testing.T, enc fdbqueue.ValueEncoding, n int, fill byte) (error, int) {
+		db := newDB(t)
+		q := mustQueue(t, "size", fdbqueue.WithValueEncoding(enc))
+		err := q.Enqueue(ctx, db, bytes.Repeat([]byte{fill}, n))
+		return err, queueLen(t, db, q)
+	}
+	sizeRow := func(fn string, enc fdbqueue.ValueEncoding, n int, fill byte, input string, fits bool) badRow {
+		want := "OK"
+		if !fits {
+			want = "ErrValueTooLarge (also kv.ErrValueTooLarge); nothing written"
+		}
+		return badRow{fn, input, want, func(t *testing.T) {
+			err, l := enqueueSize(t, enc, n, fill)
+			if fits {
+				require.NoError(t, err)
+				require.Equal(t, 1, l)
+				return
+			}
+			require.ErrorIs(t, err, fdbqueue.ErrValueTooLarge)
+			require.ErrorIs(t, err, kv.ErrValueTooLarge)
+			require.Zero(t, l)
+		}}
+	}
+	foreign := func(t *testing.T, db kv.Database, s fdbqueue.Subspace, tup tuple.Tuple, value []byte) []byte {
+		key, err := s.Pack(tup)
+		require.NoError(t, err)
+		require.NoError(t, db.Transact(ctx, func(tr kv.Transaction) error { tr.Set(key, value); return nil }))
+		return key
+	}
+	return []badRow{
+		{"NewQueue", "subspace with an empty prefix", "ErrInvalidArgument", func(t *testing.T) {
+			_, err := fdbqueue.NewQueue(fdbqueue.SubspaceFromBytes(nil))
+			require.ErrorIs(t, err, fdbqueue.ErrInvalidArgument)
+		}},
+		{"NewQueue", "nil Option", "ignored", func(t *testing.T) { require.NoError(t, newQ(t, nil)) }},
+		{"NewQueue", "WithJournalRetention(0), (-1s)", "ErrInvalidArgument", func(t *testing.T) {
+			require.ErrorIs(t, newQ(t, fdbqueue.WithJournalRetention(0)), fdbqueue.ErrInvalidArgument)
+			require.ErrorIs(t, newQ(t, fdbqueue.WithJournalRetention(-time.Second)), fdbqueue.ErrInvalidArgument)
+		}},
+		{"NewQueue", "WithBatchBudget(0), (5,000,001)", "ErrInvalidArgument", func(t *testing.T) {
+			require.ErrorIs(t, newQ(t, fdbqueue.WithBatchBudget(0)), fdbqueue.ErrInvalidArgument)
+			require.ErrorIs(t, newQ(t, fdbqueue.WithBatchBudget(5_000_001)), fdbqueue.ErrInvalidArgument)
+			require.NoError(t, newQ(t, fdbqueue.WithBatchBudget(5_000_000)))
+		}},
+		{"NewQueue", "WithValueEncoding(ValueEncoding(7))", "ErrInvalidArgument", func(t *testing.T) {
+			require.ErrorIs(t, newQ(t, fdbqueue.WithValueEncoding(fdbqueue.ValueEncoding(7))), fdbqueue.ErrInvalidArgument)
+		}},
+		{"NewQueue", "WithStaging: BatchSize -1 or 10,001, ClaimTimeout 1µs, CleanupTimeout -1s", "ErrInvalidArgument", func(t *testing.T) {
+			for _, c := range []fdbqueue.StagingConfig{{BatchSize: -1}, {BatchSize: 10_001}, {ClaimTimeout: time.Microsecond}, {CleanupTimeout: -time.Second}} {
+				require.ErrorIs(t, newQ(t, fdbqueue.WithStaging(c)), fdbqueue.ErrInvalidArgument, "%+v", c)
+			}
+		}},
+		{"NewPriorityQueue", "subspace with an empty prefix; WithVersionstampOrder", "ErrInvalidArgument", func(t *testing.T) {
+			_, err := fdbqueue.NewPriorityQueue(fdbqueue.SubspaceFromBytes(nil))
+			require.ErrorIs(t, err, fdbqueue.ErrInvalidArgument)
+			require.ErrorIs(t, newPQ(t, fdbqueue.WithVersionstampOrder()), fdbqueue.ErrInvalidArgument)
+		}},
+		{"NewSubspace, Subspace.Sub, Pack, Range", "an element the tuple layer cannot pack (a struct)", "tuple.ErrUnsupportedType", func(t *testing.T) {
+			_, err := fdbqueue.NewSubspace(tuple.Tuple{struct{}{}})
+			require.ErrorIs(t, err, tuple.ErrUnsupportedType)
+			s := sub(t)
+			_, err = s.Sub(struct{}{})
+			require.ErrorIs(t, err, tuple.ErrUnsupportedType)
+			_, err = s.Pack(tuple.Tuple{struct{}{}})
+			require.ErrorIs(t, err, tuple.ErrUnsupportedType)
+			_, err = s.Range(struct{}{})
+			require.ErrorIs(t, err, tuple.ErrUnsupportedType)
+		}},
+		{"Subspace.Unpack", "key without the prefix; nil key", "ErrKeyOutsideSubspace", func(t *testing.T) {
+			_, err := sub(t).Unpack([]byte("elsewhere"))
+			require.ErrorIs(t, err, fdbqueue.ErrKeyOutsideSubspace)
+			_, err = sub(t).Unpack(nil)
+			require.ErrorIs(t, err, fdbqueue.ErrKeyOutsideSubspace)
+		}},
+		{"Subspace.Unpack", "prefix followed by bytes that are not a tuple", "ErrMalformedKey (wrapping tuple.ErrMalformed)", func(t *testing.T) {
+			_, err := sub(t).Unpack(append(sub(t).Bytes(), 0x05, 0x01))
+			require.ErrorIs(t, err, fdbqueue.ErrMalformedKey)
+			require.ErrorIs(t, err, tuple.ErrMalformed)
+		}},
+		sizeRow("Queue.Enqueue", fdbqueue.RawValues, 0, 'x', "empty value (RawValues)", true),
+		sizeRow("Queue.Enqueue", fdbqueue.RawValues, kv.MaxValueSize, 'x', "100,000-byte value (RawValues)", true),
+		sizeRow("Queue.Enqueue", fdbqueue.RawValues, kv.MaxValueSize+1, 'x', "100,001-byte value (RawValues)", false),
+		sizeRow("Queue.Enqueue", fdbqueue.TupleValues, kv.MaxValueSize-2, 'x', "99,998-byte value (TupleValues: 2 bytes of overhead)", true),
+		sizeRow("Queue.Enqueue", fdbqueue.TupleValues, kv.MaxValueSize-1, 'x', "99,999-byte value (TupleValues)", false),
+		sizeRow("Queue.Enqueue", fdbqueue.TupleValues, kv.MaxValueSize/2-1, 0, "49,999 zero bytes (TupleValues: each 0x00 is escaped to 2 bytes)", true),
+		sizeRow("Queue.Enqueue", fdbqueue.TupleValues, kv.MaxValueSize/2, 0, "50,000 zero bytes (TupleValues)", false),
+		{"Queue.Enqueue, Dequeue", "nil value, empty value", "OK; dequeued as an empty value", func(t *testing.T) {
+			db := newDB(t)
+			for _, enc := range []fdbqueue.ValueEncoding{fdbqueue.RawValues, fdbqueue.TupleValues} {
+				q := mustQueue(t, fmt.Sprint("empty", enc), fdbqueue.WithValueEncoding(enc))
+				require.NoError(t, q.Enqueue(ctx, db, nil))
+				require.NoError(t, q.Enqueue(ctx, db, []byte{}))
+				for range 2 {
+					v, err := q.Dequeue(ctx, db)
+					require.NoError(t, err)
+					require.Empty(t, v)
+				}
+			}
+		}},
+		{"Queue.EnqueueBatch", "one 100,001-byte value among small ones", "ErrValueTooLarge; nothing written", func(t *testing.T) {
+			db := newDB(t)
+			q := mustQueue(t, "batch-large")
+			err := q.EnqueueBatch(ctx, db, [][]byte{[]byte("a"), make([]byte, kv.MaxValueSize+1), []byte("b")})
+			require.ErrorIs(t, err, fdbqueue.ErrValueTooLarge)
+			require.Zero(t, queueLen(t, db, q))
+		}},
+		{"Queue.EnqueueBatch", "nil or empty batch", "OK, does nothing", func(t *testing.T) {
+			db := newDB(t)
+			q := mustQueue(t, "batch-empty")
+			require.NoError(t, q.EnqueueBatch(ctx, db, nil))
+			require.NoError(t, q.EnqueueBatch(ctx, db, [][]byte{}))
+			require.Zero(t, queueLen(t, db, q))
+		}},
+		{"Queue.EnqueueBatch", "batch over the batch budget (20 × 1,000 bytes, budget 10,000)", "ErrBatchTooLarge; nothing written", func(t *testing.T) {
+			db := newDB(t)
+			q := mustQueue(t, "batch-budget", fdbqueue.WithBatchBudget(10_000))
+			big := make([][]byte, 20)
+			for i := range big {
+				big[i] = make([]byte, 1000)
+			}
+			require.ErrorIs(t, q.EnqueueBatch(ctx, db, big), fdbqueue.ErrBatchTooLarge)
+			require.Zero(t, queueLen(t, db, q))
+		}},
+		{"Queue.DequeueBatch, PopMinBatch, PopMaxBatch", "batch size 0 or -1", "ErrInvalidArgument", func(t *testing.T) {
+			db := newDB(t)
+			q, pq := mustQueue(t, "n"), mustPQ(t, "n")
+			for _, n := range []int{0, -1} {
+				_, err := q.DequeueBatch(ctx, db, n)
+				require.ErrorIs(t, err, fdbqueue.ErrInvalidArgument)
+				_, err = pq.PopMinBatch(ctx, db, n)
+				require.ErrorIs(t, err, fdbqueue.ErrInvalidArgument)
+				_, err = pq.PopMaxBatch(ctx, db, n)
+				require.ErrorIs(t, err, fdbqueue.ErrInvalidArgument)
+			}
+		}},
+		{"Queue.Dequeue, PriorityQueue.PopMin/PopMax, Peek*", "empty queue", "ErrEmpty", func(t *testing.T) {
+			db := newDB(t)
+			q, pq := mustQueue(t, "e"), mustPQ(t, "e")
+			_, err := q.Dequeue(ctx, db)
+			require.ErrorIs(t, err, fdbqueue.ErrEmpty)
+			_, err = q.Peek(ctx, db)
+			require.ErrorIs(t, err, fdbqueue.ErrEmpty)
+			_, err = pq.PopMin(ctx, db)
+			require.ErrorIs(t, err, fdbqueue.ErrEmpty)
+			_, err = pq.PopMax(ctx, db)
+			require.ErrorIs(t, err, fdbqueue.ErrEmpty)
+			_, err = pq.PeekMax(ctx, db)
+			require.ErrorIs(t, err, fdbqueue.ErrEmpty)
+		}},
+		{"Queue.DequeueWait, PopMinWait, PopMaxWait", "queue made without WithStaging", "ErrInvalidArgument", func(t *testing.T) {
+			db := newDB(t)
+			_, err := mustQueue(t, "w").DequeueWait(ctx, db)
+			require.ErrorIs(t, err, fdbqueue.ErrInvalidArgument)
+			_, err = mustPQ(t, "w").PopMinWait(ctx, db)
+			require.ErrorIs(t, err, fdbqueue.ErrInvalidArgument)
+			_, err = mustPQ(t, "w").PopMaxWait(ctx, db)
+			require.ErrorIs(t, err, fdbqueue.ErrInvalidArgument)
+		}},
+		{"Queue.DequeueWait, PopMinWait, PopMaxWait", "empty queue, 20 ms deadline", "context.DeadlineExceeded; no request left behind", func(t *testing.T) {
+			db := newDB(t)
+			q, pq := badQueue(t), badPQ(t)
+			for _, wait := range []func(context.Context) error{
+				func(c context.Context) error { _, err := q.DequeueWait(c, db); return err },
+				func(c context.Context) error { _, err := pq.PopMinWait(c, db); return err },
+				func(c context.Context) error { _, err := pq.PopMaxWait(c, db); return err },
+			} {
+				c, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
+				require.ErrorIs(t, wait(c), context.DeadlineExceeded)
+				cancel()
+			}
+			st, err := q.Recover(ctx, db)
+			require.NoError(t, err)
+			require.Zero(t, st.ReturnedItems)
+		}},
+		{"PriorityQueue.Push, PopMin, PopMax", "priority MinInt64 and MaxInt64", "OK; MinInt64 pops first from the smallest end, MaxInt64 from the largest", func(t *testing.T) {
+			db := newDB(t)
+			pq := mustPQ(t, "extremes")
+			require.NoError(t, pq.Push(ctx, db, []byte("zero"), 0))
+			require.NoError(t, pq.Push(ctx, db, []byte("max"), math.MaxInt64))
+			require.NoError(t, pq.Push(ctx, db, []byte("min"), math.MinInt64))
+			it, err := pq.PopMin(ctx, db)
+			require.NoError(t, err)
+			require.Equal(t, fdbqueue.Item{Value: []byte("min"), Priority: math.MinInt64}, it)
+			it, err = pq.PopMax(ctx, db)
+			require.NoError(t, err)
+			require.Equal(t, fdbqueue.Item{Value: []byte("max"), Priority: math.MaxInt64}, it)
+		}},
+		{"PriorityQueue.Push", "100,001-byte value", "ErrValueTooLarge; nothing written", func(t *testing.T) {
+			db := newDB(t)
+			pq := mustPQ(t, "large")
+			require.NoError(t, pq.Push(ctx, db, make([]byte, kv.MaxValueSize), 1))
+			require.ErrorIs(t, pq.Push(ctx, db, make([]byte, kv.MaxValueSize+1), 1), fdbqueue.ErrValueTooLarge)
+			require.Equal(t, 1, queueLen(t, db, pq))
+		}},
+		{"Queue.Dequeue, Peek, Enqueue", "a foreign key at the head / at the tail of the subspace", "ErrForeignKey (a *ForeignKeyError naming the key); nothing removed", func(t *testing.T) {
+			db := newDB(t)
+			q := mustQueue(t, "foreign")
+			key := foreign(t, db, q.Subspace(), tuple.Tuple{"not", "ours"}, []byte("x"))
+			_, err := q.Dequeue(ctx, db)
+			var fk *fdbqueue.ForeignKeyError
+			require.ErrorAs(t, err, &fk)
+			require.Equal(t, key, fk.Key)
+			_, err = q.DequeueBatch(ctx, db, 3)
+			require.ErrorIs(t, err, fdbqueue.ErrForeignKey)
+			_, err = q.Peek(ctx, db)
+			require.ErrorIs(t, err, fdbqueue.ErrForeignKey)
+			require.ErrorIs(t, q.Enqueue(ctx, db, []byte("y")), fdbqueue.ErrForeignKey, "the foreign key is also the tail")
+			require.Equal(t, 1, queueLen(t, db, q))
+		}},
+		{"Queue.DequeueBatch", "good items, then a foreign key", "OK: the good items; the foreign key stays", func(t *testing.T) {
+			db := newDB(t)
+			q := mustQueue(t, "foreign-batch")
+			require.NoError(t, q.EnqueueBatch(ctx, db, [][]byte{[]byte("a"), []byte("b")}))
+			foreign(t, db, q.Subspace(), tuple.Tuple{int64(99), "not bytes"}, nil)
+			vs, err := q.DequeueBatch(ctx, db, 5)
+			require.NoError(t, err)
+			require.Equal(t, [][]byte{[]byte("a"), []byte("b")}, vs)
+			_, err = q.Dequeue(ctx, db)
+			require.ErrorIs(t, err, fdbqueue.ErrForeignKey)
+		}},
+		{"PriorityQueue.PopMin, PopMax, Push", "a foreign key at an end / in the pushed priority", "ErrForeignKey; nothing removed; other priorities unaffected", func(t *testing.T) {
+			db := newDB(t)
+			pq := mustPQ(t, "foreign")
+			foreign(t, db, pq.Subspace(), tuple.Tuple{int64(5), "not a count"}, nil)
+			_, err := pq.PopMin(ctx, db)
+			require.ErrorIs(t, err, fdbqueue.ErrForeignKey)
+			_, err = pq.PopMax(ctx, db)
+			require.ErrorIs(t, err, fdbqueue.ErrForeignKey)
+			require.ErrorIs(t, pq.Push(ctx, db, []byte("x"), 5), fdbqueue.ErrForeignKey)
+			require.NoError(t, pq.Push(ctx, db, []byte("y"), 6))
+			require.Equal(t, 2, queueLen(t, db, pq))
+		}},
+		{"Queue.Dequeue (TupleValues), TypedQueue.Dequeue", "stored value that does not decode", "ErrCodec; the plain queue removes nothing, the typed queue hands back the raw bytes in *CodecError", func(t *testing.T) {
+			db := newDB(t)
+			q := mustQueue(t, "codec", fdbqueue.WithValueEncoding(fdbqueue.TupleValues))
+			foreign(t, db, q.Subspace(), tuple.Tuple{int64(1), make([]byte, 20)}, []byte{0xff})
+			_, err := q.Dequeue(ctx, db)
+			require.ErrorIs(t, err, fdbqueue.ErrCodec)
+			require.Equal(t, 1, queueLen(t, db, q))
+			tq := fdbqueue.NewTypedQueue(mustQueue(t, "codec-json"), fdbqueue.JSONCodec[int]{})
+			require.NoError(t, tq.Queue().Enqueue(ctx, db, []byte("not json")))
+			_, err = tq.Dequeue(ctx, db)
+			var ce *fdbqueue.CodecError
+			require.ErrorAs(t, err, &ce)
+			require.Equal(t, []byte("not json"), ce.Raw)
+		}},
+		{"TypedQueue.Enqueue", "a value the codec cannot encode (JSON of a channel)", "ErrCodec; nothing written", func(t *testing.T) {
+			db := newDB(t)
+			tq := fdbqueue.NewTypedQueue(mustQueue(t, "codec-enc"), fdbqueue.JSONCodec[chan int]{})
+			require.ErrorIs(t, tq.Enqueue(ctx, db, make(chan int)), fdbqueue.ErrCodec)
+			require.Zero(t, queueLen(t, db, tq.Queue()))
+		}},
+		{"Queue.Enqueue with WithOpID", "an OpID older than the journal retention", "ErrOperationExpired; nothing written", func(t *testing.T) {
+			db := newDB(t)
+			q := mustQueue(t, "expired", fdbqueue.WithJournalRetention(time.Minute))
+			err := q.Enqueue(ctx, db, []byte("late"), fdbqueue.WithOpID(fdbqueue.OpIDAt(time.Now().Add(-2*time.Minute))))
+			require.ErrorIs(t, err, fdbqueue.ErrOperationExpired)
+			require.Zero(t, queueLen(t, db, q))
+		}},
+		{"Queue.Enqueue, Dequeue", "nil OpOption", "ignored", func(t *testing.T) {
+			db := newDB(t)
+			q := mustQueue(t, "nil-opt")
+			require.NoError(t, q.Enqueue(ctx, db, []byte("x"), nil))
+			v, err := q.Dequeue(ctx, db, nil)
+			require.NoError(t, err)
+			require.Equal(t, []byte("x"), v)
+		}},
+		{"Queue.Clear, PriorityQueue.Clear", "concurrent with 4 consumers, under commit_unknown_result", "each item returned at most once, the rest cleared", func(t *testing.T) {
+			db := newDB(t, memdb.WithSeed(3), memdb.WithFaults(memdb.Faults{UnknownApplied: 0.1, UnknownNotApplied: 0.05}))
+			q, pq := mustQueue(t, "clear-q"), mustPQ(t, "clear-pq")
+			const items = 200
+			for i := range items {
+				v := []byte(fmt.Sprint(i))
+				require.NoError(t, q.Enqueue(ctx, db, v))
+				require.NoError(t, pq.Push(ctx, db, v, int64(i%7)))
+			}
+			var mu sync.Mutex
+			seen := map[string]int{}
+			var wg sync.WaitGroup
+			start := make(chan struct{})
+			errs := make(chan error, 10)
+			for c := range 4 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					<-start
+					for {
+						var v []byte
+						var err error
+						if c%2 == 0 {
+							v, err = q.Dequeue(ctx, db)
+							v = append([]byte("q"), v...)
+						} else {
+							var it fdbqueue.Item
+							it, err = pq.PopMax(ctx, db)
+							v = append([]byte("p"), it.Value...)
+						}
+						if errors.Is(err, fdbqueue.ErrEmpty) {
+							return
+						}
+						if err != nil {
+							errs <- err
+							return
+						}
+						mu.Lock()
+						seen[string(v)]++
+						mu.Unlock()
+					}
+				}()
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				if err := q.Clear(ctx, db); err != nil {
+					errs <- err
+				}
+				if err := pq.Clear(ctx, db); err != nil {
+					errs <- err
+				}
+			}()
+			close(start)
+			wg.Wait()
+			close(errs)
+			for err := range errs {
+				require.NoError(t, err)
+			}
+			for k, n := range seen {
+				require.Equal(t, 1, n, "item %s returned %d times", k, n)
+			}
+			require.Zero(t, queueLen(t, db, q), "the rest was cleared")
+			require.Zero(t, queueLen(t, db, pq))
+		}},
+	}
+}
+
+// TestBadInputMatrix runs every exported operation with every bad
+// transactor and context, then the specific bad inputs, and checks each
+// against its expected typed error. The same table is docs/bad-input.md;
+// -update-doc rewrites it, and the test fails when they differ.
+func TestBadInputMatrix(t *testing.T) {
+	for _, op := range badOps {
+		for _, col := range badColumns {
+			t.Run(op.name+"/"+col.name, func(t *testing.T) {
+				env := col.env(t)
+				var err error
+				require.NotPanics(t, func() { err = op.run(t, env) })
+				require.ErrorIs(t, err, col.want)
+			})
+		}
+	}
+	for _, row := range badRows() {
+		t.Run(row.fn+"/"+row.input, func(t *testing.T) {
+			require.NotPanics(t, func() { row.check(t) })
+		})
+	}
+
+	doc := renderBadInputDoc()
+	if *updateDoc {
+		require.NoError(t, os.MkdirAll("docs", 0o755))
+		require.NoError(t, os.WriteFile(badInputDoc, []byte(doc), 0o644))
+		return
+	}
+	have, err := os.ReadFile(badInputDoc)
+	require.NoError(t, err, "run go test -run TestBadInputMatrix -update-doc to write %s", badInputDoc)
+	require.Equal(t, doc, string(have), "%s is out of date: run go test -run TestBadInputMatrix -update-doc", badInputDoc)
+}
+
+func renderBadInputDoc() string {
+	var b strings.Builder
+	b.WriteString(`# Bad inputs and what they return
+
+Generated by ` + "`go test -run TestBadInputMatrix -update-doc`" + ` from the table in
+badinput_test.go, which checks every cell; the test fails when this file and
+the table differ. Errors are matched with errors.Is. No input makes an
+operation panic.
+
+## Transactors and contexts
+
+Every exported operation, run on a queue made WithStaging (so that the
+Wait forms are available) holding no item.
+
+`)
+	b.WriteString("| Operation |")
+	for _, c := range badColumns {
+		b.WriteString(" " + c.name + " |")
+	}
+	b.WriteString("\n|---|")
+	for range badColumns {
+		b.WriteString("---|")
+	}
+	b.WriteString("\n")
+	for _, op := range badOps {
+		b.WriteString("| " + op.name + " |")
+		for _, c := range badColumns {
+			b.WriteString(" " + c.text + " |")
+		}
+		b.WriteString("\n")
+	}
+	b.WriteString("\n## Values, arguments and contents\n\n| Function | Input | Expected |\n|---|---|---|\n")
+	for _, r := range badRows() {
+		fmt.Fprintf(&b, "| %s | %s | %s |\n", r.fn, r.input, r.want)
+	}
+	return b.String()
+}
