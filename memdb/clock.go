@@ -13,11 +13,17 @@ type Clock interface {
 	Now() time.Time
 }
 
-// realClock is the default Clock: the system's monotonic time.
-type realClock struct{}
+// realClock is the default Clock: the system's monotonic time. It reads
+// only the monotonic clock, which costs less than half of time.Now (which
+// reads the wall clock too): its times are base plus the monotonic time
+// elapsed since base, so their wall clock part ignores adjustments of the
+// system clock made since base, which no user of a DB's times cares about.
+type realClock struct{ base time.Time }
 
-// Now returns time.Now().
-func (realClock) Now() time.Time { return time.Now() }
+func newRealClock() realClock { return realClock{base: time.Now()} }
+
+// Now returns the current time.
+func (c realClock) Now() time.Time { return c.base.Add(time.Since(c.base)) }
 
 // ManualClock is a Clock that moves only when Advance is called, so that
 // tests can make the MVCC window expire without sleeping. It is safe for

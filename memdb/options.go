@@ -18,7 +18,7 @@ type config struct {
 
 func defaultConfig() config {
 	return config{
-		clock:          realClock{},
+		clock:          newRealClock(),
 		seed:           1,
 		window:         5 * time.Second,
 		maxWatches:     10_000,
