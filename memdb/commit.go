@@ -159,10 +159,10 @@ func (db *DB) apply(req *commitReq, v int64) {
 				}
 				val, ok = foldOps(cur, exists, e.ops)
 			case stVS:
-				val, ok = foldOps(stamped(e.val, e.vsOff, stamp), true, e.ops)
+				val, ok = foldOps(stamped(e.val, int(e.vsOff), stamp), true, e.ops)
 			}
 			if !st.writeAt(c, e.key, val, ok, v, h) {
-				res.write(e.key, e.end, v)
+				res.write(e.key, e.end(), v)
 			}
 			if watching {
 				touched = append(touched, e.key)

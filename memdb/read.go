@@ -63,7 +63,7 @@ func (tx *transaction) get(key []byte, snap bool) kv.FutureValue {
 			return &valueFuture{err: errAccessedUnreadable}
 		}
 		ops = e.ops // it is only ever appended to
-	} else if _, cleared := tx.clears.find(key); cleared {
+	} else if _, cleared := tx.clearsLocked().find(key); cleared {
 		tx.mu.Unlock()
 		return &valueFuture{}
 	}
@@ -378,7 +378,7 @@ func (tx *transaction) mergeLocked(b, e []byte, limit int, reverse bool, rv int6
 				dbOK = false
 				break
 			}
-			if c, cleared := tx.clears.find(it.key); cleared {
+			if c, cleared := tx.clearsLocked().find(it.key); cleared {
 				if reverse {
 					dbOK = seekDB(c.b)
 				} else {

@@ -42,13 +42,11 @@ type transaction struct {
 	// Read version (and rvState, below).
 	rv      int64
 	grvTime time.Time
-	rvCh    chan struct{} // closed when a pending GRV completes
 
 	err       error // sticky error of an invalid write
 	commitVer int64
 
 	writes writeMap
-	clears clearSet
 	reads  []krange
 	size   int64
 
@@ -93,11 +91,21 @@ type txCold struct {
 	timer         *time.Timer
 	timerGen      uint64
 	vsf           *stampFuture
+	rvCh          chan struct{} // closed when a pending GRV completes
 
+	clears   clearSet
 	clearLog []krange
 	vsKeys   []vsKeyOp
 	wconf    []krange
 	watches  []*watch
+}
+
+// clearsLocked returns the ranges cleared by the transaction.
+func (tx *transaction) clearsLocked() clearSet {
+	if tx.x == nil {
+		return nil
+	}
+	return tx.x.clears
 }
 
 // cold returns tx.x, allocating it if needed.
@@ -146,7 +154,7 @@ func (tx *transaction) newEntryLocked(key, payload []byte) (*wentry, []byte) {
 	buf := make([]byte, n+1+len(payload))
 	copy(buf, key)
 	copy(buf[n+1:], payload)
-	*e = wentry{key: buf[:n:n], end: buf[: n+1 : n+1]}
+	*e = wentry{key: buf[: n : n+1]} // buf[n] is the \x00 of end()
 	if rc := tx.rc; rc != nil && bytes.Equal(rc.key, key) {
 		e.c = rc
 	}
@@ -348,7 +356,7 @@ func (tx *transaction) readVersion(gen uint64) (int64, time.Time, error) {
 			}
 			tx.startGRVLocked()
 		}
-		ch, cancel := tx.rvCh, tx.cancelChanLocked()
+		ch, cancel := tx.x.rvCh, tx.cancelChanLocked() // startGRVLocked made x
 		tx.mu.Unlock()
 		select {
 		case <-ch:
@@ -366,7 +374,7 @@ func (tx *transaction) startGRVLocked() {
 	}
 	tx.rvState = rvPending
 	ch := make(chan struct{})
-	tx.rvCh = ch
+	tx.cold().rvCh = ch
 	gen := tx.gen
 	d := tx.db.rng.sample(tx.db.cfg.latency.GRV)
 	go func() {
@@ -521,7 +529,8 @@ func (tx *transaction) ClearRange(r kv.KeyRange) {
 	if bytes.Equal(b, e) {
 		return
 	}
-	tx.clears = tx.clears.add(b, e)
+	x := tx.cold()
+	x.clears = x.clears.add(b, e)
 	tx.writes.deleteRange(b, e)
 	if x := tx.x; x != nil && len(x.vsKeys) > 0 {
 		x.clearLog = append(x.clearLog, krange{b, e})
@@ -549,7 +558,7 @@ func (tx *transaction) atomic(kind opKind, key, param []byte) {
 	if e == nil {
 		var p []byte
 		e, p = tx.newEntryLocked(key, param)
-		if _, cleared := tx.clears.find(key); cleared {
+		if _, cleared := tx.clearsLocked().find(key); cleared {
 			e.st = stKnown
 			e.val, e.exists = applyOp(kind, nil, false, p)
 		} else {
@@ -664,7 +673,7 @@ func (tx *transaction) SetVersionstampedValue(key, value []byte) {
 		return
 	}
 	e, val := tx.newEntryLocked(key, body)
-	e.st, e.val, e.vsOff = stVS, val, off
+	e.st, e.val, e.vsOff = stVS, val, int32(off)
 	tx.writes.put(e)
 	tx.size += int64(len(key) + len(body))
 	tx.mutated = true
@@ -678,7 +687,8 @@ func (tx *transaction) addReadConflictLocked(b, e []byte) {
 	if bytes.Compare(b, e) >= 0 {
 		return
 	}
-	if tx.writes.len() == 0 && len(tx.clears) == 0 {
+	clears := tx.clearsLocked()
+	if tx.writes.len() == 0 && len(clears) == 0 {
 		tx.reads = append(tx.reads, krange{b, e})
 		tx.size += int64(len(b) + len(e))
 		return
@@ -691,7 +701,7 @@ func (tx *transaction) addReadConflictLocked(b, e []byte) {
 	}
 	cur := b
 	ci := 0
-	for ci < len(tx.clears) && bytes.Compare(tx.clears[ci].e, b) <= 0 {
+	for ci < len(clears) && bytes.Compare(clears[ci].e, b) <= 0 {
 		ci++
 	}
 	var wc cursor
@@ -701,14 +711,14 @@ func (tx *transaction) addReadConflictLocked(b, e []byte) {
 			wc.next()
 		}
 		var ks, ke []byte
-		useClear := ci < len(tx.clears) && bytes.Compare(tx.clears[ci].b, e) < 0
+		useClear := ci < len(clears) && bytes.Compare(clears[ci].b, e) < 0
 		useEntry := wc.cur != nil && bytes.Compare(wc.cur.key, e) < 0
 		switch {
-		case useClear && (!useEntry || bytes.Compare(tx.clears[ci].b, wc.cur.key) <= 0):
-			ks, ke = tx.clears[ci].b, tx.clears[ci].e
+		case useClear && (!useEntry || bytes.Compare(clears[ci].b, wc.cur.key) <= 0):
+			ks, ke = clears[ci].b, clears[ci].e
 			ci++
 		case useEntry:
-			ks, ke = wc.cur.key, wc.cur.end
+			ks, ke = wc.cur.key, wc.cur.end()
 			wc.next()
 		default:
 			emit(cur, e)
@@ -832,7 +842,7 @@ func (tx *transaction) Commit() error {
 		grvTime: tx.grvTime,
 		reads:   tx.reads,
 		writes:  &writes,
-		clears:  tx.clears,
+		clears:  tx.clearsLocked(),
 	}
 	if x := tx.x; x != nil {
 		req.wconf, req.clearLog, req.vsKeys, req.watches = x.wconf, x.clearLog, x.vsKeys, x.watches
@@ -996,14 +1006,14 @@ func (tx *transaction) resetLocked(full bool, watchErr error) {
 	tx.failWatchesLocked(watchErr)
 	tx.failStampLocked(kv.ErrTransactionCancelled)
 	if x := tx.x; x != nil {
-		x.vsf = nil
-		x.clearLog, x.vsKeys, x.wconf = nil, nil, nil
+		x.vsf, x.rvCh = nil, nil
+		x.clears, x.clearLog, x.vsKeys, x.wconf = nil, nil, nil, nil
 	}
-	tx.rvState, tx.rvCh, tx.rv, tx.grvTime = rvNone, nil, 0, time.Time{}
+	tx.rvState, tx.rv, tx.grvTime = rvNone, 0, time.Time{}
 	tx.err = nil
 	tx.committing, tx.committed, tx.commitVer = false, false, 0
 	tx.writes = writeMap{}
-	tx.clears, tx.reads = nil, nil
+	tx.reads = nil
 	tx.size, tx.mutated = 0, false
 	tx.rc = nil
 	if full {

@@ -22,17 +22,19 @@ const (
 
 // wentry is the transaction's buffered state of one key.
 type wentry struct {
-	key    []byte
-	end    []byte // key + \x00
+	key    []byte // its capacity holds key + \x00: see end
 	st     entryState
 	exists bool       // stKnown: whether the key exists
+	vsOff  int32      // stVS: offset of the versionstamp in val
 	val    []byte     // stKnown: the value; stVS: the template
-	vsOff  int        // stVS: offset of the versionstamp in val
 	ops    []atomicOp // stOps, stVS: applied in order after the base
 	// c is the key's store chain if the transaction read the key before
 	// writing it (a hint for the commit, which then needs no lookup).
 	c *chain
 }
+
+// end returns key + \x00, which shares the key's memory.
+func (e *wentry) end() []byte { return e.key[:len(e.key)+1] }
 
 // known reports whether the entry answers reads without the database.
 func (e *wentry) known() bool { return e.st == stKnown }
