@@ -277,8 +277,11 @@ type stageSide[T any] struct {
 	ress     Subspace
 	reqRange kv.KeyRange
 	resRange kv.KeyRange
-	accept   func(kv.KeyValue) (T, []byte, error)
-	replay   func([]byte) (T, error)
+	// busy is set while takes find the line long: new calls then register
+	// without looking at the head first.
+	busy   atomic.Bool
+	accept func(kv.KeyValue) (T, []byte, error)
+	replay func([]byte) (T, error)
 }
 
 func newStageSide[T any](st *stager, queuePrefix []byte, name string, j *journal, items kv.KeyRange, reverse bool,
@@ -409,6 +412,12 @@ type waiter[T any] struct {
 	taken    *kv.KeyValue
 	takenRec []byte
 
+	// ahead is how many requests were ahead of this one at the last look
+	// (an upper bound of its place now); woke is set after a sleep, until
+	// a step commits.
+	ahead int
+	woke  bool
+
 	watches   []kv.Watch
 	watchFail time.Duration
 }
@@ -485,6 +494,7 @@ func (w *waiter[T]) loop(ctx, callerCtx context.Context) (T, error) {
 			st.nanos[out.phase].Add(int64(time.Since(t0)))
 			st.batch(out.served)
 			fails = 0
+			w.woke = false
 			if out.done {
 				return out.val, out.err
 			}
@@ -497,6 +507,7 @@ func (w *waiter[T]) loop(ctx, callerCtx context.Context) (T, error) {
 				if err := w.sleep(callerCtx); err != nil {
 					return zero, stop(err)
 				}
+				w.woke = true
 			}
 			w.refreshOp()
 			continue
@@ -562,27 +573,50 @@ var errOpReplaced = errors.New("fdbqueue: operation ID replaced")
 func (w *waiter[T]) step(tr kv.Transaction) (out outcome[T], err error) {
 	w.cancelWatches() // of an earlier attempt that did not commit
 	s := w.s
-	rec, err := w.o.check(tr)
-	if err != nil {
-		return out, err
+	// The journal can hold a record of this operation only if a take of
+	// it was attempted, or if the caller chose its ID (an earlier call with
+	// that ID may have taken): otherwise the read is skipped.
+	var rec kv.RangeResult
+	if w.userID || w.taken != nil {
+		if rec, err = w.o.check(tr); err != nil {
+			return out, err
+		}
+		rec = eager(rec)
 	}
-	rec = eager(rec)
 	now := s.st.now()
 	if w.reqKey == nil {
-		head := eager(tr.Snapshot().GetRange(s.items, kv.RangeOptions{Limit: helpers + 1, Reverse: s.reverse, Mode: kv.StreamingModeExact}))
 		last := eager(tr.Snapshot().GetRange(s.reqRange, kv.RangeOptions{Limit: 1, Reverse: true}))
-		first := eager(tr.Snapshot().GetRange(s.reqRange, kv.RangeOptions{Limit: helpers, Mode: kv.StreamingModeExact}))
+		var head, first kv.RangeResult
+		if !s.busy.Load() || w.fastDone {
+			// The reads that decide on the one plain attempt; skipped
+			// while the line is long (the takes see it), where they
+			// would only find requests ahead.
+			head = eager(tr.Snapshot().GetRange(s.items, kv.RangeOptions{Limit: helpers + 1, Reverse: s.reverse, Mode: kv.StreamingModeExact}))
+			first = eager(tr.Snapshot().GetRange(s.reqRange, kv.RangeOptions{Limit: helpers, Mode: kv.StreamingModeExact}))
+		}
 		if prev, done, err := w.o.applied(rec); err != nil || done {
 			return w.replayed(prev, err)
+		}
+		if head == nil {
+			return w.join(tr, now, last)
 		}
 		return w.fresh(tr, now, head, last, first)
 	}
 	reqF := tr.Get(w.reqKey)
 	resF := tr.Get(w.resKey)
-	pending := eager(tr.Snapshot().GetRange(s.reqRange, kv.RangeOptions{Limit: s.st.cfg.BatchSize, Mode: kv.StreamingModeExact}))
-	// The reads a fulfilment needs are issued now too, so that a helper's
-	// step takes one round trip; a waiter that only collects wastes them.
-	pre := s.prefetch(tr, s.st.cfg.BatchSize)
+	// The requests ahead and the items that reach this request's place
+	// are read now too, so that a step takes one round trip; a waiter
+	// that only collects wastes them. The place only moves forward, so
+	// the last one seen bounds how far to read.
+	limit := min(max(s.st.cfg.BatchSize, w.ahead+1), maxStagingBatch)
+	// A helper woken from its sleep may serve the requests behind its
+	// own; any other waiter reads only up to its own.
+	reqs := s.reqRange
+	if !w.woke {
+		reqs.End = append(bytes.Clone(w.reqKey), 0x00)
+	}
+	pending := eager(tr.Snapshot().GetRange(reqs, kv.RangeOptions{Limit: limit, Mode: kv.StreamingModeExact}))
+	pre := s.prefetch(tr, limit, w.woke)
 	if prev, done, err := w.o.applied(rec); err != nil || done {
 		return w.replayed(prev, err)
 	}
@@ -662,12 +696,11 @@ func (w *waiter[T]) fresh(tr kv.Transaction, now time.Time, head, last, first kv
 		}
 	}
 	if !w.fastDone && len(ahead) < helpers && len(heads) > len(ahead) {
-		// The one plain attempt: serve the few waiting requests and take
-		// the next item, in one transaction (with nobody waiting, this is
-		// the plain dequeue).
+		// The one plain attempt: take the item after those of the few
+		// waiting requests (with nobody waiting, the head), which is
+		// where a request filed now would stand.
 		w.fastDone = true
-		out.phase = phaseFast
-		out, err = w.serveAndTake(tr, now, ahead, heads[:len(ahead)+1])
+		out, err = w.takeItem(tr, heads[len(ahead)])
 		out.phase = phaseFast
 		return out, err
 	}
@@ -677,60 +710,44 @@ func (w *waiter[T]) fresh(tr kv.Transaction, now time.Time, head, last, first kv
 		return out, err
 	}
 	out.registered = true
+	w.ahead = len(ahead)
 	switch {
+	case len(heads) > 0:
+		// The next step takes the item at this request's place if the
+		// items reach it, and sleeps otherwise.
 	case len(ahead) >= helpers:
-		// Not a helper: sleep at once until served, or until the request
-		// ahead (the newest at registration) leaves.
+		// Not a helper, and the queue is empty: sleep until served, or
+		// until the request ahead (the newest at registration) leaves.
 		w.watches = append(w.watches, tr.Watch(w.reqKey), tr.Watch(lasts[0].Key))
 		out.armed = true
-	case len(heads) == 0:
+	default:
 		w.arm(tr)
 		out.armed = true
 	}
 	return out, nil
 }
 
-// serveAndTake hands items[i] to reqs[i] and takes the last item for the
-// caller. The read conflict covers the items' range up to the one taken,
-// as a plain dequeue's does, and each request served.
-func (w *waiter[T]) serveAndTake(tr kv.Transaction, now time.Time, reqs, items []kv.KeyValue) (out outcome[T], err error) {
-	s := w.s
-	p := items[len(items)-1]
-	v, rec, err := s.accept(p)
+// join is the step of a waiter without a request while the line is long:
+// it files a request at once, and the next step takes the item at its
+// place (or sleeps).
+func (w *waiter[T]) join(tr kv.Transaction, now time.Time, last kv.RangeResult) (out outcome[T], err error) {
+	out.phase = phaseRegister
+	lasts, err := last.GetSlice()
 	if err != nil {
 		return out, err
 	}
-	for _, it := range items[:len(reqs)] {
-		if _, _, err := s.accept(it); err != nil {
-			return out, err
+	var index int64
+	if len(lasts) > 0 {
+		if i, _, err := w.s.parseReq(lasts[0].Key); err == nil {
+			index = i + 1
 		}
 	}
-	// Read conflicts go before the clears: keys the transaction already
-	// wrote would be left out of them.
-	conflict := kv.KeyRange{Begin: s.items.Begin, End: append(bytes.Clone(p.Key), 0x00)}
-	if s.reverse {
-		conflict = kv.KeyRange{Begin: p.Key, End: s.items.End}
-	}
-	if err := tr.AddReadConflictRange(conflict); err != nil {
+	w.fastDone = true
+	if err := w.register(tr, now, index); err != nil {
 		return out, err
 	}
-	for _, r := range reqs {
-		if err := tr.AddReadConflictKey(r.Key); err != nil {
-			return out, err
-		}
-	}
-	for i, r := range reqs {
-		_, rid, err := s.parseReq(r.Key)
-		if err != nil {
-			return out, err
-		}
-		tr.Clear(r.Key)
-		tr.Clear(items[i].Key)
-		tr.Set(s.resKey(rid), encodeResult(now.Add(s.st.cfg.ClaimTimeout), items[i].Key, items[i].Value))
-	}
-	tr.Clear(p.Key)
-	w.took(tr, p, rec)
-	out.done, out.val, out.served = true, v, len(reqs)
+	out.registered = true
+	w.ahead = 0
 	return out, nil
 }
 
@@ -816,13 +833,24 @@ func (w *waiter[T]) fulfil(tr kv.Transaction, now time.Time, pending kv.RangeRes
 	if err != nil {
 		return out, err
 	}
+	w.ahead = pos
+	if pos == len(live) {
+		w.ahead = 2 * pre.limit // not among those read: further back
+	}
+	s.busy.Store(pos >= helpers)
+	items, err := pre.items.GetSlice()
+	if err != nil {
+		return out, err
+	}
+	if pos < len(live) && pos < len(items) && (!w.woke || pos >= helpers) {
+		// Self-service: the items reach this request's place, so it takes
+		// the item a fulfilment would hand it, without waiting for one.
+		// The waiters ahead take theirs the same way, or are served.
+		return w.takeAt(tr, items[pos])
+	}
 	if pos >= helpers {
 		if !w.wait {
 			// A plain Dequeue waits only if the items reach its request.
-			items, err := pre.items.GetSlice()
-			if err != nil {
-				return out, err
-			}
 			if len(items) <= pos && len(items) < pre.limit {
 				return w.withdraw(tr)
 			}
@@ -858,6 +886,37 @@ func (w *waiter[T]) fulfil(tr kv.Transaction, now time.Time, pending kv.RangeRes
 	}
 	w.arm(tr)
 	out.armed = true
+	return out, nil
+}
+
+// takeAt takes item it for the waiter's request, whose place in the line
+// is the item's place in the queue: it clears both and records the item in
+// the journal. The request was read with a normal read and the item gets a
+// read conflict key, so a fulfilment or another waiter that hands out
+// either one at the same time conflicts with this step.
+func (w *waiter[T]) takeAt(tr kv.Transaction, it kv.KeyValue) (out outcome[T], err error) {
+	out, err = w.takeItem(tr, it)
+	out.phase = phaseTake
+	if err == nil {
+		tr.Clear(w.reqKey)
+	}
+	return out, err
+}
+
+// takeItem takes item it for the caller: a read conflict on its key (so
+// that anyone else handing it out conflicts), its clear and the journal
+// record.
+func (w *waiter[T]) takeItem(tr kv.Transaction, it kv.KeyValue) (out outcome[T], err error) {
+	v, rec, err := w.s.accept(it)
+	if err != nil {
+		return out, err
+	}
+	if err := tr.AddReadConflictKey(it.Key); err != nil {
+		return out, err
+	}
+	tr.Clear(it.Key)
+	w.took(tr, it, rec)
+	out.done, out.val = true, v
 	return out, nil
 }
 
@@ -918,7 +977,10 @@ func (s *stageSide[T]) serve(tr kv.Transaction, now time.Time, live []kv.KeyValu
 		mine, myRes = w.reqKey, w.resKey
 	}
 	if pre.items == nil {
-		pre = s.prefetch(tr, max(len(live), 1))
+		pre = s.prefetch(tr, max(len(live), 1), true)
+	}
+	if pre.results == nil {
+		pre.results = s.scanResults(tr)
 	}
 	items, err := pre.items.GetSlice()
 	if err != nil {
@@ -981,12 +1043,20 @@ type prefetched struct {
 	limit          int
 }
 
-func (s *stageSide[T]) prefetch(tr kv.Transaction, limit int) prefetched {
-	return prefetched{
-		items:   eager(tr.Snapshot().GetRange(s.items, kv.RangeOptions{Limit: limit, Reverse: s.reverse, Mode: kv.StreamingModeExact})),
-		results: eager(tr.Snapshot().GetRange(s.resRange, kv.RangeOptions{Limit: resultScan})),
-		limit:   limit,
+func (s *stageSide[T]) prefetch(tr kv.Transaction, limit int, results bool) prefetched {
+	pre := prefetched{
+		items: eager(tr.Snapshot().GetRange(s.items, kv.RangeOptions{Limit: limit, Reverse: s.reverse, Mode: kv.StreamingModeExact})),
+		limit: limit,
 	}
+	if results {
+		pre.results = s.scanResults(tr)
+	}
+	return pre
+}
+
+// scanResults reads the first few results, for a fulfilment to expire.
+func (s *stageSide[T]) scanResults(tr kv.Transaction) kv.RangeResult {
+	return eager(tr.Snapshot().GetRange(s.resRange, kv.RangeOptions{Limit: resultScan}))
 }
 
 // eagerRange is a range read started at once in its own goroutine, so that

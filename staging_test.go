@@ -698,3 +698,74 @@ func TestTypedWaitForms(t *testing.T) {
 	_, err = tp.PopMaxWait(cctx, db)
 	require.ErrorIs(t, err, context.DeadlineExceeded, "empty: waits until ctx ends")
 }
+
+// A waiter whose place in the line is reached by the items takes the item
+// at its place itself, without waiting for a fulfilment: requests are still
+// served oldest first, each with the next item in queue order. While the
+// line is long, new calls file their request without a first look at the
+// head.
+func TestStagedSelfService(t *testing.T) {
+	ctx := context.Background()
+	db := stgDB(t)
+	sub := stgSubspace(t, "self")
+	q := stgQueue(t, sub, fdbqueue.WithStaging(fdbqueue.StagingConfig{}))
+	// Two waiters file requests and stop right after, before any item
+	// exists.
+	registered := make(chan struct{}, 2)
+	release := make(chan struct{})
+	var hung atomic.Int32
+	fdbqueue.SetStagingHook(q, func(p string) {
+		if p == "registered" && hung.Add(1) <= 2 {
+			registered <- struct{}{}
+			<-release
+		}
+	})
+	results := make(chan string, 2)
+	for range 2 {
+		go func() {
+			v, err := q.DequeueWait(ctx, db)
+			if err != nil {
+				t.Errorf("DequeueWait: %v", err)
+			}
+			results <- string(v)
+		}()
+		<-registered // one at a time: the first is the older request
+	}
+	require.Len(t, stagingKeys(t, db, sub), 2)
+	require.NoError(t, q.EnqueueBatch(ctx, db, [][]byte{[]byte("a"), []byte("b"), []byte("c")}))
+
+	// A third consumer stands behind the two: it takes the third item.
+	v, err := q.Dequeue(ctx, db)
+	require.NoError(t, err)
+	require.Equal(t, "c", string(v))
+	st := q.StagingStats()
+	phase := func(st fdbqueue.StagingStats, name string) fdbqueue.StagingPhaseStats {
+		for _, p := range st.Phases {
+			if p.Phase == name {
+				return p
+			}
+		}
+		t.Fatalf("no phase %q", name)
+		return fdbqueue.StagingPhaseStats{}
+	}
+	require.Equal(t, int64(1), phase(st, "take").Commits, "the item was taken at the request's place")
+	require.Zero(t, phase(st, "fulfil").Commits+phase(st, "collect").Commits, "nobody fulfilled")
+
+	// The line is long: the next call registers at once and takes the
+	// item after the two reserved ones.
+	require.NoError(t, q.Enqueue(ctx, db, []byte("d")))
+	v, err = q.Dequeue(ctx, db)
+	require.NoError(t, err)
+	require.Equal(t, "d", string(v))
+	st2 := q.StagingStats()
+	require.Equal(t, phase(st, "fast").Commits, phase(st2, "fast").Commits, "no plain attempt while the line is long")
+	require.Equal(t, int64(2), phase(st2, "take").Commits)
+
+	// The two older requests get the two first items, in order.
+	close(release)
+	got := []string{<-results, <-results}
+	require.ElementsMatch(t, []string{"a", "b"}, got)
+	require.Empty(t, itemKeys(t, db, sub))
+	require.Empty(t, stagingKeys(t, db, sub))
+	requireNoWatches(t, db)
+}

@@ -34,6 +34,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -58,6 +59,7 @@ type options struct {
 	out       string
 	latency   bool
 	stats     bool
+	cpuprof   string
 }
 
 func main() {
@@ -73,6 +75,7 @@ func main() {
 	flag.IntVar(&o.feeders, "feeders", 4, "producers that keep the queue non-empty during dequeue cells")
 	flag.StringVar(&o.out, "out", "out", "directory for the CSV files and the chart")
 	flag.BoolVar(&o.latency, "latency", true, "simulate a real cluster's latency (memdb.RealCluster)")
+	flag.StringVar(&o.cpuprof, "cpuprofile", "", "write a CPU profile of the run to this file")
 	flag.BoolVar(&o.stats, "stats", false, "print where staged cells spend their time (Queue.StagingStats)")
 	flag.Parse()
 	var err error
@@ -84,7 +87,19 @@ func main() {
 		os.Exit(2)
 	}
 	o.modes = strings.Split(modes, ",")
+	if o.cpuprof != "" {
+		f, err := os.Create(o.cpuprof)
+		if err == nil {
+			err = pprof.StartCPUProfile(f)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "queuebench:", err)
+			os.Exit(2)
+		}
+		defer pprof.StopCPUProfile()
+	}
 	if err := run(o, os.Stdout); err != nil {
+		pprof.StopCPUProfile()
 		fmt.Fprintln(os.Stderr, "queuebench:", err)
 		os.Exit(1)
 	}
