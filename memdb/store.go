@@ -45,12 +45,18 @@ func itemLess(a, b item) bool { return bytes.Compare(a.key, b.key) < 0 }
 // head is a copy of the newest entry and v1 the version of the second
 // oldest (math.MaxInt64 if there is none): the common reads and the prune
 // check then stay within the chain itself, not the far ends of vers.
+//
+// Pruning drops entries from the front of vers by reslicing, which costs
+// O(entries dropped) rather than a copy of the chain; arr is the size of
+// the array under vers, so that a chain left with a small part of a large
+// array moves to a smaller one.
 type chain struct {
 	key    []byte
 	head   mvccVersion
 	v1     int64
 	wv     int64
 	vers   []mvccVersion
+	arr    int32
 	queued bool // in the GC queue
 }
 
@@ -142,7 +148,7 @@ func (s *store) writeAt(c *chain, key, val []byte, exists bool, v, horizon int64
 		if !exists {
 			return false // clearing a key that is not there
 		}
-		c = &chain{key: key, v1: math.MaxInt64, vers: make([]mvccVersion, 0, 1)}
+		c = &chain{key: key, v1: math.MaxInt64, vers: make([]mvccVersion, 0, 1), arr: 1}
 		s.tree.Set(item{key: key, c: c})
 	}
 	s.appendVersion(c, val, exists, v, horizon)
@@ -174,7 +180,11 @@ func (s *store) appendVersion(c *chain, val []byte, exists bool, v, horizon int6
 	if n := len(c.vers); n > 0 && c.vers[n-1].v == v {
 		c.vers[n-1] = mvccVersion{v: v, val: val}
 	} else if wasLive || exists { // else it is a tombstone already
+		grow := len(c.vers) == cap(c.vers)
 		c.vers = append(c.vers, mvccVersion{v: v, val: val})
+		if grow { // a new array, under vers from its start
+			c.arr = int32(min(cap(c.vers), math.MaxInt32))
+		}
 		s.versions++
 		if len(c.vers) == 2 {
 			c.v1 = v
@@ -208,9 +218,14 @@ func (s *store) prune(c *chain, horizon int64) {
 	if i == 0 {
 		return
 	}
-	n := copy(c.vers, c.vers[i:])
-	clear(c.vers[n:])
-	c.vers = c.vers[:n]
+	if n := len(c.vers) - i; c.arr > 8 && 4*n <= int(c.arr) {
+		kept := make([]mvccVersion, n, 2*n)
+		copy(kept, c.vers[i:])
+		c.vers, c.arr = kept, int32(2*n)
+	} else {
+		clear(c.vers[:i]) // the array keeps them: drop their values
+		c.vers = c.vers[i:]
+	}
 	c.synced()
 	s.versions -= int64(i)
 }

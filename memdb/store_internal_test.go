@@ -1,0 +1,44 @@
+package memdb
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestChainPruneKeepsArraysBounded: a hot key's chain is pruned from the
+// front without copying, but its array stays proportional to what it
+// holds, including once the key goes cold.
+func TestChainPruneKeepsArraysBounded(t *testing.T) {
+	s := newStore()
+	key := []byte("k")
+	const window = 100
+	for v := int64(1); v <= 10_000; v++ {
+		s.write(key, []byte("x"), true, v, v-window)
+		c := s.lookup(key)
+		require.LessOrEqual(t, len(c.vers), window+1)
+		require.LessOrEqual(t, int(c.arr), 4*(window+1))
+		require.Equal(t, int64(len(c.vers)), s.versions)
+		require.Equal(t, v, c.head.v)
+		if v > window {
+			val, ok := c.at(v - window)
+			require.True(t, ok, "a reader at the horizon sees the value")
+			require.Equal(t, "x", string(val))
+		}
+	}
+	c := s.lookup(key)
+	// Readers at the horizon still see the newest version at or below it.
+	s.write(key, nil, false, 20_000, 19_999)
+	require.Len(t, c.vers, 2, "the old value (for readers at the horizon) and the tombstone")
+	require.LessOrEqual(t, int(c.arr), 8, "a chain left with little moves to a small array")
+	_, ok := c.at(19_999)
+	require.True(t, ok)
+	_, ok = c.at(20_000)
+	require.False(t, ok)
+	require.Equal(t, int64(2), s.versions)
+	s.gc(30_000)
+	require.True(t, c.dead())
+	require.Nil(t, s.lookup(key))
+	require.Equal(t, int64(0), s.versions)
+	require.Equal(t, int64(0), s.live)
+}
