@@ -346,7 +346,7 @@ func (tx *transaction) mergeLocked(b, e []byte, limit int, reverse bool, rv int6
 	}
 	dbIt := tx.db.st.tree.Iter()
 	seekDB := func(k []byte) bool { // forward: first >= k; reverse: last < k
-		ok := dbIt.Seek(item{key: k})
+		ok := dbIt.Seek(ukey(k))
 		if !reverse {
 			return ok
 		}
@@ -373,7 +373,7 @@ func (tx *transaction) mergeLocked(b, e []byte, limit int, reverse bool, rv int6
 		// transaction.
 		var dk, dv []byte
 		for dbOK {
-			it := dbIt.Item()
+			it := dbIt.Value()
 			if !inRange(it.key) {
 				dbOK = false
 				break
@@ -386,7 +386,7 @@ func (tx *transaction) mergeLocked(b, e []byte, limit int, reverse bool, rv int6
 				}
 				continue
 			}
-			if v, live := it.c.at(rv); live {
+			if v, live := it.at(rv); live {
 				dk, dv = it.key, v
 				break
 			}

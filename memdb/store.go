@@ -3,6 +3,7 @@ package memdb
 import (
 	"bytes"
 	"math"
+	"unsafe"
 
 	"github.com/tidwall/btree"
 )
@@ -11,7 +12,7 @@ import (
 // the chain of its values at the versions still needed. It is protected by
 // DB.mu: readers hold it shared, commits and garbage collection exclusively.
 type store struct {
-	tree *btree.BTreeG[item]
+	tree *btree.Map[string, *chain] // keyed by ukey(chain.key)
 	gcq  gcQueue
 	// maxWV is the largest wv of any chain, ever: no chain was written after
 	// a read version at or above it.
@@ -21,13 +22,13 @@ type store struct {
 	live, versions int64
 }
 
-// item is the B-tree element: the key (also in c) and its chain.
-type item struct {
-	key []byte
-	c   *chain
-}
-
-func itemLess(a, b item) bool { return bytes.Compare(a.key, b.key) < 0 }
+// ukey returns b's bytes as a string without copying them, to index the
+// B-tree: a btree.Map with string keys compares them natively, which makes
+// a lookup about twice as fast as a BTreeG of []byte with a less function.
+// The bytes must not change while the string is in use: the tree only
+// keeps the keys of its chains, which are never modified, and lookups with
+// other keys retain nothing.
+func ukey(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
 
 // chain holds a key's versions, oldest first. Entries older than the GC
 // horizon are dropped except the newest of them, which readers at the
@@ -74,7 +75,7 @@ var emptyValue = []byte{}
 func (e *mvccVersion) del() bool { return e.val == nil }
 
 func newStore() *store {
-	return &store{tree: btree.NewBTreeGOptions(itemLess, btree.Options{NoLocks: true})}
+	return &store{tree: new(btree.Map[string, *chain])}
 }
 
 // at returns the key's value as of version rv.
@@ -108,11 +109,8 @@ func (c *chain) synced() {
 func (c *chain) dead() bool { return len(c.vers) == 0 }
 
 func (s *store) lookup(key []byte) *chain {
-	it, ok := s.tree.Get(item{key: key})
-	if !ok {
-		return nil
-	}
-	return it.c
+	c, _ := s.tree.Get(ukey(key))
+	return c
 }
 
 // get returns key's value as of rv.
@@ -149,7 +147,7 @@ func (s *store) writeAt(c *chain, key, val []byte, exists bool, v, horizon int64
 			return false // clearing a key that is not there
 		}
 		c = &chain{key: key, v1: math.MaxInt64, vers: make([]mvccVersion, 0, 1), arr: 1}
-		s.tree.Set(item{key: key, c: c})
+		s.tree.Set(ukey(c.key), c)
 	}
 	s.appendVersion(c, val, exists, v, horizon)
 	return true
@@ -232,12 +230,12 @@ func (s *store) prune(c *chain, horizon int64) {
 
 // clearRange writes tombstones at v for every live key in [begin, end).
 func (s *store) clearRange(begin, end []byte, v, horizon int64) {
-	s.tree.Ascend(item{key: begin}, func(it item) bool {
-		if bytes.Compare(it.key, end) >= 0 {
+	s.tree.Ascend(ukey(begin), func(_ string, c *chain) bool {
+		if bytes.Compare(c.key, end) >= 0 {
 			return false
 		}
-		if _, ok := it.c.newest(); ok {
-			s.appendVersion(it.c, nil, false, v, horizon)
+		if _, ok := c.newest(); ok {
+			s.appendVersion(c, nil, false, v, horizon)
 		}
 		return true
 	})
@@ -261,7 +259,7 @@ func (s *store) gc(horizon int64) {
 			c.queued = true
 			s.gcq.push(gcEntry{c: c, due: c.wv})
 		case last.del():
-			s.tree.Delete(item{key: c.key})
+			s.tree.Delete(ukey(c.key))
 			s.versions -= int64(len(c.vers))
 			c.vers, c.head = nil, mvccVersion{}
 		}
@@ -279,11 +277,11 @@ func (s *store) writtenAfter(b, e []byte, rv int64) bool {
 		return c != nil && c.wv > rv
 	}
 	hit := false
-	s.tree.Ascend(item{key: b}, func(it item) bool {
-		if bytes.Compare(it.key, e) >= 0 {
+	s.tree.Ascend(ukey(b), func(_ string, c *chain) bool {
+		if bytes.Compare(c.key, e) >= 0 {
 			return false
 		}
-		hit = it.c.wv > rv
+		hit = c.wv > rv
 		return !hit
 	})
 	return hit
