@@ -338,10 +338,16 @@ func (s *stageSide[T]) parseReq(key []byte) (int64, []byte, error) {
 		return 0, nil, err
 	}
 	if len(t) == 2 {
-		idx, ok1 := t[0].(int64)
-		rid, ok2 := t[1].([]byte)
-		if ok1 && ok2 {
-			return idx, rid, nil
+		rid, ok := t[1].([]byte)
+		switch first := t[0].(type) {
+		case tuple.Versionstamp:
+			if ok && first.IsComplete() {
+				return 0, rid, nil
+			}
+		case int64: // a request filed by an earlier version of this package
+			if ok {
+				return first, rid, nil
+			}
 		}
 	}
 	return 0, nil, fmt.Errorf("%w: staging request %q", ErrMalformedKey, key)
@@ -350,6 +356,34 @@ func (s *stageSide[T]) parseReq(key []byte) (int64, []byte, error) {
 func (s *stageSide[T]) resKey(rid []byte) []byte {
 	k, _ := s.ress.Pack(tuple.Tuple{rid})
 	return k
+}
+
+// reqKeyOf returns the key of the request rid filed by the commit whose
+// versionstamp is stamp.
+func (s *stageSide[T]) reqKeyOf(stamp []byte, rid []byte) ([]byte, error) {
+	if len(stamp) != 10 {
+		return nil, fmt.Errorf("fdbqueue: staging: versionstamp of %d bytes", len(stamp))
+	}
+	return s.reqs.Pack(tuple.Tuple{tuple.Versionstamp{TransactionVersion: [10]byte(stamp)}, rid})
+}
+
+// markerValue is what a registration writes at its result key: the
+// versionstamp of its commit, so that a waiter whose registration commit
+// had an unknown outcome can find its request.
+var markerValue, _ = tuple.Tuple{tuple.IncompleteVersionstamp(0)}.PackWithVersionstamp(nil)
+
+// decodeMarker returns the versionstamp of a registration marker; ok is
+// false for a result.
+func decodeMarker(v []byte) (stamp []byte, ok bool) {
+	t, err := tuple.Unpack(v)
+	if err != nil || len(t) != 1 {
+		return nil, false
+	}
+	vs, ok := t[0].(tuple.Versionstamp)
+	if !ok || !vs.IsComplete() {
+		return nil, false
+	}
+	return vs.TransactionVersion[:], true
 }
 
 func inRange(r kv.KeyRange, key []byte) bool {
@@ -400,7 +434,12 @@ type waiter[T any] struct {
 	userID bool
 	wait   bool // block while the queue is empty (the Wait forms)
 
-	reqKey, resKey []byte // the current request; nil when none
+	// reqKey and resKey are the current request's keys; nil when none.
+	// Between a registration's commit and its versionstamp, and after a
+	// registration commit with an unknown outcome, only resKey is set.
+	reqKey, resKey []byte
+	rid            []byte
+	stamp          kv.FutureVersionstamp // of the registration in flight
 	fastDone       bool   // the one plain attempt was made
 	withdrawing    bool   // a withdrawal was attempted
 	renewAt        time.Time
@@ -433,6 +472,7 @@ type outcome[T any] struct {
 	served     int   // other requests served
 	armed      bool  // sleep on the watches
 	registered bool
+	forget     bool // the in-doubt registration did not happen
 }
 
 // run performs one staged take: Dequeue (wait false) or DequeueWait.
@@ -498,7 +538,17 @@ func (w *waiter[T]) loop(ctx, callerCtx context.Context) (T, error) {
 			if out.done {
 				return out.val, out.err
 			}
+			if out.forget {
+				w.resKey, w.rid = nil, nil
+			}
 			if out.registered {
+				stamp, err := w.stamp.Get()
+				if err == nil {
+					w.reqKey, err = w.s.reqKeyOf(stamp, w.rid)
+				}
+				if err != nil {
+					return zero, stop(err)
+				}
 				w.s.st.point("registered")
 			}
 			tr.Reset()
@@ -543,6 +593,9 @@ func (w *waiter[T]) attempt(tr kv.Transaction) (outcome[T], error) {
 	if out.done && out.err == nil {
 		w.s.st.point("taking")
 	}
+	if out.registered {
+		w.s.st.point("registering")
+	}
 	return out, tr.Commit()
 }
 
@@ -584,8 +637,14 @@ func (w *waiter[T]) step(tr kv.Transaction) (out outcome[T], err error) {
 		rec = eager(rec)
 	}
 	now := s.st.now()
+	if w.reqKey == nil && w.resKey != nil {
+		// The registration's commit had an unknown outcome.
+		if prev, done, err := w.o.applied(rec); err != nil || done {
+			return w.replayed(prev, err)
+		}
+		return w.resolve(tr)
+	}
 	if w.reqKey == nil {
-		last := eager(tr.Snapshot().GetRange(s.reqRange, kv.RangeOptions{Limit: 1, Reverse: true}))
 		var head, first kv.RangeResult
 		if !s.busy.Load() || w.fastDone {
 			// The reads that decide on the one plain attempt; skipped
@@ -598,9 +657,9 @@ func (w *waiter[T]) step(tr kv.Transaction) (out outcome[T], err error) {
 			return w.replayed(prev, err)
 		}
 		if head == nil {
-			return w.join(tr, now, last)
+			return w.join(tr, now)
 		}
-		return w.fresh(tr, now, head, last, first)
+		return w.fresh(tr, now, head, first)
 	}
 	reqF := tr.Get(w.reqKey)
 	resF := tr.Get(w.resKey)
@@ -628,6 +687,10 @@ func (w *waiter[T]) step(tr kv.Transaction) (out outcome[T], err error) {
 	if err != nil {
 		return out, err
 	}
+	marker := false
+	if _, marker = decodeMarker(resV); marker {
+		resV = nil // waiting
+	}
 	switch {
 	case resV != nil:
 		return w.collect(tr, resV)
@@ -640,7 +703,10 @@ func (w *waiter[T]) step(tr kv.Transaction) (out outcome[T], err error) {
 		// Dropped or reclaimed after its deadline (this waiter was too
 		// slow): register again in the next step.
 		out.phase = phaseWait
-		w.reqKey, w.resKey = nil, nil
+		if marker {
+			tr.Clear(w.resKey)
+		}
+		w.reqKey, w.resKey, w.rid = nil, nil, nil
 		s.st.point("lost")
 		return out, nil
 	default:
@@ -662,25 +728,14 @@ func (w *waiter[T]) replayed(prev [][]byte, err error) (out outcome[T], _ error)
 
 // fresh is the step of a waiter without a request: the one plain attempt,
 // or registration.
-func (w *waiter[T]) fresh(tr kv.Transaction, now time.Time, head, last, first kv.RangeResult) (out outcome[T], err error) {
-	s := w.s
+func (w *waiter[T]) fresh(tr kv.Transaction, now time.Time, head, first kv.RangeResult) (out outcome[T], err error) {
 	heads, err := head.GetSlice()
-	if err != nil {
-		return out, err
-	}
-	lasts, err := last.GetSlice()
 	if err != nil {
 		return out, err
 	}
 	firsts, err := first.GetSlice()
 	if err != nil {
 		return out, err
-	}
-	var index int64
-	if len(lasts) > 0 {
-		if i, _, err := s.parseReq(lasts[0].Key); err == nil {
-			index = i + 1
-		}
 	}
 	if len(heads) == 0 && !w.wait {
 		out.phase = phaseWithdraw
@@ -704,51 +759,49 @@ func (w *waiter[T]) fresh(tr kv.Transaction, now time.Time, head, last, first kv
 		out.phase = phaseFast
 		return out, err
 	}
-	w.fastDone = true
-	out.phase = phaseRegister
-	if err := w.register(tr, now, index); err != nil {
-		return out, err
-	}
-	out.registered = true
+	// File a request; the next step takes the item at its place if the
+	// items reach it, and sleeps otherwise.
+	out, err = w.join(tr, now)
 	w.ahead = len(ahead)
-	switch {
-	case len(heads) > 0:
-		// The next step takes the item at this request's place if the
-		// items reach it, and sleeps otherwise.
-	case len(ahead) >= helpers:
-		// Not a helper, and the queue is empty: sleep until served, or
-		// until the request ahead (the newest at registration) leaves.
-		w.watches = append(w.watches, tr.Watch(w.reqKey), tr.Watch(lasts[0].Key))
-		out.armed = true
-	default:
-		w.arm(tr)
-		out.armed = true
-	}
-	return out, nil
+	return out, err
 }
 
-// join is the step of a waiter without a request while the line is long:
-// it files a request at once, and the next step takes the item at its
-// place (or sleeps).
-func (w *waiter[T]) join(tr kv.Transaction, now time.Time, last kv.RangeResult) (out outcome[T], err error) {
+// join files a request, with no read: the step of a waiter without a
+// request while the line is long.
+func (w *waiter[T]) join(tr kv.Transaction, now time.Time) (out outcome[T], err error) {
 	out.phase = phaseRegister
-	lasts, err := last.GetSlice()
-	if err != nil {
-		return out, err
-	}
-	var index int64
-	if len(lasts) > 0 {
-		if i, _, err := w.s.parseReq(lasts[0].Key); err == nil {
-			index = i + 1
-		}
-	}
 	w.fastDone = true
-	if err := w.register(tr, now, index); err != nil {
+	if err := w.register(tr, now); err != nil {
 		return out, err
 	}
 	out.registered = true
 	w.ahead = 0
 	return out, nil
+}
+
+// resolve is the step after a registration whose commit had an unknown
+// outcome: the registration's marker, at its result key, tells whether it
+// was applied (and its versionstamp), or the result is already there. The
+// read is a normal read and, when nothing is there, the step clears the
+// key so that it commits: a registration still in flight that lands later
+// makes it conflict, and the next attempt finds it.
+func (w *waiter[T]) resolve(tr kv.Transaction) (out outcome[T], err error) {
+	out.phase = phaseWait
+	v, err := tr.Get(w.resKey).Get()
+	if err != nil {
+		return out, err
+	}
+	if v == nil {
+		tr.Clear(w.resKey)
+		out.forget = true
+		return out, nil
+	}
+	if stamp, ok := decodeMarker(v); ok {
+		w.reqKey, err = w.s.reqKeyOf(stamp, w.rid)
+		out.noCommit = true
+		return out, err
+	}
+	return w.collect(tr, v)
 }
 
 // took records, in tr, that the operation takes item p.
@@ -758,22 +811,30 @@ func (w *waiter[T]) took(tr kv.Transaction, p kv.KeyValue, rec []byte) {
 	w.takenRec = rec
 }
 
-func (w *waiter[T]) register(tr kv.Transaction, now time.Time, index int64) error {
+// register files a request: its key is ordered by the versionstamp of the
+// commit, so a request filed later stands behind, and the waiter learns
+// the key from the versionstamp once the commit succeeded. A marker at the
+// result key holds the versionstamp too, for a waiter whose commit had an
+// unknown outcome (see resolve).
+func (w *waiter[T]) register(tr kv.Transaction, now time.Time) error {
 	s := w.s
 	rid, err := s.st.newRID(now)
 	if err != nil {
 		return err
 	}
-	reqKey, err := s.reqs.Pack(tuple.Tuple{index, rid})
+	key, err := tuple.Tuple{tuple.IncompleteVersionstamp(0), rid}.PackWithVersionstamp(s.reqs.prefix)
 	if err != nil {
 		return err
 	}
-	// The waiter's state moves to the new request now: if this commit
-	// fails, the next step finds neither key and registers again; if its
-	// outcome is unknown, the next step finds the request if it exists.
-	w.reqKey, w.resKey = reqKey, s.resKey(rid)
+	timeout := s.st.cfg.ClaimTimeout
+	tr.SetVersionstampedKey(key, encodeDeadline(now.Add(timeout)))
+	w.rid, w.resKey = rid, s.resKey(rid)
+	tr.SetVersionstampedValue(w.resKey, markerValue)
+	w.stamp = tr.GetVersionstamp()
+	w.renewAt = now.Add(timeout / 3)
+	// If this commit fails, the next step looks for the marker (resolve).
+	w.reqKey = nil
 	w.withdrawing = false
-	w.renew(tr, now)
 	return nil
 }
 
@@ -899,6 +960,7 @@ func (w *waiter[T]) takeAt(tr kv.Transaction, it kv.KeyValue) (out outcome[T], e
 	out.phase = phaseTake
 	if err == nil {
 		tr.Clear(w.reqKey)
+		tr.Clear(w.resKey) // the registration's marker
 	}
 	return out, err
 }
@@ -924,6 +986,7 @@ func (w *waiter[T]) takeItem(tr kv.Transaction, it kv.KeyValue) (out outcome[T],
 // it.
 func (w *waiter[T]) withdraw(tr kv.Transaction) (out outcome[T], err error) {
 	tr.Clear(w.reqKey)
+	tr.Clear(w.resKey) // the registration's marker
 	w.withdrawing = true
 	out.phase = phaseWithdraw
 	out.done, out.err = true, ErrEmpty
@@ -948,15 +1011,28 @@ func (s *stageSide[T]) liveRequests(tr kv.Transaction, now time.Time, reqs []kv.
 			continue
 		}
 		// Expired, or not a request: drop it.
-		if err := tr.AddReadConflictKey(r.Key); err != nil {
+		if err := s.drop(tr, r.Key); err != nil {
 			return nil, 0, err
 		}
-		tr.Clear(r.Key)
 	}
 	if pos < 0 {
 		pos = len(live)
 	}
 	return live, pos, nil
+}
+
+// drop clears a request that expired (or is not one), and its
+// registration's marker: a request that is still there was not served, so
+// its result key holds nothing else.
+func (s *stageSide[T]) drop(tr kv.Transaction, key []byte) error {
+	if err := tr.AddReadConflictKey(key); err != nil {
+		return err
+	}
+	tr.Clear(key)
+	if _, rid, err := s.parseReq(key); err == nil {
+		tr.Clear(s.resKey(rid))
+	}
+	return nil
 }
 
 // served is what one fulfilment pass did.
@@ -1023,6 +1099,7 @@ func (s *stageSide[T]) serve(tr kv.Transaction, now time.Time, live []kv.KeyValu
 		tr.Clear(r.Key)
 		res.n++
 		if mine != nil && bytes.Equal(r.Key, mine) {
+			tr.Clear(myRes) // the registration's marker
 			w.took(tr, it, rec)
 			res.mine, res.val = true, v
 			continue
@@ -1172,7 +1249,7 @@ func (w *waiter[T]) abandon(ctx context.Context, cause error) error {
 	if cerr := ctx.Err(); cerr != nil {
 		final = cerr
 	}
-	if w.reqKey == nil && w.taken == nil {
+	if w.resKey == nil && w.taken == nil {
 		if kv.MaybeCommitted(cause) {
 			return cause // nothing to settle it with: the caller must know
 		}
@@ -1190,9 +1267,9 @@ func (w *waiter[T]) abandon(ctx context.Context, cause error) error {
 		if err != nil && !errors.Is(err, ErrOperationExpired) {
 			return err
 		}
-		var reqF, resF kv.FutureValue
-		if w.reqKey != nil {
-			reqF, resF = tr.Get(w.reqKey), tr.Get(w.resKey)
+		var resF kv.FutureValue
+		if w.resKey != nil {
+			resF = tr.Get(w.resKey)
 		}
 		prev, done, err := w.o.applied(rec)
 		if err != nil {
@@ -1203,23 +1280,30 @@ func (w *waiter[T]) abandon(ctx context.Context, cause error) error {
 			back = s.giveBack(tr, w.taken.Key, w.taken.Value)
 			tr.ClearRange(w.o.recordRange())
 		}
-		if reqF != nil {
-			reqV, err := reqF.Get()
-			if err != nil {
-				return err
-			}
+		if resF != nil {
+			// The result key holds the registration's marker while the
+			// request waits, the item once it is served, or nothing.
+			// Clearing it even when empty makes this transaction conflict
+			// with a registration still in flight.
 			resV, err := resF.Get()
 			if err != nil {
 				return err
 			}
-			if resV != nil {
+			reqKey := w.reqKey
+			if stamp, ok := decodeMarker(resV); ok {
+				if reqKey == nil {
+					if reqKey, err = s.reqKeyOf(stamp, w.rid); err != nil {
+						return err
+					}
+				}
+			} else if resV != nil {
 				if _, key, stored, err := decodeResult(resV); err == nil {
 					back = s.giveBack(tr, key, stored) || back
 				}
-				tr.Clear(w.resKey)
 			}
-			if reqV != nil {
-				tr.Clear(w.reqKey)
+			tr.Clear(w.resKey)
+			if reqKey != nil {
+				tr.Clear(reqKey)
 			}
 		}
 		if back {
@@ -1267,10 +1351,9 @@ func (s *stageSide[T]) recover(ctx context.Context, db kv.Database, stats *Recov
 					if _, _, perr := s.parseReq(p.Key); ok && perr == nil && now.Before(d) {
 						continue
 					}
-					if err := tr.AddReadConflictKey(p.Key); err != nil {
+					if err := s.drop(tr, p.Key); err != nil {
 						return err
 					}
-					tr.Clear(p.Key)
 					dropped++
 				}
 				return nil

@@ -9,7 +9,8 @@ import (
 // Test seams of the staged dequeue, visible only to this package's tests.
 
 // SetStagingHook makes q's staged operations call fn at named points:
-// "registered" (a request was filed), "armed" (about to sleep on watches),
+// "registering" (a registration is about to commit), "registered" (a
+// request was filed), "armed" (about to sleep on watches),
 // "woke", "lost" (the request was found expired), "taking" (a step that
 // takes an item is about to commit) and "failed" (a step failed, before the
 // context is checked). Set it before operations start.

@@ -631,7 +631,7 @@ func TestStagedExpiredRequestsDropped(t *testing.T) {
 		}()
 	}
 	hangs.Wait()
-	require.Len(t, stagingKeys(t, db, sub), 2)
+	require.Len(t, stagingKeys(t, db, sub), 4, "two requests, each with its marker at its result key")
 
 	clock.Advance(timeout + time.Second)
 	// A new consumer is not held up by the stale requests: they are
@@ -731,7 +731,7 @@ func TestStagedSelfService(t *testing.T) {
 		}()
 		<-registered // one at a time: the first is the older request
 	}
-	require.Len(t, stagingKeys(t, db, sub), 2)
+	require.Len(t, stagingKeys(t, db, sub), 4, "two requests, each with its marker at its result key")
 	require.NoError(t, q.EnqueueBatch(ctx, db, [][]byte{[]byte("a"), []byte("b"), []byte("c")}))
 
 	// A third consumer stands behind the two: it takes the third item.
@@ -768,4 +768,54 @@ func TestStagedSelfService(t *testing.T) {
 	require.Empty(t, itemKeys(t, db, sub))
 	require.Empty(t, stagingKeys(t, db, sub))
 	requireNoWatches(t, db)
+}
+
+// A registration whose commit has an unknown outcome is resolved through
+// its marker: applied or not, the waiter gets the item once, and nothing
+// is left behind; a cancelled waiter withdraws a request it could not see.
+func TestStagedRegistrationUnknownResult(t *testing.T) {
+	for _, applied := range []bool{false, true} {
+		for _, cancelAfter := range []bool{false, true} {
+			t.Run(fmt.Sprintf("applied=%v/cancel=%v", applied, cancelAfter), func(t *testing.T) {
+				ctx := context.Background()
+				db := stgDB(t)
+				sub := stgSubspace(t, "regunknown")
+				q := stgQueue(t, sub, fdbqueue.WithStaging(fdbqueue.StagingConfig{}))
+				wctx, cancel := context.WithCancel(ctx)
+				defer cancel()
+				var once, enqueue sync.Once
+				fdbqueue.SetStagingHook(q, func(p string) {
+					switch p {
+					case "registering":
+						once.Do(func() { db.FailNextCommit(kv.ErrCommitUnknownResult, applied) })
+					case "failed":
+						if cancelAfter {
+							cancel()
+						}
+					case "armed":
+						// The queue is empty: the waiter sleeps on its
+						// request. An item arrives.
+						enqueue.Do(func() { go func() { _ = q.Enqueue(ctx, db, []byte("x")) }() })
+					}
+				})
+				v, err := q.DequeueWait(wctx, db)
+				if cancelAfter {
+					require.ErrorIs(t, err, context.Canceled)
+					require.Empty(t, stagingKeys(t, db, sub), "the request was withdrawn")
+					requireNoWatches(t, db)
+					return
+				}
+				require.NoError(t, err)
+				require.Equal(t, "x", string(v))
+				for _, p := range q.StagingStats().Phases {
+					if p.Phase == "register" {
+						require.Equal(t, int64(1), p.Failures, "the registration's commit failed once")
+					}
+				}
+				require.Empty(t, itemKeys(t, db, sub))
+				require.Empty(t, stagingKeys(t, db, sub))
+				requireNoWatches(t, db)
+			})
+		}
+	}
 }
