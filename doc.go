@@ -42,6 +42,10 @@
 //	Push               1 + commit   snapshot tail of the priority, journal    item, journal      nothing
 //	PopMin / PopMax    1 + commit   first / last key, journal                 clear, journal     other poppers; PopMax also
 //	                                                                                             pushes at >= its priority
+//	staged Dequeue,    1 + 2        register: none;                           register: request, a take at the same
+//	PopMin, PopMax     commits      take: own request and marker,             marker (vstamped); place (rare: a request
+//	(busy queue)                    requests ahead and items up to            take: 4 clears,    ahead left unserved)
+//	                                its place (snapshot)                      journal
 //	Peek*, Empty       1            first / last key (normal read)            -                  (read-only)
 //	Len                n/batch      whole range (snapshot)                    -                  (read-only)
 //	Clear              commit       -                                         range clear        consumers
@@ -98,52 +102,63 @@
 //
 // With WithStaging, Dequeue, PopMin and PopMax given a Database stop
 // competing for the head once consumers contend. A call first looks at the
-// head and at the staging requests (snapshot reads): if nobody waits, it
-// takes the head as a plain dequeue does, in one attempt. Otherwise, or if
-// that attempt fails, it files a request, a key in the queue's meta
-// subspace ordered by (last index + 1, time and random bytes), without
-// conflicting with anyone. The waiters of the two oldest requests fulfil:
-// one transaction reads the first BatchSize requests and as many items,
-// clears both and writes each item, with its original key, to its
-// request's result key (a waiter whose own request is among them takes its
-// item directly). Every other waiter sleeps on a watch of its request key
-// and of the request ahead of it, wakes when it is served (or has become
-// one of the two oldest), and collects its result in a transaction that
+// head and at the first requests (snapshot reads): if fewer than two
+// waiters are ahead, it takes the item after theirs (with nobody waiting,
+// the head) in one attempt, as a plain dequeue does. Otherwise, or if that
+// attempt fails, it files a request: a key in the queue's meta subspace
+// ordered by the versionstamp of its commit, written with no read and
+// without conflicting with anyone (while takes see a long line, new calls
+// skip the first look and file at once). Requests form a line in commit
+// order, and the request at place i gets the item at place i. In the next
+// transaction the waiter reads the requests ahead of it and the items up
+// to its place (snapshot reads); if the items reach it, it takes the item
+// at its place itself, with read conflicts on its request and that item
+// only, so waiters at different places do not conflict: two transactions
+// per item, and no waiting for anyone.
+//
+// Waiters the items do not reach sleep on watches: the two oldest waiters
+// on their request and on a signal key that every staged Enqueue and Push
+// bumps (an atomic add: no conflicts, one extra write), the others on
+// their request and the request ahead. When items arrive, a woken oldest
+// waiter serves the line in one transaction: it reads the first BatchSize
+// requests and as many items, clears both and writes each item, with its
+// original key, to its request's result key (taking its own directly);
+// the waiters served wake and collect their result in a transaction that
 // clears it and records the item in the journal. Nobody polls.
 //
 // Ordering: requests are served oldest first, each with the next item in
 // queue order (the smallest for PopMin, the largest for PopMax; PopMin and
-// PopMax requests are separate sets). An item handed back (its waiter
+// PopMax requests are separate lines). An item handed back (its waiter
 // stopped) returns to its original key and so to its place; items enqueued
 // concurrently keep the recipe's order (by index, then random).
 //
 // Empty queue: Dequeue withdraws its request and returns ErrEmpty.
 // DequeueWait, PopMinWait and PopMaxWait keep the request and block on the
-// watches, plus a signal key that every staged Enqueue and Push bumps with
-// an atomic add (no conflicts, one extra write), until an item arrives or
-// the context ends. Given a Transaction, Dequeue and the pops run the
-// plain path inside it: staging needs transactions of its own.
+// watches until an item arrives or the context ends. Given a Transaction,
+// Dequeue and the pops run the plain path inside it: staging needs
+// transactions of its own.
 //
-// Cost per item, on a busy queue: the call's registration (one snapshot
-// round trip and one write), its share of a fulfilment (one round trip;
-// per item two clears, one write, two read conflict keys) and the
-// collection (one round trip, a clear and a journal record); about two
-// commits per item, against one for a plain dequeue, but consumers no
-// longer serialise on the head: one fulfilment commit serves a whole batch.
-// A waiter holds two watches while it sleeps.
+// Cost per item, on a busy queue: the registration (a commit with no read:
+// the request and a marker, two versionstamped writes) and the take (one
+// round trip: two point reads, two snapshot range reads up to the waiter's
+// place; a commit of four clears and the journal record). Two commits per
+// item, against one for a plain dequeue, but consumers no longer
+// serialise on the head. Queue.StagingStats counts each phase's steps,
+// conflicts and time. A sleeping waiter holds two watches.
 //
 // Failures: every step reads the keys it changes, so it is idempotent by
 // state, and every step that hands an item to the caller is journaled, so
-// commit_unknown_result neither loses nor duplicates an item. When the
-// caller's context ends, a cleanup transaction in a fresh, bounded context
-// (CleanupTimeout) withdraws the request, or writes an item already handed
-// to it back at its original key. Requests carry a deadline that live
-// waiters renew every ClaimTimeout/3; results carry one too. Fulfillers and
-// Recover drop expired requests and write the items of expired results
-// back, so a crashed consumer strands an item for at most the claim
-// timeout; a slow waiter that finds its request gone files a new one. If
-// the two oldest waiters both crash, the others fulfil once those requests
-// have expired, about one claim timeout later.
+// commit_unknown_result neither loses nor duplicates an item; a
+// registration with an unknown outcome is found through its marker. When
+// the caller's context ends, a cleanup transaction in a fresh, bounded
+// context (CleanupTimeout) withdraws the request, or writes an item
+// already handed to it back at its original key. Requests carry a deadline
+// that live waiters renew every ClaimTimeout/3; results carry one too.
+// Steps that read requests, and Recover, drop expired requests and write
+// the items of expired results back, so a crashed consumer strands an item
+// for at most the claim timeout (the waiters behind it are not held up:
+// they take the items at their own places); a slow waiter that finds its
+// request gone files a new one.
 //
 // # Errors
 //

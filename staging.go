@@ -21,38 +21,53 @@ import (
 // A plain dequeue reads the head and clears it, so consumers that dequeue at
 // once all read the same key and only one commit per round succeeds. A
 // staged consumer that cannot take the head at once files a request
-// instead, and any waiting consumer serves many requests in one transaction.
-// The states of one request, in the queue's meta subspace (prefix + 0xff):
+// instead: requests form a line, and the request at place i in the line
+// gets the item at place i in the queue. The keys, in the queue's meta
+// subspace (prefix + 0xff):
 //
-//	("s", side, "r", index, rid) = deadline               request: waiting
-//	("s", side, "f", rid)        = (deadline, key, value) result: the item handed to rid
-//	("s", "sig")                 = counter                bumped by every staged enqueue
+//	("s", side, "r", vstamp, rid) = deadline               request: waiting
+//	("s", side, "f", rid)         = (vstamp,)              marker: rid's request is waiting
+//	("s", side, "f", rid)         = (deadline, key, value) result: the item handed to rid
+//	("s", "sig")                  = counter                bumped by every staged enqueue
 //
-// side is "q" for a Queue, "min" or "max" for a PriorityQueue; index is the
-// last request's index plus one (snapshot read, so registrations never
-// conflict) and rid is 8 bytes of registration time and 12 random bytes.
-// A request is waiting (request key present), fulfilled (result key
-// present) or finished (neither). Every transition is one transaction:
+// side is "q" for a Queue, "min" or "max" for a PriorityQueue; vstamp is
+// the versionstamp of the registration's commit (so the line is in commit
+// order and a request filed later always stands behind) and rid is 8 bytes
+// of registration time and 12 random bytes. A request is waiting (request
+// key and marker present), fulfilled (result present) or finished
+// (neither). Every transition is one transaction:
 //
-//   - register (waiter): write the request key.
-//   - fulfil (the waiters of the two oldest requests, "helpers"): read the
-//     first BatchSize requests and as many items, match them oldest first,
-//     and for each pair clear both and write the item, with its key, to the
-//     request's result key. A helper takes its own item directly. The other
-//     waiters sleep on watches of their own request key and of the request
-//     ahead of theirs, until they are served or become helpers.
-//   - collect (waiter): clear the result key and record the item in the
-//     operation journal.
-//   - withdraw (waiter whose context ended): clear the request key, or
-//     write a fulfilled result's item back at its original key.
-//   - expire (fulfillers and Recover): clear requests past their deadline
-//     and write expired results' items back at their original keys.
+//   - register (waiter): write the request key and the marker, with
+//     versionstamped operations and no read; the waiter learns its key
+//     from the commit's versionstamp. After a commit with an unknown
+//     outcome it reads the marker (resolve): normal read, so a commit
+//     still in flight makes it conflict.
+//   - take (waiter): read the requests ahead and the items up to its place
+//     (snapshot), and if the items reach it, clear the item at its place,
+//     its request and marker, and record the item in the journal. The
+//     waiters ahead take the items ahead of it, or are served.
+//   - fulfil (a waiter of one of the two oldest requests, a "helper", that
+//     just woke from a sleep: items arrived after the queue ran dry): read
+//     the first BatchSize requests and as many items, match them oldest
+//     first, and for each pair clear both and write the item, with its
+//     key, to the request's result key. A helper takes its own item
+//     directly. Waiters the items do not reach sleep on watches: helpers
+//     on their request and the signal key, the others on their request
+//     and the request ahead of theirs.
+//   - collect (waiter that was served): clear the result key and record
+//     the item in the operation journal.
+//   - withdraw (waiter whose context ended, or a Dequeue that found no item
+//     for it): clear the request key and marker, or write a fulfilled
+//     result's item back at its original key.
+//   - expire (any step that reads requests, and Recover): clear requests
+//     past their deadline with their markers, and write expired results'
+//     items back at their original keys.
 //
 // Each transaction reads, with normal reads or explicit read conflict keys,
 // exactly the keys it changes, so two transactions that would both change
 // one request, result or item conflict and one of them re-reads the new
 // state: every transition is idempotent by reading state, and the ones that
-// hand an item to the caller (fast take, self-service, collect) are
+// hand an item to the caller (fast take, take, self-service, collect) are
 // recorded in the journal, so commit_unknown_result never loses or
 // duplicates an item.
 
@@ -331,7 +346,9 @@ func decodeResult(v []byte) (deadline time.Time, key, stored []byte, err error) 
 	return time.UnixMicro(us), key, stored, nil
 }
 
-// parseReq returns a request key's index and request ID.
+// parseReq returns a request key's request ID (and the index of a request
+// filed by an earlier version of this package, which ordered requests by an
+// index read at registration; 0 for a versionstamped one).
 func (s *stageSide[T]) parseReq(key []byte) (int64, []byte, error) {
 	t, err := s.reqs.Unpack(key)
 	if err != nil {
@@ -440,8 +457,8 @@ type waiter[T any] struct {
 	reqKey, resKey []byte
 	rid            []byte
 	stamp          kv.FutureVersionstamp // of the registration in flight
-	fastDone       bool   // the one plain attempt was made
-	withdrawing    bool   // a withdrawal was attempted
+	fastDone       bool                  // the one plain attempt was made
+	withdrawing    bool                  // a withdrawal was attempted
 	renewAt        time.Time
 
 	// taken is the item a take attempt (fast take, self-service or
@@ -877,13 +894,15 @@ func (w *waiter[T]) collect(tr kv.Transaction, resV []byte) (out outcome[T], err
 	return out, nil
 }
 
-// fulfil is the step of a waiter whose request is waiting. Only the
-// helpers, the waiters of the oldest requests, run fulfilments: they serve
-// the first requests with the first items, in one transaction. The other
-// waiters sleep until their request changes (a helper served it) or the
-// request ahead of theirs leaves (then they may have become helpers), so a
-// busy queue sees about one fulfilment per batch, not one per waiter.
-// pending is the snapshot read of the first requests.
+// fulfil is the step of a waiter whose request is waiting. If the items
+// reach its place it takes its item (takeAt). Otherwise, and when a helper
+// (a waiter of the two oldest requests) just woke from a sleep, helpers
+// serve the first requests with the first items in one transaction, so
+// that waiters asleep when items arrive are served in a batch, not woken
+// one by one. The other waiters sleep until their request changes (a
+// helper served it) or the request ahead of theirs leaves. pending is the
+// snapshot read of the requests up to this one (all of the first ones for
+// a woken waiter).
 func (w *waiter[T]) fulfil(tr kv.Transaction, now time.Time, pending kv.RangeResult, pre prefetched) (out outcome[T], err error) {
 	s := w.s
 	reqs, err := pending.GetSlice()
