@@ -34,8 +34,9 @@
 //   - Optimistic concurrency: at commit, a resolver checks the read conflict
 //     ranges against the write conflict ranges of every transaction
 //     committed after the read version (it keeps, per key range, the last
-//     version that wrote it) and fails the commit with not_committed (1020)
-//     on overlap. Write/write overlap alone never conflicts. Read-only
+//     version that wrote it: for a stored key written by itself, on the
+//     key's store entry; for ranges and keys not stored, in a history of
+//     ranges) and fails the commit with not_committed (1020) on overlap. Write/write overlap alone never conflicts. Read-only
 //     transactions always commit. No lock is held across a transaction:
 //     only the commit step itself (resolve, apply, publish) is serialised,
 //     so committed transactions are strictly serialisable in version order.
@@ -187,7 +188,19 @@
 // Each commit advances a horizon: the newest version that no transaction
 // allowed to read can be older than (by clock and by version distance).
 // Versions older than a key's newest one at or below the horizon are
-// dropped, keys whose newest entry there is a tombstone are removed, and the
-// resolver's history at or below the horizon is folded away, so memory
-// stays proportional to the live data plus the writes within the window.
+// dropped, keys whose newest entry there is a tombstone (and whose last
+// write is at or below the horizon) are removed, and the resolver's history
+// at or below the horizon is folded away, so memory stays proportional to
+// the live data plus the writes within the window.
+//
+// # Performance
+//
+// An uncontended transaction that reads one key and writes it
+// (BenchmarkTransactReadWrite) costs about 1.6-1.9 µs of CPU and 3
+// allocations on one core of a shared 2-core AMD EPYC VM (Go 1.26), i.e.
+// 500-600k transactions per second: one B-tree lookup (the read; the
+// commit reuses the chain it found), no resolver update, two monotonic
+// clock reads. About a third of it is allocation and garbage collection,
+// mostly of the 512-byte transaction and of the versions kept for the
+// 5-second window.
 package memdb
