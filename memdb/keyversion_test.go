@@ -164,3 +164,33 @@ func TestResolverHistoryGCKeepsRecentRanges(t *testing.T) {
 func be(prefix string, i int) []byte {
 	return binary.BigEndian.AppendUint64([]byte(prefix), uint64(i))
 }
+
+// TestWriteAfterReadOfCollectedKey: a transaction reads a key whose
+// tombstone is then garbage collected (its entry removed from the store)
+// before the transaction writes the key and commits: the commit must not
+// write to the removed entry (the read's hint) but store the key anew.
+func TestWriteAfterReadOfCollectedKey(t *testing.T) {
+	db, clk := newDB(t, memdb.WithMVCCWindow(time.Second))
+	mustSet(t, db, "k", "old")
+	require.NoError(t, db.Transact(t.Context(), clearTx("k")))
+	clk.Advance(600 * time.Millisecond)
+	mustSet(t, db, "other", "x")
+
+	tr := newTx(t, db)
+	require.Nil(t, get(t, tr, "k"))
+	before := db.Stats().Versions
+
+	clk.Advance(600 * time.Millisecond)
+	mustSet(t, db, "other", "y") // collects k's entry
+	require.Less(t, db.Stats().Versions, before+1, "k's value and tombstone were collected")
+
+	tr.Set([]byte("k"), []byte("new"))
+	require.NoError(t, tr.Commit())
+	v, ok := mustGet(t, db, "k")
+	require.True(t, ok)
+	require.Equal(t, "new", v)
+	require.Equal(t, int64(2), db.Stats().Keys)
+
+	// And the new entry carries the write's version for conflicts.
+	require.ErrorIs(t, commitAfter(t, db, readKey(t, "k"), setKey("k")), kv.ErrNotCommitted)
+}
