@@ -294,7 +294,12 @@ type stageSide[T any] struct {
 	resRange kv.KeyRange
 	// busy is set while takes find the line long: new calls then register
 	// without looking at the head first.
-	busy   atomic.Bool
+	busy atomic.Bool
+	// floor is the first request key some read found (nil: none yet).
+	// Requests are keyed by their commit's versionstamp, so none can ever
+	// appear before it again: reads of the line start there, not at the
+	// start of the range, past the keys of requests already finished.
+	floor  atomic.Pointer[[]byte]
 	accept func(kv.KeyValue) (T, []byte, error)
 	replay func([]byte) (T, error)
 }
@@ -668,7 +673,7 @@ func (w *waiter[T]) step(tr kv.Transaction) (out outcome[T], err error) {
 			// while the line is long (the takes see it), where they
 			// would only find requests ahead.
 			head = eager(tr.Snapshot().GetRange(s.items, kv.RangeOptions{Limit: helpers + 1, Reverse: s.reverse, Mode: kv.StreamingModeExact}))
-			first = eager(tr.Snapshot().GetRange(s.reqRange, kv.RangeOptions{Limit: helpers, Mode: kv.StreamingModeExact}))
+			first = eager(tr.Snapshot().GetRange(s.liveRange(), kv.RangeOptions{Limit: helpers, Mode: kv.StreamingModeExact}))
 		}
 		if prev, done, err := w.o.applied(rec); err != nil || done {
 			return w.replayed(prev, err)
@@ -687,7 +692,7 @@ func (w *waiter[T]) step(tr kv.Transaction) (out outcome[T], err error) {
 	limit := min(max(s.st.cfg.BatchSize, w.ahead+1), maxStagingBatch)
 	// A helper woken from its sleep may serve the requests behind its
 	// own; any other waiter reads only up to its own.
-	reqs := s.reqRange
+	reqs := s.liveRange()
 	if !w.woke {
 		reqs.End = append(bytes.Clone(w.reqKey), 0x00)
 	}
@@ -754,6 +759,7 @@ func (w *waiter[T]) fresh(tr kv.Transaction, now time.Time, head, first kv.Range
 	if err != nil {
 		return out, err
 	}
+	w.s.raiseFloor(firsts)
 	if len(heads) == 0 && !w.wait {
 		out.phase = phaseWithdraw
 		out.done, out.err, out.noCommit = true, ErrEmpty, true
@@ -909,6 +915,7 @@ func (w *waiter[T]) fulfil(tr kv.Transaction, now time.Time, pending kv.RangeRes
 	if err != nil {
 		return out, err
 	}
+	s.raiseFloor(reqs)
 	live, pos, err := s.liveRequests(tr, now, reqs, w.reqKey)
 	if err != nil {
 		return out, err
@@ -1038,6 +1045,42 @@ func (s *stageSide[T]) liveRequests(tr kv.Transaction, now time.Time, reqs []kv.
 		pos = len(live)
 	}
 	return live, pos, nil
+}
+
+// liveRange is the part of the requests' range that can hold requests.
+func (s *stageSide[T]) liveRange() kv.KeyRange {
+	r := s.reqRange
+	if f := s.floor.Load(); f != nil {
+		r.Begin = *f
+	}
+	return r
+}
+
+// raiseFloor records the first key of a snapshot read of the line that
+// started at the floor: no request before it existed then, and none can be
+// filed there later.
+func (s *stageSide[T]) raiseFloor(read []kv.KeyValue) {
+	if len(read) == 0 {
+		return
+	}
+	k := read[0].Key
+	t, err := s.reqs.Unpack(k)
+	if err != nil || len(t) == 0 {
+		return
+	}
+	if _, ok := t[0].(tuple.Versionstamp); !ok {
+		return // an earlier version's request: not in commit order
+	}
+	for {
+		cur := s.floor.Load()
+		if cur != nil && bytes.Compare(*cur, k) >= 0 {
+			return
+		}
+		nk := bytes.Clone(k)
+		if s.floor.CompareAndSwap(cur, &nk) {
+			return
+		}
+	}
 }
 
 // drop clears a request that expired (or is not one), and its
