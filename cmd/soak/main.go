@@ -33,7 +33,9 @@ func main() {
 		workers  = flag.Int("workers", runtime.GOMAXPROCS(0), "seeds run at once")
 		rounds   = flag.Int("rounds", sim.DefaultConfig().Rounds, "rounds (checked histories per structure) per seed")
 		timeout  = flag.Duration("check-timeout", 10*time.Second, "bound of one linearizability check (a check that times out is counted as inconclusive)")
-		indexed  = flag.Bool("staging-indexed", false, "let staged seeds use the recipe's indexed Queue layout (exposes a known reordering, see sim.Config.StagingIndexed)")
+		staging  = flag.Bool("staging", true, "run about half of the seeds WithStaging, with the Wait forms")
+		stagePQ  = flag.Bool("staging-pq", true, "in staged seeds, stage the PriorityQueue too (not only the Queue)")
+		reorder  = flag.Bool("staging-reorder", false, "let staged seeds use the indexed Queue layout and equal priorities, where a cancelled staged take can reorder items (see sim.Config.StagingReorder)")
 		html     = flag.String("html", "soak-failure.html", "where to write the first failing history's visualization")
 		history  = flag.String("history", "soak-failure.txt", "where to write the first failing history as text")
 		verbose  = flag.Bool("v", false, "print one line per seed")
@@ -41,7 +43,9 @@ func main() {
 	flag.Parse()
 	cfg := sim.DefaultConfig()
 	cfg.Rounds = *rounds
-	cfg.StagingIndexed = *indexed
+	cfg.StagingReorder = *reorder
+	cfg.Staging = *staging
+	cfg.StagePriorityQueue = *stagePQ
 	cfg.CheckTimeout = *timeout
 	os.Exit(run(os.Stdout, cfg, *first, *seeds, *duration, *workers, *html, *history, *verbose))
 }
@@ -56,6 +60,7 @@ func run(w io.Writer, cfg sim.Config, first int64, seeds int, duration time.Dura
 	fmt.Fprintf(w, "faults per commit: not_committed %.2f, commit_unknown_result applied %.2f / not applied %.2f, transaction_too_old %.2f, +%v latency %.2f\n",
 		cfg.Faults.NotCommitted, cfg.Faults.UnknownApplied, cfg.Faults.UnknownNotApplied, cfg.Faults.TooOld,
 		cfg.Faults.ExtraLatency, cfg.Faults.ExtraLatencyProb)
+	fmt.Fprintf(w, "staging: %v (PriorityQueue too: %v, reorder-prone layouts: %v)\n", cfg.Staging, cfg.StagePriorityQueue, cfg.StagingReorder)
 	fmt.Fprintf(w, "per operation: random deadline %.2f (up to %v); per client and round: abandon mid-commit %.2f\n",
 		cfg.CancelProb, cfg.MaxDeadline, cfg.AbandonProb)
 
