@@ -819,3 +819,54 @@ func TestStagedRegistrationUnknownResult(t *testing.T) {
 		}
 	}
 }
+
+// Waiters asleep on an empty queue are served in a batch when items
+// arrive: a woken helper fulfils the line in one transaction, and the
+// others collect; every item is received once.
+func TestStagedWokenWaitersServedInBatch(t *testing.T) {
+	ctx := context.Background()
+	db := stgDB(t)
+	sub := stgSubspace(t, "batchwake")
+	q := stgQueue(t, sub, fdbqueue.WithStaging(fdbqueue.StagingConfig{}))
+	const waiters = 8
+	armed := make(chan struct{}, 4*waiters)
+	fdbqueue.SetStagingHook(q, func(p string) {
+		if p == "armed" {
+			armed <- struct{}{}
+		}
+	})
+	results := make(chan string, waiters)
+	for range waiters {
+		go func() {
+			v, err := q.DequeueWait(ctx, db)
+			if err != nil {
+				t.Errorf("DequeueWait: %v", err)
+			}
+			results <- string(v)
+		}()
+	}
+	for range waiters {
+		<-armed
+	}
+	var want []string
+	var vals [][]byte
+	for i := range waiters {
+		want = append(want, fmt.Sprintf("v%d", i))
+		vals = append(vals, fmt.Appendf(nil, "v%d", i))
+	}
+	require.NoError(t, q.EnqueueBatch(ctx, db, vals))
+	got := map[string]int{}
+	for range waiters {
+		got[<-results]++
+	}
+	requireExactlyOnce(t, got, want)
+	st := q.StagingStats()
+	require.Positive(t, st.Served, "a woken helper served other waiters")
+	var batches int64
+	for _, n := range st.BatchSizes {
+		batches += n
+	}
+	require.Positive(t, batches)
+	require.Empty(t, stagingKeys(t, db, sub))
+	requireNoWatches(t, db)
+}

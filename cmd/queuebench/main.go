@@ -20,7 +20,10 @@
 //
 // Each cell runs for -duration (or until -items items), on a fresh
 // database seeded from -seed, so runs are reproducible up to goroutine
-// scheduling.
+// scheduling and machine load (each cell prints the load average). -stats
+// prints, for staged cells, Queue.StagingStats: steps (transactions) per
+// item, and for each phase its commits, conflicts and mean time, sleeps
+// and fulfilment batch sizes. -cpuprofile writes a CPU profile.
 package main
 
 import (
