@@ -478,6 +478,10 @@ type waiter[T any] struct {
 	// a step commits.
 	ahead int
 	woke  bool
+	// ownFired is set when the watch of the waiter's own request woke it:
+	// the request was most likely served, and the next step reads only
+	// the request and its result before it reads the line.
+	ownFired bool
 
 	watches   []kv.Watch
 	watchFail time.Duration
@@ -696,8 +700,17 @@ func (w *waiter[T]) step(tr kv.Transaction) (out outcome[T], err error) {
 	if !w.woke {
 		reqs.End = append(bytes.Clone(w.reqKey), 0x00)
 	}
-	pending := eager(tr.Snapshot().GetRange(reqs, kv.RangeOptions{Limit: limit, Mode: kv.StreamingModeExact}))
-	pre := s.prefetch(tr, limit, w.woke)
+	var pending kv.RangeResult
+	var pre prefetched
+	readLine := func() {
+		pending = eager(tr.Snapshot().GetRange(reqs, kv.RangeOptions{Limit: limit, Mode: kv.StreamingModeExact}))
+		pre = s.prefetch(tr, limit, w.woke)
+	}
+	light := w.ownFired
+	w.ownFired = false
+	if !light {
+		readLine()
+	}
 	if prev, done, err := w.o.applied(rec); err != nil || done {
 		return w.replayed(prev, err)
 	}
@@ -732,6 +745,9 @@ func (w *waiter[T]) step(tr kv.Transaction) (out outcome[T], err error) {
 		s.st.point("lost")
 		return out, nil
 	default:
+		if light {
+			readLine() // woken by its request, yet not served: a second round trip
+		}
 		return w.fulfil(tr, now, pending, pre)
 	}
 }
@@ -1264,13 +1280,20 @@ func (w *waiter[T]) sleep(ctx context.Context) error {
 		w.s.st.stats.sleepNanos.Add(int64(time.Since(slept)))
 	}()
 	wctx, cancel := context.WithTimeout(ctx, d)
-	fired := make(chan error, len(w.watches))
-	for _, wt := range w.watches {
-		go func() { fired <- wt.Wait(wctx) }()
+	type firing struct {
+		i   int
+		err error
+	}
+	fired := make(chan firing, len(w.watches))
+	for i, wt := range w.watches {
+		go func() { fired <- firing{i, wt.Wait(wctx)} }()
 	}
 	var werr error
 	select {
-	case werr = <-fired:
+	case f := <-fired:
+		werr = f.err
+		// The waiter's own request key is always the first watch.
+		w.ownFired = f.i == 0 && f.err == nil
 	case <-wctx.Done():
 	}
 	cancel()
