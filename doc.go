@@ -42,9 +42,9 @@
 //	Push               1 + commit   snapshot tail of the priority, journal    item, journal      nothing
 //	PopMin / PopMax    1 + commit   first / last key, journal                 clear, journal     other poppers; PopMax also
 //	                                                                                             pushes at >= its priority
-//	staged Dequeue,    1 + 2        register: none;                           register: request, a take at the same
-//	PopMin, PopMax     commits      take: own request and marker,             marker (vstamped); place (rare: a request
-//	(busy queue)                    requests ahead and items up to            take: 4 clears,    ahead left unserved)
+//	staged Dequeue     1 + 2        register: none;                           register: request, a take at the same
+//	(busy Queue)       commits      take: own request and marker,             marker (vstamped); place (rare: a request
+//	                                requests ahead and items up to            take: 4 clears,    ahead left unserved)
 //	                                its place (snapshot)                      journal
 //	Peek*, Empty       1            first / last key (normal read)            -                  (read-only)
 //	Len                n/batch      whole range (snapshot)                    -                  (read-only)
@@ -114,7 +114,12 @@
 // to its place (snapshot reads); if the items reach it, it takes the item
 // at its place itself, with read conflicts on its request and that item
 // only, so waiters at different places do not conflict: two transactions
-// per item, and no waiting for anyone.
+// per item, and no waiting for anyone. That holds for a Queue, whose items
+// are only added behind. In a PriorityQueue a push can land ahead and move
+// every place, so a pop could return an item while a more extreme one
+// stays: there only the oldest waiter takes its own item (from the head,
+// with a plain pop's conflict range), the second oldest serves the line
+// in batches, and the others sleep until served.
 //
 // Waiters the items do not reach sleep on watches: the two oldest waiters
 // on their request and on a signal key that every staged Enqueue and Push

@@ -292,6 +292,14 @@ type stageSide[T any] struct {
 	ress     Subspace
 	reqRange kv.KeyRange
 	resRange kv.KeyRange
+	// stable is set when items are only ever added behind those present
+	// (a Queue): the item at a request's place then stays its item, and
+	// every waiter the items reach takes its own. In a PriorityQueue an
+	// item pushed ahead would move the places, and a pop could return an
+	// item while a more extreme one stays: only the oldest waiter takes
+	// its own item (from the head, as a plain pop), and the helpers serve
+	// the others in batches.
+	stable bool
 	// busy is set while takes find the line long: new calls then register
 	// without looking at the head first.
 	busy atomic.Bool
@@ -697,7 +705,7 @@ func (w *waiter[T]) step(tr kv.Transaction) (out outcome[T], err error) {
 	// A helper woken from its sleep may serve the requests behind its
 	// own; any other waiter reads only up to its own.
 	reqs := s.liveRange()
-	if !w.woke {
+	if !w.woke && s.stable {
 		reqs.End = append(bytes.Clone(w.reqKey), 0x00)
 	}
 	var pending kv.RangeResult
@@ -789,12 +797,12 @@ func (w *waiter[T]) fresh(tr kv.Transaction, now time.Time, head, first kv.Range
 			ahead = append(ahead, r)
 		}
 	}
-	if !w.fastDone && len(ahead) < helpers && len(heads) > len(ahead) {
+	if !w.fastDone && len(ahead) < w.s.fastMax() && len(heads) > len(ahead) {
 		// The one plain attempt: take the item after those of the few
 		// waiting requests (with nobody waiting, the head), which is
 		// where a request filed now would stand.
 		w.fastDone = true
-		out, err = w.takeItem(tr, heads[len(ahead)])
+		out, err = w.takeItem(tr, heads[len(ahead)], len(ahead) == 0)
 		out.phase = phaseFast
 		return out, err
 	}
@@ -945,7 +953,7 @@ func (w *waiter[T]) fulfil(tr kv.Transaction, now time.Time, pending kv.RangeRes
 	if err != nil {
 		return out, err
 	}
-	if pos < len(live) && pos < len(items) && (!w.woke || pos >= helpers) {
+	if pos < len(live) && pos < len(items) && (!w.woke || pos >= helpers) && (s.stable || pos == 0) {
 		// Self-service: the items reach this request's place, so it takes
 		// the item a fulfilment would hand it, without waiting for one.
 		// The waiters ahead take theirs the same way, or are served.
@@ -998,7 +1006,7 @@ func (w *waiter[T]) fulfil(tr kv.Transaction, now time.Time, pending kv.RangeRes
 // read conflict key, so a fulfilment or another waiter that hands out
 // either one at the same time conflicts with this step.
 func (w *waiter[T]) takeAt(tr kv.Transaction, it kv.KeyValue) (out outcome[T], err error) {
-	out, err = w.takeItem(tr, it)
+	out, err = w.takeItem(tr, it, !w.s.stable)
 	out.phase = phaseTake
 	if err == nil {
 		tr.Clear(w.reqKey)
@@ -1010,12 +1018,24 @@ func (w *waiter[T]) takeAt(tr kv.Transaction, it kv.KeyValue) (out outcome[T], e
 // takeItem takes item it for the caller: a read conflict on its key (so
 // that anyone else handing it out conflicts), its clear and the journal
 // record.
-func (w *waiter[T]) takeItem(tr kv.Transaction, it kv.KeyValue) (out outcome[T], err error) {
+//
+// fromHead makes the read conflict cover the items' range from its start
+// to it, as a plain dequeue's does: the take then also conflicts with an
+// item put ahead of it.
+func (w *waiter[T]) takeItem(tr kv.Transaction, it kv.KeyValue, fromHead bool) (out outcome[T], err error) {
 	v, rec, err := w.s.accept(it)
 	if err != nil {
 		return out, err
 	}
-	if err := tr.AddReadConflictKey(it.Key); err != nil {
+	conflict := kv.KeyRange{Begin: it.Key, End: append(bytes.Clone(it.Key), 0x00)}
+	if fromHead {
+		if w.s.reverse {
+			conflict.End = w.s.items.End
+		} else {
+			conflict.Begin = w.s.items.Begin
+		}
+	}
+	if err := tr.AddReadConflictRange(conflict); err != nil {
 		return out, err
 	}
 	tr.Clear(it.Key)
@@ -1061,6 +1081,15 @@ func (s *stageSide[T]) liveRequests(tr kv.Transaction, now time.Time, reqs []kv.
 		pos = len(live)
 	}
 	return live, pos, nil
+}
+
+// fastMax is how many waiting requests the one plain attempt may find
+// ahead and still take the item after theirs.
+func (s *stageSide[T]) fastMax() int {
+	if s.stable {
+		return helpers
+	}
+	return 1
 }
 
 // liveRange is the part of the requests' range that can hold requests.
@@ -1477,6 +1506,7 @@ func (s *stageSide[T]) fulfilOnce(ctx context.Context, db kv.Database) (int, err
 func (q *Queue) initStaging() {
 	q.stager = newStager(q.sub.prefix, q.cfg, q.rand)
 	q.stage = newStageSide(q.stager, q.sub.prefix, "q", q.journal, q.items, false, q.accept, q.cfg.encoding.decode)
+	q.stage.stable = true
 }
 
 // staged reports whether an operation given t runs staged.

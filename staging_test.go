@@ -870,3 +870,55 @@ func TestStagedWokenWaitersServedInBatch(t *testing.T) {
 	require.Empty(t, stagingKeys(t, db, sub))
 	requireNoWatches(t, db)
 }
+
+// In a PriorityQueue an item pushed ahead moves every place in the line,
+// so waiters do not take the item at their place: only the oldest takes
+// its own, from the head, and the others are served in batches. A waiter
+// behind two stopped ones waits for them even when items reach it.
+func TestStagedPopWaitsForOlderRequests(t *testing.T) {
+	ctx := context.Background()
+	db := stgDB(t)
+	pq, err := fdbqueue.NewPriorityQueue(stgSubspace(t, "pqline"), fdbqueue.WithStaging(fdbqueue.StagingConfig{}))
+	require.NoError(t, err)
+	registered := make(chan struct{}, 2)
+	armed := make(chan struct{}, 16)
+	release := make(chan struct{})
+	var hung atomic.Int32
+	fdbqueue.SetPQStagingHook(pq, func(p string) {
+		switch p {
+		case "registered":
+			if hung.Add(1) <= 2 {
+				registered <- struct{}{}
+				<-release
+			}
+		case "armed":
+			armed <- struct{}{}
+		}
+	})
+	results, third := make(chan int64, 2), make(chan int64, 1)
+	pop := func(to chan int64) {
+		it, err := pq.PopMinWait(ctx, db)
+		if err != nil {
+			t.Errorf("PopMinWait: %v", err)
+		}
+		to <- it.Priority
+	}
+	for range 2 {
+		go pop(results)
+		<-registered
+	}
+	for _, p := range []int64{7, 5, 6} {
+		require.NoError(t, pq.Push(ctx, db, fmt.Appendf(nil, "%d", p), p))
+	}
+	go pop(third)
+	<-armed // the third waiter sleeps: the two ahead are served first
+	select {
+	case p := <-third:
+		t.Fatalf("a waiter behind two stopped ones took %d", p)
+	case <-time.After(50 * time.Millisecond):
+	}
+	close(release)
+	require.ElementsMatch(t, []int64{5, 6}, []int64{<-results, <-results})
+	require.Equal(t, int64(7), <-third, "the newest request gets the last item")
+	requireNoWatches(t, db)
+}
