@@ -45,9 +45,11 @@ import (
 //   - take (waiter): read the requests ahead and the items up to its place
 //     (snapshot), and if the items reach it, clear the item at its place,
 //     its request and marker, and record the item in the journal. The
-//     waiters ahead take the items ahead of it, or are served.
+//     waiters ahead take the items ahead of it, or are served. In a
+//     PriorityQueue (not stable, see stageSide.stable) only the oldest
+//     waiter takes its own, from the head.
 //   - fulfil (a waiter of one of the two oldest requests, a "helper", that
-//     just woke from a sleep: items arrived after the queue ran dry): read
+//     just woke from a sleep, or the second oldest of a PriorityQueue): read
 //     the first BatchSize requests and as many items, match them oldest
 //     first, and for each pair clear both and write the item, with its
 //     key, to the request's result key. A helper takes its own item
