@@ -881,9 +881,10 @@ func (h *harness) settle(ctx context.Context, round int, t *target, recs []*reco
 	model := t.s.model(t.state)
 	res.Histories++
 	res.Operations += len(history)
+	began := time.Now()
 	cr := porcupine.CheckOperationsTimeout(model, history, h.cfg.CheckTimeout)
 	if h.cfg.Log != nil {
-		h.cfg.Log("seed %d round %d %s: %d operations, %d open: %v", h.seed, round, t.s.name(), len(history), open, cr)
+		h.cfg.Log("seed %d round %d %s: %d operations, %d open: %v in %v", h.seed, round, t.s.name(), len(history), open, cr, time.Since(began).Round(time.Millisecond))
 	}
 	switch cr {
 	case porcupine.Illegal:
