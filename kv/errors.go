@@ -90,13 +90,19 @@ func IsRetryable(err error) bool {
 }
 
 // MaybeCommitted reports whether err leaves it unknown if the transaction's
-// writes were applied: commit_unknown_result, or a commit interrupted by
-// cancellation or timeout. Code that must not apply a write twice (or lose a
+// writes were applied: commit_unknown_result, a commit interrupted by
+// cancellation or timeout, or a retry loop that stopped (for any reason)
+// after such an attempt. Code that must not apply a write twice (or lose a
 // dequeued item) has to find out, e.g. with an operation ID it wrote in the
 // same transaction.
 func MaybeCommitted(err error) bool {
-	return errors.Is(err, ErrCommitUnknownResult) || errors.Is(err, errCommitInterrupted)
+	return errors.Is(err, ErrCommitUnknownResult) || errors.Is(err, errCommitInterrupted) ||
+		errors.Is(err, errEarlierAttemptUncertain)
 }
+
+// errEarlierAttemptUncertain marks an error from a retry loop that stopped
+// after an attempt whose commit outcome was unknown.
+var errEarlierAttemptUncertain = errors.New("an earlier attempt's commit may have been applied")
 
 // errCommitInterrupted marks an error from a commit that was in flight when
 // the transaction was cancelled or timed out. Backends wrap it with

@@ -52,16 +52,26 @@ func ReadTransact[T any](ctx context.Context, t ReadTransactor, fn func(ReadTran
 //
 // It stops when ctx ends, returning an error that matches both ctx.Err() and
 // the last transaction error. Under ErrCommitUnknownResult it retries, as
-// FDB's loop does: fn must be idempotent or detect its earlier success.
+// FDB's loop does: fn must be idempotent or detect its earlier success. When
+// the loop ends in an error after an attempt whose commit outcome was
+// unknown, the error satisfies MaybeCommitted, whatever stopped the loop.
 func RetryLoop(ctx context.Context, tr Transaction, fn func(Transaction) error) error {
+	uncertain := false // an earlier attempt's commit may have been applied
 	for {
 		err := fn(tr)
 		if err == nil {
 			if err = tr.Commit(); err == nil {
 				return nil
 			}
+			uncertain = uncertain || MaybeCommitted(err)
 		}
 		if err = retryOrStop(ctx, tr, err); err != nil {
+			if uncertain && !MaybeCommitted(err) {
+				// The loop stops on another error (the context ended, the
+				// retry limit, fn's own error), but an earlier commit may
+				// still have been applied: say so.
+				err = fmt.Errorf("%w (%w)", err, errEarlierAttemptUncertain)
+			}
 			return err
 		}
 	}
