@@ -799,7 +799,15 @@ func (w *waiter[T]) fresh(tr kv.Transaction, now time.Time, head, first kv.Range
 			ahead = append(ahead, r)
 		}
 	}
-	if !w.fastDone && len(ahead) < w.s.fastMax() && len(heads) > len(ahead) {
+	if !w.fastDone && len(ahead) < helpers && len(heads) > len(ahead) && !w.s.stable {
+		// The one plain attempt of a PriorityQueue: serve the few waiting
+		// requests and take the next item, in one transaction.
+		w.fastDone = true
+		out, err = w.serveAndTake(tr, now, ahead, heads[:len(ahead)+1])
+		out.phase = phaseFast
+		return out, err
+	}
+	if !w.fastDone && len(ahead) < helpers && len(heads) > len(ahead) {
 		// The one plain attempt: take the item after those of the few
 		// waiting requests (with nobody waiting, the head), which is
 		// where a request filed now would stand.
@@ -851,6 +859,50 @@ func (w *waiter[T]) resolve(tr kv.Transaction) (out outcome[T], err error) {
 		return out, err
 	}
 	return w.collect(tr, v)
+}
+
+// serveAndTake hands items[i] to reqs[i] and takes the last item for the
+// caller. The read conflict covers the items' range up to the one taken,
+// as a plain dequeue's does, and each request served.
+func (w *waiter[T]) serveAndTake(tr kv.Transaction, now time.Time, reqs, items []kv.KeyValue) (out outcome[T], err error) {
+	s := w.s
+	p := items[len(items)-1]
+	v, rec, err := s.accept(p)
+	if err != nil {
+		return out, err
+	}
+	for _, it := range items[:len(reqs)] {
+		if _, _, err := s.accept(it); err != nil {
+			return out, err
+		}
+	}
+	// Read conflicts go before the clears: keys the transaction already
+	// wrote would be left out of them.
+	conflict := kv.KeyRange{Begin: s.items.Begin, End: append(bytes.Clone(p.Key), 0x00)}
+	if s.reverse {
+		conflict = kv.KeyRange{Begin: p.Key, End: s.items.End}
+	}
+	if err := tr.AddReadConflictRange(conflict); err != nil {
+		return out, err
+	}
+	for _, r := range reqs {
+		if err := tr.AddReadConflictKey(r.Key); err != nil {
+			return out, err
+		}
+	}
+	for i, r := range reqs {
+		_, rid, err := s.parseReq(r.Key)
+		if err != nil {
+			return out, err
+		}
+		tr.Clear(r.Key)
+		tr.Clear(items[i].Key) // the result key's marker is overwritten below
+		tr.Set(s.resKey(rid), encodeResult(now.Add(s.st.cfg.ClaimTimeout), items[i].Key, items[i].Value))
+	}
+	tr.Clear(p.Key)
+	w.took(tr, p, rec)
+	out.done, out.val, out.served = true, v, len(reqs)
+	return out, nil
 }
 
 // took records, in tr, that the operation takes item p.
@@ -1083,15 +1135,6 @@ func (s *stageSide[T]) liveRequests(tr kv.Transaction, now time.Time, reqs []kv.
 		pos = len(live)
 	}
 	return live, pos, nil
-}
-
-// fastMax is how many waiting requests the one plain attempt may find
-// ahead and still take the item after theirs.
-func (s *stageSide[T]) fastMax() int {
-	if s.stable {
-		return helpers
-	}
-	return 1
 }
 
 // liveRange is the part of the requests' range that can hold requests.
