@@ -133,8 +133,15 @@
 //
 // Ordering: requests are served oldest first, each with the next item in
 // queue order (the smallest for PopMin, the largest for PopMax; PopMin and
-// PopMax requests are separate lines). An item handed back (its waiter
-// stopped) returns to its original key and so to its place; items enqueued
+// PopMax requests are separate lines). In a Queue the pairing is made by
+// places, each waiter taking its own: if a request ahead is withdrawn (its
+// context ended) or a consumer outside the line (a Dequeue inside a
+// transaction, DequeueBatch, a client without staging) takes items from
+// the head meanwhile, a waiter may already have taken an item behind the
+// ones left, so a staged Queue's history is not always linearizable
+// (nothing is lost or duplicated). A PriorityQueue pairs them in batch
+// transactions, as above. An item handed back (its waiter stopped)
+// returns to its original key and so to its place; items enqueued
 // concurrently keep the recipe's order (by index, then random).
 //
 // Empty queue: Dequeue withdraws its request and returns ErrEmpty.
