@@ -4,14 +4,16 @@ FUZZTIME ?= 10s
 SEEDS ?= 20
 DURATION ?= 10m
 
-.PHONY: test unit example bench fuzz golden lint fdbkv-check integration soak queuebench
+.PHONY: test unit example bench fuzz golden lint fdbkv-check integration soak queuebench memflat
 
-## test: vet, build without cgo, run every test with -race, compile-check fdbkv
+## test: lint, build without cgo, every test with -race, memdb's 1M-transaction
+## memory check (without -race), and the fdbkv compile check
 test: lint unit fdbkv-check
 
 unit:
 	CGO_ENABLED=0 $(GO) build ./...
 	$(GO) test -race -count=1 ./...
+	$(MAKE) --no-print-directory memflat
 
 ## example: run the main example on the embedded engine
 example:
@@ -48,3 +50,7 @@ soak:
 ## queuebench: the contention benchmark table, CSV and chart
 queuebench:
 	$(GO) run ./cmd/queuebench
+
+## memflat: memdb's heap over 1,000,000 transactions with a steady key count
+memflat:
+	MEMDB_LONG=1 $(GO) test -count=1 -run '^TestMemoryStaysFlat$$' -v ./memdb/ | grep -E 'after (100000|500000|1000000) |^(--- |ok|FAIL)'
