@@ -1,5 +1,6 @@
 # fdbqueue — common tasks. `make test` is what CI runs.
 GO ?= go
+SHELL := /bin/bash
 FUZZTIME ?= 10s
 SEEDS ?= 20
 DURATION ?= 10m
@@ -53,4 +54,4 @@ queuebench:
 
 ## memflat: memdb's heap over 1,000,000 transactions with a steady key count
 memflat:
-	MEMDB_LONG=1 $(GO) test -count=1 -run '^TestMemoryStaysFlat$$' -v ./memdb/ | grep -E 'after (100000|500000|1000000) |^(--- |ok|FAIL)'
+	set -o pipefail; MEMDB_LONG=1 $(GO) test -count=1 -run '^TestMemoryStaysFlat$$' -v ./memdb/ | grep -E 'after +(100000|500000|1000000) |^(--- |ok|FAIL)'
