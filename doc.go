@@ -42,8 +42,13 @@
 //	Push               1 + commit   snapshot tail of the priority, journal    item, journal      nothing
 //	PopMin / PopMax    1 + commit   first / last key, journal                 clear, journal     other poppers; PopMax also
 //	                                                                                             pushes at >= its priority
+//	staged Dequeue     1 + 3        register: none;                           register: request, other servers of the
+//	(busy Queue,       commits      serve: BatchSize requests, items          marker (vstamped); same requests (the two
+//	strict default)                 (snapshot; conflict keys on each used);   serve: 3 per item; oldest waiters); the
+//	                                collect: own request and result           collect: clear,    head's plain consumers
+//	                                                                          journal
 //	staged Dequeue     1 + 2        register: none;                           register: request, a take at the same
-//	(busy Queue)       commits      take: own request and marker,             marker (vstamped); place (rare: a request
+//	(RelaxedOrder)     commits      take: own request and marker,             marker (vstamped); place (rare: a request
 //	                                requests ahead and items up to            take: 4 clears,    ahead left unserved)
 //	                                its place (snapshot)                      journal
 //	Peek*, Empty       1            first / last key (normal read)            -                  (read-only)
@@ -103,46 +108,50 @@
 // With WithStaging, Dequeue, PopMin and PopMax given a Database stop
 // competing for the head once consumers contend. A call first looks at the
 // head and at the first requests (snapshot reads): if fewer than two
-// waiters are ahead, it takes the item after theirs (with nobody waiting,
-// the head) in one attempt, as a plain dequeue does. Otherwise, or if that
+// waiters are ahead, it serves them and takes the next item in one
+// attempt, conflicting as a plain dequeue does. Otherwise, or if that
 // attempt fails, it files a request: a key in the queue's meta subspace
 // ordered by the versionstamp of its commit, written with no read and
-// without conflicting with anyone (while takes see a long line, new calls
-// skip the first look and file at once). Requests form a line in commit
-// order, and the request at place i gets the item at place i. In the next
-// transaction the waiter reads the requests ahead of it and the items up
-// to its place (snapshot reads); if the items reach it, it takes the item
-// at its place itself, with read conflicts on its request and that item
-// only, so waiters at different places do not conflict: two transactions
-// per item, and no waiting for anyone. That holds for a Queue, whose items
-// are only added behind. In a PriorityQueue a push can land ahead and move
-// every place, so a pop could return an item while a more extreme one
-// stays: there only the oldest waiter takes its own item (from the head,
-// with a plain pop's conflict range), the second oldest serves the line
-// in batches, and the others sleep until served.
+// without conflicting with anyone (while the line is long, new calls skip
+// the first look and file at once). Requests form a line in commit order.
 //
-// Waiters the items do not reach sleep on watches: the two oldest waiters
-// on their request and on a signal key that every staged Enqueue and Push
-// bumps (an atomic add: no conflicts, one extra write), the others on
-// their request and the request ahead. When items arrive, a woken oldest
-// waiter serves the line in one transaction: it reads the first BatchSize
-// requests and as many items, clears both and writes each item, with its
-// original key, to its request's result key (taking its own directly);
-// the waiters served wake and collect their result in a transaction that
-// clears it and records the item in the journal. Nobody polls.
+// Default (strict, linearizable): the waiters of the two oldest requests
+// serve the line. The oldest takes the head itself, with a plain
+// dequeue's conflict range; the second oldest, or an oldest one woken by
+// new items, serves the line in one transaction: it reads the first
+// BatchSize requests and as many items, clears both and writes each item,
+// with its original key, to its request's result key (taking its own
+// directly); the waiters served wake and collect their result in a
+// transaction that clears it and records the item in the journal. Every
+// hand-out happens in a transaction that conflicts with any other taker of
+// the same items, so requests are served oldest first, each with the next
+// item in queue order (the smallest for PopMin, the largest for PopMax;
+// PopMin and PopMax requests are separate lines), and histories are
+// linearizable (the simulation checks them, see sim/). A PriorityQueue
+// always works this way: a push can land ahead of the items and move every
+// place.
 //
-// Ordering: requests are served oldest first, each with the next item in
-// queue order (the smallest for PopMin, the largest for PopMax; PopMin and
-// PopMax requests are separate lines). In a Queue the pairing is made by
-// places, each waiter taking its own: if a request ahead is withdrawn (its
-// context ended) or a consumer outside the line (a Dequeue inside a
-// transaction, DequeueBatch, a client without staging) takes items from
-// the head meanwhile, a waiter may already have taken an item behind the
-// ones left, so a staged Queue's history is not always linearizable
-// (nothing is lost or duplicated). A PriorityQueue pairs them in batch
-// transactions, as above. An item handed back (its waiter stopped)
-// returns to its original key and so to its place; items enqueued
-// concurrently keep the recipe's order (by index, then random).
+// StagingConfig.RelaxedOrder (Queue only): the request at place i takes
+// the item at place i itself. In the transaction after its registration
+// the waiter reads the requests ahead of it and the items up to its place
+// (snapshot reads); if the items reach it, it takes the item at its place
+// with read conflicts on its request and that item only, so waiters at
+// different places do not conflict and nobody waits for anyone. The
+// guarantee is weaker: every item is still delivered exactly once, and
+// requests are served roughly in line order, but if a request ahead is
+// withdrawn (its context ended, or a Dequeue found no item for it) or a
+// consumer outside the line (a Dequeue inside a transaction, DequeueBatch,
+// a client without staging) takes from the head meanwhile, a waiter
+// further back may already have taken a later item: FIFO order is
+// violated and the history is not linearizable.
+//
+// In both modes, waiters the items do not reach sleep on watches: the two
+// oldest waiters on their request and on a signal key that every staged
+// Enqueue and Push bumps (an atomic add: no conflicts, one extra write),
+// the others on their request and the request ahead. Nobody polls. An item
+// handed back (its waiter stopped) returns to its original key and so to
+// its place; items enqueued concurrently keep the recipe's order (by
+// index, then random).
 //
 // Empty queue: Dequeue withdraws its request and returns ErrEmpty.
 // DequeueWait, PopMinWait and PopMaxWait keep the request and block on the
@@ -150,12 +159,17 @@
 // Dequeue and the pops run the plain path inside it: staging needs
 // transactions of its own.
 //
-// Cost per item, on a busy queue: the registration (a commit with no read:
-// the request and a marker, two versionstamped writes) and the take (one
-// round trip: two point reads, two snapshot range reads up to the waiter's
-// place; a commit of four clears and the journal record). Two commits per
-// item, against one for a plain dequeue, but consumers no longer
-// serialise on the head. Queue.StagingStats counts each phase's steps,
+// Cost per item, on a busy queue, strict: the registration (a commit with
+// no read: the request and a marker, two versionstamped writes), a share of
+// a batch transaction (one request and one item read, two clears and a
+// result write each) and the collect (a point read and a commit of one
+// clear and the journal record): three commits per item, but consumers no
+// longer serialise on the head, and one serving commit hands out up to
+// BatchSize items. RelaxedOrder: the registration and the take (one round
+// trip: two point reads, two snapshot range reads up to the waiter's
+// place; a commit of four clears and the journal record), two commits per
+// item and no batch to wait for, so it scales further (see
+// docs/queuebench.md). Queue.StagingStats counts each phase's steps,
 // conflicts and time. A sleeping waiter holds two watches.
 //
 // Failures: every step reads the keys it changes, so it is idempotent by
@@ -168,9 +182,10 @@
 // that live waiters renew every ClaimTimeout/3; results carry one too.
 // Steps that read requests, and Recover, drop expired requests and write
 // the items of expired results back, so a crashed consumer strands an item
-// for at most the claim timeout (the waiters behind it are not held up:
-// they take the items at their own places); a slow waiter that finds its
-// request gone files a new one.
+// for at most the claim timeout (a stalled waiter among the two oldest
+// holds up the line behind it in strict mode until its request expires;
+// in RelaxedOrder mode the waiters behind take the items at their own
+// places); a slow waiter that finds its request gone files a new one.
 //
 // # Errors
 //

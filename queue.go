@@ -248,7 +248,10 @@ func (q *Queue) checkItemKey(key []byte) error {
 //
 // On a queue made WithStaging and given a Database, Dequeue is staged (see
 // the package documentation, "Staged dequeue"): one plain attempt, then a
-// request served by the waiting consumers. On an empty queue it withdraws
+// request in a line ordered by commit version, served oldest first by the
+// waiters of the two oldest requests (linearizable), or, with
+// StagingConfig.RelaxedOrder, taking the item at its own place in the line
+// itself (exactly once, but not strictly FIFO). On an empty queue it withdraws
 // its request and returns ErrEmpty; it never waits (DequeueWait does).
 // Given a Transaction it runs the plain dequeue inside it, since staging
 // needs transactions of its own.

@@ -21,8 +21,12 @@ import (
 // A plain dequeue reads the head and clears it, so consumers that dequeue at
 // once all read the same key and only one commit per round succeeds. A
 // staged consumer that cannot take the head at once files a request
-// instead: requests form a line, and the request at place i in the line
-// gets the item at place i in the queue. The keys, in the queue's meta
+// instead: requests form a line, served oldest first, each with the next
+// item in queue order. By default (strict) the waiters of the two oldest
+// requests serve the line in batches, which keeps histories linearizable;
+// with StagingConfig.RelaxedOrder (a Queue only: stageSide.stable) the
+// request at place i in the line takes the item at place i in the queue
+// itself, faster but not strictly FIFO. The keys, in the queue's meta
 // subspace (prefix + 0xff):
 //
 //	("s", side, "r", vstamp, rid) = deadline               request: waiting
@@ -42,14 +46,15 @@ import (
 //     from the commit's versionstamp. After a commit with an unknown
 //     outcome it reads the marker (resolve): normal read, so a commit
 //     still in flight makes it conflict.
-//   - take (waiter): read the requests ahead and the items up to its place
-//     (snapshot), and if the items reach it, clear the item at its place,
-//     its request and marker, and record the item in the journal. The
-//     waiters ahead take the items ahead of it, or are served. In a
-//     PriorityQueue (not stable, see stageSide.stable) only the oldest
-//     waiter takes its own, from the head.
+//   - take (waiter): in strict mode only the oldest waiter, which takes the
+//     head with a plain dequeue's conflict range. With RelaxedOrder (see
+//     stageSide.stable) any waiter: read the requests ahead and the items
+//     up to its place (snapshot), and if the items reach it, clear the
+//     item at its place, its request and marker, and record the item in
+//     the journal. The waiters ahead take the items ahead of it, or are
+//     served.
 //   - fulfil (a waiter of one of the two oldest requests, a "helper", that
-//     just woke from a sleep, or the second oldest of a PriorityQueue): read
+//     just woke from a sleep, or the second oldest in strict mode): read
 //     the first BatchSize requests and as many items, match them oldest
 //     first, and for each pair clear both and write the item, with its
 //     key, to the request's result key. A helper takes its own item
@@ -92,6 +97,23 @@ type StagingConfig struct {
 	// the caller's context ended (default DefaultStagingCleanupTimeout). If
 	// it fails, the claim timeout still returns everything to the queue.
 	CleanupTimeout time.Duration
+	// RelaxedOrder selects, for a Queue, the faster "take at its own
+	// place" dequeue: every waiter the items reach takes the item at its
+	// place in the line itself, in its own transaction, instead of the
+	// two oldest waiters handing items out in batches. Its guarantee is
+	// weaker than linearizability: every item is still delivered exactly
+	// once (nothing lost, nothing duplicated, commit_unknown_result
+	// included) and requests are served roughly in line order, but FIFO
+	// order can be violated: when a request ahead is withdrawn (its
+	// context ended, or a plain Dequeue found no item for it), or a
+	// consumer outside the line (a Dequeue inside a transaction,
+	// DequeueBatch, a client made without WithStaging) takes from the
+	// head, a waiter further back may already have taken a later item.
+	// It costs about one transaction per item (read the line up to the
+	// request and the items up to its place, clear both), plus the
+	// registration. It has no effect on a PriorityQueue, which always
+	// serves in batches.
+	RelaxedOrder bool
 }
 
 // Defaults of StagingConfig.
@@ -294,9 +316,14 @@ type stageSide[T any] struct {
 	ress     Subspace
 	reqRange kv.KeyRange
 	resRange kv.KeyRange
-	// stable is set when items are only ever added behind those present
-	// (a Queue): the item at a request's place then stays its item, and
-	// every waiter the items reach takes its own. In a PriorityQueue an
+	// stable is set for a Queue made with StagingConfig.RelaxedOrder. Its
+	// items are only ever added behind those present, so the item at a
+	// request's place stays its item (unless a request ahead is withdrawn
+	// or a consumer outside the line takes from the head: then FIFO order
+	// is lost), and every waiter the items reach takes its own. Otherwise
+	// (the default, strict mode, and always in a PriorityQueue) the
+	// oldest waiter takes the head and the helpers serve the others in
+	// batches, which is linearizable. In a PriorityQueue an
 	// item pushed ahead would move the places, and a pop could return an
 	// item while a more extreme one stays: only the oldest waiter takes
 	// its own item (from the head, as a plain pop), and the helpers serve
@@ -1016,7 +1043,17 @@ func (w *waiter[T]) fulfil(tr kv.Transaction, now time.Time, pending kv.RangeRes
 	if pos >= helpers {
 		if !w.wait {
 			// A plain Dequeue waits only if the items reach its request.
-			if len(items) <= pos && len(items) < pre.limit {
+			// In strict mode it returns ErrEmpty only when the queue is
+			// empty: items the requests ahead have not yet been handed
+			// may still come to it (a request ahead withdrawn, a
+			// consumer outside the line), and an ErrEmpty while they are
+			// there would not be linearizable. It waits to be served, or
+			// for the items to run out.
+			short := len(items) <= pos && len(items) < pre.limit
+			if !s.stable {
+				short = len(items) == 0
+			}
+			if short {
 				return w.withdraw(tr)
 			}
 		}
@@ -1551,7 +1588,10 @@ func (s *stageSide[T]) fulfilOnce(ctx context.Context, db kv.Database) (int, err
 func (q *Queue) initStaging() {
 	q.stager = newStager(q.sub.prefix, q.cfg, q.rand)
 	q.stage = newStageSide(q.stager, q.sub.prefix, "q", q.journal, q.items, false, q.accept, q.cfg.encoding.decode)
-	q.stage.stable = true
+	// Only RelaxedOrder lets every waiter take the item at its place: the
+	// default serves in batches, as a PriorityQueue does, and is
+	// linearizable.
+	q.stage.stable = q.stager.cfg.RelaxedOrder
 }
 
 // staged reports whether an operation given t runs staged.

@@ -88,6 +88,29 @@ func requireNoWatches(t testing.TB, db *memdb.DB) {
 
 var stagingFaults = memdb.Faults{NotCommitted: 0.05, UnknownApplied: 0.05, UnknownNotApplied: 0.05}
 
+// stagingMode is one ordering mode of a staged Queue: the default
+// (linearizable, served in batches) or RelaxedOrder (each waiter takes the
+// item at its place).
+type stagingMode struct {
+	name    string
+	relaxed bool
+}
+
+var stagingModes = []stagingMode{{"strict", false}, {"relaxed", true}}
+
+// cfg returns c in mode m.
+func (m stagingMode) cfg(c fdbqueue.StagingConfig) fdbqueue.StagingConfig {
+	c.RelaxedOrder = m.relaxed
+	return c
+}
+
+// forModes runs f as a subtest in each ordering mode.
+func forModes(t *testing.T, f func(t *testing.T, m stagingMode)) {
+	for _, m := range stagingModes {
+		t.Run(m.name, func(t *testing.T) { f(t, m) })
+	}
+}
+
 func TestStagingConfigValidation(t *testing.T) {
 	sub := stgSubspace(t, "config")
 	for _, c := range []fdbqueue.StagingConfig{
@@ -112,28 +135,30 @@ func TestStagedWaitNeedsStaging(t *testing.T) {
 }
 
 func TestStagedDequeueSingleConsumer(t *testing.T) {
-	ctx := context.Background()
-	db := stgDB(t)
-	sub := stgSubspace(t, "single")
-	q := stgQueue(t, sub, fdbqueue.WithStaging(fdbqueue.StagingConfig{}))
+	forModes(t, func(t *testing.T, m stagingMode) {
+		ctx := context.Background()
+		db := stgDB(t)
+		sub := stgSubspace(t, "single")
+		q := stgQueue(t, sub, fdbqueue.WithStaging(m.cfg(fdbqueue.StagingConfig{})))
 
-	_, err := q.Dequeue(ctx, db)
-	require.ErrorIs(t, err, fdbqueue.ErrEmpty)
-	for _, v := range []string{"a", "b", "c"} {
-		require.NoError(t, q.Enqueue(ctx, db, []byte(v)))
-	}
-	for _, want := range []string{"a", "b"} {
-		got, err := q.Dequeue(ctx, db)
+		_, err := q.Dequeue(ctx, db)
+		require.ErrorIs(t, err, fdbqueue.ErrEmpty)
+		for _, v := range []string{"a", "b", "c"} {
+			require.NoError(t, q.Enqueue(ctx, db, []byte(v)))
+		}
+		for _, want := range []string{"a", "b"} {
+			got, err := q.Dequeue(ctx, db)
+			require.NoError(t, err)
+			require.Equal(t, want, string(got))
+		}
+		got, err := q.DequeueWait(ctx, db)
 		require.NoError(t, err)
-		require.Equal(t, want, string(got))
-	}
-	got, err := q.DequeueWait(ctx, db)
-	require.NoError(t, err)
-	require.Equal(t, "c", string(got))
-	_, err = q.Dequeue(ctx, db)
-	require.ErrorIs(t, err, fdbqueue.ErrEmpty)
-	require.Empty(t, stagingKeys(t, db, sub))
-	requireNoWatches(t, db)
+		require.Equal(t, "c", string(got))
+		_, err = q.Dequeue(ctx, db)
+		require.ErrorIs(t, err, fdbqueue.ErrEmpty)
+		require.Empty(t, stagingKeys(t, db, sub))
+		requireNoWatches(t, db)
+	})
 }
 
 // Given a Transaction, a staged queue dequeues plainly inside it.
@@ -203,99 +228,103 @@ func requireExactlyOnce(t *testing.T, got map[string]int, want []string) {
 }
 
 func TestStagedDequeueWaitManyConsumers(t *testing.T) {
-	for _, faults := range []bool{false, true} {
-		t.Run(fmt.Sprintf("faults=%v", faults), func(t *testing.T) {
-			opts := []memdb.Option{memdb.WithSeed(7)}
-			if faults {
-				opts = append(opts, memdb.WithFaults(stagingFaults))
-			}
-			db := stgDB(t, opts...)
-			sub := stgSubspace(t, "many")
-			q := stgQueue(t, sub, fdbqueue.WithStaging(fdbqueue.StagingConfig{BatchSize: 16}))
-			const producers, perProducer, consumers = 4, 60, 32
-			var want []string
-			for p := range producers {
-				for i := range perProducer {
-					want = append(want, fmt.Sprintf("p%d-%d", p, i))
+	forModes(t, func(t *testing.T, m stagingMode) {
+		for _, faults := range []bool{false, true} {
+			t.Run(fmt.Sprintf("faults=%v", faults), func(t *testing.T) {
+				opts := []memdb.Option{memdb.WithSeed(7)}
+				if faults {
+					opts = append(opts, memdb.WithFaults(stagingFaults))
 				}
-			}
-			var pwg sync.WaitGroup
-			for p := range producers {
-				pwg.Add(1)
-				go func() {
-					defer pwg.Done()
+				db := stgDB(t, opts...)
+				sub := stgSubspace(t, "many")
+				q := stgQueue(t, sub, fdbqueue.WithStaging(m.cfg(fdbqueue.StagingConfig{BatchSize: 16})))
+				const producers, perProducer, consumers = 4, 60, 32
+				var want []string
+				for p := range producers {
 					for i := range perProducer {
-						if err := q.Enqueue(context.Background(), db, fmt.Appendf(nil, "p%d-%d", p, i)); err != nil {
-							t.Errorf("enqueue: %v", err)
-							return
-						}
+						want = append(want, fmt.Sprintf("p%d-%d", p, i))
 					}
-				}()
-			}
-			got := consumeAll(t, consumers, len(want), func(ctx context.Context) (string, error) {
-				v, err := q.DequeueWait(ctx, db)
-				return string(v), err
+				}
+				var pwg sync.WaitGroup
+				for p := range producers {
+					pwg.Add(1)
+					go func() {
+						defer pwg.Done()
+						for i := range perProducer {
+							if err := q.Enqueue(context.Background(), db, fmt.Appendf(nil, "p%d-%d", p, i)); err != nil {
+								t.Errorf("enqueue: %v", err)
+								return
+							}
+						}
+					}()
+				}
+				got := consumeAll(t, consumers, len(want), func(ctx context.Context) (string, error) {
+					v, err := q.DequeueWait(ctx, db)
+					return string(v), err
+				})
+				pwg.Wait()
+				requireExactlyOnce(t, got, want)
+				_, err := q.Dequeue(context.Background(), db)
+				require.ErrorIs(t, err, fdbqueue.ErrEmpty, "nothing left in the queue")
+				require.Empty(t, stagingKeys(t, db, sub), "requests or results left behind")
+				requireNoWatches(t, db)
 			})
-			pwg.Wait()
-			requireExactlyOnce(t, got, want)
-			_, err := q.Dequeue(context.Background(), db)
-			require.ErrorIs(t, err, fdbqueue.ErrEmpty, "nothing left in the queue")
-			require.Empty(t, stagingKeys(t, db, sub), "requests or results left behind")
-			requireNoWatches(t, db)
-		})
-	}
+		}
+	})
 }
 
 // Many consumers calling the non-blocking staged Dequeue on a filled queue
 // drain it exactly once and stop with ErrEmpty.
 func TestStagedDequeueManyConsumersDrain(t *testing.T) {
-	for _, faults := range []bool{false, true} {
-		t.Run(fmt.Sprintf("faults=%v", faults), func(t *testing.T) {
-			ctx := context.Background()
-			opts := []memdb.Option{memdb.WithSeed(11)}
-			if faults {
-				opts = append(opts, memdb.WithFaults(stagingFaults))
-			}
-			db := stgDB(t, opts...)
-			sub := stgSubspace(t, "drain")
-			q := stgQueue(t, sub, fdbqueue.WithStaging(fdbqueue.StagingConfig{BatchSize: 16}))
-			var want [][]byte
-			var wantS []string
-			for i := range 320 {
-				want = append(want, fmt.Appendf(nil, "i%d", i))
-				wantS = append(wantS, fmt.Sprintf("i%d", i))
-			}
-			for i := 0; i < len(want); i += 80 {
-				require.NoError(t, q.EnqueueBatch(ctx, db, want[i:i+80]))
-			}
-			var mu sync.Mutex
-			got := map[string]int{}
-			var wg sync.WaitGroup
-			for range 32 {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					for {
-						v, err := q.Dequeue(ctx, db)
-						if errors.Is(err, fdbqueue.ErrEmpty) {
-							return
+	forModes(t, func(t *testing.T, m stagingMode) {
+		for _, faults := range []bool{false, true} {
+			t.Run(fmt.Sprintf("faults=%v", faults), func(t *testing.T) {
+				ctx := context.Background()
+				opts := []memdb.Option{memdb.WithSeed(11)}
+				if faults {
+					opts = append(opts, memdb.WithFaults(stagingFaults))
+				}
+				db := stgDB(t, opts...)
+				sub := stgSubspace(t, "drain")
+				q := stgQueue(t, sub, fdbqueue.WithStaging(m.cfg(fdbqueue.StagingConfig{BatchSize: 16})))
+				var want [][]byte
+				var wantS []string
+				for i := range 320 {
+					want = append(want, fmt.Appendf(nil, "i%d", i))
+					wantS = append(wantS, fmt.Sprintf("i%d", i))
+				}
+				for i := 0; i < len(want); i += 80 {
+					require.NoError(t, q.EnqueueBatch(ctx, db, want[i:i+80]))
+				}
+				var mu sync.Mutex
+				got := map[string]int{}
+				var wg sync.WaitGroup
+				for range 32 {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						for {
+							v, err := q.Dequeue(ctx, db)
+							if errors.Is(err, fdbqueue.ErrEmpty) {
+								return
+							}
+							if err != nil {
+								t.Errorf("dequeue: %v", err)
+								return
+							}
+							mu.Lock()
+							got[string(v)]++
+							mu.Unlock()
 						}
-						if err != nil {
-							t.Errorf("dequeue: %v", err)
-							return
-						}
-						mu.Lock()
-						got[string(v)]++
-						mu.Unlock()
-					}
-				}()
-			}
-			wg.Wait()
-			requireExactlyOnce(t, got, wantS)
-			require.Empty(t, stagingKeys(t, db, sub))
-			requireNoWatches(t, db)
-		})
-	}
+					}()
+				}
+				wg.Wait()
+				requireExactlyOnce(t, got, wantS)
+				require.Empty(t, stagingKeys(t, db, sub))
+				requireNoWatches(t, db)
+			})
+		}
+	})
 }
 
 func TestStagedPopManyConsumers(t *testing.T) {
@@ -374,282 +403,298 @@ func TestStagedPopOrder(t *testing.T) {
 
 // A waiter blocked on an empty queue wakes when an item is enqueued.
 func TestStagedWaitWakesOnEnqueue(t *testing.T) {
-	db := stgDB(t)
-	sub := stgSubspace(t, "wake")
-	q := stgQueue(t, sub, fdbqueue.WithStaging(fdbqueue.StagingConfig{}))
-	armed := make(chan struct{}, 1)
-	fdbqueue.SetStagingHook(q, func(p string) {
-		if p == "armed" {
-			select {
-			case armed <- struct{}{}:
-			default:
+	forModes(t, func(t *testing.T, m stagingMode) {
+		db := stgDB(t)
+		sub := stgSubspace(t, "wake")
+		q := stgQueue(t, sub, fdbqueue.WithStaging(m.cfg(fdbqueue.StagingConfig{})))
+		armed := make(chan struct{}, 1)
+		fdbqueue.SetStagingHook(q, func(p string) {
+			if p == "armed" {
+				select {
+				case armed <- struct{}{}:
+				default:
+				}
 			}
-		}
+		})
+		done := make(chan []byte, 1)
+		go func() {
+			v, err := q.DequeueWait(context.Background(), db)
+			if err != nil {
+				t.Errorf("DequeueWait: %v", err)
+			}
+			done <- v
+		}()
+		<-armed
+		require.NoError(t, q.Enqueue(context.Background(), db, []byte("late")))
+		require.Equal(t, "late", string(<-done))
+		require.Empty(t, stagingKeys(t, db, sub))
+		requireNoWatches(t, db)
 	})
-	done := make(chan []byte, 1)
-	go func() {
-		v, err := q.DequeueWait(context.Background(), db)
-		if err != nil {
-			t.Errorf("DequeueWait: %v", err)
-		}
-		done <- v
-	}()
-	<-armed
-	require.NoError(t, q.Enqueue(context.Background(), db, []byte("late")))
-	require.Equal(t, "late", string(<-done))
-	require.Empty(t, stagingKeys(t, db, sub))
-	requireNoWatches(t, db)
 }
 
 func TestStagedCancelBeforeRegistration(t *testing.T) {
-	db := stgDB(t)
-	sub := stgSubspace(t, "cancel0")
-	q := stgQueue(t, sub, fdbqueue.WithStaging(fdbqueue.StagingConfig{}))
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	_, err := q.DequeueWait(ctx, db)
-	require.ErrorIs(t, err, context.Canceled)
-	require.Empty(t, stagingKeys(t, db, sub))
+	forModes(t, func(t *testing.T, m stagingMode) {
+		db := stgDB(t)
+		sub := stgSubspace(t, "cancel0")
+		q := stgQueue(t, sub, fdbqueue.WithStaging(m.cfg(fdbqueue.StagingConfig{})))
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		_, err := q.DequeueWait(ctx, db)
+		require.ErrorIs(t, err, context.Canceled)
+		require.Empty(t, stagingKeys(t, db, sub))
+	})
 }
 
 func TestStagedCancelAfterRegistration(t *testing.T) {
-	db := stgDB(t)
-	sub := stgSubspace(t, "cancel1")
-	q := stgQueue(t, sub, fdbqueue.WithStaging(fdbqueue.StagingConfig{}))
-	ctx, cancel := context.WithCancel(context.Background())
-	fdbqueue.SetStagingHook(q, func(p string) {
-		if p == "registered" {
-			require.NotEmpty(t, stagingKeys(t, db, sub), "the request is filed")
-			cancel()
-		}
-	})
-	_, err := q.DequeueWait(ctx, db)
-	require.ErrorIs(t, err, context.Canceled)
-	require.Empty(t, stagingKeys(t, db, sub), "the request was withdrawn")
-	requireNoWatches(t, db)
+	forModes(t, func(t *testing.T, m stagingMode) {
+		db := stgDB(t)
+		sub := stgSubspace(t, "cancel1")
+		q := stgQueue(t, sub, fdbqueue.WithStaging(m.cfg(fdbqueue.StagingConfig{})))
+		ctx, cancel := context.WithCancel(context.Background())
+		fdbqueue.SetStagingHook(q, func(p string) {
+			if p == "registered" {
+				require.NotEmpty(t, stagingKeys(t, db, sub), "the request is filed")
+				cancel()
+			}
+		})
+		_, err := q.DequeueWait(ctx, db)
+		require.ErrorIs(t, err, context.Canceled)
+		require.Empty(t, stagingKeys(t, db, sub), "the request was withdrawn")
+		requireNoWatches(t, db)
 
-	// The withdrawn request takes nothing: the next item goes to the next
-	// consumer.
-	require.NoError(t, q.Enqueue(context.Background(), db, []byte("kept")))
-	v, err := q.Dequeue(context.Background(), db)
-	require.NoError(t, err)
-	require.Equal(t, "kept", string(v))
+		// The withdrawn request takes nothing: the next item goes to the next
+		// consumer.
+		require.NoError(t, q.Enqueue(context.Background(), db, []byte("kept")))
+		v, err := q.Dequeue(context.Background(), db)
+		require.NoError(t, err)
+		require.Equal(t, "kept", string(v))
+	})
 }
 
 // A waiter whose request was fulfilled but whose context ends before it
 // collects writes the item back at its original key.
 func TestStagedCancelAfterFulfilment(t *testing.T) {
-	ctx := context.Background()
-	db := stgDB(t)
-	sub := stgSubspace(t, "cancel2")
-	q := stgQueue(t, sub, fdbqueue.WithStaging(fdbqueue.StagingConfig{}))
-	plain := stgQueue(t, sub) // a producer that does not wake waiters
-	wctx, cancel := context.WithCancel(ctx)
-	var itemKey []byte
-	fdbqueue.SetStagingHook(q, func(p string) {
-		if p != "armed" {
-			return
-		}
-		require.NoError(t, plain.Enqueue(ctx, db, []byte("handed")))
-		keys := itemKeys(t, db, sub)
-		require.Len(t, keys, 1)
-		itemKey = keys[0]
-		n, err := fdbqueue.FulfilStaged(ctx, db, q)
-		require.NoError(t, err)
-		require.Equal(t, 1, n, "the waiter's request is served")
-		require.Empty(t, itemKeys(t, db, sub), "the item moved to the waiter's result")
-		cancel()
+	forModes(t, func(t *testing.T, m stagingMode) {
+		ctx := context.Background()
+		db := stgDB(t)
+		sub := stgSubspace(t, "cancel2")
+		q := stgQueue(t, sub, fdbqueue.WithStaging(m.cfg(fdbqueue.StagingConfig{})))
+		plain := stgQueue(t, sub) // a producer that does not wake waiters
+		wctx, cancel := context.WithCancel(ctx)
+		var itemKey []byte
+		fdbqueue.SetStagingHook(q, func(p string) {
+			if p != "armed" {
+				return
+			}
+			require.NoError(t, plain.Enqueue(ctx, db, []byte("handed")))
+			keys := itemKeys(t, db, sub)
+			require.Len(t, keys, 1)
+			itemKey = keys[0]
+			n, err := fdbqueue.FulfilStaged(ctx, db, q)
+			require.NoError(t, err)
+			require.Equal(t, 1, n, "the waiter's request is served")
+			require.Empty(t, itemKeys(t, db, sub), "the item moved to the waiter's result")
+			cancel()
+		})
+		_, err := q.DequeueWait(wctx, db)
+		require.ErrorIs(t, err, context.Canceled)
+		require.Equal(t, [][]byte{itemKey}, itemKeys(t, db, sub), "the item is back at its original key")
+		require.Empty(t, stagingKeys(t, db, sub))
+		requireNoWatches(t, db)
 	})
-	_, err := q.DequeueWait(wctx, db)
-	require.ErrorIs(t, err, context.Canceled)
-	require.Equal(t, [][]byte{itemKey}, itemKeys(t, db, sub), "the item is back at its original key")
-	require.Empty(t, stagingKeys(t, db, sub))
-	requireNoWatches(t, db)
 }
 
 // A take whose commit is interrupted (it may or may not apply) while the
 // caller's context ends leaves the item in the queue either way.
 func TestStagedCancelDuringTake(t *testing.T) {
-	for _, applied := range []bool{false, true} {
-		t.Run(fmt.Sprintf("applied=%v", applied), func(t *testing.T) {
-			ctx := context.Background()
-			db := stgDB(t)
-			sub := stgSubspace(t, "cancel3")
-			q := stgQueue(t, sub, fdbqueue.WithStaging(fdbqueue.StagingConfig{}))
-			require.NoError(t, q.Enqueue(ctx, db, []byte("x")))
-			before := itemKeys(t, db, sub)
-			wctx, cancel := context.WithCancel(ctx)
-			fdbqueue.SetStagingHook(q, func(p string) {
-				switch p {
-				case "taking":
-					db.FailNextCommit(kv.CommitInterrupted(kv.ErrTransactionCancelled), applied)
-				case "failed":
-					cancel()
-				}
+	forModes(t, func(t *testing.T, m stagingMode) {
+		for _, applied := range []bool{false, true} {
+			t.Run(fmt.Sprintf("applied=%v", applied), func(t *testing.T) {
+				ctx := context.Background()
+				db := stgDB(t)
+				sub := stgSubspace(t, "cancel3")
+				q := stgQueue(t, sub, fdbqueue.WithStaging(m.cfg(fdbqueue.StagingConfig{})))
+				require.NoError(t, q.Enqueue(ctx, db, []byte("x")))
+				before := itemKeys(t, db, sub)
+				wctx, cancel := context.WithCancel(ctx)
+				fdbqueue.SetStagingHook(q, func(p string) {
+					switch p {
+					case "taking":
+						db.FailNextCommit(kv.CommitInterrupted(kv.ErrTransactionCancelled), applied)
+					case "failed":
+						cancel()
+					}
+				})
+				_, err := q.Dequeue(wctx, db)
+				require.ErrorIs(t, err, context.Canceled)
+				require.False(t, kv.MaybeCommitted(err), "the cleanup settled the outcome: %v", err)
+				require.Equal(t, before, itemKeys(t, db, sub), "the item is in the queue, at its key")
+				require.Empty(t, stagingKeys(t, db, sub))
 			})
-			_, err := q.Dequeue(wctx, db)
-			require.ErrorIs(t, err, context.Canceled)
-			require.False(t, kv.MaybeCommitted(err), "the cleanup settled the outcome: %v", err)
-			require.Equal(t, before, itemKeys(t, db, sub), "the item is in the queue, at its key")
-			require.Empty(t, stagingKeys(t, db, sub))
-		})
-	}
+		}
+	})
 }
 
 // An interrupted take with the caller still waiting is resolved through
 // the journal: the item is returned once.
 func TestStagedInterruptedTakeResolved(t *testing.T) {
-	ctx := context.Background()
-	db := stgDB(t)
-	sub := stgSubspace(t, "interrupted")
-	q := stgQueue(t, sub, fdbqueue.WithStaging(fdbqueue.StagingConfig{}))
-	require.NoError(t, q.EnqueueBatch(ctx, db, [][]byte{[]byte("a"), []byte("b")}))
-	db.FailNextCommit(kv.CommitInterrupted(kv.ErrTransactionTimedOut), true)
-	v, err := q.Dequeue(ctx, db)
-	require.NoError(t, err)
-	require.Equal(t, "a", string(v))
-	v, err = q.Dequeue(ctx, db)
-	require.NoError(t, err)
-	require.Equal(t, "b", string(v))
+	forModes(t, func(t *testing.T, m stagingMode) {
+		ctx := context.Background()
+		db := stgDB(t)
+		sub := stgSubspace(t, "interrupted")
+		q := stgQueue(t, sub, fdbqueue.WithStaging(m.cfg(fdbqueue.StagingConfig{})))
+		require.NoError(t, q.EnqueueBatch(ctx, db, [][]byte{[]byte("a"), []byte("b")}))
+		db.FailNextCommit(kv.CommitInterrupted(kv.ErrTransactionTimedOut), true)
+		v, err := q.Dequeue(ctx, db)
+		require.NoError(t, err)
+		require.Equal(t, "a", string(v))
+		v, err = q.Dequeue(ctx, db)
+		require.NoError(t, err)
+		require.Equal(t, "b", string(v))
+	})
 }
 
 // A waiter that is fulfilled and never collects (it hung or crashed)
 // strands its item only until the claim timeout: Recover puts it back. When
 // the waiter comes back it finds its request gone and files a new one.
 func TestStagedCrashRecovery(t *testing.T) {
-	ctx := context.Background()
-	clock := memdb.NewManualClock(time.Unix(1_700_000_000, 0))
-	db := stgDB(t)
-	sub := stgSubspace(t, "crash")
-	const timeout = 30 * time.Second
-	q := stgQueue(t, sub, fdbqueue.WithClock(clock.Now),
-		fdbqueue.WithStaging(fdbqueue.StagingConfig{ClaimTimeout: timeout}))
-	plain := stgQueue(t, sub, fdbqueue.WithClock(clock.Now))
+	forModes(t, func(t *testing.T, m stagingMode) {
+		ctx := context.Background()
+		clock := memdb.NewManualClock(time.Unix(1_700_000_000, 0))
+		db := stgDB(t)
+		sub := stgSubspace(t, "crash")
+		const timeout = 30 * time.Second
+		q := stgQueue(t, sub, fdbqueue.WithClock(clock.Now),
+			fdbqueue.WithStaging(m.cfg(fdbqueue.StagingConfig{ClaimTimeout: timeout})))
+		plain := stgQueue(t, sub, fdbqueue.WithClock(clock.Now))
 
-	hung := make(chan struct{})
-	release := make(chan struct{})
-	events := make(chan string, 16)
-	var once sync.Once
-	fdbqueue.SetStagingHook(q, func(p string) {
-		events <- p
-		if p == "armed" {
-			once.Do(func() {
-				close(hung)
-				<-release // hang after registering, before collecting
-			})
+		hung := make(chan struct{})
+		release := make(chan struct{})
+		events := make(chan string, 16)
+		var once sync.Once
+		fdbqueue.SetStagingHook(q, func(p string) {
+			events <- p
+			if p == "armed" {
+				once.Do(func() {
+					close(hung)
+					<-release // hang after registering, before collecting
+				})
+			}
+		})
+		wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		result := make(chan string, 1)
+		go func() {
+			v, err := q.DequeueWait(wctx, db)
+			if err != nil {
+				t.Errorf("DequeueWait: %v", err)
+			}
+			result <- string(v)
+		}()
+		<-hung
+
+		// The hung waiter's request is served: its item sits in its result.
+		require.NoError(t, plain.Enqueue(ctx, db, []byte("stranded")))
+		key := itemKeys(t, db, sub)[0]
+		n, err := fdbqueue.FulfilStaged(ctx, db, q)
+		require.NoError(t, err)
+		require.Equal(t, 1, n)
+		require.Empty(t, itemKeys(t, db, sub))
+
+		st, err := q.Recover(ctx, db)
+		require.NoError(t, err)
+		require.Equal(t, fdbqueue.RecoverStats{}, st, "nothing expired yet")
+
+		clock.Advance(timeout + time.Second)
+		st, err = q.Recover(ctx, db)
+		require.NoError(t, err)
+		require.Equal(t, fdbqueue.RecoverStats{ReturnedItems: 1}, st)
+		require.Equal(t, [][]byte{key}, itemKeys(t, db, sub), "the item is back at its original key")
+		v, err := plain.Dequeue(ctx, db)
+		require.NoError(t, err)
+		require.Equal(t, "stranded", string(v))
+
+		// The slow waiter resumes, finds its request gone, registers again and
+		// gets the next item.
+		close(release)
+		for p := range events {
+			if p == "lost" {
+				break
+			}
 		}
+		for p := range events {
+			if p == "armed" {
+				break
+			}
+		}
+		require.NoError(t, q.Enqueue(ctx, db, []byte("next")))
+		require.Equal(t, "next", <-result)
+		require.Empty(t, stagingKeys(t, db, sub))
+		requireNoWatches(t, db)
 	})
-	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	result := make(chan string, 1)
-	go func() {
-		v, err := q.DequeueWait(wctx, db)
-		if err != nil {
-			t.Errorf("DequeueWait: %v", err)
-		}
-		result <- string(v)
-	}()
-	<-hung
-
-	// The hung waiter's request is served: its item sits in its result.
-	require.NoError(t, plain.Enqueue(ctx, db, []byte("stranded")))
-	key := itemKeys(t, db, sub)[0]
-	n, err := fdbqueue.FulfilStaged(ctx, db, q)
-	require.NoError(t, err)
-	require.Equal(t, 1, n)
-	require.Empty(t, itemKeys(t, db, sub))
-
-	st, err := q.Recover(ctx, db)
-	require.NoError(t, err)
-	require.Equal(t, fdbqueue.RecoverStats{}, st, "nothing expired yet")
-
-	clock.Advance(timeout + time.Second)
-	st, err = q.Recover(ctx, db)
-	require.NoError(t, err)
-	require.Equal(t, fdbqueue.RecoverStats{ReturnedItems: 1}, st)
-	require.Equal(t, [][]byte{key}, itemKeys(t, db, sub), "the item is back at its original key")
-	v, err := plain.Dequeue(ctx, db)
-	require.NoError(t, err)
-	require.Equal(t, "stranded", string(v))
-
-	// The slow waiter resumes, finds its request gone, registers again and
-	// gets the next item.
-	close(release)
-	for p := range events {
-		if p == "lost" {
-			break
-		}
-	}
-	for p := range events {
-		if p == "armed" {
-			break
-		}
-	}
-	require.NoError(t, q.Enqueue(ctx, db, []byte("next")))
-	require.Equal(t, "next", <-result)
-	require.Empty(t, stagingKeys(t, db, sub))
-	requireNoWatches(t, db)
 }
 
 // Requests whose waiters stopped renewing them hold up nobody: a consumer
 // that finds only expired requests takes the head, and Recover drops them.
 func TestStagedExpiredRequestsDropped(t *testing.T) {
-	ctx := context.Background()
-	clock := memdb.NewManualClock(time.Unix(1_700_000_000, 0))
-	db := stgDB(t)
-	sub := stgSubspace(t, "expired")
-	const timeout = 10 * time.Second
-	q := stgQueue(t, sub, fdbqueue.WithClock(clock.Now),
-		fdbqueue.WithStaging(fdbqueue.StagingConfig{ClaimTimeout: timeout}))
+	forModes(t, func(t *testing.T, m stagingMode) {
+		ctx := context.Background()
+		clock := memdb.NewManualClock(time.Unix(1_700_000_000, 0))
+		db := stgDB(t)
+		sub := stgSubspace(t, "expired")
+		const timeout = 10 * time.Second
+		q := stgQueue(t, sub, fdbqueue.WithClock(clock.Now),
+			fdbqueue.WithStaging(m.cfg(fdbqueue.StagingConfig{ClaimTimeout: timeout})))
 
-	// Two waiters file requests and hang for good.
-	var hangs sync.WaitGroup
-	hangs.Add(2)
-	release := make(chan struct{})
-	var mu sync.Mutex
-	seen := 0
-	fdbqueue.SetStagingHook(q, func(p string) {
-		if p != "armed" {
-			return
+		// Two waiters file requests and hang for good.
+		var hangs sync.WaitGroup
+		hangs.Add(2)
+		release := make(chan struct{})
+		var mu sync.Mutex
+		seen := 0
+		fdbqueue.SetStagingHook(q, func(p string) {
+			if p != "armed" {
+				return
+			}
+			mu.Lock()
+			seen++
+			first := seen <= 2
+			mu.Unlock()
+			if first {
+				hangs.Done()
+				<-release
+			}
+		})
+		wctx, cancel := context.WithCancel(ctx)
+		var wg sync.WaitGroup
+		for range 2 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				_, _ = q.DequeueWait(wctx, db)
+			}()
 		}
-		mu.Lock()
-		seen++
-		first := seen <= 2
-		mu.Unlock()
-		if first {
-			hangs.Done()
-			<-release
-		}
+		hangs.Wait()
+		require.Len(t, stagingKeys(t, db, sub), 4, "two requests, each with its marker at its result key")
+
+		clock.Advance(timeout + time.Second)
+		// A new consumer is not held up by the stale requests: they are
+		// dropped, and it takes the item.
+		require.NoError(t, q.Enqueue(ctx, db, []byte("fresh")))
+		v, err := q.Dequeue(ctx, db)
+		require.NoError(t, err)
+		require.Equal(t, "fresh", string(v))
+
+		st, err := q.Recover(ctx, db)
+		require.NoError(t, err)
+		require.Equal(t, fdbqueue.RecoverStats{DroppedRequests: 2}, st)
+		require.Empty(t, stagingKeys(t, db, sub))
+		cancel()
+		close(release)
+		wg.Wait()
+		require.Empty(t, stagingKeys(t, db, sub))
+		requireNoWatches(t, db)
 	})
-	wctx, cancel := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	for range 2 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			_, _ = q.DequeueWait(wctx, db)
-		}()
-	}
-	hangs.Wait()
-	require.Len(t, stagingKeys(t, db, sub), 4, "two requests, each with its marker at its result key")
-
-	clock.Advance(timeout + time.Second)
-	// A new consumer is not held up by the stale requests: they are
-	// dropped, and it takes the item.
-	require.NoError(t, q.Enqueue(ctx, db, []byte("fresh")))
-	v, err := q.Dequeue(ctx, db)
-	require.NoError(t, err)
-	require.Equal(t, "fresh", string(v))
-
-	st, err := q.Recover(ctx, db)
-	require.NoError(t, err)
-	require.Equal(t, fdbqueue.RecoverStats{DroppedRequests: 2}, st)
-	require.Empty(t, stagingKeys(t, db, sub))
-	cancel()
-	close(release)
-	wg.Wait()
-	require.Empty(t, stagingKeys(t, db, sub))
-	requireNoWatches(t, db)
 }
 
 // The typed wrappers of the Wait forms decode what the staged calls
@@ -699,16 +744,16 @@ func TestTypedWaitForms(t *testing.T) {
 	require.ErrorIs(t, err, context.DeadlineExceeded, "empty: waits until ctx ends")
 }
 
-// A waiter whose place in the line is reached by the items takes the item
-// at its place itself, without waiting for a fulfilment: requests are still
+// In RelaxedOrder mode, a waiter whose place in the line is reached by the
+// items takes the item at its place itself, without waiting for a fulfilment: requests are still
 // served oldest first, each with the next item in queue order. While the
 // line is long, new calls file their request without a first look at the
 // head.
-func TestStagedSelfService(t *testing.T) {
+func TestStagedSelfServiceRelaxed(t *testing.T) {
 	ctx := context.Background()
 	db := stgDB(t)
 	sub := stgSubspace(t, "self")
-	q := stgQueue(t, sub, fdbqueue.WithStaging(fdbqueue.StagingConfig{}))
+	q := stgQueue(t, sub, fdbqueue.WithStaging(fdbqueue.StagingConfig{RelaxedOrder: true}))
 	// Two waiters file requests and stop right after, before any item
 	// exists.
 	registered := make(chan struct{}, 2)
@@ -774,50 +819,52 @@ func TestStagedSelfService(t *testing.T) {
 // its marker: applied or not, the waiter gets the item once, and nothing
 // is left behind; a cancelled waiter withdraws a request it could not see.
 func TestStagedRegistrationUnknownResult(t *testing.T) {
-	for _, applied := range []bool{false, true} {
-		for _, cancelAfter := range []bool{false, true} {
-			t.Run(fmt.Sprintf("applied=%v/cancel=%v", applied, cancelAfter), func(t *testing.T) {
-				ctx := context.Background()
-				db := stgDB(t)
-				sub := stgSubspace(t, "regunknown")
-				q := stgQueue(t, sub, fdbqueue.WithStaging(fdbqueue.StagingConfig{}))
-				wctx, cancel := context.WithCancel(ctx)
-				defer cancel()
-				var once, enqueue sync.Once
-				fdbqueue.SetStagingHook(q, func(p string) {
-					switch p {
-					case "registering":
-						once.Do(func() { db.FailNextCommit(kv.ErrCommitUnknownResult, applied) })
-					case "failed":
-						if cancelAfter {
-							cancel()
+	forModes(t, func(t *testing.T, m stagingMode) {
+		for _, applied := range []bool{false, true} {
+			for _, cancelAfter := range []bool{false, true} {
+				t.Run(fmt.Sprintf("applied=%v/cancel=%v", applied, cancelAfter), func(t *testing.T) {
+					ctx := context.Background()
+					db := stgDB(t)
+					sub := stgSubspace(t, "regunknown")
+					q := stgQueue(t, sub, fdbqueue.WithStaging(m.cfg(fdbqueue.StagingConfig{})))
+					wctx, cancel := context.WithCancel(ctx)
+					defer cancel()
+					var once, enqueue sync.Once
+					fdbqueue.SetStagingHook(q, func(p string) {
+						switch p {
+						case "registering":
+							once.Do(func() { db.FailNextCommit(kv.ErrCommitUnknownResult, applied) })
+						case "failed":
+							if cancelAfter {
+								cancel()
+							}
+						case "armed":
+							// The queue is empty: the waiter sleeps on its
+							// request. An item arrives.
+							enqueue.Do(func() { go func() { _ = q.Enqueue(ctx, db, []byte("x")) }() })
 						}
-					case "armed":
-						// The queue is empty: the waiter sleeps on its
-						// request. An item arrives.
-						enqueue.Do(func() { go func() { _ = q.Enqueue(ctx, db, []byte("x")) }() })
+					})
+					v, err := q.DequeueWait(wctx, db)
+					if cancelAfter {
+						require.ErrorIs(t, err, context.Canceled)
+						require.Empty(t, stagingKeys(t, db, sub), "the request was withdrawn")
+						requireNoWatches(t, db)
+						return
 					}
-				})
-				v, err := q.DequeueWait(wctx, db)
-				if cancelAfter {
-					require.ErrorIs(t, err, context.Canceled)
-					require.Empty(t, stagingKeys(t, db, sub), "the request was withdrawn")
+					require.NoError(t, err)
+					require.Equal(t, "x", string(v))
+					for _, p := range q.StagingStats().Phases {
+						if p.Phase == "register" {
+							require.Equal(t, int64(1), p.Failures, "the registration's commit failed once")
+						}
+					}
+					require.Empty(t, itemKeys(t, db, sub))
+					require.Empty(t, stagingKeys(t, db, sub))
 					requireNoWatches(t, db)
-					return
-				}
-				require.NoError(t, err)
-				require.Equal(t, "x", string(v))
-				for _, p := range q.StagingStats().Phases {
-					if p.Phase == "register" {
-						require.Equal(t, int64(1), p.Failures, "the registration's commit failed once")
-					}
-				}
-				require.Empty(t, itemKeys(t, db, sub))
-				require.Empty(t, stagingKeys(t, db, sub))
-				requireNoWatches(t, db)
-			})
+				})
+			}
 		}
-	}
+	})
 }
 
 // Waiters asleep on an empty queue are served in a batch when items
@@ -920,5 +967,58 @@ func TestStagedPopWaitsForOlderRequests(t *testing.T) {
 	close(release)
 	require.ElementsMatch(t, []int64{5, 6}, []int64{<-results, <-results})
 	require.Equal(t, int64(7), <-third, "the newest request gets the last item")
+	requireNoWatches(t, db)
+}
+
+// In the default (strict) mode a waiter behind the two oldest requests
+// does not take the item at its place while they wait, even when the
+// items reach it: the two oldest serve the line in order, so the history
+// stays linearizable. Here the two oldest are stalled, and the third
+// consumer gets nothing until they run; then each gets the item of its
+// place.
+func TestStagedStrictWaitsForOlderRequests(t *testing.T) {
+	ctx := context.Background()
+	db := stgDB(t)
+	sub := stgSubspace(t, "strict")
+	q := stgQueue(t, sub, fdbqueue.WithStaging(fdbqueue.StagingConfig{}))
+	registered := make(chan struct{}, 2)
+	release := make(chan struct{})
+	var hung atomic.Int32
+	fdbqueue.SetStagingHook(q, func(p string) {
+		if p == "registered" && hung.Add(1) <= 2 {
+			registered <- struct{}{}
+			<-release
+		}
+	})
+	older := make(chan string, 2)
+	for range 2 {
+		go func() {
+			v, err := q.DequeueWait(ctx, db)
+			if err != nil {
+				t.Errorf("DequeueWait: %v", err)
+			}
+			older <- string(v)
+		}()
+		<-registered // one at a time: the first is the older request
+	}
+	require.NoError(t, q.EnqueueBatch(ctx, db, [][]byte{[]byte("a"), []byte("b"), []byte("c")}))
+	third := make(chan string, 1)
+	go func() {
+		v, err := q.Dequeue(ctx, db)
+		if err != nil {
+			t.Errorf("Dequeue: %v", err)
+		}
+		third <- string(v)
+	}()
+	select {
+	case v := <-third:
+		t.Fatalf("the third consumer took %q ahead of two older requests", v)
+	case <-time.After(300 * time.Millisecond):
+	}
+	close(release)
+	require.Equal(t, "c", <-third)
+	require.ElementsMatch(t, []string{"a", "b"}, []string{<-older, <-older})
+	require.Empty(t, itemKeys(t, db, sub))
+	require.Empty(t, stagingKeys(t, db, sub))
 	requireNoWatches(t, db)
 }
