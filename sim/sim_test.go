@@ -18,8 +18,6 @@ import (
 // versionstamp order (asserted below).
 var ciSeeds = []int64{1, 2, 3, 4}
 
-var staged = flag.Bool("sim.staged", false, "also run TestSimulationStaged (staged dequeue; see its comment)")
-
 // TestSimulation runs a fixed set of seeds with every kind of fault on the
 // plain layers, and requires linearizable histories, no lost, duplicated
 // or phantom item, and evidence that the faults really happened.
@@ -72,23 +70,39 @@ func TestSimulation(t *testing.T) {
 	require.Less(t, total.TupleSeeds, total.Seeds)
 }
 
-// TestSimulationStaged runs seeds whose structures are made WithStaging,
-// with DequeueWait, PopMinWait and PopMaxWait among the operations. It is
-// off unless -sim.staged is given: staged histories are not yet
-// linearizable. In soak runs about one staged seed in four has a history
-// that no order of the operations explains, with the Queue in
-// versionstamp order and distinct priorities in the PriorityQueue (so not
-// only the known reordering of items written back, see
-// sim.Config.StagingReorder); see docs/reliability.md. Turn it on by
-// default once they are.
-func TestSimulationStaged(t *testing.T) {
-	if !*staged {
-		t.Skip("staged histories are not yet linearizable (see docs/reliability.md); run with -sim.staged")
-	}
+// stagedSeeds run staged (asserted below); the larger set runs with
+// -sim.staged.
+var (
+	stagedSeeds     = []int64{1, 4, 8}
+	stagedSeedsLong = []int64{1, 4, 8, 9, 10}
+)
+
+var staged = flag.Bool("sim.staged", false, "run TestSimulationStaged and TestSimulationStagedRelaxed on more seeds and larger histories")
+
+// stagedConfig is the configuration of the staged simulations: CI's small
+// histories (as TestSimulation's), or the default ones with -sim.staged.
+func stagedConfig(t *testing.T) (sim.Config, []int64) {
 	cfg := sim.DefaultConfig()
 	cfg.Rounds = 4
+	if testing.Verbose() {
+		cfg.Log = t.Logf
+	}
+	if *staged {
+		return cfg, stagedSeedsLong
+	}
+	cfg.Clients, cfg.OpsPerClient, cfg.MaxOpen = 4, 25, 1
+	cfg.CheckTimeout = 15 * time.Second
+	return cfg, stagedSeeds
+}
+
+// TestSimulationStaged runs seeds whose structures are made WithStaging
+// (the default, strict mode), with DequeueWait, PopMinWait and PopMaxWait
+// among the operations, and requires linearizable histories and no lost,
+// duplicated or phantom item.
+func TestSimulationStaged(t *testing.T) {
+	cfg, seeds := stagedConfig(t)
 	var total sim.Result
-	for _, seed := range []int64{1, 4, 8, 9, 10} {
+	for _, seed := range seeds {
 		res, err := sim.Run(context.Background(), seed, cfg)
 		require.NoError(t, err)
 		if !res.OK() {
@@ -96,8 +110,45 @@ func TestSimulationStaged(t *testing.T) {
 		}
 		total.Add(res)
 	}
-	require.Equal(t, 5, total.StagedSeeds, "every seed above runs staged")
+	t.Logf("%+v", total)
+	require.Equal(t, len(seeds), total.StagedSeeds, "every seed above runs staged")
+	require.Zero(t, total.Violations, "non-linearizable histories")
+	require.Zero(t, total.Lost, "lost items")
+	require.Zero(t, total.Duplicated, "duplicated items")
+	require.Zero(t, total.Phantom, "items that were never enqueued")
+	require.Zero(t, total.DrainDiffers)
+	require.Zero(t, total.Unexpected, "unexpected errors")
+	require.Zero(t, total.Unchecked, "strict mode: every history is checked")
+	require.LessOrEqual(t, total.Inconclusive, 1, "checks that timed out prove nothing")
 	require.Positive(t, total.Hidden, "some staged takes must fail")
+}
+
+// TestSimulationStagedRelaxed runs the same seeds with the Queue in
+// StagingConfig.RelaxedOrder mode. Its histories need not be linearizable
+// (FIFO order can be violated), so they are checked for conservation
+// only: no item lost, duplicated or made up. The PriorityQueue's staged
+// histories are still checked for linearizability.
+func TestSimulationStagedRelaxed(t *testing.T) {
+	cfg, seeds := stagedConfig(t)
+	cfg.StagingRelaxed = true
+	var total sim.Result
+	for _, seed := range seeds {
+		res, err := sim.Run(context.Background(), seed, cfg)
+		require.NoError(t, err)
+		if !res.OK() {
+			reportFailure(t, res)
+		}
+		total.Add(res)
+	}
+	t.Logf("%+v", total)
+	require.Equal(t, len(seeds), total.StagedSeeds, "every seed above runs staged")
+	require.Equal(t, len(seeds)*cfg.Rounds, total.Unchecked, "the relaxed Queue's histories: conservation only")
+	require.Zero(t, total.Lost, "lost items")
+	require.Zero(t, total.Duplicated, "duplicated items")
+	require.Zero(t, total.Phantom, "items that were never enqueued")
+	require.Zero(t, total.DrainDiffers)
+	require.Zero(t, total.Unexpected, "unexpected errors")
+	require.Zero(t, total.Violations, "the PriorityQueue's histories stay linearizable")
 }
 
 // The checkers can fail: the plain recipe (no journal) under
