@@ -60,6 +60,7 @@ type ForeignKeyError struct {
 	Reason string // why it is not a queue item
 }
 
+// Error describes the key and why it is not a queue item.
 func (e *ForeignKeyError) Error() string {
 	return fmt.Sprintf("fdbqueue: key %q in the queue's subspace is not a queue item: %s", e.Key, e.Reason)
 }
@@ -75,6 +76,7 @@ type CodecError struct {
 	Err error  // the codec's error
 }
 
+// Error describes the codec's failure.
 func (e *CodecError) Error() string { return fmt.Sprintf("fdbqueue: codec: %v", e.Err) }
 
 // Is reports whether target is ErrCodec.
