@@ -108,8 +108,9 @@
 // With WithStaging, Dequeue, PopMin and PopMax given a Database stop
 // competing for the head once consumers contend. A call first looks at the
 // head and at the first requests (snapshot reads): if fewer than two
-// waiters are ahead, it serves them and takes the next item in one
-// attempt, conflicting as a plain dequeue does. Otherwise, or if that
+// waiters are ahead, it takes the item after theirs in one attempt,
+// conflicting as a plain dequeue does (in strict mode the same transaction
+// serves those waiters first). Otherwise, or if that
 // attempt fails, it files a request: a key in the queue's meta subspace
 // ordered by the versionstamp of its commit, written with no read and
 // without conflicting with anyone (while the line is long, new calls skip

@@ -843,8 +843,9 @@ func (w *waiter[T]) fresh(tr kv.Transaction, now time.Time, head, first kv.Range
 		out.phase = phaseFast
 		return out, err
 	}
-	// File a request; the next step takes the item at its place if the
-	// items reach it, and sleeps otherwise.
+	// File a request; the next steps take the head (the oldest waiter),
+	// serve the line (the two oldest), take the item at its place
+	// (RelaxedOrder, if the items reach it), or sleep until served.
 	out, err = w.join(tr, now)
 	w.ahead = len(ahead)
 	return out, err

@@ -745,10 +745,10 @@ func TestTypedWaitForms(t *testing.T) {
 }
 
 // In RelaxedOrder mode, a waiter whose place in the line is reached by the
-// items takes the item at its place itself, without waiting for a fulfilment: requests are still
-// served oldest first, each with the next item in queue order. While the
-// line is long, new calls file their request without a first look at the
-// head.
+// items takes the item at its place itself, without waiting for a
+// fulfilment: requests are still served oldest first, each with the next
+// item in queue order. While the line is long, new calls file their
+// request without a first look at the head.
 func TestStagedSelfServiceRelaxed(t *testing.T) {
 	ctx := context.Background()
 	db := stgDB(t)
