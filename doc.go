@@ -152,7 +152,11 @@
 // the others on their request and the request ahead. Nobody polls. An item
 // handed back (its waiter stopped) returns to its original key and so to
 // its place; items enqueued concurrently keep the recipe's order (by
-// index, then random).
+// index, then random). So with the recipe's indexed keys an item enqueued
+// while the queue looked empty (index restarting at 1) can overtake an
+// item written back: the one departure from linearizability of strict
+// mode, which WithVersionstampOrder avoids (and distinct priorities, in a
+// PriorityQueue).
 //
 // Empty queue: Dequeue withdraws its request and returns ErrEmpty.
 // DequeueWait, PopMinWait and PopMaxWait keep the request and block on the

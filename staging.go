@@ -80,6 +80,21 @@ import (
 
 // StagingConfig configures the staged dequeue; see WithStaging. Zero fields
 // take the defaults.
+//
+// Ordering: by default (strict mode) requests are served oldest first,
+// each with the next item in queue order, by the waiters of the two oldest
+// requests, in transactions that conflict with any other taker of the same
+// items: staged histories are linearizable, mixed with any other consumers
+// (with one exception: an item a cancelled waiter writes back returns to
+// its original key, and in a Queue with the recipe's indexed keys an item
+// enqueued while the queue looked empty can get a smaller key and overtake
+// it; WithVersionstampOrder avoids that, see docs/reliability.md).
+// A busy strict dequeue costs about three commits per item: the
+// registration (two versionstamped writes, no read), a share of a batch
+// (per request: one request and one item read, two clears and a result
+// write) and the collect (a point read; one clear and the journal record).
+// RelaxedOrder trades the ordering guarantee for about two commits per item
+// and no waiting for the batch; see its comment.
 type StagingConfig struct {
 	// BatchSize is the most requests one fulfilment transaction serves
 	// (default DefaultStagingBatchSize, at most 10,000). Larger batches
