@@ -34,6 +34,7 @@ const (
 
 var kindNames = [...]string{"Enqueue", "Dequeue", "DequeueBatch", "Push", "PopMin", "PopMax", "Observe", "Hide", "Unhide"}
 
+// String returns the operation kind's name.
 func (k Kind) String() string {
 	if int(k) < len(kindNames) {
 		return kindNames[k]

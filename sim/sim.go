@@ -319,6 +319,7 @@ func (f *Failure) WriteHistory(w io.Writer) error {
 	return bw.Flush()
 }
 
+// String names the seed, round and structure of the failure and its reason.
 func (f *Failure) String() string {
 	return fmt.Sprintf("seed %d, round %d, %s: %s", f.Seed, f.Round, f.Structure, f.Reason)
 }
