@@ -19,11 +19,7 @@ import (
 //
 // It is safe for concurrent use and holds no connection.
 type PriorityQueue struct {
-	sub                Subspace
-	items              kv.KeyRange
-	cfg                config
-	journal            *journal
-	rand               *entropy
+	layer
 	stager             *stager
 	stageMin, stageMax *stageSide[Item] // staged pops (staging.go)
 }
@@ -37,24 +33,14 @@ type Item struct {
 // NewPriorityQueue returns a priority queue stored in sub (which must have a
 // non-empty prefix, see NewQueue). WithVersionstampOrder is rejected.
 func NewPriorityQueue(sub Subspace, opts ...Option) (*PriorityQueue, error) {
-	cfg, err := newConfig(opts)
+	l, err := newLayer("priority queue", sub, opts)
 	if err != nil {
 		return nil, err
 	}
-	if cfg.versionstamps {
+	if l.cfg.versionstamps {
 		return nil, fmt.Errorf("%w: a priority queue has no versionstamp order", ErrInvalidArgument)
 	}
-	if len(sub.prefix) == 0 {
-		return nil, fmt.Errorf("%w: a priority queue needs a subspace with a non-empty prefix", ErrInvalidArgument)
-	}
-	items, _ := sub.Range()
-	pq := &PriorityQueue{
-		sub:     sub,
-		items:   items,
-		cfg:     cfg,
-		journal: newJournal(sub.prefix, cfg),
-		rand:    newEntropy(cfg.entropy),
-	}
+	pq := &PriorityQueue{layer: l}
 	pq.initStaging()
 	return pq, nil
 }

@@ -19,11 +19,7 @@ import (
 // A Queue holds no connection: its methods take the database or transaction
 // to run in. It is safe for concurrent use.
 type Queue struct {
-	sub     Subspace
-	items   kv.KeyRange
-	cfg     config
-	journal *journal
-	rand    *entropy
+	layer
 	userVer atomic.Uint32 // versionstamp mode: user version of the next item
 	stager  *stager
 	stage   *stageSide[[]byte] // staged dequeue (staging.go)
@@ -33,21 +29,11 @@ type Queue struct {
 // prefix: the queue also keeps its operation journal just after the
 // subspace's range (prefix + 0xff), outside what recipe clients read.
 func NewQueue(sub Subspace, opts ...Option) (*Queue, error) {
-	cfg, err := newConfig(opts)
+	l, err := newLayer("queue", sub, opts)
 	if err != nil {
 		return nil, err
 	}
-	if len(sub.prefix) == 0 {
-		return nil, fmt.Errorf("%w: a queue needs a subspace with a non-empty prefix", ErrInvalidArgument)
-	}
-	items, _ := sub.Range()
-	q := &Queue{
-		sub:     sub,
-		items:   items,
-		cfg:     cfg,
-		journal: newJournal(sub.prefix, cfg),
-		rand:    newEntropy(cfg.entropy),
-	}
+	q := &Queue{layer: l}
 	q.initStaging()
 	return q, nil
 }
@@ -446,4 +432,32 @@ func (q *Queue) Clear(ctx context.Context, t kv.Transactor) error {
 		tr.ClearRange(q.items)
 		return nil
 	})
+}
+
+// layer is what a Queue and a PriorityQueue share: where they live, their
+// options, their operation journal and their source of random suffixes.
+type layer struct {
+	sub     Subspace
+	items   kv.KeyRange
+	cfg     config
+	journal *journal
+	rand    *entropy
+}
+
+func newLayer(kind string, sub Subspace, opts []Option) (layer, error) {
+	cfg, err := newConfig(opts)
+	if err != nil {
+		return layer{}, err
+	}
+	if len(sub.prefix) == 0 {
+		return layer{}, fmt.Errorf("%w: a %s needs a subspace with a non-empty prefix", ErrInvalidArgument, kind)
+	}
+	items, _ := sub.Range()
+	return layer{
+		sub:     sub,
+		items:   items,
+		cfg:     cfg,
+		journal: newJournal(sub.prefix, cfg),
+		rand:    newEntropy(cfg.entropy),
+	}, nil
 }

@@ -756,26 +756,7 @@ func TestStagedSelfServiceRelaxed(t *testing.T) {
 	q := stgQueue(t, sub, fdbqueue.WithStaging(fdbqueue.StagingConfig{RelaxedOrder: true}))
 	// Two waiters file requests and stop right after, before any item
 	// exists.
-	registered := make(chan struct{}, 2)
-	release := make(chan struct{})
-	var hung atomic.Int32
-	fdbqueue.SetStagingHook(q, func(p string) {
-		if p == "registered" && hung.Add(1) <= 2 {
-			registered <- struct{}{}
-			<-release
-		}
-	})
-	results := make(chan string, 2)
-	for range 2 {
-		go func() {
-			v, err := q.DequeueWait(ctx, db)
-			if err != nil {
-				t.Errorf("DequeueWait: %v", err)
-			}
-			results <- string(v)
-		}()
-		<-registered // one at a time: the first is the older request
-	}
+	results, release := stallTwoWaiters(ctx, t, db, q)
 	require.Len(t, stagingKeys(t, db, sub), 4, "two requests, each with its marker at its result key")
 	require.NoError(t, q.EnqueueBatch(ctx, db, [][]byte{[]byte("a"), []byte("b"), []byte("c")}))
 
@@ -981,26 +962,7 @@ func TestStagedStrictWaitsForOlderRequests(t *testing.T) {
 	db := stgDB(t)
 	sub := stgSubspace(t, "strict")
 	q := stgQueue(t, sub, fdbqueue.WithStaging(fdbqueue.StagingConfig{}))
-	registered := make(chan struct{}, 2)
-	release := make(chan struct{})
-	var hung atomic.Int32
-	fdbqueue.SetStagingHook(q, func(p string) {
-		if p == "registered" && hung.Add(1) <= 2 {
-			registered <- struct{}{}
-			<-release
-		}
-	})
-	older := make(chan string, 2)
-	for range 2 {
-		go func() {
-			v, err := q.DequeueWait(ctx, db)
-			if err != nil {
-				t.Errorf("DequeueWait: %v", err)
-			}
-			older <- string(v)
-		}()
-		<-registered // one at a time: the first is the older request
-	}
+	older, release := stallTwoWaiters(ctx, t, db, q)
 	require.NoError(t, q.EnqueueBatch(ctx, db, [][]byte{[]byte("a"), []byte("b"), []byte("c")}))
 	third := make(chan string, 1)
 	go func() {
@@ -1021,4 +983,32 @@ func TestStagedStrictWaitsForOlderRequests(t *testing.T) {
 	require.Empty(t, itemKeys(t, db, sub))
 	require.Empty(t, stagingKeys(t, db, sub))
 	requireNoWatches(t, db)
+}
+
+// stallTwoWaiters starts two DequeueWait calls that file their requests one
+// after the other (the first is the older request) and then stop until
+// release is closed. Their items arrive on results.
+func stallTwoWaiters(ctx context.Context, t *testing.T, db kv.Database, q *fdbqueue.Queue) (results <-chan string, release chan struct{}) {
+	t.Helper()
+	registered := make(chan struct{}, 2)
+	release = make(chan struct{})
+	var hung atomic.Int32
+	fdbqueue.SetStagingHook(q, func(p string) {
+		if p == "registered" && hung.Add(1) <= 2 {
+			registered <- struct{}{}
+			<-release
+		}
+	})
+	out := make(chan string, 2)
+	for range 2 {
+		go func() {
+			v, err := q.DequeueWait(ctx, db)
+			if err != nil {
+				t.Errorf("DequeueWait: %v", err)
+			}
+			out <- string(v)
+		}()
+		<-registered
+	}
+	return out, release
 }
