@@ -441,19 +441,29 @@ func (tx *transaction) writableLocked() bool {
 	return true
 }
 
+// acceptWriteLocked reports whether a write of value (or an atomic
+// operand) at key may be buffered; if not, it puts the transaction in the
+// error state that the next read and Commit report, as FDB does.
+func (tx *transaction) acceptWriteLocked(key, value []byte) bool {
+	if !tx.writableLocked() {
+		return false
+	}
+	if err := checkWriteKey(key); err != nil {
+		tx.setErrLocked(err)
+		return false
+	}
+	if len(value) > maxValueSize {
+		tx.setErrLocked(kv.ErrValueTooLarge)
+		return false
+	}
+	return true
+}
+
 // Set writes value at key.
 func (tx *transaction) Set(key, value []byte) {
 	tx.mu.Lock()
 	defer tx.mu.Unlock()
-	if !tx.writableLocked() {
-		return
-	}
-	if err := checkWriteKey(key); err != nil {
-		tx.setErrLocked(err)
-		return
-	}
-	if len(value) > maxValueSize {
-		tx.setErrLocked(kv.ErrValueTooLarge)
+	if !tx.acceptWriteLocked(key, value) {
 		return
 	}
 	e, val := tx.newEntryLocked(key, value)
@@ -541,15 +551,7 @@ func (tx *transaction) ClearRange(r kv.KeyRange) {
 func (tx *transaction) atomic(kind opKind, key, param []byte) {
 	tx.mu.Lock()
 	defer tx.mu.Unlock()
-	if !tx.writableLocked() {
-		return
-	}
-	if err := checkWriteKey(key); err != nil {
-		tx.setErrLocked(err)
-		return
-	}
-	if len(param) > maxValueSize {
-		tx.setErrLocked(kv.ErrValueTooLarge)
+	if !tx.acceptWriteLocked(key, param) {
 		return
 	}
 	tx.mutated = true
