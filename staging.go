@@ -441,13 +441,27 @@ func (s *stageSide[T]) reqKeyOf(stamp []byte, rid []byte) ([]byte, error) {
 	return s.reqs.Pack(tuple.Tuple{tuple.Versionstamp{TransactionVersion: [10]byte(stamp)}, rid})
 }
 
-// markerValue is what a registration writes at its result key: the
-// versionstamp of its commit, so that a waiter whose registration commit
-// had an unknown outcome can find its request.
-var markerValue, _ = tuple.Tuple{tuple.IncompleteVersionstamp(0)}.PackWithVersionstamp(nil)
+// markerValue is what a registration writes at its result key while its
+// request waits: a plain value, so that the registration can watch the key
+// in the same transaction (a watch compares with the transaction's own
+// write; a versionstamped value would be unreadable to it). A waiter whose
+// registration commit had an unknown outcome finds its request by its rid
+// (findRequest).
+var markerValue, _ = tuple.Tuple{"w"}.Pack()
 
-// decodeMarker returns the versionstamp of a registration marker; ok is
-// false for a result.
+// isMarker reports whether v is a registration marker (the request waits)
+// rather than a result.
+func isMarker(v []byte) bool {
+	if bytes.Equal(v, markerValue) {
+		return true
+	}
+	_, ok := decodeMarker(v)
+	return ok
+}
+
+// decodeMarker returns the versionstamp held by a marker of an earlier
+// version of this package, which wrote the registration's versionstamp at
+// the result key; ok is false for anything else.
 func decodeMarker(v []byte) (stamp []byte, ok bool) {
 	t, err := tuple.Unpack(v)
 	if err != nil || len(t) != 1 {
@@ -458,6 +472,34 @@ func decodeMarker(v []byte) (stamp []byte, ok bool) {
 		return nil, false
 	}
 	return vs.TransactionVersion[:], true
+}
+
+// findRequest returns the key of the waiting request rid, whose marker v
+// was read in tr (nil if it is not in the line). For a marker of an
+// earlier version the key follows from the versionstamp in it; otherwise
+// the line is scanned from its end (snapshot reads: the marker's read is
+// the one that conflicts), where a request filed moments ago stands. It is
+// only needed after a registration or cleanup whose outcome is unknown.
+func (s *stageSide[T]) findRequest(tr kv.Transaction, v, rid []byte) ([]byte, error) {
+	if stamp, ok := decodeMarker(v); ok {
+		return s.reqKeyOf(stamp, rid)
+	}
+	r := s.reqRange
+	for {
+		kvs, err := tr.Snapshot().GetRange(r, kv.RangeOptions{Limit: recoverBatch, Reverse: true, Mode: kv.StreamingModeWantAll}).GetSlice()
+		if err != nil {
+			return nil, err
+		}
+		for _, p := range kvs {
+			if _, id, err := s.parseReq(p.Key); err == nil && bytes.Equal(id, rid) {
+				return p.Key, nil
+			}
+		}
+		if len(kvs) < recoverBatch {
+			return nil, nil
+		}
+		r.End = kvs[len(kvs)-1].Key
+	}
 }
 
 func inRange(r kv.KeyRange, key []byte) bool {
@@ -775,7 +817,7 @@ func (w *waiter[T]) step(tr kv.Transaction) (out outcome[T], err error) {
 		return out, err
 	}
 	marker := false
-	if _, marker = decodeMarker(resV); marker {
+	if marker = isMarker(resV); marker {
 		resV = nil // waiting
 	}
 	switch {
@@ -881,7 +923,8 @@ func (w *waiter[T]) join(tr kv.Transaction, now time.Time) (out outcome[T], err 
 
 // resolve is the step after a registration whose commit had an unknown
 // outcome: the registration's marker, at its result key, tells whether it
-// was applied (and its versionstamp), or the result is already there. The
+// was applied (then findRequest finds its request), or the result is
+// already there. The
 // read is a normal read and, when nothing is there, the step clears the
 // key so that it commits: a registration still in flight that lands later
 // makes it conflict, and the next attempt finds it.
@@ -896,10 +939,16 @@ func (w *waiter[T]) resolve(tr kv.Transaction) (out outcome[T], err error) {
 		out.forget = true
 		return out, nil
 	}
-	if stamp, ok := decodeMarker(v); ok {
-		w.reqKey, err = w.s.reqKeyOf(stamp, w.rid)
-		out.noCommit = true
-		return out, err
+	if isMarker(v) {
+		if w.reqKey, err = w.s.findRequest(tr, v, w.rid); err != nil || w.reqKey != nil {
+			out.noCommit = true
+			return out, err
+		}
+		// A marker without its request (not made by this package): clear
+		// it and file a new request.
+		tr.Clear(w.resKey)
+		out.forget = true
+		return out, nil
 	}
 	return w.collect(tr, v)
 }
@@ -973,7 +1022,7 @@ func (w *waiter[T]) register(tr kv.Transaction, now time.Time) error {
 	timeout := s.st.cfg.ClaimTimeout
 	tr.SetVersionstampedKey(key, encodeDeadline(now.Add(timeout)))
 	w.rid, w.resKey = rid, s.resKey(rid)
-	tr.SetVersionstampedValue(w.resKey, markerValue)
+	tr.Set(w.resKey, markerValue)
 	w.stamp = tr.GetVersionstamp()
 	w.renewAt = now.Add(timeout / 3)
 	// If this commit fails, the next step looks for the marker (resolve).
@@ -1502,9 +1551,9 @@ func (w *waiter[T]) abandon(ctx context.Context, cause error) error {
 				return err
 			}
 			reqKey := w.reqKey
-			if stamp, ok := decodeMarker(resV); ok {
+			if isMarker(resV) {
 				if reqKey == nil {
-					if reqKey, err = s.reqKeyOf(stamp, w.rid); err != nil {
+					if reqKey, err = s.findRequest(tr, resV, w.rid); err != nil {
 						return err
 					}
 				}
