@@ -120,7 +120,7 @@ func (db *DB) commitStep(req *commitReq, forced *forcedFailure, fault faultKind)
 	v := max(latest+1, db.versionAt(now)+1)
 	db.apply(req, v)
 	db.version.Store(v)
-	db.registerWatchesLocked(req, rv, true)
+	db.registerWatchesLocked(req, rv, v)
 	db.collectLocked(now, v)
 	db.stats.commits.Add(1)
 	return commitResult{version: v, applied: true, err: reported}
@@ -199,16 +199,16 @@ func (db *DB) apply(req *commitReq, v int64) {
 }
 
 // registerWatchesLocked registers the transaction's watches once it has
-// committed. A watch's reference is the transaction's view of the key: its
-// own write if it wrote the key, else the value at its read version. A
-// watch whose reference already differs from the current value fires at
-// once, so no change after the commit is missed. The caller holds db.mu
-// exclusively.
-func (db *DB) registerWatchesLocked(req *commitReq, rv int64, mutated bool) {
+// committed at version v (0: a read-only commit). A watch's reference is
+// the transaction's view of the key: its own write if it wrote the key,
+// else the value at its read version. A watch whose reference already
+// differs from the current value fires at once, so no change after the
+// commit is missed. The caller holds db.mu exclusively.
+func (db *DB) registerWatchesLocked(req *commitReq, rv int64, v int64) {
 	for _, w := range req.watches {
 		cur, curOK := db.st.latest(w.key)
 		ref, refOK := cur, curOK
-		if !mutated || !req.wrote(w.key) {
+		if v == 0 || !req.wrote(w.key, v) {
 			if req.hasRV {
 				ref, refOK = db.st.get(w.key, rv)
 			}
@@ -230,16 +230,26 @@ func (db *DB) registerWatchesLocked(req *commitReq, rv int64, mutated bool) {
 	}
 }
 
-// wrote reports whether the transaction wrote key (for watches: its view
-// of key is then the committed value).
-func (req *commitReq) wrote(key []byte) bool {
+// wrote reports whether the transaction, committed at version v, wrote key
+// (for watches: its view of key is then the committed value). A
+// versionstamped key counts as the key it became at v.
+func (req *commitReq) wrote(key []byte, v int64) bool {
 	if req.writes != nil && req.writes.get(key) != nil {
 		return true
 	}
 	if _, ok := req.clears.find(key); ok {
 		return true
 	}
-	return len(req.vsKeys) > 0
+	if len(req.vsKeys) == 0 {
+		return false
+	}
+	stamp := versionstamp(v)
+	for _, op := range req.vsKeys {
+		if bytes.Equal(stamped(op.tmpl, op.off, stamp), key) {
+			return true
+		}
+	}
+	return false
 }
 
 // collectLocked advances the garbage collection horizon and collects old

@@ -938,7 +938,7 @@ func (tx *transaction) commitReadOnlyLocked(req *commitReq) error {
 				w.finish(nil)
 			}
 		} else {
-			db.registerWatchesLocked(req, req.rv, false)
+			db.registerWatchesLocked(req, req.rv, 0)
 		}
 		db.mu.Unlock()
 	}

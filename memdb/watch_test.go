@@ -87,6 +87,25 @@ func TestWatchOnOwnWrite(t *testing.T) {
 	require.NoError(t, w.Wait(t.Context()))
 }
 
+// A versionstamped key in the watching transaction does not make every
+// other key count as its own write: the watch on a key the transaction
+// only read still compares with the value at its read version.
+func TestWatchBesideVersionstampedKey(t *testing.T) {
+	db, _ := newDB(t)
+	mustSet(t, db, "k", "1")
+	tr := newTx(t, db)
+	v, err := tr.Snapshot().Get([]byte("k")).Get() // snapshot: the commit must not conflict
+	require.NoError(t, err)
+	require.Equal(t, "1", string(v))
+	w := tr.Watch([]byte("k"))
+	tr.SetVersionstampedKey(append([]byte("vs"), append(make([]byte, 10), 2, 0, 0, 0)...), []byte("x"))
+	require.NoError(t, db.Transact(t.Context(), clearTx("k"))) // after the watcher's read, before its commit
+	require.NoError(t, tr.Commit())
+	done, err := fired(w)
+	require.NoError(t, err)
+	require.True(t, done, "k was cleared after the watcher's read: the watch fires at its commit")
+}
+
 func TestWatchFailsWithFailedCommit(t *testing.T) {
 	db, _ := newDB(t)
 	mustSet(t, db, "k", "1")
