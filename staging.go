@@ -766,6 +766,10 @@ func (w *waiter[T]) step(tr kv.Transaction) (out outcome[T], err error) {
 	}
 	if w.reqKey == nil {
 		var head, first kv.RangeResult
+		// The last request in the line: a new request stands behind it,
+		// and in strict mode its waiter sleeps from the registration on,
+		// until that request leaves the line or its own is served.
+		last := eager(tr.Snapshot().GetRange(s.liveRange(), kv.RangeOptions{Limit: 1, Reverse: true, Mode: kv.StreamingModeExact}))
 		if !s.busy.Load() || w.fastDone {
 			// The reads that decide on the one plain attempt; skipped
 			// while the line is long (the takes see it), where they
@@ -777,9 +781,9 @@ func (w *waiter[T]) step(tr kv.Transaction) (out outcome[T], err error) {
 			return w.replayed(prev, err)
 		}
 		if head == nil {
-			return w.join(tr, now)
+			return w.join(tr, now, last, nil, false)
 		}
-		return w.fresh(tr, now, head, first)
+		return w.fresh(tr, now, head, first, last)
 	}
 	reqF := tr.Get(w.reqKey)
 	resF := tr.Get(w.resKey)
@@ -860,7 +864,7 @@ func (w *waiter[T]) replayed(prev [][]byte, err error) (out outcome[T], _ error)
 
 // fresh is the step of a waiter without a request: the one plain attempt,
 // or registration.
-func (w *waiter[T]) fresh(tr kv.Transaction, now time.Time, head, first kv.RangeResult) (out outcome[T], err error) {
+func (w *waiter[T]) fresh(tr kv.Transaction, now time.Time, head, first, last kv.RangeResult) (out outcome[T], err error) {
 	heads, err := head.GetSlice()
 	if err != nil {
 		return out, err
@@ -903,21 +907,48 @@ func (w *waiter[T]) fresh(tr kv.Transaction, now time.Time, head, first kv.Range
 	// File a request; the next steps take the head (the oldest waiter),
 	// serve the line (the two oldest), take the item at its place
 	// (RelaxedOrder, if the items reach it), or sleep until served.
-	out, err = w.join(tr, now)
-	w.ahead = len(ahead)
-	return out, err
+	return w.join(tr, now, last, ahead, true)
 }
 
-// join files a request, with no read: the step of a waiter without a
-// request while the line is long.
-func (w *waiter[T]) join(tr kv.Transaction, now time.Time) (out outcome[T], err error) {
+// join files a request. ahead are the live requests among the first few
+// (counted: they were read; while the line is long they are not) and last
+// the read of the last request in the line. In strict mode a waiter that
+// is not among the two oldest cannot do anything for its request but
+// wait: the registration arms its watches, on its result key (a
+// fulfilment writes it, an expiry clears it) and on the last request ahead
+// (when that one leaves the line, this one may have become one of the two
+// oldest), so that it sleeps from the commit on, one transaction sooner
+// than a separate read-and-arm step. Any other waiter runs its next step
+// at once.
+func (w *waiter[T]) join(tr kv.Transaction, now time.Time, last kv.RangeResult, ahead []kv.KeyValue, counted bool) (out outcome[T], err error) {
 	out.phase = phaseRegister
 	w.fastDone = true
+	lasts, err := last.GetSlice()
+	if err != nil {
+		return out, err
+	}
+	// The writes come after the reads have returned: on FoundationDB a
+	// range read over the line after the versionstamped write into it
+	// would be unreadable.
 	if err := w.register(tr, now); err != nil {
 		return out, err
 	}
 	out.registered = true
-	w.ahead = 0
+	w.ahead = len(ahead)
+	if w.s.stable || len(lasts) == 0 || (counted && len(ahead) < helpers) {
+		return out, nil
+	}
+	// The request ahead is watched at its result key, which changes when
+	// it leaves the line in any way (served, taken, withdrawn, dropped)
+	// and not when it is renewed. Its request key would not do on
+	// FoundationDB: it lies in the range this transaction's versionstamped
+	// key makes unreadable.
+	_, lastRID, err := w.s.parseReq(lasts[0].Key)
+	if err != nil {
+		return out, nil // not a request: the next step drops it
+	}
+	w.watches = append(w.watches, tr.Watch(w.resKey), tr.Watch(w.s.resKey(lastRID)))
+	out.armed = true
 	return out, nil
 }
 
