@@ -104,6 +104,14 @@ func addLine(p *plot.Plot, name string, pts plotter.XYs, c color.Color) error {
 }
 
 func logAxes(p *plot.Plot) {
+	// A single consumer or producer count (or one throughput) leaves an
+	// axis without a range, which a log scale cannot draw: widen it.
+	for _, ax := range []*plot.Axis{&p.X, &p.Y} {
+		if ax.Min >= ax.Max || ax.Min <= 0 {
+			hi := max(ax.Max, 1)
+			ax.Min, ax.Max = hi/2, hi*2
+		}
+	}
 	p.X.Scale = plot.LogScale{}
 	p.X.Tick.Marker = powersOfTwo{}
 	p.Y.Scale = plot.LogScale{}
