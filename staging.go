@@ -30,7 +30,7 @@ import (
 // subspace (prefix + 0xff):
 //
 //	("s", side, "r", vstamp, rid) = deadline               request: waiting
-//	("s", side, "f", rid)         = (vstamp,)              marker: rid's request is waiting
+//	("s", side, "f", rid)         = ("w",)                 marker: rid's request is waiting
 //	("s", side, "f", rid)         = (deadline, key, value) result: the item handed to rid
 //	("s", "sig")                  = counter                bumped by every staged enqueue
 //
@@ -41,11 +41,14 @@ import (
 // key and marker present), fulfilled (result present) or finished
 // (neither). Every transition is one transaction:
 //
-//   - register (waiter): write the request key and the marker, with
-//     versionstamped operations and no read; the waiter learns its key
-//     from the commit's versionstamp. After a commit with an unknown
-//     outcome it reads the marker (resolve): normal read, so a commit
-//     still in flight makes it conflict.
+//   - register (waiter): write the request key (a versionstamped key)
+//     and the marker; the waiter learns its key from the commit's
+//     versionstamp. Its only reads are snapshot reads of the line's end
+//     (and, unless the line is known to be long, of its start and the
+//     head): a strict waiter that is not among the two oldest arms its
+//     watches in this transaction and sleeps from its commit on. After a
+//     commit with an unknown outcome it reads the marker (resolve):
+//     normal read, so a commit still in flight makes it conflict.
 //   - take (waiter): in strict mode only the oldest waiter, which takes the
 //     head with a plain dequeue's conflict range. With RelaxedOrder (see
 //     stageSide.stable) any waiter: read the requests ahead and the items
@@ -90,7 +93,8 @@ import (
 // enqueued while the queue looked empty can get a smaller key and overtake
 // it; WithVersionstampOrder avoids that, see docs/reliability.md).
 // A busy strict dequeue costs about three commits per item: the
-// registration (two versionstamped writes, no read), a share of a batch
+// registration (two writes, one versionstamped; a snapshot read of the
+// last request, whose result key it watches), a share of a batch
 // (per request: one request and one item read, two clears and a result
 // write) and the collect (a point read; one clear and the journal record).
 // RelaxedOrder trades the ordering guarantee for about two commits per item
