@@ -142,3 +142,165 @@ func BenchmarkHotKeyRealCluster(b *testing.B) {
 	reportOps(b)
 	b.ReportMetric(float64(db.Stats().Conflicts)/float64(b.N), "conflicts/op")
 }
+
+// clearedHead returns a DB holding a queue-shaped range q/: its first
+// cleared keys were set and then cleared within the MVCC window (an hour
+// here, so that the tombstones stay), followed by live live keys.
+func clearedHead(b *testing.B, cleared, live int) *memdb.DB {
+	db := memdb.New(memdb.WithMVCCWindow(time.Hour))
+	ctx := context.Background()
+	key := func(i int) []byte { return fmt.Appendf(nil, "q/%08d", i) }
+	for lo := 0; lo < cleared+live; lo += 1000 {
+		if err := db.Transact(ctx, func(tr kv.Transaction) error {
+			for i := lo; i < min(lo+1000, cleared+live); i++ {
+				tr.Set(key(i), []byte("value"))
+			}
+			return nil
+		}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for lo := 0; lo < cleared; lo += 1000 {
+		if err := db.Transact(ctx, func(tr kv.Transaction) error {
+			for i := lo; i < min(lo+1000, cleared); i++ {
+				tr.Clear(key(i))
+			}
+			return nil
+		}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return db
+}
+
+// BenchmarkRangeReadAfterClears reads the first key of a range whose first
+// 10,000 keys were cleared within the MVCC window, as a queue consumer
+// reads its head: at a fresh read version (rv=latest), and at one followed
+// by 1,000 commits elsewhere that set a key (sets-after-rv) or clear one
+// (clears-after-rv).
+func BenchmarkRangeReadAfterClears(b *testing.B) {
+	r := kv.KeyRange{Begin: []byte("q/"), End: []byte("q0")}
+	opts := kv.RangeOptions{Limit: 1}
+	b.Run("rv=latest", func(b *testing.B) {
+		db := clearedHead(b, 10_000, 100)
+		defer db.Close()
+		tr, _ := db.CreateTransaction(context.Background())
+		b.ReportAllocs()
+		resetTimer(b)
+		for i := 0; i < b.N; i++ {
+			tr.Reset()
+			kvs, err := tr.Snapshot().GetRange(r, opts).GetSlice()
+			if err != nil || len(kvs) != 1 {
+				b.Fatal(kvs, err)
+			}
+		}
+		reportOps(b)
+	})
+	for _, clear := range []bool{false, true} {
+		name := "sets-after-rv=1000"
+		if clear {
+			name = "clears-after-rv=1000"
+		}
+		b.Run(name, func(b *testing.B) {
+			db := clearedHead(b, 10_000, 100)
+			defer db.Close()
+			ctx := context.Background()
+			other := func(i int) []byte { return fmt.Appendf(nil, "other/%04d", i) }
+			if clear {
+				for i := range 1000 {
+					mustSetB(b, db, other(i))
+				}
+			}
+			tr, _ := db.CreateTransaction(ctx)
+			if _, err := tr.GetReadVersion().Get(); err != nil {
+				b.Fatal(err)
+			}
+			for i := range 1000 {
+				if err := db.Transact(ctx, func(tr kv.Transaction) error {
+					if clear {
+						tr.Clear(other(i))
+					} else {
+						tr.Set(other(i), []byte("value"))
+					}
+					return nil
+				}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportAllocs()
+			resetTimer(b)
+			for i := 0; i < b.N; i++ {
+				kvs, err := tr.Snapshot().GetRange(r, opts).GetSlice()
+				if err != nil || len(kvs) != 1 {
+					b.Fatal(kvs, err)
+				}
+			}
+			reportOps(b)
+		})
+	}
+}
+
+// BenchmarkRangeConflictAfterClears commits transactions that read the
+// first key of a range whose first 10,000 keys were cleared within the
+// MVCC window, after another commit (elsewhere) since their read version,
+// so that the commit checks the range read for conflicts.
+func BenchmarkRangeConflictAfterClears(b *testing.B) {
+	db := clearedHead(b, 10_000, 100)
+	defer db.Close()
+	ctx := context.Background()
+	r := kv.KeyRange{Begin: []byte("q/"), End: []byte("q0")}
+	other := []byte("other")
+	b.ReportAllocs()
+	resetTimer(b)
+	for i := 0; i < b.N; i++ {
+		tr, _ := db.CreateTransaction(ctx)
+		kvs, err := tr.GetRange(r, kv.RangeOptions{Limit: 1}).GetSlice()
+		if err != nil || len(kvs) != 1 {
+			b.Fatal(kvs, err)
+		}
+		mustSetB(b, db, other)
+		tr.Set([]byte("mine"), []byte("x"))
+		if err := tr.Commit(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	reportOps(b)
+}
+
+// mustSetB commits key=value in its own transaction.
+func mustSetB(b *testing.B, db *memdb.DB, key []byte) {
+	if err := db.Transact(context.Background(), func(tr kv.Transaction) error {
+		tr.Set(key, []byte("value"))
+		return nil
+	}); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// BenchmarkQueueChurn measures uncontended queue-shaped transactions: each
+// clears the head key and appends a new tail key, so keys keep being
+// created and cleared while the key count stays at 1,000.
+func BenchmarkQueueChurn(b *testing.B) {
+	db := memdb.New(benchOpts...)
+	defer db.Close()
+	ctx := context.Background()
+	key := func(i int) []byte { return fmt.Appendf(nil, "q/%012d", i) }
+	for i := range 1000 {
+		mustSetB(b, db, key(i))
+	}
+	value := []byte("value")
+	b.ReportAllocs()
+	resetTimer(b)
+	for i := 0; i < b.N; i++ {
+		head, tail := key(i), key(i+1000)
+		err := db.Transact(ctx, func(tr kv.Transaction) error {
+			tr.Clear(head)
+			tr.Set(tail, value)
+			return nil
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	reportOps(b)
+}

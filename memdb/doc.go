@@ -190,8 +190,9 @@
 // Versions older than a key's newest one at or below the horizon are
 // dropped, keys whose newest entry there is a tombstone (and whose last
 // write is at or below the horizon) are removed, and the resolver's history
-// at or below the horizon is folded away, so memory stays proportional to
-// the live data plus the writes within the window.
+// and the log of clears (below) at or below the horizon are folded away, so
+// memory stays proportional to the live data plus the writes within the
+// window.
 //
 // # Performance
 //
@@ -203,4 +204,16 @@
 // clock reads. About a third of it is allocation and garbage collection,
 // mostly of the 512-byte transaction and of the versions kept for the
 // 5-second window.
+//
+// Range reads and range conflict checks do not walk the tombstones that
+// the window keeps (a queue clears keys at its head all the time): besides
+// the B-tree of every key, the store keeps one of the keys that have a
+// value and a log of the clears since the horizon, so a range read costs
+// about the keys it returns plus the keys cleared after its read version
+// (on FDB, what tombstones cost falls on the storage servers, not on the
+// client's process, which here runs the engine too). A read version
+// followed by more than 4,096 clears (an old one on a busy database) falls
+// back to scanning every key of the range. The index costs a commit one
+// more B-tree insertion when a key gets a value and one deletion when it is
+// cleared; overwriting a value costs nothing more.
 package memdb

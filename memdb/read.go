@@ -323,20 +323,8 @@ func (tx *transaction) mergeLocked(b, e []byte, limit int, reverse bool, rv int6
 		copy(buf[len(k):], v)
 		out = append(out, kv.KeyValue{Key: buf[:len(k):len(k)], Value: buf[len(k):]})
 	}
-	inRange := func(k []byte) bool {
-		if reverse {
-			return bytes.Compare(k, b) >= 0
-		}
-		return bytes.Compare(k, e) < 0
-	}
-	// before reports whether a comes before b in the read's direction.
-	before := func(x, y []byte) bool {
-		c := bytes.Compare(x, y)
-		if reverse {
-			return c > 0
-		}
-		return c < 0
-	}
+	var dc rangeCursor
+	dc.init(tx.db.st, b, e, rv, reverse)
 
 	var wc cursor
 	if reverse {
@@ -344,64 +332,36 @@ func (tx *transaction) mergeLocked(b, e []byte, limit int, reverse bool, rv int6
 	} else {
 		wc.seek(&tx.writes, b, false)
 	}
-	dbIt := tx.db.st.tree.Iter()
-	seekDB := func(k []byte) bool { // forward: first >= k; reverse: last < k
-		ok := dbIt.Seek(ukey(k))
-		if !reverse {
-			return ok
-		}
-		if ok {
-			return dbIt.Prev()
-		}
-		return dbIt.Last()
-	}
-	stepDB := func() bool {
-		if reverse {
-			return dbIt.Prev()
-		}
-		return dbIt.Next()
-	}
-	var dbOK bool
-	if reverse {
-		dbOK = seekDB(e)
-	} else {
-		dbOK = seekDB(b)
-	}
 
 	for limit <= 0 || len(out) < limit {
 		// The next database key live at rv and not cleared by the
 		// transaction.
 		var dk, dv []byte
-		for dbOK {
-			it := dbIt.Value()
-			if !inRange(it.key) {
-				dbOK = false
-				break
-			}
-			if c, cleared := tx.clearsLocked().find(it.key); cleared {
+		for c := dc.cur; c != nil; c = dc.cur {
+			if cr, cleared := tx.clearsLocked().find(c.key); cleared {
 				if reverse {
-					dbOK = seekDB(c.b)
+					dc.seek(cr.b)
 				} else {
-					dbOK = seekDB(c.e)
+					dc.seek(cr.e)
 				}
 				continue
 			}
-			if v, live := it.at(rv); live {
-				dk, dv = it.key, v
+			if v, live := c.at(rv); live {
+				dk, dv = c.key, v
 				break
 			}
-			dbOK = stepDB()
+			dc.step()
 		}
 		we := wc.cur
-		if we != nil && !inRange(we.key) {
+		if we != nil && !dc.inRange(we.key) {
 			we = nil
 		}
 		if dk == nil && we == nil {
 			break
 		}
-		if we == nil || (dk != nil && before(dk, we.key)) {
+		if we == nil || (dk != nil && dc.before(dk, we.key)) {
 			emit(dk, dv)
-			dbOK = stepDB()
+			dc.step()
 			continue
 		}
 		// The transaction wrote we.key.
@@ -409,7 +369,7 @@ func (tx *transaction) mergeLocked(b, e []byte, limit int, reverse bool, rv int6
 		var baseOK bool
 		if dk != nil && bytes.Equal(dk, we.key) {
 			base, baseOK = dv, true
-			dbOK = stepDB()
+			dc.step()
 		}
 		wc.next()
 		switch we.st {
