@@ -128,18 +128,26 @@
 //
 // # Latency model
 //
-// By default nothing waits: reads and commits complete inline, and the
-// fast path starts no goroutines. WithLatency(RealCluster) (or any Latency)
-// makes the first read of a transaction wait a GRV delay, each read (a
-// point read, or one batch of a range read) a read delay, and each commit a
-// commit delay, drawn uniformly from their Span with the seeded generator
-// and slept in real time. Point reads then resolve in their own goroutine,
-// so futures issued together overlap their latency, as with FDB. A commit
-// is resolved and applied at the end of its delay, so transactions that
-// start meanwhile read the old state and conflict: a hot key then sustains
-// about one commit per commit latency, as on a real cluster. Cancelling a
-// transaction (Cancel, its context, its timeout, Close) interrupts its
-// waits.
+// By default nothing waits: reads and commits complete inline, and the fast
+// path starts no goroutines. WithLatency(RealCluster) (or any Latency) makes
+// the first read of a transaction wait a GRV delay, each read (a point read,
+// or one batch of a range read) a read delay, and each commit a commit
+// delay, drawn uniformly from their Span with the seeded generator and slept
+// in real time. A transaction that writes without a read version (it never
+// read, nor called GetReadVersion: a blind write) waits a GRV delay at
+// commit before the commit delay, as FDB's client then obtains a read
+// version (NativeAPI commitMutations, with FLAG_CAUSAL_READ_RISKY) before
+// sending the commit; the commit is resolved at that read version. If a read
+// version request is already in flight (a read was issued but has not been
+// answered), the commit waits for that one instead. Nothing has been sent if
+// this wait is cancelled, so the commit then fails with the cancellation's
+// error, not kv.CommitInterrupted. Read-only commits wait nothing. Point
+// reads then resolve in their own goroutine, so futures issued together
+// overlap their latency, as with FDB. A commit is resolved and applied at
+// the end of its delay, so transactions that start meanwhile read the old
+// state and conflict: a hot key then sustains about one commit per commit
+// latency, as on a real cluster. Cancelling a transaction (Cancel, its
+// context, its timeout, Close) interrupts its waits.
 //
 // # Statistics
 //

@@ -79,3 +79,44 @@ func TestRealClusterLatencyMakesAHotKeyContend(t *testing.T) {
 	require.Len(t, v, workers*each)
 	require.Greater(t, db.Stats().Conflicts, int64(0), "with real latencies, concurrent read-modify-writes conflict")
 }
+
+// A transaction that writes without having read obtains a read version at
+// commit, as FDB's client does: with a GRV delay of an hour, its commit
+// waits until the transaction times out, and fails with the timeout, not
+// as an interrupted commit, with nothing applied: it was never sent.
+// A read-only commit waits nothing.
+func TestBlindWriteWaitsForAReadVersionAtCommit(t *testing.T) {
+	db, _ := newDB(t, memdb.WithLatency(memdb.Latency{GRV: memdb.Span{Min: time.Hour, Max: time.Hour}}))
+	tr := newTx(t, db)
+	require.NoError(t, tr.Options().SetTimeout(50*time.Millisecond))
+	tr.Set([]byte("k"), []byte("v"))
+	err := tr.Commit()
+	require.ErrorIs(t, err, kv.ErrTransactionTimedOut)
+	require.False(t, kv.MaybeCommitted(err), "the commit waited for its read version: it was never sent")
+	require.Equal(t, int64(0), db.Stats().Commits)
+	require.Equal(t, int64(0), db.Stats().Interrupted)
+
+	ro := newTx(t, db)
+	require.NoError(t, ro.Commit(), "a read-only commit needs no read version")
+	_, err = ro.GetCommittedVersion()
+	require.NoError(t, err)
+}
+
+// A blind write's commit waits a GRV delay and then the commit delay.
+// Only a lower bound is checked: a loaded machine only makes it slower.
+func TestBlindWritePaysGRVAndCommitDelays(t *testing.T) {
+	const grv, commit = 40 * time.Millisecond, 20 * time.Millisecond
+	db, _ := newDB(t, memdb.WithLatency(memdb.Latency{
+		GRV:    memdb.Span{Min: grv, Max: grv},
+		Commit: memdb.Span{Min: commit, Max: commit},
+	}))
+	start := time.Now()
+	require.NoError(t, db.Transact(t.Context(), func(tr kv.Transaction) error {
+		tr.Set([]byte("k"), []byte("v"))
+		return nil
+	}))
+	require.GreaterOrEqual(t, time.Since(start), grv+commit)
+	v, ok := mustGet(t, db, "k")
+	require.True(t, ok)
+	require.Equal(t, "v", v)
+}

@@ -337,13 +337,25 @@ func (tx *transaction) obtainRVLocked() {
 // readVersion returns the transaction's read version, obtaining one (after
 // the GRV latency) if needed. gen is the generation the caller started in.
 func (tx *transaction) readVersion(gen uint64) (int64, time.Time, error) {
+	return tx.awaitReadVersion(gen, false)
+}
+
+// awaitReadVersion is readVersion; forCommit is for a Commit in progress,
+// which only a cancellation (or Reset) stops.
+func (tx *transaction) awaitReadVersion(gen uint64, forCommit bool) (int64, time.Time, error) {
 	tx.mu.Lock()
 	defer tx.mu.Unlock()
 	for {
 		if tx.gen != gen {
 			return 0, time.Time{}, kv.ErrTransactionCancelled
 		}
-		if err := tx.checkLocked(); err != nil {
+		var err error
+		if forCommit {
+			err = tx.cancelledLocked()
+		} else {
+			err = tx.checkLocked()
+		}
+		if err != nil {
 			return 0, time.Time{}, err
 		}
 		switch tx.rvState {
@@ -829,7 +841,6 @@ func (tx *transaction) failWatchesLocked(err error) {
 // Commit sends the transaction's writes to the commit step. See the package
 // documentation for latency, faults and interrupted commits.
 func (tx *transaction) Commit() error {
-	db := tx.db
 	tx.mu.Lock()
 	if err := tx.checkLocked(); err != nil {
 		tx.failWatchesLocked(err)
@@ -865,32 +876,7 @@ func (tx *transaction) Commit() error {
 	gen := tx.gen
 	tx.mu.Unlock()
 
-	forced, fault, extra := db.takeFaults(true)
-	delay := extra
-	if db.latency {
-		delay += db.rng.sample(db.cfg.latency.Commit)
-	}
-	var res commitResult
-	if delay > 0 {
-		db.stats.inFlight.Add(1)
-		cerr := tx.sleep(delay)
-		db.stats.inFlight.Add(-1)
-		if cerr != nil {
-			// The commit was in flight: like a real cluster, it may or may
-			// not be applied.
-			if db.rng.float64() < 0.5 {
-				applied := *req
-				applied.watches = nil // they fail with the interruption
-				res = db.commitStep(&applied, nil, faultNone)
-			}
-			db.stats.interrupted.Add(1)
-			res = commitResult{err: kv.CommitInterrupted(cerr), applied: res.applied}
-		} else {
-			res = db.commitStep(req, forced, fault)
-		}
-	} else {
-		res = db.commitStep(req, forced, fault)
-	}
+	res := tx.send(req, gen)
 
 	tx.mu.Lock()
 	defer tx.mu.Unlock()
@@ -914,6 +900,49 @@ func (tx *transaction) Commit() error {
 		x.vsf.resolve(stamp[:], nil)
 	}
 	return nil
+}
+
+// send waits out the commit's latency and runs the commit step. gen is the
+// transaction's generation when Commit started.
+func (tx *transaction) send(req *commitReq, gen uint64) commitResult {
+	db := tx.db
+	if db.latency && !req.hasRV {
+		// FDB's client obtains a read version for a transaction that has
+		// none before it commits (NativeAPI commitMutations:
+		// getReadVersion(FLAG_CAUSAL_READ_RISKY)), so a blind write pays a
+		// GRV round trip first: the commit waits for the read version (or
+		// for the request already in flight) and is resolved at it. Nothing
+		// has been sent if that wait is cancelled.
+		rv, grvTime, err := tx.awaitReadVersion(gen, true)
+		if err != nil {
+			return commitResult{err: err}
+		}
+		req.hasRV, req.rv, req.grvTime = true, rv, grvTime
+	}
+	forced, fault, extra := db.takeFaults(true)
+	delay := extra
+	if db.latency {
+		delay += db.rng.sample(db.cfg.latency.Commit)
+	}
+	if delay <= 0 {
+		return db.commitStep(req, forced, fault)
+	}
+	db.stats.inFlight.Add(1)
+	cerr := tx.sleep(delay)
+	db.stats.inFlight.Add(-1)
+	if cerr == nil {
+		return db.commitStep(req, forced, fault)
+	}
+	// The commit was in flight: like a real cluster, it may or may not be
+	// applied.
+	var res commitResult
+	if db.rng.float64() < 0.5 {
+		applied := *req
+		applied.watches = nil // they fail with the interruption
+		res = db.commitStep(&applied, nil, faultNone)
+	}
+	db.stats.interrupted.Add(1)
+	return commitResult{err: kv.CommitInterrupted(cerr), applied: res.applied}
 }
 
 // commitReadOnlyLocked "commits" a transaction that wrote nothing: nothing
