@@ -112,9 +112,9 @@
 // conflicting as a plain dequeue does (in strict mode the same transaction
 // serves those waiters first). Otherwise, or if that
 // attempt fails, it files a request: a key in the queue's meta subspace
-// ordered by the versionstamp of its commit, written with no read and
-// without conflicting with anyone (while the line is long, new calls skip
-// the first look and file at once). Requests form a line in commit order.
+// ordered by the versionstamp of its commit, written without conflicting
+// with anyone (while the line is long, new calls skip the first look and
+// file at once). Requests form a line in commit order.
 //
 // Default (strict, linearizable): the waiters of the two oldest requests
 // serve the line. The oldest takes the head itself, with a plain
@@ -149,7 +149,8 @@
 // In both modes, waiters the items do not reach sleep on watches: the two
 // oldest waiters on their request and on a signal key that every staged
 // Enqueue and Push bumps (an atomic add: no conflicts, one extra write),
-// the others on their request and the request ahead. Nobody polls. An item
+// the others on their request and the request ahead (at first the last
+// request their registration saw). Nobody polls. An item
 // handed back (its waiter stopped) returns to its original key and so to
 // its place; items enqueued concurrently keep the recipe's order (by
 // index, then random). So with the recipe's indexed keys an item enqueued
@@ -164,13 +165,16 @@
 // Dequeue and the pops run the plain path inside it: staging needs
 // transactions of its own.
 //
-// Cost per item, on a busy queue, strict: the registration (a commit with
-// no read: the request and a marker, two versionstamped writes), a share of
-// a batch transaction (one request and one item read, two clears and a
-// result write each) and the collect (a point read and a commit of one
-// clear and the journal record): three commits per item, but consumers no
-// longer serialise on the head, and one serving commit hands out up to
-// BatchSize items. RelaxedOrder: the registration and the take (one round
+// Cost per item, on a busy queue, strict: the registration (a snapshot
+// read of the line's last request, then a commit of the request, a
+// versionstamped key, and a marker at its result key; a waiter that is
+// not among the two oldest arms its watches in it and sleeps from its
+// commit on), a share of a batch transaction (one request and one item
+// read, two clears and a result write each) and the collect (a point read
+// and a commit of one clear and the journal record): three commits per
+// item, but consumers no longer serialise on the head, and one serving
+// commit hands out up to BatchSize items. The three are sequential, which
+// bounds a closed-loop consumer's rate (see docs/queuebench.md). RelaxedOrder: the registration and the take (one round
 // trip: two point reads, two snapshot range reads up to the waiter's
 // place; a commit of four clears and the journal record), two commits per
 // item and no batch to wait for, so it scales further (see
