@@ -86,11 +86,7 @@ func TestRealClusterLatencyMakesAHotKeyContend(t *testing.T) {
 // as an interrupted commit, with nothing applied: it was never sent.
 // A read-only commit waits nothing.
 func TestBlindWriteWaitsForAReadVersionAtCommit(t *testing.T) {
-	db, _ := newDB(t, memdb.WithLatency(memdb.Latency{GRV: memdb.Span{Min: time.Hour, Max: time.Hour}}))
-	tr := newTx(t, db)
-	require.NoError(t, tr.Options().SetTimeout(50*time.Millisecond))
-	tr.Set([]byte("k"), []byte("v"))
-	err := tr.Commit()
+	db, err := commitTimingOut(t, memdb.Latency{GRV: memdb.Span{Min: time.Hour, Max: time.Hour}}, 50*time.Millisecond)
 	require.ErrorIs(t, err, kv.ErrTransactionTimedOut)
 	require.False(t, kv.MaybeCommitted(err), "the commit waited for its read version: it was never sent")
 	require.Equal(t, int64(0), db.Stats().Commits)

@@ -155,12 +155,19 @@ func TestTimeoutInRealTimeInterruptsWaits(t *testing.T) {
 	require.ErrorIs(t, err, kv.ErrTransactionTimedOut)
 }
 
-func TestCommitInterruptedByTimeoutMayHaveApplied(t *testing.T) {
-	db, _ := newDB(t, memdb.WithLatency(memdb.Latency{Commit: memdb.Span{Min: time.Hour, Max: time.Hour}}))
+// commitTimingOut commits a blind write of k on a database with latency
+// lat, in a transaction whose timeout is timeout.
+func commitTimingOut(t *testing.T, lat memdb.Latency, timeout time.Duration) (*memdb.DB, error) {
+	t.Helper()
+	db, _ := newDB(t, memdb.WithLatency(lat))
 	tr := newTx(t, db)
-	require.NoError(t, tr.Options().SetTimeout(5*time.Millisecond))
+	require.NoError(t, tr.Options().SetTimeout(timeout))
 	tr.Set([]byte("k"), []byte("v"))
-	err := tr.Commit()
+	return db, tr.Commit()
+}
+
+func TestCommitInterruptedByTimeoutMayHaveApplied(t *testing.T) {
+	db, err := commitTimingOut(t, memdb.Latency{Commit: memdb.Span{Min: time.Hour, Max: time.Hour}}, 5*time.Millisecond)
 	require.ErrorIs(t, err, kv.ErrTransactionTimedOut)
 	require.True(t, kv.MaybeCommitted(err), "a commit in flight when the timeout hit may have applied")
 	require.Equal(t, int64(1), db.Stats().Interrupted)
