@@ -33,6 +33,8 @@ func watchTests() []conformanceTest {
 		{"CancelFailsWait", testWatchCancelFailsWait},
 		{"CancelReleasesPendingWait", testWatchCancelReleasesPendingWait},
 		{"TooManyWatches", testTooManyWatches},
+		{"ComparesWithOwnWrite", testWatchComparesWithOwnWrite},
+		{"BesideVersionstampedKey", testWatchBesideVersionstampedKey},
 	}
 }
 
@@ -191,4 +193,38 @@ func testTooManyWatches(t *testing.T, f *fixture) {
 	t.Cleanup(w.Cancel)
 	commit(t, again, "after a watch is cancelled, a new one must fit under the limit")
 	f.requireNotFired(t, w, "the new watch must be registered and pending")
+}
+
+// A watch on a key its transaction wrote compares with that write: the
+// transaction's own commit does not fire it (the staged dequeue's
+// registration watches the marker it writes).
+func testWatchComparesWithOwnWrite(t *testing.T, f *fixture) {
+	f.seed(t, "k")
+	tr := f.newTx(t)
+	tr.Set(f.key("k"), []byte("mine"))
+	w := tr.Watch(f.key("k"))
+	t.Cleanup(w.Cancel)
+	commit(t, tr, "committing the write and its watch")
+	f.requireNotFired(t, w, "the key still holds the watching transaction's own write")
+	f.set(t, f.key("k"), []byte("theirs"))
+	f.requireFired(t, w, "the watch must fire once another transaction changes the key")
+}
+
+// A versionstamped key elsewhere in the watching transaction does not
+// change what the watch compares with: the value at the read version of a
+// key the transaction only read, so a change between that read version and
+// the commit fires the watch.
+func testWatchBesideVersionstampedKey(t *testing.T, f *fixture) {
+	f.seed(t, "k")
+	tr := f.newTx(t)
+	_, err := tr.Snapshot().Get(f.key("k")).Get()
+	require.NoError(t, err)
+	w := tr.Watch(f.key("k"))
+	t.Cleanup(w.Cancel)
+	tr.SetVersionstampedKey(stampedKey(f.key("vs/"), ""), []byte("x"))
+	tx := f.newTx(t)
+	tx.Clear(f.key("k"))
+	commit(t, tx, "clearing the watched key after the watcher's read")
+	commit(t, tr, "committing the watch beside a versionstamped key")
+	f.requireFired(t, w, "the key changed after the watcher's read version")
 }
