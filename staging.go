@@ -769,23 +769,30 @@ func (w *waiter[T]) step(tr kv.Transaction) (out outcome[T], err error) {
 		return w.resolve(tr)
 	}
 	if w.reqKey == nil {
-		var head, first kv.RangeResult
 		// The last request in the line: a new request stands behind it,
 		// and in strict mode its waiter sleeps from the registration on,
 		// until that request leaves the line or its own is served.
 		last := eager(tr.Snapshot().GetRange(s.liveRange(), kv.RangeOptions{Limit: 1, Reverse: true, Mode: kv.StreamingModeExact}))
+		// The first requests: fewer than two live ones means this caller
+		// would be one of the two oldest waiters (a helper).
+		first := eager(tr.Snapshot().GetRange(s.liveRange(), kv.RangeOptions{Limit: helpers, Mode: kv.StreamingModeExact}))
+		var head kv.RangeResult
 		if !s.busy.Load() || w.fastDone {
-			// The reads that decide on the one plain attempt; skipped
-			// while the line is long (the takes see it), where they
-			// would only find requests ahead.
+			// The read that decides on the one plain attempt; skipped
+			// while the line is long (the takes see it), where it would
+			// only find items reserved for requests ahead.
 			head = eager(tr.Snapshot().GetRange(s.items, kv.RangeOptions{Limit: helpers + 1, Reverse: s.reverse, Mode: kv.StreamingModeExact}))
-			first = eager(tr.Snapshot().GetRange(s.liveRange(), kv.RangeOptions{Limit: helpers, Mode: kv.StreamingModeExact}))
 		}
 		if prev, done, err := w.o.applied(rec); err != nil || done {
 			return w.replayed(prev, err)
 		}
 		if head == nil {
-			return w.join(tr, now, last, nil, false)
+			firsts, err := first.GetSlice()
+			if err != nil {
+				return out, err
+			}
+			s.raiseFloor(firsts)
+			return w.join(tr, now, last, s.liveAmong(firsts, now))
 		}
 		return w.fresh(tr, now, head, first, last)
 	}
@@ -883,14 +890,7 @@ func (w *waiter[T]) fresh(tr kv.Transaction, now time.Time, head, first, last kv
 		out.done, out.err, out.noCommit = true, ErrEmpty, true
 		return out, nil
 	}
-	// ahead are the live requests among the first few: fewer than helpers
-	// means this caller would be a helper.
-	var ahead []kv.KeyValue
-	for _, r := range firsts {
-		if d, ok := decodeDeadline(r.Value); ok && now.Before(d) {
-			ahead = append(ahead, r)
-		}
-	}
+	ahead := w.s.liveAmong(firsts, now)
 	if !w.fastDone && len(ahead) < helpers && len(heads) > len(ahead) && !w.s.stable {
 		// The one plain attempt of a PriorityQueue: serve the few waiting
 		// requests and take the next item, in one transaction.
@@ -911,12 +911,22 @@ func (w *waiter[T]) fresh(tr kv.Transaction, now time.Time, head, first, last kv
 	// File a request; the next steps take the head (the oldest waiter),
 	// serve the line (the two oldest), take the item at its place
 	// (RelaxedOrder, if the items reach it), or sleep until served.
-	return w.join(tr, now, last, ahead, true)
+	return w.join(tr, now, last, ahead)
 }
 
-// join files a request. ahead are the live requests among the first few
-// (counted: they were read; while the line is long they are not) and last
-// the read of the last request in the line. In strict mode a waiter that
+// liveAmong returns the requests among reqs whose deadline has not passed.
+func (s *stageSide[T]) liveAmong(reqs []kv.KeyValue, now time.Time) []kv.KeyValue {
+	var live []kv.KeyValue
+	for _, r := range reqs {
+		if d, ok := decodeDeadline(r.Value); ok && now.Before(d) {
+			live = append(live, r)
+		}
+	}
+	return live
+}
+
+// join files a request. ahead are the live requests among the first few,
+// and last the read of the last request in the line. In strict mode a waiter that
 // is not among the two oldest cannot do anything for its request but
 // wait: the registration arms its watches, on its result key (a
 // fulfilment writes it, an expiry clears it) and on the last request ahead
@@ -924,7 +934,7 @@ func (w *waiter[T]) fresh(tr kv.Transaction, now time.Time, head, first, last kv
 // oldest), so that it sleeps from the commit on, one transaction sooner
 // than a separate read-and-arm step. Any other waiter runs its next step
 // at once.
-func (w *waiter[T]) join(tr kv.Transaction, now time.Time, last kv.RangeResult, ahead []kv.KeyValue, counted bool) (out outcome[T], err error) {
+func (w *waiter[T]) join(tr kv.Transaction, now time.Time, last kv.RangeResult, ahead []kv.KeyValue) (out outcome[T], err error) {
 	out.phase = phaseRegister
 	w.fastDone = true
 	lasts, err := last.GetSlice()
@@ -939,7 +949,7 @@ func (w *waiter[T]) join(tr kv.Transaction, now time.Time, last kv.RangeResult, 
 	}
 	out.registered = true
 	w.ahead = len(ahead)
-	if w.s.stable || len(lasts) == 0 || (counted && len(ahead) < helpers) {
+	if w.s.stable || len(lasts) == 0 || len(ahead) < helpers {
 		return out, nil
 	}
 	// The request ahead is watched at its result key, which changes when

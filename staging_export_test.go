@@ -24,3 +24,7 @@ func SetPQStagingHook(pq *PriorityQueue, fn func(point string)) { pq.stager.hook
 func FulfilStaged(ctx context.Context, db kv.Database, q *Queue) (int, error) {
 	return q.stage.fulfilOnce(ctx, db)
 }
+
+// SetStagingBusy sets q's hint that the line is long, under which new
+// staged calls file a request without looking at the head first.
+func SetStagingBusy(q *Queue, busy bool) { q.stage.busy.Store(busy) }

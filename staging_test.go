@@ -1012,3 +1012,57 @@ func stallTwoWaiters(ctx context.Context, t *testing.T, db kv.Database, q *fdbqu
 	}
 	return out, release
 }
+
+// A call that files its request while the line is thought to be long, with
+// only a dead request (its waiter stopped renewing it) in the line, is one
+// of the two oldest live waiters: it serves itself at once instead of
+// sleeping on the dead request until its own renewal is due.
+func TestStagedRegistrationBehindDeadRequestServesItself(t *testing.T) {
+	ctx := context.Background()
+	db := stgDB(t)
+	sub := stgSubspace(t, "dead")
+	var now atomic.Int64
+	now.Store(time.Now().UnixNano())
+	clock := func() time.Time { return time.Unix(0, now.Load()) }
+	q := stgQueue(t, sub, fdbqueue.WithClock(clock), fdbqueue.WithStaging(fdbqueue.StagingConfig{ClaimTimeout: time.Minute}))
+
+	// The first waiter files a request and stops, as if its process hung.
+	registered, release := make(chan struct{}), make(chan struct{})
+	var hooked atomic.Bool
+	fdbqueue.SetStagingHook(q, func(p string) {
+		if p == "registered" && hooked.CompareAndSwap(false, true) {
+			close(registered)
+			<-release
+		}
+	})
+	stuckCtx, cancelStuck := context.WithCancel(ctx)
+	stuck := make(chan error, 1)
+	go func() {
+		_, err := q.DequeueWait(stuckCtx, db)
+		stuck <- err
+	}()
+	<-registered
+	now.Add(int64(2 * time.Minute)) // its request is past its deadline
+
+	fdbqueue.SetStagingBusy(q, true)
+	require.NoError(t, q.Enqueue(ctx, db, []byte("x")))
+	got := make(chan string, 1)
+	go func() {
+		v, err := q.DequeueWait(ctx, db)
+		if err != nil {
+			t.Errorf("DequeueWait: %v", err)
+		}
+		got <- string(v)
+	}()
+	select {
+	case v := <-got:
+		require.Equal(t, "x", v)
+	case <-time.After(5 * time.Second): // a failure detector: the renewal sleep it guards against is 20 s
+		t.Fatal("the call slept behind a dead request")
+	}
+	cancelStuck()
+	close(release)
+	require.ErrorIs(t, <-stuck, context.Canceled)
+	require.Empty(t, stagingKeys(t, db, sub))
+	requireNoWatches(t, db)
+}
