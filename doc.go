@@ -165,19 +165,20 @@
 // Dequeue and the pops run the plain path inside it: staging needs
 // transactions of its own.
 //
-// Cost per item, on a busy queue, strict: the registration (a snapshot
-// read of the line's last request, then a commit of the request, a
-// versionstamped key, and a marker at its result key; a waiter that is
-// not among the two oldest arms its watches in it and sleeps from its
-// commit on), a share of a batch transaction (one request and one item
-// read, two clears and a result write each) and the collect (a point read
-// and a commit of one clear and the journal record): three commits per
-// item, but consumers no longer serialise on the head, and one serving
-// commit hands out up to BatchSize items. The three are sequential, which
-// bounds a closed-loop consumer's rate (see docs/queuebench.md). RelaxedOrder: the registration and the take (one round
-// trip: two point reads, two snapshot range reads up to the waiter's
-// place; a commit of four clears and the journal record), two commits per
-// item and no batch to wait for, so it scales further (see
+// Cost per item, on a busy queue, strict: the registration (snapshot
+// reads of the line's first two and last requests, then a commit of the
+// request, a versionstamped key, and a marker at its result key; a
+// waiter that is not among the two oldest arms its watches in it and
+// sleeps from its commit on), a share of a batch transaction (one request
+// and one item read, two clears and a result write each) and the collect
+// (a point read and a commit of one clear and the journal record): three
+// commits per item, but consumers no longer serialise on the head, and
+// one serving commit hands out up to BatchSize items. The three are
+// sequential, which bounds a closed-loop consumer's rate (see
+// docs/queuebench.md). RelaxedOrder: the registration and the take (one
+// round trip: two point reads, two snapshot range reads up to the
+// waiter's place; a commit of four clears and the journal record), two
+// commits per item and no batch to wait for, so it scales further (see
 // docs/queuebench.md). Queue.StagingStats counts each phase's steps,
 // conflicts and time. A sleeping waiter holds two watches.
 //

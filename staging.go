@@ -43,9 +43,9 @@ import (
 //
 //   - register (waiter): write the request key (a versionstamped key)
 //     and the marker; the waiter learns its key from the commit's
-//     versionstamp. Its only reads are snapshot reads of the line's end
-//     (and, unless the line is known to be long, of its start and the
-//     head): a strict waiter that is not among the two oldest arms its
+//     versionstamp. Its only reads are snapshot reads of the line's first
+//     two and last requests (and, unless the line is known to be long, of
+//     the head): a strict waiter that is not among the two oldest arms its
 //     watches in this transaction and sleeps from its commit on. After a
 //     commit with an unknown outcome it reads the marker (resolve):
 //     normal read, so a commit still in flight makes it conflict.
@@ -93,10 +93,11 @@ import (
 // enqueued while the queue looked empty can get a smaller key and overtake
 // it; WithVersionstampOrder avoids that, see docs/reliability.md).
 // A busy strict dequeue costs about three commits per item: the
-// registration (two writes, one versionstamped; a snapshot read of the
-// last request, whose result key it watches), a share of a batch
-// (per request: one request and one item read, two clears and a result
-// write) and the collect (a point read; one clear and the journal record).
+// registration (two writes, one versionstamped; snapshot reads of the
+// first two and the last request, whose result key it watches), a share
+// of a batch (per request: one request and one item read, two clears and
+// a result write) and the collect (a point read; one clear and the
+// journal record).
 // RelaxedOrder trades the ordering guarantee for about two commits per item
 // and no waiting for the batch; see its comment.
 type StagingConfig struct {
