@@ -66,6 +66,9 @@ type options struct {
 	latency   bool
 	stats     bool
 	cpuprof   string
+	// perConsumer gives each consumer its own Queue value, as separate
+	// client processes would have, instead of one shared by all.
+	perConsumer bool
 }
 
 func main() {
@@ -83,6 +86,7 @@ func main() {
 	flag.BoolVar(&o.latency, "latency", true, "simulate a real cluster's latency (memdb.RealCluster)")
 	flag.StringVar(&o.cpuprof, "cpuprofile", "", "write a CPU profile of the run to this file")
 	flag.BoolVar(&o.stats, "stats", false, "print where staged cells spend their time (Queue.StagingStats)")
+	flag.BoolVar(&o.perConsumer, "handle-per-consumer", false, "give each consumer its own Queue value (as separate processes), not one shared value")
 	flag.Parse()
 	var err error
 	if o.consumers, err = parseInts(consumers); err == nil {
@@ -289,8 +293,17 @@ func dequeueCell(o options, mode string, consumers int, seed int64) (dequeueRow,
 	start := time.Now()
 	lats := make([][]time.Duration, consumers)
 	var calls, empty atomic.Int64
+	handles := []*fdbqueue.Queue{q}
+	for i := 1; o.perConsumer && i < consumers; i++ {
+		h, err := newQueue("deq", seed+int64(i)*7919, qopts...)
+		if err != nil {
+			return row, err
+		}
+		handles = append(handles, h)
+	}
 	var cwg sync.WaitGroup
 	for i := range consumers {
+		q := handles[i%len(handles)]
 		cwg.Add(1)
 		go func() {
 			defer cwg.Done()
@@ -344,10 +357,33 @@ func dequeueCell(o options, mode string, consumers int, seed int64) (dequeueRow,
 	row.P50, row.P99 = percentiles(slices.Concat(lats...))
 	if isStaged(mode) {
 		st := q.StagingStats()
+		for _, h := range handles[1:] {
+			st = addStagingStats(st, h.StagingStats())
+		}
 		row.staging = &st
 	}
 	row.load = loadAverage()
 	return row, nil
+}
+
+// addStagingStats returns the sum of two handles' staging statistics.
+func addStagingStats(a, b fdbqueue.StagingStats) fdbqueue.StagingStats {
+	a.Calls += b.Calls
+	a.Items += b.Items
+	a.CallTime += b.CallTime
+	a.Sleeps += b.Sleeps
+	a.SleepTime += b.SleepTime
+	a.Served += b.Served
+	for i := range a.BatchSizes {
+		a.BatchSizes[i] += b.BatchSizes[i]
+	}
+	for i := range a.Phases {
+		a.Phases[i].Commits += b.Phases[i].Commits
+		a.Phases[i].Conflicts += b.Phases[i].Conflicts
+		a.Phases[i].Failures += b.Phases[i].Failures
+		a.Phases[i].Time += b.Phases[i].Time
+	}
+	return a
 }
 
 // loadAverage returns the machine's 1-minute load average (Linux), or 0.
