@@ -787,15 +787,16 @@ func (w *waiter[T]) step(tr kv.Transaction) (out outcome[T], err error) {
 		if prev, done, err := w.o.applied(rec); err != nil || done {
 			return w.replayed(prev, err)
 		}
-		if head == nil {
-			firsts, err := first.GetSlice()
-			if err != nil {
-				return out, err
-			}
-			s.raiseFloor(firsts)
-			return w.join(tr, now, last, s.liveAmong(firsts, now))
+		firsts, err := first.GetSlice()
+		if err != nil {
+			return out, err
 		}
-		return w.fresh(tr, now, head, first, last)
+		s.raiseFloor(firsts)
+		ahead := s.liveAmong(firsts, now)
+		if head == nil {
+			return w.join(tr, now, last, ahead)
+		}
+		return w.fresh(tr, now, head, ahead, last)
 	}
 	reqF := tr.Get(w.reqKey)
 	resF := tr.Get(w.resKey)
@@ -875,23 +876,17 @@ func (w *waiter[T]) replayed(prev [][]byte, err error) (out outcome[T], _ error)
 }
 
 // fresh is the step of a waiter without a request: the one plain attempt,
-// or registration.
-func (w *waiter[T]) fresh(tr kv.Transaction, now time.Time, head, first, last kv.RangeResult) (out outcome[T], err error) {
+// or registration. ahead are the live requests among the first few.
+func (w *waiter[T]) fresh(tr kv.Transaction, now time.Time, head kv.RangeResult, ahead []kv.KeyValue, last kv.RangeResult) (out outcome[T], err error) {
 	heads, err := head.GetSlice()
 	if err != nil {
 		return out, err
 	}
-	firsts, err := first.GetSlice()
-	if err != nil {
-		return out, err
-	}
-	w.s.raiseFloor(firsts)
 	if len(heads) == 0 && !w.wait {
 		out.phase = phaseWithdraw
 		out.done, out.err, out.noCommit = true, ErrEmpty, true
 		return out, nil
 	}
-	ahead := w.s.liveAmong(firsts, now)
 	if !w.fastDone && len(ahead) < helpers && len(heads) > len(ahead) && !w.s.stable {
 		// The one plain attempt of a PriorityQueue: serve the few waiting
 		// requests and take the next item, in one transaction.
@@ -927,9 +922,9 @@ func (s *stageSide[T]) liveAmong(reqs []kv.KeyValue, now time.Time) []kv.KeyValu
 }
 
 // join files a request. ahead are the live requests among the first few,
-// and last the read of the last request in the line. In strict mode a waiter that
-// is not among the two oldest cannot do anything for its request but
-// wait: the registration arms its watches, on its result key (a
+// and last the read of the last request in the line. In strict mode a
+// waiter that is not among the two oldest cannot do anything for its
+// request but wait: the registration arms its watches, on its result key (a
 // fulfilment writes it, an expiry clears it) and on the last request ahead
 // (when that one leaves the line, this one may have become one of the two
 // oldest), so that it sleeps from the commit on, one transaction sooner
