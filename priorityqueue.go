@@ -171,7 +171,7 @@ func (pq *PriorityQueue) popBatch(ctx context.Context, t kv.Transactor, n int, m
 	}
 	o := pq.journal.begin(t, opts)
 	items, err := kv.Transact(ctx, t, func(tr kv.Transaction) ([]Item, error) {
-		return takeEnd(tr, o, pq.items, n, max, pq.cfg.batchBudget, pq.accept, pq.replay)
+		return takeEnd(tr, o, pq.items, n, max, pq.cfg.batchBudget, pq.accept, pq.replay, nil)
 	})
 	o.end(err)
 	return items, err
@@ -243,7 +243,7 @@ func (pq *PriorityQueue) peek(ctx context.Context, t kv.ReadTransactor, max bool
 
 // Empty reports whether the priority queue holds no item.
 func (pq *PriorityQueue) Empty(ctx context.Context, t kv.ReadTransactor) (bool, error) {
-	return emptyRange(ctx, t, pq.items)
+	return emptyRange(ctx, t, pq.items, nil)
 }
 
 // Len counts the items with a snapshot scan (O(n), no read conflict).

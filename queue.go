@@ -269,7 +269,7 @@ func (q *Queue) DequeueBatch(ctx context.Context, t kv.Transactor, max int, opts
 	}
 	o := q.journal.begin(t, opts)
 	vals, err := kv.Transact(ctx, t, func(tr kv.Transaction) ([][]byte, error) {
-		return takeEnd(tr, o, q.items, max, false, q.cfg.batchBudget, q.accept, q.cfg.encoding.decode)
+		return takeEnd(tr, o, q.items, max, false, q.cfg.batchBudget, q.accept, q.cfg.encoding.decode, q.reserved)
 	})
 	o.end(err)
 	return vals, err
@@ -280,13 +280,25 @@ func (q *Queue) DequeueBatch(ctx context.Context, t kv.Transactor, max int, opts
 // into a result and the journal record that lets a retry return the same
 // result (it fails for a foreign key); replay turns a record back into the
 // result.
+//
+// reserved, if not nil, says how many items at the head are due to the
+// requests of a staged Queue's line (place mode): the take starts after
+// them, with a read conflict on each item taken instead of on the range
+// from the head.
 func takeEnd[T any](tr kv.Transaction, o *op, r kv.KeyRange, max int, reverse bool, budget int,
-	accept func(kv.KeyValue) (T, []byte, error), replay func([]byte) (T, error)) ([]T, error) {
+	accept func(kv.KeyValue) (T, []byte, error), replay func([]byte) (T, error),
+	reserved func(kv.ReadTransaction) (int, error)) ([]T, error) {
 	rec, err := o.check(tr)
 	if err != nil {
 		return nil, err
 	}
-	head := tr.Snapshot().GetRange(r, kv.RangeOptions{Limit: max, Reverse: reverse, Mode: kv.StreamingModeExact})
+	skip := 0
+	if reserved != nil {
+		if skip, err = reserved(tr); err != nil {
+			return nil, err
+		}
+	}
+	head := tr.Snapshot().GetRange(r, kv.RangeOptions{Limit: skip + max, Reverse: reverse, Mode: kv.StreamingModeExact})
 	if prev, done, err := o.applied(rec); err != nil {
 		return nil, err
 	} else if done {
@@ -302,6 +314,7 @@ func takeEnd[T any](tr kv.Transaction, o *op, r kv.KeyRange, max int, reverse bo
 	if err != nil {
 		return nil, err
 	}
+	kvs = kvs[min(skip, len(kvs)):]
 	if len(kvs) == 0 {
 		// Depend on the emptiness we saw, as a normal read would.
 		if err := tr.AddReadConflictRange(r); err != nil {
@@ -339,7 +352,15 @@ func takeEnd[T any](tr kv.Transaction, o *op, r kv.KeyRange, max int, reverse bo
 	if reverse {
 		conflict = kv.KeyRange{Begin: last, End: r.End}
 	}
-	if err := tr.AddReadConflictRange(conflict); err != nil {
+	if skip > 0 {
+		// The items ahead are the line's, which takes them without
+		// changing which items come after them.
+		for _, k := range taken {
+			if err := tr.AddReadConflictKey(k); err != nil {
+				return nil, err
+			}
+		}
+	} else if err := tr.AddReadConflictRange(conflict); err != nil {
 		return nil, err
 	}
 	for _, k := range taken {
@@ -362,19 +383,32 @@ func (q *Queue) accept(p kv.KeyValue) ([]byte, []byte, error) {
 // Peek returns the item at the head without removing it, or ErrEmpty.
 // It is a normal read (limit 1): inside a read-write transaction it
 // conflicts with a concurrent Dequeue, as a reader of the head should.
+//
+// On a queue staged by place (see StagingConfig), the items due to the
+// requests waiting in the line are not available: Peek returns the first
+// item after them, the one a Dequeue inside a transaction would take.
 func (q *Queue) Peek(ctx context.Context, t kv.ReadTransactor) ([]byte, error) {
-	return peekEnd(ctx, t, q.items, false, q.cfg.encoding, q.checkItemKey)
+	return peekEnd(ctx, t, q.items, false, q.cfg.encoding, q.checkItemKey, q.reserved)
 }
 
-func peekEnd(ctx context.Context, t kv.ReadTransactor, r kv.KeyRange, reverse bool, enc ValueEncoding, check func([]byte) error) ([]byte, error) {
+func peekEnd(ctx context.Context, t kv.ReadTransactor, r kv.KeyRange, reverse bool, enc ValueEncoding, check func([]byte) error,
+	reserved func(kv.ReadTransaction) (int, error)) ([]byte, error) {
 	if err := checkTransactor(t); err != nil {
 		return nil, err
 	}
 	return kv.ReadTransact(ctx, t, func(tr kv.ReadTransaction) ([]byte, error) {
-		kvs, err := tr.GetRange(r, kv.RangeOptions{Limit: 1, Reverse: reverse}).GetSlice()
+		skip := 0
+		if reserved != nil {
+			var err error
+			if skip, err = reserved(tr); err != nil {
+				return nil, err
+			}
+		}
+		kvs, err := tr.GetRange(r, kv.RangeOptions{Limit: skip + 1, Reverse: reverse}).GetSlice()
 		if err != nil {
 			return nil, err
 		}
+		kvs = kvs[min(skip, len(kvs)):]
 		if len(kvs) == 0 {
 			return nil, ErrEmpty
 		}
@@ -386,17 +420,26 @@ func peekEnd(ctx context.Context, t kv.ReadTransactor, r kv.KeyRange, reverse bo
 }
 
 // Empty reports whether the queue holds no item (a normal read, limit 1).
+// On a queue staged by place it reports whether it holds no item beyond
+// those due to the waiting requests, as Peek.
 func (q *Queue) Empty(ctx context.Context, t kv.ReadTransactor) (bool, error) {
-	return emptyRange(ctx, t, q.items)
+	return emptyRange(ctx, t, q.items, q.reserved)
 }
 
-func emptyRange(ctx context.Context, t kv.ReadTransactor, r kv.KeyRange) (bool, error) {
+func emptyRange(ctx context.Context, t kv.ReadTransactor, r kv.KeyRange, reserved func(kv.ReadTransaction) (int, error)) (bool, error) {
 	if err := checkTransactor(t); err != nil {
 		return false, err
 	}
 	return kv.ReadTransact(ctx, t, func(tr kv.ReadTransaction) (bool, error) {
-		kvs, err := tr.GetRange(r, kv.RangeOptions{Limit: 1}).GetSlice()
-		return len(kvs) == 0, err
+		skip := 0
+		if reserved != nil {
+			var err error
+			if skip, err = reserved(tr); err != nil {
+				return false, err
+			}
+		}
+		kvs, err := tr.GetRange(r, kv.RangeOptions{Limit: skip + 1}).GetSlice()
+		return len(kvs) <= skip, err
 	})
 }
 

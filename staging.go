@@ -359,6 +359,9 @@ type stageSide[T any] struct {
 	floor  atomic.Pointer[[]byte]
 	accept func(kv.KeyValue) (T, []byte, error)
 	replay func([]byte) (T, error)
+	// requeue writes a stored item at the tail, as an enqueue would (place
+	// mode only).
+	requeue func(tr kv.Transaction, stored []byte) error
 }
 
 func newStageSide[T any](st *stager, queuePrefix []byte, name string, j *journal, items kv.KeyRange, reverse bool,
@@ -521,6 +524,39 @@ func (s *stageSide[T]) giveBack(tr kv.Transaction, key, stored []byte) bool {
 	return true
 }
 
+// putBack returns an item taken from the queue (handed to a request, or
+// taken by a call that then failed) to it: in batch mode at its original
+// key, where it was the head or close to it; in place mode at the tail,
+// since the requests behind its own may already have taken the items after
+// it (see stageSide.stable). Keys outside the items' range (a corrupt
+// result) are not returned. It reports whether it wrote the item.
+func (s *stageSide[T]) putBack(tr kv.Transaction, key, stored []byte) (bool, error) {
+	if !s.stable {
+		return s.giveBack(tr, key, stored), nil
+	}
+	if !inRange(s.items, key) {
+		return false, nil
+	}
+	return true, s.requeue(tr, stored)
+}
+
+// requeueAt moves item it, the item at the place of a request that leaves
+// the line without it (withdrawn or expired), from its key to the tail, in
+// place mode: the requests behind keep their items, and the history reads
+// as if the failed call had taken it and it had been enqueued again. The
+// read conflict on its key makes anyone else taking it conflict.
+func (s *stageSide[T]) requeueAt(tr kv.Transaction, it kv.KeyValue) error {
+	if err := tr.AddReadConflictKey(it.Key); err != nil {
+		return err
+	}
+	tr.Clear(it.Key)
+	if err := s.requeue(tr, it.Value); err != nil {
+		return err
+	}
+	s.st.bump(tr)
+	return nil
+}
+
 // expireResults writes back the items of expired results among rs (except
 // the one at skip) and reports how many.
 func (s *stageSide[T]) expireResults(tr kv.Transaction, now time.Time, rs []kv.KeyValue, skip []byte) (int, error) {
@@ -537,7 +573,11 @@ func (s *stageSide[T]) expireResults(tr kv.Transaction, now time.Time, rs []kv.K
 			return n, err
 		}
 		tr.Clear(r.Key)
-		if s.giveBack(tr, key, stored) {
+		back, err := s.putBack(tr, key, stored)
+		if err != nil {
+			return n, err
+		}
+		if back {
 			n++
 		}
 	}
@@ -796,7 +836,7 @@ func (w *waiter[T]) step(tr kv.Transaction) (out outcome[T], err error) {
 		if head == nil {
 			return w.join(tr, now, last, ahead)
 		}
-		return w.fresh(tr, now, head, ahead, last)
+		return w.fresh(tr, now, head, firsts, ahead, last)
 	}
 	reqF := tr.Get(w.reqKey)
 	resF := tr.Get(w.resKey)
@@ -877,7 +917,7 @@ func (w *waiter[T]) replayed(prev [][]byte, err error) (out outcome[T], _ error)
 
 // fresh is the step of a waiter without a request: the one plain attempt,
 // or registration. ahead are the live requests among the first few.
-func (w *waiter[T]) fresh(tr kv.Transaction, now time.Time, head kv.RangeResult, ahead []kv.KeyValue, last kv.RangeResult) (out outcome[T], err error) {
+func (w *waiter[T]) fresh(tr kv.Transaction, now time.Time, head kv.RangeResult, firsts, ahead []kv.KeyValue, last kv.RangeResult) (out outcome[T], err error) {
 	heads, err := head.GetSlice()
 	if err != nil {
 		return out, err
@@ -895,12 +935,15 @@ func (w *waiter[T]) fresh(tr kv.Transaction, now time.Time, head kv.RangeResult,
 		out.phase = phaseFast
 		return out, err
 	}
-	if !w.fastDone && len(ahead) < helpers && len(heads) > len(ahead) {
+	// In place mode every request in the line holds a place, expired or
+	// not, until a transaction drops it: the read must have seen the
+	// whole line (fewer than its limit).
+	if n := w.s.places(firsts); w.s.stable && !w.fastDone && len(firsts) < helpers && len(heads) > n {
 		// The one plain attempt: take the item after those of the few
 		// waiting requests (with nobody waiting, the head), which is
 		// where a request filed now would stand.
 		w.fastDone = true
-		out, err = w.takeItem(tr, heads[len(ahead)], len(ahead) == 0)
+		out, err = w.takeItem(tr, heads[n], n == 0)
 		out.phase = phaseFast
 		return out, err
 	}
@@ -1098,9 +1141,11 @@ func (w *waiter[T]) collect(tr kv.Transaction, resV []byte) (out outcome[T], err
 	tr.Clear(w.resKey)
 	v, rec, aerr := s.accept(p)
 	if aerr != nil {
-		// Leave the item where a plain dequeue would have left it, and
-		// report why it cannot be taken.
-		s.giveBack(tr, key, stored)
+		// Return the item to the queue (in batch mode where a plain
+		// dequeue would have left it), and report why it cannot be taken.
+		if _, err := s.putBack(tr, key, stored); err != nil {
+			return out, err
+		}
 		s.st.bump(tr)
 		w.reqKey, w.resKey = nil, nil
 		out.done, out.err = true, aerr
@@ -1127,19 +1172,28 @@ func (w *waiter[T]) fulfil(tr kv.Transaction, now time.Time, pending kv.RangeRes
 		return out, err
 	}
 	s.raiseFloor(reqs)
-	live, pos, err := s.liveRequests(tr, now, reqs, w.reqKey)
+	items, err := pre.items.GetSlice()
 	if err != nil {
 		return out, err
+	}
+	complete := len(items) < pre.limit
+	read := len(items)
+	live, pos, items, err := s.liveRequests(tr, now, reqs, w.reqKey, items, complete)
+	if err != nil {
+		return out, err
+	}
+	if len(items) < read {
+		// Expired requests ahead gave their items to the tail, where this
+		// transaction cannot take them (their keys are known only at
+		// commit): commit that, and look again.
+		out.phase = phaseWait
+		return out, nil
 	}
 	w.ahead = pos
 	if pos == len(live) {
 		w.ahead = 2 * pre.limit // not among those read: further back
 	}
 	s.busy.Store(pos >= helpers)
-	items, err := pre.items.GetSlice()
-	if err != nil {
-		return out, err
-	}
 	if pos < len(live) && pos < len(items) && (!w.woke || pos >= helpers) && (s.stable || pos == 0) {
 		// Self-service: the items reach this request's place, so it takes
 		// the item a fulfilment would hand it, without waiting for one.
@@ -1155,7 +1209,7 @@ func (w *waiter[T]) fulfil(tr kv.Transaction, now time.Time, pending kv.RangeRes
 			// consumer outside the line), and an ErrEmpty while they are
 			// there would not be linearizable. It waits to be served, or
 			// for the items to run out.
-			short := len(items) <= pos && len(items) < pre.limit
+			short := len(items) <= pos && complete
 			if !s.stable {
 				short = len(items) == 0
 			}
@@ -1171,7 +1225,7 @@ func (w *waiter[T]) fulfil(tr kv.Transaction, now time.Time, pending kv.RangeRes
 		return out, nil
 	}
 	out.phase = phaseFulfil
-	res, err := s.serve(tr, now, live, w, pre)
+	res, err := s.serve(tr, now, live, w, items, complete, pre.results)
 	if err != nil {
 		return out, err
 	}
@@ -1242,8 +1296,15 @@ func (w *waiter[T]) takeItem(tr kv.Transaction, it kv.KeyValue, fromHead bool) (
 }
 
 // withdraw clears the waiter's request: a plain Dequeue found no item for
-// it.
+// it. In place mode the items ended before its place, and it reads the whole
+// item range (a read conflict): an item arriving before the commit would
+// reach the place, and requests behind might take the items after it.
 func (w *waiter[T]) withdraw(tr kv.Transaction) (out outcome[T], err error) {
+	if w.s.stable {
+		if err := tr.AddReadConflictRange(w.s.items); err != nil {
+			return out, err
+		}
+	}
 	tr.Clear(w.reqKey)
 	tr.Clear(w.resKey) // the registration's marker
 	w.withdrawing = true
@@ -1254,9 +1315,20 @@ func (w *waiter[T]) withdraw(tr kv.Transaction) (out outcome[T], err error) {
 
 // liveRequests drops, in tr, the expired requests among reqs (their waiters
 // stopped renewing them) and returns the others with the place of the
-// request mine among them (len(live) when it is not there).
-func (s *stageSide[T]) liveRequests(tr kv.Transaction, now time.Time, reqs []kv.KeyValue, mine []byte) (live []kv.KeyValue, pos int, err error) {
+// request mine among them (len(live) when it is not there). items are the
+// first items, read in the same transaction, and complete says the read
+// reached the end of the queue.
+//
+// In place mode the i-th request of the line is due the i-th item, so an
+// expired request cannot simply leave: if an item reaches its place, that
+// item is moved to the tail with it (requeueAt); if the items end before
+// its place (complete), it leaves with a read conflict on the whole item
+// range, so that an item arriving meanwhile makes the drop conflict; if the
+// read does not tell, it keeps its place for now. rest is items without
+// those moved, so that live[i] is due rest[i]. In batch mode rest is items.
+func (s *stageSide[T]) liveRequests(tr kv.Transaction, now time.Time, reqs []kv.KeyValue, mine []byte, items []kv.KeyValue, complete bool) (live []kv.KeyValue, pos int, rest []kv.KeyValue, err error) {
 	pos = -1
+	rest = items
 	for _, r := range reqs {
 		if mine != nil && bytes.Equal(r.Key, mine) {
 			pos = len(live)
@@ -1269,15 +1341,43 @@ func (s *stageSide[T]) liveRequests(tr kv.Transaction, now time.Time, reqs []kv.
 			live = append(live, r)
 			continue
 		}
+		if s.stable && perr == nil {
+			switch i := len(live); {
+			case i < len(rest):
+				if err := s.requeueAt(tr, rest[i]); err != nil {
+					return nil, 0, nil, err
+				}
+				rest = append(rest[:i:i], rest[i+1:]...)
+			case !complete:
+				live = append(live, r) // not known whether an item reaches it
+				continue
+			default:
+				if err := tr.AddReadConflictRange(s.items); err != nil {
+					return nil, 0, nil, err
+				}
+			}
+		}
 		// Expired, or not a request: drop it.
 		if err := s.drop(tr, r.Key); err != nil {
-			return nil, 0, err
+			return nil, 0, nil, err
 		}
 	}
 	if pos < 0 {
 		pos = len(live)
 	}
-	return live, pos, nil
+	return live, pos, rest, nil
+}
+
+// places counts the requests among reqs, a read of the line: in place mode
+// each holds a place, expired or not, until a transaction drops it.
+func (s *stageSide[T]) places(reqs []kv.KeyValue) int {
+	n := 0
+	for _, r := range reqs {
+		if _, _, err := s.parseReq(r.Key); err == nil {
+			n++
+		}
+	}
+	return n
 }
 
 // liveRange is the part of the requests' range that can hold requests.
@@ -1341,27 +1441,21 @@ type served[T any] struct {
 // serve matches the live requests, oldest first, with the first items and
 // buffers the transitions in tr; it also returns the items of a few expired
 // results. w is the waiter running it (its own request is served by taking
-// the item directly), or nil.
-func (s *stageSide[T]) serve(tr kv.Transaction, now time.Time, live []kv.KeyValue, w *waiter[T], pre prefetched) (res served[T], err error) {
+// the item directly), or nil; items are the first items as liveRequests
+// left them, and complete says their read reached the end of the queue.
+func (s *stageSide[T]) serve(tr kv.Transaction, now time.Time, live []kv.KeyValue, w *waiter[T], items []kv.KeyValue, complete bool, results kv.RangeResult) (res served[T], err error) {
 	var mine, myRes []byte
 	if w != nil {
 		mine, myRes = w.reqKey, w.resKey
 	}
-	if pre.items == nil {
-		pre = s.prefetch(tr, max(len(live), 1), true)
+	if results == nil {
+		results = s.scanResults(tr)
 	}
-	if pre.results == nil {
-		pre.results = s.scanResults(tr)
-	}
-	items, err := pre.items.GetSlice()
+	rs, err := results.GetSlice()
 	if err != nil {
 		return res, err
 	}
-	results, err := pre.results.GetSlice()
-	if err != nil {
-		return res, err
-	}
-	if _, err := s.expireResults(tr, now, results, myRes); err != nil {
+	if _, err := s.expireResults(tr, now, rs, myRes); err != nil {
 		return res, err
 	}
 	timeout := s.st.cfg.ClaimTimeout
@@ -1404,7 +1498,7 @@ func (s *stageSide[T]) serve(tr kv.Transaction, now time.Time, live []kv.KeyValu
 	}
 	// The items ran out before the caller's request (every item read was
 	// used, and the read reached the end of the queue).
-	res.emptyForMe = !res.mine && res.n == len(items) && len(items) < pre.limit
+	res.emptyForMe = !res.mine && res.n == len(items) && complete
 	return res, nil
 }
 
@@ -1579,7 +1673,9 @@ func (w *waiter[T]) abandon(ctx context.Context, cause error) error {
 		}
 		back := false
 		if done && w.taken != nil && len(prev) == 1 && bytes.Equal(prev[0], w.takenRec) {
-			back = s.giveBack(tr, w.taken.Key, w.taken.Value)
+			if back, err = s.putBack(tr, w.taken.Key, w.taken.Value); err != nil {
+				return err
+			}
 			tr.ClearRange(w.o.recordRange())
 		}
 		if resF != nil {
@@ -1598,9 +1694,20 @@ func (w *waiter[T]) abandon(ctx context.Context, cause error) error {
 						return err
 					}
 				}
+				if reqKey != nil && s.stable {
+					moved, err := s.leavePlace(tr, reqKey)
+					if err != nil {
+						return err
+					}
+					back = moved || back
+				}
 			} else if resV != nil {
 				if _, key, stored, err := decodeResult(resV); err == nil {
-					back = s.giveBack(tr, key, stored) || back
+					moved, err := s.putBack(tr, key, stored)
+					if err != nil {
+						return err
+					}
+					back = moved || back
 				}
 			}
 			tr.Clear(w.resKey)
@@ -1624,9 +1731,36 @@ func (w *waiter[T]) abandon(ctx context.Context, cause error) error {
 	return final
 }
 
+// leavePlace prepares, in place mode, the withdrawal of the waiting request
+// at reqKey: if an item reaches its place, the requests behind may already
+// have taken the items after it, so that item moves to the tail (the
+// history reads as if the call had taken it and it had been enqueued
+// again); if none does, the transaction reads the whole item range, so
+// that an item arriving before its commit makes it conflict. It reports
+// whether it moved an item.
+func (s *stageSide[T]) leavePlace(tr kv.Transaction, reqKey []byte) (bool, error) {
+	ahead, err := tr.Snapshot().GetRange(kv.KeyRange{Begin: s.liveRange().Begin, End: reqKey},
+		kv.RangeOptions{Mode: kv.StreamingModeWantAll}).GetSlice()
+	if err != nil {
+		return false, err
+	}
+	p := s.places(ahead)
+	items, err := tr.Snapshot().GetRange(s.items, kv.RangeOptions{Limit: p + 1, Mode: kv.StreamingModeExact}).GetSlice()
+	if err != nil {
+		return false, err
+	}
+	if p < len(items) {
+		return true, s.requeueAt(tr, items[p])
+	}
+	return false, tr.AddReadConflictRange(s.items)
+}
+
 // recover drops the side's expired requests and returns the items of its
 // expired results.
 func (s *stageSide[T]) recover(ctx context.Context, db kv.Database, stats *RecoverStats) error {
+	if s.stable {
+		return s.recoverPlaces(ctx, db, stats)
+	}
 	for _, r := range []kv.KeyRange{s.reqRange, s.resRange} {
 		isReq := bytes.Equal(r.Begin, s.reqRange.Begin)
 		begin := r.Begin
@@ -1671,20 +1805,82 @@ func (s *stageSide[T]) recover(ctx context.Context, db kv.Database, stats *Recov
 	return nil
 }
 
+// recoverPlaces is recover in place mode: the places of the line's
+// requests depend on all the requests ahead, so it examines the first
+// recoverBatch requests with as many items in one transaction (see
+// liveRequests), then the results.
+func (s *stageSide[T]) recoverPlaces(ctx context.Context, db kv.Database, stats *RecoverStats) error {
+	var dropped, returned int
+	err := db.Transact(ctx, func(tr kv.Transaction) error {
+		dropped, returned = 0, 0
+		now := s.st.now()
+		itemsF := tr.Snapshot().GetRange(s.items, kv.RangeOptions{Limit: recoverBatch, Mode: kv.StreamingModeExact})
+		reqs, err := tr.Snapshot().GetRange(s.reqRange, kv.RangeOptions{Limit: recoverBatch, Mode: kv.StreamingModeExact}).GetSlice()
+		if err != nil {
+			return err
+		}
+		items, err := itemsF.GetSlice()
+		if err != nil {
+			return err
+		}
+		live, _, rest, err := s.liveRequests(tr, now, reqs, nil, items, len(items) < recoverBatch)
+		if err != nil {
+			return err
+		}
+		dropped, returned = len(reqs)-len(live), len(items)-len(rest)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	stats.DroppedRequests += dropped
+	stats.ReturnedItems += returned
+	begin := s.resRange.Begin
+	for begin != nil {
+		var next []byte
+		err := db.Transact(ctx, func(tr kv.Transaction) error {
+			next, returned = nil, 0
+			kvs, err := tr.Snapshot().GetRange(kv.KeyRange{Begin: begin, End: s.resRange.End},
+				kv.RangeOptions{Limit: recoverBatch, Mode: kv.StreamingModeWantAll}).GetSlice()
+			if err != nil {
+				return err
+			}
+			if len(kvs) == recoverBatch {
+				next = append(bytes.Clone(kvs[len(kvs)-1].Key), 0x00)
+			}
+			returned, err = s.expireResults(tr, s.st.now(), kvs, nil)
+			return err
+		})
+		if err != nil {
+			return err
+		}
+		stats.ReturnedItems += returned
+		begin = next
+	}
+	return nil
+}
+
 // fulfilOnce runs one fulfilment pass as a helper with no request of its
 // own, and reports how many requests it served (used by tests).
 func (s *stageSide[T]) fulfilOnce(ctx context.Context, db kv.Database) (int, error) {
 	return kv.Transact(ctx, db, func(tr kv.Transaction) (int, error) {
-		reqs, err := tr.Snapshot().GetRange(s.reqRange, kv.RangeOptions{Limit: s.st.cfg.BatchSize}).GetSlice()
+		limit := s.st.cfg.BatchSize
+		pre := s.prefetch(tr, limit, true)
+		reqs, err := tr.Snapshot().GetRange(s.reqRange, kv.RangeOptions{Limit: limit}).GetSlice()
+		if err != nil {
+			return 0, err
+		}
+		items, err := pre.items.GetSlice()
 		if err != nil {
 			return 0, err
 		}
 		now := s.st.now()
-		live, _, err := s.liveRequests(tr, now, reqs, nil)
+		complete := len(items) < limit
+		live, _, items, err := s.liveRequests(tr, now, reqs, nil, items, complete)
 		if err != nil {
 			return 0, err
 		}
-		res, err := s.serve(tr, now, live, nil, prefetched{})
+		res, err := s.serve(tr, now, live, nil, items, complete, pre.results)
 		return res.n, err
 	})
 }
@@ -1698,6 +1894,32 @@ func (q *Queue) initStaging() {
 	// default serves in batches, as a PriorityQueue does, and is
 	// linearizable.
 	q.stage.stable = q.stager.cfg.RelaxedOrder
+	q.stage.requeue = q.requeue
+}
+
+// reserved counts, on a queue staged by place, the requests in the line: the
+// items at their places, at the head, are theirs, and a take outside the
+// line (DequeueBatch, a Dequeue inside a transaction) starts after them.
+// It is a snapshot read of the whole line. Elsewhere it is 0.
+func (q *Queue) reserved(tr kv.ReadTransaction) (int, error) {
+	if !q.stager.enabled || !q.stage.stable {
+		return 0, nil
+	}
+	reqs, err := tr.Snapshot().GetRange(q.stage.liveRange(), kv.RangeOptions{Mode: kv.StreamingModeWantAll}).GetSlice()
+	if err != nil {
+		return 0, err
+	}
+	return q.stage.places(reqs), nil
+}
+
+// requeue writes a stored item at the tail, as EnqueueBatch does (without
+// a journal record: it is not an operation of its own).
+func (q *Queue) requeue(tr kv.Transaction, stored []byte) error {
+	if q.cfg.versionstamps {
+		return q.writeVersionstamped(tr, [][]byte{stored})
+	}
+	tail := tr.Snapshot().GetRange(q.items, kv.RangeOptions{Limit: 1, Reverse: true})
+	return q.writeIndexed(tr, tail, [][]byte{stored})
 }
 
 // staged reports whether an operation given t runs staged.

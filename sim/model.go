@@ -59,9 +59,11 @@ type Input struct {
 	// form, except that it never returns empty.
 	Wait bool
 	// Tag pairs a Hide with its Unhide; Max says a priority queue's Hide
-	// takes from the largest end.
-	Tag uint64
-	Max bool
+	// takes from the largest end; Tail says a FIFO queue's Unhide puts the
+	// item back at the tail (a Queue staged by place), not at the head.
+	Tag  uint64
+	Max  bool
+	Tail bool
 }
 
 // Output is the output of a recorded operation.
@@ -197,7 +199,7 @@ func isZero(entry string) bool { return strings.Trim(entry, "\x00") == "" }
 //   - A staged dequeue (Wait) is a Dequeue that never returns Empty.
 //   - An Unknown Dequeue removes the head if there is one.
 //   - Hide takes the head aside, if there is one; its Unhide puts it back
-//     at the head.
+//     at the head, or with Tail at the tail.
 //   - Observe returns the whole content, which must be the state.
 func FIFOModel(initial []Item) porcupine.Model {
 	init := mstate{q: fifoState(initial)}
@@ -213,6 +215,38 @@ func FIFOModel(initial []Item) porcupine.Model {
 			return describeItems(fifoItems(state.(mstate).q), false)
 		},
 	}
+}
+
+// FIFOPlaceModel is FIFOModel for a Queue staged by place, whose failed
+// staged takes are recorded as a Hide and an Unhide with Tail: such a call
+// either left the queue as it was (it never filed a request, or withdrew
+// it while no item reached its place) or moved the item at its place to
+// the tail. So a Tail Hide may take the head aside or nothing; the checker
+// tries both (a nondeterministic model).
+func FIFOPlaceModel(initial []Item) porcupine.Model {
+	init := mstate{q: fifoState(initial)}
+	nothing := strings.Repeat("\x00", fifoEntry)
+	nm := porcupine.NondeterministicModel{
+		Init: func() []any { return []any{init} },
+		Step: func(state, input, output any) []any {
+			st, in := state.(mstate), input.(Input)
+			var next []any
+			if ok, s := fifoStep(st, in, output.(Output)); ok {
+				next = append(next, s)
+			}
+			if in.Kind == Hide && in.Tail && len(st.q) > 0 {
+				next = append(next, st.hide(in.Tag, nothing))
+			}
+			return next
+		},
+		Equal:             equalState,
+		Hash:              hashState,
+		DescribeOperation: describeOperation(false),
+		DescribeState: func(state any) string {
+			return describeItems(fifoItems(state.(mstate).q), false)
+		},
+	}
+	return nm.ToModel()
 }
 
 func fifoStep(st mstate, in Input, out Output) (bool, any) {
@@ -261,7 +295,11 @@ func fifoStep(st mstate, in Input, out Output) (bool, any) {
 	case Unhide:
 		st, e, ok := st.unhide(in.Tag, fifoEntry)
 		if ok && !isZero(e) {
-			st.q = e + st.q
+			if in.Tail {
+				st.q += e
+			} else {
+				st.q = e + st.q
+			}
 		}
 		return ok, st
 	case Observe:

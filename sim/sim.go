@@ -457,7 +457,7 @@ func newHarness(seed int64, cfg Config) (*harness, error) {
 		if err != nil {
 			return nil, err
 		}
-		ft := newTarget(&fifo{q: q, enc: enc}, 1, staged)
+		ft := newTarget(&fifo{q: q, enc: enc, byPlace: staged && cfg.StagingRelaxed}, 1, staged)
 		ft.relaxed = staged && cfg.StagingRelaxed
 		h.targets = append(h.targets, ft)
 	}
@@ -732,11 +732,11 @@ func (h *harness) settle(ctx context.Context, round int, t *target, recs []*reco
 			}
 			if !applied {
 				tag := r.op.Call
-				r.op.Input = Input{Kind: Hide, Tag: uint64(tag), Max: in.Kind == PopMax}
+				r.op.Input = Input{Kind: Hide, Tag: uint64(tag), Max: in.Kind == PopMax, Tail: t.relaxed}
 				r.op.Output = Output{}
 				r.unknown = false
 				un := &record{op: r.op}
-				un.op.Input = Input{Kind: Unhide, Tag: uint64(tag), Max: in.Kind == PopMax}
+				un.op.Input = Input{Kind: Unhide, Tag: uint64(tag), Max: in.Kind == PopMax, Tail: t.relaxed}
 				un.op.ClientId = -2 - len(extra) // a client of its own, for the visualization
 				extra = append(extra, un)
 				res.Hidden++
@@ -891,13 +891,6 @@ func (h *harness) settle(ctx context.Context, round int, t *target, recs []*reco
 		history[i].ClientId = id
 	}
 
-	if t.relaxed {
-		// RelaxedOrder keeps items exactly once but not in FIFO order:
-		// only the conservation checks apply.
-		res.Unchecked++
-		t.state = observed
-		return
-	}
 	model := t.s.model(t.state)
 	res.Histories++
 	res.Operations += len(history)

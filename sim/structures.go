@@ -81,11 +81,19 @@ func readAll(ctx context.Context, db kv.Database, sub fdbqueue.Subspace) ([]kv.K
 type fifo struct {
 	q   *fdbqueue.Queue
 	enc fdbqueue.ValueEncoding
+	// byPlace: the Queue is staged by place, whose failed takes may move
+	// an item to the tail (FIFOPlaceModel).
+	byPlace bool
 }
 
-func (f *fifo) prefix() []byte                       { return f.q.Subspace().Bytes() }
-func (f *fifo) name() string                         { return "queue" }
-func (f *fifo) model(initial []Item) porcupine.Model { return FIFOModel(initial) }
+func (f *fifo) prefix() []byte { return f.q.Subspace().Bytes() }
+func (f *fifo) name() string   { return "queue" }
+func (f *fifo) model(initial []Item) porcupine.Model {
+	if f.byPlace {
+		return FIFOPlaceModel(initial)
+	}
+	return FIFOModel(initial)
+}
 
 func (f *fifo) run(ctx context.Context, t kv.Transactor, in Input, id fdbqueue.OpID) (Output, error) {
 	switch in.Kind {
