@@ -41,7 +41,9 @@ func NewPriorityQueue(sub Subspace, opts ...Option) (*PriorityQueue, error) {
 		return nil, fmt.Errorf("%w: a priority queue has no versionstamp order", ErrInvalidArgument)
 	}
 	pq := &PriorityQueue{layer: l}
-	pq.initStaging()
+	if err := pq.initStaging(); err != nil {
+		return nil, err
+	}
 	return pq, nil
 }
 

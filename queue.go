@@ -34,7 +34,9 @@ func NewQueue(sub Subspace, opts ...Option) (*Queue, error) {
 		return nil, err
 	}
 	q := &Queue{layer: l}
-	q.initStaging()
+	if err := q.initStaging(); err != nil {
+		return nil, err
+	}
 	return q, nil
 }
 

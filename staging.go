@@ -84,22 +84,23 @@ import (
 // StagingConfig configures the staged dequeue; see WithStaging. Zero fields
 // take the defaults.
 //
-// Ordering: by default (strict mode) requests are served oldest first,
-// each with the next item in queue order, by the waiters of the two oldest
-// requests, in transactions that conflict with any other taker of the same
-// items: staged histories are linearizable, mixed with any other consumers
-// (with one exception: an item a cancelled waiter writes back returns to
-// its original key, and in a Queue with the recipe's indexed keys an item
-// enqueued while the queue looked empty can get a smaller key and overtake
-// it; WithVersionstampOrder avoids that, see docs/reliability.md).
-// A busy strict dequeue costs about three commits per item: the
-// registration (two writes, one versionstamped; snapshot reads of the
-// first two and the last request, whose result key it watches), a share
-// of a batch (per request: one request and one item read, two clears and
-// a result write) and the collect (a point read; one clear and the
-// journal record).
-// RelaxedOrder trades the ordering guarantee for about two commits per item
-// and no waiting for the batch; see its comment.
+// Ordering: staged histories are linearizable, mixed with any other
+// consumer made with the same staging configuration, in both serving
+// modes (see StagingServing). What differs is where the item due to a
+// call that fails (its context ends, or its waiter stops renewing its
+// request and the claim timeout passes) goes back: to its original key in
+// batch mode, to the tail in place mode. One exception in batch mode: in a
+// Queue with the recipe's indexed keys an item enqueued while the queue
+// looked empty can get a smaller key than one written back and overtake
+// it; WithVersionstampOrder avoids that, see docs/reliability.md.
+//
+// Cost per item, busy: by place, two transactions (the registration: two
+// writes, one versionstamped, snapshot reads of the first two and the last
+// request; the take: snapshot reads of the line up to the request and of
+// the items up to its place, then three clears and the journal record). In
+// batches, about three: the registration, a share of a batch (per
+// request: one request and one item read, two clears and a result write)
+// and the collect (a point read; one clear and the journal record).
 type StagingConfig struct {
 	// BatchSize is the most requests one fulfilment transaction serves
 	// (default DefaultStagingBatchSize, at most 10,000). Larger batches
@@ -117,23 +118,62 @@ type StagingConfig struct {
 	// the caller's context ended (default DefaultStagingCleanupTimeout). If
 	// it fails, the claim timeout still returns everything to the queue.
 	CleanupTimeout time.Duration
-	// RelaxedOrder selects, for a Queue, the faster "take at its own
-	// place" dequeue: every waiter the items reach takes the item at its
-	// place in the line itself, in its own transaction, instead of the
-	// two oldest waiters handing items out in batches. Its guarantee is
-	// weaker than linearizability: every item is still delivered exactly
-	// once (nothing lost, nothing duplicated, commit_unknown_result
-	// included) and requests are served roughly in line order, but FIFO
-	// order can be violated: when a request ahead is withdrawn (its
-	// context ended, or a plain Dequeue found no item for it), or a
-	// consumer outside the line (a Dequeue inside a transaction,
-	// DequeueBatch, a client made without WithStaging) takes from the
-	// head, a waiter further back may already have taken a later item.
-	// It costs about one transaction per item (read the line up to the
-	// request and the items up to its place, clear both), plus the
-	// registration. It has no effect on a PriorityQueue, which always
-	// serves in batches.
-	RelaxedOrder bool
+	// Serving chooses how waiting requests get their items (default
+	// ServeAuto).
+	Serving StagingServing
+}
+
+// StagingServing is how a staged queue hands items to the requests waiting
+// in its line. Either way, requests are served in line order (the order
+// of their registrations' commits), each with the next item in queue
+// order, and histories are linearizable.
+type StagingServing int
+
+// Serving modes; see StagingServing.
+const (
+	// ServeAuto is ServeByPlace for a Queue made WithVersionstampOrder,
+	// ServeInBatches otherwise (and always for a PriorityQueue).
+	ServeAuto StagingServing = iota
+	// ServeByPlace: the request at place i in the line is due the item at
+	// place i in the queue, and its waiter takes that item itself, in its
+	// own transaction, as soon as the items reach its place: two
+	// transactions per busy call, no waiting for a batch, and waiters at
+	// different places do not conflict. Consumers outside the line
+	// (DequeueBatch, a Dequeue inside a transaction) take the items after
+	// those due to the line, and Peek and Empty look there too. A request
+	// that leaves the line without its item (its context ended, or it
+	// expired) sends that item to the tail, since the requests behind may
+	// already have taken the items after it: the history reads as if the
+	// call had taken the item and enqueued it again.
+	//
+	// It needs a Queue made WithVersionstampOrder (ErrInvalidArgument
+	// otherwise, and for a PriorityQueue): with the recipe's keys, two
+	// producers can write the same index and the second commit can land
+	// ahead of an item already due to a request. Every client that takes
+	// from the queue must be made with it: a client without staging (or
+	// in batch mode) takes from the head, and the items then reach the
+	// requests out of order (nothing is lost or duplicated, but FIFO
+	// order is).
+	ServeByPlace
+	// ServeInBatches: the waiters of the two oldest requests serve the
+	// line in batches, each in one transaction that reads the head as a
+	// plain dequeue does; the others sleep until served and then collect
+	// their item, about three transactions per busy call. It works with
+	// any key layout and with clients that do not stage.
+	ServeInBatches
+)
+
+// String returns the mode's name.
+func (m StagingServing) String() string {
+	switch m {
+	case ServeAuto:
+		return "auto"
+	case ServeByPlace:
+		return "by place"
+	case ServeInBatches:
+		return "in batches"
+	}
+	return fmt.Sprintf("StagingServing(%d)", int(m))
 }
 
 // Defaults of StagingConfig.
@@ -184,7 +224,25 @@ func (c *StagingConfig) fill() error {
 	if c.CleanupTimeout < 0 {
 		return fmt.Errorf("%w: cleanup timeout %v must not be negative", ErrInvalidArgument, c.CleanupTimeout)
 	}
+	if c.Serving < ServeAuto || c.Serving > ServeInBatches {
+		return fmt.Errorf("%w: unknown staging serving mode %d", ErrInvalidArgument, int(c.Serving))
+	}
 	return nil
+}
+
+// byPlace resolves c.Serving for a structure: versionstamps says its keys
+// are in commit order (a Queue made WithVersionstampOrder).
+func (c StagingConfig) byPlace(versionstamps bool) (bool, error) {
+	switch c.Serving {
+	case ServeByPlace:
+		if !versionstamps {
+			return false, fmt.Errorf("%w: serving by place needs a Queue made WithVersionstampOrder", ErrInvalidArgument)
+		}
+		return true, nil
+	case ServeAuto:
+		return versionstamps, nil
+	}
+	return false, nil
 }
 
 // RecoverStats reports what Recover did.
@@ -1887,14 +1945,13 @@ func (s *stageSide[T]) fulfilOnce(ctx context.Context, db kv.Database) (int, err
 
 // ---- Queue ----
 
-func (q *Queue) initStaging() {
+func (q *Queue) initStaging() error {
 	q.stager = newStager(q.sub.prefix, q.cfg, q.rand)
 	q.stage = newStageSide(q.stager, q.sub.prefix, "q", q.journal, q.items, false, q.accept, q.cfg.encoding.decode)
-	// Only RelaxedOrder lets every waiter take the item at its place: the
-	// default serves in batches, as a PriorityQueue does, and is
-	// linearizable.
-	q.stage.stable = q.stager.cfg.RelaxedOrder
 	q.stage.requeue = q.requeue
+	var err error
+	q.stage.stable, err = q.stager.cfg.byPlace(q.cfg.versionstamps)
+	return err
 }
 
 // reserved counts, on a queue staged by place, the requests in the line: the
@@ -1975,10 +2032,14 @@ func (q *Queue) Recover(ctx context.Context, db kv.Database) (RecoverStats, erro
 
 // ---- PriorityQueue ----
 
-func (pq *PriorityQueue) initStaging() {
+func (pq *PriorityQueue) initStaging() error {
 	pq.stager = newStager(pq.sub.prefix, pq.cfg, pq.rand)
 	pq.stageMin = newStageSide(pq.stager, pq.sub.prefix, "min", pq.journal, pq.items, false, pq.accept, pq.replay)
 	pq.stageMax = newStageSide(pq.stager, pq.sub.prefix, "max", pq.journal, pq.items, true, pq.accept, pq.replay)
+	// A push can land ahead of items already due to requests: a priority
+	// queue always serves in batches.
+	_, err := pq.stager.cfg.byPlace(false)
+	return err
 }
 
 func (pq *PriorityQueue) staged(t kv.Transactor) (kv.Database, bool) {

@@ -88,20 +88,32 @@ func requireNoWatches(t testing.TB, db *memdb.DB) {
 
 var stagingFaults = memdb.Faults{NotCommitted: 0.05, UnknownApplied: 0.05, UnknownNotApplied: 0.05}
 
-// stagingMode is one ordering mode of a staged Queue: the default
-// (linearizable, served in batches) or RelaxedOrder (each waiter takes the
-// item at its place).
+// stagingMode is one serving mode of a staged Queue: in batches (on the
+// recipe's keys) or by place (on versionstamp-ordered keys, which it needs).
 type stagingMode struct {
 	name    string
-	relaxed bool
+	relaxed bool // by place
 }
 
-var stagingModes = []stagingMode{{"strict", false}, {"relaxed", true}}
+var stagingModes = []stagingMode{{"batches", false}, {"place", true}}
 
-// cfg returns c in mode m.
-func (m stagingMode) cfg(c fdbqueue.StagingConfig) fdbqueue.StagingConfig {
-	c.RelaxedOrder = m.relaxed
-	return c
+// opts returns the options of a Queue staged with c in mode m.
+func (m stagingMode) opts(c fdbqueue.StagingConfig) []fdbqueue.Option {
+	if !m.relaxed {
+		c.Serving = fdbqueue.ServeInBatches
+		return []fdbqueue.Option{fdbqueue.WithStaging(c)}
+	}
+	c.Serving = fdbqueue.ServeByPlace
+	return []fdbqueue.Option{fdbqueue.WithStaging(c), fdbqueue.WithVersionstampOrder()}
+}
+
+// layout is the key layout option of mode m (nil: the recipe's), for the
+// other Queue values on the same subspace.
+func (m stagingMode) layout() fdbqueue.Option {
+	if m.relaxed {
+		return fdbqueue.WithVersionstampOrder()
+	}
+	return nil
 }
 
 // requireReturned checks where an item taken by a call that then failed
@@ -129,12 +141,24 @@ func TestStagingConfigValidation(t *testing.T) {
 	sub := stgSubspace(t, "config")
 	for _, c := range []fdbqueue.StagingConfig{
 		{BatchSize: -1}, {BatchSize: 10_001}, {ClaimTimeout: time.Microsecond}, {CleanupTimeout: -time.Second},
+		{Serving: -1}, {Serving: fdbqueue.ServeInBatches + 1},
+		// Serving by place needs keys in commit order.
+		{Serving: fdbqueue.ServeByPlace},
 	} {
 		_, err := fdbqueue.NewQueue(sub, fdbqueue.WithStaging(c))
 		require.ErrorIs(t, err, fdbqueue.ErrInvalidArgument, "config %+v", c)
 	}
-	_, err := fdbqueue.NewQueue(sub, fdbqueue.WithStaging(fdbqueue.StagingConfig{}))
+	_, err := fdbqueue.NewPriorityQueue(sub, fdbqueue.WithStaging(fdbqueue.StagingConfig{Serving: fdbqueue.ServeByPlace}))
+	require.ErrorIs(t, err, fdbqueue.ErrInvalidArgument, "a priority queue cannot serve by place")
+	for _, c := range []fdbqueue.StagingConfig{{}, {Serving: fdbqueue.ServeInBatches}} {
+		_, err = fdbqueue.NewPriorityQueue(sub, fdbqueue.WithStaging(c))
+		require.NoError(t, err)
+	}
+	_, err = fdbqueue.NewQueue(sub, fdbqueue.WithStaging(fdbqueue.StagingConfig{}))
 	require.NoError(t, err, "the zero config takes the defaults")
+	_, err = fdbqueue.NewQueue(sub, fdbqueue.WithStaging(fdbqueue.StagingConfig{Serving: fdbqueue.ServeByPlace}), fdbqueue.WithVersionstampOrder())
+	require.NoError(t, err)
+	require.Equal(t, "by place", fdbqueue.ServeByPlace.String())
 }
 
 func TestStagedWaitNeedsStaging(t *testing.T) {
@@ -153,7 +177,7 @@ func TestStagedDequeueSingleConsumer(t *testing.T) {
 		ctx := context.Background()
 		db := stgDB(t)
 		sub := stgSubspace(t, "single")
-		q := stgQueue(t, sub, fdbqueue.WithStaging(m.cfg(fdbqueue.StagingConfig{})))
+		q := stgQueue(t, sub, m.opts(fdbqueue.StagingConfig{})...)
 
 		_, err := q.Dequeue(ctx, db)
 		require.ErrorIs(t, err, fdbqueue.ErrEmpty)
@@ -251,7 +275,7 @@ func TestStagedDequeueWaitManyConsumers(t *testing.T) {
 				}
 				db := stgDB(t, opts...)
 				sub := stgSubspace(t, "many")
-				q := stgQueue(t, sub, fdbqueue.WithStaging(m.cfg(fdbqueue.StagingConfig{BatchSize: 16})))
+				q := stgQueue(t, sub, m.opts(fdbqueue.StagingConfig{BatchSize: 16})...)
 				const producers, perProducer, consumers = 4, 60, 32
 				var want []string
 				for p := range producers {
@@ -300,7 +324,7 @@ func TestStagedDequeueManyConsumersDrain(t *testing.T) {
 				}
 				db := stgDB(t, opts...)
 				sub := stgSubspace(t, "drain")
-				q := stgQueue(t, sub, fdbqueue.WithStaging(m.cfg(fdbqueue.StagingConfig{BatchSize: 16})))
+				q := stgQueue(t, sub, m.opts(fdbqueue.StagingConfig{BatchSize: 16})...)
 				var want [][]byte
 				var wantS []string
 				for i := range 320 {
@@ -420,7 +444,7 @@ func TestStagedWaitWakesOnEnqueue(t *testing.T) {
 	forModes(t, func(t *testing.T, m stagingMode) {
 		db := stgDB(t)
 		sub := stgSubspace(t, "wake")
-		q := stgQueue(t, sub, fdbqueue.WithStaging(m.cfg(fdbqueue.StagingConfig{})))
+		q := stgQueue(t, sub, m.opts(fdbqueue.StagingConfig{})...)
 		armed := make(chan struct{}, 1)
 		fdbqueue.SetStagingHook(q, func(p string) {
 			if p == "armed" {
@@ -450,7 +474,7 @@ func TestStagedCancelBeforeRegistration(t *testing.T) {
 	forModes(t, func(t *testing.T, m stagingMode) {
 		db := stgDB(t)
 		sub := stgSubspace(t, "cancel0")
-		q := stgQueue(t, sub, fdbqueue.WithStaging(m.cfg(fdbqueue.StagingConfig{})))
+		q := stgQueue(t, sub, m.opts(fdbqueue.StagingConfig{})...)
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()
 		_, err := q.DequeueWait(ctx, db)
@@ -463,7 +487,7 @@ func TestStagedCancelAfterRegistration(t *testing.T) {
 	forModes(t, func(t *testing.T, m stagingMode) {
 		db := stgDB(t)
 		sub := stgSubspace(t, "cancel1")
-		q := stgQueue(t, sub, fdbqueue.WithStaging(m.cfg(fdbqueue.StagingConfig{})))
+		q := stgQueue(t, sub, m.opts(fdbqueue.StagingConfig{})...)
 		ctx, cancel := context.WithCancel(context.Background())
 		fdbqueue.SetStagingHook(q, func(p string) {
 			if p == "registered" {
@@ -492,8 +516,8 @@ func TestStagedCancelAfterFulfilment(t *testing.T) {
 		ctx := context.Background()
 		db := stgDB(t)
 		sub := stgSubspace(t, "cancel2")
-		q := stgQueue(t, sub, fdbqueue.WithStaging(m.cfg(fdbqueue.StagingConfig{})))
-		plain := stgQueue(t, sub) // a producer that does not wake waiters
+		q := stgQueue(t, sub, m.opts(fdbqueue.StagingConfig{})...)
+		plain := stgQueue(t, sub, m.layout()) // a producer that does not wake waiters
 		wctx, cancel := context.WithCancel(ctx)
 		var itemKey []byte
 		fdbqueue.SetStagingHook(q, func(p string) {
@@ -527,7 +551,7 @@ func TestStagedCancelDuringTake(t *testing.T) {
 				ctx := context.Background()
 				db := stgDB(t)
 				sub := stgSubspace(t, "cancel3")
-				q := stgQueue(t, sub, fdbqueue.WithStaging(m.cfg(fdbqueue.StagingConfig{})))
+				q := stgQueue(t, sub, m.opts(fdbqueue.StagingConfig{})...)
 				require.NoError(t, q.Enqueue(ctx, db, []byte("x")))
 				before := itemKeys(t, db, sub)
 				wctx, cancel := context.WithCancel(ctx)
@@ -560,7 +584,7 @@ func TestStagedInterruptedTakeResolved(t *testing.T) {
 		ctx := context.Background()
 		db := stgDB(t)
 		sub := stgSubspace(t, "interrupted")
-		q := stgQueue(t, sub, fdbqueue.WithStaging(m.cfg(fdbqueue.StagingConfig{})))
+		q := stgQueue(t, sub, m.opts(fdbqueue.StagingConfig{})...)
 		require.NoError(t, q.EnqueueBatch(ctx, db, [][]byte{[]byte("a"), []byte("b")}))
 		db.FailNextCommit(kv.CommitInterrupted(kv.ErrTransactionTimedOut), true)
 		v, err := q.Dequeue(ctx, db)
@@ -582,9 +606,8 @@ func TestStagedCrashRecovery(t *testing.T) {
 		db := stgDB(t)
 		sub := stgSubspace(t, "crash")
 		const timeout = 30 * time.Second
-		q := stgQueue(t, sub, fdbqueue.WithClock(clock.Now),
-			fdbqueue.WithStaging(m.cfg(fdbqueue.StagingConfig{ClaimTimeout: timeout})))
-		plain := stgQueue(t, sub, fdbqueue.WithClock(clock.Now))
+		q := stgQueue(t, sub, append(m.opts(fdbqueue.StagingConfig{ClaimTimeout: timeout}), fdbqueue.WithClock(clock.Now))...)
+		plain := stgQueue(t, sub, fdbqueue.WithClock(clock.Now), m.layout())
 
 		hung := make(chan struct{})
 		release := make(chan struct{})
@@ -661,8 +684,7 @@ func TestStagedExpiredRequestsDropped(t *testing.T) {
 		db := stgDB(t)
 		sub := stgSubspace(t, "expired")
 		const timeout = 10 * time.Second
-		q := stgQueue(t, sub, fdbqueue.WithClock(clock.Now),
-			fdbqueue.WithStaging(m.cfg(fdbqueue.StagingConfig{ClaimTimeout: timeout})))
+		q := stgQueue(t, sub, append(m.opts(fdbqueue.StagingConfig{ClaimTimeout: timeout}), fdbqueue.WithClock(clock.Now))...)
 
 		// Two waiters file requests and hang for good.
 		var hangs sync.WaitGroup
@@ -770,16 +792,16 @@ func TestTypedWaitForms(t *testing.T) {
 	require.ErrorIs(t, err, context.DeadlineExceeded, "empty: waits until ctx ends")
 }
 
-// In RelaxedOrder mode, a waiter whose place in the line is reached by the
+// Served by place, a waiter whose place in the line is reached by the
 // items takes the item at its place itself, without waiting for a
 // fulfilment: requests are still served oldest first, each with the next
 // item in queue order. While the line is long, new calls file their
 // request without a first look at the head.
-func TestStagedSelfServiceRelaxed(t *testing.T) {
+func TestStagedSelfServiceByPlace(t *testing.T) {
 	ctx := context.Background()
 	db := stgDB(t)
 	sub := stgSubspace(t, "self")
-	q := stgQueue(t, sub, fdbqueue.WithStaging(fdbqueue.StagingConfig{RelaxedOrder: true}))
+	q := stgQueue(t, sub, fdbqueue.WithStaging(fdbqueue.StagingConfig{}), fdbqueue.WithVersionstampOrder())
 	// Two waiters file requests and stop right after, before any item
 	// exists.
 	results, release := stallTwoWaiters(ctx, t, db, q)
@@ -833,7 +855,7 @@ func TestStagedRegistrationUnknownResult(t *testing.T) {
 					ctx := context.Background()
 					db := stgDB(t)
 					sub := stgSubspace(t, "regunknown")
-					q := stgQueue(t, sub, fdbqueue.WithStaging(m.cfg(fdbqueue.StagingConfig{})))
+					q := stgQueue(t, sub, m.opts(fdbqueue.StagingConfig{})...)
 					wctx, cancel := context.WithCancel(ctx)
 					defer cancel()
 					var once, enqueue sync.Once
@@ -1104,8 +1126,8 @@ func TestStagedPlaceReservesItems(t *testing.T) {
 		ctx := context.Background()
 		db := stgDB(t)
 		sub := stgSubspace(t, "reserve")
-		q := stgQueue(t, sub, fdbqueue.WithStaging(m.cfg(fdbqueue.StagingConfig{})))
-		plain := stgQueue(t, sub) // a producer that does not wake waiters
+		q := stgQueue(t, sub, m.opts(fdbqueue.StagingConfig{})...)
+		plain := stgQueue(t, sub, m.layout()) // a producer that does not wake waiters
 		armed := make(chan struct{}, 8)
 		fdbqueue.SetStagingHook(q, func(p string) {
 			if p == "armed" {

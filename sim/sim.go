@@ -129,12 +129,13 @@ type Config struct {
 	// keys, and equal priorities in a PriorityQueue (see newHarness). The
 	// model then reports the reordering as a violation.
 	StagingReorder bool
-	// StagingRelaxed makes staged seeds' Queue use
-	// StagingConfig.RelaxedOrder, whose histories need not be
-	// linearizable: their histories are not checked for linearizability
-	// (counted in Result.Unchecked), only for conservation (no item lost,
-	// duplicated or made up).
-	StagingRelaxed bool
+	// StagingServing is the serving mode of staged seeds' Queue
+	// (StagingConfig.Serving). With the default, ServeAuto, it serves by
+	// place, since staged seeds' Queue is made WithVersionstampOrder
+	// (unless StagingReorder gives it the recipe's keys, where it serves
+	// in batches). A failed take of a Queue served by place is recorded as
+	// a Hide and an Unhide at the tail (FIFOPlaceModel).
+	StagingServing fdbqueue.StagingServing
 
 	// WithoutIdempotency runs the layers as the plain recipes
 	// (fdbqueue.WithoutIdempotency): no journal, so nothing is recovered.
@@ -197,7 +198,6 @@ type Result struct {
 
 	Violations   int // histories that are not linearizable
 	Inconclusive int // checks that timed out
-	Unchecked    int // histories of relaxed staged Queues: conservation only
 	Lost         int // items enqueued for sure, then gone unexplained
 	Duplicated   int // extra copies of items (returned or left twice)
 	Phantom      int // items that came out but were never enqueued
@@ -231,7 +231,6 @@ func (r *Result) Add(o Result) {
 	r.Operations += o.Operations
 	r.Violations += o.Violations
 	r.Inconclusive += o.Inconclusive
-	r.Unchecked += o.Unchecked
 	r.Lost += o.Lost
 	r.Duplicated += o.Duplicated
 	r.Phantom += o.Phantom
@@ -385,7 +384,7 @@ type harness struct {
 type target struct {
 	s        structure
 	staged   bool   // made WithStaging
-	relaxed  bool   // with RelaxedOrder: histories are not checked for linearizability
+	byPlace  bool   // a Queue staged by place: failed takes put items back at the tail
 	state    []Item // as observed at the end of the previous round
 	enqueued map[uint64]enqState
 	returned map[uint64]int
@@ -434,8 +433,9 @@ func newHarness(seed int64, cfg Config) (*harness, error) {
 	staged := cfg.Staging && !cfg.WithoutIdempotency && rng.IntN(2) == 0
 	h.staged = staged
 	if staged {
-		// RelaxedOrder only affects the Queue.
-		opts = append(opts, fdbqueue.WithStaging(fdbqueue.StagingConfig{ClaimTimeout: 2 * time.Second, RelaxedOrder: cfg.StagingRelaxed}))
+		// The PriorityQueue always serves in batches: its options leave
+		// the serving mode to ServeAuto.
+		opts = append(opts, fdbqueue.WithStaging(fdbqueue.StagingConfig{ClaimTimeout: 2 * time.Second}))
 	}
 	if cfg.Queue {
 		qopts := append(slices.Clip(opts), entropy())
@@ -448,17 +448,23 @@ func newHarness(seed int64, cfg Config) (*harness, error) {
 		// of a PriorityQueue.) Unless StagingReorder asks for it, staged
 		// seeds avoid it: their Queue uses versionstamp order, and their
 		// PriorityQueue pushes distinct priorities.
-		if rng.IntN(3) == 0 || staged && !cfg.StagingReorder {
+		if rng.IntN(3) == 0 || staged && (!cfg.StagingReorder || cfg.StagingServing == fdbqueue.ServeByPlace) {
 			qopts = append(qopts, fdbqueue.WithVersionstampOrder())
 			h.vstamp = true
+		}
+		byPlace := false
+		if staged {
+			sc := fdbqueue.StagingConfig{ClaimTimeout: 2 * time.Second, Serving: cfg.StagingServing}
+			qopts = append(qopts, fdbqueue.WithStaging(sc))
+			byPlace = cfg.StagingServing == fdbqueue.ServeByPlace || cfg.StagingServing == fdbqueue.ServeAuto && h.vstamp
 		}
 		sub, _ := fdbqueue.NewSubspace(tuple.Tuple{"sim", "queue"})
 		q, err := fdbqueue.NewQueue(sub, qopts...)
 		if err != nil {
 			return nil, err
 		}
-		ft := newTarget(&fifo{q: q, enc: enc, byPlace: staged && cfg.StagingRelaxed}, 1, staged)
-		ft.relaxed = staged && cfg.StagingRelaxed
+		ft := newTarget(&fifo{q: q, enc: enc, byPlace: byPlace}, 1, staged)
+		ft.byPlace = byPlace
 		h.targets = append(h.targets, ft)
 	}
 	if cfg.PriorityQueue {
@@ -732,11 +738,11 @@ func (h *harness) settle(ctx context.Context, round int, t *target, recs []*reco
 			}
 			if !applied {
 				tag := r.op.Call
-				r.op.Input = Input{Kind: Hide, Tag: uint64(tag), Max: in.Kind == PopMax, Tail: t.relaxed}
+				r.op.Input = Input{Kind: Hide, Tag: uint64(tag), Max: in.Kind == PopMax, Tail: t.byPlace}
 				r.op.Output = Output{}
 				r.unknown = false
 				un := &record{op: r.op}
-				un.op.Input = Input{Kind: Unhide, Tag: uint64(tag), Max: in.Kind == PopMax, Tail: t.relaxed}
+				un.op.Input = Input{Kind: Unhide, Tag: uint64(tag), Max: in.Kind == PopMax, Tail: t.byPlace}
 				un.op.ClientId = -2 - len(extra) // a client of its own, for the visualization
 				extra = append(extra, un)
 				res.Hidden++

@@ -6,16 +6,19 @@
 // queue non-empty, four ways to dequeue:
 //
 //   - plain:          Queue.Dequeue on a WithoutIdempotency queue (the FDB recipe)
-//   - staged:         Queue.Dequeue on a WithStaging queue, default (strict,
-//     linearizable) mode; journal on: exactly once
-//   - staged-relaxed: the same with StagingConfig.RelaxedOrder (exactly once,
-//     not strictly FIFO)
+//   - staged:         Queue.Dequeue on a WithStaging, WithVersionstampOrder
+//     queue, whose default is to serve waiters by place; journal on:
+//     exactly once, linearizable
+//   - staged-batches: Queue.Dequeue on a WithStaging queue with the
+//     recipe's keys, served in batches (StagingConfig.Serving =
+//     ServeInBatches); exactly once, linearizable
 //   - batch:          Queue.DequeueBatch on a WithoutIdempotency queue
 //
 // and reports items dequeued per second, conflicts per successful dequeue
 // call, and the p50/p99 latency of a call. It then measures enqueue
 // throughput and conflicts for each number of producers, for the recipe's
-// enqueue and for a staged queue's (journal and signal bump). It prints a
+// enqueue and for the staged queue's (versionstamp order, journal and
+// signal bump). It prints a
 // table, writes dequeue.csv and enqueue.csv and a chart, queuebench.png, to
 // the -out directory.
 //
@@ -79,7 +82,7 @@ func main() {
 	flag.Int64Var(&o.seed, "seed", 1, "seed of the databases' latency, jitter and key suffixes")
 	flag.StringVar(&consumers, "consumers", "1,2,4,8,16,32,64", "consumer counts to measure")
 	flag.StringVar(&producers, "producers", "1,2,4,8,16,32,64", "producer counts for the enqueue table")
-	flag.StringVar(&modes, "modes", "plain,staged,staged-relaxed,batch", "dequeue modes to measure")
+	flag.StringVar(&modes, "modes", "plain,staged,staged-batches,batch", "dequeue modes to measure (plain-vstamp: plain on a versionstamp-ordered queue)")
 	flag.IntVar(&o.batch, "batch", 16, "items per DequeueBatch call in batch mode")
 	flag.IntVar(&o.feeders, "feeders", 4, "producers that keep the queue non-empty during dequeue cells")
 	flag.StringVar(&o.out, "out", "out", "directory for the CSV files and the chart")
@@ -236,12 +239,14 @@ func dequeueCell(o options, mode string, consumers int, seed int64) (dequeueRow,
 	switch mode {
 	case "plain", "batch":
 		qopts = append(qopts, fdbqueue.WithoutIdempotency())
+	case "plain-vstamp":
+		qopts = append(qopts, fdbqueue.WithoutIdempotency(), fdbqueue.WithVersionstampOrder())
 	case "staged":
-		qopts = append(qopts, fdbqueue.WithStaging(fdbqueue.StagingConfig{}))
-	case "staged-relaxed":
-		qopts = append(qopts, fdbqueue.WithStaging(fdbqueue.StagingConfig{RelaxedOrder: true}))
+		qopts = append(qopts, fdbqueue.WithStaging(fdbqueue.StagingConfig{}), fdbqueue.WithVersionstampOrder())
+	case "staged-batches":
+		qopts = append(qopts, fdbqueue.WithStaging(fdbqueue.StagingConfig{Serving: fdbqueue.ServeInBatches}))
 	default:
-		return row, fmt.Errorf("unknown mode %q (want plain, staged, staged-relaxed or batch)", mode)
+		return row, fmt.Errorf("unknown mode %q (want plain, plain-vstamp, staged, staged-batches or batch)", mode)
 	}
 	q, err := newQueue("deq", seed, qopts...)
 	if err != nil {
@@ -441,11 +446,11 @@ func enqueueCell(o options, kind string, producers int, seed int64) (enqueueRow,
 	row := enqueueRow{Kind: kind, Producers: producers}
 	db := newDB(o, seed)
 	defer db.Close()
-	opt := fdbqueue.WithoutIdempotency()
+	opts := []fdbqueue.Option{fdbqueue.WithoutIdempotency()}
 	if kind == "staged" {
-		opt = fdbqueue.WithStaging(fdbqueue.StagingConfig{})
+		opts = []fdbqueue.Option{fdbqueue.WithStaging(fdbqueue.StagingConfig{}), fdbqueue.WithVersionstampOrder()}
 	}
-	q, err := newQueue("enq", seed, opt)
+	q, err := newQueue("enq", seed, opts...)
 	if err != nil {
 		return row, err
 	}
@@ -572,7 +577,7 @@ func printGoals(w io.Writer, deq []dequeueRow, enq []enqueueRow) {
 	}
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "Goals:")
-	for _, mode := range []string{"staged", "staged-relaxed"} {
+	for _, mode := range []string{"staged", "staged-batches"} {
 		s, ok := find(mode, 32)
 		if !ok {
 			continue
@@ -602,7 +607,7 @@ func printGoals(w io.Writer, deq []dequeueRow, enq []enqueueRow) {
 }
 
 // isStaged reports whether a dequeue mode runs the staged dequeue.
-func isStaged(mode string) bool { return mode == "staged" || mode == "staged-relaxed" }
+func isStaged(mode string) bool { return mode == "staged" || mode == "staged-batches" }
 
 func verdict(ok bool) string {
 	if ok {
