@@ -42,16 +42,17 @@
 //	Push               1 + commit   snapshot tail of the priority, journal    item, journal      nothing
 //	PopMin / PopMax    1 + commit   first / last key, journal                 clear, journal     other poppers; PopMax also
 //	                                                                                             pushes at >= its priority
-//	staged Dequeue     1 + 3        register: none;                           register: request, other servers of the
-//	(busy Queue,       commits      serve: BatchSize requests, items          marker (vstamped); same requests (the two
-//	strict default)                 (snapshot; conflict keys on each used);   serve: 3 per item; oldest waiters); the
-//	                                collect: own request and result           collect: clear,    head's plain consumers
-//	                                                                          journal
 //	staged Dequeue     1 + 2        register: none;                           register: request, a take at the same
-//	(RelaxedOrder)     commits      take: own request and marker,             marker (vstamped); place (rare: a request
-//	                                requests ahead and items up to            take: 4 clears,    ahead left unserved)
+//	(by place: busy    commits      take: own request and marker,             marker (vstamped); place (rare: a request
+//	vstamp Queue)                   requests ahead and items up to            take: 3 clears,    ahead left the line)
 //	                                its place (snapshot)                      journal
-//	Peek*, Empty       1            first / last key (normal read)            -                  (read-only)
+//	staged Dequeue     1 + 3        register: none;                           register: request, other servers of the
+//	(in batches: busy  commits      serve: BatchSize requests, items          marker (vstamped); same requests (the two
+//	recipe-key Queue,               (snapshot; conflict keys on each used);   serve: 3 per item; oldest waiters); the
+//	PriorityQueue)                  collect: own request and result           collect: clear,    head's plain consumers
+//	                                                                          journal
+//	Peek*, Empty       1            first / last key (normal read; by         -                  (read-only)
+//	                                place, first after the line's items)
 //	Len                n/batch      whole range (snapshot)                    -                  (read-only)
 //	Clear              commit       -                                         range clear        consumers
 //
@@ -109,55 +110,60 @@
 // competing for the head once consumers contend. A call first looks at the
 // head and at the first requests (snapshot reads): if fewer than two
 // waiters are ahead, it takes the item after theirs in one attempt,
-// conflicting as a plain dequeue does (in strict mode the same transaction
-// serves those waiters first). Otherwise, or if that
-// attempt fails, it files a request: a key in the queue's meta subspace
-// ordered by the versionstamp of its commit, written without conflicting
-// with anyone (while the line is long, new calls skip the first look and
-// file at once). Requests form a line in commit order.
+// conflicting as a plain dequeue does (in batch mode the same transaction
+// serves those waiters first). Otherwise, or if that attempt fails, it
+// files a request: a key in the queue's meta subspace ordered by the
+// versionstamp of its commit, written without conflicting with anyone
+// (while the line is long, new calls skip the first look and file at
+// once). Requests form a line in commit order, and in both serving modes
+// (StagingConfig.Serving) they are served in line order, each with the
+// next item in queue order (the smallest for PopMin, the largest for
+// PopMax; PopMin and PopMax requests are separate lines). Histories are
+// linearizable, and the simulation checks them (see sim/).
 //
-// Default (strict, linearizable): the waiters of the two oldest requests
-// serve the line. The oldest takes the head itself, with a plain
-// dequeue's conflict range; the second oldest, or an oldest one woken by
-// new items, serves the line in one transaction: it reads the first
-// BatchSize requests and as many items, clears both and writes each item,
-// with its original key, to its request's result key (taking its own
-// directly); the waiters served wake and collect their result in a
-// transaction that clears it and records the item in the journal. Every
-// hand-out happens in a transaction that conflicts with any other taker of
-// the same items, so requests are served oldest first, each with the next
-// item in queue order (the smallest for PopMin, the largest for PopMax;
-// PopMin and PopMax requests are separate lines), and histories are
-// linearizable (the simulation checks them, see sim/). A PriorityQueue
-// always works this way: a push can land ahead of the items and move every
-// place.
+// By place (ServeByPlace; the default for a Queue made
+// WithVersionstampOrder): the request at place i in the line is due the
+// item at place i in the queue, and its waiter takes it itself. In the
+// transaction after its registration the waiter reads the requests ahead
+// of it and the items up to its place (snapshot reads); if the items reach
+// it, it takes the item at its place with read conflicts on its request
+// and that item only, so waiters at different places do not conflict and
+// nobody waits for anyone. Every transition keeps "the i-th request is due
+// the i-th item" true: a take removes a request and its item; consumers
+// outside the line (DequeueBatch, a Dequeue inside a transaction) take the
+// items after those due to the line, and Peek and Empty look there; a
+// request that leaves the line without its item (its context ended, or it
+// expired) moves that item to the tail, because the waiters behind may
+// already have taken the items after it (so the history reads as if the
+// failed call had taken the item and enqueued it again), and one that no
+// item reaches leaves with a read conflict on the whole item range, so
+// that an item arriving meanwhile makes it conflict. It needs keys in
+// commit order (with the recipe's keys, two producers can write the same
+// index, and the later commit lands ahead of an item already due), and
+// every consumer of the queue must stage the same way.
 //
-// StagingConfig.RelaxedOrder (Queue only): the request at place i takes
-// the item at place i itself. In the transaction after its registration
-// the waiter reads the requests ahead of it and the items up to its place
-// (snapshot reads); if the items reach it, it takes the item at its place
-// with read conflicts on its request and that item only, so waiters at
-// different places do not conflict and nobody waits for anyone. The
-// guarantee is weaker: every item is still delivered exactly once, and
-// requests are served roughly in line order, but if a request ahead is
-// withdrawn (its context ended, or a Dequeue found no item for it) or a
-// consumer outside the line (a Dequeue inside a transaction, DequeueBatch,
-// a client without staging) takes from the head meanwhile, a waiter
-// further back may already have taken a later item: FIFO order is
-// violated and the history is not linearizable.
+// In batches (ServeInBatches; the default otherwise, and always for a
+// PriorityQueue, where a push can land ahead of the items and move every
+// place): the waiters of the two oldest requests serve the line. The
+// oldest takes the head itself, with a plain dequeue's conflict range; the
+// second oldest, or an oldest one woken by new items, serves the line in
+// one transaction: it reads the first BatchSize requests and as many
+// items, clears both and writes each item, with its original key, to its
+// request's result key (taking its own directly); the waiters served wake
+// and collect their result in a transaction that clears it and records
+// the item in the journal. Every hand-out happens in a transaction that
+// conflicts with any other taker of the same items. An item handed back
+// (its waiter stopped) returns to its original key and so to its place;
+// so with the recipe's indexed keys an item enqueued while the queue
+// looked empty (index restarting at 1) can overtake an item written back:
+// the one departure from linearizability, which WithVersionstampOrder
+// avoids (and distinct priorities, in a PriorityQueue).
 //
 // In both modes, waiters the items do not reach sleep on watches: the two
 // oldest waiters on their request and on a signal key that every staged
 // Enqueue and Push bumps (an atomic add: no conflicts, one extra write),
 // the others on their request and the request ahead (at first the last
-// request their registration saw). Nobody polls. An item
-// handed back (its waiter stopped) returns to its original key and so to
-// its place; items enqueued concurrently keep the recipe's order (by
-// index, then random). So with the recipe's indexed keys an item enqueued
-// while the queue looked empty (index restarting at 1) can overtake an
-// item written back: the one departure from linearizability of strict
-// mode, which WithVersionstampOrder avoids (and distinct priorities, in a
-// PriorityQueue).
+// request their registration saw). Nobody polls.
 //
 // Empty queue: Dequeue withdraws its request and returns ErrEmpty.
 // DequeueWait, PopMinWait and PopMaxWait keep the request and block on the
@@ -165,37 +171,37 @@
 // Dequeue and the pops run the plain path inside it: staging needs
 // transactions of its own.
 //
-// Cost per item, on a busy queue, strict: the registration (snapshot
+// Cost per item, on a busy queue. By place: the registration (snapshot
 // reads of the line's first two and last requests, then a commit of the
-// request, a versionstamped key, and a marker at its result key; a
-// waiter that is not among the two oldest arms its watches in it and
-// sleeps from its commit on), a share of a batch transaction (one request
-// and one item read, two clears and a result write each) and the collect
-// (a point read and a commit of one clear and the journal record): three
-// commits per item, but consumers no longer serialise on the head, and
-// one serving commit hands out up to BatchSize items. The three are
-// sequential, which bounds a closed-loop consumer's rate (see
-// docs/queuebench.md). RelaxedOrder: the registration and the take (one
-// round trip: two point reads, two snapshot range reads up to the
-// waiter's place; a commit of four clears and the journal record), two
-// commits per item and no batch to wait for, so it scales further (see
-// docs/queuebench.md). Queue.StagingStats counts each phase's steps,
-// conflicts and time. A sleeping waiter holds two watches.
+// request, a versionstamped key, and a marker at its result key) and the
+// take (one round trip: two point reads, two snapshot range reads up to
+// the waiter's place; a commit of three clears and the journal record):
+// two commits per item and no batch to wait for. In batches: the
+// registration (a waiter that is not among the two oldest arms its
+// watches in it and sleeps from its commit on), a share of a batch
+// transaction (one request and one item read, two clears and a result
+// write each) and the collect (a point read and a commit of one clear and
+// the journal record): three commits per item, in sequence, which bounds
+// a closed-loop consumer's rate; one serving commit hands out up to
+// BatchSize items. docs/queuebench.md has the figures.
+// Queue.StagingStats counts each phase's steps, conflicts and time. A
+// sleeping waiter holds two watches.
 //
 // Failures: every step reads the keys it changes, so it is idempotent by
 // state, and every step that hands an item to the caller is journaled, so
 // commit_unknown_result neither loses nor duplicates an item; a
 // registration with an unknown outcome is found through its marker. When
 // the caller's context ends, a cleanup transaction in a fresh, bounded
-// context (CleanupTimeout) withdraws the request, or writes an item
-// already handed to it back at its original key. Requests carry a deadline
-// that live waiters renew every ClaimTimeout/3; results carry one too.
-// Steps that read requests, and Recover, drop expired requests and write
-// the items of expired results back, so a crashed consumer strands an item
-// for at most the claim timeout (a stalled waiter among the two oldest
-// holds up the line behind it in strict mode until its request expires;
-// in RelaxedOrder mode the waiters behind take the items at their own
-// places); a slow waiter that finds its request gone files a new one.
+// context (CleanupTimeout) withdraws the request, or returns an item
+// already due or handed to it (by place to the tail, in batches to its
+// original key). Requests carry a deadline that live waiters renew every
+// ClaimTimeout/3; results carry one too. Steps that read requests, and
+// Recover, drop expired requests (by place, with their items) and return
+// the items of expired results, so a crashed consumer strands an item for
+// at most the claim timeout (in batch mode a stalled waiter among the two
+// oldest holds up the line behind it until its request expires; by place
+// only its own item waits); a slow waiter that finds its request gone
+// files a new one.
 //
 // # Errors
 //

@@ -2,7 +2,10 @@ package fdbqueue_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"sync"
+	"time"
 
 	"github.com/fdbqueue/fdbqueue"
 	"github.com/fdbqueue/fdbqueue/kv"
@@ -157,5 +160,62 @@ func ExampleSubspace() {
 	// Output:
 	// 0261707000026a6f627300150101aa00
 	// 1 true
+	// true
+}
+
+// Many consumers on one queue: WithStaging makes Dequeue and DequeueWait
+// stop competing for the head. With WithVersionstampOrder each waiting
+// consumer takes the item at its place in the line of requests (the
+// default serving mode for that layout); DequeueWait blocks on watches
+// until an item arrives.
+func ExampleWithStaging() {
+	ctx := context.Background()
+	db := memdb.New()
+	defer db.Close()
+
+	sub, _ := fdbqueue.NewSubspace(tuple.Tuple{"jobs"})
+	q, err := fdbqueue.NewQueue(sub, fdbqueue.WithVersionstampOrder(), fdbqueue.WithStaging(fdbqueue.StagingConfig{}))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	const consumers, jobs = 8, 40
+	got := make(chan string, jobs)
+	var wg sync.WaitGroup
+	for range consumers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range jobs / consumers {
+				v, err := q.DequeueWait(ctx, db) // waits while the queue is empty
+				if err != nil {
+					fmt.Println("dequeue:", err)
+					return
+				}
+				got <- string(v)
+			}
+		}()
+	}
+	for i := range jobs {
+		if err := q.Enqueue(ctx, db, fmt.Appendf(nil, "job-%02d", i)); err != nil {
+			fmt.Println("enqueue:", err)
+			return
+		}
+	}
+	wg.Wait()
+	close(got)
+	seen := map[string]bool{}
+	for v := range got {
+		seen[v] = true
+	}
+	fmt.Println("distinct jobs delivered:", len(seen))
+
+	// A waiter whose context ends withdraws its request: nothing is lost.
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Millisecond)
+	defer cancel()
+	_, err = q.DequeueWait(wctx, db)
+	fmt.Println(errors.Is(err, context.DeadlineExceeded))
+	// Output:
+	// distinct jobs delivered: 40
 	// true
 }

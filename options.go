@@ -102,10 +102,11 @@ func WithClock(now func() time.Time) Option { return func(c *config) { c.now = n
 
 // WithStaging turns on the staged (high-contention) dequeue: Queue.Dequeue
 // and PriorityQueue.PopMin/PopMax, given a Database, file a request when
-// they cannot take an item at once and are served in batches by the waiting
-// consumers (or, for a Queue with StagingConfig.RelaxedOrder, take the item
-// at their place in the line themselves); the Wait forms (DequeueWait, PopMinWait, PopMaxWait) become
-// available; Enqueue and Push also bump a signal key that wakes waiters.
+// they cannot take an item at once, and take the item at their place in
+// the line themselves (a Queue made WithVersionstampOrder) or are served in
+// batches by the waiting consumers (see StagingConfig.Serving); the Wait
+// forms (DequeueWait, PopMinWait, PopMaxWait) become available; Enqueue
+// and Push also bump a signal key that wakes waiters.
 // Zero fields of c take their defaults. See staging.go and the package
 // documentation, "Staged dequeue".
 func WithStaging(c StagingConfig) Option {

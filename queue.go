@@ -236,13 +236,20 @@ func (q *Queue) checkItemKey(key []byte) error {
 //
 // On a queue made WithStaging and given a Database, Dequeue is staged (see
 // the package documentation, "Staged dequeue"): one plain attempt, then a
-// request in a line ordered by commit version, served oldest first by the
-// waiters of the two oldest requests (linearizable), or, with
-// StagingConfig.RelaxedOrder, taking the item at its own place in the line
-// itself (exactly once, but not strictly FIFO). On an empty queue it withdraws
-// its request and returns ErrEmpty; it never waits (DequeueWait does).
-// Given a Transaction it runs the plain dequeue inside it, since staging
-// needs transactions of its own.
+// request in a line ordered by commit version, served oldest first, each
+// with the next item (see StagingConfig.Serving): the waiter takes the item
+// at its place itself, or the waiters of the two oldest requests hand items
+// out in batches. On an empty queue it withdraws its request and returns
+// ErrEmpty; it never waits (DequeueWait does). Given a Transaction it runs
+// the plain dequeue inside it, since staging needs transactions of its
+// own; on a queue served by place it takes the first item after those due
+// to the waiting requests.
+//
+// Under conflicts a staged Dequeue retries its steps itself; under
+// commit_unknown_result its journal record settles whether a take applied,
+// so it returns each item once. If ctx ends, it withdraws its request and
+// returns an item already due or handed to it to the queue (by place to
+// the tail, in batches to its original key), and returns ctx's error.
 func (q *Queue) Dequeue(ctx context.Context, t kv.Transactor, opts ...OpOption) ([]byte, error) {
 	if db, ok := q.staged(t); ok {
 		return q.stage.run(ctx, db, false, opts)

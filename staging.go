@@ -22,12 +22,11 @@ import (
 // once all read the same key and only one commit per round succeeds. A
 // staged consumer that cannot take the head at once files a request
 // instead: requests form a line, served oldest first, each with the next
-// item in queue order. By default (strict) the waiters of the two oldest
-// requests serve the line in batches, which keeps histories linearizable;
-// with StagingConfig.RelaxedOrder (a Queue only: stageSide.stable) the
-// request at place i in the line takes the item at place i in the queue
-// itself, faster but not strictly FIFO. The keys, in the queue's meta
-// subspace (prefix + 0xff):
+// item in queue order. Served by place (a versionstamp-ordered Queue only:
+// stageSide.stable) the request at place i in the line takes the item at
+// place i in the queue itself; served in batches the waiters of the two
+// oldest requests hand items to the line. Histories are linearizable
+// either way. The keys, in the queue's meta subspace (prefix + 0xff):
 //
 //	("s", side, "r", vstamp, rid) = deadline               request: waiting
 //	("s", side, "f", rid)         = ("w",)                 marker: rid's request is waiting
@@ -45,19 +44,19 @@ import (
 //     and the marker; the waiter learns its key from the commit's
 //     versionstamp. Its only reads are snapshot reads of the line's first
 //     two and last requests (and, unless the line is known to be long, of
-//     the head): a strict waiter that is not among the two oldest arms its
+//     the head): in batch mode a waiter that is not among the two oldest arms its
 //     watches in this transaction and sleeps from its commit on. After a
 //     commit with an unknown outcome it reads the marker (resolve):
 //     normal read, so a commit still in flight makes it conflict.
-//   - take (waiter): in strict mode only the oldest waiter, which takes the
-//     head with a plain dequeue's conflict range. With RelaxedOrder (see
+//   - take (waiter): in batch mode only the oldest waiter, which takes the
+//     head with a plain dequeue's conflict range. By place (see
 //     stageSide.stable) any waiter: read the requests ahead and the items
 //     up to its place (snapshot), and if the items reach it, clear the
 //     item at its place, its request and marker, and record the item in
 //     the journal. The waiters ahead take the items ahead of it, or are
 //     served.
 //   - fulfil (a waiter of one of the two oldest requests, a "helper", that
-//     just woke from a sleep, or the second oldest in strict mode): read
+//     just woke from a sleep, or the second oldest in batch mode): read
 //     the first BatchSize requests and as many items, match them oldest
 //     first, and for each pair clear both and write the item, with its
 //     key, to the request's result key. A helper takes its own item
@@ -67,11 +66,13 @@ import (
 //   - collect (waiter that was served): clear the result key and record
 //     the item in the operation journal.
 //   - withdraw (waiter whose context ended, or a Dequeue that found no item
-//     for it): clear the request key and marker, or write a fulfilled
-//     result's item back at its original key.
+//     for it): clear the request key and marker, or return a fulfilled
+//     result's item (putBack: at its original key in batch mode, at the
+//     tail by place). By place, an item that reaches the request's place
+//     moves to the tail with it (leavePlace, requeueAt).
 //   - expire (any step that reads requests, and Recover): clear requests
-//     past their deadline with their markers, and write expired results'
-//     items back at their original keys.
+//     past their deadline with their markers (by place, with the item at
+//     their place, see liveRequests), and return expired results' items.
 //
 // Each transaction reads, with normal reads or explicit read conflict keys,
 // exactly the keys it changes, so two transactions that would both change
@@ -248,10 +249,12 @@ func (c StagingConfig) byPlace(versionstamps bool) (bool, error) {
 // RecoverStats reports what Recover did.
 type RecoverStats struct {
 	// DroppedRequests is the number of expired requests cleared (their
-	// waiters had stopped renewing them and held no item).
+	// waiters had stopped renewing them).
 	DroppedRequests int
-	// ReturnedItems is the number of items of expired results written back
-	// to the queue at their original keys.
+	// ReturnedItems is the number of items returned to the queue: those of
+	// expired results (at their original keys in batch mode, at the tail
+	// by place) and, by place, those due to expired requests (to the
+	// tail).
 	ReturnedItems int
 }
 
@@ -394,14 +397,16 @@ type stageSide[T any] struct {
 	ress     Subspace
 	reqRange kv.KeyRange
 	resRange kv.KeyRange
-	// stable is set for a Queue made with StagingConfig.RelaxedOrder. Its
-	// items are only ever added behind those present, so the item at a
-	// request's place stays its item (unless a request ahead is withdrawn
-	// or a consumer outside the line takes from the head: then FIFO order
-	// is lost), and every waiter the items reach takes its own. Otherwise
-	// (the default, strict mode, and always in a PriorityQueue) the
-	// oldest waiter takes the head and the helpers serve the others in
-	// batches, which is linearizable. In a PriorityQueue an
+	// stable is set for a Queue served by place (its keys are in commit
+	// order, so items are only ever added behind those present). The
+	// i-th request of the line is due the i-th item, and every transition
+	// keeps it so: a take removes a request with its item; a request that
+	// leaves without its item moves that item to the tail (requeueAt), or,
+	// if no item reaches it, conflicts with any item arriving; consumers
+	// outside the line skip the items due to it (Queue.reserved). So every
+	// waiter the items reach takes its own. Otherwise (serving in batches,
+	// and always in a PriorityQueue) the oldest waiter takes the head and
+	// the helpers serve the others in batches. In a PriorityQueue an
 	// item pushed ahead would move the places, and a pop could return an
 	// item while a more extreme one stays: only the oldest waiter takes
 	// its own item (from the head, as a plain pop), and the helpers serve
@@ -1007,7 +1012,7 @@ func (w *waiter[T]) fresh(tr kv.Transaction, now time.Time, head kv.RangeResult,
 	}
 	// File a request; the next steps take the head (the oldest waiter),
 	// serve the line (the two oldest), take the item at its place
-	// (RelaxedOrder, if the items reach it), or sleep until served.
+	// (by place, if the items reach it), or sleep until served.
 	return w.join(tr, now, last, ahead)
 }
 
@@ -1690,9 +1695,10 @@ func (w *waiter[T]) sleep(ctx context.Context) error {
 
 // abandon undoes what the operation left in the database after it stopped
 // with cause (its context ended, or an error that is not retryable): it
-// withdraws the request, writes a fulfilled item back at its original key,
-// and, when a take's commit had an unknown outcome and did apply, writes
-// that item back too and erases its journal record. It runs in a fresh
+// withdraws the request (by place, moving the item due to it to the tail),
+// returns a fulfilled item (putBack), and, when a take's commit had an
+// unknown outcome and did apply, returns that item too and erases its
+// journal record. It runs in a fresh
 // context bounded by the CleanupTimeout, since ctx is done.
 //
 // When ctx ended, the error returned is ctx's (the cleanup settled the
@@ -2003,9 +2009,9 @@ func (q *Queue) StagingStats() StagingStats { return q.stager.stats.snapshot() }
 // waiters then notice their items only when they renew their requests,
 // every ClaimTimeout/3.
 //
-// When ctx ends, the request is withdrawn and an item already handed to it
-// is written back at its original key, so nothing is lost, and the error
-// matches ctx.Err(). An operation ID given WithOpID must finish within the
+// When ctx ends, the request is withdrawn and an item already due or
+// handed to it goes back to the queue (by place to the tail, in batches to
+// its original key), so nothing is lost, and the error matches ctx.Err(). An operation ID given WithOpID must finish within the
 // journal retention (ErrOperationExpired otherwise); without one, the
 // operation renews its own ID while it waits.
 func (q *Queue) DequeueWait(ctx context.Context, db kv.Database, opts ...OpOption) ([]byte, error) {
@@ -2015,12 +2021,14 @@ func (q *Queue) DequeueWait(ctx context.Context, db kv.Database, opts ...OpOptio
 	return q.stage.run(ctx, db, true, opts)
 }
 
-// Recover drops the queue's expired staging requests and writes the items
-// of expired results (handed to waiters that never collected them) back at
-// their original keys. Fulfillers do the same for what they come across;
-// run Recover now and then (say every claim timeout) from any client to
-// bound how long a crashed consumer can strand an item. It works whether or
-// not this Queue value was made WithStaging.
+// Recover drops the queue's expired staging requests and returns the items
+// of expired results (handed to waiters that never collected them) to the
+// queue; served by place, it also sends the items due to expired requests
+// to the tail, for the first 256 requests of the line. Steps of staged
+// calls do the same for what they come across; run Recover now and then
+// (say every claim timeout) from any client to bound how long a crashed
+// consumer can strand an item. Its Queue value must have the staging
+// configuration of the queue's consumers.
 func (q *Queue) Recover(ctx context.Context, db kv.Database) (RecoverStats, error) {
 	var st RecoverStats
 	if err := checkTransactor(db); err != nil {

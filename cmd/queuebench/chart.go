@@ -17,6 +17,8 @@ var palette = []color.Color{
 	color.RGBA{R: 0x1f, G: 0x77, B: 0xb4, A: 0xff}, // blue
 	color.RGBA{R: 0x2c, G: 0xa0, B: 0x2c, A: 0xff}, // green
 	color.RGBA{R: 0x94, G: 0x67, B: 0xbd, A: 0xff}, // purple
+	color.RGBA{R: 0xff, G: 0x7f, B: 0x0e, A: 0xff}, // orange
+	color.RGBA{R: 0x8c, G: 0x56, B: 0x4b, A: 0xff}, // brown
 }
 
 // drawChart writes a PNG with two panels: dequeue throughput by consumers
