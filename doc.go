@@ -171,9 +171,10 @@
 // Dequeue and the pops run the plain path inside it: staging needs
 // transactions of its own.
 //
-// Cost per item, on a busy queue. By place: the registration (snapshot
-// reads of the line's first two and last requests, then a commit of the
-// request, a versionstamped key, and a marker at its result key) and the
+// Cost per item, on a busy queue. By place: the registration (a blind
+// commit of the request, a versionstamped key, and a marker at its result
+// key; while the line is short it first reads the head and the line's
+// first two and last requests) and the
 // take (one round trip: two point reads, two snapshot range reads up to
 // the waiter's place; a commit of three clears and the journal record):
 // two commits per item and no batch to wait for. In batches: the

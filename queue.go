@@ -269,6 +269,12 @@ func (q *Queue) Dequeue(ctx context.Context, t kv.Transactor, opts ...OpOption) 
 // Conflicts: the read conflict covers the head up to the last item taken,
 // even when the queue held fewer than max items, so a batch dequeue does not
 // conflict with producers appending after it. Guarantees are Dequeue's.
+//
+// On a queue served by place (see StagingConfig.Serving), the items due to
+// the requests waiting in the line are theirs: DequeueBatch first reads
+// the line (a snapshot read of all of it), takes the items after those,
+// with a read conflict on each item taken, and returns ErrEmpty when there
+// are none.
 func (q *Queue) DequeueBatch(ctx context.Context, t kv.Transactor, max int, opts ...OpOption) ([][]byte, error) {
 	if err := checkTransactor(t); err != nil {
 		return nil, err

@@ -44,8 +44,9 @@ import (
 //     and the marker; the waiter learns its key from the commit's
 //     versionstamp. Its only reads are snapshot reads of the line's first
 //     two and last requests (and, unless the line is known to be long, of
-//     the head): in batch mode a waiter that is not among the two oldest arms its
-//     watches in this transaction and sleeps from its commit on. After a
+//     the head; by place, while the line is long, none at all): in batch
+//     mode a waiter that is not among the two oldest arms its watches in
+//     this transaction and sleeps from its commit on. After a
 //     commit with an unknown outcome it reads the marker (resolve):
 //     normal read, so a commit still in flight makes it conflict.
 //   - take (waiter): in batch mode only the oldest waiter, which takes the
@@ -872,6 +873,12 @@ func (w *waiter[T]) step(tr kv.Transaction) (out outcome[T], err error) {
 		}
 		return w.resolve(tr)
 	}
+	if w.reqKey == nil && s.stable && s.busy.Load() && !w.fastDone && rec == nil {
+		// By place, while the line is long: the registration has nothing
+		// to decide (no plain attempt, no watch to arm), so it reads
+		// nothing and is a blind write; the next step reads the line.
+		return w.join(tr, now, nil, nil)
+	}
 	if w.reqKey == nil {
 		// The last request in the line: a new request stands behind it,
 		// and in strict mode its waiter sleeps from the registration on,
@@ -1028,7 +1035,7 @@ func (s *stageSide[T]) liveAmong(reqs []kv.KeyValue, now time.Time) []kv.KeyValu
 }
 
 // join files a request. ahead are the live requests among the first few,
-// and last the read of the last request in the line. In strict mode a
+// and last the read of the last request in the line (nil: not read). In strict mode a
 // waiter that is not among the two oldest cannot do anything for its
 // request but wait: the registration arms its watches, on its result key (a
 // fulfilment writes it, an expiry clears it) and on the last request ahead
@@ -1039,9 +1046,11 @@ func (s *stageSide[T]) liveAmong(reqs []kv.KeyValue, now time.Time) []kv.KeyValu
 func (w *waiter[T]) join(tr kv.Transaction, now time.Time, last kv.RangeResult, ahead []kv.KeyValue) (out outcome[T], err error) {
 	out.phase = phaseRegister
 	w.fastDone = true
-	lasts, err := last.GetSlice()
-	if err != nil {
-		return out, err
+	var lasts []kv.KeyValue
+	if last != nil {
+		if lasts, err = last.GetSlice(); err != nil {
+			return out, err
+		}
 	}
 	// The writes come after the reads have returned: on FoundationDB a
 	// range read over the line after the versionstamped write into it
