@@ -881,7 +881,7 @@ func (w *waiter[T]) step(tr kv.Transaction) (out outcome[T], err error) {
 	}
 	if w.reqKey == nil {
 		// The last request in the line: a new request stands behind it,
-		// and in strict mode its waiter sleeps from the registration on,
+		// and in batch mode its waiter sleeps from the registration on,
 		// until that request leaves the line or its own is served.
 		last := eager(tr.Snapshot().GetRange(s.liveRange(), kv.RangeOptions{Limit: 1, Reverse: true, Mode: kv.StreamingModeExact}))
 		// The first requests: fewer than two live ones means this caller
@@ -1035,9 +1035,9 @@ func (s *stageSide[T]) liveAmong(reqs []kv.KeyValue, now time.Time) []kv.KeyValu
 }
 
 // join files a request. ahead are the live requests among the first few,
-// and last the read of the last request in the line (nil: not read). In strict mode a
-// waiter that is not among the two oldest cannot do anything for its
-// request but wait: the registration arms its watches, on its result key (a
+// and last the read of the last request in the line (nil: not read). In
+// batch mode a waiter that is not among the two oldest cannot do anything
+// for its request but wait: the registration arms its watches, on its result key (a
 // fulfilment writes it, an expiry clears it) and on the last request ahead
 // (when that one leaves the line, this one may have become one of the two
 // oldest), so that it sleeps from the commit on, one transaction sooner
@@ -1275,7 +1275,7 @@ func (w *waiter[T]) fulfil(tr kv.Transaction, now time.Time, pending kv.RangeRes
 	if pos >= helpers {
 		if !w.wait {
 			// A plain Dequeue waits only if the items reach its request.
-			// In strict mode it returns ErrEmpty only when the queue is
+			// In batch mode it returns ErrEmpty only when the queue is
 			// empty: items the requests ahead have not yet been handed
 			// may still come to it (a request ahead withdrawn, a
 			// consumer outside the line), and an ErrEmpty while they are

@@ -92,14 +92,14 @@ var stagingFaults = memdb.Faults{NotCommitted: 0.05, UnknownApplied: 0.05, Unkno
 // recipe's keys) or by place (on versionstamp-ordered keys, which it needs).
 type stagingMode struct {
 	name    string
-	relaxed bool // by place
+	byPlace bool
 }
 
 var stagingModes = []stagingMode{{"batches", false}, {"place", true}}
 
 // opts returns the options of a Queue staged with c in mode m.
 func (m stagingMode) opts(c fdbqueue.StagingConfig) []fdbqueue.Option {
-	if !m.relaxed {
+	if !m.byPlace {
 		c.Serving = fdbqueue.ServeInBatches
 		return []fdbqueue.Option{fdbqueue.WithStaging(c)}
 	}
@@ -110,7 +110,7 @@ func (m stagingMode) opts(c fdbqueue.StagingConfig) []fdbqueue.Option {
 // layout is the key layout option of mode m (nil: the recipe's), for the
 // other Queue values on the same subspace.
 func (m stagingMode) layout() fdbqueue.Option {
-	if m.relaxed {
+	if m.byPlace {
 		return fdbqueue.WithVersionstampOrder()
 	}
 	return nil
@@ -123,7 +123,7 @@ func (m stagingMode) requireReturned(t *testing.T, db *memdb.DB, sub fdbqueue.Su
 	t.Helper()
 	keys := itemKeys(t, db, sub)
 	require.Len(t, keys, 1, "the item is back in the queue")
-	if m.relaxed {
+	if m.byPlace {
 		require.NotEqual(t, original, keys[0], "place mode: the item went to the tail, under a new key")
 	} else {
 		require.Equal(t, original, keys[0], "batch mode: the item is back at its original key")
@@ -732,7 +732,7 @@ func TestStagedExpiredRequestsDropped(t *testing.T) {
 		st, err := q.Recover(ctx, db)
 		require.NoError(t, err)
 		want := fdbqueue.RecoverStats{DroppedRequests: 2}
-		if m.relaxed {
+		if m.byPlace {
 			want = fdbqueue.RecoverStats{}
 		}
 		require.Equal(t, want, st)
@@ -999,13 +999,13 @@ func TestStagedPopWaitsForOlderRequests(t *testing.T) {
 	requireNoWatches(t, db)
 }
 
-// In the default (strict) mode a waiter behind the two oldest requests
+// Served in batches, a waiter behind the two oldest requests
 // does not take the item at its place while they wait, even when the
 // items reach it: the two oldest serve the line in order, so the history
 // stays linearizable. Here the two oldest are stalled, and the third
 // consumer gets nothing until they run; then each gets the item of its
 // place.
-func TestStagedStrictWaitsForOlderRequests(t *testing.T) {
+func TestStagedInBatchesWaitsForOlderRequests(t *testing.T) {
 	ctx := context.Background()
 	db := stgDB(t)
 	sub := stgSubspace(t, "strict")
@@ -1143,7 +1143,7 @@ func TestStagedPlaceReservesItems(t *testing.T) {
 		<-armed // the waiter's request is in the line, asleep on an empty queue
 
 		require.NoError(t, plain.Enqueue(ctx, db, []byte("x")))
-		if m.relaxed {
+		if m.byPlace {
 			_, err := q.Peek(ctx, db)
 			require.ErrorIs(t, err, fdbqueue.ErrEmpty, "x is the waiter's")
 			empty, err := q.Empty(ctx, db)
