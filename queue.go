@@ -240,7 +240,8 @@ func (q *Queue) checkItemKey(key []byte) error {
 // with the next item (see StagingConfig.Serving): the waiter takes the item
 // at its place itself, or the waiters of the two oldest requests hand items
 // out in batches. On an empty queue it withdraws its request and returns
-// ErrEmpty; it never waits (DequeueWait does). Given a Transaction it runs
+// ErrEmpty (served by place, also when every item is due to a request
+// ahead of its own); it never waits (DequeueWait does). Given a Transaction it runs
 // the plain dequeue inside it, since staging needs transactions of its
 // own; on a queue served by place it takes the first item after those due
 // to the waiting requests.
