@@ -461,7 +461,8 @@ func emptyRange(ctx context.Context, t kv.ReadTransactor, r kv.KeyRange, reserve
 
 // Len counts the items, as of the transaction's read version, by scanning
 // the whole queue with a snapshot read: O(n), and it adds no read conflict.
-// Every key in the queue's range counts, foreign or not.
+// Every key in the queue's range counts, foreign or not, and so do the
+// items due to requests waiting in a staged queue's line.
 func (q *Queue) Len(ctx context.Context, t kv.ReadTransactor) (int, error) {
 	return countRange(ctx, t, q.items)
 }
