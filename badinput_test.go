@@ -372,6 +372,17 @@ func badRows() []badRow {
 			require.NoError(t, err)
 			require.Zero(t, st.ReturnedItems)
 		}},
+		{"NewQueue, NewPriorityQueue WithStaging", "Serving: ServeByPlace without WithVersionstampOrder, or on a priority queue; an unknown serving mode", "ErrInvalidArgument", func(t *testing.T) {
+			sub, err := fdbqueue.NewSubspace(tuple.Tuple{"serving"})
+			require.NoError(t, err)
+			byPlace := fdbqueue.WithStaging(fdbqueue.StagingConfig{Serving: fdbqueue.ServeByPlace})
+			_, err = fdbqueue.NewQueue(sub, byPlace)
+			require.ErrorIs(t, err, fdbqueue.ErrInvalidArgument)
+			_, err = fdbqueue.NewPriorityQueue(sub, byPlace)
+			require.ErrorIs(t, err, fdbqueue.ErrInvalidArgument)
+			_, err = fdbqueue.NewQueue(sub, fdbqueue.WithVersionstampOrder(), fdbqueue.WithStaging(fdbqueue.StagingConfig{Serving: 7}))
+			require.ErrorIs(t, err, fdbqueue.ErrInvalidArgument)
+		}},
 		{"PriorityQueue.Push, PopMin, PopMax", "priority MinInt64 and MaxInt64", "OK; MinInt64 pops first from the smallest end, MaxInt64 from the largest", func(t *testing.T) {
 			db := newDB(t)
 			pq := mustPQ(t, "extremes")

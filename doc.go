@@ -128,10 +128,12 @@
 // of it and the items up to its place (snapshot reads); if the items reach
 // it, it takes the item at its place with read conflicts on its request
 // and that item only, so waiters at different places do not conflict and
-// nobody waits for anyone. Every transition keeps "the i-th request is due
-// the i-th item" true: a take removes a request and its item; consumers
-// outside the line (DequeueBatch, a Dequeue inside a transaction) take the
-// items after those due to the line, and Peek and Empty look there; a
+// nobody waits for anyone. Every transition that removes a request or an
+// item keeps "the i-th request is due the i-th item" true for the requests
+// it read: a take removes a request and its item; consumers outside the
+// line (DequeueBatch, a Dequeue inside a transaction) take the items after
+// those due to the line as they read it (a request filed meanwhile is then
+// due the next item), and Peek and Empty look there; a
 // request that leaves the line without its item (its context ended, or it
 // expired) moves that item to the tail, because the waiters behind may
 // already have taken the items after it (so the history reads as if the
@@ -162,8 +164,9 @@
 // In both modes, waiters the items do not reach sleep on watches: the two
 // oldest waiters on their request and on a signal key that every staged
 // Enqueue and Push bumps (an atomic add: no conflicts, one extra write),
-// the others on their request and the request ahead (at first the last
-// request their registration saw). Nobody polls.
+// the others on their request and the request ahead (in batch mode, at
+// first the last request their registration saw). Nobody polls, except
+// that a plain Dequeue, which must not block, looks again every 100 ms.
 //
 // Empty queue: Dequeue withdraws its request and returns ErrEmpty.
 // DequeueWait, PopMinWait and PopMaxWait keep the request and block on the
@@ -201,14 +204,19 @@
 // the items of expired results, so a crashed consumer strands an item for
 // at most the claim timeout (in batch mode a stalled waiter among the two
 // oldest holds up the line behind it until its request expires; by place
-// only its own item waits); a slow waiter that finds its request gone
-// files a new one.
+// only its own item waits). A waiter that stalled that long and finds, when
+// it resumes, that its request or result expired and its item went back
+// fails with ErrClaimExpired, having taken nothing: going on with a new
+// request would not be linearizable. A cleanup transaction that fails
+// leaves the request to expire, so its call's error satisfies
+// kv.MaybeCommitted.
 //
 // # Errors
 //
 // Layer errors are sentinels tested with errors.Is: ErrEmpty,
 // ErrValueTooLarge, ErrForeignKey (a *ForeignKeyError naming the key),
-// ErrInvalidArgument, ErrBatchTooLarge, ErrOperationExpired, ErrCodec,
+// ErrInvalidArgument, ErrBatchTooLarge, ErrOperationExpired,
+// ErrClaimExpired, ErrCodec,
 // ErrKeyOutsideSubspace and ErrMalformedKey. Database errors are kv errors
 // (kv.ErrNotCommitted, ...). No input makes an operation panic, and no
 // failure loses or duplicates an item.

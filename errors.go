@@ -47,6 +47,15 @@ var (
 	// kv.MaybeCommitted's meaning: the operation may have taken effect.
 	ErrOperationExpired = errors.New("fdbqueue: operation outlived its journal retention")
 
+	// ErrClaimExpired is returned by a staged dequeue or pop whose request,
+	// or the item handed to it, expired before the call could take it: the
+	// call stopped renewing its request for StagingConfig.ClaimTimeout (a
+	// stalled process, a long pause), and another consumer or Recover
+	// returned the item due to it to the queue. The call took nothing; call
+	// again. (Going on with a new request instead would not be
+	// linearizable: the item went back to the queue during this call.)
+	ErrClaimExpired = errors.New("fdbqueue: staged request expired before it was claimed")
+
 	// ErrCodec is returned when a typed queue's codec cannot encode or decode
 	// a value. Decoding failures leave the item dequeued: the raw bytes are
 	// in the *CodecError.

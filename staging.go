@@ -423,9 +423,10 @@ type stageSide[T any] struct {
 	floor  atomic.Pointer[[]byte]
 	accept func(kv.KeyValue) (T, []byte, error)
 	replay func([]byte) (T, error)
-	// requeue writes a stored item at the tail, as an enqueue would (place
-	// mode only).
-	requeue func(tr kv.Transaction, stored []byte) error
+	// requeue writes a stored item at the tail, as an enqueue would, and
+	// checkKey tells an item key from a foreign one (place mode only).
+	requeue  func(tr kv.Transaction, stored []byte) error
+	checkKey func(key []byte) error
 }
 
 func newStageSide[T any](st *stager, queuePrefix []byte, name string, j *journal, items kv.KeyRange, reverse bool,
@@ -609,16 +610,23 @@ func (s *stageSide[T]) putBack(tr kv.Transaction, key, stored []byte) (bool, err
 // place mode: the requests behind keep their items, and the history reads
 // as if the failed call had taken it and it had been enqueued again. The
 // read conflict on its key makes anyone else taking it conflict.
-func (s *stageSide[T]) requeueAt(tr kv.Transaction, it kv.KeyValue) error {
+//
+// A key without the queue's layout (a foreign key) is left where it is:
+// moving its value would make an item of it. It reports whether it moved
+// the item.
+func (s *stageSide[T]) requeueAt(tr kv.Transaction, it kv.KeyValue) (bool, error) {
+	if s.checkKey != nil && s.checkKey(it.Key) != nil {
+		return false, nil
+	}
 	if err := tr.AddReadConflictKey(it.Key); err != nil {
-		return err
+		return false, err
 	}
 	tr.Clear(it.Key)
 	if err := s.requeue(tr, it.Value); err != nil {
-		return err
+		return false, err
 	}
 	s.st.bump(tr)
-	return nil
+	return true, nil
 }
 
 // expireResults writes back the items of expired results among rs (except
@@ -956,14 +964,17 @@ func (w *waiter[T]) step(tr kv.Transaction) (out outcome[T], err error) {
 			out.done, out.err, out.noCommit = true, ErrEmpty, true
 			return out, nil
 		}
-		// Dropped or reclaimed after its deadline (this waiter was too
-		// slow): register again in the next step.
+		// Dropped, or its result reclaimed, after its deadline: this
+		// waiter stalled for the claim timeout, and its item went back to
+		// the queue (by place to the tail) while the call was running. The
+		// call fails: going on with a new request and returning another
+		// item would not be linearizable.
 		out.phase = phaseWait
 		if marker {
 			tr.Clear(w.resKey)
 		}
-		w.reqKey, w.resKey, w.rid = nil, nil, nil
 		s.st.point("lost")
+		out.done, out.err = true, ErrClaimExpired
 		return out, nil
 	default:
 		if light {
@@ -1416,10 +1427,13 @@ func (s *stageSide[T]) liveRequests(tr kv.Transaction, now time.Time, reqs []kv.
 		if s.stable && perr == nil {
 			switch i := len(live); {
 			case i < len(rest):
-				if err := s.requeueAt(tr, rest[i]); err != nil {
+				moved, err := s.requeueAt(tr, rest[i])
+				if err != nil {
 					return nil, 0, nil, err
 				}
-				rest = append(rest[:i:i], rest[i+1:]...)
+				if moved {
+					rest = append(rest[:i:i], rest[i+1:]...)
+				}
 			case !complete:
 				live = append(live, r) // not known whether an item reaches it
 				continue
@@ -1795,8 +1809,12 @@ func (w *waiter[T]) abandon(ctx context.Context, cause error) error {
 	})
 	if err != nil {
 		e := fmt.Errorf("%w (withdrawing the staged request failed, the claim timeout will return its item: %w; last error: %v)", final, err, cause)
-		if w.taken != nil {
-			// The item may sit in the journal: recoverable with WithOpID.
+		if w.taken != nil || w.resKey != nil {
+			// The item may sit in the journal (recoverable with WithOpID),
+			// or the request may still be in the line, with an item due or
+			// handed to it that goes back to the queue only when it
+			// expires, after this call returned: either way the call may
+			// have had an effect.
 			return kv.CommitInterrupted(e)
 		}
 		return e
@@ -1823,7 +1841,7 @@ func (s *stageSide[T]) leavePlace(tr kv.Transaction, reqKey []byte) (bool, error
 		return false, err
 	}
 	if p < len(items) {
-		return true, s.requeueAt(tr, items[p])
+		return s.requeueAt(tr, items[p])
 	}
 	return false, tr.AddReadConflictRange(s.items)
 }
@@ -1963,7 +1981,7 @@ func (s *stageSide[T]) fulfilOnce(ctx context.Context, db kv.Database) (int, err
 func (q *Queue) initStaging() error {
 	q.stager = newStager(q.sub.prefix, q.cfg, q.rand)
 	q.stage = newStageSide(q.stager, q.sub.prefix, "q", q.journal, q.items, false, q.accept, q.cfg.encoding.decode)
-	q.stage.requeue = q.requeue
+	q.stage.requeue, q.stage.checkKey = q.requeue, q.checkItemKey
 	var err error
 	q.stage.stable, err = q.stager.cfg.byPlace(q.cfg.versionstamps)
 	return err

@@ -598,7 +598,8 @@ func TestStagedInterruptedTakeResolved(t *testing.T) {
 
 // A waiter that is fulfilled and never collects (it hung or crashed)
 // strands its item only until the claim timeout: Recover puts it back. When
-// the waiter comes back it finds its request gone and files a new one.
+// the waiter comes back it finds its request gone and fails with
+// ErrClaimExpired, having taken nothing.
 func TestStagedCrashRecovery(t *testing.T) {
 	forModes(t, func(t *testing.T, m stagingMode) {
 		ctx := context.Background()
@@ -611,10 +612,8 @@ func TestStagedCrashRecovery(t *testing.T) {
 
 		hung := make(chan struct{})
 		release := make(chan struct{})
-		events := make(chan string, 16)
 		var once sync.Once
 		fdbqueue.SetStagingHook(q, func(p string) {
-			events <- p
 			if p == "armed" {
 				once.Do(func() {
 					close(hung)
@@ -624,13 +623,10 @@ func TestStagedCrashRecovery(t *testing.T) {
 		})
 		wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		defer cancel()
-		result := make(chan string, 1)
+		result := make(chan error, 1)
 		go func() {
-			v, err := q.DequeueWait(wctx, db)
-			if err != nil {
-				t.Errorf("DequeueWait: %v", err)
-			}
-			result <- string(v)
+			_, err := q.DequeueWait(wctx, db)
+			result <- err
 		}()
 		<-hung
 
@@ -655,21 +651,14 @@ func TestStagedCrashRecovery(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, "stranded", string(v))
 
-		// The slow waiter resumes, finds its request gone, registers again and
-		// gets the next item.
+		// The slow waiter resumes and finds its request gone: its item
+		// went back to the queue during its call, so the call fails (going
+		// on with a new request would not be linearizable) and took
+		// nothing.
 		close(release)
-		for p := range events {
-			if p == "lost" {
-				break
-			}
-		}
-		for p := range events {
-			if p == "armed" {
-				break
-			}
-		}
-		require.NoError(t, q.Enqueue(ctx, db, []byte("next")))
-		require.Equal(t, "next", <-result)
+		werr := <-result
+		require.ErrorIs(t, werr, fdbqueue.ErrClaimExpired)
+		require.False(t, kv.MaybeCommitted(werr))
 		require.Empty(t, stagingKeys(t, db, sub))
 		requireNoWatches(t, db)
 	})
@@ -1188,4 +1177,98 @@ func toStrings(vals [][]byte) []string {
 		out[i] = string(v)
 	}
 	return out
+}
+
+// A waiter that is alive but stalls past its claim timeout (a GC pause, a
+// partition, a suspended VM) finds, when it resumes, that another consumer
+// returned the item due to it to the queue. Its call must then fail: going
+// on with a new request and returning another item would not be
+// linearizable. Here, by place: V takes b past W's expired place, X
+// (started after V returned) drops W's request, sending a to the tail, and
+// takes it; W, had it gone on, would have returned c. (In batches an
+// expired request that was not served holds no item, and TestStagedCrashRecovery
+// Recovery covers an expired result.)
+func TestStagedStalledWaiterFailsWithClaimExpired(t *testing.T) {
+	m := stagingModes[1] // by place
+	ctx := context.Background()
+	clock := memdb.NewManualClock(time.Unix(1_700_000_000, 0))
+	db := stgDB(t)
+	sub := stgSubspace(t, "stalled")
+	const timeout = 10 * time.Second
+	opts := append(m.opts(fdbqueue.StagingConfig{ClaimTimeout: timeout}), fdbqueue.WithClock(clock.Now))
+	qW := stgQueue(t, sub, opts...) // W's client
+	q := stgQueue(t, sub, opts...)  // everybody else's
+	stalled, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	fdbqueue.SetStagingHook(qW, func(p string) {
+		if p == "armed" {
+			once.Do(func() {
+				close(stalled)
+				<-release // W stalls for longer than the claim timeout
+			})
+		}
+	})
+	werr := make(chan error, 1)
+	go func() {
+		_, err := qW.DequeueWait(ctx, db)
+		werr <- err
+	}()
+	<-stalled // W's request is first in the line, asleep on an empty queue
+
+	require.NoError(t, q.EnqueueBatch(ctx, db, [][]byte{[]byte("a"), []byte("b")}))
+	clock.Advance(timeout + time.Second)
+	v, err := q.Dequeue(ctx, db)
+	require.NoError(t, err)
+	first := string(v)
+	v, err = q.Dequeue(ctx, db)
+	require.NoError(t, err)
+	require.ElementsMatch(t, []string{"a", "b"}, []string{first, string(v)})
+	require.NoError(t, q.Enqueue(ctx, db, []byte("c")))
+
+	close(release)
+	err = <-werr
+	require.ErrorIs(t, err, fdbqueue.ErrClaimExpired)
+	require.False(t, kv.MaybeCommitted(err), "the call took nothing")
+	v, err = q.Dequeue(ctx, db)
+	require.NoError(t, err)
+	require.Equal(t, "c", string(v), "c is still there")
+	require.Empty(t, stagingKeys(t, db, sub))
+	requireNoWatches(t, db)
+}
+
+// By place, a waiter whose place holds a foreign key fails with
+// ErrForeignKey, and its cleanup leaves the foreign key where it is: moving
+// its value to the tail, as an item due to a leaving request goes, would
+// make an item of it.
+func TestStagedPlaceLeavesForeignKey(t *testing.T) {
+	ctx := context.Background()
+	db := stgDB(t)
+	sub := stgSubspace(t, "foreign-place")
+	opts := []fdbqueue.Option{fdbqueue.WithStaging(fdbqueue.StagingConfig{Serving: fdbqueue.ServeByPlace}), fdbqueue.WithVersionstampOrder()}
+	qW := stgQueue(t, sub, opts...)
+	q := stgQueue(t, sub, opts...)
+	armed := make(chan struct{})
+	var once sync.Once
+	fdbqueue.SetStagingHook(qW, func(p string) {
+		if p == "armed" {
+			once.Do(func() { close(armed) })
+		}
+	})
+	werr := make(chan error, 1)
+	go func() {
+		_, err := qW.DequeueWait(ctx, db)
+		werr <- err
+	}()
+	<-armed // W waits at place 0 on an empty queue
+
+	key, err := sub.Pack(tuple.Tuple{"not", "ours"})
+	require.NoError(t, err)
+	require.NoError(t, db.Transact(ctx, func(tr kv.Transaction) error { tr.Set(key, []byte("foreign-value")); return nil }))
+	require.NoError(t, q.Enqueue(ctx, db, []byte("x"))) // bumps the signal: W wakes
+	require.ErrorIs(t, <-werr, fdbqueue.ErrForeignKey)
+
+	require.Contains(t, itemKeys(t, db, sub), key, "the foreign key stays where it was")
+	_, err = q.Dequeue(ctx, db)
+	require.ErrorIs(t, err, fdbqueue.ErrForeignKey, "as a plain dequeue finds it at the head")
+	require.Empty(t, stagingKeys(t, db, sub))
 }

@@ -625,7 +625,8 @@ func (h *harness) client(ctx context.Context, round int, t *target, c int, rng *
 // simulation: the context ended, or the commit's outcome is unknown.
 func expected(err error) bool {
 	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) ||
-		kv.MaybeCommitted(err) || errors.Is(err, fdbqueue.ErrOperationExpired)
+		kv.MaybeCommitted(err) || errors.Is(err, fdbqueue.ErrOperationExpired) ||
+		errors.Is(err, fdbqueue.ErrClaimExpired) // a waiter that stalled for the claim timeout
 }
 
 // choose picks a client's next operation.
