@@ -674,7 +674,6 @@ type waiter[T any] struct {
 	rid            []byte
 	stamp          kv.FutureVersionstamp // of the registration in flight
 	fastDone       bool                  // the one plain attempt was made
-	withdrawing    bool                  // a withdrawal was attempted
 	renewAt        time.Time
 
 	// taken is the item a take attempt (fast take, self-service or
@@ -959,16 +958,15 @@ func (w *waiter[T]) step(tr kv.Transaction) (out outcome[T], err error) {
 	case resV != nil:
 		return w.collect(tr, resV)
 	case reqV == nil:
-		if w.withdrawing {
-			out.phase = phaseWithdraw
-			out.done, out.err, out.noCommit = true, ErrEmpty, true
-			return out, nil
-		}
 		// Dropped, or its result reclaimed, after its deadline: this
 		// waiter stalled for the claim timeout, and its item went back to
 		// the queue (by place to the tail) while the call was running. The
 		// call fails: going on with a new request and returning another
-		// item would not be linearizable.
+		// item would not be linearizable. (After a withdrawal whose commit
+		// failed, the request being gone means the same: a withdrawal that
+		// conflicted did not apply. After one whose outcome was unknown it
+		// may have applied; the call cannot tell, and fails the same way,
+		// having taken nothing either way.)
 		out.phase = phaseWait
 		if marker {
 			tr.Clear(w.resKey)
@@ -1194,7 +1192,6 @@ func (w *waiter[T]) register(tr kv.Transaction, now time.Time) error {
 	w.renewAt = now.Add(timeout / 3)
 	// If this commit fails, the next step looks for the marker (resolve).
 	w.reqKey = nil
-	w.withdrawing = false
 	return nil
 }
 
@@ -1390,7 +1387,6 @@ func (w *waiter[T]) withdraw(tr kv.Transaction) (out outcome[T], err error) {
 	}
 	tr.Clear(w.reqKey)
 	tr.Clear(w.resKey) // the registration's marker
-	w.withdrawing = true
 	out.phase = phaseWithdraw
 	out.done, out.err = true, ErrEmpty
 	return out, nil

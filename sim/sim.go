@@ -136,6 +136,12 @@ type Config struct {
 	// in batches). A failed take of a Queue served by place is recorded as
 	// a Hide and an Unhide at the tail (FIFOPlaceModel).
 	StagingServing fdbqueue.StagingServing
+	// ClaimTimeout is staged seeds' StagingConfig.ClaimTimeout (default 2s).
+	// A short one (tens of milliseconds) makes waiters that are slow for
+	// a moment (latency, faults, scheduling) lose their requests and
+	// results to expiry, which exercises the expiry paths: such a call
+	// fails with ErrClaimExpired and is recorded as a failed take.
+	ClaimTimeout time.Duration
 
 	// WithoutIdempotency runs the layers as the plain recipes
 	// (fdbqueue.WithoutIdempotency): no journal, so nothing is recovered.
@@ -207,6 +213,9 @@ type Result struct {
 	Unknown   int // operations left with an unknown outcome
 	Recovered int // operations of unknown outcome recovered by OpID
 	Hidden    int // failed staged takes modelled as Hide and Unhide
+	// ClaimsExpired counts staged takes that failed with ErrClaimExpired
+	// (their waiter was too slow for the claim timeout).
+	ClaimsExpired int
 
 	StagedSeeds       int // seeds whose structures ran WithStaging
 	VersionstampSeeds int // seeds whose Queue ran WithVersionstampOrder
@@ -239,6 +248,7 @@ func (r *Result) Add(o Result) {
 	r.Unknown += o.Unknown
 	r.Recovered += o.Recovered
 	r.Hidden += o.Hidden
+	r.ClaimsExpired += o.ClaimsExpired
 	r.StagedSeeds += o.StagedSeeds
 	r.VersionstampSeeds += o.VersionstampSeeds
 	r.TupleSeeds += o.TupleSeeds
@@ -435,7 +445,7 @@ func newHarness(seed int64, cfg Config) (*harness, error) {
 	if staged {
 		// The PriorityQueue always serves in batches: its options leave
 		// the serving mode to ServeAuto.
-		opts = append(opts, fdbqueue.WithStaging(fdbqueue.StagingConfig{ClaimTimeout: 2 * time.Second}))
+		opts = append(opts, fdbqueue.WithStaging(fdbqueue.StagingConfig{ClaimTimeout: cfg.claimTimeout()}))
 	}
 	if cfg.Queue {
 		qopts := append(slices.Clip(opts), entropy())
@@ -454,7 +464,7 @@ func newHarness(seed int64, cfg Config) (*harness, error) {
 		}
 		byPlace := false
 		if staged {
-			sc := fdbqueue.StagingConfig{ClaimTimeout: 2 * time.Second, Serving: cfg.StagingServing}
+			sc := fdbqueue.StagingConfig{ClaimTimeout: cfg.claimTimeout(), Serving: cfg.StagingServing}
 			qopts = append(qopts, fdbqueue.WithStaging(sc))
 			byPlace = cfg.StagingServing == fdbqueue.ServeByPlace || cfg.StagingServing == fdbqueue.ServeAuto && h.vstamp
 		}
@@ -592,6 +602,11 @@ func (h *harness) client(ctx context.Context, round int, t *target, c int, rng *
 		case errors.Is(err, fdbqueue.ErrEmpty):
 			r.op.Output = Output{Empty: true}
 		default:
+			if errors.Is(err, fdbqueue.ErrClaimExpired) {
+				mu.Lock()
+				res.ClaimsExpired++
+				mu.Unlock()
+			}
 			if !expected(err) {
 				mu.Lock()
 				res.Unexpected++
@@ -619,6 +634,13 @@ func (h *harness) client(ctx context.Context, round int, t *target, c int, rng *
 		}
 	}
 	return recs
+}
+
+func (c Config) claimTimeout() time.Duration {
+	if c.ClaimTimeout > 0 {
+		return c.ClaimTimeout
+	}
+	return 2 * time.Second
 }
 
 // expected reports whether err is one that an operation may return in a

@@ -112,9 +112,29 @@ func TestSimulationStagedInBatches(t *testing.T) {
 	runStaged(t, fdbqueue.ServeInBatches)
 }
 
+// TestSimulationStagedShortClaims runs the staged seeds, in both serving
+// modes, with a claim timeout of 5 ms: waiters that are slow for a moment
+// lose their requests and results to expiry, so the expiry paths (an
+// expired request's item moved to the tail by place, an expired result's
+// item returned, the slow call failing with ErrClaimExpired) run often.
+// Same requirements.
+func TestSimulationStagedShortClaims(t *testing.T) {
+	for _, serving := range []fdbqueue.StagingServing{fdbqueue.ServeAuto, fdbqueue.ServeInBatches} {
+		t.Run(serving.String(), func(t *testing.T) {
+			total := runStagedWith(t, serving, 5*time.Millisecond)
+			require.Positive(t, total.ClaimsExpired, "some staged takes must lose their claims")
+		})
+	}
+}
+
 func runStaged(t *testing.T, serving fdbqueue.StagingServing) {
+	runStagedWith(t, serving, 0)
+}
+
+func runStagedWith(t *testing.T, serving fdbqueue.StagingServing, claim time.Duration) sim.Result {
 	cfg, seeds := stagedConfig(t)
 	cfg.StagingServing = serving
+	cfg.ClaimTimeout = claim
 	var total sim.Result
 	for _, seed := range seeds {
 		res, err := sim.Run(context.Background(), seed, cfg)
@@ -140,6 +160,7 @@ func runStaged(t *testing.T, serving fdbqueue.StagingServing) {
 	}
 	require.LessOrEqual(t, total.Inconclusive, maxInconclusive, "checks that timed out prove nothing")
 	require.Positive(t, total.Hidden, "some staged takes must fail")
+	return total
 }
 
 // The checkers can fail: the plain recipe (no journal) under

@@ -39,6 +39,7 @@ func main() {
 		timeout  = flag.Duration("check-timeout", 10*time.Second, "bound of one linearizability check (a check that times out is counted as inconclusive)")
 		staging  = flag.Bool("staging", true, "run about half of the seeds WithStaging, with the Wait forms")
 		batches  = flag.Bool("staging-batches", false, "staged seeds' Queue serves its waiters in batches (StagingConfig.Serving = ServeInBatches), not by place")
+		claim    = flag.Duration("staging-claim", 0, "staged seeds' claim timeout (default 2s); a few milliseconds make waiters lose their claims and exercise the expiry paths")
 		stagePQ  = flag.Bool("staging-pq", true, "in staged seeds, stage the PriorityQueue too (not only the Queue)")
 		reorder  = flag.Bool("staging-reorder", false, "let staged seeds use the indexed Queue layout and equal priorities, where a cancelled staged take can reorder items (see sim.Config.StagingReorder)")
 		html     = flag.String("html", "soak-failure.html", "where to write the first failing history's visualization")
@@ -53,6 +54,7 @@ func main() {
 	if *batches {
 		cfg.StagingServing = fdbqueue.ServeInBatches
 	}
+	cfg.ClaimTimeout = *claim
 	cfg.StagePriorityQueue = *stagePQ
 	cfg.CheckTimeout = *timeout
 	os.Exit(run(os.Stdout, cfg, *first, *seeds, *duration, *workers, *html, *history, *verbose))
@@ -68,7 +70,7 @@ func run(w io.Writer, cfg sim.Config, first int64, seeds int, duration time.Dura
 	fmt.Fprintf(w, "faults per commit: not_committed %.2f, commit_unknown_result applied %.2f / not applied %.2f, transaction_too_old %.2f, +%v latency %.2f\n",
 		cfg.Faults.NotCommitted, cfg.Faults.UnknownApplied, cfg.Faults.UnknownNotApplied, cfg.Faults.TooOld,
 		cfg.Faults.ExtraLatency, cfg.Faults.ExtraLatencyProb)
-	fmt.Fprintf(w, "staging: %v (PriorityQueue too: %v, reorder-prone layouts: %v, Queue serving: %v)\n", cfg.Staging, cfg.StagePriorityQueue, cfg.StagingReorder, cfg.StagingServing)
+	fmt.Fprintf(w, "staging: %v (PriorityQueue too: %v, reorder-prone layouts: %v, Queue serving: %v, claim timeout: %v)\n", cfg.Staging, cfg.StagePriorityQueue, cfg.StagingReorder, cfg.StagingServing, cfg.ClaimTimeout)
 	fmt.Fprintf(w, "per operation: random deadline %.2f (up to %v); per client and round: abandon mid-commit %.2f\n",
 		cfg.CancelProb, cfg.MaxDeadline, cfg.AbandonProb)
 
@@ -132,6 +134,7 @@ func run(w io.Writer, cfg sim.Config, first int64, seeds int, duration time.Dura
 	fmt.Fprintf(w, "outcomes unknown, left open:  %d\n", total.Unknown)
 	fmt.Fprintf(w, "outcomes recovered by OpID:   %d\n", total.Recovered)
 	fmt.Fprintf(w, "failed staged takes (hidden): %d\n", total.Hidden)
+	fmt.Fprintf(w, "claims expired:             %d\n", total.ClaimsExpired)
 	fmt.Fprintf(w, "inconclusive checks (timed out): %d\n", total.Inconclusive)
 	fmt.Fprintf(w, "violations:                 %d\n", total.Violations)
 	fmt.Fprintf(w, "lost:                       %d\n", total.Lost)
