@@ -55,8 +55,9 @@ var (
 	// again. (Going on with a new request instead would not be
 	// linearizable: the item went back to the queue during this call.) A
 	// plain staged Dequeue whose withdrawal's commit had an unknown outcome
-	// and whose request is then gone cannot tell its own withdrawal from an
-	// expiry, and returns it too.
+	// after two thirds of the claim timeout, and whose request is then
+	// gone, cannot tell its own withdrawal from an expiry, and returns it
+	// too.
 	ErrClaimExpired = errors.New("fdbqueue: staged request expired before it was claimed")
 
 	// ErrCodec is returned when a typed queue's codec cannot encode or decode

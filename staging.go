@@ -675,6 +675,12 @@ type waiter[T any] struct {
 	stamp          kv.FutureVersionstamp // of the registration in flight
 	fastDone       bool                  // the one plain attempt was made
 	renewAt        time.Time
+	// deadline is the deadline the registration wrote: renewals only
+	// push it later, so until then nobody can have expired the request.
+	deadline time.Time
+	// withdrawing is set when a withdrawal was attempted: if its commit's
+	// outcome was unknown, the request may be gone because of it.
+	withdrawing bool
 
 	// taken is the item a take attempt (fast take, self-service or
 	// collect) removed, with the journal record it wrote: if the caller's
@@ -958,15 +964,23 @@ func (w *waiter[T]) step(tr kv.Transaction) (out outcome[T], err error) {
 	case resV != nil:
 		return w.collect(tr, resV)
 	case reqV == nil:
+		if w.withdrawing && now.Before(w.deadline.Add(-s.st.cfg.ClaimTimeout/3)) {
+			// A withdrawal's commit had an unknown outcome, and it
+			// applied: well before the request's deadline (clocks agree
+			// to well within the claim timeout) nobody else can have
+			// dropped it.
+			out.phase = phaseWithdraw
+			out.done, out.err, out.noCommit = true, ErrEmpty, true
+			return out, nil
+		}
 		// Dropped, or its result reclaimed, after its deadline: this
 		// waiter stalled for the claim timeout, and its item went back to
 		// the queue (by place to the tail) while the call was running. The
 		// call fails: going on with a new request and returning another
 		// item would not be linearizable. (After a withdrawal whose commit
-		// failed, the request being gone means the same: a withdrawal that
-		// conflicted did not apply. After one whose outcome was unknown it
-		// may have applied; the call cannot tell, and fails the same way,
-		// having taken nothing either way.)
+		// had an unknown outcome, this late, the call cannot tell its
+		// withdrawal from an expiry, and fails the same way: it took
+		// nothing either way.)
 		out.phase = phaseWait
 		if marker {
 			tr.Clear(w.resKey)
@@ -1190,6 +1204,8 @@ func (w *waiter[T]) register(tr kv.Transaction, now time.Time) error {
 	tr.Set(w.resKey, markerValue)
 	w.stamp = tr.GetVersionstamp()
 	w.renewAt = now.Add(timeout / 3)
+	w.deadline = now.Add(timeout)
+	w.withdrawing = false
 	// If this commit fails, the next step looks for the marker (resolve).
 	w.reqKey = nil
 	return nil
@@ -1387,6 +1403,7 @@ func (w *waiter[T]) withdraw(tr kv.Transaction) (out outcome[T], err error) {
 	}
 	tr.Clear(w.reqKey)
 	tr.Clear(w.resKey) // the registration's marker
+	w.withdrawing = true
 	out.phase = phaseWithdraw
 	out.done, out.err = true, ErrEmpty
 	return out, nil
