@@ -70,7 +70,11 @@ func run(w io.Writer, cfg sim.Config, first int64, seeds int, duration time.Dura
 	fmt.Fprintf(w, "faults per commit: not_committed %.2f, commit_unknown_result applied %.2f / not applied %.2f, transaction_too_old %.2f, +%v latency %.2f\n",
 		cfg.Faults.NotCommitted, cfg.Faults.UnknownApplied, cfg.Faults.UnknownNotApplied, cfg.Faults.TooOld,
 		cfg.Faults.ExtraLatency, cfg.Faults.ExtraLatencyProb)
-	fmt.Fprintf(w, "staging: %v (PriorityQueue too: %v, reorder-prone layouts: %v, Queue serving: %v, claim timeout: %v)\n", cfg.Staging, cfg.StagePriorityQueue, cfg.StagingReorder, cfg.StagingServing, cfg.ClaimTimeout)
+	claim := "2s (default)"
+	if cfg.ClaimTimeout > 0 {
+		claim = cfg.ClaimTimeout.String()
+	}
+	fmt.Fprintf(w, "staging: %v (PriorityQueue too: %v, reorder-prone layouts: %v, Queue serving: %v, claim timeout: %s)\n", cfg.Staging, cfg.StagePriorityQueue, cfg.StagingReorder, cfg.StagingServing, claim)
 	fmt.Fprintf(w, "per operation: random deadline %.2f (up to %v); per client and round: abandon mid-commit %.2f\n",
 		cfg.CancelProb, cfg.MaxDeadline, cfg.AbandonProb)
 
