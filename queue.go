@@ -308,11 +308,9 @@ func takeEnd[T any](tr kv.Transaction, o *op, r kv.KeyRange, max int, reverse bo
 	if err != nil {
 		return nil, err
 	}
-	skip := 0
-	if reserved != nil {
-		if skip, err = reserved(tr); err != nil {
-			return nil, err
-		}
+	skip, err := skipped(tr, reserved)
+	if err != nil {
+		return nil, err
 	}
 	head := tr.Snapshot().GetRange(r, kv.RangeOptions{Limit: skip + max, Reverse: reverse, Mode: kv.StreamingModeExact})
 	if prev, done, err := o.applied(rec); err != nil {
@@ -386,6 +384,15 @@ func takeEnd[T any](tr kv.Transaction, o *op, r kv.KeyRange, max int, reverse bo
 	return out, nil
 }
 
+// skipped is how many items at the head reserved (nil: none) says are due
+// to a staged line.
+func skipped(tr kv.ReadTransaction, reserved func(kv.ReadTransaction) (int, error)) (int, error) {
+	if reserved == nil {
+		return 0, nil
+	}
+	return reserved(tr)
+}
+
 // accept turns a head pair into its item; the journal records the stored
 // value.
 func (q *Queue) accept(p kv.KeyValue) ([]byte, []byte, error) {
@@ -413,12 +420,9 @@ func peekEnd(ctx context.Context, t kv.ReadTransactor, r kv.KeyRange, reverse bo
 		return nil, err
 	}
 	return kv.ReadTransact(ctx, t, func(tr kv.ReadTransaction) ([]byte, error) {
-		skip := 0
-		if reserved != nil {
-			var err error
-			if skip, err = reserved(tr); err != nil {
-				return nil, err
-			}
+		skip, err := skipped(tr, reserved)
+		if err != nil {
+			return nil, err
 		}
 		kvs, err := tr.GetRange(r, kv.RangeOptions{Limit: skip + 1, Reverse: reverse}).GetSlice()
 		if err != nil {
@@ -447,12 +451,9 @@ func emptyRange(ctx context.Context, t kv.ReadTransactor, r kv.KeyRange, reserve
 		return false, err
 	}
 	return kv.ReadTransact(ctx, t, func(tr kv.ReadTransaction) (bool, error) {
-		skip := 0
-		if reserved != nil {
-			var err error
-			if skip, err = reserved(tr); err != nil {
-				return false, err
-			}
+		skip, err := skipped(tr, reserved)
+		if err != nil {
+			return false, err
 		}
 		kvs, err := tr.GetRange(r, kv.RangeOptions{Limit: skip + 1}).GetSlice()
 		return len(kvs) <= skip, err

@@ -1467,6 +1467,17 @@ func (s *stageSide[T]) liveRequests(tr kv.Transaction, now time.Time, reqs []kv.
 	return live, pos, rest, nil
 }
 
+// placesBefore counts, with a snapshot read of the line, the requests
+// before the key end (nil: the whole line).
+func (s *stageSide[T]) placesBefore(tr kv.ReadTransaction, end []byte) (int, error) {
+	r := s.liveRange()
+	if end != nil {
+		r.End = end
+	}
+	reqs, err := tr.Snapshot().GetRange(r, kv.RangeOptions{Mode: kv.StreamingModeWantAll}).GetSlice()
+	return s.places(reqs), err
+}
+
 // places counts the requests among reqs, a read of the line: in place mode
 // each holds a place, expired or not, until a transaction drops it.
 func (s *stageSide[T]) places(reqs []kv.KeyValue) int {
@@ -1843,12 +1854,10 @@ func (w *waiter[T]) abandon(ctx context.Context, cause error) error {
 // that an item arriving before its commit makes it conflict. It reports
 // whether it moved an item.
 func (s *stageSide[T]) leavePlace(tr kv.Transaction, reqKey []byte) (bool, error) {
-	ahead, err := tr.Snapshot().GetRange(kv.KeyRange{Begin: s.liveRange().Begin, End: reqKey},
-		kv.RangeOptions{Mode: kv.StreamingModeWantAll}).GetSlice()
+	p, err := s.placesBefore(tr, reqKey)
 	if err != nil {
 		return false, err
 	}
-	p := s.places(ahead)
 	items, err := tr.Snapshot().GetRange(s.items, kv.RangeOptions{Limit: p + 1, Mode: kv.StreamingModeExact}).GetSlice()
 	if err != nil {
 		return false, err
@@ -1862,10 +1871,14 @@ func (s *stageSide[T]) leavePlace(tr kv.Transaction, reqKey []byte) (bool, error
 // recover drops the side's expired requests and returns the items of its
 // expired results.
 func (s *stageSide[T]) recover(ctx context.Context, db kv.Database, stats *RecoverStats) error {
+	ranges := []kv.KeyRange{s.reqRange, s.resRange}
 	if s.stable {
-		return s.recoverPlaces(ctx, db, stats)
+		if err := s.recoverPlaces(ctx, db, stats); err != nil {
+			return err
+		}
+		ranges = ranges[1:]
 	}
-	for _, r := range []kv.KeyRange{s.reqRange, s.resRange} {
+	for _, r := range ranges {
 		isReq := bytes.Equal(r.Begin, s.reqRange.Begin)
 		begin := r.Begin
 		for begin != nil {
@@ -1909,16 +1922,16 @@ func (s *stageSide[T]) recover(ctx context.Context, db kv.Database, stats *Recov
 	return nil
 }
 
-// recoverPlaces is recover in place mode: the places of the line's
-// requests depend on all the requests ahead, so it examines the first
-// recoverBatch requests with as many items in one transaction (see
-// liveRequests), then the results.
+// recoverPlaces drops the expired requests in place mode: the places of
+// the line's requests depend on all the requests ahead, so it examines the
+// first recoverBatch requests with as many items in one transaction (see
+// liveRequests).
 func (s *stageSide[T]) recoverPlaces(ctx context.Context, db kv.Database, stats *RecoverStats) error {
 	var dropped, returned int
 	err := db.Transact(ctx, func(tr kv.Transaction) error {
 		dropped, returned = 0, 0
 		now := s.st.now()
-		itemsF := tr.Snapshot().GetRange(s.items, kv.RangeOptions{Limit: recoverBatch, Mode: kv.StreamingModeExact})
+		itemsF := eager(tr.Snapshot().GetRange(s.items, kv.RangeOptions{Limit: recoverBatch, Mode: kv.StreamingModeExact}))
 		reqs, err := tr.Snapshot().GetRange(s.reqRange, kv.RangeOptions{Limit: recoverBatch, Mode: kv.StreamingModeExact}).GetSlice()
 		if err != nil {
 			return err
@@ -1939,28 +1952,6 @@ func (s *stageSide[T]) recoverPlaces(ctx context.Context, db kv.Database, stats 
 	}
 	stats.DroppedRequests += dropped
 	stats.ReturnedItems += returned
-	begin := s.resRange.Begin
-	for begin != nil {
-		var next []byte
-		err := db.Transact(ctx, func(tr kv.Transaction) error {
-			next, returned = nil, 0
-			kvs, err := tr.Snapshot().GetRange(kv.KeyRange{Begin: begin, End: s.resRange.End},
-				kv.RangeOptions{Limit: recoverBatch, Mode: kv.StreamingModeWantAll}).GetSlice()
-			if err != nil {
-				return err
-			}
-			if len(kvs) == recoverBatch {
-				next = append(bytes.Clone(kvs[len(kvs)-1].Key), 0x00)
-			}
-			returned, err = s.expireResults(tr, s.st.now(), kvs, nil)
-			return err
-		})
-		if err != nil {
-			return err
-		}
-		stats.ReturnedItems += returned
-		begin = next
-	}
 	return nil
 }
 
@@ -2008,21 +1999,14 @@ func (q *Queue) reserved(tr kv.ReadTransaction) (int, error) {
 	if !q.stager.enabled || !q.stage.stable {
 		return 0, nil
 	}
-	reqs, err := tr.Snapshot().GetRange(q.stage.liveRange(), kv.RangeOptions{Mode: kv.StreamingModeWantAll}).GetSlice()
-	if err != nil {
-		return 0, err
-	}
-	return q.stage.places(reqs), nil
+	return q.stage.placesBefore(tr, nil)
 }
 
 // requeue writes a stored item at the tail, as EnqueueBatch does (without
-// a journal record: it is not an operation of its own).
+// a journal record: it is not an operation of its own). Only a Queue
+// served by place requeues, and it is versionstamp-ordered.
 func (q *Queue) requeue(tr kv.Transaction, stored []byte) error {
-	if q.cfg.versionstamps {
-		return q.writeVersionstamped(tr, [][]byte{stored})
-	}
-	tail := tr.Snapshot().GetRange(q.items, kv.RangeOptions{Limit: 1, Reverse: true})
-	return q.writeIndexed(tr, tail, [][]byte{stored})
+	return q.writeVersionstamped(tr, [][]byte{stored})
 }
 
 // staged reports whether an operation given t runs staged.

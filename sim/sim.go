@@ -394,7 +394,6 @@ type harness struct {
 type target struct {
 	s        structure
 	staged   bool   // made WithStaging
-	byPlace  bool   // a Queue staged by place: failed takes put items back at the tail
 	state    []Item // as observed at the end of the previous round
 	enqueued map[uint64]enqState
 	returned map[uint64]int
@@ -474,7 +473,6 @@ func newHarness(seed int64, cfg Config) (*harness, error) {
 			return nil, err
 		}
 		ft := newTarget(&fifo{q: q, enc: enc, byPlace: byPlace}, 1, staged)
-		ft.byPlace = byPlace
 		h.targets = append(h.targets, ft)
 	}
 	if cfg.PriorityQueue {
@@ -726,6 +724,13 @@ func (a *abandoning) Transact(ctx context.Context, fn func(kv.Transaction) error
 	})
 }
 
+// byPlace reports whether the target is a Queue staged by place, whose
+// failed takes put their items back at the tail.
+func (t *target) byPlace() bool {
+	f, ok := t.s.(*fifo)
+	return ok && f.byPlace
+}
+
 // settle ends a target's round: recover some unknown operations, observe,
 // resolve what the observation settles, check the history, and update the
 // item accounts.
@@ -761,11 +766,11 @@ func (h *harness) settle(ctx context.Context, round int, t *target, recs []*reco
 			}
 			if !applied {
 				tag := r.op.Call
-				r.op.Input = Input{Kind: Hide, Tag: uint64(tag), Max: in.Kind == PopMax, Tail: t.byPlace}
+				r.op.Input = Input{Kind: Hide, Tag: uint64(tag), Max: in.Kind == PopMax, Tail: t.byPlace()}
 				r.op.Output = Output{}
 				r.unknown = false
 				un := &record{op: r.op}
-				un.op.Input = Input{Kind: Unhide, Tag: uint64(tag), Max: in.Kind == PopMax, Tail: t.byPlace}
+				un.op.Input = Input{Kind: Unhide, Tag: uint64(tag), Max: in.Kind == PopMax, Tail: t.byPlace()}
 				un.op.ClientId = -2 - len(extra) // a client of its own, for the visualization
 				extra = append(extra, un)
 				res.Hidden++

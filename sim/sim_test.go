@@ -34,22 +34,8 @@ func TestSimulation(t *testing.T) {
 	if testing.Verbose() {
 		cfg.Log = t.Logf
 	}
-	var total sim.Result
-	for _, seed := range ciSeeds {
-		res, err := sim.Run(context.Background(), seed, cfg)
-		require.NoError(t, err)
-		if !res.OK() {
-			reportFailure(t, res)
-		}
-		total.Add(res)
-	}
-	t.Logf("%+v", total)
-	require.Zero(t, total.Violations, "non-linearizable histories")
-	require.Zero(t, total.Lost, "lost items")
-	require.Zero(t, total.Duplicated, "duplicated items")
-	require.Zero(t, total.Phantom, "items that were never enqueued")
-	require.Zero(t, total.DrainDiffers)
-	require.Zero(t, total.Unexpected, "unexpected errors")
+	total := runSeeds(t, cfg, ciSeeds)
+	requireSound(t, total)
 	require.LessOrEqual(t, total.Inconclusive, 1, "checks that timed out prove nothing: the histories got too hard to check")
 	require.Equal(t, len(ciSeeds)*cfg.Rounds*2, total.Histories)
 
@@ -135,23 +121,9 @@ func runStagedWith(t *testing.T, serving fdbqueue.StagingServing, claim time.Dur
 	cfg, seeds := stagedConfig(t)
 	cfg.StagingServing = serving
 	cfg.ClaimTimeout = claim
-	var total sim.Result
-	for _, seed := range seeds {
-		res, err := sim.Run(context.Background(), seed, cfg)
-		require.NoError(t, err)
-		if !res.OK() {
-			reportFailure(t, res)
-		}
-		total.Add(res)
-	}
-	t.Logf("%+v", total)
+	total := runSeeds(t, cfg, seeds)
 	require.Equal(t, len(seeds), total.StagedSeeds, "every seed above runs staged")
-	require.Zero(t, total.Violations, "non-linearizable histories")
-	require.Zero(t, total.Lost, "lost items")
-	require.Zero(t, total.Duplicated, "duplicated items")
-	require.Zero(t, total.Phantom, "items that were never enqueued")
-	require.Zero(t, total.DrainDiffers)
-	require.Zero(t, total.Unexpected, "unexpected errors")
+	requireSound(t, total)
 	// The larger -sim.staged histories sometimes take porcupine longer
 	// than the check timeout under -race (2 of 40 in one run of 5).
 	maxInconclusive := 1
@@ -186,6 +158,35 @@ func TestSimulationCatchesThePlainRecipe(t *testing.T) {
 	fi, err := os.Stat(path)
 	require.NoError(t, err)
 	require.Positive(t, fi.Size())
+}
+
+// runSeeds runs cfg on seeds, reports the first failure of each, and
+// returns the sum of their results.
+func runSeeds(t *testing.T, cfg sim.Config, seeds []int64) sim.Result {
+	t.Helper()
+	var total sim.Result
+	for _, seed := range seeds {
+		res, err := sim.Run(context.Background(), seed, cfg)
+		require.NoError(t, err)
+		if !res.OK() {
+			reportFailure(t, res)
+		}
+		total.Add(res)
+	}
+	t.Logf("%+v", total)
+	return total
+}
+
+// requireSound requires linearizable histories, no lost, duplicated or
+// made-up item, and no unexpected error.
+func requireSound(t *testing.T, total sim.Result) {
+	t.Helper()
+	require.Zero(t, total.Violations, "non-linearizable histories")
+	require.Zero(t, total.Lost, "lost items")
+	require.Zero(t, total.Duplicated, "duplicated items")
+	require.Zero(t, total.Phantom, "items that were never enqueued")
+	require.Zero(t, total.DrainDiffers)
+	require.Zero(t, total.Unexpected, "unexpected errors")
 }
 
 func reportFailure(t *testing.T, res sim.Result) {
