@@ -4,7 +4,6 @@ import (
 	"context"
 	"runtime"
 	"sync"
-	"sync/atomic"
 
 	"github.com/apple/foundationdb/bindings/go/src/fdb"
 
@@ -153,8 +152,8 @@ func (d *Database) ReadTransact(ctx context.Context, fn func(kv.ReadTransaction)
 // createTransaction creates a transaction cancelled when ctx ends, and the
 // function that stops watching ctx.
 //
-// The context.AfterFunc registration refers to the fdb.Transaction but not
-// to the returned *transaction; a cleanup on the latter deregisters it, so
+// The context.AfterFunc registration refers to the transaction's state but
+// not to the returned *transaction; a cleanup on the latter deregisters it, so
 // a transaction created from a long-lived context and then dropped does not
 // stay reachable (and its C memory allocated) until that context ends.
 func (d *Database) createTransaction(ctx context.Context) (*transaction, func() bool, error) {
@@ -172,19 +171,8 @@ func (d *Database) createTransaction(ctx context.Context) (*transaction, func() 
 	if err != nil {
 		return nil, nil, translateError(err)
 	}
-	state := &txState{}
-	t := &transaction{tr: ftr, state: state}
-	stop := context.AfterFunc(ctx, func() {
-		state.cancelled.Store(true)
-		ftr.Cancel()
-	})
+	t := newTransaction(ctx, ftr)
+	stop := t.state.watchContext()
 	runtime.AddCleanup(t, func(stop func() bool) { stop() }, stop)
 	return t, stop, nil
-}
-
-// txState is what the context watcher shares with a transaction.
-type txState struct {
-	// cancelled is set once the transaction has been cancelled (by Cancel
-	// or by its context) and cleared by Reset.
-	cancelled atomic.Bool
 }
