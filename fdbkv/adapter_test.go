@@ -275,23 +275,58 @@ func TestWatch(t *testing.T) {
 	}
 }
 
-func TestOpenSharesOneDatabasePerClusterFile(t *testing.T) {
-	shared := testDatabase(t) // selects the API version and opens the file once
+// TestOpenNeverDestroysTheApplicationsHandle: the binding's
+// fdb.OpenDatabase caches one handle per cluster file. fdbkv.Open used to
+// take that cached handle, so its Close destroyed the application's
+// database (use after free in libfdb_c), and the application's Close
+// destroyed fdbkv's. Open's handle is now its own.
+func TestOpenNeverDestroysTheApplicationsHandle(t *testing.T) {
+	testDatabase(t) // selects the API version
 	path := clusterFile(t)
 	ctx := testContext(t)
+	readVersion := func(db *fdbkv.Database) error {
+		return db.ReadTransact(ctx, func(tr kv.ReadTransaction) error {
+			_, err := tr.GetReadVersion().Get()
+			return err
+		})
+	}
 
+	app, err := fdb.OpenDatabase(path) // the binding's cached handle
+	if err != nil {
+		t.Fatalf("fdb.OpenDatabase: %v", err)
+	}
+	appOwned := true
+	defer func() {
+		if appOwned {
+			app.Close()
+		}
+	}()
 	a, err := fdbkv.Open(path)
 	if err != nil {
 		t.Fatalf("Open: %v", err)
 	}
+	if err := readVersion(a); err != nil {
+		t.Fatalf("reading through Open's database: %v", err)
+	}
 	a.Close()
 	a.Close() // a second Close does nothing
-	// shared was opened for the same file and must still work.
-	err = shared.ReadTransact(ctx, func(tr kv.ReadTransaction) error {
-		_, err := tr.GetReadVersion().Get()
-		return err
-	})
+	if err := readVersion(fdbkv.Wrap(app)); err != nil {
+		t.Fatalf("the application's handle after fdbkv's Close: %v", err)
+	}
+
+	// The other way round: the application closes its handle; fdbkv's
+	// database still works.
+	b, err := fdbkv.Open(path)
 	if err != nil {
-		t.Fatalf("a database still open after another one of the same cluster file was closed: %v", err)
+		t.Fatalf("Open: %v", err)
+	}
+	defer b.Close()
+	app.Close()
+	appOwned = false
+	if err := readVersion(b); err != nil {
+		t.Fatalf("Open's database after the application closed its own handle: %v", err)
+	}
+	if err := readVersion(testDatabase(t)); err != nil {
+		t.Fatalf("the shared test database after the application closed its handle: %v", err)
 	}
 }
