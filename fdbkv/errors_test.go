@@ -67,6 +67,54 @@ func TestTranslateErrorKeepsCode(t *testing.T) {
 	}
 }
 
+// fdbErrorCodes are the error codes of FoundationDB 7.3
+// (flow/include/flow/error_definitions.h) a client can see: every code of
+// fdb_error_predicate's classes (bindings/c/fdb_c.cpp), the cancellation
+// and timeout codes, client errors and a few the adapter itself reports.
+var fdbErrorCodes = []int{
+	1000, 1004, 1007, 1009, 1020, 1021, 1022, 1025, 1029, 1031, 1032, 1034,
+	1036, 1037, 1038, 1039, 1040, 1042, 1051, 1078, 1101, 1102, 1213, 1223,
+	1510, 1511, 1515, 1516, 2000, 2004, 2005, 2006, 2008, 2017, 2020, 2101,
+	2102, 2103, 2104, 2200, 2201, 2203, 2210, 4000, 4100,
+}
+
+// TestEveryCodeReachesCallersAsKVError: whatever the code, a binding error
+// becomes a kv.Error of that code, so kv's predicates (IsRetryable,
+// MaybeCommitted) classify it exactly as they classify kv.Error{Code}: fdbkv
+// has no table of codes of its own to fall behind kv's.
+func TestEveryCodeReachesCallersAsKVError(t *testing.T) {
+	for _, code := range fdbErrorCodes {
+		bare := kv.Error{Code: code}
+		for _, in := range []error{fdb.Error{Code: code}, fmt.Errorf("app: %w", fdb.Error{Code: code})} {
+			err := fdbkv.TranslateError(in)
+			var ke kv.Error
+			if !errors.As(err, &ke) || ke.Code != code || !errors.Is(err, bare) {
+				t.Errorf("%d: TranslateError(%#v) = %#v, which is not kv.Error{%d}", code, in, err, code)
+				continue
+			}
+			var fe fdb.Error
+			if !errors.As(err, &fe) || fe.Code != code {
+				t.Errorf("%d: the translated error lost its fdb.Error", code)
+			}
+			if got, want := kv.IsRetryable(err), kv.IsRetryable(bare); got != want {
+				t.Errorf("%d: kv.IsRetryable = %v on FDB, %v for kv.Error", code, got, want)
+			}
+			if got, want := kv.MaybeCommitted(err), kv.MaybeCommitted(bare); got != want {
+				t.Errorf("%d: kv.MaybeCommitted = %v on FDB, %v for kv.Error", code, got, want)
+			}
+		}
+		// A commit's error keeps the code too; a sent commit interrupted by
+		// cancellation or timeout is maybe committed.
+		cerr := fdbkv.CommitError(fdb.Error{Code: code})
+		if !errors.Is(cerr, bare) {
+			t.Errorf("%d: CommitError = %v, which is not kv.Error{%d}", code, cerr, code)
+		}
+		if (code == 1025 || code == 1031) && !kv.MaybeCommitted(cerr) {
+			t.Errorf("%d: a sent commit failing with it is not maybe committed", code)
+		}
+	}
+}
+
 func TestTranslateErrorOtherErrors(t *testing.T) {
 	if err := fdbkv.TranslateError(nil); err != nil {
 		t.Errorf("TranslateError(nil) = %v, want nil", err)

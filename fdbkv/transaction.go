@@ -44,6 +44,7 @@ type control interface {
 	Commit() fdb.FutureNil
 	Cancel()
 	Reset()
+	OnError(fdb.Error) fdb.FutureNil
 }
 
 // txState is what a transaction shares with the watcher of its context.
@@ -223,17 +224,21 @@ func (t *transaction) Commit() error {
 	return t.state.commit()
 }
 
-// OnError hands err's FDB code to fdb.Transaction.OnError, which resets the
-// transaction and waits FDB's backoff for retryable codes (honouring the
-// retry limit and timeout options). An error without an FDB code is
-// returned as it is. When FDB refuses to retry with the same code, err
-// itself is returned, so a kv.CommitInterrupted mark is kept.
+// OnError hands err's FDB code to fdb.Transaction.OnError, which decides
+// with FDB's own predicate: for a retryable code it waits FDB's backoff and
+// resets the transaction, keeping its options (honouring the retry limit
+// and timeout options); otherwise it fails, and FDB then leaves the
+// transaction cancelled until Reset (RYWImpl::onError,
+// fdbclient/ReadYourWrites.actor.cpp). An error without an FDB code is
+// returned as it is, without calling FDB. When FDB refuses to retry with
+// the same code, err itself is returned, so a kv.CommitInterrupted mark
+// is kept.
 func (t *transaction) OnError(err error) error {
 	code, ok := errorCode(err)
 	if !ok {
 		return err
 	}
-	if oerr := t.tr.OnError(fdb.Error{Code: code}).Get(); oerr != nil {
+	if oerr := t.state.ctl.OnError(fdb.Error{Code: code}).Get(); oerr != nil {
 		if ocode, ok := errorCode(oerr); ok && ocode == code {
 			return translateError(err)
 		}

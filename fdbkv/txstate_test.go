@@ -3,6 +3,7 @@ package fdbkv
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 
@@ -38,6 +39,8 @@ type fakeFDB struct {
 	commitSent chan struct{}
 	// holdCommit makes a sent commit stay in flight until resolved.
 	holdCommit bool
+	// onErrorResult is FDB's answer to OnError (nil: retry).
+	onErrorResult func(fdb.Error) error
 }
 
 var _ control = (*fakeFDB)(nil)
@@ -95,6 +98,16 @@ func (f *fakeFDB) Reset() {
 	defer f.mu.Unlock()
 	f.record("reset")
 	f.cancelled = false
+}
+
+// OnError answers with onErrorResult, recording the code it got.
+func (f *fakeFDB) OnError(e fdb.Error) fdb.FutureNil {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.record(fmt.Sprintf("onError %d", e.Code))
+	c := &fakeCommit{done: make(chan struct{})}
+	c.resolve(f.onErrorResult(e))
+	return c
 }
 
 func (f *fakeFDB) sent() bool {
@@ -280,5 +293,45 @@ func TestWrapTransactionNeverCancelledByContext(t *testing.T) {
 	tx.Reset()
 	if err := tx.Commit(); err != nil || !f.sent() {
 		t.Errorf("Commit of a wrapped transaction after Reset = %v, sent %v; want nil, sent", err, f.sent())
+	}
+}
+
+// TestOnErrorHandsTheCodeToFDB: OnError asks FDB with the error's code and
+// keeps the caller's error (and its maybe-committed mark) when FDB gives
+// the same code back.
+func TestOnErrorHandsTheCodeToFDB(t *testing.T) {
+	retryable := map[int]bool{1020: true, 1021: true}
+	f := &fakeFDB{onErrorResult: func(e fdb.Error) error {
+		if retryable[e.Code] {
+			return nil
+		}
+		if e.Code == 1007 {
+			return fdb.Error{Code: 1031} // e.g. the timeout expired during the backoff
+		}
+		return e
+	}}
+	tx := newFakeTransaction(t, t.Context(), f)
+
+	if err := tx.OnError(fmt.Errorf("layer: %w", kv.ErrNotCommitted)); err != nil {
+		t.Errorf("OnError(not_committed) = %v, want nil (retry)", err)
+	}
+	if err := tx.OnError(translateError(fdb.Error{Code: 1021})); err != nil {
+		t.Errorf("OnError(commit_unknown_result) = %v, want nil (retry)", err)
+	}
+	interrupted := kv.CommitInterrupted(translateError(fdb.Error{Code: 1025}))
+	if err := tx.OnError(interrupted); err != interrupted || !kv.MaybeCommitted(err) {
+		t.Errorf("OnError(interrupted commit) = %v, want the same error back, still maybe committed", err)
+	}
+	if err := tx.OnError(kv.ErrTransactionTooOld); !errors.Is(err, kv.ErrTransactionTimedOut) {
+		t.Errorf("OnError when FDB answers another code = %v, want that code (1031)", err)
+	}
+	n := len(f.events)
+	plain := errors.New("application error")
+	if err := tx.OnError(plain); err != plain || len(f.events) != n {
+		t.Errorf("OnError(application error) = %v and called FDB %d times; want the error back without FDB", err, len(f.events)-n)
+	}
+	want := []string{"onError 1020", "onError 1021", "onError 1025", "onError 1007"}
+	if fmt.Sprint(f.events) != fmt.Sprint(want) {
+		t.Errorf("FDB got %v, want %v", f.events, want)
 	}
 }
