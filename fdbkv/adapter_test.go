@@ -330,3 +330,34 @@ func TestOpenNeverDestroysTheApplicationsHandle(t *testing.T) {
 		t.Fatalf("the shared test database after the application closed its handle: %v", err)
 	}
 }
+
+// TestResetClearsOptionsOnFDB: FDB's Reset clears the transaction's options
+// (ReadYourWritesTransaction::reset, fdbclient/ReadYourWrites.actor.cpp)
+// while OnError keeps them (resetRyow re-applies persistent options).
+// fdbkv passes both through; callers that Reset set their options again.
+func TestResetClearsOptionsOnFDB(t *testing.T) {
+	db := testDatabase(t)
+	ctx := testContext(t)
+
+	tr, err := db.CreateTransaction(ctx)
+	if err != nil {
+		t.Fatalf("CreateTransaction: %v", err)
+	}
+	if err := tr.Options().SetRetryLimit(1); err != nil {
+		t.Fatalf("SetRetryLimit(1): %v", err)
+	}
+	if err := tr.OnError(kv.ErrNotCommitted); err != nil {
+		t.Fatalf("first OnError(not_committed) with retry limit 1 = %v, want nil", err)
+	}
+	if err := tr.OnError(kv.ErrNotCommitted); !errors.Is(err, kv.ErrNotCommitted) {
+		t.Fatalf("second OnError(not_committed) = %v: OnError did not keep the retry limit", err)
+	}
+	tr.Reset()
+	if err := tr.Options().SetRetryLimit(0); err != nil {
+		t.Fatalf("SetRetryLimit(0): %v", err)
+	}
+	tr.Reset()
+	if err := tr.OnError(kv.ErrNotCommitted); err != nil {
+		t.Errorf("OnError(not_committed) after Reset = %v, want nil: Reset should have cleared the retry limit of 0", err)
+	}
+}
