@@ -105,7 +105,9 @@ type Watch interface {
 }
 
 // TransactionOptions sets per-transaction options. They survive OnError's
-// reset, as in FDB API version 610 and later.
+// reset, as in FDB API version 610 and later, but Reset clears them (FDB's
+// ReadYourWritesTransaction::reset keeps only the database's defaults): code
+// that calls Reset must set its options again.
 type TransactionOptions interface {
 	// SetTimeout cancels the transaction, with ErrTransactionTimedOut, once d
 	// has elapsed since it was created; the time spent in retries counts.
@@ -217,7 +219,10 @@ type Transaction interface {
 	// again; otherwise it returns the error. It honours the retry limit and
 	// timeout options.
 	OnError(err error) error
-	// Reset returns the transaction to its initial state, keeping options.
+	// Reset returns the transaction to its initial state: its writes, reads,
+	// read version, error state, retry count and options (timeout, retry
+	// limit, max retry delay) are all cleared, as by FDB's reset. Set the
+	// options again after Reset; OnError, unlike Reset, keeps them.
 	Reset()
 	// Cancel makes every pending and future operation fail with
 	// ErrTransactionCancelled. A Commit already sent may still apply.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -59,7 +60,8 @@ func errorTests() []conformanceTest {
 		conformanceTest{"OnErrorWrappedRetryable", testOnErrorWrappedRetryable},
 		conformanceTest{"OnErrorNonRetryableReturnsIt", testOnErrorNonRetryableReturnsIt},
 		conformanceTest{"OnErrorForeignErrorReturnsIt", testOnErrorForeignErrorReturnsIt},
-		conformanceTest{"ResetKeepsOptions", testResetKeepsOptions},
+		conformanceTest{"ResetClearsOptions", testResetClearsOptions},
+		conformanceTest{"OnErrorKeepsOptions", testOnErrorKeepsOptions},
 	)
 }
 
@@ -145,9 +147,27 @@ func testOnErrorForeignErrorReturnsIt(t *testing.T, f *fixture) {
 	require.ErrorIs(t, tr.OnError(boom), boom, "OnError must return an error that is not a kv.Error")
 }
 
-func testResetKeepsOptions(t *testing.T, f *fixture) {
+// Reset clears the transaction's options: ReadYourWritesTransaction::reset
+// (fdbclient/ReadYourWrites.actor.cpp) clears persistentOptions and calls
+// options.reset, re-applying only the database's defaults.
+func testResetClearsOptions(t *testing.T, f *fixture) {
+	f.seed(t, "a")
 	tr := f.newTx(t)
 	require.NoError(t, tr.Options().SetRetryLimit(0))
+	require.NoError(t, tr.Options().SetTimeout(time.Second))
 	tr.Reset()
-	requireCode(t, tr.OnError(kv.ErrNotCommitted), kv.ErrNotCommitted, "OnError with retry limit 0 set before Reset (options survive Reset)")
+	require.NoError(t, tr.OnError(kv.ErrNotCommitted), "OnError after Reset: the retry limit 0 set before Reset must be gone")
+	f.h.AdvanceTime(2 * time.Second)
+	require.Equal(t, []byte("v:a"), mustGet(t, tr, f.key("a")), "a read 2 s after Reset: the 1 s timeout set before Reset must be gone")
+}
+
+// OnError keeps the options (API version 610 and later): RYWImpl::onError
+// calls resetRyow, which re-applies persistentOptions
+// (fdbclient/ReadYourWrites.actor.cpp; fdb.options marks timeout,
+// retry_limit and max_retry_delay persistent).
+func testOnErrorKeepsOptions(t *testing.T, f *fixture) {
+	tr := f.newTx(t)
+	require.NoError(t, tr.Options().SetRetryLimit(1))
+	require.NoError(t, tr.OnError(kv.ErrNotCommitted), "the first retry is within the limit")
+	requireCode(t, tr.OnError(kv.ErrNotCommitted), kv.ErrNotCommitted, "the second OnError: the retry limit set before the first OnError must still hold")
 }

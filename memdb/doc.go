@@ -174,7 +174,7 @@
 // transaction and returns nil. Any other error is returned unchanged, as
 // is a retryable one once SetRetryLimit's limit is reached. Backoff sleeps
 // use real time, not the Clock. Options survive OnError's reset; Reset
-// keeps them too but restarts the retry count and the timeout. SetTimeout
+// clears them, as FDB's does, and restarts the retry count. SetTimeout
 // cancels the transaction with transaction_timed_out once its time has
 // passed since creation (or Reset), in real time or on the Clock,
 // whichever comes first.

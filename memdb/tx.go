@@ -26,7 +26,7 @@ type transaction struct {
 	mu  sync.Mutex
 	gen uint64 // incremented by every reset: stale asynchronous work checks it
 
-	// Options and retry state; they survive OnError's reset.
+	// Options and retry state; they survive OnError's reset, not Reset.
 	retryLimit int
 	createdAt  time.Time // on the DB's clock (real time: see creationLocked)
 	retries    int
@@ -1022,15 +1022,17 @@ func (tx *transaction) OnError(err error) error {
 	return nil
 }
 
-// Reset returns the transaction to its initial state, keeping its options.
+// Reset returns the transaction to its initial state and clears its
+// options, as FDB's reset does.
 func (tx *transaction) Reset() {
 	tx.mu.Lock()
 	defer tx.mu.Unlock()
 	tx.resetLocked(true, kv.ErrTransactionCancelled)
 }
 
-// resetLocked clears the transaction's state. full also restarts the
-// retry count, backoff and timeout clock (Reset, not OnError). Watches not
+// resetLocked clears the transaction's state. full also clears the options
+// and restarts the retry count, backoff and timeout clock (Reset, not
+// OnError). Watches not
 // yet registered fail with watchErr.
 func (tx *transaction) resetLocked(full bool, watchErr error) {
 	tx.gen++
@@ -1048,7 +1050,15 @@ func (tx *transaction) resetLocked(full bool, watchErr error) {
 	tx.size, tx.mutated = 0, false
 	tx.rc = nil
 	if full {
+		// FDB's ReadYourWritesTransaction::reset clears the options
+		// (persistentOptions.clear(), options.reset; only database defaults
+		// are re-applied, and memdb has none), while onError's resetRyow
+		// re-applies them.
 		tx.retries = 0
+		tx.retryLimit = -1
+		if x := tx.x; x != nil {
+			x.timeout, x.maxRetryDelay = 0, 0
+		}
 		tx.backoff = tx.db.cfg.backoffInitial
 		tx.stampCreation()
 		if tx.ctx.Err() == nil && !tx.db.closedFlag.Load() {
@@ -1072,8 +1082,8 @@ func (tx *transaction) Options() kv.TransactionOptions { return txOptions{tx} }
 type txOptions struct{ tx *transaction }
 
 // SetTimeout cancels the transaction with kv.ErrTransactionTimedOut once d
-// has passed since it was created (or last Reset), in real time or on the
-// DB's clock, whichever comes first.
+// has passed since it was created (or last Reset, which also clears the
+// timeout), in real time or on the DB's clock, whichever comes first.
 func (o txOptions) SetTimeout(d time.Duration) error {
 	if d < 0 {
 		return kv.ErrClientInvalidOp
