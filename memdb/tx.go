@@ -483,6 +483,7 @@ func (tx *transaction) Set(key, value []byte) {
 	tx.writes.put(e)
 	tx.size += int64(len(key) + len(value))
 	tx.mutated = true
+	tx.ownWriteLocked(key, nil, val, true, true)
 }
 
 // Clear removes key.
@@ -504,6 +505,7 @@ func (tx *transaction) Clear(key []byte) {
 	tx.writes.put(e)
 	tx.size += int64(2*len(key) + 1)
 	tx.mutated = true
+	tx.ownWriteLocked(key, nil, nil, false, true)
 }
 
 // clampRangeKey shortens a range bound longer than any key can be: no key
@@ -557,6 +559,7 @@ func (tx *transaction) ClearRange(r kv.KeyRange) {
 	if x := tx.x; x != nil && len(x.vsKeys) > 0 {
 		x.clearLog = append(x.clearLog, krange{b, e})
 	}
+	tx.ownWriteLocked(b, e, nil, false, true)
 }
 
 // atomic buffers one atomic operation.
@@ -568,6 +571,7 @@ func (tx *transaction) atomic(kind opKind, key, param []byte) {
 	}
 	tx.mutated = true
 	tx.size += int64(len(key) + len(param))
+	tx.ownWriteLocked(key, nil, nil, false, false)
 	e := tx.writes.get(key)
 	if e == nil {
 		var p []byte
@@ -691,6 +695,7 @@ func (tx *transaction) SetVersionstampedValue(key, value []byte) {
 	tx.writes.put(e)
 	tx.size += int64(len(key) + len(body))
 	tx.mutated = true
+	tx.ownWriteLocked(key, nil, nil, false, false)
 }
 
 // ---- conflict ranges ----
@@ -799,12 +804,27 @@ func (tx *transaction) AddWriteConflictKey(key []byte) error {
 // ---- watches ----
 
 // Watch returns a watch on key, registered when the transaction commits.
+// Like FDB's (RYWImpl::watch, fdbclient/ReadYourWrites.actor.cpp), it reads
+// the key with a normal read: the read adds a read conflict range (unless
+// the transaction wrote the key), its error fails the watch, and the value
+// it saw is what the transaction's own later writes are compared with. Watch
+// waits for that read (with a latency model, a read delay).
 func (tx *transaction) Watch(key []byte) kv.Watch {
 	if len(key) > 0 && key[0] == 0xff {
 		return failedWatch(kv.ErrKeyOutsideLegalRange)
 	}
 	if len(key) > maxKeySize {
 		return failedWatch(kv.ErrKeyTooLarge)
+	}
+	tx.mu.Lock()
+	if err := tx.checkLocked(); err != nil {
+		tx.mu.Unlock()
+		return failedWatch(err)
+	}
+	tx.mu.Unlock()
+	val, err := tx.get(key, false).Get()
+	if err != nil {
+		return failedWatch(err)
 	}
 	tx.mu.Lock()
 	defer tx.mu.Unlock()
@@ -818,10 +838,35 @@ func (tx *transaction) Watch(key []byte) kv.Watch {
 	if w.key == nil {
 		w.key = []byte{}
 	}
+	w.ref, w.refOK = val, val != nil
 	tx.db.trackWatch(w)
 	x := tx.cold()
 	x.watches = append(x.watches, w)
 	return w
+}
+
+// ownWriteLocked fires at once the unregistered watches in [b, e) whose
+// value the transaction's own write changes, as FDB's triggerWatches does
+// (fdbclient/ReadYourWrites.actor.cpp; api-c.rst: "a watch will
+// immediately report changes made by the transaction itself"). known is
+// false for a write whose result depends on the database (an atomic
+// operation, a versionstamped value): such a write fires the watch.
+func (tx *transaction) ownWriteLocked(b, e, val []byte, ok, known bool) {
+	x := tx.x
+	if x == nil || len(x.watches) == 0 {
+		return
+	}
+	kept := x.watches[:0]
+	for _, w := range x.watches {
+		in := bytes.Compare(w.key, b) >= 0 && (e == nil && bytes.Equal(w.key, b) || e != nil && bytes.Compare(w.key, e) < 0)
+		if in && (!known || w.differs(val, ok)) {
+			w.finish(nil)
+			continue
+		}
+		kept = append(kept, w)
+	}
+	clear(x.watches[len(kept):])
+	x.watches = kept
 }
 
 // failWatchesLocked fails the watches not yet registered.
