@@ -16,10 +16,6 @@ import (
 // retryable.
 var ErrClosed = fmt.Errorf("memdb: database closed: %w", kv.ErrClientInvalidOp)
 
-// errAccessedUnreadable is FDB's accessed_unreadable (1036): a read of a key
-// whose value is a versionstamped value set by the same transaction.
-var errAccessedUnreadable = kv.Error{Code: 1036}
-
 // errNoCommitVersion is FDB's no_commit_version (2021): the versionstamp of
 // a transaction that committed nothing.
 var errNoCommitVersion = kv.Error{Code: 2021}

@@ -48,6 +48,10 @@ func (tx *transaction) get(key []byte, snap bool) kv.FutureValue {
 		tx.mu.Unlock()
 		return &valueFuture{} // no such key can exist
 	}
+	if tx.x != nil && len(tx.x.unreadable) > 0 && tx.unreadableLocked(key, keyAfter(key)) {
+		tx.mu.Unlock()
+		return &valueFuture{err: kv.ErrAccessedUnreadable}
+	}
 	// Read your writes: a value the transaction determined needs no read
 	// and adds no conflict.
 	e := tx.writes.get(key)
@@ -60,7 +64,7 @@ func (tx *transaction) get(key []byte, snap bool) kv.FutureValue {
 			return &valueFuture{val: v}
 		case stVS:
 			tx.mu.Unlock()
-			return &valueFuture{err: errAccessedUnreadable}
+			return &valueFuture{err: kv.ErrAccessedUnreadable}
 		}
 		ops = e.ops // it is only ever appended to
 	} else if _, cleared := tx.clearsLocked().find(key); cleared {
@@ -298,6 +302,20 @@ func (tx *transaction) readRange(b, e []byte, limit int, reverse, snap bool) ([]
 		return nil, false, err
 	}
 	limited := limit > 0 && len(out) == limit
+	if x := tx.x; x != nil && len(x.unreadable) > 0 {
+		// The part of the range the read went through.
+		sb, se := b, e
+		if limited {
+			if last := out[len(out)-1].Key; reverse {
+				sb = last
+			} else {
+				se = keyAfter(last)
+			}
+		}
+		if tx.unreadableLocked(sb, se) {
+			return nil, false, kv.ErrAccessedUnreadable
+		}
+	}
 	if !snap {
 		cb, ce := b, e
 		if limited {
@@ -382,7 +400,7 @@ func (tx *transaction) mergeLocked(b, e []byte, limit int, reverse bool, rv int6
 				emit(we.key, v)
 			}
 		case stVS:
-			return nil, errAccessedUnreadable
+			return nil, kv.ErrAccessedUnreadable
 		}
 	}
 	return out, nil

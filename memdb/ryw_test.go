@@ -1,6 +1,7 @@
 package memdb_test
 
 import (
+	"bytes"
 	"testing"
 
 	"github.com/fdbqueue/fdbqueue/kv"
@@ -114,16 +115,29 @@ func TestSnapshotReadsAddNoConflicts(t *testing.T) {
 	require.NoError(t, tr.Commit(), "snapshot reads must not make the transaction conflict")
 }
 
-func TestVersionstampedKeyInvisibleToOwnReads(t *testing.T) {
+// A versionstamped key's range is unreadable to its own transaction, as in
+// FDB (getVersionstampKeyRange in Atomic.h, accessed_unreadable from
+// RYWIterator.cpp): reads reaching it fail, reads stopping short succeed.
+func TestVersionstampedKeyRangeUnreadableToOwnReads(t *testing.T) {
 	db, _ := newDB(t)
+	mustSet(t, db, "a", "1")
 	tr := newTx(t, db)
 	tmpl := append([]byte("vs/"), make([]byte, 10)...)
 	tmpl = append(tmpl, 3, 0, 0, 0)
 	tr.SetVersionstampedKey(tmpl, []byte("v"))
-	kvs, err := tr.GetRange(rng("vs/", "vs0"), kv.RangeOptions{}).GetSlice()
-	require.NoError(t, err)
-	require.Empty(t, kvs, "a versionstamped key is invisible until committed")
-	require.NoError(t, tr.Commit())
+	_, err := tr.GetRange(rng("vs/", "vs0"), kv.RangeOptions{}).GetSlice()
+	require.ErrorIs(t, err, kv.ErrAccessedUnreadable)
+	_, err = tr.Snapshot().GetRange(rng("a", "z"), kv.RangeOptions{Reverse: true, Limit: 1}).GetSlice()
+	require.ErrorIs(t, err, kv.ErrAccessedUnreadable)
+	_, err = tr.Get(append([]byte("vs/"), bytes.Repeat([]byte{0xff}, 10)...)).Get()
+	require.ErrorIs(t, err, kv.ErrAccessedUnreadable)
+	kvs, err := tr.GetRange(rng("a", "z"), kv.RangeOptions{Limit: 1}).GetSlice()
+	require.NoError(t, err, "a read that stops before the range")
+	require.Len(t, kvs, 1)
+	v, err := tr.Get([]byte("vs.")).Get()
+	require.NoError(t, err, "a key before the range")
+	require.Nil(t, v)
+	require.NoError(t, tr.Commit(), "the failed reads do not fail the transaction")
 	after := newTx(t, db)
 	kvs, err = after.GetRange(rng("vs/", "vs0"), kv.RangeOptions{}).GetSlice()
 	require.NoError(t, err)

@@ -98,6 +98,9 @@ type txCold struct {
 	vsKeys   []vsKeyOp
 	wconf    []krange
 	watches  []*watch
+	// unreadable are the ranges where the versionstamped keys may land;
+	// reads that reach them fail with accessed_unreadable.
+	unreadable []krange
 }
 
 // clearsLocked returns the ranges cleared by the transaction.
@@ -641,7 +644,8 @@ func splitStamped(b []byte) ([]byte, int, error) {
 }
 
 // SetVersionstampedKey sets value at key with the commit's versionstamp
-// written into key. The key is invisible to this transaction's reads.
+// written into key. Reads of this transaction that reach the range where
+// the key may land fail with accessed_unreadable (1036), as in FDB.
 func (tx *transaction) SetVersionstampedKey(key, value []byte) {
 	tx.mu.Lock()
 	defer tx.mu.Unlock()
@@ -661,11 +665,51 @@ func (tx *transaction) SetVersionstampedKey(key, value []byte) {
 		return
 	}
 	x := tx.cold()
+	x.unreadable = append(x.unreadable, tx.stampRangeLocked(body, off))
 	x.vsKeys = append(x.vsKeys, vsKeyOp{
 		tmpl: bytes.Clone(body), off: off, val: append([]byte{}, value...), nClears: len(x.clearLog),
 	})
 	tx.size += int64(len(body) + len(value))
 	tx.mutated = true
+}
+
+// stampRangeLocked returns the range a versionstamped key with template
+// body and stamp offset off may land in, as FDB's getVersionstampKeyRange
+// (fdbclient/include/fdbclient/Atomic.h) computes it: from the template
+// with the transaction's read version (0 if it has none yet) and batch
+// order 0 in place of the stamp, to just after the template with ten 0xff
+// bytes there, capped at the end of the user key space.
+func (tx *transaction) stampRangeLocked(body []byte, off int) krange {
+	var lo [10]byte
+	if tx.rvState == rvHave {
+		binary.BigEndian.PutUint64(lo[:8], uint64(tx.rv))
+	}
+	var hi [10]byte
+	for i := range hi {
+		hi[i] = 0xff
+	}
+	b, e := stamped(body, off, lo), keyAfter(stamped(body, off, hi))
+	if bytes.Compare(e, maxUserKey) > 0 {
+		e = maxUserKey
+	}
+	return krange{b, e}
+}
+
+// unreadableLocked reports whether [b, e) reaches a range where one of the
+// transaction's versionstamped keys may land: FDB's read then fails with
+// accessed_unreadable (RYWIterator.cpp; the range is marked by
+// addUnmodifiedAndUnreadableRange in ReadYourWrites.actor.cpp's atomicOp).
+func (tx *transaction) unreadableLocked(b, e []byte) bool {
+	x := tx.x
+	if x == nil {
+		return false
+	}
+	for _, r := range x.unreadable {
+		if bytes.Compare(r.b, e) < 0 && bytes.Compare(b, r.e) < 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // SetVersionstampedValue sets key to value with the commit's versionstamp
@@ -1085,7 +1129,7 @@ func (tx *transaction) resetLocked(full bool, watchErr error) {
 	tx.failStampLocked(kv.ErrTransactionCancelled)
 	if x := tx.x; x != nil {
 		x.vsf, x.rvCh = nil, nil
-		x.clears, x.clearLog, x.vsKeys, x.wconf = nil, nil, nil, nil
+		x.clears, x.clearLog, x.vsKeys, x.wconf, x.unreadable = nil, nil, nil, nil, nil
 	}
 	tx.rvState, tx.rv, tx.grvTime = rvNone, 0, time.Time{}
 	tx.err = nil
