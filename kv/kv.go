@@ -196,10 +196,14 @@ type Transaction interface {
 	SetVersionstampedValue(key, value []byte)
 
 	// AddReadConflictRange adds r to the transaction's read conflict ranges.
+	// It returns only ErrInvertedRange; other errors (a range reaching into
+	// \xff: ErrKeyOutsideLegalRange) are deferred to the next read and to
+	// Commit, as FDB's client defers them.
 	AddReadConflictRange(r KeyRange) error
 	// AddReadConflictKey adds [key, key+\x00) to the read conflict ranges.
 	AddReadConflictKey(key []byte) error
-	// AddWriteConflictRange adds r to the write conflict ranges.
+	// AddWriteConflictRange adds r to the write conflict ranges; errors as
+	// for AddReadConflictRange.
 	AddWriteConflictRange(r KeyRange) error
 	// AddWriteConflictKey adds [key, key+\x00) to the write conflict ranges.
 	AddWriteConflictKey(key []byte) error

@@ -27,6 +27,9 @@ func limitTests() []conformanceTest {
 		{"InvertedRangeIterator", testInvertedRangeIterator},
 		{"InvertedClearRange", testInvertedClearRange},
 		{"InvertedConflictRanges", testInvertedConflictRanges},
+		{"ConflictRangeIntoSystemKeysIsDeferred", testConflictRangeIntoSystemKeysIsDeferred},
+		{"RangeReadInSystemKeys", testRangeReadInSystemKeys},
+		{"OversizedSystemKeyWrites", testOversizedSystemKeyWrites},
 	}
 	for _, c := range []struct {
 		name  string
@@ -179,4 +182,75 @@ func testInvertedConflictRanges(t *testing.T, f *fixture) {
 	requireCode(t, tr.AddReadConflictRange(f.rng("b", "a")), kv.ErrInvertedRange, "AddReadConflictRange with begin after end")
 	tr = f.newTx(t)
 	requireCode(t, tr.AddWriteConflictRange(f.rng("b", "a")), kv.ErrInvertedRange, "AddWriteConflictRange with begin after end")
+}
+
+// An AddReadConflictRange or AddWriteConflictRange that reaches into the
+// system key space returns no error: fdb_transaction_add_conflict_range
+// (bindings/c/fdb_c.cpp) only builds the KeyRangeRef (inverted_range is
+// thrown there), and ThreadSafeTransaction::addReadConflictRange runs the
+// legal-range test of ReadYourWritesTransaction::addReadConflictRange on the
+// network thread, where its error becomes the transaction's deferredError;
+// checkDeferredError then fails the next read and the commit.
+func testConflictRangeIntoSystemKeysIsDeferred(t *testing.T, f *fixture) {
+	f.seed(t, "a")
+	for name, add := range map[string]func(tr kv.Transaction) error{
+		"read": func(tr kv.Transaction) error {
+			return tr.AddReadConflictRange(kv.KeyRange{Begin: f.key("a"), End: []byte("\xff\x01")})
+		},
+		"write": func(tr kv.Transaction) error {
+			return tr.AddWriteConflictRange(kv.KeyRange{Begin: []byte("\xff"), End: []byte("\xff\x01")})
+		},
+	} {
+		tr := f.newTx(t)
+		require.NoError(t, add(tr), "Add%sConflictRange into \\xff: the C client defers the error", name)
+		_, err := tr.Get(f.key("a")).Get()
+		requireCode(t, err, kv.ErrKeyOutsideLegalRange, "the read after a deferred "+name+" conflict range error")
+		tr.Set(f.key("b"), []byte("x"))
+		requireCode(t, tr.Commit(), kv.ErrKeyOutsideLegalRange, "the commit after a deferred "+name+" conflict range error")
+		f.requireAbsent(t, f.key("b"), "the failed transaction applied nothing")
+	}
+}
+
+// A range read is tested against the legal range before anything else
+// (ReadYourWritesTransaction::getRange: begin or end above \xff is
+// key_outside_legal_range, before its inverted-range test), so a range that
+// begins in the system key space fails even when it is inverted or empty.
+func testRangeReadInSystemKeys(t *testing.T, f *fixture) {
+	tr := f.newTx(t)
+	for _, r := range []kv.KeyRange{
+		{Begin: []byte("\xff\x00"), End: []byte("\xff")},
+		{Begin: []byte("\xff\x00"), End: []byte("\xff\x01")},
+		{Begin: f.key("a"), End: []byte("\xff\x01")},
+	} {
+		_, err := tr.GetRange(r, kv.RangeOptions{}).GetSlice()
+		requireCode(t, err, kv.ErrKeyOutsideLegalRange, fmt.Sprintf("GetRange(%q, %q)", r.Begin, r.End))
+		it := tr.GetRange(r, kv.RangeOptions{Reverse: true}).Iterator()
+		require.False(t, it.Next())
+		requireCode(t, it.Err(), kv.ErrKeyOutsideLegalRange, fmt.Sprintf("an iterator over (%q, %q)", r.Begin, r.End))
+	}
+	kvs, err := tr.GetRange(kv.KeyRange{Begin: []byte("\xff"), End: []byte("\xff")}, kv.RangeOptions{}).GetSlice()
+	require.NoError(t, err, "[\\xff, \\xff) is within the legal range (its bounds are not above \\xff)")
+	require.Empty(t, kvs)
+}
+
+// A Set or Clear of a system key over the key size limit fails with
+// key_outside_legal_range: ReadYourWritesTransaction::set and ::clear(key)
+// test the legal range before the key size (and clear of an oversized
+// normal key is silently ignored, as no such key can exist).
+func testOversizedSystemKeyWrites(t *testing.T, f *fixture) {
+	big := append([]byte{0xff}, bytes.Repeat([]byte{'k'}, kv.MaxKeySize)...)
+	for name, write := range map[string]func(tr kv.Transaction){
+		"Set":   func(tr kv.Transaction) { tr.Set(big, []byte("x")) },
+		"Clear": func(tr kv.Transaction) { tr.Clear(big) },
+		"Add":   func(tr kv.Transaction) { tr.Add(big, le(1, 8)) },
+	} {
+		tr := f.newTx(t)
+		write(tr)
+		requireCode(t, tr.Commit(), kv.ErrKeyOutsideLegalRange, name+" of a system key over the size limit")
+	}
+	tr := f.newTx(t)
+	tr.Clear(f.key(string(bytes.Repeat([]byte{'k'}, kv.MaxKeySize))))
+	tr.Set(f.key("ok"), []byte("x"))
+	commit(t, tr, "a Clear of a normal key over the size limit is ignored")
+	f.requireValue(t, f.key("ok"), []byte("x"))
 }

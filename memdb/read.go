@@ -138,6 +138,11 @@ func (tx *transaction) GetRange(r kv.KeyRange, opts kv.RangeOptions) kv.RangeRes
 }
 
 func (tx *transaction) getRange(r kv.KeyRange, opts kv.RangeOptions, snap bool) kv.RangeResult {
+	if bytes.Compare(r.Begin, maxUserKey) > 0 || bytes.Compare(r.End, maxUserKey) > 0 {
+		// FDB's getRange tests the legal range before anything else
+		// (ReadYourWritesTransaction::getRange), inverted ranges included.
+		return &rangeResult{tx: tx, err: kv.ErrKeyOutsideLegalRange}
+	}
 	b, e, err := checkRange(r)
 	if err == kv.ErrInvertedRange {
 		// FDB's getRange answers a range whose begin is after its end with

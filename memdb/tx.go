@@ -433,13 +433,15 @@ func (tx *transaction) GetReadVersion() kv.FutureInt64 {
 
 // ---- writes ----
 
-// checkWriteKey validates a key to be written.
+// checkWriteKey validates a key to be written. The legal range is tested
+// first, as in FDB's ReadYourWritesTransaction::set and atomicOp (a system
+// key over the size limit is key_outside_legal_range, not key_too_large).
 func checkWriteKey(key []byte) error {
-	if len(key) > maxKeySize {
-		return kv.ErrKeyTooLarge
-	}
 	if len(key) > 0 && key[0] == 0xff {
 		return kv.ErrKeyOutsideLegalRange
+	}
+	if len(key) > maxKeySize {
+		return kv.ErrKeyTooLarge
 	}
 	return nil
 }
@@ -496,12 +498,13 @@ func (tx *transaction) Clear(key []byte) {
 	if !tx.writableLocked() {
 		return
 	}
+	if len(key) > 0 && key[0] == 0xff {
+		// The legal range first (ReadYourWritesTransaction::clear).
+		tx.setErrLocked(kv.ErrKeyOutsideLegalRange)
+		return
+	}
 	if len(key) > maxKeySize {
 		return // no such key can exist
-	}
-	if err := checkWriteKey(key); err != nil {
-		tx.setErrLocked(err)
-		return
 	}
 	e, _ := tx.newEntryLocked(key, nil)
 	e.st = stKnown
@@ -800,19 +803,50 @@ func (tx *transaction) addReadConflictLocked(b, e []byte) {
 }
 
 // AddReadConflictRange adds r, minus keys this transaction wrote, to the
-// read conflict ranges.
+// read conflict ranges. Only inverted_range is returned: FDB's C client
+// tests it when it builds the range (fdb_transaction_add_conflict_range,
+// KeyRangeRef's constructor), and runs the rest on its network thread,
+// whose errors (key_outside_legal_range, used_during_commit) become the
+// transaction's deferred error (ThreadSafeTransaction.cpp: deferredError,
+// checkDeferredError), reported by the next read and by Commit.
 func (tx *transaction) AddReadConflictRange(r kv.KeyRange) error {
-	b, e, err := checkRange(r)
-	if err != nil {
-		return err
+	b, e, ok := tx.conflictRangeLocked(r)
+	if !ok.ok {
+		return ok.err
 	}
-	tx.mu.Lock()
 	defer tx.mu.Unlock()
-	if err := tx.checkLocked(); err != nil {
-		return err
-	}
 	tx.addReadConflictLocked(b, e)
 	return nil
+}
+
+// rangeCheck is conflictRangeLocked's verdict: ok, or the error to return
+// (nil when the error is deferred or the call has no effect).
+type rangeCheck struct {
+	ok  bool
+	err error
+}
+
+// conflictRangeLocked validates a conflict range as FDB does (see
+// AddReadConflictRange). When it returns ok, tx.mu is held.
+func (tx *transaction) conflictRangeLocked(r kv.KeyRange) ([]byte, []byte, rangeCheck) {
+	b, e, err := checkRange(r)
+	if err == kv.ErrInvertedRange {
+		return nil, nil, rangeCheck{err: err}
+	}
+	tx.mu.Lock()
+	if tx.cancelledLocked() != nil || tx.err != nil {
+		tx.mu.Unlock()
+		return nil, nil, rangeCheck{} // the next read and Commit report it
+	}
+	if tx.committing || tx.committed {
+		err = kv.ErrUsedDuringCommit
+	}
+	if err != nil {
+		tx.setErrLocked(err)
+		tx.mu.Unlock()
+		return nil, nil, rangeCheck{}
+	}
+	return b, e, rangeCheck{ok: true}
 }
 
 // AddReadConflictKey adds [key, key+\x00) unless this transaction wrote key.
@@ -820,17 +854,14 @@ func (tx *transaction) AddReadConflictKey(key []byte) error {
 	return tx.AddReadConflictRange(kv.KeyRange{Begin: key, End: keyAfter(key)})
 }
 
-// AddWriteConflictRange adds r to the write conflict ranges.
+// AddWriteConflictRange adds r to the write conflict ranges. Errors other
+// than inverted_range are deferred, as for AddReadConflictRange.
 func (tx *transaction) AddWriteConflictRange(r kv.KeyRange) error {
-	b, e, err := checkRange(r)
-	if err != nil {
-		return err
+	b, e, ok := tx.conflictRangeLocked(r)
+	if !ok.ok {
+		return ok.err
 	}
-	tx.mu.Lock()
 	defer tx.mu.Unlock()
-	if err := tx.checkLocked(); err != nil {
-		return err
-	}
 	if bytes.Compare(b, e) < 0 {
 		x := tx.cold()
 		x.wconf = append(x.wconf, krange{b, e})
