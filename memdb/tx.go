@@ -486,7 +486,7 @@ func (tx *transaction) Set(key, value []byte) {
 	e, val := tx.newEntryLocked(key, value)
 	e.st, e.exists, e.val = stKnown, true, val
 	tx.writes.put(e)
-	tx.size += int64(len(key) + len(value))
+	tx.size += sizeSet(key, len(value))
 	tx.mutated = true
 	tx.ownWriteLocked(key, nil, val, true, true)
 }
@@ -509,7 +509,7 @@ func (tx *transaction) Clear(key []byte) {
 	e, _ := tx.newEntryLocked(key, nil)
 	e.st = stKnown
 	tx.writes.put(e)
-	tx.size += int64(2*len(key) + 1)
+	tx.size += 2 * (int64(2*len(key)+1) + keyRangeRefSize) // RYW's clear(key)
 	tx.mutated = true
 	tx.ownWriteLocked(key, nil, nil, false, true)
 }
@@ -555,7 +555,7 @@ func (tx *transaction) ClearRange(r kv.KeyRange) {
 		return
 	}
 	tx.mutated = true
-	tx.size += int64(len(b) + len(e))
+	tx.size += mutationRefSize + 2*int64(len(b)+len(e)) + keyRangeRefSize
 	if bytes.Equal(b, e) {
 		return
 	}
@@ -576,7 +576,7 @@ func (tx *transaction) atomic(kind opKind, key, param []byte) {
 		return
 	}
 	tx.mutated = true
-	tx.size += int64(len(key) + len(param))
+	tx.size += sizeSet(key, len(param))
 	tx.ownWriteLocked(key, nil, nil, false, false)
 	e := tx.writes.get(key)
 	if e == nil {
@@ -672,7 +672,7 @@ func (tx *transaction) SetVersionstampedKey(key, value []byte) {
 	x.vsKeys = append(x.vsKeys, vsKeyOp{
 		tmpl: bytes.Clone(body), off: off, val: append([]byte{}, value...), nClears: len(x.clearLog),
 	})
-	tx.size += int64(len(body) + len(value))
+	tx.size += int64(len(body)+4+len(value)) + mutationRefSize // no write conflict range
 	tx.mutated = true
 }
 
@@ -740,7 +740,7 @@ func (tx *transaction) SetVersionstampedValue(key, value []byte) {
 	e, val := tx.newEntryLocked(key, body)
 	e.st, e.val, e.vsOff = stVS, val, int32(off)
 	tx.writes.put(e)
-	tx.size += int64(len(key) + len(body))
+	tx.size += sizeSet(key, len(body)+4)
 	tx.mutated = true
 	tx.ownWriteLocked(key, nil, nil, false, false)
 }
@@ -756,13 +756,13 @@ func (tx *transaction) addReadConflictLocked(b, e []byte) {
 	clears := tx.clearsLocked()
 	if tx.writes.len() == 0 && len(clears) == 0 {
 		tx.reads = append(tx.reads, krange{b, e})
-		tx.size += int64(len(b) + len(e))
+		tx.size += sizeRange(b, e)
 		return
 	}
 	emit := func(x, y []byte) {
 		if bytes.Compare(x, y) < 0 {
 			tx.reads = append(tx.reads, krange{x, y})
-			tx.size += int64(len(x) + len(y))
+			tx.size += sizeRange(x, y)
 		}
 	}
 	cur := b
@@ -865,7 +865,7 @@ func (tx *transaction) AddWriteConflictRange(r kv.KeyRange) error {
 	if bytes.Compare(b, e) < 0 {
 		x := tx.cold()
 		x.wconf = append(x.wconf, krange{b, e})
-		tx.size += int64(len(b) + len(e))
+		tx.size += sizeRange(b, e)
 	}
 	tx.mutated = true
 	return nil
@@ -986,7 +986,7 @@ func (tx *transaction) Commit() error {
 		tx.mu.Unlock()
 		return err
 	}
-	if tx.size > maxTxSize {
+	if tx.size > maxTxSize && tx.commitSizeLocked() > maxTxSize {
 		tx.failWatchesLocked(kv.ErrTransactionTooLarge)
 		tx.failStampLocked(kv.ErrTransactionTooLarge)
 		tx.mu.Unlock()
@@ -1309,7 +1309,8 @@ func (tx *transaction) failStampLocked(err error) {
 }
 
 // GetApproximateSize returns the size of the mutations and conflict ranges
-// so far.
+// so far, counted call by call as FDB's approximateSize is (see size.go): an
+// upper bound of the size Commit checks against the limit.
 func (tx *transaction) GetApproximateSize() kv.FutureInt64 {
 	tx.mu.Lock()
 	defer tx.mu.Unlock()
