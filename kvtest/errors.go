@@ -61,6 +61,7 @@ func errorTests() []conformanceTest {
 		conformanceTest{"OnErrorNonRetryableReturnsIt", testOnErrorNonRetryableReturnsIt},
 		conformanceTest{"OnErrorForeignErrorReturnsIt", testOnErrorForeignErrorReturnsIt},
 		conformanceTest{"ResetClearsOptions", testResetClearsOptions},
+		conformanceTest{"OperationDuringCommitFailsCommit", testOperationDuringCommitFailsCommit},
 		conformanceTest{"OnErrorKeepsOptions", testOnErrorKeepsOptions},
 	)
 }
@@ -170,4 +171,35 @@ func testOnErrorKeepsOptions(t *testing.T, f *fixture) {
 	require.NoError(t, tr.Options().SetRetryLimit(1))
 	require.NoError(t, tr.OnError(kv.ErrNotCommitted), "the first retry is within the limit")
 	requireCode(t, tr.OnError(kv.ErrNotCommitted), kv.ErrNotCommitted, "the second OnError: the retry limit set before the first OnError must still hold")
+}
+
+// A read (or write) issued while the transaction's commit is in flight
+// fails with used_during_commit, and so does the commit:
+// ReadYourWritesTransaction::checkUsedDuringCommit sets the transaction's
+// resetPromise to used_during_commit, and RYWImpl::commit waits on
+// resetPromise || tr.commit() (fdbclient/ReadYourWrites.actor.cpp). The
+// commit request may already have been sent, so the commit may have been
+// applied: kv.MaybeCommitted must be true. (A range result consumed by a
+// goroutine while its transaction commits does exactly this.)
+func testOperationDuringCommitFailsCommit(t *testing.T, f *fixture) {
+	holder, ok := f.faults(t).(CommitHolder)
+	if !ok {
+		t.Skip("capability missing: the backend cannot hold a commit in flight (FaultInjector is not a kvtest.CommitHolder)")
+	}
+	f.seed(t, "a")
+	tr := f.newTx(t)
+	readVersion(t, tr)
+	tr.Set(f.key("b"), []byte("x"))
+	held, release := holder.HoldNextCommit()
+	defer release()
+	done := make(chan error, 1)
+	go func() { done <- tr.Commit() }()
+	<-held
+	_, err := tr.Get(f.key("a")).Get()
+	requireCode(t, err, kv.ErrUsedDuringCommit, "a read issued while the commit is in flight")
+	release()
+	err = <-done
+	requireCode(t, err, kv.ErrUsedDuringCommit, "the commit during which a read was issued")
+	require.True(t, kv.MaybeCommitted(err), "the commit was in flight: it may have been applied")
+	requireCode(t, tr.OnError(err), kv.ErrUsedDuringCommit, "OnError does not retry used_during_commit")
 }

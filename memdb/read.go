@@ -3,6 +3,7 @@ package memdb
 import (
 	"bytes"
 	"context"
+	"sync/atomic"
 
 	"github.com/fdbqueue/fdbqueue/kv"
 )
@@ -106,11 +107,13 @@ func (tx *transaction) get(key []byte, snap bool) kv.FutureValue {
 	}
 	gen := tx.gen
 	tx.startGRVLocked()
+	tx.startReadLocked()
 	f := tx.newFutureLocked()
 	tx.mu.Unlock()
 	f.done = make(chan struct{})
 	go func() {
 		defer close(f.done)
+		defer tx.endRead()
 		rv, grvTime, err := tx.readVersion(gen)
 		if err == nil {
 			err = tx.sleep(db.rng.sample(db.cfg.latency.Read))
@@ -132,7 +135,11 @@ func (tx *transaction) get(key []byte, snap bool) kv.FutureValue {
 	return f
 }
 
-// GetRange reads the keys in r; see kv.ReadTransaction.
+// GetRange reads the keys in r; see kv.ReadTransaction. As FDB's binding
+// does (bindings/go/src/fdb/transaction.go getRange), the first batch is
+// issued when GetRange is called: its read conflict range is added then,
+// whether or not the result is consumed. Further batches are read as the
+// result is consumed.
 func (tx *transaction) GetRange(r kv.KeyRange, opts kv.RangeOptions) kv.RangeResult {
 	return tx.getRange(r, opts, false)
 }
@@ -152,37 +159,100 @@ func (tx *transaction) getRange(r kv.KeyRange, opts kv.RangeOptions, snap bool) 
 	if opts.Limit < 0 && err == nil {
 		err = kv.ErrClientInvalidOp
 	}
-	return &rangeResult{tx: tx, snap: snap, b: b, e: e, opts: opts, err: err}
-}
-
-// rangeResult is a lazy range read: it runs on GetSlice or iteration.
-type rangeResult struct {
-	tx   *transaction
-	snap bool
-	b, e []byte
-	opts kv.RangeOptions
-	err  error
-}
-
-// GetSlice reads the whole (limited) range at once.
-func (r *rangeResult) GetSlice() ([]kv.KeyValue, error) {
-	if r.err != nil {
-		return nil, r.err
+	rr := &rangeResult{tx: tx, snap: snap, b: b, e: e, opts: opts, err: err}
+	if err == nil {
+		rr.first = tx.issueBatch(b, e, batchSize(opts, opts.Limit, firstBatch), opts.Reverse, snap)
 	}
-	kvs, _, err := r.tx.readRange(r.b, r.e, r.opts.Limit, r.opts.Reverse, r.snap)
-	return kvs, err
+	return rr
 }
 
-// Iterator returns an iterator that reads the range in batches.
-func (r *rangeResult) Iterator() kv.RangeIterator {
-	it := &rangeIter{r: r, b: r.b, e: r.e, left: r.opts.Limit, err: r.err}
-	switch r.opts.Mode {
+// batchSize is the number of rows to ask for in a batch of mode opts.Mode
+// with left rows left under the limit (0: no limit) and next the iterator
+// mode's batch size; 0 means everything.
+func batchSize(opts kv.RangeOptions, left, next int) int {
+	n := next
+	switch opts.Mode {
 	case kv.StreamingModeWantAll:
-		it.batch = 0 // everything at once
+		n = 0
 	case kv.StreamingModeExact:
-		it.batch = r.opts.Limit
-	default:
-		it.batch = firstBatch
+		n = opts.Limit
+	}
+	if opts.Limit > 0 && (n == 0 || n > left) {
+		n = left
+	}
+	return n
+}
+
+// batch is one batch of a range read, possibly still in flight (done is
+// nil when it was read when issued).
+type batch struct {
+	done    chan struct{}
+	kvs     []kv.KeyValue
+	limited bool
+	err     error
+}
+
+func (bt *batch) wait() {
+	if bt.done != nil {
+		<-bt.done
+	}
+}
+
+// issueBatch starts reading up to n rows (0: all) of [b, e). Without a
+// latency model it reads at once; with one, in a goroutine that Commit
+// waits for, as FDB's commit waits for the reads issued before it
+// (RYWImpl::commit waits on ryw->reading).
+func (tx *transaction) issueBatch(b, e []byte, n int, reverse, snap bool) *batch {
+	if !tx.db.latency {
+		kvs, limited, err := tx.readRange(b, e, n, reverse, snap)
+		return &batch{kvs: kvs, limited: limited, err: err}
+	}
+	bt := &batch{done: make(chan struct{})}
+	tx.mu.Lock()
+	tx.startReadLocked()
+	tx.mu.Unlock()
+	go func() {
+		defer close(bt.done)
+		defer tx.endRead()
+		bt.kvs, bt.limited, bt.err = tx.readRange(b, e, n, reverse, snap)
+	}()
+	return bt
+}
+
+// rangeResult is a range read whose first batch was issued by GetRange.
+type rangeResult struct {
+	tx    *transaction
+	snap  bool
+	b, e  []byte
+	opts  kv.RangeOptions
+	err   error
+	first *batch
+	taken atomic.Bool // the first batch was handed to a consumer
+}
+
+// GetSlice reads the whole (limited) range: the first batch, then the rest
+// in one more read.
+func (r *rangeResult) GetSlice() ([]kv.KeyValue, error) {
+	it := r.iter()
+	it.batch = 0 // after the first batch, everything at once
+	var out []kv.KeyValue
+	for it.Next() {
+		out = append(out, it.cur)
+	}
+	if it.err != nil {
+		return nil, it.err
+	}
+	return out, nil
+}
+
+// Iterator returns an iterator that reads the range in batches, starting
+// with the batch GetRange issued.
+func (r *rangeResult) Iterator() kv.RangeIterator { return r.iter() }
+
+func (r *rangeResult) iter() *rangeIter {
+	it := &rangeIter{r: r, b: r.b, e: r.e, left: r.opts.Limit, err: r.err, batch: firstBatch}
+	if r.err == nil && r.taken.CompareAndSwap(false, true) {
+		it.pending = r.first // a later consumer reads the range again
 	}
 	return it
 }
@@ -196,15 +266,16 @@ const (
 
 // rangeIter streams a range read.
 type rangeIter struct {
-	r     *rangeResult
-	b, e  []byte // what is left to read
-	left  int    // rows left under the limit; 0: no limit
-	batch int    // next batch size; 0: unbounded
-	buf   []kv.KeyValue
-	i     int
-	cur   kv.KeyValue
-	done  bool
-	err   error
+	r       *rangeResult
+	pending *batch // the first batch, not yet taken
+	b, e    []byte // what is left to read
+	left    int    // rows left under the limit; 0: no limit
+	batch   int    // next batch size in iterator mode; 0: unbounded
+	buf     []kv.KeyValue
+	i       int
+	cur     kv.KeyValue
+	done    bool
+	err     error
 }
 
 func (it *rangeIter) Next() bool {
@@ -219,14 +290,21 @@ func (it *rangeIter) Next() bool {
 	return true
 }
 
-// fetch reads the next batch; its conflict range covers exactly what this
-// batch depended on, so the batches together cover what was fetched.
+// fetch takes the next batch: the one GetRange issued, or a new read whose
+// conflict range covers exactly what it depended on, so the batches
+// together cover what was fetched.
 func (it *rangeIter) fetch() {
-	n := it.batch
-	if it.r.opts.Limit > 0 && (n == 0 || n > it.left) {
-		n = it.left
+	var kvs []kv.KeyValue
+	var limited bool
+	var err error
+	if bt := it.pending; bt != nil {
+		it.pending = nil
+		bt.wait()
+		kvs, limited, err = bt.kvs, bt.limited, bt.err
+	} else {
+		n := batchSize(it.r.opts, it.left, it.batch)
+		kvs, limited, err = it.r.tx.readRange(it.b, it.e, n, it.r.opts.Reverse, it.r.snap)
 	}
-	kvs, limited, err := it.r.tx.readRange(it.b, it.e, n, it.r.opts.Reverse, it.r.snap)
 	if err != nil {
 		it.err = err
 		return

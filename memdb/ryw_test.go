@@ -3,8 +3,10 @@ package memdb_test
 import (
 	"bytes"
 	"testing"
+	"time"
 
 	"github.com/fdbqueue/fdbqueue/kv"
+	"github.com/fdbqueue/fdbqueue/memdb"
 	"github.com/stretchr/testify/require"
 )
 
@@ -158,4 +160,41 @@ func TestVersionstampedValueUnreadableInOwnTransaction(t *testing.T) {
 	require.ErrorAs(t, err, &e)
 	require.Equal(t, 1036, e.Code)
 	require.NoError(t, tr.Commit())
+}
+
+// With a latency model a range read's first batch is in flight after
+// GetRange returns; Commit waits for it (as FDB's RYWImpl::commit waits on
+// ryw->reading), so its read conflict range is part of the commit even if
+// the result is never consumed.
+func TestCommitWaitsForRangeReadInFlight(t *testing.T) {
+	db, _ := newDB(t, memdb.WithLatency(memdb.Latency{Read: memdb.Span{Min: 20 * time.Millisecond, Max: 20 * time.Millisecond}}))
+	mustSet(t, db, "b", "1")
+	tr := newTx(t, db)
+	_, err := tr.GetReadVersion().Get()
+	require.NoError(t, err)
+	tr.GetRange(rng("a", "z"), kv.RangeOptions{}) // in flight, never consumed
+	mustSet(t, db, "c", "1")
+	tr.Set([]byte("x"), []byte("y"))
+	require.ErrorIs(t, tr.Commit(), kv.ErrNotCommitted)
+}
+
+// A read issued while the commit is in flight fails with used_during_commit
+// and fails the commit with it; the commit may have applied.
+func TestReadDuringCommitFailsCommit(t *testing.T) {
+	db, _ := newDB(t)
+	tr := newTx(t, db)
+	tr.Set([]byte("k"), []byte("v"))
+	held, release := db.HoldNextCommit()
+	defer release()
+	done := make(chan error, 1)
+	go func() { done <- tr.Commit() }()
+	<-held
+	it := tr.GetRange(rng("a", "z"), kv.RangeOptions{}).Iterator()
+	require.False(t, it.Next())
+	require.ErrorIs(t, it.Err(), kv.ErrUsedDuringCommit)
+	err := <-done
+	require.ErrorIs(t, err, kv.ErrUsedDuringCommit)
+	require.True(t, kv.MaybeCommitted(err))
+	_, err = tr.GetCommittedVersion()
+	require.Error(t, err, "the commit did not report success")
 }

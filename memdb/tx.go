@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"errors"
 	"sync"
 	"time"
 
@@ -98,6 +99,10 @@ type txCold struct {
 	vsKeys   []vsKeyOp
 	wconf    []krange
 	watches  []*watch
+	// reading counts the reads in flight (with a latency model); readsDone
+	// is closed when it drops to zero, for a Commit waiting for them.
+	reading   int
+	readsDone chan struct{}
 	// unreadable are the ranges where the versionstamped keys may land;
 	// reads that reach them fail with accessed_unreadable.
 	unreadable []krange
@@ -266,15 +271,60 @@ func (tx *transaction) cancelChanLocked() chan struct{} {
 	return tx.cancelCh
 }
 
-// checkLocked returns the error that stops any operation now.
+// checkLocked returns the error that stops any operation now. An
+// operation issued while a Commit is in flight fails with
+// used_during_commit and fails the commit with it too, as FDB's
+// checkUsedDuringCommit does (it sets the transaction's resetPromise, which
+// RYWImpl::commit waits on together with the commit: ReadYourWrites.actor.cpp).
 func (tx *transaction) checkLocked() error {
 	if err := tx.cancelledLocked(); err != nil {
 		return err
 	}
-	if tx.committing || tx.committed {
+	if tx.committing {
+		tx.cancelLocked(kv.ErrUsedDuringCommit)
+		return kv.ErrUsedDuringCommit
+	}
+	if tx.committed {
 		return kv.ErrUsedDuringCommit
 	}
 	return tx.err
+}
+
+// startReadLocked counts a read issued in the background.
+func (tx *transaction) startReadLocked() {
+	tx.cold().reading++
+}
+
+// endRead counts a background read as finished.
+func (tx *transaction) endRead() {
+	tx.mu.Lock()
+	defer tx.mu.Unlock()
+	x := tx.x
+	x.reading--
+	if x.reading == 0 && x.readsDone != nil {
+		close(x.readsDone)
+		x.readsDone = nil
+	}
+}
+
+// awaitReadsLocked waits until no read is in flight, as FDB's commit waits
+// for the reads issued before it (RYWImpl::commit: wait(ryw->reading)), so
+// that their read conflict ranges are part of the commit. It returns early
+// if the transaction is cancelled.
+func (tx *transaction) awaitReadsLocked() {
+	for x := tx.x; x != nil && x.reading > 0 && tx.cancelErr == nil; x = tx.x {
+		if x.readsDone == nil {
+			x.readsDone = make(chan struct{})
+		}
+		ch, cancel := x.readsDone, tx.cancelChanLocked()
+		tx.mu.Unlock()
+		select {
+		case <-ch:
+		case <-cancel:
+		case <-tx.db.closeCh:
+		}
+		tx.mu.Lock()
+	}
 }
 
 // cancelledLocked returns the cancellation error, if any, noticing a
@@ -446,12 +496,18 @@ func checkWriteKey(key []byte) error {
 	return nil
 }
 
-// writableLocked reports whether a write may be buffered now.
+// writableLocked reports whether a write may be buffered now. A write
+// during a Commit fails the commit with used_during_commit (see
+// checkLocked).
 func (tx *transaction) writableLocked() bool {
 	if tx.cancelledLocked() != nil {
 		return false
 	}
-	if tx.committing || tx.committed {
+	if tx.committing {
+		tx.cancelLocked(kv.ErrUsedDuringCommit)
+		return false
+	}
+	if tx.committed {
 		tx.setErrLocked(kv.ErrUsedDuringCommit)
 		return false
 	}
@@ -962,6 +1018,7 @@ func (tx *transaction) failWatchesLocked(err error) {
 // documentation for latency, faults and interrupted commits.
 func (tx *transaction) Commit() error {
 	tx.mu.Lock()
+	tx.awaitReadsLocked()
 	if err := tx.checkLocked(); err != nil {
 		tx.failWatchesLocked(err)
 		tx.failStampLocked(err)
@@ -1009,6 +1066,18 @@ func (tx *transaction) Commit() error {
 		return res.err
 	}
 	tx.committing = false
+	if errors.Is(tx.cancelErr, kv.ErrUsedDuringCommit) && !errors.Is(res.err, kv.ErrUsedDuringCommit) {
+		// An operation issued during the commit failed it, whatever the
+		// commit step decided: like FDB's, the commit may have applied.
+		if res.err == nil || kv.MaybeCommitted(res.err) {
+			res.err = kv.CommitInterrupted(kv.ErrUsedDuringCommit)
+		} else {
+			res.err = kv.ErrUsedDuringCommit
+		}
+		for _, w := range req.watches {
+			w.finish(res.err)
+		}
+	}
 	if res.err != nil {
 		tx.failStampLocked(res.err)
 		return res.err
@@ -1039,16 +1108,20 @@ func (tx *transaction) send(req *commitReq, gen uint64) commitResult {
 		}
 		req.hasRV, req.rv, req.grvTime = true, rv, grvTime
 	}
+	hold := db.takeHold()
 	forced, fault, extra := db.takeFaults(true)
 	delay := extra
 	if db.latency {
 		delay += db.rng.sample(db.cfg.latency.Commit)
 	}
-	if delay <= 0 {
+	if delay <= 0 && hold == nil {
 		return db.commitStep(req, forced, fault)
 	}
 	db.stats.inFlight.Add(1)
 	cerr := tx.sleep(delay)
+	if cerr == nil && hold != nil {
+		cerr = tx.waitHold(hold)
+	}
 	db.stats.inFlight.Add(-1)
 	if cerr == nil {
 		return db.commitStep(req, forced, fault)
@@ -1063,6 +1136,22 @@ func (tx *transaction) send(req *commitReq, gen uint64) commitResult {
 	}
 	db.stats.interrupted.Add(1)
 	return commitResult{err: kv.CommitInterrupted(cerr), applied: res.applied}
+}
+
+// waitHold waits until h is released or the transaction is cancelled.
+func (tx *transaction) waitHold(h *commitHold) error {
+	tx.mu.Lock()
+	ch := tx.cancelChanLocked()
+	tx.mu.Unlock()
+	close(h.held)
+	select {
+	case <-h.release:
+	case <-ch:
+	case <-tx.db.closeCh:
+	}
+	tx.mu.Lock()
+	defer tx.mu.Unlock()
+	return tx.cancelledLocked()
 }
 
 // commitReadOnlyLocked "commits" a transaction that wrote nothing: nothing
