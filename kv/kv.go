@@ -126,9 +126,14 @@ type ReadTransaction interface {
 	// Get reads one key. A normal read adds the read conflict range
 	// [key, key+\x00); a snapshot read adds none.
 	Get(key []byte) FutureValue
-	// GetRange reads the keys in r. A normal read adds a read conflict range
-	// covering what it depended on: with a limit that was reached, only up to
-	// and including the last key returned.
+	// GetRange reads the keys in r. As with FDB's binding, the first batch
+	// is issued when GetRange is called, and Commit waits for it: its read
+	// conflict range counts even if the result is never consumed. Further
+	// batches are read as the result is consumed; consuming it while the
+	// transaction commits fails the read and the commit with
+	// ErrUsedDuringCommit (the commit may then have applied). A normal read
+	// adds a read conflict range covering what it depended on: with a limit
+	// that was reached, only up to and including the last key returned.
 	GetRange(r KeyRange, opts RangeOptions) RangeResult
 	// GetReadVersion returns the version the transaction reads at,
 	// obtaining one if it has none yet.
@@ -209,7 +214,11 @@ type Transaction interface {
 	AddWriteConflictKey(key []byte) error
 
 	// Watch returns a watch on key that is registered when the transaction
-	// commits; if the commit fails, the watch fails with that error.
+	// commits; if the commit fails, the watch fails with that error. As in
+	// FDB, Watch reads key with a normal read (a read conflict range, so a
+	// writing transaction whose watched key changed after its read version
+	// fails with ErrNotCommitted), and the watch fires at once if the
+	// transaction itself then changes the key's value.
 	Watch(key []byte) Watch
 
 	// Commit tries to commit the transaction's writes. On success the
