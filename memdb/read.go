@@ -161,7 +161,7 @@ func (tx *transaction) getRange(r kv.KeyRange, opts kv.RangeOptions, snap bool) 
 	}
 	rr := &rangeResult{tx: tx, snap: snap, b: b, e: e, opts: opts, err: err}
 	if err == nil {
-		rr.first = tx.issueBatch(b, e, batchSize(opts, opts.Limit, firstBatch), opts.Reverse, snap)
+		tx.issueBatch(&rr.first, b, e, batchSize(opts, opts.Limit, firstBatch), opts.Reverse, snap)
 	}
 	return rr
 }
@@ -202,12 +202,12 @@ func (bt *batch) wait() {
 // latency model it reads at once; with one, in a goroutine that Commit
 // waits for, as FDB's commit waits for the reads issued before it
 // (RYWImpl::commit waits on ryw->reading).
-func (tx *transaction) issueBatch(b, e []byte, n int, reverse, snap bool) *batch {
+func (tx *transaction) issueBatch(bt *batch, b, e []byte, n int, reverse, snap bool) {
 	if !tx.db.latency {
-		kvs, limited, err := tx.readRange(b, e, n, reverse, snap)
-		return &batch{kvs: kvs, limited: limited, err: err}
+		bt.kvs, bt.limited, bt.err = tx.readRange(b, e, n, reverse, snap)
+		return
 	}
-	bt := &batch{done: make(chan struct{})}
+	bt.done = make(chan struct{})
 	tx.mu.Lock()
 	tx.startReadLocked()
 	tx.mu.Unlock()
@@ -216,7 +216,6 @@ func (tx *transaction) issueBatch(b, e []byte, n int, reverse, snap bool) *batch
 		defer tx.endRead()
 		bt.kvs, bt.limited, bt.err = tx.readRange(b, e, n, reverse, snap)
 	}()
-	return bt
 }
 
 // rangeResult is a range read whose first batch was issued by GetRange.
@@ -226,23 +225,44 @@ type rangeResult struct {
 	b, e  []byte
 	opts  kv.RangeOptions
 	err   error
-	first *batch
+	first batch
 	taken atomic.Bool // the first batch was handed to a consumer
 }
 
 // GetSlice reads the whole (limited) range: the first batch, then the rest
-// in one more read.
+// in one more read. A second consumer reads the range again.
 func (r *rangeResult) GetSlice() ([]kv.KeyValue, error) {
-	it := r.iter()
-	it.batch = 0 // after the first batch, everything at once
-	var out []kv.KeyValue
-	for it.Next() {
-		out = append(out, it.cur)
+	if r.err != nil {
+		return nil, r.err
 	}
-	if it.err != nil {
-		return nil, it.err
+	if !r.taken.CompareAndSwap(false, true) {
+		kvs, _, err := r.tx.readRange(r.b, r.e, r.opts.Limit, r.opts.Reverse, r.snap)
+		return kvs, err
 	}
-	return out, nil
+	bt := &r.first
+	bt.wait()
+	if bt.err != nil {
+		return nil, bt.err
+	}
+	n := len(bt.kvs)
+	if !bt.limited || n == 0 || (r.opts.Limit > 0 && n >= r.opts.Limit) {
+		return bt.kvs, nil
+	}
+	b, e := r.b, r.e
+	if last := bt.kvs[n-1].Key; r.opts.Reverse {
+		e = last
+	} else {
+		b = keyAfter(last)
+	}
+	left := 0
+	if r.opts.Limit > 0 {
+		left = r.opts.Limit - n
+	}
+	rest, _, err := r.tx.readRange(b, e, left, r.opts.Reverse, r.snap)
+	if err != nil {
+		return nil, err
+	}
+	return append(bt.kvs, rest...), nil
 }
 
 // Iterator returns an iterator that reads the range in batches, starting
@@ -252,7 +272,7 @@ func (r *rangeResult) Iterator() kv.RangeIterator { return r.iter() }
 func (r *rangeResult) iter() *rangeIter {
 	it := &rangeIter{r: r, b: r.b, e: r.e, left: r.opts.Limit, err: r.err, batch: firstBatch}
 	if r.err == nil && r.taken.CompareAndSwap(false, true) {
-		it.pending = r.first // a later consumer reads the range again
+		it.pending = &r.first // a later consumer reads the range again
 	}
 	return it
 }

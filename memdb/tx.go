@@ -1066,7 +1066,7 @@ func (tx *transaction) Commit() error {
 		return res.err
 	}
 	tx.committing = false
-	if errors.Is(tx.cancelErr, kv.ErrUsedDuringCommit) && !errors.Is(res.err, kv.ErrUsedDuringCommit) {
+	if tx.cancelErr != nil && errors.Is(tx.cancelErr, kv.ErrUsedDuringCommit) && !errors.Is(res.err, kv.ErrUsedDuringCommit) {
 		// An operation issued during the commit failed it, whatever the
 		// commit step decided: like FDB's, the commit may have applied.
 		if res.err == nil || kv.MaybeCommitted(res.err) {
