@@ -3,6 +3,7 @@ package fdbqueue
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"sync/atomic"
 
@@ -205,6 +206,18 @@ func (q *Queue) reserveUserVersions(n int) int {
 	}
 }
 
+// errAccessedUnreadable is FoundationDB's accessed_unreadable (1036).
+var errAccessedUnreadable = kv.Error{Code: 1036}
+
+// unreadable types the error of a read of a versionstamp-ordered queue in a
+// transaction that enqueued to it (see ErrUnreadableAfterEnqueue).
+func (q *Queue) unreadable(err error) error {
+	if err != nil && q.cfg.versionstamps && errors.Is(err, errAccessedUnreadable) {
+		return fmt.Errorf("%w: %w", ErrUnreadableAfterEnqueue, err)
+	}
+	return err
+}
+
 // firstKey returns the key of the first pair of a limit-1 range read, or nil.
 func firstKey(rr kv.RangeResult) ([]byte, error) {
 	kvs, err := rr.GetSlice()
@@ -326,7 +339,7 @@ func (q *Queue) DequeueBatch(ctx context.Context, t kv.Transactor, max int, opts
 		return takeEnd(tr, o, q.items, max, false, q.cfg.batchBudget, q.accept, q.cfg.encoding.decode, q.reserved)
 	})
 	o.end(err)
-	return vals, err
+	return vals, q.unreadable(err)
 }
 
 // takeEnd removes up to max items from one end of r inside tr: the shared
@@ -449,7 +462,8 @@ func (q *Queue) accept(p kv.KeyValue) ([]byte, []byte, error) {
 // requests waiting in the line are not available: Peek returns the first
 // item after them, the one a Dequeue inside a transaction would take.
 func (q *Queue) Peek(ctx context.Context, t kv.ReadTransactor) ([]byte, error) {
-	return peekEnd(ctx, t, q.items, false, q.cfg.encoding, q.checkItemKey, q.reserved)
+	v, err := peekEnd(ctx, t, q.items, false, q.cfg.encoding, q.checkItemKey, q.reserved)
+	return v, q.unreadable(err)
 }
 
 func peekEnd(ctx context.Context, t kv.ReadTransactor, r kv.KeyRange, reverse bool, enc ValueEncoding, check func([]byte) error,
@@ -481,7 +495,8 @@ func peekEnd(ctx context.Context, t kv.ReadTransactor, r kv.KeyRange, reverse bo
 // On a queue staged by place it reports whether it holds no item beyond
 // those due to the waiting requests, as Peek.
 func (q *Queue) Empty(ctx context.Context, t kv.ReadTransactor) (bool, error) {
-	return emptyRange(ctx, t, q.items, q.reserved)
+	empty, err := emptyRange(ctx, t, q.items, q.reserved)
+	return empty, q.unreadable(err)
 }
 
 func emptyRange(ctx context.Context, t kv.ReadTransactor, r kv.KeyRange, reserved func(kv.ReadTransaction) (int, error)) (bool, error) {
@@ -503,7 +518,8 @@ func emptyRange(ctx context.Context, t kv.ReadTransactor, r kv.KeyRange, reserve
 // Every key in the queue's range counts, foreign or not, and so do the
 // items due to requests waiting in a staged queue's line.
 func (q *Queue) Len(ctx context.Context, t kv.ReadTransactor) (int, error) {
-	return countRange(ctx, t, q.items)
+	n, err := countRange(ctx, t, q.items)
+	return n, q.unreadable(err)
 }
 
 func countRange(ctx context.Context, t kv.ReadTransactor, r kv.KeyRange) (int, error) {
