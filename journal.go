@@ -56,6 +56,10 @@ type opConfig struct {
 // error: calling Dequeue again with the same ID returns the item the first
 // call removed, if it removed one. An ID names one operation: never reuse it
 // for another.
+//
+// Given a Transaction and no WithOpID, an operation does without the
+// journal (it neither reads nor writes a record): each of your retries
+// would be a new operation to it, so it could not help.
 func WithOpID(id OpID) OpOption {
 	return func(c *opConfig) { c.id, c.hasID = id, true }
 }
@@ -65,8 +69,8 @@ func WithOpID(id OpID) OpOption {
 // (shard, op ID, n), where shard is a byte of the ID's random part: records
 // of operations made at the same time spread over 256 ranges instead of all
 // landing at the end of one (IDs start with their creation time). Within a
-// shard, records sort by age, so the records older than the retention form
-// one range per shard.
+// shard, records sort by age, so the records older than a time form one
+// range per shard.
 type journal struct {
 	prefix    []byte // metaSubspace + ("j",)
 	disabled  bool
