@@ -130,6 +130,10 @@ func encodeAll(enc ValueEncoding, values [][]byte) (stored [][]byte, size int, e
 			return nil, 0, &CodecError{Err: err}
 		}
 		if len(s) > kv.MaxValueSize {
+			if enc == TupleValues {
+				return nil, 0, fmt.Errorf("%w: item %d is %d bytes, %d stored as a packed tuple (TupleValues: 2 bytes more, and 1 more per 0x00 byte), limit %d (%w)",
+					ErrValueTooLarge, i, len(v), len(s), kv.MaxValueSize, kv.ErrValueTooLarge)
+			}
 			return nil, 0, valueTooLarge(i, len(s))
 		}
 		stored[i] = s
