@@ -217,6 +217,85 @@ func TestLimitValuesStaged(t *testing.T) {
 	})
 }
 
+// A take whose commit applied but was reported interrupted, by a call
+// whose context then ended: the cleanup finds the take in the journal (a
+// record holding the limit-sized value) and gives the item back.
+func TestLimitValuesStagedInterruptedTake(t *testing.T) {
+	forModes(t, func(t *testing.T, m stagingMode) {
+		forValueModes(t, func(t *testing.T, enc fdbqueue.ValueEncoding, journal bool, opts []fdbqueue.Option) {
+			if !journal {
+				return // without the journal, the cleanup cannot know the take applied
+			}
+			ok, _ := limitValues(enc)
+			for _, v := range ok {
+				t.Run(v.name, func(t *testing.T) {
+					ctx := context.Background()
+					db := stgDB(t)
+					sub := stgSubspace(t, "limit-take")
+					q := stgQueue(t, sub, append(opts, m.opts(fdbqueue.StagingConfig{})...)...)
+					require.NoError(t, q.Enqueue(ctx, db, v.v))
+					before := itemKeys(t, db, sub)
+					wctx, cancel := context.WithCancel(ctx)
+					defer cancel()
+					fdbqueue.SetStagingHook(q, func(p string) {
+						switch p {
+						case "taking":
+							db.FailNextCommit(kv.CommitInterrupted(kv.ErrTransactionCancelled), true)
+						case "failed":
+							cancel()
+						}
+					})
+					_, err := q.Dequeue(wctx, db)
+					require.ErrorIs(t, err, context.Canceled)
+					require.False(t, kv.MaybeCommitted(err), "the cleanup settled the outcome: %v", err)
+					m.requireReturned(t, db, sub, before[0])
+					fdbqueue.SetStagingHook(q, nil)
+					got, err := q.Dequeue(ctx, db)
+					require.NoError(t, err)
+					require.Equal(t, v.v, got, "the item went back intact")
+				})
+			}
+		})
+	})
+}
+
+// The same for a staged PopMin: its journal record (priority and value) is
+// longer than the value limit, so it is written in two chunks.
+func TestLimitValuesStagedInterruptedPop(t *testing.T) {
+	for _, e := range encodings {
+		ok, _ := limitValues(e.enc)
+		for _, v := range ok {
+			t.Run(e.name+"/"+v.name, func(t *testing.T) {
+				ctx := context.Background()
+				db := stgDB(t)
+				sub := stgSubspace(t, "limit-pop")
+				pq, err := fdbqueue.NewPriorityQueue(sub, fdbqueue.WithValueEncoding(e.enc), fdbqueue.WithStaging(fdbqueue.StagingConfig{}))
+				require.NoError(t, err)
+				require.NoError(t, pq.Push(ctx, db, v.v, 9))
+				before := itemKeys(t, db, sub)
+				wctx, cancel := context.WithCancel(ctx)
+				defer cancel()
+				fdbqueue.SetPQStagingHook(pq, func(p string) {
+					switch p {
+					case "taking":
+						db.FailNextCommit(kv.CommitInterrupted(kv.ErrTransactionCancelled), true)
+					case "failed":
+						cancel()
+					}
+				})
+				_, err = pq.PopMin(wctx, db)
+				require.ErrorIs(t, err, context.Canceled)
+				require.False(t, kv.MaybeCommitted(err), "the cleanup settled the outcome: %v", err)
+				require.Equal(t, before, itemKeys(t, db, sub), "the item is back at its key")
+				fdbqueue.SetPQStagingHook(pq, nil)
+				got, err := pq.PopMin(ctx, db)
+				require.NoError(t, err)
+				require.Equal(t, fdbqueue.Item{Value: v.v, Priority: 9}, got)
+			})
+		}
+	}
+}
+
 // The same for a PriorityQueue (always served in batches), PopMin and
 // PopMax requests.
 func TestLimitValuesStagedPop(t *testing.T) {
