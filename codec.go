@@ -156,21 +156,37 @@ func joinChunks(kvs []kv.KeyValue) []kv.KeyValue {
 }
 
 // chunkedValue is a pending read of one chunked value.
-type chunkedValue struct{ rr kv.RangeResult }
+type chunkedValue struct {
+	tr  kv.ReadTransaction
+	key []byte
+	f   kv.FutureValue
+}
 
-// getChunked starts a normal read of the value at key with its chunks.
+// getChunked starts a normal read of the value at key. It reads the first
+// chunk, a point read issued at once like any Get; only a first chunk of
+// the full kv.MaxValueSize bytes can have chunks after it, and Get then
+// reads them (a second round trip, for values that large only).
 func getChunked(tr kv.ReadTransaction, key []byte) chunkedValue {
-	return chunkedValue{tr.GetRange(chunkRange(key), kv.RangeOptions{Mode: kv.StreamingModeWantAll})}
+	return chunkedValue{tr: tr, key: key, f: tr.Get(key)}
 }
 
 // Get waits for the read and returns the value (nil when the key is
 // absent).
 func (c chunkedValue) Get() ([]byte, error) {
-	kvs, err := c.rr.GetSlice()
-	if err != nil || len(kvs) == 0 {
+	v, err := c.f.Get()
+	if err != nil || len(v) < kv.MaxValueSize {
+		return v, err
+	}
+	rest := kv.KeyRange{Begin: append(bytes.Clone(c.key), 0x00), End: append(bytes.Clone(c.key), 0xff)}
+	kvs, err := c.tr.GetRange(rest, kv.RangeOptions{Mode: kv.StreamingModeWantAll}).GetSlice()
+	if err != nil {
 		return nil, err
 	}
-	return joinChunks(kvs)[0].Value, nil
+	v = bytes.Clone(v)
+	for _, p := range kvs {
+		v = append(v, p.Value...)
+	}
+	return v, nil
 }
 
 // countChunks counts the pairs at the end of kvs that belong to the value

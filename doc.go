@@ -41,8 +41,9 @@
 // A record or a staged result that holds an item's stored value keeps it
 // as it is, after a few bytes of metadata, never re-encoded (a tuple would
 // escape each 0x00): what Enqueue or Push accepted fits. When that passes
-// the 100,000-byte value limit, the rest is written at key + pack((i,)),
-// read back by the same range read.
+// the 100,000-byte value limit, the rest is written at key + pack((i,)):
+// the journal's range read returns it with the record; a staged result
+// that long takes its collector a second read.
 //
 // # Conflicts and cost of each operation
 //
