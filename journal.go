@@ -16,7 +16,8 @@ import (
 
 // OpID identifies one logical queue operation across every retry of the
 // transaction that carries it. Its first 8 bytes are its creation time
-// (big-endian Unix microseconds), the rest random, so that journal records
+// (big-endian Unix microseconds), the rest random: journal records are
+// spread by the first random byte and, within each of those 256 shards,
 // sort by age and expire by range. See the package documentation, "Exactly
 // once under commit_unknown_result".
 type OpID [16]byte
