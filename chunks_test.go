@@ -113,3 +113,46 @@ func FuzzDecodeResult(f *testing.F) {
 		_, _, _ = decodePopRecord(v)
 	})
 }
+
+// Recover pages through the results recoverBatch keys at a time: a result
+// in two chunks that straddles a page's end is left to the next page
+// (which starts at its first chunk), not decoded in part and skipped.
+func TestRecoverResultAcrossPageEnd(t *testing.T) {
+	ctx := context.Background()
+	db := memdb.New()
+	t.Cleanup(func() { _ = db.Close() })
+	sub, err := NewSubspace(tuple.Tuple{"recover-chunks"})
+	require.NoError(t, err)
+	q, err := NewQueue(sub, WithStaging(StagingConfig{Serving: ServeInBatches}))
+	require.NoError(t, err)
+	const n = recoverBatch + 44
+	big := recoverBatch - 1 // its first chunk is the page's last key
+	past := time.Now().Add(-time.Hour)
+	want := map[string][]byte{}
+	require.NoError(t, db.Transact(ctx, func(tr kv.Transaction) error {
+		for i := range n {
+			rid := make([]byte, 20)
+			rid[0], rid[1] = byte(i>>8), byte(i)
+			item, err := sub.Pack(tuple.Tuple{int64(i + 1), rid})
+			require.NoError(t, err)
+			v := []byte{byte(i)}
+			if i == big {
+				v = bytes.Repeat([]byte{0}, kv.MaxValueSize)
+			}
+			want[string(item)] = v
+			setChunked(tr, q.stage.resKey(rid), encodeResult(past, item, v))
+		}
+		return nil
+	}))
+	st, err := q.Recover(ctx, db)
+	require.NoError(t, err)
+	require.Equal(t, n, st.ReturnedItems, "every expired result, the one across the page end included")
+	got, err := kv.ReadTransact(ctx, db, func(tr kv.ReadTransaction) ([]kv.KeyValue, error) {
+		return tr.GetRange(q.items, kv.RangeOptions{}).GetSlice()
+	})
+	require.NoError(t, err)
+	require.Len(t, got, n)
+	for _, p := range got {
+		require.Equal(t, want[string(p.Key)], p.Value)
+	}
+}
