@@ -951,7 +951,7 @@ func (h *harness) settle(ctx context.Context, round int, t *target, recs []*reco
 // journaled reports whether the journal of the queue at prefix holds a
 // record of the operation id.
 func journaled(ctx context.Context, db kv.Database, prefix []byte, id fdbqueue.OpID) (bool, error) {
-	p, err := tuple.Tuple{"j", id[:]}.AppendPack(append(bytes.Clone(prefix), 0xff))
+	p, err := tuple.Tuple{"j", int64(id[8]), id[:]}.AppendPack(append(bytes.Clone(prefix), 0xff)) // (shard, ID): see fdbqueue's journal.go
 	if err != nil {
 		return false, err
 	}
