@@ -15,7 +15,8 @@ import (
 //   - 520: versionstamped keys and values carry a 4-byte offset (2 bytes
 //     before 520);
 //   - 610: the timeout, retry_limit and max_retry_delay options survive
-//     OnError and Reset (before 610 every retry had to set them again);
+//     OnError (before 610 every retry had to set them again; Reset still
+//     clears them);
 //   - 620: GetApproximateSize (fdb_transaction_get_approximate_size);
 //   - 700: a commit no longer partially resets the transaction, so its read
 //     version stays readable after Commit.
