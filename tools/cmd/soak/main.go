@@ -26,7 +26,7 @@ import (
 	"time"
 
 	"github.com/fdbqueue/fdbqueue"
-	"github.com/fdbqueue/fdbqueue/sim"
+	"github.com/fdbqueue/fdbqueue/tools/sim"
 )
 
 func main() {
