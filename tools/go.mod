@@ -22,4 +22,6 @@ require (
 	golang.org/x/text v0.28.0 // indirect
 )
 
+// Local work builds against the root module in the parent directory; a
+// consumer ignores this replace and gets the tagged version required above.
 replace github.com/fdbqueue/fdbqueue => ../
