@@ -10,12 +10,12 @@ SEEDS ?= 20
 DURATION ?= 10m
 PUREGO := . tools
 
-.PHONY: test unit example bench fuzz golden lint fdbkv-check integration soak queuebench memflat
+.PHONY: test unit example bench fuzz golden lint fdbkv-check release-check integration soak queuebench memflat
 
 ## test: lint, build without cgo, every test with -race (the library and
 ## tools/, which holds the simulation), memdb's 1M-transaction memory check
-## (without -race) and the fdbkv compile check
-test: lint unit fdbkv-check
+## (without -race), the fdbkv compile check and the release check
+test: lint unit fdbkv-check release-check
 
 unit:
 	set -e; for m in $(PUREGO); do \
@@ -47,6 +47,11 @@ lint:
 ## fdbkv-check: compile the fdbkv adapter and its tests against a stub libfdb_c
 fdbkv-check:
 	bash scripts/fdbkv-check.sh
+
+## release-check: `go get` the library and fdbkv at v0.1.0 from a local
+## file proxy into a throwaway consumer, build it, and check its module graph
+release-check:
+	bash scripts/release-check.sh
 
 ## integration: run fdbkv's tests against a throwaway local fdbserver
 integration:

@@ -16,13 +16,7 @@ build="$stub/build"
 echo "fdbkv-check: COMPILE/LINK CHECK AGAINST A STUB libfdb_c (not FoundationDB; cluster tests skip)"
 
 # 1. The stub library.
-command -v gcc >/dev/null || { echo "fdbkv-check: gcc is required (apt-get install gcc)" >&2; exit 1; }
-command -v ar >/dev/null || { echo "fdbkv-check: ar is required (apt-get install binutils)" >&2; exit 1; }
-mkdir -p "$build"
-gcc -std=c11 -Wall -Wextra -Werror -O2 -fPIC -I"$stub/include" \
-  -c "$stub/fdb_c_stub.c" -o "$build/fdb_c_stub.o"
-rm -f "$build/libfdb_c.a"
-ar rcs "$build/libfdb_c.a" "$build/fdb_c_stub.o"
+bash scripts/fdbc-stub.sh
 echo "fdbkv-check: built stub $build/libfdb_c.a (static: nothing to find at run time)"
 
 cd "$root/fdbkv"

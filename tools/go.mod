@@ -6,6 +6,7 @@ require (
 	github.com/anishathalye/porcupine v1.3.1
 	github.com/fdbqueue/fdbqueue v0.1.0
 	github.com/stretchr/testify v1.12.1
+	golang.org/x/mod v0.33.0
 	gonum.org/v1/plot v0.17.0
 )
 
