@@ -44,7 +44,8 @@ golden:
 lint:
 	bash scripts/lint.sh
 
-## fdbkv-check: compile the fdbkv adapter and its tests against a stub libfdb_c
+## fdbkv-check: compile the fdbkv adapter, its tests and the soak's
+## FoundationDB mode (-tags fdb) against a stub libfdb_c
 fdbkv-check:
 	bash scripts/fdbkv-check.sh
 
@@ -53,7 +54,8 @@ fdbkv-check:
 release-check:
 	bash scripts/release-check.sh
 
-## integration: run fdbkv's tests against a throwaway local fdbserver
+## integration: fdbkv's tests, the examples and a short soak against a
+## throwaway local fdbserver (skips, with instructions, without one)
 integration:
 	bash scripts/integration.sh
 
