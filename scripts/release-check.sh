@@ -4,7 +4,8 @@
 # 1. Serves the library (.) and fdbkv at $VERSION (default v0.1.0, the
 #    version fdbkv's go.mod requires of the library) from a local file-system
 #    proxy, built by tools/cmd/modproxy from the files git tracks: what the go
-#    command would download once both are tagged (v0.1.0 and fdbkv/v0.1.0).
+#    command would download once both are tagged (v0.1.0 and fdbkv/v0.1.0),
+#    each with a LICENSE (fdbkv gets the root one, as from the go command).
 # 2. In throwaway consumer modules outside the repository, with replace
 #    directives out of reach, runs `go get` at that version:
 #    - one that imports only the library (and kvtest in a test): builds,
@@ -47,7 +48,7 @@ if ! (cd tools && go mod graph) | grep -qE "$forbidden"; then
 fi
 
 # 1. The proxy.
-(cd tools && go run ./cmd/modproxy -o "$tmp/proxy" -version "$VERSION" "$root" "$root/fdbkv") |
+(cd tools && go run ./cmd/modproxy -o "$tmp/proxy" -version "$VERSION" -require-license "$root" "$root/fdbkv") |
   sed 's/^/release-check: /'
 
 bash scripts/fdbc-stub.sh

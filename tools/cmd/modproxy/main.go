@@ -10,7 +10,10 @@
 // and the other files the go command leaves out of module zips (the rules of
 // golang.org/x/mod/zip, which also rejects what a proxy would reject: bad
 // file names, files over the size limits). So the zip is what the go command
-// would download once the module is tagged at that commit. For each module
+// would download once the module is tagged at that commit. As the go
+// command does, a module in a subdirectory without a LICENSE of its own
+// gets the repository's. With -require-license a module without any LICENSE
+// is an error (pkg.go.dev shows no documentation for it). For each module
 // it writes DIR/<escaped path>/@v/ list, VERSION.info, VERSION.mod and
 // VERSION.zip.
 package main
@@ -25,6 +28,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -36,8 +40,9 @@ import (
 func main() {
 	out := flag.String("o", "", "the proxy directory to write (created if missing)")
 	version := flag.String("version", "v0.1.0", "the version to serve every module at")
+	needLicense := flag.Bool("require-license", false, "fail for a module whose zip has no LICENSE")
 	flag.Usage = func() {
-		fmt.Fprintf(flag.CommandLine.Output(), "usage: modproxy -o DIR [-version V] MODULEDIR...\n")
+		fmt.Fprintf(flag.CommandLine.Output(), "usage: modproxy -o DIR [-version V] [-require-license] MODULEDIR...\n")
 		flag.PrintDefaults()
 	}
 	flag.Parse()
@@ -46,7 +51,7 @@ func main() {
 		os.Exit(2)
 	}
 	for _, dir := range flag.Args() {
-		mv, n, err := write(*out, dir, *version, time.Now())
+		mv, n, err := write(*out, dir, *version, time.Now(), *needLicense)
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "modproxy: %s: %v\n", dir, err)
 			os.Exit(1)
@@ -57,7 +62,7 @@ func main() {
 
 // write adds the module in dir to the proxy directory out at version and
 // returns the module and how many files its zip holds.
-func write(out, dir, version string, now time.Time) (module.Version, int, error) {
+func write(out, dir, version string, now time.Time, needLicense bool) (module.Version, int, error) {
 	gomod, err := os.ReadFile(filepath.Join(dir, "go.mod"))
 	if err != nil {
 		return module.Version{}, 0, err
@@ -73,6 +78,15 @@ func write(out, dir, version string, now time.Time) (module.Version, int, error)
 	files, err := tracked(dir)
 	if err != nil {
 		return mv, 0, err
+	}
+	if !slices.ContainsFunc(files, func(f modzip.File) bool { return f.Path() == "LICENSE" }) {
+		if lic, ok, err := rootLicense(dir); err != nil {
+			return mv, 0, err
+		} else if ok {
+			files = append(files, lic)
+		} else if needLicense {
+			return mv, 0, errors.New("no LICENSE in the module or at the repository's root")
+		}
 	}
 	escaped, err := module.EscapePath(mv.Path)
 	if err != nil {
@@ -142,6 +156,28 @@ func tracked(dir string) ([]modzip.File, error) {
 		return nil, errors.New("git tracks no files here")
 	}
 	return files, nil
+}
+
+// rootLicense is the LICENSE at the root of the git work tree holding dir,
+// when dir is a subdirectory and git tracks that file.
+func rootLicense(dir string) (modzip.File, bool, error) {
+	out, err := exec.Command("git", "-C", dir, "rev-parse", "--show-toplevel", "--show-prefix").Output()
+	if err != nil {
+		return nil, false, fmt.Errorf("git rev-parse: %v", err)
+	}
+	lines := strings.Split(strings.TrimRight(string(out), "\n"), "\n")
+	if len(lines) < 2 || lines[1] == "" {
+		return nil, false, nil // dir is the root
+	}
+	top := lines[0]
+	if err := exec.Command("git", "-C", top, "ls-files", "--error-unmatch", "LICENSE").Run(); err != nil {
+		return nil, false, nil // not tracked
+	}
+	st, err := os.Lstat(filepath.Join(top, "LICENSE"))
+	if err != nil {
+		return nil, false, err
+	}
+	return file{dir: top, name: "LICENSE", info: st}, true, nil
 }
 
 // file is one work-tree file, as modzip.File.

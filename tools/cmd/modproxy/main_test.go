@@ -14,40 +14,43 @@ import (
 )
 
 // A module's zip holds the files git tracks, without nested modules or
-// untracked files, under the module@version/ prefix, next to list, .info
-// and .mod, in the directory of the escaped path.
+// untracked files, plus the repository's LICENSE when the module is in a
+// subdirectory, under the module@version/ prefix, next to list, .info and
+// .mod, in the directory of the escaped path.
 func TestWriteServesTrackedFilesOfOneModule(t *testing.T) {
 	if _, err := exec.LookPath("git"); err != nil {
 		t.Skip("git is not installed")
 	}
-	dir := t.TempDir()
+	repo := t.TempDir()
+	dir := filepath.Join(repo, "mod")
 	put := func(name, content string) {
-		p := filepath.Join(dir, filepath.FromSlash(name))
+		p := filepath.Join(repo, filepath.FromSlash(name))
 		require.NoError(t, os.MkdirAll(filepath.Dir(p), 0o755))
 		require.NoError(t, os.WriteFile(p, []byte(content), 0o644))
 	}
 	gomod := "module example.com/Upper/m\n\ngo 1.24.0\n"
-	put("go.mod", gomod)
-	put("a.go", "package m\n")
-	put("inner/b.go", "package inner\n")
-	put("nested/go.mod", "module example.com/Upper/m/nested\n")
-	put("nested/c.go", "package nested\n")
+	put("mod/go.mod", gomod)
+	put("mod/a.go", "package m\n")
+	put("mod/inner/b.go", "package inner\n")
+	put("mod/nested/go.mod", "module example.com/Upper/m/nested\n")
+	put("mod/nested/c.go", "package nested\n")
+	put("LICENSE", "the license\n")
 	git := func(args ...string) {
 		cmd := exec.Command("git", args...)
-		cmd.Dir = dir
+		cmd.Dir = repo
 		out, err := cmd.CombinedOutput()
 		require.NoError(t, err, "%s", out)
 	}
 	git("init", "-q")
 	git("add", ".")
-	put("untracked.go", "package m\n")
+	put("mod/untracked.go", "package m\n")
 
 	out := t.TempDir()
 	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	mv, n, err := write(out, dir, "v0.1.0", now)
+	mv, n, err := write(out, dir, "v0.1.0", now, true)
 	require.NoError(t, err)
 	require.Equal(t, "example.com/Upper/m", mv.Path)
-	require.Equal(t, 3, n)
+	require.Equal(t, 4, n)
 
 	vdir := filepath.Join(out, "example.com", "!upper", "m", "@v")
 	list, err := os.ReadFile(filepath.Join(vdir, "list"))
@@ -75,6 +78,7 @@ func TestWriteServesTrackedFilesOfOneModule(t *testing.T) {
 	}
 	slices.Sort(names)
 	require.Equal(t, []string{
+		"example.com/Upper/m@v0.1.0/LICENSE",
 		"example.com/Upper/m@v0.1.0/a.go",
 		"example.com/Upper/m@v0.1.0/go.mod",
 		"example.com/Upper/m@v0.1.0/inner/b.go",
@@ -84,6 +88,27 @@ func TestWriteServesTrackedFilesOfOneModule(t *testing.T) {
 func TestWriteRejectsABadVersion(t *testing.T) {
 	dir := t.TempDir()
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "go.mod"), []byte("module example.com/m\n"), 0o644))
-	_, _, err := write(t.TempDir(), dir, "1.0", time.Now())
-	require.Error(t, err)
+	_, _, err := write(t.TempDir(), dir, "1.0", time.Now(), false)
+	require.ErrorContains(t, err, "1.0")
+}
+
+// With -require-license, a module with no LICENSE, in it or at the
+// repository's root, is an error; without, it is served.
+func TestWriteRequireLicense(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("git is not installed")
+	}
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "go.mod"), []byte("module example.com/m\n"), 0o644))
+	cmd := exec.Command("git", "init", "-q")
+	cmd.Dir = dir
+	require.NoError(t, cmd.Run())
+	cmd = exec.Command("git", "add", "go.mod")
+	cmd.Dir = dir
+	require.NoError(t, cmd.Run())
+	_, _, err := write(t.TempDir(), dir, "v0.1.0", time.Now(), true)
+	require.ErrorContains(t, err, "no LICENSE")
+	_, n, err := write(t.TempDir(), dir, "v0.1.0", time.Now(), false)
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
 }
