@@ -143,6 +143,14 @@ if [ "$out" != "hello from v0.1.0" ]; then
   exit 1
 fi
 checkgraph "$c1" "a consumer of the library"
+# testify is in the graph because the exported kvtest suite uses it; a
+# program that does not import kvtest must not compile it.
+linked=$(cd "$c1" && go list -deps . | grep -E '^github\.com/stretchr/' || true)
+if [ -n "$linked" ]; then
+  say "FAILED: a program using the library (not kvtest) compiles testify: $linked" >&2
+  exit 1
+fi
+say "a consumer of the library: its program compiles no testify package (only kvtest needs it)"
 
 # 2b. An fdbkv user, built against the stub libfdb_c.
 c2="$tmp/consumer-fdbkv"
