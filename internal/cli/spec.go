@@ -49,8 +49,11 @@ type QueueSpec struct {
 	Kind     Kind
 	Layout   Layout
 	Encoding fdbqueue.ValueEncoding
-	// Staging is "off", "place" or "batches": how pop and drain dequeue
-	// (consumers of a queue served by place must all stage by place).
+	// Staging is "off", "place" or "batches": as the queue's consumers
+	// stage (fdbqueue.WithStaging). With staging, push wakes waiting
+	// consumers at once (a staged enqueue bumps the key they sleep on;
+	// otherwise they notice at their next renewal) and a single pop stages;
+	// a queue served by place must be popped by place.
 	Staging string
 }
 
@@ -125,7 +128,7 @@ func (f *specFlags) add(fs *flag.FlagSet) {
 	fs.StringVar(&f.kind, "kind", "fifo", "queue kind: fifo or priority")
 	fs.StringVar(&f.layout, "layout", "indexed", "key layout of a fifo queue: indexed (the recipes') or versionstamp")
 	fs.StringVar(&f.encoding, "encoding", "raw", "value encoding: raw (Python recipe) or tuple (Java recipe)")
-	fs.StringVar(&f.staging, "staging", "off", "how pop and drain dequeue: off, place or batches (as the queue's consumers do)")
+	fs.StringVar(&f.staging, "staging", "off", "staging as the queue's consumers use it: off, place or batches (push then wakes waiting consumers)")
 }
 
 func (f *specFlags) spec() (QueueSpec, error) {
