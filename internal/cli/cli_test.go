@@ -189,6 +189,10 @@ func TestPushPopFIFO(t *testing.T) {
 	require.Equal(t, ExitOK, r.code, r.stderr)
 	assert.Equal(t, "pushed 2 items to (\"demo\", \"jobs\")\n", r.stdout)
 
+	r = runCLI(t, db, nil, args("push", "jobs", "e")...)
+	require.Equal(t, ExitOK, r.code, r.stderr)
+	assert.Equal(t, "pushed 1 item to (\"demo\", \"jobs\")\n", r.stdout)
+
 	r = runCLI(t, db, nil, args("pop", "jobs")...)
 	require.Equal(t, ExitOK, r.code, r.stderr)
 	assert.Equal(t, "resize img-1\n", r.stdout)
@@ -197,7 +201,7 @@ func TestPushPopFIFO(t *testing.T) {
 	assert.JSONEq(t, `[{"value":"resize img-2"},{"value":"send welcome email"},{"value":"a"}]`, r.stdout)
 	r = runCLI(t, db, nil, args("pop", "jobs", "-n", "10")...)
 	require.Equal(t, ExitOK, r.code, r.stderr)
-	assert.Equal(t, "b\nc\nd\n", r.stdout)
+	assert.Equal(t, "b\nc\nd\ne\n", r.stdout)
 
 	r = runCLI(t, db, nil, args("pop", "jobs")...)
 	assert.Equal(t, ExitEmpty, r.code)

@@ -101,7 +101,7 @@ func (t *target) drain(ctx context.Context, s *session, batch int, limit int64, 
 		fmt.Fprintln(w)
 	}
 	elapsed := s.env.Now().Sub(start)
-	fmt.Fprintf(w, "drained %d items from %s in %s (%s)\n", done, pathString(t.spec.Path),
+	fmt.Fprintf(w, "drained %s from %s in %s (%s)\n", plural(done, "item"), pathString(t.spec.Path),
 		elapsed.Round(time.Millisecond), rateString(rate(done, elapsed)))
 	if runErr != nil {
 		return fmt.Errorf("after %d items: %w", done, runErr)

@@ -147,7 +147,7 @@ func setupPush(fs *flag.FlagSet) func(context.Context, *session, []string) error
 		if err != nil {
 			return fmt.Errorf("pushed %d of %d items: %w", n, len(values), err)
 		}
-		_, err = fmt.Fprintf(s.env.Stdout, "pushed %d items to %s\n", n, pathString(s.spec.Path))
+		_, err = fmt.Fprintf(s.env.Stdout, "pushed %s to %s\n", plural(n, "item"), pathString(s.spec.Path))
 		return err
 	}
 }
@@ -283,4 +283,12 @@ func (t *target) pop(ctx context.Context, s *session, n int, fromMax bool) ([]po
 		out[i] = popped{Value: v}
 	}
 	return out, nil
+}
+
+// plural is "1 item", "2 items".
+func plural[N int | int64](n N, noun string) string {
+	if n == 1 {
+		return fmt.Sprintf("%d %s", n, noun)
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }
