@@ -8,9 +8,11 @@ import (
 	"flag"
 	"fmt"
 	"strconv"
+	"time"
 	"unicode/utf8"
 
 	"github.com/fdbqueue/fdbqueue"
+	"github.com/fdbqueue/fdbqueue/kv"
 )
 
 // Item is one item in the --json output of list, peek and pop. Value is the
@@ -158,12 +160,15 @@ const pushChunk = 256
 
 // push adds values in order: a FIFO queue in EnqueueBatch transactions, a
 // priority queue with one Push (one transaction) per item. Each call is
-// exactly once (the layers' journal). It returns how many were added
-// before an error.
+// exactly once (the layers' journal, and settle). It returns how many were
+// added before an error.
 func (t *target) push(ctx context.Context, s *session, values [][]byte, priority int64) (int, error) {
 	if t.pq != nil {
 		for i, v := range values {
-			if err := t.pq.Push(ctx, s.db, v, priority); err != nil {
+			_, err := settle(ctx, func(ctx context.Context, id fdbqueue.OpOption) (struct{}, error) {
+				return struct{}{}, t.pq.Push(ctx, s.db, v, priority, id)
+			})
+			if err != nil {
 				return i, err
 			}
 		}
@@ -173,7 +178,9 @@ func (t *target) push(ctx context.Context, s *session, values [][]byte, priority
 	for done < len(values) {
 		n := min(pushChunk, len(values)-done)
 		for {
-			err := t.q.EnqueueBatch(ctx, s.db, values[done:done+n])
+			_, err := settle(ctx, func(ctx context.Context, id fdbqueue.OpOption) (struct{}, error) {
+				return struct{}{}, t.q.EnqueueBatch(ctx, s.db, values[done:done+n], id)
+			})
 			if errors.Is(err, fdbqueue.ErrBatchTooLarge) && n > 1 {
 				n /= 2
 				continue
@@ -186,6 +193,31 @@ func (t *target) push(ctx context.Context, s *session, values [][]byte, priority
 		done += n
 	}
 	return done, nil
+}
+
+// settleTimeout bounds settle's second call.
+const settleTimeout = 10 * time.Second
+
+// settle runs op with an operation ID of its own. If op fails with an error
+// for which kv.MaybeCommitted is true (the context ended while a commit was
+// in flight: Ctrl-C at the wrong moment), it runs op once more with the same
+// ID, under a context that is not cancelled (at most settleTimeout): if the
+// first call committed, the layer's journal returns its result (the items a
+// pop removed are printed, not lost) and applies nothing again; if it did
+// not, the operation happens now. Either way it happened exactly once.
+func settle[T any](ctx context.Context, op func(context.Context, fdbqueue.OpOption) (T, error)) (T, error) {
+	id := fdbqueue.WithOpID(fdbqueue.NewOpID())
+	v, err := op(ctx, id)
+	if err == nil || !kv.MaybeCommitted(err) {
+		return v, err
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
+	defer cancel()
+	v, err2 := op(sctx, id)
+	if err2 != nil {
+		return v, fmt.Errorf("%w (outcome unknown; settling it failed: %w)", err, err2)
+	}
+	return v, nil
 }
 
 func setupPop(fs *flag.FlagSet) func(context.Context, *session, []string) error {
@@ -235,26 +267,26 @@ type popped struct {
 }
 
 // pop removes up to n items in one transaction (Dequeue/DequeueBatch,
-// PopMin/PopMax and their batch forms): fdbqueue.ErrEmpty when there are
-// none. A single pop given the database is staged when the spec says so.
+// PopMin/PopMax and their batch forms), exactly once (see settle):
+// fdbqueue.ErrEmpty when there are none. A single pop given the database
+// is staged when the spec says so.
 func (t *target) pop(ctx context.Context, s *session, n int, fromMax bool) ([]popped, error) {
 	if t.pq != nil {
-		var its []fdbqueue.Item
-		var err error
-		switch {
-		case n == 1 && fromMax:
+		its, err := settle(ctx, func(ctx context.Context, id fdbqueue.OpOption) ([]fdbqueue.Item, error) {
 			var it fdbqueue.Item
-			it, err = t.pq.PopMax(ctx, s.db)
-			its = []fdbqueue.Item{it}
-		case n == 1:
-			var it fdbqueue.Item
-			it, err = t.pq.PopMin(ctx, s.db)
-			its = []fdbqueue.Item{it}
-		case fromMax:
-			its, err = t.pq.PopMaxBatch(ctx, s.db, n)
-		default:
-			its, err = t.pq.PopMinBatch(ctx, s.db, n)
-		}
+			var err error
+			switch {
+			case n == 1 && fromMax:
+				it, err = t.pq.PopMax(ctx, s.db, id)
+			case n == 1:
+				it, err = t.pq.PopMin(ctx, s.db, id)
+			case fromMax:
+				return t.pq.PopMaxBatch(ctx, s.db, n, id)
+			default:
+				return t.pq.PopMinBatch(ctx, s.db, n, id)
+			}
+			return []fdbqueue.Item{it}, err
+		})
 		if err != nil {
 			return nil, err
 		}
@@ -265,18 +297,15 @@ func (t *target) pop(ctx context.Context, s *session, n int, fromMax bool) ([]po
 		}
 		return out, nil
 	}
-	var vs [][]byte
-	if n == 1 {
-		v, err := t.q.Dequeue(ctx, s.db)
-		if err != nil {
-			return nil, err
+	vs, err := settle(ctx, func(ctx context.Context, id fdbqueue.OpOption) ([][]byte, error) {
+		if n == 1 {
+			v, err := t.q.Dequeue(ctx, s.db, id)
+			return [][]byte{v}, err
 		}
-		vs = [][]byte{v}
-	} else {
-		var err error
-		if vs, err = t.q.DequeueBatch(ctx, s.db, n); err != nil {
-			return nil, err
-		}
+		return t.q.DequeueBatch(ctx, s.db, n, id)
+	})
+	if err != nil {
+		return nil, err
 	}
 	out := make([]popped, len(vs))
 	for i, v := range vs {
