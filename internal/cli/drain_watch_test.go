@@ -155,3 +155,44 @@ func mustSub(t *testing.T, elems ...any) fdbqueue.Subspace {
 	require.NoError(t, err)
 	return s
 }
+
+// cancelWriter cancels a context on its first write: drain's first progress
+// line, right after the first batch committed.
+type cancelWriter struct {
+	strings.Builder
+	cancel context.CancelFunc
+}
+
+func (w *cancelWriter) Write(p []byte) (int, error) {
+	w.cancel()
+	return w.Builder.Write(p)
+}
+
+// Interrupted after its first batch, drain reports what it removed and fails
+// with the context's error; the rest stays in the queue.
+func TestDrainInterrupted(t *testing.T) {
+	db := demoDB(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	w := &cancelWriter{cancel: cancel}
+	var errb strings.Builder
+	code := Run(ctx, args("drain", "jobs", "--batch", "2"), Env{
+		Stdout: w, Stderr: &errb, Terminal: true, Backend: testBackend{db},
+		Now: (&stepClock{t: t0, step: time.Second}).Now,
+	})
+	assert.Equal(t, ExitFailure, code)
+	assert.Contains(t, w.String(), "\ndrained 2 items from")
+	assert.True(t, strings.HasPrefix(errb.String(), "fdbqueue drain: after 2 items: context canceled"), errb.String())
+	r := runCLI(t, db, nil, args("list", "jobs")...)
+	assert.Equal(t, "   1  index 3                                  \"send welcome email\"\n", r.stdout)
+}
+
+// An --out file that cannot be opened fails before anything is removed.
+func TestDrainBadOutFile(t *testing.T) {
+	db := demoDB(t)
+	r := runCLI(t, db, nil, args("drain", "jobs", "--out", filepath.Join(t.TempDir(), "no", "such", "dir", "f"))...)
+	assert.Equal(t, ExitFailure, r.code)
+	assert.Contains(t, r.stderr, "no such file or directory")
+	r = runCLI(t, db, nil, args("stats", "jobs")...)
+	assert.Contains(t, r.stdout, "depth    3 (scan)\n")
+}
