@@ -51,6 +51,7 @@ type UsageError struct {
 	Err error
 }
 
+// Error returns the underlying error's message.
 func (e *UsageError) Error() string { return e.Err.Error() }
 
 // Unwrap returns the underlying error (one of the Err variables above, or
@@ -67,6 +68,7 @@ type EmptyError struct {
 	Queue string // the queue's tuple, as printed
 }
 
+// Error says which queue is empty.
 func (e *EmptyError) Error() string { return "queue " + e.Queue + " is empty" }
 
 // Is reports whether target is fdbqueue.ErrEmpty.
@@ -100,16 +102,18 @@ type Backend interface {
 // Ticker delivers the ticks of watch. *time.Ticker's channel is the
 // default; tests inject a channel they feed.
 type Ticker interface {
+	// C delivers the ticks.
 	C() <-chan time.Time
+	// Stop stops the ticks.
 	Stop()
 }
 
 // Env is everything a command touches outside the database, so that tests
 // can supply their own.
 type Env struct {
-	Stdout io.Writer
-	Stderr io.Writer
-	Stdin  io.Reader
+	Stdout io.Writer // command output (default: discarded)
+	Stderr io.Writer // errors and flag help (default: discarded)
+	Stdin  io.Reader // push --stdin reads it (default: empty)
 	// Terminal says Stdout is a terminal: drain then draws a progress bar.
 	// See IsTerminal.
 	Terminal bool

@@ -387,3 +387,36 @@ func TestIsTerminal(t *testing.T) {
 	defer f.Close()
 	assert.False(t, IsTerminal(f), "a regular file is not a terminal")
 }
+
+// Listings and counts cross page boundaries (here pages of 3 keys) without
+// losing or repeating a key, forwards and in reverse, with and without a
+// limit.
+func TestPaging(t *testing.T) {
+	defer func(n int) { pageSize = n }(pageSize)
+	pageSize = 3
+	db := demoDB(t)
+	for _, v := range []string{"a", "b", "c", "d", "e"} { // one command each: 5 journal records
+		r := runCLI(t, db, nil, args("push", "tasks", "--priority", "7", v)...)
+		require.Equal(t, ExitOK, r.code, r.stderr)
+	}
+	values := func(args ...string) []string {
+		r := runCLI(t, db, nil, args...)
+		require.Equal(t, ExitOK, r.code, r.stderr)
+		var items []Item
+		require.NoError(t, json.Unmarshal([]byte(r.stdout), &items))
+		var vs []string
+		for _, it := range items {
+			vs = append(vs, *it.Value)
+		}
+		return vs
+	}
+	all := []string{"report", "email", "backup", "a", "b", "c", "d", "e", "cleanup"}
+	assert.Equal(t, all, values(args("list", "tasks", "--json", "--limit", "0")...))
+	assert.Equal(t, all[:7], values(args("list", "tasks", "--json", "--limit", "7")...))
+	assert.Equal(t, []string{"cleanup", "e", "d", "c", "b", "a", "backup", "email"},
+		values(args("list", "tasks", "--json", "--max", "--limit", "8")...))
+	r := runCLI(t, db, nil, args("stats", "tasks")...)
+	assert.Contains(t, r.stdout, "depth    9 (scan)\n")
+	// The journal's count pages too.
+	assert.Contains(t, r.stdout, "journal  5 records")
+}

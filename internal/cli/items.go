@@ -19,12 +19,12 @@ import (
 // item as text when it is valid UTF-8; otherwise ValueBase64 holds its bytes.
 // The place fields present depend on the layout.
 type Item struct {
-	Index        *int64  `json:"index,omitempty"`
-	Versionstamp string  `json:"versionstamp,omitempty"`
-	Priority     *int64  `json:"priority,omitempty"`
-	Count        *int64  `json:"count,omitempty"`
-	Value        *string `json:"value,omitempty"`
-	ValueBase64  string  `json:"value_base64,omitempty"`
+	Index        *int64  `json:"index,omitempty"`        // indexed fifo: the key's index
+	Versionstamp string  `json:"versionstamp,omitempty"` // versionstamp fifo: the key's versionstamp
+	Priority     *int64  `json:"priority,omitempty"`     // priority queue: the item's priority
+	Count        *int64  `json:"count,omitempty"`        // priority queue (list): order within the priority
+	Value        *string `json:"value,omitempty"`        // the item, when it is UTF-8
+	ValueBase64  string  `json:"value_base64,omitempty"` // the item, when it is not
 	// Foreign is set for a key in the queue's range that is not a queue
 	// item of this layout (or a value that does not decode): why.
 	Foreign string `json:"foreign,omitempty"`

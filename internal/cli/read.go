@@ -47,8 +47,10 @@ type entry struct {
 }
 
 // readEntries reads up to limit items (0: all) from the head (from the
-// largest end with reverse), in one transaction with snapshot reads, so it
-// never conflicts with producers or consumers. Cost: one range read.
+// largest end with reverse) with snapshot reads, so it never conflicts with
+// producers or consumers. Cost: one range read per pageSize items, each in
+// its own transaction (a long listing is then not one consistent snapshot,
+// but stays within FDB's five-second transaction limit).
 //
 // It reads the subspace's range through the documented key layout because
 // the layers have no listing call. On a queue staged by place the first
@@ -58,17 +60,48 @@ func (t *target) readEntries(ctx context.Context, db kv.ReadTransactor, limit in
 	if err != nil {
 		return nil, err
 	}
-	kvs, err := kv.ReadTransact(ctx, db, func(tr kv.ReadTransaction) ([]kv.KeyValue, error) {
-		return tr.Snapshot().GetRange(r, kv.RangeOptions{Limit: limit, Reverse: reverse, Mode: kv.StreamingModeWantAll}).GetSlice()
-	})
-	if err != nil {
-		return nil, err
-	}
-	out := make([]entry, 0, len(kvs))
-	for _, p := range kvs {
+	var out []entry
+	err = pageRange(ctx, db, r, limit, reverse, func(p kv.KeyValue) {
 		out = append(out, t.decode(p))
+	})
+	return out, err
+}
+
+// pageSize is the most keys one read transaction of pageRange reads (a
+// variable so that tests can cross page boundaries with few keys).
+var pageSize = 10_000
+
+// pageRange calls fn for up to limit (0: all) key-value pairs of r, in order
+// (descending with reverse), reading pages of pageSize keys, each in its own
+// read transaction with a snapshot read.
+func pageRange(ctx context.Context, db kv.ReadTransactor, r kv.KeyRange, limit int, reverse bool, fn func(kv.KeyValue)) error {
+	cur := kv.KeyRange{Begin: bytes.Clone(r.Begin), End: bytes.Clone(r.End)}
+	seen := 0
+	for {
+		n := pageSize
+		if limit > 0 {
+			n = min(n, limit-seen)
+		}
+		page, err := kv.ReadTransact(ctx, db, func(tr kv.ReadTransaction) ([]kv.KeyValue, error) {
+			return tr.Snapshot().GetRange(cur, kv.RangeOptions{Limit: n, Reverse: reverse, Mode: kv.StreamingModeWantAll}).GetSlice()
+		})
+		if err != nil {
+			return err
+		}
+		for _, p := range page {
+			fn(p)
+		}
+		seen += len(page)
+		if len(page) < n || (limit > 0 && seen >= limit) {
+			return nil
+		}
+		last := page[len(page)-1].Key
+		if reverse {
+			cur.End = bytes.Clone(last)
+		} else {
+			cur.Begin = append(bytes.Clone(last), 0x00)
+		}
 	}
-	return out, nil
 }
 
 // decode reads one key-value pair by the spec's layout and encoding.
@@ -194,29 +227,14 @@ func (t *target) oldestAge(ctx context.Context, db kv.ReadTransactor) (age time.
 	return time.Duration(d) * (time.Second / versionsPerSecond), true, nil
 }
 
-// rangeStats counts the keys in r and their bytes (keys and values), in pages of
-// pageSize keys, each its own snapshot read transaction, so that a range of
-// any size stays within FDB's five-second transaction limit (the count is
-// then not one consistent snapshot).
+// rangeStats counts the keys in r and their bytes (keys and values), with
+// pageRange.
 func rangeStats(ctx context.Context, db kv.ReadTransactor, r kv.KeyRange) (keys, size int64, err error) {
-	const pageSize = 10_000
-	begin := bytes.Clone(r.Begin)
-	for {
-		page, err := kv.ReadTransact(ctx, db, func(tr kv.ReadTransaction) ([]kv.KeyValue, error) {
-			return tr.Snapshot().GetRange(kv.KeyRange{Begin: begin, End: r.End}, kv.RangeOptions{Limit: pageSize, Mode: kv.StreamingModeWantAll}).GetSlice()
-		})
-		if err != nil {
-			return keys, size, err
-		}
-		for _, p := range page {
-			keys++
-			size += int64(len(p.Key) + len(p.Value))
-		}
-		if len(page) < pageSize {
-			return keys, size, nil
-		}
-		begin = append(bytes.Clone(page[len(page)-1].Key), 0x00)
-	}
+	err = pageRange(ctx, db, r, 0, false, func(p kv.KeyValue) {
+		keys++
+		size += int64(len(p.Key) + len(p.Value))
+	})
+	return keys, size, err
 }
 
 // metaSub is the queue's meta subspace, prefix + 0xff, where the journal

@@ -19,6 +19,7 @@ const (
 	Priority             // fdbqueue.PriorityQueue
 )
 
+// String returns "fifo" or "priority", as the --kind flag takes it.
 func (k Kind) String() string {
 	if k == Priority {
 		return "priority"
@@ -35,6 +36,7 @@ const (
 	Versionstamp               // (versionstamp, random): fdbqueue.WithVersionstampOrder
 )
 
+// String returns "indexed" or "versionstamp", as the --layout flag takes it.
 func (l Layout) String() string {
 	if l == Versionstamp {
 		return "versionstamp"

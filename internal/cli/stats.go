@@ -10,12 +10,12 @@ import (
 
 // Stats is what the stats command reports (its --json form).
 type Stats struct {
-	Queue string `json:"queue"`
-	Kind  string `json:"kind"`
+	Queue string `json:"queue"` // the queue's tuple, e.g. ("myapp", "jobs")
+	Kind  string `json:"kind"`  // "fifo" or "priority"
 	// Layout is "indexed", "versionstamp" or "priority".
 	Layout   string `json:"layout"`
-	Encoding string `json:"encoding"`
-	Depth    int64  `json:"depth"`
+	Encoding string `json:"encoding"` // "raw" or "tuple"
+	Depth    int64  `json:"depth"`    // items in the queue
 	// DepthMethod is how Depth was found ("scan": a snapshot scan).
 	DepthMethod string `json:"depth_method"`
 	// OldestAgeSeconds is the age of the head item (to the millisecond),
