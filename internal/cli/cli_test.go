@@ -293,11 +293,25 @@ func TestListForeignKey(t *testing.T) {
 	}))
 	r := runCLI(t, db, nil, args("list", "jobs")...)
 	require.Equal(t, ExitOK, r.code, r.stderr)
-	assert.Contains(t, r.stdout, "foreign key")
+	assert.Contains(t, r.stdout, "not an item (key tuple")
 	assert.Contains(t, r.stdout, "is not (index, random)")
 	r = runCLI(t, db, nil, args("list", "jobs", "--json")...)
 	assert.Contains(t, r.stdout, `"foreign": "key tuple`)
 	assert.Contains(t, r.stdout, `"key_hex": "`)
+
+	// A value that is not a packed tuple in a tuple-encoded queue: listed as
+	// foreign, with its raw bytes.
+	events := mustSub(t, "demo", "events")
+	vkey, err := events.Pack(tuple.Tuple{tuple.Versionstamp{TransactionVersion: [10]byte{0xff, 0, 0, 0, 0, 0, 0, 0, 0, 1}}, []byte("r")})
+	require.NoError(t, err)
+	require.NoError(t, db.Transact(context.Background(), func(tr kv.Transaction) error {
+		tr.Set(vkey, []byte("raw, not a tuple"))
+		return nil
+	}))
+	r = runCLI(t, db, nil, args("list", "events", "--json")...)
+	require.Equal(t, ExitOK, r.code, r.stderr)
+	assert.Contains(t, r.stdout, `"foreign": "value is not a packed tuple`)
+	assert.Contains(t, r.stdout, `"value": "raw, not a tuple"`)
 }
 
 func TestBadInput(t *testing.T) {

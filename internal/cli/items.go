@@ -52,7 +52,7 @@ func jsonItem(e entry) Item {
 func place(e entry) string {
 	switch {
 	case e.Foreign != "":
-		return fmt.Sprintf("foreign key %x (%s)", e.Key, e.Foreign)
+		return fmt.Sprintf("not an item (%s), key %x", e.Foreign, e.Key)
 	case e.Priority != nil:
 		return fmt.Sprintf("priority %d #%d", *e.Priority, *e.Count)
 	case e.Versionstamp != nil:
