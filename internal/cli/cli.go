@@ -254,7 +254,8 @@ func run(ctx context.Context, name string, args []string, env Env) error {
 		env.Backend.AddFlags(fs)
 	}
 	runFn := c.setup(fs)
-	if err := fs.Parse(args); err != nil {
+	pos, err := parseInterspersed(fs, args)
+	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return err
 		}
@@ -272,5 +273,26 @@ func run(ctx context.Context, name string, args []string, env Env) error {
 		return fmt.Errorf("opening the database: %w", err)
 	}
 	defer closeFn()
-	return runFn(ctx, &session{env: env, db: db, spec: spec, name: name}, fs.Args())
+	return runFn(ctx, &session{env: env, db: db, spec: spec, name: name}, pos)
+}
+
+// parseInterspersed parses flags anywhere among the arguments ("push a b
+// --queue q" as "push --queue q a b") and returns the positional ones.
+// After "--" everything is positional (a value that starts with "-").
+func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		rest := fs.Args()
+		if consumed := len(args) - len(rest); consumed > 0 && args[consumed-1] == "--" {
+			return append(pos, rest...), nil
+		}
+		if len(rest) == 0 {
+			return pos, nil
+		}
+		pos = append(pos, rest[0])
+		args = rest[1:]
+	}
 }

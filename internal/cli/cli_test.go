@@ -234,6 +234,17 @@ func TestStatsJournal(t *testing.T) {
 	assert.Equal(t, int64(3), st.Depth)
 }
 
+// Flags may follow values, and "--" ends the flags (a value that starts
+// with "-").
+func TestFlagsAnywhere(t *testing.T) {
+	db := demoDB(t)
+	r := runCLI(t, db, nil, "push", "x", "--queue", "t/any", "y", "--", "-z", "--queue")
+	require.Equal(t, ExitOK, r.code, r.stderr)
+	assert.Equal(t, "pushed 4 items to (\"t\", \"any\")\n", r.stdout)
+	r = runCLI(t, db, nil, "pop", "-n", "10", "--queue", "t/any")
+	assert.Equal(t, "x\ny\n-z\n--queue\n", r.stdout)
+}
+
 func TestPushPopPriority(t *testing.T) {
 	db := demoDB(t)
 	r := runCLI(t, db, nil, args("push", "tasks", "--priority", "-3", "urgent")...)
