@@ -182,7 +182,6 @@ type session struct {
 	env  Env
 	db   kv.Database
 	spec QueueSpec
-	name string // the command's name, for messages
 }
 
 // Usage writes the tool's usage to w.
@@ -195,7 +194,8 @@ func Usage(w io.Writer) {
 	}
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, `every command takes --queue PATH (a tuple path: "myapp/jobs" is ("myapp", "jobs")),`)
-	fmt.Fprintln(w, "--kind fifo|priority, --layout indexed|versionstamp, --encoding raw|tuple;")
+	fmt.Fprintln(w, "--kind fifo|priority, --layout indexed|versionstamp, --encoding raw|tuple and")
+	fmt.Fprintln(w, "--staging off|place|batches, as the queue's clients use them;")
 	fmt.Fprintln(w, `run "fdbqueue <command> -h" for all of its flags`)
 }
 
@@ -273,7 +273,7 @@ func run(ctx context.Context, name string, args []string, env Env) error {
 		return fmt.Errorf("opening the database: %w", err)
 	}
 	defer closeFn()
-	return runFn(ctx, &session{env: env, db: db, spec: spec, name: name}, pos)
+	return runFn(ctx, &session{env: env, db: db, spec: spec}, pos)
 }
 
 // parseInterspersed parses flags anywhere among the arguments ("push a b
