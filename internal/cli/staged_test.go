@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -72,7 +73,11 @@ func TestStatsStagedLine(t *testing.T) {
 	}()
 	// Each commit of the waiter is a chance it registered; look after each.
 	for stagedCount(t, db, a...) == 0 {
-		<-nd.committed
+		select {
+		case <-nd.committed:
+		case <-time.After(time.Minute): // a guard against hanging, not a synchronisation
+			t.Fatal("the waiter never committed a registration")
+		}
 	}
 	assert.Equal(t, int64(1), stagedCount(t, db, a...))
 
