@@ -335,7 +335,7 @@ func (q *JobQueue) LeaseWait(ctx context.Context, db kv.Database, n int, d time.
 		return nil, err
 	}
 	for {
-		id := NewOpID() // one per attempt: an attempt that leased nothing wrote no record
+		id := newOpIDAt(q.cfg.Clock.Now()) // one per attempt: an attempt that leased nothing wrote no record
 		r, err := q.leaseOp(ctx, db, n, d, true, []OpOption{WithOpID(id)})
 		if err != nil {
 			return nil, err

@@ -245,7 +245,7 @@ func (p *pool) worker(ctx, base context.Context, n int) {
 func (p *pool) process(base context.Context, n int, l Lease) {
 	p.inFlight.Add(1)
 	defer p.inFlight.Add(-1)
-	task := &Task{q: p.q, ackID: NewOpID(), lease: l}
+	task := &Task{q: p.q, ackID: newOpIDAt(p.q.cfg.Clock.Now()), lease: l}
 	log := p.log.With("worker", n, "job", l.JobID.String(), "attempt", l.Attempt)
 	hctx, cancel := context.WithCancel(base)
 	defer cancel()
