@@ -63,7 +63,7 @@ func ExampleJobQueue_Ack() {
 
 	sent, _ := fdbqueue.NewSubspace(tuple.Tuple{"sent"})
 	key, _ := sent.Pack(tuple.Tuple{l[0].JobID[:]}) // an idempotent write, keyed by the job
-	id := fdbqueue.NewOpID()                         // once, outside the retry loop
+	id := fdbqueue.NewOpID()                        // once, outside the retry loop
 	err := db.Transact(ctx, func(tr kv.Transaction) error {
 		tr.Set(key, []byte("receipt for "+string(l[0].Value)))
 		return q.Ack(ctx, tr, l[0], fdbqueue.WithOpID(id))
