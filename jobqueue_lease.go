@@ -343,6 +343,12 @@ func (q *JobQueue) LeaseWait(ctx context.Context, db kv.Database, n int, d time.
 		if len(r.leases) > 0 {
 			return r.leases, nil
 		}
+		if r.watch == nil {
+			// The attempt committed without leasing: it dead-lettered the
+			// candidates it took (their last lease had expired), or its
+			// journal replay found its jobs gone. Look again at once.
+			continue
+		}
 		if err := q.sleep(ctx, r); err != nil {
 			return nil, err
 		}

@@ -527,3 +527,30 @@ func TestJobQueueBadInput(t *testing.T) {
 	require.ErrorIs(t, q.Ack(ctx, db, fdbqueue.Lease{}), fdbqueue.ErrLeaseLost)
 	require.ErrorIs(t, q.Requeue(ctx, db, fdbqueue.JobID{}), fdbqueue.ErrJobNotFound)
 }
+
+// LeaseWait whose only candidates are dead-lettered (their last lease
+// expired) looks again, then sleeps until the next job is due.
+func TestJobQueueLeaseWaitAfterBurying(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	db := newDB(t)
+	clock := newFakeClock()
+	q := mustJobQueue(t, "wait-bury", fdbqueue.JobQueueConfig{Clock: clock})
+	mustAdd(t, db, q, fdbqueue.Job{Value: []byte("once"), MaxAttempts: 1})
+	mustLease(t, db, q, 1, time.Minute)
+	clock.Advance(2 * time.Minute) // the only attempt expired
+	mustAdd(t, db, q, fdbqueue.Job{Value: []byte("next"), Delay: time.Hour})
+	clock.armed = make(chan time.Duration, 4)
+	got := make(chan []fdbqueue.Lease, 1)
+	go func() {
+		ls, err := q.LeaseWait(ctx, db, 1, time.Minute)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- ls
+	}()
+	require.Equal(t, time.Hour+time.Microsecond, <-clock.armed)
+	require.Equal(t, int64(1), mustStats(t, db, q).Dead)
+	clock.Advance(time.Hour + time.Microsecond)
+	require.Equal(t, "next", string((<-got)[0].Value))
+}
