@@ -32,6 +32,7 @@ type JobQueue struct {
 	journal *journal
 	rand    *entropy
 	budget  int
+	picking picking // keys Lease calls on this value are taking
 
 	items, dead kv.KeyRange // ("q", ...), ("d", ...)
 	signal      []byte      // ("s",): bumped by every write that can make a job due sooner

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	mrand "math/rand/v2"
 	"sort"
+	"sync"
 	"time"
 
 	"github.com/fdbqueue/fdbqueue/kv"
@@ -89,11 +90,15 @@ func (q *JobQueue) leaseOp(ctx context.Context, t kv.Transactor, n int, d time.D
 	}
 	o := q.journal.begin(t, opts)
 	var watch kv.Watch
+	var mine []string // keys this call is taking: see picking
+	defer func() { q.picking.release(mine) }()
 	res, err := kv.Transact(ctx, t, func(tr kv.Transaction) (leaseResult, error) {
 		if watch != nil { // an earlier attempt's: its transaction was reset
 			watch.Cancel()
 			watch = nil
 		}
+		q.picking.release(mine)
+		mine = mine[:0]
 		rec, err := o.check(tr)
 		if err != nil {
 			return leaseResult{}, err
@@ -131,7 +136,7 @@ func (q *JobQueue) leaseOp(ctx context.Context, t kv.Transactor, n int, d time.D
 			}
 			return r, nil // nothing written: a read-only commit
 		}
-		leases, err := q.take(tr, kvs, n, now, d)
+		leases, err := q.take(tr, kvs, n, now, d, &mine)
 		if err != nil {
 			return leaseResult{}, err
 		}
@@ -153,14 +158,19 @@ func (q *JobQueue) leaseOp(ctx context.Context, t kv.Transactor, n int, d time.D
 	return res, err
 }
 
-// take leases up to n of the candidates kvs in tr.
-func (q *JobQueue) take(tr kv.Transaction, kvs []kv.KeyValue, n int, now time.Time, d time.Duration) ([]Lease, error) {
+// take leases up to n of the candidates kvs in tr, and adds the keys it
+// takes to *mine.
+func (q *JobQueue) take(tr kv.Transaction, kvs []kv.KeyValue, n int, now time.Time, d time.Duration, mine *[]string) ([]Lease, error) {
 	order := make([]int, len(kvs))
 	for i := range order {
 		order[i] = i
 	}
 	if q.cfg.Choice > 1 {
 		mrand.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
+		// Candidates that other calls on this JobQueue value are taking
+		// right now go last: those would conflict.
+		busy := q.picking.busy(kvs)
+		sort.SliceStable(order, func(a, b int) bool { return !busy[order[a]] && busy[order[b]] })
 	}
 	type taken struct {
 		at    int
@@ -191,6 +201,8 @@ func (q *JobQueue) take(tr kv.Transaction, kvs []kv.KeyValue, n int, now time.Ti
 		if err := tr.AddReadConflictKey(p.Key); err != nil {
 			return nil, err
 		}
+		q.picking.add(p.Key)
+		*mine = append(*mine, string(p.Key))
 		if m.attempts >= m.maxAttempts {
 			q.bury(tr, m, p.Key, now, "lease expired on the last attempt")
 			continue
@@ -590,4 +602,47 @@ func (q *JobQueue) Extend(ctx context.Context, t kv.Transactor, l Lease, d time.
 		out.key = m.queueKey(q)
 		return out, nil
 	})
+}
+
+// picking is the set of job keys that Lease calls on one JobQueue value
+// are taking (between their choice and the end of their transaction).
+// Lease tries the other candidates first, so that workers sharing a
+// JobQueue value (one process) do not pick the same job and conflict;
+// workers in other processes are kept apart by the random choice alone.
+type picking struct {
+	mu   sync.Mutex
+	keys map[string]int
+}
+
+func (p *picking) add(key []byte) {
+	p.mu.Lock()
+	if p.keys == nil {
+		p.keys = map[string]int{}
+	}
+	p.keys[string(key)]++
+	p.mu.Unlock()
+}
+
+func (p *picking) release(keys []string) {
+	if len(keys) == 0 {
+		return
+	}
+	p.mu.Lock()
+	for _, k := range keys {
+		if p.keys[k]--; p.keys[k] <= 0 {
+			delete(p.keys, k)
+		}
+	}
+	p.mu.Unlock()
+}
+
+// busy reports, for each candidate, whether another call is taking it.
+func (p *picking) busy(kvs []kv.KeyValue) []bool {
+	out := make([]bool, len(kvs))
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for i, c := range kvs {
+		out[i] = p.keys[string(c.Key)] > 0
+	}
+	return out
 }

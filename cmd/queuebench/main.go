@@ -163,6 +163,10 @@ func run(o options, w io.Writer) error {
 		return err
 	}
 	fmt.Fprintf(w, "queuebench: %v per cell, seed %d, latency %v\n\n", o.duration, o.seed, latencyName(o.latency))
+	leases, err := leaseCells(&o, w) // lease.go: the "lease" mode
+	if err != nil {
+		return err
+	}
 	var deq []dequeueRow
 	cell := int64(0)
 	for _, mode := range o.modes {
@@ -194,6 +198,7 @@ func run(o options, w io.Writer) error {
 	fmt.Fprintln(w)
 	printTables(w, deq, enq)
 	printGoals(w, deq, enq)
+	printLeaseTable(w, leases)
 	if err := writeCSV(filepath.Join(o.out, "dequeue.csv"), deq, enq); err != nil {
 		return err
 	}
