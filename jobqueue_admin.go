@@ -182,9 +182,10 @@ func (q *JobQueue) parseDeadKey(key []byte) (JobID, error) {
 	return id, &ForeignKeyError{Key: bytes.Clone(key), Reason: "want (\"d\", death time, 16-byte job ID)"}
 }
 
-// findDead reads, with normal reads, the dead job id.
-func (q *JobQueue) findDead(tr kv.Transaction, id JobID) (jobMeta, []byte, error) {
-	key, err := tr.Get(q.key("x", id[:])).Get()
+// findDead reads, with normal reads, the dead job id, whose index read
+// x is already issued.
+func (q *JobQueue) findDead(tr kv.Transaction, id JobID, x kv.FutureValue) (jobMeta, []byte, error) {
+	key, err := x.Get()
 	if err != nil {
 		return jobMeta{}, nil, err
 	}
@@ -208,10 +209,10 @@ func (q *JobQueue) findDead(tr kv.Transaction, id JobID) (jobMeta, []byte, error
 // its unique key is held by another job in the queue (the job stays dead).
 // Conflicts: normal reads of the job's index and record (and unique key),
 // so it conflicts only with another Requeue or DeleteDead of the same job
-// and with adds of the same unique key. Cost: two round trips, then two
-// writes, a clear and four counter adds; it is idempotent by state under
-// commit_unknown_result only with the journal (a retry finds the job
-// requeued and returns nil).
+// and with adds of the same unique key. Cost: two round trips (three with
+// a unique key), then two writes, a clear and four counter adds. Under
+// commit_unknown_result the retry finds the journal record and returns
+// nil.
 func (q *JobQueue) Requeue(ctx context.Context, t kv.Transactor, id JobID, opts ...OpOption) error {
 	if err := checkTransactor(t); err != nil {
 		return err
@@ -222,10 +223,11 @@ func (q *JobQueue) Requeue(ctx context.Context, t kv.Transactor, id JobID, opts 
 		if err != nil {
 			return err
 		}
+		x := tr.Get(q.key("x", id[:]))
 		if _, done, err := o.applied(rec); err != nil || done {
 			return err
 		}
-		m, key, err := q.findDead(tr, id)
+		m, key, err := q.findDead(tr, id, x)
 		if err != nil {
 			return err
 		}
@@ -270,10 +272,11 @@ func (q *JobQueue) DeleteDead(ctx context.Context, t kv.Transactor, id JobID, op
 		if err != nil {
 			return err
 		}
+		x := tr.Get(q.key("x", id[:]))
 		if _, done, err := o.applied(rec); err != nil || done {
 			return err
 		}
-		_, key, err := q.findDead(tr, id)
+		_, key, err := q.findDead(tr, id, x)
 		if err != nil {
 			return err
 		}

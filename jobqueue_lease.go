@@ -91,13 +91,15 @@ func (q *JobQueue) leaseOp(ctx context.Context, t kv.Transactor, n int, d time.D
 	o := q.journal.begin(t, opts)
 	var watch kv.Watch
 	var mine []string // keys this call is taking: see picking
-	defer func() { q.picking.release(mine) }()
-	res, err := kv.Transact(ctx, t, func(tr kv.Transaction) (leaseResult, error) {
+	var err error
+	defer func() { q.picking.release(mine, err == nil) }()
+	var res leaseResult
+	res, err = kv.Transact(ctx, t, func(tr kv.Transaction) (leaseResult, error) {
 		if watch != nil { // an earlier attempt's: its transaction was reset
 			watch.Cancel()
 			watch = nil
 		}
-		q.picking.release(mine)
+		q.picking.release(mine, false) // an earlier attempt's, which failed
 		mine = mine[:0]
 		rec, err := o.check(tr)
 		if err != nil {
@@ -604,45 +606,66 @@ func (q *JobQueue) Extend(ctx context.Context, t kv.Transactor, l Lease, d time.
 	})
 }
 
-// picking is the set of job keys that Lease calls on one JobQueue value
-// are taking (between their choice and the end of their transaction).
-// Lease tries the other candidates first, so that workers sharing a
-// JobQueue value (one process) do not pick the same job and conflict;
-// workers in other processes are kept apart by the random choice alone.
+// picking is what Lease calls on one JobQueue value are taking (between
+// their choice and the end of their transaction) and have taken within
+// the last MVCC window (5 s: no transaction reads at an older version, so
+// no snapshot can show those jobs as due any longer). Lease tries the
+// other candidates first, so that workers sharing a JobQueue value (one
+// process, a pool) do not pick the same job and conflict; workers in
+// other processes are kept apart by the random choice alone.
 type picking struct {
-	mu   sync.Mutex
-	keys map[string]int
+	mu       sync.Mutex
+	keys     map[string]int       // being taken
+	recent   map[string]time.Time // taken, until then
+	releases int
 }
+
+const pickMemory = 5 * time.Second
 
 func (p *picking) add(key []byte) {
 	p.mu.Lock()
 	if p.keys == nil {
-		p.keys = map[string]int{}
+		p.keys, p.recent = map[string]int{}, map[string]time.Time{}
 	}
 	p.keys[string(key)]++
 	p.mu.Unlock()
 }
 
-func (p *picking) release(keys []string) {
+// release ends the picks of one attempt; taken says that it committed.
+func (p *picking) release(keys []string, taken bool) {
 	if len(keys) == 0 {
 		return
 	}
+	now := time.Now()
 	p.mu.Lock()
+	defer p.mu.Unlock()
 	for _, k := range keys {
 		if p.keys[k]--; p.keys[k] <= 0 {
 			delete(p.keys, k)
 		}
+		if taken {
+			p.recent[k] = now.Add(pickMemory)
+		}
 	}
-	p.mu.Unlock()
+	if p.releases++; p.releases%256 == 0 {
+		for k, until := range p.recent {
+			if now.After(until) {
+				delete(p.recent, k)
+			}
+		}
+	}
 }
 
-// busy reports, for each candidate, whether another call is taking it.
+// busy reports, for each candidate, whether another call is taking it or
+// took it recently.
 func (p *picking) busy(kvs []kv.KeyValue) []bool {
 	out := make([]bool, len(kvs))
+	now := time.Now()
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for i, c := range kvs {
-		out[i] = p.keys[string(c.Key)] > 0
+		until, ok := p.recent[string(c.Key)]
+		out[i] = p.keys[string(c.Key)] > 0 || (ok && now.Before(until))
 	}
 	return out
 }

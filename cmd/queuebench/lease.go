@@ -34,9 +34,16 @@ type leaseRow struct {
 }
 
 // leaseChoice is the K of the lease cells: the random choice among the
-// first K due jobs. It grows with the workers (8 candidates per worker, at
-// least 16) so that concurrent leases rarely pick the same job.
-func leaseChoice(workers int) int { return max(16, 8*workers) }
+// first K due jobs. It grows with the workers (2 candidates per worker, at
+// least 16): workers sharing a JobQueue value avoid each other's picks;
+// with -handle-per-consumer (separate processes) only the random choice
+// keeps them apart, and K near 8 per worker keeps conflicts under 0.1.
+func leaseChoice(workers int, perProcess bool) int {
+	if perProcess {
+		return max(16, 8*workers)
+	}
+	return max(16, 2*workers)
+}
 
 // leaseCells runs the lease mode when o.modes names it ("lease"), and
 // takes it out of o.modes so that the dequeue cells do not see it.
@@ -58,7 +65,7 @@ func leaseCells(o *options, w io.Writer) ([]leaseRow, error) {
 }
 
 func leaseCell(o options, workers int, seed int64) (leaseRow, error) {
-	row := leaseRow{Workers: workers, Choice: leaseChoice(workers)}
+	row := leaseRow{Workers: workers, Choice: leaseChoice(workers, o.perConsumer)}
 	db := newDB(o, seed)
 	defer db.Close()
 	sub, err := fdbqueue.NewSubspace(tuple.Tuple{"queuebench", "jobs"})
