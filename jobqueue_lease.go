@@ -60,7 +60,10 @@ type Lease struct {
 //
 // Exactly once: a retry after commit_unknown_result finds the journal
 // record and returns the same leases. Given a Transaction, the leases take
-// effect with the caller's commit.
+// effect with the caller's commit. If Lease fails with an error for which
+// kv.MaybeCommitted is true, jobs may have been leased: they come back
+// when their leases expire (with one attempt counted), or call Lease again
+// with the same WithOpID, within the journal retention, to get them.
 func (q *JobQueue) Lease(ctx context.Context, t kv.Transactor, n int, d time.Duration, opts ...OpOption) ([]Lease, error) {
 	if err := checkTransactor(t); err != nil {
 		return nil, err

@@ -24,9 +24,11 @@ type Handler func(ctx context.Context, task *Task) error
 // Task is a job being processed by a pool's worker.
 type Task struct {
 	q     *JobQueue
-	ackID OpID
 	mu    sync.Mutex
 	lease Lease
+	// ackID is made by the first Task.Ack, not at lease time: a handler
+	// that runs longer than the journal retention would outlive it.
+	ackID *OpID
 }
 
 // Lease returns the task's lease as of its last extension.
@@ -47,7 +49,18 @@ func (t *Task) Value() []byte { return t.Lease().Value }
 // adds): under commit_unknown_result your retry loop runs them again.
 // It fails with ErrLeaseLost when another consumer has the job.
 func (t *Task) Ack(ctx context.Context, tr kv.Transaction) error {
-	return t.q.Ack(ctx, tr, t.Lease(), WithOpID(t.ackID))
+	return t.q.Ack(ctx, tr, t.Lease(), WithOpID(t.opID()))
+}
+
+// opID returns the ID of the task's ack, making it on first use.
+func (t *Task) opID() OpID {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.ackID == nil {
+		id := newOpIDAt(t.q.cfg.Clock.Now())
+		t.ackID = &id
+	}
+	return *t.ackID
 }
 
 func (t *Task) set(l Lease) {
@@ -245,7 +258,7 @@ func (p *pool) worker(ctx, base context.Context, n int) {
 func (p *pool) process(base context.Context, n int, l Lease) {
 	p.inFlight.Add(1)
 	defer p.inFlight.Add(-1)
-	task := &Task{q: p.q, ackID: newOpIDAt(p.q.cfg.Clock.Now()), lease: l}
+	task := &Task{q: p.q, lease: l}
 	log := p.log.With("worker", n, "job", l.JobID.String(), "attempt", l.Attempt)
 	hctx, cancel := context.WithCancel(base)
 	defer cancel()
@@ -264,7 +277,7 @@ func (p *pool) process(base context.Context, n int, l Lease) {
 		out.Result = Abandoned
 	case err == nil:
 		out.Result = Acked
-		serr = p.q.Ack(base, p.db, out.Lease, WithOpID(task.ackID))
+		serr = p.q.Ack(base, p.db, out.Lease, WithOpID(task.opID()))
 	default:
 		out.Result = Retried
 		var dead bool
