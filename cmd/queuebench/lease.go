@@ -14,6 +14,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/vg"
+
 	"github.com/fdbqueue/fdbqueue"
 	"github.com/fdbqueue/fdbqueue/tuple"
 )
@@ -61,7 +65,41 @@ func leaseCells(o *options, w io.Writer) ([]leaseRow, error) {
 		fmt.Fprintf(w, "  lease+ack K=%-3d %2d workers: %8.0f jobs/s  %.3f conflicts/job  (load %.1f)\n", r.Choice, c, r.JobsPerSec, r.ConflictsJob, r.load)
 		rows = append(rows, r)
 	}
-	return rows, writeLeaseCSV(filepath.Join(o.out, "lease.csv"), rows)
+	if err := writeLeaseCSV(filepath.Join(o.out, "lease.csv"), rows); err != nil {
+		return nil, err
+	}
+	return rows, drawLeaseChart(filepath.Join(o.out, "lease.png"), rows, *o)
+}
+
+// drawLeaseChart plots jobs leased and acked per second against workers,
+// with the linear scaling of the 1-worker rate for comparison.
+func drawLeaseChart(path string, rows []leaseRow, o options) error {
+	p := plot.New()
+	p.Title.Text = fmt.Sprintf("JobQueue: lease + ack, backlog kept due (%s)", latencyName(o.latency))
+	p.X.Label.Text = "workers"
+	p.Y.Label.Text = "jobs / s"
+	var pts, ideal plotter.XYs
+	for _, r := range rows {
+		if r.JobsPerSec > 0 {
+			pts = append(pts, plotter.XY{X: float64(r.Workers), Y: r.JobsPerSec})
+		}
+		if r.Workers == 1 {
+			for _, s := range rows {
+				ideal = append(ideal, plotter.XY{X: float64(s.Workers), Y: r.JobsPerSec * float64(s.Workers)})
+			}
+		}
+	}
+	if err := addLine(p, "lease + ack", pts, palette[2]); err != nil {
+		return err
+	}
+	if len(ideal) > 0 {
+		if err := addLine(p, "linear: 1-worker rate × workers", ideal, palette[5]); err != nil {
+			return err
+		}
+	}
+	logAxes(p)
+	p.Legend.Top, p.Legend.Left = true, true
+	return p.Save(16*vg.Centimeter, 12*vg.Centimeter, path)
 }
 
 func leaseCell(o options, workers int, seed int64) (leaseRow, error) {
