@@ -158,7 +158,8 @@ func (e *PanicError) Error() string { return fmt.Sprintf("handler panic: %v", e.
 // contexts end and Run returns, leaving their leases to expire (a handler
 // that ignores its context keeps running after Run returns, and its
 // result is dropped). Run returns nil after a shutdown, or an error for
-// bad options.
+// bad options. Errors while leasing (a database outage) do not stop it:
+// they are logged and the worker tries again a second later.
 //
 // Delivery is at least once: a job whose handler finished but whose ack
 // did not commit (a crash, a lost lease) is processed again. For effects
