@@ -554,3 +554,34 @@ func TestJobQueueLeaseWaitAfterBurying(t *testing.T) {
 	clock.Advance(time.Hour + time.Microsecond)
 	require.Equal(t, "next", string((<-got)[0].Value))
 }
+
+// Batches at the limits: nine values of the maximum size in one add (just
+// under the 1 MB budget), and a lease of MaxLeaseBatch jobs at once.
+func TestJobQueueBatchesAtTheLimit(t *testing.T) {
+	ctx := context.Background()
+	db := newDB(t)
+	clock := newFakeClock()
+	q := mustJobQueue(t, "batch-limits", fdbqueue.JobQueueConfig{Clock: clock, Choice: 1})
+	big := make([]fdbqueue.Job, 9)
+	for i := range big {
+		big[i].Value = bytes.Repeat([]byte{byte(i)}, kv.MaxValueSize)
+	}
+	_, err := q.AddBatch(ctx, db, big)
+	require.NoError(t, err)
+	ls := mustLease(t, db, q, 9, time.Minute)
+	require.Len(t, ls, 9)
+	for _, l := range ls {
+		require.Len(t, l.Value, kv.MaxValueSize)
+		require.NoError(t, q.Ack(ctx, db, l))
+	}
+
+	many := make([]fdbqueue.Job, fdbqueue.MaxLeaseBatch)
+	for i := range many {
+		many[i].Value = []byte{byte(i)}
+	}
+	_, err = q.AddBatch(ctx, db, many)
+	require.NoError(t, err)
+	ls = mustLease(t, db, q, fdbqueue.MaxLeaseBatch, time.Minute)
+	require.Len(t, ls, fdbqueue.MaxLeaseBatch)
+	require.Equal(t, fdbqueue.JobStats{Leased: fdbqueue.MaxLeaseBatch}, mustStats(t, db, q))
+}
