@@ -2,6 +2,8 @@ package sim
 
 import (
 	"context"
+	"os"
+	"strconv"
 	"testing"
 
 	"github.com/anishathalye/porcupine"
@@ -12,15 +14,34 @@ import (
 // commit_unknown_result (both ways) and transaction_too_old: every
 // history is linearizable against LeaseModel, and every job added is
 // acked exactly once or dead exactly once.
+//
+// FDBQUEUE_LEASE_SEEDS=n runs n seeds instead of 8 (a longer soak).
 func TestLeaseSimulation(t *testing.T) {
 	ctx := context.Background()
-	for seed := int64(1); seed <= 8; seed++ {
+	seeds := int64(8)
+	if n, err := strconv.ParseInt(os.Getenv("FDBQUEUE_LEASE_SEEDS"), 10, 64); err == nil && n > 0 {
+		seeds = n
+	}
+	var total LeaseResult
+	defer func() {
+		t.Logf("%d seeds: %d operations, %d jobs: %d acked once, %d dead once, %d lost, %d acked twice",
+			seeds, total.Operations, total.Added, total.Acked, total.Dead, total.Lost, total.AckedTwice)
+	}()
+	for seed := int64(1); seed <= seeds; seed++ {
 		r, err := RunLeases(ctx, seed, DefaultLeaseConfig())
 		require.NoError(t, err, "seed %d", seed)
-		t.Logf("seed %d: %d ops, %s, added %d = acked %d + dead %d; faults: unknown %d/%d, not committed %d, too old %d",
-			seed, r.Operations, checkName(r.Check), r.Added, r.Acked, r.Dead,
-			r.Stats.InjectedUnknownApplied, r.Stats.InjectedUnknownNotApplied, r.Stats.InjectedNotCommitted, r.Stats.InjectedTooOld)
+		if seeds <= 8 {
+			t.Logf("seed %d: %d ops, %s, added %d = acked %d + dead %d; faults: unknown %d/%d, not committed %d, too old %d",
+				seed, r.Operations, checkName(r.Check), r.Added, r.Acked, r.Dead,
+				r.Stats.InjectedUnknownApplied, r.Stats.InjectedUnknownNotApplied, r.Stats.InjectedNotCommitted, r.Stats.InjectedTooOld)
+		}
 		require.True(t, r.OK(), "seed %d: %+v", seed, r)
+		total.Operations += r.Operations
+		total.Added += r.Added
+		total.Acked += r.Acked
+		total.Dead += r.Dead
+		total.Lost += r.Lost
+		total.AckedTwice += r.AckedTwice
 	}
 }
 
