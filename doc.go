@@ -242,9 +242,11 @@
 // the lease duration). Due jobs are in key order: earlier vesting time,
 // then higher priority (so priority orders jobs due at the same
 // microsecond, such as jobs added with one RunAt), then job ID. Lease(n)
-// reads the first K+n−1 due jobs in that order (K = JobQueueConfig.
-// Choice) and takes n of them at random: a job is never passed over for
-// a job K+n−1 or more places behind it. With K = 1 leases are in strict
+// reads the first K+n−1 due jobs in that order (K is
+// JobQueueConfig.Choice) and takes n of them at random: a job is never
+// passed over for a job K+n−1 or more places behind it, in the order as
+// of the lease's read version (a job added, or made due again, after that
+// version may be passed over by that lease). With K = 1 leases are in strict
 // key order, and concurrent consumers all want the first job and
 // conflict; with K > 1 they rarely pick the same one: calls on one
 // JobQueue value (a process's workers, a pool) skip the jobs their
