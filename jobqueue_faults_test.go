@@ -214,3 +214,47 @@ func TestJobQueueConcurrentLeasesTakeEachJobOnce(t *testing.T) {
 	}
 	require.Len(t, ids, n)
 }
+
+// A lease conflicts only with another lease (or ack, nack, extend) of the
+// same job: an add, an ack and a nack of other jobs committed while it was
+// in flight leave it alone; a second lease of the same job fails with
+// not_committed. (FDB's resolver checks read conflict ranges against the
+// writes committed after the read version, fdbserver/resolver/ConflictSet.cpp;
+// snapshot reads add none, and the lease adds the one key explicitly, as
+// Transaction::addReadConflictRange in fdbclient/NativeAPI.actor.cpp.)
+func TestJobQueueLeaseConflictsOnlyOnItsJob(t *testing.T) {
+	ctx := context.Background()
+	db := newDB(t)
+	clock := newFakeClock()
+	q := mustJobQueue(t, "conflicts", fdbqueue.JobQueueConfig{Clock: clock, Choice: 1})
+	now := clock.Now()
+	mustAdd(t, db, q, fdbqueue.Job{Value: []byte("x"), RunAt: now.Add(-3 * time.Hour)})
+	mustAdd(t, db, q, fdbqueue.Job{Value: []byte("y"), RunAt: now.Add(-2 * time.Hour)})
+	held := mustLease(t, db, q, 2, time.Minute)
+	mustAdd(t, db, q, fdbqueue.Job{Value: []byte("a"), RunAt: now.Add(-time.Hour)})
+	lease := func() (kv.Transaction, fdbqueue.Lease) {
+		tr, err := db.CreateTransaction(ctx)
+		require.NoError(t, err)
+		ls, err := q.Lease(ctx, tr, 1, time.Minute)
+		require.NoError(t, err)
+		return tr, ls[0]
+	}
+
+	tr, la := lease()
+	require.Equal(t, "a", string(la.Value))
+	// Committed meanwhile: an add ahead of a, an ack and a nack.
+	mustAdd(t, db, q, fdbqueue.Job{Value: []byte("d"), RunAt: now.Add(-4 * time.Hour)})
+	require.NoError(t, q.Ack(ctx, db, held[0]))
+	_, err := q.Nack(ctx, db, held[1], fdbqueue.NackOptions{Delay: -1})
+	require.NoError(t, err)
+	require.NoError(t, tr.Commit(), "no conflict with other jobs")
+
+	// Two leases of the same job (d, first in order): the second to commit fails.
+	tr1, l1 := lease()
+	tr2, l2 := lease()
+	require.Equal(t, "d", string(l1.Value))
+	require.Equal(t, l1.JobID, l2.JobID)
+	require.NoError(t, tr1.Commit())
+	require.ErrorIs(t, tr2.Commit(), kv.ErrNotCommitted)
+	require.Equal(t, fdbqueue.JobStats{Queued: 1, Due: 1, Leased: 2}, mustStats(t, db, q))
+}

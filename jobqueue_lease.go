@@ -131,6 +131,10 @@ func (q *JobQueue) leaseOp(ctx context.Context, t kv.Transactor, n int, d time.D
 						return r, err
 					}
 				}
+				// Registered at this read-only commit, as FDB sets up a
+				// transaction's watches after its commit, read-only or not
+				// (commitAndWatch in fdbclient/NativeAPI.actor.cpp); it fires
+				// at once if the signal changed since the read version.
 				watch = tr.Watch(q.signal)
 				r.watch = watch
 			}
