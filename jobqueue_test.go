@@ -585,3 +585,33 @@ func TestJobQueueBatchesAtTheLimit(t *testing.T) {
 	require.Len(t, ls, fdbqueue.MaxLeaseBatch)
 	require.Equal(t, fdbqueue.JobStats{Leased: fdbqueue.MaxLeaseBatch}, mustStats(t, db, q))
 }
+
+// A key in the queue's range that the queue did not write fails with
+// ErrForeignKey (naming it) when it is the only candidate (with K = 1, when
+// it is first, as a Queue's head), and is left alone while there are other
+// candidates to take.
+func TestJobQueueForeignKeys(t *testing.T) {
+	ctx := context.Background()
+	db := newDB(t)
+	clock := newFakeClock()
+	q := mustJobQueue(t, "foreign", fdbqueue.JobQueueConfig{Clock: clock, Choice: 1})
+	foreign, err := q.Subspace().Pack(tuple.Tuple{"q", int64(0), "not a job"})
+	require.NoError(t, err)
+	require.NoError(t, db.Transact(ctx, func(tr kv.Transaction) error { tr.Set(foreign, []byte("x")); return nil }))
+	_, err = q.Lease(ctx, db, 1, time.Minute)
+	var fk *fdbqueue.ForeignKeyError
+	require.ErrorAs(t, err, &fk)
+	require.Equal(t, foreign, fk.Key)
+	_, err = q.Stats(ctx, db)
+	require.ErrorIs(t, err, fdbqueue.ErrForeignKey)
+
+	mustAdd(t, db, q, fdbqueue.Job{Value: []byte("real")})
+	_, err = q.Lease(ctx, db, 1, time.Minute)
+	require.ErrorIs(t, err, fdbqueue.ErrForeignKey, "K = 1: the foreign key is the only candidate")
+	q4 := mustJobQueue(t, "foreign", fdbqueue.JobQueueConfig{Clock: clock, Choice: 4})
+	ls := mustLease(t, db, q4, 1, time.Minute)
+	require.Equal(t, "real", string(ls[0].Value))
+	v, err := getKey(ctx, db, foreign)
+	require.NoError(t, err)
+	require.Equal(t, []byte("x"), v, "left alone")
+}
