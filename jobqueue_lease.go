@@ -43,7 +43,10 @@ type Lease struct {
 // attempt count goes up by one, and its vesting time becomes now + d, so
 // no one else sees it as due until then. A job whose previous lease was
 // its last attempt (it expired: its consumer crashed or stalled) is moved
-// to the dead-letter list instead, and another candidate is taken.
+// to the dead-letter list instead, and another candidate is taken. A key
+// in the queue's range that the queue did not write is left alone and
+// skipped; when no candidate could be taken because of one, Lease fails
+// with ErrForeignKey naming it.
 //
 // Conflicts: the candidates are read with a snapshot read, and a read
 // conflict is added on the keys of the jobs taken only, so a Lease
