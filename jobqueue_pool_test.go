@@ -187,3 +187,46 @@ func TestJobPoolBadOptions(t *testing.T) {
 	require.ErrorIs(t, q.Run(ctx, db, h, fdbqueue.PoolOptions{Workers: -1}), fdbqueue.ErrInvalidArgument)
 	require.ErrorIs(t, q.Run(ctx, db, h, fdbqueue.PoolOptions{LeaseDuration: time.Second, ExtendEvery: time.Second}), fdbqueue.ErrInvalidArgument)
 }
+
+// A lease lost while its handler runs (here the job's record is removed
+// behind the pool's back) ends the handler's context at the next
+// heartbeat, and the job's outcome is LeaseLost: nothing is acked.
+func TestJobPoolLostLeaseCancelsHandler(t *testing.T) {
+	ctx := context.Background()
+	db := newDB(t)
+	clock := newFakeClock()
+	clock.armed = make(chan time.Duration, 64)
+	q := mustJobQueue(t, "lost", fdbqueue.JobQueueConfig{Clock: clock})
+	mustAdd(t, db, q, fdbqueue.Job{Value: []byte("doomed"), Priority: 3})
+
+	started := make(chan *fdbqueue.Task)
+	handlerErr := make(chan error, 1)
+	outcomes := make(chan fdbqueue.Outcome, 1)
+	runCtx, stop := context.WithCancel(ctx)
+	ran := make(chan error)
+	go func() {
+		ran <- q.Run(runCtx, db, func(ctx context.Context, task *fdbqueue.Task) error {
+			started <- task
+			<-ctx.Done()
+			handlerErr <- ctx.Err()
+			return ctx.Err()
+		}, fdbqueue.PoolOptions{Workers: 1, LeaseDuration: 30 * time.Second, ExtendEvery: 10 * time.Second,
+			Logger: quietLog, OnOutcome: func(o fdbqueue.Outcome) { outcomes <- o }})
+	}()
+	task := <-started
+	require.Equal(t, 10*time.Second, <-clock.armed) // the heartbeat sleeps
+	l := task.Lease()
+	key, err := q.Subspace().Pack(tuple.Tuple{"q", l.Deadline.UnixMicro(), -int64(l.Priority), l.JobID[:]})
+	require.NoError(t, err)
+	v, err := getKey(ctx, db, key)
+	require.NoError(t, err)
+	require.NotNil(t, v, "the record is where the documented layout puts it")
+	require.NoError(t, db.Transact(ctx, func(tr kv.Transaction) error { tr.Clear(key); return nil }))
+	clock.Advance(10 * time.Second)
+	require.ErrorIs(t, <-handlerErr, context.Canceled)
+	o := <-outcomes
+	require.Equal(t, fdbqueue.LeaseLost, o.Result)
+	require.ErrorIs(t, o.Err, fdbqueue.ErrLeaseLost)
+	stop()
+	require.NoError(t, <-ran)
+}
