@@ -14,6 +14,8 @@
 //     ServeInBatches); exactly once, linearizable
 //   - batch:          Queue.DequeueBatch on a WithoutIdempotency queue
 //
+// (and, when -modes names it, "lease": JobQueue.Lease and Ack of one job
+// per call, see lease.go, with its own table, lease.csv and lease.png)
 // and reports items dequeued per second, conflicts per successful dequeue
 // call, and the p50/p99 latency of a call. It then measures enqueue
 // throughput and conflicts for each number of producers, for the recipe's
@@ -82,7 +84,7 @@ func main() {
 	flag.Int64Var(&o.seed, "seed", 1, "seed of the databases' latency, jitter and key suffixes")
 	flag.StringVar(&consumers, "consumers", "1,2,4,8,16,32,64", "consumer counts to measure")
 	flag.StringVar(&producers, "producers", "1,2,4,8,16,32,64", "producer counts for the enqueue table")
-	flag.StringVar(&modes, "modes", "plain,staged,staged-batches,batch", "dequeue modes to measure (plain-vstamp: plain on a versionstamp-ordered queue)")
+	flag.StringVar(&modes, "modes", "plain,staged,staged-batches,batch", "dequeue modes to measure (plain-vstamp: plain on a versionstamp-ordered queue; lease: JobQueue lease+ack)")
 	flag.IntVar(&o.batch, "batch", 16, "items per DequeueBatch call in batch mode")
 	flag.IntVar(&o.feeders, "feeders", 4, "producers that keep the queue non-empty during dequeue cells")
 	flag.StringVar(&o.out, "out", "out", "directory for the CSV files and the chart")
