@@ -143,3 +143,24 @@ func ExampleJobQueue_Run() {
 	// resized img-2
 	// pool stopped: <nil>
 }
+
+// LeaseWait blocks until a job is due: it sleeps on a watch (woken by
+// Add, Nack and Requeue) and on a timer for the earliest vesting time,
+// without polling.
+func ExampleJobQueue_LeaseWait() {
+	ctx := context.Background()
+	db := memdb.New()
+	defer db.Close()
+
+	sub, _ := fdbqueue.NewSubspace(tuple.Tuple{"reminders"})
+	q, _ := fdbqueue.NewJobQueue(sub, fdbqueue.JobQueueConfig{})
+	start := time.Now()
+	_, _ = q.Add(ctx, db, fdbqueue.Job{Value: []byte("remind in 20ms"), Delay: 20 * time.Millisecond})
+	leases, err := q.LeaseWait(ctx, db, 1, time.Minute)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Printf("%s, after at least 20ms: %v\n", leases[0].Value, time.Since(start) >= 20*time.Millisecond)
+	// Output: remind in 20ms, after at least 20ms: true
+}
