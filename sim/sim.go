@@ -660,7 +660,14 @@ func (h *harness) choose(t *target, rng *rand.Rand, id uint64) Input {
 		case x < 0.8 || !h.cfg.Batches:
 			return Input{Kind: Dequeue, Wait: t.staged && rng.IntN(4) == 0}
 		default:
-			return Input{Kind: DequeueBatch, N: 1 + rng.IntN(5)}
+			// Mostly small batches, and now and then one far beyond
+			// what the batch budget holds, so that limit-sized values
+			// make it stop at the budget.
+			n := 1 + rng.IntN(5)
+			if rng.IntN(6) == 0 {
+				n = 1000
+			}
+			return Input{Kind: DequeueBatch, N: n}
 		}
 	default:
 		switch {
