@@ -364,6 +364,10 @@ func Run(ctx context.Context, seed int64, cfg Config) (Result, error) {
 	if h.tuple {
 		res.TupleSeeds = 1
 	}
+	if h.setupFailure != "" {
+		res.Violations++
+		res.Failure = &Failure{Seed: seed, Structure: "queue", Reason: "setup: " + h.setupFailure}
+	}
 	for round := range cfg.Rounds {
 		if err := ctx.Err(); err != nil {
 			return res, err
@@ -388,6 +392,8 @@ type harness struct {
 	db      *memdb.DB
 	targets []*target
 	clock   atomic.Int64
+	// setupFailure describes a check made before the rounds that failed.
+	setupFailure string
 }
 
 // target is one structure under test and what is known about its items.
@@ -472,6 +478,14 @@ func newHarness(seed int64, cfg Config) (*harness, error) {
 		if err != nil {
 			return nil, err
 		}
+		if h.vstamp {
+			// A batch across the wrap of the versionstamp user versions
+			// (issue 12, defect 2): after 65,534 items through this
+			// Queue value, a batch of 5 must still come out in order.
+			if h.setupFailure, err = checkUserVersionWrap(db, cfg.Faults, q); err != nil {
+				return nil, err
+			}
+		}
 		ft := newTarget(&fifo{q: q, enc: enc, byPlace: byPlace}, 1, staged)
 		h.targets = append(h.targets, ft)
 	}
@@ -492,6 +506,57 @@ func newHarness(seed int64, cfg Config) (*harness, error) {
 		return nil, fmt.Errorf("sim: no structure to test")
 	}
 	return h, nil
+}
+
+// advanceUserVersions runs n enqueues through q in transactions that roll
+// back: nothing is written, but q's versionstamp user versions move on as
+// if q had enqueued n items before. Faults are off meanwhile, so that no
+// retry moves them further; faults are the database's, restored after.
+func advanceUserVersions(db *memdb.DB, faults memdb.Faults, q *fdbqueue.Queue, n int) error {
+	errRollback := errors.New("sim: roll back")
+	db.SetFaults(memdb.Faults{})
+	defer db.SetFaults(faults)
+	for n > 0 {
+		vs := make([][]byte, min(n, 10_000))
+		for i := range vs {
+			vs[i] = []byte{byte(i)}
+		}
+		err := db.Transact(context.Background(), func(tr kv.Transaction) error {
+			if err := q.EnqueueBatch(context.Background(), tr, vs); err != nil {
+				return err
+			}
+			return errRollback
+		})
+		if !errors.Is(err, errRollback) {
+			return fmt.Errorf("sim: advancing the user versions: %w", err)
+		}
+		n -= len(vs)
+	}
+	return nil
+}
+
+// checkUserVersionWrap moves q's user versions to 2 before their wrap, then
+// enqueues a batch of 5 and dequeues it (with faults off), and describes
+// what went wrong if it did not come out in order.
+func checkUserVersionWrap(db *memdb.DB, faults memdb.Faults, q *fdbqueue.Queue) (string, error) {
+	if err := advanceUserVersions(db, faults, q, 1<<16-2); err != nil {
+		return "", err
+	}
+	db.SetFaults(memdb.Faults{})
+	defer db.SetFaults(faults)
+	ctx := context.Background()
+	want := [][]byte{[]byte("wrap-a"), []byte("wrap-b"), []byte("wrap-c"), []byte("wrap-d"), []byte("wrap-e")}
+	if err := q.EnqueueBatch(ctx, db, want); err != nil {
+		return "", fmt.Errorf("sim: the user version wrap check: %w", err)
+	}
+	got, err := q.DequeueBatch(ctx, db, len(want))
+	if err != nil {
+		return "", fmt.Errorf("sim: the user version wrap check: %w", err)
+	}
+	if fmt.Sprintf("%q", got) != fmt.Sprintf("%q", want) {
+		return fmt.Sprintf("a batch of %d enqueued after 65,534 items came out as %q: versionstamp user versions wrapped inside one transaction", len(want), got), nil
+	}
+	return "", nil
 }
 
 func newTarget(s structure, tag uint64, staged bool) *target {
@@ -655,8 +720,15 @@ func (h *harness) choose(t *target, rng *rand.Rand, id uint64) Input {
 	switch t.s.(type) {
 	case *fifo:
 		switch {
-		case x < 0.5:
+		case x < 0.25 || x < 0.5 && !(h.cfg.Batches && h.vstamp):
 			return Input{Kind: Enqueue, Item: Item{ID: id}}
+		case x < 0.5:
+			// Batches only in versionstamp order, where a transaction's
+			// items are contiguous: with the recipe's indexed keys, a
+			// concurrent enqueue that read the same tail can share an
+			// index and land among a batch's items, which FIFOModel's
+			// batch (appended as a block) does not allow.
+			return Input{Kind: EnqueueBatch, Item: Item{ID: id}, N: 2 + rng.IntN(5)}
 		case x < 0.8 || !h.cfg.Batches:
 			return Input{Kind: Dequeue, Wait: t.staged && rng.IntN(4) == 0}
 		default:
@@ -837,7 +909,7 @@ func (h *harness) settle(ctx context.Context, round int, t *target, recs []*reco
 	open := 0
 	for _, r := range recs {
 		in := r.op.Input.(Input)
-		if !r.unknown || in.Kind == Enqueue || in.Kind == Push {
+		if !r.unknown || in.Kind == Enqueue || in.Kind == EnqueueBatch || in.Kind == Push {
 			continue
 		}
 		if h.cfg.WithoutIdempotency || open < h.cfg.MaxOpen {
@@ -879,19 +951,27 @@ func (h *harness) settle(ctx context.Context, round int, t *target, recs []*reco
 		}
 		in := r.op.Input.(Input)
 		switch in.Kind {
-		case Enqueue, Push:
+		case Enqueue, EnqueueBatch, Push:
+			ids := BatchIDs(in)
+			mark := func(state enqState) {
+				for _, x := range ids {
+					t.enqueued[x] = state
+				}
+			}
 			switch {
 			case !r.unknown:
-				t.enqueued[in.Item.ID] = enqKnown
-			case appeared[in.Item.ID]:
+				mark(enqKnown)
+			case slices.ContainsFunc(ids, func(x uint64) bool { return appeared[x] }):
+				// A batch is all or none: one of its items seen is
+				// all of them enqueued.
 				r.op.Output = Output{}
-				t.enqueued[in.Item.ID] = enqKnown
+				mark(enqKnown)
 			case open == 0:
 				continue // it did not take effect
 			case h.cfg.WithoutIdempotency || open < h.cfg.MaxOpen:
 				r.op.Output = Output{Unknown: true}
 				r.op.Return = math.MaxInt64
-				t.enqueued[in.Item.ID] = enqMaybe
+				mark(enqMaybe)
 				res.Unknown++
 				open++
 			default:
@@ -906,7 +986,7 @@ func (h *harness) settle(ctx context.Context, round int, t *target, recs []*reco
 					continue
 				}
 				r.op.Output = Output{}
-				t.enqueued[in.Item.ID] = enqKnown
+				mark(enqKnown)
 			}
 		default:
 			if r.unknown {

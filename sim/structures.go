@@ -74,6 +74,13 @@ func (f *fifo) run(ctx context.Context, t kv.Transactor, in Input, id fdbqueue.O
 	switch in.Kind {
 	case Enqueue:
 		return Output{}, f.q.Enqueue(ctx, t, encodeValue(f.enc, in.Item.ID), fdbqueue.WithOpID(id))
+	case EnqueueBatch:
+		ids := BatchIDs(in)
+		vs := make([][]byte, len(ids))
+		for i, x := range ids {
+			vs[i] = encodeValue(f.enc, x)
+		}
+		return Output{}, f.q.EnqueueBatch(ctx, t, vs, fdbqueue.WithOpID(id))
 	case Dequeue:
 		var v []byte
 		var err error
