@@ -33,10 +33,15 @@ var maxBudget = func() int {
 // later step must handle what it wrote.
 func batchChecks() []check {
 	var cs []check
-	for _, m := range queueModes {
-		cs = append(cs, check{"EnqueueAtBudget/" + m.name + "/small", func(t *testing.T, f *fixture) {
-			testEnqueueAtBudget(t, f, m, maxBudget, smallValue)
-		}})
+	for i, m := range queueModes {
+		// Small values at the largest budget: ~100,000 items a batch, so
+		// (to keep the suite fast) on the recipe's layout only;
+		// VersionstampBatchCountLimit fills a versionstamp batch.
+		if i == 0 {
+			cs = append(cs, check{"EnqueueAtBudget/" + m.name + "/small", func(t *testing.T, f *fixture) {
+				testEnqueueAtBudget(t, f, m, maxBudget, smallValue)
+			}})
+		}
 		for _, fill := range Fills {
 			cs = append(cs, check{"EnqueueAtBudget/" + m.name + "/" + fill.Name + "-max", func(t *testing.T, f *fixture) {
 				big := MaxValue(encodingOf(m.name), fill)
@@ -54,8 +59,7 @@ func batchChecks() []check {
 	}
 	cs = append(cs,
 		check{"VersionstampBatchCountLimit", testVersionstampCountLimit},
-		check{"VersionstampUserVersionWrap/raw", func(t *testing.T, f *fixture) { testUserVersionWrap(t, f, fdbqueue.RawValues) }},
-		check{"VersionstampUserVersionWrap/tuple", func(t *testing.T, f *fixture) { testUserVersionWrap(t, f, fdbqueue.TupleValues) }},
+		check{"VersionstampUserVersionWrap", testUserVersionWrap},
 		check{"BudgetBounds", testBudgetBounds},
 	)
 	return cs
@@ -70,26 +74,27 @@ func smallValue(i int) []byte {
 }
 
 // largestAccepted finds, by bisection, the largest n for which
-// q.EnqueueBatch(values(0..n-1)) passes its budget check, probing inside
-// transactions that are rolled back (a rejected batch writes nothing).
+// q.EnqueueBatch(values(0..n-1)) passes its budget check. It probes in a
+// cancelled transaction: a batch over the budget fails with
+// ErrBatchTooLarge before anything else, one within it gets as far as its
+// first read, which fails with transaction_cancelled, so that no probe
+// writes anything.
 func (f *fixture) largestAccepted(t *testing.T, q *fdbqueue.Queue, budget int, value func(int) []byte) int {
 	t.Helper()
+	tr, err := f.db.CreateTransaction(f.ctx)
+	require.NoError(t, err)
+	tr.Cancel()
 	accepts := func(n int) bool {
 		vs := make([][]byte, n)
 		for i := range vs {
 			vs[i] = value(i)
 		}
-		err := f.db.Transact(f.ctx, func(tr kv.Transaction) error {
-			if err := q.EnqueueBatch(f.ctx, tr, vs); err != nil {
-				return err
-			}
-			return errAbort
-		})
-		if errors.Is(err, errAbort) {
-			return true
+		err := q.EnqueueBatch(f.ctx, tr, vs)
+		if errors.Is(err, fdbqueue.ErrBatchTooLarge) {
+			return false
 		}
-		require.ErrorIs(t, err, fdbqueue.ErrBatchTooLarge, "probing a batch of %d", n)
-		return false
+		require.ErrorIs(t, err, kv.ErrTransactionCancelled, "probing a batch of %d in a cancelled transaction", n)
+		return true
 	}
 	// One value always fits; n items cost at least their stored bytes.
 	lo, hi := 1, budget/max(1, len(value(0)))
@@ -247,8 +252,8 @@ func testVersionstampCountLimit(t *testing.T, f *fixture) {
 // testUserVersionWrap: the reproduction of the user version wrap:
 // after 65,534 earlier items through one Queue value, a batch a..e must
 // still come out a..e.
-func testUserVersionWrap(t *testing.T, f *fixture, enc fdbqueue.ValueEncoding) {
-	q := f.queue(t, "wrap", fdbqueue.WithVersionstampOrder(), fdbqueue.WithValueEncoding(enc), fdbqueue.WithBatchBudget(maxBudget))
+func testUserVersionWrap(t *testing.T, f *fixture) {
+	q := f.queue(t, "wrap", fdbqueue.WithVersionstampOrder(), fdbqueue.WithBatchBudget(maxBudget))
 	earlier := make([][]byte, 65_534)
 	for i := range earlier {
 		earlier[i] = smallValue(i)
