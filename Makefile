@@ -5,7 +5,7 @@ FUZZTIME ?= 10s
 SEEDS ?= 20
 DURATION ?= 10m
 
-.PHONY: test unit example bench fuzz golden lint fdbkv-check integration soak queuebench memflat
+.PHONY: test unit example bench bench-all fuzz golden lint fdbkv-check integration soak queuebench memflat
 
 ## test: lint, build without cgo, every test with -race, memdb's 1M-transaction
 ## memory check (without -race), and the fdbkv compile check
@@ -20,8 +20,13 @@ unit:
 example:
 	$(GO) run ./examples/workqueue
 
-## bench: micro-benchmarks with allocations
+## bench: the workload table (bench_test.go): Enqueue+Dequeue, Push+PopMin
+## and the 1-read-1-write floor on one core, each with its ratio to the floor
 bench:
+	bash scripts/benchtable.sh
+
+## bench-all: every micro-benchmark with allocations
+bench-all:
 	$(GO) test -run '^$$' -bench . -benchmem ./...
 
 ## fuzz: every fuzz target for a short, bounded time
