@@ -25,6 +25,7 @@ func BenchmarkClearsAfterReadVersion(b *testing.B) {
 		head := fmt.Appendf(nil, "q/%08d", 10_000)
 		b.Run(fmt.Sprintf("read/clears=%d", n), func(b *testing.B) {
 			b.ReportAllocs()
+			defer reportCPU(b)()
 			for i := 0; i < b.N; i++ {
 				kvs, err := tr.Snapshot().GetRange(r, kv.RangeOptions{Limit: 1}).GetSlice()
 				if err != nil || len(kvs) != 1 || string(kvs[0].Key) != string(head) {
@@ -35,6 +36,7 @@ func BenchmarkClearsAfterReadVersion(b *testing.B) {
 		b.Run(fmt.Sprintf("conflict/clears=%d", n), func(b *testing.B) {
 			e := append(head[:len(head):len(head)], 0)
 			b.ReportAllocs()
+			defer reportCPU(b)()
 			for i := 0; i < b.N; i++ {
 				db.mu.Lock()
 				hit := db.res.conflicts(r.Begin, e, rv) || db.st.writtenAfter(r.Begin, e, rv)
@@ -82,4 +84,17 @@ func clearsAfterRV(b *testing.B, n int) (*DB, kv.Transaction, int64) {
 	}
 	batch(0, n, func(tr kv.Transaction, i int) { tr.Clear(other(i)) })
 	return db, t, rv
+}
+
+// reportCPU starts b's timer and CPU time count; the function it returns
+// reports CPU time per operation, which a busy machine inflates less than
+// wall time.
+func reportCPU(b *testing.B) func() {
+	start, _ := cpuTime()
+	b.ResetTimer()
+	return func() {
+		if cpu, ok := cpuTime(); ok && b.N > 0 {
+			b.ReportMetric(float64((cpu-start).Nanoseconds())/float64(b.N), "cpu-ns/op")
+		}
+	}
 }
