@@ -31,7 +31,7 @@ type store struct {
 	// tests compare the two ways.
 	fullScan bool
 	scratch  []*chain // clearRange's list of chains to clear
-	gcq                  gcQueue
+	gcq      gcQueue
 	// maxWV is the largest wv of any chain, ever: no chain was written after
 	// a read version at or above it.
 	maxWV int64
