@@ -3,6 +3,7 @@ package memdb
 import (
 	"bytes"
 	"math"
+	"sync"
 	"unsafe"
 
 	"github.com/tidwall/btree"
@@ -31,7 +32,10 @@ type store struct {
 	// tests compare the two ways.
 	fullScan bool
 	scratch  []*chain // clearRange's list of chains to clear
-	gcq      gcQueue
+	// liveIters and treeIters hold iterators of liveTree and tree for
+	// rangeCursor to reuse: an iterator allocates its path on first use.
+	liveIters, treeIters sync.Pool
+	gcq                  gcQueue
 	// maxWV is the largest wv of any chain, ever: no chain was written after
 	// a read version at or above it.
 	maxWV int64
@@ -377,32 +381,51 @@ type gcEntry struct {
 	due int64
 }
 
-// gcQueue is a FIFO of gcEntry; dues are pushed in increasing order.
+// gcQueue is a FIFO of gcEntry; dues are pushed in increasing order. It
+// holds every chain written within the MVCC window, so its entries live
+// in fixed-size blocks: a push never copies the queue (a slice would copy
+// it whole each time it grows), and a pop frees whole blocks, one of which
+// is kept for reuse.
 type gcQueue struct {
-	buf  []gcEntry
-	head int
+	blocks     []*[gcBlock]gcEntry
+	head, tail int // positions, from blocks[0][0], of the first entry and of the next push
+	spare      *[gcBlock]gcEntry
 }
 
-func (q *gcQueue) push(e gcEntry) { q.buf = append(q.buf, e) }
+// gcBlock is the number of entries in a block of a gcQueue (4 KiB).
+const gcBlock = 256
 
-func (q *gcQueue) len() int { return len(q.buf) - q.head }
+func (q *gcQueue) push(e gcEntry) {
+	if q.tail == len(q.blocks)*gcBlock {
+		b := q.spare
+		if b == nil {
+			b = new([gcBlock]gcEntry)
+		}
+		q.spare = nil
+		q.blocks = append(q.blocks, b)
+	}
+	q.blocks[q.tail/gcBlock][q.tail%gcBlock] = e
+	q.tail++
+}
+
+func (q *gcQueue) len() int { return q.tail - q.head }
 
 func (q *gcQueue) peek() (gcEntry, bool) {
-	if q.head == len(q.buf) {
+	if q.head == q.tail {
 		return gcEntry{}, false
 	}
-	return q.buf[q.head], true
+	return q.blocks[0][q.head], true
 }
 
 func (q *gcQueue) pop() {
-	q.buf[q.head] = gcEntry{}
+	q.blocks[0][q.head] = gcEntry{} // release the chain
 	q.head++
-	if q.head == len(q.buf) {
-		q.buf, q.head = q.buf[:0], 0
-	} else if q.head >= 1024 && q.head*2 >= len(q.buf) {
-		n := copy(q.buf, q.buf[q.head:])
-		clear(q.buf[n:])
-		q.buf, q.head = q.buf[:n], 0
+	if q.head == gcBlock {
+		q.spare = q.blocks[0]
+		q.blocks[0] = nil
+		q.blocks = q.blocks[1:]
+		q.head = 0
+		q.tail -= gcBlock
 	}
 }
 
@@ -419,7 +442,7 @@ type rangeCursor struct {
 	rv      int64
 	reverse bool
 	scan    bool // it walks tree, else liveTree merged with dead
-	it      btree.MapIter[string, *chain]
+	it      *btree.MapIter[string, *chain]
 	itOK    bool
 	x       *chain // the current (or next) chain of dead in the walk
 	cur     *chain // nil once past the range
@@ -430,16 +453,35 @@ type rangeCursor struct {
 // direction.
 func (rc *rangeCursor) init(s *store, b, e []byte, rv int64, reverse bool) {
 	*rc = rangeCursor{s: s, b: b, e: e, rv: rv, reverse: reverse, scan: s.fullScan}
+	pool, tr := &s.liveIters, s.liveTree
 	if rc.scan {
-		rc.it = s.tree.Iter()
+		pool, tr = &s.treeIters, s.tree
+	}
+	if it, ok := pool.Get().(*btree.MapIter[string, *chain]); ok {
+		rc.it = it
 	} else {
-		rc.it = s.liveTree.Iter()
+		it := tr.Iter()
+		rc.it = &it
 	}
 	if reverse {
 		rc.seek(e)
 	} else {
 		rc.seek(b)
 	}
+}
+
+// release hands the cursor's iterator back for reuse; the cursor is then
+// unusable. A cursor that is not released only costs an allocation.
+func (rc *rangeCursor) release() {
+	if rc.it == nil {
+		return
+	}
+	if rc.scan {
+		rc.s.treeIters.Put(rc.it)
+	} else {
+		rc.s.liveIters.Put(rc.it)
+	}
+	*rc = rangeCursor{}
 }
 
 // seek moves to the first chain at or after k forwards, or the last one
