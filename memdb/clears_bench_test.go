@@ -17,10 +17,12 @@ import (
 // cleared. read is a snapshot range read of q/ with limit 1 at that read
 // version; conflict is the commit's check of the read conflict range of
 // the head item against the writes after it (the resolver's and the
-// store's, as commitStep runs it).
+// store's, as commitStep runs it). conflict-missing is conflict where the
+// keys cleared after the read version were never set, so the resolver
+// records the clears instead of the store.
 func BenchmarkClearsAfterReadVersion(b *testing.B) {
 	for _, n := range []int{10, 1_000, 100_000} {
-		db, tr, rv := clearsAfterRV(b, n)
+		db, tr, rv := clearsAfterRV(b, n, false)
 		r := kv.KeyRange{Begin: []byte("q/"), End: []byte("q0")}
 		head := fmt.Appendf(nil, "q/%08d", 10_000)
 		b.Run(fmt.Sprintf("read/clears=%d", n), func(b *testing.B) {
@@ -48,13 +50,30 @@ func BenchmarkClearsAfterReadVersion(b *testing.B) {
 		})
 		tr.Cancel()
 		db.Close()
+		db, tr, rv = clearsAfterRV(b, n, true)
+		b.Run(fmt.Sprintf("conflict-missing/clears=%d", n), func(b *testing.B) {
+			e := append(head[:len(head):len(head)], 0)
+			b.ReportAllocs()
+			defer reportCPU(b)()
+			for i := 0; i < b.N; i++ {
+				db.mu.Lock()
+				hit := db.res.conflicts(r.Begin, e, rv) || db.st.writtenAfter(r.Begin, e, rv)
+				db.mu.Unlock()
+				if hit {
+					b.Fatal("conflict")
+				}
+			}
+		})
+		tr.Cancel()
+		db.Close()
 	}
 }
 
 // clearsAfterRV returns a DB with the queue-shaped range q/ (see
 // BenchmarkClearsAfterReadVersion) and a transaction whose read version
-// is followed by n clears of other keys, in commits of up to 1,000.
-func clearsAfterRV(b *testing.B, n int) (*DB, kv.Transaction, int64) {
+// is followed by n clears of other keys, in commits of up to 1,000: keys
+// set before the read version, or if missing, keys never set.
+func clearsAfterRV(b *testing.B, n int, missing bool) (*DB, kv.Transaction, int64) {
 	db := New(WithMVCCWindow(time.Hour))
 	ctx := context.Background()
 	batch := func(lo, hi int, f func(tr kv.Transaction, i int)) {
@@ -73,7 +92,9 @@ func clearsAfterRV(b *testing.B, n int) (*DB, kv.Transaction, int64) {
 	other := func(i int) []byte { return fmt.Appendf(nil, "other/%08d", i) }
 	batch(0, 10_100, func(tr kv.Transaction, i int) { tr.Set(q(i), []byte("value")) })
 	batch(0, 10_000, func(tr kv.Transaction, i int) { tr.Clear(q(i)) })
-	batch(0, n, func(tr kv.Transaction, i int) { tr.Set(other(i), []byte("value")) })
+	if !missing {
+		batch(0, n, func(tr kv.Transaction, i int) { tr.Set(other(i), []byte("value")) })
+	}
 	t, err := db.CreateTransaction(ctx)
 	if err != nil {
 		b.Fatal(err)
