@@ -22,38 +22,40 @@ type deadIndex struct {
 }
 
 // dnode is a chain's part in a deadIndex.
+//
+// max is an upper bound of the wv in the subtree, not always the exact
+// maximum: recomputing it would read both children of every node on a
+// path, a cache miss each in a large index. An insertion (whose wv is the
+// largest ever: writes come in version order) and a raised wv set it
+// exactly along their path; a removal, a rotation or a merge keeps a bound
+// that still covers the subtree. A bound above the true maximum can only
+// come from a chain that left the index: through garbage collection, with
+// a wv at or below the horizon and so at or below every read version that
+// queries it, which changes nothing; or because its key got a value again
+// (a write after those read versions, in the key's own range), which can
+// add to a query at most one path per such key. Queries test each node's
+// own wv, so the results are exact either way.
 type dnode struct {
 	l, r *chain
-	max  int64  // the largest wv in the subtree
+	max  int64  // an upper bound of the largest wv in the subtree
 	prio uint32 // a heap order on priorities keeps the treap balanced
 	in   bool   // the chain is in the index
 }
 
-// fix recomputes c's subtree maximum from its children.
-func (c *chain) fix() {
-	m := c.wv
-	if l := c.d.l; l != nil && l.d.max > m {
-		m = l.d.max
-	}
-	if r := c.d.r; r != nil && r.d.max > m {
-		m = r.d.max
-	}
-	c.d.max = m
-}
-
+// rotateRight lifts n's left child above n. n's bound still covers its
+// new, smaller subtree; the child's must now cover n's too.
 func rotateRight(n *chain) *chain {
 	l := n.d.l
 	n.d.l, l.d.r = l.d.r, n
-	n.fix()
-	l.fix()
+	l.d.max = max(l.d.max, n.d.max)
 	return l
 }
 
+// rotateLeft lifts n's right child above n.
 func rotateLeft(n *chain) *chain {
 	r := n.d.r
 	n.d.r, r.d.l = r.d.l, n
-	n.fix()
-	r.fix()
+	r.d.max = max(r.d.max, n.d.max)
 	return r
 }
 
@@ -72,6 +74,7 @@ func (x *deadIndex) ins(n, c *chain) *chain {
 	if n == nil {
 		return c
 	}
+	n.d.max = max(n.d.max, c.wv)
 	if bytes.Compare(c.key, n.key) < 0 {
 		n.d.l = x.ins(n.d.l, c)
 		if n.d.l.d.prio > n.d.prio {
@@ -83,7 +86,6 @@ func (x *deadIndex) ins(n, c *chain) *chain {
 			return rotateLeft(n)
 		}
 	}
-	n.fix()
 	return n
 }
 
@@ -103,8 +105,7 @@ func (x *deadIndex) del(n, c *chain) *chain {
 	} else {
 		n.d.r = x.del(n.d.r, c)
 	}
-	n.fix()
-	return n
+	return n // its bound still covers the smaller subtree
 }
 
 // merge joins two treaps, every key of a before every key of b.
@@ -116,17 +117,18 @@ func merge(a, b *chain) *chain {
 		return a
 	case a.d.prio > b.d.prio:
 		a.d.r = merge(a.d.r, b)
-		a.fix()
+		a.d.max = max(a.d.max, b.d.max)
 		return a
 	default:
 		b.d.l = merge(a, b.d.l)
-		b.fix()
+		b.d.max = max(b.d.max, a.d.max)
 		return b
 	}
 }
 
 // raised records that c, which is in the index, has a new wv, at least
-// every wv in the index (writes come in version order).
+// every wv in the index (writes come in version order): every bound on
+// its path becomes that wv.
 func (x *deadIndex) raised(c *chain) {
 	for n := x.root; n != nil; {
 		n.d.max = max(n.d.max, c.wv)
@@ -146,9 +148,9 @@ func (x *deadIndex) anyAfter(b, e []byte, rv int64) bool {
 	return anyAfter(x.root, b, e, rv)
 }
 
-// anyAfter descends only into subtrees with a maximum above rv; one that
-// lies wholly within [b, e) then holds a hit, so the cost is that of two
-// paths from the root.
+// anyAfter descends only into subtrees whose bound is above rv; one that
+// lies wholly within [b, e) then holds a hit (but for the stale bounds
+// dnode describes), so the cost is that of two paths from the root.
 func anyAfter(n *chain, b, e []byte, rv int64) bool {
 	for n != nil && n.d.max > rv {
 		switch {
