@@ -497,7 +497,7 @@ func checkIndexes(t *testing.T, s *store) {
 		lc, ok := s.liveTree.Get(k)
 		_, isLive := c.newest()
 		require.Equal(t, isLive, ok, "key %q in the live index iff its newest version is a value", k)
-		require.Equal(t, !isLive, c.d.in, "key %q in the dead index iff its newest version is a tombstone", k)
+		require.Equal(t, !isLive, c.d.indexed(), "key %q in the dead index iff its newest version is a tombstone", k)
 		if ok {
 			require.Same(t, c, lc)
 			live++
@@ -506,6 +506,7 @@ func checkIndexes(t *testing.T, s *store) {
 	})
 	require.Equal(t, live, s.liveTree.Len())
 	require.Equal(t, int64(live), s.live)
+	s.dead.flush()
 	n, _ := checkTreap(t, s.dead.root, nil, nil)
 	require.Equal(t, s.tree.Len()-live, n)
 	require.Equal(t, s.tree.Len()-live, s.dead.n)
@@ -556,10 +557,11 @@ func TestDeadIndex(t *testing.T) {
 			x.raised(c)
 		case c != nil:
 			x.remove(c)
-			require.False(t, c.d.in)
+			require.False(t, c.d.indexed())
 			delete(model, string(k))
 		}
 		if step%500 == 0 {
+			x.flush()
 			n, _ := checkTreap(t, x.root, nil, nil)
 			require.Equal(t, len(model), n)
 		}

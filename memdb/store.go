@@ -233,7 +233,7 @@ func (s *store) appendVersion(c *chain, val []byte, exists bool, v, horizon int6
 	case exists && !wasLive:
 		s.live++
 		s.liveTree.Set(ukey(c.key), c)
-		if c.d.in {
+		if c.d.indexed() {
 			s.dead.remove(c)
 		}
 	case !exists && wasLive:
