@@ -133,6 +133,10 @@ type op struct {
 	// once (see keys).
 	rng  kv.KeyRange
 	key0 []byte
+	// fresh: begin made the ID; recorded: an attempt has called record.
+	// A fresh operation's records can exist only once recorded is set.
+	fresh    bool
+	recorded atomic.Bool
 }
 
 // off reports whether the operation does without the journal.
@@ -150,7 +154,7 @@ func (j *journal) begin(t kv.Transactor, opts []OpOption) *op {
 	if !c.hasID {
 		c.id = newOpIDAt(j.now())
 	}
-	o := &op{j: j, id: c.id}
+	o := &op{j: j, id: c.id, fresh: !c.hasID}
 	_, o.owned = t.(kv.Database)
 	// Inside a caller's transaction, without an ID the caller keeps across
 	// its retries, every retry is a new operation to the journal: a record
@@ -234,13 +238,21 @@ func (o *op) recordKey(n int) []byte {
 // check looks up the operation's records in this attempt. It returns the
 // pending read (nil when the journal is disabled). The read is a normal
 // read: if an earlier attempt's commit lands after this attempt's read
-// version, this attempt conflicts instead of applying twice.
+// version, this attempt conflicts instead of applying twice. It reads
+// nothing (and returns an empty result) while no attempt of an operation
+// with an ID of its own making has recorded: its first attempt, typically,
+// costs no journal read.
 func (o *op) check(tr kv.Transaction) (kv.RangeResult, error) {
 	if o.off() {
 		return nil, nil
 	}
 	if age := o.j.now().Sub(o.id.Time()); age > o.j.retention {
 		return nil, fmt.Errorf("%w: op %s is %v old, retention %v", ErrOperationExpired, o.id, age.Round(time.Second), o.j.retention)
+	}
+	if o.fresh && !o.recorded.Load() {
+		// No attempt has written a record under this new ID: there is
+		// none to find, and no earlier commit to conflict with.
+		return &recordRead{done: true}, nil
 	}
 	return &recordRead{tr: tr, o: o, first: tr.Get(o.recordKey(0))}, nil
 }
@@ -331,6 +343,7 @@ func (o *op) record(tr kv.Transaction, results ...[]byte) {
 	if o.off() {
 		return
 	}
+	o.recorded.Store(true)
 	if len(results) == 0 {
 		setChunked(tr, o.recordKey(0), []byte{})
 	}
