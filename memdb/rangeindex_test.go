@@ -493,7 +493,7 @@ func checkConflicts(t *testing.T, db *DB, b, e []byte, rv int64, hist []modelCom
 func checkIndexes(t *testing.T, s *store) {
 	t.Helper()
 	live := 0
-	s.tree.Scan(func(k string, c *chain) bool {
+	s.all().Scan(func(k string, c *chain) bool {
 		lc, ok := s.liveTree.Get(k)
 		_, isLive := c.newest()
 		require.Equal(t, isLive, ok, "key %q in the live index iff its newest version is a value", k)
@@ -508,8 +508,8 @@ func checkIndexes(t *testing.T, s *store) {
 	require.Equal(t, int64(live), s.live)
 	s.dead.flush()
 	n, _ := checkTreap(t, s.dead.root, nil, nil)
-	require.Equal(t, s.tree.Len()-live, n)
-	require.Equal(t, s.tree.Len()-live, s.dead.n)
+	require.Equal(t, len(s.keys)-live, n)
+	require.Equal(t, len(s.keys)-live, s.dead.n)
 }
 
 // checkTreap checks the subtree at n (keys within (lo, hi), nil unbounded)
