@@ -151,11 +151,12 @@ func (j *journal) begin(t kv.Transactor, opts []OpOption) *op {
 			o(&c)
 		}
 	}
-	if !c.hasID {
-		c.id = newOpIDAt(j.now())
-	}
 	o := &op{j: j, id: c.id, fresh: !c.hasID}
 	_, o.owned = t.(kv.Database)
+	if !c.hasID && !j.disabled && o.owned {
+		// Only a journaled operation uses its ID.
+		o.id = newOpIDAt(j.now())
+	}
 	// Inside a caller's transaction, without an ID the caller keeps across
 	// its retries, every retry is a new operation to the journal: a record
 	// could never be found again, so none is read or written.
