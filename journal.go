@@ -142,14 +142,24 @@ type op struct {
 // off reports whether the operation does without the journal.
 func (o *op) off() bool { return o.j.disabled || o.skip }
 
-// begin starts an operation: it picks its ID and, when the operation runs
-// its own transactions, takes over clearing a few completed records.
-func (j *journal) begin(t kv.Transactor, opts []OpOption) *op {
+// applyOpOptions returns the configuration opts make (a separate function:
+// the config it passes to opts escapes to the heap).
+func applyOpOptions(opts []OpOption) opConfig {
 	var c opConfig
 	for _, o := range opts {
 		if o != nil { // a nil OpOption is ignored, not a panic
 			o(&c)
 		}
+	}
+	return c
+}
+
+// begin starts an operation: it picks its ID and, when the operation runs
+// its own transactions, takes over clearing a few completed records.
+func (j *journal) begin(t kv.Transactor, opts []OpOption) *op {
+	var c opConfig
+	if len(opts) > 0 {
+		c = applyOpOptions(opts)
 	}
 	o := &op{j: j, id: c.id, fresh: !c.hasID}
 	_, o.owned = t.(kv.Database)
@@ -253,10 +263,14 @@ func (o *op) check(tr kv.Transaction) (kv.RangeResult, error) {
 	if o.fresh && !o.recorded.Load() {
 		// No attempt has written a record under this new ID: there is
 		// none to find, and no earlier commit to conflict with.
-		return &recordRead{done: true}, nil
+		return noRecords, nil
 	}
 	return &recordRead{tr: tr, o: o, first: tr.Get(o.recordKey(0))}, nil
 }
+
+// noRecords is check's result when there is nothing to read. It is never
+// modified: GetSlice on a done recordRead only reads it.
+var noRecords = &recordRead{done: true}
 
 // recordRead is check's read: a point read of the operation's first record
 // key, which every attempt that records writes (record writes at least one
