@@ -7,6 +7,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -307,4 +309,48 @@ func TestJobStatsFollowClock(t *testing.T) {
 	r := runCLI(t, db, onClock, work("stats", "--kind", "jobs")...)
 	assert.Contains(t, r.stdout, "leased   0 live, 1 expired (due again)\n")
 	assert.Contains(t, r.stdout, "queued   3 (due 3, delayed 0)\n")
+}
+
+// The README's job-queue console block runs as shown, on the demo
+// database (a manual clock stands in for the binary's wall clock).
+func TestREADMEJobQueueExample(t *testing.T) {
+	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	require.NoError(t, err)
+	var block string
+	for _, b := range strings.Split(string(readme), "```console\n")[1:] {
+		b = b[:strings.Index(b, "```")]
+		if strings.Contains(b, "requeue-dead") {
+			block = b
+		}
+	}
+	require.NotEmpty(t, block, "README has a console block with requeue-dead")
+	db, _, onClock := demoJobs(t)
+	var cmd []string
+	var want, got strings.Builder
+	flush := func() {
+		if cmd == nil {
+			return
+		}
+		r := runCLI(t, db, onClock, cmd...)
+		got.WriteString(r.stdout + r.stderr)
+		if strings.Contains(want.String(), "exit ") {
+			fmt.Fprintf(&got, "exit %d\n", r.code)
+		} else {
+			require.Equal(t, ExitOK, r.code, "%v: %s", cmd, r.stderr)
+		}
+		assert.Equal(t, want.String(), got.String(), "README output of fdbqueue %s", strings.Join(cmd, " "))
+		want.Reset()
+		got.Reset()
+	}
+	for _, line := range strings.SplitAfter(block, "\n") {
+		if rest, ok := strings.CutPrefix(line, "$ fdbqueue "); ok {
+			flush()
+			rest, _, _ = strings.Cut(rest, "#")
+			rest, _, _ = strings.Cut(rest, ";")
+			cmd = strings.Fields(rest)
+			continue
+		}
+		want.WriteString(line)
+	}
+	flush()
 }
