@@ -19,6 +19,7 @@ import (
 	"github.com/fdbqueue/fdbqueue"
 	"github.com/fdbqueue/fdbqueue/kv"
 	"github.com/fdbqueue/fdbqueue/memdb"
+	"github.com/fdbqueue/fdbqueue/tuple"
 )
 
 // demoJobs is the demo database and its manual clock; the job commands
@@ -353,4 +354,33 @@ func TestREADMEJobQueueExample(t *testing.T) {
 		want.WriteString(line)
 	}
 	flush()
+}
+
+// A key in the dead-letter range that is not a dead job's: dead fails
+// with the library's typed error (exit 1), and nothing is changed.
+func TestDeadForeignKey(t *testing.T) {
+	db, _, onClock := demoJobs(t)
+	sub := mustSub(t, "demo", "work")
+	key, err := sub.Pack(tuple.Tuple{"d", "not-a-time"})
+	require.NoError(t, err)
+	require.NoError(t, db.Transact(context.Background(), func(tr kv.Transaction) error {
+		tr.Set(key, []byte("stray"))
+		return nil
+	}))
+	r := runCLI(t, db, onClock, work("dead")...)
+	assert.Equal(t, ExitFailure, r.code)
+	assert.Empty(t, r.stdout)
+	var fe *fdbqueue.ForeignKeyError
+	assert.ErrorAs(t, runErr(db, work("dead")...), &fe)
+	r = runCLI(t, db, onClock, work("requeue-dead", "--all")...)
+	assert.Equal(t, ExitFailure, r.code)
+	assert.Equal(t, int64(1), jobStatsOf(t, db, onClock).Dead)
+}
+
+func TestUsageListsJobCommands(t *testing.T) {
+	var b strings.Builder
+	Usage(&b)
+	assert.Contains(t, b.String(), "  requeue-dead ID...     job queue: put dead jobs back")
+	assert.Contains(t, b.String(), "  dead                   job queue: list dead-lettered jobs")
+	assert.Contains(t, b.String(), "--kind fifo|priority|jobs")
 }
