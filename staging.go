@@ -759,9 +759,7 @@ func (w *waiter[T]) loop(ctx, callerCtx context.Context) (T, error) {
 	if err != nil {
 		return zero, err
 	}
-	// A failed step usually means another waiter made progress: back off
-	// briefly, not for up to a second.
-	_ = tr.Options().SetMaxRetryDelay(maxStepBackoff)
+	stepOptions(tr)
 	fails := 0
 	stop := func(err error) error { return w.abandon(callerCtx, err) }
 	for {
@@ -794,6 +792,7 @@ func (w *waiter[T]) loop(ctx, callerCtx context.Context) (T, error) {
 				w.s.st.point("registered")
 			}
 			tr.Reset()
+			stepOptions(tr)
 			if out.armed {
 				w.s.st.point("armed")
 				if err := w.sleep(callerCtx); err != nil {
@@ -818,10 +817,22 @@ func (w *waiter[T]) loop(ctx, callerCtx context.Context) (T, error) {
 		// likely a fulfiller's conflict that served this request.
 		if fails++; fails == 1 || !kv.IsRetryable(err) {
 			tr.Reset()
+			stepOptions(tr)
 		} else if oerr := tr.OnError(err); oerr != nil {
 			return zero, stop(oerr)
 		}
 	}
+}
+
+// stepOptions sets the options of a step's transaction. It runs when the
+// transaction is created and after every Reset: FoundationDB's Reset clears
+// a transaction's options (ReadYourWritesTransaction::reset in
+// fdbclient/ReadYourWrites.actor.cpp keeps only the database's defaults),
+// while OnError keeps them.
+func stepOptions(tr kv.Transaction) {
+	// A failed step usually means another waiter made progress: back off
+	// briefly, not for up to a second.
+	_ = tr.Options().SetMaxRetryDelay(maxStepBackoff)
 }
 
 func (w *waiter[T]) attempt(tr kv.Transaction) (outcome[T], error) {
