@@ -45,9 +45,9 @@ type fdbStats struct {
 	bytesRead atomic.Int64
 
 	mu         sync.Mutex
-	commits    int   // successful commits
-	maxSize    int   // the largest size counted for a successful commit
-	tooLarge   int   // commits failed with 2101
+	commits    int // successful commits
+	maxSize    int // the largest size counted for a successful commit
+	tooLarge   int // commits failed with 2101
 	violations []string
 	// stagedDelays are the max retry delays in force at each Commit of a
 	// transaction made by CreateTransaction (the staged loop's).
@@ -122,11 +122,11 @@ func (t *fdbTx) clearState() {
 	t.mu.Unlock()
 }
 
-func (t *fdbTx) Set(k, v []byte)   { t.add(len(k) + len(v) + 2*len(k) + 1); t.Transaction.Set(k, v) }
-func (t *fdbTx) Clear(k []byte)    { t.add(2 * (2*len(k) + 1)); t.Transaction.Clear(k) }
-func (t *fdbTx) Add(k, p []byte)   { t.add(len(k) + len(p) + 2*len(k) + 1); t.Transaction.Add(k, p) }
-func (t *fdbTx) Max(k, p []byte)   { t.add(len(k) + len(p) + 2*len(k) + 1); t.Transaction.Max(k, p) }
-func (t *fdbTx) Min(k, p []byte)   { t.add(len(k) + len(p) + 2*len(k) + 1); t.Transaction.Min(k, p) }
+func (t *fdbTx) Set(k, v []byte) { t.add(len(k) + len(v) + 2*len(k) + 1); t.Transaction.Set(k, v) }
+func (t *fdbTx) Clear(k []byte)  { t.add(2 * (2*len(k) + 1)); t.Transaction.Clear(k) }
+func (t *fdbTx) Add(k, p []byte) { t.add(len(k) + len(p) + 2*len(k) + 1); t.Transaction.Add(k, p) }
+func (t *fdbTx) Max(k, p []byte) { t.add(len(k) + len(p) + 2*len(k) + 1); t.Transaction.Max(k, p) }
+func (t *fdbTx) Min(k, p []byte) { t.add(len(k) + len(p) + 2*len(k) + 1); t.Transaction.Min(k, p) }
 func (t *fdbTx) ByteMax(k, p []byte) {
 	t.add(len(k) + len(p) + 2*len(k) + 1)
 	t.Transaction.ByteMax(k, p)

@@ -92,7 +92,7 @@ func (q *Queue) EnqueueBatch(ctx context.Context, t kv.Transactor, values [][]by
 			tail = tr.Snapshot().GetRange(q.items, kv.RangeOptions{Limit: 1, Reverse: true})
 		}
 		if _, done, err := o.applied(rec); err != nil || done {
-			return err
+			return waitRead(tail, err) // no read in flight at commit
 		}
 		if q.cfg.versionstamps {
 			err = q.writeVersionstamped(tr, stored)
@@ -165,6 +165,19 @@ func (q *Queue) writeVersionstamped(tr kv.Transaction, stored [][]byte) error {
 		tr.SetVersionstampedKey(key, s)
 	}
 	return nil
+}
+
+// waitRead waits for a range read (nil: none) the caller will not use, and
+// returns err or else the read's error. On FoundationDB a range read is in
+// flight from the GetRange call, and one still in flight when Commit is
+// called fails the transaction with used_during_commit (2017,
+// fdbclient/ReadYourWrites.actor.cpp), while the commit may still apply.
+func waitRead(rr kv.RangeResult, err error) error {
+	if rr == nil || err != nil {
+		return err
+	}
+	_, err = rr.GetSlice()
+	return err
 }
 
 // firstKey returns the key of the first pair of a limit-1 range read, or nil.
@@ -316,6 +329,9 @@ func takeEnd[T any](tr kv.Transaction, o *op, r kv.KeyRange, max int, reverse bo
 	if prev, done, err := o.applied(rec); err != nil {
 		return nil, err
 	} else if done {
+		if _, err := head.GetSlice(); err != nil { // no read in flight at commit
+			return nil, err
+		}
 		out := make([]T, len(prev))
 		for i, p := range prev {
 			if out[i], err = replay(p); err != nil {

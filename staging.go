@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math/bits"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -701,6 +702,7 @@ type waiter[T any] struct {
 
 	watches   []kv.Watch
 	watchFail time.Duration
+	reads     stepReads // the current step's range reads
 }
 
 // outcome is what one step decided; it holds once the step's commit
@@ -836,12 +838,16 @@ func stepOptions(tr kv.Transaction) {
 }
 
 func (w *waiter[T]) attempt(tr kv.Transaction) (outcome[T], error) {
+	w.reads.held = w.reads.held[:0]
 	out, err := w.step(tr)
 	if err != nil {
 		return out, err
 	}
 	if out.noCommit {
 		return out, nil
+	}
+	if err := w.reads.wait(); err != nil {
+		return out, err
 	}
 	if out.done && out.err == nil {
 		w.s.st.point("taking")
@@ -887,7 +893,7 @@ func (w *waiter[T]) step(tr kv.Transaction) (out outcome[T], err error) {
 		if rec, err = w.o.check(tr); err != nil {
 			return out, err
 		}
-		rec = eager(rec)
+		rec = w.reads.hold(rec)
 	}
 	now := s.st.now()
 	if w.reqKey == nil && w.resKey != nil {
@@ -907,16 +913,16 @@ func (w *waiter[T]) step(tr kv.Transaction) (out outcome[T], err error) {
 		// The last request in the line: a new request stands behind it,
 		// and in batch mode its waiter sleeps from the registration on,
 		// until that request leaves the line or its own is served.
-		last := eager(tr.Snapshot().GetRange(s.liveRange(), kv.RangeOptions{Limit: 1, Reverse: true, Mode: kv.StreamingModeExact}))
+		last := w.reads.hold(tr.Snapshot().GetRange(s.liveRange(), kv.RangeOptions{Limit: 1, Reverse: true, Mode: kv.StreamingModeExact}))
 		// The first requests: fewer than two live ones means this caller
 		// would be one of the two oldest waiters (a helper).
-		first := eager(tr.Snapshot().GetRange(s.liveRange(), kv.RangeOptions{Limit: helpers, Mode: kv.StreamingModeExact}))
+		first := w.reads.hold(tr.Snapshot().GetRange(s.liveRange(), kv.RangeOptions{Limit: helpers, Mode: kv.StreamingModeExact}))
 		var head kv.RangeResult
 		if !s.busy.Load() || w.fastDone {
 			// The read that decides on the one plain attempt; skipped
 			// while the line is long (the takes see it), where it would
 			// only find items reserved for requests ahead.
-			head = eager(tr.Snapshot().GetRange(s.items, kv.RangeOptions{Limit: helpers + 1, Reverse: s.reverse, Mode: kv.StreamingModeExact}))
+			head = w.reads.hold(tr.Snapshot().GetRange(s.items, kv.RangeOptions{Limit: helpers + 1, Reverse: s.reverse, Mode: kv.StreamingModeExact}))
 		}
 		if prev, done, err := w.o.applied(rec); err != nil || done {
 			return w.replayed(prev, err)
@@ -948,8 +954,9 @@ func (w *waiter[T]) step(tr kv.Transaction) (out outcome[T], err error) {
 	var pending kv.RangeResult
 	var pre prefetched
 	readLine := func() {
-		pending = eager(tr.Snapshot().GetRange(reqs, kv.RangeOptions{Limit: limit, Mode: kv.StreamingModeExact}))
+		pending = w.reads.hold(tr.Snapshot().GetRange(reqs, kv.RangeOptions{Limit: limit, Mode: kv.StreamingModeExact}))
 		pre = s.prefetch(tr, limit, w.woke)
+		pre.items, pre.results = w.reads.hold(pre.items), w.reads.hold(pre.results)
 	}
 	light := w.ownFired
 	w.ownFired = false
@@ -1632,7 +1639,7 @@ type prefetched struct {
 
 func (s *stageSide[T]) prefetch(tr kv.Transaction, limit int, results bool) prefetched {
 	pre := prefetched{
-		items: eager(tr.Snapshot().GetRange(s.items, kv.RangeOptions{Limit: limit, Reverse: s.reverse, Mode: kv.StreamingModeExact})),
+		items: tr.Snapshot().GetRange(s.items, kv.RangeOptions{Limit: limit, Reverse: s.reverse, Mode: kv.StreamingModeExact}),
 		limit: limit,
 	}
 	if results {
@@ -1643,55 +1650,74 @@ func (s *stageSide[T]) prefetch(tr kv.Transaction, limit int, results bool) pref
 
 // scanResults reads the first few results, for a fulfilment to expire.
 func (s *stageSide[T]) scanResults(tr kv.Transaction) kv.RangeResult {
-	return eager(tr.Snapshot().GetRange(s.resRange, kv.RangeOptions{Limit: resultScan}))
+	return tr.Snapshot().GetRange(s.resRange, kv.RangeOptions{Limit: resultScan})
 }
 
-// eagerRange is a range read started at once in its own goroutine, so that
-// a step's reads overlap (a RangeResult otherwise runs when consumed).
-type eagerRange struct {
-	done chan struct{}
+// stepReads are the range reads one step issued. On FoundationDB a range
+// read is in flight from the GetRange call, as every read here overlaps
+// the others of its step; a step waits for each one, itself, before it
+// commits: an operation on a transaction whose commit has started fails
+// with used_during_commit (2017, checkUsedDuringCommit in
+// fdbclient/ReadYourWrites.actor.cpp), and the commit may still apply.
+type stepReads struct{ held []*heldRange }
+
+// hold records rr (nil stays nil) and returns it with its result cached,
+// so that waiting for it before the commit does not read it twice.
+func (r *stepReads) hold(rr kv.RangeResult) kv.RangeResult {
+	if rr == nil {
+		return nil
+	}
+	h := &heldRange{rr: rr}
+	r.held = append(r.held, h)
+	return h
+}
+
+// wait waits for every read held and returns the first error of those
+// the step did not look at: the transaction would fail with it anyway.
+func (r *stepReads) wait() error {
+	var first error
+	for _, h := range r.held {
+		if _, err := h.GetSlice(); err != nil && first == nil {
+			first = err
+		}
+	}
+	r.held = r.held[:0]
+	return first
+}
+
+// heldRange is a range read whose result is read once and kept.
+type heldRange struct {
+	rr   kv.RangeResult
+	once sync.Once
 	kvs  []kv.KeyValue
 	err  error
 }
 
-// eager starts rr (nil stays nil).
-func eager(rr kv.RangeResult) kv.RangeResult {
-	if rr == nil {
-		return nil
-	}
-	e := &eagerRange{done: make(chan struct{})}
-	go func() {
-		defer close(e.done)
-		e.kvs, e.err = rr.GetSlice()
-	}()
-	return e
-}
-
 // GetSlice waits for the read.
-func (e *eagerRange) GetSlice() ([]kv.KeyValue, error) {
-	<-e.done
-	return e.kvs, e.err
+func (h *heldRange) GetSlice() ([]kv.KeyValue, error) {
+	h.once.Do(func() { h.kvs, h.err = h.rr.GetSlice() })
+	return h.kvs, h.err
 }
 
 // Iterator iterates over the read's result.
-func (e *eagerRange) Iterator() kv.RangeIterator { return &sliceIter{e: e, i: -1} }
+func (h *heldRange) Iterator() kv.RangeIterator { return &sliceIter{h: h, i: -1} }
 
 type sliceIter struct {
-	e *eagerRange
+	h *heldRange
 	i int
 }
 
 func (it *sliceIter) Next() bool {
-	if _, err := it.e.GetSlice(); err != nil || it.i+1 >= len(it.e.kvs) {
+	if kvs, err := it.h.GetSlice(); err != nil || it.i+1 >= len(kvs) {
 		return false
 	}
 	it.i++
 	return true
 }
 
-func (it *sliceIter) KeyValue() kv.KeyValue { return it.e.kvs[it.i] }
+func (it *sliceIter) KeyValue() kv.KeyValue { return it.h.kvs[it.i] }
 
-func (it *sliceIter) Err() error { return it.e.err }
+func (it *sliceIter) Err() error { return it.h.err }
 
 // sleep blocks until a watch fires, the request is due for renewal, or ctx
 // ends (then it returns ctx's error).
@@ -1942,7 +1968,7 @@ func (s *stageSide[T]) recoverPlaces(ctx context.Context, db kv.Database, stats 
 	err := db.Transact(ctx, func(tr kv.Transaction) error {
 		dropped, returned = 0, 0
 		now := s.st.now()
-		itemsF := eager(tr.Snapshot().GetRange(s.items, kv.RangeOptions{Limit: recoverBatch, Mode: kv.StreamingModeExact}))
+		itemsF := tr.Snapshot().GetRange(s.items, kv.RangeOptions{Limit: recoverBatch, Mode: kv.StreamingModeExact})
 		reqs, err := tr.Snapshot().GetRange(s.reqRange, kv.RangeOptions{Limit: recoverBatch, Mode: kv.StreamingModeExact}).GetSlice()
 		if err != nil {
 			return err
