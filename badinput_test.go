@@ -237,10 +237,10 @@ func badRows() []badRow {
 			require.ErrorIs(t, newQ(t, fdbqueue.WithJournalRetention(0)), fdbqueue.ErrInvalidArgument)
 			require.ErrorIs(t, newQ(t, fdbqueue.WithJournalRetention(-time.Second)), fdbqueue.ErrInvalidArgument)
 		}},
-		{"NewQueue", "WithBatchBudget(0), (5,000,001)", "ErrInvalidArgument", func(t *testing.T) {
+		{"NewQueue", "WithBatchBudget(0), (MaxBatchBudget+1)", "ErrInvalidArgument", func(t *testing.T) {
 			require.ErrorIs(t, newQ(t, fdbqueue.WithBatchBudget(0)), fdbqueue.ErrInvalidArgument)
-			require.ErrorIs(t, newQ(t, fdbqueue.WithBatchBudget(5_000_001)), fdbqueue.ErrInvalidArgument)
-			require.NoError(t, newQ(t, fdbqueue.WithBatchBudget(5_000_000)))
+			require.ErrorIs(t, newQ(t, fdbqueue.WithBatchBudget(fdbqueue.MaxBatchBudget+1)), fdbqueue.ErrInvalidArgument)
+			require.NoError(t, newQ(t, fdbqueue.WithBatchBudget(fdbqueue.MaxBatchBudget)))
 		}},
 		{"NewQueue", "WithValueEncoding(ValueEncoding(7))", "ErrInvalidArgument", func(t *testing.T) {
 			require.ErrorIs(t, newQ(t, fdbqueue.WithValueEncoding(fdbqueue.ValueEncoding(7))), fdbqueue.ErrInvalidArgument)

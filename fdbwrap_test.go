@@ -45,9 +45,10 @@ type fdbStats struct {
 	bytesRead atomic.Int64
 
 	mu         sync.Mutex
-	commits    int // successful commits
-	maxSize    int // the largest size counted for a successful commit
-	tooLarge   int // commits failed with 2101
+	commits    int   // successful commits
+	maxSize    int   // the largest size counted for a successful commit
+	tooLarge   int   // commits failed with 2101
+	maxRead    int64 // the most bytes one attempt read
 	violations []string
 	// stagedDelays are the max retry delays in force at each Commit of a
 	// transaction made by CreateTransaction (the staged loop's).
@@ -65,7 +66,7 @@ func (s *fdbStats) violate(format string, args ...any) {
 func (s *fdbStats) snapshot() fdbStats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return fdbStats{commits: s.commits, maxSize: s.maxSize, tooLarge: s.tooLarge,
+	return fdbStats{commits: s.commits, maxSize: s.maxSize, tooLarge: s.tooLarge, maxRead: s.maxRead,
 		violations: append([]string(nil), s.violations...), stagedDelays: append([]time.Duration(nil), s.stagedDelays...)}
 }
 
@@ -105,6 +106,7 @@ type fdbTx struct {
 
 	mu         sync.Mutex
 	size       int
+	read       int64         // bytes read by this attempt
 	retryDelay time.Duration // as set since creation or the last Reset
 	reads      []*countedRange
 }
@@ -117,8 +119,19 @@ func (t *fdbTx) add(n int) {
 
 func (t *fdbTx) clearState() {
 	t.mu.Lock()
-	t.size = 0
+	read := t.read
+	t.size, t.read = 0, 0
 	t.reads = nil
+	t.mu.Unlock()
+	t.st.mu.Lock()
+	t.st.maxRead = max(t.st.maxRead, read)
+	t.st.mu.Unlock()
+}
+
+func (t *fdbTx) addRead(n int) {
+	t.st.bytesRead.Add(int64(n))
+	t.mu.Lock()
+	t.read += int64(n)
 	t.mu.Unlock()
 }
 
@@ -170,7 +183,7 @@ func (t *fdbTx) Watch(k []byte) kv.Watch {
 
 func (t *fdbTx) Get(k []byte) kv.FutureValue {
 	t.add(2*len(k) + 1)
-	return countedValue{t.Transaction.Get(k), t.st}
+	return countedValue{t.Transaction.Get(k), t}
 }
 
 func (t *fdbTx) GetRange(r kv.KeyRange, o kv.RangeOptions) kv.RangeResult {
@@ -227,8 +240,12 @@ func (t *fdbTx) Commit() error {
 		return kv.ErrTransactionTooLarge
 	}
 	err := t.Transaction.Commit()
+	t.mu.Lock()
+	read := t.read
+	t.mu.Unlock()
 	t.st.mu.Lock()
 	defer t.st.mu.Unlock()
+	t.st.maxRead = max(t.st.maxRead, read)
 	if t.staged {
 		t.st.stagedDelays = append(t.st.stagedDelays, delay)
 	}
@@ -256,7 +273,7 @@ type fdbSnap struct {
 	t *fdbTx
 }
 
-func (s fdbSnap) Get(k []byte) kv.FutureValue { return countedValue{s.ReadTransaction.Get(k), s.t.st} }
+func (s fdbSnap) Get(k []byte) kv.FutureValue { return countedValue{s.ReadTransaction.Get(k), s.t} }
 func (s fdbSnap) GetRange(r kv.KeyRange, o kv.RangeOptions) kv.RangeResult {
 	return s.t.track(s.ReadTransaction.GetRange(r, o), r, false)
 }
@@ -267,12 +284,12 @@ func (s fdbSnap) ReadTransact(_ context.Context, fn func(kv.ReadTransaction) err
 
 type countedValue struct {
 	kv.FutureValue
-	st *fdbStats
+	t *fdbTx
 }
 
 func (f countedValue) Get() ([]byte, error) {
 	v, err := f.FutureValue.Get()
-	f.st.bytesRead.Add(int64(len(v)))
+	f.t.addRead(len(v))
 	return v, err
 }
 
@@ -289,7 +306,7 @@ type countedRange struct {
 }
 
 func (c *countedRange) saw(p kv.KeyValue) {
-	c.tx.st.bytesRead.Add(int64(len(p.Key) + len(p.Value)))
+	c.tx.addRead(len(p.Key) + len(p.Value))
 	c.mu.Lock()
 	c.lastKey = p.Key
 	c.mu.Unlock()

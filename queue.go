@@ -75,7 +75,7 @@ func (q *Queue) EnqueueBatch(ctx context.Context, t kv.Transactor, values [][]by
 		return err
 	}
 	o := q.journal.begin(t, opts)
-	size += len(values)*(len(q.sub.prefix)+suffixSize+16) + o.recordSize(1, 0)
+	size = writeCost(o, q.items, stored)
 	if size > q.cfg.batchBudget {
 		return fmt.Errorf("%w: %d items, about %d bytes, budget %d", ErrBatchTooLarge, len(values), size, q.cfg.batchBudget)
 	}
@@ -172,12 +172,16 @@ func (q *Queue) writeVersionstamped(tr kv.Transaction, stored [][]byte) error {
 // flight from the GetRange call, and one still in flight when Commit is
 // called fails the transaction with used_during_commit (2017,
 // fdbclient/ReadYourWrites.actor.cpp), while the commit may still apply.
+//
+// It waits for the first batch only (Iterator, one Next): later batches are
+// fetched only when asked for.
 func waitRead(rr kv.RangeResult, err error) error {
 	if rr == nil || err != nil {
 		return err
 	}
-	_, err = rr.GetSlice()
-	return err
+	it := rr.Iterator()
+	it.Next()
+	return it.Err()
 }
 
 // firstKey returns the key of the first pair of a limit-1 range read, or nil.
@@ -325,11 +329,15 @@ func takeEnd[T any](tr kv.Transaction, o *op, r kv.KeyRange, max int, reverse bo
 	if err != nil {
 		return nil, err
 	}
-	head := tr.Snapshot().GetRange(r, kv.RangeOptions{Limit: skip + max, Reverse: reverse, Mode: kv.StreamingModeExact})
+	// Iterator mode: FDB fetches growing batches of 4 KB up to 120 KB
+	// (iteration_progression in bindings/c/fdb_c.cpp), and the loop below
+	// stops fetching once the budget is reached. StreamingModeExact has no
+	// byte limit: it would fetch all skip+max items, values included.
+	head := tr.Snapshot().GetRange(r, kv.RangeOptions{Limit: skip + max, Reverse: reverse, Mode: kv.StreamingModeIterator})
 	if prev, done, err := o.applied(rec); err != nil {
 		return nil, err
 	} else if done {
-		if _, err := head.GetSlice(); err != nil { // no read in flight at commit
+		if err := waitRead(head, nil); err != nil {
 			return nil, err
 		}
 		out := make([]T, len(prev))
@@ -340,26 +348,17 @@ func takeEnd[T any](tr kv.Transaction, o *op, r kv.KeyRange, max int, reverse bo
 		}
 		return out, nil
 	}
-	kvs, err := head.GetSlice()
-	if err != nil {
-		return nil, err
-	}
-	kvs = kvs[min(skip, len(kvs)):]
-	if len(kvs) == 0 {
-		// Depend on the emptiness we saw, as a normal read would.
-		if err := tr.AddReadConflictRange(r); err != nil {
-			return nil, err
-		}
-		return nil, ErrEmpty
+	it := head.Iterator()
+	for i := 0; i < skip && it.Next(); i++ {
+		// an item due to a request of the line
 	}
 	var out []T
 	var records, taken [][]byte
-	used := 0
-	for _, p := range kvs {
-		cost := 2*len(p.Value) + len(p.Key)
-		if len(out) > 0 && used+cost > budget {
-			break
-		}
+	// used counts the transaction's size as FDB does (budget.go), so that
+	// an accepted budget never makes the commit fail with 2101.
+	used := o.overheadCost(r)
+	for len(out) < max && it.Next() {
+		p := it.KeyValue()
 		v, record, err := accept(p)
 		if err != nil {
 			if len(out) > 0 {
@@ -367,10 +366,30 @@ func takeEnd[T any](tr kv.Transaction, o *op, r kv.KeyRange, max int, reverse bo
 			}
 			return nil, err
 		}
+		cost := clearCost(len(p.Key)) + o.recordCost(len(out), record)
+		last := 0 // the range's read conflict, should p be the last taken
+		if skip > 0 {
+			cost += conflictKeyCost(len(p.Key))
+		} else {
+			last = headConflictCost(r, p.Key, reverse)
+		}
+		if len(out) > 0 && used+cost+last > budget {
+			break
+		}
 		used += cost
 		out = append(out, v)
 		records = append(records, record)
 		taken = append(taken, p.Key)
+	}
+	if err := it.Err(); err != nil {
+		return nil, err
+	}
+	if len(out) == 0 {
+		// Depend on the emptiness we saw, as a normal read would.
+		if err := tr.AddReadConflictRange(r); err != nil {
+			return nil, err
+		}
+		return nil, ErrEmpty
 	}
 	// The read conflict covers what the result depended on: from the end we
 	// took from up to and including the last key taken. It must be added

@@ -631,8 +631,8 @@ func (s *stageSide[T]) requeueAt(tr kv.Transaction, it kv.KeyValue) (bool, error
 }
 
 // expireResults writes back the items of expired results among rs (except
-// the one at skip) and reports how many.
-func (s *stageSide[T]) expireResults(tr kv.Transaction, now time.Time, rs []kv.KeyValue, skip []byte) (int, error) {
+// the one at skip), as many as fit sp, and reports how many.
+func (s *stageSide[T]) expireResults(tr kv.Transaction, now time.Time, rs []kv.KeyValue, skip []byte, sp *spend) (int, error) {
 	n := 0
 	for _, r := range rs {
 		if bytes.Equal(r.Key, skip) {
@@ -641,6 +641,11 @@ func (s *stageSide[T]) expireResults(tr kv.Transaction, now time.Time, rs []kv.K
 		d, key, stored, err := decodeResult(r.Value)
 		if err != nil || now.Before(d) {
 			continue // not ours to judge, or not expired
+		}
+		if cost := resultCost(r, s.items); n > 0 && !sp.fits(cost) {
+			break // left for a later transaction
+		} else {
+			sp.used += cost
 		}
 		if err := tr.AddReadConflictKey(r.Key); err != nil {
 			return n, err
@@ -1286,13 +1291,13 @@ func (w *waiter[T]) fulfil(tr kv.Transaction, now time.Time, pending kv.RangeRes
 		return out, err
 	}
 	s.raiseFloor(reqs)
-	items, err := pre.items.GetSlice()
+	items, complete, err := s.readItems(pre.items, pre.limit)
 	if err != nil {
 		return out, err
 	}
-	complete := len(items) < pre.limit
 	read := len(items)
-	live, pos, items, err := s.liveRequests(tr, now, reqs, w.reqKey, items, complete)
+	sp := w.stepSpend()
+	live, pos, items, err := s.liveRequests(tr, now, reqs, w.reqKey, items, complete, sp)
 	if err != nil {
 		return out, err
 	}
@@ -1339,7 +1344,7 @@ func (w *waiter[T]) fulfil(tr kv.Transaction, now time.Time, pending kv.RangeRes
 		return out, nil
 	}
 	out.phase = phaseFulfil
-	res, err := s.serve(tr, now, live, w, items, complete, pre.results)
+	res, err := s.serve(tr, now, live, w, items, complete, pre.results, sp)
 	if err != nil {
 		return out, err
 	}
@@ -1440,7 +1445,7 @@ func (w *waiter[T]) withdraw(tr kv.Transaction) (out outcome[T], err error) {
 // range, so that an item arriving meanwhile makes the drop conflict; if the
 // read does not tell, it keeps its place for now. rest is items without
 // those moved, so that live[i] is due rest[i]. In batch mode rest is items.
-func (s *stageSide[T]) liveRequests(tr kv.Transaction, now time.Time, reqs []kv.KeyValue, mine []byte, items []kv.KeyValue, complete bool) (live []kv.KeyValue, pos int, rest []kv.KeyValue, err error) {
+func (s *stageSide[T]) liveRequests(tr kv.Transaction, now time.Time, reqs []kv.KeyValue, mine []byte, items []kv.KeyValue, complete bool, sp *spend) (live []kv.KeyValue, pos int, rest []kv.KeyValue, err error) {
 	pos = -1
 	rest = items
 	for _, r := range reqs {
@@ -1455,6 +1460,23 @@ func (s *stageSide[T]) liveRequests(tr kv.Transaction, now time.Time, reqs []kv.
 			live = append(live, r)
 			continue
 		}
+		// Over the budget, an expired request stays for a later
+		// transaction to drop: by place it keeps its place (as if live);
+		// in batches it is passed over.
+		cost := dropCost(len(r.Key), 0) + len(s.items.Begin) + len(s.items.End)
+		if _, rid, err := s.parseReq(r.Key); err == nil {
+			cost += clearCost(len(s.resKey(rid)))
+		}
+		if s.stable && perr == nil && len(live) < len(rest) {
+			cost += moveCost(rest[len(live)], s.items)
+		}
+		if !sp.fits(cost) {
+			if s.stable && perr == nil {
+				live = append(live, r)
+			}
+			continue
+		}
+		sp.used += cost
 		if s.stable && perr == nil {
 			switch i := len(live); {
 			case i < len(rest):
@@ -1571,7 +1593,7 @@ type served[T any] struct {
 // results. w is the waiter running it (its own request is served by taking
 // the item directly), or nil; items are the first items as liveRequests
 // left them, and complete says their read reached the end of the queue.
-func (s *stageSide[T]) serve(tr kv.Transaction, now time.Time, live []kv.KeyValue, w *waiter[T], items []kv.KeyValue, complete bool, results kv.RangeResult) (res served[T], err error) {
+func (s *stageSide[T]) serve(tr kv.Transaction, now time.Time, live []kv.KeyValue, w *waiter[T], items []kv.KeyValue, complete bool, results kv.RangeResult, sp *spend) (res served[T], err error) {
 	var mine, myRes []byte
 	if w != nil {
 		mine, myRes = w.reqKey, w.resKey
@@ -1583,20 +1605,15 @@ func (s *stageSide[T]) serve(tr kv.Transaction, now time.Time, live []kv.KeyValu
 	if err != nil {
 		return res, err
 	}
-	if _, err := s.expireResults(tr, now, rs, myRes); err != nil {
+	if _, err := s.expireResults(tr, now, rs, myRes, sp); err != nil {
 		return res, err
 	}
 	timeout := s.st.cfg.ClaimTimeout
-	used := 0
 	for _, r := range live {
 		if res.n >= len(items) {
 			break
 		}
 		it := items[res.n]
-		cost := 3*len(it.Key) + 2*len(it.Value) + 64
-		if res.n > 0 && used+cost > s.st.budget {
-			break
-		}
 		v, rec, aerr := s.accept(it)
 		if aerr != nil {
 			if res.n == 0 {
@@ -1604,7 +1621,21 @@ func (s *stageSide[T]) serve(tr kv.Transaction, now time.Time, live []kv.KeyValu
 			}
 			break // serve the good items before the bad one
 		}
-		used += cost
+		// Both keys are read conflicts and cleared; the request gets its
+		// result, or the caller's own request its journal record.
+		cost := conflictKeyCost(len(it.Key)) + conflictKeyCost(len(r.Key)) + clearCost(len(it.Key)) + clearCost(len(r.Key))
+		_, rid, _ := s.parseReq(r.Key)
+		var result []byte
+		if mine != nil && bytes.Equal(r.Key, mine) {
+			cost += clearCost(len(myRes)) + w.o.recordCost(0, rec)
+		} else {
+			result = encodeResult(now.Add(timeout), it.Key, it.Value)
+			cost += setCost(len(s.resKey(rid)), len(result))
+		}
+		if res.n > 0 && !sp.fits(cost) {
+			break
+		}
+		sp.used += cost
 		// Conflict keys go before the clears, which would hide them.
 		if err := tr.AddReadConflictKey(it.Key); err != nil {
 			return res, err
@@ -1621,8 +1652,7 @@ func (s *stageSide[T]) serve(tr kv.Transaction, now time.Time, live []kv.KeyValu
 			res.mine, res.val = true, v
 			continue
 		}
-		_, rid, _ := s.parseReq(r.Key)
-		tr.Set(s.resKey(rid), encodeResult(now.Add(timeout), it.Key, it.Value))
+		tr.Set(s.resKey(rid), result)
 	}
 	// The items ran out before the caller's request (every item read was
 	// used, and the read reached the end of the queue).
@@ -1639,13 +1669,45 @@ type prefetched struct {
 
 func (s *stageSide[T]) prefetch(tr kv.Transaction, limit int, results bool) prefetched {
 	pre := prefetched{
-		items: tr.Snapshot().GetRange(s.items, kv.RangeOptions{Limit: limit, Reverse: s.reverse, Mode: kv.StreamingModeExact}),
+		items: tr.Snapshot().GetRange(s.items, kv.RangeOptions{Limit: limit, Reverse: s.reverse, Mode: kv.StreamingModeIterator}),
 		limit: limit,
 	}
 	if results {
 		pre.results = s.scanResults(tr)
 	}
 	return pre
+}
+
+// readItems reads the first items from rr (a read of the items' range with
+// limit), as a step uses them: at most limit, and no more once their bytes
+// reach the batch budget, since a step hands out, or reaches its place
+// through, no more than that. The read is an iterator in
+// StreamingModeIterator, whose batches FDB grows from 4 KB to 120 KB
+// (iteration_progression, bindings/c/fdb_c.cpp), so it fetches at most
+// one batch beyond. Values are read although only keys are needed before
+// a step's place: the kv interface, as FDB's API, has no key-only range
+// read. complete reports that the read reached the end of the queue.
+func (s *stageSide[T]) readItems(rr kv.RangeResult, limit int) (items []kv.KeyValue, complete bool, err error) {
+	it := rr.Iterator()
+	n := 0
+	for len(items) < limit && n < s.st.budget {
+		if !it.Next() {
+			return items, it.Err() == nil, it.Err()
+		}
+		p := it.KeyValue()
+		items = append(items, p)
+		n += len(p.Key) + len(p.Value)
+	}
+	return items, false, nil
+}
+
+// stepSpend starts the size count of a waiter's step (see budget.go): its
+// journal's overhead, the normal reads of its two keys, a renewal, the
+// clears of its keys and two watches.
+func (w *waiter[T]) stepSpend() *spend {
+	k := max(len(w.reqKey), len(w.resKey))
+	return &spend{budget: w.s.st.budget,
+		used: w.o.overheadCost(w.s.items) + 4*conflictKeyCost(k) + setCost(k, 16) + 2*clearCost(k)}
 }
 
 // scanResults reads the first few results, for a fulfilment to expire.
@@ -1672,35 +1734,58 @@ func (r *stepReads) hold(rr kv.RangeResult) kv.RangeResult {
 	return h
 }
 
-// wait waits for every read held and returns the first error of those
-// the step did not look at: the transaction would fail with it anyway.
+// wait waits for every read held that the step did not look at (for its
+// first batch: later ones are fetched only when asked for) and returns the
+// first error: the transaction would fail with it anyway.
 func (r *stepReads) wait() error {
 	var first error
 	for _, h := range r.held {
-		if _, err := h.GetSlice(); err != nil && first == nil {
-			first = err
+		h.mu.Lock()
+		used := h.used
+		h.mu.Unlock()
+		if !used {
+			if err := waitRead(h.rr, nil); err != nil && first == nil {
+				first = err
+			}
 		}
 	}
 	r.held = r.held[:0]
 	return first
 }
 
-// heldRange is a range read whose result is read once and kept.
+// heldRange is a range read whose GetSlice result is kept, so that
+// several looks at it read it once.
 type heldRange struct {
 	rr   kv.RangeResult
-	once sync.Once
+	mu   sync.Mutex
+	used bool // GetSlice or Iterator was called
+	done bool
 	kvs  []kv.KeyValue
 	err  error
 }
 
 // GetSlice waits for the read.
 func (h *heldRange) GetSlice() ([]kv.KeyValue, error) {
-	h.once.Do(func() { h.kvs, h.err = h.rr.GetSlice() })
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !h.done {
+		h.used = true
+		h.kvs, h.err = h.rr.GetSlice()
+		h.done = true
+	}
 	return h.kvs, h.err
 }
 
-// Iterator iterates over the read's result.
-func (h *heldRange) Iterator() kv.RangeIterator { return &sliceIter{h: h, i: -1} }
+// Iterator streams the read; the caller stops when it has enough.
+func (h *heldRange) Iterator() kv.RangeIterator {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.used = true
+	if h.done {
+		return &sliceIter{h: h, i: -1}
+	}
+	return h.rr.Iterator()
+}
 
 type sliceIter struct {
 	h *heldRange
@@ -1924,16 +2009,28 @@ func (s *stageSide[T]) recover(ctx context.Context, db kv.Database, stats *Recov
 			err := db.Transact(ctx, func(tr kv.Transaction) error {
 				dropped, returned, next = 0, 0, nil
 				now := s.st.now()
-				kvs, err := tr.Snapshot().GetRange(kv.KeyRange{Begin: begin, End: r.End},
-					kv.RangeOptions{Limit: recoverBatch, Mode: kv.StreamingModeWantAll}).GetSlice()
-				if err != nil {
+				// Up to recoverBatch keys, and results only while writing
+				// their items back fits the batch budget.
+				it := tr.Snapshot().GetRange(kv.KeyRange{Begin: begin, End: r.End},
+					kv.RangeOptions{Limit: recoverBatch, Mode: kv.StreamingModeWantAll}).Iterator()
+				var kvs []kv.KeyValue
+				sp := &spend{budget: s.st.budget}
+				for len(kvs) < recoverBatch && it.Next() {
+					p := it.KeyValue()
+					kvs = append(kvs, p)
+					if sp.used += resultCost(p, s.items); !isReq && sp.used >= sp.budget {
+						break
+					}
+				}
+				if err := it.Err(); err != nil {
 					return err
 				}
-				if len(kvs) == recoverBatch {
+				if len(kvs) == recoverBatch || (!isReq && sp.used >= sp.budget) {
 					next = append(bytes.Clone(kvs[len(kvs)-1].Key), 0x00)
 				}
 				if !isReq {
-					returned, err = s.expireResults(tr, now, kvs, nil)
+					var err error
+					returned, err = s.expireResults(tr, now, kvs, nil, &spend{budget: sp.used})
 					return err
 				}
 				for _, p := range kvs {
@@ -1968,16 +2065,17 @@ func (s *stageSide[T]) recoverPlaces(ctx context.Context, db kv.Database, stats 
 	err := db.Transact(ctx, func(tr kv.Transaction) error {
 		dropped, returned = 0, 0
 		now := s.st.now()
-		itemsF := tr.Snapshot().GetRange(s.items, kv.RangeOptions{Limit: recoverBatch, Mode: kv.StreamingModeExact})
+		itemsF := tr.Snapshot().GetRange(s.items, kv.RangeOptions{Limit: recoverBatch, Mode: kv.StreamingModeIterator})
 		reqs, err := tr.Snapshot().GetRange(s.reqRange, kv.RangeOptions{Limit: recoverBatch, Mode: kv.StreamingModeExact}).GetSlice()
 		if err != nil {
-			return err
+			return waitRead(itemsF, err)
 		}
-		items, err := itemsF.GetSlice()
+		items, complete, err := s.readItems(itemsF, recoverBatch)
 		if err != nil {
 			return err
 		}
-		live, _, rest, err := s.liveRequests(tr, now, reqs, nil, items, len(items) < recoverBatch)
+		sp := &spend{budget: s.st.budget, used: setCost(len(s.items.Begin)+16, 8)}
+		live, _, rest, err := s.liveRequests(tr, now, reqs, nil, items, complete, sp)
 		if err != nil {
 			return err
 		}
@@ -2002,17 +2100,17 @@ func (s *stageSide[T]) fulfilOnce(ctx context.Context, db kv.Database) (int, err
 		if err != nil {
 			return 0, err
 		}
-		items, err := pre.items.GetSlice()
+		items, complete, err := s.readItems(pre.items, limit)
 		if err != nil {
 			return 0, err
 		}
 		now := s.st.now()
-		complete := len(items) < limit
-		live, _, items, err := s.liveRequests(tr, now, reqs, nil, items, complete)
+		sp := &spend{budget: s.st.budget, used: setCost(len(s.items.Begin)+16, 8)}
+		live, _, items, err := s.liveRequests(tr, now, reqs, nil, items, complete, sp)
 		if err != nil {
 			return 0, err
 		}
-		res, err := s.serve(tr, now, live, nil, items, complete, pre.results)
+		res, err := s.serve(tr, now, live, nil, items, complete, pre.results, sp)
 		return res.n, err
 	})
 }

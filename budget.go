@@ -1,0 +1,119 @@
+package fdbqueue
+
+import (
+	"github.com/fdbqueue/fdbqueue/kv"
+)
+
+// Transaction size as FoundationDB counts it. Commit fails with
+// transaction_too_large (2101) when Transaction::getSize
+// (fdbclient/NativeAPI.actor.cpp) exceeds 10,000,000 bytes: the bytes of
+// the mutations plus those of the read and write conflict ranges, each
+// range its begin and end keys.
+//
+//   - Set(k, v): a SetValue mutation (k+v) and the write conflict range
+//     [k, k+\x00) (2k+1): Transaction::set.
+//   - Clear(k): a ClearRange mutation [k, k+\x00) and the same range as a
+//     write conflict range, 2(2k+1): Transaction::clear(const KeyRef&).
+//   - ClearRange(b, e): the mutation and the conflict range, 2(b+e).
+//   - An atomic op or a versionstamped Set counts as a Set.
+//   - A normal read of a key, AddReadConflictKey and a watch (which reads
+//     its key: RYWImpl::watch, fdbclient/ReadYourWrites.actor.cpp) add
+//     [k, k+\x00) to the read conflict ranges (2k+1); a range read, its
+//     begin and end.
+//
+// The read-your-writes layer merges overlapping conflict ranges before the
+// commit, so these costs are upper bounds of FDB's count.
+
+func setCost(key, value int) int { return key + value + 2*key + 1 }
+
+func clearCost(key int) int { return 2 * (2*key + 1) }
+
+func clearRangeCost(r kv.KeyRange) int { return 2 * (len(r.Begin) + len(r.End)) }
+
+func conflictKeyCost(key int) int { return 2*key + 1 }
+
+// MaxBatchBudget is the largest batch budget WithBatchBudget accepts: the
+// 10,000,000-byte transaction limit less room for what a batch writes
+// besides its items (the journal's clean-ups and expiry, read conflict
+// ranges, the signal key) and for the one item a batch takes even when it
+// alone exceeds the budget.
+const MaxBatchBudget = 9_000_000
+
+// itemKeyMax bounds the length of an item key the layers write after the
+// subspace prefix: a tuple (index or versionstamp, 20 random bytes) is at
+// most 9 + 22 bytes, a versionstamped key's 13 + 22 + the 4-byte offset,
+// a PriorityQueue's (priority, count, random) 9 + 9 + 22.
+const itemKeyMax = 48
+
+// overheadCost is what an operation's transaction adds besides its items'
+// costs: the journal read's conflict range and, when it ends by writing
+// records, its clean-ups and a possible expiry of old records; and the
+// signal key a staged queue bumps.
+func (o *op) overheadCost(items kv.KeyRange) int {
+	c := setCost(len(items.Begin)+16, 8)
+	if o.j.disabled {
+		return c
+	}
+	rr := o.recordRange()
+	c += len(rr.Begin) + len(rr.End)
+	for _, r := range o.cleanups {
+		c += clearRangeCost(r)
+	}
+	// expire's range clear: from the prefix to (cutoff).
+	return c + 2*(2*len(o.j.prefix)+12)
+}
+
+// recordCost is the cost of the n-th journal record holding rec.
+func (o *op) recordCost(n int, rec []byte) int {
+	if o.j.disabled {
+		return 0
+	}
+	return setCost(len(o.recordKey(n)), len(rec))
+}
+
+// writeCost is the size of a transaction that writes the stored values as
+// new items of the range items, with the operation's journal record.
+func writeCost(o *op, items kv.KeyRange, stored [][]byte) int {
+	c := o.overheadCost(items) + o.recordCost(0, nil)
+	for _, s := range stored {
+		c += setCost(len(items.Begin)+itemKeyMax, len(s))
+	}
+	return c
+}
+
+// headConflictCost is the read conflict range of a take from one end of r
+// up to and including key: [r.Begin, key+\x00), or [key, r.End) reversed.
+func headConflictCost(r kv.KeyRange, key []byte, reverse bool) int {
+	if reverse {
+		return len(key) + len(r.End)
+	}
+	return len(r.Begin) + len(key) + 1
+}
+
+// spend tracks a transaction's size against a budget, for the staged
+// dequeue's transactions, which write for several requests at once.
+type spend struct{ used, budget int }
+
+// fits reports whether cost more still fits the budget.
+func (sp *spend) fits(cost int) bool { return sp.used+cost <= sp.budget }
+
+// resultCost bounds what expiring the result r costs: its read conflict
+// key and clear, and the item it holds written back (its key and value
+// are inside the result's value), in place mode at the tail of items with
+// a signal bump.
+func resultCost(r kv.KeyValue, items kv.KeyRange) int {
+	return conflictKeyCost(len(r.Key)) + clearCost(len(r.Key)) + 3*len(r.Value) + 1 +
+		setCost(len(items.Begin)+itemKeyMax, 0) + setCost(len(items.Begin)+16, 8)
+}
+
+// dropCost is what dropping the request at key costs (drop: its read
+// conflict key, its clear, the clear of its result key resKey).
+func dropCost(key, resKey int) int {
+	return conflictKeyCost(key) + clearCost(key) + clearCost(resKey)
+}
+
+// moveCost is what moving item it to the tail of items costs (requeueAt).
+func moveCost(it kv.KeyValue, items kv.KeyRange) int {
+	return conflictKeyCost(len(it.Key)) + clearCost(len(it.Key)) +
+		setCost(len(items.Begin)+itemKeyMax, len(it.Value)) + setCost(len(items.Begin)+16, 8)
+}
