@@ -1601,7 +1601,13 @@ func (s *stageSide[T]) serve(tr kv.Transaction, now time.Time, live []kv.KeyValu
 	if results == nil {
 		results = s.scanResults(tr)
 	}
-	rs, err := results.GetSlice()
+	// The results share the step's read budget with the items: their
+	// values hold items too.
+	left := s.st.budget
+	for _, it := range items {
+		left -= len(it.Key) + len(it.Value)
+	}
+	rs, _, err := readUpTo(results, resultScan, left)
 	if err != nil {
 		return res, err
 	}
@@ -1688,17 +1694,24 @@ func (s *stageSide[T]) prefetch(tr kv.Transaction, limit int, results bool) pref
 // a step's place: the kv interface, as FDB's API, has no key-only range
 // read. complete reports that the read reached the end of the queue.
 func (s *stageSide[T]) readItems(rr kv.RangeResult, limit int) (items []kv.KeyValue, complete bool, err error) {
+	return readUpTo(rr, limit, s.st.budget)
+}
+
+// readUpTo reads rr with an iterator: at most limit pairs, and none after
+// their bytes reached maxBytes (but at least one). complete reports that
+// the range ended first.
+func readUpTo(rr kv.RangeResult, limit, maxBytes int) (kvs []kv.KeyValue, complete bool, err error) {
 	it := rr.Iterator()
 	n := 0
-	for len(items) < limit && n < s.st.budget {
+	for len(kvs) < limit && (n < maxBytes || len(kvs) == 0) {
 		if !it.Next() {
-			return items, it.Err() == nil, it.Err()
+			return kvs, it.Err() == nil, it.Err()
 		}
 		p := it.KeyValue()
-		items = append(items, p)
+		kvs = append(kvs, p)
 		n += len(p.Key) + len(p.Value)
 	}
-	return items, false, nil
+	return kvs, false, nil
 }
 
 // stepSpend starts the size count of a waiter's step (see budget.go): its
