@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/fdbqueue/fdbqueue/kv"
+	"github.com/fdbqueue/fdbqueue/memdb"
 )
 
 // fdbDB wraps a kv.Database so that its transactions behave, in the ways
@@ -36,6 +37,10 @@ import (
 //     the transaction once Commit has started fails with
 //     used_during_commit (2017; ReadYourWritesTransaction::checkUsedDuringCommit).
 //   - The bytes of every key and value read are counted.
+//   - With a clock (withReadTime), each pair read advances it, and a read
+//     more than 5 s after the transaction's first read fails with
+//     transaction_too_old (1007), as FDB's do, batch by batch, while memdb
+//     may fetch a whole range at once.
 type fdbDB struct {
 	kv.Database
 	st *fdbStats
@@ -50,12 +55,33 @@ type fdbStats struct {
 	tooLarge   int   // commits failed with 2101
 	maxRead    int64 // the most bytes one attempt read
 	violations []string
+	clock      *memdb.ManualClock
+	perPair    time.Duration
 	// stagedDelays are the max retry delays in force at each Commit of a
 	// transaction made by CreateTransaction (the staged loop's).
 	stagedDelays []time.Duration
 }
 
 func newFDBDB(db kv.Database) *fdbDB { return &fdbDB{Database: db, st: &fdbStats{}} }
+
+// withReadTime makes each pair read advance c by perPair.
+func (d *fdbDB) withReadTime(c *memdb.ManualClock, perPair time.Duration) *fdbDB {
+	d.st.clock, d.st.perPair = c, perPair
+	return d
+}
+
+// tooOld advances the clock for n pairs and reports whether t's reads now
+// fall outside FDB's 5 s MVCC window.
+func (t *fdbTx) tooOld(n int) bool {
+	c := t.st.clock
+	if c == nil {
+		return false
+	}
+	c.Advance(time.Duration(n) * t.st.perPair)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return c.Now().Sub(t.began) > 5*time.Second
+}
 
 func (s *fdbStats) violate(format string, args ...any) {
 	s.mu.Lock()
@@ -107,6 +133,7 @@ type fdbTx struct {
 	mu         sync.Mutex
 	size       int
 	read       int64         // bytes read by this attempt
+	began      time.Time     // the clock at the attempt's first read
 	retryDelay time.Duration // as set since creation or the last Reset
 	reads      []*countedRange
 }
@@ -121,6 +148,7 @@ func (t *fdbTx) clearState() {
 	t.mu.Lock()
 	read := t.read
 	t.size, t.read = 0, 0
+	t.began = time.Time{}
 	t.reads = nil
 	t.mu.Unlock()
 	t.st.mu.Lock()
@@ -193,6 +221,9 @@ func (t *fdbTx) GetRange(r kv.KeyRange, o kv.RangeOptions) kv.RangeResult {
 func (t *fdbTx) track(rr kv.RangeResult, r kv.KeyRange, conflict bool) kv.RangeResult {
 	c := &countedRange{RangeResult: rr, tx: t, r: r, conflict: conflict, g: goid()}
 	t.mu.Lock()
+	if t.st.clock != nil && t.began.IsZero() {
+		t.began = t.st.clock.Now()
+	}
 	t.reads = append(t.reads, c)
 	t.mu.Unlock()
 	return c
@@ -337,6 +368,9 @@ func (c *countedRange) GetSlice() ([]kv.KeyValue, error) {
 		c.saw(p)
 	}
 	c.wait()
+	if err == nil && c.tx.tooOld(len(kvs)) {
+		return nil, kv.ErrTransactionTooOld
+	}
 	return kvs, err
 }
 
@@ -346,16 +380,31 @@ func (c *countedRange) Iterator() kv.RangeIterator {
 
 type countedIter struct {
 	kv.RangeIterator
-	c *countedRange
+	c   *countedRange
+	err error
 }
 
 func (it *countedIter) Next() bool {
+	if it.err != nil {
+		return false
+	}
 	ok := it.RangeIterator.Next()
 	if ok {
 		it.c.saw(it.RangeIterator.KeyValue())
+		if it.c.tx.tooOld(1) {
+			it.err = kv.ErrTransactionTooOld
+			ok = false
+		}
 	}
 	it.c.wait()
 	return ok
+}
+
+func (it *countedIter) Err() error {
+	if it.err != nil {
+		return it.err
+	}
+	return it.RangeIterator.Err()
 }
 
 // goid is the current goroutine's number, from its stack header.

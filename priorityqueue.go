@@ -248,9 +248,10 @@ func (pq *PriorityQueue) Empty(ctx context.Context, t kv.ReadTransactor) (bool, 
 	return emptyRange(ctx, t, pq.items, nil)
 }
 
-// Len counts the items with a snapshot scan (O(n), no read conflict).
+// Len counts the items as Queue.Len does (see it for what it costs and
+// means given a Database or a Transaction).
 func (pq *PriorityQueue) Len(ctx context.Context, t kv.ReadTransactor) (int, error) {
-	return countRange(ctx, t, pq.items)
+	return countRange(ctx, t, pq.items, pq.cfg.now)
 }
 
 // Clear removes every item, keeping the operation journal.
