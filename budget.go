@@ -11,7 +11,8 @@ import (
 // range its begin and end keys.
 //
 //   - Set(k, v): a SetValue mutation (k+v) and the write conflict range
-//     [k, k+\x00) (2k+1): Transaction::set.
+//     [k, k+\x00) (2k+1): Transaction::set. With the structs (below), about
+//     3k + v + 89.
 //   - Clear(k): a ClearRange mutation [k, k+\x00) and the same range as a
 //     write conflict range, 2(2k+1): Transaction::clear(const KeyRef&).
 //   - ClearRange(b, e): the mutation and the conflict range, 2(b+e).
@@ -21,16 +22,28 @@ import (
 //     [k, k+\x00) to the read conflict ranges (2k+1); a range read, its
 //     begin and end.
 //
+// Each mutation and each range also counts the size of its struct, as
+// VectorRef::expectedSize (flow/include/flow/Arena.h) adds sizeof(T) per
+// element: sizeof(MutationRef) is 56 in FDB 7.3 (type, two StringRefs, the
+// optional checksum and checksum index, a flag), sizeof(KeyRangeRef) 32.
 // The read-your-writes layer merges overlapping conflict ranges before the
 // commit, so these costs are upper bounds of FDB's count.
+const (
+	mutationRefSize = 56
+	keyRangeRefSize = 32
+)
 
-func setCost(key, value int) int { return key + value + 2*key + 1 }
+func setCost(key, value int) int {
+	return key + value + mutationRefSize + 2*key + 1 + keyRangeRefSize
+}
 
-func clearCost(key int) int { return 2 * (2*key + 1) }
+func clearCost(key int) int { return 2*(2*key+1) + mutationRefSize + keyRangeRefSize }
 
-func clearRangeCost(r kv.KeyRange) int { return 2 * (len(r.Begin) + len(r.End)) }
+func clearRangeCost(r kv.KeyRange) int {
+	return 2*(len(r.Begin)+len(r.End)) + mutationRefSize + keyRangeRefSize
+}
 
-func conflictKeyCost(key int) int { return 2*key + 1 }
+func conflictKeyCost(key int) int { return 2*key + 1 + keyRangeRefSize }
 
 // MaxBatchBudget is the largest batch budget WithBatchBudget accepts: the
 // 10,000,000-byte transaction limit less room for what a batch writes
@@ -55,12 +68,12 @@ func (o *op) overheadCost(items kv.KeyRange) int {
 		return c
 	}
 	rr := o.recordRange()
-	c += len(rr.Begin) + len(rr.End)
+	c += len(rr.Begin) + len(rr.End) + keyRangeRefSize
 	for _, r := range o.cleanups {
 		c += clearRangeCost(r)
 	}
 	// expire's range clear: from the prefix to (cutoff).
-	return c + 2*(2*len(o.j.prefix)+12)
+	return c + 2*(2*len(o.j.prefix)+12) + mutationRefSize + keyRangeRefSize
 }
 
 // recordCost is the cost of the n-th journal record holding rec.
@@ -85,9 +98,9 @@ func writeCost(o *op, items kv.KeyRange, stored [][]byte) int {
 // up to and including key: [r.Begin, key+\x00), or [key, r.End) reversed.
 func headConflictCost(r kv.KeyRange, key []byte, reverse bool) int {
 	if reverse {
-		return len(key) + len(r.End)
+		return len(key) + len(r.End) + keyRangeRefSize
 	}
-	return len(r.Begin) + len(key) + 1
+	return len(r.Begin) + len(key) + 1 + keyRangeRefSize
 }
 
 // spend tracks a transaction's size against a budget, for the staged

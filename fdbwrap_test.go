@@ -26,8 +26,11 @@ import (
 //     mutation [key, key+\x00) and the same range as a write conflict
 //     (Transaction::clear); a normal read of one key adds [key, key+\x00)
 //     to the read conflict ranges; a watch reads its key
-//     (fdbclient/ReadYourWrites.actor.cpp, RYWImpl::watch). The count here
-//     never merges ranges, so it is an upper bound of FDB's.
+//     (fdbclient/ReadYourWrites.actor.cpp, RYWImpl::watch). Each mutation
+//     also counts sizeof(MutationRef) (56 in 7.3) and each range
+//     sizeof(KeyRangeRef) (32), as VectorRef::expectedSize adds the size
+//     of its elements (flow/include/flow/Arena.h). The count here never
+//     merges ranges, so it is an upper bound of FDB's.
 //   - Reset clears the transaction's options, as
 //     ReadYourWritesTransaction::reset does (options.reset(tr), keeping
 //     only the database's defaults); OnError keeps them.
@@ -163,54 +166,59 @@ func (t *fdbTx) addRead(n int) {
 	t.mu.Unlock()
 }
 
-func (t *fdbTx) Set(k, v []byte) { t.add(len(k) + len(v) + 2*len(k) + 1); t.Transaction.Set(k, v) }
-func (t *fdbTx) Clear(k []byte)  { t.add(2 * (2*len(k) + 1)); t.Transaction.Clear(k) }
-func (t *fdbTx) Add(k, p []byte) { t.add(len(k) + len(p) + 2*len(k) + 1); t.Transaction.Add(k, p) }
-func (t *fdbTx) Max(k, p []byte) { t.add(len(k) + len(p) + 2*len(k) + 1); t.Transaction.Max(k, p) }
-func (t *fdbTx) Min(k, p []byte) { t.add(len(k) + len(p) + 2*len(k) + 1); t.Transaction.Min(k, p) }
+// Sizes of FDB's structs, counted with each mutation and range.
+const mutRef, rangeRef = 56, 32
+
+func setSize(k, v []byte) int { return len(k) + len(v) + mutRef + 2*len(k) + 1 + rangeRef }
+
+func (t *fdbTx) Set(k, v []byte) { t.add(setSize(k, v)); t.Transaction.Set(k, v) }
+func (t *fdbTx) Clear(k []byte)  { t.add(2*(2*len(k)+1) + mutRef + rangeRef); t.Transaction.Clear(k) }
+func (t *fdbTx) Add(k, p []byte) { t.add(setSize(k, p)); t.Transaction.Add(k, p) }
+func (t *fdbTx) Max(k, p []byte) { t.add(setSize(k, p)); t.Transaction.Max(k, p) }
+func (t *fdbTx) Min(k, p []byte) { t.add(setSize(k, p)); t.Transaction.Min(k, p) }
 func (t *fdbTx) ByteMax(k, p []byte) {
-	t.add(len(k) + len(p) + 2*len(k) + 1)
+	t.add(setSize(k, p))
 	t.Transaction.ByteMax(k, p)
 }
 func (t *fdbTx) ClearRange(r kv.KeyRange) {
-	t.add(2 * (len(r.Begin) + len(r.End)))
+	t.add(2*(len(r.Begin)+len(r.End)) + mutRef + rangeRef)
 	t.Transaction.ClearRange(r)
 }
 func (t *fdbTx) SetVersionstampedKey(k, v []byte) {
-	t.add(len(k) + len(v) + 2*len(k) + 1)
+	t.add(setSize(k, v))
 	t.Transaction.SetVersionstampedKey(k, v)
 }
 func (t *fdbTx) SetVersionstampedValue(k, v []byte) {
-	t.add(len(k) + len(v) + 2*len(k) + 1)
+	t.add(setSize(k, v))
 	t.Transaction.SetVersionstampedValue(k, v)
 }
 func (t *fdbTx) CompareAndClear(k, p []byte) {
-	t.add(len(k) + len(p) + 2*len(k) + 1)
+	t.add(setSize(k, p))
 	t.Transaction.CompareAndClear(k, p)
 }
 func (t *fdbTx) AddReadConflictRange(r kv.KeyRange) error {
-	t.add(len(r.Begin) + len(r.End))
+	t.add(len(r.Begin) + len(r.End) + rangeRef)
 	return t.Transaction.AddReadConflictRange(r)
 }
 func (t *fdbTx) AddReadConflictKey(k []byte) error {
-	t.add(2*len(k) + 1)
+	t.add(2*len(k) + 1 + rangeRef)
 	return t.Transaction.AddReadConflictKey(k)
 }
 func (t *fdbTx) AddWriteConflictRange(r kv.KeyRange) error {
-	t.add(len(r.Begin) + len(r.End))
+	t.add(len(r.Begin) + len(r.End) + rangeRef)
 	return t.Transaction.AddWriteConflictRange(r)
 }
 func (t *fdbTx) AddWriteConflictKey(k []byte) error {
-	t.add(2*len(k) + 1)
+	t.add(2*len(k) + 1 + rangeRef)
 	return t.Transaction.AddWriteConflictKey(k)
 }
 func (t *fdbTx) Watch(k []byte) kv.Watch {
-	t.add(2*len(k) + 1)
+	t.add(2*len(k) + 1 + rangeRef)
 	return t.Transaction.Watch(k)
 }
 
 func (t *fdbTx) Get(k []byte) kv.FutureValue {
-	t.add(2*len(k) + 1)
+	t.add(2*len(k) + 1 + rangeRef)
 	return countedValue{t.Transaction.Get(k), t}
 }
 
@@ -359,7 +367,7 @@ func (c *countedRange) conflictSize() int {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return len(c.r.Begin) + max(len(c.r.End), len(c.lastKey)+1)
+	return len(c.r.Begin) + max(len(c.r.End), len(c.lastKey)+1) + rangeRef
 }
 
 func (c *countedRange) GetSlice() ([]kv.KeyValue, error) {
