@@ -79,6 +79,7 @@ func TestBatchBudgetManyTinyItems(t *testing.T) {
 			items, batches := drainBatches(t, db, q, n)
 			require.Equal(t, n, items)
 			st := db.st.snapshot()
+			require.Empty(t, st.violations)
 			require.Zero(t, st.tooLarge, "a commit failed with transaction_too_large")
 			require.LessOrEqual(t, st.maxSize, budget+budgetSlack(64, 1))
 			require.Greater(t, batches, 1, "FDB's count of 100,000 cleared keys and their records exceeds 10 MB")
@@ -116,6 +117,7 @@ func TestBatchBudgetLimitSizedItems(t *testing.T) {
 	items, _ := drainBatches(t, db, q, 1000)
 	require.Equal(t, enqueued, items)
 	st := db.st.snapshot()
+	require.Empty(t, st.violations)
 	require.Zero(t, st.tooLarge)
 	require.LessOrEqual(t, st.maxSize, kv.MaxTransactionSize)
 }
@@ -136,6 +138,7 @@ func TestBatchBudgetKeysNearTheMaxKeySize(t *testing.T) {
 		require.NoError(t, err)
 		require.NotEmpty(t, got)
 		st := db.st.snapshot()
+		require.Empty(t, st.violations)
 		require.Zero(t, st.tooLarge)
 		require.LessOrEqual(t, st.maxSize, budget+budgetSlack(10_000, 1), "budget %d", budget)
 	}
@@ -186,6 +189,7 @@ func TestBatchBudgetPriorityQueue(t *testing.T) {
 	}
 	require.Equal(t, n, taken)
 	st := db.st.snapshot()
+	require.Empty(t, st.violations)
 	require.Zero(t, st.tooLarge)
 	require.LessOrEqual(t, st.maxSize, fdbqueue.MaxBatchBudget+budgetSlack(64, 1))
 }
@@ -242,6 +246,7 @@ func TestBatchBudgetStagedFulfilment(t *testing.T) {
 	}
 	requireExactlyOnce(t, seen, want)
 	st := db.st.snapshot()
+	require.Empty(t, st.violations)
 	require.Zero(t, st.tooLarge)
 	require.LessOrEqual(t, st.maxSize, budget+budgetSlack(64, 16))
 }

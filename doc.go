@@ -46,12 +46,13 @@
 //	staged Dequeue     1 + 2        register: none;                           register: request, a take at the same
 //	(by place: busy    commits      take: own request and marker,             marker (vstamped); place (rare: a request
 //	vstamp Queue)                   requests ahead and items up to            take: 3 clears,    ahead left the line)
-//	                                its place (snapshot)                      journal
+//	                                its place (snapshot, at most about        journal
+//	                                the batch budget's bytes)
 //	staged Dequeue     1 + 3        register: none;                           register: request, other servers of the
-//	(in batches: busy  commits      serve: BatchSize requests, items          marker (vstamped); same requests (the two
-//	recipe-key Queue,               (snapshot; conflict keys on each used);   serve: 3 per item; oldest waiters); the
-//	PriorityQueue)                  collect: own request and result           collect: clear,    head's plain consumers
-//	                                                                          journal
+//	(in batches: busy  commits      serve: BatchSize requests, items up to    marker (vstamped); same requests (the two
+//	recipe-key Queue,               the budget's bytes (snapshot; conflict    serve: 3 per item; oldest waiters); the
+//	PriorityQueue)                  keys on each used); collect: own          collect: clear,    head's plain consumers
+//	                                request and result                        journal
 //	Peek*, Empty       1            first / last key (normal read; by         -                  (read-only)
 //	                                place, first after the line's items)
 //	Len (Database)     n/100,000    whole range (snapshot), in chunks of      -                  (read-only)

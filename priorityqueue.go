@@ -77,7 +77,7 @@ func (pq *PriorityQueue) Push(ctx context.Context, t kv.Transactor, value []byte
 		}
 		tail := tr.Snapshot().GetRange(prio, kv.RangeOptions{Limit: 1, Reverse: true})
 		if _, done, err := o.applied(rec); err != nil || done {
-			return err
+			return waitRead(tail, err) // no read in flight at commit
 		}
 		last, err := firstKey(tail)
 		if err != nil {
