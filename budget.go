@@ -53,10 +53,10 @@ func conflictKeyCost(key int) int { return 2*key + 1 + keyRangeRefSize }
 const MaxBatchBudget = 9_000_000
 
 // itemKeyMax bounds the length of an item key the layers write after the
-// subspace prefix: a tuple (index or versionstamp, 20 random bytes) is at
-// most 9 + 22 bytes, a versionstamped key's 13 + 22 + the 4-byte offset,
-// a PriorityQueue's (priority, count, random) 9 + 9 + 22.
-const itemKeyMax = 48
+// subspace prefix: a tuple of an index (9 bytes) or an incomplete
+// versionstamp (13, and the 4-byte offset), or a priority and a count
+// (18), and 20 random bytes (22, and one more for each 0x00 byte escaped).
+const itemKeyMax = 64
 
 // overheadCost is what an operation's transaction adds besides its items'
 // costs: the journal read's conflict range and, when it ends by writing

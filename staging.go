@@ -1988,6 +1988,11 @@ func (w *waiter[T]) abandon(ctx context.Context, cause error) error {
 // again); if none does, the transaction reads the whole item range, so
 // that an item arriving before its commit makes it conflict. It reports
 // whether it moved an item.
+//
+// It reads the items up to the place, values included (the kv interface
+// has no key-only read and no key selector with an offset), whatever their
+// bytes: the decision needs the item at the place itself. It runs only
+// when a call gives up.
 func (s *stageSide[T]) leavePlace(tr kv.Transaction, reqKey []byte) (bool, error) {
 	p, err := s.placesBefore(tr, reqKey)
 	if err != nil {
