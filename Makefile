@@ -1,28 +1,36 @@
 # fdbqueue — common tasks. `make test` is what CI runs.
+#
+# Three Go modules: the library (.), fdbkv/ (the FoundationDB adapter, cgo)
+# and tools/ (simulation, soak, benchmark; porcupine and gonum/plot live
+# only there). PUREGO are the modules built and tested without cgo.
 GO ?= go
 SHELL := /bin/bash
 FUZZTIME ?= 10s
 SEEDS ?= 20
 DURATION ?= 10m
+PUREGO := . tools
 
-.PHONY: test unit example bench fuzz golden lint fdbkv-check integration soak queuebench memflat
+.PHONY: test unit example bench fuzz golden lint fdbkv-check release-check integration soak queuebench memflat
 
-## test: lint, build without cgo, every test with -race, memdb's 1M-transaction
-## memory check (without -race), and the fdbkv compile check
-test: lint unit fdbkv-check
+## test: lint, build without cgo, every test with -race (the library and
+## tools/, which holds the simulation), memdb's 1M-transaction memory check
+## (without -race), the fdbkv compile check and the release check
+test: lint unit fdbkv-check release-check
 
 unit:
-	CGO_ENABLED=0 $(GO) build ./...
-	$(GO) test -race -count=1 ./...
+	set -e; for m in $(PUREGO); do \
+	  echo "== $$m"; \
+	  (cd $$m && CGO_ENABLED=0 $(GO) build ./... && $(GO) test -race -count=1 ./...); \
+	done
 	$(MAKE) --no-print-directory memflat
 
 ## example: run the main example on the embedded engine
 example:
 	$(GO) run ./examples/workqueue
 
-## bench: micro-benchmarks with allocations
+## bench: micro-benchmarks with allocations, in the library and tools/
 bench:
-	$(GO) test -run '^$$' -bench . -benchmem ./...
+	set -e; for m in $(PUREGO); do (cd $$m && $(GO) test -run '^$$' -bench . -benchmem ./...); done
 
 ## fuzz: every fuzz target for a short, bounded time
 fuzz:
@@ -36,21 +44,28 @@ golden:
 lint:
 	bash scripts/lint.sh
 
-## fdbkv-check: compile the fdbkv adapter and its tests against a stub libfdb_c
+## fdbkv-check: compile the fdbkv adapter, its tests and the soak's
+## FoundationDB mode (-tags fdb) against a stub libfdb_c
 fdbkv-check:
 	bash scripts/fdbkv-check.sh
 
-## integration: run fdbkv's tests against a throwaway local fdbserver
+## release-check: `go get` the library and fdbkv at v0.1.0 from a local
+## file proxy into a throwaway consumer, build it, and check its module graph
+release-check:
+	bash scripts/release-check.sh
+
+## integration: fdbkv's tests, the examples and a short soak against a
+## throwaway local fdbserver (skips, with instructions, without one)
 integration:
 	bash scripts/integration.sh
 
 ## soak: long deterministic simulation runs (SEEDS=N DURATION=...)
 soak:
-	$(GO) run ./cmd/soak -seeds $(SEEDS) -duration $(DURATION)
+	cd tools && $(GO) run ./cmd/soak -seeds $(SEEDS) -duration $(DURATION)
 
-## queuebench: the contention benchmark table, CSV and chart
+## queuebench: the contention benchmark table, CSV and chart (into ./out)
 queuebench:
-	$(GO) run ./cmd/queuebench
+	cd tools && $(GO) run ./cmd/queuebench -out $(CURDIR)/out
 
 ## memflat: memdb's heap over 1,000,000 transactions with a steady key count
 memflat:

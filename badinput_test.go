@@ -403,6 +403,22 @@ func badRows() []badRow {
 			require.ErrorIs(t, pq.Push(ctx, db, make([]byte, kv.MaxValueSize+1), 1), fdbqueue.ErrValueTooLarge)
 			require.Equal(t, 1, queueLen(t, db, pq))
 		}},
+		{"PriorityQueue.PopMin, PopMax, PopMinBatch, PopMaxBatch", "100,000 zero bytes, 100,000 0xff bytes (and the TupleValues limits), journal on and off, under commit_unknown_result", "OK: popped intact (the journal record holds the value unescaped, split past the value limit)", func(t *testing.T) {
+			t.Run("matrix", TestLimitValuesPriorityQueue)
+		}},
+		{"Queue.Dequeue, DequeueBatch (both key layouts)", "100,000 zero bytes, 100,000 0xff bytes (and the TupleValues limits), journal on and off, under commit_unknown_result", "OK: dequeued intact", func(t *testing.T) {
+			t.Run("matrix", TestLimitValuesQueue)
+		}},
+		{"Queue.DequeueWait (by place, in batches), PopMinWait, PopMaxWait", "a limit-sized all-zero or all-0xff item handed to a waiting request; the waiter collects it or gives up", "OK: the result holds the value unescaped, in chunks; a given-up item goes back to the queue intact", func(t *testing.T) {
+			t.Run("queue", TestLimitValuesStaged)
+			t.Run("pq", TestLimitValuesStagedPop)
+		}},
+		{"Queue.EnqueueBatch (WithVersionstampOrder)", "20,000 items (any user version counter); 65,537 items (over the user versions and FDB's size limit)", "OK, in order; ErrBatchTooLarge, nothing written", func(t *testing.T) {
+			t.Run("blocks", TestVersionstampUserVersionBlocks)
+		}},
+		{"Queue.Dequeue, DequeueBatch, Peek, Empty, Len (WithVersionstampOrder)", "after an Enqueue in the same transaction (on FoundationDB; memdb stands in through a wrapper)", "ErrUnreadableAfterEnqueue (also kv.Error{Code: 1036}, accessed_unreadable); not retryable", func(t *testing.T) {
+			t.Run("reads", TestVersionstampReadAfterEnqueueInSameTransaction)
+		}},
 		{"Queue.Dequeue, Peek, Enqueue", "a foreign key at the head / at the tail of the subspace", "ErrForeignKey (a *ForeignKeyError naming the key); nothing removed", func(t *testing.T) {
 			db := newDB(t)
 			q := mustQueue(t, "foreign")

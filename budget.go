@@ -64,7 +64,7 @@ const itemKeyMax = 64
 // signal key a staged queue bumps.
 func (o *op) overheadCost(items kv.KeyRange) int {
 	c := setCost(len(items.Begin)+16, 8)
-	if o.j.disabled {
+	if o.off() {
 		return c
 	}
 	rr := o.recordRange()
@@ -72,16 +72,28 @@ func (o *op) overheadCost(items kv.KeyRange) int {
 	for _, r := range o.cleanups {
 		c += clearRangeCost(r)
 	}
-	// expire's range clear: from the prefix to (cutoff).
-	return c + 2*(2*len(o.j.prefix)+12) + mutationRefSize + keyRangeRefSize
+	// expire's range clears: expireShards of (shard) to (shard, cutoff),
+	// and once per sweep one more.
+	return c + (expireShards+1)*(2*(2*len(o.j.prefix)+24)+mutationRefSize+keyRangeRefSize)
 }
 
 // recordCost is the cost of the n-th journal record holding rec.
 func (o *op) recordCost(n int, rec []byte) int {
-	if o.j.disabled {
+	if o.off() {
 		return 0
 	}
-	return setCost(len(o.recordKey(n)), len(rec))
+	return chunkedSetCost(len(o.recordKey(n)), len(rec))
+}
+
+// chunkedSetCost is the cost of setChunked of a value of n bytes at a key:
+// a Set per chunk of at most kv.MaxValueSize bytes, each chunk after the
+// first at the key and a packed index (at most 9 bytes more).
+func chunkedSetCost(key, n int) int {
+	c := setCost(key, min(n, kv.MaxValueSize))
+	for n -= kv.MaxValueSize; n > 0; n -= kv.MaxValueSize {
+		c += setCost(key+9, min(n, kv.MaxValueSize))
+	}
+	return c
 }
 
 // writeCost is the size of a transaction that writes the stored values as

@@ -1,9 +1,11 @@
 package fdbqueue
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 
+	"github.com/fdbqueue/fdbqueue/kv"
 	"github.com/fdbqueue/fdbqueue/tuple"
 )
 
@@ -104,3 +106,95 @@ func (TupleCodec) Encode(v tuple.Tuple) ([]byte, error) { return v.Pack() }
 
 // Decode unpacks b.
 func (TupleCodec) Decode(b []byte) (tuple.Tuple, error) { return tuple.Unpack(b) }
+
+// Values the layers write besides items (journal records, staged results)
+// hold an item's stored bytes as they are, next to a little metadata, so
+// they can exceed FoundationDB's value limit by that much. Such a value is
+// written in chunks of at most kv.MaxValueSize bytes: the first at the
+// value's key, the i-th after it at key + pack((i,)). Every chunk key
+// extends the first, so one range read of chunkRange(key) returns the whole
+// value, and a range read over many such values returns each value's chunks
+// together, in order (joinChunks).
+
+// chunkRange is the range holding the chunks of the value at key.
+func chunkRange(key []byte) kv.KeyRange {
+	return kv.KeyRange{Begin: key, End: append(bytes.Clone(key), 0xff)}
+}
+
+// setChunked writes v at key, split into chunks of at most kv.MaxValueSize
+// bytes. It does not clear chunks of an earlier, longer value at key: keys
+// written with it are written once, or cleared with clearChunked first.
+func setChunked(tr kv.Transaction, key, v []byte) {
+	n := min(len(v), kv.MaxValueSize)
+	tr.Set(key, v[:n])
+	for i := int64(1); n < len(v); i++ {
+		m := min(len(v)-n, kv.MaxValueSize)
+		ck, _ := tuple.Tuple{i}.AppendPack(bytes.Clone(key))
+		tr.Set(ck, v[n:n+m])
+		n += m
+	}
+}
+
+// clearChunked clears the value at key and all its chunks.
+func clearChunked(tr kv.Transaction, key []byte) { tr.ClearRange(chunkRange(key)) }
+
+// joinChunks joins the chunks in kvs (a range read, in key order) into the
+// values they make, each at the key of its first chunk. A chunk whose first
+// chunk is not in kvs (a read that began inside a value) is returned as a
+// value of its own: a reader that can tell a whole value from a part (a
+// length in its header) must do so.
+func joinChunks(kvs []kv.KeyValue) []kv.KeyValue {
+	out := make([]kv.KeyValue, 0, len(kvs))
+	for _, p := range kvs {
+		if n := len(out); n > 0 && len(p.Key) > len(out[n-1].Key) && bytes.HasPrefix(p.Key, out[n-1].Key) {
+			out[n-1].Value = append(bytes.Clone(out[n-1].Value), p.Value...)
+			continue
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+// chunkedValue is a pending read of one chunked value.
+type chunkedValue struct {
+	tr  kv.ReadTransaction
+	key []byte
+	f   kv.FutureValue
+}
+
+// getChunked starts a normal read of the value at key. It reads the first
+// chunk, a point read issued at once like any Get; only a first chunk of
+// the full kv.MaxValueSize bytes can have chunks after it, and Get then
+// reads them (a second round trip, for values that large only).
+func getChunked(tr kv.ReadTransaction, key []byte) chunkedValue {
+	return chunkedValue{tr: tr, key: key, f: tr.Get(key)}
+}
+
+// Get waits for the read and returns the value (nil when the key is
+// absent).
+func (c chunkedValue) Get() ([]byte, error) {
+	v, err := c.f.Get()
+	if err != nil || len(v) < kv.MaxValueSize {
+		return v, err
+	}
+	rest := kv.KeyRange{Begin: append(bytes.Clone(c.key), 0x00), End: append(bytes.Clone(c.key), 0xff)}
+	kvs, err := c.tr.GetRange(rest, kv.RangeOptions{Mode: kv.StreamingModeWantAll}).GetSlice()
+	if err != nil {
+		return nil, err
+	}
+	v = bytes.Clone(v)
+	for _, p := range kvs {
+		v = append(v, p.Value...)
+	}
+	return v, nil
+}
+
+// countChunks counts the pairs at the end of kvs that belong to the value
+// at key (its first chunk and the chunks after it).
+func countChunks(kvs []kv.KeyValue, key []byte) int {
+	n := 0
+	for i := len(kvs) - 1; i >= 0 && bytes.HasPrefix(kvs[i].Key, key); i-- {
+		n++
+	}
+	return n
+}

@@ -24,12 +24,26 @@
 //
 //	Queue:          prefix + pack((index, 20 random bytes))     = value
 //	PriorityQueue:  prefix + pack((priority, count, 20 random)) = value
-//	journal:        prefix + 0xff + pack(("j", op ID, n))       = result
+//	journal:        prefix + 0xff + pack(("j", shard, op ID, n)) = result
 //
 // The value is the item's bytes (RawValues, as Python) or the packed tuple
 // (item,) (TupleValues, as Java). The journal lies just past the subspace's
-// range, so clients that read the subspace's range never see it. With
-// WithVersionstampOrder a Queue keys items by (versionstamp, random) instead.
+// range, so clients that read the subspace's range never see it; shard is
+// a byte of the ID's random part (see "Exactly once"). With
+// WithVersionstampOrder a Queue keys items by (versionstamp, random)
+// instead: the items of one commit share its versionstamp and are ordered
+// by a 16-bit user version, so one call enqueues at most 65,536 items
+// (ErrBatchTooLarge beyond). A read of such a queue (Dequeue, Peek, Empty,
+// Len) in a transaction that already enqueued to it cannot see the new
+// keys, and FoundationDB fails it (accessed_unreadable, 1036): it returns
+// ErrUnreadableAfterEnqueue, which also matches the kv error.
+//
+// A record or a staged result that holds an item's stored value keeps it
+// as it is, after a few bytes of metadata, never re-encoded (a tuple would
+// escape each 0x00): what Enqueue or Push accepted fits. When that passes
+// the 100,000-byte value limit, the rest is written at key + pack((i,)):
+// the journal's range read returns it with the record; a staged result
+// that long takes its collector a second read.
 //
 // # Conflicts and cost of each operation
 //
@@ -64,7 +78,9 @@
 // The two reads of an operation are issued together, so the journal costs
 // no extra round trip: it costs one point-sized range read and one small
 // write per operation (for a dequeue, a write of the item's value), and one
-// range clear, carried by a later operation, to remove the record.
+// range clear, carried by a later operation, to remove the record. An
+// operation run inside a caller's transaction without WithOpID has no
+// journal (see "Exactly once"): it costs what the recipe's does.
 // WithoutIdempotency removes the journal and gives the recipes' exact cost.
 //
 // Consumers conflict because they all read the head: with many consumers
@@ -122,17 +138,26 @@
 // again, so its record is cleared by the next operation of the same Queue
 // value, as one extra range clear in that operation's transaction. Every
 // other record (operations inside callers' transactions, abandoned ones)
-// expires after the journal retention (default ten minutes): an OpID starts
-// with its creation time, so expired records form one key range, and one
-// operation in 64 clears it. Clients' clocks must agree to well within the
-// retention. An operation still retrying after its retention fails with
-// ErrOperationExpired rather
-// than risk applying twice.
+// expires. Records are keyed (shard, ID), the shard a byte of the ID's
+// random part, so that operations made at the same moment write 256
+// different parts of the journal, not all its end (an ID starts with its
+// creation time); within a shard the records older than a time form one
+// range, and one operation in 64 clears that range in 16 of the shards.
+// An operation still retrying after the journal retention (default ten
+// minutes, by its own client's clock) fails with ErrOperationExpired
+// rather than risk applying twice; a record is cleared only once it is
+// twice the retention old by the clearing client's clock. So clients'
+// clocks may disagree by up to the retention without a client clearing
+// the record of an operation still running; a larger skew can let an
+// operation apply twice under commit_unknown_result.
 //
 // When an operation runs inside your transaction, your retry loop re-runs
 // it: create an OpID with NewOpID once, outside your loop, and pass it with
 // WithOpID on every attempt. Your own writes in that transaction should be
-// idempotent too (a Set is; an atomic Add is not).
+// idempotent too (a Set is; an atomic Add is not). Without WithOpID, each
+// of your retries would be a new operation to the journal, which could
+// never recognise an earlier attempt: the operation then skips the journal
+// (no journal read or write) and is exactly as safe as the recipe's.
 //
 // Errors for which kv.MaybeCommitted is true (the context ended during a
 // commit) are returned to the caller: the operation may or may not have
@@ -251,7 +276,7 @@
 // Layer errors are sentinels tested with errors.Is: ErrEmpty,
 // ErrValueTooLarge, ErrForeignKey (a *ForeignKeyError naming the key),
 // ErrInvalidArgument, ErrBatchTooLarge, ErrTooManyToCount, ErrOperationExpired,
-// ErrClaimExpired, ErrCodec,
+// ErrClaimExpired, ErrCodec, ErrUnreadableAfterEnqueue,
 // ErrKeyOutsideSubspace and ErrMalformedKey. Database errors are kv errors
 // (kv.ErrNotCommitted, ...). No input makes an operation panic, and no
 // failure loses or duplicates an item.

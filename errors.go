@@ -65,6 +65,15 @@ var (
 	// too.
 	ErrClaimExpired = errors.New("fdbqueue: staged request expired before it was claimed")
 
+	// ErrUnreadableAfterEnqueue is returned by Dequeue, DequeueBatch, Peek,
+	// Empty and Len of a Queue made WithVersionstampOrder when they run in a
+	// transaction that already enqueued to it: the keys of the items it
+	// enqueued are known only at commit, and FoundationDB fails every read
+	// that may reach them with accessed_unreadable (1036). The error also
+	// matches that kv error (kv.Error{Code: 1036}). It cannot succeed on a
+	// retry: read before you enqueue, or in another transaction.
+	ErrUnreadableAfterEnqueue = errors.New("fdbqueue: versionstamp-ordered queue read after an enqueue in the same transaction")
+
 	// ErrCodec is returned when a typed queue's codec cannot encode or decode
 	// a value. Decoding failures leave the item dequeued: the raw bytes are
 	// in the *CodecError.

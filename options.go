@@ -71,7 +71,9 @@ func WithValueEncoding(e ValueEncoding) Option { return func(c *config) { c.enco
 // layout is not the recipes' (recipe clients cannot share the queue), an
 // enqueued item's key is only known after commit, and items enqueued by one
 // transaction through different Queue values are ordered randomly among
-// themselves. PriorityQueue rejects this option.
+// themselves. One call enqueues at most 65,536 items, and a read of the
+// queue in a transaction that enqueued to it fails with
+// ErrUnreadableAfterEnqueue. PriorityQueue rejects this option.
 func WithVersionstampOrder() Option { return func(c *config) { c.versionstamps = true } }
 
 // WithoutIdempotency turns the operation journal off: operations behave
@@ -83,7 +85,9 @@ func WithoutIdempotency() Option { return func(c *config) { c.noJournal = true }
 // WithJournalRetention sets how long journal records of operations that
 // nothing cleared are kept (default DefaultJournalRetention). It must exceed
 // the longest time one operation may keep retrying, and the time within
-// which a caller recovers a maybe-committed Dequeue with WithOpID.
+// which a caller recovers a maybe-committed Dequeue with WithOpID. Records
+// are cleared once twice the retention old, so clients' clocks may
+// disagree by up to the retention.
 func WithJournalRetention(d time.Duration) Option { return func(c *config) { c.retention = d } }
 
 // WithBatchBudget sets the most bytes of transaction size a batch operation
@@ -105,7 +109,8 @@ func WithEntropy(r io.Reader) Option { return func(c *config) { c.entropy = r } 
 
 // WithClock sets the clock that stamps operation IDs and expires journal
 // records (default time.Now). Tests pass a fake clock; in production the
-// clocks of all clients of a queue must agree to well within the retention.
+// clocks of all clients of a queue may disagree by less than the journal
+// retention (see WithJournalRetention).
 func WithClock(now func() time.Time) Option { return func(c *config) { c.now = now } }
 
 // WithStaging turns on the staged (high-contention) dequeue: Queue.Dequeue

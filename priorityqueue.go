@@ -3,6 +3,7 @@ package fdbqueue
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"fmt"
 
 	"github.com/fdbqueue/fdbqueue/kv"
@@ -179,8 +180,7 @@ func (pq *PriorityQueue) popBatch(ctx context.Context, t kv.Transactor, n int, m
 	return items, err
 }
 
-// accept turns a popped pair into its item; the journal records the tuple
-// (priority, stored value).
+// accept turns a popped pair into its item and its journal record.
 func (pq *PriorityQueue) accept(p kv.KeyValue) (Item, []byte, error) {
 	prio, _, err := pq.parse(p.Key)
 	if err != nil {
@@ -190,26 +190,51 @@ func (pq *PriorityQueue) accept(p kv.KeyValue) (Item, []byte, error) {
 	if err != nil {
 		return Item{}, nil, err
 	}
-	rec, err := tuple.Tuple{prio, p.Value}.Pack()
-	return Item{Value: v, Priority: prio}, rec, err
+	return Item{Value: v, Priority: prio}, encodePopRecord(prio, p.Value), nil
+}
+
+// popRecordTag starts a pop's journal record: the tag, the priority (8
+// bytes, big-endian), then the stored value as it is, never escaped, so a
+// record is only 9 bytes longer than the value (the journal splits it at
+// the value limit). No packed tuple starts with it, which tells the
+// records of earlier versions of this package, tuple(priority, stored
+// value), apart.
+const popRecordTag = 'P'
+
+func encodePopRecord(prio int64, stored []byte) []byte {
+	rec := make([]byte, 9, 9+len(stored))
+	rec[0] = popRecordTag
+	binary.BigEndian.PutUint64(rec[1:], uint64(prio))
+	return append(rec, stored...)
 }
 
 // replay turns a journal record back into the item it recorded.
 func (pq *PriorityQueue) replay(rec []byte) (Item, error) {
-	t, err := tuple.Unpack(rec)
+	prio, stored, err := decodePopRecord(rec)
+	if err != nil {
+		return Item{}, err
+	}
+	v, err := pq.cfg.encoding.decode(stored)
+	return Item{Value: v, Priority: prio}, err
+}
+
+func decodePopRecord(rec []byte) (int64, []byte, error) {
+	if len(rec) >= 9 && rec[0] == popRecordTag {
+		return int64(binary.BigEndian.Uint64(rec[1:9])), rec[9:], nil
+	}
+	t, err := tuple.Unpack(rec) // a record of an earlier version
 	if err == nil && len(t) != 2 {
 		err = fmt.Errorf("%d elements", len(t))
 	}
 	if err != nil {
-		return Item{}, fmt.Errorf("fdbqueue: corrupt journal record: %w", err)
+		return 0, nil, fmt.Errorf("fdbqueue: corrupt journal record: %w", err)
 	}
 	prio, ok1 := t[0].(int64)
 	stored, ok2 := t[1].([]byte)
 	if !ok1 || !ok2 {
-		return Item{}, fmt.Errorf("fdbqueue: corrupt journal record: (%T, %T)", t[0], t[1])
+		return 0, nil, fmt.Errorf("fdbqueue: corrupt journal record: (%T, %T)", t[0], t[1])
 	}
-	v, err := pq.cfg.encoding.decode(stored)
-	return Item{Value: v, Priority: prio}, err
+	return prio, stored, nil
 }
 
 // PeekMin returns the smallest item without removing it, or ErrEmpty.

@@ -3,6 +3,7 @@ package fdbqueue
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"sync/atomic"
 	"time"
@@ -21,7 +22,9 @@ import (
 // to run in. It is safe for concurrent use.
 type Queue struct {
 	layer
-	userVer atomic.Uint32 // versionstamp mode: user version of the next item
+	// userVer is, in versionstamp mode, the user version (the 2 bytes after
+	// the commit's 10-byte versionstamp) of the next item: in [0, 65536].
+	userVer atomic.Uint32
 	stager  *stager
 	stage   *stageSide[[]byte] // staged dequeue (staging.go)
 }
@@ -62,8 +65,17 @@ func (q *Queue) Enqueue(ctx context.Context, t kv.Transactor, value []byte, opts
 // EnqueueBatch adds values at the tail, in order, in one transaction:
 // all or none are enqueued. A batch whose keys, values and journal record
 // exceed the batch budget fails with ErrBatchTooLarge before anything is
-// written; a value over 100,000 bytes with ErrValueTooLarge. An empty batch
-// does nothing. Conflicts and guarantees are those of Enqueue.
+// written, and so does, in versionstamp mode, a batch of more than 65,536
+// items (the items of a commit are ordered by a 16-bit user version; split
+// the batch). A value whose stored form (with TupleValues, the packed
+// tuple: 2 bytes more, and 1 more per 0x00 byte) exceeds 100,000 bytes
+// fails with ErrValueTooLarge. An empty batch does nothing. Conflicts and
+// guarantees are those of Enqueue.
+//
+// In versionstamp mode the items of one call keep their order; those of
+// several calls in one transaction keep theirs too, except (rarely) across
+// the point where the Queue value's user versions start again at 0, every
+// 65,536 items: enqueue what must stay in order in one call.
 func (q *Queue) EnqueueBatch(ctx context.Context, t kv.Transactor, values [][]byte, opts ...OpOption) error {
 	if err := checkTransactor(t); err != nil {
 		return err
@@ -80,8 +92,8 @@ func (q *Queue) EnqueueBatch(ctx context.Context, t kv.Transactor, values [][]by
 	if size > q.cfg.batchBudget {
 		return fmt.Errorf("%w: %d items, about %d bytes, budget %d", ErrBatchTooLarge, len(values), size, q.cfg.batchBudget)
 	}
-	if q.cfg.versionstamps && len(values) > 1<<16 {
-		return fmt.Errorf("%w: %d items, versionstamp mode allows %d per transaction", ErrBatchTooLarge, len(values), 1<<16)
+	if q.cfg.versionstamps && len(values) > maxUserVersions {
+		return fmt.Errorf("%w: %d items, versionstamp mode allows %d per call", ErrBatchTooLarge, len(values), maxUserVersions)
 	}
 	err = t.Transact(ctx, func(tr kv.Transaction) error {
 		rec, err := o.check(tr)
@@ -119,6 +131,10 @@ func encodeAll(enc ValueEncoding, values [][]byte) (stored [][]byte, size int, e
 			return nil, 0, &CodecError{Err: err}
 		}
 		if len(s) > kv.MaxValueSize {
+			if enc == TupleValues {
+				return nil, 0, fmt.Errorf("%w: item %d is %d bytes, %d stored as a packed tuple (TupleValues: 2 bytes more, and 1 more per 0x00 byte), limit %d (%w)",
+					ErrValueTooLarge, i, len(v), len(s), kv.MaxValueSize, kv.ErrValueTooLarge)
+			}
 			return nil, 0, valueTooLarge(i, len(s))
 		}
 		stored[i] = s
@@ -152,13 +168,18 @@ func (q *Queue) writeIndexed(tr kv.Transaction, tail kv.RangeResult, stored [][]
 	return nil
 }
 
+// writeVersionstamped writes stored (at most 65,536 values) at the tail in
+// versionstamp mode. Items of one commit share its versionstamp and are
+// ordered by their user versions: the values get a block of consecutive
+// ones that does not wrap (reserveUserVersions), so they stay in order.
 func (q *Queue) writeVersionstamped(tr kv.Transaction, stored [][]byte) error {
-	for _, s := range stored {
+	first := q.reserveUserVersions(len(stored))
+	for i, s := range stored {
 		suffix, err := q.rand.suffix()
 		if err != nil {
 			return err
 		}
-		uv := uint16(q.userVer.Add(1) - 1)
+		uv := uint16(first + i)
 		key, err := tuple.Tuple{tuple.IncompleteVersionstamp(uv), suffix}.PackWithVersionstamp(q.sub.prefix)
 		if err != nil {
 			return err
@@ -183,6 +204,40 @@ func waitRead(rr kv.RangeResult, err error) error {
 	it := rr.Iterator()
 	it.Next()
 	return it.Err()
+}
+
+// maxUserVersions is how many items one call can key in one commit in
+// versionstamp mode: the user version has 16 bits.
+const maxUserVersions = 1 << 16
+
+// reserveUserVersions returns the first of n (at most maxUserVersions)
+// consecutive user versions, starting again at 0 rather than wrapping past
+// 65535 within the block. Blocks of different calls may restart at 0: two
+// calls in one transaction keep their order only if no restart falls
+// between them (one EnqueueBatch keeps it always).
+func (q *Queue) reserveUserVersions(n int) int {
+	for {
+		cur := q.userVer.Load()
+		first := cur
+		if int(first)+n > maxUserVersions {
+			first = 0
+		}
+		if q.userVer.CompareAndSwap(cur, first+uint32(n)) {
+			return int(first)
+		}
+	}
+}
+
+// errAccessedUnreadable is FoundationDB's accessed_unreadable (1036).
+var errAccessedUnreadable = kv.Error{Code: 1036}
+
+// unreadable types the error of a read of a versionstamp-ordered queue in a
+// transaction that enqueued to it (see ErrUnreadableAfterEnqueue).
+func (q *Queue) unreadable(err error) error {
+	if err != nil && q.cfg.versionstamps && errors.Is(err, errAccessedUnreadable) {
+		return fmt.Errorf("%w: %w", ErrUnreadableAfterEnqueue, err)
+	}
+	return err
 }
 
 // firstKey returns the key of the first pair of a limit-1 range read, or nil.
@@ -306,7 +361,7 @@ func (q *Queue) DequeueBatch(ctx context.Context, t kv.Transactor, max int, opts
 		return takeEnd(tr, o, q.items, max, false, q.cfg.batchBudget, q.accept, q.cfg.encoding.decode, q.reserved)
 	})
 	o.end(err)
-	return vals, err
+	return vals, q.unreadable(err)
 }
 
 // takeEnd removes up to max items from one end of r inside tr: the shared
@@ -447,7 +502,8 @@ func (q *Queue) accept(p kv.KeyValue) ([]byte, []byte, error) {
 // requests waiting in the line are not available: Peek returns the first
 // item after them, the one a Dequeue inside a transaction would take.
 func (q *Queue) Peek(ctx context.Context, t kv.ReadTransactor) ([]byte, error) {
-	return peekEnd(ctx, t, q.items, false, q.cfg.encoding, q.checkItemKey, q.reserved)
+	v, err := peekEnd(ctx, t, q.items, false, q.cfg.encoding, q.checkItemKey, q.reserved)
+	return v, q.unreadable(err)
 }
 
 func peekEnd(ctx context.Context, t kv.ReadTransactor, r kv.KeyRange, reverse bool, enc ValueEncoding, check func([]byte) error,
@@ -479,7 +535,8 @@ func peekEnd(ctx context.Context, t kv.ReadTransactor, r kv.KeyRange, reverse bo
 // On a queue staged by place it reports whether it holds no item beyond
 // those due to the waiting requests, as Peek.
 func (q *Queue) Empty(ctx context.Context, t kv.ReadTransactor) (bool, error) {
-	return emptyRange(ctx, t, q.items, q.reserved)
+	empty, err := emptyRange(ctx, t, q.items, q.reserved)
+	return empty, q.unreadable(err)
 }
 
 func emptyRange(ctx context.Context, t kv.ReadTransactor, r kv.KeyRange, reserved func(kv.ReadTransaction) (int, error)) (bool, error) {
@@ -517,7 +574,8 @@ func emptyRange(ctx context.Context, t kv.ReadTransactor, r kv.KeyRange, reserve
 // queue holding more fails with ErrTooManyToCount, since one transaction
 // cannot read a large queue within FoundationDB's 5 s.
 func (q *Queue) Len(ctx context.Context, t kv.ReadTransactor) (int, error) {
-	return countRange(ctx, t, q.items, q.cfg.now)
+	n, err := countRange(ctx, t, q.items, q.cfg.now)
+	return n, q.unreadable(err)
 }
 
 // LenChunk is the most keys Len reads in one transaction.

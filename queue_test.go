@@ -515,15 +515,20 @@ func TestQueueJournalStaysBounded(t *testing.T) {
 	}
 	require.LessOrEqual(t, len(rawKeys(t, db, meta)), 80, "records of completed operations are cleared")
 
-	// Records of operations inside callers' transactions expire.
+	// Records of operations inside callers' transactions (with the
+	// caller's IDs) expire, after twice the retention (see journal.expire);
+	// one expiry in 64 operations sweeps 16 of the 256 shards.
 	other := mustQueue(t, "journal", fdbqueue.WithClock(clock.Now), fdbqueue.WithJournalRetention(time.Minute))
 	for i := range 100 {
-		require.NoError(t, db.Transact(ctx, func(tr kv.Transaction) error { return other.Enqueue(ctx, tr, []byte{byte(i)}) }))
+		id := fdbqueue.OpIDAt(clock.Now())
+		require.NoError(t, db.Transact(ctx, func(tr kv.Transaction) error {
+			return other.Enqueue(ctx, tr, []byte{byte(i)}, fdbqueue.WithOpID(id))
+		}))
 	}
 	require.GreaterOrEqual(t, len(rawKeys(t, db, meta)), 100)
-	clock.Advance(2 * time.Minute)
-	for i := range 64 {
-		require.NoError(t, db.Transact(ctx, func(tr kv.Transaction) error { return other.Enqueue(ctx, tr, []byte{byte(i)}) }))
+	clock.Advance(2*time.Minute + time.Second)
+	for i := range 64 * 256 / 16 {
+		require.NoError(t, other.Enqueue(ctx, db, []byte{byte(i)}))
 	}
 	require.Less(t, len(rawKeys(t, db, meta)), 100, "expired records are cleared")
 }

@@ -455,13 +455,31 @@ func decodeDeadline(v []byte) (time.Time, bool) {
 	return time.UnixMicro(us), ok
 }
 
+// resultTag starts a staged result: the tag, the claim deadline (Unix
+// microseconds, 8 bytes big-endian), the item's key and stored value, each
+// after its length (uvarint). The stored value is kept as it is, never
+// escaped: a result is at most a key and a few bytes longer than the
+// value, and is written in chunks (setChunked) when that passes the value
+// limit. The lengths tell a whole result from a part of one. No packed
+// tuple starts with the tag, which tells results of earlier versions of
+// this package, tuple(deadline, key, stored value), apart.
+const resultTag = 'R'
+
 func encodeResult(deadline time.Time, key, stored []byte) []byte {
-	b, _ := tuple.Tuple{deadline.UnixMicro(), key, stored}.Pack()
-	return b
+	b := make([]byte, 9, 9+2*binary.MaxVarintLen32+len(key)+len(stored))
+	b[0] = resultTag
+	binary.BigEndian.PutUint64(b[1:], uint64(deadline.UnixMicro()))
+	b = binary.AppendUvarint(b, uint64(len(key)))
+	b = append(b, key...)
+	b = binary.AppendUvarint(b, uint64(len(stored)))
+	return append(b, stored...)
 }
 
 func decodeResult(v []byte) (deadline time.Time, key, stored []byte, err error) {
-	t, err := tuple.Unpack(v)
+	if len(v) > 0 && v[0] == resultTag {
+		return decodeTaggedResult(v)
+	}
+	t, err := tuple.Unpack(v) // a result of an earlier version
 	if err == nil && len(t) != 3 {
 		err = fmt.Errorf("%d elements, want 3", len(t))
 	}
@@ -475,6 +493,34 @@ func decodeResult(v []byte) (deadline time.Time, key, stored []byte, err error) 
 		return time.Time{}, nil, nil, fmt.Errorf("fdbqueue: corrupt staging result: (%T, %T, %T)", t[0], t[1], t[2])
 	}
 	return time.UnixMicro(us), key, stored, nil
+}
+
+func decodeTaggedResult(v []byte) (deadline time.Time, key, stored []byte, err error) {
+	bad := func(what string) (time.Time, []byte, []byte, error) {
+		return time.Time{}, nil, nil, fmt.Errorf("fdbqueue: corrupt staging result: %s", what)
+	}
+	if len(v) < 9 {
+		return bad("short header")
+	}
+	deadline = time.UnixMicro(int64(binary.BigEndian.Uint64(v[1:9])))
+	rest := v[9:]
+	field := func() ([]byte, bool) {
+		n, w := binary.Uvarint(rest)
+		if w <= 0 || n > uint64(len(rest)-w) {
+			return nil, false
+		}
+		f := rest[w : w+int(n)]
+		rest = rest[w+int(n):]
+		return f, true
+	}
+	var ok bool
+	if key, ok = field(); !ok {
+		return bad("key length")
+	}
+	if stored, ok = field(); !ok || len(rest) != 0 {
+		return bad("value length") // also a part of a result (a read cut short)
+	}
+	return deadline, key, stored, nil
 }
 
 // parseReq returns a request key's request ID (and the index of a request
@@ -630,11 +676,12 @@ func (s *stageSide[T]) requeueAt(tr kv.Transaction, it kv.KeyValue) (bool, error
 	return true, nil
 }
 
-// expireResults writes back the items of expired results among rs (except
-// the one at skip), as many as fit sp, and reports how many.
+// expireResults writes back the items of expired results among rs (a
+// range read of results, chunks and all) except the one at skip, as many as fit sp,
+// and reports how many. A result cut short by the read's limit is left alone.
 func (s *stageSide[T]) expireResults(tr kv.Transaction, now time.Time, rs []kv.KeyValue, skip []byte, sp *spend) (int, error) {
 	n := 0
-	for _, r := range rs {
+	for _, r := range joinChunks(rs) {
 		if bytes.Equal(r.Key, skip) {
 			continue
 		}
@@ -647,10 +694,10 @@ func (s *stageSide[T]) expireResults(tr kv.Transaction, now time.Time, rs []kv.K
 		} else {
 			sp.used += cost
 		}
-		if err := tr.AddReadConflictKey(r.Key); err != nil {
+		if err := tr.AddReadConflictRange(chunkRange(r.Key)); err != nil {
 			return n, err
 		}
-		tr.Clear(r.Key)
+		clearChunked(tr, r.Key)
 		back, err := s.putBack(tr, key, stored)
 		if err != nil {
 			return n, err
@@ -944,7 +991,7 @@ func (w *waiter[T]) step(tr kv.Transaction) (out outcome[T], err error) {
 		return w.fresh(tr, now, head, firsts, ahead, last)
 	}
 	reqF := tr.Get(w.reqKey)
-	resF := tr.Get(w.resKey)
+	resF := getChunked(tr, w.resKey)
 	// The requests ahead and the items that reach this request's place
 	// are read now too, so that a step takes one round trip; a waiter
 	// that only collects wastes them. The place only moves forward, so
@@ -1132,7 +1179,7 @@ func (w *waiter[T]) join(tr kv.Transaction, now time.Time, last kv.RangeResult, 
 // makes it conflict, and the next attempt finds it.
 func (w *waiter[T]) resolve(tr kv.Transaction) (out outcome[T], err error) {
 	out.phase = phaseWait
-	v, err := tr.Get(w.resKey).Get()
+	v, err := getChunked(tr, w.resKey).Get()
 	if err != nil {
 		return out, err
 	}
@@ -1191,7 +1238,7 @@ func (w *waiter[T]) serveAndTake(tr kv.Transaction, now time.Time, reqs, items [
 		}
 		tr.Clear(r.Key)
 		tr.Clear(items[i].Key) // the result key's marker is overwritten below
-		tr.Set(s.resKey(rid), encodeResult(now.Add(s.st.cfg.ClaimTimeout), items[i].Key, items[i].Value))
+		setChunked(tr, s.resKey(rid), encodeResult(now.Add(s.st.cfg.ClaimTimeout), items[i].Key, items[i].Value))
 	}
 	tr.Clear(p.Key)
 	w.took(tr, p, rec)
@@ -1257,7 +1304,7 @@ func (w *waiter[T]) collect(tr kv.Transaction, resV []byte) (out outcome[T], err
 		return out, err
 	}
 	p := kv.KeyValue{Key: key, Value: stored}
-	tr.Clear(w.resKey)
+	clearChunked(tr, w.resKey)
 	v, rec, aerr := s.accept(p)
 	if aerr != nil {
 		// Return the item to the queue (in batch mode where a plain
@@ -1575,7 +1622,7 @@ func (s *stageSide[T]) drop(tr kv.Transaction, key []byte) error {
 	}
 	tr.Clear(key)
 	if _, rid, err := s.parseReq(key); err == nil {
-		tr.Clear(s.resKey(rid))
+		clearChunked(tr, s.resKey(rid))
 	}
 	return nil
 }
@@ -1636,7 +1683,7 @@ func (s *stageSide[T]) serve(tr kv.Transaction, now time.Time, live []kv.KeyValu
 			cost += clearCost(len(myRes)) + w.o.recordCost(0, rec)
 		} else {
 			result = encodeResult(now.Add(timeout), it.Key, it.Value)
-			cost += setCost(len(s.resKey(rid)), len(result))
+			cost += chunkedSetCost(len(s.resKey(rid)), len(result))
 		}
 		if res.n > 0 && !sp.fits(cost) {
 			break
@@ -1658,7 +1705,7 @@ func (s *stageSide[T]) serve(tr kv.Transaction, now time.Time, live []kv.KeyValu
 			res.mine, res.val = true, v
 			continue
 		}
-		tr.Set(s.resKey(rid), result)
+		setChunked(tr, s.resKey(rid), result)
 	}
 	// The items ran out before the caller's request (every item read was
 	// used, and the read reached the end of the queue).
@@ -1909,9 +1956,10 @@ func (w *waiter[T]) abandon(ctx context.Context, cause error) error {
 		if err != nil && !errors.Is(err, ErrOperationExpired) {
 			return err
 		}
-		var resF kv.FutureValue
+		var resF *chunkedValue
 		if w.resKey != nil {
-			resF = tr.Get(w.resKey)
+			f := getChunked(tr, w.resKey)
+			resF = &f
 		}
 		prev, done, err := w.o.applied(rec)
 		if err != nil {
@@ -1956,7 +2004,7 @@ func (w *waiter[T]) abandon(ctx context.Context, cause error) error {
 					back = moved || back
 				}
 			}
-			tr.Clear(w.resKey)
+			clearChunked(tr, w.resKey)
 			if reqKey != nil {
 				tr.Clear(reqKey)
 			}
@@ -2031,20 +2079,38 @@ func (s *stageSide[T]) recover(ctx context.Context, db kv.Database, stats *Recov
 				// their items back fits the batch budget.
 				it := tr.Snapshot().GetRange(kv.KeyRange{Begin: begin, End: r.End},
 					kv.RangeOptions{Limit: recoverBatch, Mode: kv.StreamingModeWantAll}).Iterator()
+				// A page ends between values, never inside a chunked one.
 				var kvs []kv.KeyValue
+				var cur, stop []byte // the value being read; where the next page starts
 				sp := &spend{budget: s.st.budget}
 				for len(kvs) < recoverBatch && it.Next() {
 					p := it.KeyValue()
-					kvs = append(kvs, p)
-					if sp.used += resultCost(p, s.items); !isReq && sp.used >= sp.budget {
+					chunk := cur != nil && len(p.Key) > len(cur) && bytes.HasPrefix(p.Key, cur)
+					if !isReq && !chunk && sp.used >= sp.budget {
+						stop = bytes.Clone(p.Key)
 						break
 					}
+					if !chunk {
+						cur = p.Key
+					}
+					kvs = append(kvs, p)
+					sp.used += resultCost(p, s.items)
 				}
 				if err := it.Err(); err != nil {
 					return err
 				}
-				if len(kvs) == recoverBatch || (!isReq && sp.used >= sp.budget) {
+				if stop != nil {
+					next = stop
+				} else if len(kvs) == recoverBatch {
 					next = append(bytes.Clone(kvs[len(kvs)-1].Key), 0x00)
+					if !isReq {
+						// The last result may continue past the page:
+						// the next page starts at its first chunk.
+						if whole := joinChunks(kvs); len(whole) > 1 {
+							next = whole[len(whole)-1].Key
+							kvs = kvs[:len(kvs)-countChunks(kvs, next)]
+						}
+					}
 				}
 				if !isReq {
 					var err error

@@ -28,3 +28,9 @@ func FulfilStaged(ctx context.Context, db kv.Database, q *Queue) (int, error) {
 // SetStagingBusy sets q's hint that the line is long, under which new
 // staged calls file a request without looking at the head first.
 func SetStagingBusy(q *Queue, busy bool) { q.stage.busy.Store(busy) }
+
+// FulfilStagedPQ runs one fulfilment pass over pq's PopMin (max false) or
+// PopMax requests, as FulfilStaged does for a Queue.
+func FulfilStagedPQ(ctx context.Context, db kv.Database, pq *PriorityQueue, max bool) (int, error) {
+	return pq.side(max).fulfilOnce(ctx, db)
+}

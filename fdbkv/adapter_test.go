@@ -275,23 +275,89 @@ func TestWatch(t *testing.T) {
 	}
 }
 
-func TestOpenSharesOneDatabasePerClusterFile(t *testing.T) {
-	shared := testDatabase(t) // selects the API version and opens the file once
+// TestOpenNeverDestroysTheApplicationsHandle: the binding's
+// fdb.OpenDatabase caches one handle per cluster file. fdbkv.Open used to
+// take that cached handle, so its Close destroyed the application's
+// database (use after free in libfdb_c), and the application's Close
+// destroyed fdbkv's. Open's handle is now its own.
+func TestOpenNeverDestroysTheApplicationsHandle(t *testing.T) {
+	testDatabase(t) // selects the API version
 	path := clusterFile(t)
 	ctx := testContext(t)
+	readVersion := func(db *fdbkv.Database) error {
+		return db.ReadTransact(ctx, func(tr kv.ReadTransaction) error {
+			_, err := tr.GetReadVersion().Get()
+			return err
+		})
+	}
 
+	app, err := fdb.OpenDatabase(path) // the binding's cached handle
+	if err != nil {
+		t.Fatalf("fdb.OpenDatabase: %v", err)
+	}
+	appOwned := true
+	defer func() {
+		if appOwned {
+			app.Close()
+		}
+	}()
 	a, err := fdbkv.Open(path)
 	if err != nil {
 		t.Fatalf("Open: %v", err)
 	}
+	if err := readVersion(a); err != nil {
+		t.Fatalf("reading through Open's database: %v", err)
+	}
 	a.Close()
 	a.Close() // a second Close does nothing
-	// shared was opened for the same file and must still work.
-	err = shared.ReadTransact(ctx, func(tr kv.ReadTransaction) error {
-		_, err := tr.GetReadVersion().Get()
-		return err
-	})
+	if err := readVersion(fdbkv.Wrap(app)); err != nil {
+		t.Fatalf("the application's handle after fdbkv's Close: %v", err)
+	}
+
+	// The other way round: the application closes its handle; fdbkv's
+	// database still works.
+	b, err := fdbkv.Open(path)
 	if err != nil {
-		t.Fatalf("a database still open after another one of the same cluster file was closed: %v", err)
+		t.Fatalf("Open: %v", err)
+	}
+	defer b.Close()
+	app.Close()
+	appOwned = false
+	if err := readVersion(b); err != nil {
+		t.Fatalf("Open's database after the application closed its own handle: %v", err)
+	}
+	if err := readVersion(testDatabase(t)); err != nil {
+		t.Fatalf("the shared test database after the application closed its handle: %v", err)
+	}
+}
+
+// TestResetClearsOptionsOnFDB: FDB's Reset clears the transaction's options
+// (ReadYourWritesTransaction::reset, fdbclient/ReadYourWrites.actor.cpp)
+// while OnError keeps them (resetRyow re-applies persistent options).
+// fdbkv passes both through; callers that Reset set their options again.
+func TestResetClearsOptionsOnFDB(t *testing.T) {
+	db := testDatabase(t)
+	ctx := testContext(t)
+
+	tr, err := db.CreateTransaction(ctx)
+	if err != nil {
+		t.Fatalf("CreateTransaction: %v", err)
+	}
+	if err := tr.Options().SetRetryLimit(1); err != nil {
+		t.Fatalf("SetRetryLimit(1): %v", err)
+	}
+	if err := tr.OnError(kv.ErrNotCommitted); err != nil {
+		t.Fatalf("first OnError(not_committed) with retry limit 1 = %v, want nil", err)
+	}
+	if err := tr.OnError(kv.ErrNotCommitted); !errors.Is(err, kv.ErrNotCommitted) {
+		t.Fatalf("second OnError(not_committed) = %v: OnError did not keep the retry limit", err)
+	}
+	tr.Reset()
+	if err := tr.Options().SetRetryLimit(0); err != nil {
+		t.Fatalf("SetRetryLimit(0): %v", err)
+	}
+	tr.Reset()
+	if err := tr.OnError(kv.ErrNotCommitted); err != nil {
+		t.Errorf("OnError(not_committed) after Reset = %v, want nil: Reset should have cleared the retry limit of 0", err)
 	}
 }

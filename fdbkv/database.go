@@ -2,9 +2,14 @@ package fdbkv
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"runtime"
 	"sync"
-	"sync/atomic"
 
 	"github.com/apple/foundationdb/bindings/go/src/fdb"
 
@@ -15,104 +20,228 @@ import (
 // concurrent use. Make one with Open, OpenWithAPIVersion or Wrap.
 type Database struct {
 	db     fdb.Database
-	apiErr error     // CheckAPIVersion's verdict, fixed once a database exists
-	shared *sharedDB // set when Open made the fdb.Database
-	closed sync.Once // Close releases shared only once; also makes vet flag copies
+	apiErr error // CheckAPIVersion's verdict, fixed once a database exists
+
+	// owned says Open made db for this Database alone, so Close destroys
+	// it with destroy (fdb.Database.Close).
+	owned   bool
+	destroy func(fdb.Database)
+
+	// mu is held for reading while a transaction is created from db and
+	// for writing by Close, so no transaction is created from a destroyed
+	// handle. It also makes vet flag copies of a Database.
+	mu     sync.RWMutex
+	closed bool
 }
 
 var _ kv.Database = (*Database)(nil)
 
-// sharedDB is one fdb.Database opened by Open and the number of open
-// Databases using it. The binding caches databases by cluster file and
-// fdb.Database.Close destroys the cached one, so Open shares them and closes
-// one only when its last user closes.
-type sharedDB struct {
-	clusterFile string
-	db          fdb.Database
-	refs        int
-}
+// ErrClosed is returned by CreateTransaction, Transact and ReadTransact of
+// a Database after its Close. It matches kv.ErrClientInvalidOp too.
+var ErrClosed = fmt.Errorf("fdbkv: database is closed: %w", kv.ErrClientInvalidOp)
 
-var (
-	openMu sync.Mutex
-	opened = map[string]*sharedDB{}
-)
-
-// Open opens the database of the cluster described by clusterFile ("" for
-// FoundationDB's default cluster file).
+// Open opens the database of the cluster described by clusterFile, with a
+// handle that belongs to the returned Database alone: Close destroys it,
+// and nothing else can.
 //
 // The application must first select a FoundationDB API version of at least
 // MinAPIVersion with fdb.APIVersion (once per process, before any other
 // call of the binding); otherwise Open returns an *APIVersionError without
 // calling into libfdb_c. OpenWithAPIVersion does both steps.
 //
-// Databases opened here for the same cluster file share one fdb.Database,
-// which is closed when the last of them is closed. Do not also open that
-// cluster file with fdb.OpenDatabase and close it yourself: the binding
-// caches databases per cluster file, so that would close this one too (use
-// Wrap for a database you manage).
+// clusterFile "" means the default cluster file, found as libfdb_c finds
+// it: the file named by the FDB_CLUSTER_FILE environment variable if it is
+// set, else ./fdb.cluster if it exists, else the platform's default
+// (/etc/foundationdb/fdb.cluster on Linux). A missing file fails with
+// no_cluster_file_found (1515, matching fs.ErrNotExist too), a file over
+// 60,000 bytes with file_too_large (1516), an invalid one with
+// connection_string_invalid (2104).
+//
+// Why not fdb.OpenDatabase: the binding caches the handles it returns, one
+// per cluster file, and its Close destroys that shared handle, so a Close
+// by fdbkv would destroy a handle the application got from
+// fdb.OpenDatabase for the same file (and the application's Close would
+// destroy fdbkv's). Open therefore reads the cluster file and opens the
+// cluster with fdb.OpenWithConnectionString, which the binding does not
+// cache. The differences: the file is read once, here; when the cluster's
+// coordinators change, the handle follows them in memory but does not
+// rewrite the file (a handle opened from the file would); and with the
+// multi-version client, only client libraries of API version 720 (7.2) or
+// later can open it. Applications that want the binding's own cluster-file
+// handle open it with fdb.OpenDatabase and pass it to Wrap.
+//
+// Each Open makes a new handle, with its own connections to the cluster:
+// open once per process and share the *Database.
 func Open(clusterFile string) (*Database, error) {
 	if err := CheckAPIVersion(); err != nil {
 		return nil, err
 	}
-	openMu.Lock()
-	defer openMu.Unlock()
-	s := opened[clusterFile]
-	if s == nil {
-		db, err := fdb.OpenDatabase(clusterFile)
-		if err != nil {
-			return nil, translateError(err)
-		}
-		s = &sharedDB{clusterFile: clusterFile, db: db}
-		opened[clusterFile] = s
+	return openOwned(clusterFile, fdb.OpenWithConnectionString, fdb.Database.Close)
+}
+
+// openOwned is Open after the API version check, with the binding's
+// uncached open and its Close passed in (tests pass fakes).
+func openOwned(clusterFile string, open func(connectionString string) (fdb.Database, error),
+	destroy func(fdb.Database)) (*Database, error) {
+	path := resolveClusterFile(clusterFile, os.LookupEnv, fileExists, defaultClusterFile(runtime.GOOS, os.Getenv))
+	contents, err := readClusterFile(path)
+	if err != nil {
+		return nil, err
 	}
-	s.refs++
-	return &Database{db: s.db, shared: s}, nil
+	db, err := open(contents)
+	if err != nil {
+		if _, ok := errorCode(err); !ok {
+			// The binding's own checks (e.g. the network was stopped)
+			// return errors without a code.
+			return nil, fmt.Errorf("fdbkv: opening the cluster of %s: %w", path, err)
+		}
+		return nil, fmt.Errorf("fdbkv: opening the cluster of %s: %w", path, translateError(err))
+	}
+	return &Database{db: db, owned: true, destroy: destroy}, nil
+}
+
+// clusterFileEnv is the environment variable libfdb_c reads for the
+// default cluster file (CLUSTER_FILE_ENV_VAR_NAME, fdbclient/MonitorLeader.h).
+const clusterFileEnv = "FDB_CLUSTER_FILE"
+
+// maxClusterFileBytes is libfdb_c's limit on a cluster file's size
+// (MAX_CLUSTER_FILE_BYTES, fdbclient/CoordinationInterface.h).
+const maxClusterFileBytes = 60000
+
+// Error codes of flow/include/flow/error_definitions.h that Open returns.
+const (
+	codeNoClusterFileFound      = 1515
+	codeFileTooLarge            = 1516
+	codeIOError                 = 1510
+	codeConnectionStringInvalid = 2104
+)
+
+// resolveClusterFile names the cluster file to read for clusterFile, as
+// libfdb_c's ClusterConnectionFile::lookupClusterFileName
+// (fdbclient/ClusterConnectionFile.actor.cpp) does: a given name; else
+// FDB_CLUSTER_FILE when set (even to a missing file: no fallback); else
+// ./fdb.cluster when it exists; else the platform default.
+func resolveClusterFile(clusterFile string, lookupEnv func(string) (string, bool),
+	exists func(string) bool, platformDefault string) string {
+	if clusterFile != "" {
+		return clusterFile
+	}
+	if f, ok := lookupEnv(clusterFileEnv); ok {
+		return f
+	}
+	if exists("fdb.cluster") {
+		return "fdb.cluster"
+	}
+	return platformDefault
+}
+
+// defaultClusterFile is the platform's default cluster file
+// (platform::getDefaultClusterFilePath, flow/Platform.actor.cpp).
+func defaultClusterFile(goos string, getenv func(string) string) string {
+	switch goos {
+	case "windows":
+		dir := getenv("ProgramData")
+		if dir == "" {
+			dir = `C:\ProgramData`
+		}
+		return dir + `\foundationdb\fdb.cluster`
+	case "darwin", "freebsd":
+		return "/usr/local/etc/foundationdb/fdb.cluster"
+	default:
+		return "/etc/foundationdb/fdb.cluster"
+	}
+}
+
+// fileExists reports whether path names an existing file.
+func fileExists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
+}
+
+// readClusterFile returns the contents of the cluster file at path, with
+// libfdb_c's errors (ClusterConnectionFile's constructor and readFileBytes,
+// flow/Platform.actor.cpp) as kv.Error codes.
+func readClusterFile(path string) (string, error) {
+	f, err := os.Open(filepath.Clean(path))
+	if err != nil {
+		code := codeIOError
+		if errors.Is(err, fs.ErrNotExist) {
+			code = codeNoClusterFileFound
+		}
+		return "", fmt.Errorf("fdbkv: cluster file %q: %w: %w", path, kv.Error{Code: code}, err)
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, maxClusterFileBytes+1))
+	switch {
+	case err != nil:
+		return "", fmt.Errorf("fdbkv: cluster file %q: %w: %w", path, kv.Error{Code: codeIOError}, err)
+	case len(b) > maxClusterFileBytes:
+		return "", fmt.Errorf("fdbkv: cluster file %q is over %d bytes: %w", path, maxClusterFileBytes, kv.Error{Code: codeFileTooLarge})
+	case len(b) == 0:
+		// The binding refuses an empty connection string with an error
+		// that has no code; FDB's parser would say this.
+		return "", fmt.Errorf("fdbkv: cluster file %q is empty: %w", path, kv.Error{Code: codeConnectionStringInvalid})
+	}
+	return string(b), nil
 }
 
 // OpenWithAPIVersion selects FoundationDB API version version (which must be
 // at least MinAPIVersion and at most 730, the binding's) and opens the
 // database as Open does. The API version can be selected only once per
 // process: calling it again with the same version is fine, with another one
-// it fails with FDB's api_version_already_set (2201).
+// it fails with FDB's api_version_already_set (2201). A version the
+// installed libfdb_c does not support fails with api_version_not_supported
+// (2203).
 func OpenWithAPIVersion(version int, clusterFile string) (*Database, error) {
 	if version < MinAPIVersion {
 		return nil, &APIVersionError{Selected: version, Min: MinAPIVersion}
 	}
 	if err := fdb.APIVersion(version); err != nil {
-		return nil, translateError(err)
+		return nil, apiVersionError(err)
 	}
 	return Open(clusterFile)
 }
 
+// apiVersionError translates an error of fdb.APIVersion. The binding
+// reports an unsupported version as a plain error, without its code
+// (api_version_not_supported, 2203): it gets one here.
+func apiVersionError(err error) error {
+	if _, ok := errorCode(err); ok {
+		return translateError(err)
+	}
+	return fmt.Errorf("%w: %w", kv.Error{Code: 2203}, err)
+}
+
 // Wrap returns a Database over db, a database the application opened with
-// the binding and keeps managing: Close on the result does not close db.
-// The API version selected for the process must be at least MinAPIVersion;
-// if it is not, CreateTransaction, Transact and ReadTransact return an
-// *APIVersionError.
+// the binding and keeps owning: Close on the result never closes db (close
+// it yourself, after the last use of the result). The API version selected
+// for the process must be at least MinAPIVersion; if it is not,
+// CreateTransaction, Transact and ReadTransact return an *APIVersionError.
 func Wrap(db fdb.Database) *Database {
 	return &Database{db: db, apiErr: CheckAPIVersion()}
 }
 
 // FDB returns the underlying fdb.Database, e.g. to set database options.
+// Do not close it: it belongs to Open's Database, or to the application
+// that passed it to Wrap.
 func (d *Database) FDB() fdb.Database { return d.db }
 
-// Close releases a database made by Open or OpenWithAPIVersion (the
-// underlying fdb.Database is closed when no other Database opened for the
-// same cluster file remains). It does nothing for a database made by Wrap,
-// and nothing on later calls. Transactions must not be used after Close.
+// Close ends d: CreateTransaction, Transact and ReadTransact then return
+// ErrClosed. For a Database made by Open or OpenWithAPIVersion it also
+// destroys the fdb.Database handle (fdb.Database.Close), which belongs to
+// d alone; for one made by Wrap it leaves the application's handle open.
+// Transactions created before Close stay usable until they end (libfdb_c
+// keeps the database alive for them). Later calls do nothing.
 func (d *Database) Close() {
-	d.closed.Do(func() {
-		if d.shared == nil {
-			return
-		}
-		openMu.Lock()
-		defer openMu.Unlock()
-		d.shared.refs--
-		if d.shared.refs == 0 {
-			delete(opened, d.shared.clusterFile)
-			d.shared.db.Close()
-		}
-	})
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return
+	}
+	d.closed = true
+	if d.owned {
+		d.destroy(d.db)
+	}
 }
 
 // CreateTransaction creates a transaction (fdb.Database.CreateTransaction)
@@ -153,38 +282,43 @@ func (d *Database) ReadTransact(ctx context.Context, fn func(kv.ReadTransaction)
 // createTransaction creates a transaction cancelled when ctx ends, and the
 // function that stops watching ctx.
 //
-// The context.AfterFunc registration refers to the fdb.Transaction but not
-// to the returned *transaction; a cleanup on the latter deregisters it, so
-// a transaction created from a long-lived context and then dropped does not
-// stay reachable (and its C memory allocated) until that context ends.
+// The context.AfterFunc registration refers to the transaction's state but
+// not to the returned *transaction; a cleanup on the latter deregisters
+// it, so a transaction created from a long-lived context and then dropped
+// does not stay reachable (and its C memory allocated) until that context
+// ends.
 func (d *Database) createTransaction(ctx context.Context) (*transaction, func() bool, error) {
 	if d.apiErr != nil {
 		return nil, nil, d.apiErr
 	}
-	if d.db == (fdb.Database{}) {
-		// A zero Database (not made by Open or Wrap) has no C handle.
-		return nil, nil, kv.ErrClientInvalidOp
-	}
 	if err := ctx.Err(); err != nil {
 		return nil, nil, err
 	}
-	ftr, err := d.db.CreateTransaction()
+	ftr, err := d.newFDBTransaction()
 	if err != nil {
-		return nil, nil, translateError(err)
+		return nil, nil, err
 	}
-	state := &txState{}
-	t := &transaction{tr: ftr, state: state}
-	stop := context.AfterFunc(ctx, func() {
-		state.cancelled.Store(true)
-		ftr.Cancel()
-	})
+	t := newTransaction(ctx, ftr)
+	stop := t.state.watchContext()
 	runtime.AddCleanup(t, func(stop func() bool) { stop() }, stop)
 	return t, stop, nil
 }
 
-// txState is what the context watcher shares with a transaction.
-type txState struct {
-	// cancelled is set once the transaction has been cancelled (by Cancel
-	// or by its context) and cleared by Reset.
-	cancelled atomic.Bool
+// newFDBTransaction creates an fdb.Transaction from d's handle, unless d is
+// closed (its handle may have been destroyed) or has no handle.
+func (d *Database) newFDBTransaction() (fdb.Transaction, error) {
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	if d.closed {
+		return fdb.Transaction{}, ErrClosed
+	}
+	if d.db == (fdb.Database{}) {
+		// A zero Database (not made by Open or Wrap) has no C handle.
+		return fdb.Transaction{}, kv.ErrClientInvalidOp
+	}
+	ftr, err := d.db.CreateTransaction()
+	if err != nil {
+		return fdb.Transaction{}, translateError(err)
+	}
+	return ftr, nil
 }

@@ -11,7 +11,8 @@
 // # Opening a database
 //
 // The binding needs a FoundationDB API version selected once per process
-// before any other call. Either select it yourself and call Open:
+// before any other call; Open returns an *APIVersionError until one is.
+// Either select it yourself and call Open:
 //
 //	if err := fdb.APIVersion(730); err != nil { ... }
 //	db, err := fdbkv.Open("") // "" means the default cluster file
@@ -25,10 +26,32 @@
 // as an *APIVersionError before any call into libfdb_c. The binding declares
 // API version 730, so the installed libfdb_c must be 7.3 or later.
 //
+// # Who owns the database handle
+//
+//   - Open and OpenWithAPIVersion make a handle that belongs to the
+//     returned Database alone; its Close destroys it. They do not use
+//     fdb.OpenDatabase, whose handles are cached and shared per cluster file
+//     (so closing one closes them all): they read the cluster file and open
+//     the cluster with fdb.OpenWithConnectionString. See Open for what that
+//     changes.
+//   - Wrap takes a handle the application opened and keeps owning: Close of
+//     the Database never closes it; the application closes it after its
+//     last use.
+//   - After Close, CreateTransaction, Transact and ReadTransact return
+//     ErrClosed; transactions created before stay usable.
+//
 // An application that already has an fdb.Database uses Wrap, and one that
 // wants fdbqueue's layers to run inside its own fdb.Transaction (together
 // with its own reads and writes, committed or retried by its own loop) uses
-// WrapTransaction.
+// WrapTransaction. In the binding's own retry loop (fdb.Database.Transact),
+// give every queue operation an ID made once outside the loop, so that a
+// retry after commit_unknown_result (1021) does not apply it twice:
+//
+//	id := fdbqueue.NewOpID() // once per logical operation
+//	_, err := fdbDB.Transact(func(tr fdb.Transaction) (any, error) {
+//		tr.Set(orderKey, order)
+//		return nil, q.Enqueue(ctx, fdbkv.WrapTransaction(tr), item, fdbqueue.WithOpID(id))
+//	})
 //
 // # Transactions, retries and cancellation
 //
@@ -39,17 +62,28 @@
 // timeout are FoundationDB's own. fdbkv never retries by itself.
 //
 // A transaction made by CreateTransaction(ctx) is cancelled
-// (fdb.Transaction.Cancel) when ctx ends. A commit that was in flight when
-// the transaction was cancelled or timed out may still have been applied:
-// its error is marked with kv.CommitInterrupted, so kv.MaybeCommitted reports
-// it, as it does commit_unknown_result (1021).
+// (fdb.Transaction.Cancel) when ctx ends, and stays cancelled through
+// Reset. A transaction already cancelled never sends its commit: Commit
+// fails with plain transaction_cancelled (1025). A commit that was sent and
+// then failed with transaction_cancelled or transaction_timed_out may still
+// have been applied: its error is marked with kv.CommitInterrupted, so
+// kv.MaybeCommitted reports it, as it does commit_unknown_result (1021).
+//
+// Reset is FDB's: it clears the transaction's options (timeout, retry
+// limit, max retry delay), which OnError keeps; set them again after Reset.
+//
+// A watch dropped without Cancel is cancelled once the garbage collector
+// finds it unreachable; cancel watches you no longer need all the same.
 //
 // # Errors
 //
 // Every error the binding returns goes through one function, which turns an
-// fdb.Error into an error that keeps its numeric code and matches the kv
-// sentinels: errors.Is(err, kv.ErrNotCommitted), errors.As(err, &kvErr) with
-// a kv.Error, and still errors.As(err, &fdbErr) with an fdb.Error.
+// fdb.Error of any code into an error that keeps its numeric code and
+// matches the kv sentinels: errors.Is(err, kv.ErrNotCommitted),
+// errors.As(err, &kvErr) with a kv.Error, and still errors.As(err, &fdbErr)
+// with an fdb.Error. fdbkv keeps no table of codes: kv.IsRetryable and
+// kv.MaybeCommitted classify an error from FDB exactly as the kv.Error of
+// its code.
 //
 // # Mapping onto the binding
 //
@@ -59,13 +93,13 @@
 //
 //	kv method                                 binding call
 //	----------------------------------------  ---------------------------------------------------
-//	Open / OpenWithAPIVersion                 fdb.GetAPIVersion / fdb.APIVersion, fdb.OpenDatabase
-//	Database.Close                            d.Close (when the last Open of that cluster file closes)
+//	Open / OpenWithAPIVersion                 fdb.GetAPIVersion / fdb.APIVersion, fdb.OpenWithConnectionString
+//	Database.Close                            d.Close (only for a database made by Open)
 //	Database.CreateTransaction(ctx)           d.CreateTransaction; t.Cancel when ctx ends
 //	Database.Transact / ReadTransact          kv.RetryLoop / kv.ReadRetryLoop over the above
 //	Transaction.Transact / ReadTransact       runs fn inside t (as t.Transact does)
 //	Get                                       t.Get(k).Get
-//	GetRange(r, opts).GetSlice                t.GetRange(r, o).GetSliceWithError
+//	GetRange(r, opts).GetSlice                t.GetRange(r, o).Iterator: Advance, Get (keeps the mode)
 //	GetRange(r, opts).Iterator                t.GetRange(r, o).Iterator: Advance, Get
 //	GetReadVersion                            t.GetReadVersion().Get
 //	Snapshot().Get / GetRange / ...           s.Get / s.GetRange / s.GetReadVersion
@@ -79,7 +113,7 @@
 //	Watch(k).Wait(ctx) / Cancel               t.Watch(k): BlockUntilReady (via Get) / Cancel
 //	Commit                                    t.Commit().Get
 //	OnError(err)                              t.OnError(fdb.Error{Code: code}).Get
-//	Reset / Cancel                            t.Reset / t.Cancel
+//	Reset / Cancel                            t.Reset (then t.Cancel if ctx ended) / t.Cancel
 //	GetCommittedVersion                       t.GetCommittedVersion
 //	GetVersionstamp                           t.GetVersionstamp().Get
 //	GetApproximateSize                        t.GetApproximateSize().Get
@@ -89,7 +123,9 @@
 //
 // kv.StreamingMode maps onto fdb.StreamingModeIterator, WantAll and Exact;
 // Exact without a Limit (an error in FDB) is sent as WantAll, since kv's
-// mode is only a hint. Durations become whole milliseconds, rounded up below
+// mode is only a hint. GetSlice keeps the mode for every batch (the
+// binding's GetSliceWithError would switch to Exact or WantAll after the
+// first). Durations become whole milliseconds, rounded up below
 // 1 ms and capped at FDB's maximum (about 24.8 days).
 //
 // # Testing

@@ -15,7 +15,8 @@ import (
 //   - 520: versionstamped keys and values carry a 4-byte offset (2 bytes
 //     before 520);
 //   - 610: the timeout, retry_limit and max_retry_delay options survive
-//     OnError and Reset (before 610 every retry had to set them again);
+//     OnError (before 610 every retry had to set them again; Reset still
+//     clears them);
 //   - 620: GetApproximateSize (fdb_transaction_get_approximate_size);
 //   - 700: a commit no longer partially resets the transaction, so its read
 //     version stays readable after Commit.
@@ -102,46 +103,34 @@ type fdbError struct {
 	native error // an fdb.Error, or an error wrapping one
 }
 
-// Error uses kv's name for the codes kv names. For other codes, and for
-// wrapped errors, it uses the binding's text, which asks libfdb_c for the
-// code's description.
+// Error uses kv's text for the code when kv names it, e.g.
+// "not_committed (1020)". For other codes, and for wrapped errors, it uses
+// the binding's text, which asks libfdb_c for the code's description.
 func (e *fdbError) Error() string {
-	if _, bare := e.native.(fdb.Error); bare && namedCodes[e.code.Code] {
-		return e.code.Error()
+	if _, bare := e.native.(fdb.Error); bare {
+		if text := e.code.Error(); text != unnamedText(e.code.Code) {
+			return text
+		}
 	}
 	return e.native.Error()
 }
 
+// unnamedText is kv.Error's text for a code kv has no name for.
+func unnamedText(code int) string { return fmt.Sprintf("fdb error %d", code) }
+
 // Unwrap returns the kv.Error and the binding's error.
 func (e *fdbError) Unwrap() []error { return []error{e.code, e.native} }
 
-// namedCodes are the codes kv has sentinels (and names) for.
-var namedCodes = func() map[int]bool {
-	m := make(map[int]bool)
-	for _, e := range []kv.Error{
-		kv.ErrTransactionTooOld, kv.ErrFutureVersion, kv.ErrNotCommitted,
-		kv.ErrCommitUnknownResult, kv.ErrTransactionCancelled,
-		kv.ErrTransactionTimedOut, kv.ErrTooManyWatches, kv.ErrWatchesDisabled,
-		kv.ErrProcessBehind, kv.ErrTagThrottled, kv.ErrUsedDuringCommit,
-		kv.ErrKeyOutsideLegalRange, kv.ErrInvertedRange,
-		kv.ErrTransactionTooLarge, kv.ErrKeyTooLarge, kv.ErrValueTooLarge,
-		kv.ErrClientInvalidOp, kv.ErrInternal,
-	} {
-		m[e.Code] = true
-	}
-	return m
-}()
-
-// commitError translates the error of a commit. A commit that fails with
-// transaction_cancelled or transaction_timed_out while it was in flight may
-// still have been applied: it is marked with kv.CommitInterrupted, so that
-// kv.MaybeCommitted reports it. cancelledBefore says the transaction had
-// already been cancelled when Commit was called; FDB then fails the commit
-// without sending it.
-func commitError(err error, cancelledBefore bool) error {
+// commitError translates the error of a commit that was sent. One that
+// fails with transaction_cancelled or transaction_timed_out may still have
+// been applied (FDB's commit fails with them as soon as the transaction is
+// cancelled or times out, while the commit it sent goes on:
+// RYWImpl::commit in fdbclient/ReadYourWrites.actor.cpp): it is marked
+// with kv.CommitInterrupted, so that kv.MaybeCommitted reports it.
+func commitError(err error) error {
 	err = translateError(err)
-	if err == nil || cancelledBefore {
-		return err
+	if err == nil {
+		return nil
 	}
 	if errors.Is(err, kv.ErrTransactionCancelled) || errors.Is(err, kv.ErrTransactionTimedOut) {
 		return kv.CommitInterrupted(err)

@@ -67,6 +67,54 @@ func TestTranslateErrorKeepsCode(t *testing.T) {
 	}
 }
 
+// fdbErrorCodes are the error codes of FoundationDB 7.3
+// (flow/include/flow/error_definitions.h) a client can see: every code of
+// fdb_error_predicate's classes (bindings/c/fdb_c.cpp), the cancellation
+// and timeout codes, client errors and a few the adapter itself reports.
+var fdbErrorCodes = []int{
+	1000, 1004, 1007, 1009, 1020, 1021, 1022, 1025, 1029, 1031, 1032, 1034,
+	1036, 1037, 1038, 1039, 1040, 1042, 1051, 1078, 1101, 1102, 1213, 1223,
+	1510, 1511, 1515, 1516, 2000, 2004, 2005, 2006, 2008, 2017, 2020, 2101,
+	2102, 2103, 2104, 2200, 2201, 2203, 2210, 4000, 4100,
+}
+
+// TestEveryCodeReachesCallersAsKVError: whatever the code, a binding error
+// becomes a kv.Error of that code, so kv's predicates (IsRetryable,
+// MaybeCommitted) classify it exactly as they classify kv.Error{Code}: fdbkv
+// has no table of codes of its own to fall behind kv's.
+func TestEveryCodeReachesCallersAsKVError(t *testing.T) {
+	for _, code := range fdbErrorCodes {
+		bare := kv.Error{Code: code}
+		for _, in := range []error{fdb.Error{Code: code}, fmt.Errorf("app: %w", fdb.Error{Code: code})} {
+			err := fdbkv.TranslateError(in)
+			var ke kv.Error
+			if !errors.As(err, &ke) || ke.Code != code || !errors.Is(err, bare) {
+				t.Errorf("%d: TranslateError(%#v) = %#v, which is not kv.Error{%d}", code, in, err, code)
+				continue
+			}
+			var fe fdb.Error
+			if !errors.As(err, &fe) || fe.Code != code {
+				t.Errorf("%d: the translated error lost its fdb.Error", code)
+			}
+			if got, want := kv.IsRetryable(err), kv.IsRetryable(bare); got != want {
+				t.Errorf("%d: kv.IsRetryable = %v on FDB, %v for kv.Error", code, got, want)
+			}
+			if got, want := kv.MaybeCommitted(err), kv.MaybeCommitted(bare); got != want {
+				t.Errorf("%d: kv.MaybeCommitted = %v on FDB, %v for kv.Error", code, got, want)
+			}
+		}
+		// A commit's error keeps the code too; a sent commit interrupted by
+		// cancellation or timeout is maybe committed.
+		cerr := fdbkv.CommitError(fdb.Error{Code: code})
+		if !errors.Is(cerr, bare) {
+			t.Errorf("%d: CommitError = %v, which is not kv.Error{%d}", code, cerr, code)
+		}
+		if (code == 1025 || code == 1031) && !kv.MaybeCommitted(cerr) {
+			t.Errorf("%d: a sent commit failing with it is not maybe committed", code)
+		}
+	}
+}
+
 func TestTranslateErrorOtherErrors(t *testing.T) {
 	if err := fdbkv.TranslateError(nil); err != nil {
 		t.Errorf("TranslateError(nil) = %v, want nil", err)
@@ -121,21 +169,21 @@ func TestErrorCode(t *testing.T) {
 
 func TestCommitErrorMarksInterruptedCommits(t *testing.T) {
 	for _, tc := range []struct {
-		name            string
-		err             error
-		cancelledBefore bool
-		is              error
-		maybe           bool
+		name  string
+		err   error
+		is    error
+		maybe bool
 	}{
-		{"success", nil, false, nil, false},
-		{"conflict", fdb.Error{Code: 1020}, false, kv.ErrNotCommitted, false},
-		{"unknown result", fdb.Error{Code: 1021}, false, kv.ErrCommitUnknownResult, true},
-		{"cancelled in flight", fdb.Error{Code: 1025}, false, kv.ErrTransactionCancelled, true},
-		{"timed out in flight", fdb.Error{Code: 1031}, false, kv.ErrTransactionTimedOut, true},
-		{"cancelled before commit", fdb.Error{Code: 1025}, true, kv.ErrTransactionCancelled, false},
+		{"success", nil, nil, false},
+		{"conflict", fdb.Error{Code: 1020}, kv.ErrNotCommitted, false},
+		{"unknown result", fdb.Error{Code: 1021}, kv.ErrCommitUnknownResult, true},
+		{"cancelled in flight", fdb.Error{Code: 1025}, kv.ErrTransactionCancelled, true},
+		{"timed out in flight", fdb.Error{Code: 1031}, kv.ErrTransactionTimedOut, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			err := fdbkv.CommitError(tc.err, tc.cancelledBefore)
+			// CommitError sees only commits that were sent; a transaction
+			// cancelled before Commit sends none (txstate_test.go).
+			err := fdbkv.CommitError(tc.err)
 			if tc.is == nil {
 				if err != nil {
 					t.Fatalf("CommitError(nil) = %v, want nil", err)

@@ -4,7 +4,7 @@ go 1.24.0
 
 require (
 	github.com/apple/foundationdb/bindings/go v0.0.0-20260629183922-51e1c42eb9a8
-	github.com/fdbqueue/fdbqueue v0.0.0-00010101000000-000000000000
+	github.com/fdbqueue/fdbqueue v0.1.0
 )
 
 require (
@@ -13,4 +13,6 @@ require (
 	go.yaml.in/yaml/v3 v3.0.5 // indirect
 )
 
+// Local work builds against the root module in the parent directory; a
+// consumer ignores this replace and gets the tagged version required above.
 replace github.com/fdbqueue/fdbqueue => ../

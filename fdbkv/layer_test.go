@@ -37,9 +37,11 @@ func TestQueueLayerOnFoundationDB(t *testing.T) {
 					t.Fatalf("Enqueue(%q): %v", v, err)
 				}
 			}
-			// The layer joins the application's own transaction.
+			// The layer joins the application's own transaction, retried
+			// by the binding's loop: one operation ID for every attempt.
+			id := fdbqueue.NewOpID()
 			_, err = db.FDB().Transact(func(tr fdb.Transaction) (any, error) {
-				return nil, q.Enqueue(ctx, fdbkv.WrapTransaction(tr), []byte("d"))
+				return nil, q.Enqueue(ctx, fdbkv.WrapTransaction(tr), []byte("d"), fdbqueue.WithOpID(id))
 			})
 			if err != nil {
 				t.Fatalf("Enqueue inside the application's fdb transaction: %v", err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"math"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/apple/foundationdb/bindings/go/src/fdb"
@@ -21,7 +22,7 @@ import (
 // errors.As) retries them. The process's API version must be at least
 // MinAPIVersion (see CheckAPIVersion).
 func WrapTransaction(tr fdb.Transaction) kv.Transaction {
-	return &transaction{tr: tr, state: &txState{}}
+	return newTransaction(context.Background(), tr)
 }
 
 // transaction is a kv.Transaction over an fdb.Transaction.
@@ -30,7 +31,73 @@ type transaction struct {
 	state *txState
 }
 
-var _ kv.Transaction = (*transaction)(nil)
+// newTransaction wraps tr, to be cancelled when ctx ends (see
+// txState.watchContext).
+func newTransaction(ctx context.Context, tr fdb.Transaction) *transaction {
+	return &transaction{tr: tr, state: &txState{ctl: tr, ctx: ctx}}
+}
+
+// control is the part of fdb.Transaction whose order against a
+// cancellation decides what a commit's error means. fdb.Transaction
+// implements it; tests substitute fakes to drive each interleaving.
+type control interface {
+	Commit() fdb.FutureNil
+	Cancel()
+	Reset()
+	OnError(fdb.Error) fdb.FutureNil
+}
+
+// txState is what a transaction shares with the watcher of its context.
+//
+// The rule that keeps a commit's error true: a transaction marked cancelled
+// never sends its commit (it fails with plain transaction_cancelled, 1025),
+// and once a commit has been sent, a transaction_cancelled or
+// transaction_timed_out error counts as maybe committed
+// (kv.CommitInterrupted). The mark is set before FDB is told to cancel, so
+// if Commit does not see it, the cancellation reaches FDB after the
+// commit was handed over, and the commit may have been applied. (If FDB
+// got the cancellation first, it fails the commit without sending it and
+// the error is needlessly, but safely, reported as maybe committed.)
+type txState struct {
+	ctl       control
+	ctx       context.Context // cancels the transaction when it ends
+	cancelled atomic.Bool     // by Cancel or ctx, since the last Reset
+}
+
+// watchContext cancels the transaction when its context ends, until the
+// returned function is called.
+func (s *txState) watchContext() (stop func() bool) {
+	return context.AfterFunc(s.ctx, s.cancel)
+}
+
+// cancel marks the transaction cancelled, then cancels it in FDB
+// (fdb.Transaction.Cancel).
+func (s *txState) cancel() {
+	s.cancelled.Store(true)
+	s.ctl.Cancel()
+}
+
+// commit sends the commit unless the transaction is marked cancelled, and
+// waits for its outcome.
+func (s *txState) commit() error {
+	if s.cancelled.Load() {
+		return translateError(fdb.Error{Code: kv.ErrTransactionCancelled.Code})
+	}
+	return commitError(s.ctl.Commit().Get())
+}
+
+// reset resets the transaction (fdb.Transaction.Reset, which also clears
+// its options and undoes a cancellation). A transaction whose context has
+// ended is cancelled again: it must not run, and commit, a new attempt.
+// The context is checked after the reset, so a watcher that fired before
+// it is never undone.
+func (s *txState) reset() {
+	s.ctl.Reset()
+	s.cancelled.Store(false)
+	if s.ctx.Err() != nil {
+		s.cancel()
+	}
+}
 
 // fdbRange converts a kv.KeyRange to the binding's fdb.KeyRange.
 func fdbRange(r kv.KeyRange) fdb.KeyRange {
@@ -148,24 +215,30 @@ func (t *transaction) Watch(key []byte) kv.Watch {
 	return newWatch(t.tr.Watch(fdb.Key(key)))
 }
 
-// Commit maps onto fdb.Transaction.Commit().Get. A commit interrupted by
-// cancellation or a timeout is marked with kv.CommitInterrupted.
+// Commit maps onto fdb.Transaction.Commit().Get. A commit that was sent
+// and then failed with transaction_cancelled or transaction_timed_out is
+// marked with kv.CommitInterrupted (it may have been applied); a
+// transaction already cancelled (by Cancel or its context) sends nothing
+// and fails with plain transaction_cancelled. See txState.
 func (t *transaction) Commit() error {
-	cancelledBefore := t.state.cancelled.Load()
-	return commitError(t.tr.Commit().Get(), cancelledBefore)
+	return t.state.commit()
 }
 
-// OnError hands err's FDB code to fdb.Transaction.OnError, which resets the
-// transaction and waits FDB's backoff for retryable codes (honouring the
-// retry limit and timeout options). An error without an FDB code is
-// returned as it is. When FDB refuses to retry with the same code, err
-// itself is returned, so a kv.CommitInterrupted mark is kept.
+// OnError hands err's FDB code to fdb.Transaction.OnError, which decides
+// with FDB's own predicate: for a retryable code it waits FDB's backoff and
+// resets the transaction, keeping its options (honouring the retry limit
+// and timeout options); otherwise it fails, and FDB then leaves the
+// transaction cancelled until Reset (RYWImpl::onError,
+// fdbclient/ReadYourWrites.actor.cpp). An error without an FDB code is
+// returned as it is, without calling FDB. When FDB refuses to retry with
+// the same code, err itself is returned, so a kv.CommitInterrupted mark
+// is kept.
 func (t *transaction) OnError(err error) error {
 	code, ok := errorCode(err)
 	if !ok {
 		return err
 	}
-	if oerr := t.tr.OnError(fdb.Error{Code: code}).Get(); oerr != nil {
+	if oerr := t.state.ctl.OnError(fdb.Error{Code: code}).Get(); oerr != nil {
 		if ocode, ok := errorCode(oerr); ok && ocode == code {
 			return translateError(err)
 		}
@@ -174,16 +247,18 @@ func (t *transaction) OnError(err error) error {
 	return nil
 }
 
-// Reset maps onto fdb.Transaction.Reset.
+// Reset maps onto fdb.Transaction.Reset. As in FDB
+// (ReadYourWritesTransaction::reset, fdbclient/ReadYourWrites.actor.cpp),
+// it clears the transaction's options (timeout, retry limit, max retry
+// delay): set them again after Reset. It undoes Cancel, but a transaction
+// made by CreateTransaction(ctx) whose ctx has ended stays cancelled.
 func (t *transaction) Reset() {
-	t.tr.Reset()
-	t.state.cancelled.Store(false)
+	t.state.reset()
 }
 
 // Cancel maps onto fdb.Transaction.Cancel.
 func (t *transaction) Cancel() {
-	t.state.cancelled.Store(true)
-	t.tr.Cancel()
+	t.state.cancel()
 }
 
 // GetCommittedVersion maps onto fdb.Transaction.GetCommittedVersion.
@@ -352,15 +427,21 @@ type rangeResult struct {
 	rr fdb.RangeResult
 }
 
-// GetSlice maps onto fdb.RangeResult.GetSliceWithError.
+// GetSlice reads the whole (limited) range with fdb.RangeResult.Iterator,
+// which keeps the streaming mode the read asked for. (The binding's
+// GetSliceWithError would fetch every batch after the first with
+// StreamingModeExact when a limit is set, WantAll otherwise, whatever
+// mode was asked: a byte-bounded Iterator-mode read of a few rows could
+// fetch up to its whole row limit at once.)
 func (r rangeResult) GetSlice() ([]kv.KeyValue, error) {
-	kvs, err := r.rr.GetSliceWithError()
-	if err != nil {
-		return nil, translateError(err)
-	}
-	out := make([]kv.KeyValue, len(kvs))
-	for i, p := range kvs {
-		out[i] = kv.KeyValue{Key: p.Key, Value: p.Value}
+	it := r.rr.Iterator()
+	out := []kv.KeyValue{}
+	for it.Advance() {
+		p, err := it.Get()
+		if err != nil {
+			return nil, translateError(err)
+		}
+		out = append(out, kv.KeyValue{Key: p.Key, Value: p.Value})
 	}
 	return out, nil
 }

@@ -2,6 +2,7 @@ package fdbkv
 
 import (
 	"context"
+	"runtime"
 	"sync"
 	"sync/atomic"
 
@@ -15,7 +16,20 @@ import (
 // closes done; Wait selects between done and its context. Only that
 // goroutine ever blocks on the future, because the binding registers one C
 // callback per blocked caller.
+//
+// The goroutine refers to the watchState, never to the watch, so a watch
+// the application drops without Cancel still becomes unreachable; a
+// cleanup then cancels its future, which ends the goroutine and releases
+// the watch in the database. (Without it the blocked goroutine would keep
+// the future, and the watch on the storage server, alive forever: the
+// binding's own finalizer, which destroys a dropped future, could never
+// run.)
 type watch struct {
+	s *watchState
+}
+
+// watchState is what the waiting goroutine shares with the watch.
+type watchState struct {
 	f         fdb.FutureNil
 	start     sync.Once
 	done      chan struct{}
@@ -25,25 +39,29 @@ type watch struct {
 
 // newWatch wraps the future of fdb.Transaction.Watch.
 func newWatch(f fdb.FutureNil) *watch {
-	return &watch{f: f, done: make(chan struct{})}
+	s := &watchState{f: f, done: make(chan struct{})}
+	w := &watch{s: s}
+	runtime.AddCleanup(w, func(s *watchState) { s.f.Cancel() }, s)
+	return w
 }
 
 // Wait returns nil when the key changed, the watch's error (translated;
 // kv.ErrTransactionCancelled after Cancel) when it failed, and ctx.Err()
 // when ctx ends first; the watch then stays registered until Cancel.
 func (w *watch) Wait(ctx context.Context) error {
-	if w.f.IsReady() {
-		return watchError(w.f.Get(), w.cancelled.Load())
+	s := w.s
+	if s.f.IsReady() {
+		return watchError(s.f.Get(), s.cancelled.Load())
 	}
-	w.start.Do(func() {
+	s.start.Do(func() {
 		go func() {
-			w.err = w.f.Get()
-			close(w.done)
+			s.err = s.f.Get()
+			close(s.done)
 		}()
 	})
 	select {
-	case <-w.done:
-		return watchError(w.err, w.cancelled.Load())
+	case <-s.done:
+		return watchError(s.err, s.cancelled.Load())
 	case <-ctx.Done():
 		return ctx.Err()
 	}
@@ -52,6 +70,6 @@ func (w *watch) Wait(ctx context.Context) error {
 // Cancel cancels the watch's future (fdb.FutureNil.Cancel), which releases
 // the watch in the database.
 func (w *watch) Cancel() {
-	w.cancelled.Store(true)
-	w.f.Cancel()
+	w.s.cancelled.Store(true)
+	w.s.f.Cancel()
 }

@@ -22,9 +22,14 @@
 // Backends never retry on their own. The one retry loop is RetryLoop: it runs
 // the function, commits, and passes any error to Transaction.OnError, which
 // decides from the error's code (IsRetryable) whether to back off and run the
-// function again. Retried errors are transaction_too_old (1007),
-// future_version (1009), not_committed (1020), commit_unknown_result (1021),
-// process_behind (1037) and tag_throttled (1213).
+// function again. The classification is FoundationDB's own
+// (fdb_error_predicate in bindings/c/fdb_c.cpp): retried are the errors
+// whose commit may have applied, commit_unknown_result (1021) and
+// cluster_version_changed (1039), and those that certainly did not commit:
+// not_committed (1020), transaction_too_old (1007), future_version (1009),
+// database_locked (1038), the GRV and commit proxy memory limits (1078,
+// 1042), batch_transaction_throttled (1051), process_behind (1037),
+// tag_throttled (1213) and proxy_tag_throttled (1223).
 //
 // # Transaction lifetime
 //
@@ -38,8 +43,9 @@
 //
 // # Commit unknown result
 //
-// commit_unknown_result (ErrCommitUnknownResult) means the commit may or may
-// not have been applied. The standard loop retries it, so a function run
+// commit_unknown_result (ErrCommitUnknownResult) and cluster_version_changed
+// (ErrClusterVersionChanged) mean the commit may or may not have been
+// applied. The standard loop retries them, so a function run
 // through Database.Transact may take effect twice unless it detects its own
 // earlier success. A commit interrupted by context cancellation or a timeout
 // is equally uncertain; MaybeCommitted reports both cases. fdbqueue's layers

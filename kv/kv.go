@@ -105,7 +105,9 @@ type Watch interface {
 }
 
 // TransactionOptions sets per-transaction options. They survive OnError's
-// reset, as in FDB API version 610 and later.
+// reset, as in FDB API version 610 and later, but Reset clears them (FDB's
+// ReadYourWritesTransaction::reset keeps only the database's defaults): code
+// that calls Reset must set its options again.
 type TransactionOptions interface {
 	// SetTimeout cancels the transaction, with ErrTransactionTimedOut, once d
 	// has elapsed since it was created; the time spent in retries counts.
@@ -124,9 +126,14 @@ type ReadTransaction interface {
 	// Get reads one key. A normal read adds the read conflict range
 	// [key, key+\x00); a snapshot read adds none.
 	Get(key []byte) FutureValue
-	// GetRange reads the keys in r. A normal read adds a read conflict range
-	// covering what it depended on: with a limit that was reached, only up to
-	// and including the last key returned.
+	// GetRange reads the keys in r. As with FDB's binding, the first batch
+	// is issued when GetRange is called, and Commit waits for it: its read
+	// conflict range counts even if the result is never consumed. Further
+	// batches are read as the result is consumed; consuming it while the
+	// transaction commits fails the read and the commit with
+	// ErrUsedDuringCommit (the commit may then have applied). A normal read
+	// adds a read conflict range covering what it depended on: with a limit
+	// that was reached, only up to and including the last key returned.
 	GetRange(r KeyRange, opts RangeOptions) RangeResult
 	// GetReadVersion returns the version the transaction reads at,
 	// obtaining one if it has none yet.
@@ -194,16 +201,24 @@ type Transaction interface {
 	SetVersionstampedValue(key, value []byte)
 
 	// AddReadConflictRange adds r to the transaction's read conflict ranges.
+	// It returns only ErrInvertedRange; other errors (a range reaching into
+	// \xff: ErrKeyOutsideLegalRange) are deferred to the next read and to
+	// Commit, as FDB's client defers them.
 	AddReadConflictRange(r KeyRange) error
 	// AddReadConflictKey adds [key, key+\x00) to the read conflict ranges.
 	AddReadConflictKey(key []byte) error
-	// AddWriteConflictRange adds r to the write conflict ranges.
+	// AddWriteConflictRange adds r to the write conflict ranges; errors as
+	// for AddReadConflictRange.
 	AddWriteConflictRange(r KeyRange) error
 	// AddWriteConflictKey adds [key, key+\x00) to the write conflict ranges.
 	AddWriteConflictKey(key []byte) error
 
 	// Watch returns a watch on key that is registered when the transaction
-	// commits; if the commit fails, the watch fails with that error.
+	// commits; if the commit fails, the watch fails with that error. As in
+	// FDB, Watch reads key with a normal read (a read conflict range, so a
+	// writing transaction whose watched key changed after its read version
+	// fails with ErrNotCommitted), and the watch fires at once if the
+	// transaction itself then changes the key's value.
 	Watch(key []byte) Watch
 
 	// Commit tries to commit the transaction's writes. On success the
@@ -217,7 +232,10 @@ type Transaction interface {
 	// again; otherwise it returns the error. It honours the retry limit and
 	// timeout options.
 	OnError(err error) error
-	// Reset returns the transaction to its initial state, keeping options.
+	// Reset returns the transaction to its initial state: its writes, reads,
+	// read version, error state, retry count and options (timeout, retry
+	// limit, max retry delay) are all cleared, as by FDB's reset. Set the
+	// options again after Reset; OnError, unlike Reset, keeps them.
 	Reset()
 	// Cancel makes every pending and future operation fail with
 	// ErrTransactionCancelled. A Commit already sent may still apply.

@@ -82,6 +82,15 @@ func conflictTests() []conformanceTest {
 		{name: "ReverseLimitConflictAfterLastKey", seed: []string{"b", "c", "d"}, read: rangeRead("", "\xff", 1, true, "d"), write: setKeys("d\x00"), conflict: true},
 		{name: "ReverseLimitTwoNoConflictBeforeSecondKey", seed: []string{"b", "c", "d"}, read: rangeRead("", "\xff", 2, true, "d", "c"), write: setKeys("b", "b\x00")},
 
+		// A range read is issued when GetRange is called (the Go binding's
+		// getRange calls doGetRange at once: bindings/go/src/fdb/
+		// transaction.go), and the commit waits for reads in flight
+		// (RYWImpl::commit waits on ryw->reading), so an unconsumed result
+		// still adds the conflict range of its first batch.
+		{name: "UnconsumedRangeReadConflicts", seed: []string{"b", "d"}, read: unconsumedRange("", "\xff", 0), write: setKeys("c"), conflict: true},
+		{name: "UnconsumedLimitedRangeReadConflictsAtFirstKey", seed: []string{"b", "d"}, read: unconsumedRange("", "\xff", 1), write: setKeys("b"), conflict: true},
+		{name: "UnconsumedLimitedRangeReadNoConflictAfterLimit", seed: []string{"b", "d"}, read: unconsumedRange("", "\xff", 1), write: setKeys("c")},
+
 		// Iterators.
 		{name: "IteratorReadToEndConflictsWithInsert", seed: []string{"b", "d"}, read: iterate("", "\xff", -1, "b", "d"), write: setKeys("c"), conflict: true},
 		{name: "IteratorPartialReadConflictsWithFetchedKey", seed: []string{"b", "d"}, read: iterate("", "\xff", 1, "b"), write: setKeys("b"), conflict: true},
@@ -214,6 +223,15 @@ func rangeRead(begin, end string, limit int, reverse bool, want ...string) func(
 		t.Helper()
 		kvs := mustRange(t, r, f.rng(begin, end), kv.RangeOptions{Limit: limit, Reverse: reverse})
 		f.requireNames(t, kvs, want, "the reader's range read (limit %d, reverse %v)", limit, reverse)
+	}
+}
+
+// unconsumedRange calls GetRange on [begin, end) with limit and never
+// consumes the result.
+func unconsumedRange(begin, end string, limit int) func(*testing.T, *fixture, kv.Transaction) {
+	return func(t *testing.T, f *fixture, r kv.Transaction) {
+		t.Helper()
+		require.NotNil(t, r.GetRange(f.rng(begin, end), kv.RangeOptions{Limit: limit}))
 	}
 }
 

@@ -7,7 +7,8 @@
 // # What it covers
 //
 // Each rule of the spec, and each error code a backend can produce, is a
-// named subtest, grouped by area:
+// named subtest, grouped by area; each rule found in FoundationDB's source
+// cites the file it comes from:
 //
 //   - Reads: point and range reads, limits and direction, read-your-writes
 //     through sets, clears and clear-ranges, snapshot reads, one read
@@ -23,13 +24,17 @@
 //     atomic operations add no read conflict.
 //   - Versionstamps: versionstamped keys and values, their order, the
 //     versionstamp and committed version a transaction reports.
-//   - Watches: firing after a change and not before, failing with a failed
-//     commit, Cancel, the watch limit.
-//   - Limits and Time: key, value and transaction size limits, the system
-//     key space, inverted ranges, transaction_too_old.
-//   - Errors, Retry and Faults: error classification, OnError, Cancel, the
+//   - Watches: firing after a change and not before, the watch's own read
+//     (its conflict, its errors), firing at once on the transaction's own
+//     change, failing with a failed commit, Cancel, the watch limit.
+//   - Limits and Time: key, value and transaction size limits (counted as
+//     FDB counts them), the system key space and deferred errors, inverted
+//     ranges, transaction_too_old.
+//   - Errors, Retry and Faults: error classification code by code as
+//     FoundationDB's fdb_error_predicate, OnError, Cancel, Reset clearing
+//     options (OnError keeping them), operations during a commit, the
 //     standard retry loop with its options, context cancellation, and
-//     injected commit failures.
+//     injected commit failures (cluster_version_changed included).
 //   - Concurrency: many goroutines updating one counter, and transfers
 //     audited by concurrent readers.
 //
@@ -79,7 +84,9 @@
 // follow. Those differences are Harness methods rather than skip lists: a
 // backend that cannot inject commit failures (a real cluster) returns nil
 // from Harness.Faults, and the checks that need injected failures skip
-// themselves with a one-line reason. Harness.AdvanceTime lets an engine with
+// themselves with a one-line reason; a FaultInjector that is also a
+// CommitHolder lets the suite act on a transaction while its commit is in
+// flight (used_during_commit). Harness.AdvanceTime lets an engine with
 // an injectable clock move time instantly, while a real cluster's harness
 // simply waits.
 //

@@ -5,14 +5,15 @@ import (
 	"fmt"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/fdbqueue/fdbqueue/kv"
 )
 
-// specErrors lists the spec's error table: each code, its FDB name and the
-// kv sentinel for it.
+// specErrors lists the error codes the suite checks: each code, its FDB
+// name (flow/include/flow/error_definitions.h) and the kv sentinel for it.
 var specErrors = []struct {
 	name     string
 	sentinel kv.Error
@@ -21,10 +22,19 @@ var specErrors = []struct {
 	{"future_version", kv.ErrFutureVersion},
 	{"not_committed", kv.ErrNotCommitted},
 	{"commit_unknown_result", kv.ErrCommitUnknownResult},
+	{"commit_unknown_result_fatal", kv.ErrCommitUnknownResultFatal},
 	{"transaction_cancelled", kv.ErrTransactionCancelled},
 	{"transaction_timed_out", kv.ErrTransactionTimedOut},
+	{"accessed_unreadable", kv.ErrAccessedUnreadable},
 	{"process_behind", kv.ErrProcessBehind},
+	{"database_locked", kv.ErrDatabaseLocked},
+	{"cluster_version_changed", kv.ErrClusterVersionChanged},
+	{"commit_proxy_memory_limit_exceeded", kv.ErrCommitProxyMemoryLimit},
+	{"batch_transaction_throttled", kv.ErrBatchTransactionThrottled},
+	{"grv_proxy_memory_limit_exceeded", kv.ErrGRVProxyMemoryLimit},
 	{"tag_throttled", kv.ErrTagThrottled},
+	{"proxy_tag_throttled", kv.ErrProxyTagThrottled},
+	{"used_during_commit", kv.ErrUsedDuringCommit},
 	{"key_outside_legal_range", kv.ErrKeyOutsideLegalRange},
 	{"inverted_range", kv.ErrInvertedRange},
 	{"transaction_too_large", kv.ErrTransactionTooLarge},
@@ -50,7 +60,9 @@ func errorTests() []conformanceTest {
 		conformanceTest{"OnErrorWrappedRetryable", testOnErrorWrappedRetryable},
 		conformanceTest{"OnErrorNonRetryableReturnsIt", testOnErrorNonRetryableReturnsIt},
 		conformanceTest{"OnErrorForeignErrorReturnsIt", testOnErrorForeignErrorReturnsIt},
-		conformanceTest{"ResetKeepsOptions", testResetKeepsOptions},
+		conformanceTest{"ResetClearsOptions", testResetClearsOptions},
+		conformanceTest{"OperationDuringCommitFailsCommit", testOperationDuringCommitFailsCommit},
+		conformanceTest{"OnErrorKeepsOptions", testOnErrorKeepsOptions},
 	)
 }
 
@@ -64,8 +76,8 @@ func testClassification(t *testing.T, f *fixture, name string, sentinel kv.Error
 	require.ErrorIs(t, wrapped, kv.Error{Code: code}, "errors.Is must match any kv.Error with the same code")
 	require.Contains(t, sentinel.Error(), name, "the message must name the error")
 	require.Contains(t, sentinel.Error(), strconv.Itoa(code), "the message must carry the code")
-	require.Equal(t, retryableBySpec[code], kv.IsRetryable(wrapped), "kv.IsRetryable(%s) must follow the spec's table", name)
-	require.Equal(t, code == 1021, kv.MaybeCommitted(wrapped), "kv.MaybeCommitted(%s): only commit_unknown_result (or an interrupted commit) may have been applied", name)
+	require.Equal(t, retryableBySpec[code], kv.IsRetryable(wrapped), "kv.IsRetryable(%s) must follow fdb_error_predicate(RETRYABLE)", name)
+	require.Equal(t, maybeCommittedBySpec[code], kv.MaybeCommitted(wrapped), "kv.MaybeCommitted(%s) must follow fdb_error_predicate(MAYBE_COMMITTED), plus commit_unknown_result_fatal", name)
 
 	// OnError must classify the same way.
 	tr := f.newTx(t)
@@ -136,9 +148,58 @@ func testOnErrorForeignErrorReturnsIt(t *testing.T, f *fixture) {
 	require.ErrorIs(t, tr.OnError(boom), boom, "OnError must return an error that is not a kv.Error")
 }
 
-func testResetKeepsOptions(t *testing.T, f *fixture) {
+// Reset clears the transaction's options: ReadYourWritesTransaction::reset
+// (fdbclient/ReadYourWrites.actor.cpp) clears persistentOptions and calls
+// options.reset, re-applying only the database's defaults.
+func testResetClearsOptions(t *testing.T, f *fixture) {
+	f.seed(t, "a")
 	tr := f.newTx(t)
 	require.NoError(t, tr.Options().SetRetryLimit(0))
+	require.NoError(t, tr.Options().SetTimeout(time.Second))
 	tr.Reset()
-	requireCode(t, tr.OnError(kv.ErrNotCommitted), kv.ErrNotCommitted, "OnError with retry limit 0 set before Reset (options survive Reset)")
+	require.NoError(t, tr.OnError(kv.ErrNotCommitted), "OnError after Reset: the retry limit 0 set before Reset must be gone")
+	f.h.AdvanceTime(2 * time.Second)
+	require.Equal(t, []byte("v:a"), mustGet(t, tr, f.key("a")), "a read 2 s after Reset: the 1 s timeout set before Reset must be gone")
+}
+
+// OnError keeps the options (API version 610 and later): RYWImpl::onError
+// calls resetRyow, which re-applies persistentOptions
+// (fdbclient/ReadYourWrites.actor.cpp; fdb.options marks timeout,
+// retry_limit and max_retry_delay persistent).
+func testOnErrorKeepsOptions(t *testing.T, f *fixture) {
+	tr := f.newTx(t)
+	require.NoError(t, tr.Options().SetRetryLimit(1))
+	require.NoError(t, tr.OnError(kv.ErrNotCommitted), "the first retry is within the limit")
+	requireCode(t, tr.OnError(kv.ErrNotCommitted), kv.ErrNotCommitted, "the second OnError: the retry limit set before the first OnError must still hold")
+}
+
+// A read (or write) issued while the transaction's commit is in flight
+// fails with used_during_commit, and so does the commit:
+// ReadYourWritesTransaction::checkUsedDuringCommit sets the transaction's
+// resetPromise to used_during_commit, and RYWImpl::commit waits on
+// resetPromise || tr.commit() (fdbclient/ReadYourWrites.actor.cpp). The
+// commit request may already have been sent, so the commit may have been
+// applied: kv.MaybeCommitted must be true. (A range result consumed by a
+// goroutine while its transaction commits does exactly this.)
+func testOperationDuringCommitFailsCommit(t *testing.T, f *fixture) {
+	holder, ok := f.faults(t).(CommitHolder)
+	if !ok {
+		t.Skip("capability missing: the backend cannot hold a commit in flight (FaultInjector is not a kvtest.CommitHolder)")
+	}
+	f.seed(t, "a")
+	tr := f.newTx(t)
+	readVersion(t, tr)
+	tr.Set(f.key("b"), []byte("x"))
+	held, release := holder.HoldNextCommit()
+	defer release()
+	done := make(chan error, 1)
+	go func() { done <- tr.Commit() }()
+	<-held
+	_, err := tr.Get(f.key("a")).Get()
+	requireCode(t, err, kv.ErrUsedDuringCommit, "a read issued while the commit is in flight")
+	release()
+	err = <-done
+	requireCode(t, err, kv.ErrUsedDuringCommit, "the commit during which a read was issued")
+	require.True(t, kv.MaybeCommitted(err), "the commit was in flight: it may have been applied")
+	requireCode(t, tr.OnError(err), kv.ErrUsedDuringCommit, "OnError does not retry used_during_commit")
 }

@@ -20,6 +20,8 @@ func faultTests() []conformanceTest {
 		{"FaultAffectsOnlyNextCommit", testFaultAffectsOnlyNextCommit},
 		{"TransactRetriesInjectedConflictAndCommitsOnce", testTransactRetriesInjectedConflictAndCommitsOnce},
 		{"TransactUnderCommitUnknownResultMayApplyTwice", testTransactUnderCommitUnknownResultMayApplyTwice},
+		{"ClusterVersionChangedApplied", testClusterVersionChangedApplied},
+		{"ClusterVersionChangedNotApplied", testClusterVersionChangedNotApplied},
 	}
 	for _, e := range specErrors {
 		tests = append(tests, conformanceTest{
@@ -124,4 +126,52 @@ func testInjectedCommitError(t *testing.T, f *fixture, name string, sentinel kv.
 	requireCode(t, err, sentinel, "Transact after an injected non-retryable "+name)
 	require.Equal(t, 1, runs, "Transact must not retry the non-retryable %s", name)
 	f.requireAbsent(t, key, "nothing may be applied")
+}
+
+// cluster_version_changed (1039) is in fdb_error_predicate's MAYBE_COMMITTED
+// set (bindings/c/fdb_c.cpp): the commit may have been applied, and the
+// standard loop retries it. A loop that runs a non-idempotent function
+// again after an applied 1039 applies it twice, exactly as under 1021.
+func testClusterVersionChangedApplied(t *testing.T, f *fixture) {
+	fi := f.faults(t)
+	key := f.key("counter")
+	tr := f.newTx(t)
+	tr.Set(f.key("direct"), []byte("x"))
+	fi.FailNextCommit(kv.ErrClusterVersionChanged, true)
+	err := tr.Commit()
+	requireCode(t, err, kv.ErrClusterVersionChanged, "the commit with an injected cluster_version_changed")
+	require.True(t, kv.MaybeCommitted(err), "kv.MaybeCommitted must be true for cluster_version_changed")
+	f.requireValue(t, f.key("direct"), []byte("x"), "cluster_version_changed with applied=true: the write must be visible")
+
+	fi.FailNextCommit(kv.ErrClusterVersionChanged, true)
+	runs, err := f.countRuns(key)
+	require.NoError(t, err, "Transact must retry cluster_version_changed")
+	require.Equal(t, 2, runs, "the function must run twice")
+	require.Equal(t, le(2, 8), f.get(t, key), "the retried non-idempotent function took effect twice")
+}
+
+// The other outcome of 1039: nothing was applied, the loop retries once and
+// the increment is applied exactly once; a loop stopped by its retry limit
+// after it reports MaybeCommitted.
+func testClusterVersionChangedNotApplied(t *testing.T, f *fixture) {
+	fi := f.faults(t)
+	key := f.key("counter")
+	fi.FailNextCommit(kv.ErrClusterVersionChanged, false)
+	runs, err := f.countRuns(key)
+	require.NoError(t, err, "Transact must retry cluster_version_changed")
+	require.Equal(t, 2, runs, "one failed run and one committed run")
+	require.Equal(t, le(1, 8), f.get(t, key), "the increment must be applied once")
+
+	fi.FailNextCommit(kv.ErrClusterVersionChanged, false)
+	runs, err = f.transact(func(tr kv.Transaction, run int) error {
+		if err := tr.Options().SetRetryLimit(0); err != nil {
+			return err
+		}
+		tr.Add(key, le(1, 8))
+		return nil
+	})
+	requireCode(t, err, kv.ErrClusterVersionChanged, "Transact with retry limit 0 under cluster_version_changed")
+	require.Equal(t, 1, runs)
+	require.True(t, kv.MaybeCommitted(err), "a loop that stops on 1039 must report that the commit may have applied")
+	require.Equal(t, le(1, 8), f.get(t, key), "applied=false: nothing more was applied")
 }

@@ -39,3 +39,13 @@ type FaultInjector interface {
 
 // HarnessMaker makes a fresh harness for one test.
 type HarnessMaker func(ctx context.Context, t *testing.T) (Harness, error)
+
+// CommitHolder is an optional capability of a FaultInjector: holding a
+// commit in flight, so that a test can act on its transaction meanwhile.
+// Checks that need it skip on backends without it (a real cluster).
+type CommitHolder interface {
+	// HoldNextCommit makes the next commit that sends writes stop once it
+	// is in flight: held is closed when it stops, and it goes on when
+	// release is called (or its transaction fails meanwhile).
+	HoldNextCommit() (held <-chan struct{}, release func())
+}

@@ -245,24 +245,40 @@ func decodeCounter(t *testing.T, v []byte) int64 {
 	return int64(binary.LittleEndian.Uint64(v))
 }
 
-// retryableBySpec is the "retryable by the standard loop" column of the
-// error table in the FDB transaction spec, kept here independently of the kv
-// package so that a drift between the two is caught.
+// retryableBySpec is FoundationDB 7.3's fdb_error_predicate(RETRYABLE)
+// (bindings/c/fdb_c.cpp: MAYBE_COMMITTED ∪ RETRYABLE_NOT_COMMITTED, codes
+// from flow/include/flow/error_definitions.h), kept here independently of
+// the kv package so that a drift between the two is caught.
 var retryableBySpec = map[int]bool{
 	1007: true,  // transaction_too_old
 	1009: true,  // future_version
 	1020: true,  // not_committed
-	1021: true,  // commit_unknown_result
+	1021: true,  // commit_unknown_result (MAYBE_COMMITTED)
+	1022: false, // commit_unknown_result_fatal
 	1025: false, // transaction_cancelled
 	1031: false, // transaction_timed_out
+	1036: false, // accessed_unreadable
 	1037: true,  // process_behind
+	1038: true,  // database_locked
+	1039: true,  // cluster_version_changed (MAYBE_COMMITTED)
+	1042: true,  // commit_proxy_memory_limit_exceeded
+	1051: true,  // batch_transaction_throttled
+	1078: true,  // grv_proxy_memory_limit_exceeded
 	1213: true,  // tag_throttled
+	1223: true,  // proxy_tag_throttled
 	2004: false, // key_outside_legal_range
 	2005: false, // inverted_range
+	2017: false, // used_during_commit
 	2101: false, // transaction_too_large
 	2102: false, // key_too_large
 	2103: false, // value_too_large
 }
+
+// maybeCommittedBySpec are the codes whose commit may have been applied:
+// fdb_error_predicate(MAYBE_COMMITTED), and commit_unknown_result_fatal,
+// which NativeAPI.actor.cpp (determineCommitStatus) throws when it cannot
+// determine whether the commit applied.
+var maybeCommittedBySpec = map[int]bool{1021: true, 1022: true, 1039: true}
 
 // requireCode requires err to be the kv error want: errors.Is matches the
 // sentinel, errors.As yields a kv.Error with its code, and, for codes in the

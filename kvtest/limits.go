@@ -27,6 +27,14 @@ func limitTests() []conformanceTest {
 		{"InvertedRangeIterator", testInvertedRangeIterator},
 		{"InvertedClearRange", testInvertedClearRange},
 		{"InvertedConflictRanges", testInvertedConflictRanges},
+		{"ConflictRangeIntoSystemKeysIsDeferred", testConflictRangeIntoSystemKeysIsDeferred},
+		{"RangeReadInSystemKeys", testRangeReadInSystemKeys},
+		{"OversizedSystemKeyWrites", testOversizedSystemKeyWrites},
+		{"SizeCountsWriteConflictRanges", testSizeCountsWriteConflictRanges},
+		{"SizeCountsClearedKeyTwice", testSizeCountsClearedKeyTwice},
+		{"RepeatedSetsOfOneKeyCountOnce", testRepeatedSetsOfOneKeyCountOnce},
+		{"RepeatedReadsOfOneKeyCountOnce", testRepeatedReadsOfOneKeyCountOnce},
+		{"ApproximateSizeCountsConflictRanges", testApproximateSizeCountsConflictRanges},
 	}
 	for _, c := range []struct {
 		name  string
@@ -179,4 +187,165 @@ func testInvertedConflictRanges(t *testing.T, f *fixture) {
 	requireCode(t, tr.AddReadConflictRange(f.rng("b", "a")), kv.ErrInvertedRange, "AddReadConflictRange with begin after end")
 	tr = f.newTx(t)
 	requireCode(t, tr.AddWriteConflictRange(f.rng("b", "a")), kv.ErrInvertedRange, "AddWriteConflictRange with begin after end")
+}
+
+// An AddReadConflictRange or AddWriteConflictRange that reaches into the
+// system key space returns no error: fdb_transaction_add_conflict_range
+// (bindings/c/fdb_c.cpp) only builds the KeyRangeRef (inverted_range is
+// thrown there), and ThreadSafeTransaction::addReadConflictRange runs the
+// legal-range test of ReadYourWritesTransaction::addReadConflictRange on the
+// network thread, where its error becomes the transaction's deferredError;
+// checkDeferredError then fails the next read and the commit.
+func testConflictRangeIntoSystemKeysIsDeferred(t *testing.T, f *fixture) {
+	f.seed(t, "a")
+	for name, add := range map[string]func(tr kv.Transaction) error{
+		"read": func(tr kv.Transaction) error {
+			return tr.AddReadConflictRange(kv.KeyRange{Begin: f.key("a"), End: []byte("\xff\x01")})
+		},
+		"write": func(tr kv.Transaction) error {
+			return tr.AddWriteConflictRange(kv.KeyRange{Begin: []byte("\xff"), End: []byte("\xff\x01")})
+		},
+	} {
+		tr := f.newTx(t)
+		require.NoError(t, add(tr), "Add%sConflictRange into \\xff: the C client defers the error", name)
+		_, err := tr.Get(f.key("a")).Get()
+		requireCode(t, err, kv.ErrKeyOutsideLegalRange, "the read after a deferred "+name+" conflict range error")
+		tr.Set(f.key("b"), []byte("x"))
+		requireCode(t, tr.Commit(), kv.ErrKeyOutsideLegalRange, "the commit after a deferred "+name+" conflict range error")
+		f.requireAbsent(t, f.key("b"), "the failed transaction applied nothing")
+	}
+}
+
+// A range read is tested against the legal range before anything else
+// (ReadYourWritesTransaction::getRange: begin or end above \xff is
+// key_outside_legal_range, before its inverted-range test), so a range that
+// begins in the system key space fails even when it is inverted or empty.
+func testRangeReadInSystemKeys(t *testing.T, f *fixture) {
+	tr := f.newTx(t)
+	for _, r := range []kv.KeyRange{
+		{Begin: []byte("\xff\x00"), End: []byte("\xff")},
+		{Begin: []byte("\xff\x00"), End: []byte("\xff\x01")},
+		{Begin: f.key("a"), End: []byte("\xff\x01")},
+	} {
+		_, err := tr.GetRange(r, kv.RangeOptions{}).GetSlice()
+		requireCode(t, err, kv.ErrKeyOutsideLegalRange, fmt.Sprintf("GetRange(%q, %q)", r.Begin, r.End))
+		it := tr.GetRange(r, kv.RangeOptions{Reverse: true}).Iterator()
+		require.False(t, it.Next())
+		requireCode(t, it.Err(), kv.ErrKeyOutsideLegalRange, fmt.Sprintf("an iterator over (%q, %q)", r.Begin, r.End))
+	}
+	kvs, err := tr.GetRange(kv.KeyRange{Begin: []byte("\xff"), End: []byte("\xff")}, kv.RangeOptions{}).GetSlice()
+	require.NoError(t, err, "[\\xff, \\xff) is within the legal range (its bounds are not above \\xff)")
+	require.Empty(t, kvs)
+}
+
+// A Set or Clear of a system key over the key size limit fails with
+// key_outside_legal_range: ReadYourWritesTransaction::set and ::clear(key)
+// test the legal range before the key size (and clear of an oversized
+// normal key is silently ignored, as no such key can exist).
+func testOversizedSystemKeyWrites(t *testing.T, f *fixture) {
+	big := append([]byte{0xff}, bytes.Repeat([]byte{'k'}, kv.MaxKeySize)...)
+	for name, write := range map[string]func(tr kv.Transaction){
+		"Set":   func(tr kv.Transaction) { tr.Set(big, []byte("x")) },
+		"Clear": func(tr kv.Transaction) { tr.Clear(big) },
+		"Add":   func(tr kv.Transaction) { tr.Add(big, le(1, 8)) },
+	} {
+		tr := f.newTx(t)
+		write(tr)
+		requireCode(t, tr.Commit(), kv.ErrKeyOutsideLegalRange, name+" of a system key over the size limit")
+	}
+	tr := f.newTx(t)
+	tr.Clear(f.key(string(bytes.Repeat([]byte{'k'}, kv.MaxKeySize))))
+	tr.Set(f.key("ok"), []byte("x"))
+	commit(t, tr, "a Clear of a normal key over the size limit is ignored")
+	f.requireValue(t, f.key("ok"), []byte("x"))
+}
+
+// The size limit covers the commit request's mutations and its conflict
+// ranges: Transaction::commitMutations (fdbclient/NativeAPI.actor.cpp)
+// fails with transaction_too_large when getSize() (mutations + read
+// conflict ranges + write conflict ranges, each with its struct size)
+// exceeds 10,000,000 bytes. A Set's write conflict range repeats its key
+// twice, so 1,100 Sets of 9,000-byte keys (9.9 MB of keys and values, ~30 MB
+// counted) fail. (Verified on FoundationDB 7.3.79.)
+func testSizeCountsWriteConflictRanges(t *testing.T, f *fixture) {
+	tr := f.newTx(t)
+	for i := range 1100 {
+		tr.Set(f.bigKey(i, 9000), []byte("v"))
+	}
+	requireCode(t, tr.Commit(), kv.ErrTransactionTooLarge, "1,100 Sets of 9,000-byte keys")
+}
+
+// bigKey returns a key of exactly n bytes under the prefix, distinct per i.
+func (f *fixture) bigKey(i, n int) []byte {
+	k := f.key(fmt.Sprintf("big%06d/", i))
+	return append(k, bytes.Repeat([]byte{'k'}, n-len(k))...)
+}
+
+// A Clear is a clear-range mutation of [key, key+\x00) plus the same write
+// conflict range (NativeAPI.actor.cpp Transaction::clear), so each cleared
+// key counts about four times: 60,000 Clears of 60-byte keys (7 MB if each
+// range were counted once) exceed the limit.
+func testSizeCountsClearedKeyTwice(t *testing.T, f *fixture) {
+	tr := f.newTx(t)
+	for i := range 60_000 {
+		tr.Clear(f.bigKey(i, 60))
+	}
+	requireCode(t, tr.Commit(), kv.ErrTransactionTooLarge, "60,000 Clears of 60-byte keys")
+}
+
+// RYW's WriteMap merges repeated Sets of one key into one mutation
+// (ReadYourWrites.actor.cpp writeRangeToNativeTransaction sends the merged
+// operations), so the commit request holds one: 150 Sets of one key with
+// a 100,000-byte value (15 MB written by the calls) commit.
+func testRepeatedSetsOfOneKeyCountOnce(t *testing.T, f *fixture) {
+	tr := f.newTx(t)
+	value := bytes.Repeat([]byte{'v'}, kv.MaxValueSize)
+	for i := range 150 {
+		value[0] = byte(i)
+		tr.Set(f.key("one"), value)
+	}
+	commit(t, tr, "150 Sets of one key: the commit request holds the last one only")
+	f.requireValue(t, f.key("one"), value)
+}
+
+// RYW keeps read conflict ranges in a coalesced map (readConflicts, a
+// CoalescedKeyRefRangeMap), so reading one key many times adds one range:
+// 1,200 reads of a 9,000-byte key (21 MB of ranges if each were kept) and a
+// small write commit.
+func testRepeatedReadsOfOneKeyCountOnce(t *testing.T, f *fixture) {
+	key := f.bigKey(0, 9000)
+	f.set(t, key, []byte("x"))
+	tr := f.newTx(t)
+	for range 1200 {
+		require.Equal(t, []byte("x"), mustGet(t, tr, key))
+	}
+	tr.Set(f.key("small"), []byte("y"))
+	commit(t, tr, "1,200 reads of one key add one read conflict range")
+}
+
+// GetApproximateSize counts what the commit will count, conflict ranges
+// included (RYW's approximateSize adds sizeof(MutationRef), the key, the
+// value and the write conflict range of each Set): a layer budgeting with
+// it stays under the limit.
+func testApproximateSizeCountsConflictRanges(t *testing.T, f *fixture) {
+	tr := f.newTx(t)
+	size := func() int64 {
+		t.Helper()
+		s, err := tr.GetApproximateSize().Get()
+		require.NoError(t, err, "GetApproximateSize")
+		return s
+	}
+	before := size()
+	tr.Set(f.bigKey(0, 9000), []byte("v"))
+	require.GreaterOrEqual(t, size()-before, int64(3*9000), "a Set of a 9,000-byte key counts the key in the mutation and twice in its write conflict range")
+	// Fill up to the limit, budgeting with GetApproximateSize: the commit
+	// must not fail with transaction_too_large.
+	tr = f.newTx(t)
+	for i := 0; ; i++ {
+		if size()+3*9000+64+200 > kv.MaxTransactionSize {
+			break
+		}
+		tr.Set(f.bigKey(i, 9000), []byte("v"))
+	}
+	commit(t, tr, "a transaction whose approximate size stayed within the limit")
 }

@@ -35,6 +35,11 @@ func watchTests() []conformanceTest {
 		{"TooManyWatches", testTooManyWatches},
 		{"ComparesWithOwnWrite", testWatchComparesWithOwnWrite},
 		{"BesideVersionstampedKey", testWatchBesideVersionstampedKey},
+		{"ReadsItsKey", testWatchReadsItsKey},
+		{"ReadOnlyWatcherNeverConflicts", testWatchReadOnlyWatcherNeverConflicts},
+		{"FiresOnOwnChange", testWatchFiresOnOwnChange},
+		{"NotFiredByOwnWriteOfSameValue", testWatchNotFiredByOwnWriteOfSameValue},
+		{"FailsWithItsRead", testWatchFailsWithItsRead},
 	}
 }
 
@@ -211,20 +216,103 @@ func testWatchComparesWithOwnWrite(t *testing.T, f *fixture) {
 }
 
 // A versionstamped key elsewhere in the watching transaction does not
-// change what the watch compares with: the value at the read version of a
-// key the transaction only read, so a change between that read version and
-// the commit fires the watch.
+// change what the watch compares with: the value the watch read, so a
+// change after the commit fires it.
 func testWatchBesideVersionstampedKey(t *testing.T, f *fixture) {
 	f.seed(t, "k")
 	tr := f.newTx(t)
-	_, err := tr.Snapshot().Get(f.key("k")).Get()
-	require.NoError(t, err)
 	w := tr.Watch(f.key("k"))
 	t.Cleanup(w.Cancel)
 	tr.SetVersionstampedKey(stampedKey(f.key("vs/"), ""), []byte("x"))
+	commit(t, tr, "committing the watch beside a versionstamped key")
+	f.requireNotFired(t, w, "nothing changed the key since the watch read it")
 	tx := f.newTx(t)
 	tx.Clear(f.key("k"))
-	commit(t, tx, "clearing the watched key after the watcher's read")
-	commit(t, tr, "committing the watch beside a versionstamped key")
-	f.requireFired(t, w, "the key changed after the watcher's read version")
+	commit(t, tx, "clearing the watched key")
+	f.requireFired(t, w, "the key changed after the watching transaction committed")
+}
+
+// A watch reads its key with a normal read: RYWImpl::watch
+// (fdbclient/ReadYourWrites.actor.cpp) calls readWithConflictRange(ryw,
+// GetValueReq(key), Snapshot::False). So a transaction that watches k and
+// commits writes after another transaction changed k fails with
+// not_committed, and its watch with it. (Verified on FoundationDB 7.3.79.)
+func testWatchReadsItsKey(t *testing.T, f *fixture) {
+	f.seed(t, "k")
+	tr := f.newTx(t)
+	readVersion(t, tr) // the watch's read is then at this version
+	w := tr.Watch(f.key("k"))
+	t.Cleanup(w.Cancel)
+	tr.Set(f.key("other"), []byte("x"))
+	f.set(t, f.key("k"), []byte("changed"))
+	requireCode(t, tr.Commit(), kv.ErrNotCommitted, "commit of a transaction whose watched key changed after its read version")
+	ctx, cancel := context.WithTimeout(f.ctx, firedWait)
+	defer cancel()
+	requireCode(t, w.Wait(ctx), kv.ErrNotCommitted, "the watch of the failed commit")
+	f.requireAbsent(t, f.key("other"), "the conflicting transaction applied nothing")
+}
+
+// A read-only transaction's commit sends nothing (NativeAPI.actor.cpp
+// commitMutations returns at once without write conflict ranges or
+// mutations), so a watch's read never makes it fail; the watch, comparing
+// with the value at the read version, fires at once.
+func testWatchReadOnlyWatcherNeverConflicts(t *testing.T, f *fixture) {
+	f.seed(t, "k")
+	tr := f.newTx(t)
+	readVersion(t, tr)
+	w := tr.Watch(f.key("k"))
+	t.Cleanup(w.Cancel)
+	f.set(t, f.key("k"), []byte("changed"))
+	commit(t, tr, "a read-only transaction with a watch always commits")
+	f.requireFired(t, w, "the key changed after the value the watch read")
+}
+
+// api-common.rst.inc (transaction-watch-committed-blurb): "a watch will
+// immediately report changes made by the transaction itself"; RYW's set,
+// clear and atomicOp call triggerWatches, which fires a watch whose read
+// value differs, or at once for an atomic operation (valueKnown false).
+func testWatchFiresOnOwnChange(t *testing.T, f *fixture) {
+	f.seed(t, "s", "c", "r", "a")
+	for name, write := range map[string]func(tr kv.Transaction){
+		"s": func(tr kv.Transaction) { tr.Set(f.key("s"), []byte("different")) },
+		"c": func(tr kv.Transaction) { tr.Clear(f.key("c")) },
+		"r": func(tr kv.Transaction) { tr.ClearRange(f.rng("q", "rr")) },
+		"a": func(tr kv.Transaction) { tr.Add(f.key("a"), le(1, 8)) },
+	} {
+		tr := f.newTx(t)
+		w := tr.Watch(f.key(name))
+		t.Cleanup(w.Cancel)
+		f.requireNotFired(t, w, "the watching transaction has not changed "+name+" yet")
+		write(tr)
+		f.requireFired(t, w, "the transaction's own change of "+name+" must fire its watch at once, before commit")
+		tr.Cancel()
+	}
+}
+
+// triggerWatches keeps a watch whose key the transaction sets to the value
+// the watch read; after the commit it waits for another change.
+func testWatchNotFiredByOwnWriteOfSameValue(t *testing.T, f *fixture) {
+	f.seed(t, "k")
+	tr := f.newTx(t)
+	w := tr.Watch(f.key("k"))
+	t.Cleanup(w.Cancel)
+	tr.Set(f.key("k"), []byte("v:k"))
+	f.requireNotFired(t, w, "the transaction wrote the value the watch read")
+	commit(t, tr)
+	f.requireNotFired(t, w, "the committed value is the one the watch read")
+	f.set(t, f.key("k"), []byte("changed"))
+	f.requireFired(t, w, "another transaction changed the key")
+}
+
+// The watch's read can fail: a key whose value is a pending versionstamped
+// value is unreadable (RYWIterator::kv throws accessed_unreadable), and the
+// watch's future gets that error.
+func testWatchFailsWithItsRead(t *testing.T, f *fixture) {
+	tr := f.newTx(t)
+	tr.SetVersionstampedValue(f.key("vv"), stampedValue("", ""))
+	w := tr.Watch(f.key("vv"))
+	t.Cleanup(w.Cancel)
+	ctx, cancel := context.WithTimeout(f.ctx, firedWait)
+	defer cancel()
+	requireCode(t, w.Wait(ctx), kv.ErrAccessedUnreadable, "a watch on a key whose versionstamped value the transaction set")
 }

@@ -93,6 +93,9 @@ func (db *DB) commitStep(req *commitReq, forced *forcedFailure, fault faultKind)
 	case faultUnknownNotApplied:
 		db.stats.injectedUnknownNotApplied.Add(1)
 		return commitResult{err: kv.ErrCommitUnknownResult}
+	case faultVersionChangedNotApplied:
+		db.stats.injectedUnknownNotApplied.Add(1)
+		return commitResult{err: kv.ErrClusterVersionChanged}
 	}
 	// Failures reported whatever the resolver decides.
 	var reported error
@@ -102,6 +105,9 @@ func (db *DB) commitStep(req *commitReq, forced *forcedFailure, fault faultKind)
 	} else if fault == faultUnknownApplied {
 		db.stats.injectedUnknownApplied.Add(1)
 		reported = kv.ErrCommitUnknownResult
+	} else if fault == faultVersionChangedApplied {
+		db.stats.injectedUnknownApplied.Add(1)
+		reported = kv.ErrClusterVersionChanged
 	}
 
 	// Resolve: a write committed after rv inside a read conflict range.

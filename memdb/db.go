@@ -16,10 +16,6 @@ import (
 // retryable.
 var ErrClosed = fmt.Errorf("memdb: database closed: %w", kv.ErrClientInvalidOp)
 
-// errAccessedUnreadable is FDB's accessed_unreadable (1036): a read of a key
-// whose value is a versionstamped value set by the same transaction.
-var errAccessedUnreadable = kv.Error{Code: 1036}
-
 // errNoCommitVersion is FDB's no_commit_version (2021): the versionstamp of
 // a transaction that committed nothing.
 var errNoCommitVersion = kv.Error{Code: 2021}
@@ -58,6 +54,7 @@ type DB struct {
 	faultMu  sync.Mutex
 	faults   Faults
 	failNext *forcedFailure
+	holdNext *commitHold
 	faultsOn atomic.Bool // faults.any() || failNext != nil
 
 	watchMu    sync.Mutex
@@ -117,7 +114,7 @@ func (db *DB) versionAt(now time.Time) int64 {
 func (db *DB) SetFaults(f Faults) {
 	db.faultMu.Lock()
 	db.faults = f
-	db.faultsOn.Store(f.any() || db.failNext != nil)
+	db.faultsOn.Store(f.any() || db.failNext != nil || db.holdNext != nil)
 	db.faultMu.Unlock()
 }
 
@@ -137,6 +134,41 @@ func (db *DB) FailNextCommit(err error, applied bool) {
 	db.faultMu.Unlock()
 }
 
+// commitHold is HoldNextCommit's one-shot hold.
+type commitHold struct {
+	held    chan struct{} // closed when the commit is held
+	release chan struct{} // closed to let it go on
+	once    sync.Once
+}
+
+// HoldNextCommit makes the next commit that sends writes (of any
+// transaction) stop once it is in flight, as if the cluster took that long
+// to answer: held is closed when it stops, and it goes on when release is
+// called (or its transaction is cancelled, which makes it an interrupted
+// commit). Tests use it to act on a transaction while its commit is in
+// flight, without sleeping. It replaces an earlier hold not yet taken.
+func (db *DB) HoldNextCommit() (held <-chan struct{}, release func()) {
+	h := &commitHold{held: make(chan struct{}), release: make(chan struct{})}
+	db.faultMu.Lock()
+	db.holdNext = h
+	db.faultsOn.Store(true)
+	db.faultMu.Unlock()
+	return h.held, func() { h.once.Do(func() { close(h.release) }) }
+}
+
+// takeHold returns the pending HoldNextCommit, if any, and clears it.
+func (db *DB) takeHold() *commitHold {
+	if !db.faultsOn.Load() {
+		return nil
+	}
+	db.faultMu.Lock()
+	defer db.faultMu.Unlock()
+	h := db.holdNext
+	db.holdNext = nil
+	db.faultsOn.Store(db.faults.any() || db.failNext != nil)
+	return h
+}
+
 // takeFaults draws the faults of one commit attempt.
 func (db *DB) takeFaults(mutating bool) (forced *forcedFailure, kind faultKind, extra time.Duration) {
 	if !db.faultsOn.Load() {
@@ -145,7 +177,7 @@ func (db *DB) takeFaults(mutating bool) (forced *forcedFailure, kind faultKind, 
 	db.faultMu.Lock()
 	forced, db.failNext = db.failNext, nil
 	f := db.faults
-	db.faultsOn.Store(f.any())
+	db.faultsOn.Store(f.any() || db.holdNext != nil)
 	db.faultMu.Unlock()
 	if mutating && forced == nil && f.any() {
 		kind, extra = db.rng.pick(f)

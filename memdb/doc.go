@@ -66,12 +66,19 @@
 //     client_invalid_operation error state). GetVersionstamp's future is
 //     resolved when the commit completes; it fails with the commit's error,
 //     or no_commit_version (2021) if the transaction wrote nothing.
-//     A versionstamped key is invisible to the transaction's own reads
-//     (its final bytes are unknown), and reading a key whose value is
-//     versionstamped fails with accessed_unreadable (1036), as in FDB.
-//   - Watches: Watch(k) is registered when its transaction commits
-//     (read-only ones included), with the transaction's view of k as
-//     reference (its own write, else the value at its read version). It
+//     As in FDB, a read of the transaction's own that reaches the range a
+//     versionstamped key may land in (getVersionstampKeyRange: the
+//     template with the read version, or 0, up to the template with ten
+//     0xff bytes) fails with accessed_unreadable (1036), as does reading a
+//     key whose value is versionstamped; reads that stop short succeed.
+//   - Watches: Watch(k) reads k with a normal read, as FDB's does (so a
+//     watching transaction that writes conflicts when k changed after its
+//     read version; the read's error fails the watch), and fires at once
+//     when the transaction itself then changes k's value (an atomic
+//     operation on k always fires it). It is registered when its
+//     transaction commits (read-only ones included), with the
+//     transaction's view of k as reference (its own write, else the value
+//     at its read version). It
 //     fires when a later commit makes k's value differ from the reference;
 //     if the value already differs when the watch is registered, it fires at
 //     once, so no change after the commit is missed. Writing the same value
@@ -81,8 +88,14 @@
 //     outstanding; past that Watch fails with too_many_watches (1032).
 //   - Limits: keys over 10,000 bytes (key_too_large), values over 100,000
 //     (value_too_large), transactions over 10,000,000 bytes of mutations and
-//     conflict ranges (transaction_too_large, at commit), writes to keys at
-//     or after \xff (key_outside_legal_range), cleared or conflict ranges
+//     conflict ranges counted as FDB counts them (transaction_too_large, at
+//     commit; see size.go: ~3×key + value per Set, a Clear's range twice,
+//     repeated Sets of a key and repeated reads merged; GetApproximateSize
+//     reports FDB's call-by-call approximateSize), writes to keys at
+//     or after \xff (key_outside_legal_range, tested before the key size),
+//     range reads reaching above \xff (key_outside_legal_range, tested
+//     first), conflict ranges reaching above \xff (the error is deferred to
+//     the next read and Commit, as FDB's client defers it), cleared or conflict ranges
 //     whose begin is after their end (inverted_range; a range read of such a
 //     range returns no pairs, as FDB's does). As in FDB, writes return no error: the
 //     transaction enters an error state that every later read and Commit
@@ -117,10 +130,12 @@
 //
 // Faults (WithFaults, SetFaults) gives per-commit-attempt probabilities of
 // not_committed, commit_unknown_result that was applied, one that was not,
-// transaction_too_old, and extra commit latency. Only commits of
+// the same two as cluster_version_changed (1039), transaction_too_old, and
+// extra commit latency. Only commits of
 // transactions that write are affected; read-only commits never fail.
 // FailNextCommit makes the next commit (of any transaction) fail with a
-// chosen error, applied or not, once. All randomness comes from one
+// chosen error, applied or not, once; HoldNextCommit holds the next commit
+// in flight until released, for tests. All randomness comes from one
 // generator seeded by WithSeed (default 1), so a single-goroutine run is
 // reproducible; with several goroutines, the draws are shared in whatever
 // order the goroutines reach them. Injected failures are counted apart from
@@ -141,8 +156,14 @@
 // version request is already in flight (a read was issued but has not been
 // answered), the commit waits for that one instead. Nothing has been sent if
 // this wait is cancelled, so the commit then fails with the cancellation's
-// error, not kv.CommitInterrupted. Read-only commits wait nothing. Point
-// reads then resolve in their own goroutine, so futures issued together
+// error, not kv.CommitInterrupted. Read-only commits wait nothing. A range
+// read's first batch is read when GetRange is called (in its own goroutine
+// under a latency model), as FDB's binding issues it then; later batches
+// as the result is consumed. Commit first waits for the reads in flight
+// (FDB's commit waits for them too); a read or write issued while the
+// commit is in flight fails with used_during_commit and fails the commit
+// with kv.CommitInterrupted(kv.ErrUsedDuringCommit), as FDB's
+// checkUsedDuringCommit does. Point reads then resolve in their own goroutine, so futures issued together
 // overlap their latency, as with FDB. A commit is resolved and applied at
 // the end of its delay, so transactions that start meanwhile read the old
 // state and conflict: a hot key then sustains about one commit per commit
@@ -174,7 +195,7 @@
 // transaction and returns nil. Any other error is returned unchanged, as
 // is a retryable one once SetRetryLimit's limit is reached. Backoff sleeps
 // use real time, not the Clock. Options survive OnError's reset; Reset
-// keeps them too but restarts the retry count and the timeout. SetTimeout
+// clears them, as FDB's does, and restarts the retry count. SetTimeout
 // cancels the transaction with transaction_timed_out once its time has
 // passed since creation (or Reset), in real time or on the Clock,
 // whichever comes first.

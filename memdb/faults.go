@@ -20,6 +20,12 @@ type Faults struct {
 	// UnknownNotApplied reports kv.ErrCommitUnknownResult without applying
 	// the commit.
 	UnknownNotApplied float64
+	// VersionChangedApplied and VersionChangedNotApplied are the same two
+	// faults reported as kv.ErrClusterVersionChanged (1039), which FDB
+	// classifies as maybe-committed too (fdb_error_predicate, bindings/c/
+	// fdb_c.cpp). Stats counts them with the commit_unknown_result faults.
+	VersionChangedApplied    float64
+	VersionChangedNotApplied float64
 	// TooOld fails the commit with kv.ErrTransactionTooOld.
 	TooOld float64
 	// ExtraLatency is added to a commit with probability ExtraLatencyProb,
@@ -32,7 +38,7 @@ type Faults struct {
 // any reports whether any fault has a chance of happening.
 func (f Faults) any() bool {
 	return f.NotCommitted > 0 || f.UnknownApplied > 0 || f.UnknownNotApplied > 0 ||
-		f.TooOld > 0 || (f.ExtraLatency > 0 && f.ExtraLatencyProb > 0)
+		f.VersionChangedApplied > 0 || f.VersionChangedNotApplied > 0 || f.TooOld > 0 || (f.ExtraLatency > 0 && f.ExtraLatencyProb > 0)
 }
 
 // Span is a delay drawn uniformly from [Min, Max].
@@ -106,6 +112,8 @@ const (
 	faultUnknownApplied
 	faultUnknownNotApplied
 	faultTooOld
+	faultVersionChangedApplied
+	faultVersionChangedNotApplied
 )
 
 // pick draws the fault for one commit attempt and whether extra latency
@@ -126,6 +134,8 @@ func (l *lockedRand) pick(f Faults) (faultKind, time.Duration) {
 		{f.UnknownApplied, faultUnknownApplied},
 		{f.UnknownNotApplied, faultUnknownNotApplied},
 		{f.TooOld, faultTooOld},
+		{f.VersionChangedApplied, faultVersionChangedApplied},
+		{f.VersionChangedNotApplied, faultVersionChangedNotApplied},
 	} {
 		if c.p > 0 {
 			if x < c.p {

@@ -29,6 +29,8 @@ func TestInjectedFaults(t *testing.T) {
 		{"not committed", memdb.Faults{NotCommitted: 1}, kv.ErrNotCommitted, false, func(s memdb.Stats) int64 { return s.InjectedNotCommitted }},
 		{"unknown applied", memdb.Faults{UnknownApplied: 1}, kv.ErrCommitUnknownResult, true, func(s memdb.Stats) int64 { return s.InjectedUnknownApplied }},
 		{"unknown not applied", memdb.Faults{UnknownNotApplied: 1}, kv.ErrCommitUnknownResult, false, func(s memdb.Stats) int64 { return s.InjectedUnknownNotApplied }},
+		{"cluster version changed applied", memdb.Faults{VersionChangedApplied: 1}, kv.ErrClusterVersionChanged, true, func(s memdb.Stats) int64 { return s.InjectedUnknownApplied }},
+		{"cluster version changed not applied", memdb.Faults{VersionChangedNotApplied: 1}, kv.ErrClusterVersionChanged, false, func(s memdb.Stats) int64 { return s.InjectedUnknownNotApplied }},
 		{"too old", memdb.Faults{TooOld: 1}, kv.ErrTransactionTooOld, false, func(s memdb.Stats) int64 { return s.InjectedTooOld }},
 	} {
 		t.Run(c.name, func(t *testing.T) {

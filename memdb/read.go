@@ -3,6 +3,7 @@ package memdb
 import (
 	"bytes"
 	"context"
+	"sync/atomic"
 
 	"github.com/fdbqueue/fdbqueue/kv"
 )
@@ -48,6 +49,10 @@ func (tx *transaction) get(key []byte, snap bool) kv.FutureValue {
 		tx.mu.Unlock()
 		return &valueFuture{} // no such key can exist
 	}
+	if tx.x != nil && len(tx.x.unreadable) > 0 && tx.unreadableLocked(key, keyAfter(key)) {
+		tx.mu.Unlock()
+		return &valueFuture{err: kv.ErrAccessedUnreadable}
+	}
 	// Read your writes: a value the transaction determined needs no read
 	// and adds no conflict.
 	e := tx.writes.get(key)
@@ -60,7 +65,7 @@ func (tx *transaction) get(key []byte, snap bool) kv.FutureValue {
 			return &valueFuture{val: v}
 		case stVS:
 			tx.mu.Unlock()
-			return &valueFuture{err: errAccessedUnreadable}
+			return &valueFuture{err: kv.ErrAccessedUnreadable}
 		}
 		ops = e.ops // it is only ever appended to
 	} else if _, cleared := tx.clearsLocked().find(key); cleared {
@@ -102,11 +107,13 @@ func (tx *transaction) get(key []byte, snap bool) kv.FutureValue {
 	}
 	gen := tx.gen
 	tx.startGRVLocked()
+	tx.startReadLocked()
 	f := tx.newFutureLocked()
 	tx.mu.Unlock()
 	f.done = make(chan struct{})
 	go func() {
 		defer close(f.done)
+		defer tx.endRead()
 		rv, grvTime, err := tx.readVersion(gen)
 		if err == nil {
 			err = tx.sleep(db.rng.sample(db.cfg.latency.Read))
@@ -128,12 +135,21 @@ func (tx *transaction) get(key []byte, snap bool) kv.FutureValue {
 	return f
 }
 
-// GetRange reads the keys in r; see kv.ReadTransaction.
+// GetRange reads the keys in r; see kv.ReadTransaction. As FDB's binding
+// does (bindings/go/src/fdb/transaction.go getRange), the first batch is
+// issued when GetRange is called: its read conflict range is added then,
+// whether or not the result is consumed. Further batches are read as the
+// result is consumed.
 func (tx *transaction) GetRange(r kv.KeyRange, opts kv.RangeOptions) kv.RangeResult {
 	return tx.getRange(r, opts, false)
 }
 
 func (tx *transaction) getRange(r kv.KeyRange, opts kv.RangeOptions, snap bool) kv.RangeResult {
+	if bytes.Compare(r.Begin, maxUserKey) > 0 || bytes.Compare(r.End, maxUserKey) > 0 {
+		// FDB's getRange tests the legal range before anything else
+		// (ReadYourWritesTransaction::getRange), inverted ranges included.
+		return &rangeResult{tx: tx, err: kv.ErrKeyOutsideLegalRange}
+	}
 	b, e, err := checkRange(r)
 	if err == kv.ErrInvertedRange {
 		// FDB's getRange answers a range whose begin is after its end with
@@ -143,37 +159,120 @@ func (tx *transaction) getRange(r kv.KeyRange, opts kv.RangeOptions, snap bool) 
 	if opts.Limit < 0 && err == nil {
 		err = kv.ErrClientInvalidOp
 	}
-	return &rangeResult{tx: tx, snap: snap, b: b, e: e, opts: opts, err: err}
+	rr := &rangeResult{tx: tx, snap: snap, b: b, e: e, opts: opts, err: err}
+	if err == nil {
+		tx.issueBatch(&rr.first, b, e, batchSize(opts, opts.Limit, firstBatch), opts.Reverse, snap)
+	}
+	return rr
 }
 
-// rangeResult is a lazy range read: it runs on GetSlice or iteration.
+// batchSize is the number of rows to ask for in a batch of mode opts.Mode
+// with left rows left under the limit (0: no limit) and next the iterator
+// mode's batch size; 0 means everything.
+func batchSize(opts kv.RangeOptions, left, next int) int {
+	n := next
+	switch opts.Mode {
+	case kv.StreamingModeWantAll:
+		n = 0
+	case kv.StreamingModeExact:
+		n = opts.Limit
+	}
+	if opts.Limit > 0 && (n == 0 || n > left) {
+		n = left
+	}
+	return n
+}
+
+// batch is one batch of a range read, possibly still in flight (done is
+// nil when it was read when issued).
+type batch struct {
+	done    chan struct{}
+	kvs     []kv.KeyValue
+	limited bool
+	err     error
+}
+
+func (bt *batch) wait() {
+	if bt.done != nil {
+		<-bt.done
+	}
+}
+
+// issueBatch starts reading up to n rows (0: all) of [b, e). Without a
+// latency model it reads at once; with one, in a goroutine that Commit
+// waits for, as FDB's commit waits for the reads issued before it
+// (RYWImpl::commit waits on ryw->reading).
+func (tx *transaction) issueBatch(bt *batch, b, e []byte, n int, reverse, snap bool) {
+	if !tx.db.latency {
+		bt.kvs, bt.limited, bt.err = tx.readRange(b, e, n, reverse, snap)
+		return
+	}
+	bt.done = make(chan struct{})
+	tx.mu.Lock()
+	tx.startReadLocked()
+	tx.mu.Unlock()
+	go func() {
+		defer close(bt.done)
+		defer tx.endRead()
+		bt.kvs, bt.limited, bt.err = tx.readRange(b, e, n, reverse, snap)
+	}()
+}
+
+// rangeResult is a range read whose first batch was issued by GetRange.
 type rangeResult struct {
-	tx   *transaction
-	snap bool
-	b, e []byte
-	opts kv.RangeOptions
-	err  error
+	tx    *transaction
+	snap  bool
+	b, e  []byte
+	opts  kv.RangeOptions
+	err   error
+	first batch
+	taken atomic.Bool // the first batch was handed to a consumer
 }
 
-// GetSlice reads the whole (limited) range at once.
+// GetSlice reads the whole (limited) range: the first batch, then the rest
+// in one more read. A second consumer reads the range again.
 func (r *rangeResult) GetSlice() ([]kv.KeyValue, error) {
 	if r.err != nil {
 		return nil, r.err
 	}
-	kvs, _, err := r.tx.readRange(r.b, r.e, r.opts.Limit, r.opts.Reverse, r.snap)
-	return kvs, err
+	if !r.taken.CompareAndSwap(false, true) {
+		kvs, _, err := r.tx.readRange(r.b, r.e, r.opts.Limit, r.opts.Reverse, r.snap)
+		return kvs, err
+	}
+	bt := &r.first
+	bt.wait()
+	if bt.err != nil {
+		return nil, bt.err
+	}
+	n := len(bt.kvs)
+	if !bt.limited || n == 0 || (r.opts.Limit > 0 && n >= r.opts.Limit) {
+		return bt.kvs, nil
+	}
+	b, e := r.b, r.e
+	if last := bt.kvs[n-1].Key; r.opts.Reverse {
+		e = last
+	} else {
+		b = keyAfter(last)
+	}
+	left := 0
+	if r.opts.Limit > 0 {
+		left = r.opts.Limit - n
+	}
+	rest, _, err := r.tx.readRange(b, e, left, r.opts.Reverse, r.snap)
+	if err != nil {
+		return nil, err
+	}
+	return append(bt.kvs, rest...), nil
 }
 
-// Iterator returns an iterator that reads the range in batches.
-func (r *rangeResult) Iterator() kv.RangeIterator {
-	it := &rangeIter{r: r, b: r.b, e: r.e, left: r.opts.Limit, err: r.err}
-	switch r.opts.Mode {
-	case kv.StreamingModeWantAll:
-		it.batch = 0 // everything at once
-	case kv.StreamingModeExact:
-		it.batch = r.opts.Limit
-	default:
-		it.batch = firstBatch
+// Iterator returns an iterator that reads the range in batches, starting
+// with the batch GetRange issued.
+func (r *rangeResult) Iterator() kv.RangeIterator { return r.iter() }
+
+func (r *rangeResult) iter() *rangeIter {
+	it := &rangeIter{r: r, b: r.b, e: r.e, left: r.opts.Limit, err: r.err, batch: firstBatch}
+	if r.err == nil && r.taken.CompareAndSwap(false, true) {
+		it.pending = &r.first // a later consumer reads the range again
 	}
 	return it
 }
@@ -187,15 +286,16 @@ const (
 
 // rangeIter streams a range read.
 type rangeIter struct {
-	r     *rangeResult
-	b, e  []byte // what is left to read
-	left  int    // rows left under the limit; 0: no limit
-	batch int    // next batch size; 0: unbounded
-	buf   []kv.KeyValue
-	i     int
-	cur   kv.KeyValue
-	done  bool
-	err   error
+	r       *rangeResult
+	pending *batch // the first batch, not yet taken
+	b, e    []byte // what is left to read
+	left    int    // rows left under the limit; 0: no limit
+	batch   int    // next batch size in iterator mode; 0: unbounded
+	buf     []kv.KeyValue
+	i       int
+	cur     kv.KeyValue
+	done    bool
+	err     error
 }
 
 func (it *rangeIter) Next() bool {
@@ -210,14 +310,21 @@ func (it *rangeIter) Next() bool {
 	return true
 }
 
-// fetch reads the next batch; its conflict range covers exactly what this
-// batch depended on, so the batches together cover what was fetched.
+// fetch takes the next batch: the one GetRange issued, or a new read whose
+// conflict range covers exactly what it depended on, so the batches
+// together cover what was fetched.
 func (it *rangeIter) fetch() {
-	n := it.batch
-	if it.r.opts.Limit > 0 && (n == 0 || n > it.left) {
-		n = it.left
+	var kvs []kv.KeyValue
+	var limited bool
+	var err error
+	if bt := it.pending; bt != nil {
+		it.pending = nil
+		bt.wait()
+		kvs, limited, err = bt.kvs, bt.limited, bt.err
+	} else {
+		n := batchSize(it.r.opts, it.left, it.batch)
+		kvs, limited, err = it.r.tx.readRange(it.b, it.e, n, it.r.opts.Reverse, it.r.snap)
 	}
-	kvs, limited, err := it.r.tx.readRange(it.b, it.e, n, it.r.opts.Reverse, it.r.snap)
 	if err != nil {
 		it.err = err
 		return
@@ -298,6 +405,20 @@ func (tx *transaction) readRange(b, e []byte, limit int, reverse, snap bool) ([]
 		return nil, false, err
 	}
 	limited := limit > 0 && len(out) == limit
+	if x := tx.x; x != nil && len(x.unreadable) > 0 {
+		// The part of the range the read went through.
+		sb, se := b, e
+		if limited {
+			if last := out[len(out)-1].Key; reverse {
+				sb = last
+			} else {
+				se = keyAfter(last)
+			}
+		}
+		if tx.unreadableLocked(sb, se) {
+			return nil, false, kv.ErrAccessedUnreadable
+		}
+	}
 	if !snap {
 		cb, ce := b, e
 		if limited {
@@ -382,7 +503,7 @@ func (tx *transaction) mergeLocked(b, e []byte, limit int, reverse bool, rv int6
 				emit(we.key, v)
 			}
 		case stVS:
-			return nil, errAccessedUnreadable
+			return nil, kv.ErrAccessedUnreadable
 		}
 	}
 	return out, nil

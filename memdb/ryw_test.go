@@ -1,9 +1,12 @@
 package memdb_test
 
 import (
+	"bytes"
 	"testing"
+	"time"
 
 	"github.com/fdbqueue/fdbqueue/kv"
+	"github.com/fdbqueue/fdbqueue/memdb"
 	"github.com/stretchr/testify/require"
 )
 
@@ -114,16 +117,29 @@ func TestSnapshotReadsAddNoConflicts(t *testing.T) {
 	require.NoError(t, tr.Commit(), "snapshot reads must not make the transaction conflict")
 }
 
-func TestVersionstampedKeyInvisibleToOwnReads(t *testing.T) {
+// A versionstamped key's range is unreadable to its own transaction, as in
+// FDB (getVersionstampKeyRange in Atomic.h, accessed_unreadable from
+// RYWIterator.cpp): reads reaching it fail, reads stopping short succeed.
+func TestVersionstampedKeyRangeUnreadableToOwnReads(t *testing.T) {
 	db, _ := newDB(t)
+	mustSet(t, db, "a", "1")
 	tr := newTx(t, db)
 	tmpl := append([]byte("vs/"), make([]byte, 10)...)
 	tmpl = append(tmpl, 3, 0, 0, 0)
 	tr.SetVersionstampedKey(tmpl, []byte("v"))
-	kvs, err := tr.GetRange(rng("vs/", "vs0"), kv.RangeOptions{}).GetSlice()
-	require.NoError(t, err)
-	require.Empty(t, kvs, "a versionstamped key is invisible until committed")
-	require.NoError(t, tr.Commit())
+	_, err := tr.GetRange(rng("vs/", "vs0"), kv.RangeOptions{}).GetSlice()
+	require.ErrorIs(t, err, kv.ErrAccessedUnreadable)
+	_, err = tr.Snapshot().GetRange(rng("a", "z"), kv.RangeOptions{Reverse: true, Limit: 1}).GetSlice()
+	require.ErrorIs(t, err, kv.ErrAccessedUnreadable)
+	_, err = tr.Get(append([]byte("vs/"), bytes.Repeat([]byte{0xff}, 10)...)).Get()
+	require.ErrorIs(t, err, kv.ErrAccessedUnreadable)
+	kvs, err := tr.GetRange(rng("a", "z"), kv.RangeOptions{Limit: 1}).GetSlice()
+	require.NoError(t, err, "a read that stops before the range")
+	require.Len(t, kvs, 1)
+	v, err := tr.Get([]byte("vs.")).Get()
+	require.NoError(t, err, "a key before the range")
+	require.Nil(t, v)
+	require.NoError(t, tr.Commit(), "the failed reads do not fail the transaction")
 	after := newTx(t, db)
 	kvs, err = after.GetRange(rng("vs/", "vs0"), kv.RangeOptions{}).GetSlice()
 	require.NoError(t, err)
@@ -144,4 +160,41 @@ func TestVersionstampedValueUnreadableInOwnTransaction(t *testing.T) {
 	require.ErrorAs(t, err, &e)
 	require.Equal(t, 1036, e.Code)
 	require.NoError(t, tr.Commit())
+}
+
+// With a latency model a range read's first batch is in flight after
+// GetRange returns; Commit waits for it (as FDB's RYWImpl::commit waits on
+// ryw->reading), so its read conflict range is part of the commit even if
+// the result is never consumed.
+func TestCommitWaitsForRangeReadInFlight(t *testing.T) {
+	db, _ := newDB(t, memdb.WithLatency(memdb.Latency{Read: memdb.Span{Min: 20 * time.Millisecond, Max: 20 * time.Millisecond}}))
+	mustSet(t, db, "b", "1")
+	tr := newTx(t, db)
+	_, err := tr.GetReadVersion().Get()
+	require.NoError(t, err)
+	tr.GetRange(rng("a", "z"), kv.RangeOptions{}) // in flight, never consumed
+	mustSet(t, db, "c", "1")
+	tr.Set([]byte("x"), []byte("y"))
+	require.ErrorIs(t, tr.Commit(), kv.ErrNotCommitted)
+}
+
+// A read issued while the commit is in flight fails with used_during_commit
+// and fails the commit with it; the commit may have applied.
+func TestReadDuringCommitFailsCommit(t *testing.T) {
+	db, _ := newDB(t)
+	tr := newTx(t, db)
+	tr.Set([]byte("k"), []byte("v"))
+	held, release := db.HoldNextCommit()
+	defer release()
+	done := make(chan error, 1)
+	go func() { done <- tr.Commit() }()
+	<-held
+	it := tr.GetRange(rng("a", "z"), kv.RangeOptions{}).Iterator()
+	require.False(t, it.Next())
+	require.ErrorIs(t, it.Err(), kv.ErrUsedDuringCommit)
+	err := <-done
+	require.ErrorIs(t, err, kv.ErrUsedDuringCommit)
+	require.True(t, kv.MaybeCommitted(err))
+	_, err = tr.GetCommittedVersion()
+	require.Error(t, err, "the commit did not report success")
 }

@@ -23,7 +23,8 @@ type Stats struct {
 	// commits, not counting injected ones.
 	TooOld int64
 	// InjectedNotCommitted, InjectedUnknownApplied, InjectedUnknownNotApplied
-	// and InjectedTooOld count commits failed by Faults.
+	// and InjectedTooOld count commits failed by Faults (the Unknown
+	// counters include the VersionChanged faults).
 	InjectedNotCommitted      int64
 	InjectedUnknownApplied    int64
 	InjectedUnknownNotApplied int64

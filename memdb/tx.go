@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"errors"
 	"sync"
 	"time"
 
@@ -26,7 +27,7 @@ type transaction struct {
 	mu  sync.Mutex
 	gen uint64 // incremented by every reset: stale asynchronous work checks it
 
-	// Options and retry state; they survive OnError's reset.
+	// Options and retry state; they survive OnError's reset, not Reset.
 	retryLimit int
 	createdAt  time.Time // on the DB's clock (real time: see creationLocked)
 	retries    int
@@ -98,6 +99,13 @@ type txCold struct {
 	vsKeys   []vsKeyOp
 	wconf    []krange
 	watches  []*watch
+	// reading counts the reads in flight (with a latency model); readsDone
+	// is closed when it drops to zero, for a Commit waiting for them.
+	reading   int
+	readsDone chan struct{}
+	// unreadable are the ranges where the versionstamped keys may land;
+	// reads that reach them fail with accessed_unreadable.
+	unreadable []krange
 }
 
 // clearsLocked returns the ranges cleared by the transaction.
@@ -263,15 +271,60 @@ func (tx *transaction) cancelChanLocked() chan struct{} {
 	return tx.cancelCh
 }
 
-// checkLocked returns the error that stops any operation now.
+// checkLocked returns the error that stops any operation now. An
+// operation issued while a Commit is in flight fails with
+// used_during_commit and fails the commit with it too, as FDB's
+// checkUsedDuringCommit does (it sets the transaction's resetPromise, which
+// RYWImpl::commit waits on together with the commit: ReadYourWrites.actor.cpp).
 func (tx *transaction) checkLocked() error {
 	if err := tx.cancelledLocked(); err != nil {
 		return err
 	}
-	if tx.committing || tx.committed {
+	if tx.committing {
+		tx.cancelLocked(kv.ErrUsedDuringCommit)
+		return kv.ErrUsedDuringCommit
+	}
+	if tx.committed {
 		return kv.ErrUsedDuringCommit
 	}
 	return tx.err
+}
+
+// startReadLocked counts a read issued in the background.
+func (tx *transaction) startReadLocked() {
+	tx.cold().reading++
+}
+
+// endRead counts a background read as finished.
+func (tx *transaction) endRead() {
+	tx.mu.Lock()
+	defer tx.mu.Unlock()
+	x := tx.x
+	x.reading--
+	if x.reading == 0 && x.readsDone != nil {
+		close(x.readsDone)
+		x.readsDone = nil
+	}
+}
+
+// awaitReadsLocked waits until no read is in flight, as FDB's commit waits
+// for the reads issued before it (RYWImpl::commit: wait(ryw->reading)), so
+// that their read conflict ranges are part of the commit. It returns early
+// if the transaction is cancelled.
+func (tx *transaction) awaitReadsLocked() {
+	for x := tx.x; x != nil && x.reading > 0 && tx.cancelErr == nil; x = tx.x {
+		if x.readsDone == nil {
+			x.readsDone = make(chan struct{})
+		}
+		ch, cancel := x.readsDone, tx.cancelChanLocked()
+		tx.mu.Unlock()
+		select {
+		case <-ch:
+		case <-cancel:
+		case <-tx.db.closeCh:
+		}
+		tx.mu.Lock()
+	}
 }
 
 // cancelledLocked returns the cancellation error, if any, noticing a
@@ -430,23 +483,31 @@ func (tx *transaction) GetReadVersion() kv.FutureInt64 {
 
 // ---- writes ----
 
-// checkWriteKey validates a key to be written.
+// checkWriteKey validates a key to be written. The legal range is tested
+// first, as in FDB's ReadYourWritesTransaction::set and atomicOp (a system
+// key over the size limit is key_outside_legal_range, not key_too_large).
 func checkWriteKey(key []byte) error {
-	if len(key) > maxKeySize {
-		return kv.ErrKeyTooLarge
-	}
 	if len(key) > 0 && key[0] == 0xff {
 		return kv.ErrKeyOutsideLegalRange
+	}
+	if len(key) > maxKeySize {
+		return kv.ErrKeyTooLarge
 	}
 	return nil
 }
 
-// writableLocked reports whether a write may be buffered now.
+// writableLocked reports whether a write may be buffered now. A write
+// during a Commit fails the commit with used_during_commit (see
+// checkLocked).
 func (tx *transaction) writableLocked() bool {
 	if tx.cancelledLocked() != nil {
 		return false
 	}
-	if tx.committing || tx.committed {
+	if tx.committing {
+		tx.cancelLocked(kv.ErrUsedDuringCommit)
+		return false
+	}
+	if tx.committed {
 		tx.setErrLocked(kv.ErrUsedDuringCommit)
 		return false
 	}
@@ -481,8 +542,9 @@ func (tx *transaction) Set(key, value []byte) {
 	e, val := tx.newEntryLocked(key, value)
 	e.st, e.exists, e.val = stKnown, true, val
 	tx.writes.put(e)
-	tx.size += int64(len(key) + len(value))
+	tx.size += sizeSet(key, len(value))
 	tx.mutated = true
+	tx.ownWriteLocked(key, nil, val, true, true)
 }
 
 // Clear removes key.
@@ -492,18 +554,20 @@ func (tx *transaction) Clear(key []byte) {
 	if !tx.writableLocked() {
 		return
 	}
+	if len(key) > 0 && key[0] == 0xff {
+		// The legal range first (ReadYourWritesTransaction::clear).
+		tx.setErrLocked(kv.ErrKeyOutsideLegalRange)
+		return
+	}
 	if len(key) > maxKeySize {
 		return // no such key can exist
-	}
-	if err := checkWriteKey(key); err != nil {
-		tx.setErrLocked(err)
-		return
 	}
 	e, _ := tx.newEntryLocked(key, nil)
 	e.st = stKnown
 	tx.writes.put(e)
-	tx.size += int64(2*len(key) + 1)
+	tx.size += 2 * (int64(2*len(key)+1) + keyRangeRefSize) // RYW's clear(key)
 	tx.mutated = true
+	tx.ownWriteLocked(key, nil, nil, false, true)
 }
 
 // clampRangeKey shortens a range bound longer than any key can be: no key
@@ -547,7 +611,7 @@ func (tx *transaction) ClearRange(r kv.KeyRange) {
 		return
 	}
 	tx.mutated = true
-	tx.size += int64(len(b) + len(e))
+	tx.size += mutationRefSize + 2*int64(len(b)+len(e)) + keyRangeRefSize
 	if bytes.Equal(b, e) {
 		return
 	}
@@ -557,6 +621,7 @@ func (tx *transaction) ClearRange(r kv.KeyRange) {
 	if x := tx.x; x != nil && len(x.vsKeys) > 0 {
 		x.clearLog = append(x.clearLog, krange{b, e})
 	}
+	tx.ownWriteLocked(b, e, nil, false, true)
 }
 
 // atomic buffers one atomic operation.
@@ -567,7 +632,8 @@ func (tx *transaction) atomic(kind opKind, key, param []byte) {
 		return
 	}
 	tx.mutated = true
-	tx.size += int64(len(key) + len(param))
+	tx.size += sizeSet(key, len(param))
+	tx.ownWriteLocked(key, nil, nil, false, false)
 	e := tx.writes.get(key)
 	if e == nil {
 		var p []byte
@@ -637,7 +703,8 @@ func splitStamped(b []byte) ([]byte, int, error) {
 }
 
 // SetVersionstampedKey sets value at key with the commit's versionstamp
-// written into key. The key is invisible to this transaction's reads.
+// written into key. Reads of this transaction that reach the range where
+// the key may land fail with accessed_unreadable (1036), as in FDB.
 func (tx *transaction) SetVersionstampedKey(key, value []byte) {
 	tx.mu.Lock()
 	defer tx.mu.Unlock()
@@ -657,11 +724,51 @@ func (tx *transaction) SetVersionstampedKey(key, value []byte) {
 		return
 	}
 	x := tx.cold()
+	x.unreadable = append(x.unreadable, tx.stampRangeLocked(body, off))
 	x.vsKeys = append(x.vsKeys, vsKeyOp{
 		tmpl: bytes.Clone(body), off: off, val: append([]byte{}, value...), nClears: len(x.clearLog),
 	})
-	tx.size += int64(len(body) + len(value))
+	tx.size += int64(len(body)+4+len(value)) + mutationRefSize // no write conflict range
 	tx.mutated = true
+}
+
+// stampRangeLocked returns the range a versionstamped key with template
+// body and stamp offset off may land in, as FDB's getVersionstampKeyRange
+// (fdbclient/include/fdbclient/Atomic.h) computes it: from the template
+// with the transaction's read version (0 if it has none yet) and batch
+// order 0 in place of the stamp, to just after the template with ten 0xff
+// bytes there, capped at the end of the user key space.
+func (tx *transaction) stampRangeLocked(body []byte, off int) krange {
+	var lo [10]byte
+	if tx.rvState == rvHave {
+		binary.BigEndian.PutUint64(lo[:8], uint64(tx.rv))
+	}
+	var hi [10]byte
+	for i := range hi {
+		hi[i] = 0xff
+	}
+	b, e := stamped(body, off, lo), keyAfter(stamped(body, off, hi))
+	if bytes.Compare(e, maxUserKey) > 0 {
+		e = maxUserKey
+	}
+	return krange{b, e}
+}
+
+// unreadableLocked reports whether [b, e) reaches a range where one of the
+// transaction's versionstamped keys may land: FDB's read then fails with
+// accessed_unreadable (RYWIterator.cpp; the range is marked by
+// addUnmodifiedAndUnreadableRange in ReadYourWrites.actor.cpp's atomicOp).
+func (tx *transaction) unreadableLocked(b, e []byte) bool {
+	x := tx.x
+	if x == nil {
+		return false
+	}
+	for _, r := range x.unreadable {
+		if bytes.Compare(r.b, e) < 0 && bytes.Compare(b, r.e) < 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // SetVersionstampedValue sets key to value with the commit's versionstamp
@@ -689,8 +796,9 @@ func (tx *transaction) SetVersionstampedValue(key, value []byte) {
 	e, val := tx.newEntryLocked(key, body)
 	e.st, e.val, e.vsOff = stVS, val, int32(off)
 	tx.writes.put(e)
-	tx.size += int64(len(key) + len(body))
+	tx.size += sizeSet(key, len(body)+4)
 	tx.mutated = true
+	tx.ownWriteLocked(key, nil, nil, false, false)
 }
 
 // ---- conflict ranges ----
@@ -704,13 +812,13 @@ func (tx *transaction) addReadConflictLocked(b, e []byte) {
 	clears := tx.clearsLocked()
 	if tx.writes.len() == 0 && len(clears) == 0 {
 		tx.reads = append(tx.reads, krange{b, e})
-		tx.size += int64(len(b) + len(e))
+		tx.size += sizeRange(b, e)
 		return
 	}
 	emit := func(x, y []byte) {
 		if bytes.Compare(x, y) < 0 {
 			tx.reads = append(tx.reads, krange{x, y})
-			tx.size += int64(len(x) + len(y))
+			tx.size += sizeRange(x, y)
 		}
 	}
 	cur := b
@@ -751,19 +859,50 @@ func (tx *transaction) addReadConflictLocked(b, e []byte) {
 }
 
 // AddReadConflictRange adds r, minus keys this transaction wrote, to the
-// read conflict ranges.
+// read conflict ranges. Only inverted_range is returned: FDB's C client
+// tests it when it builds the range (fdb_transaction_add_conflict_range,
+// KeyRangeRef's constructor), and runs the rest on its network thread,
+// whose errors (key_outside_legal_range, used_during_commit) become the
+// transaction's deferred error (ThreadSafeTransaction.cpp: deferredError,
+// checkDeferredError), reported by the next read and by Commit.
 func (tx *transaction) AddReadConflictRange(r kv.KeyRange) error {
-	b, e, err := checkRange(r)
-	if err != nil {
-		return err
+	b, e, ok := tx.conflictRangeLocked(r)
+	if !ok.ok {
+		return ok.err
 	}
-	tx.mu.Lock()
 	defer tx.mu.Unlock()
-	if err := tx.checkLocked(); err != nil {
-		return err
-	}
 	tx.addReadConflictLocked(b, e)
 	return nil
+}
+
+// rangeCheck is conflictRangeLocked's verdict: ok, or the error to return
+// (nil when the error is deferred or the call has no effect).
+type rangeCheck struct {
+	ok  bool
+	err error
+}
+
+// conflictRangeLocked validates a conflict range as FDB does (see
+// AddReadConflictRange). When it returns ok, tx.mu is held.
+func (tx *transaction) conflictRangeLocked(r kv.KeyRange) ([]byte, []byte, rangeCheck) {
+	b, e, err := checkRange(r)
+	if err == kv.ErrInvertedRange {
+		return nil, nil, rangeCheck{err: err}
+	}
+	tx.mu.Lock()
+	if tx.cancelledLocked() != nil || tx.err != nil {
+		tx.mu.Unlock()
+		return nil, nil, rangeCheck{} // the next read and Commit report it
+	}
+	if tx.committing || tx.committed {
+		err = kv.ErrUsedDuringCommit
+	}
+	if err != nil {
+		tx.setErrLocked(err)
+		tx.mu.Unlock()
+		return nil, nil, rangeCheck{}
+	}
+	return b, e, rangeCheck{ok: true}
 }
 
 // AddReadConflictKey adds [key, key+\x00) unless this transaction wrote key.
@@ -771,21 +910,18 @@ func (tx *transaction) AddReadConflictKey(key []byte) error {
 	return tx.AddReadConflictRange(kv.KeyRange{Begin: key, End: keyAfter(key)})
 }
 
-// AddWriteConflictRange adds r to the write conflict ranges.
+// AddWriteConflictRange adds r to the write conflict ranges. Errors other
+// than inverted_range are deferred, as for AddReadConflictRange.
 func (tx *transaction) AddWriteConflictRange(r kv.KeyRange) error {
-	b, e, err := checkRange(r)
-	if err != nil {
-		return err
+	b, e, ok := tx.conflictRangeLocked(r)
+	if !ok.ok {
+		return ok.err
 	}
-	tx.mu.Lock()
 	defer tx.mu.Unlock()
-	if err := tx.checkLocked(); err != nil {
-		return err
-	}
 	if bytes.Compare(b, e) < 0 {
 		x := tx.cold()
 		x.wconf = append(x.wconf, krange{b, e})
-		tx.size += int64(len(b) + len(e))
+		tx.size += sizeRange(b, e)
 	}
 	tx.mutated = true
 	return nil
@@ -799,12 +935,27 @@ func (tx *transaction) AddWriteConflictKey(key []byte) error {
 // ---- watches ----
 
 // Watch returns a watch on key, registered when the transaction commits.
+// Like FDB's (RYWImpl::watch, fdbclient/ReadYourWrites.actor.cpp), it reads
+// the key with a normal read: the read adds a read conflict range (unless
+// the transaction wrote the key), its error fails the watch, and the value
+// it saw is what the transaction's own later writes are compared with. Watch
+// waits for that read (with a latency model, a read delay).
 func (tx *transaction) Watch(key []byte) kv.Watch {
 	if len(key) > 0 && key[0] == 0xff {
 		return failedWatch(kv.ErrKeyOutsideLegalRange)
 	}
 	if len(key) > maxKeySize {
 		return failedWatch(kv.ErrKeyTooLarge)
+	}
+	tx.mu.Lock()
+	if err := tx.checkLocked(); err != nil {
+		tx.mu.Unlock()
+		return failedWatch(err)
+	}
+	tx.mu.Unlock()
+	val, err := tx.get(key, false).Get()
+	if err != nil {
+		return failedWatch(err)
 	}
 	tx.mu.Lock()
 	defer tx.mu.Unlock()
@@ -818,10 +969,35 @@ func (tx *transaction) Watch(key []byte) kv.Watch {
 	if w.key == nil {
 		w.key = []byte{}
 	}
+	w.ref, w.refOK = val, val != nil
 	tx.db.trackWatch(w)
 	x := tx.cold()
 	x.watches = append(x.watches, w)
 	return w
+}
+
+// ownWriteLocked fires at once the unregistered watches in [b, e) whose
+// value the transaction's own write changes, as FDB's triggerWatches does
+// (fdbclient/ReadYourWrites.actor.cpp; api-c.rst: "a watch will
+// immediately report changes made by the transaction itself"). known is
+// false for a write whose result depends on the database (an atomic
+// operation, a versionstamped value): such a write fires the watch.
+func (tx *transaction) ownWriteLocked(b, e, val []byte, ok, known bool) {
+	x := tx.x
+	if x == nil || len(x.watches) == 0 {
+		return
+	}
+	kept := x.watches[:0]
+	for _, w := range x.watches {
+		in := bytes.Compare(w.key, b) >= 0 && (e == nil && bytes.Equal(w.key, b) || e != nil && bytes.Compare(w.key, e) < 0)
+		if in && (!known || w.differs(val, ok)) {
+			w.finish(nil)
+			continue
+		}
+		kept = append(kept, w)
+	}
+	clear(x.watches[len(kept):])
+	x.watches = kept
 }
 
 // failWatchesLocked fails the watches not yet registered.
@@ -842,6 +1018,7 @@ func (tx *transaction) failWatchesLocked(err error) {
 // documentation for latency, faults and interrupted commits.
 func (tx *transaction) Commit() error {
 	tx.mu.Lock()
+	tx.awaitReadsLocked()
 	if err := tx.checkLocked(); err != nil {
 		tx.failWatchesLocked(err)
 		tx.failStampLocked(err)
@@ -866,7 +1043,7 @@ func (tx *transaction) Commit() error {
 		tx.mu.Unlock()
 		return err
 	}
-	if tx.size > maxTxSize {
+	if tx.size > maxTxSize && tx.commitSizeLocked() > maxTxSize {
 		tx.failWatchesLocked(kv.ErrTransactionTooLarge)
 		tx.failStampLocked(kv.ErrTransactionTooLarge)
 		tx.mu.Unlock()
@@ -889,6 +1066,18 @@ func (tx *transaction) Commit() error {
 		return res.err
 	}
 	tx.committing = false
+	if tx.cancelErr != nil && errors.Is(tx.cancelErr, kv.ErrUsedDuringCommit) && !errors.Is(res.err, kv.ErrUsedDuringCommit) {
+		// An operation issued during the commit failed it, whatever the
+		// commit step decided: like FDB's, the commit may have applied.
+		if res.err == nil || kv.MaybeCommitted(res.err) {
+			res.err = kv.CommitInterrupted(kv.ErrUsedDuringCommit)
+		} else {
+			res.err = kv.ErrUsedDuringCommit
+		}
+		for _, w := range req.watches {
+			w.finish(res.err)
+		}
+	}
 	if res.err != nil {
 		tx.failStampLocked(res.err)
 		return res.err
@@ -919,16 +1108,20 @@ func (tx *transaction) send(req *commitReq, gen uint64) commitResult {
 		}
 		req.hasRV, req.rv, req.grvTime = true, rv, grvTime
 	}
+	hold := db.takeHold()
 	forced, fault, extra := db.takeFaults(true)
 	delay := extra
 	if db.latency {
 		delay += db.rng.sample(db.cfg.latency.Commit)
 	}
-	if delay <= 0 {
+	if delay <= 0 && hold == nil {
 		return db.commitStep(req, forced, fault)
 	}
 	db.stats.inFlight.Add(1)
 	cerr := tx.sleep(delay)
+	if cerr == nil && hold != nil {
+		cerr = tx.waitHold(hold)
+	}
 	db.stats.inFlight.Add(-1)
 	if cerr == nil {
 		return db.commitStep(req, forced, fault)
@@ -943,6 +1136,22 @@ func (tx *transaction) send(req *commitReq, gen uint64) commitResult {
 	}
 	db.stats.interrupted.Add(1)
 	return commitResult{err: kv.CommitInterrupted(cerr), applied: res.applied}
+}
+
+// waitHold waits until h is released or the transaction is cancelled.
+func (tx *transaction) waitHold(h *commitHold) error {
+	tx.mu.Lock()
+	ch := tx.cancelChanLocked()
+	tx.mu.Unlock()
+	close(h.held)
+	select {
+	case <-h.release:
+	case <-ch:
+	case <-tx.db.closeCh:
+	}
+	tx.mu.Lock()
+	defer tx.mu.Unlock()
+	return tx.cancelledLocked()
 }
 
 // commitReadOnlyLocked "commits" a transaction that wrote nothing: nothing
@@ -1022,15 +1231,17 @@ func (tx *transaction) OnError(err error) error {
 	return nil
 }
 
-// Reset returns the transaction to its initial state, keeping its options.
+// Reset returns the transaction to its initial state and clears its
+// options, as FDB's reset does.
 func (tx *transaction) Reset() {
 	tx.mu.Lock()
 	defer tx.mu.Unlock()
 	tx.resetLocked(true, kv.ErrTransactionCancelled)
 }
 
-// resetLocked clears the transaction's state. full also restarts the
-// retry count, backoff and timeout clock (Reset, not OnError). Watches not
+// resetLocked clears the transaction's state. full also clears the options
+// and restarts the retry count, backoff and timeout clock (Reset, not
+// OnError). Watches not
 // yet registered fail with watchErr.
 func (tx *transaction) resetLocked(full bool, watchErr error) {
 	tx.gen++
@@ -1038,7 +1249,7 @@ func (tx *transaction) resetLocked(full bool, watchErr error) {
 	tx.failStampLocked(kv.ErrTransactionCancelled)
 	if x := tx.x; x != nil {
 		x.vsf, x.rvCh = nil, nil
-		x.clears, x.clearLog, x.vsKeys, x.wconf = nil, nil, nil, nil
+		x.clears, x.clearLog, x.vsKeys, x.wconf, x.unreadable = nil, nil, nil, nil, nil
 	}
 	tx.rvState, tx.rv, tx.grvTime = rvNone, 0, time.Time{}
 	tx.err = nil
@@ -1048,7 +1259,15 @@ func (tx *transaction) resetLocked(full bool, watchErr error) {
 	tx.size, tx.mutated = 0, false
 	tx.rc = nil
 	if full {
+		// FDB's ReadYourWritesTransaction::reset clears the options
+		// (persistentOptions.clear(), options.reset; only database defaults
+		// are re-applied, and memdb has none), while onError's resetRyow
+		// re-applies them.
 		tx.retries = 0
+		tx.retryLimit = -1
+		if x := tx.x; x != nil {
+			x.timeout, x.maxRetryDelay = 0, 0
+		}
 		tx.backoff = tx.db.cfg.backoffInitial
 		tx.stampCreation()
 		if tx.ctx.Err() == nil && !tx.db.closedFlag.Load() {
@@ -1072,8 +1291,8 @@ func (tx *transaction) Options() kv.TransactionOptions { return txOptions{tx} }
 type txOptions struct{ tx *transaction }
 
 // SetTimeout cancels the transaction with kv.ErrTransactionTimedOut once d
-// has passed since it was created (or last Reset), in real time or on the
-// DB's clock, whichever comes first.
+// has passed since it was created (or last Reset, which also clears the
+// timeout), in real time or on the DB's clock, whichever comes first.
 func (o txOptions) SetTimeout(d time.Duration) error {
 	if d < 0 {
 		return kv.ErrClientInvalidOp
@@ -1179,7 +1398,8 @@ func (tx *transaction) failStampLocked(err error) {
 }
 
 // GetApproximateSize returns the size of the mutations and conflict ranges
-// so far.
+// so far, counted call by call as FDB's approximateSize is (see size.go): an
+// upper bound of the size Commit checks against the limit.
 func (tx *transaction) GetApproximateSize() kv.FutureInt64 {
 	tx.mu.Lock()
 	defer tx.mu.Unlock()

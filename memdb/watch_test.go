@@ -87,23 +87,30 @@ func TestWatchOnOwnWrite(t *testing.T) {
 	require.NoError(t, w.Wait(t.Context()))
 }
 
-// A versionstamped key in the watching transaction does not make every
-// other key count as its own write: the watch on a key the transaction
-// only read still compares with the value at its read version.
+// A watch reads its key (RYWImpl::watch in FDB's ReadYourWrites.actor.cpp
+// reads it with a normal read): a transaction that watches k beside a
+// versionstamped key, and commits after another changed k, fails with
+// not_committed, and so does its watch. Without the change, it commits and
+// the watch fires on a later change.
 func TestWatchBesideVersionstampedKey(t *testing.T) {
 	db, _ := newDB(t)
 	mustSet(t, db, "k", "1")
+	vsKey := append([]byte("vs"), append(make([]byte, 10), 2, 0, 0, 0)...)
 	tr := newTx(t, db)
-	v, err := tr.Snapshot().Get([]byte("k")).Get() // snapshot: the commit must not conflict
-	require.NoError(t, err)
-	require.Equal(t, "1", string(v))
 	w := tr.Watch([]byte("k"))
-	tr.SetVersionstampedKey(append([]byte("vs"), append(make([]byte, 10), 2, 0, 0, 0)...), []byte("x"))
+	tr.SetVersionstampedKey(vsKey, []byte("x"))
 	require.NoError(t, db.Transact(t.Context(), clearTx("k"))) // after the watcher's read, before its commit
+	require.ErrorIs(t, tr.Commit(), kv.ErrNotCommitted, "the watch's read of k conflicts")
+	require.ErrorIs(t, w.Wait(t.Context()), kv.ErrNotCommitted)
+
+	tr = newTx(t, db)
+	w = tr.Watch([]byte("k"))
+	tr.SetVersionstampedKey(vsKey, []byte("x"))
 	require.NoError(t, tr.Commit())
-	done, err := fired(w)
-	require.NoError(t, err)
-	require.True(t, done, "k was cleared after the watcher's read: the watch fires at its commit")
+	done, _ := fired(w)
+	require.False(t, done, "k is still absent, as the watcher read it")
+	mustSet(t, db, "k", "2")
+	require.NoError(t, w.Wait(t.Context()))
 }
 
 func TestWatchFailsWithFailedCommit(t *testing.T) {

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # make fdbkv-check: compile, vet and link the fdbkv module (FoundationDB's
-# official Go binding + our adapter) against a STUB libfdb_c, and run its
+# official Go binding + our adapter) and the soak's FoundationDB mode
+# (tools/cmd/soak -tags fdb) against a STUB libfdb_c, and run fdbkv's
 # tests. The stub (fdbkv/internal/fdbcstub) is not FoundationDB: tests that
 # need a cluster skip, only fdbkv's pure-Go tests really run. This proves the
 # adapter compiles and links, nothing about its behaviour on a real cluster;
@@ -16,13 +17,7 @@ build="$stub/build"
 echo "fdbkv-check: COMPILE/LINK CHECK AGAINST A STUB libfdb_c (not FoundationDB; cluster tests skip)"
 
 # 1. The stub library.
-command -v gcc >/dev/null || { echo "fdbkv-check: gcc is required (apt-get install gcc)" >&2; exit 1; }
-command -v ar >/dev/null || { echo "fdbkv-check: ar is required (apt-get install binutils)" >&2; exit 1; }
-mkdir -p "$build"
-gcc -std=c11 -Wall -Wextra -Werror -O2 -fPIC -I"$stub/include" \
-  -c "$stub/fdb_c_stub.c" -o "$build/fdb_c_stub.o"
-rm -f "$build/libfdb_c.a"
-ar rcs "$build/libfdb_c.a" "$build/fdb_c_stub.o"
+bash scripts/fdbc-stub.sh
 echo "fdbkv-check: built stub $build/libfdb_c.a (static: nothing to find at run time)"
 
 cd "$root/fdbkv"
@@ -66,4 +61,20 @@ passed=$(grep -c -E '^\s*--- PASS' "$log" || true)
 skipped=$(grep -c -E '^\s*--- SKIP' "$log" || true)
 reason=$(grep -m1 -o 'no FoundationDB cluster: .*' "$log" || true)
 echo "fdbkv-check: go test: $passed passed (pure Go), $skipped skipped${reason:+ ($reason)}"
-echo "fdbkv-check: ok: fdbkv vets, builds, links and its pure-Go tests pass against the STUB libfdb_c; nothing ran against FoundationDB"
+# 5. The soak's FoundationDB mode (tools/cmd/soak, -tags fdb) vets, builds
+# and links; run against the stub, -cluster-file must fail cleanly when the
+# database cannot be opened (exit 2 and a "soak:" line, not a panic).
+cd "$root/tools"
+go vet -tags fdb ./...
+soakbin="$build/soak-fdb"
+go build -tags fdb -o "$soakbin" ./cmd/soak
+soak_status=0
+soak_out=$("$soakbin" -cluster-file "$build/no-such.cluster" -duration 1s 2>&1) || soak_status=$?
+if [ "$soak_status" -ne 2 ] || ! grep -q '^soak: ' <<<"$soak_out"; then
+  echo "fdbkv-check: soak -cluster-file against the stub: want exit 2 and a 'soak:' error, got $soak_status:" >&2
+  echo "$soak_out" >&2
+  exit 1
+fi
+echo "fdbkv-check: tools/cmd/soak -tags fdb builds and links; against the stub -cluster-file fails cleanly ($soak_out)"
+
+echo "fdbkv-check: ok: fdbkv and the soak's FoundationDB mode vet, build and link, and fdbkv's pure-Go tests pass, against the STUB libfdb_c; nothing ran against FoundationDB"

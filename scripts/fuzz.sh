@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Runs every fuzz target in the module for a bounded time each.
+# Runs every fuzz target of the pure-Go modules (the library and tools/) for
+# a bounded time each.
 #   usage: scripts/fuzz.sh [FUZZTIME]    (default 10s; any -fuzztime value)
 # Targets are discovered with `go test -list '^Fuzz' ./...`, so a Fuzz*
 # function added to any package is picked up without editing this script.
@@ -13,35 +14,36 @@ fuzztime="${1:-10s}"
 # package that does not build is reported as "FAIL <import path> [...]": its
 # targets cannot be listed, which fails this script, but only after the
 # targets of the other packages have run.
-list_status=0
-listing=$(go test -list '^Fuzz' ./... 2>&1) || list_status=$?
-
 targets=()
-names=()
 failed=()
-while IFS= read -r line; do
-  case "$line" in
-    Fuzz*) names+=("$line") ;;
-    "ok "* | "?"*)
-      pkg=$(awk '{print $2}' <<<"$line")
-      for n in "${names[@]+"${names[@]}"}"; do targets+=("$pkg $n"); done
-      names=()
-      ;;
-    FAIL[[:space:]]*) # "FAIL<tab>pkg [build failed]" (the bare "FAIL" summary line has no package)
-      failed+=("$(awk '{print $2}' <<<"$line") (could not list targets: does it build?)")
-      names=()
-      ;;
-  esac
-done <<<"$listing"
-if [ "$list_status" -ne 0 ]; then
-  echo "$listing" | grep -v '^Fuzz' >&2 || true
-  [ "${#failed[@]}" -gt 0 ] || failed+=("go test -list exited with status $list_status")
-fi
+for mod in . tools; do
+  list_status=0
+  listing=$(cd "$mod" && go test -list '^Fuzz' ./... 2>&1) || list_status=$?
+  names=()
+  while IFS= read -r line; do
+    case "$line" in
+      Fuzz*) names+=("$line") ;;
+      "ok "* | "?"*)
+        pkg=$(awk '{print $2}' <<<"$line")
+        for n in "${names[@]+"${names[@]}"}"; do targets+=("$mod $pkg $n"); done
+        names=()
+        ;;
+      FAIL[[:space:]]*) # "FAIL<tab>pkg [build failed]" (the bare "FAIL" summary line has no package)
+        failed+=("$(awk '{print $2}' <<<"$line") (could not list targets: does it build?)")
+        names=()
+        ;;
+    esac
+  done <<<"$listing"
+  if [ "$list_status" -ne 0 ]; then
+    echo "$listing" | grep -v '^Fuzz' >&2 || true
+    [ "${#failed[@]}" -gt 0 ] || failed+=("go test -list in ./$mod exited with status $list_status")
+  fi
+done
 
 for target in "${targets[@]+"${targets[@]}"}"; do
-  read -r pkg name <<<"$target"
+  read -r mod pkg name <<<"$target"
   echo "=== fuzz $pkg $name for $fuzztime"
-  if ! go test -run '^$' -fuzz "^${name}\$" -fuzztime "$fuzztime" "$pkg"; then
+  if ! (cd "$mod" && go test -run '^$' -fuzz "^${name}\$" -fuzztime "$fuzztime" "$pkg"); then
     failed+=("$pkg $name")
   fi
 done

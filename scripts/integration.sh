@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# make integration: run fdbkv's tests (and the example programs, via
-# fdbkv/cmd/examples) against a throwaway single-process FoundationDB
-# cluster on a random loopback port, with a temporary data directory and
-# cluster file, removed on exit.
+# make integration: run fdbkv's tests (kvtest, the layer suite and the
+# adapter's own), the example programs (via fdbkv/cmd/examples) and a short
+# soak (tools/cmd/soak -tags fdb; SOAK_FLAGS, default "-seeds 4 -duration
+# 1m") against a throwaway single-process FoundationDB cluster on a random
+# loopback port, with a temporary data directory and cluster file, removed
+# on exit.
 #
 # Needs fdbserver and fdbcli on PATH and FoundationDB's client library and
 # headers (libfdb_c, fdb_c.h), i.e. FoundationDB's client and server
@@ -131,5 +133,11 @@ if [ -f "$root/fdbkv/cmd/examples/main.go" ]; then
 else
   echo "integration: fdbkv/cmd/examples not found; examples skipped"
 fi
+
+# A short soak: the simulation's seeds, checked for linearizability and
+# item conservation, on the cluster (no injected faults there).
+echo "integration: short soak on the cluster: go run -tags fdb ./cmd/soak -cluster-file $cluster_file ${SOAK_FLAGS:=-seeds 4 -duration 1m}"
+# shellcheck disable=SC2086 # SOAK_FLAGS are flags
+(cd "$root/tools" && go run -tags fdb ./cmd/soak -cluster-file "$cluster_file" $SOAK_FLAGS -html "$tmp/soak-failure.html" -history "$tmp/soak-failure.txt")
 
 echo "integration: ok"

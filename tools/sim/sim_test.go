@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fdbqueue/fdbqueue/memdb"
-	"github.com/fdbqueue/fdbqueue/sim"
+	"github.com/fdbqueue/fdbqueue/tools/sim"
 )
 
 // ciSeeds cover the variants: raw and tuple values, indexed and

@@ -96,6 +96,15 @@ type Config struct {
 	Faults  memdb.Faults
 	Latency memdb.Latency
 
+	// DB, if set, is the database every seed runs on, instead of a memdb
+	// of its own (cmd/soak -cluster-file passes FoundationDB through
+	// fdbkv). Faults and Latency are then not injected (deadlines and
+	// abandoned commits still are), Result.Stats stays zero, and each
+	// seed's structures live under the tuple (Prefix..., seed), so that
+	// seeds can share DB; the caller clears Prefix's range afterwards.
+	DB     kv.Database
+	Prefix tuple.Tuple
+
 	// CancelProb is the probability that an operation runs with a random
 	// deadline of up to MaxDeadline (it may expire at any point: before,
 	// during or after the commit).
@@ -353,7 +362,7 @@ func Run(ctx context.Context, seed int64, cfg Config) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	defer h.db.Close()
+	defer h.db.close()
 	res := Result{Seeds: 1}
 	if h.staged {
 		res.StagedSeeds = 1
@@ -374,7 +383,7 @@ func Run(ctx context.Context, seed int64, cfg Config) (Result, error) {
 		}
 	}
 	h.finish(ctx, &res)
-	res.Stats = h.db.Stats()
+	res.Stats = h.db.stats()
 	return res, ctx.Err()
 }
 
@@ -385,7 +394,7 @@ type harness struct {
 	staged  bool // the seed's variants
 	vstamp  bool
 	tuple   bool
-	db      *memdb.DB
+	db      backend
 	targets []*target
 	clock   atomic.Int64
 }
@@ -414,13 +423,7 @@ func newHarness(seed int64, cfg Config) (*harness, error) {
 		return nil, fmt.Errorf("sim: Rounds, Clients and OpsPerClient must be positive")
 	}
 	rng := rand.New(rand.NewPCG(mix(uint64(seed)), 0x51))
-	db := memdb.New(
-		memdb.WithSeed(seed),
-		memdb.WithFaults(cfg.Faults),
-		memdb.WithLatency(cfg.Latency),
-		memdb.WithBackoff(100*time.Microsecond, 5*time.Millisecond),
-	)
-	h := &harness{seed: seed, cfg: cfg, db: db}
+	h := &harness{seed: seed, cfg: cfg, db: newBackend(seed, cfg)}
 	// The seed picks the layers' variants.
 	enc := fdbqueue.RawValues
 	if rng.IntN(2) == 1 {
@@ -467,7 +470,7 @@ func newHarness(seed int64, cfg Config) (*harness, error) {
 			qopts = append(qopts, fdbqueue.WithStaging(sc))
 			byPlace = cfg.StagingServing == fdbqueue.ServeByPlace || cfg.StagingServing == fdbqueue.ServeAuto && h.vstamp
 		}
-		sub, _ := fdbqueue.NewSubspace(tuple.Tuple{"sim", "queue"})
+		sub, _ := fdbqueue.NewSubspace(h.subspace("queue"))
 		q, err := fdbqueue.NewQueue(sub, qopts...)
 		if err != nil {
 			return nil, err
@@ -476,7 +479,7 @@ func newHarness(seed int64, cfg Config) (*harness, error) {
 		h.targets = append(h.targets, ft)
 	}
 	if cfg.PriorityQueue {
-		sub, _ := fdbqueue.NewSubspace(tuple.Tuple{"sim", "pq"})
+		sub, _ := fdbqueue.NewSubspace(h.subspace("pq"))
 		popts := append(slices.Clip(opts), entropy())
 		if staged && !cfg.StagePriorityQueue {
 			popts = popts[:0:0]
@@ -553,8 +556,8 @@ func (h *harness) round(ctx context.Context, round int, res *Result) {
 	}
 
 	faults := h.cfg.Faults
-	h.db.SetFaults(memdb.Faults{})
-	defer h.db.SetFaults(faults)
+	h.db.setFaults(memdb.Faults{})
+	defer h.db.setFaults(faults)
 	for ti, t := range h.targets {
 		h.settle(ctx, round, t, histories[ti], res)
 	}
@@ -951,7 +954,7 @@ func (h *harness) settle(ctx context.Context, round int, t *target, recs []*reco
 // journaled reports whether the journal of the queue at prefix holds a
 // record of the operation id.
 func journaled(ctx context.Context, db kv.Database, prefix []byte, id fdbqueue.OpID) (bool, error) {
-	p, err := tuple.Tuple{"j", id[:]}.AppendPack(append(bytes.Clone(prefix), 0xff))
+	p, err := tuple.Tuple{"j", int64(id[8]), id[:]}.AppendPack(append(bytes.Clone(prefix), 0xff)) // (shard, ID): see fdbqueue's journal.go
 	if err != nil {
 		return false, err
 	}
@@ -964,7 +967,7 @@ func journaled(ctx context.Context, db kv.Database, prefix []byte, id fdbqueue.O
 
 // finish drains every target and checks the item accounts.
 func (h *harness) finish(ctx context.Context, res *Result) {
-	h.db.SetFaults(memdb.Faults{})
+	h.db.setFaults(memdb.Faults{})
 	for _, t := range h.targets {
 		fail := func(reason string) {
 			if res.Failure == nil {

@@ -11,6 +11,13 @@
 // serves its waiters by place (the default for its versionstamp-ordered
 // layout); -staging-batches serves them in batches. Histories are checked
 // for linearizability either way.
+//
+// Built with -tags fdb (cgo, FoundationDB's client library), -cluster-file
+// runs the seeds on a FoundationDB cluster through fdbkv instead of memdb,
+// under a random prefix that it clears at the end; no faults are injected
+// there (random deadlines and abandoned commits still are):
+//
+//	go run -tags fdb ./cmd/soak -cluster-file /etc/foundationdb/fdb.cluster -duration 1m
 package main
 
 import (
@@ -26,7 +33,8 @@ import (
 	"time"
 
 	"github.com/fdbqueue/fdbqueue"
-	"github.com/fdbqueue/fdbqueue/sim"
+	"github.com/fdbqueue/fdbqueue/memdb"
+	"github.com/fdbqueue/fdbqueue/tools/sim"
 )
 
 func main() {
@@ -45,6 +53,7 @@ func main() {
 		html     = flag.String("html", "soak-failure.html", "where to write the first failing history's visualization")
 		history  = flag.String("history", "soak-failure.txt", "where to write the first failing history as text")
 		verbose  = flag.Bool("v", false, "print one line per seed")
+		cluster  = flag.String("cluster-file", "", "run the seeds on the FoundationDB cluster of this cluster file, without injected faults (needs a soak built with -tags fdb)")
 	)
 	flag.Parse()
 	cfg := sim.DefaultConfig()
@@ -57,7 +66,23 @@ func main() {
 	cfg.ClaimTimeout = *claim
 	cfg.StagePriorityQueue = *stagePQ
 	cfg.CheckTimeout = *timeout
-	os.Exit(run(os.Stdout, cfg, *first, *seeds, *duration, *workers, *html, *history, *verbose))
+	if *cluster == "" {
+		os.Exit(run(os.Stdout, cfg, *first, *seeds, *duration, *workers, *html, *history, *verbose))
+	}
+	db, prefix, closeDB, err := openCluster(*cluster)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "soak: %v\n", err)
+		os.Exit(2)
+	}
+	cfg.DB, cfg.Prefix = db, prefix
+	cfg.Faults, cfg.Latency = memdb.Faults{}, memdb.Latency{}
+	fmt.Printf("soak: on FoundationDB (cluster file %s), keys under %v; database counters below stay 0\n", *cluster, prefix)
+	code := run(os.Stdout, cfg, *first, *seeds, *duration, *workers, *html, *history, *verbose)
+	if err := closeDB(); err != nil {
+		fmt.Fprintf(os.Stderr, "soak: %v\n", err)
+		code = max(code, 1)
+	}
+	os.Exit(code)
 }
 
 func run(w io.Writer, cfg sim.Config, first int64, seeds int, duration time.Duration, workers int, htmlPath, historyPath string, verbose bool) int {

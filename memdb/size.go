@@ -1,0 +1,102 @@
+package memdb
+
+import (
+	"bytes"
+	"slices"
+)
+
+// Transaction size, as FoundationDB 7.3 counts it.
+//
+// GetApproximateSize reports FDB's ReadYourWritesTransaction::approximateSize
+// (fdbclient/ReadYourWrites.actor.cpp): every call adds its bytes, with no
+// merging. A Set adds key + value + sizeof(MutationRef) and its write
+// conflict range (sizeof(KeyRangeRef) + 2×key + 1), so about 3×key + value;
+// a Clear adds its range [key, key+\x00) twice; a read that adds a read
+// conflict range adds it.
+//
+// The commit's limit check is NativeAPI's Transaction::getSize
+// (fdbclient/NativeAPI.actor.cpp, commitMutations: transaction_too_large
+// when it exceeds 10,000,000): the mutations, read conflict ranges and write
+// conflict ranges of the commit request, each counted as its bytes plus the
+// size of its struct (VectorRef::expectedSize). The request is built from
+// RYW's merged state, so repeated Sets of one key count once and repeated
+// reads of one key add one conflict range. approximateSize is at least
+// that size except for point Clears, whose mutation FDB's approximateSize
+// counts 24 bytes short (sizeof(KeyRangeRef) instead of sizeof(MutationRef)):
+// budget with a margin of 24 bytes per cleared key.
+const (
+	// mutationRefSize is sizeof(MutationRef) in FDB 7.3 on 64-bit builds:
+	// the type byte, two StringRefs (16 bytes each), the optional checksum
+	// and accumulative checksum index, and a flag, padded to 8 bytes.
+	mutationRefSize = 56
+	// keyRangeRefSize is sizeof(KeyRangeRef): two StringRefs.
+	keyRangeRefSize = 32
+)
+
+// sizeSet is what a Set (or an atomic operation) of key with a
+// value (operand) of n bytes adds to the approximate size.
+func sizeSet(key []byte, n int) int64 {
+	return int64(len(key)+n+mutationRefSize) + int64(keyRangeRefSize+2*len(key)+1)
+}
+
+// sizeRange is what a conflict range [b, e) adds.
+func sizeRange(b, e []byte) int64 {
+	return int64(len(b) + len(e) + keyRangeRefSize)
+}
+
+// commitSizeLocked returns the size NativeAPI's getSize would find in the
+// commit request built from the transaction's merged state. It is only
+// computed when the approximate size exceeds the limit.
+func (tx *transaction) commitSizeLocked() int64 {
+	var n int64
+	var wconf []krange
+	tx.writes.each(func(e *wentry) bool {
+		k := int64(len(e.key))
+		switch e.st {
+		case stKnown:
+			if e.exists {
+				n += mutationRefSize + k + int64(len(e.val))
+			} else {
+				n += mutationRefSize + 2*k + 1 // a clear of [key, key+\x00)
+			}
+		case stVS:
+			n += mutationRefSize + k + int64(len(e.val)) + 4
+		}
+		for _, op := range e.ops {
+			n += mutationRefSize + k + int64(len(op.param))
+		}
+		wconf = append(wconf, krange{e.key, e.end()})
+		return true
+	})
+	for _, c := range tx.clearsLocked() {
+		n += mutationRefSize + int64(len(c.b)+len(c.e))
+		wconf = append(wconf, c)
+	}
+	if x := tx.x; x != nil {
+		for _, op := range x.vsKeys {
+			n += mutationRefSize + int64(len(op.tmpl)+4+len(op.val))
+		}
+		wconf = append(wconf, x.wconf...)
+	}
+	return n + mergedSize(wconf) + mergedSize(slices.Clone(tx.reads))
+}
+
+// mergedSize sorts rs, merges overlapping and touching ranges (as FDB's
+// coalesced conflict range maps do) and returns their size as conflict
+// ranges.
+func mergedSize(rs []krange) int64 {
+	slices.SortFunc(rs, func(a, b krange) int { return bytes.Compare(a.b, b.b) })
+	var n int64
+	for i := 0; i < len(rs); {
+		b, e := rs[i].b, rs[i].e
+		j := i + 1
+		for ; j < len(rs) && bytes.Compare(rs[j].b, e) <= 0; j++ {
+			if bytes.Compare(rs[j].e, e) > 0 {
+				e = rs[j].e
+			}
+		}
+		n += sizeRange(b, e)
+		i = j
+	}
+	return n
+}
