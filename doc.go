@@ -101,8 +101,8 @@
 // MaxBatchBudget and the limit leave room for it.
 //
 // Batches read the items they may take with iterators
-// (StreamingModeIterator: FDB fetches 4 KB, growing to 120 KB per batch)
-// and stop reading once the budget is reached, so a DequeueBatch(1000) of
+// (StreamingModeWantAll: FDB fetches 120,000 bytes per batch) and stop
+// reading once the budget is reached, so a DequeueBatch(1000) of
 // 100 KB items reads about the budget, not 100 MB. A staged step reads the
 // items up to its place, or those it may hand out, and the results it may
 // expire, together at most about the budget. The kv interface, like

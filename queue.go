@@ -385,11 +385,13 @@ func takeEnd[T any](tr kv.Transaction, o *op, r kv.KeyRange, max int, reverse bo
 	if err != nil {
 		return nil, err
 	}
-	// Iterator mode: FDB fetches growing batches of 4 KB up to 120 KB
-	// (iteration_progression in bindings/c/fdb_c.cpp), and the loop below
-	// stops fetching once the budget is reached. StreamingModeExact has no
+	// Read with an iterator that the loop below stops once the budget is
+	// reached. In StreamingModeWantAll FDB fetches batches of 120,000 bytes
+	// (WANT_ALL is SERIAL's byte limit, bindings/c/fdb_c.cpp), so it reads
+	// at most one batch beyond, in one round trip for small items (the
+	// iterator mode's first batches are 4 KB). StreamingModeExact has no
 	// byte limit: it would fetch all skip+max items, values included.
-	head := tr.Snapshot().GetRange(r, kv.RangeOptions{Limit: skip + max, Reverse: reverse, Mode: kv.StreamingModeIterator})
+	head := tr.Snapshot().GetRange(r, kv.RangeOptions{Limit: skip + max, Reverse: reverse, Mode: kv.StreamingModeWantAll})
 	if prev, done, err := o.applied(rec); err != nil {
 		return nil, err
 	} else if done {

@@ -85,8 +85,8 @@ func TestStagedStepsWaitForTheirReadsBeforeCommit(t *testing.T) {
 // every item, values included, to take the few the budget allows; the
 // reads are now iterators that stop at the budget. fdbDB counts the bytes
 // each attempt reads through the kv interface (what a backend fetches
-// beyond that is at most one batch: FDB's iterator batches grow from 4 KB
-// to 120 KB, iteration_progression in bindings/c/fdb_c.cpp).
+// beyond that is at most one batch: FDB's StreamingModeWantAll batches are
+// 120,000 bytes, bindings/c/fdb_c.cpp).
 func TestDequeueBatchReadsAboutItsBudget(t *testing.T) {
 	ctx := context.Background()
 	raw := newDB(t)

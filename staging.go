@@ -1722,7 +1722,7 @@ type prefetched struct {
 
 func (s *stageSide[T]) prefetch(tr kv.Transaction, limit int, results bool) prefetched {
 	pre := prefetched{
-		items: tr.Snapshot().GetRange(s.items, kv.RangeOptions{Limit: limit, Reverse: s.reverse, Mode: kv.StreamingModeIterator}),
+		items: tr.Snapshot().GetRange(s.items, kv.RangeOptions{Limit: limit, Reverse: s.reverse, Mode: kv.StreamingModeWantAll}),
 		limit: limit,
 	}
 	if results {
@@ -1734,10 +1734,9 @@ func (s *stageSide[T]) prefetch(tr kv.Transaction, limit int, results bool) pref
 // readItems reads the first items from rr (a read of the items' range with
 // limit), as a step uses them: at most limit, and no more once their bytes
 // reach the batch budget, since a step hands out, or reaches its place
-// through, no more than that. The read is an iterator in
-// StreamingModeIterator, whose batches FDB grows from 4 KB to 120 KB
-// (iteration_progression, bindings/c/fdb_c.cpp), so it fetches at most
-// one batch beyond. Values are read although only keys are needed before
+// through, no more than that. The read is an iterator over a read in
+// StreamingModeWantAll, whose batches FDB limits to 120,000 bytes
+// (bindings/c/fdb_c.cpp), so it fetches at most one batch beyond. Values are read although only keys are needed before
 // a step's place: the kv interface, as FDB's API, has no key-only range
 // read. complete reports that the read reached the end of the queue.
 func (s *stageSide[T]) readItems(rr kv.RangeResult, limit int) (items []kv.KeyValue, complete bool, err error) {
@@ -2149,7 +2148,7 @@ func (s *stageSide[T]) recoverPlaces(ctx context.Context, db kv.Database, stats 
 	err := db.Transact(ctx, func(tr kv.Transaction) error {
 		dropped, returned = 0, 0
 		now := s.st.now()
-		itemsF := tr.Snapshot().GetRange(s.items, kv.RangeOptions{Limit: recoverBatch, Mode: kv.StreamingModeIterator})
+		itemsF := tr.Snapshot().GetRange(s.items, kv.RangeOptions{Limit: recoverBatch, Mode: kv.StreamingModeWantAll})
 		reqs, err := tr.Snapshot().GetRange(s.reqRange, kv.RangeOptions{Limit: recoverBatch, Mode: kv.StreamingModeExact}).GetSlice()
 		if err != nil {
 			return waitRead(itemsF, err)
