@@ -16,7 +16,8 @@ import (
 //   - Clear(k): a ClearRange mutation [k, k+\x00) and the same range as a
 //     write conflict range, 2(2k+1): Transaction::clear(const KeyRef&).
 //   - ClearRange(b, e): the mutation and the conflict range, 2(b+e).
-//   - An atomic op or a versionstamped Set counts as a Set.
+//   - An atomic op counts as a Set; a versionstamped key's Set has no
+//     conflict range (vstampSetCost).
 //   - A normal read of a key, AddReadConflictKey and a watch (which reads
 //     its key: RYWImpl::watch, fdbclient/ReadYourWrites.actor.cpp) add
 //     [k, k+\x00) to the read conflict ranges (2k+1); a range read, its
@@ -53,33 +54,52 @@ func conflictKeyCost(key int) int { return 2*key + 1 + keyRangeRefSize }
 const MaxBatchBudget = 9_000_000
 
 // itemKeyMax bounds the length of an item key the layers write after the
-// subspace prefix: a tuple of an index (9 bytes) or an incomplete
-// versionstamp (13, and the 4-byte offset), or a priority and a count
-// (18), and 20 random bytes (22, and one more for each 0x00 byte escaped).
-const itemKeyMax = 64
+// subspace prefix: a tuple of an index (at most 9 bytes), or a priority and
+// a count (18), and 20 random bytes (22: the suffix has no 0x00 byte to
+// escape, see entropy.suffix). vstampKeyMax is a versionstamped key's: an
+// incomplete versionstamp (13), the random bytes (22) and the 4-byte
+// offset.
+const (
+	itemKeyMax   = 40
+	vstampKeyMax = 39
+)
+
+// vstampSetCost is the cost of SetVersionstampedKey(key, value): its
+// mutation only. FDB adds no write conflict range for it at the call
+// (ReadYourWritesTransaction::atomicOp sets addWriteConflict false for
+// SetVersionstampedKey, fdbclient/ReadYourWrites.actor.cpp; so does
+// Transaction::atomicOp, NativeAPI.actor.cpp): the key is known only at
+// commit.
+func vstampSetCost(key, value int) int { return key + value + mutationRefSize }
 
 // overheadCost is what an operation's transaction adds besides its items'
-// costs: the journal read's conflict range and, when it ends by writing
-// records, its clean-ups and a possible expiry of old records; and the
-// signal key a staged queue bumps.
+// costs: the journal read's conflict range, the clean-ups of up to
+// maxCarriedCleanups completed operations' records and an expiry of old
+// records; and the signal key a staged queue bumps. It is the worst case,
+// whatever the operation carries and whether it writes records at all (an
+// operation in a caller's transaction without WithOpID does not), so that
+// whether a batch fits its budget does not depend on the transactor.
 func (o *op) overheadCost(items kv.KeyRange) int {
 	c := setCost(len(items.Begin)+16, 8)
-	if o.off() {
+	if o.j.disabled {
 		return c
 	}
 	rr := o.recordRange()
 	c += len(rr.Begin) + len(rr.End) + keyRangeRefSize
-	for _, r := range o.cleanups {
-		c += clearRangeCost(r)
-	}
+	c += maxCarriedCleanups * clearRangeCost(rr)
 	// expire's range clears: expireShards of (shard) to (shard, cutoff),
 	// and once per sweep one more.
 	return c + (expireShards+1)*(2*(2*len(o.j.prefix)+24)+mutationRefSize+keyRangeRefSize)
 }
 
-// recordCost is the cost of the n-th journal record holding rec.
+// maxCarriedCleanups is the most completed operations' record ranges an
+// operation clears (journal.begin).
+const maxCarriedCleanups = 8
+
+// recordCost is the cost of the n-th journal record holding rec (counted
+// even when this operation writes none: see overheadCost).
 func (o *op) recordCost(n int, rec []byte) int {
-	if o.off() {
+	if o.j.disabled {
 		return 0
 	}
 	return chunkedSetCost(len(o.recordKey(n)), len(rec))
@@ -97,11 +117,16 @@ func chunkedSetCost(key, n int) int {
 }
 
 // writeCost is the size of a transaction that writes the stored values as
-// new items of the range items, with the operation's journal record.
-func writeCost(o *op, items kv.KeyRange, stored [][]byte) int {
+// new items of the range items (with versionstamped keys if vstamp), with
+// the operation's journal record.
+func writeCost(o *op, items kv.KeyRange, stored [][]byte, vstamp bool) int {
 	c := o.overheadCost(items) + o.recordCost(0, nil)
 	for _, s := range stored {
-		c += setCost(len(items.Begin)+itemKeyMax, len(s))
+		if vstamp {
+			c += vstampSetCost(len(items.Begin)+vstampKeyMax, len(s))
+		} else {
+			c += setCost(len(items.Begin)+itemKeyMax, len(s))
+		}
 	}
 	return c
 }

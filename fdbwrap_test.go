@@ -185,7 +185,7 @@ func (t *fdbTx) ClearRange(r kv.KeyRange) {
 	t.Transaction.ClearRange(r)
 }
 func (t *fdbTx) SetVersionstampedKey(k, v []byte) {
-	t.add(setSize(k, v))
+	t.add(len(k) + len(v) + mutRef) // no write conflict range (RYW's atomicOp)
 	t.Transaction.SetVersionstampedKey(k, v)
 }
 func (t *fdbTx) SetVersionstampedValue(k, v []byte) {

@@ -153,6 +153,14 @@ func (e *entropy) suffix() ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("fdbqueue: entropy: %w", err)
 	}
+	// No 0x00 byte: the tuple encoding escapes each to two bytes, and a
+	// suffix of fixed length makes an item key's length, and so a batch's
+	// transaction size (budget.go), known before the key is made.
+	for i, c := range b {
+		if c == 0 {
+			b[i] = 1
+		}
+	}
 	return b, nil
 }
 

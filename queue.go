@@ -63,11 +63,14 @@ func (q *Queue) Enqueue(ctx context.Context, t kv.Transactor, value []byte, opts
 }
 
 // EnqueueBatch adds values at the tail, in order, in one transaction:
-// all or none are enqueued. A batch whose keys, values and journal record
-// exceed the batch budget fails with ErrBatchTooLarge before anything is
-// written, and so does, in versionstamp mode, a batch of more than 65,536
-// items (the items of a commit are ordered by a 16-bit user version; split
-// the batch). A value whose stored form (with TupleValues, the packed
+// all or none are enqueued. A batch of several items whose transaction
+// size, counted as FoundationDB counts it (see WithBatchBudget), exceeds
+// the batch budget fails with ErrBatchTooLarge before anything is written
+// (a single item is always accepted), and so does, in versionstamp mode, a
+// batch of more than 65,536 items (the items of a commit are ordered by a
+// 16-bit user version; split the batch). A small item costs about 3 × its
+// key (prefix + up to 60 bytes) + value + 90 bytes, a versionstamped one
+// its key (prefix + up to 59) + value + 56. A value whose stored form (with TupleValues, the packed
 // tuple: 2 bytes more, and 1 more per 0x00 byte) exceeds 100,000 bytes
 // fails with ErrValueTooLarge. An empty batch does nothing. Conflicts and
 // guarantees are those of Enqueue.
@@ -88,8 +91,10 @@ func (q *Queue) EnqueueBatch(ctx context.Context, t kv.Transactor, values [][]by
 		return err
 	}
 	o := q.journal.begin(t, opts)
-	size = writeCost(o, q.items, stored)
-	if size > q.cfg.batchBudget {
+	// One item is always accepted, as a DequeueBatch always takes one: it
+	// fits the room MaxBatchBudget leaves under the transaction limit.
+	size = writeCost(o, q.items, stored, q.cfg.versionstamps)
+	if size > q.cfg.batchBudget && len(values) > 1 {
 		return fmt.Errorf("%w: %d items, about %d bytes, budget %d", ErrBatchTooLarge, len(values), size, q.cfg.batchBudget)
 	}
 	if q.cfg.versionstamps && len(values) > maxUserVersions {

@@ -1,0 +1,68 @@
+// Command fdbqueue inspects and operates one fdbqueue queue on a
+// FoundationDB cluster: stats, peek, list, push, pop, drain and watch.
+//
+//	fdbqueue stats --queue myapp/jobs [--cluster-file /etc/foundationdb/fdb.cluster]
+//	fdbqueue list  --queue myapp/jobs --json --limit 10
+//	fdbqueue stats --demo --queue demo/events --layout versionstamp --encoding tuple
+//
+// --demo works on an in-memory database (memdb) seeded with three queues,
+// without a cluster; nothing persists between runs. Without --cluster-file
+// the default cluster file is used (FDB_CLUSTER_FILE, else the platform's
+// default path, as libfdb_c finds it). Run "fdbqueue help" for the commands.
+//
+// The commands live in the root module's internal/cli, written against kv;
+// this program only opens the database. It links libfdb_c, so it lives in
+// the fdbkv module.
+package main
+
+import (
+	"context"
+	"flag"
+	"os"
+	"os/signal"
+
+	"github.com/fdbqueue/fdbqueue/fdbkv"
+	"github.com/fdbqueue/fdbqueue/internal/cli"
+	"github.com/fdbqueue/fdbqueue/kv"
+)
+
+// backend opens FoundationDB through fdbkv, or the demo database.
+type backend struct {
+	clusterFile string
+	apiVersion  int
+	demo        bool
+}
+
+func (b *backend) AddFlags(fs *flag.FlagSet) {
+	fs.StringVar(&b.clusterFile, "cluster-file", "", "FoundationDB cluster file (empty: the default cluster file)")
+	fs.IntVar(&b.apiVersion, "api-version", 730, "FoundationDB API version to select (at least 710)")
+	fs.BoolVar(&b.demo, "demo", false, "use an in-memory database with seeded demo queues instead of a cluster")
+}
+
+func (b *backend) Open(ctx context.Context) (kv.Database, func(), error) {
+	if b.demo {
+		db, err := cli.OpenDemo(ctx, nil)
+		if err != nil {
+			return nil, nil, err
+		}
+		return db, func() { db.Close() }, nil
+	}
+	db, err := fdbkv.OpenWithAPIVersion(b.apiVersion, b.clusterFile)
+	if err != nil {
+		return nil, nil, err
+	}
+	return db, db.Close, nil
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	code := cli.Run(ctx, os.Args[1:], cli.Env{
+		Stdout:   os.Stdout,
+		Stderr:   os.Stderr,
+		Stdin:    os.Stdin,
+		Terminal: cli.IsTerminal(os.Stdout),
+		Backend:  &backend{},
+	})
+	stop()
+	os.Exit(code)
+}

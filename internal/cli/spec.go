@@ -1,0 +1,226 @@
+package cli
+
+import (
+	"flag"
+	"fmt"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/fdbqueue/fdbqueue"
+	"github.com/fdbqueue/fdbqueue/tuple"
+)
+
+// Kind is the queue layer a queue was written with.
+type Kind int
+
+// The queue kinds.
+const (
+	FIFO     Kind = iota // fdbqueue.Queue
+	Priority             // fdbqueue.PriorityQueue
+)
+
+// String returns "fifo" or "priority", as the --kind flag takes it.
+func (k Kind) String() string {
+	if k == Priority {
+		return "priority"
+	}
+	return "fifo"
+}
+
+// Layout is how a FIFO queue keys its items.
+type Layout int
+
+// The key layouts.
+const (
+	Indexed      Layout = iota // (index, random): the recipes' layout
+	Versionstamp               // (versionstamp, random): fdbqueue.WithVersionstampOrder
+)
+
+// String returns "indexed" or "versionstamp", as the --layout flag takes it.
+func (l Layout) String() string {
+	if l == Versionstamp {
+		return "versionstamp"
+	}
+	return "indexed"
+}
+
+// QueueSpec names a queue and says how it was written: every client of a
+// queue must agree on these.
+type QueueSpec struct {
+	Path     tuple.Tuple // the subspace's tuple, e.g. ("myapp", "jobs")
+	Kind     Kind
+	Layout   Layout
+	Encoding fdbqueue.ValueEncoding
+	// Staging is "off", "place" or "batches": as the queue's consumers
+	// stage (fdbqueue.WithStaging). With staging, push wakes waiting
+	// consumers at once (a staged enqueue bumps the key they sleep on;
+	// otherwise they notice at their next renewal) and a single pop stages;
+	// a queue served by place must be popped by place.
+	Staging string
+}
+
+// ParseQueuePath turns "myapp/jobs" into the tuple ("myapp", "jobs"). Each
+// element is a non-empty UTF-8 string; a path that is empty, or has an empty
+// element (a leading, trailing or doubled "/"), fails with ErrBadQueuePath.
+func ParseQueuePath(s string) (tuple.Tuple, error) {
+	if s == "" {
+		return nil, usagef(ErrBadQueuePath, "empty (want a tuple path such as myapp/jobs)")
+	}
+	if !utf8.ValidString(s) {
+		return nil, usagef(ErrBadQueuePath, "%q is not valid UTF-8", s)
+	}
+	parts := strings.Split(s, "/")
+	t := make(tuple.Tuple, len(parts))
+	for i, p := range parts {
+		if p == "" {
+			return nil, usagef(ErrBadQueuePath, "%q has an empty element (at %d)", s, i)
+		}
+		t[i] = p
+	}
+	return t, nil
+}
+
+// ParseKind parses "fifo" or "priority".
+func ParseKind(s string) (Kind, error) {
+	switch s {
+	case "fifo":
+		return FIFO, nil
+	case "priority":
+		return Priority, nil
+	}
+	return 0, usagef(ErrUnknownKind, "%q (want fifo or priority)", s)
+}
+
+// ParseLayout parses "indexed" or "versionstamp".
+func ParseLayout(s string) (Layout, error) {
+	switch s {
+	case "indexed":
+		return Indexed, nil
+	case "versionstamp":
+		return Versionstamp, nil
+	}
+	return 0, usagef(ErrUnknownLayout, "%q (want indexed or versionstamp)", s)
+}
+
+// ParseEncoding parses "raw" or "tuple".
+func ParseEncoding(s string) (fdbqueue.ValueEncoding, error) {
+	switch s {
+	case "raw":
+		return fdbqueue.RawValues, nil
+	case "tuple":
+		return fdbqueue.TupleValues, nil
+	}
+	return 0, usagef(ErrUnknownEncoding, "%q (want raw or tuple)", s)
+}
+
+func encodingName(e fdbqueue.ValueEncoding) string {
+	if e == fdbqueue.TupleValues {
+		return "tuple"
+	}
+	return "raw"
+}
+
+// specFlags are the flags every command takes to name its queue.
+type specFlags struct {
+	queue, kind, layout, encoding, staging string
+}
+
+func (f *specFlags) add(fs *flag.FlagSet) {
+	fs.StringVar(&f.queue, "queue", "", `the queue's subspace as a tuple path: "myapp/jobs" is ("myapp", "jobs") (required)`)
+	fs.StringVar(&f.kind, "kind", "fifo", "queue kind: fifo or priority")
+	fs.StringVar(&f.layout, "layout", "indexed", "key layout of a fifo queue: indexed (the recipes') or versionstamp")
+	fs.StringVar(&f.encoding, "encoding", "raw", "value encoding: raw (Python recipe) or tuple (Java recipe)")
+	fs.StringVar(&f.staging, "staging", "off", "staging as the queue's consumers use it: off, place or batches (push then wakes waiting consumers)")
+}
+
+func (f *specFlags) spec() (QueueSpec, error) {
+	var s QueueSpec
+	var err error
+	if s.Path, err = ParseQueuePath(f.queue); err != nil {
+		return s, err
+	}
+	if s.Kind, err = ParseKind(f.kind); err != nil {
+		return s, err
+	}
+	if s.Layout, err = ParseLayout(f.layout); err != nil {
+		return s, err
+	}
+	if s.Encoding, err = ParseEncoding(f.encoding); err != nil {
+		return s, err
+	}
+	switch f.staging {
+	case "off", "place", "batches":
+		s.Staging = f.staging
+	default:
+		return s, usagef(ErrUnknownStaging, "%q (want off, place or batches)", f.staging)
+	}
+	if s.Kind == Priority && s.Layout == Versionstamp {
+		return s, usagef(ErrUnknownLayout, "a priority queue has only the indexed layout")
+	}
+	if s.Staging == "place" && (s.Kind != FIFO || s.Layout != Versionstamp) {
+		return s, usagef(ErrUnknownStaging, "staging by place needs --kind fifo --layout versionstamp")
+	}
+	return s, nil
+}
+
+// describe is the queue's one-line description, e.g.
+// ("myapp", "jobs") fifo queue, indexed keys, raw values.
+func (s QueueSpec) describe() string {
+	if s.Kind == Priority {
+		return fmt.Sprintf("%s priority queue, %s values", pathString(s.Path), encodingName(s.Encoding))
+	}
+	return fmt.Sprintf("%s fifo queue, %s keys, %s values", pathString(s.Path), s.Layout, encodingName(s.Encoding))
+}
+
+func pathString(t tuple.Tuple) string {
+	parts := make([]string, len(t))
+	for i, e := range t {
+		parts[i] = fmt.Sprintf("%q", e)
+	}
+	return "(" + strings.Join(parts, ", ") + ")"
+}
+
+// options are the layer options the spec implies.
+func (s QueueSpec) options(extra []fdbqueue.Option) []fdbqueue.Option {
+	opts := []fdbqueue.Option{fdbqueue.WithValueEncoding(s.Encoding)}
+	if s.Layout == Versionstamp {
+		opts = append(opts, fdbqueue.WithVersionstampOrder())
+	}
+	switch s.Staging {
+	case "place":
+		opts = append(opts, fdbqueue.WithStaging(fdbqueue.StagingConfig{Serving: fdbqueue.ServeByPlace}))
+	case "batches":
+		opts = append(opts, fdbqueue.WithStaging(fdbqueue.StagingConfig{Serving: fdbqueue.ServeInBatches}))
+	}
+	return append(opts, extra...)
+}
+
+// target is an opened queue: exactly one of q and pq is set.
+type target struct {
+	spec  QueueSpec
+	sub   fdbqueue.Subspace
+	q     *fdbqueue.Queue
+	pq    *fdbqueue.PriorityQueue
+	depth DepthSource
+}
+
+func (s *session) open() (*target, error) {
+	sub, err := fdbqueue.NewSubspace(s.spec.Path)
+	if err != nil {
+		return nil, usagef(ErrBadQueuePath, "%v", err)
+	}
+	t := &target{spec: s.spec, sub: sub}
+	opts := s.spec.options(s.env.QueueOptions)
+	if s.spec.Kind == Priority {
+		if t.pq, err = fdbqueue.NewPriorityQueue(sub, opts...); err != nil {
+			return nil, err
+		}
+		t.depth = scanDepth{t.pq.Len}
+	} else {
+		if t.q, err = fdbqueue.NewQueue(sub, opts...); err != nil {
+			return nil, err
+		}
+		t.depth = scanDepth{t.q.Len}
+	}
+	return t, nil
+}

@@ -1,0 +1,144 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"time"
+)
+
+// Stats is what the stats command reports (its --json form).
+type Stats struct {
+	Queue string `json:"queue"` // the queue's tuple, e.g. ("myapp", "jobs")
+	Kind  string `json:"kind"`  // "fifo" or "priority"
+	// Layout is "indexed", "versionstamp" or "priority".
+	Layout   string `json:"layout"`
+	Encoding string `json:"encoding"` // "raw" or "tuple"
+	Depth    int64  `json:"depth"`    // items in the queue
+	// DepthMethod is how Depth was found ("scan": a snapshot scan).
+	DepthMethod string `json:"depth_method"`
+	// OldestAgeSeconds is the age of the head item (to the millisecond),
+	// null when unknown.
+	OldestAgeSeconds *float64 `json:"oldest_age_seconds"`
+	// OldestUnknown says why the age is unknown, empty when it is known.
+	OldestUnknown string `json:"oldest_unknown,omitempty"`
+	// Staged counts the requests waiting in each staged line ("q" for a
+	// queue, "min" and "max" for a priority queue).
+	Staged map[string]int64 `json:"staged"`
+	// JournalRecords and JournalBytes are the operation journal's records
+	// and their size (keys and values).
+	JournalRecords int64 `json:"journal_records"`
+	JournalBytes   int64 `json:"journal_bytes"`
+}
+
+func setupStats(fs *flag.FlagSet) func(context.Context, *session, []string) error {
+	asJSON := fs.Bool("json", false, "print as JSON")
+	return func(ctx context.Context, s *session, args []string) error {
+		if err := noArgs(args); err != nil {
+			return err
+		}
+		t, err := s.open()
+		if err != nil {
+			return err
+		}
+		st, err := t.stats(ctx, s)
+		if err != nil {
+			return err
+		}
+		if *asJSON {
+			return writeJSON(s, st)
+		}
+		return writeStatsText(s, t, st)
+	}
+}
+
+// stats gathers the numbers: the depth (DepthSource), the head's age (one
+// small read), and two paged scans of the meta subspace (staged line,
+// journal). Each is its own read-only transaction with snapshot reads.
+func (t *target) stats(ctx context.Context, s *session) (Stats, error) {
+	st := Stats{
+		Queue:       pathString(t.spec.Path),
+		Kind:        t.spec.Kind.String(),
+		Layout:      t.spec.Layout.String(),
+		Encoding:    encodingName(t.spec.Encoding),
+		DepthMethod: t.depth.Method(),
+		Staged:      map[string]int64{},
+	}
+	if t.spec.Kind == Priority {
+		st.Layout = "priority"
+	}
+	var err error
+	if st.Depth, err = t.depth.Depth(ctx, s.db); err != nil {
+		return st, fmt.Errorf("depth: %w", err)
+	}
+	age, ok, err := t.oldestAge(ctx, s.db)
+	if err != nil {
+		return st, fmt.Errorf("oldest item: %w", err)
+	}
+	switch {
+	case ok:
+		secs := age.Round(time.Millisecond).Seconds()
+		st.OldestAgeSeconds = &secs
+	case t.spec.Kind == FIFO && t.spec.Layout == Versionstamp:
+		st.OldestUnknown = "queue is empty"
+	default:
+		st.OldestUnknown = st.Layout + " keys carry no time (only versionstamp keys do)"
+	}
+	sides := []string{"q"}
+	if t.spec.Kind == Priority {
+		sides = []string{"min", "max"}
+	}
+	meta := t.metaSub()
+	for _, side := range sides {
+		r, err := meta.Range("s", side, "r")
+		if err != nil {
+			return st, err
+		}
+		n, _, err := rangeStats(ctx, s.db, r)
+		if err != nil {
+			return st, fmt.Errorf("staged line: %w", err)
+		}
+		st.Staged[side] = n
+	}
+	jr, err := meta.Range("j")
+	if err != nil {
+		return st, err
+	}
+	if st.JournalRecords, st.JournalBytes, err = rangeStats(ctx, s.db, jr); err != nil {
+		return st, fmt.Errorf("journal: %w", err)
+	}
+	return st, nil
+}
+
+func writeStatsText(s *session, t *target, st Stats) error {
+	w := s.env.Stdout
+	fmt.Fprintf(w, "queue    %s\n", t.spec.describe())
+	fmt.Fprintf(w, "depth    %d (%s)\n", st.Depth, st.DepthMethod)
+	if st.OldestAgeSeconds != nil {
+		age := time.Duration(*st.OldestAgeSeconds * float64(time.Second)).Round(time.Millisecond)
+		fmt.Fprintf(w, "oldest   %s (from its versionstamp)\n", age)
+	} else {
+		fmt.Fprintf(w, "oldest   unknown: %s\n", st.OldestUnknown)
+	}
+	if t.spec.Kind == Priority {
+		fmt.Fprintf(w, "staged   %d waiting (min %d, max %d)\n", st.Staged["min"]+st.Staged["max"], st.Staged["min"], st.Staged["max"])
+	} else {
+		fmt.Fprintf(w, "staged   %d waiting\n", st.Staged["q"])
+	}
+	_, err := fmt.Fprintf(w, "journal  %d records, %d bytes\n", st.JournalRecords, st.JournalBytes)
+	return err
+}
+
+func writeJSON(s *session, v any) error {
+	enc := json.NewEncoder(s.env.Stdout)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+func noArgs(args []string) error {
+	if len(args) > 0 {
+		return usagef(ErrBadArgument, "unexpected arguments %q", args)
+	}
+	return nil
+}
