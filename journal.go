@@ -163,8 +163,10 @@ func (j *journal) begin(t kv.Transactor, opts []OpOption) *op {
 	}
 	o := &op{j: j, id: c.id, fresh: !c.hasID}
 	_, o.owned = t.(kv.Database)
-	if !c.hasID && !j.disabled && o.owned {
-		// Only a journaled operation uses its ID.
+	if !c.hasID && !j.disabled {
+		// Made even when the operation will not record (skip): the budget
+		// counts its record key's length (overheadCost), whatever the
+		// transactor. Without a journal the ID is never used.
 		o.id = newOpIDAt(j.now())
 	}
 	// Inside a caller's transaction, without an ID the caller keeps across
