@@ -86,7 +86,9 @@ func (o *op) overheadCost(items kv.KeyRange) int {
 	}
 	rr := o.recordRange()
 	c += len(rr.Begin) + len(rr.End) + keyRangeRefSize
-	c += maxCarriedCleanups * clearRangeCost(rr)
+	// A clean-up clears a record range, or a record's one key as a point
+	// (journal.end): the point range [key0, key0+\x00) is the longer.
+	c += maxCarriedCleanups * max(clearRangeCost(rr), clearCost(len(o.recordKey(0))))
 	// expire's range clears: expireShards of (shard) to (shard, cutoff),
 	// and once per sweep one more.
 	return c + (expireShards+1)*(2*(2*len(o.j.prefix)+24)+mutationRefSize+keyRangeRefSize)
