@@ -83,6 +83,10 @@ type journal struct {
 
 	mu      sync.Mutex
 	pending []kv.KeyRange // records of operations that completed, to clear
+
+	// off is the operation begin returns when the journal is disabled:
+	// shared, since nothing reads or writes its fields then.
+	off *op
 }
 
 const (
@@ -112,6 +116,7 @@ func newJournal(queuePrefix []byte, cfg config) *journal {
 		now:       cfg.now,
 		gcEvery:   64,
 	}
+	j.off = &op{j: j}
 	var r [1]byte
 	_, _ = rand.Read(r[:])
 	j.gcShard.Store(uint32(r[0])) // clients sweep different shards first
@@ -157,23 +162,27 @@ func applyOpOptions(opts []OpOption) opConfig {
 // begin starts an operation: it picks its ID and, when the operation runs
 // its own transactions, takes over clearing a few completed records.
 func (j *journal) begin(t kv.Transactor, opts []OpOption) *op {
+	if j.disabled {
+		// Nothing of an operation is used without the journal.
+		return j.off
+	}
 	var c opConfig
 	if len(opts) > 0 {
 		c = applyOpOptions(opts)
 	}
 	o := &op{j: j, id: c.id, fresh: !c.hasID}
 	_, o.owned = t.(kv.Database)
-	if !c.hasID && !j.disabled {
+	if !c.hasID {
 		// Made even when the operation will not record (skip): the budget
 		// counts its record key's length (overheadCost), whatever the
-		// transactor. Without a journal the ID is never used.
+		// transactor.
 		o.id = newOpIDAt(j.now())
 	}
 	// Inside a caller's transaction, without an ID the caller keeps across
 	// its retries, every retry is a new operation to the journal: a record
 	// could never be found again, so none is read or written.
 	o.skip = !o.owned && !c.hasID
-	if o.owned && !j.disabled {
+	if o.owned {
 		j.mu.Lock()
 		n := min(len(j.pending), 8)
 		o.cleanups = append(o.cleanups, j.pending[len(j.pending)-n:]...)
