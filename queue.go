@@ -50,9 +50,10 @@ func (q *Queue) Subspace() Subspace { return q.sub }
 // Enqueue adds value at the tail of the queue.
 //
 // Conflicts: none with other producers (the tail is found with a snapshot
-// read) nor with consumers. Cost: one snapshot range read (limit 1) and one
-// journal read, issued together (one round trip), then two writes (the item
-// and its journal record). In versionstamp mode the range read is skipped.
+// read) nor with consumers. Cost: one snapshot range read (limit 1) and, on
+// a retry, one journal point read, issued together (one round trip), then
+// two writes (the item and its journal record). In versionstamp mode the
+// range read is skipped.
 //
 // Under commit_unknown_result the retry finds the journal record of the
 // attempt that committed and does nothing, so the item is enqueued exactly
@@ -342,8 +343,9 @@ func (q *Queue) checkItemKey(key []byte) error {
 // Conflicts: it reads the head with a normal read, so two consumers that
 // dequeue at once conflict and one retries (see the staged dequeue for many
 // consumers); it never conflicts with producers unless the queue holds a
-// single index. Cost: one range read (limit 1) and one journal read, issued
-// together, then a clear and a journal record holding the item's value.
+// single index. Cost: one range read (limit 1) and, on a retry, one journal
+// point read, issued together, then a clear and a journal record holding
+// the item's value.
 //
 // Under commit_unknown_result the retry finds the journal record of the
 // attempt that committed and returns the same item: nothing is lost or
