@@ -40,6 +40,7 @@ func NewQueue(sub Subspace, opts ...Option) (*Queue, error) {
 	if err := q.initStaging(); err != nil {
 		return nil, err
 	}
+	q.initConfig() // config.go
 	return q, nil
 }
 
@@ -95,6 +96,7 @@ func (q *Queue) EnqueueBatch(ctx context.Context, t kv.Transactor, values [][]by
 		return fmt.Errorf("%w: %d items, versionstamp mode allows %d per call", ErrBatchTooLarge, len(values), maxUserVersions)
 	}
 	err = t.Transact(ctx, func(tr kv.Transaction) error {
+		o.gate = q.journal.gate.issue(tr, true) // config.go
 		rec, err := o.check(tr)
 		if err != nil {
 			return err
@@ -340,6 +342,7 @@ func (q *Queue) DequeueBatch(ctx context.Context, t kv.Transactor, max int, opts
 	}
 	o := q.journal.begin(t, opts)
 	vals, err := kv.Transact(ctx, t, func(tr kv.Transaction) ([][]byte, error) {
+		o.gate = q.journal.gate.issue(tr, false) // config.go
 		return takeEnd(tr, o, q.items, max, false, q.cfg.batchBudget, q.accept, q.cfg.encoding.decode, q.reserved)
 	})
 	o.end(err)
@@ -466,7 +469,7 @@ func (q *Queue) accept(p kv.KeyValue) ([]byte, []byte, error) {
 // requests waiting in the line are not available: Peek returns the first
 // item after them, the one a Dequeue inside a transaction would take.
 func (q *Queue) Peek(ctx context.Context, t kv.ReadTransactor) ([]byte, error) {
-	v, err := peekEnd(ctx, t, q.items, false, q.cfg.encoding, q.checkItemKey, q.reserved)
+	v, err := peekEnd(ctx, q.journal.gate.reads(t), q.items, false, q.cfg.encoding, q.checkItemKey, q.reserved)
 	return v, q.unreadable(err)
 }
 
@@ -499,7 +502,7 @@ func peekEnd(ctx context.Context, t kv.ReadTransactor, r kv.KeyRange, reverse bo
 // On a queue staged by place it reports whether it holds no item beyond
 // those due to the waiting requests, as Peek.
 func (q *Queue) Empty(ctx context.Context, t kv.ReadTransactor) (bool, error) {
-	empty, err := emptyRange(ctx, t, q.items, q.reserved)
+	empty, err := emptyRange(ctx, q.journal.gate.reads(t), q.items, q.reserved)
 	return empty, q.unreadable(err)
 }
 
@@ -522,7 +525,7 @@ func emptyRange(ctx context.Context, t kv.ReadTransactor, r kv.KeyRange, reserve
 // Every key in the queue's range counts, foreign or not, and so do the
 // items due to requests waiting in a staged queue's line.
 func (q *Queue) Len(ctx context.Context, t kv.ReadTransactor) (int, error) {
-	n, err := countRange(ctx, t, q.items)
+	n, err := countRange(ctx, q.journal.gate.reads(t), q.items)
 	return n, q.unreadable(err)
 }
 

@@ -872,7 +872,11 @@ func (w *waiter[T]) loop(ctx, callerCtx context.Context) (T, error) {
 }
 
 func (w *waiter[T]) attempt(tr kv.Transaction) (outcome[T], error) {
+	gate := w.s.journal.gate.issue(tr, false) // config.go
 	out, err := w.step(tr)
+	if err == nil {
+		err = gate.settle() // config.go: before the commit
+	}
 	if err != nil {
 		return out, err
 	}
@@ -2052,7 +2056,7 @@ func (q *Queue) initStaging() error {
 // line (DequeueBatch, a Dequeue inside a transaction) starts after them.
 // It is a snapshot read of the whole line. Elsewhere it is 0.
 func (q *Queue) reserved(tr kv.ReadTransaction) (int, error) {
-	if !q.stager.enabled || !q.stage.stable {
+	if !q.journal.gate.servedByPlace(q.stager.enabled && q.stage.stable) { // config.go
 		return 0, nil
 	}
 	return q.stage.placesBefore(tr, nil)
