@@ -202,6 +202,7 @@ type gateRead struct {
 	tr        kv.ReadTransaction
 	f         kv.FutureValue
 	producing bool
+	watching  bool // WatchForItems: the record must say someone waits
 	done      bool
 }
 
@@ -242,6 +243,9 @@ func (r *gateRead) settle() error {
 			return err
 		}
 		c := g.want
+		if r.watching && c.staging == stagingNone {
+			c.staging = stagingSignal
+		}
 		g.seen.Store(&c)
 		if writing {
 			g.write(tr, c, false)
@@ -264,6 +268,13 @@ func (r *gateRead) settle() error {
 			g.seen.Store(&up)
 			g.write(tr, up, true)
 		}
+		return nil
+	}
+	if r.watching && stored.staging == stagingNone && writing {
+		up := stored
+		up.staging = stagingSignal
+		g.seen.Store(&up)
+		g.write(tr, up, true)
 		return nil
 	}
 	if g.staged == "" {
