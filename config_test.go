@@ -237,7 +237,7 @@ func TestReconfigure(t *testing.T) {
 // would sleep 20 minutes before it looked again, past the test's bound.
 func TestStagedWaiterWokenByUnstagedProducer(t *testing.T) {
 	forModes(t, func(t *testing.T, m stagingMode) {
-		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second) // a failure bound
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second) // a failure bound
 		defer cancel()
 		db := stgDB(t)
 		sub := stgSubspace(t, "unstaged-producer")
