@@ -298,10 +298,16 @@ func (q *Queue) checkItemKey(key []byte) error {
 // at its place itself, or the waiters of the two oldest requests hand items
 // out in batches. On an empty queue it withdraws its request and returns
 // ErrEmpty (served by place, also when every item is due to a request
-// ahead of its own); it never waits (DequeueWait does). Given a Transaction it runs
-// the plain dequeue inside it, since staging needs transactions of its
-// own; on a queue served by place it takes the first item after those due
-// to the waiting requests.
+// ahead of its own); it never waits (DequeueWait does).
+//
+// Given a Transaction, on a staged queue too, Dequeue is the plain dequeue
+// inside it (staging needs transactions of its own), and it keeps the
+// queue's order: in batches it takes the head, as any consumer that does
+// not stage; served by place it takes only the first item after those due
+// to the requests waiting in the line (a snapshot read of the line), and
+// ErrEmpty when there is none. A handle made without WithStaging does the
+// same on a queue whose stored configuration says it is served by place.
+// To wait for an item from inside a transaction, see WatchForItems.
 //
 // Under conflicts a staged Dequeue retries its steps itself; under
 // commit_unknown_result its journal record settles whether a take applied,

@@ -151,11 +151,11 @@ const (
 	// It needs a Queue made WithVersionstampOrder (ErrInvalidArgument
 	// otherwise, and for a PriorityQueue): with the recipe's keys, two
 	// producers can write the same index and the second commit can land
-	// ahead of an item already due to a request. Every client that takes
-	// from the queue must be made with it: a client without staging (or
-	// in batch mode) takes from the head, and the items then reach the
-	// requests out of order (nothing is lost or duplicated, but FIFO
-	// order is).
+	// ahead of an item already due to a request. The queue's stored
+	// configuration keeps its clients in step: a handle staged in batches
+	// fails with ErrConfigMismatch, and one made without WithStaging takes
+	// the items after those due to the line. A client that does not check
+	// the configuration (another library) must not take from the queue.
 	ServeByPlace
 	// ServeInBatches: the waiters of the two oldest requests serve the
 	// line in batches, each in one transaction that reads the head as a
@@ -2087,11 +2087,12 @@ func (q *Queue) StagingStats() StagingStats { return q.stager.stats.snapshot() }
 //
 // It is the staged dequeue (see Queue.Dequeue) that, instead of returning
 // ErrEmpty, keeps its request and blocks on two watches, on its request
-// key and on the queue's signal key, which every staged Enqueue bumps: it
-// wakes when an item arrives or its request is served, and never polls.
-// Producers using a Queue made without WithStaging do not bump the signal;
-// waiters then notice their items only when they renew their requests,
-// every ClaimTimeout/3.
+// key and on the queue's signal key, which every Enqueue of this library
+// bumps on a staged queue (the stored configuration tells producers made
+// without WithStaging): it wakes when an item arrives or its request is
+// served, and never polls. Producers that do not bump (the Python and
+// Java recipes) leave waiters to notice their items when they renew their
+// requests, every ClaimTimeout/3.
 //
 // When ctx ends, the request is withdrawn and an item already due or
 // handed to it goes back to the queue (by place to the tail, in batches to
