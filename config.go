@@ -254,7 +254,7 @@ func (r *gateRead) settle() error {
 	}
 	stored, err := parseStoredConfig(raw)
 	if err != nil {
-		return &ConfigMismatchError{Field: "record", Stored: fmt.Sprintf("%x (%v)", raw, err), Handle: string(g.want.pack())}
+		return &ConfigMismatchError{Field: "record", Stored: fmt.Sprintf("%x (%v)", raw, err), Handle: g.want.String()}
 	}
 	if err := g.compare(stored); err != nil {
 		return err

@@ -310,6 +310,13 @@ func TestUnstagedConsumerRespectsLine(t *testing.T) {
 	require.Equal(t, "y", string(v), "x is due to the waiting request")
 	_, err = plain.Dequeue(ctx, db)
 	require.ErrorIs(t, err, fdbqueue.ErrEmpty)
+	// A new handle whose first operation is a Dequeue learns the mode in
+	// that operation (it retries once) and leaves x alone too.
+	require.NoError(t, plain.Enqueue(ctx, db, []byte("z")))
+	fresh := stgQueue(t, sub, fdbqueue.WithVersionstampOrder())
+	v, err = fresh.Dequeue(ctx, db)
+	require.NoError(t, err)
+	require.Equal(t, "z", string(v), "x is due to the waiting request")
 	stop()
 	require.ErrorIs(t, <-done, context.Canceled)
 	require.Equal(t, []string{"x"}, drain(t, db, plain))

@@ -1,6 +1,7 @@
 package fdbqueue
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/fdbqueue/fdbqueue/kv"
@@ -83,7 +84,7 @@ func (g *confGate) watchForItems(tr kv.Transaction) (kv.Watch, error) {
 	r := g.issue(tr, false)
 	r.watching = true
 	if err := r.settle(); err != nil {
-		if err == errConfigMoved {
+		if errors.Is(err, errConfigMoved) && !errors.Is(err, ErrConfigMismatch) {
 			// Only a consumer's choice of items depends on it, and this
 			// is no consumer: the new record is cached.
 			err = nil
