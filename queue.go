@@ -551,7 +551,8 @@ func countRange(ctx context.Context, t kv.ReadTransactor, r kv.KeyRange) (int, e
 
 // Clear removes every item (one range clear, a blind write: it conflicts
 // with consumers that read the head, not with producers). The operation
-// journal is kept, so operations in flight stay exactly-once.
+// journal is kept, so operations in flight stay exactly-once, and so is
+// the stored configuration (see Reconfigure).
 func (q *Queue) Clear(ctx context.Context, t kv.Transactor) error {
 	if err := checkTransactor(t); err != nil {
 		return err
