@@ -265,13 +265,104 @@
 // dequeue in a transaction, and on ErrEmpty arm the watch, commit and wait
 // (ExampleQueue_WatchForItems).
 //
+// # Job queue with leases
+//
+// JobQueue (jobqueue*.go) is a work queue with at-least-once processing,
+// after Apple's QuiCK: a consumer leases a job for a duration, processes
+// it, and acks it; a job whose lease expires (its consumer crashed) is
+// due again. Its keys, in its subspace:
+//
+//	("q", vesting µs, -priority, job ID) = record: lease ID, attempts, max attempts,
+//	                                        unique key, added µs, last failure's reason
+//	("v", job ID)                        = value, written once, never rewritten
+//	("x", job ID)                        = the key of the job's record (for Requeue, and
+//	                                        for Ack/Extend through an old copy of a Lease)
+//	("u", unique key)                    = job ID, while that job is queued or leased
+//	("d", death µs, job ID)              = record of a dead job (the dead-letter list)
+//	("c", "n" | "l" | "d")               = counters: jobs in the queue, leased, dead
+//	("c", "p" | "e", bucket)             = counters of queued / leased jobs per vesting-time
+//	                                        bucket (Stats); cleared when they reach zero
+//	("s",)                               = signal: bumped by Add, Nack and Requeue
+//
+// and its journal just past the subspace, as the other layers'. A job's
+// vesting time is when it may be leased: when added, now + Delay (or
+// RunAt); when leased, the lease's deadline; when nacked, the retry time.
+// A lease thus moves the record forward and hides it until the deadline,
+// and Ack deletes it. Values up to 100,000 bytes are stored as given, and
+// leases, retries and dead-lettering move only the small record.
+//
+// Ordering: a job is never leased before its vesting time, by the clock
+// of the client that leases (clients' clocks must agree to well within
+// the lease duration). Due jobs are in key order: earlier vesting time,
+// then higher priority (so priority orders jobs due at the same
+// microsecond, such as jobs added with one RunAt), then job ID. Lease(n)
+// reads the first K+n−1 due jobs in that order (K is
+// JobQueueConfig.Choice) and takes n of them at random: a job is never
+// passed over for a job K+n−1 or more places behind it, in the order as
+// of the lease's read version (a job added, or made due again, after that
+// version may be passed over by that lease). With K = 1 leases are in strict
+// key order, and concurrent consumers all want the first job and
+// conflict; with K > 1 they rarely pick the same one: calls on one
+// JobQueue value (a process's workers, a pool) skip the jobs their
+// siblings are taking or took within the last 5 s, and consumers in
+// different processes conflict on about (their number)/K of leases.
+//
+// Delivery: at least once. A job is processed again when its lease
+// expires before the ack commits. Ack inside the transaction that writes
+// the job's effects makes the effects exactly once: if the lease was lost
+// (another consumer leased the job again), the ack fails with
+// ErrLeaseLost and the effects do not commit.
+//
+//	operation        round trips   reads                               writes                        conflicts with
+//	Add(n)           1 + commit    journal, unique keys                per job: value, record,       adds of the same
+//	                                                                   index, unique key; 2 counter  unique key
+//	                                                                   adds; signal; journal
+//	Lease(n)         2 + commit    journal + first K+n−1 due records   per job: clear, record,       Lease, Ack, Nack,
+//	                               (snapshot); values of those taken   index, 4 counter adds;        Extend of the same
+//	                               (snapshot)                          journal                       job only
+//	Ack              1 + commit    journal, the job's record           4 clears, 3 counter adds,     the same job only
+//	                                                                   journal
+//	Nack             1 + commit    journal, the job's record           clear, record, index, 3       the same job only
+//	                                                                   counter adds, signal, journal
+//	Extend           1 + commit    the job's record                    clear, record, index, 2       the same job only
+//	                                                                   counter adds
+//	Requeue          2-3 + commit  journal + index, record, unique key record, index, clear, 4 adds  the same job only
+//	Stats            1             3 counters, future buckets, first   -                             (read-only)
+//	                               record (all snapshot)
+//	LeaseWait idle   1 + commit    as Lease, + first record; a watch   -                             (read-only)
+//
+// (Ack, Nack and Extend given a Lease copy from before an Extend made
+// through another copy take two more round trips, through the index.)
+// Under commit_unknown_result, Add, Lease, Ack, Nack, Requeue and
+// DeleteDead find their journal record on retry and return the first
+// attempt's result, so each takes effect once; Extend needs none (a retry
+// finds the job under its lease and extends it again). Given your own
+// Transaction, pass WithOpID as for the other layers.
+//
+// Stats: the counts of jobs queued, leased and dead are exact (atomic
+// adds, which never conflict). Due versus delayed, and live versus
+// expired leases, change with time alone, without a write, so no counter
+// can hold them; the queue counts jobs per vesting-time bucket
+// (JobQueueConfig.StatsResolution, default one second), and Stats sums
+// the buckets after now: exact up to one bucket (the jobs of the current
+// bucket count as due). It reads one counter per bucket holding jobs in
+// the future, never the jobs.
+//
+// LeaseWait, when nothing is due, reads the earliest vesting time in the
+// same transaction, sets a watch on the signal key, and sleeps until the
+// watch fires or the clock reaches that time; it never polls. JobQueue.Run
+// is a worker pool over LeaseWait: it extends the leases of running
+// handlers, acks or nacks with their result (a panic is a failure), and
+// shuts down gracefully (ShutdownTimeout), logging through log/slog.
+//
 // # Errors
 //
 // Layer errors are sentinels tested with errors.Is: ErrEmpty,
 // ErrValueTooLarge, ErrForeignKey (a *ForeignKeyError naming the key),
 // ErrInvalidArgument, ErrBatchTooLarge, ErrOperationExpired,
-// ErrClaimExpired, ErrCodec, ErrConfigMismatch (a *ConfigMismatchError
-// naming what differs), ErrQueueNotEmpty, ErrUnreadableAfterEnqueue,
+// ErrClaimExpired, ErrUnreadableAfterEnqueue, ErrLeaseLost, ErrJobNotFound,
+// ErrUniqueKeyHeld, ErrCodec, ErrConfigMismatch (a *ConfigMismatchError
+// naming what differs), ErrQueueNotEmpty,
 // ErrKeyOutsideSubspace and ErrMalformedKey. Database errors are kv errors
 // (kv.ErrNotCommitted, ...). No input makes an operation panic, and no
 // failure loses or duplicates an item.

@@ -69,6 +69,21 @@ var (
 	// retry: read before you enqueue, or in another transaction.
 	ErrUnreadableAfterEnqueue = errors.New("fdbqueue: versionstamp-ordered queue read after an enqueue in the same transaction")
 
+	// ErrLeaseLost is returned by JobQueue.Ack, Nack and Extend when the
+	// job no longer carries the lease: the lease expired and another
+	// consumer leased the job again, or the job was acked, nacked or
+	// dead-lettered since. Nothing is written.
+	ErrLeaseLost = errors.New("fdbqueue: lease lost: the job was leased again or is gone")
+
+	// ErrJobNotFound is returned by JobQueue.Requeue and DeleteDead when no
+	// dead job has the given ID.
+	ErrJobNotFound = errors.New("fdbqueue: no such dead job")
+
+	// ErrUniqueKeyHeld is returned by JobQueue.Requeue when the dead job's
+	// unique key is held by another job in the queue: the dead job stays
+	// dead.
+	ErrUniqueKeyHeld = errors.New("fdbqueue: unique key held by another job")
+
 	// ErrCodec is returned when a typed queue's codec cannot encode or decode
 	// a value. Decoding failures leave the item dequeued: the raw bytes are
 	// in the *CodecError.

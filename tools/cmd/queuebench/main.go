@@ -14,6 +14,8 @@
 //     ServeInBatches); exactly once, linearizable
 //   - batch:          Queue.DequeueBatch on a WithoutIdempotency queue
 //
+// (and, when -modes names it, "lease": JobQueue.Lease and Ack of one job
+// per call, see lease.go, with its own table, lease.csv and lease.png)
 // and reports items dequeued per second, conflicts per successful dequeue
 // call, and the p50/p99 latency of a call. It then measures enqueue
 // throughput and conflicts for each number of producers, for the recipe's
@@ -82,7 +84,7 @@ func main() {
 	flag.Int64Var(&o.seed, "seed", 1, "seed of the databases' latency, jitter and key suffixes")
 	flag.StringVar(&consumers, "consumers", "1,2,4,8,16,32,64", "consumer counts to measure")
 	flag.StringVar(&producers, "producers", "1,2,4,8,16,32,64", "producer counts for the enqueue table")
-	flag.StringVar(&modes, "modes", "plain,staged,staged-batches,batch", "dequeue modes to measure (plain-vstamp: plain on a versionstamp-ordered queue)")
+	flag.StringVar(&modes, "modes", "plain,staged,staged-batches,batch", "dequeue modes to measure (plain-vstamp: plain on a versionstamp-ordered queue; lease: JobQueue lease+ack)")
 	flag.IntVar(&o.batch, "batch", 16, "items per DequeueBatch call in batch mode")
 	flag.IntVar(&o.feeders, "feeders", 4, "producers that keep the queue non-empty during dequeue cells")
 	flag.StringVar(&o.out, "out", "out", "directory for the CSV files and the chart")
@@ -163,6 +165,10 @@ func run(o options, w io.Writer) error {
 		return err
 	}
 	fmt.Fprintf(w, "queuebench: %v per cell, seed %d, latency %v\n\n", o.duration, o.seed, latencyName(o.latency))
+	leases, err := leaseCells(&o, w) // lease.go: the "lease" mode
+	if err != nil {
+		return err
+	}
 	var deq []dequeueRow
 	cell := int64(0)
 	for _, mode := range o.modes {
@@ -194,6 +200,7 @@ func run(o options, w io.Writer) error {
 	fmt.Fprintln(w)
 	printTables(w, deq, enq)
 	printGoals(w, deq, enq)
+	printLeaseTable(w, leases)
 	if err := writeCSV(filepath.Join(o.out, "dequeue.csv"), deq, enq); err != nil {
 		return err
 	}

@@ -1,0 +1,217 @@
+package fdbqueue
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	mrand "math/rand/v2"
+	"time"
+
+	"github.com/fdbqueue/fdbqueue/kv"
+)
+
+// lookup finds the job that l leased, as of tr, with a normal read; it
+// fails with ErrLeaseLost when the job no longer carries l's lease.
+// l.key, the key as of the lease (or its last Extend), answers in one read;
+// a lease extended through another copy of it takes two more, through the
+// ID index.
+func (q *JobQueue) lookup(tr kv.Transaction, l Lease, at kv.FutureValue) (jobMeta, []byte, error) {
+	key := l.key
+	rec, err := at.Get()
+	if err != nil {
+		return jobMeta{}, nil, err
+	}
+	if rec == nil {
+		if key, err = tr.Get(q.key("x", l.JobID[:])).Get(); err != nil {
+			return jobMeta{}, nil, err
+		}
+		if key == nil || !bytes.HasPrefix(key, q.items.Begin[:len(q.items.Begin)-1]) {
+			return jobMeta{}, nil, fmt.Errorf("%w: job %s is gone", ErrLeaseLost, l.JobID)
+		}
+		if rec, err = tr.Get(key).Get(); err != nil {
+			return jobMeta{}, nil, err
+		}
+		if rec == nil {
+			return jobMeta{}, nil, fmt.Errorf("%w: job %s is gone", ErrLeaseLost, l.JobID)
+		}
+	}
+	m, err := decodeMeta(key, rec, l.JobID)
+	if err != nil {
+		return m, nil, err
+	}
+	if m.deadAt != 0 || !bytes.Equal(m.lease, l.ID[:]) {
+		return m, nil, fmt.Errorf("%w: job %s was leased again (attempt %d)", ErrLeaseLost, l.JobID, m.attempts)
+	}
+	return m, key, nil
+}
+
+func (q *JobQueue) leaseKey(l Lease) []byte {
+	if l.key != nil {
+		return l.key
+	}
+	m := jobMeta{id: l.JobID, vest: l.Deadline.UnixMicro(), prio: l.Priority}
+	return m.queueKey(q)
+}
+
+// Ack completes the leased job: it deletes the job, its value and its
+// unique key. Call it inside the transaction that writes the job's
+// effects (with WithOpID, made once per job) and the effects and the ack
+// commit together, exactly once; see ExampleJobQueue_Ack.
+//
+// It fails with ErrLeaseLost if the job no longer carries this lease: the
+// lease expired and another consumer leased the job (or it was acked,
+// nacked or dead-lettered), so nothing is written and a transaction that
+// returns the error commits none of the job's effects. A lease whose
+// deadline passed but whose job nobody leased again is still acked.
+//
+// Conflicts: a normal read of the job's key, so it conflicts with a
+// concurrent Lease, Extend or Nack of the same job only. Cost: one round
+// trip (two more if the lease was extended through another copy of the
+// Lease), then four clears and three counter adds, and the journal record;
+// under commit_unknown_result the retry finds the record and succeeds.
+func (q *JobQueue) Ack(ctx context.Context, t kv.Transactor, l Lease, opts ...OpOption) error {
+	if err := checkTransactor(t); err != nil {
+		return err
+	}
+	o := q.journal.begin(t, opts)
+	err := t.Transact(ctx, func(tr kv.Transaction) error {
+		rec, err := o.check(tr)
+		if err != nil {
+			return err
+		}
+		at := tr.Get(q.leaseKey(l))
+		if _, done, err := o.applied(rec); err != nil || done {
+			return err
+		}
+		m, key, err := q.lookup(tr, l, at)
+		if err != nil {
+			return err
+		}
+		tr.Clear(key)
+		tr.Clear(q.key("x", m.id[:]))
+		tr.Clear(q.key("v", m.id[:]))
+		if len(m.unique) > 0 {
+			tr.Clear(q.key("u", m.unique))
+		}
+		q.unbucket(tr, m)
+		tr.Add(q.leased, minusOne)
+		tr.Add(q.total, minusOne)
+		o.record(tr)
+		return nil
+	})
+	o.end(err)
+	return err
+}
+
+// NackOptions says what to do with a job that failed.
+type NackOptions struct {
+	// Delay before the job is due again. 0 takes the queue's exponential
+	// backoff with jitter (JobQueueConfig.RetryBase, RetryMax); a negative
+	// Delay makes it due at once.
+	Delay time.Duration
+	// Reason is kept with the job (cut to MaxReasonSize bytes) and shown
+	// by later leases and the dead-letter list.
+	Reason string
+}
+
+// Nack gives the leased job back after a failed attempt: it is due again
+// after o.Delay, or, if that was its last attempt, it moves to the
+// dead-letter list (dead reports which). It fails with ErrLeaseLost as Ack
+// does. Conflicts, cost and exactly-once behaviour are Ack's, with two
+// writes instead of the clears, and a bump of the signal key.
+func (q *JobQueue) Nack(ctx context.Context, t kv.Transactor, l Lease, no NackOptions, opts ...OpOption) (dead bool, err error) {
+	if err := checkTransactor(t); err != nil {
+		return false, err
+	}
+	o := q.journal.begin(t, opts)
+	dead, err = kv.Transact(ctx, t, func(tr kv.Transaction) (bool, error) {
+		rec, err := o.check(tr)
+		if err != nil {
+			return false, err
+		}
+		at := tr.Get(q.leaseKey(l))
+		if prev, done, err := o.applied(rec); err != nil || done {
+			return len(prev) > 0 && bytes.Equal(prev[0], []byte{1}), err
+		}
+		m, key, err := q.lookup(tr, l, at)
+		if err != nil {
+			return false, err
+		}
+		now := q.cfg.Clock.Now()
+		if m.attempts >= m.maxAttempts {
+			q.bury(tr, m, key, now, no.Reason)
+			o.record(tr, []byte{1})
+			return true, nil
+		}
+		delay := no.Delay
+		if delay == 0 {
+			delay = q.Backoff(m.attempts)
+		}
+		tr.Clear(key)
+		q.unbucket(tr, m)
+		tr.Add(q.leased, minusOne)
+		m.lease = nil
+		m.vest = now.Add(max(delay, 0)).UnixMicro()
+		m.reason = cutReason(no.Reason)
+		q.put(tr, m)
+		q.bucket(tr, "p", m.vest, 1)
+		tr.Add(q.signal, one)
+		o.record(tr, []byte{0})
+		return false, nil
+	})
+	o.end(err)
+	return dead, err
+}
+
+// Backoff returns the default delay after a job's attempt-th failed
+// attempt: RetryBase·2^(attempt−1), at most RetryMax, less a random part of
+// up to a half (jitter, so that jobs that failed together do not come back
+// together).
+func (q *JobQueue) Backoff(attempt int) time.Duration {
+	d := q.cfg.RetryBase
+	for i := 1; i < attempt && d < q.cfg.RetryMax; i++ {
+		d *= 2
+	}
+	d = min(d, q.cfg.RetryMax)
+	if d <= 1 {
+		return d
+	}
+	return d - time.Duration(mrand.Int64N(int64(d/2)+1))
+}
+
+// Extend moves the lease's deadline to now + d (0: the queue's
+// LeaseDuration) and returns the lease with its new deadline; use the
+// returned Lease from then on. It fails with ErrLeaseLost as Ack does,
+// and a lease whose deadline passed but whose job nobody leased again is
+// still extended.
+//
+// Conflicts: those of Ack. Cost: one round trip and a commit of a clear,
+// two writes and two counter adds. It needs no journal: retried after
+// commit_unknown_result, it finds the job still under its lease and
+// extends it again from the new now.
+func (q *JobQueue) Extend(ctx context.Context, t kv.Transactor, l Lease, d time.Duration) (Lease, error) {
+	if err := checkTransactor(t); err != nil {
+		return l, err
+	}
+	if d == 0 {
+		d = q.cfg.LeaseDuration
+	}
+	if d < time.Millisecond {
+		return l, fmt.Errorf("%w: lease duration %v, want at least 1ms", ErrInvalidArgument, d)
+	}
+	return kv.Transact(ctx, t, func(tr kv.Transaction) (Lease, error) {
+		m, key, err := q.lookup(tr, l, tr.Get(q.leaseKey(l)))
+		if err != nil {
+			return l, err
+		}
+		tr.Clear(key)
+		q.bucket(tr, "e", m.vest, -1)
+		m.vest = q.cfg.Clock.Now().Add(d).UnixMicro()
+		q.put(tr, m)
+		q.bucket(tr, "e", m.vest, 1)
+		out := l
+		out.Deadline = time.UnixMicro(m.vest)
+		out.key = m.queueKey(q)
+		return out, nil
+	})
+}

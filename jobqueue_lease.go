@@ -1,0 +1,229 @@
+package fdbqueue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/fdbqueue/fdbqueue/kv"
+	"github.com/fdbqueue/fdbqueue/tuple"
+)
+
+// Lease is a job leased to one consumer until Deadline. Ack, Nack and
+// Extend take it; they fail with ErrLeaseLost once another consumer has
+// leased the job again.
+type Lease struct {
+	JobID JobID
+	// ID changes at every lease of the job.
+	ID [16]byte
+	// Value is the job's payload.
+	Value []byte
+	// Attempt is the number of this lease: 1 for the first.
+	Attempt     int
+	MaxAttempts int
+	// Deadline is when the job becomes due again unless it is acked,
+	// nacked or extended.
+	Deadline  time.Time
+	Priority  int32
+	UniqueKey string
+	// Reason is the reason given by the last Nack of the job, if any.
+	Reason string
+
+	key []byte // the job's queue key while this lease holds it
+}
+
+// Lease leases up to n due jobs for d (0: the queue's LeaseDuration) and
+// returns them in queue order; ErrEmpty when no job is due.
+//
+// Which jobs: the due jobs (vesting time at or before the clock's now) in
+// key order — earlier vesting time first, then higher priority — of which
+// it reads the first K+n−1 (K = JobQueueConfig.Choice) and takes n at
+// random (K = 1: the first n). Each job taken gets a new lease ID, its
+// attempt count goes up by one, and its vesting time becomes now + d, so
+// no one else sees it as due until then. A job whose previous lease was
+// its last attempt (it expired: its consumer crashed or stalled) is moved
+// to the dead-letter list instead, and another candidate is taken. A key
+// in the queue's range that the queue did not write is left alone and
+// skipped; when no candidate could be taken because of one, Lease fails
+// with ErrForeignKey naming it.
+//
+// Conflicts: the candidates are read with a snapshot read, and a read
+// conflict is added on the keys of the jobs taken only, so a Lease
+// conflicts only with another Lease, Ack, Nack or Extend of the same job
+// (with K = 1, concurrent consumers all want the first job and conflict).
+// Cost: two round trips (the candidates and the journal together, then the
+// values of the jobs taken) and one commit of, per job, a clear, two
+// small writes and four atomic counter adds, plus the journal record.
+//
+// Exactly once: a retry after commit_unknown_result finds the journal
+// record and returns the same leases. Given a Transaction, the leases take
+// effect with the caller's commit. If Lease fails with an error for which
+// kv.MaybeCommitted is true, jobs may have been leased: they come back
+// when their leases expire (with one attempt counted), or call Lease again
+// with the same WithOpID, within the journal retention, to get them.
+func (q *JobQueue) Lease(ctx context.Context, t kv.Transactor, n int, d time.Duration, opts ...OpOption) ([]Lease, error) {
+	if err := checkTransactor(t); err != nil {
+		return nil, err
+	}
+	r, err := q.leaseOp(ctx, t, n, d, false, opts)
+	if err == nil && len(r.leases) == 0 {
+		err = ErrEmpty
+	}
+	return r.leases, err
+}
+
+type leaseResult struct {
+	leases   []Lease
+	earliest int64    // the first vesting time in the queue, when nothing was due (0: none)
+	watch    kv.Watch // on the signal key, when asked for and nothing was due
+}
+
+func (q *JobQueue) leaseOp(ctx context.Context, t kv.Transactor, n int, d time.Duration, wait bool, opts []OpOption) (leaseResult, error) {
+	if n < 1 || n > MaxLeaseBatch {
+		return leaseResult{}, fmt.Errorf("%w: lease batch %d, want 1 to %d", ErrInvalidArgument, n, MaxLeaseBatch)
+	}
+	if d == 0 {
+		d = q.cfg.LeaseDuration
+	}
+	if d < time.Millisecond {
+		return leaseResult{}, fmt.Errorf("%w: lease duration %v, want at least 1ms", ErrInvalidArgument, d)
+	}
+	o := q.journal.begin(t, opts)
+	var watch kv.Watch
+	var mine []string // keys this call is taking: see picking
+	var err error
+	defer func() { q.picking.release(mine, err == nil) }()
+	var res leaseResult
+	res, err = kv.Transact(ctx, t, func(tr kv.Transaction) (leaseResult, error) {
+		if watch != nil { // an earlier attempt's: its transaction was reset
+			watch.Cancel()
+			watch = nil
+		}
+		q.picking.release(mine, false) // an earlier attempt's, which failed
+		mine = mine[:0]
+		rec, err := o.check(tr)
+		if err != nil {
+			return leaseResult{}, err
+		}
+		now := q.cfg.Clock.Now()
+		dueEnd := q.key("q", now.UnixMicro()+1)
+		cand := tr.Snapshot().GetRange(kv.KeyRange{Begin: q.items.Begin, End: dueEnd},
+			kv.RangeOptions{Limit: q.cfg.Choice + n - 1, Mode: kv.StreamingModeExact})
+		var first kv.RangeResult
+		if wait {
+			first = tr.Snapshot().GetRange(q.items, kv.RangeOptions{Limit: 1})
+		}
+		if prev, done, err := o.applied(rec); err != nil {
+			return leaseResult{}, err
+		} else if done {
+			ls, err := q.replayLeases(tr, prev)
+			return leaseResult{leases: ls}, err
+		}
+		kvs, err := cand.GetSlice()
+		if err != nil {
+			return leaseResult{}, err
+		}
+		if len(kvs) == 0 {
+			var r leaseResult
+			if wait {
+				if fk, err := firstKey(first); err != nil {
+					return r, err
+				} else if fk != nil {
+					if r.earliest, _, err = q.parseItemKey(fk); err != nil {
+						return r, err
+					}
+				}
+				// Registered at this read-only commit, as FDB sets up a
+				// transaction's watches after its commit, read-only or not
+				// (commitAndWatch in fdbclient/NativeAPI.actor.cpp); it fires
+				// at once if the signal changed since the read version.
+				watch = tr.Watch(q.signal)
+				r.watch = watch
+			}
+			return r, nil // nothing written: a read-only commit
+		}
+		leases, err := q.take(tr, kvs, n, now, d, &mine)
+		if err != nil {
+			return leaseResult{}, err
+		}
+		records := make([][]byte, len(leases))
+		for i, l := range leases {
+			records[i], _ = tuple.Tuple{l.JobID[:], l.ID[:], l.Deadline.UnixMicro(), int64(l.Priority)}.Pack()
+		}
+		o.record(tr, records...)
+		return leaseResult{leases: leases}, nil
+	})
+	if err != nil && watch != nil {
+		watch.Cancel()
+	}
+	if err == nil && len(res.leases) == 0 {
+		o.end(ErrEmpty) // nothing recorded: hand the cleanups it took back
+	} else {
+		o.end(err)
+	}
+	return res, err
+}
+
+// LeaseWait is Lease that blocks until a job is due or ctx ends. When
+// nothing is due, the same transaction reads the earliest vesting time in
+// the queue and sets a watch on the queue's signal key, which every Add,
+// Nack and Requeue bumps; it then sleeps until the watch fires or the clock
+// reaches that vesting time (a lease's deadline counts: an expired lease's
+// job is due again), and tries again. It never polls. A sleeping call
+// holds one watch.
+func (q *JobQueue) LeaseWait(ctx context.Context, db kv.Database, n int, d time.Duration) ([]Lease, error) {
+	if err := checkTransactor(db); err != nil {
+		return nil, err
+	}
+	for {
+		id := newOpIDAt(q.cfg.Clock.Now()) // one per attempt: an attempt that leased nothing wrote no record
+		r, err := q.leaseOp(ctx, db, n, d, true, []OpOption{WithOpID(id)})
+		if err != nil {
+			return nil, err
+		}
+		if len(r.leases) > 0 {
+			return r.leases, nil
+		}
+		if r.watch == nil {
+			// The attempt committed without leasing: it dead-lettered the
+			// candidates it took (their last lease had expired), or its
+			// journal replay found its jobs gone. Look again at once.
+			continue
+		}
+		if err := q.sleep(ctx, r); err != nil {
+			return nil, err
+		}
+	}
+}
+
+func (q *JobQueue) sleep(ctx context.Context, r leaseResult) error {
+	defer r.watch.Cancel()
+	var timer <-chan time.Time
+	if r.earliest != 0 {
+		// Wake just after the earliest vesting time.
+		wait := time.UnixMicro(r.earliest + 1).Sub(q.cfg.Clock.Now())
+		if wait <= 0 {
+			return nil
+		}
+		timer = q.cfg.Clock.After(wait)
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	fired := make(chan error, 1)
+	go func() { fired <- r.watch.Wait(wctx) }()
+	select {
+	case err := <-fired:
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if err != nil && !errors.Is(err, kv.ErrTransactionCancelled) {
+			return err
+		}
+		return nil
+	case <-timer:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

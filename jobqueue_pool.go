@@ -1,0 +1,343 @@
+package fdbqueue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/fdbqueue/fdbqueue/kv"
+)
+
+// Handler processes one leased job. Returning nil acks the job; returning
+// an error nacks it (it is retried after the queue's backoff, or
+// dead-lettered after its last attempt). A panic counts as an error. ctx
+// ends when the lease is lost (another consumer has the job now) or when
+// the pool gives up on in-flight jobs at shutdown; the handler should then
+// stop, since its result is no longer used.
+type Handler func(ctx context.Context, task *Task) error
+
+// Task is a job being processed by a pool's worker.
+type Task struct {
+	q     *JobQueue
+	mu    sync.Mutex
+	lease Lease
+	// ackID is made by the first Task.Ack, not at lease time: a handler
+	// that runs longer than the journal retention would outlive it.
+	ackID *OpID
+}
+
+// Lease returns the task's lease as of its last extension.
+func (t *Task) Lease() Lease {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.lease
+}
+
+// Value returns the job's payload.
+func (t *Task) Value() []byte { return t.Lease().Value }
+
+// Ack acks the job inside tr, the transaction that writes the job's
+// effects, so that the effects and the ack commit together, once: the
+// pool's own ack after the handler returns nil then finds this one (they
+// share an operation ID) and does nothing. Keep the effects idempotent
+// across retries of tr (Set keys derived from the job ID, not atomic
+// adds): under commit_unknown_result your retry loop runs them again.
+// It fails with ErrLeaseLost when another consumer has the job.
+func (t *Task) Ack(ctx context.Context, tr kv.Transaction) error {
+	return t.q.Ack(ctx, tr, t.Lease(), WithOpID(t.opID()))
+}
+
+// opID returns the ID of the task's ack, making it on first use.
+func (t *Task) opID() OpID {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.ackID == nil {
+		id := newOpIDAt(t.q.cfg.Clock.Now())
+		t.ackID = &id
+	}
+	return *t.ackID
+}
+
+func (t *Task) set(l Lease) {
+	t.mu.Lock()
+	t.lease = l
+	t.mu.Unlock()
+}
+
+// PoolOptions configures JobQueue.Run. Zero fields take their defaults.
+type PoolOptions struct {
+	// Workers is the number of jobs processed at once (default 4).
+	Workers int
+	// LeaseDuration is the duration of each lease and of each extension
+	// (default the queue's LeaseDuration).
+	LeaseDuration time.Duration
+	// ExtendEvery is how often a running job's lease is extended (default
+	// a third of LeaseDuration).
+	ExtendEvery time.Duration
+	// ShutdownTimeout is how long Run lets in-flight handlers finish once
+	// ctx ends (default 10 seconds; negative: not at all). Then their
+	// contexts end and their leases are left to expire.
+	ShutdownTimeout time.Duration
+	// Logger receives the pool's structured logs (default slog.Default()).
+	Logger *slog.Logger
+	// OnOutcome, if set, is called after each job with what became of it.
+	OnOutcome func(Outcome)
+}
+
+// Outcome is what became of one leased job in a pool.
+type Outcome struct {
+	Lease  Lease
+	Result Result
+	// Err is the handler's error (Retried, DeadLettered) or the error that
+	// kept the pool from acking or nacking the job (LeaseLost, Failed).
+	Err error
+}
+
+// Result is the kind of an Outcome.
+type Result int
+
+// Results of a job in a pool.
+const (
+	// Acked: the handler succeeded and the job is deleted.
+	Acked Result = iota
+	// Retried: the handler failed and the job is due again after a delay.
+	Retried
+	// DeadLettered: the handler failed its last attempt.
+	DeadLettered
+	// LeaseLost: the lease expired and another consumer leased the job.
+	LeaseLost
+	// Abandoned: shutdown's deadline passed first; the lease will expire.
+	Abandoned
+	// Failed: the ack or nack failed (e.g. the database); the lease will
+	// expire and the job come back.
+	Failed
+)
+
+func (r Result) String() string {
+	switch r {
+	case Acked:
+		return "acked"
+	case Retried:
+		return "retried"
+	case DeadLettered:
+		return "dead-lettered"
+	case LeaseLost:
+		return "lease lost"
+	case Abandoned:
+		return "abandoned"
+	case Failed:
+		return "failed"
+	}
+	return fmt.Sprintf("Result(%d)", int(r))
+}
+
+// PanicError is the error a handler's panic becomes.
+type PanicError struct {
+	Value any
+	Stack []byte
+}
+
+// Error describes the panic.
+func (e *PanicError) Error() string { return fmt.Sprintf("handler panic: %v", e.Value) }
+
+// Run processes the queue's jobs with o.Workers workers until ctx ends.
+// Each worker leases one job at a time with LeaseWait (sleeping on
+// watches while nothing is due), runs handler with the job, extends the
+// lease every ExtendEvery while the handler runs, and then acks the job
+// (handler returned nil) or nacks it with the error as reason (handler
+// failed or panicked). A lease lost to another consumer ends the
+// handler's context.
+//
+// Shutdown: when ctx ends, workers stop leasing; in-flight handlers get
+// ShutdownTimeout to finish and be acked or nacked, after which their
+// contexts end and Run returns, leaving their leases to expire (a handler
+// that ignores its context keeps running after Run returns, and its
+// result is dropped). Run returns nil after a shutdown, or an error for
+// bad options. Errors while leasing (a database outage) do not stop it:
+// they are logged and the worker tries again a second later.
+//
+// Delivery is at least once: a job whose handler finished but whose ack
+// did not commit (a crash, a lost lease) is processed again. For effects
+// in the same database, make them exactly once by writing them in the
+// transaction that acks (Task.Ack).
+func (q *JobQueue) Run(ctx context.Context, db kv.Database, handler Handler, o PoolOptions) error {
+	if err := checkTransactor(db); err != nil {
+		return err
+	}
+	if handler == nil {
+		return fmt.Errorf("%w: nil handler", ErrInvalidArgument)
+	}
+	if o.Workers == 0 {
+		o.Workers = 4
+	}
+	if o.LeaseDuration == 0 {
+		o.LeaseDuration = q.cfg.LeaseDuration
+	}
+	if o.ExtendEvery == 0 {
+		o.ExtendEvery = o.LeaseDuration / 3
+	}
+	if o.ShutdownTimeout == 0 {
+		o.ShutdownTimeout = 10 * time.Second
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.Workers < 0 || o.LeaseDuration < time.Millisecond || o.ExtendEvery <= 0 || o.ExtendEvery >= o.LeaseDuration {
+		return fmt.Errorf("%w: pool of %d workers, lease %v extended every %v", ErrInvalidArgument, o.Workers, o.LeaseDuration, o.ExtendEvery)
+	}
+	base, abandon := context.WithCancel(context.WithoutCancel(ctx))
+	defer abandon()
+	p := &pool{q: q, db: db, h: handler, o: o, log: o.Logger}
+	var wg sync.WaitGroup
+	for i := range o.Workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			p.worker(ctx, base, i)
+		}()
+	}
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	p.log.Info("job pool started", "workers", o.Workers, "lease", o.LeaseDuration)
+	select {
+	case <-done:
+	case <-ctx.Done():
+		p.log.Info("job pool stopping", "in_flight", p.inFlight.Load(), "timeout", o.ShutdownTimeout)
+		var deadline <-chan time.Time
+		if o.ShutdownTimeout > 0 {
+			deadline = q.cfg.Clock.After(o.ShutdownTimeout)
+		} else {
+			closed := make(chan time.Time)
+			close(closed)
+			deadline = closed
+		}
+		select {
+		case <-done:
+		case <-deadline:
+			p.abandoned.Store(true)
+			abandon()
+			p.log.Warn("job pool abandoned in-flight jobs; their leases will expire", "in_flight", p.inFlight.Load())
+		}
+	}
+	p.log.Info("job pool stopped")
+	return nil
+}
+
+type pool struct {
+	q         *JobQueue
+	db        kv.Database
+	h         Handler
+	o         PoolOptions
+	log       *slog.Logger
+	inFlight  atomic.Int64
+	abandoned atomic.Bool
+}
+
+func (p *pool) worker(ctx, base context.Context, n int) {
+	for ctx.Err() == nil {
+		ls, err := p.q.LeaseWait(ctx, p.db, 1, p.o.LeaseDuration)
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			p.log.Error("lease failed", "worker", n, "err", err)
+			select { // not a poll: a failing database, retried slowly
+			case <-p.q.cfg.Clock.After(time.Second):
+			case <-ctx.Done():
+			}
+			continue
+		}
+		p.process(base, n, ls[0])
+	}
+}
+
+func (p *pool) process(base context.Context, n int, l Lease) {
+	p.inFlight.Add(1)
+	defer p.inFlight.Add(-1)
+	task := &Task{q: p.q, lease: l}
+	log := p.log.With("worker", n, "job", l.JobID.String(), "attempt", l.Attempt)
+	hctx, cancel := context.WithCancel(base)
+	defer cancel()
+	stop, stopped := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(stopped)
+		p.heartbeat(base, task, stop, cancel, log)
+	}()
+	err := p.call(hctx, task, log)
+	close(stop)
+	<-stopped
+	out := Outcome{Lease: task.Lease(), Err: err}
+	var serr error // settling the job
+	switch {
+	case p.abandoned.Load():
+		out.Result = Abandoned
+	case err == nil:
+		out.Result = Acked
+		serr = p.q.Ack(base, p.db, out.Lease, WithOpID(task.opID()))
+	default:
+		out.Result = Retried
+		var dead bool
+		if dead, serr = p.q.Nack(base, p.db, out.Lease, NackOptions{Reason: err.Error()}); dead {
+			out.Result = DeadLettered
+			log.Warn("job dead-lettered", "err", err)
+		}
+	}
+	switch {
+	case serr == nil:
+	case errors.Is(serr, ErrLeaseLost):
+		out.Result, out.Err = LeaseLost, serr
+		log.Warn("lease lost: another consumer has the job", "err", serr)
+	default:
+		out.Result, out.Err = Failed, serr
+		log.Error("could not settle the job; its lease will expire", "err", serr)
+	}
+	if p.o.OnOutcome != nil {
+		p.o.OnOutcome(out)
+	}
+}
+
+// call runs the handler, turning a panic into a *PanicError.
+func (p *pool) call(ctx context.Context, task *Task, log *slog.Logger) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = &PanicError{Value: r, Stack: debug.Stack()}
+			log.Error("handler panicked", "panic", r)
+		}
+	}()
+	err = p.h(ctx, task)
+	if err != nil {
+		log.Info("handler failed", "err", err)
+	}
+	return err
+}
+
+// heartbeat extends the task's lease every ExtendEvery until stop closes;
+// lost is called if the lease is lost.
+func (p *pool) heartbeat(ctx context.Context, task *Task, stop <-chan struct{}, lost func(), log *slog.Logger) {
+	for {
+		select {
+		case <-stop:
+			return
+		case <-p.q.cfg.Clock.After(p.o.ExtendEvery):
+		}
+		l, err := p.q.Extend(ctx, p.db, task.Lease(), p.o.LeaseDuration)
+		switch {
+		case errors.Is(err, ErrLeaseLost):
+			log.Warn("lease lost while the handler ran", "err", err)
+			lost()
+			return
+		case err != nil:
+			if ctx.Err() != nil {
+				return
+			}
+			log.Error("lease extension failed; retrying", "err", err)
+		default:
+			task.set(l)
+		}
+	}
+}

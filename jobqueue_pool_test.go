@@ -1,0 +1,232 @@
+package fdbqueue_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/fdbqueue/fdbqueue"
+	"github.com/fdbqueue/fdbqueue/kv"
+	"github.com/fdbqueue/fdbqueue/memdb"
+	"github.com/fdbqueue/fdbqueue/tuple"
+)
+
+var quietLog = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+// A pool under injected faults: handlers that fail or panic are retried
+// and dead-lettered after their last attempt; the others write their
+// effect in the transaction that acks; every job ends acked once or dead
+// once.
+func TestJobPoolProcessesEveryJobOnce(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	db := newDB(t, memdb.WithSeed(7), memdb.WithFaults(memdb.Faults{
+		NotCommitted: 0.03, UnknownApplied: 0.03, UnknownNotApplied: 0.03, TooOld: 0.01,
+	}))
+	q := mustJobQueue(t, "pool", fdbqueue.JobQueueConfig{MaxAttempts: 3, RetryBase: time.Millisecond, RetryMax: 4 * time.Millisecond})
+	effects := mustSubspace(t, "test", "pool-effects")
+	const n = 120
+	jobs := make([]fdbqueue.Job, n)
+	for i := range jobs {
+		jobs[i] = fdbqueue.Job{Value: []byte(fmt.Sprint(i))}
+	}
+	_, err := q.AddBatch(ctx, db, jobs)
+	require.NoError(t, err)
+
+	// Job i: i%10 == 0 always fails (dead after 3 attempts), i%10 == 1
+	// panics on its first attempt, i%10 == 2 fails on its first attempt.
+	handler := func(ctx context.Context, task *fdbqueue.Task) error {
+		var i int
+		_, _ = fmt.Sscan(string(task.Value()), &i)
+		l := task.Lease()
+		switch {
+		case i%10 == 0:
+			return errors.New("always fails")
+		case i%10 == 1 && l.Attempt == 1:
+			panic("first attempt panics")
+		case i%10 == 2 && l.Attempt == 1:
+			return errors.New("first attempt fails")
+		}
+		key, _ := effects.Pack(tuple.Tuple{l.JobID[:], l.ID[:]})
+		return db.Transact(ctx, func(tr kv.Transaction) error {
+			tr.Set(key, task.Value())
+			return task.Ack(ctx, tr)
+		})
+	}
+	var mu sync.Mutex
+	counts := map[fdbqueue.Result]int{}
+	var panics int
+	runCtx, stop := context.WithCancel(ctx)
+	opts := fdbqueue.PoolOptions{Workers: 6, LeaseDuration: 5 * time.Second, Logger: quietLog, OnOutcome: func(o fdbqueue.Outcome) {
+		mu.Lock()
+		defer mu.Unlock()
+		counts[o.Result]++
+		var pe *fdbqueue.PanicError
+		if errors.As(o.Err, &pe) {
+			panics++
+		}
+		if counts[fdbqueue.Acked]+counts[fdbqueue.DeadLettered] == n {
+			stop()
+		}
+	}}
+	require.NoError(t, q.Run(runCtx, db, handler, opts))
+
+	require.Equal(t, n*9/10, counts[fdbqueue.Acked])
+	require.Equal(t, n/10, counts[fdbqueue.DeadLettered])
+	require.Equal(t, n/10*2+n/10*2, counts[fdbqueue.Retried]) // two retries of the always-failing, one each of the others
+	require.Equal(t, n/10, panics)
+	require.Zero(t, counts[fdbqueue.Failed]+counts[fdbqueue.LeaseLost]+counts[fdbqueue.Abandoned])
+	require.Equal(t, fdbqueue.JobStats{Dead: n / 10}, mustStats(t, db, q))
+	r, _ := effects.Range()
+	kvs, err := kv.ReadTransact(ctx, db, func(tr kv.ReadTransaction) ([]kv.KeyValue, error) {
+		return tr.GetRange(r, kv.RangeOptions{}).GetSlice()
+	})
+	require.NoError(t, err)
+	require.Len(t, kvs, n*9/10, "one effect per acked job")
+}
+
+// A running handler's lease is extended, so nobody else leases the job
+// however long it runs; at shutdown the pool lets it finish and acks it.
+func TestJobPoolExtendsAndShutsDownGracefully(t *testing.T) {
+	ctx := context.Background()
+	db := newDB(t)
+	clock := newFakeClock()
+	clock.armed = make(chan time.Duration, 64)
+	q := mustJobQueue(t, "heartbeat", fdbqueue.JobQueueConfig{Clock: clock})
+	mustAdd(t, db, q, fdbqueue.Job{Value: []byte("long")})
+
+	started, release := make(chan *fdbqueue.Task), make(chan struct{})
+	outcomes := make(chan fdbqueue.Outcome, 1)
+	runCtx, stop := context.WithCancel(ctx)
+	ran := make(chan error)
+	go func() {
+		ran <- q.Run(runCtx, db, func(ctx context.Context, task *fdbqueue.Task) error {
+			started <- task
+			<-release
+			return nil
+		}, fdbqueue.PoolOptions{Workers: 1, LeaseDuration: 30 * time.Second, ExtendEvery: 10 * time.Second,
+			ShutdownTimeout: 7 * time.Second, Logger: quietLog, OnOutcome: func(o fdbqueue.Outcome) { outcomes <- o }})
+	}()
+	task := <-started
+	first := task.Lease().Deadline
+	for range 5 { // 50 s: past the first deadline
+		require.Equal(t, 10*time.Second, <-clock.armed) // the heartbeat sleeps
+		clock.Advance(10 * time.Second)
+	}
+	require.Equal(t, 10*time.Second, <-clock.armed) // the fifth extension is done
+	require.True(t, task.Lease().Deadline.After(first.Add(39*time.Second)), "extended")
+	_, err := q.Lease(ctx, db, 1, time.Minute)
+	require.ErrorIs(t, err, fdbqueue.ErrEmpty, "nobody else gets the job")
+
+	stop()
+	require.Equal(t, 7*time.Second, <-clock.armed) // the shutdown deadline
+	close(release)
+	require.NoError(t, <-ran)
+	o := <-outcomes
+	require.Equal(t, fdbqueue.Acked, o.Result)
+	require.NoError(t, o.Err)
+	require.Equal(t, fdbqueue.JobStats{}, mustStats(t, db, q))
+}
+
+// A handler still running at the shutdown deadline is abandoned: its
+// context ends, nothing is acked, and its job comes back once the lease
+// expires.
+func TestJobPoolAbandonsAtTheDeadline(t *testing.T) {
+	ctx := context.Background()
+	db := newDB(t)
+	clock := newFakeClock()
+	clock.armed = make(chan time.Duration, 64)
+	q := mustJobQueue(t, "abandon", fdbqueue.JobQueueConfig{Clock: clock})
+	mustAdd(t, db, q, fdbqueue.Job{Value: []byte("stuck")})
+
+	started := make(chan struct{})
+	handlerDone := make(chan error, 1)
+	outcomes := make(chan fdbqueue.Outcome, 1)
+	runCtx, stop := context.WithCancel(ctx)
+	ran := make(chan error)
+	go func() {
+		ran <- q.Run(runCtx, db, func(ctx context.Context, task *fdbqueue.Task) error {
+			close(started)
+			<-ctx.Done()
+			handlerDone <- ctx.Err()
+			return ctx.Err()
+		}, fdbqueue.PoolOptions{Workers: 1, LeaseDuration: 30 * time.Second, ExtendEvery: 10 * time.Second,
+			ShutdownTimeout: 7 * time.Second, Logger: quietLog, OnOutcome: func(o fdbqueue.Outcome) { outcomes <- o }})
+	}()
+	<-started
+	stop()
+	for d := range clock.armed {
+		if d == 7*time.Second {
+			break
+		}
+	}
+	clock.Advance(7 * time.Second)
+	require.NoError(t, <-ran)
+	require.ErrorIs(t, <-handlerDone, context.Canceled)
+	require.Equal(t, fdbqueue.Abandoned, (<-outcomes).Result)
+	require.Equal(t, int64(1), mustStats(t, db, q).Leased)
+	clock.Advance(30 * time.Second)
+	l := mustLease(t, db, q, 1, time.Minute)[0]
+	require.Equal(t, 2, l.Attempt)
+}
+
+func TestJobPoolBadOptions(t *testing.T) {
+	db := newDB(t)
+	q := mustJobQueue(t, "pool-bad", fdbqueue.JobQueueConfig{})
+	h := func(context.Context, *fdbqueue.Task) error { return nil }
+	ctx := context.Background()
+	require.ErrorIs(t, q.Run(ctx, db, nil, fdbqueue.PoolOptions{}), fdbqueue.ErrInvalidArgument)
+	require.ErrorIs(t, q.Run(ctx, nil, h, fdbqueue.PoolOptions{}), fdbqueue.ErrInvalidArgument)
+	require.ErrorIs(t, q.Run(ctx, db, h, fdbqueue.PoolOptions{Workers: -1}), fdbqueue.ErrInvalidArgument)
+	require.ErrorIs(t, q.Run(ctx, db, h, fdbqueue.PoolOptions{LeaseDuration: time.Second, ExtendEvery: time.Second}), fdbqueue.ErrInvalidArgument)
+}
+
+// A lease lost while its handler runs (here the job's record is removed
+// behind the pool's back) ends the handler's context at the next
+// heartbeat, and the job's outcome is LeaseLost: nothing is acked.
+func TestJobPoolLostLeaseCancelsHandler(t *testing.T) {
+	ctx := context.Background()
+	db := newDB(t)
+	clock := newFakeClock()
+	clock.armed = make(chan time.Duration, 64)
+	q := mustJobQueue(t, "lost", fdbqueue.JobQueueConfig{Clock: clock})
+	mustAdd(t, db, q, fdbqueue.Job{Value: []byte("doomed"), Priority: 3})
+
+	started := make(chan *fdbqueue.Task)
+	handlerErr := make(chan error, 1)
+	outcomes := make(chan fdbqueue.Outcome, 1)
+	runCtx, stop := context.WithCancel(ctx)
+	ran := make(chan error)
+	go func() {
+		ran <- q.Run(runCtx, db, func(ctx context.Context, task *fdbqueue.Task) error {
+			started <- task
+			<-ctx.Done()
+			handlerErr <- ctx.Err()
+			return ctx.Err()
+		}, fdbqueue.PoolOptions{Workers: 1, LeaseDuration: 30 * time.Second, ExtendEvery: 10 * time.Second,
+			Logger: quietLog, OnOutcome: func(o fdbqueue.Outcome) { outcomes <- o }})
+	}()
+	task := <-started
+	require.Equal(t, 10*time.Second, <-clock.armed) // the heartbeat sleeps
+	l := task.Lease()
+	key, err := q.Subspace().Pack(tuple.Tuple{"q", l.Deadline.UnixMicro(), -int64(l.Priority), l.JobID[:]})
+	require.NoError(t, err)
+	v, err := getKey(ctx, db, key)
+	require.NoError(t, err)
+	require.NotNil(t, v, "the record is where the documented layout puts it")
+	require.NoError(t, db.Transact(ctx, func(tr kv.Transaction) error { tr.Clear(key); return nil }))
+	clock.Advance(10 * time.Second)
+	require.ErrorIs(t, <-handlerErr, context.Canceled)
+	o := <-outcomes
+	require.Equal(t, fdbqueue.LeaseLost, o.Result)
+	require.ErrorIs(t, o.Err, fdbqueue.ErrLeaseLost)
+	stop()
+	require.NoError(t, <-ran)
+}

@@ -1,0 +1,255 @@
+package fdbqueue
+
+import (
+	"bytes"
+	"crypto/rand"
+	"fmt"
+	mrand "math/rand/v2"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/fdbqueue/fdbqueue/kv"
+	"github.com/fdbqueue/fdbqueue/tuple"
+)
+
+// take leases up to n of the candidates kvs in tr, and adds the keys it
+// takes to *mine.
+func (q *JobQueue) take(tr kv.Transaction, kvs []kv.KeyValue, n int, now time.Time, d time.Duration, mine *[]string) ([]Lease, error) {
+	order := make([]int, len(kvs))
+	for i := range order {
+		order[i] = i
+	}
+	if q.cfg.Choice > 1 {
+		mrand.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
+		// Candidates that other calls on this JobQueue value are taking
+		// right now go last: those would conflict.
+		busy := q.picking.busy(kvs)
+		sort.SliceStable(order, func(a, b int) bool { return !busy[order[a]] && busy[order[b]] })
+	}
+	type taken struct {
+		at    int
+		lease Lease
+		value kv.FutureValue
+	}
+	var got []taken
+	var firstErr error
+	for _, i := range order {
+		if len(got) == n {
+			break
+		}
+		p := kvs[i]
+		_, id, err := q.parseItemKey(p.Key)
+		var m jobMeta
+		if err == nil {
+			m, err = decodeMeta(p.Key, p.Value, id)
+		}
+		if err != nil {
+			if firstErr == nil {
+				firstErr = err
+			}
+			continue // leave a foreign key alone; take the others
+		}
+		// The snapshot read plus this conflict range is a normal read of
+		// this one key. It must come before the writes: FDB leaves keys the
+		// transaction wrote out of explicit read conflict ranges.
+		if err := tr.AddReadConflictKey(p.Key); err != nil {
+			return nil, err
+		}
+		q.picking.add(p.Key)
+		*mine = append(*mine, string(p.Key))
+		if m.attempts >= m.maxAttempts {
+			q.bury(tr, m, p.Key, now, "lease expired on the last attempt")
+			continue
+		}
+		tr.Clear(p.Key)
+		q.unbucket(tr, m)
+		if m.lease == nil {
+			tr.Add(q.leased, one)
+		}
+		var lid [16]byte
+		_, _ = rand.Read(lid[:])
+		m.lease = lid[:]
+		m.attempts++
+		m.vest = now.Add(d).UnixMicro()
+		q.put(tr, m)
+		q.bucket(tr, "e", m.vest, 1)
+		l := m.toLease()
+		l.key = m.queueKey(q)
+		got = append(got, taken{at: i, lease: l, value: tr.Snapshot().Get(q.key("v", m.id[:]))})
+	}
+	if len(got) == 0 && firstErr != nil {
+		return nil, firstErr
+	}
+	sort.Slice(got, func(a, b int) bool { return got[a].at < got[b].at })
+	out := make([]Lease, len(got))
+	for i, g := range got {
+		v, err := g.value.Get()
+		if err != nil {
+			return nil, err
+		}
+		if v == nil {
+			return nil, &ForeignKeyError{Key: q.key("v", g.lease.JobID[:]), Reason: "job value missing"}
+		}
+		g.lease.Value = v
+		out[i] = g.lease
+	}
+	return out, nil
+}
+
+func (m jobMeta) toLease() Lease {
+	l := Lease{JobID: m.id, Attempt: m.attempts, MaxAttempts: m.maxAttempts, Deadline: time.UnixMicro(m.vest),
+		Priority: m.prio, UniqueKey: string(m.unique), Reason: string(m.reason)}
+	copy(l.ID[:], m.lease)
+	return l
+}
+
+// unbucket removes m from the time bucket it is counted in.
+func (q *JobQueue) unbucket(tr kv.Transaction, m jobMeta) {
+	if m.lease == nil {
+		q.bucket(tr, "p", m.vest, -1)
+	} else {
+		q.bucket(tr, "e", m.vest, -1)
+	}
+}
+
+// bury moves the job whose record m is at key to the dead-letter list.
+func (q *JobQueue) bury(tr kv.Transaction, m jobMeta, key []byte, now time.Time, reason string) {
+	tr.Clear(key)
+	q.unbucket(tr, m)
+	if m.lease != nil {
+		tr.Add(q.leased, minusOne)
+	}
+	tr.Add(q.total, minusOne)
+	tr.Add(q.deadN, one)
+	if len(m.unique) > 0 {
+		tr.Clear(q.key("u", m.unique)) // held by this job while it was in the queue
+	}
+	if reason != "" {
+		m.reason = cutReason(reason)
+	}
+	m.lease = nil
+	m.deadAt = now.UnixMicro()
+	dk := m.deadKey(q)
+	tr.Set(dk, m.encode())
+	tr.Set(q.key("x", m.id[:]), dk)
+}
+
+func cutReason(s string) []byte {
+	b := []byte(s)
+	if len(b) > MaxReasonSize {
+		b = b[:MaxReasonSize]
+	}
+	return b
+}
+
+// replayLeases rebuilds the leases of an attempt that committed from its
+// journal record. A job acked since (by someone who took it after the lease
+// expired) is left out.
+func (q *JobQueue) replayLeases(tr kv.Transaction, prev [][]byte) ([]Lease, error) {
+	var out []Lease
+	for _, p := range prev {
+		if len(p) == 0 {
+			continue // an attempt that leased nothing
+		}
+		t, err := tuple.Unpack(p)
+		if err != nil || len(t) != 4 {
+			return nil, fmt.Errorf("%w: bad lease record", ErrForeignKey)
+		}
+		id, ok1 := t[0].([]byte)
+		lid, ok2 := t[1].([]byte)
+		dl, ok3 := t[2].(int64)
+		prio, ok4 := t[3].(int64)
+		if !ok1 || !ok2 || !ok3 || !ok4 || len(id) != 16 || len(lid) != 16 {
+			return nil, fmt.Errorf("%w: bad lease record", ErrForeignKey)
+		}
+		m := jobMeta{vest: dl, prio: int32(prio)}
+		copy(m.id[:], id)
+		key := m.queueKey(q)
+		rec, err := tr.Get(key).Get()
+		if err != nil {
+			return nil, err
+		}
+		if rec == nil {
+			continue
+		}
+		if m, err = decodeMeta(key, rec, m.id); err != nil {
+			return nil, err
+		}
+		if !bytes.Equal(m.lease, lid) {
+			continue
+		}
+		v, err := tr.Snapshot().Get(q.key("v", m.id[:])).Get()
+		if err != nil {
+			return nil, err
+		}
+		l := m.toLease()
+		l.Value, l.key = v, key
+		out = append(out, l)
+	}
+	return out, nil
+}
+
+// picking is what Lease calls on one JobQueue value are taking (between
+// their choice and the end of their transaction) and have taken within
+// the last MVCC window (5 s: no transaction reads at an older version, so
+// no snapshot can show those jobs as due any longer). Lease tries the
+// other candidates first, so that workers sharing a JobQueue value (one
+// process, a pool) do not pick the same job and conflict; workers in
+// other processes are kept apart by the random choice alone.
+type picking struct {
+	mu       sync.Mutex
+	keys     map[string]int       // being taken
+	recent   map[string]time.Time // taken, until then
+	releases int
+}
+
+const pickMemory = 5 * time.Second
+
+func (p *picking) add(key []byte) {
+	p.mu.Lock()
+	if p.keys == nil {
+		p.keys, p.recent = map[string]int{}, map[string]time.Time{}
+	}
+	p.keys[string(key)]++
+	p.mu.Unlock()
+}
+
+// release ends the picks of one attempt; taken says that it committed.
+func (p *picking) release(keys []string, taken bool) {
+	if len(keys) == 0 {
+		return
+	}
+	now := time.Now()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, k := range keys {
+		if p.keys[k]--; p.keys[k] <= 0 {
+			delete(p.keys, k)
+		}
+		if taken {
+			p.recent[k] = now.Add(pickMemory)
+		}
+	}
+	if p.releases++; p.releases%256 == 0 {
+		for k, until := range p.recent {
+			if now.After(until) {
+				delete(p.recent, k)
+			}
+		}
+	}
+}
+
+// busy reports, for each candidate, whether another call is taking it or
+// took it recently.
+func (p *picking) busy(kvs []kv.KeyValue) []bool {
+	out := make([]bool, len(kvs))
+	now := time.Now()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for i, c := range kvs {
+		until, ok := p.recent[string(c.Key)]
+		out[i] = p.keys[string(c.Key)] > 0 || (ok && now.Before(until))
+	}
+	return out
+}

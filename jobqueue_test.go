@@ -1,0 +1,617 @@
+package fdbqueue_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/fdbqueue/fdbqueue"
+	"github.com/fdbqueue/fdbqueue/kv"
+	"github.com/fdbqueue/fdbqueue/memdb"
+	"github.com/fdbqueue/fdbqueue/tuple"
+)
+
+func TestJobQueueAddLeaseAck(t *testing.T) {
+	ctx := context.Background()
+	db := newDB(t)
+	clock := newFakeClock()
+	q := mustJobQueue(t, "basic", fdbqueue.JobQueueConfig{Clock: clock, Choice: 1})
+
+	a := mustAdd(t, db, q, fdbqueue.Job{Value: []byte("a")})
+	require.False(t, a.Duplicate)
+	require.Equal(t, fdbqueue.JobStats{Queued: 1, Due: 1}, mustStats(t, db, q))
+
+	ls := mustLease(t, db, q, 1, time.Minute)
+	require.Len(t, ls, 1)
+	l := ls[0]
+	require.Equal(t, a.ID, l.JobID)
+	require.Equal(t, "a", string(l.Value))
+	require.Equal(t, 1, l.Attempt)
+	require.Equal(t, fdbqueue.DefaultMaxAttempts, l.MaxAttempts)
+	require.Equal(t, clock.Now().Add(time.Minute).UnixMicro(), l.Deadline.UnixMicro())
+	require.Equal(t, fdbqueue.JobStats{Leased: 1}, mustStats(t, db, q))
+
+	_, err := q.Lease(ctx, db, 1, time.Minute)
+	require.ErrorIs(t, err, fdbqueue.ErrEmpty, "a leased job is invisible until its deadline")
+
+	require.NoError(t, q.Ack(ctx, db, l))
+	require.Equal(t, fdbqueue.JobStats{}, mustStats(t, db, q))
+	require.ErrorIs(t, q.Ack(ctx, db, l), fdbqueue.ErrLeaseLost, "a second ack finds nothing")
+	// Nothing is left but the journal (outside the subspace's range).
+	require.Empty(t, rawKeysIn(t, db, q.Subspace()))
+}
+
+// rawKeysIn lists the keys in the subspace's range, leaving out the
+// journal just past it and the keys that stay (three counters and the
+// signal): no job and no time-bucket counter is left behind.
+func rawKeysIn(t testing.TB, db kv.Database, sub fdbqueue.Subspace) [][]byte {
+	t.Helper()
+	var out [][]byte
+	meta := append(sub.Bytes(), 0xff)
+	stay := map[string]bool{}
+	for _, e := range []tuple.Tuple{{"c", "n"}, {"c", "l"}, {"c", "d"}, {"s"}} {
+		k, err := sub.Pack(e)
+		require.NoError(t, err)
+		stay[string(k)] = true
+	}
+	for _, k := range rawKeys(t, db, sub.Bytes()) {
+		if !bytes.HasPrefix(k, meta) && !stay[string(k)] {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// A delayed job is never leased before its vesting time, however the
+// clock creeps up to it; at that time it is.
+func TestJobQueueDelayedNeverEarly(t *testing.T) {
+	ctx := context.Background()
+	db := newDB(t)
+	clock := newFakeClock()
+	q := mustJobQueue(t, "delay", fdbqueue.JobQueueConfig{Clock: clock, StatsResolution: time.Millisecond})
+	start := clock.Now()
+	mustAdd(t, db, q, fdbqueue.Job{Value: []byte("in an hour"), Delay: time.Hour})
+	mustAdd(t, db, q, fdbqueue.Job{Value: []byte("at 30 min"), RunAt: start.Add(30 * time.Minute)})
+	require.Equal(t, fdbqueue.JobStats{Queued: 2, Delayed: 2}, mustStats(t, db, q))
+
+	for _, step := range []time.Duration{0, time.Minute, 29*time.Minute - time.Microsecond} {
+		clock.Advance(step)
+		_, err := q.Lease(ctx, db, 10, time.Minute)
+		require.ErrorIs(t, err, fdbqueue.ErrEmpty, "at %v", clock.Now().Sub(start))
+	}
+	clock.Advance(time.Microsecond) // exactly 30 minutes
+	ls := mustLease(t, db, q, 10, 10*time.Minute)
+	require.Len(t, ls, 1)
+	require.Equal(t, "at 30 min", string(ls[0].Value))
+	require.NoError(t, q.Ack(ctx, db, ls[0]))
+
+	clock.Advance(30*time.Minute - time.Microsecond)
+	_, err := q.Lease(ctx, db, 10, time.Minute)
+	require.ErrorIs(t, err, fdbqueue.ErrEmpty)
+	s := mustStats(t, db, q)
+	require.Equal(t, int64(1), s.Delayed)
+	clock.Advance(time.Microsecond)
+	require.Equal(t, int64(1), mustStats(t, db, q).Due)
+	ls = mustLease(t, db, q, 10, time.Minute)
+	require.Equal(t, "in an hour", string(ls[0].Value))
+}
+
+// With K = 1 the order is strict: vesting time first, then priority.
+func TestJobQueueStrictOrder(t *testing.T) {
+	ctx := context.Background()
+	db := newDB(t)
+	clock := newFakeClock()
+	q := mustJobQueue(t, "order", fdbqueue.JobQueueConfig{Clock: clock, Choice: 1})
+	now := clock.Now()
+	jobs := []fdbqueue.Job{
+		{Value: []byte("late"), RunAt: now.Add(-time.Second), Priority: 100},
+		{Value: []byte("low"), RunAt: now.Add(-time.Minute), Priority: -5},
+		{Value: []byte("high"), RunAt: now.Add(-time.Minute), Priority: 7},
+		{Value: []byte("max"), RunAt: now.Add(-time.Minute), Priority: 1<<31 - 1},
+		{Value: []byte("min"), RunAt: now.Add(-time.Minute), Priority: -1 << 31},
+		{Value: []byte("oldest"), RunAt: now.Add(-time.Hour)},
+		{Value: []byte("future"), RunAt: now.Add(time.Second), Priority: 1000},
+	}
+	_, err := q.AddBatch(ctx, db, jobs)
+	require.NoError(t, err)
+	var got []string
+	for {
+		ls, err := q.Lease(ctx, db, 1, time.Hour)
+		if errors.Is(err, fdbqueue.ErrEmpty) {
+			break
+		}
+		require.NoError(t, err)
+		got = append(got, string(ls[0].Value))
+	}
+	require.Equal(t, []string{"oldest", "max", "high", "low", "min", "late"}, got)
+	require.Equal(t, int64(oldestDueAge(t, db, q)), int64(0))
+}
+
+func oldestDueAge(t *testing.T, db kv.Database, q *fdbqueue.JobQueue) time.Duration {
+	return mustStats(t, db, q).OldestDue
+}
+
+// An expired lease whose job was leased again can neither be acked,
+// nacked nor extended, and the new holder's ack works.
+func TestJobQueueExpiredLeaseLost(t *testing.T) {
+	ctx := context.Background()
+	db := newDB(t)
+	clock := newFakeClock()
+	q := mustJobQueue(t, "expired", fdbqueue.JobQueueConfig{Clock: clock})
+	mustAdd(t, db, q, fdbqueue.Job{Value: []byte("x")})
+	old := mustLease(t, db, q, 1, time.Minute)[0]
+
+	// Past its deadline but not leased again: still the holder's.
+	clock.Advance(2 * time.Minute)
+	require.Equal(t, int64(1), mustStats(t, db, q).ExpiredLeases)
+	old, err := q.Extend(ctx, db, old, time.Minute)
+	require.NoError(t, err)
+	require.Equal(t, clock.Now().Add(time.Minute).UnixMicro(), old.Deadline.UnixMicro())
+
+	clock.Advance(time.Minute)
+	cur := mustLease(t, db, q, 1, time.Minute)[0]
+	require.Equal(t, 2, cur.Attempt)
+	require.NotEqual(t, old.ID, cur.ID, "every lease has a new ID")
+
+	_, err = q.Extend(ctx, db, old, time.Minute)
+	require.ErrorIs(t, err, fdbqueue.ErrLeaseLost)
+	require.ErrorIs(t, q.Ack(ctx, db, old), fdbqueue.ErrLeaseLost)
+	_, err = q.Nack(ctx, db, old, fdbqueue.NackOptions{})
+	require.ErrorIs(t, err, fdbqueue.ErrLeaseLost)
+	// An ack in the application's transaction fails, so its effects do
+	// not commit.
+	effect := []byte("effect-of-old")
+	err = db.Transact(ctx, func(tr kv.Transaction) error {
+		tr.Set(effect, []byte("done"))
+		return q.Ack(ctx, tr, old)
+	})
+	require.ErrorIs(t, err, fdbqueue.ErrLeaseLost)
+	v, err := getKey(ctx, db, effect)
+	require.NoError(t, err)
+	require.Nil(t, v)
+
+	require.NoError(t, q.Ack(ctx, db, cur))
+	require.Equal(t, fdbqueue.JobStats{}, mustStats(t, db, q))
+}
+
+// Nack retries with backoff; the last failure dead-letters the job, which
+// can be listed, requeued and deleted.
+func TestJobQueueNackDeadLetterRequeue(t *testing.T) {
+	ctx := context.Background()
+	db := newDB(t)
+	clock := newFakeClock()
+	q := mustJobQueue(t, "dead", fdbqueue.JobQueueConfig{Clock: clock, RetryBase: time.Second, RetryMax: 4 * time.Second})
+	a := mustAdd(t, db, q, fdbqueue.Job{Value: []byte("flaky"), MaxAttempts: 3, UniqueKey: "u1"})
+	for attempt := 1; attempt <= 3; attempt++ {
+		l := mustLease(t, db, q, 1, time.Minute)[0]
+		require.Equal(t, attempt, l.Attempt)
+		if attempt > 1 {
+			require.Equal(t, fmt.Sprint("failure ", attempt-1), l.Reason)
+		}
+		dead, err := q.Nack(ctx, db, l, fdbqueue.NackOptions{Reason: fmt.Sprint("failure ", attempt)})
+		require.NoError(t, err)
+		require.Equal(t, attempt == 3, dead)
+		if !dead {
+			_, err := q.Lease(ctx, db, 1, time.Minute)
+			require.ErrorIs(t, err, fdbqueue.ErrEmpty, "backoff: not due at once")
+			clock.Advance(4 * time.Second) // at most RetryMax
+		}
+	}
+	require.Equal(t, fdbqueue.JobStats{Dead: 1}, mustStats(t, db, q))
+	// The unique key is free while the job is dead.
+	b := mustAdd(t, db, q, fdbqueue.Job{Value: []byte("other"), UniqueKey: "u1"})
+	require.False(t, b.Duplicate)
+
+	deadJobs, err := q.ListDead(ctx, db, nil, 10)
+	require.NoError(t, err)
+	require.Len(t, deadJobs, 1)
+	require.Equal(t, a.ID, deadJobs[0].ID)
+	require.Equal(t, "flaky", string(deadJobs[0].Value))
+	require.Equal(t, 3, deadJobs[0].Attempts)
+	require.Equal(t, "failure 3", deadJobs[0].Reason)
+	more, err := q.ListDead(ctx, db, deadJobs[0].Cursor, 10)
+	require.NoError(t, err)
+	require.Empty(t, more)
+
+	require.ErrorIs(t, q.Requeue(ctx, db, a.ID), fdbqueue.ErrUniqueKeyHeld)
+	lb := mustLease(t, db, q, 1, time.Minute)[0]
+	require.Equal(t, b.ID, lb.JobID)
+	require.NoError(t, q.Ack(ctx, db, lb))
+	require.NoError(t, q.Requeue(ctx, db, a.ID))
+	require.ErrorIs(t, q.Requeue(ctx, db, a.ID), fdbqueue.ErrJobNotFound)
+	require.Equal(t, fdbqueue.JobStats{Queued: 1, Due: 1}, mustStats(t, db, q))
+	dup := mustAdd(t, db, q, fdbqueue.Job{Value: []byte("again"), UniqueKey: "u1"})
+	require.True(t, dup.Duplicate, "the requeued job holds its unique key again")
+	require.Equal(t, a.ID, dup.ID)
+
+	l := mustLease(t, db, q, 1, time.Minute)[0]
+	require.Equal(t, 1, l.Attempt, "requeue resets the attempts")
+	_, err = q.Nack(ctx, db, l, fdbqueue.NackOptions{Delay: -1})
+	require.NoError(t, err)
+	// An expired last attempt dead-letters the job at the next lease.
+	for i := 2; i <= 3; i++ {
+		l = mustLease(t, db, q, 1, time.Minute)[0]
+		require.Equal(t, i, l.Attempt)
+		clock.Advance(2 * time.Minute)
+	}
+	_, err = q.Lease(ctx, db, 1, time.Minute)
+	require.ErrorIs(t, err, fdbqueue.ErrEmpty)
+	require.Equal(t, fdbqueue.JobStats{Dead: 1}, mustStats(t, db, q))
+	require.ErrorIs(t, q.Ack(ctx, db, l), fdbqueue.ErrLeaseLost)
+	require.NoError(t, q.DeleteDead(ctx, db, a.ID))
+	require.ErrorIs(t, q.DeleteDead(ctx, db, a.ID), fdbqueue.ErrJobNotFound)
+	require.Equal(t, fdbqueue.JobStats{}, mustStats(t, db, q))
+	require.Empty(t, rawKeysIn(t, db, q.Subspace()))
+}
+
+// Values at the limit, all-zero and all-0xff survive lease, nack,
+// dead-letter and requeue unchanged; one byte more is refused before
+// anything is written.
+func TestJobQueueValuesAtTheLimit(t *testing.T) {
+	ctx := context.Background()
+	db := newDB(t)
+	clock := newFakeClock()
+	q := mustJobQueue(t, "limits", fdbqueue.JobQueueConfig{Clock: clock, Choice: 1})
+	values := [][]byte{
+		bytes.Repeat([]byte{0}, kv.MaxValueSize),
+		bytes.Repeat([]byte{0xff}, kv.MaxValueSize),
+		bytes.Repeat([]byte("ab"), kv.MaxValueSize/2),
+		{},
+		{0},
+		{0xff},
+	}
+	_, err := q.Add(ctx, db, fdbqueue.Job{Value: make([]byte, kv.MaxValueSize+1)})
+	require.ErrorIs(t, err, fdbqueue.ErrValueTooLarge)
+	require.ErrorIs(t, err, kv.ErrValueTooLarge)
+
+	for _, v := range values {
+		r, err := q.Add(ctx, db, fdbqueue.Job{Value: v, MaxAttempts: 2, UniqueKey: string(bytes.Repeat([]byte{0xff}, fdbqueue.MaxUniqueKeySize))})
+		require.NoError(t, err)
+		require.False(t, r.Duplicate)
+		l := mustLease(t, db, q, 1, time.Minute)[0]
+		require.Equal(t, v, l.Value)
+		_, err = q.Nack(ctx, db, l, fdbqueue.NackOptions{Delay: -1, Reason: string(bytes.Repeat([]byte{0xff}, 5000))})
+		require.NoError(t, err)
+		l = mustLease(t, db, q, 1, time.Minute)[0]
+		require.Equal(t, v, l.Value)
+		require.Len(t, l.Reason, fdbqueue.MaxReasonSize)
+		dead, err := q.Nack(ctx, db, l, fdbqueue.NackOptions{})
+		require.NoError(t, err)
+		require.True(t, dead)
+		ds, err := q.ListDead(ctx, db, nil, 1)
+		require.NoError(t, err)
+		require.Equal(t, v, ds[0].Value)
+		require.NoError(t, q.Requeue(ctx, db, r.ID))
+		l = mustLease(t, db, q, 1, time.Minute)[0]
+		require.Equal(t, v, l.Value)
+		require.NoError(t, q.Ack(ctx, db, l))
+	}
+	_, err = q.Add(ctx, db, fdbqueue.Job{UniqueKey: string(make([]byte, fdbqueue.MaxUniqueKeySize+1))})
+	require.ErrorIs(t, err, fdbqueue.ErrInvalidArgument)
+
+	// A batch over the budget is refused whole.
+	big := make([]fdbqueue.Job, 11)
+	for i := range big {
+		big[i].Value = values[0]
+	}
+	_, err = q.AddBatch(ctx, db, big)
+	require.ErrorIs(t, err, fdbqueue.ErrBatchTooLarge)
+	require.Equal(t, fdbqueue.JobStats{}, mustStats(t, db, q))
+}
+
+// Concurrent adds of one unique key add exactly one job.
+func TestJobQueueUniqueConcurrent(t *testing.T) {
+	ctx := context.Background()
+	db := newDB(t, memdb.WithSeed(3), memdb.WithFaults(memdb.Faults{UnknownApplied: 0.1, UnknownNotApplied: 0.1, NotCommitted: 0.05}))
+	q := mustJobQueue(t, "unique", fdbqueue.JobQueueConfig{})
+	const adders, keys = 8, 5
+	results := make([][]fdbqueue.AddResult, adders)
+	var wg sync.WaitGroup
+	for a := range adders {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for k := range keys {
+				r, err := q.Add(ctx, db, fdbqueue.Job{Value: []byte{byte(a)}, UniqueKey: fmt.Sprint("key-", k)})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				results[a] = append(results[a], r)
+			}
+		}()
+	}
+	wg.Wait()
+	for k := range keys {
+		added := 0
+		ids := map[fdbqueue.JobID]bool{}
+		for a := range adders {
+			r := results[a][k]
+			ids[r.ID] = true
+			if !r.Duplicate {
+				added++
+			}
+		}
+		require.Equal(t, 1, added, "key %d", k)
+		require.Len(t, ids, 1, "every duplicate names the job that holds the key")
+	}
+	require.Equal(t, int64(keys), mustStats(t, db, q).Queued)
+}
+
+// Under commit_unknown_result, applied or not, each operation takes effect
+// once and returns the same result.
+func TestJobQueueUnknownResult(t *testing.T) {
+	for _, applied := range []bool{true, false} {
+		t.Run(fmt.Sprint("applied=", applied), func(t *testing.T) {
+			ctx := context.Background()
+			db := newDB(t)
+			clock := newFakeClock()
+			q := mustJobQueue(t, "unknown", fdbqueue.JobQueueConfig{Clock: clock})
+
+			db.FailNextCommit(kv.ErrCommitUnknownResult, applied)
+			r, err := q.Add(ctx, db, fdbqueue.Job{Value: []byte("v"), UniqueKey: "k"})
+			require.NoError(t, err)
+			require.False(t, r.Duplicate, "the retry returns the first attempt's result")
+			require.Equal(t, int64(1), mustStats(t, db, q).Queued)
+
+			db.FailNextCommit(kv.ErrCommitUnknownResult, applied)
+			l := mustLease(t, db, q, 1, time.Minute)[0]
+			require.Equal(t, 1, l.Attempt, "one lease, one attempt")
+			require.Equal(t, r.ID, l.JobID)
+
+			db.FailNextCommit(kv.ErrCommitUnknownResult, applied)
+			l, err = q.Extend(ctx, db, l, 2*time.Minute)
+			require.NoError(t, err)
+
+			db.FailNextCommit(kv.ErrCommitUnknownResult, applied)
+			dead, err := q.Nack(ctx, db, l, fdbqueue.NackOptions{Delay: -1})
+			require.NoError(t, err)
+			require.False(t, dead)
+
+			l = mustLease(t, db, q, 1, time.Minute)[0]
+			require.Equal(t, 2, l.Attempt)
+			db.FailNextCommit(kv.ErrCommitUnknownResult, applied)
+			require.NoError(t, q.Ack(ctx, db, l))
+			require.Equal(t, fdbqueue.JobStats{}, mustStats(t, db, q))
+
+			// Inside the application's transaction, with the OpID made once.
+			l2 := func() fdbqueue.Lease {
+				mustAdd(t, db, q, fdbqueue.Job{Value: []byte("w")})
+				return mustLease(t, db, q, 1, time.Minute)[0]
+			}()
+			id := fdbqueue.NewOpID()
+			effect := []byte("effect")
+			db.FailNextCommit(kv.ErrCommitUnknownResult, applied)
+			runs := 0
+			require.NoError(t, db.Transact(ctx, func(tr kv.Transaction) error {
+				runs++
+				tr.Set(effect, l2.ID[:]) // idempotent, keyed by the lease
+				return q.Ack(ctx, tr, l2, fdbqueue.WithOpID(id))
+			}))
+			require.Equal(t, 2, runs)
+			require.Equal(t, fdbqueue.JobStats{}, mustStats(t, db, q))
+		})
+	}
+}
+
+// LeaseWait sleeps on the signal watch and on a timer for the earliest
+// vesting time: it wakes when a job is added, and when a delayed job falls
+// due, with no polling and no sleeps in the test.
+func TestJobQueueLeaseWait(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	db := newDB(t)
+	clock := newFakeClock()
+	clock.armed = make(chan time.Duration, 16)
+	q := mustJobQueue(t, "wait", fdbqueue.JobQueueConfig{Clock: clock})
+
+	type result struct {
+		ls  []fdbqueue.Lease
+		err error
+	}
+	wait := func() chan result {
+		ch := make(chan result, 1)
+		go func() {
+			ls, err := q.LeaseWait(ctx, db, 1, time.Minute)
+			ch <- result{ls, err}
+		}()
+		return ch
+	}
+
+	// Empty queue: a watch only (no timer). Adding wakes it.
+	w := wait()
+	mustAdd(t, db, q, fdbqueue.Job{Value: []byte("now")})
+	r := <-w
+	require.NoError(t, r.err)
+	require.Equal(t, "now", string(r.ls[0].Value))
+	require.NoError(t, q.Ack(ctx, db, r.ls[0]))
+
+	// A job due in 10 minutes: the waiter arms a timer for it.
+	mustAdd(t, db, q, fdbqueue.Job{Value: []byte("later"), Delay: 10 * time.Minute})
+	w = wait()
+	d := <-clock.armed
+	require.Equal(t, 10*time.Minute+time.Microsecond, d)
+	select {
+	case r := <-w:
+		t.Fatalf("woke early: %v", r)
+	default:
+	}
+	clock.Advance(d)
+	r = <-w
+	require.NoError(t, r.err)
+	require.Equal(t, "later", string(r.ls[0].Value))
+
+	// A leased job falls due again at its deadline: the waiter wakes then.
+	w = wait()
+	d = <-clock.armed
+	require.Equal(t, time.Minute+time.Microsecond, d)
+	clock.Advance(d)
+	r = <-w
+	require.NoError(t, r.err)
+	require.Equal(t, 2, r.ls[0].Attempt)
+
+	// Context end.
+	cctx, ccancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { _, err := q.LeaseWait(cctx, db, 1, time.Minute); done <- err }()
+	<-clock.armed
+	ccancel()
+	require.ErrorIs(t, <-done, context.Canceled)
+}
+
+// Stats splits due from delayed and live from expired leases, exactly at
+// the resolution, from counters only.
+func TestJobQueueStats(t *testing.T) {
+	ctx := context.Background()
+	db := newDB(t)
+	clock := newFakeClock()
+	q := mustJobQueue(t, "stats", fdbqueue.JobQueueConfig{Clock: clock, Choice: 1})
+	for i := range 10 {
+		mustAdd(t, db, q, fdbqueue.Job{Value: []byte{byte(i)}, Delay: time.Duration(i) * time.Minute})
+	}
+	require.Equal(t, fdbqueue.JobStats{Queued: 10, Due: 1, Delayed: 9}, mustStats(t, db, q))
+	clock.Advance(4*time.Minute + 30*time.Second)
+	s := mustStats(t, db, q)
+	require.Equal(t, fdbqueue.JobStats{Queued: 10, Due: 5, Delayed: 5, OldestDue: 4*time.Minute + 30*time.Second}, s)
+	ls := mustLease(t, db, q, 3, time.Minute)
+	require.Len(t, ls, 3)
+	require.Equal(t, fdbqueue.JobStats{Queued: 7, Due: 2, Delayed: 5, Leased: 3, OldestDue: time.Minute + 30*time.Second}, mustStats(t, db, q))
+	clock.Advance(2 * time.Minute)
+	s = mustStats(t, db, q)
+	require.Equal(t, int64(3), s.ExpiredLeases)
+	require.Equal(t, int64(0), s.Leased)
+	require.Equal(t, int64(2+2+3), s.Due)
+	require.NoError(t, q.Ack(ctx, db, ls[0]))
+	s = mustStats(t, db, q)
+	require.Equal(t, fdbqueue.JobStats{Queued: 7, Due: 6, Delayed: 3, ExpiredLeases: 2, OldestDue: s.OldestDue}, s)
+}
+
+func TestJobQueueBadInput(t *testing.T) {
+	ctx := context.Background()
+	db := newDB(t)
+	sub := mustSubspace(t, "test", "bad")
+	for _, cfg := range []fdbqueue.JobQueueConfig{{LeaseDuration: -1}, {MaxAttempts: -1}, {Choice: -1}, {Choice: fdbqueue.MaxLeaseBatch + 1},
+		{RetryBase: time.Minute, RetryMax: time.Second}, {StatsResolution: -1}} {
+		_, err := fdbqueue.NewJobQueue(sub, cfg)
+		require.ErrorIs(t, err, fdbqueue.ErrInvalidArgument, "%+v", cfg)
+	}
+	_, err := fdbqueue.NewJobQueue(sub, fdbqueue.JobQueueConfig{}, fdbqueue.WithStaging(fdbqueue.StagingConfig{}))
+	require.ErrorIs(t, err, fdbqueue.ErrInvalidArgument)
+	_, err = fdbqueue.NewJobQueue(fdbqueue.SubspaceFromBytes(nil), fdbqueue.JobQueueConfig{})
+	require.ErrorIs(t, err, fdbqueue.ErrInvalidArgument)
+
+	q := mustJobQueue(t, "bad", fdbqueue.JobQueueConfig{})
+	_, err = q.Add(ctx, nil, fdbqueue.Job{})
+	require.ErrorIs(t, err, fdbqueue.ErrInvalidArgument)
+	var nilDB *memdb.DB
+	_, err = q.Lease(ctx, nilDB, 1, 0)
+	require.ErrorIs(t, err, fdbqueue.ErrInvalidArgument)
+	for _, n := range []int{0, -1, fdbqueue.MaxLeaseBatch + 1} {
+		_, err = q.Lease(ctx, db, n, 0)
+		require.ErrorIs(t, err, fdbqueue.ErrInvalidArgument)
+	}
+	_, err = q.Lease(ctx, db, 1, -time.Second)
+	require.ErrorIs(t, err, fdbqueue.ErrInvalidArgument)
+	_, err = q.Add(ctx, db, fdbqueue.Job{MaxAttempts: -1})
+	require.ErrorIs(t, err, fdbqueue.ErrInvalidArgument)
+	_, err = q.ListDead(ctx, db, []byte("not a cursor"), 1)
+	require.ErrorIs(t, err, fdbqueue.ErrInvalidArgument)
+	_, err = q.ListDead(ctx, db, nil, 0)
+	require.ErrorIs(t, err, fdbqueue.ErrInvalidArgument)
+	require.ErrorIs(t, q.Ack(ctx, db, fdbqueue.Lease{}), fdbqueue.ErrLeaseLost)
+	require.ErrorIs(t, q.Requeue(ctx, db, fdbqueue.JobID{}), fdbqueue.ErrJobNotFound)
+}
+
+// LeaseWait whose only candidates are dead-lettered (their last lease
+// expired) looks again, then sleeps until the next job is due.
+func TestJobQueueLeaseWaitAfterBurying(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	db := newDB(t)
+	clock := newFakeClock()
+	q := mustJobQueue(t, "wait-bury", fdbqueue.JobQueueConfig{Clock: clock})
+	mustAdd(t, db, q, fdbqueue.Job{Value: []byte("once"), MaxAttempts: 1})
+	mustLease(t, db, q, 1, time.Minute)
+	clock.Advance(2 * time.Minute) // the only attempt expired
+	mustAdd(t, db, q, fdbqueue.Job{Value: []byte("next"), Delay: time.Hour})
+	clock.armed = make(chan time.Duration, 4)
+	got := make(chan []fdbqueue.Lease, 1)
+	go func() {
+		ls, err := q.LeaseWait(ctx, db, 1, time.Minute)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- ls
+	}()
+	require.Equal(t, time.Hour+time.Microsecond, <-clock.armed)
+	require.Equal(t, int64(1), mustStats(t, db, q).Dead)
+	clock.Advance(time.Hour + time.Microsecond)
+	require.Equal(t, "next", string((<-got)[0].Value))
+}
+
+// Batches at the limits: nine values of the maximum size in one add (just
+// under the 1 MB budget), and a lease of MaxLeaseBatch jobs at once.
+func TestJobQueueBatchesAtTheLimit(t *testing.T) {
+	ctx := context.Background()
+	db := newDB(t)
+	clock := newFakeClock()
+	q := mustJobQueue(t, "batch-limits", fdbqueue.JobQueueConfig{Clock: clock, Choice: 1})
+	big := make([]fdbqueue.Job, 9)
+	for i := range big {
+		big[i].Value = bytes.Repeat([]byte{byte(i)}, kv.MaxValueSize)
+	}
+	_, err := q.AddBatch(ctx, db, big)
+	require.NoError(t, err)
+	ls := mustLease(t, db, q, 9, time.Minute)
+	require.Len(t, ls, 9)
+	for _, l := range ls {
+		require.Len(t, l.Value, kv.MaxValueSize)
+		require.NoError(t, q.Ack(ctx, db, l))
+	}
+
+	many := make([]fdbqueue.Job, fdbqueue.MaxLeaseBatch)
+	for i := range many {
+		many[i].Value = []byte{byte(i)}
+	}
+	_, err = q.AddBatch(ctx, db, many)
+	require.NoError(t, err)
+	ls = mustLease(t, db, q, fdbqueue.MaxLeaseBatch, time.Minute)
+	require.Len(t, ls, fdbqueue.MaxLeaseBatch)
+	require.Equal(t, fdbqueue.JobStats{Leased: fdbqueue.MaxLeaseBatch}, mustStats(t, db, q))
+}
+
+// A key in the queue's range that the queue did not write fails with
+// ErrForeignKey (naming it) when it is the only candidate (with K = 1, when
+// it is first, as a Queue's head), and is left alone while there are other
+// candidates to take.
+func TestJobQueueForeignKeys(t *testing.T) {
+	ctx := context.Background()
+	db := newDB(t)
+	clock := newFakeClock()
+	q := mustJobQueue(t, "foreign", fdbqueue.JobQueueConfig{Clock: clock, Choice: 1})
+	foreign, err := q.Subspace().Pack(tuple.Tuple{"q", int64(0), "not a job"})
+	require.NoError(t, err)
+	require.NoError(t, db.Transact(ctx, func(tr kv.Transaction) error { tr.Set(foreign, []byte("x")); return nil }))
+	_, err = q.Lease(ctx, db, 1, time.Minute)
+	var fk *fdbqueue.ForeignKeyError
+	require.ErrorAs(t, err, &fk)
+	require.Equal(t, foreign, fk.Key)
+	_, err = q.Stats(ctx, db)
+	require.ErrorIs(t, err, fdbqueue.ErrForeignKey)
+
+	mustAdd(t, db, q, fdbqueue.Job{Value: []byte("real")})
+	_, err = q.Lease(ctx, db, 1, time.Minute)
+	require.ErrorIs(t, err, fdbqueue.ErrForeignKey, "K = 1: the foreign key is the only candidate")
+	q4 := mustJobQueue(t, "foreign", fdbqueue.JobQueueConfig{Clock: clock, Choice: 4})
+	ls := mustLease(t, db, q4, 1, time.Minute)
+	require.Equal(t, "real", string(ls[0].Value))
+	v, err := getKey(ctx, db, foreign)
+	require.NoError(t, err)
+	require.Equal(t, []byte("x"), v, "left alone")
+}

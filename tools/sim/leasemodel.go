@@ -1,0 +1,229 @@
+package sim
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/anishathalye/porcupine"
+)
+
+// LeaseKind is the kind of a recorded JobQueue operation.
+type LeaseKind uint8
+
+// JobQueue operations. LObserve is the harness's read of every job record
+// at a quiescent point.
+const (
+	LAdd LeaseKind = iota
+	LLease
+	LAck
+	LNack
+	LExtend
+	LObserve
+)
+
+var leaseKindNames = [...]string{"Add", "Lease", "Ack", "Nack", "Extend", "Observe"}
+
+// String returns the kind's name.
+func (k LeaseKind) String() string {
+	if int(k) < len(leaseKindNames) {
+		return leaseKindNames[k]
+	}
+	return fmt.Sprintf("LeaseKind(%d)", k)
+}
+
+// LeaseInput is the input of a recorded JobQueue operation. The clock is
+// fixed within a round, so Now is known to the model.
+type LeaseInput struct {
+	Kind LeaseKind
+	Now  int64 // the queue's clock, µs
+	// Add: the job's vesting time, priority and max attempts.
+	Vest int64
+	Prio int32
+	Max  int
+	// Lease: how many and for how long (µs); Extend: for how long.
+	N int
+	D int64
+	// Ack, Nack, Extend: the job and the lease's tag (its ID's first 8
+	// bytes). Nack: the new vesting time (Vest).
+	Job string
+	Tag uint64
+}
+
+// LeasedJob is one lease a Lease returned.
+type LeasedJob struct {
+	Job     string
+	Tag     uint64
+	Attempt int
+}
+
+// JobRecord is a job as Observe read it from the database, or as the
+// model holds it.
+type JobRecord struct {
+	Job      string
+	Vest     int64 // vesting time, or the lease's deadline
+	Prio     int32
+	Tag      uint64 // the lease's tag; 0 when not leased
+	Attempts int
+	Max      int
+	Dead     bool
+}
+
+// LeaseOutput is the output of a recorded JobQueue operation.
+type LeaseOutput struct {
+	Job    string      // Add: the new job's ID
+	Leases []LeasedJob // Lease
+	Empty  bool        // Lease: ErrEmpty
+	Lost   bool        // Ack, Nack, Extend: ErrLeaseLost
+	Dead   bool        // Nack: the job was dead-lettered
+	Jobs   []JobRecord // Observe, sorted by Job
+}
+
+// leaseState is the model's state: the jobs in the queue or dead, sorted
+// by ID (acked jobs are gone).
+type leaseState []JobRecord
+
+func (s leaseState) find(job string) int {
+	i, ok := slices.BinarySearchFunc(s, job, func(r JobRecord, j string) int {
+		switch {
+		case r.Job < j:
+			return -1
+		case r.Job > j:
+			return 1
+		}
+		return 0
+	})
+	if !ok {
+		return -1
+	}
+	return i
+}
+
+// due reports whether a live job can be leased (or, exhausted, buried) at now.
+func (r JobRecord) due(now int64) bool { return !r.Dead && r.Vest <= now }
+
+func (r JobRecord) exhausted() bool { return r.Attempts >= r.Max }
+
+// LeaseModel is the sequential specification of a JobQueue, for
+// porcupine, with choice K. Lease may take any due jobs that have attempts
+// left (which ones among the due is the random choice; its order is
+// checked by unit tests, not here, since it holds as of the lease's read
+// version); a job whose last lease expired may be dead-lettered by any
+// later Lease, which the model learns at the next Observe (or from an Ack
+// that finds the lease lost).
+func LeaseModel(k int) porcupine.Model {
+	return porcupine.Model{
+		Init: func() any { return leaseState(nil) },
+		Step: func(state, input, output any) (bool, any) {
+			return leaseStep(state.(leaseState), input.(LeaseInput), output.(LeaseOutput), k)
+		},
+		Equal: func(a, b any) bool { return slices.Equal(a.(leaseState), b.(leaseState)) },
+		DescribeOperation: func(input, output any) string {
+			in, out := input.(LeaseInput), output.(LeaseOutput)
+			return fmt.Sprintf("%v(%+v) -> %+v", in.Kind, in, out)
+		},
+	}
+}
+
+func leaseStep(s leaseState, in LeaseInput, out LeaseOutput, k int) (bool, any) {
+	switch in.Kind {
+	case LAdd:
+		if out.Job == "" || s.find(out.Job) >= 0 {
+			return false, s
+		}
+		n := append(slices.Clone(s), JobRecord{Job: out.Job, Vest: in.Vest, Prio: in.Prio, Max: in.Max})
+		slices.SortFunc(n, func(a, b JobRecord) int {
+			if a.Job < b.Job {
+				return -1
+			}
+			return 1
+		})
+		return true, n
+	case LLease:
+		eligible, due := 0, 0
+		for _, r := range s {
+			if r.due(in.Now) {
+				due++
+				if !r.exhausted() {
+					eligible++
+				}
+			}
+		}
+		if out.Empty {
+			// Empty: nothing eligible, or the window of K+N−1 due jobs it
+			// read may have held only exhausted ones (it buried them).
+			return eligible == 0 || due >= k+in.N-1, s
+		}
+		if len(out.Leases) == 0 || len(out.Leases) > in.N {
+			return false, s
+		}
+		n := slices.Clone(s)
+		for _, l := range out.Leases {
+			i := n.find(l.Job)
+			if i < 0 || !n[i].due(in.Now) || n[i].exhausted() || l.Attempt != n[i].Attempts+1 || l.Tag == 0 {
+				return false, s
+			}
+			n[i].Attempts++
+			n[i].Tag = l.Tag
+			n[i].Vest = in.Now + in.D
+		}
+		return true, n
+	case LAck, LNack, LExtend:
+		i := s.find(in.Job)
+		held := i >= 0 && !s[i].Dead && s[i].Tag == in.Tag
+		if !held {
+			return out.Lost, s
+		}
+		if out.Lost {
+			// The lease is still the job's: lost only if a Lease buried
+			// the job (its last attempt expired) since.
+			if !(s[i].exhausted() && s[i].due(in.Now)) {
+				return false, s
+			}
+			n := slices.Clone(s)
+			n[i].Dead, n[i].Tag = true, 0
+			return true, n
+		}
+		n := slices.Clone(s)
+		switch in.Kind {
+		case LAck:
+			return true, slices.Delete(n, i, i+1)
+		case LNack:
+			if out.Dead != n[i].exhausted() {
+				return false, s
+			}
+			n[i].Tag = 0
+			if out.Dead {
+				n[i].Dead = true
+			} else {
+				n[i].Vest = in.Vest
+			}
+			return true, n
+		default: // LExtend
+			n[i].Vest = in.Now + in.D
+			return true, n
+		}
+	case LObserve:
+		if len(out.Jobs) != len(s) {
+			return false, s
+		}
+		n := slices.Clone(s)
+		for i, got := range out.Jobs {
+			want := n[i]
+			if got.Job != want.Job {
+				return false, s
+			}
+			if got.Dead && !want.Dead && want.exhausted() && want.due(in.Now) {
+				n[i].Dead, n[i].Tag = true, 0 // buried by a Lease
+				continue
+			}
+			if got.Dead != want.Dead {
+				return false, s
+			}
+			if !want.Dead && got != want {
+				return false, s
+			}
+		}
+		return true, n
+	}
+	return false, s
+}
