@@ -422,6 +422,20 @@ func (g *confGate) reconfigure(ctx context.Context, t kv.Transactor, busy []kv.K
 	})
 }
 
+// checkRecover runs a read-only transaction that checks the record before
+// Recover: a handle whose options disagree, or one made without
+// WithStaging on a staged queue (it would recover as the wrong serving
+// mode), gets ErrConfigMismatch.
+func (g *confGate) checkRecover(ctx context.Context, db kv.Database) error {
+	if err := g.reads(db).ReadTransact(ctx, func(kv.ReadTransaction) error { return nil }); err != nil {
+		return err
+	}
+	if c := g.seen.Load(); g.staged == "" && c != nil && (c.staging == stagingBatches || c.staging == stagingPlace) {
+		return &ConfigMismatchError{Field: "staging", Stored: c.staging, Handle: "none (Recover needs the consumers' WithStaging)"}
+	}
+	return nil
+}
+
 // stagingRanges are the ranges of a staged side's requests and results.
 func stagingRanges(sub Subspace, names ...string) []kv.KeyRange {
 	meta := metaSubspace(sub.prefix)

@@ -321,3 +321,21 @@ func TestUnstagedConsumerRespectsLine(t *testing.T) {
 	require.ErrorIs(t, <-done, context.Canceled)
 	require.Equal(t, []string{"x"}, drain(t, db, plain))
 }
+
+// Recover needs the consumers' staging options: a handle without them, or
+// with another serving mode, is refused before it changes anything.
+func TestRecoverChecksConfig(t *testing.T) {
+	ctx := context.Background()
+	db := stgDB(t)
+	sub := stgSubspace(t, "recover-config")
+	staged := stgQueue(t, sub, stagingMode{"place", true}.opts(fdbqueue.StagingConfig{})...)
+	require.NoError(t, staged.Enqueue(ctx, db, []byte("a")))
+	_, err := staged.Recover(ctx, db)
+	require.NoError(t, err)
+	plain := stgQueue(t, sub, fdbqueue.WithVersionstampOrder())
+	_, err = plain.Recover(ctx, db)
+	requireMismatch(t, err, "staging")
+	other := stgQueue(t, sub, stagingMode{"batches", false}.opts(fdbqueue.StagingConfig{})[0], fdbqueue.WithVersionstampOrder())
+	_, err = other.Recover(ctx, db)
+	requireMismatch(t, err, "staging")
+}

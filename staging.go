@@ -2113,10 +2113,14 @@ func (q *Queue) DequeueWait(ctx context.Context, db kv.Database, opts ...OpOptio
 // calls do the same for what they come across; run Recover now and then
 // (say every claim timeout) from any client to bound how long a crashed
 // consumer can strand an item. Its Queue value must have the staging
-// configuration of the queue's consumers.
+// configuration of the queue's consumers: otherwise it fails with
+// ErrConfigMismatch (checked in a read-only transaction first).
 func (q *Queue) Recover(ctx context.Context, db kv.Database) (RecoverStats, error) {
 	var st RecoverStats
 	if err := checkTransactor(db); err != nil {
+		return st, err
+	}
+	if err := q.journal.gate.checkRecover(ctx, db); err != nil { // config.go
 		return st, err
 	}
 	err := q.stage.recover(ctx, db, &st)
@@ -2176,6 +2180,9 @@ func (pq *PriorityQueue) PopMaxWait(ctx context.Context, db kv.Database, opts ..
 func (pq *PriorityQueue) Recover(ctx context.Context, db kv.Database) (RecoverStats, error) {
 	var st RecoverStats
 	if err := checkTransactor(db); err != nil {
+		return st, err
+	}
+	if err := pq.journal.gate.checkRecover(ctx, db); err != nil { // config.go
 		return st, err
 	}
 	if err := pq.stageMin.recover(ctx, db, &st); err != nil {
