@@ -220,6 +220,24 @@ func (g *confGate) issue(tr kv.ReadTransaction, producing bool) *gateRead {
 	return &gateRead{g: g, tr: tr, f: tr.Snapshot().Get(g.key), producing: producing}
 }
 
+// issueStep is issue for a step of a staged operation. blind says the
+// step is likely to read nothing (a registration by place while the line
+// is long, a blind write): then, once this handle has seen a record that
+// agrees with it, the record is not read, so that the step stays free of
+// reads and round trips. The epoch conflict still makes the step fail if
+// a change of the record commits meanwhile, and the operation's next step
+// reads the record before it takes anything (a request filed under a
+// record changed just before is withdrawn then).
+func (g *confGate) issueStep(tr kv.Transaction, blind bool) *gateRead {
+	if blind && g != nil {
+		if c := g.seen.Load(); c != nil && c.staging == g.staged && g.compare(*c) == nil {
+			_ = tr.AddReadConflictKey(g.epoch)
+			return nil
+		}
+	}
+	return g.issue(tr, false)
+}
+
 // settle waits for the record and checks it against the handle: on
 // disagreement it returns a *ConfigMismatchError and writes nothing. On a
 // queue without a record it writes the handle's (in a writing

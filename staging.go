@@ -872,7 +872,7 @@ func (w *waiter[T]) loop(ctx, callerCtx context.Context) (T, error) {
 }
 
 func (w *waiter[T]) attempt(tr kv.Transaction) (outcome[T], error) {
-	gate := w.s.journal.gate.issue(tr, false) // config.go
+	gate := w.s.journal.gate.issueStep(tr, w.reqKey == nil && w.s.stable && w.s.busy.Load()) // config.go
 	out, err := w.step(tr)
 	if err == nil {
 		err = gate.settle() // config.go: before the commit
