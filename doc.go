@@ -249,7 +249,11 @@
 // record, as a blind write, so producers that agree do not conflict.
 // Handles made without WithStaging follow the stored staging mode (they
 // bump the signal, and respect the line of a queue served by place).
-// Reconfigure changes the record of an empty queue. See config.go.
+// Reconfigure changes the record of an empty queue. See config.go. Cost
+// per transaction: one snapshot point read and one read conflict key (an
+// epoch key that only changes of the record write); the first write adds
+// the record and two conflict ranges; on a queue someone waits on, a
+// producer made without WithStaging adds the signal's atomic add.
 //
 // Recipe clients (Python, Java) share a recipe-layout queue: they enqueue
 // and dequeue items this library serves, and never see the meta subspace.
