@@ -196,6 +196,20 @@ func (g *confGate) servedByPlace(own bool) bool {
 	return c != nil && c.staging == stagingPlace
 }
 
+// cost bounds what the stored configuration adds to a transaction's size
+// (budget.go): the epoch's read conflict key always; on the first write or
+// a change, the record, the epoch's add, the claim's write conflict key
+// and the two read conflict ranges around it.
+func (g *confGate) cost() int {
+	if g == nil {
+		return 0
+	}
+	rec := len(g.want.pack()) + 8 // the staging mode names differ in length
+	claim := len(g.claims.prefix) + rec + 4
+	around := 2 * (len(g.claims.prefix) + 1 + claim + 1 + keyRangeRefSize)
+	return conflictKeyCost(len(g.epoch)) + setCost(len(g.key), rec) + setCost(len(g.epoch), 8) + conflictKeyCost(claim) + around
+}
+
 // gateRead is one transaction's read of the record.
 type gateRead struct {
 	g         *confGate
@@ -372,7 +386,24 @@ func (g *confGate) reads(t kv.ReadTransactor) kv.ReadTransactor {
 	if err := checkTransactor(t); err != nil {
 		return t // the layer reports the nil transactor
 	}
+	if db, ok := t.(kv.Database); ok {
+		// Still a Database (Len counts a Database in several
+		// transactions): each of its read transactions checks.
+		return gatedDB{Database: db, r: gatedReader{t: db, g: g}}
+	}
 	return gatedReader{t: t, g: g}
+}
+
+// gatedDB is a Database whose ReadTransact checks the record.
+type gatedDB struct {
+	kv.Database
+	r gatedReader
+}
+
+// ReadTransact runs fn in a transaction of the database and checks the
+// record read alongside.
+func (d gatedDB) ReadTransact(ctx context.Context, fn func(kv.ReadTransaction) error) error {
+	return d.r.ReadTransact(ctx, fn)
 }
 
 // ReadTransact runs fn in t and checks the record read alongside.
