@@ -84,9 +84,7 @@ type journal struct {
 	mu      sync.Mutex
 	pending []kv.KeyRange // records of operations that completed, to clear
 
-	// off is the operation begin returns when the journal is disabled:
-	// shared, since nothing reads or writes its fields then.
-	off *op
+	gate *confGate // the stored configuration's check (config.go)
 }
 
 const (
@@ -116,7 +114,6 @@ func newJournal(queuePrefix []byte, cfg config) *journal {
 		now:       cfg.now,
 		gcEvery:   64,
 	}
-	j.off = &op{j: j}
 	var r [1]byte
 	_, _ = rand.Read(r[:])
 	j.gcShard.Store(uint32(r[0])) // clients sweep different shards first
@@ -130,6 +127,7 @@ type op struct {
 	cleanups []kv.KeyRange // earlier completed operations' records to clear
 	owned    bool          // the operation runs its own transactions (a Database)
 	skip     bool          // no journal: neither owned nor given an ID
+	gate     *gateRead     // this attempt's read of the stored configuration (config.go)
 	// wide is set once an attempt recorded more than one key (several
 	// results, or a result in chunks): its records are then cleared by
 	// their whole range, else by their one key.
@@ -162,27 +160,23 @@ func applyOpOptions(opts []OpOption) opConfig {
 // begin starts an operation: it picks its ID and, when the operation runs
 // its own transactions, takes over clearing a few completed records.
 func (j *journal) begin(t kv.Transactor, opts []OpOption) *op {
-	if j.disabled {
-		// Nothing of an operation is used without the journal.
-		return j.off
-	}
 	var c opConfig
 	if len(opts) > 0 {
 		c = applyOpOptions(opts)
 	}
 	o := &op{j: j, id: c.id, fresh: !c.hasID}
 	_, o.owned = t.(kv.Database)
-	if !c.hasID {
+	if !c.hasID && !j.disabled {
 		// Made even when the operation will not record (skip): the budget
 		// counts its record key's length (overheadCost), whatever the
-		// transactor.
+		// transactor. Without a journal the ID is never used.
 		o.id = newOpIDAt(j.now())
 	}
 	// Inside a caller's transaction, without an ID the caller keeps across
 	// its retries, every retry is a new operation to the journal: a record
 	// could never be found again, so none is read or written.
 	o.skip = !o.owned && !c.hasID
-	if o.owned {
+	if o.owned && !j.disabled {
 		j.mu.Lock()
 		n := min(len(j.pending), 8)
 		o.cleanups = append(o.cleanups, j.pending[len(j.pending)-n:]...)
@@ -344,6 +338,9 @@ func (it *recordIter) Err() error { return it.err }
 // applied waits for check's read and returns the recorded results when an
 // earlier attempt committed (ok true), in record order.
 func (o *op) applied(rr kv.RangeResult) (results [][]byte, ok bool, err error) {
+	if err := o.gate.settle(); err != nil { // config.go: before any write
+		return nil, false, err
+	}
 	if rr == nil {
 		return nil, false, nil
 	}
