@@ -137,7 +137,38 @@ type confGate struct {
 	// checkItem tells whether an item key has the handle's layout (used
 	// when a versionstamp handle finds items but no record).
 	checkItem func([]byte) error
-	seen      atomic.Pointer[storedConfig] // the last record seen
+	seen      atomic.Pointer[storedConfig] // the last record seen; never modified once stored
+	// parsed is the last stored record parsed, keyed by its raw bytes: an
+	// operation whose record is unchanged compares bytes and parses nothing.
+	parsed atomic.Pointer[parsedRecord]
+	// wantRec is want, shared by every operation on a queue without a
+	// record (never modified).
+	wantRec *storedConfig
+	// size is cost(), computed once: it depends only on want and the keys.
+	size int
+}
+
+// parsedRecord is a stored record's raw bytes and what they parse to.
+type parsedRecord struct {
+	raw []byte
+	c   *storedConfig // nil when err is set; never modified
+	err error         // the parse error
+}
+
+// parse returns the record raw parses to, from the cache when raw is the
+// record parsed last. The result is shared: callers copy it to change it.
+func (g *confGate) parse(raw []byte) (*storedConfig, error) {
+	if p := g.parsed.Load(); p != nil && bytes.Equal(p.raw, raw) {
+		return p.c, p.err
+	}
+	p := &parsedRecord{raw: bytes.Clone(raw)}
+	if c, err := parseStoredConfig(raw); err != nil {
+		p.err = err
+	} else {
+		p.c = &c
+	}
+	g.parsed.Store(p)
+	return p.c, p.err
 }
 
 func newConfGate(kind string, sub Subspace, items kv.KeyRange, cfg config, staged string) *confGate {
@@ -156,7 +187,10 @@ func newConfGate(kind string, sub Subspace, items kv.KeyRange, cfg config, stage
 	if staged != "" {
 		want.staging = staged
 	}
-	return &confGate{key: key, epoch: epoch, claims: claims, sig: sig, want: want, staged: staged, items: items}
+	g := &confGate{key: key, epoch: epoch, claims: claims, sig: sig, want: want, staged: staged, items: items}
+	g.wantRec = &g.want
+	g.size = g.computeCost()
+	return g
 }
 
 // initConfig makes q's configuration gate (after initStaging).
@@ -204,6 +238,11 @@ func (g *confGate) cost() int {
 	if g == nil {
 		return 0
 	}
+	return g.size
+}
+
+// computeCost is cost's bound, computed once per handle by newConfGate.
+func (g *confGate) computeCost() int {
 	rec := len(g.want.pack()) + 8 // the staging mode names differ in length
 	claim := len(g.claims.prefix) + rec + 4
 	around := 2 * (len(g.claims.prefix) + 1 + claim + 1 + keyRangeRefSize)
@@ -274,28 +313,30 @@ func (r *gateRead) settle() error {
 		if err := g.checkUnrecorded(r.tr); err != nil {
 			return err
 		}
-		c := g.want
+		c := g.wantRec
 		if r.watching && c.staging == stagingNone {
-			c.staging = stagingSignal
+			sig := *c
+			sig.staging = stagingSignal
+			c = &sig
 		}
-		g.seen.Store(&c)
+		g.seen.Store(c)
 		if writing {
-			g.write(tr, c, false)
+			g.write(tr, *c, false)
 		}
 		return nil
 	}
-	stored, err := parseStoredConfig(raw)
+	stored, err := g.parse(raw)
 	if err != nil {
 		return &ConfigMismatchError{Field: "record", Stored: fmt.Sprintf("%x (%v)", raw, err), Handle: g.want.String()}
 	}
-	if err := g.compare(stored); err != nil {
+	if err := g.compare(*stored); err != nil {
 		return err
 	}
-	prev := g.seen.Swap(&stored)
+	prev := g.seen.Swap(stored)
 	if g.staged != "" && (stored.staging == stagingNone || stored.staging == stagingSignal) {
 		// The queue's first staged consumer stores its mode.
 		if writing {
-			up := stored
+			up := *stored
 			up.staging = g.staged
 			g.seen.Store(&up)
 			g.write(tr, up, true)
@@ -303,7 +344,7 @@ func (r *gateRead) settle() error {
 		return nil
 	}
 	if r.watching && stored.staging == stagingNone && writing {
-		up := stored
+		up := *stored
 		up.staging = stagingSignal
 		g.seen.Store(&up)
 		g.write(tr, up, true)
