@@ -256,6 +256,7 @@ type gateRead struct {
 	f         kv.FutureValue
 	producing bool
 	watching  bool // WatchForItems: the record must say someone waits
+	readOnly  bool // settleRead: write nothing, even in a writing transaction
 	done      bool
 }
 
@@ -309,6 +310,7 @@ func (r *gateRead) settle() error {
 		return err
 	}
 	tr, writing := r.tr.(kv.Transaction)
+	writing = writing && !r.readOnly
 	if raw == nil {
 		if err := g.checkUnrecorded(r.tr); err != nil {
 			return err
@@ -462,12 +464,11 @@ func (r gatedReader) ReadTransact(ctx context.Context, fn func(kv.ReadTransactio
 // settleRead checks the record for a read-only operation: it writes
 // nothing (not even a first record), even inside a writing transaction.
 func (r *gateRead) settleRead() error {
-	r.tr = readOnly{r.tr}
+	if r != nil {
+		r.readOnly = true
+	}
 	return r.settle()
 }
-
-// readOnly hides a Transaction's writes from settle.
-type readOnly struct{ kv.ReadTransaction }
 
 // ErrConfigMismatch is returned, before anything is written, by an
 // operation whose handle's options (kind, layout, value encoding, staging
