@@ -20,7 +20,8 @@ import (
 // handle (a Queue or PriorityQueue value) reads the record in every
 // transaction it runs, as a snapshot read issued with the operation's own
 // reads, so it costs no extra round trip; it remembers the last record it
-// saw. When its options disagree, the operation fails with a
+// saw, and parses a record only when its bytes differ from the last one
+// parsed. When its options disagree, the operation fails with a
 // *ConfigMismatchError (errors.Is ErrConfigMismatch) before it writes
 // anything.
 //
