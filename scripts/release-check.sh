@@ -41,8 +41,11 @@ realcache=$(go env GOMODCACHE)
 userproxy=$(go env GOPROXY)
 userflags=$(go env GOFLAGS)
 
-# The pattern finds tools/' plotting and porcupine modules.
-if ! (cd tools && go mod graph) | grep -qE "$forbidden"; then
+# The pattern finds tools/' plotting and porcupine modules. The graph is
+# captured first: under pipefail, `go mod graph | grep -q` fails at random
+# when grep exits at its first match and the writer dies of SIGPIPE.
+toolsgraph=$(cd tools && go mod graph)
+if ! grep -qE "$forbidden" <<<"$toolsgraph"; then
   say "the forbidden-module pattern matches nothing in tools/' graph: fix the pattern" >&2
   exit 1
 fi
