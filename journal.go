@@ -285,10 +285,3 @@ func (j *journal) expire(tr kv.Transaction) {
 	}
 }
 
-// recordSize is an upper bound of the bytes record adds for results.
-func (o *op) recordSize(results int, valueBytes int) int {
-	if o.off() {
-		return 0
-	}
-	return valueBytes + results*(len(o.j.prefix)+40)
-}
