@@ -33,7 +33,7 @@ type JobQueue struct {
 	rand    *entropy
 	budget  int
 	bounds  jobKeyBounds // the longest key of each kind (jobqueue_budget.go)
-	picking picking // keys Lease calls on this value are taking
+	picking picking      // keys Lease calls on this value are taking
 
 	items, dead kv.KeyRange // ("q", ...), ("d", ...)
 	signal      []byte      // ("s",): bumped by every write that can make a job due sooner

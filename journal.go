@@ -284,4 +284,3 @@ func (j *journal) expire(tr kv.Transaction) {
 		tr.ClearRange(kv.KeyRange{Begin: begin, End: end})
 	}
 }
-
