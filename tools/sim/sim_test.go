@@ -204,3 +204,19 @@ func reportFailure(t *testing.T, res sim.Result) {
 		}
 	}
 }
+
+// A staged take whose withdrawal cannot commit (here a cleanup timeout of
+// 1 ns) leaves its item to the claim expiry, after the call returned: the
+// harness must name that as the failure, not report a bare linearizability
+// violation (the model records a failed take's Unhide within its call).
+func TestSimulationNamesFailedWithdrawals(t *testing.T) {
+	cfg, seeds := stagedConfig(t)
+	cfg.Rounds = 1
+	cfg.CleanupTimeout = time.Nanosecond
+	res, err := sim.Run(context.Background(), seeds[0], cfg)
+	require.NoError(t, err)
+	require.Equal(t, 1, res.StagedSeeds)
+	require.Positive(t, res.Unexpected)
+	require.NotNil(t, res.Failure)
+	require.Contains(t, res.Failure.Reason, "staged withdrawal failed")
+}
