@@ -45,6 +45,7 @@ func NewPriorityQueue(sub Subspace, opts ...Option) (*PriorityQueue, error) {
 	if err := pq.initStaging(); err != nil {
 		return nil, err
 	}
+	pq.initConfig() // config.go
 	return pq, nil
 }
 
@@ -56,7 +57,8 @@ func (pq *PriorityQueue) Subspace() Subspace { return pq.sub }
 //
 // Conflicts: none with other pushers (the count is found with a snapshot
 // read) nor with pops. Cost: one snapshot range read inside the priority
-// and one journal read, issued together, then two writes. Under
+// and, on a retry, one journal point read, issued together, then two
+// writes. Under
 // commit_unknown_result the item is pushed exactly once (see Enqueue).
 func (pq *PriorityQueue) Push(ctx context.Context, t kv.Transactor, value []byte, priority int64, opts ...OpOption) error {
 	if err := checkTransactor(t); err != nil {
@@ -72,6 +74,7 @@ func (pq *PriorityQueue) Push(ctx context.Context, t kv.Transactor, value []byte
 	}
 	o := pq.journal.begin(t, opts)
 	err = t.Transact(ctx, func(tr kv.Transaction) error {
+		o.gate = pq.journal.gate.issue(tr, true) // config.go
 		rec, err := o.check(tr)
 		if err != nil {
 			return err
@@ -174,6 +177,7 @@ func (pq *PriorityQueue) popBatch(ctx context.Context, t kv.Transactor, n int, m
 	}
 	o := pq.journal.begin(t, opts)
 	items, err := kv.Transact(ctx, t, func(tr kv.Transaction) ([]Item, error) {
+		o.gate = pq.journal.gate.issue(tr, false) // config.go
 		return takeEnd(tr, o, pq.items, n, max, pq.cfg.batchBudget, pq.accept, pq.replay, nil)
 	})
 	o.end(err)
@@ -251,7 +255,7 @@ func (pq *PriorityQueue) peek(ctx context.Context, t kv.ReadTransactor, max bool
 	if err := checkTransactor(t); err != nil {
 		return Item{}, err
 	}
-	return kv.ReadTransact(ctx, t, func(tr kv.ReadTransaction) (Item, error) {
+	return kv.ReadTransact(ctx, pq.journal.gate.reads(t), func(tr kv.ReadTransaction) (Item, error) { // config.go
 		kvs, err := tr.GetRange(pq.items, kv.RangeOptions{Limit: 1, Reverse: max}).GetSlice()
 		if err != nil {
 			return Item{}, err
@@ -270,13 +274,13 @@ func (pq *PriorityQueue) peek(ctx context.Context, t kv.ReadTransactor, max bool
 
 // Empty reports whether the priority queue holds no item.
 func (pq *PriorityQueue) Empty(ctx context.Context, t kv.ReadTransactor) (bool, error) {
-	return emptyRange(ctx, t, pq.items, nil)
+	return emptyRange(ctx, pq.journal.gate.reads(t), pq.items, nil)
 }
 
 // Len counts the items as Queue.Len does (see it for what it costs and
 // means given a Database or a Transaction).
 func (pq *PriorityQueue) Len(ctx context.Context, t kv.ReadTransactor) (int, error) {
-	return countRange(ctx, t, pq.items, pq.cfg.now)
+	return countRange(ctx, pq.journal.gate.reads(t), pq.items, pq.cfg.now)
 }
 
 // Clear removes every item, keeping the operation journal.

@@ -41,6 +41,7 @@ func NewQueue(sub Subspace, opts ...Option) (*Queue, error) {
 	if err := q.initStaging(); err != nil {
 		return nil, err
 	}
+	q.initConfig() // config.go
 	return q, nil
 }
 
@@ -50,9 +51,10 @@ func (q *Queue) Subspace() Subspace { return q.sub }
 // Enqueue adds value at the tail of the queue.
 //
 // Conflicts: none with other producers (the tail is found with a snapshot
-// read) nor with consumers. Cost: one snapshot range read (limit 1) and one
-// journal read, issued together (one round trip), then two writes (the item
-// and its journal record). In versionstamp mode the range read is skipped.
+// read) nor with consumers. Cost: one snapshot range read (limit 1) and, on
+// a retry, one journal point read, issued together (one round trip), then
+// two writes (the item and its journal record). In versionstamp mode the
+// range read is skipped.
 //
 // Under commit_unknown_result the retry finds the journal record of the
 // attempt that committed and does nothing, so the item is enqueued exactly
@@ -101,6 +103,7 @@ func (q *Queue) EnqueueBatch(ctx context.Context, t kv.Transactor, values [][]by
 		return fmt.Errorf("%w: %d items, versionstamp mode allows %d per call", ErrBatchTooLarge, len(values), maxUserVersions)
 	}
 	err = t.Transact(ctx, func(tr kv.Transaction) error {
+		o.gate = q.journal.gate.issue(tr, true) // config.go
 		rec, err := o.check(tr)
 		if err != nil {
 			return err
@@ -257,6 +260,9 @@ func firstKey(rr kv.RangeResult) ([]byte, error) {
 // parseIndexed checks that key is an item key of index mode and returns its
 // index.
 func (q *Queue) parseIndexed(key []byte) (int64, error) {
+	if index, ok := parseIndexedFast(key, q.sub.prefix); ok {
+		return index, nil
+	}
 	t, err := q.sub.Unpack(key)
 	if err != nil {
 		return 0, &ForeignKeyError{Key: bytes.Clone(key), Reason: err.Error()}
@@ -272,6 +278,46 @@ func (q *Queue) parseIndexed(key []byte) (int64, error) {
 		return 0, &ForeignKeyError{Key: bytes.Clone(key), Reason: fmt.Sprintf("second element is %T, want random bytes", t[1])}
 	}
 	return index, nil
+}
+
+// parseIndexedFast parses, without allocating, the common shape of an item
+// key of index mode: prefix, a non-negative integer of at most 8 bytes
+// (minimally encoded, at most MaxInt64) and a byte string ending the key.
+// It returns ok false for every other key, valid or not: parseIndexed then
+// unpacks it in full, and reports why a key is foreign.
+func parseIndexedFast(key, prefix []byte) (index int64, ok bool) {
+	if !bytes.HasPrefix(key, prefix) {
+		return 0, false
+	}
+	b := key[len(prefix):]
+	if len(b) == 0 || b[0] < 0x14 || b[0] > 0x1c {
+		return 0, false
+	}
+	n := int(b[0]) - 0x14 // the integer's bytes
+	if len(b) < 1+n+2 || (n > 0 && b[1] == 0x00) || (n == 8 && b[1] > 0x7f) {
+		return 0, false
+	}
+	var u uint64
+	for _, c := range b[1 : 1+n] {
+		u = u<<8 | uint64(c)
+	}
+	s := b[1+n:]
+	if s[0] != 0x01 {
+		return 0, false
+	}
+	// The byte string: 0x00 0xff is an escaped zero byte, a lone 0x00 its
+	// end, which must be the key's last byte.
+	for i := 1; i < len(s); i++ {
+		if s[i] != 0x00 {
+			continue
+		}
+		if i+1 < len(s) && s[i+1] == 0xff {
+			i++
+			continue
+		}
+		return int64(u), i == len(s)-1
+	}
+	return 0, false
 }
 
 // checkItemKey verifies that key has the layout this queue writes.
@@ -299,8 +345,9 @@ func (q *Queue) checkItemKey(key []byte) error {
 // Conflicts: it reads the head with a normal read, so two consumers that
 // dequeue at once conflict and one retries (see the staged dequeue for many
 // consumers); it never conflicts with producers unless the queue holds a
-// single index. Cost: one range read (limit 1) and one journal read, issued
-// together, then a clear and a journal record holding the item's value.
+// single index. Cost: one range read (limit 1) and, on a retry, one journal
+// point read, issued together, then a clear and a journal record holding
+// the item's value.
 //
 // Under commit_unknown_result the retry finds the journal record of the
 // attempt that committed and returns the same item: nothing is lost or
@@ -319,10 +366,16 @@ func (q *Queue) checkItemKey(key []byte) error {
 // at its place itself, or the waiters of the two oldest requests hand items
 // out in batches. On an empty queue it withdraws its request and returns
 // ErrEmpty (served by place, also when every item is due to a request
-// ahead of its own); it never waits (DequeueWait does). Given a Transaction it runs
-// the plain dequeue inside it, since staging needs transactions of its
-// own; on a queue served by place it takes the first item after those due
-// to the waiting requests.
+// ahead of its own); it never waits (DequeueWait does).
+//
+// Given a Transaction, on a staged queue too, Dequeue is the plain dequeue
+// inside it (staging needs transactions of its own), and it keeps the
+// queue's order: in batches it takes the head, as any consumer that does
+// not stage; served by place it takes only the first item after those due
+// to the requests waiting in the line (a snapshot read of the line), and
+// ErrEmpty when there is none. A handle made without WithStaging does the
+// same on a queue whose stored configuration says it is served by place.
+// To wait for an item from inside a transaction, see WatchForItems.
 //
 // Under conflicts a staged Dequeue retries its steps itself; under
 // commit_unknown_result its journal record settles whether a take applied,
@@ -363,6 +416,7 @@ func (q *Queue) DequeueBatch(ctx context.Context, t kv.Transactor, max int, opts
 	}
 	o := q.journal.begin(t, opts)
 	vals, err := kv.Transact(ctx, t, func(tr kv.Transaction) ([][]byte, error) {
+		o.gate = q.journal.gate.issue(tr, false) // config.go
 		return takeEnd(tr, o, q.items, max, false, q.cfg.batchBudget, q.accept, q.cfg.encoding.decode, q.reserved)
 	})
 	o.end(err)
@@ -509,7 +563,7 @@ func (q *Queue) accept(p kv.KeyValue) ([]byte, []byte, error) {
 // requests waiting in the line are not available: Peek returns the first
 // item after them, the one a Dequeue inside a transaction would take.
 func (q *Queue) Peek(ctx context.Context, t kv.ReadTransactor) ([]byte, error) {
-	v, err := peekEnd(ctx, t, q.items, false, q.cfg.encoding, q.checkItemKey, q.reserved)
+	v, err := peekEnd(ctx, q.journal.gate.reads(t), q.items, false, q.cfg.encoding, q.checkItemKey, q.reserved)
 	return v, q.unreadable(err)
 }
 
@@ -542,7 +596,7 @@ func peekEnd(ctx context.Context, t kv.ReadTransactor, r kv.KeyRange, reverse bo
 // On a queue staged by place it reports whether it holds no item beyond
 // those due to the waiting requests, as Peek.
 func (q *Queue) Empty(ctx context.Context, t kv.ReadTransactor) (bool, error) {
-	empty, err := emptyRange(ctx, t, q.items, q.reserved)
+	empty, err := emptyRange(ctx, q.journal.gate.reads(t), q.items, q.reserved)
 	return empty, q.unreadable(err)
 }
 
@@ -581,7 +635,7 @@ func emptyRange(ctx context.Context, t kv.ReadTransactor, r kv.KeyRange, reserve
 // queue holding more fails with ErrTooManyToCount, since one transaction
 // cannot read a large queue within FoundationDB's 5 s.
 func (q *Queue) Len(ctx context.Context, t kv.ReadTransactor) (int, error) {
-	n, err := countRange(ctx, t, q.items, q.cfg.now)
+	n, err := countRange(ctx, q.journal.gate.reads(t), q.items, q.cfg.now)
 	return n, q.unreadable(err)
 }
 
@@ -652,7 +706,8 @@ func countChunk(tr kv.ReadTransaction, r kv.KeyRange, limit int, now func() time
 
 // Clear removes every item (one range clear, a blind write: it conflicts
 // with consumers that read the head, not with producers). The operation
-// journal is kept, so operations in flight stay exactly-once.
+// journal is kept, so operations in flight stay exactly-once, and so is
+// the stored configuration (see Reconfigure).
 func (q *Queue) Clear(ctx context.Context, t kv.Transactor) error {
 	if err := checkTransactor(t); err != nil {
 		return err
