@@ -83,6 +83,8 @@ type journal struct {
 
 	mu      sync.Mutex
 	pending []kv.KeyRange // records of operations that completed, to clear
+
+	track *tracker // depth counters, metrics and logs (observe.go)
 }
 
 const (
@@ -111,6 +113,7 @@ func newJournal(queuePrefix []byte, cfg config) *journal {
 		retention: cfg.retention,
 		now:       cfg.now,
 		gcEvery:   64,
+		track:     newTracker(queuePrefix, cfg),
 	}
 	var r [1]byte
 	_, _ = rand.Read(r[:])
@@ -125,6 +128,7 @@ type op struct {
 	cleanups []kv.KeyRange // earlier completed operations' records to clear
 	owned    bool          // the operation runs its own transactions (a Database)
 	skip     bool          // no journal: neither owned nor given an ID
+	kind     string        // the operation's kind, for the metrics ("": not reported)
 }
 
 // off reports whether the operation does without the journal.
@@ -143,6 +147,9 @@ func (j *journal) begin(t kv.Transactor, opts []OpOption) *op {
 		c.id = newOpIDAt(j.now())
 	}
 	o := &op{j: j, id: c.id}
+	if ob, ok := t.(observed); ok {
+		o.kind = ob.opKind()
+	}
 	_, o.owned = t.(kv.Database)
 	// Inside a caller's transaction, without an ID the caller keeps across
 	// its retries, every retry is a new operation to the journal: a record
@@ -162,6 +169,7 @@ func (j *journal) begin(t kv.Transactor, opts []OpOption) *op {
 // its records will never be consulted again and are queued for clearing by a
 // later operation; otherwise the cleanups it took are handed back.
 func (o *op) end(err error) {
+	o.j.track.obs.ended(o.kind, o.id, err)
 	if o.j.disabled || !o.owned {
 		return
 	}
@@ -219,6 +227,7 @@ func (o *op) applied(rr kv.RangeResult) (results [][]byte, ok bool, err error) {
 	if err != nil || len(kvs) == 0 {
 		return nil, false, err
 	}
+	o.j.track.obs.replayed(o.kind, o.id)
 	kvs = joinChunks(kvs)
 	results = make([][]byte, len(kvs))
 	for i, kv := range kvs {

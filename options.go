@@ -24,6 +24,7 @@ type config struct {
 	entropy       io.Reader
 	now           func() time.Time
 	staging       *StagingConfig
+	obs           obsConfig // metrics and logs (metrics.go)
 }
 
 // Defaults of the options.

@@ -70,6 +70,7 @@ func (pq *PriorityQueue) Push(ctx context.Context, t kv.Transactor, value []byte
 	if err != nil {
 		return err
 	}
+	t = pq.journal.track.observe("push", t)
 	o := pq.journal.begin(t, opts)
 	err = t.Transact(ctx, func(tr kv.Transaction) error {
 		rec, err := o.check(tr)
@@ -172,6 +173,7 @@ func (pq *PriorityQueue) popBatch(ctx context.Context, t kv.Transactor, n int, m
 	if n < 1 {
 		return nil, fmt.Errorf("%w: batch size %d, want at least 1", ErrInvalidArgument, n)
 	}
+	t = pq.journal.track.observe("pop", t)
 	o := pq.journal.begin(t, opts)
 	items, err := kv.Transact(ctx, t, func(tr kv.Transaction) ([]Item, error) {
 		return takeEnd(tr, o, pq.items, n, max, pq.cfg.batchBudget, pq.accept, pq.replay, nil)
@@ -283,6 +285,7 @@ func (pq *PriorityQueue) Clear(ctx context.Context, t kv.Transactor) error {
 	if err := checkTransactor(t); err != nil {
 		return err
 	}
+	t = pq.journal.track.observe("clear", t)
 	return t.Transact(ctx, func(tr kv.Transaction) error {
 		tr.ClearRange(pq.items)
 		return nil

@@ -86,6 +86,7 @@ func (q *Queue) EnqueueBatch(ctx context.Context, t kv.Transactor, values [][]by
 	if err != nil {
 		return err
 	}
+	t = q.journal.track.observe("enqueue", t)
 	o := q.journal.begin(t, opts)
 	size += len(values)*(len(q.sub.prefix)+suffixSize+16) + o.recordSize(1, 0)
 	if size > q.cfg.batchBudget {
@@ -338,6 +339,7 @@ func (q *Queue) DequeueBatch(ctx context.Context, t kv.Transactor, max int, opts
 	if max < 1 {
 		return nil, fmt.Errorf("%w: batch size %d, want at least 1", ErrInvalidArgument, max)
 	}
+	t = q.journal.track.observe("dequeue", t)
 	o := q.journal.begin(t, opts)
 	vals, err := kv.Transact(ctx, t, func(tr kv.Transaction) ([][]byte, error) {
 		return takeEnd(tr, o, q.items, max, false, q.cfg.batchBudget, q.accept, q.cfg.encoding.decode, q.reserved)
@@ -547,6 +549,7 @@ func (q *Queue) Clear(ctx context.Context, t kv.Transactor) error {
 	if err := checkTransactor(t); err != nil {
 		return err
 	}
+	t = q.journal.track.observe("clear", t)
 	return t.Transact(ctx, func(tr kv.Transaction) error {
 		tr.ClearRange(q.items)
 		return nil
@@ -572,11 +575,13 @@ func newLayer(kind string, sub Subspace, opts []Option) (layer, error) {
 		return layer{}, fmt.Errorf("%w: a %s needs a subspace with a non-empty prefix", ErrInvalidArgument, kind)
 	}
 	items, _ := sub.Range()
+	j := newJournal(sub.prefix, cfg)
+	j.track.countDepth(items)
 	return layer{
 		sub:     sub,
 		items:   items,
 		cfg:     cfg,
-		journal: newJournal(sub.prefix, cfg),
+		journal: j,
 		rand:    newEntropy(cfg.entropy),
 	}, nil
 }
