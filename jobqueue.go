@@ -267,6 +267,7 @@ func (q *JobQueue) AddBatch(ctx context.Context, t kv.Transactor, jobs []Job, op
 		}
 		size += len(j.Value) + 2*len(j.UniqueKey) + 4*len(q.sub.prefix) + 200
 	}
+	t = q.journal.track.observe("add", t)
 	o := q.journal.begin(t, opts)
 	if size += o.recordSize(len(jobs), 0); size > q.budget {
 		return nil, fmt.Errorf("%w: %d jobs, about %d bytes, budget %d", ErrBatchTooLarge, len(jobs), size, q.budget)

@@ -32,12 +32,13 @@ import (
 //	fdbqueue.depth                 gauge    items (RegisterGauges)
 //	fdbqueue.oldest_item.age       gauge    seconds (RegisterGauges; versionstamp-ordered Queue)
 //
-// Operations (fdbqueue.op): enqueue, dequeue, push, pop, clear, recover,
-// lease, ack, nack, requeue, delete_dead. Outcomes: ok, empty,
-// maybe_committed (the error satisfies kv.MaybeCommitted: recover with
+// Operations (fdbqueue.op): enqueue, dequeue, push, pop, and the
+// JobQueue's add, lease, ack, nack, requeue, delete_dead; conflicts and
+// retries also count clear and recover. Outcomes: ok, empty,
+// maybe_committed (the error satisfies kv.MaybeCommitted: settle it with
 // WithOpID), canceled (the context ended), error. Given a caller's
-// Transaction, an operation's outcome is its function's: the caller's
-// commit comes later, and its conflicts and retries are the caller's.
+// Transaction, an operation's outcome is its function's: the caller
+// commits later, and its conflicts and retries are the caller's.
 //
 // What the counters cost: an attribute set per call and atomic adds in the
 // SDK; with the default no-op provider, nothing measurable.
