@@ -8,6 +8,7 @@ require (
 	github.com/fdbqueue/fdbqueue/fdbkv v0.1.0
 	github.com/stretchr/testify v1.12.1
 	go.opentelemetry.io/otel v1.41.0
+	go.opentelemetry.io/otel/exporters/stdout/stdoutmetric v1.41.0
 	go.opentelemetry.io/otel/sdk/metric v1.41.0
 	golang.org/x/mod v0.33.0
 	gonum.org/v1/plot v0.17.0
