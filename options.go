@@ -113,7 +113,7 @@ func WithClock(now func() time.Time) Option { return func(c *config) { c.now = n
 // batches by the waiting consumers (see StagingConfig.Serving); the Wait
 // forms (DequeueWait, PopMinWait, PopMaxWait) become available; Enqueue
 // and Push also bump a signal key that wakes waiters.
-// Zero fields of c take their defaults. See staging.go and the package
+// Zero fields of c take their defaults. See StagingConfig and the package
 // documentation, "Staged dequeue".
 func WithStaging(c StagingConfig) Option {
 	return func(cfg *config) { cfg.staging = &c }
