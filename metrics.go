@@ -44,7 +44,11 @@ import (
 // SDK; with the default no-op provider, nothing measurable.
 
 // WithMeterProvider makes the queue report its metrics to mp (default: a
-// no-op provider, so nothing is recorded).
+// no-op provider, so nothing is recorded). To see each commit's error, the
+// operations then run their transactions as every kv backend's Transact
+// does, with the Database's CreateTransaction and kv.RetryLoop, instead of
+// calling its Transact: a Database wrapper whose Transact does more than
+// that (setting options, say) should set them in CreateTransaction too.
 func WithMeterProvider(mp metric.MeterProvider) Option {
 	return func(c *config) { c.obs.meterProvider = mp }
 }
@@ -85,9 +89,10 @@ const (
 
 // observer holds a queue's instruments and logger.
 type observer struct {
-	queue attribute.KeyValue
-	meter metric.Meter
-	log   *slog.Logger
+	metered bool // an application's MeterProvider was given
+	queue   attribute.KeyValue
+	meter   metric.Meter
+	log     *slog.Logger
 
 	ops, conflicts, retries, unknown, replays  metric.Int64Counter
 	staged, leaseOutcomes, expiredLeases, dead metric.Int64Counter
@@ -109,7 +114,7 @@ func newObserver(queuePrefix []byte, c obsConfig) *observer {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	o := &observer{queue: attrQueue.String(name), meter: mp.Meter(instrumentationName), log: log.With(string(attrQueue), name)}
+	o := &observer{metered: c.meterProvider != nil, queue: attrQueue.String(name), meter: mp.Meter(instrumentationName), log: log.With(string(attrQueue), name)}
 	counter := func(name, desc string) metric.Int64Counter {
 		// An SDK reports an invalid instrument through its error handler
 		// and returns a working no-op one with the error: keep it.

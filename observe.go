@@ -46,6 +46,11 @@ func (k *tracker) observe(op string, t kv.Transactor) kv.Transactor {
 	switch v := t.(type) {
 	case *observedDB, *observedTr:
 		return t
+	case *trackedTx:
+		if v.k == k {
+			return t // already counted by this queue's tracker
+		}
+		return &observedTr{k: k, op: op, inner: v}
 	case kv.Database:
 		return k.observeDB(op, v)
 	case kv.Transaction:
@@ -79,11 +84,30 @@ func (d *observedDB) CreateTransaction(ctx context.Context) (kv.Transaction, err
 	return &trackedTx{Transaction: tr, k: d.k, op: d.op}, nil
 }
 
-// Transact runs fn with kv.RetryLoop over a wrapped transaction, as the
-// backends' Transact does (package kv: backends never retry on their own).
-// The transaction is bound to a context that ends when Transact returns,
-// so the backend releases it.
+// Transact runs fn through the database's own Transact, with a wrapped
+// transaction whose depth change is written when fn returns. With a
+// MeterProvider it instead runs fn with kv.RetryLoop over a transaction of
+// the database's CreateTransaction, as every backend's Transact does
+// (package kv: backends never retry on their own), so that it sees each
+// commit's error; the transaction is bound to a context that ends when
+// Transact returns, so the backend releases it.
 func (d *observedDB) Transact(ctx context.Context, fn func(kv.Transaction) error) error {
+	if !d.k.obs.metered {
+		var last *trackedTx
+		err := d.Database.Transact(ctx, func(tr kv.Transaction) error {
+			t := &trackedTx{Transaction: tr, k: d.k, op: d.op}
+			last = t
+			err := fn(t)
+			if err == nil {
+				t.flush()
+			}
+			return err
+		})
+		if err == nil && last != nil {
+			last.report() // the last attempt committed
+		}
+		return err
+	}
 	if ctx == nil {
 		ctx = context.Background()
 	}
