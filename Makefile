@@ -10,7 +10,7 @@ SEEDS ?= 20
 DURATION ?= 10m
 PUREGO := . tools
 
-.PHONY: test unit example bench fuzz golden lint fdbkv-check release-check integration soak queuebench memflat
+.PHONY: test unit example bench bench-all fuzz golden lint fdbkv-check release-check integration soak queuebench memflat
 
 ## test: lint, build without cgo, every test with -race (the library and
 ## tools/, which holds the simulation), memdb's 1M-transaction memory check
@@ -28,8 +28,13 @@ unit:
 example:
 	$(GO) run ./examples/workqueue
 
-## bench: micro-benchmarks with allocations, in the library and tools/
+## bench: the workload table (bench_test.go): Enqueue+Dequeue, Push+PopMin
+## and the 1-read-1-write floor on one core, each with its ratio to the floor
 bench:
+	bash scripts/benchtable.sh
+
+## bench-all: every micro-benchmark with allocations, in the library and tools/
+bench-all:
 	set -e; for m in $(PUREGO); do (cd $$m && $(GO) test -run '^$$' -bench . -benchmem ./...); done
 
 ## fuzz: every fuzz target for a short, bounded time

@@ -15,6 +15,7 @@ import (
 	"github.com/fdbqueue/fdbqueue"
 	"github.com/fdbqueue/fdbqueue/kv"
 	"github.com/fdbqueue/fdbqueue/memdb"
+	"github.com/fdbqueue/fdbqueue/queuetest"
 	"github.com/fdbqueue/fdbqueue/tuple"
 )
 
@@ -77,14 +78,77 @@ var fuzzOurs = func() []byte {
 	return append(b, nonce[:]...)
 }()
 
-func oursValue(i int) []byte { return binary.BigEndian.AppendUint32(bytes.Clone(fuzzOurs), uint32(i)) }
+// oursValue is value i: a padding whose shape the fuzzer picks, then the
+// marker and i. Shapes cover the whole accepted range: no padding, short
+// and limit-sized paddings of 0x00 (which the tuple encoding escapes into
+// two bytes), of 0xff and of binary bytes; a limit-sized value's stored form
+// is exactly FoundationDB's value limit (or one byte under it, when the
+// tuple encoding's escapes do not let it land on the limit).
+func oursValue(enc fdbqueue.ValueEncoding, shape byte, i int) []byte {
+	tail := binary.BigEndian.AppendUint32(bytes.Clone(fuzzOurs), uint32(i))
+	fill := queuetest.Fills[int(shape)%len(queuetest.Fills)]
+	var pad []byte
+	switch (shape / 4) % 3 {
+	case 0: // just the marker
+	case 1:
+		pad = queuetest.MakeValue(fill, int(shape)%37)
+	case 2:
+		pad = fitPad(enc, fill, tail)
+	}
+	return append(pad, tail...)
+}
+
+// fitPad returns the longest padding of fill that, followed by tail, is
+// stored within kv.MaxValueSize under enc. The tuple encoding stores a
+// byte string as 0x01, the bytes with each 0x00 as 0x00 0xff, and 0x00.
+func fitPad(enc fdbqueue.ValueEncoding, fill queuetest.Fill, tail []byte) []byte {
+	cost := func(b byte) int {
+		if enc == fdbqueue.TupleValues && b == 0 {
+			return 2
+		}
+		return 1
+	}
+	room := kv.MaxValueSize
+	if enc == fdbqueue.TupleValues {
+		room -= 2
+	}
+	for _, b := range tail {
+		room -= cost(b)
+	}
+	var pad []byte
+	for i := 0; ; i++ {
+		b := fill.Byte(i)
+		if room < cost(b) {
+			return pad
+		}
+		room -= cost(b)
+		pad = append(pad, b)
+	}
+}
 
 // isOurs returns the number in one of our values.
 func isOurs(v []byte) (int, bool) {
-	if len(v) != len(fuzzOurs)+4 || !bytes.HasPrefix(v, fuzzOurs) {
+	n := len(fuzzOurs) + 4
+	if len(v) < n || !bytes.HasPrefix(v[len(v)-n:], fuzzOurs) {
 		return 0, false
 	}
-	return int(binary.BigEndian.Uint32(v[len(fuzzOurs):])), true
+	return int(binary.BigEndian.Uint32(v[len(v)-4:])), true
+}
+
+// TestFuzzValuesAtTheLimit checks the fuzzers' value shapes: limit-sized
+// shapes are stored at the value limit, within the tuple escapes' one byte.
+func TestFuzzValuesAtTheLimit(t *testing.T) {
+	for _, enc := range []fdbqueue.ValueEncoding{fdbqueue.RawValues, fdbqueue.TupleValues} {
+		for shape := byte(8); shape < 12; shape++ {
+			v := oursValue(enc, shape, 0x00ff00)
+			n := queuetest.StoredSize(enc, v)
+			require.LessOrEqual(t, n, kv.MaxValueSize, "encoding %d shape %d", enc, shape)
+			require.GreaterOrEqual(t, n, kv.MaxValueSize-1, "encoding %d shape %d: a limit-sized value", enc, shape)
+			i, ok := isOurs(v)
+			require.True(t, ok)
+			require.Equal(t, 0x00ff00, i)
+		}
+	}
 }
 
 // writeForeign writes the fuzzer's raw pairs under prefix: foreign is a
@@ -129,7 +193,7 @@ func layerError(t *testing.T, op string, err error) {
 	if err == nil {
 		return
 	}
-	for _, want := range []error{fdbqueue.ErrEmpty, fdbqueue.ErrForeignKey, fdbqueue.ErrCodec} {
+	for _, want := range []error{fdbqueue.ErrEmpty, fdbqueue.ErrForeignKey, fdbqueue.ErrCodec, fdbqueue.ErrBatchTooLarge} {
 		if errors.Is(err, want) {
 			return
 		}
@@ -195,6 +259,15 @@ func fuzzFlags(flags byte, forQueue bool) (fdbqueue.ValueEncoding, []fdbqueue.Op
 	return enc, opts
 }
 
+// batchMax is a batch operation's max: small, or far beyond what one
+// budget holds (the operation must then take what fits).
+func batchMax(b byte) int {
+	if b%4 == 3 {
+		return 10_000
+	}
+	return 1 + int(b)%5
+}
+
 var fuzzCorpus = []struct {
 	foreign []byte
 	ops     []byte
@@ -207,6 +280,18 @@ var fuzzCorpus = []struct {
 	{[]byte("\x01\x04\x02s\x00\x00\x01\x00"), []byte{0, 1, 0, 1, 1}, 2}, // junk in the staging area
 	{[]byte("\x00\x01\xff\x00\x00\x01\x00\x00"), []byte{0, 6, 1, 2}, 4},
 	{[]byte("\x00\x02\x27\x00\x01z"), []byte{0, 0, 0, 2, 2, 1}, 3},
+	// Limit-sized values (Queue: 63 zeros, 70 0xff, 77 binary; 76 a batch
+	// of 12 around the budget, 23 a DequeueBatch of 10,000), raw, tuple,
+	// staged, tuple in versionstamp order.
+	{nil, []byte{63, 70, 77, 1, 23, 63, 1, 76, 23, 23, 23}, 0},
+	{nil, []byte{63, 70, 77, 1, 23, 63, 1, 76, 23, 23, 23}, 1},
+	{nil, []byte{63, 70, 77, 1, 23, 63, 1, 76, 23, 23, 23}, 2},
+	{nil, []byte{63, 70, 77, 1, 23, 63, 1, 76, 23, 23, 23}, 5},
+	// PriorityQueue: 72 zeros, 80 0xff, 88 binary, limit-sized; 27 a
+	// PopMinBatch of 10,000.
+	{nil, []byte{72, 80, 88, 1, 72, 2, 80, 88, 27, 72, 80, 88, 27}, 0},
+	{nil, []byte{72, 80, 88, 1, 72, 2, 80, 88, 27, 72, 80, 88, 27}, 1},
+	{nil, []byte{72, 80, 88, 1, 72, 2, 80, 88, 27, 72, 80, 88, 27}, 2},
 }
 
 // FuzzQueueForeignKeys runs a sequence of Queue operations over a subspace
@@ -244,7 +329,7 @@ func FuzzQueueForeignKeys(f *testing.F) {
 			name := fmt.Sprintf("op %d (%d)", i, op%7)
 			switch op % 7 {
 			case 0:
-				err := q.Enqueue(ctx, db, oursValue(n))
+				err := q.Enqueue(ctx, db, oursValue(enc, op/7, n))
 				layerError(t, name, err)
 				if err == nil {
 					n++
@@ -254,7 +339,7 @@ func FuzzQueueForeignKeys(f *testing.F) {
 				layerError(t, name, err)
 				got(v)
 			case 2:
-				vs, err := q.DequeueBatch(ctx, db, 1+int(op/7)%5)
+				vs, err := q.DequeueBatch(ctx, db, batchMax(op/7))
 				layerError(t, name, err)
 				got(vs...)
 			case 3:
@@ -267,10 +352,16 @@ func FuzzQueueForeignKeys(f *testing.F) {
 				_, err := q.Empty(ctx, db)
 				layerError(t, name, err)
 			case 6:
-				err := q.EnqueueBatch(ctx, db, [][]byte{oursValue(n), oursValue(n + 1)})
+				// Up to 12 values: with limit-sized ones, batches around
+				// the default budget (1 MB), accepted or ErrBatchTooLarge.
+				vs := make([][]byte, 2+int(op/7)%11)
+				for j := range vs {
+					vs[j] = oursValue(enc, op/7+byte(j), n+j)
+				}
+				err := q.EnqueueBatch(ctx, db, vs)
 				layerError(t, name, err)
 				if err == nil {
-					n += 2
+					n += len(vs)
 				}
 			}
 		}
@@ -309,7 +400,7 @@ func FuzzPriorityQueueForeignKeys(f *testing.F) {
 			name := fmt.Sprintf("op %d (%d)", i, op%8)
 			switch op % 8 {
 			case 0:
-				err := pq.Push(ctx, db, oursValue(n), int64(op/8)-16)
+				err := pq.Push(ctx, db, oursValue(enc, op/8, n), int64(op/8)-16)
 				layerError(t, name, err)
 				if err == nil {
 					n++
@@ -323,11 +414,11 @@ func FuzzPriorityQueueForeignKeys(f *testing.F) {
 				layerError(t, name, err)
 				got(it)
 			case 3:
-				its, err := pq.PopMinBatch(ctx, db, 1+int(op/8)%4)
+				its, err := pq.PopMinBatch(ctx, db, batchMax(op/8))
 				layerError(t, name, err)
 				got(its...)
 			case 4:
-				its, err := pq.PopMaxBatch(ctx, db, 1+int(op/8)%4)
+				its, err := pq.PopMaxBatch(ctx, db, batchMax(op/8))
 				layerError(t, name, err)
 				got(its...)
 			case 5:
@@ -343,7 +434,7 @@ func FuzzPriorityQueueForeignKeys(f *testing.F) {
 				if op&0x80 != 0 {
 					p = 1<<63 - 1
 				}
-				err := pq.Push(ctx, db, oursValue(n), p)
+				err := pq.Push(ctx, db, oursValue(enc, op/8+8, n), p)
 				layerError(t, name, err)
 				if err == nil {
 					n++

@@ -219,9 +219,8 @@
 // Versions older than a key's newest one at or below the horizon are
 // dropped, keys whose newest entry there is a tombstone (and whose last
 // write is at or below the horizon) are removed, and the resolver's history
-// and the log of clears (below) at or below the horizon are folded away, so
-// memory stays proportional to the live data plus the writes within the
-// window.
+// at or below the horizon is folded away, so memory stays proportional to
+// the live data plus the writes within the window.
 //
 // # Performance
 //
@@ -236,13 +235,14 @@
 //
 // Range reads and range conflict checks do not walk the tombstones that
 // the window keeps (a queue clears keys at its head all the time): besides
-// the B-tree of every key, the store keeps one of the keys that have a
-// value and a log of the clears since the horizon, so a range read costs
-// about the keys it returns plus the keys cleared after its read version
-// (on FDB, what tombstones cost falls on the storage servers, not on the
-// client's process, which here runs the engine too). A read version
-// followed by more than 4,096 clears (an old one on a busy database) falls
-// back to scanning every key of the range. The index costs a commit one
-// more B-tree insertion when a key gets a value and one deletion when it is
-// cleared; overwriting a value costs nothing more.
+// the B-tree of every key, the store keeps a B-tree of the keys that have a
+// value and a treap of the others augmented with each subtree's newest
+// write (as FoundationDB's resolver keeps a skip list with per-node
+// maximum versions), so a range read costs about the keys it returns plus
+// O(log n) per key of its range cleared after its read version, however
+// many keys were cleared elsewhere (BenchmarkClearsAfterReadVersion). The
+// indexes cost a commit one more B-tree insertion when a key gets a value
+// and a B-tree deletion and a treap insertion when it is cleared;
+// overwriting a value costs nothing more. `make bench` prints the layer's
+// operations as multiples of the read-one-write-one transaction.
 package memdb

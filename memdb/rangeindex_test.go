@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"math"
 	"math/rand/v2"
 	"slices"
 	"sort"
@@ -15,34 +14,29 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// Range reads and range conflict checks take one of several paths (a scan
-// of every chain, the live index merged with the chains cleared after the
-// read version, or a scan that turns to the latter after a budget); these
-// tests run each through all of them and compare with the full scan, which
-// is how they worked before the live index, and with models.
+// Range reads and range conflict checks take one of two paths (a scan of
+// every chain, or the live index merged with the dead index's chains
+// written after the read version); these tests run each through both and
+// compare with the full scan, which is how they worked before the
+// indexes, and with models.
 
 // scanPath configures a store to take one path.
 type scanPath struct {
-	name                 string
-	logLimit, scanBudget int
+	name     string
+	fullScan bool
 }
 
-// scanPaths are the paths tested: the full scan (the old path), the live
-// index from the start, turning to it after a few chains, the default, and
-// a log limit low enough that most reads fall back to the full scan.
+// scanPaths are the paths tested: the full scan (the old path) and the
+// indexes.
 var scanPaths = []scanPath{
-	{"full-scan", -1, -1},
-	{"live-index", math.MaxInt, 0},
-	{"switch-after-1", math.MaxInt, 1},
-	{"switch-after-3", math.MaxInt, 3},
-	{"default", defaultLogLimit, -1},
-	{"log-limit-2", 2, -1},
+	{"full-scan", true},
+	{"index", false},
 }
 
-func (p scanPath) set(s *store) { s.logLimit, s.scanBudget = p.logLimit, p.scanBudget }
+func (p scanPath) set(s *store) { s.fullScan = p.fullScan }
 
 // defaultPath restores the store's default settings.
-func defaultPath(s *store) { s.logLimit, s.scanBudget = defaultLogLimit, -1 }
+func defaultPath(s *store) { s.fullScan = false }
 
 // newTestDB returns a DB with a manual clock, closed when the test ends.
 func newTestDB(t *testing.T, opts ...Option) (*DB, *ManualClock) {
@@ -174,10 +168,9 @@ func TestRangeReadsMergeOwnWritesOverLaterClears(t *testing.T) {
 	require.Equal(t, []string{"k5=v5", "k45=between", "k4=v4"}, readEveryPath(t, tx, "k35", "k6", 0, true))
 }
 
-// TestRangeReadsAcrossTheLogLimit: a read version followed by more writes
-// than the log limit reads by scanning, with the same result; below it, by
-// the live index.
-func TestRangeReadsAcrossTheLogLimit(t *testing.T) {
+// TestRangeReadsAfterManyClears: a read version followed by clears of
+// the keys it reads, one per commit, reads them all on every path.
+func TestRangeReadsAfterManyClears(t *testing.T) {
 	db, _ := newTestDB(t)
 	commitT(t, db, func(tr kv.Transaction) {
 		for i := range 20 {
@@ -191,19 +184,12 @@ func TestRangeReadsAcrossTheLogLimit(t *testing.T) {
 	for i := range 20 {
 		want = append(want, fmt.Sprintf("k%02d=v", i))
 	}
-	st := db.st
-	st.logLimit = 5
 	for i := range 10 { // one clear after the read version per commit
-		commitT(t, db, func(tr kv.Transaction) { tr.Clear(fmt.Appendf(nil, "k%02d", i)) })
-		after, ok := st.logAfter(tx.rv)
-		require.Equal(t, i+1, after.len())
-		require.Equal(t, i+1 <= 5, ok, "the log is used up to its limit")
-		kvs, err := tx.Snapshot().GetRange(kv.KeyRange{Begin: []byte("k"), End: []byte("l")}, kv.RangeOptions{}).GetSlice()
-		require.NoError(t, err)
-		require.Equal(t, want, pairs(kvs))
-		kvs, err = tx.Snapshot().GetRange(kv.KeyRange{Begin: []byte("k"), End: []byte("l")}, kv.RangeOptions{Limit: 3, Reverse: true}).GetSlice()
-		require.NoError(t, err)
-		require.Equal(t, []string{"k19=v", "k18=v", "k17=v"}, pairs(kvs))
+		commitT(t, db, func(tr kv.Transaction) { tr.Clear(fmt.Appendf(nil, "k%02d", 2*i)) })
+		require.Equal(t, want, readEveryPath(t, tx, "k", "l", 0, false))
+		require.Equal(t, []string{"k19=v", "k18=v", "k17=v"}, readEveryPath(t, tx, "k", "l", 3, true))
+		require.Equal(t, []string{"k00=v", "k01=v"}, readEveryPath(t, tx, "k", "l", 2, false))
+		require.Equal(t, want[5:9], readEveryPath(t, tx, "k05", "k09", 0, false))
 	}
 }
 
@@ -502,84 +488,104 @@ func checkConflicts(t *testing.T, db *DB, b, e []byte, rv int64, hist []modelCom
 }
 
 // checkIndexes checks that liveTree holds exactly the chains of tree whose
-// newest version is a value, and that clears holds the last write (above
-// logFloor) of every other chain. The caller holds db.mu.
+// newest version is a value and dead exactly the others, and dead's order,
+// heap order and subtree maxima. The caller holds db.mu.
 func checkIndexes(t *testing.T, s *store) {
 	t.Helper()
 	live := 0
-	logged := map[logEntry]bool{}
-	prev := int64(0)
-	for n := s.clears.start; n < s.clears.end; n++ {
-		w := *s.clears.at(n)
-		logged[w] = true
-		require.Greater(t, w.v, s.logFloor)
-		require.GreaterOrEqual(t, w.v, prev, "in version order")
-		prev = w.v
-	}
 	s.tree.Scan(func(k string, c *chain) bool {
 		lc, ok := s.liveTree.Get(k)
 		_, isLive := c.newest()
 		require.Equal(t, isLive, ok, "key %q in the live index iff its newest version is a value", k)
+		require.Equal(t, !isLive, c.d.in, "key %q in the dead index iff its newest version is a tombstone", k)
 		if ok {
 			require.Same(t, c, lc)
 			live++
-		}
-		if !isLive && c.wv > s.logFloor {
-			require.True(t, logged[logEntry{v: c.wv, c: c}], "key %q's last write, a clear, is logged", k)
 		}
 		return true
 	})
 	require.Equal(t, live, s.liveTree.Len())
 	require.Equal(t, int64(live), s.live)
+	n, _ := checkTreap(t, s.dead.root, nil, nil)
+	require.Equal(t, s.tree.Len()-live, n)
+	require.Equal(t, s.tree.Len()-live, s.dead.n)
 }
 
-// TestClearLog checks the clear log's blocks against a slice: pushes (at
-// versions with repeats), trims and the spans after a version.
-func TestClearLog(t *testing.T) {
+// checkTreap checks the subtree at n (keys within (lo, hi), nil unbounded)
+// and returns its size and the largest wv in it, which n's bound must
+// cover.
+func checkTreap(t *testing.T, n *chain, lo, hi []byte) (int, int64) {
+	if n == nil {
+		return 0, 0
+	}
+	require.True(t, n.d.in)
+	require.False(t, n.dead(), "a removed chain is still indexed")
+	require.True(t, lo == nil || bytes.Compare(lo, n.key) < 0, "key order")
+	require.True(t, hi == nil || bytes.Compare(n.key, hi) < 0, "key order")
+	for _, ch := range []*chain{n.d.l, n.d.r} {
+		if ch != nil {
+			require.LessOrEqual(t, ch.d.prio, n.d.prio, "heap order")
+		}
+	}
+	nl, ml := checkTreap(t, n.d.l, lo, n.key)
+	nr, mr := checkTreap(t, n.d.r, n.key, hi)
+	m := max(n.wv, ml, mr)
+	require.GreaterOrEqual(t, n.d.max, m, "the bound of %q covers its subtree", n.key)
+	return 1 + nl + nr, m
+}
+
+// TestDeadIndex checks the dead index against a map: inserts, removals,
+// raised versions, and the queries at random versions.
+func TestDeadIndex(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
-	var l clearLog
-	var model []logEntry
-	c := &chain{}
-	v, horizon := int64(0), int64(0)
-	for range 20_000 {
-		switch x := r.IntN(100); {
-		case x < 60:
-			v += int64(r.IntN(3)) // repeats: a commit clears several keys
-			l.push(logEntry{v: v, c: c})
-			model = append(model, logEntry{v: v, c: c})
-		case x < 62:
-			horizon = v - int64(r.IntN(1000)) // now and then a big step
-			fallthrough
-		case x < 70:
-			horizon = max(horizon, horizon+int64(r.IntN(5)))
-			horizon = min(horizon, v)
-			l.trim(horizon)
-			for len(model) > 0 && model[0].v <= horizon {
-				model = model[1:]
-			}
-		default:
-			rv := horizon + int64(r.IntN(int(v-horizon)+2))
-			var want []logEntry
-			for _, e := range model {
-				if e.v > rv {
-					want = append(want, e)
-				}
-			}
-			sp := l.after(rv)
-			var got []logEntry
-			sp.each(func(e *logEntry) bool {
-				got = append(got, *e)
-				return true
-			})
-			if sp.len() != len(want) || !slices.Equal(got, want) {
-				t.Fatalf("after %d: %d entries, want %d", rv, sp.len(), len(want))
-			}
+	var x deadIndex
+	model := map[string]*chain{}
+	v := int64(0)
+	for step := range 20_000 {
+		k := fmt.Appendf(nil, "k%03d", r.IntN(500))
+		c := model[string(k)]
+		switch op := r.IntN(10); {
+		case op < 5 && c == nil:
+			v++
+			c = &chain{key: k, wv: v, vers: []mvccVersion{{v: v}}}
+			x.insert(c)
+			model[string(k)] = c
+		case op < 5:
+			v++
+			c.wv = v
+			x.raised(c)
+		case c != nil:
+			x.remove(c)
+			require.False(t, c.d.in)
+			delete(model, string(k))
 		}
-		if l.end-l.start != len(model) {
-			t.Fatalf("log holds %d entries, want %d", l.end-l.start, len(model))
+		if step%500 == 0 {
+			n, _ := checkTreap(t, x.root, nil, nil)
+			require.Equal(t, len(model), n)
 		}
-		if len(l.blocks) > len(model)/logBlock+2 {
-			t.Fatalf("%d blocks for %d entries", len(l.blocks), len(model))
+		rv := v - int64(r.IntN(200))
+		b := fmt.Appendf(nil, "k%03d", r.IntN(500))
+		e := fmt.Appendf(nil, "k%03d", r.IntN(500))
+		var first, last *chain
+		any := false
+		for _, m := range model {
+			if m.wv <= rv {
+				continue
+			}
+			if bytes.Compare(m.key, b) >= 0 && (first == nil || bytes.Compare(m.key, first.key) < 0) {
+				first = m
+			}
+			if bytes.Compare(m.key, b) < 0 && (last == nil || bytes.Compare(m.key, last.key) > 0) {
+				last = m
+			}
+			any = any || bytes.Compare(m.key, b) >= 0 && bytes.Compare(m.key, e) < 0
+		}
+		require.Same(t, first, x.first(b, false, rv))
+		require.Same(t, last, x.last(b, false, rv))
+		require.Equal(t, any, x.anyAfter(b, e, rv))
+		if c := model[string(b)]; c != nil && c.wv > rv {
+			require.Same(t, c, x.last(b, true, rv))
+			require.NotSame(t, c, x.first(b, true, rv))
 		}
 	}
 }

@@ -446,6 +446,7 @@ func (tx *transaction) mergeLocked(b, e []byte, limit int, reverse bool, rv int6
 	}
 	var dc rangeCursor
 	dc.init(tx.db.st, b, e, rv, reverse)
+	defer dc.release()
 
 	var wc cursor
 	if reverse {
@@ -482,6 +483,7 @@ func (tx *transaction) mergeLocked(b, e []byte, limit int, reverse bool, rv int6
 		}
 		if we == nil || (dk != nil && dc.before(dk, we.key)) {
 			emit(dk, dv)
+			tx.rc = dc.cur // the hint for a write of the key (a dequeue's clear)
 			dc.step()
 			continue
 		}

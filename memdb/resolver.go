@@ -23,31 +23,27 @@ import (
 // indistinguishable from 0 to every transaction still allowed to commit, so
 // gc folds them into 0 and merges equal neighbours.
 type resolver struct {
-	points *btree.BTreeG[rpoint]
+	// points maps each boundary key, as ukey of a slice the resolver
+	// retains, to its version: a Map of strings compares keys natively.
+	points *btree.Map[string, int64]
 	// maxV is the largest version ever written: no range was written after
 	// a read version at or above it.
 	maxV int64
 	// sizeAfterGC is the number of points after the last gc; the next gc runs
 	// once the count has doubled, which keeps its cost amortised O(1).
 	sizeAfterGC int
+	scratch     []string // write's list of points to delete
 }
-
-type rpoint struct {
-	key []byte
-	v   int64
-}
-
-func rpointLess(a, b rpoint) bool { return bytes.Compare(a.key, b.key) < 0 }
 
 func newResolver() *resolver {
-	return &resolver{points: btree.NewBTreeGOptions(rpointLess, btree.Options{NoLocks: true})}
+	return &resolver{points: new(btree.Map[string, int64])}
 }
 
 // versionAt returns the version of the step containing key.
 func (r *resolver) versionAt(key []byte) int64 {
 	var v int64
-	r.points.Descend(rpoint{key: key}, func(p rpoint) bool {
-		v = p.v
+	r.points.Descend(ukey(key), func(_ string, pv int64) bool {
+		v = pv
 		return false
 	})
 	return v
@@ -62,15 +58,13 @@ func (r *resolver) conflicts(begin, end []byte, rv int64) bool {
 		return true
 	}
 	hit := false
-	r.points.Ascend(rpoint{key: begin}, func(p rpoint) bool {
-		if bytes.Compare(p.key, end) >= 0 {
+	ek := ukey(end)
+	r.points.Ascend(ukey(begin), func(k string, v int64) bool {
+		if k >= ek {
 			return false
 		}
-		if p.v > rv {
-			hit = true
-			return false
-		}
-		return true
+		hit = v > rv
+		return !hit
 	})
 	return hit
 }
@@ -78,41 +72,52 @@ func (r *resolver) conflicts(begin, end []byte, rv int64) bool {
 // write records that [begin, end) was written at v, which is at least every
 // version recorded so far. The keys are retained: callers pass slices they
 // will not modify.
+//
+// It costs three searches of the tree (one to find the step containing
+// end and whether points lie inside the range, two to set the range's
+// bounds), plus a scan and a deletion per point inside the range.
 func (r *resolver) write(begin, end []byte, v int64) {
 	if bytes.Compare(begin, end) >= 0 {
 		return
 	}
 	r.maxV = v
-	if isPointRange(begin, end) {
-		// No key lies strictly between k and k+\x00.
-		if _, ok := r.points.Get(rpoint{key: end}); ok {
-			r.points.Set(rpoint{key: begin, v: v})
-			return
+	bk, ek := ukey(begin), ukey(end)
+	// The last point before end, and whether one lies at end (it stays).
+	var last string
+	var after int64
+	found, atEnd := false, false
+	r.points.Descend(ek, func(k string, pv int64) bool {
+		if k == ek {
+			atEnd = true
+			return true
 		}
-		after := r.versionAt(begin)
-		r.points.Set(rpoint{key: begin, v: v})
-		r.points.Set(rpoint{key: end, v: after})
-		return
-	}
-	after := r.versionAt(end)
-	// Remove the points inside [begin, end); a point exactly at end stays.
-	for {
-		var inside rpoint
-		found := false
-		r.points.Ascend(rpoint{key: begin}, func(p rpoint) bool {
-			if bytes.Compare(p.key, end) < 0 {
-				inside, found = p, true
+		last, after, found = k, pv, true
+		return false
+	})
+	if found && last > bk {
+		// Points strictly inside (begin, end) go; one at begin is set below.
+		del := r.scratch[:0]
+		r.points.Ascend(bk, func(k string, _ int64) bool {
+			if k >= ek {
+				return false
 			}
-			return false
+			if k != bk {
+				del = append(del, k)
+			}
+			return true
 		})
-		if !found {
-			break
+		for _, k := range del {
+			r.points.Delete(k)
 		}
-		r.points.Delete(inside)
+		clear(del)
+		if cap(del) > 1024 {
+			del = nil // do not keep a large range's list
+		}
+		r.scratch = del[:0]
 	}
-	r.points.Set(rpoint{key: begin, v: v})
-	if _, ok := r.points.Get(rpoint{key: end}); !ok {
-		r.points.Set(rpoint{key: end, v: after})
+	r.points.Set(bk, v)
+	if !atEnd {
+		r.points.Set(ek, after)
 	}
 }
 
@@ -134,15 +139,14 @@ func (r *resolver) maybeGC(horizon int64) {
 }
 
 func (r *resolver) gc(horizon int64) {
-	kept := btree.NewBTreeGOptions(rpointLess, btree.Options{NoLocks: true})
+	kept := new(btree.Map[string, int64])
 	prev := int64(0)
-	r.points.Scan(func(p rpoint) bool {
-		v := p.v
+	r.points.Scan(func(k string, v int64) bool {
 		if v <= horizon {
 			v = 0
 		}
 		if v != prev {
-			kept.Load(rpoint{key: p.key, v: v})
+			kept.Load(k, v)
 			prev = v
 		}
 		return true

@@ -3,8 +3,7 @@ package memdb
 import (
 	"bytes"
 	"math"
-	"slices"
-	"sort"
+	"sync"
 	"unsafe"
 
 	"github.com/tidwall/btree"
@@ -16,31 +15,26 @@ import (
 //
 // Queue-shaped workloads clear keys at the head of a range all the time,
 // and the tombstones stay in tree for the MVCC window, so range reads and
-// range conflict checks do not walk tree alone: liveTree indexes the
-// chains whose newest version is a value, and clears lists the clears
-// since the GC horizon in version order. The chains that have no value now
+// range conflict checks do not walk tree: tree's chains are split between
+// liveTree, the chains whose newest version is a value, and dead, those
+// whose newest version is a tombstone. The chains that have no value now
 // but had one at a read version, or were written after it, were cleared
-// after it, so they are found among the clears after that version. See
-// rangeCursor and writtenAfter.
+// after it: dead finds them in logarithmic time, however many other keys
+// were cleared since. See rangeCursor and writtenAfter.
 type store struct {
 	tree *btree.Map[string, *chain] // keyed by ukey(chain.key)
 	// liveTree holds the chains of tree whose newest version is a value.
 	liveTree *btree.Map[string, *chain]
-	// clears lists, in version order, the writes since logFloor that left
-	// a chain without a value (appendVersion with exists false, whether or
-	// not the chain had one).
-	clears clearLog
-	// logFloor is the horizon up to which clears was trimmed: it holds
-	// every clear at a version above logFloor.
-	logFloor int64
-	// logLimit is the number of clears after a read version past which
-	// range reads and conflict checks at that version scan tree instead of
-	// using clears; scanBudget, if not negative, replaces the number of
-	// chains they scan in tree before turning to liveTree and clears (see
-	// rangeCursor and writtenAfter). Tests change them to exercise every
-	// path.
-	logLimit, scanBudget int
-	scratch              []*chain // clearRange's list of chains to clear
+	// dead holds the other chains of tree.
+	dead deadIndex
+	// fullScan makes range reads and conflict checks scan every chain of
+	// tree, tombstones included, as they did before liveTree and dead:
+	// tests compare the two ways.
+	fullScan bool
+	scratch  []*chain // clearRange's list of chains to clear
+	// liveIters and treeIters hold iterators of liveTree and tree for
+	// rangeCursor to reuse: an iterator allocates its path on first use.
+	liveIters, treeIters sync.Pool
 	gcq                  gcQueue
 	// maxWV is the largest wv of any chain, ever: no chain was written after
 	// a read version at or above it.
@@ -79,6 +73,9 @@ func ukey(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
 // O(entries dropped) rather than a copy of the chain; arr is the size of
 // the array under vers, so that a chain left with a small part of a large
 // array moves to a smaller one.
+//
+// d is the chain's node in store.dead while its newest version is a
+// tombstone.
 type chain struct {
 	key    []byte
 	head   mvccVersion
@@ -87,6 +84,18 @@ type chain struct {
 	vers   []mvccVersion
 	arr    int32
 	queued bool // in the GC queue
+	d      dnode
+}
+
+// newChain allocates a chain for key and the array of its first two
+// versions together: a queue's key is set, then cleared, then collected.
+func newChain(key []byte) *chain {
+	a := new(struct {
+		c   chain
+		arr [2]mvccVersion
+	})
+	a.c = chain{key: key, v1: math.MaxInt64, vers: a.arr[:0:2], arr: 2}
+	return &a.c
 }
 
 // mvccVersion is a key's state as of a version: a value, or a tombstone
@@ -102,18 +111,10 @@ var emptyValue = []byte{}
 
 func (e *mvccVersion) del() bool { return e.val == nil }
 
-// defaultLogLimit is store.logLimit's default: a transaction reading at a
-// version followed by more clears than this (an old read version on a busy
-// database) has its range reads and conflicts checked by scanning, which
-// is then likely cheaper than sifting that many clears.
-const defaultLogLimit = 4096
-
 func newStore() *store {
 	return &store{
-		tree:       new(btree.Map[string, *chain]),
-		liveTree:   new(btree.Map[string, *chain]),
-		logLimit:   defaultLogLimit,
-		scanBudget: -1,
+		tree:     new(btree.Map[string, *chain]),
+		liveTree: new(btree.Map[string, *chain]),
 	}
 }
 
@@ -185,7 +186,7 @@ func (s *store) writeAt(c *chain, key, val []byte, exists bool, v, horizon int64
 		if !exists {
 			return false // clearing a key that is not there
 		}
-		c = &chain{key: key, v1: math.MaxInt64, vers: make([]mvccVersion, 0, 1), arr: 1}
+		c = newChain(key)
 		s.tree.Set(ukey(c.key), c)
 	}
 	s.appendVersion(c, val, exists, v, horizon)
@@ -232,12 +233,15 @@ func (s *store) appendVersion(c *chain, val []byte, exists bool, v, horizon int6
 	case exists && !wasLive:
 		s.live++
 		s.liveTree.Set(ukey(c.key), c)
+		if c.d.in {
+			s.dead.remove(c)
+		}
 	case !exists && wasLive:
 		s.live--
 		s.liveTree.Delete(ukey(c.key))
-	}
-	if !exists {
-		s.clears.push(logEntry{v: v, c: c})
+		s.dead.insert(c)
+	case !exists: // cleared again
+		s.dead.raised(c)
 	}
 	s.prune(c, horizon)
 	if !c.queued {
@@ -297,8 +301,6 @@ func (s *store) clearRange(begin, end []byte, v, horizon int64) {
 // gc prunes the chains whose writes fell behind horizon, removing keys whose
 // only remaining entry is a tombstone.
 func (s *store) gc(horizon int64) {
-	s.clears.trim(horizon)
-	s.logFloor = max(s.logFloor, horizon)
 	for {
 		e, ok := s.gcq.peek()
 		if !ok || e.due > horizon {
@@ -315,6 +317,7 @@ func (s *store) gc(horizon int64) {
 			s.gcq.push(gcEntry{c: c, due: c.wv})
 		case last.del():
 			s.tree.Delete(ukey(c.key))
+			s.dead.remove(c)
 			s.versions -= int64(len(c.vers))
 			c.vers, c.head = nil, mvccVersion{}
 		}
@@ -326,12 +329,9 @@ func (s *store) gc(horizon int64) {
 //
 // wv is only ever set by appendVersion, and a chain is removed from tree
 // only once its wv is at or below the horizon, so the chains of tree with
-// wv above rv are the live ones with it (in liveTree) and those without a
-// value now, whose last write (at wv) was a clear, logged in clears after
-// rv. A range is checked by scanning its chains in tree, tombstones
-// included, until as many chains as there are clears after rv were seen;
-// the rest of it, if any, through liveTree and those clears. The result
-// is the same either way.
+// wv above rv are the live ones with it (in liveTree, scanned over the
+// range) and those without a value now (in dead, which answers in
+// logarithmic time).
 func (s *store) writtenAfter(b, e []byte, rv int64) bool {
 	if s.maxWV <= rv {
 		return false
@@ -340,49 +340,25 @@ func (s *store) writtenAfter(b, e []byte, rv int64) bool {
 		c := s.lookup(b)
 		return c != nil && c.wv > rv
 	}
-	after, ok := s.logAfter(rv)
-	if !ok {
+	if s.fullScan {
 		return s.writtenAfterScan(b, e, rv)
 	}
-	budget := s.budget(after.len())
-	hit := false
-	var rest []byte // where the scan of tree stopped
-	s.tree.Ascend(ukey(b), func(_ string, c *chain) bool {
-		if bytes.Compare(c.key, e) >= 0 {
-			return false
-		}
-		if budget == 0 {
-			rest = c.key
-			return false
-		}
-		budget--
-		hit = c.wv > rv
-		return !hit
-	})
-	if rest == nil {
-		return hit
-	}
-	s.liveTree.Ascend(ukey(rest), func(_ string, c *chain) bool {
-		if bytes.Compare(c.key, e) >= 0 {
-			return false
-		}
-		hit = c.wv > rv
-		return !hit
-	})
-	if hit {
+	if s.dead.anyAfter(b, e, rv) {
 		return true
 	}
-	after.each(func(w *logEntry) bool {
-		// w.c.wv >= w.v > rv
-		k := w.c.key
-		hit = bytes.Compare(k, rest) >= 0 && bytes.Compare(k, e) < 0 && !w.c.dead()
+	hit := false
+	s.liveTree.Ascend(ukey(b), func(_ string, c *chain) bool {
+		if bytes.Compare(c.key, e) >= 0 {
+			return false
+		}
+		hit = c.wv > rv
 		return !hit
 	})
 	return hit
 }
 
 // writtenAfterScan is writtenAfter for a range by scanning its chains in
-// tree, as writtenAfter did before liveTree and clears (tests compare the
+// tree, as writtenAfter did before liveTree and dead (tests compare the
 // two).
 func (s *store) writtenAfterScan(b, e []byte, rv int64) bool {
 	if s.maxWV <= rv {
@@ -399,126 +375,93 @@ func (s *store) writtenAfterScan(b, e []byte, rv int64) bool {
 	return hit
 }
 
-// logAfter returns the clears after rv, in version order, and whether
-// they are all there and few enough (s.logLimit) to be used instead of a
-// scan of tree.
-func (s *store) logAfter(rv int64) (logSpan, bool) {
-	if rv < s.logFloor {
-		return logSpan{}, false // trimmed (only tests read below the horizon)
-	}
-	after := s.clears.after(rv)
-	return after, after.len() <= s.logLimit
-}
-
-// budget returns how many chains a scan of tree may visit before turning
-// to liveTree and the n clears after the read version: n, so that a range
-// costs at most about twice as much as the cheaper way.
-func (s *store) budget(n int) int {
-	if s.scanBudget >= 0 {
-		return s.scanBudget
-	}
-	return n
-}
-
-// deadAt returns the chains of [b, e) that had a value at rv but have
-// none now, in key order, given the clears after rv: the newest version of
-// such a chain is a tombstone after rv, so its last write was a clear
-// after rv.
-func deadAt(after logSpan, b, e []byte, rv int64) []*chain {
-	var out []*chain
-	after.each(func(w *logEntry) bool {
-		c := w.c
-		if bytes.Compare(c.key, b) < 0 || bytes.Compare(c.key, e) >= 0 {
-			return true
-		}
-		if c.head.val != nil || c.dead() {
-			return true // in liveTree, or no longer stored
-		}
-		if _, ok := c.at(rv); ok {
-			out = append(out, c)
-		}
-		return true
-	})
-	if len(out) > 1 {
-		slices.SortFunc(out, func(x, y *chain) int { return bytes.Compare(x.key, y.key) })
-		out = slices.CompactFunc(out, func(x, y *chain) bool { return x == y })
-	}
-	return out
-}
-
 // gcEntry asks to prune c once the horizon reaches due.
 type gcEntry struct {
 	c   *chain
 	due int64
 }
 
-// gcQueue is a FIFO of gcEntry; dues are pushed in increasing order.
+// gcQueue is a FIFO of gcEntry; dues are pushed in increasing order. It
+// holds every chain written within the MVCC window, so its entries live
+// in fixed-size blocks: a push never copies the queue (a slice would copy
+// it whole each time it grows), and a pop frees whole blocks, one of which
+// is kept for reuse.
 type gcQueue struct {
-	buf  []gcEntry
-	head int
+	blocks     []*[gcBlock]gcEntry
+	head, tail int // positions, from blocks[0][0], of the first entry and of the next push
+	spare      *[gcBlock]gcEntry
 }
 
-func (q *gcQueue) push(e gcEntry) { q.buf = append(q.buf, e) }
+// gcBlock is the number of entries in a block of a gcQueue (4 KiB).
+const gcBlock = 256
 
-func (q *gcQueue) len() int { return len(q.buf) - q.head }
+func (q *gcQueue) push(e gcEntry) {
+	if q.tail == len(q.blocks)*gcBlock {
+		b := q.spare
+		if b == nil {
+			b = new([gcBlock]gcEntry)
+		}
+		q.spare = nil
+		q.blocks = append(q.blocks, b)
+	}
+	q.blocks[q.tail/gcBlock][q.tail%gcBlock] = e
+	q.tail++
+}
+
+func (q *gcQueue) len() int { return q.tail - q.head }
 
 func (q *gcQueue) peek() (gcEntry, bool) {
-	if q.head == len(q.buf) {
+	if q.head == q.tail {
 		return gcEntry{}, false
 	}
-	return q.buf[q.head], true
+	return q.blocks[0][q.head], true
 }
 
 func (q *gcQueue) pop() {
-	q.buf[q.head] = gcEntry{}
+	q.blocks[0][q.head] = gcEntry{} // release the chain
 	q.head++
-	if q.head == len(q.buf) {
-		q.buf, q.head = q.buf[:0], 0
-	} else if q.head >= 1024 && q.head*2 >= len(q.buf) {
-		n := copy(q.buf, q.buf[q.head:])
-		clear(q.buf[n:])
-		q.buf, q.head = q.buf[:n], 0
+	if q.head == gcBlock {
+		q.spare = q.blocks[0]
+		q.blocks[0] = nil
+		q.blocks = q.blocks[1:]
+		q.head = 0
+		q.tail -= gcBlock
 	}
 }
 
 // rangeCursor walks, in a range read's direction, the chains of [b, e)
 // that may have a value at read version rv: every chain with one comes up,
-// in key order, and the caller skips those without. It scans tree (every
-// chain, tombstones included) at first; after budget chains it turns to
-// liveTree, merged with the chains that had a value at rv but have none
-// now (deadAt), which costs the clears after rv instead of the tombstones.
-// Both walks present the same chains with a value at rv, so switching in
-// the middle changes nothing.
+// in key order, and the caller skips those without. It merges liveTree
+// with the chains of dead that had a value at rv (they were cleared after
+// rv), so its cost does not grow with the tombstones in the range nor with
+// the clears elsewhere since rv. With store.fullScan it walks tree
+// instead, tombstones included.
 type rangeCursor struct {
 	s       *store
 	b, e    []byte
 	rv      int64
 	reverse bool
-	after   logSpan // the clears after rv, if usable
-	budget  int     // tree chains to visit before turning to liveTree; -1: never
-	live    bool    // it walks liveTree (merged with extra), else tree
-	it      btree.MapIter[string, *chain]
+	scan    bool // it walks tree, else liveTree merged with dead
+	it      *btree.MapIter[string, *chain]
 	itOK    bool
-	extra   []*chain // deadAt, in key order
-	xi      int      // the current (or next) index in extra
-	cur     *chain   // nil once past the range
-	curTree bool     // cur is it's, not extra's
+	x       *chain // the current (or next) chain of dead in the walk
+	cur     *chain // nil once past the range
+	curTree bool   // cur is it's, not x
 }
 
 // init puts the cursor on the first chain of [b, e) in the read's
 // direction.
 func (rc *rangeCursor) init(s *store, b, e []byte, rv int64, reverse bool) {
-	*rc = rangeCursor{s: s, b: b, e: e, rv: rv, reverse: reverse, budget: -1}
-	if after, ok := s.logAfter(rv); ok {
-		rc.after = after
-		rc.budget = s.budget(after.len())
+	*rc = rangeCursor{s: s, b: b, e: e, rv: rv, reverse: reverse, scan: s.fullScan}
+	pool, tr := &s.liveIters, s.liveTree
+	if rc.scan {
+		pool, tr = &s.treeIters, s.tree
 	}
-	if rc.budget == 0 {
-		rc.live = true
-		rc.extra = deadAt(rc.after, b, e, rv)
-		rc.it = s.liveTree.Iter()
+	if it, ok := pool.Get().(*btree.MapIter[string, *chain]); ok {
+		rc.it = it
 	} else {
-		rc.it = s.tree.Iter()
+		it := tr.Iter()
+		rc.it = &it
 	}
 	if reverse {
 		rc.seek(e)
@@ -527,33 +470,57 @@ func (rc *rangeCursor) init(s *store, b, e []byte, rv int64, reverse bool) {
 	}
 }
 
+// release hands the cursor's iterator back for reuse; the cursor is then
+// unusable. A cursor that is not released only costs an allocation.
+func (rc *rangeCursor) release() {
+	if rc.it == nil {
+		return
+	}
+	if rc.scan {
+		rc.s.treeIters.Put(rc.it)
+	} else {
+		rc.s.liveIters.Put(rc.it)
+	}
+	*rc = rangeCursor{}
+}
+
 // seek moves to the first chain at or after k forwards, or the last one
 // before k in reverse.
-func (rc *rangeCursor) seek(k []byte) { rc.position(k, false) }
-
-// position is seek; in reverse, incl makes it the last chain at or before
-// k.
-func (rc *rangeCursor) position(k []byte, incl bool) {
+func (rc *rangeCursor) seek(k []byte) {
 	ok := rc.it.Seek(ukey(k))
 	if rc.reverse {
 		if !ok {
 			ok = rc.it.Last()
-		} else if !incl || rc.it.Key() != ukey(k) {
+		} else {
 			ok = rc.it.Prev()
 		}
 	}
 	rc.itOK = ok
-	if len(rc.extra) > 0 {
-		x := rc.extra
-		if !rc.reverse {
-			rc.xi = sort.Search(len(x), func(i int) bool { return bytes.Compare(x[i].key, k) >= 0 })
-		} else if incl {
-			rc.xi = sort.Search(len(x), func(i int) bool { return bytes.Compare(x[i].key, k) > 0 }) - 1
+	if !rc.scan {
+		if rc.reverse {
+			rc.x = rc.deadFrom(rc.s.dead.last(k, false, rc.rv))
 		} else {
-			rc.xi = sort.Search(len(x), func(i int) bool { return bytes.Compare(x[i].key, k) >= 0 }) - 1
+			rc.x = rc.deadFrom(rc.s.dead.first(k, false, rc.rv))
 		}
 	}
 	rc.pick()
+}
+
+// deadFrom returns the first chain of dead from c on, in the walk's
+// direction and within the range, that had a value at rv, or nil. Each
+// step costs O(log n) and skips only chains of the range written after rv.
+func (rc *rangeCursor) deadFrom(c *chain) *chain {
+	for c != nil && rc.inRange(c.key) {
+		if _, ok := c.at(rc.rv); ok {
+			return c
+		}
+		if rc.reverse {
+			c = rc.s.dead.last(c.key, false, rc.rv)
+		} else {
+			c = rc.s.dead.first(c.key, true, rc.rv)
+		}
+	}
+	return nil
 }
 
 // step moves to the next chain.
@@ -561,11 +528,11 @@ func (rc *rangeCursor) step() {
 	switch {
 	case rc.cur == nil:
 		return
-	case rc.live && !rc.curTree:
+	case !rc.curTree:
 		if rc.reverse {
-			rc.xi--
+			rc.x = rc.deadFrom(rc.s.dead.last(rc.x.key, false, rc.rv))
 		} else {
-			rc.xi++
+			rc.x = rc.deadFrom(rc.s.dead.first(rc.x.key, true, rc.rv))
 		}
 	case rc.reverse:
 		rc.itOK = rc.it.Prev()
@@ -575,37 +542,21 @@ func (rc *rangeCursor) step() {
 	rc.pick()
 }
 
-// pick sets cur to the next chain of the walk, turning to liveTree once
-// the budget of tree chains is spent.
+// pick sets cur to the next chain of the walk: the iterator's or x,
+// whichever comes first (they never hold the same chain).
 func (rc *rangeCursor) pick() {
 	var c *chain
 	rc.curTree = true
 	if rc.itOK {
 		c = rc.it.Value()
 	}
-	if rc.live {
-		if rc.xi >= 0 && rc.xi < len(rc.extra) {
-			if x := rc.extra[rc.xi]; c == nil || rc.before(x.key, c.key) {
-				c, rc.curTree = x, false
-			}
-		}
+	if x := rc.x; x != nil && (c == nil || rc.before(x.key, c.key)) {
+		c, rc.curTree = x, false
 	}
 	if c != nil && !rc.inRange(c.key) {
 		c = nil
 	}
 	rc.cur = c
-	if c == nil || rc.live || rc.budget < 0 {
-		return
-	}
-	if rc.budget > 0 {
-		rc.budget--
-		return
-	}
-	// Turn to liveTree, at c inclusive.
-	rc.live = true
-	rc.extra = deadAt(rc.after, rc.b, rc.e, rc.rv)
-	rc.it = rc.s.liveTree.Iter()
-	rc.position(c.key, true)
 }
 
 // inRange reports whether k is within the range on the side the walk goes.
@@ -623,90 +574,4 @@ func (rc *rangeCursor) before(x, y []byte) bool {
 		return c > 0
 	}
 	return c < 0
-}
-
-// logEntry records that chain c was cleared at v.
-type logEntry struct {
-	v int64
-	c *chain
-}
-
-// clearLog is a FIFO of logEntry in version order (versions are pushed in
-// non-decreasing order), trimmed from the front as the horizon advances.
-// Entries are numbered in push order; they live in fixed-size blocks, so
-// that a push never copies the log and a trim frees whole blocks (one is
-// kept for reuse).
-type clearLog struct {
-	blocks     []*[logBlock]logEntry
-	base       int // the number of blocks[0][0]
-	start, end int // the numbers of the first entry and of the next push
-	spare      *[logBlock]logEntry
-}
-
-// logBlock is the number of entries in a block of a clearLog (4 KiB).
-const logBlock = 256
-
-func (l *clearLog) at(n int) *logEntry {
-	i := n - l.base
-	return &l.blocks[i/logBlock][i%logBlock]
-}
-
-func (l *clearLog) push(e logEntry) {
-	if l.end-l.base == len(l.blocks)*logBlock {
-		b := l.spare
-		if b == nil {
-			b = new([logBlock]logEntry)
-		}
-		l.spare = nil
-		l.blocks = append(l.blocks, b)
-	}
-	*l.at(l.end) = e
-	l.end++
-}
-
-// trim drops the entries at or below horizon.
-func (l *clearLog) trim(horizon int64) {
-	for l.start < l.end && l.at(l.start).v <= horizon {
-		*l.at(l.start) = logEntry{} // release the chain
-		l.start++
-		if l.start-l.base == logBlock {
-			l.spare = l.blocks[0]
-			l.blocks[0] = nil
-			l.blocks = l.blocks[1:]
-			l.base += logBlock
-		}
-	}
-}
-
-// after returns the entries with versions above rv.
-func (l *clearLog) after(rv int64) logSpan {
-	if l.start == l.end || l.at(l.end-1).v <= rv {
-		return logSpan{}
-	}
-	i := sort.Search(l.end-l.start, func(i int) bool { return l.at(l.start+i).v > rv })
-	return logSpan{l: l, from: l.start + i, to: l.end}
-}
-
-// logSpan is a run of a clearLog's entries; it is valid until the log
-// changes.
-type logSpan struct {
-	l        *clearLog
-	from, to int
-}
-
-func (sp logSpan) len() int { return sp.to - sp.from }
-
-// each calls f for the entries in order until f returns false.
-func (sp logSpan) each(f func(e *logEntry) bool) {
-	for n := sp.from; n < sp.to; {
-		i := n - sp.l.base
-		blk := sp.l.blocks[i/logBlock][i%logBlock:]
-		blk = blk[:min(len(blk), sp.to-n)]
-		for j := range blk {
-			if !f(&blk[j]) {
-				return
-			}
-		}
-		n += len(blk)
-	}
 }

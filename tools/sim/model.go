@@ -30,9 +30,30 @@ const (
 	// both, over the failed call's interval, paired by Input.Tag.
 	Hide
 	Unhide
+	// EnqueueBatch enqueues Input.N items in one transaction: all or none.
+	// Their IDs are BatchIDs(Input).
+	EnqueueBatch
 )
 
-var kindNames = [...]string{"Enqueue", "Dequeue", "DequeueBatch", "Push", "PopMin", "PopMax", "Observe", "Hide", "Unhide"}
+var kindNames = [...]string{"Enqueue", "Dequeue", "DequeueBatch", "Push", "PopMin", "PopMax", "Observe", "Hide", "Unhide", "EnqueueBatch"}
+
+// BatchIDs returns the IDs of the items an operation adds: Item.ID for
+// Enqueue and Push; for EnqueueBatch, Item.ID with j << 32 added for its
+// j-th item (the harness's IDs stay below 1 << 32 within a structure,
+// apart from their tag in the top byte).
+func BatchIDs(in Input) []uint64 {
+	switch in.Kind {
+	case Enqueue, Push:
+		return []uint64{in.Item.ID}
+	case EnqueueBatch:
+		ids := make([]uint64, in.N)
+		for j := range ids {
+			ids[j] = in.Item.ID + uint64(j)<<32
+		}
+		return ids
+	}
+	return nil
+}
 
 // String returns the operation kind's name.
 func (k Kind) String() string {
@@ -53,7 +74,7 @@ type Item struct {
 type Input struct {
 	Kind Kind
 	Item Item // Enqueue, Push
-	N    int  // DequeueBatch: the batch size
+	N    int  // DequeueBatch, EnqueueBatch: the batch size
 	// Wait marks a staged dequeue or pop (DequeueWait, PopMinWait,
 	// PopMaxWait): it has the same sequential specification as its plain
 	// form, except that it never returns empty.
@@ -189,7 +210,7 @@ func isZero(entry string) bool { return strings.Trim(entry, "\x00") == "" }
 // FIFOModel is the sequential specification of a Queue, starting from the
 // items in initial (head first):
 //
-//   - Enqueue(x) appends x.
+//   - Enqueue(x) appends x; EnqueueBatch(x1..xn) appends x1..xn.
 //   - Dequeue returns the head and removes it, or Empty when there is none.
 //   - DequeueBatch(n) returns a non-empty prefix of at most n items and
 //     removes it, or Empty when there is none. The prefix may be shorter
@@ -252,10 +273,13 @@ func FIFOPlaceModel(initial []Item) porcupine.Model {
 func fifoStep(st mstate, in Input, out Output) (bool, any) {
 	s := st.q
 	switch in.Kind {
-	case Enqueue:
+	case Enqueue, EnqueueBatch:
 		var b [fifoEntry]byte
-		binary.BigEndian.PutUint64(b[:], in.Item.ID)
-		st.q = s + string(b[:])
+		for _, id := range BatchIDs(in) {
+			binary.BigEndian.PutUint64(b[:], id)
+			s += string(b[:])
+		}
+		st.q = s
 		return true, st
 	case Dequeue, DequeueBatch:
 		if out.Unknown {
@@ -410,6 +434,8 @@ func describeOperation(prio bool) func(input, output any) string {
 			arg = fmt.Sprintf("(%d, p=%d)", in.Item.ID, in.Item.Priority)
 		case DequeueBatch:
 			arg = fmt.Sprintf("(%d)", in.N)
+		case EnqueueBatch:
+			arg = fmt.Sprintf("(%d x%d)", in.Item.ID, in.N)
 		case Hide, Unhide:
 			arg = fmt.Sprintf("(#%d)", in.Tag)
 		default:
@@ -425,7 +451,7 @@ func describeOperation(prio bool) func(input, output any) string {
 			res = "unknown"
 		case out.Empty:
 			res = "empty"
-		case in.Kind == Enqueue || in.Kind == Push || in.Kind == Hide || in.Kind == Unhide:
+		case in.Kind == Enqueue || in.Kind == EnqueueBatch || in.Kind == Push || in.Kind == Hide || in.Kind == Unhide:
 			res = "ok"
 		default:
 			res = describeItems(out.Items, prio)

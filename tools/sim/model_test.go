@@ -71,6 +71,18 @@ func TestFIFOModel(t *testing.T) {
 		{"a batch longer than asked", []Item{{ID: 1}, {ID: 2}, {ID: 3}}, []porcupine.Operation{
 			op(0, 1, 2, Input{Kind: DequeueBatch, N: 2}, got(1, 2, 3)),
 		}, false},
+		{"a batch is appended as a block", []Item{{ID: 9}}, []porcupine.Operation{
+			op(0, 1, 2, Input{Kind: EnqueueBatch, Item: Item{ID: 1}, N: 3}, ok),
+			op(1, 3, 4, Input{Kind: DequeueBatch, N: 10}, got(9, 1, 1+1<<32, 1+2<<32)),
+		}, true},
+		{"an item inside a batch", nil, []porcupine.Operation{
+			op(0, 1, 4, Input{Kind: EnqueueBatch, Item: Item{ID: 1}, N: 2}, ok), op(1, 2, 3, enq(7), ok),
+			op(2, 5, 6, obs, observe(Item{ID: 1}, Item{ID: 7}, Item{ID: 1 + 1<<32})),
+		}, false},
+		{"a batch out of order", nil, []porcupine.Operation{
+			op(0, 1, 2, Input{Kind: EnqueueBatch, Item: Item{ID: 1}, N: 2}, ok),
+			op(1, 3, 4, obs, observe(Item{ID: 1 + 1<<32}, Item{ID: 1})),
+		}, false},
 		{"an unknown enqueue that happened", nil, []porcupine.Operation{
 			op(0, 1, end, enq(1), unknown), op(1, 2, 3, deq, got(1)), op(2, 4, 5, obs, observe()),
 		}, true},

@@ -1,9 +1,7 @@
 package sim
 
 import (
-	"bytes"
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 
@@ -26,29 +24,6 @@ type structure interface {
 	observe(ctx context.Context, db kv.Database) ([]Item, error)
 	// drain empties the structure through its API and returns what came out.
 	drain(ctx context.Context, db kv.Database) ([]Item, error)
-}
-
-// Values are an item's 8-byte ID followed by a filler whose length and
-// bytes depend on the ID, so that a value corrupted or swapped with
-// another is noticed.
-func encodeValue(id uint64) []byte {
-	n := int(id * 7919 % 48)
-	b := binary.BigEndian.AppendUint64(make([]byte, 0, 8+n), id)
-	for i := range n {
-		b = append(b, byte(id)+byte(i))
-	}
-	return b
-}
-
-func decodeValue(v []byte) (uint64, error) {
-	if len(v) < 8 {
-		return 0, fmt.Errorf("value %x is not one of the harness's values", v)
-	}
-	id := binary.BigEndian.Uint64(v)
-	if !bytes.Equal(v, encodeValue(id)) {
-		return 0, fmt.Errorf("value %x is corrupt", v)
-	}
-	return id, nil
 }
 
 // decodeStored undoes the queue's value encoding.
@@ -98,7 +73,14 @@ func (f *fifo) model(initial []Item) porcupine.Model {
 func (f *fifo) run(ctx context.Context, t kv.Transactor, in Input, id fdbqueue.OpID) (Output, error) {
 	switch in.Kind {
 	case Enqueue:
-		return Output{}, f.q.Enqueue(ctx, t, encodeValue(in.Item.ID), fdbqueue.WithOpID(id))
+		return Output{}, f.q.Enqueue(ctx, t, encodeValue(f.enc, in.Item.ID), fdbqueue.WithOpID(id))
+	case EnqueueBatch:
+		ids := BatchIDs(in)
+		vs := make([][]byte, len(ids))
+		for i, x := range ids {
+			vs[i] = encodeValue(f.enc, x)
+		}
+		return Output{}, f.q.EnqueueBatch(ctx, t, vs, fdbqueue.WithOpID(id))
 	case Dequeue:
 		var v []byte
 		var err error
@@ -110,21 +92,21 @@ func (f *fifo) run(ctx context.Context, t kv.Transactor, in Input, id fdbqueue.O
 		if err != nil {
 			return Output{}, err
 		}
-		return itemsOut([][]byte{v})
+		return itemsOut(f.enc, [][]byte{v})
 	case DequeueBatch:
 		vs, err := f.q.DequeueBatch(ctx, t, in.N, fdbqueue.WithOpID(id))
 		if err != nil {
 			return Output{}, err
 		}
-		return itemsOut(vs)
+		return itemsOut(f.enc, vs)
 	}
 	return Output{}, fmt.Errorf("sim: a queue has no operation %v", in.Kind)
 }
 
-func itemsOut(vs [][]byte) (Output, error) {
+func itemsOut(enc fdbqueue.ValueEncoding, vs [][]byte) (Output, error) {
 	out := Output{Items: make([]Item, len(vs))}
 	for i, v := range vs {
-		id, err := decodeValue(v)
+		id, err := decodeValue(enc, v)
 		if err != nil {
 			return Output{}, err
 		}
@@ -144,7 +126,7 @@ func (f *fifo) observe(ctx context.Context, db kv.Database) ([]Item, error) {
 		if err != nil {
 			return nil, err
 		}
-		if items[i].ID, err = decodeValue(v); err != nil {
+		if items[i].ID, err = decodeValue(f.enc, v); err != nil {
 			return nil, err
 		}
 	}
@@ -161,7 +143,7 @@ func (f *fifo) drain(ctx context.Context, db kv.Database) ([]Item, error) {
 			}
 			return out, err
 		}
-		o, err := itemsOut(vs)
+		o, err := itemsOut(f.enc, vs)
 		if err != nil {
 			return out, err
 		}
@@ -184,7 +166,7 @@ func (p *prio) run(ctx context.Context, t kv.Transactor, in Input, id fdbqueue.O
 	var err error
 	switch in.Kind {
 	case Push:
-		return Output{}, p.pq.Push(ctx, t, encodeValue(in.Item.ID), in.Item.Priority, fdbqueue.WithOpID(id))
+		return Output{}, p.pq.Push(ctx, t, encodeValue(p.enc, in.Item.ID), in.Item.Priority, fdbqueue.WithOpID(id))
 	case PopMin:
 		if in.Wait {
 			it, err = p.pq.PopMinWait(ctx, t.(kv.Database), fdbqueue.WithOpID(id))
@@ -203,7 +185,7 @@ func (p *prio) run(ctx context.Context, t kv.Transactor, in Input, id fdbqueue.O
 	if err != nil {
 		return Output{}, err
 	}
-	x, err := decodeValue(it.Value)
+	x, err := decodeValue(p.enc, it.Value)
 	if err != nil {
 		return Output{}, err
 	}
@@ -229,7 +211,7 @@ func (p *prio) observe(ctx context.Context, db kv.Database) ([]Item, error) {
 		if err != nil {
 			return nil, err
 		}
-		id, err := decodeValue(v)
+		id, err := decodeValue(p.enc, v)
 		if err != nil {
 			return nil, err
 		}
@@ -249,7 +231,7 @@ func (p *prio) drain(ctx context.Context, db kv.Database) ([]Item, error) {
 			return out, err
 		}
 		for _, it := range its {
-			id, err := decodeValue(it.Value)
+			id, err := decodeValue(p.enc, it.Value)
 			if err != nil {
 				return out, err
 			}

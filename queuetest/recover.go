@@ -1,0 +1,101 @@
+package queuetest
+
+import (
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/fdbqueue/fdbqueue"
+)
+
+// clock is a queue clock the suite moves (fdbqueue.WithClock).
+type clock struct{ ns atomic.Int64 }
+
+func newClock(t time.Time) *clock {
+	c := &clock{}
+	c.ns.Store(t.UnixNano())
+	return c
+}
+
+func (c *clock) now() time.Time { return time.Unix(0, c.ns.Load()) }
+
+func recoverChecks() []check {
+	return []check{
+		{"ExpiredRequest/ByPlace", func(t *testing.T, f *fixture) {
+			testRecoverExpired(t, f, true, []fdbqueue.Option{fdbqueue.WithVersionstampOrder()}, fdbqueue.ServeByPlace)
+		}},
+		{"ExpiredRequest/InBatches/indexed", func(t *testing.T, f *fixture) {
+			testRecoverExpired(t, f, true, nil, fdbqueue.ServeInBatches)
+		}},
+		{"ExpiredRequest/InBatches/vstamp", func(t *testing.T, f *fixture) {
+			testRecoverExpired(t, f, true, []fdbqueue.Option{fdbqueue.WithVersionstampOrder()}, fdbqueue.ServeInBatches)
+		}},
+		{"ExpiredRequest/PopMin", func(t *testing.T, f *fixture) { testRecoverExpired(t, f, false, nil, fdbqueue.ServeAuto) }},
+		{"NothingExpired", testRecoverNothing},
+	}
+}
+
+// testRecoverExpired: a waiter whose request outlives the claim timeout (as
+// its queue's clock sees it: the suite moves the clock of another client
+// past the deadline instead of waiting) has its request dropped by that
+// client's Recover, and, woken by the watch on its request, fails with
+// ErrClaimExpired having taken nothing. An item added meanwhile by a
+// producer that does not stage (it does not wake the waiter) is due to the
+// request by place and goes back to the queue; it is taken once.
+func testRecoverExpired(t *testing.T, f *fixture, isQueue bool, layout []fdbqueue.Option, serving fdbqueue.StagingServing) {
+	sub := f.sub(t, "recover")
+	start := time.Now()
+	waiterClock, laterClock := newClock(start), newClock(start.Add(2*time.Hour))
+	staging := fdbqueue.WithStaging(stagingConfig(serving))
+	mk := func(c *clock, staged bool) (ops stagedOps, recov func() (fdbqueue.RecoverStats, error)) {
+		opts := with(layout, fdbqueue.WithClock(c.now))
+		if staged {
+			opts = append(opts, staging)
+		}
+		if isQueue {
+			q, err := fdbqueue.NewQueue(sub, opts...)
+			require.NoError(t, err)
+			return queueOps(q), func() (fdbqueue.RecoverStats, error) { return q.Recover(f.ctx, f.db) }
+		}
+		pq, err := fdbqueue.NewPriorityQueue(sub, opts...)
+		require.NoError(t, err)
+		return pqOps(pq, false), func() (fdbqueue.RecoverStats, error) { return pq.Recover(f.ctx, f.db) }
+	}
+	waiterOps, _ := mk(waiterClock, true)
+	plainOps, _ := mk(waiterClock, false)
+	laterOps, recoverLater := mk(laterClock, true)
+
+	w := f.startWaiter(t, "waiter", waiterOps.wait)
+	require.NoError(t, plainOps.produce(f.ctx, f.db, strs("x")), "a producer that does not stage")
+
+	st, err := recoverLater()
+	require.NoError(t, err, "Recover by a client whose clock is past the claim timeout")
+	require.Equal(t, 1, st.DroppedRequests, "Recover drops the expired request")
+	if serving == fdbqueue.ServeByPlace {
+		require.Equal(t, 1, st.ReturnedItems, "by place, the item due to the expired request goes back to the queue")
+	} else {
+		require.Zero(t, st.ReturnedItems, "in batches nothing was handed to the expired request")
+	}
+	_, err = w.result(t, f)
+	require.ErrorIs(t, err, fdbqueue.ErrClaimExpired, "the waiter whose request expired took nothing")
+
+	v, err := laterOps.take(f.ctx, f.db)
+	require.NoError(t, err)
+	requireValue(t, []byte("x"), v, "the item is still in the queue, once")
+	_, err = laterOps.take(f.ctx, f.db)
+	require.ErrorIs(t, err, fdbqueue.ErrEmpty)
+	st, err = recoverLater()
+	require.NoError(t, err)
+	require.Equal(t, fdbqueue.RecoverStats{}, st, "a second Recover finds nothing")
+}
+
+func testRecoverNothing(t *testing.T, f *fixture) {
+	q := f.queue(t, "nothing", fdbqueue.WithStaging(stagingConfig(fdbqueue.ServeInBatches)))
+	f.enqueueAll(t, q, strs("a"))
+	st, err := q.Recover(f.ctx, f.db)
+	require.NoError(t, err)
+	require.Equal(t, fdbqueue.RecoverStats{}, st)
+	requireValues(t, strs("a"), f.drain(t, q), "Recover leaves items alone")
+}
