@@ -137,6 +137,9 @@ func newObserver(queuePrefix []byte, c obsConfig) *observer {
 }
 
 func (o *observer) add(c metric.Int64Counter, n int64, kvs ...attribute.KeyValue) {
+	if !o.metered {
+		return // the no-op provider's counters: skip building the attributes
+	}
 	c.Add(context.Background(), n, metric.WithAttributes(append(kvs, o.queue)...))
 }
 

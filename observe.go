@@ -93,18 +93,18 @@ func (d *observedDB) CreateTransaction(ctx context.Context) (kv.Transaction, err
 // Transact returns, so the backend releases it.
 func (d *observedDB) Transact(ctx context.Context, fn func(kv.Transaction) error) error {
 	if !d.k.obs.metered {
-		var last *trackedTx
+		t := &trackedTx{k: d.k, op: d.op}
 		err := d.Database.Transact(ctx, func(tr kv.Transaction) error {
-			t := &trackedTx{Transaction: tr, k: d.k, op: d.op}
-			last = t
+			t.Transaction = tr
+			t.clearState() // an earlier attempt's
 			err := fn(t)
 			if err == nil {
 				t.flush()
 			}
 			return err
 		})
-		if err == nil && last != nil {
-			last.report() // the last attempt committed
+		if err == nil {
+			t.report() // the last attempt committed
 		}
 		return err
 	}
@@ -160,10 +160,12 @@ type trackedTx struct {
 	k       *tracker
 	op      string
 	delta   int64
-	reset   bool            // the items' range was cleared: the counters restart at delta
-	touched map[string]bool // item keys written: true set, false cleared
-	failed  bool            // the last commit failed; a Reset now is a retry
-	events  []func()        // to report once the commit succeeds (afterCommit)
+	reset   bool           // the items' range was cleared: the counters restart at delta
+	touched []touch        // item keys written, in order (few: searched linearly)
+	small   [2]touch       // touched's first backing array
+	index   map[string]int // touched by key, once there are many
+	failed  bool           // the last commit failed; a Reset now is a retry
+	events  []func()       // to report once the commit succeeds (afterCommit)
 }
 
 func (t *trackedTx) opKind() string { return t.op }
@@ -172,19 +174,55 @@ func (t *trackedTx) inItems(key []byte) bool {
 	return t.k.counting && bytes.Compare(t.k.items.Begin, key) <= 0 && bytes.Compare(key, t.k.items.End) < 0
 }
 
-// note records that key is now present (set) or absent (cleared).
+// touch is an item key written in the transaction and whether it is
+// present after the writes so far.
+type touch struct {
+	key     []byte
+	present bool
+}
+
+// indexAt is how many touched keys are searched linearly before they are
+// indexed by a map (batches touch thousands).
+const indexAt = 16
+
+// note records that key is now present (set) or absent (cleared). The key
+// is kept, not copied: the operations never change a key they wrote.
 func (t *trackedTx) note(key []byte, present bool) {
-	was, seen := t.touched[string(key)]
-	switch {
-	case !seen && present, seen && !was && present:
+	i := -1
+	if t.index != nil {
+		if j, ok := t.index[string(key)]; ok {
+			i = j
+		}
+	} else {
+		for j := range t.touched {
+			if bytes.Equal(t.touched[j].key, key) {
+				i = j
+				break
+			}
+		}
+	}
+	if i >= 0 && t.touched[i].present == present {
+		return // set again, or cleared again
+	}
+	if present {
 		t.delta++
-	case !seen && !present, seen && was && !present:
+	} else {
 		t.delta--
 	}
-	if t.touched == nil {
-		t.touched = make(map[string]bool)
+	if i >= 0 {
+		t.touched[i].present = present
+		return
 	}
-	t.touched[string(key)] = present
+	t.touched = append(t.touched, touch{key: key, present: present})
+	switch {
+	case t.index != nil:
+		t.index[string(key)] = len(t.touched) - 1
+	case len(t.touched) > indexAt:
+		t.index = make(map[string]int, 2*len(t.touched))
+		for j, tc := range t.touched {
+			t.index[string(tc.key)] = j
+		}
+	}
 }
 
 func (t *trackedTx) Set(key, value []byte) {
@@ -205,7 +243,7 @@ func (t *trackedTx) Clear(key []byte) {
 // counters are cleared with it. The operations never clear part of it.
 func (t *trackedTx) ClearRange(r kv.KeyRange) {
 	if t.k.counting && bytes.Compare(r.Begin, t.k.items.Begin) <= 0 && bytes.Compare(r.End, t.k.items.End) >= 0 {
-		t.delta, t.reset, t.touched = 0, true, nil
+		t.delta, t.reset, t.touched, t.index = 0, true, t.small[:0], nil
 	}
 	t.Transaction.ClearRange(r)
 }
@@ -227,14 +265,33 @@ func (t *trackedTx) flush() {
 		t.Transaction.ClearRange(t.k.depth.all)
 	}
 	if t.delta != 0 {
-		var p [8]byte
-		binary.LittleEndian.PutUint64(p[:], uint64(t.delta))
-		t.Transaction.Add(t.k.depth.shard(rand.IntN(depthShards)), p[:])
+		t.Transaction.Add(t.k.depth.shard(rand.IntN(depthShards)), counterParam(t.delta))
 	}
-	t.delta, t.reset, t.touched = 0, false, nil
+	t.delta, t.reset, t.touched, t.index = 0, false, t.small[:0], nil
 }
 
-func (t *trackedTx) clearState() { t.delta, t.reset, t.touched, t.events = 0, false, nil, nil }
+func (t *trackedTx) clearState() {
+	t.delta, t.reset, t.touched, t.index, t.events = 0, false, t.small[:0], nil, nil
+}
+
+var (
+	plusOne64  = []byte{1, 0, 0, 0, 0, 0, 0, 0}
+	minusOne64 = []byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff}
+)
+
+// counterParam is the 8-byte little-endian parameter of an add of d (the
+// common ±1 without an allocation; the backend copies it).
+func counterParam(d int64) []byte {
+	switch d {
+	case 1:
+		return plusOne64
+	case -1:
+		return minusOne64
+	}
+	p := make([]byte, 8)
+	binary.LittleEndian.PutUint64(p, uint64(d))
+	return p
+}
 
 // report runs the events of a committed attempt.
 func (t *trackedTx) report() {
