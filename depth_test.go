@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"testing"
 	"time"
@@ -260,13 +261,16 @@ func TestDepthStaged(t *testing.T) {
 }
 
 // An item handed to a crashed waiter leaves the count; Recover returns it.
+// The recovery and the expired claim each get a log line.
 func TestDepthStagedCrashRecovery(t *testing.T) {
 	ctx := context.Background()
 	clock := memdb.NewManualClock(time.Unix(1_700_000_000, 0))
 	db := stgDB(t)
 	sub := stgSubspace(t, "depth-crash")
 	const timeout = 30 * time.Second
-	q := stgQueue(t, sub, fdbqueue.WithStaging(fdbqueue.StagingConfig{ClaimTimeout: timeout, Serving: fdbqueue.ServeInBatches}), fdbqueue.WithClock(clock.Now))
+	var logs syncBuffer
+	q := stgQueue(t, sub, fdbqueue.WithStaging(fdbqueue.StagingConfig{ClaimTimeout: timeout, Serving: fdbqueue.ServeInBatches}), fdbqueue.WithClock(clock.Now),
+		fdbqueue.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
 	hung, release := make(chan struct{}), make(chan struct{})
 	var once sync.Once
 	fdbqueue.SetStagingHook(q, func(p string) {
@@ -294,6 +298,28 @@ func TestDepthStagedCrashRecovery(t *testing.T) {
 	close(release)
 	require.ErrorIs(t, <-result, fdbqueue.ErrClaimExpired)
 	requireDepth(t, db, q, 1)
+	require.Contains(t, logs.String(), "recovered a staged line")
+	require.Contains(t, logs.String(), "returned_items=1")
+	require.Contains(t, logs.String(), "staged claim expired")
+}
+
+// syncBuffer is a bytes.Buffer safe for a logger used by several
+// goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
 
 // Recipe clients do not maintain the counters: Depth drifts (here below

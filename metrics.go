@@ -54,9 +54,9 @@ func WithMeterProvider(mp metric.MeterProvider) Option {
 }
 
 // WithLogger makes the queue log the events worth a line to l: recoveries
-// of staged lines, operations that ended with an unknown commit outcome
-// (with the operation ID to recover them), journal replays, expired leases
-// taken over and dead letters. The default discards them: a library should
+// of staged lines, staged calls whose claim expired, operations that ended
+// with an unknown commit outcome (with the operation ID to settle them),
+// journal replays, expired leases taken over and dead letters. The default discards them: a library should
 // not write to an application's logs unasked, and every one of these events
 // is also counted in the metrics.
 func WithLogger(l *slog.Logger) Option {
@@ -165,6 +165,10 @@ func (o *observer) ended(op string, id OpID, err error) {
 	}
 	out := outcomeOf(err)
 	o.add(o.ops, 1, attrOp.String(op), attrOutcome.String(out))
+	if errors.Is(err, ErrClaimExpired) {
+		o.log.Warn("fdbqueue: staged claim expired: the request was dropped and its item returned to the queue",
+			"op", op, "op_id", id.String())
+	}
 	if out == "maybe_committed" {
 		o.log.Warn("fdbqueue: operation may have committed; call it again with WithOpID to settle it",
 			"op", op, "op_id", id.String(), "err", err)

@@ -50,8 +50,9 @@ func (q *Queue) Subspace() Subspace { return q.sub }
 //
 // Conflicts: none with other producers (the tail is found with a snapshot
 // read) nor with consumers. Cost: one snapshot range read (limit 1) and one
-// journal read, issued together (one round trip), then two writes (the item
-// and its journal record). In versionstamp mode the range read is skipped.
+// journal read, issued together (one round trip), then three writes (the
+// item, its journal record and an atomic add to a depth counter, see
+// Depth). In versionstamp mode the range read is skipped.
 //
 // Under commit_unknown_result the retry finds the journal record of the
 // attempt that committed and does nothing, so the item is enqueued exactly
@@ -278,7 +279,8 @@ func (q *Queue) checkItemKey(key []byte) error {
 // dequeue at once conflict and one retries (see the staged dequeue for many
 // consumers); it never conflicts with producers unless the queue holds a
 // single index. Cost: one range read (limit 1) and one journal read, issued
-// together, then a clear and a journal record holding the item's value.
+// together, then a clear, a journal record holding the item's value and an
+// atomic add to a depth counter.
 //
 // Under commit_unknown_result the retry finds the journal record of the
 // attempt that committed and returns the same item: nothing is lost or
