@@ -29,8 +29,9 @@ import (
 //	fdbqueue.lease.outcomes        counter  fdbqueue.outcome (a JobQueue pool's Result)
 //	fdbqueue.lease.expired         counter  expired leases taken over by Lease
 //	fdbqueue.dead_letters          counter  jobs moved to the dead-letter list
-//	fdbqueue.depth                 gauge    items (RegisterGauges)
-//	fdbqueue.oldest_item.age       gauge    seconds (RegisterGauges; versionstamp-ordered Queue)
+//	fdbqueue.depth                 gauge    items, or a JobQueue's jobs (RegisterGauges)
+//	fdbqueue.oldest_item.age       gauge    seconds (RegisterGauges: versionstamp-ordered Queue, JobQueue)
+//	fdbqueue.jobs                  gauge    fdbqueue.state (JobQueue.RegisterGauges)
 //
 // Operations (fdbqueue.op): enqueue, dequeue, push, pop, and the
 // JobQueue's add, lease, ack, nack, requeue, delete_dead; conflicts and
@@ -387,4 +388,49 @@ func (q *Queue) oldestAge(tr kv.ReadTransaction) (time.Duration, bool, error) {
 	}
 	d := max(rv-v, 0)
 	return time.Duration(d) * (time.Second / versionsPerSecond), true, nil
+}
+
+// RegisterGauges registers the job queue's observable gauges with its
+// MeterProvider: fdbqueue.depth (jobs in the queue, leased or not),
+// fdbqueue.jobs by fdbqueue.state (due, delayed, leased, expired, dead, as
+// in JobStats) and fdbqueue.oldest_item.age (how long the first due job has
+// been due, in seconds). At each collection it runs Stats through db: one
+// read-only transaction of snapshot reads, without reading the jobs.
+// Unregister the returned registration when the queue is no longer used.
+func (q *JobQueue) RegisterGauges(db kv.ReadTransactor) (metric.Registration, error) {
+	if err := checkTransactor(db); err != nil {
+		return nil, err
+	}
+	o := q.journal.track.obs
+	depthG, err := o.meter.Int64ObservableGauge("fdbqueue.depth", metric.WithDescription("Jobs in the queue, leased or not."))
+	if err != nil {
+		return nil, err
+	}
+	jobsG, err := o.meter.Int64ObservableGauge("fdbqueue.jobs", metric.WithDescription("Jobs by state (JobStats)."))
+	if err != nil {
+		return nil, err
+	}
+	ageG, err := o.meter.Float64ObservableGauge("fdbqueue.oldest_item.age", metric.WithUnit("s"),
+		metric.WithDescription("How long the first due job has been due."))
+	if err != nil {
+		return nil, err
+	}
+	attrs := metric.WithAttributes(o.queue)
+	state := func(s string) metric.MeasurementOption {
+		return metric.WithAttributes(o.queue, attribute.String("fdbqueue.state", s))
+	}
+	return o.meter.RegisterCallback(func(ctx context.Context, ob metric.Observer) error {
+		st, err := q.Stats(ctx, db)
+		if err != nil {
+			return fmt.Errorf("fdbqueue: gauges: %w", err)
+		}
+		ob.ObserveInt64(depthG, st.Queued+st.Leased+st.ExpiredLeases, attrs)
+		ob.ObserveInt64(jobsG, st.Due, state("due"))
+		ob.ObserveInt64(jobsG, st.Delayed, state("delayed"))
+		ob.ObserveInt64(jobsG, st.Leased, state("leased"))
+		ob.ObserveInt64(jobsG, st.ExpiredLeases, state("expired"))
+		ob.ObserveInt64(jobsG, st.Dead, state("dead"))
+		ob.ObserveFloat64(ageG, st.OldestDue.Seconds(), attrs)
+		return nil
+	}, depthG, jobsG, ageG)
 }

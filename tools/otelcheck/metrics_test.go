@@ -259,20 +259,34 @@ func TestLeaseMetrics(t *testing.T) {
 
 	_, err = jq.Add(ctx, db, fdbqueue.Job{Value: []byte("ok")})
 	require.NoError(t, err)
+	_, err = jq.Add(ctx, db, fdbqueue.Job{Value: []byte("later"), Delay: time.Hour})
+	require.NoError(t, err)
+	reg, err := jq.RegisterGauges(db)
+	require.NoError(t, err)
+	defer reg.Unregister()
+	clock.advance(3 * time.Second)
+	got := collect(t, reader, "jq")
+	require.Equal(t, 2.0, got["fdbqueue.depth"])
+	require.Equal(t, 1.0, got["fdbqueue.jobs fdbqueue.state=due"])
+	require.Equal(t, 1.0, got["fdbqueue.jobs fdbqueue.state=delayed"])
+	require.Equal(t, 1.0, got["fdbqueue.jobs fdbqueue.state=dead"])
+	require.Equal(t, 0.0, got["fdbqueue.jobs fdbqueue.state=leased"])
+	require.InDelta(t, 3.0, got["fdbqueue.oldest_item.age"], 0.001, "due for 3 s on the fake clock")
 	pctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() {
 		done <- jq.Run(pctx, db, func(context.Context, *fdbqueue.Task) error { return nil }, fdbqueue.PoolOptions{
 			OnOutcome: func(fdbqueue.Outcome) { cancel() },
+			Logger:    slog.New(slog.DiscardHandler),
 		})
 	}()
 	require.NoError(t, <-done)
 
-	got := collect(t, reader, "jq")
+	got = collect(t, reader, "jq")
 	require.Equal(t, 1.0, got["fdbqueue.lease.expired"])
 	require.Equal(t, 1.0, got["fdbqueue.dead_letters"])
 	require.Equal(t, 1.0, got["fdbqueue.lease.outcomes fdbqueue.outcome=acked"])
-	require.Equal(t, 2.0, got["fdbqueue.operations fdbqueue.op=add fdbqueue.outcome=ok"])
+	require.Equal(t, 3.0, got["fdbqueue.operations fdbqueue.op=add fdbqueue.outcome=ok"])
 	require.Equal(t, 1.0, got["fdbqueue.operations fdbqueue.op=nack fdbqueue.outcome=ok"])
 	require.Equal(t, 1.0, got["fdbqueue.operations fdbqueue.op=ack fdbqueue.outcome=ok"])
 	require.Contains(t, logs.String(), "dead-lettered")
