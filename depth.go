@@ -86,9 +86,10 @@ func depth(ctx context.Context, t kv.ReadTransactor, d depthKeys) (int64, error)
 // (this version or later) writes the queue: it counts what Len counts,
 // items due to a staged line's requests included. Clients that do not
 // maintain the counters, such as recipe clients in other languages, make it
-// wrong by the items they add or remove; RepairDepth recounts. In a
-// versionstamp-ordered queue it reads nothing the transaction enqueued, so
-// it works after an Enqueue in the same transaction, and does not count it.
+// wrong by the items they add or remove; RepairDepth recounts. Inside a
+// transaction it counts that transaction's own operations (it reads its
+// writes), also in a versionstamp-ordered queue, whose Len cannot read the
+// items that transaction enqueued.
 func (q *Queue) Depth(ctx context.Context, t kv.ReadTransactor) (int64, error) {
 	return depth(ctx, t, q.journal.track.depth)
 }

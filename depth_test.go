@@ -116,6 +116,17 @@ func TestDepthInCallersTransaction(t *testing.T) {
 	tr.Cancel()
 	requireDepth(t, db, q, 0)
 
+	vq := mustQueue(t, "depth-tx-vs", fdbqueue.WithVersionstampOrder())
+	tr, err = db.CreateTransaction(ctx)
+	require.NoError(t, err)
+	require.NoError(t, vq.Enqueue(ctx, tr, []byte("a")))
+	d, err = vq.Depth(ctx, tr)
+	require.NoError(t, err)
+	require.Equal(t, int64(1), d, "versionstamp order: the counter is readable, the item is not")
+	_, err = vq.Len(ctx, tr)
+	require.ErrorIs(t, err, fdbqueue.ErrUnreadableAfterEnqueue)
+	tr.Cancel()
+
 	require.NoError(t, db.Transact(ctx, func(tr kv.Transaction) error {
 		if err := q.EnqueueBatch(ctx, tr, [][]byte{[]byte("a"), []byte("b")}); err != nil {
 			return err
