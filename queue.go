@@ -89,7 +89,7 @@ func (q *Queue) EnqueueBatch(ctx context.Context, t kv.Transactor, values [][]by
 	}
 	t = q.journal.track.observe("enqueue", t)
 	o := q.journal.begin(t, opts)
-	size += len(values)*(len(q.sub.prefix)+suffixSize+16) + o.recordSize(1, 0)
+	size += len(values)*(len(q.sub.prefix)+suffixSize+16) + o.recordSize(1, 0) + q.journal.track.counterSize()
 	if size > q.cfg.batchBudget {
 		return fmt.Errorf("%w: %d items, about %d bytes, budget %d", ErrBatchTooLarge, len(values), size, q.cfg.batchBudget)
 	}
