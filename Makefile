@@ -8,6 +8,8 @@ SHELL := /bin/bash
 FUZZTIME ?= 10s
 SEEDS ?= 20
 DURATION ?= 10m
+# SOAKFLAGS: more soak flags, e.g. SOAKFLAGS=-leases for the job-queue soak
+SOAKFLAGS ?=
 PUREGO := . tools
 
 .PHONY: test unit example bench bench-all fuzz golden lint fdbkv-check release-check integration soak queuebench memflat
@@ -64,9 +66,10 @@ release-check:
 integration:
 	bash scripts/integration.sh
 
-## soak: long deterministic simulation runs (SEEDS=N DURATION=...)
+## soak: long deterministic simulation runs (SEEDS=N DURATION=...;
+## SOAKFLAGS=-leases soaks the job queue instead)
 soak:
-	cd tools && $(GO) run ./cmd/soak -seeds $(SEEDS) -duration $(DURATION)
+	cd tools && $(GO) run ./cmd/soak -seeds $(SEEDS) -duration $(DURATION) $(SOAKFLAGS)
 
 ## queuebench: the contention benchmark table, CSV and chart (into ./out)
 queuebench:

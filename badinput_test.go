@@ -237,10 +237,10 @@ func badRows() []badRow {
 			require.ErrorIs(t, newQ(t, fdbqueue.WithJournalRetention(0)), fdbqueue.ErrInvalidArgument)
 			require.ErrorIs(t, newQ(t, fdbqueue.WithJournalRetention(-time.Second)), fdbqueue.ErrInvalidArgument)
 		}},
-		{"NewQueue", "WithBatchBudget(0), (5,000,001)", "ErrInvalidArgument", func(t *testing.T) {
+		{"NewQueue", "WithBatchBudget(0), (MaxBatchBudget+1)", "ErrInvalidArgument", func(t *testing.T) {
 			require.ErrorIs(t, newQ(t, fdbqueue.WithBatchBudget(0)), fdbqueue.ErrInvalidArgument)
-			require.ErrorIs(t, newQ(t, fdbqueue.WithBatchBudget(5_000_001)), fdbqueue.ErrInvalidArgument)
-			require.NoError(t, newQ(t, fdbqueue.WithBatchBudget(5_000_000)))
+			require.ErrorIs(t, newQ(t, fdbqueue.WithBatchBudget(fdbqueue.MaxBatchBudget+1)), fdbqueue.ErrInvalidArgument)
+			require.NoError(t, newQ(t, fdbqueue.WithBatchBudget(fdbqueue.MaxBatchBudget)))
 		}},
 		{"NewQueue", "WithValueEncoding(ValueEncoding(7))", "ErrInvalidArgument", func(t *testing.T) {
 			require.ErrorIs(t, newQ(t, fdbqueue.WithValueEncoding(fdbqueue.ValueEncoding(7))), fdbqueue.ErrInvalidArgument)
@@ -413,7 +413,7 @@ func badRows() []badRow {
 			t.Run("queue", TestLimitValuesStaged)
 			t.Run("pq", TestLimitValuesStagedPop)
 		}},
-		{"Queue.EnqueueBatch (WithVersionstampOrder)", "65,536 items (any user version counter); 65,537 items", "OK, in order; ErrBatchTooLarge, nothing written", func(t *testing.T) {
+		{"Queue.EnqueueBatch (WithVersionstampOrder)", "20,000 items (any user version counter); 65,537 items (over the user versions and FDB's size limit)", "OK, in order; ErrBatchTooLarge, nothing written", func(t *testing.T) {
 			t.Run("blocks", TestVersionstampUserVersionBlocks)
 		}},
 		{"Queue.Dequeue, DequeueBatch, Peek, Empty, Len (WithVersionstampOrder)", "after an Enqueue in the same transaction (on FoundationDB; memdb stands in through a wrapper)", "ErrUnreadableAfterEnqueue (also kv.Error{Code: 1036}, accessed_unreadable); not retryable", func(t *testing.T) {

@@ -52,22 +52,27 @@
 //	Enqueue (vstamp)   1 + commit   journal                                   item, journal      nothing
 //	EnqueueBatch(n)    1 + commit   snapshot tail, journal                    n items, journal   nothing
 //	Dequeue            1 + commit   head (limit 1), journal                   clear, journal     other consumers
-//	DequeueBatch(n)    1 + commit   head (limit n), journal                   n clears, journal  other consumers
+//	DequeueBatch(n)    1+ + commit  head (up to n, stops at the budget),      clears, journal    other consumers
+//	                                journal
 //	Push               1 + commit   snapshot tail of the priority, journal    item, journal      nothing
 //	PopMin / PopMax    1 + commit   first / last key, journal                 clear, journal     other poppers; PopMax also
 //	                                                                                             pushes at >= its priority
 //	staged Dequeue     1 + 2        register: none;                           register: request, a take at the same
 //	(by place: busy    commits      take: own request and marker,             marker (vstamped); place (rare: a request
 //	vstamp Queue)                   requests ahead and items up to            take: 3 clears,    ahead left the line)
-//	                                its place (snapshot)                      journal
+//	                                its place (snapshot, at most about        journal
+//	                                the batch budget's bytes)
 //	staged Dequeue     1 + 3        register: none;                           register: request, other servers of the
-//	(in batches: busy  commits      serve: BatchSize requests, items          marker (vstamped); same requests (the two
-//	recipe-key Queue,               (snapshot; conflict keys on each used);   serve: 3 per item; oldest waiters); the
-//	PriorityQueue)                  collect: own request and result           collect: clear,    head's plain consumers
-//	                                                                          journal
+//	(in batches: busy  commits      serve: BatchSize requests, items up to    marker (vstamped); same requests (the two
+//	recipe-key Queue,               the budget's bytes (snapshot; conflict    serve: 3 per item; oldest waiters); the
+//	PriorityQueue)                  keys on each used); collect: own          collect: clear,    head's plain consumers
+//	                                request and result                        journal
 //	Peek*, Empty       1            first / last key (normal read; by         -                  (read-only)
 //	                                place, first after the line's items)
-//	Len                n/batch      whole range (snapshot)                    -                  (read-only)
+//	Len (Database)     n/100,000    whole range (snapshot), in chunks of      -                  (read-only)
+//	                   transactions up to 100,000 keys, values included
+//	Len (Transaction)  1            up to 100,000 keys (snapshot), else       -                  (read-only)
+//	                                ErrTooManyToCount
 //	Clear              commit       -                                         range clear        consumers
 //
 // The two reads of an operation are issued together, so the journal costs
@@ -80,6 +85,36 @@
 //
 // Consumers conflict because they all read the head: with many consumers
 // use a staged dequeue (see staging.go) or batch dequeues.
+//
+// # Transaction size and reads of batches
+//
+// Batch operations (EnqueueBatch, DequeueBatch, PopMinBatch, PopMaxBatch,
+// a staged fulfilment) stay within a batch budget (WithBatchBudget, default
+// 1,000,000, at most MaxBatchBudget = 9,000,000 bytes) counted as
+// FoundationDB counts a transaction's size against its 10,000,000-byte limit
+// (Transaction::getSize, fdbclient/NativeAPI.actor.cpp): mutations plus
+// read and write conflict ranges, so that a Set costs about 3 × key + value
+// and a Clear of one key 4 × key + 2 (budget.go). The journal's records,
+// clean-ups and expiry count too, so an accepted budget never makes a
+// commit fail with transaction_too_large (2101). A batch takes at least one
+// item, even one that alone exceeds the budget; the 1,000,000 bytes between
+// MaxBatchBudget and the limit leave room for it.
+//
+// Batches read the items they may take with iterators
+// (StreamingModeWantAll: FDB fetches 120,000 bytes per batch) and stop
+// reading once the budget is reached, so a DequeueBatch(1000) of
+// 100 KB items reads about the budget, not 100 MB. A staged step reads the
+// items up to its place, or those it may hand out, and the results it may
+// expire, together at most about the budget. The kv interface, like
+// FoundationDB's API, has no key-only range read, so these reads include
+// values even where only keys are needed (the items ahead of a waiter's
+// place; the items due to the line that DequeueBatch and Peek skip on a
+// queue served by place: those are read in full).
+//
+// All reads of a step are issued together (FDB sends a range read's first
+// batch when GetRange is called) and waited for before its commit: a read
+// in flight at Commit would fail the transaction with used_during_commit
+// (2017) although the commit may apply.
 //
 // # Exactly once under commit_unknown_result
 //
@@ -330,7 +365,7 @@
 //
 // Layer errors are sentinels tested with errors.Is: ErrEmpty,
 // ErrValueTooLarge, ErrForeignKey (a *ForeignKeyError naming the key),
-// ErrInvalidArgument, ErrBatchTooLarge, ErrOperationExpired,
+// ErrInvalidArgument, ErrBatchTooLarge, ErrTooManyToCount, ErrOperationExpired,
 // ErrClaimExpired, ErrUnreadableAfterEnqueue, ErrLeaseLost, ErrJobNotFound,
 // ErrUniqueKeyHeld, ErrCodec,
 // ErrKeyOutsideSubspace and ErrMalformedKey. Database errors are kv errors

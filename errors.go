@@ -41,6 +41,11 @@ var (
 	// the batch.
 	ErrBatchTooLarge = errors.New("fdbqueue: batch exceeds the transaction budget")
 
+	// ErrTooManyToCount is returned by Len given a transaction when the
+	// queue holds more than LenChunk keys: given a Database, Len counts
+	// any number in several transactions.
+	ErrTooManyToCount = errors.New("fdbqueue: too many items to count in one transaction")
+
 	// ErrOperationExpired is returned when an operation is still retrying
 	// after its journal retention: its record may have been collected, so it
 	// can no longer tell whether an earlier attempt committed. It matches

@@ -343,13 +343,12 @@ func (t *trackedTx) Transact(_ context.Context, fn func(kv.Transaction) error) e
 // isConflict reports FDB's not_committed (1020).
 func isConflict(err error) bool { return errors.Is(err, kv.ErrNotCommitted) }
 
-// counterSize is an upper bound of the bytes the depth change adds to a
-// transaction: one atomic add (key and 8-byte parameter) and, after Clear,
-// a range clear of the counters. Budget estimates of batch operations
-// include it.
-func (k *tracker) counterSize() int {
+// counterCost bounds what the depth change adds to a transaction's size:
+// one atomic add (budget.go counts it in every operation's overhead; a
+// Clear's range clear of the counters is not budgeted).
+func (k *tracker) counterCost() int {
 	if !k.counting {
 		return 0
 	}
-	return len(k.depth.shards[depthShards-1]) + 8 + len(k.depth.all.Begin) + len(k.depth.all.End)
+	return setCost(len(k.depth.shards[depthShards-1]), 8)
 }

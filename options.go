@@ -32,9 +32,9 @@ const (
 	// DefaultJournalRetention is how long an operation's journal records
 	// are kept when nothing clears them sooner.
 	DefaultJournalRetention = 10 * time.Minute
-	// DefaultBatchBudget is the most bytes (keys, values and journal
-	// records) one batch operation writes in a transaction: FoundationDB
-	// recommends staying near 1 MB; its hard limit is 10 MB.
+	// DefaultBatchBudget is the default batch budget (see WithBatchBudget):
+	// FoundationDB recommends transactions near 1 MB; its hard limit is
+	// 10 MB.
 	DefaultBatchBudget = 1_000_000
 )
 
@@ -48,8 +48,8 @@ func newConfig(opts []Option) (config, error) {
 	if c.retention <= 0 {
 		return c, fmt.Errorf("%w: journal retention %v must be positive", ErrInvalidArgument, c.retention)
 	}
-	if c.batchBudget < 1 || c.batchBudget > kv.MaxTransactionSize/2 {
-		return c, fmt.Errorf("%w: batch budget %d must be in [1, %d]", ErrInvalidArgument, c.batchBudget, kv.MaxTransactionSize/2)
+	if c.batchBudget < 1 || c.batchBudget > MaxBatchBudget {
+		return c, fmt.Errorf("%w: batch budget %d must be in [1, %d]", ErrInvalidArgument, c.batchBudget, MaxBatchBudget)
 	}
 	if c.staging != nil {
 		if err := c.staging.fill(); err != nil {
@@ -91,8 +91,16 @@ func WithoutIdempotency() Option { return func(c *config) { c.noJournal = true }
 // disagree by up to the retention.
 func WithJournalRetention(d time.Duration) Option { return func(c *config) { c.retention = d } }
 
-// WithBatchBudget sets the most bytes a batch operation writes in one
-// transaction (default DefaultBatchBudget, at most 5,000,000).
+// WithBatchBudget sets the most bytes of transaction size a batch operation
+// (EnqueueBatch, DequeueBatch, PopMinBatch, PopMaxBatch, a staged
+// fulfilment) uses, counted as FoundationDB counts it: every mutation and
+// every read and write conflict range, so that a Set costs about 3 × key +
+// value and a Clear 4 × key (see budget.go). Default DefaultBatchBudget, at
+// most MaxBatchBudget, which leaves room under FoundationDB's 10,000,000
+// bytes for the journal's clean-ups and for the one item a batch takes
+// even when it alone exceeds the budget. EnqueueBatch fails with
+// ErrBatchTooLarge over the budget; the other batches take fewer items.
+// The budget also bounds the bytes of items a batch reads.
 func WithBatchBudget(bytes int) Option { return func(c *config) { c.batchBudget = bytes } }
 
 // WithEntropy sets the source of the random key suffixes (default: a
@@ -145,6 +153,14 @@ func (e *entropy) suffix() ([]byte, error) {
 	e.mu.Unlock()
 	if err != nil {
 		return nil, fmt.Errorf("fdbqueue: entropy: %w", err)
+	}
+	// No 0x00 byte: the tuple encoding escapes each to two bytes, and a
+	// suffix of fixed length makes an item key's length, and so a batch's
+	// transaction size (budget.go), known before the key is made.
+	for i, c := range b {
+		if c == 0 {
+			b[i] = 1
+		}
 	}
 	return b, nil
 }

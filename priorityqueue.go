@@ -80,7 +80,7 @@ func (pq *PriorityQueue) Push(ctx context.Context, t kv.Transactor, value []byte
 		}
 		tail := tr.Snapshot().GetRange(prio, kv.RangeOptions{Limit: 1, Reverse: true})
 		if _, done, err := o.applied(rec); err != nil || done {
-			return err
+			return waitRead(tail, err) // no read in flight at commit
 		}
 		last, err := firstKey(tail)
 		if err != nil {
@@ -276,9 +276,10 @@ func (pq *PriorityQueue) Empty(ctx context.Context, t kv.ReadTransactor) (bool, 
 	return emptyRange(ctx, t, pq.items, nil)
 }
 
-// Len counts the items with a snapshot scan (O(n), no read conflict).
+// Len counts the items as Queue.Len does (see it for what it costs and
+// means given a Database or a Transaction).
 func (pq *PriorityQueue) Len(ctx context.Context, t kv.ReadTransactor) (int, error) {
-	return countRange(ctx, t, pq.items)
+	return countRange(ctx, t, pq.items, pq.cfg.now)
 }
 
 // Clear removes every item, keeping the operation journal.

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math/bits"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -676,9 +677,9 @@ func (s *stageSide[T]) requeueAt(tr kv.Transaction, it kv.KeyValue) (bool, error
 }
 
 // expireResults writes back the items of expired results among rs (a
-// range read of results, chunks and all) except the one at skip, and
-// reports how many. A result cut short by the read's limit is left alone.
-func (s *stageSide[T]) expireResults(tr kv.Transaction, now time.Time, rs []kv.KeyValue, skip []byte) (int, error) {
+// range read of results, chunks and all) except the one at skip, as many as fit sp,
+// and reports how many. A result cut short by the read's limit is left alone.
+func (s *stageSide[T]) expireResults(tr kv.Transaction, now time.Time, rs []kv.KeyValue, skip []byte, sp *spend) (int, error) {
 	n := 0
 	for _, r := range joinChunks(rs) {
 		if bytes.Equal(r.Key, skip) {
@@ -687,6 +688,11 @@ func (s *stageSide[T]) expireResults(tr kv.Transaction, now time.Time, rs []kv.K
 		d, key, stored, err := decodeResult(r.Value)
 		if err != nil || now.Before(d) {
 			continue // not ours to judge, or not expired
+		}
+		if cost := resultCost(r, s.items); n > 0 && !sp.fits(cost) {
+			break // left for a later transaction
+		} else {
+			sp.used += cost
 		}
 		if err := tr.AddReadConflictRange(chunkRange(r.Key)); err != nil {
 			return n, err
@@ -748,6 +754,7 @@ type waiter[T any] struct {
 
 	watches   []kv.Watch
 	watchFail time.Duration
+	reads     stepReads // the current step's range reads
 }
 
 // outcome is what one step decided; it holds once the step's commit
@@ -807,9 +814,7 @@ func (w *waiter[T]) loop(ctx, callerCtx context.Context) (T, error) {
 	if err != nil {
 		return zero, err
 	}
-	// A failed step usually means another waiter made progress: back off
-	// briefly, not for up to a second.
-	_ = tr.Options().SetMaxRetryDelay(maxStepBackoff)
+	stepOptions(tr)
 	fails := 0
 	stop := func(err error) error { return w.abandon(callerCtx, err) }
 	for {
@@ -843,6 +848,7 @@ func (w *waiter[T]) loop(ctx, callerCtx context.Context) (T, error) {
 				w.s.st.point("registered")
 			}
 			tr.Reset()
+			stepOptions(tr)
 			if out.armed {
 				w.s.st.point("armed")
 				if err := w.sleep(callerCtx); err != nil {
@@ -867,19 +873,35 @@ func (w *waiter[T]) loop(ctx, callerCtx context.Context) (T, error) {
 		// likely a fulfiller's conflict that served this request.
 		if fails++; fails == 1 || !kv.IsRetryable(err) {
 			tr.Reset()
+			stepOptions(tr)
 		} else if oerr := tr.OnError(err); oerr != nil {
 			return zero, stop(oerr)
 		}
 	}
 }
 
+// stepOptions sets the options of a step's transaction. It runs when the
+// transaction is created and after every Reset: FoundationDB's Reset clears
+// a transaction's options (ReadYourWritesTransaction::reset in
+// fdbclient/ReadYourWrites.actor.cpp keeps only the database's defaults),
+// while OnError keeps them.
+func stepOptions(tr kv.Transaction) {
+	// A failed step usually means another waiter made progress: back off
+	// briefly, not for up to a second.
+	_ = tr.Options().SetMaxRetryDelay(maxStepBackoff)
+}
+
 func (w *waiter[T]) attempt(tr kv.Transaction) (outcome[T], error) {
+	w.reads.held = w.reads.held[:0]
 	out, err := w.step(tr)
 	if err != nil {
 		return out, err
 	}
 	if out.noCommit {
 		return out, nil
+	}
+	if err := w.reads.wait(); err != nil {
+		return out, err
 	}
 	if out.done && out.err == nil {
 		w.s.st.point("taking")
@@ -925,7 +947,7 @@ func (w *waiter[T]) step(tr kv.Transaction) (out outcome[T], err error) {
 		if rec, err = w.o.check(tr); err != nil {
 			return out, err
 		}
-		rec = eager(rec)
+		rec = w.reads.hold(rec)
 	}
 	now := s.st.now()
 	if w.reqKey == nil && w.resKey != nil {
@@ -945,16 +967,16 @@ func (w *waiter[T]) step(tr kv.Transaction) (out outcome[T], err error) {
 		// The last request in the line: a new request stands behind it,
 		// and in batch mode its waiter sleeps from the registration on,
 		// until that request leaves the line or its own is served.
-		last := eager(tr.Snapshot().GetRange(s.liveRange(), kv.RangeOptions{Limit: 1, Reverse: true, Mode: kv.StreamingModeExact}))
+		last := w.reads.hold(tr.Snapshot().GetRange(s.liveRange(), kv.RangeOptions{Limit: 1, Reverse: true, Mode: kv.StreamingModeExact}))
 		// The first requests: fewer than two live ones means this caller
 		// would be one of the two oldest waiters (a helper).
-		first := eager(tr.Snapshot().GetRange(s.liveRange(), kv.RangeOptions{Limit: helpers, Mode: kv.StreamingModeExact}))
+		first := w.reads.hold(tr.Snapshot().GetRange(s.liveRange(), kv.RangeOptions{Limit: helpers, Mode: kv.StreamingModeExact}))
 		var head kv.RangeResult
 		if !s.busy.Load() || w.fastDone {
 			// The read that decides on the one plain attempt; skipped
 			// while the line is long (the takes see it), where it would
 			// only find items reserved for requests ahead.
-			head = eager(tr.Snapshot().GetRange(s.items, kv.RangeOptions{Limit: helpers + 1, Reverse: s.reverse, Mode: kv.StreamingModeExact}))
+			head = w.reads.hold(tr.Snapshot().GetRange(s.items, kv.RangeOptions{Limit: helpers + 1, Reverse: s.reverse, Mode: kv.StreamingModeExact}))
 		}
 		if prev, done, err := w.o.applied(rec); err != nil || done {
 			return w.replayed(prev, err)
@@ -986,8 +1008,9 @@ func (w *waiter[T]) step(tr kv.Transaction) (out outcome[T], err error) {
 	var pending kv.RangeResult
 	var pre prefetched
 	readLine := func() {
-		pending = eager(tr.Snapshot().GetRange(reqs, kv.RangeOptions{Limit: limit, Mode: kv.StreamingModeExact}))
+		pending = w.reads.hold(tr.Snapshot().GetRange(reqs, kv.RangeOptions{Limit: limit, Mode: kv.StreamingModeExact}))
 		pre = s.prefetch(tr, limit, w.woke)
+		pre.items, pre.results = w.reads.hold(pre.items), w.reads.hold(pre.results)
 	}
 	light := w.ownFired
 	w.ownFired = false
@@ -1317,13 +1340,13 @@ func (w *waiter[T]) fulfil(tr kv.Transaction, now time.Time, pending kv.RangeRes
 		return out, err
 	}
 	s.raiseFloor(reqs)
-	items, err := pre.items.GetSlice()
+	items, complete, err := s.readItems(pre.items, pre.limit)
 	if err != nil {
 		return out, err
 	}
-	complete := len(items) < pre.limit
 	read := len(items)
-	live, pos, items, err := s.liveRequests(tr, now, reqs, w.reqKey, items, complete)
+	sp := w.stepSpend()
+	live, pos, items, err := s.liveRequests(tr, now, reqs, w.reqKey, items, complete, sp)
 	if err != nil {
 		return out, err
 	}
@@ -1370,7 +1393,7 @@ func (w *waiter[T]) fulfil(tr kv.Transaction, now time.Time, pending kv.RangeRes
 		return out, nil
 	}
 	out.phase = phaseFulfil
-	res, err := s.serve(tr, now, live, w, items, complete, pre.results)
+	res, err := s.serve(tr, now, live, w, items, complete, pre.results, sp)
 	if err != nil {
 		return out, err
 	}
@@ -1471,7 +1494,7 @@ func (w *waiter[T]) withdraw(tr kv.Transaction) (out outcome[T], err error) {
 // range, so that an item arriving meanwhile makes the drop conflict; if the
 // read does not tell, it keeps its place for now. rest is items without
 // those moved, so that live[i] is due rest[i]. In batch mode rest is items.
-func (s *stageSide[T]) liveRequests(tr kv.Transaction, now time.Time, reqs []kv.KeyValue, mine []byte, items []kv.KeyValue, complete bool) (live []kv.KeyValue, pos int, rest []kv.KeyValue, err error) {
+func (s *stageSide[T]) liveRequests(tr kv.Transaction, now time.Time, reqs []kv.KeyValue, mine []byte, items []kv.KeyValue, complete bool, sp *spend) (live []kv.KeyValue, pos int, rest []kv.KeyValue, err error) {
 	pos = -1
 	rest = items
 	for _, r := range reqs {
@@ -1486,6 +1509,23 @@ func (s *stageSide[T]) liveRequests(tr kv.Transaction, now time.Time, reqs []kv.
 			live = append(live, r)
 			continue
 		}
+		// Over the budget, an expired request stays for a later
+		// transaction to drop: by place it keeps its place (as if live);
+		// in batches it is passed over.
+		cost := dropCost(len(r.Key), 0) + len(s.items.Begin) + len(s.items.End)
+		if _, rid, err := s.parseReq(r.Key); err == nil {
+			cost += clearCost(len(s.resKey(rid)))
+		}
+		if s.stable && perr == nil && len(live) < len(rest) {
+			cost += moveCost(rest[len(live)], s.items)
+		}
+		if !sp.fits(cost) {
+			if s.stable && perr == nil {
+				live = append(live, r)
+			}
+			continue
+		}
+		sp.used += cost
 		if s.stable && perr == nil {
 			switch i := len(live); {
 			case i < len(rest):
@@ -1602,7 +1642,7 @@ type served[T any] struct {
 // results. w is the waiter running it (its own request is served by taking
 // the item directly), or nil; items are the first items as liveRequests
 // left them, and complete says their read reached the end of the queue.
-func (s *stageSide[T]) serve(tr kv.Transaction, now time.Time, live []kv.KeyValue, w *waiter[T], items []kv.KeyValue, complete bool, results kv.RangeResult) (res served[T], err error) {
+func (s *stageSide[T]) serve(tr kv.Transaction, now time.Time, live []kv.KeyValue, w *waiter[T], items []kv.KeyValue, complete bool, results kv.RangeResult, sp *spend) (res served[T], err error) {
 	var mine, myRes []byte
 	if w != nil {
 		mine, myRes = w.reqKey, w.resKey
@@ -1610,24 +1650,25 @@ func (s *stageSide[T]) serve(tr kv.Transaction, now time.Time, live []kv.KeyValu
 	if results == nil {
 		results = s.scanResults(tr)
 	}
-	rs, err := results.GetSlice()
+	// The results share the step's read budget with the items: their
+	// values hold items too.
+	left := s.st.budget
+	for _, it := range items {
+		left -= len(it.Key) + len(it.Value)
+	}
+	rs, _, err := readUpTo(results, resultScan, left)
 	if err != nil {
 		return res, err
 	}
-	if _, err := s.expireResults(tr, now, rs, myRes); err != nil {
+	if _, err := s.expireResults(tr, now, rs, myRes, sp); err != nil {
 		return res, err
 	}
 	timeout := s.st.cfg.ClaimTimeout
-	used := 0
 	for _, r := range live {
 		if res.n >= len(items) {
 			break
 		}
 		it := items[res.n]
-		cost := 3*len(it.Key) + 2*len(it.Value) + 64
-		if res.n > 0 && used+cost > s.st.budget {
-			break
-		}
 		v, rec, aerr := s.accept(it)
 		if aerr != nil {
 			if res.n == 0 {
@@ -1635,7 +1676,21 @@ func (s *stageSide[T]) serve(tr kv.Transaction, now time.Time, live []kv.KeyValu
 			}
 			break // serve the good items before the bad one
 		}
-		used += cost
+		// Both keys are read conflicts and cleared; the request gets its
+		// result, or the caller's own request its journal record.
+		cost := conflictKeyCost(len(it.Key)) + conflictKeyCost(len(r.Key)) + clearCost(len(it.Key)) + clearCost(len(r.Key))
+		_, rid, _ := s.parseReq(r.Key)
+		var result []byte
+		if mine != nil && bytes.Equal(r.Key, mine) {
+			cost += clearCost(len(myRes)) + w.o.recordCost(0, rec)
+		} else {
+			result = encodeResult(now.Add(timeout), it.Key, it.Value)
+			cost += chunkedSetCost(len(s.resKey(rid)), len(result))
+		}
+		if res.n > 0 && !sp.fits(cost) {
+			break
+		}
+		sp.used += cost
 		// Conflict keys go before the clears, which would hide them.
 		if err := tr.AddReadConflictKey(it.Key); err != nil {
 			return res, err
@@ -1652,8 +1707,7 @@ func (s *stageSide[T]) serve(tr kv.Transaction, now time.Time, live []kv.KeyValu
 			res.mine, res.val = true, v
 			continue
 		}
-		_, rid, _ := s.parseReq(r.Key)
-		setChunked(tr, s.resKey(rid), encodeResult(now.Add(timeout), it.Key, it.Value))
+		setChunked(tr, s.resKey(rid), result)
 	}
 	// The items ran out before the caller's request (every item read was
 	// used, and the read reached the end of the queue).
@@ -1670,7 +1724,7 @@ type prefetched struct {
 
 func (s *stageSide[T]) prefetch(tr kv.Transaction, limit int, results bool) prefetched {
 	pre := prefetched{
-		items: eager(tr.Snapshot().GetRange(s.items, kv.RangeOptions{Limit: limit, Reverse: s.reverse, Mode: kv.StreamingModeExact})),
+		items: tr.Snapshot().GetRange(s.items, kv.RangeOptions{Limit: limit, Reverse: s.reverse, Mode: kv.StreamingModeWantAll}),
 		limit: limit,
 	}
 	if results {
@@ -1679,57 +1733,137 @@ func (s *stageSide[T]) prefetch(tr kv.Transaction, limit int, results bool) pref
 	return pre
 }
 
-// scanResults reads the first few results, for a fulfilment to expire.
-func (s *stageSide[T]) scanResults(tr kv.Transaction) kv.RangeResult {
-	return eager(tr.Snapshot().GetRange(s.resRange, kv.RangeOptions{Limit: resultScan}))
+// readItems reads the first items from rr (a read of the items' range with
+// limit), as a step uses them: at most limit, and no more once their bytes
+// reach the batch budget, since a step hands out, or reaches its place
+// through, no more than that. The read is an iterator over a read in
+// StreamingModeWantAll, whose batches FDB limits to 120,000 bytes
+// (bindings/c/fdb_c.cpp), so it fetches at most one batch beyond. Values are read although only keys are needed before
+// a step's place: the kv interface, as FDB's API, has no key-only range
+// read. complete reports that the read reached the end of the queue.
+func (s *stageSide[T]) readItems(rr kv.RangeResult, limit int) (items []kv.KeyValue, complete bool, err error) {
+	return readUpTo(rr, limit, s.st.budget)
 }
 
-// eagerRange is a range read started at once in its own goroutine, so that
-// a step's reads overlap (a RangeResult otherwise runs when consumed).
-type eagerRange struct {
-	done chan struct{}
+// readUpTo reads rr with an iterator: at most limit pairs, and none after
+// their bytes reached maxBytes (but at least one). complete reports that
+// the range ended first.
+func readUpTo(rr kv.RangeResult, limit, maxBytes int) (kvs []kv.KeyValue, complete bool, err error) {
+	it := rr.Iterator()
+	n := 0
+	for len(kvs) < limit && (n < maxBytes || len(kvs) == 0) {
+		if !it.Next() {
+			return kvs, it.Err() == nil, it.Err()
+		}
+		p := it.KeyValue()
+		kvs = append(kvs, p)
+		n += len(p.Key) + len(p.Value)
+	}
+	return kvs, false, nil
+}
+
+// stepSpend starts the size count of a waiter's step (see budget.go): its
+// journal's overhead, the normal reads of its two keys, a renewal, the
+// clears of its keys and two watches.
+func (w *waiter[T]) stepSpend() *spend {
+	k := max(len(w.reqKey), len(w.resKey))
+	return &spend{budget: w.s.st.budget,
+		used: w.o.overheadCost(w.s.items) + 4*conflictKeyCost(k) + setCost(k, 16) + 2*clearCost(k)}
+}
+
+// scanResults reads the first few results, for a fulfilment to expire.
+func (s *stageSide[T]) scanResults(tr kv.Transaction) kv.RangeResult {
+	return tr.Snapshot().GetRange(s.resRange, kv.RangeOptions{Limit: resultScan})
+}
+
+// stepReads are the range reads one step issued. On FoundationDB a range
+// read is in flight from the GetRange call, as every read here overlaps
+// the others of its step; a step waits for each one, itself, before it
+// commits: an operation on a transaction whose commit has started fails
+// with used_during_commit (2017, checkUsedDuringCommit in
+// fdbclient/ReadYourWrites.actor.cpp), and the commit may still apply.
+type stepReads struct{ held []*heldRange }
+
+// hold records rr (nil stays nil) and returns it with its result cached,
+// so that waiting for it before the commit does not read it twice.
+func (r *stepReads) hold(rr kv.RangeResult) kv.RangeResult {
+	if rr == nil {
+		return nil
+	}
+	h := &heldRange{rr: rr}
+	r.held = append(r.held, h)
+	return h
+}
+
+// wait waits for every read held that the step did not look at (for its
+// first batch: later ones are fetched only when asked for) and returns the
+// first error: the transaction would fail with it anyway.
+func (r *stepReads) wait() error {
+	var first error
+	for _, h := range r.held {
+		h.mu.Lock()
+		used := h.used
+		h.mu.Unlock()
+		if !used {
+			if err := waitRead(h.rr, nil); err != nil && first == nil {
+				first = err
+			}
+		}
+	}
+	r.held = r.held[:0]
+	return first
+}
+
+// heldRange is a range read whose GetSlice result is kept, so that
+// several looks at it read it once.
+type heldRange struct {
+	rr   kv.RangeResult
+	mu   sync.Mutex
+	used bool // GetSlice or Iterator was called
+	done bool
 	kvs  []kv.KeyValue
 	err  error
 }
 
-// eager starts rr (nil stays nil).
-func eager(rr kv.RangeResult) kv.RangeResult {
-	if rr == nil {
-		return nil
-	}
-	e := &eagerRange{done: make(chan struct{})}
-	go func() {
-		defer close(e.done)
-		e.kvs, e.err = rr.GetSlice()
-	}()
-	return e
-}
-
 // GetSlice waits for the read.
-func (e *eagerRange) GetSlice() ([]kv.KeyValue, error) {
-	<-e.done
-	return e.kvs, e.err
+func (h *heldRange) GetSlice() ([]kv.KeyValue, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !h.done {
+		h.used = true
+		h.kvs, h.err = h.rr.GetSlice()
+		h.done = true
+	}
+	return h.kvs, h.err
 }
 
-// Iterator iterates over the read's result.
-func (e *eagerRange) Iterator() kv.RangeIterator { return &sliceIter{e: e, i: -1} }
+// Iterator streams the read; the caller stops when it has enough.
+func (h *heldRange) Iterator() kv.RangeIterator {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.used = true
+	if h.done {
+		return &sliceIter{h: h, i: -1}
+	}
+	return h.rr.Iterator()
+}
 
 type sliceIter struct {
-	e *eagerRange
+	h *heldRange
 	i int
 }
 
 func (it *sliceIter) Next() bool {
-	if _, err := it.e.GetSlice(); err != nil || it.i+1 >= len(it.e.kvs) {
+	if kvs, err := it.h.GetSlice(); err != nil || it.i+1 >= len(kvs) {
 		return false
 	}
 	it.i++
 	return true
 }
 
-func (it *sliceIter) KeyValue() kv.KeyValue { return it.e.kvs[it.i] }
+func (it *sliceIter) KeyValue() kv.KeyValue { return it.h.kvs[it.i] }
 
-func (it *sliceIter) Err() error { return it.e.err }
+func (it *sliceIter) Err() error { return it.h.err }
 
 // sleep blocks until a watch fires, the request is due for renewal, or ctx
 // ends (then it returns ctx's error).
@@ -1903,6 +2037,11 @@ func (w *waiter[T]) abandon(ctx context.Context, cause error) error {
 // again); if none does, the transaction reads the whole item range, so
 // that an item arriving before its commit makes it conflict. It reports
 // whether it moved an item.
+//
+// It reads the items up to the place, values included (the kv interface
+// has no key-only read and no key selector with an offset), whatever their
+// bytes: the decision needs the item at the place itself. It runs only
+// when a call gives up.
 func (s *stageSide[T]) leavePlace(tr kv.Transaction, reqKey []byte) (bool, error) {
 	p, err := s.placesBefore(tr, reqKey)
 	if err != nil {
@@ -1939,12 +2078,33 @@ func (s *stageSide[T]) recover(ctx context.Context, db kv.Database, stats *Recov
 			err := db.Transact(ctx, func(tr kv.Transaction) error {
 				dropped, returned, next = 0, 0, nil
 				now := s.st.now()
-				kvs, err := tr.Snapshot().GetRange(kv.KeyRange{Begin: begin, End: r.End},
-					kv.RangeOptions{Limit: recoverBatch, Mode: kv.StreamingModeWantAll}).GetSlice()
-				if err != nil {
+				// Up to recoverBatch keys, and results only while writing
+				// their items back fits the batch budget.
+				it := tr.Snapshot().GetRange(kv.KeyRange{Begin: begin, End: r.End},
+					kv.RangeOptions{Limit: recoverBatch, Mode: kv.StreamingModeWantAll}).Iterator()
+				// A page ends between values, never inside a chunked one.
+				var kvs []kv.KeyValue
+				var cur, stop []byte // the value being read; where the next page starts
+				sp := &spend{budget: s.st.budget}
+				for len(kvs) < recoverBatch && it.Next() {
+					p := it.KeyValue()
+					chunk := cur != nil && len(p.Key) > len(cur) && bytes.HasPrefix(p.Key, cur)
+					if !isReq && !chunk && sp.used >= sp.budget {
+						stop = bytes.Clone(p.Key)
+						break
+					}
+					if !chunk {
+						cur = p.Key
+					}
+					kvs = append(kvs, p)
+					sp.used += resultCost(p, s.items)
+				}
+				if err := it.Err(); err != nil {
 					return err
 				}
-				if len(kvs) == recoverBatch {
+				if stop != nil {
+					next = stop
+				} else if len(kvs) == recoverBatch {
 					next = append(bytes.Clone(kvs[len(kvs)-1].Key), 0x00)
 					if !isReq {
 						// The last result may continue past the page:
@@ -1956,7 +2116,8 @@ func (s *stageSide[T]) recover(ctx context.Context, db kv.Database, stats *Recov
 					}
 				}
 				if !isReq {
-					returned, err = s.expireResults(tr, now, kvs, nil)
+					var err error
+					returned, err = s.expireResults(tr, now, kvs, nil, &spend{budget: sp.used})
 					return err
 				}
 				for _, p := range kvs {
@@ -1991,16 +2152,17 @@ func (s *stageSide[T]) recoverPlaces(ctx context.Context, db kv.Database, stats 
 	err := db.Transact(ctx, func(tr kv.Transaction) error {
 		dropped, returned = 0, 0
 		now := s.st.now()
-		itemsF := eager(tr.Snapshot().GetRange(s.items, kv.RangeOptions{Limit: recoverBatch, Mode: kv.StreamingModeExact}))
+		itemsF := tr.Snapshot().GetRange(s.items, kv.RangeOptions{Limit: recoverBatch, Mode: kv.StreamingModeWantAll})
 		reqs, err := tr.Snapshot().GetRange(s.reqRange, kv.RangeOptions{Limit: recoverBatch, Mode: kv.StreamingModeExact}).GetSlice()
 		if err != nil {
-			return err
+			return waitRead(itemsF, err)
 		}
-		items, err := itemsF.GetSlice()
+		items, complete, err := s.readItems(itemsF, recoverBatch)
 		if err != nil {
 			return err
 		}
-		live, _, rest, err := s.liveRequests(tr, now, reqs, nil, items, len(items) < recoverBatch)
+		sp := &spend{budget: s.st.budget, used: setCost(len(s.items.Begin)+16, 8)}
+		live, _, rest, err := s.liveRequests(tr, now, reqs, nil, items, complete, sp)
 		if err != nil {
 			return err
 		}
@@ -2026,17 +2188,17 @@ func (s *stageSide[T]) fulfilOnce(ctx context.Context, db kv.Database) (int, err
 		if err != nil {
 			return 0, err
 		}
-		items, err := pre.items.GetSlice()
+		items, complete, err := s.readItems(pre.items, limit)
 		if err != nil {
 			return 0, err
 		}
 		now := s.st.now()
-		complete := len(items) < limit
-		live, _, items, err := s.liveRequests(tr, now, reqs, nil, items, complete)
+		sp := &spend{budget: s.st.budget, used: setCost(len(s.items.Begin)+16, 8)}
+		live, _, items, err := s.liveRequests(tr, now, reqs, nil, items, complete, sp)
 		if err != nil {
 			return 0, err
 		}
-		res, err := s.serve(tr, now, live, nil, items, complete, pre.results)
+		res, err := s.serve(tr, now, live, nil, items, complete, pre.results, sp)
 		return res.n, err
 	})
 }

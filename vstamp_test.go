@@ -13,10 +13,15 @@ import (
 )
 
 // vstampQueue returns a versionstamp-ordered queue whose batches may hold
-// 65,536 small items.
+// tens of thousands of small items. Not 65,536: counted as FoundationDB
+// counts a transaction's size (budget.go), so many versionstamped Sets
+// exceed its 10,000,000-byte limit.
 func vstampQueue(t *testing.T, name string) *fdbqueue.Queue {
-	return mustQueue(t, name, fdbqueue.WithVersionstampOrder(), fdbqueue.WithBatchBudget(5_000_000))
+	return mustQueue(t, name, fdbqueue.WithVersionstampOrder(), fdbqueue.WithBatchBudget(fdbqueue.MaxBatchBudget))
 }
+
+// largeVstampBatch is the largest batch these tests enqueue at once.
+const largeVstampBatch = 20_000
 
 // counted returns n values holding 0, 1, ... as 4 bytes big-endian.
 func counted(n int) [][]byte {
@@ -50,7 +55,9 @@ func TestVersionstampBatchOrderAcrossUserVersionWrap(t *testing.T) {
 	ctx := context.Background()
 	db := newDB(t)
 	q := vstampQueue(t, "vs-wrap")
-	require.NoError(t, q.EnqueueBatch(ctx, db, counted(65_534)))
+	for left := 65_534; left > 0; left -= largeVstampBatch { // 65,534 earlier items
+		require.NoError(t, q.EnqueueBatch(ctx, db, counted(min(left, largeVstampBatch))))
+	}
 	require.NoError(t, q.Clear(ctx, db))
 	batch := [][]byte{[]byte("a"), []byte("b"), []byte("c"), []byte("d"), []byte("e")}
 	require.NoError(t, q.EnqueueBatch(ctx, db, batch))
@@ -68,10 +75,10 @@ func TestVersionstampUserVersionBlocks(t *testing.T) {
 		require.Equal(t, counted(6), itemValues(t, db, q), "start %d", start)
 		require.NoError(t, q.Clear(ctx, db))
 	}
-	for _, start := range []uint32{0, 1, 65_535} {
+	for _, start := range []uint32{0, 1, 50_000, 65_535} {
 		fdbqueue.SetUserVersion(q, start)
-		all := counted(65_536)
-		require.NoError(t, q.EnqueueBatch(ctx, db, all), "a batch of 65,536 items fits any start")
+		all := counted(largeVstampBatch)
+		require.NoError(t, q.EnqueueBatch(ctx, db, all), "a large batch fits any start")
 		require.Equal(t, all, itemValues(t, db, q), "start %d", start)
 		require.NoError(t, q.Clear(ctx, db))
 	}

@@ -125,7 +125,7 @@ echo "integration: go test ./... in fdbkv against the cluster"
 if [ -f "$root/fdbkv/cmd/examples/main.go" ]; then
   limit=() # bound each example's time where coreutils' timeout exists (not on stock macOS)
   if command -v timeout >/dev/null; then limit=(timeout 300); fi
-  for ex in "workqueue -items 500" "scheduler"; do
+  for ex in "workqueue -items 500" "scheduler" "jobs -jobs 300"; do
     echo "integration: go run ./cmd/examples $ex -cluster-file $cluster_file"
     # shellcheck disable=SC2086 # $ex is the example name and its flags
     (cd "$root/fdbkv" && ${limit[@]+"${limit[@]}"} go run ./cmd/examples $ex -cluster-file "$cluster_file")

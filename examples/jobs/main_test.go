@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"testing"
 	"time"
+
+	"github.com/fdbqueue/fdbqueue/examples/exampleapp"
 )
 
 // The example, small: every job is done once or dead-lettered, under
@@ -13,9 +15,9 @@ import (
 func TestRunSmall(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	s, err := run(ctx, config{Jobs: 300, Producers: 2, Processes: 2, Workers: 3, MaxAttempts: 3,
-		Fail: 0.2, Crash: 0.03, Unknown: 0.05, MaxDelay: 50 * time.Millisecond, Lease: 100 * time.Millisecond,
-		Seed: 3, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	s, err := run(ctx, exampleapp.JobsConfig{Jobs: 300, Producers: 2, Processes: 2, Workers: 3, MaxAttempts: 3,
+		Fail: 0.2, Crash: 0.03, MaxDelay: 50 * time.Millisecond, Lease: 100 * time.Millisecond,
+		Seed: 3, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}, 0.05, false)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,5 +1,6 @@
 // Package cli is the logic of the fdbqueue command-line tool: stats, peek,
-// list, push, pop, drain and watch on one queue. It is written against kv, so
+// list, push, pop, drain and watch on one queue; stats, dead and
+// requeue-dead on a job queue (fdbqueue.JobQueue, --kind jobs). It is written against kv, so
 // it runs on memdb in its tests and in --demo mode, and on FoundationDB in the
 // binary fdbkv/cmd/fdbqueue, which supplies a Backend that opens the
 // database through fdbkv (the only part that needs cgo).
@@ -154,10 +155,8 @@ type command struct {
 	setup   func(fs *flag.FlagSet) func(ctx context.Context, s *session, args []string) error
 }
 
-// commands is the command table. requeue-dead, which moves dead-lettered
-// items back to their queue, plugs in here once the lease layer
-// ("jobqueue") exists: an entry whose setup adds its flags and whose run
-// opens the lease queue from s.spec. It is not listed before then.
+// commands is the command table. dead and requeue-dead work on a job queue
+// (--kind jobs, their default; see jobs.go), as stats does with it.
 var commands = []command{
 	{"stats", "", "depth, age of the oldest item, staged line, journal size", setupStats},
 	{"peek", "", "show the item(s) at the head without removing them (--limit, default 1)", setupPeek},
@@ -166,6 +165,8 @@ var commands = []command{
 	{"pop", "", "remove and print the item(s) at the head (-n)", setupPop},
 	{"drain", "", "remove every item, in batches, with progress on a terminal", setupDrain},
 	{"watch", "", "print depth and rate at an interval until interrupted", setupWatch},
+	{"dead", "", "job queue: list dead-lettered jobs (--limit, default 100; --json)", setupDead},
+	{"requeue-dead", "ID...", "job queue: put dead jobs back in the queue, due now (or --all)", setupRequeueDead},
 }
 
 func findCommand(name string) (command, bool) {
@@ -190,11 +191,11 @@ func Usage(w io.Writer) {
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "commands:")
 	for _, c := range commands {
-		fmt.Fprintf(w, "  %-6s %-9s %s\n", c.name, c.args, c.summary)
+		fmt.Fprintf(w, "  %-12s %-9s %s\n", c.name, c.args, c.summary)
 	}
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, `every command takes --queue PATH (a tuple path: "myapp/jobs" is ("myapp", "jobs")),`)
-	fmt.Fprintln(w, "--kind fifo|priority, --layout indexed|versionstamp, --encoding raw|tuple and")
+	fmt.Fprintln(w, "--kind fifo|priority|jobs, --layout indexed|versionstamp, --encoding raw|tuple and")
 	fmt.Fprintln(w, "--staging off|place|batches, as the queue's clients use them;")
 	fmt.Fprintln(w, `run "fdbqueue <command> -h" for all of its flags`)
 }

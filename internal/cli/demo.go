@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"sync"
 	"time"
 
@@ -24,14 +25,17 @@ var DemoQueues = []string{
 	"--queue demo/jobs",
 	"--queue demo/events --layout versionstamp --encoding tuple",
 	"--queue demo/tasks --kind priority",
+	"--queue demo/work --kind jobs",
 }
 
 // OpenDemo returns an in-memory memdb database on clock (nil: the wall
-// clock, with the seeding placed in the past) holding three seeded queues:
+// clock, with the seeding placed in the past) holding four seeded queues:
 //
 //	demo/jobs    fifo, indexed keys, raw values: 3 jobs
 //	demo/events  fifo, versionstamp keys, tuple values: 4 events, 40 to 10 minutes old
 //	demo/tasks   priority, raw values: 4 tasks at priorities 1, 1, 5, 9
+//	demo/work    job queue: 2 jobs due (for 25 and 20 minutes), 1 delayed
+//	             by an hour, 1 leased for 10 minutes, 1 dead ("card declined")
 //
 // Nothing persists: each run of the binary with --demo starts from this.
 func OpenDemo(ctx context.Context, clock DemoClock, opts ...fdbqueue.Option) (*memdb.DB, error) {
@@ -87,7 +91,40 @@ func seedDemo(ctx context.Context, db *memdb.DB, clock DemoClock, opts []fdbqueu
 			return err
 		}
 	}
-	return nil
+	return seedDemoWork(ctx, db, clock, mk("demo", "work"), opts)
+}
+
+// seedDemoWork fills the demo job queue: five jobs, of which the one due
+// first (one attempt only) is leased and nacked into the dead-letter list
+// and the next is leased for ten minutes. Strict order (Choice 1) and a
+// fixed entropy source make its job IDs the same on every run, so the
+// README's requeue-dead line works as shown.
+func seedDemoWork(ctx context.Context, db *memdb.DB, clock DemoClock, sub fdbqueue.Subspace, opts []fdbqueue.Option) error {
+	opts = append(opts, fdbqueue.WithEntropy(rand.NewChaCha8([32]byte{'d', 'e', 'm', 'o'})))
+	q, err := fdbqueue.NewJobQueue(sub, fdbqueue.JobQueueConfig{Choice: 1, Clock: envClock(clock.Now)}, opts...)
+	if err != nil {
+		return err
+	}
+	now := clock.Now()
+	jobs := []fdbqueue.Job{
+		{Value: []byte("charge order 4411"), RunAt: now.Add(-40 * time.Minute), MaxAttempts: 1, UniqueKey: "charge-4411"},
+		{Value: []byte("render invoice 4411"), RunAt: now.Add(-30 * time.Minute), Priority: 5},
+		{Value: []byte("reindex search"), RunAt: now.Add(-25 * time.Minute)},
+		{Value: []byte("render invoice 4412"), RunAt: now.Add(-20 * time.Minute)},
+		{Value: []byte("send weekly digest"), Delay: time.Hour},
+	}
+	if _, err := q.AddBatch(ctx, db, jobs); err != nil {
+		return err
+	}
+	ls, err := q.Lease(ctx, db, 1, time.Minute)
+	if err != nil {
+		return err
+	}
+	if _, err := q.Nack(ctx, db, ls[0], fdbqueue.NackOptions{Reason: "card declined"}); err != nil {
+		return err
+	}
+	_, err = q.Lease(ctx, db, 1, 10*time.Minute)
+	return err
 }
 
 // pastClock is the wall clock shifted into the past by a shift that Advance

@@ -17,12 +17,16 @@ type Kind int
 const (
 	FIFO     Kind = iota // fdbqueue.Queue
 	Priority             // fdbqueue.PriorityQueue
+	Jobs                 // fdbqueue.JobQueue: stats, dead and requeue-dead only
 )
 
-// String returns "fifo" or "priority", as the --kind flag takes it.
+// String returns "fifo", "priority" or "jobs", as the --kind flag takes it.
 func (k Kind) String() string {
-	if k == Priority {
+	switch k {
+	case Priority:
 		return "priority"
+	case Jobs:
+		return "jobs"
 	}
 	return "fifo"
 }
@@ -80,15 +84,17 @@ func ParseQueuePath(s string) (tuple.Tuple, error) {
 	return t, nil
 }
 
-// ParseKind parses "fifo" or "priority".
+// ParseKind parses "fifo", "priority" or "jobs".
 func ParseKind(s string) (Kind, error) {
 	switch s {
 	case "fifo":
 		return FIFO, nil
 	case "priority":
 		return Priority, nil
+	case "jobs":
+		return Jobs, nil
 	}
-	return 0, usagef(ErrUnknownKind, "%q (want fifo or priority)", s)
+	return 0, usagef(ErrUnknownKind, "%q (want fifo, priority or jobs)", s)
 }
 
 // ParseLayout parses "indexed" or "versionstamp".
@@ -127,7 +133,7 @@ type specFlags struct {
 
 func (f *specFlags) add(fs *flag.FlagSet) {
 	fs.StringVar(&f.queue, "queue", "", `the queue's subspace as a tuple path: "myapp/jobs" is ("myapp", "jobs") (required)`)
-	fs.StringVar(&f.kind, "kind", "fifo", "queue kind: fifo or priority")
+	fs.StringVar(&f.kind, "kind", "fifo", "queue kind: fifo, priority or jobs (a JobQueue)")
 	fs.StringVar(&f.layout, "layout", "indexed", "key layout of a fifo queue: indexed (the recipes') or versionstamp")
 	fs.StringVar(&f.encoding, "encoding", "raw", "value encoding: raw (Python recipe) or tuple (Java recipe)")
 	fs.StringVar(&f.staging, "staging", "off", "staging as the queue's consumers use it: off, place or batches (push then wakes waiting consumers)")
@@ -154,6 +160,9 @@ func (f *specFlags) spec() (QueueSpec, error) {
 	default:
 		return s, usagef(ErrUnknownStaging, "%q (want off, place or batches)", f.staging)
 	}
+	if s.Kind == Jobs && (s.Layout != Indexed || s.Encoding != fdbqueue.RawValues || s.Staging != "off") {
+		return s, usagef(ErrUnknownKind, "a job queue takes no --layout, --encoding or --staging")
+	}
 	if s.Kind == Priority && s.Layout == Versionstamp {
 		return s, usagef(ErrUnknownLayout, "a priority queue has only the indexed layout")
 	}
@@ -166,6 +175,9 @@ func (f *specFlags) spec() (QueueSpec, error) {
 // describe is the queue's one-line description, e.g.
 // ("myapp", "jobs") fifo queue, indexed keys, raw values.
 func (s QueueSpec) describe() string {
+	if s.Kind == Jobs {
+		return pathString(s.Path) + " job queue"
+	}
 	if s.Kind == Priority {
 		return fmt.Sprintf("%s priority queue, %s values", pathString(s.Path), encodingName(s.Encoding))
 	}
@@ -208,6 +220,9 @@ func (s *session) open() (*target, error) {
 	sub, err := fdbqueue.NewSubspace(s.spec.Path)
 	if err != nil {
 		return nil, usagef(ErrBadQueuePath, "%v", err)
+	}
+	if s.spec.Kind == Jobs {
+		return nil, usagef(ErrUnknownKind, "this command does not apply to a job queue (it has stats, dead and requeue-dead)")
 	}
 	t := &target{spec: s.spec, sub: sub}
 	opts := s.spec.options(s.env.QueueOptions)

@@ -36,9 +36,13 @@ type Stats struct {
 func setupStats(fs *flag.FlagSet) func(context.Context, *session, []string) error {
 	asJSON := fs.Bool("json", false, "print as JSON")
 	scan := fs.Bool("scan", false, "count the items with a scan (O(depth)) instead of reading the depth counters")
+	jf := addJobFlags(fs)
 	return func(ctx context.Context, s *session, args []string) error {
 		if err := noArgs(args); err != nil {
 			return err
+		}
+		if s.spec.Kind == Jobs {
+			return jobStats(ctx, s, jf, *asJSON)
 		}
 		t, err := s.open()
 		if err != nil {

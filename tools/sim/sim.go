@@ -535,7 +535,7 @@ func advanceUserVersions(db backend, faults memdb.Faults, q *fdbqueue.Queue, n i
 	db.setFaults(memdb.Faults{})
 	defer db.setFaults(faults)
 	for n > 0 {
-		vs := make([][]byte, min(n, 10_000))
+		vs := make([][]byte, min(n, 5_000)) // within the default batch budget
 		for i := range vs {
 			vs[i] = []byte{byte(i)}
 		}

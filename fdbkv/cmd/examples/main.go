@@ -1,10 +1,15 @@
-// Command examples runs fdbqueue's example programs (examples/workqueue and
-// examples/scheduler in the root module, whose logic is in
-// examples/exampleapp) against a FoundationDB cluster instead of the
+// Command examples runs fdbqueue's example programs (examples/workqueue,
+// examples/scheduler and examples/jobs in the root module, whose logic is
+// in examples/exampleapp) against a FoundationDB cluster instead of the
 // embedded engine. It lives in the fdbkv module because it needs libfdb_c.
 //
 //	go run ./cmd/examples workqueue -cluster-file /etc/foundationdb/fdb.cluster [-producers 4] [-consumers 4] [-items 3000] [-batch 8]
 //	go run ./cmd/examples scheduler -cluster-file /etc/foundationdb/fdb.cluster
+//	go run ./cmd/examples jobs -cluster-file /etc/foundationdb/fdb.cluster [-jobs 2000] [-processes 3] [-workers 4] [-fail 0.1] [-crash 0.01]
+//
+// jobs runs examples/jobs' JobQueue worker pools with simulated handler
+// failures and pool crashes; on a cluster no commit_unknown_result is
+// injected (the cluster may still answer with it).
 //
 // Each run works in a subspace of its own, ("fdbqueue-examples", <example>,
 // <random>), and clears it when it ends.
@@ -29,7 +34,7 @@ import (
 	"github.com/fdbqueue/fdbqueue/tuple"
 )
 
-const usage = `usage: examples <workqueue|scheduler> [-cluster-file path] [-api-version n] [example flags]
+const usage = `usage: examples <workqueue|scheduler|jobs> [-cluster-file path] [-api-version n] [example flags]
 run "examples <name> -h" for an example's flags`
 
 func main() {
@@ -55,6 +60,13 @@ func main() {
 		}
 	case "scheduler":
 		run = scheduler
+	case "jobs":
+		var cfg exampleapp.JobsConfig
+		cfg.AddFlags(fs)
+		run = func(ctx context.Context, db *fdbkv.Database, sub fdbqueue.Subspace) error {
+			cfg.Setup(os.Stderr)
+			return jobs(ctx, db, sub, cfg)
+		}
 	default:
 		fmt.Fprintln(os.Stderr, usage)
 		os.Exit(2)
@@ -142,4 +154,19 @@ func scheduler(ctx context.Context, db *fdbkv.Database, sub fdbqueue.Subspace) e
 	}
 	_, err = exampleapp.RunScheduler(ctx, db, pq, tasks, os.Stdout)
 	return err
+}
+
+func jobs(ctx context.Context, db *fdbkv.Database, sub fdbqueue.Subspace, cfg exampleapp.JobsConfig) error {
+	fmt.Printf("jobs on FoundationDB: %d jobs, %d producers, %d processes × %d workers, %.0f%% failures, %.1f%% crashes\n",
+		cfg.Jobs, cfg.Producers, cfg.Processes, cfg.Workers, cfg.Fail*100, cfg.Crash*100)
+	s, err := exampleapp.RunJobs(ctx, db, sub, cfg)
+	if err != nil {
+		return err
+	}
+	fmt.Print(s)
+	if err := s.Check(); err != nil {
+		return err
+	}
+	fmt.Println("ok: every job was done once or dead-lettered")
+	return nil
 }

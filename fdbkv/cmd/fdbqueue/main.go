@@ -1,11 +1,13 @@
 // Command fdbqueue inspects and operates one fdbqueue queue on a
-// FoundationDB cluster: stats, peek, list, push, pop, drain and watch.
+// FoundationDB cluster: stats, peek, list, push, pop, drain and watch; on a
+// job queue (--kind jobs), stats, dead and requeue-dead.
 //
 //	fdbqueue stats --queue myapp/jobs [--cluster-file /etc/foundationdb/fdb.cluster]
 //	fdbqueue list  --queue myapp/jobs --json --limit 10
 //	fdbqueue stats --demo --queue demo/events --layout versionstamp --encoding tuple
+//	fdbqueue dead --demo --queue demo/work
 //
-// --demo works on an in-memory database (memdb) seeded with three queues,
+// --demo works on an in-memory database (memdb) seeded with four queues,
 // without a cluster; nothing persists between runs. Without --cluster-file
 // the default cluster file is used (FDB_CLUSTER_FILE, else the platform's
 // default path, as libfdb_c finds it). Run "fdbqueue help" for the commands.

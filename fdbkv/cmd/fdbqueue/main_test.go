@@ -43,3 +43,20 @@ func TestBackendFlags(t *testing.T) {
 		}
 	}
 }
+
+// The demo's job queue holds a dead job that requeue-dead puts back, on
+// the binary's wall clock (the seeding placed in the past).
+func TestDemoJobQueue(t *testing.T) {
+	var out, errb bytes.Buffer
+	code := cli.Run(context.Background(), []string{"dead", "--demo", "--queue", "demo/work", "--json"},
+		cli.Env{Stdout: &out, Stderr: &errb, Backend: &backend{}})
+	if code != cli.ExitOK || !strings.Contains(out.String(), `"reason": "card declined"`) {
+		t.Fatalf("exit %d: %s%s", code, out.String(), errb.String())
+	}
+	out.Reset()
+	code = cli.Run(context.Background(), []string{"requeue-dead", "--demo", "--queue", "demo/work", "--all"},
+		cli.Env{Stdout: &out, Stderr: &errb, Backend: &backend{}})
+	if code != cli.ExitOK || out.String() != "requeued 1 of 1 dead job in (\"demo\", \"work\")\n" {
+		t.Fatalf("exit %d: %s%s", code, out.String(), errb.String())
+	}
+}

@@ -12,6 +12,15 @@
 // layout); -staging-batches serves them in batches. Histories are checked
 // for linearizability either way.
 //
+// -leases runs the job-queue simulation instead (sim.RunLeases: clients
+// add, lease, ack, nack and extend jobs on a JobQueue while leases expire
+// and workers crash, under injected faults), over the same seeds, duration
+// and workers, and prints the histories checked, the jobs acked and dead,
+// the jobs lost and acked twice (both must be 0) and the linearizability
+// violations, exiting with status 1 on any failure:
+//
+//	go run ./cmd/soak -leases -seeds 100000 -duration 10m
+//
 // Built with -tags fdb (cgo, FoundationDB's client library), -cluster-file
 // runs the seeds on a FoundationDB cluster through fdbkv instead of memdb,
 // under a random prefix that it clears at the end; no faults are injected
@@ -54,8 +63,24 @@ func main() {
 		history  = flag.String("history", "soak-failure.txt", "where to write the first failing history as text")
 		verbose  = flag.Bool("v", false, "print one line per seed")
 		cluster  = flag.String("cluster-file", "", "run the seeds on the FoundationDB cluster of this cluster file, without injected faults (needs a soak built with -tags fdb)")
+		leases   = flag.Bool("leases", false, "run the job-queue (lease) simulation instead of the queues' (memdb only)")
+		lrounds  = flag.Int("lease-rounds", sim.DefaultLeaseConfig().Rounds, "with -leases: rounds per seed (the clock moves between rounds)")
+		lclients = flag.Int("lease-clients", sim.DefaultLeaseConfig().Clients, "with -leases: concurrent clients per round")
+		lops     = flag.Int("lease-ops", sim.DefaultLeaseConfig().OpsPerClient, "with -leases: operations per client and round")
 	)
 	flag.Parse()
+	if *leases {
+		if *cluster != "" {
+			fmt.Fprintln(os.Stderr, "soak: -leases runs on memdb only; drop -cluster-file")
+			os.Exit(2)
+		}
+		lc := sim.DefaultLeaseConfig()
+		lc.Rounds, lc.Clients, lc.OpsPerClient, lc.CheckTimeout = *lrounds, *lclients, *lops, *timeout
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+		code := runLeases(ctx, os.Stdout, lc, *first, *seeds, *duration, *workers, *verbose)
+		stop()
+		os.Exit(code)
+	}
 	cfg := sim.DefaultConfig()
 	cfg.Rounds = *rounds
 	cfg.StagingReorder = *reorder
@@ -89,7 +114,6 @@ func run(w io.Writer, cfg sim.Config, first int64, seeds int, duration time.Dura
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	start := time.Now()
-	deadline := start.Add(duration)
 
 	fmt.Fprintf(w, "soak: up to %d seeds from %d, for up to %v, %d at once\n", seeds, first, duration, workers)
 	fmt.Fprintf(w, "faults per commit: not_committed %.2f, commit_unknown_result applied %.2f / not applied %.2f, transaction_too_old %.2f, +%v latency %.2f\n",
@@ -106,46 +130,22 @@ func run(w io.Writer, cfg sim.Config, first int64, seeds int, duration time.Dura
 	var (
 		mu    sync.Mutex
 		total sim.Result
-		next  = first
-		left  = seeds
 		errs  []error
-		wg    sync.WaitGroup
 	)
-	take := func() (int64, bool) {
+	forSeeds(ctx, first, seeds, duration, workers, func(seed int64) {
+		res, err := sim.Run(ctx, seed, cfg)
 		mu.Lock()
 		defer mu.Unlock()
-		if left == 0 || time.Now().After(deadline) || ctx.Err() != nil {
-			return 0, false
+		if err != nil && !errors.Is(err, context.Canceled) {
+			errs = append(errs, fmt.Errorf("seed %d: %w", seed, err))
 		}
-		left--
-		next++
-		return next - 1, true
-	}
-	for range max(workers, 1) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				seed, ok := take()
-				if !ok {
-					return
-				}
-				res, err := sim.Run(ctx, seed, cfg)
-				mu.Lock()
-				if err != nil && !errors.Is(err, context.Canceled) {
-					errs = append(errs, fmt.Errorf("seed %d: %w", seed, err))
-				}
-				if err == nil {
-					total.Add(res)
-					if verbose {
-						fmt.Fprintf(w, "seed %d: %d histories, %d operations, ok=%v\n", seed, res.Histories, res.Operations, res.OK())
-					}
-				}
-				mu.Unlock()
+		if err == nil {
+			total.Add(res)
+			if verbose {
+				fmt.Fprintf(w, "seed %d: %d histories, %d operations, ok=%v\n", seed, res.Histories, res.Operations, res.OK())
 			}
-		}()
-	}
-	wg.Wait()
+		}
+	})
 
 	st := total.Stats
 	fmt.Fprintf(w, "\nelapsed:                    %v\n", time.Since(start).Round(time.Second))

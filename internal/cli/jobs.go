@@ -1,0 +1,276 @@
+package cli
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"flag"
+	"fmt"
+	"strconv"
+	"time"
+	"unicode/utf8"
+
+	"github.com/fdbqueue/fdbqueue"
+)
+
+// The job-queue commands: stats (with --kind jobs), dead and requeue-dead.
+// A job queue's jobs are leased, not popped, so the item commands (peek,
+// list, push, pop, drain, watch) refuse --kind jobs; dead and requeue-dead
+// take --kind jobs by default.
+
+// jobFlags are the JobQueueConfig fields a command must share with the
+// queue's clients.
+type jobFlags struct {
+	resolution *time.Duration
+}
+
+// addJobFlags registers the job-queue flags on fs.
+func addJobFlags(fs *flag.FlagSet) jobFlags {
+	return jobFlags{resolution: fs.Duration("stats-resolution", time.Second,
+		"job queue: JobQueueConfig.StatsResolution, as the queue's clients set it (its time buckets)")}
+}
+
+// jobsByDefault makes --kind default to jobs on fs (dead, requeue-dead).
+func jobsByDefault(fs *flag.FlagSet) {
+	if f := fs.Lookup("kind"); f != nil {
+		_ = f.Value.Set("jobs")
+		f.DefValue = "jobs"
+	}
+}
+
+// envClock is a fdbqueue.Clock on Env.Now.
+type envClock func() time.Time
+
+func (c envClock) Now() time.Time                         { return c() }
+func (c envClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
+
+// openJobs opens the session's queue as a JobQueue on Env.Now's clock.
+func (s *session) openJobs(jf jobFlags) (*fdbqueue.JobQueue, error) {
+	if s.spec.Kind != Jobs {
+		return nil, usagef(ErrUnknownKind, "--kind %s: this command needs a job queue (--kind jobs)", s.spec.Kind)
+	}
+	if *jf.resolution < time.Millisecond {
+		return nil, usagef(ErrBadArgument, "--stats-resolution %s: want at least 1ms", *jf.resolution)
+	}
+	sub, err := fdbqueue.NewSubspace(s.spec.Path)
+	if err != nil {
+		return nil, usagef(ErrBadQueuePath, "%v", err)
+	}
+	cfg := fdbqueue.JobQueueConfig{StatsResolution: *jf.resolution, Clock: envClock(s.env.Now)}
+	return fdbqueue.NewJobQueue(sub, cfg, s.env.QueueOptions...)
+}
+
+// JobStatsJSON is what stats --kind jobs --json prints: fdbqueue.JobStats
+// with the ages in seconds.
+type JobStatsJSON struct {
+	Queue         string  `json:"queue"`
+	Kind          string  `json:"kind"` // "jobs"
+	Queued        int64   `json:"queued"`
+	Due           int64   `json:"due"`
+	Delayed       int64   `json:"delayed"`
+	Leased        int64   `json:"leased"`
+	ExpiredLeases int64   `json:"expired_leases"`
+	Dead          int64   `json:"dead"`
+	OldestDueSecs float64 `json:"oldest_due_seconds"` // 0 when nothing is due
+}
+
+// jobStats prints JobQueue.Stats: one read-only transaction of snapshot
+// reads (counters and time buckets), no scan of the jobs.
+func jobStats(ctx context.Context, s *session, jf jobFlags, asJSON bool) error {
+	q, err := s.openJobs(jf)
+	if err != nil {
+		return err
+	}
+	st, err := q.Stats(ctx, s.db)
+	if err != nil {
+		return err
+	}
+	if asJSON {
+		return writeJSON(s, JobStatsJSON{
+			Queue: pathString(s.spec.Path), Kind: "jobs",
+			Queued: st.Queued, Due: st.Due, Delayed: st.Delayed, Leased: st.Leased,
+			ExpiredLeases: st.ExpiredLeases, Dead: st.Dead,
+			OldestDueSecs: st.OldestDue.Round(time.Millisecond).Seconds(),
+		})
+	}
+	w := s.env.Stdout
+	fmt.Fprintf(w, "queue    %s\n", s.spec.describe())
+	fmt.Fprintf(w, "queued   %d (due %d, delayed %d)\n", st.Queued, st.Due-st.ExpiredLeases, st.Delayed)
+	fmt.Fprintf(w, "leased   %d live, %d expired (due again)\n", st.Leased, st.ExpiredLeases)
+	fmt.Fprintf(w, "dead     %d\n", st.Dead)
+	if st.Due == 0 {
+		_, err = fmt.Fprintf(w, "oldest   nothing due\n")
+	} else {
+		_, err = fmt.Fprintf(w, "oldest   due for %s\n", st.OldestDue.Round(time.Millisecond))
+	}
+	return err
+}
+
+// DeadJobJSON is one dead job in dead --json. Value is the job's value as
+// text when it is valid UTF-8; otherwise ValueBase64 holds its bytes.
+type DeadJobJSON struct {
+	ID          string  `json:"id"` // hex, as requeue-dead takes it
+	Attempts    int     `json:"attempts"`
+	MaxAttempts int     `json:"max_attempts"`
+	Priority    int32   `json:"priority"`
+	UniqueKey   string  `json:"unique_key,omitempty"`
+	Reason      string  `json:"reason"`
+	Added       string  `json:"added"` // RFC 3339, UTC
+	Died        string  `json:"died"`  // RFC 3339, UTC
+	Value       *string `json:"value,omitempty"`
+	ValueBase64 string  `json:"value_base64,omitempty"`
+}
+
+func deadJSON(d fdbqueue.DeadJob) DeadJobJSON {
+	j := DeadJobJSON{ID: d.ID.String(), Attempts: d.Attempts, MaxAttempts: d.MaxAttempts, Priority: d.Priority,
+		UniqueKey: d.UniqueKey, Reason: d.Reason,
+		Added: d.Added.UTC().Format(time.RFC3339Nano), Died: d.Died.UTC().Format(time.RFC3339Nano)}
+	if utf8.Valid(d.Value) {
+		v := string(d.Value)
+		j.Value = &v
+	} else {
+		j.ValueBase64 = base64.StdEncoding.EncodeToString(d.Value)
+	}
+	return j
+}
+
+// deadPage is the most dead jobs one ListDead transaction reads.
+var deadPage = 1000
+
+// listDead reads up to limit (0: all) dead jobs, oldest death first, in
+// pages of deadPage, each its own read-only transaction (a long list is not
+// one snapshot, but each page stays within FDB's five-second limit).
+func listDead(ctx context.Context, s *session, q *fdbqueue.JobQueue, limit int) ([]fdbqueue.DeadJob, error) {
+	var out []fdbqueue.DeadJob
+	var cursor []byte
+	for {
+		n := deadPage
+		if limit > 0 {
+			n = min(n, limit-len(out))
+		}
+		page, err := q.ListDead(ctx, s.db, cursor, n)
+		if err != nil {
+			return out, err
+		}
+		out = append(out, page...)
+		if len(page) < n || (limit > 0 && len(out) >= limit) {
+			return out, nil
+		}
+		cursor = page[len(page)-1].Cursor
+	}
+}
+
+func setupDead(fs *flag.FlagSet) func(context.Context, *session, []string) error {
+	jobsByDefault(fs)
+	jf := addJobFlags(fs)
+	limit := fs.Int("limit", 100, "most dead jobs to show (0: all)")
+	asJSON := fs.Bool("json", false, "print a JSON array")
+	return func(ctx context.Context, s *session, args []string) error {
+		if err := noArgs(args); err != nil {
+			return err
+		}
+		if *limit < 0 {
+			return usagef(ErrBadArgument, "--limit %d: want 0 (all) or more", *limit)
+		}
+		q, err := s.openJobs(jf)
+		if err != nil {
+			return err
+		}
+		dead, err := listDead(ctx, s, q, *limit)
+		if err != nil {
+			return err
+		}
+		if *asJSON {
+			out := make([]DeadJobJSON, len(dead))
+			for i, d := range dead {
+				out[i] = deadJSON(d)
+			}
+			return writeJSON(s, out)
+		}
+		w := s.env.Stdout
+		if len(dead) == 0 {
+			_, err := fmt.Fprintln(w, "(no dead jobs)")
+			return err
+		}
+		now := s.env.Now()
+		for i, d := range dead {
+			fmt.Fprintf(w, "%4d  %s  attempts %d/%d  died %s ago  %s  reason %s\n", i+1, d.ID,
+				d.Attempts, d.MaxAttempts, now.Sub(d.Died).Round(time.Second), strconv.Quote(string(d.Value)), strconv.Quote(d.Reason))
+		}
+		return nil
+	}
+}
+
+// ParseJobID parses a job ID as dead and the library print it: 32 hex
+// digits. Anything else fails with ErrBadArgument.
+func ParseJobID(s string) (fdbqueue.JobID, error) {
+	var id fdbqueue.JobID
+	b, err := hex.DecodeString(s)
+	if err != nil || len(b) != len(id) {
+		return id, usagef(ErrBadArgument, "job ID %q: want %d hex digits", s, 2*len(id))
+	}
+	copy(id[:], b)
+	return id, nil
+}
+
+func setupRequeueDead(fs *flag.FlagSet) func(context.Context, *session, []string) error {
+	jobsByDefault(fs)
+	jf := addJobFlags(fs)
+	all := fs.Bool("all", false, "requeue every job in the dead-letter list (as listed when the command starts)")
+	return func(ctx context.Context, s *session, args []string) error {
+		if *all == (len(args) > 0) {
+			return usagef(ErrBadArgument, "give job IDs (from dead) or --all, not both")
+		}
+		ids := make([]fdbqueue.JobID, 0, len(args))
+		for _, a := range args {
+			id, err := ParseJobID(a)
+			if err != nil {
+				return err
+			}
+			ids = append(ids, id)
+		}
+		q, err := s.openJobs(jf)
+		if err != nil {
+			return err
+		}
+		if *all {
+			dead, err := listDead(ctx, s, q, 0)
+			if err != nil {
+				return err
+			}
+			for _, d := range dead {
+				ids = append(ids, d.ID)
+			}
+		}
+		return requeue(ctx, s, q, ids)
+	}
+}
+
+// requeue requeues each job with JobQueue.Requeue, one transaction each
+// (exactly once through the journal under commit_unknown_result). A job
+// that fails (not dead, or its unique key held by a live job: it stays
+// dead) does not stop the others; the error joins the failures, so that errors.Is finds fdbqueue.ErrJobNotFound or
+// fdbqueue.ErrUniqueKeyHeld.
+func requeue(ctx context.Context, s *session, q *fdbqueue.JobQueue, ids []fdbqueue.JobID) error {
+	var errs []error
+	done := 0
+	for _, id := range ids {
+		if err := q.Requeue(ctx, s.db, id); err != nil {
+			if ctx.Err() != nil {
+				return fmt.Errorf("requeued %d of %d jobs: %w", done, len(ids), err)
+			}
+			if !errors.Is(err, fdbqueue.ErrJobNotFound) { // whose message names the job
+				err = fmt.Errorf("job %s: %w", id, err)
+			}
+			errs = append(errs, err)
+			continue
+		}
+		done++
+	}
+	fmt.Fprintf(s.env.Stdout, "requeued %d of %s in %s\n", done, plural(len(ids), "dead job"), pathString(s.spec.Path))
+	if len(errs) > 0 {
+		return fmt.Errorf("%s not requeued: %w", plural(len(errs), "job"), errors.Join(errs...))
+	}
+	return nil
+}
