@@ -302,16 +302,17 @@ func (t *trackedTx) report() {
 	}
 }
 
+// Commit writes the depth change, commits, and on success reports the
+// attempt's events; a failed commit is counted (conflict, unknown result)
+// and its events wait for OnError or Reset to drop them.
 func (t *trackedTx) Commit() error {
 	t.flush()
-	ev := t.events
 	err := t.Transaction.Commit()
 	t.failed = err != nil
 	if err != nil {
 		t.k.obs.commitFailed(t.op, err)
 		return err
 	}
-	t.events = ev
 	t.report()
 	return nil
 }
