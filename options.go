@@ -95,7 +95,7 @@ func WithJournalRetention(d time.Duration) Option { return func(c *config) { c.r
 // (EnqueueBatch, DequeueBatch, PopMinBatch, PopMaxBatch, a staged
 // fulfilment) uses, counted as FoundationDB counts it: every mutation and
 // every read and write conflict range, so that a Set costs about 3 × key +
-// value and a Clear 4 × key (see budget.go). Default DefaultBatchBudget, at
+// value and a Clear 4 × key. Default DefaultBatchBudget, at
 // most MaxBatchBudget, which leaves room under FoundationDB's 10,000,000
 // bytes for the journal's clean-ups and for the one item a batch takes
 // even when it alone exceeds the budget. EnqueueBatch fails with
