@@ -385,3 +385,32 @@ func TestRepairDepth(t *testing.T) {
 	_, err = q.Depth(ctx, nil)
 	require.ErrorIs(t, err, fdbqueue.ErrInvalidArgument)
 }
+
+// The typed wrappers read and repair the same counters.
+func TestDepthTyped(t *testing.T) {
+	ctx := context.Background()
+	db := newDB(t)
+	tq := fdbqueue.NewTypedQueue[[]byte](mustQueue(t, "depth-typed"), fdbqueue.BytesCodec{})
+	require.NoError(t, tq.Enqueue(ctx, db, []byte("a")))
+	require.NoError(t, tq.Enqueue(ctx, db, []byte("b")))
+	d, err := tq.Depth(ctx, db)
+	require.NoError(t, err)
+	require.Equal(t, int64(2), d)
+	n, err := tq.RepairDepth(ctx, db)
+	require.NoError(t, err)
+	require.Equal(t, int64(2), n)
+	tp := fdbqueue.NewTypedPriorityQueue[[]byte](mustPQ(t, "depth-typed-pq"), fdbqueue.BytesCodec{})
+	require.NoError(t, tp.Push(ctx, db, []byte("x"), 3))
+	d, err = tp.Depth(ctx, db)
+	require.NoError(t, err)
+	require.Equal(t, int64(1), d)
+	n, err = tp.RepairDepth(ctx, db)
+	require.NoError(t, err)
+	require.Equal(t, int64(1), n)
+	for _, r := range []func() error{
+		func() error { reg, err := tq.RegisterGauges(db); _ = reg.Unregister(); return err },
+		func() error { reg, err := tp.RegisterGauges(db); _ = reg.Unregister(); return err },
+	} {
+		require.NoError(t, r())
+	}
+}

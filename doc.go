@@ -222,8 +222,9 @@
 // avoids (and distinct priorities, in a PriorityQueue).
 //
 // In both modes, waiters the items do not reach sleep on watches: the two
-// oldest waiters on their request and on a signal key that every staged
-// Enqueue and Push bumps (an atomic add: no conflicts, one extra write),
+// oldest waiters on their request and on a signal key that every Enqueue
+// and Push bumps on a staged queue, staged handle or not (an atomic add:
+// no conflicts, one extra write),
 // the others on their request and the request ahead (in batch mode, at
 // first the last request their registration saw). Nobody polls, except
 // that a plain Dequeue, which must not block, looks again every 100 ms.
@@ -231,8 +232,9 @@
 // Empty queue: Dequeue withdraws its request and returns ErrEmpty.
 // DequeueWait, PopMinWait and PopMaxWait keep the request and block on the
 // watches until an item arrives or the context ends. Given a Transaction,
-// Dequeue and the pops run the plain path inside it: staging needs
-// transactions of its own.
+// Dequeue and the pops run the plain path inside it (staging needs
+// transactions of its own), keeping the order: served by place they take
+// only items after those due to the line.
 //
 // Cost per item, on a busy queue. By place: the registration (a blind
 // commit of the request, a versionstamped key, and a marker at its result
@@ -270,6 +272,37 @@
 // request would not be linearizable. A cleanup transaction that fails
 // leaves the request to expire, so its call's error satisfies
 // kv.MaybeCommitted.
+//
+// # Stored configuration
+//
+// A queue keeps what it is (Queue or PriorityQueue, key layout, value
+// encoding, staging mode, a format version) in one record in its meta
+// subspace. Every operation reads it as a snapshot read issued with its
+// own reads (no extra round trip) and fails with ErrConfigMismatch, before
+// writing anything, when its handle's options disagree. A queue without a
+// record is a recipe queue; the first write of this library stores the
+// record, as a blind write, so producers that agree do not conflict.
+// Handles made without WithStaging follow the stored staging mode (they
+// bump the signal, and respect the line of a queue served by place).
+// Reconfigure changes the record of an empty queue. See config.go. Cost
+// per transaction: one snapshot point read and one read conflict key (an
+// epoch key that only changes of the record write); the first write adds
+// the record and two conflict ranges; on a queue someone waits on, a
+// producer made without WithStaging adds the signal's atomic add.
+//
+// Recipe clients (Python, Java) share a recipe-layout queue: they enqueue
+// and dequeue items this library serves, and never see the meta subspace.
+// They do not check the record, write no journal (no exactly-once), do
+// not bump the signal (waiters, DequeueWait as WatchForItems, notice
+// their items late: at the next renewal, or never for a watch), and must
+// not share a queue served by place or versionstamp-ordered.
+//
+// # Waiting inside a transaction
+//
+// Queue.WatchForItems and PriorityQueue.WatchForItems return a watch, made
+// in the caller's transaction, that fires when an item may have arrived:
+// dequeue in a transaction, and on ErrEmpty arm the watch, commit and wait
+// (ExampleQueue_WatchForItems).
 //
 // # Job queue with leases
 //
@@ -367,7 +400,8 @@
 // ErrValueTooLarge, ErrForeignKey (a *ForeignKeyError naming the key),
 // ErrInvalidArgument, ErrBatchTooLarge, ErrTooManyToCount, ErrOperationExpired,
 // ErrClaimExpired, ErrUnreadableAfterEnqueue, ErrLeaseLost, ErrJobNotFound,
-// ErrUniqueKeyHeld, ErrCodec,
+// ErrUniqueKeyHeld, ErrCodec, ErrConfigMismatch (a *ConfigMismatchError
+// naming what differs), ErrQueueNotEmpty,
 // ErrKeyOutsideSubspace and ErrMalformedKey. Database errors are kv errors
 // (kv.ErrNotCommitted, ...). No input makes an operation panic, and no
 // failure loses or duplicates an item.

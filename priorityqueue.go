@@ -45,6 +45,7 @@ func NewPriorityQueue(sub Subspace, opts ...Option) (*PriorityQueue, error) {
 	if err := pq.initStaging(); err != nil {
 		return nil, err
 	}
+	pq.initConfig() // config.go
 	return pq, nil
 }
 
@@ -74,6 +75,7 @@ func (pq *PriorityQueue) Push(ctx context.Context, t kv.Transactor, value []byte
 	t = pq.journal.track.observe("push", t)
 	o := pq.journal.begin(t, opts)
 	err = t.Transact(ctx, func(tr kv.Transaction) error {
+		o.gate = pq.journal.gate.issue(tr, true) // config.go
 		rec, err := o.check(tr)
 		if err != nil {
 			return err
@@ -177,6 +179,7 @@ func (pq *PriorityQueue) popBatch(ctx context.Context, t kv.Transactor, n int, m
 	t = pq.journal.track.observe("pop", t)
 	o := pq.journal.begin(t, opts)
 	items, err := kv.Transact(ctx, t, func(tr kv.Transaction) ([]Item, error) {
+		o.gate = pq.journal.gate.issue(tr, false) // config.go
 		return takeEnd(tr, o, pq.items, n, max, pq.cfg.batchBudget, pq.accept, pq.replay, nil)
 	})
 	o.end(err)
@@ -254,7 +257,7 @@ func (pq *PriorityQueue) peek(ctx context.Context, t kv.ReadTransactor, max bool
 	if err := checkTransactor(t); err != nil {
 		return Item{}, err
 	}
-	return kv.ReadTransact(ctx, t, func(tr kv.ReadTransaction) (Item, error) {
+	return kv.ReadTransact(ctx, pq.journal.gate.reads(t), func(tr kv.ReadTransaction) (Item, error) { // config.go
 		kvs, err := tr.GetRange(pq.items, kv.RangeOptions{Limit: 1, Reverse: max}).GetSlice()
 		if err != nil {
 			return Item{}, err
@@ -273,13 +276,13 @@ func (pq *PriorityQueue) peek(ctx context.Context, t kv.ReadTransactor, max bool
 
 // Empty reports whether the priority queue holds no item.
 func (pq *PriorityQueue) Empty(ctx context.Context, t kv.ReadTransactor) (bool, error) {
-	return emptyRange(ctx, t, pq.items, nil)
+	return emptyRange(ctx, pq.journal.gate.reads(t), pq.items, nil)
 }
 
 // Len counts the items as Queue.Len does (see it for what it costs and
 // means given a Database or a Transaction).
 func (pq *PriorityQueue) Len(ctx context.Context, t kv.ReadTransactor) (int, error) {
-	return countRange(ctx, t, pq.items, pq.cfg.now)
+	return countRange(ctx, pq.journal.gate.reads(t), pq.items, pq.cfg.now)
 }
 
 // Clear removes every item, keeping the operation journal.

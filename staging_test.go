@@ -517,7 +517,7 @@ func TestStagedCancelAfterFulfilment(t *testing.T) {
 		db := stgDB(t)
 		sub := stgSubspace(t, "cancel2")
 		q := stgQueue(t, sub, m.opts(fdbqueue.StagingConfig{})...)
-		plain := stgQueue(t, sub, m.layout()) // a producer that does not wake waiters
+		plain := stgQueue(t, sub, m.layout()) // a producer without staging options (it runs in the hook, before the waiter sleeps)
 		wctx, cancel := context.WithCancel(ctx)
 		var itemKey []byte
 		fdbqueue.SetStagingHook(q, func(p string) {
@@ -1116,14 +1116,20 @@ func TestStagedPlaceReservesItems(t *testing.T) {
 		db := stgDB(t)
 		sub := stgSubspace(t, "reserve")
 		q := stgQueue(t, sub, m.opts(fdbqueue.StagingConfig{})...)
-		plain := stgQueue(t, sub, m.layout()) // a producer that does not wake waiters
+		plain := stgQueue(t, sub, m.layout()) // a producer without staging options
 		armed := make(chan struct{}, 8)
+		wctx, cancel := context.WithCancel(ctx)
 		fdbqueue.SetStagingHook(q, func(p string) {
-			if p == "armed" {
+			switch p {
+			case "armed":
 				armed <- struct{}{}
+			case "woke":
+				// The stored configuration makes plain's enqueues wake
+				// the waiter: hold it asleep, as if the items came from
+				// a client that does not (a recipe's), until cancel.
+				<-wctx.Done()
 			}
 		})
-		wctx, cancel := context.WithCancel(ctx)
 		done := make(chan error, 1)
 		go func() {
 			_, err := q.DequeueWait(wctx, db)
