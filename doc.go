@@ -125,8 +125,11 @@
 //
 // Here each call of an operation gets an OpID (random, or yours with
 // WithOpID) and writes a journal record under that ID in the same
-// transaction as its effect. Each attempt first reads the record, with a
-// normal read: if an earlier attempt committed, the record is there and
+// transaction as its effect. Each attempt first reads the record's first
+// key, with a normal point read (the whole record only if it is there),
+// except while no attempt under an ID the operation made itself has
+// written a record (its first attempt): none can exist then. If an
+// earlier attempt committed, the record is there and
 // the attempt returns that attempt's result (the dequeued items are in the
 // record) without doing anything again; if the earlier attempt's commit is
 // still in flight and lands later, the two attempts conflict and only one
@@ -136,7 +139,8 @@
 // Records are cleaned up in two ways. When an operation ran its own
 // transactions (it was given a Database) and returned, nothing will retry it
 // again, so its record is cleared by the next operation of the same Queue
-// value, as one extra range clear in that operation's transaction. Every
+// value, as one extra clear in that operation's transaction (of the
+// record's one key, or of its range if it has several). Every
 // other record (operations inside callers' transactions, abandoned ones)
 // expires. Records are keyed (shard, ID), the shard a byte of the ID's
 // random part, so that operations made at the same moment write 256
