@@ -273,6 +273,7 @@ func (q *JobQueue) AddBatch(ctx context.Context, t kv.Transactor, jobs []Job, op
 			return nil, fmt.Errorf("%w: job %d: max attempts %d", ErrInvalidArgument, i, j.MaxAttempts)
 		}
 	}
+	t = q.journal.track.observe("add", t)
 	o := q.journal.begin(t, opts)
 	if size := q.addBatchCost(o, jobs); size > q.budget {
 		err := fmt.Errorf("%w: %d jobs, %d bytes as FoundationDB counts them, budget %d", ErrBatchTooLarge, len(jobs), size, q.budget)

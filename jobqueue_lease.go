@@ -92,6 +92,7 @@ func (q *JobQueue) leaseOp(ctx context.Context, t kv.Transactor, n int, d time.D
 	if d < time.Millisecond {
 		return leaseResult{}, fmt.Errorf("%w: lease duration %v, want at least 1ms", ErrInvalidArgument, d)
 	}
+	t = q.journal.track.observe("lease", t)
 	o := q.journal.begin(t, opts)
 	var watch kv.Watch
 	var mine []string // keys this call is taking: see picking

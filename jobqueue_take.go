@@ -78,6 +78,8 @@ func (q *JobQueue) take(tr kv.Transaction, o *op, kvs []kv.KeyValue, n int, now 
 		q.unbucket(tr, m)
 		if m.lease == nil {
 			tr.Add(q.leased, one)
+		} else {
+			q.journal.track.obs.leaseExpired(tr, m.id, m.attempts)
 		}
 		var lid [16]byte
 		_, _ = rand.Read(lid[:])
@@ -130,6 +132,7 @@ func (q *JobQueue) unbucket(tr kv.Transaction, m jobMeta) {
 
 // bury moves the job whose record m is at key to the dead-letter list.
 func (q *JobQueue) bury(tr kv.Transaction, m jobMeta, key []byte, now time.Time, reason string) {
+	q.journal.track.obs.deadLettered(tr, m.id, reason)
 	tr.Clear(key)
 	q.unbucket(tr, m)
 	if m.lease != nil {
