@@ -89,7 +89,7 @@
 // # Transaction size and reads of batches
 //
 // Batch operations (EnqueueBatch, DequeueBatch, PopMinBatch, PopMaxBatch,
-// a staged fulfilment) stay within a batch budget (WithBatchBudget, default
+// a staged fulfilment, JobQueue's AddBatch and Lease) stay within a batch budget (WithBatchBudget, default
 // 1,000,000, at most MaxBatchBudget = 9,000,000 bytes) counted as
 // FoundationDB counts a transaction's size against its 10,000,000-byte limit
 // (Transaction::getSize, fdbclient/NativeAPI.actor.cpp): mutations plus

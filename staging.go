@@ -786,6 +786,7 @@ func (s *stageSide[T]) run(ctx context.Context, db kv.Database, wait bool, opts 
 			o(&c)
 		}
 	}
+	db = s.journal.track.observeDB(s.opKind(), db)
 	w := &waiter[T]{s: s, db: db, o: s.journal.begin(db, opts), userID: c.hasID, wait: wait}
 	// The transaction is bound to a context that ends with the operation,
 	// so the backend can release it.
@@ -823,6 +824,7 @@ func (w *waiter[T]) loop(ctx, callerCtx context.Context) (T, error) {
 		t0 := time.Now()
 		out, err := w.attempt(tr)
 		st := &w.s.st.stats
+		w.s.journal.track.obs.stagedStep(out.phase, err)
 		if err == nil {
 			st.commits[out.phase].Add(1)
 			st.nanos[out.phase].Add(int64(time.Since(t0)))
@@ -2062,6 +2064,8 @@ func (s *stageSide[T]) leavePlace(tr kv.Transaction, reqKey []byte) (bool, error
 // recover drops the side's expired requests and returns the items of its
 // expired results.
 func (s *stageSide[T]) recover(ctx context.Context, db kv.Database, stats *RecoverStats) error {
+	db = s.journal.track.observeDB("recover", db)
+	defer s.journal.track.obs.recovered(s.side(), stats)()
 	ranges := []kv.KeyRange{s.reqRange, s.resRange}
 	if s.stable {
 		if err := s.recoverPlaces(ctx, db, stats); err != nil {
@@ -2180,6 +2184,7 @@ func (s *stageSide[T]) recoverPlaces(ctx context.Context, db kv.Database, stats 
 // fulfilOnce runs one fulfilment pass as a helper with no request of its
 // own, and reports how many requests it served (used by tests).
 func (s *stageSide[T]) fulfilOnce(ctx context.Context, db kv.Database) (int, error) {
+	db = s.journal.track.observeDB(s.opKind(), db)
 	return kv.Transact(ctx, db, func(tr kv.Transaction) (int, error) {
 		limit := s.st.cfg.BatchSize
 		pre := s.prefetch(tr, limit, true)
