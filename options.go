@@ -120,8 +120,8 @@ func WithClock(now func() time.Time) Option { return func(c *config) { c.now = n
 // batches by the waiting consumers (see StagingConfig.Serving); the Wait
 // forms (DequeueWait, PopMinWait, PopMaxWait) become available; Enqueue
 // and Push also bump a signal key that wakes waiters.
-// Zero fields of c take their defaults. See staging.go and the package
-// documentation, "Staged dequeue".
+// Zero fields of c take their defaults. The design is in "Staged dequeue"
+// in docs/design.md in the repository.
 func WithStaging(c StagingConfig) Option {
 	return func(cfg *config) { cfg.staging = &c }
 }

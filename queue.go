@@ -313,7 +313,7 @@ func (q *Queue) checkItemKey(key []byte) error {
 // in both cases nothing is removed.
 //
 // On a queue made WithStaging and given a Database, Dequeue is staged (see
-// the package documentation, "Staged dequeue"): one plain attempt, then a
+// "Staged dequeue" in docs/design.md in the repository): one plain attempt, then a
 // request in a line ordered by commit version, served oldest first, each
 // with the next item (see StagingConfig.Serving): the waiter takes the item
 // at its place itself, or the waiters of the two oldest requests hand items
