@@ -363,30 +363,44 @@ func (q *Queue) DequeueBatch(ctx context.Context, t kv.Transactor, max int, opts
 	}
 	o := q.journal.begin(t, opts)
 	vals, err := kv.Transact(ctx, t, func(tr kv.Transaction) ([][]byte, error) {
-		return takeEnd(tr, o, q.items, max, false, q.cfg.batchBudget, q.accept, q.cfg.encoding.decode, q.reserved)
+		e := q.end()
+		e.reserved = q.reserved
+		return takeEnd(tr, o, e, batchLimit{max: max, budget: q.cfg.batchBudget})
 	})
 	o.end(err)
 	return vals, q.unreadable(err)
 }
 
-// takeEnd removes up to max items from one end of r inside tr: the shared
-// body of Queue.DequeueBatch and PriorityQueue's pops. accept turns a pair
-// into a result and the journal record that lets a retry return the same
-// result (it fails for a foreign key); replay turns a record back into the
-// result.
-//
-// reserved, if not nil, says how many items at the head are due to the
-// requests of a staged Queue's line (place mode): the take starts after
-// them, with a read conflict on each item taken instead of on the range
-// from the head.
-func takeEnd[T any](tr kv.Transaction, o *op, r kv.KeyRange, max int, reverse bool, budget int,
-	accept func(kv.KeyValue) (T, []byte, error), replay func([]byte) (T, error),
-	reserved func(kv.ReadTransaction) (int, error)) ([]T, error) {
+// queueEnd is one end of a queue's items, the end that takes remove from:
+// the head of a Queue, the minimum or maximum of a PriorityQueue.
+type queueEnd[T any] struct {
+	items   kv.KeyRange
+	reverse bool // take from the end of items (PopMax)
+	// accept turns a pair into a result and the journal record that lets
+	// a retry return the same result (it fails for a foreign key); replay
+	// turns a record back into the result.
+	accept func(kv.KeyValue) (T, []byte, error)
+	replay func([]byte) (T, error)
+	// reserved, if not nil, says how many items at the head are due to the
+	// requests of a staged Queue's line (place mode): a take starts after
+	// them, with a read conflict on each item taken instead of on the
+	// range from the head.
+	reserved func(kv.ReadTransaction) (int, error)
+}
+
+// batchLimit bounds one take: at most max items, and no more once their
+// transaction's size reaches budget bytes (at least one item).
+type batchLimit struct{ max, budget int }
+
+// takeEnd removes up to lim.max items from e inside tr: the shared body of
+// Queue.DequeueBatch and PriorityQueue's pops.
+func takeEnd[T any](tr kv.Transaction, o *op, e queueEnd[T], lim batchLimit) ([]T, error) {
+	r, reverse, max, budget := e.items, e.reverse, lim.max, lim.budget
 	rec, err := o.check(tr)
 	if err != nil {
 		return nil, err
 	}
-	skip, err := skipped(tr, reserved)
+	skip, err := skipped(tr, e.reserved)
 	if err != nil {
 		return nil, err
 	}
@@ -405,7 +419,7 @@ func takeEnd[T any](tr kv.Transaction, o *op, r kv.KeyRange, max int, reverse bo
 		}
 		out := make([]T, len(prev))
 		for i, p := range prev {
-			if out[i], err = replay(p); err != nil {
+			if out[i], err = e.replay(p); err != nil {
 				return nil, err
 			}
 		}
@@ -422,7 +436,7 @@ func takeEnd[T any](tr kv.Transaction, o *op, r kv.KeyRange, max int, reverse bo
 	used := o.overheadCost(r)
 	for len(out) < max && it.Next() {
 		p := it.KeyValue()
-		v, record, err := accept(p)
+		v, record, err := e.accept(p)
 		if err != nil {
 			if len(out) > 0 {
 				break // take the good items before the bad one
@@ -491,6 +505,12 @@ func skipped(tr kv.ReadTransaction, reserved func(kv.ReadTransaction) (int, erro
 	return reserved(tr)
 }
 
+// end is the queue's head, for takes (without the line's reservation:
+// set reserved to skip the items due to it).
+func (q *Queue) end() queueEnd[[]byte] {
+	return queueEnd[[]byte]{items: q.items, accept: q.accept, replay: q.cfg.encoding.decode}
+}
+
 // accept turns a head pair into its item; the journal records the stored
 // value.
 func (q *Queue) accept(p kv.KeyValue) ([]byte, []byte, error) {
@@ -509,32 +529,34 @@ func (q *Queue) accept(p kv.KeyValue) ([]byte, []byte, error) {
 // requests waiting in the line are not available: Peek returns the first
 // item after them, the one a Dequeue inside a transaction would take.
 func (q *Queue) Peek(ctx context.Context, t kv.ReadTransactor) ([]byte, error) {
-	v, err := peekEnd(ctx, t, q.items, false, q.cfg.encoding, q.checkItemKey, q.reserved)
+	e := q.end()
+	e.reserved = q.reserved
+	v, err := peekEnd(ctx, t, e)
 	return v, q.unreadable(err)
 }
 
-func peekEnd(ctx context.Context, t kv.ReadTransactor, r kv.KeyRange, reverse bool, enc ValueEncoding, check func([]byte) error,
-	reserved func(kv.ReadTransaction) (int, error)) ([]byte, error) {
+// peekEnd reads the first item of e (after those reserved) with a normal
+// read, and returns it as a take would.
+func peekEnd[T any](ctx context.Context, t kv.ReadTransactor, e queueEnd[T]) (T, error) {
+	var zero T
 	if err := checkTransactor(t); err != nil {
-		return nil, err
+		return zero, err
 	}
-	return kv.ReadTransact(ctx, t, func(tr kv.ReadTransaction) ([]byte, error) {
-		skip, err := skipped(tr, reserved)
+	return kv.ReadTransact(ctx, t, func(tr kv.ReadTransaction) (T, error) {
+		skip, err := skipped(tr, e.reserved)
 		if err != nil {
-			return nil, err
+			return zero, err
 		}
-		kvs, err := tr.GetRange(r, kv.RangeOptions{Limit: skip + 1, Reverse: reverse}).GetSlice()
+		kvs, err := tr.GetRange(e.items, kv.RangeOptions{Limit: skip + 1, Reverse: e.reverse}).GetSlice()
 		if err != nil {
-			return nil, err
+			return zero, err
 		}
 		kvs = kvs[min(skip, len(kvs)):]
 		if len(kvs) == 0 {
-			return nil, ErrEmpty
+			return zero, ErrEmpty
 		}
-		if err := check(kvs[0].Key); err != nil {
-			return nil, err
-		}
-		return enc.decode(kvs[0].Value)
+		v, _, err := e.accept(kvs[0])
+		return v, err
 	})
 }
 

@@ -266,7 +266,7 @@ func (c *stagingCounters) snapshot() StagingStats {
 
 func (q *Queue) initStaging() error {
 	q.stager = newStager(q.sub.prefix, q.cfg, q.rand)
-	q.stage = newStageSide(q.stager, q.sub.prefix, "q", q.journal, q.items, false, q.accept, q.cfg.encoding.decode)
+	q.stage = newStageSide(q.stager, q.sub.prefix, "q", q.journal, q.end())
 	q.stage.requeue, q.stage.checkKey = q.requeue, q.checkItemKey
 	var err error
 	q.stage.stable, err = q.stager.cfg.byPlace(q.cfg.versionstamps)
@@ -348,8 +348,8 @@ func (q *Queue) Recover(ctx context.Context, db kv.Database) (RecoverStats, erro
 
 func (pq *PriorityQueue) initStaging() error {
 	pq.stager = newStager(pq.sub.prefix, pq.cfg, pq.rand)
-	pq.stageMin = newStageSide(pq.stager, pq.sub.prefix, "min", pq.journal, pq.items, false, pq.accept, pq.replay)
-	pq.stageMax = newStageSide(pq.stager, pq.sub.prefix, "max", pq.journal, pq.items, true, pq.accept, pq.replay)
+	pq.stageMin = newStageSide(pq.stager, pq.sub.prefix, "min", pq.journal, pq.end(false))
+	pq.stageMax = newStageSide(pq.stager, pq.sub.prefix, "max", pq.journal, pq.end(true))
 	// A push can land ahead of items already due to requests: a priority
 	// queue always serves in batches.
 	_, err := pq.stager.cfg.byPlace(false)

@@ -135,10 +135,11 @@ func (s *stager) newRID(now time.Time) ([]byte, error) {
 // stageSide is one set of requests: a Queue's dequeues, or a
 // PriorityQueue's PopMins or PopMaxes.
 type stageSide[T any] struct {
-	st       *stager
-	journal  *journal
-	items    kv.KeyRange
-	reverse  bool
+	st      *stager
+	journal *journal
+	// queueEnd is the end of the items the requests are served from
+	// (without reserved: the line is what reserves).
+	queueEnd[T]
 	reqs     Subspace
 	ress     Subspace
 	reqRange kv.KeyRange
@@ -165,24 +166,21 @@ type stageSide[T any] struct {
 	// Requests are keyed by their commit's versionstamp, so none can ever
 	// appear before it again: reads of the line start there, not at the
 	// start of the range, past the keys of requests already finished.
-	floor  atomic.Pointer[[]byte]
-	accept func(kv.KeyValue) (T, []byte, error)
-	replay func([]byte) (T, error)
+	floor atomic.Pointer[[]byte]
 	// requeue writes a stored item at the tail, as an enqueue would, and
 	// checkKey tells an item key from a foreign one (place mode only).
 	requeue  func(tr kv.Transaction, stored []byte) error
 	checkKey func(key []byte) error
 }
 
-func newStageSide[T any](st *stager, queuePrefix []byte, name string, j *journal, items kv.KeyRange, reverse bool,
-	accept func(kv.KeyValue) (T, []byte, error), replay func([]byte) (T, error)) *stageSide[T] {
+func newStageSide[T any](st *stager, queuePrefix []byte, name string, j *journal, end queueEnd[T]) *stageSide[T] {
 	meta := metaSubspace(queuePrefix)
 	reqs, _ := meta.Sub("s", name, "r")
 	ress, _ := meta.Sub("s", name, "f")
 	reqRange, _ := reqs.Range()
 	resRange, _ := ress.Range()
-	return &stageSide[T]{st: st, journal: j, items: items, reverse: reverse, reqs: reqs, ress: ress,
-		reqRange: reqRange, resRange: resRange, accept: accept, replay: replay}
+	return &stageSide[T]{st: st, journal: j, queueEnd: end, reqs: reqs, ress: ress,
+		reqRange: reqRange, resRange: resRange}
 }
 
 func encodeDeadline(t time.Time) []byte {
