@@ -99,11 +99,12 @@ func (w *waiter[T]) fulfil(tr kv.Transaction, now time.Time, pending kv.RangeRes
 		return out, err
 	}
 	read := len(items)
-	sp := w.stepSpend()
-	live, pos, items, err := s.liveRequests(tr, now, reqs, w.reqKey, items, complete, sp)
+	p := pass{tr, now, w.stepSpend()}
+	line, pos, err := s.liveRequests(p, lineRead{reqs, items, complete}, w.reqKey)
 	if err != nil {
 		return out, err
 	}
+	live, items := line.reqs, line.items
 	if len(items) < read {
 		// Expired requests ahead gave their items to the tail, where this
 		// transaction cannot take them (their keys are known only at
@@ -147,7 +148,7 @@ func (w *waiter[T]) fulfil(tr kv.Transaction, now time.Time, pending kv.RangeRes
 		return out, nil
 	}
 	out.phase = phaseFulfil
-	res, err := s.serve(tr, now, live, w, items, complete, pre.results, sp)
+	res, err := s.serve(p, line, w, pre.results)
 	if err != nil {
 		return out, err
 	}
@@ -181,12 +182,15 @@ type served[T any] struct {
 	emptyForMe bool // the queue ran out before the caller's request
 }
 
-// serve matches the live requests, oldest first, with the first items and
-// buffers the transitions in tr; it also returns the items of a few expired
-// results. w is the waiter running it (its own request is served by taking
-// the item directly), or nil; items are the first items as liveRequests
-// left them, and complete says their read reached the end of the queue.
-func (s *stageSide[T]) serve(tr kv.Transaction, now time.Time, live []kv.KeyValue, w *waiter[T], items []kv.KeyValue, complete bool, results kv.RangeResult, sp *spend) (res served[T], err error) {
+// serve matches the live requests (line.reqs), oldest first, with the
+// first items (line.items, as liveRequests left them) and buffers the
+// transitions in p's transaction; it also returns the items of a few
+// expired results, read from results (nil: read now). w is the waiter
+// running it (its own request is served by taking the item directly), or
+// nil.
+func (s *stageSide[T]) serve(p pass, line lineRead, w *waiter[T], results kv.RangeResult) (res served[T], err error) {
+	tr, now, sp := p.tr, p.now, p.sp
+	live, items, complete := line.reqs, line.items, line.complete
 	var mine, myRes []byte
 	if w != nil {
 		mine, myRes = w.reqKey, w.resKey
@@ -204,7 +208,7 @@ func (s *stageSide[T]) serve(tr kv.Transaction, now time.Time, live []kv.KeyValu
 	if err != nil {
 		return res, err
 	}
-	if _, err := s.expireResults(tr, now, rs, myRes, sp); err != nil {
+	if _, err := s.expireResults(p, rs, myRes); err != nil {
 		return res, err
 	}
 	timeout := s.st.cfg.ClaimTimeout
@@ -273,13 +277,12 @@ func (s *stageSide[T]) fulfilOnce(ctx context.Context, db kv.Database) (int, err
 		if err != nil {
 			return 0, err
 		}
-		now := s.st.now()
-		sp := &spend{budget: s.st.budget, used: setCost(len(s.items.Begin)+16, 8)}
-		live, _, items, err := s.liveRequests(tr, now, reqs, nil, items, complete, sp)
+		p := pass{tr, s.st.now(), s.helperSpend()}
+		live, _, err := s.liveRequests(p, lineRead{reqs, items, complete}, nil)
 		if err != nil {
 			return 0, err
 		}
-		res, err := s.serve(tr, now, live, nil, items, complete, pre.results, sp)
+		res, err := s.serve(p, live, nil, pre.results)
 		return res.n, err
 	})
 }

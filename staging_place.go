@@ -3,7 +3,6 @@ package fdbqueue
 import (
 	"bytes"
 	"context"
-	"time"
 
 	"github.com/fdbqueue/fdbqueue/kv"
 )
@@ -76,23 +75,26 @@ func (w *waiter[T]) takeItem(tr kv.Transaction, it kv.KeyValue, fromHead bool) (
 	return out, nil
 }
 
-// liveRequests drops, in tr, the expired requests among reqs (their waiters
-// stopped renewing them) and returns the others with the place of the
-// request mine among them (len(live) when it is not there). items are the
-// first items, read in the same transaction, and complete says the read
-// reached the end of the queue.
+// liveRequests drops, in p's transaction, the expired requests among
+// line.reqs (their waiters stopped renewing them) and returns the others,
+// as live.reqs, with the place of the request mine among them
+// (len(live.reqs) when it is not there). line.items are the first items,
+// read in the same transaction, and line.complete says the read reached
+// the end of the queue.
 //
 // In place mode the i-th request of the line is due the i-th item, so an
 // expired request cannot simply leave: if an item reaches its place, that
 // item is moved to the tail with it (requeueAt); if the items end before
 // its place (complete), it leaves with a read conflict on the whole item
 // range, so that an item arriving meanwhile makes the drop conflict; if the
-// read does not tell, it keeps its place for now. rest is items without
-// those moved, so that live[i] is due rest[i]. In batch mode rest is items.
-func (s *stageSide[T]) liveRequests(tr kv.Transaction, now time.Time, reqs []kv.KeyValue, mine []byte, items []kv.KeyValue, complete bool, sp *spend) (live []kv.KeyValue, pos int, rest []kv.KeyValue, err error) {
-	pos = -1
-	rest = items
-	for _, r := range reqs {
+// read does not tell, it keeps its place for now. live.items are
+// line.items without those moved, so that live.reqs[i] is due
+// live.items[i]. In batch mode they are line.items.
+func (s *stageSide[T]) liveRequests(p pass, line lineRead, mine []byte) (lineRead, int, error) {
+	tr, now, sp, complete := p.tr, p.now, p.sp, line.complete
+	var live []kv.KeyValue
+	pos, rest := -1, line.items
+	for _, r := range line.reqs {
 		if mine != nil && bytes.Equal(r.Key, mine) {
 			pos = len(live)
 			live = append(live, r)
@@ -126,7 +128,7 @@ func (s *stageSide[T]) liveRequests(tr kv.Transaction, now time.Time, reqs []kv.
 			case i < len(rest):
 				moved, err := s.requeueAt(tr, rest[i])
 				if err != nil {
-					return nil, 0, nil, err
+					return lineRead{}, 0, err
 				}
 				if moved {
 					rest = append(rest[:i:i], rest[i+1:]...)
@@ -136,19 +138,19 @@ func (s *stageSide[T]) liveRequests(tr kv.Transaction, now time.Time, reqs []kv.
 				continue
 			default:
 				if err := tr.AddReadConflictRange(s.items); err != nil {
-					return nil, 0, nil, err
+					return lineRead{}, 0, err
 				}
 			}
 		}
 		// Expired, or not a request: drop it.
 		if err := s.drop(tr, r.Key); err != nil {
-			return nil, 0, nil, err
+			return lineRead{}, 0, err
 		}
 	}
 	if pos < 0 {
 		pos = len(live)
 	}
-	return live, pos, rest, nil
+	return lineRead{reqs: live, items: rest, complete: complete}, pos, nil
 }
 
 // placesBefore counts, with a snapshot read of the line, the requests
@@ -219,12 +221,11 @@ func (s *stageSide[T]) recoverPlaces(ctx context.Context, db kv.Database, stats 
 		if err != nil {
 			return err
 		}
-		sp := &spend{budget: s.st.budget, used: setCost(len(s.items.Begin)+16, 8)}
-		live, _, rest, err := s.liveRequests(tr, now, reqs, nil, items, complete, sp)
+		live, _, err := s.liveRequests(pass{tr, now, s.helperSpend()}, lineRead{reqs, items, complete}, nil)
 		if err != nil {
 			return err
 		}
-		dropped, returned = len(reqs)-len(live), len(items)-len(rest)
+		dropped, returned = len(reqs)-len(live.reqs), len(items)-len(live.items)
 		return nil
 	})
 	if err != nil {

@@ -2,9 +2,34 @@ package fdbqueue
 
 import (
 	"sync"
+	"time"
 
 	"github.com/fdbqueue/fdbqueue/kv"
 )
+
+// pass is one transaction's work on the line: its transaction, the time
+// it acts at (deadlines are compared with it) and the size it may still
+// spend (see budget.go).
+type pass struct {
+	tr  kv.Transaction
+	now time.Time
+	sp  *spend
+}
+
+// lineRead is what a transaction read of the line and of the items: the
+// first requests, the first items, and whether the read of the items
+// reached the end of the queue.
+type lineRead struct {
+	reqs, items []kv.KeyValue
+	complete    bool
+}
+
+// helperSpend starts the size count of a transaction that serves or
+// drops requests without a request of its own: room for a bump of the
+// signal key.
+func (s *stageSide[T]) helperSpend() *spend {
+	return &spend{budget: s.st.budget, used: setCost(len(s.items.Begin)+16, 8)}
+}
 
 // prefetched holds a fulfilment's reads of the first items (up to limit)
 // and of a few results (to expire), started together.

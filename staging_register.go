@@ -7,9 +7,18 @@ import (
 	"github.com/fdbqueue/fdbqueue/tuple"
 )
 
+// firstLook is what a waiter without a request read of the line: the
+// first few requests (firsts), the live ones among them (ahead), and the
+// read of the last request (last; nil: not read).
+type firstLook struct {
+	firsts, ahead []kv.KeyValue
+	last          kv.RangeResult
+}
+
 // fresh is the step of a waiter without a request: the one plain attempt,
-// or registration. ahead are the live requests among the first few.
-func (w *waiter[T]) fresh(tr kv.Transaction, now time.Time, head kv.RangeResult, firsts, ahead []kv.KeyValue, last kv.RangeResult) (out outcome[T], err error) {
+// or registration. head is the read of the first items.
+func (w *waiter[T]) fresh(tr kv.Transaction, now time.Time, head kv.RangeResult, look firstLook) (out outcome[T], err error) {
+	firsts, ahead := look.firsts, look.ahead
 	heads, err := head.GetSlice()
 	if err != nil {
 		return out, err
@@ -42,7 +51,7 @@ func (w *waiter[T]) fresh(tr kv.Transaction, now time.Time, head kv.RangeResult,
 	// File a request; the next steps take the head (the oldest waiter),
 	// serve the line (the two oldest), take the item at its place
 	// (by place, if the items reach it), or sleep until served.
-	return w.join(tr, now, last, ahead)
+	return w.join(tr, now, look)
 }
 
 // liveAmong returns the requests among reqs whose deadline has not passed.
@@ -56,8 +65,7 @@ func (s *stageSide[T]) liveAmong(reqs []kv.KeyValue, now time.Time) []kv.KeyValu
 	return live
 }
 
-// join files a request. ahead are the live requests among the first few,
-// and last the read of the last request in the line (nil: not read). In
+// join files a request, after the reads in look (all empty: none). In
 // batch mode a waiter that is not among the two oldest cannot do anything
 // for its request but wait: the registration arms its watches, on its result key (a
 // fulfilment writes it, an expiry clears it) and on the last request ahead
@@ -65,7 +73,8 @@ func (s *stageSide[T]) liveAmong(reqs []kv.KeyValue, now time.Time) []kv.KeyValu
 // oldest), so that it sleeps from the commit on, one transaction sooner
 // than a separate read-and-arm step. Any other waiter runs its next step
 // at once.
-func (w *waiter[T]) join(tr kv.Transaction, now time.Time, last kv.RangeResult, ahead []kv.KeyValue) (out outcome[T], err error) {
+func (w *waiter[T]) join(tr kv.Transaction, now time.Time, look firstLook) (out outcome[T], err error) {
+	last, ahead := look.last, look.ahead
 	out.phase = phaseRegister
 	w.fastDone = true
 	var lasts []kv.KeyValue

@@ -256,7 +256,7 @@ func (w *waiter[T]) step(tr kv.Transaction) (out outcome[T], err error) {
 		// By place, while the line is long: the registration has nothing
 		// to decide (no plain attempt, no watch to arm), so it reads
 		// nothing and is a blind write; the next step reads the line.
-		return w.join(tr, now, nil, nil)
+		return w.join(tr, now, firstLook{})
 	}
 	if w.reqKey == nil {
 		// The last request in the line: a new request stands behind it,
@@ -281,11 +281,11 @@ func (w *waiter[T]) step(tr kv.Transaction) (out outcome[T], err error) {
 			return out, err
 		}
 		s.raiseFloor(firsts)
-		ahead := s.liveAmong(firsts, now)
+		look := firstLook{firsts: firsts, ahead: s.liveAmong(firsts, now), last: last}
 		if head == nil {
-			return w.join(tr, now, last, ahead)
+			return w.join(tr, now, look)
 		}
-		return w.fresh(tr, now, head, firsts, ahead, last)
+		return w.fresh(tr, now, head, look)
 	}
 	reqF := tr.Get(w.reqKey)
 	resF := getChunked(tr, w.resKey)

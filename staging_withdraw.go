@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/fdbqueue/fdbqueue/kv"
 )
@@ -37,9 +36,11 @@ func (s *stageSide[T]) putBack(tr kv.Transaction, key, stored []byte) (bool, err
 }
 
 // expireResults writes back the items of expired results among rs (a
-// range read of results, chunks and all) except the one at skip, as many as fit sp,
-// and reports how many. A result cut short by the read's limit is left alone.
-func (s *stageSide[T]) expireResults(tr kv.Transaction, now time.Time, rs []kv.KeyValue, skip []byte, sp *spend) (int, error) {
+// range read of results, chunks and all) except the one at skip, as many as
+// fit p's spend, and reports how many. A result cut short by the read's
+// limit is left alone.
+func (s *stageSide[T]) expireResults(p pass, rs []kv.KeyValue, skip []byte) (int, error) {
+	tr, now, sp := p.tr, p.now, p.sp
 	n := 0
 	for _, r := range joinChunks(rs) {
 		if bytes.Equal(r.Key, skip) {
@@ -269,7 +270,7 @@ func (s *stageSide[T]) recover(ctx context.Context, db kv.Database, stats *Recov
 				}
 				if !isReq {
 					var err error
-					returned, err = s.expireResults(tr, now, kvs, nil, &spend{budget: sp.used})
+					returned, err = s.expireResults(pass{tr, now, &spend{budget: sp.used}}, kvs, nil)
 					return err
 				}
 				for _, p := range kvs {
