@@ -16,9 +16,7 @@ import (
 
 func TestStagedCancelBeforeRegistration(t *testing.T) {
 	forModes(t, func(t *testing.T, m stagingMode) {
-		db := stgDB(t)
-		sub := stgSubspace(t, "cancel0")
-		q := stgQueue(t, sub, m.opts(fdbqueue.StagingConfig{})...)
+		db, sub, q := stagedQueue(t, "cancel0", m.opts(fdbqueue.StagingConfig{})...)
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()
 		_, err := q.DequeueWait(ctx, db)
@@ -29,9 +27,7 @@ func TestStagedCancelBeforeRegistration(t *testing.T) {
 
 func TestStagedCancelAfterRegistration(t *testing.T) {
 	forModes(t, func(t *testing.T, m stagingMode) {
-		db := stgDB(t)
-		sub := stgSubspace(t, "cancel1")
-		q := stgQueue(t, sub, m.opts(fdbqueue.StagingConfig{})...)
+		db, sub, q := stagedQueue(t, "cancel1", m.opts(fdbqueue.StagingConfig{})...)
 		ctx, cancel := context.WithCancel(context.Background())
 		fdbqueue.SetStagingHook(q, func(p string) {
 			if p == "registered" {
@@ -58,9 +54,7 @@ func TestStagedCancelAfterRegistration(t *testing.T) {
 func TestStagedCancelAfterFulfilment(t *testing.T) {
 	forModes(t, func(t *testing.T, m stagingMode) {
 		ctx := context.Background()
-		db := stgDB(t)
-		sub := stgSubspace(t, "cancel2")
-		q := stgQueue(t, sub, m.opts(fdbqueue.StagingConfig{})...)
+		db, sub, q := stagedQueue(t, "cancel2", m.opts(fdbqueue.StagingConfig{})...)
 		plain := stgQueue(t, sub, m.layout()) // a producer that does not wake waiters
 		wctx, cancel := context.WithCancel(ctx)
 		var itemKey []byte
@@ -93,9 +87,7 @@ func TestStagedCancelDuringTake(t *testing.T) {
 		for _, applied := range []bool{false, true} {
 			t.Run(fmt.Sprintf("applied=%v", applied), func(t *testing.T) {
 				ctx := context.Background()
-				db := stgDB(t)
-				sub := stgSubspace(t, "cancel3")
-				q := stgQueue(t, sub, m.opts(fdbqueue.StagingConfig{})...)
+				db, sub, q := stagedQueue(t, "cancel3", m.opts(fdbqueue.StagingConfig{})...)
 				require.NoError(t, q.Enqueue(ctx, db, []byte("x")))
 				before := itemKeys(t, db, sub)
 				wctx, cancel := context.WithCancel(ctx)
@@ -126,9 +118,7 @@ func TestStagedCancelDuringTake(t *testing.T) {
 func TestStagedInterruptedTakeResolved(t *testing.T) {
 	forModes(t, func(t *testing.T, m stagingMode) {
 		ctx := context.Background()
-		db := stgDB(t)
-		sub := stgSubspace(t, "interrupted")
-		q := stgQueue(t, sub, m.opts(fdbqueue.StagingConfig{})...)
+		db, _, q := stagedQueue(t, "interrupted", m.opts(fdbqueue.StagingConfig{})...)
 		require.NoError(t, q.EnqueueBatch(ctx, db, [][]byte{[]byte("a"), []byte("b")}))
 		db.FailNextCommit(kv.CommitInterrupted(kv.ErrTransactionTimedOut), true)
 		v, err := q.Dequeue(ctx, db)
@@ -147,11 +137,8 @@ func TestStagedInterruptedTakeResolved(t *testing.T) {
 func TestStagedCrashRecovery(t *testing.T) {
 	forModes(t, func(t *testing.T, m stagingMode) {
 		ctx := context.Background()
-		clock := memdb.NewManualClock(time.Unix(1_700_000_000, 0))
-		db := stgDB(t)
-		sub := stgSubspace(t, "crash")
 		const timeout = 30 * time.Second
-		q := stgQueue(t, sub, append(m.opts(fdbqueue.StagingConfig{ClaimTimeout: timeout}), fdbqueue.WithClock(clock.Now))...)
+		clock, db, sub, q := clockedQueue(t, "crash", m, timeout)
 		plain := stgQueue(t, sub, fdbqueue.WithClock(clock.Now), m.layout())
 
 		hung := make(chan struct{})
@@ -213,11 +200,8 @@ func TestStagedCrashRecovery(t *testing.T) {
 func TestStagedExpiredRequestsDropped(t *testing.T) {
 	forModes(t, func(t *testing.T, m stagingMode) {
 		ctx := context.Background()
-		clock := memdb.NewManualClock(time.Unix(1_700_000_000, 0))
-		db := stgDB(t)
-		sub := stgSubspace(t, "expired")
 		const timeout = 10 * time.Second
-		q := stgQueue(t, sub, append(m.opts(fdbqueue.StagingConfig{ClaimTimeout: timeout}), fdbqueue.WithClock(clock.Now))...)
+		clock, db, sub, q := clockedQueue(t, "expired", m, timeout)
 
 		// Two waiters file requests and hang for good.
 		var hangs sync.WaitGroup
@@ -287,9 +271,7 @@ func TestStagedRegistrationUnknownResult(t *testing.T) {
 			for _, cancelAfter := range []bool{false, true} {
 				t.Run(fmt.Sprintf("applied=%v/cancel=%v", applied, cancelAfter), func(t *testing.T) {
 					ctx := context.Background()
-					db := stgDB(t)
-					sub := stgSubspace(t, "regunknown")
-					q := stgQueue(t, sub, m.opts(fdbqueue.StagingConfig{})...)
+					db, sub, q := stagedQueue(t, "regunknown", m.opts(fdbqueue.StagingConfig{})...)
 					wctx, cancel := context.WithCancel(ctx)
 					defer cancel()
 					var once, enqueue sync.Once
@@ -321,9 +303,7 @@ func TestStagedRegistrationUnknownResult(t *testing.T) {
 							require.Equal(t, int64(1), p.Failures, "the registration's commit failed once")
 						}
 					}
-					require.Empty(t, itemKeys(t, db, sub))
-					require.Empty(t, stagingKeys(t, db, sub))
-					requireNoWatches(t, db)
+					requireClean(t, db, sub)
 				})
 			}
 		}

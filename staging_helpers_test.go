@@ -22,10 +22,88 @@ import (
 // tests stay fast.
 func stgDB(t testing.TB, opts ...memdb.Option) *memdb.DB {
 	t.Helper()
-	opts = append([]memdb.Option{memdb.WithBackoff(50*time.Microsecond, 2*time.Millisecond)}, opts...)
-	db := memdb.New(opts...)
-	t.Cleanup(func() { _ = db.Close() })
-	return db
+	return backoffDB(t, 50*time.Microsecond, 2*time.Millisecond, opts...)
+}
+
+// stagedQueue returns a database, a subspace named name and a queue in it
+// made with opts: the setup of most staged tests.
+func stagedQueue(t testing.TB, name string, opts ...fdbqueue.Option) (*memdb.DB, fdbqueue.Subspace, *fdbqueue.Queue) {
+	t.Helper()
+	db := stgDB(t)
+	sub := stgSubspace(t, name)
+	return db, sub, stgQueue(t, sub, opts...)
+}
+
+// clockedQueue is stagedQueue in mode m with a manual clock, returned,
+// and the claim timeout given.
+func clockedQueue(t testing.TB, name string, m stagingMode, timeout time.Duration) (*memdb.ManualClock, *memdb.DB, fdbqueue.Subspace, *fdbqueue.Queue) {
+	t.Helper()
+	clock := memdb.NewManualClock(time.Unix(1_700_000_000, 0))
+	db, sub, q := stagedQueue(t, name, append(m.opts(fdbqueue.StagingConfig{ClaimTimeout: timeout}), fdbqueue.WithClock(clock.Now))...)
+	return clock, db, sub, q
+}
+
+// startWaiters starts n goroutines that each call q.DequeueWait once, and
+// returns the channels that receive their items and errors.
+func startWaiters(ctx context.Context, q *fdbqueue.Queue, db kv.Database, n int) (<-chan []byte, <-chan error) {
+	got := make(chan []byte, n)
+	errs := make(chan error, n)
+	for range n {
+		go func() {
+			v, err := q.DequeueWait(ctx, db)
+			if err != nil {
+				errs <- err
+				return
+			}
+			got <- v
+		}()
+	}
+	return got, errs
+}
+
+// faultyDB is stgDB with the seed given and, if faults, the staged tests'
+// injected faults.
+func faultyDB(t testing.TB, seed int64, faults bool) *memdb.DB {
+	t.Helper()
+	opts := []memdb.Option{memdb.WithSeed(seed)}
+	if faults {
+		opts = append(opts, memdb.WithFaults(stagingFaults))
+	}
+	return stgDB(t, opts...)
+}
+
+// produce starts producers goroutines that each put perProducer values,
+// "p<producer>-<i>" in order, and returns those values and a function
+// that waits for the producers. A failed put fails the test.
+func produce(t *testing.T, producers, perProducer int, put func(p, i int, v []byte) error) (want []string, wait func()) {
+	for p := range producers {
+		for i := range perProducer {
+			want = append(want, fmt.Sprintf("p%d-%d", p, i))
+		}
+	}
+	var wg sync.WaitGroup
+	for p := range producers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range perProducer {
+				if err := put(p, i, fmt.Appendf(nil, "p%d-%d", p, i)); err != nil {
+					t.Errorf("producer %d: %v", p, err)
+					return
+				}
+			}
+		}()
+	}
+	return want, wg.Wait
+}
+
+// requireClean checks that a staged test left no items, no staging keys
+// (requests, markers, results) and no watches behind.
+func requireClean(t testing.TB, db *memdb.DB, sub fdbqueue.Subspace) {
+	t.Helper()
+	require.Empty(t, itemKeys(t, db, sub), "items left behind")
+	require.Empty(t, stagingKeys(t, db, sub), "requests or results left behind")
+	requireNoWatches(t, db)
 }
 
 func stgSubspace(t testing.TB, name string) fdbqueue.Subspace {
@@ -67,12 +145,7 @@ func stagingKeys(t testing.TB, db kv.Database, sub fdbqueue.Subspace) []string {
 // itemKeys returns the keys of the items in the queue's range.
 func itemKeys(t testing.TB, db kv.Database, sub fdbqueue.Subspace) [][]byte {
 	t.Helper()
-	r, err := sub.Range()
-	require.NoError(t, err)
-	kvs, err := kv.ReadTransact(context.Background(), db, func(tr kv.ReadTransaction) ([]kv.KeyValue, error) {
-		return tr.GetRange(r, kv.RangeOptions{}).GetSlice()
-	})
-	require.NoError(t, err)
+	kvs := subspacePairs(t, db, sub)
 	keys := make([][]byte, len(kvs))
 	for i, p := range kvs {
 		keys[i] = p.Key

@@ -22,9 +22,7 @@ import (
 // request without a first look at the head.
 func TestStagedSelfServiceByPlace(t *testing.T) {
 	ctx := context.Background()
-	db := stgDB(t)
-	sub := stgSubspace(t, "self")
-	q := stgQueue(t, sub, fdbqueue.WithStaging(fdbqueue.StagingConfig{}), fdbqueue.WithVersionstampOrder())
+	db, sub, q := stagedQueue(t, "self", fdbqueue.WithStaging(fdbqueue.StagingConfig{}), fdbqueue.WithVersionstampOrder())
 	// Two waiters file requests and stop right after, before any item
 	// exists.
 	results, release := stallTwoWaiters(ctx, t, db, q)
@@ -62,9 +60,7 @@ func TestStagedSelfServiceByPlace(t *testing.T) {
 	close(release)
 	got := []string{<-results, <-results}
 	require.ElementsMatch(t, []string{"a", "b"}, got)
-	require.Empty(t, itemKeys(t, db, sub))
-	require.Empty(t, stagingKeys(t, db, sub))
-	requireNoWatches(t, db)
+	requireClean(t, db, sub)
 }
 
 // Waiters asleep on an empty queue are served in a batch when items
@@ -72,9 +68,7 @@ func TestStagedSelfServiceByPlace(t *testing.T) {
 // others collect; every item is received once.
 func TestStagedWokenWaitersServedInBatch(t *testing.T) {
 	ctx := context.Background()
-	db := stgDB(t)
-	sub := stgSubspace(t, "batchwake")
-	q := stgQueue(t, sub, fdbqueue.WithStaging(fdbqueue.StagingConfig{}))
+	db, sub, q := stagedQueue(t, "batchwake", fdbqueue.WithStaging(fdbqueue.StagingConfig{}))
 	const waiters = 8
 	armed := make(chan struct{}, 4*waiters)
 	fdbqueue.SetStagingHook(q, func(p string) {
@@ -178,9 +172,7 @@ func TestStagedPopWaitsForOlderRequests(t *testing.T) {
 // place.
 func TestStagedInBatchesWaitsForOlderRequests(t *testing.T) {
 	ctx := context.Background()
-	db := stgDB(t)
-	sub := stgSubspace(t, "strict")
-	q := stgQueue(t, sub, fdbqueue.WithStaging(fdbqueue.StagingConfig{}))
+	db, sub, q := stagedQueue(t, "strict", fdbqueue.WithStaging(fdbqueue.StagingConfig{}))
 	older, release := stallTwoWaiters(ctx, t, db, q)
 	require.NoError(t, q.EnqueueBatch(ctx, db, [][]byte{[]byte("a"), []byte("b"), []byte("c")}))
 	third := make(chan string, 1)
@@ -199,9 +191,7 @@ func TestStagedInBatchesWaitsForOlderRequests(t *testing.T) {
 	close(release)
 	require.Equal(t, "c", <-third)
 	require.ElementsMatch(t, []string{"a", "b"}, []string{<-older, <-older})
-	require.Empty(t, itemKeys(t, db, sub))
-	require.Empty(t, stagingKeys(t, db, sub))
-	requireNoWatches(t, db)
+	requireClean(t, db, sub)
 }
 
 // A call that files its request while the line is thought to be long, with
@@ -267,9 +257,7 @@ func TestStagedRegistrationBehindDeadRequestServesItself(t *testing.T) {
 func TestStagedPlaceReservesItems(t *testing.T) {
 	forModes(t, func(t *testing.T, m stagingMode) {
 		ctx := context.Background()
-		db := stgDB(t)
-		sub := stgSubspace(t, "reserve")
-		q := stgQueue(t, sub, m.opts(fdbqueue.StagingConfig{})...)
+		db, sub, q := stagedQueue(t, "reserve", m.opts(fdbqueue.StagingConfig{})...)
 		plain := stgQueue(t, sub, m.layout()) // a producer that does not wake waiters
 		armed := make(chan struct{}, 8)
 		fdbqueue.SetStagingHook(q, func(p string) {
@@ -319,9 +307,7 @@ func TestStagedPlaceReservesItems(t *testing.T) {
 			cancel()
 			require.ErrorIs(t, <-done, context.Canceled)
 		}
-		require.Empty(t, itemKeys(t, db, sub))
-		require.Empty(t, stagingKeys(t, db, sub))
-		requireNoWatches(t, db)
+		requireClean(t, db, sub)
 	})
 }
 

@@ -13,7 +13,6 @@ import (
 
 	"github.com/fdbqueue/fdbqueue"
 	"github.com/fdbqueue/fdbqueue/kv"
-	"github.com/fdbqueue/fdbqueue/memdb"
 )
 
 func TestStagingConfigValidation(t *testing.T) {
@@ -54,9 +53,7 @@ func TestStagedWaitNeedsStaging(t *testing.T) {
 func TestStagedDequeueSingleConsumer(t *testing.T) {
 	forModes(t, func(t *testing.T, m stagingMode) {
 		ctx := context.Background()
-		db := stgDB(t)
-		sub := stgSubspace(t, "single")
-		q := stgQueue(t, sub, m.opts(fdbqueue.StagingConfig{})...)
+		db, sub, q := stagedQueue(t, "single", m.opts(fdbqueue.StagingConfig{})...)
 
 		_, err := q.Dequeue(ctx, db)
 		require.ErrorIs(t, err, fdbqueue.ErrEmpty)
@@ -81,9 +78,7 @@ func TestStagedDequeueSingleConsumer(t *testing.T) {
 // Given a Transaction, a staged queue dequeues plainly inside it.
 func TestStagedDequeueInsideTransaction(t *testing.T) {
 	ctx := context.Background()
-	db := stgDB(t)
-	sub := stgSubspace(t, "intx")
-	q := stgQueue(t, sub, fdbqueue.WithStaging(fdbqueue.StagingConfig{}))
+	db, sub, q := stagedQueue(t, "intx", fdbqueue.WithStaging(fdbqueue.StagingConfig{}))
 	require.NoError(t, q.Enqueue(ctx, db, []byte("x")))
 	id := fdbqueue.NewOpID()
 	got, err := kv.Transact(ctx, db, func(tr kv.Transaction) ([]byte, error) {
@@ -98,43 +93,21 @@ func TestStagedDequeueWaitManyConsumers(t *testing.T) {
 	forModes(t, func(t *testing.T, m stagingMode) {
 		for _, faults := range []bool{false, true} {
 			t.Run(fmt.Sprintf("faults=%v", faults), func(t *testing.T) {
-				opts := []memdb.Option{memdb.WithSeed(7)}
-				if faults {
-					opts = append(opts, memdb.WithFaults(stagingFaults))
-				}
-				db := stgDB(t, opts...)
+				db := faultyDB(t, 7, faults)
 				sub := stgSubspace(t, "many")
 				q := stgQueue(t, sub, m.opts(fdbqueue.StagingConfig{BatchSize: 16})...)
-				const producers, perProducer, consumers = 4, 60, 32
-				var want []string
-				for p := range producers {
-					for i := range perProducer {
-						want = append(want, fmt.Sprintf("p%d-%d", p, i))
-					}
-				}
-				var pwg sync.WaitGroup
-				for p := range producers {
-					pwg.Add(1)
-					go func() {
-						defer pwg.Done()
-						for i := range perProducer {
-							if err := q.Enqueue(context.Background(), db, fmt.Appendf(nil, "p%d-%d", p, i)); err != nil {
-								t.Errorf("enqueue: %v", err)
-								return
-							}
-						}
-					}()
-				}
-				got := consumeAll(t, consumers, len(want), func(ctx context.Context) (string, error) {
+				want, wait := produce(t, 4, 60, func(_, _ int, v []byte) error {
+					return q.Enqueue(context.Background(), db, v)
+				})
+				got := consumeAll(t, 32, len(want), func(ctx context.Context) (string, error) {
 					v, err := q.DequeueWait(ctx, db)
 					return string(v), err
 				})
-				pwg.Wait()
+				wait()
 				requireExactlyOnce(t, got, want)
 				_, err := q.Dequeue(context.Background(), db)
 				require.ErrorIs(t, err, fdbqueue.ErrEmpty, "nothing left in the queue")
-				require.Empty(t, stagingKeys(t, db, sub), "requests or results left behind")
-				requireNoWatches(t, db)
+				requireClean(t, db, sub)
 			})
 		}
 	})
@@ -147,11 +120,7 @@ func TestStagedDequeueManyConsumersDrain(t *testing.T) {
 		for _, faults := range []bool{false, true} {
 			t.Run(fmt.Sprintf("faults=%v", faults), func(t *testing.T) {
 				ctx := context.Background()
-				opts := []memdb.Option{memdb.WithSeed(11)}
-				if faults {
-					opts = append(opts, memdb.WithFaults(stagingFaults))
-				}
-				db := stgDB(t, opts...)
+				db := faultyDB(t, 11, faults)
 				sub := stgSubspace(t, "drain")
 				q := stgQueue(t, sub, m.opts(fdbqueue.StagingConfig{BatchSize: 16})...)
 				var want [][]byte
@@ -187,8 +156,7 @@ func TestStagedDequeueManyConsumersDrain(t *testing.T) {
 				}
 				wg.Wait()
 				requireExactlyOnce(t, got, wantS)
-				require.Empty(t, stagingKeys(t, db, sub))
-				requireNoWatches(t, db)
+				requireClean(t, db, sub)
 			})
 		}
 	})
@@ -197,37 +165,15 @@ func TestStagedDequeueManyConsumersDrain(t *testing.T) {
 func TestStagedPopManyConsumers(t *testing.T) {
 	for _, faults := range []bool{false, true} {
 		t.Run(fmt.Sprintf("faults=%v", faults), func(t *testing.T) {
-			opts := []memdb.Option{memdb.WithSeed(3)}
-			if faults {
-				opts = append(opts, memdb.WithFaults(stagingFaults))
-			}
-			db := stgDB(t, opts...)
+			db := faultyDB(t, 3, faults)
 			sub := stgSubspace(t, "pq")
 			pq, err := fdbqueue.NewPriorityQueue(sub, fdbqueue.WithStaging(fdbqueue.StagingConfig{BatchSize: 16}))
 			require.NoError(t, err)
-			const producers, perProducer, consumers = 4, 60, 32
-			var want []string
-			for p := range producers {
-				for i := range perProducer {
-					want = append(want, fmt.Sprintf("p%d-%d", p, i))
-				}
-			}
-			var pwg sync.WaitGroup
-			for p := range producers {
-				pwg.Add(1)
-				go func() {
-					defer pwg.Done()
-					for i := range perProducer {
-						prio := int64((i*7 + p) % 10)
-						if err := pq.Push(context.Background(), db, fmt.Appendf(nil, "p%d-%d", p, i), prio); err != nil {
-							t.Errorf("push: %v", err)
-							return
-						}
-					}
-				}()
-			}
+			want, wait := produce(t, 4, 60, func(p, i int, v []byte) error {
+				return pq.Push(context.Background(), db, v, int64((i*7+p)%10))
+			})
 			var n atomic.Int64
-			got := consumeAll(t, consumers, len(want), func(ctx context.Context) (string, error) {
+			got := consumeAll(t, 32, len(want), func(ctx context.Context) (string, error) {
 				pop := pq.PopMinWait
 				if n.Add(1)%2 == 0 {
 					pop = pq.PopMaxWait
@@ -235,12 +181,11 @@ func TestStagedPopManyConsumers(t *testing.T) {
 				it, err := pop(ctx, db)
 				return string(it.Value), err
 			})
-			pwg.Wait()
+			wait()
 			requireExactlyOnce(t, got, want)
 			_, err = pq.PopMin(context.Background(), db)
 			require.ErrorIs(t, err, fdbqueue.ErrEmpty)
-			require.Empty(t, stagingKeys(t, db, sub))
-			requireNoWatches(t, db)
+			requireClean(t, db, sub)
 		})
 	}
 }
@@ -271,9 +216,7 @@ func TestStagedPopOrder(t *testing.T) {
 // A waiter blocked on an empty queue wakes when an item is enqueued.
 func TestStagedWaitWakesOnEnqueue(t *testing.T) {
 	forModes(t, func(t *testing.T, m stagingMode) {
-		db := stgDB(t)
-		sub := stgSubspace(t, "wake")
-		q := stgQueue(t, sub, m.opts(fdbqueue.StagingConfig{})...)
+		db, sub, q := stagedQueue(t, "wake", m.opts(fdbqueue.StagingConfig{})...)
 		armed := make(chan struct{}, 1)
 		fdbqueue.SetStagingHook(q, func(p string) {
 			if p == "armed" {
