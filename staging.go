@@ -10,6 +10,10 @@ import (
 	"github.com/fdbqueue/fdbqueue/kv"
 )
 
+// The staged dequeue's options, statistics and entry points on Queue and
+// PriorityQueue. The line, its keys and the invariant each transaction
+// keeps are described at the top of staging_line.go.
+
 // StagingConfig configures the staged dequeue; see WithStaging. Zero fields
 // take the defaults.
 //

@@ -8,6 +8,10 @@ import (
 	"github.com/fdbqueue/fdbqueue/kv"
 )
 
+// Serving in batches: the fulfilment in which a helper hands items to the
+// first requests, and the collect of a served waiter. fulfil is also
+// where a waiter by place finds that the items reach it.
+
 // serveAndTake hands items[i] to reqs[i] and takes the last item for the
 // caller. The read conflict covers the items' range up to the one taken,
 // as a plain dequeue's does, and each request served.

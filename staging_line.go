@@ -13,17 +13,20 @@ import (
 
 // Staged dequeue: the high-contention mode of Queue.Dequeue and
 // PriorityQueue.PopMin/PopMax, and the blocking forms DequeueWait,
-// PopMinWait and PopMaxWait.
+// PopMinWait and PopMaxWait. This comment is the one place that says what
+// each transaction of it keeps true; docs/design.md has the design and
+// the costs.
 //
 // A plain dequeue reads the head and clears it, so consumers that dequeue at
 // once all read the same key and only one commit per round succeeds. A
 // staged consumer that cannot take the head at once files a request
 // instead: requests form a line, served oldest first, each with the next
 // item in queue order. Served by place (a versionstamp-ordered Queue only:
-// stageSide.stable) the request at place i in the line takes the item at
-// place i in the queue itself; served in batches the waiters of the two
-// oldest requests hand items to the line. Histories are linearizable
-// either way. The keys, in the queue's meta subspace (prefix + 0xff):
+// stageSide.stable, staging_place.go) the request at place i in the line
+// takes the item at place i in the queue itself; served in batches
+// (staging_batch.go) the waiters of the two oldest requests hand items to
+// the line. Histories are linearizable either way. The keys, in the
+// queue's meta subspace (prefix + 0xff):
 //
 //	("s", side, "r", vstamp, rid) = deadline               request: waiting
 //	("s", side, "f", rid)         = ("w",)                 marker: rid's request is waiting
@@ -31,52 +34,67 @@ import (
 //	("s", "sig")                  = counter                bumped by every staged enqueue
 //
 // side is "q" for a Queue, "min" or "max" for a PriorityQueue; vstamp is
-// the versionstamp of the registration's commit (so the line is in commit
-// order and a request filed later always stands behind) and rid is 8 bytes
-// of registration time and 12 random bytes. A request is waiting (request
-// key and marker present), fulfilled (result present) or finished
-// (neither). Every transition is one transaction:
+// the versionstamp of the registration's commit and rid is 8 bytes of
+// registration time and 12 random bytes.
 //
-//   - register (waiter): write the request key (a versionstamped key)
-//     and the marker; the waiter learns its key from the commit's
-//     versionstamp. Its only reads are snapshot reads of the line's first
-//     two and last requests (and, unless the line is known to be long, of
-//     the head; by place, while the line is long, none at all): in batch
-//     mode a waiter that is not among the two oldest arms its watches in
-//     this transaction and sleeps from its commit on. After a
-//     commit with an unknown outcome it reads the marker (resolve):
-//     normal read, so a commit still in flight makes it conflict.
-//   - take (waiter): in batch mode only the oldest waiter, which takes the
-//     head with a plain dequeue's conflict range. By place (see
-//     stageSide.stable) any waiter: read the requests ahead and the items
-//     up to its place (snapshot), and if the items reach it, clear the
-//     item at its place, its request and marker, and record the item in
-//     the journal. The waiters ahead take the items ahead of it, or are
-//     served.
-//   - fulfil (a waiter of one of the two oldest requests, a "helper", that
-//     just woke from a sleep, or the second oldest in batch mode): read
-//     the first BatchSize requests and as many items, match them oldest
-//     first, and for each pair clear both and write the item, with its
-//     key, to the request's result key. A helper takes its own item
-//     directly. Waiters the items do not reach sleep on watches: helpers
-//     on their request and the signal key, the others on their request
-//     and the request ahead of theirs.
-//   - collect (waiter that was served): clear the result key and record
-//     the item in the operation journal.
-//   - withdraw (waiter whose context ended, or a Dequeue that found no item
-//     for it): clear the request key and marker, or return a fulfilled
-//     result's item (putBack: at its original key in batch mode, at the
-//     tail by place). By place, an item that reaches the request's place
-//     moves to the tail with it (leavePlace, requeueAt).
-//   - expire (any step that reads requests, and Recover): clear requests
-//     past their deadline with their markers (by place, with the item at
-//     their place, see liveRequests), and return expired results' items.
+// # Invariants
 //
-// Each transaction reads, with normal reads or explicit read conflict keys,
-// exactly the keys it changes, so two transactions that would both change
-// one request, result or item conflict and one of them re-reads the new
-// state: every transition is idempotent by reading state, and the ones that
-// hand an item to the caller (fast take, take, self-service, collect) are
+//   - State: a request is waiting (request key and marker present),
+//     fulfilled (result present, request key gone) or finished (neither).
+//   - Order: the line is in commit order: a request filed later stands
+//     behind every request already there (its key is its commit's
+//     versionstamp), and none is ever filed before the floor.
+//   - Place (by place only): the i-th request of the line is due the i-th
+//     item of the queue; consumers outside the line take after the items
+//     due to it (Queue.reserved).
+//   - Once: every item is in exactly one place: the queue, one result, or
+//     the journal record of the call that took it.
+//   - Conflicts: every transaction reads (normal read or explicit read
+//     conflict key) each request, result and item it changes, so two
+//     transactions that would change the same key conflict, and the loser
+//     re-reads the new state.
+//
+// # Transactions, and the invariants each one keeps
+//
+// Every transition is one transaction:
+//
+//   - register (waiter, staging_register.go): writes the request key (a
+//     versionstamped key) and the marker; its only reads are snapshot
+//     reads of the line's first two and last requests, and of the head
+//     unless the line is known to be long. Keeps Order (the versionstamp)
+//     and State (key and marker together). In batch mode a waiter not
+//     among the two oldest arms its watches here and sleeps from the
+//     commit on. After a commit with an unknown outcome, resolve reads the
+//     marker with a normal read, so a commit still in flight conflicts.
+//   - take (waiter, takeAt and takeItem): in batch mode only the oldest
+//     waiter, which takes the head with a plain dequeue's conflict range.
+//     By place any waiter whose place the items reach: it clears the item
+//     at its place, its request and marker, and records the item in the
+//     journal. Keeps Place (a request leaves with its own item) and Once
+//     (clear and journal record in one commit).
+//   - fulfil (a helper, one of the two oldest waiters, staging_batch.go):
+//     reads the first BatchSize requests and as many items, matches them
+//     oldest first, and for each pair clears both and writes the item,
+//     with its key, to the request's result key; its own item it takes
+//     directly. Keeps State (request key out, result in) and Once (the
+//     item moves from the queue to one result). Waiters the items do not
+//     reach sleep on watches.
+//   - collect (a served waiter): clears the result key and records the
+//     item in the journal. Keeps Once.
+//   - withdraw (staging_withdraw.go: a waiter whose context ended, or a
+//     Dequeue that found no item for it): clears the request key and
+//     marker, or returns a fulfilled result's item (putBack: at its
+//     original key in batch mode, at the tail by place). Keeps Place by
+//     moving an item that reaches the request's place to the tail
+//     (leavePlace, requeueAt), or, when none does, by a read conflict on
+//     the whole item range; keeps Once (the item goes back in the same
+//     commit that clears the result).
+//   - expire (any step that reads requests, and Recover): clears requests
+//     past their deadline with their markers and returns expired results'
+//     items; by place it keeps Place as withdraw does (liveRequests).
+//
+// Every transition is idempotent by reading state, and the ones that hand
+// an item to the caller (fast take, take, self-service, collect) are
 // recorded in the journal, so commit_unknown_result never loses or
 // duplicates an item.
 

@@ -7,6 +7,10 @@ import (
 	"github.com/fdbqueue/fdbqueue/kv"
 )
 
+// Serving by place: the i-th request of the line is due the i-th item, and
+// its waiter takes it itself; requests that leave move their item to the
+// tail.
+
 // requeueAt moves item it, the item at the place of a request that leaves
 // the line without it (withdrawn or expired), from its key to the tail, in
 // place mode: the requests behind keep their items, and the history reads

@@ -7,6 +7,9 @@ import (
 	"github.com/fdbqueue/fdbqueue/kv"
 )
 
+// A step's reads: the small types that carry them, and the range reads
+// issued together and waited for before the commit.
+
 // pass is one transaction's work on the line: its transaction, the time
 // it acts at (deadlines are compared with it) and the size it may still
 // spend (see budget.go).

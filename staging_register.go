@@ -7,6 +7,9 @@ import (
 	"github.com/fdbqueue/fdbqueue/tuple"
 )
 
+// A waiter without a request: the one plain attempt, and the
+// registration that files a request at the end of the line.
+
 // firstLook is what a waiter without a request read of the line: the
 // first few requests (firsts), the live ones among them (ahead), and the
 // read of the last request (last; nil: not read).

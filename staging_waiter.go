@@ -9,6 +9,10 @@ import (
 	"github.com/fdbqueue/fdbqueue/kv"
 )
 
+// One staged call: its loop of steps, and the step that reads the
+// request's state and picks the one transition it allows (the
+// transitions and their invariants: staging_line.go).
+
 // waiter is one staged operation in flight.
 type waiter[T any] struct {
 	s      *stageSide[T]

@@ -9,6 +9,9 @@ import (
 	"github.com/fdbqueue/fdbqueue/kv"
 )
 
+// Withdrawal, expiry and recovery: a request leaves the line without being
+// served, and items handed to no one go back to the queue.
+
 // giveBack writes an item back at its original key; keys outside the
 // items' range (a corrupt result) are not written.
 func (s *stageSide[T]) giveBack(tr kv.Transaction, key, stored []byte) bool {
