@@ -73,7 +73,7 @@ func badQueue(t *testing.T) *fdbqueue.Queue {
 }
 
 func badPQ(t *testing.T) *fdbqueue.PriorityQueue {
-	return mustPQ(t, "bad", fdbqueue.WithStaging(fdbqueue.StagingConfig{}))
+	return mustPQ(t, "badpq", fdbqueue.WithStaging(fdbqueue.StagingConfig{}))
 }
 
 // db converts the environment's database to what the Wait forms take.

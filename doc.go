@@ -15,6 +15,9 @@
 //     dead-letter list, at-least-once processing; JobQueue.Run is a
 //     worker pool.
 //   - Subspace (NewSubspace): where a queue's keys live.
+//   - WatchForItems (Queue, PriorityQueue): a watch, made in your own
+//     transaction, that fires when an item may have arrived: dequeue
+//     inside your transaction and, on ErrEmpty, commit and wait on it.
 //   - Options: WithStaging (StagingConfig) for many concurrent consumers
 //     and the blocking DequeueWait, PopMinWait and PopMaxWait;
 //     WithValueEncoding, WithBatchBudget, WithJournalRetention,
@@ -29,6 +32,11 @@
 // Transaction it runs inside it and commits nothing: your commit applies
 // it together with your other writes, or not at all. Reads (Peek, Empty,
 // Len) take a kv.ReadTransactor.
+//
+// A queue stores its configuration (layout, value encoding, staging
+// mode) with its keys; a handle whose options disagree fails with
+// ErrConfigMismatch before writing anything, and Reconfigure changes the
+// configuration of an empty queue.
 //
 // Producers never conflict: they find the tail with snapshot reads.
 // Consumers of one queue conflict on its head; with many consumers use
@@ -49,9 +57,7 @@
 //
 // Each exported function's doc comment says what it reads and writes, its
 // round trips and what it conflicts with. Batches stay within a byte
-// budget counted as FoundationDB counts a transaction's size
-// (WithBatchBudget), so an accepted batch never fails with
-// transaction_too_large.
+// budget (WithBatchBudget), so none fails with transaction_too_large.
 //
 // # Errors
 //
@@ -60,7 +66,8 @@
 // ErrInvalidArgument, ErrBatchTooLarge, ErrTooManyToCount,
 // ErrOperationExpired, ErrClaimExpired, ErrUnreadableAfterEnqueue,
 // ErrLeaseLost, ErrJobNotFound, ErrUniqueKeyHeld, ErrCodec,
-// ErrKeyOutsideSubspace and ErrMalformedKey. Database errors are kv errors
+// ErrConfigMismatch (a *ConfigMismatchError naming what differs),
+// ErrQueueNotEmpty, ErrKeyOutsideSubspace and ErrMalformedKey. Database errors are kv errors
 // (kv.ErrNotCommitted, ...). No input makes an operation panic, and no
 // failure loses or duplicates an item.
 //
@@ -68,6 +75,6 @@
 //
 // The design (key layouts, the cost and conflict table of every
 // operation, the journal, transaction sizes, the staged dequeue's two
-// serving modes and its failure handling, the job queue's leases and
-// ordering) is in docs/design.md in the repository.
+// serving modes and its failure handling, the stored configuration and
+// what recipe clients can do, the job queue's leases and ordering) is in docs/design.md in the repository.
 package fdbqueue

@@ -193,7 +193,7 @@ func layerError(t *testing.T, op string, err error) {
 	if err == nil {
 		return
 	}
-	for _, want := range []error{fdbqueue.ErrEmpty, fdbqueue.ErrForeignKey, fdbqueue.ErrCodec, fdbqueue.ErrBatchTooLarge} {
+	for _, want := range []error{fdbqueue.ErrEmpty, fdbqueue.ErrForeignKey, fdbqueue.ErrCodec, fdbqueue.ErrBatchTooLarge, fdbqueue.ErrConfigMismatch} {
 		if errors.Is(err, want) {
 			return
 		}

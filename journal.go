@@ -83,6 +83,8 @@ type journal struct {
 
 	mu      sync.Mutex
 	pending []kv.KeyRange // records of operations that completed, to clear
+
+	gate *confGate // the stored configuration's check (config.go)
 }
 
 const (
@@ -125,6 +127,7 @@ type op struct {
 	cleanups []kv.KeyRange // earlier completed operations' records to clear
 	owned    bool          // the operation runs its own transactions (a Database)
 	skip     bool          // no journal: neither owned nor given an ID
+	gate     *gateRead     // this attempt's read of the stored configuration (config.go)
 }
 
 // off reports whether the operation does without the journal.
@@ -212,6 +215,9 @@ func (o *op) check(tr kv.Transaction) (kv.RangeResult, error) {
 // applied waits for check's read and returns the recorded results when an
 // earlier attempt committed (ok true), in record order.
 func (o *op) applied(rr kv.RangeResult) (results [][]byte, ok bool, err error) {
+	if err := o.gate.settle(); err != nil { // config.go: before any write
+		return nil, false, err
+	}
 	if rr == nil {
 		return nil, false, nil
 	}

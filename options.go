@@ -63,6 +63,8 @@ func newConfig(opts []Option) (config, error) {
 
 // WithValueEncoding chooses how item bytes are stored: RawValues (the
 // default, as the Python recipe) or TupleValues (as the Java recipe).
+// The encoding is stored with the queue on first use: a handle with the
+// other one fails with ErrConfigMismatch (see Reconfigure).
 func WithValueEncoding(e ValueEncoding) Option { return func(c *config) { c.encoding = e } }
 
 // WithVersionstampOrder makes a Queue key its items by the commit's
@@ -73,7 +75,11 @@ func WithValueEncoding(e ValueEncoding) Option { return func(c *config) { c.enco
 // transaction through different Queue values are ordered randomly among
 // themselves. One call enqueues at most 65,536 items, and a read of the
 // queue in a transaction that enqueued to it fails with
-// ErrUnreadableAfterEnqueue. PriorityQueue rejects this option.
+// ErrUnreadableAfterEnqueue. PriorityQueue rejects this option. The
+// layout is stored with the queue on first use; a queue without a stored
+// record whose items have the recipe's keys is refused with
+// ErrConfigMismatch, as is a handle without this option on a
+// versionstamp-ordered queue.
 func WithVersionstampOrder() Option { return func(c *config) { c.versionstamps = true } }
 
 // WithoutIdempotency turns the operation journal off: operations behave
@@ -119,7 +125,10 @@ func WithClock(now func() time.Time) Option { return func(c *config) { c.now = n
 // the line themselves (a Queue made WithVersionstampOrder) or are served in
 // batches by the waiting consumers (see StagingConfig.Serving); the Wait
 // forms (DequeueWait, PopMinWait, PopMaxWait) become available; Enqueue
-// and Push also bump a signal key that wakes waiters.
+// and Push also bump a signal key that wakes waiters. The first staged
+// handle stores the serving mode with the queue (see Reconfigure); handles
+// made without WithStaging then bump the signal too, and staged handles
+// with another serving mode fail with ErrConfigMismatch.
 // Zero fields of c take their defaults. The design is in "Staged dequeue"
 // in docs/design.md in the repository.
 func WithStaging(c StagingConfig) Option {

@@ -45,6 +45,7 @@ func NewPriorityQueue(sub Subspace, opts ...Option) (*PriorityQueue, error) {
 	if err := pq.initStaging(); err != nil {
 		return nil, err
 	}
+	pq.initConfig() // config.go
 	return pq, nil
 }
 
@@ -72,6 +73,7 @@ func (pq *PriorityQueue) Push(ctx context.Context, t kv.Transactor, value []byte
 	}
 	o := pq.journal.begin(t, opts)
 	err = t.Transact(ctx, func(tr kv.Transaction) error {
+		o.gate = pq.journal.gate.issue(tr, true) // config.go
 		rec, err := o.check(tr)
 		if err != nil {
 			return err
@@ -174,6 +176,7 @@ func (pq *PriorityQueue) popBatch(ctx context.Context, t kv.Transactor, n int, m
 	}
 	o := pq.journal.begin(t, opts)
 	items, err := kv.Transact(ctx, t, func(tr kv.Transaction) ([]Item, error) {
+		o.gate = pq.journal.gate.issue(tr, false) // config.go
 		return takeEnd(tr, o, pq.end(max), batchLimit{max: n, budget: pq.cfg.batchBudget})
 	})
 	o.end(err)
@@ -254,18 +257,18 @@ func (pq *PriorityQueue) PeekMax(ctx context.Context, t kv.ReadTransactor) (Item
 }
 
 func (pq *PriorityQueue) peek(ctx context.Context, t kv.ReadTransactor, max bool) (Item, error) {
-	return peekEnd(ctx, t, pq.end(max))
+	return peekEnd(ctx, pq.journal.gate.reads(t), pq.end(max)) // config.go
 }
 
 // Empty reports whether the priority queue holds no item.
 func (pq *PriorityQueue) Empty(ctx context.Context, t kv.ReadTransactor) (bool, error) {
-	return emptyRange(ctx, t, pq.items, nil)
+	return emptyRange(ctx, pq.journal.gate.reads(t), pq.items, nil)
 }
 
 // Len counts the items as Queue.Len does (see it for what it costs and
 // means given a Database or a Transaction).
 func (pq *PriorityQueue) Len(ctx context.Context, t kv.ReadTransactor) (int, error) {
-	return countRange(ctx, t, pq.items, pq.cfg.now)
+	return countRange(ctx, pq.journal.gate.reads(t), pq.items, pq.cfg.now)
 }
 
 // Clear removes every item, keeping the operation journal.

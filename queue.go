@@ -41,6 +41,7 @@ func NewQueue(sub Subspace, opts ...Option) (*Queue, error) {
 	if err := q.initStaging(); err != nil {
 		return nil, err
 	}
+	q.initConfig() // config.go
 	return q, nil
 }
 
@@ -101,6 +102,7 @@ func (q *Queue) EnqueueBatch(ctx context.Context, t kv.Transactor, values [][]by
 		return fmt.Errorf("%w: %d items, versionstamp mode allows %d per call", ErrBatchTooLarge, len(values), maxUserVersions)
 	}
 	err = t.Transact(ctx, func(tr kv.Transaction) error {
+		o.gate = q.journal.gate.issue(tr, true) // config.go
 		rec, err := o.check(tr)
 		if err != nil {
 			return err
@@ -319,10 +321,16 @@ func (q *Queue) checkItemKey(key []byte) error {
 // at its place itself, or the waiters of the two oldest requests hand items
 // out in batches. On an empty queue it withdraws its request and returns
 // ErrEmpty (served by place, also when every item is due to a request
-// ahead of its own); it never waits (DequeueWait does). Given a Transaction it runs
-// the plain dequeue inside it, since staging needs transactions of its
-// own; on a queue served by place it takes the first item after those due
-// to the waiting requests.
+// ahead of its own); it never waits (DequeueWait does).
+//
+// Given a Transaction, on a staged queue too, Dequeue is the plain dequeue
+// inside it (staging needs transactions of its own), and it keeps the
+// queue's order: in batches it takes the head, as any consumer that does
+// not stage; served by place it takes only the first item after those due
+// to the requests waiting in the line (a snapshot read of the line), and
+// ErrEmpty when there is none. A handle made without WithStaging does the
+// same on a queue whose stored configuration says it is served by place.
+// To wait for an item from inside a transaction, see WatchForItems.
 //
 // Under conflicts a staged Dequeue retries its steps itself; under
 // commit_unknown_result its journal record settles whether a take applied,
@@ -363,6 +371,7 @@ func (q *Queue) DequeueBatch(ctx context.Context, t kv.Transactor, max int, opts
 	}
 	o := q.journal.begin(t, opts)
 	vals, err := kv.Transact(ctx, t, func(tr kv.Transaction) ([][]byte, error) {
+		o.gate = q.journal.gate.issue(tr, false) // config.go
 		e := q.end()
 		e.reserved = q.reserved
 		return takeEnd(tr, o, e, batchLimit{max: max, budget: q.cfg.batchBudget})
@@ -397,7 +406,7 @@ func (q *Queue) accept(p kv.KeyValue) ([]byte, []byte, error) {
 func (q *Queue) Peek(ctx context.Context, t kv.ReadTransactor) ([]byte, error) {
 	e := q.end()
 	e.reserved = q.reserved
-	v, err := peekEnd(ctx, t, e)
+	v, err := peekEnd(ctx, q.journal.gate.reads(t), e) // config.go
 	return v, q.unreadable(err)
 }
 
@@ -405,7 +414,7 @@ func (q *Queue) Peek(ctx context.Context, t kv.ReadTransactor) ([]byte, error) {
 // On a queue staged by place it reports whether it holds no item beyond
 // those due to the waiting requests, as Peek.
 func (q *Queue) Empty(ctx context.Context, t kv.ReadTransactor) (bool, error) {
-	empty, err := emptyRange(ctx, t, q.items, q.reserved)
+	empty, err := emptyRange(ctx, q.journal.gate.reads(t), q.items, q.reserved)
 	return empty, q.unreadable(err)
 }
 
@@ -430,7 +439,7 @@ func (q *Queue) Empty(ctx context.Context, t kv.ReadTransactor) (bool, error) {
 // queue holding more fails with ErrTooManyToCount, since one transaction
 // cannot read a large queue within FoundationDB's 5 s.
 func (q *Queue) Len(ctx context.Context, t kv.ReadTransactor) (int, error) {
-	n, err := countRange(ctx, t, q.items, q.cfg.now)
+	n, err := countRange(ctx, q.journal.gate.reads(t), q.items, q.cfg.now)
 	return n, q.unreadable(err)
 }
 
@@ -501,7 +510,8 @@ func countChunk(tr kv.ReadTransaction, r kv.KeyRange, limit int, now func() time
 
 // Clear removes every item (one range clear, a blind write: it conflicts
 // with consumers that read the head, not with producers). The operation
-// journal is kept, so operations in flight stay exactly-once.
+// journal is kept, so operations in flight stay exactly-once, and so is
+// the stored configuration (see Reconfigure).
 func (q *Queue) Clear(ctx context.Context, t kv.Transactor) error {
 	if err := checkTransactor(t); err != nil {
 		return err

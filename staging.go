@@ -82,11 +82,11 @@ const (
 	// It needs a Queue made WithVersionstampOrder (ErrInvalidArgument
 	// otherwise, and for a PriorityQueue): with the recipe's keys, two
 	// producers can write the same index and the second commit can land
-	// ahead of an item already due to a request. Every client that takes
-	// from the queue must be made with it: a client without staging (or
-	// in batch mode) takes from the head, and the items then reach the
-	// requests out of order (nothing is lost or duplicated, but FIFO
-	// order is).
+	// ahead of an item already due to a request. The queue's stored
+	// configuration keeps its clients in step: a handle staged in batches
+	// fails with ErrConfigMismatch, and one made without WithStaging takes
+	// the items after those due to the line. A client that does not check
+	// the configuration (another library) must not take from the queue.
 	ServeByPlace
 	// ServeInBatches: the waiters of the two oldest requests serve the
 	// line in batches, each in one transaction that reads the head as a
@@ -282,7 +282,7 @@ func (q *Queue) initStaging() error {
 // line (DequeueBatch, a Dequeue inside a transaction) starts after them.
 // It is a snapshot read of the whole line. Elsewhere it is 0.
 func (q *Queue) reserved(tr kv.ReadTransaction) (int, error) {
-	if !q.stager.enabled || !q.stage.stable {
+	if !q.journal.gate.servedByPlace(q.stager.enabled && q.stage.stable) { // config.go
 		return 0, nil
 	}
 	return q.stage.placesBefore(tr, nil)
@@ -313,11 +313,12 @@ func (q *Queue) StagingStats() StagingStats { return q.stager.stats.snapshot() }
 //
 // It is the staged dequeue (see Queue.Dequeue) that, instead of returning
 // ErrEmpty, keeps its request and blocks on two watches, on its request
-// key and on the queue's signal key, which every staged Enqueue bumps: it
-// wakes when an item arrives or its request is served, and never polls.
-// Producers using a Queue made without WithStaging do not bump the signal;
-// waiters then notice their items only when they renew their requests,
-// every ClaimTimeout/3.
+// key and on the queue's signal key, which every Enqueue of this library
+// bumps on a staged queue (the stored configuration tells producers made
+// without WithStaging): it wakes when an item arrives or its request is
+// served, and never polls. Producers that do not bump (the Python and
+// Java recipes) leave waiters to notice their items when they renew their
+// requests, every ClaimTimeout/3.
 //
 // When ctx ends, the request is withdrawn and an item already due or
 // handed to it goes back to the queue (by place to the tail, in batches to
@@ -338,10 +339,14 @@ func (q *Queue) DequeueWait(ctx context.Context, db kv.Database, opts ...OpOptio
 // calls do the same for what they come across; run Recover now and then
 // (say every claim timeout) from any client to bound how long a crashed
 // consumer can strand an item. Its Queue value must have the staging
-// configuration of the queue's consumers.
+// configuration of the queue's consumers: otherwise it fails with
+// ErrConfigMismatch (checked in a read-only transaction first).
 func (q *Queue) Recover(ctx context.Context, db kv.Database) (RecoverStats, error) {
 	var st RecoverStats
 	if err := checkTransactor(db); err != nil {
+		return st, err
+	}
+	if err := q.journal.gate.checkRecover(ctx, db); err != nil { // config.go
 		return st, err
 	}
 	err := q.stage.recover(ctx, db, &st)
@@ -401,6 +406,9 @@ func (pq *PriorityQueue) PopMaxWait(ctx context.Context, db kv.Database, opts ..
 func (pq *PriorityQueue) Recover(ctx context.Context, db kv.Database) (RecoverStats, error) {
 	var st RecoverStats
 	if err := checkTransactor(db); err != nil {
+		return st, err
+	}
+	if err := pq.journal.gate.checkRecover(ctx, db); err != nil { // config.go
 		return st, err
 	}
 	if err := pq.stageMin.recover(ctx, db, &st); err != nil {

@@ -55,7 +55,7 @@ func TestStagedCancelAfterFulfilment(t *testing.T) {
 	forModes(t, func(t *testing.T, m stagingMode) {
 		ctx := context.Background()
 		db, sub, q := stagedQueue(t, "cancel2", m.opts(fdbqueue.StagingConfig{})...)
-		plain := stgQueue(t, sub, m.layout()) // a producer that does not wake waiters
+		plain := stgQueue(t, sub, m.layout()) // a producer without staging options (it runs in the hook, before the waiter sleeps)
 		wctx, cancel := context.WithCancel(ctx)
 		var itemKey []byte
 		fdbqueue.SetStagingHook(q, func(p string) {

@@ -258,14 +258,20 @@ func TestStagedPlaceReservesItems(t *testing.T) {
 	forModes(t, func(t *testing.T, m stagingMode) {
 		ctx := context.Background()
 		db, sub, q := stagedQueue(t, "reserve", m.opts(fdbqueue.StagingConfig{})...)
-		plain := stgQueue(t, sub, m.layout()) // a producer that does not wake waiters
+		plain := stgQueue(t, sub, m.layout()) // a producer without staging options
 		armed := make(chan struct{}, 8)
+		wctx, cancel := context.WithCancel(ctx)
 		fdbqueue.SetStagingHook(q, func(p string) {
-			if p == "armed" {
+			switch p {
+			case "armed":
 				armed <- struct{}{}
+			case "woke":
+				// The stored configuration makes plain's enqueues wake
+				// the waiter: hold it asleep, as if the items came from
+				// a client that does not (a recipe's), until cancel.
+				<-wctx.Done()
 			}
 		})
-		wctx, cancel := context.WithCancel(ctx)
 		done := make(chan error, 1)
 		go func() {
 			_, err := q.DequeueWait(wctx, db)

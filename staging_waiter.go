@@ -192,7 +192,11 @@ func stepOptions(tr kv.Transaction) {
 
 func (w *waiter[T]) attempt(tr kv.Transaction) (outcome[T], error) {
 	w.reads.held = w.reads.held[:0]
+	gate := w.s.journal.gate.issueStep(tr, w.reqKey == nil && w.s.stable && w.s.busy.Load()) // config.go
 	out, err := w.step(tr)
+	if err == nil {
+		err = gate.settle() // config.go: before the commit
+	}
 	if err != nil {
 		return out, err
 	}

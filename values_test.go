@@ -182,7 +182,7 @@ func TestLimitValuesStaged(t *testing.T) {
 						db := stgDB(t)
 						sub := stgSubspace(t, "limit")
 						q := stgQueue(t, sub, append(opts, m.opts(fdbqueue.StagingConfig{})...)...)
-						plain := stgQueue(t, sub, append(opts, m.layout())...) // does not wake waiters
+						plain := stgQueue(t, sub, append(opts, m.layout())...) // no staging options; runs in the hook, before the waiter sleeps
 						wctx, cancel := context.WithCancel(ctx)
 						defer cancel()
 						var itemKey []byte

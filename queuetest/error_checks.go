@@ -262,7 +262,15 @@ func testErrCodecTupleValues(t *testing.T, f *fixture) {
 	require.NoError(t, err)
 	tup, err := fdbqueue.NewQueue(sub, fdbqueue.WithValueEncoding(fdbqueue.TupleValues))
 	require.NoError(t, err)
-	require.NoError(t, raw.Enqueue(f.ctx, f.db, []byte{0x01, 'x'})) // not a valid packed tuple
+	// Written as a recipe client would (no stored configuration: a handle
+	// of this library with the other encoding would be refused with
+	// ErrConfigMismatch), with a value that is not a packed tuple.
+	key, err := tuple.Tuple{int64(1), []byte("random")}.AppendPack(sub.Bytes())
+	require.NoError(t, err)
+	require.NoError(t, f.db.Transact(f.ctx, func(tr kv.Transaction) error {
+		tr.Set(key, []byte{0x01, 'x'})
+		return nil
+	}))
 	_, err = tup.Dequeue(f.ctx, f.db)
 	require.ErrorIs(t, err, fdbqueue.ErrCodec)
 	v, err := raw.Dequeue(f.ctx, f.db)

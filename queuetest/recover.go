@@ -1,6 +1,7 @@
 package queuetest
 
 import (
+	"bytes"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -8,6 +9,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fdbqueue/fdbqueue"
+	"github.com/fdbqueue/fdbqueue/kv"
+	"github.com/fdbqueue/fdbqueue/tuple"
 )
 
 // clock is a queue clock the suite moves (fdbqueue.WithClock).
@@ -42,7 +45,7 @@ func recoverChecks() []check {
 // past the deadline instead of waiting) has its request dropped by that
 // client's Recover, and, woken by the watch on its request, fails with
 // ErrClaimExpired having taken nothing. An item added meanwhile by a
-// producer that does not stage (it does not wake the waiter) is due to the
+// client that does not wake the waiter (writeUnsignalled) is due to the
 // request by place and goes back to the queue; it is taken once.
 func testRecoverExpired(t *testing.T, f *fixture, isQueue bool, layout []fdbqueue.Option, serving fdbqueue.StagingServing) {
 	sub := f.sub(t, "recover")
@@ -64,11 +67,11 @@ func testRecoverExpired(t *testing.T, f *fixture, isQueue bool, layout []fdbqueu
 		return pqOps(pq, false), func() (fdbqueue.RecoverStats, error) { return pq.Recover(f.ctx, f.db) }
 	}
 	waiterOps, _ := mk(waiterClock, true)
-	plainOps, _ := mk(waiterClock, false)
 	laterOps, recoverLater := mk(laterClock, true)
 
 	w := f.startWaiter(t, "waiter", waiterOps.wait)
-	require.NoError(t, plainOps.produce(f.ctx, f.db, strs("x")), "a producer that does not stage")
+	// The layouts here are the recipes' or, given an option, versionstamps.
+	writeUnsignalled(t, f, sub, isQueue, len(layout) > 0, []byte("x"))
 
 	st, err := recoverLater()
 	require.NoError(t, err, "Recover by a client whose clock is past the claim timeout")
@@ -89,6 +92,39 @@ func testRecoverExpired(t *testing.T, f *fixture, isQueue bool, layout []fdbqueu
 	st, err = recoverLater()
 	require.NoError(t, err)
 	require.Equal(t, fdbqueue.RecoverStats{}, st, "a second Recover finds nothing")
+}
+
+// writeUnsignalled writes one item as a client that does not wake waiters
+// writes it (a recipe client: its own keys, no signal bump). Every
+// producer of this library wakes the waiters of a staged queue (the
+// stored configuration tells it), so the suite writes the keys itself.
+func writeUnsignalled(t *testing.T, f *fixture, sub fdbqueue.Subspace, isQueue, vstamp bool, value []byte) {
+	t.Helper()
+	random := bytes.Repeat([]byte{0x5a}, 20)
+	require.NoError(t, f.db.Transact(f.ctx, func(tr kv.Transaction) error {
+		switch {
+		case isQueue && vstamp:
+			key, err := tuple.Tuple{tuple.IncompleteVersionstamp(0), random}.PackWithVersionstamp(sub.Bytes())
+			if err != nil {
+				return err
+			}
+			tr.SetVersionstampedKey(key, value)
+			return nil
+		case isQueue:
+			key, err := tuple.Tuple{int64(1), random}.AppendPack(sub.Bytes())
+			if err != nil {
+				return err
+			}
+			tr.Set(key, value)
+			return nil
+		}
+		key, err := tuple.Tuple{int64(0), int64(0), random}.AppendPack(sub.Bytes())
+		if err != nil {
+			return err
+		}
+		tr.Set(key, value)
+		return nil
+	}), "a producer that does not wake waiters")
 }
 
 func testRecoverNothing(t *testing.T, f *fixture) {

@@ -1,0 +1,520 @@
+package fdbqueue
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync/atomic"
+
+	"github.com/fdbqueue/fdbqueue/kv"
+	"github.com/fdbqueue/fdbqueue/tuple"
+)
+
+// Stored configuration.
+//
+// What a queue is (its key layout, value encoding, kind and staging mode)
+// is kept with it, in one record in its meta subspace (prefix + 0xff, then
+// ("c",)), as a packed tuple (format, kind, layout, encoding, staging). A
+// handle (a Queue or PriorityQueue value) reads the record in every
+// transaction it runs, as a snapshot read issued with the operation's own
+// reads, so it costs no extra round trip; it remembers the last record it
+// saw. When its options disagree, the operation fails with a
+// *ConfigMismatchError (errors.Is ErrConfigMismatch) before it writes
+// anything.
+//
+// A queue without a record is a recipe queue: indexed keys, in the value
+// encoding of the handle that uses it first. The first operation that
+// writes (an enqueue, push or dequeue of this library) writes the record
+// in its own transaction: a blind write, so concurrent producers that
+// write the same record do not conflict. Two first writers with different
+// records do conflict: each declares a write conflict on a key named by
+// its record and a read conflict on the keys of every other record, so one
+// of them retries, reads the record of the other and fails with
+// ErrConfigMismatch. Nothing else reads those keys.
+//
+// Every operation also adds a read conflict on an epoch key (no read, no
+// round trip) that only a change of the record writes: Reconfigure, and
+// the first staged consumer or WatchForItems on a queue whose record says
+// no one waits. Operations in flight across such a change conflict once and
+// retry under the new record; the first write of the record does not
+// touch the epoch key.
+//
+// Staging: a handle made without WithStaging takes the stored mode: its
+// producers bump the signal key when the record says someone waits (a
+// staged consumer or WatchForItems), and its consumers, on a queue served
+// by place, take only the items after those due to the line. A handle
+// made WithStaging must agree with a stored staged mode; on a queue whose
+// record says it is not staged it stores its mode (the queue's first
+// staged consumer decides the serving mode).
+
+// configFormat is the record's format version. A record of a newer format
+// is refused with ErrConfigMismatch.
+const configFormat = 1
+
+// Stored staging modes.
+const (
+	stagingNone    = "none"    // no one waits: producers do not bump
+	stagingSignal  = "signal"  // not staged, but WatchForItems waits: producers bump
+	stagingBatches = "batches" // staged, served in batches
+	stagingPlace   = "place"   // staged, served by place
+)
+
+// storedConfig is the record.
+type storedConfig struct {
+	format   int64
+	kind     string // "queue" or "priority queue"
+	layout   string // "index" or "versionstamp"
+	encoding string // "raw" or "tuple"
+	staging  string // one of the staging modes
+}
+
+func (c storedConfig) pack() []byte {
+	b, _ := tuple.Tuple{c.format, c.kind, c.layout, c.encoding, c.staging}.Pack()
+	return b
+}
+
+func parseStoredConfig(b []byte) (storedConfig, error) {
+	t, err := tuple.Unpack(b)
+	if err != nil {
+		return storedConfig{}, err
+	}
+	if len(t) != 5 {
+		return storedConfig{}, fmt.Errorf("%d elements, want 5", len(t))
+	}
+	var c storedConfig
+	var ok [5]bool
+	c.format, ok[0] = t[0].(int64)
+	c.kind, ok[1] = t[1].(string)
+	c.layout, ok[2] = t[2].(string)
+	c.encoding, ok[3] = t[3].(string)
+	c.staging, ok[4] = t[4].(string)
+	for i, o := range ok {
+		if !o {
+			return storedConfig{}, fmt.Errorf("element %d is %T", i, t[i])
+		}
+	}
+	return c, nil
+}
+
+// waited reports whether the record says someone waits (producers bump).
+func (c storedConfig) waited() bool { return c.staging != stagingNone }
+
+// ConfigMismatchError says how a handle's options disagree with the
+// configuration stored with the queue. It matches ErrConfigMismatch with
+// errors.Is; get it with errors.As.
+type ConfigMismatchError struct {
+	Field  string // "format", "record", "kind", "layout", "encoding" or "staging"
+	Stored string // the stored value
+	Handle string // the handle's value
+}
+
+// Error names the field and both values.
+func (e *ConfigMismatchError) Error() string {
+	return fmt.Sprintf("fdbqueue: stored configuration disagrees with the handle's options: %s is %q in the database, %q in the handle", e.Field, e.Stored, e.Handle)
+}
+
+// Is reports whether target is ErrConfigMismatch.
+func (e *ConfigMismatchError) Is(target error) bool { return target == ErrConfigMismatch }
+
+// errConfigMoved makes an operation retry when the stored configuration
+// changed under it in a way that changes what it does (a handle made
+// without WithStaging that now finds the queue served by place). It is a
+// conflict: kv.ErrNotCommitted, retried by Transact and OnError.
+var errConfigMoved = fmt.Errorf("fdbqueue: stored configuration changed during the operation: %w", kv.ErrNotCommitted)
+
+// confGate checks a handle's options against the stored record.
+type confGate struct {
+	key    []byte // the record
+	epoch  []byte // written by every change of the record
+	claims Subspace
+	sig    []byte // the staging signal key
+	want   storedConfig
+	// staged is the handle's staging mode, "" without WithStaging.
+	staged string
+	items  kv.KeyRange
+	// checkItem tells whether an item key has the handle's layout (used
+	// when a versionstamp handle finds items but no record).
+	checkItem func([]byte) error
+	seen      atomic.Pointer[storedConfig] // the last record seen
+}
+
+func newConfGate(kind string, sub Subspace, items kv.KeyRange, cfg config, staged string) *confGate {
+	meta := metaSubspace(sub.prefix)
+	key, _ := meta.Pack(tuple.Tuple{"c"})
+	epoch, _ := meta.Pack(tuple.Tuple{"e"})
+	claims, _ := meta.Sub("k")
+	sig, _ := meta.Pack(tuple.Tuple{"s", "sig"})
+	want := storedConfig{format: configFormat, kind: kind, layout: "index", encoding: "raw", staging: stagingNone}
+	if cfg.versionstamps {
+		want.layout = "versionstamp"
+	}
+	if cfg.encoding == TupleValues {
+		want.encoding = "tuple"
+	}
+	if staged != "" {
+		want.staging = staged
+	}
+	return &confGate{key: key, epoch: epoch, claims: claims, sig: sig, want: want, staged: staged, items: items}
+}
+
+// initConfig makes q's configuration gate (after initStaging).
+func (q *Queue) initConfig() {
+	g := newConfGate("queue", q.sub, q.items, q.cfg, stagingMode(q.cfg, q.stage.stable))
+	g.checkItem = q.checkItemKey
+	q.journal.gate = g
+}
+
+// initConfig makes pq's configuration gate.
+func (pq *PriorityQueue) initConfig() {
+	pq.journal.gate = newConfGate("priority queue", pq.sub, pq.items, pq.cfg, stagingMode(pq.cfg, false))
+}
+
+// stagingMode names the staging mode of a handle's options ("" without
+// WithStaging).
+func stagingMode(cfg config, byPlace bool) string {
+	switch {
+	case cfg.staging == nil:
+		return ""
+	case byPlace:
+		return stagingPlace
+	}
+	return stagingBatches
+}
+
+// servedByPlace reports whether the queue is served by place, by the
+// handle's options or, without WithStaging, by the last record seen.
+func (g *confGate) servedByPlace(own bool) bool {
+	if own {
+		return true
+	}
+	if g.staged != "" {
+		return false
+	}
+	c := g.seen.Load()
+	return c != nil && c.staging == stagingPlace
+}
+
+// cost bounds what the stored configuration adds to a transaction's size
+// (budget.go): the epoch's read conflict key always; on the first write or
+// a change, the record, the epoch's add, the claim's write conflict key
+// and the two read conflict ranges around it.
+func (g *confGate) cost() int {
+	if g == nil {
+		return 0
+	}
+	rec := len(g.want.pack()) + 8 // the staging mode names differ in length
+	claim := len(g.claims.prefix) + rec + 4
+	around := 2 * (len(g.claims.prefix) + 1 + claim + 1 + keyRangeRefSize)
+	return conflictKeyCost(len(g.epoch)) + setCost(len(g.key), rec) + setCost(len(g.epoch), 8) + conflictKeyCost(claim) + around
+}
+
+// gateRead is one transaction's read of the record.
+type gateRead struct {
+	g         *confGate
+	tr        kv.ReadTransaction
+	f         kv.FutureValue
+	producing bool
+	watching  bool // WatchForItems: the record must say someone waits
+	done      bool
+}
+
+// issue starts the read of the record in tr (a snapshot read: it conflicts
+// with nothing) and adds the read conflict on the epoch key. producing
+// marks an operation that adds items: it bumps the signal key when the
+// record says someone waits and the handle would not.
+func (g *confGate) issue(tr kv.ReadTransaction, producing bool) *gateRead {
+	if g == nil {
+		return nil
+	}
+	if w, ok := tr.(kv.Transaction); ok {
+		_ = w.AddReadConflictKey(g.epoch)
+	}
+	return &gateRead{g: g, tr: tr, f: tr.Snapshot().Get(g.key), producing: producing}
+}
+
+// issueStep is issue for a step of a staged operation. blind says the
+// step is likely to read nothing (a registration by place while the line
+// is long, a blind write): then, once this handle has seen a record that
+// agrees with it, the record is not read, so that the step stays free of
+// reads and round trips. The epoch conflict still makes the step fail if
+// a change of the record commits meanwhile, and the operation's next step
+// reads the record before it takes anything (a request filed under a
+// record changed just before is withdrawn then).
+func (g *confGate) issueStep(tr kv.Transaction, blind bool) *gateRead {
+	if blind && g != nil {
+		if c := g.seen.Load(); c != nil && c.staging == g.staged && g.compare(*c) == nil {
+			_ = tr.AddReadConflictKey(g.epoch)
+			return nil
+		}
+	}
+	return g.issue(tr, false)
+}
+
+// settle waits for the record and checks it against the handle: on
+// disagreement it returns a *ConfigMismatchError and writes nothing. On a
+// queue without a record it writes the handle's (in a writing
+// transaction); it stores the handle's staging mode on a queue whose record
+// says it is not staged; it bumps the signal for a producing operation
+// that would not otherwise. A nil gateRead does nothing; a second call
+// does nothing.
+func (r *gateRead) settle() error {
+	if r == nil || r.done {
+		return nil
+	}
+	r.done = true
+	g := r.g
+	raw, err := r.f.Get()
+	if err != nil {
+		return err
+	}
+	tr, writing := r.tr.(kv.Transaction)
+	if raw == nil {
+		if err := g.checkUnrecorded(r.tr); err != nil {
+			return err
+		}
+		c := g.want
+		if r.watching && c.staging == stagingNone {
+			c.staging = stagingSignal
+		}
+		g.seen.Store(&c)
+		if writing {
+			g.write(tr, c, false)
+		}
+		return nil
+	}
+	stored, err := parseStoredConfig(raw)
+	if err != nil {
+		return &ConfigMismatchError{Field: "record", Stored: fmt.Sprintf("%x (%v)", raw, err), Handle: g.want.String()}
+	}
+	if err := g.compare(stored); err != nil {
+		return err
+	}
+	prev := g.seen.Swap(&stored)
+	if g.staged != "" && (stored.staging == stagingNone || stored.staging == stagingSignal) {
+		// The queue's first staged consumer stores its mode.
+		if writing {
+			up := stored
+			up.staging = g.staged
+			g.seen.Store(&up)
+			g.write(tr, up, true)
+		}
+		return nil
+	}
+	if r.watching && stored.staging == stagingNone && writing {
+		up := stored
+		up.staging = stagingSignal
+		g.seen.Store(&up)
+		g.write(tr, up, true)
+		return nil
+	}
+	if g.staged == "" {
+		wasPlace := prev != nil && prev.staging == stagingPlace
+		if !r.producing && wasPlace != (stored.staging == stagingPlace) {
+			// A consumer chose which items are due to a line with the
+			// old record: retry with the new one.
+			return errConfigMoved
+		}
+		if r.producing && writing && stored.waited() {
+			tr.Add(g.sig, one64)
+		}
+	}
+	return nil
+}
+
+// compare checks the stored record against the handle's options.
+func (g *confGate) compare(s storedConfig) error {
+	switch {
+	case s.format != configFormat:
+		return &ConfigMismatchError{Field: "format", Stored: fmt.Sprint(s.format), Handle: fmt.Sprint(configFormat)}
+	case s.kind != g.want.kind:
+		return &ConfigMismatchError{Field: "kind", Stored: s.kind, Handle: g.want.kind}
+	case s.layout != g.want.layout:
+		return &ConfigMismatchError{Field: "layout", Stored: s.layout, Handle: g.want.layout}
+	case s.encoding != g.want.encoding:
+		return &ConfigMismatchError{Field: "encoding", Stored: s.encoding, Handle: g.want.encoding}
+	case g.staged != "" && s.staging != g.staged && (s.staging == stagingBatches || s.staging == stagingPlace):
+		return &ConfigMismatchError{Field: "staging", Stored: s.staging, Handle: g.staged}
+	}
+	return nil
+}
+
+// checkUnrecorded refuses a versionstamp handle on a queue without a
+// record whose first item has the recipe's indexed layout: a queue without
+// a record is a recipe queue. Only then is the items' range read (one
+// round trip, once per queue).
+func (g *confGate) checkUnrecorded(tr kv.ReadTransaction) error {
+	if g.want.layout != "versionstamp" || g.checkItem == nil {
+		return nil
+	}
+	kvs, err := tr.Snapshot().GetRange(g.items, kv.RangeOptions{Limit: 1}).GetSlice()
+	if err != nil {
+		return err
+	}
+	if len(kvs) > 0 && g.checkItem(kvs[0].Key) != nil {
+		return &ConfigMismatchError{Field: "layout", Stored: "index (no record, recipe items)", Handle: g.want.layout}
+	}
+	return nil
+}
+
+// write stores c as the record. A change (change true) also bumps the
+// epoch key, so operations in flight under the old record conflict. The
+// claim conflicts make first writers of different records conflict with
+// each other, and no one else.
+func (g *confGate) write(tr kv.Transaction, c storedConfig, change bool) {
+	v := c.pack()
+	tr.Set(g.key, v)
+	if change {
+		tr.Add(g.epoch, one64)
+	}
+	claim, _ := g.claims.Pack(tuple.Tuple{v})
+	all, _ := g.claims.Range()
+	_ = tr.AddWriteConflictKey(claim)
+	_ = tr.AddReadConflictRange(kv.KeyRange{Begin: all.Begin, End: claim})
+	_ = tr.AddReadConflictRange(kv.KeyRange{Begin: append(bytes.Clone(claim), 0x00), End: all.End})
+}
+
+// gatedReader runs read-only functions with a check of the record: the
+// read is issued first and checked after fn, so it adds no round trip.
+type gatedReader struct {
+	t kv.ReadTransactor
+	g *confGate
+}
+
+func (g *confGate) reads(t kv.ReadTransactor) kv.ReadTransactor {
+	if err := checkTransactor(t); err != nil {
+		return t // the layer reports the nil transactor
+	}
+	if db, ok := t.(kv.Database); ok {
+		// Still a Database (Len counts a Database in several
+		// transactions): each of its read transactions checks.
+		return gatedDB{Database: db, r: gatedReader{t: db, g: g}}
+	}
+	return gatedReader{t: t, g: g}
+}
+
+// gatedDB is a Database whose ReadTransact checks the record.
+type gatedDB struct {
+	kv.Database
+	r gatedReader
+}
+
+// ReadTransact runs fn in a transaction of the database and checks the
+// record read alongside.
+func (d gatedDB) ReadTransact(ctx context.Context, fn func(kv.ReadTransaction) error) error {
+	return d.r.ReadTransact(ctx, fn)
+}
+
+// ReadTransact runs fn in t and checks the record read alongside.
+func (r gatedReader) ReadTransact(ctx context.Context, fn func(kv.ReadTransaction) error) error {
+	return r.t.ReadTransact(ctx, func(tr kv.ReadTransaction) error {
+		gr := r.g.issue(tr, false)
+		err := fn(tr)
+		if gerr := gr.settleRead(); gerr != nil {
+			return gerr
+		}
+		return err
+	})
+}
+
+// settleRead checks the record for a read-only operation: it writes
+// nothing (not even a first record), even inside a writing transaction.
+func (r *gateRead) settleRead() error {
+	r.tr = readOnly{r.tr}
+	return r.settle()
+}
+
+// readOnly hides a Transaction's writes from settle.
+type readOnly struct{ kv.ReadTransaction }
+
+// ErrConfigMismatch is returned, before anything is written, by an
+// operation whose handle's options (kind, layout, value encoding, staging
+// mode) disagree with the configuration stored with the queue. The error
+// is a *ConfigMismatchError naming what differs. See Reconfigure.
+var ErrConfigMismatch = errors.New("fdbqueue: handle's options disagree with the queue's stored configuration")
+
+// ErrQueueNotEmpty is returned by Reconfigure on a queue that holds items
+// or staged requests.
+var ErrQueueNotEmpty = errors.New("fdbqueue: queue is not empty")
+
+// reconfigure stores the handle's configuration on an empty queue.
+func (g *confGate) reconfigure(ctx context.Context, t kv.Transactor, busy []kv.KeyRange) error {
+	if err := checkTransactor(t); err != nil {
+		return err
+	}
+	return t.Transact(ctx, func(tr kv.Transaction) error {
+		reads := make([]kv.RangeResult, 0, len(busy)+1)
+		for _, r := range append([]kv.KeyRange{g.items}, busy...) {
+			reads = append(reads, tr.GetRange(r, kv.RangeOptions{Limit: 1}))
+		}
+		for i, rr := range reads {
+			kvs, err := rr.GetSlice()
+			if err != nil {
+				return err
+			}
+			if len(kvs) > 0 {
+				what := "items"
+				if i > 0 {
+					what = "staged requests or results"
+				}
+				return fmt.Errorf("%w: it holds %s; drain it first", ErrQueueNotEmpty, what)
+			}
+		}
+		c := g.want
+		if old := g.seen.Load(); old != nil && g.staged == "" && old.staging == stagingSignal {
+			c.staging = stagingSignal
+		}
+		g.write(tr, c, true)
+		g.seen.Store(&c)
+		return nil
+	})
+}
+
+// checkRecover runs a read-only transaction that checks the record before
+// Recover: a handle whose options disagree, or one made without
+// WithStaging on a staged queue (it would recover as the wrong serving
+// mode), gets ErrConfigMismatch.
+func (g *confGate) checkRecover(ctx context.Context, db kv.Database) error {
+	if err := g.reads(db).ReadTransact(ctx, func(kv.ReadTransaction) error { return nil }); err != nil {
+		return err
+	}
+	if c := g.seen.Load(); g.staged == "" && c != nil && (c.staging == stagingBatches || c.staging == stagingPlace) {
+		return &ConfigMismatchError{Field: "staging", Stored: c.staging, Handle: "none (Recover needs the consumers' WithStaging)"}
+	}
+	return nil
+}
+
+// stagingRanges are the ranges of a staged side's requests and results.
+func stagingRanges(sub Subspace, names ...string) []kv.KeyRange {
+	meta := metaSubspace(sub.prefix)
+	var out []kv.KeyRange
+	for _, n := range names {
+		r, _ := meta.Range("s", n)
+		out = append(out, r)
+	}
+	return out
+}
+
+// Reconfigure stores the handle's options as the queue's configuration,
+// replacing the stored one: the explicit way to change a queue's layout,
+// value encoding or staging mode. It is refused with ErrQueueNotEmpty when
+// the queue holds an item or a staged request or result (normal reads, so
+// an enqueue committed meanwhile makes it conflict and retry). It also
+// bumps the epoch key, so operations of other handles in flight conflict
+// once and then fail with ErrConfigMismatch if their options differ.
+// Cost: two range reads (limit 1) and three writes, one round trip.
+func (q *Queue) Reconfigure(ctx context.Context, t kv.Transactor) error {
+	return q.journal.gate.reconfigure(ctx, t, stagingRanges(q.sub, "q"))
+}
+
+// Reconfigure stores the handle's options as the priority queue's
+// configuration; see Queue.Reconfigure.
+func (pq *PriorityQueue) Reconfigure(ctx context.Context, t kv.Transactor) error {
+	return pq.journal.gate.reconfigure(ctx, t, stagingRanges(pq.sub, "min", "max"))
+}
+
+// String is the record in words, for messages and tests.
+func (c storedConfig) String() string {
+	return strings.Join([]string{fmt.Sprint(c.format), c.kind, c.layout, c.encoding, c.staging}, "/")
+}
