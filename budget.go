@@ -85,8 +85,12 @@ func (o *op) overheadCost(items kv.KeyRange) int {
 		return c
 	}
 	rr := o.recordRange()
-	c += len(rr.Begin) + len(rr.End) + keyRangeRefSize
-	c += maxCarriedCleanups * clearRangeCost(rr)
+	// The check's read conflict range: the first record key as a point,
+	// longer than the record range (read only once the key is there).
+	c += max(len(rr.Begin)+len(rr.End), 2*len(o.recordKey(0))+1) + keyRangeRefSize
+	// A clean-up clears a record range, or a record's one key as a point
+	// (journal.end): the point range [key0, key0+\x00) is the longer.
+	c += maxCarriedCleanups * max(clearRangeCost(rr), clearCost(len(o.recordKey(0))))
 	// expire's range clears: expireShards of (shard) to (shard, cutoff),
 	// and once per sweep one more.
 	return c + (expireShards+1)*(2*(2*len(o.j.prefix)+24)+mutationRefSize+keyRangeRefSize)

@@ -45,7 +45,7 @@
 // # Exactly once
 //
 // Each operation writes a journal record in the same transaction as its
-// effect and reads it first on every attempt, so under
+// effect and looks for it first on every retry, so under
 // commit_unknown_result (1021) a retry returns the first attempt's result
 // instead of enqueuing twice or losing a dequeued item. Inside your own
 // transaction, create an OpID once outside your retry loop and pass it

@@ -128,25 +128,50 @@ type op struct {
 	owned    bool          // the operation runs its own transactions (a Database)
 	skip     bool          // no journal: neither owned nor given an ID
 	gate     *gateRead     // this attempt's read of the stored configuration (config.go)
+	// wide is set once an attempt recorded more than one key (several
+	// results, or a result in chunks): its records are then cleared by
+	// their whole range, else by their one key.
+	wide bool
+	// rng is the record range and key0 the first record's key, built
+	// once (see keys).
+	rng  kv.KeyRange
+	key0 []byte
+	// fresh: begin made the ID; recorded: an attempt has called record.
+	// A fresh operation's records can exist only once recorded is set.
+	fresh    bool
+	recorded atomic.Bool
 }
 
 // off reports whether the operation does without the journal.
 func (o *op) off() bool { return o.j.disabled || o.skip }
 
-// begin starts an operation: it picks its ID and, when the operation runs
-// its own transactions, takes over clearing a few completed records.
-func (j *journal) begin(t kv.Transactor, opts []OpOption) *op {
+// applyOpOptions returns the configuration opts make (a separate function:
+// the config it passes to opts escapes to the heap).
+func applyOpOptions(opts []OpOption) opConfig {
 	var c opConfig
 	for _, o := range opts {
 		if o != nil { // a nil OpOption is ignored, not a panic
 			o(&c)
 		}
 	}
-	if !c.hasID {
-		c.id = newOpIDAt(j.now())
+	return c
+}
+
+// begin starts an operation: it picks its ID and, when the operation runs
+// its own transactions, takes over clearing a few completed records.
+func (j *journal) begin(t kv.Transactor, opts []OpOption) *op {
+	var c opConfig
+	if len(opts) > 0 {
+		c = applyOpOptions(opts)
 	}
-	o := &op{j: j, id: c.id}
+	o := &op{j: j, id: c.id, fresh: !c.hasID}
 	_, o.owned = t.(kv.Database)
+	if !c.hasID && !j.disabled {
+		// Made even when the operation will not record (skip): the budget
+		// counts its record key's length (overheadCost), whatever the
+		// transactor. Without a journal the ID is never used.
+		o.id = newOpIDAt(j.now())
+	}
 	// Inside a caller's transaction, without an ID the caller keeps across
 	// its retries, every retry is a new operation to the journal: a record
 	// could never be found again, so none is read or written.
@@ -175,6 +200,10 @@ func (o *op) end(err error) {
 		// The commit that wrote this operation's records also applied the
 		// cleanups it carried; what remains is to clear its own records.
 		back = []kv.KeyRange{o.recordRange()}
+		if !o.wide {
+			// Its one record key, as a point range (see keys).
+			back[0] = kv.KeyRange{Begin: o.key0, End: o.key0[:len(o.key0)+1]}
+		}
 	}
 	for _, r := range back {
 		if len(o.j.pending) < maxPendingClears {
@@ -186,14 +215,38 @@ func (o *op) end(err error) {
 // shard is the journal shard of the operation's records.
 func (o *op) shard() int64 { return int64(o.id[8]) }
 
+// recordRange is the range of the operation's records. The caller must not
+// modify its bounds.
 func (o *op) recordRange() kv.KeyRange {
-	p, _ := tuple.Tuple{o.shard(), o.id[:]}.AppendPack(bytes.Clone(o.j.prefix))
-	return kv.KeyRange{Begin: p, End: append(bytes.Clone(p), 0xff)}
+	o.keys()
+	return o.rng
+}
+
+// keys builds, in one allocation, the record range (shard, id) and the
+// first record's key (shard, id, 0), with a byte of room after the key for
+// the point range that clears it: [key0, key0+\x00).
+func (o *op) keys() {
+	if o.key0 != nil {
+		return
+	}
+	n := len(o.j.prefix) + 2 + 2*len(o.id) + 2 // prefix, shard, escaped id, terminator
+	buf := make([]byte, 0, 3*n+3)
+	p, _ := tuple.Tuple{o.shard(), o.id[:]}.AppendPack(append(buf, o.j.prefix...))
+	m := len(p)
+	buf = append(p, 0xff)         // [0, m+1): the range's end
+	buf = append(buf, p...)       // [m+1, 2m+1): its begin
+	buf = append(buf, 0x14, 0x00) // the begin, then 0 (0x14 packs int 0): key0; and \x00
+	o.rng = kv.KeyRange{Begin: buf[m+1 : 2*m+1 : 2*m+1], End: buf[: m+1 : m+1]}
+	o.key0 = buf[m+1 : 2*m+2 : 2*m+3]
 }
 
 // recordKey is the key of the operation's n-th record (its first chunk,
-// see setChunked).
+// see setChunked). The caller must not modify the key.
 func (o *op) recordKey(n int) []byte {
+	if n == 0 {
+		o.keys()
+		return o.key0
+	}
 	k, _ := tuple.Tuple{o.shard(), o.id[:], n}.AppendPack(bytes.Clone(o.j.prefix))
 	return k
 }
@@ -201,7 +254,10 @@ func (o *op) recordKey(n int) []byte {
 // check looks up the operation's records in this attempt. It returns the
 // pending read (nil when the journal is disabled). The read is a normal
 // read: if an earlier attempt's commit lands after this attempt's read
-// version, this attempt conflicts instead of applying twice.
+// version, this attempt conflicts instead of applying twice. It reads
+// nothing (and returns an empty result) while no attempt of an operation
+// with an ID of its own making has recorded: its first attempt, typically,
+// costs no journal read.
 func (o *op) check(tr kv.Transaction) (kv.RangeResult, error) {
 	if o.off() {
 		return nil, nil
@@ -209,8 +265,75 @@ func (o *op) check(tr kv.Transaction) (kv.RangeResult, error) {
 	if age := o.j.now().Sub(o.id.Time()); age > o.j.retention {
 		return nil, fmt.Errorf("%w: op %s is %v old, retention %v", ErrOperationExpired, o.id, age.Round(time.Second), o.j.retention)
 	}
-	return tr.GetRange(o.recordRange(), kv.RangeOptions{Mode: kv.StreamingModeWantAll}), nil
+	if o.fresh && !o.recorded.Load() {
+		// No attempt has written a record under this new ID: there is
+		// none to find, and no earlier commit to conflict with.
+		return noRecords, nil
+	}
+	return &recordRead{tr: tr, o: o, first: tr.Get(o.recordKey(0))}, nil
 }
+
+// noRecords is check's result when there is nothing to read. It is never
+// modified: GetSlice on a done recordRead only reads it.
+var noRecords = &recordRead{done: true}
+
+// recordRead is check's read: a point read of the operation's first record
+// key, which every attempt that records writes (record writes at least one
+// record, and a record's first chunk is at its key), so its read conflict
+// range covers every earlier attempt's commit. Only when that key exists
+// (the operation was applied: rare) does GetSlice read the whole record
+// range, a second round trip. A point read costs less than a range read in
+// the engine and in the conflict check of every commit.
+//
+// GetSlice must not be called from two goroutines at once (applied calls
+// it once; staging's eager calls it from its one goroutine).
+type recordRead struct {
+	tr    kv.ReadTransaction
+	o     *op
+	first kv.FutureValue
+	done  bool
+	kvs   []kv.KeyValue
+	err   error
+}
+
+// GetSlice returns the operation's records in key order, none if it was not
+// applied.
+func (r *recordRead) GetSlice() ([]kv.KeyValue, error) {
+	if !r.done {
+		r.done = true
+		v, err := r.first.Get()
+		switch {
+		case err != nil:
+			r.err = err
+		case v != nil:
+			r.kvs, r.err = r.tr.GetRange(r.o.recordRange(), kv.RangeOptions{Mode: kv.StreamingModeWantAll}).GetSlice()
+		}
+	}
+	return r.kvs, r.err
+}
+
+// Iterator iterates over GetSlice's result.
+func (r *recordRead) Iterator() kv.RangeIterator { return &recordIter{r: r, i: -1} }
+
+type recordIter struct {
+	r   *recordRead
+	i   int
+	err error
+}
+
+func (it *recordIter) Next() bool {
+	kvs, err := it.r.GetSlice()
+	if err != nil {
+		it.err = err
+		return false
+	}
+	it.i++
+	return it.i < len(kvs)
+}
+
+func (it *recordIter) KeyValue() kv.KeyValue { return it.r.kvs[it.i] }
+
+func (it *recordIter) Err() error { return it.err }
 
 // applied waits for check's read and returns the recorded results when an
 // earlier attempt committed (ok true), in record order.
@@ -243,17 +366,25 @@ func (o *op) record(tr kv.Transaction, results ...[]byte) {
 	if o.off() {
 		return
 	}
+	o.recorded.Store(true)
 	if len(results) == 0 {
-		results = [][]byte{nil}
+		setChunked(tr, o.recordKey(0), []byte{})
 	}
 	for i, r := range results {
 		if r == nil {
 			r = []byte{}
 		}
 		setChunked(tr, o.recordKey(i), r)
+		if i > 0 || len(r) > kv.MaxValueSize {
+			o.wide = true
+		}
 	}
 	for _, r := range o.cleanups {
-		tr.ClearRange(r)
+		if isPointRange(r) {
+			tr.Clear(r.Begin) // the same mutation and conflict range
+		} else {
+			tr.ClearRange(r)
+		}
 	}
 	if o.j.count.Add(1)%o.j.gcEvery == 0 {
 		o.j.expire(tr)
@@ -297,4 +428,11 @@ func (o *op) recordSize(results int, valueBytes int) int {
 		return 0
 	}
 	return valueBytes + results*(len(o.j.prefix)+40)
+}
+
+// isPointRange reports whether r holds the one key r.Begin (r.End is
+// r.Begin+\x00).
+func isPointRange(r kv.KeyRange) bool {
+	b, e := r.Begin, r.End
+	return len(e) == len(b)+1 && e[len(b)] == 0 && bytes.Equal(b, e[:len(b)])
 }

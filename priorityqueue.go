@@ -57,7 +57,8 @@ func (pq *PriorityQueue) Subspace() Subspace { return pq.sub }
 //
 // Conflicts: none with other pushers (the count is found with a snapshot
 // read) nor with pops. Cost: one snapshot range read inside the priority
-// and one journal read, issued together, then two writes. Under
+// and, on a retry, one journal point read, issued together, then two
+// writes. Under
 // commit_unknown_result the item is pushed exactly once (see Enqueue).
 func (pq *PriorityQueue) Push(ctx context.Context, t kv.Transactor, value []byte, priority int64, opts ...OpOption) error {
 	if err := checkTransactor(t); err != nil {

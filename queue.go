@@ -51,9 +51,10 @@ func (q *Queue) Subspace() Subspace { return q.sub }
 // Enqueue adds value at the tail of the queue.
 //
 // Conflicts: none with other producers (the tail is found with a snapshot
-// read) nor with consumers. Cost: one snapshot range read (limit 1) and one
-// journal read, issued together (one round trip), then two writes (the item
-// and its journal record). In versionstamp mode the range read is skipped.
+// read) nor with consumers. Cost: one snapshot range read (limit 1) and, on
+// a retry, one journal point read, issued together (one round trip), then
+// two writes (the item and its journal record). In versionstamp mode the
+// range read is skipped.
 //
 // Under commit_unknown_result the retry finds the journal record of the
 // attempt that committed and does nothing, so the item is enqueued exactly
@@ -259,6 +260,9 @@ func firstKey(rr kv.RangeResult) ([]byte, error) {
 // parseIndexed checks that key is an item key of index mode and returns its
 // index.
 func (q *Queue) parseIndexed(key []byte) (int64, error) {
+	if index, ok := parseIndexedFast(key, q.sub.prefix); ok {
+		return index, nil
+	}
 	t, err := q.sub.Unpack(key)
 	if err != nil {
 		return 0, &ForeignKeyError{Key: bytes.Clone(key), Reason: err.Error()}
@@ -274,6 +278,46 @@ func (q *Queue) parseIndexed(key []byte) (int64, error) {
 		return 0, &ForeignKeyError{Key: bytes.Clone(key), Reason: fmt.Sprintf("second element is %T, want random bytes", t[1])}
 	}
 	return index, nil
+}
+
+// parseIndexedFast parses, without allocating, the common shape of an item
+// key of index mode: prefix, a non-negative integer of at most 8 bytes
+// (minimally encoded, at most MaxInt64) and a byte string ending the key.
+// It returns ok false for every other key, valid or not: parseIndexed then
+// unpacks it in full, and reports why a key is foreign.
+func parseIndexedFast(key, prefix []byte) (index int64, ok bool) {
+	if !bytes.HasPrefix(key, prefix) {
+		return 0, false
+	}
+	b := key[len(prefix):]
+	if len(b) == 0 || b[0] < 0x14 || b[0] > 0x1c {
+		return 0, false
+	}
+	n := int(b[0]) - 0x14 // the integer's bytes
+	if len(b) < 1+n+2 || (n > 0 && b[1] == 0x00) || (n == 8 && b[1] > 0x7f) {
+		return 0, false
+	}
+	var u uint64
+	for _, c := range b[1 : 1+n] {
+		u = u<<8 | uint64(c)
+	}
+	s := b[1+n:]
+	if s[0] != 0x01 {
+		return 0, false
+	}
+	// The byte string: 0x00 0xff is an escaped zero byte, a lone 0x00 its
+	// end, which must be the key's last byte.
+	for i := 1; i < len(s); i++ {
+		if s[i] != 0x00 {
+			continue
+		}
+		if i+1 < len(s) && s[i+1] == 0xff {
+			i++
+			continue
+		}
+		return int64(u), i == len(s)-1
+	}
+	return 0, false
 }
 
 // checkItemKey verifies that key has the layout this queue writes.
@@ -301,8 +345,9 @@ func (q *Queue) checkItemKey(key []byte) error {
 // Conflicts: it reads the head with a normal read, so two consumers that
 // dequeue at once conflict and one retries (see the staged dequeue for many
 // consumers); it never conflicts with producers unless the queue holds a
-// single index. Cost: one range read (limit 1) and one journal read, issued
-// together, then a clear and a journal record holding the item's value.
+// single index. Cost: one range read (limit 1) and, on a retry, one journal
+// point read, issued together, then a clear and a journal record holding
+// the item's value.
 //
 // Under commit_unknown_result the retry finds the journal record of the
 // attempt that committed and returns the same item: nothing is lost or

@@ -1,6 +1,9 @@
 package memdb
 
-import "bytes"
+import (
+	"bytes"
+	"sync"
+)
 
 // deadIndex holds the chains of a store whose newest version is a
 // tombstone (the complement of liveTree in tree), ordered by key, so that
@@ -15,11 +18,39 @@ import "bytes"
 // skip list with per-node maximum versions (fdbserver/SkipList.cpp); a
 // treap is the smaller structure to write. Operations are recursive: the
 // expected depth is O(log n).
+//
+// A cleared chain first goes to log, a list in commit order, at O(1);
+// it moves into the treap only when a query at a read version below its
+// wv needs it. A query at a read version at or above every logged wv (a
+// transaction that started after the clears: the common case) needs
+// nothing from the log, and most logged chains leave the index (garbage
+// collected after the MVCC window, or given a value again) without ever
+// paying for the treap. A query that needs the log moves all of it first,
+// each chain once, at O(log n) each: every query still costs O(log n)
+// plus, amortised over the clears, O(log n) per clear at most.
+//
+// The store's commits modify the index under DB.mu held exclusively;
+// queries come under DB.mu held shared, from several readers at once, and
+// a query that needs the log moves it under mu (queries hold mu shared).
 type deadIndex struct {
+	mu   sync.RWMutex
 	root *chain
-	n    int
+	n    int    // chains in the index: in the treap or logged
 	seed uint64 // the state of the priority generator (splitmix64)
+	// log holds, oldest first, the chains cleared (or cleared again) at
+	// version v since the last move into the treap. An entry is current
+	// while its chain is logged with that version (chain.d.logV); others
+	// are skipped, and dropped once at the front.
+	log []logEntry
 }
+
+// logEntry is a chain cleared at version v.
+type logEntry struct {
+	c *chain
+	v int64
+}
+
+func (e logEntry) current() bool { return e.c.d.logged && e.c.d.logV == e.v }
 
 // dnode is a chain's part in a deadIndex.
 //
@@ -36,11 +67,16 @@ type deadIndex struct {
 // add to a query at most one path per such key. Queries test each node's
 // own wv, so the results are exact either way.
 type dnode struct {
-	l, r *chain
-	max  int64  // an upper bound of the largest wv in the subtree
-	prio uint32 // a heap order on priorities keeps the treap balanced
-	in   bool   // the chain is in the index
+	l, r   *chain
+	max    int64  // an upper bound of the largest wv in the subtree
+	logV   int64  // the version of the chain's current log entry
+	prio   uint32 // a heap order on priorities keeps the treap balanced
+	in     bool   // the chain is in the treap
+	logged bool   // the chain is in the log, not yet in the treap
 }
+
+// indexed reports whether the chain is in the index (treap or log).
+func (d *dnode) indexed() bool { return d.in || d.logged }
 
 // rotateRight lifts n's left child above n. n's bound still covers its
 // new, smaller subtree; the child's must now cover n's too.
@@ -59,15 +95,69 @@ func rotateLeft(n *chain) *chain {
 	return r
 }
 
-// insert adds c, which is not in the index.
+// insert adds c, which is not in the index, to the log.
 func (x *deadIndex) insert(c *chain) {
+	x.logAppend(c)
+	x.n++
+}
+
+// logAppend logs c at its wv and drops the entries at the front of the log
+// that are no longer current.
+func (x *deadIndex) logAppend(c *chain) {
+	c.d.logged, c.d.logV = true, c.wv
+	i := 0
+	for i < len(x.log) && !x.log[i].current() {
+		x.log[i] = logEntry{} // release the chain
+		i++
+	}
+	x.log = append(x.log[i:], logEntry{c: c, v: c.wv})
+}
+
+// needs reports whether a query at rv needs chains of the log: whether
+// one was cleared after rv. The caller holds mu.
+func (x *deadIndex) needs(rv int64) bool {
+	n := len(x.log)
+	return n > 0 && x.log[n-1].v > rv
+}
+
+// rlock takes mu shared for a query at rv, having moved the log into the
+// treap first if the query needs it. No commit changes the log meanwhile:
+// the caller holds DB.mu.
+func (x *deadIndex) rlock(rv int64) {
+	x.mu.RLock()
+	for x.needs(rv) {
+		x.mu.RUnlock()
+		x.mu.Lock()
+		x.flush()
+		x.mu.Unlock()
+		x.mu.RLock()
+	}
+}
+
+// flush moves the log's current chains into the treap. The caller holds mu
+// exclusively, or DB.mu exclusively.
+func (x *deadIndex) flush() {
+	for i, e := range x.log {
+		if e.current() {
+			e.c.d.logged = false
+			x.treapInsert(e.c)
+		}
+		x.log[i] = logEntry{}
+	}
+	x.log = x.log[:0]
+	if cap(x.log) > 1024 {
+		x.log = nil // do not keep a long log's array
+	}
+}
+
+// treapInsert adds c, which is not in the index, to the treap.
+func (x *deadIndex) treapInsert(c *chain) {
 	x.seed += 0x9e3779b97f4a7c15
 	z := x.seed
 	z = (z ^ z>>30) * 0xbf58476d1ce4e5b9
 	z = (z ^ z>>27) * 0x94d049bb133111eb
 	c.d = dnode{prio: uint32(z >> 32), max: c.wv, in: true}
 	x.root = x.ins(x.root, c)
-	x.n++
 }
 
 func (x *deadIndex) ins(n, c *chain) *chain {
@@ -89,9 +179,12 @@ func (x *deadIndex) ins(n, c *chain) *chain {
 	return n
 }
 
-// remove takes c, which is in the index, out of it.
+// remove takes c, which is in the index, out of it. A logged chain's
+// entries stop being current.
 func (x *deadIndex) remove(c *chain) {
-	x.root = x.del(x.root, c)
+	if c.d.in {
+		x.root = x.del(x.root, c)
+	}
 	c.d = dnode{}
 	x.n--
 }
@@ -128,8 +221,12 @@ func merge(a, b *chain) *chain {
 
 // raised records that c, which is in the index, has a new wv, at least
 // every wv in the index (writes come in version order): every bound on
-// its path becomes that wv.
+// its path becomes that wv. A logged chain is logged again at its new wv.
 func (x *deadIndex) raised(c *chain) {
+	if c.d.logged {
+		x.logAppend(c)
+		return
+	}
 	for n := x.root; n != nil; {
 		n.d.max = max(n.d.max, c.wv)
 		if n == c {
@@ -145,6 +242,8 @@ func (x *deadIndex) raised(c *chain) {
 
 // anyAfter reports whether a chain of [b, e) has wv above rv.
 func (x *deadIndex) anyAfter(b, e []byte, rv int64) bool {
+	x.rlock(rv)
+	defer x.mu.RUnlock()
 	return anyAfter(x.root, b, e, rv)
 }
 
@@ -168,6 +267,8 @@ func anyAfter(n *chain, b, e []byte, rv int64) bool {
 // first returns the chain with the smallest key at or after k (after k if
 // strict) whose wv is above rv, or nil.
 func (x *deadIndex) first(k []byte, strict bool, rv int64) *chain {
+	x.rlock(rv)
+	defer x.mu.RUnlock()
 	return firstAfter(x.root, k, strict, rv)
 }
 
@@ -192,6 +293,8 @@ func firstAfter(n *chain, k []byte, strict bool, rv int64) *chain {
 // last returns the chain with the largest key before k (at or before k if
 // incl) whose wv is above rv, or nil.
 func (x *deadIndex) last(k []byte, incl bool, rv int64) *chain {
+	x.rlock(rv)
+	defer x.mu.RUnlock()
 	return lastBefore(x.root, k, incl, rv)
 }
 

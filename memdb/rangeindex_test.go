@@ -493,11 +493,11 @@ func checkConflicts(t *testing.T, db *DB, b, e []byte, rv int64, hist []modelCom
 func checkIndexes(t *testing.T, s *store) {
 	t.Helper()
 	live := 0
-	s.tree.Scan(func(k string, c *chain) bool {
+	s.all().Scan(func(k string, c *chain) bool {
 		lc, ok := s.liveTree.Get(k)
 		_, isLive := c.newest()
 		require.Equal(t, isLive, ok, "key %q in the live index iff its newest version is a value", k)
-		require.Equal(t, !isLive, c.d.in, "key %q in the dead index iff its newest version is a tombstone", k)
+		require.Equal(t, !isLive, c.d.indexed(), "key %q in the dead index iff its newest version is a tombstone", k)
 		if ok {
 			require.Same(t, c, lc)
 			live++
@@ -506,9 +506,10 @@ func checkIndexes(t *testing.T, s *store) {
 	})
 	require.Equal(t, live, s.liveTree.Len())
 	require.Equal(t, int64(live), s.live)
+	s.dead.flush()
 	n, _ := checkTreap(t, s.dead.root, nil, nil)
-	require.Equal(t, s.tree.Len()-live, n)
-	require.Equal(t, s.tree.Len()-live, s.dead.n)
+	require.Equal(t, len(s.keys)-live, n)
+	require.Equal(t, len(s.keys)-live, s.dead.n)
 }
 
 // checkTreap checks the subtree at n (keys within (lo, hi), nil unbounded)
@@ -556,10 +557,11 @@ func TestDeadIndex(t *testing.T) {
 			x.raised(c)
 		case c != nil:
 			x.remove(c)
-			require.False(t, c.d.in)
+			require.False(t, c.d.indexed())
 			delete(model, string(k))
 		}
 		if step%500 == 0 {
+			x.flush()
 			n, _ := checkTreap(t, x.root, nil, nil)
 			require.Equal(t, len(model), n)
 		}

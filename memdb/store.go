@@ -9,33 +9,41 @@ import (
 	"github.com/tidwall/btree"
 )
 
-// store is the multi-version key-value data: a B-tree of keys, each with
+// store is the multi-version key-value data: the keys, each with
 // the chain of its values at the versions still needed. It is protected by
 // DB.mu: readers hold it shared, commits and garbage collection exclusively.
 //
 // Queue-shaped workloads clear keys at the head of a range all the time,
-// and the tombstones stay in tree for the MVCC window, so range reads and
-// range conflict checks do not walk tree: tree's chains are split between
-// liveTree, the chains whose newest version is a value, and dead, those
-// whose newest version is a tombstone. The chains that have no value now
+// and the tombstones stay for the MVCC window, so no ordered structure
+// holds every chain: keys finds a chain by its key (a hash map: a point
+// read or write costs no tree search among the tombstones), and the
+// chains are split between liveTree, the ordered chains whose newest
+// version is a value, and dead, those whose newest version is a
+// tombstone. The chains that have no value now
 // but had one at a read version, or were written after it, were cleared
 // after it: dead finds them in logarithmic time, however many other keys
 // were cleared since. See rangeCursor and writtenAfter.
 type store struct {
-	tree *btree.Map[string, *chain] // keyed by ukey(chain.key)
+	keys map[string]*chain // every chain, keyed by ukey(chain.key)
 	// liveTree holds the chains of tree whose newest version is a value.
 	liveTree *btree.Map[string, *chain]
-	// dead holds the other chains of tree.
+	// dead holds the other chains.
 	dead deadIndex
-	// fullScan makes range reads and conflict checks scan every chain of
-	// tree, tombstones included, as they did before liveTree and dead:
-	// tests compare the two ways.
+	// fullScan makes range reads and conflict checks scan every chain,
+	// tombstones included, in an ordered copy of keys (allTree), as they
+	// did before liveTree and dead: tests compare the two ways.
 	fullScan bool
 	scratch  []*chain // clearRange's list of chains to clear
-	// liveIters and treeIters hold iterators of liveTree and tree for
-	// rangeCursor to reuse: an iterator allocates its path on first use.
-	liveIters, treeIters sync.Pool
-	gcq                  gcQueue
+	// liveIters holds iterators of liveTree for rangeCursor to reuse: an
+	// iterator allocates its path on first use.
+	liveIters sync.Pool
+	// keysGen counts insertions into and deletions from keys; allTree is
+	// the ordered copy built at allGen (under allMu: readers build it).
+	keysGen uint64
+	allMu   sync.Mutex
+	allTree *btree.Map[string, *chain]
+	allGen  uint64
+	gcq     gcQueue
 	// maxWV is the largest wv of any chain, ever: no chain was written after
 	// a read version at or above it.
 	maxWV int64
@@ -44,11 +52,11 @@ type store struct {
 	live, versions int64
 }
 
-// ukey returns b's bytes as a string without copying them, to index the
-// B-tree: a btree.Map with string keys compares them natively, which makes
+// ukey returns b's bytes as a string without copying them, to index keys
+// and the B-trees: a btree.Map with string keys compares them natively, which makes
 // a lookup about twice as fast as a BTreeG of []byte with a less function.
-// The bytes must not change while the string is in use: the tree only
-// keeps the keys of its chains, which are never modified, and lookups with
+// The bytes must not change while the string is in use: the indexes only
+// keep the keys of their chains, which are never modified, and lookups with
 // other keys retain nothing.
 func ukey(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
 
@@ -113,7 +121,7 @@ func (e *mvccVersion) del() bool { return e.val == nil }
 
 func newStore() *store {
 	return &store{
-		tree:     new(btree.Map[string, *chain]),
+		keys:     make(map[string]*chain),
 		liveTree: new(btree.Map[string, *chain]),
 	}
 }
@@ -149,8 +157,7 @@ func (c *chain) synced() {
 func (c *chain) dead() bool { return len(c.vers) == 0 }
 
 func (s *store) lookup(key []byte) *chain {
-	c, _ := s.tree.Get(ukey(key))
-	return c
+	return s.keys[ukey(key)]
 }
 
 // get returns key's value as of rv.
@@ -187,7 +194,8 @@ func (s *store) writeAt(c *chain, key, val []byte, exists bool, v, horizon int64
 			return false // clearing a key that is not there
 		}
 		c = newChain(key)
-		s.tree.Set(ukey(c.key), c)
+		s.keys[ukey(c.key)] = c
+		s.keysGen++
 	}
 	s.appendVersion(c, val, exists, v, horizon)
 	return true
@@ -233,7 +241,7 @@ func (s *store) appendVersion(c *chain, val []byte, exists bool, v, horizon int6
 	case exists && !wasLive:
 		s.live++
 		s.liveTree.Set(ukey(c.key), c)
-		if c.d.in {
+		if c.d.indexed() {
 			s.dead.remove(c)
 		}
 	case !exists && wasLive:
@@ -316,7 +324,8 @@ func (s *store) gc(horizon int64) {
 			c.queued = true
 			s.gcq.push(gcEntry{c: c, due: c.wv})
 		case last.del():
-			s.tree.Delete(ukey(c.key))
+			delete(s.keys, ukey(c.key))
+			s.keysGen++
 			s.dead.remove(c)
 			s.versions -= int64(len(c.vers))
 			c.vers, c.head = nil, mvccVersion{}
@@ -327,8 +336,8 @@ func (s *store) gc(horizon int64) {
 // writtenAfter reports whether a key in [b, e) was written (by a write
 // recorded in its chain's wv) after rv.
 //
-// wv is only ever set by appendVersion, and a chain is removed from tree
-// only once its wv is at or below the horizon, so the chains of tree with
+// wv is only ever set by appendVersion, and a chain is removed from keys
+// only once its wv is at or below the horizon, so the chains of keys with
 // wv above rv are the live ones with it (in liveTree, scanned over the
 // range) and those without a value now (in dead, which answers in
 // logarithmic time).
@@ -358,14 +367,14 @@ func (s *store) writtenAfter(b, e []byte, rv int64) bool {
 }
 
 // writtenAfterScan is writtenAfter for a range by scanning its chains in
-// tree, as writtenAfter did before liveTree and dead (tests compare the
+// order, as writtenAfter did before liveTree and dead (tests compare the
 // two).
 func (s *store) writtenAfterScan(b, e []byte, rv int64) bool {
 	if s.maxWV <= rv {
 		return false
 	}
 	hit := false
-	s.tree.Ascend(ukey(b), func(_ string, c *chain) bool {
+	s.all().Ascend(ukey(b), func(_ string, c *chain) bool {
 		if bytes.Compare(c.key, e) >= 0 {
 			return false
 		}
@@ -373,6 +382,22 @@ func (s *store) writtenAfterScan(b, e []byte, rv int64) bool {
 		return !hit
 	})
 	return hit
+}
+
+// all returns an ordered copy of keys, for the full-scan path of tests: it
+// is rebuilt when keys changed since the last copy. The caller holds
+// DB.mu, shared or exclusive; a copy is never modified once built.
+func (s *store) all() *btree.Map[string, *chain] {
+	s.allMu.Lock()
+	defer s.allMu.Unlock()
+	if s.allTree == nil || s.allGen != s.keysGen {
+		t := new(btree.Map[string, *chain])
+		for k, c := range s.keys {
+			t.Set(k, c)
+		}
+		s.allTree, s.allGen = t, s.keysGen
+	}
+	return s.allTree
 }
 
 // gcEntry asks to prune c once the horizon reaches due.
@@ -434,14 +459,14 @@ func (q *gcQueue) pop() {
 // in key order, and the caller skips those without. It merges liveTree
 // with the chains of dead that had a value at rv (they were cleared after
 // rv), so its cost does not grow with the tombstones in the range nor with
-// the clears elsewhere since rv. With store.fullScan it walks tree
+// the clears elsewhere since rv. With store.fullScan it walks all chains
 // instead, tombstones included.
 type rangeCursor struct {
 	s       *store
 	b, e    []byte
 	rv      int64
 	reverse bool
-	scan    bool // it walks tree, else liveTree merged with dead
+	scan    bool // it walks every chain (all), else liveTree merged with dead
 	it      *btree.MapIter[string, *chain]
 	itOK    bool
 	x       *chain // the current (or next) chain of dead in the walk
@@ -453,14 +478,13 @@ type rangeCursor struct {
 // direction.
 func (rc *rangeCursor) init(s *store, b, e []byte, rv int64, reverse bool) {
 	*rc = rangeCursor{s: s, b: b, e: e, rv: rv, reverse: reverse, scan: s.fullScan}
-	pool, tr := &s.liveIters, s.liveTree
 	if rc.scan {
-		pool, tr = &s.treeIters, s.tree
-	}
-	if it, ok := pool.Get().(*btree.MapIter[string, *chain]); ok {
+		it := s.all().Iter()
+		rc.it = &it
+	} else if it, ok := s.liveIters.Get().(*btree.MapIter[string, *chain]); ok {
 		rc.it = it
 	} else {
-		it := tr.Iter()
+		it := s.liveTree.Iter()
 		rc.it = &it
 	}
 	if reverse {
@@ -476,9 +500,7 @@ func (rc *rangeCursor) release() {
 	if rc.it == nil {
 		return
 	}
-	if rc.scan {
-		rc.s.treeIters.Put(rc.it)
-	} else {
+	if !rc.scan {
 		rc.s.liveIters.Put(rc.it)
 	}
 	*rc = rangeCursor{}
