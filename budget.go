@@ -80,7 +80,7 @@ func vstampSetCost(key, value int) int { return key + value + mutationRefSize }
 // operation in a caller's transaction without WithOpID does not), so that
 // whether a batch fits its budget does not depend on the transactor.
 func (o *op) overheadCost(items kv.KeyRange) int {
-	c := setCost(len(items.Begin)+16, 8) + o.j.gate.cost() // config.go
+	c := setCost(len(items.Begin)+16, 8) + o.j.gate.cost() + o.j.track.counterCost() // config.go, observe.go
 	if o.j.disabled {
 		return c
 	}

@@ -4,9 +4,10 @@
 //
 // # Which type to use
 //
-//   - Queue (NewQueue): a FIFO queue, with the FoundationDB recipes' key
-//     layout, so Python and Java recipe clients can share it.
-//     WithVersionstampOrder keys items in commit order instead.
+//   - Queue (NewQueue, in a Subspace from NewSubspace): a FIFO queue in
+//     the FoundationDB recipes' key layout, so Python and Java recipe
+//     clients can share it; WithVersionstampOrder keys items in commit
+//     order instead.
 //   - PriorityQueue (NewPriorityQueue): items with an int64 priority;
 //     PopMin and PopMax, and their batch forms.
 //   - TypedQueue and TypedPriorityQueue: the same with a Codec[T]
@@ -14,7 +15,6 @@
 //   - JobQueue (NewJobQueue): a work queue with leases, retries and a
 //     dead-letter list, at-least-once processing; JobQueue.Run is a
 //     worker pool.
-//   - Subspace (NewSubspace): where a queue's keys live.
 //   - WatchForItems (Queue, PriorityQueue): a watch, made in your own
 //     transaction, that fires when an item may have arrived: dequeue
 //     inside your transaction and, on ErrEmpty, commit and wait on it.
@@ -24,6 +24,8 @@
 //     WithoutIdempotency (the recipes' exact behaviour), WithClock,
 //     WithEntropy. Per call: WithOpID (with NewOpID) for exactly once
 //     inside your own retry loop.
+//   - Operating: Depth, RegisterGauges and WithMeterProvider
+//     (OpenTelemetry), WithLogger (log/slog), Recover, StagingStats.
 //
 // # Transactions
 //
@@ -38,9 +40,8 @@
 // ErrConfigMismatch before writing anything, and Reconfigure changes the
 // configuration of an empty queue.
 //
-// Producers never conflict: they find the tail with snapshot reads.
-// Consumers of one queue conflict on its head; with many consumers use
-// WithStaging, or batch dequeues.
+// Producers never conflict (snapshot reads find the tail); consumers of
+// one queue conflict on its head: with many, use WithStaging or batches.
 //
 // # Exactly once
 //
@@ -55,26 +56,26 @@
 //
 // # Costs and limits
 //
-// Each exported function's doc comment says what it reads and writes, its
-// round trips and what it conflicts with. Batches stay within a byte
-// budget (WithBatchBudget), so none fails with transaction_too_large.
+// Each exported function's doc comment gives its reads, writes, round
+// trips and conflicts. Batches stay within a byte budget (WithBatchBudget)
+// and never fail with transaction_too_large.
 //
 // # Errors
 //
-// Layer errors are sentinels tested with errors.Is: ErrEmpty,
+// Layer errors are sentinels, tested with errors.Is: ErrEmpty,
 // ErrValueTooLarge, ErrForeignKey (a *ForeignKeyError naming the key),
 // ErrInvalidArgument, ErrBatchTooLarge, ErrTooManyToCount,
 // ErrOperationExpired, ErrClaimExpired, ErrUnreadableAfterEnqueue,
 // ErrLeaseLost, ErrJobNotFound, ErrUniqueKeyHeld, ErrCodec,
 // ErrConfigMismatch (a *ConfigMismatchError naming what differs),
-// ErrQueueNotEmpty, ErrKeyOutsideSubspace and ErrMalformedKey. Database errors are kv errors
-// (kv.ErrNotCommitted, ...). No input makes an operation panic, and no
-// failure loses or duplicates an item.
+// ErrQueueNotEmpty, ErrKeyOutsideSubspace and ErrMalformedKey. Database
+// errors are kv errors (kv.ErrNotCommitted, ...). No input makes an
+// operation panic, and no failure loses or duplicates an item.
 //
 // # Design
 //
-// The design (key layouts, the cost and conflict table of every
-// operation, the journal, transaction sizes, the staged dequeue's two
-// serving modes and its failure handling, the stored configuration and
-// what recipe clients can do, the job queue's leases and ordering) is in docs/design.md in the repository.
+// docs/design.md in the repository has the design: key layouts, the cost
+// and conflict table of every operation, the journal, transaction sizes,
+// the staged dequeue's serving modes and failure handling, the stored
+// configuration and what recipe clients can do, and the job queue.
 package fdbqueue

@@ -32,7 +32,8 @@ type JobQueue struct {
 	journal *journal
 	rand    *entropy
 	budget  int
-	picking picking // keys Lease calls on this value are taking
+	bounds  jobKeyBounds // the longest key of each kind (jobqueue_budget.go)
+	picking picking      // keys Lease calls on this value are taking
 
 	items, dead kv.KeyRange // ("q", ...), ("d", ...)
 	signal      []byte      // ("s",): bumped by every write that can make a job due sooner
@@ -129,6 +130,7 @@ func NewJobQueue(sub Subspace, cfg JobQueueConfig, opts ...Option) (*JobQueue, e
 	q.total, _ = sub.Pack(tuple.Tuple{"c", "n"})
 	q.leased, _ = sub.Pack(tuple.Tuple{"c", "l"})
 	q.deadN, _ = sub.Pack(tuple.Tuple{"c", "d"})
+	q.bounds = q.keyBounds()
 	return q, nil
 }
 
@@ -247,6 +249,12 @@ func (q *JobQueue) Add(ctx context.Context, t kv.Transactor, job Job, opts ...Op
 // 100,000 bytes fails with ErrValueTooLarge, a batch over the budget with
 // ErrBatchTooLarge, and a bad field with ErrInvalidArgument, before
 // anything is written. An empty batch does nothing.
+//
+// Budget (WithBatchBudget): the batch's transaction size as FoundationDB
+// counts it (mutations and conflict ranges, see budget.go) is about
+// value + 5 × unique key + 15 × subspace prefix + 1,200 bytes per job, so
+// with a short prefix the default 1 MB budget takes about 700 jobs with
+// small values and the largest (MaxBatchBudget) about 6,300.
 func (q *JobQueue) AddBatch(ctx context.Context, t kv.Transactor, jobs []Job, opts ...OpOption) ([]AddResult, error) {
 	if err := checkTransactor(t); err != nil {
 		return nil, err
@@ -254,7 +262,6 @@ func (q *JobQueue) AddBatch(ctx context.Context, t kv.Transactor, jobs []Job, op
 	if len(jobs) == 0 {
 		return nil, nil
 	}
-	size := 0
 	for i, j := range jobs {
 		if len(j.Value) > kv.MaxValueSize {
 			return nil, valueTooLarge(i, len(j.Value))
@@ -265,11 +272,13 @@ func (q *JobQueue) AddBatch(ctx context.Context, t kv.Transactor, jobs []Job, op
 		if j.MaxAttempts < 0 {
 			return nil, fmt.Errorf("%w: job %d: max attempts %d", ErrInvalidArgument, i, j.MaxAttempts)
 		}
-		size += len(j.Value) + 2*len(j.UniqueKey) + 4*len(q.sub.prefix) + 200
 	}
+	t = q.journal.track.observe("add", t)
 	o := q.journal.begin(t, opts)
-	if size += o.recordSize(len(jobs), 0); size > q.budget {
-		return nil, fmt.Errorf("%w: %d jobs, about %d bytes, budget %d", ErrBatchTooLarge, len(jobs), size, q.budget)
+	if size := q.addBatchCost(o, jobs); size > q.budget {
+		err := fmt.Errorf("%w: %d jobs, %d bytes as FoundationDB counts them, budget %d", ErrBatchTooLarge, len(jobs), size, q.budget)
+		o.end(err) // hand back the cleanups it took
+		return nil, err
 	}
 	res, err := kv.Transact(ctx, t, func(tr kv.Transaction) ([]AddResult, error) {
 		rec, err := o.check(tr)

@@ -73,6 +73,7 @@ func (q *JobQueue) Ack(ctx context.Context, t kv.Transactor, l Lease, opts ...Op
 	if err := checkTransactor(t); err != nil {
 		return err
 	}
+	t = q.journal.track.observe("ack", t)
 	o := q.journal.begin(t, opts)
 	err := t.Transact(ctx, func(tr kv.Transaction) error {
 		rec, err := o.check(tr)
@@ -123,6 +124,7 @@ func (q *JobQueue) Nack(ctx context.Context, t kv.Transactor, l Lease, no NackOp
 	if err := checkTransactor(t); err != nil {
 		return false, err
 	}
+	t = q.journal.track.observe("nack", t)
 	o := q.journal.begin(t, opts)
 	dead, err = kv.Transact(ctx, t, func(tr kv.Transaction) (bool, error) {
 		rec, err := o.check(tr)

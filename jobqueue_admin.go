@@ -217,6 +217,7 @@ func (q *JobQueue) Requeue(ctx context.Context, t kv.Transactor, id JobID, opts 
 	if err := checkTransactor(t); err != nil {
 		return err
 	}
+	t = q.journal.track.observe("requeue", t)
 	o := q.journal.begin(t, opts)
 	err := t.Transact(ctx, func(tr kv.Transaction) error {
 		rec, err := o.check(tr)
@@ -266,6 +267,7 @@ func (q *JobQueue) DeleteDead(ctx context.Context, t kv.Transactor, id JobID, op
 	if err := checkTransactor(t); err != nil {
 		return err
 	}
+	t = q.journal.track.observe("delete_dead", t)
 	o := q.journal.begin(t, opts)
 	err := t.Transact(ctx, func(tr kv.Transaction) error {
 		rec, err := o.check(tr)

@@ -296,6 +296,7 @@ func (p *pool) process(base context.Context, n int, l Lease) {
 		out.Result, out.Err = Failed, serr
 		log.Error("could not settle the job; its lease will expire", "err", serr)
 	}
+	p.q.journal.track.obs.leaseSettled(out.Result)
 	if p.o.OnOutcome != nil {
 		p.o.OnOutcome(out)
 	}

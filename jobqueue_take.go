@@ -14,8 +14,13 @@ import (
 )
 
 // take leases up to n of the candidates kvs in tr, and adds the keys it
-// takes to *mine.
-func (q *JobQueue) take(tr kv.Transaction, kvs []kv.KeyValue, n int, now time.Time, d time.Duration, mine *[]string) ([]Lease, error) {
+// takes to *mine. It stops early when the next candidate would take the
+// transaction, as FoundationDB counts its size, over the batch budget
+// (the first candidate is always handled).
+func (q *JobQueue) take(tr kv.Transaction, o *op, kvs []kv.KeyValue, n int, now time.Time, d time.Duration, mine *[]string) ([]Lease, error) {
+	// The journal read, its record(s), clean-ups and expiry, the signal.
+	sp := spend{used: o.overheadCost(q.items) + o.recordCost(0, nil), budget: q.budget}
+	handled := 0
 	order := make([]int, len(kvs))
 	for i := range order {
 		order[i] = i
@@ -50,6 +55,13 @@ func (q *JobQueue) take(tr kv.Transaction, kvs []kv.KeyValue, n int, now time.Ti
 			}
 			continue // leave a foreign key alone; take the others
 		}
+		buried := m.attempts >= m.maxAttempts
+		cost := q.leaseCost(o, m, p.Key, len(got), buried, buryReason)
+		if handled > 0 && !sp.fits(cost) {
+			break
+		}
+		sp.used += cost
+		handled++
 		// The snapshot read plus this conflict range is a normal read of
 		// this one key. It must come before the writes: FDB leaves keys the
 		// transaction wrote out of explicit read conflict ranges.
@@ -58,14 +70,16 @@ func (q *JobQueue) take(tr kv.Transaction, kvs []kv.KeyValue, n int, now time.Ti
 		}
 		q.picking.add(p.Key)
 		*mine = append(*mine, string(p.Key))
-		if m.attempts >= m.maxAttempts {
-			q.bury(tr, m, p.Key, now, "lease expired on the last attempt")
+		if buried {
+			q.bury(tr, m, p.Key, now, string(buryReason))
 			continue
 		}
 		tr.Clear(p.Key)
 		q.unbucket(tr, m)
 		if m.lease == nil {
 			tr.Add(q.leased, one)
+		} else {
+			q.journal.track.obs.leaseExpired(tr, m.id, m.attempts)
 		}
 		var lid [16]byte
 		_, _ = rand.Read(lid[:])
@@ -97,6 +111,9 @@ func (q *JobQueue) take(tr kv.Transaction, kvs []kv.KeyValue, n int, now time.Ti
 	return out, nil
 }
 
+// buryReason is the reason a job whose last lease expired dies with.
+var buryReason = []byte("lease expired on the last attempt")
+
 func (m jobMeta) toLease() Lease {
 	l := Lease{JobID: m.id, Attempt: m.attempts, MaxAttempts: m.maxAttempts, Deadline: time.UnixMicro(m.vest),
 		Priority: m.prio, UniqueKey: string(m.unique), Reason: string(m.reason)}
@@ -115,6 +132,7 @@ func (q *JobQueue) unbucket(tr kv.Transaction, m jobMeta) {
 
 // bury moves the job whose record m is at key to the dead-letter list.
 func (q *JobQueue) bury(tr kv.Transaction, m jobMeta, key []byte, now time.Time, reason string) {
+	q.journal.track.obs.deadLettered(tr, m.id, reason)
 	tr.Clear(key)
 	q.unbucket(tr, m)
 	if m.lease != nil {

@@ -561,7 +561,9 @@ func TestJobQueueBatchesAtTheLimit(t *testing.T) {
 	ctx := context.Background()
 	db := newDB(t)
 	clock := newFakeClock()
-	q := mustJobQueue(t, "batch-limits", fdbqueue.JobQueueConfig{Clock: clock, Choice: 1})
+	// The largest budget: 1,000 leases of tiny jobs cost about 1.3 MB as
+	// FoundationDB counts them (jobqueue_budget.go), over the default 1 MB.
+	q := mustJobQueue(t, "batch-limits", fdbqueue.JobQueueConfig{Clock: clock, Choice: 1}, fdbqueue.WithBatchBudget(fdbqueue.MaxBatchBudget))
 	big := make([]fdbqueue.Job, 9)
 	for i := range big {
 		big[i].Value = bytes.Repeat([]byte{byte(i)}, kv.MaxValueSize)

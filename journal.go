@@ -84,7 +84,8 @@ type journal struct {
 	mu      sync.Mutex
 	pending []kv.KeyRange // records of operations that completed, to clear
 
-	gate *confGate // the stored configuration's check (config.go)
+	gate  *confGate // the stored configuration's check (config.go)
+	track *tracker  // depth counters, metrics and logs (observe.go)
 }
 
 const (
@@ -113,6 +114,7 @@ func newJournal(queuePrefix []byte, cfg config) *journal {
 		retention: cfg.retention,
 		now:       cfg.now,
 		gcEvery:   64,
+		track:     newTracker(queuePrefix, cfg),
 	}
 	var r [1]byte
 	_, _ = rand.Read(r[:])
@@ -128,6 +130,7 @@ type op struct {
 	owned    bool          // the operation runs its own transactions (a Database)
 	skip     bool          // no journal: neither owned nor given an ID
 	gate     *gateRead     // this attempt's read of the stored configuration (config.go)
+	kind     string        // the operation's kind, for the metrics ("": not reported)
 	// wide is set once an attempt recorded more than one key (several
 	// results, or a result in chunks): its records are then cleared by
 	// their whole range, else by their one key.
@@ -165,6 +168,9 @@ func (j *journal) begin(t kv.Transactor, opts []OpOption) *op {
 		c = applyOpOptions(opts)
 	}
 	o := &op{j: j, id: c.id, fresh: !c.hasID}
+	if ob, ok := t.(observed); ok {
+		o.kind = ob.opKind()
+	}
 	_, o.owned = t.(kv.Database)
 	if !c.hasID && !j.disabled {
 		// Made even when the operation will not record (skip): the budget
@@ -190,6 +196,7 @@ func (j *journal) begin(t kv.Transactor, opts []OpOption) *op {
 // its records will never be consulted again and are queued for clearing by a
 // later operation; otherwise the cleanups it took are handed back.
 func (o *op) end(err error) {
+	o.j.track.obs.ended(o.kind, o.id, err)
 	if o.j.disabled || !o.owned {
 		return
 	}
@@ -348,6 +355,7 @@ func (o *op) applied(rr kv.RangeResult) (results [][]byte, ok bool, err error) {
 	if err != nil || len(kvs) == 0 {
 		return nil, false, err
 	}
+	o.j.track.obs.replayed(o.kind, o.id)
 	kvs = joinChunks(kvs)
 	results = make([][]byte, len(kvs))
 	for i, kv := range kvs {
@@ -420,14 +428,6 @@ func (j *journal) expire(tr kv.Transaction) {
 		end, _ := tuple.Tuple{cutoff[:]}.AppendPack(bytes.Clone(j.prefix))
 		tr.ClearRange(kv.KeyRange{Begin: begin, End: end})
 	}
-}
-
-// recordSize is an upper bound of the bytes record adds for results.
-func (o *op) recordSize(results int, valueBytes int) int {
-	if o.off() {
-		return 0
-	}
-	return valueBytes + results*(len(o.j.prefix)+40)
 }
 
 // isPointRange reports whether r holds the one key r.Begin (r.End is

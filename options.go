@@ -24,6 +24,7 @@ type config struct {
 	entropy       io.Reader
 	now           func() time.Time
 	staging       *StagingConfig
+	obs           obsConfig // metrics and logs (metrics.go)
 }
 
 // Defaults of the options.
@@ -98,13 +99,14 @@ func WithJournalRetention(d time.Duration) Option { return func(c *config) { c.r
 
 // WithBatchBudget sets the most bytes of transaction size a batch operation
 // (EnqueueBatch, DequeueBatch, PopMinBatch, PopMaxBatch, a staged
-// fulfilment) uses, counted as FoundationDB counts it: every mutation and
+// fulfilment, JobQueue's AddBatch and Lease) uses, counted as FoundationDB counts it: every mutation and
 // every read and write conflict range, so that a Set costs about 3 × key +
-// value and a Clear 4 × key (see budget.go). Default DefaultBatchBudget, at
+// value and a Clear 4 × key. Default DefaultBatchBudget, at
 // most MaxBatchBudget, which leaves room under FoundationDB's 10,000,000
 // bytes for the journal's clean-ups and for the one item a batch takes
 // even when it alone exceeds the budget. EnqueueBatch fails with
-// ErrBatchTooLarge over the budget; the other batches take fewer items.
+// ErrBatchTooLarge over the budget, as does AddBatch; the other batches
+// (Lease too) take fewer items.
 // The budget also bounds the bytes of items a batch reads.
 func WithBatchBudget(bytes int) Option { return func(c *config) { c.batchBudget = bytes } }
 
@@ -129,8 +131,8 @@ func WithClock(now func() time.Time) Option { return func(c *config) { c.now = n
 // handle stores the serving mode with the queue (see Reconfigure); handles
 // made without WithStaging then bump the signal too, and staged handles
 // with another serving mode fail with ErrConfigMismatch.
-// Zero fields of c take their defaults. The design is in "Staged dequeue"
-// in docs/design.md in the repository.
+// Zero fields of c take their defaults. See StagingConfig, and "Staged
+// dequeue" in docs/design.md in the repository.
 func WithStaging(c StagingConfig) Option {
 	return func(cfg *config) { cfg.staging = &c }
 }

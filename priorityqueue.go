@@ -57,8 +57,8 @@ func (pq *PriorityQueue) Subspace() Subspace { return pq.sub }
 //
 // Conflicts: none with other pushers (the count is found with a snapshot
 // read) nor with pops. Cost: one snapshot range read inside the priority
-// and, on a retry, one journal point read, issued together, then two
-// writes. Under
+// and, on a retry, one journal point read, issued together, then three
+// writes (the item, its journal record, a depth counter's atomic add). Under
 // commit_unknown_result the item is pushed exactly once (see Enqueue).
 func (pq *PriorityQueue) Push(ctx context.Context, t kv.Transactor, value []byte, priority int64, opts ...OpOption) error {
 	if err := checkTransactor(t); err != nil {
@@ -72,6 +72,7 @@ func (pq *PriorityQueue) Push(ctx context.Context, t kv.Transactor, value []byte
 	if err != nil {
 		return err
 	}
+	t = pq.journal.track.observe("push", t)
 	o := pq.journal.begin(t, opts)
 	err = t.Transact(ctx, func(tr kv.Transaction) error {
 		o.gate = pq.journal.gate.issue(tr, true) // config.go
@@ -175,6 +176,7 @@ func (pq *PriorityQueue) popBatch(ctx context.Context, t kv.Transactor, n int, m
 	if n < 1 {
 		return nil, fmt.Errorf("%w: batch size %d, want at least 1", ErrInvalidArgument, n)
 	}
+	t = pq.journal.track.observe("pop", t)
 	o := pq.journal.begin(t, opts)
 	items, err := kv.Transact(ctx, t, func(tr kv.Transaction) ([]Item, error) {
 		o.gate = pq.journal.gate.issue(tr, false) // config.go
@@ -277,6 +279,7 @@ func (pq *PriorityQueue) Clear(ctx context.Context, t kv.Transactor) error {
 	if err := checkTransactor(t); err != nil {
 		return err
 	}
+	t = pq.journal.track.observe("clear", t)
 	return t.Transact(ctx, func(tr kv.Transaction) error {
 		tr.ClearRange(pq.items)
 		return nil

@@ -53,8 +53,8 @@ func (q *Queue) Subspace() Subspace { return q.sub }
 // Conflicts: none with other producers (the tail is found with a snapshot
 // read) nor with consumers. Cost: one snapshot range read (limit 1) and, on
 // a retry, one journal point read, issued together (one round trip), then
-// two writes (the item and its journal record). In versionstamp mode the
-// range read is skipped.
+// three writes (the item, its journal record and an atomic add to a depth
+// counter, see Depth). In versionstamp mode the range read is skipped.
 //
 // Under commit_unknown_result the retry finds the journal record of the
 // attempt that committed and does nothing, so the item is enqueued exactly
@@ -92,6 +92,7 @@ func (q *Queue) EnqueueBatch(ctx context.Context, t kv.Transactor, values [][]by
 	if err != nil {
 		return err
 	}
+	t = q.journal.track.observe("enqueue", t)
 	o := q.journal.begin(t, opts)
 	// One item is always accepted, as a DequeueBatch always takes one: it
 	// fits the room MaxBatchBudget leaves under the transaction limit.
@@ -346,8 +347,8 @@ func (q *Queue) checkItemKey(key []byte) error {
 // dequeue at once conflict and one retries (see the staged dequeue for many
 // consumers); it never conflicts with producers unless the queue holds a
 // single index. Cost: one range read (limit 1) and, on a retry, one journal
-// point read, issued together, then a clear and a journal record holding
-// the item's value.
+// point read, issued together, then a clear, a journal record holding the
+// item's value and an atomic add to a depth counter.
 //
 // Under commit_unknown_result the retry finds the journal record of the
 // attempt that committed and returns the same item: nothing is lost or
@@ -414,6 +415,7 @@ func (q *Queue) DequeueBatch(ctx context.Context, t kv.Transactor, max int, opts
 	if max < 1 {
 		return nil, fmt.Errorf("%w: batch size %d, want at least 1", ErrInvalidArgument, max)
 	}
+	t = q.journal.track.observe("dequeue", t)
 	o := q.journal.begin(t, opts)
 	vals, err := kv.Transact(ctx, t, func(tr kv.Transaction) ([][]byte, error) {
 		o.gate = q.journal.gate.issue(tr, false) // config.go
@@ -561,6 +563,7 @@ func (q *Queue) Clear(ctx context.Context, t kv.Transactor) error {
 	if err := checkTransactor(t); err != nil {
 		return err
 	}
+	t = q.journal.track.observe("clear", t)
 	return t.Transact(ctx, func(tr kv.Transaction) error {
 		tr.ClearRange(q.items)
 		return nil
@@ -586,11 +589,13 @@ func newLayer(kind string, sub Subspace, opts []Option) (layer, error) {
 		return layer{}, fmt.Errorf("%w: a %s needs a subspace with a non-empty prefix", ErrInvalidArgument, kind)
 	}
 	items, _ := sub.Range()
+	j := newJournal(sub.prefix, cfg)
+	j.track.countDepth(items)
 	return layer{
 		sub:     sub,
 		items:   items,
 		cfg:     cfg,
-		journal: newJournal(sub.prefix, cfg),
+		journal: j,
 		rand:    newEntropy(cfg.entropy),
 	}, nil
 }

@@ -270,6 +270,7 @@ func (s *stageSide[T]) serve(p pass, line lineRead, w *waiter[T], results kv.Ran
 // fulfilOnce runs one fulfilment pass as a helper with no request of its
 // own, and reports how many requests it served (used by tests).
 func (s *stageSide[T]) fulfilOnce(ctx context.Context, db kv.Database) (int, error) {
+	db = s.journal.track.observeDB(s.opKind(), db)
 	return kv.Transact(ctx, db, func(tr kv.Transaction) (int, error) {
 		limit := s.st.cfg.BatchSize
 		pre := s.prefetch(tr, limit, true)

@@ -87,6 +87,7 @@ func (s *stageSide[T]) run(ctx context.Context, db kv.Database, wait bool, opts 
 			o(&c)
 		}
 	}
+	db = s.journal.track.observeDB(s.opKind(), db)
 	w := &waiter[T]{s: s, db: db, o: s.journal.begin(db, opts), userID: c.hasID, wait: wait}
 	// The transaction is bound to a context that ends with the operation,
 	// so the backend can release it.
@@ -124,6 +125,7 @@ func (w *waiter[T]) loop(ctx, callerCtx context.Context) (T, error) {
 		t0 := time.Now()
 		out, err := w.attempt(tr)
 		st := &w.s.st.stats
+		w.s.journal.track.obs.stagedStep(out.phase, err)
 		if err == nil {
 			st.commits[out.phase].Add(1)
 			st.nanos[out.phase].Add(int64(time.Since(t0)))

@@ -218,6 +218,8 @@ func (w *waiter[T]) abandon(ctx context.Context, cause error) error {
 // recover drops the side's expired requests and returns the items of its
 // expired results.
 func (s *stageSide[T]) recover(ctx context.Context, db kv.Database, stats *RecoverStats) error {
+	db = s.journal.track.observeDB("recover", db)
+	defer s.journal.track.obs.recovered(s.side(), stats)()
 	ranges := []kv.KeyRange{s.reqRange, s.resRange}
 	if s.stable {
 		if err := s.recoverPlaces(ctx, db, stats); err != nil {

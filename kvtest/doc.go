@@ -1,12 +1,12 @@
 // Package kvtest is the conformance suite that every kv backend runs. It
 // checks a backend against the FoundationDB transaction semantics that
-// fdbqueue's layers rely on (shared/specs/fdb-transactions.md), using only
-// the kv interfaces, so that the embedded engine (memdb) and the adapter to a
-// real cluster (fdbkv) are held to the same rules.
+// fdbqueue's layers rely on, using only the kv interfaces, so that the
+// embedded engine (memdb) and the adapter to a real cluster (fdbkv) are held
+// to the same rules.
 //
 // # What it covers
 //
-// Each rule of the spec, and each error code a backend can produce, is a
+// Each rule, and each error code a backend can produce, is a
 // named subtest, grouped by area; each rule found in FoundationDB's source
 // cites the file it comes from:
 //

@@ -17,7 +17,7 @@
 //
 // # What is reproduced from FoundationDB
 //
-// Every rule of the spec the layers rely on (shared/specs/fdb-transactions.md):
+// Every rule of FoundationDB's transactions that the layers rely on:
 //
 //   - Multi-version storage (a github.com/tidwall/btree of keys, each with
 //     its versions). A transaction obtains a read version on its first read
@@ -89,7 +89,7 @@
 //   - Limits: keys over 10,000 bytes (key_too_large), values over 100,000
 //     (value_too_large), transactions over 10,000,000 bytes of mutations and
 //     conflict ranges counted as FDB counts them (transaction_too_large, at
-//     commit; see size.go: ~3×key + value per Set, a Clear's range twice,
+//     commit: ~3×key + value per Set, a Clear's range twice,
 //     repeated Sets of a key and repeated reads merged; GetApproximateSize
 //     reports FDB's call-by-call approximateSize), writes to keys at
 //     or after \xff (key_outside_legal_range, tested before the key size),

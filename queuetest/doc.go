@@ -3,8 +3,9 @@
 // order, composition with the caller's own writes, batch operations at their
 // limits, values at every accepted limit, exactly-once under injected commit
 // faults, the staged dequeue in both serving modes (waiters woken by
-// watches), Recover after expired claims, and every typed error the public
-// API documents.
+// watches), Recover after expired claims, depth counters that stay exact
+// (every drain checks that Depth reads zero), and every typed error the
+// public API documents.
 //
 // It is written only against kv.Database and the public API of fdbqueue, so
 // the checks that pass on memdb can be run unchanged against FoundationDB

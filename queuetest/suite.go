@@ -164,6 +164,7 @@ func (f *fixture) drain(t *testing.T, q *fdbqueue.Queue) [][]byte {
 	for {
 		v, err := q.Dequeue(f.ctx, f.db)
 		if errors.Is(err, fdbqueue.ErrEmpty) {
+			f.requireDepthZero(t, q)
 			return out
 		}
 		require.NoError(t, err, "Dequeue after %d items", len(out))
@@ -179,6 +180,7 @@ func (f *fixture) drainPQ(t *testing.T, pq *fdbqueue.PriorityQueue) []fdbqueue.I
 	for {
 		it, err := pq.PopMin(f.ctx, f.db)
 		if errors.Is(err, fdbqueue.ErrEmpty) {
+			f.requireDepthZero(t, pq)
 			return out
 		}
 		require.NoError(t, err, "PopMin after %d items", len(out))

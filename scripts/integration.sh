@@ -105,7 +105,8 @@ $configured || { echo "integration: could not configure the database; last fdbcl
 available=false
 for _ in $(seq 1 60); do
   server_alive
-  if fdbcli -C "$cluster_file" --timeout 5 --exec "status minimal" 2>/dev/null | grep -q "The database is available"; then
+  status=$(fdbcli -C "$cluster_file" --timeout 5 --exec "status minimal" 2>/dev/null || true)
+  if grep -q "The database is available" <<<"$status"; then
     available=true; break
   fi
   sleep 1

@@ -1,7 +1,8 @@
 // Command workqueue runs producers and consumers over one fdbqueue.Queue on
 // the embedded engine (memdb) with a real cluster's latencies, shows a live
-// progress line, and prints a summary: items/s, conflicts, retries, and a
-// check that every item came out exactly once.
+// progress line on standard error when it is a terminal, and prints a
+// summary: items/s, conflicts, retries, and a check that every item came out
+// exactly once.
 //
 //	go run ./examples/workqueue [-producers 4] [-consumers 4] [-items 3000] [-batch 8] [-latency real|none] [-unknown 0.02]
 //
@@ -24,7 +25,7 @@ import (
 )
 
 func main() {
-	cfg := exampleapp.WorkQueueConfig{Progress: os.Stderr}
+	cfg := exampleapp.WorkQueueConfig{Progress: exampleapp.TerminalProgress(os.Stderr)}
 	flag.IntVar(&cfg.Producers, "producers", 4, "producer goroutines")
 	flag.IntVar(&cfg.Consumers, "consumers", 4, "consumer goroutines")
 	flag.IntVar(&cfg.Items, "items", 3000, "items to move")

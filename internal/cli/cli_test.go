@@ -377,7 +377,7 @@ func TestBadInput(t *testing.T) {
 	})
 	// Bad input changed nothing: the demo jobs are all there.
 	r := runCLI(t, db, nil, args("stats", "jobs")...)
-	assert.Contains(t, r.stdout, "depth    3 (scan)\n")
+	assert.Contains(t, r.stdout, "depth    3 (counters)\n")
 }
 
 func TestHelp(t *testing.T) {
@@ -441,7 +441,37 @@ func TestPaging(t *testing.T) {
 	assert.Equal(t, []string{"cleanup", "e", "d", "c", "b", "a", "backup", "email"},
 		values(args("list", "tasks", "--json", "--max", "--limit", "8")...))
 	r := runCLI(t, db, nil, args("stats", "tasks")...)
-	assert.Contains(t, r.stdout, "depth    9 (scan)\n")
+	assert.Contains(t, r.stdout, "depth    9 (counters)\n")
 	// The journal's count pages too.
 	assert.Contains(t, r.stdout, "journal  5 records")
+}
+
+// stats reads the depth counters in O(1); --scan counts the items. They
+// differ when a client that does not maintain the counters (here a raw
+// write, as a recipe client in another language would make) shares the
+// queue, and agree again after RepairDepth.
+func TestStatsCountersAndScan(t *testing.T) {
+	ctx := context.Background()
+	db := demoDB(t)
+	sub, err := fdbqueue.NewSubspace(tuple.Tuple{"demo", "jobs"})
+	require.NoError(t, err)
+	require.NoError(t, db.Transact(ctx, func(tr kv.Transaction) error {
+		k, err := sub.Pack(tuple.Tuple{int64(1 << 40), []byte("recipe-client-item-0")})
+		tr.Set(k, []byte("from a recipe client"))
+		return err
+	}))
+	r := runCLI(t, db, nil, args("stats", "jobs")...)
+	assert.Contains(t, r.stdout, "depth    3 (counters)\n")
+	r = runCLI(t, db, nil, args("stats", "jobs", "--scan")...)
+	assert.Contains(t, r.stdout, "depth    4 (scan)\n")
+	q, err := fdbqueue.NewQueue(sub)
+	require.NoError(t, err)
+	n, err := q.RepairDepth(ctx, db)
+	require.NoError(t, err)
+	require.Equal(t, int64(4), n)
+	r = runCLI(t, db, nil, args("stats", "jobs", "--json")...)
+	var st Stats
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &st))
+	assert.Equal(t, int64(4), st.Depth)
+	assert.Equal(t, "counters", st.DepthMethod)
 }

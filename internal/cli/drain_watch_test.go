@@ -42,7 +42,7 @@ func TestDrainPlainWhenNotTerminal(t *testing.T) {
 	assert.Equal(t, []string{"report", "email", "backup", "cleanup"}, got)
 
 	r = runCLI(t, db, nil, args("stats", "tasks")...)
-	assert.Contains(t, r.stdout, "depth    0 (scan)\n")
+	assert.Contains(t, r.stdout, "depth    0 (counters)\n")
 	// Draining an empty queue is not an error.
 	r = runCLI(t, db, nil, args("drain", "tasks")...)
 	assert.Equal(t, ExitOK, r.code)
@@ -194,5 +194,5 @@ func TestDrainBadOutFile(t *testing.T) {
 	assert.Equal(t, ExitFailure, r.code)
 	assert.Contains(t, r.stderr, "no such file or directory")
 	r = runCLI(t, db, nil, args("stats", "jobs")...)
-	assert.Contains(t, r.stdout, "depth    3 (scan)\n")
+	assert.Contains(t, r.stdout, "depth    3 (counters)\n")
 }

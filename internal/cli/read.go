@@ -12,10 +12,11 @@ import (
 	"github.com/fdbqueue/fdbqueue/tuple"
 )
 
-// DepthSource tells how many items a queue holds. The only source today is
-// scanDepth (the layers' Len: a snapshot scan of every item, O(depth) reads
-// in one transaction); an O(1) counter maintained by the layers replaces it
-// in session.open without changing the commands.
+// DepthSource tells how many items a queue holds: counterDepth (the
+// layers' Depth: their depth counters, one small read whatever the depth),
+// the default, or scanDepth (the layers' Len: a snapshot scan of every
+// item, O(depth) reads in one transaction), which stats --scan chooses to
+// check the counters of a queue that clients not maintaining them share.
 type DepthSource interface {
 	// Depth returns the number of items.
 	Depth(ctx context.Context, t kv.ReadTransactor) (int64, error)
@@ -33,6 +34,16 @@ func (d scanDepth) Depth(ctx context.Context, t kv.ReadTransactor) (int64, error
 }
 
 func (scanDepth) Method() string { return "scan" }
+
+type counterDepth struct {
+	depthFn func(context.Context, kv.ReadTransactor) (int64, error)
+}
+
+func (d counterDepth) Depth(ctx context.Context, t kv.ReadTransactor) (int64, error) {
+	return d.depthFn(ctx, t)
+}
+
+func (counterDepth) Method() string { return "counters" }
 
 // entry is one item as list and peek show it: its place from the key (the
 // documented layout, see the package doc of fdbqueue) and its value.
@@ -243,4 +254,12 @@ func rangeStats(ctx context.Context, db kv.ReadTransactor, r kv.KeyRange) (keys,
 // staging code.
 func (t *target) metaSub() fdbqueue.Subspace {
 	return fdbqueue.SubspaceFromBytes(append(t.sub.Bytes(), 0xff))
+}
+
+// scanDepth returns the scanning depth source of the target's queue.
+func (t *target) scanDepth() DepthSource {
+	if t.pq != nil {
+		return scanDepth{t.pq.Len}
+	}
+	return scanDepth{t.q.Len}
 }

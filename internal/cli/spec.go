@@ -230,12 +230,12 @@ func (s *session) open() (*target, error) {
 		if t.pq, err = fdbqueue.NewPriorityQueue(sub, opts...); err != nil {
 			return nil, err
 		}
-		t.depth = scanDepth{t.pq.Len}
+		t.depth = counterDepth{t.pq.Depth}
 	} else {
 		if t.q, err = fdbqueue.NewQueue(sub, opts...); err != nil {
 			return nil, err
 		}
-		t.depth = scanDepth{t.q.Len}
+		t.depth = counterDepth{t.q.Depth}
 	}
 	return t, nil
 }

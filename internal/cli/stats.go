@@ -16,7 +16,8 @@ type Stats struct {
 	Layout   string `json:"layout"`
 	Encoding string `json:"encoding"` // "raw" or "tuple"
 	Depth    int64  `json:"depth"`    // items in the queue
-	// DepthMethod is how Depth was found ("scan": a snapshot scan).
+	// DepthMethod is how Depth was found: "counters" (the queue's depth
+	// counters, one small read) or "scan" (--scan: a snapshot scan).
 	DepthMethod string `json:"depth_method"`
 	// OldestAgeSeconds is the age of the head item (to the millisecond),
 	// null when unknown.
@@ -34,6 +35,7 @@ type Stats struct {
 
 func setupStats(fs *flag.FlagSet) func(context.Context, *session, []string) error {
 	asJSON := fs.Bool("json", false, "print as JSON")
+	scan := fs.Bool("scan", false, "count the items with a scan (O(depth)) instead of reading the depth counters")
 	jf := addJobFlags(fs)
 	return func(ctx context.Context, s *session, args []string) error {
 		if err := noArgs(args); err != nil {
@@ -45,6 +47,9 @@ func setupStats(fs *flag.FlagSet) func(context.Context, *session, []string) erro
 		t, err := s.open()
 		if err != nil {
 			return err
+		}
+		if *scan {
+			t.depth = t.scanDepth()
 		}
 		st, err := t.stats(ctx, s)
 		if err != nil {

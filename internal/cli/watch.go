@@ -29,7 +29,7 @@ func setupWatch(fs *flag.FlagSet) func(context.Context, *session, []string) erro
 }
 
 // watch prints a sample at once and then at every tick: the time, the depth
-// (DepthSource: today a scan per sample), its change since the previous
+// (DepthSource: the depth counters, one small read per sample), its change since the previous
 // sample and that change per second (the net rate: enqueues minus
 // dequeues). It stops after count samples (0: never) or when ctx ends,
 // which is its normal end (Ctrl-C), not an error.

@@ -36,7 +36,7 @@ func TestSimulation(t *testing.T) {
 	}
 	total := runSeeds(t, cfg, ciSeeds)
 	requireSound(t, total)
-	require.LessOrEqual(t, total.Inconclusive, 1, "checks that timed out prove nothing: the histories got too hard to check")
+	requireMostlyConclusive(t, total)
 	require.Equal(t, len(ciSeeds)*cfg.Rounds*2, total.Histories)
 
 	st := total.Stats
@@ -124,13 +124,7 @@ func runStagedWith(t *testing.T, serving fdbqueue.StagingServing, claim time.Dur
 	total := runSeeds(t, cfg, seeds)
 	require.Equal(t, len(seeds), total.StagedSeeds, "every seed above runs staged")
 	requireSound(t, total)
-	// The larger -sim.staged histories sometimes take porcupine longer
-	// than the check timeout under -race (2 of 40 in one run of 5).
-	maxInconclusive := 1
-	if *staged {
-		maxInconclusive = 4
-	}
-	require.LessOrEqual(t, total.Inconclusive, maxInconclusive, "checks that timed out prove nothing")
+	requireMostlyConclusive(t, total)
 	require.Positive(t, total.Hidden, "some staged takes must fail")
 	return total
 }
@@ -203,4 +197,35 @@ func reportFailure(t *testing.T, res sim.Result) {
 			t.Errorf("history written to %s", f.Name())
 		}
 	}
+}
+
+// A staged take whose withdrawal cannot commit (here a cleanup timeout of
+// 1 ns) leaves its item to the claim expiry, after the call returned: the
+// harness must name that as the failure, not report a bare linearizability
+// violation (the model records a failed take's Unhide within its call).
+func TestSimulationNamesFailedWithdrawals(t *testing.T) {
+	cfg, seeds := stagedConfig(t)
+	cfg.Rounds = 1
+	cfg.CleanupTimeout = time.Nanosecond
+	res, err := sim.Run(context.Background(), seeds[0], cfg)
+	require.NoError(t, err)
+	require.Equal(t, 1, res.StagedSeeds)
+	require.Positive(t, res.Unexpected)
+	require.NotNil(t, res.Failure)
+	require.Contains(t, res.Failure.Reason, "staged withdrawal failed")
+}
+
+// requireMostlyConclusive requires porcupine to have decided at least seven
+// histories in eight (and allows one undecided check in any run). A check
+// that times out proves nothing either way; how many do depends on the
+// machine's load and on -race, which slows porcupine's search several
+// times (2 to 3 of about 40 staged histories on a loaded 2-core machine),
+// so the bound is a share of the histories, not a count. Violations are
+// never tolerated: requireSound checks those.
+func requireMostlyConclusive(t *testing.T, total sim.Result) {
+	t.Helper()
+	allowed := max(1, total.Histories/8)
+	require.LessOrEqual(t, total.Inconclusive, allowed,
+		"checks that timed out prove nothing: %d of %d histories undecided (at most %d allowed)",
+		total.Inconclusive, total.Histories, allowed)
 }

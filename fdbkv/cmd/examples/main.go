@@ -50,7 +50,7 @@ func main() {
 	var run func(ctx context.Context, db *fdbkv.Database, sub fdbqueue.Subspace) error
 	switch name {
 	case "workqueue":
-		cfg := exampleapp.WorkQueueConfig{Progress: os.Stderr}
+		cfg := exampleapp.WorkQueueConfig{Progress: exampleapp.TerminalProgress(os.Stderr)}
 		fs.IntVar(&cfg.Producers, "producers", 4, "producer goroutines")
 		fs.IntVar(&cfg.Consumers, "consumers", 4, "consumer goroutines")
 		fs.IntVar(&cfg.Items, "items", 3000, "items to move")

@@ -19,7 +19,7 @@ func TestDemoBackend(t *testing.T) {
 	if code != cli.ExitOK {
 		t.Fatalf("exit %d: %s", code, errb.String())
 	}
-	for _, want := range []string{"depth    4 (scan)\n", "oldest   "} {
+	for _, want := range []string{"depth    4 (counters)\n", "oldest   "} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("stats output lacks %q:\n%s", want, out.String())
 		}

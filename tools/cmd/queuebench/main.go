@@ -22,9 +22,10 @@
 // enqueue and for the staged queue's (versionstamp order, journal and
 // signal bump). It prints a
 // table, writes dequeue.csv and enqueue.csv and a chart, queuebench.png, to
-// the -out directory.
+// the -out directory (by default a new scratch directory, whose path it
+// prints at the end).
 //
-//	go run ./cmd/queuebench -out docs/bench
+//	go run ./cmd/queuebench [-out DIR]
 //
 // Each cell runs for -duration (or until -items items), on a fresh
 // database seeded from -seed, so runs are reproducible up to goroutine
@@ -87,7 +88,7 @@ func main() {
 	flag.StringVar(&modes, "modes", "plain,staged,staged-batches,batch", "dequeue modes to measure (plain-vstamp: plain on a versionstamp-ordered queue; lease: JobQueue lease+ack)")
 	flag.IntVar(&o.batch, "batch", 16, "items per DequeueBatch call in batch mode")
 	flag.IntVar(&o.feeders, "feeders", 4, "producers that keep the queue non-empty during dequeue cells")
-	flag.StringVar(&o.out, "out", "out", "directory for the CSV files and the chart")
+	flag.StringVar(&o.out, "out", "", "directory for the CSV files and the chart (default: a new scratch directory under the system's temporary directory)")
 	flag.BoolVar(&o.latency, "latency", true, "simulate a real cluster's latency (memdb.RealCluster)")
 	flag.StringVar(&o.cpuprof, "cpuprofile", "", "write a CPU profile of the run to this file")
 	flag.BoolVar(&o.stats, "stats", false, "print where staged cells spend their time (Queue.StagingStats)")
@@ -161,6 +162,13 @@ type enqueueRow struct {
 }
 
 func run(o options, w io.Writer) error {
+	if o.out == "" {
+		dir, err := os.MkdirTemp("", "queuebench-")
+		if err != nil {
+			return err
+		}
+		o.out = dir
+	}
 	if err := os.MkdirAll(o.out, 0o755); err != nil {
 		return err
 	}
@@ -199,7 +207,6 @@ func run(o options, w io.Writer) error {
 	}
 	fmt.Fprintln(w)
 	printTables(w, deq, enq)
-	printGoals(w, deq, enq)
 	printLeaseTable(w, leases)
 	if err := writeCSV(filepath.Join(o.out, "dequeue.csv"), deq, enq); err != nil {
 		return err
@@ -572,56 +579,8 @@ func markdown(w io.Writer, rows [][]string) {
 	}
 }
 
-// printGoals checks the figures the staged dequeue is meant to reach.
-func printGoals(w io.Writer, deq []dequeueRow, enq []enqueueRow) {
-	find := func(mode string, c int) (dequeueRow, bool) {
-		for _, r := range deq {
-			if r.Mode == mode && r.Consumers == c {
-				return r, true
-			}
-		}
-		return dequeueRow{}, false
-	}
-	fmt.Fprintln(w)
-	fmt.Fprintln(w, "Goals:")
-	for _, mode := range []string{"staged", "staged-batches"} {
-		s, ok := find(mode, 32)
-		if !ok {
-			continue
-		}
-		if p, ok := find("plain", 32); ok && p.ItemsPerSec > 0 {
-			ratio := s.ItemsPerSec / p.ItemsPerSec
-			fmt.Fprintf(w, "  %s/plain at 32 consumers: %.1fx (goal >= 10x): %s\n", mode, ratio, verdict(ratio >= 10))
-		}
-		if one, ok := find(mode, 1); ok {
-			floor := one.ItemsPerSec
-			worst := math.Inf(1)
-			for _, r := range deq {
-				if r.Mode == mode {
-					worst = min(worst, r.ItemsPerSec)
-				}
-			}
-			fmt.Fprintf(w, "  %s never below its 1-consumer figure (%.0f/s): lowest %.0f/s: %s\n", mode, floor, worst, verdict(worst >= floor))
-		}
-	}
-	var conflicts int64
-	for _, r := range enq {
-		conflicts += r.Conflicts
-	}
-	if len(enq) > 0 {
-		fmt.Fprintf(w, "  enqueue conflicts over every producer count: %d (goal 0): %s\n", conflicts, verdict(conflicts == 0))
-	}
-}
-
 // isStaged reports whether a dequeue mode runs the staged dequeue.
 func isStaged(mode string) bool { return mode == "staged" || mode == "staged-batches" }
-
-func verdict(ok bool) string {
-	if ok {
-		return "met"
-	}
-	return "NOT met"
-}
 
 func writeCSV(path string, deq []dequeueRow, enq []enqueueRow) error {
 	if err := writeRows(path, []string{"mode", "consumers", "items", "calls", "seconds", "items_per_s", "conflicts", "conflicts_per_op", "p50_ms", "p99_ms", "empty"},

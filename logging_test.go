@@ -1,0 +1,94 @@
+package fdbqueue_test
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/fdbqueue/fdbqueue"
+	"github.com/fdbqueue/fdbqueue/kv"
+	"github.com/fdbqueue/fdbqueue/memdb"
+)
+
+// countingDB is a Database wrapper whose Transact does something of its
+// own (here: counts): without a MeterProvider, operations go through it.
+type countingDB struct {
+	*memdb.DB
+	transacts int
+}
+
+func (d *countingDB) Transact(ctx context.Context, fn func(kv.Transaction) error) error {
+	d.transacts++
+	return d.DB.Transact(ctx, fn)
+}
+
+func TestWithoutMeterProviderOperationsUseTheDatabasesTransact(t *testing.T) {
+	ctx := context.Background()
+	db := &countingDB{DB: newDB(t)}
+	q := mustQueue(t, "delegate")
+	require.NoError(t, q.Enqueue(ctx, db, []byte("x")))
+	_, err := q.Dequeue(ctx, db)
+	require.NoError(t, err)
+	require.Equal(t, 2, db.transacts)
+	requireDepth(t, db, q, 0)
+}
+
+// Log lines go to WithLogger's logger (none by default), once per event
+// that committed: a job dead-lettered after its lease expired on its last
+// attempt, and an operation that may have committed, with its ID.
+func TestLogLines(t *testing.T) {
+	ctx := context.Background()
+	db := newDB(t)
+	var buf bytes.Buffer
+	logger := slog.New(slog.NewTextHandler(&buf, nil))
+	clock := newFakeClock()
+	jq := mustJobQueue(t, "logs", fdbqueue.JobQueueConfig{MaxAttempts: 1, Clock: clock}, fdbqueue.WithLogger(logger))
+	mustAdd(t, db, jq, fdbqueue.Job{Value: []byte("j")})
+	mustLease(t, db, jq, 1, time.Second)
+	clock.Advance(2 * time.Second)
+	db.FailNextCommit(kv.ErrNotCommitted, false) // the first attempt's events are not reported
+	_, err := jq.Lease(ctx, db, 1, time.Second)
+	require.ErrorIs(t, err, fdbqueue.ErrEmpty, "the expired job had no attempt left: dead-lettered")
+	require.Equal(t, 1, strings.Count(buf.String(), "job dead-lettered"), buf.String())
+	require.Contains(t, buf.String(), "reason=\"lease expired on the last attempt\"")
+	require.Contains(t, buf.String(), "fdbqueue.queue=")
+
+	q := mustQueue(t, "logs-q", fdbqueue.WithLogger(logger))
+	tr, err := db.CreateTransaction(ctx)
+	require.NoError(t, err)
+	require.NoError(t, q.Enqueue(ctx, tr, []byte("x")))
+	require.NoError(t, tr.Commit())
+	buf.Reset()
+	once := &onceDB{DB: db}
+	id := fdbqueue.NewOpID()
+	db.FailNextCommit(kv.ErrCommitUnknownResult, true)
+	_, err = q.Dequeue(ctx, once, fdbqueue.WithOpID(id))
+	require.True(t, kv.MaybeCommitted(err), "%v", err)
+	require.Contains(t, buf.String(), "may have committed")
+	require.Contains(t, buf.String(), id.String())
+
+	// The default logger discards: nothing is written anywhere we could
+	// see, and operations work.
+	q2 := mustQueue(t, "logs-default")
+	require.NoError(t, q2.Enqueue(ctx, db, []byte("x")))
+}
+
+// onceDB's transactions are not retried: an unknown commit result reaches
+// the caller.
+type onceDB struct{ *memdb.DB }
+
+func (d *onceDB) Transact(ctx context.Context, fn func(kv.Transaction) error) error {
+	tr, err := d.DB.CreateTransaction(ctx)
+	if err != nil {
+		return err
+	}
+	if err := tr.Options().SetRetryLimit(0); err != nil {
+		return err
+	}
+	return kv.RetryLoop(ctx, tr, fn)
+}

@@ -1,0 +1,436 @@
+package fdbqueue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/metric/noop"
+
+	"github.com/fdbqueue/fdbqueue/kv"
+	"github.com/fdbqueue/fdbqueue/tuple"
+)
+
+// Metrics and logs. A queue reports through the OpenTelemetry metric API
+// and log/slog, both off unless the application passes a MeterProvider
+// (WithMeterProvider) and a logger (WithLogger). The instruments, all
+// carrying the attribute fdbqueue.queue (WithQueueName):
+//
+//	fdbqueue.operations            counter  fdbqueue.op, fdbqueue.outcome
+//	fdbqueue.conflicts             counter  fdbqueue.op  commits that failed with not_committed (1020)
+//	fdbqueue.retries               counter  fdbqueue.op  transactions run again after an error
+//	fdbqueue.commit_unknown_result counter  fdbqueue.op  commits whose outcome was unknown (1021, 1039)
+//	fdbqueue.journal.replays       counter  fdbqueue.op  attempts that found the operation's journal record
+//	fdbqueue.staged.steps          counter  fdbqueue.phase, fdbqueue.outcome (commit, conflict, failure)
+//	fdbqueue.lease.outcomes        counter  fdbqueue.outcome (a JobQueue pool's Result)
+//	fdbqueue.lease.expired         counter  expired leases taken over by Lease
+//	fdbqueue.dead_letters          counter  jobs moved to the dead-letter list
+//	fdbqueue.depth                 gauge    items, or a JobQueue's jobs (RegisterGauges)
+//	fdbqueue.oldest_item.age       gauge    seconds (RegisterGauges: versionstamp-ordered Queue, JobQueue)
+//	fdbqueue.jobs                  gauge    fdbqueue.state (JobQueue.RegisterGauges)
+//
+// Operations (fdbqueue.op): enqueue, dequeue, push, pop, and the
+// JobQueue's add, lease, ack, nack, requeue, delete_dead; conflicts and
+// retries also count clear and recover. Outcomes: ok, empty,
+// maybe_committed (the error satisfies kv.MaybeCommitted: settle it with
+// WithOpID), canceled (the context ended), error. Given a caller's
+// Transaction, an operation's outcome is its function's: the caller
+// commits later, and its conflicts and retries are the caller's.
+//
+// What the counters cost: an attribute set per call and atomic adds in the
+// SDK; with the default no-op provider, nothing measurable.
+
+// WithMeterProvider makes the queue report its metrics to mp (default: a
+// no-op provider, so nothing is recorded). To see each commit's error, the
+// operations then run their transactions as every kv backend's Transact
+// does, with the Database's CreateTransaction and kv.RetryLoop, instead of
+// calling its Transact: a Database wrapper whose Transact does more than
+// that (setting options, say) should set them in CreateTransaction too.
+func WithMeterProvider(mp metric.MeterProvider) Option {
+	return func(c *config) { c.obs.meterProvider = mp }
+}
+
+// WithLogger makes the queue log the events worth a line to l: recoveries
+// of staged lines, staged calls whose claim expired, operations that ended
+// with an unknown commit outcome (with the operation ID to settle them),
+// journal replays, expired leases taken over and dead letters. The default discards them: a library should
+// not write to an application's logs unasked, and every one of these events
+// is also counted in the metrics.
+func WithLogger(l *slog.Logger) Option {
+	return func(c *config) { c.obs.logger = l }
+}
+
+// WithQueueName sets the value of the fdbqueue.queue attribute of the
+// queue's metrics and of its log lines (default: its subspace, as a tuple
+// when it is one).
+func WithQueueName(name string) Option {
+	return func(c *config) { c.obs.name = name }
+}
+
+// obsConfig is what the options above set.
+type obsConfig struct {
+	meterProvider metric.MeterProvider
+	logger        *slog.Logger
+	name          string
+}
+
+const instrumentationName = "github.com/fdbqueue/fdbqueue"
+
+// Attribute keys.
+const (
+	attrQueue   = attribute.Key("fdbqueue.queue")
+	attrOp      = attribute.Key("fdbqueue.op")
+	attrOutcome = attribute.Key("fdbqueue.outcome")
+	attrPhase   = attribute.Key("fdbqueue.phase")
+)
+
+// observer holds a queue's instruments and logger.
+type observer struct {
+	metered bool // an application's MeterProvider was given
+	queue   attribute.KeyValue
+	meter   metric.Meter
+	log     *slog.Logger
+
+	ops, conflicts, retries, unknown, replays  metric.Int64Counter
+	staged, leaseOutcomes, expiredLeases, dead metric.Int64Counter
+}
+
+func newObserver(queuePrefix []byte, c obsConfig) *observer {
+	name := c.name
+	if name == "" {
+		name = fmt.Sprintf("%q", queuePrefix)
+		if t, err := tuple.Unpack(queuePrefix); err == nil {
+			name = fmt.Sprint(t)
+		}
+	}
+	mp := c.meterProvider
+	if mp == nil {
+		mp = noop.NewMeterProvider()
+	}
+	log := c.logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	o := &observer{metered: c.meterProvider != nil, queue: attrQueue.String(name), meter: mp.Meter(instrumentationName), log: log.With(string(attrQueue), name)}
+	counter := func(name, desc string) metric.Int64Counter {
+		// An SDK reports an invalid instrument through its error handler
+		// and returns a working no-op one with the error: keep it.
+		ctr, _ := o.meter.Int64Counter(name, metric.WithDescription(desc))
+		if ctr == nil {
+			ctr, _ = noop.NewMeterProvider().Meter("").Int64Counter(name)
+		}
+		return ctr
+	}
+	o.ops = counter("fdbqueue.operations", "Queue operations by kind and outcome.")
+	o.conflicts = counter("fdbqueue.conflicts", "Commits that failed with not_committed (1020).")
+	o.retries = counter("fdbqueue.retries", "Transactions run again after an error.")
+	o.unknown = counter("fdbqueue.commit_unknown_result", "Commits whose outcome was unknown (1021, 1039).")
+	o.replays = counter("fdbqueue.journal.replays", "Attempts that found their operation's journal record (an earlier attempt had committed).")
+	o.staged = counter("fdbqueue.staged.steps", "Steps of staged dequeues by phase and outcome.")
+	o.leaseOutcomes = counter("fdbqueue.lease.outcomes", "Jobs settled by a JobQueue pool, by outcome.")
+	o.expiredLeases = counter("fdbqueue.lease.expired", "Expired leases taken over by Lease.")
+	o.dead = counter("fdbqueue.dead_letters", "Jobs moved to the dead-letter list.")
+	return o
+}
+
+func (o *observer) add(c metric.Int64Counter, n int64, kvs ...attribute.KeyValue) {
+	if !o.metered {
+		return // the no-op provider's counters: skip building the attributes
+	}
+	c.Add(context.Background(), n, metric.WithAttributes(append(kvs, o.queue)...))
+}
+
+// outcomeOf names how an operation ended.
+func outcomeOf(err error) string {
+	switch {
+	case err == nil:
+		return "ok"
+	case errors.Is(err, ErrEmpty):
+		return "empty"
+	case kv.MaybeCommitted(err):
+		return "maybe_committed"
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return "canceled"
+	}
+	return "error"
+}
+
+// ended counts an operation (hook: op.end).
+func (o *observer) ended(op string, id OpID, err error) {
+	if op == "" || errors.Is(err, errOpReplaced) {
+		return
+	}
+	out := outcomeOf(err)
+	o.add(o.ops, 1, attrOp.String(op), attrOutcome.String(out))
+	if errors.Is(err, ErrClaimExpired) {
+		o.log.Warn("fdbqueue: staged claim expired: the request was dropped and its item returned to the queue",
+			"op", op, "op_id", id.String())
+	}
+	if out == "maybe_committed" {
+		o.log.Warn("fdbqueue: operation may have committed; call it again with WithOpID to settle it",
+			"op", op, "op_id", id.String(), "err", err)
+	}
+}
+
+// replayed counts an attempt that found its operation's record (hook:
+// op.applied).
+func (o *observer) replayed(op string, id OpID) {
+	if op == "" {
+		return
+	}
+	o.add(o.replays, 1, attrOp.String(op))
+	o.log.Info("fdbqueue: operation found its journal record: an earlier attempt committed", "op", op, "op_id", id.String())
+}
+
+// commitFailed counts a failed commit (hook: trackedTx.Commit).
+func (o *observer) commitFailed(op string, err error) {
+	switch {
+	case isConflict(err):
+		o.add(o.conflicts, 1, attrOp.String(op))
+	case kv.MaybeCommitted(err):
+		o.add(o.unknown, 1, attrOp.String(op))
+		o.log.Info("fdbqueue: commit outcome unknown; the retry consults the journal", "op", op, "err", err)
+	}
+}
+
+// retried counts a transaction run again (hook: trackedTx.OnError, Reset).
+func (o *observer) retried(op string, _ error) { o.add(o.retries, 1, attrOp.String(op)) }
+
+// stagedStep counts one step of a staged dequeue (hook: waiter.loop).
+func (o *observer) stagedStep(phase int, err error) {
+	out := "commit"
+	switch {
+	case err == nil:
+	case isConflict(err):
+		out = "conflict"
+	default:
+		out = "failure"
+	}
+	name := "unknown"
+	if phase >= 0 && phase < len(phaseNames) {
+		name = phaseNames[phase]
+	}
+	o.add(o.staged, 1, attrPhase.String(name), attrOutcome.String(out))
+}
+
+// recovered returns the function that logs what Recover did on one side
+// of a staged queue: what stats gained since (hook: stageSide.recover).
+func (o *observer) recovered(side string, stats *RecoverStats) func() {
+	before := *stats
+	return func() {
+		dropped, returned := stats.DroppedRequests-before.DroppedRequests, stats.ReturnedItems-before.ReturnedItems
+		if dropped == 0 && returned == 0 {
+			return
+		}
+		o.log.Info("fdbqueue: recovered a staged line", "side", side, "dropped_requests", dropped, "returned_items", returned)
+	}
+}
+
+// opKind is the kind of a staged take: a Queue's dequeue or a
+// PriorityQueue's pop.
+func (s *stageSide[T]) opKind() string {
+	var zero T
+	if _, ok := any(zero).(Item); ok {
+		return "pop"
+	}
+	return "dequeue"
+}
+
+// side names the side: q, min or max (as its meta subspace does).
+func (s *stageSide[T]) side() string {
+	switch {
+	case s.opKind() == "dequeue":
+		return "q"
+	case s.reverse:
+		return "max"
+	}
+	return "min"
+}
+
+// leaseSettled counts a pool's outcome (hook: pool.settle).
+func (o *observer) leaseSettled(r Result) {
+	o.add(o.leaseOutcomes, 1, attrOutcome.String(r.String()))
+}
+
+// afterCommit runs f once tr's commit succeeds: events of an attempt that
+// does not commit are not reported. Inside a caller's transaction it runs
+// when the operation's function returns; outside a tracked transaction, at
+// once.
+func afterCommit(tr kv.Transaction, f func()) {
+	if t, ok := tr.(*trackedTx); ok {
+		t.events = append(t.events, f)
+		return
+	}
+	f()
+}
+
+// leaseExpired reports an expired lease that Lease took over (hook:
+// JobQueue.take), after tr commits.
+func (o *observer) leaseExpired(tr kv.Transaction, job JobID, attempts int) {
+	afterCommit(tr, func() {
+		o.add(o.expiredLeases, 1)
+		o.log.Info("fdbqueue: expired lease taken over", "job", job.String(), "attempts", attempts)
+	})
+}
+
+// deadLettered reports a job moved to the dead-letter list (hook:
+// JobQueue.bury), after tr commits.
+func (o *observer) deadLettered(tr kv.Transaction, job JobID, reason string) {
+	afterCommit(tr, func() {
+		o.add(o.dead, 1)
+		o.log.Warn("fdbqueue: job dead-lettered", "job", job.String(), "reason", reason)
+	})
+}
+
+// versionsPerSecond is how fast FoundationDB's commit versions advance
+// (VERSIONS_PER_SECOND, 1e6, in fdbclient/ServerKnobs.cpp); memdb's do too.
+// A versionstamp's age is then the distance of its version from the read
+// version, divided by it.
+const versionsPerSecond = 1_000_000
+
+// registerGauges registers the depth and oldest-age gauges of one queue,
+// read through db at each collection.
+func (o *observer) registerGauges(db kv.ReadTransactor, d depthKeys, oldest func(kv.ReadTransaction) (time.Duration, bool, error)) (metric.Registration, error) {
+	if err := checkTransactor(db); err != nil {
+		return nil, err
+	}
+	depthG, err := o.meter.Int64ObservableGauge("fdbqueue.depth", metric.WithDescription("Items in the queue, from its depth counters."))
+	if err != nil {
+		return nil, err
+	}
+	insts := []metric.Observable{depthG}
+	var ageG metric.Float64ObservableGauge
+	if oldest != nil {
+		if ageG, err = o.meter.Float64ObservableGauge("fdbqueue.oldest_item.age", metric.WithUnit("s"),
+			metric.WithDescription("Age of the item at the head, from its versionstamp.")); err != nil {
+			return nil, err
+		}
+		insts = append(insts, ageG)
+	}
+	attrs := metric.WithAttributes(o.queue)
+	return o.meter.RegisterCallback(func(ctx context.Context, ob metric.Observer) error {
+		type reading struct {
+			n   int64
+			age time.Duration
+			ok  bool
+		}
+		r, err := kv.ReadTransact(ctx, db, func(tr kv.ReadTransaction) (reading, error) {
+			var r reading
+			var err error
+			if r.n, err = d.read(tr); err != nil || oldest == nil {
+				return r, err
+			}
+			r.age, r.ok, err = oldest(tr)
+			return r, err
+		})
+		if err != nil {
+			return fmt.Errorf("fdbqueue: gauges: %w", err)
+		}
+		ob.ObserveInt64(depthG, r.n, attrs)
+		if r.ok {
+			ob.ObserveFloat64(ageG, r.age.Seconds(), attrs)
+		}
+		return nil
+	}, insts...)
+}
+
+// RegisterGauges registers the queue's observable gauges, fdbqueue.depth
+// and, for a versionstamp-ordered queue, fdbqueue.oldest_item.age (the
+// item at the head's age, from its versionstamp: other layouts' keys carry
+// no time), with the queue's MeterProvider. At each collection it reads
+// through db, in one read-only transaction with snapshot reads: the depth
+// counters (see Depth) and the head item (limit 1), plus the read version.
+// Unregister the returned registration when the queue is no longer used.
+func (q *Queue) RegisterGauges(db kv.ReadTransactor) (metric.Registration, error) {
+	var oldest func(kv.ReadTransaction) (time.Duration, bool, error)
+	if q.cfg.versionstamps {
+		oldest = q.oldestAge
+	}
+	return q.journal.track.obs.registerGauges(db, q.journal.track.depth, oldest)
+}
+
+// RegisterGauges registers the priority queue's fdbqueue.depth gauge (its
+// keys carry no time: no age gauge); see Queue.RegisterGauges.
+func (pq *PriorityQueue) RegisterGauges(db kv.ReadTransactor) (metric.Registration, error) {
+	return pq.journal.track.obs.registerGauges(db, pq.journal.track.depth, nil)
+}
+
+// oldestAge is the age of the head item of a versionstamp-ordered queue:
+// the read version minus the item's commit version, in seconds at
+// versionsPerSecond. ok is false when the queue is empty or its head is not
+// an item of this layout.
+func (q *Queue) oldestAge(tr kv.ReadTransaction) (time.Duration, bool, error) {
+	s := tr.Snapshot()
+	head := s.GetRange(q.items, kv.RangeOptions{Limit: 1})
+	rv, err := s.GetReadVersion().Get()
+	if err != nil {
+		return 0, false, err
+	}
+	kvs, err := head.GetSlice()
+	if err != nil || len(kvs) == 0 {
+		return 0, false, err
+	}
+	t, err := q.sub.Unpack(kvs[0].Key)
+	if err != nil || len(t) != 2 {
+		return 0, false, nil
+	}
+	vs, ok := t[0].(tuple.Versionstamp)
+	if !ok {
+		return 0, false, nil
+	}
+	var v int64
+	for _, b := range vs.TransactionVersion[:8] {
+		v = v<<8 | int64(b)
+	}
+	d := max(rv-v, 0)
+	return time.Duration(d) * (time.Second / versionsPerSecond), true, nil
+}
+
+// RegisterGauges registers the job queue's observable gauges with its
+// MeterProvider: fdbqueue.depth (jobs in the queue, leased or not),
+// fdbqueue.jobs by fdbqueue.state (due, delayed, leased, expired, dead, as
+// in JobStats) and fdbqueue.oldest_item.age (how long the first due job has
+// been due, in seconds). At each collection it runs Stats through db: one
+// read-only transaction of snapshot reads, without reading the jobs.
+// Unregister the returned registration when the queue is no longer used.
+func (q *JobQueue) RegisterGauges(db kv.ReadTransactor) (metric.Registration, error) {
+	if err := checkTransactor(db); err != nil {
+		return nil, err
+	}
+	o := q.journal.track.obs
+	depthG, err := o.meter.Int64ObservableGauge("fdbqueue.depth", metric.WithDescription("Jobs in the queue, leased or not."))
+	if err != nil {
+		return nil, err
+	}
+	jobsG, err := o.meter.Int64ObservableGauge("fdbqueue.jobs", metric.WithDescription("Jobs by state (JobStats)."))
+	if err != nil {
+		return nil, err
+	}
+	ageG, err := o.meter.Float64ObservableGauge("fdbqueue.oldest_item.age", metric.WithUnit("s"),
+		metric.WithDescription("How long the first due job has been due."))
+	if err != nil {
+		return nil, err
+	}
+	attrs := metric.WithAttributes(o.queue)
+	state := func(s string) metric.MeasurementOption {
+		return metric.WithAttributes(o.queue, attribute.String("fdbqueue.state", s))
+	}
+	return o.meter.RegisterCallback(func(ctx context.Context, ob metric.Observer) error {
+		st, err := q.Stats(ctx, db)
+		if err != nil {
+			return fmt.Errorf("fdbqueue: gauges: %w", err)
+		}
+		ob.ObserveInt64(depthG, st.Queued+st.Leased+st.ExpiredLeases, attrs)
+		ob.ObserveInt64(jobsG, st.Due, state("due"))
+		ob.ObserveInt64(jobsG, st.Delayed, state("delayed"))
+		ob.ObserveInt64(jobsG, st.Leased, state("leased"))
+		ob.ObserveInt64(jobsG, st.ExpiredLeases, state("expired"))
+		ob.ObserveInt64(jobsG, st.Dead, state("dead"))
+		ob.ObserveFloat64(ageG, st.OldestDue.Seconds(), attrs)
+		return nil
+	}, depthG, jobsG, ageG)
+}

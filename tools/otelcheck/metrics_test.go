@@ -1,0 +1,341 @@
+package otelcheck
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/otel/attribute"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+
+	"github.com/fdbqueue/fdbqueue"
+	"github.com/fdbqueue/fdbqueue/kv"
+	"github.com/fdbqueue/fdbqueue/memdb"
+	"github.com/fdbqueue/fdbqueue/tuple"
+)
+
+// collected is one collection, flattened: metric name and attributes
+// (without fdbqueue.queue) to value.
+type collected map[string]float64
+
+func collect(t *testing.T, r *sdkmetric.ManualReader, queue string) collected {
+	t.Helper()
+	var rm metricdata.ResourceMetrics
+	require.NoError(t, r.Collect(context.Background(), &rm))
+	out := collected{}
+	add := func(name string, attrs attribute.Set, v float64) {
+		q, _ := attrs.Value("fdbqueue.queue")
+		if q.AsString() != queue {
+			return
+		}
+		key := name
+		for _, kv := range attrs.ToSlice() {
+			if kv.Key != "fdbqueue.queue" {
+				key += " " + string(kv.Key) + "=" + kv.Value.Emit()
+			}
+		}
+		out[key] += v
+	}
+	for _, sm := range rm.ScopeMetrics {
+		require.Equal(t, "github.com/fdbqueue/fdbqueue", sm.Scope.Name)
+		for _, m := range sm.Metrics {
+			switch d := m.Data.(type) {
+			case metricdata.Sum[int64]:
+				require.True(t, d.IsMonotonic, m.Name)
+				for _, p := range d.DataPoints {
+					add(m.Name, p.Attributes, float64(p.Value))
+				}
+			case metricdata.Gauge[int64]:
+				for _, p := range d.DataPoints {
+					add(m.Name, p.Attributes, float64(p.Value))
+				}
+			case metricdata.Gauge[float64]:
+				for _, p := range d.DataPoints {
+					add(m.Name, p.Attributes, p.Value)
+				}
+			default:
+				t.Fatalf("%s: unexpected data %T", m.Name, m.Data)
+			}
+		}
+	}
+	return out
+}
+
+// A known sequence of operations on a versionstamp-ordered queue: three
+// enqueues, one whose commit reports commit_unknown_result after applying
+// (memdb's fault injection; FDB's 1021, which the retry loop retries:
+// fdbclient/NativeAPI.actor.cpp, Transaction::onError), a dequeue that
+// conflicts with another (a real conflict: its commit is held in flight
+// while the other takes the same head), and a dequeue of an empty queue.
+func TestQueueMetrics(t *testing.T) {
+	ctx := context.Background()
+	db := memdb.New(memdb.WithBackoff(50*time.Microsecond, time.Millisecond))
+	defer db.Close()
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	defer mp.Shutdown(ctx)
+	var logs bytes.Buffer
+	var logMu sync.Mutex
+	logger := slog.New(slog.NewTextHandler(&lockedWriter{w: &logs, mu: &logMu}, nil))
+	sub, err := fdbqueue.NewSubspace(tuple.Tuple{"otel"})
+	require.NoError(t, err)
+	q, err := fdbqueue.NewQueue(sub, fdbqueue.WithVersionstampOrder(), fdbqueue.WithMeterProvider(mp),
+		fdbqueue.WithLogger(logger), fdbqueue.WithQueueName("jobs"))
+	require.NoError(t, err)
+
+	for _, v := range []string{"a", "b", "c"} {
+		require.NoError(t, q.Enqueue(ctx, db, []byte(v)))
+	}
+	db.FailNextCommit(kv.ErrCommitUnknownResult, true)
+	require.NoError(t, q.Enqueue(ctx, db, []byte("d")))
+
+	// The conflict: A's commit is held after its read of the head; B takes
+	// the head and commits; A's commit then fails with not_committed and
+	// its retry takes the next item.
+	held, release := db.HoldNextCommit()
+	type res struct {
+		v   []byte
+		err error
+	}
+	a := make(chan res, 1)
+	go func() {
+		v, err := q.Dequeue(ctx, db)
+		a <- res{v, err}
+	}()
+	<-held
+	vb, err := q.Dequeue(ctx, db)
+	require.NoError(t, err)
+	require.Equal(t, "a", string(vb))
+	release()
+	ra := <-a
+	require.NoError(t, ra.err)
+	require.Equal(t, "b", string(ra.v))
+
+	reg, err := q.RegisterGauges(db)
+	require.NoError(t, err)
+	got := collect(t, reader, "jobs")
+	require.Equal(t, 4.0, got["fdbqueue.operations fdbqueue.op=enqueue fdbqueue.outcome=ok"])
+	require.Equal(t, 2.0, got["fdbqueue.operations fdbqueue.op=dequeue fdbqueue.outcome=ok"])
+	require.Equal(t, 1.0, got["fdbqueue.commit_unknown_result fdbqueue.op=enqueue"])
+	require.Equal(t, 1.0, got["fdbqueue.journal.replays fdbqueue.op=enqueue"], "the retry found the record")
+	require.Equal(t, 1.0, got["fdbqueue.retries fdbqueue.op=enqueue"])
+	require.Equal(t, 1.0, got["fdbqueue.conflicts fdbqueue.op=dequeue"])
+	require.Equal(t, 1.0, got["fdbqueue.retries fdbqueue.op=dequeue"])
+	require.Equal(t, 2.0, got["fdbqueue.depth"], "four enqueued once each, two dequeued")
+	age, ok := got["fdbqueue.oldest_item.age"]
+	require.True(t, ok, "a versionstamp-ordered queue reports the head's age")
+	require.GreaterOrEqual(t, age, 0.0)
+	require.Less(t, age, 60.0)
+
+	_, err = q.Dequeue(ctx, db)
+	require.NoError(t, err)
+	_, err = q.Dequeue(ctx, db)
+	require.NoError(t, err)
+	_, err = q.Dequeue(ctx, db)
+	require.ErrorIs(t, err, fdbqueue.ErrEmpty)
+	got = collect(t, reader, "jobs")
+	require.Equal(t, 1.0, got["fdbqueue.operations fdbqueue.op=dequeue fdbqueue.outcome=empty"])
+	require.Equal(t, 0.0, got["fdbqueue.depth"])
+	_, ok = got["fdbqueue.oldest_item.age"]
+	require.False(t, ok, "no age on an empty queue")
+
+	require.NoError(t, reg.Unregister())
+	got = collect(t, reader, "jobs")
+	_, ok = got["fdbqueue.depth"]
+	require.False(t, ok, "unregistered")
+
+	logMu.Lock()
+	defer logMu.Unlock()
+	require.Contains(t, logs.String(), "commit outcome unknown")
+	require.Contains(t, logs.String(), "found its journal record")
+	require.Contains(t, logs.String(), "fdbqueue.queue=jobs")
+}
+
+// An operation that ends maybe-committed is counted so, and logged with
+// the ID that settles it.
+func TestMaybeCommittedOutcome(t *testing.T) {
+	ctx := context.Background()
+	db := memdb.New()
+	defer db.Close()
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	var logs bytes.Buffer
+	pq, err := fdbqueue.NewPriorityQueue(fdbqueue.SubspaceFromBytes([]byte("pq")), fdbqueue.WithMeterProvider(mp),
+		fdbqueue.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))), fdbqueue.WithQueueName("pq"))
+	require.NoError(t, err)
+	require.NoError(t, pq.Push(ctx, db, []byte("x"), 1))
+	db.FailNextCommit(kv.ErrCommitUnknownResult, true)
+	id := fdbqueue.NewOpID()
+	// The retry limit makes the loop give up at once: the op's error is
+	// maybe-committed.
+	_, err = pq.PopMin(ctx, retryOnce{db}, fdbqueue.WithOpID(id))
+	require.True(t, kv.MaybeCommitted(err), "%v", err)
+	got := collect(t, reader, "pq")
+	require.Equal(t, 1.0, got["fdbqueue.operations fdbqueue.op=pop fdbqueue.outcome=maybe_committed"])
+	require.Equal(t, 1.0, got["fdbqueue.commit_unknown_result fdbqueue.op=pop"])
+	require.Contains(t, logs.String(), id.String())
+	d, err := pq.Depth(ctx, db)
+	require.NoError(t, err)
+	require.Zero(t, d, "the pop applied")
+}
+
+// retryOnce is a Database whose transactions give up after their first
+// failure, so that an unknown commit result reaches the caller.
+type retryOnce struct{ *memdb.DB }
+
+func (d retryOnce) CreateTransaction(ctx context.Context) (kv.Transaction, error) {
+	tr, err := d.DB.CreateTransaction(ctx)
+	if err == nil {
+		err = tr.Options().SetRetryLimit(0)
+	}
+	return tr, err
+}
+
+func (d retryOnce) Transact(ctx context.Context, fn func(kv.Transaction) error) error {
+	tr, err := d.CreateTransaction(ctx)
+	if err != nil {
+		return err
+	}
+	return kv.RetryLoop(ctx, tr, fn)
+}
+
+// Staged dequeues count their steps by phase.
+func TestStagedStepMetrics(t *testing.T) {
+	ctx := context.Background()
+	db := memdb.New()
+	defer db.Close()
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	q, err := fdbqueue.NewQueue(fdbqueue.SubspaceFromBytes([]byte("stg")), fdbqueue.WithMeterProvider(mp),
+		fdbqueue.WithStaging(fdbqueue.StagingConfig{}), fdbqueue.WithQueueName("stg"))
+	require.NoError(t, err)
+	require.NoError(t, q.Enqueue(ctx, db, []byte("x")))
+	_, err = q.Dequeue(ctx, db)
+	require.NoError(t, err)
+	_, err = q.Dequeue(ctx, db)
+	require.ErrorIs(t, err, fdbqueue.ErrEmpty)
+	got := collect(t, reader, "stg")
+	var steps float64
+	for _, p := range q.StagingStats().Phases {
+		steps += float64(p.Commits)
+		require.Equal(t, float64(p.Commits), got["fdbqueue.staged.steps fdbqueue.outcome=commit fdbqueue.phase="+p.Phase], p.Phase)
+	}
+	require.Positive(t, steps)
+	require.Equal(t, 1.0, got["fdbqueue.operations fdbqueue.op=dequeue fdbqueue.outcome=ok"])
+	require.Equal(t, 1.0, got["fdbqueue.operations fdbqueue.op=dequeue fdbqueue.outcome=empty"])
+}
+
+// The lease layer: an expired lease taken over, a dead letter, and a
+// pool's outcomes.
+func TestLeaseMetrics(t *testing.T) {
+	ctx := context.Background()
+	db := memdb.New()
+	defer db.Close()
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	var logs bytes.Buffer
+	clock := &fakeClock{now: time.Unix(1_700_000_000, 0)}
+	jq, err := fdbqueue.NewJobQueue(fdbqueue.SubspaceFromBytes([]byte("jq")), fdbqueue.JobQueueConfig{MaxAttempts: 2, Clock: clock},
+		fdbqueue.WithMeterProvider(mp), fdbqueue.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))), fdbqueue.WithQueueName("jq"))
+	require.NoError(t, err)
+	_, err = jq.Add(ctx, db, fdbqueue.Job{Value: []byte("j")})
+	require.NoError(t, err)
+	ls, err := jq.Lease(ctx, db, 1, time.Second)
+	require.NoError(t, err)
+	require.Len(t, ls, 1)
+	clock.advance(2 * time.Second) // the lease expires
+	ls, err = jq.Lease(ctx, db, 1, time.Second)
+	require.NoError(t, err)
+	require.Len(t, ls, 1, "the expired lease is taken over")
+	dead, err := jq.Nack(ctx, db, ls[0], fdbqueue.NackOptions{Reason: "boom"})
+	require.NoError(t, err)
+	require.True(t, dead, "its last attempt")
+
+	_, err = jq.Add(ctx, db, fdbqueue.Job{Value: []byte("ok")})
+	require.NoError(t, err)
+	_, err = jq.Add(ctx, db, fdbqueue.Job{Value: []byte("later"), Delay: time.Hour})
+	require.NoError(t, err)
+	reg, err := jq.RegisterGauges(db)
+	require.NoError(t, err)
+	defer reg.Unregister()
+	clock.advance(3 * time.Second)
+	got := collect(t, reader, "jq")
+	require.Equal(t, 2.0, got["fdbqueue.depth"])
+	require.Equal(t, 1.0, got["fdbqueue.jobs fdbqueue.state=due"])
+	require.Equal(t, 1.0, got["fdbqueue.jobs fdbqueue.state=delayed"])
+	require.Equal(t, 1.0, got["fdbqueue.jobs fdbqueue.state=dead"])
+	require.Equal(t, 0.0, got["fdbqueue.jobs fdbqueue.state=leased"])
+	require.InDelta(t, 3.0, got["fdbqueue.oldest_item.age"], 0.001, "due for 3 s on the fake clock")
+	pctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() {
+		done <- jq.Run(pctx, db, func(context.Context, *fdbqueue.Task) error { return nil }, fdbqueue.PoolOptions{
+			OnOutcome: func(fdbqueue.Outcome) { cancel() },
+			Logger:    slog.New(slog.DiscardHandler),
+		})
+	}()
+	require.NoError(t, <-done)
+
+	got = collect(t, reader, "jq")
+	require.Equal(t, 1.0, got["fdbqueue.lease.expired"])
+	require.Equal(t, 1.0, got["fdbqueue.dead_letters"])
+	require.Equal(t, 1.0, got["fdbqueue.lease.outcomes fdbqueue.outcome=acked"])
+	require.Equal(t, 3.0, got["fdbqueue.operations fdbqueue.op=add fdbqueue.outcome=ok"])
+	require.Equal(t, 1.0, got["fdbqueue.operations fdbqueue.op=nack fdbqueue.outcome=ok"])
+	require.Equal(t, 1.0, got["fdbqueue.operations fdbqueue.op=ack fdbqueue.outcome=ok"])
+	require.Contains(t, logs.String(), "dead-lettered")
+	require.Contains(t, logs.String(), "reason=boom")
+	require.Contains(t, logs.String(), "expired lease taken over")
+}
+
+// Without a MeterProvider nothing is recorded, and operations work.
+func TestNoProviderIsNoOp(t *testing.T) {
+	ctx := context.Background()
+	db := memdb.New()
+	defer db.Close()
+	q, err := fdbqueue.NewQueue(fdbqueue.SubspaceFromBytes([]byte("noop")))
+	require.NoError(t, err)
+	require.NoError(t, q.Enqueue(ctx, db, []byte("x")))
+	reg, err := q.RegisterGauges(db)
+	require.NoError(t, err)
+	require.NoError(t, reg.Unregister())
+	_, err = q.RegisterGauges(nil)
+	require.True(t, errors.Is(err, fdbqueue.ErrInvalidArgument))
+}
+
+type fakeClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *fakeClock) advance(d time.Duration) {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	c.mu.Unlock()
+}
+
+// After never fires: the pool in the test ends by cancellation.
+func (c *fakeClock) After(time.Duration) <-chan time.Time { return make(chan time.Time) }
+
+type lockedWriter struct {
+	w  *bytes.Buffer
+	mu *sync.Mutex
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
