@@ -227,18 +227,7 @@ func stagedBudget(t *testing.T, budget, n, size int) {
 	for i := range want {
 		want[i] = fmt.Sprintf("item-%03d", i)
 	}
-	got := make(chan string, n)
-	errs := make(chan error, n)
-	for range n {
-		go func() {
-			v, err := consumer.DequeueWait(ctx, db)
-			if err != nil {
-				errs <- err
-				return
-			}
-			got <- string(v[:8])
-		}()
-	}
+	got, errs := startWaiters(ctx, consumer, db, n)
 	for range n {
 		<-registered
 	}
@@ -255,7 +244,7 @@ func stagedBudget(t *testing.T, budget, n, size int) {
 	for range n {
 		select {
 		case v := <-got:
-			seen[v]++
+			seen[string(v[:8])]++
 		case err := <-errs:
 			t.Fatal(err)
 		}

@@ -218,12 +218,7 @@ func account(t *testing.T, n int, returned map[int]int, stored [][]byte) {
 
 func storedValues(t *testing.T, db kv.Database, sub fdbqueue.Subspace, enc fdbqueue.ValueEncoding) [][]byte {
 	t.Helper()
-	r, err := sub.Range()
-	require.NoError(t, err)
-	kvs, err := kv.ReadTransact(context.Background(), db, func(tr kv.ReadTransaction) ([]kv.KeyValue, error) {
-		return tr.GetRange(r, kv.RangeOptions{}).GetSlice()
-	})
-	require.NoError(t, err)
+	kvs := subspacePairs(t, db, sub)
 	var out [][]byte
 	for _, p := range kvs {
 		v := p.Value

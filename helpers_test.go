@@ -17,7 +17,14 @@ import (
 // that contended tests stay fast.
 func newDB(t testing.TB, opts ...memdb.Option) *memdb.DB {
 	t.Helper()
-	opts = append([]memdb.Option{memdb.WithBackoff(100*time.Microsecond, 5*time.Millisecond)}, opts...)
+	return backoffDB(t, 100*time.Microsecond, 5*time.Millisecond, opts...)
+}
+
+// backoffDB returns a fresh embedded database with the retry backoff
+// between lo and hi, closed when the test ends.
+func backoffDB(t testing.TB, lo, hi time.Duration, opts ...memdb.Option) *memdb.DB {
+	t.Helper()
+	opts = append([]memdb.Option{memdb.WithBackoff(lo, hi)}, opts...)
 	db := memdb.New(opts...)
 	t.Cleanup(func() { _ = db.Close() })
 	return db
@@ -79,4 +86,17 @@ func getKey(ctx context.Context, db kv.Database, key []byte) ([]byte, error) {
 	return kv.ReadTransact(ctx, db, func(tr kv.ReadTransaction) ([]byte, error) {
 		return tr.Get(key).Get()
 	})
+}
+
+// subspacePairs returns the pairs in sub's range (the items of a queue in
+// it; its journal and staging keys lie past the range).
+func subspacePairs(t testing.TB, db kv.Database, sub fdbqueue.Subspace) []kv.KeyValue {
+	t.Helper()
+	r, err := sub.Range()
+	require.NoError(t, err)
+	kvs, err := kv.ReadTransact(context.Background(), db, func(tr kv.ReadTransaction) ([]kv.KeyValue, error) {
+		return tr.GetRange(r, kv.RangeOptions{}).GetSlice()
+	})
+	require.NoError(t, err)
+	return kvs
 }

@@ -23,9 +23,9 @@ import (
 //
 // Like Queue, a JobQueue holds no connection: every method takes the
 // database or transaction to run in, and composes with the caller's other
-// writes when given a Transaction. It is safe for concurrent use. See the
-// package documentation, "Job queue with leases", for the key layout, the
-// cost of each operation and the ordering guarantee.
+// writes when given a Transaction. It is safe for concurrent use. See "Job
+// queue with leases" in docs/design.md in the repository for the key
+// layout, the cost of each operation and the ordering guarantee.
 type JobQueue struct {
 	sub     Subspace
 	cfg     JobQueueConfig
@@ -245,7 +245,7 @@ func (q *JobQueue) Add(ctx context.Context, t kv.Transactor, job Job, opts ...Op
 //
 // Exactly once: under commit_unknown_result the retry finds the journal
 // record and returns the first attempt's results. Inside your own
-// transaction pass WithOpID (see the package documentation). A value over
+// transaction pass WithOpID (see the package documentation, "Exactly once"). A value over
 // 100,000 bytes fails with ErrValueTooLarge, a batch over the budget with
 // ErrBatchTooLarge, and a bad field with ErrInvalidArgument, before
 // anything is written. An empty batch does nothing.

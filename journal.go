@@ -18,8 +18,8 @@ import (
 // transaction that carries it. Its first 8 bytes are its creation time
 // (big-endian Unix microseconds), the rest random: journal records are
 // spread by the first random byte and, within each of those 256 shards,
-// sort by age and expire by range. See the package documentation, "Exactly
-// once under commit_unknown_result".
+// sort by age and expire by range. See "Exactly once under
+// commit_unknown_result" in docs/design.md in the repository.
 type OpID [16]byte
 
 // NewOpID returns a new operation ID stamped with the current time.

@@ -131,8 +131,8 @@ func WithClock(now func() time.Time) Option { return func(c *config) { c.now = n
 // handle stores the serving mode with the queue (see Reconfigure); handles
 // made without WithStaging then bump the signal too, and staged handles
 // with another serving mode fail with ErrConfigMismatch.
-// Zero fields of c take their defaults. See StagingConfig and the package
-// documentation, "Staged dequeue".
+// Zero fields of c take their defaults. See StagingConfig, and "Staged
+// dequeue" in docs/design.md in the repository.
 func WithStaging(c StagingConfig) Option {
 	return func(cfg *config) { cfg.staging = &c }
 }

@@ -180,10 +180,16 @@ func (pq *PriorityQueue) popBatch(ctx context.Context, t kv.Transactor, n int, m
 	o := pq.journal.begin(t, opts)
 	items, err := kv.Transact(ctx, t, func(tr kv.Transaction) ([]Item, error) {
 		o.gate = pq.journal.gate.issue(tr, false) // config.go
-		return takeEnd(tr, o, pq.items, n, max, pq.cfg.batchBudget, pq.accept, pq.replay, nil)
+		return takeEnd(tr, o, pq.end(max), batchLimit{max: n, budget: pq.cfg.batchBudget})
 	})
 	o.end(err)
 	return items, err
+}
+
+// end is the end pops take from: the largest items if max, else the
+// smallest.
+func (pq *PriorityQueue) end(max bool) queueEnd[Item] {
+	return queueEnd[Item]{items: pq.items, reverse: max, accept: pq.accept, replay: pq.replay}
 }
 
 // accept turns a popped pair into its item and its journal record.
@@ -254,24 +260,7 @@ func (pq *PriorityQueue) PeekMax(ctx context.Context, t kv.ReadTransactor) (Item
 }
 
 func (pq *PriorityQueue) peek(ctx context.Context, t kv.ReadTransactor, max bool) (Item, error) {
-	if err := checkTransactor(t); err != nil {
-		return Item{}, err
-	}
-	return kv.ReadTransact(ctx, pq.journal.gate.reads(t), func(tr kv.ReadTransaction) (Item, error) { // config.go
-		kvs, err := tr.GetRange(pq.items, kv.RangeOptions{Limit: 1, Reverse: max}).GetSlice()
-		if err != nil {
-			return Item{}, err
-		}
-		if len(kvs) == 0 {
-			return Item{}, ErrEmpty
-		}
-		prio, _, err := pq.parse(kvs[0].Key)
-		if err != nil {
-			return Item{}, err
-		}
-		v, err := pq.cfg.encoding.decode(kvs[0].Value)
-		return Item{Value: v, Priority: prio}, err
-	})
+	return peekEnd(ctx, pq.journal.gate.reads(t), pq.end(max)) // config.go
 }
 
 // Empty reports whether the priority queue holds no item.

@@ -361,7 +361,7 @@ func (q *Queue) checkItemKey(key []byte) error {
 // in both cases nothing is removed.
 //
 // On a queue made WithStaging and given a Database, Dequeue is staged (see
-// the package documentation, "Staged dequeue"): one plain attempt, then a
+// "Staged dequeue" in docs/design.md in the repository): one plain attempt, then a
 // request in a line ordered by commit version, served oldest first, each
 // with the next item (see StagingConfig.Serving): the waiter takes the item
 // at its place itself, or the waiters of the two oldest requests hand items
@@ -419,132 +419,18 @@ func (q *Queue) DequeueBatch(ctx context.Context, t kv.Transactor, max int, opts
 	o := q.journal.begin(t, opts)
 	vals, err := kv.Transact(ctx, t, func(tr kv.Transaction) ([][]byte, error) {
 		o.gate = q.journal.gate.issue(tr, false) // config.go
-		return takeEnd(tr, o, q.items, max, false, q.cfg.batchBudget, q.accept, q.cfg.encoding.decode, q.reserved)
+		e := q.end()
+		e.reserved = q.reserved
+		return takeEnd(tr, o, e, batchLimit{max: max, budget: q.cfg.batchBudget})
 	})
 	o.end(err)
 	return vals, q.unreadable(err)
 }
 
-// takeEnd removes up to max items from one end of r inside tr: the shared
-// body of Queue.DequeueBatch and PriorityQueue's pops. accept turns a pair
-// into a result and the journal record that lets a retry return the same
-// result (it fails for a foreign key); replay turns a record back into the
-// result.
-//
-// reserved, if not nil, says how many items at the head are due to the
-// requests of a staged Queue's line (place mode): the take starts after
-// them, with a read conflict on each item taken instead of on the range
-// from the head.
-func takeEnd[T any](tr kv.Transaction, o *op, r kv.KeyRange, max int, reverse bool, budget int,
-	accept func(kv.KeyValue) (T, []byte, error), replay func([]byte) (T, error),
-	reserved func(kv.ReadTransaction) (int, error)) ([]T, error) {
-	rec, err := o.check(tr)
-	if err != nil {
-		return nil, err
-	}
-	skip, err := skipped(tr, reserved)
-	if err != nil {
-		return nil, err
-	}
-	// Read with an iterator that the loop below stops once the budget is
-	// reached. In StreamingModeWantAll FDB fetches batches of 120,000 bytes
-	// (WANT_ALL is SERIAL's byte limit, bindings/c/fdb_c.cpp), so it reads
-	// at most one batch beyond, in one round trip for small items (the
-	// iterator mode's first batches are 4 KB). StreamingModeExact has no
-	// byte limit: it would fetch all skip+max items, values included.
-	head := tr.Snapshot().GetRange(r, kv.RangeOptions{Limit: skip + max, Reverse: reverse, Mode: kv.StreamingModeWantAll})
-	if prev, done, err := o.applied(rec); err != nil {
-		return nil, err
-	} else if done {
-		if err := waitRead(head, nil); err != nil {
-			return nil, err
-		}
-		out := make([]T, len(prev))
-		for i, p := range prev {
-			if out[i], err = replay(p); err != nil {
-				return nil, err
-			}
-		}
-		return out, nil
-	}
-	it := head.Iterator()
-	for i := 0; i < skip && it.Next(); i++ {
-		// an item due to a request of the line
-	}
-	var out []T
-	var records, taken [][]byte
-	// used counts the transaction's size as FDB does (budget.go), so that
-	// an accepted budget never makes the commit fail with 2101.
-	used := o.overheadCost(r)
-	for len(out) < max && it.Next() {
-		p := it.KeyValue()
-		v, record, err := accept(p)
-		if err != nil {
-			if len(out) > 0 {
-				break // take the good items before the bad one
-			}
-			return nil, err
-		}
-		cost := clearCost(len(p.Key)) + o.recordCost(len(out), record)
-		last := 0 // the range's read conflict, should p be the last taken
-		if skip > 0 {
-			cost += conflictKeyCost(len(p.Key))
-		} else {
-			last = headConflictCost(r, p.Key, reverse)
-		}
-		if len(out) > 0 && used+cost+last > budget {
-			break
-		}
-		used += cost
-		out = append(out, v)
-		records = append(records, record)
-		taken = append(taken, p.Key)
-	}
-	if err := it.Err(); err != nil {
-		return nil, err
-	}
-	if len(out) == 0 {
-		// Depend on the emptiness we saw, as a normal read would.
-		if err := tr.AddReadConflictRange(r); err != nil {
-			return nil, err
-		}
-		return nil, ErrEmpty
-	}
-	// The read conflict covers what the result depended on: from the end we
-	// took from up to and including the last key taken. It must be added
-	// before the clears: FDB leaves keys the transaction already wrote out
-	// of an explicit read conflict range, and then a concurrent consumer
-	// taking the same item would not conflict.
-	last := taken[len(taken)-1]
-	conflict := kv.KeyRange{Begin: r.Begin, End: append(bytes.Clone(last), 0x00)}
-	if reverse {
-		conflict = kv.KeyRange{Begin: last, End: r.End}
-	}
-	if skip > 0 {
-		// The items ahead are the line's, which takes them without
-		// changing which items come after them.
-		for _, k := range taken {
-			if err := tr.AddReadConflictKey(k); err != nil {
-				return nil, err
-			}
-		}
-	} else if err := tr.AddReadConflictRange(conflict); err != nil {
-		return nil, err
-	}
-	for _, k := range taken {
-		tr.Clear(k)
-	}
-	o.record(tr, records...)
-	return out, nil
-}
-
-// skipped is how many items at the head reserved (nil: none) says are due
-// to a staged line.
-func skipped(tr kv.ReadTransaction, reserved func(kv.ReadTransaction) (int, error)) (int, error) {
-	if reserved == nil {
-		return 0, nil
-	}
-	return reserved(tr)
+// end is the queue's head, for takes (without the line's reservation:
+// set reserved to skip the items due to it).
+func (q *Queue) end() queueEnd[[]byte] {
+	return queueEnd[[]byte]{items: q.items, accept: q.accept, replay: q.cfg.encoding.decode}
 }
 
 // accept turns a head pair into its item; the journal records the stored
@@ -565,33 +451,10 @@ func (q *Queue) accept(p kv.KeyValue) ([]byte, []byte, error) {
 // requests waiting in the line are not available: Peek returns the first
 // item after them, the one a Dequeue inside a transaction would take.
 func (q *Queue) Peek(ctx context.Context, t kv.ReadTransactor) ([]byte, error) {
-	v, err := peekEnd(ctx, q.journal.gate.reads(t), q.items, false, q.cfg.encoding, q.checkItemKey, q.reserved)
+	e := q.end()
+	e.reserved = q.reserved
+	v, err := peekEnd(ctx, q.journal.gate.reads(t), e) // config.go
 	return v, q.unreadable(err)
-}
-
-func peekEnd(ctx context.Context, t kv.ReadTransactor, r kv.KeyRange, reverse bool, enc ValueEncoding, check func([]byte) error,
-	reserved func(kv.ReadTransaction) (int, error)) ([]byte, error) {
-	if err := checkTransactor(t); err != nil {
-		return nil, err
-	}
-	return kv.ReadTransact(ctx, t, func(tr kv.ReadTransaction) ([]byte, error) {
-		skip, err := skipped(tr, reserved)
-		if err != nil {
-			return nil, err
-		}
-		kvs, err := tr.GetRange(r, kv.RangeOptions{Limit: skip + 1, Reverse: reverse}).GetSlice()
-		if err != nil {
-			return nil, err
-		}
-		kvs = kvs[min(skip, len(kvs)):]
-		if len(kvs) == 0 {
-			return nil, ErrEmpty
-		}
-		if err := check(kvs[0].Key); err != nil {
-			return nil, err
-		}
-		return enc.decode(kvs[0].Value)
-	})
 }
 
 // Empty reports whether the queue holds no item (a normal read, limit 1).
@@ -600,20 +463,6 @@ func peekEnd(ctx context.Context, t kv.ReadTransactor, r kv.KeyRange, reverse bo
 func (q *Queue) Empty(ctx context.Context, t kv.ReadTransactor) (bool, error) {
 	empty, err := emptyRange(ctx, q.journal.gate.reads(t), q.items, q.reserved)
 	return empty, q.unreadable(err)
-}
-
-func emptyRange(ctx context.Context, t kv.ReadTransactor, r kv.KeyRange, reserved func(kv.ReadTransaction) (int, error)) (bool, error) {
-	if err := checkTransactor(t); err != nil {
-		return false, err
-	}
-	return kv.ReadTransact(ctx, t, func(tr kv.ReadTransaction) (bool, error) {
-		skip, err := skipped(tr, reserved)
-		if err != nil {
-			return false, err
-		}
-		kvs, err := tr.GetRange(r, kv.RangeOptions{Limit: skip + 1}).GetSlice()
-		return len(kvs) <= skip, err
-	})
 }
 
 // Len counts the items: every key in the queue's range, foreign or not,

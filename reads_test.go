@@ -3,8 +3,6 @@ package fdbqueue_test
 import (
 	"bytes"
 	"context"
-	"fmt"
-	"sync"
 	"testing"
 	"time"
 
@@ -21,31 +19,14 @@ func stagedThroughFDB(t *testing.T, m stagingMode) fdbStats {
 	db := newFDBDB(stgDB(t, memdb.WithSeed(11), memdb.WithFaults(stagingFaults)))
 	sub := stgSubspace(t, "fdbrules")
 	q := stgQueue(t, sub, m.opts(fdbqueue.StagingConfig{BatchSize: 8})...)
-	const producers, perProducer, consumers = 2, 40, 8
-	var want []string
-	for p := range producers {
-		for i := range perProducer {
-			want = append(want, fmt.Sprintf("p%d-%d", p, i))
-		}
-	}
-	var pwg sync.WaitGroup
-	for p := range producers {
-		pwg.Add(1)
-		go func() {
-			defer pwg.Done()
-			for i := range perProducer {
-				if err := q.Enqueue(context.Background(), db, fmt.Appendf(nil, "p%d-%d", p, i)); err != nil {
-					t.Errorf("enqueue: %v", err)
-					return
-				}
-			}
-		}()
-	}
-	got := consumeAll(t, consumers, len(want), func(ctx context.Context) (string, error) {
+	want, wait := produce(t, 2, 40, func(_, _ int, v []byte) error {
+		return q.Enqueue(context.Background(), db, v)
+	})
+	got := consumeAll(t, 8, len(want), func(ctx context.Context) (string, error) {
 		v, err := q.DequeueWait(ctx, db)
 		return string(v), err
 	})
-	pwg.Wait()
+	wait()
 	requireExactlyOnce(t, got, want)
 	return db.st.snapshot()
 }
@@ -124,18 +105,7 @@ func TestStagedPlaceStepsReadAboutTheBudget(t *testing.T) {
 		}
 	})
 	fdbqueue.SetStagingBusy(consumer, true) // file requests at once
-	got := make(chan []byte, n)
-	errs := make(chan error, n)
-	for range n {
-		go func() {
-			v, err := consumer.DequeueWait(ctx, db)
-			if err != nil {
-				errs <- err
-				return
-			}
-			got <- v
-		}()
-	}
+	got, errs := startWaiters(ctx, consumer, db, n)
 	for range n {
 		<-registered
 	}

@@ -46,7 +46,7 @@ func (d counterDepth) Depth(ctx context.Context, t kv.ReadTransactor) (int64, er
 func (counterDepth) Method() string { return "counters" }
 
 // entry is one item as list and peek show it: its place from the key (the
-// documented layout, see the package doc of fdbqueue) and its value.
+// documented layout, see docs/design.md) and its value.
 type entry struct {
 	Index        *int64 // indexed fifo: the key's index
 	Versionstamp *tuple.Versionstamp
@@ -249,9 +249,8 @@ func rangeStats(ctx context.Context, db kv.ReadTransactor, r kv.KeyRange) (keys,
 }
 
 // metaSub is the queue's meta subspace, prefix + 0xff, where the journal
-// (("j", op ID, n)) and the staged line (("s", side, ...)) live; the layout
-// is documented in the package doc of fdbqueue and at the top of its
-// staging code.
+// (("j", shard, op ID, n)) and the staged line (("s", side, ...)) live;
+// the layout is documented in docs/design.md.
 func (t *target) metaSub() fdbqueue.Subspace {
 	return fdbqueue.SubspaceFromBytes(append(t.sub.Bytes(), 0xff))
 }

@@ -274,7 +274,7 @@ func leaseClient(ctx context.Context, q *fdbqueue.JobQueue, db kv.Database, c in
 func tag(l fdbqueue.Lease) uint64 { return binary.BigEndian.Uint64(l.ID[:8]) }
 
 // observeJobs reads every job record, queued, leased or dead, straight
-// from the database (the layout in the package documentation).
+// from the database (the layout in docs/design.md).
 func observeJobs(ctx context.Context, db kv.Database, sub fdbqueue.Subspace) ([]JobRecord, error) {
 	var out []JobRecord
 	for _, tag := range []string{"q", "d"} {

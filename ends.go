@@ -1,0 +1,181 @@
+package fdbqueue
+
+import (
+	"bytes"
+	"context"
+
+	"github.com/fdbqueue/fdbqueue/kv"
+)
+
+// queueEnd is one end of a queue's items, the end that takes remove from:
+// the head of a Queue, the minimum or maximum of a PriorityQueue.
+type queueEnd[T any] struct {
+	items   kv.KeyRange
+	reverse bool // take from the end of items (PopMax)
+	// accept turns a pair into a result and the journal record that lets
+	// a retry return the same result (it fails for a foreign key); replay
+	// turns a record back into the result.
+	accept func(kv.KeyValue) (T, []byte, error)
+	replay func([]byte) (T, error)
+	// reserved, if not nil, says how many items at the head are due to the
+	// requests of a staged Queue's line (place mode): a take starts after
+	// them, with a read conflict on each item taken instead of on the
+	// range from the head.
+	reserved func(kv.ReadTransaction) (int, error)
+}
+
+// batchLimit bounds one take: at most max items, and no more once their
+// transaction's size reaches budget bytes (at least one item).
+type batchLimit struct{ max, budget int }
+
+// takeEnd removes up to lim.max items from e inside tr: the shared body of
+// Queue.DequeueBatch and PriorityQueue's pops.
+func takeEnd[T any](tr kv.Transaction, o *op, e queueEnd[T], lim batchLimit) ([]T, error) {
+	r, reverse, max, budget := e.items, e.reverse, lim.max, lim.budget
+	rec, err := o.check(tr)
+	if err != nil {
+		return nil, err
+	}
+	skip, err := skipped(tr, e.reserved)
+	if err != nil {
+		return nil, err
+	}
+	// Read with an iterator that the loop below stops once the budget is
+	// reached. In StreamingModeWantAll FDB fetches batches of 120,000 bytes
+	// (WANT_ALL is SERIAL's byte limit, bindings/c/fdb_c.cpp), so it reads
+	// at most one batch beyond, in one round trip for small items (the
+	// iterator mode's first batches are 4 KB). StreamingModeExact has no
+	// byte limit: it would fetch all skip+max items, values included.
+	head := tr.Snapshot().GetRange(r, kv.RangeOptions{Limit: skip + max, Reverse: reverse, Mode: kv.StreamingModeWantAll})
+	if prev, done, err := o.applied(rec); err != nil {
+		return nil, err
+	} else if done {
+		if err := waitRead(head, nil); err != nil {
+			return nil, err
+		}
+		out := make([]T, len(prev))
+		for i, p := range prev {
+			if out[i], err = e.replay(p); err != nil {
+				return nil, err
+			}
+		}
+		return out, nil
+	}
+	it := head.Iterator()
+	for i := 0; i < skip && it.Next(); i++ {
+		// an item due to a request of the line
+	}
+	var out []T
+	var records, taken [][]byte
+	// used counts the transaction's size as FDB does (budget.go), so that
+	// an accepted budget never makes the commit fail with 2101.
+	used := o.overheadCost(r)
+	for len(out) < max && it.Next() {
+		p := it.KeyValue()
+		v, record, err := e.accept(p)
+		if err != nil {
+			if len(out) > 0 {
+				break // take the good items before the bad one
+			}
+			return nil, err
+		}
+		cost := clearCost(len(p.Key)) + o.recordCost(len(out), record)
+		last := 0 // the range's read conflict, should p be the last taken
+		if skip > 0 {
+			cost += conflictKeyCost(len(p.Key))
+		} else {
+			last = headConflictCost(r, p.Key, reverse)
+		}
+		if len(out) > 0 && used+cost+last > budget {
+			break
+		}
+		used += cost
+		out = append(out, v)
+		records = append(records, record)
+		taken = append(taken, p.Key)
+	}
+	if err := it.Err(); err != nil {
+		return nil, err
+	}
+	if len(out) == 0 {
+		// Depend on the emptiness we saw, as a normal read would.
+		if err := tr.AddReadConflictRange(r); err != nil {
+			return nil, err
+		}
+		return nil, ErrEmpty
+	}
+	// The read conflict covers what the result depended on: from the end we
+	// took from up to and including the last key taken. It must be added
+	// before the clears: FDB leaves keys the transaction already wrote out
+	// of an explicit read conflict range, and then a concurrent consumer
+	// taking the same item would not conflict.
+	last := taken[len(taken)-1]
+	conflict := kv.KeyRange{Begin: r.Begin, End: append(bytes.Clone(last), 0x00)}
+	if reverse {
+		conflict = kv.KeyRange{Begin: last, End: r.End}
+	}
+	if skip > 0 {
+		// The items ahead are the line's, which takes them without
+		// changing which items come after them.
+		for _, k := range taken {
+			if err := tr.AddReadConflictKey(k); err != nil {
+				return nil, err
+			}
+		}
+	} else if err := tr.AddReadConflictRange(conflict); err != nil {
+		return nil, err
+	}
+	for _, k := range taken {
+		tr.Clear(k)
+	}
+	o.record(tr, records...)
+	return out, nil
+}
+
+// skipped is how many items at the head reserved (nil: none) says are due
+// to a staged line.
+func skipped(tr kv.ReadTransaction, reserved func(kv.ReadTransaction) (int, error)) (int, error) {
+	if reserved == nil {
+		return 0, nil
+	}
+	return reserved(tr)
+}
+
+// peekEnd reads the first item of e (after those reserved) with a normal
+// read, and returns it as a take would.
+func peekEnd[T any](ctx context.Context, t kv.ReadTransactor, e queueEnd[T]) (T, error) {
+	var zero T
+	if err := checkTransactor(t); err != nil {
+		return zero, err
+	}
+	return kv.ReadTransact(ctx, t, func(tr kv.ReadTransaction) (T, error) {
+		skip, err := skipped(tr, e.reserved)
+		if err != nil {
+			return zero, err
+		}
+		kvs, err := tr.GetRange(e.items, kv.RangeOptions{Limit: skip + 1, Reverse: e.reverse}).GetSlice()
+		if err != nil {
+			return zero, err
+		}
+		kvs = kvs[min(skip, len(kvs)):]
+		if len(kvs) == 0 {
+			return zero, ErrEmpty
+		}
+		v, _, err := e.accept(kvs[0])
+		return v, err
+	})
+}
+
+func emptyRange(ctx context.Context, t kv.ReadTransactor, r kv.KeyRange, reserved func(kv.ReadTransaction) (int, error)) (bool, error) {
+	if err := checkTransactor(t); err != nil {
+		return false, err
+	}
+	return kv.ReadTransact(ctx, t, func(tr kv.ReadTransaction) (bool, error) {
+		skip, err := skipped(tr, reserved)
+		if err != nil {
+			return false, err
+		}
+		kvs, err := tr.GetRange(r, kv.RangeOptions{Limit: skip + 1}).GetSlice()
+		return len(kvs) <= skip, err
+	})
+}

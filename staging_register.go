@@ -1,0 +1,187 @@
+package fdbqueue
+
+import (
+	"time"
+
+	"github.com/fdbqueue/fdbqueue/kv"
+	"github.com/fdbqueue/fdbqueue/tuple"
+)
+
+// A waiter without a request: the one plain attempt, and the
+// registration that files a request at the end of the line.
+
+// firstLook is what a waiter without a request read of the line: the
+// first few requests (firsts), the live ones among them (ahead), and the
+// read of the last request (last; nil: not read).
+type firstLook struct {
+	firsts, ahead []kv.KeyValue
+	last          kv.RangeResult
+}
+
+// fresh is the step of a waiter without a request: the one plain attempt,
+// or registration. head is the read of the first items.
+func (w *waiter[T]) fresh(tr kv.Transaction, now time.Time, head kv.RangeResult, look firstLook) (out outcome[T], err error) {
+	firsts, ahead := look.firsts, look.ahead
+	heads, err := head.GetSlice()
+	if err != nil {
+		return out, err
+	}
+	if len(heads) == 0 && !w.wait {
+		out.phase = phaseWithdraw
+		out.done, out.err, out.noCommit = true, ErrEmpty, true
+		return out, nil
+	}
+	if !w.fastDone && len(ahead) < helpers && len(heads) > len(ahead) && !w.s.stable {
+		// The one plain attempt of a PriorityQueue: serve the few waiting
+		// requests and take the next item, in one transaction.
+		w.fastDone = true
+		out, err = w.serveAndTake(tr, now, ahead, heads[:len(ahead)+1])
+		out.phase = phaseFast
+		return out, err
+	}
+	// In place mode every request in the line holds a place, expired or
+	// not, until a transaction drops it: the read must have seen the
+	// whole line (fewer than its limit).
+	if n := w.s.places(firsts); w.s.stable && !w.fastDone && len(firsts) < helpers && len(heads) > n {
+		// The one plain attempt: take the item after those of the few
+		// waiting requests (with nobody waiting, the head), which is
+		// where a request filed now would stand.
+		w.fastDone = true
+		out, err = w.takeItem(tr, heads[n], n == 0)
+		out.phase = phaseFast
+		return out, err
+	}
+	// File a request; the next steps take the head (the oldest waiter),
+	// serve the line (the two oldest), take the item at its place
+	// (by place, if the items reach it), or sleep until served.
+	return w.join(tr, now, look)
+}
+
+// liveAmong returns the requests among reqs whose deadline has not passed.
+func (s *stageSide[T]) liveAmong(reqs []kv.KeyValue, now time.Time) []kv.KeyValue {
+	var live []kv.KeyValue
+	for _, r := range reqs {
+		if d, ok := decodeDeadline(r.Value); ok && now.Before(d) {
+			live = append(live, r)
+		}
+	}
+	return live
+}
+
+// join files a request, after the reads in look (all empty: none). In
+// batch mode a waiter that is not among the two oldest cannot do anything
+// for its request but wait: the registration arms its watches, on its result key (a
+// fulfilment writes it, an expiry clears it) and on the last request ahead
+// (when that one leaves the line, this one may have become one of the two
+// oldest), so that it sleeps from the commit on, one transaction sooner
+// than a separate read-and-arm step. Any other waiter runs its next step
+// at once.
+func (w *waiter[T]) join(tr kv.Transaction, now time.Time, look firstLook) (out outcome[T], err error) {
+	last, ahead := look.last, look.ahead
+	out.phase = phaseRegister
+	w.fastDone = true
+	var lasts []kv.KeyValue
+	if last != nil {
+		if lasts, err = last.GetSlice(); err != nil {
+			return out, err
+		}
+	}
+	// The writes come after the reads have returned: on FoundationDB a
+	// range read over the line after the versionstamped write into it
+	// would be unreadable.
+	if err := w.register(tr, now); err != nil {
+		return out, err
+	}
+	out.registered = true
+	w.ahead = len(ahead)
+	if w.s.stable || len(lasts) == 0 || len(ahead) < helpers {
+		return out, nil
+	}
+	// The request ahead is watched at its result key, which changes when
+	// it leaves the line in any way (served, taken, withdrawn, dropped)
+	// and not when it is renewed. Its request key would not do on
+	// FoundationDB: it lies in the range this transaction's versionstamped
+	// key makes unreadable.
+	_, lastRID, err := w.s.parseReq(lasts[0].Key)
+	if err != nil {
+		return out, nil // not a request: the next step drops it
+	}
+	w.watches = append(w.watches, tr.Watch(w.resKey), tr.Watch(w.s.resKey(lastRID)))
+	out.armed = true
+	return out, nil
+}
+
+// resolve is the step after a registration whose commit had an unknown
+// outcome: the registration's marker, at its result key, tells whether it
+// was applied (then findRequest finds its request), or the result is
+// already there. The
+// read is a normal read and, when nothing is there, the step clears the
+// key so that it commits: a registration still in flight that lands later
+// makes it conflict, and the next attempt finds it.
+func (w *waiter[T]) resolve(tr kv.Transaction) (out outcome[T], err error) {
+	out.phase = phaseWait
+	v, err := getChunked(tr, w.resKey).Get()
+	if err != nil {
+		return out, err
+	}
+	if v == nil {
+		tr.Clear(w.resKey)
+		out.forget = true
+		return out, nil
+	}
+	if isMarker(v) {
+		if w.reqKey, err = w.s.findRequest(tr, v, w.rid); err != nil || w.reqKey != nil {
+			out.noCommit = true
+			return out, err
+		}
+		// A marker without its request (not made by this package): clear
+		// it and file a new request.
+		tr.Clear(w.resKey)
+		out.forget = true
+		return out, nil
+	}
+	return w.collect(tr, v)
+}
+
+// register files a request: its key is ordered by the versionstamp of the
+// commit, so a request filed later stands behind, and the waiter learns
+// the key from the versionstamp once the commit succeeded. A marker at the
+// result key holds the versionstamp too, for a waiter whose commit had an
+// unknown outcome (see resolve).
+func (w *waiter[T]) register(tr kv.Transaction, now time.Time) error {
+	s := w.s
+	rid, err := s.st.newRID(now)
+	if err != nil {
+		return err
+	}
+	key, err := tuple.Tuple{tuple.IncompleteVersionstamp(0), rid}.PackWithVersionstamp(s.reqs.prefix)
+	if err != nil {
+		return err
+	}
+	timeout := s.st.cfg.ClaimTimeout
+	tr.SetVersionstampedKey(key, encodeDeadline(now.Add(timeout)))
+	w.rid, w.resKey = rid, s.resKey(rid)
+	tr.Set(w.resKey, markerValue)
+	w.stamp = tr.GetVersionstamp()
+	w.renewAt = now.Add(timeout / 3)
+	w.deadline = now.Add(timeout)
+	w.withdrawing = false
+	// If this commit fails, the next step looks for the marker (resolve).
+	w.reqKey = nil
+	return nil
+}
+
+// renew writes the request with a new deadline.
+func (w *waiter[T]) renew(tr kv.Transaction, now time.Time) {
+	timeout := w.s.st.cfg.ClaimTimeout
+	tr.Set(w.reqKey, encodeDeadline(now.Add(timeout)))
+	w.renewAt = now.Add(timeout / 3)
+}
+
+// arm watches the request key (fulfilment, expiry and withdrawal all clear
+// it) and the signal key (a staged enqueue bumps it). A watch compares with
+// the value this transaction saw, so a change after its read version is
+// never missed.
+func (w *waiter[T]) arm(tr kv.Transaction) {
+	w.watches = append(w.watches, tr.Watch(w.reqKey), tr.Watch(w.s.st.sig))
+}

@@ -1,0 +1,451 @@
+package fdbqueue
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"time"
+
+	"github.com/fdbqueue/fdbqueue/kv"
+)
+
+// One staged call: its loop of steps, and the step that reads the
+// request's state and picks the one transition it allows (the
+// transitions and their invariants: staging_line.go).
+
+// waiter is one staged operation in flight.
+type waiter[T any] struct {
+	s      *stageSide[T]
+	db     kv.Database
+	o      *op
+	userID bool
+	wait   bool // block while the queue is empty (the Wait forms)
+
+	// reqKey and resKey are the current request's keys; nil when none.
+	// Between a registration's commit and its versionstamp, and after a
+	// registration commit with an unknown outcome, only resKey is set.
+	reqKey, resKey []byte
+	rid            []byte
+	stamp          kv.FutureVersionstamp // of the registration in flight
+	fastDone       bool                  // the one plain attempt was made
+	renewAt        time.Time
+	// deadline is the deadline the registration wrote: renewals only
+	// push it later, so until then nobody can have expired the request.
+	deadline time.Time
+	// withdrawing is set when a withdrawal was attempted: if its commit's
+	// outcome was unknown, the request may be gone because of it.
+	withdrawing bool
+
+	// taken is the item a take attempt (fast take, self-service or
+	// collect) removed, with the journal record it wrote: if the caller's
+	// context ends while that commit's outcome is unknown, the cleanup
+	// puts the item back.
+	taken    *kv.KeyValue
+	takenRec []byte
+
+	// ahead is how many requests were ahead of this one at the last look
+	// (an upper bound of its place now); woke is set after a sleep, until
+	// a step commits.
+	ahead int
+	woke  bool
+	// ownFired is set when the watch of the waiter's own request woke it:
+	// the request was most likely served, and the next step reads only
+	// the request and its result before it reads the line.
+	ownFired bool
+
+	watches   []kv.Watch
+	watchFail time.Duration
+	reads     stepReads // the current step's range reads
+}
+
+// outcome is what one step decided; it holds once the step's commit
+// succeeded.
+type outcome[T any] struct {
+	done       bool
+	val        T
+	err        error // with done: the result to return (ErrEmpty)
+	noCommit   bool  // done without writing: skip the commit
+	phase      int   // the transition chosen, for the statistics
+	served     int   // other requests served
+	armed      bool  // sleep on the watches
+	registered bool
+	forget     bool // the in-doubt registration did not happen
+}
+
+// run performs one staged take: Dequeue (wait false) or DequeueWait.
+func (s *stageSide[T]) run(ctx context.Context, db kv.Database, wait bool, opts []OpOption) (T, error) {
+	var zero T
+	if err := checkTransactor(db); err != nil {
+		return zero, err
+	}
+	if err := ctx.Err(); err != nil {
+		return zero, err
+	}
+	var c opConfig
+	for _, o := range opts {
+		if o != nil {
+			o(&c)
+		}
+	}
+	db = s.journal.track.observeDB(s.opKind(), db)
+	w := &waiter[T]{s: s, db: db, o: s.journal.begin(db, opts), userID: c.hasID, wait: wait}
+	// The transaction is bound to a context that ends with the operation,
+	// so the backend can release it.
+	opCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	start := time.Now()
+	val, err := w.loop(opCtx, ctx)
+	w.cancelWatches()
+	w.o.end(err)
+	st := &s.st.stats
+	st.calls.Add(1)
+	st.callNanos.Add(int64(time.Since(start)))
+	if err == nil {
+		st.items.Add(1)
+	}
+	return val, err
+}
+
+// loop runs steps until the operation finishes. Each step is one
+// transaction; a failed step is followed by a fresh one that re-reads the
+// state (after a backoff when steps keep failing).
+func (w *waiter[T]) loop(ctx, callerCtx context.Context) (T, error) {
+	var zero T
+	tr, err := w.db.CreateTransaction(ctx)
+	if err != nil {
+		return zero, err
+	}
+	stepOptions(tr)
+	fails := 0
+	stop := func(err error) error { return w.abandon(callerCtx, err) }
+	for {
+		if err := callerCtx.Err(); err != nil {
+			return zero, w.abandon(callerCtx, err)
+		}
+		t0 := time.Now()
+		out, err := w.attempt(tr)
+		st := &w.s.st.stats
+		w.s.journal.track.obs.stagedStep(out.phase, err)
+		if err == nil {
+			st.commits[out.phase].Add(1)
+			st.nanos[out.phase].Add(int64(time.Since(t0)))
+			st.batch(out.served)
+			fails = 0
+			w.woke = false
+			if out.done {
+				return out.val, out.err
+			}
+			if out.forget {
+				w.resKey, w.rid = nil, nil
+			}
+			if out.registered {
+				stamp, err := w.stamp.Get()
+				if err == nil {
+					w.reqKey, err = w.s.reqKeyOf(stamp, w.rid)
+				}
+				if err != nil {
+					return zero, stop(err)
+				}
+				w.s.st.point("registered")
+			}
+			tr.Reset()
+			stepOptions(tr)
+			if out.armed {
+				w.s.st.point("armed")
+				if err := w.sleep(callerCtx); err != nil {
+					return zero, stop(err)
+				}
+				w.woke = true
+			}
+			w.refreshOp()
+			continue
+		}
+		if errors.Is(err, kv.ErrNotCommitted) {
+			st.conflicts[out.phase].Add(1)
+		} else {
+			st.fails[out.phase].Add(1)
+		}
+		w.cancelWatches()
+		w.s.st.point("failed")
+		if callerCtx.Err() != nil || (!kv.IsRetryable(err) && !kv.MaybeCommitted(err)) {
+			return zero, stop(err)
+		}
+		// The first failure after progress is retried at once: it was most
+		// likely a fulfiller's conflict that served this request.
+		if fails++; fails == 1 || !kv.IsRetryable(err) {
+			tr.Reset()
+			stepOptions(tr)
+		} else if oerr := tr.OnError(err); oerr != nil {
+			return zero, stop(oerr)
+		}
+	}
+}
+
+// stepOptions sets the options of a step's transaction. It runs when the
+// transaction is created and after every Reset: FoundationDB's Reset clears
+// a transaction's options (ReadYourWritesTransaction::reset in
+// fdbclient/ReadYourWrites.actor.cpp keeps only the database's defaults),
+// while OnError keeps them.
+func stepOptions(tr kv.Transaction) {
+	// A failed step usually means another waiter made progress: back off
+	// briefly, not for up to a second.
+	_ = tr.Options().SetMaxRetryDelay(maxStepBackoff)
+}
+
+func (w *waiter[T]) attempt(tr kv.Transaction) (outcome[T], error) {
+	w.reads.held = w.reads.held[:0]
+	gate := w.s.journal.gate.issueStep(tr, w.reqKey == nil && w.s.stable && w.s.busy.Load()) // config.go
+	out, err := w.step(tr)
+	if err == nil {
+		err = gate.settle() // config.go: before the commit
+	}
+	if err != nil {
+		return out, err
+	}
+	if out.noCommit {
+		return out, nil
+	}
+	if err := w.reads.wait(); err != nil {
+		return out, err
+	}
+	if out.done && out.err == nil {
+		w.s.st.point("taking")
+	}
+	if out.registered {
+		w.s.st.point("registering")
+	}
+	return out, tr.Commit()
+}
+
+func (w *waiter[T]) cancelWatches() {
+	for _, wt := range w.watches {
+		wt.Cancel()
+	}
+	w.watches = w.watches[:0]
+}
+
+// refreshOp replaces a random operation ID before it nears the journal
+// retention, so that a long wait does not fail with ErrOperationExpired.
+// Only while nothing was ever taken under it: then no record of it exists.
+func (w *waiter[T]) refreshOp() {
+	if w.userID || w.taken != nil || w.s.journal.disabled {
+		return
+	}
+	if w.s.journal.now().Sub(w.o.id.Time()) < w.s.journal.retention/2 {
+		return
+	}
+	w.o.end(errOpReplaced)
+	w.o = w.s.journal.begin(w.db, nil)
+}
+
+var errOpReplaced = errors.New("fdbqueue: operation ID replaced")
+
+// step reads the request's state and buffers the one transition it allows.
+func (w *waiter[T]) step(tr kv.Transaction) (out outcome[T], err error) {
+	w.cancelWatches() // of an earlier attempt that did not commit
+	s := w.s
+	// The journal can hold a record of this operation only if a take of
+	// it was attempted, or if the caller chose its ID (an earlier call with
+	// that ID may have taken): otherwise the read is skipped.
+	var rec kv.RangeResult
+	if w.userID || w.taken != nil {
+		if rec, err = w.o.check(tr); err != nil {
+			return out, err
+		}
+		rec = w.reads.hold(rec)
+	}
+	now := s.st.now()
+	if w.reqKey == nil && w.resKey != nil {
+		// The registration's commit had an unknown outcome.
+		if prev, done, err := w.o.applied(rec); err != nil || done {
+			return w.replayed(prev, err)
+		}
+		return w.resolve(tr)
+	}
+	if w.reqKey == nil && s.stable && s.busy.Load() && !w.fastDone && rec == nil {
+		// By place, while the line is long: the registration has nothing
+		// to decide (no plain attempt, no watch to arm), so it reads
+		// nothing and is a blind write; the next step reads the line.
+		return w.join(tr, now, firstLook{})
+	}
+	if w.reqKey == nil {
+		// The last request in the line: a new request stands behind it,
+		// and in batch mode its waiter sleeps from the registration on,
+		// until that request leaves the line or its own is served.
+		last := w.reads.hold(tr.Snapshot().GetRange(s.liveRange(), kv.RangeOptions{Limit: 1, Reverse: true, Mode: kv.StreamingModeExact}))
+		// The first requests: fewer than two live ones means this caller
+		// would be one of the two oldest waiters (a helper).
+		first := w.reads.hold(tr.Snapshot().GetRange(s.liveRange(), kv.RangeOptions{Limit: helpers, Mode: kv.StreamingModeExact}))
+		var head kv.RangeResult
+		if !s.busy.Load() || w.fastDone {
+			// The read that decides on the one plain attempt; skipped
+			// while the line is long (the takes see it), where it would
+			// only find items reserved for requests ahead.
+			head = w.reads.hold(tr.Snapshot().GetRange(s.items, kv.RangeOptions{Limit: helpers + 1, Reverse: s.reverse, Mode: kv.StreamingModeExact}))
+		}
+		if prev, done, err := w.o.applied(rec); err != nil || done {
+			return w.replayed(prev, err)
+		}
+		firsts, err := first.GetSlice()
+		if err != nil {
+			return out, err
+		}
+		s.raiseFloor(firsts)
+		look := firstLook{firsts: firsts, ahead: s.liveAmong(firsts, now), last: last}
+		if head == nil {
+			return w.join(tr, now, look)
+		}
+		return w.fresh(tr, now, head, look)
+	}
+	reqF := tr.Get(w.reqKey)
+	resF := getChunked(tr, w.resKey)
+	// The requests ahead and the items that reach this request's place
+	// are read now too, so that a step takes one round trip; a waiter
+	// that only collects wastes them. The place only moves forward, so
+	// the last one seen bounds how far to read.
+	limit := min(max(s.st.cfg.BatchSize, w.ahead+1), maxStagingBatch)
+	// A helper woken from its sleep may serve the requests behind its
+	// own; any other waiter reads only up to its own.
+	reqs := s.liveRange()
+	if !w.woke && s.stable {
+		reqs.End = append(bytes.Clone(w.reqKey), 0x00)
+	}
+	var pending kv.RangeResult
+	var pre prefetched
+	readLine := func() {
+		pending = w.reads.hold(tr.Snapshot().GetRange(reqs, kv.RangeOptions{Limit: limit, Mode: kv.StreamingModeExact}))
+		pre = s.prefetch(tr, limit, w.woke)
+		pre.items, pre.results = w.reads.hold(pre.items), w.reads.hold(pre.results)
+	}
+	light := w.ownFired
+	w.ownFired = false
+	if !light {
+		readLine()
+	}
+	if prev, done, err := w.o.applied(rec); err != nil || done {
+		return w.replayed(prev, err)
+	}
+	reqV, err := reqF.Get()
+	if err != nil {
+		return out, err
+	}
+	resV, err := resF.Get()
+	if err != nil {
+		return out, err
+	}
+	marker := false
+	if marker = isMarker(resV); marker {
+		resV = nil // waiting
+	}
+	switch {
+	case resV != nil:
+		return w.collect(tr, resV)
+	case reqV == nil:
+		if w.withdrawing && now.Before(w.deadline.Add(-s.st.cfg.ClaimTimeout/3)) {
+			// A withdrawal's commit had an unknown outcome, and it
+			// applied: well before the request's deadline (clocks agree
+			// to well within the claim timeout) nobody else can have
+			// dropped it.
+			out.phase = phaseWithdraw
+			out.done, out.err, out.noCommit = true, ErrEmpty, true
+			return out, nil
+		}
+		// Dropped, or its result reclaimed, after its deadline: this
+		// waiter stalled for the claim timeout, and its item went back to
+		// the queue (by place to the tail) while the call was running. The
+		// call fails: going on with a new request and returning another
+		// item would not be linearizable. (After a withdrawal whose commit
+		// had an unknown outcome, this late, the call cannot tell its
+		// withdrawal from an expiry, and fails the same way: it took
+		// nothing either way.)
+		out.phase = phaseWait
+		if marker {
+			tr.Clear(w.resKey)
+		}
+		s.st.point("lost")
+		out.done, out.err = true, ErrClaimExpired
+		return out, nil
+	default:
+		if light {
+			readLine() // woken by its request, yet not served: a second round trip
+		}
+		return w.fulfil(tr, now, pending, pre)
+	}
+}
+
+func (w *waiter[T]) replayed(prev [][]byte, err error) (out outcome[T], _ error) {
+	if err != nil {
+		return out, err
+	}
+	out.phase = phaseWait
+	if out.val, err = w.s.replay(prev[0]); err != nil {
+		return out, err
+	}
+	out.done, out.noCommit = true, true
+	return out, nil
+}
+
+// took records, in tr, that the operation takes item p.
+func (w *waiter[T]) took(tr kv.Transaction, p kv.KeyValue, rec []byte) {
+	w.o.record(tr, rec)
+	w.taken = &kv.KeyValue{Key: bytes.Clone(p.Key), Value: bytes.Clone(p.Value)}
+	w.takenRec = rec
+}
+
+// sleep blocks until a watch fires, the request is due for renewal, or ctx
+// ends (then it returns ctx's error).
+func (w *waiter[T]) sleep(ctx context.Context) error {
+	d := w.renewAt.Sub(w.s.st.now())
+	if !w.wait {
+		// A plain Dequeue must not block: if the items ran out for the
+		// requests ahead while it slept, nothing would wake it.
+		d = min(d, recheckNoWait)
+	}
+	if d <= 0 {
+		w.cancelWatches()
+		return nil
+	}
+	slept := time.Now()
+	defer func() {
+		w.s.st.stats.sleeps.Add(1)
+		w.s.st.stats.sleepNanos.Add(int64(time.Since(slept)))
+	}()
+	wctx, cancel := context.WithTimeout(ctx, d)
+	type firing struct {
+		i   int
+		err error
+	}
+	fired := make(chan firing, len(w.watches))
+	for i, wt := range w.watches {
+		go func() { fired <- firing{i, wt.Wait(wctx)} }()
+	}
+	var werr error
+	select {
+	case f := <-fired:
+		werr = f.err
+		// The waiter's own request key is always the first watch.
+		w.ownFired = f.i == 0 && f.err == nil
+	case <-wctx.Done():
+	}
+	cancel()
+	w.cancelWatches()
+	w.s.st.point("woke")
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if werr == nil || errors.Is(werr, context.DeadlineExceeded) || errors.Is(werr, context.Canceled) {
+		w.watchFail = 0
+		return nil
+	}
+	// A watch that fails at once (too many watches, ...) must not make the
+	// waiter spin: back off, up to a second.
+	w.watchFail = min(max(2*w.watchFail, time.Millisecond), time.Second)
+	t := time.NewTimer(w.watchFail)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

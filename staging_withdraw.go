@@ -1,0 +1,302 @@
+package fdbqueue
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/fdbqueue/fdbqueue/kv"
+)
+
+// Withdrawal, expiry and recovery: a request leaves the line without being
+// served, and items handed to no one go back to the queue.
+
+// giveBack writes an item back at its original key; keys outside the
+// items' range (a corrupt result) are not written.
+func (s *stageSide[T]) giveBack(tr kv.Transaction, key, stored []byte) bool {
+	if !inRange(s.items, key) {
+		return false
+	}
+	tr.Set(key, stored)
+	return true
+}
+
+// putBack returns an item taken from the queue (handed to a request, or
+// taken by a call that then failed) to it: in batch mode at its original
+// key, where it was the head or close to it; in place mode at the tail,
+// since the requests behind its own may already have taken the items after
+// it (see stageSide.stable). Keys outside the items' range (a corrupt
+// result) are not returned. It reports whether it wrote the item.
+func (s *stageSide[T]) putBack(tr kv.Transaction, key, stored []byte) (bool, error) {
+	if !s.stable {
+		return s.giveBack(tr, key, stored), nil
+	}
+	if !inRange(s.items, key) {
+		return false, nil
+	}
+	return true, s.requeue(tr, stored)
+}
+
+// expireResults writes back the items of expired results among rs (a
+// range read of results, chunks and all) except the one at skip, as many as
+// fit p's spend, and reports how many. A result cut short by the read's
+// limit is left alone.
+func (s *stageSide[T]) expireResults(p pass, rs []kv.KeyValue, skip []byte) (int, error) {
+	tr, now, sp := p.tr, p.now, p.sp
+	n := 0
+	for _, r := range joinChunks(rs) {
+		if bytes.Equal(r.Key, skip) {
+			continue
+		}
+		d, key, stored, err := decodeResult(r.Value)
+		if err != nil || now.Before(d) {
+			continue // not ours to judge, or not expired
+		}
+		if cost := resultCost(r, s.items); n > 0 && !sp.fits(cost) {
+			break // left for a later transaction
+		} else {
+			sp.used += cost
+		}
+		if err := tr.AddReadConflictRange(chunkRange(r.Key)); err != nil {
+			return n, err
+		}
+		clearChunked(tr, r.Key)
+		back, err := s.putBack(tr, key, stored)
+		if err != nil {
+			return n, err
+		}
+		if back {
+			n++
+		}
+	}
+	if n > 0 {
+		s.st.bump(tr)
+	}
+	return n, nil
+}
+
+// withdraw clears the waiter's request: a plain Dequeue found no item for
+// it. In place mode the items ended before its place, and it reads the whole
+// item range (a read conflict): an item arriving before the commit would
+// reach the place, and requests behind might take the items after it.
+func (w *waiter[T]) withdraw(tr kv.Transaction) (out outcome[T], err error) {
+	if w.s.stable {
+		if err := tr.AddReadConflictRange(w.s.items); err != nil {
+			return out, err
+		}
+	}
+	tr.Clear(w.reqKey)
+	tr.Clear(w.resKey) // the registration's marker
+	w.withdrawing = true
+	out.phase = phaseWithdraw
+	out.done, out.err = true, ErrEmpty
+	return out, nil
+}
+
+// drop clears a request that expired (or is not one), and its
+// registration's marker: a request that is still there was not served, so
+// its result key holds nothing else.
+func (s *stageSide[T]) drop(tr kv.Transaction, key []byte) error {
+	if err := tr.AddReadConflictKey(key); err != nil {
+		return err
+	}
+	tr.Clear(key)
+	if _, rid, err := s.parseReq(key); err == nil {
+		clearChunked(tr, s.resKey(rid))
+	}
+	return nil
+}
+
+// abandon undoes what the operation left in the database after it stopped
+// with cause (its context ended, or an error that is not retryable): it
+// withdraws the request (by place, moving the item due to it to the tail),
+// returns a fulfilled item (putBack), and, when a take's commit had an
+// unknown outcome and did apply, returns that item too and erases its
+// journal record. It runs in a fresh
+// context bounded by the CleanupTimeout, since ctx is done.
+//
+// When ctx ended, the error returned is ctx's (the cleanup settled the
+// outcome of any commit in flight); otherwise it is cause.
+func (w *waiter[T]) abandon(ctx context.Context, cause error) error {
+	w.cancelWatches()
+	final := cause
+	if cerr := ctx.Err(); cerr != nil {
+		final = cerr
+	}
+	if w.resKey == nil && w.taken == nil {
+		if kv.MaybeCommitted(cause) {
+			return cause // nothing to settle it with: the caller must know
+		}
+		return final // nothing was written
+	}
+	s := w.s
+	timeout := s.st.cfg.CleanupTimeout
+	if timeout == 0 {
+		timeout = DefaultStagingCleanupTimeout
+	}
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
+	defer cancel()
+	err := w.db.Transact(cctx, func(tr kv.Transaction) error {
+		rec, err := w.o.check(tr)
+		if err != nil && !errors.Is(err, ErrOperationExpired) {
+			return err
+		}
+		var resF *chunkedValue
+		if w.resKey != nil {
+			f := getChunked(tr, w.resKey)
+			resF = &f
+		}
+		prev, done, err := w.o.applied(rec)
+		if err != nil {
+			return err
+		}
+		back := false
+		if done && w.taken != nil && len(prev) == 1 && bytes.Equal(prev[0], w.takenRec) {
+			if back, err = s.putBack(tr, w.taken.Key, w.taken.Value); err != nil {
+				return err
+			}
+			tr.ClearRange(w.o.recordRange())
+		}
+		if resF != nil {
+			// The result key holds the registration's marker while the
+			// request waits, the item once it is served, or nothing.
+			// Clearing it even when empty makes this transaction conflict
+			// with a registration still in flight.
+			resV, err := resF.Get()
+			if err != nil {
+				return err
+			}
+			reqKey := w.reqKey
+			if isMarker(resV) {
+				if reqKey == nil {
+					if reqKey, err = s.findRequest(tr, resV, w.rid); err != nil {
+						return err
+					}
+				}
+				if reqKey != nil && s.stable {
+					moved, err := s.leavePlace(tr, reqKey)
+					if err != nil {
+						return err
+					}
+					back = moved || back
+				}
+			} else if resV != nil {
+				if _, key, stored, err := decodeResult(resV); err == nil {
+					moved, err := s.putBack(tr, key, stored)
+					if err != nil {
+						return err
+					}
+					back = moved || back
+				}
+			}
+			clearChunked(tr, w.resKey)
+			if reqKey != nil {
+				tr.Clear(reqKey)
+			}
+		}
+		if back {
+			s.st.bump(tr)
+		}
+		return nil
+	})
+	if err != nil {
+		e := fmt.Errorf("%w (withdrawing the staged request failed, the claim timeout will return its item: %w; last error: %v)", final, err, cause)
+		if w.taken != nil || w.resKey != nil {
+			// The item may sit in the journal (recoverable with WithOpID),
+			// or the request may still be in the line, with an item due or
+			// handed to it that goes back to the queue only when it
+			// expires, after this call returned: either way the call may
+			// have had an effect.
+			return kv.CommitInterrupted(e)
+		}
+		return e
+	}
+	return final
+}
+
+// recover drops the side's expired requests and returns the items of its
+// expired results.
+func (s *stageSide[T]) recover(ctx context.Context, db kv.Database, stats *RecoverStats) error {
+	db = s.journal.track.observeDB("recover", db)
+	defer s.journal.track.obs.recovered(s.side(), stats)()
+	ranges := []kv.KeyRange{s.reqRange, s.resRange}
+	if s.stable {
+		if err := s.recoverPlaces(ctx, db, stats); err != nil {
+			return err
+		}
+		ranges = ranges[1:]
+	}
+	for _, r := range ranges {
+		isReq := bytes.Equal(r.Begin, s.reqRange.Begin)
+		begin := r.Begin
+		for begin != nil {
+			var dropped, returned int
+			var next []byte
+			err := db.Transact(ctx, func(tr kv.Transaction) error {
+				dropped, returned, next = 0, 0, nil
+				now := s.st.now()
+				// Up to recoverBatch keys, and results only while writing
+				// their items back fits the batch budget.
+				it := tr.Snapshot().GetRange(kv.KeyRange{Begin: begin, End: r.End},
+					kv.RangeOptions{Limit: recoverBatch, Mode: kv.StreamingModeWantAll}).Iterator()
+				// A page ends between values, never inside a chunked one.
+				var kvs []kv.KeyValue
+				var cur, stop []byte // the value being read; where the next page starts
+				sp := &spend{budget: s.st.budget}
+				for len(kvs) < recoverBatch && it.Next() {
+					p := it.KeyValue()
+					chunk := cur != nil && len(p.Key) > len(cur) && bytes.HasPrefix(p.Key, cur)
+					if !isReq && !chunk && sp.used >= sp.budget {
+						stop = bytes.Clone(p.Key)
+						break
+					}
+					if !chunk {
+						cur = p.Key
+					}
+					kvs = append(kvs, p)
+					sp.used += resultCost(p, s.items)
+				}
+				if err := it.Err(); err != nil {
+					return err
+				}
+				if stop != nil {
+					next = stop
+				} else if len(kvs) == recoverBatch {
+					next = append(bytes.Clone(kvs[len(kvs)-1].Key), 0x00)
+					if !isReq {
+						// The last result may continue past the page:
+						// the next page starts at its first chunk.
+						if whole := joinChunks(kvs); len(whole) > 1 {
+							next = whole[len(whole)-1].Key
+							kvs = kvs[:len(kvs)-countChunks(kvs, next)]
+						}
+					}
+				}
+				if !isReq {
+					var err error
+					returned, err = s.expireResults(pass{tr, now, &spend{budget: sp.used}}, kvs, nil)
+					return err
+				}
+				for _, p := range kvs {
+					d, ok := decodeDeadline(p.Value)
+					if _, _, perr := s.parseReq(p.Key); ok && perr == nil && now.Before(d) {
+						continue
+					}
+					if err := s.drop(tr, p.Key); err != nil {
+						return err
+					}
+					dropped++
+				}
+				return nil
+			})
+			if err != nil {
+				return err
+			}
+			stats.DroppedRequests += dropped
+			stats.ReturnedItems += returned
+			begin = next
+		}
+	}
+	return nil
+}
