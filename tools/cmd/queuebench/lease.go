@@ -11,7 +11,6 @@ import (
 	"slices"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"gonum.org/v1/plot"
@@ -124,45 +123,22 @@ func leaseCell(o options, workers int, seed int64) (leaseRow, error) {
 		}
 		handles = append(handles, h)
 	}
-	const chunk, backlog = 200, 4000
 	ctx := context.Background()
-	var added, done atomic.Int64
-	fill := func() error {
-		jobs := make([]fdbqueue.Job, chunk)
+	f := &feeder{write: func(first int64) error {
+		jobs := make([]fdbqueue.Job, feedChunk)
 		for i := range jobs {
-			jobs[i].Value = fmt.Appendf(nil, "job-%d", added.Load()+int64(i))
+			jobs[i].Value = fmt.Appendf(nil, "job-%d", first+int64(i))
 		}
-		if _, err := q.AddBatch(ctx, db, jobs); err != nil {
-			return err
-		}
-		added.Add(chunk)
-		return nil
-	}
-	for range backlog / chunk {
-		if err := fill(); err != nil {
-			return row, err
-		}
+		_, err := q.AddBatch(ctx, db, jobs)
+		return err
+	}}
+	if err := f.prefill(); err != nil {
+		return row, err
 	}
 	runCtx, stop := context.WithTimeout(ctx, o.duration)
 	defer stop()
 	errc := make(chan error, workers+o.feeders)
-	var fwg sync.WaitGroup
-	for range o.feeders {
-		fwg.Add(1)
-		go func() {
-			defer fwg.Done()
-			for runCtx.Err() == nil {
-				if added.Load()-done.Load() >= backlog {
-					time.Sleep(time.Millisecond) // the bench's own pacing, not synchronisation
-					continue
-				}
-				if err := fill(); err != nil && runCtx.Err() == nil {
-					errc <- err
-					return
-				}
-			}
-		}()
-	}
+	fwg := f.start(runCtx, o.feeders, errc)
 	before := db.Stats()
 	start := time.Now()
 	lats := make([][]time.Duration, workers)
@@ -181,7 +157,7 @@ func leaseCell(o options, workers int, seed int64) (leaseRow, error) {
 				switch {
 				case err == nil:
 					lats[i] = append(lats[i], time.Since(t0))
-					if d := done.Add(1); o.items > 0 && d >= o.items {
+					if d := f.done.Add(1); o.items > 0 && d >= o.items {
 						stop()
 					}
 				case errors.Is(err, fdbqueue.ErrEmpty), runCtx.Err() != nil:
@@ -202,7 +178,7 @@ func leaseCell(o options, workers int, seed int64) (leaseRow, error) {
 	for err := range errc {
 		return row, err
 	}
-	row.Jobs = done.Load()
+	row.Jobs = f.done.Load()
 	row.Seconds = elapsed.Seconds()
 	row.JobsPerSec = float64(row.Jobs) / row.Seconds
 	row.Conflicts = after.Conflicts - before.Conflicts

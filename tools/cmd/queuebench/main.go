@@ -266,48 +266,22 @@ func dequeueCell(o options, mode string, consumers int, seed int64) (dequeueRow,
 	if err != nil {
 		return row, err
 	}
-	// A feeder's batch, and the backlog feeders keep: enough that the
-	// fastest mode never finds the queue empty.
-	const chunk, backlog = 200, 4000
 	ctx := context.Background()
-	var enqueued, dequeued atomic.Int64
-	fill := func() error {
-		vals := make([][]byte, chunk)
+	f := &feeder{write: func(first int64) error {
+		vals := make([][]byte, feedChunk)
 		for i := range vals {
-			vals[i] = fmt.Appendf(nil, "item-%d", enqueued.Load()+int64(i))
+			vals[i] = fmt.Appendf(nil, "item-%d", first+int64(i))
 		}
-		if err := q.EnqueueBatch(ctx, db, vals); err != nil {
-			return err
-		}
-		enqueued.Add(chunk)
-		return nil
-	}
-	for range backlog / chunk {
-		if err := fill(); err != nil {
-			return row, err
-		}
+		return q.EnqueueBatch(ctx, db, vals)
+	}}
+	if err := f.prefill(); err != nil {
+		return row, err
 	}
 
 	runCtx, stop := context.WithTimeout(ctx, o.duration)
 	defer stop()
-	var wg sync.WaitGroup
 	errc := make(chan error, consumers+o.feeders)
-	for range o.feeders {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for runCtx.Err() == nil {
-				if enqueued.Load()-dequeued.Load() >= backlog {
-					time.Sleep(time.Millisecond) // the bench's own pacing, not synchronisation
-					continue
-				}
-				if err := fill(); err != nil && runCtx.Err() == nil {
-					errc <- err
-					return
-				}
-			}
-		}()
-	}
+	wg := f.start(runCtx, o.feeders, errc)
 	before := db.Stats()
 	start := time.Now()
 	lats := make([][]time.Duration, consumers)
@@ -341,7 +315,7 @@ func dequeueCell(o options, mode string, consumers int, seed int64) (dequeueRow,
 				case err == nil:
 					lats[i] = append(lats[i], time.Since(t0))
 					calls.Add(1)
-					if d := dequeued.Add(n); o.items > 0 && d >= o.items {
+					if d := f.done.Add(n); o.items > 0 && d >= o.items {
 						stop()
 					}
 				case errors.Is(err, fdbqueue.ErrEmpty):
@@ -364,7 +338,7 @@ func dequeueCell(o options, mode string, consumers int, seed int64) (dequeueRow,
 	for err := range errc {
 		return row, err
 	}
-	row.Items = dequeued.Load()
+	row.Items = f.done.Load()
 	row.Calls = calls.Load()
 	row.Empty = empty.Load()
 	row.Seconds = elapsed.Seconds()
