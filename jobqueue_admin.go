@@ -214,24 +214,7 @@ func (q *JobQueue) findDead(tr kv.Transaction, id JobID, x kv.FutureValue) (jobM
 // commit_unknown_result the retry finds the journal record and returns
 // nil.
 func (q *JobQueue) Requeue(ctx context.Context, t kv.Transactor, id JobID, opts ...OpOption) error {
-	if err := checkTransactor(t); err != nil {
-		return err
-	}
-	t = q.journal.track.observe("requeue", t)
-	o := q.journal.begin(t, opts)
-	err := t.Transact(ctx, func(tr kv.Transaction) error {
-		rec, err := o.check(tr)
-		if err != nil {
-			return err
-		}
-		x := tr.Get(q.key("x", id[:]))
-		if _, done, err := o.applied(rec); err != nil || done {
-			return err
-		}
-		m, key, err := q.findDead(tr, id, x)
-		if err != nil {
-			return err
-		}
+	return q.deadOp(ctx, t, "requeue", id, opts, func(tr kv.Transaction, m jobMeta, key []byte) error {
 		if len(m.unique) > 0 {
 			uk := q.key("u", m.unique)
 			owner, err := tr.Get(uk).Get()
@@ -252,11 +235,8 @@ func (q *JobQueue) Requeue(ctx context.Context, t kv.Transactor, id JobID, opts 
 		tr.Add(q.total, one)
 		tr.Add(q.deadN, minusOne)
 		tr.Add(q.signal, one)
-		o.record(tr)
 		return nil
 	})
-	o.end(err)
-	return err
 }
 
 // DeleteDead removes the dead job id and its value for good. It fails
@@ -264,10 +244,27 @@ func (q *JobQueue) Requeue(ctx context.Context, t kv.Transactor, id JobID, opts 
 // Requeue's (three clears, one counter add); exactly once with the
 // journal.
 func (q *JobQueue) DeleteDead(ctx context.Context, t kv.Transactor, id JobID, opts ...OpOption) error {
+	return q.deadOp(ctx, t, "delete_dead", id, opts, func(tr kv.Transaction, _ jobMeta, key []byte) error {
+		tr.Clear(key)
+		tr.Clear(q.key("x", id[:]))
+		tr.Clear(q.key("v", id[:]))
+		tr.Add(q.deadN, minusOne)
+		return nil
+	})
+}
+
+// deadOp runs one journaled transaction on the dead job id, shared by
+// Requeue and DeleteDead: it checks the journal, finds the job among the
+// dead (ErrJobNotFound if it is not there), calls apply with its metadata
+// and index key, and records the op in the journal if apply succeeds. Under
+// commit_unknown_result the retry finds the journal record and returns nil
+// without calling apply again.
+func (q *JobQueue) deadOp(ctx context.Context, t kv.Transactor, name string, id JobID, opts []OpOption,
+	apply func(tr kv.Transaction, m jobMeta, key []byte) error) error {
 	if err := checkTransactor(t); err != nil {
 		return err
 	}
-	t = q.journal.track.observe("delete_dead", t)
+	t = q.journal.track.observe(name, t)
 	o := q.journal.begin(t, opts)
 	err := t.Transact(ctx, func(tr kv.Transaction) error {
 		rec, err := o.check(tr)
@@ -278,14 +275,13 @@ func (q *JobQueue) DeleteDead(ctx context.Context, t kv.Transactor, id JobID, op
 		if _, done, err := o.applied(rec); err != nil || done {
 			return err
 		}
-		_, key, err := q.findDead(tr, id, x)
+		m, key, err := q.findDead(tr, id, x)
 		if err != nil {
 			return err
 		}
-		tr.Clear(key)
-		tr.Clear(q.key("x", id[:]))
-		tr.Clear(q.key("v", id[:]))
-		tr.Add(q.deadN, minusOne)
+		if err := apply(tr, m, key); err != nil {
+			return err
+		}
 		o.record(tr)
 		return nil
 	})
