@@ -7,6 +7,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"strconv"
 	"time"
 	"unicode/utf8"
@@ -98,22 +99,11 @@ func setupListing(fs *flag.FlagSet, defLimit int, emptyIsError bool) func(contex
 		if len(es) == 0 && emptyIsError {
 			return &EmptyError{Queue: pathString(s.spec.Path)}
 		}
-		if *asJSON {
-			items := make([]Item, len(es))
+		return writeList(s, es, *asJSON, jsonItem, "(empty)", func(w io.Writer) {
 			for i, e := range es {
-				items[i] = jsonItem(e)
+				fmt.Fprintf(w, "%4d  %-40s %s\n", i+1, place(e), strconv.Quote(string(e.Value)))
 			}
-			return writeJSON(s, items)
-		}
-		w := s.env.Stdout
-		if len(es) == 0 {
-			_, err := fmt.Fprintln(w, "(empty)")
-			return err
-		}
-		for i, e := range es {
-			fmt.Fprintf(w, "%4d  %-40s %s\n", i+1, place(e), strconv.Quote(string(e.Value)))
-		}
-		return nil
+		})
 	}
 }
 

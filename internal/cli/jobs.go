@@ -7,6 +7,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"strconv"
 	"time"
 	"unicode/utf8"
@@ -181,24 +182,13 @@ func setupDead(fs *flag.FlagSet) func(context.Context, *session, []string) error
 		if err != nil {
 			return err
 		}
-		if *asJSON {
-			out := make([]DeadJobJSON, len(dead))
+		return writeList(s, dead, *asJSON, deadJSON, "(no dead jobs)", func(w io.Writer) {
+			now := s.env.Now()
 			for i, d := range dead {
-				out[i] = deadJSON(d)
+				fmt.Fprintf(w, "%4d  %s  attempts %d/%d  died %s ago  %s  reason %s\n", i+1, d.ID,
+					d.Attempts, d.MaxAttempts, now.Sub(d.Died).Round(time.Second), strconv.Quote(string(d.Value)), strconv.Quote(d.Reason))
 			}
-			return writeJSON(s, out)
-		}
-		w := s.env.Stdout
-		if len(dead) == 0 {
-			_, err := fmt.Fprintln(w, "(no dead jobs)")
-			return err
-		}
-		now := s.env.Now()
-		for i, d := range dead {
-			fmt.Fprintf(w, "%4d  %s  attempts %d/%d  died %s ago  %s  reason %s\n", i+1, d.ID,
-				d.Attempts, d.MaxAttempts, now.Sub(d.Died).Round(time.Second), strconv.Quote(string(d.Value)), strconv.Quote(d.Reason))
-		}
-		return nil
+		})
 	}
 }
 

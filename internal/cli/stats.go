@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"io"
 	"time"
 )
 
@@ -143,6 +144,25 @@ func writeJSON(s *session, v any) error {
 	enc := json.NewEncoder(s.env.Stdout)
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
+}
+
+// writeList prints a list command's result (peek, dead): with --json an
+// array of toJSON of each element; otherwise the empty note when there is
+// nothing, else what lines writes.
+func writeList[T, J any](s *session, xs []T, asJSON bool, toJSON func(T) J, empty string, lines func(w io.Writer)) error {
+	if asJSON {
+		out := make([]J, len(xs))
+		for i, x := range xs {
+			out[i] = toJSON(x)
+		}
+		return writeJSON(s, out)
+	}
+	if len(xs) == 0 {
+		_, err := fmt.Fprintln(s.env.Stdout, empty)
+		return err
+	}
+	lines(s.env.Stdout)
+	return nil
 }
 
 func noArgs(args []string) error {
