@@ -32,27 +32,19 @@ import (
 func main() {
 	var cfg exampleapp.JobsConfig
 	cfg.AddFlags(flag.CommandLine)
-	latency := flag.String("latency", "real", "latency model: real (a healthy cluster's) or none")
-	unknown := flag.Float64("unknown", 0.02, "fraction of commits answered commit_unknown_result (half applied)")
-	clusterFile := flag.String("cluster-file", "", "run against FoundationDB instead: see the fdbkv module")
+	var eng exampleapp.MemdbFlags
+	eng.AddFlags(flag.CommandLine)
 	flag.Parse()
-	if *clusterFile != "" {
-		fmt.Fprintln(os.Stderr, "this build runs on the embedded engine only (the root module never links libfdb_c);")
-		fmt.Fprintln(os.Stderr, "for FoundationDB run: cd fdbkv && go run ./cmd/examples jobs -cluster-file", *clusterFile)
-		os.Exit(2)
-	}
-	switch *latency {
-	case "real", "none":
-	default:
-		fmt.Fprintf(os.Stderr, "unknown -latency %q (want real or none)\n", *latency)
+	if err := eng.Check("jobs"); err != nil {
+		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
 	}
 	cfg.Setup(os.Stderr)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	fmt.Printf("jobs on memdb: %d jobs, %d producers, %d processes × %d workers, %.0f%% failures, %.1f%% crashes, %.0f%% unknown results, latency %s\n",
-		cfg.Jobs, cfg.Producers, cfg.Processes, cfg.Workers, cfg.Fail*100, cfg.Crash*100, *unknown*100, *latency)
-	s, err := run(ctx, cfg, *unknown, *latency == "real")
+		cfg.Jobs, cfg.Producers, cfg.Processes, cfg.Workers, cfg.Fail*100, cfg.Crash*100, eng.Unknown*100, eng.Latency)
+	s, err := run(ctx, cfg, eng.Unknown, eng.Latency == "real")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "jobs:", err)
 		os.Exit(1)
@@ -69,12 +61,7 @@ func main() {
 // unknown of commits with commit_unknown_result (half of them applied),
 // with a real cluster's latencies if latency is set.
 func run(ctx context.Context, cfg exampleapp.JobsConfig, unknown float64, latency bool) (exampleapp.JobsSummary, error) {
-	opts := []memdb.Option{memdb.WithSeed(cfg.Seed),
-		memdb.WithFaults(memdb.Faults{UnknownApplied: unknown / 2, UnknownNotApplied: unknown / 2})}
-	if latency {
-		opts = append(opts, memdb.WithLatency(memdb.RealCluster))
-	}
-	db := memdb.New(opts...)
+	db := memdb.New(exampleapp.MemdbOptions(cfg.Seed, unknown, latency)...)
 	defer db.Close()
 	sub, err := fdbqueue.NewSubspace(tuple.Tuple{"examples", "jobs"})
 	if err != nil {

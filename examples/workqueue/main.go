@@ -30,28 +30,15 @@ func main() {
 	flag.IntVar(&cfg.Consumers, "consumers", 4, "consumer goroutines")
 	flag.IntVar(&cfg.Items, "items", 3000, "items to move")
 	flag.IntVar(&cfg.Batch, "batch", 8, "items per dequeue transaction (1 = plain Dequeue)")
-	latency := flag.String("latency", "real", "latency model: real (a healthy cluster's) or none")
-	unknown := flag.Float64("unknown", 0.02, "fraction of commits answered commit_unknown_result (half applied)")
 	seed := flag.Int64("seed", 1, "seed for latency and fault injection")
-	clusterFile := flag.String("cluster-file", "", "run against FoundationDB instead: see the fdbkv module")
+	var eng exampleapp.MemdbFlags
+	eng.AddFlags(flag.CommandLine)
 	flag.Parse()
-	if *clusterFile != "" {
-		fmt.Fprintln(os.Stderr, "this build runs on the embedded engine only (the root module never links libfdb_c);")
-		fmt.Fprintln(os.Stderr, "for FoundationDB run: cd fdbkv && go run ./cmd/examples workqueue -cluster-file", *clusterFile)
+	if err := eng.Check("workqueue"); err != nil {
+		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
 	}
-
-	opts := []memdb.Option{memdb.WithSeed(*seed),
-		memdb.WithFaults(memdb.Faults{UnknownApplied: *unknown / 2, UnknownNotApplied: *unknown / 2})}
-	switch *latency {
-	case "real":
-		opts = append(opts, memdb.WithLatency(memdb.RealCluster))
-	case "none":
-	default:
-		fmt.Fprintf(os.Stderr, "unknown -latency %q (want real or none)\n", *latency)
-		os.Exit(2)
-	}
-	db := memdb.New(opts...)
+	db := memdb.New(exampleapp.MemdbOptions(*seed, eng.Unknown, eng.Latency == "real")...)
 	defer db.Close()
 
 	sub, err := fdbqueue.NewSubspace(tuple.Tuple{"examples", "workqueue"})
@@ -61,7 +48,7 @@ func main() {
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 			defer stop()
 			fmt.Printf("workqueue on memdb: %d producers, %d consumers, %d items, batch %d, latency %s, %.0f%% unknown results\n",
-				cfg.Producers, cfg.Consumers, cfg.Items, cfg.Batch, *latency, *unknown*100)
+				cfg.Producers, cfg.Consumers, cfg.Items, cfg.Batch, eng.Latency, eng.Unknown*100)
 			var s exampleapp.WorkQueueSummary
 			if s, err = exampleapp.RunWorkQueue(ctx, db, q, cfg); err == nil {
 				fmt.Print(s)
