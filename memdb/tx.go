@@ -316,22 +316,15 @@ func (tx *transaction) awaitReadsLocked() {
 		if x.readsDone == nil {
 			x.readsDone = make(chan struct{})
 		}
-		tx.waitLocked(x.readsDone)
+		ch, cancel := x.readsDone, tx.cancelChanLocked()
+		tx.mu.Unlock()
+		select {
+		case <-ch:
+		case <-cancel:
+		case <-tx.db.closeCh:
+		}
+		tx.mu.Lock()
 	}
-}
-
-// waitLocked releases tx.mu until ch is closed, the transaction is
-// cancelled or the database is closed, then takes it again; it serves both
-// awaitReadsLocked and the wait for a read version.
-func (tx *transaction) waitLocked(ch <-chan struct{}) {
-	cancel := tx.cancelChanLocked()
-	tx.mu.Unlock()
-	select {
-	case <-ch:
-	case <-cancel:
-	case <-tx.db.closeCh:
-	}
-	tx.mu.Lock()
 }
 
 // cancelledLocked returns the cancellation error, if any, noticing a
@@ -428,7 +421,14 @@ func (tx *transaction) awaitReadVersion(gen uint64, forCommit bool) (int64, time
 			}
 			tx.startGRVLocked()
 		}
-		tx.waitLocked(tx.x.rvCh) // startGRVLocked made x
+		ch, cancel := tx.x.rvCh, tx.cancelChanLocked() // startGRVLocked made x
+		tx.mu.Unlock()
+		select {
+		case <-ch:
+		case <-cancel:
+		case <-tx.db.closeCh:
+		}
+		tx.mu.Lock()
 	}
 }
 
