@@ -200,10 +200,11 @@ const (
 	phaseCollect         // collect the item a fulfilment handed to the request
 	phaseWait            // read the state, then sleep, renew or re-register
 	phaseWithdraw        // withdraw the request: no item for it
+	phaseArm             // arm, read-only, a watch the step before left (armLater)
 	numPhases
 )
 
-var phaseNames = [numPhases]string{"read", "fast", "register", "take", "fulfil", "collect", "wait", "withdraw"}
+var phaseNames = [numPhases]string{"read", "fast", "register", "take", "fulfil", "collect", "wait", "withdraw", "arm"}
 
 // numBatchBuckets is the size of StagingStats.BatchSizes.
 const numBatchBuckets = 8
