@@ -104,8 +104,9 @@ func (w *waiter[T]) fulfil(tr kv.Transaction, now time.Time, pending kv.RangeRes
 	}
 	read := len(items)
 	p := pass{tr, now, w.stepSpend()}
-	// Whether the step writes: only a step that does not may arm watches
-	// on keys it did not write (see wrote).
+	// The step writes if p.sp.used grows past base (liveRequests and
+	// serve count every write they buffer) or it renews: only a step that
+	// does not write may arm watches on keys it did not write.
 	base := p.sp.used
 	line, pos, err := s.liveRequests(p, lineRead{reqs, items, complete}, w.reqKey)
 	if err != nil {
@@ -158,7 +159,11 @@ func (w *waiter[T]) fulfil(tr kv.Transaction, now time.Time, pending kv.RangeRes
 		w.watches = append(w.watches, tr.Watch(w.reqKey))
 		ahead := live[min(pos, len(live))-1]
 		if renewed || p.sp.used != base {
-			w.later = &lateWatch{key: ahead.Key, same: func(v []byte) bool { return bytes.Equal(v, ahead.Value) }}
+			// A request key, once cleared, never comes back (its
+			// versionstamp is its commit's): the same value means the
+			// request still waits.
+			seen := bytes.Clone(ahead.Value)
+			w.later = &lateWatch{key: ahead.Key, same: func(v []byte) bool { return v != nil && bytes.Equal(v, seen) }}
 		} else {
 			w.watches = append(w.watches, tr.Watch(ahead.Key))
 		}

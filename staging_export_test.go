@@ -14,8 +14,8 @@ import (
 // "woke", "lost" (the request was found expired), "taking" (a step that
 // takes an item is about to commit), "commit <phase>" (a step of that
 // phase, or the read-only arm transaction, "commit arm", is about to
-// commit), "unarmed" (the arm transaction found the key already changed:
-// no sleep) and "failed" (a step failed, before the context is checked).
+// commit), "unarmed" (the arm transaction found the key already changed,
+// or failed: no sleep) and "failed" (a step failed, before the context is checked).
 // Set it before operations start.
 func SetStagingHook(q *Queue, fn func(point string)) { q.stager.hook = fn }
 
