@@ -31,7 +31,9 @@ import (
 // writes, one versionstamped, snapshot reads of the first two and the last
 // request; the take: snapshot reads of the line up to the request and of
 // the items up to its place, then three clears and the journal record). In
-// batches, about three: the registration, a share of a batch (per
+// batches, about three: the registration (then, for a waiter behind the
+// two oldest, a read-only transaction that arms its watch on the request
+// ahead: a read version and a point read), a share of a batch (per
 // request: one request and one item read, two clears and a result write)
 // and the collect (a point read; one clear and the journal record).
 type StagingConfig struct {
@@ -200,10 +202,11 @@ const (
 	phaseCollect         // collect the item a fulfilment handed to the request
 	phaseWait            // read the state, then sleep, renew or re-register
 	phaseWithdraw        // withdraw the request: no item for it
+	phaseArm             // arm, read-only, a watch the step before left (armLater)
 	numPhases
 )
 
-var phaseNames = [numPhases]string{"read", "fast", "register", "take", "fulfil", "collect", "wait", "withdraw"}
+var phaseNames = [numPhases]string{"read", "fast", "register", "take", "fulfil", "collect", "wait", "withdraw", "arm"}
 
 // numBatchBuckets is the size of StagingStats.BatchSizes.
 const numBatchBuckets = 8

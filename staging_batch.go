@@ -104,6 +104,10 @@ func (w *waiter[T]) fulfil(tr kv.Transaction, now time.Time, pending kv.RangeRes
 	}
 	read := len(items)
 	p := pass{tr, now, w.stepSpend()}
+	// The step writes if p.sp.used grows past base (liveRequests and
+	// serve count every write they buffer) or it renews: only a step that
+	// does not write may arm watches on keys it did not write.
+	base := p.sp.used
 	line, pos, err := s.liveRequests(p, lineRead{reqs, items, complete}, w.reqKey)
 	if err != nil {
 		return out, err
@@ -144,10 +148,25 @@ func (w *waiter[T]) fulfil(tr kv.Transaction, now time.Time, pending kv.RangeRes
 				return w.withdraw(tr)
 			}
 		}
-		if !now.Before(w.renewAt) {
+		renewed := !now.Before(w.renewAt)
+		if renewed {
 			w.renew(tr, now)
 		}
-		w.watches = append(w.watches, tr.Watch(w.reqKey), tr.Watch(live[min(pos, len(live))-1].Key))
+		// The own request key was read above (a read conflict already);
+		// the request ahead was a snapshot read: a watch on it here would
+		// add a read conflict, so a step that writes leaves it to
+		// armLater.
+		w.watches = append(w.watches, tr.Watch(w.reqKey))
+		ahead := live[min(pos, len(live))-1]
+		if renewed || p.sp.used != base {
+			// A request key, once cleared, never comes back (its
+			// versionstamp is its commit's): the same value means the
+			// request still waits.
+			seen := bytes.Clone(ahead.Value)
+			w.later = &lateWatch{key: ahead.Key, same: func(v []byte) bool { return v != nil && bytes.Equal(v, seen) }}
+		} else {
+			w.watches = append(w.watches, tr.Watch(ahead.Key))
+		}
 		out.armed, out.phase = true, phaseWait
 		return out, nil
 	}
@@ -164,7 +183,8 @@ func (w *waiter[T]) fulfil(tr kv.Transaction, now time.Time, pending kv.RangeRes
 		out.done, out.val = true, res.val
 		return out, nil
 	}
-	if !now.Before(w.renewAt) {
+	renewed := !now.Before(w.renewAt)
+	if renewed {
 		w.renew(tr, now)
 	}
 	if !res.emptyForMe {
@@ -172,6 +192,13 @@ func (w *waiter[T]) fulfil(tr kv.Transaction, now time.Time, pending kv.RangeRes
 	}
 	if !w.wait {
 		return w.withdraw(tr)
+	}
+	if renewed || p.sp.used != base {
+		// The queue ran out before this request, but the step writes: a
+		// watch on the signal key here would make it conflict with every
+		// enqueue before its commit. The next step, which finds nothing
+		// to write, arms the watches.
+		return out, nil
 	}
 	w.arm(tr)
 	out.armed = true

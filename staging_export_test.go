@@ -12,8 +12,11 @@ import (
 // "registering" (a registration is about to commit), "registered" (a
 // request was filed), "armed" (about to sleep on watches),
 // "woke", "lost" (the request was found expired), "taking" (a step that
-// takes an item is about to commit) and "failed" (a step failed, before the
-// context is checked). Set it before operations start.
+// takes an item is about to commit), "commit <phase>" (a step of that
+// phase, or the read-only arm transaction, "commit arm", is about to
+// commit), "unarmed" (the arm transaction found the key already changed,
+// or failed: no sleep) and "failed" (a step failed, before the context is checked).
+// Set it before operations start.
 func SetStagingHook(q *Queue, fn func(point string)) { q.stager.hook = fn }
 
 // SetPQStagingHook is SetStagingHook for a PriorityQueue.

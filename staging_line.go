@@ -63,9 +63,11 @@ import (
 //     reads of the line's first two and last requests, and of the head
 //     unless the line is known to be long. Keeps Order (the versionstamp)
 //     and State (key and marker together). In batch mode a waiter not
-//     among the two oldest arms its watches here and sleeps from the
-//     commit on. After a commit with an unknown outcome, resolve reads the
-//     marker with a normal read, so a commit still in flight conflicts.
+//     among the two oldest watches its own result key here (its own write:
+//     no read conflict), then the request ahead in a read-only transaction
+//     right after the commit (armLater), and sleeps. After a commit with
+//     an unknown outcome, resolve reads the marker with a normal read, so
+//     a commit still in flight conflicts.
 //   - take (waiter, takeAt and takeItem): in batch mode only the oldest
 //     waiter, which takes the head with a plain dequeue's conflict range.
 //     By place any waiter whose place the items reach: it clears the item
@@ -79,6 +81,10 @@ import (
 //     directly. Keeps State (request key out, result in) and Once (the
 //     item moves from the queue to one result). Waiters the items do not
 //     reach sleep on watches.
+//   - Watches: a watch reads its key with a normal read (FoundationDB's
+//     RYWImpl::watch), so a step that writes arms none on a key it did not
+//     write itself; it leaves it to a read-only transaction after its
+//     commit (armLater), or to its next step.
 //   - collect (a served waiter): clears the result key and records the
 //     item in the journal. Keeps Once.
 //   - withdraw (staging_withdraw.go: a waiter whose context ended, or a

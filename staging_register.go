@@ -70,12 +70,21 @@ func (s *stageSide[T]) liveAmong(reqs []kv.KeyValue, now time.Time) []kv.KeyValu
 
 // join files a request, after the reads in look (all empty: none). In
 // batch mode a waiter that is not among the two oldest cannot do anything
-// for its request but wait: the registration arms its watches, on its result key (a
-// fulfilment writes it, an expiry clears it) and on the last request ahead
-// (when that one leaves the line, this one may have become one of the two
-// oldest), so that it sleeps from the commit on, one transaction sooner
-// than a separate read-and-arm step. Any other waiter runs its next step
-// at once.
+// for its request but wait, on its result key (a fulfilment writes it, an
+// expiry clears it) and on the last request ahead (when that one leaves
+// the line, this one may have become one of the two oldest), so that it
+// sleeps from the commit on, without a step that reads the line again.
+// Any other waiter runs its next step at once.
+//
+// Only the watch on its own result key is armed here: the registration
+// writes that key (the marker), and a watch on a key the transaction wrote
+// reads the transaction's own write and adds no read conflict. A watch on
+// the request ahead would add one (FoundationDB's RYWImpl::watch reads the
+// key with a normal read, fdbclient/ReadYourWrites.cpp), so that the
+// registration, which writes, would fail whenever that request left the
+// line between its read version and its commit; it is armed right after
+// the commit, in a read-only transaction (armLater), which never
+// conflicts.
 func (w *waiter[T]) join(tr kv.Transaction, now time.Time, look firstLook) (out outcome[T], err error) {
 	last, ahead := look.last, look.ahead
 	out.phase = phaseRegister
@@ -106,7 +115,11 @@ func (w *waiter[T]) join(tr kv.Transaction, now time.Time, look firstLook) (out 
 	if err != nil {
 		return out, nil // not a request: the next step drops it
 	}
-	w.watches = append(w.watches, tr.Watch(w.resKey), tr.Watch(w.s.resKey(lastRID)))
+	w.watches = append(w.watches, tr.Watch(w.resKey))
+	// The registration saw the request ahead waiting (in the line), so
+	// its result key held its marker then; a marker is written once, by
+	// its request's registration, and never comes back once changed.
+	w.later = &lateWatch{key: w.s.resKey(lastRID), same: isMarker}
 	out.armed = true
 	return out, nil
 }
@@ -184,4 +197,50 @@ func (w *waiter[T]) renew(tr kv.Transaction, now time.Time) {
 // never missed.
 func (w *waiter[T]) arm(tr kv.Transaction) {
 	w.watches = append(w.watches, tr.Watch(w.reqKey), tr.Watch(w.s.st.sig))
+}
+
+// lateWatch is a watch that a step which writes leaves to armLater: armed
+// in the step's own transaction, its read of the key would add a read
+// conflict, and the step would fail whenever someone changed the key
+// before its commit.
+type lateWatch struct {
+	key []byte
+	// same reports whether a value of key is still what the step saw.
+	same func(v []byte) bool
+}
+
+// armLater arms w.later in tr, a fresh transaction run right after the
+// step committed, and reports whether the waiter may sleep. tr only reads,
+// and a read-only commit never conflicts (Transaction::commitMutations in
+// fdbclient/NativeAPI.actor.cpp returns at once when there are no
+// mutations and no write conflict ranges). The watch compares with the
+// value at tr's read version (Transaction::setupWatches registers the
+// watches of a read-only commit at its read version), so it fires on any
+// change after that version; a change between the step's read version and
+// tr's is seen in the value read, and then the waiter does not sleep but
+// runs its next step at once, as if the watch had fired. Either way no
+// change is missed. If tr fails, the waiter does not sleep either.
+//
+// Cost: a read version, one point read (the watch's own read of the same
+// key overlaps it) and no commit round trip.
+func (w *waiter[T]) armLater(tr kv.Transaction) (bool, error) {
+	lw := w.later
+	w.later = nil
+	f := tr.Snapshot().Get(lw.key)
+	wt := tr.Watch(lw.key)
+	v, err := f.Get()
+	if err == nil && !lw.same(v) {
+		wt.Cancel()
+		return false, nil
+	}
+	if err == nil {
+		w.s.st.point("commit arm")
+		err = tr.Commit()
+	}
+	if err != nil {
+		wt.Cancel()
+		return false, err
+	}
+	w.watches = append(w.watches, wt)
+	return true, nil
 }

@@ -53,7 +53,9 @@ type waiter[T any] struct {
 	// the request and its result before it reads the line.
 	ownFired bool
 
-	watches   []kv.Watch
+	watches []kv.Watch
+	// later is a watch the step left to arm after its commit (armLater).
+	later     *lateWatch
 	watchFail time.Duration
 	reads     stepReads // the current step's range reads
 }
@@ -150,6 +152,10 @@ func (w *waiter[T]) loop(ctx, callerCtx context.Context) (T, error) {
 			}
 			tr.Reset()
 			stepOptions(tr)
+			if out.armed && w.later != nil {
+				out.armed = w.armAfter(tr)
+				w.woke = !out.armed // the key changed: as if its watch fired
+			}
 			if out.armed {
 				w.s.st.point("armed")
 				if err := w.sleep(callerCtx); err != nil {
@@ -214,6 +220,9 @@ func (w *waiter[T]) attempt(tr kv.Transaction) (outcome[T], error) {
 	if out.registered {
 		w.s.st.point("registering")
 	}
+	if w.s.st.hook != nil {
+		w.s.st.point("commit " + phaseNames[out.phase])
+	}
 	return out, tr.Commit()
 }
 
@@ -222,6 +231,34 @@ func (w *waiter[T]) cancelWatches() {
 		wt.Cancel()
 	}
 	w.watches = w.watches[:0]
+	w.later = nil
+}
+
+// armAfter runs armLater in tr, counts it as a step of phase "arm", and
+// resets tr for the next step. It reports whether the waiter may sleep;
+// when it may not, the watches already armed are cancelled, and the next
+// step runs at once.
+func (w *waiter[T]) armAfter(tr kv.Transaction) bool {
+	t0 := time.Now()
+	ok, err := w.armLater(tr)
+	st := &w.s.st.stats
+	w.s.journal.track.obs.stagedStep(phaseArm, err)
+	switch {
+	case err == nil:
+		st.commits[phaseArm].Add(1)
+		st.nanos[phaseArm].Add(int64(time.Since(t0)))
+	case errors.Is(err, kv.ErrNotCommitted):
+		st.conflicts[phaseArm].Add(1)
+	default:
+		st.fails[phaseArm].Add(1)
+	}
+	tr.Reset()
+	stepOptions(tr)
+	if !ok {
+		w.cancelWatches()
+		w.s.st.point("unarmed")
+	}
+	return ok
 }
 
 // refreshOp replaces a random operation ID before it nears the journal
