@@ -29,8 +29,9 @@ type queueEnd[T any] struct {
 type batchLimit struct{ max, budget int }
 
 // takeEnd removes up to lim.max items from e inside tr: the shared body of
-// Queue.DequeueBatch and PriorityQueue's pops.
-func takeEnd[T any](tr kv.Transaction, o *op, e queueEnd[T], lim batchLimit) ([]T, error) {
+// Queue.DequeueBatch and PriorityQueue's pops. It appends the results to
+// dst (nil, or a caller's array to fill).
+func takeEnd[T any](tr kv.Transaction, o *op, e queueEnd[T], lim batchLimit, dst []T) ([]T, error) {
 	r, reverse, max, budget := e.items, e.reverse, lim.max, lim.budget
 	rec, err := o.check(tr)
 	if err != nil {
@@ -53,11 +54,13 @@ func takeEnd[T any](tr kv.Transaction, o *op, e queueEnd[T], lim batchLimit) ([]
 		if err := waitRead(head, nil); err != nil {
 			return nil, err
 		}
-		out := make([]T, len(prev))
-		for i, p := range prev {
-			if out[i], err = e.replay(p); err != nil {
+		out := dst
+		for _, p := range prev {
+			v, err := e.replay(p)
+			if err != nil {
 				return nil, err
 			}
+			out = append(out, v)
 		}
 		return out, nil
 	}
@@ -65,7 +68,7 @@ func takeEnd[T any](tr kv.Transaction, o *op, e queueEnd[T], lim batchLimit) ([]
 	for i := 0; i < skip && it.Next(); i++ {
 		// an item due to a request of the line
 	}
-	var out []T
+	out := dst
 	var records, taken [][]byte
 	// used counts the transaction's size as FDB does (budget.go), so that
 	// an accepted budget never makes the commit fail with 2101.

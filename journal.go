@@ -163,15 +163,25 @@ func applyOpOptions(opts []OpOption) opConfig {
 // begin starts an operation: it picks its ID and, when the operation runs
 // its own transactions, takes over clearing a few completed records.
 func (j *journal) begin(t kv.Transactor, opts []OpOption) *op {
+	var kind string
+	if ob, ok := t.(observed); ok {
+		kind = ob.opKind()
+	}
+	_, owned := t.(kv.Database)
+	o := &op{}
+	j.beginInto(o, kind, owned, opts)
+	return o
+}
+
+// beginInto is begin on an op the caller provides (zero, or reset by
+// call.reset): kind names it for the metrics, owned says it runs its own
+// transactions (a Database).
+func (j *journal) beginInto(o *op, kind string, owned bool, opts []OpOption) {
 	var c opConfig
 	if len(opts) > 0 {
 		c = applyOpOptions(opts)
 	}
-	o := &op{j: j, id: c.id, fresh: !c.hasID}
-	if ob, ok := t.(observed); ok {
-		o.kind = ob.opKind()
-	}
-	_, o.owned = t.(kv.Database)
+	o.j, o.id, o.fresh, o.kind, o.owned = j, c.id, !c.hasID, kind, owned
 	if !c.hasID && !j.disabled {
 		// Made even when the operation will not record (skip): the budget
 		// counts its record key's length (overheadCost), whatever the
@@ -184,12 +194,11 @@ func (j *journal) begin(t kv.Transactor, opts []OpOption) *op {
 	o.skip = !o.owned && !c.hasID
 	if o.owned && !j.disabled {
 		j.mu.Lock()
-		n := min(len(j.pending), 8)
+		n := min(len(j.pending), maxCarriedCleanups)
 		o.cleanups = append(o.cleanups, j.pending[len(j.pending)-n:]...)
 		j.pending = j.pending[:len(j.pending)-n]
 		j.mu.Unlock()
 	}
-	return o
 }
 
 // end finishes an operation. When it ran its own transactions and committed,
@@ -202,20 +211,28 @@ func (o *op) end(err error) {
 	}
 	o.j.mu.Lock()
 	defer o.j.mu.Unlock()
-	back := o.cleanups // not applied: hand them back
-	if err == nil {
-		// The commit that wrote this operation's records also applied the
-		// cleanups it carried; what remains is to clear its own records.
-		back = []kv.KeyRange{o.recordRange()}
-		if !o.wide {
-			// Its one record key, as a point range (see keys).
-			back[0] = kv.KeyRange{Begin: o.key0, End: o.key0[:len(o.key0)+1]}
+	if err != nil {
+		// Not applied: hand the cleanups it took back.
+		for _, r := range o.cleanups {
+			o.j.addPending(r)
 		}
+		return
 	}
-	for _, r := range back {
-		if len(o.j.pending) < maxPendingClears {
-			o.j.pending = append(o.j.pending, r)
-		}
+	// The commit that wrote this operation's records also applied the
+	// cleanups it carried; what remains is to clear its own records.
+	if o.wide {
+		o.j.addPending(o.recordRange())
+	} else {
+		// Its one record key, as a point range (see keys).
+		o.j.addPending(kv.KeyRange{Begin: o.key0, End: o.key0[:len(o.key0)+1]})
+	}
+}
+
+// addPending queues r for clearing by a later operation (j.mu held); past
+// maxPendingClears it is left to expire.
+func (j *journal) addPending(r kv.KeyRange) {
+	if len(j.pending) < maxPendingClears {
+		j.pending = append(j.pending, r)
 	}
 }
 
