@@ -80,7 +80,7 @@ func newCall(kind callKind, l *layer, opName string, t kv.Transactor, opts []OpO
 	if _, wrapped := t.(*observedDB); isDB && !wrapped && !k.obs.metered {
 		c.tracked, c.db = true, db
 		c.tx.k, c.tx.op = k, opName
-		l.journal.beginInto(&c.op, opName, true, opts)
+		l.journal.beginInto(&c.op, opName, true, true, opts)
 		return c
 	}
 	c.t = k.observe(opName, t)
@@ -89,7 +89,7 @@ func newCall(kind callKind, l *layer, opName string, t kv.Transactor, opts []OpO
 		kindName = ob.opKind()
 	}
 	_, owned := c.t.(kv.Database)
-	l.journal.beginInto(&c.op, kindName, owned, opts)
+	l.journal.beginInto(&c.op, kindName, owned, true, opts)
 	return c
 }
 
@@ -183,6 +183,7 @@ func (o *op) reset() {
 	cleanups := o.cleanups[:0]
 	o.j, o.id, o.owned, o.skip, o.gate, o.kind = nil, OpID{}, false, false, nil, ""
 	o.wide, o.rng, o.key0, o.fresh = false, kv.KeyRange{}, nil, false
+	o.slotted, o.slot, o.slotGen, o.slotKey = false, 0, 0, nil
 	o.recorded.Store(false)
 	o.cleanups = cleanups
 }

@@ -5,7 +5,9 @@ import (
 	"crypto/rand"
 	"encoding/binary"
 	"encoding/hex"
+	"errors"
 	"fmt"
+	"math/bits"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -86,6 +88,14 @@ type journal struct {
 
 	gate  *confGate // the stored configuration's check (config.go)
 	track *tracker  // depth counters, metrics and logs (observe.go)
+
+	// Slots (see slot), under mu: the current epoch's ID, its generation
+	// (counted up at each new epoch), the slots free for reuse, the next
+	// new slot and the keys of the epoch's slots so far.
+	epoch     OpID
+	epochGen  uint64
+	freeSlots []int64
+	slotKeys  [][]byte
 }
 
 const (
@@ -122,6 +132,76 @@ func newJournal(queuePrefix []byte, cfg config) *journal {
 	return j
 }
 
+// Journal slots. An operation of a Queue or PriorityQueue that runs its
+// own transactions (given a Database) under an ID of its own making is
+// recognised only by its own retries: once it returns, its record is
+// never read again. Such an operation writes its record at a slot key of
+// its journal value instead of a key of its own: (shard, epoch, slot),
+// laid out as a record (shard, ID, n) with the epoch an ID that its
+// journal makes (time and random bytes) and the slot a small integer,
+// and the value the operation's ID, a tag and the result. A slot is held
+// by one operation at a time; when the operation returns without error
+// (or with ErrEmpty: then no attempt committed) its slot is free for the
+// next one, which overwrites the record: one write per operation, where a
+// record of its own costs a write and, in a later operation, a clear.
+// After any other error the slot is dropped (an attempt may still be
+// recognised by nothing, but a late commit must not land on a record of
+// another operation) and expires with its epoch.
+//
+// A retry reads the slot key (a normal point read) and finds its record
+// only if the value starts with its ID. A result that does not fit one
+// value with its ID (a batch, or a value near the limit) is written as
+// records of the operation's own (shard, ID, n), with a slot value that
+// says so (tag slotElsewhere); those records are cleared as any record.
+//
+// A journal starts a new epoch, with new slot keys, once its epoch is
+// slotEpochAge old: the epoch's keys then expire as records made at its
+// time do (expire), which bounds the slot keys of abandoned handles. An
+// operation holds its slot for at most the retention, so its slot key is
+// at most retention + slotEpochAge old by its maker's clock while it
+// runs: clocks may disagree by up to retention - slotEpochAge (with the
+// default retention, 8 min 45 s) without a client clearing a slot in use.
+const (
+	slotInline    = 0 // the value holds the result after the tag
+	slotElsewhere = 1 // the results are in records (shard, ID, n)
+	slotHeader    = len(OpID{}) + 1
+)
+
+// slotEpochAge is how old a journal's slot epoch gets before the next
+// operation starts a new one: an eighth of the retention.
+func (j *journal) slotEpochAge() time.Duration { return j.retention / 8 }
+
+// takeSlot gives o a slot of the current epoch (j.mu held).
+func (j *journal) takeSlot(o *op) {
+	now := j.now()
+	if j.epochGen == 0 || now.Sub(j.epoch.Time()) >= j.slotEpochAge() || now.Before(j.epoch.Time()) {
+		j.epoch = newOpIDAt(now)
+		j.epochGen++
+		j.freeSlots = j.freeSlots[:0]
+		clear(j.slotKeys)
+		j.slotKeys = j.slotKeys[:0]
+	}
+	var n int64
+	if k := len(j.freeSlots); k > 0 {
+		n = j.freeSlots[k-1]
+		j.freeSlots = j.freeSlots[:k-1]
+	} else {
+		n = int64(len(j.slotKeys))
+		// The slots of an epoch spread over the shards, as records do.
+		key, _ := tuple.Tuple{(int64(j.epoch[8]) + n) % journalShards, j.epoch[:], n}.AppendPack(bytes.Clone(j.prefix))
+		j.slotKeys = append(j.slotKeys, key)
+	}
+	o.slotted, o.slot, o.slotGen, o.slotKey = true, n, j.epochGen, j.slotKeys[n]
+}
+
+// releaseSlot frees o's slot for the next operation, unless its epoch
+// has ended (j.mu held).
+func (j *journal) releaseSlot(o *op) {
+	if o.slotGen == j.epochGen {
+		j.freeSlots = append(j.freeSlots, o.slot)
+	}
+}
+
 // op is one logical operation in flight.
 type op struct {
 	j        *journal
@@ -143,6 +223,12 @@ type op struct {
 	// A fresh operation's records can exist only once recorded is set.
 	fresh    bool
 	recorded atomic.Bool
+	// slotted: the operation's record is at slotKey, its journal's slot
+	// slot of epoch generation slotGen (see takeSlot).
+	slotted bool
+	slot    int64
+	slotGen uint64
+	slotKey []byte
 }
 
 // off reports whether the operation does without the journal.
@@ -169,14 +255,16 @@ func (j *journal) begin(t kv.Transactor, opts []OpOption) *op {
 	}
 	_, owned := t.(kv.Database)
 	o := &op{}
-	j.beginInto(o, kind, owned, opts)
+	j.beginInto(o, kind, owned, false, opts)
 	return o
 }
 
 // beginInto is begin on an op the caller provides (zero, or reset by
-// call.reset): kind names it for the metrics, owned says it runs its own
-// transactions (a Database).
-func (j *journal) beginInto(o *op, kind string, owned bool, opts []OpOption) {
+// op.reset): kind names it for the metrics, owned says it runs its own
+// transactions (a Database). slots lets an owned operation with an ID of
+// its own making record in a slot (see takeSlot): the operations of a
+// Queue or PriorityQueue, whose results are values or nothing.
+func (j *journal) beginInto(o *op, kind string, owned, slots bool, opts []OpOption) {
 	var c opConfig
 	if len(opts) > 0 {
 		c = applyOpOptions(opts)
@@ -197,6 +285,9 @@ func (j *journal) beginInto(o *op, kind string, owned bool, opts []OpOption) {
 		n := min(len(j.pending), maxCarriedCleanups)
 		o.cleanups = append(o.cleanups, j.pending[len(j.pending)-n:]...)
 		j.pending = j.pending[:len(j.pending)-n]
+		if slots && !c.hasID {
+			j.takeSlot(o)
+		}
 		j.mu.Unlock()
 	}
 }
@@ -211,6 +302,9 @@ func (o *op) end(err error) {
 	}
 	o.j.mu.Lock()
 	defer o.j.mu.Unlock()
+	if o.slotted && (err == nil || errors.Is(err, ErrEmpty)) {
+		o.j.releaseSlot(o)
+	}
 	if err != nil {
 		// Not applied: hand the cleanups it took back.
 		for _, r := range o.cleanups {
@@ -222,7 +316,7 @@ func (o *op) end(err error) {
 	// cleanups it carried; what remains is to clear its own records.
 	if o.wide {
 		o.j.addPending(o.recordRange())
-	} else {
+	} else if !o.slotted { // a slot's record stays, for the next operation to overwrite
 		// Its one record key, as a point range (see keys).
 		o.j.addPending(kv.KeyRange{Begin: o.key0, End: o.key0[:len(o.key0)+1]})
 	}
@@ -264,6 +358,20 @@ func (o *op) keys() {
 	o.key0 = buf[m+1 : 2*m+2 : 2*m+3]
 }
 
+// recordPrefixLen is the length of the packed (shard, id) under the
+// journal's prefix, the record range's begin (see keys), computed without
+// building it.
+func (o *op) recordPrefixLen() int {
+	return len(o.j.prefix) + packedIntLen(o.shard()) + 2 + len(o.id) + bytes.Count(o.id[:], []byte{0})
+}
+
+// recordKeyLen is len(o.recordKey(n)), without building the key.
+func (o *op) recordKeyLen(n int) int { return o.recordPrefixLen() + packedIntLen(int64(n)) }
+
+// packedIntLen is the length of a non-negative int64 packed as a tuple
+// element: its code and its minimal big-endian bytes.
+func packedIntLen(v int64) int { return 1 + (bits.Len64(uint64(v))+7)/8 }
+
 // recordKey is the key of the operation's n-th record (its first chunk,
 // see setChunked). The caller must not modify the key.
 func (o *op) recordKey(n int) []byte {
@@ -294,6 +402,9 @@ func (o *op) check(tr kv.Transaction) (kv.RangeResult, error) {
 		// none to find, and no earlier commit to conflict with.
 		return noRecords, nil
 	}
+	if o.slotted {
+		return &recordRead{tr: tr, o: o, first: tr.Get(o.slotKey), slot: true}, nil
+	}
 	return &recordRead{tr: tr, o: o, first: tr.Get(o.recordKey(0))}, nil
 }
 
@@ -315,6 +426,7 @@ type recordRead struct {
 	tr    kv.ReadTransaction
 	o     *op
 	first kv.FutureValue
+	slot  bool // first reads the operation's slot (see takeSlot)
 	done  bool
 	kvs   []kv.KeyValue
 	err   error
@@ -326,6 +438,14 @@ func (r *recordRead) GetSlice() ([]kv.KeyValue, error) {
 	if !r.done {
 		r.done = true
 		v, err := r.first.Get()
+		if r.slot && err == nil {
+			if len(v) < slotHeader || !bytes.Equal(v[:len(OpID{})], r.o.id[:]) {
+				v = nil // another operation's record, or none
+			} else if v[slotHeader-1] == slotInline {
+				r.kvs = []kv.KeyValue{{Key: r.o.slotKey, Value: v[slotHeader:]}}
+				v = nil
+			}
+		}
 		switch {
 		case err != nil:
 			r.err = err
@@ -392,6 +512,25 @@ func (o *op) record(tr kv.Transaction, results ...[]byte) {
 		return
 	}
 	o.recorded.Store(true)
+	if o.slotted {
+		var one []byte
+		if len(results) == 1 {
+			one = results[0]
+		}
+		if len(results) <= 1 && slotHeader+len(one) <= kv.MaxValueSize {
+			v := make([]byte, slotHeader, slotHeader+len(one))
+			copy(v, o.id[:])
+			v[slotHeader-1] = slotInline
+			tr.Set(o.slotKey, append(v, one...))
+			o.carry(tr)
+			return
+		}
+		v := make([]byte, slotHeader)
+		copy(v, o.id[:])
+		v[slotHeader-1] = slotElsewhere
+		tr.Set(o.slotKey, v)
+		o.wide = true // its records are cleared by their range
+	}
 	if len(results) == 0 {
 		setChunked(tr, o.recordKey(0), []byte{})
 	}
@@ -404,6 +543,12 @@ func (o *op) record(tr kv.Transaction, results ...[]byte) {
 			o.wide = true
 		}
 	}
+	o.carry(tr)
+}
+
+// carry clears, in tr, the records of completed operations the operation
+// took over, and now and then expires old records.
+func (o *op) carry(tr kv.Transaction) {
 	for _, r := range o.cleanups {
 		if isPointRange(r) {
 			tr.Clear(r.Begin) // the same mutation and conflict range

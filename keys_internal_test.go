@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"testing"
+	"time"
 
 	"github.com/fdbqueue/fdbqueue/tuple"
 )
@@ -115,6 +116,31 @@ func TestParsePriorityFast(t *testing.T) {
 		key, _ := other.AppendPack(bytes.Clone(prefix))
 		if _, _, ok := parsePriorityFast(key, prefix); ok {
 			t.Fatalf("%v: fast path accepts a foreign key", other)
+		}
+	}
+}
+
+// TestRecordKeyLengths checks the record key lengths the budget computes
+// without building the keys against the keys themselves, for IDs with
+// 0x00 bytes (escaped when packed) and every kind of shard.
+func TestRecordKeyLengths(t *testing.T) {
+	j := newJournal([]byte("\x02q\x00"), config{retention: time.Minute, now: time.Now})
+	r := rand.New(rand.NewPCG(9, 10))
+	for i := range 500 {
+		var id OpID
+		for k := range id {
+			id[k] = byte(r.IntN(3)) // many 0x00 bytes
+		}
+		id[8] = byte(i) // shard 0 packs shorter than the others
+		o := &op{j: j, id: id}
+		rr := o.recordRange()
+		if m := o.recordPrefixLen(); len(rr.Begin) != m || len(rr.End) != m+1 {
+			t.Fatalf("id %x: record range %d, %d bytes; computed %d", id, len(rr.Begin), len(rr.End), m)
+		}
+		for _, n := range []int{0, 1, 255, 256, 1 << 20} {
+			if got, want := o.recordKeyLen(n), len(o.recordKey(n)); got != want {
+				t.Fatalf("id %x, record %d: computed %d bytes, key %d", id, n, got, want)
+			}
 		}
 	}
 }
