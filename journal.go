@@ -583,17 +583,26 @@ func (j *journal) expire(tr kv.Transaction) {
 	var cutoff [8]byte
 	binary.BigEndian.PutUint64(cutoff[:], uint64(j.now().Add(-2*j.retention).UnixMicro()))
 	first := j.gcShard.Add(expireShards) - expireShards
+	// Every bound in one buffer (a bound is the prefix, a shard of at most
+	// 2 bytes and the cutoff of at most 2+16 bytes): none is written
+	// again once handed to ClearRange.
+	buf := make([]byte, 0, (expireShards+1)*2*(len(j.prefix)+20))
+	bound := func(t tuple.Tuple) []byte {
+		n := len(buf)
+		buf, _ = t.AppendPack(append(buf, j.prefix...))
+		return buf[n:len(buf):len(buf)]
+	}
 	for i := range uint32(expireShards) {
 		shard := int64((first + i) % journalShards)
-		begin, _ := tuple.Tuple{shard}.AppendPack(bytes.Clone(j.prefix))
-		end, _ := tuple.Tuple{shard, cutoff[:]}.AppendPack(bytes.Clone(j.prefix))
+		begin := bound(tuple.Tuple{shard})
+		end := bound(tuple.Tuple{shard, cutoff[:]})
 		tr.ClearRange(kv.KeyRange{Begin: begin, End: end})
 	}
 	if first%journalShards < expireShards {
 		// Once per sweep: records of the layout before shards, keyed
 		// (op ID, n) (a byte string sorts before every shard number).
-		begin, _ := tuple.Tuple{[]byte{}}.AppendPack(bytes.Clone(j.prefix))
-		end, _ := tuple.Tuple{cutoff[:]}.AppendPack(bytes.Clone(j.prefix))
+		begin := bound(tuple.Tuple{[]byte{}})
+		end := bound(tuple.Tuple{cutoff[:]})
 		tr.ClearRange(kv.KeyRange{Begin: begin, End: end})
 	}
 }
