@@ -17,6 +17,9 @@ type queueEnd[T any] struct {
 	// turns a record back into the result.
 	accept func(kv.KeyValue) (T, []byte, error)
 	replay func([]byte) (T, error)
+	// take, if not nil, is accept without the record, for an operation
+	// that writes none (no journal).
+	take func(kv.KeyValue) (T, error)
 	// reserved, if not nil, says how many items at the head are due to the
 	// requests of a staged Queue's line (place mode): a take starts after
 	// them, with a read conflict on each item taken instead of on the
@@ -75,7 +78,14 @@ func takeEnd[T any](tr kv.Transaction, o *op, e queueEnd[T], lim batchLimit, dst
 	used := o.overheadCost(r)
 	for len(out) < max && it.Next() {
 		p := it.KeyValue()
-		v, record, err := e.accept(p)
+		var v T
+		var record []byte
+		var err error
+		if e.take != nil && o.off() {
+			v, err = e.take(p)
+		} else {
+			v, record, err = e.accept(p)
+		}
 		if err != nil {
 			if len(out) > 0 {
 				break // take the good items before the bad one
@@ -163,6 +173,9 @@ func peekEnd[T any](ctx context.Context, t kv.ReadTransactor, e queueEnd[T]) (T,
 		kvs = kvs[min(skip, len(kvs)):]
 		if len(kvs) == 0 {
 			return zero, ErrEmpty
+		}
+		if e.take != nil {
+			return e.take(kvs[0])
 		}
 		v, _, err := e.accept(kvs[0])
 		return v, err

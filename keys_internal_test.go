@@ -144,3 +144,57 @@ func TestRecordKeyLengths(t *testing.T) {
 		}
 	}
 }
+
+// TestVersionstampKeyFast compares the versionstamp layout's fast key
+// check with the full unpack: it accepts only keys the full check
+// accepts, and every key an enqueue writes (once completed).
+func TestVersionstampKeyFast(t *testing.T) {
+	prefix := []byte("\x02vs\x00")
+	q := &Queue{layer: layer{sub: Subspace{prefix: prefix}, cfg: config{versionstamps: true}}}
+	r := rand.New(rand.NewPCG(11, 12))
+	for range 2000 {
+		var vs tuple.Versionstamp
+		for k := range vs.TransactionVersion {
+			vs.TransactionVersion[k] = byte(r.IntN(3)) * 0x7f
+		}
+		vs.UserVersion = uint16(r.IntN(1 << 16))
+		suffix := make([]byte, r.IntN(24))
+		for k := range suffix {
+			suffix[k] = byte(r.IntN(3)) * 0x7f
+		}
+		key, err := tuple.Tuple{vs, suffix}.AppendPack(bytes.Clone(prefix))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !versionstampKeyFast(key, prefix) {
+			t.Fatalf("%x: fast check refuses a written key", key)
+		}
+		for range 10 {
+			k := bytes.Clone(key)
+			switch r.IntN(3) {
+			case 0:
+				k[r.IntN(len(k))] = byte(r.IntN(256))
+			case 1:
+				k = k[:r.IntN(len(k))]
+			default:
+				k = append(k, byte(r.IntN(256)))
+			}
+			if !versionstampKeyFast(k, prefix) {
+				continue
+			}
+			tu, err := q.sub.Unpack(k)
+			if err != nil || len(tu) != 2 {
+				t.Fatalf("key %x: fast check accepts, full unpack: %v, %v", k, tu, err)
+			}
+			if _, ok := tu[0].(tuple.Versionstamp); !ok {
+				t.Fatalf("key %x: fast check accepts, first element %T", k, tu[0])
+			}
+		}
+	}
+	for _, other := range []tuple.Tuple{{int64(1), []byte{1}}, {tuple.Versionstamp{}}, {tuple.Versionstamp{}, "s"}} {
+		key, _ := other.AppendPack(bytes.Clone(prefix))
+		if versionstampKeyFast(key, prefix) {
+			t.Fatalf("%v: fast check accepts a foreign key", other)
+		}
+	}
+}

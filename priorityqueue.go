@@ -229,20 +229,26 @@ func (pq *PriorityQueue) pop(ctx context.Context, t kv.Transactor, n int, max, k
 }
 
 func (pq *PriorityQueue) end(max bool) queueEnd[Item] {
-	return queueEnd[Item]{items: pq.items, reverse: max, accept: pq.accept, replay: pq.replay}
+	return queueEnd[Item]{items: pq.items, reverse: max, accept: pq.accept, replay: pq.replay, take: pq.take}
+}
+
+// take is accept without the journal record.
+func (pq *PriorityQueue) take(p kv.KeyValue) (Item, error) {
+	prio, _, err := pq.parse(p.Key)
+	if err != nil {
+		return Item{}, err
+	}
+	v, err := pq.cfg.encoding.decode(p.Value)
+	return Item{Value: v, Priority: prio}, err
 }
 
 // accept turns a popped pair into its item and its journal record.
 func (pq *PriorityQueue) accept(p kv.KeyValue) (Item, []byte, error) {
-	prio, _, err := pq.parse(p.Key)
+	it, err := pq.take(p)
 	if err != nil {
 		return Item{}, nil, err
 	}
-	v, err := pq.cfg.encoding.decode(p.Value)
-	if err != nil {
-		return Item{}, nil, err
-	}
-	return Item{Value: v, Priority: prio}, encodePopRecord(prio, p.Value), nil
+	return it, encodePopRecord(it.Priority, p.Value), nil
 }
 
 // popRecordTag starts a pop's journal record: the tag, the priority (8

@@ -408,11 +408,26 @@ func fastBytesEnd(s []byte) bool {
 	return false
 }
 
+// versionstampKeyFast reports, without allocating, whether key has the
+// common shape of a versionstamp-mode item key: prefix, a versionstamp
+// (code 0x33 and 12 bytes) and a byte string ending the key. False for
+// every other key, valid or not: checkItemKey then unpacks it in full.
+func versionstampKeyFast(key, prefix []byte) bool {
+	if !bytes.HasPrefix(key, prefix) {
+		return false
+	}
+	b := key[len(prefix):]
+	return len(b) > 13 && b[0] == 0x33 && fastBytesEnd(b[13:])
+}
+
 // checkItemKey verifies that key has the layout this queue writes.
 func (q *Queue) checkItemKey(key []byte) error {
 	if !q.cfg.versionstamps {
 		_, err := q.parseIndexed(key)
 		return err
+	}
+	if versionstampKeyFast(key, q.sub.prefix) {
+		return nil
 	}
 	t, err := q.sub.Unpack(key)
 	if err != nil {
