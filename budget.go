@@ -84,13 +84,19 @@ func (o *op) overheadCost(items kv.KeyRange) int {
 	if o.j.disabled {
 		return c
 	}
-	rr := o.recordRange()
+	// A slot's write and read (takeSlot), bounded by its longest key:
+	// shard, epoch (its 16 bytes all escaped) and slot number.
+	slotKey := len(o.j.prefix) + 2 + 34 + 9
+	c += setCost(slotKey, slotHeader) + conflictKeyCost(slotKey)
+	// The record range's bounds, m and m+1 bytes long (see op.keys), and
+	// its first key, m+1.
+	m := o.recordPrefixLen()
 	// The check's read conflict range: the first record key as a point,
 	// longer than the record range (read only once the key is there).
-	c += max(len(rr.Begin)+len(rr.End), 2*len(o.recordKey(0))+1) + keyRangeRefSize
+	c += max(2*m+1, 2*(m+1)+1) + keyRangeRefSize
 	// A clean-up clears a record range, or a record's one key as a point
 	// (journal.end): the point range [key0, key0+\x00) is the longer.
-	c += maxCarriedCleanups * max(clearRangeCost(rr), clearCost(len(o.recordKey(0))))
+	c += maxCarriedCleanups * max(2*(2*m+1)+mutationRefSize+keyRangeRefSize, clearCost(m+1))
 	// expire's range clears: expireShards of (shard) to (shard, cutoff),
 	// and once per sweep one more.
 	return c + (expireShards+1)*(2*(2*len(o.j.prefix)+24)+mutationRefSize+keyRangeRefSize)
@@ -106,7 +112,7 @@ func (o *op) recordCost(n int, rec []byte) int {
 	if o.j.disabled {
 		return 0
 	}
-	return chunkedSetCost(len(o.recordKey(n)), len(rec))
+	return chunkedSetCost(o.recordKeyLen(n), len(rec))
 }
 
 // chunkedSetCost is the cost of setChunked of a value of n bytes at a key:

@@ -269,10 +269,20 @@ func (g *confGate) issue(tr kv.ReadTransaction, producing bool) *gateRead {
 	if g == nil {
 		return nil
 	}
+	return g.issueInto(&gateRead{}, tr, producing)
+}
+
+// issueInto is issue into r, which it overwrites and returns (the hot
+// paths keep one per operation, see call).
+func (g *confGate) issueInto(r *gateRead, tr kv.ReadTransaction, producing bool) *gateRead {
+	if g == nil {
+		return nil
+	}
 	if w, ok := tr.(kv.Transaction); ok {
 		_ = w.AddReadConflictKey(g.epoch)
 	}
-	return &gateRead{g: g, tr: tr, f: tr.Snapshot().Get(g.key), producing: producing}
+	*r = gateRead{g: g, tr: tr, f: tr.Snapshot().Get(g.key), producing: producing}
+	return r
 }
 
 // issueStep is issue for a step of a staged operation. blind says the

@@ -17,6 +17,9 @@ type queueEnd[T any] struct {
 	// turns a record back into the result.
 	accept func(kv.KeyValue) (T, []byte, error)
 	replay func([]byte) (T, error)
+	// take, if not nil, is accept without the record, for an operation
+	// that writes none (no journal).
+	take func(kv.KeyValue) (T, error)
 	// reserved, if not nil, says how many items at the head are due to the
 	// requests of a staged Queue's line (place mode): a take starts after
 	// them, with a read conflict on each item taken instead of on the
@@ -29,8 +32,9 @@ type queueEnd[T any] struct {
 type batchLimit struct{ max, budget int }
 
 // takeEnd removes up to lim.max items from e inside tr: the shared body of
-// Queue.DequeueBatch and PriorityQueue's pops.
-func takeEnd[T any](tr kv.Transaction, o *op, e queueEnd[T], lim batchLimit) ([]T, error) {
+// Queue.DequeueBatch and PriorityQueue's pops. It appends the results to
+// dst (nil, or a caller's array to fill).
+func takeEnd[T any](tr kv.Transaction, o *op, e queueEnd[T], lim batchLimit, dst []T) ([]T, error) {
 	r, reverse, max, budget := e.items, e.reverse, lim.max, lim.budget
 	rec, err := o.check(tr)
 	if err != nil {
@@ -53,11 +57,13 @@ func takeEnd[T any](tr kv.Transaction, o *op, e queueEnd[T], lim batchLimit) ([]
 		if err := waitRead(head, nil); err != nil {
 			return nil, err
 		}
-		out := make([]T, len(prev))
-		for i, p := range prev {
-			if out[i], err = e.replay(p); err != nil {
+		out := dst
+		for _, p := range prev {
+			v, err := e.replay(p)
+			if err != nil {
 				return nil, err
 			}
+			out = append(out, v)
 		}
 		return out, nil
 	}
@@ -65,14 +71,21 @@ func takeEnd[T any](tr kv.Transaction, o *op, e queueEnd[T], lim batchLimit) ([]
 	for i := 0; i < skip && it.Next(); i++ {
 		// an item due to a request of the line
 	}
-	var out []T
+	out := dst
 	var records, taken [][]byte
 	// used counts the transaction's size as FDB does (budget.go), so that
 	// an accepted budget never makes the commit fail with 2101.
 	used := o.overheadCost(r)
 	for len(out) < max && it.Next() {
 		p := it.KeyValue()
-		v, record, err := e.accept(p)
+		var v T
+		var record []byte
+		var err error
+		if e.take != nil && o.off() {
+			v, err = e.take(p)
+		} else {
+			v, record, err = e.accept(p)
+		}
 		if err != nil {
 			if len(out) > 0 {
 				break // take the good items before the bad one
@@ -160,6 +173,9 @@ func peekEnd[T any](ctx context.Context, t kv.ReadTransactor, e queueEnd[T]) (T,
 		kvs = kvs[min(skip, len(kvs)):]
 		if len(kvs) == 0 {
 			return zero, ErrEmpty
+		}
+		if e.take != nil {
+			return e.take(kvs[0])
 		}
 		v, _, err := e.accept(kvs[0])
 		return v, err

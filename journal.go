@@ -5,7 +5,10 @@ import (
 	"crypto/rand"
 	"encoding/binary"
 	"encoding/hex"
+	"errors"
 	"fmt"
+	"math/bits"
+	mrand "math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -28,7 +31,10 @@ func NewOpID() OpID { return newOpIDAt(time.Now()) }
 func newOpIDAt(t time.Time) OpID {
 	var id OpID
 	binary.BigEndian.PutUint64(id[:8], uint64(t.UnixMicro()))
-	_, _ = rand.Read(id[8:]) // crypto/rand.Read never fails (Go 1.24+)
+	// math/rand/v2's generator: ChaCha8, seeded from the system's
+	// entropy, unpredictable and about ten times cheaper than a
+	// crypto/rand.Read (a system call on some kernels).
+	binary.BigEndian.PutUint64(id[8:], mrand.Uint64())
 	return id
 }
 
@@ -86,6 +92,14 @@ type journal struct {
 
 	gate  *confGate // the stored configuration's check (config.go)
 	track *tracker  // depth counters, metrics and logs (observe.go)
+
+	// Slots (see slot), under mu: the current epoch's ID, its generation
+	// (counted up at each new epoch), the slots free for reuse, the next
+	// new slot and the keys of the epoch's slots so far.
+	epoch     OpID
+	epochGen  uint64
+	freeSlots []int64
+	slotKeys  [][]byte
 }
 
 const (
@@ -122,6 +136,75 @@ func newJournal(queuePrefix []byte, cfg config) *journal {
 	return j
 }
 
+// Journal slots. An operation of a Queue or PriorityQueue that runs its
+// own transactions (given a Database) under an ID of its own making is
+// recognised only by its own retries: once it returns, its record is
+// never read again. Such an operation writes its record at a slot key of
+// its journal value instead of a key of its own: (shard, epoch, slot),
+// laid out as a record (shard, ID, n) with the epoch an ID that its
+// journal makes (time and random bytes) and the slot a small integer,
+// and the value the operation's ID, a tag and the result. A slot is held
+// by one operation at a time; when the operation returns without error
+// (or with ErrEmpty: then no attempt committed) its slot is free for the
+// next one, which overwrites the record: one write per operation, where a
+// record of its own costs a write and, in a later operation, a clear.
+// After any other error the slot is dropped (an attempt may still be
+// recognised by nothing, but a late commit must not land on a record of
+// another operation) and expires with its epoch.
+//
+// A retry reads the slot key (a normal point read) and finds its record
+// only if the value starts with its ID. A result that does not fit one
+// value with its ID (a batch, or a value near the limit) is written as
+// records of the operation's own (shard, ID, n), with a slot value that
+// says so (tag slotElsewhere); those records are cleared as any record.
+//
+// A journal starts a new epoch, with new slot keys, once its epoch is
+// slotEpochAge old: the epoch's keys then expire as records made at its
+// time do (expire), which bounds the slot keys of abandoned handles. An
+// operation holds its slot for at most the retention, so its slot key is
+// at most retention + slotEpochAge old by its maker's clock while it
+// runs: clocks may disagree by up to retention - slotEpochAge (with the
+// default retention, 8 min 45 s) without a client clearing a slot in use.
+const (
+	slotInline    = 0 // the value holds the result after the tag
+	slotElsewhere = 1 // the results are in records (shard, ID, n)
+	slotHeader    = len(OpID{}) + 1
+)
+
+// slotEpochAge is how old a journal's slot epoch gets before the next
+// operation starts a new one: an eighth of the retention.
+func (j *journal) slotEpochAge() time.Duration { return j.retention / 8 }
+
+// takeSlot gives o a slot of the current epoch at time now (j.mu held).
+func (j *journal) takeSlot(o *op, now time.Time) {
+	if j.epochGen == 0 || now.Sub(j.epoch.Time()) >= j.slotEpochAge() || now.Before(j.epoch.Time()) {
+		j.epoch = newOpIDAt(now)
+		j.epochGen++
+		j.freeSlots = j.freeSlots[:0]
+		clear(j.slotKeys)
+		j.slotKeys = j.slotKeys[:0]
+	}
+	var n int64
+	if k := len(j.freeSlots); k > 0 {
+		n = j.freeSlots[k-1]
+		j.freeSlots = j.freeSlots[:k-1]
+	} else {
+		n = int64(len(j.slotKeys))
+		// The slots of an epoch spread over the shards, as records do.
+		key, _ := tuple.Tuple{(int64(j.epoch[8]) + n) % journalShards, j.epoch[:], n}.AppendPack(bytes.Clone(j.prefix))
+		j.slotKeys = append(j.slotKeys, key)
+	}
+	o.slotted, o.slot, o.slotGen, o.slotKey = true, n, j.epochGen, j.slotKeys[n]
+}
+
+// releaseSlot frees o's slot for the next operation, unless its epoch
+// has ended (j.mu held).
+func (j *journal) releaseSlot(o *op) {
+	if o.slotGen == j.epochGen {
+		j.freeSlots = append(j.freeSlots, o.slot)
+	}
+}
+
 // op is one logical operation in flight.
 type op struct {
 	j        *journal
@@ -143,6 +226,12 @@ type op struct {
 	// A fresh operation's records can exist only once recorded is set.
 	fresh    bool
 	recorded atomic.Bool
+	// slotted: the operation's record is at slotKey, its journal's slot
+	// slot of epoch generation slotGen (see takeSlot).
+	slotted bool
+	slot    int64
+	slotGen uint64
+	slotKey []byte
 }
 
 // off reports whether the operation does without the journal.
@@ -163,20 +252,34 @@ func applyOpOptions(opts []OpOption) opConfig {
 // begin starts an operation: it picks its ID and, when the operation runs
 // its own transactions, takes over clearing a few completed records.
 func (j *journal) begin(t kv.Transactor, opts []OpOption) *op {
+	var kind string
+	if ob, ok := t.(observed); ok {
+		kind = ob.opKind()
+	}
+	_, owned := t.(kv.Database)
+	o := &op{}
+	j.beginInto(o, kind, owned, false, opts)
+	return o
+}
+
+// beginInto is begin on an op the caller provides (zero, or reset by
+// op.reset): kind names it for the metrics, owned says it runs its own
+// transactions (a Database). slots lets an owned operation with an ID of
+// its own making record in a slot (see takeSlot): the operations of a
+// Queue or PriorityQueue, whose results are values or nothing.
+func (j *journal) beginInto(o *op, kind string, owned, slots bool, opts []OpOption) {
 	var c opConfig
 	if len(opts) > 0 {
 		c = applyOpOptions(opts)
 	}
-	o := &op{j: j, id: c.id, fresh: !c.hasID}
-	if ob, ok := t.(observed); ok {
-		o.kind = ob.opKind()
-	}
-	_, o.owned = t.(kv.Database)
+	o.j, o.id, o.fresh, o.kind, o.owned = j, c.id, !c.hasID, kind, owned
+	var now time.Time
 	if !c.hasID && !j.disabled {
 		// Made even when the operation will not record (skip): the budget
 		// counts its record key's length (overheadCost), whatever the
 		// transactor. Without a journal the ID is never used.
-		o.id = newOpIDAt(j.now())
+		now = j.now()
+		o.id = newOpIDAt(now)
 	}
 	// Inside a caller's transaction, without an ID the caller keeps across
 	// its retries, every retry is a new operation to the journal: a record
@@ -184,12 +287,14 @@ func (j *journal) begin(t kv.Transactor, opts []OpOption) *op {
 	o.skip = !o.owned && !c.hasID
 	if o.owned && !j.disabled {
 		j.mu.Lock()
-		n := min(len(j.pending), 8)
+		n := min(len(j.pending), maxCarriedCleanups)
 		o.cleanups = append(o.cleanups, j.pending[len(j.pending)-n:]...)
 		j.pending = j.pending[:len(j.pending)-n]
+		if slots && !c.hasID {
+			j.takeSlot(o, now)
+		}
 		j.mu.Unlock()
 	}
-	return o
 }
 
 // end finishes an operation. When it ran its own transactions and committed,
@@ -202,20 +307,31 @@ func (o *op) end(err error) {
 	}
 	o.j.mu.Lock()
 	defer o.j.mu.Unlock()
-	back := o.cleanups // not applied: hand them back
-	if err == nil {
-		// The commit that wrote this operation's records also applied the
-		// cleanups it carried; what remains is to clear its own records.
-		back = []kv.KeyRange{o.recordRange()}
-		if !o.wide {
-			// Its one record key, as a point range (see keys).
-			back[0] = kv.KeyRange{Begin: o.key0, End: o.key0[:len(o.key0)+1]}
-		}
+	if o.slotted && (err == nil || errors.Is(err, ErrEmpty)) {
+		o.j.releaseSlot(o)
 	}
-	for _, r := range back {
-		if len(o.j.pending) < maxPendingClears {
-			o.j.pending = append(o.j.pending, r)
+	if err != nil {
+		// Not applied: hand the cleanups it took back.
+		for _, r := range o.cleanups {
+			o.j.addPending(r)
 		}
+		return
+	}
+	// The commit that wrote this operation's records also applied the
+	// cleanups it carried; what remains is to clear its own records.
+	if o.wide {
+		o.j.addPending(o.recordRange())
+	} else if !o.slotted { // a slot's record stays, for the next operation to overwrite
+		// Its one record key, as a point range (see keys).
+		o.j.addPending(kv.KeyRange{Begin: o.key0, End: o.key0[:len(o.key0)+1]})
+	}
+}
+
+// addPending queues r for clearing by a later operation (j.mu held); past
+// maxPendingClears it is left to expire.
+func (j *journal) addPending(r kv.KeyRange) {
+	if len(j.pending) < maxPendingClears {
+		j.pending = append(j.pending, r)
 	}
 }
 
@@ -247,6 +363,20 @@ func (o *op) keys() {
 	o.key0 = buf[m+1 : 2*m+2 : 2*m+3]
 }
 
+// recordPrefixLen is the length of the packed (shard, id) under the
+// journal's prefix, the record range's begin (see keys), computed without
+// building it.
+func (o *op) recordPrefixLen() int {
+	return len(o.j.prefix) + packedIntLen(o.shard()) + 2 + len(o.id) + bytes.Count(o.id[:], []byte{0})
+}
+
+// recordKeyLen is len(o.recordKey(n)), without building the key.
+func (o *op) recordKeyLen(n int) int { return o.recordPrefixLen() + packedIntLen(int64(n)) }
+
+// packedIntLen is the length of a non-negative int64 packed as a tuple
+// element: its code and its minimal big-endian bytes.
+func packedIntLen(v int64) int { return 1 + (bits.Len64(uint64(v))+7)/8 }
+
 // recordKey is the key of the operation's n-th record (its first chunk,
 // see setChunked). The caller must not modify the key.
 func (o *op) recordKey(n int) []byte {
@@ -269,13 +399,17 @@ func (o *op) check(tr kv.Transaction) (kv.RangeResult, error) {
 	if o.off() {
 		return nil, nil
 	}
+	if o.fresh && !o.recorded.Load() {
+		// No attempt has written a record under this new ID: there is
+		// none to find, no earlier commit to conflict with, and none
+		// that expiry could clear (so its age does not matter).
+		return noRecords, nil
+	}
 	if age := o.j.now().Sub(o.id.Time()); age > o.j.retention {
 		return nil, fmt.Errorf("%w: op %s is %v old, retention %v", ErrOperationExpired, o.id, age.Round(time.Second), o.j.retention)
 	}
-	if o.fresh && !o.recorded.Load() {
-		// No attempt has written a record under this new ID: there is
-		// none to find, and no earlier commit to conflict with.
-		return noRecords, nil
+	if o.slotted {
+		return &recordRead{tr: tr, o: o, first: tr.Get(o.slotKey), slot: true}, nil
 	}
 	return &recordRead{tr: tr, o: o, first: tr.Get(o.recordKey(0))}, nil
 }
@@ -298,6 +432,7 @@ type recordRead struct {
 	tr    kv.ReadTransaction
 	o     *op
 	first kv.FutureValue
+	slot  bool // first reads the operation's slot (see takeSlot)
 	done  bool
 	kvs   []kv.KeyValue
 	err   error
@@ -309,6 +444,14 @@ func (r *recordRead) GetSlice() ([]kv.KeyValue, error) {
 	if !r.done {
 		r.done = true
 		v, err := r.first.Get()
+		if r.slot && err == nil {
+			if len(v) < slotHeader || !bytes.Equal(v[:len(OpID{})], r.o.id[:]) {
+				v = nil // another operation's record, or none
+			} else if v[slotHeader-1] == slotInline {
+				r.kvs = []kv.KeyValue{{Key: r.o.slotKey, Value: v[slotHeader:]}}
+				v = nil
+			}
+		}
 		switch {
 		case err != nil:
 			r.err = err
@@ -375,6 +518,25 @@ func (o *op) record(tr kv.Transaction, results ...[]byte) {
 		return
 	}
 	o.recorded.Store(true)
+	if o.slotted {
+		var one []byte
+		if len(results) == 1 {
+			one = results[0]
+		}
+		if len(results) <= 1 && slotHeader+len(one) <= kv.MaxValueSize {
+			v := make([]byte, slotHeader, slotHeader+len(one))
+			copy(v, o.id[:])
+			v[slotHeader-1] = slotInline
+			tr.Set(o.slotKey, append(v, one...))
+			o.carry(tr)
+			return
+		}
+		v := make([]byte, slotHeader)
+		copy(v, o.id[:])
+		v[slotHeader-1] = slotElsewhere
+		tr.Set(o.slotKey, v)
+		o.wide = true // its records are cleared by their range
+	}
 	if len(results) == 0 {
 		setChunked(tr, o.recordKey(0), []byte{})
 	}
@@ -387,6 +549,12 @@ func (o *op) record(tr kv.Transaction, results ...[]byte) {
 			o.wide = true
 		}
 	}
+	o.carry(tr)
+}
+
+// carry clears, in tr, the records of completed operations the operation
+// took over, and now and then expires old records.
+func (o *op) carry(tr kv.Transaction) {
 	for _, r := range o.cleanups {
 		if isPointRange(r) {
 			tr.Clear(r.Begin) // the same mutation and conflict range
@@ -415,17 +583,26 @@ func (j *journal) expire(tr kv.Transaction) {
 	var cutoff [8]byte
 	binary.BigEndian.PutUint64(cutoff[:], uint64(j.now().Add(-2*j.retention).UnixMicro()))
 	first := j.gcShard.Add(expireShards) - expireShards
+	// Every bound in one buffer (a bound is the prefix, a shard of at most
+	// 2 bytes and the cutoff of at most 2+16 bytes): none is written
+	// again once handed to ClearRange.
+	buf := make([]byte, 0, (expireShards+1)*2*(len(j.prefix)+20))
+	bound := func(t tuple.Tuple) []byte {
+		n := len(buf)
+		buf, _ = t.AppendPack(append(buf, j.prefix...))
+		return buf[n:len(buf):len(buf)]
+	}
 	for i := range uint32(expireShards) {
 		shard := int64((first + i) % journalShards)
-		begin, _ := tuple.Tuple{shard}.AppendPack(bytes.Clone(j.prefix))
-		end, _ := tuple.Tuple{shard, cutoff[:]}.AppendPack(bytes.Clone(j.prefix))
+		begin := bound(tuple.Tuple{shard})
+		end := bound(tuple.Tuple{shard, cutoff[:]})
 		tr.ClearRange(kv.KeyRange{Begin: begin, End: end})
 	}
 	if first%journalShards < expireShards {
 		// Once per sweep: records of the layout before shards, keyed
 		// (op ID, n) (a byte string sorts before every shard number).
-		begin, _ := tuple.Tuple{[]byte{}}.AppendPack(bytes.Clone(j.prefix))
-		end, _ := tuple.Tuple{cutoff[:]}.AppendPack(bytes.Clone(j.prefix))
+		begin := bound(tuple.Tuple{[]byte{}})
+		end := bound(tuple.Tuple{cutoff[:]})
 		tr.ClearRange(kv.KeyRange{Begin: begin, End: end})
 	}
 }

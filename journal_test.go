@@ -243,3 +243,53 @@ func newKeys(old, all [][]byte) [][]byte {
 	}
 	return out
 }
+
+// Operations on a Database under IDs of their own making record in their
+// Queue value's journal slots (journal.go, takeSlot): one slot key per
+// operation in flight, overwritten by the next, and new keys once the
+// slots' epoch is an eighth of the retention old, the old ones expiring
+// as records do. The journal therefore holds a bounded number of keys and
+// an operation writes one journal key and clears none.
+func TestJournalSlots(t *testing.T) {
+	ctx := context.Background()
+	db := newDB(t)
+	const retention = time.Minute
+	clock := memdb.NewManualClock(time.Unix(1_700_000_000, 0))
+	q := mustQueue(t, "slots", fdbqueue.WithClock(clock.Now), fdbqueue.WithJournalRetention(retention))
+	pq := mustPQ(t, "slots-pq", fdbqueue.WithClock(clock.Now), fdbqueue.WithJournalRetention(retention))
+	for i := range 100 {
+		require.NoError(t, q.Enqueue(ctx, db, []byte{byte(i)}))
+		got, err := q.Dequeue(ctx, db)
+		require.NoError(t, err)
+		require.Equal(t, []byte{byte(i)}, got)
+		require.NoError(t, pq.Push(ctx, db, []byte{byte(i)}, int64(i)))
+		it, err := pq.PopMin(ctx, db)
+		require.NoError(t, err)
+		require.Equal(t, fdbqueue.Item{Value: []byte{byte(i)}, Priority: int64(i)}, it)
+	}
+	slots := journalKeys(t, db, q.Subspace())
+	require.Len(t, slots, 1, "sequential operations share one slot")
+	require.Len(t, journalKeys(t, db, pq.Subspace()), 1, "sequential operations share one slot")
+
+	// The record holds the operation's ID and result: a retry after an
+	// applied commit_unknown_result returns the item it took.
+	require.NoError(t, q.Enqueue(ctx, db, []byte("once")))
+	db.FailNextCommit(kv.ErrCommitUnknownResult, true)
+	got, err := q.Dequeue(ctx, db)
+	require.NoError(t, err)
+	require.Equal(t, []byte("once"), got)
+	empty, err := q.Empty(ctx, db)
+	require.NoError(t, err)
+	require.True(t, empty, "the item was taken once")
+	require.Equal(t, slots, journalKeys(t, db, q.Subspace()), "the same slot")
+
+	// A new epoch: a new slot key; the old one expires.
+	clock.Advance(retention/8 + time.Second)
+	require.NoError(t, q.Enqueue(ctx, db, []byte("x")))
+	require.Len(t, journalKeys(t, db, q.Subspace()), 2, "the old epoch's slot and the new one's")
+	clock.Advance(2*retention + time.Second)
+	for i := range 64*256/16 + 64 {
+		require.NoError(t, q.Enqueue(ctx, db, []byte{byte(i)}))
+	}
+	require.Len(t, journalKeys(t, db, q.Subspace()), 1, "the old epochs' slots expired")
+}

@@ -6,6 +6,7 @@ import (
 	"io"
 	mrand "math/rand/v2"
 	"reflect"
+	"slices"
 	"sync"
 	"time"
 
@@ -158,11 +159,35 @@ func newEntropy(r io.Reader) *entropy {
 
 func (e *entropy) suffix() ([]byte, error) {
 	b := make([]byte, suffixSize)
+	if err := e.fill(b); err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+// suffixKeySize is the length of a packed suffix: the byte string's code,
+// its suffixSize bytes (none is 0x00, so none is escaped) and its end.
+const suffixKeySize = suffixSize + 2
+
+// appendSuffix appends a random suffix packed as a tuple's byte string
+// element, as tuple.Tuple{suffix}.AppendPack would (suffixKeySize bytes).
+func (e *entropy) appendSuffix(dst []byte) ([]byte, error) {
+	dst = append(dst, 0x01)
+	n := len(dst)
+	dst = slices.Grow(dst, suffixSize+1)[:n+suffixSize]
+	if err := e.fill(dst[n:]); err != nil {
+		return nil, err
+	}
+	return append(dst, 0x00), nil
+}
+
+// fill fills b with a random suffix (suffixSize bytes, see suffix).
+func (e *entropy) fill(b []byte) error {
 	e.mu.Lock()
 	_, err := io.ReadFull(e.r, b)
 	e.mu.Unlock()
 	if err != nil {
-		return nil, fmt.Errorf("fdbqueue: entropy: %w", err)
+		return fmt.Errorf("fdbqueue: entropy: %w", err)
 	}
 	// No 0x00 byte: the tuple encoding escapes each to two bytes, and a
 	// suffix of fixed length makes an item key's length, and so a batch's
@@ -172,7 +197,7 @@ func (e *entropy) suffix() ([]byte, error) {
 			b[i] = 1
 		}
 	}
-	return b, nil
+	return nil
 }
 
 // checkTransactor rejects a nil transactor with a typed error instead of a

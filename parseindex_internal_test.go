@@ -57,7 +57,7 @@ func TestParseIndexedFast(t *testing.T) {
 				t.Fatal(err)
 			}
 			checkFast(t, key, prefix)
-			if got, ok := parseIndexedFast(key, prefix); i >= 0 && (!ok || got != i) {
+			if got, ok := parseIndexedFast(key, prefix); !ok || got != i {
 				t.Fatalf("(%d, %x): fast path gives %d, %v", i, s, got, ok)
 			}
 			for range 20 { // corrupt, shorten or extend the key

@@ -22,7 +22,8 @@ import (
 type PriorityQueue struct {
 	layer
 	stager             *stager
-	stageMin, stageMax *stageSide[Item] // staged pops (staging.go)
+	stageMin, stageMax *stageSide[Item]  // staged pops (staging.go)
+	ends               [2]queueEnd[Item] // end(false), end(true), made once
 }
 
 // Item is a value with its priority, as popped or peeked.
@@ -46,6 +47,7 @@ func NewPriorityQueue(sub Subspace, opts ...Option) (*PriorityQueue, error) {
 		return nil, err
 	}
 	pq.initConfig() // config.go
+	pq.ends = [2]queueEnd[Item]{pq.end(false), pq.end(true)}
 	return pq, nil
 }
 
@@ -64,7 +66,7 @@ func (pq *PriorityQueue) Push(ctx context.Context, t kv.Transactor, value []byte
 	if err := checkTransactor(t); err != nil {
 		return err
 	}
-	stored, _, err := encodeAll(pq.cfg.encoding, [][]byte{value})
+	stored, err := encodeOne(pq.cfg.encoding, 0, value)
 	if err != nil {
 		return err
 	}
@@ -72,50 +74,59 @@ func (pq *PriorityQueue) Push(ctx context.Context, t kv.Transactor, value []byte
 	if err != nil {
 		return err
 	}
-	t = pq.journal.track.observe("push", t)
-	o := pq.journal.begin(t, opts)
-	err = t.Transact(ctx, func(tr kv.Transaction) error {
-		o.gate = pq.journal.gate.issue(tr, true) // config.go
-		rec, err := o.check(tr)
-		if err != nil {
-			return err
-		}
-		tail := tr.Snapshot().GetRange(prio, kv.RangeOptions{Limit: 1, Reverse: true})
-		if _, done, err := o.applied(rec); err != nil || done {
-			return waitRead(tail, err) // no read in flight at commit
-		}
-		last, err := firstKey(tail)
-		if err != nil {
-			return err
-		}
-		var count int64
-		if last != nil {
-			_, c, err := pq.parse(last)
-			if err != nil {
-				return err
-			}
-			count = c + 1
-		}
-		suffix, err := pq.rand.suffix()
-		if err != nil {
-			return err
-		}
-		key, err := pq.sub.Pack(tuple.Tuple{priority, count, suffix})
-		if err != nil {
-			return err
-		}
-		tr.Set(key, stored[0])
-		o.record(tr)
-		pq.stager.bump(tr)
-		return nil
-	})
-	o.end(err)
+	c := newCall(callPush, &pq.layer, "push", t, opts)
+	defer c.release()
+	c.pq, c.priority, c.prio = pq, priority, prio
+	c.store1[0] = stored
+	c.stored = c.store1[:]
+	err = c.run(ctx)
+	c.op.end(err)
 	return err
 }
 
-// parse checks that key has the layout (priority, count, random) and returns
-// its priority and count.
+// pushAttempt is one attempt of a push in tr.
+func (pq *PriorityQueue) pushAttempt(tr kv.Transaction, c *call) error {
+	o := &c.op
+	o.gate = pq.journal.gate.issueInto(&c.gate, tr, true) // config.go
+	rec, err := o.check(tr)
+	if err != nil {
+		return err
+	}
+	tail := tr.Snapshot().GetRange(c.prio, kv.RangeOptions{Limit: 1, Reverse: true})
+	if _, done, err := o.applied(rec); err != nil || done {
+		return waitRead(tail, err) // no read in flight at commit
+	}
+	last, err := firstKey(tail)
+	if err != nil {
+		return err
+	}
+	var count int64
+	if last != nil {
+		_, c, err := pq.parse(last)
+		if err != nil {
+			return err
+		}
+		count = c + 1
+	}
+	// The key (priority, count, suffix), packed in one allocation.
+	prefix := pq.sub.prefix
+	key, err := tuple.Tuple{c.priority, count}.AppendPack(append(make([]byte, 0, len(prefix)+18+suffixKeySize), prefix...))
+	if err != nil {
+		return err
+	}
+	if key, err = pq.rand.appendSuffix(key); err != nil {
+		return err
+	}
+	tr.Set(key, c.stored[0])
+	o.record(tr)
+	pq.stager.bump(tr)
+	return nil
+}
+
 func (pq *PriorityQueue) parse(key []byte) (priority, count int64, err error) {
+	if p, c, ok := parsePriorityFast(key, pq.sub.prefix); ok {
+		return p, c, nil
+	}
 	t, err := pq.sub.Unpack(key)
 	if err != nil {
 		return 0, 0, &ForeignKeyError{Key: bytes.Clone(key), Reason: err.Error()}
@@ -130,6 +141,22 @@ func (pq *PriorityQueue) parse(key []byte) (priority, count int64, err error) {
 		return 0, 0, &ForeignKeyError{Key: bytes.Clone(key), Reason: fmt.Sprintf("elements are (%T, %T, %T), want (int64, int64, bytes)", t[0], t[1], t[2])}
 	}
 	return p, c, nil
+}
+
+// parsePriorityFast parses, without allocating, the common shape of an
+// item key: prefix, two integers that unpack to int64s and a byte string
+// ending the key. ok false for every other key: parse then unpacks it in
+// full, and reports why a key is foreign.
+func parsePriorityFast(key, prefix []byte) (priority, count int64, ok bool) {
+	if !bytes.HasPrefix(key, prefix) {
+		return 0, 0, false
+	}
+	priority, rest, ok := fastInt(key[len(prefix):])
+	if !ok {
+		return 0, 0, false
+	}
+	count, rest, ok = fastInt(rest)
+	return priority, count, ok && fastBytesEnd(rest)
 }
 
 // PopMin removes and returns the item with the smallest priority (the
@@ -151,11 +178,13 @@ func (pq *PriorityQueue) popOne(ctx context.Context, t kv.Transactor, max bool, 
 	if db, ok := pq.staged(t); ok {
 		return pq.side(max).run(ctx, db, false, opts)
 	}
-	items, err := pq.popBatch(ctx, t, 1, max, opts)
+	items, c, err := pq.pop(ctx, t, 1, max, true, opts)
 	if err != nil {
 		return Item{}, err
 	}
-	return items[0], nil
+	it := items[0]
+	c.release()
+	return it, nil
 }
 
 // PopMinBatch removes up to n items from the smallest end, in order; see
@@ -170,39 +199,56 @@ func (pq *PriorityQueue) PopMaxBatch(ctx context.Context, t kv.Transactor, n int
 }
 
 func (pq *PriorityQueue) popBatch(ctx context.Context, t kv.Transactor, n int, max bool, opts []OpOption) ([]Item, error) {
-	if err := checkTransactor(t); err != nil {
+	items, c, err := pq.pop(ctx, t, n, max, false, opts)
+	if err != nil {
 		return nil, err
 	}
-	if n < 1 {
-		return nil, fmt.Errorf("%w: batch size %d, want at least 1", ErrInvalidArgument, n)
-	}
-	t = pq.journal.track.observe("pop", t)
-	o := pq.journal.begin(t, opts)
-	items, err := kv.Transact(ctx, t, func(tr kv.Transaction) ([]Item, error) {
-		o.gate = pq.journal.gate.issue(tr, false) // config.go
-		return takeEnd(tr, o, pq.end(max), batchLimit{max: n, budget: pq.cfg.batchBudget})
-	})
-	o.end(err)
-	return items, err
+	c.release()
+	return items, nil
 }
 
-// end is the end pops take from: the largest items if max, else the
-// smallest.
+// pop is popBatch. On success the caller releases the call once it has
+// the results: with keepOne, items is the call's own array.
+func (pq *PriorityQueue) pop(ctx context.Context, t kv.Transactor, n int, max, keepOne bool, opts []OpOption) ([]Item, *call, error) {
+	if err := checkTransactor(t); err != nil {
+		return nil, nil, err
+	}
+	if n < 1 {
+		return nil, nil, fmt.Errorf("%w: batch size %d, want at least 1", ErrInvalidArgument, n)
+	}
+	c := newCall(callPop, &pq.layer, "pop", t, opts)
+	c.pq, c.reverse, c.keepOne = pq, max, keepOne
+	c.lim = batchLimit{max: n, budget: pq.cfg.batchBudget}
+	err := c.run(ctx)
+	c.op.end(err)
+	if err != nil {
+		c.release()
+		return nil, nil, err
+	}
+	return c.items, c, nil
+}
+
 func (pq *PriorityQueue) end(max bool) queueEnd[Item] {
-	return queueEnd[Item]{items: pq.items, reverse: max, accept: pq.accept, replay: pq.replay}
+	return queueEnd[Item]{items: pq.items, reverse: max, accept: pq.accept, replay: pq.replay, take: pq.take}
+}
+
+// take is accept without the journal record.
+func (pq *PriorityQueue) take(p kv.KeyValue) (Item, error) {
+	prio, _, err := pq.parse(p.Key)
+	if err != nil {
+		return Item{}, err
+	}
+	v, err := pq.cfg.encoding.decode(p.Value)
+	return Item{Value: v, Priority: prio}, err
 }
 
 // accept turns a popped pair into its item and its journal record.
 func (pq *PriorityQueue) accept(p kv.KeyValue) (Item, []byte, error) {
-	prio, _, err := pq.parse(p.Key)
+	it, err := pq.take(p)
 	if err != nil {
 		return Item{}, nil, err
 	}
-	v, err := pq.cfg.encoding.decode(p.Value)
-	if err != nil {
-		return Item{}, nil, err
-	}
-	return Item{Value: v, Priority: prio}, encodePopRecord(prio, p.Value), nil
+	return it, encodePopRecord(it.Priority, p.Value), nil
 }
 
 // popRecordTag starts a pop's journal record: the tag, the priority (8

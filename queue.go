@@ -3,8 +3,12 @@ package fdbqueue
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
+	"math/bits"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -27,6 +31,7 @@ type Queue struct {
 	userVer atomic.Uint32
 	stager  *stager
 	stage   *stageSide[[]byte] // staged dequeue (staging.go)
+	head    queueEnd[[]byte]   // end() with reserved, made once
 }
 
 // NewQueue returns a queue stored in sub. The subspace must have a non-empty
@@ -42,6 +47,8 @@ func NewQueue(sub Subspace, opts ...Option) (*Queue, error) {
 		return nil, err
 	}
 	q.initConfig() // config.go
+	q.head = q.end()
+	q.head.reserved = q.reserved
 	return q, nil
 }
 
@@ -61,7 +68,7 @@ func (q *Queue) Subspace() Subspace { return q.sub }
 // once. An error for which kv.MaybeCommitted is true (the context ended
 // during commit) leaves it unknown whether the item was enqueued.
 func (q *Queue) Enqueue(ctx context.Context, t kv.Transactor, value []byte, opts ...OpOption) error {
-	return q.EnqueueBatch(ctx, t, [][]byte{value}, opts...)
+	return q.enqueue(ctx, t, value, nil, opts)
 }
 
 // EnqueueBatch adds values at the tail, in order, in one transaction:
@@ -82,74 +89,109 @@ func (q *Queue) Enqueue(ctx context.Context, t kv.Transactor, value []byte, opts
 // the point where the Queue value's user versions start again at 0, every
 // 65,536 items: enqueue what must stay in order in one call.
 func (q *Queue) EnqueueBatch(ctx context.Context, t kv.Transactor, values [][]byte, opts ...OpOption) error {
+	if len(values) == 0 {
+		if err := checkTransactor(t); err != nil {
+			return err
+		}
+		return nil
+	}
+	return q.enqueue(ctx, t, nil, values, opts)
+}
+
+// enqueue is EnqueueBatch of values, or of the one value when values is
+// nil (Enqueue, without a slice to hold it).
+func (q *Queue) enqueue(ctx context.Context, t kv.Transactor, value []byte, values [][]byte, opts []OpOption) error {
 	if err := checkTransactor(t); err != nil {
 		return err
 	}
-	if len(values) == 0 {
-		return nil
+	n := max(len(values), 1)
+	var err error
+	if values == nil {
+		value, err = encodeOne(q.cfg.encoding, 0, value)
+	} else {
+		values, _, err = encodeAll(q.cfg.encoding, values)
 	}
-	stored, size, err := encodeAll(q.cfg.encoding, values)
 	if err != nil {
 		return err
 	}
-	t = q.journal.track.observe("enqueue", t)
-	o := q.journal.begin(t, opts)
+	c := newCall(callEnqueue, &q.layer, "enqueue", t, opts)
+	defer c.release()
+	c.stored = values
+	if values == nil {
+		c.store1[0] = value
+		c.stored = c.store1[:]
+	}
+	o := &c.op
 	// One item is always accepted, as a DequeueBatch always takes one: it
 	// fits the room MaxBatchBudget leaves under the transaction limit.
-	size = writeCost(o, q.items, stored, q.cfg.versionstamps)
-	if size > q.cfg.batchBudget && len(values) > 1 {
-		return fmt.Errorf("%w: %d items, about %d bytes, budget %d", ErrBatchTooLarge, len(values), size, q.cfg.batchBudget)
+	size := writeCost(o, q.items, c.stored, q.cfg.versionstamps)
+	if size > q.cfg.batchBudget && n > 1 {
+		return fmt.Errorf("%w: %d items, about %d bytes, budget %d", ErrBatchTooLarge, n, size, q.cfg.batchBudget)
 	}
-	if q.cfg.versionstamps && len(values) > maxUserVersions {
-		return fmt.Errorf("%w: %d items, versionstamp mode allows %d per call", ErrBatchTooLarge, len(values), maxUserVersions)
+	if q.cfg.versionstamps && n > maxUserVersions {
+		return fmt.Errorf("%w: %d items, versionstamp mode allows %d per call", ErrBatchTooLarge, n, maxUserVersions)
 	}
-	err = t.Transact(ctx, func(tr kv.Transaction) error {
-		o.gate = q.journal.gate.issue(tr, true) // config.go
-		rec, err := o.check(tr)
-		if err != nil {
-			return err
-		}
-		var tail kv.RangeResult
-		if !q.cfg.versionstamps {
-			tail = tr.Snapshot().GetRange(q.items, kv.RangeOptions{Limit: 1, Reverse: true})
-		}
-		if _, done, err := o.applied(rec); err != nil || done {
-			return waitRead(tail, err) // no read in flight at commit
-		}
-		if q.cfg.versionstamps {
-			err = q.writeVersionstamped(tr, stored)
-		} else {
-			err = q.writeIndexed(tr, tail, stored)
-		}
-		if err != nil {
-			return err
-		}
-		o.record(tr)
-		q.stager.bump(tr)
-		return nil
-	})
+	c.q = q
+	err = c.run(ctx)
 	o.end(err)
 	return err
+}
+
+// enqueueAttempt is one attempt of an enqueue in tr.
+func (q *Queue) enqueueAttempt(tr kv.Transaction, c *call) error {
+	o := &c.op
+	o.gate = q.journal.gate.issueInto(&c.gate, tr, true) // config.go
+	rec, err := o.check(tr)
+	if err != nil {
+		return err
+	}
+	var tail kv.RangeResult
+	if !q.cfg.versionstamps {
+		tail = tr.Snapshot().GetRange(q.items, kv.RangeOptions{Limit: 1, Reverse: true})
+	}
+	if _, done, err := o.applied(rec); err != nil || done {
+		return waitRead(tail, err) // no read in flight at commit
+	}
+	if q.cfg.versionstamps {
+		err = q.writeVersionstamped(tr, c.stored)
+	} else {
+		err = q.writeIndexed(tr, tail, c.stored)
+	}
+	if err != nil {
+		return err
+	}
+	o.record(tr)
+	q.stager.bump(tr)
+	return nil
 }
 
 func encodeAll(enc ValueEncoding, values [][]byte) (stored [][]byte, size int, err error) {
 	stored = make([][]byte, len(values))
 	for i, v := range values {
-		s, err := enc.encode(v)
+		s, err := encodeOne(enc, i, v)
 		if err != nil {
-			return nil, 0, &CodecError{Err: err}
-		}
-		if len(s) > kv.MaxValueSize {
-			if enc == TupleValues {
-				return nil, 0, fmt.Errorf("%w: item %d is %d bytes, %d stored as a packed tuple (TupleValues: 2 bytes more, and 1 more per 0x00 byte), limit %d (%w)",
-					ErrValueTooLarge, i, len(v), len(s), kv.MaxValueSize, kv.ErrValueTooLarge)
-			}
-			return nil, 0, valueTooLarge(i, len(s))
+			return nil, 0, err
 		}
 		stored[i] = s
 		size += len(s)
 	}
 	return stored, size, nil
+}
+
+// encodeOne encodes the i-th value of a batch and checks its stored size.
+func encodeOne(enc ValueEncoding, i int, v []byte) ([]byte, error) {
+	s, err := enc.encode(v)
+	if err != nil {
+		return nil, &CodecError{Err: err}
+	}
+	if len(s) > kv.MaxValueSize {
+		if enc == TupleValues {
+			return nil, fmt.Errorf("%w: item %d is %d bytes, %d stored as a packed tuple (TupleValues: 2 bytes more, and 1 more per 0x00 byte), limit %d (%w)",
+				ErrValueTooLarge, i, len(v), len(s), kv.MaxValueSize, kv.ErrValueTooLarge)
+		}
+		return nil, valueTooLarge(i, len(s))
+	}
+	return s, nil
 }
 
 func (q *Queue) writeIndexed(tr kv.Transaction, tail kv.RangeResult, stored [][]byte) error {
@@ -163,13 +205,15 @@ func (q *Queue) writeIndexed(tr kv.Transaction, tail kv.RangeResult, stored [][]
 			return err
 		}
 	}
+	prefix := q.sub.prefix
 	for i, s := range stored {
-		suffix, err := q.rand.suffix()
+		// The key (index, suffix), packed in one allocation.
+		key := make([]byte, 0, len(prefix)+9+suffixKeySize)
+		key, err := tuple.Tuple{index + 1 + int64(i)}.AppendPack(append(key, prefix...))
 		if err != nil {
 			return err
 		}
-		key, err := q.sub.Pack(tuple.Tuple{index + 1 + int64(i), suffix})
-		if err != nil {
+		if key, err = q.rand.appendSuffix(key); err != nil {
 			return err
 		}
 		tr.Set(key, s)
@@ -184,18 +228,32 @@ func (q *Queue) writeIndexed(tr kv.Transaction, tail kv.RangeResult, stored [][]
 func (q *Queue) writeVersionstamped(tr kv.Transaction, stored [][]byte) error {
 	first := q.reserveUserVersions(len(stored))
 	for i, s := range stored {
-		suffix, err := q.rand.suffix()
-		if err != nil {
-			return err
-		}
-		uv := uint16(first + i)
-		key, err := tuple.Tuple{tuple.IncompleteVersionstamp(uv), suffix}.PackWithVersionstamp(q.sub.prefix)
+		key, err := appendVersionstampedKey(nil, q.sub.prefix, uint16(first+i), q.rand)
 		if err != nil {
 			return err
 		}
 		tr.SetVersionstampedKey(key, s)
 	}
 	return nil
+}
+
+// appendVersionstampedKey appends to dst the key of a versionstamp-mode
+// item, in one allocation at most: what
+// tuple.Tuple{tuple.IncompleteVersionstamp(uv), suffix}.PackWithVersionstamp(prefix)
+// returns for a random suffix: prefix, the incomplete versionstamp
+// (code 0x33, ten 0xff bytes, uv big-endian), the suffix and the 4-byte
+// little-endian offset of the ten bytes.
+func appendVersionstampedKey(dst, prefix []byte, uv uint16, e *entropy) ([]byte, error) {
+	dst = slices.Grow(dst, len(prefix)+13+suffixKeySize+4)
+	dst = append(dst, prefix...)
+	pos := len(dst) + 1
+	dst = append(dst, 0x33, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff)
+	dst = binary.BigEndian.AppendUint16(dst, uv)
+	dst, err := e.appendSuffix(dst)
+	if err != nil {
+		return nil, err
+	}
+	return binary.LittleEndian.AppendUint32(dst, uint32(pos)), nil
 }
 
 // waitRead waits for a range read (nil: none) the caller will not use, and
@@ -282,29 +340,58 @@ func (q *Queue) parseIndexed(key []byte) (int64, error) {
 }
 
 // parseIndexedFast parses, without allocating, the common shape of an item
-// key of index mode: prefix, a non-negative integer of at most 8 bytes
-// (minimally encoded, at most MaxInt64) and a byte string ending the key.
-// It returns ok false for every other key, valid or not: parseIndexed then
-// unpacks it in full, and reports why a key is foreign.
+// key of index mode: prefix, an integer that unpacks to an int64 (minimally
+// encoded, at most 8 bytes) and a byte string ending the key. It returns
+// ok false for every other key, valid or not: parseIndexed then unpacks it
+// in full, and reports why a key is foreign.
 func parseIndexedFast(key, prefix []byte) (index int64, ok bool) {
 	if !bytes.HasPrefix(key, prefix) {
 		return 0, false
 	}
-	b := key[len(prefix):]
-	if len(b) == 0 || b[0] < 0x14 || b[0] > 0x1c {
-		return 0, false
+	index, rest, ok := fastInt(key[len(prefix):])
+	return index, ok && fastBytesEnd(rest)
+}
+
+// fastInt parses a packed tuple integer at the start of b that unpacks to
+// an int64 (minimally encoded, at most 8 bytes) and returns it and what
+// follows it; ok false for anything else (tuple.Unpack decides those).
+func fastInt(b []byte) (v int64, rest []byte, ok bool) {
+	if len(b) == 0 || b[0] < 0x0c || b[0] > 0x1c {
+		return 0, nil, false
 	}
+	neg := b[0] < 0x14
 	n := int(b[0]) - 0x14 // the integer's bytes
-	if len(b) < 1+n+2 || (n > 0 && b[1] == 0x00) || (n == 8 && b[1] > 0x7f) {
-		return 0, false
+	if neg {
+		n = -n
+	}
+	if len(b) < 1+n {
+		return 0, nil, false
 	}
 	var u uint64
 	for _, c := range b[1 : 1+n] {
 		u = u<<8 | uint64(c)
 	}
-	s := b[1+n:]
-	if s[0] != 0x01 {
-		return 0, false
+	if !neg {
+		if (n > 0 && b[1] == 0x00) || u > math.MaxInt64 {
+			return 0, nil, false
+		}
+		return int64(u), b[1+n:], true
+	}
+	// A negative integer's bytes are its magnitude's ones' complement.
+	mag := ^u
+	if n < 8 {
+		mag &= 1<<(8*n) - 1
+	}
+	if (bits.Len64(mag)+7)/8 != n || mag > 1<<63 {
+		return 0, nil, false
+	}
+	return -int64(mag), b[1+n:], true
+}
+
+// fastBytesEnd reports whether s is exactly one packed byte string.
+func fastBytesEnd(s []byte) bool {
+	if len(s) < 2 || s[0] != 0x01 {
+		return false
 	}
 	// The byte string: 0x00 0xff is an escaped zero byte, a lone 0x00 its
 	// end, which must be the key's last byte.
@@ -316,9 +403,21 @@ func parseIndexedFast(key, prefix []byte) (index int64, ok bool) {
 			i++
 			continue
 		}
-		return int64(u), i == len(s)-1
+		return i == len(s)-1
 	}
-	return 0, false
+	return false
+}
+
+// versionstampKeyFast reports, without allocating, whether key has the
+// common shape of a versionstamp-mode item key: prefix, a versionstamp
+// (code 0x33 and 12 bytes) and a byte string ending the key. False for
+// every other key, valid or not: checkItemKey then unpacks it in full.
+func versionstampKeyFast(key, prefix []byte) bool {
+	if !bytes.HasPrefix(key, prefix) {
+		return false
+	}
+	b := key[len(prefix):]
+	return len(b) > 13 && b[0] == 0x33 && fastBytesEnd(b[13:])
 }
 
 // checkItemKey verifies that key has the layout this queue writes.
@@ -326,6 +425,9 @@ func (q *Queue) checkItemKey(key []byte) error {
 	if !q.cfg.versionstamps {
 		_, err := q.parseIndexed(key)
 		return err
+	}
+	if versionstampKeyFast(key, q.sub.prefix) {
+		return nil
 	}
 	t, err := q.sub.Unpack(key)
 	if err != nil {
@@ -387,11 +489,13 @@ func (q *Queue) Dequeue(ctx context.Context, t kv.Transactor, opts ...OpOption) 
 	if db, ok := q.staged(t); ok {
 		return q.stage.run(ctx, db, false, opts)
 	}
-	vals, err := q.DequeueBatch(ctx, t, 1, opts...)
+	vals, c, err := q.dequeue(ctx, t, 1, true, opts)
 	if err != nil {
 		return nil, err
 	}
-	return vals[0], nil
+	v := vals[0]
+	c.release()
+	return v, nil
 }
 
 // DequeueBatch removes up to max items from the head, in order, in one
@@ -409,22 +513,32 @@ func (q *Queue) Dequeue(ctx context.Context, t kv.Transactor, opts ...OpOption) 
 // with a read conflict on each item taken, and returns ErrEmpty when there
 // are none.
 func (q *Queue) DequeueBatch(ctx context.Context, t kv.Transactor, max int, opts ...OpOption) ([][]byte, error) {
-	if err := checkTransactor(t); err != nil {
+	vals, c, err := q.dequeue(ctx, t, max, false, opts)
+	if err != nil {
 		return nil, err
 	}
-	if max < 1 {
-		return nil, fmt.Errorf("%w: batch size %d, want at least 1", ErrInvalidArgument, max)
+	c.release()
+	return vals, nil
+}
+
+// dequeue is DequeueBatch. On success the caller releases the call once it
+// has the results: with keepOne, vals is the call's own array.
+func (q *Queue) dequeue(ctx context.Context, t kv.Transactor, max int, keepOne bool, opts []OpOption) ([][]byte, *call, error) {
+	if err := checkTransactor(t); err != nil {
+		return nil, nil, err
 	}
-	t = q.journal.track.observe("dequeue", t)
-	o := q.journal.begin(t, opts)
-	vals, err := kv.Transact(ctx, t, func(tr kv.Transaction) ([][]byte, error) {
-		o.gate = q.journal.gate.issue(tr, false) // config.go
-		e := q.end()
-		e.reserved = q.reserved
-		return takeEnd(tr, o, e, batchLimit{max: max, budget: q.cfg.batchBudget})
-	})
-	o.end(err)
-	return vals, q.unreadable(err)
+	if max < 1 {
+		return nil, nil, fmt.Errorf("%w: batch size %d, want at least 1", ErrInvalidArgument, max)
+	}
+	c := newCall(callDequeue, &q.layer, "dequeue", t, opts)
+	c.q, c.lim, c.keepOne = q, batchLimit{max: max, budget: q.cfg.batchBudget}, keepOne
+	err := c.run(ctx)
+	c.op.end(err)
+	if err != nil {
+		c.release()
+		return nil, nil, q.unreadable(err)
+	}
+	return c.vals, c, nil
 }
 
 // end is the queue's head, for takes (without the line's reservation:

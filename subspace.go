@@ -3,6 +3,7 @@ package fdbqueue
 import (
 	"bytes"
 	"fmt"
+	"slices"
 
 	"github.com/fdbqueue/fdbqueue/kv"
 	"github.com/fdbqueue/fdbqueue/tuple"
@@ -68,14 +69,21 @@ func (s Subspace) Unpack(key []byte) (tuple.Tuple, error) {
 // elems, of every key that packs a tuple starting with elems): the keys
 // strictly between prefix+\x00 and prefix+\xff.
 func (s Subspace) Range(elems ...any) (kv.KeyRange, error) {
-	p := s.prefix
+	// Both bounds in one buffer: prefix and elems, \x00, then the same
+	// again and \xff (a second allocation only for long elems).
+	b := append(make([]byte, 0, 2*(len(s.prefix)+24)), s.prefix...)
 	if len(elems) > 0 {
 		var err error
-		if p, err = tuple.Tuple(elems).AppendPack(bytes.Clone(s.prefix)); err != nil {
+		if b, err = tuple.Tuple(elems).AppendPack(b); err != nil {
 			return kv.KeyRange{}, fmt.Errorf("fdbqueue: subspace range: %w", err)
 		}
 	}
-	return kv.KeyRange{Begin: append(bytes.Clone(p), 0x00), End: append(bytes.Clone(p), 0xff)}, nil
+	n := len(b)
+	b = slices.Grow(b, n+2)
+	b = append(b, 0x00)
+	b = append(b, b[:n]...)
+	b = append(b, 0xff)
+	return kv.KeyRange{Begin: b[: n+1 : n+1], End: b[n+1:]}, nil
 }
 
 // Contains reports whether key starts with s's prefix.

@@ -1,0 +1,196 @@
+package fdbqueue
+
+import (
+	"context"
+	"sync"
+
+	"github.com/fdbqueue/fdbqueue/kv"
+)
+
+// call is the state of one Enqueue, Dequeue, Push or pop in flight: the
+// operation's journal state, its tracked transaction (observe.go), its read
+// of the stored configuration and its arguments and results, in one
+// object taken from a pool, with the function each attempt runs bound to
+// it once. An operation on a Database thus allocates none of these per
+// call, nor a closure or a wrapper per attempt.
+//
+// Nothing outside the operation keeps a pointer into a call: the backend
+// sees only the function it runs and its own transaction (the tracked one
+// wraps it and is dropped with it), and what the operation hands on (the
+// record range queued for clearing, the items returned) is allocated apart.
+type call struct {
+	kind callKind
+	q    *Queue
+	pq   *PriorityQueue
+	// Enqueue, Push: the stored values (store1 backs a single one);
+	// Push's priority and the range of its items.
+	stored   [][]byte
+	store1   [1][]byte
+	priority int64
+	prio     kv.KeyRange
+	// Takes: the bound, which end (pops), and the results: vals for a
+	// Queue, items for a PriorityQueue. keepOne says the caller wants one
+	// result and copies it out: the results then fill one1 or item1.
+	lim     batchLimit
+	reverse bool
+	keepOne bool
+	vals    [][]byte
+	one1    [1][]byte
+	items   []Item
+	item1   [1]Item
+
+	op   op
+	gate gateRead
+	// Without a MeterProvider, a call on a Database runs db.Transact
+	// itself with tx as each attempt's tracked transaction (what
+	// observedDB.Transact does, without the wrapper); otherwise t is the
+	// observed transactor (tracker.observe) and the attempt runs on what
+	// it is given.
+	tracked bool
+	db      kv.Database
+	t       kv.Transactor
+	tx      trackedTx
+
+	trackedFn, plainFn func(kv.Transaction) error // c.trackedAttempt, c.plainAttempt
+}
+
+type callKind uint8
+
+const (
+	callEnqueue callKind = iota + 1
+	callDequeue
+	callPush
+	callPop
+)
+
+var calls = sync.Pool{New: func() any {
+	c := &call{}
+	c.trackedFn = c.trackedAttempt
+	c.plainFn = c.plainAttempt
+	return c
+}}
+
+// newCall returns a call from the pool for an operation of kind (named
+// opName for the metrics) of l on t, with its journal state begun.
+func newCall(kind callKind, l *layer, opName string, t kv.Transactor, opts []OpOption) *call {
+	c := calls.Get().(*call)
+	c.kind = kind
+	k := l.journal.track
+	db, isDB := t.(kv.Database)
+	if _, wrapped := t.(*observedDB); isDB && !wrapped && !k.obs.metered {
+		c.tracked, c.db = true, db
+		c.tx.k, c.tx.op = k, opName
+		l.journal.beginInto(&c.op, opName, true, true, opts)
+		return c
+	}
+	c.t = k.observe(opName, t)
+	var kindName string
+	if ob, ok := c.t.(observed); ok {
+		kindName = ob.opKind()
+	}
+	_, owned := c.t.(kv.Database)
+	l.journal.beginInto(&c.op, kindName, owned, true, opts)
+	return c
+}
+
+// run runs the operation's transaction (its attempts call c.attempt).
+func (c *call) run(ctx context.Context) error {
+	if !c.tracked {
+		return c.t.Transact(ctx, c.plainFn)
+	}
+	err := c.db.Transact(ctx, c.trackedFn)
+	if err == nil {
+		c.tx.report() // the last attempt committed
+	}
+	return err
+}
+
+// trackedAttempt is one attempt on the backend's transaction tr, through
+// c.tx, as observedDB.Transact runs it.
+func (c *call) trackedAttempt(tr kv.Transaction) error {
+	t := &c.tx
+	t.Transaction = tr
+	t.clearState() // an earlier attempt's
+	err := c.attempt(t)
+	if err == nil {
+		t.flush()
+	}
+	return err
+}
+
+func (c *call) plainAttempt(tr kv.Transaction) error { return c.attempt(tr) }
+
+// attempt runs the operation's body in tr.
+func (c *call) attempt(tr kv.Transaction) error {
+	switch c.kind {
+	case callEnqueue:
+		return c.q.enqueueAttempt(tr, c)
+	case callDequeue:
+		c.op.gate = c.q.journal.gate.issueInto(&c.gate, tr, false) // config.go
+		vals, err := takeEnd(tr, &c.op, c.q.head, c.lim, c.valsDst())
+		c.vals = vals
+		return err
+	case callPush:
+		return c.pq.pushAttempt(tr, c)
+	case callPop:
+		c.op.gate = c.pq.journal.gate.issueInto(&c.gate, tr, false)
+		items, err := takeEnd(tr, &c.op, c.pq.ends[boolIndex(c.reverse)], c.lim, c.itemsDst())
+		c.items = items
+		return err
+	}
+	panic("fdbqueue: unknown call kind")
+}
+
+func (c *call) valsDst() [][]byte {
+	if c.keepOne {
+		return c.one1[:0]
+	}
+	return nil
+}
+
+func (c *call) itemsDst() []Item {
+	if c.keepOne {
+		return c.item1[:0]
+	}
+	return nil
+}
+
+func boolIndex(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// release returns c to the pool, dropping every reference it holds.
+func (c *call) release() {
+	c.kind, c.q, c.pq = 0, nil, nil
+	c.store1[0] = nil
+	c.stored, c.priority, c.prio = nil, 0, kv.KeyRange{}
+	c.lim, c.reverse, c.keepOne = batchLimit{}, false, false
+	c.one1[0], c.vals = nil, nil
+	c.item1[0], c.items = Item{}, nil
+	c.op.reset()
+	c.gate = gateRead{}
+	c.tracked, c.db, c.t = false, nil, nil
+	c.tx.release()
+	calls.Put(c)
+}
+
+// reset makes o a zero op again, keeping its cleanups' backing array.
+func (o *op) reset() {
+	clear(o.cleanups)
+	cleanups := o.cleanups[:0]
+	o.j, o.id, o.owned, o.skip, o.gate, o.kind = nil, OpID{}, false, false, nil, ""
+	o.wide, o.rng, o.key0, o.fresh = false, kv.KeyRange{}, nil, false
+	o.slotted, o.slot, o.slotGen, o.slotKey = false, 0, 0, nil
+	o.recorded.Store(false)
+	o.cleanups = cleanups
+}
+
+// release drops what t refers to, keeping its first backing array.
+func (t *trackedTx) release() {
+	t.clearState()
+	clear(t.small[:])
+	t.Transaction, t.k, t.op, t.failed = nil, nil, "", false
+}

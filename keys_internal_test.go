@@ -1,0 +1,200 @@
+package fdbqueue
+
+import (
+	"bytes"
+	"math"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/fdbqueue/fdbqueue/tuple"
+)
+
+// TestHandPackedKeys checks the keys the hot paths pack by hand against
+// the tuple package's packing of the same elements, for every user
+// version and priority limit, under prefixes with and without 0x00 bytes.
+func TestHandPackedKeys(t *testing.T) {
+	src := rand.New(rand.NewPCG(5, 6))
+	noise := make([]byte, 1<<16)
+	for i := range noise {
+		noise[i] = byte(src.IntN(3)) // many 0x00 bytes, which the suffix must not hold
+	}
+	for _, prefix := range [][]byte{{0x02, 'q', 0x00}, {0x00}, bytes.Repeat([]byte{0xff}, 300)} {
+		for _, uv := range []uint16{0, 1, 0xff, 0x100, math.MaxUint16} {
+			a, b := newEntropy(bytes.NewReader(noise)), newEntropy(bytes.NewReader(noise))
+			got, err := appendVersionstampedKey(nil, prefix, uv, a)
+			if err != nil {
+				t.Fatal(err)
+			}
+			suffix, err := b.suffix()
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, err := tuple.Tuple{tuple.IncompleteVersionstamp(uv), suffix}.PackWithVersionstamp(prefix)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(got, want) {
+				t.Fatalf("uv %d: hand-packed %x, tuple %x", uv, got, want)
+			}
+		}
+		for _, v := range []int64{0, 1, -1, 0xff, -0x100, math.MaxInt64, math.MinInt64} {
+			e := newEntropy(bytes.NewReader(noise))
+			got, err := e.appendSuffix(tupleIntKey(t, prefix, v))
+			if err != nil {
+				t.Fatal(err)
+			}
+			k := got[len(prefix):]
+			want, _ := tuple.Tuple{v, k[len(k)-suffixKeySize+1 : len(k)-1]}.AppendPack(bytes.Clone(prefix))
+			if !bytes.Equal(got, want) || bytes.IndexByte(got[len(got)-suffixKeySize+1:len(got)-1], 0) >= 0 {
+				t.Fatalf("%d: hand-packed %x, tuple %x", v, got, want)
+			}
+			if i, ok := parseIndexedFast(got, prefix); !ok || i != v {
+				t.Fatalf("%d: parseIndexedFast gives %d, %v", v, i, ok)
+			}
+		}
+	}
+	if _, err := newEntropy(bytes.NewReader(nil)).appendSuffix(nil); err == nil {
+		t.Fatal("appendSuffix of an exhausted entropy source: no error")
+	}
+}
+
+func tupleIntKey(t *testing.T, prefix []byte, v int64) []byte {
+	k, err := tuple.Tuple{v}.AppendPack(bytes.Clone(prefix))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+// TestParsePriorityFast compares the priority queue's fast key parser with
+// the full unpack: it accepts only keys the full path accepts, with the
+// same priority and count, and takes every key a push writes.
+func TestParsePriorityFast(t *testing.T) {
+	prefix := []byte("\x02pq\x00")
+	pq := &PriorityQueue{layer: layer{sub: Subspace{prefix: prefix}}}
+	r := rand.New(rand.NewPCG(7, 8))
+	ints := []int64{0, 1, -1, 0xff, -0xff, 0x100, -0x100, math.MaxInt64, math.MinInt64, math.MinInt64 + 1}
+	for range 30 {
+		ints = append(ints, (r.Int64()>>r.IntN(63))*int64(1-2*r.IntN(2)))
+	}
+	for _, p := range ints {
+		for _, c := range ints {
+			key, _ := tuple.Tuple{p, c, []byte{0, 1, 0xff}}.AppendPack(bytes.Clone(prefix))
+			if fp, fc, ok := parsePriorityFast(key, prefix); !ok || fp != p || fc != c {
+				t.Fatalf("(%d, %d): fast path gives %d, %d, %v", p, c, fp, fc, ok)
+			}
+			for range 10 {
+				k := bytes.Clone(key)
+				switch r.IntN(3) {
+				case 0:
+					k[r.IntN(len(k))] = byte(r.IntN(256))
+				case 1:
+					k = k[:r.IntN(len(k))]
+				default:
+					k = append(k, byte(r.IntN(256)))
+				}
+				fp, fc, ok := parsePriorityFast(k, prefix)
+				if !ok {
+					continue
+				}
+				// The full path (parse without the fast one).
+				tu, err := pq.sub.Unpack(k)
+				if err != nil || len(tu) != 3 {
+					t.Fatalf("key %x: fast path accepts, full unpack: %v, %v", k, tu, err)
+				}
+				sp, ok1 := tu[0].(int64)
+				sc, ok2 := tu[1].(int64)
+				_, ok3 := tu[2].([]byte)
+				if !ok1 || !ok2 || !ok3 || sp != fp || sc != fc {
+					t.Fatalf("key %x: fast path gives %d, %d; full unpack %v", k, fp, fc, tu)
+				}
+			}
+		}
+	}
+	for _, other := range []tuple.Tuple{{int64(1), int64(2)}, {int64(1), int64(2), "s"}, {uint64(math.MaxUint64), int64(1), []byte{1}}, {int64(1), []byte{1}}} {
+		key, _ := other.AppendPack(bytes.Clone(prefix))
+		if _, _, ok := parsePriorityFast(key, prefix); ok {
+			t.Fatalf("%v: fast path accepts a foreign key", other)
+		}
+	}
+}
+
+// TestRecordKeyLengths checks the record key lengths the budget computes
+// without building the keys against the keys themselves, for IDs with
+// 0x00 bytes (escaped when packed) and every kind of shard.
+func TestRecordKeyLengths(t *testing.T) {
+	j := newJournal([]byte("\x02q\x00"), config{retention: time.Minute, now: time.Now})
+	r := rand.New(rand.NewPCG(9, 10))
+	for i := range 500 {
+		var id OpID
+		for k := range id {
+			id[k] = byte(r.IntN(3)) // many 0x00 bytes
+		}
+		id[8] = byte(i) // shard 0 packs shorter than the others
+		o := &op{j: j, id: id}
+		rr := o.recordRange()
+		if m := o.recordPrefixLen(); len(rr.Begin) != m || len(rr.End) != m+1 {
+			t.Fatalf("id %x: record range %d, %d bytes; computed %d", id, len(rr.Begin), len(rr.End), m)
+		}
+		for _, n := range []int{0, 1, 255, 256, 1 << 20} {
+			if got, want := o.recordKeyLen(n), len(o.recordKey(n)); got != want {
+				t.Fatalf("id %x, record %d: computed %d bytes, key %d", id, n, got, want)
+			}
+		}
+	}
+}
+
+// TestVersionstampKeyFast compares the versionstamp layout's fast key
+// check with the full unpack: it accepts only keys the full check
+// accepts, and every key an enqueue writes (once completed).
+func TestVersionstampKeyFast(t *testing.T) {
+	prefix := []byte("\x02vs\x00")
+	q := &Queue{layer: layer{sub: Subspace{prefix: prefix}, cfg: config{versionstamps: true}}}
+	r := rand.New(rand.NewPCG(11, 12))
+	for range 2000 {
+		var vs tuple.Versionstamp
+		for k := range vs.TransactionVersion {
+			vs.TransactionVersion[k] = byte(r.IntN(3)) * 0x7f
+		}
+		vs.UserVersion = uint16(r.IntN(1 << 16))
+		suffix := make([]byte, r.IntN(24))
+		for k := range suffix {
+			suffix[k] = byte(r.IntN(3)) * 0x7f
+		}
+		key, err := tuple.Tuple{vs, suffix}.AppendPack(bytes.Clone(prefix))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !versionstampKeyFast(key, prefix) {
+			t.Fatalf("%x: fast check refuses a written key", key)
+		}
+		for range 10 {
+			k := bytes.Clone(key)
+			switch r.IntN(3) {
+			case 0:
+				k[r.IntN(len(k))] = byte(r.IntN(256))
+			case 1:
+				k = k[:r.IntN(len(k))]
+			default:
+				k = append(k, byte(r.IntN(256)))
+			}
+			if !versionstampKeyFast(k, prefix) {
+				continue
+			}
+			tu, err := q.sub.Unpack(k)
+			if err != nil || len(tu) != 2 {
+				t.Fatalf("key %x: fast check accepts, full unpack: %v, %v", k, tu, err)
+			}
+			if _, ok := tu[0].(tuple.Versionstamp); !ok {
+				t.Fatalf("key %x: fast check accepts, first element %T", k, tu[0])
+			}
+		}
+	}
+	for _, other := range []tuple.Tuple{{int64(1), []byte{1}}, {tuple.Versionstamp{}}, {tuple.Versionstamp{}, "s"}} {
+		key, _ := other.AppendPack(bytes.Clone(prefix))
+		if versionstampKeyFast(key, prefix) {
+			t.Fatalf("%v: fast check accepts a foreign key", other)
+		}
+	}
+}
