@@ -150,17 +150,22 @@ func (tx *transaction) getRange(r kv.KeyRange, opts kv.RangeOptions, snap bool) 
 		// (ReadYourWritesTransaction::getRange), inverted ranges included.
 		return &rangeResult{tx: tx, err: kv.ErrKeyOutsideLegalRange}
 	}
-	b, e, err := checkRange(r)
+	rr := &rangeResult{tx: tx, snap: snap, opts: opts}
+	b, e, err := rangeBounds(r)
 	if err == kv.ErrInvertedRange {
 		// FDB's getRange answers a range whose begin is after its end with
 		// no pairs (its key selectors cross), not inverted_range.
 		b, e, err = nil, nil, nil
 	}
+	if err == nil {
+		b, e, _ = copyBounds(b, e, rr.bounds[:])
+	}
 	if opts.Limit < 0 && err == nil {
 		err = kv.ErrClientInvalidOp
 	}
-	rr := &rangeResult{tx: tx, snap: snap, b: b, e: e, opts: opts, err: err}
+	rr.b, rr.e, rr.err = b, e, err
 	if err == nil {
+		rr.first.kvs = rr.row[:0:1]
 		tx.issueBatch(&rr.first, b, e, batchSize(opts, opts.Limit, firstBatch), opts.Reverse, snap)
 	}
 	return rr
@@ -203,8 +208,9 @@ func (bt *batch) wait() {
 // waits for, as FDB's commit waits for the reads issued before it
 // (RYWImpl::commit waits on ryw->reading).
 func (tx *transaction) issueBatch(bt *batch, b, e []byte, n int, reverse, snap bool) {
+	dst := bt.kvs
 	if !tx.db.latency {
-		bt.kvs, bt.limited, bt.err = tx.readRange(b, e, n, reverse, snap)
+		bt.kvs, bt.limited, bt.err = tx.readRangeInto(dst, b, e, n, reverse, snap)
 		return
 	}
 	bt.done = make(chan struct{})
@@ -214,20 +220,30 @@ func (tx *transaction) issueBatch(bt *batch, b, e []byte, n int, reverse, snap b
 	go func() {
 		defer close(bt.done)
 		defer tx.endRead()
-		bt.kvs, bt.limited, bt.err = tx.readRange(b, e, n, reverse, snap)
+		bt.kvs, bt.limited, bt.err = tx.readRangeInto(dst, b, e, n, reverse, snap)
 	}()
 }
 
 // rangeResult is a range read whose first batch was issued by GetRange.
+//
+// It holds inline what a small read needs, each part handed out at most
+// once and never reused: the bounds' copies, the first batch's first row
+// and the first consumer's iterator.
 type rangeResult struct {
-	tx    *transaction
-	snap  bool
-	b, e  []byte
-	opts  kv.RangeOptions
-	err   error
-	first batch
-	taken atomic.Bool // the first batch was handed to a consumer
+	tx     *transaction
+	snap   bool
+	b, e   []byte
+	opts   kv.RangeOptions
+	err    error
+	first  batch
+	taken  atomic.Bool // the first batch was handed to a consumer
+	it     rangeIter   // the first consumer's iterator
+	row    [1]kv.KeyValue
+	bounds [boundsInline]byte
 }
+
+// boundsInline is the room in a rangeResult for its bounds.
+const boundsInline = 64
 
 // GetSlice reads the whole (limited) range: the first batch, then the rest
 // in one more read. A second consumer reads the range again.
@@ -270,11 +286,13 @@ func (r *rangeResult) GetSlice() ([]kv.KeyValue, error) {
 func (r *rangeResult) Iterator() kv.RangeIterator { return r.iter() }
 
 func (r *rangeResult) iter() *rangeIter {
-	it := &rangeIter{r: r, b: r.b, e: r.e, left: r.opts.Limit, err: r.err, batch: firstBatch}
 	if r.err == nil && r.taken.CompareAndSwap(false, true) {
-		it.pending = &r.first // a later consumer reads the range again
+		// The first consumer: it takes the first batch and the inline
+		// iterator, once. A later consumer reads the range again.
+		r.it = rangeIter{r: r, pending: &r.first, b: r.b, e: r.e, left: r.opts.Limit, batch: firstBatch}
+		return &r.it
 	}
-	return it
+	return &rangeIter{r: r, b: r.b, e: r.e, left: r.opts.Limit, err: r.err, batch: firstBatch}
 }
 
 // Batch sizes of StreamingModeIterator: the first batch is small, each
@@ -360,6 +378,12 @@ func (it *rangeIter) Err() error { return it.err }
 // read conflict range the result depended on. limited reports whether the
 // limit was reached.
 func (tx *transaction) readRange(b, e []byte, limit int, reverse, snap bool) ([]kv.KeyValue, bool, error) {
+	return tx.readRangeInto(nil, b, e, limit, reverse, snap)
+}
+
+// readRangeInto is readRange appending to dst (empty), whose array the
+// result uses while it has room.
+func (tx *transaction) readRangeInto(dst []kv.KeyValue, b, e []byte, limit int, reverse, snap bool) ([]kv.KeyValue, bool, error) {
 	tx.mu.Lock()
 	gen := tx.gen
 	err := tx.checkLocked()
@@ -398,7 +422,7 @@ func (tx *transaction) readRange(b, e []byte, limit int, reverse, snap bool) ([]
 		db.stats.tooOld.Add(1)
 		return nil, false, kv.ErrTransactionTooOld
 	}
-	out, err := tx.mergeLocked(b, e, limit, reverse, rv)
+	out, err := tx.mergeIntoLocked(dst, b, e, limit, reverse, rv)
 	db.mu.RUnlock()
 	db.stats.rangeReads.Add(1)
 	if err != nil {
@@ -424,9 +448,9 @@ func (tx *transaction) readRange(b, e []byte, limit int, reverse, snap bool) ([]
 		if limited {
 			last := out[len(out)-1].Key
 			if reverse {
-				cb = bytes.Clone(last)
+				cb = tx.copyLocked(last)
 			} else {
-				ce = keyAfter(last)
+				ce = tx.afterLocked(last)
 			}
 		}
 		tx.addReadConflictLocked(cb, ce)
@@ -437,7 +461,12 @@ func (tx *transaction) readRange(b, e []byte, limit int, reverse, snap bool) ([]
 // mergeLocked reads [b, e) at rv through the transaction's writes. The
 // caller holds tx.mu and db.mu (shared).
 func (tx *transaction) mergeLocked(b, e []byte, limit int, reverse bool, rv int64) ([]kv.KeyValue, error) {
-	var out []kv.KeyValue
+	return tx.mergeIntoLocked(nil, b, e, limit, reverse, rv)
+}
+
+// mergeIntoLocked is mergeLocked appending to dst (empty).
+func (tx *transaction) mergeIntoLocked(dst []kv.KeyValue, b, e []byte, limit int, reverse bool, rv int64) ([]kv.KeyValue, error) {
+	out := dst
 	emit := func(k, v []byte) {
 		buf := make([]byte, len(k)+len(v))
 		copy(buf, k)
@@ -507,6 +536,9 @@ func (tx *transaction) mergeLocked(b, e []byte, limit int, reverse bool, rv int6
 		case stVS:
 			return nil, kv.ErrAccessedUnreadable
 		}
+	}
+	if len(out) == 0 {
+		return nil, nil // as without dst
 	}
 	return out, nil
 }

@@ -71,6 +71,10 @@ type transaction struct {
 	entUsed   bool
 	arenaUsed uint8
 	arena     [arenaSize]byte
+	// spill continues the arena once it is full: blocks allocated on
+	// demand, each twice the previous one (up to spillMax), handed out
+	// likewise once; len(spill) is the part handed out.
+	spill []byte
 
 	// Small state, kept together to save padding.
 	rvState    uint8
@@ -124,8 +128,13 @@ func (tx *transaction) cold() *txCold {
 	return tx.x
 }
 
-// arenaSize is the size of a transaction's inline arena.
-const arenaSize = 48
+// arenaSize is the size of a transaction's inline arena; spillSize that
+// of each block it continues in.
+const (
+	arenaSize = 48
+	spillMin  = 64
+	spillMax  = 1024
+)
 
 // newFutureLocked returns a new valueFuture.
 func (tx *transaction) newFutureLocked() *valueFuture {
@@ -138,13 +147,37 @@ func (tx *transaction) newFutureLocked() *valueFuture {
 
 // allocLocked returns n zero bytes for data that only the transaction and
 // its commit reference (read conflict range keys): from the inline arena
-// while it lasts. Arena bytes are handed out once and never reused.
+// while it lasts, then from spill blocks. Arena bytes are handed out once
+// and never reused (a commit in flight, or a result, may reference them).
 func (tx *transaction) allocLocked(n int) []byte {
 	if u := int(tx.arenaUsed); n <= arenaSize-u {
 		tx.arenaUsed += uint8(n)
 		return tx.arena[u : u+n : u+n]
 	}
-	return make([]byte, n)
+	u := len(tx.spill)
+	if n > cap(tx.spill)-u {
+		size := min(max(2*cap(tx.spill), spillMin), spillMax)
+		if n > size/2 {
+			return make([]byte, n)
+		}
+		tx.spill, u = make([]byte, 0, size), 0
+	}
+	tx.spill = tx.spill[:u+n]
+	return tx.spill[u : u+n : u+n]
+}
+
+// copyLocked returns a copy of b from allocLocked.
+func (tx *transaction) copyLocked(b []byte) []byte {
+	out := tx.allocLocked(len(b))
+	copy(out, b)
+	return out
+}
+
+// afterLocked returns k + \x00 from allocLocked.
+func (tx *transaction) afterLocked(k []byte) []byte {
+	out := tx.allocLocked(len(k) + 1)
+	copy(out, k)
+	return out
 }
 
 // newEntryLocked allocates an entry whose key, key+\x00 and payload share
@@ -582,6 +615,16 @@ func clampRangeKey(k []byte) []byte {
 // checkRange validates a range to be read, cleared or added as a conflict
 // range and returns copies of its (clamped) bounds.
 func checkRange(r kv.KeyRange) ([]byte, []byte, error) {
+	b, e, err := rangeBounds(r)
+	if err != nil {
+		return nil, nil, err
+	}
+	return copyBounds(b, e, nil)
+}
+
+// rangeBounds is checkRange without the copies: the bounds it returns are
+// the caller's memory.
+func rangeBounds(r kv.KeyRange) ([]byte, []byte, error) {
 	b, e := clampRangeKey(r.Begin), clampRangeKey(r.End)
 	if bytes.Compare(b, e) > 0 {
 		return nil, nil, kv.ErrInvertedRange
@@ -589,10 +632,19 @@ func checkRange(r kv.KeyRange) ([]byte, []byte, error) {
 	if bytes.Compare(b, maxUserKey) > 0 || bytes.Compare(e, maxUserKey) > 0 {
 		return nil, nil, kv.ErrKeyOutsideLegalRange
 	}
-	buf := make([]byte, len(b)+len(e))
+	return b, e, nil
+}
+
+// copyBounds copies b and e into buf if they fit, else into one new
+// allocation.
+func copyBounds(b, e, buf []byte) ([]byte, []byte, error) {
+	n := len(b) + len(e)
+	if n > len(buf) {
+		buf = make([]byte, n)
+	}
 	copy(buf, b)
 	copy(buf[len(b):], e)
-	return buf[:len(b):len(b)], buf[len(b):], nil
+	return buf[:len(b):len(b)], buf[len(b):n:n], nil
 }
 
 // maxUserKey is the end of the user key space.
@@ -866,7 +918,7 @@ func (tx *transaction) addReadConflictLocked(b, e []byte) {
 // transaction's deferred error (ThreadSafeTransaction.cpp: deferredError,
 // checkDeferredError), reported by the next read and by Commit.
 func (tx *transaction) AddReadConflictRange(r kv.KeyRange) error {
-	b, e, ok := tx.conflictRangeLocked(r)
+	b, e, ok := tx.conflictRangeLocked(r, false)
 	if !ok.ok {
 		return ok.err
 	}
@@ -883,16 +935,33 @@ type rangeCheck struct {
 }
 
 // conflictRangeLocked validates a conflict range as FDB does (see
-// AddReadConflictRange). When it returns ok, tx.mu is held.
-func (tx *transaction) conflictRangeLocked(r kv.KeyRange) ([]byte, []byte, rangeCheck) {
-	b, e, err := checkRange(r)
+// AddReadConflictRange) and returns copies of its bounds: for a write
+// conflict range (kept by the resolver) on the heap, else from the
+// transaction's arena. When it returns ok, tx.mu is held.
+func (tx *transaction) conflictRangeLocked(r kv.KeyRange, write bool) ([]byte, []byte, rangeCheck) {
+	b, e, err := rangeBounds(r)
 	if err == kv.ErrInvertedRange {
 		return nil, nil, rangeCheck{err: err}
 	}
+	if !tx.conflictLocked(err) {
+		return nil, nil, rangeCheck{}
+	}
+	if write {
+		b, e, _ = copyBounds(b, e, nil)
+	} else {
+		b, e, _ = copyBounds(b, e, tx.allocLocked(len(b)+len(e)))
+	}
+	return b, e, rangeCheck{ok: true}
+}
+
+// conflictLocked takes tx.mu for a conflict range whose check found err
+// (nil or deferred) and reports whether the range is to be added; if not,
+// it releases tx.mu, having made err the transaction's deferred error.
+func (tx *transaction) conflictLocked(err error) bool {
 	tx.mu.Lock()
 	if tx.cancelledLocked() != nil || tx.err != nil {
 		tx.mu.Unlock()
-		return nil, nil, rangeCheck{} // the next read and Commit report it
+		return false // the next read and Commit report it
 	}
 	if tx.committing || tx.committed {
 		err = kv.ErrUsedDuringCommit
@@ -900,20 +969,34 @@ func (tx *transaction) conflictRangeLocked(r kv.KeyRange) ([]byte, []byte, range
 	if err != nil {
 		tx.setErrLocked(err)
 		tx.mu.Unlock()
-		return nil, nil, rangeCheck{}
+		return false
 	}
-	return b, e, rangeCheck{ok: true}
+	return true
 }
 
 // AddReadConflictKey adds [key, key+\x00) unless this transaction wrote key.
 func (tx *transaction) AddReadConflictKey(key []byte) error {
-	return tx.AddReadConflictRange(kv.KeyRange{Begin: key, End: keyAfter(key)})
+	if len(key) > maxKeySize {
+		// A long key is clamped, and its range may invert.
+		return tx.AddReadConflictRange(kv.KeyRange{Begin: key, End: keyAfter(key)})
+	}
+	var err error
+	if len(key) > 0 && key[0] == 0xff { // key+\x00 is past \xff
+		err = kv.ErrKeyOutsideLegalRange
+	}
+	if !tx.conflictLocked(err) {
+		return nil
+	}
+	defer tx.mu.Unlock()
+	e := tx.afterLocked(key)
+	tx.addReadConflictLocked(e[:len(key):len(key)], e)
+	return nil
 }
 
 // AddWriteConflictRange adds r to the write conflict ranges. Errors other
 // than inverted_range are deferred, as for AddReadConflictRange.
 func (tx *transaction) AddWriteConflictRange(r kv.KeyRange) error {
-	b, e, ok := tx.conflictRangeLocked(r)
+	b, e, ok := tx.conflictRangeLocked(r, true)
 	if !ok.ok {
 		return ok.err
 	}
