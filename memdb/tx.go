@@ -27,18 +27,14 @@ type transaction struct {
 	mu  sync.Mutex
 	gen uint64 // incremented by every reset: stale asynchronous work checks it
 
-	// Options and retry state; they survive OnError's reset, not Reset.
-	retryLimit int
-	createdAt  time.Time // on the DB's clock (real time: see creationLocked)
-	retries    int
-	backoff    time.Duration
+	createdAt time.Time // on the DB's clock (real time: see creationLocked)
 
 	// x holds what few transactions use; it is allocated on first use.
 	x *txCold
 
-	// Cancellation: Cancel, the context, the timeout or Close.
+	// Cancellation: Cancel, the context, the timeout or Close (x.cancelCh
+	// is closed then).
 	cancelErr error
-	cancelCh  chan struct{} // made on demand, closed on cancellation
 
 	// Read version (and rvState, below).
 	rv      int64
@@ -83,10 +79,18 @@ type transaction struct {
 	mutated    bool
 }
 
-// txCold is the part of a transaction that few transactions use: timeouts,
-// the retry delay cap, versionstamps, explicit write conflict ranges and
-// watches. It keeps the transaction itself small.
+// txCold is the part of a transaction that few transactions use: retry
+// state, timeouts, the retry delay cap, cancellation waits, versionstamps,
+// explicit write conflict ranges and watches. It keeps the transaction
+// itself small.
 type txCold struct {
+	// Options and retry state; they survive OnError's reset, not Reset.
+	retryLimit int           // -1: none
+	retries    int           // OnError's retries so far
+	backoff    time.Duration // the next retry's delay cap; 0: the DB's initial one
+
+	cancelCh chan struct{} // made on demand, closed on cancellation
+
 	// createdReal is the creation time in real time, taken with createdAt
 	// when the DB's clock is not the real one.
 	createdReal time.Time
@@ -123,7 +127,7 @@ func (tx *transaction) clearsLocked() clearSet {
 // cold returns tx.x, allocating it if needed.
 func (tx *transaction) cold() *txCold {
 	if tx.x == nil {
-		tx.x = new(txCold)
+		tx.x = &txCold{retryLimit: -1}
 	}
 	return tx.x
 }
@@ -191,6 +195,23 @@ func (tx *transaction) newEntryLocked(key, payload []byte) (*wentry, []byte) {
 	} else {
 		e = new(wentry)
 	}
+	return e, tx.initEntryLocked(e, key, payload)
+}
+
+// newOpEntryLocked is newEntryLocked for an atomic operation: the entry
+// comes with room for its first operation (e.ops, empty).
+func (tx *transaction) newOpEntryLocked(key, payload []byte) (*wentry, []byte) {
+	a := new(struct {
+		e  wentry
+		op [1]atomicOp
+	})
+	p := tx.initEntryLocked(&a.e, key, payload)
+	a.e.ops = a.op[:0:1]
+	return &a.e, p
+}
+
+// initEntryLocked sets up e for key (see newEntryLocked).
+func (tx *transaction) initEntryLocked(e *wentry, key, payload []byte) []byte {
 	n := len(key)
 	buf := make([]byte, n+1+len(payload))
 	copy(buf, key)
@@ -199,7 +220,7 @@ func (tx *transaction) newEntryLocked(key, payload []byte) (*wentry, []byte) {
 	if rc := tx.rc; rc != nil && bytes.Equal(rc.key, key) {
 		e.c = rc
 	}
-	return e, buf[n+1:]
+	return buf[n+1:]
 }
 
 var _ kv.Transaction = (*transaction)(nil)
@@ -212,12 +233,7 @@ func (db *DB) newTransaction(ctx context.Context) (*transaction, error) {
 		ctx = context.Background()
 	}
 	db.stats.transactions.Add(1)
-	tx := &transaction{
-		db:         db,
-		ctx:        ctx,
-		retryLimit: -1,
-		backoff:    db.cfg.backoffInitial,
-	}
+	tx := &transaction{db: db, ctx: ctx}
 	tx.stampCreation()
 	tx.reads = tx.readsBuf[:0]
 	tx.writes.small = tx.smallBuf[:0]
@@ -284,8 +300,8 @@ func (tx *transaction) cancelLocked(err error) {
 		return
 	}
 	tx.cancelErr = err
-	if tx.cancelCh != nil {
-		close(tx.cancelCh)
+	if x := tx.x; x != nil && x.cancelCh != nil {
+		close(x.cancelCh)
 	}
 	if !tx.committing {
 		tx.failWatchesLocked(err)
@@ -295,13 +311,14 @@ func (tx *transaction) cancelLocked(err error) {
 // cancelChanLocked returns a channel closed when the transaction is
 // cancelled.
 func (tx *transaction) cancelChanLocked() chan struct{} {
-	if tx.cancelCh == nil {
-		tx.cancelCh = make(chan struct{})
+	x := tx.cold()
+	if x.cancelCh == nil {
+		x.cancelCh = make(chan struct{})
 		if tx.cancelErr != nil {
-			close(tx.cancelCh)
+			close(x.cancelCh)
 		}
 	}
-	return tx.cancelCh
+	return x.cancelCh
 }
 
 // checkLocked returns the error that stops any operation now. An
@@ -689,13 +706,14 @@ func (tx *transaction) atomic(kind opKind, key, param []byte) {
 	e := tx.writes.get(key)
 	if e == nil {
 		var p []byte
-		e, p = tx.newEntryLocked(key, param)
 		if _, cleared := tx.clearsLocked().find(key); cleared {
+			e, p = tx.newEntryLocked(key, param)
 			e.st = stKnown
 			e.val, e.exists = applyOp(kind, nil, false, p)
 		} else {
+			e, p = tx.newOpEntryLocked(key, param)
 			e.st = stOps
-			e.ops = []atomicOp{{kind: kind, param: p}}
+			e.ops = append(e.ops, atomicOp{kind: kind, param: p})
 		}
 		tx.writes.put(e)
 		return
@@ -1290,17 +1308,22 @@ func (tx *transaction) OnError(err error) error {
 		tx.mu.Unlock()
 		return err
 	}
-	if tx.retryLimit >= 0 && tx.retries >= tx.retryLimit {
+	x := tx.cold()
+	if x.retryLimit >= 0 && x.retries >= x.retryLimit {
 		tx.mu.Unlock()
 		return err
 	}
 	limit := tx.db.cfg.backoffMax
-	if x := tx.x; x != nil && x.maxRetryDelay > 0 {
+	if x.maxRetryDelay > 0 {
 		limit = min(limit, x.maxRetryDelay)
 	}
-	cur := min(tx.backoff, limit)
-	tx.backoff = min(tx.backoff*2, limit)
-	tx.retries++
+	b := x.backoff
+	if b == 0 {
+		b = tx.db.cfg.backoffInitial
+	}
+	cur := min(b, limit)
+	x.backoff = min(b*2, limit)
+	x.retries++
 	tx.mu.Unlock()
 	tx.db.stats.retries.Add(1)
 
@@ -1346,15 +1369,16 @@ func (tx *transaction) resetLocked(full bool, watchErr error) {
 		// (persistentOptions.clear(), options.reset; only database defaults
 		// are re-applied, and memdb has none), while onError's resetRyow
 		// re-applies them.
-		tx.retries = 0
-		tx.retryLimit = -1
 		if x := tx.x; x != nil {
+			x.retries, x.retryLimit, x.backoff = 0, -1, 0
 			x.timeout, x.maxRetryDelay = 0, 0
 		}
-		tx.backoff = tx.db.cfg.backoffInitial
 		tx.stampCreation()
 		if tx.ctx.Err() == nil && !tx.db.closedFlag.Load() {
-			tx.cancelErr, tx.cancelCh = nil, nil
+			tx.cancelErr = nil
+			if x := tx.x; x != nil {
+				x.cancelCh = nil
+			}
 		}
 		tx.armTimerLocked()
 	}
@@ -1424,7 +1448,7 @@ func (o txOptions) SetRetryLimit(n int) error {
 		return kv.ErrClientInvalidOp
 	}
 	o.tx.mu.Lock()
-	o.tx.retryLimit = n
+	o.tx.cold().retryLimit = n
 	o.tx.mu.Unlock()
 	return nil
 }
