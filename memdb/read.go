@@ -359,6 +359,8 @@ func (it *rangeIter) fetch() {
 	}
 	if !limited || len(kvs) == 0 {
 		it.done = true
+	}
+	if it.done {
 		return
 	}
 	last := kvs[len(kvs)-1].Key

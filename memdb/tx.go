@@ -195,25 +195,47 @@ func (tx *transaction) newEntryLocked(key, payload []byte) (*wentry, []byte) {
 	} else {
 		e = new(wentry)
 	}
-	return e, tx.initEntryLocked(e, key, payload)
+	return e, tx.initEntryLocked(e, key, payload, nil)
 }
 
 // newOpEntryLocked is newEntryLocked for an atomic operation: the entry
-// comes with room for its first operation (e.ops, empty).
+// comes with room for its first operation (e.ops, empty) and, when they
+// are small (a counter's), its key and payload, all in one allocation.
+// The entry's memory then holds its key: whatever outlives the commit
+// must copy the key (wentry.inline).
 func (tx *transaction) newOpEntryLocked(key, payload []byte) (*wentry, []byte) {
+	n := len(key) + 1 + len(payload)
+	if n > opInline {
+		a := new(struct {
+			e  wentry
+			op [1]atomicOp
+		})
+		p := tx.initEntryLocked(&a.e, key, payload, nil)
+		a.e.ops = a.op[:0:1]
+		return &a.e, p
+	}
 	a := new(struct {
-		e  wentry
-		op [1]atomicOp
+		e   wentry
+		op  [1]atomicOp
+		buf [opInline]byte
 	})
-	p := tx.initEntryLocked(&a.e, key, payload)
+	p := tx.initEntryLocked(&a.e, key, payload, a.buf[:n:n])
 	a.e.ops = a.op[:0:1]
+	a.e.inline = true
 	return &a.e, p
 }
 
-// initEntryLocked sets up e for key (see newEntryLocked).
-func (tx *transaction) initEntryLocked(e *wentry, key, payload []byte) []byte {
+// opInline is the room for key, \x00 and operand in an atomic operation's
+// entry.
+const opInline = 48
+
+// initEntryLocked sets up e for key (see newEntryLocked), in buf if it
+// is not nil (zero, len(key)+1+len(payload) bytes).
+func (tx *transaction) initEntryLocked(e *wentry, key, payload, buf []byte) []byte {
 	n := len(key)
-	buf := make([]byte, n+1+len(payload))
+	if buf == nil {
+		buf = make([]byte, n+1+len(payload))
+	}
 	copy(buf, key)
 	copy(buf[n+1:], payload)
 	*e = wentry{key: buf[: n : n+1]} // buf[n] is the \x00 of end()
