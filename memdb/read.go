@@ -231,19 +231,20 @@ func (tx *transaction) issueBatch(bt *batch, b, e []byte, n int, reverse, snap b
 // and the first consumer's iterator.
 type rangeResult struct {
 	tx     *transaction
-	snap   bool
 	b, e   []byte
 	opts   kv.RangeOptions
 	err    error
 	first  batch
+	snap   bool
 	taken  atomic.Bool // the first batch was handed to a consumer
 	it     rangeIter   // the first consumer's iterator
 	row    [1]kv.KeyValue
 	bounds [boundsInline]byte
 }
 
-// boundsInline is the room in a rangeResult for its bounds.
-const boundsInline = 64
+// boundsInline is the room in a rangeResult for its bounds (the
+// rangeResult is then 384 bytes, a size class).
+const boundsInline = 48
 
 // GetSlice reads the whole (limited) range: the first batch, then the rest
 // in one more read. A second consumer reads the range again.
@@ -308,12 +309,11 @@ type rangeIter struct {
 	pending *batch // the first batch, not yet taken
 	b, e    []byte // what is left to read
 	left    int    // rows left under the limit; 0: no limit
-	batch   int    // next batch size in iterator mode; 0: unbounded
 	buf     []kv.KeyValue
-	i       int
-	cur     kv.KeyValue
-	done    bool
+	i       int // buf[i-1] is the current pair, if i > 0
 	err     error
+	batch   int32 // next batch size in iterator mode; 0: unbounded
+	done    bool
 }
 
 func (it *rangeIter) Next() bool {
@@ -323,7 +323,6 @@ func (it *rangeIter) Next() bool {
 		}
 		it.fetch()
 	}
-	it.cur = it.buf[it.i]
 	it.i++
 	return true
 }
@@ -340,14 +339,18 @@ func (it *rangeIter) fetch() {
 		bt.wait()
 		kvs, limited, err = bt.kvs, bt.limited, bt.err
 	} else {
-		n := batchSize(it.r.opts, it.left, it.batch)
+		n := batchSize(it.r.opts, it.left, int(it.batch))
 		kvs, limited, err = it.r.tx.readRange(it.b, it.e, n, it.r.opts.Reverse, it.r.snap)
 	}
 	if err != nil {
 		it.err = err
 		return
 	}
-	it.buf, it.i = kvs, 0
+	if len(kvs) > 0 {
+		// An empty batch keeps buf, so that KeyValue still returns the
+		// last pair once Next has returned false.
+		it.buf, it.i = kvs, 0
+	}
 	if it.batch > 0 && it.batch < maxBatch && it.r.opts.Mode == kv.StreamingModeIterator {
 		it.batch = min(it.batch*2, maxBatch)
 	}
@@ -371,7 +374,12 @@ func (it *rangeIter) fetch() {
 	}
 }
 
-func (it *rangeIter) KeyValue() kv.KeyValue { return it.cur }
+func (it *rangeIter) KeyValue() kv.KeyValue {
+	if it.i == 0 {
+		return kv.KeyValue{}
+	}
+	return it.buf[it.i-1]
+}
 
 func (it *rangeIter) Err() error { return it.err }
 

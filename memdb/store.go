@@ -34,6 +34,9 @@ type store struct {
 	// did before liveTree and dead: tests compare the two ways.
 	fullScan bool
 	scratch  []*chain // clearRange's list of chains to clear
+	// hot is the chain chainFor last looked up (it may have been removed
+	// since: chainFor checks).
+	hot *chain
 	// liveIters holds iterators of liveTree for rangeCursor to reuse: an
 	// iterator allocates its path on first use.
 	liveIters sync.Pool
@@ -73,9 +76,12 @@ func ukey(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
 // (every transaction still allowed to commit has a read version at or above
 // the horizon, so it could no longer conflict with that write).
 //
-// head is a copy of the newest entry and v1 the version of the second
-// oldest (math.MaxInt64 if there is none): the common reads and the prune
-// check then stay within the chain itself, not the far ends of vers.
+// v1 is the version of the second oldest entry (math.MaxInt64 if there is
+// none): the prune check then stays within the chain itself. The newest
+// entry is not copied into the chain: a chain stays live for the whole
+// MVCC window, and every pointer it holds is work for each garbage
+// collection cycle (a key's first two versions share the chain's
+// allocation, see newChain).
 //
 // Pruning drops entries from the front of vers by reslicing, which costs
 // O(entries dropped) rather than a copy of the chain; arr is the size of
@@ -86,7 +92,6 @@ func ukey(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
 // tombstone.
 type chain struct {
 	key    []byte
-	head   mvccVersion
 	v1     int64
 	wv     int64
 	vers   []mvccVersion
@@ -128,10 +133,7 @@ func newStore() *store {
 
 // at returns the key's value as of version rv.
 func (c *chain) at(rv int64) ([]byte, bool) {
-	if c.head.v <= rv {
-		return c.head.val, c.head.val != nil
-	}
-	for i := len(c.vers) - 2; i >= 0; i-- {
+	for i := len(c.vers) - 1; i >= 0; i-- {
 		if c.vers[i].v <= rv {
 			return c.vers[i].val, c.vers[i].val != nil
 		}
@@ -141,12 +143,14 @@ func (c *chain) at(rv int64) ([]byte, bool) {
 
 // newest returns the key's latest value.
 func (c *chain) newest() ([]byte, bool) {
-	return c.head.val, c.head.val != nil
+	if n := len(c.vers); n > 0 {
+		return c.vers[n-1].val, c.vers[n-1].val != nil
+	}
+	return nil, false
 }
 
-// synced updates head and v1 after vers changed.
+// synced updates v1 after vers changed.
 func (c *chain) synced() {
-	c.head = c.vers[len(c.vers)-1]
 	c.v1 = math.MaxInt64
 	if len(c.vers) > 1 {
 		c.v1 = c.vers[1].v
@@ -204,11 +208,22 @@ func (s *store) writeAt(c *chain, key, val []byte, exists bool, v, horizon int64
 // chainFor returns key's chain, or nil. hint is key's chain as found
 // earlier under db.mu (by a read of the same transaction), or nil; it may
 // have been removed from the store since, and is then ignored.
+//
+// It checks first the chain it found last (s.hot): a counter that every
+// commit adds to is then found without a hash lookup in a large map. The
+// caller holds DB.mu exclusively.
 func (s *store) chainFor(hint *chain, key []byte) *chain {
 	if hint != nil && !hint.dead() {
 		return hint
 	}
-	return s.lookup(key)
+	if h := s.hot; h != nil && !h.dead() && bytes.Equal(h.key, key) {
+		return h
+	}
+	c := s.lookup(key)
+	if c != nil {
+		s.hot = c
+	}
+	return c
 }
 
 // appendVersion adds (or, for a second write at the same version, replaces)
@@ -236,7 +251,6 @@ func (s *store) appendVersion(c *chain, val []byte, exists bool, v, horizon int6
 			c.v1 = v
 		}
 	}
-	c.head = c.vers[len(c.vers)-1]
 	switch {
 	case exists && !wasLive:
 		s.live++
@@ -328,7 +342,7 @@ func (s *store) gc(horizon int64) {
 			s.keysGen++
 			s.dead.remove(c)
 			s.versions -= int64(len(c.vers))
-			c.vers, c.head = nil, mvccVersion{}
+			c.vers = nil
 		}
 	}
 }

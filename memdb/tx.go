@@ -226,8 +226,8 @@ func (tx *transaction) newOpEntryLocked(key, payload []byte) (*wentry, []byte) {
 }
 
 // opInline is the room for key, \x00 and operand in an atomic operation's
-// entry.
-const opInline = 48
+// entry (the entry is then 160 bytes, a size class).
+const opInline = 40
 
 // initEntryLocked sets up e for key (see newEntryLocked), in buf if it
 // is not nil (zero, len(key)+1+len(payload) bytes).
