@@ -260,7 +260,9 @@ func (s *store) appendVersion(c *chain, val []byte, exists bool, v, horizon int6
 	switch {
 	case exists && !wasLive:
 		s.live++
-		s.liveTree.Set(ukey(c.key), c)
+		// Load appends to the last leaf when the key is the largest (a
+		// queue's tail), without a search; otherwise it is Set.
+		s.liveTree.Load(ukey(c.key), c)
 		if c.d.indexed() {
 			s.dead.remove(c)
 		}
