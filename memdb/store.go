@@ -111,18 +111,41 @@ func newChain(key []byte) *chain {
 	return &a.c
 }
 
-// mvccVersion is a key's state as of a version: a value, or a tombstone
-// when val is nil (an empty value is stored as emptyValue).
+// mvccVersion is a key's state as of a version: a value of n bytes at p,
+// or a tombstone when p is nil (an empty value points at emptyByte). It
+// holds a pointer and a length rather than a slice: 24 bytes, not 32, in
+// every chain and in every version of a key written at each commit.
 type mvccVersion struct {
-	v   int64
-	val []byte
+	v int64
+	p *byte
+	n int
 }
 
-// emptyValue is the stored form of an empty value, which nil would make a
-// tombstone.
-var emptyValue = []byte{}
+// emptyByte is where an empty value points, which nil would make a
+// tombstone (and a zero-length slice may point just past its array).
+var emptyByte byte
 
-func (e *mvccVersion) del() bool { return e.val == nil }
+// mkVersion returns the state at v: val, or a tombstone if !exists.
+func mkVersion(v int64, val []byte, exists bool) mvccVersion {
+	switch {
+	case !exists:
+		return mvccVersion{v: v}
+	case len(val) == 0:
+		return mvccVersion{v: v, p: &emptyByte}
+	}
+	return mvccVersion{v: v, p: unsafe.SliceData(val), n: len(val)}
+}
+
+// value returns the value (its capacity is its length) and whether it
+// exists.
+func (e *mvccVersion) value() ([]byte, bool) {
+	if e.p == nil {
+		return nil, false
+	}
+	return unsafe.Slice(e.p, e.n), true
+}
+
+func (e *mvccVersion) del() bool { return e.p == nil }
 
 func newStore() *store {
 	return &store{
@@ -135,7 +158,7 @@ func newStore() *store {
 func (c *chain) at(rv int64) ([]byte, bool) {
 	for i := len(c.vers) - 1; i >= 0; i-- {
 		if c.vers[i].v <= rv {
-			return c.vers[i].val, c.vers[i].val != nil
+			return c.vers[i].value()
 		}
 	}
 	return nil, false
@@ -144,7 +167,7 @@ func (c *chain) at(rv int64) ([]byte, bool) {
 // newest returns the key's latest value.
 func (c *chain) newest() ([]byte, bool) {
 	if n := len(c.vers); n > 0 {
-		return c.vers[n-1].val, c.vers[n-1].val != nil
+		return c.vers[n-1].value()
 	}
 	return nil, false
 }
@@ -231,15 +254,10 @@ func (s *store) chainFor(hint *chain, key []byte) *chain {
 func (s *store) appendVersion(c *chain, val []byte, exists bool, v, horizon int64) {
 	c.wv = v
 	s.maxWV = v
-	switch {
-	case !exists:
-		val = nil
-	case val == nil:
-		val = emptyValue
-	}
+	ver := mkVersion(v, val, exists)
 	_, wasLive := c.newest()
 	if n := len(c.vers); n > 0 && c.vers[n-1].v == v {
-		c.vers[n-1] = mvccVersion{v: v, val: val}
+		c.vers[n-1] = ver
 	} else if wasLive || exists { // else it is a tombstone already
 		if len(c.vers) == cap(c.vers) {
 			// A new array, under vers from its start, twice as large:
@@ -251,7 +269,7 @@ func (s *store) appendVersion(c *chain, val []byte, exists bool, v, horizon int6
 			c.vers = grown
 			c.arr = int32(min(cap(grown), math.MaxInt32))
 		}
-		c.vers = append(c.vers, mvccVersion{v: v, val: val})
+		c.vers = append(c.vers, ver)
 		s.versions++
 		if len(c.vers) == 2 {
 			c.v1 = v
