@@ -76,12 +76,11 @@ func ukey(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
 // (every transaction still allowed to commit has a read version at or above
 // the horizon, so it could no longer conflict with that write).
 //
-// v1 is the version of the second oldest entry (math.MaxInt64 if there is
-// none): the prune check then stays within the chain itself. The newest
-// entry is not copied into the chain: a chain stays live for the whole
-// MVCC window, and every pointer it holds is work for each garbage
-// collection cycle (a key's first two versions share the chain's
-// allocation, see newChain).
+// The chain caches nothing that vers holds (its newest entry, the version
+// of its second): a chain stays live for the whole MVCC window, so every
+// byte and pointer it holds is work for each garbage collection cycle,
+// and a key's first two versions share the chain's allocation anyway (see
+// newChain): a chain and its two versions take 144 bytes.
 //
 // Pruning drops entries from the front of vers by reslicing, which costs
 // O(entries dropped) rather than a copy of the chain; arr is the size of
@@ -92,7 +91,6 @@ func ukey(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
 // tombstone.
 type chain struct {
 	key    []byte
-	v1     int64
 	wv     int64
 	vers   []mvccVersion
 	arr    int32
@@ -107,7 +105,7 @@ func newChain(key []byte) *chain {
 		c   chain
 		arr [2]mvccVersion
 	})
-	a.c = chain{key: key, v1: math.MaxInt64, vers: a.arr[:0:2], arr: 2}
+	a.c = chain{key: key, vers: a.arr[:0:2], arr: 2}
 	return &a.c
 }
 
@@ -170,14 +168,6 @@ func (c *chain) newest() ([]byte, bool) {
 		return c.vers[n-1].value()
 	}
 	return nil, false
-}
-
-// synced updates v1 after vers changed.
-func (c *chain) synced() {
-	c.v1 = math.MaxInt64
-	if len(c.vers) > 1 {
-		c.v1 = c.vers[1].v
-	}
 }
 
 // dead reports whether the chain was removed from the store.
@@ -271,9 +261,6 @@ func (s *store) appendVersion(c *chain, val []byte, exists bool, v, horizon int6
 		}
 		c.vers = append(c.vers, ver)
 		s.versions++
-		if len(c.vers) == 2 {
-			c.v1 = v
-		}
 	}
 	switch {
 	case exists && !wasLive:
@@ -300,7 +287,7 @@ func (s *store) appendVersion(c *chain, val []byte, exists bool, v, horizon int6
 
 // prune drops the chain's entries that no reader at or after horizon needs.
 func (s *store) prune(c *chain, horizon int64) {
-	if c.v1 > horizon {
+	if len(c.vers) < 2 || c.vers[1].v > horizon {
 		return // vers[0] is the newest entry at or below horizon
 	}
 	// i is the newest entry at or below horizon; scanning from the oldest
@@ -320,7 +307,6 @@ func (s *store) prune(c *chain, horizon int64) {
 		clear(c.vers[:i]) // the array keeps them: drop their values
 		c.vers = c.vers[i:]
 	}
-	c.synced()
 	s.versions -= int64(i)
 }
 
