@@ -523,6 +523,9 @@ func (tx *transaction) mergeIntoLocked(dst []kv.KeyValue, b, e []byte, limit int
 		if we == nil || (dk != nil && dc.before(dk, we.key)) {
 			emit(dk, dv)
 			tx.rc = dc.cur // the hint for a write of the key (a dequeue's clear)
+			if limit > 0 && len(out) >= limit {
+				break // no need to find the next key
+			}
 			dc.step()
 			continue
 		}
