@@ -167,8 +167,13 @@ func (db *DB) apply(req *commitReq, v int64) {
 			case stVS:
 				val, ok = foldOps(stamped(e.val, int(e.vsOff), stamp), true, e.ops)
 			}
-			if !st.writeAt(c, e.key, val, ok, v, h) {
-				res.write(e.key, e.end(), v)
+			key := e.key
+			if c == nil && e.inline {
+				key, _ = e.keptKey() // a new chain keeps its key
+			}
+			if !st.writeAt(c, key, val, ok, v, h) {
+				key, end := e.keptKey()
+				res.write(key, end, v)
 			}
 			if watching {
 				touched = append(touched, e.key)

@@ -39,8 +39,9 @@ type deadIndex struct {
 	seed uint64 // the state of the priority generator (splitmix64)
 	// log holds, oldest first, the chains cleared (or cleared again) at
 	// version v since the last move into the treap. An entry is current
-	// while its chain is logged with that version (chain.d.logV); others
-	// are skipped, and dropped once at the front.
+	// while its chain is logged and v is still its wv (every write of a
+	// chain in the index changes its wv and logs it again, or takes it out
+	// of the index); others are skipped, and dropped once at the front.
 	log []logEntry
 }
 
@@ -50,7 +51,7 @@ type logEntry struct {
 	v int64
 }
 
-func (e logEntry) current() bool { return e.c.d.logged && e.c.d.logV == e.v }
+func (e logEntry) current() bool { return e.c.d.logged && e.c.wv == e.v }
 
 // dnode is a chain's part in a deadIndex.
 //
@@ -69,7 +70,6 @@ func (e logEntry) current() bool { return e.c.d.logged && e.c.d.logV == e.v }
 type dnode struct {
 	l, r   *chain
 	max    int64  // an upper bound of the largest wv in the subtree
-	logV   int64  // the version of the chain's current log entry
 	prio   uint32 // a heap order on priorities keeps the treap balanced
 	in     bool   // the chain is in the treap
 	logged bool   // the chain is in the log, not yet in the treap
@@ -104,7 +104,7 @@ func (x *deadIndex) insert(c *chain) {
 // logAppend logs c at its wv and drops the entries at the front of the log
 // that are no longer current.
 func (x *deadIndex) logAppend(c *chain) {
-	c.d.logged, c.d.logV = true, c.wv
+	c.d.logged = true
 	i := 0
 	for i < len(x.log) && !x.log[i].current() {
 		x.log[i] = logEntry{} // release the chain

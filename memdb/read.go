@@ -150,17 +150,22 @@ func (tx *transaction) getRange(r kv.KeyRange, opts kv.RangeOptions, snap bool) 
 		// (ReadYourWritesTransaction::getRange), inverted ranges included.
 		return &rangeResult{tx: tx, err: kv.ErrKeyOutsideLegalRange}
 	}
-	b, e, err := checkRange(r)
+	rr := &rangeResult{tx: tx, snap: snap, opts: opts}
+	b, e, err := rangeBounds(r)
 	if err == kv.ErrInvertedRange {
 		// FDB's getRange answers a range whose begin is after its end with
 		// no pairs (its key selectors cross), not inverted_range.
 		b, e, err = nil, nil, nil
 	}
+	if err == nil {
+		b, e, _ = copyBounds(b, e, rr.bounds[:])
+	}
 	if opts.Limit < 0 && err == nil {
 		err = kv.ErrClientInvalidOp
 	}
-	rr := &rangeResult{tx: tx, snap: snap, b: b, e: e, opts: opts, err: err}
+	rr.b, rr.e, rr.err = b, e, err
 	if err == nil {
+		rr.first.kvs = rr.row[:0:1]
 		tx.issueBatch(&rr.first, b, e, batchSize(opts, opts.Limit, firstBatch), opts.Reverse, snap)
 	}
 	return rr
@@ -203,8 +208,9 @@ func (bt *batch) wait() {
 // waits for, as FDB's commit waits for the reads issued before it
 // (RYWImpl::commit waits on ryw->reading).
 func (tx *transaction) issueBatch(bt *batch, b, e []byte, n int, reverse, snap bool) {
+	dst := bt.kvs
 	if !tx.db.latency {
-		bt.kvs, bt.limited, bt.err = tx.readRange(b, e, n, reverse, snap)
+		bt.kvs, bt.limited, bt.err = tx.readRangeInto(dst, b, e, n, reverse, snap)
 		return
 	}
 	bt.done = make(chan struct{})
@@ -214,20 +220,31 @@ func (tx *transaction) issueBatch(bt *batch, b, e []byte, n int, reverse, snap b
 	go func() {
 		defer close(bt.done)
 		defer tx.endRead()
-		bt.kvs, bt.limited, bt.err = tx.readRange(b, e, n, reverse, snap)
+		bt.kvs, bt.limited, bt.err = tx.readRangeInto(dst, b, e, n, reverse, snap)
 	}()
 }
 
 // rangeResult is a range read whose first batch was issued by GetRange.
+//
+// It holds inline what a small read needs, each part handed out at most
+// once and never reused: the bounds' copies, the first batch's first row
+// and the first consumer's iterator.
 type rangeResult struct {
-	tx    *transaction
-	snap  bool
-	b, e  []byte
-	opts  kv.RangeOptions
-	err   error
-	first batch
-	taken atomic.Bool // the first batch was handed to a consumer
+	tx     *transaction
+	b, e   []byte
+	opts   kv.RangeOptions
+	err    error
+	first  batch
+	snap   bool
+	taken  atomic.Bool // the first batch was handed to a consumer
+	it     rangeIter   // the first consumer's iterator
+	row    [1]kv.KeyValue
+	bounds [boundsInline]byte
 }
+
+// boundsInline is the room in a rangeResult for its bounds (the
+// rangeResult is then 384 bytes, a size class).
+const boundsInline = 48
 
 // GetSlice reads the whole (limited) range: the first batch, then the rest
 // in one more read. A second consumer reads the range again.
@@ -270,11 +287,13 @@ func (r *rangeResult) GetSlice() ([]kv.KeyValue, error) {
 func (r *rangeResult) Iterator() kv.RangeIterator { return r.iter() }
 
 func (r *rangeResult) iter() *rangeIter {
-	it := &rangeIter{r: r, b: r.b, e: r.e, left: r.opts.Limit, err: r.err, batch: firstBatch}
 	if r.err == nil && r.taken.CompareAndSwap(false, true) {
-		it.pending = &r.first // a later consumer reads the range again
+		// The first consumer: it takes the first batch and the inline
+		// iterator, once. A later consumer reads the range again.
+		r.it = rangeIter{r: r, pending: &r.first, b: r.b, e: r.e, left: r.opts.Limit, batch: firstBatch}
+		return &r.it
 	}
-	return it
+	return &rangeIter{r: r, b: r.b, e: r.e, left: r.opts.Limit, err: r.err, batch: firstBatch}
 }
 
 // Batch sizes of StreamingModeIterator: the first batch is small, each
@@ -290,12 +309,11 @@ type rangeIter struct {
 	pending *batch // the first batch, not yet taken
 	b, e    []byte // what is left to read
 	left    int    // rows left under the limit; 0: no limit
-	batch   int    // next batch size in iterator mode; 0: unbounded
 	buf     []kv.KeyValue
-	i       int
-	cur     kv.KeyValue
-	done    bool
+	i       int // buf[i-1] is the current pair, if i > 0
 	err     error
+	batch   int32 // next batch size in iterator mode; 0: unbounded
+	done    bool
 }
 
 func (it *rangeIter) Next() bool {
@@ -305,7 +323,6 @@ func (it *rangeIter) Next() bool {
 		}
 		it.fetch()
 	}
-	it.cur = it.buf[it.i]
 	it.i++
 	return true
 }
@@ -322,14 +339,18 @@ func (it *rangeIter) fetch() {
 		bt.wait()
 		kvs, limited, err = bt.kvs, bt.limited, bt.err
 	} else {
-		n := batchSize(it.r.opts, it.left, it.batch)
+		n := batchSize(it.r.opts, it.left, int(it.batch))
 		kvs, limited, err = it.r.tx.readRange(it.b, it.e, n, it.r.opts.Reverse, it.r.snap)
 	}
 	if err != nil {
 		it.err = err
 		return
 	}
-	it.buf, it.i = kvs, 0
+	if len(kvs) > 0 {
+		// An empty batch keeps buf, so that KeyValue still returns the
+		// last pair once Next has returned false.
+		it.buf, it.i = kvs, 0
+	}
 	if it.batch > 0 && it.batch < maxBatch && it.r.opts.Mode == kv.StreamingModeIterator {
 		it.batch = min(it.batch*2, maxBatch)
 	}
@@ -341,6 +362,8 @@ func (it *rangeIter) fetch() {
 	}
 	if !limited || len(kvs) == 0 {
 		it.done = true
+	}
+	if it.done {
 		return
 	}
 	last := kvs[len(kvs)-1].Key
@@ -351,7 +374,12 @@ func (it *rangeIter) fetch() {
 	}
 }
 
-func (it *rangeIter) KeyValue() kv.KeyValue { return it.cur }
+func (it *rangeIter) KeyValue() kv.KeyValue {
+	if it.i == 0 {
+		return kv.KeyValue{}
+	}
+	return it.buf[it.i-1]
+}
 
 func (it *rangeIter) Err() error { return it.err }
 
@@ -360,6 +388,12 @@ func (it *rangeIter) Err() error { return it.err }
 // read conflict range the result depended on. limited reports whether the
 // limit was reached.
 func (tx *transaction) readRange(b, e []byte, limit int, reverse, snap bool) ([]kv.KeyValue, bool, error) {
+	return tx.readRangeInto(nil, b, e, limit, reverse, snap)
+}
+
+// readRangeInto is readRange appending to dst (empty), whose array the
+// result uses while it has room.
+func (tx *transaction) readRangeInto(dst []kv.KeyValue, b, e []byte, limit int, reverse, snap bool) ([]kv.KeyValue, bool, error) {
 	tx.mu.Lock()
 	gen := tx.gen
 	err := tx.checkLocked()
@@ -398,7 +432,7 @@ func (tx *transaction) readRange(b, e []byte, limit int, reverse, snap bool) ([]
 		db.stats.tooOld.Add(1)
 		return nil, false, kv.ErrTransactionTooOld
 	}
-	out, err := tx.mergeLocked(b, e, limit, reverse, rv)
+	out, err := tx.mergeIntoLocked(dst, b, e, limit, reverse, rv)
 	db.mu.RUnlock()
 	db.stats.rangeReads.Add(1)
 	if err != nil {
@@ -424,9 +458,9 @@ func (tx *transaction) readRange(b, e []byte, limit int, reverse, snap bool) ([]
 		if limited {
 			last := out[len(out)-1].Key
 			if reverse {
-				cb = bytes.Clone(last)
+				cb = tx.copyLocked(last)
 			} else {
-				ce = keyAfter(last)
+				ce = tx.afterLocked(last)
 			}
 		}
 		tx.addReadConflictLocked(cb, ce)
@@ -437,7 +471,12 @@ func (tx *transaction) readRange(b, e []byte, limit int, reverse, snap bool) ([]
 // mergeLocked reads [b, e) at rv through the transaction's writes. The
 // caller holds tx.mu and db.mu (shared).
 func (tx *transaction) mergeLocked(b, e []byte, limit int, reverse bool, rv int64) ([]kv.KeyValue, error) {
-	var out []kv.KeyValue
+	return tx.mergeIntoLocked(nil, b, e, limit, reverse, rv)
+}
+
+// mergeIntoLocked is mergeLocked appending to dst (empty).
+func (tx *transaction) mergeIntoLocked(dst []kv.KeyValue, b, e []byte, limit int, reverse bool, rv int64) ([]kv.KeyValue, error) {
+	out := dst
 	emit := func(k, v []byte) {
 		buf := make([]byte, len(k)+len(v))
 		copy(buf, k)
@@ -484,6 +523,9 @@ func (tx *transaction) mergeLocked(b, e []byte, limit int, reverse bool, rv int6
 		if we == nil || (dk != nil && dc.before(dk, we.key)) {
 			emit(dk, dv)
 			tx.rc = dc.cur // the hint for a write of the key (a dequeue's clear)
+			if limit > 0 && len(out) >= limit {
+				break // no need to find the next key
+			}
 			dc.step()
 			continue
 		}
@@ -507,6 +549,9 @@ func (tx *transaction) mergeLocked(b, e []byte, limit int, reverse bool, rv int6
 		case stVS:
 			return nil, kv.ErrAccessedUnreadable
 		}
+	}
+	if len(out) == 0 {
+		return nil, nil // as without dst
 	}
 	return out, nil
 }

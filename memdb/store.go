@@ -34,6 +34,9 @@ type store struct {
 	// did before liveTree and dead: tests compare the two ways.
 	fullScan bool
 	scratch  []*chain // clearRange's list of chains to clear
+	// hot is the chain chainFor last looked up (it may have been removed
+	// since: chainFor checks).
+	hot *chain
 	// liveIters holds iterators of liveTree for rangeCursor to reuse: an
 	// iterator allocates its path on first use.
 	liveIters sync.Pool
@@ -73,9 +76,11 @@ func ukey(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
 // (every transaction still allowed to commit has a read version at or above
 // the horizon, so it could no longer conflict with that write).
 //
-// head is a copy of the newest entry and v1 the version of the second
-// oldest (math.MaxInt64 if there is none): the common reads and the prune
-// check then stay within the chain itself, not the far ends of vers.
+// The chain caches nothing that vers holds (its newest entry, the version
+// of its second): a chain stays live for the whole MVCC window, so every
+// byte and pointer it holds is work for each garbage collection cycle,
+// and a key's first two versions share the chain's allocation anyway (see
+// newChain): a chain and its two versions take 144 bytes.
 //
 // Pruning drops entries from the front of vers by reslicing, which costs
 // O(entries dropped) rather than a copy of the chain; arr is the size of
@@ -86,8 +91,6 @@ func ukey(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
 // tombstone.
 type chain struct {
 	key    []byte
-	head   mvccVersion
-	v1     int64
 	wv     int64
 	vers   []mvccVersion
 	arr    int32
@@ -102,22 +105,45 @@ func newChain(key []byte) *chain {
 		c   chain
 		arr [2]mvccVersion
 	})
-	a.c = chain{key: key, v1: math.MaxInt64, vers: a.arr[:0:2], arr: 2}
+	a.c = chain{key: key, vers: a.arr[:0:2], arr: 2}
 	return &a.c
 }
 
-// mvccVersion is a key's state as of a version: a value, or a tombstone
-// when val is nil (an empty value is stored as emptyValue).
+// mvccVersion is a key's state as of a version: a value of n bytes at p,
+// or a tombstone when p is nil (an empty value points at emptyByte). It
+// holds a pointer and a length rather than a slice: 24 bytes, not 32, in
+// every chain and in every version of a key written at each commit.
 type mvccVersion struct {
-	v   int64
-	val []byte
+	v int64
+	p *byte
+	n int
 }
 
-// emptyValue is the stored form of an empty value, which nil would make a
-// tombstone.
-var emptyValue = []byte{}
+// emptyByte is where an empty value points, which nil would make a
+// tombstone (and a zero-length slice may point just past its array).
+var emptyByte byte
 
-func (e *mvccVersion) del() bool { return e.val == nil }
+// mkVersion returns the state at v: val, or a tombstone if !exists.
+func mkVersion(v int64, val []byte, exists bool) mvccVersion {
+	switch {
+	case !exists:
+		return mvccVersion{v: v}
+	case len(val) == 0:
+		return mvccVersion{v: v, p: &emptyByte}
+	}
+	return mvccVersion{v: v, p: unsafe.SliceData(val), n: len(val)}
+}
+
+// value returns the value (its capacity is its length) and whether it
+// exists.
+func (e *mvccVersion) value() ([]byte, bool) {
+	if e.p == nil {
+		return nil, false
+	}
+	return unsafe.Slice(e.p, e.n), true
+}
+
+func (e *mvccVersion) del() bool { return e.p == nil }
 
 func newStore() *store {
 	return &store{
@@ -128,12 +154,9 @@ func newStore() *store {
 
 // at returns the key's value as of version rv.
 func (c *chain) at(rv int64) ([]byte, bool) {
-	if c.head.v <= rv {
-		return c.head.val, c.head.val != nil
-	}
-	for i := len(c.vers) - 2; i >= 0; i-- {
+	for i := len(c.vers) - 1; i >= 0; i-- {
 		if c.vers[i].v <= rv {
-			return c.vers[i].val, c.vers[i].val != nil
+			return c.vers[i].value()
 		}
 	}
 	return nil, false
@@ -141,16 +164,10 @@ func (c *chain) at(rv int64) ([]byte, bool) {
 
 // newest returns the key's latest value.
 func (c *chain) newest() ([]byte, bool) {
-	return c.head.val, c.head.val != nil
-}
-
-// synced updates head and v1 after vers changed.
-func (c *chain) synced() {
-	c.head = c.vers[len(c.vers)-1]
-	c.v1 = math.MaxInt64
-	if len(c.vers) > 1 {
-		c.v1 = c.vers[1].v
+	if n := len(c.vers); n > 0 {
+		return c.vers[n-1].value()
 	}
+	return nil, false
 }
 
 // dead reports whether the chain was removed from the store.
@@ -204,11 +221,22 @@ func (s *store) writeAt(c *chain, key, val []byte, exists bool, v, horizon int64
 // chainFor returns key's chain, or nil. hint is key's chain as found
 // earlier under db.mu (by a read of the same transaction), or nil; it may
 // have been removed from the store since, and is then ignored.
+//
+// It checks first the chain it found last (s.hot): a counter that every
+// commit adds to is then found without a hash lookup in a large map. The
+// caller holds DB.mu exclusively.
 func (s *store) chainFor(hint *chain, key []byte) *chain {
 	if hint != nil && !hint.dead() {
 		return hint
 	}
-	return s.lookup(key)
+	if h := s.hot; h != nil && !h.dead() && bytes.Equal(h.key, key) {
+		return h
+	}
+	c := s.lookup(key)
+	if c != nil {
+		s.hot = c
+	}
+	return c
 }
 
 // appendVersion adds (or, for a second write at the same version, replaces)
@@ -216,31 +244,30 @@ func (s *store) chainFor(hint *chain, key []byte) *chain {
 func (s *store) appendVersion(c *chain, val []byte, exists bool, v, horizon int64) {
 	c.wv = v
 	s.maxWV = v
-	switch {
-	case !exists:
-		val = nil
-	case val == nil:
-		val = emptyValue
-	}
+	ver := mkVersion(v, val, exists)
 	_, wasLive := c.newest()
 	if n := len(c.vers); n > 0 && c.vers[n-1].v == v {
-		c.vers[n-1] = mvccVersion{v: v, val: val}
+		c.vers[n-1] = ver
 	} else if wasLive || exists { // else it is a tombstone already
-		grow := len(c.vers) == cap(c.vers)
-		c.vers = append(c.vers, mvccVersion{v: v, val: val})
-		if grow { // a new array, under vers from its start
-			c.arr = int32(min(cap(c.vers), math.MaxInt32))
+		if len(c.vers) == cap(c.vers) {
+			// A new array, under vers from its start, twice as large:
+			// append grows a large slice by a quarter, which for a key
+			// written at every commit (a counter) allocates and copies
+			// five times its versions rather than twice.
+			grown := make([]mvccVersion, len(c.vers), max(2*cap(c.vers), 4))
+			copy(grown, c.vers)
+			c.vers = grown
+			c.arr = int32(min(cap(grown), math.MaxInt32))
 		}
+		c.vers = append(c.vers, ver)
 		s.versions++
-		if len(c.vers) == 2 {
-			c.v1 = v
-		}
 	}
-	c.head = c.vers[len(c.vers)-1]
 	switch {
 	case exists && !wasLive:
 		s.live++
-		s.liveTree.Set(ukey(c.key), c)
+		// Load appends to the last leaf when the key is the largest (a
+		// queue's tail), without a search; otherwise it is Set.
+		s.liveTree.Load(ukey(c.key), c)
 		if c.d.indexed() {
 			s.dead.remove(c)
 		}
@@ -260,7 +287,7 @@ func (s *store) appendVersion(c *chain, val []byte, exists bool, v, horizon int6
 
 // prune drops the chain's entries that no reader at or after horizon needs.
 func (s *store) prune(c *chain, horizon int64) {
-	if c.v1 > horizon {
+	if len(c.vers) < 2 || c.vers[1].v > horizon {
 		return // vers[0] is the newest entry at or below horizon
 	}
 	// i is the newest entry at or below horizon; scanning from the oldest
@@ -280,7 +307,6 @@ func (s *store) prune(c *chain, horizon int64) {
 		clear(c.vers[:i]) // the array keeps them: drop their values
 		c.vers = c.vers[i:]
 	}
-	c.synced()
 	s.versions -= int64(i)
 }
 
@@ -328,7 +354,7 @@ func (s *store) gc(horizon int64) {
 			s.keysGen++
 			s.dead.remove(c)
 			s.versions -= int64(len(c.vers))
-			c.vers, c.head = nil, mvccVersion{}
+			c.vers = nil
 		}
 	}
 }

@@ -1,6 +1,7 @@
 package memdb
 
 import (
+	"context"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -19,7 +20,7 @@ func TestChainPruneKeepsArraysBounded(t *testing.T) {
 		require.LessOrEqual(t, len(c.vers), window+1)
 		require.LessOrEqual(t, int(c.arr), 4*(window+1))
 		require.Equal(t, int64(len(c.vers)), s.versions)
-		require.Equal(t, v, c.head.v)
+		require.Equal(t, v, c.vers[len(c.vers)-1].v)
 		if v > window {
 			val, ok := c.at(v - window)
 			require.True(t, ok, "a reader at the horizon sees the value")
@@ -41,4 +42,23 @@ func TestChainPruneKeepsArraysBounded(t *testing.T) {
 	require.Nil(t, s.lookup(key))
 	require.Equal(t, int64(0), s.versions)
 	require.Equal(t, int64(0), s.live)
+}
+
+// An atomic entry holds its small key in its own memory; the chain that
+// its commit creates keeps a copy, not the entry.
+func TestAtomicEntryKeyIsCopiedForTheStore(t *testing.T) {
+	db := New()
+	defer db.Close()
+	tx, err := db.newTransaction(context.Background())
+	require.NoError(t, err)
+	key := []byte("counter")
+	tx.Add(key, []byte{1, 0, 0, 0, 0, 0, 0, 0})
+	e := tx.writes.get(key)
+	require.NotNil(t, e)
+	require.True(t, e.inline, "a small atomic entry holds its key")
+	require.NoError(t, tx.Commit())
+	c := db.st.lookup(key)
+	require.NotNil(t, c)
+	require.NotSame(t, &e.key[0], &c.key[0], "the chain has its own copy of the key")
+	require.Equal(t, key, c.key)
 }

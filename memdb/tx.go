@@ -27,18 +27,14 @@ type transaction struct {
 	mu  sync.Mutex
 	gen uint64 // incremented by every reset: stale asynchronous work checks it
 
-	// Options and retry state; they survive OnError's reset, not Reset.
-	retryLimit int
-	createdAt  time.Time // on the DB's clock (real time: see creationLocked)
-	retries    int
-	backoff    time.Duration
+	createdAt time.Time // on the DB's clock (real time: see creationLocked)
 
 	// x holds what few transactions use; it is allocated on first use.
 	x *txCold
 
-	// Cancellation: Cancel, the context, the timeout or Close.
+	// Cancellation: Cancel, the context, the timeout or Close (x.cancelCh
+	// is closed then).
 	cancelErr error
-	cancelCh  chan struct{} // made on demand, closed on cancellation
 
 	// Read version (and rvState, below).
 	rv      int64
@@ -71,6 +67,10 @@ type transaction struct {
 	entUsed   bool
 	arenaUsed uint8
 	arena     [arenaSize]byte
+	// spill continues the arena once it is full: blocks allocated on
+	// demand, each twice the previous one (up to spillMax), handed out
+	// likewise once; len(spill) is the part handed out.
+	spill []byte
 
 	// Small state, kept together to save padding.
 	rvState    uint8
@@ -79,10 +79,18 @@ type transaction struct {
 	mutated    bool
 }
 
-// txCold is the part of a transaction that few transactions use: timeouts,
-// the retry delay cap, versionstamps, explicit write conflict ranges and
-// watches. It keeps the transaction itself small.
+// txCold is the part of a transaction that few transactions use: retry
+// state, timeouts, the retry delay cap, cancellation waits, versionstamps,
+// explicit write conflict ranges and watches. It keeps the transaction
+// itself small.
 type txCold struct {
+	// Options and retry state; they survive OnError's reset, not Reset.
+	retryLimit int           // -1: none
+	retries    int           // OnError's retries so far
+	backoff    time.Duration // the next retry's delay cap; 0: the DB's initial one
+
+	cancelCh chan struct{} // made on demand, closed on cancellation
+
 	// createdReal is the creation time in real time, taken with createdAt
 	// when the DB's clock is not the real one.
 	createdReal time.Time
@@ -119,13 +127,18 @@ func (tx *transaction) clearsLocked() clearSet {
 // cold returns tx.x, allocating it if needed.
 func (tx *transaction) cold() *txCold {
 	if tx.x == nil {
-		tx.x = new(txCold)
+		tx.x = &txCold{retryLimit: -1}
 	}
 	return tx.x
 }
 
-// arenaSize is the size of a transaction's inline arena.
-const arenaSize = 48
+// arenaSize is the size of a transaction's inline arena; spillSize that
+// of each block it continues in.
+const (
+	arenaSize = 48
+	spillMin  = 64
+	spillMax  = 1024
+)
 
 // newFutureLocked returns a new valueFuture.
 func (tx *transaction) newFutureLocked() *valueFuture {
@@ -138,13 +151,37 @@ func (tx *transaction) newFutureLocked() *valueFuture {
 
 // allocLocked returns n zero bytes for data that only the transaction and
 // its commit reference (read conflict range keys): from the inline arena
-// while it lasts. Arena bytes are handed out once and never reused.
+// while it lasts, then from spill blocks. Arena bytes are handed out once
+// and never reused (a commit in flight, or a result, may reference them).
 func (tx *transaction) allocLocked(n int) []byte {
 	if u := int(tx.arenaUsed); n <= arenaSize-u {
 		tx.arenaUsed += uint8(n)
 		return tx.arena[u : u+n : u+n]
 	}
-	return make([]byte, n)
+	u := len(tx.spill)
+	if n > cap(tx.spill)-u {
+		size := min(max(2*cap(tx.spill), spillMin), spillMax)
+		if n > size/2 {
+			return make([]byte, n)
+		}
+		tx.spill, u = make([]byte, 0, size), 0
+	}
+	tx.spill = tx.spill[:u+n]
+	return tx.spill[u : u+n : u+n]
+}
+
+// copyLocked returns a copy of b from allocLocked.
+func (tx *transaction) copyLocked(b []byte) []byte {
+	out := tx.allocLocked(len(b))
+	copy(out, b)
+	return out
+}
+
+// afterLocked returns k + \x00 from allocLocked.
+func (tx *transaction) afterLocked(k []byte) []byte {
+	out := tx.allocLocked(len(k) + 1)
+	copy(out, k)
+	return out
 }
 
 // newEntryLocked allocates an entry whose key, key+\x00 and payload share
@@ -158,15 +195,54 @@ func (tx *transaction) newEntryLocked(key, payload []byte) (*wentry, []byte) {
 	} else {
 		e = new(wentry)
 	}
+	return e, tx.initEntryLocked(e, key, payload, nil)
+}
+
+// newOpEntryLocked is newEntryLocked for an atomic operation: the entry
+// comes with room for its first operation (e.ops, empty) and, when they
+// are small (a counter's), its key and payload, all in one allocation.
+// The entry's memory then holds its key: whatever outlives the commit
+// must copy the key (wentry.inline).
+func (tx *transaction) newOpEntryLocked(key, payload []byte) (*wentry, []byte) {
+	n := len(key) + 1 + len(payload)
+	if n > opInline {
+		a := new(struct {
+			e  wentry
+			op [1]atomicOp
+		})
+		p := tx.initEntryLocked(&a.e, key, payload, nil)
+		a.e.ops = a.op[:0:1]
+		return &a.e, p
+	}
+	a := new(struct {
+		e   wentry
+		op  [1]atomicOp
+		buf [opInline]byte
+	})
+	p := tx.initEntryLocked(&a.e, key, payload, a.buf[:n:n])
+	a.e.ops = a.op[:0:1]
+	a.e.inline = true
+	return &a.e, p
+}
+
+// opInline is the room for key, \x00 and operand in an atomic operation's
+// entry (the entry is then 160 bytes, a size class).
+const opInline = 40
+
+// initEntryLocked sets up e for key (see newEntryLocked), in buf if it
+// is not nil (zero, len(key)+1+len(payload) bytes).
+func (tx *transaction) initEntryLocked(e *wentry, key, payload, buf []byte) []byte {
 	n := len(key)
-	buf := make([]byte, n+1+len(payload))
+	if buf == nil {
+		buf = make([]byte, n+1+len(payload))
+	}
 	copy(buf, key)
 	copy(buf[n+1:], payload)
 	*e = wentry{key: buf[: n : n+1]} // buf[n] is the \x00 of end()
 	if rc := tx.rc; rc != nil && bytes.Equal(rc.key, key) {
 		e.c = rc
 	}
-	return e, buf[n+1:]
+	return buf[n+1:]
 }
 
 var _ kv.Transaction = (*transaction)(nil)
@@ -179,12 +255,7 @@ func (db *DB) newTransaction(ctx context.Context) (*transaction, error) {
 		ctx = context.Background()
 	}
 	db.stats.transactions.Add(1)
-	tx := &transaction{
-		db:         db,
-		ctx:        ctx,
-		retryLimit: -1,
-		backoff:    db.cfg.backoffInitial,
-	}
+	tx := &transaction{db: db, ctx: ctx}
 	tx.stampCreation()
 	tx.reads = tx.readsBuf[:0]
 	tx.writes.small = tx.smallBuf[:0]
@@ -251,8 +322,8 @@ func (tx *transaction) cancelLocked(err error) {
 		return
 	}
 	tx.cancelErr = err
-	if tx.cancelCh != nil {
-		close(tx.cancelCh)
+	if x := tx.x; x != nil && x.cancelCh != nil {
+		close(x.cancelCh)
 	}
 	if !tx.committing {
 		tx.failWatchesLocked(err)
@@ -262,13 +333,14 @@ func (tx *transaction) cancelLocked(err error) {
 // cancelChanLocked returns a channel closed when the transaction is
 // cancelled.
 func (tx *transaction) cancelChanLocked() chan struct{} {
-	if tx.cancelCh == nil {
-		tx.cancelCh = make(chan struct{})
+	x := tx.cold()
+	if x.cancelCh == nil {
+		x.cancelCh = make(chan struct{})
 		if tx.cancelErr != nil {
-			close(tx.cancelCh)
+			close(x.cancelCh)
 		}
 	}
-	return tx.cancelCh
+	return x.cancelCh
 }
 
 // checkLocked returns the error that stops any operation now. An
@@ -582,6 +654,16 @@ func clampRangeKey(k []byte) []byte {
 // checkRange validates a range to be read, cleared or added as a conflict
 // range and returns copies of its (clamped) bounds.
 func checkRange(r kv.KeyRange) ([]byte, []byte, error) {
+	b, e, err := rangeBounds(r)
+	if err != nil {
+		return nil, nil, err
+	}
+	return copyBounds(b, e, nil)
+}
+
+// rangeBounds is checkRange without the copies: the bounds it returns are
+// the caller's memory.
+func rangeBounds(r kv.KeyRange) ([]byte, []byte, error) {
 	b, e := clampRangeKey(r.Begin), clampRangeKey(r.End)
 	if bytes.Compare(b, e) > 0 {
 		return nil, nil, kv.ErrInvertedRange
@@ -589,10 +671,19 @@ func checkRange(r kv.KeyRange) ([]byte, []byte, error) {
 	if bytes.Compare(b, maxUserKey) > 0 || bytes.Compare(e, maxUserKey) > 0 {
 		return nil, nil, kv.ErrKeyOutsideLegalRange
 	}
-	buf := make([]byte, len(b)+len(e))
+	return b, e, nil
+}
+
+// copyBounds copies b and e into buf if they fit, else into one new
+// allocation.
+func copyBounds(b, e, buf []byte) ([]byte, []byte, error) {
+	n := len(b) + len(e)
+	if n > len(buf) {
+		buf = make([]byte, n)
+	}
 	copy(buf, b)
 	copy(buf[len(b):], e)
-	return buf[:len(b):len(b)], buf[len(b):], nil
+	return buf[:len(b):len(b)], buf[len(b):n:n], nil
 }
 
 // maxUserKey is the end of the user key space.
@@ -637,13 +728,14 @@ func (tx *transaction) atomic(kind opKind, key, param []byte) {
 	e := tx.writes.get(key)
 	if e == nil {
 		var p []byte
-		e, p = tx.newEntryLocked(key, param)
 		if _, cleared := tx.clearsLocked().find(key); cleared {
+			e, p = tx.newEntryLocked(key, param)
 			e.st = stKnown
 			e.val, e.exists = applyOp(kind, nil, false, p)
 		} else {
+			e, p = tx.newOpEntryLocked(key, param)
 			e.st = stOps
-			e.ops = []atomicOp{{kind: kind, param: p}}
+			e.ops = append(e.ops, atomicOp{kind: kind, param: p})
 		}
 		tx.writes.put(e)
 		return
@@ -866,7 +958,7 @@ func (tx *transaction) addReadConflictLocked(b, e []byte) {
 // transaction's deferred error (ThreadSafeTransaction.cpp: deferredError,
 // checkDeferredError), reported by the next read and by Commit.
 func (tx *transaction) AddReadConflictRange(r kv.KeyRange) error {
-	b, e, ok := tx.conflictRangeLocked(r)
+	b, e, ok := tx.conflictRangeLocked(r, false)
 	if !ok.ok {
 		return ok.err
 	}
@@ -883,16 +975,33 @@ type rangeCheck struct {
 }
 
 // conflictRangeLocked validates a conflict range as FDB does (see
-// AddReadConflictRange). When it returns ok, tx.mu is held.
-func (tx *transaction) conflictRangeLocked(r kv.KeyRange) ([]byte, []byte, rangeCheck) {
-	b, e, err := checkRange(r)
+// AddReadConflictRange) and returns copies of its bounds: for a write
+// conflict range (kept by the resolver) on the heap, else from the
+// transaction's arena. When it returns ok, tx.mu is held.
+func (tx *transaction) conflictRangeLocked(r kv.KeyRange, write bool) ([]byte, []byte, rangeCheck) {
+	b, e, err := rangeBounds(r)
 	if err == kv.ErrInvertedRange {
 		return nil, nil, rangeCheck{err: err}
 	}
+	if !tx.conflictLocked(err) {
+		return nil, nil, rangeCheck{}
+	}
+	if write {
+		b, e, _ = copyBounds(b, e, nil)
+	} else {
+		b, e, _ = copyBounds(b, e, tx.allocLocked(len(b)+len(e)))
+	}
+	return b, e, rangeCheck{ok: true}
+}
+
+// conflictLocked takes tx.mu for a conflict range whose check found err
+// (nil or deferred) and reports whether the range is to be added; if not,
+// it releases tx.mu, having made err the transaction's deferred error.
+func (tx *transaction) conflictLocked(err error) bool {
 	tx.mu.Lock()
 	if tx.cancelledLocked() != nil || tx.err != nil {
 		tx.mu.Unlock()
-		return nil, nil, rangeCheck{} // the next read and Commit report it
+		return false // the next read and Commit report it
 	}
 	if tx.committing || tx.committed {
 		err = kv.ErrUsedDuringCommit
@@ -900,20 +1009,34 @@ func (tx *transaction) conflictRangeLocked(r kv.KeyRange) ([]byte, []byte, range
 	if err != nil {
 		tx.setErrLocked(err)
 		tx.mu.Unlock()
-		return nil, nil, rangeCheck{}
+		return false
 	}
-	return b, e, rangeCheck{ok: true}
+	return true
 }
 
 // AddReadConflictKey adds [key, key+\x00) unless this transaction wrote key.
 func (tx *transaction) AddReadConflictKey(key []byte) error {
-	return tx.AddReadConflictRange(kv.KeyRange{Begin: key, End: keyAfter(key)})
+	if len(key) > maxKeySize {
+		// A long key is clamped, and its range may invert.
+		return tx.AddReadConflictRange(kv.KeyRange{Begin: key, End: keyAfter(key)})
+	}
+	var err error
+	if len(key) > 0 && key[0] == 0xff { // key+\x00 is past \xff
+		err = kv.ErrKeyOutsideLegalRange
+	}
+	if !tx.conflictLocked(err) {
+		return nil
+	}
+	defer tx.mu.Unlock()
+	e := tx.afterLocked(key)
+	tx.addReadConflictLocked(e[:len(key):len(key)], e)
+	return nil
 }
 
 // AddWriteConflictRange adds r to the write conflict ranges. Errors other
 // than inverted_range are deferred, as for AddReadConflictRange.
 func (tx *transaction) AddWriteConflictRange(r kv.KeyRange) error {
-	b, e, ok := tx.conflictRangeLocked(r)
+	b, e, ok := tx.conflictRangeLocked(r, true)
 	if !ok.ok {
 		return ok.err
 	}
@@ -1207,17 +1330,22 @@ func (tx *transaction) OnError(err error) error {
 		tx.mu.Unlock()
 		return err
 	}
-	if tx.retryLimit >= 0 && tx.retries >= tx.retryLimit {
+	x := tx.cold()
+	if x.retryLimit >= 0 && x.retries >= x.retryLimit {
 		tx.mu.Unlock()
 		return err
 	}
 	limit := tx.db.cfg.backoffMax
-	if x := tx.x; x != nil && x.maxRetryDelay > 0 {
+	if x.maxRetryDelay > 0 {
 		limit = min(limit, x.maxRetryDelay)
 	}
-	cur := min(tx.backoff, limit)
-	tx.backoff = min(tx.backoff*2, limit)
-	tx.retries++
+	b := x.backoff
+	if b == 0 {
+		b = tx.db.cfg.backoffInitial
+	}
+	cur := min(b, limit)
+	x.backoff = min(b*2, limit)
+	x.retries++
 	tx.mu.Unlock()
 	tx.db.stats.retries.Add(1)
 
@@ -1263,15 +1391,16 @@ func (tx *transaction) resetLocked(full bool, watchErr error) {
 		// (persistentOptions.clear(), options.reset; only database defaults
 		// are re-applied, and memdb has none), while onError's resetRyow
 		// re-applies them.
-		tx.retries = 0
-		tx.retryLimit = -1
 		if x := tx.x; x != nil {
+			x.retries, x.retryLimit, x.backoff = 0, -1, 0
 			x.timeout, x.maxRetryDelay = 0, 0
 		}
-		tx.backoff = tx.db.cfg.backoffInitial
 		tx.stampCreation()
 		if tx.ctx.Err() == nil && !tx.db.closedFlag.Load() {
-			tx.cancelErr, tx.cancelCh = nil, nil
+			tx.cancelErr = nil
+			if x := tx.x; x != nil {
+				x.cancelCh = nil
+			}
 		}
 		tx.armTimerLocked()
 	}
@@ -1341,7 +1470,7 @@ func (o txOptions) SetRetryLimit(n int) error {
 		return kv.ErrClientInvalidOp
 	}
 	o.tx.mu.Lock()
-	o.tx.retryLimit = n
+	o.tx.cold().retryLimit = n
 	o.tx.mu.Unlock()
 	return nil
 }

@@ -24,7 +24,10 @@ const (
 type wentry struct {
 	key    []byte // its capacity holds key + \x00: see end
 	st     entryState
-	exists bool       // stKnown: whether the key exists
+	exists bool // stKnown: whether the key exists
+	// inline: key shares the entry's own allocation (newOpEntryLocked), so
+	// the store and the resolver keep a copy of it, not key itself.
+	inline bool
 	vsOff  int32      // stVS: offset of the versionstamp in val
 	val    []byte     // stKnown: the value; stVS: the template
 	ops    []atomicOp // stOps, stVS: applied in order after the base
@@ -35,6 +38,16 @@ type wentry struct {
 
 // end returns key + \x00, which shares the key's memory.
 func (e *wentry) end() []byte { return e.key[:len(e.key)+1] }
+
+// keptKey returns key and key + \x00 for the store or the resolver to keep:
+// the entry's own, or a copy if they share the entry's memory.
+func (e *wentry) keptKey() ([]byte, []byte) {
+	if e.inline {
+		end := keyAfter(e.key)
+		return end[:len(e.key):len(e.key)], end
+	}
+	return e.key, e.end()
+}
 
 // known reports whether the entry answers reads without the database.
 func (e *wentry) known() bool { return e.st == stKnown }

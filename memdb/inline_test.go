@@ -1,0 +1,103 @@
+package memdb_test
+
+import (
+	"bytes"
+	"fmt"
+	"testing"
+
+	"github.com/fdbqueue/fdbqueue/kv"
+	"github.com/stretchr/testify/require"
+)
+
+// A range result holds its first row, its bounds and its first iterator
+// inline: each belongs to one result and one consumer only.
+func TestRangeResultsDoNotShareInlineParts(t *testing.T) {
+	db, _ := newDB(t)
+	mustSet(t, db, "a", "1")
+	mustSet(t, db, "b", "2")
+	tr := newTx(t, db)
+	r := kv.KeyRange{Begin: []byte("a"), End: []byte("z")}
+	first, err := tr.GetRange(r, kv.RangeOptions{Limit: 1}).GetSlice()
+	require.NoError(t, err)
+	second, err := tr.GetRange(r, kv.RangeOptions{Limit: 1, Reverse: true}).GetSlice()
+	require.NoError(t, err)
+	first[0].Value[0] = 'x'
+	require.Equal(t, "b", string(second[0].Key))
+	require.Equal(t, "2", string(second[0].Value), "results share no memory")
+
+	res := tr.GetRange(r, kv.RangeOptions{})
+	it1, it2 := res.Iterator(), res.Iterator()
+	require.True(t, it1.Next())
+	require.True(t, it2.Next())
+	require.True(t, it2.Next())
+	require.Equal(t, "a", string(it1.KeyValue().Key), "a second iterator does not move the first")
+	require.Equal(t, "b", string(it2.KeyValue().Key))
+}
+
+// After Next returns false, KeyValue still returns the last pair, also
+// when the iterator had to fetch an empty batch to find the end.
+func TestIteratorKeyValueAfterEnd(t *testing.T) {
+	db, _ := newDB(t)
+	for i := range 16 { // exactly the iterator mode's first batch
+		mustSet(t, db, fmt.Sprintf("k%02d", i), "v")
+	}
+	tr := newTx(t, db)
+	it := tr.GetRange(kv.KeyRange{Begin: []byte("k"), End: []byte("l")}, kv.RangeOptions{}).Iterator()
+	require.Equal(t, kv.KeyValue{}, it.KeyValue(), "no pair before the first Next")
+	n := 0
+	for it.Next() {
+		n++
+	}
+	require.NoError(t, it.Err())
+	require.Equal(t, 16, n)
+	require.Equal(t, "k15", string(it.KeyValue().Key))
+}
+
+// AddReadConflictKey builds [key, key+\x00) itself: a key at \xff makes
+// the range reach past the user key space, an error that FDB's client
+// defers to the next read and Commit (as for AddReadConflictRange).
+func TestAddReadConflictKeyOutsideLegalRange(t *testing.T) {
+	db, _ := newDB(t)
+	tr := newTx(t, db)
+	require.NoError(t, tr.AddReadConflictKey([]byte{0xff}))
+	_, err := tr.Get([]byte("a")).Get()
+	require.ErrorIs(t, err, kv.ErrKeyOutsideLegalRange)
+	require.ErrorIs(t, tr.Commit(), kv.ErrKeyOutsideLegalRange)
+}
+
+// Read conflict keys of every size, up to the key size limit, conflict
+// with a write of that key (the arena and its spill blocks, or a heap
+// copy past them).
+func TestAddReadConflictKeySizes(t *testing.T) {
+	for _, n := range []int{1, 40, 47, 48, 63, 64, 200, 1023, 10_000} {
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			db, _ := newDB(t)
+			keys := [][]byte{bytes.Repeat([]byte{0x00}, n), bytes.Repeat([]byte{0xfe}, n)}
+			tr := newTx(t, db)
+			_, err := tr.Get([]byte("start")).Get() // a read version
+			require.NoError(t, err)
+			for _, k := range keys {
+				require.NoError(t, tr.AddReadConflictKey(k))
+			}
+			tr.Set([]byte("out"), []byte("x"))
+			mustSet(t, db, string(keys[1]), "changed")
+			require.ErrorIs(t, tr.Commit(), kv.ErrNotCommitted)
+		})
+	}
+}
+
+// An atomic operation whose key and operand sit inside its entry: the
+// result is exact at the counter's limits (all-0xff operands wrap).
+func TestAtomicInlineEntryWraps(t *testing.T) {
+	db, _ := newDB(t)
+	ff := bytes.Repeat([]byte{0xff}, 8)
+	require.NoError(t, db.Transact(t.Context(), func(tr kv.Transaction) error {
+		tr.Add([]byte("n"), ff)
+		return nil
+	}))
+	require.NoError(t, db.Transact(t.Context(), func(tr kv.Transaction) error {
+		tr.Add([]byte("n"), le64(1))
+		return nil
+	}))
+	require.Equal(t, le64(0), get(t, newTx(t, db), "n"))
+}
