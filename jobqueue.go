@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/fdbqueue/fdbqueue/kv"
@@ -198,7 +199,10 @@ type Job struct {
 	Value []byte
 	// Delay makes the job due Delay after it is added. RunAt, if not zero,
 	// makes it due at RunAt instead (a past RunAt is due at once, and
-	// ordered by that time).
+	// ordered by that time). Vesting times are kept in Unix microseconds:
+	// a RunAt outside what an int64 holds (before
+	// time.UnixMicro(math.MinInt64) or after time.UnixMicro(math.MaxInt64),
+	// years −290,308 and 294,247) fails with ErrInvalidArgument.
 	Delay time.Duration
 	RunAt time.Time
 	// Priority orders jobs with the same vesting time: higher first.
@@ -211,6 +215,14 @@ type Job struct {
 	// MaxAttempts overrides the queue's default when positive.
 	MaxAttempts int
 }
+
+// The earliest and latest RunAt a Job may carry: the Unix-microsecond
+// range of an int64, in which the queue keys vesting times (beyond it,
+// time.Time.UnixMicro wraps around).
+var (
+	minRunAt = time.UnixMicro(math.MinInt64)
+	maxRunAt = time.UnixMicro(math.MaxInt64)
+)
 
 // AddResult says what Add did with one job.
 type AddResult struct {
@@ -271,6 +283,9 @@ func (q *JobQueue) AddBatch(ctx context.Context, t kv.Transactor, jobs []Job, op
 		}
 		if j.MaxAttempts < 0 {
 			return nil, fmt.Errorf("%w: job %d: max attempts %d", ErrInvalidArgument, i, j.MaxAttempts)
+		}
+		if !j.RunAt.IsZero() && (j.RunAt.Before(minRunAt) || j.RunAt.After(maxRunAt)) {
+			return nil, fmt.Errorf("%w: job %d: run-at time %v outside %v to %v", ErrInvalidArgument, i, j.RunAt, minRunAt, maxRunAt)
 		}
 	}
 	t = q.journal.track.observe("add", t)

@@ -2,6 +2,7 @@ package queuetest
 
 import (
 	"errors"
+	"math"
 	"sync"
 	"testing"
 	"time"
@@ -21,6 +22,7 @@ func jobChecks() []check {
 	cs := []check{
 		{"AddLeaseAck", testJobRoundTrip},
 		{"DelayAndRunAtNeverEarly", testJobDelay},
+		{"ExtremeTimes", testJobExtremeTimes},
 		{"StrictOrder", testJobStrictOrder},
 		{"ChoiceWindow", testJobChoiceWindow},
 		{"UniqueKey", testJobUnique},
@@ -429,4 +431,45 @@ func testJobUnique(t *testing.T, f *fixture) {
 	f.requireStats(t, q, fdbqueue.JobStats{Queued: 3, Due: 3})
 	got := leaseValues(f.leaseAll(t, q, 10))
 	require.ElementsMatch(t, []string{"x", "free", "after ack"}, got, "each job once, no duplicate")
+}
+
+// testJobExtremeTimes: the earliest and latest run-at times a job can
+// carry (the Unix-microsecond range of an int64, in which the queue keys
+// vesting times) and the longest delay, lease and extension: the earliest
+// is due at once and first, the latest is never due; a run-at time
+// outside that range fails with ErrInvalidArgument instead of wrapping
+// around (which made a job in year 300,000 due at once).
+func testJobExtremeTimes(t *testing.T, f *fixture) {
+	q, c := f.jobQueue(t, "extreme", fdbqueue.JobQueueConfig{Choice: 1})
+	earliest, latest := time.UnixMicro(math.MinInt64), time.UnixMicro(math.MaxInt64)
+	for _, at := range []time.Time{
+		latest.Add(time.Microsecond), time.Date(300000, 1, 1, 0, 0, 0, 0, time.UTC),
+		earliest.Add(-time.Microsecond), time.Date(-300000, 1, 1, 0, 0, 0, 0, time.UTC),
+	} {
+		_, err := q.Add(f.ctx, f.db, fdbqueue.Job{Value: []byte("out of range"), RunAt: at})
+		require.ErrorIs(t, err, fdbqueue.ErrInvalidArgument, "RunAt %v", at)
+		_, err = q.AddBatch(f.ctx, f.db, []fdbqueue.Job{{Value: []byte("ok")}, {RunAt: at}})
+		require.ErrorIs(t, err, fdbqueue.ErrInvalidArgument, "a batch with RunAt %v", at)
+	}
+	f.requireStats(t, q, fdbqueue.JobStats{}, "nothing written")
+
+	_, err := q.AddBatch(f.ctx, f.db, []fdbqueue.Job{
+		{Value: []byte("latest"), RunAt: latest, Priority: math.MaxInt32},
+		{Value: []byte("longest delay"), Delay: math.MaxInt64},
+		{Value: []byte("now")},
+		{Value: []byte("earliest"), RunAt: earliest, Priority: math.MinInt32},
+	})
+	require.NoError(t, err)
+	f.requireStats(t, q, fdbqueue.JobStats{Queued: 4, Due: 2, Delayed: 2, OldestDue: c.Now().Sub(earliest)})
+	ls := f.lease(t, q, 10, math.MaxInt64)
+	require.Equal(t, []string{"earliest", "now"}, leaseValues(ls), "only the due jobs, earliest first")
+	require.Equal(t, c.Now().Add(math.MaxInt64).UnixMicro(), ls[0].Deadline.UnixMicro(), "the longest lease")
+	l, err := q.Extend(f.ctx, f.db, ls[1], math.MaxInt64)
+	require.NoError(t, err, "the longest extension")
+	_, err = q.Nack(f.ctx, f.db, ls[0], fdbqueue.NackOptions{Delay: math.MaxInt64})
+	require.NoError(t, err, "the longest retry delay")
+	c.Advance(100 * 365 * 24 * time.Hour)
+	f.requireNothingDue(t, q, "a century later")
+	f.requireStats(t, q, fdbqueue.JobStats{Queued: 3, Delayed: 3, Leased: 1})
+	require.NoError(t, q.Ack(f.ctx, f.db, l))
 }
