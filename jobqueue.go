@@ -199,8 +199,9 @@ type Job struct {
 	Value []byte
 	// Delay makes the job due Delay after it is added. RunAt, if not zero,
 	// makes it due at RunAt instead (a past RunAt is due at once, and
-	// ordered by that time). Vesting times are kept in Unix microseconds:
-	// a RunAt outside what an int64 holds (before
+	// ordered by that time). Vesting times are kept in Unix microseconds,
+	// a future one rounded up (never due early); a RunAt outside what an
+	// int64 holds (before
 	// time.UnixMicro(math.MinInt64) or after time.UnixMicro(math.MaxInt64),
 	// years −290,308 and 294,247) fails with ErrInvalidArgument.
 	Delay time.Duration
@@ -387,7 +388,7 @@ func (q *JobQueue) writeNew(tr kv.Transaction, id JobID, j Job, now time.Time) {
 	}
 	m := jobMeta{
 		id:          id,
-		vest:        vest.UnixMicro(),
+		vest:        vestMicros(vest, now),
 		prio:        j.Priority,
 		maxAttempts: j.MaxAttempts,
 		unique:      []byte(j.UniqueKey),
@@ -407,6 +408,19 @@ func (q *JobQueue) writeNew(tr kv.Transaction, id JobID, j Job, now time.Time) {
 	q.put(tr, m)
 	tr.Add(q.total, one)
 	q.bucket(tr, "p", m.vest, 1)
+}
+
+// vestMicros returns the vesting time, in the Unix microseconds the keys
+// hold, of a job due at t: rounded up when t is in the future, so that a
+// job is never due before its time (truncating would make a job due up to
+// a microsecond early), and down otherwise, so that a job due now is due
+// at once. t must lie within minRunAt..maxRunAt.
+func vestMicros(t, now time.Time) int64 {
+	us := t.UnixMicro()
+	if t.After(now) && t.After(time.UnixMicro(us)) {
+		us++
+	}
+	return us
 }
 
 // jobMeta is a job's record: everything but its value. It is stored at the

@@ -23,6 +23,7 @@ func jobChecks() []check {
 		{"AddLeaseAck", testJobRoundTrip},
 		{"DelayAndRunAtNeverEarly", testJobDelay},
 		{"ExtremeTimes", testJobExtremeTimes},
+		{"SubMicrosecondNeverEarly", testJobSubMicrosecond},
 		{"StrictOrder", testJobStrictOrder},
 		{"ChoiceWindow", testJobChoiceWindow},
 		{"UniqueKey", testJobUnique},
@@ -472,4 +473,31 @@ func testJobExtremeTimes(t *testing.T, f *fixture) {
 	f.requireNothingDue(t, q, "a century later")
 	f.requireStats(t, q, fdbqueue.JobStats{Queued: 3, Delayed: 3, Leased: 1})
 	require.NoError(t, q.Ack(f.ctx, f.db, l))
+}
+
+// testJobSubMicrosecond: the queue keys vesting times in microseconds,
+// and a clock tells nanoseconds. A job due a fraction of a microsecond
+// into the future (a RunAt, a Delay, a Nack's delay) is still never leased
+// before its time; a job added with no delay is due at once.
+func testJobSubMicrosecond(t *testing.T, f *fixture) {
+	q, c := f.jobQueue(t, "sub-micro", fdbqueue.JobQueueConfig{Choice: 1})
+	t0 := c.Now() // a whole microsecond
+	c.Advance(300 * time.Nanosecond)
+	f.add(t, q, fdbqueue.Job{Value: []byte("run at"), RunAt: t0.Add(1500 * time.Nanosecond)})
+	f.add(t, q, fdbqueue.Job{Value: []byte("delay"), Delay: 1200 * time.Nanosecond})
+	f.add(t, q, fdbqueue.Job{Value: []byte("now")})
+	ls := f.lease(t, q, 10, time.Minute)
+	require.Equal(t, []string{"now"}, leaseValues(ls), "a job with no delay is due at once, the others are not")
+	require.NoError(t, q.Ack(f.ctx, f.db, ls[0]))
+	c.Advance(700 * time.Nanosecond) // t0 + 1 µs: before both
+	f.requireNothingDue(t, q, "at %v, before t0 + 1.5 µs", c.Now().Sub(t0))
+	c.Advance(time.Microsecond) // t0 + 2 µs: after both
+	ls = f.lease(t, q, 10, time.Minute)
+	require.ElementsMatch(t, []string{"run at", "delay"}, leaseValues(ls))
+	_, err := q.Nack(f.ctx, f.db, ls[0], fdbqueue.NackOptions{Delay: 1500 * time.Nanosecond})
+	require.NoError(t, err)
+	c.Advance(time.Microsecond) // t0 + 3 µs: before the retry at t0 + 3.5 µs
+	f.requireNothingDue(t, q, "at %v, before the nack's delay", c.Now().Sub(t0))
+	c.Advance(time.Microsecond)
+	require.Equal(t, ls[0].JobID, f.leaseOne(t, q, time.Minute).JobID)
 }
