@@ -201,9 +201,9 @@ type Job struct {
 	// makes it due at RunAt instead (a past RunAt is due at once, and
 	// ordered by that time). Vesting times are kept in Unix microseconds,
 	// a future one rounded up (never due early); a RunAt outside what an
-	// int64 holds (before
-	// time.UnixMicro(math.MinInt64) or after time.UnixMicro(math.MaxInt64),
-	// years −290,308 and 294,247) fails with ErrInvalidArgument.
+	// int64 of them holds (before time.UnixMicro(math.MinInt64) or after
+	// time.UnixMicro(math.MaxInt64), years −290,308 and 294,247) fails
+	// with ErrInvalidArgument.
 	Delay time.Duration
 	RunAt time.Time
 	// Priority orders jobs with the same vesting time: higher first.
