@@ -39,6 +39,7 @@ func jobChecks() []check {
 		{"Stats", testJobStats},
 		{"LeaseWait", testJobLeaseWait},
 	}
+	cs = append(cs, jobConcurrencyChecks()...)
 	cs = append(cs, jobFaultChecks()...)
 	cs = append(cs, jobLimitChecks()...)
 	cs = append(cs, jobErrorChecks()...)
