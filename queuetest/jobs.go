@@ -38,6 +38,7 @@ func jobChecks() []check {
 		{"LeaseAndAckInOneTransaction", testJobLeaseAckOneTransaction},
 		{"Stats", testJobStats},
 		{"LeaseWait", testJobLeaseWait},
+		{"Pool", testJobPool},
 	}
 	cs = append(cs, jobConcurrencyChecks()...)
 	cs = append(cs, jobFaultChecks()...)
