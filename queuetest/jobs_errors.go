@@ -23,6 +23,8 @@ func jobErrorChecks() []check {
 		{"Errors/ListDead", testJobBadListDead},
 		{"Errors/UnknownLeaseOrJob", testJobUnknown},
 		{"Errors/NilTransactor", testJobNilTransactor},
+		{"Errors/OperationExpired", testJobOperationExpired},
+		{"Errors/TinyBudget", testJobTinyBudget},
 	}
 }
 
@@ -195,4 +197,59 @@ func testJobNilTransactor(t *testing.T, f *fixture) {
 	for name, op := range ops {
 		require.ErrorIs(t, op(), fdbqueue.ErrInvalidArgument, fmt.Sprint(name, " with a nil transactor"))
 	}
+}
+
+// testJobOperationExpired: an operation whose WithOpID is older than the
+// journal retention (by the queue's clock) fails with ErrOperationExpired
+// and writes nothing: its record could have been cleared, so it could no
+// longer tell whether it already took effect.
+func testJobOperationExpired(t *testing.T, f *fixture) {
+	q, c := f.jobQueue(t, "op-expired", fdbqueue.JobQueueConfig{Choice: 1}, fdbqueue.WithJournalRetention(time.Minute))
+	id := c.opID()
+	c.Advance(time.Minute + time.Second)
+	_, err := q.Add(f.ctx, f.db, fdbqueue.Job{Value: []byte("x")}, fdbqueue.WithOpID(id))
+	require.ErrorIs(t, err, fdbqueue.ErrOperationExpired, "Add")
+	f.requireStats(t, q, fdbqueue.JobStats{}, "nothing added")
+
+	f.add(t, q, fdbqueue.Job{Value: []byte("y")})
+	id = c.opID()
+	c.Advance(time.Minute + time.Second)
+	_, err = q.Lease(f.ctx, f.db, 1, time.Hour, fdbqueue.WithOpID(id))
+	require.ErrorIs(t, err, fdbqueue.ErrOperationExpired, "Lease")
+	f.requireStats(t, q, fdbqueue.JobStats{Queued: 1, Due: 1, OldestDue: time.Minute + time.Second}, "nothing leased")
+	l := f.leaseOne(t, q, time.Hour)
+	id = c.opID()
+	c.Advance(time.Minute + time.Second)
+	err = f.db.Transact(f.ctx, func(tr kv.Transaction) error {
+		tr.Set(f.key("effect"), []byte("done"))
+		return q.Ack(f.ctx, tr, l, fdbqueue.WithOpID(id))
+	})
+	require.ErrorIs(t, err, fdbqueue.ErrOperationExpired, "Ack")
+	require.Nil(t, f.get(t, f.key("effect")), "the caller's write did not commit")
+	f.requireStats(t, q, fdbqueue.JobStats{Leased: 1}, "nothing acked")
+	require.NoError(t, q.Ack(f.ctx, f.db, l))
+}
+
+// testJobTinyBudget: under the smallest batch budget (1 byte), AddBatch
+// refuses even one job with ErrBatchTooLarge, and Lease still takes one
+// job per call (a batch always handles its first item), never none while
+// jobs are due.
+func testJobTinyBudget(t *testing.T, f *fixture) {
+	q, c := f.jobQueue(t, "tiny-budget", fdbqueue.JobQueueConfig{Choice: 1})
+	tiny, err := fdbqueue.NewJobQueue(q.Subspace(), fdbqueue.JobQueueConfig{Choice: 1, Clock: c}, fdbqueue.WithBatchBudget(1))
+	require.NoError(t, err)
+	_, err = tiny.Add(f.ctx, f.db, fdbqueue.Job{Value: []byte("x")})
+	require.ErrorIs(t, err, fdbqueue.ErrBatchTooLarge)
+	_, err = q.AddBatch(f.ctx, f.db, []fdbqueue.Job{{Value: []byte("a"), Priority: 3}, {Value: []byte("b"), Priority: 2}, {Value: []byte("c"), Priority: 1}})
+	require.NoError(t, err)
+	var got []string
+	for range 3 {
+		ls, err := tiny.Lease(f.ctx, f.db, 10, time.Minute)
+		require.NoError(t, err)
+		require.Len(t, ls, 1, "one job per lease under the smallest budget")
+		got = append(got, string(ls[0].Value))
+		require.NoError(t, tiny.Ack(f.ctx, f.db, ls[0]))
+	}
+	require.Equal(t, []string{"a", "b", "c"}, got)
+	f.requireStats(t, q, fdbqueue.JobStats{})
 }
