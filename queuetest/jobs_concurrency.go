@@ -1,6 +1,8 @@
 package queuetest
 
 import (
+	"context"
+	"math"
 	"testing"
 	"time"
 
@@ -18,6 +20,7 @@ func jobConcurrencyChecks() []check {
 	return []check{
 		{"Conflicts", testJobConflicts},
 		{"LeaseWaitWokenBySignal", testJobLeaseWaitSignal},
+		{"LeaseWaitLatestJobSleeps", testJobLeaseWaitLatest},
 		{"ForeignKey", testJobForeignKey},
 	}
 }
@@ -183,4 +186,56 @@ func testJobForeignKey(t *testing.T, f *fixture) {
 	requireValue(t, []byte("real"), l.Value, "the foreign key is skipped")
 	require.NoError(t, q.Ack(f.ctx, f.db, l))
 	require.Equal(t, []byte("x"), f.get(t, foreign), "and left alone")
+}
+
+// countingDB reports every Transact on the database it wraps.
+type countingDB struct {
+	kv.Database
+	calls chan<- struct{}
+}
+
+// Transact reports the call, then runs fn on the wrapped database.
+func (d countingDB) Transact(ctx context.Context, fn func(kv.Transaction) error) error {
+	select {
+	case d.calls <- struct{}{}:
+	default: // nobody counting any more
+	}
+	return d.Database.Transact(ctx, fn)
+}
+
+// testJobLeaseWaitLatest: a LeaseWait whose earliest job vests at the
+// latest time a job can carry sleeps (it arms its timer) instead of
+// polling: computing the wake-up time as a microsecond count plus one
+// overflowed there, making the wait negative, so LeaseWait ran one
+// transaction after another. The check counts LeaseWait's transactions
+// and fails if it runs a few without arming a timer.
+func testJobLeaseWaitLatest(t *testing.T, f *fixture) {
+	c := newJobClock()
+	c.armed = make(chan time.Duration, 16)
+	q, _ := f.jobQueue(t, "wait-latest", fdbqueue.JobQueueConfig{Choice: 1, Clock: c})
+	f.add(t, q, fdbqueue.Job{Value: []byte("latest"), RunAt: time.UnixMicro(math.MaxInt64)})
+	calls := make(chan struct{}, 64)
+	ctx, cancel := context.WithCancel(f.ctx)
+	defer cancel() // a failing check stops the waiter
+	done := make(chan error, 1)
+	go func() {
+		_, err := q.LeaseWait(ctx, countingDB{Database: f.db, calls: calls}, 1, time.Minute)
+		done <- err
+	}()
+	for n := 0; ; {
+		select {
+		case d := <-c.armed:
+			require.Positive(t, d, "the timer is for a time after now")
+			cancel()
+			require.ErrorIs(t, <-done, context.Canceled)
+			f.requireStats(t, q, fdbqueue.JobStats{Queued: 1, Delayed: 1})
+			return
+		case <-calls:
+			n++
+			require.Less(t, n, 5, "LeaseWait ran %d transactions without sleeping: it polls", n)
+		case <-f.ctx.Done():
+			cancel()
+			require.FailNow(t, "LeaseWait neither slept nor polled")
+		}
+	}
 }
