@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/fdbqueue/fdbqueue/kv"
@@ -198,7 +199,11 @@ type Job struct {
 	Value []byte
 	// Delay makes the job due Delay after it is added. RunAt, if not zero,
 	// makes it due at RunAt instead (a past RunAt is due at once, and
-	// ordered by that time).
+	// ordered by that time). Vesting times are kept in Unix microseconds,
+	// a future one rounded up (never due early); a RunAt outside what an
+	// int64 of them holds (before time.UnixMicro(math.MinInt64) or after
+	// time.UnixMicro(math.MaxInt64), years −290,308 and 294,247) fails
+	// with ErrInvalidArgument.
 	Delay time.Duration
 	RunAt time.Time
 	// Priority orders jobs with the same vesting time: higher first.
@@ -211,6 +216,14 @@ type Job struct {
 	// MaxAttempts overrides the queue's default when positive.
 	MaxAttempts int
 }
+
+// The earliest and latest RunAt a Job may carry: the Unix-microsecond
+// range of an int64, in which the queue keys vesting times (beyond it,
+// time.Time.UnixMicro wraps around).
+var (
+	minRunAt = time.UnixMicro(math.MinInt64)
+	maxRunAt = time.UnixMicro(math.MaxInt64)
+)
 
 // AddResult says what Add did with one job.
 type AddResult struct {
@@ -271,6 +284,9 @@ func (q *JobQueue) AddBatch(ctx context.Context, t kv.Transactor, jobs []Job, op
 		}
 		if j.MaxAttempts < 0 {
 			return nil, fmt.Errorf("%w: job %d: max attempts %d", ErrInvalidArgument, i, j.MaxAttempts)
+		}
+		if !j.RunAt.IsZero() && (j.RunAt.Before(minRunAt) || j.RunAt.After(maxRunAt)) {
+			return nil, fmt.Errorf("%w: job %d: run-at time %v outside %v to %v", ErrInvalidArgument, i, j.RunAt, minRunAt, maxRunAt)
 		}
 	}
 	t = q.journal.track.observe("add", t)
@@ -372,7 +388,7 @@ func (q *JobQueue) writeNew(tr kv.Transaction, id JobID, j Job, now time.Time) {
 	}
 	m := jobMeta{
 		id:          id,
-		vest:        vest.UnixMicro(),
+		vest:        vestMicros(vest, now),
 		prio:        j.Priority,
 		maxAttempts: j.MaxAttempts,
 		unique:      []byte(j.UniqueKey),
@@ -392,6 +408,19 @@ func (q *JobQueue) writeNew(tr kv.Transaction, id JobID, j Job, now time.Time) {
 	q.put(tr, m)
 	tr.Add(q.total, one)
 	q.bucket(tr, "p", m.vest, 1)
+}
+
+// vestMicros returns the vesting time, in the Unix microseconds the keys
+// hold, of a job due at t: rounded up when t is in the future, so that a
+// job is never due before its time (truncating would make a job due up to
+// a microsecond early), and down otherwise, so that a job due now is due
+// at once. t must lie within minRunAt..maxRunAt.
+func vestMicros(t, now time.Time) int64 {
+	us := t.UnixMicro()
+	if t.After(now) && t.After(time.UnixMicro(us)) {
+		us++
+	}
+	return us
 }
 
 // jobMeta is a job's record: everything but its value. It is stored at the

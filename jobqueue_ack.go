@@ -153,7 +153,7 @@ func (q *JobQueue) Nack(ctx context.Context, t kv.Transactor, l Lease, no NackOp
 		q.unbucket(tr, m)
 		tr.Add(q.leased, minusOne)
 		m.lease = nil
-		m.vest = now.Add(max(delay, 0)).UnixMicro()
+		m.vest = vestMicros(now.Add(max(delay, 0)), now)
 		m.reason = cutReason(no.Reason)
 		q.put(tr, m)
 		q.bucket(tr, "p", m.vest, 1)

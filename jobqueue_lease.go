@@ -205,8 +205,9 @@ func (q *JobQueue) sleep(ctx context.Context, r leaseResult) error {
 	defer r.watch.Cancel()
 	var timer <-chan time.Time
 	if r.earliest != 0 {
-		// Wake just after the earliest vesting time.
-		wait := time.UnixMicro(r.earliest + 1).Sub(q.cfg.Clock.Now())
+		// Wake just after the earliest vesting time (adding to the time,
+		// not to the microsecond count, which overflows at the latest).
+		wait := time.UnixMicro(r.earliest).Add(time.Microsecond).Sub(q.cfg.Clock.Now())
 		if wait <= 0 {
 			return nil
 		}

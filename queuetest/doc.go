@@ -4,8 +4,13 @@
 // limits, values at every accepted limit, exactly-once under injected commit
 // faults, the staged dequeue in both serving modes (waiters woken by
 // watches), Recover after expired claims, depth counters that stay exact
-// (every drain checks that Depth reads zero), and every typed error the
-// public API documents.
+// (every drain checks that Depth reads zero), every typed error the
+// public API documents, and the JobQueue (area Jobs): leases, delays and
+// run-at times to the microsecond, order, unique keys, attempts and dead
+// letters, expired and extended leases, Nack's backoff, Ack in the
+// caller's transaction, the conflicts each operation promises, LeaseWait,
+// Stats after every step, the worker pool, commit faults, and values,
+// unique keys and batches at their limits.
 //
 // It is written only against kv.Database and the public API of fdbqueue, so
 // the checks that pass on memdb can be run unchanged against FoundationDB
@@ -24,13 +29,17 @@
 //
 // Time: the suite never moves the backend's clock. Claim deadlines and
 // journal expiry are computed with the queues' own clocks (fdbqueue.WithClock),
-// which the suite controls, so the checks of expiry run the same on an
-// embedded engine and on a real cluster, without sleeping.
+// and a JobQueue's vesting times, deadlines, backoffs and LeaseWait timers
+// with its JobQueueConfig.Clock; the suite controls both, so the checks of
+// expiry run the same on an embedded engine and on a real cluster,
+// without sleeping.
 //
 // Synchronisation: a check that needs a staged waiter to be asleep before it
 // enqueues wraps the harness's database and learns, from the waiter's own
 // transactions, when a transaction that armed watches has committed (see
-// watchObserver). No check sleeps to wait for another goroutine.
+// watchObserver); a JobQueue's LeaseWait is known asleep when it arms its
+// timer on the suite's clock. No check sleeps to wait for another
+// goroutine.
 //
 // Cost: the suite writes values of up to 100,000 bytes and batches of up to
 // a few MB. On memdb it runs in seconds; big values use few items.

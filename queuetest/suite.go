@@ -33,6 +33,7 @@ func RunLayerTests(t *testing.T, newHarness HarnessMaker) {
 		{"Staged", stagedChecks()},
 		{"Recover", recoverChecks()},
 		{"Errors", errorChecks()},
+		{"Jobs", jobChecks()},
 	}
 	for _, area := range areas {
 		t.Run(area.name, func(t *testing.T) {

@@ -1,0 +1,222 @@
+package queuetest
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/fdbqueue/fdbqueue"
+	"github.com/fdbqueue/fdbqueue/kv"
+)
+
+// jobFaultChecks: every JobQueue operation whose first commit fails with
+// a conflict or with commit_unknown_result (applied or not) takes effect
+// once and returns the first attempt's result: run on its own
+// transactions (the journal), and inside the caller's retry loop with a
+// WithOpID made once. They skip when the harness cannot inject faults.
+func jobFaultChecks() []check {
+	var cs []check
+	for _, fk := range faultKinds {
+		for _, op := range jobFaultOps() {
+			cs = append(cs, check{"Faults/" + op.name + "/" + fk.name, func(t *testing.T, f *fixture) {
+				fi := f.faults(t)
+				op.run(t, f, func() { fi.FailNextCommit(fk.err, fk.applied) })
+			}})
+		}
+		cs = append(cs, check{"Faults/LeaseRecoveredByOpID/" + fk.name, func(t *testing.T, f *fixture) { testJobLeaseByOpID(t, f, fk) }})
+	}
+	return cs
+}
+
+func jobFaultOps() []layerOp {
+	return []layerOp{
+		{"Add", func(t *testing.T, f *fixture, inject func()) {
+			q, _ := f.jobQueue(t, "fault", fdbqueue.JobQueueConfig{Choice: 1})
+			inject()
+			r, err := q.Add(f.ctx, f.db, fdbqueue.Job{Value: []byte("v"), UniqueKey: "k"})
+			require.NoError(t, err, "Add retries the injected failure")
+			require.False(t, r.Duplicate, "the retry returns the first attempt's result, not a duplicate of itself")
+			f.requireStats(t, q, fdbqueue.JobStats{Queued: 1, Due: 1}, "added exactly once")
+			l := f.leaseOne(t, q, time.Minute)
+			require.Equal(t, r.ID, l.JobID, "the ID returned is the job's")
+			require.NoError(t, q.Ack(f.ctx, f.db, l))
+			f.requireNothingDue(t, q)
+		}},
+		{"AddBatch", func(t *testing.T, f *fixture, inject func()) {
+			q, _ := f.jobQueue(t, "fault", fdbqueue.JobQueueConfig{Choice: 1})
+			inject()
+			rs, err := q.AddBatch(f.ctx, f.db, []fdbqueue.Job{{Value: []byte("a"), Priority: 3}, {Value: []byte("b"), Priority: 2}, {Value: []byte("c"), Priority: 1}})
+			require.NoError(t, err)
+			require.Len(t, rs, 3)
+			f.requireStats(t, q, fdbqueue.JobStats{Queued: 3, Due: 3})
+			ls := f.leaseAll(t, q, 10)
+			require.Equal(t, []string{"a", "b", "c"}, leaseValues(ls), "the batch is added exactly once")
+			for i, l := range ls {
+				require.Equal(t, rs[i].ID, l.JobID)
+			}
+		}},
+		{"AddWithOpIDInCallerLoop", testJobAddCallerLoop},
+		{"Lease", func(t *testing.T, f *fixture, inject func()) {
+			q, _ := f.jobQueue(t, "fault", fdbqueue.JobQueueConfig{Choice: 1})
+			_, err := q.AddBatch(f.ctx, f.db, []fdbqueue.Job{{Value: []byte("a"), Priority: 1}, {Value: []byte("b")}})
+			require.NoError(t, err)
+			inject()
+			l := f.leaseOne(t, q, time.Minute)
+			requireValue(t, []byte("a"), l.Value)
+			require.Equal(t, 1, l.Attempt, "one lease, one attempt")
+			f.requireStats(t, q, fdbqueue.JobStats{Queued: 1, Due: 1, Leased: 1}, "leased exactly once")
+			require.NoError(t, q.Ack(f.ctx, f.db, l), "the lease returned is the job's")
+			l = f.leaseOne(t, q, time.Minute)
+			requireValue(t, []byte("b"), l.Value)
+			require.Equal(t, 1, l.Attempt)
+			require.NoError(t, q.Ack(f.ctx, f.db, l))
+			f.requireStats(t, q, fdbqueue.JobStats{})
+		}},
+		{"Ack", func(t *testing.T, f *fixture, inject func()) {
+			q, _ := f.jobQueue(t, "fault", fdbqueue.JobQueueConfig{Choice: 1})
+			f.add(t, q, fdbqueue.Job{Value: []byte("a"), UniqueKey: "k"})
+			l := f.leaseOne(t, q, time.Minute)
+			inject()
+			require.NoError(t, q.Ack(f.ctx, f.db, l), "the retry finds the ack applied, or applies it")
+			f.requireStats(t, q, fdbqueue.JobStats{})
+			require.ErrorIs(t, q.Ack(f.ctx, f.db, l), fdbqueue.ErrLeaseLost)
+			f.requireNoJobKeys(t, q)
+		}},
+		{"AckWithOpIDInCallerLoop", testJobAckCallerLoop},
+		{"Nack", func(t *testing.T, f *fixture, inject func()) {
+			q, _ := f.jobQueue(t, "fault", fdbqueue.JobQueueConfig{Choice: 1})
+			f.add(t, q, fdbqueue.Job{Value: []byte("a"), MaxAttempts: 2})
+			l := f.leaseOne(t, q, time.Minute)
+			inject()
+			dead, err := q.Nack(f.ctx, f.db, l, fdbqueue.NackOptions{Delay: -1, Reason: "once"})
+			require.NoError(t, err)
+			require.False(t, dead)
+			f.requireStats(t, q, fdbqueue.JobStats{Queued: 1, Due: 1})
+			l = f.leaseOne(t, q, time.Minute)
+			require.Equal(t, 2, l.Attempt)
+			require.Equal(t, "once", l.Reason)
+			inject()
+			dead, err = q.Nack(f.ctx, f.db, l, fdbqueue.NackOptions{Reason: "last"})
+			require.NoError(t, err)
+			require.True(t, dead, "the retry returns the first attempt's result")
+			f.requireStats(t, q, fdbqueue.JobStats{Dead: 1}, "dead-lettered exactly once")
+		}},
+		{"Extend", func(t *testing.T, f *fixture, inject func()) {
+			q, c := f.jobQueue(t, "fault", fdbqueue.JobQueueConfig{Choice: 1})
+			f.add(t, q, fdbqueue.Job{Value: []byte("a")})
+			l := f.leaseOne(t, q, time.Minute)
+			inject()
+			l, err := q.Extend(f.ctx, f.db, l, time.Hour)
+			require.NoError(t, err)
+			require.Equal(t, c.Now().Add(time.Hour).UnixMicro(), l.Deadline.UnixMicro())
+			f.requireStats(t, q, fdbqueue.JobStats{Leased: 1})
+			c.Advance(time.Hour - time.Microsecond)
+			f.requireNothingDue(t, q, "extended")
+			require.NoError(t, q.Ack(f.ctx, f.db, l))
+			f.requireStats(t, q, fdbqueue.JobStats{})
+			f.requireNoJobKeys(t, q)
+		}},
+		{"RequeueAndDeleteDead", func(t *testing.T, f *fixture, inject func()) {
+			q, _ := f.jobQueue(t, "fault", fdbqueue.JobQueueConfig{Choice: 1, MaxAttempts: 1})
+			rs, err := q.AddBatch(f.ctx, f.db, []fdbqueue.Job{{Value: []byte("a"), Priority: 1}, {Value: []byte("b")}})
+			require.NoError(t, err)
+			for range 2 {
+				dead, err := q.Nack(f.ctx, f.db, f.leaseOne(t, q, time.Minute), fdbqueue.NackOptions{})
+				require.NoError(t, err)
+				require.True(t, dead)
+			}
+			inject()
+			require.NoError(t, q.Requeue(f.ctx, f.db, rs[0].ID))
+			f.requireStats(t, q, fdbqueue.JobStats{Queued: 1, Due: 1, Dead: 1}, "requeued exactly once")
+			inject()
+			require.NoError(t, q.DeleteDead(f.ctx, f.db, rs[1].ID))
+			f.requireStats(t, q, fdbqueue.JobStats{Queued: 1, Due: 1}, "deleted exactly once")
+			require.Equal(t, []string{"a"}, leaseValues(f.leaseAll(t, q, 10)))
+		}},
+	}
+}
+
+// testJobAddCallerLoop: an Add in the caller's retry loop with an ID made
+// once outside it adds the job once, with the caller's write, and every
+// attempt after an applied one returns the first attempt's result.
+func testJobAddCallerLoop(t *testing.T, f *fixture, inject func()) {
+	q, c := f.jobQueue(t, "fault", fdbqueue.JobQueueConfig{Choice: 1})
+	mark := f.key("mark")
+	id := c.opID()
+	var results []fdbqueue.AddResult
+	inject()
+	require.NoError(t, f.db.Transact(f.ctx, func(tr kv.Transaction) error {
+		tr.Set(mark, []byte("done"))
+		r, err := q.Add(f.ctx, tr, fdbqueue.Job{Value: []byte("once"), UniqueKey: "k"}, fdbqueue.WithOpID(id))
+		results = append(results, r)
+		return err
+	}))
+	require.Len(t, results, 2, "the caller's loop retried the injected failure")
+	last := results[len(results)-1]
+	require.False(t, last.Duplicate, "the retry reports the first attempt's add, not a duplicate")
+	require.Equal(t, []byte("done"), f.get(t, mark))
+	f.requireStats(t, q, fdbqueue.JobStats{Queued: 1, Due: 1}, "added exactly once")
+	l := f.leaseOne(t, q, time.Minute)
+	require.Equal(t, last.ID, l.JobID)
+	requireValue(t, []byte("once"), l.Value)
+}
+
+// testJobAckCallerLoop: an Ack with the job's write in the caller's retry
+// loop, with an ID made once outside it: the write and the ack take effect
+// once, whatever the first commit did. The write is keyed by the job, as
+// ExampleJobQueue_Ack writes it: a retry after an applied commit runs the
+// caller's function again.
+func testJobAckCallerLoop(t *testing.T, f *fixture, inject func()) {
+	q, c := f.jobQueue(t, "fault", fdbqueue.JobQueueConfig{Choice: 1})
+	f.add(t, q, fdbqueue.Job{Value: []byte("job")})
+	l := f.leaseOne(t, q, time.Minute)
+	effect := f.key("effect/" + l.JobID.String())
+	id := c.opID()
+	runs := 0
+	inject()
+	require.NoError(t, f.db.Transact(f.ctx, func(tr kv.Transaction) error {
+		runs++
+		tr.Set(effect, l.ID[:])
+		return q.Ack(f.ctx, tr, l, fdbqueue.WithOpID(id))
+	}))
+	require.Equal(t, 2, runs, "the caller's loop retried the injected failure")
+	require.Equal(t, l.ID[:], f.get(t, effect))
+	f.requireStats(t, q, fdbqueue.JobStats{})
+	require.ErrorIs(t, q.Ack(f.ctx, f.db, l), fdbqueue.ErrLeaseLost)
+	f.requireNoJobKeys(t, q)
+}
+
+// testJobLeaseByOpID: a Lease in the caller's transaction, whose commit
+// fails, called again with the same ID: if the commit applied, the same
+// lease (same lease ID) comes back; if not, the job is leased now. Either
+// way it is leased once, with one attempt counted.
+func testJobLeaseByOpID(t *testing.T, f *fixture, fk fault) {
+	fi := f.faults(t)
+	q, c := f.jobQueue(t, "recover", fdbqueue.JobQueueConfig{Choice: 1})
+	f.add(t, q, fdbqueue.Job{Value: []byte("a"), Priority: 1})
+	f.add(t, q, fdbqueue.Job{Value: []byte("b")})
+	id := c.opID()
+	tr, err := f.db.CreateTransaction(f.ctx)
+	require.NoError(t, err)
+	ls, err := q.Lease(f.ctx, tr, 1, time.Minute, fdbqueue.WithOpID(id))
+	require.NoError(t, err)
+	require.Len(t, ls, 1)
+	fi.FailNextCommit(fk.err, fk.applied)
+	err = tr.Commit()
+	require.ErrorIs(t, err, fk.err)
+	again, err := q.Lease(f.ctx, f.db, 1, time.Minute, fdbqueue.WithOpID(id))
+	require.NoError(t, err, "Lease again with the same ID")
+	require.Len(t, again, 1)
+	require.Equal(t, ls[0].JobID, again[0].JobID, "the same job")
+	requireValue(t, []byte("a"), again[0].Value)
+	require.Equal(t, 1, again[0].Attempt, "one attempt counted")
+	if fk.applied {
+		require.Equal(t, ls[0].ID, again[0].ID, "the applied lease is returned, not a new one")
+		require.NoError(t, q.Ack(f.ctx, f.db, ls[0]), "the first attempt's lease holds the job")
+	} else {
+		require.NoError(t, q.Ack(f.ctx, f.db, again[0]))
+	}
+	f.requireStats(t, q, fdbqueue.JobStats{Queued: 1, Due: 1})
+	require.Equal(t, []string{"b"}, leaseValues(f.leaseAll(t, q, 10)))
+}
