@@ -56,7 +56,12 @@ func (q *JobQueue) leaseKey(l Lease) []byte {
 // Ack completes the leased job: it deletes the job, its value and its
 // unique key. Call it inside the transaction that writes the job's
 // effects (with WithOpID, made once per job) and the effects and the ack
-// commit together, exactly once; see ExampleJobQueue_Ack.
+// commit together; see ExampleJobQueue_Ack. The ack takes effect exactly
+// once; the effects do too if they are idempotent writes (a Set, a Clear).
+// After commit_unknown_result your retry loop runs your function again and
+// Ack returns nil from its record, so an effect that is not idempotent (an
+// atomic add) would apply twice: guard it with a read of a key the first
+// attempt wrote.
 //
 // It fails with ErrLeaseLost if the job no longer carries this lease: the
 // lease expired and another consumer leased the job (or it was acked,
