@@ -24,12 +24,15 @@ import (
 //
 // The points are kept in a two-level layout: chunks of up to chunkMax
 // points in key order, and an index of each chunk's first key. Each chunk
-// keeps an upper bound of its versions, so a range check skips, at O(1)
+// has an upper bound of its versions, so a range check skips, at O(1)
 // each, the chunks written at or before its read version (FoundationDB's
 // resolver keeps per-node maximum versions in its skip list for the same
-// reason: fdbserver/SkipList.cpp). Both levels search abbreviated keys
-// (see keyArr) rather than strings, so a lookup costs two short integer
-// binary searches however many points there are.
+// reason: fdbserver/resolver/ConflictSet.cpp, class SkipList). Both
+// levels search abbreviated keys (see keyArr), so finding the step that
+// holds a key costs two binary searches over integers, about log2 n steps
+// in all, and rarely a string comparison: a few nanoseconds at 200,000
+// points (BenchmarkResolverConflicts, and conflict-missing in
+// BenchmarkClearsAfterReadVersion).
 type resolver struct {
 	top    keyArr    // top.keys[i] is chunks[i].keys[0]
 	chunks []*rchunk // none is empty
