@@ -235,14 +235,20 @@ func (r *resolver) insert(k string, v int64) {
 		r.top.set(ci, k)
 	}
 	if len(c.keys) > chunkMax {
-		r.split(ci)
+		r.split(ci, j == len(c.keys)-1)
 	}
 }
 
-// split moves the upper half of chunks[ci] into a new chunk after it.
-func (r *resolver) split(ci int) {
+// split moves the upper half of chunks[ci] into a new chunk after it, or
+// only its last eighth when the point just inserted was its last: keys
+// recorded in ascending order (a queue's head moving on) then leave chunks
+// mostly full rather than half full.
+func (r *resolver) split(ci int, last bool) {
 	c := r.chunks[ci]
 	h := len(c.keys) / 2
+	if last {
+		h = len(c.keys) - len(c.keys)/8
+	}
 	hi := &rchunk{vers: make([]int64, 0, chunkMax+1)}
 	hi.load(c.keys[h:])
 	hi.vers = append(hi.vers, c.vers[h:]...)
