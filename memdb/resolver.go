@@ -52,10 +52,12 @@ type resolver struct {
 }
 
 // chunkMax is the most points a chunk holds; a full chunk splits in two.
-// gc packs chunks to chunkFill, leaving room to insert.
+// gc packs chunks to chunkFill, leaving room to insert. A chunk's arrays
+// have room for chunkCap points: a write adds up to two before the split.
 const (
 	chunkMax  = 128
 	chunkFill = chunkMax * 3 / 4
+	chunkCap  = chunkMax + 2
 )
 
 // rchunk is a run of consecutive boundary points.
@@ -140,6 +142,9 @@ func (r *resolver) write(begin, end []byte, v int64) {
 	}
 	r.maxV = v
 	bk, ek := ukey(begin), ukey(end)
+	if isPointRange(begin, end) && r.writePoint(bk, ek, v) {
+		return
+	}
 	// The step containing end (its version continues after the range) and
 	// where the points at or after end start.
 	var after int64
@@ -166,6 +171,51 @@ func (r *resolver) write(begin, end []byte, v int64) {
 	if !atEnd {
 		r.insert(ek, after)
 	}
+}
+
+// writePoint is write of [k, k+\x00) (ek), the range of a single key,
+// which has no point strictly inside it: one search of each level finds
+// the step containing k, and one insertion into its chunk adds k, ek or
+// both. It reports false, having done nothing, when k precedes every
+// point.
+func (r *resolver) writePoint(k, ek string, v int64) bool {
+	ci := r.top.upper(k) - 1
+	if ci < 0 {
+		return false
+	}
+	c := r.chunks[ci]
+	j := c.upper(k) - 1
+	// The point after k, if any, is the next in key order.
+	atEnd := false
+	if j+1 < len(c.keys) {
+		atEnd = c.keys[j+1] == ek
+	} else if ci+1 < len(r.chunks) {
+		atEnd = r.top.keys[ci+1] == ek
+	}
+	// ek's step, unless it has its own point, is k's step before this write.
+	after := c.vers[j]
+	r.cmax[ci] = max(r.cmax[ci], v)
+	n := len(c.keys)
+	switch {
+	case c.keys[j] == k && atEnd:
+		c.vers[j] = v
+		return true
+	case c.keys[j] == k:
+		c.vers[j] = v
+		c.insert(j+1, ek)
+		c.vers = slices.Insert(c.vers, j+1, after)
+	case atEnd:
+		c.insert(j+1, k)
+		c.vers = slices.Insert(c.vers, j+1, v)
+	default:
+		c.insert(j+1, k, ek)
+		c.vers = slices.Insert(c.vers, j+1, v, after)
+	}
+	r.n += len(c.keys) - n
+	if len(c.keys) > chunkMax {
+		r.split(ci, j == n-1) // the new points came last
+	}
+	return true
 }
 
 // deleteRange removes the points from position (cb, jb) up to, not
@@ -217,7 +267,8 @@ func (r *resolver) fixChunks(lo, hi int) {
 func (r *resolver) insert(k string, v int64) {
 	r.n++
 	if len(r.chunks) == 0 {
-		c := &rchunk{}
+		c := &rchunk{keyArr: keyArr{keys: make([]string, 0, chunkCap), ab: make([]uint64, 0, chunkCap)},
+			vers: make([]int64, 0, chunkCap)}
 		c.insert(0, k)
 		c.vers = append(c.vers, v)
 		r.chunks = append(r.chunks, c)
@@ -249,7 +300,7 @@ func (r *resolver) split(ci int, last bool) {
 	if last {
 		h = len(c.keys) - len(c.keys)/8
 	}
-	hi := &rchunk{vers: make([]int64, 0, chunkMax+1)}
+	hi := &rchunk{vers: make([]int64, 0, chunkCap)}
 	hi.load(c.keys[h:])
 	hi.vers = append(hi.vers, c.vers[h:]...)
 	c.remove(h, len(c.keys))
@@ -298,7 +349,7 @@ func (r *resolver) gc(horizon int64) {
 	r.chunks, r.cmax, r.top = nil, nil, keyArr{}
 	for i := 0; i < len(keys); i += chunkFill {
 		j := min(i+chunkFill, len(keys))
-		c := &rchunk{vers: make([]int64, 0, chunkMax+1)}
+		c := &rchunk{vers: make([]int64, 0, chunkCap)}
 		c.load(keys[i:j])
 		c.vers = append(c.vers, vers[i:j]...)
 		r.chunks = append(r.chunks, c)
@@ -402,7 +453,7 @@ func (a *keyArr) lower(x string) int {
 // a.keys itself).
 func (a *keyArr) load(keys []string) {
 	if cap(a.keys) < len(keys) {
-		a.keys = make([]string, 0, max(len(keys), chunkMax+1))
+		a.keys = make([]string, 0, max(len(keys), chunkCap))
 		a.ab = make([]uint64, 0, cap(a.keys))
 	}
 	a.keys = append(a.keys[:0], keys...)
@@ -420,14 +471,17 @@ func (a *keyArr) reabbrev() {
 	}
 }
 
-// insert puts k at position i, which keeps the keys in order.
-func (a *keyArr) insert(i int, k string) {
+// insert puts ks at position i, which keeps the keys in order.
+func (a *keyArr) insert(i int, ks ...string) {
 	if len(a.keys) == 0 {
-		a.p = k
+		a.p = ks[0]
 	}
-	a.keys = slices.Insert(a.keys, i, k)
-	a.ab = slices.Insert(a.ab, i, 0)
-	a.fix(i)
+	a.keys = slices.Insert(a.keys, i, ks...)
+	var zero [2]uint64
+	a.ab = slices.Insert(a.ab, i, zero[:len(ks)]...)
+	for j := range ks {
+		a.fix(i + j)
+	}
 }
 
 // set replaces the key at position i with k, which keeps the keys in order.
