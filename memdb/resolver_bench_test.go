@@ -11,7 +11,8 @@ import (
 // points, all written after the read version), at positions that change
 // from one check to the next: unlike conflict-missing in
 // BenchmarkClearsAfterReadVersion, whose read lies outside the cleared
-// keys, every check searches the points.
+// keys, every check searches the points. wide checks one range over all
+// the points, written before the read version.
 func BenchmarkResolverConflicts(b *testing.B) {
 	for _, n := range []int{10, 1_000, 100_000} {
 		res := newResolver()
@@ -26,6 +27,20 @@ func BenchmarkResolverConflicts(b *testing.B) {
 			k := fmt.Appendf(nil, "k/%08d\x01", r.IntN(n))
 			qs = append(qs, [2][]byte{k, append(k, 0)})
 		}
+		b.Run(fmt.Sprintf("wide/points=%d", 2*n), func(b *testing.B) {
+			// A range over every point, all written at or before the read
+			// version; a later write elsewhere keeps the check from
+			// stopping at maxV.
+			res.write([]byte("z"), []byte("z\x00"), int64(20+n))
+			rv := int64(10 + n)
+			b.ReportAllocs()
+			defer reportCPU(b)()
+			for i := 0; i < b.N; i++ {
+				if res.conflicts([]byte("k/"), []byte("k0"), rv) {
+					b.Fatal("conflict")
+				}
+			}
+		})
 		b.Run(fmt.Sprintf("points=%d", 2*n), func(b *testing.B) {
 			b.ReportAllocs()
 			defer reportCPU(b)()
