@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"sync/atomic"
+	"time"
 
 	"github.com/fdbqueue/fdbqueue/kv"
 )
@@ -95,6 +96,14 @@ func (tx *transaction) get(key []byte, snap bool) kv.FutureValue {
 		}
 		tx.rc = c
 		f := tx.newFutureLocked()
+		if ops == nil && ok && len(v) <= arenaSize-int(tx.arenaUsed) {
+			// A small value (a layer's stored configuration) is copied
+			// into the transaction's arena, whose bytes are handed out
+			// once: no allocation.
+			f.val = tx.copyLocked(v)
+			tx.mu.Unlock()
+			return f
+		}
 		tx.mu.Unlock()
 		if ops != nil {
 			v, ok = foldOps(v, ok, ops)
@@ -158,7 +167,7 @@ func (tx *transaction) getRange(r kv.KeyRange, opts kv.RangeOptions, snap bool) 
 		b, e, err = nil, nil, nil
 	}
 	if err == nil {
-		b, e, _ = copyBounds(b, e, rr.bounds[:])
+		b, e, _ = copyBounds(b, e, rr.buf[:])
 	}
 	if opts.Limit < 0 && err == nil {
 		err = kv.ErrClientInvalidOp
@@ -166,7 +175,12 @@ func (tx *transaction) getRange(r kv.KeyRange, opts kv.RangeOptions, snap bool) 
 	rr.b, rr.e, rr.err = b, e, err
 	if err == nil {
 		rr.first.kvs = rr.row[:0:1]
-		tx.issueBatch(&rr.first, b, e, batchSize(opts, opts.Limit, firstBatch), opts.Reverse, snap)
+		var spare []byte
+		if n := len(b) + len(e); n <= len(rr.buf) {
+			// The rest of buf takes the first rows' bytes.
+			spare = rr.buf[n:]
+		}
+		tx.issueBatch(&rr.first, spare, b, e, batchSize(opts, opts.Limit, firstBatch), opts.Reverse, snap)
 	}
 	return rr
 }
@@ -203,14 +217,15 @@ func (bt *batch) wait() {
 	}
 }
 
-// issueBatch starts reading up to n rows (0: all) of [b, e). Without a
+// issueBatch starts reading up to n rows (0: all) of [b, e), their bytes
+// in spare while they fit. Without a
 // latency model it reads at once; with one, in a goroutine that Commit
 // waits for, as FDB's commit waits for the reads issued before it
 // (RYWImpl::commit waits on ryw->reading).
-func (tx *transaction) issueBatch(bt *batch, b, e []byte, n int, reverse, snap bool) {
+func (tx *transaction) issueBatch(bt *batch, spare, b, e []byte, n int, reverse, snap bool) {
 	dst := bt.kvs
 	if !tx.db.latency {
-		bt.kvs, bt.limited, bt.err = tx.readRangeInto(dst, b, e, n, reverse, snap)
+		bt.kvs, bt.limited, bt.err = tx.readRangeInto(dst, spare, b, e, n, reverse, snap)
 		return
 	}
 	bt.done = make(chan struct{})
@@ -220,7 +235,7 @@ func (tx *transaction) issueBatch(bt *batch, b, e []byte, n int, reverse, snap b
 	go func() {
 		defer close(bt.done)
 		defer tx.endRead()
-		bt.kvs, bt.limited, bt.err = tx.readRangeInto(dst, b, e, n, reverse, snap)
+		bt.kvs, bt.limited, bt.err = tx.readRangeInto(dst, spare, b, e, n, reverse, snap)
 	}()
 }
 
@@ -228,23 +243,27 @@ func (tx *transaction) issueBatch(bt *batch, b, e []byte, n int, reverse, snap b
 //
 // It holds inline what a small read needs, each part handed out at most
 // once and never reused: the bounds' copies, the first batch's first row
-// and the first consumer's iterator.
+// and its bytes (a queue's head or tail read), and the first consumer's
+// iterator.
 type rangeResult struct {
-	tx     *transaction
-	b, e   []byte
-	opts   kv.RangeOptions
-	err    error
-	first  batch
-	snap   bool
-	taken  atomic.Bool // the first batch was handed to a consumer
-	it     rangeIter   // the first consumer's iterator
-	row    [1]kv.KeyValue
-	bounds [boundsInline]byte
+	tx    *transaction
+	b, e  []byte
+	opts  kv.RangeOptions
+	err   error
+	first batch
+	snap  bool
+	taken atomic.Bool // the first batch was handed to a consumer
+	it    rangeIter   // the first consumer's iterator
+	row   [1]kv.KeyValue
+	// buf holds the bounds' copies, then (first.spare) the first rows'
+	// keys and values while they fit.
+	buf [resultInline]byte
 }
 
-// boundsInline is the room in a rangeResult for its bounds (the
-// rangeResult is then 384 bytes, a size class).
-const boundsInline = 48
+// resultInline is the room in a rangeResult for its bounds and first rows
+// (the rangeResult is then 480 bytes, a size class: one allocation for a
+// small range read instead of two).
+const resultInline = 144
 
 // GetSlice reads the whole (limited) range: the first batch, then the rest
 // in one more read. A second consumer reads the range again.
@@ -388,12 +407,16 @@ func (it *rangeIter) Err() error { return it.err }
 // read conflict range the result depended on. limited reports whether the
 // limit was reached.
 func (tx *transaction) readRange(b, e []byte, limit int, reverse, snap bool) ([]kv.KeyValue, bool, error) {
-	return tx.readRangeInto(nil, b, e, limit, reverse, snap)
+	return tx.readRangeInto(nil, nil, b, e, limit, reverse, snap)
 }
 
 // readRangeInto is readRange appending to dst (empty), whose array the
-// result uses while it has room.
-func (tx *transaction) readRangeInto(dst []kv.KeyValue, b, e []byte, limit int, reverse, snap bool) ([]kv.KeyValue, bool, error) {
+// result uses while it has room, and copying the rows' bytes into spare
+// while it has room.
+func (tx *transaction) readRangeInto(dst []kv.KeyValue, spare, b, e []byte, limit int, reverse, snap bool) ([]kv.KeyValue, bool, error) {
+	if !tx.db.latency {
+		return tx.readRangeNow(dst, spare, b, e, limit, reverse, snap)
+	}
 	tx.mu.Lock()
 	gen := tx.gen
 	err := tx.checkLocked()
@@ -409,10 +432,8 @@ func (tx *transaction) readRangeInto(dst []kv.KeyValue, b, e []byte, limit int, 
 	if err != nil {
 		return nil, false, err
 	}
-	if db.latency {
-		if err := tx.sleep(db.rng.sample(db.cfg.latency.Read)); err != nil {
-			return nil, false, err
-		}
+	if err := tx.sleep(db.rng.sample(db.cfg.latency.Read)); err != nil {
+		return nil, false, err
 	}
 	tx.mu.Lock()
 	defer tx.mu.Unlock()
@@ -422,17 +443,43 @@ func (tx *transaction) readRangeInto(dst []kv.KeyValue, b, e []byte, limit int, 
 	if err := tx.checkLocked(); err != nil {
 		return nil, false, err
 	}
+	return tx.readStoreLocked(dst, spare, b, e, limit, reverse, snap, rv, grvTime, false)
+}
+
+// readRangeNow is readRangeInto without a latency model: the whole read
+// under one hold of tx.mu, which also obtains the read version if needed.
+func (tx *transaction) readRangeNow(dst []kv.KeyValue, spare, b, e []byte, limit int, reverse, snap bool) ([]kv.KeyValue, bool, error) {
+	tx.mu.Lock()
+	defer tx.mu.Unlock()
+	if err := tx.checkLocked(); err != nil {
+		return nil, false, err
+	}
+	if bytes.Compare(b, e) >= 0 {
+		return nil, false, nil
+	}
+	fresh := tx.rvState != rvHave
+	if fresh {
+		tx.obtainRVLocked()
+	}
+	return tx.readStoreLocked(dst, spare, b, e, limit, reverse, snap, tx.rv, tx.grvTime, fresh)
+}
+
+// readStoreLocked reads [b, e) at rv (obtained at grvTime; fresh: just
+// now, so it cannot be too old) through the transaction's writes and adds
+// the read conflict range. The caller holds tx.mu.
+func (tx *transaction) readStoreLocked(dst []kv.KeyValue, spare, b, e []byte, limit int, reverse, snap bool, rv int64, grvTime time.Time, fresh bool) ([]kv.KeyValue, bool, error) {
+	db := tx.db
 	db.mu.RLock()
 	if db.closed {
 		db.mu.RUnlock()
 		return nil, false, ErrClosed
 	}
-	if db.tooOldLocked(rv, grvTime, db.clock.Now()) {
+	if !fresh && db.tooOldLocked(rv, grvTime, db.clock.Now()) {
 		db.mu.RUnlock()
 		db.stats.tooOld.Add(1)
 		return nil, false, kv.ErrTransactionTooOld
 	}
-	out, err := tx.mergeIntoLocked(dst, b, e, limit, reverse, rv)
+	out, err := tx.mergeIntoLocked(dst, spare, b, e, limit, reverse, rv)
 	db.mu.RUnlock()
 	db.stats.rangeReads.Add(1)
 	if err != nil {
@@ -471,14 +518,20 @@ func (tx *transaction) readRangeInto(dst []kv.KeyValue, b, e []byte, limit int, 
 // mergeLocked reads [b, e) at rv through the transaction's writes. The
 // caller holds tx.mu and db.mu (shared).
 func (tx *transaction) mergeLocked(b, e []byte, limit int, reverse bool, rv int64) ([]kv.KeyValue, error) {
-	return tx.mergeIntoLocked(nil, b, e, limit, reverse, rv)
+	return tx.mergeIntoLocked(nil, nil, b, e, limit, reverse, rv)
 }
 
-// mergeIntoLocked is mergeLocked appending to dst (empty).
-func (tx *transaction) mergeIntoLocked(dst []kv.KeyValue, b, e []byte, limit int, reverse bool, rv int64) ([]kv.KeyValue, error) {
+// mergeIntoLocked is mergeLocked appending to dst (empty) and copying the
+// rows' bytes into spare while they fit (each byte handed out once).
+func (tx *transaction) mergeIntoLocked(dst []kv.KeyValue, spare, b, e []byte, limit int, reverse bool, rv int64) ([]kv.KeyValue, error) {
 	out := dst
 	emit := func(k, v []byte) {
-		buf := make([]byte, len(k)+len(v))
+		var buf []byte
+		if n := len(k) + len(v); n <= len(spare) {
+			buf, spare = spare[:n:n], spare[n:]
+		} else {
+			buf = make([]byte, n)
+		}
 		copy(buf, k)
 		copy(buf[len(k):], v)
 		out = append(out, kv.KeyValue{Key: buf[:len(k):len(k)], Value: buf[len(k):]})
@@ -486,6 +539,25 @@ func (tx *transaction) mergeIntoLocked(dst []kv.KeyValue, b, e []byte, limit int
 	var dc rangeCursor
 	dc.init(tx.db.st, b, e, rv, reverse)
 	defer dc.release()
+
+	if tx.writes.len() == 0 && len(tx.clearsLocked()) == 0 {
+		// Nothing of the transaction's own to merge (a queue's head or
+		// tail read): the database's keys live at rv, in order.
+		for c := dc.cur; c != nil; c = dc.cur {
+			if v, live := c.at(rv); live {
+				emit(c.key, v)
+				tx.rc = c // the hint for a write of the key (a dequeue's clear)
+				if limit > 0 && len(out) >= limit {
+					break // no need to find the next key
+				}
+			}
+			dc.step()
+		}
+		if len(out) == 0 {
+			return nil, nil
+		}
+		return out, nil
+	}
 
 	var wc cursor
 	if reverse {
