@@ -67,7 +67,7 @@ func takeEnd[T any](tr kv.Transaction, o *op, e queueEnd[T], lim batchLimit, dst
 		}
 		return out, nil
 	}
-	it := head.Iterator()
+	it := rowsOf(head, skip+max)
 	for i := 0; i < skip && it.Next(); i++ {
 		// an item due to a request of the line
 	}
@@ -194,4 +194,49 @@ func emptyRange(ctx context.Context, t kv.ReadTransactor, r kv.KeyRange, reserve
 		kvs, err := tr.GetRange(r, kv.RangeOptions{Limit: skip + 1}).GetSlice()
 		return len(kvs) <= skip, err
 	})
+}
+
+// rows reads a range result's pairs in order: with an iterator, or, for a
+// read of one row (a Dequeue, a pop), with GetSlice, which reads the same
+// one batch (the row is at most a value under FDB's 120,000-byte batch)
+// and lets a backend skip building an iterator. Its methods are those of
+// kv.RangeIterator that takeEnd uses.
+type rows struct {
+	it  kv.RangeIterator // nil: kvs
+	kvs []kv.KeyValue
+	i   int // kvs[i-1] is the current pair
+	err error
+}
+
+func rowsOf(rr kv.RangeResult, limit int) rows {
+	if limit != 1 {
+		return rows{it: rr.Iterator()}
+	}
+	kvs, err := rr.GetSlice()
+	return rows{kvs: kvs, err: err}
+}
+
+func (r *rows) Next() bool {
+	if r.it != nil {
+		return r.it.Next()
+	}
+	if r.i < len(r.kvs) {
+		r.i++
+		return true
+	}
+	return false
+}
+
+func (r *rows) KeyValue() kv.KeyValue {
+	if r.it != nil {
+		return r.it.KeyValue()
+	}
+	return r.kvs[r.i-1]
+}
+
+func (r *rows) Err() error {
+	if r.it != nil {
+		return r.it.Err()
+	}
+	return r.err
 }

@@ -243,8 +243,8 @@ func (tx *transaction) issueBatch(bt *batch, spare, b, e []byte, n int, reverse,
 //
 // It holds inline what a small read needs, each part handed out at most
 // once and never reused: the bounds' copies, the first batch's first row
-// and its bytes (a queue's head or tail read), and the first consumer's
-// iterator.
+// and its bytes (a queue's head or tail read). An iterator is allocated
+// apart: GetSlice, the common way to read a few rows, needs none.
 type rangeResult struct {
 	tx    *transaction
 	b, e  []byte
@@ -253,7 +253,6 @@ type rangeResult struct {
 	first batch
 	snap  bool
 	taken atomic.Bool // the first batch was handed to a consumer
-	it    rangeIter   // the first consumer's iterator
 	row   [1]kv.KeyValue
 	// buf holds the bounds' copies, then (first.spare) the first rows'
 	// keys and values while they fit.
@@ -261,7 +260,7 @@ type rangeResult struct {
 }
 
 // resultInline is the room in a rangeResult for its bounds and first rows
-// (the rangeResult is then 480 bytes, a size class: one allocation for a
+// (the rangeResult is then 352 bytes, a size class: one allocation for a
 // small range read instead of two).
 const resultInline = 144
 
@@ -307,10 +306,9 @@ func (r *rangeResult) Iterator() kv.RangeIterator { return r.iter() }
 
 func (r *rangeResult) iter() *rangeIter {
 	if r.err == nil && r.taken.CompareAndSwap(false, true) {
-		// The first consumer: it takes the first batch and the inline
-		// iterator, once. A later consumer reads the range again.
-		r.it = rangeIter{r: r, pending: &r.first, b: r.b, e: r.e, left: r.opts.Limit, batch: firstBatch}
-		return &r.it
+		// The first consumer takes the first batch, once. A later
+		// consumer reads the range again.
+		return &rangeIter{r: r, pending: &r.first, b: r.b, e: r.e, left: r.opts.Limit, batch: firstBatch}
 	}
 	return &rangeIter{r: r, b: r.b, e: r.e, left: r.opts.Limit, err: r.err, batch: firstBatch}
 }
