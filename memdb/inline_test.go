@@ -9,8 +9,9 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// A range result holds its first row, its bounds and its first iterator
-// inline: each belongs to one result and one consumer only.
+// A range result holds its first row and its bounds inline: each belongs
+// to one result and one consumer only, and two iterators of one result
+// are independent.
 func TestRangeResultsDoNotShareInlineParts(t *testing.T) {
 	db, _ := newDB(t)
 	mustSet(t, db, "a", "1")
