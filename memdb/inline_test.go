@@ -200,3 +200,41 @@ func TestSmallRangeReadAllocations(t *testing.T) {
 		require.Equal(t, 1.0, allocs, "reverse=%v", reverse)
 	}
 }
+
+// A limited range read's conflict range ends at its last key (\x00 after
+// it forwards), kept apart from the row handed out: changing the row's
+// key changes nothing. Keys short and long enough to leave the result's
+// inline room.
+func TestLimitedReadConflictKeyIsItsOwn(t *testing.T) {
+	for _, n := range []int{1, 60, 140, 141, 142, 300} {
+		for _, reverse := range []bool{false, true} {
+			t.Run(fmt.Sprint(n, reverse), func(t *testing.T) {
+				db, _ := newDB(t)
+				lo, hi := "k"+string(bytes.Repeat([]byte{'a'}, n-1)), "k"+string(bytes.Repeat([]byte{'b'}, n-1))
+				mustSet(t, db, lo, "1")
+				mustSet(t, db, hi, "2")
+				r := kv.KeyRange{Begin: []byte("k"), End: []byte("l")}
+				read, beyond := lo, hi // what the read returns, and the key past it
+				if reverse {
+					read, beyond = hi, lo
+				}
+				for _, write := range []string{read, beyond} {
+					tr := newTx(t, db)
+					kvs, err := tr.GetRange(r, kv.RangeOptions{Limit: 1, Reverse: reverse}).GetSlice()
+					require.NoError(t, err)
+					require.Equal(t, read, string(kvs[0].Key))
+					for i := range kvs[0].Key {
+						kvs[0].Key[i] = 0xfe
+					}
+					tr.Set([]byte("out"), []byte("x"))
+					mustSet(t, db, write, "changed")
+					if write == read {
+						require.ErrorIs(t, tr.Commit(), kv.ErrNotCommitted)
+					} else {
+						require.NoError(t, tr.Commit(), "a key past the last one read does not conflict")
+					}
+				}
+			})
+		}
+	}
+}

@@ -477,7 +477,7 @@ func (tx *transaction) readStoreLocked(dst []kv.KeyValue, spare, b, e []byte, li
 		db.stats.tooOld.Add(1)
 		return nil, false, kv.ErrTransactionTooOld
 	}
-	out, err := tx.mergeIntoLocked(dst, spare, b, e, limit, reverse, rv)
+	out, spare, err := tx.mergeIntoLocked(dst, spare, b, e, limit, reverse, rv)
 	db.mu.RUnlock()
 	db.stats.rangeReads.Add(1)
 	if err != nil {
@@ -501,11 +501,30 @@ func (tx *transaction) readStoreLocked(dst []kv.KeyValue, spare, b, e []byte, li
 	if !snap {
 		cb, ce := b, e
 		if limited {
+			// The key (with \x00 forwards) goes where the rows' bytes
+			// left room, else to the arena: the caller may modify the
+			// row's own copy.
 			last := out[len(out)-1].Key
-			if reverse {
-				cb = tx.copyLocked(last)
+			n := len(last)
+			if !reverse {
+				n++
+			}
+			var k []byte
+			if n <= len(spare) {
+				k = spare[:n:n]
+				copy(k, last)
+				if !reverse {
+					k[n-1] = 0
+				}
+			} else if reverse {
+				k = tx.copyLocked(last)
 			} else {
-				ce = tx.afterLocked(last)
+				k = tx.afterLocked(last)
+			}
+			if reverse {
+				cb = k
+			} else {
+				ce = k
 			}
 		}
 		tx.addReadConflictLocked(cb, ce)
@@ -516,12 +535,14 @@ func (tx *transaction) readStoreLocked(dst []kv.KeyValue, spare, b, e []byte, li
 // mergeLocked reads [b, e) at rv through the transaction's writes. The
 // caller holds tx.mu and db.mu (shared).
 func (tx *transaction) mergeLocked(b, e []byte, limit int, reverse bool, rv int64) ([]kv.KeyValue, error) {
-	return tx.mergeIntoLocked(nil, nil, b, e, limit, reverse, rv)
+	out, _, err := tx.mergeIntoLocked(nil, nil, b, e, limit, reverse, rv)
+	return out, err
 }
 
 // mergeIntoLocked is mergeLocked appending to dst (empty) and copying the
-// rows' bytes into spare while they fit (each byte handed out once).
-func (tx *transaction) mergeIntoLocked(dst []kv.KeyValue, spare, b, e []byte, limit int, reverse bool, rv int64) ([]kv.KeyValue, error) {
+// rows' bytes into spare while they fit (each byte handed out once). It
+// also returns what is left of spare.
+func (tx *transaction) mergeIntoLocked(dst []kv.KeyValue, spare, b, e []byte, limit int, reverse bool, rv int64) ([]kv.KeyValue, []byte, error) {
 	out := dst
 	emit := func(k, v []byte) {
 		var buf []byte
@@ -552,9 +573,9 @@ func (tx *transaction) mergeIntoLocked(dst []kv.KeyValue, spare, b, e []byte, li
 			dc.step()
 		}
 		if len(out) == 0 {
-			return nil, nil
+			return nil, spare, nil
 		}
-		return out, nil
+		return out, spare, nil
 	}
 
 	var wc cursor
@@ -617,13 +638,13 @@ func (tx *transaction) mergeIntoLocked(dst []kv.KeyValue, spare, b, e []byte, li
 				emit(we.key, v)
 			}
 		case stVS:
-			return nil, kv.ErrAccessedUnreadable
+			return nil, nil, kv.ErrAccessedUnreadable
 		}
 	}
 	if len(out) == 0 {
-		return nil, nil // as without dst
+		return nil, spare, nil // as without dst
 	}
-	return out, nil
+	return out, spare, nil
 }
 
 // snapshot is a transaction's snapshot view: reads add no conflicts.
