@@ -99,7 +99,8 @@ func (tx *transaction) get(key []byte, snap bool) kv.FutureValue {
 		if ops == nil && ok && len(v) <= arenaSize-int(tx.arenaUsed) {
 			// A small value (a layer's stored configuration) is copied
 			// into the transaction's arena, whose bytes are handed out
-			// once: no allocation.
+			// once: no allocation. While the caller holds the value, the
+			// transaction stays reachable.
 			f.val = tx.copyLocked(v)
 			tx.mu.Unlock()
 			return f
@@ -254,8 +255,9 @@ type rangeResult struct {
 	snap  bool
 	taken atomic.Bool // the first batch was handed to a consumer
 	row   [1]kv.KeyValue
-	// buf holds the bounds' copies, then (first.spare) the first rows'
-	// keys and values while they fit.
+	// buf holds the bounds' copies, then the first rows' keys and values
+	// while they fit, then a limited read's conflict key: while the caller
+	// holds such a row, the result and its transaction stay reachable.
 	buf [resultInline]byte
 }
 
