@@ -108,7 +108,7 @@ func TestAtomicInlineEntryWraps(t *testing.T) {
 // end, each row is the caller's alone (changing or appending to one
 // changes no other row, and no later read).
 func TestRangeRowsInlineRoom(t *testing.T) {
-	for _, n := range []int{0, 1, 100, 139, 140, 141, 142, 143, 200, 100_000} {
+	for _, n := range []int{0, 1, 100, 147, 148, 149, 150, 151, 200, 100_000} {
 		t.Run(fmt.Sprint(n), func(t *testing.T) {
 			db, _ := newDB(t)
 			big := bytes.Repeat([]byte{0xff}, n)
@@ -206,7 +206,7 @@ func TestSmallRangeReadAllocations(t *testing.T) {
 // key changes nothing. Keys short and long enough to leave the result's
 // inline room.
 func TestLimitedReadConflictKeyIsItsOwn(t *testing.T) {
-	for _, n := range []int{1, 60, 140, 141, 142, 300} {
+	for _, n := range []int{1, 60, 73, 74, 75, 140, 300} {
 		for _, reverse := range []bool{false, true} {
 			t.Run(fmt.Sprint(n, reverse), func(t *testing.T) {
 				db, _ := newDB(t)

@@ -175,13 +175,13 @@ func (tx *transaction) getRange(r kv.KeyRange, opts kv.RangeOptions, snap bool) 
 	}
 	rr.b, rr.e, rr.err = b, e, err
 	if err == nil {
-		rr.first.kvs = rr.row[:0:1]
+		rr.kvs = rr.row[:0:1]
 		var spare []byte
 		if n := len(b) + len(e); n <= len(rr.buf) {
 			// The rest of buf takes the first rows' bytes.
 			spare = rr.buf[n:]
 		}
-		tx.issueBatch(&rr.first, spare, b, e, batchSize(opts, opts.Limit, firstBatch), opts.Reverse, snap)
+		tx.issueBatch(rr, spare, batchSize(opts, opts.Limit, firstBatch))
 	}
 	return rr
 }
@@ -203,40 +203,31 @@ func batchSize(opts kv.RangeOptions, left, next int) int {
 	return n
 }
 
-// batch is one batch of a range read, possibly still in flight (done is
-// nil when it was read when issued).
-type batch struct {
-	done    chan struct{}
-	kvs     []kv.KeyValue
-	limited bool
-	err     error
-}
-
-func (bt *batch) wait() {
-	if bt.done != nil {
-		<-bt.done
+// wait waits for the first batch.
+func (r *rangeResult) wait() {
+	if r.done != nil {
+		<-r.done
 	}
 }
 
-// issueBatch starts reading up to n rows (0: all) of [b, e), their bytes
-// in spare while they fit. Without a
-// latency model it reads at once; with one, in a goroutine that Commit
-// waits for, as FDB's commit waits for the reads issued before it
-// (RYWImpl::commit waits on ryw->reading).
-func (tx *transaction) issueBatch(bt *batch, spare, b, e []byte, n int, reverse, snap bool) {
-	dst := bt.kvs
+// issueBatch starts reading r's first batch, up to n rows (0: all), their
+// bytes in spare while they fit. Without a latency model it reads at once;
+// with one, in a goroutine that Commit waits for, as FDB's commit waits
+// for the reads issued before it (RYWImpl::commit waits on ryw->reading).
+func (tx *transaction) issueBatch(r *rangeResult, spare []byte, n int) {
+	dst, b, e, reverse, snap := r.kvs, r.b, r.e, r.opts.Reverse, r.snap
 	if !tx.db.latency {
-		bt.kvs, bt.limited, bt.err = tx.readRangeInto(dst, spare, b, e, n, reverse, snap)
+		r.kvs, r.limited, r.batchErr = tx.readRangeInto(dst, spare, b, e, n, reverse, snap)
 		return
 	}
-	bt.done = make(chan struct{})
+	r.done = make(chan struct{})
 	tx.mu.Lock()
 	tx.startReadLocked()
 	tx.mu.Unlock()
 	go func() {
-		defer close(bt.done)
+		defer close(r.done)
 		defer tx.endRead()
-		bt.kvs, bt.limited, bt.err = tx.readRangeInto(dst, spare, b, e, n, reverse, snap)
+		r.kvs, r.limited, r.batchErr = tx.readRangeInto(dst, spare, b, e, n, reverse, snap)
 	}()
 }
 
@@ -247,14 +238,19 @@ func (tx *transaction) issueBatch(bt *batch, spare, b, e []byte, n int, reverse,
 // and its bytes (a queue's head or tail read). An iterator is allocated
 // apart: GetSlice, the common way to read a few rows, needs none.
 type rangeResult struct {
-	tx    *transaction
-	b, e  []byte
-	opts  kv.RangeOptions
-	err   error
-	first batch
-	snap  bool
-	taken atomic.Bool // the first batch was handed to a consumer
-	row   [1]kv.KeyValue
+	tx   *transaction
+	b, e []byte
+	opts kv.RangeOptions
+	err  error // the read could not be issued
+	// The first batch, possibly still in flight (done is nil when it was
+	// read when issued): its rows, whether it reached its size, its error.
+	done     chan struct{}
+	kvs      []kv.KeyValue
+	batchErr error
+	limited  bool
+	snap     bool
+	taken    atomic.Bool // the first batch was handed to a consumer
+	row      [1]kv.KeyValue
 	// buf holds the bounds' copies, then the first rows' keys and values
 	// while they fit, then a limited read's conflict key: while the caller
 	// holds such a row, the result and its transaction stay reachable.
@@ -264,7 +260,7 @@ type rangeResult struct {
 // resultInline is the room in a rangeResult for its bounds and first rows
 // (the rangeResult is then 352 bytes, a size class: one allocation for a
 // small range read instead of two).
-const resultInline = 144
+const resultInline = 152
 
 // GetSlice reads the whole (limited) range: the first batch, then the rest
 // in one more read. A second consumer reads the range again.
@@ -276,17 +272,16 @@ func (r *rangeResult) GetSlice() ([]kv.KeyValue, error) {
 		kvs, _, err := r.tx.readRange(r.b, r.e, r.opts.Limit, r.opts.Reverse, r.snap)
 		return kvs, err
 	}
-	bt := &r.first
-	bt.wait()
-	if bt.err != nil {
-		return nil, bt.err
+	r.wait()
+	if r.batchErr != nil {
+		return nil, r.batchErr
 	}
-	n := len(bt.kvs)
-	if !bt.limited || n == 0 || (r.opts.Limit > 0 && n >= r.opts.Limit) {
-		return bt.kvs, nil
+	n := len(r.kvs)
+	if !r.limited || n == 0 || (r.opts.Limit > 0 && n >= r.opts.Limit) {
+		return r.kvs, nil
 	}
 	b, e := r.b, r.e
-	if last := bt.kvs[n-1].Key; r.opts.Reverse {
+	if last := r.kvs[n-1].Key; r.opts.Reverse {
 		e = last
 	} else {
 		b = keyAfter(last)
@@ -299,7 +294,7 @@ func (r *rangeResult) GetSlice() ([]kv.KeyValue, error) {
 	if err != nil {
 		return nil, err
 	}
-	return append(bt.kvs, rest...), nil
+	return append(r.kvs, rest...), nil
 }
 
 // Iterator returns an iterator that reads the range in batches, starting
@@ -310,7 +305,7 @@ func (r *rangeResult) iter() *rangeIter {
 	if r.err == nil && r.taken.CompareAndSwap(false, true) {
 		// The first consumer takes the first batch, once. A later
 		// consumer reads the range again.
-		return &rangeIter{r: r, pending: &r.first, b: r.b, e: r.e, left: r.opts.Limit, batch: firstBatch}
+		return &rangeIter{r: r, first: true, b: r.b, e: r.e, left: r.opts.Limit, batch: firstBatch}
 	}
 	return &rangeIter{r: r, b: r.b, e: r.e, left: r.opts.Limit, err: r.err, batch: firstBatch}
 }
@@ -324,15 +319,15 @@ const (
 
 // rangeIter streams a range read.
 type rangeIter struct {
-	r       *rangeResult
-	pending *batch // the first batch, not yet taken
-	b, e    []byte // what is left to read
-	left    int    // rows left under the limit; 0: no limit
-	buf     []kv.KeyValue
-	i       int // buf[i-1] is the current pair, if i > 0
-	err     error
-	batch   int32 // next batch size in iterator mode; 0: unbounded
-	done    bool
+	r     *rangeResult
+	first bool   // the first batch (r's) is still to be taken
+	b, e  []byte // what is left to read
+	left  int    // rows left under the limit; 0: no limit
+	buf   []kv.KeyValue
+	i     int // buf[i-1] is the current pair, if i > 0
+	err   error
+	batch int32 // next batch size in iterator mode; 0: unbounded
+	done  bool
 }
 
 func (it *rangeIter) Next() bool {
@@ -353,10 +348,11 @@ func (it *rangeIter) fetch() {
 	var kvs []kv.KeyValue
 	var limited bool
 	var err error
-	if bt := it.pending; bt != nil {
-		it.pending = nil
-		bt.wait()
-		kvs, limited, err = bt.kvs, bt.limited, bt.err
+	if it.first {
+		it.first = false
+		r := it.r
+		r.wait()
+		kvs, limited, err = r.kvs, r.limited, r.batchErr
 	} else {
 		n := batchSize(it.r.opts, it.left, int(it.batch))
 		kvs, limited, err = it.r.tx.readRange(it.b, it.e, n, it.r.opts.Reverse, it.r.snap)
