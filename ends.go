@@ -50,7 +50,22 @@ func takeEnd[T any](tr kv.Transaction, o *op, e queueEnd[T], lim batchLimit, dst
 	// at most one batch beyond, in one round trip for small items (the
 	// iterator mode's first batches are 4 KB). StreamingModeExact has no
 	// byte limit: it would fetch all skip+max items, values included.
-	head := tr.Snapshot().GetRange(r, kv.RangeOptions{Limit: skip + max, Reverse: reverse, Mode: kv.StreamingModeWantAll})
+	//
+	// A take of one item that has no earlier attempt's record to look for
+	// (a Dequeue, a pop) reads with a normal read instead of a snapshot
+	// one: its read conflict range is then the one this function would
+	// add. FDB's range read adds what its result depended on: with the
+	// limit reached, [begin, keyAfter(last)) forwards or [last, end) in
+	// reverse, else the whole range (addConflictRange for GetRangeReq in
+	// fdbclient/ReadYourWrites.cpp), at the read, so before the clears.
+	// An attempt that may find its record keeps the snapshot read: a
+	// replay depends on the record, not on the head.
+	plain := skip == 0 && max == 1 && (rec == nil || rec == noRecords)
+	rd := tr.Snapshot()
+	if plain {
+		rd = tr
+	}
+	head := rd.GetRange(r, kv.RangeOptions{Limit: skip + max, Reverse: reverse, Mode: kv.StreamingModeWantAll})
 	if prev, done, err := o.applied(rec); err != nil {
 		return nil, err
 	} else if done {
@@ -67,7 +82,7 @@ func takeEnd[T any](tr kv.Transaction, o *op, e queueEnd[T], lim batchLimit, dst
 		}
 		return out, nil
 	}
-	it := head.Iterator()
+	it := rowsOf(head, skip+max)
 	for i := 0; i < skip && it.Next(); i++ {
 		// an item due to a request of the line
 	}
@@ -111,9 +126,12 @@ func takeEnd[T any](tr kv.Transaction, o *op, e queueEnd[T], lim batchLimit, dst
 		return nil, err
 	}
 	if len(out) == 0 {
-		// Depend on the emptiness we saw, as a normal read would.
-		if err := tr.AddReadConflictRange(r); err != nil {
-			return nil, err
+		// Depend on the emptiness we saw, as a normal read would (and a
+		// plain one did).
+		if !plain {
+			if err := tr.AddReadConflictRange(r); err != nil {
+				return nil, err
+			}
 		}
 		return nil, ErrEmpty
 	}
@@ -122,12 +140,9 @@ func takeEnd[T any](tr kv.Transaction, o *op, e queueEnd[T], lim batchLimit, dst
 	// before the clears: FDB leaves keys the transaction already wrote out
 	// of an explicit read conflict range, and then a concurrent consumer
 	// taking the same item would not conflict.
-	last := taken[len(taken)-1]
-	conflict := kv.KeyRange{Begin: r.Begin, End: append(bytes.Clone(last), 0x00)}
-	if reverse {
-		conflict = kv.KeyRange{Begin: last, End: r.End}
-	}
-	if skip > 0 {
+	if plain {
+		// The read added it.
+	} else if skip > 0 {
 		// The items ahead are the line's, which takes them without
 		// changing which items come after them.
 		for _, k := range taken {
@@ -135,7 +150,7 @@ func takeEnd[T any](tr kv.Transaction, o *op, e queueEnd[T], lim batchLimit, dst
 				return nil, err
 			}
 		}
-	} else if err := tr.AddReadConflictRange(conflict); err != nil {
+	} else if err := tr.AddReadConflictRange(headConflict(r, taken[len(taken)-1], reverse)); err != nil {
 		return nil, err
 	}
 	for _, k := range taken {
@@ -143,6 +158,15 @@ func takeEnd[T any](tr kv.Transaction, o *op, e queueEnd[T], lim batchLimit, dst
 	}
 	o.record(tr, records...)
 	return out, nil
+}
+
+// headConflict is the range a take from r's head (its end in reverse)
+// depended on, up to and including last, the last key taken.
+func headConflict(r kv.KeyRange, last []byte, reverse bool) kv.KeyRange {
+	if reverse {
+		return kv.KeyRange{Begin: last, End: r.End}
+	}
+	return kv.KeyRange{Begin: r.Begin, End: append(bytes.Clone(last), 0x00)}
 }
 
 // skipped is how many items at the head reserved (nil: none) says are due
@@ -194,4 +218,49 @@ func emptyRange(ctx context.Context, t kv.ReadTransactor, r kv.KeyRange, reserve
 		kvs, err := tr.GetRange(r, kv.RangeOptions{Limit: skip + 1}).GetSlice()
 		return len(kvs) <= skip, err
 	})
+}
+
+// rows reads a range result's pairs in order: with an iterator, or, for a
+// read of one row (a Dequeue, a pop), with GetSlice, which reads the same
+// one batch (the row is at most a value under FDB's 120,000-byte batch)
+// and lets a backend skip building an iterator. Its methods are those of
+// kv.RangeIterator that takeEnd uses.
+type rows struct {
+	it  kv.RangeIterator // nil: kvs
+	kvs []kv.KeyValue
+	i   int // kvs[i-1] is the current pair
+	err error
+}
+
+func rowsOf(rr kv.RangeResult, limit int) rows {
+	if limit != 1 {
+		return rows{it: rr.Iterator()}
+	}
+	kvs, err := rr.GetSlice()
+	return rows{kvs: kvs, err: err}
+}
+
+func (r *rows) Next() bool {
+	if r.it != nil {
+		return r.it.Next()
+	}
+	if r.i < len(r.kvs) {
+		r.i++
+		return true
+	}
+	return false
+}
+
+func (r *rows) KeyValue() kv.KeyValue {
+	if r.it != nil {
+		return r.it.KeyValue()
+	}
+	return r.kvs[r.i-1]
+}
+
+func (r *rows) Err() error {
+	if r.it != nil {
+		return r.it.Err()
+	}
+	return r.err
 }

@@ -9,8 +9,9 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// A range result holds its first row, its bounds and its first iterator
-// inline: each belongs to one result and one consumer only.
+// A range result holds its first row and its bounds inline: each belongs
+// to one result and one consumer only, and two iterators of one result
+// are independent.
 func TestRangeResultsDoNotShareInlineParts(t *testing.T) {
 	db, _ := newDB(t)
 	mustSet(t, db, "a", "1")
@@ -100,4 +101,140 @@ func TestAtomicInlineEntryWraps(t *testing.T) {
 		return nil
 	}))
 	require.Equal(t, le64(0), get(t, newTx(t, db), "n"))
+}
+
+// A range result copies its first rows' bytes into its own inline room
+// while they fit, and further rows apart: at every size around the room's
+// end, each row is the caller's alone (changing or appending to one
+// changes no other row, and no later read).
+func TestRangeRowsInlineRoom(t *testing.T) {
+	for _, n := range []int{0, 1, 100, 147, 148, 149, 150, 151, 200, 100_000} {
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			db, _ := newDB(t)
+			big := bytes.Repeat([]byte{0xff}, n)
+			mustSet(t, db, "a", string(big))
+			mustSet(t, db, "b", "")
+			mustSet(t, db, "c", "\x00\x00")
+			r := kv.KeyRange{Begin: []byte("a"), End: []byte("z")}
+			for _, opts := range []kv.RangeOptions{{}, {Limit: 1}, {Reverse: true}, {Mode: kv.StreamingModeWantAll}} {
+				tr := newTx(t, db)
+				kvs, err := tr.GetRange(r, opts).GetSlice()
+				require.NoError(t, err)
+				if opts.Limit == 0 {
+					require.Len(t, kvs, 3)
+				}
+				for i := range kvs {
+					kvs[i].Key = append(kvs[i].Key, 'X')
+					for j := range kvs[i].Value {
+						kvs[i].Value[j] = 'x'
+					}
+				}
+				again, err := tr.GetRange(r, opts).GetSlice()
+				require.NoError(t, err)
+				require.Len(t, again, len(kvs))
+				want := map[string]string{"a": string(big), "b": "", "c": "\x00\x00"}
+				for _, p := range again {
+					require.Equal(t, want[string(p.Key)], string(p.Value), "key %q", p.Key)
+				}
+				for _, p := range kvs {
+					require.Equal(t, byte('X'), p.Key[len(p.Key)-1])
+					require.Equal(t, len(want[string(p.Key[:len(p.Key)-1])]), len(p.Value))
+				}
+			}
+		})
+	}
+}
+
+// A small value read with Get is copied into the transaction's arena: it
+// is the caller's alone, and the read conflict keys that the arena takes
+// afterwards do not overwrite it.
+func TestGetValueInArena(t *testing.T) {
+	for _, n := range []int{0, 1, 20, 47, 48, 49, 1000} {
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			db, _ := newDB(t)
+			val := bytes.Repeat([]byte{0xff}, n)
+			mustSet(t, db, "k", string(val))
+			tr := newTx(t, db)
+			v1, err := tr.Snapshot().Get([]byte("k")).Get()
+			require.NoError(t, err)
+			require.NotNil(t, v1, "an empty value is not a missing key")
+			v2 := get(t, tr, "k") // adds a conflict key through the arena
+			require.NoError(t, tr.AddReadConflictKey(bytes.Repeat([]byte{0x01}, 40)))
+			require.Equal(t, val, v1)
+			require.Equal(t, val, v2)
+			if n > 0 {
+				v1[0] = 0
+				require.Equal(t, byte(0xff), v2[0], "two reads share no memory")
+			}
+			_ = append(v1, 0x00, 0x00) // its capacity ends with it
+			_ = append(v2, 0x00, 0x00)
+			require.Equal(t, val, v2)
+			require.Equal(t, val, get(t, tr, "k"))
+			tr.Set([]byte("out"), []byte("x"))
+			mustSet(t, db, string(bytes.Repeat([]byte{0x01}, 40)), "changed")
+			require.ErrorIs(t, tr.Commit(), kv.ErrNotCommitted, "the conflict key after the value is intact")
+		})
+	}
+}
+
+// A limit-1 range read with nothing of the transaction's own in range (a
+// queue's head or tail read) allocates its result only: one allocation.
+func TestSmallRangeReadAllocations(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector changes allocation counts")
+	}
+	db, _ := newDB(t)
+	for i := range 10 {
+		mustSet(t, db, fmt.Sprintf("q/%04d", i), "a small work item, 32 bytes long")
+	}
+	tr := newTx(t, db)
+	_ = get(t, tr, "q/0000") // the read version
+	r := kv.KeyRange{Begin: []byte("q/"), End: []byte("q0")}
+	for _, reverse := range []bool{false, true} {
+		allocs := testing.AllocsPerRun(100, func() {
+			kvs, err := tr.Snapshot().GetRange(r, kv.RangeOptions{Limit: 1, Reverse: reverse}).GetSlice()
+			if err != nil || len(kvs) != 1 {
+				t.Fatal(kvs, err)
+			}
+		})
+		require.Equal(t, 1.0, allocs, "reverse=%v", reverse)
+	}
+}
+
+// A limited range read's conflict range ends at its last key (\x00 after
+// it forwards), kept apart from the row handed out: changing the row's
+// key changes nothing. Keys short and long enough to leave the result's
+// inline room.
+func TestLimitedReadConflictKeyIsItsOwn(t *testing.T) {
+	for _, n := range []int{1, 60, 73, 74, 75, 140, 300} {
+		for _, reverse := range []bool{false, true} {
+			t.Run(fmt.Sprint(n, reverse), func(t *testing.T) {
+				db, _ := newDB(t)
+				lo, hi := "k"+string(bytes.Repeat([]byte{'a'}, n-1)), "k"+string(bytes.Repeat([]byte{'b'}, n-1))
+				mustSet(t, db, lo, "1")
+				mustSet(t, db, hi, "2")
+				r := kv.KeyRange{Begin: []byte("k"), End: []byte("l")}
+				read, beyond := lo, hi // what the read returns, and the key past it
+				if reverse {
+					read, beyond = hi, lo
+				}
+				for _, write := range []string{read, beyond} {
+					tr := newTx(t, db)
+					kvs, err := tr.GetRange(r, kv.RangeOptions{Limit: 1, Reverse: reverse}).GetSlice()
+					require.NoError(t, err)
+					require.Equal(t, read, string(kvs[0].Key))
+					for i := range kvs[0].Key {
+						kvs[0].Key[i] = 0xfe
+					}
+					tr.Set([]byte("out"), []byte("x"))
+					mustSet(t, db, write, "changed")
+					if write == read {
+						require.ErrorIs(t, tr.Commit(), kv.ErrNotCommitted)
+					} else {
+						require.NoError(t, tr.Commit(), "a key past the last one read does not conflict")
+					}
+				}
+			})
+		}
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"sync/atomic"
+	"time"
 
 	"github.com/fdbqueue/fdbqueue/kv"
 )
@@ -95,6 +96,15 @@ func (tx *transaction) get(key []byte, snap bool) kv.FutureValue {
 		}
 		tx.rc = c
 		f := tx.newFutureLocked()
+		if ops == nil && ok && len(v) <= arenaSize-int(tx.arenaUsed) {
+			// A small value (a layer's stored configuration) is copied
+			// into the transaction's arena, whose bytes are handed out
+			// once: no allocation. While the caller holds the value, the
+			// transaction stays reachable.
+			f.val = tx.copyLocked(v)
+			tx.mu.Unlock()
+			return f
+		}
 		tx.mu.Unlock()
 		if ops != nil {
 			v, ok = foldOps(v, ok, ops)
@@ -158,15 +168,20 @@ func (tx *transaction) getRange(r kv.KeyRange, opts kv.RangeOptions, snap bool) 
 		b, e, err = nil, nil, nil
 	}
 	if err == nil {
-		b, e, _ = copyBounds(b, e, rr.bounds[:])
+		b, e, _ = copyBounds(b, e, rr.buf[:])
 	}
 	if opts.Limit < 0 && err == nil {
 		err = kv.ErrClientInvalidOp
 	}
 	rr.b, rr.e, rr.err = b, e, err
 	if err == nil {
-		rr.first.kvs = rr.row[:0:1]
-		tx.issueBatch(&rr.first, b, e, batchSize(opts, opts.Limit, firstBatch), opts.Reverse, snap)
+		rr.kvs = rr.row[:0:1]
+		var spare []byte
+		if n := len(b) + len(e); n <= len(rr.buf) {
+			// The rest of buf takes the first rows' bytes.
+			spare = rr.buf[n:]
+		}
+		tx.issueBatch(rr, spare, batchSize(opts, opts.Limit, firstBatch))
 	}
 	return rr
 }
@@ -188,39 +203,31 @@ func batchSize(opts kv.RangeOptions, left, next int) int {
 	return n
 }
 
-// batch is one batch of a range read, possibly still in flight (done is
-// nil when it was read when issued).
-type batch struct {
-	done    chan struct{}
-	kvs     []kv.KeyValue
-	limited bool
-	err     error
-}
-
-func (bt *batch) wait() {
-	if bt.done != nil {
-		<-bt.done
+// wait waits for the first batch.
+func (r *rangeResult) wait() {
+	if r.done != nil {
+		<-r.done
 	}
 }
 
-// issueBatch starts reading up to n rows (0: all) of [b, e). Without a
-// latency model it reads at once; with one, in a goroutine that Commit
-// waits for, as FDB's commit waits for the reads issued before it
-// (RYWImpl::commit waits on ryw->reading).
-func (tx *transaction) issueBatch(bt *batch, b, e []byte, n int, reverse, snap bool) {
-	dst := bt.kvs
+// issueBatch starts reading r's first batch, up to n rows (0: all), their
+// bytes in spare while they fit. Without a latency model it reads at once;
+// with one, in a goroutine that Commit waits for, as FDB's commit waits
+// for the reads issued before it (RYWImpl::commit waits on ryw->reading).
+func (tx *transaction) issueBatch(r *rangeResult, spare []byte, n int) {
+	dst, b, e, reverse, snap := r.kvs, r.b, r.e, r.opts.Reverse, r.snap
 	if !tx.db.latency {
-		bt.kvs, bt.limited, bt.err = tx.readRangeInto(dst, b, e, n, reverse, snap)
+		r.kvs, r.limited, r.batchErr = tx.readRangeInto(dst, spare, b, e, n, reverse, snap)
 		return
 	}
-	bt.done = make(chan struct{})
+	r.done = make(chan struct{})
 	tx.mu.Lock()
 	tx.startReadLocked()
 	tx.mu.Unlock()
 	go func() {
-		defer close(bt.done)
+		defer close(r.done)
 		defer tx.endRead()
-		bt.kvs, bt.limited, bt.err = tx.readRangeInto(dst, b, e, n, reverse, snap)
+		r.kvs, r.limited, r.batchErr = tx.readRangeInto(dst, spare, b, e, n, reverse, snap)
 	}()
 }
 
@@ -228,23 +235,32 @@ func (tx *transaction) issueBatch(bt *batch, b, e []byte, n int, reverse, snap b
 //
 // It holds inline what a small read needs, each part handed out at most
 // once and never reused: the bounds' copies, the first batch's first row
-// and the first consumer's iterator.
+// and its bytes (a queue's head or tail read). An iterator is allocated
+// apart: GetSlice, the common way to read a few rows, needs none.
 type rangeResult struct {
-	tx     *transaction
-	b, e   []byte
-	opts   kv.RangeOptions
-	err    error
-	first  batch
-	snap   bool
-	taken  atomic.Bool // the first batch was handed to a consumer
-	it     rangeIter   // the first consumer's iterator
-	row    [1]kv.KeyValue
-	bounds [boundsInline]byte
+	tx   *transaction
+	b, e []byte
+	opts kv.RangeOptions
+	err  error // the read could not be issued
+	// The first batch, possibly still in flight (done is nil when it was
+	// read when issued): its rows, whether it reached its size, its error.
+	done     chan struct{}
+	kvs      []kv.KeyValue
+	batchErr error
+	limited  bool
+	snap     bool
+	taken    atomic.Bool // the first batch was handed to a consumer
+	row      [1]kv.KeyValue
+	// buf holds the bounds' copies, then the first rows' keys and values
+	// while they fit, then a limited read's conflict key: while the caller
+	// holds such a row, the result and its transaction stay reachable.
+	buf [resultInline]byte
 }
 
-// boundsInline is the room in a rangeResult for its bounds (the
-// rangeResult is then 384 bytes, a size class).
-const boundsInline = 48
+// resultInline is the room in a rangeResult for its bounds and first rows
+// (the rangeResult is then 352 bytes, a size class: one allocation for a
+// small range read instead of two).
+const resultInline = 152
 
 // GetSlice reads the whole (limited) range: the first batch, then the rest
 // in one more read. A second consumer reads the range again.
@@ -256,17 +272,16 @@ func (r *rangeResult) GetSlice() ([]kv.KeyValue, error) {
 		kvs, _, err := r.tx.readRange(r.b, r.e, r.opts.Limit, r.opts.Reverse, r.snap)
 		return kvs, err
 	}
-	bt := &r.first
-	bt.wait()
-	if bt.err != nil {
-		return nil, bt.err
+	r.wait()
+	if r.batchErr != nil {
+		return nil, r.batchErr
 	}
-	n := len(bt.kvs)
-	if !bt.limited || n == 0 || (r.opts.Limit > 0 && n >= r.opts.Limit) {
-		return bt.kvs, nil
+	n := len(r.kvs)
+	if !r.limited || n == 0 || (r.opts.Limit > 0 && n >= r.opts.Limit) {
+		return r.kvs, nil
 	}
 	b, e := r.b, r.e
-	if last := bt.kvs[n-1].Key; r.opts.Reverse {
+	if last := r.kvs[n-1].Key; r.opts.Reverse {
 		e = last
 	} else {
 		b = keyAfter(last)
@@ -279,7 +294,7 @@ func (r *rangeResult) GetSlice() ([]kv.KeyValue, error) {
 	if err != nil {
 		return nil, err
 	}
-	return append(bt.kvs, rest...), nil
+	return append(r.kvs, rest...), nil
 }
 
 // Iterator returns an iterator that reads the range in batches, starting
@@ -288,10 +303,9 @@ func (r *rangeResult) Iterator() kv.RangeIterator { return r.iter() }
 
 func (r *rangeResult) iter() *rangeIter {
 	if r.err == nil && r.taken.CompareAndSwap(false, true) {
-		// The first consumer: it takes the first batch and the inline
-		// iterator, once. A later consumer reads the range again.
-		r.it = rangeIter{r: r, pending: &r.first, b: r.b, e: r.e, left: r.opts.Limit, batch: firstBatch}
-		return &r.it
+		// The first consumer takes the first batch, once. A later
+		// consumer reads the range again.
+		return &rangeIter{r: r, first: true, b: r.b, e: r.e, left: r.opts.Limit, batch: firstBatch}
 	}
 	return &rangeIter{r: r, b: r.b, e: r.e, left: r.opts.Limit, err: r.err, batch: firstBatch}
 }
@@ -305,15 +319,15 @@ const (
 
 // rangeIter streams a range read.
 type rangeIter struct {
-	r       *rangeResult
-	pending *batch // the first batch, not yet taken
-	b, e    []byte // what is left to read
-	left    int    // rows left under the limit; 0: no limit
-	buf     []kv.KeyValue
-	i       int // buf[i-1] is the current pair, if i > 0
-	err     error
-	batch   int32 // next batch size in iterator mode; 0: unbounded
-	done    bool
+	r     *rangeResult
+	first bool   // the first batch (r's) is still to be taken
+	b, e  []byte // what is left to read
+	left  int    // rows left under the limit; 0: no limit
+	buf   []kv.KeyValue
+	i     int // buf[i-1] is the current pair, if i > 0
+	err   error
+	batch int32 // next batch size in iterator mode; 0: unbounded
+	done  bool
 }
 
 func (it *rangeIter) Next() bool {
@@ -334,10 +348,11 @@ func (it *rangeIter) fetch() {
 	var kvs []kv.KeyValue
 	var limited bool
 	var err error
-	if bt := it.pending; bt != nil {
-		it.pending = nil
-		bt.wait()
-		kvs, limited, err = bt.kvs, bt.limited, bt.err
+	if it.first {
+		it.first = false
+		r := it.r
+		r.wait()
+		kvs, limited, err = r.kvs, r.limited, r.batchErr
 	} else {
 		n := batchSize(it.r.opts, it.left, int(it.batch))
 		kvs, limited, err = it.r.tx.readRange(it.b, it.e, n, it.r.opts.Reverse, it.r.snap)
@@ -388,12 +403,16 @@ func (it *rangeIter) Err() error { return it.err }
 // read conflict range the result depended on. limited reports whether the
 // limit was reached.
 func (tx *transaction) readRange(b, e []byte, limit int, reverse, snap bool) ([]kv.KeyValue, bool, error) {
-	return tx.readRangeInto(nil, b, e, limit, reverse, snap)
+	return tx.readRangeInto(nil, nil, b, e, limit, reverse, snap)
 }
 
 // readRangeInto is readRange appending to dst (empty), whose array the
-// result uses while it has room.
-func (tx *transaction) readRangeInto(dst []kv.KeyValue, b, e []byte, limit int, reverse, snap bool) ([]kv.KeyValue, bool, error) {
+// result uses while it has room, and copying the rows' bytes into spare
+// while it has room.
+func (tx *transaction) readRangeInto(dst []kv.KeyValue, spare, b, e []byte, limit int, reverse, snap bool) ([]kv.KeyValue, bool, error) {
+	if !tx.db.latency {
+		return tx.readRangeNow(dst, spare, b, e, limit, reverse, snap)
+	}
 	tx.mu.Lock()
 	gen := tx.gen
 	err := tx.checkLocked()
@@ -409,10 +428,8 @@ func (tx *transaction) readRangeInto(dst []kv.KeyValue, b, e []byte, limit int, 
 	if err != nil {
 		return nil, false, err
 	}
-	if db.latency {
-		if err := tx.sleep(db.rng.sample(db.cfg.latency.Read)); err != nil {
-			return nil, false, err
-		}
+	if err := tx.sleep(db.rng.sample(db.cfg.latency.Read)); err != nil {
+		return nil, false, err
 	}
 	tx.mu.Lock()
 	defer tx.mu.Unlock()
@@ -422,17 +439,43 @@ func (tx *transaction) readRangeInto(dst []kv.KeyValue, b, e []byte, limit int, 
 	if err := tx.checkLocked(); err != nil {
 		return nil, false, err
 	}
+	return tx.readStoreLocked(dst, spare, b, e, limit, reverse, snap, rv, grvTime, false)
+}
+
+// readRangeNow is readRangeInto without a latency model: the whole read
+// under one hold of tx.mu, which also obtains the read version if needed.
+func (tx *transaction) readRangeNow(dst []kv.KeyValue, spare, b, e []byte, limit int, reverse, snap bool) ([]kv.KeyValue, bool, error) {
+	tx.mu.Lock()
+	defer tx.mu.Unlock()
+	if err := tx.checkLocked(); err != nil {
+		return nil, false, err
+	}
+	if bytes.Compare(b, e) >= 0 {
+		return nil, false, nil
+	}
+	fresh := tx.rvState != rvHave
+	if fresh {
+		tx.obtainRVLocked()
+	}
+	return tx.readStoreLocked(dst, spare, b, e, limit, reverse, snap, tx.rv, tx.grvTime, fresh)
+}
+
+// readStoreLocked reads [b, e) at rv (obtained at grvTime; fresh: just
+// now, so it cannot be too old) through the transaction's writes and adds
+// the read conflict range. The caller holds tx.mu.
+func (tx *transaction) readStoreLocked(dst []kv.KeyValue, spare, b, e []byte, limit int, reverse, snap bool, rv int64, grvTime time.Time, fresh bool) ([]kv.KeyValue, bool, error) {
+	db := tx.db
 	db.mu.RLock()
 	if db.closed {
 		db.mu.RUnlock()
 		return nil, false, ErrClosed
 	}
-	if db.tooOldLocked(rv, grvTime, db.clock.Now()) {
+	if !fresh && db.tooOldLocked(rv, grvTime, db.clock.Now()) {
 		db.mu.RUnlock()
 		db.stats.tooOld.Add(1)
 		return nil, false, kv.ErrTransactionTooOld
 	}
-	out, err := tx.mergeIntoLocked(dst, b, e, limit, reverse, rv)
+	out, spare, err := tx.mergeIntoLocked(dst, spare, b, e, limit, reverse, rv)
 	db.mu.RUnlock()
 	db.stats.rangeReads.Add(1)
 	if err != nil {
@@ -456,11 +499,30 @@ func (tx *transaction) readRangeInto(dst []kv.KeyValue, b, e []byte, limit int, 
 	if !snap {
 		cb, ce := b, e
 		if limited {
+			// The key (with \x00 forwards) goes where the rows' bytes
+			// left room, else to the arena: the caller may modify the
+			// row's own copy.
 			last := out[len(out)-1].Key
-			if reverse {
-				cb = tx.copyLocked(last)
+			n := len(last)
+			if !reverse {
+				n++
+			}
+			var k []byte
+			if n <= len(spare) {
+				k = spare[:n:n]
+				copy(k, last)
+				if !reverse {
+					k[n-1] = 0
+				}
+			} else if reverse {
+				k = tx.copyLocked(last)
 			} else {
-				ce = tx.afterLocked(last)
+				k = tx.afterLocked(last)
+			}
+			if reverse {
+				cb = k
+			} else {
+				ce = k
 			}
 		}
 		tx.addReadConflictLocked(cb, ce)
@@ -471,14 +533,22 @@ func (tx *transaction) readRangeInto(dst []kv.KeyValue, b, e []byte, limit int, 
 // mergeLocked reads [b, e) at rv through the transaction's writes. The
 // caller holds tx.mu and db.mu (shared).
 func (tx *transaction) mergeLocked(b, e []byte, limit int, reverse bool, rv int64) ([]kv.KeyValue, error) {
-	return tx.mergeIntoLocked(nil, b, e, limit, reverse, rv)
+	out, _, err := tx.mergeIntoLocked(nil, nil, b, e, limit, reverse, rv)
+	return out, err
 }
 
-// mergeIntoLocked is mergeLocked appending to dst (empty).
-func (tx *transaction) mergeIntoLocked(dst []kv.KeyValue, b, e []byte, limit int, reverse bool, rv int64) ([]kv.KeyValue, error) {
+// mergeIntoLocked is mergeLocked appending to dst (empty) and copying the
+// rows' bytes into spare while they fit (each byte handed out once). It
+// also returns what is left of spare.
+func (tx *transaction) mergeIntoLocked(dst []kv.KeyValue, spare, b, e []byte, limit int, reverse bool, rv int64) ([]kv.KeyValue, []byte, error) {
 	out := dst
 	emit := func(k, v []byte) {
-		buf := make([]byte, len(k)+len(v))
+		var buf []byte
+		if n := len(k) + len(v); n <= len(spare) {
+			buf, spare = spare[:n:n], spare[n:]
+		} else {
+			buf = make([]byte, n)
+		}
 		copy(buf, k)
 		copy(buf[len(k):], v)
 		out = append(out, kv.KeyValue{Key: buf[:len(k):len(k)], Value: buf[len(k):]})
@@ -486,6 +556,25 @@ func (tx *transaction) mergeIntoLocked(dst []kv.KeyValue, b, e []byte, limit int
 	var dc rangeCursor
 	dc.init(tx.db.st, b, e, rv, reverse)
 	defer dc.release()
+
+	if tx.writes.len() == 0 && len(tx.clearsLocked()) == 0 {
+		// Nothing of the transaction's own to merge (a queue's head or
+		// tail read): the database's keys live at rv, in order.
+		for c := dc.cur; c != nil; c = dc.cur {
+			if v, live := c.at(rv); live {
+				emit(c.key, v)
+				tx.rc = c // the hint for a write of the key (a dequeue's clear)
+				if limit > 0 && len(out) >= limit {
+					break // no need to find the next key
+				}
+			}
+			dc.step()
+		}
+		if len(out) == 0 {
+			return nil, spare, nil
+		}
+		return out, spare, nil
+	}
 
 	var wc cursor
 	if reverse {
@@ -547,13 +636,13 @@ func (tx *transaction) mergeIntoLocked(dst []kv.KeyValue, b, e []byte, limit int
 				emit(we.key, v)
 			}
 		case stVS:
-			return nil, kv.ErrAccessedUnreadable
+			return nil, nil, kv.ErrAccessedUnreadable
 		}
 	}
 	if len(out) == 0 {
-		return nil, nil // as without dst
+		return nil, spare, nil // as without dst
 	}
-	return out, nil
+	return out, spare, nil
 }
 
 // snapshot is a transaction's snapshot view: reads add no conflicts.
