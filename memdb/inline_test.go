@@ -145,10 +145,10 @@ func TestRangeRowsInlineRoom(t *testing.T) {
 	}
 }
 
-// A small value read with Get is copied into the transaction's arena: it
-// is the caller's alone, and the read conflict keys that the arena takes
-// afterwards do not overwrite it.
-func TestGetValueInArena(t *testing.T) {
+// A value read with Get is the caller's alone: modifying or appending to it
+// changes nothing the transaction holds, and the read conflict keys that
+// the transaction's arena takes afterwards do not overwrite it.
+func TestGetValueIsTheCallers(t *testing.T) {
 	for _, n := range []int{0, 1, 20, 47, 48, 49, 1000} {
 		t.Run(fmt.Sprint(n), func(t *testing.T) {
 			db, _ := newDB(t)

@@ -96,15 +96,9 @@ func (tx *transaction) get(key []byte, snap bool) kv.FutureValue {
 		}
 		tx.rc = c
 		f := tx.newFutureLocked()
-		if ops == nil && ok && len(v) <= arenaSize-int(tx.arenaUsed) {
-			// A small value (a layer's stored configuration) is copied
-			// into the transaction's arena, whose bytes are handed out
-			// once: no allocation. While the caller holds the value, the
-			// transaction stays reachable.
-			f.val = tx.copyLocked(v)
-			tx.mu.Unlock()
-			return f
-		}
+		// The value gets its own allocation, never the transaction's
+		// arena: a caller that keeps a small value must not keep the
+		// whole transaction (its writes and buffers) reachable.
 		tx.mu.Unlock()
 		if ops != nil {
 			v, ok = foldOps(v, ok, ops)
