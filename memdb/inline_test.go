@@ -178,7 +178,10 @@ func TestGetValueIsTheCallers(t *testing.T) {
 }
 
 // A limit-1 range read with nothing of the transaction's own in range (a
-// queue's head or tail read) allocates its result only: one allocation.
+// queue's head or tail read) allocates its result (which holds its bounds
+// and rows) and the row's bytes: two allocations. The row's bytes are apart
+// from the result so that keeping a value keeps neither the result nor its
+// transaction reachable.
 func TestSmallRangeReadAllocations(t *testing.T) {
 	if raceEnabled {
 		t.Skip("the race detector changes allocation counts")
@@ -197,7 +200,7 @@ func TestSmallRangeReadAllocations(t *testing.T) {
 				t.Fatal(kvs, err)
 			}
 		})
-		require.Equal(t, 1.0, allocs, "reverse=%v", reverse)
+		require.Equal(t, 2.0, allocs, "reverse=%v", reverse)
 	}
 }
 

@@ -172,7 +172,7 @@ func (tx *transaction) getRange(r kv.KeyRange, opts kv.RangeOptions, snap bool) 
 		rr.kvs = rr.row[:0:1]
 		var spare []byte
 		if n := len(b) + len(e); n <= len(rr.buf) {
-			// The rest of buf takes the first rows' bytes.
+			// The rest of buf may take the conflict key.
 			spare = rr.buf[n:]
 		}
 		tx.issueBatch(rr, spare, batchSize(opts, opts.Limit, firstBatch))
@@ -245,15 +245,13 @@ type rangeResult struct {
 	snap     bool
 	taken    atomic.Bool // the first batch was handed to a consumer
 	row      [1]kv.KeyValue
-	// buf holds the bounds' copies, then the first rows' keys and values
-	// while they fit, then a limited read's conflict key: while the caller
-	// holds such a row, the result and its transaction stay reachable.
+	// buf holds the bounds' copies, then a limited read's conflict key
+	// while they fit. Rows' bytes never go here (see mergeIntoLocked).
 	buf [resultInline]byte
 }
 
-// resultInline is the room in a rangeResult for its bounds and first rows
-// (the rangeResult is then 352 bytes, a size class: one allocation for a
-// small range read instead of two).
+// resultInline is the room in a rangeResult for its bounds and a limited
+// read's conflict key (the rangeResult is then 352 bytes, a size class).
 const resultInline = 152
 
 // GetSlice reads the whole (limited) range: the first batch, then the rest
@@ -531,18 +529,16 @@ func (tx *transaction) mergeLocked(b, e []byte, limit int, reverse bool, rv int6
 	return out, err
 }
 
-// mergeIntoLocked is mergeLocked appending to dst (empty) and copying the
-// rows' bytes into spare while they fit (each byte handed out once). It
-// also returns what is left of spare.
+// mergeIntoLocked is mergeLocked appending to dst (empty). Each row's bytes
+// get their own allocation; spare (the result's room for its conflict key)
+// is returned untouched.
 func (tx *transaction) mergeIntoLocked(dst []kv.KeyValue, spare, b, e []byte, limit int, reverse bool, rv int64) ([]kv.KeyValue, []byte, error) {
 	out := dst
 	emit := func(k, v []byte) {
-		var buf []byte
-		if n := len(k) + len(v); n <= len(spare) {
-			buf, spare = spare[:n:n], spare[n:]
-		} else {
-			buf = make([]byte, n)
-		}
+		// A row's bytes get their own allocation, never spare (the
+		// result's inline room): a caller that keeps a dequeued value
+		// must not keep the result and its transaction reachable.
+		buf := make([]byte, len(k)+len(v))
 		copy(buf, k)
 		copy(buf[len(k):], v)
 		out = append(out, kv.KeyValue{Key: buf[:len(k):len(k)], Value: buf[len(k):]})
