@@ -214,9 +214,13 @@
 //
 // # Garbage collection
 //
-// Each commit advances a horizon: the newest version that no transaction
-// allowed to read can be older than (by clock and by version distance).
-// Versions older than a key's newest one at or below the horizon are
+// Each commit advances a horizon: the oldest read version of a
+// transaction that may still read or commit at it (one that has neither
+// committed nor been reset), or the latest version if there is none, but
+// never older than the MVCC window allows (by clock and by version
+// distance: older transactions fail with transaction_too_old anyway). A
+// transaction abandoned without Commit or Reset holds the horizon back for
+// at most the window. Versions older than a key's newest one at or below the horizon are
 // dropped, keys whose newest entry there is a tombstone (and whose last
 // write is at or below the horizon) are removed, and the resolver's history
 // at or below the horizon is folded away, so memory stays proportional to

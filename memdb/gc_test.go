@@ -98,8 +98,46 @@ func TestGCRemovesClearedKeys(t *testing.T) {
 	clk.Advance(2 * time.Second)
 	mustSet(t, db, "other", "y") // a commit drives collection
 	st := db.Stats()
-	require.Equal(t, int64(2), st.Versions, "k's versions are gone; other keeps its newest and the one just written")
+	// old is out of the window, so no reader needs other's x any more.
+	require.Equal(t, int64(1), st.Versions, "k's versions are gone; other keeps only the one just written")
 	require.Equal(t, int64(1), st.Keys)
 	_, err := old.Get([]byte("k")).Get()
 	require.ErrorIs(t, err, kv.ErrTransactionTooOld)
+}
+
+// TestGCFollowsOldestReader: the horizon is the oldest read version of a
+// transaction that may still read or commit, not the whole MVCC window
+// behind: with no such transaction a cleared key is collected at once;
+// an open reader keeps its snapshot until it commits or is reset.
+func TestGCFollowsOldestReader(t *testing.T) {
+	db, _ := newDB(t)
+	mustSet(t, db, "k", "v")
+	mustSet(t, db, "k", "w")
+	require.Equal(t, int64(1), db.Stats().Versions, "no reader needs v")
+
+	reader := newTx(t, db)
+	require.Equal(t, "w", string(get(t, reader, "k")))
+	require.NoError(t, db.Transact(t.Context(), clearTx("k")))
+	mustSet(t, db, "other", "x")
+	require.Equal(t, int64(3), db.Stats().Versions, "the reader keeps k's w and tombstone (and other has x)")
+	require.Equal(t, "w", string(get(t, reader, "k")), "and its snapshot")
+
+	reader.Set([]byte("unrelated"), []byte("x"))
+	require.ErrorIs(t, reader.Commit(), kv.ErrNotCommitted, "k was cleared after the read")
+	mustSet(t, db, "other", "y")
+	require.Equal(t, int64(4), db.Stats().Versions, "a failed commit's transaction may read again: k and other's x still kept")
+
+	reader.Reset()
+	mustSet(t, db, "other", "z")
+	st := db.Stats()
+	require.Equal(t, int64(1), st.Keys)
+	require.Equal(t, int64(1), st.Versions, "k is collected once the reader is reset")
+
+	// A committed transaction releases its read version too.
+	rw := newTx(t, db)
+	require.Equal(t, "z", string(get(t, rw, "other")))
+	rw.Set([]byte("other"), []byte("zz"))
+	require.NoError(t, rw.Commit())
+	mustSet(t, db, "k2", "x")
+	require.Equal(t, int64(2), db.Stats().Versions, "other's z is not kept for the committed reader")
 }
