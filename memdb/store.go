@@ -98,6 +98,13 @@ type chain struct {
 	d      dnode
 }
 
+// array returns the whole array under vers (not empty): prune reslices
+// vers from the front only, so the array ends where vers's capacity does.
+func (c *chain) array() []mvccVersion {
+	off := int(c.arr) - cap(c.vers)
+	return unsafe.Slice((*mvccVersion)(unsafe.Add(unsafe.Pointer(unsafe.SliceData(c.vers[:1])), -off*int(unsafe.Sizeof(mvccVersion{})))), int(c.arr))
+}
+
 // newChain allocates a chain for key and the array of its first two
 // versions together: a queue's key is set, then cleared, then collected.
 func newChain(key []byte) *chain {
@@ -242,6 +249,9 @@ func (s *store) chainFor(hint *chain, key []byte) *chain {
 // appendVersion adds (or, for a second write at the same version, replaces)
 // the chain's newest entry, and records the write in its wv.
 func (s *store) appendVersion(c *chain, val []byte, exists bool, v, horizon int64) {
+	// Prune first (v is after horizon, so the new entry changes nothing
+	// prune drops), which makes room for it.
+	s.prune(c, horizon)
 	c.wv = v
 	s.maxWV = v
 	ver := mkVersion(v, val, exists)
@@ -249,6 +259,17 @@ func (s *store) appendVersion(c *chain, val []byte, exists bool, v, horizon int6
 	if n := len(c.vers); n > 0 && c.vers[n-1].v == v {
 		c.vers[n-1] = ver
 	} else if wasLive || exists { // else it is a tombstone already
+		if n := len(c.vers); n == cap(c.vers) && int(c.arr) >= 2*n && n > 0 {
+			// prune dropped entries from the front of the array, at least
+			// as many as remain: move these back to its start rather than
+			// allocate (a key written at every commit, with readers
+			// keeping only its newest versions, would otherwise need a new
+			// array every few writes).
+			full := c.array()
+			copy(full, full[len(full)-n:])
+			clear(full[n:])
+			c.vers = full[:n]
+		}
 		if len(c.vers) == cap(c.vers) {
 			// A new array, under vers from its start, twice as large:
 			// append grows a large slice by a quarter, which for a key
@@ -278,7 +299,6 @@ func (s *store) appendVersion(c *chain, val []byte, exists bool, v, horizon int6
 	case !exists: // cleared again
 		s.dead.raised(c)
 	}
-	s.prune(c, horizon)
 	if !c.queued {
 		c.queued = true
 		s.gcq.push(gcEntry{c: c, due: v})
