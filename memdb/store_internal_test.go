@@ -95,3 +95,25 @@ func must(b []byte, ok bool) []byte {
 	}
 	return b
 }
+
+// TestSetClearCollectAllocatesOnlyTheChain: a key set, cleared and
+// collected at once (a queue's item when no reader needs it) costs its
+// chain's allocation and nothing else: the dead index's log reuses its
+// array.
+func TestSetClearCollectAllocatesOnlyTheChain(t *testing.T) {
+	s := newStore()
+	key, val := []byte("item"), []byte("x")
+	s.write([]byte("other"), val, true, 1, 0) // so that liveTree keeps its root
+	v := int64(1)
+	cycle := func() {
+		s.write(key, val, true, v+1, v)
+		s.write(key, nil, false, v+2, v+1)
+		s.gc(v + 2)
+		v += 2
+	}
+	for range 10 {
+		cycle()
+	}
+	require.Nil(t, s.lookup(key))
+	require.Equal(t, 1.0, testing.AllocsPerRun(100, cycle))
+}
