@@ -2,13 +2,16 @@ package memdb_test
 
 import (
 	"encoding/binary"
+	"fmt"
 	"os"
 	"runtime"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/fdbqueue/fdbqueue/kv"
 	"github.com/fdbqueue/fdbqueue/memdb"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
@@ -140,4 +143,59 @@ func TestGCFollowsOldestReader(t *testing.T) {
 	require.NoError(t, rw.Commit())
 	mustSet(t, db, "k2", "x")
 	require.Equal(t, int64(2), db.Stats().Versions, "other's z is not kept for the committed reader")
+}
+
+// TestEagerGCKeepsConcurrentSnapshots: with the horizon following the
+// oldest registered read version, readers that obtain their read version
+// while commits collect old versions still see one snapshot throughout.
+func TestEagerGCKeepsConcurrentSnapshots(t *testing.T) {
+	db := memdb.New()
+	t.Cleanup(func() { _ = db.Close() })
+	ctx := t.Context()
+	mustSet(t, db, "k", "0")
+	stop := make(chan struct{})
+	var writers sync.WaitGroup
+	for w := range 2 {
+		writers.Add(1)
+		go func() {
+			defer writers.Done()
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				_ = db.Transact(ctx, func(tr kv.Transaction) error {
+					tr.Set([]byte("k"), []byte(fmt.Sprint(w, i)))
+					tr.Clear([]byte(fmt.Sprint("tmp", w, i-1)))
+					tr.Set([]byte(fmt.Sprint("tmp", w, i)), []byte("x"))
+					return nil
+				})
+			}
+		}()
+	}
+	var readers sync.WaitGroup
+	for range 4 {
+		readers.Add(1)
+		go func() {
+			defer readers.Done()
+			for range 300 {
+				tr := newTx(t, db)
+				a, err := tr.Get([]byte("k")).Get()
+				if !assert.NoError(t, err) {
+					return
+				}
+				runtime.Gosched()
+				b, err := tr.Get([]byte("k")).Get()
+				if !assert.NoError(t, err) || !assert.Equal(t, string(a), string(b), "one snapshot") {
+					return
+				}
+				tr.Cancel()
+				tr.Reset()
+			}
+		}()
+	}
+	readers.Wait()
+	close(stop)
+	writers.Wait()
 }
