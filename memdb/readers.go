@@ -58,7 +58,14 @@ func (r *readers) register(latest *atomic.Int64) int64 {
 func (r *readers) unregister(rv int64) {
 	r.mu.Lock()
 	live := r.rvs[r.head:]
-	i := sort.Search(len(live), func(i int) bool { return live[i] >= rv })
+	i := 0
+	if len(live) > 8 {
+		i = sort.Search(len(live), func(i int) bool { return live[i] >= rv })
+	} else {
+		for i < len(live) && live[i] < rv {
+			i++
+		}
+	}
 	if i < len(live) && live[i] == rv && r.counts[r.head+i] > 0 {
 		r.counts[r.head+i]--
 		r.trimLocked()
@@ -71,16 +78,19 @@ func (r *readers) unregister(rv int64) {
 // there is none.
 func (r *readers) oldest(floor, latest int64) int64 {
 	r.mu.Lock()
-	defer r.mu.Unlock()
-	for r.head < len(r.rvs) && r.rvs[r.head] < floor {
-		r.counts[r.head] = 0
-		r.head++
+	if r.head < len(r.rvs) && r.rvs[r.head] < floor {
+		for r.head < len(r.rvs) && r.rvs[r.head] < floor {
+			r.counts[r.head] = 0
+			r.head++
+		}
+		r.trimLocked()
 	}
-	r.trimLocked()
+	h := latest
 	if r.head < len(r.rvs) {
-		return min(r.rvs[r.head], latest)
+		h = min(r.rvs[r.head], latest)
 	}
-	return latest
+	r.mu.Unlock()
+	return h
 }
 
 // trimLocked drops the released entries at the front and compacts the
