@@ -233,12 +233,14 @@
 // allocations on one core of a shared 2-core AMD EPYC VM (Go 1.26), i.e.
 // 500-600k transactions per second: one B-tree lookup (the read; the
 // commit reuses the chain it found), no resolver update, two monotonic
-// clock reads. About a third of it is allocation and garbage collection,
-// mostly of the 512-byte transaction and of the versions kept for the
-// 5-second window.
+// clock reads. Much of the rest is allocation, mostly of the 512-byte
+// transaction. Versions that no open transaction can read are collected
+// at the next commit (see Garbage collection), so the live heap, which
+// the Go garbage collector scans, holds the data plus what open
+// transactions still need, not 5 seconds of writes.
 //
 // Range reads and range conflict checks do not walk the tombstones that
-// the window keeps (a queue clears keys at its head all the time): besides
+// the window may keep (a queue clears keys at its head all the time): besides
 // the B-tree of every key, the store keeps a B-tree of the keys that have a
 // value and a treap of the others augmented with each subtree's newest
 // write (as FoundationDB's resolver keeps a skip list with per-node
