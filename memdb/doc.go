@@ -219,12 +219,14 @@
 // committed nor been reset), or the latest version if there is none, but
 // never older than the MVCC window allows (by clock and by version
 // distance: older transactions fail with transaction_too_old anyway). A
-// transaction abandoned without Commit or Reset holds the horizon back for
-// at most the window. Versions older than a key's newest one at or below the horizon are
-// dropped, keys whose newest entry there is a tombstone (and whose last
-// write is at or below the horizon) are removed, and the resolver's history
-// at or below the horizon is folded away, so memory stays proportional to
-// the live data plus the writes within the window.
+// transaction abandoned without Commit or Reset (ReadTransact's, for
+// one) holds the horizon back for at most the window. Versions older than
+// a key's newest one at or below the horizon are dropped, keys whose
+// newest entry there is a tombstone (and whose last write is at or below
+// the horizon) are removed, and the resolver's history at or below the
+// horizon is folded away, so memory stays proportional to the live data
+// plus the writes since the oldest open read version (at most the
+// window's).
 //
 // # Performance
 //
