@@ -277,11 +277,14 @@ func (db *DB) collectLocked(now time.Time, v int64) {
 	for len(db.samples) >= 2 && db.samples[1].t.Before(cutoff) {
 		db.samples = db.samples[1:]
 	}
-	h := db.horizon
+	// floor: no transaction whose read version is older may read or
+	// commit any more (tooOldLocked), by clock or by version distance.
+	floor := v - db.windowV
 	if len(db.samples) > 0 && db.samples[0].t.Before(cutoff) {
-		h = max(h, db.samples[0].v)
+		floor = max(floor, db.samples[0].v)
 	}
-	h = max(h, v-db.windowV)
+	// The horizon is the oldest read version still in use, at least floor.
+	h := max(db.horizon, floor, db.readers.oldest(floor, v))
 	db.horizon = h
 	db.st.gc(h)
 	db.res.maybeGC(h)

@@ -45,6 +45,7 @@ type DB struct {
 	watches watchRegistry
 	horizon int64 // versions at or below it are garbage collected
 	samples []timeSample
+	readers readers // read versions in use, for the horizon
 	closed  bool
 
 	version    atomic.Int64 // latest committed version

@@ -110,6 +110,13 @@ func (x *deadIndex) logAppend(c *chain) {
 		x.log[i] = logEntry{} // release the chain
 		i++
 	}
+	if i > 0 && len(x.log) == cap(x.log) && 2*i >= len(x.log) {
+		// Reuse the array's front rather than grow a new one (chains are
+		// collected soon after they are cleared when no reader needs them).
+		n := copy(x.log, x.log[i:])
+		clear(x.log[n:])
+		x.log, i = x.log[:n], 0
+	}
 	x.log = append(x.log[i:], logEntry{c: c, v: c.wv})
 }
 

@@ -214,13 +214,19 @@
 //
 // # Garbage collection
 //
-// Each commit advances a horizon: the newest version that no transaction
-// allowed to read can be older than (by clock and by version distance).
-// Versions older than a key's newest one at or below the horizon are
-// dropped, keys whose newest entry there is a tombstone (and whose last
-// write is at or below the horizon) are removed, and the resolver's history
-// at or below the horizon is folded away, so memory stays proportional to
-// the live data plus the writes within the window.
+// Each commit advances a horizon: the oldest read version of a
+// transaction that may still read or commit at it (one that has neither
+// committed nor been reset), or the latest version if there is none, but
+// never older than the MVCC window allows (by clock and by version
+// distance: older transactions fail with transaction_too_old anyway). A
+// transaction abandoned without Commit or Reset (ReadTransact's, for
+// one) holds the horizon back for at most the window. Versions older than
+// a key's newest one at or below the horizon are dropped, keys whose
+// newest entry there is a tombstone (and whose last write is at or below
+// the horizon) are removed, and the resolver's history at or below the
+// horizon is folded away, so memory stays proportional to the live data
+// plus the writes since the oldest open read version (at most the
+// window's).
 //
 // # Performance
 //
@@ -229,12 +235,14 @@
 // allocations on one core of a shared 2-core AMD EPYC VM (Go 1.26), i.e.
 // 500-600k transactions per second: one B-tree lookup (the read; the
 // commit reuses the chain it found), no resolver update, two monotonic
-// clock reads. About a third of it is allocation and garbage collection,
-// mostly of the 512-byte transaction and of the versions kept for the
-// 5-second window.
+// clock reads. Much of the rest is allocation, mostly of the 512-byte
+// transaction. Versions that no open transaction can read are collected
+// at the next commit (see Garbage collection), so the live heap, which
+// the Go garbage collector scans, holds the data plus what open
+// transactions still need, not 5 seconds of writes.
 //
 // Range reads and range conflict checks do not walk the tombstones that
-// the window keeps (a queue clears keys at its head all the time): besides
+// the window may keep (a queue clears keys at its head all the time): besides
 // the B-tree of every key, the store keeps a B-tree of the keys that have a
 // value and a treap of the others augmented with each subtree's newest
 // write (as FoundationDB's resolver keeps a skip list with per-node

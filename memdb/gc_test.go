@@ -2,13 +2,16 @@ package memdb_test
 
 import (
 	"encoding/binary"
+	"fmt"
 	"os"
 	"runtime"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/fdbqueue/fdbqueue/kv"
 	"github.com/fdbqueue/fdbqueue/memdb"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
@@ -98,8 +101,101 @@ func TestGCRemovesClearedKeys(t *testing.T) {
 	clk.Advance(2 * time.Second)
 	mustSet(t, db, "other", "y") // a commit drives collection
 	st := db.Stats()
-	require.Equal(t, int64(2), st.Versions, "k's versions are gone; other keeps its newest and the one just written")
+	// old is out of the window, so no reader needs other's x any more.
+	require.Equal(t, int64(1), st.Versions, "k's versions are gone; other keeps only the one just written")
 	require.Equal(t, int64(1), st.Keys)
 	_, err := old.Get([]byte("k")).Get()
 	require.ErrorIs(t, err, kv.ErrTransactionTooOld)
+}
+
+// TestGCFollowsOldestReader: the horizon is the oldest read version of a
+// transaction that may still read or commit, not the whole MVCC window
+// behind: with no such transaction a cleared key is collected at once;
+// an open reader keeps its snapshot until it commits or is reset.
+func TestGCFollowsOldestReader(t *testing.T) {
+	db, _ := newDB(t)
+	mustSet(t, db, "k", "v")
+	mustSet(t, db, "k", "w")
+	require.Equal(t, int64(1), db.Stats().Versions, "no reader needs v")
+
+	reader := newTx(t, db)
+	require.Equal(t, "w", string(get(t, reader, "k")))
+	require.NoError(t, db.Transact(t.Context(), clearTx("k")))
+	mustSet(t, db, "other", "x")
+	require.Equal(t, int64(3), db.Stats().Versions, "the reader keeps k's w and tombstone (and other has x)")
+	require.Equal(t, "w", string(get(t, reader, "k")), "and its snapshot")
+
+	reader.Set([]byte("unrelated"), []byte("x"))
+	require.ErrorIs(t, reader.Commit(), kv.ErrNotCommitted, "k was cleared after the read")
+	mustSet(t, db, "other", "y")
+	require.Equal(t, int64(4), db.Stats().Versions, "a failed commit's transaction may read again: k and other's x still kept")
+
+	reader.Reset()
+	mustSet(t, db, "other", "z")
+	st := db.Stats()
+	require.Equal(t, int64(1), st.Keys)
+	require.Equal(t, int64(1), st.Versions, "k is collected once the reader is reset")
+
+	// A committed transaction releases its read version too.
+	rw := newTx(t, db)
+	require.Equal(t, "z", string(get(t, rw, "other")))
+	rw.Set([]byte("other"), []byte("zz"))
+	require.NoError(t, rw.Commit())
+	mustSet(t, db, "k2", "x")
+	require.Equal(t, int64(2), db.Stats().Versions, "other's z is not kept for the committed reader")
+}
+
+// TestEagerGCKeepsConcurrentSnapshots: with the horizon following the
+// oldest registered read version, readers that obtain their read version
+// while commits collect old versions still see one snapshot throughout.
+func TestEagerGCKeepsConcurrentSnapshots(t *testing.T) {
+	db := memdb.New()
+	t.Cleanup(func() { _ = db.Close() })
+	ctx := t.Context()
+	mustSet(t, db, "k", "0")
+	stop := make(chan struct{})
+	var writers sync.WaitGroup
+	for w := range 2 {
+		writers.Add(1)
+		go func() {
+			defer writers.Done()
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				_ = db.Transact(ctx, func(tr kv.Transaction) error {
+					tr.Set([]byte("k"), []byte(fmt.Sprint(w, i)))
+					tr.Clear([]byte(fmt.Sprint("tmp", w, i-1)))
+					tr.Set([]byte(fmt.Sprint("tmp", w, i)), []byte("x"))
+					return nil
+				})
+			}
+		}()
+	}
+	var readers sync.WaitGroup
+	for range 4 {
+		readers.Add(1)
+		go func() {
+			defer readers.Done()
+			for range 300 {
+				tr := newTx(t, db)
+				a, err := tr.Get([]byte("k")).Get()
+				if !assert.NoError(t, err) {
+					return
+				}
+				runtime.Gosched()
+				b, err := tr.Get([]byte("k")).Get()
+				if !assert.NoError(t, err) || !assert.Equal(t, string(a), string(b), "one snapshot") {
+					return
+				}
+				tr.Cancel()
+				tr.Reset()
+			}
+		}()
+	}
+	readers.Wait()
+	close(stop)
+	writers.Wait()
 }

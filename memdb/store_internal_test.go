@@ -62,3 +62,58 @@ func TestAtomicEntryKeyIsCopiedForTheStore(t *testing.T) {
 	require.NotSame(t, &e.key[0], &c.key[0], "the chain has its own copy of the key")
 	require.Equal(t, key, c.key)
 }
+
+// TestHotKeyReusesItsArray: a key written at every commit whose readers
+// need only its newest versions (the horizon right behind) keeps the
+// array it was created with: prune drops entries from the front and the
+// next write moves the rest back rather than allocating a new array.
+func TestHotKeyReusesItsArray(t *testing.T) {
+	s := newStore()
+	key := []byte("counter")
+	s.write(key, []byte{1}, true, 1, 0)
+	c := s.lookup(key)
+	first := &c.array()[0]
+	for v := int64(2); v <= 1000; v++ {
+		s.write(key, []byte{byte(v)}, true, v, v-1)
+		require.Len(t, c.vers, 2, "the value at the horizon and the new one")
+		require.Equal(t, []byte{byte(v - 1)}, must(c.at(v-1)))
+		require.Equal(t, []byte{byte(v)}, must(c.at(v)))
+	}
+	require.Equal(t, int32(2), c.arr)
+	require.Same(t, first, &c.array()[0], "no new array")
+	val := []byte{1}
+	allocs := testing.AllocsPerRun(100, func() {
+		v := c.vers[len(c.vers)-1].v + 1
+		s.write(key, val, true, v, v-1)
+	})
+	require.Zero(t, allocs)
+}
+
+func must(b []byte, ok bool) []byte {
+	if !ok {
+		return nil
+	}
+	return b
+}
+
+// TestSetClearCollectAllocatesOnlyTheChain: a key set, cleared and
+// collected at once (a queue's item when no reader needs it) costs its
+// chain's allocation and nothing else: the dead index's log reuses its
+// array.
+func TestSetClearCollectAllocatesOnlyTheChain(t *testing.T) {
+	s := newStore()
+	key, val := []byte("item"), []byte("x")
+	s.write([]byte("other"), val, true, 1, 0) // so that liveTree keeps its root
+	v := int64(1)
+	cycle := func() {
+		s.write(key, val, true, v+1, v)
+		s.write(key, nil, false, v+2, v+1)
+		s.gc(v + 2)
+		v += 2
+	}
+	for range 10 {
+		cycle()
+	}
+	require.Nil(t, s.lookup(key))
+	require.Equal(t, 1.0, testing.AllocsPerRun(100, cycle))
+}

@@ -74,6 +74,7 @@ type transaction struct {
 
 	// Small state, kept together to save padding.
 	rvState    uint8
+	rvReg      bool // rv is registered in db.readers
 	committing bool
 	committed  bool
 	mutated    bool
@@ -455,8 +456,18 @@ func (tx *transaction) setErrLocked(err error) {
 func (tx *transaction) obtainRVLocked() {
 	tx.grvTime = tx.db.clock.Now()
 	tx.creationLocked(tx.grvTime)
-	tx.rv = tx.db.version.Load()
+	tx.rv = tx.db.readers.register(&tx.db.version)
+	tx.rvReg = true
 	tx.rvState = rvHave
+}
+
+// dropRVLocked unregisters the read version once the transaction can no
+// longer read at it (committed or reset): see readers.
+func (tx *transaction) dropRVLocked() {
+	if tx.rvReg {
+		tx.rvReg = false
+		tx.db.readers.unregister(tx.rv)
+	}
 }
 
 // readVersion returns the transaction's read version, obtaining one (after
@@ -1206,6 +1217,7 @@ func (tx *transaction) Commit() error {
 		return res.err
 	}
 	tx.committed = true
+	tx.dropRVLocked()
 	tx.commitVer = res.version
 	if x := tx.x; x != nil && x.vsf != nil {
 		stamp := versionstamp(res.version)
@@ -1305,6 +1317,7 @@ func (tx *transaction) commitReadOnlyLocked(req *commitReq) error {
 	}
 	db.stats.readOnlyCommits.Add(1)
 	tx.committed = true
+	tx.dropRVLocked()
 	tx.commitVer = -1
 	tx.failStampLocked(errNoCommitVersion)
 	return nil
@@ -1379,6 +1392,7 @@ func (tx *transaction) resetLocked(full bool, watchErr error) {
 		x.vsf, x.rvCh = nil, nil
 		x.clears, x.clearLog, x.vsKeys, x.wconf, x.unreadable = nil, nil, nil, nil, nil
 	}
+	tx.dropRVLocked()
 	tx.rvState, tx.rv, tx.grvTime = rvNone, 0, time.Time{}
 	tx.err = nil
 	tx.committing, tx.committed, tx.commitVer = false, false, 0
