@@ -57,6 +57,11 @@ func (r *readers) register(latest *atomic.Int64) int64 {
 // already, as out of the window.
 func (r *readers) unregister(rv int64) {
 	r.mu.Lock()
+	r.unregisterLocked(rv)
+	r.mu.Unlock()
+}
+
+func (r *readers) unregisterLocked(rv int64) {
 	live := r.rvs[r.head:]
 	i := 0
 	if len(live) > 8 {
@@ -70,7 +75,6 @@ func (r *readers) unregister(rv int64) {
 		r.counts[r.head+i]--
 		r.trimLocked()
 	}
-	r.mu.Unlock()
 }
 
 // oldest drops the registrations older than floor (they are out of the
@@ -78,6 +82,23 @@ func (r *readers) unregister(rv int64) {
 // there is none.
 func (r *readers) oldest(floor, latest int64) int64 {
 	r.mu.Lock()
+	h := r.oldestLocked(floor, latest)
+	r.mu.Unlock()
+	return h
+}
+
+// unregisterOldest is unregister(rv) then oldest(floor, latest) in one
+// critical section: a commit drops its transaction's read version and
+// advances the horizon with one lock round trip.
+func (r *readers) unregisterOldest(rv, floor, latest int64) int64 {
+	r.mu.Lock()
+	r.unregisterLocked(rv)
+	h := r.oldestLocked(floor, latest)
+	r.mu.Unlock()
+	return h
+}
+
+func (r *readers) oldestLocked(floor, latest int64) int64 {
 	if r.head < len(r.rvs) && r.rvs[r.head] < floor {
 		for r.head < len(r.rvs) && r.rvs[r.head] < floor {
 			r.counts[r.head] = 0
@@ -89,7 +110,6 @@ func (r *readers) oldest(floor, latest int64) int64 {
 	if r.head < len(r.rvs) {
 		h = min(r.rvs[r.head], latest)
 	}
-	r.mu.Unlock()
 	return h
 }
 

@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/fdbqueue/fdbqueue/kv"
@@ -61,18 +62,23 @@ type transaction struct {
 	// life (never reused, so whoever holds one keeps it intact): the first
 	// point read's future, the first written entry, and an arena for
 	// conflict range keys, which nothing outside the transaction retains.
-	vf        valueFuture
-	ent       wentry
-	vfUsed    bool
-	entUsed   bool
-	arenaUsed uint8
-	arena     [arenaSize]byte
+	vf    valueFuture
+	ent   wentry
+	arena [arenaSize]byte
 	// spill continues the arena once it is full: blocks allocated on
 	// demand, each twice the previous one (up to spillMax), handed out
 	// likewise once; len(spill) is the part handed out.
 	spill []byte
 
-	// Small state, kept together to save padding.
+	// timed is set once a timeout timer was armed (x.timer), so that
+	// release locks tx.mu only then.
+	timed atomic.Bool
+
+	// Small state, kept together to save padding (vfUsed, entUsed and
+	// arenaUsed go with vf, ent and arena above).
+	vfUsed     bool
+	entUsed    bool
+	arenaUsed  uint8
 	rvState    uint8
 	rvReg      bool // rv is registered in db.readers
 	committing bool
@@ -301,6 +307,9 @@ func (tx *transaction) creationLocked(now time.Time) (time.Time, time.Time) {
 func (tx *transaction) release() {
 	if tx.stop != nil {
 		tx.stop()
+	}
+	if !tx.timed.Load() {
+		return // no timer was ever armed: nothing to lock tx.mu for
 	}
 	tx.mu.Lock()
 	if x := tx.x; x != nil && x.timer != nil {
@@ -1183,6 +1192,24 @@ func (tx *transaction) Commit() error {
 		tx.mu.Unlock()
 		return kv.ErrTransactionTooLarge
 	}
+	if db := tx.db; !db.latency && !db.faultsOn.Load() {
+		// Nothing to wait for (send would run the commit step at once):
+		// the step runs with tx.mu held, which it may be since tx.mu is
+		// taken before db.mu (as by reads). That spares unlocking and
+		// relocking tx.mu, and the step drops the read version's
+		// registration with the same lock round trip as its garbage
+		// collection: no Reset can unregister it meanwhile. Nothing can be
+		// issued during the commit, so nothing fails it with
+		// used_during_commit.
+		req.dropRV = tx.rvReg
+		res := db.commitStep(req, nil, faultNone)
+		if res.dropped {
+			tx.rvReg = false
+		}
+		err := tx.finishCommitLocked(req, res)
+		tx.mu.Unlock()
+		return err
+	}
 	tx.committing = true
 	gen := tx.gen
 	tx.mu.Unlock()
@@ -1208,11 +1235,17 @@ func (tx *transaction) Commit() error {
 		} else {
 			res.err = kv.ErrUsedDuringCommit
 		}
+	}
+	return tx.finishCommitLocked(req, res)
+}
+
+// finishCommitLocked records the outcome of the commit step: on failure,
+// the transaction's watches and versionstamp fail with the error.
+func (tx *transaction) finishCommitLocked(req *commitReq, res commitResult) error {
+	if res.err != nil {
 		for _, w := range req.watches {
 			w.finish(res.err)
 		}
-	}
-	if res.err != nil {
 		tx.failStampLocked(res.err)
 		return res.err
 	}
@@ -1469,6 +1502,7 @@ func (tx *transaction) armTimerLocked() {
 		return
 	}
 	gen := x.timerGen
+	tx.timed.Store(true)
 	x.timer = time.AfterFunc(left, func() {
 		tx.mu.Lock()
 		defer tx.mu.Unlock()
