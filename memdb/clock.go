@@ -55,3 +55,30 @@ func (c *ManualClock) Advance(d time.Duration) {
 	c.now = c.now.Add(d)
 	c.mu.Unlock()
 }
+
+// dbClock is a DB's time: how long after the DB was made, on its Clock.
+// Versions, the MVCC window and timeouts need only durations, and with
+// the default clock a duration is one monotonic clock read (time.Since of
+// a monotonic time), without the arithmetic of building a time.Time or
+// an interface call: a transaction reads the clock at least twice.
+type dbClock struct {
+	c     Clock
+	real  bool // c is realClock
+	start time.Time
+}
+
+func newDBClock(c Clock) dbClock {
+	_, real := c.(realClock)
+	return dbClock{c: c, real: real, start: c.Now()}
+}
+
+// Now returns the time elapsed since the DB was made.
+func (c *dbClock) Now() time.Duration {
+	if c.real {
+		return time.Since(c.start)
+	}
+	return c.c.Now().Sub(c.start)
+}
+
+// at returns the time on the Clock of d, a duration from Now.
+func (c *dbClock) at(d time.Duration) time.Time { return c.start.Add(d) }

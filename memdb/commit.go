@@ -13,7 +13,7 @@ import (
 type commitReq struct {
 	hasRV   bool
 	rv      int64
-	grvTime time.Time
+	grvTime time.Duration // on db.clock
 	// dropRV asks the commit step to unregister rv from db.readers if the
 	// commit succeeds (commitResult.dropped), together with advancing the
 	// horizon: one lock round trip rather than two. Only a commit run
@@ -275,21 +275,21 @@ func (req *commitReq) wrote(key []byte, v int64) bool {
 // versions and conflict history. The caller holds db.mu exclusively and has
 // just published version v at clock time now. If drop, it first
 // unregisters the read version rv (see commitReq.dropRV).
-func (db *DB) collectLocked(now time.Time, v int64, drop bool, rv int64) {
+func (db *DB) collectLocked(now time.Duration, v int64, drop bool, rv int64) {
 	every := db.cfg.window / 256
-	if n := len(db.samples); n == 0 || now.Sub(db.samples[n-1].t) >= every {
+	if n := len(db.samples); n == 0 || now-db.samples[n-1].t >= every {
 		// Read the clock after publishing v: any transaction whose read
 		// version was obtained after this time has a read version >= v.
 		db.samples = append(db.samples, timeSample{t: db.clock.Now(), v: v})
 	}
-	cutoff := now.Add(-db.cfg.window)
-	for len(db.samples) >= 2 && db.samples[1].t.Before(cutoff) {
+	cutoff := now - db.cfg.window
+	for len(db.samples) >= 2 && db.samples[1].t < cutoff {
 		db.samples = db.samples[1:]
 	}
 	// floor: no transaction whose read version is older may read or
 	// commit any more (tooOldLocked), by clock or by version distance.
 	floor := v - db.windowV
-	if len(db.samples) > 0 && db.samples[0].t.Before(cutoff) {
+	if len(db.samples) > 0 && db.samples[0].t < cutoff {
 		floor = max(floor, db.samples[0].v)
 	}
 	// The horizon is the oldest read version still in use, at least floor.

@@ -31,8 +31,7 @@ const (
 // package documentation.
 type DB struct {
 	cfg     config
-	clock   Clock
-	start   time.Time
+	clock   dbClock // time since the DB was made
 	rng     *lockedRand
 	latency bool
 	windowV int64 // the MVCC window in versions
@@ -67,9 +66,10 @@ type DB struct {
 
 var _ kv.Database = (*DB)(nil)
 
-// timeSample records that version v was committed before time t.
+// timeSample records that version v was committed before time t (on
+// db.clock).
 type timeSample struct {
-	t time.Time
+	t time.Duration
 	v int64
 }
 
@@ -89,7 +89,7 @@ func New(opts ...Option) *DB {
 	}
 	db := &DB{
 		cfg:        cfg,
-		clock:      cfg.clock,
+		clock:      newDBClock(cfg.clock),
 		rng:        newLockedRand(cfg.seed),
 		latency:    cfg.latency.enabled(),
 		windowV:    cfg.window.Microseconds(),
@@ -99,15 +99,14 @@ func New(opts ...Option) *DB {
 		allWatches: make(map[*watch]struct{}),
 		faults:     cfg.faults,
 	}
-	db.start = db.clock.Now()
 	db.faultsOn.Store(cfg.faults.any())
 	return db
 }
 
-// versionAt is the version the clock reads at now: one per microsecond since
-// the DB was made, plus one.
-func (db *DB) versionAt(now time.Time) int64 {
-	return now.Sub(db.start).Microseconds() + 1
+// versionAt is the version the clock reads at now (db.clock.Now()): one
+// per microsecond since the DB was made, plus one.
+func (db *DB) versionAt(now time.Duration) int64 {
+	return now.Microseconds() + 1
 }
 
 // SetFaults replaces the fault injection probabilities; it takes effect for
@@ -277,8 +276,8 @@ func (db *DB) untrackWatch(w *watch) {
 // tooOldLocked reports whether a transaction with read version rv obtained
 // at grvTime may no longer read or commit. The caller holds db.mu (shared
 // or exclusive), which keeps the check consistent with garbage collection.
-func (db *DB) tooOldLocked(rv int64, grvTime, now time.Time) bool {
-	return now.Sub(grvTime) > db.cfg.window ||
+func (db *DB) tooOldLocked(rv int64, grvTime, now time.Duration) bool {
+	return now-grvTime > db.cfg.window ||
 		rv < db.version.Load()-db.windowV ||
 		rv < db.horizon
 }
@@ -288,7 +287,7 @@ func (db *DB) tooOldLocked(rv int64, grvTime, now time.Time) bool {
 // so it cannot be too old (this spares a clock read). It also returns the
 // key's chain (nil if the key is not stored), which the caller may keep as
 // a hint for a later write of the key (store.chainFor).
-func (db *DB) readPoint(key []byte, rv int64, grvTime time.Time, fresh bool) ([]byte, bool, *chain, error) {
+func (db *DB) readPoint(key []byte, rv int64, grvTime time.Duration, fresh bool) ([]byte, bool, *chain, error) {
 	db.mu.RLock()
 	if db.closed {
 		db.mu.RUnlock()

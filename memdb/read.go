@@ -455,7 +455,7 @@ func (tx *transaction) readRangeNow(dst []kv.KeyValue, spare, b, e []byte, limit
 // readStoreLocked reads [b, e) at rv (obtained at grvTime; fresh: just
 // now, so it cannot be too old) through the transaction's writes and adds
 // the read conflict range. The caller holds tx.mu.
-func (tx *transaction) readStoreLocked(dst []kv.KeyValue, spare, b, e []byte, limit int, reverse, snap bool, rv int64, grvTime time.Time, fresh bool) ([]kv.KeyValue, bool, error) {
+func (tx *transaction) readStoreLocked(dst []kv.KeyValue, spare, b, e []byte, limit int, reverse, snap bool, rv int64, grvTime time.Duration, fresh bool) ([]kv.KeyValue, bool, error) {
 	db := tx.db
 	db.mu.RLock()
 	if db.closed {

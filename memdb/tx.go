@@ -28,7 +28,7 @@ type transaction struct {
 	mu  sync.Mutex
 	gen uint64 // incremented by every reset: stale asynchronous work checks it
 
-	createdAt time.Time // on the DB's clock (real time: see creationLocked)
+	createdAt time.Duration // on db.clock if created (real time: see creationLocked)
 
 	// x holds what few transactions use; it is allocated on first use.
 	x *txCold
@@ -39,7 +39,7 @@ type transaction struct {
 
 	// Read version (and rvState, below).
 	rv      int64
-	grvTime time.Time
+	grvTime time.Duration // on db.clock
 
 	err       error // sticky error of an invalid write
 	commitVer int64
@@ -81,6 +81,7 @@ type transaction struct {
 	arenaUsed  uint8
 	rvState    uint8
 	rvReg      bool // rv is registered in db.readers
+	created    bool // createdAt is set
 	committing bool
 	committed  bool
 	mutated    bool
@@ -281,26 +282,26 @@ func (db *DB) newTransaction(ctx context.Context) (*transaction, error) {
 // read version, or SetTimeout), which spares a clock read per transaction:
 // the timeout then counts from that moment, a negligible difference.
 func (tx *transaction) stampCreation() {
-	tx.createdAt = time.Time{}
+	tx.created = false
 	if tx.x != nil {
 		tx.x.createdReal = time.Time{}
 	}
 }
 
 // creationLocked returns the creation time on the DB's clock and in real
-// time, taking now (on the DB's clock) as the creation time if it was not
+// time, taking now (db.clock.Now()) as the creation time if it was not
 // taken yet.
-func (tx *transaction) creationLocked(now time.Time) (time.Time, time.Time) {
-	if tx.createdAt.IsZero() {
-		tx.createdAt = now
-		if _, real := tx.db.clock.(realClock); !real {
+func (tx *transaction) creationLocked(now time.Duration) (time.Duration, time.Time) {
+	if !tx.created {
+		tx.created, tx.createdAt = true, now
+		if !tx.db.clock.real {
 			tx.cold().createdReal = time.Now()
 		}
 	}
 	if x := tx.x; x != nil && !x.createdReal.IsZero() {
 		return tx.createdAt, x.createdReal
 	}
-	return tx.createdAt, tx.createdAt
+	return tx.createdAt, tx.db.clock.at(tx.createdAt)
 }
 
 // release drops the transaction's context binding and timer.
@@ -417,7 +418,7 @@ func (tx *transaction) cancelledLocked() error {
 			tx.cancelLocked(ErrClosed)
 		} else if x := tx.x; x != nil && x.timeout > 0 {
 			now := tx.db.clock.Now()
-			if created, _ := tx.creationLocked(now); now.Sub(created) > x.timeout {
+			if created, _ := tx.creationLocked(now); now-created > x.timeout {
 				tx.cancelLocked(kv.ErrTransactionTimedOut)
 			}
 		}
@@ -481,18 +482,18 @@ func (tx *transaction) dropRVLocked() {
 
 // readVersion returns the transaction's read version, obtaining one (after
 // the GRV latency) if needed. gen is the generation the caller started in.
-func (tx *transaction) readVersion(gen uint64) (int64, time.Time, error) {
+func (tx *transaction) readVersion(gen uint64) (int64, time.Duration, error) {
 	return tx.awaitReadVersion(gen, false)
 }
 
 // awaitReadVersion is readVersion; forCommit is for a Commit in progress,
 // which only a cancellation (or Reset) stops.
-func (tx *transaction) awaitReadVersion(gen uint64, forCommit bool) (int64, time.Time, error) {
+func (tx *transaction) awaitReadVersion(gen uint64, forCommit bool) (int64, time.Duration, error) {
 	tx.mu.Lock()
 	defer tx.mu.Unlock()
 	for {
 		if tx.gen != gen {
-			return 0, time.Time{}, kv.ErrTransactionCancelled
+			return 0, 0, kv.ErrTransactionCancelled
 		}
 		var err error
 		if forCommit {
@@ -501,7 +502,7 @@ func (tx *transaction) awaitReadVersion(gen uint64, forCommit bool) (int64, time
 			err = tx.checkLocked()
 		}
 		if err != nil {
-			return 0, time.Time{}, err
+			return 0, 0, err
 		}
 		switch tx.rvState {
 		case rvHave:
@@ -1426,7 +1427,7 @@ func (tx *transaction) resetLocked(full bool, watchErr error) {
 		x.clears, x.clearLog, x.vsKeys, x.wconf, x.unreadable = nil, nil, nil, nil, nil
 	}
 	tx.dropRVLocked()
-	tx.rvState, tx.rv, tx.grvTime = rvNone, 0, time.Time{}
+	tx.rvState, tx.rv, tx.grvTime = rvNone, 0, 0
 	tx.err = nil
 	tx.committing, tx.committed, tx.commitVer = false, false, 0
 	tx.writes = writeMap{}
