@@ -303,7 +303,15 @@ func (s *store) appendVersion(c *chain, val []byte, exists bool, v, horizon int6
 		}
 	case !exists && wasLive:
 		s.live--
-		s.liveTree.Delete(ukey(c.key))
+		// A queue clears its head, the smallest live key: PopMin takes it
+		// from the leftmost leaf without comparing keys on the way down
+		// (Delete searches each level, comparing keys that share a long
+		// prefix); Min finds that leaf the same way.
+		if k, _, ok := s.liveTree.Min(); ok && k == ukey(c.key) {
+			s.liveTree.PopMin()
+		} else {
+			s.liveTree.Delete(ukey(c.key))
+		}
 		s.dead.insert(c)
 	case !exists: // cleared again
 		s.dead.raised(c)
