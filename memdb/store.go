@@ -275,8 +275,8 @@ func (s *store) appendVersion(c *chain, val []byte, exists bool, v, horizon int6
 			// keeping only its newest versions, would otherwise need a new
 			// array every few writes).
 			full := c.array()
-			copy(full, full[len(full)-n:])
-			clear(full[n:])
+			moveVersions(full, full[len(full)-n:])
+			clearValues(full[n:])
 			c.vers = full[:n]
 		}
 		if len(c.vers) == cap(c.vers) {
@@ -322,6 +322,33 @@ func (s *store) appendVersion(c *chain, val []byte, exists bool, v, horizon int6
 	}
 }
 
+// moveVersions is copy(dst, src) and clearValues drops the values of vs
+// (making them tombstones, which nothing reads: they are outside vers).
+// For the few entries a prune usually moves or drops they store each
+// pointer on its own: while the Go GC marks, copy and clear of memory with
+// pointers cost a bulk write barrier each (a span lookup and a walk of its
+// pointer bitmap), more than a plain barrier per pointer.
+func moveVersions(dst, src []mvccVersion) {
+	if len(src) > 4 {
+		copy(dst, src)
+		return
+	}
+	for j := range src {
+		d, s := &dst[j], &src[j]
+		d.v, d.p, d.n = s.v, s.p, s.n
+	}
+}
+
+func clearValues(vs []mvccVersion) {
+	if len(vs) > 4 {
+		clear(vs)
+		return
+	}
+	for j := range vs {
+		vs[j].p = nil
+	}
+}
+
 // prune drops the chain's entries that no reader at or after horizon needs.
 func (s *store) prune(c *chain, horizon int64) {
 	if len(c.vers) < 2 || c.vers[1].v > horizon {
@@ -341,7 +368,7 @@ func (s *store) prune(c *chain, horizon int64) {
 		copy(kept, c.vers[i:])
 		c.vers, c.arr = kept, int32(2*n)
 	} else {
-		clear(c.vers[:i]) // the array keeps them: drop their values
+		clearValues(c.vers[:i]) // the array keeps them: drop their values
 		c.vers = c.vers[i:]
 	}
 	s.versions -= int64(i)
