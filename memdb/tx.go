@@ -33,10 +33,6 @@ type transaction struct {
 	// x holds what few transactions use; it is allocated on first use.
 	x *txCold
 
-	// Cancellation: Cancel, the context, the timeout or Close (x.cancelCh
-	// is closed then).
-	cancelErr error
-
 	// Read version (and rvState, below).
 	rv      int64
 	grvTime time.Duration // on db.clock
@@ -55,7 +51,7 @@ type transaction struct {
 	// Inline storage for the first attempt's small buffers, which saves
 	// allocations on the fast path. Retries allocate afresh, since a commit
 	// in flight may still reference the first attempt's buffers.
-	readsBuf [1]krange
+	readsBuf [2]krange
 	smallBuf [2]*wentry
 
 	// Inline objects, each handed out at most once in the transaction's
@@ -85,6 +81,7 @@ type transaction struct {
 	committing bool
 	committed  bool
 	mutated    bool
+	cancelled  bool // x.cancelErr is set
 }
 
 // txCold is the part of a transaction that few transactions use: retry
@@ -97,7 +94,11 @@ type txCold struct {
 	retries    int           // OnError's retries so far
 	backoff    time.Duration // the next retry's delay cap; 0: the DB's initial one
 
-	cancelCh chan struct{} // made on demand, closed on cancellation
+	// cancelErr is the cancellation's error (Cancel, the context, the
+	// timeout or Close), set with transaction.cancelled; cancelCh is made
+	// on demand and closed on cancellation.
+	cancelErr error
+	cancelCh  chan struct{}
 
 	// createdReal is the creation time in real time, taken with createdAt
 	// when the DB's clock is not the real one.
@@ -269,7 +270,7 @@ func (db *DB) newTransaction(ctx context.Context) (*transaction, error) {
 	tx.writes.small = tx.smallBuf[:0]
 	if ctx.Done() != nil {
 		if err := ctx.Err(); err != nil {
-			tx.cancelErr = kv.ErrTransactionCancelled
+			tx.cancelled, tx.cold().cancelErr = true, kv.ErrTransactionCancelled
 		} else {
 			tx.stop = context.AfterFunc(ctx, func() { tx.cancelWith(kv.ErrTransactionCancelled) })
 		}
@@ -329,11 +330,12 @@ func (tx *transaction) cancelWith(err error) {
 }
 
 func (tx *transaction) cancelLocked(err error) {
-	if tx.cancelErr != nil {
+	if tx.cancelled {
 		return
 	}
-	tx.cancelErr = err
-	if x := tx.x; x != nil && x.cancelCh != nil {
+	x := tx.cold()
+	tx.cancelled, x.cancelErr = true, err
+	if x.cancelCh != nil {
 		close(x.cancelCh)
 	}
 	if !tx.committing {
@@ -347,7 +349,7 @@ func (tx *transaction) cancelChanLocked() chan struct{} {
 	x := tx.cold()
 	if x.cancelCh == nil {
 		x.cancelCh = make(chan struct{})
-		if tx.cancelErr != nil {
+		if tx.cancelled {
 			close(x.cancelCh)
 		}
 	}
@@ -395,7 +397,7 @@ func (tx *transaction) endRead() {
 // that their read conflict ranges are part of the commit. It returns early
 // if the transaction is cancelled.
 func (tx *transaction) awaitReadsLocked() {
-	for x := tx.x; x != nil && x.reading > 0 && tx.cancelErr == nil; x = tx.x {
+	for x := tx.x; x != nil && x.reading > 0 && !tx.cancelled; x = tx.x {
 		if x.readsDone == nil {
 			x.readsDone = make(chan struct{})
 		}
@@ -413,7 +415,7 @@ func (tx *transaction) awaitReadsLocked() {
 // cancelledLocked returns the cancellation error, if any, noticing a
 // timeout on the DB's clock and a closed DB.
 func (tx *transaction) cancelledLocked() error {
-	if tx.cancelErr == nil {
+	if !tx.cancelled {
 		if tx.db.closedFlag.Load() {
 			tx.cancelLocked(ErrClosed)
 		} else if x := tx.x; x != nil && x.timeout > 0 {
@@ -422,8 +424,11 @@ func (tx *transaction) cancelledLocked() error {
 				tx.cancelLocked(kv.ErrTransactionTimedOut)
 			}
 		}
+		if !tx.cancelled {
+			return nil
+		}
 	}
-	return tx.cancelErr
+	return tx.x.cancelErr
 }
 
 // sleep waits d in real time; it returns the cancellation error if the
@@ -1244,7 +1249,7 @@ func (tx *transaction) Commit() error {
 		return res.err
 	}
 	tx.committing = false
-	if tx.cancelErr != nil && errors.Is(tx.cancelErr, kv.ErrUsedDuringCommit) && !errors.Is(res.err, kv.ErrUsedDuringCommit) {
+	if tx.cancelled && errors.Is(tx.x.cancelErr, kv.ErrUsedDuringCommit) && !errors.Is(res.err, kv.ErrUsedDuringCommit) {
 		// An operation issued during the commit failed it, whatever the
 		// commit step decided: like FDB's, the commit may have applied.
 		if res.err == nil || kv.MaybeCommitted(res.err) {
@@ -1461,9 +1466,8 @@ func (tx *transaction) resetLocked(full bool, watchErr error) {
 		}
 		tx.stampCreation()
 		if tx.ctx.Err() == nil && !tx.db.closedFlag.Load() {
-			tx.cancelErr = nil
 			if x := tx.x; x != nil {
-				x.cancelCh = nil
+				tx.cancelled, x.cancelErr, x.cancelCh = false, nil, nil
 			}
 		}
 		tx.armTimerLocked()
