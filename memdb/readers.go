@@ -21,7 +21,9 @@ import (
 // together with reading the latest version, so that a concurrent commit
 // either sees the registration or published its version before it) and
 // unregisters it once it can no longer read at it: after a successful
-// Commit (its operations then fail with used_during_commit) or a reset.
+// Commit (its operations then fail with used_during_commit; a commit run
+// inline drops it in the commit step, before the step computes the
+// horizon) or a reset.
 // A transaction that is abandoned without either stays registered until
 // its read version falls out of the window, which then drops it: the
 // horizon is never later than it would be without the registry. Should a

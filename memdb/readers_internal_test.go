@@ -1,8 +1,13 @@
 package memdb
 
 import (
+	"context"
+	"fmt"
 	"sync/atomic"
 	"testing"
+	"time"
+
+	"github.com/fdbqueue/fdbqueue/kv"
 
 	"github.com/stretchr/testify/require"
 )
@@ -50,4 +55,83 @@ func TestReadersOldest(t *testing.T) {
 	require.Equal(t, 0, r.len())
 	require.Equal(t, int64(2000), r.oldest(0, 2000))
 	require.LessOrEqual(t, len(r.rvs), 1)
+}
+
+// TestReadersUnregisterOldest: a commit drops its read version and gets
+// the new oldest in one call, with oldest's window rule.
+func TestReadersUnregisterOldest(t *testing.T) {
+	var r readers
+	var latest atomic.Int64
+	latest.Store(10)
+	r.register(&latest)
+	r.register(&latest)
+	latest.Store(20)
+	r.register(&latest)
+	require.Equal(t, int64(10), r.unregisterOldest(10, 0, 30), "one of the two at 10 remains")
+	require.Equal(t, int64(20), r.unregisterOldest(10, 0, 30))
+	require.Equal(t, int64(30), r.unregisterOldest(20, 0, 30), "none left: the latest")
+	require.Equal(t, 0, r.len())
+	r.register(&latest)
+	require.Equal(t, int64(30), r.unregisterOldest(99, 25, 30), "an unknown version is ignored; 20 is out of the window")
+	require.Equal(t, 0, r.len())
+}
+
+// TestCommitDropsItsReadVersion: a transaction that commits no longer
+// holds the horizon back at its own commit (its read version is
+// unregistered inside the commit step, before the horizon is computed),
+// and a Reset after the commit does not unregister it a second time (which
+// would release another transaction's registration of the same version).
+func TestCommitDropsItsReadVersion(t *testing.T) {
+	for _, slow := range []bool{false, true} {
+		t.Run(fmt.Sprintf("slow=%v", slow), func(t *testing.T) {
+			var opts []Option
+			if slow {
+				// A fault model makes every commit take send's path,
+				// which unregisters after the commit step.
+				opts = append(opts, WithFaults(Faults{ExtraLatency: time.Nanosecond, ExtraLatencyProb: 1}))
+			}
+			db := New(opts...)
+			defer db.Close()
+			ctx := context.Background()
+			require.NoError(t, db.Transact(ctx, func(tr kv.Transaction) error {
+				tr.Set([]byte("k"), []byte("v0"))
+				return nil
+			}))
+			other, err := db.newTransaction(ctx)
+			require.NoError(t, err)
+			_, err = other.GetReadVersion().Get() // same version as tx's
+			require.NoError(t, err)
+
+			tx, err := db.newTransaction(ctx)
+			require.NoError(t, err)
+			_, err = tx.Get([]byte("k")).Get()
+			require.NoError(t, err)
+			rv := tx.rv
+			require.Equal(t, other.rv, rv)
+			tx.Set([]byte("k"), []byte("v1"))
+			require.NoError(t, tx.Commit())
+			require.False(t, tx.rvReg)
+			require.Equal(t, 1, db.readers.len(), "other's registration remains")
+			tx.Reset()
+			require.Equal(t, 1, db.readers.len(), "Reset after the commit unregisters nothing")
+			other.Reset()
+			require.Equal(t, 0, db.readers.len())
+
+			// Alone, a transaction's commit advances the horizon to its
+			// own commit version (on send's path, the horizon stays at
+			// its read version until the next commit).
+			if slow {
+				return
+			}
+			tx2, err := db.newTransaction(ctx)
+			require.NoError(t, err)
+			_, err = tx2.Get([]byte("k")).Get()
+			require.NoError(t, err)
+			tx2.Set([]byte("k"), []byte("v2"))
+			require.NoError(t, tx2.Commit())
+			v, err := tx2.GetCommittedVersion()
+			require.NoError(t, err)
+			require.Equal(t, v, db.Stats().OldestVersion)
+		})
+	}
 }
