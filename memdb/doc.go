@@ -235,9 +235,10 @@
 // allocations on one core of a shared 2-core AMD EPYC VM (Go 1.26), i.e.
 // over 2 million transactions per second: one map lookup (the read; the
 // commit reuses the chain it found), no resolver update, two monotonic
-// clock reads (each a time.Since of the DB's start), four mutex round
-// trips (the transaction's for the read and the commit, the read version
-// registry's, the DB's for the commit) and one shared lock. Much of the
+// clock reads (each a time.Since of the DB's start), six mutex round
+// trips (the transaction's for the read, the write and the commit, the
+// read version registry's at the read and the commit, the DB's for the
+// commit) and one shared lock (the read). Much of the
 // rest is allocation, mostly of the 512-byte transaction. Versions that no open transaction can read are collected
 // at the next commit (see Garbage collection), so the live heap, which
 // the Go garbage collector scans, holds the data plus what open
