@@ -136,7 +136,7 @@ func (db *DB) commitStep(req *commitReq, forced *forcedFailure, fault faultKind)
 	db.registerWatchesLocked(req, rv, v)
 	drop := req.dropRV && reported == nil
 	db.collectLocked(now, v, drop, req.rv)
-	db.stats.commits.Add(1)
+	db.commits++
 	return commitResult{version: v, applied: true, dropped: drop, err: reported}
 }
 

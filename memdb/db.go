@@ -45,6 +45,7 @@ type DB struct {
 	horizon int64 // versions at or below it are garbage collected
 	samples []timeSample
 	readers readers // read versions in use, for the horizon
+	commits int64   // Stats.Commits: a plain count, since commits hold mu
 	closed  bool
 
 	version    atomic.Int64 // latest committed version

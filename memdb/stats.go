@@ -68,10 +68,10 @@ type Stats struct {
 
 // counters are the DB's monotonic counters.
 type counters struct {
-	transactions, commits, readOnlyCommits, conflicts, retries, tooOld atomic.Int64
-	injectedNotCommitted, injectedUnknownApplied                       atomic.Int64
-	injectedUnknownNotApplied, injectedTooOld, injectedForced          atomic.Int64
-	interrupted, reads, rangeReads, inFlight                           atomic.Int64
+	transactions, readOnlyCommits, conflicts, retries, tooOld atomic.Int64
+	injectedNotCommitted, injectedUnknownApplied              atomic.Int64
+	injectedUnknownNotApplied, injectedTooOld, injectedForced atomic.Int64
+	interrupted, reads, rangeReads, inFlight                  atomic.Int64
 }
 
 // Stats returns a snapshot of the DB's counters.
@@ -79,7 +79,6 @@ func (db *DB) Stats() Stats {
 	c := &db.stats
 	s := Stats{
 		Transactions:              c.transactions.Load(),
-		Commits:                   c.commits.Load(),
 		ReadOnlyCommits:           c.readOnlyCommits.Load(),
 		Conflicts:                 c.conflicts.Load(),
 		Retries:                   c.retries.Load(),
@@ -96,6 +95,7 @@ func (db *DB) Stats() Stats {
 		CommitsInFlight:           c.inFlight.Load(),
 	}
 	db.mu.RLock()
+	s.Commits = db.commits
 	s.Keys = db.st.live
 	s.Versions = db.st.versions
 	s.ConflictHistory = int64(db.res.len())
