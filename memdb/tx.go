@@ -28,7 +28,7 @@ type transaction struct {
 	mu  sync.Mutex
 	gen uint64 // incremented by every reset: stale asynchronous work checks it
 
-	createdAt time.Duration // on db.clock if created (real time: see creationLocked)
+	createdAt time.Duration // on db.clock if created (real time: see createdRealLocked)
 
 	// x holds what few transactions use; it is allocated on first use.
 	x *txCold
@@ -289,20 +289,25 @@ func (tx *transaction) stampCreation() {
 	}
 }
 
-// creationLocked returns the creation time on the DB's clock and in real
-// time, taking now (db.clock.Now()) as the creation time if it was not
-// taken yet.
-func (tx *transaction) creationLocked(now time.Duration) (time.Duration, time.Time) {
+// creationLocked returns the creation time on the DB's clock, taking now
+// (db.clock.Now()) as the creation time if it was not taken yet.
+func (tx *transaction) creationLocked(now time.Duration) time.Duration {
 	if !tx.created {
 		tx.created, tx.createdAt = true, now
 		if !tx.db.clock.real {
 			tx.cold().createdReal = time.Now()
 		}
 	}
+	return tx.createdAt
+}
+
+// createdRealLocked returns the creation time in real time (for the
+// timeout's timer); creationLocked must have been called.
+func (tx *transaction) createdRealLocked() time.Time {
 	if x := tx.x; x != nil && !x.createdReal.IsZero() {
-		return tx.createdAt, x.createdReal
+		return x.createdReal
 	}
-	return tx.createdAt, tx.db.clock.at(tx.createdAt)
+	return tx.db.clock.at(tx.createdAt)
 }
 
 // release drops the transaction's context binding and timer.
@@ -420,7 +425,7 @@ func (tx *transaction) cancelledLocked() error {
 			tx.cancelLocked(ErrClosed)
 		} else if x := tx.x; x != nil && x.timeout > 0 {
 			now := tx.db.clock.Now()
-			if created, _ := tx.creationLocked(now); now-created > x.timeout {
+			if now-tx.creationLocked(now) > x.timeout {
 				tx.cancelLocked(kv.ErrTransactionTimedOut)
 			}
 		}
@@ -1516,7 +1521,8 @@ func (tx *transaction) armTimerLocked() {
 	if x.timeout <= 0 {
 		return
 	}
-	_, createdReal := tx.creationLocked(tx.db.clock.Now())
+	tx.creationLocked(tx.db.clock.Now())
+	createdReal := tx.createdRealLocked()
 	left := x.timeout - time.Since(createdReal)
 	if left <= 0 {
 		tx.cancelLocked(kv.ErrTransactionTimedOut)
