@@ -61,8 +61,13 @@ func (c *replayCounter) Handle(_ context.Context, r slog.Record) error {
 	return nil
 }
 
-// logger returns the WithLogger option of a structure (staged: its takes
-// run staged).
-func (h *harness) logger(staged bool) fdbqueue.Option {
-	return fdbqueue.WithLogger(slog.New(&replayCounter{h: h, staged: staged}))
+// structureOptions returns the options every structure of the seed gets
+// last (staged: its takes run staged): the replay counter, and the short
+// journal retention if the seed has it.
+func (h *harness) structureOptions(staged bool) []fdbqueue.Option {
+	opts := []fdbqueue.Option{fdbqueue.WithLogger(slog.New(&replayCounter{h: h, staged: staged}))}
+	if h.shortRetention {
+		opts = append(opts, fdbqueue.WithJournalRetention(h.cfg.ShortRetention))
+	}
+	return opts
 }

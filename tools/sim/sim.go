@@ -148,6 +148,14 @@ type Config struct {
 	// an operation or read its record: one of unknown outcome stays open,
 	// and a failed staged take is a Hide and an Unhide (see Hide).
 	LayerIDProb float64
+	// ShortRetention, if positive, is the journal retention of about half
+	// of the seeds (WithJournalRetention): a journal starts a new slot
+	// epoch once its epoch is an eighth of the retention old, so that with
+	// a retention of seconds the slots' epochs turn over within a seed and
+	// the journal's expiry clears old epochs' keys while operations run.
+	// It must exceed a round (an operation is recovered with its OpID at
+	// the end of its round, within the retention).
+	ShortRetention time.Duration
 
 	// Staging makes about half of the seeds run their structures
 	// WithStaging, with the Wait forms (DequeueWait, PopMinWait,
@@ -240,6 +248,7 @@ func DefaultConfig() Config {
 		RecoverProb:        0.5,
 		MaxOpen:            2,
 		LayerIDProb:        0.5,
+		ShortRetention:     16 * time.Second,
 		CheckTimeout:       30 * time.Second,
 	}
 }
@@ -279,6 +288,7 @@ type Result struct {
 	SlotReplays    int
 
 	StagedSeeds       int // seeds whose structures ran WithStaging
+	ShortRetention    int // seeds whose structures had Config.ShortRetention
 	VersionstampSeeds int // seeds whose Queue ran WithVersionstampOrder
 	TupleSeeds        int // seeds that stored values as packed tuples
 
@@ -315,6 +325,7 @@ func (r *Result) Add(o Result) {
 	r.LayerIDReplays += o.LayerIDReplays
 	r.SlotReplays += o.SlotReplays
 	r.StagedSeeds += o.StagedSeeds
+	r.ShortRetention += o.ShortRetention
 	r.VersionstampSeeds += o.VersionstampSeeds
 	r.TupleSeeds += o.TupleSeeds
 	addStats(&r.Stats, o.Stats)
@@ -429,6 +440,9 @@ func Run(ctx context.Context, seed int64, cfg Config) (Result, error) {
 	if h.tuple {
 		res.TupleSeeds = 1
 	}
+	if h.shortRetention {
+		res.ShortRetention = 1
+	}
 	if h.setupFailure != "" {
 		res.Violations++
 		res.Failure = &Failure{Seed: seed, Structure: "queue", Reason: "setup: " + h.setupFailure}
@@ -451,14 +465,16 @@ func Run(ctx context.Context, seed int64, cfg Config) (Result, error) {
 
 // harness is one seed's run.
 type harness struct {
-	seed    int64
-	cfg     Config
-	staged  bool // the seed's variants
-	vstamp  bool
-	tuple   bool
-	db      backend
-	targets []*target
-	clock   atomic.Int64
+	seed   int64
+	cfg    Config
+	staged bool // the seed's variants
+	vstamp bool
+	tuple  bool
+	// shortRetention: the structures have Config.ShortRetention.
+	shortRetention bool
+	db             backend
+	targets        []*target
+	clock          atomic.Int64
 	// setupFailure describes a check made before the rounds that failed.
 	setupFailure string
 	// ids holds the OpIDs the harness made (keys of type fdbqueue.OpID),
@@ -492,6 +508,8 @@ func newHarness(seed int64, cfg Config) (*harness, error) {
 	}
 	rng := rand.New(rand.NewPCG(mix(uint64(seed)), 0x51))
 	h := &harness{seed: seed, cfg: cfg, db: newBackend(seed, cfg)}
+	// Drawn apart from rng, so that the other variants stay each seed's.
+	h.shortRetention = cfg.ShortRetention > 0 && mix(uint64(seed)^0x5107)&1 == 1
 	// The seed picks the layers' variants.
 	enc := fdbqueue.RawValues
 	if rng.IntN(2) == 1 {
@@ -538,7 +556,7 @@ func newHarness(seed int64, cfg Config) (*harness, error) {
 			qopts = append(qopts, fdbqueue.WithStaging(sc))
 			byPlace = cfg.StagingServing == fdbqueue.ServeByPlace || cfg.StagingServing == fdbqueue.ServeAuto && h.vstamp
 		}
-		qopts = append(qopts, h.logger(staged))
+		qopts = append(qopts, h.structureOptions(staged)...)
 		sub, _ := fdbqueue.NewSubspace(h.subspace("queue"))
 		q, err := fdbqueue.NewQueue(sub, qopts...)
 		if err != nil {
@@ -572,7 +590,7 @@ func newHarness(seed int64, cfg Config) (*harness, error) {
 			popts = popts[:0:0]
 			popts = append(popts, fdbqueue.WithValueEncoding(enc), entropy())
 		}
-		popts = append(popts, h.logger(staged && cfg.StagePriorityQueue))
+		popts = append(popts, h.structureOptions(staged && cfg.StagePriorityQueue)...)
 		pq, err := fdbqueue.NewPriorityQueue(sub, popts...)
 		if err != nil {
 			return nil, err

@@ -59,6 +59,7 @@ func main() {
 		claim    = flag.Duration("staging-claim", 0, "staged seeds' claim timeout (default 2s); a few milliseconds make waiters lose their claims and exercise the expiry paths")
 		stagePQ  = flag.Bool("staging-pq", true, "in staged seeds, stage the PriorityQueue too (not only the Queue)")
 		layerIDs = flag.Float64("layer-ids", sim.DefaultConfig().LayerIDProb, "probability that an operation not recovered, on the database itself, runs without WithOpID (under an ID the layer makes, in a journal slot); 0 gives every operation the harness's ID")
+		shortRet = flag.Duration("short-retention", sim.DefaultConfig().ShortRetention, "journal retention of about half of the seeds, short so that journal slot epochs (an eighth of it) turn over within a seed; 0 keeps the default retention")
 		reorder  = flag.Bool("staging-reorder", false, "let staged seeds use the indexed Queue layout and equal priorities, where a cancelled staged take can reorder items (see sim.Config.StagingReorder)")
 		html     = flag.String("html", "soak-failure.html", "where to write the first failing history's visualization")
 		history  = flag.String("history", "soak-failure.txt", "where to write the first failing history as text")
@@ -93,6 +94,7 @@ func main() {
 	cfg.StagePriorityQueue = *stagePQ
 	cfg.CheckTimeout = *timeout
 	cfg.LayerIDProb = *layerIDs
+	cfg.ShortRetention = *shortRet
 	if *cluster == "" {
 		os.Exit(run(os.Stdout, cfg, *first, *seeds, *duration, *workers, *html, *history, *verbose))
 	}
@@ -151,8 +153,8 @@ func run(w io.Writer, cfg sim.Config, first int64, seeds int, duration time.Dura
 
 	st := total.Stats
 	fmt.Fprintf(w, "\nelapsed:                    %v\n", time.Since(start).Round(time.Second))
-	fmt.Fprintf(w, "seeds:                      %d (staged %d, versionstamp-ordered queue %d, tuple values %d)\n",
-		total.Seeds, total.StagedSeeds, total.VersionstampSeeds, total.TupleSeeds)
+	fmt.Fprintf(w, "seeds:                      %d (staged %d, versionstamp-ordered queue %d, tuple values %d, journal retention %v %d)\n",
+		total.Seeds, total.StagedSeeds, total.VersionstampSeeds, total.TupleSeeds, cfg.ShortRetention, total.ShortRetention)
 	fmt.Fprintf(w, "histories checked:          %d\n", total.Histories)
 	fmt.Fprintf(w, "operations:                 %d\n", total.Operations)
 	fmt.Fprintf(w, "transactions:               %d (commits %d, real conflicts %d, retries %d)\n", st.Transactions, st.Commits, st.Conflicts, st.Retries)
