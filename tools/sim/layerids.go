@@ -63,11 +63,11 @@ func (c *replayCounter) Handle(_ context.Context, r slog.Record) error {
 
 // structureOptions returns the options every structure of the seed gets
 // last (staged: its takes run staged): the replay counter, and the short
-// journal retention if the seed has it.
+// journal retention, with its clock, if the seed has it.
 func (h *harness) structureOptions(staged bool) []fdbqueue.Option {
 	opts := []fdbqueue.Option{fdbqueue.WithLogger(slog.New(&replayCounter{h: h, staged: staged}))}
 	if h.shortRetention {
-		opts = append(opts, fdbqueue.WithJournalRetention(h.cfg.ShortRetention))
+		opts = append(opts, fdbqueue.WithJournalRetention(h.cfg.ShortRetention), fdbqueue.WithClock(h.layerClock))
 	}
 	return opts
 }

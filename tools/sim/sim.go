@@ -151,10 +151,13 @@ type Config struct {
 	// ShortRetention, if positive, is the journal retention of about half
 	// of the seeds (WithJournalRetention): a journal starts a new slot
 	// epoch once its epoch is an eighth of the retention old, so that with
-	// a retention of seconds the slots' epochs turn over within a seed and
-	// the journal's expiry clears old epochs' keys while operations run.
-	// It must exceed a round (an operation is recovered with its OpID at
-	// the end of its round, within the retention).
+	// a retention of seconds the slots' epochs turn over within a round,
+	// while operations hold slots of the old one, and the journal's expiry
+	// clears old epochs' keys. Those seeds' structures run on a clock
+	// (WithClock) that stands still while the harness checks histories,
+	// so the retention must only exceed a round's operations, recovery and
+	// observation (an operation is recovered with its OpID at the end of
+	// its round, within the retention).
 	ShortRetention time.Duration
 
 	// Staging makes about half of the seeds run their structures
@@ -248,7 +251,7 @@ func DefaultConfig() Config {
 		RecoverProb:        0.5,
 		MaxOpen:            2,
 		LayerIDProb:        0.5,
-		ShortRetention:     16 * time.Second,
+		ShortRetention:     8 * time.Second,
 		CheckTimeout:       30 * time.Second,
 	}
 }
@@ -481,7 +484,34 @@ type harness struct {
 	// so that replays logged under other IDs are known for the layers'.
 	ids                         sync.Map
 	layerIDReplays, slotReplays atomic.Int64
+	// paused is how long the harness spent checking histories (see
+	// layerClock), and clockMu guards lastNow, the clock's last reading.
+	paused  atomic.Int64
+	clockMu sync.Mutex
+	lastNow time.Time
 }
+
+// layerClock is the layers' clock in seeds with a short retention (WithClock):
+// real time without the time spent checking histories, at quiescent
+// points (up to CheckTimeout each), so that a round's operations, their
+// recovery and their journal records stay within the retention however
+// long the checks take. It never goes back. The harness's own OpIDs
+// (NewOpID) carry real time, ahead of this clock by the time paused: to the
+// layers they look younger than they are, so they expire and are cleared
+// later, never sooner.
+func (h *harness) layerClock() time.Time {
+	t := time.Now().Add(-time.Duration(h.paused.Load()))
+	h.clockMu.Lock()
+	defer h.clockMu.Unlock()
+	if t.Before(h.lastNow) {
+		t = h.lastNow
+	}
+	h.lastNow = t
+	return t
+}
+
+// pause takes the time since began off the layers' clock.
+func (h *harness) pause(began time.Time) { h.paused.Add(int64(time.Since(began))) }
 
 // target is one structure under test and what is known about its items.
 type target struct {
@@ -1243,6 +1273,7 @@ func (h *harness) settle(ctx context.Context, round int, t *target, recs []*reco
 	res.Histories++
 	res.Operations += len(history)
 	began := time.Now()
+	defer h.pause(began) // the checks take no time on the layers' clock
 	cr := porcupine.CheckOperationsTimeout(model, history, h.cfg.CheckTimeout)
 	if h.cfg.Log != nil {
 		h.cfg.Log("seed %d round %d %s: %d operations, %d open: %v in %v", h.seed, round, t.s.name(), len(history), open, cr, time.Since(began).Round(time.Millisecond))

@@ -59,7 +59,7 @@ func main() {
 		claim    = flag.Duration("staging-claim", 0, "staged seeds' claim timeout (default 2s); a few milliseconds make waiters lose their claims and exercise the expiry paths")
 		stagePQ  = flag.Bool("staging-pq", true, "in staged seeds, stage the PriorityQueue too (not only the Queue)")
 		layerIDs = flag.Float64("layer-ids", sim.DefaultConfig().LayerIDProb, "probability that an operation not recovered, on the database itself, runs without WithOpID (under an ID the layer makes, in a journal slot); 0 gives every operation the harness's ID")
-		shortRet = flag.Duration("short-retention", sim.DefaultConfig().ShortRetention, "journal retention of about half of the seeds, short so that journal slot epochs (an eighth of it) turn over within a seed; 0 keeps the default retention")
+		shortRet = flag.Duration("short-retention", 4*time.Second, "journal retention of about half of the seeds, short so that journal slot epochs (an eighth of it) turn over while operations hold slots (the tests use 8s, safe under -race; it must exceed a round without its checks); 0 keeps the default retention")
 		reorder  = flag.Bool("staging-reorder", false, "let staged seeds use the indexed Queue layout and equal priorities, where a cancelled staged take can reorder items (see sim.Config.StagingReorder)")
 		html     = flag.String("html", "soak-failure.html", "where to write the first failing history's visualization")
 		history  = flag.String("history", "soak-failure.txt", "where to write the first failing history as text")
