@@ -835,6 +835,15 @@ func (tx *transaction) SetVersionstampedKey(key, value []byte) {
 		return
 	}
 	x := tx.cold()
+	if x.unreadable == nil && x.vsKeys == nil {
+		// The first versionstamped key: room for one in both lists, in
+		// one allocation.
+		a := new(struct {
+			u [1]krange
+			k [1]vsKeyOp
+		})
+		x.unreadable, x.vsKeys = a.u[:0:1], a.k[:0:1]
+	}
 	// The template and the range's bounds share one allocation (they live
 	// as long as the transaction); the value gets its own, which the store
 	// keeps.
