@@ -598,16 +598,15 @@ func (rc *rangeCursor) release() {
 
 // seek moves to the first chain at or after k forwards, or the last one
 // before k in reverse.
+//
+// A queue reads its head (forwards from the range's begin, before every
+// key) and its tail (in reverse from its end, after every key): the tree's
+// first or last key then is the answer, found by a descent without key
+// comparisons, where a search compares keys at every level (and a reverse
+// search past the last key descends twice). Elsewhere the check costs one
+// such descent and one comparison before the search.
 func (rc *rangeCursor) seek(k []byte) {
-	ok := rc.it.Seek(ukey(k))
-	if rc.reverse {
-		if !ok {
-			ok = rc.it.Last()
-		} else {
-			ok = rc.it.Prev()
-		}
-	}
-	rc.itOK = ok
+	rc.itOK = rc.seekTree(ukey(k))
 	if !rc.scan {
 		if rc.reverse {
 			rc.x = rc.deadFrom(rc.s.dead.last(k, false, rc.rv))
@@ -616,6 +615,31 @@ func (rc *rangeCursor) seek(k []byte) {
 		}
 	}
 	rc.pick()
+}
+
+// seekTree positions the iterator for seek and reports whether it is on a
+// chain.
+func (rc *rangeCursor) seekTree(k string) bool {
+	it := rc.it
+	if rc.reverse {
+		if !it.Last() {
+			return false // an empty tree
+		}
+		if it.Key() < k {
+			return true // every key is before k
+		}
+		if !it.Seek(k) {
+			return it.Last()
+		}
+		return it.Prev()
+	}
+	if !it.First() {
+		return false
+	}
+	if it.Key() >= k {
+		return true // every key is at or after k
+	}
+	return it.Seek(k)
 }
 
 // deadFrom returns the first chain of dead from c on, in the walk's

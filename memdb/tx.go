@@ -836,8 +836,16 @@ func (tx *transaction) SetVersionstampedKey(key, value []byte) {
 	}
 	body, off, err := splitStamped(key)
 	if err == nil {
-		probe := stamped(body, off, [10]byte{})
-		err = checkWriteKey(probe)
+		// checkWriteKey of the key with any stamp, without building it:
+		// only its length and first byte matter, and a stamp at offset 0
+		// starts with the version's first byte, never 0xff.
+		probe := body[:1:1]
+		if off == 0 {
+			probe = []byte{0}
+		}
+		if err = checkWriteKey(probe); err == nil && len(body) > maxKeySize {
+			err = kv.ErrKeyTooLarge
+		}
 	}
 	if err == nil && len(value) > maxValueSize {
 		err = kv.ErrValueTooLarge
@@ -847,9 +855,25 @@ func (tx *transaction) SetVersionstampedKey(key, value []byte) {
 		return
 	}
 	x := tx.cold()
-	x.unreadable = append(x.unreadable, tx.stampRangeLocked(body, off))
+	if x.unreadable == nil && x.vsKeys == nil {
+		// The first versionstamped key: room for one in both lists, in
+		// one allocation.
+		a := new(struct {
+			u [1]krange
+			k [1]vsKeyOp
+		})
+		x.unreadable, x.vsKeys = a.u[:0:1], a.k[:0:1]
+	}
+	// The template and the range's bounds share one allocation (they live
+	// as long as the transaction); the value gets its own, which the store
+	// keeps.
+	n := len(body)
+	buf := make([]byte, 3*n+1)
+	tmpl := buf[:n:n]
+	copy(tmpl, body)
+	x.unreadable = append(x.unreadable, tx.stampRangeLocked(buf[n:], body, off))
 	x.vsKeys = append(x.vsKeys, vsKeyOp{
-		tmpl: bytes.Clone(body), off: off, val: append([]byte{}, value...), nClears: len(x.clearLog),
+		tmpl: tmpl, off: off, val: append([]byte{}, value...), nClears: len(x.clearLog),
 	})
 	tx.size += int64(len(body)+4+len(value)) + mutationRefSize // no write conflict range
 	tx.mutated = true
@@ -860,17 +884,23 @@ func (tx *transaction) SetVersionstampedKey(key, value []byte) {
 // (fdbclient/include/fdbclient/Atomic.h) computes it: from the template
 // with the transaction's read version (0 if it has none yet) and batch
 // order 0 in place of the stamp, to just after the template with ten 0xff
-// bytes there, capped at the end of the user key space.
-func (tx *transaction) stampRangeLocked(body []byte, off int) krange {
-	var lo [10]byte
+// bytes there, capped at the end of the user key space. Both bounds are
+// written in buf (2*len(body)+1 zero bytes).
+func (tx *transaction) stampRangeLocked(buf, body []byte, off int) krange {
+	n := len(body)
+	b, e := buf[:n:n], buf[n:2*n+1:2*n+1]
+	copy(b, body)
 	if tx.rvState == rvHave {
-		binary.BigEndian.PutUint64(lo[:8], uint64(tx.rv))
+		binary.BigEndian.PutUint64(b[off:off+8], uint64(tx.rv))
+	} else {
+		clear(b[off : off+8])
 	}
-	var hi [10]byte
-	for i := range hi {
-		hi[i] = 0xff
+	b[off+8], b[off+9] = 0, 0
+	copy(e, body)
+	for i := off; i < off+10; i++ {
+		e[i] = 0xff
 	}
-	b, e := stamped(body, off, lo), keyAfter(stamped(body, off, hi))
+	e[n] = 0 // keyAfter
 	if bytes.Compare(e, maxUserKey) > 0 {
 		e = maxUserKey
 	}

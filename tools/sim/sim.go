@@ -26,6 +26,12 @@
 // accounted for: enqueued once, then returned once or still there, or
 // absent only where an unrecovered operation of unknown outcome explains it.
 //
+// About half of the operations that will not be recovered, when they run
+// on the database itself, are called without WithOpID (Config.LayerIDProb):
+// the layer makes their ID and records them in a journal slot of the Queue
+// or PriorityQueue value (a staged take under its ID), so that the slots'
+// reuse meets every fault the others do.
+//
 // # Unknown outcomes
 //
 // An operation that fails with an error other than ErrEmpty may or may not
@@ -44,7 +50,10 @@
 // within its call, if not it did not. A record that lied would show up as
 // a violation. A staged take that failed without a record may have been
 // handed an item and written it back: it is recorded as a Hide and an
-// Unhide over its call (see Hide).
+// Unhide over its call (see Hide). An operation run under an ID the layer
+// made has neither recovery nor a record the harness can read: if its
+// outcome is unknown it stays open, beyond MaxOpen if need be, and a staged
+// take of it that failed is a Hide and an Unhide.
 //
 // # Determinism
 //
@@ -126,8 +135,30 @@ type Config struct {
 	RecoverProb float64
 	// MaxOpen is how many operations of unknown outcome that were not
 	// recovered a history keeps fully open (the checker's work grows
-	// quickly with them); the others are settled from the journal.
+	// quickly with them); the others are settled from the journal, except
+	// those run without an OpID of the harness's (LayerIDProb), which stay
+	// open whatever their number.
 	MaxOpen int
+	// LayerIDProb is the probability that an operation that will not be
+	// recovered and runs on the database itself (not given up mid-commit)
+	// is called without WithOpID: the layer then makes its ID, and on a
+	// Database records it in a journal slot of the Queue value (see
+	// "Exactly once under commit_unknown_result" in docs/design.md), except
+	// a staged take, which records under its ID. Nothing can recover such
+	// an operation or read its record: one of unknown outcome stays open,
+	// and a failed staged take is a Hide and an Unhide (see Hide).
+	LayerIDProb float64
+	// ShortRetention, if positive, is the journal retention of about half
+	// of the seeds (WithJournalRetention): a journal starts a new slot
+	// epoch once its epoch is an eighth of the retention old, so that with
+	// a retention of seconds the slots' epochs turn over within a round,
+	// while operations hold slots of the old one, and the journal's expiry
+	// clears old epochs' keys. Those seeds' structures run on a clock
+	// (WithClock) that stands still while the harness checks histories,
+	// so the retention must only exceed a round's operations, recovery and
+	// observation (an operation is recovered with its OpID at the end of
+	// its round, within the retention).
+	ShortRetention time.Duration
 
 	// Staging makes about half of the seeds run their structures
 	// WithStaging, with the Wait forms (DequeueWait, PopMinWait,
@@ -219,6 +250,8 @@ func DefaultConfig() Config {
 		MaxWait:            5 * time.Millisecond,
 		RecoverProb:        0.5,
 		MaxOpen:            2,
+		LayerIDProb:        0.5,
+		ShortRetention:     8 * time.Second,
 		CheckTimeout:       30 * time.Second,
 	}
 }
@@ -244,7 +277,21 @@ type Result struct {
 	// (their waiter was too slow for the claim timeout).
 	ClaimsExpired int
 
+	// LayerIDs counts the operations run without WithOpID, under an ID
+	// the layer made (Config.LayerIDProb), and LayerIDUnknown those of
+	// them that failed with an outcome left unknown (kept open, or, staged
+	// takes, modelled as Hide and Unhide). LayerIDReplays counts their
+	// attempts that found their journal record (an earlier attempt had
+	// committed: commit_unknown_result applied), as the layers log them
+	// (WithLogger); SlotReplays those among them that read a journal slot
+	// (every one but a staged take's).
+	LayerIDs       int
+	LayerIDUnknown int
+	LayerIDReplays int
+	SlotReplays    int
+
 	StagedSeeds       int // seeds whose structures ran WithStaging
+	ShortRetention    int // seeds whose structures had Config.ShortRetention
 	VersionstampSeeds int // seeds whose Queue ran WithVersionstampOrder
 	TupleSeeds        int // seeds that stored values as packed tuples
 
@@ -276,7 +323,12 @@ func (r *Result) Add(o Result) {
 	r.Recovered += o.Recovered
 	r.Hidden += o.Hidden
 	r.ClaimsExpired += o.ClaimsExpired
+	r.LayerIDs += o.LayerIDs
+	r.LayerIDUnknown += o.LayerIDUnknown
+	r.LayerIDReplays += o.LayerIDReplays
+	r.SlotReplays += o.SlotReplays
 	r.StagedSeeds += o.StagedSeeds
+	r.ShortRetention += o.ShortRetention
 	r.VersionstampSeeds += o.VersionstampSeeds
 	r.TupleSeeds += o.TupleSeeds
 	addStats(&r.Stats, o.Stats)
@@ -391,6 +443,9 @@ func Run(ctx context.Context, seed int64, cfg Config) (Result, error) {
 	if h.tuple {
 		res.TupleSeeds = 1
 	}
+	if h.shortRetention {
+		res.ShortRetention = 1
+	}
 	if h.setupFailure != "" {
 		res.Violations++
 		res.Failure = &Failure{Seed: seed, Structure: "queue", Reason: "setup: " + h.setupFailure}
@@ -406,22 +461,57 @@ func Run(ctx context.Context, seed int64, cfg Config) (Result, error) {
 	}
 	h.finish(ctx, &res)
 	res.Stats = h.db.stats()
+	res.LayerIDReplays = int(h.layerIDReplays.Load())
+	res.SlotReplays = int(h.slotReplays.Load())
 	return res, ctx.Err()
 }
 
 // harness is one seed's run.
 type harness struct {
-	seed    int64
-	cfg     Config
-	staged  bool // the seed's variants
-	vstamp  bool
-	tuple   bool
-	db      backend
-	targets []*target
-	clock   atomic.Int64
+	seed   int64
+	cfg    Config
+	staged bool // the seed's variants
+	vstamp bool
+	tuple  bool
+	// shortRetention: the structures have Config.ShortRetention.
+	shortRetention bool
+	db             backend
+	targets        []*target
+	clock          atomic.Int64
 	// setupFailure describes a check made before the rounds that failed.
 	setupFailure string
+	// ids holds the OpIDs the harness made (keys of type fdbqueue.OpID),
+	// so that replays logged under other IDs are known for the layers'.
+	ids                         sync.Map
+	layerIDReplays, slotReplays atomic.Int64
+	// paused is how long the harness spent checking histories (see
+	// layerClock), and clockMu guards lastNow, the clock's last reading.
+	paused  atomic.Int64
+	clockMu sync.Mutex
+	lastNow time.Time
 }
+
+// layerClock is the layers' clock in seeds with a short retention (WithClock):
+// real time without the time spent checking histories, at quiescent
+// points (up to CheckTimeout each), so that a round's operations, their
+// recovery and their journal records stay within the retention however
+// long the checks take. It never goes back. The harness's own OpIDs
+// (NewOpID) carry real time, ahead of this clock by the time paused: to the
+// layers they look younger than they are, so they expire and are cleared
+// later, never sooner.
+func (h *harness) layerClock() time.Time {
+	t := time.Now().Add(-time.Duration(h.paused.Load()))
+	h.clockMu.Lock()
+	defer h.clockMu.Unlock()
+	if t.Before(h.lastNow) {
+		t = h.lastNow
+	}
+	h.lastNow = t
+	return t
+}
+
+// pause takes the time since began off the layers' clock.
+func (h *harness) pause(began time.Time) { h.paused.Add(int64(time.Since(began))) }
 
 // target is one structure under test and what is known about its items.
 type target struct {
@@ -448,6 +538,8 @@ func newHarness(seed int64, cfg Config) (*harness, error) {
 	}
 	rng := rand.New(rand.NewPCG(mix(uint64(seed)), 0x51))
 	h := &harness{seed: seed, cfg: cfg, db: newBackend(seed, cfg)}
+	// Drawn apart from rng, so that the other variants stay each seed's.
+	h.shortRetention = cfg.ShortRetention > 0 && mix(uint64(seed)^0x5107)&1 == 1
 	// The seed picks the layers' variants.
 	enc := fdbqueue.RawValues
 	if rng.IntN(2) == 1 {
@@ -494,6 +586,7 @@ func newHarness(seed int64, cfg Config) (*harness, error) {
 			qopts = append(qopts, fdbqueue.WithStaging(sc))
 			byPlace = cfg.StagingServing == fdbqueue.ServeByPlace || cfg.StagingServing == fdbqueue.ServeAuto && h.vstamp
 		}
+		qopts = append(qopts, h.structureOptions(staged)...)
 		sub, _ := fdbqueue.NewSubspace(h.subspace("queue"))
 		q, err := fdbqueue.NewQueue(sub, qopts...)
 		if err != nil {
@@ -527,6 +620,7 @@ func newHarness(seed int64, cfg Config) (*harness, error) {
 			popts = popts[:0:0]
 			popts = append(popts, fdbqueue.WithValueEncoding(enc), entropy())
 		}
+		popts = append(popts, h.structureOptions(staged && cfg.StagePriorityQueue)...)
 		pq, err := fdbqueue.NewPriorityQueue(sub, popts...)
 		if err != nil {
 			return nil, err
@@ -693,6 +787,9 @@ type record struct {
 	unknown bool // outcome not known yet
 	dropped bool // did not take effect (TrustErrors)
 	recover bool // if unknown, recover it at the end of the round
+	// layerID: the operation ran without WithOpID (id is zero), under an
+	// ID the layer made: it cannot be recovered nor its record read.
+	layerID bool
 }
 
 // round runs one round on every target concurrently, then recovers,
@@ -744,9 +841,11 @@ func (h *harness) client(ctx context.Context, round int, t *target, c int, rng *
 		nextID++
 		opCtx, cancel := context.WithCancel(ctx)
 		var tr kv.Transactor = h.db
+		onDB := true
 		switch {
 		case i == abandonAt:
 			tr = &abandoning{Database: h.db, cancel: cancel}
+			onDB = false
 		case in.Wait:
 			cancel()
 			d := time.Duration(rng.Int64N(int64(h.cfg.MaxWait) + 1))
@@ -756,7 +855,14 @@ func (h *harness) client(ctx context.Context, round int, t *target, c int, rng *
 			d := time.Duration(rng.Int64N(int64(h.cfg.MaxDeadline) + 1))
 			opCtx, cancel = context.WithTimeout(ctx, d)
 		}
-		r := &record{id: fdbqueue.NewOpID(), recover: rng.Float64() < h.cfg.RecoverProb || in.Kind == DequeueBatch}
+		r := &record{recover: rng.Float64() < h.cfg.RecoverProb || in.Kind == DequeueBatch}
+		// Drawn for every operation, so that a seed's later draws do not
+		// depend on the others.
+		r.layerID = rng.Float64() < h.cfg.LayerIDProb && !r.recover && onDB
+		if !r.layerID {
+			r.id = fdbqueue.NewOpID()
+			h.ids.Store(r.id, struct{}{})
+		}
 		r.op.Input = in
 		r.op.Call = h.now()
 		out, err := t.s.run(opCtx, tr, in, r.id)
@@ -799,6 +905,14 @@ func (h *harness) client(ctx context.Context, round int, t *target, c int, rng *
 			}
 		}
 		r.op.ClientId = cid
+		if r.layerID {
+			mu.Lock()
+			res.LayerIDs++
+			if r.unknown {
+				res.LayerIDUnknown++
+			}
+			mu.Unlock()
+		}
 		recs = append(recs, r)
 		if i == abandonAt {
 			break // never comes back
@@ -965,11 +1079,23 @@ func (h *harness) settle(ctx context.Context, round int, t *target, recs []*reco
 			// journal record is there and the recovery below returns it)
 			// or wrote it back when its context ended (or took nothing):
 			// a Hide and an Unhide within its call.
-			applied, err := journaled(ctx, h.db, t.s.prefix(), r.id)
-			if err != nil {
-				res.Unexpected++
-				fail(fmt.Sprintf("reading the journal: %v", err))
-				continue
+			//
+			// One under an ID the layer made has no record the harness
+			// can read: it is a Hide and an Unhide. That is what the
+			// layer promises (docs/design.md, "Staged dequeue": when the
+			// caller's context ends, the cleanup returns an item already
+			// handed to it; a take whose claim expired took nothing; a
+			// cleanup that failed is reported above as a failed
+			// withdrawal). Had it kept its item, nothing could recover
+			// it: the item would be missing and the check would fail.
+			applied := false
+			if !r.layerID {
+				var err error
+				if applied, err = journaled(ctx, h.db, t.s.prefix(), r.id); err != nil {
+					res.Unexpected++
+					fail(fmt.Sprintf("reading the journal: %v", err))
+					continue
+				}
 			}
 			if !applied {
 				tag := r.op.Call
@@ -1033,14 +1159,17 @@ func (h *harness) settle(ctx context.Context, round int, t *target, recs []*reco
 	// of them stay open (they may have removed an item at any time after
 	// their call, or nothing). Beyond that, or to keep the checks short,
 	// the journal says whether they took effect: if so, they removed an
-	// item nobody saw within their call; if not, they are left out.
+	// item nobody saw within their call; if not, they are left out. Those
+	// under an ID the layer made stay open whatever their number: the
+	// harness cannot read their record (a slot, whose key it does not
+	// know).
 	open := 0
 	for _, r := range recs {
 		in := r.op.Input.(Input)
 		if !r.unknown || in.Kind == Enqueue || in.Kind == EnqueueBatch || in.Kind == Push {
 			continue
 		}
-		if h.cfg.WithoutIdempotency || open < h.cfg.MaxOpen {
+		if h.cfg.WithoutIdempotency || open < h.cfg.MaxOpen || r.layerID {
 			r.op.Output = Output{Unknown: true}
 			r.op.Return = math.MaxInt64
 			open++
@@ -1096,7 +1225,7 @@ func (h *harness) settle(ctx context.Context, round int, t *target, recs []*reco
 				mark(enqKnown)
 			case open == 0:
 				continue // it did not take effect
-			case h.cfg.WithoutIdempotency || open < h.cfg.MaxOpen:
+			case h.cfg.WithoutIdempotency || open < h.cfg.MaxOpen || r.layerID:
 				r.op.Output = Output{Unknown: true}
 				r.op.Return = math.MaxInt64
 				mark(enqMaybe)
@@ -1144,6 +1273,7 @@ func (h *harness) settle(ctx context.Context, round int, t *target, recs []*reco
 	res.Histories++
 	res.Operations += len(history)
 	began := time.Now()
+	defer h.pause(began) // the checks take no time on the layers' clock
 	cr := porcupine.CheckOperationsTimeout(model, history, h.cfg.CheckTimeout)
 	if h.cfg.Log != nil {
 		h.cfg.Log("seed %d round %d %s: %d operations, %d open: %v in %v", h.seed, round, t.s.name(), len(history), open, cr, time.Since(began).Round(time.Millisecond))

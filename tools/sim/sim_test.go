@@ -52,6 +52,7 @@ func TestSimulation(t *testing.T) {
 	}
 	require.Positive(t, total.Unknown, "some outcomes must stay unknown")
 	require.Positive(t, total.Recovered, "some outcomes must be recovered by OpID")
+	requireLayerIDs(t, total)
 	require.Positive(t, total.VersionstampSeeds)
 	require.Positive(t, total.TupleSeeds)
 	require.Less(t, total.TupleSeeds, total.Seeds)
@@ -126,7 +127,21 @@ func runStagedWith(t *testing.T, serving fdbqueue.StagingServing, claim time.Dur
 	requireSound(t, total)
 	requireMostlyConclusive(t, total)
 	require.Positive(t, total.Hidden, "some staged takes must fail")
+	requireLayerIDs(t, total)
+	require.Greater(t, total.LayerIDReplays, total.SlotReplays,
+		"some staged takes under an ID the layer made must find their record")
 	return total
+}
+
+// requireLayerIDs requires operations without WithOpID (under IDs the
+// layers made, recorded in journal slots) among the checked ones, some of
+// them with an unknown outcome, and some retries of them that found their
+// slot's record: the slots met commit_unknown_result (applied).
+func requireLayerIDs(t *testing.T, total sim.Result) {
+	t.Helper()
+	require.Positive(t, total.LayerIDs, "no operation ran under an ID the layer made")
+	require.Positive(t, total.LayerIDUnknown, "no operation under an ID the layer made failed with an unknown outcome")
+	require.Positive(t, total.SlotReplays, "no retry found its journal slot's record")
 }
 
 // The checkers can fail: the plain recipe (no journal) under

@@ -18,12 +18,26 @@ type structure interface {
 	name() string
 	prefix() []byte
 	model(initial []Item) porcupine.Model
-	// run performs in through t with the operation ID id.
+	// run performs in through t with the operation ID id, or, when id is
+	// the zero OpID, without WithOpID, under an ID the layer makes (see
+	// withID).
 	run(ctx context.Context, t kv.Transactor, in Input, id fdbqueue.OpID) (Output, error)
 	// observe reads the whole content in key order.
 	observe(ctx context.Context, db kv.Database) ([]Item, error)
 	// drain empties the structure through its API and returns what came out.
 	drain(ctx context.Context, db kv.Database) ([]Item, error)
+}
+
+// withID is the options of an operation run with id: WithOpID(id), or
+// none for the zero OpID, the harness's mark of an operation left to make
+// its own ID. On a Database such an operation records in a journal slot of
+// its Queue or PriorityQueue value (fdbqueue's journal.go, takeSlot), except
+// a staged take, which records under its ID.
+func withID(id fdbqueue.OpID) []fdbqueue.OpOption {
+	if id == (fdbqueue.OpID{}) {
+		return nil
+	}
+	return []fdbqueue.OpOption{fdbqueue.WithOpID(id)}
 }
 
 // decodeStored undoes the queue's value encoding.
@@ -73,28 +87,28 @@ func (f *fifo) model(initial []Item) porcupine.Model {
 func (f *fifo) run(ctx context.Context, t kv.Transactor, in Input, id fdbqueue.OpID) (Output, error) {
 	switch in.Kind {
 	case Enqueue:
-		return Output{}, f.q.Enqueue(ctx, t, encodeValue(f.enc, in.Item.ID), fdbqueue.WithOpID(id))
+		return Output{}, f.q.Enqueue(ctx, t, encodeValue(f.enc, in.Item.ID), withID(id)...)
 	case EnqueueBatch:
 		ids := BatchIDs(in)
 		vs := make([][]byte, len(ids))
 		for i, x := range ids {
 			vs[i] = encodeValue(f.enc, x)
 		}
-		return Output{}, f.q.EnqueueBatch(ctx, t, vs, fdbqueue.WithOpID(id))
+		return Output{}, f.q.EnqueueBatch(ctx, t, vs, withID(id)...)
 	case Dequeue:
 		var v []byte
 		var err error
 		if in.Wait {
-			v, err = f.q.DequeueWait(ctx, t.(kv.Database), fdbqueue.WithOpID(id))
+			v, err = f.q.DequeueWait(ctx, t.(kv.Database), withID(id)...)
 		} else {
-			v, err = f.q.Dequeue(ctx, t, fdbqueue.WithOpID(id))
+			v, err = f.q.Dequeue(ctx, t, withID(id)...)
 		}
 		if err != nil {
 			return Output{}, err
 		}
 		return itemsOut(f.enc, [][]byte{v})
 	case DequeueBatch:
-		vs, err := f.q.DequeueBatch(ctx, t, in.N, fdbqueue.WithOpID(id))
+		vs, err := f.q.DequeueBatch(ctx, t, in.N, withID(id)...)
 		if err != nil {
 			return Output{}, err
 		}
@@ -166,18 +180,18 @@ func (p *prio) run(ctx context.Context, t kv.Transactor, in Input, id fdbqueue.O
 	var err error
 	switch in.Kind {
 	case Push:
-		return Output{}, p.pq.Push(ctx, t, encodeValue(p.enc, in.Item.ID), in.Item.Priority, fdbqueue.WithOpID(id))
+		return Output{}, p.pq.Push(ctx, t, encodeValue(p.enc, in.Item.ID), in.Item.Priority, withID(id)...)
 	case PopMin:
 		if in.Wait {
-			it, err = p.pq.PopMinWait(ctx, t.(kv.Database), fdbqueue.WithOpID(id))
+			it, err = p.pq.PopMinWait(ctx, t.(kv.Database), withID(id)...)
 		} else {
-			it, err = p.pq.PopMin(ctx, t, fdbqueue.WithOpID(id))
+			it, err = p.pq.PopMin(ctx, t, withID(id)...)
 		}
 	case PopMax:
 		if in.Wait {
-			it, err = p.pq.PopMaxWait(ctx, t.(kv.Database), fdbqueue.WithOpID(id))
+			it, err = p.pq.PopMaxWait(ctx, t.(kv.Database), withID(id)...)
 		} else {
-			it, err = p.pq.PopMax(ctx, t, fdbqueue.WithOpID(id))
+			it, err = p.pq.PopMax(ctx, t, withID(id)...)
 		}
 	default:
 		return Output{}, fmt.Errorf("sim: a priority queue has no operation %v", in.Kind)

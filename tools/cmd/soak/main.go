@@ -58,6 +58,8 @@ func main() {
 		batches  = flag.Bool("staging-batches", false, "staged seeds' Queue serves its waiters in batches (StagingConfig.Serving = ServeInBatches), not by place")
 		claim    = flag.Duration("staging-claim", 0, "staged seeds' claim timeout (default 2s); a few milliseconds make waiters lose their claims and exercise the expiry paths")
 		stagePQ  = flag.Bool("staging-pq", true, "in staged seeds, stage the PriorityQueue too (not only the Queue)")
+		layerIDs = flag.Float64("layer-ids", sim.DefaultConfig().LayerIDProb, "probability that an operation not recovered, on the database itself, runs without WithOpID (under an ID the layer makes, in a journal slot); 0 gives every operation the harness's ID")
+		shortRet = flag.Duration("short-retention", 4*time.Second, "journal retention of about half of the seeds, short so that journal slot epochs (an eighth of it) turn over while operations hold slots (the tests use 8s, safe under -race; it must exceed a round without its checks); 0 keeps the default retention")
 		reorder  = flag.Bool("staging-reorder", false, "let staged seeds use the indexed Queue layout and equal priorities, where a cancelled staged take can reorder items (see sim.Config.StagingReorder)")
 		html     = flag.String("html", "soak-failure.html", "where to write the first failing history's visualization")
 		history  = flag.String("history", "soak-failure.txt", "where to write the first failing history as text")
@@ -91,6 +93,8 @@ func main() {
 	cfg.ClaimTimeout = *claim
 	cfg.StagePriorityQueue = *stagePQ
 	cfg.CheckTimeout = *timeout
+	cfg.LayerIDProb = *layerIDs
+	cfg.ShortRetention = *shortRet
 	if *cluster == "" {
 		os.Exit(run(os.Stdout, cfg, *first, *seeds, *duration, *workers, *html, *history, *verbose))
 	}
@@ -124,8 +128,8 @@ func run(w io.Writer, cfg sim.Config, first int64, seeds int, duration time.Dura
 		claim = cfg.ClaimTimeout.String()
 	}
 	fmt.Fprintf(w, "staging: %v (PriorityQueue too: %v, reorder-prone layouts: %v, Queue serving: %v, claim timeout: %s)\n", cfg.Staging, cfg.StagePriorityQueue, cfg.StagingReorder, cfg.StagingServing, claim)
-	fmt.Fprintf(w, "per operation: random deadline %.2f (up to %v); per client and round: abandon mid-commit %.2f\n",
-		cfg.CancelProb, cfg.MaxDeadline, cfg.AbandonProb)
+	fmt.Fprintf(w, "per operation: random deadline %.2f (up to %v), without WithOpID %.2f of those not recovered; per client and round: abandon mid-commit %.2f\n",
+		cfg.CancelProb, cfg.MaxDeadline, cfg.LayerIDProb, cfg.AbandonProb)
 
 	var (
 		mu    sync.Mutex
@@ -149,8 +153,8 @@ func run(w io.Writer, cfg sim.Config, first int64, seeds int, duration time.Dura
 
 	st := total.Stats
 	fmt.Fprintf(w, "\nelapsed:                    %v\n", time.Since(start).Round(time.Second))
-	fmt.Fprintf(w, "seeds:                      %d (staged %d, versionstamp-ordered queue %d, tuple values %d)\n",
-		total.Seeds, total.StagedSeeds, total.VersionstampSeeds, total.TupleSeeds)
+	fmt.Fprintf(w, "seeds:                      %d (staged %d, versionstamp-ordered queue %d, tuple values %d, journal retention %v %d)\n",
+		total.Seeds, total.StagedSeeds, total.VersionstampSeeds, total.TupleSeeds, cfg.ShortRetention, total.ShortRetention)
 	fmt.Fprintf(w, "histories checked:          %d\n", total.Histories)
 	fmt.Fprintf(w, "operations:                 %d\n", total.Operations)
 	fmt.Fprintf(w, "transactions:               %d (commits %d, real conflicts %d, retries %d)\n", st.Transactions, st.Commits, st.Conflicts, st.Retries)
@@ -164,6 +168,8 @@ func run(w io.Writer, cfg sim.Config, first int64, seeds int, duration time.Dura
 	fmt.Fprintf(w, "outcomes recovered by OpID:   %d\n", total.Recovered)
 	fmt.Fprintf(w, "failed staged takes (hidden): %d\n", total.Hidden)
 	fmt.Fprintf(w, "claims expired:             %d\n", total.ClaimsExpired)
+	fmt.Fprintf(w, "without WithOpID:           %d (outcome unknown %d; retries that found their record %d, in a journal slot %d)\n",
+		total.LayerIDs, total.LayerIDUnknown, total.LayerIDReplays, total.SlotReplays)
 	fmt.Fprintf(w, "inconclusive checks (timed out): %d\n", total.Inconclusive)
 	fmt.Fprintf(w, "violations:                 %d\n", total.Violations)
 	fmt.Fprintf(w, "lost:                       %d\n", total.Lost)

@@ -1,0 +1,105 @@
+package memdb
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"testing"
+
+	"github.com/fdbqueue/fdbqueue/kv"
+	"github.com/stretchr/testify/require"
+)
+
+// stampArg is a SetVersionstampedKey argument: body with its stamp offset.
+func stampArg(body []byte, off int) []byte {
+	return binary.LittleEndian.AppendUint32(bytes.Clone(body), uint32(off))
+}
+
+// TestStampRangeBounds: the range a versionstamped key may land in is
+// built in one buffer, and equals FDB's getVersionstampKeyRange
+// (fdbclient/include/fdbclient/Atomic.h): the template with the read
+// version (or 0) and order 0 at the offset, up to just after the template
+// with ten 0xff bytes there, capped at the end of the user key space.
+func TestStampRangeBounds(t *testing.T) {
+	db := New()
+	defer db.Close()
+	// A read version that is not 0.
+	require.NoError(t, db.Transact(context.Background(), func(tr kv.Transaction) error {
+		tr.Set([]byte("x"), []byte("y"))
+		return nil
+	}))
+	for _, tc := range []struct {
+		name    string
+		body    []byte
+		off     int
+		rv      bool
+		wantEnd []byte // nil: template with 0xff bytes, then \x00
+	}{
+		{"no read version", []byte("head/0123456789/tail"), 5, false, nil},
+		{"with read version", []byte("head/0123456789/tail"), 5, true, nil},
+		{"stamp first, capped at \\xff", []byte("0123456789tail"), 0, true, maxUserKey},
+		{"stamp last", []byte("head0123456789"), 4, false, nil},
+		{"stamp only, capped at \\xff", []byte("0123456789"), 0, false, maxUserKey},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tx := newTxT(t, db)
+			if tc.rv {
+				_, err := tx.GetReadVersion().Get()
+				require.NoError(t, err)
+			}
+			tx.SetVersionstampedKey(stampArg(tc.body, tc.off), []byte("v"))
+			require.Len(t, tx.x.unreadable, 1)
+			got := tx.x.unreadable[0]
+			var lo [10]byte
+			if tc.rv {
+				binary.BigEndian.PutUint64(lo[:8], uint64(tx.rv))
+				require.NotZero(t, tx.rv)
+			}
+			var hi [10]byte
+			for i := range hi {
+				hi[i] = 0xff
+			}
+			require.Equal(t, stamped(tc.body, tc.off, lo), got.b, "begin")
+			wantEnd := tc.wantEnd
+			if wantEnd == nil {
+				wantEnd = keyAfter(stamped(tc.body, tc.off, hi))
+			}
+			require.Equal(t, wantEnd, got.e, "end")
+			require.Equal(t, tc.body, tx.x.vsKeys[0].tmpl, "the template is untouched by the bounds")
+			require.Equal(t, len(tc.body), cap(tx.x.vsKeys[0].tmpl), "appending to the template cannot reach the bounds")
+		})
+	}
+}
+
+// TestVersionstampedKeyChecks: the key a versionstamped key becomes is
+// checked as any written key, first for \xff then for its size (as
+// checkWriteKey does), whatever the stamp.
+func TestVersionstampedKeyChecks(t *testing.T) {
+	db := New()
+	defer db.Close()
+	for _, tc := range []struct {
+		name string
+		body []byte
+		off  int
+		want error
+	}{
+		{"legal", []byte("k0123456789"), 1, nil},
+		{"\\xff first", []byte("\xff0123456789"), 1, kv.ErrKeyOutsideLegalRange},
+		{"stamp first makes it legal", []byte("\xff123456789"), 0, nil},
+		{"largest key", bytes.Repeat([]byte{'k'}, maxKeySize), 3, nil},
+		{"too large", bytes.Repeat([]byte{'k'}, maxKeySize+1), 3, kv.ErrKeyTooLarge},
+		{"\\xff and too large", append([]byte{0xff}, bytes.Repeat([]byte{'k'}, maxKeySize)...), 3, kv.ErrKeyOutsideLegalRange},
+		{"offset past the end", []byte("k012345678"), 1, kv.ErrClientInvalidOp},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tx := newTxT(t, db)
+			tx.SetVersionstampedKey(stampArg(tc.body, tc.off), []byte("v"))
+			err := tx.Commit()
+			if tc.want == nil {
+				require.NoError(t, err)
+				return
+			}
+			require.ErrorIs(t, err, tc.want)
+		})
+	}
+}
