@@ -238,9 +238,9 @@
 // clock reads (each a time.Since of the DB's start), six mutex round
 // trips (the transaction's for the read, the write and the commit, the
 // read version registry's at the read and the commit, the DB's for the
-// commit) and one shared lock (the read). Much of the
-// rest is allocation, mostly of the 512-byte transaction. Versions that no open transaction can read are collected
-// at the next commit (see Garbage collection), so the live heap, which
+// commit) and one shared lock (the read). Much of the rest is
+// allocation, mostly of the 512-byte transaction. Versions that no open
+// transaction can read are collected at the next commit (see Garbage collection), so the live heap, which
 // the Go garbage collector scans, holds the data plus what open
 // transactions still need, not 5 seconds of writes.
 //
@@ -252,6 +252,10 @@
 // maximum versions), so a range read costs about the keys it returns plus
 // O(log n) per key of its range cleared after its read version, however
 // many keys were cleared elsewhere (BenchmarkClearsAfterReadVersion). The
+// resolver keeps its boundary points in sorted chunks, each with the
+// newest version written in it, so a conflict check skips the chunks
+// written at or before its read version and costs the same at 10 or
+// 100,000 recorded clears (BenchmarkResolverConflicts). The
 // indexes cost a commit one more B-tree insertion when a key gets a value
 // and a B-tree deletion and a treap insertion when it is cleared;
 // overwriting a value costs nothing more. `make bench` prints the layer's
