@@ -2,7 +2,6 @@ package fdbqueue_test
 
 import (
 	"context"
-	"sync"
 	"testing"
 	"time"
 
@@ -10,62 +9,14 @@ import (
 
 	"github.com/fdbqueue/fdbqueue"
 	"github.com/fdbqueue/fdbqueue/kv"
+	"github.com/fdbqueue/fdbqueue/queuetest"
 )
 
-// fakeClock is a fdbqueue.Clock that moves only when Advance is called.
-// Every After call is announced on armed (if not nil), so that a test
-// knows a waiter is asleep without sleeping itself.
-type fakeClock struct {
-	mu     sync.Mutex
-	now    time.Time
-	timers []fakeTimer
-	armed  chan time.Duration
-}
-
-type fakeTimer struct {
-	at time.Time
-	ch chan time.Time
-}
-
-func newFakeClock() *fakeClock {
-	return &fakeClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) After(d time.Duration) <-chan time.Time {
-	c.mu.Lock()
-	ch := make(chan time.Time, 1)
-	if d <= 0 {
-		ch <- c.now
-	} else {
-		c.timers = append(c.timers, fakeTimer{at: c.now.Add(d), ch: ch})
-	}
-	armed := c.armed
-	c.mu.Unlock()
-	if armed != nil {
-		armed <- d
-	}
-	return ch
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-	kept := c.timers[:0]
-	for _, t := range c.timers {
-		if !t.at.After(c.now) {
-			t.ch <- c.now
-		} else {
-			kept = append(kept, t)
-		}
-	}
-	c.timers = kept
+// newFakeClock returns the suite's manual clock (queuetest.Clock) at a
+// fixed date: it moves only when Advance is called, and announces every
+// After on its Armed channel when set.
+func newFakeClock() *queuetest.Clock {
+	return queuetest.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 }
 
 func mustJobQueue(t testing.TB, name string, cfg fdbqueue.JobQueueConfig, opts ...fdbqueue.Option) *fdbqueue.JobQueue {

@@ -98,7 +98,7 @@ func TestJobPoolExtendsAndShutsDownGracefully(t *testing.T) {
 	ctx := context.Background()
 	db := newDB(t)
 	clock := newFakeClock()
-	clock.armed = make(chan time.Duration, 64)
+	clock.Armed = make(chan time.Duration, 64)
 	q := mustJobQueue(t, "heartbeat", fdbqueue.JobQueueConfig{Clock: clock})
 	mustAdd(t, db, q, fdbqueue.Job{Value: []byte("long")})
 
@@ -117,16 +117,16 @@ func TestJobPoolExtendsAndShutsDownGracefully(t *testing.T) {
 	task := <-started
 	first := task.Lease().Deadline
 	for range 5 { // 50 s: past the first deadline
-		require.Equal(t, 10*time.Second, <-clock.armed) // the heartbeat sleeps
+		require.Equal(t, 10*time.Second, <-clock.Armed) // the heartbeat sleeps
 		clock.Advance(10 * time.Second)
 	}
-	require.Equal(t, 10*time.Second, <-clock.armed) // the fifth extension is done
+	require.Equal(t, 10*time.Second, <-clock.Armed) // the fifth extension is done
 	require.True(t, task.Lease().Deadline.After(first.Add(39*time.Second)), "extended")
 	_, err := q.Lease(ctx, db, 1, time.Minute)
 	require.ErrorIs(t, err, fdbqueue.ErrEmpty, "nobody else gets the job")
 
 	stop()
-	require.Equal(t, 7*time.Second, <-clock.armed) // the shutdown deadline
+	require.Equal(t, 7*time.Second, <-clock.Armed) // the shutdown deadline
 	close(release)
 	require.NoError(t, <-ran)
 	o := <-outcomes
@@ -142,7 +142,7 @@ func TestJobPoolAbandonsAtTheDeadline(t *testing.T) {
 	ctx := context.Background()
 	db := newDB(t)
 	clock := newFakeClock()
-	clock.armed = make(chan time.Duration, 64)
+	clock.Armed = make(chan time.Duration, 64)
 	q := mustJobQueue(t, "abandon", fdbqueue.JobQueueConfig{Clock: clock})
 	mustAdd(t, db, q, fdbqueue.Job{Value: []byte("stuck")})
 
@@ -162,7 +162,7 @@ func TestJobPoolAbandonsAtTheDeadline(t *testing.T) {
 	}()
 	<-started
 	stop()
-	for d := range clock.armed {
+	for d := range clock.Armed {
 		if d == 7*time.Second {
 			break
 		}
@@ -195,7 +195,7 @@ func TestJobPoolLostLeaseCancelsHandler(t *testing.T) {
 	ctx := context.Background()
 	db := newDB(t)
 	clock := newFakeClock()
-	clock.armed = make(chan time.Duration, 64)
+	clock.Armed = make(chan time.Duration, 64)
 	q := mustJobQueue(t, "lost", fdbqueue.JobQueueConfig{Clock: clock})
 	mustAdd(t, db, q, fdbqueue.Job{Value: []byte("doomed"), Priority: 3})
 
@@ -214,7 +214,7 @@ func TestJobPoolLostLeaseCancelsHandler(t *testing.T) {
 			Logger: quietLog, OnOutcome: func(o fdbqueue.Outcome) { outcomes <- o }})
 	}()
 	task := <-started
-	require.Equal(t, 10*time.Second, <-clock.armed) // the heartbeat sleeps
+	require.Equal(t, 10*time.Second, <-clock.Armed) // the heartbeat sleeps
 	l := task.Lease()
 	key, err := q.Subspace().Pack(tuple.Tuple{"q", l.Deadline.UnixMicro(), -int64(l.Priority), l.JobID[:]})
 	require.NoError(t, err)

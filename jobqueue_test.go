@@ -408,7 +408,7 @@ func TestJobQueueLeaseWait(t *testing.T) {
 	defer cancel()
 	db := newDB(t)
 	clock := newFakeClock()
-	clock.armed = make(chan time.Duration, 16)
+	clock.Armed = make(chan time.Duration, 16)
 	q := mustJobQueue(t, "wait", fdbqueue.JobQueueConfig{Clock: clock})
 
 	type result struct {
@@ -435,7 +435,7 @@ func TestJobQueueLeaseWait(t *testing.T) {
 	// A job due in 10 minutes: the waiter arms a timer for it.
 	mustAdd(t, db, q, fdbqueue.Job{Value: []byte("later"), Delay: 10 * time.Minute})
 	w = wait()
-	d := <-clock.armed
+	d := <-clock.Armed
 	require.Equal(t, 10*time.Minute+time.Microsecond, d)
 	select {
 	case r := <-w:
@@ -449,7 +449,7 @@ func TestJobQueueLeaseWait(t *testing.T) {
 
 	// A leased job falls due again at its deadline: the waiter wakes then.
 	w = wait()
-	d = <-clock.armed
+	d = <-clock.Armed
 	require.Equal(t, time.Minute+time.Microsecond, d)
 	clock.Advance(d)
 	r = <-w
@@ -460,7 +460,7 @@ func TestJobQueueLeaseWait(t *testing.T) {
 	cctx, ccancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { _, err := q.LeaseWait(cctx, db, 1, time.Minute); done <- err }()
-	<-clock.armed
+	<-clock.Armed
 	ccancel()
 	require.ErrorIs(t, <-done, context.Canceled)
 }
@@ -540,7 +540,7 @@ func TestJobQueueLeaseWaitAfterBurying(t *testing.T) {
 	mustLease(t, db, q, 1, time.Minute)
 	clock.Advance(2 * time.Minute) // the only attempt expired
 	mustAdd(t, db, q, fdbqueue.Job{Value: []byte("next"), Delay: time.Hour})
-	clock.armed = make(chan time.Duration, 4)
+	clock.Armed = make(chan time.Duration, 4)
 	got := make(chan []fdbqueue.Lease, 1)
 	go func() {
 		ls, err := q.LeaseWait(ctx, db, 1, time.Minute)
@@ -549,7 +549,7 @@ func TestJobQueueLeaseWaitAfterBurying(t *testing.T) {
 		}
 		got <- ls
 	}()
-	require.Equal(t, time.Hour+time.Microsecond, <-clock.armed)
+	require.Equal(t, time.Hour+time.Microsecond, <-clock.Armed)
 	require.Equal(t, int64(1), mustStats(t, db, q).Dead)
 	clock.Advance(time.Hour + time.Microsecond)
 	require.Equal(t, "next", string((<-got)[0].Value))

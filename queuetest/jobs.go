@@ -3,7 +3,6 @@ package queuetest
 import (
 	"errors"
 	"math"
-	"sync"
 	"testing"
 	"time"
 
@@ -15,7 +14,7 @@ import (
 
 // The Jobs area checks the JobQueue (the lease layer): what its doc
 // comments and "Job queue with leases" in docs/design.md promise. Every
-// check gives its queue a jobClock, so vesting times, deadlines and
+// check gives its queue a Clock, so vesting times, deadlines and
 // backoffs are moved by the check, never waited for, and never by moving
 // the backend's clock.
 func jobChecks() []check {
@@ -47,65 +46,10 @@ func jobChecks() []check {
 	return cs
 }
 
-// jobClock is a fdbqueue.Clock that moves only when the check advances it.
-// Every After call is announced on armed (when set), so that a check knows
-// a LeaseWait is asleep on its timer without sleeping itself.
-type jobClock struct {
-	mu     sync.Mutex
-	now    time.Time
-	timers []jobTimer
-	armed  chan time.Duration
-}
-
-type jobTimer struct {
-	at time.Time
-	ch chan time.Time
-}
-
-// newJobClock starts at the current hour (aligned, so that Stats' time
-// buckets fall the same way on every run).
-func newJobClock() *jobClock {
-	return &jobClock{now: time.Now().UTC().Truncate(time.Hour)}
-}
-
-// Now returns the clock's time.
-func (c *jobClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-// After returns a channel that receives when Advance reaches now + d.
-func (c *jobClock) After(d time.Duration) <-chan time.Time {
-	c.mu.Lock()
-	ch := make(chan time.Time, 1)
-	if d <= 0 {
-		ch <- c.now
-	} else {
-		c.timers = append(c.timers, jobTimer{at: c.now.Add(d), ch: ch})
-	}
-	armed := c.armed
-	c.mu.Unlock()
-	if armed != nil {
-		armed <- d
-	}
-	return ch
-}
-
-// Advance moves the clock by d and fires the timers it reaches.
-func (c *jobClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-	kept := c.timers[:0]
-	for _, tm := range c.timers {
-		if !tm.at.After(c.now) {
-			tm.ch <- c.now
-		} else {
-			kept = append(kept, tm)
-		}
-	}
-	c.timers = kept
+// newJobClock starts a Clock at the current hour (aligned, so that Stats'
+// time buckets fall the same way on every run).
+func newJobClock() *Clock {
+	return NewClock(time.Now().UTC().Truncate(time.Hour))
 }
 
 // opID returns a new operation ID stamped with the clock's time (an
@@ -114,7 +58,7 @@ func (c *jobClock) Advance(d time.Duration) {
 // clock, never finds it expired however far the check moved the clock.
 // Its random part has no 0x00 byte, so every such ID packs to the same
 // length and a batch's size as the queue counts it does not depend on it.
-func (c *jobClock) opID() fdbqueue.OpID {
+func (c *Clock) opID() fdbqueue.OpID {
 	id := fdbqueue.NewOpID()
 	us := uint64(c.Now().UnixMicro())
 	for i := range 8 {
@@ -130,9 +74,9 @@ func (c *jobClock) opID() fdbqueue.OpID {
 
 // jobQueue makes a JobQueue in a fresh subspace with a clock of its own
 // (cfg.Clock, unless the check passes one).
-func (f *fixture) jobQueue(t *testing.T, name string, cfg fdbqueue.JobQueueConfig, opts ...fdbqueue.Option) (*fdbqueue.JobQueue, *jobClock) {
+func (f *fixture) jobQueue(t *testing.T, name string, cfg fdbqueue.JobQueueConfig, opts ...fdbqueue.Option) (*fdbqueue.JobQueue, *Clock) {
 	t.Helper()
-	c, _ := cfg.Clock.(*jobClock)
+	c, _ := cfg.Clock.(*Clock)
 	if cfg.Clock == nil {
 		c = newJobClock()
 		cfg.Clock = c

@@ -118,7 +118,7 @@ func testJobLeaseWaitSignal(t *testing.T, f *fixture) {
 	require.NoError(t, err)
 	f.add(t, q, fdbqueue.Job{Value: []byte("held"), MaxAttempts: 2})
 	held := f.leaseOne(t, q, time.Hour)
-	c.armed = make(chan time.Duration, 16)
+	c.Armed = make(chan time.Duration, 16)
 
 	wakes := []struct {
 		name string
@@ -143,7 +143,7 @@ func testJobLeaseWaitSignal(t *testing.T, f *fixture) {
 			done <- ls
 		}()
 		select {
-		case <-c.armed: // asleep: its watch is set, its timer armed
+		case <-c.Armed: // asleep: its watch is set, its timer armed
 		case <-f.ctx.Done():
 			require.FailNow(t, "LeaseWait never slept", w.name)
 		}
@@ -211,7 +211,7 @@ func (d countingDB) Transact(ctx context.Context, fn func(kv.Transaction) error)
 // and fails if it runs a few without arming a timer.
 func testJobLeaseWaitLatest(t *testing.T, f *fixture) {
 	c := newJobClock()
-	c.armed = make(chan time.Duration, 16)
+	c.Armed = make(chan time.Duration, 16)
 	q, _ := f.jobQueue(t, "wait-latest", fdbqueue.JobQueueConfig{Choice: 1, Clock: c})
 	f.add(t, q, fdbqueue.Job{Value: []byte("latest"), RunAt: time.UnixMicro(math.MaxInt64)})
 	calls := make(chan struct{}, 64)
@@ -224,7 +224,7 @@ func testJobLeaseWaitLatest(t *testing.T, f *fixture) {
 	}()
 	for n := 0; ; {
 		select {
-		case d := <-c.armed:
+		case d := <-c.Armed:
 			require.Positive(t, d, "the timer is for a time after now")
 			cancel()
 			require.ErrorIs(t, <-done, context.Canceled)

@@ -429,7 +429,7 @@ func testJobStats(t *testing.T, f *fixture) {
 // armed its timer from the clock, never by sleeping.
 func testJobLeaseWait(t *testing.T, f *fixture) {
 	c := newJobClock()
-	c.armed = make(chan time.Duration, 16)
+	c.Armed = make(chan time.Duration, 16)
 	q, _ := f.jobQueue(t, "wait", fdbqueue.JobQueueConfig{Choice: 1, Clock: c})
 	type result struct {
 		ls  []fdbqueue.Lease
@@ -454,7 +454,7 @@ func testJobLeaseWait(t *testing.T, f *fixture) {
 	}
 	armed := func() time.Duration {
 		select {
-		case d := <-c.armed:
+		case d := <-c.Armed:
 			return d
 		case <-f.ctx.Done():
 			require.FailNow(t, "LeaseWait never armed its timer")

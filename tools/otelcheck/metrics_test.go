@@ -17,6 +17,7 @@ import (
 	"github.com/fdbqueue/fdbqueue"
 	"github.com/fdbqueue/fdbqueue/kv"
 	"github.com/fdbqueue/fdbqueue/memdb"
+	"github.com/fdbqueue/fdbqueue/queuetest"
 	"github.com/fdbqueue/fdbqueue/tuple"
 )
 
@@ -240,7 +241,7 @@ func TestLeaseMetrics(t *testing.T) {
 	reader := sdkmetric.NewManualReader()
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
 	var logs bytes.Buffer
-	clock := &fakeClock{now: time.Unix(1_700_000_000, 0)}
+	clock := queuetest.NewClock(time.Unix(1_700_000_000, 0))
 	jq, err := fdbqueue.NewJobQueue(fdbqueue.SubspaceFromBytes([]byte("jq")), fdbqueue.JobQueueConfig{MaxAttempts: 2, Clock: clock},
 		fdbqueue.WithMeterProvider(mp), fdbqueue.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))), fdbqueue.WithQueueName("jq"))
 	require.NoError(t, err)
@@ -249,7 +250,7 @@ func TestLeaseMetrics(t *testing.T) {
 	ls, err := jq.Lease(ctx, db, 1, time.Second)
 	require.NoError(t, err)
 	require.Len(t, ls, 1)
-	clock.advance(2 * time.Second) // the lease expires
+	clock.Advance(2 * time.Second) // the lease expires
 	ls, err = jq.Lease(ctx, db, 1, time.Second)
 	require.NoError(t, err)
 	require.Len(t, ls, 1, "the expired lease is taken over")
@@ -264,7 +265,7 @@ func TestLeaseMetrics(t *testing.T) {
 	reg, err := jq.RegisterGauges(db)
 	require.NoError(t, err)
 	defer reg.Unregister()
-	clock.advance(3 * time.Second)
+	clock.Advance(3 * time.Second)
 	got := collect(t, reader, "jq")
 	require.Equal(t, 2.0, got["fdbqueue.depth"])
 	require.Equal(t, 1.0, got["fdbqueue.jobs fdbqueue.state=due"])
@@ -308,26 +309,6 @@ func TestNoProviderIsNoOp(t *testing.T) {
 	_, err = q.RegisterGauges(nil)
 	require.True(t, errors.Is(err, fdbqueue.ErrInvalidArgument))
 }
-
-type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) advance(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
-}
-
-// After never fires: the pool in the test ends by cancellation.
-func (c *fakeClock) After(time.Duration) <-chan time.Time { return make(chan time.Time) }
 
 type lockedWriter struct {
 	w  *bytes.Buffer
