@@ -2,6 +2,7 @@ package memdb_test
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"runtime"
 	"testing"
@@ -303,4 +304,106 @@ func BenchmarkQueueChurn(b *testing.B) {
 		}
 	}
 	reportOps(b)
+}
+
+// BenchmarkQueueShape measures, without the layer, the engine's part of a
+// queue operation against the floor (one Get and one Set of an existing
+// key, as BenchmarkWorkload's floor-1r1w in the root package): each
+// iteration is an enqueue-shaped transaction (a snapshot read of the
+// configuration record, a read conflict on its epoch key, a snapshot
+// reverse range read of the tail with limit 1, a Set of a new key and an
+// atomic add to a depth counter) and then a dequeue-shaped one (the same
+// record read, a range read of the head with limit 1, a Clear of the key
+// found and the add). cpu-ns/op is per transaction, as the root
+// benchmark's is per layer operation.
+func BenchmarkQueueShape(b *testing.B) {
+	one := []byte{1, 0, 0, 0, 0, 0, 0, 0}
+	value := []byte("a small work item, 32 bytes long")
+	b.Run("floor-1r1w", func(b *testing.B) {
+		db := memdb.New(benchOpts...)
+		defer db.Close()
+		ctx := context.Background()
+		keys := make([][]byte, 1024)
+		for i := range keys {
+			keys[i] = fmt.Appendf(nil, "key%04d", i)
+			mustSetB(b, db, keys[i])
+		}
+		b.ReportAllocs()
+		resetTimer(b)
+		for i := 0; i < b.N; i++ {
+			k := keys[i%len(keys)]
+			err := db.Transact(ctx, func(tr kv.Transaction) error {
+				if _, err := tr.Get(k).Get(); err != nil {
+					return err
+				}
+				tr.Set(k, value)
+				return nil
+			})
+			if err != nil {
+				b.Fatal(err)
+			}
+		}
+		reportOps(b)
+	})
+	b.Run("queue-pair", func(b *testing.B) {
+		db := memdb.New(benchOpts...)
+		defer db.Close()
+		ctx := context.Background()
+		conf, epoch, depth := []byte("c/conf"), []byte("c/epoch"), []byte("c/depth")
+		items := kv.KeyRange{Begin: []byte("q/"), End: []byte("q0")}
+		// Item keys are "q/" and a big-endian counter, new for each item
+		// (one allocation, as the layer packs each item's key).
+		key := func(n uint64) []byte { return binary.BigEndian.AppendUint64(append(make([]byte, 0, 10), "q/"...), n) }
+		if err := db.Transact(ctx, func(tr kv.Transaction) error {
+			tr.Set(conf, []byte("a configuration record of 40 bytes......"))
+			for n := range uint64(1000) {
+				tr.Set(key(n), value)
+			}
+			return nil
+		}); err != nil {
+			b.Fatal(err)
+		}
+		n := uint64(1000)
+		b.ReportAllocs()
+		resetTimer(b)
+		for i := 0; i < b.N; i++ {
+			k := key(n)
+			err := db.Transact(ctx, func(tr kv.Transaction) error {
+				_ = tr.AddReadConflictKey(epoch)
+				if _, err := tr.Snapshot().Get(conf).Get(); err != nil {
+					return err
+				}
+				kvs, err := tr.Snapshot().GetRange(items, kv.RangeOptions{Limit: 1, Reverse: true}).GetSlice()
+				if err != nil || len(kvs) == 0 {
+					return fmt.Errorf("no tail: %v", err)
+				}
+				tr.Set(k, value)
+				tr.Add(depth, one)
+				return nil
+			})
+			if err != nil {
+				b.Fatal(err)
+			}
+			n++
+			err = db.Transact(ctx, func(tr kv.Transaction) error {
+				_ = tr.AddReadConflictKey(epoch)
+				if _, err := tr.Snapshot().Get(conf).Get(); err != nil {
+					return err
+				}
+				kvs, err := tr.GetRange(items, kv.RangeOptions{Limit: 1, Mode: kv.StreamingModeWantAll}).GetSlice()
+				if err != nil || len(kvs) == 0 {
+					return fmt.Errorf("no head: %v", err)
+				}
+				tr.Clear(kvs[0].Key)
+				tr.Add(depth, one)
+				return nil
+			})
+			if err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.StopTimer()
+		b.N *= 2 // two transactions an iteration
+		reportOps(b)
+	})
 }
