@@ -86,6 +86,9 @@ type journal struct {
 	gcEvery   uint64
 	count     atomic.Uint64
 	gcShard   atomic.Uint32 // the next shard expire clears
+	// swept is, for each group of expireShards shards, the cutoff
+	// (Unix µs) its last sweep cleared up to (see expire).
+	swept [journalShards / expireShards]atomic.Int64
 
 	mu      sync.Mutex
 	pending []kv.KeyRange // records of operations that completed, to clear
@@ -579,10 +582,24 @@ func (o *op) carry(tr kv.Transaction) {
 // operation's maker's by less than the retention cannot clear the record
 // of an operation still running: clocks may disagree by up to the
 // retention.
+//
+// A group of shards is cleared again only once its cutoff has moved on by
+// sweepStep since its last sweep (or moved back, when the clock did):
+// under load, an expiry every 64 operations would otherwise clear the
+// records of a few microseconds each time, at the cost of 16 range
+// clears. A record is thus cleared once it is at most twice the retention
+// plus sweepStep old and its shards' turn has come: one expiry in 64
+// operations sweeps 16 of the 256 shards, all of them in 1,024.
 func (j *journal) expire(tr kv.Transaction) {
-	var cutoff [8]byte
-	binary.BigEndian.PutUint64(cutoff[:], uint64(j.now().Add(-2*j.retention).UnixMicro()))
+	micros := j.now().Add(-2 * j.retention).UnixMicro()
 	first := j.gcShard.Add(expireShards) - expireShards
+	last := &j.swept[(first%journalShards)/expireShards]
+	prev := last.Load()
+	if d := micros - prev; d >= 0 && d < j.sweepStep().Microseconds() || !last.CompareAndSwap(prev, micros) {
+		return // swept lately (or by another operation just now)
+	}
+	var cutoff [8]byte
+	binary.BigEndian.PutUint64(cutoff[:], uint64(micros))
 	// Every bound in one buffer (a bound is the prefix, a shard of at most
 	// 2 bytes and the cutoff of at most 2+16 bytes): none is written
 	// again once handed to ClearRange.
@@ -606,6 +623,12 @@ func (j *journal) expire(tr kv.Transaction) {
 		tr.ClearRange(kv.KeyRange{Begin: begin, End: end})
 	}
 }
+
+// sweepStep is how far a group of shards' cutoff moves on before expire
+// clears that group again: a 64th of the retention (about 9 s by
+// default), which the journal's bound (records twice the retention old)
+// hardly changes.
+func (j *journal) sweepStep() time.Duration { return j.retention / 64 }
 
 // isPointRange reports whether r holds the one key r.Begin (r.End is
 // r.Begin+\x00).

@@ -94,8 +94,8 @@ func WithoutIdempotency() Option { return func(c *config) { c.noJournal = true }
 // nothing cleared are kept (default DefaultJournalRetention). It must exceed
 // the longest time one operation may keep retrying, and the time within
 // which a caller recovers a maybe-committed Dequeue with WithOpID. Records
-// are cleared once twice the retention old, so clients' clocks may
-// disagree by up to the retention.
+// are cleared once twice the retention old (within another 64th of it),
+// so clients' clocks may disagree by up to the retention.
 func WithJournalRetention(d time.Duration) Option { return func(c *config) { c.retention = d } }
 
 // WithBatchBudget sets the most bytes of transaction size a batch operation

@@ -1,0 +1,52 @@
+package fdbqueue
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/fdbqueue/fdbqueue/kv"
+)
+
+// clearCounter is a transaction that only counts range clears (expire
+// issues nothing else).
+type clearCounter struct {
+	kv.Transaction
+	n int
+}
+
+func (c *clearCounter) ClearRange(kv.KeyRange) { c.n++ }
+
+// An expiry sweeps a group of shards again only once the group's cutoff
+// has moved on by sweepStep (journal.expire): under load, sweeps a few
+// microseconds apart would cost 16 range clears each and clear next to
+// nothing. A clock that moves back sweeps at once, so a record stamped
+// before the new cutoff is never left behind for long.
+func TestJournalExpiryStep(t *testing.T) {
+	now := time.Unix(1_700_000_000, 0)
+	cfg, err := newConfig([]Option{WithClock(func() time.Time { return now }), WithJournalRetention(time.Minute)})
+	require.NoError(t, err)
+	j := newJournal([]byte("step"), cfg)
+	groups := journalShards / expireShards
+	sweep := func() int {
+		tr := &clearCounter{}
+		for range groups {
+			j.expire(tr)
+		}
+		return tr.n
+	}
+	full := journalShards + 1 // and the pre-shard layout's range, once
+	require.Equal(t, full, sweep(), "the first sweep clears every shard")
+	require.Zero(t, sweep(), "the clock has not moved: nothing to sweep again")
+
+	now = now.Add(j.sweepStep() - time.Microsecond)
+	require.Zero(t, sweep(), "less than a step on")
+	now = now.Add(time.Microsecond)
+	require.Equal(t, full, sweep(), "a step on: every group again")
+	require.Zero(t, sweep())
+
+	now = now.Add(-time.Hour)
+	require.Equal(t, full, sweep(), "a clock that moved back sweeps at once")
+	require.Zero(t, sweep())
+}
