@@ -163,34 +163,60 @@ func boolIndex(b bool) int {
 }
 
 // release returns c to the pool, dropping every reference it holds.
+//
+// It writes only the fields the operation set: a pointer written while
+// the GC marks costs a write barrier, even a nil over a nil, and a queue
+// operation on memdb runs with the GC marking much of the time.
 func (c *call) release() {
-	c.kind, c.q, c.pq = 0, nil, nil
-	c.store1[0] = nil
-	c.stored, c.priority, c.prio = nil, 0, kv.KeyRange{}
-	c.lim, c.reverse, c.keepOne = batchLimit{}, false, false
-	c.one1[0], c.vals = nil, nil
-	c.item1[0], c.items = Item{}, nil
+	switch c.kind {
+	case callEnqueue:
+		c.q, c.store1[0], c.stored = nil, nil, nil
+	case callDequeue:
+		c.q, c.one1[0], c.vals = nil, nil, nil
+	case callPush:
+		c.pq, c.store1[0], c.stored, c.priority, c.prio = nil, nil, nil, 0, kv.KeyRange{}
+	case callPop:
+		c.pq, c.item1[0], c.items = nil, Item{}, nil
+	default:
+		c.q, c.pq = nil, nil
+	}
+	c.kind, c.lim, c.reverse, c.keepOne = 0, batchLimit{}, false, false
 	c.op.reset()
-	c.gate = gateRead{}
-	c.tracked, c.db, c.t = false, nil, nil
-	c.tx.release()
+	if c.gate.g != nil {
+		c.gate = gateRead{}
+	}
+	if c.tracked {
+		c.tracked, c.db = false, nil
+		c.tx.release()
+	} else {
+		c.t = nil
+	}
 	calls.Put(c)
 }
 
-// reset makes o a zero op again, keeping its cleanups' backing array.
+// reset makes o a zero op again, keeping its cleanups' backing array. It
+// writes only the pointers an operation sets (see call.release).
 func (o *op) reset() {
-	clear(o.cleanups)
-	cleanups := o.cleanups[:0]
+	if len(o.cleanups) > 0 {
+		clear(o.cleanups)
+		o.cleanups = o.cleanups[:0]
+	}
 	o.j, o.id, o.owned, o.skip, o.gate, o.kind = nil, OpID{}, false, false, nil, ""
-	o.wide, o.rng, o.key0, o.fresh = false, kv.KeyRange{}, nil, false
-	o.slotted, o.slot, o.slotGen, o.slotKey = false, 0, 0, nil
+	if o.key0 != nil {
+		o.rng, o.key0 = kv.KeyRange{}, nil
+	}
+	if o.slotted {
+		o.slotKey = nil
+	}
+	o.wide, o.fresh, o.slotted, o.slot, o.slotGen = false, false, false, 0, 0
 	o.recorded.Store(false)
-	o.cleanups = cleanups
 }
 
 // release drops what t refers to, keeping its first backing array.
 func (t *trackedTx) release() {
 	t.clearState()
-	clear(t.small[:])
+	if t.small[0].key != nil {
+		clear(t.small[:])
+	}
 	t.Transaction, t.k, t.op, t.failed = nil, nil, "", false
 }

@@ -267,11 +267,28 @@ func (t *trackedTx) flush() {
 	if t.delta != 0 {
 		t.Transaction.Add(t.k.depth.shard(rand.IntN(depthShards)), counterParam(t.delta))
 	}
-	t.delta, t.reset, t.touched, t.index = 0, false, t.small[:0], nil
+	t.delta, t.reset = 0, false
+	t.dropTouched()
 }
 
 func (t *trackedTx) clearState() {
-	t.delta, t.reset, t.touched, t.index, t.events = 0, false, t.small[:0], nil, nil
+	t.delta, t.reset = 0, false
+	t.dropTouched()
+	if t.events != nil {
+		t.events = nil
+	}
+}
+
+// dropTouched empties touched and drops the index, writing only what
+// changed (see call.release): touched is t.small[:0] again unless a key
+// was noted since, or it was never set.
+func (t *trackedTx) dropTouched() {
+	if len(t.touched) != 0 || t.touched == nil {
+		t.touched = t.small[:0]
+	}
+	if t.index != nil {
+		t.index = nil
+	}
 }
 
 var (
