@@ -89,8 +89,13 @@ func takeEnd[T any](tr kv.Transaction, o *op, e queueEnd[T], lim batchLimit, dst
 	out := dst
 	var records, taken [][]byte
 	// used counts the transaction's size as FDB does (budget.go), so that
-	// an accepted budget never makes the commit fail with 2101.
-	used := o.overheadCost(r)
+	// an accepted budget never makes the commit fail with 2101. A take of
+	// one item (a Dequeue, a pop) always takes it: nothing to count.
+	counted := max > 1
+	used := 0
+	if counted {
+		used = o.overheadCost(r)
+	}
 	for len(out) < max && it.Next() {
 		p := it.KeyValue()
 		var v T
@@ -107,17 +112,19 @@ func takeEnd[T any](tr kv.Transaction, o *op, e queueEnd[T], lim batchLimit, dst
 			}
 			return nil, err
 		}
-		cost := clearCost(len(p.Key)) + o.recordCost(len(out), record)
-		last := 0 // the range's read conflict, should p be the last taken
-		if skip > 0 {
-			cost += conflictKeyCost(len(p.Key))
-		} else {
-			last = headConflictCost(r, p.Key, reverse)
+		if counted {
+			cost := clearCost(len(p.Key)) + o.recordCost(len(out), record)
+			last := 0 // the range's read conflict, should p be the last taken
+			if skip > 0 {
+				cost += conflictKeyCost(len(p.Key))
+			} else {
+				last = headConflictCost(r, p.Key, reverse)
+			}
+			if len(out) > 0 && used+cost+last > budget {
+				break
+			}
+			used += cost
 		}
-		if len(out) > 0 && used+cost+last > budget {
-			break
-		}
-		used += cost
 		out = append(out, v)
 		records = append(records, record)
 		taken = append(taken, p.Key)

@@ -124,9 +124,10 @@ func (q *Queue) enqueue(ctx context.Context, t kv.Transactor, value []byte, valu
 	o := &c.op
 	// One item is always accepted, as a DequeueBatch always takes one: it
 	// fits the room MaxBatchBudget leaves under the transaction limit.
-	size := writeCost(o, q.items, c.stored, q.cfg.versionstamps)
-	if size > q.cfg.batchBudget && n > 1 {
-		return fmt.Errorf("%w: %d items, about %d bytes, budget %d", ErrBatchTooLarge, n, size, q.cfg.batchBudget)
+	if n > 1 {
+		if size := writeCost(o, q.items, c.stored, q.cfg.versionstamps); size > q.cfg.batchBudget {
+			return fmt.Errorf("%w: %d items, about %d bytes, budget %d", ErrBatchTooLarge, n, size, q.cfg.batchBudget)
+		}
 	}
 	if q.cfg.versionstamps && n > maxUserVersions {
 		return fmt.Errorf("%w: %d items, versionstamp mode allows %d per call", ErrBatchTooLarge, n, maxUserVersions)
@@ -396,9 +397,11 @@ func fastBytesEnd(s []byte) bool {
 	// The byte string: 0x00 0xff is an escaped zero byte, a lone 0x00 its
 	// end, which must be the key's last byte.
 	for i := 1; i < len(s); i++ {
-		if s[i] != 0x00 {
-			continue
+		z := bytes.IndexByte(s[i:], 0x00)
+		if z < 0 {
+			return false
 		}
+		i += z
 		if i+1 < len(s) && s[i+1] == 0xff {
 			i++
 			continue
