@@ -99,10 +99,11 @@ type journal struct {
 	// Slots (see slot), under mu: the current epoch's ID, its generation
 	// (counted up at each new epoch), the slots free for reuse, the next
 	// new slot and the keys of the epoch's slots so far.
-	epoch     OpID
-	epochGen  uint64
-	freeSlots []int64
-	slotKeys  [][]byte
+	epoch      OpID
+	epochNanos int64 // epoch.Time().UnixNano()
+	epochGen   uint64
+	freeSlots  []int64
+	slotKeys   [][]byte
 }
 
 const (
@@ -180,8 +181,12 @@ func (j *journal) slotEpochAge() time.Duration { return j.retention / 8 }
 
 // takeSlot gives o a slot of the current epoch at time now (j.mu held).
 func (j *journal) takeSlot(o *op, now time.Time) {
-	if j.epochGen == 0 || now.Sub(j.epoch.Time()) >= j.slotEpochAge() || now.Before(j.epoch.Time()) {
+	// now.Sub(epoch) and now.Before(epoch), on the wall clock (the epoch's
+	// time has no monotonic reading), in nanoseconds: a Sub of two Times
+	// costs more than the rest of this function.
+	if d := now.UnixNano() - j.epochNanos; j.epochGen == 0 || d >= int64(j.slotEpochAge()) || d < 0 {
 		j.epoch = newOpIDAt(now)
+		j.epochNanos = j.epoch.Time().UnixNano()
 		j.epochGen++
 		j.freeSlots = j.freeSlots[:0]
 		clear(j.slotKeys)
