@@ -161,8 +161,8 @@ func outcomeOf(err error) string {
 
 // ended counts an operation (hook: op.end).
 func (o *observer) ended(op string, id OpID, err error) {
-	if op == "" || errors.Is(err, errOpReplaced) {
-		return
+	if op == "" || err == nil && !o.metered || errors.Is(err, errOpReplaced) {
+		return // a success without a MeterProvider: nothing to count or log
 	}
 	out := outcomeOf(err)
 	o.add(o.ops, 1, attrOp.String(op), attrOutcome.String(out))
