@@ -142,6 +142,9 @@ type confGate struct {
 	// parsed is the last stored record parsed, keyed by its raw bytes: an
 	// operation whose record is unchanged compares bytes and parses nothing.
 	parsed atomic.Pointer[parsedRecord]
+	// agreed is the last parsed record compare accepted: compare depends
+	// only on the record and the handle, so it is not run again for it.
+	agreed atomic.Pointer[storedConfig]
 	// wantRec is want, shared by every operation on a queue without a
 	// record (never modified).
 	wantRec *storedConfig
@@ -342,8 +345,11 @@ func (r *gateRead) settle() error {
 	if err != nil {
 		return &ConfigMismatchError{Field: "record", Stored: fmt.Sprintf("%x (%v)", raw, err), Handle: g.want.String()}
 	}
-	if err := g.compare(*stored); err != nil {
-		return err
+	if stored != g.agreed.Load() {
+		if err := g.compare(*stored); err != nil {
+			return err
+		}
+		g.agreed.Store(stored)
 	}
 	prev := g.seen.Swap(stored)
 	if g.staged != "" && (stored.staging == stagingNone || stored.staging == stagingSignal) {
