@@ -27,6 +27,9 @@ type store struct {
 	keys map[string]*chain // every chain, keyed by ukey(chain.key)
 	// liveTree holds the chains of tree whose newest version is a value.
 	liveTree *btree.Map[string, *chain]
+	// liveMax is liveTree's last chain, nil when it is empty (liveInsert
+	// and liveDelete keep it).
+	liveMax *chain
 	// dead holds the other chains.
 	dead deadIndex
 	// fullScan makes range reads and conflict checks scan every chain,
@@ -295,23 +298,13 @@ func (s *store) appendVersion(c *chain, val []byte, exists bool, v, horizon int6
 	switch {
 	case exists && !wasLive:
 		s.live++
-		// Load appends to the last leaf when the key is the largest (a
-		// queue's tail), without a search; otherwise it is Set.
-		s.liveTree.Load(ukey(c.key), c)
+		s.liveInsert(c)
 		if c.d.indexed() {
 			s.dead.remove(c)
 		}
 	case !exists && wasLive:
 		s.live--
-		// A queue clears its head, the smallest live key: PopMin takes it
-		// from the leftmost leaf without comparing keys on the way down
-		// (Delete searches each level, comparing keys that share a long
-		// prefix); Min finds that leaf the same way.
-		if k, _, ok := s.liveTree.Min(); ok && k == ukey(c.key) {
-			s.liveTree.PopMin()
-		} else {
-			s.liveTree.Delete(ukey(c.key))
-		}
+		s.liveDelete(c)
 		s.dead.insert(c)
 	case !exists: // cleared again
 		s.dead.raised(c)
@@ -319,6 +312,37 @@ func (s *store) appendVersion(c *chain, val []byte, exists bool, v, horizon int6
 	if !c.queued {
 		c.queued = true
 		s.gcq.push(gcEntry{c: c, due: v})
+	}
+}
+
+// liveInsert adds c to liveTree. A queue appends at its tail: when c's key
+// is the largest, Load appends it to the last leaf without a search (it
+// falls back to Set when that leaf is full). Otherwise Set searches for
+// its place: comparing with liveMax first spares a Load that would
+// descend to the last leaf and fail, as it does for a queue whose tail
+// is followed by other keys (the layer's counters and journal).
+func (s *store) liveInsert(c *chain) {
+	k := ukey(c.key)
+	if s.liveMax == nil || k > ukey(s.liveMax.key) {
+		s.liveTree.Load(k, c)
+		s.liveMax = c
+	} else {
+		s.liveTree.Set(k, c)
+	}
+}
+
+// liveDelete takes c out of liveTree. A queue clears its head: when that
+// is the smallest live key, PopMin takes it from the leftmost leaf without
+// comparing keys on the way down (Delete searches each level, comparing
+// keys that share a long prefix); Min finds that leaf the same way.
+func (s *store) liveDelete(c *chain) {
+	if k, _, ok := s.liveTree.Min(); ok && k == ukey(c.key) {
+		s.liveTree.PopMin()
+	} else {
+		s.liveTree.Delete(ukey(c.key))
+	}
+	if c == s.liveMax {
+		_, s.liveMax, _ = s.liveTree.Max()
 	}
 }
 
