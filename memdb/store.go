@@ -309,7 +309,11 @@ func (s *store) appendVersion(c *chain, val []byte, exists bool, v, horizon int6
 	case !exists: // cleared again
 		s.dead.raised(c)
 	}
-	if !c.queued {
+	// A chain whose only version is a value (a new key) gives garbage
+	// collection nothing to do, neither a version to prune nor a
+	// tombstone to remove: it is queued with its next version. A queue's
+	// item is then queued once, when it is cleared, not twice.
+	if !c.queued && (len(c.vers) > 1 || !exists) {
 		c.queued = true
 		s.gcq.push(gcEntry{c: c, due: v})
 	}
