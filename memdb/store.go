@@ -560,9 +560,17 @@ func (q *gcQueue) peek() (gcEntry, bool) {
 	return q.blocks[0][q.head], true
 }
 
+// pop drops the first entry. An emptied queue starts its block again: a
+// queue emptied by most commits (no reader holds the horizon back) then
+// never needs a second block, where walking on would, at each block's
+// end, need one while a commit's pushes come before its pops.
 func (q *gcQueue) pop() {
 	q.blocks[0][q.head] = gcEntry{} // release the chain
 	q.head++
+	if q.head == q.tail {
+		q.head, q.tail = 0, 0 // (tail <= gcBlock: one block)
+		return
+	}
 	if q.head == gcBlock {
 		q.spare = q.blocks[0]
 		q.blocks[0] = nil
