@@ -37,3 +37,28 @@ func TestGCQueue(t *testing.T) {
 		}
 	}
 }
+
+// TestGCQueueEmptiedReusesBlock checks that a queue emptied after every
+// few entries, as commits with no reader holding the horizon leave it,
+// keeps using the same block: each round pushes three entries before
+// popping them (a commit's writes before its garbage collection), so
+// rounds cross blocks' ends with entries pending.
+func TestGCQueueEmptiedReusesBlock(t *testing.T) {
+	var q gcQueue
+	c := &chain{}
+	blocks := map[*[gcBlock]gcEntry]bool{}
+	for range 100 * gcBlock {
+		for range 3 {
+			q.push(gcEntry{c: c, due: 1})
+		}
+		for _, b := range q.blocks {
+			blocks[b] = true
+		}
+		for range 3 {
+			q.pop()
+		}
+	}
+	if len(blocks) > 2 || q.len() != 0 {
+		t.Fatalf("%d blocks used, %d entries left", len(blocks), q.len())
+	}
+}

@@ -505,6 +505,8 @@ func checkIndexes(t *testing.T, s *store) {
 		return true
 	})
 	require.Equal(t, live, s.liveTree.Len())
+	_, maxC, _ := s.liveTree.Max()
+	require.Same(t, maxC, s.liveMax, "liveMax is liveTree's last chain")
 	require.Equal(t, int64(live), s.live)
 	s.dead.flush()
 	n, _ := checkTreap(t, s.dead.root, nil, nil)

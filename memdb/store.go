@@ -27,6 +27,9 @@ type store struct {
 	keys map[string]*chain // every chain, keyed by ukey(chain.key)
 	// liveTree holds the chains of tree whose newest version is a value.
 	liveTree *btree.Map[string, *chain]
+	// liveMax is liveTree's last chain, nil when it is empty (liveInsert
+	// and liveDelete keep it).
+	liveMax *chain
 	// dead holds the other chains.
 	dead deadIndex
 	// fullScan makes range reads and conflict checks scan every chain,
@@ -295,30 +298,55 @@ func (s *store) appendVersion(c *chain, val []byte, exists bool, v, horizon int6
 	switch {
 	case exists && !wasLive:
 		s.live++
-		// Load appends to the last leaf when the key is the largest (a
-		// queue's tail), without a search; otherwise it is Set.
-		s.liveTree.Load(ukey(c.key), c)
+		s.liveInsert(c)
 		if c.d.indexed() {
 			s.dead.remove(c)
 		}
 	case !exists && wasLive:
 		s.live--
-		// A queue clears its head, the smallest live key: PopMin takes it
-		// from the leftmost leaf without comparing keys on the way down
-		// (Delete searches each level, comparing keys that share a long
-		// prefix); Min finds that leaf the same way.
-		if k, _, ok := s.liveTree.Min(); ok && k == ukey(c.key) {
-			s.liveTree.PopMin()
-		} else {
-			s.liveTree.Delete(ukey(c.key))
-		}
+		s.liveDelete(c)
 		s.dead.insert(c)
 	case !exists: // cleared again
 		s.dead.raised(c)
 	}
-	if !c.queued {
+	// A chain whose only version is a value (a new key) gives garbage
+	// collection nothing to do, neither a version to prune nor a
+	// tombstone to remove: it is queued with its next version. A queue's
+	// item is then queued once, when it is cleared, not twice.
+	if !c.queued && (len(c.vers) > 1 || !exists) {
 		c.queued = true
 		s.gcq.push(gcEntry{c: c, due: v})
+	}
+}
+
+// liveInsert adds c to liveTree. A queue appends at its tail: when c's key
+// is the largest, Load appends it to the last leaf without a search (it
+// falls back to Set when that leaf is full). Otherwise Set searches for
+// its place: comparing with liveMax first spares a Load that would
+// descend to the last leaf and fail, as it does for a queue whose tail
+// is followed by other keys (the layer's counters and journal).
+func (s *store) liveInsert(c *chain) {
+	k := ukey(c.key)
+	if s.liveMax == nil || k > ukey(s.liveMax.key) {
+		s.liveTree.Load(k, c)
+		s.liveMax = c
+	} else {
+		s.liveTree.Set(k, c)
+	}
+}
+
+// liveDelete takes c out of liveTree. A queue clears its head: when that
+// is the smallest live key, PopMin takes it from the leftmost leaf without
+// comparing keys on the way down (Delete searches each level, comparing
+// keys that share a long prefix); Min finds that leaf the same way.
+func (s *store) liveDelete(c *chain) {
+	if k, _, ok := s.liveTree.Min(); ok && k == ukey(c.key) {
+		s.liveTree.PopMin()
+	} else {
+		s.liveTree.Delete(ukey(c.key))
+	}
+	if c == s.liveMax {
+		_, s.liveMax, _ = s.liveTree.Max()
 	}
 }
 
@@ -532,9 +560,17 @@ func (q *gcQueue) peek() (gcEntry, bool) {
 	return q.blocks[0][q.head], true
 }
 
+// pop drops the first entry. An emptied queue starts its block again: a
+// queue emptied by most commits (no reader holds the horizon back) then
+// never needs a second block, where walking on would, at each block's
+// end, need one while a commit's pushes come before its pops.
 func (q *gcQueue) pop() {
 	q.blocks[0][q.head] = gcEntry{} // release the chain
 	q.head++
+	if q.head == q.tail {
+		q.head, q.tail = 0, 0 // (tail <= gcBlock: one block)
+		return
+	}
 	if q.head == gcBlock {
 		q.spare = q.blocks[0]
 		q.blocks[0] = nil
