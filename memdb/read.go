@@ -543,11 +543,21 @@ func (tx *transaction) mergeIntoLocked(dst []kv.KeyValue, spare, b, e []byte, li
 		copy(buf[len(k):], v)
 		out = append(out, kv.KeyValue{Key: buf[:len(k):len(k)], Value: buf[len(k):]})
 	}
+	own := tx.writes.len() > 0 || len(tx.clearsLocked()) > 0
+	if !own && limit == 1 && !tx.db.st.fullScan {
+		// A queue's head or tail read: no cursor needed.
+		if c, v := tx.db.st.firstAt(b, e, rv, reverse); c != nil {
+			emit(c.key, v)
+			tx.rc = c
+			return out, spare, nil
+		}
+		return nil, spare, nil
+	}
 	var dc rangeCursor
 	dc.init(tx.db.st, b, e, rv, reverse)
 	defer dc.release()
 
-	if tx.writes.len() == 0 && len(tx.clearsLocked()) == 0 {
+	if !own {
 		// Nothing of the transaction's own to merge (a queue's head or
 		// tail read): the database's keys live at rv, in order.
 		for c := dc.cur; c != nil; c = dc.cur {
@@ -652,4 +662,73 @@ func (s snapshot) Snapshot() kv.ReadTransaction { return s }
 
 func (s snapshot) ReadTransact(_ context.Context, fn func(kv.ReadTransaction) error) error {
 	return fn(s)
+}
+
+// firstAt returns the first chain of [b, e) in the read's direction (the
+// last one in reverse) that has a value at rv, and that value; nil if there
+// is none. It finds what a rangeCursor's walk finds first, for a read of
+// one row (a queue's head or tail), without the cursor's iterator: the
+// tree's first (last) key when it is in the range, found by a descent
+// without key comparisons, else a walk of liveTree from the range's bound;
+// then dead, between the bound and the chain found. The caller holds db.mu
+// (shared); not with fullScan.
+func (s *store) firstAt(b, e []byte, rv int64, reverse bool) (*chain, []byte) {
+	var c *chain
+	var v []byte
+	bk, ek := ukey(b), ukey(e)
+	if reverse {
+		if k, x, ok := s.liveTree.Max(); !ok || k < bk {
+			// No key of the tree is in the range.
+		} else if xv, live := x.at(rv); k < ek && live {
+			c, v = x, xv
+		} else {
+			s.liveTree.Descend(ek, func(k string, x *chain) bool {
+				if k < bk {
+					return false
+				}
+				if xv, live := x.at(rv); live && k != ek {
+					c, v = x, xv
+					return false
+				}
+				return true
+			})
+		}
+		// dead and liveTree hold different chains: c.key is not in dead.
+		stop := b
+		if c != nil {
+			stop = c.key
+		}
+		for d := s.dead.last(e, false, rv); d != nil && bytes.Compare(d.key, stop) >= 0; d = s.dead.last(d.key, false, rv) {
+			if dv, live := d.at(rv); live {
+				return d, dv
+			}
+		}
+		return c, v
+	}
+	if k, x, ok := s.liveTree.Min(); !ok || k >= ek {
+		// No key of the tree is in the range.
+	} else if xv, live := x.at(rv); k >= bk && live {
+		c, v = x, xv
+	} else {
+		s.liveTree.Ascend(bk, func(k string, x *chain) bool {
+			if k >= ek {
+				return false
+			}
+			if xv, live := x.at(rv); live {
+				c, v = x, xv
+				return false
+			}
+			return true
+		})
+	}
+	stop := e
+	if c != nil {
+		stop = c.key
+	}
+	for d := s.dead.first(b, false, rv); d != nil && bytes.Compare(d.key, stop) < 0; d = s.dead.first(d.key, true, rv) {
+		if dv, live := d.at(rv); live {
+			return d, dv
+		}
+	}
+	return c, v
 }
