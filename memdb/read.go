@@ -154,7 +154,20 @@ func (tx *transaction) getRange(r kv.KeyRange, opts kv.RangeOptions, snap bool) 
 		// (ReadYourWritesTransaction::getRange), inverted ranges included.
 		return &rangeResult{tx: tx, err: kv.ErrKeyOutsideLegalRange}
 	}
-	rr := &rangeResult{tx: tx, snap: snap, opts: opts}
+	var rr *rangeResult
+	var room *opEntry
+	if !tx.roomAsked.Load() && tx.roomAsked.CompareAndSwap(false, true) {
+		// A queue's operation reads an end, then counts: the attempt's
+		// first range result comes with room for an atomic operation's
+		// entry (one allocation of 512 bytes for both, a size class).
+		a := &struct {
+			rangeResult
+			room opEntry
+		}{rangeResult: rangeResult{tx: tx, snap: snap, opts: opts}}
+		rr, room = &a.rangeResult, &a.room
+	} else {
+		rr = &rangeResult{tx: tx, snap: snap, opts: opts}
+	}
 	b, e, err := rangeBounds(r)
 	if err == kv.ErrInvertedRange {
 		// FDB's getRange answers a range whose begin is after its end with
@@ -175,7 +188,11 @@ func (tx *transaction) getRange(r kv.KeyRange, opts kv.RangeOptions, snap bool) 
 			// The rest of buf may take the conflict key.
 			spare = rr.buf[n:]
 		}
-		tx.issueBatch(rr, spare, batchSize(opts, opts.Limit, firstBatch))
+		tx.issueBatch(rr, spare, batchSize(opts, opts.Limit, firstBatch), room)
+	} else if room != nil {
+		tx.mu.Lock()
+		tx.takeRoomLocked(room)
+		tx.mu.Unlock()
 	}
 	return rr
 }
@@ -208,14 +225,18 @@ func (r *rangeResult) wait() {
 // bytes in spare while they fit. Without a latency model it reads at once;
 // with one, in a goroutine that Commit waits for, as FDB's commit waits
 // for the reads issued before it (RYWImpl::commit waits on ryw->reading).
-func (tx *transaction) issueBatch(r *rangeResult, spare []byte, n int) {
+//
+// room, if not nil, is room for an atomic operation's entry that the
+// transaction takes (takeRoomLocked).
+func (tx *transaction) issueBatch(r *rangeResult, spare []byte, n int, room *opEntry) {
 	dst, b, e, reverse, snap := r.kvs, r.b, r.e, r.opts.Reverse, r.snap
 	if !tx.db.latency {
-		r.kvs, r.limited, r.batchErr = tx.readRangeInto(dst, spare, b, e, n, reverse, snap)
+		r.kvs, r.limited, r.batchErr = tx.readRangeNow(dst, spare, b, e, n, reverse, snap, room)
 		return
 	}
 	r.done = make(chan struct{})
 	tx.mu.Lock()
+	tx.takeRoomLocked(room)
 	tx.startReadLocked()
 	tx.mu.Unlock()
 	go func() {
@@ -403,7 +424,7 @@ func (tx *transaction) readRange(b, e []byte, limit int, reverse, snap bool) ([]
 // while it has room.
 func (tx *transaction) readRangeInto(dst []kv.KeyValue, spare, b, e []byte, limit int, reverse, snap bool) ([]kv.KeyValue, bool, error) {
 	if !tx.db.latency {
-		return tx.readRangeNow(dst, spare, b, e, limit, reverse, snap)
+		return tx.readRangeNow(dst, spare, b, e, limit, reverse, snap, nil)
 	}
 	tx.mu.Lock()
 	gen := tx.gen
@@ -435,10 +456,12 @@ func (tx *transaction) readRangeInto(dst []kv.KeyValue, spare, b, e []byte, limi
 }
 
 // readRangeNow is readRangeInto without a latency model: the whole read
-// under one hold of tx.mu, which also obtains the read version if needed.
-func (tx *transaction) readRangeNow(dst []kv.KeyValue, spare, b, e []byte, limit int, reverse, snap bool) ([]kv.KeyValue, bool, error) {
+// under one hold of tx.mu, which also obtains the read version if needed
+// and takes room (see issueBatch).
+func (tx *transaction) readRangeNow(dst []kv.KeyValue, spare, b, e []byte, limit int, reverse, snap bool, room *opEntry) ([]kv.KeyValue, bool, error) {
 	tx.mu.Lock()
 	defer tx.mu.Unlock()
+	tx.takeRoomLocked(room)
 	if err := tx.checkLocked(); err != nil {
 		return nil, false, err
 	}
@@ -731,4 +754,15 @@ func (s *store) firstAt(b, e []byte, rv int64, reverse bool) (*chain, []byte) {
 		}
 	}
 	return c, v
+}
+
+// takeRoomLocked keeps room (if not nil) for the next atomic operation's
+// entry (newOpEntryLocked) unless the transaction has some already. The
+// room is part of a range result's allocation: the entry then keeps the
+// result reachable while the transaction holds it, and the result already
+// keeps the transaction reachable; a row or value never refers to either.
+func (tx *transaction) takeRoomLocked(room *opEntry) {
+	if room != nil && tx.opRoom == nil {
+		tx.opRoom = room
+	}
 }
