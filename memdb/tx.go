@@ -776,7 +776,7 @@ func (tx *transaction) atomic(kind opKind, key, param []byte) {
 	tx.mutated = true
 	tx.size += sizeSet(key, len(param))
 	tx.ownWriteLocked(key, nil, nil, false, false)
-	e := tx.writes.get(key)
+	e, at := tx.writes.find(key)
 	if e == nil {
 		var p []byte
 		if _, cleared := tx.clearsLocked().find(key); cleared {
@@ -788,7 +788,7 @@ func (tx *transaction) atomic(kind opKind, key, param []byte) {
 			e.st = stOps
 			e.ops = append(e.ops, atomicOp{kind: kind, param: p})
 		}
-		tx.writes.put(e)
+		tx.writes.insert(at, e)
 		return
 	}
 	p := bytes.Clone(param)
