@@ -693,8 +693,9 @@ func (s snapshot) ReadTransact(_ context.Context, fn func(kv.ReadTransaction) er
 // one row (a queue's head or tail), without the cursor's iterator: the
 // tree's first (last) key when it is in the range, found by a descent
 // without key comparisons, else a walk of liveTree from the range's bound;
-// then dead, between the bound and the chain found. The caller holds db.mu
-// (shared); not with fullScan.
+// then dead, between the bound and the chain found, unless no chain was
+// written after rv (maxWV). The caller holds db.mu (shared); not with
+// fullScan.
 func (s *store) firstAt(b, e []byte, rv int64, reverse bool) (*chain, []byte) {
 	var c *chain
 	var v []byte
@@ -715,6 +716,9 @@ func (s *store) firstAt(b, e []byte, rv int64, reverse bool) (*chain, []byte) {
 				}
 				return true
 			})
+		}
+		if s.maxWV <= rv {
+			return c, v // no chain was written after rv: none in dead matters
 		}
 		// dead and liveTree hold different chains: c.key is not in dead.
 		stop := b
@@ -743,6 +747,9 @@ func (s *store) firstAt(b, e []byte, rv int64, reverse bool) (*chain, []byte) {
 			}
 			return true
 		})
+	}
+	if s.maxWV <= rv {
+		return c, v
 	}
 	stop := e
 	if c != nil {
