@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
+	"unsafe"
 
 	"github.com/fdbqueue/fdbqueue/kv"
 )
@@ -76,5 +77,30 @@ func TestReadOfOneRowFindsWhatTheWalkFindsFirst(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// The transaction, its cold part and a first range result with its room
+// for an atomic entry each stay within the size class they were sized for
+// (512, 288 and 512 bytes): a field more would cost every transaction (or
+// every one with a versionstamp, a retry or a timeout) a larger allocation.
+func TestTransactionPartsStayInTheirSizeClasses(t *testing.T) {
+	type firstResult struct {
+		rangeResult
+		room opEntry
+	}
+	for _, c := range []struct {
+		name      string
+		size, max uintptr
+	}{
+		{"transaction", unsafe.Sizeof(transaction{}), 512},
+		{"txCold", unsafe.Sizeof(txCold{}), 288},
+		{"rangeResult", unsafe.Sizeof(rangeResult{}), 352},
+		{"first range result", unsafe.Sizeof(firstResult{}), 512},
+		{"opEntry", unsafe.Sizeof(opEntry{}), 160},
+	} {
+		if c.size > c.max {
+			t.Errorf("%s: %d bytes, more than %d", c.name, c.size, c.max)
+		}
 	}
 }

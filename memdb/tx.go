@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -98,9 +99,13 @@ type txCold struct {
 	err error
 
 	// Options and retry state; they survive OnError's reset, not Reset.
-	retryLimit int           // -1: none
-	retries    int           // OnError's retries so far
-	backoff    time.Duration // the next retry's delay cap; 0: the DB's initial one
+	retryLimit int   // -1: none
+	retries    int32 // OnError's retries so far (it stops at MaxInt32)
+	// reading counts the reads in flight (with a latency model); readsDone
+	// is closed when it drops to zero, for a Commit waiting for them.
+	// (Two int32 keep txCold in the 288-byte size class.)
+	reading int32
+	backoff time.Duration // the next retry's delay cap; 0: the DB's initial one
 
 	// cancelErr is the cancellation's error (Cancel, the context, the
 	// timeout or Close), set with transaction.cancelled; cancelCh is made
@@ -119,15 +124,12 @@ type txCold struct {
 	vsf           *stampFuture
 	rvCh          chan struct{} // closed when a pending GRV completes
 
-	clears   clearSet
-	clearLog []krange
-	vsKeys   []vsKeyOp
-	wconf    []krange
-	watches  []*watch
-	// reading counts the reads in flight (with a latency model); readsDone
-	// is closed when it drops to zero, for a Commit waiting for them.
-	reading   int
-	readsDone chan struct{}
+	clears    clearSet
+	clearLog  []krange
+	vsKeys    []vsKeyOp
+	wconf     []krange
+	watches   []*watch
+	readsDone chan struct{} // see reading
 	// unreadable are the ranges where the versionstamped keys may land;
 	// reads that reach them fail with accessed_unreadable.
 	unreadable []krange
@@ -1454,7 +1456,7 @@ func (tx *transaction) OnError(err error) error {
 		return err
 	}
 	x := tx.cold()
-	if x.retryLimit >= 0 && x.retries >= x.retryLimit {
+	if x.retryLimit >= 0 && int(x.retries) >= x.retryLimit {
 		tx.mu.Unlock()
 		return err
 	}
@@ -1468,7 +1470,9 @@ func (tx *transaction) OnError(err error) error {
 	}
 	cur := min(b, limit)
 	x.backoff = min(b*2, limit)
-	x.retries++
+	if x.retries < math.MaxInt32 {
+		x.retries++
+	}
 	tx.mu.Unlock()
 	tx.db.stats.retries.Add(1)
 
