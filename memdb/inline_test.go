@@ -2,10 +2,12 @@ package memdb_test
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"testing"
 
 	"github.com/fdbqueue/fdbqueue/kv"
+	"github.com/fdbqueue/fdbqueue/memdb"
 	"github.com/stretchr/testify/require"
 )
 
@@ -240,4 +242,51 @@ func TestLimitedReadConflictKeyIsItsOwn(t *testing.T) {
 			})
 		}
 	}
+}
+
+// A queue's operation reads an end, then adds to a counter: the atomic
+// entry takes the room that the attempt's first range result brought, so
+// the transaction allocates itself, the result and the row's bytes, and
+// nothing for the add. A second atomic operation, and one after a retry,
+// get their own entries; the counters come out exact.
+func TestRangeResultRoomTakesTheAtomicEntry(t *testing.T) {
+	db := memdb.New() // the real clock: a manual one costs an allocation per transaction
+	defer db.Close()
+	for i := range 10 {
+		mustSet(t, db, fmt.Sprintf("q/%04d", i), "a small work item, 32 bytes long")
+	}
+	r := kv.KeyRange{Begin: []byte("q/"), End: []byte("q0")}
+	if !raceEnabled {
+		one, depth := le64(1), []byte("c/depth")
+		allocs := testing.AllocsPerRun(100, func() {
+			tr, err := db.CreateTransaction(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			kvs, err := tr.Snapshot().GetRange(r, kv.RangeOptions{Limit: 1, Reverse: true}).GetSlice()
+			if err != nil || len(kvs) != 1 {
+				t.Fatal(kvs, err)
+			}
+			tr.Add(depth, one)
+		})
+		require.Equal(t, 3.0, allocs)
+	}
+	tr := newTx(t, db)
+	for range 2 {
+		_, err := tr.GetRange(r, kv.RangeOptions{Limit: 1}).GetSlice()
+		require.NoError(t, err)
+		tr.Add([]byte("c/a"), le64(1))
+		tr.Add([]byte("c/b"), le64(2))
+		tr.Add([]byte("c/a"), le64(4))
+		mustSet(t, db, "q/0000", "changed") // the read conflicts
+		require.ErrorIs(t, tr.Commit(), kv.ErrNotCommitted)
+		require.NoError(t, tr.OnError(kv.ErrNotCommitted))
+	}
+	_, err := tr.GetRange(r, kv.RangeOptions{Limit: 1}).GetSlice()
+	require.NoError(t, err)
+	tr.Add([]byte("c/a"), le64(1))
+	tr.Add([]byte("c/b"), le64(2))
+	require.NoError(t, tr.Commit())
+	require.Equal(t, le64(1), get(t, newTx(t, db), "c/a"))
+	require.Equal(t, le64(2), get(t, newTx(t, db), "c/b"))
 }

@@ -154,7 +154,20 @@ func (tx *transaction) getRange(r kv.KeyRange, opts kv.RangeOptions, snap bool) 
 		// (ReadYourWritesTransaction::getRange), inverted ranges included.
 		return &rangeResult{tx: tx, err: kv.ErrKeyOutsideLegalRange}
 	}
-	rr := &rangeResult{tx: tx, snap: snap, opts: opts}
+	var rr *rangeResult
+	var room *opEntry
+	if !tx.roomAsked.Load() && tx.roomAsked.CompareAndSwap(false, true) {
+		// A queue's operation reads an end, then counts: the attempt's
+		// first range result comes with room for an atomic operation's
+		// entry (one allocation of 512 bytes for both, a size class).
+		a := &struct {
+			rangeResult
+			room opEntry
+		}{rangeResult: rangeResult{tx: tx, snap: snap, opts: opts}}
+		rr, room = &a.rangeResult, &a.room
+	} else {
+		rr = &rangeResult{tx: tx, snap: snap, opts: opts}
+	}
 	b, e, err := rangeBounds(r)
 	if err == kv.ErrInvertedRange {
 		// FDB's getRange answers a range whose begin is after its end with
@@ -175,7 +188,11 @@ func (tx *transaction) getRange(r kv.KeyRange, opts kv.RangeOptions, snap bool) 
 			// The rest of buf may take the conflict key.
 			spare = rr.buf[n:]
 		}
-		tx.issueBatch(rr, spare, batchSize(opts, opts.Limit, firstBatch))
+		tx.issueBatch(rr, spare, batchSize(opts, opts.Limit, firstBatch), room)
+	} else if room != nil {
+		tx.mu.Lock()
+		tx.takeRoomLocked(room)
+		tx.mu.Unlock()
 	}
 	return rr
 }
@@ -208,14 +225,18 @@ func (r *rangeResult) wait() {
 // bytes in spare while they fit. Without a latency model it reads at once;
 // with one, in a goroutine that Commit waits for, as FDB's commit waits
 // for the reads issued before it (RYWImpl::commit waits on ryw->reading).
-func (tx *transaction) issueBatch(r *rangeResult, spare []byte, n int) {
+//
+// room, if not nil, is room for an atomic operation's entry that the
+// transaction takes (takeRoomLocked).
+func (tx *transaction) issueBatch(r *rangeResult, spare []byte, n int, room *opEntry) {
 	dst, b, e, reverse, snap := r.kvs, r.b, r.e, r.opts.Reverse, r.snap
 	if !tx.db.latency {
-		r.kvs, r.limited, r.batchErr = tx.readRangeInto(dst, spare, b, e, n, reverse, snap)
+		r.kvs, r.limited, r.batchErr = tx.readRangeNow(dst, spare, b, e, n, reverse, snap, room)
 		return
 	}
 	r.done = make(chan struct{})
 	tx.mu.Lock()
+	tx.takeRoomLocked(room)
 	tx.startReadLocked()
 	tx.mu.Unlock()
 	go func() {
@@ -403,7 +424,7 @@ func (tx *transaction) readRange(b, e []byte, limit int, reverse, snap bool) ([]
 // while it has room.
 func (tx *transaction) readRangeInto(dst []kv.KeyValue, spare, b, e []byte, limit int, reverse, snap bool) ([]kv.KeyValue, bool, error) {
 	if !tx.db.latency {
-		return tx.readRangeNow(dst, spare, b, e, limit, reverse, snap)
+		return tx.readRangeNow(dst, spare, b, e, limit, reverse, snap, nil)
 	}
 	tx.mu.Lock()
 	gen := tx.gen
@@ -435,10 +456,12 @@ func (tx *transaction) readRangeInto(dst []kv.KeyValue, spare, b, e []byte, limi
 }
 
 // readRangeNow is readRangeInto without a latency model: the whole read
-// under one hold of tx.mu, which also obtains the read version if needed.
-func (tx *transaction) readRangeNow(dst []kv.KeyValue, spare, b, e []byte, limit int, reverse, snap bool) ([]kv.KeyValue, bool, error) {
+// under one hold of tx.mu, which also obtains the read version if needed
+// and takes room (see issueBatch).
+func (tx *transaction) readRangeNow(dst []kv.KeyValue, spare, b, e []byte, limit int, reverse, snap bool, room *opEntry) ([]kv.KeyValue, bool, error) {
 	tx.mu.Lock()
 	defer tx.mu.Unlock()
+	tx.takeRoomLocked(room)
 	if err := tx.checkLocked(); err != nil {
 		return nil, false, err
 	}
@@ -543,11 +566,21 @@ func (tx *transaction) mergeIntoLocked(dst []kv.KeyValue, spare, b, e []byte, li
 		copy(buf[len(k):], v)
 		out = append(out, kv.KeyValue{Key: buf[:len(k):len(k)], Value: buf[len(k):]})
 	}
+	own := tx.writes.len() > 0 || len(tx.clearsLocked()) > 0
+	if !own && limit == 1 && !tx.db.st.fullScan {
+		// A queue's head or tail read: no cursor needed.
+		if c, v := tx.db.st.firstAt(b, e, rv, reverse); c != nil {
+			emit(c.key, v)
+			tx.rc = c
+			return out, spare, nil
+		}
+		return nil, spare, nil
+	}
 	var dc rangeCursor
 	dc.init(tx.db.st, b, e, rv, reverse)
 	defer dc.release()
 
-	if tx.writes.len() == 0 && len(tx.clearsLocked()) == 0 {
+	if !own {
 		// Nothing of the transaction's own to merge (a queue's head or
 		// tail read): the database's keys live at rv, in order.
 		for c := dc.cur; c != nil; c = dc.cur {
@@ -652,4 +685,91 @@ func (s snapshot) Snapshot() kv.ReadTransaction { return s }
 
 func (s snapshot) ReadTransact(_ context.Context, fn func(kv.ReadTransaction) error) error {
 	return fn(s)
+}
+
+// firstAt returns the first chain of [b, e) in the read's direction (the
+// last one in reverse) that has a value at rv, and that value; nil if there
+// is none. It finds what a rangeCursor's walk finds first, for a read of
+// one row (a queue's head or tail), without the cursor's iterator: the
+// tree's first (last) key when it is in the range, found by a descent
+// without key comparisons, else a walk of liveTree from the range's bound;
+// then dead, between the bound and the chain found, unless no chain was
+// written after rv (maxWV). The caller holds db.mu (shared); not with
+// fullScan.
+func (s *store) firstAt(b, e []byte, rv int64, reverse bool) (*chain, []byte) {
+	var c *chain
+	var v []byte
+	bk, ek := ukey(b), ukey(e)
+	if reverse {
+		if k, x, ok := s.liveTree.Max(); !ok || k < bk {
+			// No key of the tree is in the range.
+		} else if xv, live := x.at(rv); k < ek && live {
+			c, v = x, xv
+		} else {
+			s.liveTree.Descend(ek, func(k string, x *chain) bool {
+				if k < bk {
+					return false
+				}
+				if xv, live := x.at(rv); live && k != ek {
+					c, v = x, xv
+					return false
+				}
+				return true
+			})
+		}
+		if s.maxWV <= rv {
+			return c, v // no chain was written after rv: none in dead matters
+		}
+		// dead and liveTree hold different chains: c.key is not in dead.
+		stop := b
+		if c != nil {
+			stop = c.key
+		}
+		for d := s.dead.last(e, false, rv); d != nil && bytes.Compare(d.key, stop) >= 0; d = s.dead.last(d.key, false, rv) {
+			if dv, live := d.at(rv); live {
+				return d, dv
+			}
+		}
+		return c, v
+	}
+	if k, x, ok := s.liveTree.Min(); !ok || k >= ek {
+		// No key of the tree is in the range.
+	} else if xv, live := x.at(rv); k >= bk && live {
+		c, v = x, xv
+	} else {
+		s.liveTree.Ascend(bk, func(k string, x *chain) bool {
+			if k >= ek {
+				return false
+			}
+			if xv, live := x.at(rv); live {
+				c, v = x, xv
+				return false
+			}
+			return true
+		})
+	}
+	if s.maxWV <= rv {
+		return c, v
+	}
+	stop := e
+	if c != nil {
+		stop = c.key
+	}
+	for d := s.dead.first(b, false, rv); d != nil && bytes.Compare(d.key, stop) < 0; d = s.dead.first(d.key, true, rv) {
+		if dv, live := d.at(rv); live {
+			return d, dv
+		}
+	}
+	return c, v
+}
+
+// takeRoomLocked keeps room (if not nil) for the next atomic operation's
+// entry (newOpEntryLocked) unless the transaction has some already. The
+// room is part of a range result's allocation: the entry then keeps the
+// result reachable while the transaction holds it, and the result already
+// keeps the transaction reachable; a row or value never refers to either.
+func (tx *transaction) takeRoomLocked(room *opEntry) {
+	if room != nil && tx.opRoom == nil {
+		tx.opRoom = room
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -37,7 +38,6 @@ type transaction struct {
 	rv      int64
 	grvTime time.Duration // on db.clock
 
-	err       error // sticky error of an invalid write
 	commitVer int64
 
 	writes writeMap
@@ -47,6 +47,9 @@ type transaction struct {
 	// rc is the chain of the key last read from the store (nil if it was
 	// not stored), the hint for a write of that key (wentry.c).
 	rc *chain
+	// opRoom is room for the next atomic operation's entry, given by the
+	// attempt's first range read (rangeResult.opRoom), or nil.
+	opRoom *opEntry
 
 	// Inline storage for the first attempt's small buffers, which saves
 	// allocations on the fast path. Retries allocate afresh, since a commit
@@ -69,6 +72,9 @@ type transaction struct {
 	// timed is set once a timeout timer was armed (x.timer), so that
 	// release locks tx.mu only then.
 	timed atomic.Bool
+	// roomAsked is set once a range read of the attempt allocated room
+	// for an atomic operation's entry (opRoom), so that only one does.
+	roomAsked atomic.Bool
 
 	// Small state, kept together to save padding (vfUsed, entUsed and
 	// arenaUsed go with vf, ent and arena above).
@@ -89,10 +95,17 @@ type transaction struct {
 // explicit write conflict ranges and watches. It keeps the transaction
 // itself small.
 type txCold struct {
+	// err is the sticky error of an invalid write.
+	err error
+
 	// Options and retry state; they survive OnError's reset, not Reset.
-	retryLimit int           // -1: none
-	retries    int           // OnError's retries so far
-	backoff    time.Duration // the next retry's delay cap; 0: the DB's initial one
+	retryLimit int   // -1: none
+	retries    int32 // OnError's retries so far (it stops at MaxInt32)
+	// reading counts the reads in flight (with a latency model); readsDone
+	// is closed when it drops to zero, for a Commit waiting for them.
+	// (Two int32 keep txCold in the 288-byte size class.)
+	reading int32
+	backoff time.Duration // the next retry's delay cap; 0: the DB's initial one
 
 	// cancelErr is the cancellation's error (Cancel, the context, the
 	// timeout or Close), set with transaction.cancelled; cancelCh is made
@@ -111,15 +124,12 @@ type txCold struct {
 	vsf           *stampFuture
 	rvCh          chan struct{} // closed when a pending GRV completes
 
-	clears   clearSet
-	clearLog []krange
-	vsKeys   []vsKeyOp
-	wconf    []krange
-	watches  []*watch
-	// reading counts the reads in flight (with a latency model); readsDone
-	// is closed when it drops to zero, for a Commit waiting for them.
-	reading   int
-	readsDone chan struct{}
+	clears    clearSet
+	clearLog  []krange
+	vsKeys    []vsKeyOp
+	wconf     []krange
+	watches   []*watch
+	readsDone chan struct{} // see reading
 	// unreadable are the ranges where the versionstamped keys may land;
 	// reads that reach them fail with accessed_unreadable.
 	unreadable []krange
@@ -223,15 +233,24 @@ func (tx *transaction) newOpEntryLocked(key, payload []byte) (*wentry, []byte) {
 		a.e.ops = a.op[:0:1]
 		return &a.e, p
 	}
-	a := new(struct {
-		e   wentry
-		op  [1]atomicOp
-		buf [opInline]byte
-	})
+	a := tx.opRoom
+	if a != nil {
+		tx.opRoom = nil
+	} else {
+		a = new(opEntry)
+	}
 	p := tx.initEntryLocked(&a.e, key, payload, a.buf[:n:n])
 	a.e.ops = a.op[:0:1]
 	a.e.inline = true
 	return &a.e, p
+}
+
+// opEntry is an atomic operation's entry with room for its first
+// operation and, when they are small, its key and operand.
+type opEntry struct {
+	e   wentry
+	op  [1]atomicOp
+	buf [opInline]byte
 }
 
 // opInline is the room for key, \x00 and operand in an atomic operation's
@@ -377,7 +396,10 @@ func (tx *transaction) checkLocked() error {
 	if tx.committed {
 		return kv.ErrUsedDuringCommit
 	}
-	return tx.err
+	if x := tx.x; x != nil {
+		return x.err
+	}
+	return nil
 }
 
 // startReadLocked counts a read issued in the background.
@@ -463,8 +485,8 @@ func (tx *transaction) sleep(d time.Duration) error {
 
 // setErrLocked records the first invalid write.
 func (tx *transaction) setErrLocked(err error) {
-	if tx.err == nil {
-		tx.err = err
+	if x := tx.cold(); x.err == nil {
+		x.err = err
 	}
 }
 
@@ -756,7 +778,7 @@ func (tx *transaction) atomic(kind opKind, key, param []byte) {
 	tx.mutated = true
 	tx.size += sizeSet(key, len(param))
 	tx.ownWriteLocked(key, nil, nil, false, false)
-	e := tx.writes.get(key)
+	e, at := tx.writes.find(key)
 	if e == nil {
 		var p []byte
 		if _, cleared := tx.clearsLocked().find(key); cleared {
@@ -768,7 +790,7 @@ func (tx *transaction) atomic(kind opKind, key, param []byte) {
 			e.st = stOps
 			e.ops = append(e.ops, atomicOp{kind: kind, param: p})
 		}
-		tx.writes.put(e)
+		tx.writes.insert(at, e)
 		return
 	}
 	p := bytes.Clone(param)
@@ -1076,7 +1098,7 @@ func (tx *transaction) conflictRangeLocked(r kv.KeyRange, write bool) ([]byte, [
 // it releases tx.mu, having made err the transaction's deferred error.
 func (tx *transaction) conflictLocked(err error) bool {
 	tx.mu.Lock()
-	if tx.cancelledLocked() != nil || tx.err != nil {
+	if tx.cancelledLocked() != nil || (tx.x != nil && tx.x.err != nil) {
 		tx.mu.Unlock()
 		return false // the next read and Commit report it
 	}
@@ -1434,7 +1456,7 @@ func (tx *transaction) OnError(err error) error {
 		return err
 	}
 	x := tx.cold()
-	if x.retryLimit >= 0 && x.retries >= x.retryLimit {
+	if x.retryLimit >= 0 && int(x.retries) >= x.retryLimit {
 		tx.mu.Unlock()
 		return err
 	}
@@ -1448,7 +1470,9 @@ func (tx *transaction) OnError(err error) error {
 	}
 	cur := min(b, limit)
 	x.backoff = min(b*2, limit)
-	x.retries++
+	if x.retries < math.MaxInt32 {
+		x.retries++
+	}
 	tx.mu.Unlock()
 	tx.db.stats.retries.Add(1)
 
@@ -1479,17 +1503,17 @@ func (tx *transaction) resetLocked(full bool, watchErr error) {
 	tx.failWatchesLocked(watchErr)
 	tx.failStampLocked(kv.ErrTransactionCancelled)
 	if x := tx.x; x != nil {
-		x.vsf, x.rvCh = nil, nil
+		x.vsf, x.rvCh, x.err = nil, nil, nil
 		x.clears, x.clearLog, x.vsKeys, x.wconf, x.unreadable = nil, nil, nil, nil, nil
 	}
 	tx.dropRVLocked()
 	tx.rvState, tx.rv, tx.grvTime = rvNone, 0, 0
-	tx.err = nil
 	tx.committing, tx.committed, tx.commitVer = false, false, 0
 	tx.writes = writeMap{}
 	tx.reads = nil
 	tx.size, tx.mutated = 0, false
-	tx.rc = nil
+	tx.rc, tx.opRoom = nil, nil
+	tx.roomAsked.Store(false)
 	if full {
 		// FDB's ReadYourWritesTransaction::reset clears the options
 		// (persistentOptions.clear(), options.reset; only database defaults

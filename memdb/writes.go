@@ -79,9 +79,14 @@ func (m *writeMap) len() int {
 // search returns the index of the first small entry with key >= k.
 func (m *writeMap) search(k []byte) int {
 	s := m.small
-	// Writes usually come in increasing key order: check the end first.
-	if n := len(s); n == 0 || bytes.Compare(s[n-1].key, k) < 0 {
+	// Writes usually come in increasing key order: check the end first,
+	// then the start (a counter kept before the keys a transaction adds).
+	n := len(s)
+	if n == 0 || bytes.Compare(s[n-1].key, k) < 0 {
 		return n
+	}
+	if bytes.Compare(s[0].key, k) >= 0 {
+		return 0
 	}
 	return sort.Search(len(s), func(i int) bool { return bytes.Compare(s[i].key, k) >= 0 })
 }
@@ -99,6 +104,32 @@ func (m *writeMap) get(k []byte) *wentry {
 		return m.small[i]
 	}
 	return nil
+}
+
+// find returns the entry for k, or nil and where an entry for k goes
+// (for insert, if nothing changes the map meanwhile): get and put's
+// search in one.
+func (m *writeMap) find(k []byte) (*wentry, int) {
+	if m.big != nil {
+		return m.get(k), -1
+	}
+	i := m.search(k)
+	if i < len(m.small) && bytes.Equal(m.small[i].key, k) {
+		return m.small[i], i
+	}
+	return nil, i
+}
+
+// insert adds e, whose key the map does not hold, at i as find returned
+// it.
+func (m *writeMap) insert(i int, e *wentry) {
+	if m.big != nil || len(m.small) >= smallMax {
+		m.put(e)
+		return
+	}
+	m.small = append(m.small, nil)
+	copy(m.small[i+1:], m.small[i:])
+	m.small[i] = e
 }
 
 // put inserts e, replacing any entry for the same key.
