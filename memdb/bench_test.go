@@ -349,11 +349,19 @@ func BenchmarkQueueShape(b *testing.B) {
 		db := memdb.New(benchOpts...)
 		defer db.Close()
 		ctx := context.Background()
-		conf, epoch, depth := []byte("c/conf"), []byte("c/epoch"), []byte("c/depth")
-		items := kv.KeyRange{Begin: []byte("q/"), End: []byte("q0")}
-		// Item keys are "q/" and a big-endian counter, new for each item
+		// The keys are laid out as the layer lays out a queue's: the items
+		// in [prefix+0x00, prefix+0xff), its record, epoch and depth
+		// counter after them (prefix+0xff...). The order matters: the
+		// tail's reverse read then ends before the tree's last key (the
+		// counter), not at it, and the head's read starts at the tree's
+		// first key.
+		conf, epoch, depth := []byte("q\xffconf"), []byte("q\xffepoch"), []byte("q\xffdepth")
+		items := kv.KeyRange{Begin: []byte("q\x00"), End: []byte("q\xff")}
+		// Item keys are "q\x00" and a big-endian counter, new for each item
 		// (one allocation, as the layer packs each item's key).
-		key := func(n uint64) []byte { return binary.BigEndian.AppendUint64(append(make([]byte, 0, 10), "q/"...), n) }
+		key := func(n uint64) []byte {
+			return binary.BigEndian.AppendUint64(append(make([]byte, 0, 10), "q\x00"...), n)
+		}
 		if err := db.Transact(ctx, func(tr kv.Transaction) error {
 			tr.Set(conf, []byte("a configuration record of 40 bytes......"))
 			for n := range uint64(1000) {
