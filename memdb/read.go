@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/fdbqueue/fdbqueue/kv"
+	"github.com/tidwall/btree"
 )
 
 // valueFuture is a pending point read. done is nil when it was resolved
@@ -692,7 +693,9 @@ func (s snapshot) ReadTransact(_ context.Context, fn func(kv.ReadTransaction) er
 // is none. It finds what a rangeCursor's walk finds first, for a read of
 // one row (a queue's head or tail), without the cursor's iterator: the
 // tree's first (last) key when it is in the range, found by a descent
-// without key comparisons, else a walk of liveTree from the range's bound;
+// without key comparisons, or in reverse the store's gap (liveGap) when
+// the range ends in it (a queue's tail, before its counters), else a walk
+// of liveTree from the range's bound;
 // then dead, between the bound and the chain found, unless no chain was
 // written after rv (maxWV). The caller holds db.mu (shared); not with
 // fullScan.
@@ -701,21 +704,16 @@ func (s *store) firstAt(b, e []byte, rv int64, reverse bool) (*chain, []byte) {
 	var v []byte
 	bk, ek := ukey(b), ukey(e)
 	if reverse {
-		if k, x, ok := s.liveTree.Max(); !ok || k < bk {
+		if g := s.gap.Load(); g != nil && ukey(g.lo.key) < ek && ek <= ukey(g.hi.key) {
+			// The tree's last key before e is the gap's (a queue's tail
+			// read, whose range ends before the queue's other keys).
+			c, v = s.lastFrom(g.lo, bk, rv)
+		} else if k, x, ok := s.liveTree.Max(); !ok || k < bk {
 			// No key of the tree is in the range.
-		} else if xv, live := x.at(rv); k < ek && live {
-			c, v = x, xv
+		} else if k < ek {
+			c, v = s.lastFrom(x, bk, rv)
 		} else {
-			s.liveTree.Descend(ek, func(k string, x *chain) bool {
-				if k < bk {
-					return false
-				}
-				if xv, live := x.at(rv); live && k != ek {
-					c, v = x, xv
-					return false
-				}
-				return true
-			})
+			c, v = s.lastBefore(bk, ek, rv)
 		}
 		if s.maxWV <= rv {
 			return c, v // no chain was written after rv: none in dead matters
@@ -761,6 +759,59 @@ func (s *store) firstAt(b, e []byte, rv int64, reverse bool) (*chain, []byte) {
 		}
 	}
 	return c, v
+}
+
+// lastFrom returns the first chain of liveTree from x (the tree's last
+// before the range's end) backwards, not before bk, that has a value at
+// rv, and that value; nil if there is none.
+func (s *store) lastFrom(x *chain, bk string, rv int64) (*chain, []byte) {
+	xk := ukey(x.key)
+	if xk < bk {
+		return nil, nil
+	}
+	if xv, live := x.at(rv); live {
+		return x, xv
+	}
+	var c *chain
+	var v []byte
+	s.liveTree.Descend(xk, func(k string, x *chain) bool {
+		if k < bk {
+			return false
+		}
+		if xv, live := x.at(rv); live && k != xk {
+			c, v = x, xv
+			return false
+		}
+		return true
+	})
+	return c, v
+}
+
+// lastBefore is lastFrom for the tree's last chain before ek, found by a
+// search; the tree has a key at or after ek. It publishes that chain and the one after it as the store's gap
+// (liveGap), so that the next reverse read ending there needs no search.
+func (s *store) lastBefore(bk, ek string, rv int64) (*chain, []byte) {
+	it, ok := s.liveIters.Get().(*btree.MapIter[string, *chain])
+	if !ok {
+		i := s.liveTree.Iter()
+		it = &i
+	}
+	defer s.liveIters.Put(it)
+	// The caller found the tree's last key at or after ek: Seek finds one.
+	if !it.Seek(ek) {
+		panic("memdb: no key of liveTree at or after the range's end")
+	}
+	hi := it.Value()
+	if !it.Prev() {
+		return nil, nil // no key before ek
+	}
+	s.publishGap(it.Value(), hi)
+	for ok := true; ok && it.Key() >= bk; ok = it.Prev() {
+		if xv, live := it.Value().at(rv); live {
+			return it.Value(), xv
+		}
+	}
+	return nil, nil
 }
 
 // takeRoomLocked keeps room (if not nil) for the next atomic operation's

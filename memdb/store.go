@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"math"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 
 	"github.com/tidwall/btree"
@@ -30,6 +31,10 @@ type store struct {
 	// liveMax is liveTree's last chain, nil when it is empty (liveInsert
 	// and liveDelete keep it).
 	liveMax *chain
+	// gap, when not nil, holds two neighbours of liveTree: a queue's
+	// tail and the first key after its items (see liveGap). gapSpare is
+	// a gap that nothing uses any more, for the next one.
+	gap, gapSpare atomic.Pointer[liveGap]
 	// dead holds the other chains.
 	dead deadIndex
 	// fullScan makes range reads and conflict checks scan every chain,
@@ -325,13 +330,19 @@ func (s *store) appendVersion(c *chain, val []byte, exists bool, v, horizon int6
 // its place: comparing with liveMax first spares a Load that would
 // descend to the last leaf and fail, as it does for a queue whose tail
 // is followed by other keys (the layer's counters and journal).
+//
+// A key between the chains of the gap (a queue's new tail) becomes the
+// gap's first chain.
 func (s *store) liveInsert(c *chain) {
 	k := ukey(c.key)
 	if s.liveMax == nil || k > ukey(s.liveMax.key) {
 		s.liveTree.Load(k, c)
 		s.liveMax = c
-	} else {
-		s.liveTree.Set(k, c)
+		return // (after every chain, so after the gap)
+	}
+	s.liveTree.Set(k, c)
+	if g := s.gap.Load(); g != nil && k > ukey(g.lo.key) && k < ukey(g.hi.key) {
+		g.lo = c
 	}
 }
 
@@ -348,6 +359,43 @@ func (s *store) liveDelete(c *chain) {
 	if c == s.liveMax {
 		_, s.liveMax, _ = s.liveTree.Max()
 	}
+	if g := s.gap.Load(); g != nil && (c == g.lo || c == g.hi) {
+		s.gap.Store(nil)
+		*g = liveGap{} // keep no chain reachable
+		s.gapSpare.Store(g)
+	}
+}
+
+// liveGap is two neighbours of liveTree: lo, and hi the chain after it.
+// No chain of liveTree is between them, so lo is the last chain before
+// any key k with lo.key < k <= hi.key: a queue's
+// tail, the answer to the reverse read of its items, whose range ends
+// before the queue's other keys (the layer's counters and journal)
+// rather than at the tree's end.
+//
+// A reverse read that found lo by a search publishes the gap (store.gap);
+// a commit keeps it true (liveInsert, liveDelete). Readers hold DB.mu
+// shared and only read a published gap; commits hold it exclusively and
+// move lo to a key inserted between lo and hi (an enqueue's new tail), or
+// drop the gap when lo or hi leaves liveTree.
+type liveGap struct {
+	lo, hi *chain
+}
+
+// publishGap makes lo and hi (see liveGap) the store's gap. The caller
+// holds DB.mu, shared or exclusive, and found them in liveTree under it.
+func (s *store) publishGap(lo, hi *chain) {
+	g := s.gapSpare.Swap(nil)
+	if g == nil {
+		g = new(liveGap)
+	}
+	// g is the caller's alone until published: a spare was dropped by a
+	// commit under DB.mu held exclusively, so no reader still uses it.
+	g.lo, g.hi = lo, hi
+	// It replaces the gap of another range (another queue's). The one
+	// replaced may still be in use by another reader: it is left to the
+	// garbage collector, never reused.
+	s.gap.Store(g)
 }
 
 // moveVersions is copy(dst, src) and clearValues drops the values of vs
