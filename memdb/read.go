@@ -704,7 +704,8 @@ func (s *store) firstAt(b, e []byte, rv int64, reverse bool) (*chain, []byte) {
 	var v []byte
 	bk, ek := ukey(b), ukey(e)
 	if reverse {
-		if g := s.gap.Load(); g != nil && ukey(g.lo.key) < ek && ek <= ukey(g.hi.key) {
+		g := s.gap.Load()
+		if g != nil && ukey(g.lo.key) < ek && ek <= ukey(g.hi.key) {
 			// The tree's last key before e is the gap's (a queue's tail
 			// read, whose range ends before the queue's other keys).
 			c, v = s.lastFrom(g.lo, bk, rv)
@@ -712,8 +713,22 @@ func (s *store) firstAt(b, e []byte, rv int64, reverse bool) (*chain, []byte) {
 			// No key of the tree is in the range.
 		} else if k < ek {
 			c, v = s.lastFrom(x, bk, rv)
-		} else {
+		} else if g == nil || s.gapMisses.Add(1)%gapReplace == 0 {
 			c, v = s.lastBefore(bk, ek, rv)
+		} else {
+			// The gap is another range's (another queue's): search as
+			// lastBefore does, without the cost of replacing it, which
+			// reads of two queues taking turns would pay at each read.
+			s.liveTree.Descend(ek, func(k string, x *chain) bool {
+				if k < bk {
+					return false
+				}
+				if xv, live := x.at(rv); live && k != ek {
+					c, v = x, xv
+					return false
+				}
+				return true
+			})
 		}
 		if s.maxWV <= rv {
 			return c, v // no chain was written after rv: none in dead matters

@@ -35,6 +35,9 @@ type store struct {
 	// tail and the first key after its items (see liveGap). gapSpare is
 	// a gap that nothing uses any more, for the next one.
 	gap, gapSpare atomic.Pointer[liveGap]
+	// gapMisses counts reverse reads that searched while gap was
+	// another range's: every gapReplace-th replaces it.
+	gapMisses atomic.Uint32
 	// dead holds the other chains.
 	dead deadIndex
 	// fullScan makes range reads and conflict checks scan every chain,
@@ -381,6 +384,12 @@ func (s *store) liveDelete(c *chain) {
 type liveGap struct {
 	lo, hi *chain
 }
+
+// gapReplace is how many reverse reads of other ranges it takes to
+// replace a published gap: one queue's tail read keeps the gap it
+// published while reads of other queues come and go, and a queue that
+// becomes the busy one takes it over soon.
+const gapReplace = 64
 
 // publishGap makes lo and hi (see liveGap) the store's gap. The caller
 // holds DB.mu, shared or exclusive, and found them in liveTree under it.
