@@ -78,7 +78,7 @@ func TestStoredOperandKeepsNoTransactionReachable(t *testing.T) {
 		_, err = tr.GetRange(kv.KeyRange{Begin: []byte("q/"), End: []byte("q0")}, kv.RangeOptions{Limit: 1}).GetSlice()
 		require.NoError(t, err)
 		tr.Add(fmt.Appendf(nil, "c/%d", i), []byte{1, 0, 0, 0, 0, 0, 0, 0}) // a missing key
-		tr.Add([]byte("c/all"), []byte{1, 0, 0, 0, 0, 0, 0, 0})            // missing, then present
+		tr.Add([]byte("c/all"), []byte{1, 0, 0, 0, 0, 0, 0, 0})             // missing, then present
 		require.NoError(t, tr.Commit())
 	}
 	runtime.GC()
