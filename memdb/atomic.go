@@ -1,6 +1,9 @@
 package memdb
 
-import "bytes"
+import (
+	"bytes"
+	"encoding/binary"
+)
 
 // opKind is a buffered mutation kind of an atomic operation.
 type opKind uint8
@@ -88,6 +91,34 @@ func doAdd(cur, param []byte) []byte {
 		return param
 	}
 	out := make([]byte, len(param))
+	addInto(out, cur, param)
+	return out
+}
+
+// addInto writes doAdd's result (neither cur nor param empty) into out,
+// len(param) bytes: FDB's doLittleEndianAdd (fdbclient/Atomic.h), where
+// bytes of cur beyond param's width are ignored, missing ones count as
+// zero and the last carry is dropped. An operand of up to 8 bytes (a
+// counter's) is added as one word: the sum modulo 2^(8*width) is the same.
+func addInto(out, cur, param []byte) {
+	if n := len(param); n <= 8 {
+		if n == 8 && len(cur) >= 8 {
+			binary.LittleEndian.PutUint64(out, binary.LittleEndian.Uint64(cur)+binary.LittleEndian.Uint64(param))
+			return
+		}
+		var c, p uint64
+		for i := range min(len(cur), n) {
+			c |= uint64(cur[i]) << (8 * i)
+		}
+		for i, b := range param {
+			p |= uint64(b) << (8 * i)
+		}
+		s := c + p
+		for i := range out[:n] {
+			out[i] = byte(s >> (8 * i))
+		}
+		return
+	}
 	carry := 0
 	for i := range param {
 		sum := int(param[i]) + carry
@@ -97,7 +128,6 @@ func doAdd(cur, param []byte) []byte {
 		out[i] = byte(sum)
 		carry = sum >> 8
 	}
-	return out
 }
 
 // doBitwise combines cur and param bytewise; the result has param's length.
@@ -181,4 +211,56 @@ func foldOps(cur []byte, exists bool, ops []atomicOp) ([]byte, bool) {
 		cur, exists = applyOp(op.kind, cur, exists, op.param)
 	}
 	return cur, exists
+}
+
+// foldCommit is foldOps for the commit step, which keeps the result: a
+// counter's Add (one operation of up to valArenaMax bytes on an existing
+// value) takes its result from the DB's value arena rather than an
+// allocation of its own, as FDB's commit computes it in the mutation
+// batch's arena (fdbclient/Atomic.h: doLittleEndianAdd's Arena&).
+func foldCommit(a *valArena, cur []byte, exists bool, ops []atomicOp) ([]byte, bool) {
+	if len(ops) == 1 && ops[0].kind == opAdd {
+		if p := ops[0].param; len(p) > 0 && len(p) <= valArenaMax && len(cur) > 0 {
+			out := a.alloc(len(p))
+			addInto(out, cur, p)
+			return out, true
+		}
+	}
+	return foldOps(cur, exists, ops)
+}
+
+// valArena hands out the memory of small values the commit step computes
+// (the results of atomic operations), carved from blocks of valArenaBlock
+// bytes: one allocation per block rather than per value. Each part is
+// handed out once and never written again after its value is stored, so
+// values stay immutable; a block lives while any of its values does (at
+// most valArenaBlock bytes per value kept, the cost of sharing), and it
+// holds nothing but value bytes, so a value keeps no transaction
+// reachable. The caller holds DB.mu exclusively.
+type valArena struct{ buf []byte }
+
+const (
+	valArenaBlock = 64
+	valArenaMax   = 16
+)
+
+// alloc returns n zero bytes: from a block if n is at most valArenaMax,
+// else an allocation of their own.
+func (a *valArena) alloc(n int) []byte {
+	if n > valArenaMax {
+		return make([]byte, n)
+	}
+	u := len(a.buf)
+	if n > cap(a.buf)-u {
+		a.buf, u = make([]byte, 0, valArenaBlock), 0
+	}
+	a.buf = a.buf[:u+n]
+	return a.buf[u : u+n : u+n]
+}
+
+// copy returns a copy of v from alloc.
+func (a *valArena) copy(v []byte) []byte {
+	out := a.alloc(len(v))
+	copy(out, v)
+	return out
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"time"
+	"unsafe"
 
 	"github.com/fdbqueue/fdbqueue/kv"
 )
@@ -171,7 +172,15 @@ func (db *DB) apply(req *commitReq, v int64) {
 				if c != nil {
 					cur, exists = c.newest()
 				}
-				val, ok = foldOps(cur, exists, e.ops)
+				val, ok = foldCommit(&db.vals, cur, exists, e.ops)
+				if e.inline && len(val) > 0 && unsafe.SliceData(val) == unsafe.SliceData(e.ops[0].param) {
+					// The value is the first operand (an operation on a
+					// missing key), in the entry's own memory, which may
+					// share a range result's allocation (opRoom) and
+					// with it keep the transaction reachable: the store
+					// keeps a copy (an inline operand is small).
+					val = db.vals.copy(val)
+				}
 			case stVS:
 				val, ok = foldOps(stamped(e.val, int(e.vsOff), stamp), true, e.ops)
 			}

@@ -42,7 +42,8 @@ type DB struct {
 	st      *store
 	res     *resolver
 	watches watchRegistry
-	horizon int64 // versions at or below it are garbage collected
+	vals    valArena // the commit step's small computed values (foldCommit)
+	horizon int64    // versions at or below it are garbage collected
 	samples []timeSample
 	readers readers // read versions in use, for the horizon
 	commits int64   // Stats.Commits: a plain count, since commits hold mu

@@ -56,3 +56,44 @@ func TestReadValuesKeepNoTransactionReachable(t *testing.T) {
 	}
 	runtime.KeepAlive(kept)
 }
+
+// A value the store keeps keeps no transaction reachable either: an atomic
+// operation on a missing key stores its operand, which an inline entry
+// holds in its own memory, and the entry may share the allocation of the
+// transaction's first range result (opRoom), which refers to the
+// transaction. The commit stores a copy.
+func TestStoredOperandKeepsNoTransactionReachable(t *testing.T) {
+	db := New()
+	defer db.Close()
+	ctx := context.Background()
+	require.NoError(t, db.Transact(ctx, func(tr kv.Transaction) error {
+		tr.Set([]byte("q/0"), []byte("a small value"))
+		return nil
+	}))
+	var txs []weak.Pointer[transaction]
+	for i := range 8 {
+		tr, err := db.newTransaction(ctx)
+		require.NoError(t, err)
+		txs = append(txs, weak.Make(tr))
+		_, err = tr.GetRange(kv.KeyRange{Begin: []byte("q/"), End: []byte("q0")}, kv.RangeOptions{Limit: 1}).GetSlice()
+		require.NoError(t, err)
+		tr.Add(fmt.Appendf(nil, "c/%d", i), []byte{1, 0, 0, 0, 0, 0, 0, 0}) // a missing key
+		tr.Add([]byte("c/all"), []byte{1, 0, 0, 0, 0, 0, 0, 0})             // missing, then present
+		require.NoError(t, tr.Commit())
+	}
+	runtime.GC()
+	runtime.GC()
+	for i, w := range txs {
+		require.Nil(t, w.Value(), "transaction %d is still reachable through a value the store keeps", i)
+	}
+	require.NoError(t, db.ReadTransact(ctx, func(tr kv.ReadTransaction) error {
+		v, err := tr.Get([]byte("c/all")).Get()
+		require.Equal(t, []byte{8, 0, 0, 0, 0, 0, 0, 0}, v)
+		for i := range 8 {
+			v, err := tr.Get(fmt.Appendf(nil, "c/%d", i)).Get()
+			require.NoError(t, err)
+			require.Equal(t, []byte{1, 0, 0, 0, 0, 0, 0, 0}, v)
+		}
+		return err
+	}))
+}
