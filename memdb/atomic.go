@@ -237,7 +237,7 @@ func foldCommit(a *valArena, cur []byte, exists bool, ops []atomicOp) ([]byte, b
 // most valArenaBlock bytes per value kept, the cost of sharing), and it
 // holds nothing but value bytes, so a value keeps no transaction
 // reachable. The caller holds DB.mu exclusively.
-type valArena struct{ buf []byte }
+type valArena struct{ buf bumpBlock }
 
 const (
 	valArenaBlock = 64
@@ -250,12 +250,27 @@ func (a *valArena) alloc(n int) []byte {
 	if n > valArenaMax {
 		return make([]byte, n)
 	}
-	u := len(a.buf)
-	if n > cap(a.buf)-u {
-		a.buf, u = make([]byte, 0, valArenaBlock), 0
+	if out, ok := a.buf.take(n); ok {
+		return out
 	}
-	a.buf = a.buf[:u+n]
-	return a.buf[u : u+n : u+n]
+	a.buf = make(bumpBlock, 0, valArenaBlock)
+	out, _ := a.buf.take(n)
+	return out
+}
+
+// bumpBlock is a block whose bytes are handed out once each, in order,
+// and never reused (a transaction's spill, the commit's value arena).
+type bumpBlock []byte
+
+// take returns the block's next n bytes (capacity n), or false when fewer
+// are left.
+func (b *bumpBlock) take(n int) ([]byte, bool) {
+	u := len(*b)
+	if n > cap(*b)-u {
+		return nil, false
+	}
+	*b = (*b)[:u+n]
+	return (*b)[u : u+n : u+n], true
 }
 
 // copy returns a copy of v from alloc.

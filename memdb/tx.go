@@ -67,7 +67,7 @@ type transaction struct {
 	// spill continues the arena once it is full: blocks allocated on
 	// demand, each twice the previous one (up to spillMax), handed out
 	// likewise once; len(spill) is the part handed out.
-	spill []byte
+	spill bumpBlock
 
 	// timed is set once a timeout timer was armed (x.timer), so that
 	// release locks tx.mu only then.
@@ -177,16 +177,16 @@ func (tx *transaction) allocLocked(n int) []byte {
 		tx.arenaUsed += uint8(n)
 		return tx.arena[u : u+n : u+n]
 	}
-	u := len(tx.spill)
-	if n > cap(tx.spill)-u {
-		size := min(max(2*cap(tx.spill), spillMin), spillMax)
-		if n > size/2 {
-			return make([]byte, n)
-		}
-		tx.spill, u = make([]byte, 0, size), 0
+	if out, ok := tx.spill.take(n); ok {
+		return out
 	}
-	tx.spill = tx.spill[:u+n]
-	return tx.spill[u : u+n : u+n]
+	size := min(max(2*cap(tx.spill), spillMin), spillMax)
+	if n > size/2 {
+		return make([]byte, n)
+	}
+	tx.spill = make(bumpBlock, 0, size)
+	out, _ := tx.spill.take(n)
+	return out
 }
 
 // copyLocked returns a copy of b from allocLocked.
