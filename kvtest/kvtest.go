@@ -29,6 +29,7 @@ func RunConformanceTests(t *testing.T, newHarness HarnessMaker) {
 		{"Conflicts", conflictTests()},
 		{"Atomics", atomicTests()},
 		{"Versionstamps", versionstampTests()},
+		{"MetadataVersion", metadataVersionTests()},
 		{"Watches", watchTests()},
 		{"Limits", limitTests()},
 		{"Time", timeTests()},

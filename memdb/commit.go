@@ -121,7 +121,7 @@ func (db *DB) commitStep(req *commitReq, forced *forcedFailure, fault faultKind)
 	// Resolve: a write committed after rv inside a read conflict range.
 	if rv < latest {
 		for _, r := range req.reads {
-			if db.res.conflicts(r.b, r.e, rv) || db.st.writtenAfter(r.b, r.e, rv) {
+			if db.writtenAfterLocked(r, rv) {
 				db.stats.conflicts.Add(1)
 				if reported != nil {
 					return commitResult{err: reported}
@@ -139,6 +139,17 @@ func (db *DB) commitStep(req *commitReq, forced *forcedFailure, fault faultKind)
 	db.collectLocked(now, v, drop, req.rv)
 	db.commits++
 	return commitResult{version: v, applied: true, dropped: drop, err: reported}
+}
+
+// writtenAfterLocked reports whether a write committed after rv falls in
+// the read conflict range r. The caller holds db.mu.
+func (db *DB) writtenAfterLocked(r krange, rv int64) bool {
+	if len(r.b) > 0 && r.b[0] == 0xff {
+		// The metadata version's range, the one read conflict range
+		// allowed under \xff: its history says (metaversion.go).
+		return db.mv.bumpedAfter(rv)
+	}
+	return db.res.conflicts(r.b, r.e, rv) || db.st.writtenAfter(r.b, r.e, rv)
 }
 
 // apply writes the transaction's mutations at version v and records its
@@ -160,6 +171,11 @@ func (db *DB) apply(req *commitReq, v int64) {
 	}
 	if req.writes != nil {
 		req.writes.each(func(e *wentry) bool {
+			if len(e.key) > 0 && e.key[0] == 0xff {
+				// The metadata version key, bumped (metaversion.go).
+				db.mv.bump(v, stamp, h) // and its conflicts: bumpedAfter
+				return true
+			}
 			var val []byte
 			var ok bool
 			c := st.chainFor(e.c, e.key)

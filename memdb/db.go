@@ -42,8 +42,9 @@ type DB struct {
 	st      *store
 	res     *resolver
 	watches watchRegistry
-	vals    valArena // the commit step's small computed values (foldCommit)
-	horizon int64    // versions at or below it are garbage collected
+	vals    valArena  // the commit step's small computed values (foldCommit)
+	horizon int64     // versions at or below it are garbage collected
+	mv      mvHistory // the metadata version's recent bumps
 	samples []timeSample
 	readers readers // read versions in use, for the horizon
 	commits int64   // Stats.Commits: a plain count, since commits hold mu
@@ -299,6 +300,12 @@ func (db *DB) readPoint(key []byte, rv int64, grvTime time.Duration, fresh bool)
 		db.mu.RUnlock()
 		db.stats.tooOld.Add(1)
 		return nil, false, nil, kv.ErrTransactionTooOld
+	}
+	if len(key) > 0 && key[0] == 0xff {
+		// The metadata version key (metaversion.go): no store lookup.
+		stamp := db.mv.at(rv)
+		db.mu.RUnlock()
+		return stamp, stamp != nil, nil, nil
 	}
 	var v []byte
 	var ok bool

@@ -117,8 +117,12 @@
 //     shards or storage servers, no ratekeeper or throttling (so no
 //     process_behind or tag_throttled unless a test injects them with
 //     FailNextCommit).
-//   - Key selectors, the system key space (\xff), special keys, the
-//     metadata version key, tenants, locality and estimated range sizes.
+//   - Key selectors, the system key space (\xff) apart from the metadata
+//     version key, special keys, tenants, locality and estimated range
+//     sizes. The metadata version key (kv.MetadataVersionKey) is read with
+//     Get and written with SetVersionstampedValue as in FDB; a range read
+//     of it or a watch on it fails with key_outside_legal_range, which FDB
+//     allows.
 //   - Transaction options other than timeout, retry_limit and
 //     max_retry_delay (no automatic idempotency, no causal_read_risky, no
 //     priorities, no read_your_writes_disable, no snapshot_ryw_disable).

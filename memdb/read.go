@@ -39,7 +39,7 @@ func ownValue(v []byte, ok bool) []byte {
 func (tx *transaction) Get(key []byte) kv.FutureValue { return tx.get(key, false) }
 
 func (tx *transaction) get(key []byte, snap bool) kv.FutureValue {
-	if len(key) > 0 && key[0] == 0xff {
+	if len(key) > 0 && key[0] == 0xff && !isMetadataVersionKey(key) {
 		return &valueFuture{err: kv.ErrKeyOutsideLegalRange}
 	}
 	tx.mu.Lock()
@@ -120,7 +120,8 @@ func (tx *transaction) get(key []byte, snap bool) kv.FutureValue {
 		defer close(f.done)
 		defer tx.endRead()
 		rv, grvTime, err := tx.readVersion(gen)
-		if err == nil {
+		if err == nil && !isMetadataVersionKey(k) {
+			// The metadata version comes with the read version.
 			err = tx.sleep(db.rng.sample(db.cfg.latency.Read))
 		}
 		if err != nil {

@@ -613,6 +613,10 @@ func (tx *transaction) GetReadVersion() kv.FutureInt64 {
 // key over the size limit is key_outside_legal_range, not key_too_large).
 func checkWriteKey(key []byte) error {
 	if len(key) > 0 && key[0] == 0xff {
+		if isMetadataVersionKey(key) {
+			// Only SetVersionstampedValue may write it (metaversion.go).
+			return kv.ErrClientInvalidOp
+		}
 		return kv.ErrKeyOutsideLegalRange
 	}
 	if len(key) > maxKeySize {
@@ -955,10 +959,12 @@ func (tx *transaction) SetVersionstampedValue(key, value []byte) {
 	if !tx.writableLocked() {
 		return
 	}
-	err := checkWriteKey(key)
 	var body []byte
 	var off int
-	if err == nil {
+	var err error
+	if isMetadataVersionKey(key) {
+		body, off, err = checkMetadataVersionWrite(value) // metaversion.go
+	} else if err = checkWriteKey(key); err == nil {
 		body, off, err = splitStamped(value)
 	}
 	if err == nil && len(body) > maxValueSize {
@@ -1082,6 +1088,11 @@ func (tx *transaction) conflictRangeLocked(r kv.KeyRange, write bool) ([]byte, [
 	if err == kv.ErrInvertedRange {
 		return nil, nil, rangeCheck{err: err}
 	}
+	if err == kv.ErrKeyOutsideLegalRange && !write && isMetadataVersionKey(r.Begin) && bytes.Equal(r.End, metadataVersionEnd) {
+		// FDB allows the metadata version's range and no other under \xff
+		// (ReadYourWritesTransaction::addReadConflictRange).
+		b, e, err = r.Begin, r.End, nil
+	}
 	if !tx.conflictLocked(err) {
 		return nil, nil, rangeCheck{}
 	}
@@ -1120,7 +1131,7 @@ func (tx *transaction) AddReadConflictKey(key []byte) error {
 		return tx.AddReadConflictRange(kv.KeyRange{Begin: key, End: keyAfter(key)})
 	}
 	var err error
-	if len(key) > 0 && key[0] == 0xff { // key+\x00 is past \xff
+	if len(key) > 0 && key[0] == 0xff && !isMetadataVersionKey(key) { // key+\x00 is past \xff
 		err = kv.ErrKeyOutsideLegalRange
 	}
 	if !tx.conflictLocked(err) {
