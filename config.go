@@ -145,12 +145,25 @@ type confGate struct {
 	// agreed is the last parsed record compare accepted: compare depends
 	// only on the record and the handle, so it is not run again for it.
 	agreed atomic.Pointer[storedConfig]
+	// cache is the last record found, with the metadata version read in
+	// the same transaction: while the metadata version is unchanged, the
+	// record is too, and an operation does not read it (see write).
+	cache atomic.Pointer[gateCache]
 	// wantRec is want, shared by every operation on a queue without a
 	// record (never modified).
 	wantRec *storedConfig
 	// size is cost(), computed once: it depends only on want and the keys.
 	size int
 }
+
+// gateCache is a record as of a metadata version (kv.MetadataVersionKey).
+type gateCache struct {
+	mv  []byte        // never modified
+	rec *storedConfig // agreed with the handle; never modified
+}
+
+// metadataVersionKey is kv.MetadataVersionKey, read by every operation.
+var metadataVersionKey = []byte(kv.MetadataVersionKey)
 
 // parsedRecord is a stored record's raw bytes and what they parse to.
 type parsedRecord struct {
@@ -235,9 +248,10 @@ func (g *confGate) servedByPlace(own bool) bool {
 }
 
 // cost bounds what the stored configuration adds to a transaction's size
-// (budget.go): the epoch's read conflict key always; on the first write or
-// a change, the record, the epoch's add, the claim's write conflict key
-// and the two read conflict ranges around it.
+// (budget.go): the metadata version's read conflict key (or the epoch's,
+// in a staged step) always; on the first write or a change, the record,
+// the epoch's add, the metadata version's bump, the claim's write conflict
+// key and the two read conflict ranges around it.
 func (g *confGate) cost() int {
 	if g == nil {
 		return 0
@@ -250,22 +264,32 @@ func (g *confGate) computeCost() int {
 	rec := len(g.want.pack()) + 8 // the staging mode names differ in length
 	claim := len(g.claims.prefix) + rec + 4
 	around := 2 * (len(g.claims.prefix) + 1 + claim + 1 + keyRangeRefSize)
-	return conflictKeyCost(len(g.epoch)) + setCost(len(g.key), rec) + setCost(len(g.epoch), 8) + conflictKeyCost(claim) + around
+	mv := len(metadataVersionKey)
+	return conflictKeyCost(max(mv, len(g.epoch))) + setCost(len(g.key), rec) + setCost(len(g.epoch), 8) + setCost(mv, 14) +
+		conflictKeyCost(claim) + around
 }
 
 // gateRead is one transaction's read of the record.
 type gateRead struct {
 	g         *confGate
 	tr        kv.ReadTransaction
-	f         kv.FutureValue
+	mv        kv.FutureValue // the metadata version
+	cached    *gateCache     // the cache when issued
+	f         kv.FutureValue // the record (nil: not read yet)
 	producing bool
 	watching  bool // WatchForItems: the record must say someone waits
 	readOnly  bool // settleRead: write nothing, even in a writing transaction
 	done      bool
 }
 
-// issue starts the read of the record in tr (a snapshot read: it conflicts
-// with nothing) and adds the read conflict on the epoch key. producing
+// issue starts the check of the record in tr: a read of the metadata
+// version (kv.MetadataVersionKey, which FoundationDB returns with the read
+// version, at no storage read) and, unless the handle has a cached record,
+// a snapshot read of the record. With a cached record, the read of the
+// metadata version is a normal one, its conflict the one conflictOnChange
+// adds; without, both are snapshot reads and settle adds the conflict
+// once it has found a record.
+// producing
 // marks an operation that adds items: it bumps the signal key when the
 // record says someone waits and the handle would not.
 func (g *confGate) issue(tr kv.ReadTransaction, producing bool) *gateRead {
@@ -281,10 +305,13 @@ func (g *confGate) issueInto(r *gateRead, tr kv.ReadTransaction, producing bool)
 	if g == nil {
 		return nil
 	}
-	if w, ok := tr.(kv.Transaction); ok {
-		_ = w.AddReadConflictKey(g.epoch)
+	*r = gateRead{g: g, tr: tr, producing: producing}
+	if c := g.cache.Load(); c != nil {
+		// A normal read: its conflict is the one conflictOnChange adds.
+		r.cached, r.mv = c, tr.Get(metadataVersionKey)
+	} else {
+		r.mv, r.f = tr.Snapshot().Get(metadataVersionKey), tr.Snapshot().Get(g.key)
 	}
-	*r = gateRead{g: g, tr: tr, f: tr.Snapshot().Get(g.key), producing: producing}
 	return r
 }
 
@@ -306,7 +333,9 @@ func (g *confGate) issueStep(tr kv.Transaction, blind bool) *gateRead {
 	return g.issue(tr, false)
 }
 
-// settle waits for the record and checks it against the handle: on
+// settle waits for the record and checks it against the handle (the
+// cached record when the metadata version is the one cached with it; after
+// a change, a read of the record, one more round trip): on
 // disagreement it returns a *ConfigMismatchError and writes nothing. On a
 // queue without a record it writes the handle's (in a writing
 // transaction); it stores the handle's staging mode on a queue whose record
@@ -319,13 +348,32 @@ func (r *gateRead) settle() error {
 	}
 	r.done = true
 	g := r.g
+	mv, err := r.mv.Get()
+	unreadable := err != nil && errors.Is(err, kv.ErrAccessedUnreadable)
+	switch {
+	case unreadable:
+		// The transaction bumped the metadata version before (a record
+		// written in it, or another layer's bump): the record is read as
+		// the transaction sees it, and the epoch's conflict stands for the
+		// metadata version's.
+		if w, ok := r.tr.(kv.Transaction); ok {
+			_ = w.AddReadConflictKey(g.epoch)
+		}
+	case err != nil:
+		return err
+	case r.cached != nil && bytes.Equal(mv, r.cached.mv):
+		return r.agree(r.cached.rec)
+	}
+	if r.f == nil {
+		r.f = r.tr.Snapshot().Get(g.key)
+	}
 	raw, err := r.f.Get()
 	if err != nil {
 		return err
 	}
-	tr, writing := r.tr.(kv.Transaction)
-	writing = writing && !r.readOnly
 	if raw == nil {
+		tr, writing := r.tr.(kv.Transaction)
+		writing = writing && !r.readOnly
 		if err := g.checkUnrecorded(r.tr); err != nil {
 			return err
 		}
@@ -351,6 +399,31 @@ func (r *gateRead) settle() error {
 		}
 		g.agreed.Store(stored)
 	}
+	if !unreadable {
+		g.cache.Store(&gateCache{mv: mv, rec: stored})
+		if r.cached == nil {
+			r.conflictOnChange()
+		}
+	}
+	return r.agree(stored)
+}
+
+// conflictOnChange adds the metadata version's read conflict key: every
+// change of the record bumps it (write), so a change that commits while
+// the operation runs makes the operation conflict. A queue without a
+// record adds none: its first writers conflict only when they disagree
+// (write's claims).
+func (r *gateRead) conflictOnChange() {
+	if w, ok := r.tr.(kv.Transaction); ok {
+		_ = w.AddReadConflictKey(metadataVersionKey)
+	}
+}
+
+// agree is settle's end for a record that agrees with the handle.
+func (r *gateRead) agree(stored *storedConfig) error {
+	g := r.g
+	tr, writing := r.tr.(kv.Transaction)
+	writing = writing && !r.readOnly
 	prev := g.seen.Swap(stored)
 	if g.staged != "" && (stored.staging == stagingNone || stored.staging == stagingSignal) {
 		// The queue's first staged consumer stores its mode.
@@ -419,14 +492,20 @@ func (g *confGate) checkUnrecorded(tr kv.ReadTransaction) error {
 }
 
 // write stores c as the record. A change (change true) also bumps the
-// epoch key, so operations in flight under the old record conflict. The
+// epoch key and the metadata version, so operations in flight under the
+// old record conflict and handles read the record again. The
 // claim conflicts make first writers of different records conflict with
 // each other, and no one else.
 func (g *confGate) write(tr kv.Transaction, c storedConfig, change bool) {
 	v := c.pack()
 	tr.Set(g.key, v)
 	if change {
+		// Operations in flight and cached records (confGate.cache) are
+		// stale from this commit on. A first write needs neither: no one
+		// has a record to cache, and first writers that disagree conflict
+		// on their claims; those that agree write the same bytes.
 		tr.Add(g.epoch, one64)
+		kv.BumpMetadataVersion(tr)
 	}
 	claim, _ := g.claims.Pack(tuple.Tuple{v})
 	all, _ := g.claims.Range()

@@ -339,3 +339,48 @@ func TestRecoverChecksConfig(t *testing.T) {
 	_, err = other.Recover(ctx, db)
 	requireMismatch(t, err, "staging")
 }
+
+// Once a handle has found the record, its operations do not read it: the
+// metadata version (kv.MetadataVersionKey), which FoundationDB returns with
+// the read version, says it is unchanged. memdb counts no point read for it.
+func TestConfigRecordReadOncePerChange(t *testing.T) {
+	ctx := context.Background()
+	db := newDB(t)
+	q, err := fdbqueue.NewQueue(mustSubspace(t, "cfg", "once"), fdbqueue.WithoutIdempotency())
+	require.NoError(t, err)
+	require.NoError(t, q.Enqueue(ctx, db, []byte("first")))  // writes the record
+	require.NoError(t, q.Enqueue(ctx, db, []byte("second"))) // reads it
+	before := db.Stats().Reads
+	for range 10 {
+		require.NoError(t, q.Enqueue(ctx, db, []byte("x")))
+		_, err := q.Dequeue(ctx, db)
+		require.NoError(t, err)
+	}
+	require.Zero(t, db.Stats().Reads-before, "point reads by 20 operations of a handle that has the record")
+
+	other, _ := fdbqueue.NewQueue(mustSubspace(t, "cfg", "once"), fdbqueue.WithoutIdempotency(), fdbqueue.WithValueEncoding(fdbqueue.TupleValues))
+	drain(t, db, q)
+	require.NoError(t, other.Reconfigure(ctx, db))
+	before = db.Stats().Reads
+	requireMismatch(t, q.Enqueue(ctx, db, []byte("y")), "encoding")
+	require.Equal(t, int64(1), db.Stats().Reads-before, "after a change, the record is read again")
+}
+
+// An operation that used the handle's cached record conflicts with a
+// change of the record committed while it ran, and its retry finds the
+// change.
+func TestConfigChangeDuringOperationConflicts(t *testing.T) {
+	ctx := context.Background()
+	db := newDB(t)
+	sub := mustSubspace(t, "cfg", "during")
+	raw, _ := fdbqueue.NewQueue(sub)
+	tup, _ := fdbqueue.NewQueue(sub, fdbqueue.WithValueEncoding(fdbqueue.TupleValues))
+	require.NoError(t, raw.Enqueue(ctx, db, []byte("a")))
+	require.Equal(t, []string{"a"}, drain(t, db, raw)) // raw has the record
+	tr, err := db.CreateTransaction(ctx)
+	require.NoError(t, err)
+	require.NoError(t, raw.Enqueue(ctx, tr, []byte("b")))
+	require.NoError(t, tup.Reconfigure(ctx, db))
+	require.ErrorIs(t, tr.Commit(), kv.ErrNotCommitted, "the enqueue ran under the old record")
+	requireMismatch(t, raw.Enqueue(ctx, db, []byte("c")), "encoding")
+}
