@@ -588,6 +588,27 @@ func TestJobQueueBatchesAtTheLimit(t *testing.T) {
 	require.Equal(t, fdbqueue.JobStats{Leased: fdbqueue.MaxLeaseBatch}, mustStats(t, db, q))
 }
 
+// A key the queue did not write, at the front of the queue but not due:
+// Lease reads only the due keys and reports the queue empty, LeaseWait must
+// read the first key's vesting time and fails with ErrForeignKey naming it
+// (as documented) instead of sleeping on a time it cannot know.
+func TestJobQueueLeaseWaitForeignFirstKey(t *testing.T) {
+	ctx := context.Background()
+	db := newDB(t)
+	clock := newFakeClock()
+	q := mustJobQueue(t, "foreignwait", fdbqueue.JobQueueConfig{Clock: clock})
+	later := clock.Now().Add(time.Hour).UnixMicro()
+	foreign, err := q.Subspace().Pack(tuple.Tuple{"q", later})
+	require.NoError(t, err)
+	require.NoError(t, db.Transact(ctx, func(tr kv.Transaction) error { tr.Set(foreign, []byte("x")); return nil }))
+	_, err = q.Lease(ctx, db, 1, time.Minute)
+	require.ErrorIs(t, err, fdbqueue.ErrEmpty)
+	_, err = q.LeaseWait(ctx, db, 1, time.Minute)
+	var fk *fdbqueue.ForeignKeyError
+	require.ErrorAs(t, err, &fk)
+	require.Equal(t, foreign, fk.Key)
+}
+
 // A key in the queue's range that the queue did not write fails with
 // ErrForeignKey (naming it) when it is the only candidate (with K = 1, when
 // it is first, as a Queue's head), and is left alone while there are other
