@@ -2,6 +2,8 @@ package fdbqueue
 
 import (
 	"bytes"
+	"encoding/binary"
+	"io"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -195,6 +197,69 @@ func TestVersionstampKeyFast(t *testing.T) {
 		key, _ := other.AppendPack(bytes.Clone(prefix))
 		if versionstampKeyFast(key, prefix) {
 			t.Fatalf("%v: fast check accepts a foreign key", other)
+		}
+	}
+}
+
+// TestEntropyOwnGenerator checks the default generator's fast fill
+// against its definition: the words of the same ChaCha8 stream, little
+// endian, 20 bytes of every 24, each 0x00 byte made 0x01. Enough draws
+// that words with 0x00 bytes (one in about 32) occur.
+func TestEntropyOwnGenerator(t *testing.T) {
+	seed := [32]byte{1, 2, 3}
+	own := rand.NewChaCha8(seed)
+	e := &entropy{r: own, own: own}
+	ref := rand.NewChaCha8(seed)
+	fixed := 0
+	for i := range 5000 {
+		got, err := e.suffix()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var want [24]byte
+		for j := range 3 {
+			binary.LittleEndian.PutUint64(want[8*j:], ref.Uint64())
+		}
+		for j, c := range want[:suffixSize] {
+			if c == 0 {
+				want[j] = 1
+				fixed++
+			}
+		}
+		if !bytes.Equal(got, want[:suffixSize]) {
+			t.Fatalf("draw %d: %x, want %x", i, got, want[:suffixSize])
+		}
+	}
+	if fixed == 0 {
+		t.Fatal("no 0x00 byte drawn: the replacement went untested")
+	}
+	if e := newEntropy(nil); e.own == nil || e.r != io.Reader(e.own) {
+		t.Fatal("the default entropy does not use its own generator")
+	}
+}
+
+// TestHasZeroByte compares the bit trick with a byte loop, on words with
+// a 0x00 byte at each place, around each place and none.
+func TestHasZeroByte(t *testing.T) {
+	src := rand.New(rand.NewPCG(7, 8))
+	for range 100000 {
+		w := src.Uint64()
+		switch src.IntN(4) {
+		case 0:
+			w &^= 0xff << (8 * src.IntN(8)) // a zero byte
+		case 1:
+			w = w&^(0xff<<(8*src.IntN(8))) | 1<<(8*src.IntN(8)) // a 0x01 byte, maybe
+		case 2:
+			w |= 0x0101010101010101 // none
+		}
+		want := false
+		for i := range 8 {
+			if byte(w>>(8*i)) == 0 {
+				want = true
+			}
+		}
+		if got := hasZeroByte(w); got != want {
+			t.Fatalf("%016x: hasZeroByte %v, want %v", w, got, want)
 		}
 	}
 }
