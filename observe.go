@@ -26,8 +26,11 @@ type observed interface{ opKind() string }
 type tracker struct {
 	counting bool        // maintain the depth counters (Queue, PriorityQueue)
 	items    kv.KeyRange // the items' range
-	depth    depthKeys
-	obs      *observer
+	// under is, when items is a subspace's range [p+\x00, p+\xff), its
+	// prefix p (see in), else nil.
+	under []byte
+	depth depthKeys
+	obs   *observer
 }
 
 func newTracker(queuePrefix []byte, cfg config) *tracker {
@@ -36,7 +39,23 @@ func newTracker(queuePrefix []byte, cfg config) *tracker {
 
 // countDepth makes the operations maintain the depth counters of the
 // items in r (hook: newLayer).
-func (k *tracker) countDepth(r kv.KeyRange) { k.counting, k.items = true, r }
+func (k *tracker) countDepth(r kv.KeyRange) {
+	k.counting, k.items, k.under = true, r, nil
+	if n := len(r.Begin) - 1; n >= 0 && len(r.End) == n+1 && r.Begin[n] == 0x00 && r.End[n] == 0xff && bytes.Equal(r.Begin[:n], r.End[:n]) {
+		k.under = r.Begin[:n:n]
+	}
+}
+
+// in reports whether key is in the items' range. For a subspace's range
+// [p+\x00, p+\xff), that is: key starts with p and has a byte after it,
+// not 0xff (a key that differs from p before p's end sorts below the
+// range or above it at that byte; p alone sorts below p+\x00).
+func (k *tracker) in(key []byte) bool {
+	if p := k.under; p != nil {
+		return len(key) > len(p) && key[len(p)] != 0xff && string(key[:len(p)]) == string(p)
+	}
+	return bytes.Compare(k.items.Begin, key) <= 0 && bytes.Compare(key, k.items.End) < 0
+}
 
 // observe wraps t for an operation of kind op: a Database stays a Database
 // (its transactions are made here and run with kv.RetryLoop, as every
@@ -171,7 +190,7 @@ type trackedTx struct {
 func (t *trackedTx) opKind() string { return t.op }
 
 func (t *trackedTx) inItems(key []byte) bool {
-	return t.k.counting && bytes.Compare(t.k.items.Begin, key) <= 0 && bytes.Compare(key, t.k.items.End) < 0
+	return t.k.counting && t.k.in(key)
 }
 
 // touch is an item key written in the transaction and whether it is
