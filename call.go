@@ -207,6 +207,9 @@ func (o *op) reset() {
 	}
 	if o.slotted {
 		o.slotKey = nil
+		if cap(o.slotVal) > maxKeptSlotVal {
+			o.slotVal = nil
+		}
 	}
 	o.wide, o.fresh, o.slotted, o.slot, o.slotGen = false, false, false, 0, 0
 	o.recorded.Store(false)

@@ -159,7 +159,13 @@ type Transaction interface {
 	ReadTransaction
 	Transactor
 
-	// Set writes value at key.
+	// Set writes value at key. It keeps neither slice: the caller may
+	// modify or reuse key and value once Set returns. FoundationDB's
+	// client copies both before Set returns (ThreadSafeTransaction::set,
+	// fdbclient/ThreadSafeTransaction.cpp, makes a Key and a Value of
+	// them for the network thread; cgo also forbids C code to keep Go
+	// memory past the call), and every backend and wrapper must do the
+	// same: the layers above reuse their buffers.
 	Set(key, value []byte)
 	// Clear removes key.
 	Clear(key []byte)
