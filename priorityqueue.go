@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"slices"
 
 	"github.com/fdbqueue/fdbqueue/kv"
 	"github.com/fdbqueue/fdbqueue/tuple"
@@ -70,13 +71,10 @@ func (pq *PriorityQueue) Push(ctx context.Context, t kv.Transactor, value []byte
 	if err != nil {
 		return err
 	}
-	prio, err := pq.sub.Range(priority)
-	if err != nil {
-		return err
-	}
 	c := newCall(callPush, &pq.layer, "push", t, opts)
 	defer c.release()
-	c.pq, c.priority, c.prio = pq, priority, prio
+	c.pq, c.priority = pq, priority
+	pq.prioRange(c)
 	c.store1[0] = stored
 	c.stored = c.store1[:]
 	err = c.run(ctx)
@@ -108,9 +106,8 @@ func (pq *PriorityQueue) pushAttempt(tr kv.Transaction, c *call) error {
 		}
 		count = c + 1
 	}
-	// The key (priority, count, suffix), packed in one allocation.
-	prefix := pq.sub.prefix
-	key, err := tuple.Tuple{c.priority, count}.AppendPack(append(make([]byte, 0, len(prefix)+18+suffixKeySize), prefix...))
+	// The key (priority, count, suffix), packed in the room prioRange left.
+	key, err := tuple.Tuple{c.priority, count}.AppendPack(append(c.room[:0], pq.sub.prefix...))
 	if err != nil {
 		return err
 	}
@@ -121,6 +118,34 @@ func (pq *PriorityQueue) pushAttempt(tr kv.Transaction, c *call) error {
 	o.record(tr)
 	pq.stager.bump(tr)
 	return nil
+}
+
+// prioRange sets c.prio to the range of the items of c.priority (the
+// packed (priority,) under the prefix, then \x00; the same, then \xff,
+// as Subspace.Range makes it) and c.room to room after it for the item
+// key an attempt packs (prefix, priority, count, suffix). All of it is
+// built in c.key when the call's transactions end before it is released
+// (c.tracked, see call.itemKeys: a backend may keep a read's range until
+// its transaction ends), else in one allocation of its own.
+func (pq *PriorityQueue) prioRange(c *call) {
+	prefix := pq.sub.prefix
+	var b []byte
+	if c.tracked {
+		b = c.key[:0]
+	}
+	// Two bounds of prefix + at most 9 bytes + 1, a key of prefix + at
+	// most 18 + the suffix.
+	b = slices.Grow(b, 3*len(prefix)+2*10+18+suffixKeySize)
+	b, _ = tuple.Tuple{c.priority}.AppendPack(append(b, prefix...))
+	n := len(b)
+	b = append(b, 0x00)
+	b = append(b, b[:n]...)
+	b = append(b, 0xff)
+	c.prio = kv.KeyRange{Begin: b[: n+1 : n+1], End: b[n+1 : 2*n+2 : 2*n+2]}
+	c.room = b[2*n+2 : 2*n+2]
+	if c.tracked {
+		c.key = b
+	}
 }
 
 func (pq *PriorityQueue) parse(key []byte) (priority, count int64, err error) {

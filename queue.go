@@ -154,9 +154,9 @@ func (q *Queue) enqueueAttempt(tr kv.Transaction, c *call) error {
 		return waitRead(tail, err) // no read in flight at commit
 	}
 	if q.cfg.versionstamps {
-		err = q.writeVersionstamped(tr, c.stored)
+		err = q.writeVersionstamped(tr, c.stored, c.itemKeys(true))
 	} else {
-		err = q.writeIndexed(tr, tail, c.stored)
+		err = q.writeIndexed(tr, tail, c.stored, c.itemKeys(false))
 	}
 	if err != nil {
 		return err
@@ -195,7 +195,10 @@ func encodeOne(enc ValueEncoding, i int, v []byte) ([]byte, error) {
 	return s, nil
 }
 
-func (q *Queue) writeIndexed(tr kv.Transaction, tail kv.RangeResult, stored [][]byte) error {
+// writeIndexed writes stored at the tail: (last index + 1 + i, random).
+// keys, if not nil, is memory to build each key in (see call.itemKeys),
+// else each key gets an allocation of its own.
+func (q *Queue) writeIndexed(tr kv.Transaction, tail kv.RangeResult, stored [][]byte, keys *[]byte) error {
 	last, err := firstKey(tail)
 	if err != nil {
 		return err
@@ -208,14 +211,21 @@ func (q *Queue) writeIndexed(tr kv.Transaction, tail kv.RangeResult, stored [][]
 	}
 	prefix := q.sub.prefix
 	for i, s := range stored {
-		// The key (index, suffix), packed in one allocation.
-		key := make([]byte, 0, len(prefix)+9+suffixKeySize)
+		// The key (index, suffix), packed in one allocation at most.
+		var key []byte
+		if keys != nil {
+			key = (*keys)[:0]
+		}
+		key = slices.Grow(key, len(prefix)+9+suffixKeySize)
 		key, err := tuple.Tuple{index + 1 + int64(i)}.AppendPack(append(key, prefix...))
 		if err != nil {
 			return err
 		}
 		if key, err = q.rand.appendSuffix(key); err != nil {
 			return err
+		}
+		if keys != nil {
+			*keys = key
 		}
 		tr.Set(key, s)
 	}
@@ -226,14 +236,24 @@ func (q *Queue) writeIndexed(tr kv.Transaction, tail kv.RangeResult, stored [][]
 // versionstamp mode. Items of one commit share its versionstamp and are
 // ordered by their user versions: the values get a block of consecutive
 // ones that does not wrap (reserveUserVersions), so they stay in order.
-func (q *Queue) writeVersionstamped(tr kv.Transaction, stored [][]byte) error {
+// Each key is built in the memory of the one before (no one keeps a key
+// given to SetVersionstampedKey, see call.itemKeys): in keys, if not nil.
+func (q *Queue) writeVersionstamped(tr kv.Transaction, stored [][]byte, keys *[]byte) error {
 	first := q.reserveUserVersions(len(stored))
+	var key []byte
+	if keys != nil {
+		key = *keys
+	}
 	for i, s := range stored {
-		key, err := appendVersionstampedKey(nil, q.sub.prefix, uint16(first+i), q.rand)
+		var err error
+		key, err = appendVersionstampedKey(key[:0], q.sub.prefix, uint16(first+i), q.rand)
 		if err != nil {
 			return err
 		}
 		tr.SetVersionstampedKey(key, s)
+	}
+	if keys != nil {
+		*keys = key
 	}
 	return nil
 }

@@ -199,7 +199,9 @@ type Transaction interface {
 	CompareAndClear(key, param []byte)
 	// SetVersionstampedKey sets value at key after replacing 10 bytes of key
 	// with the commit's versionstamp. The last 4 bytes of key are a
-	// little-endian offset of those 10 bytes and are removed.
+	// little-endian offset of those 10 bytes and are removed. As Set, it
+	// keeps neither slice (FDB's client copies both: it is an atomic op,
+	// and ThreadSafeTransaction::atomicOp copies its key and parameter).
 	SetVersionstampedKey(key, value []byte)
 	// SetVersionstampedValue sets value at key after replacing 10 bytes of
 	// value, at the little-endian offset in its last 4 bytes, with the
