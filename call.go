@@ -237,6 +237,9 @@ func (o *op) reset() {
 			o.slotVal = nil
 		}
 	}
+	if cap(o.recBuf) > maxKeptSlotVal {
+		o.recBuf = nil
+	}
 	o.wide, o.fresh, o.slotted, o.slot, o.slotGen = false, false, false, 0, 0
 	o.recorded.Store(false)
 }
@@ -245,7 +248,9 @@ func (o *op) reset() {
 func (t *trackedTx) release() {
 	t.clearState()
 	if t.small[0].key != nil {
-		clear(t.small[:])
+		// Not clear(t.small[:]): memclrHasPointers costs more than the
+		// two pointers.
+		t.small[0].key, t.small[1].key = nil, nil
 	}
 	t.Transaction, t.k, t.op, t.failed = nil, nil, "", false
 }

@@ -245,6 +245,9 @@ type op struct {
 	// copies what Set is given (kv.Transaction.Set), so the op (pooled
 	// with its call) reuses it from one operation to the next.
 	slotVal []byte
+	// recBuf backs the record of a take of one item whose queue builds
+	// it (queueEnd.acceptInto), reused as slotVal is.
+	recBuf []byte
 }
 
 // maxKeptSlotVal is the largest slotVal an op keeps for the next

@@ -254,7 +254,7 @@ func (pq *PriorityQueue) pop(ctx context.Context, t kv.Transactor, n int, max, k
 }
 
 func (pq *PriorityQueue) end(max bool) queueEnd[Item] {
-	return queueEnd[Item]{items: pq.items, reverse: max, accept: pq.accept, replay: pq.replay, take: pq.take}
+	return queueEnd[Item]{items: pq.items, reverse: max, accept: pq.accept, acceptInto: pq.acceptInto, replay: pq.replay, take: pq.take}
 }
 
 // take is accept without the journal record.
@@ -269,11 +269,16 @@ func (pq *PriorityQueue) take(p kv.KeyValue) (Item, error) {
 
 // accept turns a popped pair into its item and its journal record.
 func (pq *PriorityQueue) accept(p kv.KeyValue) (Item, []byte, error) {
+	return pq.acceptInto(p, nil)
+}
+
+// acceptInto is accept with the record appended to rec.
+func (pq *PriorityQueue) acceptInto(p kv.KeyValue, rec []byte) (Item, []byte, error) {
 	it, err := pq.take(p)
 	if err != nil {
 		return Item{}, nil, err
 	}
-	return it, encodePopRecord(it.Priority, p.Value), nil
+	return it, appendPopRecord(rec, it.Priority, p.Value), nil
 }
 
 // popRecordTag starts a pop's journal record: the tag, the priority (8
@@ -284,11 +289,13 @@ func (pq *PriorityQueue) accept(p kv.KeyValue) (Item, []byte, error) {
 // value), apart.
 const popRecordTag = 'P'
 
-func encodePopRecord(prio int64, stored []byte) []byte {
-	rec := make([]byte, 9, 9+len(stored))
-	rec[0] = popRecordTag
-	binary.BigEndian.PutUint64(rec[1:], uint64(prio))
-	return append(rec, stored...)
+func encodePopRecord(prio int64, stored []byte) []byte { return appendPopRecord(nil, prio, stored) }
+
+// appendPopRecord appends the record of a pop of stored at prio to dst.
+func appendPopRecord(dst []byte, prio int64, stored []byte) []byte {
+	dst = append(slices.Grow(dst, 9+len(stored)), popRecordTag)
+	dst = binary.BigEndian.AppendUint64(dst, uint64(prio))
+	return append(dst, stored...)
 }
 
 // replay turns a journal record back into the item it recorded.
