@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/fdbqueue/fdbqueue/tuple"
 )
 
@@ -260,6 +262,29 @@ func TestHasZeroByte(t *testing.T) {
 		}
 		if got := hasZeroByte(w); got != want {
 			t.Fatalf("%016x: hasZeroByte %v, want %v", w, got, want)
+		}
+	}
+}
+
+// TestAppendPackedInt compares the hand packing of an integer element
+// with the tuple package's, at every length boundary and on random values.
+func TestAppendPackedInt(t *testing.T) {
+	vals := []int64{0, math.MaxInt64, math.MinInt64, math.MinInt64 + 1}
+	for i := range 64 {
+		for _, d := range []int64{-1, 0, 1} {
+			vals = append(vals, int64(1)<<i+d, -(int64(1)<<i)+d)
+		}
+	}
+	src := rand.New(rand.NewPCG(9, 10))
+	for range 10000 {
+		vals = append(vals, int64(src.Uint64())>>src.IntN(64))
+	}
+	for _, v := range vals {
+		prefix := []byte{0x02, 'p', 0x00}
+		want, err := tuple.Tuple{v}.AppendPack(bytes.Clone(prefix))
+		require.NoError(t, err)
+		if got := appendPackedInt(bytes.Clone(prefix), v); !bytes.Equal(got, want) {
+			t.Fatalf("%d: hand-packed %x, tuple %x", v, got, want)
 		}
 	}
 }

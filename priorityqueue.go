@@ -107,10 +107,7 @@ func (pq *PriorityQueue) pushAttempt(tr kv.Transaction, c *call) error {
 		count = c + 1
 	}
 	// The key (priority, count, suffix), packed in the room prioRange left.
-	key, err := tuple.Tuple{c.priority, count}.AppendPack(append(c.room[:0], pq.sub.prefix...))
-	if err != nil {
-		return err
-	}
+	key := appendPackedInt(appendPackedInt(append(c.room[:0], pq.sub.prefix...), c.priority), count)
 	if key, err = pq.rand.appendSuffix(key); err != nil {
 		return err
 	}
@@ -136,7 +133,7 @@ func (pq *PriorityQueue) prioRange(c *call) {
 	// Two bounds of prefix + at most 9 bytes + 1, a key of prefix + at
 	// most 18 + the suffix.
 	b = slices.Grow(b, 3*len(prefix)+2*10+18+suffixKeySize)
-	b, _ = tuple.Tuple{c.priority}.AppendPack(append(b, prefix...))
+	b = appendPackedInt(append(b, prefix...), c.priority)
 	n := len(b)
 	b = append(b, 0x00)
 	b = append(b, b[:n]...)

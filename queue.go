@@ -217,10 +217,7 @@ func (q *Queue) writeIndexed(tr kv.Transaction, tail kv.RangeResult, stored [][]
 			key = (*keys)[:0]
 		}
 		key = slices.Grow(key, len(prefix)+9+suffixKeySize)
-		key, err := tuple.Tuple{index + 1 + int64(i)}.AppendPack(append(key, prefix...))
-		if err != nil {
-			return err
-		}
+		key = appendPackedInt(append(key, prefix...), index+1+int64(i))
 		if key, err = q.rand.appendSuffix(key); err != nil {
 			return err
 		}
@@ -371,6 +368,29 @@ func parseIndexedFast(key, prefix []byte) (index int64, ok bool) {
 	}
 	index, rest, ok := fastInt(key[len(prefix):])
 	return index, ok && fastBytesEnd(rest)
+}
+
+// appendPackedInt appends v packed as a tuple's integer element, as
+// tuple.Tuple{v}.AppendPack does (code 0x14 plus or minus the length, then
+// the minimal big-endian bytes of v, or of its magnitude's ones'
+// complement when negative), without the tuple package's type switch.
+func appendPackedInt(dst []byte, v int64) []byte {
+	u, code := uint64(v), 0x14
+	if v < 0 {
+		u = -u // the magnitude (1<<63 for MinInt64)
+	}
+	n := (bits.Len64(u) + 7) / 8
+	if v < 0 {
+		code -= n
+		u = ^u
+	} else {
+		code += n
+	}
+	dst = append(dst, byte(code))
+	for i := n - 1; i >= 0; i-- {
+		dst = append(dst, byte(u>>(8*i)))
+	}
+	return dst
 }
 
 // fastInt parses a packed tuple integer at the start of b that unpacks to
