@@ -86,6 +86,11 @@ func newCall(kind callKind, l *layer, opName string, t kv.Transactor, opts []OpO
 		c.tracked, c.db = true, db
 		c.tx.k, c.tx.op = k, opName
 		l.journal.beginInto(&c.op, opName, true, true, opts)
+		if c.op.fresh && !l.journal.disabled {
+			// The ID's last byte is random (newOpIDAt) and used for
+			// nothing else: it picks the depth counter, one draw fewer.
+			c.tx.shard = 1 + c.op.id[len(c.op.id)-1]%depthShards
+		}
 		return c
 	}
 	c.t = k.observe(opName, t)
@@ -252,5 +257,5 @@ func (t *trackedTx) release() {
 		// two pointers.
 		t.small[0].key, t.small[1].key = nil, nil
 	}
-	t.Transaction, t.k, t.op, t.failed = nil, nil, "", false
+	t.Transaction, t.k, t.op, t.failed, t.shard = nil, nil, "", false, 0
 }

@@ -184,7 +184,11 @@ type trackedTx struct {
 	small   [2]touch       // touched's first backing array
 	index   map[string]int // touched by key, once there are many
 	failed  bool           // the last commit failed; a Reset now is a retry
-	events  []func()       // to report once the commit succeeds (afterCommit)
+	// shard, when not 0, is 1 + the depth counter flush adds to: random
+	// bits the operation already drew (see newCall), instead of a draw
+	// of its own.
+	shard  uint8
+	events []func() // to report once the commit succeeds (afterCommit)
 }
 
 func (t *trackedTx) opKind() string { return t.op }
@@ -284,7 +288,11 @@ func (t *trackedTx) flush() {
 		t.Transaction.ClearRange(t.k.depth.all)
 	}
 	if t.delta != 0 {
-		t.Transaction.Add(t.k.depth.shard(rand.IntN(depthShards)), counterParam(t.delta))
+		i := int(t.shard) - 1
+		if i < 0 {
+			i = rand.IntN(depthShards)
+		}
+		t.Transaction.Add(t.k.depth.shard(i), counterParam(t.delta))
 	}
 	t.delta, t.reset = 0, false
 	t.dropTouched()

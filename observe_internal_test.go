@@ -75,3 +75,29 @@ func TestTrackerIn(t *testing.T) {
 	require.True(t, k.in([]byte("az")))
 	require.False(t, k.in([]byte("b\xff")))
 }
+
+// TestDepthShardsSpread checks that operations on a Database spread their
+// depth changes over the counters, with the journal (the counter picked by
+// the op ID's last random byte) and without (no ID is made: a draw), so
+// that no counter is one hot key.
+func TestDepthShardsSpread(t *testing.T) {
+	ctx := context.Background()
+	db := memdb.New()
+	defer db.Close()
+	for _, opts := range [][]Option{nil, {WithoutIdempotency()}} {
+		q, err := NewQueue(SubspaceFromBytes([]byte("spread")), opts...)
+		require.NoError(t, err)
+		require.NoError(t, q.Clear(ctx, db))
+		for range 200 {
+			require.NoError(t, q.Enqueue(ctx, db, []byte("v")))
+		}
+		kvs, err := kv.Transact(ctx, db, func(tr kv.Transaction) ([]kv.KeyValue, error) {
+			return tr.GetRange(q.journal.track.depth.all, kv.RangeOptions{}).GetSlice()
+		})
+		require.NoError(t, err)
+		require.Greater(t, len(kvs), depthShards/2, "the adds of 200 enqueues landed on %d counters", len(kvs))
+		d, err := q.Depth(ctx, db)
+		require.NoError(t, err)
+		require.Equal(t, int64(200), d)
+	}
+}
