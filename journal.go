@@ -307,9 +307,10 @@ func (j *journal) beginInto(o *op, kind string, owned, slots bool, opts []OpOpti
 	o.skip = !o.owned && !c.hasID
 	if o.owned && !j.disabled {
 		j.mu.Lock()
-		n := min(len(j.pending), maxCarriedCleanups)
-		o.cleanups = append(o.cleanups, j.pending[len(j.pending)-n:]...)
-		j.pending = j.pending[:len(j.pending)-n]
+		if n := min(len(j.pending), maxCarriedCleanups); n > 0 {
+			o.cleanups = append(o.cleanups, j.pending[len(j.pending)-n:]...)
+			j.pending = j.pending[:len(j.pending)-n]
+		}
 		if slots && !c.hasID {
 			j.takeSlot(o, now)
 		}
@@ -323,6 +324,14 @@ func (j *journal) beginInto(o *op, kind string, owned, slots bool, opts []OpOpti
 func (o *op) end(err error) {
 	o.j.track.obs.ended(o.kind, o.id, err)
 	if o.j.disabled || !o.owned {
+		return
+	}
+	if err == nil && o.slotted && !o.wide {
+		// The common end: the slot is free again, its record stays for
+		// the next operation to overwrite, nothing to clear.
+		o.j.mu.Lock()
+		o.j.releaseSlot(o)
+		o.j.mu.Unlock()
 		return
 	}
 	o.j.mu.Lock()
