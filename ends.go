@@ -64,11 +64,13 @@ func takeEnd[T any](tr kv.Transaction, o *op, e queueEnd[T], lim batchLimit, dst
 	// An attempt that may find its record keeps the snapshot read: a
 	// replay depends on the record, not on the head.
 	plain := skip == 0 && max == 1 && (rec == nil || rec == noRecords)
-	rd := tr.Snapshot()
+	opts := kv.RangeOptions{Limit: skip + max, Reverse: reverse, Mode: kv.StreamingModeWantAll}
+	var head kv.RangeResult
 	if plain {
-		rd = tr
+		head = tr.GetRange(r, opts) // through tr: no Snapshot, no conversion to a ReadTransaction
+	} else {
+		head = tr.Snapshot().GetRange(r, opts)
 	}
-	head := rd.GetRange(r, kv.RangeOptions{Limit: skip + max, Reverse: reverse, Mode: kv.StreamingModeWantAll})
 	if prev, done, err := o.applied(rec); err != nil {
 		return nil, err
 	} else if done {
