@@ -366,8 +366,40 @@ func parseIndexedFast(key, prefix []byte) (index int64, ok bool) {
 	if !bytes.HasPrefix(key, prefix) {
 		return 0, false
 	}
+	if index, ok := ownIndexed(key[len(prefix):]); ok {
+		return index, true
+	}
 	index, rest, ok := fastInt(key[len(prefix):])
 	return index, ok && fastBytesEnd(rest)
+}
+
+// ownIndexed parses the shape writeIndexed gives an item key after the
+// prefix: a non-negative integer (minimally encoded, at most 8 bytes),
+// then a suffix of suffixSize bytes none of them 0x00 (entropy.fill),
+// packed as a byte string that ends the key. Its result is what fastInt
+// and fastBytesEnd would give; ok false for every other key, which they
+// then parse.
+func ownIndexed(b []byte) (int64, bool) {
+	if len(b) < 1+suffixKeySize || b[0] < 0x14 || b[0] > 0x1c {
+		return 0, false
+	}
+	n := int(b[0]) - 0x14
+	if len(b) != 1+n+suffixKeySize || b[1+n] != 0x01 || b[len(b)-1] != 0x00 || n > 0 && b[1] == 0x00 {
+		return 0, false
+	}
+	s := b[2+n : 2+n+suffixSize]
+	if hasZeroByte(binary.LittleEndian.Uint64(s)) || hasZeroByte(binary.LittleEndian.Uint64(s[8:])) ||
+		hasZeroByte(uint64(binary.LittleEndian.Uint32(s[16:]))|0xffffffff_00000000) {
+		return 0, false
+	}
+	var u uint64
+	for _, c := range b[1 : 1+n] {
+		u = u<<8 | uint64(c)
+	}
+	if u > math.MaxInt64 {
+		return 0, false
+	}
+	return int64(u), true
 }
 
 // appendPackedInt appends v packed as a tuple's integer element, as
