@@ -82,9 +82,20 @@ func TestParsePriorityFast(t *testing.T) {
 	for range 30 {
 		ints = append(ints, (r.Int64()>>r.IntN(63))*int64(1-2*r.IntN(2)))
 	}
+	own := make([]byte, suffixSize) // a suffix as pushAttempt writes it: no 0x00
+	for i := range own {
+		own[i] = byte(1 + r.IntN(255))
+	}
 	for _, p := range ints {
-		for _, c := range ints {
-			key, _ := tuple.Tuple{p, c, []byte{0, 1, 0xff}}.AppendPack(bytes.Clone(prefix))
+		for i, c := range append(ints, ints...) {
+			suffix := []byte{0, 1, 0xff}
+			if i >= len(ints) {
+				suffix = own
+				if _, ok := ownIndexed(tupleIntKey(t, nil, c)); c >= 0 && ok {
+					t.Fatal("ownIndexed takes a key without a suffix")
+				}
+			}
+			key, _ := tuple.Tuple{p, c, suffix}.AppendPack(bytes.Clone(prefix))
 			if fp, fc, ok := parsePriorityFast(key, prefix); !ok || fp != p || fc != c {
 				t.Fatalf("(%d, %d): fast path gives %d, %d, %v", p, c, fp, fc, ok)
 			}

@@ -177,6 +177,9 @@ func parsePriorityFast(key, prefix []byte) (priority, count int64, ok bool) {
 	if !ok {
 		return 0, 0, false
 	}
+	if count, ok := ownIndexed(rest); ok { // the shape pushAttempt gives
+		return priority, count, true
+	}
 	count, rest, ok = fastInt(rest)
 	return priority, count, ok && fastBytesEnd(rest)
 }
