@@ -28,6 +28,11 @@ type call struct {
 	store1   [1][]byte
 	priority int64
 	prio     kv.KeyRange
+	// key backs the item key an enqueue or push writes, from one
+	// operation to the next (see itemKeys); room is where a push packs
+	// its key, after its range (see PriorityQueue.prioRange).
+	key  []byte
+	room []byte
 	// Takes: the bound, which end (pops), and the results: vals for a
 	// Queue, items for a PriorityQueue. keepOne says the caller wants one
 	// result and copies it out: the results then fill one1 or item1.
@@ -81,6 +86,11 @@ func newCall(kind callKind, l *layer, opName string, t kv.Transactor, opts []OpO
 		c.tracked, c.db = true, db
 		c.tx.k, c.tx.op = k, opName
 		l.journal.beginInto(&c.op, opName, true, true, opts)
+		if c.op.fresh && !l.journal.disabled {
+			// The ID's last byte is random (newOpIDAt) and used for
+			// nothing else: it picks the depth counter, one draw fewer.
+			c.tx.shard = 1 + c.op.id[len(c.op.id)-1]%depthShards
+		}
 		return c
 	}
 	c.t = k.observe(opName, t)
@@ -141,6 +151,24 @@ func (c *call) attempt(tr kv.Transaction) error {
 	panic("fdbqueue: unknown call kind")
 }
 
+// itemKeys returns where an attempt may build the item keys it writes
+// one at a time, each handed to Set (or SetVersionstampedKey) before the
+// next is built; nil when each key needs memory of its own. The backend
+// keeps neither slice (kv.Transaction.Set), so what matters is whether
+// the tracked transaction keeps the key: trackedTx.note keeps each item
+// key Set through it until its state is cleared. On a Database without
+// a MeterProvider that is c.tx, cleared at each attempt's start and at
+// release, so one key, the only one of an Enqueue or Push, may use c.key;
+// otherwise the tracked transaction may be a caller's, which outlives the
+// call. A versionstamped key is never kept (SetVersionstampedKey notes
+// none), so every key of a versionstamp-mode batch may use c.key.
+func (c *call) itemKeys(versionstamped bool) *[]byte {
+	if versionstamped || c.tracked && len(c.stored) == 1 {
+		return &c.key
+	}
+	return nil
+}
+
 func (c *call) valsDst() [][]byte {
 	if c.keepOne {
 		return c.one1[:0]
@@ -174,13 +202,16 @@ func (c *call) release() {
 	case callDequeue:
 		c.q, c.one1[0], c.vals = nil, nil, nil
 	case callPush:
-		c.pq, c.store1[0], c.stored, c.priority, c.prio = nil, nil, nil, 0, kv.KeyRange{}
+		c.pq, c.store1[0], c.stored, c.priority, c.prio, c.room = nil, nil, nil, 0, kv.KeyRange{}, nil
 	case callPop:
 		c.pq, c.item1[0], c.items = nil, Item{}, nil
 	default:
 		c.q, c.pq = nil, nil
 	}
 	c.kind, c.lim, c.reverse, c.keepOne = 0, batchLimit{}, false, false
+	if cap(c.key) > maxKeptSlotVal {
+		c.key = nil
+	}
 	c.op.reset()
 	if c.gate.g != nil {
 		c.gate = gateRead{}
@@ -207,6 +238,12 @@ func (o *op) reset() {
 	}
 	if o.slotted {
 		o.slotKey = nil
+		if cap(o.slotVal) > maxKeptSlotVal {
+			o.slotVal = nil
+		}
+	}
+	if cap(o.recBuf) > maxKeptSlotVal {
+		o.recBuf = nil
 	}
 	o.wide, o.fresh, o.slotted, o.slot, o.slotGen = false, false, false, 0, 0
 	o.recorded.Store(false)
@@ -216,7 +253,9 @@ func (o *op) reset() {
 func (t *trackedTx) release() {
 	t.clearState()
 	if t.small[0].key != nil {
-		clear(t.small[:])
+		// Not clear(t.small[:]): memclrHasPointers costs more than the
+		// two pointers.
+		t.small[0].key, t.small[1].key = nil, nil
 	}
-	t.Transaction, t.k, t.op, t.failed = nil, nil, "", false
+	t.Transaction, t.k, t.op, t.failed, t.shard = nil, nil, "", false, 0
 }

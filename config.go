@@ -271,7 +271,11 @@ func (g *confGate) computeCost() int {
 
 // gateRead is one transaction's read of the record.
 type gateRead struct {
-	g         *confGate
+	g *confGate
+	// w is the transaction when it is a kv.Transaction (the hot paths
+	// give one, and keep it as one: no conversion, no assertion), else
+	// nil and tr is it.
+	w         kv.Transaction
 	tr        kv.ReadTransaction
 	mv        kv.FutureValue // the metadata version
 	cached    *gateCache     // the cache when issued
@@ -296,16 +300,27 @@ func (g *confGate) issue(tr kv.ReadTransaction, producing bool) *gateRead {
 	if g == nil {
 		return nil
 	}
-	return g.issueInto(&gateRead{}, tr, producing)
+	if w, ok := tr.(kv.Transaction); ok {
+		return g.issueInto(&gateRead{}, w, producing)
+	}
+	r := &gateRead{g: g, tr: tr, producing: producing}
+	if c := g.cache.Load(); c != nil {
+		r.cached, r.mv = c, tr.Get(metadataVersionKey)
+	} else {
+		r.mv, r.f = tr.Snapshot().Get(metadataVersionKey), tr.Snapshot().Get(g.key)
+	}
+	return r
 }
 
-// issueInto is issue into r, which it overwrites and returns (the hot
-// paths keep one per operation, see call).
-func (g *confGate) issueInto(r *gateRead, tr kv.ReadTransaction, producing bool) *gateRead {
+// issueInto is issue in a writing transaction, into r, which it overwrites
+// and returns (the hot paths keep one per operation, see call).
+func (g *confGate) issueInto(r *gateRead, tr kv.Transaction, producing bool) *gateRead {
 	if g == nil {
 		return nil
 	}
-	*r = gateRead{g: g, tr: tr, producing: producing}
+	*r = gateRead{g: g, w: tr, producing: producing}
+	// The reads of issue, called through tr as the caller has it (a
+	// Transaction): no conversion to a ReadTransaction.
 	if c := g.cache.Load(); c != nil {
 		// A normal read: its conflict is the one conflictOnChange adds.
 		r.cached, r.mv = c, tr.Get(metadataVersionKey)
@@ -313,6 +328,14 @@ func (g *confGate) issueInto(r *gateRead, tr kv.ReadTransaction, producing bool)
 		r.mv, r.f = tr.Snapshot().Get(metadataVersionKey), tr.Snapshot().Get(g.key)
 	}
 	return r
+}
+
+// rd is the transaction as a ReadTransaction.
+func (r *gateRead) rd() kv.ReadTransaction {
+	if r.w != nil {
+		return r.w
+	}
+	return r.tr
 }
 
 // issueStep is issue for a step of a staged operation. blind says the
@@ -356,8 +379,8 @@ func (r *gateRead) settle() error {
 		// written in it, or another layer's bump): the record is read as
 		// the transaction sees it, and the epoch's conflict stands for the
 		// metadata version's.
-		if w, ok := r.tr.(kv.Transaction); ok {
-			_ = w.AddReadConflictKey(g.epoch)
+		if r.w != nil {
+			_ = r.w.AddReadConflictKey(g.epoch)
 		}
 	case err != nil:
 		return err
@@ -365,16 +388,15 @@ func (r *gateRead) settle() error {
 		return r.agree(r.cached.rec)
 	}
 	if r.f == nil {
-		r.f = r.tr.Snapshot().Get(g.key)
+		r.f = r.rd().Snapshot().Get(g.key)
 	}
 	raw, err := r.f.Get()
 	if err != nil {
 		return err
 	}
 	if raw == nil {
-		tr, writing := r.tr.(kv.Transaction)
-		writing = writing && !r.readOnly
-		if err := g.checkUnrecorded(r.tr); err != nil {
+		tr, writing := r.w, r.w != nil && !r.readOnly
+		if err := g.checkUnrecorded(r.rd()); err != nil {
 			return err
 		}
 		c := g.wantRec
@@ -414,17 +436,22 @@ func (r *gateRead) settle() error {
 // record adds none: its first writers conflict only when they disagree
 // (write's claims).
 func (r *gateRead) conflictOnChange() {
-	if w, ok := r.tr.(kv.Transaction); ok {
-		_ = w.AddReadConflictKey(metadataVersionKey)
+	if r.w != nil {
+		_ = r.w.AddReadConflictKey(metadataVersionKey)
 	}
 }
 
 // agree is settle's end for a record that agrees with the handle.
 func (r *gateRead) agree(stored *storedConfig) error {
 	g := r.g
-	tr, writing := r.tr.(kv.Transaction)
-	writing = writing && !r.readOnly
-	prev := g.seen.Swap(stored)
+	tr, writing := r.w, r.w != nil && !r.readOnly
+	// Most operations find the record they saw last: no shared write then
+	// (a Swap of the same pointer would bounce its cache line between
+	// cores). Either order of two racing operations is a valid one.
+	prev := g.seen.Load()
+	if prev != stored {
+		prev = g.seen.Swap(stored)
+	}
 	if g.staged != "" && (stored.staging == stagingNone || stored.staging == stagingSignal) {
 		// The queue's first staged consumer stores its mode.
 		if writing {

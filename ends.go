@@ -17,6 +17,9 @@ type queueEnd[T any] struct {
 	// turns a record back into the result.
 	accept func(kv.KeyValue) (T, []byte, error)
 	replay func([]byte) (T, error)
+	// acceptInto, if not nil, is accept building its record by appending
+	// to rec (a take of one item passes the op's buffer, see op.recBuf).
+	acceptInto func(p kv.KeyValue, rec []byte) (T, []byte, error)
 	// take, if not nil, is accept without the record, for an operation
 	// that writes none (no journal).
 	take func(kv.KeyValue) (T, error)
@@ -61,11 +64,13 @@ func takeEnd[T any](tr kv.Transaction, o *op, e queueEnd[T], lim batchLimit, dst
 	// An attempt that may find its record keeps the snapshot read: a
 	// replay depends on the record, not on the head.
 	plain := skip == 0 && max == 1 && (rec == nil || rec == noRecords)
-	rd := tr.Snapshot()
+	opts := kv.RangeOptions{Limit: skip + max, Reverse: reverse, Mode: kv.StreamingModeWantAll}
+	var head kv.RangeResult
 	if plain {
-		rd = tr
+		head = tr.GetRange(r, opts) // through tr: no Snapshot, no conversion to a ReadTransaction
+	} else {
+		head = tr.Snapshot().GetRange(r, opts)
 	}
-	head := rd.GetRange(r, kv.RangeOptions{Limit: skip + max, Reverse: reverse, Mode: kv.StreamingModeWantAll})
 	if prev, done, err := o.applied(rec); err != nil {
 		return nil, err
 	} else if done {
@@ -101,9 +106,17 @@ func takeEnd[T any](tr kv.Transaction, o *op, e queueEnd[T], lim batchLimit, dst
 		var v T
 		var record []byte
 		var err error
-		if e.take != nil && o.off() {
+		switch {
+		case e.take != nil && o.off():
 			v, err = e.take(p)
-		} else {
+		case e.acceptInto != nil && max == 1:
+			// The record lives until o.record hands it to Set, which
+			// keeps no slice (kv.Transaction.Set): the op's buffer serves.
+			v, record, err = e.acceptInto(p, o.recBuf[:0])
+			if record != nil {
+				o.recBuf = record
+			}
+		default:
 			v, record, err = e.accept(p)
 		}
 		if err != nil {

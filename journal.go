@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"math/bits"
 	mrand "math/rand/v2"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -240,7 +241,18 @@ type op struct {
 	slot    int64
 	slotGen uint64
 	slotKey []byte
+	// slotVal backs the slot's value that record writes: the backend
+	// copies what Set is given (kv.Transaction.Set), so the op (pooled
+	// with its call) reuses it from one operation to the next.
+	slotVal []byte
+	// recBuf backs the record of a take of one item whose queue builds
+	// it (queueEnd.acceptInto), reused as slotVal is.
+	recBuf []byte
 }
+
+// maxKeptSlotVal is the largest slotVal an op keeps for the next
+// operation: a record of a large dequeued value is not kept in the pool.
+const maxKeptSlotVal = 1 << 10
 
 // off reports whether the operation does without the journal.
 func (o *op) off() bool { return o.j.disabled || o.skip }
@@ -295,9 +307,10 @@ func (j *journal) beginInto(o *op, kind string, owned, slots bool, opts []OpOpti
 	o.skip = !o.owned && !c.hasID
 	if o.owned && !j.disabled {
 		j.mu.Lock()
-		n := min(len(j.pending), maxCarriedCleanups)
-		o.cleanups = append(o.cleanups, j.pending[len(j.pending)-n:]...)
-		j.pending = j.pending[:len(j.pending)-n]
+		if n := min(len(j.pending), maxCarriedCleanups); n > 0 {
+			o.cleanups = append(o.cleanups, j.pending[len(j.pending)-n:]...)
+			j.pending = j.pending[:len(j.pending)-n]
+		}
 		if slots && !c.hasID {
 			j.takeSlot(o, now)
 		}
@@ -311,6 +324,14 @@ func (j *journal) beginInto(o *op, kind string, owned, slots bool, opts []OpOpti
 func (o *op) end(err error) {
 	o.j.track.obs.ended(o.kind, o.id, err)
 	if o.j.disabled || !o.owned {
+		return
+	}
+	if err == nil && o.slotted && !o.wide {
+		// The common end: the slot is free again, its record stays for
+		// the next operation to overwrite, nothing to clear.
+		o.j.mu.Lock()
+		o.j.releaseSlot(o)
+		o.j.mu.Unlock()
 		return
 	}
 	o.j.mu.Lock()
@@ -532,16 +553,16 @@ func (o *op) record(tr kv.Transaction, results ...[]byte) {
 			one = results[0]
 		}
 		if len(results) <= 1 && slotHeader+len(one) <= kv.MaxValueSize {
-			v := make([]byte, slotHeader, slotHeader+len(one))
-			copy(v, o.id[:])
-			v[slotHeader-1] = slotInline
-			tr.Set(o.slotKey, append(v, one...))
+			v := append(slices.Grow(o.slotVal[:0], slotHeader+len(one)), o.id[:]...)
+			v = append(append(v, slotInline), one...)
+			o.slotVal = v
+			tr.Set(o.slotKey, v)
 			o.carry(tr)
 			return
 		}
-		v := make([]byte, slotHeader)
-		copy(v, o.id[:])
-		v[slotHeader-1] = slotElsewhere
+		v := append(slices.Grow(o.slotVal[:0], slotHeader), o.id[:]...)
+		v = append(v, slotElsewhere)
+		o.slotVal = v
 		tr.Set(o.slotKey, v)
 		o.wide = true // its records are cleared by their range
 	}

@@ -282,6 +282,21 @@ func TestJournalSlots(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, empty, "the item was taken once")
 	require.Equal(t, slots, journalKeys(t, db, q.Subspace()), "the same slot")
+	// An operation builds its slot's value in a buffer the one before it
+	// used (op.slotVal): a retry returns exactly its own result, whatever
+	// the operations before it recorded, long or short.
+	for _, v := range [][]byte{bytes.Repeat([]byte("L"), 2000), bytes.Repeat([]byte("m"), 500), []byte("s"), {}} {
+		require.NoError(t, q.Enqueue(ctx, db, v))
+		db.FailNextCommit(kv.ErrCommitUnknownResult, true)
+		got, err := q.Dequeue(ctx, db)
+		require.NoError(t, err)
+		require.Equal(t, v, got)
+		require.NoError(t, pq.Push(ctx, db, v, 7))
+		db.FailNextCommit(kv.ErrCommitUnknownResult, true)
+		it, err := pq.PopMin(ctx, db)
+		require.NoError(t, err)
+		require.Equal(t, fdbqueue.Item{Value: v, Priority: 7}, it)
+	}
 
 	// A new epoch: a new slot key; the old one expires.
 	clock.Advance(retention/8 + time.Second)

@@ -2,10 +2,14 @@ package fdbqueue
 
 import (
 	"bytes"
+	"encoding/binary"
+	"io"
 	"math"
 	"math/rand/v2"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/require"
 
 	"github.com/fdbqueue/fdbqueue/tuple"
 )
@@ -78,9 +82,20 @@ func TestParsePriorityFast(t *testing.T) {
 	for range 30 {
 		ints = append(ints, (r.Int64()>>r.IntN(63))*int64(1-2*r.IntN(2)))
 	}
+	own := make([]byte, suffixSize) // a suffix as pushAttempt writes it: no 0x00
+	for i := range own {
+		own[i] = byte(1 + r.IntN(255))
+	}
 	for _, p := range ints {
-		for _, c := range ints {
-			key, _ := tuple.Tuple{p, c, []byte{0, 1, 0xff}}.AppendPack(bytes.Clone(prefix))
+		for i, c := range append(ints, ints...) {
+			suffix := []byte{0, 1, 0xff}
+			if i >= len(ints) {
+				suffix = own
+				if _, ok := ownIndexed(tupleIntKey(t, nil, c)); c >= 0 && ok {
+					t.Fatal("ownIndexed takes a key without a suffix")
+				}
+			}
+			key, _ := tuple.Tuple{p, c, suffix}.AppendPack(bytes.Clone(prefix))
 			if fp, fc, ok := parsePriorityFast(key, prefix); !ok || fp != p || fc != c {
 				t.Fatalf("(%d, %d): fast path gives %d, %d, %v", p, c, fp, fc, ok)
 			}
@@ -195,6 +210,92 @@ func TestVersionstampKeyFast(t *testing.T) {
 		key, _ := other.AppendPack(bytes.Clone(prefix))
 		if versionstampKeyFast(key, prefix) {
 			t.Fatalf("%v: fast check accepts a foreign key", other)
+		}
+	}
+}
+
+// TestEntropyOwnGenerator checks the default generator's fast fill
+// against its definition: the words of the same ChaCha8 stream, little
+// endian, 20 bytes of every 24, each 0x00 byte made 0x01. Enough draws
+// that words with 0x00 bytes (one in about 32) occur.
+func TestEntropyOwnGenerator(t *testing.T) {
+	seed := [32]byte{1, 2, 3}
+	own := rand.NewChaCha8(seed)
+	e := &entropy{r: own, own: own}
+	ref := rand.NewChaCha8(seed)
+	fixed := 0
+	for i := range 5000 {
+		got, err := e.suffix()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var want [24]byte
+		for j := range 3 {
+			binary.LittleEndian.PutUint64(want[8*j:], ref.Uint64())
+		}
+		for j, c := range want[:suffixSize] {
+			if c == 0 {
+				want[j] = 1
+				fixed++
+			}
+		}
+		if !bytes.Equal(got, want[:suffixSize]) {
+			t.Fatalf("draw %d: %x, want %x", i, got, want[:suffixSize])
+		}
+	}
+	if fixed == 0 {
+		t.Fatal("no 0x00 byte drawn: the replacement went untested")
+	}
+	if e := newEntropy(nil); e.own == nil || e.r != io.Reader(e.own) {
+		t.Fatal("the default entropy does not use its own generator")
+	}
+}
+
+// TestHasZeroByte compares the bit trick with a byte loop, on words with
+// a 0x00 byte at each place, around each place and none.
+func TestHasZeroByte(t *testing.T) {
+	src := rand.New(rand.NewPCG(7, 8))
+	for range 100000 {
+		w := src.Uint64()
+		switch src.IntN(4) {
+		case 0:
+			w &^= 0xff << (8 * src.IntN(8)) // a zero byte
+		case 1:
+			w = w&^(0xff<<(8*src.IntN(8))) | 1<<(8*src.IntN(8)) // a 0x01 byte, maybe
+		case 2:
+			w |= 0x0101010101010101 // none
+		}
+		want := false
+		for i := range 8 {
+			if byte(w>>(8*i)) == 0 {
+				want = true
+			}
+		}
+		if got := hasZeroByte(w); got != want {
+			t.Fatalf("%016x: hasZeroByte %v, want %v", w, got, want)
+		}
+	}
+}
+
+// TestAppendPackedInt compares the hand packing of an integer element
+// with the tuple package's, at every length boundary and on random values.
+func TestAppendPackedInt(t *testing.T) {
+	vals := []int64{0, math.MaxInt64, math.MinInt64, math.MinInt64 + 1}
+	for i := range 64 {
+		for _, d := range []int64{-1, 0, 1} {
+			vals = append(vals, int64(1)<<i+d, -(int64(1)<<i)+d)
+		}
+	}
+	src := rand.New(rand.NewPCG(9, 10))
+	for range 10000 {
+		vals = append(vals, int64(src.Uint64())>>src.IntN(64))
+	}
+	for _, v := range vals {
+		prefix := []byte{0x02, 'p', 0x00}
+		want, err := tuple.Tuple{v}.AppendPack(bytes.Clone(prefix))
+		require.NoError(t, err)
+		if got := appendPackedInt(bytes.Clone(prefix), v); !bytes.Equal(got, want) {
+			t.Fatalf("%d: hand-packed %x, tuple %x", v, got, want)
 		}
 	}
 }

@@ -26,8 +26,11 @@ type observed interface{ opKind() string }
 type tracker struct {
 	counting bool        // maintain the depth counters (Queue, PriorityQueue)
 	items    kv.KeyRange // the items' range
-	depth    depthKeys
-	obs      *observer
+	// under is, when items is a subspace's range [p+\x00, p+\xff), its
+	// prefix p (see in), else nil.
+	under []byte
+	depth depthKeys
+	obs   *observer
 }
 
 func newTracker(queuePrefix []byte, cfg config) *tracker {
@@ -36,7 +39,23 @@ func newTracker(queuePrefix []byte, cfg config) *tracker {
 
 // countDepth makes the operations maintain the depth counters of the
 // items in r (hook: newLayer).
-func (k *tracker) countDepth(r kv.KeyRange) { k.counting, k.items = true, r }
+func (k *tracker) countDepth(r kv.KeyRange) {
+	k.counting, k.items, k.under = true, r, nil
+	if n := len(r.Begin) - 1; n >= 0 && len(r.End) == n+1 && r.Begin[n] == 0x00 && r.End[n] == 0xff && bytes.Equal(r.Begin[:n], r.End[:n]) {
+		k.under = r.Begin[:n:n]
+	}
+}
+
+// in reports whether key is in the items' range. For a subspace's range
+// [p+\x00, p+\xff), that is: key starts with p and has a byte after it,
+// not 0xff (a key that differs from p before p's end sorts below the
+// range or above it at that byte; p alone sorts below p+\x00).
+func (k *tracker) in(key []byte) bool {
+	if p := k.under; p != nil {
+		return len(key) > len(p) && key[len(p)] != 0xff && string(key[:len(p)]) == string(p)
+	}
+	return bytes.Compare(k.items.Begin, key) <= 0 && bytes.Compare(key, k.items.End) < 0
+}
 
 // observe wraps t for an operation of kind op: a Database stays a Database
 // (its transactions are made here and run with kv.RetryLoop, as every
@@ -165,13 +184,17 @@ type trackedTx struct {
 	small   [2]touch       // touched's first backing array
 	index   map[string]int // touched by key, once there are many
 	failed  bool           // the last commit failed; a Reset now is a retry
-	events  []func()       // to report once the commit succeeds (afterCommit)
+	// shard, when not 0, is 1 + the depth counter flush adds to: random
+	// bits the operation already drew (see newCall), instead of a draw
+	// of its own.
+	shard  uint8
+	events []func() // to report once the commit succeeds (afterCommit)
 }
 
 func (t *trackedTx) opKind() string { return t.op }
 
 func (t *trackedTx) inItems(key []byte) bool {
-	return t.k.counting && bytes.Compare(t.k.items.Begin, key) <= 0 && bytes.Compare(key, t.k.items.End) < 0
+	return t.k.counting && t.k.in(key)
 }
 
 // touch is an item key written in the transaction and whether it is
@@ -265,7 +288,11 @@ func (t *trackedTx) flush() {
 		t.Transaction.ClearRange(t.k.depth.all)
 	}
 	if t.delta != 0 {
-		t.Transaction.Add(t.k.depth.shard(rand.IntN(depthShards)), counterParam(t.delta))
+		i := int(t.shard) - 1
+		if i < 0 {
+			i = rand.IntN(depthShards)
+		}
+		t.Transaction.Add(t.k.depth.shard(i), counterParam(t.delta))
 	}
 	t.delta, t.reset = 0, false
 	t.dropTouched()

@@ -1,6 +1,7 @@
 package fdbqueue
 
 import (
+	"bytes"
 	"context"
 	"testing"
 
@@ -37,4 +38,66 @@ func TestTrackedTransactionCountsEachKeyOnce(t *testing.T) {
 	require.Equal(t, int64(1), run(func(tr kv.Transaction) { tr.Set([]byte("trk\xff"), nil); tr.Clear([]byte("trj")) }), "outside the items' range")
 	require.Equal(t, int64(1), run(func(tr kv.Transaction) { tr.ClearRange(kv.KeyRange{Begin: key(2), End: key(3)}) }), "a partial range clear is not the operations'")
 	require.Equal(t, int64(1), run(func(tr kv.Transaction) { tr.ClearRange(q.items); tr.Set(key(5), nil) }), "Clear, then one item")
+}
+
+// TestTrackerIn compares the prefix test of a subspace's items with the
+// range comparison it replaces, on keys around prefixes with 0x00 and 0xff
+// bytes (and the empty prefix), and checks that a range not of that shape
+// is compared as a range.
+func TestTrackerIn(t *testing.T) {
+	alphabet := []byte{0x00, 0x01, 'q', 0xfe, 0xff}
+	for _, p := range [][]byte{{}, {0x00}, {0xff}, {'q', 0x00}, {'q', 0xff}, {0x02, 'q', 0x00, 0xff}} {
+		r := kv.KeyRange{Begin: append(bytes.Clone(p), 0x00), End: append(bytes.Clone(p), 0xff)}
+		k := &tracker{}
+		k.countDepth(r)
+		require.NotNil(t, k.under, "prefix %x", p)
+		// Every key of up to len(p)+2 bytes over the alphabet.
+		var keys [][]byte
+		var gen func(k []byte)
+		gen = func(key []byte) {
+			keys = append(keys, bytes.Clone(key))
+			if len(key) < len(p)+2 {
+				for _, c := range alphabet {
+					gen(append(key, c))
+				}
+			}
+		}
+		gen(nil)
+		for _, key := range append(keys, p, append(bytes.Clone(p), 0xff, 0x00)) {
+			want := bytes.Compare(r.Begin, key) <= 0 && bytes.Compare(key, r.End) < 0
+			require.Equal(t, want, k.in(key), "prefix %x, key %x", p, key)
+		}
+	}
+	k := &tracker{}
+	r := kv.KeyRange{Begin: []byte("a\x00"), End: []byte("b\xff")}
+	k.countDepth(r)
+	require.Nil(t, k.under)
+	require.True(t, k.in([]byte("az")))
+	require.False(t, k.in([]byte("b\xff")))
+}
+
+// TestDepthShardsSpread checks that operations on a Database spread their
+// depth changes over the counters, with the journal (the counter picked by
+// the op ID's last random byte) and without (no ID is made: a draw), so
+// that no counter is one hot key.
+func TestDepthShardsSpread(t *testing.T) {
+	ctx := context.Background()
+	db := memdb.New()
+	defer db.Close()
+	for _, opts := range [][]Option{nil, {WithoutIdempotency()}} {
+		q, err := NewQueue(SubspaceFromBytes([]byte("spread")), opts...)
+		require.NoError(t, err)
+		require.NoError(t, q.Clear(ctx, db))
+		for range 200 {
+			require.NoError(t, q.Enqueue(ctx, db, []byte("v")))
+		}
+		kvs, err := kv.Transact(ctx, db, func(tr kv.Transaction) ([]kv.KeyValue, error) {
+			return tr.GetRange(q.journal.track.depth.all, kv.RangeOptions{}).GetSlice()
+		})
+		require.NoError(t, err)
+		require.Greater(t, len(kvs), depthShards/2, "the adds of 200 enqueues landed on %d counters", len(kvs))
+		d, err := q.Depth(ctx, db)
+		require.NoError(t, err)
+		require.Equal(t, int64(200), d)
+	}
 }

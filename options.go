@@ -2,6 +2,7 @@ package fdbqueue
 
 import (
 	"crypto/rand"
+	"encoding/binary"
 	"fmt"
 	"io"
 	mrand "math/rand/v2"
@@ -146,13 +147,20 @@ const suffixSize = 20
 type entropy struct {
 	mu sync.Mutex
 	r  io.Reader
+	// own is r when it is the default generator, made here: fill then
+	// draws its words directly, without io.ReadFull and Read's buffering
+	// (no one else reads it, so which of its bytes a suffix gets is
+	// unobservable; a source given WithEntropy is read through Read, as
+	// documented).
+	own *mrand.ChaCha8
 }
 
 func newEntropy(r io.Reader) *entropy {
 	if r == nil {
 		var seed [32]byte
 		_, _ = rand.Read(seed[:])
-		r = mrand.NewChaCha8(seed)
+		own := mrand.NewChaCha8(seed)
+		return &entropy{r: own, own: own}
 	}
 	return &entropy{r: r}
 }
@@ -183,6 +191,10 @@ func (e *entropy) appendSuffix(dst []byte) ([]byte, error) {
 
 // fill fills b with a random suffix (suffixSize bytes, see suffix).
 func (e *entropy) fill(b []byte) error {
+	if e.own != nil && len(b) == suffixSize {
+		e.fillOwn((*[suffixSize]byte)(b))
+		return nil
+	}
 	e.mu.Lock()
 	_, err := io.ReadFull(e.r, b)
 	e.mu.Unlock()
@@ -192,12 +204,40 @@ func (e *entropy) fill(b []byte) error {
 	// No 0x00 byte: the tuple encoding escapes each to two bytes, and a
 	// suffix of fixed length makes an item key's length, and so a batch's
 	// transaction size (budget.go), known before the key is made.
+	noZeros(b)
+	return nil
+}
+
+// fillOwn is fill from the default generator: three words (the last one's
+// top half unused), each with its 0x00 bytes made 0x01 as fill does.
+func (e *entropy) fillOwn(b *[suffixSize]byte) {
+	e.mu.Lock()
+	w0, w1, w2 := e.own.Uint64(), e.own.Uint64(), e.own.Uint64()
+	e.mu.Unlock()
+	binary.LittleEndian.PutUint64(b[0:], w0)
+	binary.LittleEndian.PutUint64(b[8:], w1)
+	binary.LittleEndian.PutUint32(b[16:], uint32(w2))
+	// A word holds a 0x00 byte once in about 32 draws: fix the bytes only
+	// then (the unused top half of w2 made non-zero).
+	if hasZeroByte(w0) || hasZeroByte(w1) || hasZeroByte(w2|0xffffffff_00000000) {
+		noZeros(b[:])
+	}
+}
+
+// hasZeroByte reports whether one of w's bytes is 0x00 (the classic bit
+// trick: a borrow reaches a byte's top bit only through a zero byte).
+func hasZeroByte(w uint64) bool {
+	const lo, hi = 0x0101010101010101, 0x8080808080808080
+	return (w-lo)&^w&hi != 0
+}
+
+// noZeros makes every 0x00 byte of b 0x01.
+func noZeros(b []byte) {
 	for i, c := range b {
 		if c == 0 {
 			b[i] = 1
 		}
 	}
-	return nil
 }
 
 // checkTransactor rejects a nil transactor with a typed error instead of a

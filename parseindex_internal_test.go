@@ -1,6 +1,7 @@
 package fdbqueue
 
 import (
+	"bytes"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -50,8 +51,22 @@ func TestParseIndexedFast(t *testing.T) {
 		}
 		suffixes = append(suffixes, s)
 	}
+	own := 0 // keys of the shape writeIndexed gives (ownIndexed)
+	for range 50 {
+		s := make([]byte, suffixSize)
+		for i := range s {
+			s[i] = byte(1 + r.IntN(255)) // no 0x00, as entropy.fill makes them
+		}
+		suffixes = append(suffixes, s)
+	}
 	for _, i := range indexes {
 		for _, s := range suffixes {
+			if key, _ := (tuple.Tuple{i, s}).AppendPack(nil); i >= 0 && len(s) == suffixSize && bytes.IndexByte(s, 0) < 0 {
+				if _, ok := ownIndexed(key); !ok {
+					t.Fatalf("(%d, %x): not the queue's own shape", i, s)
+				}
+				own++
+			}
 			key, err := tuple.Tuple{i, s}.AppendPack(append([]byte(nil), prefix...))
 			if err != nil {
 				t.Fatal(err)
@@ -73,6 +88,9 @@ func TestParseIndexedFast(t *testing.T) {
 				checkFast(t, k, prefix)
 			}
 		}
+	}
+	if own == 0 {
+		t.Fatal("no key of the queue's own shape tested")
 	}
 	for _, other := range []tuple.Tuple{{int64(1)}, {int64(1), "s"}, {int64(1), []byte{1}, int64(2)}, {uint64(math.MaxUint64), []byte{1}}} {
 		key, _ := other.AppendPack(append([]byte(nil), prefix...))

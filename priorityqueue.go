@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"slices"
 
 	"github.com/fdbqueue/fdbqueue/kv"
 	"github.com/fdbqueue/fdbqueue/tuple"
@@ -70,13 +71,10 @@ func (pq *PriorityQueue) Push(ctx context.Context, t kv.Transactor, value []byte
 	if err != nil {
 		return err
 	}
-	prio, err := pq.sub.Range(priority)
-	if err != nil {
-		return err
-	}
 	c := newCall(callPush, &pq.layer, "push", t, opts)
 	defer c.release()
-	c.pq, c.priority, c.prio = pq, priority, prio
+	c.pq, c.priority = pq, priority
+	pq.prioRange(c)
 	c.store1[0] = stored
 	c.stored = c.store1[:]
 	err = c.run(ctx)
@@ -108,12 +106,8 @@ func (pq *PriorityQueue) pushAttempt(tr kv.Transaction, c *call) error {
 		}
 		count = c + 1
 	}
-	// The key (priority, count, suffix), packed in one allocation.
-	prefix := pq.sub.prefix
-	key, err := tuple.Tuple{c.priority, count}.AppendPack(append(make([]byte, 0, len(prefix)+18+suffixKeySize), prefix...))
-	if err != nil {
-		return err
-	}
+	// The key (priority, count, suffix), packed in the room prioRange left.
+	key := appendPackedInt(appendPackedInt(append(c.room[:0], pq.sub.prefix...), c.priority), count)
 	if key, err = pq.rand.appendSuffix(key); err != nil {
 		return err
 	}
@@ -121,6 +115,34 @@ func (pq *PriorityQueue) pushAttempt(tr kv.Transaction, c *call) error {
 	o.record(tr)
 	pq.stager.bump(tr)
 	return nil
+}
+
+// prioRange sets c.prio to the range of the items of c.priority (the
+// packed (priority,) under the prefix, then \x00; the same, then \xff,
+// as Subspace.Range makes it) and c.room to room after it for the item
+// key an attempt packs (prefix, priority, count, suffix). All of it is
+// built in c.key when the call's transactions end before it is released
+// (c.tracked, see call.itemKeys: a backend may keep a read's range until
+// its transaction ends), else in one allocation of its own.
+func (pq *PriorityQueue) prioRange(c *call) {
+	prefix := pq.sub.prefix
+	var b []byte
+	if c.tracked {
+		b = c.key[:0]
+	}
+	// Two bounds of prefix + at most 9 bytes + 1, a key of prefix + at
+	// most 18 + the suffix.
+	b = slices.Grow(b, 3*len(prefix)+2*10+18+suffixKeySize)
+	b = appendPackedInt(append(b, prefix...), c.priority)
+	n := len(b)
+	b = append(b, 0x00)
+	b = append(b, b[:n]...)
+	b = append(b, 0xff)
+	c.prio = kv.KeyRange{Begin: b[: n+1 : n+1], End: b[n+1 : 2*n+2 : 2*n+2]}
+	c.room = b[2*n+2 : 2*n+2]
+	if c.tracked {
+		c.key = b
+	}
 }
 
 func (pq *PriorityQueue) parse(key []byte) (priority, count int64, err error) {
@@ -154,6 +176,9 @@ func parsePriorityFast(key, prefix []byte) (priority, count int64, ok bool) {
 	priority, rest, ok := fastInt(key[len(prefix):])
 	if !ok {
 		return 0, 0, false
+	}
+	if count, ok := ownIndexed(rest); ok { // the shape pushAttempt gives
+		return priority, count, true
 	}
 	count, rest, ok = fastInt(rest)
 	return priority, count, ok && fastBytesEnd(rest)
@@ -229,7 +254,7 @@ func (pq *PriorityQueue) pop(ctx context.Context, t kv.Transactor, n int, max, k
 }
 
 func (pq *PriorityQueue) end(max bool) queueEnd[Item] {
-	return queueEnd[Item]{items: pq.items, reverse: max, accept: pq.accept, replay: pq.replay, take: pq.take}
+	return queueEnd[Item]{items: pq.items, reverse: max, accept: pq.accept, acceptInto: pq.acceptInto, replay: pq.replay, take: pq.take}
 }
 
 // take is accept without the journal record.
@@ -244,11 +269,16 @@ func (pq *PriorityQueue) take(p kv.KeyValue) (Item, error) {
 
 // accept turns a popped pair into its item and its journal record.
 func (pq *PriorityQueue) accept(p kv.KeyValue) (Item, []byte, error) {
+	return pq.acceptInto(p, nil)
+}
+
+// acceptInto is accept with the record appended to rec.
+func (pq *PriorityQueue) acceptInto(p kv.KeyValue, rec []byte) (Item, []byte, error) {
 	it, err := pq.take(p)
 	if err != nil {
 		return Item{}, nil, err
 	}
-	return it, encodePopRecord(it.Priority, p.Value), nil
+	return it, appendPopRecord(rec, it.Priority, p.Value), nil
 }
 
 // popRecordTag starts a pop's journal record: the tag, the priority (8
@@ -259,11 +289,13 @@ func (pq *PriorityQueue) accept(p kv.KeyValue) (Item, []byte, error) {
 // value), apart.
 const popRecordTag = 'P'
 
-func encodePopRecord(prio int64, stored []byte) []byte {
-	rec := make([]byte, 9, 9+len(stored))
-	rec[0] = popRecordTag
-	binary.BigEndian.PutUint64(rec[1:], uint64(prio))
-	return append(rec, stored...)
+func encodePopRecord(prio int64, stored []byte) []byte { return appendPopRecord(nil, prio, stored) }
+
+// appendPopRecord appends the record of a pop of stored at prio to dst.
+func appendPopRecord(dst []byte, prio int64, stored []byte) []byte {
+	dst = append(slices.Grow(dst, 9+len(stored)), popRecordTag)
+	dst = binary.BigEndian.AppendUint64(dst, uint64(prio))
+	return append(dst, stored...)
 }
 
 // replay turns a journal record back into the item it recorded.

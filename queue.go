@@ -154,9 +154,9 @@ func (q *Queue) enqueueAttempt(tr kv.Transaction, c *call) error {
 		return waitRead(tail, err) // no read in flight at commit
 	}
 	if q.cfg.versionstamps {
-		err = q.writeVersionstamped(tr, c.stored)
+		err = q.writeVersionstamped(tr, c.stored, c.itemKeys(true))
 	} else {
-		err = q.writeIndexed(tr, tail, c.stored)
+		err = q.writeIndexed(tr, tail, c.stored, c.itemKeys(false))
 	}
 	if err != nil {
 		return err
@@ -195,7 +195,10 @@ func encodeOne(enc ValueEncoding, i int, v []byte) ([]byte, error) {
 	return s, nil
 }
 
-func (q *Queue) writeIndexed(tr kv.Transaction, tail kv.RangeResult, stored [][]byte) error {
+// writeIndexed writes stored at the tail: (last index + 1 + i, random).
+// keys, if not nil, is memory to build each key in (see call.itemKeys),
+// else each key gets an allocation of its own.
+func (q *Queue) writeIndexed(tr kv.Transaction, tail kv.RangeResult, stored [][]byte, keys *[]byte) error {
 	last, err := firstKey(tail)
 	if err != nil {
 		return err
@@ -208,14 +211,18 @@ func (q *Queue) writeIndexed(tr kv.Transaction, tail kv.RangeResult, stored [][]
 	}
 	prefix := q.sub.prefix
 	for i, s := range stored {
-		// The key (index, suffix), packed in one allocation.
-		key := make([]byte, 0, len(prefix)+9+suffixKeySize)
-		key, err := tuple.Tuple{index + 1 + int64(i)}.AppendPack(append(key, prefix...))
-		if err != nil {
-			return err
+		// The key (index, suffix), packed in one allocation at most.
+		var key []byte
+		if keys != nil {
+			key = (*keys)[:0]
 		}
+		key = slices.Grow(key, len(prefix)+9+suffixKeySize)
+		key = appendPackedInt(append(key, prefix...), index+1+int64(i))
 		if key, err = q.rand.appendSuffix(key); err != nil {
 			return err
+		}
+		if keys != nil {
+			*keys = key
 		}
 		tr.Set(key, s)
 	}
@@ -226,14 +233,24 @@ func (q *Queue) writeIndexed(tr kv.Transaction, tail kv.RangeResult, stored [][]
 // versionstamp mode. Items of one commit share its versionstamp and are
 // ordered by their user versions: the values get a block of consecutive
 // ones that does not wrap (reserveUserVersions), so they stay in order.
-func (q *Queue) writeVersionstamped(tr kv.Transaction, stored [][]byte) error {
+// Each key is built in the memory of the one before (no one keeps a key
+// given to SetVersionstampedKey, see call.itemKeys): in keys, if not nil.
+func (q *Queue) writeVersionstamped(tr kv.Transaction, stored [][]byte, keys *[]byte) error {
 	first := q.reserveUserVersions(len(stored))
+	var key []byte
+	if keys != nil {
+		key = *keys
+	}
 	for i, s := range stored {
-		key, err := appendVersionstampedKey(nil, q.sub.prefix, uint16(first+i), q.rand)
+		var err error
+		key, err = appendVersionstampedKey(key[:0], q.sub.prefix, uint16(first+i), q.rand)
 		if err != nil {
 			return err
 		}
 		tr.SetVersionstampedKey(key, s)
+	}
+	if keys != nil {
+		*keys = key
 	}
 	return nil
 }
@@ -349,8 +366,63 @@ func parseIndexedFast(key, prefix []byte) (index int64, ok bool) {
 	if !bytes.HasPrefix(key, prefix) {
 		return 0, false
 	}
+	if index, ok := ownIndexed(key[len(prefix):]); ok {
+		return index, true
+	}
 	index, rest, ok := fastInt(key[len(prefix):])
 	return index, ok && fastBytesEnd(rest)
+}
+
+// ownIndexed parses the shape writeIndexed gives an item key after the
+// prefix: a non-negative integer (minimally encoded, at most 8 bytes),
+// then a suffix of suffixSize bytes none of them 0x00 (entropy.fill),
+// packed as a byte string that ends the key. Its result is what fastInt
+// and fastBytesEnd would give; ok false for every other key, which they
+// then parse.
+func ownIndexed(b []byte) (int64, bool) {
+	if len(b) < 1+suffixKeySize || b[0] < 0x14 || b[0] > 0x1c {
+		return 0, false
+	}
+	n := int(b[0]) - 0x14
+	if len(b) != 1+n+suffixKeySize || b[1+n] != 0x01 || b[len(b)-1] != 0x00 || n > 0 && b[1] == 0x00 {
+		return 0, false
+	}
+	s := b[2+n : 2+n+suffixSize]
+	if hasZeroByte(binary.LittleEndian.Uint64(s)) || hasZeroByte(binary.LittleEndian.Uint64(s[8:])) ||
+		hasZeroByte(uint64(binary.LittleEndian.Uint32(s[16:]))|0xffffffff_00000000) {
+		return 0, false
+	}
+	var u uint64
+	for _, c := range b[1 : 1+n] {
+		u = u<<8 | uint64(c)
+	}
+	if u > math.MaxInt64 {
+		return 0, false
+	}
+	return int64(u), true
+}
+
+// appendPackedInt appends v packed as a tuple's integer element, as
+// tuple.Tuple{v}.AppendPack does (code 0x14 plus or minus the length, then
+// the minimal big-endian bytes of v, or of its magnitude's ones'
+// complement when negative), without the tuple package's type switch.
+func appendPackedInt(dst []byte, v int64) []byte {
+	u, code := uint64(v), 0x14
+	if v < 0 {
+		u = -u // the magnitude (1<<63 for MinInt64)
+	}
+	n := (bits.Len64(u) + 7) / 8
+	if v < 0 {
+		code -= n
+		u = ^u
+	} else {
+		code += n
+	}
+	dst = append(dst, byte(code))
+	for i := n - 1; i >= 0; i-- {
+		dst = append(dst, byte(u>>(8*i)))
+	}
+	return dst
 }
 
 // fastInt parses a packed tuple integer at the start of b that unpacks to

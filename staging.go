@@ -295,7 +295,7 @@ func (q *Queue) reserved(tr kv.ReadTransaction) (int, error) {
 // a journal record: it is not an operation of its own). Only a Queue
 // served by place requeues, and it is versionstamp-ordered.
 func (q *Queue) requeue(tr kv.Transaction, stored []byte) error {
-	return q.writeVersionstamped(tr, [][]byte{stored})
+	return q.writeVersionstamped(tr, [][]byte{stored}, nil)
 }
 
 // staged reports whether an operation given t runs staged.

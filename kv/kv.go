@@ -159,7 +159,13 @@ type Transaction interface {
 	ReadTransaction
 	Transactor
 
-	// Set writes value at key.
+	// Set writes value at key. It keeps neither slice: the caller may
+	// modify or reuse key and value once Set returns. FoundationDB's
+	// client copies both before Set returns (ThreadSafeTransaction::set,
+	// fdbclient/ThreadSafeTransaction.cpp, makes a Key and a Value of
+	// them for the network thread; cgo also forbids C code to keep Go
+	// memory past the call), and every backend and wrapper must do the
+	// same: the layers above reuse their buffers.
 	Set(key, value []byte)
 	// Clear removes key.
 	Clear(key []byte)
@@ -193,7 +199,9 @@ type Transaction interface {
 	CompareAndClear(key, param []byte)
 	// SetVersionstampedKey sets value at key after replacing 10 bytes of key
 	// with the commit's versionstamp. The last 4 bytes of key are a
-	// little-endian offset of those 10 bytes and are removed.
+	// little-endian offset of those 10 bytes and are removed. As Set, it
+	// keeps neither slice (FDB's client copies both: it is an atomic op,
+	// and ThreadSafeTransaction::atomicOp copies its key and parameter).
 	SetVersionstampedKey(key, value []byte)
 	// SetVersionstampedValue sets value at key after replacing 10 bytes of
 	// value, at the little-endian offset in its last 4 bytes, with the

@@ -18,6 +18,7 @@ func readTests() []conformanceTest {
 		{"GetEmptyValueReturnsEmptyNonNil", testGetEmptyValueReturnsEmptyNonNil},
 		{"ValuesAreBinarySafe", testValuesAreBinarySafe},
 		{"SetThenGetInSameTransaction", testSetThenGetInSameTransaction},
+		{"SetKeepsNeitherSlice", testSetKeepsNeitherSlice},
 		{"ClearThenGetInSameTransaction", testClearThenGetInSameTransaction},
 		{"LastWriteWinsInSameTransaction", testLastWriteWinsInSameTransaction},
 		{"CommittedWritesVisibleToLaterTransactions", testCommittedWritesVisibleToLaterTransactions},
@@ -83,6 +84,32 @@ func testSetThenGetInSameTransaction(t *testing.T, f *fixture) {
 	commit(t, tr)
 	f.requireValue(t, f.key("a"), []byte("new"), "the overwrite must be visible after commit")
 	f.requireValue(t, f.key("b"), []byte("fresh"), "the new key must be visible after commit")
+}
+
+// testSetKeepsNeitherSlice pins kv.Transaction.Set's rule: the caller may
+// reuse the key and value slices once Set returns (FDB's client copies
+// them). One key buffer and one value buffer serve two Sets, and are then
+// scribbled over: the transaction and the database hold what was set.
+func testSetKeepsNeitherSlice(t *testing.T, f *fixture) {
+	tr := f.newTx(t)
+	key, val := f.key("a"), []byte("first")
+	tr.Set(key, val)
+	key[len(key)-1], val[0] = 'b', 'F' // the same memory, now "b" and "First"
+	tr.Set(key, val)
+	key[len(key)-1], val[0] = 'c', 'X'
+	require.Equal(t, []byte("first"), mustGet(t, tr, f.key("a")), "RYW: the value set at a changed with the caller's buffer after Set")
+	require.Equal(t, []byte("First"), mustGet(t, tr, f.key("b")), "RYW: the value set at b changed with the caller's buffer after Set")
+	kvs, err := tr.GetRange(f.all(), kv.RangeOptions{}).GetSlice()
+	require.NoError(t, err)
+	require.Equal(t, []kv.KeyValue{{Key: f.key("a"), Value: []byte("first")}, {Key: f.key("b"), Value: []byte("First")}}, kvs,
+		"RYW range: the keys or values set changed with the caller's buffers after Set")
+	commit(t, tr)
+	clear(key)
+	clear(val)
+	f.requireValue(t, f.key("a"), []byte("first"), "the committed value at a changed with the caller's buffer")
+	f.requireValue(t, f.key("b"), []byte("First"), "the committed value at b changed with the caller's buffer")
+	require.Equal(t, []kv.KeyValue{{Key: f.key("a"), Value: []byte("first")}, {Key: f.key("b"), Value: []byte("First")}}, f.getRange(t, f.all(), kv.RangeOptions{}),
+		"the committed keys changed with the caller's buffer")
 }
 
 func testClearThenGetInSameTransaction(t *testing.T, f *fixture) {

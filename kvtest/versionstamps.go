@@ -16,6 +16,7 @@ import (
 func versionstampTests() []conformanceTest {
 	return []conformanceTest{
 		{"SetVersionstampedKey", testSetVersionstampedKey},
+		{"SetVersionstampedKeyKeepsNeitherSlice", testSetVersionstampedKeyKeepsNeitherSlice},
 		{"SetVersionstampedValue", testSetVersionstampedValue},
 		{"VersionstampIsCommitVersionAndOrder", testVersionstampIsCommitVersionAndOrder},
 		{"VersionstampedKeysSortInCommitOrder", testVersionstampedKeysSortInCommitOrder},
@@ -72,6 +73,25 @@ func testSetVersionstampedKey(t *testing.T, f *fixture) {
 	want := append(append(bytes.Clone(head), stamp...), "/tail"...)
 	require.Equal(t, want, kvs[0].Key, "the 10 bytes at the offset must be replaced by the versionstamp GetVersionstamp reports, and the 4 offset bytes removed")
 	require.Equal(t, []byte("value"), kvs[0].Value)
+}
+
+// testSetVersionstampedKeyKeepsNeitherSlice pins the rule of
+// kv.Transaction.SetVersionstampedKey, as Set's: one key buffer and one
+// value buffer serve two writes, then are scribbled over before commit.
+func testSetVersionstampedKeyKeepsNeitherSlice(t *testing.T, f *fixture) {
+	head := f.key("vs/")
+	tr := f.newTx(t)
+	key, val := stampedKey(head, "/a"), []byte("1")
+	tr.SetVersionstampedKey(key, val)
+	copy(key[len(head)+10:], "/b")
+	val[0] = '2'
+	tr.SetVersionstampedKey(key, val)
+	clear(key)
+	clear(val)
+	stamp, _ := commitStamped(t, tr)
+	k := func(tail string) []byte { return append(append(bytes.Clone(head), stamp...), tail...) }
+	require.Equal(t, []kv.KeyValue{{Key: k("/a"), Value: []byte("1")}, {Key: k("/b"), Value: []byte("2")}}, f.getRange(t, f.all(), kv.RangeOptions{}),
+		"the keys or values written changed with the caller's buffers after SetVersionstampedKey")
 }
 
 func testSetVersionstampedValue(t *testing.T, f *fixture) {
