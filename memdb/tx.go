@@ -206,16 +206,34 @@ func (tx *transaction) afterLocked(k []byte) []byte {
 // newEntryLocked allocates an entry whose key, key+\x00 and payload share
 // one allocation; the payload part is returned. The entry takes the chain
 // hint if the transaction last read its key.
+//
+// The first entry is the transaction's inline one. The entry that would
+// fill the writes' inline array (tx.smallBuf) comes with room for
+// entryRoom entries in its allocation, where the writes then move: a
+// queue's operation writes an item, its journal slot and a counter, and
+// the third would otherwise grow the array, an allocation of its own.
 func (tx *transaction) newEntryLocked(key, payload []byte) (*wentry, []byte) {
 	var e *wentry
-	if !tx.entUsed {
+	switch m := &tx.writes; {
+	case !tx.entUsed:
 		tx.entUsed = true
 		e = &tx.ent
-	} else {
+	case m.big == nil && len(m.small)+1 == cap(m.small) && cap(m.small) < entryRoom:
+		a := new(struct {
+			e    wentry
+			room [entryRoom]*wentry
+		})
+		m.small = append(a.room[:0], m.small...)
+		e = &a.e
+	default:
 		e = new(wentry)
 	}
 	return e, tx.initEntryLocked(e, key, payload, nil)
 }
+
+// entryRoom is the room for the writes' entries that an entry brings
+// (newEntryLocked): the entry is then 120 bytes (a 128-byte size class).
+const entryRoom = 4
 
 // newOpEntryLocked is newEntryLocked for an atomic operation: the entry
 // comes with room for its first operation (e.ops, empty) and, when they

@@ -88,7 +88,18 @@ func (m *writeMap) search(k []byte) int {
 	if bytes.Compare(s[0].key, k) >= 0 {
 		return 0
 	}
-	return sort.Search(len(s), func(i int) bool { return bytes.Compare(s[i].key, k) >= 0 })
+	// s[0] < k <= s[n-1]: a binary search of (0, n-1] (sort.Search, with
+	// no closure to call).
+	lo, hi := 1, n-1
+	for lo < hi {
+		h := int(uint(lo+hi) >> 1)
+		if bytes.Compare(s[h].key, k) < 0 {
+			lo = h + 1
+		} else {
+			hi = h
+		}
+	}
+	return lo
 }
 
 func (m *writeMap) get(k []byte) *wentry {
