@@ -116,6 +116,16 @@ func (c *chain) array() []mvccVersion {
 	return unsafe.Slice((*mvccVersion)(unsafe.Add(unsafe.Pointer(unsafe.SliceData(c.vers[:1])), -off*int(unsafe.Sizeof(mvccVersion{})))), int(c.arr))
 }
 
+// hasEnd reports whether key + \x00 is in the chain's key's memory (see
+// wentry.end): a key stored from its write's entry is (initEntryLocked),
+// a copy is not (wentry.keptKey, a versionstamped key). A chain's key
+// and its memory never change, so a transaction's entry for the key may
+// share them (a Clear of a key the transaction read).
+func (c *chain) hasEnd() bool {
+	k := c.key
+	return cap(k) > len(k) && k[:len(k)+1][len(k)] == 0
+}
+
 // newChain allocates a chain for key and the array of its first two
 // versions together: a queue's key is set, then cleared, then collected.
 func newChain(key []byte) *chain {

@@ -213,22 +213,25 @@ func (tx *transaction) afterLocked(k []byte) []byte {
 // queue's operation writes an item, its journal slot and a counter, and
 // the third would otherwise grow the array, an allocation of its own.
 func (tx *transaction) newEntryLocked(key, payload []byte) (*wentry, []byte) {
-	var e *wentry
+	e := tx.entryLocked()
+	return e, tx.initEntryLocked(e, key, payload, nil)
+}
+
+// entryLocked returns a zero entry: see newEntryLocked.
+func (tx *transaction) entryLocked() *wentry {
 	switch m := &tx.writes; {
 	case !tx.entUsed:
 		tx.entUsed = true
-		e = &tx.ent
+		return &tx.ent
 	case m.big == nil && len(m.small)+1 == cap(m.small) && cap(m.small) < entryRoom:
 		a := new(struct {
 			e    wentry
 			room [entryRoom]*wentry
 		})
 		m.small = append(a.room[:0], m.small...)
-		e = &a.e
-	default:
-		e = new(wentry)
+		return &a.e
 	}
-	return e, tx.initEntryLocked(e, key, payload, nil)
+	return new(wentry)
 }
 
 // entryRoom is the room for the writes' entries that an entry brings
@@ -709,7 +712,15 @@ func (tx *transaction) Clear(key []byte) {
 	if len(key) > maxKeySize {
 		return // no such key can exist
 	}
-	e, _ := tx.newEntryLocked(key, nil)
+	var e *wentry
+	if rc := tx.rc; rc != nil && bytes.Equal(rc.key, key) && rc.hasEnd() {
+		// The key the transaction last read (a dequeue's): its chain's
+		// key, which the store never changes, serves as the entry's.
+		e = tx.entryLocked()
+		*e = wentry{key: rc.key[: len(key) : len(key)+1], c: rc}
+	} else {
+		e, _ = tx.newEntryLocked(key, nil)
+	}
 	e.st = stKnown
 	tx.writes.put(e)
 	tx.size += 2 * (int64(2*len(key)+1) + keyRangeRefSize) // RYW's clear(key)

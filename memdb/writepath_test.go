@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/fdbqueue/fdbqueue/kv"
 	"github.com/fdbqueue/fdbqueue/memdb"
@@ -110,4 +111,137 @@ func leU64(b []byte) uint64 {
 		n = n<<8 | uint64(b[i])
 	}
 	return n
+}
+
+// A queue's dequeue reads its head, clears it, records its journal slot
+// and adds to a counter: the Clear's entry shares the key of the chain
+// the read found, so it allocates nothing for the key. The transaction
+// allocates itself, the range result and its row's bytes, the journal's
+// entry and its bytes.
+func TestDequeueShapedWritesAllocations(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector changes allocation counts")
+	}
+	db := memdb.New() // the real clock: a manual one costs an allocation per transaction
+	defer db.Close()
+	for i := range 10 {
+		mustSet(t, db, fmt.Sprintf("q/%04d", i), "a small work item, 32 bytes long")
+	}
+	r := kv.KeyRange{Begin: []byte("q/"), End: []byte("q0")}
+	slot, depth := []byte("z/journal/slot"), []byte("c/depth")
+	record, minusOne := []byte("a journal record"), le64(-1)
+	allocs := testing.AllocsPerRun(100, func() {
+		tr, err := db.CreateTransaction(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		kvs, err := tr.GetRange(r, kv.RangeOptions{Limit: 1}).GetSlice()
+		if err != nil || len(kvs) != 1 {
+			t.Fatal(kvs, err)
+		}
+		tr.Clear(kvs[0].Key)
+		tr.Set(slot, record)
+		tr.Add(depth, minusOne)
+	})
+	require.Equal(t, 5.0, allocs)
+}
+
+// A Clear of the key the transaction last read, whatever wrote the key
+// (a Set, whose entry's memory holds key+\x00; an atomic operation on a
+// missing key and a versionstamped key, stored as copies without it):
+// the transaction no longer sees the key, a reader of it conflicts, the
+// commit clears it and nothing else, and the key can be set again. Also
+// when the key's chain was collected between the read and the commit.
+func TestClearOfReadKey(t *testing.T) {
+	writers := map[string]func(kv.Transaction) []byte{
+		"set": func(tr kv.Transaction) []byte {
+			tr.Set([]byte("k/1"), []byte("v"))
+			return []byte("k/1")
+		},
+		"set-empty": func(tr kv.Transaction) []byte {
+			tr.Set([]byte("k/1"), nil)
+			return []byte("k/1")
+		},
+		"add": func(tr kv.Transaction) []byte {
+			tr.Add([]byte("k/1"), le64(3))
+			return []byte("k/1")
+		},
+		"versionstamped": func(tr kv.Transaction) []byte {
+			tr.SetVersionstampedKey(vsKey("k/1", ""), []byte("v"))
+			return nil
+		},
+	}
+	for name, write := range writers {
+		for _, read := range []string{"get", "range", "reverse"} {
+			t.Run(name+"/"+read, func(t *testing.T) {
+				db, _ := newDB(t)
+				mustSet(t, db, "k/0", "before")
+				mustSet(t, db, "k/2", "after")
+				require.NoError(t, db.Transact(t.Context(), func(tr kv.Transaction) error {
+					write(tr)
+					return nil
+				}))
+				kvs, err := newTx(t, db).GetRange(rng("k/1", "k/2"), kv.RangeOptions{}).GetSlice()
+				require.NoError(t, err)
+				require.Len(t, kvs, 1)
+				key := kvs[0].Key
+
+				tr := newTx(t, db)
+				switch read {
+				case "get":
+					_, err = tr.Get(key).Get()
+				case "range", "reverse":
+					_, err = tr.GetRange(rng("k/1", "k/2"), kv.RangeOptions{Limit: 1, Reverse: read == "reverse"}).GetSlice()
+				}
+				require.NoError(t, err)
+				reader := newTx(t, db)
+				_, err = reader.Get(key).Get()
+				require.NoError(t, err)
+
+				tr.Clear(key)
+				got, err := tr.Get(key).Get()
+				require.NoError(t, err)
+				require.Nil(t, got)
+				rows, err := tr.GetRange(rng("k/", "k0"), kv.RangeOptions{}).GetSlice()
+				require.NoError(t, err)
+				require.Equal(t, []string{"k/0", "k/2"}, keys(rows))
+				require.NoError(t, tr.Commit())
+
+				reader.Set([]byte("zz"), []byte("x"))
+				require.ErrorIs(t, reader.Commit(), kv.ErrNotCommitted, "the Clear is a write of the key")
+				rows, err = newTx(t, db).GetRange(rng("k/", "k0"), kv.RangeOptions{}).GetSlice()
+				require.NoError(t, err)
+				require.Equal(t, []string{"k/0", "k/2"}, keys(rows))
+
+				mustSet(t, db, string(key), "again")
+				v, ok := mustGet(t, db, string(key))
+				require.True(t, ok)
+				require.Equal(t, "again", v)
+			})
+		}
+	}
+	t.Run("collected", func(t *testing.T) {
+		// As TestWriteAfterReadOfCollectedKey, with a Clear.
+		db, clk := newDB(t, memdb.WithMVCCWindow(time.Second))
+		mustSet(t, db, "k", "old")
+		pin := newTx(t, db) // keeps k's chain until it is out of the window
+		require.Equal(t, "old", string(get(t, pin, "k")))
+		require.NoError(t, db.Transact(t.Context(), clearTx("k")))
+		clk.Advance(600 * time.Millisecond)
+		mustSet(t, db, "other", "x")
+
+		tr := newTx(t, db)
+		require.Nil(t, get(t, tr, "k"))
+		reader := newTx(t, db)
+		require.Nil(t, get(t, reader, "k"))
+		clk.Advance(600 * time.Millisecond)
+		mustSet(t, db, "other", "y") // collects k's chain
+
+		tr.Clear([]byte("k"))
+		require.NoError(t, tr.Commit())
+		reader.Set([]byte("zz"), []byte("x"))
+		require.ErrorIs(t, reader.Commit(), kv.ErrNotCommitted, "a Clear of a key that is not stored is a write of it")
+		_, ok := mustGet(t, db, "k")
+		require.False(t, ok)
+	})
 }
