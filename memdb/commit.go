@@ -65,6 +65,16 @@ func stamped(tmpl []byte, off int, stamp [10]byte) []byte {
 	return out
 }
 
+// stampedKey is stamped for a versionstamped key, with key + \x00 in its
+// memory: the resolver's range of the key costs no copy, and a later
+// Clear of the key may share it (chain.hasEnd).
+func stampedKey(tmpl []byte, off int, stamp [10]byte) []byte {
+	out := make([]byte, len(tmpl)+1)
+	copy(out, tmpl)
+	copy(out[off:], stamp[:])
+	return out[:len(tmpl):len(out)]
+}
+
 // commitStep resolves and applies one transaction atomically: it is the
 // proxy, resolver and storage of a real cluster in one critical section.
 // honourFaults is false for a commit whose transaction was cancelled while
@@ -215,7 +225,7 @@ func (db *DB) apply(req *commitReq, v int64) {
 		})
 	}
 	for _, op := range req.vsKeys {
-		key := stamped(op.tmpl, op.off, stamp)
+		key := stampedKey(op.tmpl, op.off, stamp)
 		cleared := false
 		for _, c := range req.clearLog[min(op.nClears, len(req.clearLog)):] {
 			if bytes.Compare(c.b, key) <= 0 && bytes.Compare(key, c.e) < 0 {
@@ -227,7 +237,7 @@ func (db *DB) apply(req *commitReq, v int64) {
 			continue
 		}
 		if !st.write(key, op.val, true, v, h) {
-			res.write(key, keyAfter(key), v)
+			res.write(key, key[:len(key)+1], v)
 		}
 		if watching {
 			touched = append(touched, key)

@@ -147,8 +147,8 @@ func TestDequeueShapedWritesAllocations(t *testing.T) {
 }
 
 // A Clear of the key the transaction last read, whatever wrote the key
-// (a Set, whose entry's memory holds key+\x00; an atomic operation on a
-// missing key and a versionstamped key, stored as copies without it):
+// (a Set or a versionstamped key, stored with key+\x00 in their memory;
+// an atomic operation on a missing key, stored as a copy without it):
 // the transaction no longer sees the key, a reader of it conflicts, the
 // commit clears it and nothing else, and the key can be set again. Also
 // when the key's chain was collected between the read and the commit.
