@@ -228,7 +228,10 @@ func (tx *transaction) entryLocked() *wentry {
 			e    wentry
 			room [entryRoom]*wentry
 		})
-		m.small = append(a.room[:0], m.small...)
+		for i, x := range m.small { // one store each: see moveVersions
+			a.room[i] = x
+		}
+		m.small = a.room[:len(m.small)]
 		return &a.e
 	}
 	return new(wentry)
