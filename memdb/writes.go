@@ -138,9 +138,19 @@ func (m *writeMap) insert(i int, e *wentry) {
 		m.put(e)
 		return
 	}
-	m.small = append(m.small, nil)
-	copy(m.small[i+1:], m.small[i:])
-	m.small[i] = e
+	m.small = insertAt(m.small, i, e)
+}
+
+// insertAt inserts e at s[i], moving the entries after it one by one: a
+// few single stores cost less than copy's call (typedslicecopy), and
+// nothing moves for an entry added at the end.
+func insertAt(s []*wentry, i int, e *wentry) []*wentry {
+	s = append(s, e)
+	for j := len(s) - 1; j > i; j-- {
+		s[j] = s[j-1]
+	}
+	s[i] = e
+	return s
 }
 
 // put inserts e, replacing any entry for the same key.
@@ -155,9 +165,7 @@ func (m *writeMap) put(e *wentry) {
 		return
 	}
 	if len(m.small) < smallMax {
-		m.small = append(m.small, nil)
-		copy(m.small[i+1:], m.small[i:])
-		m.small[i] = e
+		m.small = insertAt(m.small, i, e)
 		return
 	}
 	m.big = btree.NewBTreeGOptions(witemLess, btree.Options{NoLocks: true})
