@@ -65,6 +65,16 @@ func stamped(tmpl []byte, off int, stamp [10]byte) []byte {
 	return out
 }
 
+// stampedKey is stamped for a versionstamped key, with key + \x00 in its
+// memory: the resolver's range of the key costs no copy, and a later
+// Clear of the key may share it (chain.hasEnd).
+func stampedKey(tmpl []byte, off int, stamp [10]byte) []byte {
+	out := make([]byte, len(tmpl)+1)
+	copy(out, tmpl)
+	copy(out[off:], stamp[:])
+	return out[:len(tmpl):len(out)]
+}
+
 // commitStep resolves and applies one transaction atomically: it is the
 // proxy, resolver and storage of a real cluster in one critical section.
 // honourFaults is false for a commit whose transaction was cancelled while
@@ -169,53 +179,24 @@ func (db *DB) apply(req *commitReq, v int64) {
 		st.clearRange(c.b, c.e, v, h)
 		res.write(c.b, c.e, v)
 	}
-	if req.writes != nil {
-		req.writes.each(func(e *wentry) bool {
-			if len(e.key) > 0 && e.key[0] == 0xff {
-				// The metadata version key, bumped (metaversion.go).
-				db.mv.bump(v, stamp, h) // and its conflicts: bumpedAfter
+	if m := req.writes; m != nil {
+		if m.big == nil {
+			for _, e := range m.small {
+				if db.applyWrite(e, v, stamp) && watching {
+					touched = append(touched, e.key)
+				}
+			}
+		} else {
+			m.each(func(e *wentry) bool {
+				if db.applyWrite(e, v, stamp) && watching {
+					touched = append(touched, e.key)
+				}
 				return true
-			}
-			var val []byte
-			var ok bool
-			c := st.chainFor(e.c, e.key)
-			switch e.st {
-			case stKnown:
-				val, ok = e.val, e.exists
-			case stOps:
-				var cur []byte
-				var exists bool
-				if c != nil {
-					cur, exists = c.newest()
-				}
-				val, ok = foldCommit(&db.vals, cur, exists, e.ops)
-				if e.inline && len(val) > 0 && unsafe.SliceData(val) == unsafe.SliceData(e.ops[0].param) {
-					// The value is the first operand (an operation on a
-					// missing key), in the entry's own memory, which may
-					// share a range result's allocation (opRoom) and
-					// with it keep the transaction reachable: the store
-					// keeps a copy (an inline operand is small).
-					val = db.vals.copy(val)
-				}
-			case stVS:
-				val, ok = foldOps(stamped(e.val, int(e.vsOff), stamp), true, e.ops)
-			}
-			key := e.key
-			if c == nil && e.inline {
-				key, _ = e.keptKey() // a new chain keeps its key
-			}
-			if !st.writeAt(c, key, val, ok, v, h) {
-				key, end := e.keptKey()
-				res.write(key, end, v)
-			}
-			if watching {
-				touched = append(touched, e.key)
-			}
-			return true
-		})
+			})
+		}
 	}
 	for _, op := range req.vsKeys {
-		key := stamped(op.tmpl, op.off, stamp)
+		key := stampedKey(op.tmpl, op.off, stamp)
 		cleared := false
 		for _, c := range req.clearLog[min(op.nClears, len(req.clearLog)):] {
 			if bytes.Compare(c.b, key) <= 0 && bytes.Compare(key, c.e) < 0 {
@@ -227,7 +208,7 @@ func (db *DB) apply(req *commitReq, v int64) {
 			continue
 		}
 		if !st.write(key, op.val, true, v, h) {
-			res.write(key, keyAfter(key), v)
+			res.write(key, key[:len(key)+1], v)
 		}
 		if watching {
 			touched = append(touched, key)
@@ -240,6 +221,52 @@ func (db *DB) apply(req *commitReq, v int64) {
 		val, ok := st.latest(k)
 		db.watches.changed(k, val, ok)
 	}
+}
+
+// applyWrite writes e's key at version v (stamp is v's versionstamp) and
+// reports whether a watch of the key may see a change (not for the
+// metadata version key, which cannot be watched). The caller holds db.mu
+// exclusively.
+func (db *DB) applyWrite(e *wentry, v int64, stamp [10]byte) bool {
+	st, h := db.st, db.horizon
+	if len(e.key) > 0 && e.key[0] == 0xff {
+		// The metadata version key, bumped (metaversion.go).
+		db.mv.bump(v, stamp, h) // and its conflicts: bumpedAfter
+		return false
+	}
+	var val []byte
+	var ok bool
+	c := st.chainFor(e.c, e.key)
+	switch e.st {
+	case stKnown:
+		val, ok = e.val, e.exists
+	case stOps:
+		var cur []byte
+		var exists bool
+		if c != nil {
+			cur, exists = c.newest()
+		}
+		val, ok = foldCommit(&db.vals, cur, exists, e.ops)
+		if e.inline && len(val) > 0 && unsafe.SliceData(val) == unsafe.SliceData(e.ops[0].param) {
+			// The value is the first operand (an operation on a
+			// missing key), in the entry's own memory, which may
+			// share a range result's allocation (opRoom) and
+			// with it keep the transaction reachable: the store
+			// keeps a copy (an inline operand is small).
+			val = db.vals.copy(val)
+		}
+	case stVS:
+		val, ok = foldOps(stamped(e.val, int(e.vsOff), stamp), true, e.ops)
+	}
+	key := e.key
+	if c == nil && e.inline {
+		key, _ = e.keptKey() // a new chain keeps its key
+	}
+	if !st.writeAt(c, key, val, ok, v, h) {
+		key, end := e.keptKey()
+		db.res.write(key, end, v)
+	}
+	return true
 }
 
 // registerWatchesLocked registers the transaction's watches once it has

@@ -45,9 +45,9 @@ type store struct {
 	// did before liveTree and dead: tests compare the two ways.
 	fullScan bool
 	scratch  []*chain // clearRange's list of chains to clear
-	// hot is the chain chainFor last looked up (it may have been removed
-	// since: chainFor checks).
-	hot *chain
+	// hot holds chains chainFor looked up, each in the slot of its key's
+	// hotSlot (they may have been removed since: chainFor checks).
+	hot [hotSlots]*chain
 	// liveIters holds iterators of liveTree for rangeCursor to reuse: an
 	// iterator allocates its path on first use.
 	liveIters sync.Pool
@@ -114,6 +114,16 @@ type chain struct {
 func (c *chain) array() []mvccVersion {
 	off := int(c.arr) - cap(c.vers)
 	return unsafe.Slice((*mvccVersion)(unsafe.Add(unsafe.Pointer(unsafe.SliceData(c.vers[:1])), -off*int(unsafe.Sizeof(mvccVersion{})))), int(c.arr))
+}
+
+// hasEnd reports whether key + \x00 is in the chain's key's memory (see
+// wentry.end): a key stored from its write's entry is (initEntryLocked),
+// a copy is not (wentry.keptKey, a versionstamped key). A chain's key
+// and its memory never change, so a transaction's entry for the key may
+// share them (a Clear of a key the transaction read).
+func (c *chain) hasEnd() bool {
+	k := c.key
+	return cap(k) > len(k) && k[:len(k)+1][len(k)] == 0
 }
 
 // newChain allocates a chain for key and the array of its first two
@@ -249,21 +259,42 @@ func (s *store) writeAt(c *chain, key, val []byte, exists bool, v, horizon int64
 // earlier under db.mu (by a read of the same transaction), or nil; it may
 // have been removed from the store since, and is then ignored.
 //
-// It checks first the chain it found last (s.hot): a counter that every
-// commit adds to is then found without a hash lookup in a large map. The
-// caller holds DB.mu exclusively.
+// It checks first the chain it found last in the key's slot of s.hot:
+// the keys that most commits write without reading them (a queue's
+// counters and journal slot) are then found without a hash lookup in a
+// large map. The caller holds DB.mu exclusively.
 func (s *store) chainFor(hint *chain, key []byte) *chain {
 	if hint != nil && !hint.dead() {
 		return hint
 	}
-	if h := s.hot; h != nil && !h.dead() && bytes.Equal(h.key, key) {
+	return s.hotChain(key)
+}
+
+// hotChain is chainFor without a hint.
+func (s *store) hotChain(key []byte) *chain {
+	slot := &s.hot[hotSlot(key)]
+	if h := *slot; h != nil && !h.dead() && bytes.Equal(h.key, key) {
 		return h
 	}
 	c := s.lookup(key)
 	if c != nil {
-		s.hot = c
+		*slot = c
 	}
 	return c
+}
+
+// hotSlots is the number of slots of store.hot, a power of two.
+const hotSlots = 8
+
+// hotSlot returns key's slot in store.hot: from its length and last byte,
+// which tell apart the keys a queue rewrites (the shards of a counter
+// differ in their last byte, a counter and a journal slot in length).
+func hotSlot(key []byte) int {
+	n := len(key)
+	if n == 0 {
+		return 0
+	}
+	return (n*5 + int(key[n-1])) & (hotSlots - 1)
 }
 
 // appendVersion adds (or, for a second write at the same version, replaces)

@@ -117,3 +117,56 @@ func TestSetClearCollectAllocatesOnlyTheChain(t *testing.T) {
 	require.Nil(t, s.lookup(key))
 	require.Equal(t, 1.0, testing.AllocsPerRun(100, cycle))
 }
+
+// chainFor finds every key's chain through store.hot as a lookup would:
+// keys sharing a slot, chains removed since they were cached (a key
+// cleared and collected), and a key stored anew after that.
+func TestChainForHotSlots(t *testing.T) {
+	s := newStore()
+	var keys [][]byte
+	for i := range 40 {
+		keys = append(keys, []byte{'c', byte(i / 8), byte(i)}) // several per slot
+	}
+	v := int64(0)
+	check := func(what string) {
+		t.Helper()
+		for _, k := range keys {
+			require.Same(t, s.lookup(k), s.chainFor(nil, k), "%s: %q", what, k)
+		}
+	}
+	for round := range 3 {
+		for _, k := range keys {
+			v++
+			s.write(k, []byte("x"), true, v, v-1)
+		}
+		check("written")
+		for i, k := range keys {
+			if i%3 == round {
+				v++
+				require.True(t, s.writeAt(s.chainFor(nil, k), k, nil, false, v, v-1))
+			}
+		}
+		v++
+		s.gc(v) // removes the cleared keys' chains
+		check("cleared")
+		for i, k := range keys {
+			if i%3 == round {
+				require.Nil(t, s.chainFor(nil, k), "%q was collected", k)
+			}
+		}
+	}
+	// A key's chain cached, then collected, then the key stored anew.
+	k := keys[0]
+	v++
+	s.write(k, []byte("x"), true, v, v-1)
+	old := s.chainFor(nil, k)
+	v++
+	require.True(t, s.writeAt(s.chainFor(nil, k), k, nil, false, v, v-1))
+	v++
+	s.gc(v)
+	require.Nil(t, s.chainFor(nil, k), "the cached chain was collected")
+	v++
+	s.write(k, []byte("y"), true, v, v-1)
+	require.NotSame(t, old, s.chainFor(nil, k))
+	require.Same(t, s.lookup(k), s.chainFor(nil, k))
+}

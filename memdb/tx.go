@@ -206,16 +206,40 @@ func (tx *transaction) afterLocked(k []byte) []byte {
 // newEntryLocked allocates an entry whose key, key+\x00 and payload share
 // one allocation; the payload part is returned. The entry takes the chain
 // hint if the transaction last read its key.
+//
+// The first entry is the transaction's inline one. The entry that would
+// fill the writes' inline array (tx.smallBuf) comes with room for
+// entryRoom entries in its allocation, where the writes then move: a
+// queue's operation writes an item, its journal slot and a counter, and
+// the third would otherwise grow the array, an allocation of its own.
 func (tx *transaction) newEntryLocked(key, payload []byte) (*wentry, []byte) {
-	var e *wentry
-	if !tx.entUsed {
-		tx.entUsed = true
-		e = &tx.ent
-	} else {
-		e = new(wentry)
-	}
+	e := tx.entryLocked()
 	return e, tx.initEntryLocked(e, key, payload, nil)
 }
+
+// entryLocked returns a zero entry: see newEntryLocked.
+func (tx *transaction) entryLocked() *wentry {
+	switch m := &tx.writes; {
+	case !tx.entUsed:
+		tx.entUsed = true
+		return &tx.ent
+	case m.big == nil && len(m.small)+1 == cap(m.small) && cap(m.small) < entryRoom:
+		a := new(struct {
+			e    wentry
+			room [entryRoom]*wentry
+		})
+		for i, x := range m.small { // one store each: see moveVersions
+			a.room[i] = x
+		}
+		m.small = a.room[:len(m.small)]
+		return &a.e
+	}
+	return new(wentry)
+}
+
+// entryRoom is the room for the writes' entries that an entry brings
+// (newEntryLocked): the entry is then 120 bytes (a 128-byte size class).
+const entryRoom = 4
 
 // newOpEntryLocked is newEntryLocked for an atomic operation: the entry
 // comes with room for its first operation (e.ops, empty) and, when they
@@ -691,7 +715,15 @@ func (tx *transaction) Clear(key []byte) {
 	if len(key) > maxKeySize {
 		return // no such key can exist
 	}
-	e, _ := tx.newEntryLocked(key, nil)
+	var e *wentry
+	if rc := tx.rc; rc != nil && bytes.Equal(rc.key, key) && rc.hasEnd() {
+		// The key the transaction last read (a dequeue's): its chain's
+		// key, which the store never changes, serves as the entry's.
+		e = tx.entryLocked()
+		*e = wentry{key: rc.key[: len(key) : len(key)+1], c: rc}
+	} else {
+		e, _ = tx.newEntryLocked(key, nil)
+	}
 	e.st = stKnown
 	tx.writes.put(e)
 	tx.size += 2 * (int64(2*len(key)+1) + keyRangeRefSize) // RYW's clear(key)

@@ -88,7 +88,18 @@ func (m *writeMap) search(k []byte) int {
 	if bytes.Compare(s[0].key, k) >= 0 {
 		return 0
 	}
-	return sort.Search(len(s), func(i int) bool { return bytes.Compare(s[i].key, k) >= 0 })
+	// s[0] < k <= s[n-1]: a binary search of (0, n-1] (sort.Search, with
+	// no closure to call).
+	lo, hi := 1, n-1
+	for lo < hi {
+		h := int(uint(lo+hi) >> 1)
+		if bytes.Compare(s[h].key, k) < 0 {
+			lo = h + 1
+		} else {
+			hi = h
+		}
+	}
+	return lo
 }
 
 func (m *writeMap) get(k []byte) *wentry {
@@ -127,9 +138,19 @@ func (m *writeMap) insert(i int, e *wentry) {
 		m.put(e)
 		return
 	}
-	m.small = append(m.small, nil)
-	copy(m.small[i+1:], m.small[i:])
-	m.small[i] = e
+	m.small = insertAt(m.small, i, e)
+}
+
+// insertAt inserts e at s[i], moving the entries after it one by one: a
+// few single stores cost less than copy's call (typedslicecopy), and
+// nothing moves for an entry added at the end.
+func insertAt(s []*wentry, i int, e *wentry) []*wentry {
+	s = append(s, e)
+	for j := len(s) - 1; j > i; j-- {
+		s[j] = s[j-1]
+	}
+	s[i] = e
+	return s
 }
 
 // put inserts e, replacing any entry for the same key.
@@ -144,9 +165,7 @@ func (m *writeMap) put(e *wentry) {
 		return
 	}
 	if len(m.small) < smallMax {
-		m.small = append(m.small, nil)
-		copy(m.small[i+1:], m.small[i:])
-		m.small[i] = e
+		m.small = insertAt(m.small, i, e)
 		return
 	}
 	m.big = btree.NewBTreeGOptions(witemLess, btree.Options{NoLocks: true})
