@@ -176,3 +176,81 @@ func (r *watchRegistry) failAll(err error) {
 	r.byKey.Clear()
 	r.n = 0
 }
+
+// Watch returns a watch on key, registered when the transaction commits.
+// Like FDB's (RYWImpl::watch, fdbclient/ReadYourWrites.actor.cpp), it reads
+// the key with a normal read: the read adds a read conflict range (unless
+// the transaction wrote the key), its error fails the watch, and the value
+// it saw is what the transaction's own later writes are compared with. Watch
+// waits for that read (with a latency model, a read delay).
+func (tx *transaction) Watch(key []byte) kv.Watch {
+	if len(key) > 0 && key[0] == 0xff {
+		return failedWatch(kv.ErrKeyOutsideLegalRange)
+	}
+	if len(key) > maxKeySize {
+		return failedWatch(kv.ErrKeyTooLarge)
+	}
+	tx.mu.Lock()
+	if err := tx.checkLocked(); err != nil {
+		tx.mu.Unlock()
+		return failedWatch(err)
+	}
+	tx.mu.Unlock()
+	val, err := tx.get(key, false).Get()
+	if err != nil {
+		return failedWatch(err)
+	}
+	tx.mu.Lock()
+	defer tx.mu.Unlock()
+	if err := tx.checkLocked(); err != nil {
+		return failedWatch(err)
+	}
+	if !tx.db.reserveWatch() {
+		return failedWatch(kv.ErrTooManyWatches)
+	}
+	w := &watch{db: tx.db, key: bytes.Clone(key), done: make(chan struct{})}
+	if w.key == nil {
+		w.key = []byte{}
+	}
+	w.ref, w.refOK = val, val != nil
+	tx.db.trackWatch(w)
+	x := tx.cold()
+	x.watches = append(x.watches, w)
+	return w
+}
+
+// ownWriteLocked fires at once the unregistered watches in [b, e) whose
+// value the transaction's own write changes, as FDB's triggerWatches does
+// (fdbclient/ReadYourWrites.actor.cpp; api-c.rst: "a watch will
+// immediately report changes made by the transaction itself"). known is
+// false for a write whose result depends on the database (an atomic
+// operation, a versionstamped value): such a write fires the watch.
+func (tx *transaction) ownWriteLocked(b, e, val []byte, ok, known bool) {
+	x := tx.x
+	if x == nil || len(x.watches) == 0 {
+		return
+	}
+	kept := x.watches[:0]
+	for _, w := range x.watches {
+		in := bytes.Compare(w.key, b) >= 0 && (e == nil && bytes.Equal(w.key, b) || e != nil && bytes.Compare(w.key, e) < 0)
+		if in && (!known || w.differs(val, ok)) {
+			w.finish(nil)
+			continue
+		}
+		kept = append(kept, w)
+	}
+	clear(x.watches[len(kept):])
+	x.watches = kept
+}
+
+// failWatchesLocked fails the watches not yet registered.
+func (tx *transaction) failWatchesLocked(err error) {
+	x := tx.x
+	if x == nil {
+		return
+	}
+	for _, w := range x.watches {
+		w.finish(err)
+	}
+	x.watches = nil
+}

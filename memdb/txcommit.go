@@ -1,0 +1,314 @@
+package memdb
+
+import (
+	"errors"
+	"math"
+	"time"
+
+	"github.com/fdbqueue/fdbqueue/kv"
+)
+
+// A transaction's commit, and its retries (OnError, Reset, Cancel).
+
+// Commit sends the transaction's writes to the commit step. See the package
+// documentation for latency, faults and interrupted commits.
+func (tx *transaction) Commit() error {
+	tx.mu.Lock()
+	tx.awaitReadsLocked()
+	if err := tx.checkLocked(); err != nil {
+		tx.failWatchesLocked(err)
+		tx.failStampLocked(err)
+		tx.mu.Unlock()
+		return err
+	}
+	writes := tx.writes // Reset replaces tx.writes; the commit keeps this one
+	req := &commitReq{
+		hasRV:   tx.rvState == rvHave,
+		rv:      tx.rv,
+		grvTime: tx.grvTime,
+		reads:   tx.reads,
+		writes:  &writes,
+		clears:  tx.clearsLocked(),
+	}
+	if x := tx.x; x != nil {
+		req.wconf, req.clearLog, req.vsKeys, req.watches = x.wconf, x.clearLog, x.vsKeys, x.watches
+		x.watches = nil
+	}
+	if !tx.mutated {
+		err := tx.commitReadOnlyLocked(req)
+		tx.mu.Unlock()
+		return err
+	}
+	if tx.size > maxTxSize && tx.commitSizeLocked() > maxTxSize {
+		tx.failWatchesLocked(kv.ErrTransactionTooLarge)
+		tx.failStampLocked(kv.ErrTransactionTooLarge)
+		tx.mu.Unlock()
+		return kv.ErrTransactionTooLarge
+	}
+	if db := tx.db; !db.latency && !db.faultsOn.Load() {
+		// Nothing to wait for (send would run the commit step at once):
+		// the step runs with tx.mu held, which it may be since tx.mu is
+		// taken before db.mu (as by reads). That spares unlocking and
+		// relocking tx.mu, and the step drops the read version's
+		// registration with the same lock round trip as its garbage
+		// collection: no Reset can unregister it meanwhile. Nothing can be
+		// issued during the commit, so nothing fails it with
+		// used_during_commit.
+		req.dropRV = tx.rvReg
+		res := db.commitStep(req, nil, faultNone)
+		if res.dropped {
+			tx.rvReg = false
+		}
+		err := tx.finishCommitLocked(req, res)
+		tx.mu.Unlock()
+		return err
+	}
+	tx.committing = true
+	gen := tx.gen
+	tx.mu.Unlock()
+
+	res := tx.send(req, gen)
+
+	tx.mu.Lock()
+	defer tx.mu.Unlock()
+	if res.err != nil {
+		for _, w := range req.watches {
+			w.finish(res.err)
+		}
+	}
+	if tx.gen != gen {
+		return res.err
+	}
+	tx.committing = false
+	if tx.cancelled && errors.Is(tx.x.cancelErr, kv.ErrUsedDuringCommit) && !errors.Is(res.err, kv.ErrUsedDuringCommit) {
+		// An operation issued during the commit failed it, whatever the
+		// commit step decided: like FDB's, the commit may have applied.
+		if res.err == nil || kv.MaybeCommitted(res.err) {
+			res.err = kv.CommitInterrupted(kv.ErrUsedDuringCommit)
+		} else {
+			res.err = kv.ErrUsedDuringCommit
+		}
+	}
+	return tx.finishCommitLocked(req, res)
+}
+
+// finishCommitLocked records the outcome of the commit step: on failure,
+// the transaction's watches and versionstamp fail with the error.
+func (tx *transaction) finishCommitLocked(req *commitReq, res commitResult) error {
+	if res.err != nil {
+		for _, w := range req.watches {
+			w.finish(res.err)
+		}
+		tx.failStampLocked(res.err)
+		return res.err
+	}
+	tx.committed = true
+	tx.dropRVLocked()
+	tx.commitVer = res.version
+	if x := tx.x; x != nil && x.vsf != nil {
+		stamp := versionstamp(res.version)
+		x.vsf.resolve(stamp[:], nil)
+	}
+	return nil
+}
+
+// send waits out the commit's latency and runs the commit step. gen is the
+// transaction's generation when Commit started.
+func (tx *transaction) send(req *commitReq, gen uint64) commitResult {
+	db := tx.db
+	if db.latency && !req.hasRV {
+		// FDB's client obtains a read version for a transaction that has
+		// none before it commits (NativeAPI commitMutations:
+		// getReadVersion(FLAG_CAUSAL_READ_RISKY)), so a blind write pays a
+		// GRV round trip first: the commit waits for the read version (or
+		// for the request already in flight) and is resolved at it. Nothing
+		// has been sent if that wait is cancelled.
+		rv, grvTime, err := tx.awaitReadVersion(gen, true)
+		if err != nil {
+			return commitResult{err: err}
+		}
+		req.hasRV, req.rv, req.grvTime = true, rv, grvTime
+	}
+	hold := db.takeHold()
+	forced, fault, extra := db.takeFaults(true)
+	delay := extra
+	if db.latency {
+		delay += db.rng.sample(db.cfg.latency.Commit)
+	}
+	if delay <= 0 && hold == nil {
+		return db.commitStep(req, forced, fault)
+	}
+	db.stats.inFlight.Add(1)
+	cerr := tx.sleep(delay)
+	if cerr == nil && hold != nil {
+		cerr = tx.waitHold(hold)
+	}
+	db.stats.inFlight.Add(-1)
+	if cerr == nil {
+		return db.commitStep(req, forced, fault)
+	}
+	// The commit was in flight: like a real cluster, it may or may not be
+	// applied.
+	var res commitResult
+	if db.rng.float64() < 0.5 {
+		applied := *req
+		applied.watches = nil // they fail with the interruption
+		res = db.commitStep(&applied, nil, faultNone)
+	}
+	db.stats.interrupted.Add(1)
+	return commitResult{err: kv.CommitInterrupted(cerr), applied: res.applied}
+}
+
+// waitHold waits until h is released or the transaction is cancelled.
+func (tx *transaction) waitHold(h *commitHold) error {
+	tx.mu.Lock()
+	ch := tx.cancelChanLocked()
+	tx.mu.Unlock()
+	close(h.held)
+	select {
+	case <-h.release:
+	case <-ch:
+	case <-tx.db.closeCh:
+	}
+	tx.mu.Lock()
+	defer tx.mu.Unlock()
+	return tx.cancelledLocked()
+}
+
+// commitReadOnlyLocked "commits" a transaction that wrote nothing: nothing
+// is sent, it always succeeds (unless FailNextCommit says otherwise), and
+// its watches are registered.
+func (tx *transaction) commitReadOnlyLocked(req *commitReq) error {
+	db := tx.db
+	if forced, _, _ := db.takeFaults(false); forced != nil {
+		db.stats.injectedForced.Add(1)
+		for _, w := range req.watches {
+			w.finish(forced.err)
+		}
+		tx.failStampLocked(forced.err)
+		return forced.err
+	}
+	if len(req.watches) > 0 {
+		db.mu.Lock()
+		if req.hasRV && db.tooOldLocked(req.rv, req.grvTime, db.clock.Now()) {
+			// The watches' reference values are gone: fire them, which is
+			// allowed (watches may fire spuriously) and misses nothing.
+			for _, w := range req.watches {
+				w.finish(nil)
+			}
+		} else {
+			db.registerWatchesLocked(req, req.rv, 0)
+		}
+		db.mu.Unlock()
+	}
+	db.stats.readOnlyCommits.Add(1)
+	tx.committed = true
+	tx.dropRVLocked()
+	tx.commitVer = -1
+	tx.failStampLocked(errNoCommitVersion)
+	return nil
+}
+
+// ---- retries ----
+
+// OnError resets the transaction and backs off if err is retryable;
+// otherwise it returns err.
+func (tx *transaction) OnError(err error) error {
+	if err == nil {
+		return nil
+	}
+	tx.mu.Lock()
+	if cerr := tx.cancelledLocked(); cerr != nil {
+		tx.mu.Unlock()
+		if errorCode(err) == errorCode(cerr) {
+			return err
+		}
+		return cerr
+	}
+	if !kv.IsRetryable(err) {
+		tx.mu.Unlock()
+		return err
+	}
+	x := tx.cold()
+	if x.retryLimit >= 0 && int(x.retries) >= x.retryLimit {
+		tx.mu.Unlock()
+		return err
+	}
+	limit := tx.db.cfg.backoffMax
+	if x.maxRetryDelay > 0 {
+		limit = min(limit, x.maxRetryDelay)
+	}
+	b := x.backoff
+	if b == 0 {
+		b = tx.db.cfg.backoffInitial
+	}
+	cur := min(b, limit)
+	x.backoff = min(b*2, limit)
+	if x.retries < math.MaxInt32 {
+		x.retries++
+	}
+	tx.mu.Unlock()
+	tx.db.stats.retries.Add(1)
+
+	delay := time.Duration(tx.db.rng.float64() * float64(cur))
+	if serr := tx.sleep(delay); serr != nil {
+		return serr
+	}
+	tx.mu.Lock()
+	tx.resetLocked(false, err)
+	tx.mu.Unlock()
+	return nil
+}
+
+// Reset returns the transaction to its initial state and clears its
+// options, as FDB's reset does.
+func (tx *transaction) Reset() {
+	tx.mu.Lock()
+	defer tx.mu.Unlock()
+	tx.resetLocked(true, kv.ErrTransactionCancelled)
+}
+
+// resetLocked clears the transaction's state. full also clears the options
+// and restarts the retry count, backoff and timeout clock (Reset, not
+// OnError). Watches not
+// yet registered fail with watchErr.
+func (tx *transaction) resetLocked(full bool, watchErr error) {
+	tx.gen++
+	tx.failWatchesLocked(watchErr)
+	tx.failStampLocked(kv.ErrTransactionCancelled)
+	if x := tx.x; x != nil {
+		x.vsf, x.rvCh, x.err = nil, nil, nil
+		x.clears, x.clearLog, x.vsKeys, x.wconf, x.unreadable = nil, nil, nil, nil, nil
+	}
+	tx.dropRVLocked()
+	tx.rvState, tx.rv, tx.grvTime = rvNone, 0, 0
+	tx.committing, tx.committed, tx.commitVer = false, false, 0
+	tx.writes = writeMap{}
+	tx.reads = nil
+	tx.size, tx.mutated = 0, false
+	tx.rc, tx.opRoom = nil, nil
+	tx.roomAsked.Store(false)
+	if full {
+		// FDB's ReadYourWritesTransaction::reset clears the options
+		// (persistentOptions.clear(), options.reset; only database defaults
+		// are re-applied, and memdb has none), while onError's resetRyow
+		// re-applies them.
+		if x := tx.x; x != nil {
+			x.retries, x.retryLimit, x.backoff = 0, -1, 0
+			x.timeout, x.maxRetryDelay = 0, 0
+		}
+		tx.stampCreation()
+		if tx.ctx.Err() == nil && !tx.db.closedFlag.Load() {
+			if x := tx.x; x != nil {
+				tx.cancelled, x.cancelErr, x.cancelCh = false, nil, nil
+			}
+		}
+		tx.armTimerLocked()
+	}
+}
+
+// Cancel cancels the transaction: pending and later operations fail with
+// kv.ErrTransactionCancelled until Reset.
+func (tx *transaction) Cancel() {
+	tx.cancelWith(kv.ErrTransactionCancelled)
+}
