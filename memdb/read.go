@@ -313,11 +313,11 @@ func (r *rangeResult) wait() {
 // room, if not nil, is room for an atomic operation's entry that the
 // transaction takes (takeRoomLocked).
 func (tx *transaction) issueBatch(r *rangeResult, spare []byte, n int, room *opEntry) {
-	dst, b, e, reverse, snap := r.kvs, r.b, r.e, r.opts.Reverse, r.snap
 	if !tx.db.latency {
-		r.kvs, r.limited, r.batchErr = tx.readRangeNow(dst, spare, b, e, n, reverse, snap, room)
+		tx.readFirstNow(r, spare, n, room)
 		return
 	}
+	dst, b, e, reverse, snap := r.kvs, r.b, r.e, r.opts.Reverse, r.snap
 	r.done = make(chan struct{})
 	tx.mu.Lock()
 	tx.takeRoomLocked(room)
@@ -560,6 +560,101 @@ func (tx *transaction) readRangeNow(dst []kv.KeyValue, spare, b, e []byte, limit
 	out, limited, err := tx.readStoreLocked(dst, spare, b, e, limit, reverse, snap, tx.rv, tx.grvTime, fresh)
 	tx.mu.Unlock()
 	return out, limited, err
+}
+
+// readFirstNow is readRangeNow for r's first batch of up to n rows (0:
+// all), its result stored in r. A read of one row (a queue's head or tail)
+// by a transaction with no writes, clears or unreadable ranges in the way
+// takes the store's firstAt directly, with what readStoreLocked and
+// mergeIntoLocked would do for it done inline: one call instead of three,
+// whose many arguments cost more than their work. Any other read goes
+// through readStoreLocked.
+func (tx *transaction) readFirstNow(r *rangeResult, spare []byte, n int, room *opEntry) {
+	tx.mu.Lock()
+	tx.takeRoomLocked(room)
+	if err := tx.checkLocked(); err != nil {
+		tx.mu.Unlock()
+		r.batchErr = err
+		return
+	}
+	b, e := r.b, r.e
+	if bytes.Compare(b, e) >= 0 {
+		tx.mu.Unlock()
+		r.kvs = nil
+		return
+	}
+	fresh := tx.rvState != rvHave
+	if fresh {
+		tx.obtainRVLocked()
+	}
+	db := tx.db
+	if n != 1 || tx.writes.len() > 0 || db.st.fullScan ||
+		(tx.x != nil && (len(tx.x.clears) > 0 || len(tx.x.unreadable) > 0)) {
+		r.kvs, r.limited, r.batchErr = tx.readStoreLocked(r.kvs, spare, b, e, n, r.opts.Reverse, r.snap, tx.rv, tx.grvTime, fresh)
+		tx.mu.Unlock()
+		return
+	}
+	// readStoreLocked's steps, for one row and nothing of the
+	// transaction's own to merge (mergeIntoLocked's first case).
+	db.mu.RLock()
+	if db.closed {
+		db.mu.RUnlock()
+		tx.mu.Unlock()
+		r.batchErr = ErrClosed
+		return
+	}
+	if !fresh && db.tooOldLocked(tx.rv, tx.grvTime, db.clock.Now()) {
+		db.mu.RUnlock()
+		tx.mu.Unlock()
+		db.stats.tooOld.Add(1)
+		r.batchErr = kv.ErrTransactionTooOld
+		return
+	}
+	reverse := r.opts.Reverse
+	c, v := db.st.firstAt(b, e, tx.rv, reverse)
+	if c == nil {
+		db.mu.RUnlock()
+		db.stats.rangeReads.Add(1)
+		r.kvs = nil
+		if !r.snap {
+			tx.addReadConflictLocked(b, e)
+		}
+		tx.mu.Unlock()
+		return
+	}
+	r.row[0] = ownRow(c.key, v)
+	db.mu.RUnlock()
+	db.stats.rangeReads.Add(1)
+	tx.rc = c // the hint for a write of the key (a dequeue's clear)
+	r.kvs, r.limited = r.row[:1:1], true
+	if !r.snap {
+		// The conflict range ends after the row (begins at it in
+		// reverse): its key goes to spare if it fits, else to the arena,
+		// never the row's own copy, which the caller may modify.
+		last := r.row[0].Key
+		k := len(last)
+		if !reverse {
+			k++
+		}
+		var key []byte
+		if k <= len(spare) {
+			key = spare[:k:k]
+			copy(key, last)
+			if !reverse {
+				key[k-1] = 0
+			}
+		} else if reverse {
+			key = tx.copyLocked(last)
+		} else {
+			key = tx.afterLocked(last)
+		}
+		if reverse {
+			tx.addReadConflictLocked(key, e)
+		} else {
+			tx.addReadConflictLocked(b, key)
+		}
+	}
+	tx.mu.Unlock()
 }
 
 // readStoreLocked reads [b, e) at rv (obtained at grvTime; fresh: just

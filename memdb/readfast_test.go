@@ -144,3 +144,97 @@ func TestInvertedRangeReadAddsNoConflict(t *testing.T) {
 		require.NoError(t, err, "an inverted range reads nothing and depends on nothing")
 	}
 }
+
+// The first batch of a limit-1 read (readFirstNow's one-row case).
+
+func TestOneRowReadTooOldAndClosed(t *testing.T) {
+	db, clk := newDB(t)
+	mustSet(t, db, "q1", "v")
+	for _, reverse := range []bool{false, true} {
+		tr := newTx(t, db)
+		get(t, tr, "k")
+		clk.Advance(5*time.Second + time.Millisecond)
+		before := db.Stats().TooOld
+		_, err := tr.GetRange(rng("q", "r"), kv.RangeOptions{Limit: 1, Reverse: reverse}).GetSlice()
+		require.ErrorIs(t, err, kv.ErrTransactionTooOld)
+		require.Equal(t, before+1, db.Stats().TooOld)
+	}
+	tr := newTx(t, db)
+	get(t, tr, "k")
+	require.NoError(t, db.Close())
+	_, err := tr.GetRange(rng("q", "r"), kv.RangeOptions{Limit: 1}).GetSlice()
+	require.ErrorIs(t, err, memdb.ErrClosed)
+}
+
+func TestOneRowReadConflictsWithLongKeys(t *testing.T) {
+	// Keys too long for the result's inline room: the conflict key goes
+	// to the transaction's arena.
+	long := func(c byte) string { return "q" + string(bytes.Repeat([]byte{c}, 300)) }
+	check := func(reverse bool, write string) error {
+		db, _ := newDB(t) // each check on its own DB: commitAfter writes
+		mustSet(t, db, long('b'), "v")
+		mustSet(t, db, long('d'), "v")
+		want := long('b')
+		if reverse {
+			want = long('d')
+		}
+		return commitAfter(t, db, func(tr kv.Transaction) {
+			kvs, err := tr.GetRange(rng("q", "r"), kv.RangeOptions{Limit: 1, Reverse: reverse}).GetSlice()
+			require.NoError(t, err)
+			require.Equal(t, []string{want}, keys(kvs))
+			kvs[0].Key[1] = 'a' // the caller's copy; the conflict key is not it
+		}, setKey(write))
+	}
+	require.ErrorIs(t, check(false, long('b')), kv.ErrNotCommitted)
+	require.ErrorIs(t, check(false, "q"), kv.ErrNotCommitted)
+	require.NoError(t, check(false, long('b')+"\x01"))
+	require.NoError(t, check(false, long('c')))
+	require.ErrorIs(t, check(true, long('d')), kv.ErrNotCommitted)
+	require.ErrorIs(t, check(true, long('e')), kv.ErrNotCommitted)
+	require.NoError(t, check(true, long('c')))
+	require.NoError(t, check(true, "r"))
+}
+
+func TestOneRowReadOfNothingConflictsOnTheRange(t *testing.T) {
+	check := func(reverse, snap bool, write string) error {
+		db, _ := newDB(t)
+		mustSet(t, db, "p", "v")
+		mustSet(t, db, "s", "v")
+		return commitAfter(t, db, func(tr kv.Transaction) {
+			var rt kv.ReadTransaction = tr
+			if snap {
+				rt = tr.Snapshot()
+			}
+			kvs, err := rt.GetRange(rng("q", "r"), kv.RangeOptions{Limit: 1, Reverse: reverse}).GetSlice()
+			require.NoError(t, err)
+			require.Empty(t, kvs)
+		}, setKey(write))
+	}
+	for _, reverse := range []bool{false, true} {
+		require.ErrorIs(t, check(reverse, false, "q5"), kv.ErrNotCommitted)
+		require.ErrorIs(t, check(reverse, false, "q"), kv.ErrNotCommitted)
+		require.NoError(t, check(reverse, false, "r"))
+		require.NoError(t, check(reverse, true, "q5"), "a snapshot read adds no conflict range")
+	}
+}
+
+func TestOneRowReadSeesOwnWritesAndClears(t *testing.T) {
+	db, _ := newDB(t)
+	mustSet(t, db, "q2", "v")
+	mustSet(t, db, "q4", "v")
+	tr := newTx(t, db)
+	tr.Set([]byte("q3"), []byte("mine"))
+	kvs, err := tr.GetRange(rng("q", "r"), kv.RangeOptions{Limit: 1, Reverse: true}).GetSlice()
+	require.NoError(t, err)
+	require.Equal(t, []string{"q4"}, keys(kvs))
+	tr = newTx(t, db)
+	tr.ClearRange(rng("q", "q3"))
+	kvs, err = tr.GetRange(rng("q", "r"), kv.RangeOptions{Limit: 1}).GetSlice()
+	require.NoError(t, err)
+	require.Equal(t, []string{"q4"}, keys(kvs), "a cleared key is not read")
+	tr = newTx(t, db)
+	tr.Clear([]byte("q4"))
+	kvs, err = tr.GetRange(rng("q", "r"), kv.RangeOptions{Limit: 1, Reverse: true}).GetSlice()
+	require.NoError(t, err)
+	require.Equal(t, []string{"q2"}, keys(kvs), "nor is one it cleared by key")
+}
