@@ -157,7 +157,7 @@ func (tx *transaction) get(key []byte, snap bool) kv.FutureValue {
 // lookup. The caller checked that the DB has no latency model.
 func (tx *transaction) getMetadataVersionNow(snap bool) kv.FutureValue {
 	tx.mu.Lock()
-	if err := tx.checkLocked(); err != nil {
+	if err := tx.checkReadLocked(); err != nil {
 		tx.mu.Unlock()
 		return &valueFuture{err: err}
 	}
@@ -181,7 +181,13 @@ func (tx *transaction) getMetadataVersionNow(snap bool) kv.FutureValue {
 		}
 	}
 	if !snap {
-		tx.addReadConflictLocked(mvKey(), metadataVersionEnd)
+		if tx.writes.len() == 0 && tx.x == nil {
+			// Nothing of the transaction's own to subtract
+			// (addReadConflictLocked's first case, the range not empty).
+			tx.addReadLocked(mvKey(), metadataVersionEnd)
+		} else {
+			tx.addReadConflictLocked(mvKey(), metadataVersionEnd)
+		}
 	}
 	fresh := tx.rvState != rvHave
 	if fresh {
@@ -211,6 +217,17 @@ func (tx *transaction) getMetadataVersionNow(snap bool) kv.FutureValue {
 	}
 	f.val = ownValue(v, ok) // its own allocation (see get)
 	return f
+}
+
+// checkReadLocked is checkLocked, answered without calls in the common
+// case: a transaction with no cold state (x: no sticky error, timeout or
+// cancellation error), not cancelled, committing or committed, on an open
+// DB, may read (checkLocked returns nil for it).
+func (tx *transaction) checkReadLocked() error {
+	if tx.x == nil && !tx.cancelled && !tx.committing && !tx.committed && !tx.db.closedFlag.Load() {
+		return nil
+	}
+	return tx.checkLocked()
 }
 
 // mvKey returns the metadata version key as the prefix of
@@ -572,7 +589,7 @@ func (tx *transaction) readRangeNow(dst []kv.KeyValue, spare, b, e []byte, limit
 func (tx *transaction) readFirstNow(r *rangeResult, spare []byte, n int, room *opEntry) {
 	tx.mu.Lock()
 	tx.takeRoomLocked(room)
-	if err := tx.checkLocked(); err != nil {
+	if err := tx.checkReadLocked(); err != nil {
 		tx.mu.Unlock()
 		r.batchErr = err
 		return
@@ -617,7 +634,9 @@ func (tx *transaction) readFirstNow(r *rangeResult, spare []byte, n int, room *o
 		db.stats.rangeReads.Add(1)
 		r.kvs = nil
 		if !r.snap {
-			tx.addReadConflictLocked(b, e)
+			// b < e and nothing of the transaction's own to subtract
+			// (addReadConflictLocked's first case); so below.
+			tx.addReadLocked(b, e)
 		}
 		tx.mu.Unlock()
 		return
@@ -648,10 +667,11 @@ func (tx *transaction) readFirstNow(r *rangeResult, spare []byte, n int, room *o
 		} else {
 			key = tx.afterLocked(last)
 		}
+		// Not empty: the row is in [b, e).
 		if reverse {
-			tx.addReadConflictLocked(key, e)
+			tx.addReadLocked(key, e)
 		} else {
-			tx.addReadConflictLocked(b, key)
+			tx.addReadLocked(b, key)
 		}
 	}
 	tx.mu.Unlock()

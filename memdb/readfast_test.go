@@ -238,3 +238,41 @@ func TestOneRowReadSeesOwnWritesAndClears(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []string{"q2"}, keys(kvs), "nor is one it cleared by key")
 }
+
+// TestFastReadsCheckTheTransactionState reads the metadata version and one
+// row (checkReadLocked's quick answer) after a commit, a cancellation and
+// the DB's close, and with a sticky error.
+func TestFastReadsCheckTheTransactionState(t *testing.T) {
+	reads := map[string]func(kv.Transaction) error{
+		"metadata version": func(tr kv.Transaction) error {
+			_, err := tr.Get([]byte(kv.MetadataVersionKey)).Get()
+			return err
+		},
+		"one row": func(tr kv.Transaction) error {
+			_, err := tr.GetRange(rng("q", "r"), kv.RangeOptions{Limit: 1}).GetSlice()
+			return err
+		},
+	}
+	for name, read := range reads {
+		db, _ := newDB(t)
+		mustSet(t, db, "q1", "v")
+
+		tr := newTx(t, db)
+		tr.Set([]byte("k"), []byte("v"))
+		require.NoError(t, tr.Commit())
+		require.ErrorIs(t, read(tr), kv.ErrUsedDuringCommit, name)
+
+		tr = newTx(t, db)
+		tr.Cancel()
+		require.ErrorIs(t, read(tr), kv.ErrTransactionCancelled, name)
+
+		tr = newTx(t, db)
+		tr.Set([]byte("\xff\x01"), []byte("v")) // a sticky key_outside_legal_range
+		require.ErrorIs(t, read(tr), kv.ErrKeyOutsideLegalRange, name)
+
+		tr = newTx(t, db)
+		require.NoError(t, read(tr))
+		require.NoError(t, db.Close())
+		require.ErrorIs(t, read(tr), memdb.ErrClosed, name)
+	}
+}
