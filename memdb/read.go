@@ -39,8 +39,13 @@ func ownValue(v []byte, ok bool) []byte {
 func (tx *transaction) Get(key []byte) kv.FutureValue { return tx.get(key, false) }
 
 func (tx *transaction) get(key []byte, snap bool) kv.FutureValue {
-	if len(key) > 0 && key[0] == 0xff && !isMetadataVersionKey(key) {
-		return &valueFuture{err: kv.ErrKeyOutsideLegalRange}
+	if len(key) > 0 && key[0] == 0xff {
+		if !isMetadataVersionKey(key) {
+			return &valueFuture{err: kv.ErrKeyOutsideLegalRange}
+		}
+		if !tx.db.latency {
+			return tx.getMetadataVersionNow(snap)
+		}
 	}
 	tx.mu.Lock()
 	if err := tx.checkLocked(); err != nil {
@@ -141,6 +146,97 @@ func (tx *transaction) get(key []byte, snap bool) kv.FutureValue {
 	return f
 }
 
+// getMetadataVersionNow is get of the metadata version key without a
+// latency model (a layer reads it first in each transaction, as a cache
+// check). It does what get does for that key, minus the steps that cannot
+// apply to it: no clear covers it (Clear and ClearRange refuse keys after
+// \xff), the transaction's only possible write of it is a
+// SetVersionstampedValue (stVS), its read conflict range is the constant
+// [key, key+\x00) (metadataVersionEnd, never modified, so no copy), and
+// its value comes with the read version (mvHistory), without a store
+// lookup. The caller checked that the DB has no latency model.
+func (tx *transaction) getMetadataVersionNow(snap bool) kv.FutureValue {
+	tx.mu.Lock()
+	if err := tx.checkReadLocked(); err != nil {
+		tx.mu.Unlock()
+		return &valueFuture{err: err}
+	}
+	if x := tx.x; x != nil && len(x.unreadable) > 0 && tx.unreadableLocked(mvKey(), metadataVersionEnd) {
+		tx.mu.Unlock()
+		return &valueFuture{err: kv.ErrAccessedUnreadable}
+	}
+	var ops []atomicOp
+	if tx.writes.len() > 0 {
+		if e := tx.writes.get(mvKey()); e != nil {
+			switch e.st {
+			case stKnown:
+				v := ownValue(e.val, e.exists)
+				tx.mu.Unlock()
+				return &valueFuture{val: v}
+			case stVS:
+				tx.mu.Unlock()
+				return &valueFuture{err: kv.ErrAccessedUnreadable}
+			}
+			ops = e.ops
+		}
+	}
+	if !snap {
+		if tx.writes.len() == 0 && tx.x == nil {
+			// Nothing of the transaction's own to subtract
+			// (addReadConflictLocked's first case, the range not empty).
+			tx.addReadLocked(mvKey(), metadataVersionEnd)
+		} else {
+			tx.addReadConflictLocked(mvKey(), metadataVersionEnd)
+		}
+	}
+	fresh := tx.rvState != rvHave
+	if fresh {
+		tx.obtainRVLocked()
+	}
+	db := tx.db
+	db.mu.RLock()
+	if db.closed {
+		db.mu.RUnlock()
+		tx.mu.Unlock()
+		return &valueFuture{err: ErrClosed}
+	}
+	if !fresh && db.tooOldLocked(tx.rv, tx.grvTime, db.clock.Now()) {
+		db.mu.RUnlock()
+		tx.mu.Unlock()
+		db.stats.tooOld.Add(1)
+		return &valueFuture{err: kv.ErrTransactionTooOld}
+	}
+	stamp := db.mv.at(tx.rv) // never modified
+	db.mu.RUnlock()
+	tx.rc = nil // the key has no chain (as readPoint returns)
+	f := tx.newFutureLocked()
+	tx.mu.Unlock()
+	v, ok := stamp, stamp != nil
+	if ops != nil {
+		v, ok = foldOps(v, ok, ops)
+	}
+	f.val = ownValue(v, ok) // its own allocation (see get)
+	return f
+}
+
+// checkReadLocked is checkLocked, answered without calls in the common
+// case: a transaction with no cold state (x: no sticky error, timeout or
+// cancellation error), not cancelled, committing or committed, on an open
+// DB, may read (checkLocked returns nil for it).
+func (tx *transaction) checkReadLocked() error {
+	if tx.x == nil && !tx.cancelled && !tx.committing && !tx.committed && !tx.db.closedFlag.Load() {
+		return nil
+	}
+	return tx.checkLocked()
+}
+
+// mvKey returns the metadata version key as the prefix of
+// metadataVersionEnd, capped so that an append copies.
+func mvKey() []byte {
+	n := len(metadataVersionEnd) - 1
+	return metadataVersionEnd[:n:n]
+}
+
 // GetRange reads the keys in r; see kv.ReadTransaction. As FDB's binding
 // does (bindings/go/src/fdb/transaction.go getRange), the first batch is
 // issued when GetRange is called: its read conflict range is added then,
@@ -151,7 +247,7 @@ func (tx *transaction) GetRange(r kv.KeyRange, opts kv.RangeOptions) kv.RangeRes
 }
 
 func (tx *transaction) getRange(r kv.KeyRange, opts kv.RangeOptions, snap bool) kv.RangeResult {
-	if bytes.Compare(r.Begin, maxUserKey) > 0 || bytes.Compare(r.End, maxUserKey) > 0 {
+	if afterUserKeys(r.Begin) || afterUserKeys(r.End) {
 		// FDB's getRange tests the legal range before anything else
 		// (ReadYourWritesTransaction::getRange), inverted ranges included.
 		return &rangeResult{tx: tx, err: kv.ErrKeyOutsideLegalRange}
@@ -170,16 +266,15 @@ func (tx *transaction) getRange(r kv.KeyRange, opts kv.RangeOptions, snap bool) 
 	} else {
 		rr = &rangeResult{tx: tx, snap: snap, opts: opts}
 	}
-	b, e, err := rangeBounds(r)
-	if err == kv.ErrInvertedRange {
-		// FDB's getRange answers a range whose begin is after its end with
-		// no pairs (its key selectors cross), not inverted_range.
-		b, e, err = nil, nil, nil
-	}
-	if err == nil {
-		b, e, _ = copyBounds(b, e, rr.buf[:])
-	}
-	if opts.Limit < 0 && err == nil {
+	// The bounds are legal (above), and so are their clamped prefixes
+	// (rangeBounds). A range whose begin is after its end is read as
+	// given: FDB's getRange answers it with no pairs (its key selectors
+	// cross), not inverted_range, and every read of [b, e) answers
+	// b >= e with none and adds no conflict range (readRangeNow,
+	// readRangeInto).
+	b, e, _ := copyBounds(clampRangeKey(r.Begin), clampRangeKey(r.End), rr.buf[:])
+	var err error
+	if opts.Limit < 0 {
 		err = kv.ErrClientInvalidOp
 	}
 	rr.b, rr.e, rr.err = b, e, err
@@ -198,6 +293,10 @@ func (tx *transaction) getRange(r kv.KeyRange, opts kv.RangeOptions, snap bool) 
 	}
 	return rr
 }
+
+// afterUserKeys reports whether k sorts after maxUserKey (\xff): whether
+// it is longer and starts with \xff.
+func afterUserKeys(k []byte) bool { return len(k) > 1 && k[0] == 0xff }
 
 // batchSize is the number of rows to ask for in a batch of mode opts.Mode
 // with left rows left under the limit (0: no limit) and next the iterator
@@ -231,11 +330,11 @@ func (r *rangeResult) wait() {
 // room, if not nil, is room for an atomic operation's entry that the
 // transaction takes (takeRoomLocked).
 func (tx *transaction) issueBatch(r *rangeResult, spare []byte, n int, room *opEntry) {
-	dst, b, e, reverse, snap := r.kvs, r.b, r.e, r.opts.Reverse, r.snap
 	if !tx.db.latency {
-		r.kvs, r.limited, r.batchErr = tx.readRangeNow(dst, spare, b, e, n, reverse, snap, room)
+		tx.readFirstNow(r, spare, n, room)
 		return
 	}
+	dst, b, e, reverse, snap := r.kvs, r.b, r.e, r.opts.Reverse, r.snap
 	r.done = make(chan struct{})
 	tx.mu.Lock()
 	tx.takeRoomLocked(room)
@@ -462,19 +561,120 @@ func (tx *transaction) readRangeInto(dst []kv.KeyValue, spare, b, e []byte, limi
 // and takes room (see issueBatch).
 func (tx *transaction) readRangeNow(dst []kv.KeyValue, spare, b, e []byte, limit int, reverse, snap bool, room *opEntry) ([]kv.KeyValue, bool, error) {
 	tx.mu.Lock()
-	defer tx.mu.Unlock()
 	tx.takeRoomLocked(room)
 	if err := tx.checkLocked(); err != nil {
+		tx.mu.Unlock()
 		return nil, false, err
 	}
 	if bytes.Compare(b, e) >= 0 {
+		tx.mu.Unlock()
 		return nil, false, nil
 	}
 	fresh := tx.rvState != rvHave
 	if fresh {
 		tx.obtainRVLocked()
 	}
-	return tx.readStoreLocked(dst, spare, b, e, limit, reverse, snap, tx.rv, tx.grvTime, fresh)
+	out, limited, err := tx.readStoreLocked(dst, spare, b, e, limit, reverse, snap, tx.rv, tx.grvTime, fresh)
+	tx.mu.Unlock()
+	return out, limited, err
+}
+
+// readFirstNow is readRangeNow for r's first batch of up to n rows (0:
+// all), its result stored in r. A read of one row (a queue's head or tail)
+// by a transaction with no writes, clears or unreadable ranges in the way
+// takes the store's firstAt directly, with what readStoreLocked and
+// mergeIntoLocked would do for it done inline: one call instead of three,
+// whose many arguments cost more than their work. Any other read goes
+// through readStoreLocked.
+func (tx *transaction) readFirstNow(r *rangeResult, spare []byte, n int, room *opEntry) {
+	tx.mu.Lock()
+	tx.takeRoomLocked(room)
+	if err := tx.checkReadLocked(); err != nil {
+		tx.mu.Unlock()
+		r.batchErr = err
+		return
+	}
+	b, e := r.b, r.e
+	if bytes.Compare(b, e) >= 0 {
+		tx.mu.Unlock()
+		r.kvs = nil
+		return
+	}
+	fresh := tx.rvState != rvHave
+	if fresh {
+		tx.obtainRVLocked()
+	}
+	db := tx.db
+	if n != 1 || tx.writes.len() > 0 || db.st.fullScan ||
+		(tx.x != nil && (len(tx.x.clears) > 0 || len(tx.x.unreadable) > 0)) {
+		r.kvs, r.limited, r.batchErr = tx.readStoreLocked(r.kvs, spare, b, e, n, r.opts.Reverse, r.snap, tx.rv, tx.grvTime, fresh)
+		tx.mu.Unlock()
+		return
+	}
+	// readStoreLocked's steps, for one row and nothing of the
+	// transaction's own to merge (mergeIntoLocked's first case).
+	db.mu.RLock()
+	if db.closed {
+		db.mu.RUnlock()
+		tx.mu.Unlock()
+		r.batchErr = ErrClosed
+		return
+	}
+	if !fresh && db.tooOldLocked(tx.rv, tx.grvTime, db.clock.Now()) {
+		db.mu.RUnlock()
+		tx.mu.Unlock()
+		db.stats.tooOld.Add(1)
+		r.batchErr = kv.ErrTransactionTooOld
+		return
+	}
+	reverse := r.opts.Reverse
+	c, v := db.st.firstAt(b, e, tx.rv, reverse)
+	if c == nil {
+		db.mu.RUnlock()
+		db.stats.rangeReads.Add(1)
+		r.kvs = nil
+		if !r.snap {
+			// b < e and nothing of the transaction's own to subtract
+			// (addReadConflictLocked's first case); so below.
+			tx.addReadLocked(b, e)
+		}
+		tx.mu.Unlock()
+		return
+	}
+	r.row[0] = ownRow(c.key, v)
+	db.mu.RUnlock()
+	db.stats.rangeReads.Add(1)
+	tx.rc = c // the hint for a write of the key (a dequeue's clear)
+	r.kvs, r.limited = r.row[:1:1], true
+	if !r.snap {
+		// The conflict range ends after the row (begins at it in
+		// reverse): its key goes to spare if it fits, else to the arena,
+		// never the row's own copy, which the caller may modify.
+		last := r.row[0].Key
+		k := len(last)
+		if !reverse {
+			k++
+		}
+		var key []byte
+		if k <= len(spare) {
+			key = spare[:k:k]
+			copy(key, last)
+			if !reverse {
+				key[k-1] = 0
+			}
+		} else if reverse {
+			key = tx.copyLocked(last)
+		} else {
+			key = tx.afterLocked(last)
+		}
+		// Not empty: the row is in [b, e).
+		if reverse {
+			tx.addReadLocked(key, e)
+		} else {
+			tx.addReadLocked(b, key)
+		}
+	}
+	tx.mu.Unlock()
 }
 
 // readStoreLocked reads [b, e) at rv (obtained at grvTime; fresh: just
@@ -558,26 +758,17 @@ func (tx *transaction) mergeLocked(b, e []byte, limit int, reverse bool, rv int6
 // get their own allocation; spare (the result's room for its conflict key)
 // is returned untouched.
 func (tx *transaction) mergeIntoLocked(dst []kv.KeyValue, spare, b, e []byte, limit int, reverse bool, rv int64) ([]kv.KeyValue, []byte, error) {
-	out := dst
-	emit := func(k, v []byte) {
-		// A row's bytes get their own allocation, never spare (the
-		// result's inline room): a caller that keeps a dequeued value
-		// must not keep the result and its transaction reachable.
-		buf := make([]byte, len(k)+len(v))
-		copy(buf, k)
-		copy(buf[len(k):], v)
-		out = append(out, kv.KeyValue{Key: buf[:len(k):len(k)], Value: buf[len(k):]})
-	}
 	own := tx.writes.len() > 0 || len(tx.clearsLocked()) > 0
 	if !own && limit == 1 && !tx.db.st.fullScan {
 		// A queue's head or tail read: no cursor needed.
 		if c, v := tx.db.st.firstAt(b, e, rv, reverse); c != nil {
-			emit(c.key, v)
 			tx.rc = c
-			return out, spare, nil
+			return append(dst, ownRow(c.key, v)), spare, nil
 		}
 		return nil, spare, nil
 	}
+	out := dst
+	emit := func(k, v []byte) { out = append(out, ownRow(k, v)) }
 	var dc rangeCursor
 	dc.init(tx.db.st, b, e, rv, reverse)
 	defer dc.release()
@@ -668,6 +859,16 @@ func (tx *transaction) mergeIntoLocked(dst []kv.KeyValue, spare, b, e []byte, li
 		return nil, spare, nil // as without dst
 	}
 	return out, spare, nil
+}
+
+// ownRow returns the row (k, v) in its own allocation, never spare (the
+// result's inline room): a caller that keeps a dequeued value must not
+// keep the result and its transaction reachable.
+func ownRow(k, v []byte) kv.KeyValue {
+	buf := make([]byte, len(k)+len(v))
+	copy(buf, k)
+	copy(buf[len(k):], v)
+	return kv.KeyValue{Key: buf[:len(k):len(k)], Value: buf[len(k):]}
 }
 
 // snapshot is a transaction's snapshot view: reads add no conflicts.

@@ -64,6 +64,23 @@ func (r *readers) unregister(rv int64) {
 }
 
 func (r *readers) unregisterLocked(rv int64) {
+	if h := r.head; h < len(r.rvs) && r.rvs[h] == rv {
+		// The oldest, as for transactions that end in the order they
+		// began. Its count is not 0 (trimLocked drops such entries at
+		// the front); only its drop to 0 lets trimLocked do anything.
+		if c := r.counts[h]; c > 1 {
+			r.counts[h] = c - 1
+		} else if c == 1 {
+			r.counts[h] = 0
+			if h+1 == len(r.rvs) {
+				// The only one left: trimLocked's first case.
+				r.rvs, r.counts, r.head = r.rvs[:0], r.counts[:0], 0
+			} else {
+				r.trimLocked()
+			}
+		}
+		return
+	}
 	live := r.rvs[r.head:]
 	i := 0
 	if len(live) > 8 {

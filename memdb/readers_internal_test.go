@@ -135,3 +135,67 @@ func TestCommitDropsItsReadVersion(t *testing.T) {
 		})
 	}
 }
+
+// TestReadersMatchAModel registers and unregisters read versions in
+// random orders (in order, out of order, shared versions, repeats of
+// dropped ones, enough to compact) and checks the registry against a
+// plain count per version.
+func TestReadersMatchAModel(t *testing.T) {
+	var r readers
+	var latest atomic.Int64
+	model := map[int64]int{}
+	var held []int64
+	seed := uint64(1)
+	maxHead, compacted := 0, false
+	rnd := func(n int) int {
+		seed = seed*6364136223846793005 + 1442695040888963407
+		return int(seed>>33) % n
+	}
+	for step := range 20000 {
+		switch op := rnd(10); {
+		case op < 4 || (step/2500)%2 == 0 && op < 7: // phases of growth
+			if rnd(3) > 0 {
+				latest.Add(1)
+			}
+			v := r.register(&latest)
+			model[v]++
+			held = append(held, v)
+		case len(held) > 0:
+			i := 0 // mostly the oldest, as in order
+			if op >= 8 {
+				i = rnd(len(held))
+			}
+			v := held[i]
+			held = append(held[:i], held[i+1:]...)
+			r.unregister(v)
+			if model[v]--; model[v] == 0 {
+				delete(model, v)
+			}
+			if op == 9 {
+				r.unregister(v) // not held: ignored unless another holds v
+				if model[v] > 0 {
+					model[v]--
+					for j, h := range held {
+						if h == v {
+							held = append(held[:j], held[j+1:]...)
+							break
+						}
+					}
+					if model[v] == 0 {
+						delete(model, v)
+					}
+				}
+			}
+		}
+		n, oldest := 0, latest.Load()
+		for v, c := range model {
+			n += c
+			oldest = min(oldest, v)
+		}
+		compacted = compacted || (r.head == 0 && len(r.rvs) > 0 && maxHead >= 64)
+		maxHead = max(maxHead, r.head)
+		require.Equal(t, n, r.len(), "step %d", step)
+		require.Equal(t, oldest, r.oldest(0, latest.Load()), "step %d", step)
+	}
+	require.True(t, compacted, "the registry compacted with versions still registered")
+}
