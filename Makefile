@@ -12,7 +12,7 @@ DURATION ?= 10m
 SOAKFLAGS ?=
 PUREGO := . tools
 
-.PHONY: test unit example bench bench-all fuzz golden lint fdbkv-check release-check integration soak queuebench memflat
+.PHONY: test unit example bench bench-instr bench-all fuzz golden lint fdbkv-check release-check integration soak queuebench memflat
 
 ## test: lint, build without cgo, every test with -race (the library and
 ## tools/, which holds the simulation), memdb's 1M-transaction memory check
@@ -34,6 +34,12 @@ example:
 ## and the 1-read-1-write floor on one core, each with its ratio to the floor
 bench:
 	bash scripts/benchtable.sh
+
+## bench-instr: the same workloads counted in instructions per operation
+## with valgrind's callgrind (installed if missing): steady where CPU time
+## is noisy, for comparing two versions of the code; about a minute
+bench-instr:
+	bash scripts/benchinstr.sh
 
 ## bench-all: every micro-benchmark with allocations, in the library and tools/
 bench-all:
