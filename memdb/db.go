@@ -292,14 +292,9 @@ func (db *DB) tooOldLocked(rv int64, grvTime, now time.Duration) bool {
 // a hint for a later write of the key (store.chainFor).
 func (db *DB) readPoint(key []byte, rv int64, grvTime time.Duration, fresh bool) ([]byte, bool, *chain, error) {
 	db.mu.RLock()
-	if db.closed {
+	if err := db.servesLocked(rv, grvTime, fresh); err != nil {
 		db.mu.RUnlock()
-		return nil, false, nil, ErrClosed
-	}
-	if !fresh && db.tooOldLocked(rv, grvTime, db.clock.Now()) {
-		db.mu.RUnlock()
-		db.stats.tooOld.Add(1)
-		return nil, false, nil, kv.ErrTransactionTooOld
+		return nil, false, nil, err
 	}
 	if len(key) > 0 && key[0] == 0xff {
 		// The metadata version key (metaversion.go): no store lookup.

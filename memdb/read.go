@@ -195,16 +195,10 @@ func (tx *transaction) getMetadataVersionNow(snap bool) kv.FutureValue {
 	}
 	db := tx.db
 	db.mu.RLock()
-	if db.closed {
+	if err := db.servesLocked(tx.rv, tx.grvTime, fresh); err != nil {
 		db.mu.RUnlock()
 		tx.mu.Unlock()
-		return &valueFuture{err: ErrClosed}
-	}
-	if !fresh && db.tooOldLocked(tx.rv, tx.grvTime, db.clock.Now()) {
-		db.mu.RUnlock()
-		tx.mu.Unlock()
-		db.stats.tooOld.Add(1)
-		return &valueFuture{err: kv.ErrTransactionTooOld}
+		return &valueFuture{err: err}
 	}
 	stamp := db.mv.at(tx.rv) // never modified
 	db.mu.RUnlock()
@@ -614,17 +608,10 @@ func (tx *transaction) readFirstNow(r *rangeResult, spare []byte, n int, room *o
 	// readStoreLocked's steps, for one row and nothing of the
 	// transaction's own to merge (mergeIntoLocked's first case).
 	db.mu.RLock()
-	if db.closed {
+	if err := db.servesLocked(tx.rv, tx.grvTime, fresh); err != nil {
 		db.mu.RUnlock()
 		tx.mu.Unlock()
-		r.batchErr = ErrClosed
-		return
-	}
-	if !fresh && db.tooOldLocked(tx.rv, tx.grvTime, db.clock.Now()) {
-		db.mu.RUnlock()
-		tx.mu.Unlock()
-		db.stats.tooOld.Add(1)
-		r.batchErr = kv.ErrTransactionTooOld
+		r.batchErr = err
 		return
 	}
 	reverse := r.opts.Reverse
@@ -647,26 +634,7 @@ func (tx *transaction) readFirstNow(r *rangeResult, spare []byte, n int, room *o
 	tx.rc = c // the hint for a write of the key (a dequeue's clear)
 	r.kvs, r.limited = r.row[:1:1], true
 	if !r.snap {
-		// The conflict range ends after the row (begins at it in
-		// reverse): its key goes to spare if it fits, else to the arena,
-		// never the row's own copy, which the caller may modify.
-		last := r.row[0].Key
-		k := len(last)
-		if !reverse {
-			k++
-		}
-		var key []byte
-		if k <= len(spare) {
-			key = spare[:k:k]
-			copy(key, last)
-			if !reverse {
-				key[k-1] = 0
-			}
-		} else if reverse {
-			key = tx.copyLocked(last)
-		} else {
-			key = tx.afterLocked(last)
-		}
+		key := tx.rowBoundLocked(r.row[0].Key, spare, reverse)
 		// Not empty: the row is in [b, e).
 		if reverse {
 			tx.addReadLocked(key, e)
@@ -683,14 +651,9 @@ func (tx *transaction) readFirstNow(r *rangeResult, spare []byte, n int, room *o
 func (tx *transaction) readStoreLocked(dst []kv.KeyValue, spare, b, e []byte, limit int, reverse, snap bool, rv int64, grvTime time.Duration, fresh bool) ([]kv.KeyValue, bool, error) {
 	db := tx.db
 	db.mu.RLock()
-	if db.closed {
+	if err := db.servesLocked(rv, grvTime, fresh); err != nil {
 		db.mu.RUnlock()
-		return nil, false, ErrClosed
-	}
-	if !fresh && db.tooOldLocked(rv, grvTime, db.clock.Now()) {
-		db.mu.RUnlock()
-		db.stats.tooOld.Add(1)
-		return nil, false, kv.ErrTransactionTooOld
+		return nil, false, err
 	}
 	out, spare, err := tx.mergeIntoLocked(dst, spare, b, e, limit, reverse, rv)
 	db.mu.RUnlock()
@@ -716,26 +679,7 @@ func (tx *transaction) readStoreLocked(dst []kv.KeyValue, spare, b, e []byte, li
 	if !snap {
 		cb, ce := b, e
 		if limited {
-			// The key (with \x00 forwards) goes where the rows' bytes
-			// left room, else to the arena: the caller may modify the
-			// row's own copy.
-			last := out[len(out)-1].Key
-			n := len(last)
-			if !reverse {
-				n++
-			}
-			var k []byte
-			if n <= len(spare) {
-				k = spare[:n:n]
-				copy(k, last)
-				if !reverse {
-					k[n-1] = 0
-				}
-			} else if reverse {
-				k = tx.copyLocked(last)
-			} else {
-				k = tx.afterLocked(last)
-			}
+			k := tx.rowBoundLocked(out[len(out)-1].Key, spare, reverse)
 			if reverse {
 				cb = k
 			} else {
@@ -745,6 +689,44 @@ func (tx *transaction) readStoreLocked(dst []kv.KeyValue, spare, b, e []byte, li
 		tx.addReadConflictLocked(cb, ce)
 	}
 	return out, limited, nil
+}
+
+// servesLocked reports whether the store can serve a read at rv, obtained
+// at grvTime (fresh: just now, so it cannot be too old): ErrClosed, or
+// transaction_too_old past the MVCC window. The caller holds db.mu.
+func (db *DB) servesLocked(rv int64, grvTime time.Duration, fresh bool) error {
+	if db.closed {
+		return ErrClosed
+	}
+	if !fresh && db.tooOldLocked(rv, grvTime, db.clock.Now()) {
+		db.stats.tooOld.Add(1)
+		return kv.ErrTransactionTooOld
+	}
+	return nil
+}
+
+// rowBoundLocked returns the bound of a limited read's conflict range at
+// its last row, whose key is last: after it (last+\x00) forwards, last
+// itself in reverse. The key goes to spare (the result's room) if it fits,
+// else to the arena; never the row's own copy, which the caller may
+// modify. The caller holds tx.mu.
+func (tx *transaction) rowBoundLocked(last, spare []byte, reverse bool) []byte {
+	n := len(last)
+	if !reverse {
+		n++
+	}
+	if n <= len(spare) {
+		k := spare[:n:n]
+		copy(k, last)
+		if !reverse {
+			k[n-1] = 0
+		}
+		return k
+	}
+	if reverse {
+		return tx.copyLocked(last)
+	}
+	return tx.afterLocked(last)
 }
 
 // mergeLocked reads [b, e) at rv through the transaction's writes. The
