@@ -65,16 +65,11 @@ func (tx *transaction) get(key []byte, snap bool) kv.FutureValue {
 	e := tx.writes.get(key)
 	var ops []atomicOp
 	if e != nil {
-		switch e.st {
-		case stKnown:
-			v := ownValue(e.val, e.exists)
+		var f kv.FutureValue
+		if f, ops = ownRead(e); f != nil {
 			tx.mu.Unlock()
-			return &valueFuture{val: v}
-		case stVS:
-			tx.mu.Unlock()
-			return &valueFuture{err: kv.ErrAccessedUnreadable}
+			return f
 		}
-		ops = e.ops // it is only ever appended to
 	} else if _, cleared := tx.clearsLocked().find(key); cleared {
 		tx.mu.Unlock()
 		return &valueFuture{}
@@ -168,26 +163,15 @@ func (tx *transaction) getMetadataVersionNow(snap bool) kv.FutureValue {
 	var ops []atomicOp
 	if tx.writes.len() > 0 {
 		if e := tx.writes.get(mvKey()); e != nil {
-			switch e.st {
-			case stKnown:
-				v := ownValue(e.val, e.exists)
+			var f kv.FutureValue
+			if f, ops = ownRead(e); f != nil {
 				tx.mu.Unlock()
-				return &valueFuture{val: v}
-			case stVS:
-				tx.mu.Unlock()
-				return &valueFuture{err: kv.ErrAccessedUnreadable}
+				return f
 			}
-			ops = e.ops
 		}
 	}
 	if !snap {
-		if tx.writes.len() == 0 && tx.x == nil {
-			// Nothing of the transaction's own to subtract
-			// (addReadConflictLocked's first case, the range not empty).
-			tx.addReadLocked(mvKey(), metadataVersionEnd)
-		} else {
-			tx.addReadConflictLocked(mvKey(), metadataVersionEnd)
-		}
+		tx.addReadConflictLocked(mvKey(), metadataVersionEnd)
 	}
 	fresh := tx.rvState != rvHave
 	if fresh {
@@ -211,6 +195,21 @@ func (tx *transaction) getMetadataVersionNow(snap bool) kv.FutureValue {
 	}
 	f.val = ownValue(v, ok) // its own allocation (see get)
 	return f
+}
+
+// ownRead is a point read of a key the transaction wrote (entry e): the
+// value the transaction determined (a known value, or accessed_unreadable
+// for a versionstamped one), which needs no read and adds no conflict; or
+// nil and the atomic operations to fold into the database's value (e.ops
+// is only ever appended to).
+func ownRead(e *wentry) (kv.FutureValue, []atomicOp) {
+	switch e.st {
+	case stKnown:
+		return &valueFuture{val: ownValue(e.val, e.exists)}, nil
+	case stVS:
+		return &valueFuture{err: kv.ErrAccessedUnreadable}, nil
+	}
+	return nil, e.ops
 }
 
 // checkReadLocked is checkLocked, answered without calls in the common
