@@ -304,11 +304,7 @@ func (g *confGate) issue(tr kv.ReadTransaction, producing bool) *gateRead {
 		return g.issueInto(&gateRead{}, w, producing)
 	}
 	r := &gateRead{g: g, tr: tr, producing: producing}
-	if c := g.cache.Load(); c != nil {
-		r.cached, r.mv = c, tr.Get(metadataVersionKey)
-	} else {
-		r.mv, r.f = tr.Snapshot().Get(metadataVersionKey), tr.Snapshot().Get(g.key)
-	}
+	r.issueReads(tr)
 	return r
 }
 
@@ -319,15 +315,20 @@ func (g *confGate) issueInto(r *gateRead, tr kv.Transaction, producing bool) *ga
 		return nil
 	}
 	*r = gateRead{g: g, w: tr, producing: producing}
-	// The reads of issue, called through tr as the caller has it (a
-	// Transaction): no conversion to a ReadTransaction.
-	if c := g.cache.Load(); c != nil {
-		// A normal read: its conflict is the one conflictOnChange adds.
+	r.issueReads(tr)
+	return r
+}
+
+// issueReads issues the reads of issue in tr: with a cached record, the
+// metadata version with a normal read (its conflict is the one
+// conflictOnChange adds); without one, the metadata version and the record
+// with snapshot reads.
+func (r *gateRead) issueReads(tr kv.ReadTransaction) {
+	if c := r.g.cache.Load(); c != nil {
 		r.cached, r.mv = c, tr.Get(metadataVersionKey)
 	} else {
-		r.mv, r.f = tr.Snapshot().Get(metadataVersionKey), tr.Snapshot().Get(g.key)
+		r.mv, r.f = tr.Snapshot().Get(metadataVersionKey), tr.Snapshot().Get(r.g.key)
 	}
-	return r
 }
 
 // rd is the transaction as a ReadTransaction.
