@@ -3,6 +3,7 @@ package memdb_test
 import (
 	"context"
 	"encoding/binary"
+	"fmt"
 	"testing"
 	"time"
 
@@ -22,6 +23,22 @@ func newDB(t testing.TB, opts ...memdb.Option) (*memdb.DB, *memdb.ManualClock) {
 	db := memdb.New(all...)
 	t.Cleanup(func() { _ = db.Close() })
 	return db, clk
+}
+
+// tombstoneAboutToGo returns a DB (1 s MVCC window) in which key "k" was
+// set and then cleared, its tombstone still stored (a transaction that read
+// "k" before the clear keeps it, and is returned), 600 ms after the clear:
+// one more advance of the clock and a commit collect it.
+func tombstoneAboutToGo(t testing.TB) (*memdb.DB, *memdb.ManualClock, kv.Transaction) {
+	t.Helper()
+	db, clk := newDB(t, memdb.WithMVCCWindow(time.Second))
+	mustSet(t, db, "k", "old")
+	pin := newTx(t, db) // keeps k's chain until it is out of the window
+	require.Equal(t, "old", string(get(t, pin, "k")))
+	require.NoError(t, db.Transact(t.Context(), clearTx("k")))
+	clk.Advance(600 * time.Millisecond)
+	mustSet(t, db, "other", "x")
+	return db, clk, pin
 }
 
 // newTx creates a transaction or fails the test.
@@ -76,4 +93,16 @@ func le64(n int64) []byte {
 	b := make([]byte, 8)
 	binary.LittleEndian.PutUint64(b, uint64(n))
 	return b
+}
+
+// tenItems returns a DB with the real clock (a manual one costs an
+// allocation per transaction) holding ten small items in r, as a queue's.
+func tenItems(t *testing.T) (*memdb.DB, kv.KeyRange) {
+	t.Helper()
+	db := memdb.New()
+	t.Cleanup(func() { _ = db.Close() })
+	for i := range 10 {
+		mustSet(t, db, fmt.Sprintf("q/%04d", i), "a small work item, 32 bytes long")
+	}
+	return db, kv.KeyRange{Begin: []byte("q/"), End: []byte("q0")}
 }

@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	"github.com/fdbqueue/fdbqueue/kv"
-	"github.com/fdbqueue/fdbqueue/memdb"
 	"github.com/stretchr/testify/require"
 )
 
@@ -250,12 +249,7 @@ func TestLimitedReadConflictKeyIsItsOwn(t *testing.T) {
 // nothing for the add. A second atomic operation, and one after a retry,
 // get their own entries; the counters come out exact.
 func TestRangeResultRoomTakesTheAtomicEntry(t *testing.T) {
-	db := memdb.New() // the real clock: a manual one costs an allocation per transaction
-	defer db.Close()
-	for i := range 10 {
-		mustSet(t, db, fmt.Sprintf("q/%04d", i), "a small work item, 32 bytes long")
-	}
-	r := kv.KeyRange{Begin: []byte("q/"), End: []byte("q0")}
+	db, r := tenItems(t)
 	if !raceEnabled {
 		one, depth := le64(1), []byte("c/depth")
 		allocs := testing.AllocsPerRun(100, func() {

@@ -172,13 +172,7 @@ func be(prefix string, i int) []byte {
 // before the transaction writes the key and commits: the commit must not
 // write to the removed entry (the read's hint) but store the key anew.
 func TestWriteAfterReadOfCollectedKey(t *testing.T) {
-	db, clk := newDB(t, memdb.WithMVCCWindow(time.Second))
-	mustSet(t, db, "k", "old")
-	pin := newTx(t, db) // keeps k's entry until it is out of the window
-	require.Equal(t, "old", string(get(t, pin, "k")))
-	require.NoError(t, db.Transact(t.Context(), clearTx("k")))
-	clk.Advance(600 * time.Millisecond)
-	mustSet(t, db, "other", "x")
+	db, clk, _ := tombstoneAboutToGo(t)
 
 	tr := newTx(t, db)
 	require.Nil(t, get(t, tr, "k"))

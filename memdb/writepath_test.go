@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/fdbqueue/fdbqueue/kv"
-	"github.com/fdbqueue/fdbqueue/memdb"
 	"github.com/stretchr/testify/require"
 )
 
@@ -22,12 +21,7 @@ func TestQueueShapedWritesAllocations(t *testing.T) {
 	if raceEnabled {
 		t.Skip("the race detector changes allocation counts")
 	}
-	db := memdb.New() // the real clock: a manual one costs an allocation per transaction
-	defer db.Close()
-	for i := range 10 {
-		mustSet(t, db, fmt.Sprintf("q/%04d", i), "a small work item, 32 bytes long")
-	}
-	r := kv.KeyRange{Begin: []byte("q/"), End: []byte("q0")}
+	db, r := tenItems(t)
 	item, slot, depth := []byte("q/0010"), []byte("z/journal/slot"), []byte("c/depth")
 	value, record, one := []byte("a small work item, 32 bytes long"), []byte("a journal record"), le64(1)
 	allocs := testing.AllocsPerRun(100, func() {
@@ -122,12 +116,7 @@ func TestDequeueShapedWritesAllocations(t *testing.T) {
 	if raceEnabled {
 		t.Skip("the race detector changes allocation counts")
 	}
-	db := memdb.New() // the real clock: a manual one costs an allocation per transaction
-	defer db.Close()
-	for i := range 10 {
-		mustSet(t, db, fmt.Sprintf("q/%04d", i), "a small work item, 32 bytes long")
-	}
-	r := kv.KeyRange{Begin: []byte("q/"), End: []byte("q0")}
+	db, r := tenItems(t)
 	slot, depth := []byte("z/journal/slot"), []byte("c/depth")
 	record, minusOne := []byte("a journal record"), le64(-1)
 	allocs := testing.AllocsPerRun(100, func() {
@@ -222,13 +211,7 @@ func TestClearOfReadKey(t *testing.T) {
 	}
 	t.Run("collected", func(t *testing.T) {
 		// As TestWriteAfterReadOfCollectedKey, with a Clear.
-		db, clk := newDB(t, memdb.WithMVCCWindow(time.Second))
-		mustSet(t, db, "k", "old")
-		pin := newTx(t, db) // keeps k's chain until it is out of the window
-		require.Equal(t, "old", string(get(t, pin, "k")))
-		require.NoError(t, db.Transact(t.Context(), clearTx("k")))
-		clk.Advance(600 * time.Millisecond)
-		mustSet(t, db, "other", "x")
+		db, clk, _ := tombstoneAboutToGo(t)
 
 		tr := newTx(t, db)
 		require.Nil(t, get(t, tr, "k"))
