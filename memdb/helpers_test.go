@@ -106,3 +106,18 @@ func tenItems(t *testing.T) (*memdb.DB, kv.KeyRange) {
 	}
 	return db, kv.KeyRange{Begin: []byte("q/"), End: []byte("q0")}
 }
+
+// readTail starts a transaction on db and reads r's last row with a
+// snapshot read, as an enqueue finds its queue's tail (for the allocation
+// counts of queue-shaped transactions).
+func readTail(t *testing.T, db *memdb.DB, r kv.KeyRange) kv.Transaction {
+	tr, err := db.CreateTransaction(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	kvs, err := tr.Snapshot().GetRange(r, kv.RangeOptions{Limit: 1, Reverse: true}).GetSlice()
+	if err != nil || len(kvs) != 1 {
+		t.Fatal(kvs, err)
+	}
+	return tr
+}

@@ -2,7 +2,6 @@ package memdb_test
 
 import (
 	"bytes"
-	"context"
 	"fmt"
 	"testing"
 
@@ -253,14 +252,7 @@ func TestRangeResultRoomTakesTheAtomicEntry(t *testing.T) {
 	if !raceEnabled {
 		one, depth := le64(1), []byte("c/depth")
 		allocs := testing.AllocsPerRun(100, func() {
-			tr, err := db.CreateTransaction(context.Background())
-			if err != nil {
-				t.Fatal(err)
-			}
-			kvs, err := tr.Snapshot().GetRange(r, kv.RangeOptions{Limit: 1, Reverse: true}).GetSlice()
-			if err != nil || len(kvs) != 1 {
-				t.Fatal(kvs, err)
-			}
+			tr := readTail(t, db, r)
 			tr.Add(depth, one)
 		})
 		require.Equal(t, 3.0, allocs)

@@ -25,14 +25,7 @@ func TestQueueShapedWritesAllocations(t *testing.T) {
 	item, slot, depth := []byte("q/0010"), []byte("z/journal/slot"), []byte("c/depth")
 	value, record, one := []byte("a small work item, 32 bytes long"), []byte("a journal record"), le64(1)
 	allocs := testing.AllocsPerRun(100, func() {
-		tr, err := db.CreateTransaction(context.Background())
-		if err != nil {
-			t.Fatal(err)
-		}
-		kvs, err := tr.Snapshot().GetRange(r, kv.RangeOptions{Limit: 1, Reverse: true}).GetSlice()
-		if err != nil || len(kvs) != 1 {
-			t.Fatal(kvs, err)
-		}
+		tr := readTail(t, db, r)
 		tr.Set(item, value)
 		tr.Set(slot, record)
 		tr.Add(depth, one)
