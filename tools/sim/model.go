@@ -103,29 +103,32 @@ type Output struct {
 	Items []Item
 }
 
-// state encodings. The models' states are strings so that porcupine can
-// compare them with == and hash them cheaply: a FIFO queue is a sequence of
-// 8-byte big-endian IDs, head first; a priority queue is a sequence of
-// 16-byte entries (priority with its sign bit flipped, so that byte order is
-// numeric order, then ID) ordered by priority and, among equal priorities,
-// by the order in which the pushes were linearized.
+// State encodings. A FIFO queue is a fifoQ (fifoq.go), whose steps cost
+// O(1). A priority queue is a string, so that porcupine can compare states
+// with == and hash them cheaply: a sequence of 16-byte entries (priority
+// with its sign bit flipped, so that byte order is numeric order, then
+// ID) ordered by priority and, among equal priorities, by the order in
+// which the pushes were linearized. Hidden items (see mstate) are 8-byte
+// big-endian IDs in a FIFO queue's state and such entries in a priority
+// queue's.
 const (
 	fifoEntry = 8
 	pqEntry   = 16
 )
 
-func fifoState(items []Item) string {
-	b := make([]byte, 0, len(items)*fifoEntry)
-	for _, it := range items {
-		b = binary.BigEndian.AppendUint64(b, it.ID)
+func fifoQOf(items []Item) fifoQ {
+	ids := make([]uint64, len(items))
+	for i, it := range items {
+		ids[i] = it.ID
 	}
-	return string(b)
+	return newFIFOQ(ids)
 }
 
-func fifoItems(s string) []Item {
-	out := make([]Item, len(s)/fifoEntry)
-	for i := range out {
-		out[i].ID = binary.BigEndian.Uint64([]byte(s[i*fifoEntry:]))
+func fifoItems(q fifoQ) []Item {
+	ids := q.ids()
+	out := make([]Item, len(ids))
+	for i, id := range ids {
+		out[i].ID = id
 	}
 	return out
 }
@@ -162,10 +165,10 @@ func pqItems(s string) []Item {
 
 var hashSeed = maphash.MakeSeed()
 
-// mstate is a model's state: the items, encoded as above, and the items
-// hidden by staged operations between their Hide and Unhide: 8 bytes of
-// tag then one item entry (all zero when the Hide found nothing), in tag
-// order.
+// mstate is a priority model's state: the items, encoded as above, and
+// the items hidden by staged operations between their Hide and Unhide: 8
+// bytes of tag then one item entry (all zero when the Hide found nothing),
+// in tag order.
 type mstate struct {
 	q, hidden string
 }
@@ -177,32 +180,69 @@ func hashState(s any) uint64 {
 
 func equalState(a, b any) bool { return a.(mstate) == b.(mstate) }
 
+// fstate is a FIFO model's state: mstate's, with the items in a fifoQ.
+type fstate struct {
+	q      fifoQ
+	hidden string
+}
+
+func hashFIFOState(s any) uint64 {
+	st := s.(fstate)
+	h := st.q.h
+	if st.hidden != "" {
+		h ^= 31 * maphash.String(hashSeed, st.hidden)
+	}
+	return h
+}
+
+func equalFIFOState(a, b any) bool {
+	x, y := a.(fstate), b.(fstate)
+	return x.hidden == y.hidden && x.q.equal(y.q)
+}
+
+func (st fstate) hide(tag uint64, entry string) fstate {
+	st.hidden = hideEntry(st.hidden, tag, entry)
+	return st
+}
+
 // hide records that tag's Hide took entry (all zero bytes for nothing).
 func (st mstate) hide(tag uint64, entry string) mstate {
-	e := string(binary.BigEndian.AppendUint64(nil, tag)) + entry
-	n := 8 + len(entry)
-	i := 0
-	for ; i < len(st.hidden); i += n {
-		if st.hidden[i:i+8] > e[:8] {
-			break
-		}
-	}
-	st.hidden = st.hidden[:i] + e + st.hidden[i:]
+	st.hidden = hideEntry(st.hidden, tag, entry)
 	return st
 }
 
 // unhide removes tag's entry; ok is false when tag hid nothing yet.
 func (st mstate) unhide(tag uint64, size int) (mstate, string, bool) {
-	t := string(binary.BigEndian.AppendUint64(nil, tag))
-	n := 8 + size
-	for i := 0; i < len(st.hidden); i += n {
-		if st.hidden[i:i+8] == t {
-			entry := st.hidden[i+8 : i+n]
-			st.hidden = st.hidden[:i] + st.hidden[i+n:]
-			return st, entry, true
+	var entry string
+	var ok bool
+	st.hidden, entry, ok = unhideEntry(st.hidden, tag, size)
+	return st, entry, ok
+}
+
+// hideEntry returns hidden with tag's entry added, in tag order.
+func hideEntry(hidden string, tag uint64, entry string) string {
+	e := string(binary.BigEndian.AppendUint64(nil, tag)) + entry
+	n := 8 + len(entry)
+	i := 0
+	for ; i < len(hidden); i += n {
+		if hidden[i:i+8] > e[:8] {
+			break
 		}
 	}
-	return st, "", false
+	return hidden[:i] + e + hidden[i:]
+}
+
+// unhideEntry returns hidden without tag's entry, and the entry; ok is
+// false when tag hid nothing yet.
+func unhideEntry(hidden string, tag uint64, size int) (string, string, bool) {
+	t := string(binary.BigEndian.AppendUint64(nil, tag))
+	n := 8 + size
+	for i := 0; i < len(hidden); i += n {
+		if hidden[i:i+8] == t {
+			return hidden[:i] + hidden[i+n:], hidden[i+8 : i+n], true
+		}
+	}
+	return hidden, "", false
 }
 
 func isZero(entry string) bool { return strings.Trim(entry, "\x00") == "" }
@@ -223,17 +263,17 @@ func isZero(entry string) bool { return strings.Trim(entry, "\x00") == "" }
 //     at the head, or with Tail at the tail.
 //   - Observe returns the whole content, which must be the state.
 func FIFOModel(initial []Item) porcupine.Model {
-	init := mstate{q: fifoState(initial)}
 	return porcupine.Model{
-		Init: func() any { return init },
+		// Each check gets a log of its own (see fifoQ).
+		Init: func() any { return fstate{q: fifoQOf(initial)} },
 		Step: func(state, input, output any) (bool, any) {
-			return fifoStep(state.(mstate), input.(Input), output.(Output))
+			return fifoStep(state.(fstate), input.(Input), output.(Output))
 		},
-		Equal:             equalState,
-		Hash:              hashState,
+		Equal:             equalFIFOState,
+		Hash:              hashFIFOState,
 		DescribeOperation: describeOperation(false),
 		DescribeState: func(state any) string {
-			return describeItems(fifoItems(state.(mstate).q), false)
+			return describeItems(fifoItems(state.(fstate).q), false)
 		},
 	}
 }
@@ -245,89 +285,100 @@ func FIFOModel(initial []Item) porcupine.Model {
 // the tail. So a Tail Hide may take the head aside or nothing; the checker
 // tries both (a nondeterministic model).
 func FIFOPlaceModel(initial []Item) porcupine.Model {
-	init := mstate{q: fifoState(initial)}
 	nothing := strings.Repeat("\x00", fifoEntry)
 	nm := porcupine.NondeterministicModel{
-		Init: func() []any { return []any{init} },
+		Init: func() []any { return []any{fstate{q: fifoQOf(initial)}} },
 		Step: func(state, input, output any) []any {
-			st, in := state.(mstate), input.(Input)
+			st, in := state.(fstate), input.(Input)
 			var next []any
 			if ok, s := fifoStep(st, in, output.(Output)); ok {
 				next = append(next, s)
 			}
-			if in.Kind == Hide && in.Tail && len(st.q) > 0 {
+			if in.Kind == Hide && in.Tail && st.q.len() > 0 {
 				next = append(next, st.hide(in.Tag, nothing))
 			}
 			return next
 		},
-		Equal:             equalState,
-		Hash:              hashState,
+		Equal:             equalFIFOState,
+		Hash:              hashFIFOState,
 		DescribeOperation: describeOperation(false),
 		DescribeState: func(state any) string {
-			return describeItems(fifoItems(state.(mstate).q), false)
+			return describeItems(fifoItems(state.(fstate).q), false)
 		},
 	}
 	return nm.ToModel()
 }
 
-func fifoStep(st mstate, in Input, out Output) (bool, any) {
-	s := st.q
+func fifoStep(st fstate, in Input, out Output) (bool, any) {
+	q := st.q
 	switch in.Kind {
-	case Enqueue, EnqueueBatch:
-		var b [fifoEntry]byte
+	case Enqueue:
+		st.q = q.push(in.Item.ID)
+		return true, st
+	case EnqueueBatch:
 		for _, id := range BatchIDs(in) {
-			binary.BigEndian.PutUint64(b[:], id)
-			s += string(b[:])
+			q = q.push(id)
 		}
-		st.q = s
+		st.q = q
 		return true, st
 	case Dequeue, DequeueBatch:
 		if out.Unknown {
 			if in.Kind == DequeueBatch {
 				// The harness always recovers batches; were one left
 				// unknown, it took what there was, up to n.
-				st.q = s[min(len(s), in.N*fifoEntry):]
+				st.q = q.drop(min(q.len(), in.N))
 				return true, st
 			}
-			st.q = s[min(len(s), fifoEntry):]
+			st.q = q.drop(min(q.len(), 1))
 			return true, st
 		}
 		if out.Empty {
-			return len(s) == 0 && !in.Wait, st
+			return q.len() == 0 && !in.Wait, st
 		}
 		n := len(out.Items)
 		limit := 1
 		if in.Kind == DequeueBatch {
 			limit = in.N
 		}
-		if n == 0 || n > limit || n*fifoEntry > len(s) {
+		if n == 0 || n > limit || n > q.len() {
 			return false, st
 		}
-		for i, it := range out.Items {
-			if binary.BigEndian.Uint64([]byte(s[i*fifoEntry:])) != it.ID {
+		for i, id := range q.ids()[:n] {
+			if id != out.Items[i].ID {
 				return false, st
 			}
 		}
-		st.q = s[n*fifoEntry:]
+		st.q = q.drop(n)
 		return true, st
 	case Hide:
-		if len(s) == 0 {
+		if q.len() == 0 {
 			return true, st.hide(in.Tag, strings.Repeat("\x00", fifoEntry))
 		}
-		st.q = s[fifoEntry:]
-		return true, st.hide(in.Tag, s[:fifoEntry])
+		st.q = q.drop(1)
+		return true, st.hide(in.Tag, string(binary.BigEndian.AppendUint64(nil, q.head())))
 	case Unhide:
-		st, e, ok := st.unhide(in.Tag, fifoEntry)
+		hidden, e, ok := unhideEntry(st.hidden, in.Tag, fifoEntry)
+		st.hidden = hidden
 		if ok && !isZero(e) {
+			id := binary.BigEndian.Uint64([]byte(e))
 			if in.Tail {
-				st.q += e
+				st.q = q.push(id)
 			} else {
-				st.q = e + st.q
+				st.q = q.prepend(id)
 			}
 		}
 		return ok, st
 	case Observe:
-		return fifoState(out.Items) == s, st
+		ids := q.ids()
+		if len(ids) != len(out.Items) {
+			return false, st
+		}
+		for i, id := range ids {
+			if id != out.Items[i].ID {
+				return false, st
+			}
+		}
+		return true, st
 	}
 	return false, st
 }
