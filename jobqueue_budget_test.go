@@ -39,12 +39,13 @@ func uniqueKey(i int) string {
 // (where the fixed cost per job dominates), unique keys of all-0x00 bytes,
 // and limit-sized all-0xff values.
 func TestJobQueueAddBatchLargestBudget(t *testing.T) {
+	// Every job of a shape shares its value: AddBatch copies what it
+	// writes (kv.Transaction.Set) and keeps nothing.
+	limit := bytes.Repeat([]byte{0xff}, kv.MaxValueSize)
 	shapes := map[string]func(i int) fdbqueue.Job{
 		"empty":        func(int) fdbqueue.Job { return fdbqueue.Job{} },
 		"unique-zeros": func(i int) fdbqueue.Job { return fdbqueue.Job{Value: []byte{0}, UniqueKey: uniqueKey(i)} },
-		"limit-0xff": func(i int) fdbqueue.Job {
-			return fdbqueue.Job{Value: bytes.Repeat([]byte{0xff}, kv.MaxValueSize), UniqueKey: uniqueKey(i)}
-		},
+		"limit-0xff":   func(i int) fdbqueue.Job { return fdbqueue.Job{Value: limit, UniqueKey: uniqueKey(i)} },
 	}
 	for name, shape := range shapes {
 		t.Run(name, func(t *testing.T) {
@@ -52,26 +53,35 @@ func TestJobQueueAddBatchLargestBudget(t *testing.T) {
 			db := newFDBDB(newDB(t))
 			q := mustJobQueue(t, "add-"+name, fdbqueue.JobQueueConfig{}, fdbqueue.WithBatchBudget(fdbqueue.MaxBatchBudget))
 			next := 0
-			batch := func(n int) []fdbqueue.Job {
+			// accepted adds a batch of n jobs and reports whether the
+			// budget accepted it: a refused batch writes nothing, an
+			// accepted one must commit.
+			accepted := func(n int) bool {
 				jobs := make([]fdbqueue.Job, n)
 				for i := range jobs {
 					jobs[i] = shape(next + i)
 				}
-				return jobs
-			}
-			// Binary search for the largest accepted batch: a refused
-			// batch writes nothing, an accepted one must commit.
-			lo, hi := 0, 50_000
-			for hi-lo > 1 {
-				mid := (lo + hi) / 2
-				_, err := q.AddBatch(ctx, db, batch(mid))
+				_, err := q.AddBatch(ctx, db, jobs)
 				if errors.Is(err, fdbqueue.ErrBatchTooLarge) {
-					hi = mid
-					continue
+					return false
 				}
-				require.NoError(t, err, "a batch of %d jobs that the budget accepted", mid)
-				next += mid
-				lo = mid
+				require.NoError(t, err, "a batch of %d jobs that the budget accepted", n)
+				next += n
+				return true
+			}
+			// The largest accepted batch: doubling until one is refused
+			// (no batch tried is more than twice the answer), then a
+			// binary search between the last two.
+			lo, hi := 0, 1
+			for accepted(hi) {
+				lo, hi = hi, 2*hi
+			}
+			for hi-lo > 1 {
+				if mid := (lo + hi) / 2; accepted(mid) {
+					lo = mid
+				} else {
+					hi = mid
+				}
 			}
 			require.Positive(t, lo)
 			st := db.st.snapshot()
