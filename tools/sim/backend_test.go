@@ -5,7 +5,6 @@ import (
 	"context"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -24,7 +23,7 @@ func TestSimulationOnAGivenDatabase(t *testing.T) {
 	t.Cleanup(func() { _ = db.Close() })
 	cfg := sim.DefaultConfig()
 	cfg.Rounds, cfg.Clients, cfg.OpsPerClient, cfg.MaxOpen = 2, 3, 15, 1
-	cfg.CheckTimeout = 15 * time.Second
+	cfg.CheckTimeout = ciCheckTimeout
 	cfg.DB = db
 	cfg.Prefix = tuple.Tuple{"soak", "run"}
 	seeds := []int64{1, 2} // 2 is staged, 1 is not (by the seed's first draws)
