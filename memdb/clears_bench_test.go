@@ -20,28 +20,53 @@ import (
 // store's, as commitStep runs it). conflict-missing is conflict where the
 // keys cleared after the read version were never set, so the resolver
 // records the clears instead of the store.
+//
+// Each runs on two databases. In the first, the other keys are just the
+// n cleared after the read version, so the database grows with n. In the
+// second (keys=100000) they are 100,000 in every case: the n, and the
+// rest cleared before the read version, all kept as tombstones by an
+// older reader. There the number of clears after the read version is all
+// that changes; the first also measures a larger heap, whose marking by
+// the garbage collector every allocation of the process pays for (the
+// read allocates its result).
 func BenchmarkClearsAfterReadVersion(b *testing.B) {
-	for _, n := range []int{10, 1_000, 100_000} {
-		db, tr, rv := clearsAfterRV(b, n, false)
-		r := kv.KeyRange{Begin: []byte("q/"), End: []byte("q0")}
-		head := fmt.Appendf(nil, "q/%08d", 10_000)
-		b.Run(fmt.Sprintf("read/clears=%d", n), func(b *testing.B) {
-			b.ReportAllocs()
-			defer reportCPU(b)()
-			for i := 0; i < b.N; i++ {
-				kvs, err := tr.Snapshot().GetRange(r, kv.RangeOptions{Limit: 1}).GetSlice()
-				if err != nil || len(kvs) != 1 || string(kvs[0].Key) != string(head) {
-					b.Fatal(kvs, err)
-				}
+	const size = 100_000
+	for _, fixed := range []bool{false, true} {
+		for _, n := range []int{10, 1_000, size} {
+			name := fmt.Sprintf("clears=%d", n)
+			if fixed {
+				name += fmt.Sprintf("/keys=%d", size)
 			}
-		})
-		b.Run(fmt.Sprintf("conflict/clears=%d", n), func(b *testing.B) { benchConflictCheck(b, db, r.Begin, head, rv) })
-		tr.Cancel()
-		db.Close()
-		db, tr, rv = clearsAfterRV(b, n, true)
-		b.Run(fmt.Sprintf("conflict-missing/clears=%d", n), func(b *testing.B) { benchConflictCheck(b, db, r.Begin, head, rv) })
-		tr.Cancel()
-		db.Close()
+			pad := func(missing bool) int {
+				switch {
+				case !fixed:
+					return 0
+				case missing:
+					return size
+				}
+				return size - n
+			}
+			db, tr, rv := clearsAfterRV(b, n, false, pad(false))
+			r := kv.KeyRange{Begin: []byte("q/"), End: []byte("q0")}
+			head := fmt.Appendf(nil, "q/%08d", 10_000)
+			b.Run("read/"+name, func(b *testing.B) {
+				b.ReportAllocs()
+				defer reportCPU(b)()
+				for i := 0; i < b.N; i++ {
+					kvs, err := tr.Snapshot().GetRange(r, kv.RangeOptions{Limit: 1}).GetSlice()
+					if err != nil || len(kvs) != 1 || string(kvs[0].Key) != string(head) {
+						b.Fatal(kvs, err)
+					}
+				}
+			})
+			b.Run("conflict/"+name, func(b *testing.B) { benchConflictCheck(b, db, r.Begin, head, rv) })
+			tr.Cancel()
+			db.Close()
+			db, tr, rv = clearsAfterRV(b, n, true, pad(true))
+			b.Run("conflict-missing/"+name, func(b *testing.B) { benchConflictCheck(b, db, r.Begin, head, rv) })
+			tr.Cancel()
+			db.Close()
+		}
 	}
 }
 
@@ -65,8 +90,10 @@ func benchConflictCheck(b *testing.B, db *DB, begin, head []byte, rv int64) {
 // clearsAfterRV returns a DB with the queue-shaped range q/ (see
 // BenchmarkClearsAfterReadVersion) and a transaction whose read version
 // is followed by n clears of other keys, in commits of up to 1,000: keys
-// set before the read version, or if missing, keys never set.
-func clearsAfterRV(b *testing.B, n int, missing bool) (*DB, kv.Transaction, int64) {
+// set before the read version, or if missing, keys never set. Before
+// all that, pad more keys are set and cleared, and a transaction opened
+// between the two keeps every tombstone from collection (Close ends it).
+func clearsAfterRV(b *testing.B, n int, missing bool, pad int) (*DB, kv.Transaction, int64) {
 	db := New(WithMVCCWindow(time.Hour))
 	ctx := context.Background()
 	batch := func(lo, hi int, f func(tr kv.Transaction, i int)) {
@@ -81,21 +108,29 @@ func clearsAfterRV(b *testing.B, n int, missing bool) (*DB, kv.Transaction, int6
 			}
 		}
 	}
+	readAt := func() (kv.Transaction, int64) {
+		t, err := db.CreateTransaction(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		rv, err := t.GetReadVersion().Get()
+		if err != nil {
+			b.Fatal(err)
+		}
+		return t, rv
+	}
 	q := func(i int) []byte { return fmt.Appendf(nil, "q/%08d", i) }
 	other := func(i int) []byte { return fmt.Appendf(nil, "other/%08d", i) }
+	padKey := func(i int) []byte { return fmt.Appendf(nil, "pad/%08d", i) }
+	batch(0, pad, func(tr kv.Transaction, i int) { tr.Set(padKey(i), []byte("value")) })
+	readAt() // the oldest reader: the horizon stays before every clear below
+	batch(0, pad, func(tr kv.Transaction, i int) { tr.Clear(padKey(i)) })
 	batch(0, 10_100, func(tr kv.Transaction, i int) { tr.Set(q(i), []byte("value")) })
 	batch(0, 10_000, func(tr kv.Transaction, i int) { tr.Clear(q(i)) })
 	if !missing {
 		batch(0, n, func(tr kv.Transaction, i int) { tr.Set(other(i), []byte("value")) })
 	}
-	t, err := db.CreateTransaction(ctx)
-	if err != nil {
-		b.Fatal(err)
-	}
-	rv, err := t.GetReadVersion().Get()
-	if err != nil {
-		b.Fatal(err)
-	}
+	t, rv := readAt()
 	batch(0, n, func(tr kv.Transaction, i int) { tr.Clear(other(i)) })
 	return db, t, rv
 }
