@@ -1,5 +1,7 @@
 package sim
 
+import "slices"
+
 // fifoQ is a FIFO model's sequence of item IDs, head first, as a value
 // that the checker can keep in many states at once: a window [lo, hi) of
 // a log that the states derived from one another share. The checker
@@ -112,11 +114,5 @@ func (q fifoQ) equal(r fifoQ) bool {
 	if q.log == r.log && q.lo == r.lo {
 		return true
 	}
-	a, b := q.ids(), r.ids()
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
+	return slices.Equal(q.ids(), r.ids())
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"hash/maphash"
+	"slices"
 	"strings"
 
 	"github.com/anishathalye/porcupine"
@@ -309,6 +310,8 @@ func FIFOPlaceModel(initial []Item) porcupine.Model {
 	return nm.ToModel()
 }
 
+func sameID(id uint64, it Item) bool { return id == it.ID }
+
 func fifoStep(st fstate, in Input, out Output) (bool, any) {
 	q := st.q
 	switch in.Kind {
@@ -343,10 +346,8 @@ func fifoStep(st fstate, in Input, out Output) (bool, any) {
 		if n == 0 || n > limit || n > q.len() {
 			return false, st
 		}
-		for i, id := range q.ids()[:n] {
-			if id != out.Items[i].ID {
-				return false, st
-			}
+		if !slices.EqualFunc(q.ids()[:n], out.Items, sameID) {
+			return false, st
 		}
 		st.q = q.drop(n)
 		return true, st
@@ -369,16 +370,7 @@ func fifoStep(st fstate, in Input, out Output) (bool, any) {
 		}
 		return ok, st
 	case Observe:
-		ids := q.ids()
-		if len(ids) != len(out.Items) {
-			return false, st
-		}
-		for i, id := range ids {
-			if id != out.Items[i].ID {
-				return false, st
-			}
-		}
-		return true, st
+		return slices.EqualFunc(q.ids(), out.Items, sameID), st
 	}
 	return false, st
 }
