@@ -254,9 +254,11 @@ func (x *deadIndex) anyAfter(b, e []byte, rv int64) bool {
 	return anyAfter(x.root, b, e, rv)
 }
 
-// anyAfter descends only into subtrees whose bound is above rv; one that
-// lies wholly within [b, e) then holds a hit (but for the stale bounds
-// dnode describes), so the cost is that of two paths from the root.
+// anyAfter descends only into subtrees whose bound is above rv, to the
+// first node within [b, e). Below it, the left subtree's keys are all
+// before e and the right's all at or after b, so each side needs one
+// comparison per node (anyFrom, anyBefore): the cost is that of two paths
+// from the root.
 func anyAfter(n *chain, b, e []byte, rv int64) bool {
 	for n != nil && n.d.max > rv {
 		switch {
@@ -265,8 +267,53 @@ func anyAfter(n *chain, b, e []byte, rv int64) bool {
 		case bytes.Compare(n.key, e) >= 0:
 			n = n.d.l
 		default:
-			return n.wv > rv || anyAfter(n.d.l, b, e, rv) || anyAfter(n.d.r, b, e, rv)
+			return n.wv > rv || anyFrom(n.d.l, b, rv) || anyBefore(n.d.r, e, rv)
 		}
+	}
+	return false
+}
+
+// anyFrom reports whether a chain of n's subtree, whose keys are all
+// before the query's end, is at or after b with wv above rv.
+func anyFrom(n *chain, b []byte, rv int64) bool {
+	for n != nil && n.d.max > rv {
+		if bytes.Compare(n.key, b) < 0 {
+			n = n.d.r
+			continue
+		}
+		if n.wv > rv || anyIn(n.d.r, rv) {
+			return true
+		}
+		n = n.d.l
+	}
+	return false
+}
+
+// anyBefore reports whether a chain of n's subtree, whose keys are all at
+// or after the query's begin, is before e with wv above rv.
+func anyBefore(n *chain, e []byte, rv int64) bool {
+	for n != nil && n.d.max > rv {
+		if bytes.Compare(n.key, e) >= 0 {
+			n = n.d.l
+			continue
+		}
+		if n.wv > rv || anyIn(n.d.l, rv) {
+			return true
+		}
+		n = n.d.r
+	}
+	return false
+}
+
+// anyIn reports whether a chain of n's subtree has wv above rv. A bound
+// above rv nearly always means a hit on the first path tried; a stale one
+// (see dnode) costs at most one more path.
+func anyIn(n *chain, rv int64) bool {
+	for n != nil && n.d.max > rv {
+		if n.wv > rv || anyIn(n.d.l, rv) {
+			return true
+		}
+		n = n.d.r
 	}
 	return false
 }
