@@ -108,6 +108,13 @@ type Watch interface {
 // reset, as in FDB API version 610 and later, but Reset clears them (FDB's
 // ReadYourWritesTransaction::reset keeps only the database's defaults): code
 // that calls Reset must set its options again.
+//
+// A value outside the option's range returns ErrInvalidOptionValue at
+// once and changes nothing: a negative duration, a timeout or delay over
+// math.MaxInt32 milliseconds, a retry limit below -1 or over
+// math.MaxInt32 (FDB's ranges: ReadYourWritesTransaction::setOptionImpl
+// and Transaction::setOption, fdbclient/). FDB's C API reports the error
+// at the transaction's next operation instead; backends check first.
 type TransactionOptions interface {
 	// SetTimeout cancels the transaction, with ErrTransactionTimedOut, once d
 	// has elapsed since it was created; the time spent in retries counts.

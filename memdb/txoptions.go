@@ -3,6 +3,7 @@ package memdb
 import (
 	"bytes"
 	"context"
+	"math"
 	"sync"
 	"time"
 
@@ -23,8 +24,8 @@ type txOptions struct{ tx *transaction }
 // has passed since it was created (or last Reset, which also clears the
 // timeout), in real time or on the DB's clock, whichever comes first.
 func (o txOptions) SetTimeout(d time.Duration) error {
-	if d < 0 {
-		return kv.ErrClientInvalidOp
+	if !validOptionMillis(d) {
+		return kv.ErrInvalidOptionValue
 	}
 	tx := o.tx
 	tx.mu.Lock()
@@ -66,10 +67,18 @@ func (tx *transaction) armTimerLocked() {
 	})
 }
 
+// validOptionMillis reports whether d is in the range of FDB's options
+// given in milliseconds (timeout, max_retry_delay): 0 to math.MaxInt32
+// (extractIntOption in ReadYourWritesTransaction::setOptionImpl and
+// Transaction::setOption, fdbclient/).
+func validOptionMillis(d time.Duration) bool {
+	return d >= 0 && d.Milliseconds() <= math.MaxInt32
+}
+
 // SetRetryLimit limits OnError to n retries; -1 means no limit.
 func (o txOptions) SetRetryLimit(n int) error {
-	if n < -1 {
-		return kv.ErrClientInvalidOp
+	if n < -1 || n > math.MaxInt32 {
+		return kv.ErrInvalidOptionValue
 	}
 	o.tx.mu.Lock()
 	o.tx.cold().retryLimit = n
@@ -79,8 +88,8 @@ func (o txOptions) SetRetryLimit(n int) error {
 
 // SetMaxRetryDelay caps OnError's backoff.
 func (o txOptions) SetMaxRetryDelay(d time.Duration) error {
-	if d < 0 {
-		return kv.ErrClientInvalidOp
+	if !validOptionMillis(d) {
+		return kv.ErrInvalidOptionValue
 	}
 	o.tx.mu.Lock()
 	o.tx.cold().maxRetryDelay = d
