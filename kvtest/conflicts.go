@@ -54,6 +54,18 @@ func conflictTests() []conformanceTest {
 		{name: "AtomicAddOverlapNoConflict", read: func(t *testing.T, f *fixture, r kv.Transaction) { r.Add(f.key("b"), le(1, 8)) }, write: setKeys("b")},
 		{name: "ReadOnlyTransactionAlwaysCommits", seed: []string{"b"}, read: getKey("b"), write: setKeys("b"), readOnly: true},
 		{name: "ReadOnlyRangeReadAlwaysCommits", seed: []string{"b"}, read: rangeRead("", "\xff", 0, false, "b"), write: setKeys("b", "c"), readOnly: true},
+		// An empty ClearRange or write conflict range writes nothing, so the
+		// transaction stays read-only ("if (r.empty()) return;" in
+		// ReadYourWritesTransaction::clear and addWriteConflictRange,
+		// fdbclient/ReadYourWrites.cpp).
+		{name: "EmptyClearRangeKeepsReadOnly", seed: []string{"b"}, read: func(t *testing.T, f *fixture, r kv.Transaction) {
+			mustGet(t, r, f.key("b"))
+			r.ClearRange(f.rng("c", "c"))
+		}, write: setKeys("b"), readOnly: true},
+		{name: "EmptyWriteConflictRangeKeepsReadOnly", seed: []string{"b"}, read: func(t *testing.T, f *fixture, r kv.Transaction) {
+			mustGet(t, r, f.key("b"))
+			require.NoError(t, r.AddWriteConflictRange(f.rng("c", "c")))
+		}, write: setKeys("b"), readOnly: true},
 
 		// Range reads that ran to the end of the range: the whole range.
 		{name: "FullRangeReadConflictsWithInsertAtBegin", seed: []string{"c", "e"}, read: rangeRead("b", "y", 0, false, "c", "e"), write: setKeys("b"), conflict: true},
@@ -132,6 +144,13 @@ func conflictTests() []conformanceTest {
 			r.Set(f.key("c"), []byte("own"))
 			require.NoError(t, r.AddReadConflictRange(f.rng("b", "d")))
 		}, write: setKeys("c")},
+		// A versionstamped value does not depend on the database, so a read
+		// conflict range adds nothing for its key (OperationStack::isDependent,
+		// fdbclient/WriteMap.cpp; RYW's updateConflictMap).
+		{name: "AddReadConflictKeySkipsOwnVersionstampedValue", read: func(t *testing.T, f *fixture, r kv.Transaction) {
+			r.SetVersionstampedValue(f.key("b"), stampedValue("", ""))
+			require.NoError(t, r.AddReadConflictKey(f.key("b")))
+		}, write: setKeys("b")},
 		{name: "AddReadConflictRangeWithOwnWritesConflictsOnOtherKeys", read: func(t *testing.T, f *fixture, r kv.Transaction) {
 			r.Set(f.key("c"), []byte("own"))
 			require.NoError(t, r.AddReadConflictRange(f.rng("b", "d")))

@@ -23,6 +23,9 @@ func versionstampTests() []conformanceTest {
 		{"OneVersionstampPerTransaction", testOneVersionstampPerTransaction},
 		{"VersionstampedKeyNotReadableInSameTransaction", testVersionstampedKeyNotReadableInSameTransaction},
 		{"VersionstampedValueNotReadableInSameTransaction", testVersionstampedValueNotReadableInSameTransaction},
+		{"VersionstampedKeyRangeStartsAfterReadVersion", testVersionstampedKeyRangeStartsAfterReadVersion},
+		{"SetAfterVersionstampedValueStaysUnreadable", testSetAfterVersionstampedValueStaysUnreadable},
+		{"ClearMakesVersionstampedValueReadable", testClearMakesVersionstampedValueReadable},
 		{"VersionstampOfFailedCommitIsError", testVersionstampOfFailedCommitIsError},
 		{"VersionstampOfReadOnlyTransactionIsError", testVersionstampOfReadOnlyTransactionIsError},
 		{"VersionstampOffsetOutOfRange", testVersionstampOffsetOutOfRange},
@@ -188,6 +191,55 @@ func testVersionstampedValueNotReadableInSameTransaction(t *testing.T, f *fixtur
 	tr.SetVersionstampedValue(f.key("vv"), stampedValue("pre", ""))
 	_, err := tr.Get(f.key("vv")).Get()
 	requireCode(t, err, kv.ErrAccessedUnreadable, "a read of a key whose versionstamped value was set in the same transaction")
+}
+
+// testVersionstampedKeyRangeStartsAfterReadVersion: the unreadable range
+// of a versionstamped key begins at the stamp of the version after the
+// read version (getVersionstampKeyRange in fdbclient/include/fdbclient/
+// Atomic.h: readVersion.map(v + 1)), so keys stamped by commits at or
+// before the read version, the last one included, stay readable.
+func testVersionstampedKeyRangeStartsAfterReadVersion(t *testing.T, f *fixture) {
+	head := f.key("vs/")
+	first := f.newTx(t)
+	first.SetVersionstampedKey(stampedKey(head, ""), []byte("first"))
+	_, committed := commitStamped(t, first)
+
+	tr := f.newTx(t)
+	rv := readVersion(t, tr)
+	require.GreaterOrEqual(t, rv, committed, "a read version taken after a commit is at or after its version")
+	tr.SetVersionstampedKey(stampedKey(head, ""), []byte("second"))
+	kvs := mustRange(t, tr, f.rng("vs/", "vs0"), kv.RangeOptions{Limit: 1})
+	require.Len(t, kvs, 1, "a read of the key stamped at or before the read version (%d <= %d) succeeds", committed, rv)
+	require.Equal(t, []byte("first"), kvs[0].Value)
+	_, err := tr.GetRange(f.rng("vs/", "vs0"), kv.RangeOptions{}).GetSlice()
+	requireCode(t, err, kv.ErrAccessedUnreadable, "a read that goes on into the range the new key may land in")
+}
+
+// testSetAfterVersionstampedValueStaysUnreadable: a Set of a key whose
+// versionstamped value this transaction set leaves the key unreadable in
+// it (WriteMap::mutate, fdbclient/WriteMap.cpp, keeps is_unreadable once
+// set), and the Set's value is what the commit leaves.
+func testSetAfterVersionstampedValueStaysUnreadable(t *testing.T, f *fixture) {
+	tr := f.newTx(t)
+	tr.SetVersionstampedValue(f.key("vv"), stampedValue("pre", ""))
+	tr.Set(f.key("vv"), []byte("plain"))
+	_, err := tr.Get(f.key("vv")).Get()
+	requireCode(t, err, kv.ErrAccessedUnreadable, "a read of a key set after its versionstamped value in the same transaction")
+	commit(t, tr, "a versionstamped value, then a Set of the same key")
+	f.requireValue(t, f.key("vv"), []byte("plain"), "the later Set wins at commit")
+}
+
+// testClearMakesVersionstampedValueReadable: a Clear of the key makes it
+// readable again (WriteMap::clear inserts IsUnreadable::False), and the
+// key is then absent.
+func testClearMakesVersionstampedValueReadable(t *testing.T, f *fixture) {
+	tr := f.newTx(t)
+	tr.SetVersionstampedValue(f.key("vv"), stampedValue("pre", ""))
+	tr.Clear(f.key("vv"))
+	require.Nil(t, mustGet(t, tr, f.key("vv")), "a key cleared after its versionstamped value is read as absent")
+	tr.Set(f.key("other"), []byte("x"))
+	commit(t, tr, "a versionstamped value, then a Clear of the same key")
+	f.requireAbsent(t, f.key("vv"), "the Clear wins at commit")
 }
 
 func testVersionstampOfFailedCommitIsError(t *testing.T, f *fixture) {

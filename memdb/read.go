@@ -203,11 +203,11 @@ func (tx *transaction) getMetadataVersionNow(snap bool) kv.FutureValue {
 // nil and the atomic operations to fold into the database's value (e.ops
 // is only ever appended to).
 func ownRead(e *wentry) (kv.FutureValue, []atomicOp) {
-	switch e.st {
-	case stKnown:
-		return &valueFuture{val: ownValue(e.val, e.exists)}, nil
-	case stVS:
+	switch {
+	case e.unreadable():
 		return &valueFuture{err: kv.ErrAccessedUnreadable}, nil
+	case e.st == stKnown:
+		return &valueFuture{val: ownValue(e.val, e.exists)}, nil
 	}
 	return nil, e.ops
 }
@@ -823,17 +823,17 @@ func (tx *transaction) mergeIntoLocked(dst []kv.KeyValue, spare, b, e []byte, li
 			dc.step()
 		}
 		wc.next()
-		switch we.st {
-		case stKnown:
+		switch {
+		case we.unreadable():
+			return nil, nil, kv.ErrAccessedUnreadable
+		case we.st == stKnown:
 			if we.exists {
 				emit(we.key, we.val)
 			}
-		case stOps:
+		case we.st == stOps:
 			if v, ok := foldOps(base, baseOK, we.ops); ok {
 				emit(we.key, v)
 			}
-		case stVS:
-			return nil, nil, kv.ErrAccessedUnreadable
 		}
 	}
 	if len(out) == 0 {

@@ -10,7 +10,10 @@ import (
 // conflict ranges its reads add.
 
 // addReadConflictLocked adds [b, e) minus the keys the transaction's own
-// writes determine (those reads did not depend on the database).
+// writes determine (those reads did not depend on the database): cleared
+// keys and keys with an independent entry (see wentry.independent), as
+// RYW's updateConflictMap skips independent writes (fdbclient/
+// ReadYourWrites.cpp).
 func (tx *transaction) addReadConflictLocked(b, e []byte) {
 	if bytes.Compare(b, e) >= 0 {
 		return
@@ -33,7 +36,7 @@ func (tx *transaction) addReadConflictLocked(b, e []byte) {
 	var wc cursor
 	wc.seek(&tx.writes, b, false)
 	for bytes.Compare(cur, e) < 0 {
-		for wc.cur != nil && (!wc.cur.known() || bytes.Compare(wc.cur.key, cur) < 0) {
+		for wc.cur != nil && (!wc.cur.independent() || bytes.Compare(wc.cur.key, cur) < 0) {
 			wc.next()
 		}
 		var ks, ke []byte
@@ -177,11 +180,14 @@ func (tx *transaction) AddWriteConflictRange(r kv.KeyRange) error {
 	}
 	defer tx.mu.Unlock()
 	if bytes.Compare(b, e) < 0 {
+		// An empty range adds nothing and leaves a read-only transaction
+		// read-only (ReadYourWritesTransaction::addWriteConflictRange,
+		// fdbclient/ReadYourWrites.cpp: "if (r.empty()) return;").
 		x := tx.cold()
 		x.wconf = append(x.wconf, krange{b, e})
 		tx.size += sizeRange(b, e)
+		tx.mutated = true
 	}
-	tx.mutated = true
 	return nil
 }
 

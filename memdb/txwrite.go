@@ -72,7 +72,9 @@ func (tx *transaction) Set(key, value []byte) {
 	}
 	e, val := tx.newEntryLocked(key, value)
 	e.st, e.exists, e.val = stKnown, true, val
-	tx.writes.put(e)
+	if old := tx.writes.put(e); old != nil && old.unreadable() {
+		e.unread = true
+	}
 	tx.size += sizeSet(key, len(value))
 	tx.mutated = true
 	tx.ownWriteLocked(key, nil, val, true, true)
@@ -168,11 +170,14 @@ func (tx *transaction) ClearRange(r kv.KeyRange) {
 		tx.setErrLocked(err)
 		return
 	}
-	tx.mutated = true
 	tx.size += mutationRefSize + 2*int64(len(b)+len(e)) + keyRangeRefSize
 	if bytes.Equal(b, e) {
+		// FDB counts the size but writes nothing: an empty range leaves a
+		// read-only transaction read-only (ReadYourWritesTransaction::clear
+		// and Transaction::clear, fdbclient/: "if (r.empty()) return;").
 		return
 	}
+	tx.mutated = true
 	x := tx.cold()
 	x.clears = x.clears.add(b, e)
 	tx.writes.deleteRange(b, e)
@@ -318,8 +323,10 @@ func (tx *transaction) SetVersionstampedKey(key, value []byte) {
 // stampRangeLocked returns the range a versionstamped key with template
 // body and stamp offset off may land in, as FDB's getVersionstampKeyRange
 // (fdbclient/include/fdbclient/Atomic.h) computes it: from the template
-// with the transaction's read version (0 if it has none yet) and batch
-// order 0 in place of the stamp, to just after the template with ten 0xff
+// with the version after the transaction's read version (0 if it has none
+// yet: readVersion.map(v + 1).orDefault(0)) and batch order 0 in place of
+// the stamp, so that keys stamped by commits at or before the read
+// version stay readable, to just after the template with ten 0xff
 // bytes there, capped at the end of the user key space. Both bounds are
 // written in buf (2*len(body)+1 zero bytes).
 func (tx *transaction) stampRangeLocked(buf, body []byte, off int) krange {
@@ -327,7 +334,7 @@ func (tx *transaction) stampRangeLocked(buf, body []byte, off int) krange {
 	b, e := buf[:n:n], buf[n:2*n+1:2*n+1]
 	copy(b, body)
 	if tx.rvState == rvHave {
-		binary.BigEndian.PutUint64(b[off:off+8], uint64(tx.rv))
+		binary.BigEndian.PutUint64(b[off:off+8], uint64(tx.rv+1))
 	} else {
 		clear(b[off : off+8])
 	}

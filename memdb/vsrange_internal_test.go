@@ -17,8 +17,9 @@ func stampArg(body []byte, off int) []byte {
 
 // TestStampRangeBounds: the range a versionstamped key may land in is
 // built in one buffer, and equals FDB's getVersionstampKeyRange
-// (fdbclient/include/fdbclient/Atomic.h): the template with the read
-// version (or 0) and order 0 at the offset, up to just after the template
+// (fdbclient/include/fdbclient/Atomic.h): the template with the version
+// after the read version (or 0 without one) and order 0 at the offset,
+// up to just after the template
 // with ten 0xff bytes there, capped at the end of the user key space.
 func TestStampRangeBounds(t *testing.T) {
 	db := New()
@@ -52,7 +53,7 @@ func TestStampRangeBounds(t *testing.T) {
 			got := tx.x.unreadable[0]
 			var lo [10]byte
 			if tc.rv {
-				binary.BigEndian.PutUint64(lo[:8], uint64(tx.rv))
+				binary.BigEndian.PutUint64(lo[:8], uint64(tx.rv+1))
 				require.NotZero(t, tx.rv)
 			}
 			var hi [10]byte

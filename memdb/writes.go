@@ -28,6 +28,12 @@ type wentry struct {
 	// inline: key shares the entry's own allocation (newOpEntryLocked), so
 	// the store and the resolver keep a copy of it, not key itself.
 	inline bool
+	// unread: the transaction set the key's versionstamped value, then
+	// set it again (st is no longer stVS), and has not cleared it since:
+	// reads of it still fail with accessed_unreadable, as FDB's WriteMap
+	// keeps is_unreadable through later writes of the key until a clear
+	// (WriteMap::mutate and WriteMap::clear, fdbclient/WriteMap.cpp).
+	unread bool
 	vsOff  int32      // stVS: offset of the versionstamp in val
 	val    []byte     // stKnown: the value; stVS: the template
 	ops    []atomicOp // stOps, stVS: applied in order after the base
@@ -49,8 +55,18 @@ func (e *wentry) keptKey() ([]byte, []byte) {
 	return e.key, e.end()
 }
 
-// known reports whether the entry answers reads without the database.
-func (e *wentry) known() bool { return e.st == stKnown }
+// unreadable reports whether reads of the key fail with
+// accessed_unreadable: its value holds a versionstamp, or did before a
+// later write of the key (see unread).
+func (e *wentry) unreadable() bool { return e.st == stVS || e.unread }
+
+// independent reports whether the entry's value does not depend on the
+// database's, so that a read of the key adds no read conflict range: a
+// known value, or a versionstamped value whatever atomic operations
+// follow it (OperationStack::isDependent, fdbclient/WriteMap.cpp, looks
+// at the first operation only, and SetVersionstampedValue is not
+// dependent).
+func (e *wentry) independent() bool { return e.st != stOps }
 
 // smallMax is the size up to which a writeMap is a sorted slice; past it,
 // it becomes a B-tree.
@@ -154,19 +170,19 @@ func insertAt(s []*wentry, i int, e *wentry) []*wentry {
 }
 
 // put inserts e, replacing any entry for the same key.
-func (m *writeMap) put(e *wentry) {
+func (m *writeMap) put(e *wentry) (replaced *wentry) {
 	if m.big != nil {
-		m.big.Set(witem{key: e.key, e: e})
-		return
+		old, _ := m.big.Set(witem{key: e.key, e: e})
+		return old.e
 	}
 	i := m.search(e.key)
 	if i < len(m.small) && bytes.Equal(m.small[i].key, e.key) {
-		m.small[i] = e
-		return
+		replaced, m.small[i] = m.small[i], e
+		return replaced
 	}
 	if len(m.small) < smallMax {
 		m.small = insertAt(m.small, i, e)
-		return
+		return nil
 	}
 	m.big = btree.NewBTreeGOptions(witemLess, btree.Options{NoLocks: true})
 	for _, x := range m.small {
@@ -174,6 +190,7 @@ func (m *writeMap) put(e *wentry) {
 	}
 	m.small = nil
 	m.big.Set(witem{key: e.key, e: e})
+	return nil
 }
 
 // deleteRange removes the entries with keys in [b, e).
