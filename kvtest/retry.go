@@ -3,6 +3,7 @@ package kvtest
 import (
 	"context"
 	"errors"
+	"math"
 	"testing"
 	"time"
 
@@ -30,6 +31,8 @@ func retryTests() []conformanceTest {
 		{"ContextCancelledDuringRetries", testContextCancelledDuringRetries},
 		{"RetryLimit", testRetryLimit},
 		{"RetryLimitZero", testRetryLimitZero},
+		{"FailedOnErrorCancels", testFailedOnErrorCancels},
+		{"InvalidOptionValues", testInvalidOptionValues},
 		{"TimeoutExpires", testTimeoutExpires},
 		{"TimeoutNotYetExpired", testTimeoutNotYetExpired},
 		{"TimeoutZeroDisables", testTimeoutZeroDisables},
@@ -319,4 +322,57 @@ func testMaxRetryDelayCapsBackoff(t *testing.T, f *fixture) {
 	// Uncapped, 20 exponential backoffs from about 10 ms would take well
 	// over 10 s; capped at 1 ms they take about 20 ms.
 	require.Less(t, time.Since(start), 5*time.Second, "%d retries with max_retry_delay 1 ms took too long: the option must cap the backoff", retries)
+}
+
+// testFailedOnErrorCancels: an OnError that returns its error (not
+// retryable, or the retry limit reached) leaves the transaction cancelled
+// until Reset (RYWImpl::onError, fdbclient/ReadYourWrites.cpp: from API
+// version 610 its catch sends transaction_cancelled to resetPromise).
+func testFailedOnErrorCancels(t *testing.T, f *fixture) {
+	for _, tc := range []struct {
+		name  string
+		limit int
+		err   error
+	}{
+		{"NotRetryable", -1, kv.ErrKeyTooLarge},
+		{"RetryLimit", 0, kv.ErrNotCommitted},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			key := f.key(tc.name)
+			tr := f.newTx(t)
+			require.NoError(t, tr.Options().SetRetryLimit(tc.limit))
+			require.ErrorIs(t, tr.OnError(tc.err), tc.err, "OnError returns the error it cannot retry")
+			_, err := tr.Get(key).Get()
+			requireCode(t, err, kv.ErrTransactionCancelled, "a read after OnError returned an error")
+			tr.Set(key, []byte("x"))
+			requireCode(t, tr.Commit(), kv.ErrTransactionCancelled, "a commit after OnError returned an error")
+			f.requireAbsent(t, key, "the cancelled transaction wrote nothing")
+			tr.Reset()
+			tr.Set(key, []byte("x"))
+			commit(t, tr, "Reset makes the transaction usable again")
+		})
+	}
+}
+
+// testInvalidOptionValues: values outside FDB's ranges (extractIntOption in
+// ReadYourWritesTransaction::setOptionImpl and Transaction::setOption,
+// fdbclient/: timeout and max_retry_delay 0 to MaxInt32 milliseconds,
+// retry_limit -1 to MaxInt32) return invalid_option_value and change
+// nothing.
+func testInvalidOptionValues(t *testing.T, f *fixture) {
+	tr := f.newTx(t)
+	o := tr.Options()
+	over := time.Duration(math.MaxInt32+1) * time.Millisecond
+	requireCode(t, o.SetTimeout(-time.Millisecond), kv.ErrInvalidOptionValue, "a negative timeout")
+	requireCode(t, o.SetTimeout(over), kv.ErrInvalidOptionValue, "a timeout over MaxInt32 ms")
+	requireCode(t, o.SetMaxRetryDelay(-time.Millisecond), kv.ErrInvalidOptionValue, "a negative retry delay")
+	requireCode(t, o.SetMaxRetryDelay(over), kv.ErrInvalidOptionValue, "a retry delay over MaxInt32 ms")
+	requireCode(t, o.SetRetryLimit(-2), kv.ErrInvalidOptionValue, "a retry limit below -1")
+	if math.MaxInt > math.MaxInt32 {
+		requireCode(t, o.SetRetryLimit(math.MaxInt32+1), kv.ErrInvalidOptionValue, "a retry limit over MaxInt32")
+	}
+	require.NoError(t, o.SetTimeout(time.Duration(math.MaxInt32)*time.Millisecond), "the largest timeout")
+	require.NoError(t, o.SetRetryLimit(math.MaxInt32), "the largest retry limit")
+	tr.Set(f.key("a"), []byte("x"))
+	commit(t, tr, "a transaction whose invalid option values were refused")
 }

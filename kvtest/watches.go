@@ -30,6 +30,7 @@ func watchTests() []conformanceTest {
 		{"FiresOnAtomicChange", testWatchFiresOnAtomicChange},
 		{"NotActiveBeforeCommit", testWatchNotActiveBeforeCommit},
 		{"FailedCommitFailsWatches", testWatchFailedCommitFailsWatches},
+		{"RetryFailsWatchesCancelled", testWatchRetryFailsWatchesCancelled},
 		{"CancelFailsWait", testWatchCancelFailsWait},
 		{"CancelReleasesPendingWait", testWatchCancelReleasesPendingWait},
 		{"TooManyWatches", testTooManyWatches},
@@ -141,6 +142,24 @@ func testWatchFailedCommitFailsWatches(t *testing.T, f *fixture) {
 	requireCode(t, err, kv.ErrNotCommitted, "Wait on a watch whose transaction failed to commit")
 	f.set(t, f.key("w"), []byte("x"))
 	require.Error(t, w.Wait(ctx), "a failed watch must never fire later")
+}
+
+// testWatchRetryFailsWatchesCancelled: the watches of an attempt that
+// OnError resets for a retry fail with transaction_cancelled, not with the
+// error retried (Transaction::onError resets, and resetImpl calls
+// cancelWatches, whose default error is transaction_cancelled:
+// fdbclient/NativeAPI.actor.cpp and NativeAPI.actor.h).
+func testWatchRetryFailsWatchesCancelled(t *testing.T, f *fixture) {
+	tr := f.newTx(t)
+	w := tr.Watch(f.key("w"))
+	t.Cleanup(w.Cancel)
+	require.NoError(t, tr.Options().SetMaxRetryDelay(time.Millisecond))
+	require.NoError(t, tr.OnError(kv.ErrNotCommitted), "OnError of a retryable error")
+	ctx, cancel := context.WithTimeout(f.ctx, firedWait)
+	defer cancel()
+	err := w.Wait(ctx)
+	require.NotErrorIs(t, err, context.DeadlineExceeded, "a watch of an attempt that was reset must fail at once")
+	requireCode(t, err, kv.ErrTransactionCancelled, "Wait on a watch of an attempt that OnError reset")
 }
 
 func testWatchCancelFailsWait(t *testing.T, f *fixture) {

@@ -22,12 +22,42 @@ func TestOnErrorRetriesRetryableErrorsOnly(t *testing.T) {
 	require.Nil(t, get(t, tr, "k"), "OnError resets the transaction")
 	require.Equal(t, int64(6), db.Stats().Retries)
 	for _, err := range []error{kv.ErrTransactionCancelled, kv.ErrTransactionTimedOut, kv.ErrKeyTooLarge,
-		kv.ErrInvertedRange, errors.New("application error")} {
+		kv.ErrInvertedRange, errors.New("application error"), kv.CommitInterrupted(kv.ErrTransactionCancelled)} {
+		tr.Reset() // a failed OnError leaves the transaction cancelled (below)
 		require.Equal(t, err, tr.OnError(err), "non-retryable errors come back unchanged")
 	}
-	wrapped := kv.CommitInterrupted(kv.ErrTransactionCancelled)
-	require.Equal(t, wrapped, tr.OnError(wrapped))
 	require.Equal(t, int64(6), db.Stats().Retries)
+}
+
+// TestFailedOnErrorCancels: an OnError that returns its error, because the
+// error is not retryable or the retry limit is reached, leaves the
+// transaction cancelled until Reset, as FDB's does from API version 610
+// (RYWImpl::onError, fdbclient/ReadYourWrites.cpp: the catch sends
+// transaction_cancelled to resetPromise; a later OnError then throws that).
+func TestFailedOnErrorCancels(t *testing.T) {
+	db, _ := newDB(t)
+	for _, tc := range []struct {
+		name  string
+		limit int
+		err   error
+	}{
+		{"not retryable", -1, kv.ErrKeyTooLarge},
+		{"retry limit", 0, kv.ErrNotCommitted},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tr := newTx(t, db)
+			require.NoError(t, tr.Options().SetRetryLimit(tc.limit))
+			require.ErrorIs(t, tr.OnError(tc.err), tc.err)
+			_, err := tr.Get([]byte("k")).Get()
+			require.ErrorIs(t, err, kv.ErrTransactionCancelled, "a read after the failed OnError")
+			tr.Set([]byte("k"), []byte("v"))
+			require.ErrorIs(t, tr.Commit(), kv.ErrTransactionCancelled, "a commit after the failed OnError")
+			require.ErrorIs(t, tr.OnError(kv.ErrNotCommitted), kv.ErrTransactionCancelled, "OnError of a cancelled transaction")
+			tr.Reset()
+			tr.Set([]byte("k"), []byte("v"))
+			require.NoError(t, tr.Commit(), "Reset makes the transaction usable again")
+		})
+	}
 }
 
 func TestRetryLimitSurvivesOnErrorResetButNotReset(t *testing.T) {

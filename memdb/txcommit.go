@@ -212,7 +212,13 @@ func (tx *transaction) commitReadOnlyLocked(req *commitReq) error {
 // ---- retries ----
 
 // OnError resets the transaction and backs off if err is retryable;
-// otherwise it returns err.
+// otherwise, or once the retry limit is reached, it returns err and leaves
+// the transaction cancelled until Reset, as FDB does from API version 610
+// (RYWImpl::onError, fdbclient/ReadYourWrites.cpp: its catch sends
+// transaction_cancelled to resetPromise). Watches that a retry drops fail
+// with kv.ErrTransactionCancelled (Transaction::onError resets, and
+// resetImpl calls cancelWatches, whose default error is
+// transaction_cancelled: fdbclient/NativeAPI.actor.cpp).
 func (tx *transaction) OnError(err error) error {
 	if err == nil {
 		return nil
@@ -225,12 +231,9 @@ func (tx *transaction) OnError(err error) error {
 		}
 		return cerr
 	}
-	if !kv.IsRetryable(err) {
-		tx.mu.Unlock()
-		return err
-	}
 	x := tx.cold()
-	if x.retryLimit >= 0 && int(x.retries) >= x.retryLimit {
+	if !kv.IsRetryable(err) || (x.retryLimit >= 0 && int(x.retries) >= x.retryLimit) {
+		tx.cancelLocked(kv.ErrTransactionCancelled)
 		tx.mu.Unlock()
 		return err
 	}
@@ -255,7 +258,7 @@ func (tx *transaction) OnError(err error) error {
 		return serr
 	}
 	tx.mu.Lock()
-	tx.resetLocked(false, err)
+	tx.resetLocked(false, kv.ErrTransactionCancelled)
 	tx.mu.Unlock()
 	return nil
 }
