@@ -19,6 +19,8 @@ func limitTests() []conformanceTest {
 		{"KeyTooLargeForAtomicOp", testKeyTooLargeForAtomicOp},
 		{"ValueAtSizeLimit", testValueAtSizeLimit},
 		{"ValueTooLarge", testValueTooLarge},
+		{"VersionstampedKeySizeCountsOffset", testVersionstampedKeySizeCountsOffset},
+		{"VersionstampedValueSizeCountsOffset", testVersionstampedValueSizeCountsOffset},
 		{"TransactionUnderSizeLimit", testTransactionUnderSizeLimit},
 		{"TransactionTooLarge", testTransactionTooLarge},
 		{"ApproximateSizeGrowsWithWrites", testApproximateSizeGrowsWithWrites},
@@ -94,6 +96,46 @@ func testValueTooLarge(t *testing.T, f *fixture) {
 	tr.Set(f.key("ok"), []byte("x"))
 	requireCode(t, tr.Commit(), kv.ErrValueTooLarge, fmt.Sprintf("commit after a Set with a %d-byte value", kv.MaxValueSize+1))
 	f.requireAbsent(t, f.key("ok"), "a transaction that failed with value_too_large must apply none of its writes")
+}
+
+// testVersionstampedKeySizeCountsOffset: a versionstamped key's argument
+// is checked as given, its 4-byte offset included
+// (ReadYourWritesTransaction::atomicOp, fdbclient/ReadYourWrites.cpp:
+// key.size() > getMaxWriteKeySize before the stamp is placed), so the
+// largest key it can write is kv.MaxKeySize-4 bytes.
+func testVersionstampedKeySizeCountsOffset(t *testing.T, f *fixture) {
+	head := func(argLen int) []byte { // the key before the stamp, for an argument of argLen bytes
+		return f.key(string(bytes.Repeat([]byte{'k'}, argLen-14-len(f.prefix))))
+	}
+	tr := f.newTx(t)
+	tr.SetVersionstampedKey(stampedKey(head(kv.MaxKeySize+1), ""), []byte("x"))
+	tr.Set(f.key("ok"), []byte("x"))
+	requireCode(t, tr.Commit(), kv.ErrKeyTooLarge, fmt.Sprintf("commit after a SetVersionstampedKey with a %d-byte argument", kv.MaxKeySize+1))
+	f.requireAbsent(t, f.key("ok"), "a transaction that failed with key_too_large must apply none of its writes")
+
+	tr = f.newTx(t)
+	tr.SetVersionstampedKey(stampedKey(head(kv.MaxKeySize), ""), []byte("x"))
+	commit(t, tr, "a SetVersionstampedKey with a %d-byte argument", kv.MaxKeySize)
+	kvs := f.getRange(t, f.all(), kv.RangeOptions{})
+	require.Len(t, kvs, 1)
+	require.Len(t, kvs[0].Key, kv.MaxKeySize-4, "the key written is the argument without its offset")
+}
+
+// testVersionstampedValueSizeCountsOffset: likewise for a versionstamped
+// value (operand.size() > VALUE_SIZE_LIMIT in atomicOp): the largest value
+// it can write is kv.MaxValueSize-4 bytes.
+func testVersionstampedValueSizeCountsOffset(t *testing.T, f *fixture) {
+	arg := func(n int) []byte { return stampedValue("", string(bytes.Repeat([]byte{'v'}, n-14))) }
+	tr := f.newTx(t)
+	tr.SetVersionstampedValue(f.key("big"), arg(kv.MaxValueSize+1))
+	tr.Set(f.key("ok"), []byte("x"))
+	requireCode(t, tr.Commit(), kv.ErrValueTooLarge, fmt.Sprintf("commit after a SetVersionstampedValue with a %d-byte argument", kv.MaxValueSize+1))
+	f.requireAbsent(t, f.key("ok"), "a transaction that failed with value_too_large must apply none of its writes")
+
+	tr = f.newTx(t)
+	tr.SetVersionstampedValue(f.key("big"), arg(kv.MaxValueSize))
+	commit(t, tr, "a SetVersionstampedValue with a %d-byte argument", kv.MaxValueSize)
+	require.Len(t, f.get(t, f.key("big")), kv.MaxValueSize-4, "the value written is the argument without its offset")
 }
 
 // fillTransaction sets n distinct keys to values of the maximum size.

@@ -275,21 +275,19 @@ func (tx *transaction) SetVersionstampedKey(key, value []byte) {
 	if !tx.writableLocked() {
 		return
 	}
-	body, off, err := splitStamped(key)
-	if err == nil {
-		// checkWriteKey of the key with any stamp, without building it:
-		// only its length and first byte matter, and a stamp at offset 0
-		// starts with the version's first byte, never 0xff.
-		probe := body[:1:1]
-		if off == 0 {
-			probe = []byte{0}
-		}
-		if err = checkWriteKey(probe); err == nil && len(body) > maxKeySize {
-			err = kv.ErrKeyTooLarge
-		}
-	}
+	// FDB checks the arguments as given, the template with its 4-byte
+	// offset, before it places a stamp (ReadYourWritesTransaction::atomicOp,
+	// fdbclient/ReadYourWrites.cpp): the legal range, the key's size (so
+	// the key written is at most maxKeySize-4 bytes), the value's size,
+	// then the offset.
+	err := checkWriteKey(key)
 	if err == nil && len(value) > maxValueSize {
 		err = kv.ErrValueTooLarge
+	}
+	var body []byte
+	var off int
+	if err == nil {
+		body, off, err = splitStamped(key)
 	}
 	if err != nil {
 		tx.setErrLocked(err)
@@ -382,10 +380,14 @@ func (tx *transaction) SetVersionstampedValue(key, value []byte) {
 	if isMetadataVersionKey(key) {
 		body, off, err = checkMetadataVersionWrite(value) // metaversion.go
 	} else if err = checkWriteKey(key); err == nil {
-		body, off, err = splitStamped(value)
-	}
-	if err == nil && len(body) > maxValueSize {
-		err = kv.ErrValueTooLarge
+		// The value's size as given, offset included, then the offset
+		// (ReadYourWritesTransaction::atomicOp): the value written is at
+		// most maxValueSize-4 bytes.
+		if len(value) > maxValueSize {
+			err = kv.ErrValueTooLarge
+		} else {
+			body, off, err = splitStamped(value)
+		}
 	}
 	if err != nil {
 		tx.setErrLocked(err)

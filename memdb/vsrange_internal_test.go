@@ -72,9 +72,12 @@ func TestStampRangeBounds(t *testing.T) {
 	}
 }
 
-// TestVersionstampedKeyChecks: the key a versionstamped key becomes is
-// checked as any written key, first for \xff then for its size (as
-// checkWriteKey does), whatever the stamp.
+// TestVersionstampedKeyChecks: a versionstamped key's argument, the
+// template with its 4-byte offset, is checked as given before a stamp is
+// placed, as ReadYourWritesTransaction::atomicOp (fdbclient/
+// ReadYourWrites.cpp) checks it: the legal range (key >= getMaxWriteKey()),
+// then the size (key.size() > getMaxWriteKeySize), then the offset
+// (getVersionstampKeyRange, Atomic.h).
 func TestVersionstampedKeyChecks(t *testing.T) {
 	db := New()
 	defer db.Close()
@@ -86,11 +89,12 @@ func TestVersionstampedKeyChecks(t *testing.T) {
 	}{
 		{"legal", []byte("k0123456789"), 1, nil},
 		{"\\xff first", []byte("\xff0123456789"), 1, kv.ErrKeyOutsideLegalRange},
-		{"stamp first makes it legal", []byte("\xff123456789"), 0, nil},
-		{"largest key", bytes.Repeat([]byte{'k'}, maxKeySize), 3, nil},
-		{"too large", bytes.Repeat([]byte{'k'}, maxKeySize+1), 3, kv.ErrKeyTooLarge},
+		{"\\xff placeholder first", []byte("\xff123456789"), 0, kv.ErrKeyOutsideLegalRange},
+		{"largest key", bytes.Repeat([]byte{'k'}, maxKeySize-4), 3, nil},
+		{"too large with its offset", bytes.Repeat([]byte{'k'}, maxKeySize-3), 3, kv.ErrKeyTooLarge},
 		{"\\xff and too large", append([]byte{0xff}, bytes.Repeat([]byte{'k'}, maxKeySize)...), 3, kv.ErrKeyOutsideLegalRange},
 		{"offset past the end", []byte("k012345678"), 1, kv.ErrClientInvalidOp},
+		{"too large and offset past the end", bytes.Repeat([]byte{'k'}, maxKeySize), maxKeySize, kv.ErrKeyTooLarge},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tx := newTxT(t, db)
