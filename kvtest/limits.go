@@ -23,6 +23,7 @@ func limitTests() []conformanceTest {
 		{"VersionstampedValueSizeCountsOffset", testVersionstampedValueSizeCountsOffset},
 		{"TransactionUnderSizeLimit", testTransactionUnderSizeLimit},
 		{"TransactionTooLarge", testTransactionTooLarge},
+		{"PointClearsOverSizeLimit", testPointClearsOverSizeLimit},
 		{"ApproximateSizeGrowsWithWrites", testApproximateSizeGrowsWithWrites},
 		{"InvalidWriteFailsLaterReads", testInvalidWriteFailsLaterReads},
 		{"InvertedRangeRead", testInvertedRangeRead},
@@ -136,6 +137,28 @@ func testVersionstampedValueSizeCountsOffset(t *testing.T, f *fixture) {
 	tr.SetVersionstampedValue(f.key("big"), arg(kv.MaxValueSize))
 	commit(t, tr, "a SetVersionstampedValue with a %d-byte argument", kv.MaxValueSize)
 	require.Len(t, f.get(t, f.key("big")), kv.MaxValueSize-4, "the value written is the argument without its offset")
+}
+
+// testPointClearsOverSizeLimit: the commit's size limit applies to the
+// commit request's size (Transaction::getSize in commitMutations,
+// fdbclient/NativeAPI.actor.cpp), in which a point clear of a k-byte key
+// is a ClearRange mutation and a write conflict range, 4k+90 bytes, while
+// the approximate size counts it as 4k+66 (ReadYourWritesTransaction::
+// clear). Clears whose approximate size is under the limit can exceed it.
+func testPointClearsOverSizeLimit(t *testing.T, f *fixture) {
+	key := func(i int) []byte { return f.key(fmt.Sprintf("c%07d", i)) }
+	k := len(key(0))
+	n := kv.MaxTransactionSize / (4*k + 78) // between the two counts
+	tr := f.newTx(t)
+	for i := range n {
+		tr.Clear(key(i))
+	}
+	tr.Set(f.key("ok"), []byte("x"))
+	size, err := tr.GetApproximateSize().Get()
+	require.NoError(t, err)
+	require.Less(t, size, int64(kv.MaxTransactionSize), "the approximate size of %d clears of %d-byte keys", n, k)
+	requireCode(t, tr.Commit(), kv.ErrTransactionTooLarge, fmt.Sprintf("commit of %d clears of %d-byte keys (%d bytes in the commit request)", n, k, n*(4*k+90)))
+	f.requireAbsent(t, f.key("ok"), "a transaction that failed with transaction_too_large must apply none of its writes")
 }
 
 // fillTransaction sets n distinct keys to values of the maximum size.

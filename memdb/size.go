@@ -23,7 +23,8 @@ import (
 // reads of one key add one conflict range. approximateSize is at least
 // that size except for point Clears, whose mutation FDB's approximateSize
 // counts 24 bytes short (sizeof(KeyRangeRef) instead of sizeof(MutationRef)):
-// budget with a margin of 24 bytes per cleared key.
+// budget with a margin of 24 bytes per cleared key (the commit computes
+// the exact size when it may matter: sizeCheckFrom).
 const (
 	// mutationRefSize is sizeof(MutationRef) in FDB 7.3 on 64-bit builds:
 	// the type byte, two StringRefs (16 bytes each), the optional checksum
@@ -32,6 +33,14 @@ const (
 	// keyRangeRefSize is sizeof(KeyRangeRef): two StringRefs.
 	keyRangeRefSize = 32
 )
+
+// sizeCheckFrom is the approximate size past which a commit computes its
+// exact size (commitSizeLocked). The approximate size is at least the
+// commit's but for point clears, which it counts as 4k+66 bytes (k the
+// key's length) against at most 4k+90 in the commit (a ClearRange
+// mutation and a write conflict range of [key, key+\x00)): a commit can
+// exceed maxTxSize only once the approximate size exceeds 66/90 of it.
+const sizeCheckFrom = maxTxSize / 90 * 66
 
 // sizeSet is what a Set (or an atomic operation) of key with a
 // value (operand) of n bytes adds to the approximate size.

@@ -39,7 +39,7 @@ func (tx *transaction) Commit() error {
 		tx.mu.Unlock()
 		return err
 	}
-	if tx.size > maxTxSize && tx.commitSizeLocked() > maxTxSize {
+	if tx.size > sizeCheckFrom && tx.commitSizeLocked() > maxTxSize {
 		tx.failWatchesLocked(kv.ErrTransactionTooLarge)
 		tx.failStampLocked(kv.ErrTransactionTooLarge)
 		tx.mu.Unlock()
