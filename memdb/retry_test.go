@@ -100,6 +100,23 @@ func TestMaxRetryDelayCapsBackoff(t *testing.T) {
 	}
 }
 
+// TestMaxRetryDelayZeroRetriesAtOnce: a max retry delay of 0 is a cap of
+// 0, not "no option" (Transaction::getBackoff, fdbclient/NativeAPI.actor.cpp,
+// takes the minimum with options.maxBackoff whatever its value).
+func TestMaxRetryDelayZeroRetriesAtOnce(t *testing.T) {
+	db, _ := newDB(t, memdb.WithBackoff(time.Hour, time.Hour))
+	tr := newTx(t, db)
+	require.NoError(t, tr.Options().SetMaxRetryDelay(0))
+	done := make(chan error, 1)
+	go func() { done <- tr.OnError(kv.ErrNotCommitted) }()
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(time.Minute):
+		t.Fatal("OnError waited with a max retry delay of 0")
+	}
+}
+
 func TestBackoffAbortsWhenContextEnds(t *testing.T) {
 	db, _ := newDB(t, memdb.WithBackoff(time.Hour, time.Hour))
 	ctx, cancel := context.WithCancel(t.Context())

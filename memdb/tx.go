@@ -115,7 +115,8 @@ type txCold struct {
 	createdReal time.Time
 
 	timeout       time.Duration
-	maxRetryDelay time.Duration
+	maxRetryDelay time.Duration // the option's value, if delaySet
+	delaySet      bool          // max_retry_delay was set (0 included)
 	timer         *time.Timer
 	timerGen      uint64
 	vsf           *stampFuture

@@ -238,8 +238,12 @@ func (tx *transaction) OnError(err error) error {
 		return err
 	}
 	limit := tx.db.cfg.backoffMax
-	if x.maxRetryDelay > 0 {
-		limit = min(limit, x.maxRetryDelay)
+	if x.delaySet {
+		// The option replaces the default cap, 0 included
+		// (Transaction::getBackoff, fdbclient/NativeAPI.actor.cpp:
+		// backoff = min(backoff * growth, options.maxBackoff)). memdb caps
+		// the first delay too; FDB's is the initial backoff (10 ms).
+		limit = x.maxRetryDelay
 	}
 	b := x.backoff
 	if b == 0 {
@@ -298,7 +302,7 @@ func (tx *transaction) resetLocked(full bool, watchErr error) {
 		// re-applies them.
 		if x := tx.x; x != nil {
 			x.retries, x.retryLimit, x.backoff = 0, -1, 0
-			x.timeout, x.maxRetryDelay = 0, 0
+			x.timeout, x.maxRetryDelay, x.delaySet = 0, 0, false
 		}
 		tx.stampCreation()
 		if tx.ctx.Err() == nil && !tx.db.closedFlag.Load() {

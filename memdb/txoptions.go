@@ -86,13 +86,15 @@ func (o txOptions) SetRetryLimit(n int) error {
 	return nil
 }
 
-// SetMaxRetryDelay caps OnError's backoff.
+// SetMaxRetryDelay caps OnError's backoff, in place of the DB's cap
+// (WithBackoff): 0 retries at once.
 func (o txOptions) SetMaxRetryDelay(d time.Duration) error {
 	if !validOptionMillis(d) {
 		return kv.ErrInvalidOptionValue
 	}
 	o.tx.mu.Lock()
-	o.tx.cold().maxRetryDelay = d
+	x := o.tx.cold()
+	x.maxRetryDelay, x.delaySet = d, true
 	o.tx.mu.Unlock()
 	return nil
 }
