@@ -120,9 +120,11 @@
 //   - Key selectors, the system key space (\xff) apart from the metadata
 //     version key, special keys, tenants, locality and estimated range
 //     sizes. The metadata version key (kv.MetadataVersionKey) is read with
-//     Get and written with SetVersionstampedValue as in FDB; a range read
-//     of it or a watch on it fails with key_outside_legal_range, which FDB
-//     allows.
+//     Get and written with SetVersionstampedValue as in FDB, and a range
+//     read of it fails with key_outside_legal_range as in FDB without the
+//     system-key options; a watch on it fails with key_outside_legal_range
+//     too, which FDB allows (ReadYourWritesTransaction::watch exempts the
+//     key).
 //   - Transaction options other than timeout, retry_limit and
 //     max_retry_delay (no automatic idempotency, no causal_read_risky, no
 //     priorities, no read_your_writes_disable, no snapshot_ryw_disable).
