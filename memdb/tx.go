@@ -96,13 +96,15 @@ type txCold struct {
 	err error
 
 	// Options and retry state; they survive OnError's reset, not Reset.
-	retryLimit int   // -1: none
+	retryLimit int32 // -1: none (SetRetryLimit refuses values over MaxInt32)
 	retries    int32 // OnError's retries so far (it stops at MaxInt32)
 	// reading counts the reads in flight (with a latency model); readsDone
 	// is closed when it drops to zero, for a Commit waiting for them.
-	// (Two int32 keep txCold in the 288-byte size class.)
-	reading int32
-	backoff time.Duration // the next retry's delay cap; 0: the DB's initial one
+	// (The int32 fields and delaySet keep txCold in the 288-byte size
+	// class.)
+	reading  int32
+	delaySet bool          // max_retry_delay was set (0 included)
+	backoff  time.Duration // the next retry's delay cap; 0: the DB's initial one
 
 	// cancelErr is the cancellation's error (Cancel, the context, the
 	// timeout or Close), set with transaction.cancelled; cancelCh is made
@@ -116,7 +118,6 @@ type txCold struct {
 
 	timeout       time.Duration
 	maxRetryDelay time.Duration // the option's value, if delaySet
-	delaySet      bool          // max_retry_delay was set (0 included)
 	timer         *time.Timer
 	timerGen      uint64
 	vsf           *stampFuture

@@ -232,7 +232,7 @@ func (tx *transaction) OnError(err error) error {
 		return cerr
 	}
 	x := tx.cold()
-	if !kv.IsRetryable(err) || (x.retryLimit >= 0 && int(x.retries) >= x.retryLimit) {
+	if !kv.IsRetryable(err) || (x.retryLimit >= 0 && x.retries >= x.retryLimit) {
 		tx.cancelLocked(kv.ErrTransactionCancelled)
 		tx.mu.Unlock()
 		return err

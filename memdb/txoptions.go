@@ -81,7 +81,7 @@ func (o txOptions) SetRetryLimit(n int) error {
 		return kv.ErrInvalidOptionValue
 	}
 	o.tx.mu.Lock()
-	o.tx.cold().retryLimit = n
+	o.tx.cold().retryLimit = int32(n)
 	o.tx.mu.Unlock()
 	return nil
 }
