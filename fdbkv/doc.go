@@ -65,7 +65,8 @@
 // (fdb.Transaction.Cancel) when ctx ends, and stays cancelled through
 // Reset. A transaction already cancelled never sends its commit: Commit
 // fails with plain transaction_cancelled (1025). A commit that was sent and
-// then failed with transaction_cancelled or transaction_timed_out may still
+// then failed with transaction_cancelled, transaction_timed_out or
+// used_during_commit (2017: a read or write issued while it ran) may still
 // have been applied: its error is marked with kv.CommitInterrupted, so
 // kv.MaybeCommitted reports it, as it does commit_unknown_result (1021).
 //

@@ -121,18 +121,29 @@ func unnamedText(code int) string { return fmt.Sprintf("fdb error %d", code) }
 // Unwrap returns the kv.Error and the binding's error.
 func (e *fdbError) Unwrap() []error { return []error{e.code, e.native} }
 
-// commitError translates the error of a commit that was sent. One that
-// fails with transaction_cancelled or transaction_timed_out may still have
-// been applied (FDB's commit fails with them as soon as the transaction is
-// cancelled or times out, while the commit it sent goes on:
-// RYWImpl::commit in fdbclient/ReadYourWrites.actor.cpp): it is marked
-// with kv.CommitInterrupted, so that kv.MaybeCommitted reports it.
+// commitError translates the error of a commit that was sent. Three
+// errors may come back while the commit request FDB sent goes on, so the
+// commit may still have been applied; they are marked with
+// kv.CommitInterrupted, so that kv.MaybeCommitted reports them:
+//
+//   - transaction_cancelled (1025) and transaction_timed_out (1031): FDB's
+//     commit fails with them as soon as the transaction is cancelled or
+//     times out (RYWImpl::commit waits on resetPromise || tr.commit(), and
+//     ReadYourWritesTransaction::cancel and timebomb set resetPromise;
+//     fdbclient/ReadYourWrites.actor.cpp);
+//   - used_during_commit (2017): a read or write issued while the commit
+//     runs fails, and fails the commit with it
+//     (ReadYourWritesTransaction::checkUsedDuringCommit sets resetPromise
+//     to used_during_commit; same file), while the native commit already
+//     sent goes on. kv documents this for GetRange (kv.ReadTransaction) and
+//     kvtest requires kv.MaybeCommitted for it.
 func commitError(err error) error {
 	err = translateError(err)
 	if err == nil {
 		return nil
 	}
-	if errors.Is(err, kv.ErrTransactionCancelled) || errors.Is(err, kv.ErrTransactionTimedOut) {
+	if errors.Is(err, kv.ErrTransactionCancelled) || errors.Is(err, kv.ErrTransactionTimedOut) ||
+		errors.Is(err, kv.ErrUsedDuringCommit) {
 		return kv.CommitInterrupted(err)
 	}
 	return err

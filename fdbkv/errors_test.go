@@ -104,13 +104,15 @@ func TestEveryCodeReachesCallersAsKVError(t *testing.T) {
 			}
 		}
 		// A commit's error keeps the code too; a sent commit interrupted by
-		// cancellation or timeout is maybe committed.
+		// cancellation, timeout or an operation during it is maybe
+		// committed, and no other code gains that mark.
 		cerr := fdbkv.CommitError(fdb.Error{Code: code})
 		if !errors.Is(cerr, bare) {
 			t.Errorf("%d: CommitError = %v, which is not kv.Error{%d}", code, cerr, code)
 		}
-		if (code == 1025 || code == 1031) && !kv.MaybeCommitted(cerr) {
-			t.Errorf("%d: a sent commit failing with it is not maybe committed", code)
+		interrupted := code == 1025 || code == 1031 || code == 2017
+		if got, want := kv.MaybeCommitted(cerr), interrupted || kv.MaybeCommitted(bare); got != want {
+			t.Errorf("%d: kv.MaybeCommitted of a sent commit failing with it = %v, want %v", code, got, want)
 		}
 	}
 }
@@ -179,6 +181,10 @@ func TestCommitErrorMarksInterruptedCommits(t *testing.T) {
 		{"unknown result", fdb.Error{Code: 1021}, kv.ErrCommitUnknownResult, true},
 		{"cancelled in flight", fdb.Error{Code: 1025}, kv.ErrTransactionCancelled, true},
 		{"timed out in flight", fdb.Error{Code: 1031}, kv.ErrTransactionTimedOut, true},
+		// A read or write issued during the commit fails it with
+		// used_during_commit while the sent commit goes on
+		// (ReadYourWritesTransaction::checkUsedDuringCommit, RYWImpl::commit).
+		{"operation during the commit", fdb.Error{Code: 2017}, kv.ErrUsedDuringCommit, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			// CommitError sees only commits that were sent; a transaction

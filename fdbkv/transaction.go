@@ -51,11 +51,12 @@ type control interface {
 //
 // The rule that keeps a commit's error true: a transaction marked cancelled
 // never sends its commit (it fails with plain transaction_cancelled, 1025),
-// and once a commit has been sent, a transaction_cancelled or
-// transaction_timed_out error counts as maybe committed
-// (kv.CommitInterrupted). The mark is set before FDB is told to cancel, so
-// if Commit does not see it, the cancellation reaches FDB after the
-// commit was handed over, and the commit may have been applied. (If FDB
+// and once a commit has been sent, a transaction_cancelled,
+// transaction_timed_out or used_during_commit error counts as maybe
+// committed (kv.CommitInterrupted; see commitError). The mark is set
+// before FDB is told to cancel, so if Commit does not see it, the
+// cancellation reaches FDB after the commit was handed over, and the
+// commit may have been applied. (If FDB
 // got the cancellation first, it fails the commit without sending it and
 // the error is needlessly, but safely, reported as maybe committed.)
 type txState struct {
@@ -216,8 +217,9 @@ func (t *transaction) Watch(key []byte) kv.Watch {
 }
 
 // Commit maps onto fdb.Transaction.Commit().Get. A commit that was sent
-// and then failed with transaction_cancelled or transaction_timed_out is
-// marked with kv.CommitInterrupted (it may have been applied); a
+// and then failed with transaction_cancelled, transaction_timed_out or
+// used_during_commit is marked with kv.CommitInterrupted (it may have been
+// applied; see commitError); a
 // transaction already cancelled (by Cancel or its context) sends nothing
 // and fails with plain transaction_cancelled. See txState.
 func (t *transaction) Commit() error {
