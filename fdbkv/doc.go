@@ -86,6 +86,14 @@
 // kv.MaybeCommitted classify an error from FDB exactly as the kv.Error of
 // its code.
 //
+// The binding's own retry loop (fdb.Database.Transact) retries only errors
+// whose chain holds an fdb.Error. So Transact and ReadTransact of an fdbkv
+// transaction (and of its Snapshot) return an error that carries a kv.Error
+// but no fdb.Error, as the layers make for conflicts they detect themselves,
+// with an fdb.Error of the same code added to its chain: the binding's loop
+// around WrapTransaction retries it as FDB decides for the code, and the
+// error keeps its text, its kv code and its own chain.
+//
 // # Mapping onto the binding
 //
 // Every kv method is one call of the binding (t is an fdb.Transaction, s

@@ -82,6 +82,47 @@ func translateError(err error) error {
 	return &fdbError{code: kv.Error{Code: fe.Code}, native: err}
 }
 
+// bindingError makes the error of a transactional function run by
+// Transact or ReadTransact of an fdbkv transaction recognisable to the
+// binding's own retry loop, which retries only errors whose chain holds an
+// fdb.Error (retryable in bindings/go/src/fdb/database.go: errors.As(e, &ep)
+// with ep an fdb.Error, then onError(ep)). Errors of the binding already
+// hold one (translateError keeps it), but the layers also make errors of
+// their own that wrap only a kv.Error, e.g. fdbqueue's conflict when the
+// stored configuration moved, which wraps kv.ErrNotCommitted. Such an error
+// is returned wrapped with an fdb.Error of its kv code, so that
+// fdb.Database.Transact retries it as FDB decides for that code; its text,
+// its chain (errors.Is with the layer's own sentinel) and its kv code are
+// unchanged. Errors that already hold an fdb.Error, errors without a code
+// and nil are returned unchanged. It calls no C function.
+func bindingError(err error) error {
+	if err == nil {
+		return nil
+	}
+	var fe fdb.Error
+	if errors.As(err, &fe) {
+		return err
+	}
+	var ke kv.Error
+	if !errors.As(err, &ke) {
+		return err
+	}
+	return &layerError{err: err, native: fdb.Error{Code: ke.Code}}
+}
+
+// layerError is an error made by a layer, with a kv.Error in its chain but
+// no fdb.Error, given the fdb.Error of the same code (see bindingError).
+type layerError struct {
+	err    error     // the layer's error
+	native fdb.Error // of err's kv code
+}
+
+// Error is the layer's text (fdb.Error's own would ask libfdb_c).
+func (e *layerError) Error() string { return e.err.Error() }
+
+// Unwrap returns the layer's error, then the fdb.Error of its code.
+func (e *layerError) Unwrap() []error { return []error{e.err, e.native} }
+
 // errorCode returns the FDB error code carried by err, as a kv.Error or an
 // fdb.Error.
 func errorCode(err error) (int, bool) {

@@ -1,6 +1,7 @@
 package fdbkv_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -280,5 +281,123 @@ func TestAPIVersionChecks(t *testing.T) {
 	}
 	if _, err := fdbkv.Open(""); !errors.As(err, &ave) {
 		t.Errorf("Open with no API version selected = %v, want *APIVersionError", err)
+	}
+}
+
+// bindingRetryLoop is the decision of the binding's retry loop (retryable
+// in bindings/go/src/fdb/database.go, at the commit go.mod pins): it
+// retries an error only if errors.As finds an fdb.Error in its chain and
+// onError of that error succeeds, and otherwise returns the error. onError
+// here answers as FDB does for the code's retryability (kv.IsRetryable is
+// FDB's RETRYABLE predicate), with no transaction behind it.
+func bindingRetryLoop(t *testing.T, attempt func() error) (attempts int, err error) {
+	t.Helper()
+	for attempts = 1; attempts <= 10; attempts++ {
+		err = attempt()
+		if err == nil {
+			return attempts, nil
+		}
+		var ep fdb.Error
+		if !errors.As(err, &ep) {
+			return attempts, err // fatal to the binding
+		}
+		if !kv.IsRetryable(kv.Error{Code: ep.Code}) {
+			return attempts, err // onError gives the same code back
+		}
+	}
+	t.Fatalf("the loop ran 10 attempts; last error %v", err)
+	return attempts, err
+}
+
+// TestWrapTransactionErrorsReachTheBindingsLoop: an error a layer makes
+// itself around a kv.Error (fdbqueue's errConfigMoved wraps
+// kv.ErrNotCommitted) and returns from Transact or ReadTransact of a
+// wrapped transaction carries an fdb.Error of the same code, so that the
+// binding's fdb.Database.Transact retries it, and keeps its text and chain.
+// A zero fdb.Transaction suffices: Transact calls nothing in libfdb_c.
+func TestWrapTransactionErrorsReachTheBindingsLoop(t *testing.T) {
+	ctx := t.Context()
+	layerConflict := fmt.Errorf("fdbqueue: stored configuration changed during the operation: %w", kv.ErrNotCommitted)
+	tr := fdbkv.WrapTransaction(fdb.Transaction{})
+	for name, run := range map[string]func(error) error{
+		"Transact": func(e error) error {
+			return tr.Transact(ctx, func(kv.Transaction) error { return e })
+		},
+		"ReadTransact": func(e error) error {
+			return tr.ReadTransact(ctx, func(kv.ReadTransaction) error { return e })
+		},
+		"Snapshot().ReadTransact": func(e error) error {
+			return tr.Snapshot().ReadTransact(ctx, func(kv.ReadTransaction) error { return e })
+		},
+		"nested Transact, wrapped by the layer": func(e error) error {
+			return tr.Transact(ctx, func(inner kv.Transaction) error {
+				if err := inner.Transact(ctx, func(kv.Transaction) error { return e }); err != nil {
+					return fmt.Errorf("enqueue: %w", err)
+				}
+				return nil
+			})
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			err := run(layerConflict)
+			var fe fdb.Error
+			if !errors.As(err, &fe) || fe.Code != 1020 {
+				t.Errorf("errors.As(%v, *fdb.Error) gave code %d, want 1020", err, fe.Code)
+			}
+			var ke kv.Error
+			if !errors.As(err, &ke) || ke.Code != 1020 {
+				t.Errorf("errors.As(err, *kv.Error) gave code %d, want 1020", ke.Code)
+			}
+			if !errors.Is(err, layerConflict) || !errors.Is(err, kv.ErrNotCommitted) || !kv.IsRetryable(err) {
+				t.Errorf("%v lost its chain: Is(layer error) %v, Is(kv.ErrNotCommitted) %v, kv.IsRetryable %v",
+					err, errors.Is(err, layerConflict), errors.Is(err, kv.ErrNotCommitted), kv.IsRetryable(err))
+			}
+			if !strings.HasSuffix(err.Error(), layerConflict.Error()) {
+				t.Errorf("text %q, want the layer's %q", err.Error(), layerConflict.Error())
+			}
+
+			// The binding's loop retries it; the second attempt succeeds.
+			first := true
+			attempts, err := bindingRetryLoop(t, func() error {
+				if first {
+					first = false
+					return run(layerConflict)
+				}
+				return run(nil)
+			})
+			if err != nil || attempts != 2 {
+				t.Errorf("the binding's loop: %d attempts, %v; want a retry, then success", attempts, err)
+			}
+
+			// A layer error of a non-retryable code stops the loop with the
+			// same error, as onError of that code does.
+			tooLarge := fmt.Errorf("fdbqueue: item too large: %w", kv.ErrValueTooLarge)
+			attempts, err = bindingRetryLoop(t, func() error { return run(tooLarge) })
+			if attempts != 1 || !errors.Is(err, tooLarge) || !errors.Is(err, kv.ErrValueTooLarge) {
+				t.Errorf("the binding's loop with a non-retryable layer error: %d attempts, %v", attempts, err)
+			}
+		})
+	}
+
+	// Errors without a code, errors that already hold an fdb.Error and nil
+	// pass unchanged; so does the context's error.
+	plain := errors.New("application error")
+	if err := tr.Transact(ctx, func(kv.Transaction) error { return plain }); err != plain {
+		t.Errorf("Transact with a plain error = %v, want it unchanged", err)
+	}
+	translated := fdbkv.TranslateError(fdb.Error{Code: 1020})
+	if err := tr.Transact(ctx, func(kv.Transaction) error { return translated }); err != translated {
+		t.Errorf("Transact with a translated binding error = %v, want it unchanged", err)
+	}
+	if err := tr.Transact(ctx, func(kv.Transaction) error { return nil }); err != nil {
+		t.Errorf("Transact with nil = %v", err)
+	}
+	if err := fdbkv.BindingError(nil); err != nil {
+		t.Errorf("BindingError(nil) = %v", err)
+	}
+	ended, cancel := context.WithCancel(ctx)
+	cancel()
+	if err := tr.Transact(ended, func(kv.Transaction) error { return layerConflict }); !errors.Is(err, context.Canceled) {
+		t.Errorf("Transact with an ended context = %v, want context.Canceled", err)
 	}
 }

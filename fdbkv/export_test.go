@@ -5,6 +5,7 @@ package fdbkv
 // compile-only stub library.
 var (
 	TranslateError = translateError
+	BindingError   = bindingError
 	CommitError    = commitError
 	WatchError     = watchError
 	ErrorCode      = errorCode

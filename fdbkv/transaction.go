@@ -17,10 +17,15 @@ import (
 // together with the application's own reads and writes. Its Transact and
 // ReadTransact just run the function inside tr; committing, retrying and
 // cancelling stay with the application (e.g. the fdb.Database.Transact that
-// created tr). Errors keep the binding's fdb.Error in their chain, so the
-// binding's own retry loop (fdb.Database.Transact, which looks for one with
-// errors.As) retries them. The process's API version must be at least
-// MinAPIVersion (see CheckAPIVersion).
+// created tr). Every error they return that carries an FDB code has an
+// fdb.Error of that code in its chain: the binding's own errors keep theirs,
+// and an error the layer made itself around a kv.Error (a conflict it
+// detected, wrapping kv.ErrNotCommitted) gets one (see bindingError). So
+// the binding's own retry loop (fdb.Database.Transact, which looks for an
+// fdb.Error with errors.As) retries them as FDB decides for the code, while
+// errors.Is still matches the kv sentinel and the layer's own error. The
+// process's API version must be at least MinAPIVersion (see
+// CheckAPIVersion).
 func WrapTransaction(tr fdb.Transaction) kv.Transaction {
 	return newTransaction(context.Background(), tr)
 }
@@ -106,20 +111,23 @@ func fdbRange(r kv.KeyRange) fdb.KeyRange {
 }
 
 // Transact runs fn inside this transaction, without committing or retrying.
-// It returns ctx.Err() without running fn if ctx has ended.
+// It returns ctx.Err() without running fn if ctx has ended. fn's error is
+// returned with an fdb.Error of its kv code in its chain (bindingError), for
+// the binding's retry loop around a WrapTransaction.
 func (t *transaction) Transact(ctx context.Context, fn func(kv.Transaction) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	return fn(t)
+	return bindingError(fn(t))
 }
 
-// ReadTransact runs fn inside this transaction, without retrying.
+// ReadTransact runs fn inside this transaction, without retrying; errors as
+// for Transact.
 func (t *transaction) ReadTransact(ctx context.Context, fn func(kv.ReadTransaction) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	return fn(t)
+	return bindingError(fn(t))
 }
 
 // Get maps onto fdb.Transaction.Get.
@@ -312,12 +320,13 @@ func (s snapshot) GetReadVersion() kv.FutureInt64 {
 // Snapshot returns s: a snapshot of a snapshot is itself.
 func (s snapshot) Snapshot() kv.ReadTransaction { return s }
 
-// ReadTransact runs fn inside the snapshot, without retrying.
+// ReadTransact runs fn inside the snapshot, without retrying; errors as for
+// transaction.Transact.
 func (s snapshot) ReadTransact(ctx context.Context, fn func(kv.ReadTransaction) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	return fn(s)
+	return bindingError(fn(s))
 }
 
 // options sets transaction options (fdb.TransactionOptions).
