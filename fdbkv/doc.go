@@ -74,7 +74,11 @@
 // limit, max retry delay), which OnError keeps; set them again after Reset.
 //
 // A watch dropped without Cancel is cancelled once the garbage collector
-// finds it unreachable; cancel watches you no longer need all the same.
+// finds it unreachable; cancel watches you no longer need all the same. A
+// watch that fails with cluster_version_changed (1039: the multi-version
+// client switched client library, which cancels its watches) fires
+// instead: Wait returns nil, a spurious fire that kv.Watch allows, and the
+// caller re-reads and watches again.
 //
 // # Errors
 //

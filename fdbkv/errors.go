@@ -197,12 +197,33 @@ const operationCancelled = 1101
 // watchError translates the error of a watch; cancelled says Cancel was
 // called on it. A watch cancelled by its owner fails, as kv documents, with
 // kv.ErrTransactionCancelled (FDB itself reports operation_cancelled).
+//
+// A watch that fails with cluster_version_changed (1039) is reported as
+// fired (nil), which kv.Watch.Wait allows ("it may also return nil
+// spuriously"): the caller re-reads the key and watches again. Every call
+// of libfdb_c goes through the multi-version client (API is
+// MultiVersionApi::api, bindings/c/fdb_c.cpp), whose
+// MultiVersionTransaction::watch returns the watch as an abortableFuture on
+// the transaction's onChange (fdbclient/MultiVersionTransaction.actor.cpp);
+// when the client switches to a library of another protocol version,
+// AbortableSingleAssignmentVar::fire
+// (fdbclient/include/fdbclient/MultiVersionAssignmentVars.h) fails the
+// pending future with cluster_version_changed, however long after the
+// commit, and cancels the old client's watch (cancelCallbacks). No watch
+// is left, and the key may have changed unseen: a spurious fire is the
+// true answer, where an error would make callers give up on a healthy
+// database. (If the watch's transaction had not committed yet, its
+// Commit reports the outcome: cluster_version_changed, maybe committed.)
 func watchError(err error, cancelled bool) error {
 	if err == nil {
 		return nil
 	}
-	if code, ok := errorCode(err); ok && cancelled && (code == operationCancelled || code == kv.ErrTransactionCancelled.Code) {
+	code, ok := errorCode(err)
+	if ok && cancelled && (code == operationCancelled || code == kv.ErrTransactionCancelled.Code) {
 		return kv.ErrTransactionCancelled
+	}
+	if ok && code == kv.ErrClusterVersionChanged.Code {
+		return nil
 	}
 	return translateError(err)
 }

@@ -225,6 +225,21 @@ func TestWatchError(t *testing.T) {
 	if err := fdbkv.WatchError(fdb.Error{Code: 1032}, true); !errors.Is(err, kv.ErrTooManyWatches) {
 		t.Errorf("a watch that failed before Cancel gave %v, want its own error kv.ErrTooManyWatches", err)
 	}
+	// The multi-version client fails a watch with cluster_version_changed
+	// when it switches client library (AbortableSingleAssignmentVar::fire):
+	// a spurious fire, which kv.Watch.Wait allows, not an error.
+	for _, cancelled := range []bool{false, true} {
+		for _, in := range []error{fdb.Error{Code: 1039}, fdbkv.TranslateError(fdb.Error{Code: 1039}), kv.ErrClusterVersionChanged} {
+			if err := fdbkv.WatchError(in, cancelled); err != nil {
+				t.Errorf("WatchError(%#v, cancelled %v) = %v, want nil (a spurious fire)", in, cancelled, err)
+			}
+		}
+	}
+	// Only that code: commit_unknown_result, the other maybe-committed
+	// error, still fails the watch.
+	if err := fdbkv.WatchError(fdb.Error{Code: 1021}, false); !errors.Is(err, kv.ErrCommitUnknownResult) {
+		t.Errorf("watch of a commit with an unknown result gave %v, want kv.ErrCommitUnknownResult", err)
+	}
 }
 
 func TestRangeOptions(t *testing.T) {
