@@ -260,7 +260,20 @@ func TestRangeOptions(t *testing.T) {
 	}
 }
 
-func TestMillis(t *testing.T) {
+// TestOptionValues: the option values are checked in Go, against the
+// ranges of FDB's extractIntOption calls (ReadYourWritesTransaction::
+// setOptionImpl for timeout and retry_limit, Transaction::setOption for
+// max_retry_delay), because libfdb_c defers the error of a bad value to
+// the transaction's next operation (ThreadSafeTransaction::setOption).
+func TestOptionValues(t *testing.T) {
+	requireInvalid := func(t *testing.T, err error, what string) {
+		t.Helper()
+		var fe fdb.Error
+		if !errors.Is(err, kv.ErrInvalidOptionValue) || !errors.As(err, &fe) || fe.Code != 2006 {
+			t.Errorf("%s: %v, want invalid_option_value (2006) as kv.Error and fdb.Error", what, err)
+		}
+	}
+	maxMillis := time.Duration(math.MaxInt32) * time.Millisecond
 	for _, tc := range []struct {
 		in   time.Duration
 		want int64
@@ -270,12 +283,31 @@ func TestMillis(t *testing.T) {
 		{999 * time.Microsecond, 1},
 		{1500 * time.Microsecond, 1},
 		{2 * time.Second, 2000},
-		{time.Duration(math.MaxInt64), math.MaxInt32},
-		{-time.Second, -1000},
+		{maxMillis, math.MaxInt32},
+		{maxMillis + time.Millisecond - time.Nanosecond, math.MaxInt32}, // whole milliseconds, as memdb counts
 	} {
-		if got := fdbkv.Millis(tc.in); got != tc.want {
-			t.Errorf("Millis(%v) = %d, want %d", tc.in, got, tc.want)
+		got, err := fdbkv.OptionMillis("timeout", tc.in)
+		if err != nil || got != tc.want {
+			t.Errorf("OptionMillis(%v) = %d, %v; want %d", tc.in, got, err, tc.want)
 		}
+	}
+	for _, d := range []time.Duration{-time.Nanosecond, -time.Second, maxMillis + time.Millisecond, time.Duration(math.MaxInt64)} {
+		_, err := fdbkv.OptionMillis("timeout", d)
+		requireInvalid(t, err, fmt.Sprintf("OptionMillis(%v)", d))
+	}
+	for _, n := range []int{-1, 0, 1, 100, math.MaxInt32} {
+		if got, err := fdbkv.RetryLimitValue(n); err != nil || got != int64(n) {
+			t.Errorf("RetryLimitValue(%d) = %d, %v; want %d", n, got, err, n)
+		}
+	}
+	bad := []int{-2, math.MinInt32}
+	if math.MaxInt > math.MaxInt32 { // a 64-bit int can go over FDB's range
+		over := int64(math.MaxInt32) + 1
+		bad = append(bad, int(over), math.MaxInt)
+	}
+	for _, n := range bad {
+		_, err := fdbkv.RetryLimitValue(n)
+		requireInvalid(t, err, fmt.Sprintf("RetryLimitValue(%d)", n))
 	}
 }
 

@@ -2,7 +2,9 @@ package fdbkv
 
 import (
 	"context"
+	"fmt"
 	"math"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -334,33 +336,84 @@ type options struct {
 	o fdb.TransactionOptions
 }
 
-// millis converts d to the whole milliseconds FDB's options take: a
-// positive duration under 1 ms becomes 1 ms (0 would mean "disabled"), and
-// durations beyond FDB's maximum (INT_MAX ms, about 24.8 days) are capped
-// to it. Negative durations pass through, and FDB rejects them with
-// invalid_option_value (2006).
-func millis(d time.Duration) int64 {
+// The options' values are checked here, before the binding is called,
+// because FDB does not reject a value out of range when it is set:
+// ReadYourWritesTransaction::setOptionImpl (TIMEOUT, RETRY_LIMIT;
+// fdbclient/ReadYourWrites.actor.cpp) and Transaction::setOption
+// (MAX_RETRY_DELAY; fdbclient/NativeAPI.actor.cpp) throw
+// invalid_option_value from extractIntOption(value, min, max), but they run
+// on the network thread: ThreadSafeTransaction::setOption
+// (fdbclient/ThreadSafeTransaction.cpp) hands them over with
+// onMainThreadVoid(..., &ISingleThreadTransaction::deferredError), so
+// fdb_transaction_set_option returns 0 and the error only fails the
+// transaction's next operation. (MultiVersionTransaction::setOption also
+// records a persistent option before it is checked, to apply it again to
+// the transaction of a new client library.) kv.TransactionOptions promises
+// kv.ErrInvalidOptionValue at once, with nothing changed.
+
+// optionMillis converts d to the whole milliseconds of FDB's timeout and
+// max_retry_delay options: a positive duration under 1 ms becomes 1 ms (0
+// would mean "disabled"). A negative duration, or one over FDB's maximum
+// of math.MaxInt32 ms (about 24.8 days; extractIntOption(value, 0,
+// INT_MAX)), is refused with kv.ErrInvalidOptionValue (see
+// invalidOptionValue). It calls no C function.
+func optionMillis(option string, d time.Duration) (int64, error) {
 	ms := d.Milliseconds()
-	if d > 0 && ms == 0 {
-		return 1
+	if d < 0 || ms > math.MaxInt32 {
+		return 0, invalidOptionValue(option, d.String(), "0 to 2147483647 ms")
 	}
-	return min(ms, math.MaxInt32)
+	if d > 0 && ms == 0 {
+		return 1, nil
+	}
+	return ms, nil
 }
 
-// SetTimeout maps onto fdb.TransactionOptions.SetTimeout (milliseconds).
+// retryLimitValue checks n against FDB's range for retry_limit, -1 (no
+// limit) to math.MaxInt32 (extractIntOption(value, -1, INT_MAX) in
+// ReadYourWritesTransaction::setOptionImpl). It calls no C function.
+func retryLimitValue(n int) (int64, error) {
+	if n < -1 || int64(n) > math.MaxInt32 {
+		return 0, invalidOptionValue("retry limit", strconv.Itoa(n), "-1 to 2147483647")
+	}
+	return int64(n), nil
+}
+
+// invalidOptionValue is the error for an option value out of FDB's range:
+// FDB's invalid_option_value (2006), matching kv.ErrInvalidOptionValue and
+// an fdb.Error of that code, as FDB's own would.
+func invalidOptionValue(option, value, valid string) error {
+	return fmt.Errorf("fdbkv: %s %s is outside FDB's range, %s: %w",
+		option, value, valid, translateError(fdb.Error{Code: kv.ErrInvalidOptionValue.Code}))
+}
+
+// SetTimeout maps onto fdb.TransactionOptions.SetTimeout (milliseconds),
+// after optionMillis checked d.
 func (o options) SetTimeout(d time.Duration) error {
-	return translateError(o.o.SetTimeout(millis(d)))
+	ms, err := optionMillis("timeout", d)
+	if err != nil {
+		return err
+	}
+	return translateError(o.o.SetTimeout(ms))
 }
 
-// SetRetryLimit maps onto fdb.TransactionOptions.SetRetryLimit.
+// SetRetryLimit maps onto fdb.TransactionOptions.SetRetryLimit, after
+// retryLimitValue checked n.
 func (o options) SetRetryLimit(n int) error {
-	return translateError(o.o.SetRetryLimit(int64(n)))
+	v, err := retryLimitValue(n)
+	if err != nil {
+		return err
+	}
+	return translateError(o.o.SetRetryLimit(v))
 }
 
 // SetMaxRetryDelay maps onto fdb.TransactionOptions.SetMaxRetryDelay
-// (milliseconds).
+// (milliseconds), after optionMillis checked d.
 func (o options) SetMaxRetryDelay(d time.Duration) error {
-	return translateError(o.o.SetMaxRetryDelay(millis(d)))
+	ms, err := optionMillis("max retry delay", d)
+	if err != nil {
+		return err
+	}
+	return translateError(o.o.SetMaxRetryDelay(ms))
 }
 
 // rangeOptions maps kv.RangeOptions onto fdb.RangeOptions. kv's streaming

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/apple/foundationdb/bindings/go/src/fdb"
 
@@ -333,5 +335,26 @@ func TestOnErrorHandsTheCodeToFDB(t *testing.T) {
 	want := []string{"onError 1020", "onError 1021", "onError 1025", "onError 1007"}
 	if fmt.Sprint(f.events) != fmt.Sprint(want) {
 		t.Errorf("FDB got %v, want %v", f.events, want)
+	}
+}
+
+// TestOptionsRejectBadValuesBeforeFDB: out-of-range option values fail
+// with kv.ErrInvalidOptionValue before the binding is called. The options
+// here have no transaction behind them (a zero fdb.TransactionOptions),
+// so a call into the binding would not return this error (against real
+// libfdb_c it would crash); only the check in Go can.
+func TestOptionsRejectBadValuesBeforeFDB(t *testing.T) {
+	o := WrapTransaction(fdb.Transaction{}).Options()
+	for name, err := range map[string]error{
+		"SetTimeout(-1ns)":         o.SetTimeout(-time.Nanosecond),
+		"SetTimeout(over INT_MAX)": o.SetTimeout(time.Duration(math.MaxInt32+1) * time.Millisecond),
+		"SetMaxRetryDelay(-1s)":    o.SetMaxRetryDelay(-time.Second),
+		"SetMaxRetryDelay(MaxInt)": o.SetMaxRetryDelay(time.Duration(math.MaxInt64)),
+		"SetRetryLimit(-2)":        o.SetRetryLimit(-2),
+		"SetRetryLimit(MinInt32)":  o.SetRetryLimit(math.MinInt32),
+	} {
+		if !errors.Is(err, kv.ErrInvalidOptionValue) {
+			t.Errorf("%s = %v, want kv.ErrInvalidOptionValue", name, err)
+		}
 	}
 }
