@@ -69,6 +69,10 @@
 // used_during_commit (2017: a read or write issued while it ran) may still
 // have been applied: its error is marked with kv.CommitInterrupted, so
 // kv.MaybeCommitted reports it, as it does commit_unknown_result (1021).
+// FDB's error does not tell whether the commit was sent, so the mark errs
+// on the safe side: a timeout that fired before Commit was called, which
+// FDB reports from Commit as transaction_timed_out without sending
+// anything, is reported as maybe committed too.
 //
 // Reset is FDB's: it clears the transaction's options (timeout, retry
 // limit, max retry delay), which OnError keeps; set them again after Reset.

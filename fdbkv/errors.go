@@ -178,6 +178,19 @@ func (e *fdbError) Unwrap() []error { return []error{e.code, e.native} }
 //     to used_during_commit; same file), while the native commit already
 //     sent goes on. kv documents this for GetRange (kv.ReadTransaction) and
 //     kvtest requires kv.MaybeCommitted for it.
+//
+// FDB's error does not say whether the commit request was sent, so these
+// errors are marked, on the safe side, also when FDB failed the commit
+// before sending anything: kv.MaybeCommitted then reports true although
+// nothing was applied. That is the case of a timeout that fired before
+// Commit was called (timebomb set resetPromise, and
+// ReadYourWritesTransaction::commit returns its error without calling
+// RYWImpl::commit), of a transaction FDB itself left cancelled
+// (RYWImpl::onError sets resetPromise to transaction_cancelled when it
+// refuses to retry), and of a Commit called again (used_during_commit).
+// Only a cancellation by fdbkv (Cancel, or the transaction's context) is
+// known not to have sent the commit: txState.commit then never calls FDB
+// and reports plain transaction_cancelled.
 func commitError(err error) error {
 	err = translateError(err)
 	if err == nil {

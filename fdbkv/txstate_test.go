@@ -30,7 +30,11 @@ type fakeFDB struct {
 	mu        sync.Mutex
 	events    []string // "commit sent", "commit refused", "cancel", "reset", in FDB's order
 	cancelled bool     // FDB has the cancellation (until a reset)
-	inFlight  *fakeCommit
+	// timedOut says the transaction's timeout fired (FDB's timebomb set
+	// resetPromise to transaction_timed_out): a commit fails with 1031
+	// without being sent (ReadYourWritesTransaction::commit).
+	timedOut bool
+	inFlight *fakeCommit
 
 	// cancelEntered, when set, is closed when Cancel is called, before the
 	// cancellation reaches FDB; Cancel then waits for cancelRelease.
@@ -53,9 +57,13 @@ func (f *fakeFDB) Commit() fdb.FutureNil {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	c := &fakeCommit{done: make(chan struct{})}
-	if f.cancelled {
+	if f.cancelled || f.timedOut {
 		f.record("commit refused")
-		c.resolve(fdb.Error{Code: 1025})
+		code := 1025
+		if !f.cancelled {
+			code = 1031
+		}
+		c.resolve(fdb.Error{Code: code})
 		return c
 	}
 	f.record("commit sent")
@@ -356,5 +364,23 @@ func TestOptionsRejectBadValuesBeforeFDB(t *testing.T) {
 		if !errors.Is(err, kv.ErrInvalidOptionValue) {
 			t.Errorf("%s = %v, want kv.ErrInvalidOptionValue", name, err)
 		}
+	}
+}
+
+// TestTimeoutBeforeCommitIsMaybeCommitted: a timeout that fired before
+// Commit was called fails the commit with transaction_timed_out without
+// sending it (ReadYourWritesTransaction::commit returns resetPromise's
+// error). FDB's error does not say so, and only fdbkv's own cancellation is
+// known not to send: the error is reported, on the safe side, as maybe
+// committed.
+func TestTimeoutBeforeCommitIsMaybeCommitted(t *testing.T) {
+	f := &fakeFDB{timedOut: true}
+	tx := newFakeTransaction(t, t.Context(), f)
+	err := tx.Commit()
+	if f.sent() {
+		t.Fatalf("the fake sent a commit after its timeout (events %v)", f.events)
+	}
+	if !errors.Is(err, kv.ErrTransactionTimedOut) || !kv.MaybeCommitted(err) {
+		t.Errorf("Commit after the timeout fired = %v (maybe committed %v), want transaction_timed_out, maybe committed", err, kv.MaybeCommitted(err))
 	}
 }
