@@ -52,7 +52,8 @@ var ErrClosed = fmt.Errorf("fdbkv: database is closed: %w", kv.ErrClientInvalidO
 // clusterFile "" means the default cluster file, found as libfdb_c finds
 // it: the file named by the FDB_CLUSTER_FILE environment variable if it is
 // set, else ./fdb.cluster if it exists, else the platform's default
-// (/etc/foundationdb/fdb.cluster on Linux). A missing file fails with
+// (/etc/foundationdb/fdb.cluster on Linux). A missing file (or
+// FDB_CLUSTER_FILE set to "", which names none) fails with
 // no_cluster_file_found (1515, matching fs.ErrNotExist too), a file over
 // 60,000 bytes with file_too_large (1516), an invalid one with
 // connection_string_invalid (2104).
@@ -161,7 +162,18 @@ func fileExists(path string) bool {
 // readClusterFile returns the contents of the cluster file at path, with
 // libfdb_c's errors (ClusterConnectionFile's constructor and readFileBytes,
 // flow/Platform.actor.cpp) as kv.Error codes.
+//
+// An empty path (FDB_CLUSTER_FILE set to "": resolveClusterFile then does
+// not fall back, as lookupClusterFileName does not) names no file: FDB's
+// constructor finds none (fileExists("") fails) and throws
+// no_cluster_file_found (1515). It must not reach filepath.Clean, which
+// would make it ".", the working directory, and the read of a directory
+// would fail with io_error (1510).
 func readClusterFile(path string) (string, error) {
+	if path == "" {
+		return "", fmt.Errorf("fdbkv: the cluster file name is empty (is %s set to \"\"?): %w: %w",
+			clusterFileEnv, kv.Error{Code: codeNoClusterFileFound}, fs.ErrNotExist)
+	}
 	f, err := os.Open(filepath.Clean(path))
 	if err != nil {
 		code := codeIOError

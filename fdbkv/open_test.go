@@ -165,6 +165,19 @@ func TestReadClusterFileErrors(t *testing.T) {
 	if _, err := readClusterFile(missing); code(err) != 1515 || !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("missing file: %v, want no_cluster_file_found (1515) matching fs.ErrNotExist", err)
 	}
+	// FDB_CLUSTER_FILE="" names no file (ClusterConnectionFile's constructor:
+	// fileExists("") fails, no_cluster_file_found), not the working directory.
+	if _, err := readClusterFile(""); code(err) != 1515 || !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("empty path: %v, want no_cluster_file_found (1515) matching fs.ErrNotExist", err)
+	}
+	t.Setenv(clusterFileEnv, "") // set, to "": no fallback to ./fdb.cluster or the default
+	b0 := &fakeBinding{}
+	if _, err := openOwned("", b0.open, b0.destroy); code(err) != 1515 {
+		t.Errorf("openOwned(\"\") with FDB_CLUSTER_FILE set to \"\": %v, want no_cluster_file_found (1515)", err)
+	}
+	if opened, _ := b0.counts(); opened != 0 {
+		t.Errorf("openOwned with no cluster file opened %d handles", opened)
+	}
 	if _, err := readClusterFile(writeClusterFile(t, "")); code(err) != 2104 {
 		t.Errorf("empty file: %v, want connection_string_invalid (2104)", err)
 	}
