@@ -236,14 +236,27 @@ func Wrap(db fdb.Database) *Database {
 // FDB returns the underlying fdb.Database, e.g. to set database options.
 // Do not close it: it belongs to Open's Database, or to the application
 // that passed it to Wrap.
-func (d *Database) FDB() fdb.Database { return d.db }
+//
+// After Close of a Database made by Open or OpenWithAPIVersion, whose
+// Close destroyed the handle (fdb_database_destroy), FDB returns the zero
+// fdb.Database: it has no C handle, and using it fails in Go (the
+// binding's methods dereference its nil pointer and panic) instead of
+// handing a freed handle to libfdb_c. A handle FDB returned before Close
+// must not be used after it. For a Database made by Wrap, FDB keeps
+// returning the application's handle, which Close leaves open.
+func (d *Database) FDB() fdb.Database {
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	return d.db
+}
 
 // Close ends d: CreateTransaction, Transact and ReadTransact then return
 // ErrClosed. For a Database made by Open or OpenWithAPIVersion it also
 // destroys the fdb.Database handle (fdb.Database.Close), which belongs to
-// d alone; for one made by Wrap it leaves the application's handle open.
-// Transactions created before Close stay usable until they end (libfdb_c
-// keeps the database alive for them). Later calls do nothing.
+// d alone, and FDB returns the zero fdb.Database from then on; for one
+// made by Wrap it leaves the application's handle open. Transactions
+// created before Close stay usable until they end (libfdb_c keeps the
+// database alive for them). Later calls do nothing.
 func (d *Database) Close() {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -253,6 +266,7 @@ func (d *Database) Close() {
 	d.closed = true
 	if d.owned {
 		d.destroy(d.db)
+		d.db = fdb.Database{} // destroyed: FDB must not hand it out
 	}
 }
 

@@ -38,7 +38,9 @@
 //     the Database never closes it; the application closes it after its
 //     last use.
 //   - After Close, CreateTransaction, Transact and ReadTransact return
-//     ErrClosed; transactions created before stay usable.
+//     ErrClosed; transactions created before stay usable. FDB then returns
+//     the zero fdb.Database for a handle Open made (never the destroyed
+//     one); a handle it returned before Close must not be used after it.
 //
 // An application that already has an fdb.Database uses Wrap, and one that
 // wants fdbqueue's layers to run inside its own fdb.Transaction (together
