@@ -52,7 +52,8 @@ var ErrClosed = fmt.Errorf("fdbkv: database is closed: %w", kv.ErrClientInvalidO
 // clusterFile "" means the default cluster file, found as libfdb_c finds
 // it: the file named by the FDB_CLUSTER_FILE environment variable if it is
 // set, else ./fdb.cluster if it exists, else the platform's default
-// (/etc/foundationdb/fdb.cluster on Linux). A missing file fails with
+// (/etc/foundationdb/fdb.cluster on Linux). A missing file (or
+// FDB_CLUSTER_FILE set to "", which names none) fails with
 // no_cluster_file_found (1515, matching fs.ErrNotExist too), a file over
 // 60,000 bytes with file_too_large (1516), an invalid one with
 // connection_string_invalid (2104).
@@ -161,7 +162,18 @@ func fileExists(path string) bool {
 // readClusterFile returns the contents of the cluster file at path, with
 // libfdb_c's errors (ClusterConnectionFile's constructor and readFileBytes,
 // flow/Platform.actor.cpp) as kv.Error codes.
+//
+// An empty path (FDB_CLUSTER_FILE set to "": resolveClusterFile then does
+// not fall back, as lookupClusterFileName does not) names no file: FDB's
+// constructor finds none (fileExists("") fails) and throws
+// no_cluster_file_found (1515). It must not reach filepath.Clean, which
+// would make it ".", the working directory, and the read of a directory
+// would fail with io_error (1510).
 func readClusterFile(path string) (string, error) {
+	if path == "" {
+		return "", fmt.Errorf("fdbkv: the cluster file name is empty (is %s set to \"\"?): %w: %w",
+			clusterFileEnv, kv.Error{Code: codeNoClusterFileFound}, fs.ErrNotExist)
+	}
 	f, err := os.Open(filepath.Clean(path))
 	if err != nil {
 		code := codeIOError
@@ -224,14 +236,27 @@ func Wrap(db fdb.Database) *Database {
 // FDB returns the underlying fdb.Database, e.g. to set database options.
 // Do not close it: it belongs to Open's Database, or to the application
 // that passed it to Wrap.
-func (d *Database) FDB() fdb.Database { return d.db }
+//
+// After Close of a Database made by Open or OpenWithAPIVersion, whose
+// Close destroyed the handle (fdb_database_destroy), FDB returns the zero
+// fdb.Database: it has no C handle, and using it fails in Go (the
+// binding's methods dereference its nil pointer and panic) instead of
+// handing a freed handle to libfdb_c. A handle FDB returned before Close
+// must not be used after it. For a Database made by Wrap, FDB keeps
+// returning the application's handle, which Close leaves open.
+func (d *Database) FDB() fdb.Database {
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	return d.db
+}
 
 // Close ends d: CreateTransaction, Transact and ReadTransact then return
 // ErrClosed. For a Database made by Open or OpenWithAPIVersion it also
 // destroys the fdb.Database handle (fdb.Database.Close), which belongs to
-// d alone; for one made by Wrap it leaves the application's handle open.
-// Transactions created before Close stay usable until they end (libfdb_c
-// keeps the database alive for them). Later calls do nothing.
+// d alone, and FDB returns the zero fdb.Database from then on; for one
+// made by Wrap it leaves the application's handle open. Transactions
+// created before Close stay usable until they end (libfdb_c keeps the
+// database alive for them). Later calls do nothing.
 func (d *Database) Close() {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -241,6 +266,7 @@ func (d *Database) Close() {
 	d.closed = true
 	if d.owned {
 		d.destroy(d.db)
+		d.db = fdb.Database{} // destroyed: FDB must not hand it out
 	}
 }
 

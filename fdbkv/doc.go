@@ -38,7 +38,9 @@
 //     the Database never closes it; the application closes it after its
 //     last use.
 //   - After Close, CreateTransaction, Transact and ReadTransact return
-//     ErrClosed; transactions created before stay usable.
+//     ErrClosed; transactions created before stay usable. FDB then returns
+//     the zero fdb.Database for a handle Open made (never the destroyed
+//     one); a handle it returned before Close must not be used after it.
 //
 // An application that already has an fdb.Database uses Wrap, and one that
 // wants fdbqueue's layers to run inside its own fdb.Transaction (together
@@ -65,15 +67,24 @@
 // (fdb.Transaction.Cancel) when ctx ends, and stays cancelled through
 // Reset. A transaction already cancelled never sends its commit: Commit
 // fails with plain transaction_cancelled (1025). A commit that was sent and
-// then failed with transaction_cancelled or transaction_timed_out may still
+// then failed with transaction_cancelled, transaction_timed_out or
+// used_during_commit (2017: a read or write issued while it ran) may still
 // have been applied: its error is marked with kv.CommitInterrupted, so
 // kv.MaybeCommitted reports it, as it does commit_unknown_result (1021).
+// FDB's error does not tell whether the commit was sent, so the mark errs
+// on the safe side: a timeout that fired before Commit was called, which
+// FDB reports from Commit as transaction_timed_out without sending
+// anything, is reported as maybe committed too.
 //
 // Reset is FDB's: it clears the transaction's options (timeout, retry
 // limit, max retry delay), which OnError keeps; set them again after Reset.
 //
 // A watch dropped without Cancel is cancelled once the garbage collector
-// finds it unreachable; cancel watches you no longer need all the same.
+// finds it unreachable; cancel watches you no longer need all the same. A
+// watch that fails with cluster_version_changed (1039: the multi-version
+// client switched client library, which cancels its watches) fires
+// instead: Wait returns nil, a spurious fire that kv.Watch allows, and the
+// caller re-reads and watches again.
 //
 // # Errors
 //
@@ -84,6 +95,14 @@
 // with an fdb.Error. fdbkv keeps no table of codes: kv.IsRetryable and
 // kv.MaybeCommitted classify an error from FDB exactly as the kv.Error of
 // its code.
+//
+// The binding's own retry loop (fdb.Database.Transact) retries only errors
+// whose chain holds an fdb.Error. So Transact and ReadTransact of an fdbkv
+// transaction (and of its Snapshot) return an error that carries a kv.Error
+// but no fdb.Error, as the layers make for conflicts they detect themselves,
+// with an fdb.Error of the same code added to its chain: the binding's loop
+// around WrapTransaction retries it as FDB decides for the code, and the
+// error keeps its text, its kv code and its own chain.
 //
 // # Mapping onto the binding
 //
@@ -125,8 +144,13 @@
 // Exact without a Limit (an error in FDB) is sent as WantAll, since kv's
 // mode is only a hint. GetSlice keeps the mode for every batch (the
 // binding's GetSliceWithError would switch to Exact or WantAll after the
-// first). Durations become whole milliseconds, rounded up below
-// 1 ms and capped at FDB's maximum (about 24.8 days).
+// first). Durations become whole milliseconds, rounded up below 1 ms.
+// Option values outside FDB's ranges (a negative duration, a timeout or
+// max retry delay over math.MaxInt32 ms, about 24.8 days, a retry limit
+// below -1 or over math.MaxInt32) return kv.ErrInvalidOptionValue at once,
+// without calling the binding: libfdb_c would accept them and fail the
+// transaction's next operation instead (ThreadSafeTransaction::setOption
+// defers the error of ReadYourWritesTransaction::setOptionImpl).
 //
 // # Testing
 //

@@ -82,6 +82,47 @@ func translateError(err error) error {
 	return &fdbError{code: kv.Error{Code: fe.Code}, native: err}
 }
 
+// bindingError makes the error of a transactional function run by
+// Transact or ReadTransact of an fdbkv transaction recognisable to the
+// binding's own retry loop, which retries only errors whose chain holds an
+// fdb.Error (retryable in bindings/go/src/fdb/database.go: errors.As(e, &ep)
+// with ep an fdb.Error, then onError(ep)). Errors of the binding already
+// hold one (translateError keeps it), but the layers also make errors of
+// their own that wrap only a kv.Error, e.g. fdbqueue's conflict when the
+// stored configuration moved, which wraps kv.ErrNotCommitted. Such an error
+// is returned wrapped with an fdb.Error of its kv code, so that
+// fdb.Database.Transact retries it as FDB decides for that code; its text,
+// its chain (errors.Is with the layer's own sentinel) and its kv code are
+// unchanged. Errors that already hold an fdb.Error, errors without a code
+// and nil are returned unchanged. It calls no C function.
+func bindingError(err error) error {
+	if err == nil {
+		return nil
+	}
+	var fe fdb.Error
+	if errors.As(err, &fe) {
+		return err
+	}
+	var ke kv.Error
+	if !errors.As(err, &ke) {
+		return err
+	}
+	return &layerError{err: err, native: fdb.Error{Code: ke.Code}}
+}
+
+// layerError is an error made by a layer, with a kv.Error in its chain but
+// no fdb.Error, given the fdb.Error of the same code (see bindingError).
+type layerError struct {
+	err    error     // the layer's error
+	native fdb.Error // of err's kv code
+}
+
+// Error is the layer's text (fdb.Error's own would ask libfdb_c).
+func (e *layerError) Error() string { return e.err.Error() }
+
+// Unwrap returns the layer's error, then the fdb.Error of its code.
+func (e *layerError) Unwrap() []error { return []error{e.err, e.native} }
+
 // errorCode returns the FDB error code carried by err, as a kv.Error or an
 // fdb.Error.
 func errorCode(err error) (int, bool) {
@@ -121,18 +162,42 @@ func unnamedText(code int) string { return fmt.Sprintf("fdb error %d", code) }
 // Unwrap returns the kv.Error and the binding's error.
 func (e *fdbError) Unwrap() []error { return []error{e.code, e.native} }
 
-// commitError translates the error of a commit that was sent. One that
-// fails with transaction_cancelled or transaction_timed_out may still have
-// been applied (FDB's commit fails with them as soon as the transaction is
-// cancelled or times out, while the commit it sent goes on:
-// RYWImpl::commit in fdbclient/ReadYourWrites.actor.cpp): it is marked
-// with kv.CommitInterrupted, so that kv.MaybeCommitted reports it.
+// commitError translates the error of a commit that was sent. Three
+// errors may come back while the commit request FDB sent goes on, so the
+// commit may still have been applied; they are marked with
+// kv.CommitInterrupted, so that kv.MaybeCommitted reports them:
+//
+//   - transaction_cancelled (1025) and transaction_timed_out (1031): FDB's
+//     commit fails with them as soon as the transaction is cancelled or
+//     times out (RYWImpl::commit waits on resetPromise || tr.commit(), and
+//     ReadYourWritesTransaction::cancel and timebomb set resetPromise;
+//     fdbclient/ReadYourWrites.actor.cpp);
+//   - used_during_commit (2017): a read or write issued while the commit
+//     runs fails, and fails the commit with it
+//     (ReadYourWritesTransaction::checkUsedDuringCommit sets resetPromise
+//     to used_during_commit; same file), while the native commit already
+//     sent goes on. kv documents this for GetRange (kv.ReadTransaction) and
+//     kvtest requires kv.MaybeCommitted for it.
+//
+// FDB's error does not say whether the commit request was sent, so these
+// errors are marked, on the safe side, also when FDB failed the commit
+// before sending anything: kv.MaybeCommitted then reports true although
+// nothing was applied. That is the case of a timeout that fired before
+// Commit was called (timebomb set resetPromise, and
+// ReadYourWritesTransaction::commit returns its error without calling
+// RYWImpl::commit), of a transaction FDB itself left cancelled
+// (RYWImpl::onError sets resetPromise to transaction_cancelled when it
+// refuses to retry), and of a Commit called again (used_during_commit).
+// Only a cancellation by fdbkv (Cancel, or the transaction's context) is
+// known not to have sent the commit: txState.commit then never calls FDB
+// and reports plain transaction_cancelled.
 func commitError(err error) error {
 	err = translateError(err)
 	if err == nil {
 		return nil
 	}
-	if errors.Is(err, kv.ErrTransactionCancelled) || errors.Is(err, kv.ErrTransactionTimedOut) {
+	if errors.Is(err, kv.ErrTransactionCancelled) || errors.Is(err, kv.ErrTransactionTimedOut) ||
+		errors.Is(err, kv.ErrUsedDuringCommit) {
 		return kv.CommitInterrupted(err)
 	}
 	return err
@@ -145,12 +210,33 @@ const operationCancelled = 1101
 // watchError translates the error of a watch; cancelled says Cancel was
 // called on it. A watch cancelled by its owner fails, as kv documents, with
 // kv.ErrTransactionCancelled (FDB itself reports operation_cancelled).
+//
+// A watch that fails with cluster_version_changed (1039) is reported as
+// fired (nil), which kv.Watch.Wait allows ("it may also return nil
+// spuriously"): the caller re-reads the key and watches again. Every call
+// of libfdb_c goes through the multi-version client (API is
+// MultiVersionApi::api, bindings/c/fdb_c.cpp), whose
+// MultiVersionTransaction::watch returns the watch as an abortableFuture on
+// the transaction's onChange (fdbclient/MultiVersionTransaction.actor.cpp);
+// when the client switches to a library of another protocol version,
+// AbortableSingleAssignmentVar::fire
+// (fdbclient/include/fdbclient/MultiVersionAssignmentVars.h) fails the
+// pending future with cluster_version_changed, however long after the
+// commit, and cancels the old client's watch (cancelCallbacks). No watch
+// is left, and the key may have changed unseen: a spurious fire is the
+// true answer, where an error would make callers give up on a healthy
+// database. (If the watch's transaction had not committed yet, its
+// Commit reports the outcome: cluster_version_changed, maybe committed.)
 func watchError(err error, cancelled bool) error {
 	if err == nil {
 		return nil
 	}
-	if code, ok := errorCode(err); ok && cancelled && (code == operationCancelled || code == kv.ErrTransactionCancelled.Code) {
+	code, ok := errorCode(err)
+	if ok && cancelled && (code == operationCancelled || code == kv.ErrTransactionCancelled.Code) {
 		return kv.ErrTransactionCancelled
+	}
+	if ok && code == kv.ErrClusterVersionChanged.Code {
+		return nil
 	}
 	return translateError(err)
 }

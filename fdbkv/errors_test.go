@@ -1,6 +1,7 @@
 package fdbkv_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -104,13 +105,15 @@ func TestEveryCodeReachesCallersAsKVError(t *testing.T) {
 			}
 		}
 		// A commit's error keeps the code too; a sent commit interrupted by
-		// cancellation or timeout is maybe committed.
+		// cancellation, timeout or an operation during it is maybe
+		// committed, and no other code gains that mark.
 		cerr := fdbkv.CommitError(fdb.Error{Code: code})
 		if !errors.Is(cerr, bare) {
 			t.Errorf("%d: CommitError = %v, which is not kv.Error{%d}", code, cerr, code)
 		}
-		if (code == 1025 || code == 1031) && !kv.MaybeCommitted(cerr) {
-			t.Errorf("%d: a sent commit failing with it is not maybe committed", code)
+		interrupted := code == 1025 || code == 1031 || code == 2017
+		if got, want := kv.MaybeCommitted(cerr), interrupted || kv.MaybeCommitted(bare); got != want {
+			t.Errorf("%d: kv.MaybeCommitted of a sent commit failing with it = %v, want %v", code, got, want)
 		}
 	}
 }
@@ -179,6 +182,10 @@ func TestCommitErrorMarksInterruptedCommits(t *testing.T) {
 		{"unknown result", fdb.Error{Code: 1021}, kv.ErrCommitUnknownResult, true},
 		{"cancelled in flight", fdb.Error{Code: 1025}, kv.ErrTransactionCancelled, true},
 		{"timed out in flight", fdb.Error{Code: 1031}, kv.ErrTransactionTimedOut, true},
+		// A read or write issued during the commit fails it with
+		// used_during_commit while the sent commit goes on
+		// (ReadYourWritesTransaction::checkUsedDuringCommit, RYWImpl::commit).
+		{"operation during the commit", fdb.Error{Code: 2017}, kv.ErrUsedDuringCommit, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			// CommitError sees only commits that were sent; a transaction
@@ -218,6 +225,21 @@ func TestWatchError(t *testing.T) {
 	if err := fdbkv.WatchError(fdb.Error{Code: 1032}, true); !errors.Is(err, kv.ErrTooManyWatches) {
 		t.Errorf("a watch that failed before Cancel gave %v, want its own error kv.ErrTooManyWatches", err)
 	}
+	// The multi-version client fails a watch with cluster_version_changed
+	// when it switches client library (AbortableSingleAssignmentVar::fire):
+	// a spurious fire, which kv.Watch.Wait allows, not an error.
+	for _, cancelled := range []bool{false, true} {
+		for _, in := range []error{fdb.Error{Code: 1039}, fdbkv.TranslateError(fdb.Error{Code: 1039}), kv.ErrClusterVersionChanged} {
+			if err := fdbkv.WatchError(in, cancelled); err != nil {
+				t.Errorf("WatchError(%#v, cancelled %v) = %v, want nil (a spurious fire)", in, cancelled, err)
+			}
+		}
+	}
+	// Only that code: commit_unknown_result, the other maybe-committed
+	// error, still fails the watch.
+	if err := fdbkv.WatchError(fdb.Error{Code: 1021}, false); !errors.Is(err, kv.ErrCommitUnknownResult) {
+		t.Errorf("watch of a commit with an unknown result gave %v, want kv.ErrCommitUnknownResult", err)
+	}
 }
 
 func TestRangeOptions(t *testing.T) {
@@ -238,7 +260,20 @@ func TestRangeOptions(t *testing.T) {
 	}
 }
 
-func TestMillis(t *testing.T) {
+// TestOptionValues: the option values are checked in Go, against the
+// ranges of FDB's extractIntOption calls (ReadYourWritesTransaction::
+// setOptionImpl for timeout and retry_limit, Transaction::setOption for
+// max_retry_delay), because libfdb_c defers the error of a bad value to
+// the transaction's next operation (ThreadSafeTransaction::setOption).
+func TestOptionValues(t *testing.T) {
+	requireInvalid := func(t *testing.T, err error, what string) {
+		t.Helper()
+		var fe fdb.Error
+		if !errors.Is(err, kv.ErrInvalidOptionValue) || !errors.As(err, &fe) || fe.Code != 2006 {
+			t.Errorf("%s: %v, want invalid_option_value (2006) as kv.Error and fdb.Error", what, err)
+		}
+	}
+	maxMillis := time.Duration(math.MaxInt32) * time.Millisecond
 	for _, tc := range []struct {
 		in   time.Duration
 		want int64
@@ -248,12 +283,31 @@ func TestMillis(t *testing.T) {
 		{999 * time.Microsecond, 1},
 		{1500 * time.Microsecond, 1},
 		{2 * time.Second, 2000},
-		{time.Duration(math.MaxInt64), math.MaxInt32},
-		{-time.Second, -1000},
+		{maxMillis, math.MaxInt32},
+		{maxMillis + time.Millisecond - time.Nanosecond, math.MaxInt32}, // whole milliseconds, as memdb counts
 	} {
-		if got := fdbkv.Millis(tc.in); got != tc.want {
-			t.Errorf("Millis(%v) = %d, want %d", tc.in, got, tc.want)
+		got, err := fdbkv.OptionMillis("timeout", tc.in)
+		if err != nil || got != tc.want {
+			t.Errorf("OptionMillis(%v) = %d, %v; want %d", tc.in, got, err, tc.want)
 		}
+	}
+	for _, d := range []time.Duration{-time.Nanosecond, -time.Second, maxMillis + time.Millisecond, time.Duration(math.MaxInt64)} {
+		_, err := fdbkv.OptionMillis("timeout", d)
+		requireInvalid(t, err, fmt.Sprintf("OptionMillis(%v)", d))
+	}
+	for _, n := range []int{-1, 0, 1, 100, math.MaxInt32} {
+		if got, err := fdbkv.RetryLimitValue(n); err != nil || got != int64(n) {
+			t.Errorf("RetryLimitValue(%d) = %d, %v; want %d", n, got, err, n)
+		}
+	}
+	bad := []int{-2, math.MinInt32}
+	if math.MaxInt > math.MaxInt32 { // a 64-bit int can go over FDB's range
+		over := int64(math.MaxInt32) + 1
+		bad = append(bad, int(over), math.MaxInt)
+	}
+	for _, n := range bad {
+		_, err := fdbkv.RetryLimitValue(n)
+		requireInvalid(t, err, fmt.Sprintf("RetryLimitValue(%d)", n))
 	}
 }
 
@@ -274,5 +328,123 @@ func TestAPIVersionChecks(t *testing.T) {
 	}
 	if _, err := fdbkv.Open(""); !errors.As(err, &ave) {
 		t.Errorf("Open with no API version selected = %v, want *APIVersionError", err)
+	}
+}
+
+// bindingRetryLoop is the decision of the binding's retry loop (retryable
+// in bindings/go/src/fdb/database.go, at the commit go.mod pins): it
+// retries an error only if errors.As finds an fdb.Error in its chain and
+// onError of that error succeeds, and otherwise returns the error. onError
+// here answers as FDB does for the code's retryability (kv.IsRetryable is
+// FDB's RETRYABLE predicate), with no transaction behind it.
+func bindingRetryLoop(t *testing.T, attempt func() error) (attempts int, err error) {
+	t.Helper()
+	for attempts = 1; attempts <= 10; attempts++ {
+		err = attempt()
+		if err == nil {
+			return attempts, nil
+		}
+		var ep fdb.Error
+		if !errors.As(err, &ep) {
+			return attempts, err // fatal to the binding
+		}
+		if !kv.IsRetryable(kv.Error{Code: ep.Code}) {
+			return attempts, err // onError gives the same code back
+		}
+	}
+	t.Fatalf("the loop ran 10 attempts; last error %v", err)
+	return attempts, err
+}
+
+// TestWrapTransactionErrorsReachTheBindingsLoop: an error a layer makes
+// itself around a kv.Error (fdbqueue's errConfigMoved wraps
+// kv.ErrNotCommitted) and returns from Transact or ReadTransact of a
+// wrapped transaction carries an fdb.Error of the same code, so that the
+// binding's fdb.Database.Transact retries it, and keeps its text and chain.
+// A zero fdb.Transaction suffices: Transact calls nothing in libfdb_c.
+func TestWrapTransactionErrorsReachTheBindingsLoop(t *testing.T) {
+	ctx := t.Context()
+	layerConflict := fmt.Errorf("fdbqueue: stored configuration changed during the operation: %w", kv.ErrNotCommitted)
+	tr := fdbkv.WrapTransaction(fdb.Transaction{})
+	for name, run := range map[string]func(error) error{
+		"Transact": func(e error) error {
+			return tr.Transact(ctx, func(kv.Transaction) error { return e })
+		},
+		"ReadTransact": func(e error) error {
+			return tr.ReadTransact(ctx, func(kv.ReadTransaction) error { return e })
+		},
+		"Snapshot().ReadTransact": func(e error) error {
+			return tr.Snapshot().ReadTransact(ctx, func(kv.ReadTransaction) error { return e })
+		},
+		"nested Transact, wrapped by the layer": func(e error) error {
+			return tr.Transact(ctx, func(inner kv.Transaction) error {
+				if err := inner.Transact(ctx, func(kv.Transaction) error { return e }); err != nil {
+					return fmt.Errorf("enqueue: %w", err)
+				}
+				return nil
+			})
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			err := run(layerConflict)
+			var fe fdb.Error
+			if !errors.As(err, &fe) || fe.Code != 1020 {
+				t.Errorf("errors.As(%v, *fdb.Error) gave code %d, want 1020", err, fe.Code)
+			}
+			var ke kv.Error
+			if !errors.As(err, &ke) || ke.Code != 1020 {
+				t.Errorf("errors.As(err, *kv.Error) gave code %d, want 1020", ke.Code)
+			}
+			if !errors.Is(err, layerConflict) || !errors.Is(err, kv.ErrNotCommitted) || !kv.IsRetryable(err) {
+				t.Errorf("%v lost its chain: Is(layer error) %v, Is(kv.ErrNotCommitted) %v, kv.IsRetryable %v",
+					err, errors.Is(err, layerConflict), errors.Is(err, kv.ErrNotCommitted), kv.IsRetryable(err))
+			}
+			if !strings.HasSuffix(err.Error(), layerConflict.Error()) {
+				t.Errorf("text %q, want the layer's %q", err.Error(), layerConflict.Error())
+			}
+
+			// The binding's loop retries it; the second attempt succeeds.
+			first := true
+			attempts, err := bindingRetryLoop(t, func() error {
+				if first {
+					first = false
+					return run(layerConflict)
+				}
+				return run(nil)
+			})
+			if err != nil || attempts != 2 {
+				t.Errorf("the binding's loop: %d attempts, %v; want a retry, then success", attempts, err)
+			}
+
+			// A layer error of a non-retryable code stops the loop with the
+			// same error, as onError of that code does.
+			tooLarge := fmt.Errorf("fdbqueue: item too large: %w", kv.ErrValueTooLarge)
+			attempts, err = bindingRetryLoop(t, func() error { return run(tooLarge) })
+			if attempts != 1 || !errors.Is(err, tooLarge) || !errors.Is(err, kv.ErrValueTooLarge) {
+				t.Errorf("the binding's loop with a non-retryable layer error: %d attempts, %v", attempts, err)
+			}
+		})
+	}
+
+	// Errors without a code, errors that already hold an fdb.Error and nil
+	// pass unchanged; so does the context's error.
+	plain := errors.New("application error")
+	if err := tr.Transact(ctx, func(kv.Transaction) error { return plain }); err != plain {
+		t.Errorf("Transact with a plain error = %v, want it unchanged", err)
+	}
+	translated := fdbkv.TranslateError(fdb.Error{Code: 1020})
+	if err := tr.Transact(ctx, func(kv.Transaction) error { return translated }); err != translated {
+		t.Errorf("Transact with a translated binding error = %v, want it unchanged", err)
+	}
+	if err := tr.Transact(ctx, func(kv.Transaction) error { return nil }); err != nil {
+		t.Errorf("Transact with nil = %v", err)
+	}
+	if err := fdbkv.BindingError(nil); err != nil {
+		t.Errorf("BindingError(nil) = %v", err)
+	}
+	ended, cancel := context.WithCancel(ctx)
+	cancel()
+	if err := tr.Transact(ended, func(kv.Transaction) error { return layerConflict }); !errors.Is(err, context.Canceled) {
+		t.Errorf("Transact with an ended context = %v, want context.Canceled", err)
 	}
 }

@@ -4,10 +4,12 @@ package fdbkv
 // None of these call into libfdb_c, so their tests run even against the
 // compile-only stub library.
 var (
-	TranslateError = translateError
-	CommitError    = commitError
-	WatchError     = watchError
-	ErrorCode      = errorCode
-	RangeOptions   = rangeOptions
-	Millis         = millis
+	TranslateError  = translateError
+	BindingError    = bindingError
+	CommitError     = commitError
+	WatchError      = watchError
+	ErrorCode       = errorCode
+	RangeOptions    = rangeOptions
+	OptionMillis    = optionMillis
+	RetryLimitValue = retryLimitValue
 )

@@ -5,9 +5,11 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
+	"unsafe"
 
 	"github.com/apple/foundationdb/bindings/go/src/fdb"
 
@@ -99,6 +101,60 @@ func TestOpenOwnsOneHandlePerDatabase(t *testing.T) {
 	}
 }
 
+// distinctHandle returns an fdb.Database that differs from the zero value
+// but has no C handle behind it, for fakes that must tell handles apart
+// without libfdb_c. The binding's fields are unexported, so it sets the
+// clusterFile string field through reflect and unsafe; the handle must
+// never reach the binding's methods. It skips t if the binding's layout
+// has changed.
+func distinctHandle(t *testing.T, name string) fdb.Database {
+	t.Helper()
+	var db fdb.Database
+	f := reflect.ValueOf(&db).Elem().FieldByName("clusterFile")
+	if !f.IsValid() || f.Kind() != reflect.String {
+		t.Skip("fdb.Database has no clusterFile string field in this binding: cannot make a fake handle distinct from the zero value without libfdb_c")
+	}
+	reflect.NewAt(f.Type(), unsafe.Pointer(f.UnsafeAddr())).Elem().SetString(name)
+	if db == (fdb.Database{}) {
+		t.Skip("setting fdb.Database.clusterFile did not make it distinct from the zero value")
+	}
+	return db
+}
+
+// TestFDBAfterClose: after Close of a Database made by Open, FDB returns
+// the zero fdb.Database, never the handle Close destroyed; a wrapped
+// Database keeps returning the application's handle, which it never
+// destroys.
+func TestFDBAfterClose(t *testing.T) {
+	handle := distinctHandle(t, "fake handle")
+	var destroyed []fdb.Database
+	open := func(string) (fdb.Database, error) { return handle, nil }
+	d, err := openOwned(writeClusterFile(t, testConnectionString), open, func(db fdb.Database) { destroyed = append(destroyed, db) })
+	if err != nil {
+		t.Fatalf("openOwned: %v", err)
+	}
+	if got := d.FDB(); got != handle {
+		t.Errorf("FDB before Close = %+v, want the handle Open made", got)
+	}
+	d.Close()
+	if len(destroyed) != 1 || destroyed[0] != handle {
+		t.Fatalf("Close destroyed %+v, want the handle Open made, once", destroyed)
+	}
+	if got := d.FDB(); got != (fdb.Database{}) {
+		t.Errorf("FDB after Close = %+v, the destroyed handle; want the zero fdb.Database", got)
+	}
+	if _, err := d.CreateTransaction(t.Context()); !errors.Is(err, ErrClosed) {
+		t.Errorf("CreateTransaction after Close = %v, want ErrClosed", err)
+	}
+
+	appHandle := distinctHandle(t, "application's handle")
+	w := Wrap(appHandle)
+	w.Close()
+	if got := w.FDB(); got != appHandle {
+		t.Errorf("FDB of a wrapped Database after Close = %+v, want the application's handle, still open", got)
+	}
+}
+
 func TestCloseOfWrapNeverDestroys(t *testing.T) {
 	d := Wrap(fdb.Database{}) // destroy is nil: calling it would panic
 	d.Close()
@@ -164,6 +220,19 @@ func TestReadClusterFileErrors(t *testing.T) {
 	missing := filepath.Join(t.TempDir(), "missing.cluster")
 	if _, err := readClusterFile(missing); code(err) != 1515 || !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("missing file: %v, want no_cluster_file_found (1515) matching fs.ErrNotExist", err)
+	}
+	// FDB_CLUSTER_FILE="" names no file (ClusterConnectionFile's constructor:
+	// fileExists("") fails, no_cluster_file_found), not the working directory.
+	if _, err := readClusterFile(""); code(err) != 1515 || !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("empty path: %v, want no_cluster_file_found (1515) matching fs.ErrNotExist", err)
+	}
+	t.Setenv(clusterFileEnv, "") // set, to "": no fallback to ./fdb.cluster or the default
+	b0 := &fakeBinding{}
+	if _, err := openOwned("", b0.open, b0.destroy); code(err) != 1515 {
+		t.Errorf("openOwned(\"\") with FDB_CLUSTER_FILE set to \"\": %v, want no_cluster_file_found (1515)", err)
+	}
+	if opened, _ := b0.counts(); opened != 0 {
+		t.Errorf("openOwned with no cluster file opened %d handles", opened)
 	}
 	if _, err := readClusterFile(writeClusterFile(t, "")); code(err) != 2104 {
 		t.Errorf("empty file: %v, want connection_string_invalid (2104)", err)

@@ -2,7 +2,9 @@ package fdbkv
 
 import (
 	"context"
+	"fmt"
 	"math"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -17,10 +19,15 @@ import (
 // together with the application's own reads and writes. Its Transact and
 // ReadTransact just run the function inside tr; committing, retrying and
 // cancelling stay with the application (e.g. the fdb.Database.Transact that
-// created tr). Errors keep the binding's fdb.Error in their chain, so the
-// binding's own retry loop (fdb.Database.Transact, which looks for one with
-// errors.As) retries them. The process's API version must be at least
-// MinAPIVersion (see CheckAPIVersion).
+// created tr). Every error they return that carries an FDB code has an
+// fdb.Error of that code in its chain: the binding's own errors keep theirs,
+// and an error the layer made itself around a kv.Error (a conflict it
+// detected, wrapping kv.ErrNotCommitted) gets one (see bindingError). So
+// the binding's own retry loop (fdb.Database.Transact, which looks for an
+// fdb.Error with errors.As) retries them as FDB decides for the code, while
+// errors.Is still matches the kv sentinel and the layer's own error. The
+// process's API version must be at least MinAPIVersion (see
+// CheckAPIVersion).
 func WrapTransaction(tr fdb.Transaction) kv.Transaction {
 	return newTransaction(context.Background(), tr)
 }
@@ -51,11 +58,12 @@ type control interface {
 //
 // The rule that keeps a commit's error true: a transaction marked cancelled
 // never sends its commit (it fails with plain transaction_cancelled, 1025),
-// and once a commit has been sent, a transaction_cancelled or
-// transaction_timed_out error counts as maybe committed
-// (kv.CommitInterrupted). The mark is set before FDB is told to cancel, so
-// if Commit does not see it, the cancellation reaches FDB after the
-// commit was handed over, and the commit may have been applied. (If FDB
+// and once a commit has been sent, a transaction_cancelled,
+// transaction_timed_out or used_during_commit error counts as maybe
+// committed (kv.CommitInterrupted; see commitError). The mark is set
+// before FDB is told to cancel, so if Commit does not see it, the
+// cancellation reaches FDB after the commit was handed over, and the
+// commit may have been applied. (If FDB
 // got the cancellation first, it fails the commit without sending it and
 // the error is needlessly, but safely, reported as maybe committed.)
 type txState struct {
@@ -105,20 +113,23 @@ func fdbRange(r kv.KeyRange) fdb.KeyRange {
 }
 
 // Transact runs fn inside this transaction, without committing or retrying.
-// It returns ctx.Err() without running fn if ctx has ended.
+// It returns ctx.Err() without running fn if ctx has ended. fn's error is
+// returned with an fdb.Error of its kv code in its chain (bindingError), for
+// the binding's retry loop around a WrapTransaction.
 func (t *transaction) Transact(ctx context.Context, fn func(kv.Transaction) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	return fn(t)
+	return bindingError(fn(t))
 }
 
-// ReadTransact runs fn inside this transaction, without retrying.
+// ReadTransact runs fn inside this transaction, without retrying; errors as
+// for Transact.
 func (t *transaction) ReadTransact(ctx context.Context, fn func(kv.ReadTransaction) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	return fn(t)
+	return bindingError(fn(t))
 }
 
 // Get maps onto fdb.Transaction.Get.
@@ -216,8 +227,9 @@ func (t *transaction) Watch(key []byte) kv.Watch {
 }
 
 // Commit maps onto fdb.Transaction.Commit().Get. A commit that was sent
-// and then failed with transaction_cancelled or transaction_timed_out is
-// marked with kv.CommitInterrupted (it may have been applied); a
+// and then failed with transaction_cancelled, transaction_timed_out or
+// used_during_commit is marked with kv.CommitInterrupted (it may have been
+// applied; see commitError); a
 // transaction already cancelled (by Cancel or its context) sends nothing
 // and fails with plain transaction_cancelled. See txState.
 func (t *transaction) Commit() error {
@@ -310,12 +322,13 @@ func (s snapshot) GetReadVersion() kv.FutureInt64 {
 // Snapshot returns s: a snapshot of a snapshot is itself.
 func (s snapshot) Snapshot() kv.ReadTransaction { return s }
 
-// ReadTransact runs fn inside the snapshot, without retrying.
+// ReadTransact runs fn inside the snapshot, without retrying; errors as for
+// transaction.Transact.
 func (s snapshot) ReadTransact(ctx context.Context, fn func(kv.ReadTransaction) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	return fn(s)
+	return bindingError(fn(s))
 }
 
 // options sets transaction options (fdb.TransactionOptions).
@@ -323,33 +336,84 @@ type options struct {
 	o fdb.TransactionOptions
 }
 
-// millis converts d to the whole milliseconds FDB's options take: a
-// positive duration under 1 ms becomes 1 ms (0 would mean "disabled"), and
-// durations beyond FDB's maximum (INT_MAX ms, about 24.8 days) are capped
-// to it. Negative durations pass through, and FDB rejects them with
-// invalid_option_value (2006).
-func millis(d time.Duration) int64 {
+// The options' values are checked here, before the binding is called,
+// because FDB does not reject a value out of range when it is set:
+// ReadYourWritesTransaction::setOptionImpl (TIMEOUT, RETRY_LIMIT;
+// fdbclient/ReadYourWrites.actor.cpp) and Transaction::setOption
+// (MAX_RETRY_DELAY; fdbclient/NativeAPI.actor.cpp) throw
+// invalid_option_value from extractIntOption(value, min, max), but they run
+// on the network thread: ThreadSafeTransaction::setOption
+// (fdbclient/ThreadSafeTransaction.cpp) hands them over with
+// onMainThreadVoid(..., &ISingleThreadTransaction::deferredError), so
+// fdb_transaction_set_option returns 0 and the error only fails the
+// transaction's next operation. (MultiVersionTransaction::setOption also
+// records a persistent option before it is checked, to apply it again to
+// the transaction of a new client library.) kv.TransactionOptions promises
+// kv.ErrInvalidOptionValue at once, with nothing changed.
+
+// optionMillis converts d to the whole milliseconds of FDB's timeout and
+// max_retry_delay options: a positive duration under 1 ms becomes 1 ms (0
+// would mean "disabled"). A negative duration, or one over FDB's maximum
+// of math.MaxInt32 ms (about 24.8 days; extractIntOption(value, 0,
+// INT_MAX)), is refused with kv.ErrInvalidOptionValue (see
+// invalidOptionValue). It calls no C function.
+func optionMillis(option string, d time.Duration) (int64, error) {
 	ms := d.Milliseconds()
-	if d > 0 && ms == 0 {
-		return 1
+	if d < 0 || ms > math.MaxInt32 {
+		return 0, invalidOptionValue(option, d.String(), "0 to 2147483647 ms")
 	}
-	return min(ms, math.MaxInt32)
+	if d > 0 && ms == 0 {
+		return 1, nil
+	}
+	return ms, nil
 }
 
-// SetTimeout maps onto fdb.TransactionOptions.SetTimeout (milliseconds).
+// retryLimitValue checks n against FDB's range for retry_limit, -1 (no
+// limit) to math.MaxInt32 (extractIntOption(value, -1, INT_MAX) in
+// ReadYourWritesTransaction::setOptionImpl). It calls no C function.
+func retryLimitValue(n int) (int64, error) {
+	if n < -1 || int64(n) > math.MaxInt32 {
+		return 0, invalidOptionValue("retry limit", strconv.Itoa(n), "-1 to 2147483647")
+	}
+	return int64(n), nil
+}
+
+// invalidOptionValue is the error for an option value out of FDB's range:
+// FDB's invalid_option_value (2006), matching kv.ErrInvalidOptionValue and
+// an fdb.Error of that code, as FDB's own would.
+func invalidOptionValue(option, value, valid string) error {
+	return fmt.Errorf("fdbkv: %s %s is outside FDB's range, %s: %w",
+		option, value, valid, translateError(fdb.Error{Code: kv.ErrInvalidOptionValue.Code}))
+}
+
+// SetTimeout maps onto fdb.TransactionOptions.SetTimeout (milliseconds),
+// after optionMillis checked d.
 func (o options) SetTimeout(d time.Duration) error {
-	return translateError(o.o.SetTimeout(millis(d)))
+	ms, err := optionMillis("timeout", d)
+	if err != nil {
+		return err
+	}
+	return translateError(o.o.SetTimeout(ms))
 }
 
-// SetRetryLimit maps onto fdb.TransactionOptions.SetRetryLimit.
+// SetRetryLimit maps onto fdb.TransactionOptions.SetRetryLimit, after
+// retryLimitValue checked n.
 func (o options) SetRetryLimit(n int) error {
-	return translateError(o.o.SetRetryLimit(int64(n)))
+	v, err := retryLimitValue(n)
+	if err != nil {
+		return err
+	}
+	return translateError(o.o.SetRetryLimit(v))
 }
 
 // SetMaxRetryDelay maps onto fdb.TransactionOptions.SetMaxRetryDelay
-// (milliseconds).
+// (milliseconds), after optionMillis checked d.
 func (o options) SetMaxRetryDelay(d time.Duration) error {
-	return translateError(o.o.SetMaxRetryDelay(millis(d)))
+	ms, err := optionMillis("max retry delay", d)
+	if err != nil {
+		return err
+	}
+	return translateError(o.o.SetMaxRetryDelay(ms))
 }
 
 // rangeOptions maps kv.RangeOptions onto fdb.RangeOptions. kv's streaming

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/apple/foundationdb/bindings/go/src/fdb"
 
@@ -28,7 +30,11 @@ type fakeFDB struct {
 	mu        sync.Mutex
 	events    []string // "commit sent", "commit refused", "cancel", "reset", in FDB's order
 	cancelled bool     // FDB has the cancellation (until a reset)
-	inFlight  *fakeCommit
+	// timedOut says the transaction's timeout fired (FDB's timebomb set
+	// resetPromise to transaction_timed_out): a commit fails with 1031
+	// without being sent (ReadYourWritesTransaction::commit).
+	timedOut bool
+	inFlight *fakeCommit
 
 	// cancelEntered, when set, is closed when Cancel is called, before the
 	// cancellation reaches FDB; Cancel then waits for cancelRelease.
@@ -51,9 +57,13 @@ func (f *fakeFDB) Commit() fdb.FutureNil {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	c := &fakeCommit{done: make(chan struct{})}
-	if f.cancelled {
+	if f.cancelled || f.timedOut {
 		f.record("commit refused")
-		c.resolve(fdb.Error{Code: 1025})
+		code := 1025
+		if !f.cancelled {
+			code = 1031
+		}
+		c.resolve(fdb.Error{Code: code})
 		return c
 	}
 	f.record("commit sent")
@@ -333,5 +343,44 @@ func TestOnErrorHandsTheCodeToFDB(t *testing.T) {
 	want := []string{"onError 1020", "onError 1021", "onError 1025", "onError 1007"}
 	if fmt.Sprint(f.events) != fmt.Sprint(want) {
 		t.Errorf("FDB got %v, want %v", f.events, want)
+	}
+}
+
+// TestOptionsRejectBadValuesBeforeFDB: out-of-range option values fail
+// with kv.ErrInvalidOptionValue before the binding is called. The options
+// here have no transaction behind them (a zero fdb.TransactionOptions),
+// so a call into the binding would not return this error (against real
+// libfdb_c it would crash); only the check in Go can.
+func TestOptionsRejectBadValuesBeforeFDB(t *testing.T) {
+	o := WrapTransaction(fdb.Transaction{}).Options()
+	for name, err := range map[string]error{
+		"SetTimeout(-1ns)":         o.SetTimeout(-time.Nanosecond),
+		"SetTimeout(over INT_MAX)": o.SetTimeout(time.Duration(math.MaxInt32+1) * time.Millisecond),
+		"SetMaxRetryDelay(-1s)":    o.SetMaxRetryDelay(-time.Second),
+		"SetMaxRetryDelay(MaxInt)": o.SetMaxRetryDelay(time.Duration(math.MaxInt64)),
+		"SetRetryLimit(-2)":        o.SetRetryLimit(-2),
+		"SetRetryLimit(MinInt32)":  o.SetRetryLimit(math.MinInt32),
+	} {
+		if !errors.Is(err, kv.ErrInvalidOptionValue) {
+			t.Errorf("%s = %v, want kv.ErrInvalidOptionValue", name, err)
+		}
+	}
+}
+
+// TestTimeoutBeforeCommitIsMaybeCommitted: a timeout that fired before
+// Commit was called fails the commit with transaction_timed_out without
+// sending it (ReadYourWritesTransaction::commit returns resetPromise's
+// error). FDB's error does not say so, and only fdbkv's own cancellation is
+// known not to send: the error is reported, on the safe side, as maybe
+// committed.
+func TestTimeoutBeforeCommitIsMaybeCommitted(t *testing.T) {
+	f := &fakeFDB{timedOut: true}
+	tx := newFakeTransaction(t, t.Context(), f)
+	err := tx.Commit()
+	if f.sent() {
+		t.Fatalf("the fake sent a commit after its timeout (events %v)", f.events)
+	}
+	if !errors.Is(err, kv.ErrTransactionTimedOut) || !kv.MaybeCommitted(err) {
+		t.Errorf("Commit after the timeout fired = %v (maybe committed %v), want transaction_timed_out, maybe committed", err, kv.MaybeCommitted(err))
 	}
 }

@@ -45,9 +45,11 @@ func newWatch(f fdb.FutureNil) *watch {
 	return w
 }
 
-// Wait returns nil when the key changed, the watch's error (translated;
-// kv.ErrTransactionCancelled after Cancel) when it failed, and ctx.Err()
-// when ctx ends first; the watch then stays registered until Cancel.
+// Wait returns nil when the key changed (or, spuriously, when the watch
+// failed with cluster_version_changed: see watchError), the watch's error
+// (translated; kv.ErrTransactionCancelled after Cancel) when it failed, and
+// ctx.Err() when ctx ends first; the watch then stays registered until
+// Cancel.
 func (w *watch) Wait(ctx context.Context) error {
 	s := w.s
 	if s.f.IsReady() {

@@ -100,3 +100,22 @@ func TestDroppedWatchIsCancelled(t *testing.T) {
 		}
 	}
 }
+
+// TestWatchClusterVersionChangedIsASpuriousFire: a watch whose future
+// fails with cluster_version_changed (1039), as the multi-version client
+// fails it when it switches client library, makes Wait return nil, for a
+// Wait already waiting (or about to) when it fails and for a later Wait.
+func TestWatchClusterVersionChangedIsASpuriousFire(t *testing.T) {
+	f := newFakeWatchFuture()
+	w := newWatch(f)
+	result := make(chan error, 1)
+	go func() { result <- w.Wait(context.Background()) }()
+	f.finish(fdb.Error{Code: 1039})
+	if err := <-result; err != nil {
+		t.Errorf("a blocked Wait when the watch failed with cluster_version_changed = %v, want nil", err)
+	}
+	if err := w.Wait(t.Context()); err != nil {
+		t.Errorf("Wait on a watch failed with cluster_version_changed = %v, want nil", err)
+	}
+	w.Cancel()
+}
