@@ -67,11 +67,14 @@ var (
 
 	// ErrUnreadableAfterEnqueue is returned by Dequeue, DequeueBatch, Peek,
 	// Empty and Len of a Queue made WithVersionstampOrder when they run in a
-	// transaction that already enqueued to it: the keys of the items it
-	// enqueued are known only at commit, and FoundationDB fails every read
-	// that may reach them with accessed_unreadable (1036). The error also
-	// matches that kv error (kv.Error{Code: 1036}). It cannot succeed on a
-	// retry: read before you enqueue, or in another transaction.
+	// transaction that already enqueued to it and their read reaches the
+	// new items: the keys of the items it enqueued are known only at
+	// commit, and FoundationDB fails every read that may reach them with
+	// accessed_unreadable (1036). (A read that stops at an item enqueued
+	// before the transaction's read version succeeds; on a queue holding
+	// only the new items every read fails.) The error also matches that kv
+	// error (kv.Error{Code: 1036}). It cannot succeed on a retry: read
+	// before you enqueue, or in another transaction.
 	ErrUnreadableAfterEnqueue = errors.New("fdbqueue: versionstamp-ordered queue read after an enqueue in the same transaction")
 
 	// ErrLeaseLost is returned by JobQueue.Ack, Nack and Extend when the

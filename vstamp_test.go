@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"errors"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -227,8 +228,8 @@ func TestVersionstampReadAfterEnqueueInSameTransaction(t *testing.T) {
 	require.Zero(t, n, "the failed transactions wrote nothing")
 }
 
-// The same on memdb itself, once it fails such reads as FoundationDB does
-// (the engine's change); until then it skips.
+// The same on memdb itself, which fails such reads as FoundationDB does
+// (the probe skips the test on an engine that does not).
 func TestVersionstampReadAfterEnqueueOnMemdb(t *testing.T) {
 	ctx := context.Background()
 	db := newDB(t)
@@ -264,4 +265,52 @@ func TestVersionstampReadAfterEnqueueOnMemdb(t *testing.T) {
 			require.ErrorIs(t, err, kv.Error{Code: 1036})
 		})
 	}
+}
+
+// A read that stops before the new items' possible range succeeds: the
+// range starts at the stamp of the version after the read version
+// (getVersionstampKeyRange, fdbclient/include/fdbclient/Atomic.h), so an
+// item enqueued by the last commit before the read version, at that very
+// version, is still readable, and a Dequeue after an Enqueue takes it.
+func TestVersionstampDequeueAfterEnqueueTakesOlderItem(t *testing.T) {
+	ctx := context.Background()
+	db := newDB(t)
+	q := vstampQueue(t, "vs-older")
+	// The older item takes user version 1 (after an item dequeued at
+	// once), and a second handle's first item takes 0: the new item's
+	// template sorts before the older item, inside the range an engine
+	// would mark if it started the range at the read version.
+	require.NoError(t, q.Enqueue(ctx, db, []byte("gone")))
+	_, err := q.Dequeue(ctx, db)
+	require.NoError(t, err)
+	require.NoError(t, q.Enqueue(ctx, db, []byte("older")))
+	for _, name := range []string{"Peek", "Dequeue"} {
+		t.Run(name, func(t *testing.T) {
+			q := vstampQueue(t, "vs-older") // a new handle: user versions from 0
+			var got []byte
+			require.NoError(t, db.Transact(ctx, func(tr kv.Transaction) error {
+				if err := q.Enqueue(ctx, tr, []byte("newer")); err != nil {
+					return err
+				}
+				var err error
+				if name == "Peek" {
+					got, err = q.Peek(ctx, tr)
+				} else {
+					got, err = q.Dequeue(ctx, tr)
+				}
+				return err
+			}))
+			require.Equal(t, "older", string(got))
+		})
+	}
+	var rest []string
+	for {
+		v, err := q.Dequeue(ctx, db)
+		if errors.Is(err, fdbqueue.ErrEmpty) {
+			break
+		}
+		require.NoError(t, err)
+		rest = append(rest, string(v))
+	}
+	require.Equal(t, []string{"newer", "newer"}, rest, "the older item was taken once, and both new items are there")
 }
