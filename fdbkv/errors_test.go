@@ -448,3 +448,18 @@ func TestWrapTransactionErrorsReachTheBindingsLoop(t *testing.T) {
 		t.Errorf("Transact with an ended context = %v, want context.Canceled", err)
 	}
 }
+
+// TestNegativeLimitFailsBeforeFDB: a negative range limit fails with
+// range_limits_invalid (kv.RangeOptions.Limit) without reaching the
+// binding, where -1 would mean "unlimited".
+func TestNegativeLimitFailsBeforeFDB(t *testing.T) {
+	_, err := fdbkv.InvalidLimit.GetSlice()
+	var fe fdb.Error
+	if !errors.Is(err, kv.ErrRangeLimitsInvalid) || !errors.As(err, &fe) || fe.Code != 2012 {
+		t.Errorf("GetSlice = %v, want range_limits_invalid (2012) as kv.Error and fdb.Error", err)
+	}
+	it := fdbkv.InvalidLimit.Iterator()
+	if it.Next() || !errors.Is(it.Err(), kv.ErrRangeLimitsInvalid) {
+		t.Errorf("Iterator: Next or Err = %v, want no pair and range_limits_invalid", it.Err())
+	}
+}

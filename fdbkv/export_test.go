@@ -12,4 +12,5 @@ var (
 	RangeOptions    = rangeOptions
 	OptionMillis    = optionMillis
 	RetryLimitValue = retryLimitValue
+	InvalidLimit    = invalidLimit
 )

@@ -139,6 +139,9 @@ func (t *transaction) Get(key []byte) kv.FutureValue {
 
 // GetRange maps onto fdb.Transaction.GetRange.
 func (t *transaction) GetRange(r kv.KeyRange, opts kv.RangeOptions) kv.RangeResult {
+	if opts.Limit < 0 {
+		return invalidLimit
+	}
 	return rangeResult{t.tr.GetRange(fdbRange(r), rangeOptions(opts))}
 }
 
@@ -311,6 +314,9 @@ func (s snapshot) Get(key []byte) kv.FutureValue {
 
 // GetRange maps onto fdb.Snapshot.GetRange.
 func (s snapshot) GetRange(r kv.KeyRange, opts kv.RangeOptions) kv.RangeResult {
+	if opts.Limit < 0 {
+		return invalidLimit
+	}
 	return rangeResult{s.s.GetRange(fdbRange(r), rangeOptions(opts))}
 }
 
@@ -514,6 +520,22 @@ func (r rangeResult) GetSlice() ([]kv.KeyValue, error) {
 func (r rangeResult) Iterator() kv.RangeIterator {
 	return &rangeIterator{it: r.rr.Iterator()}
 }
+
+// invalidLimit is the result of a range read with a negative limit, which
+// kv refuses with range_limits_invalid (kv.RangeOptions.Limit) before the
+// binding is called: FDB takes -1 as "unlimited" (GetRangeLimits,
+// ROW_LIMIT_UNLIMITED) and refuses only the others
+// (ReadYourWritesTransaction::getRange: !limits.isValid()).
+var invalidLimit kv.RangeResult = failedRange{err: translateError(fdb.Error{Code: kv.ErrRangeLimitsInvalid.Code})}
+
+// failedRange is a range read that failed before it was issued.
+type failedRange struct{ err error }
+
+// GetSlice returns the error.
+func (r failedRange) GetSlice() ([]kv.KeyValue, error) { return nil, r.err }
+
+// Iterator returns an iterator that stops at once with the error.
+func (r failedRange) Iterator() kv.RangeIterator { return &rangeIterator{err: r.err, done: true} }
 
 // rangeIterator streams a range read (fdb.RangeIterator).
 type rangeIterator struct {

@@ -49,6 +49,7 @@ var (
 	ErrKeyOutsideLegalRange      = Error{Code: 2004} // a key at or above \xff without system access
 	ErrInvertedRange             = Error{Code: 2005} // a range whose begin is after its end
 	ErrInvalidOptionValue        = Error{Code: 2006} // an option value out of its range (a negative timeout)
+	ErrRangeLimitsInvalid        = Error{Code: 2012} // a range read with a negative limit
 	ErrTransactionTooLarge       = Error{Code: 2101} // over 10,000,000 bytes of affected data
 	ErrKeyTooLarge               = Error{Code: 2102} // a key over 10,000 bytes
 	ErrValueTooLarge             = Error{Code: 2103} // a value over 100,000 bytes
@@ -79,6 +80,7 @@ var errorNames = map[int]string{
 	2004: "key_outside_legal_range",
 	2005: "inverted_range",
 	2006: "invalid_option_value",
+	2012: "range_limits_invalid",
 	2017: "used_during_commit",
 	2101: "transaction_too_large",
 	2102: "key_too_large",

@@ -35,7 +35,9 @@ const (
 // RangeOptions says how a range read is carried out. The zero value reads
 // the whole range forwards.
 type RangeOptions struct {
-	// Limit is the most key-value pairs to return; 0 means no limit.
+	// Limit is the most key-value pairs to return; 0 means no limit. A
+	// negative Limit fails the read with ErrRangeLimitsInvalid (FDB's
+	// range_limits_invalid; FDB's own "unlimited", -1, is refused too).
 	Limit int
 	// Reverse returns the pairs in descending key order; with a Limit, the
 	// last Limit pairs of the range are returned.

@@ -40,6 +40,8 @@ var specErrors = []struct {
 	{"transaction_too_large", kv.ErrTransactionTooLarge},
 	{"key_too_large", kv.ErrKeyTooLarge},
 	{"value_too_large", kv.ErrValueTooLarge},
+	{"invalid_option_value", kv.ErrInvalidOptionValue},
+	{"range_limits_invalid", kv.ErrRangeLimitsInvalid},
 }
 
 // errorTests cover error classification and the transaction methods that
@@ -63,7 +65,119 @@ func errorTests() []conformanceTest {
 		conformanceTest{"ResetClearsOptions", testResetClearsOptions},
 		conformanceTest{"OperationDuringCommitFailsCommit", testOperationDuringCommitFailsCommit},
 		conformanceTest{"OnErrorKeepsOptions", testOnErrorKeepsOptions},
+		conformanceTest{"FailedCommitLeavesUsedDuringCommit", testFailedCommitLeavesUsedDuringCommit},
+		conformanceTest{"AfterCommit", testAfterCommit},
+		conformanceTest{"CancelFailsVersionstamp", testCancelFailsVersionstamp},
+		conformanceTest{"ApproximateSizeReportsInvalidWrite", testApproximateSizeReportsInvalidWrite},
+		conformanceTest{"NegativeRangeLimit", testNegativeRangeLimit},
 	)
+}
+
+// testFailedCommitLeavesUsedDuringCommit: once a Commit started, FDB keeps
+// commitStarted set whatever the outcome (RYWImpl::commit clears it only
+// below API 410; fdbclient/ReadYourWrites.cpp), so after a failed commit
+// every read, write and Commit fails with used_during_commit, which
+// checkUsedDuringCommit also puts in resetPromise: the OnError that would
+// have retried then returns it. Call OnError (or Reset) straight after a
+// failed Commit. GetCommittedVersion stays -1, with no error.
+func testFailedCommitLeavesUsedDuringCommit(t *testing.T, f *fixture) {
+	f.seed(t, "b")
+	tr := f.newTx(t)
+	mustGet(t, tr, f.key("b"))
+	tr.Set(f.key("c"), []byte("x"))
+	f.set(t, f.key("b"), []byte("changed"))
+	requireCode(t, tr.Commit(), kv.ErrNotCommitted, "the commit of a transaction whose read was overwritten")
+	v, err := tr.GetCommittedVersion()
+	require.NoError(t, err, "GetCommittedVersion after a failed commit")
+	require.Equal(t, int64(-1), v, "no committed version after a failed commit")
+	_, err = tr.Get(f.key("b")).Get()
+	requireCode(t, err, kv.ErrUsedDuringCommit, "a read after a failed commit")
+	requireCode(t, tr.Commit(), kv.ErrUsedDuringCommit, "a second Commit after a failed one")
+	f.requireAbsent(t, f.key("c"), "the second Commit applied nothing")
+	requireCode(t, tr.OnError(kv.ErrNotCommitted), kv.ErrUsedDuringCommit, "OnError after a read that followed the failed commit")
+	tr.Reset()
+	tr.Set(f.key("c"), []byte("x"))
+	commit(t, tr, "Reset makes the transaction usable again")
+
+	tr = f.newTx(t)
+	mustGet(t, tr, f.key("b"))
+	tr.Set(f.key("d"), []byte("x"))
+	f.set(t, f.key("b"), []byte("again"))
+	requireCode(t, tr.Commit(), kv.ErrNotCommitted, "the commit of a transaction whose read was overwritten")
+	require.NoError(t, tr.OnError(kv.ErrNotCommitted), "OnError straight after the failed commit retries")
+	mustGet(t, tr, f.key("b"))
+	tr.Set(f.key("d"), []byte("x"))
+	commit(t, tr, "the retry")
+	f.requireValue(t, f.key("d"), []byte("x"), "the retry's write")
+}
+
+// testAfterCommit: after a successful commit, GetReadVersion still answers
+// (ReadYourWritesTransaction::getReadVersion checks only resetPromise),
+// GetCommittedVersion gives the version, and GetVersionstamp fails with
+// used_during_commit (ReadYourWritesTransaction::getVersionstamp starts
+// with checkUsedDuringCommit): ask for the versionstamp before Commit.
+// Before Commit, GetCommittedVersion is -1 with no error
+// (Transaction::getCommittedVersion, fdbclient/NativeAPI.actor.cpp).
+func testAfterCommit(t *testing.T, f *fixture) {
+	tr := f.newTx(t)
+	v, err := tr.GetCommittedVersion()
+	require.NoError(t, err, "GetCommittedVersion before Commit")
+	require.Equal(t, int64(-1), v, "no committed version before Commit")
+	rv := readVersion(t, tr)
+	tr.Set(f.key("a"), []byte("x"))
+	commit(t, tr, "a write")
+	got, err := tr.GetReadVersion().Get()
+	require.NoError(t, err, "GetReadVersion after the commit")
+	require.Equal(t, rv, got, "the read version after the commit")
+	cv, err := tr.GetCommittedVersion()
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, cv, rv, "the committed version")
+	_, err = tr.GetVersionstamp().Get()
+	requireCode(t, err, kv.ErrUsedDuringCommit, "GetVersionstamp asked after the commit")
+}
+
+// testCancelFailsVersionstamp: a versionstamp future fails when the
+// transaction is cancelled before its commit (FDB's is waitOrError(...,
+// resetPromise): ReadYourWritesTransaction::getVersionstamp).
+func testCancelFailsVersionstamp(t *testing.T, f *fixture) {
+	tr := f.newTx(t)
+	tr.SetVersionstampedKey(stampedKey(f.key("vs/"), ""), []byte("x"))
+	fv := tr.GetVersionstamp()
+	tr.Cancel()
+	done := make(chan error, 1)
+	go func() { _, err := fv.Get(); done <- err }()
+	select {
+	case err := <-done:
+		requireCode(t, err, kv.ErrTransactionCancelled, "the versionstamp of a cancelled transaction")
+	case <-time.After(firedWait):
+		t.Fatal("the versionstamp future of a cancelled transaction did not resolve")
+	}
+}
+
+// testApproximateSizeReportsInvalidWrite: GetApproximateSize fails with the
+// deferred error of an invalid write (ThreadSafeTransaction::
+// getApproximateSize calls checkDeferredError first).
+func testApproximateSizeReportsInvalidWrite(t *testing.T, f *fixture) {
+	tr := f.newTx(t)
+	tr.Set([]byte("\xffsystem"), []byte("x"))
+	_, err := tr.GetApproximateSize().Get()
+	requireCode(t, err, kv.ErrKeyOutsideLegalRange, "GetApproximateSize after a write outside the legal range")
+}
+
+// testNegativeRangeLimit: a negative limit fails the read with
+// range_limits_invalid (kv.RangeOptions.Limit; FDB's
+// ReadYourWritesTransaction::getRange: !limits.isValid()).
+func testNegativeRangeLimit(t *testing.T, f *fixture) {
+	f.seed(t, "a")
+	tr := f.newTx(t)
+	for _, limit := range []int{-1, -2} {
+		_, err := tr.GetRange(f.all(), kv.RangeOptions{Limit: limit}).GetSlice()
+		requireCode(t, err, kv.ErrRangeLimitsInvalid, fmt.Sprintf("GetSlice with limit %d", limit))
+		it := tr.Snapshot().GetRange(f.all(), kv.RangeOptions{Limit: limit}).Iterator()
+		require.False(t, it.Next())
+		requireCode(t, it.Err(), kv.ErrRangeLimitsInvalid, fmt.Sprintf("a snapshot iterator with limit %d", limit))
+	}
+	f.requireNames(t, mustRange(t, tr, f.all(), kv.RangeOptions{}), []string{"a"}, "the failed reads leave the transaction usable")
 }
 
 func testClassification(t *testing.T, f *fixture, name string, sentinel kv.Error) {

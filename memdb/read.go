@@ -217,7 +217,7 @@ func ownRead(e *wentry) (kv.FutureValue, []atomicOp) {
 // cancellation error), not cancelled, committing or committed, on an open
 // DB, may read (checkLocked returns nil for it).
 func (tx *transaction) checkReadLocked() error {
-	if tx.x == nil && !tx.cancelled && !tx.committing && !tx.committed && !tx.db.closedFlag.Load() {
+	if tx.x == nil && !tx.cancelled && !tx.commitStarted && !tx.db.closedFlag.Load() {
 		return nil
 	}
 	return tx.checkLocked()
@@ -268,7 +268,7 @@ func (tx *transaction) getRange(r kv.KeyRange, opts kv.RangeOptions, snap bool) 
 	b, e, _ := copyBounds(clampRangeKey(r.Begin), clampRangeKey(r.End), rr.buf[:])
 	var err error
 	if opts.Limit < 0 {
-		err = kv.ErrClientInvalidOp
+		err = kv.ErrRangeLimitsInvalid // see kv.RangeOptions.Limit
 	}
 	rr.b, rr.e, rr.err = b, e, err
 	if err == nil {

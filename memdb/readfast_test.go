@@ -117,7 +117,7 @@ func TestGetRangeBoundsEdgeCases(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []string{"a"}, keys(kvs))
 	_, err = tr.GetRange(rng("b", "a"), kv.RangeOptions{Limit: -1}).GetSlice()
-	require.ErrorIs(t, err, kv.ErrClientInvalidOp, "a negative limit fails an inverted range too")
+	require.ErrorIs(t, err, kv.ErrRangeLimitsInvalid, "a negative limit fails an inverted range too (RYW getRange checks the limits before the bounds' order)")
 
 	// Bounds longer than any key are clamped: a begin past every key of
 	// its prefix finds nothing, an end that long still includes them.

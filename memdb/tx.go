@@ -83,8 +83,12 @@ type transaction struct {
 	created    bool // createdAt is set
 	committing bool
 	committed  bool
-	mutated    bool
-	cancelled  bool // x.cancelErr is set
+	// commitStarted is set when Commit starts and stays set, whatever the
+	// commit's outcome, until Reset or OnError's reset, as FDB's is (API
+	// 410 and later: RYWImpl::commit clears it only for older versions).
+	commitStarted bool
+	mutated       bool
+	cancelled     bool // x.cancelErr is set
 }
 
 // txCold is the part of a transaction that few transactions use: retry
@@ -386,7 +390,11 @@ func (tx *transaction) cancelLocked(err error) {
 		close(x.cancelCh)
 	}
 	if !tx.committing {
+		// A commit in flight resolves both with its outcome. Otherwise they
+		// fail now: FDB's versionstamp future is waitOrError(...,
+		// resetPromise) (ReadYourWritesTransaction::getVersionstamp).
 		tx.failWatchesLocked(err)
+		tx.failStampLocked(err)
 	}
 }
 
@@ -404,25 +412,35 @@ func (tx *transaction) cancelChanLocked() chan struct{} {
 }
 
 // checkLocked returns the error that stops any operation now. An
-// operation issued while a Commit is in flight fails with
-// used_during_commit and fails the commit with it too, as FDB's
-// checkUsedDuringCommit does (it sets the transaction's resetPromise, which
-// RYWImpl::commit waits on together with the commit: ReadYourWrites.actor.cpp).
+// operation issued once a Commit started fails with used_during_commit
+// (see usedDuringCommitLocked).
 func (tx *transaction) checkLocked() error {
 	if err := tx.cancelledLocked(); err != nil {
 		return err
 	}
-	if tx.committing {
-		tx.cancelLocked(kv.ErrUsedDuringCommit)
-		return kv.ErrUsedDuringCommit
-	}
-	if tx.committed {
+	if tx.usedDuringCommitLocked() {
 		return kv.ErrUsedDuringCommit
 	}
 	if x := tx.x; x != nil {
 		return x.err
 	}
 	return nil
+}
+
+// usedDuringCommitLocked reports whether a Commit has started since the
+// last reset, and if so cancels the transaction with used_during_commit,
+// as FDB's checkUsedDuringCommit does (fdbclient/ReadYourWrites.cpp: it
+// sets resetPromise, which RYWImpl::commit waits on together with the
+// commit, and which a later OnError returns). The operation that calls it
+// fails with used_during_commit, and so does a commit in flight (it may
+// have been applied); after a failed commit, so does the OnError that
+// would have retried it.
+func (tx *transaction) usedDuringCommitLocked() bool {
+	if !tx.commitStarted {
+		return false
+	}
+	tx.cancelLocked(kv.ErrUsedDuringCommit)
+	return true
 }
 
 // startReadLocked counts a read issued in the background.
@@ -538,12 +556,18 @@ func (tx *transaction) dropRVLocked() {
 // readVersion returns the transaction's read version, obtaining one (after
 // the GRV latency) if needed. gen is the generation the caller started in.
 func (tx *transaction) readVersion(gen uint64) (int64, time.Duration, error) {
-	return tx.awaitReadVersion(gen, false)
+	return tx.awaitReadVersion(gen, grvForRead)
 }
 
-// awaitReadVersion is readVersion; forCommit is for a Commit in progress,
-// which only a cancellation (or Reset) stops.
-func (tx *transaction) awaitReadVersion(gen uint64, forCommit bool) (int64, time.Duration, error) {
+// Who waits for a read version (awaitReadVersion).
+const (
+	grvForRead   = iota // a read: checkLocked
+	grvForCommit        // a Commit in progress, which only a cancellation (or Reset) stops
+	grvForAsk           // GetReadVersion: grvCheckLocked
+)
+
+// awaitReadVersion is readVersion for the waiter who (grvFor*).
+func (tx *transaction) awaitReadVersion(gen uint64, who int) (int64, time.Duration, error) {
 	tx.mu.Lock()
 	defer tx.mu.Unlock()
 	for {
@@ -551,9 +575,12 @@ func (tx *transaction) awaitReadVersion(gen uint64, forCommit bool) (int64, time
 			return 0, 0, kv.ErrTransactionCancelled
 		}
 		var err error
-		if forCommit {
+		switch who {
+		case grvForCommit:
 			err = tx.cancelledLocked()
-		} else {
+		case grvForAsk:
+			err = tx.grvCheckLocked()
+		default:
 			err = tx.checkLocked()
 		}
 		if err != nil {
@@ -611,20 +638,31 @@ func (tx *transaction) startGRVLocked() {
 func (tx *transaction) GetReadVersion() kv.FutureInt64 {
 	tx.mu.Lock()
 	gen := tx.gen
-	if tx.rvState == rvHave && tx.checkLocked() == nil {
+	if tx.rvState == rvHave && tx.grvCheckLocked() == nil {
 		rv := tx.rv
 		tx.mu.Unlock()
 		return intFuture{v: rv}
 	}
-	if tx.db.latency && tx.checkLocked() == nil {
+	if tx.db.latency && tx.grvCheckLocked() == nil {
 		tx.startGRVLocked()
 		tx.mu.Unlock()
 		return &lazyInt{f: func() (int64, error) {
-			rv, _, err := tx.readVersion(gen)
+			rv, _, err := tx.awaitReadVersion(gen, grvForAsk)
 			return rv, err
 		}}
 	}
 	tx.mu.Unlock()
-	rv, _, err := tx.readVersion(gen)
+	rv, _, err := tx.awaitReadVersion(gen, grvForAsk)
 	return intFuture{v: rv, err: err}
+}
+
+// grvCheckLocked is checkLocked for GetReadVersion, which FDB answers
+// during and after a commit without failing it: ThreadSafeTransaction::
+// getReadVersion checks the deferred error, then ReadYourWritesTransaction::
+// getReadVersion only resetPromise (a cancellation), not commitStarted.
+func (tx *transaction) grvCheckLocked() error {
+	if x := tx.x; x != nil && x.err != nil {
+		return x.err
+	}
+	return tx.cancelledLocked()
 }

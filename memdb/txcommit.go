@@ -21,6 +21,7 @@ func (tx *transaction) Commit() error {
 		tx.mu.Unlock()
 		return err
 	}
+	tx.commitStarted = true
 	writes := tx.writes // Reset replaces tx.writes; the commit keeps this one
 	req := &commitReq{
 		hasRV:   tx.rvState == rvHave,
@@ -123,7 +124,7 @@ func (tx *transaction) send(req *commitReq, gen uint64) commitResult {
 		// GRV round trip first: the commit waits for the read version (or
 		// for the request already in flight) and is resolved at it. Nothing
 		// has been sent if that wait is cancelled.
-		rv, grvTime, err := tx.awaitReadVersion(gen, true)
+		rv, grvTime, err := tx.awaitReadVersion(gen, grvForCommit)
 		if err != nil {
 			return commitResult{err: err}
 		}
@@ -289,7 +290,7 @@ func (tx *transaction) resetLocked(full bool, watchErr error) {
 	}
 	tx.dropRVLocked()
 	tx.rvState, tx.rv, tx.grvTime = rvNone, 0, 0
-	tx.committing, tx.committed, tx.commitVer = false, false, 0
+	tx.committing, tx.committed, tx.commitStarted, tx.commitVer = false, false, false, 0
 	tx.writes = writeMap{}
 	tx.reads = nil
 	tx.size, tx.mutated = 0, false

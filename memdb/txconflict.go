@@ -141,8 +141,9 @@ func (tx *transaction) conflictLocked(err error) bool {
 		tx.mu.Unlock()
 		return false // the next read and Commit report it
 	}
-	if tx.committing || tx.committed {
-		err = kv.ErrUsedDuringCommit
+	if tx.usedDuringCommitLocked() {
+		tx.mu.Unlock()
+		return false // the next read and Commit report it
 	}
 	if err != nil {
 		tx.setErrLocked(err)

@@ -107,23 +107,26 @@ func (tx *transaction) GetCommittedVersion() (int64, error) {
 	tx.mu.Lock()
 	defer tx.mu.Unlock()
 	if !tx.committed {
-		return -1, kv.ErrClientInvalidOp
+		// FDB's committed version is invalidVersion (-1) until a commit
+		// succeeds, with no error (Transaction::getCommittedVersion,
+		// fdbclient/NativeAPI.actor.cpp; fdb_transaction_get_committed_version).
+		return -1, nil
 	}
 	return tx.commitVer, nil
 }
 
-// GetVersionstamp returns the versionstamp the commit will use.
+// GetVersionstamp returns the versionstamp the commit will use. As FDB's
+// (ThreadSafeTransaction::getVersionstamp, then ReadYourWritesTransaction::
+// getVersionstamp), it fails with the deferred error of an invalid write,
+// and with used_during_commit once a Commit started (failing a commit in
+// flight with it): ask for it before Commit.
 func (tx *transaction) GetVersionstamp() kv.FutureVersionstamp {
 	tx.mu.Lock()
 	defer tx.mu.Unlock()
-	if tx.committed {
-		if tx.commitVer < 0 {
-			return &stampFuture{err: errNoCommitVersion}
-		}
-		stamp := versionstamp(tx.commitVer)
-		return &stampFuture{stamp: stamp[:]}
+	if x := tx.x; x != nil && x.err != nil {
+		return &stampFuture{err: x.err}
 	}
-	if err := tx.cancelledLocked(); err != nil {
+	if err := tx.checkLocked(); err != nil {
 		return &stampFuture{err: err}
 	}
 	x := tx.cold()
@@ -141,10 +144,16 @@ func (tx *transaction) failStampLocked(err error) {
 
 // GetApproximateSize returns the size of the mutations and conflict ranges
 // so far, counted call by call as FDB's approximateSize is (see size.go): an
-// upper bound of the size Commit checks against the limit.
+// upper bound of the size Commit checks against the limit but for point
+// clears, which it counts 24 bytes short.
 func (tx *transaction) GetApproximateSize() kv.FutureInt64 {
 	tx.mu.Lock()
 	defer tx.mu.Unlock()
+	if x := tx.x; x != nil && x.err != nil {
+		// ThreadSafeTransaction::getApproximateSize checks the deferred
+		// error of an invalid write first.
+		return intFuture{err: x.err}
+	}
 	return intFuture{v: tx.size}
 }
 

@@ -31,18 +31,7 @@ func checkWriteKey(key []byte) error {
 // during a Commit fails the commit with used_during_commit (see
 // checkLocked).
 func (tx *transaction) writableLocked() bool {
-	if tx.cancelledLocked() != nil {
-		return false
-	}
-	if tx.committing {
-		tx.cancelLocked(kv.ErrUsedDuringCommit)
-		return false
-	}
-	if tx.committed {
-		tx.setErrLocked(kv.ErrUsedDuringCommit)
-		return false
-	}
-	return true
+	return tx.cancelledLocked() == nil && !tx.usedDuringCommitLocked()
 }
 
 // acceptWriteLocked reports whether a write of value (or an atomic
