@@ -26,6 +26,7 @@ func versionstampTests() []conformanceTest {
 		{"VersionstampedKeyRangeStartsAfterReadVersion", testVersionstampedKeyRangeStartsAfterReadVersion},
 		{"SetAfterVersionstampedValueStaysUnreadable", testSetAfterVersionstampedValueStaysUnreadable},
 		{"ClearMakesVersionstampedValueReadable", testClearMakesVersionstampedValueReadable},
+		{"FailedReadFailsCommit", testFailedReadFailsCommit},
 		{"VersionstampOfFailedCommitIsError", testVersionstampOfFailedCommitIsError},
 		{"VersionstampOfReadOnlyTransactionIsError", testVersionstampOfReadOnlyTransactionIsError},
 		{"VersionstampOffsetOutOfRange", testVersionstampOffsetOutOfRange},
@@ -181,6 +182,15 @@ func testVersionstampedKeyNotReadableInSameTransaction(t *testing.T, f *fixture)
 	requireCode(t, err, kv.ErrAccessedUnreadable, "a point read of the highest key the versionstamped key may become")
 	f.requireNames(t, mustRange(t, tr, f.all(), kv.RangeOptions{Limit: 1}), []string{"a"}, "a read that stops before the range succeeds")
 	require.Nil(t, mustGet(t, tr, f.key("vs.\xff")), "a point read beside the range succeeds")
+	// FDB's commit awaits every read issued (reading, an AndFuture that
+	// keeps failed futures: RYWImpl::commit, flow's genericactors.h), so
+	// the failed reads fail it with their error.
+	requireCode(t, tr.Commit(), kv.ErrAccessedUnreadable, "the commit of a transaction whose reads failed")
+	require.Empty(t, f.getRange(t, f.rng("vs/", "vs0"), kv.RangeOptions{}), "the failed commit wrote nothing")
+
+	tr = f.newTx(t)
+	tr.SetVersionstampedKey(arg, []byte("value"))
+	f.requireNames(t, mustRange(t, tr, f.all(), kv.RangeOptions{Limit: 1}), []string{"a"}, "a read that stops before the range succeeds")
 	commitStamped(t, tr)
 	kvs := f.getRange(t, f.rng("vs/", "vs0"), kv.RangeOptions{})
 	require.Len(t, kvs, 1, "the versionstamped key must be there after commit")
@@ -225,6 +235,11 @@ func testSetAfterVersionstampedValueStaysUnreadable(t *testing.T, f *fixture) {
 	tr.Set(f.key("vv"), []byte("plain"))
 	_, err := tr.Get(f.key("vv")).Get()
 	requireCode(t, err, kv.ErrAccessedUnreadable, "a read of a key set after its versionstamped value in the same transaction")
+	requireCode(t, tr.Commit(), kv.ErrAccessedUnreadable, "the failed read fails the commit")
+
+	tr = f.newTx(t)
+	tr.SetVersionstampedValue(f.key("vv"), stampedValue("pre", ""))
+	tr.Set(f.key("vv"), []byte("plain"))
 	commit(t, tr, "a versionstamped value, then a Set of the same key")
 	f.requireValue(t, f.key("vv"), []byte("plain"), "the later Set wins at commit")
 }
@@ -240,6 +255,28 @@ func testClearMakesVersionstampedValueReadable(t *testing.T, f *fixture) {
 	tr.Set(f.key("other"), []byte("x"))
 	commit(t, tr, "a versionstamped value, then a Clear of the same key")
 	f.requireAbsent(t, f.key("vv"), "the Clear wins at commit")
+}
+
+// testFailedReadFailsCommit: a read that failed fails the commit with its
+// error, snapshot reads included (ReadYourWritesTransaction::get and
+// getRange add every read issued to reading, an AndFuture that keeps
+// failed futures, and RYWImpl::commit awaits it: fdbclient/
+// ReadYourWrites.cpp, flow/include/flow/genericactors.h). Errors found
+// before a read is issued (a key outside the legal range) do not.
+func testFailedReadFailsCommit(t *testing.T, f *fixture) {
+	tr := f.newTx(t)
+	_, err := tr.Get([]byte("\xffsystem")).Get()
+	requireCode(t, err, kv.ErrKeyOutsideLegalRange, "a read outside the legal range")
+	tr.Set(f.key("a"), []byte("x"))
+	commit(t, tr, "a read refused before it was issued leaves the commit alone")
+
+	tr = f.newTx(t)
+	tr.SetVersionstampedValue(f.key("vv"), stampedValue("", ""))
+	_, err = tr.Snapshot().Get(f.key("vv")).Get()
+	requireCode(t, err, kv.ErrAccessedUnreadable, "a snapshot read of an own versionstamped value")
+	tr.Set(f.key("b"), []byte("x"))
+	requireCode(t, tr.Commit(), kv.ErrAccessedUnreadable, "the commit after the failed read")
+	f.requireAbsent(t, f.key("b"), "the failed commit wrote nothing")
 }
 
 func testVersionstampOfFailedCommitIsError(t *testing.T, f *fixture) {

@@ -3,6 +3,8 @@ package memdb
 import (
 	"bytes"
 	"context"
+	"errors"
+	"math"
 	"sync/atomic"
 	"time"
 
@@ -57,8 +59,9 @@ func (tx *transaction) get(key []byte, snap bool) kv.FutureValue {
 		return &valueFuture{} // no such key can exist
 	}
 	if tx.x != nil && len(tx.x.unreadable) > 0 && tx.unreadableLocked(key, keyAfter(key)) {
+		err := tx.readFailedLocked(kv.ErrAccessedUnreadable)
 		tx.mu.Unlock()
-		return &valueFuture{err: kv.ErrAccessedUnreadable}
+		return &valueFuture{err: err}
 	}
 	// Read your writes: a value the transaction determined needs no read
 	// and adds no conflict.
@@ -66,7 +69,7 @@ func (tx *transaction) get(key []byte, snap bool) kv.FutureValue {
 	var ops []atomicOp
 	if e != nil {
 		var f kv.FutureValue
-		if f, ops = ownRead(e); f != nil {
+		if f, ops = tx.ownReadLocked(e); f != nil {
 			tx.mu.Unlock()
 			return f
 		}
@@ -92,6 +95,7 @@ func (tx *transaction) get(key []byte, snap bool) kv.FutureValue {
 		// write of the key by this transaction.
 		v, ok, c, err := db.readPoint(key, tx.rv, tx.grvTime, fresh)
 		if err != nil {
+			err = tx.readFailedLocked(err)
 			tx.mu.Unlock()
 			return &valueFuture{err: err}
 		}
@@ -130,6 +134,11 @@ func (tx *transaction) get(key []byte, snap bool) kv.FutureValue {
 		}
 		v, ok, _, err := db.readPoint(k, rv, grvTime, false)
 		if err != nil {
+			tx.mu.Lock()
+			if tx.gen == gen {
+				tx.readFailedLocked(err)
+			}
+			tx.mu.Unlock()
 			f.err = err
 			return
 		}
@@ -157,14 +166,15 @@ func (tx *transaction) getMetadataVersionNow(snap bool) kv.FutureValue {
 		return &valueFuture{err: err}
 	}
 	if x := tx.x; x != nil && len(x.unreadable) > 0 && tx.unreadableLocked(mvKey(), metadataVersionEnd) {
+		err := tx.readFailedLocked(kv.ErrAccessedUnreadable)
 		tx.mu.Unlock()
-		return &valueFuture{err: kv.ErrAccessedUnreadable}
+		return &valueFuture{err: err}
 	}
 	var ops []atomicOp
 	if tx.writes.len() > 0 {
 		if e := tx.writes.get(mvKey()); e != nil {
 			var f kv.FutureValue
-			if f, ops = ownRead(e); f != nil {
+			if f, ops = tx.ownReadLocked(e); f != nil {
 				tx.mu.Unlock()
 				return f
 			}
@@ -181,6 +191,7 @@ func (tx *transaction) getMetadataVersionNow(snap bool) kv.FutureValue {
 	db.mu.RLock()
 	if err := db.servesLocked(tx.rv, tx.grvTime, fresh); err != nil {
 		db.mu.RUnlock()
+		err = tx.readFailedLocked(err)
 		tx.mu.Unlock()
 		return &valueFuture{err: err}
 	}
@@ -202,14 +213,33 @@ func (tx *transaction) getMetadataVersionNow(snap bool) kv.FutureValue {
 // for a versionstamped one), which needs no read and adds no conflict; or
 // nil and the atomic operations to fold into the database's value (e.ops
 // is only ever appended to).
-func ownRead(e *wentry) (kv.FutureValue, []atomicOp) {
+func (tx *transaction) ownReadLocked(e *wentry) (kv.FutureValue, []atomicOp) {
 	switch {
 	case e.unreadable():
-		return &valueFuture{err: kv.ErrAccessedUnreadable}, nil
+		return &valueFuture{err: tx.readFailedLocked(kv.ErrAccessedUnreadable)}, nil
 	case e.st == stKnown:
 		return &valueFuture{val: ownValue(e.val, e.exists)}, nil
 	}
 	return nil, e.ops
+}
+
+// readFailedLocked records err, the error of a read the transaction
+// issued, for its Commit, and returns it. FDB's commit waits for every
+// read issued (ReadYourWritesTransaction::get and getRange add each to
+// reading, an AndFuture that keeps failed futures: flow/include/flow/
+// genericactors.h; RYWImpl::commit awaits it, fdbclient/ReadYourWrites.cpp),
+// so a read that failed, with accessed_unreadable say, fails the commit
+// with its error. Errors found before a read is issued (a cancellation,
+// used_during_commit, a key outside the legal range, invalid limits) are
+// not recorded: FDB returns them without adding a read.
+func (tx *transaction) readFailedLocked(err error) error {
+	var ke kv.Error
+	if errors.As(err, &ke) && ke.Code > 0 && ke.Code <= math.MaxUint16 {
+		if x := tx.cold(); x.readErr == 0 {
+			x.readErr = uint16(ke.Code)
+		}
+	}
+	return err
 }
 
 // checkReadLocked is checkLocked, answered without calls in the common
@@ -609,8 +639,8 @@ func (tx *transaction) readFirstNow(r *rangeResult, spare []byte, n int, room *o
 	db.mu.RLock()
 	if err := db.servesLocked(tx.rv, tx.grvTime, fresh); err != nil {
 		db.mu.RUnlock()
+		r.batchErr = tx.readFailedLocked(err)
 		tx.mu.Unlock()
-		r.batchErr = err
 		return
 	}
 	reverse := r.opts.Reverse
@@ -648,6 +678,14 @@ func (tx *transaction) readFirstNow(r *rangeResult, spare []byte, n int, room *o
 // now, so it cannot be too old) through the transaction's writes and adds
 // the read conflict range. The caller holds tx.mu.
 func (tx *transaction) readStoreLocked(dst []kv.KeyValue, spare, b, e []byte, limit int, reverse, snap bool, rv int64, grvTime time.Duration, fresh bool) ([]kv.KeyValue, bool, error) {
+	out, limited, err := tx.readStoreOnceLocked(dst, spare, b, e, limit, reverse, snap, rv, grvTime, fresh)
+	if err != nil {
+		tx.readFailedLocked(err)
+	}
+	return out, limited, err
+}
+
+func (tx *transaction) readStoreOnceLocked(dst []kv.KeyValue, spare, b, e []byte, limit int, reverse, snap bool, rv int64, grvTime time.Duration, fresh bool) ([]kv.KeyValue, bool, error) {
 	db := tx.db
 	db.mu.RLock()
 	if err := db.servesLocked(rv, grvTime, fresh); err != nil {

@@ -107,8 +107,11 @@ type txCold struct {
 	// (The int32 fields and delaySet keep txCold in the 288-byte size
 	// class.)
 	reading  int32
-	delaySet bool          // max_retry_delay was set (0 included)
-	backoff  time.Duration // the next retry's delay cap; 0: the DB's initial one
+	delaySet bool // max_retry_delay was set (0 included)
+	// readErr is the code of the error of the first read that failed
+	// (readFailedLocked), which Commit returns; 0 if none.
+	readErr uint16
+	backoff time.Duration // the next retry's delay cap; 0: the DB's initial one
 
 	// cancelErr is the cancellation's error (Cancel, the context, the
 	// timeout or Close), set with transaction.cancelled; cancelCh is made

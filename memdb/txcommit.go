@@ -22,6 +22,15 @@ func (tx *transaction) Commit() error {
 		return err
 	}
 	tx.commitStarted = true
+	if x := tx.x; x != nil && x.readErr != 0 {
+		// A read of this transaction failed: its commit fails with the
+		// read's error (see readFailedLocked), having sent nothing.
+		err := kv.Error{Code: int(x.readErr)}
+		tx.failWatchesLocked(err)
+		tx.failStampLocked(err)
+		tx.mu.Unlock()
+		return err
+	}
 	writes := tx.writes // Reset replaces tx.writes; the commit keeps this one
 	req := &commitReq{
 		hasRV:   tx.rvState == rvHave,
@@ -286,7 +295,7 @@ func (tx *transaction) resetLocked(full bool, watchErr error) {
 	tx.failStampLocked(kv.ErrTransactionCancelled)
 	if x := tx.x; x != nil {
 		x.vsf, x.rvCh, x.err = nil, nil, nil
-		x.clears, x.clearLog, x.vsKeys, x.wconf, x.unreadable = nil, nil, nil, nil, nil
+		x.clears, x.clearLog, x.vsKeys, x.wconf, x.unreadable, x.readErr = nil, nil, nil, nil, nil, 0
 	}
 	tx.dropRVLocked()
 	tx.rvState, tx.rv, tx.grvTime = rvNone, 0, 0
