@@ -82,12 +82,13 @@ func readUpTo(rr kv.RangeResult, limit, maxBytes int) (kvs []kv.KeyValue, comple
 }
 
 // stepSpend starts the size count of a waiter's step (see budget.go): its
-// journal's overhead, the normal reads of its two keys, a renewal, the
-// clears of its keys and two watches.
+// journal's overhead, the normal reads of its two keys, a registration's
+// read conflict on its result key, a renewal, the clears of its keys and
+// two watches.
 func (w *waiter[T]) stepSpend() *spend {
 	k := max(len(w.reqKey), len(w.resKey))
 	return &spend{budget: w.s.st.budget,
-		used: w.o.overheadCost(w.s.items) + 4*conflictKeyCost(k) + setCost(k, 16) + 2*clearCost(k)}
+		used: w.o.overheadCost(w.s.items) + 5*conflictKeyCost(k) + setCost(k, 16) + 2*clearCost(k)}
 }
 
 // scanResults reads the first few results, for a fulfilment to expire.

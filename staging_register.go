@@ -174,6 +174,16 @@ func (w *waiter[T]) register(tr kv.Transaction, now time.Time) error {
 	timeout := s.st.cfg.ClaimTimeout
 	tr.SetVersionstampedKey(key, encodeDeadline(now.Add(timeout)))
 	w.rid, w.resKey = rid, s.resKey(rid)
+	// A read conflict on the result key, before the marker's write (RYW
+	// adds none on a key the transaction wrote: updateConflictMap,
+	// fdbclient/ReadYourWrites.cpp): a cleanup (resolve, abandon) reads
+	// and clears the key, and a registration that lands after it must
+	// fail, not leave a request no one waits for. On FoundationDB a commit
+	// interrupted by a cancellation or a timeout goes on and can land
+	// after the cleanup (RYWImpl::commit returns as soon as resetPromise
+	// is set); only the new request's own key is involved, so nothing else
+	// conflicts with it.
+	_ = tr.AddReadConflictKey(w.resKey)
 	tr.Set(w.resKey, markerValue)
 	w.stamp = tr.GetVersionstamp()
 	w.renewAt = now.Add(timeout / 3)

@@ -162,7 +162,9 @@ func (w *waiter[T]) abandon(ctx context.Context, cause error) error {
 			// The result key holds the registration's marker while the
 			// request waits, the item once it is served, or nothing.
 			// Clearing it even when empty makes this transaction conflict
-			// with a registration still in flight.
+			// with a registration still in flight, and a registration that
+			// lands later conflict with this one (register's read conflict
+			// on the key).
 			resV, err := resF.Get()
 			if err != nil {
 				return err

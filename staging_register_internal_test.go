@@ -1,0 +1,60 @@
+package fdbqueue
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/fdbqueue/fdbqueue/kv"
+	"github.com/fdbqueue/fdbqueue/memdb"
+)
+
+// TestRegistrationFailsAfterItsCleanup: a registration whose commit lands
+// after the cleanup that read and cleared its result key (resolve, abandon)
+// conflicts instead of leaving a request no one waits for. On FoundationDB
+// a commit interrupted by a cancellation or a timeout goes on and can land
+// that late (RYWImpl::commit, fdbclient/ReadYourWrites.cpp); here the
+// registration's transaction simply commits after the cleanup.
+func TestRegistrationFailsAfterItsCleanup(t *testing.T) {
+	ctx := context.Background()
+	db := memdb.New()
+	defer db.Close()
+	q, err := NewQueue(SubspaceFromBytes([]byte("late-reg")), WithStaging(StagingConfig{}))
+	require.NoError(t, err)
+	s := q.stage
+	w := &waiter[[]byte]{s: s, db: db, o: s.journal.begin(db, nil)}
+	reg, err := db.CreateTransaction(ctx)
+	require.NoError(t, err)
+	_, err = reg.GetReadVersion().Get()
+	require.NoError(t, err)
+	require.NoError(t, w.register(reg, time.Now()))
+
+	// The cleanup reads the result key and clears it, and commits first.
+	require.NoError(t, db.Transact(ctx, func(tr kv.Transaction) error {
+		v, err := tr.Get(w.resKey).Get()
+		if err != nil {
+			return err
+		}
+		require.Nil(t, v, "the registration has not landed")
+		tr.Clear(w.resKey)
+		return nil
+	}))
+	require.ErrorIs(t, reg.Commit(), kv.ErrNotCommitted, "a registration landing after its cleanup")
+	reqs, err := s.reqs.Range()
+	require.NoError(t, err)
+	kvs, err := kvGetRange(ctx, db, reqs)
+	require.NoError(t, err)
+	require.Empty(t, kvs, "no request is left behind")
+}
+
+func kvGetRange(ctx context.Context, db kv.Database, r kv.KeyRange) ([]kv.KeyValue, error) {
+	var kvs []kv.KeyValue
+	err := db.ReadTransact(ctx, func(tr kv.ReadTransaction) error {
+		var err error
+		kvs, err = tr.GetRange(r, kv.RangeOptions{}).GetSlice()
+		return err
+	})
+	return kvs, err
+}
