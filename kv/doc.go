@@ -29,7 +29,9 @@
 // not_committed (1020), transaction_too_old (1007), future_version (1009),
 // database_locked (1038), the GRV and commit proxy memory limits (1078,
 // 1042), batch_transaction_throttled (1051), process_behind (1037),
-// tag_throttled (1213) and proxy_tag_throttled (1223).
+// tag_throttled (1213), proxy_tag_throttled (1223, FDB 7.3), and on FDB
+// 7.4 and later transaction_throttled_hot_shard (1235) and
+// transaction_rejected_range_locked (1242).
 //
 // # Transaction lifetime
 //

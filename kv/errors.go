@@ -45,6 +45,8 @@ var (
 	ErrGRVProxyMemoryLimit       = Error{Code: 1078} // a GRV proxy's memory limit was exceeded
 	ErrTagThrottled              = Error{Code: 1213} // the transaction's tag is throttled
 	ErrProxyTagThrottled         = Error{Code: 1223} // throttled by a proxy's tag throttling for too long
+	ErrHotShardThrottled         = Error{Code: 1235} // throttled because it writes a hot shard (FDB 7.4+)
+	ErrRangeLocked               = Error{Code: 1242} // rejected: a range it touches is locked (FDB 7.4+)
 	ErrUsedDuringCommit          = Error{Code: 2017} // an operation ran while a commit was in flight
 	ErrKeyOutsideLegalRange      = Error{Code: 2004} // a key at or above \xff without system access
 	ErrInvertedRange             = Error{Code: 2005} // a range whose begin is after its end
@@ -76,6 +78,8 @@ var errorNames = map[int]string{
 	1078: "grv_proxy_memory_limit_exceeded",
 	1213: "tag_throttled",
 	1223: "proxy_tag_throttled",
+	1235: "transaction_throttled_hot_shard",
+	1242: "transaction_rejected_range_locked",
 	2000: "client_invalid_operation",
 	2004: "key_outside_legal_range",
 	2005: "inverted_range",
@@ -96,17 +100,20 @@ const (
 )
 
 // FoundationDB classifies errors with fdb_error_predicate (bindings/c/
-// fdb_c.cpp, 7.3): MAYBE_COMMITTED is commit_unknown_result and
+// fdb_c.cpp): MAYBE_COMMITTED is commit_unknown_result and
 // cluster_version_changed; RETRYABLE_NOT_COMMITTED is not_committed,
 // transaction_too_old, future_version, database_locked, the GRV and commit
 // proxy memory limits, batch_transaction_throttled, process_behind,
-// tag_throttled and proxy_tag_throttled; RETRYABLE is their union. The
-// codes are those of flow/include/flow/error_definitions.h.
+// tag_throttled, proxy_tag_throttled (7.3; its code is retired since),
+// transaction_throttled_hot_shard and transaction_rejected_range_locked
+// (7.4 and later); RETRYABLE is their union. The codes are those of
+// flow/include/flow/error_definitions.h.
 var (
 	maybeCommittedCodes        = map[int]bool{1021: true, 1039: true}
 	retryableNotCommittedCodes = map[int]bool{
 		1020: true, 1007: true, 1009: true, 1038: true, 1078: true,
 		1042: true, 1051: true, 1037: true, 1213: true, 1223: true,
+		1235: true, 1242: true,
 	}
 )
 
@@ -117,7 +124,9 @@ var (
 // (not_committed 1020, transaction_too_old 1007, future_version 1009,
 // database_locked 1038, grv_proxy_memory_limit_exceeded 1078,
 // commit_proxy_memory_limit_exceeded 1042, batch_transaction_throttled
-// 1051, process_behind 1037, tag_throttled 1213, proxy_tag_throttled 1223).
+// 1051, process_behind 1037, tag_throttled 1213, proxy_tag_throttled 1223,
+// transaction_throttled_hot_shard 1235, transaction_rejected_range_locked
+// 1242).
 func IsRetryable(err error) bool {
 	var e Error
 	return errors.As(err, &e) && (maybeCommittedCodes[e.Code] || retryableNotCommittedCodes[e.Code])

@@ -39,6 +39,8 @@ func TestErrorPredicate(t *testing.T) {
 		{1037, "process_behind", kv.ErrProcessBehind, true, false},
 		{1213, "tag_throttled", kv.ErrTagThrottled, true, false},
 		{1223, "proxy_tag_throttled", kv.ErrProxyTagThrottled, true, false},
+		{1235, "transaction_throttled_hot_shard", kv.ErrHotShardThrottled, true, false},
+		{1242, "transaction_rejected_range_locked", kv.ErrRangeLocked, true, false},
 		// Neither.
 		{1022, "commit_unknown_result_fatal", kv.ErrCommitUnknownResultFatal, false, true},
 		{1025, "transaction_cancelled", kv.ErrTransactionCancelled, false, false},

@@ -34,6 +34,8 @@ var specErrors = []struct {
 	{"grv_proxy_memory_limit_exceeded", kv.ErrGRVProxyMemoryLimit},
 	{"tag_throttled", kv.ErrTagThrottled},
 	{"proxy_tag_throttled", kv.ErrProxyTagThrottled},
+	{"transaction_throttled_hot_shard", kv.ErrHotShardThrottled},
+	{"transaction_rejected_range_locked", kv.ErrRangeLocked},
 	{"used_during_commit", kv.ErrUsedDuringCommit},
 	{"key_outside_legal_range", kv.ErrKeyOutsideLegalRange},
 	{"inverted_range", kv.ErrInvertedRange},

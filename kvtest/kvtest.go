@@ -267,6 +267,8 @@ var retryableBySpec = map[int]bool{
 	1078: true,  // grv_proxy_memory_limit_exceeded
 	1213: true,  // tag_throttled
 	1223: true,  // proxy_tag_throttled
+	1235: true,  // transaction_throttled_hot_shard (7.4+)
+	1242: true,  // transaction_rejected_range_locked (7.4+)
 	2004: false, // key_outside_legal_range
 	2005: false, // inverted_range
 	2017: false, // used_during_commit
