@@ -136,14 +136,14 @@ func (c *call) attempt(tr kv.Transaction) error {
 	case callEnqueue:
 		return c.q.enqueueAttempt(tr, c)
 	case callDequeue:
-		c.op.gate = c.q.journal.gate.issueInto(&c.gate, tr, false) // config.go
+		c.op.gate = c.q.journal.gate.issueInto(&c.gate, tr, false, c.op.owned) // config.go
 		vals, err := takeEnd(tr, &c.op, c.q.head, c.lim, c.valsDst())
 		c.vals = vals
 		return err
 	case callPush:
 		return c.pq.pushAttempt(tr, c)
 	case callPop:
-		c.op.gate = c.pq.journal.gate.issueInto(&c.gate, tr, false)
+		c.op.gate = c.pq.journal.gate.issueInto(&c.gate, tr, false, c.op.owned)
 		items, err := takeEnd(tr, &c.op, c.pq.ends[boolIndex(c.reverse)], c.lim, c.itemsDst())
 		c.items = items
 		return err

@@ -17,11 +17,13 @@ import (
 // What a queue is (its key layout, value encoding, kind and staging mode)
 // is kept with it, in one record in its meta subspace (prefix + 0xff, then
 // ("c",)), as a packed tuple (format, kind, layout, encoding, staging). A
-// handle (a Queue or PriorityQueue value) reads the record in every
-// transaction it runs, as a snapshot read issued with the operation's own
-// reads, so it costs no extra round trip; it remembers the last record it
-// saw, and parses a record only when its bytes differ from the last one
-// parsed. When its options disagree, the operation fails with a
+// handle (a Queue or PriorityQueue value) caches the record with the
+// metadata version it read it at, which every change of a record bumps
+// (write): an operation reads the metadata version and, only when it
+// changed, the record, as a snapshot read issued with the operation's own
+// reads, so it costs no extra round trip; it parses a record only when its
+// bytes differ from the last one parsed. In a transaction that bumped the
+// metadata version it reads the record instead (config_bumps.go). When its options disagree, the operation fails with a
 // *ConfigMismatchError (errors.Is ErrConfigMismatch) before it writes
 // anything.
 //
@@ -283,6 +285,9 @@ type gateRead struct {
 	producing bool
 	watching  bool // WatchForItems: the record must say someone waits
 	readOnly  bool // settleRead: write nothing, even in a writing transaction
+	own       bool // the operation's own transaction (see issueInto)
+	bumped    bool // the transaction bumped the metadata version: mv was not read
+	noCache   bool // the transaction wrote a record: cache nothing
 	done      bool
 }
 
@@ -301,7 +306,7 @@ func (g *confGate) issue(tr kv.ReadTransaction, producing bool) *gateRead {
 		return nil
 	}
 	if w, ok := tr.(kv.Transaction); ok {
-		return g.issueInto(&gateRead{}, w, producing)
+		return g.issueInto(&gateRead{}, w, producing, false)
 	}
 	r := &gateRead{g: g, tr: tr, producing: producing}
 	r.issueReads(tr)
@@ -309,12 +314,14 @@ func (g *confGate) issue(tr kv.ReadTransaction, producing bool) *gateRead {
 }
 
 // issueInto is issue in a writing transaction, into r, which it overwrites
-// and returns (the hot paths keep one per operation, see call).
-func (g *confGate) issueInto(r *gateRead, tr kv.Transaction, producing bool) *gateRead {
+// and returns (the hot paths keep one per operation, see call). own says
+// tr is the operation's own transaction (it runs on a Database), in which
+// nothing bumped the metadata version before it.
+func (g *confGate) issueInto(r *gateRead, tr kv.Transaction, producing, own bool) *gateRead {
 	if g == nil {
 		return nil
 	}
-	*r = gateRead{g: g, w: tr, producing: producing}
+	*r = gateRead{g: g, w: tr, producing: producing, own: own}
 	r.issueReads(tr)
 	return r
 }
@@ -324,9 +331,23 @@ func (g *confGate) issueInto(r *gateRead, tr kv.Transaction, producing bool) *ga
 // conflictOnChange adds); without one, the metadata version and the record
 // with snapshot reads.
 func (r *gateRead) issueReads(tr kv.ReadTransaction) {
-	if c := r.g.cache.Load(); c != nil {
+	var wrote, bumped bool
+	if !r.own {
+		wrote, bumped = bumps.lookup(tr)
+	}
+	switch c := r.g.cache.Load(); {
+	case bumped:
+		// The transaction bumped the metadata version: a read of it would
+		// fail, and fail the commit (config_bumps.go).
+		r.bumped, r.f = true, tr.Snapshot().Get(r.g.key)
+	case wrote:
+		// It wrote a record, which it may never commit: read both, and
+		// cache nothing.
+		r.noCache = true
+		r.mv, r.f = tr.Snapshot().Get(metadataVersionKey), tr.Snapshot().Get(r.g.key)
+	case c != nil:
 		r.cached, r.mv = c, tr.Get(metadataVersionKey)
-	} else {
+	default:
 		r.mv, r.f = tr.Snapshot().Get(metadataVersionKey), tr.Snapshot().Get(r.g.key)
 	}
 }
@@ -372,14 +393,19 @@ func (r *gateRead) settle() error {
 	}
 	r.done = true
 	g := r.g
-	mv, err := r.mv.Get()
-	unreadable := err != nil && errors.Is(err, kv.ErrAccessedUnreadable)
+	var mv []byte
+	var err error
+	if !r.bumped {
+		mv, err = r.mv.Get()
+	}
+	unreadable := r.bumped || (err != nil && errors.Is(err, kv.ErrAccessedUnreadable))
 	switch {
 	case unreadable:
 		// The transaction bumped the metadata version before (a record
-		// written in it, or another layer's bump): the record is read as
-		// the transaction sees it, and the epoch's conflict stands for the
-		// metadata version's.
+		// written in it, see config_bumps.go; or another layer's bump, and
+		// then FoundationDB fails the commit with the read's error): the
+		// record is read as the transaction sees it, and the epoch's
+		// conflict stands for the metadata version's.
 		if r.w != nil {
 			_ = r.w.AddReadConflictKey(g.epoch)
 		}
@@ -408,7 +434,12 @@ func (r *gateRead) settle() error {
 		}
 		g.seen.Store(c)
 		if writing {
-			g.write(tr, *c, false)
+			// A first write bumps the metadata version only if nothing ever
+			// did (it reads as absent): caches are keyed by it, and an
+			// absent one is the same in every database. Any later value
+			// tells the database's records apart, and a first write needs
+			// no other handle to read its record again.
+			g.write(tr, *c, false, !unreadable && mv == nil)
 		}
 		return nil
 	}
@@ -423,7 +454,13 @@ func (r *gateRead) settle() error {
 		g.agreed.Store(stored)
 	}
 	if !unreadable {
-		g.cache.Store(&gateCache{mv: mv, rec: stored})
+		if mv != nil && !r.noCache {
+			// A record is cached with a metadata version some commit set,
+			// never with an absent one, which every database that was
+			// never bumped shares (a first record write bumps it then),
+			// nor in a transaction that wrote a record of its own.
+			g.cache.Store(&gateCache{mv: mv, rec: stored})
+		}
 		if r.cached == nil {
 			r.conflictOnChange()
 		}
@@ -459,7 +496,7 @@ func (r *gateRead) agree(stored *storedConfig) error {
 			up := *stored
 			up.staging = g.staged
 			g.seen.Store(&up)
-			g.write(tr, up, true)
+			g.write(tr, up, true, true)
 		}
 		return nil
 	}
@@ -467,7 +504,7 @@ func (r *gateRead) agree(stored *storedConfig) error {
 		up := *stored
 		up.staging = stagingSignal
 		g.seen.Store(&up)
-		g.write(tr, up, true)
+		g.write(tr, up, true, true)
 		return nil
 	}
 	if g.staged == "" {
@@ -520,21 +557,25 @@ func (g *confGate) checkUnrecorded(tr kv.ReadTransaction) error {
 }
 
 // write stores c as the record. A change (change true) also bumps the
-// epoch key and the metadata version, so operations in flight under the
-// old record conflict and handles read the record again. The
-// claim conflicts make first writers of different records conflict with
-// each other, and no one else.
-func (g *confGate) write(tr kv.Transaction, c storedConfig, change bool) {
+// epoch key, so operations in flight under the old record conflict, and
+// bump the metadata version, so handles read the record again (a change
+// always bumps; a first write only when the metadata version was never
+// set, see settle). The claim conflicts make first writers of different
+// records conflict with each other, and no one else.
+func (g *confGate) write(tr kv.Transaction, c storedConfig, change, bump bool) {
 	v := c.pack()
 	tr.Set(g.key, v)
 	if change {
-		// Operations in flight and cached records (confGate.cache) are
-		// stale from this commit on. A first write needs neither: no one
-		// has a record to cache, and first writers that disagree conflict
-		// on their claims; those that agree write the same bytes.
+		// Operations in flight under the old record are stale from this
+		// commit on. A first write needs no epoch: no operation ran under
+		// another record, and first writers that disagree conflict on
+		// their claims; those that agree write the same bytes.
 		tr.Add(g.epoch, one64)
+	}
+	if bump {
 		kv.BumpMetadataVersion(tr)
 	}
+	bumps.note(tr, bump)
 	claim, _ := g.claims.Pack(tuple.Tuple{v})
 	all, _ := g.claims.Range()
 	_ = tr.AddWriteConflictKey(claim)
@@ -631,7 +672,7 @@ func (g *confGate) reconfigure(ctx context.Context, t kv.Transactor, busy []kv.K
 		if old := g.seen.Load(); old != nil && g.staged == "" && old.staging == stagingSignal {
 			c.staging = stagingSignal
 		}
-		g.write(tr, c, true)
+		g.write(tr, c, true, true)
 		g.seen.Store(&c)
 		return nil
 	})

@@ -85,7 +85,7 @@ func (pq *PriorityQueue) Push(ctx context.Context, t kv.Transactor, value []byte
 // pushAttempt is one attempt of a push in tr.
 func (pq *PriorityQueue) pushAttempt(tr kv.Transaction, c *call) error {
 	o := &c.op
-	o.gate = pq.journal.gate.issueInto(&c.gate, tr, true) // config.go
+	o.gate = pq.journal.gate.issueInto(&c.gate, tr, true, o.owned) // config.go
 	rec, err := o.check(tr)
 	if err != nil {
 		return err

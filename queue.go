@@ -141,7 +141,7 @@ func (q *Queue) enqueue(ctx context.Context, t kv.Transactor, value []byte, valu
 // enqueueAttempt is one attempt of an enqueue in tr.
 func (q *Queue) enqueueAttempt(tr kv.Transaction, c *call) error {
 	o := &c.op
-	o.gate = q.journal.gate.issueInto(&c.gate, tr, true) // config.go
+	o.gate = q.journal.gate.issueInto(&c.gate, tr, true, o.owned) // config.go
 	rec, err := o.check(tr)
 	if err != nil {
 		return err

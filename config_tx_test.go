@@ -1,0 +1,127 @@
+package fdbqueue_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/fdbqueue/fdbqueue"
+	"github.com/fdbqueue/fdbqueue/kv"
+)
+
+// Operations after a bump of the metadata version in the same transaction.
+// FoundationDB fails a read of the metadata version after a bump in the
+// same transaction with accessed_unreadable, and such a failed read fails
+// the commit (RYWImpl::commit awaits every read issued:
+// fdbclient/ReadYourWrites.cpp). A record write bumps it, so the
+// operations after it in the transaction must not read it (config_bumps.go).
+func TestOperationsAfterARecordChangeInOneTransaction(t *testing.T) {
+	ctx := context.Background()
+	t.Run("WatchForItemsOnTwoQueues", func(t *testing.T) {
+		db := newDB(t)
+		q1 := mustQueue(t, "watch-two-1")
+		q2 := mustQueue(t, "watch-two-2")
+		for _, q := range []*fdbqueue.Queue{q1, q2} { // records that say no one waits
+			require.NoError(t, q.Enqueue(ctx, db, []byte("x")))
+			_, err := q.Dequeue(ctx, db)
+			require.NoError(t, err)
+		}
+		var ws []kv.Watch
+		require.NoError(t, db.Transact(ctx, func(tr kv.Transaction) error {
+			ws = ws[:0]
+			for _, q := range []*fdbqueue.Queue{q1, q2} {
+				w, err := q.WatchForItems(tr)
+				if err != nil {
+					return err
+				}
+				ws = append(ws, w)
+			}
+			return nil
+		}), "each WatchForItems changes its queue's record and bumps the metadata version")
+		for _, w := range ws {
+			w.Cancel()
+		}
+	})
+	t.Run("ReconfigureThenEnqueue", func(t *testing.T) {
+		db := newDB(t)
+		q := mustQueue(t, "reconf-enq")
+		require.NoError(t, q.Enqueue(ctx, db, []byte("x")))
+		_, err := q.Dequeue(ctx, db)
+		require.NoError(t, err)
+		require.NoError(t, db.Transact(ctx, func(tr kv.Transaction) error {
+			if err := q.Reconfigure(ctx, tr); err != nil {
+				return err
+			}
+			return q.Enqueue(ctx, tr, []byte("y"))
+		}))
+		v, err := q.Dequeue(ctx, db)
+		require.NoError(t, err)
+		require.Equal(t, "y", string(v))
+	})
+}
+
+// A handle caches the stored record with the metadata version it read it
+// at, and trusts the cache while the metadata version is unchanged. The
+// cache must not hold a record that was never committed, nor one from
+// another database.
+func TestConfigCacheHoldsOnlyCommittedRecordsOfItsDatabase(t *testing.T) {
+	ctx := context.Background()
+	sub := mustSubspace(t, "cache")
+	newQ := func(opts ...fdbqueue.Option) *fdbqueue.Queue {
+		q, err := fdbqueue.NewQueue(sub, opts...)
+		require.NoError(t, err)
+		return q
+	}
+	for _, bumped := range []bool{false, true} {
+		// In a database whose metadata version was bumped before, the
+		// first record write does not bump it.
+		t.Run(fmt.Sprintf("UncommittedRecord/bumped=%v", bumped), func(t *testing.T) {
+			testUncommittedRecordNotCached(t, bumped)
+		})
+	}
+	t.Run("AnotherDatabase", func(t *testing.T) {
+		db1, db2 := newDB(t), newDB(t)
+		raw, tup := newQ(), newQ(fdbqueue.WithValueEncoding(fdbqueue.TupleValues))
+		require.NoError(t, raw.Enqueue(ctx, db1, []byte("x")), "writes db1's record")
+		require.NoError(t, raw.Enqueue(ctx, db1, []byte("y")), "caches it")
+		require.NoError(t, tup.Enqueue(ctx, db2, []byte("z")), "db2's record")
+		require.ErrorIs(t, raw.Enqueue(ctx, db2, []byte("w")), fdbqueue.ErrConfigMismatch)
+	})
+}
+
+func testUncommittedRecordNotCached(t *testing.T, bumped bool) {
+	ctx := context.Background()
+	sub := mustSubspace(t, "cache-uncommitted")
+	newQ := func(opts ...fdbqueue.Option) *fdbqueue.Queue {
+		q, err := fdbqueue.NewQueue(sub, opts...)
+		require.NoError(t, err)
+		return q
+	}
+	{
+		db := newDB(t)
+		if bumped {
+			require.NoError(t, db.Transact(ctx, func(tr kv.Transaction) error {
+				kv.BumpMetadataVersion(tr)
+				return nil
+			}))
+		}
+		raw, tup := newQ(), newQ(fdbqueue.WithValueEncoding(fdbqueue.TupleValues))
+		abort := errors.New("abort")
+		err := db.Transact(ctx, func(tr kv.Transaction) error {
+			// The first writes the record, the second reads it in the same
+			// transaction, which then rolls back.
+			for _, v := range []string{"x", "y"} {
+				if err := raw.Enqueue(ctx, tr, []byte(v)); err != nil {
+					return err
+				}
+			}
+			return abort
+		})
+		require.ErrorIs(t, err, abort)
+		require.NoError(t, tup.Enqueue(ctx, db, []byte("z")), "the queue's first record")
+		require.ErrorIs(t, raw.Enqueue(ctx, db, []byte("w")), fdbqueue.ErrConfigMismatch)
+	}
+}
