@@ -26,7 +26,10 @@
 //   - Versions advance as FDB's: each commit takes
 //     max(previous+1, microseconds since New + 1), so versions grow by at
 //     least one per commit and by about 1,000,000 per second of the clock,
-//     and version distance approximates time.
+//     and version distance approximates time. With no commit for 2 s, a
+//     read version moves the version up to the clock's, as FDB's empty
+//     commit batches (MAX_COMMIT_BATCH_INTERVAL) do: read versions of an
+//     idle database advance too.
 //   - Read-your-writes: reads see the transaction's own buffered Set, Clear,
 //     ClearRange and atomic operations, including range reads that
 //     interleave database keys with the transaction's writes, forwards and

@@ -90,3 +90,36 @@ func TestBlindWritesNeverTooOld(t *testing.T) {
 	clk.Advance(time.Minute)
 	require.NoError(t, tr.Commit(), "a transaction that never read has no read version to expire")
 }
+
+// TestReadVersionAdvancesWhileIdle: with no commit, read versions still
+// advance with time, as FoundationDB's do (its commit proxies commit an
+// empty batch at least every 2 s, MAX_COMMIT_BATCH_INTERVAL), so that the
+// distance between a read version and an item's commit version tells its
+// age. Commits after it get later versions.
+func TestReadVersionAdvancesWhileIdle(t *testing.T) {
+	db, clk := newDB(t)
+	tr := newTx(t, db)
+	tr.Set([]byte("k"), []byte("v"))
+	require.NoError(t, tr.Commit())
+	committed, err := tr.GetCommittedVersion()
+	require.NoError(t, err)
+
+	clk.Advance(time.Second)
+	rv, err := newTx(t, db).GetReadVersion().Get()
+	require.NoError(t, err)
+	require.Equal(t, committed, rv, "within the 2-second batch interval the read version may stay")
+
+	clk.Advance(4 * time.Second)
+	old := newTx(t, db)
+	rv, err = old.GetReadVersion().Get()
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, rv-committed, int64(4_000_000), "5 s idle: about a million versions a second")
+	require.Equal(t, "v", string(get(t, old, "k")), "a read at the advanced version sees the last commit")
+
+	tr = newTx(t, db)
+	tr.Set([]byte("k"), []byte("w"))
+	require.NoError(t, tr.Commit())
+	next, err := tr.GetCommittedVersion()
+	require.NoError(t, err)
+	require.Greater(t, next, rv, "a commit after the advance")
+}

@@ -540,9 +540,13 @@ func (tx *transaction) setErrLocked(err error) {
 // clock is read first: the version is then at least every version
 // committed before that time, which garbage collection relies on.
 func (tx *transaction) obtainRVLocked() {
-	tx.grvTime = tx.db.clock.Now()
+	db := tx.db
+	tx.grvTime = db.clock.Now()
 	tx.creationLocked(tx.grvTime)
-	tx.rv = tx.db.readers.register(&tx.db.version)
+	if db.versionAt(tx.grvTime)-db.version.Load() > idleVersions {
+		db.advanceIdle(tx.grvTime)
+	}
+	tx.rv = db.readers.register(&db.version)
 	tx.rvReg = true
 	tx.rvState = rvHave
 }
