@@ -247,7 +247,10 @@ type Transaction interface {
 	// is retryable it resets the transaction, waits a backoff (exponential
 	// with jitter, capped) and returns nil so the caller runs its function
 	// again; otherwise it returns the error. It honours the retry limit and
-	// timeout options.
+	// timeout options. When it returns an FDB error (not retryable, or the
+	// retry limit reached) it leaves the transaction cancelled until Reset,
+	// as FDB does from API version 610; an error without an FDB code comes
+	// back unchanged and leaves the transaction as it was.
 	OnError(err error) error
 	// Reset returns the transaction to its initial state: its writes, reads,
 	// read version, error state, retry count and options (timeout, retry

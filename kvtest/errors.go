@@ -262,6 +262,8 @@ func testOnErrorForeignErrorReturnsIt(t *testing.T, f *fixture) {
 	boom := errors.New("boom")
 	tr := f.newTx(t)
 	require.ErrorIs(t, tr.OnError(boom), boom, "OnError must return an error that is not a kv.Error")
+	tr.Set(f.key("a"), []byte("x"))
+	commit(t, tr, "an error without an FDB code leaves the transaction usable (FDB's onError takes only FDB errors)")
 }
 
 // Reset clears the transaction's options: ReadYourWritesTransaction::reset

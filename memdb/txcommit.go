@@ -241,6 +241,13 @@ func (tx *transaction) OnError(err error) error {
 		}
 		return cerr
 	}
+	var ke kv.Error
+	if !errors.As(err, &ke) {
+		// Not an FDB error: FDB's onError takes only those (fdbkv returns
+		// such an error without calling it), so nothing changes.
+		tx.mu.Unlock()
+		return err
+	}
 	x := tx.cold()
 	if !kv.IsRetryable(err) || (x.retryLimit >= 0 && x.retries >= x.retryLimit) {
 		tx.cancelLocked(kv.ErrTransactionCancelled)
