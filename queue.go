@@ -276,9 +276,10 @@ func appendVersionstampedKey(dst, prefix []byte, uv uint16, e *entropy) ([]byte,
 
 // waitRead waits for a range read (nil: none) the caller will not use, and
 // returns err or else the read's error. On FoundationDB a range read is in
-// flight from the GetRange call, and one still in flight when Commit is
-// called fails the transaction with used_during_commit (2017,
-// fdbclient/ReadYourWrites.actor.cpp), while the commit may still apply.
+// flight from the GetRange call; Commit waits for it, and fails with its
+// error if it failed (RYWImpl::commit awaits reading,
+// fdbclient/ReadYourWrites.cpp): waiting here reports that error at the
+// operation, before anything else is written.
 //
 // It waits for the first batch only (Iterator, one Next): later batches are
 // fetched only when asked for.

@@ -99,9 +99,11 @@ func (s *stageSide[T]) scanResults(tr kv.Transaction) kv.RangeResult {
 // stepReads are the range reads one step issued. On FoundationDB a range
 // read is in flight from the GetRange call, as every read here overlaps
 // the others of its step; a step waits for each one, itself, before it
-// commits: an operation on a transaction whose commit has started fails
-// with used_during_commit (2017, checkUsedDuringCommit in
-// fdbclient/ReadYourWrites.actor.cpp), and the commit may still apply.
+// commits. Commit would wait for them too, and fail with the error of one
+// that failed (RYWImpl::commit awaits reading, fdbclient/ReadYourWrites.cpp),
+// but a later batch of a range read is only fetched when consumed, and an
+// operation issued once the commit started fails with used_during_commit
+// (2017, checkUsedDuringCommit), while the commit may still apply.
 type stepReads struct{ held []*heldRange }
 
 // hold records rr (nil stays nil) and returns it with its result cached,
