@@ -3,6 +3,7 @@ package fdbqueue
 import (
 	"context"
 	"sync"
+	"time"
 
 	"github.com/fdbqueue/fdbqueue/kv"
 )
@@ -37,6 +38,7 @@ type call struct {
 	// Queue, items for a PriorityQueue. keepOne says the caller wants one
 	// result and copies it out: the results then fill one1 or item1.
 	lim     batchLimit
+	started time.Time // when the last attempt of a batch take began (see slowBatch)
 	reverse bool
 	keepOne bool
 	vals    [][]byte
@@ -130,12 +132,39 @@ func (c *call) trackedAttempt(tr kv.Transaction) error {
 
 func (c *call) plainAttempt(tr kv.Transaction) error { return c.attempt(tr) }
 
+// slowBatch halves the budget of a batch take whose last attempt took more
+// than slowAttempt: FoundationDB fails a transaction with
+// transaction_too_old once its read version is 5 s old, and an attempt
+// that read and committed close to that budget would likely fail the same
+// way again on a retry, forever (a take at MaxBatchBudget reads some 75
+// batches of 120 KB, one after another). It goes no lower than
+// minSlowBudget; a take still returns at least one item.
+func (c *call) slowBatch() {
+	if c.lim.max <= 1 {
+		return
+	}
+	now := time.Now()
+	if !c.started.IsZero() && now.Sub(c.started) > slowAttempt {
+		c.lim.budget = max(c.lim.budget/2, min(c.lim.budget, minSlowBudget))
+	}
+	c.started = now
+}
+
+// slowAttempt is half of FoundationDB's 5-second transaction lifetime
+// (MAX_READ_TRANSACTION_LIFE_VERSIONS), and minSlowBudget the smallest
+// budget slowBatch halves to.
+const (
+	slowAttempt   = 2500 * time.Millisecond
+	minSlowBudget = 100_000
+)
+
 // attempt runs the operation's body in tr.
 func (c *call) attempt(tr kv.Transaction) error {
 	switch c.kind {
 	case callEnqueue:
 		return c.q.enqueueAttempt(tr, c)
 	case callDequeue:
+		c.slowBatch()
 		c.op.gate = c.q.journal.gate.issueInto(&c.gate, tr, false, c.op.owned) // config.go
 		vals, err := takeEnd(tr, &c.op, c.q.head, c.lim, c.valsDst())
 		c.vals = vals
@@ -143,6 +172,7 @@ func (c *call) attempt(tr kv.Transaction) error {
 	case callPush:
 		return c.pq.pushAttempt(tr, c)
 	case callPop:
+		c.slowBatch()
 		c.op.gate = c.pq.journal.gate.issueInto(&c.gate, tr, false, c.op.owned)
 		items, err := takeEnd(tr, &c.op, c.pq.ends[boolIndex(c.reverse)], c.lim, c.itemsDst())
 		c.items = items
@@ -209,6 +239,7 @@ func (c *call) release() {
 		c.q, c.pq = nil, nil
 	}
 	c.kind, c.lim, c.reverse, c.keepOne = 0, batchLimit{}, false, false
+	c.started = time.Time{}
 	if cap(c.key) > maxKeptSlotVal {
 		c.key = nil
 	}

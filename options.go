@@ -109,7 +109,11 @@ func WithJournalRetention(d time.Duration) Option { return func(c *config) { c.r
 // even when it alone exceeds the budget. EnqueueBatch fails with
 // ErrBatchTooLarge over the budget, as does AddBatch; the other batches
 // (Lease too) take fewer items.
-// The budget also bounds the bytes of items a batch reads.
+// The budget also bounds the bytes of items a batch reads. A DequeueBatch,
+// PopMinBatch or PopMaxBatch on a Database whose attempt took more than
+// 2.5 s retries with half the budget (down to 100,000 bytes): FoundationDB
+// fails a transaction whose read version is 5 s old (transaction_too_old),
+// and a retry at the same size would fail the same way.
 func WithBatchBudget(bytes int) Option { return func(c *config) { c.batchBudget = bytes } }
 
 // WithEntropy sets the source of the random key suffixes (default: a
