@@ -434,12 +434,10 @@ func (r *gateRead) settle() error {
 		}
 		g.seen.Store(c)
 		if writing {
-			// A first write bumps the metadata version only if nothing ever
-			// did (it reads as absent): caches are keyed by it, and an
-			// absent one is the same in every database. Any later value
-			// tells the database's records apart, and a first write needs
-			// no other handle to read its record again.
-			g.write(tr, *c, false, !unreadable && mv == nil)
+			// No bump: no handle has this record cached, and a bump would
+			// make every operation that found the record conflict with
+			// first writers still in flight (producers never conflict).
+			g.write(tr, *c, false, false)
 		}
 		return nil
 	}
@@ -454,11 +452,11 @@ func (r *gateRead) settle() error {
 		g.agreed.Store(stored)
 	}
 	if !unreadable {
-		if mv != nil && !r.noCache {
-			// A record is cached with a metadata version some commit set,
-			// never with an absent one, which every database that was
-			// never bumped shares (a first record write bumps it then),
-			// nor in a transaction that wrote a record of its own.
+		if !r.noCache {
+			// Not in a transaction that wrote a record of its own, which
+			// may never commit. (The cache does not tell databases apart:
+			// a handle used with two databases whose metadata version is
+			// the same, say never bumped, trusts the record of the first.)
 			g.cache.Store(&gateCache{mv: mv, rec: stored})
 		}
 		if r.cached == nil {
@@ -558,10 +556,10 @@ func (g *confGate) checkUnrecorded(tr kv.ReadTransaction) error {
 
 // write stores c as the record. A change (change true) also bumps the
 // epoch key, so operations in flight under the old record conflict, and
-// bump the metadata version, so handles read the record again (a change
-// always bumps; a first write only when the metadata version was never
-// set, see settle). The claim conflicts make first writers of different
-// records conflict with each other, and no one else.
+// with bump the metadata version, so handles read the record again (every
+// change bumps; a first write does not, see settle). The claim conflicts
+// make first writers of different records conflict with each other, and
+// no one else.
 func (g *confGate) write(tr kv.Transaction, c storedConfig, change, bump bool) {
 	v := c.pack()
 	tr.Set(g.key, v)

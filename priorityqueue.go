@@ -34,7 +34,8 @@ type Item struct {
 }
 
 // NewPriorityQueue returns a priority queue stored in sub (which must have a
-// non-empty prefix, see NewQueue). WithVersionstampOrder is rejected.
+// non-empty prefix, see NewQueue; use it with one database, as a Queue).
+// WithVersionstampOrder is rejected.
 func NewPriorityQueue(sub Subspace, opts ...Option) (*PriorityQueue, error) {
 	l, err := newLayer("priority queue", sub, opts)
 	if err != nil {

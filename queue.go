@@ -37,6 +37,9 @@ type Queue struct {
 // NewQueue returns a queue stored in sub. The subspace must have a non-empty
 // prefix: the queue also keeps its operation journal just after the
 // subspace's range (prefix + 0xff), outside what recipe clients read.
+// Use a Queue with one database: it caches the queue's stored
+// configuration by the database's metadata version, which two databases
+// may share (say, when neither was ever bumped).
 func NewQueue(sub Subspace, opts ...Option) (*Queue, error) {
 	l, err := newLayer("queue", sub, opts)
 	if err != nil {

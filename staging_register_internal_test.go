@@ -58,3 +58,31 @@ func kvGetRange(ctx context.Context, db kv.Database, r kv.KeyRange) ([]kv.KeyVal
 	})
 	return kvs, err
 }
+
+// TestLateRegistrationOfACancelledDequeueWait: end to end, a DequeueWait
+// cancelled while its registration's commit is in flight returns, having
+// cleaned up; the registration then lands (memdb's HoldNextCommitLate, as
+// FoundationDB's commit goes on after a cancellation) and must conflict
+// with the cleanup, leaving no request in the line.
+func TestLateRegistrationOfACancelledDequeueWait(t *testing.T) {
+	db := memdb.New()
+	defer db.Close()
+	q, err := NewQueue(SubspaceFromBytes([]byte("late-wait")), WithStaging(StagingConfig{}))
+	require.NoError(t, err)
+	held, release := db.HoldNextCommitLate()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		_, err := q.DequeueWait(ctx, db)
+		done <- err
+	}()
+	<-held // the registration's commit is in flight
+	cancel()
+	require.ErrorIs(t, <-done, context.Canceled)
+	release() // the registration lands now, after the cleanup
+	reqs, err := q.stage.reqs.Range()
+	require.NoError(t, err)
+	kvs, err := kvGetRange(context.Background(), db, reqs)
+	require.NoError(t, err)
+	require.Empty(t, kvs, "no request is left in the line")
+}

@@ -160,6 +160,8 @@ type commitHold struct {
 	held    chan struct{} // closed when the commit is held
 	release chan struct{} // closed to let it go on
 	once    sync.Once
+	late    bool          // HoldNextCommitLate: an interrupted commit lands at release
+	done    chan struct{} // late: closed once the commit step ran (or the DB closed)
 }
 
 // HoldNextCommit makes the next commit that sends writes (of any
@@ -169,12 +171,40 @@ type commitHold struct {
 // commit). Tests use it to act on a transaction while its commit is in
 // flight, without sleeping. It replaces an earlier hold not yet taken.
 func (db *DB) HoldNextCommit() (held <-chan struct{}, release func()) {
-	h := &commitHold{held: make(chan struct{}), release: make(chan struct{})}
+	return db.newHold(false)
+}
+
+// HoldNextCommitLate is HoldNextCommit for a commit that outlives its
+// transaction: if the transaction is cancelled (or times out) while the
+// commit is held, Commit returns at once with the interruption (maybe
+// committed), and the commit itself goes on: it is resolved, and applied
+// unless it conflicts, when release is called. So does FoundationDB's,
+// whose commit request a cancellation does not stop (RYWImpl::commit
+// returns as soon as resetPromise is set, fdbclient/ReadYourWrites.cpp):
+// it can land after transactions that began once the client gave up on
+// it. Its release returns once the commit step ran.
+func (db *DB) HoldNextCommitLate() (held <-chan struct{}, release func()) {
+	return db.newHold(true)
+}
+
+func (db *DB) newHold(late bool) (held <-chan struct{}, release func()) {
+	h := &commitHold{held: make(chan struct{}), release: make(chan struct{}), late: late}
+	if late {
+		h.done = make(chan struct{})
+	}
 	db.faultMu.Lock()
 	db.holdNext = h
 	db.faultsOn.Store(true)
 	db.faultMu.Unlock()
-	return h.held, func() { h.once.Do(func() { close(h.release) }) }
+	return h.held, func() {
+		h.once.Do(func() { close(h.release) })
+		if late {
+			select {
+			case <-h.done:
+			case <-db.closeCh:
+			}
+		}
+	}
 }
 
 // takeHold returns the pending HoldNextCommit, if any, and clears it.

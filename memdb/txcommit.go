@@ -155,7 +155,27 @@ func (tx *transaction) send(req *commitReq, gen uint64) commitResult {
 	}
 	db.stats.inFlight.Add(-1)
 	if cerr == nil {
-		return db.commitStep(req, forced, fault)
+		res := db.commitStep(req, forced, fault)
+		if hold != nil && hold.late {
+			close(hold.done)
+		}
+		return res
+	}
+	if hold != nil && hold.late {
+		// The commit goes on, and lands (or conflicts) at release: see
+		// HoldNextCommitLate.
+		late := *req
+		late.watches = nil // they fail with the interruption
+		go func() {
+			defer close(hold.done)
+			select {
+			case <-hold.release:
+				db.commitStep(&late, nil, faultNone)
+			case <-db.closeCh:
+			}
+		}()
+		db.stats.interrupted.Add(1)
+		return commitResult{err: kv.CommitInterrupted(cerr)}
 	}
 	// The commit was in flight: like a real cluster, it may or may not be
 	// applied.
