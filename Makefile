@@ -84,3 +84,4 @@ queuebench:
 ## memflat: memdb's heap over 1,000,000 transactions with a steady key count
 memflat:
 	set -o pipefail; MEMDB_LONG=1 $(GO) test -count=1 -run '^TestMemoryStaysFlat$$' -v ./memdb/ | grep -E 'after +(100000|500000|1000000) |^(--- |ok|FAIL)'
+	$(GO) test -count=1 -run 'Allocations$$' ./memdb/ ./tuple/

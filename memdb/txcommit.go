@@ -75,9 +75,13 @@ func (tx *transaction) Commit() error {
 	}
 	tx.committing = true
 	gen := tx.gen
+	var late *commitReq
+	if tx.db.faultsOn.Load() {
+		late = tx.lateCopyLocked()
+	}
 	tx.mu.Unlock()
 
-	res := tx.send(req, gen)
+	res := tx.send(req, late, gen)
 
 	tx.mu.Lock()
 	defer tx.mu.Unlock()
@@ -122,9 +126,27 @@ func (tx *transaction) finishCommitLocked(req *commitReq, res commitResult) erro
 	return nil
 }
 
-// send waits out the commit's latency and runs the commit step. gen is the
-// transaction's generation when Commit started.
-func (tx *transaction) send(req *commitReq, gen uint64) commitResult {
+// lateCopyLocked returns a commit request of the transaction's state, for
+// a commit that lands after Commit returned (HoldNextCommitLate). It is
+// built from the transaction's fields, not from Commit's request, whose
+// write map is Commit's own copy: that would escape to the heap on every
+// commit for the sake of this rare one. Its watches are left out: they
+// fail with the interruption.
+func (tx *transaction) lateCopyLocked() *commitReq {
+	w := tx.writes
+	r := &commitReq{hasRV: tx.rvState == rvHave, rv: tx.rv, grvTime: tx.grvTime,
+		reads: tx.reads, writes: &w, clears: tx.clearsLocked()}
+	if x := tx.x; x != nil {
+		r.wconf, r.clearLog, r.vsKeys = x.wconf, x.clearLog, x.vsKeys
+	}
+	return r
+}
+
+// send waits out the commit's latency and runs the commit step. late, if
+// not nil, is the request to land later should a late hold interrupt it
+// (see lateCopyLocked). gen is the transaction's generation when Commit
+// started.
+func (tx *transaction) send(req, late *commitReq, gen uint64) commitResult {
 	db := tx.db
 	if db.latency && !req.hasRV {
 		// FDB's client obtains a read version for a transaction that has
@@ -138,6 +160,9 @@ func (tx *transaction) send(req *commitReq, gen uint64) commitResult {
 			return commitResult{err: err}
 		}
 		req.hasRV, req.rv, req.grvTime = true, rv, grvTime
+		if late != nil {
+			late.hasRV, late.rv, late.grvTime = true, rv, grvTime
+		}
 	}
 	hold := db.takeHold()
 	forced, fault, extra := db.takeFaults(true)
@@ -161,16 +186,14 @@ func (tx *transaction) send(req *commitReq, gen uint64) commitResult {
 		}
 		return res
 	}
-	if hold != nil && hold.late {
+	if hold != nil && hold.late && late != nil {
 		// The commit goes on, and lands (or conflicts) at release: see
 		// HoldNextCommitLate.
-		late := *req
-		late.watches = nil // they fail with the interruption
 		go func() {
 			defer close(hold.done)
 			select {
 			case <-hold.release:
-				db.commitStep(&late, nil, faultNone)
+				db.commitStep(late, nil, faultNone)
 			case <-db.closeCh:
 			}
 		}()
@@ -184,6 +207,9 @@ func (tx *transaction) send(req *commitReq, gen uint64) commitResult {
 		applied := *req
 		applied.watches = nil // they fail with the interruption
 		res = db.commitStep(&applied, nil, faultNone)
+	}
+	if hold != nil && hold.late {
+		close(hold.done) // no late copy (the hold came after Commit looked)
 	}
 	db.stats.interrupted.Add(1)
 	return commitResult{err: kv.CommitInterrupted(cerr), applied: res.applied}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/fdbqueue/fdbqueue/kv"
+	"github.com/fdbqueue/fdbqueue/memdb"
 	"github.com/stretchr/testify/require"
 )
 
@@ -220,4 +221,31 @@ func TestClearOfReadKey(t *testing.T) {
 		_, ok := mustGet(t, db, "k")
 		require.False(t, ok)
 	})
+}
+
+// A transaction that reads one key and writes one, committed, allocates
+// the transaction, the value read and the written entry's bytes: Commit
+// allocates nothing (its request, and its copy of the write map, stay on
+// its stack). The benchmark's floor is this transaction.
+func TestReadWriteCommitAllocations(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector changes allocation counts")
+	}
+	db := memdb.New() // the real clock, as the benchmark's: old versions go
+	defer db.Close()
+	mustSet(t, db, "k", "v")
+	ctx := context.Background() // a context that can end costs its AfterFunc
+	key, value := []byte("k"), []byte("value")
+	allocs := testing.AllocsPerRun(100, func() {
+		if err := db.Transact(ctx, func(tr kv.Transaction) error {
+			if _, err := tr.Get(key).Get(); err != nil {
+				return err
+			}
+			tr.Set(key, value)
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	})
+	require.Equal(t, 3.0, allocs)
 }
