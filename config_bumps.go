@@ -31,17 +31,21 @@ import (
 // operation on a Database runs in a transaction of its own, in which
 // nothing bumped before it, and does not look.
 //
-// A transaction whose dynamic type is not comparable (a wrapper struct
-// holding a slice, say) is not remembered: its later operations read the
-// metadata version and fail as FoundationDB fails them. So do operations
-// after a bump made by code other than this package's: bump the metadata
-// version after the queue operations of a transaction.
+// A transaction is known by its address, which keeps nothing alive (a
+// transaction of the backend can pin much more than itself). An address
+// reused by a later transaction with the same read version within the
+// 10 seconds only makes an operation read the record and cache nothing:
+// the safe side. A transaction that is not a pointer (a wrapper struct, say)
+// is not remembered: its later operations read the metadata version and
+// fail as FoundationDB fails them. So do operations after a bump made by
+// code other than this package's: bump the metadata version after the
+// queue operations of a transaction.
 var bumps bumpSet
 
 type bumpSet struct {
 	n  atomic.Int32 // entries: a lock-free "none" for the hot path
 	mu sync.Mutex
-	m  map[any]bumpEntry
+	m  map[uintptr]bumpEntry
 }
 
 type bumpEntry struct {
@@ -55,16 +59,20 @@ type bumpEntry struct {
 // 5 s, and a retry has a new read version).
 const bumpKeep = 10 * time.Second
 
-// txKey returns what bumps keys tr by: the transaction under the layer's
-// wrapper, if its type is comparable.
-func txKey(tr kv.ReadTransaction) (any, bool) {
+// txKey returns what bumps keys tr by: the address of the transaction
+// under the layer's wrapper, if it is a pointer.
+func txKey(tr kv.ReadTransaction) (uintptr, bool) {
 	if t, ok := tr.(*trackedTx); ok {
 		tr = t.Transaction
 	}
-	if tr == nil || !reflect.TypeOf(tr).Comparable() {
-		return nil, false
+	if tr == nil {
+		return 0, false
 	}
-	return tr, true
+	v := reflect.ValueOf(tr)
+	if v.Kind() != reflect.Pointer || v.IsNil() {
+		return 0, false
+	}
+	return v.Pointer(), true
 }
 
 // note records that tr, at its read version, wrote a record, and bumped
@@ -82,7 +90,7 @@ func (b *bumpSet) note(tr kv.Transaction, bumped bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.m == nil {
-		b.m = make(map[any]bumpEntry)
+		b.m = make(map[uintptr]bumpEntry)
 	}
 	e := b.m[k]
 	if e.rv != rv {
