@@ -27,9 +27,9 @@ import (
 // as the transaction sees it and conflicts on the epoch key instead. In a
 // transaction that wrote a record without a bump, an operation reads the
 // metadata version but caches nothing: the record it reads is the
-// transaction's own, which may never commit. An
-// operation on a Database runs in a transaction of its own, in which
-// nothing bumped before it, and does not look.
+// transaction's own, which may never commit. An operation on a Database
+// runs in a transaction of its own, in which nothing bumped before it,
+// and does not look.
 //
 // A transaction is known by its address, which keeps nothing alive (a
 // transaction of the backend can pin much more than itself). An address
