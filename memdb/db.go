@@ -236,6 +236,15 @@ func (db *DB) takeFaults(mutating bool) (forced *forcedFailure, kind faultKind, 
 	return forced, kind, extra
 }
 
+// drawLateLanding draws whether an interrupted commit lands late
+// (Faults.LateLanding).
+func (db *DB) drawLateLanding() bool {
+	db.faultMu.Lock()
+	p := db.faults.LateLanding
+	db.faultMu.Unlock()
+	return p > 0 && db.rng.float64() < p
+}
+
 // Close closes the database: every later operation fails with ErrClosed,
 // as do outstanding watches. Transactions in progress fail at their next
 // operation. Close is idempotent and always returns nil.

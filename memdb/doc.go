@@ -140,7 +140,9 @@
 // Faults (WithFaults, SetFaults) gives per-commit-attempt probabilities of
 // not_committed, commit_unknown_result that was applied, one that was not,
 // the same two as cluster_version_changed (1039), transaction_too_old, and
-// extra commit latency. Only commits of
+// extra commit latency, and the chance that a commit interrupted in flight
+// lands after Commit returned (LateLanding; HoldNextCommitLate does it for
+// one commit). Only commits of
 // transactions that write are affected; read-only commits never fail.
 // FailNextCommit makes the next commit (of any transaction) fail with a
 // chosen error, applied or not, once; HoldNextCommit holds the next commit

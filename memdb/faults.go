@@ -33,13 +33,26 @@ type Faults struct {
 	// widens the window in which the commit may conflict or be interrupted.
 	ExtraLatency     time.Duration
 	ExtraLatencyProb float64
+	// LateLanding is the chance that a commit interrupted in flight (its
+	// transaction cancelled or timed out while the commit waits out its
+	// latency) goes on, and is resolved and applied (unless it conflicts)
+	// up to 10 ms after Commit returned, after transactions that began
+	// meanwhile, as FDB's commit request does (RYWImpl::commit returns once
+	// resetPromise is set; the request goes on). Otherwise the commit is
+	// decided at the interruption, applied or not at even odds.
+	LateLanding float64
 }
 
 // any reports whether any fault has a chance of happening.
 func (f Faults) any() bool {
 	return f.NotCommitted > 0 || f.UnknownApplied > 0 || f.UnknownNotApplied > 0 ||
-		f.VersionChangedApplied > 0 || f.VersionChangedNotApplied > 0 || f.TooOld > 0 || (f.ExtraLatency > 0 && f.ExtraLatencyProb > 0)
+		f.VersionChangedApplied > 0 || f.VersionChangedNotApplied > 0 || f.TooOld > 0 || (f.ExtraLatency > 0 && f.ExtraLatencyProb > 0) ||
+		f.LateLanding > 0
 }
+
+// maxLateLanding bounds how long after Commit returned a late landing
+// happens (Faults.LateLanding).
+const maxLateLanding = 10 * time.Millisecond
 
 // Span is a delay drawn uniformly from [Min, Max].
 type Span struct {

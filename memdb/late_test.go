@@ -1,11 +1,14 @@
 package memdb_test
 
 import (
+	"context"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/fdbqueue/fdbqueue/kv"
+	"github.com/fdbqueue/fdbqueue/memdb"
 )
 
 // TestInterruptedCommitLandsLate: with HoldNextCommitLate, a commit whose
@@ -42,4 +45,31 @@ func TestInterruptedCommitLandsLate(t *testing.T) {
 			require.Equal(t, "late", string(got), "landed at release")
 		}
 	}
+}
+
+// TestLateLandingFault: with Faults.LateLanding 1, a commit interrupted in
+// flight returns at once (maybe committed) and lands afterwards, seen here
+// by a watch on its key.
+func TestLateLandingFault(t *testing.T) {
+	db, _ := newDB(t, memdb.WithFaults(memdb.Faults{LateLanding: 1}))
+	w := newTx(t, db)
+	watch := w.Watch([]byte("k"))
+	require.NoError(t, w.Commit())
+	defer watch.Cancel()
+
+	tr := newTx(t, db)
+	tr.Set([]byte("k"), []byte("late"))
+	held, release := db.HoldNextCommit() // to cancel it in flight
+	defer release()
+	done := make(chan error, 1)
+	go func() { done <- tr.Commit() }()
+	<-held
+	tr.Cancel()
+	err := <-done
+	require.ErrorIs(t, err, kv.ErrTransactionCancelled)
+	require.True(t, kv.MaybeCommitted(err))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	require.NoError(t, watch.Wait(ctx), "the commit lands after Commit returned")
+	require.Equal(t, "late", string(get(t, newTx(t, db), "k")))
 }

@@ -200,6 +200,20 @@ func (tx *transaction) send(req, late *commitReq, gen uint64) commitResult {
 		db.stats.interrupted.Add(1)
 		return commitResult{err: kv.CommitInterrupted(cerr)}
 	}
+	if late != nil && db.drawLateLanding() {
+		d := time.Duration(db.rng.float64() * float64(maxLateLanding))
+		go func() {
+			t := time.NewTimer(d)
+			select {
+			case <-t.C:
+				db.commitStep(late, nil, faultNone)
+			case <-db.closeCh:
+				t.Stop()
+			}
+		}()
+		db.stats.interrupted.Add(1)
+		return commitResult{err: kv.CommitInterrupted(cerr)}
+	}
 	// The commit was in flight: like a real cluster, it may or may not be
 	// applied.
 	var res commitResult
