@@ -30,6 +30,10 @@ const (
 // semantics. It is safe for concurrent use by many goroutines. See the
 // package documentation.
 type DB struct {
+	// lateLandings counts the interrupted commits still to land
+	// (Faults.LateLanding, HoldNextCommitLate): see AwaitLateLandings.
+	lateLandings sync.WaitGroup
+
 	cfg     config
 	clock   dbClock // time since the DB was made
 	rng     *lockedRand
@@ -235,6 +239,13 @@ func (db *DB) takeFaults(mutating bool) (forced *forcedFailure, kind faultKind, 
 	}
 	return forced, kind, extra
 }
+
+// AwaitLateLandings waits until every commit that was interrupted in flight
+// and is to land later (Faults.LateLanding, HoldNextCommitLate) has been
+// resolved: a test that checks what happened sees their effects, as a
+// client of FDB would once their requests are done. A late landing held by
+// HoldNextCommitLate waits for its release.
+func (db *DB) AwaitLateLandings() { db.lateLandings.Wait() }
 
 // drawLateLanding draws whether an interrupted commit lands late
 // (Faults.LateLanding).

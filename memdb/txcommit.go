@@ -189,7 +189,9 @@ func (tx *transaction) send(req, late *commitReq, gen uint64) commitResult {
 	if hold != nil && hold.late && late != nil {
 		// The commit goes on, and lands (or conflicts) at release: see
 		// HoldNextCommitLate.
+		db.lateLandings.Add(1)
 		go func() {
+			defer db.lateLandings.Done()
 			defer close(hold.done)
 			select {
 			case <-hold.release:
@@ -202,7 +204,9 @@ func (tx *transaction) send(req, late *commitReq, gen uint64) commitResult {
 	}
 	if late != nil && db.drawLateLanding() {
 		d := time.Duration(db.rng.float64() * float64(maxLateLanding))
+		db.lateLandings.Add(1)
 		go func() {
+			defer db.lateLandings.Done()
 			t := time.NewTimer(d)
 			select {
 			case <-t.C:

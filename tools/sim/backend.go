@@ -16,6 +16,8 @@ type backend interface {
 	setFaults(memdb.Faults)
 	stats() memdb.Stats
 	close()
+	// quiesce waits until no interrupted commit is still to land.
+	quiesce()
 }
 
 func newBackend(seed int64, cfg Config) backend {
@@ -36,6 +38,7 @@ type own struct{ *memdb.DB }
 func (o own) setFaults(f memdb.Faults) { o.SetFaults(f) }
 func (o own) stats() memdb.Stats       { return o.Stats() }
 func (o own) close()                   { _ = o.Close() }
+func (o own) quiesce()                 { o.AwaitLateLandings() }
 
 // given is Config.DB: nothing to inject, count or close.
 type given struct{ kv.Database }
@@ -43,6 +46,10 @@ type given struct{ kv.Database }
 func (given) setFaults(memdb.Faults) {}
 func (given) stats() memdb.Stats     { return memdb.Stats{} }
 func (given) close()                 {}
+
+// quiesce cannot know when FoundationDB has resolved the commits that were
+// interrupted in flight: their effects may still come after it.
+func (given) quiesce() {}
 
 // subspace is the tuple of the seed's structure name: ("sim", name) in
 // the seed's own memdb, (Prefix..., seed, name) in Config.DB.

@@ -34,7 +34,7 @@ type LeaseConfig struct {
 // DefaultLeaseConfig is a short run with every fault.
 func DefaultLeaseConfig() LeaseConfig {
 	return LeaseConfig{Rounds: 12, Clients: 4, OpsPerClient: 5, Choice: 3, MaxAttempts: 3,
-		Faults:       memdb.Faults{NotCommitted: 0.05, UnknownApplied: 0.05, UnknownNotApplied: 0.05, TooOld: 0.02},
+		Faults:       memdb.Faults{NotCommitted: 0.05, UnknownApplied: 0.05, UnknownNotApplied: 0.05, TooOld: 0.02, LateLanding: 0.5},
 		CheckTimeout: 30 * time.Second}
 }
 
