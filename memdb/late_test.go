@@ -26,13 +26,7 @@ func TestInterruptedCommitLandsLate(t *testing.T) {
 		require.Equal(t, "1", string(get(t, tr, "a")))
 		tr.Set([]byte("k"), []byte("late"))
 		held, release := db.HoldNextCommitLate()
-		done := make(chan error, 1)
-		go func() { done <- tr.Commit() }()
-		<-held
-		tr.Cancel()
-		err := <-done
-		require.ErrorIs(t, err, kv.ErrTransactionCancelled)
-		require.True(t, kv.MaybeCommitted(err), "the commit was in flight")
+		cancelInFlight(t, tr, held)
 		require.Nil(t, get(t, newTx(t, db), "k"), "not landed yet")
 		if conflict {
 			mustSet(t, db, "a", "2")
@@ -61,15 +55,23 @@ func TestLateLandingFault(t *testing.T) {
 	tr.Set([]byte("k"), []byte("late"))
 	held, release := db.HoldNextCommit() // to cancel it in flight
 	defer release()
+	cancelInFlight(t, tr, held)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	require.NoError(t, watch.Wait(ctx), "the commit lands after Commit returned")
+	require.Equal(t, "late", string(get(t, newTx(t, db), "k")))
+}
+
+// cancelInFlight commits tr, cancels it once its commit is held (held
+// closed), and requires Commit's error to be the interruption: maybe
+// committed.
+func cancelInFlight(t *testing.T, tr kv.Transaction, held <-chan struct{}) {
+	t.Helper()
 	done := make(chan error, 1)
 	go func() { done <- tr.Commit() }()
 	<-held
 	tr.Cancel()
 	err := <-done
 	require.ErrorIs(t, err, kv.ErrTransactionCancelled)
-	require.True(t, kv.MaybeCommitted(err))
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	require.NoError(t, watch.Wait(ctx), "the commit lands after Commit returned")
-	require.Equal(t, "late", string(get(t, newTx(t, db), "k")))
+	require.True(t, kv.MaybeCommitted(err), "the commit was in flight")
 }

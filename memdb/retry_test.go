@@ -86,34 +86,23 @@ func TestTransactGivesUpAtRetryLimit(t *testing.T) {
 	require.Equal(t, 4, runs, "one run and three retries")
 }
 
+// TestMaxRetryDelayCapsBackoff: the option caps the DB's backoff (an hour
+// here), and 0 is a cap of 0, not "no option" (Transaction::getBackoff,
+// fdbclient/NativeAPI.actor.cpp, takes the minimum with
+// options.maxBackoff whatever its value).
 func TestMaxRetryDelayCapsBackoff(t *testing.T) {
-	db, _ := newDB(t, memdb.WithBackoff(time.Hour, time.Hour))
-	tr := newTx(t, db)
-	require.NoError(t, tr.Options().SetMaxRetryDelay(time.Microsecond))
-	done := make(chan error, 1)
-	go func() { done <- tr.OnError(kv.ErrNotCommitted) }()
-	select {
-	case err := <-done:
-		require.NoError(t, err)
-	case <-time.After(time.Minute):
-		t.Fatal("OnError ignored the max retry delay")
-	}
-}
-
-// TestMaxRetryDelayZeroRetriesAtOnce: a max retry delay of 0 is a cap of
-// 0, not "no option" (Transaction::getBackoff, fdbclient/NativeAPI.actor.cpp,
-// takes the minimum with options.maxBackoff whatever its value).
-func TestMaxRetryDelayZeroRetriesAtOnce(t *testing.T) {
-	db, _ := newDB(t, memdb.WithBackoff(time.Hour, time.Hour))
-	tr := newTx(t, db)
-	require.NoError(t, tr.Options().SetMaxRetryDelay(0))
-	done := make(chan error, 1)
-	go func() { done <- tr.OnError(kv.ErrNotCommitted) }()
-	select {
-	case err := <-done:
-		require.NoError(t, err)
-	case <-time.After(time.Minute):
-		t.Fatal("OnError waited with a max retry delay of 0")
+	for _, capDelay := range []time.Duration{time.Microsecond, 0} {
+		db, _ := newDB(t, memdb.WithBackoff(time.Hour, time.Hour))
+		tr := newTx(t, db)
+		require.NoError(t, tr.Options().SetMaxRetryDelay(capDelay))
+		done := make(chan error, 1)
+		go func() { done <- tr.OnError(kv.ErrNotCommitted) }()
+		select {
+		case err := <-done:
+			require.NoError(t, err)
+		case <-time.After(time.Minute):
+			t.Fatalf("OnError ignored a max retry delay of %v", capDelay)
+		}
 	}
 }
 

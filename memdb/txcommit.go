@@ -186,35 +186,22 @@ func (tx *transaction) send(req, late *commitReq, gen uint64) commitResult {
 		}
 		return res
 	}
-	if hold != nil && hold.late && late != nil {
-		// The commit goes on, and lands (or conflicts) at release: see
-		// HoldNextCommitLate.
-		db.lateLandings.Add(1)
-		go func() {
-			defer db.lateLandings.Done()
-			defer close(hold.done)
-			select {
-			case <-hold.release:
-				db.commitStep(late, nil, faultNone)
-			case <-db.closeCh:
-			}
-		}()
-		db.stats.interrupted.Add(1)
-		return commitResult{err: kv.CommitInterrupted(cerr)}
+	// A commit that goes on lands (or conflicts) later: at a late hold's
+	// release (HoldNextCommitLate), or up to maxLateLanding from now
+	// (Faults.LateLanding).
+	var at <-chan struct{}
+	var done chan struct{}
+	switch {
+	case late == nil:
+	case hold != nil && hold.late:
+		at, done = hold.release, hold.done
+	case db.drawLateLanding():
+		ch := make(chan struct{})
+		time.AfterFunc(time.Duration(db.rng.float64()*float64(maxLateLanding)), func() { close(ch) })
+		at = ch
 	}
-	if late != nil && db.drawLateLanding() {
-		d := time.Duration(db.rng.float64() * float64(maxLateLanding))
-		db.lateLandings.Add(1)
-		go func() {
-			defer db.lateLandings.Done()
-			t := time.NewTimer(d)
-			select {
-			case <-t.C:
-				db.commitStep(late, nil, faultNone)
-			case <-db.closeCh:
-				t.Stop()
-			}
-		}()
+	if at != nil {
+		db.landLate(late, at, done)
 		db.stats.interrupted.Add(1)
 		return commitResult{err: kv.CommitInterrupted(cerr)}
 	}
@@ -231,6 +218,24 @@ func (tx *transaction) send(req, late *commitReq, gen uint64) commitResult {
 	}
 	db.stats.interrupted.Add(1)
 	return commitResult{err: kv.CommitInterrupted(cerr), applied: res.applied}
+}
+
+// landLate runs the commit step of late, a commit interrupted in flight,
+// once at is closed (unless the DB closes first), then closes done if it
+// is not nil. AwaitLateLandings waits for it.
+func (db *DB) landLate(late *commitReq, at <-chan struct{}, done chan struct{}) {
+	db.lateLandings.Add(1)
+	go func() {
+		defer db.lateLandings.Done()
+		if done != nil {
+			defer close(done)
+		}
+		select {
+		case <-at:
+			db.commitStep(late, nil, faultNone)
+		case <-db.closeCh:
+		}
+	}()
 }
 
 // waitHold waits until h is released or the transaction is cancelled.
