@@ -86,3 +86,58 @@ func TestLateRegistrationOfACancelledDequeueWait(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, kvs, "no request is left in the line")
 }
+
+// TestLateTakeOfACancelledDequeue: a staged Dequeue (its one plain
+// attempt takes the head) whose take's commit is in flight when its
+// context is cancelled returns the context's error, which says that it
+// took nothing: its cleanup must fence the take, which lands later (as
+// FoundationDB's commit goes on after a cancellation; only before
+// commit_unknown_result does the client commit a conflicting dummy
+// transaction, commitDummyTransaction in fdbclient/NativeAPI.actor.cpp).
+// The take must then conflict, and the item stay in the queue.
+func TestLateTakeOfACancelledDequeue(t *testing.T) {
+	bg := context.Background()
+	queue := func(opts ...Option) func(t *testing.T, db kv.Database) (func(context.Context) ([]byte, error), error) {
+		return func(t *testing.T, db kv.Database) (func(context.Context) ([]byte, error), error) {
+			q, err := NewQueue(SubspaceFromBytes([]byte("late-take")), append(opts, WithStaging(StagingConfig{}))...)
+			require.NoError(t, err)
+			return func(ctx context.Context) ([]byte, error) { return q.Dequeue(ctx, db) }, q.Enqueue(bg, db, []byte("only"))
+		}
+	}
+	for _, tc := range []struct {
+		name string
+		make func(t *testing.T, db kv.Database) (func(context.Context) ([]byte, error), error)
+	}{
+		{"queue, recipe keys", queue()},
+		{"queue, versionstamp order", queue(WithVersionstampOrder())},
+		{"priority queue", func(t *testing.T, db kv.Database) (func(context.Context) ([]byte, error), error) {
+			pq, err := NewPriorityQueue(SubspaceFromBytes([]byte("late-take")), WithStaging(StagingConfig{}))
+			require.NoError(t, err)
+			return func(ctx context.Context) ([]byte, error) {
+				it, err := pq.PopMin(ctx, db)
+				return it.Value, err
+			}, pq.Push(bg, db, []byte("only"), 7)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			db := memdb.New()
+			defer db.Close()
+			take, err := tc.make(t, db)
+			require.NoError(t, err)
+			held, release := db.HoldNextCommitLate()
+			ctx, cancel := context.WithCancel(bg)
+			done := make(chan error, 1)
+			go func() {
+				_, err := take(ctx)
+				done <- err
+			}()
+			<-held // the take's commit is in flight
+			cancel()
+			require.ErrorIs(t, <-done, context.Canceled)
+			release() // the take lands now, after the cleanup
+			v, err := take(bg)
+			require.NoError(t, err, "the item must still be in the queue")
+			require.Equal(t, []byte("only"), v)
+		})
+	}
+}

@@ -142,6 +142,24 @@ func (w *waiter[T]) abandon(ctx context.Context, cause error) error {
 		if err != nil && !errors.Is(err, ErrOperationExpired) {
 			return err
 		}
+		if w.taken != nil {
+			// A take whose commit was interrupted (its transaction
+			// cancelled with the caller's context) may still be in
+			// flight and land after this cleanup: FoundationDB fences an
+			// in-flight commit only before it reports
+			// commit_unknown_result (commitDummyTransaction in
+			// fdbclient/NativeAPI.actor.cpp), not when the caller
+			// cancels. Fence it the same way: the take read its item's
+			// key, so a write conflict on that key makes it fail if it
+			// lands after this commit; if it landed before this read
+			// version, the record read above finds it; in between, that
+			// normal read of its record makes this transaction conflict
+			// and retry. (A collect read its result key instead, which the
+			// cleanup clears below.)
+			if err := tr.AddWriteConflictKey(w.taken.Key); err != nil {
+				return err
+			}
+		}
 		var resF *chunkedValue
 		if w.resKey != nil {
 			f := getChunked(tr, w.resKey)
