@@ -308,3 +308,69 @@ func TestJournalSlots(t *testing.T) {
 	}
 	require.Len(t, journalKeys(t, db, q.Subspace()), 1, "the old epochs' slots expired")
 }
+
+// A commit interrupted by a cancellation may land after the caller gave
+// up on it: FoundationDB fences an in-flight commit only before reporting
+// commit_unknown_result (commitDummyTransaction in
+// fdbclient/NativeAPI.actor.cpp), not when the caller cancels. The
+// recovery by WithOpID that follows must still leave one outcome. An
+// Enqueue's recovery writes the record that every attempt under a chosen
+// ID reads (a normal read), so the late original conflicts. A Dequeue's
+// recovery that finds the queue empty writes nothing, yet the original
+// read its item, which another commit removed since: it conflicts too.
+func TestRecoveryByOpIDOutlivesALateOriginal(t *testing.T) {
+	bg := context.Background()
+
+	t.Run("enqueue", func(t *testing.T) {
+		db := memdb.New()
+		defer db.Close()
+		q, err := fdbqueue.NewQueue(fdbqueue.SubspaceFromBytes([]byte("late-orig")))
+		require.NoError(t, err)
+		require.NoError(t, q.Enqueue(bg, db, []byte("warm")))
+		_, err = q.Dequeue(bg, db)
+		require.NoError(t, err)
+		id := fdbqueue.NewOpID()
+		held, release := db.HoldNextCommitLate()
+		ctx, cancel := context.WithCancel(bg)
+		done := make(chan error, 1)
+		go func() { done <- q.Enqueue(ctx, db, []byte("once"), fdbqueue.WithOpID(id)) }()
+		<-held
+		cancel()
+		err = <-done
+		require.True(t, kv.MaybeCommitted(err), "an interrupted commit may have applied: %v", err)
+		require.NoError(t, q.Enqueue(bg, db, []byte("once"), fdbqueue.WithOpID(id)), "the recovery")
+		release() // the original lands now, after its recovery
+		v, err := q.Dequeue(bg, db)
+		require.NoError(t, err)
+		require.Equal(t, []byte("once"), v)
+		_, err = q.Dequeue(bg, db)
+		require.ErrorIs(t, err, fdbqueue.ErrEmpty, "enqueued once")
+	})
+	t.Run("dequeue", func(t *testing.T) {
+		db := memdb.New()
+		defer db.Close()
+		q, err := fdbqueue.NewQueue(fdbqueue.SubspaceFromBytes([]byte("late-orig")))
+		require.NoError(t, err)
+		require.NoError(t, q.Enqueue(bg, db, []byte("only")))
+		id := fdbqueue.NewOpID()
+		held, release := db.HoldNextCommitLate()
+		ctx, cancel := context.WithCancel(bg)
+		done := make(chan error, 1)
+		go func() {
+			_, err := q.Dequeue(ctx, db, fdbqueue.WithOpID(id))
+			done <- err
+		}()
+		<-held
+		cancel()
+		err = <-done
+		require.True(t, kv.MaybeCommitted(err), "an interrupted commit may have applied: %v", err)
+		v, err := q.Dequeue(bg, db)
+		require.NoError(t, err, "another consumer takes the item")
+		require.Equal(t, []byte("only"), v)
+		_, err = q.Dequeue(bg, db, fdbqueue.WithOpID(id))
+		require.ErrorIs(t, err, fdbqueue.ErrEmpty, "the recovery finds nothing")
+		release() // the original lands now, after its recovery
+		_, err = q.Dequeue(bg, db, fdbqueue.WithOpID(id))
+		require.ErrorIs(t, err, fdbqueue.ErrEmpty, "the original must have conflicted: it read the item another consumer took")
+	})
+}
