@@ -48,7 +48,7 @@
 // record, whose layout is documented: if the record is there the
 // operation took effect within its call, if not it did not. "Within its
 // call" holds while memdb decides a commit before Commit returns; with
-// Faults.LateLanding (on in DefaultConfig, but for staged seeds), a
+// Faults.LateLanding (on in DefaultConfig), a
 // commit interrupted in flight may land later, as FoundationDB's may, so
 // the round first waits for every late landing (memdb's
 // AwaitLateLandings) and an operation of unknown outcome takes effect
@@ -566,14 +566,6 @@ func newHarness(seed int64, cfg Config) (*harness, error) {
 	}
 	staged := cfg.Staging && !cfg.WithoutIdempotency && rng.IntN(2) == 0
 	h.staged = staged
-	if staged && cfg.Faults.LateLanding > 0 {
-		// Not yet for the staged dequeue: with commits that land after
-		// they were interrupted, as FoundationDB's may, its seeds lose an
-		// item now and then (an open finding; see memdb.Faults.LateLanding).
-		cfg.Faults.LateLanding = 0
-		h.cfg.Faults = cfg.Faults
-		h.db.setFaults(cfg.Faults)
-	}
 	if staged {
 		// The PriorityQueue always serves in batches: its options leave
 		// the serving mode to ServeAuto.
@@ -804,6 +796,12 @@ type record struct {
 	// layerID: the operation ran without WithOpID (id is zero), under an
 	// ID the layer made: it cannot be recovered nor its record read.
 	layerID bool
+	// inFlight: the operation failed with an error that says a commit
+	// of it may have been in flight (kv.MaybeCommitted): it may land
+	// after the call returned. Any other error says that the layer
+	// settled the outcome within the call (a staged take's cleanup
+	// fences its take).
+	inFlight bool
 }
 
 // round runs one round on every target concurrently, then recovers,
@@ -916,7 +914,8 @@ func (h *harness) client(ctx context.Context, round int, t *target, c int, rng *
 				}
 				mu.Unlock()
 			}
-			if h.cfg.TrustErrors && !kv.MaybeCommitted(err) && !errors.Is(err, fdbqueue.ErrOperationExpired) {
+			r.inFlight = kv.MaybeCommitted(err)
+			if h.cfg.TrustErrors && !r.inFlight && !errors.Is(err, fdbqueue.ErrOperationExpired) {
 				r.dropped = true
 			} else {
 				r.unknown = true
@@ -1082,16 +1081,19 @@ func (h *harness) settle(ctx context.Context, round int, t *target, recs []*reco
 	// Recover in call order, so that a seed recovers the same operations
 	// as far as scheduling allows.
 	sort.Slice(recs, func(i, j int) bool { return recs[i].op.Call < recs[j].op.Call })
-	// An operation of unknown outcome may have taken effect after it
-	// returned: a commit interrupted in flight goes on (on FoundationDB,
-	// and in memdb with Faults.LateLanding), up to the quiescent point
-	// (round). Whatever settles it below, its effect then lies between its
-	// call and now. (Without late landings memdb decides such a commit
-	// before Commit returns, and the shorter interval keeps checks fast.)
+	// An operation of unknown outcome whose commit may have been in
+	// flight when it returned may have taken effect after that: a commit
+	// interrupted in flight goes on (on FoundationDB, and in memdb with
+	// Faults.LateLanding), up to the quiescent point (round). Whatever
+	// settles it below, its effect then lies between its call and now.
+	// (Without late landings memdb decides such a commit before Commit
+	// returns, and the shorter interval keeps checks fast.) One that
+	// failed otherwise had the layer settle its outcome within the call:
+	// if it did not, the check fails.
 	if h.cfg.Faults.LateLanding > 0 || h.cfg.DB != nil {
 		settleStart := h.now()
 		for _, r := range recs {
-			if r.unknown {
+			if r.unknown && r.inFlight {
 				r.op.Return = settleStart
 			}
 		}
