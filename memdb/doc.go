@@ -219,7 +219,11 @@
 // kv.MaybeCommitted reports true for it. commit_unknown_result (1021),
 // injected by Faults or FailNextCommit, likewise may or may not have been
 // applied, and Transact retries it: a transactional function that is not
-// idempotent may take effect twice. After a successful Commit the
+// idempotent may take effect twice. Such a commit is decided before Commit
+// returns, since FDB's client reports commit_unknown_result only once a
+// conflicting dummy transaction has committed (commitDummyTransaction in
+// fdbclient/NativeAPI.actor.cpp); only an interrupted commit, which skips
+// that, can land later (Faults.LateLanding). After a successful Commit the
 // transaction only answers GetCommittedVersion and GetVersionstamp; other
 // operations fail with used_during_commit (2017) until Reset.
 //
