@@ -259,9 +259,10 @@ func (q *JobQueue) Add(ctx context.Context, t kv.Transactor, job Job, opts ...Op
 // Exactly once: under commit_unknown_result the retry finds the journal
 // record and returns the first attempt's results. Inside your own
 // transaction pass WithOpID (see the package documentation, "Exactly once"). A value over
-// 100,000 bytes fails with ErrValueTooLarge, a batch over the budget with
-// ErrBatchTooLarge, and a bad field with ErrInvalidArgument, before
-// anything is written. An empty batch does nothing.
+// 100,000 bytes fails with ErrValueTooLarge, a batch of several jobs over
+// the budget with ErrBatchTooLarge (a single job is always accepted), and
+// a bad field with ErrInvalidArgument, before anything is written. An
+// empty batch does nothing.
 //
 // Budget (WithBatchBudget): the batch's transaction size as FoundationDB
 // counts it (mutations and conflict ranges, see budget.go) is about
@@ -291,7 +292,9 @@ func (q *JobQueue) AddBatch(ctx context.Context, t kv.Transactor, jobs []Job, op
 	}
 	t = q.journal.track.observe("add", t)
 	o := q.journal.begin(t, opts)
-	if size := q.addBatchCost(o, jobs); size > q.budget {
+	// One job is always accepted, as a Lease always takes one: it fits the
+	// room MaxBatchBudget leaves under the transaction limit.
+	if size := q.addBatchCost(o, jobs); size > q.budget && len(jobs) > 1 {
 		err := fmt.Errorf("%w: %d jobs, %d bytes as FoundationDB counts them, budget %d", ErrBatchTooLarge, len(jobs), size, q.budget)
 		o.end(err) // hand back the cleanups it took
 		return nil, err

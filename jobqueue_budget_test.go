@@ -205,3 +205,29 @@ func TestJobQueueLeaseBuryBudget(t *testing.T) {
 	require.LessOrEqual(t, st.maxSize, fdbqueue.MaxBatchBudget+jobSlack)
 	require.EqualValues(t, total, mustStats(t, raw, q).Dead)
 }
+
+// A single job is always accepted, whatever the budget, as a single
+// Enqueue is, and a Lease always takes one job: with a budget of one byte
+// a job at the limits (largest value and unique key) is added, leased and
+// acknowledged, each within FoundationDB's transaction limit, while a
+// batch of two small jobs fails with ErrBatchTooLarge and adds nothing.
+func TestJobQueueOneJobWhateverTheBudget(t *testing.T) {
+	ctx := context.Background()
+	db := newFDBDB(newDB(t))
+	q := mustJobQueue(t, "one-job", fdbqueue.JobQueueConfig{}, fdbqueue.WithBatchBudget(1))
+	_, err := q.AddBatch(ctx, db, []fdbqueue.Job{{Value: []byte("a")}, {Value: []byte("b")}})
+	require.ErrorIs(t, err, fdbqueue.ErrBatchTooLarge)
+	job := fdbqueue.Job{Value: bytes.Repeat([]byte{0xff}, kv.MaxValueSize), UniqueKey: uniqueKey(1)}
+	r, err := q.Add(ctx, db, job)
+	require.NoError(t, err, "a single job")
+	require.False(t, r.Duplicate)
+	require.EqualValues(t, 1, mustStats(t, db, q).Queued, "the refused batch added nothing")
+	ls, err := q.Lease(ctx, db, 5, time.Minute)
+	require.NoError(t, err)
+	require.Len(t, ls, 1)
+	require.Equal(t, r.ID, ls[0].JobID)
+	require.Equal(t, job.Value, ls[0].Value)
+	require.NoError(t, q.Ack(ctx, db, ls[0]))
+	st := mustStats(t, db, q)
+	require.Zero(t, st.Queued+st.Leased+st.Dead)
+}

@@ -107,8 +107,9 @@ func WithJournalRetention(d time.Duration) Option { return func(c *config) { c.r
 // most MaxBatchBudget, which leaves room under FoundationDB's 10,000,000
 // bytes for the journal's clean-ups and for the one item a batch takes
 // even when it alone exceeds the budget. EnqueueBatch fails with
-// ErrBatchTooLarge over the budget, as does AddBatch; the other batches
-// (Lease too) take fewer items.
+// ErrBatchTooLarge over the budget, as does AddBatch, except for a batch
+// of one item or job, which is always accepted; the other batches (Lease
+// too) take fewer items.
 // The budget also bounds the bytes of items a batch reads. A DequeueBatch,
 // PopMinBatch or PopMaxBatch on a Database whose attempt took more than
 // 2.5 s retries with half the budget (down to 100,000 bytes): FoundationDB

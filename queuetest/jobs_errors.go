@@ -231,15 +231,22 @@ func testJobOperationExpired(t *testing.T, f *fixture) {
 }
 
 // testJobTinyBudget: under the smallest batch budget (1 byte), AddBatch
-// refuses even one job with ErrBatchTooLarge, and Lease still takes one
-// job per call (a batch always handles its first item), never none while
-// jobs are due.
+// refuses a batch of two jobs with ErrBatchTooLarge and accepts one (as
+// EnqueueBatch accepts one item), and Lease still takes one job per call
+// (a batch always handles its first item), never none while jobs are due.
 func testJobTinyBudget(t *testing.T, f *fixture) {
 	q, c := f.jobQueue(t, "tiny-budget", fdbqueue.JobQueueConfig{Choice: 1})
 	tiny, err := fdbqueue.NewJobQueue(q.Subspace(), fdbqueue.JobQueueConfig{Choice: 1, Clock: c}, fdbqueue.WithBatchBudget(1))
 	require.NoError(t, err)
-	_, err = tiny.Add(f.ctx, f.db, fdbqueue.Job{Value: []byte("x")})
+	_, err = tiny.AddBatch(f.ctx, f.db, []fdbqueue.Job{{Value: []byte("x")}, {Value: []byte("y")}})
 	require.ErrorIs(t, err, fdbqueue.ErrBatchTooLarge)
+	_, err = tiny.Add(f.ctx, f.db, fdbqueue.Job{Value: []byte("x")})
+	require.NoError(t, err, "one job is always accepted")
+	ls, err := tiny.Lease(f.ctx, f.db, 10, time.Minute)
+	require.NoError(t, err)
+	require.Len(t, ls, 1, "the refused batch added nothing")
+	require.Equal(t, "x", string(ls[0].Value))
+	require.NoError(t, tiny.Ack(f.ctx, f.db, ls[0]))
 	_, err = q.AddBatch(f.ctx, f.db, []fdbqueue.Job{{Value: []byte("a"), Priority: 3}, {Value: []byte("b"), Priority: 2}, {Value: []byte("c"), Priority: 1}})
 	require.NoError(t, err)
 	var got []string
