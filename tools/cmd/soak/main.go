@@ -60,6 +60,7 @@ func main() {
 		stagePQ  = flag.Bool("staging-pq", true, "in staged seeds, stage the PriorityQueue too (not only the Queue)")
 		layerIDs = flag.Float64("layer-ids", sim.DefaultConfig().LayerIDProb, "probability that an operation not recovered, on the database itself, runs without WithOpID (under an ID the layer makes, in a journal slot); 0 gives every operation the harness's ID")
 		shortRet = flag.Duration("short-retention", 4*time.Second, "journal retention of about half of the seeds, short so that journal slot epochs (an eighth of it) turn over while operations hold slots (the tests use 8s, safe under -race; it must exceed a round without its checks); 0 keeps the default retention")
+		late     = flag.Float64("late-landing", sim.DefaultConfig().Faults.LateLanding, "probability that a commit interrupted by a cancellation lands after Commit returned, as FoundationDB's may (memdb.Faults.LateLanding)")
 		reorder  = flag.Bool("staging-reorder", false, "let staged seeds use the indexed Queue layout and equal priorities, where a cancelled staged take can reorder items (see sim.Config.StagingReorder)")
 		html     = flag.String("html", "soak-failure.html", "where to write the first failing history's visualization")
 		history  = flag.String("history", "soak-failure.txt", "where to write the first failing history as text")
@@ -95,6 +96,7 @@ func main() {
 	cfg.CheckTimeout = *timeout
 	cfg.LayerIDProb = *layerIDs
 	cfg.ShortRetention = *shortRet
+	cfg.Faults.LateLanding = *late
 	if *cluster == "" {
 		os.Exit(run(os.Stdout, cfg, *first, *seeds, *duration, *workers, *html, *history, *verbose))
 	}
@@ -120,9 +122,9 @@ func run(w io.Writer, cfg sim.Config, first int64, seeds int, duration time.Dura
 	start := time.Now()
 
 	fmt.Fprintf(w, "soak: up to %d seeds from %d, for up to %v, %d at once\n", seeds, first, duration, workers)
-	fmt.Fprintf(w, "faults per commit: not_committed %.2f, commit_unknown_result applied %.2f / not applied %.2f, transaction_too_old %.2f, +%v latency %.2f\n",
+	fmt.Fprintf(w, "faults per commit: not_committed %.2f, commit_unknown_result applied %.2f / not applied %.2f, transaction_too_old %.2f, +%v latency %.2f; an interrupted commit lands late %.2f\n",
 		cfg.Faults.NotCommitted, cfg.Faults.UnknownApplied, cfg.Faults.UnknownNotApplied, cfg.Faults.TooOld,
-		cfg.Faults.ExtraLatency, cfg.Faults.ExtraLatencyProb)
+		cfg.Faults.ExtraLatency, cfg.Faults.ExtraLatencyProb, cfg.Faults.LateLanding)
 	claim := "2s (default)"
 	if cfg.ClaimTimeout > 0 {
 		claim = cfg.ClaimTimeout.String()
