@@ -34,10 +34,9 @@
 //
 // # Unknown outcomes
 //
-// An operation that fails with an error other than ErrEmpty may or may not
-// have taken effect: not only when kv.MaybeCommitted is true, but also when
-// its context ends while the retry loop backs off after a
-// commit_unknown_result (see Config.TrustErrors). Up to Config.MaxOpen
+// An operation that fails with an error other than ErrEmpty is recorded as
+// of unknown outcome (Config.TrustErrors checks instead that only errors
+// for which kv.MaybeCommitted is true leave it open). Up to Config.MaxOpen
 // such operations per history are recorded with Output.Unknown and a
 // return time at the end of time: the checker may then linearize them
 // anywhere after their call, including after the final Observe, where
@@ -213,7 +212,11 @@ type Config struct {
 
 	// TrustErrors records an operation that failed with an error for which
 	// kv.MaybeCommitted is false as not having taken effect, as the
-	// package documentation suggests, instead of as unknown.
+	// package documentation says, instead of as unknown. A staged take that
+	// failed so is recorded as a Hide and an Unhide (the one effect a
+	// failed staged take may have: by place, the item at its place moves
+	// to the tail), and is a violation if its journal record says it took
+	// an item.
 	TrustErrors bool
 
 	// CheckTimeout bounds each linearizability check; a check that times
@@ -279,6 +282,10 @@ type Result struct {
 	Unknown   int // operations left with an unknown outcome
 	Recovered int // operations of unknown outcome recovered by OpID
 	Hidden    int // failed staged takes modelled as Hide and Unhide
+	// Trusted counts the operations that failed with an error for which
+	// kv.MaybeCommitted is false and were recorded as without effect
+	// (Config.TrustErrors; staged takes as Hide and Unhide).
+	Trusted int
 	// ClaimsExpired counts staged takes that failed with ErrClaimExpired
 	// (their waiter was too slow for the claim timeout).
 	ClaimsExpired int
@@ -328,6 +335,7 @@ func (r *Result) Add(o Result) {
 	r.Unknown += o.Unknown
 	r.Recovered += o.Recovered
 	r.Hidden += o.Hidden
+	r.Trusted += o.Trusted
 	r.ClaimsExpired += o.ClaimsExpired
 	r.LayerIDs += o.LayerIDs
 	r.LayerIDUnknown += o.LayerIDUnknown
@@ -792,6 +800,7 @@ type record struct {
 	id      fdbqueue.OpID
 	unknown bool // outcome not known yet
 	dropped bool // did not take effect (TrustErrors)
+	trusted bool // a staged take that failed with an error TrustErrors trusts
 	recover bool // if unknown, recover it at the end of the round
 	// layerID: the operation ran without WithOpID (id is zero), under an
 	// ID the layer made: it cannot be recovered nor its record read.
@@ -915,10 +924,21 @@ func (h *harness) client(ctx context.Context, round int, t *target, c int, rng *
 				mu.Unlock()
 			}
 			r.inFlight = kv.MaybeCommitted(err)
-			if h.cfg.TrustErrors && !r.inFlight && !errors.Is(err, fdbqueue.ErrOperationExpired) {
-				r.dropped = true
-			} else {
+			switch {
+			case !h.cfg.TrustErrors || r.inFlight || errors.Is(err, fdbqueue.ErrOperationExpired):
 				r.unknown = true
+			case t.staged && (in.Kind == Dequeue || in.Kind == PopMin || in.Kind == PopMax):
+				// A failed staged take may have moved the item at its
+				// place to the tail (by place): settle records it as a
+				// Hide and an Unhide, and fails if it took an item.
+				r.unknown, r.trusted = true, true
+			default:
+				r.dropped = true
+			}
+			if r.trusted || r.dropped {
+				mu.Lock()
+				res.Trusted++
+				mu.Unlock()
 			}
 		}
 		r.op.ClientId = cid
@@ -1130,6 +1150,11 @@ func (h *harness) settle(ctx context.Context, round int, t *target, recs []*reco
 					fail(fmt.Sprintf("reading the journal: %v", err))
 					continue
 				}
+			}
+			if applied && r.trusted {
+				res.Violations++
+				fail(fmt.Sprintf("%v failed with an error kv.MaybeCommitted rejects, yet its journal record says it took an item", in.Kind))
+				continue
 			}
 			if !applied {
 				tag := r.op.Call

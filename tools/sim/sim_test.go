@@ -153,6 +153,24 @@ func requireLayerIDs(t *testing.T, total sim.Result) {
 	require.Positive(t, total.SlotReplays, "no retry found its journal slot's record")
 }
 
+// TestSimulationTrustErrors takes errors at their word, as the package
+// documentation tells callers to: an operation that failed with an error
+// for which kv.MaybeCommitted is false took no effect (a staged take at
+// most moved an item to the tail), even with commits that land after
+// their cancellation. Same requirements as TestSimulation.
+func TestSimulationTrustErrors(t *testing.T) {
+	cfg := sim.DefaultConfig()
+	cfg.Rounds = 4
+	cfg.TrustErrors = true
+	cfg.CheckTimeout = ciCheckTimeout
+	total := runSeeds(t, cfg, ciSeeds)
+	requireSound(t, total)
+	requireMostlyConclusive(t, total)
+	require.Positive(t, total.Trusted, "some operations must fail with an error MaybeCommitted rejects")
+	require.Positive(t, total.StagedSeeds)
+	require.Positive(t, total.Stats.Interrupted, "some commits must be interrupted in flight")
+}
+
 // The checkers can fail: the plain recipe (no journal) under
 // commit_unknown_result enqueues twice and loses dequeued items, and both
 // the linearizability check and the conservation check say so.
