@@ -53,6 +53,7 @@ func main() {
 		duration = flag.Duration("duration", 10*time.Minute, "stop starting seeds after this long")
 		workers  = flag.Int("workers", runtime.GOMAXPROCS(0), "seeds run at once")
 		rounds   = flag.Int("rounds", sim.DefaultConfig().Rounds, "rounds (checked histories per structure) per seed")
+		ops      = flag.Int("ops", sim.DefaultConfig().OpsPerClient, "operations per client and round (a history holds clients × ops of them)")
 		timeout  = flag.Duration("check-timeout", 10*time.Second, "bound of one linearizability check (a check that times out is counted as inconclusive)")
 		staging  = flag.Bool("staging", true, "run about half of the seeds WithStaging, with the Wait forms")
 		batches  = flag.Bool("staging-batches", false, "staged seeds' Queue serves its waiters in batches (StagingConfig.Serving = ServeInBatches), not by place")
@@ -87,6 +88,7 @@ func main() {
 	}
 	cfg := sim.DefaultConfig()
 	cfg.Rounds = *rounds
+	cfg.OpsPerClient = *ops
 	cfg.StagingReorder = *reorder
 	cfg.Staging = *staging
 	if *batches {
