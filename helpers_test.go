@@ -100,3 +100,19 @@ func subspacePairs(t testing.TB, db kv.Database, sub fdbqueue.Subspace) []kv.Key
 	require.NoError(t, err)
 	return kvs
 }
+
+// interruptCommit runs op with a context that is cancelled once op's next
+// commit is in flight, held there by memdb's HoldNextCommitLate, and
+// returns op's error. The commit lands when release is called (as
+// FoundationDB's goes on after a cancellation): call it to make it land
+// after whatever the test does in between.
+func interruptCommit(db *memdb.DB, op func(ctx context.Context) error) (release func(), err error) {
+	held, release := db.HoldNextCommitLate()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- op(ctx) }()
+	<-held
+	cancel()
+	return release, <-done
+}

@@ -330,13 +330,9 @@ func TestRecoveryByOpIDOutlivesALateOriginal(t *testing.T) {
 		_, err = q.Dequeue(bg, db)
 		require.NoError(t, err)
 		id := fdbqueue.NewOpID()
-		held, release := db.HoldNextCommitLate()
-		ctx, cancel := context.WithCancel(bg)
-		done := make(chan error, 1)
-		go func() { done <- q.Enqueue(ctx, db, []byte("once"), fdbqueue.WithOpID(id)) }()
-		<-held
-		cancel()
-		err = <-done
+		release, err := interruptCommit(db, func(ctx context.Context) error {
+			return q.Enqueue(ctx, db, []byte("once"), fdbqueue.WithOpID(id))
+		})
 		require.True(t, kv.MaybeCommitted(err), "an interrupted commit may have applied: %v", err)
 		require.NoError(t, q.Enqueue(bg, db, []byte("once"), fdbqueue.WithOpID(id)), "the recovery")
 		release() // the original lands now, after its recovery
@@ -353,16 +349,10 @@ func TestRecoveryByOpIDOutlivesALateOriginal(t *testing.T) {
 		require.NoError(t, err)
 		require.NoError(t, q.Enqueue(bg, db, []byte("only")))
 		id := fdbqueue.NewOpID()
-		held, release := db.HoldNextCommitLate()
-		ctx, cancel := context.WithCancel(bg)
-		done := make(chan error, 1)
-		go func() {
+		release, err := interruptCommit(db, func(ctx context.Context) error {
 			_, err := q.Dequeue(ctx, db, fdbqueue.WithOpID(id))
-			done <- err
-		}()
-		<-held
-		cancel()
-		err = <-done
+			return err
+		})
 		require.True(t, kv.MaybeCommitted(err), "an interrupted commit may have applied: %v", err)
 		v, err := q.Dequeue(bg, db)
 		require.NoError(t, err, "another consumer takes the item")

@@ -366,3 +366,51 @@ func TestStagedStalledWaiterFailsWithClaimExpired(t *testing.T) {
 	require.Empty(t, stagingKeys(t, db, sub))
 	requireNoWatches(t, db)
 }
+
+// TestLateTakeOfACancelledDequeue: a staged Dequeue (its one plain
+// attempt takes the head) whose take's commit is in flight when its
+// context is cancelled returns the context's error, which says that it
+// took nothing: its cleanup must fence the take, which lands later (as
+// FoundationDB's commit goes on after a cancellation; only before
+// commit_unknown_result does the client commit a conflicting dummy
+// transaction, commitDummyTransaction in fdbclient/NativeAPI.actor.cpp).
+// The take must then conflict, and the item stay in the queue.
+func TestLateTakeOfACancelledDequeue(t *testing.T) {
+	bg := context.Background()
+	type take func(context.Context) ([]byte, error)
+	queue := func(opts ...fdbqueue.Option) func(t *testing.T, db kv.Database) (take, error) {
+		return func(t *testing.T, db kv.Database) (take, error) {
+			q := mustQueue(t, "late-take", append(opts, fdbqueue.WithStaging(fdbqueue.StagingConfig{}))...)
+			return func(ctx context.Context) ([]byte, error) { return q.Dequeue(ctx, db) }, q.Enqueue(bg, db, []byte("only"))
+		}
+	}
+	for _, tc := range []struct {
+		name string
+		make func(t *testing.T, db kv.Database) (take, error)
+	}{
+		{"queue, recipe keys", queue()},
+		{"queue, versionstamp order", queue(fdbqueue.WithVersionstampOrder())},
+		{"priority queue", func(t *testing.T, db kv.Database) (take, error) {
+			pq := mustPQ(t, "late-take", fdbqueue.WithStaging(fdbqueue.StagingConfig{}))
+			return func(ctx context.Context) ([]byte, error) {
+				it, err := pq.PopMin(ctx, db)
+				return it.Value, err
+			}, pq.Push(bg, db, []byte("only"), 7)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			db := newDB(t)
+			take, err := tc.make(t, db)
+			require.NoError(t, err)
+			release, err := interruptCommit(db, func(ctx context.Context) error {
+				_, err := take(ctx) // its commit is held in flight, then cancelled
+				return err
+			})
+			require.ErrorIs(t, err, context.Canceled)
+			release() // the take lands now, after the cleanup
+			v, err := take(bg)
+			require.NoError(t, err, "the item must still be in the queue")
+			require.Equal(t, []byte("only"), v)
+		})
+	}
+}
