@@ -322,12 +322,9 @@ func TestRecoveryByOpIDOutlivesALateOriginal(t *testing.T) {
 	bg := context.Background()
 
 	t.Run("enqueue", func(t *testing.T) {
-		db := memdb.New()
-		defer db.Close()
-		q, err := fdbqueue.NewQueue(fdbqueue.SubspaceFromBytes([]byte("late-orig")))
-		require.NoError(t, err)
+		db, q := newDB(t), mustQueue(t, "late-orig")
 		require.NoError(t, q.Enqueue(bg, db, []byte("warm")))
-		_, err = q.Dequeue(bg, db)
+		_, err := q.Dequeue(bg, db)
 		require.NoError(t, err)
 		id := fdbqueue.NewOpID()
 		release, err := interruptCommit(db, func(ctx context.Context) error {
@@ -343,10 +340,7 @@ func TestRecoveryByOpIDOutlivesALateOriginal(t *testing.T) {
 		require.ErrorIs(t, err, fdbqueue.ErrEmpty, "enqueued once")
 	})
 	t.Run("dequeue", func(t *testing.T) {
-		db := memdb.New()
-		defer db.Close()
-		q, err := fdbqueue.NewQueue(fdbqueue.SubspaceFromBytes([]byte("late-orig")))
-		require.NoError(t, err)
+		db, q := newDB(t), mustQueue(t, "late-orig")
 		require.NoError(t, q.Enqueue(bg, db, []byte("only")))
 		id := fdbqueue.NewOpID()
 		release, err := interruptCommit(db, func(ctx context.Context) error {
