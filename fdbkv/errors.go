@@ -209,7 +209,8 @@ const operationCancelled = 1101
 
 // watchError translates the error of a watch; cancelled says Cancel was
 // called on it. A watch cancelled by its owner fails, as kv documents, with
-// kv.ErrTransactionCancelled (FDB itself reports operation_cancelled).
+// kv.ErrTransactionCancelled, and an fdb.Error of that code (FDB itself
+// reports operation_cancelled).
 //
 // A watch that fails with cluster_version_changed (1039) is reported as
 // fired (nil), which kv.Watch.Wait allows ("it may also return nil
@@ -233,7 +234,9 @@ func watchError(err error, cancelled bool) error {
 	}
 	code, ok := errorCode(err)
 	if ok && cancelled && (code == operationCancelled || code == kv.ErrTransactionCancelled.Code) {
-		return kv.ErrTransactionCancelled
+		// With an fdb.Error of that code in its chain, as every error
+		// of the binding keeps one.
+		return translateError(fdb.Error{Code: kv.ErrTransactionCancelled.Code})
 	}
 	if ok && code == kv.ErrClusterVersionChanged.Code {
 		return nil

@@ -218,6 +218,11 @@ func TestWatchError(t *testing.T) {
 	if err := fdbkv.WatchError(fdb.Error{Code: 1025}, true); !errors.Is(err, kv.ErrTransactionCancelled) {
 		t.Errorf("cancelled watch gave %v, want kv.ErrTransactionCancelled", err)
 	}
+	// Like every error of the binding, it keeps an fdb.Error (doc.go).
+	var fe fdb.Error
+	if err := fdbkv.WatchError(fdb.Error{Code: 1101}, true); !errors.As(err, &fe) || fe.Code != 1025 {
+		t.Errorf("cancelled watch gave %v, want an fdb.Error of code 1025 in its chain", err)
+	}
 	// A watch whose transaction failed to commit reports that failure.
 	if err := fdbkv.WatchError(fdb.Error{Code: 1020}, false); !errors.Is(err, kv.ErrNotCommitted) {
 		t.Errorf("watch of a conflicting transaction gave %v, want kv.ErrNotCommitted", err)
@@ -253,6 +258,11 @@ func TestRangeOptions(t *testing.T) {
 		{kv.RangeOptions{Limit: 3, Mode: kv.StreamingModeExact}, fdb.RangeOptions{Limit: 3, Mode: fdb.StreamingModeExact}},
 		{kv.RangeOptions{Mode: kv.StreamingModeExact}, fdb.RangeOptions{Mode: fdb.StreamingModeWantAll}},
 		{kv.RangeOptions{Mode: kv.StreamingMode(42)}, fdb.RangeOptions{Mode: fdb.StreamingModeIterator}},
+		// Limits the binding's C int cannot hold are no limit (the
+		// binding would wrap them: 2^31 to a negative limit).
+		{kv.RangeOptions{Limit: math.MaxInt32}, fdb.RangeOptions{Limit: math.MaxInt32, Mode: fdb.StreamingModeIterator}},
+		{kv.RangeOptions{Limit: math.MaxInt32 + 1}, fdb.RangeOptions{Mode: fdb.StreamingModeIterator}},
+		{kv.RangeOptions{Limit: math.MaxInt64, Mode: kv.StreamingModeExact}, fdb.RangeOptions{Mode: fdb.StreamingModeWantAll}},
 	} {
 		if got := fdbkv.RangeOptions(tc.in); got != tc.want {
 			t.Errorf("RangeOptions(%+v) = %+v, want %+v", tc.in, got, tc.want)
@@ -461,5 +471,24 @@ func TestNegativeLimitFailsBeforeFDB(t *testing.T) {
 	it := fdbkv.InvalidLimit.Iterator()
 	if it.Next() || !errors.Is(it.Err(), kv.ErrRangeLimitsInvalid) {
 		t.Errorf("Iterator: Next or Err = %v, want no pair and range_limits_invalid", it.Err())
+	}
+}
+
+func TestClip(t *testing.T) {
+	// Slices the binding's C int lengths cannot hold are cut to a prefix
+	// that is over every size limit of FDB's, as they are.
+	if fdbkv.ClipTo <= 30_000 || fdbkv.ClipTo <= kv.MaxValueSize { // SYSTEM_KEY_SIZE_LIMIT, VALUE_SIZE_LIMIT
+		t.Fatalf("clipTo %d is within FDB's size limits", fdbkv.ClipTo)
+	}
+	small := []byte("0123456789")
+	if got := fdbkv.ClipOver(small, 10); len(got) != 10 {
+		t.Errorf("a slice within the bound became %d bytes", len(got))
+	}
+	long := make([]byte, fdbkv.ClipTo+2)
+	if got := fdbkv.ClipOver(long, fdbkv.ClipTo+1); len(got) != fdbkv.ClipTo || &got[0] != &long[0] {
+		t.Errorf("a slice over the bound became %d bytes, want its first %d", len(got), fdbkv.ClipTo)
+	}
+	if got := fdbkv.ClipOver(small[:5], 4); len(got) != 5 {
+		t.Errorf("a slice over the bound but shorter than the prefix became %d bytes, want it whole", len(got))
 	}
 }

@@ -8,6 +8,8 @@ var (
 	BindingError    = bindingError
 	CommitError     = commitError
 	WatchError      = watchError
+	ClipOver        = clipOver
+	ClipTo          = clipTo
 	ErrorCode       = errorCode
 	RangeOptions    = rangeOptions
 	OptionMillis    = optionMillis

@@ -109,7 +109,35 @@ func (s *txState) reset() {
 
 // fdbRange converts a kv.KeyRange to the binding's fdb.KeyRange.
 func fdbRange(r kv.KeyRange) fdb.KeyRange {
-	return fdb.KeyRange{Begin: fdb.Key(r.Begin), End: fdb.Key(r.End)}
+	return fdb.KeyRange{Begin: fdb.Key(clip(r.Begin)), End: fdb.Key(clip(r.End))}
+}
+
+// clipTo is what clip shortens a slice to: longer than any key or value
+// FDB accepts (KEY_SIZE_LIMIT 10,000 bytes, SYSTEM_KEY_SIZE_LIMIT 30,000
+// and VALUE_SIZE_LIMIT 100,000 in fdbclient/ClientKnobs.cpp).
+const clipTo = 1 << 20
+
+// clip returns b, or its first clipTo bytes when its length does not fit
+// in a C int. The binding passes every length to libfdb_c as C.int(len)
+// (bindings/go/src/fdb/transaction.go): from 2 GiB the length is negative
+// and libfdb_c aborts the process while copying it (the size assertion in
+// flow/include/flow/Arena.h, under fdb_c.cpp's CATCH_AND_DIE); from 4 GiB
+// it wraps, and FDB would store a prefix of a value. The first clipTo
+// bytes are over every size limit as the whole is, and they sort against
+// every key that can exist as the whole does, so FDB answers them as it
+// would the whole: a write fails with key_too_large or value_too_large
+// (at commit, as writes' errors do; ReadYourWritesTransaction::set and
+// atomicOp check sizes before anything uses the bytes), a read of such a
+// key finds nothing, and a range or conflict range with such a bound
+// covers the same keys.
+func clip(b []byte) []byte { return clipOver(b, math.MaxInt32) }
+
+// clipOver is clip for lengths over max (a parameter for the tests).
+func clipOver(b []byte, max int) []byte {
+	if len(b) > max {
+		return b[:min(clipTo, len(b))]
+	}
+	return b
 }
 
 // Transact runs fn inside this transaction, without committing or retrying.
@@ -134,7 +162,7 @@ func (t *transaction) ReadTransact(ctx context.Context, fn func(kv.ReadTransacti
 
 // Get maps onto fdb.Transaction.Get.
 func (t *transaction) Get(key []byte) kv.FutureValue {
-	return futureValue{t.tr.Get(fdb.Key(key))}
+	return futureValue{t.tr.Get(fdb.Key(clip(key)))}
 }
 
 // GetRange maps onto fdb.Transaction.GetRange.
@@ -156,52 +184,56 @@ func (t *transaction) Snapshot() kv.ReadTransaction {
 }
 
 // Set maps onto fdb.Transaction.Set.
-func (t *transaction) Set(key, value []byte) { t.tr.Set(fdb.Key(key), value) }
+func (t *transaction) Set(key, value []byte) { t.tr.Set(fdb.Key(clip(key)), clip(value)) }
 
 // Clear maps onto fdb.Transaction.Clear.
-func (t *transaction) Clear(key []byte) { t.tr.Clear(fdb.Key(key)) }
+func (t *transaction) Clear(key []byte) { t.tr.Clear(fdb.Key(clip(key))) }
 
 // ClearRange maps onto fdb.Transaction.ClearRange.
 func (t *transaction) ClearRange(r kv.KeyRange) { t.tr.ClearRange(fdbRange(r)) }
 
 // Add maps onto fdb.Transaction.Add.
-func (t *transaction) Add(key, param []byte) { t.tr.Add(fdb.Key(key), param) }
+func (t *transaction) Add(key, param []byte) { t.tr.Add(fdb.Key(clip(key)), clip(param)) }
 
 // Max maps onto fdb.Transaction.Max.
-func (t *transaction) Max(key, param []byte) { t.tr.Max(fdb.Key(key), param) }
+func (t *transaction) Max(key, param []byte) { t.tr.Max(fdb.Key(clip(key)), clip(param)) }
 
 // Min maps onto fdb.Transaction.Min.
-func (t *transaction) Min(key, param []byte) { t.tr.Min(fdb.Key(key), param) }
+func (t *transaction) Min(key, param []byte) { t.tr.Min(fdb.Key(clip(key)), clip(param)) }
 
 // BitAnd maps onto fdb.Transaction.BitAnd.
-func (t *transaction) BitAnd(key, param []byte) { t.tr.BitAnd(fdb.Key(key), param) }
+func (t *transaction) BitAnd(key, param []byte) { t.tr.BitAnd(fdb.Key(clip(key)), clip(param)) }
 
 // BitOr maps onto fdb.Transaction.BitOr.
-func (t *transaction) BitOr(key, param []byte) { t.tr.BitOr(fdb.Key(key), param) }
+func (t *transaction) BitOr(key, param []byte) { t.tr.BitOr(fdb.Key(clip(key)), clip(param)) }
 
 // BitXor maps onto fdb.Transaction.BitXor.
-func (t *transaction) BitXor(key, param []byte) { t.tr.BitXor(fdb.Key(key), param) }
+func (t *transaction) BitXor(key, param []byte) { t.tr.BitXor(fdb.Key(clip(key)), clip(param)) }
 
 // ByteMin maps onto fdb.Transaction.ByteMin.
-func (t *transaction) ByteMin(key, param []byte) { t.tr.ByteMin(fdb.Key(key), param) }
+func (t *transaction) ByteMin(key, param []byte) { t.tr.ByteMin(fdb.Key(clip(key)), clip(param)) }
 
 // ByteMax maps onto fdb.Transaction.ByteMax.
-func (t *transaction) ByteMax(key, param []byte) { t.tr.ByteMax(fdb.Key(key), param) }
+func (t *transaction) ByteMax(key, param []byte) { t.tr.ByteMax(fdb.Key(clip(key)), clip(param)) }
 
 // AppendIfFits maps onto fdb.Transaction.AppendIfFits.
-func (t *transaction) AppendIfFits(key, param []byte) { t.tr.AppendIfFits(fdb.Key(key), param) }
+func (t *transaction) AppendIfFits(key, param []byte) {
+	t.tr.AppendIfFits(fdb.Key(clip(key)), clip(param))
+}
 
 // CompareAndClear maps onto fdb.Transaction.CompareAndClear.
-func (t *transaction) CompareAndClear(key, param []byte) { t.tr.CompareAndClear(fdb.Key(key), param) }
+func (t *transaction) CompareAndClear(key, param []byte) {
+	t.tr.CompareAndClear(fdb.Key(clip(key)), clip(param))
+}
 
 // SetVersionstampedKey maps onto fdb.Transaction.SetVersionstampedKey.
 func (t *transaction) SetVersionstampedKey(key, value []byte) {
-	t.tr.SetVersionstampedKey(fdb.Key(key), value)
+	t.tr.SetVersionstampedKey(fdb.Key(clip(key)), clip(value))
 }
 
 // SetVersionstampedValue maps onto fdb.Transaction.SetVersionstampedValue.
 func (t *transaction) SetVersionstampedValue(key, value []byte) {
-	t.tr.SetVersionstampedValue(fdb.Key(key), value)
+	t.tr.SetVersionstampedValue(fdb.Key(clip(key)), clip(value))
 }
 
 // AddReadConflictRange maps onto fdb.Transaction.AddReadConflictRange.
@@ -211,7 +243,7 @@ func (t *transaction) AddReadConflictRange(r kv.KeyRange) error {
 
 // AddReadConflictKey maps onto fdb.Transaction.AddReadConflictKey.
 func (t *transaction) AddReadConflictKey(key []byte) error {
-	return translateError(t.tr.AddReadConflictKey(fdb.Key(key)))
+	return translateError(t.tr.AddReadConflictKey(fdb.Key(clip(key))))
 }
 
 // AddWriteConflictRange maps onto fdb.Transaction.AddWriteConflictRange.
@@ -221,12 +253,12 @@ func (t *transaction) AddWriteConflictRange(r kv.KeyRange) error {
 
 // AddWriteConflictKey maps onto fdb.Transaction.AddWriteConflictKey.
 func (t *transaction) AddWriteConflictKey(key []byte) error {
-	return translateError(t.tr.AddWriteConflictKey(fdb.Key(key)))
+	return translateError(t.tr.AddWriteConflictKey(fdb.Key(clip(key))))
 }
 
 // Watch maps onto fdb.Transaction.Watch; see watch for how Wait blocks.
 func (t *transaction) Watch(key []byte) kv.Watch {
-	return newWatch(t.tr.Watch(fdb.Key(key)))
+	return newWatch(t.tr.Watch(fdb.Key(clip(key))))
 }
 
 // Commit maps onto fdb.Transaction.Commit().Get. A commit that was sent
@@ -309,7 +341,7 @@ var _ kv.ReadTransaction = snapshot{}
 
 // Get maps onto fdb.Snapshot.Get.
 func (s snapshot) Get(key []byte) kv.FutureValue {
-	return futureValue{s.s.Get(fdb.Key(key))}
+	return futureValue{s.s.Get(fdb.Key(clip(key)))}
 }
 
 // GetRange maps onto fdb.Snapshot.GetRange.
@@ -424,19 +456,28 @@ func (o options) SetMaxRetryDelay(d time.Duration) error {
 
 // rangeOptions maps kv.RangeOptions onto fdb.RangeOptions. kv's streaming
 // mode is a hint, so StreamingModeExact without a limit, which FDB rejects
-// (exact_mode_without_limits), becomes StreamingModeWantAll.
+// (exact_mode_without_limits), becomes StreamingModeWantAll. A limit over
+// math.MaxInt32 becomes no limit: the binding passes it to libfdb_c as a C
+// int (doGetRange, bindings/go/src/fdb/transaction.go), where it would
+// wrap (from 2^31 to 2^32-2 to a negative limit, which fails with
+// range_limits_invalid; past that to some other), and no range read can
+// return that many rows anyway.
 func rangeOptions(o kv.RangeOptions) fdb.RangeOptions {
+	limit := o.Limit
+	if limit > math.MaxInt32 {
+		limit = 0
+	}
 	mode := fdb.StreamingModeIterator
 	switch o.Mode {
 	case kv.StreamingModeWantAll:
 		mode = fdb.StreamingModeWantAll
 	case kv.StreamingModeExact:
 		mode = fdb.StreamingModeExact
-		if o.Limit == 0 {
+		if limit == 0 {
 			mode = fdb.StreamingModeWantAll
 		}
 	}
-	return fdb.RangeOptions{Limit: o.Limit, Reverse: o.Reverse, Mode: mode}
+	return fdb.RangeOptions{Limit: limit, Reverse: o.Reverse, Mode: mode}
 }
 
 // futureValue is a point read (fdb.FutureByteSlice).
