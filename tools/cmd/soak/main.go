@@ -177,6 +177,7 @@ func run(w io.Writer, cfg sim.Config, first int64, seeds int, duration time.Dura
 	fmt.Fprintf(w, "without WithOpID:           %d (outcome unknown %d; retries that found their record %d, in a journal slot %d)\n",
 		total.LayerIDs, total.LayerIDUnknown, total.LayerIDReplays, total.SlotReplays)
 	fmt.Fprintf(w, "inconclusive checks (timed out): %d\n", total.Inconclusive)
+	fmt.Fprintf(w, "decided without open operations: %d\n", total.DecidedWithoutOpen)
 	fmt.Fprintf(w, "violations:                 %d\n", total.Violations)
 	fmt.Fprintf(w, "lost:                       %d\n", total.Lost)
 	fmt.Fprintf(w, "duplicated:                 %d\n", total.Duplicated)

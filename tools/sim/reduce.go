@@ -1,0 +1,83 @@
+package sim
+
+import (
+	"math"
+
+	"github.com/anishathalye/porcupine"
+)
+
+// withoutOpenOps returns history without those of its open operations that
+// observably did nothing, or nil when there are none.
+//
+// An open operation (Output.Unknown, Return at the end of time) may have
+// taken effect at any point after its call, or not at all, and porcupine
+// tries it at every one of those points: a few open dequeues in a history
+// are what makes most checks time out. Every open operation of a queue or
+// priority queue (an enqueue, a push, a dequeue or a pop) is a legal step
+// in any state, and since it returns after everything, it may be
+// linearized last. So a linearization of the history without them,
+// followed by them, is one of the whole history: if the smaller history is
+// linearizable, so is the whole one. The converse does not hold (an open
+// dequeue may have taken an item that was needed to explain what others
+// returned), so a check of the smaller history that fails says nothing
+// and the whole history must be checked.
+//
+// The smaller history is only worth checking when the operations left out
+// observably did nothing, so withoutOpenOps leaves out the open enqueues
+// none of whose items came out anywhere, and the open dequeues only when
+// no item went missing (every item of initial and of the other enqueues
+// came out of a known operation or is still there at the Observe, so no
+// open dequeue took one). It returns nil when it would leave out nothing.
+func withoutOpenOps(history []porcupine.Operation, initial []Item) []porcupine.Operation {
+	seen := map[uint64]bool{}
+	for _, o := range history {
+		if out := o.Output.(Output); !out.Unknown {
+			for _, it := range out.Items {
+				seen[it.ID] = true
+			}
+		}
+	}
+	isOpen := func(o porcupine.Operation) bool {
+		return o.Output.(Output).Unknown && o.Return == math.MaxInt64
+	}
+	unseenEnqueue := func(o porcupine.Operation) bool {
+		in := o.Input.(Input)
+		if in.Kind != Enqueue && in.Kind != EnqueueBatch && in.Kind != Push {
+			return false
+		}
+		for _, id := range BatchIDs(in) {
+			if seen[id] {
+				return false
+			}
+		}
+		return true
+	}
+	// Leave out the open dequeues too if no item is missing.
+	takes := true
+	for _, it := range initial {
+		takes = takes && seen[it.ID]
+	}
+	for _, o := range history {
+		if !isOpen(o) || !unseenEnqueue(o) {
+			for _, id := range BatchIDs(o.Input.(Input)) {
+				takes = takes && seen[id]
+			}
+		}
+	}
+	var reduced []porcupine.Operation
+	for i, o := range history {
+		leave := isOpen(o) && (unseenEnqueue(o) || takes && isTake(o.Input.(Input).Kind))
+		switch {
+		case leave && reduced == nil:
+			reduced = append(make([]porcupine.Operation, 0, len(history)), history[:i]...)
+		case !leave && reduced != nil:
+			reduced = append(reduced, o)
+		}
+	}
+	return reduced
+}
+
+// isTake reports whether k removes items from a queue's end.
+func isTake(k Kind) bool {
+	return k == Dequeue || k == DequeueBatch || k == PopMin || k == PopMax
+}
