@@ -79,8 +79,21 @@
 // Reset is FDB's: it clears the transaction's options (timeout, retry
 // limit, max retry delay), which OnError keeps; set them again after Reset.
 //
+// With external client libraries configured (the multi-version client),
+// Cancel does nothing to a transaction while no library has connected to
+// the cluster (MultiVersionTransaction::cancel,
+// fdbclient/MultiVersionTransaction.actor.cpp): a read issued then waits
+// past its ctx until a library connects. The transaction_timeout database
+// option (or kv's SetTimeout) bounds such reads; the commit is safe either
+// way, since a transaction whose ctx ended never sends it.
+//
 // A watch dropped without Cancel is cancelled once the garbage collector
-// finds it unreachable; cancel watches you no longer need all the same. A
+// finds it unreachable; cancel watches you no longer need all the same.
+// FDB fails the watches of a transaction that does not commit only when it
+// is reset or destroyed (Transaction::resetImpl, NativeAPI.actor.cpp), and
+// a pending watch keeps its transaction alive: one made by an attempt that
+// returned an error without an FDB code (so the loop neither retried nor
+// reset it) waits until Wait's ctx ends or Cancel is called. A
 // watch that fails with cluster_version_changed (1039: the multi-version
 // client switched client library, which cancels its watches) fires
 // instead: Wait returns nil, a spurious fire that kv.Watch allows, and the

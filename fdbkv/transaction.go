@@ -27,7 +27,9 @@ import (
 // fdb.Error with errors.As) retries them as FDB decides for the code, while
 // errors.Is still matches the kv sentinel and the layer's own error. The
 // process's API version must be at least MinAPIVersion (see
-// CheckAPIVersion).
+// CheckAPIVersion). tr must be a transaction the binding made: the zero
+// fdb.Transaction, which fdb.Database.CreateTransaction returns with an
+// error, has no handle, and the binding's methods panic on it.
 func WrapTransaction(tr fdb.Transaction) kv.Transaction {
 	return newTransaction(context.Background(), tr)
 }
