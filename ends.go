@@ -48,8 +48,9 @@ func takeEnd[T any](tr kv.Transaction, o *op, e queueEnd[T], lim batchLimit, dst
 		return nil, err
 	}
 	// Read with an iterator that the loop below stops once the budget is
-	// reached. In StreamingModeWantAll FDB fetches batches of 120,000 bytes
-	// (WANT_ALL is SERIAL's byte limit, bindings/c/fdb_c.cpp), so it reads
+	// reached. In StreamingModeWantAll FDB fetches batches of 80,000 bytes
+	// in 7.3 and 120,000 in later versions (WANT_ALL is SERIAL's byte
+	// limit, mode_bytes_array in bindings/c/fdb_c.cpp), so it reads
 	// at most one batch beyond, in one round trip for small items (the
 	// iterator mode's first batches are 4 KB). StreamingModeExact has no
 	// byte limit: it would fetch all skip+max items, values included.
