@@ -126,7 +126,9 @@ var (
 // commit_proxy_memory_limit_exceeded 1042, batch_transaction_throttled
 // 1051, process_behind 1037, tag_throttled 1213, proxy_tag_throttled 1223,
 // transaction_throttled_hot_shard 1235, transaction_rejected_range_locked
-// 1242).
+// 1242). It is the predicate of FDB's C API (fdb_error_predicate); a
+// backend's OnError decides, and FDB's may retry a few more codes (in 7.3,
+// blob_granule_request_failed; Transaction::onError).
 func IsRetryable(err error) bool {
 	var e Error
 	return errors.As(err, &e) && (maybeCommittedCodes[e.Code] || retryableNotCommittedCodes[e.Code])

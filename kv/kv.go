@@ -120,7 +120,11 @@ type Watch interface {
 type TransactionOptions interface {
 	// SetTimeout cancels the transaction, with ErrTransactionTimedOut, once d
 	// has elapsed since it was created; the time spent in retries counts.
-	// Zero disables the timeout. Maps onto the FDB option "timeout".
+	// Zero disables the timeout. Maps onto the FDB option "timeout". (On
+	// FDB, a retry after cluster_version_changed, when the multi-version
+	// client switches client library, starts a new transaction: its
+	// timeout counts from then, and it does not count toward the retry
+	// limit; MultiVersionTransaction::onError.)
 	SetTimeout(d time.Duration) error
 	// SetRetryLimit makes OnError return the error once n retries have been
 	// made; -1 means no limit. Maps onto "retry_limit".
