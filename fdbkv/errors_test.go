@@ -371,11 +371,12 @@ func bindingRetryLoop(t *testing.T, attempt func() error) (attempts int, err err
 // kv.ErrNotCommitted) and returns from Transact or ReadTransact of a
 // wrapped transaction carries an fdb.Error of the same code, so that the
 // binding's fdb.Database.Transact retries it, and keeps its text and chain.
-// A zero fdb.Transaction suffices: Transact calls nothing in libfdb_c.
+// The wrapper of a zero fdb.Transaction (made without WrapTransaction's
+// check for it) suffices: Transact calls nothing in libfdb_c.
 func TestWrapTransactionErrorsReachTheBindingsLoop(t *testing.T) {
 	ctx := t.Context()
 	layerConflict := fmt.Errorf("fdbqueue: stored configuration changed during the operation: %w", kv.ErrNotCommitted)
-	tr := fdbkv.WrapTransaction(fdb.Transaction{})
+	tr := fdbkv.WrapHandle(fdb.Transaction{})
 	for name, run := range map[string]func(error) error{
 		"Transact": func(e error) error {
 			return tr.Transact(ctx, func(kv.Transaction) error { return e })

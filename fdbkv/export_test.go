@@ -15,4 +15,5 @@ var (
 	OptionMillis    = optionMillis
 	RetryLimitValue = retryLimitValue
 	InvalidLimit    = invalidLimit
+	WrapHandle      = wrapTransaction
 )

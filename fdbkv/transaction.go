@@ -27,10 +27,20 @@ import (
 // fdb.Error with errors.As) retries them as FDB decides for the code, while
 // errors.Is still matches the kv sentinel and the layer's own error. The
 // process's API version must be at least MinAPIVersion (see
-// CheckAPIVersion). tr must be a transaction the binding made: the zero
-// fdb.Transaction, which fdb.Database.CreateTransaction returns with an
-// error, has no handle, and the binding's methods panic on it.
+// CheckAPIVersion). The zero fdb.Transaction, which
+// fdb.Database.CreateTransaction returns with an error, has no handle: its
+// wrapper fails every read, commit and transactional call with
+// kv.ErrClientInvalidOp, where the binding's methods would panic.
 func WrapTransaction(tr fdb.Transaction) kv.Transaction {
+	if tr == (fdb.Transaction{}) {
+		return noHandle{}
+	}
+	return wrapTransaction(tr)
+}
+
+// wrapTransaction is WrapTransaction of a transaction with a handle: no
+// context of its own cancels it.
+func wrapTransaction(tr fdb.Transaction) *transaction {
 	return newTransaction(context.Background(), tr)
 }
 

@@ -298,7 +298,7 @@ func TestResetUndoesCancel(t *testing.T) {
 // context of its own; Reset does not cancel it.
 func TestWrapTransactionNeverCancelledByContext(t *testing.T) {
 	f := &fakeFDB{}
-	tx := WrapTransaction(fdb.Transaction{}).(*transaction)
+	tx := wrapTransaction(fdb.Transaction{}) // the fake below stands for the handle
 	tx.state.ctl = f
 	tx.Reset()
 	if err := tx.Commit(); err != nil || !f.sent() {
@@ -352,7 +352,7 @@ func TestOnErrorHandsTheCodeToFDB(t *testing.T) {
 // so a call into the binding would not return this error (against real
 // libfdb_c it would crash); only the check in Go can.
 func TestOptionsRejectBadValuesBeforeFDB(t *testing.T) {
-	o := WrapTransaction(fdb.Transaction{}).Options()
+	o := wrapTransaction(fdb.Transaction{}).Options()
 	for name, err := range map[string]error{
 		"SetTimeout(-1ns)":         o.SetTimeout(-time.Nanosecond),
 		"SetTimeout(over INT_MAX)": o.SetTimeout(time.Duration(math.MaxInt32+1) * time.Millisecond),
