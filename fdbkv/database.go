@@ -272,7 +272,9 @@ func (d *Database) Close() {
 
 // CreateTransaction creates a transaction (fdb.Database.CreateTransaction)
 // bound to ctx: when ctx ends, the transaction is cancelled. It returns
-// ctx.Err() if ctx has already ended. Most code should use Transact.
+// ctx.Err() if ctx has already ended. Most code should use Transact. Keep
+// the transaction while you use its futures: once it is unreachable, ctx
+// no longer cancels it, and a pending read then ignores ctx.
 func (d *Database) CreateTransaction(ctx context.Context) (kv.Transaction, error) {
 	t, _, err := d.createTransaction(ctx)
 	if err != nil {
