@@ -7,7 +7,8 @@ import (
 )
 
 // withoutOpenOps returns history without those of its open operations that
-// observably did nothing, or nil when there are none.
+// observably did nothing and without its Hides and Unhides, or nil when it
+// has none of these.
 //
 // An open operation (Output.Unknown, Return at the end of time) may have
 // taken effect at any point after its call, or not at all, and porcupine
@@ -21,6 +22,15 @@ import (
 // dequeue may have taken an item that was needed to explain what others
 // returned), so a check of the smaller history that fails says nothing
 // and the whole history must be checked.
+//
+// The same holds for the Hide and Unhide of a failed staged take, which
+// share one interval: the two may come together at any point of it that a
+// linearization of the rest leaves (every operation that returned before
+// the call precedes every one called after the return), and there the
+// Hide takes the head aside and the Unhide puts it back where it was, or
+// (by place: Tail, checked with FIFOPlaceModel) the Hide takes nothing.
+// So they are left out too; if the take did move an item to the tail, the
+// smaller check fails and the whole history is checked.
 //
 // The smaller history is only worth checking when the operations left out
 // observably did nothing, so withoutOpenOps leaves out the open enqueues
@@ -66,7 +76,8 @@ func withoutOpenOps(history []porcupine.Operation, initial []Item) []porcupine.O
 	}
 	var reduced []porcupine.Operation
 	for i, o := range history {
-		leave := isOpen(o) && (unseenEnqueue(o) || takes && isTake(o.Input.(Input).Kind))
+		k := o.Input.(Input).Kind
+		leave := isOpen(o) && (unseenEnqueue(o) || takes && isTake(k)) || k == Hide || k == Unhide
 		switch {
 		case leave && reduced == nil:
 			reduced = append(make([]porcupine.Operation, 0, len(history)), history[:i]...)

@@ -3,6 +3,7 @@ package sim
 import (
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/anishathalye/porcupine"
@@ -55,6 +56,16 @@ func TestWithoutOpenOps(t *testing.T) {
 		}
 		require.Equal(t, []porcupine.Operation{h[0], h[1], h[3]}, withoutOpenOps(h, nil))
 	})
+	t.Run("the Hide and Unhide of a failed staged take are left out", func(t *testing.T) {
+		h := []porcupine.Operation{
+			op(0, 0, 10, enq(1), Output{}),
+			op(1, 5, 20, Input{Kind: Hide, Tag: 1, Tail: true}, Output{}),
+			op(-2, 5, 20, Input{Kind: Unhide, Tag: 1, Tail: true}, Output{}),
+			op(0, 30, 40, deq, got(1)),
+			observe(50),
+		}
+		require.Equal(t, []porcupine.Operation{h[0], h[3], h[4]}, withoutOpenOps(h, nil))
+	})
 	t.Run("an open enqueue whose item came out took effect", func(t *testing.T) {
 		h := []porcupine.Operation{
 			op(0, 0, math.MaxInt64, enq(1), open),
@@ -70,9 +81,11 @@ func TestWithoutOpenOps(t *testing.T) {
 }
 
 // TestWithoutOpenOpsIsSound checks, on random small histories of a FIFO
-// queue and a priority queue, legal and not, that whenever the history
-// without its open operations is linearizable the whole one is too,
-// which is what the simulation relies on: porcupine decides both.
+// queue (by place when it has failed staged takes that may move an item to
+// the tail) and a priority queue, legal and not, that whenever the history
+// without its open operations, Hides and Unhides is linearizable the whole
+// one is too, which is what the simulation relies on: porcupine decides
+// both.
 func TestWithoutOpenOpsIsSound(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	var reducedOK, illegal, bothIllegal int
@@ -80,8 +93,11 @@ func TestWithoutOpenOpsIsSound(t *testing.T) {
 		prio := i%3 == 2
 		h, initial := randomHistory(rng, prio)
 		model := FIFOModel(initial)
-		if prio {
+		switch {
+		case prio:
 			model = PriorityModel(initial)
+		case slices.ContainsFunc(h, func(o porcupine.Operation) bool { return o.Input.(Input).Tail }):
+			model = FIFOPlaceModel(initial) // as the harness checks a Queue staged by place
 		}
 		full := porcupine.CheckOperations(model, h)
 		if !full {
@@ -148,6 +164,22 @@ func randomHistory(rng *rand.Rand, prio bool) ([]porcupine.Operation, []Item) {
 		applied := !isOpen || rng.IntN(2) == 0
 		var in Input
 		var out Output
+		if len(q) > 0 && rng.IntN(8) == 0 {
+			// A failed staged take: a Hide and an Unhide over one
+			// interval, which put the head back where it was or, by
+			// place (Tail, FIFO only), moved it to the tail or took
+			// nothing.
+			tail := !prio && rng.IntN(2) == 0
+			tag := uint64(i + 1)
+			hide := Input{Kind: Hide, Tag: tag, Tail: tail}
+			un := Input{Kind: Unhide, Tag: tag, Tail: tail}
+			if tail && rng.IntN(2) == 0 {
+				q = append(q[1:], q[0])
+			}
+			h = append(h, porcupine.Operation{ClientId: i % 4, Input: hide, Call: call, Output: Output{}, Return: ret},
+				porcupine.Operation{ClientId: -2 - i, Input: un, Call: call, Output: Output{}, Return: ret})
+			continue
+		}
 		if rng.IntN(2) == 0 {
 			it := newItem()
 			in = Input{Kind: Enqueue, Item: it}
