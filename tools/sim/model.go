@@ -36,6 +36,14 @@ const (
 	EnqueueBatch
 )
 
+// isEnqueue reports whether k adds items to a queue.
+func isEnqueue(k Kind) bool { return k == Enqueue || k == EnqueueBatch || k == Push }
+
+// isTake reports whether k removes items from a queue's end.
+func isTake(k Kind) bool {
+	return k == Dequeue || k == DequeueBatch || k == PopMin || k == PopMax
+}
+
 var kindNames = [...]string{"Enqueue", "Dequeue", "DequeueBatch", "Push", "PopMin", "PopMax", "Observe", "Hide", "Unhide", "EnqueueBatch"}
 
 // BatchIDs returns the IDs of the items an operation adds: Item.ID for
@@ -494,7 +502,7 @@ func describeOperation(prio bool) func(input, output any) string {
 			res = "unknown"
 		case out.Empty:
 			res = "empty"
-		case in.Kind == Enqueue || in.Kind == EnqueueBatch || in.Kind == Push || in.Kind == Hide || in.Kind == Unhide:
+		case isEnqueue(in.Kind) || in.Kind == Hide || in.Kind == Unhide:
 			res = "ok"
 		default:
 			res = describeItems(out.Items, prio)

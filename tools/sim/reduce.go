@@ -52,7 +52,7 @@ func withoutOpenOps(history []porcupine.Operation, initial []Item) []porcupine.O
 	}
 	unseenEnqueue := func(o porcupine.Operation) bool {
 		in := o.Input.(Input)
-		if in.Kind != Enqueue && in.Kind != EnqueueBatch && in.Kind != Push {
+		if !isEnqueue(in.Kind) {
 			return false
 		}
 		for _, id := range BatchIDs(in) {
@@ -63,21 +63,21 @@ func withoutOpenOps(history []porcupine.Operation, initial []Item) []porcupine.O
 		return true
 	}
 	// Leave out the open dequeues too if no item is missing.
-	takes := true
+	noneMissing := true
 	for _, it := range initial {
-		takes = takes && seen[it.ID]
+		noneMissing = noneMissing && seen[it.ID]
 	}
 	for _, o := range history {
 		if !isOpen(o) || !unseenEnqueue(o) {
 			for _, id := range BatchIDs(o.Input.(Input)) {
-				takes = takes && seen[id]
+				noneMissing = noneMissing && seen[id]
 			}
 		}
 	}
 	var reduced []porcupine.Operation
 	for i, o := range history {
 		k := o.Input.(Input).Kind
-		leave := isOpen(o) && (unseenEnqueue(o) || takes && isTake(k)) || k == Hide || k == Unhide
+		leave := isOpen(o) && (unseenEnqueue(o) || noneMissing && isTake(k)) || k == Hide || k == Unhide
 		switch {
 		case leave && reduced == nil:
 			reduced = append(make([]porcupine.Operation, 0, len(history)), history[:i]...)
@@ -86,9 +86,4 @@ func withoutOpenOps(history []porcupine.Operation, initial []Item) []porcupine.O
 		}
 	}
 	return reduced
-}
-
-// isTake reports whether k removes items from a queue's end.
-func isTake(k Kind) bool {
-	return k == Dequeue || k == DequeueBatch || k == PopMin || k == PopMax
 }

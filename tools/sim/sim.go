@@ -1229,7 +1229,7 @@ func (h *harness) settle(ctx context.Context, round int, t *target, recs []*reco
 	open := 0
 	for _, r := range recs {
 		in := r.op.Input.(Input)
-		if !r.unknown || in.Kind == Enqueue || in.Kind == EnqueueBatch || in.Kind == Push {
+		if !r.unknown || isEnqueue(in.Kind) {
 			continue
 		}
 		if h.cfg.WithoutIdempotency || open < h.cfg.MaxOpen || r.layerID {
