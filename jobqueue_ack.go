@@ -177,6 +177,10 @@ func (q *JobQueue) Nack(ctx context.Context, t kv.Transactor, l Lease, no NackOp
 func (q *JobQueue) Backoff(attempt int) time.Duration {
 	d := q.cfg.RetryBase
 	for i := 1; i < attempt && d < q.cfg.RetryMax; i++ {
+		if d > q.cfg.RetryMax/2 { // doubling would pass RetryMax, or overflow
+			d = q.cfg.RetryMax
+			break
+		}
 		d *= 2
 	}
 	d = min(d, q.cfg.RetryMax)

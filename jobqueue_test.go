@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sync"
 	"testing"
 	"time"
@@ -637,4 +638,35 @@ func TestJobQueueForeignKeys(t *testing.T) {
 	v, err := getKey(ctx, db, foreign)
 	require.NoError(t, err)
 	require.Equal(t, []byte("x"), v, "left alone")
+}
+
+// A RetryMax past half the largest Duration (math.MaxInt64: no cap) must
+// not overflow the doubling: the backoff stays within RetryBase/2 and
+// RetryMax at every attempt, so a nacked job is never due at once (nor
+// does Backoff spin on a delay that wrapped to zero).
+func TestJobQueueBackoffHugeRetryMax(t *testing.T) {
+	ctx := context.Background()
+	db := newDB(t)
+	clock := newFakeClock()
+	q := mustJobQueue(t, "backoff-max", fdbqueue.JobQueueConfig{Clock: clock, RetryBase: time.Second, RetryMax: math.MaxInt64})
+	for _, a := range []int{1, 2, 33, 34, 35, 40, 64, 100, math.MaxInt} {
+		d := q.Backoff(a)
+		require.GreaterOrEqual(t, d, time.Second/2, "attempt %d", a)
+	}
+
+	// Through Nack: the 40th failed attempt of a job keeps it delayed.
+	mustAdd(t, db, q, fdbqueue.Job{Value: []byte("flaky"), MaxAttempts: 100})
+	for attempt := 1; attempt < 40; attempt++ {
+		l := mustLease(t, db, q, 1, time.Minute)[0]
+		_, err := q.Nack(ctx, db, l, fdbqueue.NackOptions{Delay: -1})
+		require.NoError(t, err)
+	}
+	l := mustLease(t, db, q, 1, time.Minute)[0]
+	require.Equal(t, 40, l.Attempt)
+	dead, err := q.Nack(ctx, db, l, fdbqueue.NackOptions{}) // the queue's backoff
+	require.NoError(t, err)
+	require.False(t, dead)
+	_, err = q.Lease(ctx, db, 1, time.Minute)
+	require.ErrorIs(t, err, fdbqueue.ErrEmpty, "backed off, not due at once")
+	require.Equal(t, int64(1), mustStats(t, db, q).Delayed)
 }
