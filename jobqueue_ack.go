@@ -197,9 +197,10 @@ func (q *JobQueue) Backoff(attempt int) time.Duration {
 // still extended.
 //
 // Conflicts: those of Ack. Cost: one round trip and a commit of a clear,
-// two writes and two counter adds. It needs no journal: retried after
-// commit_unknown_result, it finds the job still under its lease and
-// extends it again from the new now.
+// two writes and two counter adds, and a bump of the signal key when the
+// deadline moves earlier (the job is due sooner). It needs no journal:
+// retried after commit_unknown_result, it finds the job still under its
+// lease and extends it again from the new now.
 func (q *JobQueue) Extend(ctx context.Context, t kv.Transactor, l Lease, d time.Duration) (Lease, error) {
 	if err := checkTransactor(t); err != nil {
 		return l, err
@@ -217,9 +218,13 @@ func (q *JobQueue) Extend(ctx context.Context, t kv.Transactor, l Lease, d time.
 		}
 		tr.Clear(key)
 		q.bucket(tr, "e", m.vest, -1)
+		old := m.vest
 		m.vest = q.cfg.Clock.Now().Add(d).UnixMicro()
 		q.put(tr, m)
 		q.bucket(tr, "e", m.vest, 1)
+		if m.vest < old {
+			tr.Add(q.signal, one) // due sooner: wake LeaseWait sleeping until the old deadline
+		}
 		out := l
 		out.Deadline = time.UnixMicro(m.vest)
 		out.key = m.queueKey(q)

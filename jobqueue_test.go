@@ -670,3 +670,42 @@ func TestJobQueueBackoffHugeRetryMax(t *testing.T) {
 	require.ErrorIs(t, err, fdbqueue.ErrEmpty, "backed off, not due at once")
 	require.Equal(t, int64(1), mustStats(t, db, q).Delayed)
 }
+
+// Extend to a shorter deadline makes the job due sooner, so it bumps the
+// signal as every such write does: a LeaseWait asleep until the old
+// deadline wakes, and sleeps until the new one instead.
+func TestJobQueueExtendShorterWakesLeaseWait(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	db := newDB(t)
+	clock := newFakeClock()
+	clock.Armed = make(chan time.Duration, 16)
+	q := mustJobQueue(t, "extend-shorter", fdbqueue.JobQueueConfig{Clock: clock})
+	mustAdd(t, db, q, fdbqueue.Job{Value: []byte("j")})
+	l := mustLease(t, db, q, 1, time.Hour)[0]
+
+	type result struct {
+		ls  []fdbqueue.Lease
+		err error
+	}
+	got := make(chan result, 1)
+	go func() {
+		ls, err := q.LeaseWait(ctx, db, 1, time.Minute)
+		got <- result{ls, err}
+	}()
+	require.Equal(t, time.Hour+time.Microsecond, <-clock.Armed, "asleep until the lease's deadline")
+
+	_, err := q.Extend(ctx, db, l, time.Millisecond) // give the job back soon
+	require.NoError(t, err)
+	var d time.Duration
+	select {
+	case d = <-clock.Armed:
+	case <-ctx.Done():
+		t.Fatal("LeaseWait slept on through a shortened lease")
+	}
+	require.Equal(t, time.Millisecond+time.Microsecond, d)
+	clock.Advance(d)
+	r := <-got
+	require.NoError(t, r.err)
+	require.Equal(t, 2, r.ls[0].Attempt)
+}
