@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"strings"
 	"sync/atomic"
 
@@ -574,11 +575,32 @@ func (g *confGate) write(tr kv.Transaction, c storedConfig, change, bump bool) {
 		kv.BumpMetadataVersion(tr)
 	}
 	bumps.note(tr, bump)
-	claim, _ := g.claims.Pack(tuple.Tuple{v})
+	claim := g.claimKey(v)
 	all, _ := g.claims.Range()
 	_ = tr.AddWriteConflictKey(claim)
 	_ = tr.AddReadConflictRange(kv.KeyRange{Begin: all.Begin, End: claim})
 	_ = tr.AddReadConflictRange(kv.KeyRange{Begin: append(bytes.Clone(claim), 0x00), End: all.End})
+}
+
+// claimKey is the key that names record v among the claims: the packed
+// record, or, when that is longer than the key limit, the record's 64-bit
+// FNV-1a hash. FoundationDB cuts a longer conflict key to 10,001 bytes
+// (ReadYourWritesTransaction::addWriteConflictRange and
+// ::addReadConflictRange), which empties [claim, claim+\x00) and merges
+// claims that differ only further on: first writers of different records
+// would not conflict. The hashed claim (at most 9 bytes after the claims'
+// prefix) fits on every prefix the queues' other keys fit on, and is never
+// the packed record of another (it packs as an integer, a record as
+// bytes).
+func (g *confGate) claimKey(v []byte) []byte {
+	claim, _ := g.claims.Pack(tuple.Tuple{v})
+	if len(claim) <= kv.MaxKeySize {
+		return claim
+	}
+	h := fnv.New64a()
+	_, _ = h.Write(v)
+	claim, _ = g.claims.Pack(tuple.Tuple{h.Sum64()})
+	return claim
 }
 
 // gatedReader runs read-only functions with a check of the record: the
