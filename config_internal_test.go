@@ -58,3 +58,26 @@ func TestConfGateCostOnce(t *testing.T) {
 	require.Zero(t, (*confGate)(nil).cost())
 	require.Zero(t, testing.AllocsPerRun(100, func() { _ = g.cost() }))
 }
+
+// The hashed claims of a long prefix (claimKey) tell every record this
+// version can write apart, as the packed claims do: first writers of two
+// of them conflict whatever the prefix.
+func TestClaimKeysDistinct(t *testing.T) {
+	long := Subspace{prefix: make([]byte, kv.MaxKeySize)}
+	g := newConfGate("queue", long, kv.KeyRange{}, config{}, "")
+	seen := map[string]storedConfig{}
+	for _, kind := range []string{"queue", "priority queue"} {
+		for _, layout := range []string{"index", "versionstamp"} {
+			for _, enc := range []string{"raw", "tuple"} {
+				for _, st := range []string{stagingNone, stagingSignal, stagingBatches, stagingPlace} {
+					c := storedConfig{format: configFormat, kind: kind, layout: layout, encoding: enc, staging: st}
+					claim := g.claimKey(c.pack())
+					require.LessOrEqual(t, len(claim), len(g.claims.prefix)+9, "hashed")
+					prev, dup := seen[string(claim)]
+					require.False(t, dup, "%+v and %+v share a claim", prev, c)
+					seen[string(claim)] = c
+				}
+			}
+		}
+	}
+}
