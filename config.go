@@ -38,12 +38,16 @@ import (
 // of them retries, reads the record of the other and fails with
 // ErrConfigMismatch. Nothing else reads those keys.
 //
-// Every operation also adds a read conflict on an epoch key (no read, no
-// round trip) that only a change of the record writes: Reconfigure, and
-// the first staged consumer or WatchForItems on a queue whose record says
-// no one waits. Operations in flight across such a change conflict once and
-// retry under the new record; the first write of the record does not
-// touch the epoch key.
+// A change of the record (Reconfigure, and the first staged consumer or
+// WatchForItems on a queue whose record says no one waits) bumps the
+// metadata version and adds to an epoch key. An operation on a queue with
+// a record conflicts on the metadata version it read (conflictOnChange),
+// or on the epoch key where it cannot read the metadata version (after a
+// bump in its own transaction) or does not read the record (a staged
+// step's blind write, issueStep). Operations in flight across a change
+// conflict once and retry under the new record; the first write of the
+// record touches neither. The metadata version is the cluster's: a bump
+// by any other layer also makes operations in flight conflict once.
 //
 // Staging: a handle made without WithStaging takes the stored mode: its
 // producers bump the signal key when the record says someone waits (a

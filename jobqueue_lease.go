@@ -174,11 +174,11 @@ func (q *JobQueue) leaseOp(ctx context.Context, t kv.Transactor, n int, d time.D
 // the queue and sets a watch on the queue's signal key, which every Add,
 // Nack and Requeue bumps, and an Extend that shortens a lease; it then
 // sleeps until the watch fires or the clock reaches that vesting time (a
-// lease's deadline counts: an expired lease's job is due again), and tries
-// again. It never polls. A sleeping call holds one watch. It must read the vesting time of the queue's first key,
-// so a key there that the queue did not write fails it with
-// ErrForeignKey, as it fails Stats, even while Lease, which reads only the
-// due keys, reports ErrEmpty.
+// lease's deadline counts: an expired lease's job is due again), and
+// tries again. It never polls. A sleeping call holds one watch. It must
+// read the vesting time of the queue's first key, so a key there that the
+// queue did not write fails it with ErrForeignKey, as it fails Stats, even
+// while Lease, which reads only the due keys, reports ErrEmpty.
 func (q *JobQueue) LeaseWait(ctx context.Context, db kv.Database, n int, d time.Duration) ([]Lease, error) {
 	if err := checkTransactor(db); err != nil {
 		return nil, err
