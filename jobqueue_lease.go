@@ -34,7 +34,9 @@ type Lease struct {
 }
 
 // Lease leases up to n due jobs for d (0: the queue's LeaseDuration) and
-// returns them in queue order; ErrEmpty when no job is due. It takes fewer
+// returns them in queue order; ErrEmpty when no job is due, or when its
+// whole batch budget went to moving jobs to the dead-letter list (below:
+// it commits that, and the next call goes on past them). It takes fewer
 // than n when more would take its transaction, as FoundationDB counts its
 // size, over the batch budget (WithBatchBudget; about 1,300 bytes per job
 // with small records, up to 5 KB with the largest unique key and reason).
@@ -46,17 +48,19 @@ type Lease struct {
 // attempt count goes up by one, and its vesting time becomes now + d, so
 // no one else sees it as due until then. A job whose previous lease was
 // its last attempt (it expired: its consumer crashed or stalled) is moved
-// to the dead-letter list instead, and another candidate is taken. A key
-// in the queue's range that the queue did not write is left alone and
-// skipped; when no candidate could be taken because of one, Lease fails
-// with ErrForeignKey naming it.
+// to the dead-letter list instead, and another candidate is taken; when
+// every candidate read was moved so, it reads on past them. A key in the
+// queue's range that the queue did not write is left alone and skipped;
+// when no candidate could be taken because of one, Lease fails with
+// ErrForeignKey naming it.
 //
 // Conflicts: the candidates are read with a snapshot read, and a read
 // conflict is added on the keys of the jobs taken only, so a Lease
 // conflicts only with another Lease, Ack, Nack or Extend of the same job
 // (with K = 1, concurrent consumers all want the first job and conflict).
 // Cost: two round trips (the candidates and the journal together, then the
-// values of the jobs taken) and one commit of, per job, a clear, two
+// values of the jobs taken), one more for each read past moved candidates
+// (twice as many each time), and one commit of, per job, a clear, two
 // small writes and four atomic counter adds, plus the journal record.
 //
 // Exactly once: a retry after commit_unknown_result finds the journal
@@ -147,7 +151,7 @@ func (q *JobQueue) leaseOp(ctx context.Context, t kv.Transactor, n int, d time.D
 			}
 			return r, nil // nothing written: a read-only commit
 		}
-		leases, err := q.take(tr, o, kvs, n, now, d, &mine)
+		leases, err := q.take(tr, o, kvs, q.cfg.Choice+n-1, dueEnd, n, now, d, &mine)
 		if err != nil {
 			return leaseResult{}, err
 		}

@@ -16,22 +16,16 @@ import (
 // take leases up to n of the candidates kvs in tr, and adds the keys it
 // takes to *mine. It stops early when the next candidate would take the
 // transaction, as FoundationDB counts its size, over the batch budget
-// (the first candidate is always handled).
-func (q *JobQueue) take(tr kv.Transaction, o *op, kvs []kv.KeyValue, n int, now time.Time, d time.Duration, mine *[]string) ([]Lease, error) {
+// (the first candidate is always handled). kvs is a read of at most limit
+// keys of the due range, which ends at dueEnd: when the read was full and
+// take only buried the candidates it handled, it reads on past them (twice
+// as many, up to maxBuryRead, with a snapshot read, as the first), so that
+// a Lease reports ErrEmpty only when no job is due or its budget went to
+// burials.
+func (q *JobQueue) take(tr kv.Transaction, o *op, kvs []kv.KeyValue, limit int, dueEnd []byte, n int, now time.Time, d time.Duration, mine *[]string) ([]Lease, error) {
 	// The journal read, its record(s), clean-ups and expiry, the signal.
 	sp := spend{used: o.overheadCost(q.items) + o.recordCost(0, nil), budget: q.budget}
 	handled := 0
-	order := make([]int, len(kvs))
-	for i := range order {
-		order[i] = i
-	}
-	if q.cfg.Choice > 1 {
-		mrand.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
-		// Candidates that other calls on this JobQueue value are taking
-		// right now go last: those would conflict.
-		busy := q.picking.busy(kvs)
-		sort.SliceStable(order, func(a, b int) bool { return !busy[order[a]] && busy[order[b]] })
-	}
 	type taken struct {
 		at    int
 		lease Lease
@@ -39,58 +33,76 @@ func (q *JobQueue) take(tr kv.Transaction, o *op, kvs []kv.KeyValue, n int, now 
 	}
 	var got []taken
 	var firstErr error
-	for _, i := range order {
-		if len(got) == n {
-			break
-		}
-		p := kvs[i]
-		_, id, err := q.parseItemKey(p.Key)
-		var m jobMeta
-		if err == nil {
-			m, err = decodeMeta(p.Key, p.Value, id)
-		}
-		if err != nil {
-			if firstErr == nil {
-				firstErr = err
+	for {
+		order := q.takeOrder(kvs)
+		buried, stopped := 0, false
+		for _, i := range order {
+			if len(got) == n {
+				break
 			}
-			continue // leave a foreign key alone; take the others
+			p := kvs[i]
+			_, id, err := q.parseItemKey(p.Key)
+			var m jobMeta
+			if err == nil {
+				m, err = decodeMeta(p.Key, p.Value, id)
+			}
+			if err != nil {
+				if firstErr == nil {
+					firstErr = err
+				}
+				continue // leave a foreign key alone; take the others
+			}
+			bury := m.attempts >= m.maxAttempts
+			cost := q.leaseCost(o, m, p.Key, len(got), bury, buryReason)
+			if handled > 0 && !sp.fits(cost) {
+				stopped = true
+				break
+			}
+			sp.used += cost
+			handled++
+			// The snapshot read plus this conflict range is a normal read of
+			// this one key. It must come before the writes: FDB leaves keys the
+			// transaction wrote out of explicit read conflict ranges.
+			if err := tr.AddReadConflictKey(p.Key); err != nil {
+				return nil, err
+			}
+			q.picking.add(p.Key)
+			*mine = append(*mine, string(p.Key))
+			if bury {
+				q.bury(tr, m, p.Key, now, string(buryReason))
+				buried++
+				continue
+			}
+			tr.Clear(p.Key)
+			q.unbucket(tr, m)
+			if m.lease == nil {
+				tr.Add(q.leased, one)
+			} else {
+				q.journal.track.obs.leaseExpired(tr, m.id, m.attempts)
+			}
+			var lid [16]byte
+			_, _ = rand.Read(lid[:])
+			m.lease = lid[:]
+			m.attempts++
+			m.vest = now.Add(d).UnixMicro()
+			q.put(tr, m)
+			q.bucket(tr, "e", m.vest, 1)
+			l := m.toLease()
+			l.key = m.queueKey(q)
+			got = append(got, taken{at: i, lease: l, value: tr.Snapshot().Get(q.key("v", m.id[:]))})
 		}
-		buried := m.attempts >= m.maxAttempts
-		cost := q.leaseCost(o, m, p.Key, len(got), buried, buryReason)
-		if handled > 0 && !sp.fits(cost) {
+		if len(got) > 0 || stopped || buried == 0 || len(kvs) < limit {
 			break
 		}
-		sp.used += cost
-		handled++
-		// The snapshot read plus this conflict range is a normal read of
-		// this one key. It must come before the writes: FDB leaves keys the
-		// transaction wrote out of explicit read conflict ranges.
-		if err := tr.AddReadConflictKey(p.Key); err != nil {
+		// Only burials so far, and more keys may be due past this read.
+		after := append(bytes.Clone(kvs[len(kvs)-1].Key), 0x00)
+		limit = min(2*limit, maxBuryRead)
+		var err error
+		kvs, err = tr.Snapshot().GetRange(kv.KeyRange{Begin: after, End: dueEnd},
+			kv.RangeOptions{Limit: limit, Mode: kv.StreamingModeExact}).GetSlice()
+		if err != nil {
 			return nil, err
 		}
-		q.picking.add(p.Key)
-		*mine = append(*mine, string(p.Key))
-		if buried {
-			q.bury(tr, m, p.Key, now, string(buryReason))
-			continue
-		}
-		tr.Clear(p.Key)
-		q.unbucket(tr, m)
-		if m.lease == nil {
-			tr.Add(q.leased, one)
-		} else {
-			q.journal.track.obs.leaseExpired(tr, m.id, m.attempts)
-		}
-		var lid [16]byte
-		_, _ = rand.Read(lid[:])
-		m.lease = lid[:]
-		m.attempts++
-		m.vest = now.Add(d).UnixMicro()
-		q.put(tr, m)
-		q.bucket(tr, "e", m.vest, 1)
-		l := m.toLease()
-		l.key = m.queueKey(q)
-		got = append(got, taken{at: i, lease: l, value: tr.Snapshot().Get(q.key("v", m.id[:]))})
 	}
 	if len(got) == 0 && firstErr != nil {
 		return nil, firstErr
@@ -109,6 +121,27 @@ func (q *JobQueue) take(tr kv.Transaction, o *op, kvs []kv.KeyValue, n int, now 
 		out[i] = g.lease
 	}
 	return out, nil
+}
+
+// maxBuryRead bounds the reads with which take goes on past candidates it
+// buried.
+const maxBuryRead = 1024
+
+// takeOrder is the order in which take tries the candidates kvs: key
+// order when JobQueueConfig.Choice is 1, else a random one, with the
+// candidates that other calls on this JobQueue value are taking right now
+// last (those would conflict).
+func (q *JobQueue) takeOrder(kvs []kv.KeyValue) []int {
+	order := make([]int, len(kvs))
+	for i := range order {
+		order[i] = i
+	}
+	if q.cfg.Choice > 1 {
+		mrand.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
+		busy := q.picking.busy(kvs)
+		sort.SliceStable(order, func(a, b int) bool { return !busy[order[a]] && busy[order[b]] })
+	}
+	return order
 }
 
 // buryReason is the reason a job whose last lease expired dies with.

@@ -709,3 +709,36 @@ func TestJobQueueExtendShorterWakesLeaseWait(t *testing.T) {
 	require.NoError(t, r.err)
 	require.Equal(t, 2, r.ls[0].Attempt)
 }
+
+// A Lease whose candidates all used their last attempt buries them and
+// reads on past them in the same transaction: it leases the due job behind
+// them rather than reporting ErrEmpty while a job is due. 1 and 50 buried
+// jobs ahead: reads of 1, 2, 4, ... candidates (Choice 1).
+func TestJobQueueLeaseReadsPastBuried(t *testing.T) {
+	for _, expired := range []int{1, 50} {
+		t.Run(fmt.Sprint(expired), func(t *testing.T) {
+			ctx := context.Background()
+			db := newDB(t)
+			clock := newFakeClock()
+			q := mustJobQueue(t, "past-buried", fdbqueue.JobQueueConfig{Clock: clock, Choice: 1})
+			for i := range expired {
+				mustAdd(t, db, q, fdbqueue.Job{Value: fmt.Appendf(nil, "last try %d", i), MaxAttempts: 1})
+			}
+			ls := mustLease(t, db, q, expired, time.Minute)
+			require.Len(t, ls, expired)
+			due := mustAdd(t, db, q, fdbqueue.Job{Value: []byte("due"), Delay: 2 * time.Minute})
+			clock.Advance(3 * time.Minute) // the leases expired before the job is due: they sort first
+
+			got, err := q.Lease(ctx, db, 1, time.Minute)
+			require.NoError(t, err, "a job is due behind the buried ones")
+			require.Len(t, got, 1)
+			require.Equal(t, due.ID, got[0].JobID)
+			st := mustStats(t, db, q)
+			require.EqualValues(t, expired, st.Dead)
+			require.EqualValues(t, 1, st.Leased)
+
+			_, err = q.Lease(ctx, db, 1, time.Minute)
+			require.ErrorIs(t, err, fdbqueue.ErrEmpty)
+		})
+	}
+}
