@@ -1,6 +1,7 @@
 package queuetest
 
 import (
+	"bytes"
 	"errors"
 	"testing"
 	"time"
@@ -29,6 +30,7 @@ func errorChecks() []check {
 		{"ErrCodec/Encode", testErrCodecEncode},
 		{"ErrCodec/Decode", testErrCodecDecode},
 		{"ErrCodec/TupleValues", testErrCodecTupleValues},
+		{"ErrConfigMismatch/FirstWritersLongPrefix", testFirstWritersLongPrefix},
 		// ErrClaimExpired: Recover/ExpiredRequest/*.
 	}
 }
@@ -276,4 +278,69 @@ func testErrCodecTupleValues(t *testing.T, f *fixture) {
 	v, err := raw.Dequeue(f.ctx, f.db)
 	require.NoError(t, err, "the item is still there")
 	requireValue(t, []byte{0x01, 'x'}, v)
+}
+
+// testFirstWritersLongPrefix: first writers of different records conflict
+// on every prefix a queue works with, up to the longest, and first writers
+// of one record do not. Each declares a conflict on a claim that names its
+// record under the queue's prefix; FoundationDB cuts a conflict range's
+// keys longer than the key limit to 10,001 bytes, which empties
+// [claim, claim+\x00) and merges claims that differ only past that byte
+// (ReadYourWritesTransaction::addWriteConflictRange and
+// ::addReadConflictRange, fdbclient/ReadYourWrites.actor.cpp), so a claim
+// that long would let writers of raw and tuple values both commit.
+func testFirstWritersLongPrefix(t *testing.T, f *fixture) {
+	type writer func(tr kv.Transactor, sub fdbqueue.Subspace, tupleValues bool) error
+	encoding := func(tupleValues bool) []fdbqueue.Option {
+		if tupleValues {
+			return []fdbqueue.Option{fdbqueue.WithValueEncoding(fdbqueue.TupleValues)}
+		}
+		return nil
+	}
+	enqueue := func(tr kv.Transactor, sub fdbqueue.Subspace, tupleValues bool) error {
+		q, err := fdbqueue.NewQueue(sub, encoding(tupleValues)...)
+		if err != nil {
+			return err
+		}
+		return q.Enqueue(f.ctx, tr, []byte("v"))
+	}
+	push := func(tr kv.Transactor, sub fdbqueue.Subspace, tupleValues bool) error {
+		pq, err := fdbqueue.NewPriorityQueue(sub, append(encoding(tupleValues), fdbqueue.WithoutIdempotency())...)
+		if err != nil {
+			return err
+		}
+		return pq.Push(f.ctx, tr, []byte("v"), 1)
+	}
+	// both runs the two writers in concurrent transactions and returns the
+	// second's commit error.
+	both := func(write writer, sub fdbqueue.Subspace, tupleValues [2]bool) error {
+		tr1, err := f.db.CreateTransaction(f.ctx)
+		require.NoError(t, err)
+		tr2, err := f.db.CreateTransaction(f.ctx)
+		require.NoError(t, err)
+		require.NoError(t, write(tr1, sub, tupleValues[0]))
+		require.NoError(t, write(tr2, sub, tupleValues[1]))
+		require.NoError(t, tr1.Commit())
+		return tr2.Commit()
+	}
+	for name, write := range map[string]writer{"queue": enqueue, "priority queue": push} {
+		tried := 0
+		for p := kv.MaxKeySize - 100; p <= kv.MaxKeySize; p++ {
+			long := func() fdbqueue.Subspace {
+				base := f.sub(t, "long").Bytes()
+				return fdbqueue.SubspaceFromBytes(append(base, bytes.Repeat([]byte{'p'}, p-len(base))...))
+			}
+			if err := write(f.db, long(), false); errors.Is(err, kv.ErrKeyTooLarge) {
+				continue // no queue on this prefix: its keys do not fit
+			} else {
+				require.NoError(t, err, "%s, a %d-byte prefix", name, p)
+			}
+			tried++
+			require.ErrorIs(t, both(write, long(), [2]bool{false, true}), kv.ErrNotCommitted,
+				"%s: first writers of different records conflict, with a %d-byte prefix", name, p)
+			require.NoError(t, both(write, long(), [2]bool{true, true}),
+				"%s: first writers of one record do not conflict, with a %d-byte prefix", name, p)
+		}
+		require.Greater(t, tried, 20, "%s: prefixes a queue works with", name)
+	}
 }
