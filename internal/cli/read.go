@@ -79,21 +79,35 @@ func (t *target) readEntries(ctx context.Context, db kv.ReadTransactor, limit in
 }
 
 // pageSize is the most keys one read transaction of pageRange reads (a
-// variable so that tests can cross page boundaries with few keys).
+// variable so that tests can cross page boundaries with few keys). A page
+// that is retried is read again smaller (see pageRange).
 var pageSize = 10_000
 
 // pageRange calls fn for up to limit (0: all) key-value pairs of r, in order
 // (descending with reverse), reading pages of pageSize keys, each in its own
 // read transaction with a snapshot read.
+//
+// A page that is retried is read again with half as many keys, and later
+// pages keep that size: FDB fails a read more than 5 s after the
+// transaction's read version with transaction_too_old (1007), which the
+// retry loop retries, and it fetches a range in replies of at most 80,000
+// bytes, so a page of large values can take longer than that every time,
+// and would be retried forever at the same size.
 func pageRange(ctx context.Context, db kv.ReadTransactor, r kv.KeyRange, limit int, reverse bool, fn func(kv.KeyValue)) error {
 	cur := kv.KeyRange{Begin: bytes.Clone(r.Begin), End: bytes.Clone(r.End)}
 	seen := 0
+	size := pageSize
 	for {
-		n := pageSize
-		if limit > 0 {
-			n = min(n, limit-seen)
-		}
+		var n int
+		tries := 0
 		page, err := kv.ReadTransact(ctx, db, func(tr kv.ReadTransaction) ([]kv.KeyValue, error) {
+			if tries++; tries > 1 {
+				size = max(size/2, 1) // the last try may have run out of time
+			}
+			n = size
+			if limit > 0 {
+				n = min(n, limit-seen)
+			}
 			return tr.Snapshot().GetRange(cur, kv.RangeOptions{Limit: n, Reverse: reverse, Mode: kv.StreamingModeWantAll}).GetSlice()
 		})
 		if err != nil {
