@@ -161,8 +161,25 @@ func writeList[T, J any](s *session, xs []T, asJSON bool, toJSON func(T) J, empt
 		_, err := fmt.Fprintln(s.env.Stdout, empty)
 		return err
 	}
-	lines(s.env.Stdout)
-	return nil
+	w := &errWriter{w: s.env.Stdout}
+	lines(w)
+	return w.err
+}
+
+// errWriter keeps the first error of its writes (and writes nothing after
+// it), so that a listing written line by line fails as its JSON form does.
+type errWriter struct {
+	w   io.Writer
+	err error
+}
+
+func (e *errWriter) Write(p []byte) (int, error) {
+	if e.err != nil {
+		return 0, e.err
+	}
+	n, err := e.w.Write(p)
+	e.err = err
+	return n, err
 }
 
 func noArgs(args []string) error {
