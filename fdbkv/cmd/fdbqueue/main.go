@@ -22,6 +22,7 @@ import (
 	"flag"
 	"os"
 	"os/signal"
+	"syscall"
 
 	"github.com/fdbqueue/fdbqueue/fdbkv"
 	"github.com/fdbqueue/fdbqueue/internal/cli"
@@ -57,7 +58,10 @@ func (b *backend) Open(ctx context.Context) (kv.Database, func(), error) {
 }
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	// SIGTERM (timeout, systemd, Kubernetes) as ctrl-C: the command settles
+	// an operation whose commit may have landed and prints what it removed,
+	// rather than dying between the commit and the output.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	code := cli.Run(ctx, os.Args[1:], cli.Env{
 		Stdout:   os.Stdout,
 		Stderr:   os.Stderr,

@@ -1,9 +1,14 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
+	"os"
+	"os/exec"
+	"runtime"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/fdbqueue/fdbqueue/internal/cli"
@@ -60,3 +65,43 @@ func TestDemoJobQueue(t *testing.T) {
 		t.Fatalf("exit %d: %s%s", code, out.String(), errb.String())
 	}
 }
+
+// SIGTERM ends a command as ctrl-C does, through its context, so that a
+// command between a commit and its output settles and prints instead of
+// dying: watch, signalled after its first sample, exits 0 (its normal end)
+// rather than by the signal. The test runs this test binary as the
+// program (runMainEnv).
+func TestSIGTERMEndsCommandCleanly(t *testing.T) {
+	if os.Getenv(runMainEnv) != "" {
+		os.Args = append([]string{"fdbqueue"}, strings.Fields(os.Getenv(runMainEnv))...)
+		main()
+		return
+	}
+	if runtime.GOOS == "windows" {
+		t.Skip("no SIGTERM to send on Windows")
+	}
+	cmd := exec.Command(os.Args[0], "-test.run", "^TestSIGTERMEndsCommandCleanly$")
+	cmd.Env = append(os.Environ(), runMainEnv+"=watch --demo --queue demo/jobs --interval 1h")
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	first, err := bufio.NewReader(out).ReadString('\n') // the first sample: the command runs
+	if err != nil {
+		t.Fatalf("no first sample: %v (%s)", err, stderr.String())
+	}
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("after SIGTERM: %v, want exit 0 (first sample %q, stderr %s)", err, first, stderr.String())
+	}
+}
+
+// runMainEnv holds the arguments with which a test binary runs main.
+const runMainEnv = "FDBQUEUE_TEST_RUN_MAIN"
