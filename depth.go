@@ -102,22 +102,25 @@ func (pq *PriorityQueue) Depth(ctx context.Context, t kv.ReadTransactor) (int64,
 
 // RepairDepth recounts the queue's items and sets its depth counters to
 // the count, for a queue written by clients that do not maintain them (see
-// Depth). It returns the new depth.
+// Depth). It returns the count, as of its last page's read.
 //
 // It reads the items in pages of up to 10,000 keys, each page in its own
 // transaction with snapshot reads (so it stays within FDB's five-second
-// transaction limit and conflicts with no one), and writes the counters in
-// the transaction of the last page. The result is exact when no item is
+// transaction limit and conflicts with no one), and corrects the counters
+// in the transaction of the last page: it reads them at that page's read
+// version and adds the difference, so that an operation committing after
+// the read keeps its own change. The result is exact when no item is
 // added to or removed from the pages already counted while it runs: on a
 // FIFO queue, producers may keep enqueueing (their items land after the
 // pages counted), but consumers should pause. Otherwise it is off by what
 // they removed from (or added to) those pages meanwhile; running it again
 // when the queue is quiet corrects it. Cost: one range read per page and,
-// in the last, a clear of the counters and one write.
+// in the last, a read of the counters and one atomic add.
 //
-// Under commit_unknown_result the last page's transaction is retried, and
-// counts its page again: it sets the counters rather than adding, so
-// applying it twice is harmless.
+// Under commit_unknown_result the last page's transaction is retried: it
+// counts its page and reads the counters again, and FoundationDB reports
+// the error only once the first commit can no longer land after the
+// retry's reads, so the retry adds only what is still missing.
 func (q *Queue) RepairDepth(ctx context.Context, db kv.Database) (int64, error) {
 	return repairDepth(ctx, db, q.items, q.journal.track.depth)
 }
@@ -154,10 +157,18 @@ func repairDepth(ctx context.Context, db kv.Database, items kv.KeyRange, d depth
 				next = append(bytes.Clone(kvs[len(kvs)-1].Key), 0x00)
 				return nil
 			}
-			tr.ClearRange(d.all)
-			var p [8]byte
-			binary.LittleEndian.PutUint64(p[:], uint64(counted+n))
-			tr.Set(d.shard(0), p[:])
+			// Add the difference between the count and the counters read
+			// at this page's read version, rather than overwrite them: an
+			// operation that commits between this read and this commit
+			// (a producer's item the page did not see, a take of one it
+			// did) keeps its own change, as atomic adds commute.
+			sum, err := d.read(tr)
+			if err != nil {
+				return err
+			}
+			if diff := counted + n - sum; diff != 0 {
+				tr.Add(d.shard(0), counterParam(diff))
+			}
 			return nil
 		})
 		if err != nil {

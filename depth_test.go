@@ -414,3 +414,65 @@ func TestDepthTyped(t *testing.T) {
 		require.NoError(t, r())
 	}
 }
+
+// interleaveDB runs between, once, inside the first transaction attempt
+// whose body succeeds, after the body and before its commit: another
+// client's commit that lands between that attempt's reads and its commit.
+type interleaveDB struct {
+	kv.Database
+	between func()
+}
+
+func (d *interleaveDB) Transact(ctx context.Context, fn func(kv.Transaction) error) error {
+	return d.Database.Transact(ctx, func(tr kv.Transaction) error {
+		err := fn(tr)
+		if f := d.between; err == nil && f != nil {
+			d.between = nil
+			f()
+		}
+		return err
+	})
+}
+
+// A producer whose enqueue commits between the read and the commit of
+// RepairDepth's last page is counted: its item is not in what the page
+// read, and the repair must not overwrite its counter change either.
+// Producers may keep enqueueing during a repair (RepairDepth's doc).
+func TestRepairDepthRacingProducer(t *testing.T) {
+	ctx := context.Background()
+	db := newDB(t)
+	q := mustQueue(t, "depth-repair-race")
+	for range 3 {
+		require.NoError(t, q.Enqueue(ctx, db, []byte("x")))
+	}
+	wrapped := &interleaveDB{Database: db, between: func() {
+		require.NoError(t, q.Enqueue(ctx, db, []byte("late")))
+	}}
+	got, err := q.RepairDepth(ctx, wrapped)
+	require.NoError(t, err)
+	require.Equal(t, int64(3), got, "the page read before the producer's commit")
+	requireDepth(t, db, q, 4)
+
+	// A consumer's take in the same window is counted too.
+	wrapped.between = func() {
+		_, err := q.Dequeue(ctx, db)
+		require.NoError(t, err)
+	}
+	got, err = q.RepairDepth(ctx, wrapped)
+	require.NoError(t, err)
+	require.Equal(t, int64(4), got)
+	requireDepth(t, db, q, 3)
+
+	// A retry after an applied commit_unknown_result adds nothing more.
+	// A recipe client's item, which the counters miss.
+	require.NoError(t, db.Transact(ctx, func(tr kv.Transaction) error {
+		k, err := q.Subspace().Pack(tuple.Tuple{int64(1) << 40, []byte("recipe")})
+		tr.Set(k, []byte("r"))
+		return err
+	}))
+	db.FailNextCommit(kv.ErrCommitUnknownResult, true)
+	got, err = q.RepairDepth(ctx, db)
+	require.NoError(t, err)
+	require.Equal(t, int64(4), got)
+	requireDepth(t, db, q, 4)
+}
