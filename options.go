@@ -96,7 +96,10 @@ func WithoutIdempotency() Option { return func(c *config) { c.noJournal = true }
 // the longest time one operation may keep retrying, and the time within
 // which a caller recovers a maybe-committed Dequeue with WithOpID. Records
 // are cleared once twice the retention old (within another 64th of it),
-// so clients' clocks may disagree by up to the retention.
+// so clients' clocks may disagree by up to seven eighths of the retention
+// (a journal slot's key can be an eighth of it older than the operation
+// using it; docs/design.md). A larger skew can let an operation that is
+// still retrying apply twice under commit_unknown_result.
 func WithJournalRetention(d time.Duration) Option { return func(c *config) { c.retention = d } }
 
 // WithBatchBudget sets the most bytes of transaction size a batch operation
@@ -124,8 +127,8 @@ func WithEntropy(r io.Reader) Option { return func(c *config) { c.entropy = r } 
 
 // WithClock sets the clock that stamps operation IDs and expires journal
 // records (default time.Now). Tests pass a fake clock; in production the
-// clocks of all clients of a queue may disagree by less than the journal
-// retention (see WithJournalRetention).
+// clocks of all clients of a queue may disagree by less than seven eighths
+// of the journal retention (see WithJournalRetention).
 func WithClock(now func() time.Time) Option { return func(c *config) { c.now = now } }
 
 // WithStaging turns on the staged (high-contention) dequeue: Queue.Dequeue
