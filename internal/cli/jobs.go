@@ -139,24 +139,37 @@ func deadJSON(d fdbqueue.DeadJob) DeadJobJSON {
 // deadPage is the most dead jobs one ListDead transaction reads.
 var deadPage = 1000
 
-// listDead reads up to limit (0: all) dead jobs, oldest death first, in
-// pages of deadPage, each its own read-only transaction (a long list is not
-// one snapshot, but each page stays within FDB's five-second limit).
+// listDead reads up to limit (0: all) dead jobs, oldest death first (see
+// eachDead).
 func listDead(ctx context.Context, s *session, q *fdbqueue.JobQueue, limit int) ([]fdbqueue.DeadJob, error) {
 	var out []fdbqueue.DeadJob
+	err := eachDead(ctx, s, q, limit, func(d fdbqueue.DeadJob) { out = append(out, d) })
+	return out, err
+}
+
+// eachDead calls fn for up to limit (0: all) dead jobs, oldest death
+// first, read in pages of deadPage, each its own read-only transaction (a
+// long list is not one snapshot, but each page stays within FDB's
+// five-second limit). fn keeps what it needs: requeue-dead --all keeps the
+// IDs only, not every dead job's value.
+func eachDead(ctx context.Context, s *session, q *fdbqueue.JobQueue, limit int, fn func(fdbqueue.DeadJob)) error {
 	var cursor []byte
+	seen := 0
 	for {
 		n := deadPage
 		if limit > 0 {
-			n = min(n, limit-len(out))
+			n = min(n, limit-seen)
 		}
 		page, err := q.ListDead(ctx, s.db, cursor, n)
 		if err != nil {
-			return out, err
+			return err
 		}
-		out = append(out, page...)
-		if len(page) < n || (limit > 0 && len(out) >= limit) {
-			return out, nil
+		for _, d := range page {
+			fn(d)
+		}
+		seen += len(page)
+		if len(page) < n || (limit > 0 && seen >= limit) {
+			return nil
 		}
 		cursor = page[len(page)-1].Cursor
 	}
@@ -225,12 +238,8 @@ func setupRequeueDead(fs *flag.FlagSet) func(context.Context, *session, []string
 			return err
 		}
 		if *all {
-			dead, err := listDead(ctx, s, q, 0)
-			if err != nil {
+			if err := eachDead(ctx, s, q, 0, func(d fdbqueue.DeadJob) { ids = append(ids, d.ID) }); err != nil {
 				return err
-			}
-			for _, d := range dead {
-				ids = append(ids, d.ID)
 			}
 		}
 		return requeue(ctx, s, q, ids)
