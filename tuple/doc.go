@@ -37,9 +37,11 @@
 // bool; UUID; Versionstamp), documented on Unpack.
 //
 // Unpack accepts exactly the encodings Pack produces, plus the deprecated
-// 0x25 for true. So for every input Unpack accepts, packing the result gives
-// the input back, except that 0x25 comes back as 0x27 and that incomplete
-// versionstamps must be re-packed with PackWithVersionstamp.
+// 0x25 for true and the Python binding's 0x1d/0x0b forms of 2^64-1 and
+// -(2^64-1). So for every input Unpack accepts, packing the result gives
+// the input back, except that 0x25 comes back as 0x27, those two integers
+// come back as 0x1c and 0x0c, and incomplete versionstamps must be re-packed
+// with PackWithVersionstamp.
 //
 // # Ordering
 //

@@ -173,3 +173,34 @@ func TestStringFormatsTuples(t *testing.T) {
 		tuple.UUID{15: 1}, tuple.IncompleteVersionstamp(3)}
 	assert.Equal(t, `(nil, b"\x00", "a", (1,), float32(1.5), 2.5, true, UUID(00000000-0000-0000-0000-000000000001), Versionstamp(ffffffffffffffffffff:3))`, tp.String())
 }
+
+// TestUnpackPythonEightByteBigInts: FDB's Python binding packs 2^64-1 and
+// -(2^64-1) with the arbitrary-precision codes and a length of 8
+// (bindings/python/fdb/tuple.py, _encode: `value >= _size_limits[-1]` and
+// `-value >= _size_limits[-1]`), where Java, Go and this package use 0x1c and
+// 0x0c. The Java (TupleUtil.decode) and Go (decodeBigInt) decoders read those
+// bytes, so Unpack must too, or a key written by a Python client is
+// unreadable here. Other 8-byte 0x1d/0x0b forms, which no binding writes,
+// stay rejected.
+func TestUnpackPythonEightByteBigInts(t *testing.T) {
+	cases := []struct {
+		name, python, canonical string
+		want                    tuple.Tuple
+	}{
+		{"2^64-1", "1d 08 ff ff ff ff ff ff ff ff", "1c ff ff ff ff ff ff ff ff", tuple.Tuple{uint64(math.MaxUint64)}},
+		{"-(2^64-1)", "0b f7 00 00 00 00 00 00 00 00", "0c 00 00 00 00 00 00 00 00", tuple.Tuple{bigFromString(t, "-18446744073709551615")}},
+		{"nested", "05 15 01 1d 08 ff ff ff ff ff ff ff ff 00", "05 15 01 1c ff ff ff ff ff ff ff ff 00", tuple.Tuple{tuple.Tuple{int64(1), uint64(math.MaxUint64)}}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got, err := tuple.Unpack(mustHex(t, c.python))
+			require.NoError(t, err, "Unpack of the Python binding's packing %s", c.python)
+			requireSameTuple(t, c.want, got)
+			assert.Equal(t, mustHex(t, c.canonical), mustPack(t, got), "re-packs in the canonical form")
+		})
+	}
+	for _, bad := range []string{"1d 08 ff ff ff ff ff ff ff fe", "0b f7 00 00 00 00 00 00 00 01", "1d 08 ff ff"} {
+		_, err := tuple.Unpack(mustHex(t, bad))
+		require.ErrorIs(t, err, tuple.ErrMalformed, "Unpack(%s)", bad)
+	}
+}

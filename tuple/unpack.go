@@ -18,11 +18,14 @@ import (
 // versionstamp is returned as such; Pack rejects it, PackWithVersionstamp
 // re-creates its key).
 //
-// Unpack accepts only canonical encodings, the ones Pack produces, with one
-// exception: the deprecated true code 0x25 is decoded as true (it re-packs
-// as 0x27). Everything else non-canonical is rejected: integers that are not
-// in their minimal width (a leading zero magnitude byte, or a 0x0b/0x1d
-// integer that would fit in 8 bytes), unknown type codes (including the
+// Unpack accepts only canonical encodings, the ones Pack produces, with two
+// exceptions: the deprecated true code 0x25 is decoded as true (it re-packs
+// as 0x27), and 2^64-1 and -(2^64-1) are also read in the form FDB's Python
+// binding writes them, 0x1d 0x08 and 0x0b 0xf7 followed by 8 bytes (they
+// re-pack with codes 0x1c and 0x0c). Everything else non-canonical is
+// rejected: integers that are not in their minimal width (a leading zero
+// magnitude byte, or any other 0x0b/0x1d integer that would fit in 8
+// bytes), unknown type codes (including the
 // FDB types this package does not support: 80-bit versionstamps 0x32,
 // extended floats, user types 0x40-0x4f), truncated elements, unterminated
 // strings or nested tuples, and nesting deeper than MaxDepth. All such
@@ -257,7 +260,8 @@ func (d *decoder) negInt(code byte) (any, error) {
 }
 
 // bigInt decodes codes 0x0b and 0x1d: a length byte (inverted for
-// negatives) and a 9..255 byte magnitude (one's complemented for negatives).
+// negatives) and a 9..255 byte magnitude (one's complemented for negatives),
+// or the 8 0xff magnitude bytes of the Python binding's ±(2^64-1).
 func (d *decoder) bigInt(code byte) (any, error) {
 	at := d.start
 	lb, err := d.need(1, code, "integer length")
@@ -269,7 +273,7 @@ func (d *decoder) bigInt(code byte) (any, error) {
 	if neg {
 		n = int(^lb[0])
 	}
-	if n <= 8 {
+	if n < 8 {
 		return nil, d.fail(at, int(code), "%d-byte integer must use a fixed-width code", n)
 	}
 	p, err := d.need(n, code, "integer")
@@ -283,6 +287,16 @@ func (d *decoder) bigInt(code byte) (any, error) {
 			mag[i] = ^c
 		}
 	}
+	if n == 8 {
+		// FDB's Python binding writes 2^64-1 and -(2^64-1), and only
+		// those, with these codes and a length of 8 (tuple.py _encode).
+		if !isAllFF(mag) {
+			return nil, d.fail(at, int(code), "%d-byte integer must use a fixed-width code", n)
+		}
+		if !neg {
+			return uint64(math.MaxUint64), nil
+		}
+	}
 	if mag[0] == 0x00 {
 		return nil, d.fail(at, int(code), "integer is not minimally encoded (leading zero byte)")
 	}
@@ -291,4 +305,13 @@ func (d *decoder) bigInt(code byte) (any, error) {
 		v.Neg(v)
 	}
 	return v, nil
+}
+
+func isAllFF(b []byte) bool {
+	for _, c := range b {
+		if c != 0xff {
+			return false
+		}
+	}
+	return true
 }
