@@ -140,6 +140,14 @@ func (w *waiter[T]) loop(ctx, callerCtx context.Context) (T, error) {
 			if out.forget {
 				w.resKey, w.rid = nil, nil
 			}
+			if !out.done && w.taken != nil {
+				// The step read the journal (w.taken was set) and found no
+				// record: the take attempted earlier never committed (a
+				// commit is fenced before it reports an unknown outcome),
+				// so nothing ties the operation to its ID any more, and
+				// refreshOp may renew it while the call waits.
+				w.taken, w.takenRec = nil, nil
+			}
 			if out.registered {
 				stamp, err := w.stamp.Get()
 				if err == nil {
