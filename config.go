@@ -294,6 +294,10 @@ type gateRead struct {
 	bumped    bool // the transaction bumped the metadata version: mv was not read
 	noCache   bool // the transaction wrote a record: cache nothing
 	done      bool
+	// issued is the record the handle had seen when the read was issued:
+	// a consumer of a handle made without WithStaging chooses the items
+	// due to the line (Queue.reserved) after that, by the record seen then.
+	issued *storedConfig
 }
 
 // issue starts the check of the record in tr: a read of the metadata
@@ -336,6 +340,7 @@ func (g *confGate) issueInto(r *gateRead, tr kv.Transaction, producing, own bool
 // conflictOnChange adds); without one, the metadata version and the record
 // with snapshot reads.
 func (r *gateRead) issueReads(tr kv.ReadTransaction) {
+	r.issued = r.g.seen.Load()
 	var wrote, bumped bool
 	if !r.own {
 		wrote, bumped = bumps.lookup(tr)
@@ -512,7 +517,12 @@ func (r *gateRead) agree(stored *storedConfig) error {
 	}
 	if g.staged == "" {
 		wasPlace := prev != nil && prev.staging == stagingPlace
-		if !r.producing && wasPlace != (stored.staging == stagingPlace) {
+		// The consumer chose after the read was issued: by r.issued, or
+		// by prev if another operation of the handle stored that one
+		// meanwhile.
+		issuedPlace := r.issued != nil && r.issued.staging == stagingPlace
+		isPlace := stored.staging == stagingPlace
+		if !r.producing && (wasPlace != isPlace || issuedPlace != isPlace) {
 			// A consumer chose which items are due to a line with the
 			// old record: retry with the new one.
 			return errConfigMoved
