@@ -27,6 +27,7 @@ func atomicTests() []conformanceTest {
 		{"ByteMinByteMaxOnMissingKeyStoreParam", testByteMinByteMaxOnMissingKeyStoreParam},
 		{"CompareAndClear", testCompareAndClear},
 		{"AppendIfFits", testAppendIfFits},
+		{"AppendIfFitsCoalescesInTransaction", testAppendIfFitsCoalescesInTransaction},
 		{"ConcurrentAddsDoNotConflict", testConcurrentAddsDoNotConflict},
 		{"AtomicAppliesToValueAtCommit", testAtomicAppliesToValueAtCommit},
 		{"AtomicThenReadSeesResult", testAtomicThenReadSeesResult},
@@ -172,6 +173,40 @@ func testAppendIfFits(t *testing.T, f *fixture) {
 	require.Len(t, got, kv.MaxValueSize, "AppendIfFits reaching exactly the value size limit must append")
 	got = atomicResult(t, f, "over", almost, func(tr kv.Transaction, k []byte) { tr.AppendIfFits(k, []byte("!!")) })
 	require.Equal(t, almost, got, "AppendIfFits that would exceed the value size limit must leave the value unchanged (and not fail)")
+}
+
+// testAppendIfFitsCoalescesInTransaction: two AppendIfFits of one key
+// whose value the transaction does not know are merged into one operation
+// before the commit (WriteMap::coalesceOver, fdbclient/WriteMap.cpp:
+// AppendIfFits is associative, so same-typed operations are coalesced with
+// doAppendIfFits, fdbclient/include/fdbclient/Atomic.h; the merged stack
+// is what ReadYourWritesTransaction::writeRangeToNativeTransaction sends).
+// The value then grows by both operands or by neither: at 99,999 bytes,
+// appending "a" then "b" leaves it unchanged (99,999 + 2 is over the
+// limit), where applying them one by one would have taken "a". A read in
+// the transaction sees the same (WriteMap::coalesceUnder).
+func testAppendIfFitsCoalescesInTransaction(t *testing.T, f *fixture) {
+	almost := bytes.Repeat([]byte{'v'}, kv.MaxValueSize-1)
+	key := f.key("k")
+	f.set(t, key, almost)
+	tr := f.newTx(t)
+	tr.AppendIfFits(key, []byte("a"))
+	tr.AppendIfFits(key, []byte("b"))
+	got := mustGet(t, tr, key)
+	require.True(t, bytes.Equal(almost, got), "RYW: two AppendIfFits whose operands together do not fit leave the value unchanged, got %d bytes", len(got))
+	commit(t, tr)
+	got = f.get(t, key)
+	require.True(t, bytes.Equal(almost, got), "two AppendIfFits in one transaction are one append of both operands: over the limit, neither is appended; got %d bytes", len(got))
+
+	short := bytes.Repeat([]byte{'v'}, kv.MaxValueSize-3)
+	key = f.key("fits")
+	f.set(t, key, short)
+	tr = f.newTx(t)
+	tr.AppendIfFits(key, []byte("a"))
+	tr.AppendIfFits(key, []byte("b"))
+	commit(t, tr)
+	got = f.get(t, key)
+	require.True(t, bytes.Equal(append(bytes.Clone(short), "ab"...), got), "two AppendIfFits that fit together are both appended; got %d bytes", len(got))
 }
 
 func testConcurrentAddsDoNotConflict(t *testing.T, f *fixture) {

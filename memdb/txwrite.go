@@ -209,6 +209,18 @@ func (tx *transaction) atomic(kind opKind, key, param []byte) {
 		e.val, e.exists = applyOp(kind, e.val, e.exists, p)
 		return
 	}
+	if n := len(e.ops); kind == opAppendIfFits && e.st == stOps && e.ops[n-1].kind == opAppendIfFits &&
+		!tx.unreadableLocked(key, keyAfter(key)) {
+		// FDB merges an AppendIfFits into the one before it (WriteMap::
+		// coalesceOver, fdbclient/WriteMap.cpp: AppendIfFits is not in
+		// NON_ASSOCIATIVE_MASK) unless the key is unreadable, and sends
+		// the merged operation: the value then grows by both operands or
+		// by neither, which applying them one by one does not give at the
+		// size limit. A new slice: a pending read may hold e.ops.
+		merged, _ := applyOp(opAppendIfFits, e.ops[n-1].param, true, p)
+		e.ops = append(e.ops[:n-1:n-1], atomicOp{kind: kind, param: merged})
+		return
+	}
 	e.ops = append(e.ops, atomicOp{kind: kind, param: p})
 }
 
