@@ -321,19 +321,22 @@ func (tx *transaction) SetVersionstampedKey(key, value []byte) {
 
 // stampRangeLocked returns the range a versionstamped key with template
 // body and stamp offset off may land in, as FDB's getVersionstampKeyRange
-// (fdbclient/include/fdbclient/Atomic.h) computes it: from the template
-// with the version after the transaction's read version (0 if it has none
-// yet: readVersion.map(v + 1).orDefault(0)) and batch order 0 in place of
-// the stamp, so that keys stamped by commits at or before the read
-// version stay readable, to just after the template with ten 0xff
-// bytes there, capped at the end of the user key space. Both bounds are
-// written in buf (2*len(body)+1 zero bytes).
+// (fdbclient/include/fdbclient/Atomic.h) computes it in FDB 7.3: from the
+// template with the transaction's read version (0 if it has none yet:
+// ReadYourWritesTransaction::atomicOp passes
+// getCachedReadVersion().orDefault(0)) and batch order 0 in place of the
+// stamp, so that keys stamped by commits before the read version stay
+// readable (a key stamped at the read version does not: FDB 7.4 starts
+// the range at the version after it, apple/foundationdb#11424), to just
+// after the template with ten 0xff bytes there, capped at the end of the
+// user key space. Both bounds are written in buf (2*len(body)+1 zero
+// bytes).
 func (tx *transaction) stampRangeLocked(buf, body []byte, off int) krange {
 	n := len(body)
 	b, e := buf[:n:n], buf[n:2*n+1:2*n+1]
 	copy(b, body)
 	if tx.rvState == rvHave {
-		binary.BigEndian.PutUint64(b[off:off+8], uint64(tx.rv+1))
+		binary.BigEndian.PutUint64(b[off:off+8], uint64(tx.rv))
 	} else {
 		clear(b[off : off+8])
 	}

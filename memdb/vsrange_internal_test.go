@@ -17,10 +17,10 @@ func stampArg(body []byte, off int) []byte {
 
 // TestStampRangeBounds: the range a versionstamped key may land in is
 // built in one buffer, and equals FDB's getVersionstampKeyRange
-// (fdbclient/include/fdbclient/Atomic.h): the template with the version
-// after the read version (or 0 without one) and order 0 at the offset,
-// up to just after the template
-// with ten 0xff bytes there, capped at the end of the user key space.
+// (fdbclient/include/fdbclient/Atomic.h) with FDB 7.3's arguments: the
+// template with the read version (or 0 without one) and order 0 at the
+// offset, up to just after the template with ten 0xff bytes there, capped
+// at the end of the user key space.
 func TestStampRangeBounds(t *testing.T) {
 	db := New()
 	defer db.Close()
@@ -53,7 +53,7 @@ func TestStampRangeBounds(t *testing.T) {
 			got := tx.x.unreadable[0]
 			var lo [10]byte
 			if tc.rv {
-				binary.BigEndian.PutUint64(lo[:8], uint64(tx.rv+1))
+				binary.BigEndian.PutUint64(lo[:8], uint64(tx.rv))
 				require.NotZero(t, tx.rv)
 			}
 			var hi [10]byte
@@ -107,4 +107,41 @@ func TestVersionstampedKeyChecks(t *testing.T) {
 			require.ErrorIs(t, err, tc.want)
 		})
 	}
+}
+
+// TestVersionstampedKeyRangeBeginsAtReadVersion: in FDB 7.3 the range a
+// versionstamped key may land in begins at the template stamped with the
+// read version itself and batch order 0 (ReadYourWritesTransaction::
+// atomicOp, fdbclient/ReadYourWrites.actor.cpp at release-7.3:
+// getVersionstampKeyRange(arena, k, tr.getCachedReadVersion().orDefault(0),
+// ...)); the version after it (readVersion.map(v + 1)) is FDB 7.4's, from
+// apple/foundationdb#11424. So the key a commit at the read version
+// stamped, memdb's last commit, is unreadable; one stamped before it is
+// not.
+func TestVersionstampedKeyRangeBeginsAtReadVersion(t *testing.T) {
+	db := New()
+	defer db.Close()
+	body := []byte("vs/0123456789")
+	arg := stampArg(body, 3)
+	var stamps [][10]byte
+	for range 2 {
+		tx := newTxT(t, db)
+		tx.SetVersionstampedKey(arg, []byte("v"))
+		require.NoError(t, tx.Commit())
+		cv, err := tx.GetCommittedVersion()
+		require.NoError(t, err)
+		stamps = append(stamps, versionstamp(cv))
+	}
+	tx := newTxT(t, db)
+	rv, err := tx.GetReadVersion().Get()
+	require.NoError(t, err)
+	require.Equal(t, versionstamp(rv), stamps[1], "memdb reads at its last commit")
+	tx.SetVersionstampedKey(arg, []byte("v"))
+	require.Equal(t, stamped(body, 3, stamps[1]), tx.x.unreadable[0].b, "the range begins at the read version's stamp")
+	kvs, err := tx.GetRange(kv.KeyRange{Begin: []byte("vs/"), End: []byte("vs0")}, kv.RangeOptions{Limit: 1}).GetSlice()
+	require.NoError(t, err, "a key stamped before the read version is readable")
+	require.Len(t, kvs, 1)
+	require.Equal(t, stamped(body, 3, stamps[0]), kvs[0].Key)
+	_, err = tx.Get(stamped(body, 3, stamps[1])).Get()
+	require.ErrorIs(t, err, kv.ErrAccessedUnreadable, "the key stamped at the read version is in the range")
 }
