@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"math"
 	"slices"
 
 	"github.com/fdbqueue/fdbqueue/kv"
@@ -104,6 +105,12 @@ func (pq *PriorityQueue) pushAttempt(tr kv.Transaction, c *call) error {
 		_, c, err := pq.parse(last)
 		if err != nil {
 			return err
+		}
+		// Past MaxInt64 the count would wrap to MinInt64, a key before
+		// the priority's older items (only a key written by another
+		// client can be that high).
+		if c == math.MaxInt64 {
+			return &ForeignKeyError{Key: bytes.Clone(last), Reason: "count 9223372036854775807 leaves no room for the next item in an int64"}
 		}
 		count = c + 1
 	}

@@ -211,6 +211,12 @@ func (q *Queue) writeIndexed(tr kv.Transaction, tail kv.RangeResult, stored [][]
 		if index, err = q.parseIndexed(last); err != nil {
 			return err
 		}
+		// The next indices must fit an int64: past MaxInt64 they would
+		// wrap to negative ones, keys before the head (only a key written
+		// by another client can be that high).
+		if index > math.MaxInt64-int64(len(stored)) {
+			return &ForeignKeyError{Key: bytes.Clone(last), Reason: fmt.Sprintf("index %d leaves no room for %d more items in an int64", index, len(stored))}
+		}
 	}
 	prefix := q.sub.prefix
 	for i, s := range stored {

@@ -1,0 +1,104 @@
+package fdbqueue_test
+
+import (
+	"bytes"
+	"context"
+	"math"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/fdbqueue/fdbqueue"
+	"github.com/fdbqueue/fdbqueue/kv"
+	"github.com/fdbqueue/fdbqueue/tuple"
+)
+
+// setRaw writes one pair in its own transaction.
+func setRaw(t *testing.T, db kv.Database, key, value []byte) {
+	t.Helper()
+	require.NoError(t, db.Transact(context.Background(), func(tr kv.Transaction) error {
+		tr.Set(key, value)
+		return nil
+	}))
+}
+
+// A recipe client (or any writer) left the tail at an index whose next
+// ones do not fit an int64: the next index must not wrap to MinInt64,
+// which would put the new items at the head, before the older ones.
+// Enqueue fails instead, writing nothing, with a typed error.
+func TestQueueIndexNearMaxInt64(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name  string
+		last  int64
+		batch int
+	}{
+		{"Enqueue after MaxInt64", math.MaxInt64, 1},
+		{"EnqueueBatch of 3 after MaxInt64-1", math.MaxInt64 - 1, 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			db := newDB(t)
+			sub := mustSubspace(t, "maxindex")
+			q, err := fdbqueue.NewQueue(sub)
+			require.NoError(t, err)
+			key, err := sub.Pack(tuple.Tuple{tc.last, bytes.Repeat([]byte{0xab}, 20)})
+			require.NoError(t, err)
+			setRaw(t, db, key, []byte("old"))
+
+			vals := make([][]byte, tc.batch)
+			for i := range vals {
+				vals[i] = []byte("new")
+			}
+			err = q.EnqueueBatch(ctx, db, vals)
+			require.ErrorIs(t, err, fdbqueue.ErrForeignKey, "no index after the tail's fits an int64")
+			var fk *fdbqueue.ForeignKeyError
+			require.ErrorAs(t, err, &fk)
+			require.Equal(t, key, fk.Key)
+			require.Equal(t, []string{"old"}, drain(t, db, q), "nothing written, nothing ahead of the old item")
+
+			// The queue drained, indices start again.
+			require.NoError(t, q.EnqueueBatch(ctx, db, vals))
+		})
+	}
+}
+
+// Within MaxInt64 the last indices are used, in order.
+func TestQueueIndexReachesMaxInt64(t *testing.T) {
+	ctx := context.Background()
+	db := newDB(t)
+	sub := mustSubspace(t, "maxindex-ok")
+	q, err := fdbqueue.NewQueue(sub)
+	require.NoError(t, err)
+	key, err := sub.Pack(tuple.Tuple{int64(math.MaxInt64 - 2), bytes.Repeat([]byte{0xab}, 20)})
+	require.NoError(t, err)
+	setRaw(t, db, key, []byte("a"))
+	require.NoError(t, q.Enqueue(ctx, db, []byte("b")))
+	require.NoError(t, q.EnqueueBatch(ctx, db, [][]byte{[]byte("c")}))
+	require.Equal(t, []string{"a", "b", "c"}, drain(t, db, q))
+}
+
+// The same for a priority's count: after a count of MaxInt64 the next
+// must not wrap to MinInt64, ahead of the priority's older items.
+func TestPriorityCountNearMaxInt64(t *testing.T) {
+	ctx := context.Background()
+	db := newDB(t)
+	sub := mustSubspace(t, "maxcount")
+	pq, err := fdbqueue.NewPriorityQueue(sub)
+	require.NoError(t, err)
+	key, err := sub.Pack(tuple.Tuple{int64(7), int64(math.MaxInt64), bytes.Repeat([]byte{0xab}, 20)})
+	require.NoError(t, err)
+	setRaw(t, db, key, []byte("old"))
+
+	err = pq.Push(ctx, db, []byte("new"), 7)
+	require.ErrorIs(t, err, fdbqueue.ErrForeignKey)
+	var fk *fdbqueue.ForeignKeyError
+	require.ErrorAs(t, err, &fk)
+	require.Equal(t, key, fk.Key)
+	require.NoError(t, pq.Push(ctx, db, []byte("other"), 8), "other priorities unaffected")
+	it, err := pq.PopMin(ctx, db)
+	require.NoError(t, err)
+	require.Equal(t, fdbqueue.Item{Value: []byte("old"), Priority: 7}, it)
+	n, err := pq.Len(ctx, db)
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+}
