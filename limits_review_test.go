@@ -102,3 +102,60 @@ func TestPriorityCountNearMaxInt64(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 1, n)
 }
+
+// codecRaws returns the raw bytes of every *CodecError in err's tree.
+func codecRaws(err error) []string {
+	var out []string
+	var walk func(error)
+	walk = func(e error) {
+		if ce, ok := e.(*fdbqueue.CodecError); ok {
+			out = append(out, string(ce.Raw))
+			return
+		}
+		switch u := e.(type) {
+		case interface{ Unwrap() []error }:
+			for _, x := range u.Unwrap() {
+				walk(x)
+			}
+		case interface{ Unwrap() error }:
+			if x := u.Unwrap(); x != nil {
+				walk(x)
+			}
+		}
+	}
+	if err != nil {
+		walk(err)
+	}
+	return out
+}
+
+// A typed batch take that meets several items its codec fails on has
+// dequeued them all: the bytes of each must come back in the error, not
+// only the first's, or the others are lost.
+func TestTypedBatchKeepsEveryUndecodableItem(t *testing.T) {
+	ctx := context.Background()
+	db := newDB(t)
+	raw := mustQueue(t, "typed-bad-batch")
+	q := fdbqueue.NewTypedQueue(raw, intCodec{})
+	require.NoError(t, raw.EnqueueBatch(ctx, db, [][]byte{[]byte("1"), []byte("bad-a"), []byte("2"), []byte("bad-b")}))
+	got, err := q.DequeueBatch(ctx, db, 10)
+	require.ErrorIs(t, err, fdbqueue.ErrCodec)
+	var ce *fdbqueue.CodecError
+	require.ErrorAs(t, err, &ce)
+	require.Equal(t, "bad-a", string(ce.Raw), "the first failure is the one errors.As finds")
+	require.Equal(t, []int{1, 2}, got)
+	require.Equal(t, []string{"bad-a", "bad-b"}, codecRaws(err), "every dequeued item's bytes are handed back")
+	empty, err := q.Empty(ctx, db)
+	require.NoError(t, err)
+	require.True(t, empty, "all four were dequeued")
+
+	pqRaw := mustPQ(t, "typed-bad-pop")
+	pq := fdbqueue.NewTypedPriorityQueue(pqRaw, intCodec{})
+	for i, v := range []string{"bad-x", "3", "bad-y"} {
+		require.NoError(t, pqRaw.Push(ctx, db, []byte(v), int64(i)))
+	}
+	items, err := pq.PopMinBatch(ctx, db, 10)
+	require.ErrorIs(t, err, fdbqueue.ErrCodec)
+	require.Equal(t, []fdbqueue.TypedItem[int]{{Value: 3, Priority: 1}}, items)
+	require.Equal(t, []string{"bad-x", "bad-y"}, codecRaws(err))
+}

@@ -2,6 +2,7 @@ package fdbqueue
 
 import (
 	"context"
+	"errors"
 
 	"github.com/fdbqueue/fdbqueue/kv"
 )
@@ -64,25 +65,36 @@ func (tq *TypedQueue[T]) DequeueWait(ctx context.Context, db kv.Database, opts .
 
 // DequeueBatch dequeues up to max items and decodes them; see
 // Queue.DequeueBatch. Items the codec fails on are dropped from the result
-// and reported, with their bytes, in a *CodecError after the others.
+// and reported, with their bytes, in a *CodecError each after the others
+// (joined with errors.Join when there are several; errors.As finds the
+// first).
 func (tq *TypedQueue[T]) DequeueBatch(ctx context.Context, t kv.Transactor, max int, opts ...OpOption) ([]T, error) {
 	raws, err := tq.q.DequeueBatch(ctx, t, max, opts...)
 	if err != nil {
 		return nil, err
 	}
 	out := make([]T, 0, len(raws))
-	var firstErr error
+	var errs []error
 	for _, r := range raws {
 		v, err := decodeTyped(tq.codec, r)
 		if err != nil {
-			if firstErr == nil {
-				firstErr = err
-			}
+			errs = append(errs, err)
 			continue
 		}
 		out = append(out, v)
 	}
-	return out, firstErr
+	return out, joinCodecErrors(errs)
+}
+
+// joinCodecErrors returns the *CodecError of each item of a batch its
+// codec failed on: the one, or all of them joined (errors.Join), the
+// first first, so that errors.As finds it and none of the dequeued
+// items' bytes is lost.
+func joinCodecErrors(errs []error) error {
+	if len(errs) == 1 {
+		return errs[0]
+	}
+	return errors.Join(errs...)
 }
 
 // Peek returns the decoded head item without removing it.

@@ -55,7 +55,8 @@ func (tp *TypedPriorityQueue[T]) Subspace() Subspace { return tp.pq.Subspace() }
 // PopMinBatch pops up to n of the smallest items, smallest first, and
 // decodes them; see PriorityQueue.PopMinBatch. Items the codec fails on
 // are dropped from the result and reported, with their bytes, in a
-// *CodecError after the others: they have been popped all the same.
+// *CodecError each after the others (see TypedQueue.DequeueBatch): they
+// have been popped all the same.
 func (tp *TypedPriorityQueue[T]) PopMinBatch(ctx context.Context, t kv.Transactor, n int, opts ...OpOption) ([]TypedItem[T], error) {
 	return tp.decodeItems(tp.pq.PopMinBatch(ctx, t, n, opts...))
 }
@@ -71,18 +72,16 @@ func (tp *TypedPriorityQueue[T]) decodeItems(items []Item, err error) ([]TypedIt
 		return nil, err
 	}
 	out := make([]TypedItem[T], 0, len(items))
-	var firstErr error
+	var errs []error
 	for _, it := range items {
 		ti, err := tp.decodeItem(it, nil)
 		if err != nil {
-			if firstErr == nil {
-				firstErr = err
-			}
+			errs = append(errs, err)
 			continue
 		}
 		out = append(out, ti)
 	}
-	return out, firstErr
+	return out, joinCodecErrors(errs)
 }
 
 // Empty reports whether the priority queue holds no item; see
