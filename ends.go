@@ -3,6 +3,7 @@ package fdbqueue
 import (
 	"bytes"
 	"context"
+	"math"
 
 	"github.com/fdbqueue/fdbqueue/kv"
 )
@@ -65,7 +66,14 @@ func takeEnd[T any](tr kv.Transaction, o *op, e queueEnd[T], lim batchLimit, dst
 	// An attempt that may find its record keeps the snapshot read: a
 	// replay depends on the record, not on the head.
 	plain := skip == 0 && max == 1 && (rec == nil || rec == noRecords)
-	opts := kv.RangeOptions{Limit: skip + max, Reverse: reverse, Mode: kv.StreamingModeWantAll}
+	// skip + max, or no limit where that overflows an int (a max of
+	// math.MaxInt after a line): a negative limit fails the read with
+	// range_limits_invalid (RYWImpl::getRange, limits.isValid).
+	limit := skip + max
+	if max > math.MaxInt-skip {
+		limit = 0
+	}
+	opts := kv.RangeOptions{Limit: limit, Reverse: reverse, Mode: kv.StreamingModeWantAll}
 	var head kv.RangeResult
 	if plain {
 		head = tr.GetRange(r, opts) // through tr: no Snapshot, no conversion to a ReadTransaction
@@ -88,7 +96,7 @@ func takeEnd[T any](tr kv.Transaction, o *op, e queueEnd[T], lim batchLimit, dst
 		}
 		return out, nil
 	}
-	it := rowsOf(head, skip+max)
+	it := rowsOf(head, limit)
 	for i := 0; i < skip && it.Next(); i++ {
 		// an item due to a request of the line
 	}

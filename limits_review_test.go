@@ -159,3 +159,44 @@ func TestTypedBatchKeepsEveryUndecodableItem(t *testing.T) {
 	require.Equal(t, []fdbqueue.TypedItem[int]{{Value: 3, Priority: 1}}, items)
 	require.Equal(t, []string{"bad-x", "bad-y"}, codecRaws(err))
 }
+
+// DequeueBatch(math.MaxInt) asks for as many items as the budget allows.
+// On a queue served by place its read starts after the items due to the
+// waiting requests: the read's limit, those items plus max, must not
+// overflow into a negative limit (range_limits_invalid, not retryable).
+func TestDequeueBatchMaxIntAfterTheLine(t *testing.T) {
+	ctx := context.Background()
+	db := stgDB(t)
+	sub := stgSubspace(t, "maxint-batch")
+	q := stgQueue(t, sub, fdbqueue.WithStaging(fdbqueue.StagingConfig{Serving: fdbqueue.ServeByPlace}), fdbqueue.WithVersionstampOrder())
+	plain := stgQueue(t, sub, fdbqueue.WithVersionstampOrder())
+
+	require.NoError(t, plain.EnqueueBatch(ctx, db, [][]byte{[]byte("a"), []byte("b")}))
+	vals, err := q.DequeueBatch(ctx, db, math.MaxInt)
+	require.NoError(t, err, "no line: the limit is max")
+	require.Equal(t, []string{"a", "b"}, toStrings(vals))
+
+	armed := make(chan struct{}, 8)
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	fdbqueue.SetStagingHook(q, func(p string) {
+		switch p {
+		case "armed":
+			armed <- struct{}{}
+		case "woke":
+			<-wctx.Done() // keep the waiter asleep: its item stays due to it
+		}
+	})
+	done := make(chan error, 1)
+	go func() {
+		_, err := q.DequeueWait(wctx, db)
+		done <- err
+	}()
+	<-armed // one request in the line
+	require.NoError(t, plain.EnqueueBatch(ctx, db, [][]byte{[]byte("x"), []byte("y"), []byte("z")}))
+	vals, err = q.DequeueBatch(ctx, db, math.MaxInt)
+	require.NoError(t, err, "one item due to the line, then max")
+	require.Equal(t, []string{"y", "z"}, toStrings(vals))
+	cancel()
+	require.ErrorIs(t, <-done, context.Canceled)
+}
