@@ -90,7 +90,10 @@ func (q *Queue) Enqueue(ctx context.Context, t kv.Transactor, value []byte, opts
 // In versionstamp mode the items of one call keep their order; those of
 // several calls in one transaction keep theirs too, except (rarely) across
 // the point where the Queue value's user versions start again at 0, every
-// 65,536 items: enqueue what must stay in order in one call.
+// 65,536 items: enqueue what must stay in order in one call. The counter
+// is the Queue value's: calls through two Queue values of one subspace in
+// one transaction interleave by their keys' random suffixes, not in call
+// order (nothing is lost).
 func (q *Queue) EnqueueBatch(ctx context.Context, t kv.Transactor, values [][]byte, opts ...OpOption) error {
 	if len(values) == 0 {
 		if err := checkTransactor(t); err != nil {
