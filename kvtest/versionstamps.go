@@ -26,6 +26,12 @@ func versionstampTests() []conformanceTest {
 		{"VersionstampedKeyRangeStartsAfterReadVersion", testVersionstampedKeyRangeStartsAfterReadVersion},
 		{"SetAfterVersionstampedValueStaysUnreadable", testSetAfterVersionstampedValueStaysUnreadable},
 		{"ClearMakesVersionstampedValueReadable", testClearMakesVersionstampedValueReadable},
+		{"ClearRangeMakesVersionstampedValueReadable", testClearRangeMakesVersionstampedValueReadable},
+		{"ClearRangeMakesVersionstampedKeyRangeReadable", testClearRangeMakesVersionstampedKeyRangeReadable},
+		{"ClearOfVersionstampedKeyWritePointDropsIt", testClearOfVersionstampedKeyWritePointDropsIt},
+		{"ClearOfFinalVersionstampedKeyKeepsIt", testClearOfFinalVersionstampedKeyKeepsIt},
+		{"ClearBeforeVersionstampedKeyKeepsIt", testClearBeforeVersionstampedKeyKeepsIt},
+		{"VersionstampedKeyAfterClearIsWritten", testVersionstampedKeyAfterClearIsWritten},
 		{"FailedReadFailsCommit", testFailedReadFailsCommit},
 		{"VersionstampOfFailedCommitIsError", testVersionstampOfFailedCommitIsError},
 		{"VersionstampOfReadOnlyTransactionIsError", testVersionstampOfReadOnlyTransactionIsError},
@@ -260,6 +266,171 @@ func testClearMakesVersionstampedValueReadable(t *testing.T, f *fixture) {
 	tr.Set(f.key("other"), []byte("x"))
 	commit(t, tr, "a versionstamped value, then a Clear of the same key")
 	f.requireAbsent(t, f.key("vv"), "the Clear wins at commit")
+}
+
+// testClearRangeMakesVersionstampedValueReadable: as a Clear, a ClearRange
+// over the key makes it readable again and drops the versionstamped value
+// (WriteMap::clear removes the entry and inserts a cleared, readable one);
+// a versionstamped value set after the ClearRange is unreadable again
+// (WriteMap::mutate marks a SetVersionstampedValue is_unreadable).
+func testClearRangeMakesVersionstampedValueReadable(t *testing.T, f *fixture) {
+	tr := f.newTx(t)
+	tr.SetVersionstampedValue(f.key("vv"), stampedValue("pre", ""))
+	tr.ClearRange(f.rng("vu", "vw"))
+	require.Nil(t, mustGet(t, tr, f.key("vv")), "a key cleared by a ClearRange after its versionstamped value is read as absent")
+	require.Empty(t, mustRange(t, tr, f.rng("vu", "vw"), kv.RangeOptions{}), "the cleared range is readable and empty")
+	commit(t, tr, "a versionstamped value, then a ClearRange over it")
+	f.requireAbsent(t, f.key("vv"), "the ClearRange wins at commit")
+
+	tr = f.newTx(t)
+	tr.ClearRange(f.rng("vu", "vw"))
+	tr.SetVersionstampedValue(f.key("vv"), stampedValue("pre", ""))
+	_, err := tr.Get(f.key("vv")).Get()
+	requireCode(t, err, kv.ErrAccessedUnreadable, "a versionstamped value set after a ClearRange over its key")
+}
+
+// A versionstamped key's write and its unreadable range, and what a later
+// clear does to them, in FDB 7.3 (release-7.3: fdbclient/ReadYourWrites.actor.cpp,
+// ReadYourWritesTransaction::atomicOp; fdbclient/WriteMap.cpp):
+//   - the unreadable range is getVersionstampKeyRange(key, read version or
+//     0), [B, E): B is the template with the read version and order 0 in
+//     place of the stamp, E just after the template with ten 0xff bytes
+//     there (fdbclient/include/fdbclient/Atomic.h);
+//   - the write itself is recorded in the write map at P, the argument with
+//     the read version's stamp placed (transformVersionstampKey): B followed
+//     by the 4 offset bytes, inside [B, E);
+//   - WriteMap::clear of [b, e) removes every write-map entry in it and
+//     inserts a cleared, readable (is_unreadable false) entry at b: the part
+//     of [B, E) it covers reads as cleared, and the write is dropped if and
+//     only if P is in [b, e);
+//   - at commit writeRangeToNativeTransaction sends every clear before the
+//     atomic operations, so a clear that misses P does not clear the stamped
+//     key even if it covers it; a clear before the versionstamped key is
+//     sent before it too (atomicOp flushes the range's earlier writes with
+//     writeRangeToNativeTransaction(range) before marking it unreadable).
+
+// vsPoints returns B and P (see above) for stampedKey(head, tail) set by a
+// transaction whose read version is rv.
+func vsPoints(head []byte, tail string, rv int64) (b, p []byte) {
+	b = binary.BigEndian.AppendUint64(bytes.Clone(head), uint64(rv))
+	b = append(b, 0, 0)
+	b = append(b, tail...)
+	return b, binary.LittleEndian.AppendUint32(bytes.Clone(b), uint32(len(head)))
+}
+
+// vsTop is the highest key stampedKey(head, tail) may become.
+func vsTop(head []byte, tail string) []byte {
+	return append(append(bytes.Clone(head), bytes.Repeat([]byte{0xff}, 10)...), tail...)
+}
+
+// keyAfter returns k followed by a zero byte.
+func keyAfter(k []byte) []byte { return append(bytes.Clone(k), 0) }
+
+// testClearRangeMakesVersionstampedKeyRangeReadable: a ClearRange over the
+// whole range a versionstamped key may land in makes it readable (it reads
+// as cleared) and, covering P, drops the write.
+func testClearRangeMakesVersionstampedKeyRangeReadable(t *testing.T, f *fixture) {
+	f.seed(t, "vs/old") // inside the unreadable range: 'o' > the stamp's first byte
+	head := f.key("vs/")
+	tr := f.newTx(t)
+	tr.SetVersionstampedKey(stampedKey(head, "/tail"), []byte("value"))
+	tr.ClearRange(f.rng("vs/", "vs0"))
+	require.Empty(t, mustRange(t, tr, f.rng("vs/", "vs0"), kv.RangeOptions{}), "a range read of the cleared range a versionstamped key may land in")
+	require.Nil(t, mustGet(t, tr, vsTop(head, "/tail")), "a point read of the highest key the versionstamped key may become, cleared")
+	require.Nil(t, mustGet(t, tr, f.key("vs/old")), "a point read of a stored key in the cleared range")
+	commit(t, tr, "a versionstamped key, then a ClearRange over its range")
+	require.Empty(t, f.getRange(t, f.rng("vs/", "vs0"), kv.RangeOptions{}), "the ClearRange dropped the versionstamped key and cleared the stored one")
+}
+
+// testClearOfVersionstampedKeyWritePointDropsIt: a clear of [B, P] makes
+// that part readable, leaves the rest of the range unreadable, and drops
+// the write, as does a Clear of P alone.
+func testClearOfVersionstampedKeyWritePointDropsIt(t *testing.T, f *fixture) {
+	f.seed(t, "a") // a read version after a commit: not 0 on memdb either
+	head := f.key("vs/")
+	tr := f.newTx(t)
+	b, p := vsPoints(head, "/tail", readVersion(t, tr))
+	tr.SetVersionstampedKey(stampedKey(head, "/tail"), []byte("value"))
+	tr.ClearRange(kv.KeyRange{Begin: b, End: keyAfter(p)})
+	require.Empty(t, mustRange(t, tr, kv.KeyRange{Begin: f.key("vs/"), End: keyAfter(p)}, kv.RangeOptions{}), "a read up to the cleared write point")
+	require.Nil(t, mustGet(t, tr, p), "a point read of the cleared write point")
+	_, err := tr.Get(vsTop(head, "/tail")).Get()
+	requireCode(t, err, kv.ErrAccessedUnreadable, "a point read of the part of the range the ClearRange left")
+	_, err = tr.GetRange(f.rng("vs/", "vs0"), kv.RangeOptions{}).GetSlice()
+	requireCode(t, err, kv.ErrAccessedUnreadable, "a range read that goes on past the cleared part")
+	requireCode(t, tr.Commit(), kv.ErrAccessedUnreadable, "the failed reads fail the commit")
+
+	tr = f.newTx(t)
+	_, p = vsPoints(head, "/tail", readVersion(t, tr))
+	tr.SetVersionstampedKey(stampedKey(head, "/tail"), []byte("value"))
+	tr.Clear(p)
+	commit(t, tr, "a versionstamped key, then a Clear of its write point")
+	require.Empty(t, f.getRange(t, f.rng("vs/", "vs0"), kv.RangeOptions{}), "the Clear of the write point dropped the versionstamped key")
+}
+
+// testClearOfFinalVersionstampedKeyKeepsIt: a clear that misses P does not
+// drop the write even though it covers the key the commit stamps (sent
+// before the atomic operation); the parts of the range it and a Clear of
+// B cover read as cleared.
+func testClearOfFinalVersionstampedKeyKeepsIt(t *testing.T, f *fixture) {
+	head := f.key("vs/")
+	tr := f.newTx(t)
+	b, p := vsPoints(head, "/tail", readVersion(t, tr))
+	tr.SetVersionstampedKey(stampedKey(head, "/tail"), []byte("value"))
+	above := kv.KeyRange{Begin: keyAfter(p), End: f.key("vs0")}
+	tr.ClearRange(above)
+	tr.Clear(b)
+	require.Empty(t, mustRange(t, tr, above, kv.RangeOptions{}), "a read of the cleared range above the write point")
+	require.Nil(t, mustGet(t, tr, b), "a point read of the cleared beginning of the range")
+	stamp, _ := commitStamped(t, tr)
+	final := append(append(bytes.Clone(head), stamp...), "/tail"...)
+	require.Positive(t, bytes.Compare(final, above.Begin), "the stamped key (commit version > read version) lies in the ClearRange")
+	require.Equal(t, []kv.KeyValue{{Key: final, Value: []byte("value")}}, f.getRange(t, f.rng("vs/", "vs0"), kv.RangeOptions{}),
+		"the clears, sent before the versionstamped key, leave it")
+}
+
+// testClearBeforeVersionstampedKeyKeepsIt: a clear before the
+// versionstamped key neither drops it nor leaves its range readable.
+func testClearBeforeVersionstampedKeyKeepsIt(t *testing.T, f *fixture) {
+	f.seed(t, "vs/old")
+	head := f.key("vs/")
+	tr := f.newTx(t)
+	tr.ClearRange(f.rng("vs/", "vs0"))
+	tr.SetVersionstampedKey(stampedKey(head, "/tail"), []byte("value"))
+	_, err := tr.Get(vsTop(head, "/tail")).Get()
+	requireCode(t, err, kv.ErrAccessedUnreadable, "a read of the range of a versionstamped key set after a ClearRange over it")
+	requireCode(t, tr.Commit(), kv.ErrAccessedUnreadable, "the failed read fails the commit")
+
+	tr = f.newTx(t)
+	tr.ClearRange(f.rng("vs/", "vs0"))
+	tr.SetVersionstampedKey(stampedKey(head, "/tail"), []byte("value"))
+	stamp, _ := commitStamped(t, tr)
+	final := append(append(bytes.Clone(head), stamp...), "/tail"...)
+	require.Equal(t, []kv.KeyValue{{Key: final, Value: []byte("value")}}, f.getRange(t, f.rng("vs/", "vs0"), kv.RangeOptions{}),
+		"the ClearRange cleared the stored key, and the versionstamped key set after it is written")
+}
+
+// testVersionstampedKeyAfterClearIsWritten: a versionstamped key set after
+// a clear dropped an earlier one is written, and its range is unreadable
+// again (addUnmodifiedAndUnreadableRange).
+func testVersionstampedKeyAfterClearIsWritten(t *testing.T, f *fixture) {
+	head := f.key("vs/")
+	tr := f.newTx(t)
+	tr.SetVersionstampedKey(stampedKey(head, "/a"), []byte("1"))
+	tr.ClearRange(f.rng("vs/", "vs0"))
+	tr.SetVersionstampedKey(stampedKey(head, "/b"), []byte("2"))
+	_, err := tr.Get(vsTop(head, "/b")).Get()
+	requireCode(t, err, kv.ErrAccessedUnreadable, "a read of the range of a versionstamped key set after the ClearRange")
+	requireCode(t, tr.Commit(), kv.ErrAccessedUnreadable, "the failed read fails the commit")
+
+	tr = f.newTx(t)
+	tr.SetVersionstampedKey(stampedKey(head, "/a"), []byte("1"))
+	tr.ClearRange(f.rng("vs/", "vs0"))
+	tr.SetVersionstampedKey(stampedKey(head, "/b"), []byte("2"))
+	stamp, _ := commitStamped(t, tr)
+	final := append(append(bytes.Clone(head), stamp...), "/b"...)
+	require.Equal(t, []kv.KeyValue{{Key: final, Value: []byte("2")}}, f.getRange(t, f.rng("vs/", "vs0"), kv.RangeOptions{}),
+		"only the versionstamped key set after the ClearRange is written")
 }
 
 // testFailedReadFailsCommit: a read that failed fails the commit with its

@@ -22,13 +22,12 @@ type commitReq struct {
 	// unregister rv meanwhile.
 	dropRV bool
 
-	reads    []krange // read conflict ranges
-	wconf    []krange // explicit write conflict ranges
-	writes   *writeMap
-	clears   clearSet
-	clearLog []krange
-	vsKeys   []vsKeyOp
-	watches  []*watch
+	reads   []krange // read conflict ranges
+	wconf   []krange // explicit write conflict ranges
+	writes  *writeMap
+	clears  clearSet
+	vsKeys  []vsKeyOp
+	watches []*watch
 }
 
 // vsKeyOp is a buffered SetVersionstampedKey.
@@ -36,9 +35,11 @@ type vsKeyOp struct {
 	tmpl []byte // the key without its 4-byte offset
 	off  int
 	val  []byte
-	// nClears is how many ClearRange calls preceded it: later ones that
-	// cover the final key clear it.
-	nClears int
+	// at is where FDB's write map holds the write: the argument, offset
+	// included, with the read version's stamp (0 without one) placed
+	// (transformVersionstampKey in ReadYourWritesTransaction::atomicOp).
+	// A later clear that covers at drops the write (clearStampedLocked).
+	at []byte
 }
 
 // commitResult is the outcome of the commit step.
@@ -195,18 +196,12 @@ func (db *DB) apply(req *commitReq, v int64) {
 			})
 		}
 	}
+	// After the clears, even one that covers the stamped key: FDB sends
+	// every clear before the atomic operations (writeRangeToNativeTransaction,
+	// fdbclient/ReadYourWrites.actor.cpp). A later clear that covered the
+	// write's point in the write map dropped it (clearStampedLocked).
 	for _, op := range req.vsKeys {
 		key := stampedKey(op.tmpl, op.off, stamp)
-		cleared := false
-		for _, c := range req.clearLog[min(op.nClears, len(req.clearLog)):] {
-			if bytes.Compare(c.b, key) <= 0 && bytes.Compare(key, c.e) < 0 {
-				cleared = true
-				break
-			}
-		}
-		if cleared {
-			continue
-		}
 		if !st.write(key, op.val, true, v, h) {
 			res.write(key, key[:len(key)+1], v)
 		}

@@ -74,6 +74,11 @@
 //     template with the read version, or 0, up to the template with ten
 //     0xff bytes) fails with accessed_unreadable (1036), as does reading a
 //     key whose value is versionstamped; reads that stop short succeed.
+//     A later clear makes the part of that range it covers readable, and
+//     drops the versionstamped key if it covers the argument with the
+//     read version's stamp placed (where FDB's write map holds the write);
+//     otherwise the key is written even if the clear covers it (FDB sends
+//     clears before atomic operations).
 //   - Watches: Watch(k) reads k with a normal read, as FDB's does (so a
 //     watching transaction that writes conflicts when k changed after its
 //     read version; the read's error fails the watch), and fires at once

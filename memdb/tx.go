@@ -131,13 +131,13 @@ type txCold struct {
 	rvCh          chan struct{} // closed when a pending GRV completes
 
 	clears    clearSet
-	clearLog  []krange
 	vsKeys    []vsKeyOp
 	wconf     []krange
 	watches   []*watch
 	readsDone chan struct{} // see reading
-	// unreadable are the ranges where the versionstamped keys may land;
-	// reads that reach them fail with accessed_unreadable.
+	// unreadable are the ranges where the versionstamped keys may land,
+	// less what later clears covered; reads that reach them fail with
+	// accessed_unreadable.
 	unreadable []krange
 }
 

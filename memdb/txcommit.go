@@ -41,7 +41,7 @@ func (tx *transaction) Commit() error {
 		clears:  tx.clearsLocked(),
 	}
 	if x := tx.x; x != nil {
-		req.wconf, req.clearLog, req.vsKeys, req.watches = x.wconf, x.clearLog, x.vsKeys, x.watches
+		req.wconf, req.vsKeys, req.watches = x.wconf, x.vsKeys, x.watches
 		x.watches = nil
 	}
 	if !tx.mutated {
@@ -137,7 +137,7 @@ func (tx *transaction) lateCopyLocked() *commitReq {
 	r := &commitReq{hasRV: tx.rvState == rvHave, rv: tx.rv, grvTime: tx.grvTime,
 		reads: tx.reads, writes: &w, clears: tx.clearsLocked()}
 	if x := tx.x; x != nil {
-		r.wconf, r.clearLog, r.vsKeys = x.wconf, x.clearLog, x.vsKeys
+		r.wconf, r.vsKeys = x.wconf, x.vsKeys
 	}
 	return r
 }
@@ -371,7 +371,7 @@ func (tx *transaction) resetLocked(full bool, watchErr error) {
 	tx.failStampLocked(kv.ErrTransactionCancelled)
 	if x := tx.x; x != nil {
 		x.vsf, x.rvCh, x.err = nil, nil, nil
-		x.clears, x.clearLog, x.vsKeys, x.wconf, x.unreadable, x.readErr = nil, nil, nil, nil, nil, 0
+		x.clears, x.vsKeys, x.wconf, x.unreadable, x.readErr = nil, nil, nil, nil, 0
 	}
 	tx.dropRVLocked()
 	tx.rvState, tx.rv, tx.grvTime = rvNone, 0, 0

@@ -3,6 +3,7 @@ package memdb
 import (
 	"bytes"
 	"encoding/binary"
+	"slices"
 
 	"github.com/fdbqueue/fdbqueue/kv"
 )
@@ -97,6 +98,9 @@ func (tx *transaction) Clear(key []byte) {
 	tx.writes.put(e)
 	tx.size += 2 * (int64(2*len(key)+1) + keyRangeRefSize) // RYW's clear(key)
 	tx.mutated = true
+	if x := tx.x; x != nil && (len(x.unreadable) > 0 || len(x.vsKeys) > 0) {
+		tx.clearStampedLocked(key, keyAfter(key)) // FDB: writes.clear(singleKeyRange(key))
+	}
 	tx.ownWriteLocked(key, nil, nil, false, true)
 }
 
@@ -170,8 +174,8 @@ func (tx *transaction) ClearRange(r kv.KeyRange) {
 	x := tx.cold()
 	x.clears = x.clears.add(b, e)
 	tx.writes.deleteRange(b, e)
-	if x := tx.x; x != nil && len(x.vsKeys) > 0 {
-		x.clearLog = append(x.clearLog, krange{b, e})
+	if len(x.unreadable) > 0 || len(x.vsKeys) > 0 {
+		tx.clearStampedLocked(b, e)
 	}
 	tx.ownWriteLocked(b, e, nil, false, true)
 }
@@ -304,16 +308,22 @@ func (tx *transaction) SetVersionstampedKey(key, value []byte) {
 		})
 		x.unreadable, x.vsKeys = a.u[:0:1], a.k[:0:1]
 	}
-	// The template and the range's bounds share one allocation (they live
-	// as long as the transaction); the value gets its own, which the store
-	// keeps.
+	// The template, the write's point in FDB's write map and the range's
+	// bounds share one allocation (they live as long as the transaction);
+	// the value gets its own, which the store keeps. The point is the
+	// range's beginning followed by the offset bytes
+	// (transformVersionstampKey(k, readVersion, 0) on the argument as
+	// given, in ReadYourWritesTransaction::atomicOp).
 	n := len(body)
-	buf := make([]byte, 3*n+1)
+	buf := make([]byte, 3*n+5)
 	tmpl := buf[:n:n]
 	copy(tmpl, body)
-	x.unreadable = append(x.unreadable, tx.stampRangeLocked(buf[n:], body, off))
+	r := tx.stampRangeLocked(buf[n:], body, off)
+	at := buf[n : 2*n+4 : 2*n+4]
+	copy(at[n:], key[n:])
+	x.unreadable = append(x.unreadable, r)
 	x.vsKeys = append(x.vsKeys, vsKeyOp{
-		tmpl: tmpl, off: off, val: append([]byte{}, value...), nClears: len(x.clearLog),
+		tmpl: tmpl, off: off, val: append([]byte{}, value...), at: at,
 	})
 	tx.size += int64(len(body)+4+len(value)) + mutationRefSize // no write conflict range
 	tx.mutated = true
@@ -329,11 +339,11 @@ func (tx *transaction) SetVersionstampedKey(key, value []byte) {
 // readable (a key stamped at the read version does not: FDB 7.4 starts
 // the range at the version after it, apple/foundationdb#11424), to just
 // after the template with ten 0xff bytes there, capped at the end of the
-// user key space. Both bounds are written in buf (2*len(body)+1 zero
-// bytes).
+// user key space. Both bounds are written in buf (2*len(body)+5 zero
+// bytes: the beginning, 4 bytes left for the caller, then the end).
 func (tx *transaction) stampRangeLocked(buf, body []byte, off int) krange {
 	n := len(body)
-	b, e := buf[:n:n], buf[n:2*n+1:2*n+1]
+	b, e := buf[:n:n], buf[n+4:2*n+5:2*n+5]
 	copy(b, body)
 	if tx.rvState == rvHave {
 		binary.BigEndian.PutUint64(b[off:off+8], uint64(tx.rv))
@@ -350,6 +360,43 @@ func (tx *transaction) stampRangeLocked(buf, body []byte, off int) krange {
 		e = maxUserKey
 	}
 	return krange{b, e}
+}
+
+// clearStampedLocked applies a clear of [b, e) to the versionstamped keys,
+// as FDB's WriteMap::clear (fdbclient/WriteMap.cpp) does to the write map:
+// it removes every entry in the range, a versionstamped key's write among
+// them if its point (vsKeyOp.at) is there, and marks the range cleared and
+// readable (is_unreadable false). A clear that misses the point leaves the
+// write, even if it covers the key the commit will stamp: FDB sends clears
+// before atomic operations. b and e may be the caller's memory.
+func (tx *transaction) clearStampedLocked(b, e []byte) {
+	x := tx.x
+	in := func(k []byte) bool { return bytes.Compare(b, k) <= 0 && bytes.Compare(k, e) < 0 }
+	if slices.ContainsFunc(x.vsKeys, func(op vsKeyOp) bool { return in(op.at) }) {
+		// A new slice: a late commit's request may hold the old one.
+		x.vsKeys = slices.DeleteFunc(slices.Clone(x.vsKeys), func(op vsKeyOp) bool { return in(op.at) })
+	}
+	var out []krange
+	for i, r := range x.unreadable {
+		if bytes.Compare(r.b, e) >= 0 || bytes.Compare(b, r.e) >= 0 {
+			if out != nil {
+				out = append(out, r)
+			}
+			continue
+		}
+		if out == nil {
+			out = append(make([]krange, 0, len(x.unreadable)+1), x.unreadable[:i]...)
+		}
+		if bytes.Compare(r.b, b) < 0 {
+			out = append(out, krange{r.b, bytes.Clone(b)})
+		}
+		if bytes.Compare(e, r.e) < 0 {
+			out = append(out, krange{bytes.Clone(e), r.e})
+		}
+	}
+	if out != nil {
+		x.unreadable = out
+	}
 }
 
 // unreadableLocked reports whether [b, e) reaches a range where one of the

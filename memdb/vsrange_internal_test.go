@@ -66,6 +66,8 @@ func TestStampRangeBounds(t *testing.T) {
 				wantEnd = keyAfter(stamped(tc.body, tc.off, hi))
 			}
 			require.Equal(t, wantEnd, got.e, "end")
+			require.Equal(t, stampArg(stamped(tc.body, tc.off, lo), tc.off), tx.x.vsKeys[0].at,
+				"the write's point in FDB's write map: the argument with the range's beginning's stamp")
 			require.Equal(t, tc.body, tx.x.vsKeys[0].tmpl, "the template is untouched by the bounds")
 			require.Equal(t, len(tc.body), cap(tx.x.vsKeys[0].tmpl), "appending to the template cannot reach the bounds")
 		})
@@ -144,4 +146,44 @@ func TestVersionstampedKeyRangeBeginsAtReadVersion(t *testing.T) {
 	require.Equal(t, stamped(body, 3, stamps[0]), kvs[0].Key)
 	_, err = tx.Get(stamped(body, 3, stamps[1])).Get()
 	require.ErrorIs(t, err, kv.ErrAccessedUnreadable, "the key stamped at the read version is in the range")
+}
+
+// TestClearSplitsUnreadableRange: a clear inside the range a versionstamped
+// key may land in makes just the part it covers readable (FDB's
+// WriteMap::clear inserts a readable entry at its beginning and keeps the
+// unreadable one at its end), a Clear of one key just that key, and neither
+// drops the write, whose point in the write map they miss.
+func TestClearSplitsUnreadableRange(t *testing.T) {
+	db := New()
+	defer db.Close()
+	body := []byte("vs/0123456789/t")
+	tx := newTxT(t, db)
+	tx.SetVersionstampedKey(stampArg(body, 3), []byte("v"))
+	r := tx.x.unreadable[0]
+	at := tx.x.vsKeys[0].at
+	mid := []byte("vs/\x80")
+	tx.ClearRange(kv.KeyRange{Begin: keyAfter(at), End: mid})
+	tx.Clear(r.b)
+	require.Equal(t, []krange{{keyAfter(r.b), keyAfter(at)}, {mid, r.e}}, tx.x.unreadable,
+		"what is left of the range: from after the cleared beginning to the write's point, and from the ClearRange's end")
+	for _, tc := range []struct {
+		key  []byte
+		want error
+	}{
+		{r.b, nil},
+		{at, kv.ErrAccessedUnreadable},
+		{keyAfter(at), nil},
+		{[]byte("vs/\x7f"), nil},
+		{mid, kv.ErrAccessedUnreadable},
+		{[]byte("vs/\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff/t"), kv.ErrAccessedUnreadable},
+	} {
+		v, err := tx.Get(tc.key).Get()
+		if tc.want == nil {
+			require.NoError(t, err, "%q", tc.key)
+			require.Nil(t, v, "%q is cleared", tc.key)
+		} else {
+			require.ErrorIs(t, err, tc.want, "%q", tc.key)
+		}
+	}
+	require.Len(t, tx.x.vsKeys, 1, "the clears miss the write's point")
 }
