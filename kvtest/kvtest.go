@@ -248,8 +248,9 @@ func decodeCounter(t *testing.T, v []byte) int64 {
 
 // retryableBySpec is FoundationDB 7.3's fdb_error_predicate(RETRYABLE)
 // (bindings/c/fdb_c.cpp: MAYBE_COMMITTED ∪ RETRYABLE_NOT_COMMITTED, codes
-// from flow/include/flow/error_definitions.h), kept here independently of
-// the kv package so that a drift between the two is caught.
+// from flow/include/flow/error_definitions.h) plus the two codes 7.4 adds
+// to it (1235, 1242; see since74), kept here independently of the kv
+// package so that a drift between the two is caught.
 var retryableBySpec = map[int]bool{
 	1007: true,  // transaction_too_old
 	1009: true,  // future_version
@@ -276,6 +277,13 @@ var retryableBySpec = map[int]bool{
 	2102: false, // key_too_large
 	2103: false, // value_too_large
 }
+
+// since74 are the retryable codes that FoundationDB 7.3 does not have: its
+// error_definitions.h gives 1235 to finish_move_keys_too_many_retries and
+// has no 1242, and its Transaction::onError (fdbclient/NativeAPI.actor.cpp)
+// retries neither, while 7.4's retries both. A backend's OnError may
+// therefore retry them or return them.
+var since74 = map[int]bool{1235: true, 1242: true}
 
 // maybeCommittedBySpec are the codes whose commit may have been applied:
 // fdb_error_predicate(MAYBE_COMMITTED), and commit_unknown_result_fatal,
