@@ -292,13 +292,22 @@ func (o *observer) deadLettered(tr kv.Transaction, job JobID, reason string) {
 // version, divided by it.
 const versionsPerSecond = 1_000_000
 
+// The gauges' descriptions, one per name for every kind of queue: all
+// report through one instrumentation scope, and the OpenTelemetry SDK
+// takes one name created with two descriptions for a conflicting duplicate
+// registration, exported as two streams of that name.
+const (
+	depthDesc     = "Items in the queue (a JobQueue's jobs, leased or not)."
+	oldestAgeDesc = "Age of the item at the head (a Queue's, from its versionstamp), or how long a JobQueue's first due job has been due."
+)
+
 // registerGauges registers the depth and oldest-age gauges of one queue,
 // read through db at each collection.
 func (o *observer) registerGauges(db kv.ReadTransactor, d depthKeys, oldest func(kv.ReadTransaction) (time.Duration, bool, error)) (metric.Registration, error) {
 	if err := checkTransactor(db); err != nil {
 		return nil, err
 	}
-	depthG, err := o.meter.Int64ObservableGauge("fdbqueue.depth", metric.WithDescription("Items in the queue, from its depth counters."))
+	depthG, err := o.meter.Int64ObservableGauge("fdbqueue.depth", metric.WithDescription(depthDesc))
 	if err != nil {
 		return nil, err
 	}
@@ -306,7 +315,7 @@ func (o *observer) registerGauges(db kv.ReadTransactor, d depthKeys, oldest func
 	var ageG metric.Float64ObservableGauge
 	if oldest != nil {
 		if ageG, err = o.meter.Float64ObservableGauge("fdbqueue.oldest_item.age", metric.WithUnit("s"),
-			metric.WithDescription("Age of the item at the head, from its versionstamp.")); err != nil {
+			metric.WithDescription(oldestAgeDesc)); err != nil {
 			return nil, err
 		}
 		insts = append(insts, ageG)
@@ -402,7 +411,7 @@ func (q *JobQueue) RegisterGauges(db kv.ReadTransactor) (metric.Registration, er
 		return nil, err
 	}
 	o := q.journal.track.obs
-	depthG, err := o.meter.Int64ObservableGauge("fdbqueue.depth", metric.WithDescription("Jobs in the queue, leased or not."))
+	depthG, err := o.meter.Int64ObservableGauge("fdbqueue.depth", metric.WithDescription(depthDesc))
 	if err != nil {
 		return nil, err
 	}
@@ -411,7 +420,7 @@ func (q *JobQueue) RegisterGauges(db kv.ReadTransactor) (metric.Registration, er
 		return nil, err
 	}
 	ageG, err := o.meter.Float64ObservableGauge("fdbqueue.oldest_item.age", metric.WithUnit("s"),
-		metric.WithDescription("How long the first due job has been due."))
+		metric.WithDescription(oldestAgeDesc))
 	if err != nil {
 		return nil, err
 	}
