@@ -15,10 +15,11 @@ import (
 
 // Handler processes one leased job. Returning nil acks the job; returning
 // an error nacks it (it is retried after the queue's backoff, or
-// dead-lettered after its last attempt). A panic counts as an error. ctx
-// ends when the lease is lost (another consumer has the job now) or when
-// the pool gives up on in-flight jobs at shutdown; the handler should then
-// stop, since its result is no longer used.
+// dead-lettered after its last attempt). A panic, or a runtime.Goexit,
+// counts as an error. ctx ends when the lease is lost (another consumer
+// has the job now) or when the pool gives up on in-flight jobs at
+// shutdown; the handler should then stop, since its result is no longer
+// used.
 type Handler func(ctx context.Context, task *Task) error
 
 // Task is a job being processed by a pool's worker.
@@ -302,19 +303,35 @@ func (p *pool) process(base context.Context, n int, l Lease) {
 	}
 }
 
-// call runs the handler, turning a panic into a *PanicError.
-func (p *pool) call(ctx context.Context, task *Task, log *slog.Logger) (err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = &PanicError{Value: r, Stack: debug.Stack()}
-			log.Error("handler panicked", "panic", r)
+// errHandlerGoexit is the error of a handler that ended its goroutine
+// with runtime.Goexit.
+var errHandlerGoexit = errors.New("handler called runtime.Goexit")
+
+// call runs the handler, turning a panic into a *PanicError. The handler
+// runs on a goroutine of its own, so that one that calls runtime.Goexit
+// (t.FailNow in a test's handler) fails its job instead of ending the
+// worker, and leaving the job's heartbeat extending its lease.
+func (p *pool) call(ctx context.Context, task *Task, log *slog.Logger) error {
+	res := make(chan error, 1)
+	go func() {
+		returned := false
+		defer func() {
+			if r := recover(); r != nil {
+				res <- &PanicError{Value: r, Stack: debug.Stack()}
+				log.Error("handler panicked", "panic", r)
+			} else if !returned {
+				res <- errHandlerGoexit
+				log.Error("handler called runtime.Goexit")
+			}
+		}()
+		err := p.h(ctx, task)
+		returned = true
+		if err != nil {
+			log.Info("handler failed", "err", err)
 		}
+		res <- err
 	}()
-	err = p.h(ctx, task)
-	if err != nil {
-		log.Info("handler failed", "err", err)
-	}
-	return err
+	return <-res
 }
 
 // heartbeat extends the task's lease every ExtendEvery until stop closes;

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -229,4 +230,43 @@ func TestJobPoolLostLeaseCancelsHandler(t *testing.T) {
 	require.ErrorIs(t, o.Err, fdbqueue.ErrLeaseLost)
 	stop()
 	require.NoError(t, <-ran)
+}
+
+// A handler that ends its goroutine with runtime.Goexit (t.FailNow in a
+// test's handler, say) fails its job like a panic: the job is nacked, the
+// worker goes on, and Run keeps running until its context ends. (Before,
+// the worker's goroutine died with it: Run returned nil with its context
+// still live when that was the last worker, and the job's heartbeat went
+// on extending its lease for as long as Run ran.)
+func TestJobPoolHandlerGoexitFailsTheJob(t *testing.T) {
+	ctx := context.Background()
+	db := newDB(t)
+	q := mustJobQueue(t, "goexit", fdbqueue.JobQueueConfig{RetryBase: time.Millisecond, RetryMax: time.Millisecond})
+	mustAdd(t, db, q, fdbqueue.Job{Value: []byte("exits")})
+	outcomes := make(chan fdbqueue.Outcome, 2)
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	ran := make(chan error, 1)
+	go func() {
+		ran <- q.Run(runCtx, db, func(ctx context.Context, task *fdbqueue.Task) error {
+			if task.Lease().Attempt == 1 {
+				runtime.Goexit()
+			}
+			return nil
+		}, fdbqueue.PoolOptions{Workers: 1, Logger: quietLog, OnOutcome: func(o fdbqueue.Outcome) { outcomes <- o }})
+	}()
+	for _, want := range []fdbqueue.Result{fdbqueue.Retried, fdbqueue.Acked} {
+		select {
+		case o := <-outcomes:
+			require.Equal(t, want, o.Result)
+			if want == fdbqueue.Retried {
+				require.ErrorContains(t, o.Err, "Goexit")
+			}
+		case err := <-ran:
+			require.FailNow(t, "Run returned before its context ended", "err: %v", err)
+		}
+	}
+	stop()
+	require.NoError(t, <-ran)
+	require.Equal(t, fdbqueue.JobStats{}, mustStats(t, db, q))
 }
