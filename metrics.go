@@ -301,6 +301,14 @@ const (
 	oldestAgeDesc = "Age of the item at the head (a Queue's, from its versionstamp), or how long a JobQueue's first due job has been due."
 )
 
+// gaugeTimeout bounds a collection's read of the gauges: the SDK runs the
+// callbacks under its reader's lock, and a pull exporter (Prometheus)
+// collects with a context that never ends, so a read waiting on an
+// unreachable cluster (FDB's reads wait for it, unless the application
+// set transaction_timeout) would hold back that collection and every
+// later one, with all of the application's metrics on that reader.
+var gaugeTimeout = 5 * time.Second
+
 // registerGauges registers the depth and oldest-age gauges of one queue,
 // read through db at each collection.
 func (o *observer) registerGauges(db kv.ReadTransactor, d depthKeys, oldest func(kv.ReadTransaction) (time.Duration, bool, error)) (metric.Registration, error) {
@@ -322,6 +330,8 @@ func (o *observer) registerGauges(db kv.ReadTransactor, d depthKeys, oldest func
 	}
 	attrs := metric.WithAttributes(o.queue)
 	return o.meter.RegisterCallback(func(ctx context.Context, ob metric.Observer) error {
+		ctx, cancel := context.WithTimeout(ctx, gaugeTimeout)
+		defer cancel()
 		type reading struct {
 			n   int64
 			age time.Duration
@@ -352,7 +362,8 @@ func (o *observer) registerGauges(db kv.ReadTransactor, d depthKeys, oldest func
 // item at the head's age, from its versionstamp: other layouts' keys carry
 // no time), with the queue's MeterProvider. At each collection it reads
 // through db, in one read-only transaction with snapshot reads: the depth
-// counters (see Depth) and the head item (limit 1), plus the read version.
+// counters (see Depth) and the head item (limit 1), plus the read version,
+// given at most 5 seconds (less if the collection's context ends sooner).
 // Unregister the returned registration when the queue is no longer used.
 func (q *Queue) RegisterGauges(db kv.ReadTransactor) (metric.Registration, error) {
 	var oldest func(kv.ReadTransaction) (time.Duration, bool, error)
@@ -404,7 +415,8 @@ func (q *Queue) oldestAge(tr kv.ReadTransaction) (time.Duration, bool, error) {
 // fdbqueue.jobs by fdbqueue.state (due, delayed, leased, expired, dead, as
 // in JobStats) and fdbqueue.oldest_item.age (how long the first due job has
 // been due, in seconds). At each collection it runs Stats through db: one
-// read-only transaction of snapshot reads, without reading the jobs.
+// read-only transaction of snapshot reads, without reading the jobs, given
+// at most 5 seconds (less if the collection's context ends sooner).
 // Unregister the returned registration when the queue is no longer used.
 func (q *JobQueue) RegisterGauges(db kv.ReadTransactor) (metric.Registration, error) {
 	if err := checkTransactor(db); err != nil {
@@ -429,6 +441,8 @@ func (q *JobQueue) RegisterGauges(db kv.ReadTransactor) (metric.Registration, er
 		return metric.WithAttributes(o.queue, attribute.String("fdbqueue.state", s))
 	}
 	return o.meter.RegisterCallback(func(ctx context.Context, ob metric.Observer) error {
+		ctx, cancel := context.WithTimeout(ctx, gaugeTimeout)
+		defer cancel()
 		st, err := q.Stats(ctx, db)
 		if err != nil {
 			return fmt.Errorf("fdbqueue: gauges: %w", err)

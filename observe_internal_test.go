@@ -3,9 +3,13 @@ package fdbqueue
 import (
 	"bytes"
 	"context"
+	"errors"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/metric/noop"
 
 	"github.com/fdbqueue/fdbqueue/kv"
 	"github.com/fdbqueue/fdbqueue/memdb"
@@ -99,5 +103,69 @@ func TestDepthShardsSpread(t *testing.T) {
 		d, err := q.Depth(ctx, db)
 		require.NoError(t, err)
 		require.Equal(t, int64(200), d)
+	}
+}
+
+// callbackMeter keeps the callbacks registered with it.
+type callbackMeter struct {
+	noop.Meter
+	callbacks []metric.Callback
+}
+
+func (m *callbackMeter) RegisterCallback(f metric.Callback, insts ...metric.Observable) (metric.Registration, error) {
+	m.callbacks = append(m.callbacks, f)
+	return m.Meter.RegisterCallback(f, insts...)
+}
+
+type callbackProvider struct {
+	noop.MeterProvider
+	m *callbackMeter
+}
+
+func (p callbackProvider) Meter(string, ...metric.MeterOption) metric.Meter { return p.m }
+
+// unreachableDB is a database whose reads wait until their context ends,
+// as FDB's do while the cluster cannot be reached (without the
+// transaction_timeout option); a read whose context can never end fails at
+// once with errNeverEnds, instead of blocking the test.
+type unreachableDB struct{ kv.Database }
+
+var errNeverEnds = errors.New("a read with a context that never ends: it would block forever")
+
+func (unreachableDB) ReadTransact(ctx context.Context, _ func(kv.ReadTransaction) error) error {
+	if ctx.Done() == nil {
+		return errNeverEnds
+	}
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+// The gauges' callbacks bound their read of the database: the SDK runs
+// callbacks under its reader's lock, and a pull exporter (Prometheus)
+// collects with context.TODO(), so a read waiting on an unreachable
+// cluster would block that collection and every later one, and with them
+// all of the application's metrics on that reader.
+func TestObserveGaugesBoundTheirRead(t *testing.T) {
+	defer func(d time.Duration) { gaugeTimeout = d }(gaugeTimeout)
+	gaugeTimeout = time.Millisecond
+	m := &callbackMeter{}
+	mp := WithMeterProvider(callbackProvider{m: m})
+	db := unreachableDB{}
+	q, err := NewQueue(SubspaceFromBytes([]byte("gq")), mp, WithVersionstampOrder())
+	require.NoError(t, err)
+	pq, err := NewPriorityQueue(SubspaceFromBytes([]byte("gpq")), mp)
+	require.NoError(t, err)
+	jq, err := NewJobQueue(SubspaceFromBytes([]byte("gjq")), JobQueueConfig{}, mp)
+	require.NoError(t, err)
+	_, err = q.RegisterGauges(db)
+	require.NoError(t, err)
+	_, err = pq.RegisterGauges(db)
+	require.NoError(t, err)
+	_, err = jq.RegisterGauges(db)
+	require.NoError(t, err)
+	require.Len(t, m.callbacks, 3)
+	for _, f := range m.callbacks {
+		err := f(context.TODO(), nil)
+		require.ErrorIs(t, err, context.DeadlineExceeded)
 	}
 }
