@@ -48,7 +48,10 @@ func (t *Task) Value() []byte { return t.Lease().Value }
 // share an operation ID) and does nothing. Keep the effects idempotent
 // across retries of tr (Set keys derived from the job ID, not atomic
 // adds): under commit_unknown_result your retry loop runs them again.
-// It fails with ErrLeaseLost when another consumer has the job.
+// It fails with ErrLeaseLost when another consumer has the job. On a
+// JobQueue made WithoutIdempotency there is no journal for the pool's ack
+// to find: the job is acked once, by this call, but the pool then reports
+// the outcome as LeaseLost (with a warning).
 func (t *Task) Ack(ctx context.Context, tr kv.Transaction) error {
 	return t.q.Ack(ctx, tr, t.Lease(), WithOpID(t.opID()))
 }
@@ -82,7 +85,9 @@ type PoolOptions struct {
 	ExtendEvery time.Duration
 	// ShutdownTimeout is how long Run lets in-flight handlers finish once
 	// ctx ends (default 10 seconds; negative: not at all). Then their
-	// contexts end and their leases are left to expire.
+	// contexts end, their leases are left to expire, and Run returns
+	// without waiting for them: OnOutcome and the outcome metric may
+	// report them after Run has returned.
 	ShutdownTimeout time.Duration
 	// Logger receives the pool's structured logs (default slog.Default()).
 	Logger *slog.Logger
