@@ -124,6 +124,7 @@ const (
 	Failed
 )
 
+// String returns the result's name, as "acked" or "lease lost".
 func (r Result) String() string {
 	switch r {
 	case Acked:
