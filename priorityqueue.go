@@ -360,7 +360,8 @@ func (pq *PriorityQueue) Len(ctx context.Context, t kv.ReadTransactor) (int, err
 	return countRange(ctx, pq.journal.gate.reads(t), pq.items, pq.cfg.now)
 }
 
-// Clear removes every item, keeping the operation journal.
+// Clear removes every item, keeping the operation journal; conflicts,
+// cost and behaviour under commit_unknown_result are Queue.Clear's.
 func (pq *PriorityQueue) Clear(ctx context.Context, t kv.Transactor) error {
 	if err := checkTransactor(t); err != nil {
 		return err
