@@ -251,7 +251,8 @@ func emptyRange(ctx context.Context, t kv.ReadTransactor, r kv.KeyRange, reserve
 
 // rows reads a range result's pairs in order: with an iterator, or, for a
 // read of one row (a Dequeue, a pop), with GetSlice, which reads the same
-// one batch (the row is at most a value under FDB's 120,000-byte batch)
+// one batch (the row is at most a value under FDB's 80,000-byte batch,
+// 120,000 after 7.3)
 // and lets a backend skip building an iterator. Its methods are those of
 // kv.RangeIterator that takeEnd uses.
 type rows struct {

@@ -33,7 +33,8 @@ type Lease struct {
 	key []byte // the job's queue key while this lease holds it
 }
 
-// Lease leases up to n due jobs for d (0: the queue's LeaseDuration) and
+// Lease leases up to n due jobs (1 to MaxLeaseBatch) for d (0: the
+// queue's LeaseDuration; at least 1ms), ErrInvalidArgument otherwise, and
 // returns them in queue order; ErrEmpty when no job is due, or when its
 // whole batch budget went to moving jobs to the dead-letter list (below:
 // it commits that, and the next call goes on past them). It takes fewer
