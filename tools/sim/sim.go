@@ -137,6 +137,18 @@ type Config struct {
 	// is recovered at the end of the round with its OpID. Batch dequeues
 	// are always recovered.
 	RecoverProb float64
+	// RecoverAtOnceProb is the probability that an operation to be
+	// recovered whose commit may still be in flight (kv.MaybeCommitted;
+	// with Faults.LateLanding it may land later) is recovered by its
+	// client at once, before that commit has landed, instead of after the
+	// round's late landings (a staged take excepted). The recovery must
+	// then conflict with the late commit instead of applying the
+	// operation a second time (docs/design.md, "if the earlier attempt's
+	// commit is still in flight and lands later, the two attempts
+	// conflict"): a recovery at the end of the round never meets a commit
+	// in flight, so without this the journal's read conflict on its
+	// record is never needed.
+	RecoverAtOnceProb float64
 	// MaxOpen is how many operations of unknown outcome that were not
 	// recovered a history keeps fully open (the checker's work grows
 	// quickly with them); the others are settled from the journal, except
@@ -258,6 +270,7 @@ func DefaultConfig() Config {
 		StagePriorityQueue: true,
 		MaxWait:            5 * time.Millisecond,
 		RecoverProb:        0.5,
+		RecoverAtOnceProb:  0.5,
 		MaxOpen:            2,
 		LayerIDProb:        0.5,
 		ShortRetention:     8 * time.Second,
@@ -284,7 +297,11 @@ type Result struct {
 
 	Unknown   int // operations left with an unknown outcome
 	Recovered int // operations of unknown outcome recovered by OpID
-	Hidden    int // failed staged takes modelled as Hide and Unhide
+	// RecoveredAtOnce counts those among them that their client
+	// recovered at once, while their commit could still land
+	// (Config.RecoverAtOnceProb).
+	RecoveredAtOnce int
+	Hidden          int // failed staged takes modelled as Hide and Unhide
 	// Trusted counts the operations that failed with an error for which
 	// kv.MaybeCommitted is false and were recorded as without effect
 	// (Config.TrustErrors; staged takes as Hide and Unhide).
@@ -338,6 +355,7 @@ func (r *Result) Add(o Result) {
 	r.Unexpected += o.Unexpected
 	r.Unknown += o.Unknown
 	r.Recovered += o.Recovered
+	r.RecoveredAtOnce += o.RecoveredAtOnce
 	r.Hidden += o.Hidden
 	r.Trusted += o.Trusted
 	r.ClaimsExpired += o.ClaimsExpired
@@ -945,6 +963,11 @@ func (h *harness) client(ctx context.Context, round int, t *target, c int, rng *
 				mu.Unlock()
 			}
 		}
+		isStagedTake := t.staged && (in.Kind == Dequeue || in.Kind == PopMin || in.Kind == PopMax)
+		if r.unknown && r.inFlight && r.recover && onDB && !isStagedTake && !h.cfg.WithoutIdempotency &&
+			rng.Float64() < h.cfg.RecoverAtOnceProb {
+			h.recoverAtOnce(ctx, round, t, r, res, mu)
+		}
 		r.op.ClientId = cid
 		if r.layerID {
 			mu.Lock()
@@ -966,6 +989,38 @@ func (h *harness) client(ctx context.Context, round int, t *target, c int, rng *
 		}
 	}
 	return recs
+}
+
+// recoverAtOnce calls r's operation again with its OpID right after it
+// failed with an error that says its commit may be in flight, while that
+// commit may still land (Faults.LateLanding). The two calls are one
+// operation, which must take effect once, between the first call and the
+// recovery's return, with the recovery's result. If the recovery fails
+// too, r stays unknown and settle recovers it after the late landings.
+func (h *harness) recoverAtOnce(ctx context.Context, round int, t *target, r *record, res *Result, mu *sync.Mutex) {
+	in := r.op.Input.(Input)
+	out, err := t.s.run(ctx, h.db, in, r.id)
+	switch {
+	case err == nil:
+	case errors.Is(err, fdbqueue.ErrEmpty):
+		out = Output{Empty: true}
+	default:
+		if !expected(err) {
+			mu.Lock()
+			res.Unexpected++
+			if res.Failure == nil {
+				res.Failure = &Failure{Seed: h.seed, Round: round, Structure: t.s.name(), Reason: fmt.Sprintf("recovering %v at once: unexpected error: %v", in.Kind, err)}
+			}
+			mu.Unlock()
+		}
+		return
+	}
+	r.op.Output, r.op.Return = out, h.now()
+	r.unknown, r.inFlight = false, false
+	mu.Lock()
+	res.Recovered++
+	res.RecoveredAtOnce++
+	mu.Unlock()
 }
 
 func (c Config) claimTimeout() time.Duration {

@@ -61,6 +61,7 @@ func TestSimulation(t *testing.T) {
 	}
 	require.Positive(t, total.Unknown, "some outcomes must stay unknown")
 	require.Positive(t, total.Recovered, "some outcomes must be recovered by OpID")
+	require.Positive(t, total.RecoveredAtOnce, "some outcomes must be recovered while their commit may still land")
 	require.Positive(t, total.DecidedWithoutOpen, "no history was decided without its open operations (reduce.go)")
 	requireLayerIDs(t, total)
 	require.Positive(t, total.VersionstampSeeds)

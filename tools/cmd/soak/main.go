@@ -172,6 +172,7 @@ func run(w io.Writer, cfg sim.Config, first int64, seeds int, duration time.Dura
 	fmt.Fprintf(w, "  commits interrupted by cancellation: %d\n", st.Interrupted)
 	fmt.Fprintf(w, "outcomes unknown, left open:  %d\n", total.Unknown)
 	fmt.Fprintf(w, "outcomes recovered by OpID:   %d\n", total.Recovered)
+	fmt.Fprintf(w, "  of which at once:           %d\n", total.RecoveredAtOnce)
 	fmt.Fprintf(w, "failed staged takes (hidden): %d\n", total.Hidden)
 	fmt.Fprintf(w, "claims expired:             %d\n", total.ClaimsExpired)
 	fmt.Fprintf(w, "without WithOpID:           %d (outcome unknown %d; retries that found their record %d, in a journal slot %d)\n",
