@@ -312,8 +312,9 @@ func TestJobStatsFollowClock(t *testing.T) {
 	assert.Contains(t, r.stdout, "queued   3 (due 3, delayed 0)\n")
 }
 
-// The README's job-queue console block runs as shown, on the demo
-// database (a manual clock stands in for the binary's wall clock).
+// The README's job-queue console block runs as shown, each command on a
+// fresh demo database, as each run of the binary with --demo starts (a
+// manual clock stands in for the binary's wall clock).
 func TestREADMEJobQueueExample(t *testing.T) {
 	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
 	require.NoError(t, err)
@@ -325,13 +326,13 @@ func TestREADMEJobQueueExample(t *testing.T) {
 		}
 	}
 	require.NotEmpty(t, block, "README has a console block with requeue-dead")
-	db, _, onClock := demoJobs(t)
 	var cmd []string
 	var want, got strings.Builder
 	flush := func() {
 		if cmd == nil {
 			return
 		}
+		db, _, onClock := demoJobs(t)
 		r := runCLI(t, db, onClock, cmd...)
 		got.WriteString(r.stdout + r.stderr)
 		if strings.Contains(want.String(), "exit ") {
