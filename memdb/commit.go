@@ -143,8 +143,14 @@ func (db *DB) commitStep(req *commitReq, forced *forcedFailure, fault faultKind)
 	}
 
 	v := max(latest+1, db.versionAt(now)+1)
-	db.apply(req, v)
+	touched := db.apply(req, v)
 	db.version.Store(v)
+	// Watches fire once v is every new transaction's read version (GRV
+	// reads db.version without db.mu): a client that a watch woke sees
+	// the change in its next transaction, as FDB's causality promises
+	// (developer-guide.rst, "Causality"; a watch fires from the storage
+	// server once it has applied a committed version).
+	db.fireWatchesLocked(touched)
 	db.registerWatchesLocked(req, rv, v)
 	drop := req.dropRV && reported == nil
 	db.collectLocked(now, v, drop, req.rv)
@@ -165,12 +171,12 @@ func (db *DB) writtenAfterLocked(r krange, rv int64) bool {
 
 // apply writes the transaction's mutations at version v and records its
 // write conflict ranges: a point write on the key's store entry where it
-// has one, everything else in the resolver. The caller holds db.mu
-// exclusively.
-func (db *DB) apply(req *commitReq, v int64) {
+// has one, everything else in the resolver. It returns the watched keys
+// whose value may have changed, for fireWatchesLocked. The caller holds
+// db.mu exclusively.
+func (db *DB) apply(req *commitReq, v int64) (touched [][]byte) {
 	st, res, h := db.st, db.res, db.horizon
 	watching := db.watches.n > 0
-	var touched [][]byte // watched keys whose value may have changed
 	stamp := versionstamp(v)
 
 	for _, c := range req.clears {
@@ -212,8 +218,14 @@ func (db *DB) apply(req *commitReq, v int64) {
 	for _, r := range req.wconf {
 		res.write(r.b, r.e, v)
 	}
+	return touched
+}
+
+// fireWatchesLocked fires the watches on the keys touched whose value
+// now differs from the one they saw. The caller holds db.mu exclusively.
+func (db *DB) fireWatchesLocked(touched [][]byte) {
 	for _, k := range touched {
-		val, ok := st.latest(k)
+		val, ok := db.st.latest(k)
 		db.watches.changed(k, val, ok)
 	}
 }

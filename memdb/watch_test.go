@@ -214,3 +214,40 @@ func TestWatchNeverMissesAChange(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// A client woken by a watch sees the change in its next transaction: FDB
+// promises causality (developer-guide.rst, "a transaction is guaranteed to
+// see the effects of all other transactions that commit before it
+// begins"; api-c.rst, a read version "represent[s] all transactions which
+// were reported committed"), and its watch fires from a storage server
+// that has applied the committed version. memdb fires watches only once
+// the commit's version is every new transaction's read version. The race
+// it closes was a few instructions wide, so the test tries many times.
+func TestWatchWakesAfterTheChangeIsReadable(t *testing.T) {
+	db := memdb.New()
+	defer db.Close()
+	ctx := context.Background()
+	key := []byte("signal")
+	for i := range 3000 {
+		want := []byte(fmt.Sprint(i))
+		tr := newTx(t, db)
+		_, err := tr.Get(key).Get()
+		require.NoError(t, err)
+		w := tr.Watch(key)
+		require.NoError(t, tr.Commit())
+		seen := make(chan []byte, 1)
+		go func() {
+			if err := w.Wait(ctx); err != nil {
+				seen <- []byte(err.Error())
+				return
+			}
+			v, _ := kv.ReadTransact(ctx, db, func(tr kv.ReadTransaction) ([]byte, error) { return tr.Get(key).Get() })
+			seen <- v
+		}()
+		require.NoError(t, db.Transact(ctx, func(tr kv.Transaction) error {
+			tr.Set(key, want)
+			return nil
+		}))
+		require.Equal(t, want, <-seen, "iteration %d: the transaction after the watch fired reads the change", i)
+	}
+}
