@@ -75,7 +75,11 @@ func (t *Task) set(l Lease) {
 
 // PoolOptions configures JobQueue.Run. Zero fields take their defaults.
 type PoolOptions struct {
-	// Workers is the number of jobs processed at once (default 4).
+	// Workers is the number of jobs processed at once (default 4). Each
+	// idle worker sleeps in LeaseWait on one watch, so Workers counts
+	// against the database's watch limit (FDB's max_watches, 10,000 by
+	// default): past it, LeaseWait fails with too_many_watches and the
+	// worker retries a second later.
 	Workers int
 	// LeaseDuration is the duration of each lease and of each extension
 	// (default the queue's LeaseDuration).
