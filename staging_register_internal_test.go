@@ -86,3 +86,35 @@ func TestLateRegistrationOfACancelledDequeueWait(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, kvs, "no request is left in the line")
 }
+
+// TestRegistrationFailsAfterResolve: the step after a registration whose
+// commit had an unknown outcome (resolve) finds no marker at the result
+// key; it clears the key, so that it commits a write: a registration that
+// lands after it conflicts (its read conflict on the key) instead of
+// leaving a request no one waits for, while the waiter files a new one.
+func TestRegistrationFailsAfterResolve(t *testing.T) {
+	ctx := context.Background()
+	db := memdb.New()
+	defer db.Close()
+	q, err := NewQueue(SubspaceFromBytes([]byte("late-resolve")), WithStaging(StagingConfig{}))
+	require.NoError(t, err)
+	s := q.stage
+	w := &waiter[[]byte]{s: s, db: db, o: s.journal.begin(db, nil)}
+	reg, err := db.CreateTransaction(ctx)
+	require.NoError(t, err)
+	_, err = reg.GetReadVersion().Get()
+	require.NoError(t, err)
+	require.NoError(t, w.register(reg, time.Now()))
+
+	out, err := kv.Transact(ctx, db, func(tr kv.Transaction) (outcome[[]byte], error) {
+		return w.resolve(tr)
+	})
+	require.NoError(t, err)
+	require.True(t, out.forget, "no marker: the registration did not happen, as far as resolve can tell")
+	require.ErrorIs(t, reg.Commit(), kv.ErrNotCommitted, "a registration landing after resolve")
+	reqs, err := s.reqs.Range()
+	require.NoError(t, err)
+	kvs, err := kvGetRange(ctx, db, reqs)
+	require.NoError(t, err)
+	require.Empty(t, kvs, "no request is left behind")
+}
