@@ -1,0 +1,217 @@
+package fdbqueue_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/fdbqueue/fdbqueue"
+)
+
+// holdWaiters makes the staged calls of q stop when they wake from a sleep
+// until release is called, and reports on armed each time one is about to
+// sleep.
+func holdWaiters(q *fdbqueue.Queue) (armed <-chan struct{}, release func()) {
+	a := make(chan struct{}, 64)
+	rel := make(chan struct{})
+	var once sync.Once
+	fdbqueue.SetStagingHook(q, func(p string) {
+		switch p {
+		case "armed":
+			a <- struct{}{}
+		case "woke":
+			<-rel
+		}
+	})
+	return a, func() { once.Do(func() { close(rel) }) }
+}
+
+// By place, the one plain attempt of a new call takes the item after those
+// due to the requests already in the line, never the item at a waiting
+// request's place: a request filed earlier is served first even when its
+// waiter is slow to wake. (Taking the head instead would hand the waiter
+// the next item, and a later caller the older one.)
+func TestStagedPlaceFastTakeLeavesTheWaitersItem(t *testing.T) {
+	ctx := context.Background()
+	m := stagingModes[1] // by place
+	db, sub, qW := stagedQueue(t, "fastleaves", m.opts(fdbqueue.StagingConfig{ClaimTimeout: time.Hour})...)
+	q := stgQueue(t, sub, m.opts(fdbqueue.StagingConfig{ClaimTimeout: time.Hour})...) // another client
+	armed, release := holdWaiters(qW)
+	wctx, cancel := context.WithCancel(ctx)
+	got, errs := startWaiters(wctx, qW, db, 1)
+	returned := false
+	t.Cleanup(func() { // W returns before the test ends, whatever happened
+		release()
+		cancel()
+		if !returned {
+			select {
+			case <-got:
+			case <-errs:
+			}
+		}
+	})
+	<-armed // W's request is alone in the line, asleep on an empty queue
+	require.NoError(t, q.EnqueueBatch(ctx, db, [][]byte{[]byte("x"), []byte("y")}))
+	v, err := q.Dequeue(ctx, db) // W is held as it wakes
+	require.NoError(t, err)
+	require.Equal(t, "y", string(v), "x is due to W's request, ahead in the line")
+	release()
+	var v2 []byte
+	select {
+	case v2 = <-got:
+	case err := <-errs:
+		returned = true
+		t.Fatalf("DequeueWait: %v", err)
+	}
+	returned = true
+	require.Equal(t, "x", string(v2))
+	requireClean(t, db, sub)
+}
+
+// A plain staged Dequeue never blocks: served in batches, one that filed
+// its request behind two waiting ones, with an item in the queue for them,
+// returns ErrEmpty soon after they took it, although nothing it watches
+// changes (the request ahead keeps waiting on an empty queue, and nothing
+// is enqueued). It looks again every 100 ms instead of sleeping until its
+// renewal, an hour away here.
+func TestStagedPlainDequeueBehindWaitersDoesNotBlock(t *testing.T) {
+	ctx := context.Background()
+	m := stagingModes[0] // in batches
+	cfg := fdbqueue.StagingConfig{ClaimTimeout: time.Hour}
+	db, sub, qW := stagedQueue(t, "noblock", m.opts(cfg)...)
+	q := stgQueue(t, sub, m.opts(cfg)...) // the plain Dequeue's client
+	armed, release := holdWaiters(qW)
+	defer release()
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	got := make(chan string, 2)
+	for range 2 {
+		go func() {
+			v, err := qW.DequeueWait(wctx, db)
+			if err != nil && !errors.Is(err, context.Canceled) {
+				t.Errorf("DequeueWait: %v", err)
+			}
+			got <- string(v)
+		}()
+		<-armed // A's, then B's request waits on an empty queue
+	}
+	require.NoError(t, q.Enqueue(ctx, db, []byte("x"))) // A and B are held as they wake
+	done := make(chan error, 1)
+	registered := make(chan struct{})
+	var once sync.Once
+	fdbqueue.SetStagingHook(q, func(p string) {
+		if p == "registered" {
+			once.Do(func() { close(registered) })
+		}
+	})
+	go func() {
+		_, err := q.Dequeue(ctx, db)
+		done <- err
+	}()
+	<-registered // the Dequeue stands behind A and B, with x for A
+	release()
+	require.Equal(t, "x", <-got, "the oldest request gets x")
+	select {
+	case err := <-done:
+		require.ErrorIs(t, err, fdbqueue.ErrEmpty)
+	case <-time.After(wakeTimeout):
+		t.Fatal("a plain Dequeue blocked after the items ran out for the requests ahead")
+	}
+	cancel()
+	<-got
+	requireClean(t, db, sub)
+}
+
+// A renewal pushes the request's deadline a whole claim timeout past the
+// renewal, not just past the next one (ClaimTimeout/3 later): a waiter
+// that renewed and sleeps on an empty queue keeps its request until well
+// after its next renewal is due, whoever looks at the line meanwhile.
+func TestStagedRenewalKeepsTheRequestLive(t *testing.T) {
+	forModes(t, func(t *testing.T, m stagingMode) {
+		ctx := context.Background()
+		const timeout = time.Hour
+		clock, db, sub, q := clockedQueue(t, "renew", m, timeout)
+		other := stgQueue(t, sub, append(m.opts(fdbqueue.StagingConfig{ClaimTimeout: timeout}), fdbqueue.WithClock(clock.Now))...)
+		second := make(chan struct{})
+		var arms int
+		fdbqueue.SetStagingHook(q, func(p string) {
+			if p != "armed" {
+				return
+			}
+			switch arms++; arms {
+			case 1: // the renewal is due: the waiter renews instead of sleeping
+				clock.Advance(timeout/3 + time.Microsecond)
+			case 2: // asleep after its renewal; its next one is nearly due
+				clock.Advance(timeout/3 - timeout/100)
+				close(second)
+			}
+		})
+		got, errs := startWaiters(ctx, q, db, 1)
+		<-second
+		st, err := other.Recover(ctx, db)
+		require.NoError(t, err)
+		require.Zero(t, st.DroppedRequests, "the renewed request was dropped before its next renewal")
+		require.NoError(t, other.Enqueue(ctx, db, []byte("x")))
+		select {
+		case v := <-got:
+			require.Equal(t, "x", string(v))
+		case err := <-errs:
+			t.Fatalf("DequeueWait: %v", err)
+		}
+		requireClean(t, db, sub)
+	})
+}
+
+// By place, an item due to a request that leaves the line goes to the tail
+// in a transaction that reads it (a read conflict on its key): a consumer
+// outside the line that read the queue before the request was filed, and
+// so takes that item, commits while the cleanup is in flight; the cleanup
+// must then conflict and retry, not write the item to the tail too.
+func TestStagedPlaceCleanupConflictsWithTakeOfItsItem(t *testing.T) {
+	ctx := context.Background()
+	m := stagingModes[1] // by place
+	cfg := fdbqueue.StagingConfig{ClaimTimeout: time.Hour}
+	db, sub, qW := stagedQueue(t, "leaveconflict", m.opts(cfg)...)
+	q := stgQueue(t, sub, m.opts(cfg)...)
+	require.NoError(t, q.Enqueue(ctx, db, []byte("a")))
+
+	// A consumer outside the line: a Dequeue inside the caller's
+	// transaction, before any request is filed, takes a.
+	tr, err := db.CreateTransaction(ctx)
+	require.NoError(t, err)
+	v, err := q.Dequeue(ctx, tr)
+	require.NoError(t, err)
+	require.Equal(t, "a", string(v))
+
+	// W files a request (due a, as the line sees it) and gives up at once;
+	// its cleanup's commit is held in flight.
+	fdbqueue.SetStagingBusy(qW, true) // no first look: W files at once
+	wctx, cancel := context.WithCancel(ctx)
+	type hold struct {
+		held    <-chan struct{}
+		release func()
+	}
+	holds := make(chan hold, 1)
+	fdbqueue.SetStagingHook(qW, func(p string) {
+		if p == "registered" {
+			held, release := db.HoldNextCommit() // the next commit that writes: the cleanup's
+			holds <- hold{held, release}
+			cancel()
+		}
+	})
+	done := make(chan error, 1)
+	go func() {
+		_, err := qW.DequeueWait(wctx, db)
+		done <- err
+	}()
+	h := <-holds
+	<-h.held
+	require.NoError(t, tr.Commit(), "the take outside the line")
+	h.release()
+	require.ErrorIs(t, <-done, context.Canceled)
+	requireClean(t, db, sub) // a is gone: not written back to the tail
+}
