@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -25,16 +26,48 @@ type LeaseConfig struct {
 	Choice                        int // K
 	MaxAttempts                   int
 	Faults                        memdb.Faults
-	CheckTimeout                  time.Duration
+	// Latency is the database's latency model. Commits wait it out, so
+	// that a context that ends can interrupt one in flight (which, with
+	// Faults.LateLanding, may then land after its call returned).
+	Latency      memdb.Latency
+	CheckTimeout time.Duration
+	// InterruptProb is the probability that an operation's context is
+	// cancelled as its commit starts (an interruption in flight);
+	// DeadlineProb, that it runs with a random deadline of up to
+	// MaxDeadline, which may end it at any point. Such an operation runs
+	// WithOpID, under an ID of the harness's (Extend, which has no
+	// journal, is called again as it was: within a round, where the clock
+	// stands still, it is idempotent). The others run without WithOpID,
+	// under an ID the layer makes.
+	InterruptProb, DeadlineProb float64
+	MaxDeadline                 time.Duration
+	// RecoverAtOnceProb is the probability that an operation that failed,
+	// its outcome unknown, is called again with its OpID by its client at
+	// once, while its first commit may still land (Faults.LateLanding):
+	// the two attempts must then conflict rather than both take effect,
+	// which needs the journal's check of the operation's record to be a
+	// normal read. The others are recovered at the end of the round, once
+	// every late commit has landed.
+	RecoverAtOnceProb float64
 	// WithoutIdempotency turns the queue's journal off, for the test that
 	// requires the checker to reject the result.
 	WithoutIdempotency bool
+	// SnapshotJournalReads makes the operations' point reads of their
+	// journal records snapshot reads (through a wrapper of the database),
+	// as a journal would that did not conflict with an earlier attempt's
+	// commit landing late: for the test that requires the recoveries at
+	// once (RecoverAtOnceProb) to expose it.
+	SnapshotJournalReads bool
 }
 
 // DefaultLeaseConfig is a short run with every fault.
 func DefaultLeaseConfig() LeaseConfig {
 	return LeaseConfig{Rounds: 12, Clients: 4, OpsPerClient: 5, Choice: 3, MaxAttempts: 3,
-		Faults:       memdb.Faults{NotCommitted: 0.05, UnknownApplied: 0.05, UnknownNotApplied: 0.05, TooOld: 0.02, LateLanding: 0.5},
+		Faults: memdb.Faults{NotCommitted: 0.05, UnknownApplied: 0.05, UnknownNotApplied: 0.05, TooOld: 0.02, LateLanding: 0.5},
+		// Commits only: read latency would make each round several times
+		// longer, and the commit is where an interruption matters.
+		Latency:       memdb.Latency{Commit: memdb.Span{Min: 50 * time.Microsecond, Max: 500 * time.Microsecond}},
+		InterruptProb: 0.12, DeadlineProb: 0.06, MaxDeadline: time.Millisecond, RecoverAtOnceProb: 0.5,
 		CheckTimeout: 30 * time.Second}
 }
 
@@ -45,7 +78,11 @@ type LeaseResult struct {
 	// Conservation: jobs added, acked (by a successful Ack), dead at the
 	// end, and the jobs acked twice, acked and dead, or neither (lost).
 	Added, Acked, Dead, AckedTwice, AckedAndDead, Lost int
-	Stats                                              memdb.Stats
+	// Unknown counts the operations whose call failed, their outcome
+	// unknown (each is recovered: see RunLeases); RecoveredAtOnce, those
+	// among them that their client recovered at once.
+	Unknown, RecoveredAtOnce int
+	Stats                    memdb.Stats
 }
 
 // OK reports whether the history was linearizable and every job was
@@ -68,9 +105,25 @@ func (c *simClock) After(time.Duration) <-chan time.Time { return make(chan time
 // while the clock moves between rounds so that leases expire and delayed
 // jobs fall due. The history is checked against LeaseModel, and at the
 // end every job is drained and accounted for.
+//
+// Some operations are cancelled as their commit starts or run under a
+// deadline (LeaseConfig.InterruptProb, DeadlineProb): a commit interrupted
+// in flight may be applied or not, and may land after the call returned,
+// as FoundationDB's may (memdb's Faults.LateLanding). Every operation
+// whose call failed is recovered: called again with its OpID (Extend with
+// its lease), either at once by its client, while its first commit may
+// still land (RecoverAtOnceProb), or at the end of the round, after every
+// late commit has landed (memdb's AwaitLateLandings). The journal
+// promises that the recovery returns the first call's result if that
+// took effect and performs the operation otherwise, so the two calls are
+// one operation with the recovery's result, taking effect once, somewhere
+// between the first call and the recovery's return: that is how the
+// history records it, and an operation that took effect twice, or whose
+// recovery lied, shows up as a violation or in the accounts.
 func RunLeases(ctx context.Context, seed int64, cfg LeaseConfig) (LeaseResult, error) {
 	var res LeaseResult
-	db := memdb.New(memdb.WithSeed(seed), memdb.WithFaults(cfg.Faults), memdb.WithBackoff(50*time.Microsecond, time.Millisecond))
+	db := memdb.New(memdb.WithSeed(seed), memdb.WithFaults(cfg.Faults), memdb.WithLatency(cfg.Latency),
+		memdb.WithBackoff(50*time.Microsecond, time.Millisecond))
 	defer db.Close()
 	clock := &simClock{}
 	clock.now.Store(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixMicro())
@@ -86,16 +139,18 @@ func RunLeases(ctx context.Context, seed int64, cfg LeaseConfig) (LeaseResult, e
 	if err != nil {
 		return res, err
 	}
-	const d = int64(10 * time.Second / time.Microsecond) // lease duration
-	var seq atomic.Int64
-	var mu sync.Mutex
-	var history []porcupine.Operation
-	record := func(client int, in LeaseInput, call int64, out LeaseOutput) {
-		mu.Lock()
-		history = append(history, porcupine.Operation{ClientId: client, Input: in, Call: call, Output: out, Return: seq.Add(1)})
-		mu.Unlock()
+	h := &leaseHarness{q: q, db: db, cfg: cfg, d: int64(10 * time.Second / time.Microsecond), acks: map[string]int{}}
+	if cfg.SnapshotJournalReads {
+		// The journal's records are under the queue's meta subspace, the
+		// subspace's prefix + 0xff, at ("j", ...): see journaled.
+		prefix, err := tuple.Tuple{"j"}.AppendPack(append(sub.Bytes(), 0xff))
+		if err != nil {
+			return res, err
+		}
+		h.t = snapshotJournal{Database: db, prefix: prefix}
+	} else {
+		h.t = db
 	}
-	acks := map[string]int{}
 	held := make([][]fdbqueue.Lease, cfg.Clients)
 	rng := rand.New(rand.NewPCG(uint64(seed), 0x1ea5e))
 	for round := range cfg.Rounds {
@@ -107,7 +162,7 @@ func RunLeases(ctx context.Context, seed int64, cfg LeaseConfig) (LeaseResult, e
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				if err := leaseClient(ctx, q, db, c, crng, now, d, &held[c], cfg, record, seq.Add, acks, &mu); err != nil {
+				if err := h.client(ctx, c, crng, now, &held[c]); err != nil {
 					errs <- err
 				}
 			}()
@@ -117,21 +172,41 @@ func RunLeases(ctx context.Context, seed int64, cfg LeaseConfig) (LeaseResult, e
 		for err := range errs {
 			return res, err
 		}
+		// Recover the operations of unknown outcome that their clients
+		// left, once every commit interrupted in flight has landed (or
+		// conflicted), in call order.
+		db.AwaitLateLandings()
+		pending := h.pending
+		h.pending = nil
+		sort.Slice(pending, func(i, j int) bool { return pending[i].call < pending[j].call })
+		for _, p := range pending {
+			out, got, err := h.do(ctx, h.t, p)
+			if err != nil {
+				return res, fmt.Errorf("recovering %v: %w", p.in.Kind, err)
+			}
+			if p.in.Kind == LLease {
+				held[p.client/1000] = append(held[p.client/1000], got...)
+			}
+			h.settled(p, out)
+		}
 		// Observe, then crash some holders and move the clock.
-		call := seq.Add(1)
+		call := h.seq.Add(1)
 		jobs, err := observeJobs(ctx, db, sub)
 		if err != nil {
 			return res, err
 		}
-		record(cfg.Clients, LeaseInput{Kind: LObserve, Now: now}, call, LeaseOutput{Jobs: jobs})
+		h.record(cfg.Clients*1000, LeaseInput{Kind: LObserve, Now: now}, call, LeaseOutput{Jobs: jobs})
 		for c := range held {
 			if rng.IntN(3) == 0 {
 				held[c] = nil
 			}
 		}
-		clock.now.Add([]int64{0, d / 2, d, 2 * d}[rng.IntN(4)] + 1)
+		clock.now.Add([]int64{0, h.d / 2, h.d, 2 * h.d}[rng.IntN(4)] + 1)
 	}
+	history := h.history
+	acks := h.acks
 	res.Operations = len(history)
+	res.Unknown, res.RecoveredAtOnce = h.unknown, h.atOnce
 	res.Check = porcupine.CheckOperationsTimeout(LeaseModel(cfg.Choice), history, cfg.CheckTimeout)
 
 	// Drain: lease everything due and ack it, moving the clock past every
@@ -140,7 +215,7 @@ func RunLeases(ctx context.Context, seed int64, cfg LeaseConfig) (LeaseResult, e
 		if i > 1000 {
 			return res, errors.New("sim: the job queue did not drain")
 		}
-		clock.now.Add(3*d + 1)
+		clock.now.Add(3*h.d + 1)
 		ls, err := q.Lease(ctx, db, 10, 0)
 		if errors.Is(err, fdbqueue.ErrEmpty) {
 			st, err := q.Stats(ctx, db)
@@ -156,10 +231,16 @@ func RunLeases(ctx context.Context, seed int64, cfg LeaseConfig) (LeaseResult, e
 			return res, err
 		}
 		for _, l := range ls {
-			if err := q.Ack(ctx, db, l); err != nil {
+			switch err := q.Ack(ctx, db, l); {
+			case errors.Is(err, fdbqueue.ErrLeaseLost):
+				// Nobody else holds a lease now: an Ack that says so and
+				// removed the job anyway (as one retried without the
+				// journal does) loses it from the accounts below.
+			case err != nil:
 				return res, err
+			default:
+				acks[string(l.JobID[:])]++
 			}
-			acks[string(l.JobID[:])]++
 		}
 	}
 	final, err := observeJobs(ctx, db, sub)
@@ -196,79 +277,232 @@ func RunLeases(ctx context.Context, seed int64, cfg LeaseConfig) (LeaseResult, e
 	return res, nil
 }
 
-type recorder func(client int, in LeaseInput, call int64, out LeaseOutput)
+// leaseHarness is one seed's JobQueue, database and history.
+type leaseHarness struct {
+	q   *fdbqueue.JobQueue
+	db  *memdb.DB
+	t   kv.Database // db, or the wrapper of SnapshotJournalReads
+	cfg LeaseConfig
+	d   int64 // lease duration, µs
+	seq atomic.Int64
 
-func leaseClient(ctx context.Context, q *fdbqueue.JobQueue, db kv.Database, c int, rng *rand.Rand, now, d int64,
-	held *[]fdbqueue.Lease, cfg LeaseConfig, record recorder, tick func(int64) int64, acks map[string]int, mu *sync.Mutex) error {
+	mu      sync.Mutex
+	history []porcupine.Operation
+	acks    map[string]int // successful Acks per job
+	pending []*leaseOp     // operations of unknown outcome to recover at the round's end
+	unknown int
+	atOnce  int
+}
+
+// leaseOp is one call of a JobQueue operation.
+type leaseOp struct {
+	in     LeaseInput
+	client int   // its ClientId in the history
+	call   int64 // when it was called
+	lease  fdbqueue.Lease
+	delay  time.Duration // Add, Nack
+	opts   []fdbqueue.OpOption
+}
+
+func (h *leaseHarness) record(client int, in LeaseInput, call int64, out LeaseOutput) {
+	h.mu.Lock()
+	h.history = append(h.history, porcupine.Operation{ClientId: client, Input: in, Call: call, Output: out, Return: h.seq.Add(1)})
+	h.mu.Unlock()
+}
+
+// settled records op, whose outcome is known: out.
+func (h *leaseHarness) settled(op *leaseOp, out LeaseOutput) {
+	if op.in.Kind == LAck && !out.Lost {
+		h.mu.Lock()
+		h.acks[op.in.Job]++
+		h.mu.Unlock()
+	}
+	h.record(op.client, op.in, op.call, out)
+}
+
+// do runs op on t and returns its output and the leases it returned (a
+// Lease's, or an Extend's new lease). An error other than ErrEmpty and
+// ErrLeaseLost (which are outputs) leaves its outcome unknown.
+func (h *leaseHarness) do(ctx context.Context, t kv.Database, op *leaseOp) (LeaseOutput, []fdbqueue.Lease, error) {
+	var out LeaseOutput
+	var got []fdbqueue.Lease
+	var err error
+	in := op.in
+	switch in.Kind {
+	case LAdd:
+		var r fdbqueue.AddResult
+		r, err = h.q.Add(ctx, t, fdbqueue.Job{Value: []byte{byte(op.client / 1000)}, Delay: op.delay, Priority: in.Prio}, op.opts...)
+		out.Job = string(r.ID[:])
+	case LLease:
+		got, err = h.q.Lease(ctx, t, in.N, time.Duration(in.D)*time.Microsecond, op.opts...)
+		if errors.Is(err, fdbqueue.ErrEmpty) {
+			out.Empty, err = true, nil
+		}
+		for _, l := range got {
+			out.Leases = append(out.Leases, LeasedJob{Job: string(l.JobID[:]), Tag: tag(l), Attempt: l.Attempt})
+		}
+	case LAck:
+		err = h.q.Ack(ctx, t, op.lease, op.opts...)
+	case LNack:
+		out.Dead, err = h.q.Nack(ctx, t, op.lease, fdbqueue.NackOptions{Delay: op.delay}, op.opts...)
+	case LExtend:
+		var nl fdbqueue.Lease
+		if nl, err = h.q.Extend(ctx, t, op.lease, time.Duration(in.D)*time.Microsecond); err == nil {
+			got = []fdbqueue.Lease{nl}
+		}
+	}
+	if errors.Is(err, fdbqueue.ErrLeaseLost) {
+		out.Lost, err = true, nil
+	}
+	if err != nil {
+		return LeaseOutput{}, nil, err
+	}
+	return out, got, nil
+}
+
+// expectedLeaseErr reports whether err is one a cancelled operation may
+// return: its context ended, or its commit's outcome is unknown.
+func expectedLeaseErr(err error) bool {
+	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) || kv.MaybeCommitted(err)
+}
+
+// client runs client c's operations in a round. Its ClientId in the
+// history is c*1000, bumped when an operation is left to recover at the
+// round's end (it overlaps the client's next operations).
+func (h *leaseHarness) client(ctx context.Context, c int, rng *rand.Rand, now int64, held *[]fdbqueue.Lease) error {
+	cfg, d := h.cfg, h.d
+	cid := c * 1000
 	for range cfg.OpsPerClient {
-		in := LeaseInput{Now: now}
-		var out LeaseOutput
-		call := tick(1)
+		op := &leaseOp{in: LeaseInput{Now: now}, client: cid, call: h.seq.Add(1)}
+		in := &op.in
 		x := rng.IntN(10)
 		if len(*held) == 0 && x >= 5 {
 			x = rng.IntN(5)
 		}
+		i := -1 // the held lease it uses
 		switch {
 		case x < 2: // add
 			in.Kind, in.Prio, in.Max = LAdd, int32(rng.IntN(3)), cfg.MaxAttempts
 			delay := []int64{0, 0, d / 2, 2 * d}[rng.IntN(4)]
 			in.Vest = now + delay
-			r, err := q.Add(ctx, db, fdbqueue.Job{Value: []byte{byte(c)}, Delay: time.Duration(delay) * time.Microsecond, Priority: in.Prio})
-			if err != nil {
-				return fmt.Errorf("add: %w", err)
-			}
-			out.Job = string(r.ID[:])
+			op.delay = time.Duration(delay) * time.Microsecond
 		case x < 5: // lease
 			in.Kind, in.N, in.D = LLease, 1+rng.IntN(2), d
-			ls, err := q.Lease(ctx, db, in.N, time.Duration(d)*time.Microsecond)
-			switch {
-			case errors.Is(err, fdbqueue.ErrEmpty):
-				out.Empty = true
-			case err != nil:
-				return fmt.Errorf("lease: %w", err)
-			}
-			for _, l := range ls {
-				out.Leases = append(out.Leases, LeasedJob{Job: string(l.JobID[:]), Tag: tag(l), Attempt: l.Attempt})
-				*held = append(*held, l)
-			}
 		default: // ack, nack or extend a held lease
-			i := rng.IntN(len(*held))
-			l := (*held)[i]
-			in.Job, in.Tag = string(l.JobID[:]), tag(l)
-			var err error
+			i = rng.IntN(len(*held))
+			op.lease = (*held)[i]
+			in.Job, in.Tag = string(op.lease.JobID[:]), tag(op.lease)
 			switch x {
 			case 5, 6, 7:
 				in.Kind = LAck
-				if err = q.Ack(ctx, db, l); err == nil {
-					mu.Lock()
-					acks[in.Job]++
-					mu.Unlock()
-				}
 			case 8:
 				in.Kind = LNack
 				delay := []int64{-1, d / 2}[rng.IntN(2)]
 				in.Vest = now + max(delay, 0)
-				out.Dead, err = q.Nack(ctx, db, l, fdbqueue.NackOptions{Delay: time.Duration(delay) * time.Microsecond})
+				op.delay = time.Duration(delay) * time.Microsecond
 			default:
 				in.Kind, in.D = LExtend, d
-				var nl fdbqueue.Lease
-				if nl, err = q.Extend(ctx, db, l, time.Duration(d)*time.Microsecond); err == nil {
-					(*held)[i] = nl
-				}
-			}
-			switch {
-			case errors.Is(err, fdbqueue.ErrLeaseLost):
-				out.Lost = true
-			case err != nil:
-				return fmt.Errorf("%v: %w", in.Kind, err)
-			}
-			if in.Kind != LExtend || out.Lost {
-				*held = append((*held)[:i], (*held)[i+1:]...)
 			}
 		}
-		record(c, in, call, out)
+		// Interrupted as its commit starts, under a deadline, or neither.
+		opCtx, cancel := context.WithCancel(ctx)
+		t := h.t
+		switch y := rng.Float64(); {
+		case y < cfg.InterruptProb:
+			t = &interrupting{Database: h.t, cancel: cancel}
+			op.opts = []fdbqueue.OpOption{fdbqueue.WithOpID(fdbqueue.NewOpID())}
+		case y < cfg.InterruptProb+cfg.DeadlineProb:
+			cancel()
+			opCtx, cancel = context.WithTimeout(ctx, time.Duration(rng.Int64N(int64(cfg.MaxDeadline)+1)))
+			op.opts = []fdbqueue.OpOption{fdbqueue.WithOpID(fdbqueue.NewOpID())}
+		}
+		out, got, err := h.do(opCtx, t, op)
+		cancel()
+		if err != nil {
+			if !expectedLeaseErr(err) || op.opts == nil {
+				return fmt.Errorf("%v: %w", in.Kind, err)
+			}
+			h.mu.Lock()
+			h.unknown++
+			h.mu.Unlock()
+			if rng.Float64() < cfg.RecoverAtOnceProb {
+				// Its first commit may still be in flight.
+				if out, got, err = h.do(ctx, h.t, op); err != nil {
+					return fmt.Errorf("recovering %v at once: %w", in.Kind, err)
+				}
+				h.mu.Lock()
+				h.atOnce++
+				h.mu.Unlock()
+			}
+		}
+		if err != nil {
+			// Left to recover at the round's end: the client forgets the
+			// lease it used, and its next operations overlap this one.
+			h.mu.Lock()
+			h.pending = append(h.pending, op)
+			h.mu.Unlock()
+			if i >= 0 {
+				*held = append((*held)[:i], (*held)[i+1:]...)
+			}
+			cid++
+			continue
+		}
+		switch {
+		case in.Kind == LLease:
+			*held = append(*held, got...)
+		case i < 0:
+		case in.Kind == LExtend && !out.Lost:
+			(*held)[i] = got[0]
+		default:
+			*held = append((*held)[:i], (*held)[i+1:]...)
+		}
+		h.settled(op, out)
 	}
 	return nil
+}
+
+// interrupting is the database as seen by an operation whose context is
+// cancelled the moment its transaction's function has run, as the commit
+// starts: the commit is interrupted in flight (applied or not, at random,
+// or, with Faults.LateLanding, landing later), and the operation fails.
+type interrupting struct {
+	kv.Database
+	cancel context.CancelFunc
+}
+
+func (a *interrupting) Transact(ctx context.Context, fn func(kv.Transaction) error) error {
+	return a.Database.Transact(ctx, func(tr kv.Transaction) error {
+		err := fn(tr)
+		if err == nil {
+			a.cancel()
+		}
+		return err
+	})
+}
+
+// snapshotJournal is the database of LeaseConfig.SnapshotJournalReads:
+// a point read under the journal's prefix is a snapshot read.
+type snapshotJournal struct {
+	kv.Database
+	prefix []byte
+}
+
+func (s snapshotJournal) Transact(ctx context.Context, fn func(kv.Transaction) error) error {
+	return s.Database.Transact(ctx, func(tr kv.Transaction) error {
+		return fn(snapshotJournalTx{Transaction: tr, prefix: s.prefix})
+	})
+}
+
+type snapshotJournalTx struct {
+	kv.Transaction
+	prefix []byte
+}
+
+func (t snapshotJournalTx) Get(key []byte) kv.FutureValue {
+	if bytes.HasPrefix(key, t.prefix) {
+		return t.Snapshot().Get(key)
+	}
+	return t.Transaction.Get(key)
 }
 
 func tag(l fdbqueue.Lease) uint64 { return binary.BigEndian.Uint64(l.ID[:8]) }

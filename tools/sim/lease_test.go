@@ -11,9 +11,12 @@ import (
 )
 
 // Concurrent clients on a JobQueue under not_committed,
-// commit_unknown_result (both ways) and transaction_too_old: every
-// history is linearizable against LeaseModel, and every job added is
-// acked exactly once or dead exactly once.
+// commit_unknown_result (both ways), transaction_too_old and commits
+// interrupted in flight by a cancelled context, some landing after their
+// call returned: every history is linearizable against LeaseModel, and
+// every job added is acked exactly once or dead exactly once. The run
+// must have interrupted commits and recovered some failed calls at once,
+// while their commit could still land.
 //
 // FDBQUEUE_LEASE_SEEDS=n runs n seeds instead of 8 (a longer soak).
 func TestLeaseSimulation(t *testing.T) {
@@ -31,9 +34,10 @@ func TestLeaseSimulation(t *testing.T) {
 		r, err := RunLeases(ctx, seed, DefaultLeaseConfig())
 		require.NoError(t, err, "seed %d", seed)
 		if seeds <= 8 {
-			t.Logf("seed %d: %d ops, %s, added %d = acked %d + dead %d; faults: unknown %d/%d, not committed %d, too old %d",
+			t.Logf("seed %d: %d ops, %s, added %d = acked %d + dead %d; faults: unknown %d/%d, not committed %d, too old %d, interrupted %d; failed calls recovered %d (at once %d)",
 				seed, r.Operations, checkName(r.Check), r.Added, r.Acked, r.Dead,
-				r.Stats.InjectedUnknownApplied, r.Stats.InjectedUnknownNotApplied, r.Stats.InjectedNotCommitted, r.Stats.InjectedTooOld)
+				r.Stats.InjectedUnknownApplied, r.Stats.InjectedUnknownNotApplied, r.Stats.InjectedNotCommitted, r.Stats.InjectedTooOld,
+				r.Stats.Interrupted, r.Unknown, r.RecoveredAtOnce)
 		}
 		require.True(t, r.OK(), "seed %d: %+v", seed, r)
 		total.Operations += r.Operations
@@ -42,7 +46,11 @@ func TestLeaseSimulation(t *testing.T) {
 		total.Dead += r.Dead
 		total.Lost += r.Lost
 		total.AckedTwice += r.AckedTwice
+		total.Stats.Interrupted += r.Stats.Interrupted
+		total.RecoveredAtOnce += r.RecoveredAtOnce
 	}
+	require.Positive(t, total.Stats.Interrupted, "no commit was interrupted in flight")
+	require.Positive(t, total.RecoveredAtOnce, "no failed call was recovered at once")
 }
 
 // Without the journal, commit_unknown_result makes an Add apply twice, an
@@ -51,6 +59,24 @@ func TestLeaseSimulation(t *testing.T) {
 func TestLeaseSimulationRejectsNoJournal(t *testing.T) {
 	cfg := DefaultLeaseConfig()
 	cfg.WithoutIdempotency = true
+	rejected := 0
+	for seed := int64(1); seed <= 4; seed++ {
+		r, err := RunLeases(context.Background(), seed, cfg)
+		if err != nil || !r.OK() {
+			rejected++
+		}
+	}
+	require.Positive(t, rejected)
+}
+
+// A journal that checked an operation's record with a snapshot read would
+// not conflict with the operation's earlier attempt whose commit lands
+// after the retry read: both would take effect (an Add adds two jobs, a
+// Lease leases another job too). The recoveries at once meet such late
+// landings: the checks must notice.
+func TestLeaseSimulationCatchesSnapshotJournalReads(t *testing.T) {
+	cfg := DefaultLeaseConfig()
+	cfg.SnapshotJournalReads = true
 	rejected := 0
 	for seed := int64(1); seed <= 4; seed++ {
 		r, err := RunLeases(context.Background(), seed, cfg)
