@@ -59,6 +59,8 @@ type leaseTotals struct {
 	Transactions, Commits, Conflicts   int64
 	NotCommitted, UnknownApplied       int64
 	UnknownNotApplied, TooOld, Retries int64
+	Interrupted                        int64 // commits interrupted in flight by a cancelled context
+	Unknown, RecoveredAtOnce           int   // failed calls, all recovered; those recovered at once
 	FirstFailing                       int64 // 0: none
 }
 
@@ -87,6 +89,9 @@ func (t *leaseTotals) add(seed int64, r sim.LeaseResult) {
 	t.UnknownApplied += st.InjectedUnknownApplied
 	t.UnknownNotApplied += st.InjectedUnknownNotApplied
 	t.TooOld += st.InjectedTooOld
+	t.Interrupted += st.Interrupted
+	t.Unknown += r.Unknown
+	t.RecoveredAtOnce += r.RecoveredAtOnce
 	if !r.OK() && (t.FirstFailing == 0 || seed < t.FirstFailing) {
 		t.FirstFailing = seed
 	}
@@ -105,6 +110,8 @@ func runLeases(ctx context.Context, w io.Writer, cfg sim.LeaseConfig, first int6
 	fmt.Fprintf(w, "per seed: %d rounds of %d clients × %d operations, K=%d, max attempts %d; faults per commit: not_committed %.2f, commit_unknown_result applied %.2f / not applied %.2f, transaction_too_old %.2f\n",
 		cfg.Rounds, cfg.Clients, cfg.OpsPerClient, cfg.Choice, cfg.MaxAttempts,
 		cfg.Faults.NotCommitted, cfg.Faults.UnknownApplied, cfg.Faults.UnknownNotApplied, cfg.Faults.TooOld)
+	fmt.Fprintf(w, "per operation: cancelled as its commit starts %.2f, random deadline %.2f (up to %v); an interrupted commit lands late %.2f; a failed call recovered at once %.2f (else at the round's end)\n",
+		cfg.InterruptProb, cfg.DeadlineProb, cfg.MaxDeadline, cfg.Faults.LateLanding, cfg.RecoverAtOnceProb)
 	var (
 		mu    sync.Mutex
 		total leaseTotals
@@ -136,6 +143,9 @@ func runLeases(ctx context.Context, w io.Writer, cfg sim.LeaseConfig, first int6
 	fmt.Fprintf(w, "  commit_unknown_result (applied):    %d\n", total.UnknownApplied)
 	fmt.Fprintf(w, "  commit_unknown_result (not applied): %d\n", total.UnknownNotApplied)
 	fmt.Fprintf(w, "  transaction_too_old:                %d\n", total.TooOld)
+	fmt.Fprintf(w, "  commits interrupted by cancellation: %d\n", total.Interrupted)
+	fmt.Fprintf(w, "failed calls, recovered by OpID: %d\n", total.Unknown)
+	fmt.Fprintf(w, "  of which at once:           %d\n", total.RecoveredAtOnce)
 	fmt.Fprintf(w, "jobs added:                 %d\n", total.Added)
 	fmt.Fprintf(w, "jobs acked once:            %d\n", total.Acked)
 	fmt.Fprintf(w, "jobs dead once:             %d\n", total.Dead)

@@ -27,7 +27,8 @@ func counter(t *testing.T, out, name string) int {
 
 // A short fixed-seed lease soak (the mode CI can afford): every history
 // checked and linearizable, every job acked once or dead once, nothing
-// lost or acked twice, and the faults were really injected.
+// lost or acked twice, and the faults were really injected: commits were
+// interrupted, and failed calls recovered at once.
 func TestLeaseSoakPasses(t *testing.T) {
 	var out bytes.Buffer
 	code := runLeases(context.Background(), &out, sim.DefaultLeaseConfig(), 1, 4, time.Hour, 2, true)
@@ -45,6 +46,8 @@ func TestLeaseSoakPasses(t *testing.T) {
 	}
 	assert.Positive(t, counter(t, s, "  commit_unknown_result (applied)"))
 	assert.Positive(t, counter(t, s, "  commit_unknown_result (not applied)"))
+	assert.Positive(t, counter(t, s, "  commits interrupted by cancellation"))
+	assert.Positive(t, counter(t, s, "  of which at once"))
 	for seed := 1; seed <= 4; seed++ {
 		assert.Contains(t, s, "seed "+strconv.Itoa(seed)+": ")
 	}

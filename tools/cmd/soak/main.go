@@ -14,7 +14,8 @@
 //
 // -leases runs the job-queue simulation instead (sim.RunLeases: clients
 // add, lease, ack, nack and extend jobs on a JobQueue while leases expire
-// and workers crash, under injected faults), over the same seeds, duration
+// and workers crash, under injected faults and cancelled commits, some
+// landing late (-late-landing)), over the same seeds, duration
 // and workers, and prints the histories checked, the jobs acked and dead,
 // the jobs lost and acked twice (both must be 0) and the linearizability
 // violations, exiting with status 1 on any failure:
@@ -81,6 +82,7 @@ func main() {
 		}
 		lc := sim.DefaultLeaseConfig()
 		lc.Rounds, lc.Clients, lc.OpsPerClient, lc.CheckTimeout = *lrounds, *lclients, *lops, *timeout
+		lc.Faults.LateLanding = *late
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 		code := runLeases(ctx, os.Stdout, lc, *first, *seeds, *duration, *workers, *verbose)
 		stop()
