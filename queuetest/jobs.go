@@ -23,6 +23,8 @@ func jobChecks() []check {
 		{"DelayAndRunAtNeverEarly", testJobDelay},
 		{"ExtremeTimes", testJobExtremeTimes},
 		{"SubMicrosecondNeverEarly", testJobSubMicrosecond},
+		{"NegativeDelayDueNow", testJobNegativeDelay},
+		{"StatsBeforeEpoch", testJobStatsBeforeEpoch},
 		{"StrictOrder", testJobStrictOrder},
 		{"ChoiceWindow", testJobChoiceWindow},
 		{"UniqueKey", testJobUnique},
@@ -446,4 +448,43 @@ func testJobSubMicrosecond(t *testing.T, f *fixture) {
 	f.requireNothingDue(t, q, "at %v, before the nack's delay", c.Now().Sub(t0))
 	c.Advance(time.Microsecond)
 	require.Equal(t, ls[0].JobID, f.leaseOne(t, q, time.Minute).JobID)
+}
+
+// testJobNegativeDelay: a negative Delay, given to Add or to Nack, makes
+// the job due at once, that is at the time of the call: it is queued
+// behind the jobs that were due before it, not an hour back in time ahead
+// of them, and Stats does not age it.
+func testJobNegativeDelay(t *testing.T, f *fixture) {
+	q, c := f.jobQueue(t, "negative-delay", fdbqueue.JobQueueConfig{Choice: 1})
+	a := f.add(t, q, fdbqueue.Job{Value: []byte("nacked")})
+	l := f.leaseOne(t, q, time.Minute)
+	require.Equal(t, a.ID, l.JobID)
+	c.Advance(time.Second)
+	f.add(t, q, fdbqueue.Job{Value: []byte("due first")})
+	c.Advance(time.Second)
+	f.add(t, q, fdbqueue.Job{Value: []byte("added"), Delay: -time.Hour, Priority: 1})
+	_, err := q.Nack(f.ctx, f.db, l, fdbqueue.NackOptions{Delay: -time.Hour})
+	require.NoError(t, err)
+	f.requireStats(t, q, fdbqueue.JobStats{Queued: 3, Due: 3, OldestDue: time.Second}, "the oldest due job is the one added a second ago")
+	require.Equal(t, []string{"due first", "added", "nacked"}, leaseValues(f.lease(t, q, 10, time.Minute)),
+		"the jobs given a negative delay are due now, behind the job due a second ago (then by priority)")
+}
+
+// testJobStatsBeforeEpoch: Stats' time buckets are StatsResolution wide
+// on both sides of the Unix epoch, so that a job delayed past the bucket
+// that holds now counts as delayed also with a clock before 1970 (a
+// bucket number is the floor of the time over the resolution, not its
+// truncation, which would make the bucket around the epoch twice as wide).
+func testJobStatsBeforeEpoch(t *testing.T, f *fixture) {
+	c := NewClock(time.Unix(0, 0).Add(-500 * time.Millisecond))
+	q, _ := f.jobQueue(t, "before-epoch", fdbqueue.JobQueueConfig{Choice: 1, Clock: c})
+	f.add(t, q, fdbqueue.Job{Value: []byte("after the epoch"), Delay: time.Second})
+	f.add(t, q, fdbqueue.Job{Value: []byte("past"), RunAt: c.Now().Add(-time.Second)})
+	f.requireStats(t, q, fdbqueue.JobStats{Queued: 2, Due: 1, Delayed: 1, OldestDue: time.Second},
+		"at %v, the job due at %v is in a later bucket", c.Now().UnixMicro(), c.Now().Add(time.Second).UnixMicro())
+	ls := f.lease(t, q, 10, 3*time.Second)
+	require.Equal(t, []string{"past"}, leaseValues(ls))
+	f.requireStats(t, q, fdbqueue.JobStats{Queued: 1, Delayed: 1, Leased: 1})
+	c.Advance(time.Second)
+	f.requireStats(t, q, fdbqueue.JobStats{Queued: 1, Due: 1, Leased: 1})
 }
