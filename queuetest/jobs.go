@@ -39,6 +39,7 @@ func jobChecks() []check {
 		{"LeaseAndAckInOneTransaction", testJobLeaseAckOneTransaction},
 		{"Stats", testJobStats},
 		{"LeaseWait", testJobLeaseWait},
+		{"LeaseByOpIDAfterReLease", testJobLeaseByOpIDAfterReLease},
 		{"Pool", testJobPool},
 	}
 	cs = append(cs, jobConcurrencyChecks()...)

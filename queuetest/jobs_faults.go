@@ -220,3 +220,39 @@ func testJobLeaseByOpID(t *testing.T, f *fixture, fk fault) {
 	f.requireStats(t, q, fdbqueue.JobStats{Queued: 1, Due: 1})
 	require.Equal(t, []string{"b"}, leaseValues(f.leaseAll(t, q, 10)))
 }
+
+// testJobLeaseByOpIDAfterReLease: Lease called again with the ID of a
+// Lease that committed (here in the caller's transaction, whose journal
+// record stays) returns only the jobs still under that call's leases. A
+// job acked since is left out; so is a job nacked and leased again by
+// another consumer, even when its new lease's deadline, and so its key,
+// is the old one's: handing back that lease would give two consumers the
+// same lease.
+func testJobLeaseByOpIDAfterReLease(t *testing.T, f *fixture) {
+	q, c := f.jobQueue(t, "recover-released", fdbqueue.JobQueueConfig{Choice: 1})
+	f.add(t, q, fdbqueue.Job{Value: []byte("a"), Priority: 1})
+	f.add(t, q, fdbqueue.Job{Value: []byte("b")})
+	id := c.opID()
+	var ls []fdbqueue.Lease
+	require.NoError(t, f.db.Transact(f.ctx, func(tr kv.Transaction) error {
+		var err error
+		ls, err = q.Lease(f.ctx, tr, 2, time.Minute, fdbqueue.WithOpID(id))
+		return err
+	}))
+	require.Equal(t, []string{"a", "b"}, leaseValues(ls))
+	require.NoError(t, q.Ack(f.ctx, f.db, ls[1]))
+	_, err := q.Nack(f.ctx, f.db, ls[0], fdbqueue.NackOptions{Delay: -1})
+	require.NoError(t, err)
+	other := f.leaseOne(t, q, time.Minute)
+	require.Equal(t, ls[0].JobID, other.JobID)
+	require.Equal(t, ls[0].Deadline, other.Deadline, "the clock has not moved: the new lease's key is the old one's")
+	require.NotEqual(t, ls[0].ID, other.ID)
+
+	again, err := q.Lease(f.ctx, f.db, 2, time.Minute, fdbqueue.WithOpID(id))
+	require.ErrorIs(t, err, fdbqueue.ErrEmpty, "no job is still under the first call's leases; got %v", again)
+	require.Empty(t, again)
+	f.requireStats(t, q, fdbqueue.JobStats{Leased: 1})
+	require.ErrorIs(t, q.Ack(f.ctx, f.db, ls[0]), fdbqueue.ErrLeaseLost)
+	require.NoError(t, q.Ack(f.ctx, f.db, other), "the other consumer's lease is untouched")
+	f.requireNoJobKeys(t, q)
+}
