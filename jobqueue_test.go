@@ -638,6 +638,15 @@ func TestJobQueueForeignKeys(t *testing.T) {
 	v, err := getKey(ctx, db, foreign)
 	require.NoError(t, err)
 	require.Equal(t, []byte("x"), v, "left alone")
+
+	// K = 1, n = 2: the foreign key comes first in key order and is
+	// skipped; the job behind it is taken, and Lease succeeds (it fails
+	// only when no candidate could be taken).
+	mustAdd(t, db, q, fdbqueue.Job{Value: []byte("behind")})
+	ls, err = q.Lease(ctx, db, 2, time.Minute)
+	require.NoError(t, err, "a job was taken past the foreign key")
+	require.Len(t, ls, 1)
+	require.Equal(t, "behind", string(ls[0].Value))
 }
 
 // A RetryMax past half the largest Duration (math.MaxInt64: no cap) must
