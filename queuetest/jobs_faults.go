@@ -227,7 +227,7 @@ func testJobLeaseByOpID(t *testing.T, f *fixture, fk fault) {
 // job acked since is left out; so is a job nacked and leased again by
 // another consumer, even when its new lease's deadline, and so its key,
 // is the old one's: handing back that lease would give two consumers the
-// same lease.
+// same lease. A Lease that leased nothing is replayed as such.
 func testJobLeaseByOpIDAfterReLease(t *testing.T, f *fixture) {
 	q, c := f.jobQueue(t, "recover-released", fdbqueue.JobQueueConfig{Choice: 1})
 	f.add(t, q, fdbqueue.Job{Value: []byte("a"), Priority: 1})
@@ -255,4 +255,17 @@ func testJobLeaseByOpIDAfterReLease(t *testing.T, f *fixture) {
 	require.ErrorIs(t, q.Ack(f.ctx, f.db, ls[0]), fdbqueue.ErrLeaseLost)
 	require.NoError(t, q.Ack(f.ctx, f.db, other), "the other consumer's lease is untouched")
 	f.requireNoJobKeys(t, q)
+
+	// A Lease that committed having only buried its candidates (their last
+	// lease expired) recorded that it leased nothing: called again with
+	// its ID, it returns ErrEmpty again, not an error about its record.
+	f.add(t, q, fdbqueue.Job{Value: []byte("last try"), MaxAttempts: 1})
+	f.leaseOne(t, q, time.Minute)
+	c.Advance(2 * time.Minute)
+	buried := c.opID()
+	for i := range 2 {
+		_, err = q.Lease(f.ctx, f.db, 1, time.Minute, fdbqueue.WithOpID(buried))
+		require.ErrorIs(t, err, fdbqueue.ErrEmpty, "call %d with the ID of a Lease that only buried", i+1)
+	}
+	f.requireStats(t, q, fdbqueue.JobStats{Dead: 1})
 }
