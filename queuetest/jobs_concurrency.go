@@ -101,9 +101,17 @@ func testJobConflicts(t *testing.T, f *fixture) {
 
 	// a acked; b nacked for an hour; c, d leased; e, f, g and u1 queued.
 	f.requireStats(t, q, fdbqueue.JobStats{Queued: 5, Due: 4, Delayed: 1, Leased: 2})
-	got := leaseValues(f.leaseAll(t, q, 10))
-	require.ElementsMatch(t, []string{"e", "f", "g", "u1"}, got, "the conflicting add of the key was not applied")
+	all := f.leaseAll(t, q, 10)
+	require.ElementsMatch(t, []string{"e", "f", "g", "u1"}, leaseValues(all), "the conflicting add of the key was not applied")
 	require.NoError(t, q.Ack(f.ctx, f.db, lx), "the conflicting Ack did not apply; the Extend did, keeping the lease")
+
+	// The other way round: an Extend that read the job before an Ack of it
+	// committed must conflict, not write the acked job's record back.
+	pair("Ack and Extend of one job", func(tr kv.Transaction) error { return q.Ack(f.ctx, tr, all[0]) },
+		func(tr kv.Transaction) error { _, err := q.Extend(f.ctx, tr, all[0], time.Hour); return err }, true)
+	f.requireStats(t, q, fdbqueue.JobStats{Queued: 1, Delayed: 1, Leased: 4}, "b nacked; c and three of the four leased")
+	_, err := q.Extend(f.ctx, f.db, all[0], time.Hour)
+	require.ErrorIs(t, err, fdbqueue.ErrLeaseLost, "acked")
 }
 
 // testJobLeaseWaitSignal: a LeaseWait asleep (it armed its timer for a
