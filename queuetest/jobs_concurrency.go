@@ -28,7 +28,7 @@ func jobConcurrencyChecks() []check {
 // testJobConflicts runs pairs of operations in two transactions that both
 // read before either commits, commits the first, then the second: a Lease
 // conflicts only with another Lease (or Ack, Nack, Extend) of the same
-// job, and adds only when they carry the same unique key. FoundationDB
+// job, and adds (and a Requeue) only when they carry the same unique key. FoundationDB
 // fails the second commit of a conflicting pair with not_committed (1020,
 // flow/include/flow/error_definitions.h): a read of a key that the first
 // transaction wrote after the second's read version.
@@ -112,6 +112,19 @@ func testJobConflicts(t *testing.T, f *fixture) {
 	f.requireStats(t, q, fdbqueue.JobStats{Queued: 1, Delayed: 1, Leased: 4}, "b nacked; c and three of the four leased")
 	_, err := q.Extend(f.ctx, f.db, all[0], time.Hour)
 	require.ErrorIs(t, err, fdbqueue.ErrLeaseLost, "acked")
+
+	// A Requeue reads its job's unique key, so that it and an Add of that
+	// key do not both take it.
+	dq, _ := f.jobQueue(t, "conflicts-requeue", fdbqueue.JobQueueConfig{Choice: 1, MaxAttempts: 1})
+	dead := f.add(t, dq, fdbqueue.Job{Value: []byte("dead"), UniqueKey: "k"})
+	_, err = dq.Nack(f.ctx, f.db, f.leaseOne(t, dq, time.Hour), fdbqueue.NackOptions{})
+	require.NoError(t, err)
+	pair("Add and Requeue of one unique key", func(tr kv.Transaction) error {
+		_, err := dq.Add(f.ctx, tr, fdbqueue.Job{Value: []byte("live"), UniqueKey: "k"})
+		return err
+	}, func(tr kv.Transaction) error { return dq.Requeue(f.ctx, tr, dead.ID) }, true)
+	f.requireStats(t, dq, fdbqueue.JobStats{Queued: 1, Due: 1, Dead: 1}, "the conflicting requeue was not applied")
+	require.ErrorIs(t, dq.Requeue(f.ctx, f.db, dead.ID), fdbqueue.ErrUniqueKeyHeld)
 }
 
 // testJobLeaseWaitSignal: a LeaseWait asleep (it armed its timer for a
