@@ -28,10 +28,10 @@ func jobConcurrencyChecks() []check {
 // testJobConflicts runs pairs of operations in two transactions that both
 // read before either commits, commits the first, then the second: a Lease
 // conflicts only with another Lease (or Ack, Nack, Extend) of the same
-// job, and adds (and a Requeue) only when they carry the same unique key. FoundationDB
-// fails the second commit of a conflicting pair with not_committed (1020,
-// flow/include/flow/error_definitions.h): a read of a key that the first
-// transaction wrote after the second's read version.
+// job, and adds (and a Requeue) only when they carry the same unique key.
+// FoundationDB fails the second commit of a conflicting pair with
+// not_committed (1020, flow/include/flow/error_definitions.h): a read of a
+// key that the first transaction wrote after the second's read version.
 func testJobConflicts(t *testing.T, f *fixture) {
 	q, _ := f.jobQueue(t, "conflicts", fdbqueue.JobQueueConfig{Choice: 1})
 	for _, v := range []string{"a", "b", "c", "d"} {
