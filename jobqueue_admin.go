@@ -107,9 +107,13 @@ type DeadJob struct {
 	MaxAttempts int
 	Priority    int32
 	UniqueKey   string
-	Reason      string    // the last failure's reason
-	Added       time.Time // when it was added or last requeued
-	Died        time.Time
+	// Reason is why the job died: the last Nack's reason, or, when that
+	// Nack gave none, the reason it had before (an earlier Nack's); a job
+	// whose last lease expired died with "lease expired on the last
+	// attempt".
+	Reason string
+	Added  time.Time // when it was added or last requeued
+	Died   time.Time
 	// Cursor is where the next ListDead call starts to list the jobs
 	// after this one.
 	Cursor []byte

@@ -29,6 +29,7 @@ func jobChecks() []check {
 		{"ChoiceWindow", testJobChoiceWindow},
 		{"UniqueKey", testJobUnique},
 		{"DeadLetter", testJobDeadLetter},
+		{"DeadKeepsEarlierReason", testJobDeadKeepsEarlierReason},
 		{"ExpiredLeaseLost", testJobExpiredLeaseLost},
 		{"Extend", testJobExtend},
 		{"NackDelayAndBackoff", testJobNack},

@@ -17,6 +17,26 @@ import (
 // oldest death first, with their fields and a cursor; Requeue puts one
 // back with its attempts reset (refused while its unique key is held);
 // DeleteDead removes one for good.
+// testJobDeadKeepsEarlierReason: a last Nack without a reason
+// dead-letters the job with the reason it had (DeadJob.Reason), whereas
+// an earlier Nack without one clears it (testJobNack).
+func testJobDeadKeepsEarlierReason(t *testing.T, f *fixture) {
+	q, _ := f.jobQueue(t, "dead-reason", fdbqueue.JobQueueConfig{Choice: 1, MaxAttempts: 2})
+	j := f.add(t, q, fdbqueue.Job{Value: []byte("flaky")})
+	l := f.leaseOne(t, q, time.Minute)
+	_, err := q.Nack(f.ctx, f.db, l, fdbqueue.NackOptions{Delay: -1, Reason: "r1"})
+	require.NoError(t, err)
+	l = f.leaseOne(t, q, time.Minute)
+	dead, err := q.Nack(f.ctx, f.db, l, fdbqueue.NackOptions{})
+	require.NoError(t, err)
+	require.True(t, dead, "the last attempt's nack dead-letters the job")
+	ds, err := q.ListDead(f.ctx, f.db, nil, 10)
+	require.NoError(t, err)
+	require.Len(t, ds, 1)
+	require.Equal(t, j.ID, ds[0].ID)
+	require.Equal(t, "r1", ds[0].Reason, "a last nack without a reason keeps the earlier one")
+}
+
 func testJobDeadLetter(t *testing.T, f *fixture) {
 	q, c := f.jobQueue(t, "dead", fdbqueue.JobQueueConfig{Choice: 1, MaxAttempts: 2})
 	start := c.Now()
