@@ -3,6 +3,7 @@ package fdbqueue_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fdbqueue/fdbqueue"
+	"github.com/fdbqueue/fdbqueue/kv"
 )
 
 // holdWaiters makes the staged calls of q stop when they wake from a sleep
@@ -258,4 +260,65 @@ func TestStagedPopMaxTakeConflictsWithHigherPush(t *testing.T) {
 	it, err = pq.PopMax(ctx, db)
 	require.NoError(t, err)
 	require.Equal(t, "low", string(it.Value))
+}
+
+// By place, an item due to an expired request is unavailable to a
+// consumer outside the line until a transaction drops the request and
+// moves the item to the tail. That move is an arrival for such a consumer,
+// so it bumps the signal key: a consumer that found the queue empty and
+// watches for items (WatchForItems) wakes, and then takes the item.
+func TestStagedPlaceRequeueWakesWatchers(t *testing.T) {
+	ctx, cancelAll := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancelAll()
+	m := stagingModes[1] // by place
+	const timeout = 10 * time.Second
+	clock, db, sub, qW := clockedQueue(t, "requeuewakes", m, timeout)
+	q := stgQueue(t, sub, m.opts(fdbqueue.StagingConfig{ClaimTimeout: timeout})...)
+
+	// W files a request on the empty queue and stalls for good before it
+	// sleeps: it no longer renews its request.
+	stalled, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	fdbqueue.SetStagingHook(qW, func(p string) {
+		if p == "armed" {
+			once.Do(func() { close(stalled) })
+			<-release
+		}
+	})
+	wctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() {
+		_, err := qW.DequeueWait(wctx, db)
+		done <- err
+	}()
+	<-stalled
+	require.NoError(t, q.Enqueue(ctx, db, []byte("x"))) // due to W's request
+	clock.Advance(timeout + time.Second)                // W's request expires
+
+	// A consumer outside the line finds nothing for it: x holds the
+	// place of W's request, expired but not yet dropped. It watches.
+	var w kv.Watch
+	require.NoError(t, db.Transact(ctx, func(tr kv.Transaction) error {
+		w = nil
+		_, err := q.Dequeue(ctx, tr)
+		if !errors.Is(err, fdbqueue.ErrEmpty) {
+			return fmt.Errorf("want ErrEmpty, got %w", err)
+		}
+		w, err = q.WatchForItems(tr)
+		return err
+	}))
+	defer w.Cancel()
+
+	st, err := q.Recover(ctx, db)
+	require.NoError(t, err)
+	require.Equal(t, fdbqueue.RecoverStats{DroppedRequests: 1, ReturnedItems: 1}, st)
+	require.NoError(t, w.Wait(ctx), "the move of x to the tail wakes the watcher")
+	v, err := q.Dequeue(ctx, db)
+	require.NoError(t, err)
+	require.Equal(t, "x", string(v))
+
+	cancel()
+	close(release)
+	require.ErrorIs(t, <-done, context.Canceled)
+	requireClean(t, db, sub)
 }
