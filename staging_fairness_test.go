@@ -218,48 +218,57 @@ func TestStagedPlaceCleanupConflictsWithTakeOfItsItem(t *testing.T) {
 	requireClean(t, db, sub) // a is gone: not written back to the tail
 }
 
-// A staged PopMaxWait whose request is the oldest takes the highest item
-// with a read conflict on the items' range from that item to the end (the
-// PopMax side's head), as a plain PopMax's does: a Push of a higher
-// priority committed while the take is in flight makes the take conflict
-// and retry, and it then takes the new item. A take that conflicted only
-// on the range below its item would return "low" after a Len that saw both
-// items, which no order of the calls explains: PopMaxWait would come after
-// that Len, when "high" was the highest.
+// A staged PopMaxWait takes the highest item with a read conflict on the
+// items' range from that item to the end (the PopMax side's head), as a
+// plain PopMax's does: a Push of a higher priority committed while the
+// take is in flight makes the take conflict and retry, and it then takes
+// the new item. A take that conflicted only on the range below its item
+// would return "low" after a Len that saw both items, which no order of
+// the calls explains: PopMaxWait would come after that Len, when "high"
+// was the highest. Both takes are checked: the one plain attempt (the
+// item is there when the call starts) and the take of the oldest request
+// (the item arrives once the request is filed).
 func TestStagedPopMaxTakeConflictsWithHigherPush(t *testing.T) {
-	ctx := context.Background()
-	db := stgDB(t)
-	pq, err := fdbqueue.NewPriorityQueue(stgSubspace(t, "popmaxahead"), fdbqueue.WithStaging(fdbqueue.StagingConfig{ClaimTimeout: time.Hour}))
-	require.NoError(t, err)
-	var hookErr error
-	seen, taking := -1, 0
-	fdbqueue.SetPQStagingHook(pq, func(p string) {
-		switch {
-		case p == "registered":
-			// The request was filed on the empty queue; an item arrives
-			// before the waiter's next step, which takes it (the oldest
-			// request takes the head itself).
-			hookErr = errors.Join(hookErr, pq.Push(ctx, db, []byte("low"), 1))
-		case p == "taking":
-			if taking++; taking > 1 {
-				return
+	for _, fast := range []bool{true, false} {
+		t.Run(fmt.Sprintf("fast=%v", fast), func(t *testing.T) {
+			ctx := context.Background()
+			db := stgDB(t)
+			pq, err := fdbqueue.NewPriorityQueue(stgSubspace(t, "popmaxahead"), fdbqueue.WithStaging(fdbqueue.StagingConfig{ClaimTimeout: time.Hour}))
+			require.NoError(t, err)
+			if fast {
+				require.NoError(t, pq.Push(ctx, db, []byte("low"), 1))
 			}
-			// The take of "low" is read and about to commit.
-			hookErr = errors.Join(hookErr, pq.Push(ctx, db, []byte("high"), 2))
-			n, err := pq.Len(ctx, db)
-			hookErr = errors.Join(hookErr, err)
-			seen = n
-		}
-	})
-	it, err := pq.PopMaxWait(ctx, db)
-	require.NoError(t, err)
-	require.NoError(t, hookErr)
-	require.Equal(t, 2, seen, "Len, after the Push and before the take committed, saw both items")
-	require.Equal(t, "high", string(it.Value))
-	require.Equal(t, 2, taking, "the take of low conflicted and was retried")
-	it, err = pq.PopMax(ctx, db)
-	require.NoError(t, err)
-	require.Equal(t, "low", string(it.Value))
+			var hookErr error
+			seen, taking := -1, 0
+			fdbqueue.SetPQStagingHook(pq, func(p string) {
+				switch {
+				case p == "registered" && !fast:
+					// The request was filed on the empty queue; an item
+					// arrives before the waiter's next step, which takes
+					// it (the oldest request takes the head itself).
+					hookErr = errors.Join(hookErr, pq.Push(ctx, db, []byte("low"), 1))
+				case p == "taking":
+					if taking++; taking > 1 {
+						return
+					}
+					// The take of "low" is read and about to commit.
+					hookErr = errors.Join(hookErr, pq.Push(ctx, db, []byte("high"), 2))
+					n, err := pq.Len(ctx, db)
+					hookErr = errors.Join(hookErr, err)
+					seen = n
+				}
+			})
+			it, err := pq.PopMaxWait(ctx, db)
+			require.NoError(t, err)
+			require.NoError(t, hookErr)
+			require.Equal(t, 2, seen, "Len, after the Push and before the take committed, saw both items")
+			require.Equal(t, "high", string(it.Value))
+			require.Equal(t, 2, taking, "the take of low conflicted and was retried")
+			it, err = pq.PopMax(ctx, db)
+			require.NoError(t, err)
+			require.Equal(t, "low", string(it.Value))
+		})
+	}
 }
 
 // By place, an item due to an expired request is unavailable to a
