@@ -331,3 +331,99 @@ func TestStagedPlaceRequeueWakesWatchers(t *testing.T) {
 	require.ErrorIs(t, <-done, context.Canceled)
 	requireClean(t, db, sub)
 }
+
+// In batches, a fulfilment hands an item to a waiting request with read
+// conflicts on both keys (it read them with snapshot reads): if, while its
+// commit is in flight, a consumer outside the line takes that item, or the
+// request leaves the line, it conflicts, and its retry finds nothing to
+// serve. Otherwise the item would be handed out twice, or handed to a
+// request nobody collects (hidden from every consumer until its claim
+// expires).
+func TestStagedFulfilmentConflictsWithItsItemOrRequest(t *testing.T) {
+	for _, outside := range []bool{true, false} {
+		name := "request withdrawn"
+		if outside {
+			name = "item taken outside the line"
+		}
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			m := stagingModes[0] // in batches
+			cfg := fdbqueue.StagingConfig{ClaimTimeout: time.Hour}
+			db, sub, qW := stagedQueue(t, "fulfilconflict", m.opts(cfg)...)
+			q := stgQueue(t, sub, m.opts(cfg)...)
+
+			// W files a request on the empty queue and sleeps; the
+			// enqueue of x wakes it, and it stalls there.
+			var arm, wake sync.Once
+			armed, woke, resume := make(chan struct{}), make(chan struct{}), make(chan struct{})
+			var resumed sync.Once
+			unstall := func() { resumed.Do(func() { close(resume) }) }
+			defer unstall()
+			fdbqueue.SetStagingHook(qW, func(p string) {
+				switch p {
+				case "armed":
+					arm.Do(func() { close(armed) })
+				case "woke":
+					wake.Do(func() {
+						close(woke)
+						<-resume
+					})
+				}
+			})
+			wctx, cancel := context.WithCancel(ctx)
+			defer cancel()
+			done := make(chan error, 1)
+			go func() {
+				_, err := qW.DequeueWait(wctx, db)
+				done <- err
+			}()
+			<-armed
+			require.NoError(t, q.Enqueue(ctx, db, []byte("x")))
+			<-woke
+
+			var tr kv.Transaction
+			if outside {
+				// A consumer outside the line takes x, not yet committed.
+				var err error
+				tr, err = db.CreateTransaction(ctx)
+				require.NoError(t, err)
+				v, err := q.Dequeue(ctx, tr)
+				require.NoError(t, err)
+				require.Equal(t, "x", string(v))
+			}
+			// A fulfilment hands x to W's request; its commit is held.
+			held, release := db.HoldNextCommit()
+			type res struct {
+				n   int
+				err error
+			}
+			served := make(chan res, 1)
+			go func() {
+				n, err := fdbqueue.FulfilStaged(ctx, db, q)
+				served <- res{n, err}
+			}()
+			<-held
+			if outside {
+				require.NoError(t, tr.Commit())
+			} else {
+				cancel() // W gives up: its request leaves the line
+				unstall()
+				require.ErrorIs(t, <-done, context.Canceled)
+			}
+			release()
+			r := <-served
+			require.NoError(t, r.err)
+			require.Equal(t, 0, r.n, "the fulfilment conflicted, and its retry found nothing to serve")
+			if outside {
+				cancel()
+				unstall()
+				require.ErrorIs(t, <-done, context.Canceled)
+			} else {
+				v, err := q.Dequeue(ctx, db)
+				require.NoError(t, err)
+				require.Equal(t, "x", string(v))
+			}
+			requireClean(t, db, sub)
+		})
+	}
+}
