@@ -12,6 +12,7 @@ import (
 
 	"github.com/fdbqueue/fdbqueue"
 	"github.com/fdbqueue/fdbqueue/kv"
+	"github.com/fdbqueue/fdbqueue/memdb"
 )
 
 // holdWaiters makes the staged calls of q stop when they wake from a sleep
@@ -426,4 +427,74 @@ func TestStagedFulfilmentConflictsWithItsItemOrRequest(t *testing.T) {
 			requireClean(t, db, sub)
 		})
 	}
+}
+
+// A transaction that drops an expired request has a read conflict on its
+// key: a helper whose clock is behind (it still sees the request live)
+// may serve it meanwhile, and the drop, which also clears the request's
+// result key, must then conflict rather than erase the item handed to it.
+func TestStagedDropConflictsWithServeOfTheRequest(t *testing.T) {
+	ctx := context.Background()
+	m := stagingModes[0] // in batches
+	const timeout = 10 * time.Second
+	start := time.Unix(1_700_000_000, 0)
+	behind, ahead := memdb.NewManualClock(start), memdb.NewManualClock(start)
+	db := stgDB(t)
+	sub := stgSubspace(t, "dropconflict")
+	opts := func(c *memdb.ManualClock) []fdbqueue.Option {
+		return append(m.opts(fdbqueue.StagingConfig{ClaimTimeout: timeout}), fdbqueue.WithClock(c.Now))
+	}
+	qW, qBehind, qAhead := stgQueue(t, sub, opts(behind)...), stgQueue(t, sub, opts(behind)...), stgQueue(t, sub, opts(ahead)...)
+
+	// W files a request on the empty queue and stalls before it sleeps.
+	stalled, resume := make(chan struct{}), make(chan struct{})
+	var once, resumed sync.Once
+	unstall := func() { resumed.Do(func() { close(resume) }) }
+	defer unstall()
+	fdbqueue.SetStagingHook(qW, func(p string) {
+		if p == "armed" {
+			once.Do(func() { close(stalled) })
+			<-resume
+		}
+	})
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		_, err := qW.DequeueWait(wctx, db)
+		done <- err
+	}()
+	<-stalled
+	require.NoError(t, qW.Enqueue(ctx, db, []byte("x")))
+	ahead.Advance(timeout + time.Second) // by this clock W's request expired
+
+	// The helper whose clock is ahead drops W's request; its commit is
+	// held while the other helper hands x to it.
+	held, release := db.HoldNextCommit()
+	type res struct {
+		n   int
+		err error
+	}
+	dropped := make(chan res, 1)
+	go func() {
+		n, err := fdbqueue.FulfilStaged(ctx, db, qAhead)
+		dropped <- res{n, err}
+	}()
+	<-held
+	n, err := fdbqueue.FulfilStaged(ctx, db, qBehind)
+	require.NoError(t, err)
+	require.Equal(t, 1, n, "the helper whose clock is behind serves W's request")
+	release()
+	r := <-dropped
+	require.NoError(t, r.err)
+	require.Equal(t, 0, r.n)
+
+	// W gives up: it returns x to the queue.
+	cancel()
+	unstall()
+	require.ErrorIs(t, <-done, context.Canceled)
+	v, err := qBehind.Dequeue(ctx, db)
+	require.NoError(t, err)
+	require.Equal(t, "x", string(v), "x was neither lost nor handed out")
+	requireClean(t, db, sub)
 }
