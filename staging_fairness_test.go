@@ -498,3 +498,75 @@ func TestStagedDropConflictsWithServeOfTheRequest(t *testing.T) {
 	require.Equal(t, "x", string(v), "x was neither lost nor handed out")
 	requireClean(t, db, sub)
 }
+
+// A transaction that returns the item of an expired result to the queue
+// has a read conflict on the result: a waiter whose clock is behind (its
+// result is not expired for it) may collect the item meanwhile, and the
+// return must then conflict rather than put back an item already taken.
+func TestStagedResultExpiryConflictsWithCollect(t *testing.T) {
+	ctx := context.Background()
+	m := stagingModes[0] // in batches
+	const timeout = 10 * time.Second
+	start := time.Unix(1_700_000_000, 0)
+	behind, ahead := memdb.NewManualClock(start), memdb.NewManualClock(start)
+	db := stgDB(t)
+	sub := stgSubspace(t, "expireconflict")
+	opts := func(c *memdb.ManualClock) []fdbqueue.Option {
+		return append(m.opts(fdbqueue.StagingConfig{ClaimTimeout: timeout}), fdbqueue.WithClock(c.Now))
+	}
+	qW, qBehind, qAhead := stgQueue(t, sub, opts(behind)...), stgQueue(t, sub, opts(behind)...), stgQueue(t, sub, opts(ahead)...)
+
+	// W files a request on the empty queue and sleeps; the enqueue of x
+	// wakes it, and it stalls there.
+	var arm, wake sync.Once
+	armed, woke, resume := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	var resumed sync.Once
+	unstall := func() { resumed.Do(func() { close(resume) }) }
+	defer unstall()
+	fdbqueue.SetStagingHook(qW, func(p string) {
+		switch p {
+		case "armed":
+			arm.Do(func() { close(armed) })
+		case "woke":
+			wake.Do(func() {
+				close(woke)
+				<-resume
+			})
+		}
+	})
+	type res struct {
+		v   []byte
+		err error
+	}
+	done := make(chan res, 1)
+	go func() {
+		v, err := qW.DequeueWait(ctx, db)
+		done <- res{v, err}
+	}()
+	<-armed
+	require.NoError(t, qW.Enqueue(ctx, db, []byte("x")))
+	<-woke
+	n, err := fdbqueue.FulfilStaged(ctx, db, qBehind)
+	require.NoError(t, err)
+	require.Equal(t, 1, n, "x is handed to W's request")
+	ahead.Advance(timeout + time.Second) // by this clock W's result expired
+
+	// The helper whose clock is ahead returns x to the queue; its commit
+	// is held while W collects x.
+	held, release := db.HoldNextCommit()
+	expired := make(chan error, 1)
+	go func() {
+		_, err := fdbqueue.FulfilStaged(ctx, db, qAhead)
+		expired <- err
+	}()
+	<-held
+	unstall()
+	w := <-done
+	require.NoError(t, w.err)
+	require.Equal(t, "x", string(w.v))
+	release()
+	require.NoError(t, <-expired)
+	_, err = qBehind.Dequeue(ctx, db)
+	require.ErrorIs(t, err, fdbqueue.ErrEmpty, "x, collected by W, is not back in the queue")
+	requireClean(t, db, sub)
+}
