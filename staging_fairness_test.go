@@ -570,3 +570,28 @@ func TestStagedResultExpiryConflictsWithCollect(t *testing.T) {
 	require.ErrorIs(t, err, fdbqueue.ErrEmpty, "x, collected by W, is not back in the queue")
 	requireClean(t, db, sub)
 }
+
+// A call whose cleanup fails (here its commit fails with an error that
+// is not retryable) leaves its request in the line, where an item may be due or
+// handed to it until the request expires: its error says the call may have
+// had an effect (kv.MaybeCommitted), wrapping the caller's context error.
+func TestStagedFailedCleanupMayHaveCommitted(t *testing.T) {
+	forModes(t, func(t *testing.T, m stagingMode) {
+		ctx := context.Background()
+		db, _, q := stagedQueue(t, "failedcleanup", m.opts(fdbqueue.StagingConfig{ClaimTimeout: time.Hour})...)
+		fdbqueue.SetStagingBusy(q, true) // no first look: it files at once
+		wctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		fdbqueue.SetStagingHook(q, func(p string) {
+			if p == "registered" {
+				// The next commit: the cleanup's, since the call stops
+				// before its next step.
+				db.FailNextCommit(kv.ErrTransactionTooLarge, false)
+				cancel()
+			}
+		})
+		_, err := q.DequeueWait(wctx, db)
+		require.ErrorIs(t, err, context.Canceled)
+		require.True(t, kv.MaybeCommitted(err), "the request may still be in the line: %v", err)
+	})
+}
