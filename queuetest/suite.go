@@ -33,6 +33,7 @@ func RunLayerTests(t *testing.T, newHarness HarnessMaker) {
 		{"Staged", stagedChecks()},
 		{"Recover", recoverChecks()},
 		{"Errors", errorChecks()},
+		{"Conflicts", conflictChecks()},
 		{"Jobs", jobChecks()},
 	}
 	for _, area := range areas {
