@@ -1,0 +1,75 @@
+package fdbqueue
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/fdbqueue/fdbqueue/kv"
+	"github.com/fdbqueue/fdbqueue/memdb"
+)
+
+// TestBatchBudgetIsInclusive: a batch whose counted size is exactly the
+// budget fits it (a batch is refused or cut only where it would exceed
+// the budget); with one byte less of budget it does not. The sizes are
+// the ones the operations count: writeCost for EnqueueBatch; for a take,
+// the overhead, each item's clear and journal record, and the read
+// conflict up to the last item taken (takeEnd). Each operation has a
+// fixed WithOpID, since the length of its journal keys depends on its ID.
+func TestBatchBudgetIsInclusive(t *testing.T) {
+	ctx := context.Background()
+	db := memdb.New()
+	defer db.Close()
+	values := [][]byte{[]byte("a"), []byte("bc"), make([]byte, 1000)}
+	for _, c := range []struct {
+		name  string
+		slack int // budget minus the size counted
+	}{{"exact", 0}, {"one byte short", -1}} {
+		t.Run(c.name, func(t *testing.T) {
+			sub := SubspaceFromBytes([]byte("incl-" + c.name))
+			probe, err := NewQueue(sub)
+			require.NoError(t, err)
+			opFor := func(id OpID) *op {
+				o := &op{}
+				probe.journal.beginInto(o, "", true, true, []OpOption{WithOpID(id)})
+				return o
+			}
+			handle := func(budget int) *Queue {
+				q, err := NewQueue(sub, WithBatchBudget(budget))
+				require.NoError(t, err)
+				return q
+			}
+
+			id := NewOpID()
+			budget := writeCost(opFor(id), probe.items, values, false) + c.slack
+			err = handle(budget).EnqueueBatch(ctx, db, values, WithOpID(id))
+			if c.slack < 0 {
+				require.ErrorIs(t, err, ErrBatchTooLarge)
+				require.NoError(t, probe.EnqueueBatch(ctx, db, values))
+			} else {
+				require.NoError(t, err)
+			}
+
+			// A take of the first two items.
+			kvs, err := kv.ReadTransact(ctx, db, func(tr kv.ReadTransaction) ([]kv.KeyValue, error) {
+				return tr.GetRange(probe.items, kv.RangeOptions{}).GetSlice()
+			})
+			require.NoError(t, err)
+			require.Len(t, kvs, 3)
+			id = NewOpID()
+			o := opFor(id)
+			budget = o.overheadCost(probe.items) + headConflictCost(probe.items, kvs[1].Key, false) + c.slack
+			for i, p := range kvs[:2] {
+				budget += clearCost(len(p.Key)) + o.recordCost(i, p.Value)
+			}
+			got, err := handle(budget).DequeueBatch(ctx, db, 3, WithOpID(id))
+			require.NoError(t, err)
+			want := values[:2]
+			if c.slack < 0 {
+				want = values[:1]
+			}
+			require.Equal(t, want, got)
+		})
+	}
+}
