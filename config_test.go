@@ -384,3 +384,27 @@ func TestConfigChangeDuringOperationConflicts(t *testing.T) {
 	require.ErrorIs(t, tr.Commit(), kv.ErrNotCommitted, "the enqueue ran under the old record")
 	requireMismatch(t, raw.Enqueue(ctx, db, []byte("c")), "encoding")
 }
+
+// TestConfigChangeDuringFirstOperationConflicts: a handle's first
+// operation has no cached record, so it reads the metadata version and the
+// record with snapshot reads; once it has found a record it adds the
+// metadata version's read conflict itself (conflictOnChange), so a change
+// of the record committed meanwhile makes it conflict, as it does an
+// operation of a handle that had the record cached
+// (TestConfigChangeDuringOperationConflicts).
+func TestConfigChangeDuringFirstOperationConflicts(t *testing.T) {
+	ctx := context.Background()
+	db := newDB(t)
+	sub := mustSubspace(t, "cfg", "during-first")
+	raw, _ := fdbqueue.NewQueue(sub)
+	require.NoError(t, raw.Enqueue(ctx, db, []byte("a")))
+	require.Equal(t, []string{"a"}, drain(t, db, raw))
+	fresh, _ := fdbqueue.NewQueue(sub) // no record cached
+	tup, _ := fdbqueue.NewQueue(sub, fdbqueue.WithValueEncoding(fdbqueue.TupleValues))
+	tr, err := db.CreateTransaction(ctx)
+	require.NoError(t, err)
+	require.NoError(t, fresh.Enqueue(ctx, tr, []byte("b")))
+	require.NoError(t, tup.Reconfigure(ctx, db))
+	require.ErrorIs(t, tr.Commit(), kv.ErrNotCommitted, "the first enqueue ran under the old record")
+	requireMismatch(t, fresh.Enqueue(ctx, db, []byte("c")), "encoding")
+}

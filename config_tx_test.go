@@ -108,3 +108,37 @@ func testUncommittedRecordNotCached(t *testing.T, bumped bool) {
 		require.ErrorIs(t, raw.Enqueue(ctx, db, []byte("w")), fdbqueue.ErrConfigMismatch)
 	}
 }
+
+// TestConfigChangeAfterABumpInTheTransactionConflicts: in a transaction
+// that bumped the metadata version (here, a Reconfigure of another queue),
+// an operation cannot read the metadata version (accessed_unreadable,
+// config_bumps.go) and conflicts on the queue's epoch key instead; a
+// change of that queue's record committed meanwhile adds to the epoch key,
+// so the operation does not commit under the old record. No claim
+// conflict covers this: the transaction wrote only the other queue's
+// record. Without it the item would be enqueued raw into a queue now
+// stored as TupleValues.
+func TestConfigChangeAfterABumpInTheTransactionConflicts(t *testing.T) {
+	ctx := context.Background()
+	db := newDB(t)
+	other := mustQueue(t, "bump-epoch-other")
+	sub := mustSubspace(t, "bump-epoch")
+	raw, err := fdbqueue.NewQueue(sub)
+	require.NoError(t, err)
+	tup, err := fdbqueue.NewQueue(sub, fdbqueue.WithValueEncoding(fdbqueue.TupleValues))
+	require.NoError(t, err)
+	for _, q := range []*fdbqueue.Queue{other, raw} { // both have records
+		require.NoError(t, q.Enqueue(ctx, db, []byte("x")))
+		_, err := q.Dequeue(ctx, db)
+		require.NoError(t, err)
+	}
+	tr, err := db.CreateTransaction(ctx)
+	require.NoError(t, err)
+	require.NoError(t, other.Reconfigure(ctx, tr), "bumps the metadata version in tr")
+	require.NoError(t, raw.Enqueue(ctx, tr, []byte("y")))
+	require.NoError(t, tup.Reconfigure(ctx, db))
+	require.ErrorIs(t, tr.Commit(), kv.ErrNotCommitted, "the enqueue ran under the record replaced meanwhile")
+	empty, err := tup.Empty(ctx, db)
+	require.NoError(t, err)
+	require.True(t, empty)
+}
