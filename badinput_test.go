@@ -439,11 +439,14 @@ func badRows() []badRow {
 			q := mustQueue(t, "foreign-batch")
 			require.NoError(t, q.EnqueueBatch(ctx, db, [][]byte{[]byte("a"), []byte("b")}))
 			foreign(t, db, q.Subspace(), tuple.Tuple{int64(99), "not bytes"}, nil)
+			// A well-formed item behind the foreign key stays behind it.
+			foreign(t, db, q.Subspace(), tuple.Tuple{int64(100), []byte("behind")}, []byte("c"))
 			vs, err := q.DequeueBatch(ctx, db, 5)
 			require.NoError(t, err)
 			require.Equal(t, [][]byte{[]byte("a"), []byte("b")}, vs)
 			_, err = q.Dequeue(ctx, db)
 			require.ErrorIs(t, err, fdbqueue.ErrForeignKey)
+			require.Equal(t, 2, queueLen(t, db, q), "the foreign key and the item behind it")
 		}},
 		{"PriorityQueue.PopMin, PopMax, Push", "a foreign key at an end / in the pushed priority", "ErrForeignKey; nothing removed; other priorities unaffected", func(t *testing.T) {
 			db := newDB(t)

@@ -374,6 +374,27 @@ func TestRepairDepth(t *testing.T) {
 	got, err = pq.RepairDepth(ctx, db)
 	require.NoError(t, err)
 	require.Equal(t, int64(7), got)
+	requireDepth(t, db, pq, 7)
+	// Counters off by 3, over two pages and a part: the last page's
+	// correction counts the pages before it.
+	require.NoError(t, pq.Push(ctx, db, []byte("p"), 2))
+	require.NoError(t, db.Transact(ctx, func(tr kv.Transaction) error {
+		for i := range 10 {
+			k, err := pq.Subspace().Pack(tuple.Tuple{int64(3), int64(i), []byte{1}})
+			if err != nil {
+				return err
+			}
+			tr.Set(k, []byte("recipe"))
+		}
+		return nil
+	}))
+	d, err = pq.Depth(ctx, db)
+	require.NoError(t, err)
+	require.Equal(t, int64(8), d, "the recipe's items are not counted")
+	got, err = pq.RepairDepth(ctx, db)
+	require.NoError(t, err)
+	require.Equal(t, int64(18), got)
+	requireDepth(t, db, pq, 18)
 	require.NoError(t, pq.Clear(ctx, db))
 	got, err = pq.RepairDepth(ctx, db)
 	require.NoError(t, err)
