@@ -257,3 +257,53 @@ func stagedBudget(t *testing.T, budget, n, size int) {
 	require.LessOrEqual(t, st.maxSize, kv.MaxTransactionSize)
 	t.Logf("largest commit: %d bytes (budget %d)", st.maxSize, budget)
 }
+
+// refuseTransact is a database whose Transact runs nothing and fails with
+// errNotRun: an operation that reaches it passed its own checks.
+type refuseTransact struct{ kv.Database }
+
+var errNotRun = errors.New("not run")
+
+func (refuseTransact) Transact(context.Context, func(kv.Transaction) error) error { return errNotRun }
+
+// TestBatchBudgetLargestEnqueueOfTinyItems: the largest EnqueueBatch of
+// one-byte values that the largest budget accepts commits within the
+// budget, counted as FoundationDB counts it (fdbDB). It holds some 45,000
+// items, so a per-item under-count of a few dozen bytes (say, of the
+// item key's length) would take it past 10,000,000 bytes.
+func TestBatchBudgetLargestEnqueueOfTinyItems(t *testing.T) {
+	ctx := context.Background()
+	raw := newDB(t)
+	db := newFDBDB(raw)
+	q, err := fdbqueue.NewQueue(mustSubspace(t, "tiny-enqueue"), fdbqueue.WithBatchBudget(fdbqueue.MaxBatchBudget))
+	require.NoError(t, err)
+	values := func(n int) [][]byte {
+		vs := make([][]byte, n)
+		for i := range vs {
+			vs[i] = []byte{7}
+		}
+		return vs
+	}
+	// The largest accepted batch, by bisection on a database that runs
+	// nothing.
+	lo, hi := 1, kv.MaxTransactionSize/100
+	for lo < hi {
+		mid := lo + (hi-lo+1)/2
+		err := q.EnqueueBatch(ctx, refuseTransact{raw}, values(mid))
+		if errors.Is(err, errNotRun) {
+			lo = mid
+		} else {
+			require.ErrorIs(t, err, fdbqueue.ErrBatchTooLarge)
+			hi = mid - 1
+		}
+	}
+	require.Greater(t, lo, 10_000)
+	require.NoError(t, q.EnqueueBatch(ctx, db, values(lo)), "the largest accepted batch, %d items", lo)
+	st := db.st.snapshot()
+	require.Empty(t, st.violations)
+	require.Zero(t, st.tooLarge)
+	require.LessOrEqual(t, st.maxSize, fdbqueue.MaxBatchBudget, "the commit's size, as FDB counts it, within the budget")
+	n, err := q.Len(ctx, raw)
+	require.NoError(t, err)
+	require.Equal(t, lo, n)
+}
