@@ -317,6 +317,19 @@ func TestUnstagedConsumerRespectsLine(t *testing.T) {
 	v, err = fresh.Dequeue(ctx, db)
 	require.NoError(t, err)
 	require.Equal(t, "z", string(v), "x is due to the waiting request")
+	// Two consumers taking the same item after the line's conflict: a take
+	// after the line adds a read conflict on each item it takes (takeEnd),
+	// else both would return w.
+	require.NoError(t, plain.Enqueue(ctx, db, []byte("w")))
+	tr, err := db.CreateTransaction(ctx)
+	require.NoError(t, err)
+	v, err = plain.Dequeue(ctx, tr)
+	require.NoError(t, err)
+	require.Equal(t, "w", string(v))
+	v, err = plain.Dequeue(ctx, db)
+	require.NoError(t, err)
+	require.Equal(t, "w", string(v))
+	require.ErrorIs(t, tr.Commit(), kv.ErrNotCommitted, "w was taken by another consumer meanwhile")
 	stop()
 	require.ErrorIs(t, <-done, context.Canceled)
 	require.Equal(t, []string{"x"}, drain(t, db, plain))
