@@ -32,6 +32,7 @@ func atomicTests() []conformanceTest {
 		{"AtomicAppliesToValueAtCommit", testAtomicAppliesToValueAtCommit},
 		{"AtomicThenReadSeesResult", testAtomicThenReadSeesResult},
 		{"AtomicAfterSetOrClearInSameTransaction", testAtomicAfterSetOrClearInSameTransaction},
+		{"AtomicAfterOwnClearRangeStartsFromMissing", testAtomicAfterOwnClearRangeStartsFromMissing},
 		{"AtomicsComposeInOneTransaction", testAtomicsComposeInOneTransaction},
 	}
 }
@@ -280,4 +281,19 @@ func testAtomicsComposeInOneTransaction(t *testing.T, f *fixture) {
 		tr.BitOr(k, le(8, 8))
 	})
 	require.Equal(t, le(12, 8), got, "atomic ops in one transaction must apply in order: ((1+1+2) max 3 min 10) | 8 = 12")
+}
+
+// testAtomicAfterOwnClearRangeStartsFromMissing: an atomic operation on a
+// key inside a range the transaction cleared applies to a missing value,
+// not the database's (WriteMap::mutate, fdbclient/WriteMap.cpp: over a
+// cleared range a dependent operation is coalesced over a SetValue of
+// nothing), both when the transaction reads the key and after the commit.
+func testAtomicAfterOwnClearRangeStartsFromMissing(t *testing.T, f *fixture) {
+	f.set(t, f.key("k"), le(50, 8))
+	tr := f.newTx(t)
+	tr.ClearRange(f.rng("a", "z"))
+	tr.Add(f.key("k"), le(2, 8))
+	require.Equal(t, le(2, 8), mustGet(t, tr, f.key("k")), "RYW: ClearRange then Add starts from zero")
+	commit(t, tr)
+	require.Equal(t, le(2, 8), f.get(t, f.key("k")), "ClearRange then Add, after commit")
 }

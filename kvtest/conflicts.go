@@ -92,6 +92,9 @@ func conflictTests() []conformanceTest {
 		{name: "ReverseLimitNoConflictJustBeforeLastKey", seed: []string{"b", "c", "d"}, read: rangeRead("", "\xff", 1, true, "d"), write: setKeys("c\xff")},
 		{name: "ReverseLimitConflictAtLastKey", seed: []string{"b", "c", "d"}, read: rangeRead("", "\xff", 1, true, "d"), write: setKeys("d"), conflict: true},
 		{name: "ReverseLimitConflictAfterLastKey", seed: []string{"b", "c", "d"}, read: rangeRead("", "\xff", 1, true, "d"), write: setKeys("d\x00"), conflict: true},
+		// A limit of two takes the general read path (not the one-row
+		// path): the range starts at the second key, which it includes.
+		{name: "ReverseLimitTwoConflictAtSecondKey", seed: []string{"b", "c", "d"}, read: rangeRead("", "\xff", 2, true, "d", "c"), write: setKeys("c"), conflict: true},
 		{name: "ReverseLimitTwoNoConflictBeforeSecondKey", seed: []string{"b", "c", "d"}, read: rangeRead("", "\xff", 2, true, "d", "c"), write: setKeys("b", "b\x00")},
 
 		// A range read is issued when GetRange is called (the Go binding's

@@ -33,6 +33,7 @@ func readTests() []conformanceTest {
 		{"RangeUnsignedByteOrder", testRangeUnsignedByteOrder},
 		{"RangeIteratorMatchesGetSlice", testRangeIteratorMatchesGetSlice},
 		{"ClearRangeIsHalfOpen", testClearRangeIsHalfOpen},
+		{"OwnClearRangeKeepsOwnWriteAtItsEnd", testOwnClearRangeKeepsOwnWriteAtItsEnd},
 		{"RYWRangeWithInterleavedWrites", testRYWRangeWithInterleavedWrites},
 		{"RYWRangeReverseAndLimit", testRYWRangeReverseAndLimit},
 		{"RYWRangeReadsAfterEachWrite", testRYWRangeReadsAfterEachWrite},
@@ -376,5 +377,33 @@ func testReadTransactOnTransactionSeesOwnWrites(t *testing.T, f *fixture) {
 		})
 		require.NoError(t, err, "ReadTransact on a %s", name)
 		require.True(t, bytes.Equal([]byte("own"), v), "ReadTransact on a %s must run inside it and see its writes, got %q", name, v)
+	}
+}
+
+// testOwnClearRangeKeepsOwnWriteAtItsEnd: a ClearRange removes the
+// transaction's own writes in [begin, end) and keeps the one at end (a
+// clear's range is half-open in the write map too: WriteMap::clear,
+// fdbclient/WriteMap.cpp), also when the transaction has written many keys
+// (more than fit a small write buffer).
+func testOwnClearRangeKeepsOwnWriteAtItsEnd(t *testing.T, f *fixture) {
+	for _, n := range []int{4, 40} {
+		t.Run(fmt.Sprint(n, "_writes"), func(t *testing.T) {
+			p := fmt.Sprintf("w%d-", n)
+			name := func(i int) string { return fmt.Sprintf("%s%02d", p, i) }
+			tr := f.newTx(t)
+			for i := range n {
+				tr.Set(f.key(name(i)), []byte(name(i)))
+			}
+			tr.ClearRange(f.rng(name(0), name(n/2)))
+			want := make([]string, 0, n-n/2)
+			for i := n / 2; i < n; i++ {
+				want = append(want, name(i))
+			}
+			require.Equal(t, []byte(name(n/2)), mustGet(t, tr, f.key(name(n/2))), "RYW: the write at the clear's end stays")
+			require.Nil(t, mustGet(t, tr, f.key(name(n/2-1))), "RYW: the write just before the clear's end is cleared")
+			f.requireNames(t, mustRange(t, tr, f.rng(p, p+"\xff"), kv.RangeOptions{}), want, "RYW range read after the clear")
+			commit(t, tr)
+			f.requireNames(t, f.getRange(t, f.rng(p, p+"\xff"), kv.RangeOptions{}), want, "after the commit")
+		})
 	}
 }
