@@ -24,6 +24,9 @@ func limitTests() []conformanceTest {
 		{"TransactionUnderSizeLimit", testTransactionUnderSizeLimit},
 		{"TransactionTooLarge", testTransactionTooLarge},
 		{"PointClearsOverSizeLimit", testPointClearsOverSizeLimit},
+		{"AtomicOperandsOverSizeLimit", testAtomicOperandsOverSizeLimit},
+		{"VersionstampedKeysOverSizeLimit", testVersionstampedKeysOverSizeLimit},
+		{"ReadConflictRangesOverSizeLimit", testReadConflictRangesOverSizeLimit},
 		{"ApproximateSizeGrowsWithWrites", testApproximateSizeGrowsWithWrites},
 		{"InvalidWriteFailsLaterReads", testInvalidWriteFailsLaterReads},
 		{"InvertedRangeRead", testInvertedRangeRead},
@@ -158,6 +161,53 @@ func testPointClearsOverSizeLimit(t *testing.T, f *fixture) {
 	require.NoError(t, err)
 	require.Less(t, size, int64(kv.MaxTransactionSize), "the approximate size of %d clears of %d-byte keys", n, k)
 	requireCode(t, tr.Commit(), kv.ErrTransactionTooLarge, fmt.Sprintf("commit of %d clears of %d-byte keys (%d bytes in the commit request)", n, k, n*(4*k+90)))
+	f.requireAbsent(t, f.key("ok"), "a transaction that failed with transaction_too_large must apply none of its writes")
+}
+
+// The commit's size (Transaction::getSize, fdbclient/NativeAPI.actor.cpp:
+// its mutations, read conflict ranges and write conflict ranges) counts
+// every kind of mutation and the read conflict ranges: each of the next
+// three checks goes over the limit with one kind alone, beside one small
+// Set.
+
+// testAtomicOperandsOverSizeLimit: atomic operations' operands count.
+func testAtomicOperandsOverSizeLimit(t *testing.T, f *fixture) {
+	n := kv.MaxTransactionSize/kv.MaxValueSize + 1
+	operand := bytes.Repeat([]byte{'v'}, kv.MaxValueSize)
+	tr := f.newTx(t)
+	for i := range n {
+		tr.ByteMax(f.key(fmt.Sprintf("op%04d", i)), operand)
+	}
+	tr.Set(f.key("ok"), []byte("x"))
+	requireCode(t, tr.Commit(), kv.ErrTransactionTooLarge, fmt.Sprintf("commit of %d ByteMax operations with %d-byte operands", n, kv.MaxValueSize))
+	f.requireAbsent(t, f.key("ok"), "a transaction that failed with transaction_too_large must apply none of its writes")
+}
+
+// testVersionstampedKeysOverSizeLimit: versionstamped keys' values count.
+func testVersionstampedKeysOverSizeLimit(t *testing.T, f *fixture) {
+	n := kv.MaxTransactionSize/kv.MaxValueSize + 1
+	value := bytes.Repeat([]byte{'v'}, kv.MaxValueSize)
+	tr := f.newTx(t)
+	for i := range n {
+		tr.SetVersionstampedKey(stampedKey(f.key("vs"), fmt.Sprintf("%04d", i)), value)
+	}
+	tr.Set(f.key("ok"), []byte("x"))
+	requireCode(t, tr.Commit(), kv.ErrTransactionTooLarge, fmt.Sprintf("commit of %d versionstamped keys with %d-byte values", n, kv.MaxValueSize))
+	f.requireAbsent(t, f.key("ok"), "a transaction that failed with transaction_too_large must apply none of its writes")
+}
+
+// testReadConflictRangesOverSizeLimit: read conflict ranges count (each
+// [key, key+\x00) of a k-byte key is 2k+1 bytes and its KeyRangeRef).
+func testReadConflictRangesOverSizeLimit(t *testing.T, f *fixture) {
+	pad := string(bytes.Repeat([]byte{'r'}, 5000))
+	key := func(i int) []byte { return f.key(fmt.Sprintf("rc%04d%s", i, pad)) }
+	n := kv.MaxTransactionSize/(2*len(key(0))+1) + 1
+	tr := f.newTx(t)
+	for i := range n {
+		require.NoError(t, tr.AddReadConflictKey(key(i)))
+	}
+	tr.Set(f.key("ok"), []byte("x"))
+	requireCode(t, tr.Commit(), kv.ErrTransactionTooLarge, fmt.Sprintf("commit of %d read conflict keys of %d bytes", n, len(key(0))))
 	f.requireAbsent(t, f.key("ok"), "a transaction that failed with transaction_too_large must apply none of its writes")
 }
 
