@@ -35,6 +35,10 @@ func watchTests() []conformanceTest {
 		{"CancelReleasesPendingWait", testWatchCancelReleasesPendingWait},
 		{"TooManyWatches", testTooManyWatches},
 		{"ComparesWithOwnWrite", testWatchComparesWithOwnWrite},
+		{"ComparesWithOwnWriteAfterARead", testWatchComparesWithOwnWriteAfterARead},
+		{"ComparesWithOwnClearRange", testWatchComparesWithOwnClearRange},
+		{"FiresOnInsertOfEmptyValue", testWatchFiresOnInsertOfEmptyValue},
+		{"FiresOnOwnChangeOfMissingKey", testWatchFiresOnOwnChangeOfMissingKey},
 		{"BesideVersionstampedKey", testWatchBesideVersionstampedKey},
 		{"ReadsItsKey", testWatchReadsItsKey},
 		{"ReadOnlyWatcherNeverConflicts", testWatchReadOnlyWatcherNeverConflicts},
@@ -232,6 +236,73 @@ func testWatchComparesWithOwnWrite(t *testing.T, f *fixture) {
 	f.requireNotFired(t, w, "the key still holds the watching transaction's own write")
 	f.set(t, f.key("k"), []byte("theirs"))
 	f.requireFired(t, w, "the watch must fire once another transaction changes the key")
+}
+
+// testWatchComparesWithOwnWriteAfterARead is ComparesWithOwnWrite in a
+// transaction that has a read version (it read another key first): the
+// watch still compares with the transaction's own write, the value its
+// read of the key returned (RYWImpl::watch, fdbclient/
+// ReadYourWrites.actor.cpp: watch->value is readWithConflictRange's
+// result), not with the value at the read version.
+func testWatchComparesWithOwnWriteAfterARead(t *testing.T, f *fixture) {
+	f.seed(t, "other")
+	tr := f.newTx(t)
+	mustGet(t, tr, f.key("other"))
+	tr.Set(f.key("k"), []byte("mine"))
+	w := tr.Watch(f.key("k"))
+	t.Cleanup(w.Cancel)
+	commit(t, tr, "committing the write and its watch")
+	f.requireNotFired(t, w, "the key still holds the watching transaction's own write")
+	f.set(t, f.key("k"), []byte("theirs"))
+	f.requireFired(t, w, "the watch must fire once another transaction changes the key")
+}
+
+// testWatchComparesWithOwnClearRange: a watch on a key the transaction
+// cleared with ClearRange compares with the key missing (its read of the
+// key returned nothing), so the commit of the clear does not fire it.
+func testWatchComparesWithOwnClearRange(t *testing.T, f *fixture) {
+	f.seed(t, "k", "other")
+	tr := f.newTx(t)
+	mustGet(t, tr, f.key("other"))
+	tr.ClearRange(f.rng("j", "l"))
+	w := tr.Watch(f.key("k"))
+	t.Cleanup(w.Cancel)
+	commit(t, tr, "committing the clear and its watch")
+	f.requireNotFired(t, w, "the key is still missing, as the watching transaction left it")
+	f.set(t, f.key("k"), []byte("back"))
+	f.requireFired(t, w, "the watch must fire once another transaction sets the key")
+}
+
+// testWatchFiresOnInsertOfEmptyValue: a key that is missing and the same
+// key with an empty value differ (the storage server compares
+// Optional<Value>s), so setting a watched missing key to an empty value
+// fires the watch.
+func testWatchFiresOnInsertOfEmptyValue(t *testing.T, f *fixture) {
+	w := f.watch(t, f.key("k"))
+	f.requireNotFired(t, w, "the key is still missing")
+	f.set(t, f.key("k"), []byte{})
+	f.requireFired(t, w, "a watch on a missing key must fire when the key is set to an empty value")
+}
+
+// testWatchFiresOnOwnChangeOfMissingKey is FiresOnOwnChange for a key
+// that is missing: an atomic operation fires the watch whatever the value
+// (triggerWatches with valueKnown false, in ReadYourWritesTransaction::
+// atomicOp, fdbclient/ReadYourWrites.actor.cpp), and a Set to an empty
+// value is a change (present differs from missing).
+func testWatchFiresOnOwnChangeOfMissingKey(t *testing.T, f *fixture) {
+	for name, write := range map[string]func(tr kv.Transaction, k []byte){
+		"add":   func(tr kv.Transaction, k []byte) { tr.Add(k, le(1, 8)) },
+		"max":   func(tr kv.Transaction, k []byte) { tr.Max(k, le(0, 8)) },
+		"empty": func(tr kv.Transaction, k []byte) { tr.Set(k, []byte{}) },
+	} {
+		tr := f.newTx(t)
+		w := tr.Watch(f.key(name))
+		t.Cleanup(w.Cancel)
+		f.requireNotFired(t, w, "the watching transaction has not written "+name+" yet")
+		write(tr, f.key(name))
+		f.requireFired(t, w, "the transaction's own write of the missing key "+name+" must fire its watch at once, before commit")
+		tr.Cancel()
+	}
 }
 
 // A versionstamped key elsewhere in the watching transaction does not
