@@ -178,6 +178,46 @@ func TestJobPoolAbandonsAtTheDeadline(t *testing.T) {
 	require.Equal(t, 2, l.Attempt)
 }
 
+// With a negative ShutdownTimeout, Run returns as soon as its context
+// ends: it abandons in-flight handlers at once (their contexts end) and
+// does not wait for them. The handler here returns only once the test has
+// seen Run return.
+func TestJobPoolNegativeShutdownTimeoutReturnsAtOnce(t *testing.T) {
+	ctx := context.Background()
+	db := newDB(t)
+	clock := newFakeClock()
+	q := mustJobQueue(t, "no-grace", fdbqueue.JobQueueConfig{Clock: clock})
+	mustAdd(t, db, q, fdbqueue.Job{Value: []byte("stuck")})
+
+	started, release := make(chan context.Context), make(chan struct{})
+	outcomes := make(chan fdbqueue.Outcome, 1)
+	runCtx, stop := context.WithCancel(ctx)
+	ran := make(chan error, 1)
+	go func() {
+		ran <- q.Run(runCtx, db, func(ctx context.Context, task *fdbqueue.Task) error {
+			started <- ctx
+			<-release
+			return nil // would be acked, were the job not abandoned
+		}, fdbqueue.PoolOptions{Workers: 1, LeaseDuration: 30 * time.Second, ExtendEvery: 10 * time.Second,
+			ShutdownTimeout: -1, Logger: quietLog, OnOutcome: func(o fdbqueue.Outcome) { outcomes <- o }})
+	}()
+	hctx := <-started
+	stop()
+	select { // the clock never moves: only an immediate return passes
+	case err := <-ran:
+		require.NoError(t, err)
+	case <-time.After(wakeTimeout):
+		close(release)
+		t.Fatal("Run waited for the in-flight handler despite a negative ShutdownTimeout")
+	}
+	require.ErrorIs(t, hctx.Err(), context.Canceled, "the abandoned handler's context ended")
+	close(release)
+	o := <-outcomes
+	require.Equal(t, fdbqueue.Abandoned, o.Result)
+	require.NoError(t, o.Err)
+	require.Equal(t, int64(1), mustStats(t, db, q).Leased, "nothing acked: the lease is left to expire")
+}
+
 func TestJobPoolBadOptions(t *testing.T) {
 	db := newDB(t)
 	q := mustJobQueue(t, "pool-bad", fdbqueue.JobQueueConfig{})
