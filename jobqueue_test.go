@@ -466,6 +466,21 @@ func TestJobQueueLeaseWait(t *testing.T) {
 	require.ErrorIs(t, <-done, context.Canceled)
 }
 
+// A watch that fails (past the database's watch limit: too_many_watches,
+// as FDB's max_watches sets) fails LeaseWait with that error, for its
+// caller to back off (Run's workers retry a second later), instead of
+// looking again at once: retried in a loop, each attempt's watch fails at
+// once, so LeaseWait would poll the database until ctx ended.
+func TestJobQueueLeaseWaitFailedWatch(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), wakeTimeout) // a failure detector only
+	defer cancel()
+	db := newDB(t, memdb.WithMaxWatches(0))
+	q := mustJobQueue(t, "watch-limit", fdbqueue.JobQueueConfig{})
+	_, err := q.LeaseWait(ctx, db, 1, time.Minute)
+	require.ErrorIs(t, err, kv.ErrTooManyWatches)
+	require.NoError(t, ctx.Err(), "LeaseWait returned only when its context ended")
+}
+
 // Stats splits due from delayed and live from expired leases, exactly at
 // the resolution, from counters only.
 func TestJobQueueStats(t *testing.T) {
