@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"testing"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 
 	"github.com/fdbqueue/fdbqueue"
 	"github.com/fdbqueue/fdbqueue/kv"
+	"github.com/fdbqueue/fdbqueue/queuetest"
 )
 
 // A JobQueue's batch transactions must keep to the batch budget as
@@ -230,4 +232,60 @@ func TestJobQueueOneJobWhateverTheBudget(t *testing.T) {
 	require.NoError(t, q.Ack(ctx, db, ls[0]))
 	st := mustStats(t, db, q)
 	require.Zero(t, st.Queued+st.Leased+st.Dead)
+}
+
+// Small jobs (an empty value, no unique key) are where the fixed cost per
+// job dominates, so a cost term left out of the count shows most there: a
+// Lease that takes them, and one that only buries them (their last lease
+// expired), each fill at least three quarters of the budget and never
+// exceed it, as FoundationDB counts them. The budget is well above one
+// job's cost, so the one job a batch always handles does not matter. The
+// keys are as long as a job's record key gets, so that the count's bounds
+// (jobqueue_budget.go) have the least slack: the clock is in the year
+// 5000, where a vesting time packs to 9 bytes as the bound's MinInt64
+// does, and the priority is at its extreme. (A Lease's read conflict key
+// per candidate, left out, takes either call over the budget here.)
+func TestJobQueueLeaseSmallJobsBudget(t *testing.T) {
+	for _, bury := range []bool{false, true} {
+		t.Run(fmt.Sprintf("bury=%v", bury), func(t *testing.T) {
+			ctx := context.Background()
+			raw := newDB(t)
+			clock := queuetest.NewClock(time.Date(5000, 1, 1, 0, 0, 0, 0, time.UTC))
+			cfg := fdbqueue.JobQueueConfig{Clock: clock, Choice: 1}
+			if bury {
+				cfg.MaxAttempts = 1
+			}
+			const budget = fdbqueue.DefaultBatchBudget
+			q := mustJobQueue(t, "lease-small", cfg, fdbqueue.WithBatchBudget(budget))
+			const total = 2 * fdbqueue.MaxLeaseBatch // more than one budget's worth either way
+			jobs := make([]fdbqueue.Job, total)
+			for i := range jobs {
+				jobs[i].Priority = math.MinInt32
+			}
+			addAll(t, raw, q, jobs)
+			if bury {
+				for left := total; left > 0; {
+					ls, err := q.Lease(ctx, raw, fdbqueue.MaxLeaseBatch, time.Second)
+					require.NoError(t, err)
+					left -= len(ls)
+				}
+				clock.Advance(time.Minute) // every lease expires: each was the job's last attempt
+			}
+			db := newFDBDB(raw)
+			ls, err := q.Lease(ctx, db, fdbqueue.MaxLeaseBatch, time.Minute)
+			if bury {
+				require.ErrorIs(t, err, fdbqueue.ErrEmpty, "a call that only buried leases nothing")
+				require.Positive(t, mustStats(t, raw, q).Dead)
+			} else {
+				require.NoError(t, err)
+				require.Less(t, len(ls), fdbqueue.MaxLeaseBatch, "the budget, not n, stopped the batch")
+			}
+			st := db.st.snapshot()
+			t.Logf("%d bytes as FDB counts them", st.maxSize)
+			require.Empty(t, st.violations)
+			require.Zero(t, st.tooLarge)
+			require.LessOrEqual(t, st.maxSize, budget, "within the budget")
+			require.Greater(t, st.maxSize, budget*3/4, "the count is an upper bound, not a wild one")
+		})
+	}
 }
