@@ -133,6 +133,7 @@ func TestJobPoolExtendsAndShutsDownGracefully(t *testing.T) {
 	o := <-outcomes
 	require.Equal(t, fdbqueue.Acked, o.Result)
 	require.NoError(t, o.Err)
+	require.Equal(t, task.Lease().Deadline, o.Lease.Deadline, "the outcome's lease is the last extension, not the first lease")
 	require.Equal(t, fdbqueue.JobStats{}, mustStats(t, db, q))
 }
 
