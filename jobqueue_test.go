@@ -695,6 +695,22 @@ func TestJobQueueBackoffHugeRetryMax(t *testing.T) {
 	require.Equal(t, int64(1), mustStats(t, db, q).Delayed)
 }
 
+// Backoff takes a random part of up to a half off the delay (jitter), so
+// that jobs that failed together do not come back together: each delay is
+// within [d/2, d], and they differ. (With d an hour, the jitter takes one
+// of 1.8e12 values: three equal delays have a chance of 1 in 3e24.)
+func TestJobQueueBackoffJitter(t *testing.T) {
+	q := mustJobQueue(t, "backoff-jitter", fdbqueue.JobQueueConfig{RetryBase: time.Hour, RetryMax: time.Hour})
+	seen := map[time.Duration]bool{}
+	for range 3 {
+		d := q.Backoff(1)
+		require.GreaterOrEqual(t, d, 30*time.Minute)
+		require.LessOrEqual(t, d, time.Hour)
+		seen[d] = true
+	}
+	require.Greater(t, len(seen), 1, "three backoffs without jitter: %v", seen)
+}
+
 // Extend to a shorter deadline makes the job due sooner, so it bumps the
 // signal as every such write does: a LeaseWait asleep until the old
 // deadline wakes, and sleeps until the new one instead.
