@@ -70,7 +70,9 @@ func testJobPool(t *testing.T, f *fixture) {
 			v := string(o.Lease.Value)
 			got[v] = append(got[v], o.Result)
 			if o.Result == fdbqueue.Retried {
-				c.Advance(time.Second) // past the backoff (at most RetryMax)
+				// Past the backoff (at most RetryMax): a sleeping
+				// LeaseWait wakes 1 µs after the job's vesting time.
+				c.Advance(time.Second + time.Microsecond)
 			}
 			if v == "panic" {
 				var pe *fdbqueue.PanicError
