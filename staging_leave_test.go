@@ -1,0 +1,181 @@
+package fdbqueue_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/fdbqueue/fdbqueue"
+	"github.com/fdbqueue/fdbqueue/kv"
+)
+
+// Serving by place, a request that leaves the line when the items end
+// before its place has a read conflict on the whole item range: an item
+// that arrives meanwhile reaches its place, and a consumer behind it may
+// already have taken the next one. Each test below stalls the
+// transaction in which the request leaves (a plain Dequeue's withdrawal,
+// a cancelled DequeueWait's cleanup, Recover's drop of an expired
+// request) after its reads, enqueues x then y, lets a consumer outside the
+// line take y (x is due to the request: Queue.reserved), and lets the
+// transaction commit. It must conflict: committing as read would leave x
+// at the head after y was taken, which no FIFO order explains.
+
+// takeOutside dequeues as a consumer outside the line (a Dequeue in the
+// caller's own transaction) and returns the item.
+func takeOutside(ctx context.Context, t *testing.T, db kv.Database, q *fdbqueue.Queue) string {
+	t.Helper()
+	var v []byte
+	require.NoError(t, db.Transact(ctx, func(tr kv.Transaction) error {
+		var err error
+		v, err = q.Dequeue(ctx, tr)
+		return err
+	}))
+	return string(v)
+}
+
+// A staged Dequeue that found no item at its place withdraws with a read
+// conflict on the item range; on the retry the items reach its place and
+// it takes x, the head, which y's consumer left to it.
+func TestStagedPlaceWithdrawConflictsWithArrival(t *testing.T) {
+	ctx := context.Background()
+	m := stagingModes[1] // by place
+	cfg := fdbqueue.StagingConfig{ClaimTimeout: time.Hour}
+	db, sub, qB := stagedQueue(t, "withdrawarrival", m.opts(cfg)...)
+	q := stgQueue(t, sub, m.opts(cfg)...)
+
+	fdbqueue.SetStagingBusy(qB, true) // no first look: B files a request at once
+	stalled, resume := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	fdbqueue.SetStagingHook(qB, func(p string) {
+		if p == "commit withdraw" {
+			once.Do(func() {
+				close(stalled)
+				<-resume
+			})
+		}
+	})
+	type res struct {
+		v   []byte
+		err error
+	}
+	done := make(chan res, 1)
+	go func() {
+		v, err := qB.Dequeue(ctx, db)
+		done <- res{v, err}
+	}()
+	<-stalled // B read an empty queue; its withdrawal is about to commit
+	require.NoError(t, q.Enqueue(ctx, db, []byte("x")))
+	require.NoError(t, q.Enqueue(ctx, db, []byte("y")))
+	require.Equal(t, "y", takeOutside(ctx, t, db, q), "x is due to B's request")
+	close(resume)
+	r := <-done
+	require.NoError(t, r.err, "the withdrawal conflicted; the retry takes x")
+	require.Equal(t, "x", string(r.v))
+	requireClean(t, db, sub)
+}
+
+// A DequeueWait that gives up while the items end before its place
+// leaves the line in a cleanup with a read conflict on the item range; on
+// the retry x reaches its place and goes to the tail (as if the call had
+// taken it and enqueued it again).
+func TestStagedPlaceCleanupConflictsWithArrival(t *testing.T) {
+	ctx := context.Background()
+	m := stagingModes[1] // by place
+	cfg := fdbqueue.StagingConfig{ClaimTimeout: time.Hour}
+	db, sub, qB := stagedQueue(t, "cleanuparrival", m.opts(cfg)...)
+	q := stgQueue(t, sub, m.opts(cfg)...)
+
+	armed := make(chan struct{})
+	var once sync.Once
+	fdbqueue.SetStagingHook(qB, func(p string) {
+		if p == "armed" {
+			once.Do(func() { close(armed) })
+		}
+	})
+	bctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() {
+		_, err := qB.DequeueWait(bctx, db)
+		done <- err
+	}()
+	<-armed // B's request is alone in the line, asleep on an empty queue
+	// The next commit that writes is B's cleanup.
+	held, release := db.HoldNextCommit()
+	cancel()
+	<-held
+	require.NoError(t, q.Enqueue(ctx, db, []byte("x")))
+	require.NoError(t, q.Enqueue(ctx, db, []byte("y")))
+	xKey := itemKeys(t, db, sub)[0]
+	require.Equal(t, "y", takeOutside(ctx, t, db, q), "x is due to B's request")
+	release()
+	require.ErrorIs(t, <-done, context.Canceled)
+	m.requireReturned(t, db, sub, xKey) // moved to the tail by the cleanup's retry
+	v, err := q.Dequeue(ctx, db)
+	require.NoError(t, err)
+	require.Equal(t, "x", string(v))
+	requireClean(t, db, sub)
+}
+
+// Recover drops an expired request that the items do not reach with a
+// read conflict on the item range; on the retry x reaches its place, and
+// it moves x to the tail with the request.
+func TestStagedPlaceExpiryConflictsWithArrival(t *testing.T) {
+	ctx := context.Background()
+	m := stagingModes[1] // by place
+	const timeout = 10 * time.Second
+	clock, db, sub, qE := clockedQueue(t, "expiryarrival", m, timeout)
+	q := stgQueue(t, sub, append(m.opts(fdbqueue.StagingConfig{ClaimTimeout: timeout}), fdbqueue.WithClock(clock.Now))...)
+
+	// E files a request on the empty queue and stalls before it sleeps:
+	// it no longer renews its request.
+	stalled, resume := make(chan struct{}), make(chan struct{})
+	var once, resumed sync.Once
+	unstall := func() { resumed.Do(func() { close(resume) }) }
+	defer unstall()
+	fdbqueue.SetStagingHook(qE, func(p string) {
+		if p == "armed" {
+			once.Do(func() { close(stalled) })
+			<-resume
+		}
+	})
+	ectx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		_, err := qE.DequeueWait(ectx, db)
+		done <- err
+	}()
+	<-stalled
+	clock.Advance(timeout + time.Second) // E's request expires
+
+	held, release := db.HoldNextCommit() // Recover's drop of E's request
+	type res struct {
+		st  fdbqueue.RecoverStats
+		err error
+	}
+	recovered := make(chan res, 1)
+	go func() {
+		st, err := q.Recover(ctx, db)
+		recovered <- res{st, err}
+	}()
+	<-held
+	require.NoError(t, q.Enqueue(ctx, db, []byte("x")))
+	require.NoError(t, q.Enqueue(ctx, db, []byte("y")))
+	require.Equal(t, "y", takeOutside(ctx, t, db, q), "x holds the place of E's request, expired but not dropped")
+	release()
+	r := <-recovered
+	require.NoError(t, r.err)
+	require.Equal(t, fdbqueue.RecoverStats{DroppedRequests: 1, ReturnedItems: 1}, r.st,
+		"the drop conflicted; the retry moved x, due to E, to the tail")
+
+	cancel()
+	unstall()
+	require.ErrorIs(t, <-done, context.Canceled)
+	v, err := q.Dequeue(ctx, db)
+	require.NoError(t, err)
+	require.Equal(t, "x", string(v))
+	requireClean(t, db, sub)
+}
