@@ -179,3 +179,58 @@ func TestStagedPlaceExpiryConflictsWithArrival(t *testing.T) {
 	require.Equal(t, "x", string(v))
 	requireClean(t, db, sub)
 }
+
+// By place, a DequeueWait that gives up while items reach its place moves
+// the item at its place (not only those ahead of it) to the tail: the
+// request behind it may already have taken the next item. Here A and B
+// wait at places 0 and 1 and stall when x, y and z arrive; C files a
+// request behind them and takes z, the item at its place; B gives up, and
+// its cleanup must move y, whose key is then new.
+func TestStagedPlaceCleanupMovesTheItemAtItsPlace(t *testing.T) {
+	ctx := context.Background()
+	m := stagingModes[1] // by place
+	cfg := fdbqueue.StagingConfig{ClaimTimeout: time.Hour}
+	db, sub, qA := stagedQueue(t, "cleanupmovesown", m.opts(cfg)...)
+	qB, qC := stgQueue(t, sub, m.opts(cfg)...), stgQueue(t, sub, m.opts(cfg)...)
+
+	armedA, releaseA := holdWaiters(qA)
+	armedB, releaseB := holdWaiters(qB)
+	defer releaseA()
+	defer releaseB()
+	actx, cancelA := context.WithCancel(ctx)
+	defer cancelA()
+	gotA, errsA := startWaiters(actx, qA, db, 1)
+	<-armedA
+	bctx, cancelB := context.WithCancel(ctx)
+	defer cancelB()
+	_, errsB := startWaiters(bctx, qB, db, 1)
+	<-armedB
+	for _, v := range []string{"x", "y", "z"} {
+		require.NoError(t, qA.Enqueue(ctx, db, []byte(v)))
+	}
+	v, err := qC.DequeueWait(ctx, db)
+	require.NoError(t, err)
+	require.Equal(t, "z", string(v), "C, third in the line, takes the third item")
+
+	before := itemKeys(t, db, sub) // x and y, due to A and B
+	require.Len(t, before, 2)
+	cancelB()
+	releaseB()
+	require.ErrorIs(t, <-errsB, context.Canceled)
+	after := itemKeys(t, db, sub)
+	require.Len(t, after, 2)
+	require.Equal(t, before[0], after[0], "x, due to A, stays")
+	require.NotEqual(t, before[1], after[1], "y, due to B, went to the tail under a new key")
+
+	releaseA()
+	select {
+	case v := <-gotA:
+		require.Equal(t, "x", string(v))
+	case err := <-errsA:
+		require.NoError(t, err)
+	}
+	v, err = qC.Dequeue(ctx, db)
+	require.NoError(t, err)
+	require.Equal(t, "y", string(v))
+	requireClean(t, db, sub)
+}
