@@ -27,15 +27,16 @@ func (c *clock) now() time.Time { return time.Unix(0, c.ns.Load()) }
 func recoverChecks() []check {
 	return []check{
 		{"ExpiredRequest/ByPlace", func(t *testing.T, f *fixture) {
-			testRecoverExpired(t, f, true, []fdbqueue.Option{fdbqueue.WithVersionstampOrder()}, fdbqueue.ServeByPlace)
+			testRecoverExpired(t, f, true, false, []fdbqueue.Option{fdbqueue.WithVersionstampOrder()}, fdbqueue.ServeByPlace)
 		}},
 		{"ExpiredRequest/InBatches/indexed", func(t *testing.T, f *fixture) {
-			testRecoverExpired(t, f, true, nil, fdbqueue.ServeInBatches)
+			testRecoverExpired(t, f, true, false, nil, fdbqueue.ServeInBatches)
 		}},
 		{"ExpiredRequest/InBatches/vstamp", func(t *testing.T, f *fixture) {
-			testRecoverExpired(t, f, true, []fdbqueue.Option{fdbqueue.WithVersionstampOrder()}, fdbqueue.ServeInBatches)
+			testRecoverExpired(t, f, true, false, []fdbqueue.Option{fdbqueue.WithVersionstampOrder()}, fdbqueue.ServeInBatches)
 		}},
-		{"ExpiredRequest/PopMin", func(t *testing.T, f *fixture) { testRecoverExpired(t, f, false, nil, fdbqueue.ServeAuto) }},
+		{"ExpiredRequest/PopMin", func(t *testing.T, f *fixture) { testRecoverExpired(t, f, false, false, nil, fdbqueue.ServeAuto) }},
+		{"ExpiredRequest/PopMax", func(t *testing.T, f *fixture) { testRecoverExpired(t, f, false, true, nil, fdbqueue.ServeAuto) }},
 		{"NothingExpired", testRecoverNothing},
 	}
 }
@@ -46,8 +47,10 @@ func recoverChecks() []check {
 // client's Recover, and, woken by the watch on its request, fails with
 // ErrClaimExpired having taken nothing. An item added meanwhile by a
 // client that does not wake the waiter (writeUnsignalled) is due to the
-// request by place and goes back to the queue; it is taken once.
-func testRecoverExpired(t *testing.T, f *fixture, isQueue bool, layout []fdbqueue.Option, serving fdbqueue.StagingServing) {
+// request by place and goes back to the queue; it is taken once. For a
+// PriorityQueue the waiter pops the minimum, or with popMax the maximum:
+// Recover covers both sides.
+func testRecoverExpired(t *testing.T, f *fixture, isQueue, popMax bool, layout []fdbqueue.Option, serving fdbqueue.StagingServing) {
 	sub := f.sub(t, "recover")
 	start := time.Now()
 	waiterClock, laterClock := newClock(start), newClock(start.Add(2*time.Hour))
@@ -64,7 +67,7 @@ func testRecoverExpired(t *testing.T, f *fixture, isQueue bool, layout []fdbqueu
 		}
 		pq, err := fdbqueue.NewPriorityQueue(sub, opts...)
 		require.NoError(t, err)
-		return pqOps(pq, false), func() (fdbqueue.RecoverStats, error) { return pq.Recover(f.ctx, f.db) }
+		return pqOps(pq, popMax), func() (fdbqueue.RecoverStats, error) { return pq.Recover(f.ctx, f.db) }
 	}
 	waiterOps, _ := mk(waiterClock, true)
 	laterOps, recoverLater := mk(laterClock, true)
