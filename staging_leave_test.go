@@ -234,3 +234,89 @@ func TestStagedPlaceCleanupMovesTheItemAtItsPlace(t *testing.T) {
 	require.Equal(t, "y", string(v))
 	requireClean(t, db, sub)
 }
+
+// The one plain attempt of a PriorityQueue pop serves the few waiting
+// requests and takes the next item in one transaction, with a read
+// conflict on each request it serves (it read them with snapshot reads):
+// if, while its commit is in flight, such a request leaves the line (its
+// waiter gave up), it conflicts, and its retry takes the head itself.
+// Otherwise it would hand the head to a request nobody collects (hidden
+// from every consumer until its claim expires) and return the next item.
+func TestStagedPQFastAttemptConflictsWithWithdrawal(t *testing.T) {
+	ctx := context.Background()
+	db := stgDB(t)
+	sub := stgSubspace(t, "pqfastwithdrawn")
+	opt := fdbqueue.WithStaging(fdbqueue.StagingConfig{ClaimTimeout: time.Hour})
+	pqW, err := fdbqueue.NewPriorityQueue(sub, opt)
+	require.NoError(t, err)
+	pq, err := fdbqueue.NewPriorityQueue(sub, opt)
+	require.NoError(t, err)
+
+	// W waits on the empty queue; the push of a and b wakes it, and it
+	// stalls there.
+	var arm, wake sync.Once
+	armed, woke, resume := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	var resumed sync.Once
+	unstall := func() { resumed.Do(func() { close(resume) }) }
+	defer unstall()
+	fdbqueue.SetPQStagingHook(pqW, func(p string) {
+		switch p {
+		case "armed":
+			arm.Do(func() { close(armed) })
+		case "woke":
+			wake.Do(func() {
+				close(woke)
+				<-resume
+			})
+		}
+	})
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		_, err := pqW.PopMinWait(wctx, db)
+		done <- err
+	}()
+	<-armed
+	require.NoError(t, db.Transact(ctx, func(tr kv.Transaction) error {
+		if err := pq.Push(ctx, tr, []byte("a"), 1); err != nil {
+			return err
+		}
+		return pq.Push(ctx, tr, []byte("b"), 2)
+	}))
+	<-woke
+
+	// N's plain attempt hands a to W's request and takes b; its commit
+	// waits while W gives up.
+	stalled, go2 := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	fdbqueue.SetPQStagingHook(pq, func(p string) {
+		if p == "commit fast" {
+			once.Do(func() {
+				close(stalled)
+				<-go2
+			})
+		}
+	})
+	type res struct {
+		it  fdbqueue.Item
+		err error
+	}
+	popped := make(chan res, 1)
+	go func() {
+		it, err := pq.PopMin(ctx, db)
+		popped <- res{it, err}
+	}()
+	<-stalled
+	cancel()
+	unstall()
+	require.ErrorIs(t, <-done, context.Canceled) // W's request left the line
+	close(go2)
+	r := <-popped
+	require.NoError(t, r.err)
+	require.Equal(t, "a", string(r.it.Value), "the attempt conflicted; its retry takes the head")
+	it, err := pq.PopMin(ctx, db)
+	require.NoError(t, err)
+	require.Equal(t, "b", string(it.Value))
+	requireClean(t, db, sub)
+}
