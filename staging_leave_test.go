@@ -2,6 +2,8 @@ package fdbqueue_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -319,4 +321,94 @@ func TestStagedPQFastAttemptConflictsWithWithdrawal(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "b", string(it.Value))
 	requireClean(t, db, sub)
+}
+
+// In batches, an item handed to a request whose waiter never collects it
+// goes back to the queue, at its original key, when the waiter gives up
+// (its cleanup) or when its claim expires (Recover). That return is an
+// arrival for a consumer outside the line, so it bumps the signal key: a
+// consumer that found the queue empty and watches for items
+// (WatchForItems) wakes, and then takes the item.
+func TestStagedReturnedResultWakesWatchers(t *testing.T) {
+	for _, expire := range []bool{false, true} {
+		name := "cleanup"
+		if expire {
+			name = "expiry"
+		}
+		t.Run(name, func(t *testing.T) {
+			ctx, cancelAll := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancelAll()
+			m := stagingModes[0] // in batches
+			const timeout = 10 * time.Second
+			clock, db, sub, qW := clockedQueue(t, "returnwakes", m, timeout)
+			q := stgQueue(t, sub, append(m.opts(fdbqueue.StagingConfig{ClaimTimeout: timeout}), fdbqueue.WithClock(clock.Now))...)
+
+			// W waits on the empty queue; the enqueue of x wakes it, and
+			// it stalls there, before it could collect x.
+			var arm, wake sync.Once
+			armed, woke, resume := make(chan struct{}), make(chan struct{}), make(chan struct{})
+			var resumed sync.Once
+			unstall := func() { resumed.Do(func() { close(resume) }) }
+			defer unstall()
+			fdbqueue.SetStagingHook(qW, func(p string) {
+				switch p {
+				case "armed":
+					arm.Do(func() { close(armed) })
+				case "woke":
+					wake.Do(func() {
+						close(woke)
+						<-resume
+					})
+				}
+			})
+			wctx, cancel := context.WithCancel(ctx)
+			defer cancel()
+			done := make(chan error, 1)
+			go func() {
+				_, err := qW.DequeueWait(wctx, db)
+				done <- err
+			}()
+			<-armed
+			require.NoError(t, q.Enqueue(ctx, db, []byte("x")))
+			<-woke
+			n, err := fdbqueue.FulfilStaged(ctx, db, q)
+			require.NoError(t, err)
+			require.Equal(t, 1, n, "x is handed to W's request")
+
+			// A consumer outside the line finds nothing, and watches.
+			var w kv.Watch
+			require.NoError(t, db.Transact(ctx, func(tr kv.Transaction) error {
+				w = nil
+				_, err := q.Dequeue(ctx, tr)
+				if !errors.Is(err, fdbqueue.ErrEmpty) {
+					return fmt.Errorf("want ErrEmpty, got %w", err)
+				}
+				w, err = q.WatchForItems(tr)
+				return err
+			}))
+			defer w.Cancel()
+
+			if expire {
+				clock.Advance(timeout + time.Second)
+				st, err := q.Recover(ctx, db)
+				require.NoError(t, err)
+				require.Equal(t, fdbqueue.RecoverStats{ReturnedItems: 1}, st)
+			} else {
+				cancel() // W gives up; its cleanup returns x
+				unstall()
+				require.ErrorIs(t, <-done, context.Canceled)
+			}
+			require.NoError(t, w.Wait(ctx), "the return of x wakes the watcher")
+			v, err := q.Dequeue(ctx, db)
+			require.NoError(t, err)
+			require.Equal(t, "x", string(v))
+
+			if expire {
+				cancel()
+				unstall()
+				require.ErrorIs(t, <-done, context.Canceled)
+			}
+			requireClean(t, db, sub)
+		})
+	}
 }
