@@ -412,3 +412,59 @@ func TestStagedReturnedResultWakesWatchers(t *testing.T) {
 		})
 	}
 }
+
+// In batches, a plain staged Dequeue behind two waiting requests does not
+// withdraw with ErrEmpty while an item is in the queue, even when the
+// items do not reach its place: an item the requests ahead have not been
+// handed may still come to it (a request ahead withdrawn), and ErrEmpty
+// while x sits in the queue for the whole call would not be linearizable.
+// It sleeps instead, and returns ErrEmpty once the items ran out.
+func TestStagedPlainDequeueInBatchesWaitsWhileItemsRemain(t *testing.T) {
+	ctx := context.Background()
+	m := stagingModes[0] // in batches
+	cfg := fdbqueue.StagingConfig{ClaimTimeout: time.Hour}
+	db, sub, qW := stagedQueue(t, "plainwaits", m.opts(cfg)...)
+	q := stgQueue(t, sub, m.opts(cfg)...) // the plain Dequeue's client
+	armed, release := holdWaiters(qW)
+	defer release()
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	got, errs := startWaiters(wctx, qW, db, 1)
+	<-armed // A's request waits on an empty queue
+	_, errsB := startWaiters(wctx, qW, db, 1)
+	<-armed                                             // then B's
+	require.NoError(t, q.Enqueue(ctx, db, []byte("x"))) // A and B are held as they wake
+
+	// The registration sleeps (it stands behind two requests); the
+	// Dequeue looks again after at most 100 ms, and decides then.
+	first := make(chan string, 1)
+	var once sync.Once
+	sleeps := 0
+	fdbqueue.SetStagingHook(q, func(p string) {
+		switch p {
+		case "armed":
+			if sleeps++; sleeps == 2 {
+				once.Do(func() { first <- "sleeps again" })
+			}
+		case "commit withdraw":
+			once.Do(func() { first <- p })
+		}
+	})
+	done := make(chan error, 1)
+	go func() {
+		_, err := q.Dequeue(ctx, db)
+		done <- err
+	}()
+	require.Equal(t, "sleeps again", <-first, "behind A and B, with x in the queue, the Dequeue sleeps")
+	release()
+	select {
+	case v := <-got:
+		require.Equal(t, "x", string(v), "the oldest request gets x")
+	case err := <-errs:
+		require.NoError(t, err)
+	}
+	require.ErrorIs(t, <-done, fdbqueue.ErrEmpty, "the items ran out")
+	cancel()
+	require.ErrorIs(t, <-errsB, context.Canceled)
+	requireClean(t, db, sub)
+}
