@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -49,6 +50,12 @@ type LeaseConfig struct {
 	// normal read. The others are recovered at the end of the round, once
 	// every late commit has landed.
 	RecoverAtOnceProb float64
+	// AbandonProb is the probability that an operation that failed, its
+	// outcome unknown, is never recovered: its client crashed mid-commit
+	// and never comes back. It is recorded as of unknown outcome
+	// (LeaseOutput.Unknown), returning at the end of its round, once its
+	// commit has landed or not.
+	AbandonProb float64
 	// WithoutIdempotency turns the queue's journal off, for the test that
 	// requires the checker to reject the result.
 	WithoutIdempotency bool
@@ -67,7 +74,7 @@ func DefaultLeaseConfig() LeaseConfig {
 		// Commits only: read latency would make each round several times
 		// longer, and the commit is where an interruption matters.
 		Latency:       memdb.Latency{Commit: memdb.Span{Min: 50 * time.Microsecond, Max: 500 * time.Microsecond}},
-		InterruptProb: 0.12, DeadlineProb: 0.06, MaxDeadline: time.Millisecond, RecoverAtOnceProb: 0.5,
+		InterruptProb: 0.12, DeadlineProb: 0.06, MaxDeadline: time.Millisecond, RecoverAtOnceProb: 0.5, AbandonProb: 0.04,
 		CheckTimeout: 30 * time.Second}
 }
 
@@ -76,19 +83,25 @@ type LeaseResult struct {
 	Operations int
 	Check      porcupine.CheckResult
 	// Conservation: jobs added, acked (by a successful Ack), dead at the
-	// end, and the jobs acked twice, acked and dead, or neither (lost).
-	Added, Acked, Dead, AckedTwice, AckedAndDead, Lost int
+	// end, gone with no successful Ack but an abandoned one (which may
+	// have removed it), and the jobs acked twice, acked and dead, or
+	// none of these (lost), and the Adds that added more than one job.
+	Added, Acked, Dead, AckedAbandoned, AckedTwice, AckedAndDead, Lost, Duplicated int
 	// Unknown counts the operations whose call failed, their outcome
-	// unknown (each is recovered: see RunLeases); RecoveredAtOnce, those
-	// among them that their client recovered at once.
-	Unknown, RecoveredAtOnce int
-	Stats                    memdb.Stats
+	// unknown (see RunLeases); RecoveredAtOnce, those among them that
+	// their client recovered at once; Abandoned, those never recovered,
+	// and AbandonedAdds, AbandonedAddsSeen the Adds among them and those
+	// whose job was seen (which may have added it; the others did not).
+	Unknown, RecoveredAtOnce                    int
+	Abandoned, AbandonedAdds, AbandonedAddsSeen int
+	Stats                                       memdb.Stats
 }
 
 // OK reports whether the history was linearizable and every job was
 // accounted for exactly once.
 func (r LeaseResult) OK() bool {
-	return r.Check == porcupine.Ok && r.AckedTwice == 0 && r.AckedAndDead == 0 && r.Lost == 0 && r.Added == r.Acked+r.Dead
+	return r.Check == porcupine.Ok && r.AckedTwice == 0 && r.AckedAndDead == 0 && r.Lost == 0 && r.Duplicated == 0 &&
+		r.Added == r.Acked+r.Dead+r.AckedAbandoned
 }
 
 // simClock is the queue's clock: fixed within a round.
@@ -120,6 +133,17 @@ func (c *simClock) After(time.Duration) <-chan time.Time { return make(chan time
 // between the first call and the recovery's return: that is how the
 // history records it, and an operation that took effect twice, or whose
 // recovery lied, shows up as a violation or in the accounts.
+//
+// Except for a few (AbandonProb), never recovered, as by a client that
+// crashed: recorded as of unknown outcome, returning at the end of the
+// round, which the model lets take effect or not (LeaseOutput.Unknown).
+// Each Add's job carries a value of its own (the Add's call), so the job
+// of an abandoned Add is known if it was ever seen: every job that ever
+// existed is at a round's Observe or in a known Lease's output (a job
+// only a known Ack removes, from a known lease). A job with no Add's
+// value, or two jobs with one Add's, fail the run. Leases of abandoned
+// Leases are held by nobody and expire; a job that nobody acked is
+// accounted for by an abandoned Ack of it.
 func RunLeases(ctx context.Context, seed int64, cfg LeaseConfig) (LeaseResult, error) {
 	var res LeaseResult
 	db := memdb.New(memdb.WithSeed(seed), memdb.WithFaults(cfg.Faults), memdb.WithLatency(cfg.Latency),
@@ -139,7 +163,8 @@ func RunLeases(ctx context.Context, seed int64, cfg LeaseConfig) (LeaseResult, e
 	if err != nil {
 		return res, err
 	}
-	h := &leaseHarness{q: q, db: db, cfg: cfg, d: int64(10 * time.Second / time.Microsecond), acks: map[string]int{}}
+	h := &leaseHarness{q: q, db: db, cfg: cfg, d: int64(10 * time.Second / time.Microsecond), acks: map[string]int{},
+		abandonedAcks: map[string]bool{}, adds: map[int64][]string{}}
 	if cfg.SnapshotJournalReads {
 		// The journal's records are under the queue's meta subspace, the
 		// subspace's prefix + 0xff, at ("j", ...): see journaled.
@@ -176,6 +201,17 @@ func RunLeases(ctx context.Context, seed int64, cfg LeaseConfig) (LeaseResult, e
 		// left, once every commit interrupted in flight has landed (or
 		// conflicted), in call order.
 		db.AwaitLateLandings()
+		// The abandoned operations have taken effect or not by now.
+		ret := h.seq.Add(1)
+		for _, op := range h.abandoned {
+			h.history = append(h.history, porcupine.Operation{ClientId: op.client, Input: op.in, Call: op.call,
+				Output: LeaseOutput{Unknown: true}, Return: ret})
+			if op.in.Kind == LAck {
+				h.abandonedAcks[op.in.Job] = true
+			}
+		}
+		res.Abandoned += len(h.abandoned)
+		h.abandoned = nil
 		pending := h.pending
 		h.pending = nil
 		sort.Slice(pending, func(i, j int) bool { return pending[i].call < pending[j].call })
@@ -191,7 +227,7 @@ func RunLeases(ctx context.Context, seed int64, cfg LeaseConfig) (LeaseResult, e
 		}
 		// Observe, then crash some holders and move the clock.
 		call := h.seq.Add(1)
-		jobs, err := observeJobs(ctx, db, sub)
+		jobs, err := observeJobs(ctx, db, sub, h.seen)
 		if err != nil {
 			return res, err
 		}
@@ -205,6 +241,24 @@ func RunLeases(ctx context.Context, seed int64, cfg LeaseConfig) (LeaseResult, e
 	}
 	history := h.history
 	acks := h.acks
+	// An abandoned Add may have added the job that carries its value.
+	for i, op := range history {
+		in, out := op.Input.(LeaseInput), op.Output.(LeaseOutput)
+		if in.Kind != LAdd || !out.Unknown {
+			continue
+		}
+		res.AbandonedAdds++
+		if jobs := h.adds[op.Call]; len(jobs) > 0 {
+			out.Job = jobs[0]
+			history[i].Output = out
+			res.AbandonedAddsSeen++
+		}
+	}
+	for _, jobs := range h.adds {
+		if len(jobs) > 1 {
+			res.Duplicated++
+		}
+	}
 	res.Operations = len(history)
 	res.Unknown, res.RecoveredAtOnce = h.unknown, h.atOnce
 	res.Check = porcupine.CheckOperationsTimeout(LeaseModel(cfg.Choice), history, cfg.CheckTimeout)
@@ -243,7 +297,7 @@ func RunLeases(ctx context.Context, seed int64, cfg LeaseConfig) (LeaseResult, e
 			}
 		}
 	}
-	final, err := observeJobs(ctx, db, sub)
+	final, err := observeJobs(ctx, db, sub, nil)
 	if err != nil {
 		return res, err
 	}
@@ -259,6 +313,9 @@ func RunLeases(ctx context.Context, seed int64, cfg LeaseConfig) (LeaseResult, e
 			continue
 		}
 		job := op.Output.(LeaseOutput).Job
+		if job == "" {
+			continue // an abandoned Add that added nothing
+		}
 		res.Added++
 		switch n := acks[job]; {
 		case n > 1:
@@ -269,6 +326,8 @@ func RunLeases(ctx context.Context, seed int64, cfg LeaseConfig) (LeaseResult, e
 			res.Acked++
 		case dead[job]:
 			res.Dead++
+		case h.abandonedAcks[job]:
+			res.AckedAbandoned++
 		default:
 			res.Lost++
 		}
@@ -290,8 +349,28 @@ type leaseHarness struct {
 	history []porcupine.Operation
 	acks    map[string]int // successful Acks per job
 	pending []*leaseOp     // operations of unknown outcome to recover at the round's end
+	// abandoned are the round's operations of unknown outcome that are
+	// never recovered; abandonedAcks, the jobs of every abandoned Ack.
+	abandoned     []*leaseOp
+	abandonedAcks map[string]bool
+	// adds is the IDs of the jobs seen, by the call of the Add whose
+	// value each carries.
+	adds    map[int64][]string
 	unknown int
 	atOnce  int
+}
+
+// seen notes job, seen with value (an Add's call, see RunLeases).
+func (h *leaseHarness) seen(job string, value []byte) {
+	call := int64(-1)
+	if len(value) == 8 {
+		call = int64(binary.BigEndian.Uint64(value))
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !slices.Contains(h.adds[call], job) {
+		h.adds[call] = append(h.adds[call], job)
+	}
 }
 
 // leaseOp is one call of a JobQueue operation.
@@ -331,7 +410,7 @@ func (h *leaseHarness) do(ctx context.Context, t kv.Database, op *leaseOp) (Leas
 	switch in.Kind {
 	case LAdd:
 		var r fdbqueue.AddResult
-		r, err = h.q.Add(ctx, t, fdbqueue.Job{Value: []byte{byte(op.client / 1000)}, Delay: op.delay, Priority: in.Prio}, op.opts...)
+		r, err = h.q.Add(ctx, t, fdbqueue.Job{Value: binary.BigEndian.AppendUint64(nil, uint64(op.call)), Delay: op.delay, Priority: in.Prio}, op.opts...)
 		out.Job = string(r.ID[:])
 	case LLease:
 		got, err = h.q.Lease(ctx, t, in.N, time.Duration(in.D)*time.Microsecond, op.opts...)
@@ -340,6 +419,7 @@ func (h *leaseHarness) do(ctx context.Context, t kv.Database, op *leaseOp) (Leas
 		}
 		for _, l := range got {
 			out.Leases = append(out.Leases, LeasedJob{Job: string(l.JobID[:]), Tag: tag(l), Attempt: l.Attempt})
+			h.seen(string(l.JobID[:]), l.Value)
 		}
 	case LAck:
 		err = h.q.Ack(ctx, t, op.lease, op.opts...)
@@ -425,6 +505,18 @@ func (h *leaseHarness) client(ctx context.Context, c int, rng *rand.Rand, now in
 			h.mu.Lock()
 			h.unknown++
 			h.mu.Unlock()
+			if rng.Float64() < cfg.AbandonProb {
+				// Never recovered: its client crashed, and its next
+				// operations are another client's.
+				h.mu.Lock()
+				h.abandoned = append(h.abandoned, op)
+				h.mu.Unlock()
+				if i >= 0 {
+					*held = append((*held)[:i], (*held)[i+1:]...)
+				}
+				cid++
+				continue
+			}
 			if rng.Float64() < cfg.RecoverAtOnceProb {
 				// Its first commit may still be in flight.
 				if out, got, err = h.do(ctx, h.t, op); err != nil {
@@ -508,9 +600,30 @@ func (t snapshotJournalTx) Get(key []byte) kv.FutureValue {
 func tag(l fdbqueue.Lease) uint64 { return binary.BigEndian.Uint64(l.ID[:8]) }
 
 // observeJobs reads every job record, queued, leased or dead, straight
-// from the database (the layout in docs/design.md).
-func observeJobs(ctx context.Context, db kv.Database, sub fdbqueue.Subspace) ([]JobRecord, error) {
+// from the database (the layout in docs/design.md), and, if seen is not
+// nil, calls it with every job's ID and value.
+func observeJobs(ctx context.Context, db kv.Database, sub fdbqueue.Subspace, seen func(job string, value []byte)) ([]JobRecord, error) {
 	var out []JobRecord
+	if seen != nil {
+		r, err := sub.Range("v")
+		if err != nil {
+			return nil, err
+		}
+		kvs, err := kv.ReadTransact(ctx, db, func(tr kv.ReadTransaction) ([]kv.KeyValue, error) {
+			return tr.GetRange(r, kv.RangeOptions{Mode: kv.StreamingModeWantAll}).GetSlice()
+		})
+		if err != nil {
+			return nil, err
+		}
+		for _, p := range kvs {
+			k, err := sub.Unpack(p.Key)
+			if err != nil {
+				return nil, err
+			}
+			id, _ := k[len(k)-1].([]byte)
+			seen(string(id), p.Value)
+		}
+	}
 	for _, tag := range []string{"q", "d"} {
 		r, err := sub.Range(tag)
 		if err != nil {

@@ -66,6 +66,10 @@ type JobRecord struct {
 	Attempts int
 	Max      int
 	Dead     bool
+	// AnyTag: the model's only. The job is leased by a Lease of unknown
+	// outcome (LeaseOutput.Unknown), under a tag nobody knows (Tag is 0):
+	// nobody holds that lease, and the next Observe reads its tag.
+	AnyTag bool
 }
 
 // LeaseOutput is the output of a recorded JobQueue operation.
@@ -76,6 +80,14 @@ type LeaseOutput struct {
 	Lost   bool        // Ack, Nack, Extend: ErrLeaseLost
 	Dead   bool        // Nack: the job was dead-lettered
 	Jobs   []JobRecord // Observe, sorted by Job
+	// Unknown: the call failed and was never recovered (its client
+	// crashed), so it may or may not have taken effect, with any result,
+	// at any point between its call and its Return (the end of its round,
+	// when every commit interrupted in flight has landed). Add: Job is the
+	// ID of the job that carries its value if one was ever seen (it then
+	// may have added that job), "" if none was (it did not add one: a job
+	// it added is at the round's Observe or in a known Lease's output).
+	Unknown bool
 }
 
 // leaseState is the model's state: the jobs in the queue or dead, sorted
@@ -110,18 +122,114 @@ func (r JobRecord) exhausted() bool { return r.Attempts >= r.Max }
 // version); a job whose last lease expired may be dead-lettered by any
 // later Lease, which the model learns at the next Observe (or from an Ack
 // that finds the lease lost).
+//
+// An operation of unknown outcome (LeaseOutput.Unknown) may have done
+// nothing or anything its known outcomes do (leaseUnknownStep), so the
+// model is nondeterministic: its state is the set of the states the
+// history so far allows, which each round's Observe narrows down again.
 func LeaseModel(k int) porcupine.Model {
-	return porcupine.Model{
-		Init: func() any { return leaseState(nil) },
-		Step: func(state, input, output any) (bool, any) {
-			return leaseStep(state.(leaseState), input.(LeaseInput), output.(LeaseOutput), k)
+	nm := porcupine.NondeterministicModel{
+		Init: func() []any { return []any{leaseState(nil)} },
+		Step: func(state, input, output any) []any {
+			s, in, out := state.(leaseState), input.(LeaseInput), output.(LeaseOutput)
+			if out.Unknown {
+				return leaseUnknownStep(s, in, out, k)
+			}
+			if ok, n := leaseStep(s, in, out, k); ok {
+				return []any{n}
+			}
+			return nil
 		},
 		Equal: func(a, b any) bool { return slices.Equal(a.(leaseState), b.(leaseState)) },
+		Hash:  func(s any) uint64 { return s.(leaseState).hash() },
 		DescribeOperation: func(input, output any) string {
 			in, out := input.(LeaseInput), output.(LeaseOutput)
 			return fmt.Sprintf("%v(%+v) -> %+v", in.Kind, in, out)
 		},
 	}
+	return nm.ToModel()
+}
+
+// hash is FNV-1a over the state's records (equal states hash equal).
+func (s leaseState) hash() uint64 {
+	h := uint64(14695981039346656037)
+	mix := func(v uint64) {
+		for range 8 {
+			h = (h ^ (v & 0xff)) * 1099511628211
+			v >>= 8
+		}
+	}
+	for _, r := range s {
+		for i := 0; i < len(r.Job); i++ {
+			h = (h ^ uint64(r.Job[i])) * 1099511628211
+		}
+		flags := uint64(0)
+		if r.Dead {
+			flags |= 1
+		}
+		if r.AnyTag {
+			flags |= 2
+		}
+		mix(uint64(r.Vest))
+		mix(uint64(r.Prio)<<32 | uint64(uint32(r.Attempts)))
+		mix(r.Tag)
+		mix(uint64(r.Max)<<8 | flags)
+	}
+	return h
+}
+
+// leaseUnknownStep is the step of an operation of unknown outcome: the
+// states it may leave s in. It may not have taken effect (s), or have
+// taken effect with any output its kind has: an Add added its job (if
+// one with its value was seen, see LeaseOutput.Unknown); a Lease leased
+// any 1 to N of the jobs it could lease, under tags nobody knows (it may
+// also have buried exhausted jobs, which the next Observe finds, as for
+// any Lease); an Ack, Nack or Extend did what it does when its lease is
+// held, or found it lost.
+func leaseUnknownStep(s leaseState, in LeaseInput, out LeaseOutput, k int) []any {
+	next := []any{s}
+	var outs []LeaseOutput
+	switch in.Kind {
+	case LAdd:
+		if out.Job != "" {
+			outs = []LeaseOutput{{Job: out.Job}}
+		}
+	case LLease:
+		var eligible []int
+		for i, r := range s {
+			if r.due(in.Now) && !r.exhausted() {
+				eligible = append(eligible, i)
+			}
+		}
+		// Every subset of 1 to N of them, in order.
+		var pick func(from int, n leaseState, taken int)
+		pick = func(from int, n leaseState, taken int) {
+			for j := from; j < len(eligible); j++ {
+				m := slices.Clone(n)
+				i := eligible[j]
+				m[i].Attempts++
+				m[i].Tag, m[i].AnyTag = 0, true
+				m[i].Vest = in.Now + in.D
+				next = append(next, m)
+				if taken+1 < in.N {
+					pick(j+1, m, taken+1)
+				}
+			}
+		}
+		pick(0, s, 0)
+	case LAck, LExtend:
+		outs = []LeaseOutput{{}, {Lost: true}}
+	case LNack:
+		outs = []LeaseOutput{{}, {Dead: true}, {Lost: true}}
+	default: // an Observe is never unknown
+		return nil
+	}
+	for _, o := range outs {
+		if ok, n := leaseStep(s, in, o, k); ok {
+			next = append(next, n)
+		}
+	}
+	return next
 }
 
 func leaseStep(s leaseState, in LeaseInput, out LeaseOutput, k int) (bool, any) {
@@ -163,13 +271,13 @@ func leaseStep(s leaseState, in LeaseInput, out LeaseOutput, k int) (bool, any) 
 				return false, s
 			}
 			n[i].Attempts++
-			n[i].Tag = l.Tag
+			n[i].Tag, n[i].AnyTag = l.Tag, false
 			n[i].Vest = in.Now + in.D
 		}
 		return true, n
 	case LAck, LNack, LExtend:
 		i := s.find(in.Job)
-		held := i >= 0 && !s[i].Dead && s[i].Tag == in.Tag
+		held := i >= 0 && !s[i].Dead && !s[i].AnyTag && s[i].Tag == in.Tag
 		if !held {
 			return out.Lost, s
 		}
@@ -180,7 +288,7 @@ func leaseStep(s leaseState, in LeaseInput, out LeaseOutput, k int) (bool, any) 
 				return false, s
 			}
 			n := slices.Clone(s)
-			n[i].Dead, n[i].Tag = true, 0
+			n[i].Dead, n[i].Tag, n[i].AnyTag = true, 0, false
 			return true, n
 		}
 		n := slices.Clone(s)
@@ -213,8 +321,16 @@ func leaseStep(s leaseState, in LeaseInput, out LeaseOutput, k int) (bool, any) 
 				return false, s
 			}
 			if got.Dead && !want.Dead && want.exhausted() && want.due(in.Now) {
-				n[i].Dead, n[i].Tag = true, 0 // buried by a Lease
+				n[i].Dead, n[i].Tag, n[i].AnyTag = true, 0, false // buried by a Lease
 				continue
+			}
+			if want.AnyTag {
+				// Leased by a Lease of unknown outcome: any tag.
+				if got.Dead || got.Tag == 0 || got.AnyTag {
+					return false, s
+				}
+				want.Tag, want.AnyTag = got.Tag, false
+				n[i] = want
 			}
 			if got.Dead != want.Dead {
 				return false, s

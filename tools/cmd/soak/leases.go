@@ -56,11 +56,14 @@ type leaseTotals struct {
 	Violations, Inconclusive           int // histories porcupine rejected / could not decide in time
 	Added, Acked, Dead                 int
 	Lost, AckedTwice, AckedAndDead     int
+	AckedAbandoned, Duplicated         int
 	Transactions, Commits, Conflicts   int64
 	NotCommitted, UnknownApplied       int64
 	UnknownNotApplied, TooOld, Retries int64
 	Interrupted                        int64 // commits interrupted in flight by a cancelled context
-	Unknown, RecoveredAtOnce           int   // failed calls, all recovered; those recovered at once
+	Unknown, RecoveredAtOnce           int   // failed calls; those recovered at once
+	Abandoned, AbandonedAdds           int   // failed calls never recovered; the Adds among them
+	AbandonedAddsSeen                  int   // abandoned Adds whose job was seen
 	FirstFailing                       int64 // 0: none
 }
 
@@ -80,6 +83,8 @@ func (t *leaseTotals) add(seed int64, r sim.LeaseResult) {
 	t.Lost += r.Lost
 	t.AckedTwice += r.AckedTwice
 	t.AckedAndDead += r.AckedAndDead
+	t.AckedAbandoned += r.AckedAbandoned
+	t.Duplicated += r.Duplicated
 	st := r.Stats
 	t.Transactions += st.Transactions
 	t.Commits += st.Commits
@@ -92,6 +97,9 @@ func (t *leaseTotals) add(seed int64, r sim.LeaseResult) {
 	t.Interrupted += st.Interrupted
 	t.Unknown += r.Unknown
 	t.RecoveredAtOnce += r.RecoveredAtOnce
+	t.Abandoned += r.Abandoned
+	t.AbandonedAdds += r.AbandonedAdds
+	t.AbandonedAddsSeen += r.AbandonedAddsSeen
 	if !r.OK() && (t.FirstFailing == 0 || seed < t.FirstFailing) {
 		t.FirstFailing = seed
 	}
@@ -110,8 +118,8 @@ func runLeases(ctx context.Context, w io.Writer, cfg sim.LeaseConfig, first int6
 	fmt.Fprintf(w, "per seed: %d rounds of %d clients × %d operations, K=%d, max attempts %d; faults per commit: not_committed %.2f, commit_unknown_result applied %.2f / not applied %.2f, transaction_too_old %.2f\n",
 		cfg.Rounds, cfg.Clients, cfg.OpsPerClient, cfg.Choice, cfg.MaxAttempts,
 		cfg.Faults.NotCommitted, cfg.Faults.UnknownApplied, cfg.Faults.UnknownNotApplied, cfg.Faults.TooOld)
-	fmt.Fprintf(w, "per operation: cancelled as its commit starts %.2f, random deadline %.2f (up to %v); an interrupted commit lands late %.2f; a failed call recovered at once %.2f (else at the round's end)\n",
-		cfg.InterruptProb, cfg.DeadlineProb, cfg.MaxDeadline, cfg.Faults.LateLanding, cfg.RecoverAtOnceProb)
+	fmt.Fprintf(w, "per operation: cancelled as its commit starts %.2f, random deadline %.2f (up to %v); an interrupted commit lands late %.2f; a failed call never recovered %.2f, else recovered at once %.2f (else at the round's end)\n",
+		cfg.InterruptProb, cfg.DeadlineProb, cfg.MaxDeadline, cfg.Faults.LateLanding, cfg.AbandonProb, cfg.RecoverAtOnceProb)
 	var (
 		mu    sync.Mutex
 		total leaseTotals
@@ -144,14 +152,17 @@ func runLeases(ctx context.Context, w io.Writer, cfg sim.LeaseConfig, first int6
 	fmt.Fprintf(w, "  commit_unknown_result (not applied): %d\n", total.UnknownNotApplied)
 	fmt.Fprintf(w, "  transaction_too_old:                %d\n", total.TooOld)
 	fmt.Fprintf(w, "  commits interrupted by cancellation: %d\n", total.Interrupted)
-	fmt.Fprintf(w, "failed calls, recovered by OpID: %d\n", total.Unknown)
-	fmt.Fprintf(w, "  of which at once:           %d\n", total.RecoveredAtOnce)
+	fmt.Fprintf(w, "failed calls:               %d\n", total.Unknown)
+	fmt.Fprintf(w, "  recovered at once by OpID:  %d\n", total.RecoveredAtOnce)
+	fmt.Fprintf(w, "  never recovered:            %d (Adds %d, their job seen %d)\n", total.Abandoned, total.AbandonedAdds, total.AbandonedAddsSeen)
 	fmt.Fprintf(w, "jobs added:                 %d\n", total.Added)
 	fmt.Fprintf(w, "jobs acked once:            %d\n", total.Acked)
 	fmt.Fprintf(w, "jobs dead once:             %d\n", total.Dead)
+	fmt.Fprintf(w, "jobs gone by an abandoned Ack: %d\n", total.AckedAbandoned)
 	fmt.Fprintf(w, "lost:                       %d\n", total.Lost)
 	fmt.Fprintf(w, "acked twice:                %d\n", total.AckedTwice)
 	fmt.Fprintf(w, "acked and dead:             %d\n", total.AckedAndDead)
+	fmt.Fprintf(w, "added twice by one Add:     %d\n", total.Duplicated)
 	fmt.Fprintf(w, "inconclusive checks (timed out): %d\n", total.Inconclusive)
 	fmt.Fprintf(w, "linearizability violations: %d\n", total.Violations)
 	for _, err := range errs {
