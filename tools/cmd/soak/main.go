@@ -73,6 +73,7 @@ func main() {
 		lrounds  = flag.Int("lease-rounds", sim.DefaultLeaseConfig().Rounds, "with -leases: rounds per seed (the clock moves between rounds)")
 		lclients = flag.Int("lease-clients", sim.DefaultLeaseConfig().Clients, "with -leases: concurrent clients per round")
 		lops     = flag.Int("lease-ops", sim.DefaultLeaseConfig().OpsPerClient, "with -leases: operations per client and round")
+		labandon = flag.Float64("lease-abandon", sim.DefaultLeaseConfig().AbandonProb, "with -leases: probability that a failed call is never recovered (its client crashed)")
 	)
 	flag.Parse()
 	if *leases {
@@ -81,7 +82,7 @@ func main() {
 			os.Exit(2)
 		}
 		lc := sim.DefaultLeaseConfig()
-		lc.Rounds, lc.Clients, lc.OpsPerClient, lc.CheckTimeout = *lrounds, *lclients, *lops, *timeout
+		lc.Rounds, lc.Clients, lc.OpsPerClient, lc.CheckTimeout, lc.AbandonProb = *lrounds, *lclients, *lops, *timeout, *labandon
 		lc.Faults.LateLanding = *late
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 		code := runLeases(ctx, os.Stdout, lc, *first, *seeds, *duration, *workers, *verbose)
