@@ -50,3 +50,37 @@ func TestJournalExpiryStep(t *testing.T) {
 	require.Equal(t, full, sweep(), "a clock that moved back sweeps at once")
 	require.Zero(t, sweep())
 }
+
+// A slot is held by one operation at a time (journal.takeSlot): an
+// operation that ends after its journal started a new epoch must not put
+// its old epoch's slot number on the new epoch's free list, where it would
+// name the new epoch's slot of that number (held by another operation, or
+// not made yet) and two operations in flight would write one slot key.
+func TestJournalSlotOfAnEndedEpochIsNotReused(t *testing.T) {
+	now := time.Unix(1_700_000_000, 0)
+	cfg, err := newConfig([]Option{WithClock(func() time.Time { return now }), WithJournalRetention(time.Minute)})
+	require.NoError(t, err)
+	j := newJournal([]byte("epochs"), cfg)
+	begin := func() *op {
+		o := &op{}
+		j.beginInto(o, "", true, true, nil)
+		require.True(t, o.slotted)
+		return o
+	}
+	a0, a1 := begin(), begin() // slots 0 and 1 of the first epoch, in flight
+	require.NotEqual(t, a0.slotKey, a1.slotKey)
+
+	now = now.Add(j.slotEpochAge())
+	b := begin() // a new epoch: its slot 0
+	require.NotEqual(t, a0.slotGen, b.slotGen, "a new epoch")
+	b.end(nil)
+	a1.end(nil) // the first epoch's operations end in the new one
+	a0.end(nil)
+
+	live := map[string]bool{}
+	for range 3 {
+		o := begin()
+		require.False(t, live[string(o.slotKey)], "slot %d's key is held by another operation in flight", o.slot)
+		live[string(o.slotKey)] = true
+	}
+}

@@ -358,3 +358,45 @@ func TestRecoveryByOpIDOutlivesALateOriginal(t *testing.T) {
 		require.ErrorIs(t, err, fdbqueue.ErrEmpty, "the original must have conflicted: it read the item another consumer took")
 	})
 }
+
+// retryHookDB runs beforeRetry before the second attempt of each Transact.
+type retryHookDB struct {
+	kv.Database
+	beforeRetry func()
+}
+
+func (d *retryHookDB) Transact(ctx context.Context, fn func(kv.Transaction) error) error {
+	n := 0
+	return d.Database.Transact(ctx, func(tr kv.Transaction) error {
+		if n++; n == 2 {
+			d.beforeRetry()
+		}
+		return fn(tr)
+	})
+}
+
+// A journal slot whose operation failed with an error that may hide a
+// commit is not reused (journal.go, op.end): that commit can still land,
+// after the caller gave up on it (FoundationDB fences an in-flight commit
+// only before reporting commit_unknown_result: commitDummyTransaction in
+// fdbclient/NativeAPI.actor.cpp), and overwrite the record of the next
+// operation in the slot. Here the late commit lands between an Enqueue's
+// applied commit_unknown_result and its retry: had the Enqueue been given
+// the dropped slot, the retry would find the late operation's ID there and
+// enqueue a second time.
+func TestJournalSlotDroppedAfterAMaybeCommittedError(t *testing.T) {
+	bg := context.Background()
+	db, q := newDB(t), mustQueue(t, "late-slot")
+	for _, v := range []string{"x1", "x2"} {
+		require.NoError(t, q.Enqueue(bg, db, []byte(v)))
+	}
+	release, err := interruptCommit(db, func(ctx context.Context) error {
+		_, err := q.Dequeue(ctx, db)
+		return err
+	})
+	require.True(t, kv.MaybeCommitted(err), "an interrupted commit may have applied: %v", err)
+
+	db.FailNextCommit(kv.ErrCommitUnknownResult, true)
+	require.NoError(t, q.Enqueue(bg, &retryHookDB{Database: db, beforeRetry: release}, []byte("b")))
+	require.Equal(t, []string{"x2", "b"}, drain(t, db, q), "the late Dequeue took x1; b was enqueued once")
+}
