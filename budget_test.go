@@ -307,3 +307,48 @@ func TestBatchBudgetLargestEnqueueOfTinyItems(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, lo, n)
 }
+
+// TestBatchBudgetPriorityQueueChunkedRecords: a pop's journal record is
+// the item's value and 9 bytes (priorityqueue.go, popRecordTag), so the
+// record of a limit-sized value is written in two chunks, the second a
+// Set of its own (setChunked), which the budget must count. The test
+// measures, as FoundationDB counts it (fdbDB), the size of a PopMinBatch
+// of n limit-sized values, then pops n from a copy of that queue with a
+// budget one byte smaller: the pop must take fewer, since n would exceed
+// the budget. (The count is an upper bound: it reckons with the most
+// clean-ups and an expiry, which these pops do not write, a few
+// thousand bytes; n is large enough that leaving out the second chunks,
+// a few hundred bytes each, would under-count by more.)
+func TestBatchBudgetPriorityQueueChunkedRecords(t *testing.T) {
+	ctx := context.Background()
+	raw := newDB(t)
+	value := bytes.Repeat([]byte{0xee}, kv.MaxValueSize)
+	const n = 40
+	for _, name := range []string{"pq-chunk-a", "pq-chunk-b"} {
+		pq := mustPQ(t, name)
+		require.NoError(t, raw.Transact(ctx, func(tr kv.Transaction) error {
+			for range n {
+				if err := pq.Push(ctx, tr, value, 1); err != nil {
+					return err
+				}
+			}
+			return nil
+		}))
+	}
+	// One ID for both pops (their journals are apart): their journal
+	// keys have the same length.
+	id := fdbqueue.NewOpID()
+	measure := newFDBDB(raw)
+	got, err := mustPQ(t, "pq-chunk-a", fdbqueue.WithBatchBudget(fdbqueue.MaxBatchBudget)).PopMinBatch(ctx, measure, n, fdbqueue.WithOpID(id))
+	require.NoError(t, err)
+	require.Equal(t, n, len(got))
+	size := measure.st.snapshot().maxSize
+
+	db := newFDBDB(raw)
+	got, err = mustPQ(t, "pq-chunk-b", fdbqueue.WithBatchBudget(size-1)).PopMinBatch(ctx, db, n, fdbqueue.WithOpID(id))
+	require.NoError(t, err)
+	require.Equal(t, n-1, len(got), "n items measured %d bytes, over the budget", size)
+	st := db.st.snapshot()
+	require.Empty(t, st.violations)
+	require.LessOrEqual(t, st.maxSize, size-1, "the commit's size, as FDB counts it, within the budget")
+}
