@@ -1,5 +1,7 @@
 package fdbqueue
 
+import "github.com/fdbqueue/fdbqueue/kv"
+
 // Test seams, visible only to this package's tests.
 
 // OpIDAt makes an OpID stamped with the given time.
@@ -8,3 +10,23 @@ var OpIDAt = newOpIDAt
 // SetUserVersion sets the user version a versionstamp-ordered q gives its
 // next item (at most 65,536).
 func SetUserVersion(q *Queue, v uint32) { q.userVer.Store(v) }
+
+// PrimeJournal makes the next operation of pq carry the most clean-ups
+// (maxCarriedCleanups records of other operations, each a point) and run
+// an expiry whose sweep includes the range of the layout before shards:
+// everything overheadCost counts for the journal.
+func PrimeJournal(pq *PriorityQueue) {
+	j := pq.journal
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	for n := range maxCarriedCleanups {
+		o := &op{j: j}
+		for i := range o.id {
+			o.id[i] = byte(i + 1 + n)
+		}
+		o.keys()
+		j.addPending(kv.KeyRange{Begin: o.key0, End: o.key0[:len(o.key0)+1]})
+	}
+	j.count.Store(j.gcEvery - 1)
+	j.gcShard.Store(0)
+}
