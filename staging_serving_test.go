@@ -353,3 +353,47 @@ func TestStagedPlaceLeavesForeignKey(t *testing.T) {
 	require.ErrorIs(t, err, fdbqueue.ErrForeignKey, "as a plain dequeue finds it at the head")
 	require.Empty(t, stagingKeys(t, db, sub))
 }
+
+// A handle made without WithStaging that last saw the queue unstaged
+// learns of place mode from the operation that finds it (config.go,
+// gateRead.agree): its Dequeue, which chose the head with the record it
+// had seen, must retry with the new one (errConfigMoved) instead of
+// taking the item at a waiting request's place.
+func TestUnstagedConsumerLearnsOfPlaceMode(t *testing.T) {
+	ctx := context.Background()
+	db := stgDB(t)
+	sub := stgSubspace(t, "learns-place")
+	vs := fdbqueue.WithVersionstampOrder()
+	consumer := stgQueue(t, sub, vs) // no staging options
+	producer := stgQueue(t, sub, vs)
+	_, err := consumer.Dequeue(ctx, db)
+	require.ErrorIs(t, err, fdbqueue.ErrEmpty, "the consumer has seen the queue unstaged")
+
+	q := stgQueue(t, sub, vs, fdbqueue.WithStaging(fdbqueue.StagingConfig{Serving: fdbqueue.ServeByPlace}))
+	armed := make(chan struct{}, 8)
+	wctx, cancel := context.WithCancel(ctx)
+	fdbqueue.SetStagingHook(q, func(p string) {
+		switch p {
+		case "armed":
+			armed <- struct{}{}
+		case "woke":
+			<-wctx.Done() // keep the waiter asleep (see TestStagedPlaceReservesItems)
+		}
+	})
+	done := make(chan error, 1)
+	go func() {
+		_, err := q.DequeueWait(wctx, db)
+		done <- err
+	}()
+	<-armed
+	require.NoError(t, producer.Enqueue(ctx, db, []byte("x")))
+
+	_, err = consumer.Dequeue(ctx, db)
+	require.ErrorIs(t, err, fdbqueue.ErrEmpty, "x is the waiter's")
+	cancel()
+	require.ErrorIs(t, <-done, context.Canceled)
+	v, err := consumer.Dequeue(ctx, db)
+	require.NoError(t, err)
+	require.Equal(t, "x", string(v))
+	requireClean(t, db, sub)
+}
