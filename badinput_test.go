@@ -434,6 +434,20 @@ func badRows() []badRow {
 			require.ErrorIs(t, q.Enqueue(ctx, db, []byte("y")), fdbqueue.ErrForeignKey, "the foreign key is also the tail")
 			require.Equal(t, 1, queueLen(t, db, q))
 		}},
+		{"Queue.Dequeue, Peek (WithVersionstampOrder)", "a key (versionstamp, random bytes, one more element) at the head", "ErrForeignKey; nothing removed", func(t *testing.T) {
+			db := newDB(t)
+			q := mustQueue(t, "foreign-vs", fdbqueue.WithVersionstampOrder())
+			require.NoError(t, q.Enqueue(ctx, db, []byte("a")))          // stores the configuration
+			vs := tuple.Versionstamp{TransactionVersion: [10]byte{9: 1}} // before any commit's
+			key := foreign(t, db, q.Subspace(), tuple.Tuple{vs, bytes.Repeat([]byte{1}, 20), int64(0)}, []byte("x"))
+			_, err := q.Dequeue(ctx, db)
+			var fk *fdbqueue.ForeignKeyError
+			require.ErrorAs(t, err, &fk)
+			require.Equal(t, key, fk.Key)
+			_, err = q.Peek(ctx, db)
+			require.ErrorIs(t, err, fdbqueue.ErrForeignKey)
+			require.Equal(t, 2, queueLen(t, db, q))
+		}},
 		{"Queue.DequeueBatch", "good items, then a foreign key", "OK: the good items; the foreign key stays", func(t *testing.T) {
 			db := newDB(t)
 			q := mustQueue(t, "foreign-batch")
@@ -473,6 +487,16 @@ func badRows() []badRow {
 			var ce *fdbqueue.CodecError
 			require.ErrorAs(t, err, &ce)
 			require.Equal(t, []byte("not json"), ce.Raw)
+		}},
+		{"Queue.Dequeue (TupleValues)", "stored tuple of two byte strings (the Java recipe stores a one-element tuple)", "ErrCodec; nothing removed", func(t *testing.T) {
+			db := newDB(t)
+			q := mustQueue(t, "codec-two", fdbqueue.WithValueEncoding(fdbqueue.TupleValues))
+			two, err := tuple.Tuple{[]byte("a"), []byte("b")}.Pack()
+			require.NoError(t, err)
+			foreign(t, db, q.Subspace(), tuple.Tuple{int64(1), make([]byte, 20)}, two)
+			_, err = q.Dequeue(ctx, db)
+			require.ErrorIs(t, err, fdbqueue.ErrCodec)
+			require.Equal(t, 1, queueLen(t, db, q))
 		}},
 		{"TypedQueue.Enqueue", "a value the codec cannot encode (JSON of a channel)", "ErrCodec; nothing written", func(t *testing.T) {
 			db := newDB(t)
