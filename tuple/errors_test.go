@@ -1,6 +1,7 @@
 package tuple_test
 
 import (
+	"bytes"
 	"errors"
 	"math/big"
 	"strings"
@@ -176,4 +177,21 @@ func TestErrorMessageIsInformative(t *testing.T) {
 	assert.Equal(t, "tuple: unpack element [0 0] (code 0x16) at offset 1: integer is not minimally encoded (leading zero byte): malformed tuple encoding", err.Error())
 	assert.True(t, errors.Is(err, tuple.ErrMalformed))
 	assert.False(t, errors.Is(err, tuple.ErrUnsupportedType))
+}
+
+// TestUnpackRejectsShortBigIntLengths: codes 0x1d and 0x0b carry integers
+// wider than 8 bytes; narrower ones have the fixed-width codes 0x0c..0x1c
+// (TupleUtil.java, encode(BigInteger): 0x1d/0x0b only when n > Long.BYTES).
+// Unpack accepts canonical encodings only, so every length from 0 to 7 is
+// rejected, whatever the magnitude bytes.
+func TestUnpackRejectsShortBigIntLengths(t *testing.T) {
+	for n := range 8 {
+		pos := append([]byte{0x1d, byte(n)}, bytes.Repeat([]byte{0x01}, n)...)
+		neg := append([]byte{0x0b, ^byte(n)}, bytes.Repeat([]byte{0xfe}, n)...)
+		for _, in := range [][]byte{pos, neg} {
+			got, err := tuple.Unpack(in)
+			require.ErrorIs(t, err, tuple.ErrMalformed, "Unpack(%x) = %v", in, got)
+			assert.Contains(t, err.Error(), "fixed-width", "Unpack(%x)", in)
+		}
+	}
 }
