@@ -100,3 +100,29 @@ func TestVersionstampsOrder(t *testing.T) {
 		assert.Equal(t, -1, bytes.Compare(mustPack(t, x), mustPack(t, y)), "packed %v < %v", x, y)
 	}
 }
+
+// TestPackWithVersionstampPrefix: the key is built in fresh memory, so a
+// prefix with spare capacity (a shared subspace prefix) is neither written
+// into nor shared between keys; and the offset is the 4-byte little-endian
+// form of API version 520 and later (bindings/python/fdb/tuple.py,
+// _pack_maybe_with_versionstamp: struct.pack("<L", version_pos)), so a
+// prefix longer than 64 KiB still gets its exact offset.
+func TestPackWithVersionstampPrefix(t *testing.T) {
+	backing := make([]byte, 3, 64)
+	copy(backing, "pfx")
+	prefix := backing[:3]
+	k1, err := tuple.Tuple{tuple.IncompleteVersionstamp(1)}.PackWithVersionstamp(prefix)
+	require.NoError(t, err)
+	k2, err := tuple.Tuple{"x", tuple.IncompleteVersionstamp(2)}.PackWithVersionstamp(prefix)
+	require.NoError(t, err)
+	assert.Equal(t, make([]byte, 61), backing[3:64], "spare capacity of the prefix was written")
+	assert.Equal(t, append([]byte("pfx\x33"), append(bytes.Repeat([]byte{0xff}, 10), 0x00, 0x01, 4, 0, 0, 0)...), k1)
+	assert.Equal(t, append([]byte("pfx\x02x\x00\x33"), append(bytes.Repeat([]byte{0xff}, 10), 0x00, 0x02, 7, 0, 0, 0)...), k2)
+
+	long := bytes.Repeat([]byte{'a'}, 70_000)
+	key, err := tuple.Tuple{tuple.IncompleteVersionstamp(3)}.PackWithVersionstamp(long)
+	require.NoError(t, err)
+	require.Len(t, key, 70_000+13+4)
+	assert.Equal(t, uint32(70_001), binary.LittleEndian.Uint32(key[len(key)-4:]))
+	assert.Equal(t, bytes.Repeat([]byte{0xff}, 10), key[70_001:70_011])
+}
