@@ -97,3 +97,21 @@ func TestPropertyPrefixConcatenation(t *testing.T) {
 		require.Equal(t, whole, appended, "case %d: AppendPack", i)
 	}
 }
+
+// TestCompareDeepNesting: Compare looks at every level Pack accepts, down to
+// MaxDepth, and agrees with the byte order of the packings there.
+func TestCompareDeepNesting(t *testing.T) {
+	wrap := func(depth int, v any) tuple.Tuple {
+		tp := tuple.Tuple{v}
+		for range depth {
+			tp = tuple.Tuple{tp}
+		}
+		return tp
+	}
+	for _, depth := range []int{4, 50, tuple.MaxDepth} {
+		a, b := wrap(depth, int64(1)), wrap(depth, int64(2))
+		require.Equal(t, -1, bytes.Compare(mustPack(t, a), mustPack(t, b)), "depth %d", depth)
+		require.Equal(t, -1, tuple.Compare(a, b), "depth %d", depth)
+		require.Equal(t, 1, tuple.Compare(b, a), "depth %d", depth)
+	}
+}
