@@ -204,3 +204,78 @@ func TestUnpackPythonEightByteBigInts(t *testing.T) {
 		require.ErrorIs(t, err, tuple.ErrMalformed, "Unpack(%s)", bad)
 	}
 }
+
+// TestPackCapacityIsExact: Pack and PackWithVersionstamp size their result
+// in a first pass and promise exactly the needed capacity, so an error in
+// that size computation (an element's length, a null's escape byte inside
+// a nested tuple, a big integer's length byte) shows as cap != len.
+func TestPackCapacityIsExact(t *testing.T) {
+	minusMaxUint64 := new(big.Int).Neg(new(big.Int).SetUint64(math.MaxUint64))
+	fixed := []tuple.Tuple{
+		{nil},
+		{tuple.Tuple{nil, tuple.Tuple{nil}}},
+		{tuple.Tuple{}},
+		{[]byte{0, 1, 0}, "\x00a\x00"},
+		{float32(-1.5), -2.5, true, false},
+		{tuple.UUID{1}, tuple.Versionstamp{UserVersion: 3}},
+		{uint64(math.MaxUint64), uint(1) << 63, int64(math.MinInt64), int8(-1)},
+		{minusMaxUint64, *big.NewInt(-70000), *new(big.Int).Lsh(big.NewInt(1), 100), new(big.Int).Lsh(big.NewInt(-1), 100)},
+	}
+	check := func(tp tuple.Tuple) {
+		t.Helper()
+		packed, err := tp.Pack()
+		require.NoError(t, err, "Pack(%v)", tp)
+		require.Equal(t, len(packed), cap(packed), "Pack(%v) = %x", tp, packed)
+		stamped := append(append(tuple.Tuple{}, tp...), tuple.IncompleteVersionstamp(1))
+		key, err := stamped.PackWithVersionstamp([]byte("p"))
+		require.NoError(t, err, "PackWithVersionstamp(%v)", stamped)
+		require.Equal(t, len(key), cap(key), "PackWithVersionstamp(%v) = %x", stamped, key)
+	}
+	for _, tp := range fixed {
+		check(tp)
+	}
+	g := newGen(7, false, false)
+	for range 2000 {
+		check(g.tuple(0))
+	}
+}
+
+// TestUnpackEscapedNoExtraAllocations: Unpack sizes each byte string and
+// string in one scan before copying it, counting an escaped 0x00 as one
+// byte; a miscount shows as an extra allocation when the copy grows.
+func TestUnpackEscapedNoExtraAllocations(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector changes allocation counts")
+	}
+	for _, code := range []byte{0x01, 0x02} {
+		plain := []byte{code, 'a', 'b', 'c', 'd', 'e', 'f', 'g', 'h', 'i', 'j', 0x00}
+		escaped := []byte{code, 'a', 0x00, 0xff, 'c', 0x00, 0xff, 'e', 'f', 'g', 'h', 'i', 'j', 0x00}
+		unpack := func(b []byte) func() {
+			return func() {
+				if _, err := tuple.Unpack(b); err != nil {
+					panic(err)
+				}
+			}
+		}
+		want := testing.AllocsPerRun(100, unpack(plain))
+		got := testing.AllocsPerRun(100, unpack(escaped))
+		assert.Equal(t, want, got, "code 0x%02x: allocations with escapes vs without", code)
+	}
+}
+
+// TestUUIDString checks every group of the 8-4-4-4-12 form (RFC 4122,
+// section 3), bytes in order.
+func TestUUIDString(t *testing.T) {
+	var u tuple.UUID
+	for i := range u {
+		u[i] = byte(i) | byte(i)<<4
+	}
+	assert.Equal(t, "00112233-4455-6677-8899-aabbccddeeff", u.String())
+}
+
+// TestStringFormatsEmptyTuples: the Python-like notation has no trailing
+// comma for an empty tuple, as in Python's repr(()) and repr(((),)).
+func TestStringFormatsEmptyTuples(t *testing.T) {
+	assert.Equal(t, "()", tuple.Tuple{}.String())
+	assert.Equal(t, "((),)", tuple.Tuple{tuple.Tuple{}}.String())
+}
