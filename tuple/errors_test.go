@@ -38,6 +38,8 @@ func TestUnpackRejectsMalformed(t *testing.T) {
 		{"non-minimal positive zero", "15 00", 0, []int{0}, "minimally"},
 		{"non-minimal negative", "12 ff fe", 0, []int{0}, "minimally"},
 		{"negative zero", "13 ff", 0, []int{0}, "minimally"},
+		{"non-minimal 8-byte positive", "1c 00 ff ff ff ff ff ff ff", 0, []int{0}, "minimally"},
+		{"non-minimal 8-byte negative", "0c ff 00 00 00 00 00 00 00", 0, []int{0}, "minimally"},
 		{"big positive that fits 8 bytes", "1d 08 01 00 00 00 00 00 00 00", 0, []int{0}, "fixed-width"},
 		{"big negative that fits 8 bytes", "0b f7 fe ff ff ff ff ff ff ff", 0, []int{0}, "fixed-width"},
 		{"big positive leading zero", "1d 09 00 01 00 00 00 00 00 00 00", 0, []int{0}, "minimally"},
@@ -194,4 +196,20 @@ func TestUnpackRejectsShortBigIntLengths(t *testing.T) {
 			assert.Contains(t, err.Error(), "fixed-width", "Unpack(%x)", in)
 		}
 	}
+}
+
+// TestErrorMessageFields: Error prints the path, type and offset only when
+// they apply, offset 0 included.
+func TestErrorMessageFields(t *testing.T) {
+	_, err := tuple.Unpack([]byte{0x40})
+	require.Error(t, err)
+	assert.Equal(t, "tuple: unpack element [0] (code 0x40) at offset 0: unknown or unsupported type code: malformed tuple encoding", err.Error())
+
+	_, err = tuple.Tuple{int64(1), make(chan int)}.Pack()
+	require.Error(t, err)
+	assert.Equal(t, "tuple: pack element [1] (chan int): element type not supported: unsupported tuple element", err.Error())
+
+	_, err = tuple.Strinc([]byte{0xff})
+	require.Error(t, err)
+	assert.Equal(t, "tuple: strinc: prefix is empty or made only of 0xff bytes: prefix has no successor", err.Error())
 }
