@@ -279,3 +279,10 @@ func TestStringFormatsEmptyTuples(t *testing.T) {
 	assert.Equal(t, "()", tuple.Tuple{}.String())
 	assert.Equal(t, "((),)", tuple.Tuple{tuple.Tuple{}}.String())
 }
+
+// TestVersionstampString: hexadecimal transaction version, decimal user
+// version.
+func TestVersionstampString(t *testing.T) {
+	v := tuple.Versionstamp{TransactionVersion: [10]byte{7: 1, 9: 0x0a}, UserVersion: 300}
+	assert.Equal(t, "0000000000000001000a:300", v.String())
+}
