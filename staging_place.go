@@ -97,7 +97,7 @@ func (w *waiter[T]) takeItem(tr kv.Transaction, it kv.KeyValue, fromHead bool) (
 func (s *stageSide[T]) liveRequests(p pass, line lineRead, mine []byte) (lineRead, int, error) {
 	tr, now, sp, complete := p.tr, p.now, p.sp, line.complete
 	var live []kv.KeyValue
-	pos, rest := -1, line.items
+	pos, rest, dropped := -1, line.items, 0
 	for _, r := range line.reqs {
 		if mine != nil && bytes.Equal(r.Key, mine) {
 			pos = len(live)
@@ -112,7 +112,10 @@ func (s *stageSide[T]) liveRequests(p pass, line lineRead, mine []byte) (lineRea
 		}
 		// Over the budget, an expired request stays for a later
 		// transaction to drop: by place it keeps its place (as if live);
-		// in batches it is passed over.
+		// in batches it is passed over. The first one goes whatever it
+		// costs, as a batch takes its first item: by place the item moved
+		// with it can alone exceed the budget, and it would otherwise
+		// hold its place for good.
 		cost := dropCost(len(r.Key), 0) + len(s.items.Begin) + len(s.items.End)
 		if _, rid, err := s.parseReq(r.Key); err == nil {
 			cost += clearCost(len(s.resKey(rid)))
@@ -120,7 +123,7 @@ func (s *stageSide[T]) liveRequests(p pass, line lineRead, mine []byte) (lineRea
 		if s.stable && perr == nil && len(live) < len(rest) {
 			cost += moveCost(rest[len(live)], s.items)
 		}
-		if !sp.fits(cost) {
+		if dropped > 0 && !sp.fits(cost) {
 			if s.stable && perr == nil {
 				live = append(live, r)
 			}
@@ -150,6 +153,7 @@ func (s *stageSide[T]) liveRequests(p pass, line lineRead, mine []byte) (lineRea
 		if err := s.drop(tr, r.Key); err != nil {
 			return lineRead{}, 0, err
 		}
+		dropped++
 	}
 	if pos < 0 {
 		pos = len(live)
