@@ -3,6 +3,7 @@ package fdbqueue_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -129,4 +130,140 @@ func TestStagedPlaceRecoverMovesALargeItem(t *testing.T) {
 	require.Equal(t, []string{"d", "large A", "b"}, drainShown(t, db, q),
 		"A and b went to the tail with E0's and E1's requests, after d")
 	requireClean(t, db, sub)
+}
+
+// By place, a waiter's step keeps an expired request whose place lies
+// beyond the items it read (the read stopped at the budget): it cannot
+// tell whether an item reaches that place. Here W and E wait at places 0
+// and 1, E expires, and the queue holds A (large), b, c and d. W's step
+// reads only A, takes it and keeps E; while its commit is in flight a
+// consumer outside the line takes c, the first item after the two places.
+// Had the step dropped E, b would be at the head with no request before
+// it, after c was taken although b was enqueued first and handed to no
+// one. E's cleanup moves b to the tail instead.
+func TestStagedPlaceStepKeepsAPlaceBeyondItsRead(t *testing.T) {
+	ctx := context.Background()
+	m := stagingModes[1] // by place
+	const timeout = 10 * time.Second
+	clock := memdb.NewManualClock(time.Unix(1_700_000_000, 0))
+	opts := append(m.opts(fdbqueue.StagingConfig{ClaimTimeout: timeout}), fdbqueue.WithClock(clock.Now), fdbqueue.WithBatchBudget(largeBudget))
+	db, sub, qW := stagedQueue(t, "stepbeyondread", opts...)
+	qE, q := stgQueue(t, sub, opts...), stgQueue(t, sub, opts...)
+
+	armedW, releaseW := holdWaiters(qW) // W stops once woken
+	defer releaseW()
+	gotW, errsW := startWaiters(ctx, qW, db, 1)
+	<-armedW
+	// E files its request behind W's and stalls before it sleeps: it no
+	// longer renews it.
+	stalled, resume := make(chan struct{}), make(chan struct{})
+	var resumed sync.Once
+	unstall := func() { resumed.Do(func() { close(resume) }) }
+	defer unstall()
+	fdbqueue.SetStagingHook(qE, func(p string) {
+		if p == "armed" {
+			close(stalled)
+			<-resume
+		}
+	})
+	ectx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	doneE := make(chan error, 1)
+	go func() {
+		_, err := qE.DequeueWait(ectx, db)
+		doneE <- err
+	}()
+	<-stalled
+	require.NoError(t, q.Enqueue(ctx, db, largeItem('A')))
+	for _, v := range []string{"b", "c", "d"} {
+		require.NoError(t, q.Enqueue(ctx, db, []byte(v)))
+	}
+	clock.Advance(timeout + time.Second) // E's request expires (W's step keeps its own)
+
+	held, release := db.HoldNextCommit() // W's step
+	defer release()
+	releaseW()
+	<-held
+	require.Equal(t, "c", takeOutside(ctx, t, db, q), "A and b are due to W's and E's places")
+	release()
+	select {
+	case v := <-gotW:
+		require.Equal(t, "large A", shown(v))
+	case err := <-errsW:
+		require.NoError(t, err)
+	}
+
+	cancel()
+	unstall()
+	require.ErrorIs(t, <-doneE, context.Canceled)
+	require.Equal(t, []string{"d", "b"}, drainShown(t, db, q), "b went to the tail with E's request, after d")
+	requireClean(t, db, sub)
+}
+
+// A plain Dequeue behind waiters whose items fill the budget (its read
+// stops before its place) does not report ErrEmpty: the items may reach
+// its place, and here they do. With one waiter ahead, its step hands A to
+// that waiter and the next one takes b; with two, it waits until they
+// are served and gets c.
+func TestStagedPlainDequeueBehindALargeItem(t *testing.T) {
+	forModes(t, func(t *testing.T, m stagingMode) {
+		for _, ahead := range []int{1, 2} {
+			t.Run(fmt.Sprintf("ahead=%d", ahead), func(t *testing.T) {
+				ctx := context.Background()
+				opts := append(m.opts(fdbqueue.StagingConfig{ClaimTimeout: time.Hour}), fdbqueue.WithBatchBudget(largeBudget))
+				db, sub, qW := stagedQueue(t, "plainlarge", opts...)
+				qC := stgQueue(t, sub, opts...)
+
+				armedW, releaseW := holdWaiters(qW) // the waiters stop once woken
+				defer releaseW()
+				gotW, errsW := startWaiters(ctx, qW, db, ahead)
+				for range ahead {
+					<-armedW
+				}
+				want := []string{"large A", "b", "c"}[:ahead+1]
+				require.NoError(t, qC.Enqueue(ctx, db, largeItem('A')))
+				for _, v := range want[1:] {
+					require.NoError(t, qC.Enqueue(ctx, db, []byte(v)))
+				}
+
+				fdbqueue.SetStagingBusy(qC, true) // no plain attempt: C files a request at once
+				armedC := make(chan struct{}, 8)
+				fdbqueue.SetStagingHook(qC, func(p string) {
+					if p == "armed" {
+						armedC <- struct{}{}
+					}
+				})
+				type res struct {
+					v   []byte
+					err error
+				}
+				doneC := make(chan res, 1)
+				go func() {
+					v, err := qC.Dequeue(ctx, db)
+					doneC <- res{v, err}
+				}()
+				var c res
+				select {
+				case c = <-doneC:
+				case <-armedC: // C waits for the waiters ahead
+					releaseW()
+					c = <-doneC
+				}
+				releaseW()
+				require.NoError(t, c.err, "an item reaches C's place")
+				require.Equal(t, want[ahead], shown(c.v), "C, behind %d waiters, gets item %d", ahead, ahead)
+				var got []string
+				for range ahead {
+					select {
+					case v := <-gotW:
+						got = append(got, shown(v))
+					case err := <-errsW:
+						require.NoError(t, err)
+					}
+				}
+				require.ElementsMatch(t, want[:ahead], got, "the waiters ahead get the items before C's")
+				requireClean(t, db, sub)
+			})
+		}
+	})
 }
