@@ -113,6 +113,40 @@ func TestStagedCancelDuringTake(t *testing.T) {
 	})
 }
 
+// When the cleanup of a cancelled call returns the item of a take whose
+// interrupted commit applied, it also erases the take's journal record: a
+// retry with the same operation ID is then a new Dequeue, which takes the
+// item from the queue. Replaying the record instead would return x while x
+// is also back in the queue, twice in all.
+func TestStagedCancelDuringTakeErasesItsRecord(t *testing.T) {
+	forModes(t, func(t *testing.T, m stagingMode) {
+		ctx := context.Background()
+		db, sub, q := stagedQueue(t, "cancelrecord", m.opts(fdbqueue.StagingConfig{})...)
+		require.NoError(t, q.Enqueue(ctx, db, []byte("x")))
+		id := fdbqueue.NewOpID()
+		wctx, cancel := context.WithCancel(ctx)
+		var once sync.Once
+		fdbqueue.SetStagingHook(q, func(p string) {
+			switch p {
+			case "taking":
+				once.Do(func() { db.FailNextCommit(kv.CommitInterrupted(kv.ErrTransactionCancelled), true) })
+			case "failed":
+				cancel()
+			}
+		})
+		_, err := q.Dequeue(wctx, db, fdbqueue.WithOpID(id))
+		require.ErrorIs(t, err, context.Canceled)
+		require.False(t, kv.MaybeCommitted(err), "the cleanup settled the outcome: %v", err)
+		require.Len(t, itemKeys(t, db, sub), 1, "the cleanup returned x")
+
+		v, err := q.Dequeue(ctx, db, fdbqueue.WithOpID(id))
+		require.NoError(t, err)
+		require.Equal(t, "x", string(v))
+		require.Empty(t, itemKeys(t, db, sub), "x was taken once in all")
+		require.Empty(t, stagingKeys(t, db, sub))
+	})
+}
+
 // An interrupted take with the caller still waiting is resolved through
 // the journal: the item is returned once.
 func TestStagedInterruptedTakeResolved(t *testing.T) {
