@@ -355,22 +355,9 @@ func TestStagedFulfilmentConflictsWithItsItemOrRequest(t *testing.T) {
 
 			// W files a request on the empty queue and sleeps; the
 			// enqueue of x wakes it, and it stalls there.
-			var arm, wake sync.Once
-			armed, woke, resume := make(chan struct{}), make(chan struct{}), make(chan struct{})
-			var resumed sync.Once
-			unstall := func() { resumed.Do(func() { close(resume) }) }
+			hook, armed, woke, unstall := stallAfterWake()
 			defer unstall()
-			fdbqueue.SetStagingHook(qW, func(p string) {
-				switch p {
-				case "armed":
-					arm.Do(func() { close(armed) })
-				case "woke":
-					wake.Do(func() {
-						close(woke)
-						<-resume
-					})
-				}
-			})
+			fdbqueue.SetStagingHook(qW, hook)
 			wctx, cancel := context.WithCancel(ctx)
 			defer cancel()
 			done := make(chan error, 1)
@@ -518,22 +505,9 @@ func TestStagedResultExpiryConflictsWithCollect(t *testing.T) {
 
 	// W files a request on the empty queue and sleeps; the enqueue of x
 	// wakes it, and it stalls there.
-	var arm, wake sync.Once
-	armed, woke, resume := make(chan struct{}), make(chan struct{}), make(chan struct{})
-	var resumed sync.Once
-	unstall := func() { resumed.Do(func() { close(resume) }) }
+	hook, armed, woke, unstall := stallAfterWake()
 	defer unstall()
-	fdbqueue.SetStagingHook(qW, func(p string) {
-		switch p {
-		case "armed":
-			arm.Do(func() { close(armed) })
-		case "woke":
-			wake.Do(func() {
-				close(woke)
-				<-resume
-			})
-		}
-	})
+	fdbqueue.SetStagingHook(qW, hook)
 	type res struct {
 		v   []byte
 		err error

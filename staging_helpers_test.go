@@ -295,3 +295,24 @@ func toStrings(vals [][]byte) []string {
 	}
 	return out
 }
+
+// stallAfterWake returns a staging hook for one waiter: armed is closed
+// when the waiter first goes to sleep, woke when it first wakes, and there
+// it stalls (its request still in the line) until resume is called, which
+// may be called more than once.
+func stallAfterWake() (hook func(string), armed, woke <-chan struct{}, resume func()) {
+	var arm, wake, resumed sync.Once
+	a, w, r := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	hook = func(p string) {
+		switch p {
+		case "armed":
+			arm.Do(func() { close(a) })
+		case "woke":
+			wake.Do(func() {
+				close(w)
+				<-r
+			})
+		}
+	}
+	return hook, a, w, func() { resumed.Do(func() { close(r) }) }
+}

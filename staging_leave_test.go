@@ -256,22 +256,9 @@ func TestStagedPQFastAttemptConflictsWithWithdrawal(t *testing.T) {
 
 	// W waits on the empty queue; the push of a and b wakes it, and it
 	// stalls there.
-	var arm, wake sync.Once
-	armed, woke, resume := make(chan struct{}), make(chan struct{}), make(chan struct{})
-	var resumed sync.Once
-	unstall := func() { resumed.Do(func() { close(resume) }) }
+	hook, armed, woke, unstall := stallAfterWake()
 	defer unstall()
-	fdbqueue.SetPQStagingHook(pqW, func(p string) {
-		switch p {
-		case "armed":
-			arm.Do(func() { close(armed) })
-		case "woke":
-			wake.Do(func() {
-				close(woke)
-				<-resume
-			})
-		}
-	})
+	fdbqueue.SetPQStagingHook(pqW, hook)
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	done := make(chan error, 1)
@@ -345,22 +332,9 @@ func TestStagedReturnedResultWakesWatchers(t *testing.T) {
 
 			// W waits on the empty queue; the enqueue of x wakes it, and
 			// it stalls there, before it could collect x.
-			var arm, wake sync.Once
-			armed, woke, resume := make(chan struct{}), make(chan struct{}), make(chan struct{})
-			var resumed sync.Once
-			unstall := func() { resumed.Do(func() { close(resume) }) }
+			hook, armed, woke, unstall := stallAfterWake()
 			defer unstall()
-			fdbqueue.SetStagingHook(qW, func(p string) {
-				switch p {
-				case "armed":
-					arm.Do(func() { close(armed) })
-				case "woke":
-					wake.Do(func() {
-						close(woke)
-						<-resume
-					})
-				}
-			})
+			fdbqueue.SetStagingHook(qW, hook)
 			wctx, cancel := context.WithCancel(ctx)
 			defer cancel()
 			done := make(chan error, 1)

@@ -94,22 +94,9 @@ func TestUnstagedHandleFirstTakesRacingOnPlaceQueue(t *testing.T) {
 	qs := stgQueue(t, sub, m.opts(fdbqueue.StagingConfig{})...)
 	qp := stgQueue(t, sub, fdbqueue.WithVersionstampOrder()) // no WithStaging, and no record seen yet
 
-	var arm, wake sync.Once
-	armed, woke, resume := make(chan struct{}), make(chan struct{}), make(chan struct{})
-	var resumed sync.Once
-	release := func() { resumed.Do(func() { close(resume) }) }
+	hook, armed, woke, release := stallAfterWake()
 	defer release()
-	fdbqueue.SetStagingHook(qs, func(p string) {
-		switch p {
-		case "armed":
-			arm.Do(func() { close(armed) })
-		case "woke":
-			wake.Do(func() {
-				close(woke)
-				<-resume // the waiter stalls, its request in the line
-			})
-		}
-	})
+	fdbqueue.SetStagingHook(qs, hook)
 	wctx, wcancel := context.WithCancel(ctx)
 	defer wcancel()
 	type res struct {
