@@ -247,15 +247,20 @@ func setupRequeueDead(fs *flag.FlagSet) func(context.Context, *session, []string
 }
 
 // requeue requeues each job with JobQueue.Requeue, one transaction each
-// (exactly once through the journal under commit_unknown_result). A job
-// that fails (not dead, or its unique key held by a live job: it stays
-// dead) does not stop the others; the error joins the failures, so that errors.Is finds fdbqueue.ErrJobNotFound or
-// fdbqueue.ErrUniqueKeyHeld.
+// (exactly once through the journal under commit_unknown_result, and
+// settled as push and pop are when the command is interrupted while a
+// commit is in flight: see settle). A job that fails (not dead, or its
+// unique key held by a live job: it stays dead) does not stop the others;
+// the error joins the failures, so that errors.Is finds
+// fdbqueue.ErrJobNotFound or fdbqueue.ErrUniqueKeyHeld.
 func requeue(ctx context.Context, s *session, q *fdbqueue.JobQueue, ids []fdbqueue.JobID) error {
 	var errs []error
 	done := 0
 	for _, id := range ids {
-		if err := q.Requeue(ctx, s.db, id); err != nil {
+		_, err := settle(ctx, func(ctx context.Context, opID fdbqueue.OpOption) (struct{}, error) {
+			return struct{}{}, q.Requeue(ctx, s.db, id, opID)
+		})
+		if err != nil {
 			if ctx.Err() != nil {
 				return fmt.Errorf("requeued %d of %d jobs: %w", done, len(ids), err)
 			}

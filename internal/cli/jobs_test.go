@@ -385,3 +385,23 @@ func TestUsageListsJobCommands(t *testing.T) {
 	assert.Contains(t, b.String(), "  dead                   job queue: list dead-lettered jobs")
 	assert.Contains(t, b.String(), "--kind fifo|priority|jobs")
 }
+
+// A requeue whose commit was in flight when the command was interrupted
+// (kv.MaybeCommitted: Ctrl-C at the wrong moment) is settled with its
+// operation ID, as push and pop are: the command reports what happened,
+// the job requeued once, not a failure for a job that went back.
+func TestRequeueDeadInterruptedCommitSettles(t *testing.T) {
+	for _, applied := range []bool{true, false} {
+		t.Run(fmt.Sprintf("applied=%v", applied), func(t *testing.T) {
+			db, _, onClock := demoJobs(t)
+			db.FailNextCommit(kv.CommitInterrupted(context.Canceled), applied)
+			r := runCLI(t, db, onClock, work("requeue-dead", deadDemoID)...)
+			require.Equal(t, ExitOK, r.code, r.stderr)
+			assert.Equal(t, "requeued 1 of 1 dead job in (\"demo\", \"work\")\n", r.stdout)
+			st := jobStatsOf(t, db, onClock)
+			assert.Equal(t, int64(0), st.Dead)
+			assert.Equal(t, int64(4), st.Queued, "requeued once")
+			assert.Equal(t, int64(1), db.Stats().InjectedForced, "the fault was injected")
+		})
+	}
+}
