@@ -351,6 +351,7 @@ func TestBadInput(t *testing.T) {
 		{"push nothing", []string{"push", "--queue", "a/b"}, ErrBadArgument},
 		{"push priority on fifo", []string{"push", "--queue", "demo/jobs", "--priority", "3", "x"}, ErrBadArgument},
 		{"drain batch 0", []string{"drain", "--queue", "demo/jobs", "--batch", "0"}, ErrBadArgument},
+		{"drain negative limit", []string{"drain", "--queue", "demo/jobs", "--limit", "-1"}, ErrBadArgument},
 		{"watch interval 0", []string{"watch", "--queue", "a/b", "--interval", "0s"}, ErrBadArgument},
 	}
 	for _, c := range cases {

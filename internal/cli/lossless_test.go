@@ -1,0 +1,302 @@
+package cli
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/fdbqueue/fdbqueue"
+	"github.com/fdbqueue/fdbqueue/kv"
+	"github.com/fdbqueue/fdbqueue/memdb"
+)
+
+// readJSONLines returns the values of the items in a drain --out file.
+func readJSONLines(t *testing.T, path string) []string {
+	t.Helper()
+	f, err := os.Open(path)
+	require.NoError(t, err)
+	defer f.Close()
+	var got []string
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		var it Item
+		require.NoError(t, json.Unmarshal(sc.Bytes(), &it))
+		got = append(got, *it.Value)
+	}
+	require.NoError(t, sc.Err())
+	return got
+}
+
+// drain --out appends: a second drain into the same file keeps what the
+// first one removed (the file may be the only copy of those items).
+func TestDrainOutAppends(t *testing.T) {
+	db := demoDB(t)
+	out := filepath.Join(t.TempDir(), "removed.jsonl")
+	r := runCLI(t, db, nil, args("drain", "jobs", "--limit", "1", "--out", out)...)
+	require.Equal(t, ExitOK, r.code, r.stderr)
+	r = runCLI(t, db, nil, args("drain", "jobs", "--out", out)...)
+	require.Equal(t, ExitOK, r.code, r.stderr)
+	assert.Equal(t, []string{"resize img-1", "resize img-2", "send welcome email"}, readJSONLines(t, out))
+}
+
+// When drain cannot write a removed item to --out (here a full disk:
+// /dev/full fails every write with ENOSPC), it stops after that batch and
+// fails: it must not go on removing items it cannot keep. The items not
+// yet removed stay in the queue.
+func TestDrainStopsWhenOutFails(t *testing.T) {
+	if _, err := os.Stat("/dev/full"); err != nil {
+		t.Skip("no /dev/full:", err)
+	}
+	db := demoDB(t)
+	r := runCLI(t, db, nil, args("drain", "jobs", "--batch", "1", "--out", "/dev/full")...)
+	assert.Equal(t, ExitFailure, r.code)
+	assert.Equal(t, "drained 1 item from (\"demo\", \"jobs\") in 1s (1 items/s)\n", r.stdout)
+	assert.Contains(t, r.stderr, "fdbqueue drain: after 1 items: writing removed items: ")
+	r = runCLI(t, db, nil, args("list", "jobs", "--json")...)
+	assert.JSONEq(t, `[{"index":2,"value":"resize img-2"},{"index":3,"value":"send welcome email"}]`, r.stdout)
+}
+
+// With --limit, the progress bar's total is the limit, not the depth.
+func TestDrainProgressTotalIsTheLimit(t *testing.T) {
+	db := demoDB(t)
+	r := runCLI(t, db, func(e *Env) { e.Terminal = true }, args("drain", "jobs", "--batch", "1", "--limit", "2")...)
+	require.Equal(t, ExitOK, r.code, r.stderr)
+	want := "\r[###############...............] 1/2  50% 1 items/s" +
+		"\r[##############################] 2/2 100% 1 items/s\n" +
+		"drained 2 items from (\"demo\", \"jobs\") in 3s (1 items/s)\n"
+	assert.Equal(t, want, r.stdout)
+}
+
+// tooOldDB fails its first fail read-only transactions with
+// transaction_too_old (1007), which the retry loop retries, after their
+// reads (as a read that took too long fails).
+type tooOldDB struct {
+	kv.Database
+	fail atomic.Int64
+}
+
+func (d *tooOldDB) ReadTransact(ctx context.Context, fn func(kv.ReadTransaction) error) error {
+	return d.Database.ReadTransact(ctx, func(tr kv.ReadTransaction) error {
+		err := fn(tr)
+		if d.fail.Add(-1) >= 0 {
+			return kv.ErrTransactionTooOld
+		}
+		return err
+	})
+}
+
+// A page retried more often than halving takes it down to one key is still
+// read one key at a time: its size never reaches 0, which a range read
+// takes for "no limit" (and an empty page then has no last key to go on
+// from).
+func TestListPageRetriedPastOneKey(t *testing.T) {
+	defer func(n int) { pageSize = n }(pageSize)
+	pageSize = 4
+	db := &tooOldDB{Database: demoDB(t)}
+	db.fail.Store(3) // sizes 4, 2, 1, then 1 again
+	r := runCLI(t, db, nil, args("list", "jobs", "--json", "--limit", "0")...)
+	require.Equal(t, ExitOK, r.code, r.stderr)
+	assert.JSONEq(t, `[{"index":1,"value":"resize img-1"},{"index":2,"value":"resize img-2"},{"index":3,"value":"send welcome email"}]`, r.stdout)
+}
+
+// A push whose chunk exceeds the batch budget (fdbqueue.ErrBatchTooLarge)
+// is split, and every value is pushed once, in order.
+func TestPushSplitsABatchTooLarge(t *testing.T) {
+	db := demoDB(t)
+	const n = 300 // more than one chunk of pushChunk
+	var in strings.Builder
+	for i := range n {
+		fmt.Fprintf(&in, "v%03d\n", i)
+	}
+	small := func(e *Env) {
+		e.Stdin = strings.NewReader(in.String())
+		e.QueueOptions = []fdbqueue.Option{fdbqueue.WithBatchBudget(2_000)}
+	}
+	r := runCLI(t, db, small, "push", "--queue", "t/split", "--stdin")
+	require.Equal(t, ExitOK, r.code, r.stderr)
+	assert.Equal(t, "pushed 300 items to (\"t\", \"split\")\n", r.stdout)
+	r = runCLI(t, db, nil, "list", "--queue", "t/split", "--json", "--limit", "0")
+	require.Equal(t, ExitOK, r.code, r.stderr)
+	var items []Item
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &items))
+	require.Len(t, items, n)
+	for i, it := range items {
+		require.Equal(t, fmt.Sprintf("v%03d", i), *it.Value, "item %d", i)
+	}
+}
+
+// A push that fails part of the way says how many items went in before
+// the failure: here a value over the layers' limit (fdbqueue.ErrValueTooLarge)
+// after a full chunk (FIFO) or after two pushes (priority, one per item).
+func TestPushReportsItemsPushedBeforeAFailure(t *testing.T) {
+	db := demoDB(t)
+	big := strings.Repeat("x", 200_000)
+	var in strings.Builder
+	for i := range pushChunk {
+		fmt.Fprintf(&in, "v%03d\n", i)
+	}
+	in.WriteString(big + "\n")
+	r := runCLI(t, db, func(e *Env) { e.Stdin = strings.NewReader(in.String()) }, "push", "--queue", "t/partial", "--stdin")
+	assert.Equal(t, ExitFailure, r.code)
+	assert.True(t, strings.HasPrefix(r.stderr, fmt.Sprintf("fdbqueue push: pushed %d of %d items: ", pushChunk, pushChunk+1)), r.stderr)
+	assert.ErrorIs(t, runErr(db, "push", "--queue", "t/partial", big), fdbqueue.ErrValueTooLarge)
+
+	r = runCLI(t, db, nil, args("push", "tasks", "a", "b", big)...)
+	assert.Equal(t, ExitFailure, r.code)
+	assert.True(t, strings.HasPrefix(r.stderr, "fdbqueue push: pushed 2 of 3 items: "), r.stderr)
+}
+
+// cancelOnCommit runs transactions as every backend's Transact does, and
+// cancels a context right after the first commit returns, while that
+// commit's outcome is being reported: Ctrl-C with a commit in flight.
+type cancelOnCommit struct {
+	*memdb.DB
+	cancel context.CancelFunc
+	done   atomic.Bool
+}
+
+func (d *cancelOnCommit) Transact(ctx context.Context, fn func(kv.Transaction) error) error {
+	tr, err := d.DB.CreateTransaction(ctx)
+	if err != nil {
+		return err
+	}
+	return kv.RetryLoop(ctx, cancelTx{tr, d}, fn)
+}
+
+type cancelTx struct {
+	kv.Transaction
+	d *cancelOnCommit
+}
+
+func (t cancelTx) Commit() error {
+	err := t.Transaction.Commit()
+	if !t.d.done.Swap(true) {
+		t.d.cancel()
+	}
+	return err
+}
+
+// The run's context is really cancelled while the commit is in flight (the
+// commit then ends with kv.CommitInterrupted): settle must run the
+// operation again under a context that is not, or the pop that committed
+// would be lost unprinted and the push be reported failed.
+func TestSettleUnderCancelledContext(t *testing.T) {
+	interrupted := kv.CommitInterrupted(context.Canceled)
+	for _, applied := range []bool{true, false} {
+		t.Run(fmt.Sprintf("applied=%v", applied), func(t *testing.T) {
+			raw := demoDB(t)
+			for _, c := range []struct {
+				args []string
+				out  string
+			}{
+				{args("pop", "jobs"), "resize img-1\n"},
+				{args("push", "jobs", "once"), "pushed 1 item to (\"demo\", \"jobs\")\n"},
+				{work("requeue-dead", deadDemoID), "requeued 1 of 1 dead job in (\"demo\", \"work\")\n"},
+			} {
+				ctx, cancel := context.WithCancel(context.Background())
+				db := &cancelOnCommit{DB: raw, cancel: cancel}
+				raw.FailNextCommit(interrupted, applied)
+				var out, errb strings.Builder
+				code := Run(ctx, c.args, Env{Stdout: &out, Stderr: &errb, Backend: testBackend{db}})
+				cancel()
+				require.Equal(t, ExitOK, code, "%q: %s", c.args, errb.String())
+				assert.Equal(t, c.out, out.String(), "%q", c.args)
+			}
+			r := runCLI(t, raw, nil, args("list", "jobs", "--json")...)
+			assert.JSONEq(t, `[{"index":2,"value":"resize img-2"},{"index":3,"value":"send welcome email"},{"index":4,"value":"once"}]`, r.stdout)
+			r = runCLI(t, raw, nil, work("dead")...)
+			assert.Equal(t, "(no dead jobs)\n", r.stdout)
+		})
+	}
+}
+
+// cancelOnRead cancels a context on its read-only transaction number at
+// and fails that read with the context's error, as a read interrupted by
+// Ctrl-C does.
+type cancelOnRead struct {
+	kv.Database
+	at, n  int
+	cancel context.CancelFunc
+}
+
+func (d *cancelOnRead) ReadTransact(ctx context.Context, fn func(kv.ReadTransaction) error) error {
+	if d.n++; d.n == d.at {
+		d.cancel()
+		return ctx.Err()
+	}
+	return d.Database.ReadTransact(ctx, fn)
+}
+
+// Interrupted during a sample's read, watch ends normally (exit 0), as it
+// does between samples.
+func TestWatchInterruptedDuringARead(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	db := &cancelOnRead{Database: demoDB(t), at: 2, cancel: cancel}
+	tk := &chanTicker{c: make(chan time.Time, 1)}
+	tk.c <- time.Time{} // the second sample is due at once
+	var out, errb strings.Builder
+	code := Run(ctx, args("watch", "jobs"), Env{
+		Stdout: &out, Stderr: &errb, Backend: testBackend{db},
+		NewTicker: func(time.Duration) Ticker { return tk },
+	})
+	assert.Equal(t, ExitOK, code, errb.String())
+	assert.Equal(t, 2, db.n, "the second sample's read was interrupted")
+	assert.Equal(t, 3, strings.Count(out.String(), "\n"), out.String())
+}
+
+// A job due right now is due: stats says for how long (0s), not that
+// nothing is due.
+func TestJobStatsDueNow(t *testing.T) {
+	db, clock, onClock := demoJobs(t)
+	q, err := fdbqueue.NewJobQueue(mustSub(t, "t", "now"), fdbqueue.JobQueueConfig{Clock: envClock(clock.Now)})
+	require.NoError(t, err)
+	_, err = q.Add(context.Background(), db, fdbqueue.Job{Value: []byte("now")})
+	require.NoError(t, err)
+	r := runCLI(t, db, onClock, "stats", "--queue", "t/now", "--kind", "jobs")
+	require.Equal(t, ExitOK, r.code, r.stderr)
+	assert.Contains(t, r.stdout, "queued   1 (due 1, delayed 0)\n")
+	assert.Contains(t, r.stdout, "oldest   due for 0s\n")
+}
+
+// A line of stdin longer than push --stdin takes (1 MiB) fails the push
+// before anything is pushed: not the lines before it alone, silently.
+func TestPushStdinLineTooLong(t *testing.T) {
+	db := demoDB(t)
+	in := "a\n" + strings.Repeat("x", 1<<20+1) + "\nb\n"
+	r := runCLI(t, db, func(e *Env) { e.Stdin = strings.NewReader(in) }, "push", "--queue", "t/long", "--stdin")
+	assert.Equal(t, ExitFailure, r.code)
+	assert.Contains(t, r.stderr, "fdbqueue push: reading stdin: ")
+	r = runCLI(t, db, nil, "stats", "--queue", "t/long")
+	assert.Contains(t, r.stdout, "depth    0 (counters)\n")
+}
+
+// Interrupted (Ctrl-C) after its first requeue, requeue-dead --all stops
+// there and says how many it requeued; the other jobs stay dead.
+func TestRequeueDeadInterruptedStops(t *testing.T) {
+	raw, clock, _ := demoJobs(t)
+	killJobs(t, raw, demoWorkQueue(t, clock), clock, fdbqueue.Job{Value: []byte("x")}, fdbqueue.Job{Value: []byte("y")})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	db := &cancelOnCommit{DB: raw, cancel: cancel}
+	var out, errb strings.Builder
+	code := Run(ctx, work("requeue-dead", "--all"), Env{Stdout: &out, Stderr: &errb, Now: clock.Now, Backend: testBackend{db}})
+	assert.Equal(t, ExitFailure, code)
+	assert.Empty(t, out.String())
+	assert.True(t, strings.HasPrefix(errb.String(), "fdbqueue requeue-dead: requeued 1 of 3 jobs: context canceled"), errb.String())
+	r := runCLI(t, raw, func(e *Env) { e.Now = clock.Now }, work("dead", "--json")...)
+	require.Equal(t, ExitOK, r.code, r.stderr)
+	var dead []DeadJobJSON
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &dead))
+	assert.Len(t, dead, 2)
+}
