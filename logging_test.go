@@ -92,3 +92,36 @@ func (d *onceDB) Transact(ctx context.Context, fn func(kv.Transaction) error) er
 	}
 	return kv.RetryLoop(ctx, tr, fn)
 }
+
+// An event is logged only if the transaction that carried it committed:
+// a dead letter whose only attempt failed (the loop may not retry) is not
+// logged, and the job is not dead. Inside a caller's transaction the event
+// is logged when the operation returns (its commit is the caller's).
+func TestLogLinesOnlyForCommittedEvents(t *testing.T) {
+	ctx := context.Background()
+	db := newDB(t)
+	var buf bytes.Buffer
+	logger := slog.New(slog.NewTextHandler(&buf, nil))
+	clock := newFakeClock()
+	jq := mustJobQueue(t, "logs-committed", fdbqueue.JobQueueConfig{MaxAttempts: 1, Clock: clock}, fdbqueue.WithLogger(logger))
+	mustAdd(t, db, jq, fdbqueue.Job{Value: []byte("j")})
+	mustLease(t, db, jq, 1, time.Second)
+	clock.Advance(2 * time.Second) // the lease expires on the job's last attempt
+	db.FailNextCommit(kv.ErrNotCommitted, false)
+	_, err := jq.Lease(ctx, &onceDB{DB: db}, 1, time.Second)
+	require.ErrorIs(t, err, kv.ErrNotCommitted)
+	require.NotContains(t, buf.String(), "dead-lettered")
+	st, err := jq.Stats(ctx, db)
+	require.NoError(t, err)
+	require.Zero(t, st.Dead)
+
+	tr, err := db.CreateTransaction(ctx)
+	require.NoError(t, err)
+	_, err = jq.Lease(ctx, tr, 1, time.Second)
+	require.ErrorIs(t, err, fdbqueue.ErrEmpty, "dead-lettered")
+	require.Equal(t, 1, strings.Count(buf.String(), "job dead-lettered"), buf.String())
+	require.NoError(t, tr.Commit())
+	st, err = jq.Stats(ctx, db)
+	require.NoError(t, err)
+	require.Equal(t, int64(1), st.Dead)
+}

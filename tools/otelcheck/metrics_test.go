@@ -180,6 +180,7 @@ func TestMaybeCommittedOutcome(t *testing.T) {
 	got := collect(t, reader, "pq")
 	require.Equal(t, 1.0, got["fdbqueue.operations fdbqueue.op=pop fdbqueue.outcome=maybe_committed"])
 	require.Equal(t, 1.0, got["fdbqueue.commit_unknown_result fdbqueue.op=pop"])
+	require.Zero(t, got["fdbqueue.retries fdbqueue.op=pop"], "the loop gave up: nothing was run again")
 	require.Contains(t, logs.String(), id.String())
 	d, err := pq.Depth(ctx, db)
 	require.NoError(t, err)
@@ -206,6 +207,60 @@ func (d retryOnce) Transact(ctx context.Context, fn func(kv.Transaction) error) 
 	return kv.RetryLoop(ctx, tr, fn)
 }
 
+// A commit interrupted by the end of its context (kv.CommitInterrupted,
+// what fdbkv returns for a commit in flight when the transaction is
+// cancelled) may have been applied: the operation's outcome is
+// maybe_committed, the one that says to settle it, though its error also
+// matches context.Canceled.
+func TestInterruptedCommitOutcome(t *testing.T) {
+	ctx := context.Background()
+	db := memdb.New()
+	defer db.Close()
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	q, err := fdbqueue.NewQueue(fdbqueue.SubspaceFromBytes([]byte("intr")), fdbqueue.WithMeterProvider(mp),
+		fdbqueue.WithQueueName("intr"))
+	require.NoError(t, err)
+	db.FailNextCommit(kv.CommitInterrupted(context.Canceled), true)
+	err = q.Enqueue(ctx, db, []byte("x"))
+	require.True(t, kv.MaybeCommitted(err), "%v", err)
+	require.ErrorIs(t, err, context.Canceled)
+	got := collect(t, reader, "intr")
+	require.Equal(t, 1.0, got["fdbqueue.operations fdbqueue.op=enqueue fdbqueue.outcome=maybe_committed"])
+	require.Zero(t, got["fdbqueue.operations fdbqueue.op=enqueue fdbqueue.outcome=canceled"])
+	require.Equal(t, 1.0, got["fdbqueue.commit_unknown_result fdbqueue.op=enqueue"])
+}
+
+// An event of a transaction (a dead letter) is counted once when the
+// commit that carried it first failed with a conflict and its retry
+// committed: the failed attempt's events are dropped by OnError.
+func TestDeadLetterRetriedCountsOnce(t *testing.T) {
+	ctx := context.Background()
+	db := memdb.New()
+	defer db.Close()
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	clock := queuetest.NewClock(time.Unix(1_700_000_000, 0))
+	jq, err := fdbqueue.NewJobQueue(fdbqueue.SubspaceFromBytes([]byte("jqr")), fdbqueue.JobQueueConfig{MaxAttempts: 1, Clock: clock},
+		fdbqueue.WithMeterProvider(mp), fdbqueue.WithQueueName("jqr"))
+	require.NoError(t, err)
+	_, err = jq.Add(ctx, db, fdbqueue.Job{Value: []byte("j")})
+	require.NoError(t, err)
+	_, err = jq.Lease(ctx, db, 1, time.Second)
+	require.NoError(t, err)
+	clock.Advance(2 * time.Second) // the lease expires on the job's last attempt
+	db.FailNextCommit(kv.ErrNotCommitted, false)
+	_, err = jq.Lease(ctx, db, 1, time.Second)
+	require.ErrorIs(t, err, fdbqueue.ErrEmpty, "the expired job had no attempt left: dead-lettered")
+	got := collect(t, reader, "jqr")
+	require.Equal(t, 1.0, got["fdbqueue.conflicts fdbqueue.op=lease"])
+	require.Equal(t, 1.0, got["fdbqueue.retries fdbqueue.op=lease"])
+	require.Equal(t, 1.0, got["fdbqueue.dead_letters"])
+	st, err := jq.Stats(ctx, db)
+	require.NoError(t, err)
+	require.Equal(t, int64(1), st.Dead)
+}
+
 // Staged dequeues count their steps by phase.
 func TestStagedStepMetrics(t *testing.T) {
 	ctx := context.Background()
@@ -230,6 +285,49 @@ func TestStagedStepMetrics(t *testing.T) {
 	require.Positive(t, steps)
 	require.Equal(t, 1.0, got["fdbqueue.operations fdbqueue.op=dequeue fdbqueue.outcome=ok"])
 	require.Equal(t, 1.0, got["fdbqueue.operations fdbqueue.op=dequeue fdbqueue.outcome=empty"])
+	require.Zero(t, got["fdbqueue.retries fdbqueue.op=dequeue"], "no step failed: the next step's Reset is no retry")
+}
+
+// A staged step whose commit conflicts is counted as a conflict of its
+// phase, as StagingStats counts it, and the step run again after it is a
+// retry of the dequeue. The conflict is real: the step's commit is held
+// while a plain Dequeue of another handle takes the item it read.
+func TestStagedStepConflictMetrics(t *testing.T) {
+	ctx := context.Background()
+	db := memdb.New(memdb.WithBackoff(50*time.Microsecond, time.Millisecond))
+	defer db.Close()
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	sub := fdbqueue.SubspaceFromBytes([]byte("stc"))
+	q, err := fdbqueue.NewQueue(sub, fdbqueue.WithMeterProvider(mp),
+		fdbqueue.WithStaging(fdbqueue.StagingConfig{}), fdbqueue.WithQueueName("stc"))
+	require.NoError(t, err)
+	plain, err := fdbqueue.NewQueue(sub)
+	require.NoError(t, err)
+	require.NoError(t, q.Enqueue(ctx, db, []byte("x")))
+	held, release := db.HoldNextCommit()
+	done := make(chan error, 1)
+	go func() {
+		_, err := q.Dequeue(ctx, db)
+		done <- err
+	}()
+	<-held
+	v, err := plain.Dequeue(ctx, db)
+	require.NoError(t, err)
+	require.Equal(t, "x", string(v))
+	release()
+	require.ErrorIs(t, <-done, fdbqueue.ErrEmpty)
+
+	got := collect(t, reader, "stc")
+	var conflicts float64
+	for _, p := range q.StagingStats().Phases {
+		conflicts += float64(p.Conflicts)
+		require.Equal(t, float64(p.Conflicts), got["fdbqueue.staged.steps fdbqueue.outcome=conflict fdbqueue.phase="+p.Phase], p.Phase)
+		require.Equal(t, float64(p.Commits), got["fdbqueue.staged.steps fdbqueue.outcome=commit fdbqueue.phase="+p.Phase], p.Phase)
+	}
+	require.Equal(t, 1.0, conflicts, "the held step conflicted")
+	require.Equal(t, 1.0, got["fdbqueue.conflicts fdbqueue.op=dequeue"])
+	require.Equal(t, 1.0, got["fdbqueue.retries fdbqueue.op=dequeue"])
 }
 
 // The lease layer: an expired lease taken over, a dead letter, and a
@@ -251,6 +349,14 @@ func TestLeaseMetrics(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, ls, 1)
 	clock.Advance(2 * time.Second) // the lease expires
+	reg, err := jq.RegisterGauges(db)
+	require.NoError(t, err)
+	got := collect(t, reader, "jq")
+	require.Equal(t, 1.0, got["fdbqueue.depth"], "an expired lease's job is in the queue")
+	require.Equal(t, 1.0, got["fdbqueue.jobs fdbqueue.state=expired"])
+	require.Equal(t, 0.0, got["fdbqueue.jobs fdbqueue.state=leased"])
+	require.Equal(t, 1.0, got["fdbqueue.jobs fdbqueue.state=due"], "an expired lease's job is due again")
+	require.NoError(t, reg.Unregister())
 	ls, err = jq.Lease(ctx, db, 1, time.Second)
 	require.NoError(t, err)
 	require.Len(t, ls, 1, "the expired lease is taken over")
@@ -262,11 +368,11 @@ func TestLeaseMetrics(t *testing.T) {
 	require.NoError(t, err)
 	_, err = jq.Add(ctx, db, fdbqueue.Job{Value: []byte("later"), Delay: time.Hour})
 	require.NoError(t, err)
-	reg, err := jq.RegisterGauges(db)
+	reg, err = jq.RegisterGauges(db)
 	require.NoError(t, err)
 	defer reg.Unregister()
 	clock.Advance(3 * time.Second)
-	got := collect(t, reader, "jq")
+	got = collect(t, reader, "jq")
 	require.Equal(t, 2.0, got["fdbqueue.depth"])
 	require.Equal(t, 1.0, got["fdbqueue.jobs fdbqueue.state=due"])
 	require.Equal(t, 1.0, got["fdbqueue.jobs fdbqueue.state=delayed"])
