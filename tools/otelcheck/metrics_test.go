@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/otel/attribute"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
@@ -328,6 +329,67 @@ func TestStagedStepConflictMetrics(t *testing.T) {
 	require.Equal(t, 1.0, conflicts, "the held step conflicted")
 	require.Equal(t, 1.0, got["fdbqueue.conflicts fdbqueue.op=dequeue"])
 	require.Equal(t, 1.0, got["fdbqueue.retries fdbqueue.op=dequeue"])
+}
+
+// commitSignal signals after each successful commit of a transaction made
+// with CreateTransaction, as a staged waiter runs its steps.
+type commitSignal struct {
+	*memdb.DB
+	committed chan struct{}
+}
+
+func (d commitSignal) CreateTransaction(ctx context.Context) (kv.Transaction, error) {
+	tr, err := d.DB.CreateTransaction(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return signalTx{tr, d.committed}, nil
+}
+
+type signalTx struct {
+	kv.Transaction
+	committed chan struct{}
+}
+
+func (t signalTx) Commit() error {
+	err := t.Transaction.Commit()
+	if err == nil {
+		select {
+		case t.committed <- struct{}{}:
+		default:
+		}
+	}
+	return err
+}
+
+// A waiter's steps that commit are followed by a fresh transaction
+// (Reset): those are no retries. Only a step that failed is retried.
+func TestStagedWaitRetriesOnlyFailedSteps(t *testing.T) {
+	ctx := context.Background()
+	raw := memdb.New()
+	defer raw.Close()
+	db := commitSignal{raw, make(chan struct{}, 1)}
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	q, err := fdbqueue.NewQueue(fdbqueue.SubspaceFromBytes([]byte("stw")), fdbqueue.WithMeterProvider(mp),
+		fdbqueue.WithStaging(fdbqueue.StagingConfig{}), fdbqueue.WithQueueName("stw"))
+	require.NoError(t, err)
+	got := make(chan []byte, 1)
+	go func() {
+		v, err := q.DequeueWait(ctx, db)
+		assert.NoError(t, err)
+		got <- v
+	}()
+	<-db.committed // on an empty queue, the waiter's first commit registers its request
+	require.NoError(t, q.Enqueue(ctx, raw, []byte("x")))
+	require.Equal(t, "x", string(<-got))
+
+	var failed int64
+	for _, p := range q.StagingStats().Phases {
+		failed += p.Conflicts + p.Failures
+	}
+	m := collect(t, reader, "stw")
+	require.LessOrEqual(t, m["fdbqueue.retries fdbqueue.op=dequeue"], float64(failed))
 }
 
 // The lease layer: an expired lease taken over, a dead letter, and a
