@@ -434,16 +434,9 @@ func TestStagedDropConflictsWithServeOfTheRequest(t *testing.T) {
 	qW, qBehind, qAhead := stgQueue(t, sub, opts(behind)...), stgQueue(t, sub, opts(behind)...), stgQueue(t, sub, opts(ahead)...)
 
 	// W files a request on the empty queue and stalls before it sleeps.
-	stalled, resume := make(chan struct{}), make(chan struct{})
-	var once, resumed sync.Once
-	unstall := func() { resumed.Do(func() { close(resume) }) }
+	hook, stalled, unstall := stallAtArm()
 	defer unstall()
-	fdbqueue.SetStagingHook(qW, func(p string) {
-		if p == "armed" {
-			once.Do(func() { close(stalled) })
-			<-resume
-		}
-	})
+	fdbqueue.SetStagingHook(qW, hook)
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	done := make(chan error, 1)

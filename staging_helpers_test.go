@@ -316,3 +316,19 @@ func stallAfterWake() (hook func(string), armed, woke <-chan struct{}, resume fu
 	}
 	return hook, a, w, func() { resumed.Do(func() { close(r) }) }
 }
+
+// stallAtArm returns a staging hook that stalls its waiter each time it is
+// about to sleep (its request filed, no longer renewed) until resume is
+// called; stalled is closed the first time. resume may be called more
+// than once.
+func stallAtArm() (hook func(string), stalled <-chan struct{}, resume func()) {
+	var first, resumed sync.Once
+	s, r := make(chan struct{}), make(chan struct{})
+	hook = func(p string) {
+		if p == "armed" {
+			first.Do(func() { close(s) })
+			<-r
+		}
+	}
+	return hook, s, func() { resumed.Do(func() { close(r) }) }
+}

@@ -156,16 +156,9 @@ func TestStagedPlaceStepKeepsAPlaceBeyondItsRead(t *testing.T) {
 	<-armedW
 	// E files its request behind W's and stalls before it sleeps: it no
 	// longer renews it.
-	stalled, resume := make(chan struct{}), make(chan struct{})
-	var resumed sync.Once
-	unstall := func() { resumed.Do(func() { close(resume) }) }
+	hook, stalled, unstall := stallAtArm()
 	defer unstall()
-	fdbqueue.SetStagingHook(qE, func(p string) {
-		if p == "armed" {
-			close(stalled)
-			<-resume
-		}
-	})
+	fdbqueue.SetStagingHook(qE, hook)
 	ectx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	doneE := make(chan error, 1)

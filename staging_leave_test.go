@@ -133,16 +133,9 @@ func TestStagedPlaceExpiryConflictsWithArrival(t *testing.T) {
 
 	// E files a request on the empty queue and stalls before it sleeps:
 	// it no longer renews its request.
-	stalled, resume := make(chan struct{}), make(chan struct{})
-	var once, resumed sync.Once
-	unstall := func() { resumed.Do(func() { close(resume) }) }
+	hook, stalled, unstall := stallAtArm()
 	defer unstall()
-	fdbqueue.SetStagingHook(qE, func(p string) {
-		if p == "armed" {
-			once.Do(func() { close(stalled) })
-			<-resume
-		}
-	})
+	fdbqueue.SetStagingHook(qE, hook)
 	ectx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	done := make(chan error, 1)
