@@ -131,6 +131,9 @@ type Env struct {
 	// onSample, if set, is called by watch after it printed sample n (tests
 	// synchronise on it).
 	onSample func(n int)
+	// openOut, if set, opens drain's --out file instead of openAppend
+	// (tests supply writers that fail).
+	openOut func(name string) (io.WriteCloser, error)
 }
 
 // IsTerminal reports whether f is a terminal (a character device), from its

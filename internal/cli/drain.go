@@ -17,7 +17,8 @@ import (
 func setupDrain(fs *flag.FlagSet) func(context.Context, *session, []string) error {
 	batch := fs.Int("batch", 100, "items removed per transaction")
 	limit := fs.Int64("limit", 0, "stop after this many items (0: until the queue is empty)")
-	out := fs.String("out", "", "append each removed item to this file as a JSON line (default: discard them)")
+	out := fs.String("out", "", "append each removed item to this file as a JSON line (default: discard them); "+
+		"if a write fails, drain stops and prints the batch's items not written to stderr as JSON lines")
 	return func(ctx context.Context, s *session, args []string) error {
 		if err := noArgs(args); err != nil {
 			return err
@@ -32,26 +33,48 @@ func setupDrain(fs *flag.FlagSet) func(context.Context, *session, []string) erro
 		if err != nil {
 			return err
 		}
-		var sink io.Writer
+		var sink *drainOut
 		if *out != "" {
-			f, err := os.OpenFile(*out, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+			open := s.env.openOut
+			if open == nil {
+				open = openAppend
+			}
+			f, err := open(*out)
 			if err != nil {
 				return err
 			}
 			defer f.Close()
-			sink = f
+			sink = &drainOut{w: f, name: *out}
 		}
 		return t.drain(ctx, s, *batch, *limit, sink)
 	}
 }
 
+// openAppend opens name for drain --out: created if need be, appended to.
+func openAppend(name string) (io.WriteCloser, error) {
+	return os.OpenFile(name, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+}
+
+// drainOut is where drain writes the items it removes (--out).
+type drainOut struct {
+	w    io.Writer
+	name string // the file's name, for messages
+}
+
 // drain removes items in batches of batch (one transaction each, exactly
-// once) until the queue is empty or limit items are gone, writes them to sink
+// once) until the queue is empty or limit items are gone, writes them to out
 // (if any) as JSON lines after each commit, and reports progress: on a
 // terminal a progress bar redrawn after each batch (its total is the depth
 // at the start, a scan), otherwise nothing until the final summary line.
 // Producers may add items meanwhile; drain takes those too.
-func (t *target) drain(ctx context.Context, s *session, batch int, limit int64, sink io.Writer) error {
+//
+// The items of a committed batch are gone from the queue: if writing one of
+// them to out fails (a full disk), drain stops, and writes that item and the
+// rest of its batch to stderr as the same JSON lines, after a line that says
+// what follows (out may end with part of the first of them), so that none is
+// lost; the error counts them. If stderr fails too, the error says how many
+// items were removed and written nowhere.
+func (t *target) drain(ctx context.Context, s *session, batch int, limit int64, out *drainOut) error {
 	w := s.env.Stdout
 	start := s.env.Now()
 	var total int64
@@ -67,6 +90,7 @@ func (t *target) drain(ctx context.Context, s *session, batch int, limit int64, 
 	}
 	var done int64
 	var runErr error
+	var unwritten []popped // removed, and not written to out
 	for limit == 0 || done < limit {
 		n := batch
 		if limit > 0 && int64(n) > limit-done {
@@ -80,11 +104,12 @@ func (t *target) drain(ctx context.Context, s *session, batch int, limit int64, 
 			runErr = err
 			break
 		}
-		if sink != nil {
-			enc := json.NewEncoder(sink)
-			for _, it := range items {
+		if out != nil {
+			enc := json.NewEncoder(out.w)
+			for i, it := range items {
 				if err := enc.Encode(jsonItem(entry{Value: it.Value, Priority: it.priority})); err != nil {
-					runErr = fmt.Errorf("writing removed items: %w", err)
+					runErr = fmt.Errorf("writing removed items to %s: %w", out.name, err)
+					unwritten = items[i:]
 					break
 				}
 			}
@@ -100,13 +125,59 @@ func (t *target) drain(ctx context.Context, s *session, batch int, limit int64, 
 	if s.env.Terminal && done > 0 {
 		fmt.Fprintln(w)
 	}
+	if len(unwritten) > 0 {
+		runErr = rescue(s.env.Stderr, out.name, unwritten, runErr)
+	}
 	elapsed := s.env.Now().Sub(start)
 	fmt.Fprintf(w, "drained %s from %s in %s (%s)\n", plural(done, "item"), pathString(t.spec.Path),
 		elapsed.Round(time.Millisecond), rateString(rate(done, elapsed)))
 	if runErr != nil {
-		return fmt.Errorf("after %d items: %w", done, runErr)
+		return fmt.Errorf("after %s: %w", plural(done, "item"), runErr)
 	}
 	return nil
+}
+
+// rescue writes items, removed from the queue but not written to the --out
+// file name, to stderr as JSON lines after a line that says what they are,
+// and returns err completed with where they are: on stderr, or (if stderr
+// fails too) nowhere.
+func rescue(stderr io.Writer, name string, items []popped, err error) error {
+	n := len(items)
+	follow := "they follow as JSON lines"
+	if n == 1 {
+		follow = "it follows as a JSON line"
+	}
+	_, werr := fmt.Fprintf(stderr, "fdbqueue drain: %s could not be written to %s; %s:\n", plural(n, "removed item"), name, follow)
+	written := 0
+	if werr == nil {
+		enc := json.NewEncoder(stderr)
+		for _, it := range items {
+			if werr = enc.Encode(jsonItem(entry{Value: it.Value, Priority: it.priority})); werr != nil {
+				break
+			}
+			written++
+		}
+	}
+	if werr == nil {
+		return fmt.Errorf("%w; the %s not written to it %s on stderr above", err, plural(n, "item"), isAre(n))
+	}
+	lost := n - written
+	return fmt.Errorf("%w; %s removed and could not be written (writing %s to stderr failed too, after %d: %w)",
+		err, plural(lost, "item")+" "+wasWere(lost), plural(n, "item"), written, werr)
+}
+
+func isAre(n int) string {
+	if n == 1 {
+		return "is"
+	}
+	return "are"
+}
+
+func wasWere(n int) string {
+	if n == 1 {
+		return "was"
+	}
+	return "were"
 }
 
 // rate is items per second, or -1 when no time has passed.

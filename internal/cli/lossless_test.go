@@ -2,9 +2,11 @@ package cli
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -51,19 +53,191 @@ func TestDrainOutAppends(t *testing.T) {
 
 // When drain cannot write a removed item to --out (here a full disk:
 // /dev/full fails every write with ENOSPC), it stops after that batch and
-// fails: it must not go on removing items it cannot keep. The items not
-// yet removed stay in the queue.
+// fails: it must not go on removing items it cannot keep. The batch's items
+// are already gone from the queue: they go to stderr, after a line that says
+// so, in the file's JSON lines, and the error counts them. The items not yet
+// removed stay in the queue.
 func TestDrainStopsWhenOutFails(t *testing.T) {
 	if _, err := os.Stat("/dev/full"); err != nil {
 		t.Skip("no /dev/full:", err)
 	}
-	db := demoDB(t)
-	r := runCLI(t, db, nil, args("drain", "jobs", "--batch", "1", "--out", "/dev/full")...)
-	assert.Equal(t, ExitFailure, r.code)
-	assert.Equal(t, "drained 1 item from (\"demo\", \"jobs\") in 1s (1 items/s)\n", r.stdout)
-	assert.Contains(t, r.stderr, "fdbqueue drain: after 1 items: writing removed items: ")
-	r = runCLI(t, db, nil, args("list", "jobs", "--json")...)
-	assert.JSONEq(t, `[{"index":2,"value":"resize img-2"},{"index":3,"value":"send welcome email"}]`, r.stdout)
+	all := []string{"resize img-1", "resize img-2", "send welcome email"}
+	for _, c := range []struct {
+		batch  int
+		header string
+		tail   string
+	}{
+		{1, "1 removed item could not be written to /dev/full; it follows as a JSON line:", "the 1 item not written to it is on stderr above"},
+		{2, "2 removed items could not be written to /dev/full; they follow as JSON lines:", "the 2 items not written to it are on stderr above"},
+	} {
+		t.Run(fmt.Sprintf("batch=%d", c.batch), func(t *testing.T) {
+			db := demoDB(t)
+			r := runCLI(t, db, nil, args("drain", "jobs", "--batch", fmt.Sprint(c.batch), "--out", "/dev/full")...)
+			assert.Equal(t, ExitFailure, r.code)
+			assert.Equal(t, fmt.Sprintf("drained %s from (\"demo\", \"jobs\") in 1s (%d items/s)\n", plural(c.batch, "item"), c.batch), r.stdout)
+			header, rescued, last := splitRescue(t, r.stderr)
+			assert.Equal(t, "fdbqueue drain: "+c.header, header)
+			assert.Equal(t, all[:c.batch], rescued, "the removed batch, on stderr")
+			assert.True(t, strings.HasPrefix(last, fmt.Sprintf("fdbqueue drain: after %s: writing removed items to /dev/full: ", plural(c.batch, "item"))), last)
+			assert.True(t, strings.HasSuffix(last, "; "+c.tail), last)
+			assert.Equal(t, all[c.batch:], listValues(t, db, args("list", "jobs", "--json")...))
+		})
+	}
+}
+
+// splitRescue splits drain's stderr after a failed --out write into the
+// line that announces the rescued items, their values (JSON lines) and the
+// final error line.
+func splitRescue(t *testing.T, stderr string) (header string, values []string, last string) {
+	t.Helper()
+	lines := strings.Split(strings.TrimSuffix(stderr, "\n"), "\n")
+	require.GreaterOrEqual(t, len(lines), 2, stderr)
+	for _, l := range lines[1 : len(lines)-1] {
+		var it Item
+		require.NoError(t, json.Unmarshal([]byte(l), &it), "line %q", l)
+		values = append(values, *it.Value)
+	}
+	return lines[0], values, lines[len(lines)-1]
+}
+
+// listValues runs list --json and returns the items' values.
+func listValues(t *testing.T, db kv.Database, a ...string) []string {
+	t.Helper()
+	r := runCLI(t, db, nil, a...)
+	require.Equal(t, ExitOK, r.code, r.stderr)
+	var items []Item
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &items))
+	vs := []string{}
+	for _, it := range items {
+		vs = append(vs, *it.Value)
+	}
+	return vs
+}
+
+// fullFile is a --out file on a disk that fills up: it keeps the first n
+// bytes written to it (a write that crosses the limit keeps its part
+// before it, as write(2) does) and fails every write from there on.
+type fullFile struct {
+	bytes.Buffer
+	n      int
+	closed bool
+}
+
+func (f *fullFile) Write(p []byte) (int, error) {
+	k := min(len(p), f.n)
+	f.n -= k
+	f.Buffer.Write(p[:k])
+	if k < len(p) {
+		return k, errFull
+	}
+	return k, nil
+}
+
+func (f *fullFile) Close() error { f.closed = true; return nil }
+
+// The --out file fills up in the middle of a batch (of 3): at the start of
+// an item's line or inside it. Every removed item is then either a
+// complete line of the file or a JSON line on stderr, in order, none twice
+// (the file may end with part of the first item on stderr); the items
+// after that batch are still in the queue. Before the fix, the batch's
+// items from the one that failed on were in neither.
+func TestDrainOutFullMidBatch(t *testing.T) {
+	const n, batch = 8, 3
+	var all []string
+	for i := range n {
+		all = append(all, fmt.Sprintf("item-%d", i))
+	}
+	line := func(v string) string {
+		b, err := json.Marshal(Item{Value: &v})
+		require.NoError(t, err)
+		return string(b) + "\n"
+	}
+	var lines []string
+	for _, v := range all {
+		lines = append(lines, line(v))
+	}
+	size := func(k int) int { return len(strings.Join(lines[:k], "")) }
+	for _, c := range []struct {
+		name    string
+		limit   int // bytes the file takes
+		written int // complete lines in the file
+	}{
+		{"at the second batch's first item", size(3), 3},
+		{"at its second item", size(4), 4},
+		{"inside its second item", size(4) + 5, 4},
+		{"inside its last item", size(6) - 1, 5},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			db := demoDB(t)
+			r := runCLI(t, db, nil, append([]string{"push", "--queue", "t/out"}, all...)...)
+			require.Equal(t, ExitOK, r.code, r.stderr)
+			f := &fullFile{n: c.limit}
+			var opened string
+			r = runCLI(t, db, func(e *Env) {
+				e.openOut = func(name string) (io.WriteCloser, error) { opened = name; return f, nil }
+			}, "drain", "--queue", "t/out", "--batch", fmt.Sprint(batch), "--out", "out.jsonl")
+			assert.Equal(t, ExitFailure, r.code)
+			assert.Equal(t, "out.jsonl", opened)
+			assert.True(t, f.closed, "the file is closed")
+			removed := (c.written/batch + 1) * batch // through the batch that failed
+			assert.True(t, strings.HasPrefix(r.stdout, fmt.Sprintf("drained %d items from", removed)), r.stdout)
+
+			content := f.String()
+			cut := strings.LastIndex(content, "\n") + 1
+			var inFile []string
+			for _, l := range strings.SplitAfter(content[:cut], "\n") {
+				if l == "" {
+					continue
+				}
+				var it Item
+				require.NoError(t, json.Unmarshal([]byte(l), &it), "line %q", l)
+				inFile = append(inFile, *it.Value)
+			}
+			header, onStderr, last := splitRescue(t, r.stderr)
+			require.NotEmpty(t, onStderr)
+			assert.True(t, strings.HasPrefix(lines[c.written], content[cut:]),
+				"the file ends with part of the first item on stderr, or a whole line: %q", content[cut:])
+			assert.Equal(t, all[:removed], append(inFile, onStderr...), "each removed item once, in the file or on stderr")
+			k := removed - c.written
+			follows, are := "they follow as JSON lines", "are"
+			if k == 1 {
+				follows, are = "it follows as a JSON line", "is"
+			}
+			assert.Equal(t, fmt.Sprintf("fdbqueue drain: %s could not be written to out.jsonl; %s:", plural(k, "removed item"), follows), header)
+			assert.Equal(t, fmt.Sprintf("fdbqueue drain: after %d items: writing removed items to out.jsonl: %v; the %s not written to it %s on stderr above",
+				removed, errFull, plural(k, "item"), are), last)
+			assert.Equal(t, all[removed:], listValues(t, db, "list", "--queue", "t/out", "--json"), "the rest stay queued")
+		})
+	}
+}
+
+// When stderr fails too, the rescued items are written nowhere: the error
+// (Run cannot print it either; the exit code is 1) says how many were
+// removed and lost.
+func TestDrainOutAndStderrFail(t *testing.T) {
+	for _, c := range []struct {
+		stderrBytes int
+		want        string
+	}{
+		{0, "2 items were removed and could not be written (writing 2 items to stderr failed too, after 0: " + errFull.Error() + ")"},
+		{len("fdbqueue drain: 2 removed items could not be written to out.jsonl; they follow as JSON lines:\n" + `{"value":"b"}` + "\n"),
+			"1 item was removed and could not be written (writing 2 items to stderr failed too, after 1: " + errFull.Error() + ")"},
+	} {
+		db := demoDB(t)
+		r := runCLI(t, db, nil, "push", "--queue", "t/out", "a", "b", "c", "d")
+		require.Equal(t, ExitOK, r.code, r.stderr)
+		var out strings.Builder
+		stderr := &failAfter{n: c.stderrBytes}
+		err := run(context.Background(), "drain", []string{"--queue", "t/out", "--batch", "3", "--out", "out.jsonl"}, Env{
+			Stdout: &out, Stderr: stderr, Stdin: strings.NewReader(""), Now: time.Now, Backend: testBackend{db},
+			openOut: func(string) (io.WriteCloser, error) { return &fullFile{n: len(`{"value":"a"}` + "\n")}, nil },
+		})
+		require.Error(t, err)
+		assert.ErrorIs(t, err, errFull)
+		assert.Equal(t, ExitFailure, ExitCode(err))
+		assert.Equal(t, "after 3 items: writing removed items to out.jsonl: "+errFull.Error()+"; "+c.want, err.Error())
+		assert.Equal(t, []string{"d"}, listValues(t, db, "list", "--queue", "t/out", "--json"))
+	}
 }
 
 // With --limit, the progress bar's total is the limit, not the depth.
