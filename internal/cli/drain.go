@@ -43,8 +43,14 @@ func setupDrain(fs *flag.FlagSet) func(context.Context, *session, []string) erro
 			if err != nil {
 				return err
 			}
-			defer f.Close()
 			sink = &drainOut{w: f, name: *out}
+			err = t.drain(ctx, s, *batch, *limit, sink)
+			// A file system may report a failed write only when the file
+			// is closed (NFS): the items may then not all be in it.
+			if cerr := f.Close(); cerr != nil && err == nil {
+				err = fmt.Errorf("closing %s: %w (the removed items written to it may not all be there)", *out, cerr)
+			}
+			return err
 		}
 		return t.drain(ctx, s, *batch, *limit, sink)
 	}

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -119,8 +120,9 @@ func listValues(t *testing.T, db kv.Database, a ...string) []string {
 // before it, as write(2) does) and fails every write from there on.
 type fullFile struct {
 	bytes.Buffer
-	n      int
-	closed bool
+	n        int
+	closed   bool
+	closeErr error // what Close returns
 }
 
 func (f *fullFile) Write(p []byte) (int, error) {
@@ -133,7 +135,7 @@ func (f *fullFile) Write(p []byte) (int, error) {
 	return k, nil
 }
 
-func (f *fullFile) Close() error { f.closed = true; return nil }
+func (f *fullFile) Close() error { f.closed = true; return f.closeErr }
 
 // The --out file fills up in the middle of a batch (of 3): at the start of
 // an item's line or inside it. Every removed item is then either a
@@ -209,6 +211,23 @@ func TestDrainOutFullMidBatch(t *testing.T) {
 			assert.Equal(t, all[removed:], listValues(t, db, "list", "--queue", "t/out", "--json"), "the rest stay queued")
 		})
 	}
+}
+
+// A file system may report a failed write only when the file is closed
+// (NFS reports write-back errors at close(2)): drain then fails (exit 1),
+// since the file, now the only copy of the items it removed, may not hold
+// them all.
+func TestDrainOutCloseFails(t *testing.T) {
+	db := demoDB(t)
+	f := &fullFile{n: 1 << 20, closeErr: errors.New("input/output error")}
+	r := runCLI(t, db, func(e *Env) {
+		e.openOut = func(string) (io.WriteCloser, error) { return f, nil }
+	}, args("drain", "jobs", "--out", "out.jsonl")...)
+	assert.Equal(t, ExitFailure, r.code)
+	assert.True(t, f.closed)
+	assert.Equal(t, "drained 3 items from (\"demo\", \"jobs\") in 1s (3 items/s)\n", r.stdout)
+	assert.Equal(t, "fdbqueue drain: closing out.jsonl: input/output error (the removed items written to it may not all be there)\n", r.stderr)
+	assert.Equal(t, 3, strings.Count(f.String(), "\n"), "the items were written")
 }
 
 // When stderr fails too, the rescued items are written nowhere: the error
