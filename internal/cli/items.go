@@ -109,13 +109,16 @@ func setupListing(fs *flag.FlagSet, defLimit int, emptyIsError bool) func(contex
 
 func setupPush(fs *flag.FlagSet) func(context.Context, *session, []string) error {
 	priority := fs.Int64("priority", 0, "priority queue: the items' priority")
-	stdin := fs.Bool("stdin", false, "push one item per line of standard input (after any arguments)")
+	stdin := fs.Bool("stdin", false, "push one item per line of standard input, after any arguments: an empty line is an empty item, "+
+		"a final newline adds no item, and a \\r that ends a line is dropped (CRLF input gives the items LF input gives)")
 	return func(ctx context.Context, s *session, args []string) error {
 		values := make([][]byte, 0, len(args))
 		for _, a := range args {
 			values = append(values, []byte(a))
 		}
 		if *stdin {
+			// bufio.ScanLines: a line ends at \n or at the end of the
+			// input, and loses one \r before its end.
 			sc := bufio.NewScanner(s.env.Stdin)
 			sc.Buffer(make([]byte, 64<<10), 1<<20)
 			for sc.Scan() {

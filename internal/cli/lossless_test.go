@@ -474,6 +474,45 @@ func TestPushStdinLineTooLong(t *testing.T) {
 	assert.Contains(t, r.stdout, "depth    0 (counters)\n")
 }
 
+// push --stdin reads one item per line: an empty line is an empty item (a
+// legal value), a final newline ends the last line (it adds no item, and a
+// last line without one is an item), and a \r that ends a line is dropped,
+// so a file with CRLF line ends gives the items an LF file gives; a \r
+// elsewhere is kept. Values given as arguments come first.
+func TestPushStdinLines(t *testing.T) {
+	db := demoDB(t)
+	for i, c := range []struct {
+		in   string
+		args []string
+		want []string
+	}{
+		{in: "a\nb\n", want: []string{"a", "b"}},
+		{in: "a\nb", want: []string{"a", "b"}},
+		{in: "a\n\nb\n", want: []string{"a", "", "b"}},
+		{in: "\na\n", want: []string{"", "a"}},
+		{in: "a\n\n", want: []string{"a", ""}},
+		{in: "\n", want: []string{""}},
+		{in: "\n\n", want: []string{"", ""}},
+		{in: "a\r\nb\r\n", want: []string{"a", "b"}},
+		{in: "a\r\n\r\nb", want: []string{"a", "", "b"}},
+		{in: "a\r", want: []string{"a"}},
+		{in: "a\rb\n\r\r\n", want: []string{"a\rb", "\r"}},
+		{in: " a \t\n", want: []string{" a \t"}}, // no other trimming
+		{in: "c\n", args: []string{"a", "b"}, want: []string{"a", "b", "c"}},
+		{in: "", args: []string{"a"}, want: []string{"a"}},
+	} {
+		q := fmt.Sprintf("t/stdin%d", i)
+		r := runCLI(t, db, func(e *Env) { e.Stdin = strings.NewReader(c.in) },
+			append([]string{"push", "--queue", q, "--stdin", "--"}, c.args...)...)
+		require.Equal(t, ExitOK, r.code, "%q: %s", c.in, r.stderr)
+		assert.Equal(t, fmt.Sprintf("pushed %s to (\"t\", \"stdin%d\")\n", plural(len(c.want), "item"), i), r.stdout, "%q", c.in)
+		assert.Equal(t, c.want, listValues(t, db, "list", "--queue", q, "--json", "--limit", "0"), "%q", c.in)
+	}
+	// No line at all is nothing to push.
+	err := runErr(db, "push", "--queue", "t/none", "--stdin")
+	assert.ErrorIs(t, err, ErrBadArgument)
+}
+
 // Interrupted (Ctrl-C) after its first requeue, requeue-dead --all stops
 // there and says how many it requeued; the other jobs stay dead.
 func TestRequeueDeadInterruptedStops(t *testing.T) {
