@@ -138,16 +138,22 @@ func (t *target) decode(p kv.KeyValue) entry {
 		e.Value = bytes.Clone(p.Value)
 		return e
 	}
+	// The keys the layers' own parse takes for items (queue.go parseIndexed
+	// and checkItemKey, priorityqueue.go parse): exactly these elements, of
+	// these types.
 	switch {
 	case t.spec.Kind == Priority:
 		pr, ok1 := elem[int64](tup, 0)
 		c, ok2 := elem[int64](tup, 1)
-		if len(tup) != 3 || !ok1 || !ok2 {
+		_, ok3 := elem[[]byte](tup, 2)
+		if len(tup) != 3 || !ok1 || !ok2 || !ok3 {
 			e.Foreign = fmt.Sprintf("key tuple %v is not (priority, count, random)", tup)
 		} else {
 			e.Priority, e.Count = &pr, &c
 		}
 	case t.spec.Layout == Versionstamp:
+		// The layers check only the versionstamp of such a key (checkItemKey
+		// takes any second element), so list does too.
 		vs, ok := elem[tuple.Versionstamp](tup, 0)
 		if len(tup) != 2 || !ok {
 			e.Foreign = fmt.Sprintf("key tuple %v is not (versionstamp, random)", tup)
@@ -155,8 +161,9 @@ func (t *target) decode(p kv.KeyValue) entry {
 			e.Versionstamp = &vs
 		}
 	default:
-		i, ok := elem[int64](tup, 0)
-		if len(tup) != 2 || !ok {
+		i, ok1 := elem[int64](tup, 0)
+		_, ok2 := elem[[]byte](tup, 1)
+		if len(tup) != 2 || !ok1 || !ok2 {
 			e.Foreign = fmt.Sprintf("key tuple %v is not (index, random)", tup)
 		} else {
 			e.Index = &i
