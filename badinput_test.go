@@ -448,6 +448,20 @@ func badRows() []badRow {
 			require.ErrorIs(t, err, fdbqueue.ErrForeignKey)
 			require.Equal(t, 2, queueLen(t, db, q))
 		}},
+		{"Queue.Dequeue, Peek (WithVersionstampOrder)", "a key (versionstamp, a string) at the head: the layout's suffix is random bytes", "ErrForeignKey; nothing removed", func(t *testing.T) {
+			db := newDB(t)
+			q := mustQueue(t, "foreign-vs-str", fdbqueue.WithVersionstampOrder())
+			require.NoError(t, q.Enqueue(ctx, db, []byte("a")))
+			vs := tuple.Versionstamp{TransactionVersion: [10]byte{9: 1}} // before any commit's
+			key := foreign(t, db, q.Subspace(), tuple.Tuple{vs, "not bytes"}, []byte("x"))
+			_, err := q.Dequeue(ctx, db)
+			var fk *fdbqueue.ForeignKeyError
+			require.ErrorAs(t, err, &fk)
+			require.Equal(t, key, fk.Key)
+			_, err = q.Peek(ctx, db)
+			require.ErrorIs(t, err, fdbqueue.ErrForeignKey)
+			require.Equal(t, 2, queueLen(t, db, q))
+		}},
 		{"Queue.DequeueBatch", "good items, then a foreign key", "OK: the good items; the foreign key stays", func(t *testing.T) {
 			db := newDB(t)
 			q := mustQueue(t, "foreign-batch")

@@ -527,6 +527,9 @@ func (q *Queue) checkItemKey(key []byte) error {
 	if _, ok := t[0].(tuple.Versionstamp); !ok {
 		return &ForeignKeyError{Key: bytes.Clone(key), Reason: fmt.Sprintf("first element is %T, want a versionstamp", t[0])}
 	}
+	if _, ok := t[1].([]byte); !ok {
+		return &ForeignKeyError{Key: bytes.Clone(key), Reason: fmt.Sprintf("second element is %T, want random bytes", t[1])}
+	}
 	return nil
 }
 

@@ -75,6 +75,7 @@ func TestListFlagsEveryMalformedKey(t *testing.T) {
 			good:  tuple.Tuple{vs, r},
 			bad: []tuple.Tuple{
 				{vs}, // no random suffix
+				{vs, "random-as-a-string"},
 				{vs, r, "extra"},
 				{int64(1), r}, // indexed layout
 				{int64(1), int64(2), r},

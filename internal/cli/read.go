@@ -152,10 +152,9 @@ func (t *target) decode(p kv.KeyValue) entry {
 			e.Priority, e.Count = &pr, &c
 		}
 	case t.spec.Layout == Versionstamp:
-		// The layers check only the versionstamp of such a key (checkItemKey
-		// takes any second element), so list does too.
-		vs, ok := elem[tuple.Versionstamp](tup, 0)
-		if len(tup) != 2 || !ok {
+		vs, ok1 := elem[tuple.Versionstamp](tup, 0)
+		_, ok2 := elem[[]byte](tup, 1)
+		if len(tup) != 2 || !ok1 || !ok2 {
 			e.Foreign = fmt.Sprintf("key tuple %v is not (versionstamp, random)", tup)
 		} else {
 			e.Versionstamp = &vs
