@@ -17,7 +17,7 @@ import (
 func setupDrain(fs *flag.FlagSet) func(context.Context, *session, []string) error {
 	batch := fs.Int("batch", 100, "items removed per transaction")
 	limit := fs.Int64("limit", 0, "stop after this many items (0: until the queue is empty)")
-	out := fs.String("out", "", "append each removed item to this file as a JSON line (default: discard them); "+
+	out := fs.String("out", "", "append each removed item to this file as a JSON line, synced after each batch (default: discard them); "+
 		"if a write fails, drain stops and prints the batch's items not written to stderr as JSON lines")
 	return func(ctx context.Context, s *session, args []string) error {
 		if err := noArgs(args); err != nil {
@@ -44,6 +44,9 @@ func setupDrain(fs *flag.FlagSet) func(context.Context, *session, []string) erro
 				return err
 			}
 			sink = &drainOut{w: f, name: *out}
+			if sf, ok := f.(interface{ Sync() error }); ok {
+				sink.sync = sf.Sync
+			}
 			err = t.drain(ctx, s, *batch, *limit, sink)
 			// A file system may report a failed write only when the file
 			// is closed (NFS): the items may then not all be in it.
@@ -64,7 +67,8 @@ func openAppend(name string) (io.WriteCloser, error) {
 // drainOut is where drain writes the items it removes (--out).
 type drainOut struct {
 	w    io.Writer
-	name string // the file's name, for messages
+	name string       // the file's name, for messages
+	sync func() error // flushes w to stable storage (a file's Sync); nil if it cannot
 }
 
 // drain removes items in batches of batch (one transaction each, exactly
@@ -73,6 +77,9 @@ type drainOut struct {
 // terminal a progress bar redrawn after each batch (its total is the depth
 // at the start, a scan), otherwise nothing until the final summary line.
 // Producers may add items meanwhile; drain takes those too.
+//
+// After each batch, out is synced to stable storage (when it is a file)
+// before the next batch is removed; a failed sync stops drain.
 //
 // The items of a committed batch are gone from the queue: if writing one of
 // them to out fails (a full disk), drain stops, and writes that item and the
@@ -117,6 +124,14 @@ func (t *target) drain(ctx context.Context, s *session, batch int, limit int64, 
 					runErr = fmt.Errorf("writing removed items to %s: %w", out.name, err)
 					unwritten = items[i:]
 					break
+				}
+			}
+			// The batch is durable in the file before the next one is
+			// removed: a machine that crashes then loses at most the
+			// batch being written, not everything the OS had yet to flush.
+			if runErr == nil && out.sync != nil {
+				if err := out.sync(); err != nil {
+					runErr = fmt.Errorf("syncing %s: %w (its last %s may not be on disk)", out.name, err, plural(len(items), "item"))
 				}
 			}
 		}

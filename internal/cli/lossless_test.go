@@ -532,3 +532,54 @@ func TestRequeueDeadInterruptedStops(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &dead))
 	assert.Len(t, dead, 2)
 }
+
+// syncFile is a --out file that records, at each Sync, how many lines it
+// holds and how many items the queue still holds; syncErr is what Sync
+// returns.
+type syncFile struct {
+	fullFile
+	db      kv.Database
+	queue   string
+	t       *testing.T
+	syncs   [][2]int // lines written, items queued
+	syncErr error
+}
+
+func (f *syncFile) Sync() error {
+	queued := len(listValues(f.t, f.db, "list", "--queue", f.queue, "--json"))
+	f.syncs = append(f.syncs, [2]int{strings.Count(f.String(), "\n"), queued})
+	return f.syncErr
+}
+
+// drain --out syncs the file after each batch, before it removes the next
+// one: when the machine crashes, at most the batch being written is lost,
+// not every line the OS had yet to flush. A failed sync stops drain with
+// exit 1 and a message that says which items may not be on disk.
+func TestDrainOutSyncsEachBatch(t *testing.T) {
+	values := []string{"a", "b", "c", "d", "e"}
+	t.Run("each batch", func(t *testing.T) {
+		db := demoDB(t)
+		r := runCLI(t, db, nil, append([]string{"push", "--queue", "t/sync"}, values...)...)
+		require.Equal(t, ExitOK, r.code, r.stderr)
+		f := &syncFile{fullFile: fullFile{n: 1 << 20}, db: db, queue: "t/sync", t: t}
+		r = runCLI(t, db, func(e *Env) {
+			e.openOut = func(string) (io.WriteCloser, error) { return f, nil }
+		}, "drain", "--queue", "t/sync", "--batch", "2", "--out", "out.jsonl")
+		require.Equal(t, ExitOK, r.code, r.stderr)
+		// Batches of 2, 2 and 1: each synced with the next still queued.
+		assert.Equal(t, [][2]int{{2, 3}, {4, 1}, {5, 0}}, f.syncs)
+	})
+	t.Run("failed sync", func(t *testing.T) {
+		db := demoDB(t)
+		r := runCLI(t, db, nil, append([]string{"push", "--queue", "t/sync"}, values...)...)
+		require.Equal(t, ExitOK, r.code, r.stderr)
+		f := &syncFile{fullFile: fullFile{n: 1 << 20}, db: db, queue: "t/sync", t: t, syncErr: errors.New("input/output error")}
+		r = runCLI(t, db, func(e *Env) {
+			e.openOut = func(string) (io.WriteCloser, error) { return f, nil }
+		}, "drain", "--queue", "t/sync", "--batch", "2", "--out", "out.jsonl")
+		assert.Equal(t, ExitFailure, r.code)
+		assert.Equal(t, "fdbqueue drain: after 2 items: syncing out.jsonl: input/output error (its last 2 items may not be on disk)\n", r.stderr)
+		assert.Equal(t, []string{"c", "d", "e"}, listValues(t, db, "list", "--queue", "t/sync", "--json"), "drain stopped")
+		assert.True(t, f.closed)
+	})
+}
