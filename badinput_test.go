@@ -221,12 +221,7 @@ func badRows() []badRow {
 			require.Zero(t, l)
 		}}
 	}
-	foreign := func(t *testing.T, db kv.Database, s fdbqueue.Subspace, tup tuple.Tuple, value []byte) []byte {
-		key, err := s.Pack(tup)
-		require.NoError(t, err)
-		require.NoError(t, db.Transact(ctx, func(tr kv.Transaction) error { tr.Set(key, value); return nil }))
-		return key
-	}
+	foreign := plantForeign
 	return []badRow{
 		{"NewQueue", "subspace with an empty prefix", "ErrInvalidArgument", func(t *testing.T) {
 			_, err := fdbqueue.NewQueue(fdbqueue.SubspaceFromBytes(nil))
@@ -435,32 +430,10 @@ func badRows() []badRow {
 			require.Equal(t, 1, queueLen(t, db, q))
 		}},
 		{"Queue.Dequeue, Peek (WithVersionstampOrder)", "a key (versionstamp, random bytes, one more element) at the head", "ErrForeignKey; nothing removed", func(t *testing.T) {
-			db := newDB(t)
-			q := mustQueue(t, "foreign-vs", fdbqueue.WithVersionstampOrder())
-			require.NoError(t, q.Enqueue(ctx, db, []byte("a")))          // stores the configuration
-			vs := tuple.Versionstamp{TransactionVersion: [10]byte{9: 1}} // before any commit's
-			key := foreign(t, db, q.Subspace(), tuple.Tuple{vs, bytes.Repeat([]byte{1}, 20), int64(0)}, []byte("x"))
-			_, err := q.Dequeue(ctx, db)
-			var fk *fdbqueue.ForeignKeyError
-			require.ErrorAs(t, err, &fk)
-			require.Equal(t, key, fk.Key)
-			_, err = q.Peek(ctx, db)
-			require.ErrorIs(t, err, fdbqueue.ErrForeignKey)
-			require.Equal(t, 2, queueLen(t, db, q))
+			foreignVersionstampHead(t, func(vs tuple.Versionstamp) tuple.Tuple { return tuple.Tuple{vs, bytes.Repeat([]byte{1}, 20), int64(0)} })
 		}},
 		{"Queue.Dequeue, Peek (WithVersionstampOrder)", "a key (versionstamp, a string) at the head: the layout's suffix is random bytes", "ErrForeignKey; nothing removed", func(t *testing.T) {
-			db := newDB(t)
-			q := mustQueue(t, "foreign-vs-str", fdbqueue.WithVersionstampOrder())
-			require.NoError(t, q.Enqueue(ctx, db, []byte("a")))
-			vs := tuple.Versionstamp{TransactionVersion: [10]byte{9: 1}} // before any commit's
-			key := foreign(t, db, q.Subspace(), tuple.Tuple{vs, "not bytes"}, []byte("x"))
-			_, err := q.Dequeue(ctx, db)
-			var fk *fdbqueue.ForeignKeyError
-			require.ErrorAs(t, err, &fk)
-			require.Equal(t, key, fk.Key)
-			_, err = q.Peek(ctx, db)
-			require.ErrorIs(t, err, fdbqueue.ErrForeignKey)
-			require.Equal(t, 2, queueLen(t, db, q))
+			foreignVersionstampHead(t, func(vs tuple.Versionstamp) tuple.Tuple { return tuple.Tuple{vs, "not bytes"} })
 		}},
 		{"Queue.DequeueBatch", "good items, then a foreign key", "OK: the good items; the foreign key stays", func(t *testing.T) {
 			db := newDB(t)
@@ -670,4 +643,31 @@ Wait forms are available) holding no item.
 		fmt.Fprintf(&b, "| %s | %s | %s |\n", r.fn, r.input, r.want)
 	}
 	return b.String()
+}
+
+// foreignVersionstampHead plants key(vs), vs before any commit's, at the
+// head of a versionstamp-ordered queue holding one item: Dequeue and Peek
+// fail with a ForeignKeyError naming it, and nothing is removed.
+func foreignVersionstampHead(t *testing.T, key func(tuple.Versionstamp) tuple.Tuple) {
+	ctx := context.Background()
+	db := newDB(t)
+	q := mustQueue(t, "foreign-vs", fdbqueue.WithVersionstampOrder())
+	require.NoError(t, q.Enqueue(ctx, db, []byte("a"))) // stores the configuration
+	k := plantForeign(t, db, q.Subspace(), key(tuple.Versionstamp{TransactionVersion: [10]byte{9: 1}}), []byte("x"))
+	_, err := q.Dequeue(ctx, db)
+	var fk *fdbqueue.ForeignKeyError
+	require.ErrorAs(t, err, &fk)
+	require.Equal(t, k, fk.Key)
+	_, err = q.Peek(ctx, db)
+	require.ErrorIs(t, err, fdbqueue.ErrForeignKey)
+	require.Equal(t, 2, queueLen(t, db, q))
+}
+
+// plantForeign stores value at s's key for tup, a key the layers did not
+// write, and returns the key.
+func plantForeign(t *testing.T, db kv.Database, s fdbqueue.Subspace, tup tuple.Tuple, value []byte) []byte {
+	key, err := s.Pack(tup)
+	require.NoError(t, err)
+	require.NoError(t, db.Transact(context.Background(), func(tr kv.Transaction) error { tr.Set(key, value); return nil }))
+	return key
 }
