@@ -30,3 +30,36 @@ func PrimeJournal(pq *PriorityQueue) {
 	j.count.Store(j.gcEvery - 1)
 	j.gcShard.Store(0)
 }
+
+// journaled is a layer with an operation journal.
+type journaled interface {
+	*Queue | *PriorityQueue | *JobQueue
+}
+
+func journalOf[L journaled](l L) *journal {
+	switch l := any(l).(type) {
+	case *Queue:
+		return l.journal
+	case *PriorityQueue:
+		return l.journal
+	case *JobQueue:
+		return l.journal
+	}
+	panic("unreachable: journaled lists the layers")
+}
+
+// JournalSlotKeys returns the keys of the journal slots l made in its
+// current epoch (journal.takeSlot), in slot order.
+func JournalSlotKeys[L journaled](l L) [][]byte {
+	j := journalOf(l)
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return append([][]byte(nil), j.slotKeys...)
+}
+
+// JournalRecordRange returns the range of the records l's journal keeps
+// under id (op.recordRange).
+func JournalRecordRange[L journaled](l L, id OpID) kv.KeyRange {
+	o := &op{j: journalOf(l), id: id}
+	return o.recordRange()
+}
