@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -189,6 +190,41 @@ func TestJournalQueueLeavesNoRecords(t *testing.T) {
 			settleQueue(t, db, q)
 			slots := fdbqueue.JournalSlotKeys(q)
 			require.Len(t, slots, c.slots, "sequential operations share a slot, one more after a dropped one")
+			requireJournalWithin(t, db, q.Subspace(), slots)
+		})
+	}
+}
+
+// An EnqueueBatch that is refused (ErrBatchTooLarge, before any attempt)
+// hands back the clears it took over (journal.beginInto) as any failed
+// operation does (op.end). It used not to end its operation at all: the
+// clears of the records of the operation before it were lost, and those
+// records stayed until expiry. Its slot is dropped, as after any error
+// but ErrEmpty: the epoch has two slots. See
+// TestJournalQueueLeavesNoRecords for the bound.
+func TestJournalRefusedBatchHandsBackClears(t *testing.T) {
+	ctx := context.Background()
+	big := bytes.Repeat([]byte{0xab}, kv.MaxValueSize)
+	cases := []struct {
+		name  string
+		opts  []fdbqueue.Option
+		batch [][]byte
+		msg   string
+	}{
+		{"over the budget", nil, slices.Repeat([][]byte{big}, fdbqueue.DefaultBatchBudget/len(big)+1), "budget"},
+		{"over the user versions", []fdbqueue.Option{fdbqueue.WithVersionstampOrder(), fdbqueue.WithBatchBudget(fdbqueue.MaxBatchBudget)},
+			slices.Repeat([][]byte{{1}}, 1<<16+1), "versionstamp mode allows"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			db, q := newDB(t), mustQueue(t, "refused", c.opts...)
+			require.NoError(t, q.Enqueue(ctx, db, []byte("a"), withID()))
+			err := q.EnqueueBatch(ctx, db, c.batch)
+			require.ErrorIs(t, err, fdbqueue.ErrBatchTooLarge)
+			require.ErrorContains(t, err, c.msg)
+			settleQueue(t, db, q)
+			slots := fdbqueue.JournalSlotKeys(q)
+			require.Len(t, slots, 2, "the refused batch's slot and the next one")
 			requireJournalWithin(t, db, q.Subspace(), slots)
 		})
 	}

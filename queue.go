@@ -132,11 +132,15 @@ func (q *Queue) enqueue(ctx context.Context, t kv.Transactor, value []byte, valu
 	// fits the room MaxBatchBudget leaves under the transaction limit.
 	if n > 1 {
 		if size := writeCost(o, q.items, c.stored, q.cfg.versionstamps); size > q.cfg.batchBudget {
-			return fmt.Errorf("%w: %d items, about %d bytes, budget %d", ErrBatchTooLarge, n, size, q.cfg.batchBudget)
+			err := fmt.Errorf("%w: %d items, about %d bytes, budget %d", ErrBatchTooLarge, n, size, q.cfg.batchBudget)
+			o.end(err) // hand back the clears newCall took over
+			return err
 		}
 	}
 	if q.cfg.versionstamps && n > maxUserVersions {
-		return fmt.Errorf("%w: %d items, versionstamp mode allows %d per call", ErrBatchTooLarge, n, maxUserVersions)
+		err := fmt.Errorf("%w: %d items, versionstamp mode allows %d per call", ErrBatchTooLarge, n, maxUserVersions)
+		o.end(err) // hand back the clears newCall took over
+		return err
 	}
 	c.q = q
 	err = c.run(ctx)
