@@ -528,6 +528,12 @@ func (o *op) applied(rr kv.RangeResult) (results [][]byte, ok bool, err error) {
 		return nil, false, err
 	}
 	o.j.track.obs.replayed(o.kind, o.id)
+	if len(kvs) > 1 {
+		// Several records, or one in chunks: when an earlier call under
+		// this ID (WithOpID) wrote them, this call records nothing, and
+		// must still clear them all (end).
+		o.wide = true
+	}
 	kvs = joinChunks(kvs)
 	results = make([][]byte, len(kvs))
 	for i, kv := range kvs {

@@ -112,6 +112,24 @@ func TestJournalQueueLeavesNoRecords(t *testing.T) {
 			require.NoError(t, err)
 			require.Len(t, vs, 3)
 		}},
+		{"a batch recovered under its ID", 1, func(t *testing.T, db *memdb.DB, q *fdbqueue.Queue) {
+			// A DequeueBatch fails with an error that may hide a commit
+			// (commit_unknown_result_fatal, which Transaction::onError
+			// does not retry: fdbclient/NativeAPI.actor.cpp), and its
+			// commit applied; it is called again with its ID to recover
+			// its items (WithOpID). Its records stay for that call, which
+			// finds them and returns the items without recording: then
+			// nothing will read them again, and the next operations clear
+			// their whole range. They used to clear only the first.
+			require.NoError(t, q.EnqueueBatch(ctx, db, [][]byte{[]byte("a"), []byte("b"), []byte("c")}))
+			id := fdbqueue.NewOpID()
+			db.FailNextCommit(kv.ErrCommitUnknownResultFatal, true)
+			_, err := q.DequeueBatch(ctx, db, 3, fdbqueue.WithOpID(id))
+			require.True(t, kv.MaybeCommitted(err), "the commit may have applied: %v", err)
+			vs, err := q.DequeueBatch(ctx, db, 3, fdbqueue.WithOpID(id))
+			require.NoError(t, err)
+			require.Equal(t, [][]byte{[]byte("a"), []byte("b"), []byte("c")}, vs, "the recovery returns the items the first call took")
+		}},
 		{"a batch in a slot", 1, func(t *testing.T, db *memdb.DB, q *fdbqueue.Queue) {
 			// A slotted batch's results do not fit its slot: they are
 			// records under its ID, the slot says so, and those records
@@ -250,6 +268,18 @@ func TestJournalPriorityQueueLeavesNoRecords(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, v, it.Value)
 	}
+	// A pop of a chunked record that may have committed, recovered by a
+	// call under its ID (see TestJournalQueueLeavesNoRecords).
+	v := bytes.Repeat([]byte{0xef}, kv.MaxValueSize)
+	require.NoError(t, pq.Push(ctx, db, v, 1))
+	id := fdbqueue.NewOpID()
+	db.FailNextCommit(kv.ErrCommitUnknownResultFatal, true)
+	_, err := pq.PopMin(ctx, db, fdbqueue.WithOpID(id))
+	require.True(t, kv.MaybeCommitted(err), "the commit may have applied: %v", err)
+	it, err := pq.PopMin(ctx, db, fdbqueue.WithOpID(id))
+	require.NoError(t, err)
+	require.Equal(t, fdbqueue.Item{Value: v, Priority: 1}, it, "the recovery returns the item the first call took")
+
 	for i := range 3 {
 		require.NoError(t, pq.Push(ctx, db, []byte{byte(i)}, int64(i)))
 	}
@@ -279,12 +309,26 @@ func TestJournalJobQueueLeavesOnlyTheLastRecords(t *testing.T) {
 	for _, l := range ls {
 		require.NoError(t, q.Ack(ctx, db, l))
 	}
+	// A batch lease that may have committed, recovered by a call under
+	// its ID (see TestJournalQueueLeavesNoRecords).
+	_, err = q.AddBatch(ctx, db, []fdbqueue.Job{{Value: []byte("d")}, {Value: []byte("e")}})
+	require.NoError(t, err)
+	id := fdbqueue.NewOpID()
+	db.FailNextCommit(kv.ErrCommitUnknownResultFatal, true)
+	_, err = q.Lease(ctx, db, 2, 0, fdbqueue.WithOpID(id))
+	require.True(t, kv.MaybeCommitted(err), "the commit may have applied: %v", err)
+	ls, err = q.Lease(ctx, db, 2, 0, fdbqueue.WithOpID(id))
+	require.NoError(t, err)
+	require.Len(t, ls, 2, "the recovery returns the leases the first call took")
+	for _, l := range ls {
+		require.NoError(t, q.Ack(ctx, db, l))
+	}
 	_, err = q.Lease(ctx, db, 1, 0)
 	require.ErrorIs(t, err, fdbqueue.ErrEmpty)
-	_, err = q.Add(ctx, db, fdbqueue.Job{Value: []byte("d")})
+	_, err = q.Add(ctx, db, fdbqueue.Job{Value: []byte("f")})
 	require.NoError(t, err)
 	last := fdbqueue.NewOpID()
-	_, err = q.Add(ctx, db, fdbqueue.Job{Value: []byte("e")}, fdbqueue.WithOpID(last))
+	_, err = q.Add(ctx, db, fdbqueue.Job{Value: []byte("g")}, fdbqueue.WithOpID(last))
 	require.NoError(t, err)
 	require.Empty(t, fdbqueue.JournalSlotKeys(q))
 	requireJournalWithin(t, db, q.Subspace(), nil, fdbqueue.JournalRecordRange(q, last))
