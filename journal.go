@@ -336,7 +336,13 @@ func (o *op) end(err error) {
 	}
 	o.j.mu.Lock()
 	defer o.j.mu.Unlock()
-	if o.slotted && (err == nil || errors.Is(err, ErrEmpty)) {
+	// After an error the slot may hold this operation's record from a
+	// commit whose outcome was unknown, which a later call under its ID
+	// must find: it is not reused, unless no attempt committed (ErrEmpty:
+	// a retry would have found the record) or none wrote it (record never
+	// called), so that it still holds the previous operation's record,
+	// which no one will look for.
+	if o.slotted && (err == nil || errors.Is(err, ErrEmpty) || !o.recorded.Load()) {
 		o.j.releaseSlot(o)
 	}
 	if err != nil {
