@@ -48,8 +48,11 @@ var (
 
 	// ErrOperationExpired is returned when an operation is still retrying
 	// after its journal retention: its record may have been collected, so it
-	// can no longer tell whether an earlier attempt committed. It matches
-	// kv.MaybeCommitted's meaning: the operation may have taken effect.
+	// can no longer tell whether an earlier attempt committed. The operation
+	// may have taken effect (in an earlier attempt, or an earlier call with
+	// the same WithOpID): treat it as maybe committed, although
+	// kv.MaybeCommitted reports false for it unless one of this call's own
+	// attempts had an unknown outcome.
 	ErrOperationExpired = errors.New("fdbqueue: operation outlived its journal retention")
 
 	// ErrClaimExpired is returned by a staged dequeue or pop whose request,

@@ -18,7 +18,7 @@ import (
 // before its lease's deadline is due again, for another consumer.
 func ExampleJobQueue() {
 	ctx := context.Background()
-	db := memdb.New() // or fdbkv.Open(clusterFile) for FoundationDB
+	db := memdb.New() // on FoundationDB: fdbkv.OpenWithAPIVersion(730, clusterFile)
 	defer db.Close()
 
 	sub, _ := fdbqueue.NewSubspace(tuple.Tuple{"jobs"})
@@ -70,7 +70,7 @@ func ExampleJobQueue_Ack() {
 	})
 	fmt.Println("acked:", err == nil)
 	s, _ := q.Stats(ctx, db)
-	fmt.Println("jobs left:", s.Queued+s.Leased)
+	fmt.Println("jobs left:", s.Queued+s.Leased+s.ExpiredLeases)
 	// Output:
 	// acked: true
 	// jobs left: 0

@@ -15,7 +15,7 @@ import (
 
 func ExampleQueue_Enqueue() {
 	ctx := context.Background()
-	db := memdb.New() // or fdbkv.Open(clusterFile) for FoundationDB
+	db := memdb.New() // on FoundationDB: fdbkv.OpenWithAPIVersion(730, clusterFile)
 	defer db.Close()
 
 	sub, _ := fdbqueue.NewSubspace(tuple.Tuple{"jobs"})

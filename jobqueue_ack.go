@@ -121,7 +121,7 @@ type NackOptions struct {
 }
 
 // Nack gives the leased job back after a failed attempt: it is due again
-// after o.Delay, or, if that was its last attempt, it moves to the
+// after no.Delay, or, if that was its last attempt, it moves to the
 // dead-letter list (dead reports which). It fails with ErrLeaseLost as Ack
 // does. Conflicts, cost and exactly-once behaviour are Ack's, with two
 // writes instead of the clears, and a bump of the signal key.

@@ -13,13 +13,14 @@ import (
 // JobStats are a JobQueue's counts as of one read version and the
 // clock's now.
 //
-// Queued, Leased and Dead are exact: they are counters kept with atomic
-// adds by every operation. Whether a job is due or delayed, and whether a
-// lease is live or expired, changes with time without any write, so the
-// queue also counts jobs per vesting-time bucket (JobQueueConfig.
-// StatsResolution wide) and Stats sums the buckets after now: Delayed and
-// ExpiredLeases are exact up to one bucket (the jobs of the bucket that
-// holds now count as due, and its leases as expired).
+// Queued, Dead and the leased jobs (Leased + ExpiredLeases) are exact:
+// they are counters kept with atomic adds by every operation, and every
+// job is in exactly one of them. Whether a job is due or delayed, and
+// whether a lease is live or expired, changes with time without any write,
+// so the queue also counts jobs per vesting-time bucket (JobQueueConfig.
+// StatsResolution wide) and Stats sums the buckets after now: Delayed,
+// Leased and ExpiredLeases are exact up to one bucket (the jobs of the
+// bucket that holds now count as due, and its leases as expired).
 type JobStats struct {
 	Queued        int64 // jobs not leased (due or delayed)
 	Due           int64 // jobs that Lease can take now: queued and due, plus expired leases

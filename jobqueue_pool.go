@@ -93,7 +93,8 @@ type PoolOptions struct {
 	// without waiting for them: OnOutcome and the outcome metric may
 	// report them after Run has returned.
 	ShutdownTimeout time.Duration
-	// Logger receives the pool's structured logs (default slog.Default()).
+	// Logger receives the pool's structured logs (default: the queue's
+	// logger, WithLogger, which discards them unless set).
 	Logger *slog.Logger
 	// OnOutcome, if set, is called after each job with what became of it.
 	OnOutcome func(Outcome)
@@ -196,7 +197,7 @@ func (q *JobQueue) Run(ctx context.Context, db kv.Database, handler Handler, o P
 		o.ShutdownTimeout = 10 * time.Second
 	}
 	if o.Logger == nil {
-		o.Logger = slog.Default()
+		o.Logger = q.journal.track.obs.log
 	}
 	if o.Workers < 0 || o.LeaseDuration < time.Millisecond || o.ExtendEvery <= 0 || o.ExtendEvery >= o.LeaseDuration {
 		return fmt.Errorf("%w: pool of %d workers, lease %v extended every %v", ErrInvalidArgument, o.Workers, o.LeaseDuration, o.ExtendEvery)
@@ -295,7 +296,9 @@ func (p *pool) process(base context.Context, n int, l Lease) {
 		var dead bool
 		if dead, serr = p.q.Nack(base, p.db, out.Lease, NackOptions{Reason: err.Error()}); dead {
 			out.Result = DeadLettered
-			log.Warn("job dead-lettered", "err", err)
+			if p.log != p.q.journal.track.obs.log { // else the queue logs it
+				log.Warn("job dead-lettered", "err", err)
+			}
 		}
 	}
 	switch {

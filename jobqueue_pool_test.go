@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"runtime"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -310,4 +311,44 @@ func TestJobPoolHandlerGoexitFailsTheJob(t *testing.T) {
 	stop()
 	require.NoError(t, <-ran)
 	require.Equal(t, fdbqueue.JobStats{}, mustStats(t, db, q))
+}
+
+// The pool logs where the queue does (WithLogger) unless PoolOptions.Logger
+// says otherwise: a library writes to no log of the application's unasked.
+// A dead letter is logged once: by the queue, or by the pool too when it
+// has a logger of its own.
+func TestPoolLogsWhereTheQueueDoes(t *testing.T) {
+	ctx := context.Background()
+	for _, own := range []bool{false, true} {
+		db := newDB(t)
+		var queueLog, poolLog syncBuffer
+		q := mustJobQueue(t, "pool-log", fdbqueue.JobQueueConfig{MaxAttempts: 1},
+			fdbqueue.WithLogger(slog.New(slog.NewTextHandler(&queueLog, nil))))
+		mustAdd(t, db, q, fdbqueue.Job{Value: []byte("fails")})
+		opts := fdbqueue.PoolOptions{Workers: 1}
+		if own {
+			opts.Logger = slog.New(slog.NewTextHandler(&poolLog, nil))
+		}
+		outcomes := make(chan fdbqueue.Outcome, 1)
+		opts.OnOutcome = func(o fdbqueue.Outcome) { outcomes <- o }
+		runCtx, stop := context.WithCancel(ctx)
+		ran := make(chan error, 1)
+		go func() {
+			ran <- q.Run(runCtx, db, func(context.Context, *fdbqueue.Task) error { return errors.New("boom") }, opts)
+		}()
+		require.Equal(t, fdbqueue.DeadLettered, (<-outcomes).Result)
+		stop()
+		require.NoError(t, <-ran)
+		pool := &queueLog
+		if own {
+			pool = &poolLog
+			require.NotContains(t, queueLog.String(), "job pool started", "the pool's own logger")
+		}
+		require.Contains(t, pool.String(), "job pool started")
+		require.Contains(t, pool.String(), "job pool stopped")
+		require.Equal(t, 1, strings.Count(queueLog.String(), "job dead-lettered"), queueLog.String())
+		if own {
+			require.Equal(t, 1, strings.Count(poolLog.String(), "job dead-lettered"), poolLog.String())
+		}
+	}
 }
