@@ -498,6 +498,20 @@ func badRows() []badRow {
 			require.ErrorIs(t, err, fdbqueue.ErrOperationExpired)
 			require.Zero(t, queueLen(t, db, q))
 		}},
+		{"Queue.Enqueue, Dequeue with WithOpID", "the zero OpID; an OpID dated more than the retention ahead of the clock", "ErrInvalidArgument; nothing written", func(t *testing.T) {
+			db := newDB(t)
+			q := mustQueue(t, "bad-id", fdbqueue.WithJournalRetention(time.Minute))
+			require.NoError(t, q.Enqueue(ctx, db, []byte("x")))
+			for _, id := range []fdbqueue.OpID{{}, fdbqueue.OpIDAt(time.Now().Add(2 * time.Minute))} {
+				require.ErrorIs(t, q.Enqueue(ctx, db, []byte("y"), fdbqueue.WithOpID(id)), fdbqueue.ErrInvalidArgument)
+				_, err := q.Dequeue(ctx, db, fdbqueue.WithOpID(id))
+				require.ErrorIs(t, err, fdbqueue.ErrInvalidArgument)
+				require.ErrorIs(t, db.Transact(ctx, func(tr kv.Transaction) error {
+					return q.Enqueue(ctx, tr, []byte("z"), fdbqueue.WithOpID(id))
+				}), fdbqueue.ErrInvalidArgument, "in a caller's transaction too")
+			}
+			require.Equal(t, 1, queueLen(t, db, q))
+		}},
 		{"Queue.Enqueue, Dequeue", "nil OpOption", "ignored", func(t *testing.T) {
 			db := newDB(t)
 			q := mustQueue(t, "nil-opt")

@@ -62,8 +62,16 @@ type opConfig struct {
 // however often the attempt is retried after commit_unknown_result. Also use
 // it to recover the item of a Dequeue that failed with a maybe-committed
 // error: calling Dequeue again with the same ID returns the item the first
-// call removed, if it removed one. An ID names one operation: never reuse it
-// for another.
+// call removed, if it removed one.
+//
+// An ID names one operation call: never give it to a second call, not even
+// of the same kind in the same transaction. That call would take the first
+// one's record for its own and return the first one's result without doing
+// anything (an Enqueue would enqueue nothing, a Dequeue return the same
+// item). Make each ID with NewOpID: the operation fails with
+// ErrInvalidArgument given the zero ID or one dated further ahead of the
+// client's clock than the journal retention, and with ErrOperationExpired
+// given one older than the retention.
 //
 // Given a Transaction and no WithOpID, an operation does without the
 // journal (it neither reads nor writes a record): each of your retries
@@ -440,8 +448,22 @@ func (o *op) check(tr kv.Transaction) (kv.RangeResult, error) {
 		// that expiry could clear (so its age does not matter).
 		return noRecords, nil
 	}
-	if age := o.j.now().Sub(o.id.Time()); age > o.j.retention {
+	if o.id == (OpID{}) {
+		return nil, fmt.Errorf("%w: the zero OpID (make one with NewOpID)", ErrInvalidArgument)
+	}
+	age := o.j.now().Sub(o.id.Time())
+	if age > o.j.retention {
 		return nil, fmt.Errorf("%w: op %s is %v old, retention %v", ErrOperationExpired, o.id, age.Round(time.Second), o.j.retention)
+	}
+	if age < -o.j.retention {
+		// Further ahead than clocks may disagree (WithJournalRetention):
+		// not an ID NewOpID made, and its record would outlive expiry.
+		// Measured against the system clock too, which NewOpID reads,
+		// for a journal on a test's clock set in the past.
+		if ahead := o.id.Time().Sub(time.Now()); ahead > o.j.retention {
+			return nil, fmt.Errorf("%w: op %s is dated %v ahead of the clock, more than the retention %v (make IDs with NewOpID)",
+				ErrInvalidArgument, o.id, ahead.Round(time.Second), o.j.retention)
+		}
 	}
 	if o.slotted {
 		return &recordRead{tr: tr, o: o, first: tr.Get(o.slotKey), slot: true}, nil
