@@ -64,14 +64,18 @@ type opConfig struct {
 // error: calling Dequeue again with the same ID returns the item the first
 // call removed, if it removed one.
 //
-// An ID names one operation call: never give it to a second call, not even
-// of the same kind in the same transaction. That call would take the first
-// one's record for its own and return the first one's result without doing
-// anything (an Enqueue would enqueue nothing, a Dequeue return the same
-// item). Make each ID with NewOpID: the operation fails with
-// ErrInvalidArgument given the zero ID or one dated further ahead of the
-// client's clock than the journal retention, and with ErrOperationExpired
-// given one older than the retention.
+// An ID names one operation call: give it to no other call. A second call
+// under it in the same transaction fails with ErrInvalidArgument, and so
+// does that transaction's commit; so does, later, a call of another kind
+// under it (the ID's marker says which kind it was given to: see "Exactly
+// once" in docs/design.md). A second call of the same kind in a later
+// transaction cannot be told from a retry: it returns the first call's
+// result and does nothing. Make each ID with NewOpID: the operation fails
+// with ErrInvalidArgument given the zero ID or one dated further ahead of
+// the client's clock than the journal retention, and with
+// ErrOperationExpired given one older than the retention. Cost: a call
+// under an ID of yours reads and writes one more key than one under an ID
+// of its own (the marker).
 //
 // Given a Transaction and no WithOpID, an operation does without the
 // journal (it neither reads nor writes a record): each of your retries
@@ -465,10 +469,70 @@ func (o *op) check(tr kv.Transaction) (kv.RangeResult, error) {
 				ErrInvalidArgument, o.id, ahead.Round(time.Second), o.j.retention)
 		}
 	}
-	if o.slotted {
-		return &recordRead{tr: tr, o: o, first: tr.Get(o.slotKey), slot: true}, nil
+	var marker kv.FutureValue
+	if !o.fresh {
+		// A snapshot read: the first record's read makes the conflict.
+		marker = tr.Snapshot().Get(o.markerKey())
 	}
-	return &recordRead{tr: tr, o: o, first: tr.Get(o.recordKey(0))}, nil
+	if o.slotted {
+		return &recordRead{tr: tr, o: o, first: tr.Get(o.slotKey), marker: marker, slot: true}, nil
+	}
+	return &recordRead{tr: tr, o: o, first: tr.Get(o.recordKey(0)), marker: marker}, nil
+}
+
+// The marker of an operation whose ID its caller chose (WithOpID): record
+// writes it beside the records, at (shard, id, -1), with
+// SetVersionstampedValue, and check reads it. Its value is the operation's
+// kind and the commit's versionstamp.
+//
+// It catches an ID given to a second call. In the transaction that wrote
+// it, the marker cannot be read: FoundationDB's read-your-writes layer
+// fails a read of a key set with SetVersionstampedValue with
+// accessed_unreadable (RYWIterator::kv and ::type,
+// fdbclient/RYWIterator.cpp), snapshot reads too, and a failed read fails
+// that transaction's commit. So a second call under the ID in the same
+// transaction, which would otherwise take the first call's record for its
+// own and do nothing, fails with ErrInvalidArgument, and the transaction
+// with it. Once committed, the marker names the kind of operation the ID
+// was given to: a call of another kind under it fails the same way. Only a
+// retry of the same call, in a later transaction, gets past it.
+
+// markerKey returns the operation's marker key.
+func (o *op) markerKey() []byte {
+	k, _ := tuple.Tuple{o.shard(), o.id[:], int64(-1)}.AppendPack(bytes.Clone(o.j.prefix))
+	return k
+}
+
+// markerValue is the marker's value for SetVersionstampedValue: the kind
+// (its first maxMarkerKind bytes), the 10 bytes the versionstamp replaces,
+// and their offset.
+func (o *op) markerValue() []byte {
+	kind := o.markerKind()
+	v := make([]byte, 0, len(kind)+14)
+	v = append(v, kind...)
+	v = append(v, make([]byte, 10)...)
+	return binary.LittleEndian.AppendUint32(v, uint32(len(kind)))
+}
+
+// maxMarkerKind bounds the kind a marker holds (the budget counts it).
+const maxMarkerKind = 16
+
+func (o *op) markerKind() string { return o.kind[:min(len(o.kind), maxMarkerKind)] }
+
+// checkMarker is the verdict on the marker read (see markerKey): nil if
+// the ID may be this operation's.
+func (o *op) checkMarker(v []byte, err error) error {
+	switch {
+	case errors.Is(err, kv.ErrAccessedUnreadable):
+		return fmt.Errorf("%w: op %s was already given to an operation in this transaction (an OpID names one operation call)", ErrInvalidArgument, o.id)
+	case err != nil:
+		return err
+	case len(v) > 10 && o.kind != "" && string(v[:len(v)-10]) != o.markerKind():
+		// (A marker or an operation without a kind, a staged waiter's,
+		// is not compared.)
+		return fmt.Errorf("%w: op %s was given to a %q operation, not %q (an OpID names one operation call)", ErrInvalidArgument, o.id, v[:len(v)-10], o.kind)
+	}
+	return nil
 }
 
 // noRecords is check's result when there is nothing to read. It is never
@@ -486,13 +550,15 @@ var noRecords = &recordRead{done: true}
 // GetSlice must not be called from two goroutines at once (applied calls
 // it once; staging's eager calls it from its one goroutine).
 type recordRead struct {
-	tr    kv.ReadTransaction
-	o     *op
-	first kv.FutureValue
-	slot  bool // first reads the operation's slot (see takeSlot)
-	done  bool
-	kvs   []kv.KeyValue
-	err   error
+	tr     kv.ReadTransaction
+	o      *op
+	first  kv.FutureValue
+	marker kv.FutureValue // the marker's read (markerKey), for a chosen ID
+	slot   bool           // first reads the operation's slot (see takeSlot)
+	marked bool           // the marker is there (a committed call under the ID)
+	done   bool
+	kvs    []kv.KeyValue
+	err    error
 }
 
 // GetSlice returns the operation's records in key order, none if it was not
@@ -500,6 +566,13 @@ type recordRead struct {
 func (r *recordRead) GetSlice() ([]kv.KeyValue, error) {
 	if !r.done {
 		r.done = true
+		if r.marker != nil {
+			mv, err := r.marker.Get()
+			if r.err = r.o.checkMarker(mv, err); r.err != nil {
+				return nil, r.err
+			}
+			r.marked = mv != nil
+		}
 		v, err := r.first.Get()
 		if r.slot && err == nil {
 			if len(v) < slotHeader || !bytes.Equal(v[:len(OpID{})], r.o.id[:]) {
@@ -514,6 +587,9 @@ func (r *recordRead) GetSlice() ([]kv.KeyValue, error) {
 			r.err = err
 		case v != nil:
 			r.kvs, r.err = r.tr.GetRange(r.o.recordRange(), kv.RangeOptions{Mode: kv.StreamingModeWantAll}).GetSlice()
+			if r.marked && len(r.kvs) > 0 && bytes.Equal(r.kvs[0].Key, r.o.markerKey()) {
+				r.kvs = r.kvs[1:] // the marker sorts first: (shard, id, -1)
+			}
 		}
 	}
 	return r.kvs, r.err
@@ -556,6 +632,9 @@ func (o *op) applied(rr kv.RangeResult) (results [][]byte, ok bool, err error) {
 		return nil, false, err
 	}
 	o.j.track.obs.replayed(o.kind, o.id)
+	if r, ok := rr.(*recordRead); ok && r.marked {
+		o.wide = true // the marker goes with the records (end)
+	}
 	if len(kvs) > 1 {
 		// Several records, or one in chunks: when an earlier call under
 		// this ID (WithOpID) wrote them, this call records nothing, and
@@ -581,6 +660,10 @@ func (o *op) record(tr kv.Transaction, results ...[]byte) {
 		return
 	}
 	o.recorded.Store(true)
+	if !o.fresh {
+		tr.SetVersionstampedValue(o.markerKey(), o.markerValue())
+		o.wide = true // cleared with the records: by their range
+	}
 	if o.slotted {
 		var one []byte
 		if len(results) == 1 {

@@ -216,20 +216,22 @@ func TestPushPopFIFO(t *testing.T) {
 	assert.Equal(t, "(empty)\n", r.stdout)
 }
 
-// Each push or pop leaves one journal record (the layers clear it with the
-// next operation of the same Queue value, which a one-shot command never
-// makes; it expires after the retention), and stats counts it.
+// Each push or pop leaves its journal record and, since the command
+// chooses the operation's ID (to settle it when interrupted), the ID's
+// marker: two keys, which the layers clear with the next operation of the
+// same Queue value, which a one-shot command never makes (they expire
+// after the retention). stats counts them.
 func TestStatsJournal(t *testing.T) {
 	db := demoDB(t)
 	var st Stats
 	r := runCLI(t, db, nil, args("stats", "jobs", "--json")...)
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &st))
-	assert.Equal(t, int64(0), st.JournalRecords)
+	assert.Equal(t, int64(0), st.JournalKeys)
 	runCLI(t, db, nil, args("push", "jobs", "x")...)
 	runCLI(t, db, nil, args("pop", "jobs")...)
 	r = runCLI(t, db, nil, args("stats", "jobs", "--json")...)
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &st))
-	assert.Equal(t, int64(2), st.JournalRecords)
+	assert.Equal(t, int64(4), st.JournalKeys)
 	assert.Greater(t, st.JournalBytes, int64(2*16), "two records, each with a 16-byte operation ID in its key")
 	assert.Equal(t, int64(3), st.Depth)
 }
@@ -444,7 +446,7 @@ func TestPaging(t *testing.T) {
 	r := runCLI(t, db, nil, args("stats", "tasks")...)
 	assert.Contains(t, r.stdout, "depth    9 (counters)\n")
 	// The journal's count pages too.
-	assert.Contains(t, r.stdout, "journal  5 records")
+	assert.Contains(t, r.stdout, "journal  10 keys") // 5 operations: a record and a marker each
 }
 
 // stats reads the depth counters in O(1); --scan counts the items. They

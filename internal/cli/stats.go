@@ -28,10 +28,11 @@ type Stats struct {
 	// Staged counts the requests waiting in each staged line ("q" for a
 	// queue, "min" and "max" for a priority queue).
 	Staged map[string]int64 `json:"staged"`
-	// JournalRecords and JournalBytes are the operation journal's records
-	// and their size (keys and values).
-	JournalRecords int64 `json:"journal_records"`
-	JournalBytes   int64 `json:"journal_bytes"`
+	// JournalKeys and JournalBytes are the operation journal's keys (the
+	// operations' records or slots, their chunks and, for an operation
+	// ID the caller chose, its marker) and their size (keys and values).
+	JournalKeys  int64 `json:"journal_keys"`
+	JournalBytes int64 `json:"journal_bytes"`
 }
 
 func setupStats(fs *flag.FlagSet) func(context.Context, *session, []string) error {
@@ -115,7 +116,7 @@ func (t *target) stats(ctx context.Context, s *session) (Stats, error) {
 	if err != nil {
 		return st, err
 	}
-	if st.JournalRecords, st.JournalBytes, err = rangeStats(ctx, s.db, jr); err != nil {
+	if st.JournalKeys, st.JournalBytes, err = rangeStats(ctx, s.db, jr); err != nil {
 		return st, fmt.Errorf("journal: %w", err)
 	}
 	return st, nil
@@ -136,7 +137,7 @@ func writeStatsText(s *session, t *target, st Stats) error {
 	} else {
 		fmt.Fprintf(w, "staged   %d waiting\n", st.Staged["q"])
 	}
-	_, err := fmt.Fprintf(w, "journal  %d records, %d bytes\n", st.JournalRecords, st.JournalBytes)
+	_, err := fmt.Fprintf(w, "journal  %d keys, %d bytes\n", st.JournalKeys, st.JournalBytes)
 	return err
 }
 

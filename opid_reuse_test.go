@@ -1,0 +1,149 @@
+package fdbqueue_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/fdbqueue/fdbqueue"
+	"github.com/fdbqueue/fdbqueue/kv"
+)
+
+// An OpID names one operation call (WithOpID). A second call under it in
+// the same transaction would take the first call's record (read through
+// the transaction's own writes) for its own, and do nothing: an Enqueue
+// would enqueue nothing, a Dequeue return the first call's item again. It
+// fails instead with ErrInvalidArgument, and so does the transaction's
+// commit: the call reads the first call's marker, which FoundationDB
+// cannot read in the transaction that set it with SetVersionstampedValue
+// (accessed_unreadable: RYWIterator::kv, fdbclient/RYWIterator.cpp), and a
+// failed read fails the commit (RYWImpl::commit waits on every read,
+// fdbclient/ReadYourWrites.actor.cpp). Nothing is lost or returned twice.
+func TestOpIDReusedInOneTransaction(t *testing.T) {
+	ctx := context.Background()
+	cases := []struct {
+		name   string
+		twice  func(t *testing.T, db kv.Database, id fdbqueue.OpOption) error
+		before []string // the queue's items before, and after the failed transaction
+	}{
+		{"two Enqueues", func(t *testing.T, db kv.Database, id fdbqueue.OpOption) error {
+			q := mustQueue(t, "reuse")
+			return db.Transact(ctx, func(tr kv.Transaction) error {
+				require.NoError(t, q.Enqueue(ctx, tr, []byte("a"), id))
+				return q.Enqueue(ctx, tr, []byte("b"), id)
+			})
+		}, nil},
+		{"two Dequeues", func(t *testing.T, db kv.Database, id fdbqueue.OpOption) error {
+			q := mustQueue(t, "reuse")
+			return db.Transact(ctx, func(tr kv.Transaction) error {
+				v, err := q.Dequeue(ctx, tr, id)
+				require.NoError(t, err)
+				require.Equal(t, "x", string(v))
+				_, err = q.Dequeue(ctx, tr, id)
+				return err
+			})
+		}, []string{"x", "y"}},
+		{"an Enqueue and a Dequeue", func(t *testing.T, db kv.Database, id fdbqueue.OpOption) error {
+			q := mustQueue(t, "reuse")
+			return db.Transact(ctx, func(tr kv.Transaction) error {
+				require.NoError(t, q.Enqueue(ctx, tr, []byte("a"), id))
+				_, err := q.Dequeue(ctx, tr, id)
+				return err
+			})
+		}, []string{"x", "y"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			db := newDB(t)
+			q := mustQueue(t, "reuse")
+			for _, v := range c.before {
+				require.NoError(t, q.Enqueue(ctx, db, []byte(v)))
+			}
+			err := c.twice(t, db, fdbqueue.WithOpID(fdbqueue.NewOpID()))
+			require.ErrorIs(t, err, fdbqueue.ErrInvalidArgument)
+			require.ErrorContains(t, err, "already given to an operation in this transaction")
+			got := drain(t, db, q)
+			if len(c.before) == 0 {
+				require.Empty(t, got, "the transaction did not commit")
+			} else {
+				require.Equal(t, c.before, got, "the transaction did not commit")
+			}
+		})
+	}
+	t.Run("a Push and a PopMax", func(t *testing.T) {
+		db := newDB(t)
+		pq := mustPQ(t, "reuse")
+		id := fdbqueue.WithOpID(fdbqueue.NewOpID())
+		err := db.Transact(ctx, func(tr kv.Transaction) error {
+			require.NoError(t, pq.Push(ctx, tr, []byte("a"), 1, id))
+			_, err := pq.PopMax(ctx, tr, id)
+			return err
+		})
+		require.ErrorIs(t, err, fdbqueue.ErrInvalidArgument)
+		_, err = pq.PopMin(ctx, db)
+		require.ErrorIs(t, err, fdbqueue.ErrEmpty, "the transaction did not commit")
+	})
+}
+
+// Once committed, an ID's marker names the kind of operation it was given
+// to: a call of another kind under it, which would take the first call's
+// record for its result (a Dequeue would return an empty item, a PopMax
+// fail on a record that is no pop's), fails with ErrInvalidArgument and
+// changes nothing. A retry of the same call under it (here after
+// commit_unknown_result with the commit applied) still finds its record.
+func TestOpIDReusedForAnotherKind(t *testing.T) {
+	ctx := context.Background()
+	db := newDB(t)
+	q := mustQueue(t, "reuse-kind")
+	id := fdbqueue.NewOpID()
+	inTx := func(f func(tr kv.Transaction) error) error { return db.Transact(ctx, f) }
+	db.FailNextCommit(kv.ErrCommitUnknownResult, true)
+	require.NoError(t, inTx(func(tr kv.Transaction) error { return q.Enqueue(ctx, tr, []byte("a"), fdbqueue.WithOpID(id)) }),
+		"the retry finds its record")
+	require.NoError(t, q.Enqueue(ctx, db, []byte("a"), fdbqueue.WithOpID(id)), "and so does a later call of the same operation")
+	_, err := q.Dequeue(ctx, db, fdbqueue.WithOpID(id))
+	require.ErrorIs(t, err, fdbqueue.ErrInvalidArgument)
+	require.ErrorContains(t, err, `was given to a "enqueue" operation, not "dequeue"`)
+	require.NoError(t, inTx(func(tr kv.Transaction) error {
+		_, err := q.Dequeue(ctx, tr, fdbqueue.WithOpID(id))
+		require.ErrorIs(t, err, fdbqueue.ErrInvalidArgument)
+		return nil
+	}))
+	require.Equal(t, []string{"a"}, drain(t, db, q), "one item, still there")
+
+	pq := mustPQ(t, "reuse-kind-pq")
+	require.NoError(t, pq.Push(ctx, db, []byte("p"), 1, fdbqueue.WithOpID(id)))
+	_, err = pq.PopMax(ctx, db, fdbqueue.WithOpID(id))
+	require.ErrorIs(t, err, fdbqueue.ErrInvalidArgument)
+	v, err := pq.PopMax(ctx, db)
+	require.NoError(t, err)
+	require.Equal(t, "p", string(v.Value), "still there")
+}
+
+// A call that runs its own transactions under a caller's ID clears its
+// marker with its records once it returns (they are cleared by their
+// range): the journal keeps only the slots of the ordinary operations.
+func TestOpIDMarkerCleared(t *testing.T) {
+	ctx := context.Background()
+	db := newDB(t)
+	q := mustQueue(t, "marker-cleared")
+	require.NoError(t, q.Enqueue(ctx, db, []byte("a"), withID()))
+	_, err := q.Dequeue(ctx, db, withID())
+	require.NoError(t, err)
+	// A Dequeue in a caller's transaction, recovered by a call on the
+	// Database: the recovering call clears the marker too.
+	id := fdbqueue.NewOpID()
+	require.NoError(t, q.Enqueue(ctx, db, []byte("b")))
+	db.FailNextCommit(kv.ErrCommitUnknownResult, true)
+	err = db.Transact(ctx, func(tr kv.Transaction) error {
+		_, err := q.Dequeue(ctx, tr, fdbqueue.WithOpID(id))
+		return err
+	})
+	require.NoError(t, err)
+	v, err := q.Dequeue(ctx, db, fdbqueue.WithOpID(id))
+	require.NoError(t, err)
+	require.Equal(t, "b", string(v), "the recovering call returns the item")
+	settleQueue(t, db, q)
+	requireJournalWithin(t, db, q.Subspace(), fdbqueue.JournalSlotKeys(q))
+}
