@@ -171,7 +171,10 @@ func (e *PanicError) Error() string { return fmt.Sprintf("handler panic: %v", e.
 // that ignores its context keeps running after Run returns, and its
 // result is dropped). Run returns nil after a shutdown, or an error for
 // bad options. Errors while leasing (a database outage) do not stop it:
-// they are logged and the worker tries again a second later.
+// they are logged and the worker tries again a second later. A lease error
+// no retry can cure (ErrConfigMismatch: the handle disagrees with the
+// queue's stored configuration; ErrForeignKey: a key in the jobs' range is
+// not a job) stops the pool as a shutdown does, and Run returns it.
 //
 // Delivery is at least once: a job whose handler finished but whose ack
 // did not commit (a crash, a lost lease) is processed again. For effects
@@ -204,7 +207,10 @@ func (q *JobQueue) Run(ctx context.Context, db kv.Database, handler Handler, o P
 	}
 	base, abandon := context.WithCancel(context.WithoutCancel(ctx))
 	defer abandon()
-	p := &pool{q: q, db: db, h: handler, o: o, log: o.Logger}
+	// ctx, or a lease error no retry can cure (stop).
+	ctx, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
+	p := &pool{q: q, db: db, h: handler, o: o, log: o.Logger, stop: stop}
 	var wg sync.WaitGroup
 	for i := range o.Workers {
 		wg.Add(1)
@@ -237,7 +243,20 @@ func (q *JobQueue) Run(ctx context.Context, db kv.Database, handler Handler, o P
 		}
 	}
 	p.log.Info("job pool stopped")
+	if err := context.Cause(ctx); errors.Is(err, errPoolFailed) {
+		return err
+	}
 	return nil
+}
+
+// errPoolFailed marks the lease error that stopped a pool (fatalLeaseError).
+var errPoolFailed = errors.New("fdbqueue: job pool stopped")
+
+// fatalLeaseError reports whether a lease error will recur however often
+// the pool tries again: the handle disagrees with the queue's stored
+// configuration, or a key in the jobs' range is not a job.
+func fatalLeaseError(err error) bool {
+	return errors.Is(err, ErrConfigMismatch) || errors.Is(err, ErrForeignKey)
 }
 
 type pool struct {
@@ -248,6 +267,7 @@ type pool struct {
 	log       *slog.Logger
 	inFlight  atomic.Int64
 	abandoned atomic.Bool
+	stop      context.CancelCauseFunc // stops the pool with an error (Run returns it)
 }
 
 func (p *pool) worker(ctx, base context.Context, n int) {
@@ -255,6 +275,11 @@ func (p *pool) worker(ctx, base context.Context, n int) {
 		ls, err := p.q.LeaseWait(ctx, p.db, 1, p.o.LeaseDuration)
 		if err != nil {
 			if ctx.Err() != nil {
+				return
+			}
+			if fatalLeaseError(err) {
+				p.log.Error("job pool stopping: lease failed for good", "worker", n, "err", err)
+				p.stop(fmt.Errorf("%w: %w", errPoolFailed, err))
 				return
 			}
 			p.log.Error("lease failed", "worker", n, "err", err)

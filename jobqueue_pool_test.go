@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -351,4 +352,21 @@ func TestPoolLogsWhereTheQueueDoes(t *testing.T) {
 			require.Equal(t, 1, strings.Count(poolLog.String(), "job dead-lettered"), poolLog.String())
 		}
 	}
+}
+
+// A lease error no retry can cure stops the pool, and Run returns it: here
+// a key in the jobs' range that is no job, first in line with Choice 1
+// (ErrForeignKey). Before, each worker logged it and tried again every
+// second, forever.
+func TestPoolStopsOnAForeignKey(t *testing.T) {
+	ctx := context.Background()
+	db := newDB(t)
+	q := mustJobQueue(t, "pool-foreign", fdbqueue.JobQueueConfig{Choice: 1})
+	plantForeign(t, db, q.Subspace(), tuple.Tuple{"q", int64(0), "not a job"}, []byte("x"))
+	var handled atomic.Int64
+	err := q.Run(ctx, db, func(context.Context, *fdbqueue.Task) error { handled.Add(1); return nil },
+		fdbqueue.PoolOptions{Workers: 3, Logger: quietLog})
+	var fk *fdbqueue.ForeignKeyError
+	require.ErrorAs(t, err, &fk)
+	require.Zero(t, handled.Load())
 }
