@@ -74,11 +74,12 @@ func vstampSetCost(key, value int) int { return key + value + mutationRefSize }
 
 // overheadCost is what an operation's transaction adds besides its items'
 // costs: the journal read's conflict range, the clean-ups of up to
-// maxCarriedCleanups completed operations' records and an expiry of old
-// records; and the signal key a staged queue bumps. It is the worst case,
-// whatever the operation carries and whether it writes records at all (an
-// operation in a caller's transaction without WithOpID does not), so that
-// whether a batch fits its budget does not depend on the transactor.
+// maxCarriedCleanups completed operations' records, the declaration of
+// the handle's retention and an expiry of old records; and the signal key
+// a staged queue bumps. It is the worst case, whatever the operation
+// carries and whether it writes records at all (an operation in a
+// caller's transaction without WithOpID does not), so that whether a
+// batch fits its budget does not depend on the transactor.
 func (o *op) overheadCost(items kv.KeyRange) int {
 	c := setCost(len(items.Begin)+16, 8) + o.j.gate.cost() + o.j.track.counterCost() // config.go, observe.go
 	if o.j.disabled {
@@ -101,6 +102,9 @@ func (o *op) overheadCost(items kv.KeyRange) int {
 	// A clean-up clears a record range, or a record's one key as a point
 	// (journal.end): the point range [key0, key0+\x00) is the longer.
 	c += maxCarriedCleanups * max(2*(2*m+1)+mutationRefSize+keyRangeRefSize, clearCost(m+1))
+	// The declared retention (journal.declare): its Max and, in an
+	// expiry, its read conflict key (the read itself is a snapshot read).
+	c += setCost(len(o.j.declKey), len(o.j.declParam)) + conflictKeyCost(len(o.j.declKey))
 	// expire's range clears: expireShards of (shard) to (shard, cutoff),
 	// and once per sweep one more.
 	return c + (expireShards+1)*(2*(2*len(o.j.prefix)+24)+mutationRefSize+keyRangeRefSize)

@@ -279,6 +279,7 @@ func (o *op) reset() {
 	}
 	o.wide, o.fresh, o.slotted, o.slot, o.slotGen = false, false, false, 0, 0
 	o.recorded.Store(false)
+	o.decl = declRead{}
 }
 
 // release drops what t refers to, keeping its first backing array.

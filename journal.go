@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"math"
 	"math/bits"
 	mrand "math/rand/v2"
 	"slices"
@@ -117,6 +118,15 @@ type journal struct {
 	epochGen   uint64
 	freeSlots  []int64
 	slotKeys   [][]byte
+
+	// The declared retention (see declare): its key, this handle's
+	// retention as Max's operand, whether the key is known to hold at
+	// least that, and whether an expiry is owed (an operation whose turn
+	// it was had no read of the key to expire with).
+	declKey   []byte
+	declParam []byte
+	known     atomic.Bool
+	expireDue atomic.Bool
 }
 
 const (
@@ -147,6 +157,8 @@ func newJournal(queuePrefix []byte, cfg config) *journal {
 		gcEvery:   64,
 		track:     newTracker(queuePrefix, cfg),
 	}
+	j.declKey, _ = meta.Pack(tuple.Tuple{"r"})
+	j.declParam = binary.LittleEndian.AppendUint64(nil, uint64(cfg.retention))
 	var r [1]byte
 	_, _ = rand.Read(r[:])
 	j.gcShard.Store(uint32(r[0])) // clients sweep different shards first
@@ -260,6 +272,9 @@ type op struct {
 	// recBuf backs the record of a take of one item whose queue builds
 	// it (queueEnd.acceptInto), reused as slotVal is.
 	recBuf []byte
+	// decl is the attempt's read of the declared retention (see
+	// readDeclared), if it made one.
+	decl declRead
 }
 
 // maxKeptSlotVal is the largest slotVal an op keeps for the next
@@ -446,6 +461,7 @@ func (o *op) check(tr kv.Transaction) (kv.RangeResult, error) {
 	if o.off() {
 		return nil, nil
 	}
+	o.readDeclared(tr)
 	if o.fresh && !o.recorded.Load() {
 		// No attempt has written a record under this new ID: there is
 		// none to find, no earlier commit to conflict with, and none
@@ -651,7 +667,7 @@ func (o *op) applied(rr kv.RangeResult) (results [][]byte, ok bool, err error) {
 
 // record writes the operation's records (one per result; at least one) in
 // the attempt's transaction, clears the records of completed operations, and
-// now and then clears every record older than the retention.
+// now and then clears the records old enough for every handle (expire).
 //
 // A record holds what the operation returns (a dequeued item's stored value,
 // as it is): one longer than the value limit is written in chunks.
@@ -699,7 +715,8 @@ func (o *op) record(tr kv.Transaction, results ...[]byte) {
 }
 
 // carry clears, in tr, the records of completed operations the operation
-// took over, and now and then expires old records.
+// took over, declares the handle's retention while it must (see
+// declare), and now and then expires old records.
 func (o *op) carry(tr kv.Transaction) {
 	for _, r := range o.cleanups {
 		if isPointRange(r) {
@@ -708,33 +725,186 @@ func (o *op) carry(tr kv.Transaction) {
 			tr.ClearRange(r)
 		}
 	}
-	if o.j.count.Add(1)%o.j.gcEvery == 0 {
-		o.j.expire(tr)
+	j := o.j
+	due := j.count.Add(1)%j.gcEvery == 0
+	if due || !j.known.Load() || j.expireDue.Load() {
+		o.declare(tr, due)
+	}
+	if o.decl.v != nil {
+		o.decl = declRead{}
 	}
 }
 
-// expire clears, in tr, the records older than twice the retention in the
-// next expireShards shards: blind range clears that
-// conflict only with those operations' own (expired) retries.
+// The declared retention. Handles of one queue (in one process or many)
+// may be made with different retentions (WithJournalRetention), and an
+// expiry clears the records of every handle: with its own retention
+// alone, a handle with a short one would clear the records of another's
+// operations that are still within their retention. So the queue keeps,
+// at declKey in its meta subspace, the largest retention any handle
+// declared (nanoseconds, little-endian), and an expiry clears only the
+// records older than twice the larger of its own retention and that one
+// (see expire).
+//
+// A handle declares its retention with an atomic Max, a blind write that
+// conflicts with no other writer (FoundationDB's Max compares unsigned
+// little-endian integers and takes the operand when the key is missing:
+// doMax in fdbclient/include/fdbclient/Atomic.h), in the transaction
+// that writes its records, until it knows the key holds at least its
+// retention: then no record of it can exist without the declaration. It
+// knows once an attempt of an operation in its own transaction (given a
+// Database) read a value at least its own: the key never shrinks, and
+// such an attempt writes the key only after its read. An operation in a
+// caller's transaction may read what another operation declared in that
+// transaction, which may never commit: its read proves nothing once
+// this process has declared in a caller's transaction
+// (declaredInCallerTx). A handle whose declaration is not needed (the
+// key holds more) writes nothing, so declarations are rare: one per
+// handle whose retention is the largest yet.
+//
+// An attempt that expires reads the key (a snapshot read issued with the
+// attempt's first reads, so no round trip of its own) and adds its read
+// conflict key: an expiry that read the key before a larger retention
+// was declared, with the first records that rely on it, conflicts
+// instead of clearing them. Only a declaration writes the key, so this
+// conflict is rare too. Every expiry reads the key, so a handle whose
+// retention the key no longer covers (the key was removed) declares
+// again.
+
+// declaredInCallerTx is set once an operation of this process declared
+// its retention in a caller's transaction (see declare).
+var declaredInCallerTx atomic.Bool
+
+// declRead is an attempt's read of the declared retention with the
+// attempt's read version: a read made by an earlier attempt (the same
+// Transaction, reset, or another) must not pass for this one's.
+type declRead struct {
+	v  kv.FutureValue
+	rv kv.FutureInt64
+}
+
+// readDeclared issues, in the attempt's transaction, the read of the
+// declared retention when the attempt may need it: while the handle does
+// not know its declaration stands, or when it may expire.
+func (o *op) readDeclared(tr kv.Transaction) {
+	j := o.j
+	if j.known.Load() && !j.expireDue.Load() && (j.count.Load()+1)%j.gcEvery != 0 {
+		if o.decl.v != nil {
+			o.decl = declRead{}
+		}
+		return
+	}
+	o.decl = declRead{v: tr.Snapshot().Get(j.declKey), rv: tr.GetReadVersion()}
+}
+
+// get returns the declared retention the read found, ok false when the
+// attempt in tr made no read (or it failed: then so does the commit).
+func (r declRead) get(tr kv.Transaction) (d time.Duration, ok bool) {
+	if r.v == nil {
+		return 0, false
+	}
+	was, err := r.rv.Get()
+	if err != nil {
+		return 0, false
+	}
+	if now, err := tr.GetReadVersion().Get(); err != nil || now != was {
+		return 0, false
+	}
+	v, err := r.v.Get()
+	if err != nil {
+		return 0, false
+	}
+	return parseDeclared(v), true
+}
+
+// parseDeclared decodes the declared retention: an unsigned little-endian
+// integer (nanoseconds), none when the key is missing. A value this
+// package did not write errs towards keeping records: past the largest
+// Duration it counts as the largest.
+func parseDeclared(v []byte) time.Duration {
+	var n uint64
+	for i := len(v) - 1; i >= 0; i-- {
+		if i >= 8 && v[i] != 0 {
+			return math.MaxInt64
+		}
+		if i < 8 {
+			n = n<<8 | uint64(v[i])
+		}
+	}
+	if n > math.MaxInt64 {
+		return math.MaxInt64
+	}
+	return time.Duration(n)
+}
+
+// declare declares the handle's retention in tr if it may be needed, and
+// expires old records if due (or owed), with this attempt's read of the
+// declared retention. Without one (the attempt recorded without check:
+// a staged take's first) it declares blindly while the handle does not
+// know its declaration stands, and leaves the expiry to a later attempt.
+func (o *op) declare(tr kv.Transaction, due bool) {
+	j := o.j
+	d, ok := o.decl.get(tr)
+	if !ok {
+		if !j.known.Load() {
+			j.declareOwn(tr, o.owned)
+		}
+		if due {
+			j.expireDue.Store(true)
+		}
+		return
+	}
+	if d < j.retention {
+		j.known.Store(false) // the key no longer holds it (removed)
+		j.declareOwn(tr, o.owned)
+	} else if o.owned || !declaredInCallerTx.Load() {
+		j.known.Store(true)
+	}
+	if owed := j.expireDue.CompareAndSwap(true, false); due || owed {
+		_ = tr.AddReadConflictKey(j.declKey) // never inverted
+		j.expire(tr, d)
+	}
+}
+
+// declareOwn writes the handle's retention to the declared retention in
+// tr, as the larger of the two.
+func (j *journal) declareOwn(tr kv.Transaction, owned bool) {
+	if !owned {
+		declaredInCallerTx.Store(true)
+	}
+	tr.Max(j.declKey, j.declParam)
+}
+
+// expire clears, in tr, the records older than twice the larger of the
+// handle's retention and declared, the largest retention any handle of
+// the queue declared (see declare), in the next expireShards shards:
+// blind range clears that conflict only with those operations' own
+// (expired) retries.
 //
 // Ages are measured with client clocks: an ID carries its maker's time,
 // and this client compares it with its own. An operation runs until its
-// own clock says it is retention old (then it fails with
-// ErrOperationExpired); this client clears its records only once its clock
-// says twice the retention. So a client whose clock is ahead of the
-// operation's maker's by less than the retention cannot clear the record
-// of an operation still running: clocks may disagree by up to the
+// own clock says it is its handle's retention old (then it fails with
+// ErrOperationExpired); this client clears its records only once its
+// clock says twice the largest retention declared, which is at least
+// that handle's. So a client whose clock is ahead of the operation's
+// maker's by less than the maker's retention cannot clear the record of
+// an operation still running: clocks may disagree by up to the
 // retention.
 //
 // A group of shards is cleared again only once its cutoff has moved on by
 // sweepStep since its last sweep (or moved back, when the clock did):
 // under load, an expiry every 64 operations would otherwise clear the
 // records of a few microseconds each time, at the cost of 16 range
-// clears. A record is thus cleared once it is at most twice the retention
-// plus sweepStep old and its shards' turn has come: one expiry in 64
-// operations sweeps 16 of the 256 shards, all of them in 1,024.
-func (j *journal) expire(tr kv.Transaction) {
-	micros := j.now().Add(-2 * j.retention).UnixMicro()
+// clears. A record is thus cleared once it is at most twice the kept
+// retention plus sweepStep old and its shards' turn has come: one expiry
+// in 64 operations sweeps 16 of the 256 shards, all of them in 1,024.
+func (j *journal) expire(tr kv.Transaction, declared time.Duration) {
+	keep := max(j.retention, declared)
+	micros := j.now().UnixMicro() - 2*keep.Microseconds()
+	if micros < 0 {
+		// Nothing is that old (a retention of decades): a negative
+		// cutoff, as an unsigned one, would clear every record.
+		return
+	}
 	first := j.gcShard.Add(expireShards) - expireShards
 	last := &j.swept[(first%journalShards)/expireShards]
 	prev := last.Load()

@@ -32,7 +32,7 @@ func TestJournalExpiryStep(t *testing.T) {
 	sweep := func() int {
 		tr := &clearCounter{}
 		for range groups {
-			j.expire(tr)
+			j.expire(tr, 0)
 		}
 		return tr.n
 	}
