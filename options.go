@@ -93,13 +93,24 @@ func WithoutIdempotency() Option { return func(c *config) { c.noJournal = true }
 
 // WithJournalRetention sets how long journal records of operations that
 // nothing cleared are kept (default DefaultJournalRetention). It must exceed
-// the longest time one operation may keep retrying, and the time within
-// which a caller recovers a maybe-committed Dequeue with WithOpID. Records
-// are cleared once twice the retention old (within another 64th of it),
-// so clients' clocks may disagree by up to seven eighths of the retention
-// (a journal slot's key can be an eighth of it older than the operation
-// using it; docs/design.md). A larger skew can let an operation that is
-// still retrying apply twice under commit_unknown_result.
+// the longest time one operation may keep retrying (an operation still
+// retrying after its handle's retention fails with ErrOperationExpired),
+// and the time within which a caller recovers a maybe-committed Dequeue
+// with WithOpID.
+//
+// Handles of one queue, in one process or several, may use different
+// retentions safely: each declares its retention in the queue (an atomic
+// write with its first records), and records are cleared once twice the
+// largest retention any handle of the queue ever declared old (within
+// another 64th of the expiring handle's retention), whichever handle
+// clears them. That largest retention never shrinks, not even with
+// Clear: a queue whose handles lower their retention keeps its records
+// as long as before.
+//
+// Clients' clocks may disagree by up to seven eighths of a handle's
+// retention (a journal slot's key can be an eighth of it older than the
+// operation using it; docs/design.md). A larger skew can let an operation
+// that is still retrying apply twice under commit_unknown_result.
 func WithJournalRetention(d time.Duration) Option { return func(c *config) { c.retention = d } }
 
 // WithBatchBudget sets the most bytes of transaction size a batch operation
