@@ -18,7 +18,7 @@ import (
 // What a queue is (its key layout, value encoding, kind and staging mode)
 // is kept with it, in one record in its meta subspace (prefix + 0xff, then
 // ("c",)), as a packed tuple (format, kind, layout, encoding, staging). A
-// handle (a Queue or PriorityQueue value) caches the record with the
+// handle (a Queue, PriorityQueue or JobQueue value) caches the record with the
 // metadata version it read it at, which every change of a record bumps
 // (write): an operation reads the metadata version and, only when it
 // changed, the record, as a snapshot read issued with the operation's own
@@ -29,9 +29,11 @@ import (
 // anything.
 //
 // A queue without a record is a recipe queue: indexed keys, in the value
-// encoding of the handle that uses it first. The first operation that
-// writes (an enqueue, push or dequeue of this library) writes the record
-// in its own transaction: a blind write, so concurrent producers that
+// encoding of the handle that uses it first. A JobQueue, whose keys all
+// start with a string, is refused on a subspace without a record that
+// holds any other key (checkUnrecorded). The first operation that
+// writes (an enqueue, push or dequeue of this library, any write of a
+// JobQueue) writes the record in its own transaction: a blind write, so concurrent producers that
 // write the same record do not conflict. Two first writers with different
 // records do conflict: each declares a write conflict on a key named by
 // its record and a read conflict on the keys of every other record, so one
@@ -69,11 +71,20 @@ const (
 	stagingPlace   = "place"   // staged, served by place
 )
 
+// Stored kinds, and the job queue's layout (its jobs keyed by vesting
+// time; it has no other).
+const (
+	kindQueue    = "queue"
+	kindPriority = "priority queue"
+	kindJobs     = "job queue"
+	layoutJobs   = "vesting"
+)
+
 // storedConfig is the record.
 type storedConfig struct {
 	format   int64
-	kind     string // "queue" or "priority queue"
-	layout   string // "index" or "versionstamp"
+	kind     string // kindQueue, kindPriority or kindJobs
+	layout   string // "index" or "versionstamp"; layoutJobs for a job queue
 	encoding string // "raw" or "tuple"
 	staging  string // one of the staging modes
 }
@@ -145,7 +156,11 @@ type confGate struct {
 	// checkItem tells whether an item key has the handle's layout (used
 	// when a versionstamp handle finds items but no record).
 	checkItem func([]byte) error
-	seen      atomic.Pointer[storedConfig] // the last record seen; never modified once stored
+	// foreign are the ranges of the subspace where the handle's kind
+	// writes nothing (a JobQueue's): on a queue without a record, a key
+	// there is another kind's, and the handle is refused.
+	foreign []kv.KeyRange
+	seen    atomic.Pointer[storedConfig] // the last record seen; never modified once stored
 	// parsed is the last stored record parsed, keyed by its raw bytes: an
 	// operation whose record is unchanged compares bytes and parses nothing.
 	parsed atomic.Pointer[parsedRecord]
@@ -211,6 +226,9 @@ func newConfGate(kind string, sub Subspace, items kv.KeyRange, cfg config, stage
 	if staged != "" {
 		want.staging = staged
 	}
+	if kind == kindJobs {
+		want.layout = layoutJobs
+	}
 	g := &confGate{key: key, epoch: epoch, claims: claims, sig: sig, want: want, staged: staged, items: items}
 	g.wantRec = &g.want
 	g.size = g.computeCost()
@@ -219,14 +237,27 @@ func newConfGate(kind string, sub Subspace, items kv.KeyRange, cfg config, stage
 
 // initConfig makes q's configuration gate (after initStaging).
 func (q *Queue) initConfig() {
-	g := newConfGate("queue", q.sub, q.items, q.cfg, stagingMode(q.cfg, q.stage.stable))
+	g := newConfGate(kindQueue, q.sub, q.items, q.cfg, stagingMode(q.cfg, q.stage.stable))
 	g.checkItem = q.checkItemKey
 	q.journal.gate = g
 }
 
 // initConfig makes pq's configuration gate.
 func (pq *PriorityQueue) initConfig() {
-	pq.journal.gate = newConfGate("priority queue", pq.sub, pq.items, pq.cfg, stagingMode(pq.cfg, false))
+	pq.journal.gate = newConfGate(kindPriority, pq.sub, pq.items, pq.cfg, stagingMode(pq.cfg, false))
+}
+
+// initConfig makes q's configuration gate. A job queue's keys are all
+// tuples that start with a string (type code 0x02, FoundationDB's
+// design/tuple.md), so the rest of its subspace's range is foreign to it:
+// a recipe queue's items start with an integer (its index or priority),
+// a versionstamp queue's with a versionstamp (0x33).
+func (q *JobQueue) initConfig() {
+	g := newConfGate(kindJobs, q.sub, q.items, config{}, "")
+	p := q.sub.prefix
+	at := func(b byte) []byte { return append(bytes.Clone(p), b) }
+	g.foreign = []kv.KeyRange{{Begin: at(0x00), End: at(0x02)}, {Begin: at(0x03), End: at(0xff)}}
+	q.journal.gate = g
 }
 
 // stagingMode names the staging mode of a handle's options ("" without
@@ -554,8 +585,13 @@ func (g *confGate) compare(s storedConfig) error {
 // checkUnrecorded refuses a versionstamp handle on a queue without a
 // record whose first item has the recipe's indexed layout: a queue without
 // a record is a recipe queue. Only then is the items' range read (one
-// round trip, once per queue).
+// round trip, once per queue). It refuses a JobQueue on a subspace without
+// a record that holds a key in the ranges foreign to it (one round trip,
+// until a record is written).
 func (g *confGate) checkUnrecorded(tr kv.ReadTransaction) error {
+	if g.foreign != nil {
+		return g.checkForeign(tr)
+	}
 	if g.want.layout != "versionstamp" || g.checkItem == nil {
 		return nil
 	}
@@ -565,6 +601,31 @@ func (g *confGate) checkUnrecorded(tr kv.ReadTransaction) error {
 	}
 	if len(kvs) > 0 && g.checkItem(kvs[0].Key) != nil {
 		return &ConfigMismatchError{Field: "layout", Stored: "index (no record, recipe items)", Handle: g.want.layout}
+	}
+	return nil
+}
+
+// unrecordedForeign is what a *ConfigMismatchError says is stored when a
+// JobQueue finds no record but keys it does not write.
+const unrecordedForeign = "none, and keys a job queue does not write (a recipe queue's items)"
+
+// checkForeign refuses the handle when a range foreign to it holds a key
+// (the ranges read together, limit 1 each, snapshot reads).
+func (g *confGate) checkForeign(tr kv.ReadTransaction) error {
+	reads := make([]kv.RangeResult, len(g.foreign))
+	for i, r := range g.foreign {
+		reads[i] = tr.Snapshot().GetRange(r, kv.RangeOptions{Limit: 1})
+	}
+	found := false
+	for _, rr := range reads {
+		kvs, err := rr.GetSlice()
+		if err != nil {
+			return err
+		}
+		found = found || len(kvs) > 0
+	}
+	if found {
+		return &ConfigMismatchError{Field: "kind", Stored: unrecordedForeign, Handle: g.want.kind}
 	}
 	return nil
 }

@@ -1,6 +1,8 @@
 package fdbqueue
 
 import (
+	"bytes"
+	"math"
 	"testing"
 
 	"github.com/fdbqueue/fdbqueue/kv"
@@ -66,8 +68,8 @@ func TestClaimKeysDistinct(t *testing.T) {
 	long := Subspace{prefix: make([]byte, kv.MaxKeySize)}
 	g := newConfGate("queue", long, kv.KeyRange{}, config{}, "")
 	seen := map[string]storedConfig{}
-	for _, kind := range []string{"queue", "priority queue"} {
-		for _, layout := range []string{"index", "versionstamp"} {
+	for _, kind := range []string{kindQueue, kindPriority, kindJobs} {
+		for _, layout := range []string{"index", "versionstamp", layoutJobs} {
 			for _, enc := range []string{"raw", "tuple"} {
 				for _, st := range []string{stagingNone, stagingSignal, stagingBatches, stagingPlace} {
 					c := storedConfig{format: configFormat, kind: kind, layout: layout, encoding: enc, staging: st}
@@ -79,5 +81,61 @@ func TestClaimKeysDistinct(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// A JobQueue's keys and its stored configuration cannot collide: every
+// key the job queue writes in its subspace is a tuple starting with a
+// string (type code 0x02), so it lies in the subspace's range, outside
+// the ranges its gate treats as foreign, and never under the meta
+// subspace (prefix + 0xff: 0xff is the tuple layer's reserved escape, never
+// a type code; FoundationDB's design/tuple.md), where the record
+// (prefix + 0xff + ("c",)) lives. The foreign ranges and the job keys'
+// range together are the subspace's whole range. And the record of a job
+// queue is its own: its gate's cost is counted (overheadCost) and its
+// record differs from every queue's.
+func TestJobQueueKeysApartFromRecord(t *testing.T) {
+	sub := Subspace{prefix: []byte("jobs")}
+	q, err := NewJobQueue(sub, JobQueueConfig{})
+	require.NoError(t, err)
+	g := q.journal.gate
+	require.NotNil(t, g)
+	all, _ := sub.Range()
+	meta := metaSubspace(sub.prefix).prefix
+	in := func(k []byte, r kv.KeyRange) bool {
+		return bytes.Compare(k, r.Begin) >= 0 && bytes.Compare(k, r.End) < 0
+	}
+	id := JobID{1, 2, 3}
+	m := jobMeta{id: id, vest: math.MinInt64, prio: math.MinInt32, deadAt: math.MaxInt64}
+	keys := [][]byte{m.queueKey(q), m.deadKey(q), q.key("v", id[:]), q.key("x", id[:]), q.key("u", []byte{0xff, 0x00}),
+		q.key("c", "p", int64(math.MinInt64)), q.key("c", "e", int64(math.MaxInt64)), q.total, q.leased, q.deadN, q.signal}
+	for _, k := range keys {
+		require.True(t, in(k, all), "%q in the subspace's range", k)
+		require.Equal(t, byte(0x02), k[len(sub.prefix)], "%q starts with a string", k)
+		require.False(t, bytes.HasPrefix(k, meta), "%q under the meta subspace", k)
+		for _, f := range g.foreign {
+			require.False(t, in(k, f), "%q in a foreign range", k)
+		}
+		require.NotEqual(t, g.key, k)
+	}
+	require.True(t, bytes.HasPrefix(g.key, meta))
+	require.False(t, in(g.key, all), "the record is outside the subspace's range")
+	require.Len(t, g.foreign, 2)
+	require.Equal(t, all.Begin, g.foreign[0].Begin)
+	require.Equal(t, append(bytes.Clone(sub.prefix), 0x02), g.foreign[0].End)
+	require.Equal(t, append(bytes.Clone(sub.prefix), 0x03), g.foreign[1].Begin)
+	require.Equal(t, all.End, g.foreign[1].End)
+
+	require.Equal(t, storedConfig{format: configFormat, kind: kindJobs, layout: layoutJobs, encoding: "raw", staging: stagingNone}, g.want)
+	require.Positive(t, g.cost())
+	o := q.journal.begin(nil, nil)
+	withGate := o.overheadCost(q.items)
+	q.journal.gate = nil
+	require.Equal(t, withGate-g.cost(), o.overheadCost(q.items), "the budget counts the gate")
+	q.journal.gate = g
+	for _, kind := range []string{kindQueue, kindPriority} {
+		other := newConfGate(kind, sub, all, config{}, "")
+		require.ErrorIs(t, g.compare(other.want), ErrConfigMismatch)
+		require.ErrorIs(t, other.compare(g.want), ErrConfigMismatch)
 	}
 }

@@ -132,6 +132,7 @@ func NewJobQueue(sub Subspace, cfg JobQueueConfig, opts ...Option) (*JobQueue, e
 	q.leased, _ = sub.Pack(tuple.Tuple{"c", "l"})
 	q.deadN, _ = sub.Pack(tuple.Tuple{"c", "d"})
 	q.bounds = q.keyBounds()
+	q.initConfig()
 	return q, nil
 }
 
@@ -299,7 +300,9 @@ func (q *JobQueue) AddBatch(ctx context.Context, t kv.Transactor, jobs []Job, op
 		o.end(err) // hand back the cleanups it took
 		return nil, err
 	}
+	var gate gateRead
 	res, err := kv.Transact(ctx, t, func(tr kv.Transaction) ([]AddResult, error) {
+		o.gate = q.journal.gate.issueInto(&gate, tr, false, o.owned) // config.go
 		rec, err := o.check(tr)
 		if err != nil {
 			return nil, err

@@ -80,7 +80,9 @@ func (q *JobQueue) Ack(ctx context.Context, t kv.Transactor, l Lease, opts ...Op
 	}
 	t = q.journal.track.observe("ack", t)
 	o := q.journal.begin(t, opts)
+	var gate gateRead
 	err := t.Transact(ctx, func(tr kv.Transaction) error {
+		o.gate = q.journal.gate.issueInto(&gate, tr, false, o.owned) // config.go
 		rec, err := o.check(tr)
 		if err != nil {
 			return err
@@ -131,7 +133,9 @@ func (q *JobQueue) Nack(ctx context.Context, t kv.Transactor, l Lease, no NackOp
 	}
 	t = q.journal.track.observe("nack", t)
 	o := q.journal.begin(t, opts)
+	var gate gateRead
 	dead, err = kv.Transact(ctx, t, func(tr kv.Transaction) (bool, error) {
+		o.gate = q.journal.gate.issueInto(&gate, tr, false, o.owned) // config.go
 		rec, err := o.check(tr)
 		if err != nil {
 			return false, err
@@ -211,8 +215,15 @@ func (q *JobQueue) Extend(ctx context.Context, t kv.Transactor, l Lease, d time.
 	if d < time.Millisecond {
 		return l, fmt.Errorf("%w: lease duration %v, want at least 1ms", ErrInvalidArgument, d)
 	}
+	_, own := t.(kv.Database)
+	var gate gateRead
 	return kv.Transact(ctx, t, func(tr kv.Transaction) (Lease, error) {
-		m, key, err := q.lookup(tr, l, tr.Get(q.leaseKey(l)))
+		g := q.journal.gate.issueInto(&gate, tr, false, own) // config.go
+		at := tr.Get(q.leaseKey(l))
+		if err := g.settle(); err != nil { // before any write
+			return l, err
+		}
+		m, key, err := q.lookup(tr, l, at)
 		if err != nil {
 			return l, err
 		}

@@ -40,7 +40,7 @@ func (q *JobQueue) Stats(ctx context.Context, t kv.ReadTransactor) (JobStats, er
 	if err := checkTransactor(t); err != nil {
 		return JobStats{}, err
 	}
-	return kv.ReadTransact(ctx, t, func(tr kv.ReadTransaction) (JobStats, error) {
+	return kv.ReadTransact(ctx, q.journal.gate.reads(t), func(tr kv.ReadTransaction) (JobStats, error) { // config.go
 		s := tr.Snapshot()
 		now := q.cfg.Clock.Now()
 		cur := q.bucketOf(now.UnixMicro())
@@ -139,7 +139,7 @@ func (q *JobQueue) ListDead(ctx context.Context, t kv.ReadTransactor, cursor []b
 		}
 		r.Begin = append(bytes.Clone(cursor), 0x00)
 	}
-	return kv.ReadTransact(ctx, t, func(tr kv.ReadTransaction) ([]DeadJob, error) {
+	return kv.ReadTransact(ctx, q.journal.gate.reads(t), func(tr kv.ReadTransaction) ([]DeadJob, error) { // config.go
 		kvs, err := tr.GetRange(r, kv.RangeOptions{Limit: limit}).GetSlice()
 		if err != nil {
 			return nil, err
@@ -271,7 +271,9 @@ func (q *JobQueue) deadOp(ctx context.Context, t kv.Transactor, name string, id 
 	}
 	t = q.journal.track.observe(name, t)
 	o := q.journal.begin(t, opts)
+	var gate gateRead
 	err := t.Transact(ctx, func(tr kv.Transaction) error {
+		o.gate = q.journal.gate.issueInto(&gate, tr, false, o.owned) // config.go
 		rec, err := o.check(tr)
 		if err != nil {
 			return err

@@ -104,6 +104,7 @@ func (q *JobQueue) leaseOp(ctx context.Context, t kv.Transactor, n int, d time.D
 	var err error
 	defer func() { q.picking.release(mine, err == nil) }()
 	var res leaseResult
+	var gate gateRead
 	res, err = kv.Transact(ctx, t, func(tr kv.Transaction) (leaseResult, error) {
 		if watch != nil { // an earlier attempt's: its transaction was reset
 			watch.Cancel()
@@ -111,6 +112,7 @@ func (q *JobQueue) leaseOp(ctx context.Context, t kv.Transactor, n int, d time.D
 		}
 		q.picking.release(mine, false) // an earlier attempt's, which failed
 		mine = mine[:0]
+		o.gate = q.journal.gate.issueInto(&gate, tr, false, o.owned) // config.go
 		rec, err := o.check(tr)
 		if err != nil {
 			return leaseResult{}, err
