@@ -147,8 +147,9 @@ func TestJobQueueOnRecipeQueue(t *testing.T) {
 
 // The reverse: Queue and PriorityQueue handles on a job queue's subspace
 // fail with ErrConfigMismatch naming the stored kind (before, the Queue
-// failed with ErrForeignKey on a job key, and a PriorityQueue's Push
-// wrote its item among the jobs), and write nothing; the job queue is
+// failed with ErrForeignKey on a job key, a PriorityQueue's Push wrote
+// its item among the jobs, and either's Clear, a blind range clear of
+// the subspace, deleted every job), and write nothing; the job queue is
 // unaffected.
 func TestQueueOnJobQueueSubspace(t *testing.T) {
 	ctx := context.Background()
@@ -182,6 +183,8 @@ func TestQueueOnJobQueueSubspace(t *testing.T) {
 		_, err = q.Len(ctx, db)
 		mismatch(err)
 		mismatch(db.Transact(ctx, func(tr kv.Transaction) error { return q.Enqueue(ctx, tr, []byte("x")) }))
+		mismatch(q.Clear(ctx, db))
+		mismatch(db.Transact(ctx, func(tr kv.Transaction) error { return q.Clear(ctx, tr) }))
 	}
 	pq, err := fdbqueue.NewPriorityQueue(sub)
 	require.NoError(t, err)
@@ -190,6 +193,7 @@ func TestQueueOnJobQueueSubspace(t *testing.T) {
 	requireMismatch(t, err, "kind")
 	_, err = pq.PeekMax(ctx, db)
 	requireMismatch(t, err, "kind")
+	requireMismatch(t, pq.Clear(ctx, db), "kind")
 	require.Equal(t, before, allPairs(t, db), "nothing written")
 
 	ls := mustLease(t, db, jq, 1, time.Minute)

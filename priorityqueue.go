@@ -367,8 +367,5 @@ func (pq *PriorityQueue) Clear(ctx context.Context, t kv.Transactor) error {
 		return err
 	}
 	t = pq.journal.track.observe("clear", t)
-	return t.Transact(ctx, func(tr kv.Transaction) error {
-		tr.ClearRange(pq.items)
-		return nil
-	})
+	return clearItems(ctx, t, pq.journal.gate, pq.items)
 }

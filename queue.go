@@ -768,7 +768,13 @@ func countChunk(tr kv.ReadTransaction, r kv.KeyRange, limit int, now func() time
 // Clear removes every item (one range clear, a blind write: it conflicts
 // with consumers that read the head, not with producers). The operation
 // journal is kept, so operations in flight stay exactly-once, and so is
-// the stored configuration (see Reconfigure). Cost: one commit, no read.
+// the stored configuration (see Reconfigure). It first checks the stored
+// configuration, as every operation does, and fails with
+// ErrConfigMismatch, clearing nothing, when the handle's options disagree
+// (a Queue handle on a job queue's subspace would otherwise delete every
+// job); it writes no record. Cost: one commit; no read but the stored
+// configuration's (the metadata version, which comes with the read
+// version, and after a change of the record one snapshot point read).
 // Under commit_unknown_result it is retried and clears again: idempotent,
 // except that items enqueued between the two attempts are removed too.
 func (q *Queue) Clear(ctx context.Context, t kv.Transactor) error {
@@ -776,8 +782,19 @@ func (q *Queue) Clear(ctx context.Context, t kv.Transactor) error {
 		return err
 	}
 	t = q.journal.track.observe("clear", t)
+	return clearItems(ctx, t, q.journal.gate, q.items)
+}
+
+// clearItems clears items in t once the record agrees with the handle
+// (a read-only check: it writes no record).
+func clearItems(ctx context.Context, t kv.Transactor, g *confGate, items kv.KeyRange) error {
+	_, own := t.(kv.Database)
+	var gate gateRead
 	return t.Transact(ctx, func(tr kv.Transaction) error {
-		tr.ClearRange(q.items)
+		if err := g.issueInto(&gate, tr, false, own).settleRead(); err != nil { // config.go
+			return err
+		}
+		tr.ClearRange(items)
 		return nil
 	})
 }
