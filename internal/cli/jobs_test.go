@@ -405,3 +405,49 @@ func TestRequeueDeadInterruptedCommitSettles(t *testing.T) {
 		})
 	}
 }
+
+// The job commands on a queue of another kind (the demo's fifo and
+// priority queues) fail with fdbqueue.ErrConfigMismatch naming the stored
+// kind, exit 1, and change nothing: a job queue's kind is stored with it,
+// as a queue's is. (They used to report an empty job queue, and
+// requeue-dead --all found nothing to requeue.)
+func TestJobCommandsOnOtherKinds(t *testing.T) {
+	db, _, onClock := demoJobs(t)
+	all := func() []kv.KeyValue {
+		kvs, err := kv.ReadTransact(context.Background(), db, func(tr kv.ReadTransaction) ([]kv.KeyValue, error) {
+			return tr.GetRange(kv.KeyRange{Begin: []byte{}, End: []byte{0xff}}, kv.RangeOptions{}).GetSlice()
+		})
+		require.NoError(t, err)
+		return kvs
+	}
+	before := all()
+	for queue, stored := range map[string]string{"demo/jobs": "queue", "demo/tasks": "priority queue"} {
+		for _, args := range [][]string{
+			{"stats", "--kind", "jobs"},
+			{"stats", "--kind", "jobs", "--json"},
+			{"dead"},
+			{"requeue-dead", "--all"},
+			{"requeue-dead", deadDemoID},
+		} {
+			args := append(args, "--queue", queue)
+			t.Run(strings.Join(args, " "), func(t *testing.T) {
+				err := runErr(db, args...)
+				var me *fdbqueue.ConfigMismatchError
+				require.ErrorAs(t, err, &me)
+				assert.Equal(t, "kind", me.Field)
+				assert.Equal(t, stored, me.Stored)
+				assert.Equal(t, "job queue", me.Handle)
+				r := runCLI(t, db, onClock, args...)
+				assert.Equal(t, ExitFailure, r.code)
+				if args[0] == "requeue-dead" && r.stdout != "" {
+					assert.True(t, strings.HasPrefix(r.stdout, "requeued 0 of"), r.stdout) // its summary
+				} else {
+					assert.Empty(t, r.stdout)
+				}
+				assert.Contains(t, r.stderr, "fdbqueue "+args[0]+": ")
+				assert.Contains(t, r.stderr, `kind is "`+stored+`" in the database, "job queue" in the handle`)
+			})
+		}
+	}
+	require.Equal(t, before, all(), "nothing written")
+}
