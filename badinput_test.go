@@ -461,6 +461,14 @@ func badRows() []badRow {
 			require.NoError(t, pq.Push(ctx, db, []byte("y"), 6))
 			require.Equal(t, 2, queueLen(t, db, pq))
 		}},
+		{"JobQueue: every operation (Add, AddBatch, Lease, LeaseWait, Ack, Nack, Extend, Requeue, DeleteDead, Stats, ListDead, Run)", "a Queue's or PriorityQueue's subspace; a subspace without a record holding a recipe queue's items", "ErrConfigMismatch (a *ConfigMismatchError, Field \"kind\"); nothing written", func(t *testing.T) {
+			t.Run("queue", TestJobQueueOnQueueSubspace)
+			t.Run("pq", TestJobQueueOnPriorityQueueSubspace)
+			t.Run("recipe", TestJobQueueOnRecipeQueue)
+		}},
+		{"Queue.Enqueue, Dequeue, DequeueBatch, Peek, Empty, Len, Clear (both layouts); PriorityQueue.Push, PopMin, PeekMax, Clear", "a JobQueue's subspace", "ErrConfigMismatch (Field \"kind\"); nothing written, no job touched", func(t *testing.T) {
+			t.Run("matrix", TestQueueOnJobQueueSubspace)
+		}},
 		{"Queue.Dequeue (TupleValues), TypedQueue.Dequeue", "stored value that does not decode", "ErrCodec; the plain queue removes nothing, the typed queue hands back the raw bytes in *CodecError", func(t *testing.T) {
 			db := newDB(t)
 			q := mustQueue(t, "codec", fdbqueue.WithValueEncoding(fdbqueue.TupleValues))

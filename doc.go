@@ -35,10 +35,10 @@
 // it together with your other writes, or not at all. Reads (Peek, Empty,
 // Len) take a kv.ReadTransactor.
 //
-// A queue stores its configuration (layout, value encoding, staging
-// mode) with its keys; a handle whose options disagree fails with
-// ErrConfigMismatch before writing anything, and Reconfigure changes the
-// configuration of an empty queue.
+// A queue stores its configuration (kind, layout, value encoding,
+// staging mode) with its keys, and a job queue its kind; a handle whose
+// options or kind disagree fails with ErrConfigMismatch before writing
+// anything, and Reconfigure changes the configuration of an empty queue.
 //
 // Producers never conflict (snapshot reads find the tail); consumers of
 // one queue conflict on its head: with many, use WithStaging or batches.

@@ -109,6 +109,18 @@ const (
 // WithoutIdempotency apply; WithClock sets the clock when cfg.Clock is nil;
 // WithStaging, WithVersionstampOrder and TupleValues are rejected with
 // ErrInvalidArgument.
+//
+// A job queue stores what it is, as a Queue does: its first write stores
+// the record (format, "job queue", "vesting", "raw", "none") at prefix +
+// 0xff + ("c",), a blind write (a job queue without one, made by an
+// earlier version, gets it at its next write). Every operation checks it
+// with its own reads, at no extra round trip, and fails with
+// ErrConfigMismatch (a *ConfigMismatchError whose Field is "kind"),
+// writing nothing, on a subspace whose record names a Queue or a
+// PriorityQueue, or that has no record but holds keys a job queue does
+// not write (a recipe queue's items: one more round trip until a record
+// is stored). A Queue or PriorityQueue on a job queue's subspace fails
+// the same way. JobQueueConfig is neither stored nor checked.
 func NewJobQueue(sub Subspace, cfg JobQueueConfig, opts ...Option) (*JobQueue, error) {
 	c, err := newConfig(opts)
 	if err != nil {

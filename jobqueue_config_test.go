@@ -41,7 +41,8 @@ func jobOps(q *fdbqueue.JobQueue) map[string]func(context.Context, kv.Transactor
 }
 
 // requireJobOpsMismatch runs every JobQueue operation on db, through the
-// Database and inside a caller's transaction, and requires each to fail
+// Database and inside a caller's transaction (LeaseWait and Run take a
+// Database only), and requires each to fail
 // with a *ConfigMismatchError on the kind, the stored one being stored,
 // and the database to be unchanged.
 func requireJobOpsMismatch(t *testing.T, db kv.Database, q *fdbqueue.JobQueue, stored string) {
@@ -58,7 +59,9 @@ func requireJobOpsMismatch(t *testing.T, db kv.Database, q *fdbqueue.JobQueue, s
 		err = db.Transact(ctx, func(tr kv.Transaction) error { return op(ctx, tr) })
 		requireMismatch(t, err, "kind")
 	}
-	err := q.Run(ctx, db, func(context.Context, *fdbqueue.Task) error { return nil }, fdbqueue.PoolOptions{Workers: 1, Logger: quietLog})
+	_, err := q.LeaseWait(ctx, db, 1, 0)
+	requireMismatch(t, err, "kind")
+	err = q.Run(ctx, db, func(context.Context, *fdbqueue.Task) error { return nil }, fdbqueue.PoolOptions{Workers: 1, Logger: quietLog})
 	requireMismatch(t, err, "kind")
 	require.Equal(t, before, allPairs(t, db), "nothing written")
 }
