@@ -283,3 +283,69 @@ func readKey(t *testing.T, db kv.Database, key []byte) []byte {
 	require.NoError(t, err)
 	return v
 }
+
+// Concurrent first writers on a fresh subspace: two job queue handles
+// agree and do not conflict (the record is a blind write); a JobQueue and
+// a Queue disagree on the kind, so their first writes conflict, and the
+// loser's retry fails with ErrConfigMismatch, never leaving jobs and
+// items mixed. (config.go: each first writer declares a write conflict on
+// its record's claim and read conflicts around it; FDB's resolver fails a
+// commit whose read conflict ranges meet a write committed after its read
+// version, fdbserver/SkipList.cpp's ConflictSet, with not_committed.)
+func TestJobQueueFirstWriters(t *testing.T) {
+	ctx := context.Background()
+	cfg := fdbqueue.JobQueueConfig{Clock: newFakeClock()}
+	begin := func(t *testing.T, db kv.Database) (kv.Transaction, kv.Transaction) {
+		tr1, err := db.CreateTransaction(ctx)
+		require.NoError(t, err)
+		tr2, err := db.CreateTransaction(ctx)
+		require.NoError(t, err)
+		return tr1, tr2
+	}
+	t.Run("agree", func(t *testing.T) {
+		db := newDB(t)
+		sub := mustSubspace(t, "jobkind", "first-agree")
+		a, err := fdbqueue.NewJobQueue(sub, cfg)
+		require.NoError(t, err)
+		b, err := fdbqueue.NewJobQueue(sub, cfg)
+		require.NoError(t, err)
+		tr1, tr2 := begin(t, db)
+		_, err = a.Add(ctx, tr1, fdbqueue.Job{Value: []byte("a")})
+		require.NoError(t, err)
+		_, err = b.Add(ctx, tr2, fdbqueue.Job{Value: []byte("b")})
+		require.NoError(t, err)
+		require.NoError(t, tr1.Commit())
+		require.NoError(t, tr2.Commit(), "job queue handles do not conflict on the first write")
+		require.Len(t, mustLease(t, db, a, 5, time.Minute), 2)
+	})
+	t.Run("disagree", func(t *testing.T) {
+		for _, jobFirst := range []bool{true, false} {
+			db := newDB(t)
+			sub := mustSubspace(t, "jobkind", "first-disagree", jobFirst)
+			jq, err := fdbqueue.NewJobQueue(sub, cfg)
+			require.NoError(t, err)
+			q, err := fdbqueue.NewQueue(sub)
+			require.NoError(t, err)
+			tr1, tr2 := begin(t, db)
+			addJob := func(tr kv.Transaction) error {
+				_, err := jq.Add(ctx, tr, fdbqueue.Job{Value: []byte("job")})
+				return err
+			}
+			enqueue := func(tr kv.Transaction) error { return q.Enqueue(ctx, tr, []byte("item")) }
+			first, second := addJob, enqueue
+			if !jobFirst {
+				first, second = enqueue, addJob
+			}
+			require.NoError(t, first(tr1))
+			require.NoError(t, second(tr2))
+			require.NoError(t, tr1.Commit())
+			require.ErrorIs(t, tr2.Commit(), kv.ErrNotCommitted, "first writers of different kinds conflict")
+			requireMismatch(t, db.Transact(ctx, func(tr kv.Transaction) error { return second(tr) }), "kind")
+			if jobFirst {
+				require.Equal(t, fdbqueue.JobStats{Queued: 1, Due: 1}, mustStats(t, db, jq))
+			} else {
+				require.Equal(t, 1, queueLen(t, db, q))
+			}
+		}
+	})
+}
