@@ -219,7 +219,7 @@ func TestJobQueueConcurrentLeasesTakeEachJobOnce(t *testing.T) {
 // same job: an add, an ack and a nack of other jobs committed while it was
 // in flight leave it alone; a second lease of the same job fails with
 // not_committed. (FDB's resolver checks read conflict ranges against the
-// writes committed after the read version, fdbserver/resolver/ConflictSet.cpp;
+// writes committed after the read version, fdbserver/SkipList.cpp;
 // snapshot reads add none, and the lease adds the one key explicitly, as
 // Transaction::addReadConflictRange in fdbclient/NativeAPI.actor.cpp.)
 func TestJobQueueLeaseConflictsOnlyOnItsJob(t *testing.T) {

@@ -15,7 +15,7 @@ import (
 // entry), each node augmented with the largest wv in its subtree: a
 // subtree whose maximum is at or below rv holds nothing written after rv
 // and is skipped whole. FoundationDB's resolver gets the same bound from a
-// skip list with per-node maximum versions (fdbserver/resolver/ConflictSet.cpp, class SkipList); a
+// skip list with per-node maximum versions (fdbserver/SkipList.cpp, class SkipList); a
 // treap is the smaller structure to write. Operations are recursive: the
 // expected depth is O(log n).
 //

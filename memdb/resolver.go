@@ -27,7 +27,7 @@ import (
 // has an upper bound of its versions, so a range check skips, at O(1)
 // each, the chunks written at or before its read version (FoundationDB's
 // resolver keeps per-node maximum versions in its skip list for the same
-// reason: fdbserver/resolver/ConflictSet.cpp, class SkipList). Both
+// reason: fdbserver/SkipList.cpp, class SkipList). Both
 // levels search abbreviated keys (see keyArr), so finding the step that
 // holds a key costs two binary searches over integers, about log2 n steps
 // in all, and rarely a string comparison: a few nanoseconds at 200,000
