@@ -31,6 +31,8 @@ func errorChecks() []check {
 		{"ErrCodec/Decode", testErrCodecDecode},
 		{"ErrCodec/TupleValues", testErrCodecTupleValues},
 		{"ErrConfigMismatch/FirstWritersLongPrefix", testFirstWritersLongPrefix},
+		{"ErrConfigMismatch/Kinds", testKindMismatch},
+		{"OpIDGivenTwice", testOpIDGivenTwice},
 		// ErrClaimExpired: Recover/ExpiredRequest/*.
 	}
 }
@@ -343,4 +345,46 @@ func testFirstWritersLongPrefix(t *testing.T, f *fixture) {
 		}
 		require.Greater(t, tried, 20, "%s: prefixes a queue works with", name)
 	}
+}
+
+// testKindMismatch: a queue stores its kind (FIFO, priority, job queue),
+// and a handle of another kind on its subspace fails with
+// ErrConfigMismatch and writes nothing: the queue's items stay as they
+// were.
+func testKindMismatch(t *testing.T, f *fixture) {
+	sub := f.sub(t, "kinds")
+	q, err := fdbqueue.NewQueue(sub)
+	require.NoError(t, err)
+	f.enqueueAll(t, q, strs("a", "b"))
+	pq, err := fdbqueue.NewPriorityQueue(sub)
+	require.NoError(t, err)
+	require.ErrorIs(t, pq.Push(f.ctx, f.db, []byte("p"), 1), fdbqueue.ErrConfigMismatch)
+	jq, err := fdbqueue.NewJobQueue(sub, fdbqueue.JobQueueConfig{})
+	require.NoError(t, err)
+	_, err = jq.Add(f.ctx, f.db, fdbqueue.Job{Value: []byte("j")})
+	require.ErrorIs(t, err, fdbqueue.ErrConfigMismatch)
+	_, err = jq.Lease(f.ctx, f.db, 1, time.Minute)
+	require.ErrorIs(t, err, fdbqueue.ErrConfigMismatch)
+	require.Equal(t, strs("a", "b"), f.drain(t, q), "the queue is untouched")
+}
+
+// testOpIDGivenTwice: an OpID names one operation call. A second call
+// under it in the same transaction fails with ErrInvalidArgument, and the
+// transaction does not commit; so does, later, a call of another kind
+// under it. Nothing is enqueued or dequeued twice, or lost.
+func testOpIDGivenTwice(t *testing.T, f *fixture) {
+	q := f.queue(t, "opid-twice")
+	f.enqueueAll(t, q, strs("x"))
+	id := fdbqueue.WithOpID(fdbqueue.NewOpID())
+	err := f.db.Transact(f.ctx, func(tr kv.Transaction) error {
+		if err := q.Enqueue(f.ctx, tr, []byte("a"), id); err != nil {
+			return err
+		}
+		return q.Enqueue(f.ctx, tr, []byte("b"), id)
+	})
+	require.ErrorIs(t, err, fdbqueue.ErrInvalidArgument)
+	require.NoError(t, q.Enqueue(f.ctx, f.db, []byte("a"), id))
+	_, err = q.Dequeue(f.ctx, f.db, id)
+	require.ErrorIs(t, err, fdbqueue.ErrInvalidArgument)
+	require.Equal(t, strs("x", "a"), f.drain(t, q))
 }
