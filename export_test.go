@@ -63,3 +63,21 @@ func JournalRecordRange[L journaled](l L, id OpID) kv.KeyRange {
 	o := &op{j: journalOf(l), id: id}
 	return o.recordRange()
 }
+
+// JournalFreeSlots returns the slots of l's current epoch that are free
+// for the next operations (journal.releaseSlot).
+func JournalFreeSlots[L journaled](l L) []int64 {
+	j := journalOf(l)
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return append([]int64(nil), j.freeSlots...)
+}
+
+// JournalUnsettled returns how many slots l's journal remembers for a
+// call under their operation's ID to settle it (journal.remember).
+func JournalUnsettled[L journaled](l L) int {
+	j := journalOf(l)
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return len(j.unsettled)
+}

@@ -118,6 +118,9 @@ type journal struct {
 	epochGen   uint64
 	freeSlots  []int64
 	slotKeys   [][]byte
+	// unsettled remembers, by ID, the slots of operations that ended
+	// with an error after recording (see remember), under mu.
+	unsettled map[OpID]*unsettledSlot
 
 	// The declared retention (see declare): its key, this handle's
 	// retention as Max's operand, whether the key is known to hold at
@@ -238,6 +241,111 @@ func (j *journal) releaseSlot(o *op) {
 	}
 }
 
+// Settling a slotted operation. An operation that recorded in a slot and
+// then failed (a maybe-committed error, typically: its context ended
+// during a commit) leaves its record, if that commit applied, at its slot
+// key, not under its ID: a later call under the ID (WithOpID) that read
+// only the records under the ID would not find it and would apply anew.
+// So the journal remembers the slot of such an operation by its ID
+// (remember), and a call of the same kind under that ID on the same
+// journal, that is the same Queue or PriorityQueue value, resumes the
+// slot (resume): its check reads the slot key as the operation's own
+// retries did, with a normal read, so a commit of the first call that
+// lands between its read and its commit makes it conflict; it takes the
+// record if the slot's value starts with the ID (inline or elsewhere);
+// if it applies anew, it records in the slot as the first call would
+// have (and writes the marker of an ID its caller gave). Once one such
+// call has returned without error and none is still running, the slot
+// is forgotten, and free again if no such call wrote it: the record they
+// found was the first call's, so no commit of it is still to land. If
+// one wrote it, the first call's commit may still land after (a commit
+// cut short by a cancellation goes on), so the slot is not reused, as
+// after any error. Another journal (another Queue value, another
+// process) knows nothing of the slot: a call under the ID there reads
+// the records under the ID only, as before.
+//
+// What is remembered is bounded: at most maxUnsettled entries, and none
+// older than the retention (a call under such an ID fails with
+// ErrOperationExpired whatever is remembered).
+type unsettledSlot struct {
+	kind  string // the operation's kind: another kind does not resume it
+	slot  int64
+	gen   uint64 // the slot's epoch generation (see takeSlot)
+	key   []byte
+	busy  int  // calls resuming it now
+	done  bool // one of them returned without error
+	wrote bool // one of them recorded (in an attempt)
+}
+
+// maxUnsettled bounds the slots a journal remembers for settling.
+const maxUnsettled = 1 << 10
+
+// remember keeps o's slot for a later call under o's ID (j.mu held): o
+// recorded in it and failed, so the slot is not reused (op.end).
+func (j *journal) remember(o *op) {
+	if j.unsettled == nil {
+		j.unsettled = make(map[OpID]*unsettledSlot)
+	}
+	j.pruneUnsettled()
+	j.unsettled[o.id] = &unsettledSlot{kind: o.kind, slot: o.slot, gen: o.slotGen, key: o.slotKey}
+}
+
+// pruneUnsettled drops the remembered slots of operations older than the
+// retention and, if as many as maxUnsettled remain, the oldest one, to
+// make room for one more (j.mu held). It runs only after a failure (see
+// remember), so it may take a few microseconds.
+func (j *journal) pruneUnsettled() {
+	cutoff := j.now().Add(-j.retention)
+	var oldest OpID
+	for id := range j.unsettled {
+		if id.Time().Before(cutoff) {
+			delete(j.unsettled, id)
+		} else if oldest == (OpID{}) || bytes.Compare(id[:8], oldest[:8]) < 0 {
+			oldest = id
+		}
+	}
+	if len(j.unsettled) >= maxUnsettled {
+		delete(j.unsettled, oldest)
+	}
+}
+
+// resume gives o, begun under a caller's ID, the slot remembered under
+// that ID, if there is one for its kind (j.mu held).
+func (j *journal) resume(o *op) {
+	u := j.unsettled[o.id]
+	if u == nil || u.kind != o.kind {
+		return
+	}
+	u.busy++
+	o.slotted, o.slot, o.slotGen, o.slotKey, o.resumed = true, u.slot, u.gen, u.key, true
+	// Its records under the ID (the first call's, when they did not fit
+	// the slot; its marker, if it records) are cleared by their range
+	// once it succeeds (end).
+	o.wide = true
+}
+
+// settled ends o's resumption of a remembered slot (j.mu held): once a
+// call returned without error and none is running, the slot is
+// forgotten, and free again if none of them wrote it and its epoch has
+// not ended (see unsettledSlot). After an error (ErrEmpty too: the
+// first call's commit may still land) it stays remembered and is not
+// reused.
+func (j *journal) settled(o *op, err error) {
+	u := j.unsettled[o.id]
+	if u == nil || u.gen != o.slotGen || u.slot != o.slot {
+		return // dropped meanwhile (pruneUnsettled): the slot is not reused
+	}
+	u.busy--
+	u.done = u.done || err == nil
+	u.wrote = u.wrote || o.recorded.Load()
+	if u.done && u.busy == 0 {
+		delete(j.unsettled, o.id)
+		if !u.wrote {
+			j.releaseSlot(o)
+		}
+	}
+}
+
 // op is one logical operation in flight.
 type op struct {
 	j        *journal
@@ -265,6 +373,9 @@ type op struct {
 	slot    int64
 	slotGen uint64
 	slotKey []byte
+	// resumed: the slot is the one remembered under the operation's ID,
+	// given by its caller (see unsettledSlot).
+	resumed bool
 	// slotVal backs the slot's value that record writes: the backend
 	// copies what Set is given (kv.Transaction.Set), so the op (pooled
 	// with its call) reuses it from one operation to the next.
@@ -340,6 +451,8 @@ func (j *journal) beginInto(o *op, kind string, owned, slots bool, opts []OpOpti
 		}
 		if slots && !c.hasID {
 			j.takeSlot(o, now)
+		} else if slots && len(j.unsettled) > 0 {
+			j.resume(o)
 		}
 		j.mu.Unlock()
 	}
@@ -369,8 +482,16 @@ func (o *op) end(err error) {
 	// a retry would have found the record) or none wrote it (record never
 	// called), so that it still holds the previous operation's record,
 	// which no one will look for.
-	if o.slotted && (err == nil || errors.Is(err, ErrEmpty) || !o.recorded.Load()) {
+	//
+	// Such a slot is remembered under the operation's ID, for a call
+	// under it to settle the operation (see unsettledSlot).
+	switch {
+	case o.resumed:
+		o.j.settled(o, err)
+	case o.slotted && (err == nil || errors.Is(err, ErrEmpty) || !o.recorded.Load()):
 		o.j.releaseSlot(o)
+	case o.slotted:
+		o.j.remember(o)
 	}
 	if err != nil {
 		// Not applied: hand the cleanups it took back.
