@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/otel/metric/noop"
 
 	"github.com/fdbqueue/fdbqueue"
 	"github.com/fdbqueue/fdbqueue/kv"
@@ -170,6 +171,30 @@ func TestSettleDequeueInSlot(t *testing.T) {
 				require.Equal(t, []string{"b"}, drain(t, db, q), "nothing lost, nothing taken twice")
 			})
 		}
+	}
+}
+
+// With a MeterProvider, operations run their transactions through the
+// observed Database (metrics.go): the failed call and the settling one
+// still share the slot.
+func TestSettleDequeueInSlotMetered(t *testing.T) {
+	ctx := context.Background()
+	for _, f := range []failure{failures[0], failures[2]} {
+		t.Run(f.name, func(t *testing.T) {
+			db := newDB(t)
+			logs, logger := loggedIDs()
+			q := mustQueue(t, "settle-metered", logger, fdbqueue.WithMeterProvider(noop.NewMeterProvider()))
+			require.NoError(t, q.EnqueueBatch(ctx, db, [][]byte{[]byte("a"), []byte("b")}))
+			release := f.fail(t, db, func(ctx context.Context) error {
+				_, err := q.Dequeue(ctx, db)
+				return err
+			})
+			release()
+			v, err := q.Dequeue(ctx, db, fdbqueue.WithOpID(logs.take(t)))
+			require.NoError(t, err)
+			require.Equal(t, "a", string(v))
+			require.Equal(t, []string{"b"}, drain(t, db, q))
+		})
 	}
 }
 
