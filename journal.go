@@ -60,10 +60,25 @@ type opConfig struct {
 // you run a queue operation inside your own transaction and retry that
 // transaction yourself: make the ID once with NewOpID, outside your retry
 // loop, and pass it on every attempt; the operation then takes effect once
-// however often the attempt is retried after commit_unknown_result. Also use
-// it to recover the item of a Dequeue that failed with a maybe-committed
-// error: calling Dequeue again with the same ID returns the item the first
-// call removed, if it removed one.
+// however often the attempt is retried after commit_unknown_result.
+//
+// Also use it to settle an operation that failed with an error for which
+// kv.MaybeCommitted is true: called again with the same ID within the
+// journal retention, it returns the first call's result if that call
+// committed (the item a Dequeue removed) and applies the operation now if
+// it did not. Under an ID of yours, the second call may be made through
+// any handle of the queue, in any process. An Enqueue, Dequeue, Push or
+// pop (not staged) given a Database without WithOpID makes an ID of its
+// own, which the queue logs with the error (WithLogger), and records in a
+// journal slot that only its Queue or PriorityQueue value knows (it
+// remembers those of its last 1,024 such failures): settle it given a
+// Database, on that same value, with WithOpID and the logged ID. On
+// another value, or in another process, the call may not find the record
+// and then applies the operation again: if you may need to settle there,
+// pass an ID of yours to the first call. One case is not settled
+// exactly: an enqueue or push without WithOpID whose commit was cut short
+// by its context may still land after the second call, and if that call
+// found no record and enqueued, the item is enqueued twice.
 //
 // An ID names one operation call: give it to no other call. A second call
 // under it in the same transaction fails with ErrInvalidArgument, and so

@@ -36,10 +36,12 @@ import (
 // Operations (fdbqueue.op): enqueue, dequeue, push, pop, and the
 // JobQueue's add, lease, ack, nack, requeue, delete_dead; conflicts and
 // retries also count clear and recover. Outcomes: ok, empty,
-// maybe_committed (the error satisfies kv.MaybeCommitted: settle it with
-// WithOpID), canceled (the context ended), error. Given a caller's
-// Transaction, an operation's outcome is its function's: the caller
-// commits later, and its conflicts and retries are the caller's.
+// maybe_committed (the error satisfies kv.MaybeCommitted: call it again
+// under the same ID to settle it, on the same queue value for an ID the
+// queue made and logged; see WithOpID), canceled (the context ended),
+// error. Given a caller's Transaction, an operation's outcome is its
+// function's: the caller commits later, and its conflicts and retries
+// are the caller's.
 //
 // What the counters cost: an attribute set per call and atomic adds in the
 // SDK; with the default no-op provider, nothing measurable.
@@ -56,8 +58,9 @@ func WithMeterProvider(mp metric.MeterProvider) Option {
 
 // WithLogger makes the queue log the events worth a line to l: recoveries
 // of staged lines, staged calls whose claim expired, operations that ended
-// with an unknown commit outcome (with the operation ID to settle them),
-// journal replays, expired leases taken over and dead letters. The default discards them: a library should
+// with an unknown commit outcome (with the operation ID that settles them
+// on this queue value: see WithOpID), journal replays, expired leases
+// taken over and dead letters. The default discards them: a library should
 // not write to an application's logs unasked, and every one of these events
 // is also counted in the metrics.
 func WithLogger(l *slog.Logger) Option {
@@ -171,7 +174,7 @@ func (o *observer) ended(op string, id OpID, err error) {
 			"op", op, "op_id", id.String())
 	}
 	if out == "maybe_committed" {
-		o.log.Warn("fdbqueue: operation may have committed; call it again with WithOpID to settle it",
+		o.log.Warn("fdbqueue: operation may have committed; call it again with WithOpID(op_id) on this queue value to settle it",
 			"op", op, "op_id", id.String(), "err", err)
 	}
 }

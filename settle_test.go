@@ -23,7 +23,7 @@ import (
 // of its Queue value, not under its ID (docs/design.md, "Exactly once
 // under commit_unknown_result"). When it fails with an error for which
 // kv.MaybeCommitted is true, the queue logs its ID ("call it again with
-// WithOpID on this queue value to settle it"). A call of the same kind
+// WithOpID(op_id) on this queue value to settle it"). A call of the same kind
 // under that ID on the same value must then find the record in the slot:
 // it used to read only the records under the ID, found nothing, and
 // applied anew (a Dequeue whose commit had applied lost its item and
@@ -40,9 +40,10 @@ import (
 // failedIDs is a slog handler that collects the op_id of every "may have
 // committed" line.
 type failedIDs struct {
-	mu  sync.Mutex
-	ids []fdbqueue.OpID
-	bad []string
+	mu   sync.Mutex
+	ids  []fdbqueue.OpID
+	bad  []string
+	msgs []string
 }
 
 func (h *failedIDs) Enabled(context.Context, slog.Level) bool { return true }
@@ -55,6 +56,7 @@ func (h *failedIDs) Handle(_ context.Context, r slog.Record) error {
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	h.msgs = append(h.msgs, r.Message)
 	r.Attrs(func(a slog.Attr) bool {
 		if a.Key != "op_id" {
 			return true
@@ -79,8 +81,9 @@ func (h *failedIDs) take(t *testing.T) fdbqueue.OpID {
 	defer h.mu.Unlock()
 	require.Empty(t, h.bad, "op_id values that are not IDs")
 	require.Len(t, h.ids, 1, "one operation logged as maybe committed")
+	require.Contains(t, h.msgs[0], "WithOpID(op_id) on this queue value", "the advice names where it works")
 	id := h.ids[0]
-	h.ids = nil
+	h.ids, h.msgs = nil, nil
 	return id
 }
 
