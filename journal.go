@@ -75,10 +75,7 @@ type opConfig struct {
 // Database, on that same value, with WithOpID and the logged ID. On
 // another value, or in another process, the call may not find the record
 // and then applies the operation again: if you may need to settle there,
-// pass an ID of yours to the first call. One case is not settled
-// exactly: an enqueue or push without WithOpID whose commit was cut short
-// by its context may still land after the second call, and if that call
-// found no record and enqueued, the item is enqueued twice.
+// pass an ID of yours to the first call.
 //
 // An ID names one operation call: give it to no other call. A second call
 // under it in the same transaction fails with ErrInvalidArgument, and so
@@ -398,6 +395,9 @@ type op struct {
 	// recBuf backs the record of a take of one item whose queue builds
 	// it (queueEnd.acceptInto), reused as slotVal is.
 	recBuf []byte
+	// producer: the operation adds items and reads nothing a call
+	// settling it writes (see check).
+	producer bool
 	// decl is the attempt's read of the declared retention (see
 	// readDeclared), if it made one.
 	decl declRead
@@ -601,7 +601,17 @@ func (o *op) check(tr kv.Transaction) (kv.RangeResult, error) {
 	if o.fresh && !o.recorded.Load() {
 		// No attempt has written a record under this new ID: there is
 		// none to find, no earlier commit to conflict with, and none
-		// that expiry could clear (so its age does not matter).
+		// that expiry could clear (so its age does not matter). For a
+		// producer, the key the record will go to is a read conflict
+		// all the same: a call that settles the operation under its
+		// logged ID (WithOpID) writes it, so this attempt's commit,
+		// interrupted by its context and landing after the settling
+		// call's, conflicts instead of adding its items a second time.
+		// (A take's commit conflicts anyway: it read the items the
+		// settling call takes.)
+		if o.owned && o.producer {
+			_ = tr.AddReadConflictKey(o.recordKeyOrSlot()) // never inverted
+		}
 		return noRecords, nil
 	}
 	if o.id == (OpID{}) {
@@ -648,6 +658,15 @@ func (o *op) check(tr kv.Transaction) (kv.RangeResult, error) {
 // with it. Once committed, the marker names the kind of operation the ID
 // was given to: a call of another kind under it fails the same way. Only a
 // retry of the same call, in a later transaction, gets past it.
+
+// recordKeyOrSlot is the key of the operation's (first) record: its slot,
+// or its record key 0.
+func (o *op) recordKeyOrSlot() []byte {
+	if o.slotted {
+		return o.slotKey
+	}
+	return o.recordKey(0)
+}
 
 // markerKey returns the operation's marker key.
 func (o *op) markerKey() []byte {

@@ -434,3 +434,40 @@ func TestSettleAcrossEpochs(t *testing.T) {
 		})
 	}
 }
+
+// A producer's first attempt reads nothing a settling call writes, so its
+// commit, interrupted by its context and landing only after a settling
+// call that found no record and added the item itself, would add it a
+// second time. The first attempt therefore declares a read conflict on
+// the key its record goes to (op.check): the late commit conflicts. For
+// a Queue's Enqueue (recorded in a slot) and a JobQueue's Add (recorded
+// under its ID).
+func TestSettleProducerLandingLate(t *testing.T) {
+	ctx := context.Background()
+	t.Run("Enqueue", func(t *testing.T) {
+		db := newDB(t)
+		logs, logger := loggedIDs()
+		q := mustQueue(t, "settle-late", logger)
+		release, err := interruptCommit(db, func(ctx context.Context) error { return q.Enqueue(ctx, db, []byte("x")) })
+		require.True(t, kv.MaybeCommitted(err), "%v", err)
+		require.NoError(t, q.Enqueue(ctx, db, []byte("x"), fdbqueue.WithOpID(logs.take(t))), "settled: not applied yet, so applied now")
+		release() // the first commit lands, after the settling call's
+		require.Equal(t, []string{"x"}, drain(t, db, q), "enqueued once")
+	})
+	t.Run("JobQueue.Add", func(t *testing.T) {
+		db := newDB(t)
+		logs, logger := loggedIDs()
+		jq := mustJobQueue(t, "settle-late-jobs", fdbqueue.JobQueueConfig{}, logger)
+		release, err := interruptCommit(db, func(ctx context.Context) error {
+			_, err := jq.Add(ctx, db, fdbqueue.Job{Value: []byte("j")})
+			return err
+		})
+		require.True(t, kv.MaybeCommitted(err), "%v", err)
+		_, err = jq.Add(ctx, db, fdbqueue.Job{Value: []byte("j")}, fdbqueue.WithOpID(logs.take(t)))
+		require.NoError(t, err)
+		release()
+		st, err := jq.Stats(ctx, db)
+		require.NoError(t, err)
+		require.Equal(t, int64(1), st.Queued, "added once")
+	})
+}
