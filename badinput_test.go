@@ -466,8 +466,14 @@ func badRows() []badRow {
 			t.Run("pq", TestJobQueueOnPriorityQueueSubspace)
 			t.Run("recipe", TestJobQueueOnRecipeQueue)
 		}},
-		{"Queue.Enqueue, Dequeue, DequeueBatch, Peek, Empty, Len, Clear (both layouts); PriorityQueue.Push, PopMin, PeekMax, Clear", "a JobQueue's subspace", "ErrConfigMismatch (Field \"kind\"); nothing written, no job touched", func(t *testing.T) {
+		{"Queue.Enqueue, Dequeue, DequeueBatch, Peek, Empty, Len, Depth, RepairDepth, Clear (both layouts); PriorityQueue.Push, PopMin, PeekMax, Depth, RepairDepth, Clear", "a JobQueue's subspace", "ErrConfigMismatch (Field \"kind\"); nothing written, no job touched", func(t *testing.T) {
 			t.Run("matrix", TestQueueOnJobQueueSubspace)
+		}},
+		{"Queue.Enqueue, Dequeue, DequeueBatch, DequeueWait, Peek, Empty, Len, Depth, RepairDepth, WatchForItems; PriorityQueue.Depth, RepairDepth", "a record of another layout, encoding, staging mode or kind (a PriorityQueue's subspace, a Queue's)", "ErrConfigMismatch (a *ConfigMismatchError naming the field); nothing written", func(t *testing.T) {
+			t.Run("matrix", TestConfigMismatchWritesNothing)
+		}},
+		{"Queue.Depth, RepairDepth (WithVersionstampOrder)", "a subspace without a record holding a recipe queue's items", "ErrConfigMismatch (Field \"layout\"); nothing written (an indexed handle repairs and writes no record)", func(t *testing.T) {
+			t.Run("recipe", TestRepairDepthRecipeQueue)
 		}},
 		{"Queue.Dequeue (TupleValues), TypedQueue.Dequeue", "stored value that does not decode", "ErrCodec; the plain queue removes nothing, the typed queue hands back the raw bytes in *CodecError", func(t *testing.T) {
 			db := newDB(t)

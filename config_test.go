@@ -81,6 +81,10 @@ func TestConfigMismatchWritesNothing(t *testing.T) {
 			requireMismatch(t, err, c.field)
 			_, err = q2.Len(ctx, db)
 			requireMismatch(t, err, c.field)
+			_, err = q2.Depth(ctx, db)
+			requireMismatch(t, err, c.field)
+			_, err = q2.RepairDepth(ctx, db)
+			requireMismatch(t, err, c.field)
 			_, err = q2.WatchForItems(nil)
 			require.ErrorIs(t, err, fdbqueue.ErrInvalidArgument)
 			// Inside the caller's transaction, which then commits: the
@@ -88,6 +92,8 @@ func TestConfigMismatchWritesNothing(t *testing.T) {
 			require.NoError(t, db.Transact(ctx, func(tr kv.Transaction) error {
 				requireMismatch(t, q2.Enqueue(ctx, tr, []byte("c")), c.field)
 				_, err := q2.Dequeue(ctx, tr)
+				requireMismatch(t, err, c.field)
+				_, err = q2.Depth(ctx, tr)
 				requireMismatch(t, err, c.field)
 				_, err = q2.WatchForItems(tr)
 				requireMismatch(t, err, c.field)
@@ -111,6 +117,26 @@ func TestConfigMismatchWritesNothing(t *testing.T) {
 		require.NoError(t, err)
 		requireMismatch(t, q.Enqueue(ctx, db, []byte("b")), "kind")
 		_, err = q.Dequeue(ctx, db)
+		requireMismatch(t, err, "kind")
+		// Depth and RepairDepth check the record too (they read and
+		// recounted the priority queue's items as the queue's).
+		_, err = q.Depth(ctx, db)
+		requireMismatch(t, err, "kind")
+		_, err = q.RepairDepth(ctx, db)
+		requireMismatch(t, err, "kind")
+		require.Equal(t, before, allPairs(t, db))
+
+		// And the reverse: a PriorityQueue handle on a queue's subspace.
+		qsub := mustSubspace(t, "cfg", "kind-q")
+		fifo, err := fdbqueue.NewQueue(qsub)
+		require.NoError(t, err)
+		require.NoError(t, fifo.Enqueue(ctx, db, []byte("a")))
+		before = allPairs(t, db)
+		onQ, err := fdbqueue.NewPriorityQueue(qsub)
+		require.NoError(t, err)
+		_, err = onQ.Depth(ctx, db)
+		requireMismatch(t, err, "kind")
+		_, err = onQ.RepairDepth(ctx, db)
 		requireMismatch(t, err, "kind")
 		require.Equal(t, before, allPairs(t, db))
 	})

@@ -90,14 +90,22 @@ func depth(ctx context.Context, t kv.ReadTransactor, d depthKeys) (int64, error)
 // transaction it counts that transaction's own operations (it reads its
 // writes), also in a versionstamp-ordered queue, whose Len cannot read the
 // items that transaction enqueued.
+//
+// It checks the stored configuration, as Peek and Len do (the metadata
+// version comes with the read version; the record, when read, is read with
+// the counters, in the same round trip), and fails with ErrConfigMismatch
+// when the handle's options disagree: a job queue, say, keeps no such
+// counters, and its Depth would be 0. In a caller's transaction that
+// check's only read conflict is the metadata version's, which only a
+// change of a record moves.
 func (q *Queue) Depth(ctx context.Context, t kv.ReadTransactor) (int64, error) {
-	return depth(ctx, t, q.journal.track.depth)
+	return depth(ctx, q.journal.gate.reads(t), q.journal.track.depth) // config.go
 }
 
 // Depth returns how many items the priority queue holds, from its depth
 // counters; see Queue.Depth.
 func (pq *PriorityQueue) Depth(ctx context.Context, t kv.ReadTransactor) (int64, error) {
-	return depth(ctx, t, pq.journal.track.depth)
+	return depth(ctx, pq.journal.gate.reads(t), pq.journal.track.depth) // config.go
 }
 
 // RepairDepth recounts the queue's items and sets its depth counters to
@@ -121,34 +129,48 @@ func (pq *PriorityQueue) Depth(ctx context.Context, t kv.ReadTransactor) (int64,
 // counts its page and reads the counters again, and FoundationDB reports
 // the error only once the first commit can no longer land after the
 // retry's reads, so the retry adds only what is still missing.
+//
+// Each page's transaction checks the stored configuration, as Clear does
+// (no round trip more: the metadata version comes with the read version),
+// and the repair fails with ErrConfigMismatch, writing nothing, when the
+// handle's options disagree: on a job queue's subspace, say, it would count
+// the jobs' keys into counters no one reads. It writes no record: on a
+// queue without one (a recipe queue) only the counters.
 func (q *Queue) RepairDepth(ctx context.Context, db kv.Database) (int64, error) {
-	return repairDepth(ctx, db, q.items, q.journal.track.depth)
+	return repairDepth(ctx, db, q.journal.gate, q.items, q.journal.track.depth)
 }
 
 // RepairDepth recounts the priority queue's items and sets its depth
 // counters; see Queue.RepairDepth. On a priority queue, pops of either end
 // during the repair may touch pages already counted: pause consumers.
 func (pq *PriorityQueue) RepairDepth(ctx context.Context, db kv.Database) (int64, error) {
-	return repairDepth(ctx, db, pq.items, pq.journal.track.depth)
+	return repairDepth(ctx, db, pq.journal.gate, pq.items, pq.journal.track.depth)
 }
 
 // repairPage is how many keys one transaction of repairDepth reads (a
 // variable so that tests cross pages with few items).
 var repairPage = 10_000
 
-func repairDepth(ctx context.Context, db kv.Database, items kv.KeyRange, d depthKeys) (int64, error) {
+func repairDepth(ctx context.Context, db kv.Database, g *confGate, items kv.KeyRange, d depthKeys) (int64, error) {
 	if err := checkTransactor(db); err != nil {
 		return 0, err
 	}
 	var counted int64 // in the pages before begin
 	begin := bytes.Clone(items.Begin)
+	var gate gateRead
 	for {
 		var n int64
 		var next []byte
 		err := db.Transact(ctx, func(tr kv.Transaction) error {
 			n, next = 0, nil
+			// The record's read is issued before the page's, and checked
+			// after it (one round trip), before anything is written.
+			gr := g.issueInto(&gate, tr, false, true) // config.go
 			kvs, err := tr.Snapshot().GetRange(kv.KeyRange{Begin: begin, End: items.End},
 				kv.RangeOptions{Limit: repairPage, Mode: kv.StreamingModeWantAll}).GetSlice()
+			if gerr := gr.settleRead(); gerr != nil {
+				return gerr
+			}
 			if err != nil {
 				return err
 			}

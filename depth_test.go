@@ -407,6 +407,46 @@ func TestRepairDepth(t *testing.T) {
 	require.ErrorIs(t, err, fdbqueue.ErrInvalidArgument)
 }
 
+// On a queue without a record (a recipe queue), RepairDepth checks the
+// record as the read-only operations do: an indexed handle recounts and
+// writes the counters but no record (the recipes' clients may still
+// choose its value encoding), and a versionstamp handle, whose layout the
+// recipe's items do not have, fails with ErrConfigMismatch and writes
+// nothing.
+func TestRepairDepthRecipeQueue(t *testing.T) {
+	ctx := context.Background()
+	db := newDB(t)
+	sub := mustSubspace(t, "depth", "recipe")
+	require.NoError(t, db.Transact(ctx, func(tr kv.Transaction) error {
+		for i := range 3 {
+			k, err := sub.Pack(tuple.Tuple{int64(i), []byte{byte(i)}})
+			if err != nil {
+				return err
+			}
+			tr.Set(k, []byte("recipe"))
+		}
+		return nil
+	}))
+	before := allPairs(t, db)
+	vq, err := fdbqueue.NewQueue(sub, fdbqueue.WithVersionstampOrder())
+	require.NoError(t, err)
+	_, err = vq.RepairDepth(ctx, db)
+	requireMismatch(t, err, "layout")
+	_, err = vq.Depth(ctx, db)
+	requireMismatch(t, err, "layout")
+	require.Equal(t, before, allPairs(t, db), "nothing written")
+
+	q, err := fdbqueue.NewQueue(sub)
+	require.NoError(t, err)
+	got, err := q.RepairDepth(ctx, db)
+	require.NoError(t, err)
+	require.Equal(t, int64(3), got)
+	requireDepth(t, db, q, 3)
+	rec, err := getKey(ctx, db, configKey(t, sub))
+	require.NoError(t, err)
+	require.Nil(t, rec, "RepairDepth stores no record")
+}
+
 // The typed wrappers read and repair the same counters.
 func TestDepthTyped(t *testing.T) {
 	ctx := context.Background()

@@ -185,6 +185,14 @@ func TestQueueOnJobQueueSubspace(t *testing.T) {
 		mismatch(err)
 		_, err = q.Len(ctx, db)
 		mismatch(err)
+		// Depth read the queue's depth counters, which a job queue does
+		// not keep (it said 0), and RepairDepth counted the jobs' keys
+		// into them.
+		_, err = q.Depth(ctx, db)
+		mismatch(err)
+		mismatch(db.Transact(ctx, func(tr kv.Transaction) error { _, err := q.Depth(ctx, tr); return err }))
+		_, err = q.RepairDepth(ctx, db)
+		mismatch(err)
 		mismatch(db.Transact(ctx, func(tr kv.Transaction) error { return q.Enqueue(ctx, tr, []byte("x")) }))
 		mismatch(q.Clear(ctx, db))
 		mismatch(db.Transact(ctx, func(tr kv.Transaction) error { return q.Clear(ctx, tr) }))
@@ -195,6 +203,10 @@ func TestQueueOnJobQueueSubspace(t *testing.T) {
 	_, err = pq.PopMin(ctx, db)
 	requireMismatch(t, err, "kind")
 	_, err = pq.PeekMax(ctx, db)
+	requireMismatch(t, err, "kind")
+	_, err = pq.Depth(ctx, db)
+	requireMismatch(t, err, "kind")
+	_, err = pq.RepairDepth(ctx, db)
 	requireMismatch(t, err, "kind")
 	requireMismatch(t, pq.Clear(ctx, db), "kind")
 	require.Equal(t, before, allPairs(t, db), "nothing written")

@@ -367,19 +367,22 @@ func (o *observer) registerGauges(db kv.ReadTransactor, d depthKeys, oldest func
 // through db, in one read-only transaction with snapshot reads: the depth
 // counters (see Depth) and the head item (limit 1), plus the read version,
 // given at most 5 seconds (less if the collection's context ends sooner).
+// The transaction checks the stored configuration too, as Depth does: when
+// the handle's options disagree, the collection reports nothing for the
+// queue and its callback returns the *ConfigMismatchError.
 // Unregister the returned registration when the queue is no longer used.
 func (q *Queue) RegisterGauges(db kv.ReadTransactor) (metric.Registration, error) {
 	var oldest func(kv.ReadTransaction) (time.Duration, bool, error)
 	if q.cfg.versionstamps {
 		oldest = q.oldestAge
 	}
-	return q.journal.track.obs.registerGauges(db, q.journal.track.depth, oldest)
+	return q.journal.track.obs.registerGauges(q.journal.gate.reads(db), q.journal.track.depth, oldest) // config.go
 }
 
 // RegisterGauges registers the priority queue's fdbqueue.depth gauge (its
 // keys carry no time: no age gauge); see Queue.RegisterGauges.
 func (pq *PriorityQueue) RegisterGauges(db kv.ReadTransactor) (metric.Registration, error) {
-	return pq.journal.track.obs.registerGauges(db, pq.journal.track.depth, nil)
+	return pq.journal.track.obs.registerGauges(pq.journal.gate.reads(db), pq.journal.track.depth, nil) // config.go
 }
 
 // oldestAge is the age of the head item of a versionstamp-ordered queue:

@@ -169,3 +169,62 @@ func TestObserveGaugesBoundTheirRead(t *testing.T) {
 		require.ErrorIs(t, err, context.DeadlineExceeded)
 	}
 }
+
+// depthObserver records the fdbqueue.depth values a gauge callback
+// observes (the other gauges are dropped).
+type depthObserver struct {
+	metric.Observer // nil: only the methods below are called
+	depths          []int64
+}
+
+func (o *depthObserver) ObserveInt64(_ metric.Int64Observable, v int64, _ ...metric.ObserveOption) {
+	o.depths = append(o.depths, v)
+}
+
+func (o *depthObserver) ObserveFloat64(metric.Float64Observable, float64, ...metric.ObserveOption) {}
+
+// The depth gauge of a Queue or PriorityQueue handle whose options
+// disagree with the stored record (here on a job queue's subspace, which
+// keeps no such counters) reports nothing and returns ErrConfigMismatch,
+// as Depth does: it used to report a depth of 0 for a queue holding jobs.
+func TestGaugesCheckTheRecord(t *testing.T) {
+	ctx := context.Background()
+	db := memdb.New()
+	defer db.Close()
+	jobs := SubspaceFromBytes([]byte("gauge-jobs"))
+	jq, err := NewJobQueue(jobs, JobQueueConfig{})
+	require.NoError(t, err)
+	_, err = jq.Add(ctx, db, Job{Value: []byte("job")})
+	require.NoError(t, err)
+	fifo := SubspaceFromBytes([]byte("gauge-fifo"))
+	own, err := NewQueue(fifo)
+	require.NoError(t, err)
+	require.NoError(t, own.Enqueue(ctx, db, []byte("item")))
+
+	m := &callbackMeter{}
+	mp := WithMeterProvider(callbackProvider{m: m})
+	q, err := NewQueue(jobs, mp, WithVersionstampOrder())
+	require.NoError(t, err)
+	pq, err := NewPriorityQueue(jobs, mp)
+	require.NoError(t, err)
+	good, err := NewQueue(fifo, mp)
+	require.NoError(t, err)
+	for _, register := range []func(kv.ReadTransactor) (metric.Registration, error){q.RegisterGauges, pq.RegisterGauges, good.RegisterGauges} {
+		_, err := register(db)
+		require.NoError(t, err)
+	}
+	require.Len(t, m.callbacks, 3)
+	for i, f := range m.callbacks[:2] {
+		ob := &depthObserver{}
+		err := f(ctx, ob)
+		require.ErrorIs(t, err, ErrConfigMismatch, "handle %d", i)
+		var me *ConfigMismatchError
+		require.ErrorAs(t, err, &me)
+		require.Equal(t, "kind", me.Field)
+		require.Equal(t, kindJobs, me.Stored)
+		require.Empty(t, ob.depths, "handle %d observed a depth", i)
+	}
+	ob := &depthObserver{}
+	require.NoError(t, m.callbacks[2](ctx, ob), "a handle that agrees")
+	require.Equal(t, []int64{1}, ob.depths)
+}
