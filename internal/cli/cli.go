@@ -10,6 +10,14 @@
 // for bad input (a *UsageError) and ExitEmpty (3) when pop or peek found the
 // queue empty (fdbqueue.ErrEmpty). Errors are printed to Env.Stderr as
 // "fdbqueue <command>: <message>".
+//
+// Every command checks the queue's stored configuration against its flags
+// (--kind, --layout, --encoding, --staging) before it reads or writes the
+// queue, through the layers' own check: flags that disagree fail with
+// fdbqueue.ErrConfigMismatch (ExitFailure), whose message names the field
+// and both values, followed by the flag as given and the one the stored
+// configuration implies. A queue without a record (one only recipe clients
+// wrote) is read by the flags as given.
 package cli
 
 import (
@@ -277,7 +285,7 @@ func run(ctx context.Context, name string, args []string, env Env) error {
 		return fmt.Errorf("opening the database: %w", err)
 	}
 	defer closeFn()
-	return runFn(ctx, &session{env: env, db: db, spec: spec}, pos)
+	return explainMismatch(runFn(ctx, &session{env: env, db: db, spec: spec}, pos), spec)
 }
 
 // parseInterspersed parses flags anywhere among the arguments ("push a b

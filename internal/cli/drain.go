@@ -29,7 +29,7 @@ func setupDrain(fs *flag.FlagSet) func(context.Context, *session, []string) erro
 		if *limit < 0 {
 			return usagef(ErrBadArgument, "--limit %d: want 0 (no limit) or more", *limit)
 		}
-		t, err := s.open()
+		t, err := s.open(ctx)
 		if err != nil {
 			return err
 		}

@@ -88,7 +88,7 @@ func setupListing(fs *flag.FlagSet, defLimit int, emptyIsError bool) func(contex
 		if *fromMax && s.spec.Kind != Priority {
 			return usagef(ErrBadArgument, "--max needs --kind priority")
 		}
-		t, err := s.open()
+		t, err := s.open(ctx)
 		if err != nil {
 			return err
 		}
@@ -134,7 +134,7 @@ func setupPush(fs *flag.FlagSet) func(context.Context, *session, []string) error
 		if s.spec.Kind != Priority && *priority != 0 {
 			return usagef(ErrBadArgument, "--priority needs --kind priority")
 		}
-		t, err := s.open()
+		t, err := s.open(ctx)
 		if err != nil {
 			return err
 		}
@@ -227,7 +227,7 @@ func setupPop(fs *flag.FlagSet) func(context.Context, *session, []string) error 
 		if *fromMax && s.spec.Kind != Priority {
 			return usagef(ErrBadArgument, "--max needs --kind priority")
 		}
-		t, err := s.open()
+		t, err := s.open(ctx)
 		if err != nil {
 			return err
 		}

@@ -316,16 +316,23 @@ func TestJobStatsFollowClock(t *testing.T) {
 // fresh demo database, as each run of the binary with --demo starts (a
 // manual clock stands in for the binary's wall clock).
 func TestREADMEJobQueueExample(t *testing.T) {
+	checkREADMEBlock(t, "requeue-dead")
+}
+
+// checkREADMEBlock runs the README's console block that contains marker as
+// TestREADMEJobQueueExample says.
+func checkREADMEBlock(t *testing.T, marker string) {
+	t.Helper()
 	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
 	require.NoError(t, err)
 	var block string
 	for _, b := range strings.Split(string(readme), "```console\n")[1:] {
 		b = b[:strings.Index(b, "```")]
-		if strings.Contains(b, "requeue-dead") {
+		if strings.Contains(b, marker) {
 			block = b
 		}
 	}
-	require.NotEmpty(t, block, "README has a console block with requeue-dead")
+	require.NotEmpty(t, block, "README has a console block with %s", marker)
 	var cmd []string
 	var want, got strings.Builder
 	flush := func() {
@@ -421,6 +428,7 @@ func TestJobCommandsOnOtherKinds(t *testing.T) {
 		return kvs
 	}
 	before := all()
+	flag := map[string]string{"queue": "--kind fifo", "priority queue": "--kind priority"}
 	for queue, stored := range map[string]string{"demo/jobs": "queue", "demo/tasks": "priority queue"} {
 		for _, args := range [][]string{
 			{"stats", "--kind", "jobs"},
@@ -446,6 +454,7 @@ func TestJobCommandsOnOtherKinds(t *testing.T) {
 				}
 				assert.Contains(t, r.stderr, "fdbqueue "+args[0]+": ")
 				assert.Contains(t, r.stderr, `kind is "`+stored+`" in the database, "job queue" in the handle`)
+				assert.Contains(t, r.stderr, "(the flags say --kind jobs; the queue's stored configuration says "+flag[stored]+")")
 			})
 		}
 	}

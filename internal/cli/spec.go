@@ -1,12 +1,15 @@
 package cli
 
 import (
+	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"strings"
 	"unicode/utf8"
 
 	"github.com/fdbqueue/fdbqueue"
+	"github.com/fdbqueue/fdbqueue/kv"
 	"github.com/fdbqueue/fdbqueue/tuple"
 )
 
@@ -216,7 +219,9 @@ type target struct {
 	depth DepthSource
 }
 
-func (s *session) open() (*target, error) {
+// open opens the session's queue and checks its stored configuration
+// against the flags (see check) before any command reads or writes it.
+func (s *session) open(ctx context.Context) (*target, error) {
 	sub, err := fdbqueue.NewSubspace(s.spec.Path)
 	if err != nil {
 		return nil, usagef(ErrBadQueuePath, "%v", err)
@@ -237,5 +242,73 @@ func (s *session) open() (*target, error) {
 		}
 		t.depth = counterDepth{t.q.Depth}
 	}
+	if err := t.check(ctx, s.db); err != nil {
+		return nil, err
+	}
 	return t, nil
+}
+
+// check reads the queue's depth counters with the layer's Depth, for the
+// check of the stored configuration that every operation of the layers
+// makes (one small snapshot read, no write): flags that disagree with the
+// queue's stored record fail with fdbqueue.ErrConfigMismatch, and nothing
+// is printed as if they were right. The commands that read the queue's keys
+// themselves (peek, list, stats) decode them by the flags, so they rely on
+// it. A queue without a record (a recipe queue) is read by the flags as
+// given; only a versionstamp layout on one holding indexed items is
+// refused, as the layers refuse it.
+func (t *target) check(ctx context.Context, db kv.ReadTransactor) error {
+	var err error
+	if t.pq != nil {
+		_, err = t.pq.Depth(ctx, db)
+	} else {
+		_, err = t.q.Depth(ctx, db)
+	}
+	return err
+}
+
+// flagMismatch is a *fdbqueue.ConfigMismatchError with a hint in the
+// command line's terms: the flag as given and as the stored record has it.
+type flagMismatch struct {
+	err  error
+	hint string
+}
+
+func (e *flagMismatch) Error() string { return e.err.Error() + " (" + e.hint + ")" }
+
+// Unwrap returns the layer's error (errors.Is fdbqueue.ErrConfigMismatch,
+// errors.As *fdbqueue.ConfigMismatchError).
+func (e *flagMismatch) Unwrap() error { return e.err }
+
+// explainMismatch adds to a *fdbqueue.ConfigMismatchError in err the flag
+// the spec gave for the field that differs and, when the stored value has
+// one, the flag that names it; other errors are returned as they are.
+func explainMismatch(err error, spec QueueSpec) error {
+	var me *fdbqueue.ConfigMismatchError
+	if err == nil || !errors.As(err, &me) {
+		return err
+	}
+	var given string
+	var stored map[string]string
+	switch me.Field {
+	case "kind":
+		given = "--kind " + spec.Kind.String()
+		stored = map[string]string{"queue": "--kind fifo", "priority queue": "--kind priority", "job queue": "--kind jobs"}
+	case "layout":
+		given = "--layout " + spec.Layout.String()
+		stored = map[string]string{"index": "--layout indexed", "versionstamp": "--layout versionstamp"}
+	case "encoding":
+		given = "--encoding " + encodingName(spec.Encoding)
+		stored = map[string]string{"raw": "--encoding raw", "tuple": "--encoding tuple"}
+	case "staging":
+		given = "--staging " + spec.Staging
+		stored = map[string]string{"place": "--staging place", "batches": "--staging batches"}
+	default:
+		return err
+	}
+	hint := "the flags say " + given
+	if want, ok := stored[me.Stored]; ok {
+		hint += "; the queue's stored configuration says " + want
+	}
+	return &flagMismatch{err: err, hint: hint}
 }

@@ -46,7 +46,7 @@ func setupStats(fs *flag.FlagSet) func(context.Context, *session, []string) erro
 		if s.spec.Kind == Jobs {
 			return jobStats(ctx, s, jf, *asJSON)
 		}
-		t, err := s.open()
+		t, err := s.open(ctx)
 		if err != nil {
 			return err
 		}

@@ -20,7 +20,7 @@ func setupWatch(fs *flag.FlagSet) func(context.Context, *session, []string) erro
 		if *count < 0 {
 			return usagef(ErrBadArgument, "--count %d: want 0 (until interrupted) or more", *count)
 		}
-		t, err := s.open()
+		t, err := s.open(ctx)
 		if err != nil {
 			return err
 		}
