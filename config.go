@@ -28,6 +28,14 @@ import (
 // *ConfigMismatchError (errors.Is ErrConfigMismatch) before it writes
 // anything.
 //
+// Every operation of a handle checks, reads and repairs included: the
+// writing ones with issueInto and settle; the read-only ones (Peek, Empty,
+// Len, Depth, the depth gauges, a JobQueue's Stats and ListDead, Recover's
+// first step) through reads (gatedReader, gatedDB), which issue the check
+// with the operation's own reads and write nothing, not even a first
+// record; Clear and RepairDepth with settleRead in their writing
+// transactions, which writes no record either.
+//
 // A queue without a record is a recipe queue: indexed keys, in the value
 // encoding of the handle that uses it first. A JobQueue, whose keys all
 // start with a string, is refused on a subspace without a record that
