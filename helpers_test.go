@@ -70,6 +70,12 @@ func rawKeys(t testing.TB, db kv.Database, prefix []byte) [][]byte {
 	t.Helper()
 	r, err := tuple.PrefixRange(prefix)
 	require.NoError(t, err)
+	return rangeKeys(t, db, r)
+}
+
+// rangeKeys lists the keys in r.
+func rangeKeys(t testing.TB, db kv.Database, r kv.KeyRange) [][]byte {
+	t.Helper()
 	kvs, err := kv.ReadTransact(context.Background(), db, func(tr kv.ReadTransaction) ([]kv.KeyValue, error) {
 		return tr.GetRange(r, kv.RangeOptions{}).GetSlice()
 	})

@@ -17,16 +17,7 @@ import (
 // recordKeys lists the journal keys l keeps under id.
 func recordKeys(t testing.TB, db kv.Database, q *fdbqueue.Queue, id fdbqueue.OpID) [][]byte {
 	t.Helper()
-	r := fdbqueue.JournalRecordRange(q, id)
-	kvs, err := kv.ReadTransact(context.Background(), db, func(tr kv.ReadTransaction) ([]kv.KeyValue, error) {
-		return tr.GetRange(r, kv.RangeOptions{}).GetSlice()
-	})
-	require.NoError(t, err)
-	keys := make([][]byte, len(kvs))
-	for i, p := range kvs {
-		keys[i] = p.Key
-	}
-	return keys
+	return rangeKeys(t, db, fdbqueue.JournalRecordRange(q, id))
 }
 
 // enqueueAs enqueues v with q in a transaction of the caller's under id:
