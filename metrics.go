@@ -18,20 +18,20 @@ import (
 // Metrics and logs. A queue reports through the OpenTelemetry metric API
 // and log/slog, both off unless the application passes a MeterProvider
 // (WithMeterProvider) and a logger (WithLogger). The instruments, all
-// carrying the attribute fdbqueue.queue (WithQueueName):
+// carrying the attribute fdbqueue.queue (WithQueueName), with their units:
 //
-//	fdbqueue.operations            counter  fdbqueue.op, fdbqueue.outcome
-//	fdbqueue.conflicts             counter  fdbqueue.op  commits that failed with not_committed (1020)
-//	fdbqueue.retries               counter  fdbqueue.op  transactions run again after an error
-//	fdbqueue.commit_unknown_result counter  fdbqueue.op  commits whose outcome was unknown (1021, 1039)
-//	fdbqueue.journal.replays       counter  fdbqueue.op  attempts that found the operation's journal record
-//	fdbqueue.staged.steps          counter  fdbqueue.phase, fdbqueue.outcome (commit, conflict, failure)
-//	fdbqueue.lease.outcomes        counter  fdbqueue.outcome (a JobQueue pool's Result)
-//	fdbqueue.lease.expired         counter  expired leases taken over by Lease
-//	fdbqueue.dead_letters          counter  jobs moved to the dead-letter list
-//	fdbqueue.depth                 gauge    items, or a JobQueue's jobs (RegisterGauges)
-//	fdbqueue.oldest_item.age       gauge    seconds (RegisterGauges: versionstamp-ordered Queue, JobQueue)
-//	fdbqueue.jobs                  gauge    fdbqueue.state (JobQueue.RegisterGauges)
+//	fdbqueue.operations            counter {operation}  fdbqueue.op, fdbqueue.outcome
+//	fdbqueue.conflicts             counter {conflict}   fdbqueue.op  commits that failed with not_committed (1020)
+//	fdbqueue.retries               counter {retry}      fdbqueue.op  transactions run again after an error
+//	fdbqueue.commit_unknown_result counter {commit}     fdbqueue.op  commits whose outcome was unknown (1021, 1039)
+//	fdbqueue.journal.replays       counter {replay}     fdbqueue.op  attempts that found the operation's journal record
+//	fdbqueue.staged.steps          counter {step}       fdbqueue.phase, fdbqueue.outcome (commit, conflict, failure)
+//	fdbqueue.lease.outcomes        counter {job}        fdbqueue.outcome (a JobQueue pool's Result)
+//	fdbqueue.lease.expired         counter {lease}      expired leases taken over by Lease
+//	fdbqueue.dead_letters          counter {job}        jobs moved to the dead-letter list
+//	fdbqueue.depth                 gauge   {item}       items, or a JobQueue's jobs (RegisterGauges)
+//	fdbqueue.oldest_item.age       gauge   s            RegisterGauges: versionstamp-ordered Queue, JobQueue
+//	fdbqueue.jobs                  gauge   {job}        fdbqueue.state (JobQueue.RegisterGauges)
 //
 // Operations (fdbqueue.op): enqueue, dequeue, push, pop, and the
 // JobQueue's add, lease, ack, nack, requeue, delete_dead; conflicts and
@@ -119,24 +119,24 @@ func newObserver(queuePrefix []byte, c obsConfig) *observer {
 		log = slog.New(slog.DiscardHandler)
 	}
 	o := &observer{metered: c.meterProvider != nil, queue: attrQueue.String(name), meter: mp.Meter(instrumentationName), log: log.With(string(attrQueue), name)}
-	counter := func(name, desc string) metric.Int64Counter {
+	counter := func(name, unit, desc string) metric.Int64Counter {
 		// An SDK reports an invalid instrument through its error handler
 		// and returns a working no-op one with the error: keep it.
-		ctr, _ := o.meter.Int64Counter(name, metric.WithDescription(desc))
+		ctr, _ := o.meter.Int64Counter(name, metric.WithUnit(unit), metric.WithDescription(desc))
 		if ctr == nil {
 			ctr, _ = noop.NewMeterProvider().Meter("").Int64Counter(name)
 		}
 		return ctr
 	}
-	o.ops = counter("fdbqueue.operations", "Queue operations by kind and outcome.")
-	o.conflicts = counter("fdbqueue.conflicts", "Commits that failed with not_committed (1020).")
-	o.retries = counter("fdbqueue.retries", "Transactions run again after an error.")
-	o.unknown = counter("fdbqueue.commit_unknown_result", "Commits whose outcome was unknown (1021, 1039).")
-	o.replays = counter("fdbqueue.journal.replays", "Attempts that found their operation's journal record (an earlier attempt had committed).")
-	o.staged = counter("fdbqueue.staged.steps", "Steps of staged dequeues by phase and outcome.")
-	o.leaseOutcomes = counter("fdbqueue.lease.outcomes", "Jobs settled by a JobQueue pool, by outcome.")
-	o.expiredLeases = counter("fdbqueue.lease.expired", "Expired leases taken over by Lease.")
-	o.dead = counter("fdbqueue.dead_letters", "Jobs moved to the dead-letter list.")
+	o.ops = counter("fdbqueue.operations", "{operation}", "Queue operations by kind and outcome.")
+	o.conflicts = counter("fdbqueue.conflicts", "{conflict}", "Commits that failed with not_committed (1020).")
+	o.retries = counter("fdbqueue.retries", "{retry}", "Transactions run again after an error.")
+	o.unknown = counter("fdbqueue.commit_unknown_result", "{commit}", "Commits whose outcome was unknown (1021, 1039).")
+	o.replays = counter("fdbqueue.journal.replays", "{replay}", "Attempts that found their operation's journal record (an earlier attempt had committed).")
+	o.staged = counter("fdbqueue.staged.steps", "{step}", "Steps of staged dequeues by phase and outcome.")
+	o.leaseOutcomes = counter("fdbqueue.lease.outcomes", "{job}", "Jobs settled by a JobQueue pool, by outcome.")
+	o.expiredLeases = counter("fdbqueue.lease.expired", "{lease}", "Expired leases taken over by Lease.")
+	o.dead = counter("fdbqueue.dead_letters", "{job}", "Jobs moved to the dead-letter list.")
 	return o
 }
 
@@ -300,6 +300,7 @@ const versionsPerSecond = 1_000_000
 // takes one name created with two descriptions for a conflicting duplicate
 // registration, exported as two streams of that name.
 const (
+	depthUnit     = "{item}"
 	depthDesc     = "Items in the queue (a JobQueue's jobs, leased or not)."
 	oldestAgeDesc = "Age of the item at the head (a Queue's, from its versionstamp), or how long a JobQueue's first due job has been due."
 )
@@ -318,7 +319,7 @@ func (o *observer) registerGauges(db kv.ReadTransactor, d depthKeys, oldest func
 	if err := checkTransactor(db); err != nil {
 		return nil, err
 	}
-	depthG, err := o.meter.Int64ObservableGauge("fdbqueue.depth", metric.WithDescription(depthDesc))
+	depthG, err := o.meter.Int64ObservableGauge("fdbqueue.depth", metric.WithUnit(depthUnit), metric.WithDescription(depthDesc))
 	if err != nil {
 		return nil, err
 	}
@@ -429,11 +430,11 @@ func (q *JobQueue) RegisterGauges(db kv.ReadTransactor) (metric.Registration, er
 		return nil, err
 	}
 	o := q.journal.track.obs
-	depthG, err := o.meter.Int64ObservableGauge("fdbqueue.depth", metric.WithDescription(depthDesc))
+	depthG, err := o.meter.Int64ObservableGauge("fdbqueue.depth", metric.WithUnit(depthUnit), metric.WithDescription(depthDesc))
 	if err != nil {
 		return nil, err
 	}
-	jobsG, err := o.meter.Int64ObservableGauge("fdbqueue.jobs", metric.WithDescription("Jobs by state (JobStats)."))
+	jobsG, err := o.meter.Int64ObservableGauge("fdbqueue.jobs", metric.WithUnit("{job}"), metric.WithDescription("Jobs by state (JobStats)."))
 	if err != nil {
 		return nil, err
 	}

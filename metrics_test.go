@@ -2,6 +2,7 @@ package fdbqueue_test
 
 import (
 	"fmt"
+	"regexp"
 	"sort"
 	"sync"
 	"testing"
@@ -89,5 +90,37 @@ func TestObserveInstrumentDefinitionsAgree(t *testing.T) {
 		}
 		sort.Strings(all)
 		require.Len(t, all, 1, "instrument %s is created with different definitions: %q", name, all)
+	}
+}
+
+// Every instrument declares its unit, as OpenTelemetry's semantic
+// conventions ask: "s" for durations, and for counts the annotation of
+// what is counted in braces ("{operation}", "{job}"), which exporters such
+// as Prometheus leave out of the metric's name. Without one a backend
+// cannot tell a count from a duration or label its axis.
+func TestObserveInstrumentsHaveUnits(t *testing.T) {
+	db := newDB(t)
+	m := &defsMeter{}
+	mp := fdbqueue.WithMeterProvider(defsProvider{m: m})
+	q := mustQueue(t, "units-q", mp, fdbqueue.WithVersionstampOrder())
+	jq := mustJobQueue(t, "units-jq", fdbqueue.JobQueueConfig{}, mp)
+	for _, register := range []func() (metric.Registration, error){
+		func() (metric.Registration, error) { return q.RegisterGauges(db) },
+		func() (metric.Registration, error) { return jq.RegisterGauges(db) },
+	} {
+		reg, err := register()
+		require.NoError(t, err)
+		require.NoError(t, reg.Unregister())
+	}
+	want := []string{"fdbqueue.operations", "fdbqueue.conflicts", "fdbqueue.retries", "fdbqueue.commit_unknown_result",
+		"fdbqueue.journal.replays", "fdbqueue.staged.steps", "fdbqueue.lease.outcomes", "fdbqueue.lease.expired",
+		"fdbqueue.dead_letters", "fdbqueue.depth", "fdbqueue.oldest_item.age", "fdbqueue.jobs"}
+	require.Len(t, m.defs, len(want), "instruments: %v", m.defs)
+	unit := regexp.MustCompile(`unit="(s|\{[a-z_]+\})"`)
+	for _, name := range want {
+		require.Contains(t, m.defs, name)
+		for d := range m.defs[name] {
+			require.Regexp(t, unit, d, "instrument %s", name)
+		}
 	}
 }
