@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -39,7 +40,9 @@ import (
 // maybe_committed (the error satisfies kv.MaybeCommitted: call it again
 // under the same ID to settle it, on the same queue value for an ID the
 // queue made and logged; see WithOpID), canceled (the context ended),
-// error. Given a caller's Transaction, an operation's outcome is its
+// error; a pool's (fdbqueue.lease.outcomes): acked, retried,
+// dead_lettered, lease_lost, abandoned, failed (Result's names in
+// snake_case). Given a caller's Transaction, an operation's outcome is its
 // function's: the caller commits later, and its conflicts and retries
 // are the caller's.
 //
@@ -256,7 +259,13 @@ func (s *stageSide[T]) side() string {
 
 // leaseSettled counts a pool's outcome (hook: pool.settle).
 func (o *observer) leaseSettled(r Result) {
-	o.add(o.leaseOutcomes, 1, attrOutcome.String(r.String()))
+	o.add(o.leaseOutcomes, 1, attrOutcome.String(r.metricValue()))
+}
+
+// metricValue is the result's fdbqueue.outcome value: its name in
+// snake_case, as the operations' outcomes are ("lease_lost").
+func (r Result) metricValue() string {
+	return strings.NewReplacer(" ", "_", "-", "_").Replace(r.String())
 }
 
 // afterCommit runs f once tr's commit succeeds: events of an attempt that
