@@ -125,3 +125,28 @@ func TestLogLinesOnlyForCommittedEvents(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, int64(1), st.Dead)
 }
+
+// The queue's log lines name a job's attempt with the key the pool's
+// lines use for it (attempt, the number of the lease: 1 for the first),
+// so that one query finds every line about a job's attempt: the line of
+// an expired lease taken over says which attempt expired.
+func TestLogLineExpiredLeaseAttemptKey(t *testing.T) {
+	ctx := context.Background()
+	db := newDB(t)
+	var buf bytes.Buffer
+	logger := slog.New(slog.NewTextHandler(&buf, nil))
+	clock := newFakeClock()
+	jq := mustJobQueue(t, "logs-attempt", fdbqueue.JobQueueConfig{MaxAttempts: 3, Clock: clock}, fdbqueue.WithLogger(logger))
+	mustAdd(t, db, jq, fdbqueue.Job{Value: []byte("j")})
+	first := mustLease(t, db, jq, 1, time.Second)
+	require.Equal(t, 1, first[0].Attempt)
+	clock.Advance(2 * time.Second)
+	ls, err := jq.Lease(ctx, db, 1, time.Second)
+	require.NoError(t, err)
+	require.Equal(t, 2, ls[0].Attempt)
+	line := buf.String()
+	require.Equal(t, 1, strings.Count(line, "expired lease taken over"), line)
+	require.Contains(t, line, " job="+first[0].JobID.String())
+	require.Contains(t, line, " attempt=1", "the expired lease's attempt, under the pool's key")
+	require.NotContains(t, line, "attempts=")
+}

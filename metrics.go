@@ -281,11 +281,12 @@ func afterCommit(tr kv.Transaction, f func()) {
 }
 
 // leaseExpired reports an expired lease that Lease took over (hook:
-// JobQueue.take), after tr commits.
-func (o *observer) leaseExpired(tr kv.Transaction, job JobID, attempts int) {
+// JobQueue.take), after tr commits. attempt is the expired lease's number
+// (Lease.Attempt), logged under the key the pool's lines use.
+func (o *observer) leaseExpired(tr kv.Transaction, job JobID, attempt int) {
 	afterCommit(tr, func() {
 		o.add(o.expiredLeases, 1)
-		o.log.Info("fdbqueue: expired lease taken over", "job", job.String(), "attempts", attempts)
+		o.log.Info("fdbqueue: expired lease taken over", "job", job.String(), "attempt", attempt)
 	})
 }
 
