@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/otel/metric/noop"
 
 	"github.com/fdbqueue/fdbqueue"
 	"github.com/fdbqueue/fdbqueue/kv"
@@ -149,4 +150,40 @@ func TestLogLineExpiredLeaseAttemptKey(t *testing.T) {
 	require.Contains(t, line, " job="+first[0].JobID.String())
 	require.Contains(t, line, " attempt=1", "the expired lease's attempt, under the pool's key")
 	require.NotContains(t, line, "attempts=")
+}
+
+// What a queue logs does not depend on whether it has a MeterProvider:
+// with one, its operations run their own retry loop (to see each
+// commit's error), and that loop logged a line of its own at each
+// commit_unknown_result ("commit outcome unknown; the retry consults the
+// journal", without the operation's ID), which a queue without metrics
+// never wrote. The retry's "found its journal record" line, with the ID,
+// is the line for the event, either way.
+func TestLogLinesSameWithAndWithoutMetrics(t *testing.T) {
+	ctx := context.Background()
+	lines := func(opts ...fdbqueue.Option) []string {
+		t.Helper()
+		db := newDB(t)
+		var buf bytes.Buffer
+		// No time, and the operation's ID (random) replaced: lines compare.
+		h := slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug, ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
+			if a.Key == slog.TimeKey || a.Key == "op_id" {
+				return slog.Attr{}
+			}
+			return a
+		}})
+		q := mustQueue(t, "logs-metered", append(opts, fdbqueue.WithLogger(slog.New(h)))...)
+		db.FailNextCommit(kv.ErrCommitUnknownResult, true) // applied: the retry finds its record
+		require.NoError(t, q.Enqueue(ctx, db, []byte("x")))
+		db.FailNextCommit(kv.ErrCommitUnknownResult, false) // not applied: the retry enqueues
+		require.NoError(t, q.Enqueue(ctx, db, []byte("y")))
+		n, err := q.Depth(ctx, db)
+		require.NoError(t, err)
+		require.Equal(t, int64(2), n)
+		return strings.Split(strings.TrimSpace(buf.String()), "\n")
+	}
+	plain := lines()
+	require.Len(t, plain, 1, "the replay of the applied commit: %q", plain)
+	require.Contains(t, plain[0], "found its journal record")
+	require.Equal(t, plain, lines(fdbqueue.WithMeterProvider(noop.NewMeterProvider())))
 }

@@ -192,14 +192,16 @@ func (o *observer) replayed(op string, id OpID) {
 	o.log.Info("fdbqueue: operation found its journal record: an earlier attempt committed", "op", op, "op_id", id.String())
 }
 
-// commitFailed counts a failed commit (hook: trackedTx.Commit).
+// commitFailed counts a failed commit (hook: trackedTx.Commit). It logs
+// nothing: it runs only with a MeterProvider (the operations' own retry
+// loop), and what a queue logs must not depend on that. A retry that finds
+// the committed attempt's record logs that (replayed), with the ID.
 func (o *observer) commitFailed(op string, err error) {
 	switch {
 	case isConflict(err):
 		o.add(o.conflicts, 1, attrOp.String(op))
 	case kv.MaybeCommitted(err):
 		o.add(o.unknown, 1, attrOp.String(op))
-		o.log.Info("fdbqueue: commit outcome unknown; the retry consults the journal", "op", op, "err", err)
 	}
 }
 
