@@ -70,6 +70,12 @@ type JobQueueConfig struct {
 	// counts jobs by vesting time, so that Stats can split due from delayed
 	// jobs without reading them (default one second). Stats is exact up to
 	// one bucket: jobs in the bucket that holds "now" count as due.
+	// Every client of a queue must use the same value (the fdbqueue
+	// command's --stats-resolution too): it is not stored with the queue,
+	// and a handle with another one reads the buckets wrongly, without an
+	// error. Finer than the writers', its Stats (and gauges) count delayed
+	// jobs as due and live leases as expired; coarser, due jobs as delayed
+	// and expired leases as live.
 	StatsResolution time.Duration
 	// Clock tells the time (default the system clock). All clients of a
 	// queue must agree on the time to well within the lease duration.

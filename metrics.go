@@ -46,6 +46,10 @@ import (
 // function's: the caller commits later, and its conflicts and retries
 // are the caller's.
 //
+// The states of fdbqueue.jobs are JobStats's fields, which overlap: due
+// counts the expired leases too (both are jobs Lease can take now), so
+// the sum over states is depth + dead + expired, not depth + dead.
+//
 // What the counters cost: an attribute set per call and atomic adds in the
 // SDK; with the default no-op provider, nothing measurable.
 
