@@ -18,8 +18,18 @@ import (
 
 // Metrics and logs. A queue reports through the OpenTelemetry metric API
 // and log/slog, both off unless the application passes a MeterProvider
-// (WithMeterProvider) and a logger (WithLogger). The instruments, all
-// carrying the attribute fdbqueue.queue (WithQueueName), with their units:
+// (WithMeterProvider, whose doc lists the instruments) and a logger
+// (WithLogger).
+
+// WithMeterProvider makes the queue report its metrics to mp (default: a
+// no-op provider, so nothing is recorded). To see each commit's error, the
+// operations then run their transactions as every kv backend's Transact
+// does, with the Database's CreateTransaction and kv.RetryLoop, instead of
+// calling its Transact: a Database wrapper whose Transact does more than
+// that (setting options, say) should set them in CreateTransaction too.
+//
+// The instruments, all carrying the attribute fdbqueue.queue
+// (WithQueueName), with their units:
 //
 //	fdbqueue.operations            counter {operation}  fdbqueue.op, fdbqueue.outcome
 //	fdbqueue.conflicts             counter {conflict}   fdbqueue.op  commits that failed with not_committed (1020)
@@ -52,13 +62,6 @@ import (
 //
 // What the counters cost: an attribute set per call and atomic adds in the
 // SDK; with the default no-op provider, nothing measurable.
-
-// WithMeterProvider makes the queue report its metrics to mp (default: a
-// no-op provider, so nothing is recorded). To see each commit's error, the
-// operations then run their transactions as every kv backend's Transact
-// does, with the Database's CreateTransaction and kv.RetryLoop, instead of
-// calling its Transact: a Database wrapper whose Transact does more than
-// that (setting options, say) should set them in CreateTransaction too.
 func WithMeterProvider(mp metric.MeterProvider) Option {
 	return func(c *config) { c.obs.meterProvider = mp }
 }
