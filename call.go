@@ -88,7 +88,6 @@ func newCall(kind callKind, l *layer, opName string, t kv.Transactor, opts []OpO
 		c.tracked, c.db = true, db
 		c.tx.k, c.tx.op = k, opName
 		l.journal.beginInto(&c.op, opName, true, true, opts)
-		c.op.producer = kind == callEnqueue || kind == callPush
 		if c.op.fresh && !l.journal.disabled {
 			// The ID's last byte is random (newOpIDAt) and used for
 			// nothing else: it picks the depth counter, one draw fewer.
@@ -103,7 +102,6 @@ func newCall(kind callKind, l *layer, opName string, t kv.Transactor, opts []OpO
 	}
 	_, owned := c.t.(kv.Database)
 	l.journal.beginInto(&c.op, kindName, owned, true, opts)
-	c.op.producer = kind == callEnqueue || kind == callPush
 	return c
 }
 
@@ -282,7 +280,6 @@ func (o *op) reset() {
 	o.wide, o.fresh, o.slotted, o.slot, o.slotGen, o.resumed = false, false, false, 0, 0, false
 	o.recorded.Store(false)
 	o.decl = declRead{}
-	o.producer = false
 }
 
 // release drops what t refers to, keeping its first backing array.

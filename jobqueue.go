@@ -311,7 +311,6 @@ func (q *JobQueue) AddBatch(ctx context.Context, t kv.Transactor, jobs []Job, op
 	}
 	t = q.journal.track.observe("add", t)
 	o := q.journal.begin(t, opts)
-	o.producer = true // see op.check
 	// One job is always accepted, as a Lease always takes one: it fits the
 	// room MaxBatchBudget leaves under the transaction limit.
 	if size := q.addBatchCost(o, jobs); size > q.budget && len(jobs) > 1 {

@@ -216,9 +216,6 @@ type op struct {
 	// recBuf backs the record of a take of one item whose queue builds
 	// it (queueEnd.acceptInto), reused as slotVal is.
 	recBuf []byte
-	// producer: the operation adds items and reads nothing a call
-	// settling it writes (see check).
-	producer bool
 	// decl is the attempt's read of the declared retention (see
 	// readDeclared), if it made one.
 	decl declRead
@@ -422,15 +419,18 @@ func (o *op) check(tr kv.Transaction) (kv.RangeResult, error) {
 	if o.fresh && !o.recorded.Load() {
 		// No attempt has written a record under this new ID: there is
 		// none to find, no earlier commit to conflict with, and none
-		// that expiry could clear (so its age does not matter). For a
-		// producer, the key the record will go to is a read conflict
-		// all the same: a call that settles the operation under its
-		// logged ID (WithOpID) writes it, so this attempt's commit,
-		// interrupted by its context and landing after the settling
-		// call's, conflicts instead of adding its items a second time.
-		// (A take's commit conflicts anyway: it read the items the
-		// settling call takes.)
-		if o.owned && o.producer {
+		// that expiry could clear (so its age does not matter). The key
+		// the record will go to is a read conflict all the same: a call
+		// that settles the operation under its logged ID (WithOpID)
+		// writes it, so this attempt's commit, interrupted by its
+		// context and landing after the settling call's, conflicts
+		// instead of applying a second time. Nothing else it read need
+		// be written by the settling call: a producer's reads conflict
+		// with nothing, and a take may take other items than the
+		// settling call (a Lease picks among its candidates and adds a
+		// conflict on the jobs it takes only; a DequeueBatch after a
+		// staged line's items, on the items it takes only).
+		if o.owned {
 			_ = tr.AddReadConflictKey(o.recordKeyOrSlot()) // never inverted
 		}
 		return noRecords, nil

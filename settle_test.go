@@ -471,3 +471,52 @@ func TestSettleProducerLandingLate(t *testing.T) {
 		require.Equal(t, int64(1), st.Queued, "added once")
 	})
 }
+
+// A Lease given a Database, whose commit is cut short by its context and
+// lands late (FoundationDB's commit goes on after a cancellation:
+// RYWImpl::commit, fdbclient/ReadYourWrites.cpp), settled under the
+// logged ID by a call that took another job. The first attempt read its
+// candidates with a snapshot read and conflicts only on the job it took
+// (jobqueue_lease.go), and, under an ID of its own making, read no
+// journal record: nothing the settling call wrote was in its read
+// conflict set, so its commit applied after the settling call's, and
+// the one logical Lease leased two jobs: the settling call's, and one
+// that no caller ever saw, which came back only when that lease expired,
+// with an attempt counted (dead, on its last attempt). Its late commit
+// must conflict (FoundationDB checks a commit's read conflict ranges
+// against the writes committed after its read version,
+// fdbserver/Resolver.actor.cpp) as a producer's does
+// (TestSettleProducerLandingLate).
+//
+// The settling call takes another job because one that sorts first (due
+// earlier) was added meanwhile: with Choice 1 a Lease takes the first
+// due job, so the test is deterministic.
+func TestSettleLeaseLandingLate(t *testing.T) {
+	ctx := context.Background()
+	db := newDB(t)
+	logs, logger := loggedIDs()
+	jq := mustJobQueue(t, "settle-lease-late", fdbqueue.JobQueueConfig{Choice: 1}, logger)
+	_, err := jq.Add(ctx, db, fdbqueue.Job{Value: []byte("a"), MaxAttempts: 1})
+	require.NoError(t, err)
+	release, err := interruptCommit(db, func(ctx context.Context) error {
+		_, err := jq.Lease(ctx, db, 1, time.Hour)
+		return err
+	})
+	require.True(t, kv.MaybeCommitted(err), "%v", err)
+	id := logs.take(t)
+
+	_, err = jq.Add(ctx, db, fdbqueue.Job{Value: []byte("z"), RunAt: time.Now().Add(-time.Hour)})
+	require.NoError(t, err)
+	leases, err := jq.Lease(ctx, db, 1, time.Hour, fdbqueue.WithOpID(id))
+	require.NoError(t, err, "settled: the first call had not committed, so it leases now")
+	require.Len(t, leases, 1)
+	require.Equal(t, "z", string(leases[0].Value), "the first due job")
+	release() // the first call's commit lands, after the settling call's
+
+	st := mustStats(t, db, jq)
+	require.Equal(t, int64(1), st.Leased, "one Lease call, one job leased")
+	more, err := jq.Lease(ctx, db, 1, time.Hour)
+	require.NoError(t, err, "job a is still due")
+	require.Equal(t, "a", string(more[0].Value))
+	require.Equal(t, 1, more[0].Attempt, "its first attempt")
+}
