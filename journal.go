@@ -77,15 +77,23 @@ type opConfig struct {
 // pass an ID of yours to the first call.
 //
 // An ID names one operation call: give it to no other call. A second call
-// under it in the same transaction fails with ErrInvalidArgument, and so
-// does that transaction's commit; so does, later, a call of another kind
-// under it (the ID's marker says which kind it was given to: see "Exactly
+// under it in the same transaction as a first that took effect fails with
+// ErrInvalidArgument, and so does that transaction's commit; so does,
+// later, a call of another kind under it while the first call's records
+// are kept (the ID's marker says which kind it was given to: see "Exactly
 // once" in docs/design.md). A second call of the same kind in a later
-// transaction cannot be told from a retry: it returns the first call's
-// result and does nothing. Make each ID with NewOpID: the operation fails
-// with ErrInvalidArgument given the zero ID or one dated further ahead of
-// the client's clock than the journal retention, and with
-// ErrOperationExpired given one older than the retention. Cost: a call
+// transaction cannot be told from a retry: while the first call's records
+// are kept, it returns the first call's result and does nothing. They are
+// not kept for long after a call given a Database returned without
+// error: nothing will retry it, and the queue's next operation clears
+// them; a call under the ID after that applies the operation anew. (Those
+// of a call in your transaction, or of one that failed, are kept until
+// they expire, after twice the journal retention, or until a call under
+// the ID given a Database returns without error.) Make each ID with
+// NewOpID: the operation fails with ErrInvalidArgument given the zero ID
+// or one dated further ahead of the client's clock than the journal
+// retention, and with ErrOperationExpired given one older than the
+// retention. Cost: a call
 // under an ID of yours reads and writes one more key than one under an ID
 // of its own (the marker).
 //

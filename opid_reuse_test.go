@@ -147,3 +147,24 @@ func TestOpIDMarkerCleared(t *testing.T) {
 	settleQueue(t, db, q)
 	requireJournalWithin(t, db, q.Subspace(), fdbqueue.JournalSlotKeys(q))
 }
+
+// What the WithOpID doc says of a second call of the same kind under an
+// ID: it returns the first call's result and does nothing only while the
+// first call's records are kept. A call given a Database that returned
+// without error has them cleared by the queue's next operation (nothing
+// will retry it), and a call under the ID after that is a new operation:
+// here it enqueues a second item. The doc used to promise that such a
+// call does nothing.
+func TestOpIDSecondCallAfterRecordsCleared(t *testing.T) {
+	ctx := context.Background()
+	db := newDB(t)
+	q := mustQueue(t, "reuse-after-clear")
+	id := fdbqueue.NewOpID()
+	require.NoError(t, q.Enqueue(ctx, db, []byte("a"), fdbqueue.WithOpID(id)))
+	require.NoError(t, q.Enqueue(ctx, db, []byte("a"), fdbqueue.WithOpID(id)), "records kept: a retry to the journal")
+	require.NotEmpty(t, recordKeys(t, db, q, id))
+	require.NoError(t, q.Enqueue(ctx, db, []byte("b"))) // carries the clear of the records under id
+	require.Empty(t, recordKeys(t, db, q, id), "cleared once a call given a Database returned")
+	require.NoError(t, q.Enqueue(ctx, db, []byte("a"), fdbqueue.WithOpID(id)))
+	require.Equal(t, []string{"a", "b", "a"}, drain(t, db, q), "a new operation")
+}
