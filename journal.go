@@ -303,7 +303,10 @@ func (j *journal) beginInto(o *op, kind string, owned, slots bool, opts []OpOpti
 // its records will never be consulted again and are queued for clearing by a
 // later operation; otherwise the cleanups it took are handed back.
 func (o *op) end(err error) {
-	o.j.track.obs.ended(o.kind, o.id, err)
+	// Counted and logged last: a maybe-committed error's log line names
+	// the ID to settle the operation with, so its slot must be
+	// remembered (below) before anyone can read the line.
+	defer o.j.track.obs.ended(o.kind, o.id, err)
 	if o.j.disabled || !o.owned {
 		return
 	}

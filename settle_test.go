@@ -520,3 +520,49 @@ func TestSettleLeaseLandingLate(t *testing.T) {
 	require.Equal(t, "a", string(more[0].Value))
 	require.Equal(t, 1, more[0].Attempt, "its first attempt")
 }
+
+// settleOnLog is a slog handler that settles, as soon as it is logged, an
+// operation that may have committed: it calls settle with the logged ID
+// and keeps the result.
+type settleOnLog struct {
+	failedIDs
+	settle  func(id fdbqueue.OpID) ([]byte, error)
+	settled bool
+	got     []byte
+	err     error
+}
+
+func (h *settleOnLog) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h *settleOnLog) WithGroup(string) slog.Handler      { return h }
+
+func (h *settleOnLog) Handle(ctx context.Context, r slog.Record) error {
+	if err := h.failedIDs.Handle(ctx, r); err != nil || len(h.ids) == 0 || h.settled {
+		return err
+	}
+	h.settled = true
+	h.got, h.err = h.settle(h.ids[0])
+	return nil
+}
+
+// The queue logged a maybe-committed operation's ID before it remembered
+// the operation's slot, so a call made as soon as the line was logged (a
+// handler that hands the ID to a goroutine that settles) did not resume
+// the slot: it read the records under the ID only, found nothing, and
+// dequeued the next item, while the first call's commit had taken the
+// first one (lost, its record in a slot no one reads). The slot is now
+// remembered before the line is logged. The handler here settles
+// synchronously, which makes the order deterministic.
+func TestSettleFromTheLogLine(t *testing.T) {
+	ctx := context.Background()
+	db := newDB(t)
+	h := &settleOnLog{}
+	q := mustQueue(t, "settle-on-log", fdbqueue.WithLogger(slog.New(h)))
+	h.settle = func(id fdbqueue.OpID) ([]byte, error) { return q.Dequeue(ctx, db, fdbqueue.WithOpID(id)) }
+	require.NoError(t, q.EnqueueBatch(ctx, db, [][]byte{[]byte("a"), []byte("b")}))
+	db.FailNextCommit(kv.ErrCommitUnknownResultFatal, true)
+	_, err := q.Dequeue(ctx, db)
+	require.True(t, kv.MaybeCommitted(err), "%v", err)
+	require.NoError(t, h.err)
+	require.Equal(t, "a", string(h.got), "the settling call returns the item the first call took")
+	require.Equal(t, []string{"b"}, drain(t, db, q))
+}
