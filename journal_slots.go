@@ -130,20 +130,22 @@ func (j *journal) remember(o *op) {
 }
 
 // pruneUnsettled drops the remembered slots of operations older than the
-// retention and, if as many as maxUnsettled remain, the oldest one, to
-// make room for one more (j.mu held). It runs only after a failure (see
+// retention and, if as many as maxUnsettled remain, the oldest one that
+// no call is resuming, to make room for one more (j.mu held): a call
+// resuming a slot keeps it remembered if it fails (settled), and would
+// find nothing to keep it under. It runs only after a failure (see
 // remember), so it may take a few microseconds.
 func (j *journal) pruneUnsettled() {
 	cutoff := j.now().Add(-j.retention)
 	var oldest OpID
-	for id := range j.unsettled {
+	for id, u := range j.unsettled {
 		if id.Time().Before(cutoff) {
 			delete(j.unsettled, id)
-		} else if oldest == (OpID{}) || bytes.Compare(id[:8], oldest[:8]) < 0 {
+		} else if u.busy == 0 && (oldest == (OpID{}) || bytes.Compare(id[:8], oldest[:8]) < 0) {
 			oldest = id
 		}
 	}
-	if len(j.unsettled) >= maxUnsettled {
+	if len(j.unsettled) >= maxUnsettled && oldest != (OpID{}) {
 		delete(j.unsettled, oldest)
 	}
 }

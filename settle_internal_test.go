@@ -107,3 +107,34 @@ func TestSettleRememberedSlotsAreBounded(t *testing.T) {
 	require.Len(t, j.unsettled, 1, "those older than the retention are dropped")
 	require.Contains(t, j.unsettled, o.id)
 }
+
+// A remembered slot that a settling call is resuming is not the one the
+// bound drops: dropped, the call's end found nothing to keep its slot
+// under, and if that call failed after writing the slot (its commit may
+// still land), a later call under the ID read the records under the ID
+// only and applied the operation again. The oldest of the others goes.
+func TestSettleBoundKeepsTheSlotBeingResumed(t *testing.T) {
+	j, now, begin := slotJournal(t, time.Minute)
+	first := begin()
+	failAfterRecording(first)
+	r := begin(WithOpID(first.id))
+	require.True(t, r.resumed)
+	var second OpID
+	for i := range maxUnsettled {
+		*now = now.Add(time.Microsecond) // younger than first
+		o := begin()
+		failAfterRecording(o)
+		if i == 0 {
+			second = o.id
+		}
+	}
+	require.Len(t, j.unsettled, maxUnsettled)
+	_, kept := j.unsettled[first.id]
+	require.True(t, kept, "being resumed: kept")
+	_, kept = j.unsettled[second]
+	require.False(t, kept, "the oldest of the others is dropped")
+	failAfterRecording(r) // the settling call fails after writing the slot
+	again := begin(WithOpID(first.id))
+	require.True(t, again.resumed, "a later call still resumes the slot")
+	require.Equal(t, first.slotKey, again.slotKey)
+}
