@@ -55,6 +55,14 @@
 //		return nil, q.Enqueue(ctx, fdbkv.WrapTransaction(tr), item, fdbqueue.WithOpID(id))
 //	})
 //
+// The layers rely on read-your-writes, snapshot reads included: a second
+// operation in a transaction finds the first one's items and journal
+// records, and a second call under one OpID finds the first one's marker
+// and fails. Do not set the READ_YOUR_WRITES_DISABLE or
+// SNAPSHOT_RYW_DISABLE transaction options on a transaction the layers
+// run in, nor the snapshot_ryw_disable database option on a database
+// they use.
+//
 // # Transactions, retries and cancellation
 //
 // Database.Transact and ReadTransact run the caller's function through the

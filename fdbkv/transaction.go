@@ -30,7 +30,9 @@ import (
 // CheckAPIVersion). The zero fdb.Transaction, which
 // fdb.Database.CreateTransaction returns with an error, has no handle: its
 // wrapper fails every read, commit and transactional call with
-// kv.ErrClientInvalidOp, where the binding's methods would panic.
+// kv.ErrClientInvalidOp, where the binding's methods would panic. tr must
+// keep read-your-writes on, for snapshot reads too (see "Who owns the
+// database handle" in the package documentation).
 func WrapTransaction(tr fdb.Transaction) kv.Transaction {
 	if tr == (fdb.Transaction{}) {
 		return noHandle{}
