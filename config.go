@@ -8,6 +8,7 @@ import (
 	"hash/fnv"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/fdbqueue/fdbqueue/kv"
 	"github.com/fdbqueue/fdbqueue/tuple"
@@ -79,20 +80,27 @@ const (
 	stagingPlace   = "place"   // staged, served by place
 )
 
-// Stored kinds, and the job queue's layout (its jobs keyed by vesting
-// time; it has no other).
+// Stored kinds.
 const (
 	kindQueue    = "queue"
 	kindPriority = "priority queue"
 	kindJobs     = "job queue"
-	layoutJobs   = "vesting"
 )
+
+// jobsLayout is a job queue's stored layout: its jobs are keyed by
+// vesting time (it has no other layout), and its counters of jobs by
+// vesting time by buckets res wide (JobQueueConfig.StatsResolution, kept
+// to the microsecond, as bucketOf uses it), so that no two handles count
+// a job in different buckets. For example "vesting, buckets of 1s".
+func jobsLayout(res time.Duration) string {
+	return "vesting, buckets of " + time.Duration(res.Microseconds()*1000).String()
+}
 
 // storedConfig is the record.
 type storedConfig struct {
 	format   int64
 	kind     string // kindQueue, kindPriority or kindJobs
-	layout   string // "index" or "versionstamp"; layoutJobs for a job queue
+	layout   string // "index" or "versionstamp"; jobsLayout for a job queue
 	encoding string // "raw" or "tuple"
 	staging  string // one of the staging modes
 }
@@ -218,7 +226,7 @@ func (g *confGate) parse(raw []byte) (*storedConfig, error) {
 	return p.c, p.err
 }
 
-func newConfGate(kind string, sub Subspace, items kv.KeyRange, cfg config, staged string) *confGate {
+func newConfGate(kind string, sub Subspace, items kv.KeyRange, cfg config, staged string, layout string) *confGate {
 	meta := metaSubspace(sub.prefix)
 	key, _ := meta.Pack(tuple.Tuple{"c"})
 	epoch, _ := meta.Pack(tuple.Tuple{"e"})
@@ -228,14 +236,14 @@ func newConfGate(kind string, sub Subspace, items kv.KeyRange, cfg config, stage
 	if cfg.versionstamps {
 		want.layout = "versionstamp"
 	}
+	if layout != "" {
+		want.layout = layout
+	}
 	if cfg.encoding == TupleValues {
 		want.encoding = "tuple"
 	}
 	if staged != "" {
 		want.staging = staged
-	}
-	if kind == kindJobs {
-		want.layout = layoutJobs
 	}
 	g := &confGate{key: key, epoch: epoch, claims: claims, sig: sig, want: want, staged: staged, items: items}
 	g.wantRec = &g.want
@@ -245,14 +253,14 @@ func newConfGate(kind string, sub Subspace, items kv.KeyRange, cfg config, stage
 
 // initConfig makes q's configuration gate (after initStaging).
 func (q *Queue) initConfig() {
-	g := newConfGate(kindQueue, q.sub, q.items, q.cfg, stagingMode(q.cfg, q.stage.stable))
+	g := newConfGate(kindQueue, q.sub, q.items, q.cfg, stagingMode(q.cfg, q.stage.stable), "")
 	g.checkItem = q.checkItemKey
 	q.journal.gate = g
 }
 
 // initConfig makes pq's configuration gate.
 func (pq *PriorityQueue) initConfig() {
-	pq.journal.gate = newConfGate(kindPriority, pq.sub, pq.items, pq.cfg, stagingMode(pq.cfg, false))
+	pq.journal.gate = newConfGate(kindPriority, pq.sub, pq.items, pq.cfg, stagingMode(pq.cfg, false), "")
 }
 
 // initConfig makes q's configuration gate. A job queue's keys are all
@@ -261,7 +269,7 @@ func (pq *PriorityQueue) initConfig() {
 // a recipe queue's items start with an integer (its index or priority),
 // a versionstamp queue's with a versionstamp (0x33).
 func (q *JobQueue) initConfig() {
-	g := newConfGate(kindJobs, q.sub, q.items, config{}, "")
+	g := newConfGate(kindJobs, q.sub, q.items, config{}, "", jobsLayout(q.cfg.StatsResolution))
 	p := q.sub.prefix
 	at := func(b byte) []byte { return append(bytes.Clone(p), b) }
 	g.foreign = []kv.KeyRange{{Begin: at(0x00), End: at(0x02)}, {Begin: at(0x03), End: at(0xff)}}

@@ -4,13 +4,14 @@ import (
 	"bytes"
 	"math"
 	"testing"
+	"time"
 
 	"github.com/fdbqueue/fdbqueue/kv"
 	"github.com/stretchr/testify/require"
 )
 
 func testGate() *confGate {
-	return newConfGate("queue", Subspace{prefix: []byte("q")}, kv.KeyRange{Begin: []byte("q\x00"), End: []byte("q\xff")}, config{}, "")
+	return newConfGate("queue", Subspace{prefix: []byte("q")}, kv.KeyRange{Begin: []byte("q\x00"), End: []byte("q\xff")}, config{}, "", "")
 }
 
 // The gate parses a stored record once per distinct byte string: a hit
@@ -66,10 +67,10 @@ func TestConfGateCostOnce(t *testing.T) {
 // of them conflict whatever the prefix.
 func TestClaimKeysDistinct(t *testing.T) {
 	long := Subspace{prefix: make([]byte, kv.MaxKeySize)}
-	g := newConfGate("queue", long, kv.KeyRange{}, config{}, "")
+	g := newConfGate("queue", long, kv.KeyRange{}, config{}, "", "")
 	seen := map[string]storedConfig{}
 	for _, kind := range []string{kindQueue, kindPriority, kindJobs} {
-		for _, layout := range []string{"index", "versionstamp", layoutJobs} {
+		for _, layout := range []string{"index", "versionstamp", jobsLayout(time.Second)} {
 			for _, enc := range []string{"raw", "tuple"} {
 				for _, st := range []string{stagingNone, stagingSignal, stagingBatches, stagingPlace} {
 					c := storedConfig{format: configFormat, kind: kind, layout: layout, encoding: enc, staging: st}
@@ -126,7 +127,7 @@ func TestJobQueueKeysApartFromRecord(t *testing.T) {
 	require.Equal(t, append(bytes.Clone(sub.prefix), 0x03), g.foreign[1].Begin)
 	require.Equal(t, all.End, g.foreign[1].End)
 
-	require.Equal(t, storedConfig{format: configFormat, kind: kindJobs, layout: layoutJobs, encoding: "raw", staging: stagingNone}, g.want)
+	require.Equal(t, storedConfig{format: configFormat, kind: kindJobs, layout: jobsLayout(time.Second), encoding: "raw", staging: stagingNone}, g.want)
 	require.Positive(t, g.cost())
 	o := q.journal.begin(nil, nil)
 	withGate := o.overheadCost(q.items)
@@ -134,7 +135,7 @@ func TestJobQueueKeysApartFromRecord(t *testing.T) {
 	require.Equal(t, withGate-g.cost(), o.overheadCost(q.items), "the budget counts the gate")
 	q.journal.gate = g
 	for _, kind := range []string{kindQueue, kindPriority} {
-		other := newConfGate(kind, sub, all, config{}, "")
+		other := newConfGate(kind, sub, all, config{}, "", "")
 		require.ErrorIs(t, g.compare(other.want), ErrConfigMismatch)
 		require.ErrorIs(t, other.compare(g.want), ErrConfigMismatch)
 	}

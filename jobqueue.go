@@ -71,11 +71,9 @@ type JobQueueConfig struct {
 	// jobs without reading them (default one second). Stats is exact up to
 	// one bucket: jobs in the bucket that holds "now" count as due.
 	// Every client of a queue must use the same value (the fdbqueue
-	// command's --stats-resolution too): it is not stored with the queue,
-	// and a handle with another one reads the buckets wrongly, without an
-	// error. Finer than the writers', its Stats (and gauges) count delayed
-	// jobs as due and live leases as expired; coarser, due jobs as delayed
-	// and expired leases as live.
+	// command's --stats-resolution too), to the microsecond: the queue
+	// stores it with its kind, and a handle with another one fails with
+	// ErrConfigMismatch (Field "layout") and writes nothing.
 	StatsResolution time.Duration
 	// Clock tells the time (default the system clock). All clients of a
 	// queue must agree on the time to well within the lease duration.
@@ -117,16 +115,18 @@ const (
 // ErrInvalidArgument.
 //
 // A job queue stores what it is, as a Queue does: its first write stores
-// the record (format, "job queue", "vesting", "raw", "none") at prefix +
-// 0xff + ("c",), a blind write (a job queue without one, made by an
-// earlier version, gets it at its next write). Every operation checks it
+// the record (format, "job queue", "vesting, buckets of 1s" with the
+// default StatsResolution, "raw", "none") at prefix + 0xff + ("c",), a
+// blind write (a job queue without one, made by an earlier version, gets
+// it at its next write). Every operation checks it
 // with its own reads, at no extra round trip, and fails with
 // ErrConfigMismatch (a *ConfigMismatchError whose Field is "kind"),
 // writing nothing, on a subspace whose record names a Queue or a
 // PriorityQueue, or that has no record but holds keys a job queue does
 // not write (a recipe queue's items: one more round trip until a record
-// is stored). A Queue or PriorityQueue on a job queue's subspace fails
-// the same way. JobQueueConfig is neither stored nor checked.
+// is stored); and with Field "layout" when the record's StatsResolution
+// is not cfg's. A Queue or PriorityQueue on a job queue's subspace fails
+// the same way. The rest of JobQueueConfig is neither stored nor checked.
 func NewJobQueue(sub Subspace, cfg JobQueueConfig, opts ...Option) (*JobQueue, error) {
 	c, err := newConfig(opts)
 	if err != nil {

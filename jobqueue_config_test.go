@@ -235,7 +235,7 @@ func TestJobQueueStoresRecord(t *testing.T) {
 	raw := readKey(t, db, configKey(t, sub))
 	rec, err := tuple.Unpack(raw)
 	require.NoError(t, err)
-	require.Equal(t, tuple.Tuple{int64(1), "job queue", "vesting", "raw", "none"}, rec)
+	require.Equal(t, tuple.Tuple{int64(1), "job queue", "vesting, buckets of 1s", "raw", "none"}, rec)
 
 	jq2, err := fdbqueue.NewJobQueue(sub, cfg)
 	require.NoError(t, err)

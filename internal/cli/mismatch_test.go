@@ -193,3 +193,27 @@ func TestCommandsOnARecipeQueue(t *testing.T) {
 func TestREADMEMismatchExample(t *testing.T) {
 	checkREADMEBlock(t, "stored configuration disagrees")
 }
+
+// The job commands on a job queue whose stored stats buckets are wider
+// than --stats-resolution fail with ErrConfigMismatch on the layout, and
+// the hint names the flag that matches (demo/work was made with the
+// default, one second).
+func TestJobCommandsCheckTheStatsResolution(t *testing.T) {
+	db := demoDB(t)
+	before := allPairs(t, db)
+	for _, cmd := range [][]string{{"stats", "--kind", "jobs"}, {"dead"}, {"requeue-dead", "--all"}} {
+		a := append(append([]string{}, cmd...), "--queue", "demo/work", "--stats-resolution", "1m")
+		t.Run(strings.Join(cmd, " "), func(t *testing.T) {
+			var me *fdbqueue.ConfigMismatchError
+			require.ErrorAs(t, commandErr(db, a...), &me)
+			assert.Equal(t, "layout", me.Field)
+			r := runCLI(t, db, nil, a...)
+			assert.Equal(t, ExitFailure, r.code)
+			assert.Empty(t, r.stdout)
+			assert.Contains(t, r.stderr, "the flags say --stats-resolution 1m0s; the queue's stored configuration says --stats-resolution 1s")
+		})
+	}
+	require.Equal(t, before, allPairs(t, db), "nothing written")
+	r := runCLI(t, db, nil, "stats", "--kind", "jobs", "--queue", "demo/work", "--stats-resolution", "1000ms")
+	require.Equal(t, ExitOK, r.code, r.stderr)
+}

@@ -280,6 +280,10 @@ func (e *flagMismatch) Error() string { return e.err.Error() + " (" + e.hint + "
 // errors.As *fdbqueue.ConfigMismatchError).
 func (e *flagMismatch) Unwrap() error { return e.err }
 
+// jobsLayoutPrefix starts a job queue's stored layout, which ends with
+// its StatsResolution ("vesting, buckets of 1s"; see JobQueueConfig).
+const jobsLayoutPrefix = "vesting, buckets of "
+
 // explainMismatch adds to a *fdbqueue.ConfigMismatchError in err the flag
 // the spec gave for the field that differs and, when the stored value has
 // one, the flag that names it; other errors are returned as they are.
@@ -295,6 +299,14 @@ func explainMismatch(err error, spec QueueSpec) error {
 		given = "--kind " + spec.Kind.String()
 		stored = map[string]string{"queue": "--kind fifo", "priority queue": "--kind priority", "job queue": "--kind jobs"}
 	case "layout":
+		if w, ok := strings.CutPrefix(me.Handle, jobsLayoutPrefix); ok {
+			// A job queue's layout names its stats buckets' width.
+			given = "--stats-resolution " + w
+			if st, ok := strings.CutPrefix(me.Stored, jobsLayoutPrefix); ok {
+				stored = map[string]string{me.Stored: "--stats-resolution " + st}
+			}
+			break
+		}
 		given = "--layout " + spec.Layout.String()
 		stored = map[string]string{"index": "--layout indexed", "versionstamp": "--layout versionstamp"}
 	case "encoding":
