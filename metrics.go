@@ -56,9 +56,10 @@ import (
 // function's: the caller commits later, and its conflicts and retries
 // are the caller's.
 //
-// The states of fdbqueue.jobs are JobStats's fields, which overlap: due
-// counts the expired leases too (both are jobs Lease can take now), so
-// the sum over states is depth + dead + expired, not depth + dead.
+// The states of fdbqueue.jobs partition the jobs, so that they add up to
+// depth + dead: due (not leased, and due), delayed, leased (live leases),
+// expired (leases past their deadline) and dead. JobStats.Due counts the
+// expired leases too; the gauge's due does not.
 //
 // What the counters cost: an attribute set per call and atomic adds in the
 // SDK; with the default no-op provider, nothing measurable.
@@ -438,8 +439,9 @@ func (q *Queue) oldestAge(tr kv.ReadTransaction) (time.Duration, bool, error) {
 
 // RegisterGauges registers the job queue's observable gauges with its
 // MeterProvider: fdbqueue.depth (jobs in the queue, leased or not),
-// fdbqueue.jobs by fdbqueue.state (due, delayed, leased, expired, dead, as
-// in JobStats) and fdbqueue.oldest_item.age (how long the first due job has
+// fdbqueue.jobs by fdbqueue.state (due, delayed, leased, expired, dead:
+// JobStats's, with due not counting the expired leases, so that the states
+// add up to depth + dead) and fdbqueue.oldest_item.age (how long the first due job has
 // been due, in seconds). At each collection it runs Stats through db: one
 // read-only transaction of snapshot reads, without reading the jobs, given
 // at most 5 seconds (less if the collection's context ends sooner).
@@ -474,7 +476,7 @@ func (q *JobQueue) RegisterGauges(db kv.ReadTransactor) (metric.Registration, er
 			return fmt.Errorf("fdbqueue: gauges: %w", err)
 		}
 		ob.ObserveInt64(depthG, st.Queued+st.Leased+st.ExpiredLeases, attrs)
-		ob.ObserveInt64(jobsG, st.Due, state("due"))
+		ob.ObserveInt64(jobsG, st.Due-st.ExpiredLeases, state("due"))
 		ob.ObserveInt64(jobsG, st.Delayed, state("delayed"))
 		ob.ObserveInt64(jobsG, st.Leased, state("leased"))
 		ob.ObserveInt64(jobsG, st.ExpiredLeases, state("expired"))
