@@ -280,6 +280,7 @@ func (o *op) reset() {
 	o.wide, o.fresh, o.slotted, o.slot, o.slotGen, o.resumed = false, false, false, 0, 0, false
 	o.recorded.Store(false)
 	o.decl = declRead{}
+	o.headTake = false
 }
 
 // release drops what t refers to, keeping its first backing array.

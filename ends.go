@@ -40,6 +40,7 @@ type batchLimit struct{ max, budget int }
 // dst (nil, or a caller's array to fill).
 func takeEnd[T any](tr kv.Transaction, o *op, e queueEnd[T], lim batchLimit, dst []T) ([]T, error) {
 	r, reverse, max, budget := e.items, e.reverse, lim.max, lim.budget
+	o.headTake = true
 	rec, err := o.check(tr)
 	if err != nil {
 		return nil, err
@@ -47,6 +48,11 @@ func takeEnd[T any](tr kv.Transaction, o *op, e queueEnd[T], lim batchLimit, dst
 	skip, err := skipped(tr, e.reserved)
 	if err != nil {
 		return nil, err
+	}
+	if skip > 0 {
+		// Its read conflicts will cover the items it takes, not the
+		// line's ahead of them: a call settling it may take others.
+		o.recordConflict(tr)
 	}
 	// Read with an iterator that the loop below stops once the budget is
 	// reached. In StreamingModeWantAll FDB fetches batches of 80,000 bytes

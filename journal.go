@@ -227,6 +227,10 @@ type op struct {
 	// decl is the attempt's read of the declared retention (see
 	// readDeclared), if it made one.
 	decl declRead
+	// headTake: the operation takes items from an end of a queue, whose
+	// read conflict covers the end up to the items it takes (takeEnd),
+	// so check leaves the record key's conflict to it (recordConflict).
+	headTake bool
 }
 
 // maxKeptSlotVal is the largest slotVal an op keeps for the next
@@ -440,9 +444,14 @@ func (o *op) check(tr kv.Transaction) (kv.RangeResult, error) {
 		// with nothing, and a take may take other items than the
 		// settling call (a Lease picks among its candidates and adds a
 		// conflict on the jobs it takes only; a DequeueBatch after a
-		// staged line's items, on the items it takes only).
-		if o.owned {
-			_ = tr.AddReadConflictKey(o.recordKeyOrSlot()) // never inverted
+		// staged line's items, on the items it takes only). A take
+		// from an end of a queue whose read conflict covers the end
+		// up to what it takes (headTake) needs none: the settling
+		// call clears an item in that range, or someone else did, and
+		// either write makes this attempt conflict; takeEnd adds it
+		// when it skips a staged line's items.
+		if !o.headTake {
+			o.recordConflict(tr)
 		}
 		return noRecords, nil
 	}
@@ -655,6 +664,15 @@ func (o *op) carry(tr kv.Transaction) {
 	}
 	if o.decl.v != nil {
 		o.decl = declRead{}
+	}
+}
+
+// recordConflict makes the attempt conflict on the key the operation's
+// record goes to, if it is a first attempt under an ID of the operation's
+// own making (see check).
+func (o *op) recordConflict(tr kv.Transaction) {
+	if o.owned && o.fresh && !o.recorded.Load() && !o.off() {
+		_ = tr.AddReadConflictKey(o.recordKeyOrSlot()) // never inverted
 	}
 }
 
