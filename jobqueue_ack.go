@@ -242,3 +242,67 @@ func (q *JobQueue) Extend(ctx context.Context, t kv.Transactor, l Lease, d time.
 		return out, nil
 	})
 }
+
+// Release gives the leased job back without counting the attempt: the job
+// is due again after delay (0, or a negative delay as Nack's, makes it due
+// at once), its attempt count goes back to what it was before this lease,
+// and its Reason (the last Nack's) is kept. Use it for a job that was
+// interrupted rather than failed: a worker shutting down (JobQueue.Run
+// releases the jobs it abandons at shutdown), a job that must wait for
+// something (river's JobSnooze, asynq's requeue on shutdown). Release does
+// not count toward MaxAttempts, so a job that is released again and again
+// is never dead-lettered: bound snoozes in the handler (say by a count in
+// your own keys) if a job may never make progress.
+//
+// It fails with ErrLeaseLost as Ack does: the lease expired and another
+// consumer leased the job, or the job was acked, nacked, released or
+// dead-lettered since; nothing is written then. A lease whose deadline
+// passed but whose job nobody leased again is still released.
+//
+// Conflicts, cost and exactly-once behaviour are Nack's: a normal read of
+// the job's key (it conflicts with a Lease, Ack, Nack, Extend or Release
+// of the same job only), one round trip (two more if the lease was
+// extended through another copy of the Lease), then a clear, two writes,
+// three counter adds, a bump of the signal key (so a LeaseWait sleeping
+// on the queue wakes) and the journal record. Under commit_unknown_result
+// the retry finds the record and returns nil, so the attempt is given back
+// once; given your own Transaction, pass WithOpID as for Ack.
+func (q *JobQueue) Release(ctx context.Context, t kv.Transactor, l Lease, delay time.Duration, opts ...OpOption) error {
+	if err := checkTransactor(t); err != nil {
+		return err
+	}
+	t = q.journal.track.observe("release", t)
+	o := q.journal.begin(t, opts)
+	var gate gateRead
+	err := t.Transact(ctx, func(tr kv.Transaction) error {
+		o.gate = q.journal.gate.issueInto(&gate, tr, false, o.owned) // config.go
+		rec, err := o.check(tr)
+		if err != nil {
+			return err
+		}
+		at := tr.Get(q.leaseKey(l))
+		if _, done, err := o.applied(rec); err != nil || done {
+			return err
+		}
+		m, key, err := q.lookup(tr, l, at)
+		if err != nil {
+			return err
+		}
+		now := q.cfg.Clock.Now()
+		tr.Clear(key)
+		q.unbucket(tr, m)
+		tr.Add(q.leased, minusOne)
+		m.lease = nil
+		if m.attempts > 0 { // a leased job has at least 1: the lease's own
+			m.attempts--
+		}
+		m.vest = vestMicros(now.Add(max(delay, 0)), now)
+		q.put(tr, m)
+		q.bucket(tr, "p", m.vest, 1)
+		tr.Add(q.signal, one)
+		o.record(tr)
+		return nil
+	})
+	o.end(err)
+	return err
+}

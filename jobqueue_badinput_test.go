@@ -36,6 +36,7 @@ func TestJobQueueBadTransactorsAndContexts(t *testing.T) {
 			return err
 		},
 		"Extend":     func(ctx context.Context, db kv.Database) error { _, err := q.Extend(ctx, db, l, 0); return err },
+		"Release":    func(ctx context.Context, db kv.Database) error { return q.Release(ctx, db, l, 0) },
 		"Stats":      func(ctx context.Context, db kv.Database) error { _, err := q.Stats(ctx, db); return err },
 		"ListDead":   func(ctx context.Context, db kv.Database) error { _, err := q.ListDead(ctx, db, nil, 1); return err },
 		"Requeue":    func(ctx context.Context, db kv.Database) error { return q.Requeue(ctx, db, l.JobID) },

@@ -33,6 +33,7 @@ func jobOps(q *fdbqueue.JobQueue) map[string]func(context.Context, kv.Transactor
 			return err
 		},
 		"Extend":     func(ctx context.Context, t kv.Transactor) error { _, err := q.Extend(ctx, t, l, 0); return err },
+		"Release":    func(ctx context.Context, t kv.Transactor) error { return q.Release(ctx, t, l, 0) },
 		"Requeue":    func(ctx context.Context, t kv.Transactor) error { return q.Requeue(ctx, t, l.JobID) },
 		"DeleteDead": func(ctx context.Context, t kv.Transactor) error { return q.DeleteDead(ctx, t, l.JobID) },
 		"Stats":      func(ctx context.Context, t kv.Transactor) error { _, err := q.Stats(ctx, t); return err },

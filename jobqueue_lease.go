@@ -10,9 +10,9 @@ import (
 	"github.com/fdbqueue/fdbqueue/tuple"
 )
 
-// Lease is a job leased to one consumer until Deadline. Ack, Nack and
-// Extend take it; they fail with ErrLeaseLost once another consumer has
-// leased the job again.
+// Lease is a job leased to one consumer until Deadline. Ack, Nack,
+// Extend and Release take it; they fail with ErrLeaseLost once another
+// consumer has leased the job again.
 type Lease struct {
 	JobID JobID
 	// ID changes at every lease of the job.
@@ -57,7 +57,8 @@ type Lease struct {
 //
 // Conflicts: the candidates are read with a snapshot read, and a read
 // conflict is added on the keys of the jobs taken only, so a Lease
-// conflicts only with another Lease, Ack, Nack or Extend of the same job
+// conflicts only with another Lease, Ack, Nack, Extend or Release of the
+// same job
 // (with K = 1, concurrent consumers all want the first job and conflict).
 // Cost: two round trips (the candidates and the journal together, then the
 // values of the jobs taken), one more for each read past moved candidates
@@ -69,7 +70,9 @@ type Lease struct {
 // effect with the caller's commit. If Lease fails with an error for which
 // kv.MaybeCommitted is true, jobs may have been leased: they come back
 // when their leases expire (with one attempt counted), or call Lease again
-// with the same WithOpID, within the journal retention, to get them.
+// with the same WithOpID, within the journal retention, to get them (and
+// Release those you will not process, so that their attempts are not
+// counted).
 func (q *JobQueue) Lease(ctx context.Context, t kv.Transactor, n int, d time.Duration, opts ...OpOption) ([]Lease, error) {
 	if err := checkTransactor(t); err != nil {
 		return nil, err
@@ -179,7 +182,7 @@ func (q *JobQueue) leaseOp(ctx context.Context, t kv.Transactor, n int, d time.D
 // LeaseWait is Lease that blocks until a job is due or ctx ends. When
 // nothing is due, the same transaction reads the earliest vesting time in
 // the queue and sets a watch on the queue's signal key, which every Add,
-// Nack and Requeue bumps, and an Extend that shortens a lease; it then
+// Nack, Release and Requeue bumps, and an Extend that shortens a lease; it then
 // sleeps until the watch fires or the clock reaches that vesting time (a
 // lease's deadline counts: an expired lease's job is due again), and
 // tries again. It never polls. A sleeping call holds one watch. It must

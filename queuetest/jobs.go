@@ -43,6 +43,7 @@ func jobChecks() []check {
 		{"LeaseByOpIDAfterReLease", testJobLeaseByOpIDAfterReLease},
 		{"Pool", testJobPool},
 	}
+	cs = append(cs, jobReleaseChecks()...)
 	cs = append(cs, jobConcurrencyChecks()...)
 	cs = append(cs, jobFaultChecks()...)
 	cs = append(cs, jobLimitChecks()...)

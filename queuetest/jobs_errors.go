@@ -151,7 +151,7 @@ func testJobBadListDead(t *testing.T, f *fixture) {
 	require.Len(t, ours, 1)
 }
 
-// testJobUnknown: Ack, Nack and Extend of a lease the queue never gave
+// testJobUnknown: Ack, Nack, Extend and Release of a lease the queue never gave
 // fail with ErrLeaseLost; Requeue and DeleteDead of an ID that is not a
 // dead job (never added, or alive) fail with ErrJobNotFound. None writes.
 func testJobUnknown(t *testing.T, f *fixture) {
@@ -166,6 +166,7 @@ func testJobUnknown(t *testing.T, f *fixture) {
 		require.ErrorIs(t, err, fdbqueue.ErrLeaseLost, "Nack of a %s lease", name)
 		_, err = q.Extend(f.ctx, f.db, l, time.Minute)
 		require.ErrorIs(t, err, fdbqueue.ErrLeaseLost, "Extend of a %s lease", name)
+		require.ErrorIs(t, q.Release(f.ctx, f.db, l, 0), fdbqueue.ErrLeaseLost, "Release of a %s lease", name)
 	}
 	for name, id := range map[string]fdbqueue.JobID{"never added": {2}, "alive": r.ID} {
 		require.ErrorIs(t, q.Requeue(f.ctx, f.db, id), fdbqueue.ErrJobNotFound, "Requeue of a job %s", name)
@@ -189,6 +190,7 @@ func testJobNilTransactor(t *testing.T, f *fixture) {
 		"Ack":        func() error { return q.Ack(f.ctx, db, fdbqueue.Lease{}) },
 		"Nack":       func() error { _, err := q.Nack(f.ctx, db, fdbqueue.Lease{}, fdbqueue.NackOptions{}); return err },
 		"Extend":     func() error { _, err := q.Extend(f.ctx, db, fdbqueue.Lease{}, 0); return err },
+		"Release":    func() error { return q.Release(f.ctx, db, fdbqueue.Lease{}, 0) },
 		"Stats":      func() error { _, err := q.Stats(f.ctx, db); return err },
 		"ListDead":   func() error { _, err := q.ListDead(f.ctx, db, nil, 1); return err },
 		"Requeue":    func() error { return q.Requeue(f.ctx, db, fdbqueue.JobID{}) },

@@ -117,6 +117,19 @@ func jobFaultOps() []layerOp {
 			f.requireStats(t, q, fdbqueue.JobStats{})
 			f.requireNoJobKeys(t, q)
 		}},
+		{"Release", func(t *testing.T, f *fixture, inject func()) {
+			q, _ := f.jobQueue(t, "fault", fdbqueue.JobQueueConfig{Choice: 1, MaxAttempts: 1})
+			f.add(t, q, fdbqueue.Job{Value: []byte("a")})
+			l := f.leaseOne(t, q, time.Minute)
+			inject()
+			require.NoError(t, q.Release(f.ctx, f.db, l, 0), "the retry finds the release applied, or applies it")
+			f.requireStats(t, q, fdbqueue.JobStats{Queued: 1, Due: 1}, "released exactly once")
+			l = f.leaseOne(t, q, time.Minute)
+			require.Equal(t, 1, l.Attempt, "the attempt was given back once")
+			require.NoError(t, q.Ack(f.ctx, f.db, l))
+			f.requireNoJobKeys(t, q)
+		}},
+		{"ReleaseWithOpIDInCallerLoop", testJobReleaseCallerLoop},
 		{"RequeueAndDeleteDead", func(t *testing.T, f *fixture, inject func()) {
 			q, _ := f.jobQueue(t, "fault", fdbqueue.JobQueueConfig{Choice: 1, MaxAttempts: 1})
 			rs, err := q.AddBatch(f.ctx, f.db, []fdbqueue.Job{{Value: []byte("a"), Priority: 1}, {Value: []byte("b")}})
@@ -185,6 +198,31 @@ func testJobAckCallerLoop(t *testing.T, f *fixture, inject func()) {
 	f.requireStats(t, q, fdbqueue.JobStats{})
 	require.ErrorIs(t, q.Ack(f.ctx, f.db, l), fdbqueue.ErrLeaseLost)
 	f.requireNoJobKeys(t, q)
+}
+
+// testJobReleaseCallerLoop: a Release with the caller's write in the
+// caller's retry loop, with an ID made once outside it: the write and the
+// release take effect once, and the retry after an applied commit returns
+// nil (from the journal), not ErrLeaseLost.
+func testJobReleaseCallerLoop(t *testing.T, f *fixture, inject func()) {
+	q, c := f.jobQueue(t, "fault", fdbqueue.JobQueueConfig{Choice: 1, MaxAttempts: 1})
+	f.add(t, q, fdbqueue.Job{Value: []byte("job")})
+	l := f.leaseOne(t, q, time.Minute)
+	mark := f.key("release/" + l.JobID.String())
+	id := c.opID()
+	runs := 0
+	inject()
+	require.NoError(t, f.db.Transact(f.ctx, func(tr kv.Transaction) error {
+		runs++
+		tr.Set(mark, l.ID[:])
+		return q.Release(f.ctx, tr, l, 0, fdbqueue.WithOpID(id))
+	}))
+	require.Equal(t, 2, runs, "the caller's loop retried the injected failure")
+	require.Equal(t, l.ID[:], f.get(t, mark))
+	f.requireStats(t, q, fdbqueue.JobStats{Queued: 1, Due: 1})
+	l = f.leaseOne(t, q, time.Minute)
+	require.Equal(t, 1, l.Attempt, "not dead: the attempt was given back")
+	require.NoError(t, q.Ack(f.ctx, f.db, l))
 }
 
 // testJobLeaseByOpID: a Lease in the caller's transaction, whose commit
