@@ -193,8 +193,19 @@ func (q *JobQueue) LeaseWait(ctx context.Context, db kv.Database, n int, d time.
 	if err := checkTransactor(db); err != nil {
 		return nil, err
 	}
+	return q.leaseWait(ctx, db, n, d, nil)
+}
+
+// leaseWait is LeaseWait. When lastID is not nil, it holds the ID of the
+// last lease attempt made, so that a caller can settle one that failed
+// with an error for which kv.MaybeCommitted is true (JobQueue.Run at
+// shutdown).
+func (q *JobQueue) leaseWait(ctx context.Context, db kv.Database, n int, d time.Duration, lastID *OpID) ([]Lease, error) {
 	for {
 		id := newOpIDAt(q.cfg.Clock.Now()) // one per attempt: an attempt that leased nothing wrote no record
+		if lastID != nil {
+			*lastID = id
+		}
 		r, err := q.leaseOp(ctx, db, n, d, true, []OpOption{WithOpID(id)})
 		if err != nil {
 			return nil, err

@@ -89,9 +89,9 @@ type PoolOptions struct {
 	ExtendEvery time.Duration
 	// ShutdownTimeout is how long Run lets in-flight handlers finish once
 	// ctx ends (default 10 seconds; negative: not at all). Then their
-	// contexts end, their leases are left to expire, and Run returns
-	// without waiting for them: OnOutcome and the outcome metric may
-	// report them after Run has returned.
+	// contexts end and the pool gives their jobs back with Release, so
+	// that each is due again at once without the attempt counted, and Run
+	// returns without waiting for the handlers themselves (see Run).
 	ShutdownTimeout time.Duration
 	// Logger receives the pool's structured logs (default: the queue's
 	// logger, WithLogger, which discards them unless set).
@@ -104,8 +104,10 @@ type PoolOptions struct {
 type Outcome struct {
 	Lease  Lease
 	Result Result
-	// Err is the handler's error (Retried, DeadLettered) or the error that
-	// kept the pool from acking or nacking the job (LeaseLost, Failed).
+	// Err is the handler's error (Retried, DeadLettered), the error that
+	// kept the pool from acking or nacking the job (LeaseLost, Failed), or
+	// for Abandoned the error of the Release that was to give the job
+	// back (nil when it did).
 	Err error
 }
 
@@ -122,7 +124,9 @@ const (
 	DeadLettered
 	// LeaseLost: the lease expired and another consumer leased the job.
 	LeaseLost
-	// Abandoned: shutdown's deadline passed first; the lease will expire.
+	// Abandoned: shutdown's deadline passed first. The pool released the
+	// job (JobQueue.Release): it is due again at once, its attempt not
+	// counted; if that failed (Outcome.Err), its lease will expire.
 	Abandoned
 	// Failed: the ack or nack failed (e.g. the database); the lease will
 	// expire and the job come back.
@@ -166,11 +170,22 @@ func (e *PanicError) Error() string { return fmt.Sprintf("handler panic: %v", e.
 // handler's context.
 //
 // Shutdown: when ctx ends, workers stop leasing; in-flight handlers get
-// ShutdownTimeout to finish and be acked or nacked, after which their
-// contexts end and Run returns, leaving their leases to expire (a handler
-// that ignores its context keeps running after Run returns, and its
-// result is dropped). Run returns nil after a shutdown, or an error for
-// bad options. Errors while leasing (a database outage) do not stop it:
+// ShutdownTimeout to finish and be acked or nacked. Then their contexts
+// end and the pool releases their jobs (Release: due again at once, the
+// attempt not counted, so that a deploy that interrupts a job does not
+// use up its attempts or hide it until its lease expires) and returns.
+// The releases get ShutdownReleaseTimeout between them; a job whose
+// release fails, or is not done by then, keeps its lease until it
+// expires, as before Release existed. A handler that ignores its context
+// keeps running after Run returns, and its result is dropped: its job,
+// released, may meanwhile be leased and run by another worker, so the two
+// runs overlap (delivery is at least once; the other run's ack, in the
+// transaction of its effects, is the one that counts). A lease whose
+// commit was in flight when ctx ended (the worker was in LeaseWait) is
+// settled the same way: the pool calls Lease again under that lease's
+// operation ID, which returns the jobs it took if it committed (or, if it
+// did not, leases one now), and releases them. Run returns nil after a
+// shutdown, or an error for bad options. Errors while leasing (a database outage) do not stop it:
 // they are logged and the worker tries again a second later. A lease error
 // no retry can cure (ErrConfigMismatch: the handle disagrees with the
 // queue's stored configuration; ErrForeignKey: a key in the jobs' range is
@@ -207,10 +222,14 @@ func (q *JobQueue) Run(ctx context.Context, db kv.Database, handler Handler, o P
 	}
 	base, abandon := context.WithCancel(context.WithoutCancel(ctx))
 	defer abandon()
+	// The releases of abandoned jobs (and of leases settled at shutdown):
+	// a context of their own, bounded, that outlives ctx and base.
+	rctx, rcancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer rcancel()
 	// ctx, or a lease error no retry can cure (stop).
 	ctx, stop := context.WithCancelCause(ctx)
 	defer stop(nil)
-	p := &pool{q: q, db: db, h: handler, o: o, log: o.Logger, stop: stop}
+	p := &pool{q: q, db: db, h: handler, o: o, log: o.Logger, stop: stop, rctx: rctx}
 	var wg sync.WaitGroup
 	for i := range o.Workers {
 		wg.Add(1)
@@ -239,7 +258,18 @@ func (q *JobQueue) Run(ctx context.Context, db kv.Database, handler Handler, o P
 		case <-deadline:
 			p.abandoned.Store(true)
 			abandon()
-			p.log.Warn("job pool abandoned in-flight jobs; their leases will expire", "in_flight", p.inFlight.Load())
+			p.log.Warn("job pool abandoned in-flight jobs; releasing them", "in_flight", p.inFlight.Load())
+			// The workers stop waiting for their handlers and release their
+			// jobs (process); wait for that, bounded.
+			released := time.NewTimer(ShutdownReleaseTimeout)
+			select {
+			case <-done:
+			case <-released.C:
+				rcancel()
+				p.log.Warn("job pool stopped before its abandoned jobs were released; their leases will expire",
+					"timeout", ShutdownReleaseTimeout)
+			}
+			released.Stop()
 		}
 	}
 	p.log.Info("job pool stopped")
@@ -248,6 +278,11 @@ func (q *JobQueue) Run(ctx context.Context, db kv.Database, handler Handler, o P
 	}
 	return nil
 }
+
+// ShutdownReleaseTimeout bounds the time JobQueue.Run spends, at
+// shutdown, releasing the jobs it abandoned and settling a lease whose
+// commit was in flight, after ShutdownTimeout.
+const ShutdownReleaseTimeout = 5 * time.Second
 
 // errPoolFailed marks the lease error that stopped a pool (fatalLeaseError).
 var errPoolFailed = errors.New("fdbqueue: job pool stopped")
@@ -268,13 +303,18 @@ type pool struct {
 	inFlight  atomic.Int64
 	abandoned atomic.Bool
 	stop      context.CancelCauseFunc // stops the pool with an error (Run returns it)
+	rctx      context.Context         // for releases at shutdown (Run bounds them)
 }
 
 func (p *pool) worker(ctx, base context.Context, n int) {
 	for ctx.Err() == nil {
-		ls, err := p.q.LeaseWait(ctx, p.db, 1, p.o.LeaseDuration)
+		var id OpID
+		ls, err := p.q.leaseWait(ctx, p.db, 1, p.o.LeaseDuration, &id)
 		if err != nil {
 			if ctx.Err() != nil {
+				if kv.MaybeCommitted(err) {
+					p.settleLease(n, id)
+				}
 				return
 			}
 			if fatalLeaseError(err) {
@@ -293,6 +333,34 @@ func (p *pool) worker(ctx, base context.Context, n int) {
 	}
 }
 
+// settleLease settles a lease whose commit was in flight when the pool
+// stopped (its outcome unknown): Lease again under its ID returns the job
+// it took if it committed, or, if it did not, leases one now (its late
+// landing, if any, then conflicts: it read the record key this call
+// writes); either way the job is released, so that it is due at once
+// without an attempt counted instead of hidden under a lease nobody
+// holds.
+func (p *pool) settleLease(n int, id OpID) {
+	ctx, cancel := context.WithTimeout(p.rctx, ShutdownReleaseTimeout)
+	defer cancel()
+	log := p.log.With("worker", n, "op_id", id.String())
+	ls, err := p.q.Lease(ctx, p.db, 1, p.o.LeaseDuration, WithOpID(id))
+	switch {
+	case errors.Is(err, ErrEmpty):
+		return
+	case err != nil:
+		log.Error("could not settle a lease interrupted by the shutdown; a job it took comes back when the lease expires", "err", err)
+		return
+	}
+	for _, l := range ls {
+		if err := p.q.Release(ctx, p.db, l, 0); err != nil {
+			log.Error("could not release a job leased as the pool stopped; it comes back when the lease expires", "job", l.JobID.String(), "err", err)
+		} else {
+			log.Info("released a job leased as the pool stopped", "job", l.JobID.String())
+		}
+	}
+}
+
 func (p *pool) process(base context.Context, n int, l Lease) {
 	p.inFlight.Add(1)
 	defer p.inFlight.Add(-1)
@@ -305,7 +373,9 @@ func (p *pool) process(base context.Context, n int, l Lease) {
 		defer close(stopped)
 		p.heartbeat(base, task, stop, cancel, log)
 	}()
-	err := p.call(hctx, task, log)
+	err := p.call(base, hctx, task, log)
+	// The heartbeat stops before the job is settled, so that it cannot
+	// extend a released lease or report one as lost.
 	close(stop)
 	<-stopped
 	out := Outcome{Lease: task.Lease(), Err: err}
@@ -313,6 +383,7 @@ func (p *pool) process(base context.Context, n int, l Lease) {
 	switch {
 	case p.abandoned.Load():
 		out.Result = Abandoned
+		out.Err = p.release(out.Lease, log)
 	case err == nil:
 		out.Result = Acked
 		serr = p.q.Ack(base, p.db, out.Lease, WithOpID(task.opID()))
@@ -345,11 +416,32 @@ func (p *pool) process(base context.Context, n int, l Lease) {
 // with runtime.Goexit.
 var errHandlerGoexit = errors.New("handler called runtime.Goexit")
 
+// release gives back the lease of a job abandoned at shutdown.
+func (p *pool) release(l Lease, log *slog.Logger) error {
+	ctx, cancel := context.WithTimeout(p.rctx, ShutdownReleaseTimeout)
+	defer cancel()
+	err := p.q.Release(ctx, p.db, l, 0)
+	switch {
+	case err == nil:
+		log.Info("abandoned job released: due again, its attempt not counted")
+	case errors.Is(err, ErrLeaseLost):
+		log.Warn("abandoned job not released: another consumer has it", "err", err)
+	default:
+		log.Error("abandoned job not released; its lease will expire", "err", err)
+	}
+	return err
+}
+
+// errAbandoned is call's result for a handler still running when the pool
+// abandoned it.
+var errAbandoned = errors.New("handler abandoned at shutdown")
+
 // call runs the handler, turning a panic into a *PanicError. The handler
 // runs on a goroutine of its own, so that one that calls runtime.Goexit
 // (t.FailNow in a test's handler) fails its job instead of ending the
-// worker, and leaving the job's heartbeat extending its lease.
-func (p *pool) call(ctx context.Context, task *Task, log *slog.Logger) error {
+// worker, and leaving the job's heartbeat extending its lease. call stops
+// waiting for it when base ends (the pool abandoned it at shutdown).
+func (p *pool) call(base, ctx context.Context, task *Task, log *slog.Logger) error {
 	res := make(chan error, 1)
 	go func() {
 		returned := false
@@ -369,7 +461,12 @@ func (p *pool) call(ctx context.Context, task *Task, log *slog.Logger) error {
 		}
 		res <- err
 	}()
-	return <-res
+	select {
+	case err := <-res:
+		return err
+	case <-base.Done():
+		return errAbandoned
+	}
 }
 
 // heartbeat extends the task's lease every ExtendEvery until stop closes;

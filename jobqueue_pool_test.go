@@ -140,8 +140,9 @@ func TestJobPoolExtendsAndShutsDownGracefully(t *testing.T) {
 }
 
 // A handler still running at the shutdown deadline is abandoned: its
-// context ends, nothing is acked, and its job comes back once the lease
-// expires.
+// context ends, nothing is acked, and the pool releases its job, which is
+// due again at once with its attempt not counted. (Before Release, the
+// job stayed leased until its lease expired, and that attempt counted.)
 func TestJobPoolAbandonsAtTheDeadline(t *testing.T) {
 	ctx := context.Background()
 	db := newDB(t)
@@ -174,11 +175,12 @@ func TestJobPoolAbandonsAtTheDeadline(t *testing.T) {
 	clock.Advance(7 * time.Second)
 	require.NoError(t, <-ran)
 	require.ErrorIs(t, <-handlerDone, context.Canceled)
-	require.Equal(t, fdbqueue.Abandoned, (<-outcomes).Result)
-	require.Equal(t, int64(1), mustStats(t, db, q).Leased)
-	clock.Advance(30 * time.Second)
+	o := <-outcomes
+	require.Equal(t, fdbqueue.Abandoned, o.Result)
+	require.NoError(t, o.Err, "released")
+	require.Equal(t, fdbqueue.JobStats{Queued: 1, Due: 1}, mustStats(t, db, q), "due again at once, not leased")
 	l := mustLease(t, db, q, 1, time.Minute)[0]
-	require.Equal(t, 2, l.Attempt)
+	require.Equal(t, 1, l.Attempt, "the abandoned attempt is not counted")
 }
 
 // With a negative ShutdownTimeout, Run returns as soon as its context
@@ -218,7 +220,8 @@ func TestJobPoolNegativeShutdownTimeoutReturnsAtOnce(t *testing.T) {
 	o := <-outcomes
 	require.Equal(t, fdbqueue.Abandoned, o.Result)
 	require.NoError(t, o.Err)
-	require.Equal(t, int64(1), mustStats(t, db, q).Leased, "nothing acked: the lease is left to expire")
+	require.Equal(t, fdbqueue.JobStats{Queued: 1, Due: 1}, mustStats(t, db, q), "nothing acked; the job released")
+	require.Equal(t, 1, mustLease(t, db, q, 1, time.Minute)[0].Attempt, "the abandoned attempt is not counted")
 }
 
 func TestJobPoolBadOptions(t *testing.T) {

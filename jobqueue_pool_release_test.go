@@ -1,0 +1,143 @@
+package fdbqueue_test
+
+import (
+	"context"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/fdbqueue/fdbqueue"
+)
+
+// A handler that ignores its context past ShutdownTimeout: Run abandons
+// it, stops its heartbeat, releases its job and returns without waiting
+// for it. The job (MaxAttempts 1) is due again at once, its attempt not
+// counted: another consumer leases it as attempt 1 (with the attempt
+// counted, that Lease would have dead-lettered it) and acks it while the
+// abandoned handler still runs, the overlap Run's documentation warns of.
+// The release goes through the lease as of its last extension. Nothing
+// reports the released lease as lost.
+func TestJobPoolReleasesTheJobOfAHandlerIgnoringItsContext(t *testing.T) {
+	ctx := context.Background()
+	db := newDB(t)
+	clock := newFakeClock()
+	clock.Armed = make(chan time.Duration, 64)
+	q := mustJobQueue(t, "release-abandoned", fdbqueue.JobQueueConfig{Clock: clock, MaxAttempts: 1})
+	added := mustAdd(t, db, q, fdbqueue.Job{Value: []byte("stubborn")})
+
+	started, unblock := make(chan *fdbqueue.Task), make(chan struct{})
+	defer close(unblock)
+	outcomes := make(chan fdbqueue.Outcome, 1)
+	var logs syncBuffer
+	runCtx, stop := context.WithCancel(ctx)
+	ran := make(chan error, 1)
+	go func() {
+		ran <- q.Run(runCtx, db, func(ctx context.Context, task *fdbqueue.Task) error {
+			started <- task
+			<-unblock // ignores ctx
+			return nil
+		}, fdbqueue.PoolOptions{Workers: 1, LeaseDuration: 30 * time.Second, ExtendEvery: 10 * time.Second,
+			ShutdownTimeout: 7 * time.Second, Logger: slog.New(slog.NewTextHandler(&logs, nil)),
+			OnOutcome: func(o fdbqueue.Outcome) { outcomes <- o }})
+	}()
+	task := <-started
+	first := task.Lease()
+	require.Equal(t, 10*time.Second, <-clock.Armed) // the heartbeat sleeps
+	clock.Advance(10 * time.Second)
+	require.Equal(t, 10*time.Second, <-clock.Armed) // the first extension is done
+	require.NotEqual(t, first.Deadline, task.Lease().Deadline, "extended: the record moved")
+
+	stop()
+	require.Equal(t, 7*time.Second, <-clock.Armed) // the shutdown deadline
+	clock.Advance(7 * time.Second)
+	select {
+	case err := <-ran:
+		require.NoError(t, err)
+	case <-time.After(wakeTimeout):
+		t.Fatal("Run waited for a handler that ignores its context")
+	}
+	var o fdbqueue.Outcome
+	select { // reported before Run returned
+	case o = <-outcomes:
+	default:
+		t.Fatal("Run returned before the abandoned job's outcome was reported")
+	}
+	require.Equal(t, fdbqueue.Abandoned, o.Result)
+	require.NoError(t, o.Err, "released")
+	require.Equal(t, fdbqueue.JobStats{Queued: 1, Due: 1}, mustStats(t, db, q), "due again at once")
+
+	other := mustLease(t, db, q, 1, time.Minute)[0]
+	require.Equal(t, added.ID, other.JobID)
+	require.Equal(t, 1, other.Attempt, "the abandoned attempt is not counted")
+	clock.Advance(10 * time.Second) // a heartbeat still running would extend now
+	require.NoError(t, q.Ack(ctx, db, other), "nothing touched the other consumer's lease")
+	require.Equal(t, fdbqueue.JobStats{}, mustStats(t, db, q))
+	require.Empty(t, clock.Armed, "the heartbeat stopped: it armed no timer after the shutdown")
+	require.NotContains(t, logs.String(), "lease lost")
+	require.Contains(t, logs.String(), "abandoned job released")
+}
+
+// A lease whose commit is in flight when the pool stops (its worker was
+// in LeaseWait, woken by the job's vesting time) is settled: the pool
+// leases again under that lease's operation ID and releases what it
+// finds, so the job is due again at once, its attempt not counted,
+// whether the interrupted commit landed before the settling call (which
+// then replays it) or after it (it then conflicts, having read the
+// journal record the settling call wrote). Before, the job stayed leased
+// to nobody until its lease expired, its one attempt spent. The commits
+// are held and let go with memdb's HoldNextCommitLate, which reproduces
+// FoundationDB's client: a cancelled commit request still lands
+// (RYWImpl::commit, fdbclient/ReadYourWrites.cpp).
+func TestJobPoolSettlesALeaseInFlightAtShutdown(t *testing.T) {
+	for _, landsFirst := range []bool{true, false} {
+		name := "interrupted lease lands after the settling read"
+		if !landsFirst {
+			name = "interrupted lease lands after the settling commit"
+		}
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			db := newDB(t)
+			clock := newFakeClock()
+			clock.Armed = make(chan time.Duration, 64)
+			q := mustJobQueue(t, "settle-lease", fdbqueue.JobQueueConfig{Clock: clock, MaxAttempts: 1})
+			added := mustAdd(t, db, q, fdbqueue.Job{Value: []byte("late"), Delay: time.Minute})
+
+			handled := make(chan struct{}, 1)
+			runCtx, stop := context.WithCancel(ctx)
+			ran := make(chan error, 1)
+			go func() {
+				ran <- q.Run(runCtx, db, func(context.Context, *fdbqueue.Task) error { handled <- struct{}{}; return nil },
+					fdbqueue.PoolOptions{Workers: 1, LeaseDuration: 30 * time.Second, Logger: quietLog})
+			}()
+			require.Greater(t, <-clock.Armed, time.Minute-time.Second, "LeaseWait sleeps until the job is due")
+			held1, land := db.HoldNextCommitLate()
+			clock.Advance(time.Minute + time.Millisecond)
+			<-held1 // the worker's lease commit is in flight
+			held2, settle := db.HoldNextCommitLate()
+			stop()
+			select {
+			case <-held2: // the settling Lease's commit is in flight
+			case <-time.After(wakeTimeout):
+				land()
+				t.Fatal("the pool did not settle the interrupted lease")
+			}
+			if landsFirst {
+				land()
+				settle()
+			} else {
+				settle()
+			}
+			require.NoError(t, <-ran)
+			if !landsFirst {
+				land()
+			}
+			require.Empty(t, handled, "no handler ran")
+			require.Equal(t, fdbqueue.JobStats{Queued: 1, Due: 1}, mustStats(t, db, q), "due again at once, leased to nobody")
+			l := mustLease(t, db, q, 1, time.Minute)[0]
+			require.Equal(t, added.ID, l.JobID)
+			require.Equal(t, 1, l.Attempt, "the interrupted lease's attempt is not counted")
+		})
+	}
+}
