@@ -164,3 +164,30 @@ func ExampleJobQueue_LeaseWait() {
 	fmt.Printf("%s, after at least 20ms: %v\n", leases[0].Value, time.Since(start) >= 20*time.Millisecond)
 	// Output: remind in 20ms, after at least 20ms: true
 }
+
+// Release a job that cannot run yet (a rate limit, a resource held
+// elsewhere) to run later without using an attempt: a job with one
+// attempt, released, is leased again as attempt 1 instead of being
+// dead-lettered. Nack would have counted the attempt.
+func ExampleJobQueue_Release() {
+	ctx := context.Background()
+	db := memdb.New()
+	defer db.Close()
+
+	sub, _ := fdbqueue.NewSubspace(tuple.Tuple{"snooze"})
+	q, _ := fdbqueue.NewJobQueue(sub, fdbqueue.JobQueueConfig{MaxAttempts: 1})
+	_, _ = q.Add(ctx, db, fdbqueue.Job{Value: []byte("call the partner API")})
+
+	ls, _ := q.Lease(ctx, db, 1, time.Minute)
+	fmt.Printf("%s (attempt %d of %d)\n", ls[0].Value, ls[0].Attempt, ls[0].MaxAttempts)
+	if err := q.Release(ctx, db, ls[0], 0); err != nil { // 0: due again at once
+		fmt.Println(err)
+		return
+	}
+	ls, _ = q.Lease(ctx, db, 1, time.Minute)
+	fmt.Printf("%s (attempt %d of %d)\n", ls[0].Value, ls[0].Attempt, ls[0].MaxAttempts)
+	_ = q.Ack(ctx, db, ls[0])
+	// Output:
+	// call the partner API (attempt 1 of 1)
+	// call the partner API (attempt 1 of 1)
+}
