@@ -80,10 +80,10 @@ var (
 	// before you enqueue, or in another transaction.
 	ErrUnreadableAfterEnqueue = errors.New("fdbqueue: versionstamp-ordered queue read after an enqueue in the same transaction")
 
-	// ErrLeaseLost is returned by JobQueue.Ack, Nack and Extend when the
-	// job no longer carries the lease: the lease expired and another
-	// consumer leased the job again, or the job was acked, nacked or
-	// dead-lettered since. Nothing is written.
+	// ErrLeaseLost is returned by JobQueue.Ack, Nack, Extend and Release
+	// when the job no longer carries the lease: the lease expired and
+	// another consumer leased the job again, or the job was acked, nacked,
+	// released or dead-lettered since. Nothing is written.
 	ErrLeaseLost = errors.New("fdbqueue: lease lost: the job was leased again or is gone")
 
 	// ErrJobNotFound is returned by JobQueue.Requeue and DeleteDead when no

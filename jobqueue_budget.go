@@ -11,8 +11,8 @@ import (
 // with their 56-byte structs plus conflict ranges, after
 // fdbclient/NativeAPI.actor.cpp's Transaction::getSize). AddBatch and Lease
 // write for many jobs in one transaction and keep to the batch budget with
-// them; the single-job writes (Ack, Nack, Extend, Requeue, DeleteDead) cost
-// at most a few tens of kilobytes whatever the job holds.
+// them; the single-job writes (Ack, Nack, Extend, Release, Requeue,
+// DeleteDead) cost at most a few tens of kilobytes whatever the job holds.
 //
 // Keys are bounded, not measured, where a cost is needed before the key
 // exists: a job ID (a random suffix without 0x00 bytes, see

@@ -182,8 +182,8 @@ func (q *JobQueue) leaseOp(ctx context.Context, t kv.Transactor, n int, d time.D
 // LeaseWait is Lease that blocks until a job is due or ctx ends. When
 // nothing is due, the same transaction reads the earliest vesting time in
 // the queue and sets a watch on the queue's signal key, which every Add,
-// Nack, Release and Requeue bumps, and an Extend that shortens a lease; it then
-// sleeps until the watch fires or the clock reaches that vesting time (a
+// Nack, Release and Requeue bumps, and an Extend that shortens a lease; it
+// then sleeps until the watch fires or the clock reaches that vesting time (a
 // lease's deadline counts: an expired lease's job is due again), and
 // tries again. It never polls. A sleeping call holds one watch. It must
 // read the vesting time of the queue's first key, so a key there that the

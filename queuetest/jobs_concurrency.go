@@ -27,7 +27,7 @@ func jobConcurrencyChecks() []check {
 
 // testJobConflicts runs pairs of operations in two transactions that both
 // read before either commits, commits the first, then the second: a Lease
-// conflicts only with another Lease (or Ack, Nack, Extend) of the same
+// conflicts only with another Lease (or Ack, Nack, Extend, Release) of the same
 // job, and adds (and a Requeue) only when they carry the same unique key.
 // FoundationDB fails the second commit of a conflicting pair with
 // not_committed (1020, flow/include/flow/error_definitions.h): a read of a
