@@ -171,21 +171,22 @@ func (e *PanicError) Error() string { return fmt.Sprintf("handler panic: %v", e.
 //
 // Shutdown: when ctx ends, workers stop leasing; in-flight handlers get
 // ShutdownTimeout to finish and be acked or nacked. Then their contexts
-// end and the pool releases their jobs (Release: due again at once, the
-// attempt not counted, so that a deploy that interrupts a job does not
-// use up its attempts or hide it until its lease expires) and returns.
-// The releases get ShutdownReleaseTimeout between them; a job whose
-// release fails, or is not done by then, keeps its lease until it
-// expires, as before Release existed. A handler that ignores its context
-// keeps running after Run returns, and its result is dropped: its job,
-// released, may meanwhile be leased and run by another worker, so the two
-// runs overlap (delivery is at least once; the other run's ack, in the
-// transaction of its effects, is the one that counts). A lease whose
-// commit was in flight when ctx ended (the worker was in LeaseWait) is
-// settled the same way: the pool calls Lease again under that lease's
-// operation ID, which returns the jobs it took if it committed (or, if it
-// did not, leases one now), and releases them. Run returns nil after a
-// shutdown, or an error for bad options. Errors while leasing (a database outage) do not stop it:
+// end, their heartbeats stop, and the pool releases their jobs (Release:
+// due again at once, the attempt not counted, so that a deploy that
+// interrupts a job neither uses up its attempts nor hides it until its
+// lease expires) and returns. The releases get ShutdownReleaseTimeout in
+// all; a job whose release fails, or is not done by then, keeps its lease
+// until it expires. A handler that ignores its context keeps running
+// after Run returns, and its result is dropped: its job, released, may
+// meanwhile be leased and run by another consumer, so the two runs
+// overlap (delivery is at least once; the abandoned run's Task.Ack fails
+// with ErrLeaseLost, so its effects written with it do not commit). A
+// lease whose commit was in flight when ctx ended (the worker was in
+// LeaseWait) is settled the same way: the pool calls Lease again under
+// that lease's operation ID, which returns the job it took if it
+// committed (or, if it did not, leases one now), and releases it. Run
+// returns nil after a shutdown, or an error for bad options. Errors while
+// leasing (a database outage) do not stop it:
 // they are logged and the worker tries again a second later. A lease error
 // no retry can cure (ErrConfigMismatch: the handle disagrees with the
 // queue's stored configuration; ErrForeignKey: a key in the jobs' range is

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fdbqueue/fdbqueue"
+	"github.com/fdbqueue/fdbqueue/kv"
 )
 
 // A handler that ignores its context past ShutdownTimeout: Run abandons
@@ -18,7 +19,8 @@ import (
 // counted, that Lease would have dead-lettered it) and acks it while the
 // abandoned handler still runs, the overlap Run's documentation warns of.
 // The release goes through the lease as of its last extension. Nothing
-// reports the released lease as lost.
+// reports the released lease as lost, and the abandoned run's late
+// Task.Ack fails with ErrLeaseLost.
 func TestJobPoolReleasesTheJobOfAHandlerIgnoringItsContext(t *testing.T) {
 	ctx := context.Background()
 	db := newDB(t)
@@ -28,7 +30,7 @@ func TestJobPoolReleasesTheJobOfAHandlerIgnoringItsContext(t *testing.T) {
 	added := mustAdd(t, db, q, fdbqueue.Job{Value: []byte("stubborn")})
 
 	started, unblock := make(chan *fdbqueue.Task), make(chan struct{})
-	defer close(unblock)
+	lateAck := make(chan error, 1)
 	outcomes := make(chan fdbqueue.Outcome, 1)
 	var logs syncBuffer
 	runCtx, stop := context.WithCancel(ctx)
@@ -37,6 +39,7 @@ func TestJobPoolReleasesTheJobOfAHandlerIgnoringItsContext(t *testing.T) {
 		ran <- q.Run(runCtx, db, func(ctx context.Context, task *fdbqueue.Task) error {
 			started <- task
 			<-unblock // ignores ctx
+			lateAck <- db.Transact(context.Background(), func(tr kv.Transaction) error { return task.Ack(ctx, tr) })
 			return nil
 		}, fdbqueue.PoolOptions{Workers: 1, LeaseDuration: 30 * time.Second, ExtendEvery: 10 * time.Second,
 			ShutdownTimeout: 7 * time.Second, Logger: slog.New(slog.NewTextHandler(&logs, nil)),
@@ -77,6 +80,8 @@ func TestJobPoolReleasesTheJobOfAHandlerIgnoringItsContext(t *testing.T) {
 	require.Empty(t, clock.Armed, "the heartbeat stopped: it armed no timer after the shutdown")
 	require.NotContains(t, logs.String(), "lease lost")
 	require.Contains(t, logs.String(), "abandoned job released")
+	close(unblock)
+	require.ErrorIs(t, <-lateAck, fdbqueue.ErrLeaseLost, "the abandoned run's ack in its own transaction")
 }
 
 // A lease whose commit is in flight when the pool stops (its worker was
