@@ -21,6 +21,9 @@ type commitReq struct {
 	// while its transaction's mu is held asks for it, so that no reset can
 	// unregister rv meanwhile.
 	dropRV bool
+	// kept: a late landing's rv registration of its own (readers.retain),
+	// which landLate drops once the commit step ran.
+	kept bool
 
 	reads   []krange // read conflict ranges
 	wconf   []krange // explicit write conflict ranges

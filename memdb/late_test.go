@@ -75,3 +75,38 @@ func cancelInFlight(t *testing.T, tr kv.Transaction, held <-chan struct{}) {
 	require.ErrorIs(t, err, kv.ErrTransactionCancelled)
 	require.True(t, kv.MaybeCommitted(err), "the commit was in flight")
 }
+
+// TestInterruptedCommitLandsLateAfterReset: the client resets the
+// transaction of an interrupted commit and goes on committing; the commit
+// request is still in flight and lands later. FoundationDB's resolver
+// judges it too old only when its read version is more than the MVCC
+// window behind the batch's version (ConflictBatch::addTransaction,
+// fdbserver/SkipList.cpp: read_snapshot < newOldestVersion, which
+// Resolver.actor.cpp sets to req.version -
+// MAX_WRITE_TRANSACTION_LIFE_VERSIONS), whatever its client did since: it
+// lands, or conflicts, as if the client had kept the transaction. memdb
+// must keep what the resolution needs until it lands.
+func TestInterruptedCommitLandsLateAfterReset(t *testing.T) {
+	for _, conflict := range []bool{false, true} {
+		db, _ := newDB(t)
+		mustSet(t, db, "a", "1")
+		tr := newTx(t, db)
+		require.Equal(t, "1", string(get(t, tr, "a")))
+		tr.Set([]byte("k"), []byte("late"))
+		held, release := db.HoldNextCommitLate()
+		cancelInFlight(t, tr, held)
+		tr.Reset() // the client retries; its next commits move the history on
+		mustSet(t, db, "other", "x")
+		if conflict {
+			mustSet(t, db, "a", "2")
+		}
+		mustSet(t, db, "other", "y")
+		release()
+		got := get(t, newTx(t, db), "k")
+		if conflict {
+			require.Nil(t, got, "a's write after its read version conflicts")
+		} else {
+			require.Equal(t, "late", string(got), "landed at release, not failed as too old")
+		}
+	}
+}

@@ -55,6 +55,21 @@ func (r *readers) register(latest *atomic.Int64) int64 {
 	return rv
 }
 
+// retain adds a registration of rv, a read version still registered (by
+// the transaction that holds it), and reports whether it did: false if rv
+// is no longer registered.
+func (r *readers) retain(rv int64) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	live := r.rvs[r.head:]
+	i := sort.Search(len(live), func(i int) bool { return live[i] >= rv })
+	if i < len(live) && live[i] == rv && r.counts[r.head+i] > 0 {
+		r.counts[r.head+i]++
+		return true
+	}
+	return false
+}
+
 // unregister drops one registration of rv. It may have been dropped
 // already, as out of the window.
 func (r *readers) unregister(rv int64) {

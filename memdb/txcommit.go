@@ -201,6 +201,13 @@ func (tx *transaction) send(req, late *commitReq, gen uint64) commitResult {
 		at = ch
 	}
 	if at != nil {
+		// The read version stays registered until the commit lands: its
+		// transaction may be reset (which unregisters it) and others
+		// commit, and the resolution needs the history since it. FDB's
+		// resolver fails a commit as too old only past the MVCC window
+		// (ConflictBatch::addTransaction, fdbserver/SkipList.cpp),
+		// whatever its client did since.
+		late.kept = late.hasRV && db.readers.retain(late.rv)
 		db.landLate(late, at, done)
 		db.stats.interrupted.Add(1)
 		return commitResult{err: kv.CommitInterrupted(cerr)}
@@ -234,6 +241,9 @@ func (db *DB) landLate(late *commitReq, at <-chan struct{}, done chan struct{}) 
 		case <-at:
 			db.commitStep(late, nil, faultNone)
 		case <-db.closeCh:
+		}
+		if late.kept {
+			db.readers.unregister(late.rv)
 		}
 	}()
 }
