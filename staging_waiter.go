@@ -140,12 +140,15 @@ func (w *waiter[T]) loop(ctx, callerCtx context.Context) (T, error) {
 			if out.forget {
 				w.resKey, w.rid = nil, nil
 			}
-			if !out.done && w.taken != nil {
-				// The step read the journal (w.taken was set) and found no
-				// record: the take attempted earlier never committed (a
-				// commit is fenced before it reports an unknown outcome),
-				// so nothing ties the operation to its ID any more, and
-				// refreshOp may renew it while the call waits.
+			if !out.done && !out.noCommit && w.taken != nil {
+				// The step read the journal (w.taken was set), found no
+				// record, and committed a write conflict on the record key
+				// that take read (step): the take attempted earlier never
+				// committed and never will (FDB fences a commit before it
+				// reports commit_unknown_result, but not one interrupted
+				// by a timeout, which can land later), so nothing ties the
+				// operation to its ID any more, and refreshOp may renew it
+				// while the call waits.
 				w.taken, w.takenRec = nil, nil
 			}
 			if out.registered {
@@ -299,6 +302,23 @@ func (w *waiter[T]) step(tr kv.Transaction) (out outcome[T], err error) {
 		}
 		rec = w.reads.hold(rec)
 	}
+	if w.taken != nil {
+		// A take whose outcome is unknown: if its commit was interrupted
+		// (a timeout), nothing fenced it, and it may still land. It read
+		// the operation's record key (took): a write conflict there makes
+		// it fail if it lands after this step's commit (as abandon's on
+		// its item does); if it landed before this step's read version,
+		// the record read above finds it; in between, that normal read,
+		// issued before this write conflict, makes this step conflict.
+		// Not on the item's key: in FoundationDB's RYW a write conflict
+		// range on a key drops the read conflicts of later reads of it
+		// (WriteMap::addConflictRange leaves an independent entry, which
+		// updateConflictMap skips, fdbclient/ReadYourWrites.actor.cpp),
+		// and this step may take that item again.
+		if err := tr.AddWriteConflictKey(w.o.recordKeyOrSlot()); err != nil {
+			return out, err
+		}
+	}
 	now := s.st.now()
 	if w.reqKey == nil && w.resKey != nil {
 		// The registration's commit had an unknown outcome.
@@ -432,6 +452,18 @@ func (w *waiter[T]) replayed(prev [][]byte, err error) (out outcome[T], _ error)
 
 // took records, in tr, that the operation takes item p.
 func (w *waiter[T]) took(tr kv.Transaction, p kv.KeyValue, rec []byte) {
+	if !w.o.off() {
+		// Every take reads the operation's record key, which each take
+		// under the ID writes, so a take whose commit was interrupted and
+		// not fenced (a timeout; or its context ended and the cleanup
+		// failed) conflicts with a retry or a settling call (WithOpID)
+		// that committed first, and with the write conflict a retry puts
+		// there (step). A fresh ID's first take would not read it
+		// otherwise (check skips the read). Added before the record's
+		// write: RYW adds no read conflict on a key the transaction wrote
+		// (updateConflictMap, fdbclient/ReadYourWrites.actor.cpp).
+		_ = tr.AddReadConflictKey(w.o.recordKeyOrSlot()) // never inverted
+	}
 	w.o.record(tr, rec)
 	w.taken = &kv.KeyValue{Key: bytes.Clone(p.Key), Value: bytes.Clone(p.Value)}
 	w.takenRec = rec

@@ -1,0 +1,257 @@
+package fdbqueue_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/fdbqueue/fdbqueue"
+	"github.com/fdbqueue/fdbqueue/kv"
+)
+
+// timeoutDB stands for a database given FoundationDB's transaction_timeout
+// option (a default timeout for every transaction, kept through Reset):
+// expire makes the timeouts of the transactions it made fire now, which a
+// test does while one of them has its commit held in flight. FDB then
+// fails the commit with transaction_timed_out (1031) and does not fence
+// it: the request goes on and can land later (RYWImpl::commit returns as
+// soon as resetPromise is set, fdbclient/ReadYourWrites.actor.cpp; only
+// commit_unknown_result is preceded by commitDummyTransaction,
+// fdbclient/NativeAPI.actor.cpp). memdb's HoldNextCommitLate models that
+// late landing.
+type timeoutDB struct {
+	kv.Database
+	mu  sync.Mutex
+	txs []kv.Transaction
+}
+
+func (d *timeoutDB) CreateTransaction(ctx context.Context) (kv.Transaction, error) {
+	tr, err := d.Database.CreateTransaction(ctx)
+	if err == nil {
+		d.mu.Lock()
+		d.txs = append(d.txs, tr)
+		d.mu.Unlock()
+	}
+	return tr, err
+}
+
+// expire times out the transactions made so far.
+func (d *timeoutDB) expire(t *testing.T) {
+	t.Helper()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, tr := range d.txs {
+		require.NoError(t, tr.Options().SetTimeout(time.Nanosecond))
+	}
+}
+
+// TestStagedTimedOutTakeLandingLate: a staged Dequeue whose one plain
+// attempt (the fast take of the head, a) times out while its commit is in
+// flight goes on, its context alive: the error is maybe committed, and the
+// call retries. Its retry finds no journal record (the take has not landed
+// yet) and files a request behind other consumers' requests, filed
+// meanwhile, the first of which is due a. The timed-out take then lands.
+// It read only a's key and the items before it, which nobody wrote; unless
+// it is fenced, it applies, and a is gone:
+//
+//   - one request ahead, more items: the retry took the item at its place
+//     (b), writing the record key the late take then overwrites; the call
+//     returned b, and nobody got a;
+//   - two requests ahead and two items: the retry found no item at its
+//     place and withdrew; the call returned ErrEmpty, and nobody got a.
+func TestStagedTimedOutTakeLandingLate(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		ahead int // requests filed while the take is in flight
+		items []string
+		first string // what the call returns ("": ErrEmpty)
+	}{
+		{"retry takes another item", 1, []string{"a", "b", "c"}, "b"},
+		{"retry finds its place empty", 2, []string{"a", "b"}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			db := stgDB(t)
+			sub := stgSubspace(t, "timed-out-take")
+			opts := stagingMode{"place", true}.opts(fdbqueue.StagingConfig{})
+			q := stgQueue(t, sub, opts...) // the call's process
+			// Other consumers' processes.
+			others := make([]*fdbqueue.Queue, tc.ahead)
+			for i := range others {
+				others[i] = stgQueue(t, sub, opts...)
+			}
+			// Every handle has run (the stored configuration is settled,
+			// as on a queue in use).
+			for _, h := range append([]*fdbqueue.Queue{q}, others...) {
+				require.NoError(t, h.Enqueue(ctx, db, []byte("warm-up")))
+				v, err := h.Dequeue(ctx, db)
+				require.NoError(t, err)
+				require.Equal(t, "warm-up", string(v))
+			}
+			var items [][]byte
+			for _, it := range tc.items {
+				items = append(items, []byte(it))
+			}
+			require.NoError(t, q.EnqueueBatch(ctx, db, items))
+
+			failed, resume := make(chan struct{}), make(chan struct{})
+			var once sync.Once
+			fdbqueue.SetStagingHook(q, func(p string) {
+				if p == "failed" {
+					once.Do(func() {
+						close(failed)
+						<-resume
+					})
+				}
+			})
+			type result struct {
+				v   string
+				err error
+			}
+			first := make(chan result, 1)
+			tdb := &timeoutDB{Database: db}
+			held, release := db.HoldNextCommitLate()
+			go func() {
+				v, err := q.Dequeue(ctx, tdb)
+				first <- result{string(v), err}
+			}()
+			<-held // the fast take of a is in flight
+			tdb.expire(t)
+			<-failed // it failed with transaction_timed_out, still in flight
+
+			// Each other consumer's one plain attempt conflicts; it files a
+			// request (the first is due a) and stalls there.
+			resumeOthers := make(chan struct{})
+			rest := make(chan result, len(others))
+			for _, o := range others {
+				registered := make(chan struct{})
+				var once sync.Once
+				fdbqueue.SetStagingHook(o, func(p string) {
+					if p == "registered" {
+						once.Do(func() {
+							close(registered)
+							<-resumeOthers
+						})
+					}
+				})
+				db.FailNextCommit(kv.ErrNotCommitted, false)
+				go func() {
+					v, err := o.Dequeue(ctx, db)
+					rest <- result{string(v), err}
+				}()
+				<-registered
+			}
+
+			close(resume)
+			r1 := <-first
+			if tc.first == "" {
+				require.ErrorIs(t, r1.err, fdbqueue.ErrEmpty)
+			} else {
+				require.NoError(t, r1.err)
+				require.Equal(t, tc.first, r1.v)
+			}
+			release() // the timed-out take lands now
+			close(resumeOthers)
+			got := map[string]int{}
+			if r1.err == nil {
+				got[r1.v]++
+			}
+			for range others {
+				r := <-rest
+				if !errors.Is(r.err, fdbqueue.ErrEmpty) {
+					require.NoError(t, r.err)
+					got[r.v]++
+				}
+			}
+			for {
+				v, err := q.Dequeue(ctx, db)
+				if errors.Is(err, fdbqueue.ErrEmpty) {
+					break
+				}
+				require.NoError(t, err)
+				got[string(v)]++
+			}
+			requireExactlyOnce(t, got, tc.items)
+			require.Empty(t, stagingKeys(t, db, sub))
+		})
+	}
+}
+
+// TestStagedSettleWhileTheTakeIsInFlight: a staged Dequeue's fast take of
+// a is cut short by its context's end and its cleanup fails, so nothing
+// fenced the take: the call fails maybe committed and logs its ID, and the
+// take is still in flight. Another consumer files a request (due a), and
+// the caller settles under the logged ID: no record yet, so the settling
+// call takes the item after the request's, b. The first take then lands,
+// and must not take a as well: the other consumer gets it.
+func TestStagedSettleWhileTheTakeIsInFlight(t *testing.T) {
+	ctx := context.Background()
+	db := stgDB(t)
+	sub := stgSubspace(t, "settle-in-flight")
+	logs, logger := loggedIDs()
+	opts := stagingMode{"place", true}.opts(fdbqueue.StagingConfig{})
+	q := stgQueue(t, sub, append(opts, logger)...)
+	other := stgQueue(t, sub, opts...)
+	for _, h := range []*fdbqueue.Queue{q, other} {
+		require.NoError(t, h.Enqueue(ctx, db, []byte("warm-up")))
+		v, err := h.Dequeue(ctx, db)
+		require.NoError(t, err)
+		require.Equal(t, "warm-up", string(v))
+	}
+	require.NoError(t, q.EnqueueBatch(ctx, db, [][]byte{[]byte("a"), []byte("b")}))
+
+	held, release := db.HoldNextCommitLate()
+	cctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		_, err := q.Dequeue(cctx, db)
+		done <- err
+	}()
+	<-held // the fast take of a is in flight
+	// The cleanup's commit fails, with an error its retry loop does not
+	// retry.
+	db.FailNextCommit(kv.ErrTransactionTooLarge, false)
+	cancel()
+	err := <-done
+	require.True(t, kv.MaybeCommitted(err), "the cleanup failed: %v", err)
+	id := logs.take(t)
+
+	registered, resumeOther := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	fdbqueue.SetStagingHook(other, func(p string) {
+		if p == "registered" {
+			once.Do(func() {
+				close(registered)
+				<-resumeOther
+			})
+		}
+	})
+	type result struct {
+		v   string
+		err error
+	}
+	second := make(chan result, 1)
+	db.FailNextCommit(kv.ErrNotCommitted, false) // its one plain attempt
+	go func() {
+		v, err := other.Dequeue(ctx, db)
+		second <- result{string(v), err}
+	}()
+	<-registered
+
+	v, err := q.Dequeue(ctx, db, fdbqueue.WithOpID(id))
+	require.NoError(t, err, "settled: the first take had not landed")
+	require.Equal(t, "b", string(v))
+	release() // the first take lands now
+	close(resumeOther)
+	r := <-second
+	require.NoError(t, r.err)
+	require.Equal(t, "a", r.v, "a, due to the other request, is still there")
+	_, err = q.Dequeue(ctx, db)
+	require.ErrorIs(t, err, fdbqueue.ErrEmpty)
+	require.Empty(t, stagingKeys(t, db, sub))
+}
