@@ -310,11 +310,9 @@ func (w *waiter[T]) step(tr kv.Transaction) (out outcome[T], err error) {
 		// its item does); if it landed before this step's read version,
 		// the record read above finds it; in between, that normal read,
 		// issued before this write conflict, makes this step conflict.
-		// Not on the item's key: in FoundationDB's RYW a write conflict
-		// range on a key drops the read conflicts of later reads of it
-		// (WriteMap::addConflictRange leaves an independent entry, which
-		// updateConflictMap skips, fdbclient/ReadYourWrites.actor.cpp),
-		// and this step may take that item again.
+		// On the record key, which only this operation's takes read, not
+		// on the item's: that would make every other consumer that read
+		// the item conflict with this step too.
 		if err := tr.AddWriteConflictKey(w.o.recordKeyOrSlot()); err != nil {
 			return out, err
 		}

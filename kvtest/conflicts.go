@@ -174,6 +174,21 @@ func conflictTests() []conformanceTest {
 			require.NoError(t, w.AddWriteConflictRange(f.rng("b", "d")))
 			w.Set(f.markerKey("writer"), []byte("w"))
 		}},
+		// A write conflict range of the reader's own does not hide its later
+		// reads of the range: WriteMap::addConflictRange gives a key it
+		// did not write an entry with an empty operation stack, which the
+		// write map's iterator reads as an unmodified range (offset, in
+		// WriteMap::iterator::skip, fdbclient/WriteMap.cpp), and RYW's
+		// updateConflictMap adds read conflicts for unmodified ranges
+		// (fdbclient/ReadYourWrites.actor.cpp).
+		{name: "ReadAfterOwnWriteConflictKeyConflicts", seed: []string{"b"}, read: func(t *testing.T, f *fixture, r kv.Transaction) {
+			require.NoError(t, r.AddWriteConflictKey(f.key("b")))
+			require.Equal(t, []byte("v:b"), mustGet(t, r, f.key("b")))
+		}, write: setKeys("b"), conflict: true},
+		{name: "RangeReadAfterOwnWriteConflictRangeConflicts", seed: []string{"b", "d"}, read: func(t *testing.T, f *fixture, r kv.Transaction) {
+			require.NoError(t, r.AddWriteConflictRange(f.rng("a", "y")))
+			f.requireNames(t, mustRange(t, r, f.rng("a", "y"), kv.RangeOptions{}), []string{"b", "d"})
+		}, write: setKeys("c"), conflict: true},
 	}
 
 	tests := make([]conformanceTest, 0, len(cases)+4)
