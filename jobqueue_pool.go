@@ -94,7 +94,8 @@ type PoolOptions struct {
 	// returns without waiting for the handlers themselves (see Run).
 	ShutdownTimeout time.Duration
 	// Logger receives the pool's structured logs (default: the queue's
-	// logger, WithLogger, which discards them unless set).
+	// logger, WithLogger, which discards them unless set). The lines carry
+	// the queue's name (fdbqueue.queue, WithQueueName) either way.
 	Logger *slog.Logger
 	// OnOutcome, if set, is called after each job with what became of it.
 	OnOutcome func(Outcome)
@@ -215,8 +216,11 @@ func (q *JobQueue) Run(ctx context.Context, db kv.Database, handler Handler, o P
 	if o.ShutdownTimeout == 0 {
 		o.ShutdownTimeout = 10 * time.Second
 	}
-	if o.Logger == nil {
-		o.Logger = q.journal.track.obs.log
+	if obs := q.journal.track.obs; o.Logger == nil {
+		o.Logger = obs.log
+	} else {
+		// The queue's attribute, as on the queue's own lines.
+		o.Logger = o.Logger.With(string(attrQueue), obs.queue.Value.AsString())
 	}
 	if o.Workers < 0 || o.LeaseDuration < time.Millisecond || o.ExtendEvery <= 0 || o.ExtendEvery >= o.LeaseDuration {
 		return fmt.Errorf("%w: pool of %d workers, lease %v extended every %v", ErrInvalidArgument, o.Workers, o.LeaseDuration, o.ExtendEvery)
@@ -241,11 +245,11 @@ func (q *JobQueue) Run(ctx context.Context, db kv.Database, handler Handler, o P
 	}
 	done := make(chan struct{})
 	go func() { wg.Wait(); close(done) }()
-	p.log.Info("job pool started", "workers", o.Workers, "lease", o.LeaseDuration)
+	p.log.Info("fdbqueue: job pool started", "workers", o.Workers, "lease", o.LeaseDuration)
 	select {
 	case <-done:
 	case <-ctx.Done():
-		p.log.Info("job pool stopping", "in_flight", p.inFlight.Load(), "timeout", o.ShutdownTimeout)
+		p.log.Info("fdbqueue: job pool stopping", "in_flight", p.inFlight.Load(), "timeout", o.ShutdownTimeout)
 		var deadline <-chan time.Time
 		if o.ShutdownTimeout > 0 {
 			deadline = q.cfg.Clock.After(o.ShutdownTimeout)
@@ -259,7 +263,7 @@ func (q *JobQueue) Run(ctx context.Context, db kv.Database, handler Handler, o P
 		case <-deadline:
 			p.abandoned.Store(true)
 			abandon()
-			p.log.Warn("job pool abandoned in-flight jobs; releasing them", "in_flight", p.inFlight.Load())
+			p.log.Warn("fdbqueue: job pool abandoned in-flight jobs; releasing them", "in_flight", p.inFlight.Load())
 			// The workers stop waiting for their handlers and release their
 			// jobs (process); wait for that, bounded.
 			released := time.NewTimer(ShutdownReleaseTimeout)
@@ -267,13 +271,13 @@ func (q *JobQueue) Run(ctx context.Context, db kv.Database, handler Handler, o P
 			case <-done:
 			case <-released.C:
 				rcancel()
-				p.log.Warn("job pool stopped before its abandoned jobs were released; their leases will expire",
+				p.log.Warn("fdbqueue: job pool stopped before its abandoned jobs were released; their leases will expire",
 					"timeout", ShutdownReleaseTimeout)
 			}
 			released.Stop()
 		}
 	}
-	p.log.Info("job pool stopped")
+	p.log.Info("fdbqueue: job pool stopped")
 	if err := context.Cause(ctx); errors.Is(err, errPoolFailed) {
 		return err
 	}
@@ -305,6 +309,7 @@ type pool struct {
 	abandoned atomic.Bool
 	stop      context.CancelCauseFunc // stops the pool with an error (Run returns it)
 	rctx      context.Context         // for releases at shutdown (Run bounds them)
+	fatalOnce sync.Once               // logs the lease error that stops the pool once, not per worker
 }
 
 func (p *pool) worker(ctx, base context.Context, n int) {
@@ -319,11 +324,11 @@ func (p *pool) worker(ctx, base context.Context, n int) {
 				return
 			}
 			if fatalLeaseError(err) {
-				p.log.Error("job pool stopping: lease failed for good", "worker", n, "err", err)
+				p.fatalOnce.Do(func() { p.log.Error("fdbqueue: job pool stopping: lease failed for good", "err", err) })
 				p.stop(fmt.Errorf("%w: %w", errPoolFailed, err))
 				return
 			}
-			p.log.Error("lease failed", "worker", n, "err", err)
+			p.log.Error("fdbqueue: lease failed", "worker", n, "err", err)
 			select { // not a poll: a failing database, retried slowly
 			case <-p.q.cfg.Clock.After(time.Second):
 			case <-ctx.Done():
@@ -350,14 +355,14 @@ func (p *pool) settleLease(n int, id OpID) {
 	case errors.Is(err, ErrEmpty):
 		return
 	case err != nil:
-		log.Error("could not settle a lease interrupted by the shutdown; a job it took comes back when the lease expires", "err", err)
+		log.Error("fdbqueue: could not settle a lease interrupted by the shutdown; a job it took comes back when the lease expires", "err", err)
 		return
 	}
 	for _, l := range ls {
 		if err := p.q.Release(ctx, p.db, l, 0); err != nil {
-			log.Error("could not release a job leased as the pool stopped; it comes back when the lease expires", "job", l.JobID.String(), "err", err)
+			log.Error("fdbqueue: could not release a job leased as the pool stopped; it comes back when the lease expires", "job", l.JobID.String(), "err", err)
 		} else {
-			log.Info("released a job leased as the pool stopped", "job", l.JobID.String())
+			log.Info("fdbqueue: released a job leased as the pool stopped", "job", l.JobID.String())
 		}
 	}
 }
@@ -394,7 +399,7 @@ func (p *pool) process(base context.Context, n int, l Lease) {
 		if dead, serr = p.q.Nack(base, p.db, out.Lease, NackOptions{Reason: err.Error()}); dead {
 			out.Result = DeadLettered
 			if p.log != p.q.journal.track.obs.log { // else the queue logs it
-				log.Warn("job dead-lettered", "err", err)
+				log.Warn("fdbqueue: job dead-lettered", "reason", err.Error())
 			}
 		}
 	}
@@ -402,10 +407,10 @@ func (p *pool) process(base context.Context, n int, l Lease) {
 	case serr == nil:
 	case errors.Is(serr, ErrLeaseLost):
 		out.Result, out.Err = LeaseLost, serr
-		log.Warn("lease lost: another consumer has the job", "err", serr)
+		log.Warn("fdbqueue: lease lost: another consumer has the job", "err", serr)
 	default:
 		out.Result, out.Err = Failed, serr
-		log.Error("could not settle the job; its lease will expire", "err", serr)
+		log.Error("fdbqueue: could not settle the job; its lease will expire", "err", serr)
 	}
 	p.q.journal.track.obs.leaseSettled(out.Result)
 	if p.o.OnOutcome != nil {
@@ -424,11 +429,11 @@ func (p *pool) release(l Lease, log *slog.Logger) error {
 	err := p.q.Release(ctx, p.db, l, 0)
 	switch {
 	case err == nil:
-		log.Info("abandoned job released: due again, its attempt not counted")
+		log.Info("fdbqueue: abandoned job released: due again, its attempt not counted")
 	case errors.Is(err, ErrLeaseLost):
-		log.Warn("abandoned job not released: another consumer has it", "err", err)
+		log.Warn("fdbqueue: abandoned job not released: another consumer has it", "err", err)
 	default:
-		log.Error("abandoned job not released; its lease will expire", "err", err)
+		log.Error("fdbqueue: abandoned job not released; its lease will expire", "err", err)
 	}
 	return err
 }
@@ -448,17 +453,18 @@ func (p *pool) call(base, ctx context.Context, task *Task, log *slog.Logger) err
 		returned := false
 		defer func() {
 			if r := recover(); r != nil {
-				res <- &PanicError{Value: r, Stack: debug.Stack()}
-				log.Error("handler panicked", "panic", r)
+				pe := &PanicError{Value: r, Stack: debug.Stack()}
+				res <- pe
+				log.Error("fdbqueue: handler panicked", "panic", r, "stack", string(pe.Stack))
 			} else if !returned {
 				res <- errHandlerGoexit
-				log.Error("handler called runtime.Goexit")
+				log.Error("fdbqueue: handler called runtime.Goexit")
 			}
 		}()
 		err := p.h(ctx, task)
 		returned = true
 		if err != nil {
-			log.Info("handler failed", "err", err)
+			log.Info("fdbqueue: handler failed", "err", err)
 		}
 		res <- err
 	}()
@@ -482,14 +488,14 @@ func (p *pool) heartbeat(ctx context.Context, task *Task, stop <-chan struct{}, 
 		l, err := p.q.Extend(ctx, p.db, task.Lease(), p.o.LeaseDuration)
 		switch {
 		case errors.Is(err, ErrLeaseLost):
-			log.Warn("lease lost while the handler ran", "err", err)
+			log.Warn("fdbqueue: lease lost while the handler ran", "err", err)
 			lost()
 			return
 		case err != nil:
 			if ctx.Err() != nil {
 				return
 			}
-			log.Error("lease extension failed; retrying", "err", err)
+			log.Error("fdbqueue: lease extension failed; retrying", "err", err)
 		default:
 			task.set(l)
 		}

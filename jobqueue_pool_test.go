@@ -327,7 +327,7 @@ func TestPoolLogsWhereTheQueueDoes(t *testing.T) {
 		db := newDB(t)
 		var queueLog, poolLog syncBuffer
 		q := mustJobQueue(t, "pool-log", fdbqueue.JobQueueConfig{MaxAttempts: 1},
-			fdbqueue.WithLogger(slog.New(slog.NewTextHandler(&queueLog, nil))))
+			fdbqueue.WithLogger(slog.New(slog.NewTextHandler(&queueLog, nil))), fdbqueue.WithQueueName("emails"))
 		mustAdd(t, db, q, fdbqueue.Job{Value: []byte("fails")})
 		opts := fdbqueue.PoolOptions{Workers: 1}
 		if own {
@@ -354,7 +354,46 @@ func TestPoolLogsWhereTheQueueDoes(t *testing.T) {
 		if own {
 			require.Equal(t, 1, strings.Count(poolLog.String(), "job dead-lettered"), poolLog.String())
 		}
+		// Every line of the pool names the queue and starts as the
+		// queue's own do, whichever logger it went to; a dead letter
+		// names its reason under one key in both.
+		for _, line := range strings.Split(strings.TrimSpace(pool.String()), "\n") {
+			require.Contains(t, line, "fdbqueue.queue=emails", line)
+			require.Contains(t, line, `msg="fdbqueue: `, line)
+		}
+		for _, l := range []*syncBuffer{&queueLog, &poolLog} {
+			for _, line := range strings.Split(l.String(), "\n") {
+				if strings.Contains(line, "job dead-lettered") {
+					require.Contains(t, line, "reason=boom", line)
+				}
+			}
+		}
 	}
+}
+
+// A handler's panic is logged with its stack, as its PanicError holds it.
+func TestPoolLogsAPanicsStack(t *testing.T) {
+	ctx := context.Background()
+	db := newDB(t)
+	var logs syncBuffer
+	q := mustJobQueue(t, "pool-panic-log", fdbqueue.JobQueueConfig{MaxAttempts: 1})
+	mustAdd(t, db, q, fdbqueue.Job{Value: []byte("panics")})
+	outcomes := make(chan fdbqueue.Outcome, 1)
+	runCtx, stop := context.WithCancel(ctx)
+	ran := make(chan error, 1)
+	go func() {
+		ran <- q.Run(runCtx, db, func(context.Context, *fdbqueue.Task) error { panic("kaboom") },
+			fdbqueue.PoolOptions{Workers: 1, Logger: slog.New(slog.NewTextHandler(&logs, nil)),
+				OnOutcome: func(o fdbqueue.Outcome) { outcomes <- o }})
+	}()
+	out := <-outcomes
+	stop()
+	require.NoError(t, <-ran)
+	var pe *fdbqueue.PanicError
+	require.ErrorAs(t, out.Err, &pe)
+	require.Contains(t, logs.String(), "handler panicked")
+	require.Contains(t, logs.String(), "stack=", "the stack is logged")
+	require.Contains(t, logs.String(), "TestPoolLogsAPanicsStack", "the stack names the handler's caller chain")
 }
 
 // A lease error no retry can cure stops the pool, and Run returns it: here
@@ -367,9 +406,11 @@ func TestPoolStopsOnAForeignKey(t *testing.T) {
 	q := mustJobQueue(t, "pool-foreign", fdbqueue.JobQueueConfig{Choice: 1})
 	plantForeign(t, db, q.Subspace(), tuple.Tuple{"q", int64(0), "not a job"}, []byte("x"))
 	var handled atomic.Int64
+	var logs syncBuffer
 	err := q.Run(ctx, db, func(context.Context, *fdbqueue.Task) error { handled.Add(1); return nil },
-		fdbqueue.PoolOptions{Workers: 3, Logger: quietLog})
+		fdbqueue.PoolOptions{Workers: 3, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	var fk *fdbqueue.ForeignKeyError
 	require.ErrorAs(t, err, &fk)
 	require.Zero(t, handled.Load())
+	require.Equal(t, 1, strings.Count(logs.String(), "lease failed for good"), "logged once, not once per worker:\n%s", logs.String())
 }
