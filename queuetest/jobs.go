@@ -39,6 +39,7 @@ func jobChecks() []check {
 		{"AddAndLeaseRollBackWithCaller", testJobAddLeaseRollBack},
 		{"LeaseAndAckInOneTransaction", testJobLeaseAckOneTransaction},
 		{"Stats", testJobStats},
+		{"StatsResolutionStored", testJobStatsResolutionStored},
 		{"LeaseWait", testJobLeaseWait},
 		{"LeaseByOpIDAfterReLease", testJobLeaseByOpIDAfterReLease},
 		{"Pool", testJobPool},

@@ -404,6 +404,35 @@ func testJobLeaseAckOneTransaction(t *testing.T, f *fixture) {
 // testJobStats: Stats splits queued jobs into due and delayed, and leases
 // into live and expired, at its time-bucket resolution; counts the dead;
 // and gives the first due job's age, after every step.
+// testJobStatsResolutionStored: the queue stores its stats buckets'
+// width (StatsResolution, in the record's layout); a handle with another
+// width would count jobs in other buckets, so it fails with
+// ErrConfigMismatch on the layout and writes nothing, while one with the
+// same width to the microsecond works.
+func testJobStatsResolutionStored(t *testing.T, f *fixture) {
+	q, c := f.jobQueue(t, "stats-resolution", fdbqueue.JobQueueConfig{})
+	f.add(t, q, fdbqueue.Job{Value: []byte("now")})
+	f.add(t, q, fdbqueue.Job{Value: []byte("later"), Delay: time.Hour})
+	other, err := fdbqueue.NewJobQueue(q.Subspace(), fdbqueue.JobQueueConfig{Clock: c, StatsResolution: time.Minute})
+	require.NoError(t, err)
+	_, err = other.Add(f.ctx, f.db, fdbqueue.Job{Value: []byte("refused")})
+	var me *fdbqueue.ConfigMismatchError
+	require.ErrorAs(t, err, &me)
+	require.Equal(t, "layout", me.Field)
+	_, err = other.Lease(f.ctx, f.db, 1, time.Minute)
+	require.ErrorIs(t, err, fdbqueue.ErrConfigMismatch)
+	_, err = other.Stats(f.ctx, f.db)
+	require.ErrorIs(t, err, fdbqueue.ErrConfigMismatch)
+	f.requireStats(t, q, fdbqueue.JobStats{Queued: 2, Due: 1, Delayed: 1})
+
+	same, err := fdbqueue.NewJobQueue(q.Subspace(), fdbqueue.JobQueueConfig{Clock: c, StatsResolution: 1000 * time.Millisecond})
+	require.NoError(t, err)
+	l := f.leaseOne(t, same, time.Minute)
+	require.Equal(t, "now", string(l.Value))
+	require.NoError(t, same.Ack(f.ctx, f.db, l))
+	f.requireStats(t, q, fdbqueue.JobStats{Queued: 1, Delayed: 1})
+}
+
 func testJobStats(t *testing.T, f *fixture) {
 	q, c := f.jobQueue(t, "stats", fdbqueue.JobQueueConfig{Choice: 1})
 	start := c.Now()
