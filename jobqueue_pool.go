@@ -105,10 +105,10 @@ type PoolOptions struct {
 type Outcome struct {
 	Lease  Lease
 	Result Result
-	// Err is the handler's error (Retried, DeadLettered), the error that
-	// kept the pool from acking or nacking the job (LeaseLost, Failed), or
-	// for Abandoned the error of the Release that was to give the job
-	// back (nil when it did).
+	// Err is the handler's error (Retried, DeadLettered, Snoozed), the
+	// error that kept the pool from acking, nacking or releasing the job
+	// (LeaseLost, Failed), or for Abandoned the error of the Release that
+	// was to give the job back (nil when it did).
 	Err error
 }
 
@@ -132,7 +132,28 @@ const (
 	// Failed: the ack or nack failed (e.g. the database); the lease will
 	// expire and the job come back.
 	Failed
+	// Snoozed: the handler returned a Snooze error, and the pool released
+	// the job (JobQueue.Release): due again after the snooze's delay, its
+	// attempt not counted.
+	Snoozed
 )
+
+// Snooze returns the error a Handler returns to run its job again later,
+// after delay (at once if delay <= 0), without using an attempt: the pool
+// gives the job back with JobQueue.Release (river's JobSnooze). The
+// Outcome is Snoozed, its Err this error. A snooze does not count toward
+// MaxAttempts, so a job snoozed again and again is never dead-lettered:
+// bound snoozes in the handler if a job may never make progress. Wrapped
+// (fmt.Errorf with %w), it works the same.
+func Snooze(delay time.Duration) error { return &SnoozeError{Delay: delay} }
+
+// SnoozeError is the error Snooze returns; get it with errors.As.
+type SnoozeError struct {
+	Delay time.Duration // how long the job waits before it is due again
+}
+
+// Error says that the job was snoozed and for how long.
+func (e *SnoozeError) Error() string { return fmt.Sprintf("fdbqueue: job snoozed for %v", e.Delay) }
 
 // String returns the result's name, as "acked" or "lease lost".
 func (r Result) String() string {
@@ -149,6 +170,8 @@ func (r Result) String() string {
 		return "abandoned"
 	case Failed:
 		return "failed"
+	case Snoozed:
+		return "snoozed"
 	}
 	return fmt.Sprintf("Result(%d)", int(r))
 }
@@ -167,7 +190,7 @@ func (e *PanicError) Error() string { return fmt.Sprintf("handler panic: %v", e.
 // watches while nothing is due), runs handler with the job, extends the
 // lease every ExtendEvery while the handler runs, and then acks the job
 // (handler returned nil) or nacks it with the error as reason (handler
-// failed or panicked). A lease lost to another consumer ends the
+// failed or panicked), or releases it (the handler returned Snooze). A lease lost to another consumer ends the
 // handler's context.
 //
 // Shutdown: when ctx ends, workers stop leasing; in-flight handlers get
@@ -393,6 +416,11 @@ func (p *pool) process(base context.Context, n int, l Lease) {
 	case err == nil:
 		out.Result = Acked
 		serr = p.q.Ack(base, p.db, out.Lease, WithOpID(task.opID()))
+	case errors.As(err, new(*SnoozeError)):
+		var sz *SnoozeError
+		errors.As(err, &sz)
+		out.Result = Snoozed
+		serr = p.q.Release(base, p.db, out.Lease, sz.Delay)
 	default:
 		out.Result = Retried
 		var dead bool
@@ -463,7 +491,7 @@ func (p *pool) call(base, ctx context.Context, task *Task, log *slog.Logger) err
 		}()
 		err := p.h(ctx, task)
 		returned = true
-		if err != nil {
+		if err != nil && !errors.As(err, new(*SnoozeError)) {
 			log.Info("fdbqueue: handler failed", "err", err)
 		}
 		res <- err

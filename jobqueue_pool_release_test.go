@@ -2,7 +2,9 @@ package fdbqueue_test
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -145,4 +147,56 @@ func TestJobPoolSettlesALeaseInFlightAtShutdown(t *testing.T) {
 			require.Equal(t, 1, l.Attempt, "the interrupted lease's attempt is not counted")
 		})
 	}
+}
+
+// A handler that returns Snooze (wrapped or not) has its job released:
+// due again after the delay, its attempt not counted (a job of
+// one attempt snoozed twice is then acked, not dead-lettered), the
+// outcome Snoozed with the handler's error, and nothing logged as a
+// failure.
+func TestJobPoolSnooze(t *testing.T) {
+	ctx := context.Background()
+	db := newDB(t)
+	clock := newFakeClock()
+	var logs syncBuffer
+	q := mustJobQueue(t, "pool-snooze", fdbqueue.JobQueueConfig{Clock: clock, MaxAttempts: 1})
+	mustAdd(t, db, q, fdbqueue.Job{Value: []byte("later")})
+	var runs atomic.Int64
+	outcomes := make(chan fdbqueue.Outcome, 4)
+	runCtx, stop := context.WithCancel(ctx)
+	ran := make(chan error, 1)
+	go func() {
+		ran <- q.Run(runCtx, db, func(_ context.Context, task *fdbqueue.Task) error {
+			switch runs.Add(1) {
+			case 1:
+				return fdbqueue.Snooze(time.Minute)
+			case 2:
+				return fmt.Errorf("not yet: %w", fdbqueue.Snooze(time.Minute))
+			}
+			return nil
+		}, fdbqueue.PoolOptions{Workers: 1, LeaseDuration: 30 * time.Second,
+			Logger: slog.New(slog.NewTextHandler(&logs, nil)), OnOutcome: func(o fdbqueue.Outcome) { outcomes <- o }})
+	}()
+	for i := range 2 {
+		o := <-outcomes
+		require.Equal(t, fdbqueue.Snoozed, o.Result, "run %d", i+1)
+		var sz *fdbqueue.SnoozeError
+		require.ErrorAs(t, o.Err, &sz)
+		require.Equal(t, time.Minute, sz.Delay)
+		require.Equal(t, 1, o.Lease.Attempt, "the snoozed attempt was not counted")
+		st := mustStats(t, db, q)
+		require.Equal(t, fdbqueue.JobStats{Queued: 1, Delayed: 1}, fdbqueue.JobStats{Queued: st.Queued, Delayed: st.Delayed})
+		clock.Advance(time.Minute - time.Second)
+		require.Equal(t, int64(1), mustStats(t, db, q).Delayed, "not due before the minute (Stats counts in 1 s buckets)")
+		clock.Advance(time.Second + time.Microsecond) // the sleeping worker's timer: the vesting time's next µs
+	}
+	o := <-outcomes
+	require.Equal(t, fdbqueue.Acked, o.Result)
+	require.Equal(t, 1, o.Lease.Attempt)
+	stop()
+	require.NoError(t, <-ran)
+	require.Equal(t, int64(3), runs.Load())
+	require.Zero(t, mustStats(t, db, q).Dead)
+	require.NotContains(t, logs.String(), "handler failed")
+	require.Equal(t, "snoozed", fdbqueue.Snoozed.String())
 }

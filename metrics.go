@@ -51,7 +51,7 @@ import (
 // under the same ID to settle it, on the same queue value for an ID the
 // queue made and logged; see WithOpID), canceled (the context ended),
 // error; a pool's (fdbqueue.lease.outcomes): acked, retried,
-// dead_lettered, lease_lost, abandoned, failed (Result's names in
+// dead_lettered, lease_lost, abandoned, failed, snoozed (Result's names in
 // snake_case). Given a caller's Transaction, an operation's outcome is its
 // function's: the caller commits later, and its conflicts and retries
 // are the caller's.
