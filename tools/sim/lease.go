@@ -94,14 +94,23 @@ type LeaseResult struct {
 	// whose job was seen (which may have added it; the others did not).
 	Unknown, RecoveredAtOnce                    int
 	Abandoned, AbandonedAdds, AbandonedAddsSeen int
-	Stats                                       memdb.Stats
+	// Released counts the Releases that gave their lease back (known
+	// outcome), ReleasedLast those among them of a lease on its last
+	// attempt (the job lives on for one more), ReleaseLost those that
+	// found their lease lost, and AbandonedReleases those never recovered
+	// (among Abandoned). ReleasedDead is the jobs dead in the end that had
+	// been released, and DeadAttempts the dead jobs whose record does not
+	// hold MaxAttempts counted attempts (it must be 0).
+	Released, ReleasedLast, ReleaseLost, AbandonedReleases int
+	ReleasedDead, DeadAttempts                             int
+	Stats                                                  memdb.Stats
 }
 
 // OK reports whether the history was linearizable and every job was
 // accounted for exactly once.
 func (r LeaseResult) OK() bool {
 	return r.Check == porcupine.Ok && r.AckedTwice == 0 && r.AckedAndDead == 0 && r.Lost == 0 && r.Duplicated == 0 &&
-		r.Added == r.Acked+r.Dead+r.AckedAbandoned
+		r.DeadAttempts == 0 && r.Added == r.Acked+r.Dead+r.AckedAbandoned
 }
 
 // simClock is the queue's clock: fixed within a round.
@@ -113,8 +122,10 @@ func (c *simClock) Now() time.Time { return time.UnixMicro(c.now.Load()) }
 func (c *simClock) After(time.Duration) <-chan time.Time { return make(chan time.Time) }
 
 // RunLeases runs concurrent clients on a JobQueue under injected faults:
-// they add jobs, lease them, ack, nack and extend the leases they hold,
-// and keep some leases across rounds and drop others (a crashed worker),
+// they add jobs, lease them, ack, nack, extend and release the leases they
+// hold (a Release gives the attempt back: the model counts it so, and a
+// job must die at exactly MaxAttempts counted attempts), and keep some
+// leases across rounds and drop others (a crashed worker),
 // while the clock moves between rounds so that leases expire and delayed
 // jobs fall due. The history is checked against LeaseModel, and at the
 // end every job is drained and accounted for.
@@ -164,7 +175,7 @@ func RunLeases(ctx context.Context, seed int64, cfg LeaseConfig) (LeaseResult, e
 		return res, err
 	}
 	h := &leaseHarness{q: q, db: db, cfg: cfg, d: int64(10 * time.Second / time.Microsecond), acks: map[string]int{},
-		abandonedAcks: map[string]bool{}, adds: map[int64][]string{}}
+		abandonedAcks: map[string]bool{}, adds: map[int64][]string{}, released: map[string]bool{}}
 	if cfg.SnapshotJournalReads {
 		// The journal's records are under the queue's meta subspace, the
 		// subspace's prefix + 0xff, at ("j", ...): see journaled.
@@ -206,8 +217,11 @@ func RunLeases(ctx context.Context, seed int64, cfg LeaseConfig) (LeaseResult, e
 		for _, op := range h.abandoned {
 			h.history = append(h.history, porcupine.Operation{ClientId: op.client, Input: op.in, Call: op.call,
 				Output: LeaseOutput{Unknown: true}, Return: ret})
-			if op.in.Kind == LAck {
+			switch op.in.Kind {
+			case LAck:
 				h.abandonedAcks[op.in.Job] = true
+			case LRelease:
+				res.AbandonedReleases++
 			}
 		}
 		res.Abandoned += len(h.abandoned)
@@ -307,7 +321,14 @@ func RunLeases(ctx context.Context, seed int64, cfg LeaseConfig) (LeaseResult, e
 			return res, fmt.Errorf("sim: job %x still queued after the drain", j.Job)
 		}
 		dead[j.Job] = true
+		if j.Attempts != j.Max {
+			res.DeadAttempts++
+		}
+		if h.released[j.Job] {
+			res.ReleasedDead++
+		}
 	}
+	res.Released, res.ReleasedLast, res.ReleaseLost = h.releases, h.releasesLast, h.releasesLost
 	for _, op := range history {
 		if op.Input.(LeaseInput).Kind != LAdd {
 			continue
@@ -358,6 +379,12 @@ type leaseHarness struct {
 	adds    map[int64][]string
 	unknown int
 	atOnce  int
+	// released is the jobs that a Release gave back (known outcome);
+	// releases, releasesLast and releasesLost count those Releases, those
+	// on their lease's last attempt, and the Releases that found their
+	// lease lost.
+	released                             map[string]bool
+	releases, releasesLast, releasesLost int
 }
 
 // seen notes job, seen with value (an Add's call, see RunLeases).
@@ -379,7 +406,7 @@ type leaseOp struct {
 	client int   // its ClientId in the history
 	call   int64 // when it was called
 	lease  fdbqueue.Lease
-	delay  time.Duration // Add, Nack
+	delay  time.Duration // Add, Nack, Release
 	opts   []fdbqueue.OpOption
 }
 
@@ -391,11 +418,20 @@ func (h *leaseHarness) record(client int, in LeaseInput, call int64, out LeaseOu
 
 // settled records op, whose outcome is known: out.
 func (h *leaseHarness) settled(op *leaseOp, out LeaseOutput) {
-	if op.in.Kind == LAck && !out.Lost {
-		h.mu.Lock()
+	h.mu.Lock()
+	switch {
+	case op.in.Kind == LAck && !out.Lost:
 		h.acks[op.in.Job]++
-		h.mu.Unlock()
+	case op.in.Kind == LRelease && out.Lost:
+		h.releasesLost++
+	case op.in.Kind == LRelease:
+		h.releases++
+		h.released[op.in.Job] = true
+		if op.lease.Attempt >= op.lease.MaxAttempts {
+			h.releasesLast++
+		}
 	}
+	h.mu.Unlock()
 	h.record(op.client, op.in, op.call, out)
 }
 
@@ -425,6 +461,8 @@ func (h *leaseHarness) do(ctx context.Context, t kv.Database, op *leaseOp) (Leas
 		err = h.q.Ack(ctx, t, op.lease, op.opts...)
 	case LNack:
 		out.Dead, err = h.q.Nack(ctx, t, op.lease, fdbqueue.NackOptions{Delay: op.delay}, op.opts...)
+	case LRelease:
+		err = h.q.Release(ctx, t, op.lease, op.delay, op.opts...)
 	case LExtend:
 		var nl fdbqueue.Lease
 		if nl, err = h.q.Extend(ctx, t, op.lease, time.Duration(in.D)*time.Microsecond); err == nil {
@@ -455,7 +493,7 @@ func (h *leaseHarness) client(ctx context.Context, c int, rng *rand.Rand, now in
 	for range cfg.OpsPerClient {
 		op := &leaseOp{in: LeaseInput{Now: now}, client: cid, call: h.seq.Add(1)}
 		in := &op.in
-		x := rng.IntN(10)
+		x := rng.IntN(11)
 		if len(*held) == 0 && x >= 5 {
 			x = rng.IntN(5)
 		}
@@ -468,7 +506,7 @@ func (h *leaseHarness) client(ctx context.Context, c int, rng *rand.Rand, now in
 			op.delay = time.Duration(delay) * time.Microsecond
 		case x < 5: // lease
 			in.Kind, in.N, in.D = LLease, 1+rng.IntN(2), d
-		default: // ack, nack or extend a held lease
+		default: // ack, nack, extend or release a held lease
 			i = rng.IntN(len(*held))
 			op.lease = (*held)[i]
 			in.Job, in.Tag = string(op.lease.JobID[:]), tag(op.lease)
@@ -480,8 +518,16 @@ func (h *leaseHarness) client(ctx context.Context, c int, rng *rand.Rand, now in
 				delay := []int64{-1, d / 2}[rng.IntN(2)]
 				in.Vest = now + max(delay, 0)
 				op.delay = time.Duration(delay) * time.Microsecond
-			default:
+			case 9:
 				in.Kind, in.D = LExtend, d
+			default:
+				// Due again at once (0, or a negative delay, as Nack's) or
+				// after a short delay: leased again within the round, or
+				// after the clock moves.
+				in.Kind = LRelease
+				delay := []int64{0, 0, -1, d / 4}[rng.IntN(4)]
+				in.Vest = now + max(delay, 0)
+				op.delay = time.Duration(delay) * time.Microsecond
 			}
 		}
 		// Interrupted as its commit starts, under a deadline, or neither.

@@ -3,6 +3,7 @@ package sim
 import (
 	"context"
 	"os"
+	"slices"
 	"strconv"
 	"testing"
 
@@ -15,9 +16,12 @@ import (
 // interrupted in flight by a cancelled context, some landing after their
 // call returned: every history is linearizable against LeaseModel, and
 // every job added is acked exactly once or dead exactly once (or gone
-// with only an abandoned Ack that may have removed it). The run must have
-// interrupted commits, recovered some failed calls at once, while their
-// commit could still land, and abandoned some (never recovered).
+// with only an abandoned Ack that may have removed it), and every dead
+// job used exactly MaxAttempts counted attempts (a Release gives its
+// lease's attempt back). The run must have interrupted commits, recovered
+// some failed calls at once, while their commit could still land, and
+// abandoned some (never recovered); and released leases, some on their
+// last attempt (the job then lives on), some of jobs that died in the end.
 //
 // FDBQUEUE_LEASE_SEEDS=n runs n seeds instead of 8 (a longer soak).
 func TestLeaseSimulation(t *testing.T) {
@@ -28,9 +32,10 @@ func TestLeaseSimulation(t *testing.T) {
 	}
 	var total LeaseResult
 	defer func() {
-		t.Logf("%d seeds: %d operations, %d jobs: %d acked once, %d dead once, %d gone by an abandoned Ack, %d lost, %d acked twice; %d calls abandoned (Adds %d, their job seen %d)",
+		t.Logf("%d seeds: %d operations, %d jobs: %d acked once, %d dead once, %d gone by an abandoned Ack, %d lost, %d acked twice; %d calls abandoned (Adds %d, their job seen %d; Releases %d); %d releases (%d on the last attempt, %d lost), %d dead jobs released",
 			seeds, total.Operations, total.Added, total.Acked, total.Dead, total.AckedAbandoned, total.Lost, total.AckedTwice,
-			total.Abandoned, total.AbandonedAdds, total.AbandonedAddsSeen)
+			total.Abandoned, total.AbandonedAdds, total.AbandonedAddsSeen, total.AbandonedReleases,
+			total.Released, total.ReleasedLast, total.ReleaseLost, total.ReleasedDead)
 	}()
 	for seed := int64(1); seed <= seeds; seed++ {
 		r, err := RunLeases(ctx, seed, DefaultLeaseConfig())
@@ -54,10 +59,18 @@ func TestLeaseSimulation(t *testing.T) {
 		total.AbandonedAddsSeen += r.AbandonedAddsSeen
 		total.Stats.Interrupted += r.Stats.Interrupted
 		total.RecoveredAtOnce += r.RecoveredAtOnce
+		total.AbandonedReleases += r.AbandonedReleases
+		total.Released += r.Released
+		total.ReleasedLast += r.ReleasedLast
+		total.ReleaseLost += r.ReleaseLost
+		total.ReleasedDead += r.ReleasedDead
 	}
 	require.Positive(t, total.Stats.Interrupted, "no commit was interrupted in flight")
 	require.Positive(t, total.RecoveredAtOnce, "no failed call was recovered at once")
 	require.Positive(t, total.Abandoned, "no failed call was abandoned")
+	require.Positive(t, total.Released, "no lease was released")
+	require.Positive(t, total.ReleasedLast, "no lease was released on its last attempt")
+	require.Positive(t, total.ReleasedDead, "no released job died")
 }
 
 // Without the journal, commit_unknown_result makes an Add apply twice, an
@@ -119,6 +132,16 @@ func TestLeaseModelRejects(t *testing.T) {
 	got := func(job string, tag uint64, attempt int) LeaseOutput {
 		return LeaseOutput{Leases: []LeasedJob{{Job: job, Tag: tag, Attempt: attempt}}}
 	}
+	release := func(c int, call, ret, now int64, job string, tag uint64, vest int64, lost bool) porcupine.Operation {
+		return porcupine.Operation{ClientId: c, Input: LeaseInput{Kind: LRelease, Now: now, Job: job, Tag: tag, Vest: vest},
+			Call: call, Output: LeaseOutput{Lost: lost}, Return: ret}
+	}
+	observe := func(call, now int64, jobs ...JobRecord) porcupine.Operation {
+		return porcupine.Operation{ClientId: 9, Input: LeaseInput{Kind: LObserve, Now: now}, Call: call, Output: LeaseOutput{Jobs: jobs}, Return: call + 1}
+	}
+	// a's two attempts (max 2) leased, the second's lease given back.
+	lastReleased := []porcupine.Operation{add(0, 1, 2, "a", 0), lease(0, 3, 4, 0, got("a", 7, 1)), lease(1, 5, 6, 20, got("a", 8, 2)),
+		release(1, 7, 8, 20, "a", 8, 20, false)}
 	cases := []struct {
 		name    string
 		history []porcupine.Operation
@@ -138,6 +161,40 @@ func TestLeaseModelRejects(t *testing.T) {
 			lease(1, 5, 6, 20, got("a", 8, 1))}, false},
 		{"leased after its last attempt", []porcupine.Operation{add(0, 1, 2, "a", 0), lease(0, 3, 4, 0, got("a", 7, 1)),
 			lease(1, 5, 6, 20, got("a", 8, 2)), lease(1, 7, 8, 40, got("a", 9, 3))}, false},
+		{"dead at its last attempt", []porcupine.Operation{add(0, 1, 2, "a", 0), lease(0, 3, 4, 0, got("a", 7, 1)),
+			lease(1, 5, 6, 20, got("a", 8, 2)), observe(7, 40, JobRecord{Job: "a", Attempts: 2, Max: 2, Dead: true})}, true},
+		{"dead with another count", []porcupine.Operation{add(0, 1, 2, "a", 0), lease(0, 3, 4, 0, got("a", 7, 1)),
+			lease(1, 5, 6, 20, got("a", 8, 2)), observe(7, 40, JobRecord{Job: "a", Attempts: 1, Max: 2, Dead: true})}, false},
+
+		{"released, leased again with its attempt back", []porcupine.Operation{add(0, 1, 2, "a", 0), lease(0, 3, 4, 0, got("a", 7, 1)),
+			release(0, 5, 6, 0, "a", 7, 0, false), lease(1, 7, 8, 0, got("a", 8, 1))}, true},
+		{"release counted as an attempt", []porcupine.Operation{add(0, 1, 2, "a", 0), lease(0, 3, 4, 0, got("a", 7, 1)),
+			release(0, 5, 6, 0, "a", 7, 0, false), lease(1, 7, 8, 0, got("a", 8, 2))}, false},
+		{"leased before the release's delay", []porcupine.Operation{add(0, 1, 2, "a", 0), lease(0, 3, 4, 0, got("a", 7, 1)),
+			release(0, 5, 6, 0, "a", 7, 15, false), lease(1, 7, 8, 10, got("a", 8, 1))}, false},
+		{"released twice", []porcupine.Operation{add(0, 1, 2, "a", 0), lease(0, 3, 4, 0, got("a", 7, 1)),
+			release(0, 5, 6, 0, "a", 7, 0, false), release(0, 7, 8, 0, "a", 7, 0, false)}, false},
+		{"released, then its lease lost", []porcupine.Operation{add(0, 1, 2, "a", 0), lease(0, 3, 4, 0, got("a", 7, 1)),
+			release(0, 5, 6, 0, "a", 7, 0, false), ack(0, 7, 8, 0, "a", 7, true)}, true},
+		{"released after another lease took it", []porcupine.Operation{add(0, 1, 2, "a", 0), lease(0, 3, 4, 0, got("a", 7, 1)),
+			lease(1, 5, 6, 20, got("a", 8, 2)), release(0, 7, 8, 20, "a", 7, 20, false)}, false},
+		{"release lost after another lease took it", []porcupine.Operation{add(0, 1, 2, "a", 0), lease(0, 3, 4, 0, got("a", 7, 1)),
+			lease(1, 5, 6, 20, got("a", 8, 2)), release(0, 7, 8, 20, "a", 7, 20, true)}, true},
+		{"released on its last attempt, leased once more", append(slices.Clone(lastReleased), lease(0, 9, 10, 20, got("a", 9, 2))), true},
+		{"released on its last attempt, queued", append(slices.Clone(lastReleased),
+			observe(9, 40, JobRecord{Job: "a", Vest: 20, Attempts: 1, Max: 2})), true},
+		{"released on its last attempt, buried", append(slices.Clone(lastReleased),
+			observe(9, 40, JobRecord{Job: "a", Attempts: 2, Max: 2, Dead: true})), false},
+		{"released on its last attempt, nacked dead", append(slices.Clone(lastReleased), lease(0, 9, 10, 20, got("a", 9, 2)),
+			porcupine.Operation{ClientId: 0, Input: LeaseInput{Kind: LNack, Now: 20, Job: "a", Tag: 9}, Call: 11, Output: LeaseOutput{Dead: true}, Return: 12}), true},
+		{"released on its last attempt, leased twice more", append(slices.Clone(lastReleased), lease(0, 9, 10, 20, got("a", 9, 2)),
+			lease(0, 11, 12, 40, got("a", 10, 3))), false},
+		{"release of an expired last lease lost: buried", []porcupine.Operation{add(0, 1, 2, "a", 0), lease(0, 3, 4, 0, got("a", 7, 1)),
+			lease(1, 5, 6, 20, got("a", 8, 2)), release(1, 7, 8, 40, "a", 8, 40, true),
+			observe(9, 40, JobRecord{Job: "a", Attempts: 2, Max: 2, Dead: true})}, true},
+		{"release of an expired last lease", []porcupine.Operation{add(0, 1, 2, "a", 0), lease(0, 3, 4, 0, got("a", 7, 1)),
+			lease(1, 5, 6, 20, got("a", 8, 2)), release(1, 7, 8, 40, "a", 8, 40, false),
+			observe(9, 40, JobRecord{Job: "a", Vest: 40, Attempts: 1, Max: 2})}, true},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -221,6 +278,22 @@ func TestLeaseModelUnknown(t *testing.T) {
 		{"extend: extended it", []porcupine.Operation{addA, leaseA, onLease(LExtend, 0, 7, 8, "a", 7, unknown), observe(9, leased("a", 7, 1, 20))}, true},
 		{"extend: did nothing", []porcupine.Operation{addA, leaseA, onLease(LExtend, 0, 7, 8, "a", 7, unknown), observe(9, leased("a", 7, 1, 10))}, true},
 		{"extend: another deadline", []porcupine.Operation{addA, leaseA, onLease(LExtend, 0, 7, 8, "a", 7, unknown), observe(9, leased("a", 7, 1, 15))}, false},
+
+		{"release: gave it back", []porcupine.Operation{addA, leaseA, onLease(LRelease, 0, 7, 8, "a", 7, unknown),
+			observe(9, JobRecord{Job: "a", Vest: 5, Max: 2})}, true},
+		{"release: did nothing", []porcupine.Operation{addA, leaseA, onLease(LRelease, 0, 7, 8, "a", 7, unknown), observe(9, leased("a", 7, 1, 10))}, true},
+		{"release: kept the attempt", []porcupine.Operation{addA, leaseA, onLease(LRelease, 0, 7, 8, "a", 7, unknown),
+			observe(9, JobRecord{Job: "a", Vest: 5, Attempts: 1, Max: 2})}, false},
+		{"release: another vesting time", []porcupine.Operation{addA, leaseA, onLease(LRelease, 0, 7, 8, "a", 7, unknown),
+			observe(9, JobRecord{Job: "a", Vest: 6, Max: 2})}, false},
+		{"release: leased again meanwhile, its attempt back", []porcupine.Operation{addA, leaseA,
+			op(0, 7, 10, LeaseInput{Kind: LRelease, Job: "a", Tag: 7}, unknown), lease(1, 8, 9, 1, got("a", 8, 1))}, true},
+		{"release: leased again meanwhile, attempt counted", []porcupine.Operation{addA, leaseA,
+			op(0, 7, 10, LeaseInput{Kind: LRelease, Job: "a", Tag: 7}, unknown), lease(1, 8, 9, 1, got("a", 8, 2))}, false},
+		{"release: did nothing, released again", []porcupine.Operation{addA, leaseA, onLease(LRelease, 0, 7, 8, "a", 7, unknown),
+			onLease(LRelease, 1, 9, 10, "a", 7, LeaseOutput{}), observe(11, JobRecord{Job: "a", Vest: 5, Max: 2})}, true},
+		{"release: gave it back twice", []porcupine.Operation{addA, leaseA, onLease(LRelease, 0, 7, 8, "a", 7, unknown),
+			onLease(LRelease, 1, 9, 10, "a", 7, LeaseOutput{}), observe(11, JobRecord{Job: "a", Vest: 5, Attempts: -1, Max: 2})}, false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -19,9 +19,10 @@ const (
 	LNack
 	LExtend
 	LObserve
+	LRelease
 )
 
-var leaseKindNames = [...]string{"Add", "Lease", "Ack", "Nack", "Extend", "Observe"}
+var leaseKindNames = [...]string{"Add", "Lease", "Ack", "Nack", "Extend", "Observe", "Release"}
 
 // String returns the kind's name.
 func (k LeaseKind) String() string {
@@ -43,8 +44,8 @@ type LeaseInput struct {
 	// Lease: how many and for how long (µs); Extend: for how long.
 	N int
 	D int64
-	// Ack, Nack, Extend: the job and the lease's tag (its ID's first 8
-	// bytes). Nack: the new vesting time (Vest).
+	// Ack, Nack, Extend, Release: the job and the lease's tag (its ID's
+	// first 8 bytes). Nack, Release: the new vesting time (Vest).
 	Job string
 	Tag uint64
 }
@@ -77,7 +78,7 @@ type LeaseOutput struct {
 	Job    string      // Add: the new job's ID
 	Leases []LeasedJob // Lease
 	Empty  bool        // Lease: ErrEmpty
-	Lost   bool        // Ack, Nack, Extend: ErrLeaseLost
+	Lost   bool        // Ack, Nack, Extend, Release: ErrLeaseLost
 	Dead   bool        // Nack: the job was dead-lettered
 	Jobs   []JobRecord // Observe, sorted by Job
 	// Unknown: the call failed and was never recovered (its client
@@ -122,6 +123,15 @@ func (r JobRecord) exhausted() bool { return r.Attempts >= r.Max }
 // version); a job whose last lease expired may be dead-lettered by any
 // later Lease, which the model learns at the next Observe (or from an Ack
 // that finds the lease lost).
+//
+// Attempts: a job's count is the attempts it used, the leases it had less
+// those it was released from (Release gives the lease's attempt back), and
+// a Lease's Attempt is that count plus one. A job is leased only while its
+// count is below its MaxAttempts, and dead-lettered (by Nack, or buried by
+// a Lease once its last lease expired) only when the count has reached it;
+// Observe checks the count of every job, dead ones included. So a job
+// released on its last attempt is leased once more, and a job is never
+// dead-lettered with an attempt left nor leased past its last.
 //
 // An operation of unknown outcome (LeaseOutput.Unknown) may have done
 // nothing or anything its known outcomes do (leaseUnknownStep), so the
@@ -184,8 +194,8 @@ func (s leaseState) hash() uint64 {
 // one with its value was seen, see LeaseOutput.Unknown); a Lease leased
 // any 1 to N of the jobs it could lease, under tags nobody knows (it may
 // also have buried exhausted jobs, which the next Observe finds, as for
-// any Lease); an Ack, Nack or Extend did what it does when its lease is
-// held, or found it lost.
+// any Lease); an Ack, Nack, Extend or Release did what it does when its
+// lease is held, or found it lost.
 func leaseUnknownStep(s leaseState, in LeaseInput, out LeaseOutput, k int) []any {
 	next := []any{s}
 	var outs []LeaseOutput
@@ -217,7 +227,7 @@ func leaseUnknownStep(s leaseState, in LeaseInput, out LeaseOutput, k int) []any
 			}
 		}
 		pick(0, s, 0)
-	case LAck, LExtend:
+	case LAck, LExtend, LRelease:
 		outs = []LeaseOutput{{}, {Lost: true}}
 	case LNack:
 		outs = []LeaseOutput{{}, {Dead: true}, {Lost: true}}
@@ -275,7 +285,7 @@ func leaseStep(s leaseState, in LeaseInput, out LeaseOutput, k int) (bool, any) 
 			n[i].Vest = in.Now + in.D
 		}
 		return true, n
-	case LAck, LNack, LExtend:
+	case LAck, LNack, LExtend, LRelease:
 		i := s.find(in.Job)
 		held := i >= 0 && !s[i].Dead && !s[i].AnyTag && s[i].Tag == in.Tag
 		if !held {
@@ -306,6 +316,16 @@ func leaseStep(s leaseState, in LeaseInput, out LeaseOutput, k int) (bool, any) 
 				n[i].Vest = in.Vest
 			}
 			return true, n
+		case LRelease:
+			// Due at its delay, the lease's attempt given back (a held
+			// lease's job has used at least that one).
+			if n[i].Attempts < 1 {
+				return false, s
+			}
+			n[i].Tag = 0
+			n[i].Attempts--
+			n[i].Vest = in.Vest
+			return true, n
 		default: // LExtend
 			n[i].Vest = in.Now + in.D
 			return true, n
@@ -322,7 +342,7 @@ func leaseStep(s leaseState, in LeaseInput, out LeaseOutput, k int) (bool, any) 
 			}
 			if got.Dead && !want.Dead && want.exhausted() && want.due(in.Now) {
 				n[i].Dead, n[i].Tag, n[i].AnyTag = true, 0, false // buried by a Lease
-				continue
+				want = n[i]
 			}
 			if want.AnyTag {
 				// Leased by a Lease of unknown outcome: any tag.
@@ -335,7 +355,16 @@ func leaseStep(s leaseState, in LeaseInput, out LeaseOutput, k int) (bool, any) 
 			if got.Dead != want.Dead {
 				return false, s
 			}
-			if !want.Dead && got != want {
+			if want.Dead {
+				// Dead at its last counted attempt: its record keeps the
+				// count (its vesting time is its death's, which the model
+				// does not know).
+				if got.Attempts != want.Attempts || got.Max != want.Max || got.Prio != want.Prio {
+					return false, s
+				}
+				continue
+			}
+			if got != want {
 				return false, s
 			}
 		}
