@@ -64,6 +64,10 @@ type leaseTotals struct {
 	Unknown, RecoveredAtOnce           int   // failed calls; those recovered at once
 	Abandoned, AbandonedAdds           int   // failed calls never recovered; the Adds among them
 	AbandonedAddsSeen                  int   // abandoned Adds whose job was seen
+	AbandonedReleases                  int   // abandoned Releases
+	Released, ReleasedLast             int   // Releases that gave the lease back; on its last attempt
+	ReleaseLost, ReleasedDead          int   // Releases that found the lease lost; dead jobs once released
+	DeadAttempts                       int   // dead jobs without MaxAttempts counted attempts (must be 0)
 	FirstFailing                       int64 // 0: none
 }
 
@@ -100,6 +104,12 @@ func (t *leaseTotals) add(seed int64, r sim.LeaseResult) {
 	t.Abandoned += r.Abandoned
 	t.AbandonedAdds += r.AbandonedAdds
 	t.AbandonedAddsSeen += r.AbandonedAddsSeen
+	t.AbandonedReleases += r.AbandonedReleases
+	t.Released += r.Released
+	t.ReleasedLast += r.ReleasedLast
+	t.ReleaseLost += r.ReleaseLost
+	t.ReleasedDead += r.ReleasedDead
+	t.DeadAttempts += r.DeadAttempts
 	if !r.OK() && (t.FirstFailing == 0 || seed < t.FirstFailing) {
 		t.FirstFailing = seed
 	}
@@ -109,7 +119,8 @@ func (t *leaseTotals) add(seed int64, r sim.LeaseResult) {
 // JobQueue under injected faults, its history checked against the lease
 // model with porcupine, then drained and every job accounted for). It
 // prints the totals and returns 1 if any seed failed: a history not
-// linearizable, a job lost, acked twice, or acked and dead, or an error
+// linearizable, a job lost, acked twice, or acked and dead, a dead job
+// whose record does not hold MaxAttempts counted attempts, or an error
 // (an inconclusive check, timed out, is counted and fails the run too: a
 // soak that cannot decide proves nothing).
 func runLeases(ctx context.Context, w io.Writer, cfg sim.LeaseConfig, first int64, seeds int, duration time.Duration, workers int, verbose bool) int {
@@ -154,15 +165,18 @@ func runLeases(ctx context.Context, w io.Writer, cfg sim.LeaseConfig, first int6
 	fmt.Fprintf(w, "  commits interrupted by cancellation: %d\n", total.Interrupted)
 	fmt.Fprintf(w, "failed calls:               %d\n", total.Unknown)
 	fmt.Fprintf(w, "  recovered at once by OpID:  %d\n", total.RecoveredAtOnce)
-	fmt.Fprintf(w, "  never recovered:            %d (Adds %d, their job seen %d)\n", total.Abandoned, total.AbandonedAdds, total.AbandonedAddsSeen)
+	fmt.Fprintf(w, "  never recovered:            %d (Adds %d, their job seen %d; Releases %d)\n", total.Abandoned, total.AbandonedAdds, total.AbandonedAddsSeen, total.AbandonedReleases)
+	fmt.Fprintf(w, "releases:                   %d (on the last attempt %d; lease lost %d)\n", total.Released, total.ReleasedLast, total.ReleaseLost)
 	fmt.Fprintf(w, "jobs added:                 %d\n", total.Added)
 	fmt.Fprintf(w, "jobs acked once:            %d\n", total.Acked)
 	fmt.Fprintf(w, "jobs dead once:             %d\n", total.Dead)
 	fmt.Fprintf(w, "jobs gone by an abandoned Ack: %d\n", total.AckedAbandoned)
+	fmt.Fprintf(w, "dead jobs once released:    %d\n", total.ReleasedDead)
 	fmt.Fprintf(w, "lost:                       %d\n", total.Lost)
 	fmt.Fprintf(w, "acked twice:                %d\n", total.AckedTwice)
 	fmt.Fprintf(w, "acked and dead:             %d\n", total.AckedAndDead)
 	fmt.Fprintf(w, "added twice by one Add:     %d\n", total.Duplicated)
+	fmt.Fprintf(w, "dead without max attempts:  %d\n", total.DeadAttempts)
 	fmt.Fprintf(w, "inconclusive checks (timed out): %d\n", total.Inconclusive)
 	fmt.Fprintf(w, "linearizability violations: %d\n", total.Violations)
 	for _, err := range errs {

@@ -27,9 +27,10 @@ func counter(t *testing.T, out, name string) int {
 
 // A short fixed-seed lease soak (the mode CI can afford): every history
 // checked and linearizable, every job acked once or dead once, nothing
-// lost or acked twice, and the faults were really injected: commits were
-// interrupted, and failed calls recovered at once (the few never
-// recovered are counted, not required: 4 seeds may have none).
+// lost or acked twice, every dead job at its max attempts, and the faults
+// were really injected: commits were interrupted, and failed calls
+// recovered at once (the few never recovered are counted, not required: 4
+// seeds may have none); and leases were released.
 func TestLeaseSoakPasses(t *testing.T) {
 	var out bytes.Buffer
 	code := runLeases(context.Background(), &out, sim.DefaultLeaseConfig(), 1, 4, time.Hour, 2, true)
@@ -42,7 +43,8 @@ func TestLeaseSoakPasses(t *testing.T) {
 	assert.Positive(t, added)
 	assert.Equal(t, added, counter(t, s, "jobs acked once")+counter(t, s, "jobs dead once")+counter(t, s, "jobs gone by an abandoned Ack"))
 	assert.Positive(t, counter(t, s, "jobs dead once"), "max attempts 3 under faults: some jobs die")
-	for _, zero := range []string{"lost", "acked twice", "acked and dead", "added twice by one Add", "linearizability violations", "inconclusive checks (timed out)"} {
+	assert.Positive(t, counter(t, s, "releases"))
+	for _, zero := range []string{"lost", "acked twice", "acked and dead", "added twice by one Add", "dead without max attempts", "linearizability violations", "inconclusive checks (timed out)"} {
 		assert.Zero(t, counter(t, s, zero), zero)
 	}
 	assert.Positive(t, counter(t, s, "  commit_unknown_result (applied)"))
