@@ -75,26 +75,7 @@ func (q *JobQueue) leaseKey(l Lease) []byte {
 // Lease), then four clears and three counter adds, and the journal record;
 // under commit_unknown_result the retry finds the record and succeeds.
 func (q *JobQueue) Ack(ctx context.Context, t kv.Transactor, l Lease, opts ...OpOption) error {
-	if err := checkTransactor(t); err != nil {
-		return err
-	}
-	t = q.journal.track.observe("ack", t)
-	o := q.journal.begin(t, opts)
-	var gate gateRead
-	err := t.Transact(ctx, func(tr kv.Transaction) error {
-		o.gate = q.journal.gate.issueInto(&gate, tr, false, o.owned) // config.go
-		rec, err := o.check(tr)
-		if err != nil {
-			return err
-		}
-		at := tr.Get(q.leaseKey(l))
-		if _, done, err := o.applied(rec); err != nil || done {
-			return err
-		}
-		m, key, err := q.lookup(tr, l, at)
-		if err != nil {
-			return err
-		}
+	_, err := q.heldOp(ctx, t, "ack", l, opts, func(tr kv.Transaction, m jobMeta, key []byte) ([]byte, error) {
 		tr.Clear(key)
 		tr.Clear(q.key("x", m.id[:]))
 		tr.Clear(q.key("v", m.id[:]))
@@ -104,11 +85,55 @@ func (q *JobQueue) Ack(ctx context.Context, t kv.Transactor, l Lease, opts ...Op
 		q.unbucket(tr, m)
 		tr.Add(q.leased, minusOne)
 		tr.Add(q.total, minusOne)
-		o.record(tr)
-		return nil
+		return nil, nil
+	})
+	return err
+}
+
+// heldOp runs apply on the job that l leased, as Ack, Nack and Release
+// do: it checks the journal, finds the job (ErrLeaseLost if it no longer
+// carries l's lease), calls apply with its metadata and key, and records
+// what apply returns (nil: an empty record). It returns that record, or,
+// under commit_unknown_result, the committed attempt's, found in the
+// journal without calling apply again.
+func (q *JobQueue) heldOp(ctx context.Context, t kv.Transactor, name string, l Lease, opts []OpOption,
+	apply func(tr kv.Transaction, m jobMeta, key []byte) ([]byte, error)) ([]byte, error) {
+	if err := checkTransactor(t); err != nil {
+		return nil, err
+	}
+	t = q.journal.track.observe(name, t)
+	o := q.journal.begin(t, opts)
+	var gate gateRead
+	out, err := kv.Transact(ctx, t, func(tr kv.Transaction) ([]byte, error) {
+		o.gate = q.journal.gate.issueInto(&gate, tr, false, o.owned) // config.go
+		rec, err := o.check(tr)
+		if err != nil {
+			return nil, err
+		}
+		at := tr.Get(q.leaseKey(l))
+		if prev, done, err := o.applied(rec); err != nil || done {
+			if len(prev) > 0 {
+				return prev[0], err
+			}
+			return nil, err
+		}
+		m, key, err := q.lookup(tr, l, at)
+		if err != nil {
+			return nil, err
+		}
+		r, err := apply(tr, m, key)
+		if err != nil {
+			return nil, err
+		}
+		if r == nil {
+			o.record(tr)
+		} else {
+			o.record(tr, r)
+		}
+		return r, nil
 	})
 	o.end(err)
-	return err
+	return out, err
 }
 
 // NackOptions says what to do with a job that failed.
@@ -128,31 +153,11 @@ type NackOptions struct {
 // does. Conflicts, cost and exactly-once behaviour are Ack's, with two
 // writes instead of the clears, and a bump of the signal key.
 func (q *JobQueue) Nack(ctx context.Context, t kv.Transactor, l Lease, no NackOptions, opts ...OpOption) (dead bool, err error) {
-	if err := checkTransactor(t); err != nil {
-		return false, err
-	}
-	t = q.journal.track.observe("nack", t)
-	o := q.journal.begin(t, opts)
-	var gate gateRead
-	dead, err = kv.Transact(ctx, t, func(tr kv.Transaction) (bool, error) {
-		o.gate = q.journal.gate.issueInto(&gate, tr, false, o.owned) // config.go
-		rec, err := o.check(tr)
-		if err != nil {
-			return false, err
-		}
-		at := tr.Get(q.leaseKey(l))
-		if prev, done, err := o.applied(rec); err != nil || done {
-			return len(prev) > 0 && bytes.Equal(prev[0], []byte{1}), err
-		}
-		m, key, err := q.lookup(tr, l, at)
-		if err != nil {
-			return false, err
-		}
+	rec, err := q.heldOp(ctx, t, "nack", l, opts, func(tr kv.Transaction, m jobMeta, key []byte) ([]byte, error) {
 		now := q.cfg.Clock.Now()
 		if m.attempts >= m.maxAttempts {
 			q.bury(tr, m, key, now, no.Reason)
-			o.record(tr, []byte{1})
-			return true, nil
+			return []byte{1}, nil
 		}
 		delay := no.Delay
 		if delay == 0 {
@@ -167,11 +172,9 @@ func (q *JobQueue) Nack(ctx context.Context, t kv.Transactor, l Lease, no NackOp
 		q.put(tr, m)
 		q.bucket(tr, "p", m.vest, 1)
 		tr.Add(q.signal, one)
-		o.record(tr, []byte{0})
-		return false, nil
+		return []byte{0}, nil
 	})
-	o.end(err)
-	return dead, err
+	return bytes.Equal(rec, []byte{1}), err
 }
 
 // Backoff returns the default delay after a job's attempt-th failed
@@ -268,26 +271,7 @@ func (q *JobQueue) Extend(ctx context.Context, t kv.Transactor, l Lease, d time.
 // the retry finds the record and returns nil, so the attempt is given back
 // once; given your own Transaction, pass WithOpID as for Ack.
 func (q *JobQueue) Release(ctx context.Context, t kv.Transactor, l Lease, delay time.Duration, opts ...OpOption) error {
-	if err := checkTransactor(t); err != nil {
-		return err
-	}
-	t = q.journal.track.observe("release", t)
-	o := q.journal.begin(t, opts)
-	var gate gateRead
-	err := t.Transact(ctx, func(tr kv.Transaction) error {
-		o.gate = q.journal.gate.issueInto(&gate, tr, false, o.owned) // config.go
-		rec, err := o.check(tr)
-		if err != nil {
-			return err
-		}
-		at := tr.Get(q.leaseKey(l))
-		if _, done, err := o.applied(rec); err != nil || done {
-			return err
-		}
-		m, key, err := q.lookup(tr, l, at)
-		if err != nil {
-			return err
-		}
+	_, err := q.heldOp(ctx, t, "release", l, opts, func(tr kv.Transaction, m jobMeta, key []byte) ([]byte, error) {
 		now := q.cfg.Clock.Now()
 		tr.Clear(key)
 		q.unbucket(tr, m)
@@ -300,9 +284,7 @@ func (q *JobQueue) Release(ctx context.Context, t kv.Transactor, l Lease, delay 
 		q.put(tr, m)
 		q.bucket(tr, "p", m.vest, 1)
 		tr.Add(q.signal, one)
-		o.record(tr)
-		return nil
+		return nil, nil
 	})
-	o.end(err)
 	return err
 }
