@@ -93,8 +93,11 @@ const (
 // to the microsecond, as bucketOf uses it), so that no two handles count
 // a job in different buckets. For example "vesting, buckets of 1s".
 func jobsLayout(res time.Duration) string {
-	return "vesting, buckets of " + time.Duration(res.Microseconds()*1000).String()
+	return jobsLayoutPrefix + time.Duration(res.Microseconds()*1000).String()
 }
+
+// jobsLayoutPrefix starts every job queue's stored layout (jobsLayout).
+const jobsLayoutPrefix = "vesting, buckets of "
 
 // storedConfig is the record.
 type storedConfig struct {
@@ -145,9 +148,56 @@ type ConfigMismatchError struct {
 	Handle string // the handle's value
 }
 
-// Error names the field and both values.
+// Error names the field, both values and, where one does, the
+// constructor or option that makes a handle agree with the stored value.
 func (e *ConfigMismatchError) Error() string {
-	return fmt.Sprintf("fdbqueue: stored configuration disagrees with the handle's options: %s is %q in the database, %q in the handle", e.Field, e.Stored, e.Handle)
+	msg := fmt.Sprintf("fdbqueue: stored configuration disagrees with the handle's options: %s is %q in the database, %q in the handle", e.Field, e.Stored, e.Handle)
+	if h := e.Hint(); h != "" {
+		msg += " (" + h + ")"
+	}
+	return msg
+}
+
+// Hint names, in the API's terms, what makes a handle agree with the
+// stored value ("open it with NewJobQueue", "pass WithVersionstampOrder"),
+// or returns "" where nothing does (a newer format, a corrupt record).
+func (e *ConfigMismatchError) Hint() string {
+	switch e.Field {
+	case "kind":
+		switch e.Stored {
+		case kindQueue:
+			return "open it with NewQueue"
+		case kindPriority:
+			return "open it with NewPriorityQueue"
+		case kindJobs:
+			return "open it with NewJobQueue"
+		}
+	case "layout":
+		if w, ok := strings.CutPrefix(e.Stored, jobsLayoutPrefix); ok {
+			return "set JobQueueConfig.StatsResolution to " + w
+		}
+		switch {
+		case e.Stored == "versionstamp":
+			return "pass WithVersionstampOrder"
+		case strings.HasPrefix(e.Stored, "index"):
+			return "leave out WithVersionstampOrder"
+		}
+	case "encoding":
+		switch e.Stored {
+		case "tuple":
+			return "pass WithValueEncoding(TupleValues)"
+		case "raw":
+			return "leave out WithValueEncoding(TupleValues)"
+		}
+	case "staging":
+		switch e.Stored {
+		case stagingPlace:
+			return "pass WithStaging with Serving ServeByPlace"
+		case stagingBatches:
+			return "pass WithStaging with Serving ServeInBatches"
+		}
+	}
+	return ""
 }
 
 // Is reports whether target is ErrConfigMismatch.

@@ -447,3 +447,52 @@ func TestConfigChangeDuringFirstOperationConflicts(t *testing.T) {
 	require.ErrorIs(t, tr.Commit(), kv.ErrNotCommitted, "the first enqueue ran under the old record")
 	requireMismatch(t, fresh.Enqueue(ctx, db, []byte("c")), "encoding")
 }
+
+// A mismatch's error names what makes a handle agree with the stored
+// record, and a handle made as the hint says does.
+func TestConfigMismatchHints(t *testing.T) {
+	ctx := context.Background()
+	db := newDB(t)
+	hintOf := func(err error) string {
+		t.Helper()
+		var me *fdbqueue.ConfigMismatchError
+		require.ErrorAs(t, err, &me)
+		require.Contains(t, err.Error(), "("+me.Hint()+")")
+		return me.Hint()
+	}
+	enqueue := func(name string, opts ...fdbqueue.Option) error {
+		q, err := fdbqueue.NewQueue(mustSubspace(t, "hints", name), opts...)
+		require.NoError(t, err)
+		return q.Enqueue(ctx, db, []byte("x"))
+	}
+	for _, c := range []struct {
+		name        string
+		stored, bad []fdbqueue.Option
+		hint        string
+	}{
+		{"versionstamp", []fdbqueue.Option{fdbqueue.WithVersionstampOrder()}, nil, "pass WithVersionstampOrder"},
+		{"index", nil, []fdbqueue.Option{fdbqueue.WithVersionstampOrder()}, "leave out WithVersionstampOrder"},
+		{"tuple", []fdbqueue.Option{fdbqueue.WithValueEncoding(fdbqueue.TupleValues)}, nil, "pass WithValueEncoding(TupleValues)"},
+		{"raw", nil, []fdbqueue.Option{fdbqueue.WithValueEncoding(fdbqueue.TupleValues)}, "leave out WithValueEncoding(TupleValues)"},
+	} {
+		require.NoError(t, enqueue(c.name, c.stored...))
+		require.Equal(t, c.hint, hintOf(enqueue(c.name, c.bad...)), c.name)
+		require.NoError(t, enqueue(c.name, c.stored...), "%s: as the hint says", c.name)
+	}
+
+	pq := mustPQ(t, "hints-kind")
+	require.NoError(t, pq.Push(ctx, db, []byte("x"), 1))
+	q, err := fdbqueue.NewQueue(mustSubspace(t, "test", "hints-kind"))
+	require.NoError(t, err)
+	require.Equal(t, "open it with NewPriorityQueue", hintOf(q.Enqueue(ctx, db, []byte("x"))))
+
+	sub := mustSubspace(t, "hints", "jobs")
+	jq, err := fdbqueue.NewJobQueue(sub, fdbqueue.JobQueueConfig{StatsResolution: time.Minute})
+	require.NoError(t, err)
+	mustAdd(t, db, jq, fdbqueue.Job{Value: []byte("x")})
+	other, err := fdbqueue.NewJobQueue(sub, fdbqueue.JobQueueConfig{})
+	require.NoError(t, err)
+	_, err = other.Stats(ctx, db)
+	require.Equal(t, "set JobQueueConfig.StatsResolution to 1m0s", hintOf(err))
+	require.Equal(t, "", (&fdbqueue.ConfigMismatchError{Field: "format", Stored: "2", Handle: "1"}).Hint())
+}

@@ -101,6 +101,8 @@ func TestCommandsCheckTheStoredConfiguration(t *testing.T) {
 				assert.True(t, strings.HasPrefix(r.stderr, "fdbqueue "+cmd[0]+": "), r.stderr)
 				assert.Contains(t, r.stderr, c.field+` is "`+c.stored+`" in the database`)
 				assert.Contains(t, r.stderr, c.hint)
+				assert.NotContains(t, r.stderr, "With", "the hint is in flags, not in the library's options")
+				assert.NotContains(t, r.stderr, "New", "the hint is in flags, not in the library's constructors")
 			})
 		}
 	}

@@ -274,7 +274,16 @@ type flagMismatch struct {
 	hint string
 }
 
-func (e *flagMismatch) Error() string { return e.err.Error() + " (" + e.hint + ")" }
+// Error is the layer's message with the hint in flags instead of the
+// layer's own, which names Go options.
+func (e *flagMismatch) Error() string {
+	msg := e.err.Error()
+	var me *fdbqueue.ConfigMismatchError
+	if errors.As(e.err, &me) && me.Hint() != "" {
+		msg = strings.Replace(msg, " ("+me.Hint()+")", "", 1)
+	}
+	return msg + " (" + e.hint + ")"
+}
 
 // Unwrap returns the layer's error (errors.Is fdbqueue.ErrConfigMismatch,
 // errors.As *fdbqueue.ConfigMismatchError).
