@@ -211,7 +211,9 @@ func (e *PanicError) Error() string { return fmt.Sprintf("handler panic: %v", e.
 // committed (or, if it did not, leases one now), and releases it. Run
 // returns nil after a shutdown, or an error for bad options. Errors while
 // leasing (a database outage) do not stop it:
-// they are logged and the worker tries again a second later. A lease error
+// they are logged and the worker tries again a second later; a lease that
+// may have committed (kv.MaybeCommitted: a transaction timeout, say) is
+// first settled under its ID, and the job it took is processed. A lease error
 // no retry can cure (ErrConfigMismatch: the handle disagrees with the
 // queue's stored configuration; ErrForeignKey: a key in the jobs' range is
 // not a job) stops the pool as a shutdown does, and Run returns it.
@@ -350,6 +352,20 @@ func (p *pool) worker(ctx, base context.Context, n int) {
 				p.fatalOnce.Do(func() { p.log.Error("fdbqueue: job pool stopping: lease failed for good", "err", err) })
 				p.stop(fmt.Errorf("%w: %w", errPoolFailed, err))
 				return
+			}
+			if kv.MaybeCommitted(err) {
+				// The lease may have committed (a transaction timeout, say):
+				// Lease again under its ID returns the job it took, or
+				// leases one now, rather than leave a job hidden under a
+				// lease nobody holds until it expires.
+				ls, err = p.q.Lease(ctx, p.db, 1, p.o.LeaseDuration, WithOpID(id))
+				if err == nil && len(ls) > 0 {
+					p.process(base, n, ls[0])
+					continue
+				}
+				if err == nil || errors.Is(err, ErrEmpty) || ctx.Err() != nil {
+					continue
+				}
 			}
 			p.log.Error("fdbqueue: lease failed", "worker", n, "err", err)
 			select { // not a poll: a failing database, retried slowly

@@ -200,3 +200,43 @@ func TestJobPoolSnooze(t *testing.T) {
 	require.NotContains(t, logs.String(), "handler failed")
 	require.Equal(t, "snoozed", fdbqueue.Snoozed.String())
 }
+
+// A lease whose commit may have committed while the pool runs
+// (commit_unknown_result_fatal here, a transaction timeout on FDB) is
+// settled at once by its ID: the worker processes the job it took, or one
+// it leases now, instead of leaving the job hidden under a lease nobody
+// holds until it expires (an attempt used up besides).
+func TestJobPoolSettlesAMaybeCommittedLease(t *testing.T) {
+	for _, applied := range []bool{true, false} {
+		t.Run(fmt.Sprintf("applied=%v", applied), func(t *testing.T) {
+			ctx := context.Background()
+			db := newDB(t)
+			clock := newFakeClock()
+			var logs syncBuffer
+			q := mustJobQueue(t, "pool-settle", fdbqueue.JobQueueConfig{Clock: clock, MaxAttempts: 1})
+			mustAdd(t, db, q, fdbqueue.Job{Value: []byte("once")})
+			db.FailNextCommit(kv.ErrCommitUnknownResultFatal, applied) // the pool's first lease
+			outcomes := make(chan fdbqueue.Outcome, 2)
+			runCtx, stop := context.WithCancel(ctx)
+			ran := make(chan error, 1)
+			go func() {
+				ran <- q.Run(runCtx, db, func(context.Context, *fdbqueue.Task) error { return nil },
+					fdbqueue.PoolOptions{Workers: 1, LeaseDuration: 30 * time.Second,
+						Logger: slog.New(slog.NewTextHandler(&logs, nil)), OnOutcome: func(o fdbqueue.Outcome) { outcomes <- o }})
+			}()
+			var o fdbqueue.Outcome
+			select {
+			case o = <-outcomes:
+			case <-time.After(10 * time.Second): // a guard: the fake clock never moves, so without the settle the job stays hidden
+				t.Fatal("the job was not processed: the worker is waiting to retry its lease, the job hidden under it")
+			}
+			stop()
+			require.NoError(t, <-ran)
+			require.Equal(t, fdbqueue.Acked, o.Result)
+			require.Equal(t, "once", string(o.Lease.Value))
+			require.Equal(t, 1, o.Lease.Attempt, "one attempt, counted once")
+			require.Equal(t, fdbqueue.JobStats{}, mustStats(t, db, q), "acked: nothing left leased or dead")
+			require.NotContains(t, logs.String(), "lease failed")
+		})
+	}
+}
