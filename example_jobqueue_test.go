@@ -144,6 +144,46 @@ func ExampleJobQueue_Run() {
 	// pool stopped: <nil>
 }
 
+// A handler that cannot run its job yet snoozes it: the job comes back
+// after the delay without using an attempt, so a job of one attempt is
+// not dead-lettered for waiting.
+func ExampleSnooze() {
+	ctx, stop := context.WithCancel(context.Background())
+	db := memdb.New()
+	defer db.Close()
+
+	sub, _ := fdbqueue.NewSubspace(tuple.Tuple{"exports"})
+	q, _ := fdbqueue.NewJobQueue(sub, fdbqueue.JobQueueConfig{MaxAttempts: 1})
+	_, _ = q.Add(ctx, db, fdbqueue.Job{Value: []byte("report-7")})
+
+	snoozes := 0
+	handler := func(ctx context.Context, task *fdbqueue.Task) error {
+		if snoozes < 2 { // say, its input is not ready
+			snoozes++
+			return fdbqueue.Snooze(5 * time.Millisecond)
+		}
+		fmt.Printf("exported %s on attempt %d of %d\n", task.Value(), task.Lease().Attempt, task.Lease().MaxAttempts)
+		return nil
+	}
+	err := q.Run(ctx, db, handler, fdbqueue.PoolOptions{
+		Workers: 1,
+		Logger:  slog.New(slog.NewTextHandler(io.Discard, nil)),
+		OnOutcome: func(o fdbqueue.Outcome) {
+			fmt.Println(o.Result)
+			if o.Result == fdbqueue.Acked {
+				stop()
+			}
+		},
+	})
+	fmt.Println("pool stopped:", err)
+	// Output:
+	// snoozed
+	// snoozed
+	// exported report-7 on attempt 1 of 1
+	// acked
+	// pool stopped: <nil>
+}
+
 // LeaseWait blocks until a job is due: it sleeps on a watch (woken by
 // Add, Nack and Requeue) and on a timer for the earliest vesting time,
 // without polling.
