@@ -498,7 +498,7 @@ var noRecords = &recordRead{done: true}
 // GetSlice must not be called from two goroutines at once (applied calls
 // it once; staging's eager calls it from its one goroutine).
 type recordRead struct {
-	tr     kv.ReadTransaction
+	tr     kv.Transaction
 	o      *op
 	first  kv.FutureValue
 	marker kv.FutureValue // the marker's read (markerKey), for a chosen ID
@@ -582,6 +582,22 @@ func (o *op) applied(rr kv.RangeResult) (results [][]byte, ok bool, err error) {
 	o.j.track.obs.replayed(o.kind, o.id)
 	if r, ok := rr.(*recordRead); ok && r.marked {
 		o.wide = true // the marker goes with the records (end)
+	}
+	if r, ok := rr.(*recordRead); ok && !o.fresh && r.tr != nil {
+		// Under an ID its caller chose, this call may be settling a
+		// staged call whose cleanup put the item back and erased this
+		// record, in a commit cut short by the cleanup's timeout that can
+		// still land (abandon, staging_withdraw.go; FoundationDB fences an
+		// interrupted commit only before it reports
+		// commit_unknown_result, commitDummyTransaction in
+		// fdbclient/NativeAPI.actor.cpp). The cleanup read the record's
+		// key: a write conflict there makes it fail if it lands after
+		// this replay's commit, rather than return an item this call
+		// returns too. (The staged waiter, whose reads are wrapped, adds
+		// it itself: replayed.)
+		if err := r.tr.AddWriteConflictKey(o.recordKeyOrSlot()); err != nil {
+			return nil, false, err
+		}
 	}
 	if len(kvs) > 1 {
 		// Several records, or one in chunks: when an earlier call under

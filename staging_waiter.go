@@ -321,7 +321,7 @@ func (w *waiter[T]) step(tr kv.Transaction) (out outcome[T], err error) {
 	if w.reqKey == nil && w.resKey != nil {
 		// The registration's commit had an unknown outcome.
 		if prev, done, err := w.o.applied(rec); err != nil || done {
-			return w.replayed(prev, err)
+			return w.replayed(tr, prev, err)
 		}
 		return w.resolve(tr)
 	}
@@ -347,7 +347,7 @@ func (w *waiter[T]) step(tr kv.Transaction) (out outcome[T], err error) {
 			head = w.reads.hold(tr.Snapshot().GetRange(s.items, kv.RangeOptions{Limit: helpers + 1, Reverse: s.reverse, Mode: kv.StreamingModeExact}))
 		}
 		if prev, done, err := w.o.applied(rec); err != nil || done {
-			return w.replayed(prev, err)
+			return w.replayed(tr, prev, err)
 		}
 		firsts, err := first.GetSlice()
 		if err != nil {
@@ -386,7 +386,7 @@ func (w *waiter[T]) step(tr kv.Transaction) (out outcome[T], err error) {
 		readLine()
 	}
 	if prev, done, err := w.o.applied(rec); err != nil || done {
-		return w.replayed(prev, err)
+		return w.replayed(tr, prev, err)
 	}
 	reqV, err := reqF.Get()
 	if err != nil {
@@ -436,7 +436,21 @@ func (w *waiter[T]) step(tr kv.Transaction) (out outcome[T], err error) {
 	}
 }
 
-func (w *waiter[T]) replayed(prev [][]byte, err error) (out outcome[T], _ error) {
+// replayed returns the item an earlier attempt of the operation took, found
+// in its journal record prev.
+//
+// A call under an ID its caller chose may be settling an earlier call
+// whose cleanup (abandon) found that record, put the item back and erased
+// the record, and whose commit was cut short by the cleanup's timeout: it
+// goes on and can land after this call returned the item (FoundationDB
+// fences an interrupted commit only before it reports
+// commit_unknown_result: commitDummyTransaction,
+// fdbclient/NativeAPI.actor.cpp), and the item would be in the queue
+// again. The cleanup read the record key, so this call commits a write
+// conflict there: the cleanup then fails if it lands later; if it landed
+// before this call's read version, the record is gone and this call takes
+// anew; in between, the record's normal read makes this call conflict.
+func (w *waiter[T]) replayed(tr kv.Transaction, prev [][]byte, err error) (out outcome[T], _ error) {
 	if err != nil {
 		return out, err
 	}
@@ -444,7 +458,12 @@ func (w *waiter[T]) replayed(prev [][]byte, err error) (out outcome[T], _ error)
 	if out.val, err = w.s.replay(prev[0]); err != nil {
 		return out, err
 	}
-	out.done, out.noCommit = true, true
+	out.done, out.noCommit = true, !w.userID
+	if w.userID {
+		if err := tr.AddWriteConflictKey(w.o.recordKeyOrSlot()); err != nil {
+			return out, err
+		}
+	}
 	return out, nil
 }
 
