@@ -51,7 +51,11 @@ type StagingConfig struct {
 	ClaimTimeout time.Duration
 	// CleanupTimeout bounds the transaction that withdraws a request after
 	// the caller's context ended (default DefaultStagingCleanupTimeout). If
-	// it fails, the claim timeout still returns everything to the queue.
+	// it fails, the call's error satisfies kv.MaybeCommitted: the claim
+	// timeout returns a request left in the line, with any item due or
+	// handed to it, to the queue; an item the call's take did take is in
+	// its journal record, and a call under the logged ID (WithOpID)
+	// settles it.
 	CleanupTimeout time.Duration
 	// Serving chooses how waiting requests get their items (default
 	// ServeAuto).

@@ -221,7 +221,7 @@ func (w *waiter[T]) abandon(ctx context.Context, cause error) error {
 		return nil
 	})
 	if err != nil {
-		e := fmt.Errorf("%w (withdrawing the staged request failed, the claim timeout will return its item: %w; last error: %v)", final, err, cause)
+		e := fmt.Errorf("%w (withdrawing the staged request failed, the claim timeout will return its item, or settle the operation under its ID if its take applied: %w; last error: %v)", final, err, cause)
 		if w.taken != nil || w.resKey != nil {
 			// The item may sit in the journal (recoverable with WithOpID),
 			// or the request may still be in the line, with an item due or
