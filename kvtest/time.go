@@ -31,6 +31,7 @@ func timeTests() []conformanceTest {
 		{"ReadAfterWindowTooOld", testReadAfterWindowTooOld},
 		{"SnapshotReadAfterWindowTooOld", testSnapshotReadAfterWindowTooOld},
 		{"CommitAfterWindowTooOld", testCommitAfterWindowTooOld},
+		{"CommitWithoutReadConflictsAfterWindowApplies", testCommitWithoutReadConflictsAfterWindow},
 		{"ReadVersionObtainedAtFirstRead", testReadVersionObtainedAtFirstRead},
 		{"TooOldIsRetriedByTransact", testTooOldIsRetriedByTransact},
 	}
@@ -79,6 +80,21 @@ func testCommitAfterWindowTooOld(t *testing.T, f *fixture) {
 	require.Equal(t, []byte("v:a"), mustGet(t, tr, f.key("a")), "after OnError the transaction must read at a fresh read version")
 	tr.Set(f.key("b"), []byte("x"))
 	commit(t, tr, "the retried transaction must commit")
+}
+
+// testCommitWithoutReadConflictsAfterWindow: the resolver fails a commit
+// as too old only if it has read conflict ranges to check
+// (ConflictBatch::addTransaction, fdbserver/SkipList.cpp: read_snapshot <
+// newOldestVersion && read_conflict_ranges.size()); a transaction whose
+// reads were snapshot reads commits its writes past the window.
+func testCommitWithoutReadConflictsAfterWindow(t *testing.T, f *fixture) {
+	f.seed(t, "a")
+	tr := f.newTx(t)
+	require.Equal(t, []byte("v:a"), mustGet(t, tr.Snapshot(), f.key("a")))
+	tr.Set(f.key("b"), []byte("x"))
+	f.h.AdvanceTime(pastWindow)
+	commit(t, tr, "a commit without read conflict ranges 8 s after its read version")
+	require.Equal(t, []byte("x"), f.get(t, f.key("b")), "its write applied")
 }
 
 func testReadVersionObtainedAtFirstRead(t *testing.T, f *fixture) {

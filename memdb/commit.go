@@ -94,7 +94,12 @@ func (db *DB) commitStep(req *commitReq, forced *forcedFailure, fault faultKind)
 	rv := latest
 	if req.hasRV {
 		rv = req.rv
-		if db.tooOldLocked(rv, req.grvTime, now) {
+		// Too old only with read conflict ranges to check: FDB's resolver
+		// fails a commit as too old when `read_snapshot < newOldestVersion
+		// && read_conflict_ranges.size()` (ConflictBatch::addTransaction,
+		// fdbserver/SkipList.cpp); a blind write, or one whose reads were
+		// all snapshot reads, commits however old its read version.
+		if len(req.reads) > 0 && db.tooOldLocked(rv, req.grvTime, now) {
 			db.stats.tooOld.Add(1)
 			return commitResult{err: kv.ErrTransactionTooOld}
 		}
