@@ -58,8 +58,8 @@ type Lease struct {
 // Conflicts: the candidates are read with a snapshot read, and a read
 // conflict is added on the keys of the jobs taken only, so a Lease
 // conflicts only with another Lease, Ack, Nack, Extend or Release of the
-// same job
-// (with K = 1, concurrent consumers all want the first job and conflict).
+// same job (with K = 1, concurrent consumers all want the first job and
+// conflict).
 // Cost: two round trips (the candidates and the journal together, then the
 // values of the jobs taken), one more for each read past moved candidates
 // (twice as many each time), and one commit of, per job, a clear, two
@@ -198,8 +198,7 @@ func (q *JobQueue) LeaseWait(ctx context.Context, db kv.Database, n int, d time.
 
 // leaseWait is LeaseWait. When lastID is not nil, it holds the ID of the
 // last lease attempt made, so that a caller can settle one that failed
-// with an error for which kv.MaybeCommitted is true (JobQueue.Run at
-// shutdown).
+// with an error for which kv.MaybeCommitted is true (JobQueue.Run).
 func (q *JobQueue) leaseWait(ctx context.Context, db kv.Database, n int, d time.Duration, lastID *OpID) ([]Lease, error) {
 	for {
 		id := newOpIDAt(q.cfg.Clock.Now()) // one per attempt: an attempt that leased nothing wrote no record
