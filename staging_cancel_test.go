@@ -363,16 +363,9 @@ func TestStagedStalledWaiterFailsWithClaimExpired(t *testing.T) {
 	opts := append(m.opts(fdbqueue.StagingConfig{ClaimTimeout: timeout}), fdbqueue.WithClock(clock.Now))
 	qW := stgQueue(t, sub, opts...) // W's client
 	q := stgQueue(t, sub, opts...)  // everybody else's
-	stalled, release := make(chan struct{}), make(chan struct{})
-	var once sync.Once
-	fdbqueue.SetStagingHook(qW, func(p string) {
-		if p == "armed" {
-			once.Do(func() {
-				close(stalled)
-				<-release // W stalls for longer than the claim timeout
-			})
-		}
-	})
+	// W stalls for longer than the claim timeout.
+	hook, stalled, release := stallOnceAt("armed")
+	fdbqueue.SetStagingHook(qW, hook)
 	werr := make(chan error, 1)
 	go func() {
 		_, err := qW.DequeueWait(ctx, db)
@@ -390,7 +383,7 @@ func TestStagedStalledWaiterFailsWithClaimExpired(t *testing.T) {
 	require.ElementsMatch(t, []string{"a", "b"}, []string{first, string(v)})
 	require.NoError(t, q.Enqueue(ctx, db, []byte("c")))
 
-	close(release)
+	release()
 	err = <-werr
 	require.ErrorIs(t, err, fdbqueue.ErrClaimExpired)
 	require.False(t, kv.MaybeCommitted(err), "the call took nothing")

@@ -2,7 +2,6 @@ package fdbqueue_test
 
 import (
 	"context"
-	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -31,16 +30,8 @@ func TestStagedMaybeCommittedCleanupThenSettle(t *testing.T) {
 		require.Equal(t, "warm-up", string(v))
 		require.NoError(t, q.Enqueue(ctx, db, []byte("x")))
 
-		failed, resume := make(chan struct{}), make(chan struct{})
-		var once sync.Once
-		fdbqueue.SetStagingHook(q, func(p string) {
-			if p == "failed" {
-				once.Do(func() {
-					close(failed)
-					<-resume
-				})
-			}
-		})
+		hook, failed, resume := stallOnceAt("failed")
+		fdbqueue.SetStagingHook(q, hook)
 		held, release := db.HoldNextCommitLate()
 		cctx, cancel := context.WithCancel(ctx)
 		defer cancel()
@@ -55,7 +46,7 @@ func TestStagedMaybeCommittedCleanupThenSettle(t *testing.T) {
 		release() // it lands: x is in the journal record
 		// The cleanup's commit.
 		db.FailNextCommit(kv.ErrCommitUnknownResultFatal, true)
-		close(resume)
+		resume()
 		err = <-done
 		require.True(t, kv.MaybeCommitted(err), "the cleanup's outcome is unknown: %v", err)
 		id := logs.take(t)
@@ -123,16 +114,8 @@ func cleanupLandingAfterSettle(t *testing.T, inTx bool) {
 		require.Equal(t, "warm-up", string(v))
 		require.NoError(t, q.Enqueue(ctx, db, []byte("x")))
 
-		failed, resume := make(chan struct{}), make(chan struct{})
-		var once sync.Once
-		fdbqueue.SetStagingHook(q, func(p string) {
-			if p == "failed" {
-				once.Do(func() {
-					close(failed)
-					<-resume
-				})
-			}
-		})
+		hook, failed, resume := stallOnceAt("failed")
+		fdbqueue.SetStagingHook(q, hook)
 		kdb := &killDB{Database: db, kill: make(chan struct{})}
 		held, release := db.HoldNextCommitLate()
 		cctx, cancel := context.WithCancel(ctx)
@@ -147,7 +130,7 @@ func cleanupLandingAfterSettle(t *testing.T, inTx bool) {
 		<-failed
 		release() // it lands: x is in the journal record
 		held, releaseCleanup := db.HoldNextCommitLate()
-		close(resume)
+		resume()
 		<-held          // the cleanup's commit (x back, record erased) is in flight
 		close(kdb.kill) // and cut short
 		err = <-done

@@ -332,3 +332,20 @@ func stallAtArm() (hook func(string), stalled <-chan struct{}, resume func()) {
 	}
 	return hook, s, func() { resumed.Do(func() { close(r) }) }
 }
+
+// stallOnceAt returns a staging hook that stalls its caller the first time
+// it reaches point until resume is called (which may be called more than
+// once); reached is closed then.
+func stallOnceAt(point string) (hook func(string), reached <-chan struct{}, resume func()) {
+	var first, resumed sync.Once
+	s, r := make(chan struct{}), make(chan struct{})
+	hook = func(p string) {
+		if p == point {
+			first.Do(func() {
+				close(s)
+				<-r
+			})
+		}
+	}
+	return hook, s, func() { resumed.Do(func() { close(r) }) }
+}

@@ -98,16 +98,8 @@ func TestStagedTimedOutTakeLandingLate(t *testing.T) {
 			}
 			require.NoError(t, q.EnqueueBatch(ctx, db, items))
 
-			failed, resume := make(chan struct{}), make(chan struct{})
-			var once sync.Once
-			fdbqueue.SetStagingHook(q, func(p string) {
-				if p == "failed" {
-					once.Do(func() {
-						close(failed)
-						<-resume
-					})
-				}
-			})
+			hook, failed, resume := stallOnceAt("failed")
+			fdbqueue.SetStagingHook(q, hook)
 			type result struct {
 				v   string
 				err error
@@ -146,7 +138,7 @@ func TestStagedTimedOutTakeLandingLate(t *testing.T) {
 				<-registered
 			}
 
-			close(resume)
+			resume()
 			r1 := <-first
 			if tc.first == "" {
 				require.ErrorIs(t, r1.err, fdbqueue.ErrEmpty)
@@ -221,16 +213,8 @@ func TestStagedSettleWhileTheTakeIsInFlight(t *testing.T) {
 	require.True(t, kv.MaybeCommitted(err), "the cleanup failed: %v", err)
 	id := logs.take(t)
 
-	registered, resumeOther := make(chan struct{}), make(chan struct{})
-	var once sync.Once
-	fdbqueue.SetStagingHook(other, func(p string) {
-		if p == "registered" {
-			once.Do(func() {
-				close(registered)
-				<-resumeOther
-			})
-		}
-	})
+	hook, registered, resumeOther := stallOnceAt("registered")
+	fdbqueue.SetStagingHook(other, hook)
 	type result struct {
 		v   string
 		err error
@@ -247,7 +231,7 @@ func TestStagedSettleWhileTheTakeIsInFlight(t *testing.T) {
 	require.NoError(t, err, "settled: the first take had not landed")
 	require.Equal(t, "b", string(v))
 	release() // the first take lands now
-	close(resumeOther)
+	resumeOther()
 	r := <-second
 	require.NoError(t, r.err)
 	require.Equal(t, "a", r.v, "a, due to the other request, is still there")

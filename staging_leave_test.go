@@ -49,16 +49,8 @@ func TestStagedPlaceWithdrawConflictsWithArrival(t *testing.T) {
 	q := stgQueue(t, sub, m.opts(cfg)...)
 
 	fdbqueue.SetStagingBusy(qB, true) // no first look: B files a request at once
-	stalled, resume := make(chan struct{}), make(chan struct{})
-	var once sync.Once
-	fdbqueue.SetStagingHook(qB, func(p string) {
-		if p == "commit withdraw" {
-			once.Do(func() {
-				close(stalled)
-				<-resume
-			})
-		}
-	})
+	hook, stalled, resume := stallOnceAt("commit withdraw")
+	fdbqueue.SetStagingHook(qB, hook)
 	type res struct {
 		v   []byte
 		err error
@@ -72,7 +64,7 @@ func TestStagedPlaceWithdrawConflictsWithArrival(t *testing.T) {
 	require.NoError(t, q.Enqueue(ctx, db, []byte("x")))
 	require.NoError(t, q.Enqueue(ctx, db, []byte("y")))
 	require.Equal(t, "y", takeOutside(ctx, t, db, q), "x is due to B's request")
-	close(resume)
+	resume()
 	r := <-done
 	require.NoError(t, r.err, "the withdrawal conflicted; the retry takes x")
 	require.Equal(t, "x", string(r.v))
