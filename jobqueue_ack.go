@@ -207,7 +207,8 @@ func (q *JobQueue) Backoff(attempt int) time.Duration {
 // two writes and two counter adds, and a bump of the signal key when the
 // deadline moves earlier (the job is due sooner). It needs no journal:
 // retried after commit_unknown_result, it finds the job still under its
-// lease and extends it again from the new now.
+// lease and extends it again from the new now. With a MeterProvider it is
+// counted in fdbqueue.lease.extensions by outcome (WithMeterProvider).
 func (q *JobQueue) Extend(ctx context.Context, t kv.Transactor, l Lease, d time.Duration) (Lease, error) {
 	if err := checkTransactor(t); err != nil {
 		return l, err
@@ -220,7 +221,7 @@ func (q *JobQueue) Extend(ctx context.Context, t kv.Transactor, l Lease, d time.
 	}
 	_, own := t.(kv.Database)
 	var gate gateRead
-	return kv.Transact(ctx, t, func(tr kv.Transaction) (Lease, error) {
+	out, err := kv.Transact(ctx, t, func(tr kv.Transaction) (Lease, error) {
 		g := q.journal.gate.issueInto(&gate, tr, false, own) // config.go
 		at := tr.Get(q.leaseKey(l))
 		if err := g.settle(); err != nil { // before any write
@@ -244,6 +245,8 @@ func (q *JobQueue) Extend(ctx context.Context, t kv.Transactor, l Lease, d time.
 		out.key = m.queueKey(q)
 		return out, nil
 	})
+	q.journal.track.obs.leaseExtended(err)
+	return out, err
 }
 
 // Release gives the leased job back without counting the attempt: the job

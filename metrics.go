@@ -39,6 +39,7 @@ import (
 //	fdbqueue.staged.steps          counter {step}       fdbqueue.phase, fdbqueue.outcome (commit, conflict, failure)
 //	fdbqueue.lease.outcomes        counter {job}        fdbqueue.outcome (a JobQueue pool's Result)
 //	fdbqueue.lease.expired         counter {lease}      expired leases taken over by Lease
+//	fdbqueue.lease.extensions      counter {extension}  fdbqueue.outcome (JobQueue.Extend, and a pool's heartbeat)
 //	fdbqueue.dead_letters          counter {job}        jobs moved to the dead-letter list
 //	fdbqueue.depth                 gauge   {item}       items, or a JobQueue's jobs (RegisterGauges)
 //	fdbqueue.oldest_item.age       gauge   s            RegisterGauges: versionstamp-ordered Queue, JobQueue
@@ -52,9 +53,12 @@ import (
 // queue made and logged; see WithOpID), canceled (the context ended),
 // error; a pool's (fdbqueue.lease.outcomes): acked, retried,
 // dead_lettered, lease_lost, abandoned, failed, snoozed (Result's names in
-// snake_case). Given a caller's Transaction, an operation's outcome is its
-// function's: the caller commits later, and its conflicts and retries
-// are the caller's.
+// snake_case); an extension's (fdbqueue.lease.extensions): extended,
+// lease_lost (ErrLeaseLost: another consumer has the job, or it was
+// settled), maybe_committed, canceled, error (an Extend that fails its
+// argument checks, ErrInvalidArgument, is not counted). Given a caller's
+// Transaction, an operation's outcome is its function's: the caller
+// commits later, and its conflicts and retries are the caller's.
 //
 // The states of fdbqueue.jobs partition the jobs, so that they add up to
 // depth + dead: due (not leased, and due), delayed, leased (live leases),
@@ -111,6 +115,7 @@ type observer struct {
 
 	ops, conflicts, retries, unknown, replays  metric.Int64Counter
 	staged, leaseOutcomes, expiredLeases, dead metric.Int64Counter
+	extensions                                 metric.Int64Counter
 }
 
 func newObserver(queuePrefix []byte, c obsConfig) *observer {
@@ -148,6 +153,7 @@ func newObserver(queuePrefix []byte, c obsConfig) *observer {
 	o.leaseOutcomes = counter("fdbqueue.lease.outcomes", "{job}", "Jobs settled by a JobQueue pool, by outcome.")
 	o.expiredLeases = counter("fdbqueue.lease.expired", "{lease}", "Expired leases taken over by Lease.")
 	o.dead = counter("fdbqueue.dead_letters", "{job}", "Jobs moved to the dead-letter list.")
+	o.extensions = counter("fdbqueue.lease.extensions", "{extension}", "Lease extensions (JobQueue.Extend, a pool's heartbeat), by outcome.")
 	return o
 }
 
@@ -270,6 +276,23 @@ func (s *stageSide[T]) side() string {
 // leaseSettled counts a pool's outcome (hook: pool.settle).
 func (o *observer) leaseSettled(r Result) {
 	o.add(o.leaseOutcomes, 1, attrOutcome.String(r.metricValue()))
+}
+
+// leaseExtended counts an Extend by its outcome (hook: JobQueue.Extend,
+// which a pool's heartbeat calls).
+func (o *observer) leaseExtended(err error) {
+	if !o.metered {
+		return // don't build the attribute
+	}
+	out := "extended"
+	switch {
+	case err == nil:
+	case errors.Is(err, ErrLeaseLost):
+		out = "lease_lost"
+	default:
+		out = outcomeOf(err)
+	}
+	o.add(o.extensions, 1, attrOutcome.String(out))
 }
 
 // metricValue is the result's fdbqueue.outcome value: its name in
