@@ -218,6 +218,10 @@ func (e *PanicError) Error() string { return fmt.Sprintf("handler panic: %v", e.
 // queue's stored configuration; ErrForeignKey: a key in the jobs' range is
 // not a job) stops the pool as a shutdown does, and Run returns it.
 //
+// With the queue's MeterProvider, each job's handler run time is recorded
+// in fdbqueue.handler.duration and each heartbeat's extension counted in
+// fdbqueue.lease.extensions, both by outcome (WithMeterProvider).
+//
 // Delivery is at least once: a job whose handler finished but whose ack
 // did not commit (a crash, a lost lease) is processed again. For effects
 // in the same database, make them exactly once by writing them in the
@@ -418,7 +422,8 @@ func (p *pool) process(base context.Context, n int, l Lease) {
 		defer close(stopped)
 		p.heartbeat(base, task, stop, cancel, log)
 	}()
-	err := p.call(base, hctx, task, log)
+	end, returned := p.call(base, hctx, task, log)
+	err := end.err
 	// The heartbeat stops before the job is settled, so that it cannot
 	// extend a released lease or report one as lost.
 	close(stop)
@@ -456,7 +461,11 @@ func (p *pool) process(base context.Context, n int, l Lease) {
 		out.Result, out.Err = Failed, serr
 		log.Error("fdbqueue: could not settle the job; its lease will expire", "err", serr)
 	}
-	p.q.journal.track.obs.leaseSettled(out.Result)
+	obs := p.q.journal.track.obs
+	obs.leaseSettled(out.Result)
+	if returned {
+		obs.handlerReturned(out.Result, end.took)
+	}
 	if p.o.OnOutcome != nil {
 		p.o.OnOutcome(out)
 	}
@@ -486,38 +495,62 @@ func (p *pool) release(l Lease, log *slog.Logger) error {
 // abandoned it.
 var errAbandoned = errors.New("handler abandoned at shutdown")
 
+// handlerEnd is how a handler's run ended: its error, and how long it ran
+// (measured only with a MeterProvider).
+type handlerEnd struct {
+	err  error
+	took time.Duration
+}
+
 // call runs the handler, turning a panic into a *PanicError. The handler
 // runs on a goroutine of its own, so that one that calls runtime.Goexit
 // (t.FailNow in a test's handler) fails its job instead of ending the
 // worker, and leaving the job's heartbeat extending its lease. call stops
-// waiting for it when base ends (the pool abandoned it at shutdown).
-func (p *pool) call(base, ctx context.Context, task *Task, log *slog.Logger) error {
-	res := make(chan error, 1)
+// waiting for it when base ends (the pool abandoned it at shutdown):
+// returned is then false. end.took is the time from the call to the
+// handler's end (return, panic or Goexit) on the queue's clock, when the
+// queue has a MeterProvider (else 0: the clock is not read).
+func (p *pool) call(base, ctx context.Context, task *Task, log *slog.Logger) (end handlerEnd, returned bool) {
+	res := make(chan handlerEnd, 1)
+	timed := p.q.journal.track.obs.metered
 	go func() {
+		var start time.Time
+		if timed {
+			start = p.q.cfg.Clock.Now()
+		}
 		returned := false
 		defer func() {
 			if r := recover(); r != nil {
 				pe := &PanicError{Value: r, Stack: debug.Stack()}
-				res <- pe
+				res <- handlerEnd{err: pe, took: p.since(timed, start)}
 				log.Error("fdbqueue: handler panicked", "panic", r, "stack", string(pe.Stack))
 			} else if !returned {
-				res <- errHandlerGoexit
+				res <- handlerEnd{err: errHandlerGoexit, took: p.since(timed, start)}
 				log.Error("fdbqueue: handler called runtime.Goexit")
 			}
 		}()
 		err := p.h(ctx, task)
+		took := p.since(timed, start)
 		returned = true
 		if err != nil && !errors.As(err, new(*SnoozeError)) {
 			log.Info("fdbqueue: handler failed", "err", err)
 		}
-		res <- err
+		res <- handlerEnd{err: err, took: took}
 	}()
 	select {
-	case err := <-res:
-		return err
+	case end := <-res:
+		return end, true
 	case <-base.Done():
-		return errAbandoned
+		return handlerEnd{err: errAbandoned}, false
 	}
+}
+
+// since is the time on the queue's clock since start, if timed.
+func (p *pool) since(timed bool, start time.Time) time.Duration {
+	if !timed {
+		return 0
+	}
+	return p.q.cfg.Clock.Now().Sub(start)
 }
 
 // heartbeat extends the task's lease every ExtendEvery until stop closes;

@@ -52,6 +52,12 @@ func (m *defsMeter) Float64ObservableGauge(name string, opts ...metric.Float64Ob
 	return m.Meter.Float64ObservableGauge(name, opts...)
 }
 
+func (m *defsMeter) Float64Histogram(name string, opts ...metric.Float64HistogramOption) (metric.Float64Histogram, error) {
+	c := metric.NewFloat64HistogramConfig(opts...)
+	m.note(name, "Float64Histogram", c.Unit(), c.Description())
+	return m.Meter.Float64Histogram(name, opts...)
+}
+
 type defsProvider struct {
 	noop.MeterProvider
 	m *defsMeter
@@ -114,7 +120,7 @@ func TestObserveInstrumentsHaveUnits(t *testing.T) {
 	}
 	want := []string{"fdbqueue.operations", "fdbqueue.conflicts", "fdbqueue.retries", "fdbqueue.commit_unknown_result",
 		"fdbqueue.journal.replays", "fdbqueue.staged.steps", "fdbqueue.lease.outcomes", "fdbqueue.lease.expired",
-		"fdbqueue.dead_letters", "fdbqueue.lease.extensions",
+		"fdbqueue.dead_letters", "fdbqueue.lease.extensions", "fdbqueue.handler.duration",
 		"fdbqueue.depth", "fdbqueue.oldest_item.age", "fdbqueue.jobs"}
 	require.Len(t, m.defs, len(want), "instruments: %v", m.defs)
 	unit := regexp.MustCompile(`unit="(s|\{[a-z_]+\})"`)

@@ -23,7 +23,9 @@ import (
 )
 
 // collected is one collection, flattened: metric name and attributes
-// (without fdbqueue.queue) to value.
+// (without fdbqueue.queue) to value. A histogram's data point gives two
+// entries, its count under the name with ":count" and its sum under the
+// name with ":sum".
 type collected map[string]float64
 
 func collect(t *testing.T, r *sdkmetric.ManualReader, queue string) collected {
@@ -60,6 +62,11 @@ func collect(t *testing.T, r *sdkmetric.ManualReader, queue string) collected {
 			case metricdata.Gauge[float64]:
 				for _, p := range d.DataPoints {
 					add(m.Name, p.Attributes, p.Value)
+				}
+			case metricdata.Histogram[float64]:
+				for _, p := range d.DataPoints {
+					add(m.Name+":count", p.Attributes, float64(p.Count))
+					add(m.Name+":sum", p.Attributes, p.Sum)
 				}
 			default:
 				t.Fatalf("%s: unexpected data %T", m.Name, m.Data)

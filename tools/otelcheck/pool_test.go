@@ -3,6 +3,7 @@ package otelcheck
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"testing"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 	"github.com/fdbqueue/fdbqueue"
 	"github.com/fdbqueue/fdbqueue/kv"
 	"github.com/fdbqueue/fdbqueue/memdb"
+	"github.com/fdbqueue/fdbqueue/queuetest"
 )
 
 // find returns the collected metric named name.
@@ -40,6 +42,125 @@ func only(got collected, prefix string) collected {
 		}
 	}
 	return out
+}
+
+// A pool's handlers, each running a known time on the queue's fake clock
+// (the handler advances it) and ending in a known way, are recorded in
+// fdbqueue.handler.duration: one data point per outcome, in seconds, with
+// the pool's outcome vocabulary (fdbqueue.lease.outcomes') as attribute,
+// in a bucket of the advised boundaries that holds the duration.
+func TestHandlerDuration(t *testing.T) {
+	ctx := context.Background()
+	db := memdb.New()
+	defer db.Close()
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	defer mp.Shutdown(ctx)
+	clock := queuetest.NewClock(time.Unix(1_700_000_000, 0))
+	// RetryBase: a nacked job is not due again while the test runs.
+	jq, err := fdbqueue.NewJobQueue(fdbqueue.SubspaceFromBytes([]byte("hd")),
+		fdbqueue.JobQueueConfig{Clock: clock, RetryBase: time.Hour, RetryMax: time.Hour, MaxAttempts: 3},
+		fdbqueue.WithMeterProvider(mp), fdbqueue.WithQueueName("hd"))
+	require.NoError(t, err)
+
+	// Job value: how long its handler runs (it advances the clock by that,
+	// less than ExtendEvery: no heartbeat fires), what becomes of the job
+	// and the outcome's attribute value.
+	runs := map[string]struct {
+		took    time.Duration
+		result  fdbqueue.Result
+		outcome string
+	}{
+		"ack":    {1500 * time.Millisecond, fdbqueue.Acked, "acked"},
+		"fail":   {250 * time.Millisecond, fdbqueue.Retried, "retried"},
+		"panic":  {40 * time.Millisecond, fdbqueue.DeadLettered, "dead_lettered"}, // its only attempt
+		"snooze": {3 * time.Millisecond, fdbqueue.Snoozed, "snoozed"},
+		"slow":   {7 * time.Minute, fdbqueue.Acked, "acked"},
+	}
+	for v := range runs {
+		j := fdbqueue.Job{Value: []byte(v)}
+		if v == "panic" {
+			j.MaxAttempts = 1
+		}
+		_, err := jq.Add(ctx, db, j)
+		require.NoError(t, err)
+	}
+	pctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	outcomes := map[string]fdbqueue.Result{}
+	err = jq.Run(pctx, db, func(_ context.Context, task *fdbqueue.Task) error {
+		v := string(task.Value())
+		clock.Advance(runs[v].took)
+		switch v {
+		case "fail":
+			return errors.New("boom")
+		case "panic":
+			panic("boom")
+		case "snooze":
+			return fdbqueue.Snooze(time.Hour)
+		}
+		return nil
+	}, fdbqueue.PoolOptions{Workers: 1, LeaseDuration: 8 * time.Minute, ExtendEvery: 7*time.Minute + time.Second,
+		Logger: slog.New(slog.DiscardHandler),
+		OnOutcome: func(o fdbqueue.Outcome) {
+			outcomes[string(o.Lease.Value)] = o.Result
+			if len(outcomes) == len(runs) {
+				cancel()
+			}
+		}})
+	require.NoError(t, err)
+	for v, r := range runs {
+		require.Equal(t, r.result, outcomes[v], v)
+	}
+
+	m := find(t, reader, "fdbqueue.handler.duration")
+	require.Equal(t, "s", m.Unit)
+	require.NotEmpty(t, m.Description)
+	h, ok := m.Data.(metricdata.Histogram[float64])
+	require.True(t, ok, "%T", m.Data)
+	require.Equal(t, metricdata.CumulativeTemporality, h.Temporality)
+	want := map[string][]float64{} // outcome: durations in seconds
+	for _, r := range runs {
+		want[r.outcome] = append(want[r.outcome], r.took.Seconds())
+	}
+	require.Len(t, h.DataPoints, len(want), "one data point per outcome")
+	for _, p := range h.DataPoints {
+		q, _ := p.Attributes.Value("fdbqueue.queue")
+		require.Equal(t, "hd", q.AsString())
+		require.Equal(t, 2, p.Attributes.Len(), "fdbqueue.queue and fdbqueue.outcome: %v", p.Attributes.ToSlice())
+		out, ok := p.Attributes.Value("fdbqueue.outcome")
+		require.True(t, ok)
+		took := want[out.AsString()]
+		require.NotNil(t, took, "outcome %q", out.AsString())
+		require.Equal(t, uint64(len(took)), p.Count, out.AsString())
+		var sum float64
+		for _, s := range took {
+			sum += s
+		}
+		require.InDelta(t, sum, p.Sum, 1e-9, out.AsString())
+		// The advised boundaries, milliseconds to minutes.
+		require.Equal(t, []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600}, p.Bounds)
+		require.Len(t, p.BucketCounts, len(p.Bounds)+1)
+		// Each duration is counted in the bucket (Bounds[i-1], Bounds[i]]
+		// that holds it, and no other bucket counts anything.
+		counts := make([]uint64, len(p.BucketCounts))
+		for _, s := range took {
+			i := 0
+			for i < len(p.Bounds) && s > p.Bounds[i] {
+				i++
+			}
+			counts[i]++
+		}
+		require.Equal(t, counts, p.BucketCounts, out.AsString())
+	}
+
+	got := collect(t, reader, "hd")
+	require.Equal(t, collected{
+		"fdbqueue.lease.outcomes fdbqueue.outcome=acked":         2,
+		"fdbqueue.lease.outcomes fdbqueue.outcome=retried":       1,
+		"fdbqueue.lease.outcomes fdbqueue.outcome=dead_lettered": 1,
+		"fdbqueue.lease.outcomes fdbqueue.outcome=snoozed":       1,
+	}, only(got, "fdbqueue.lease.outcomes"), "the histogram's outcomes are the pool's")
 }
 
 // JobQueue.Extend counts each call by outcome in fdbqueue.lease.extensions:
@@ -109,3 +230,78 @@ var errDown = errors.New("database down")
 type failingDB struct{ *memdb.DB }
 
 func (failingDB) Transact(context.Context, func(kv.Transaction) error) error { return errDown }
+
+// A pool's heartbeat extends a running job's lease through Extend, so its
+// extensions are counted: one extended, then, once the job was acked
+// behind the pool's back, one lease_lost, which ends the handler's
+// context. The handler's run, 20 s on the fake clock, is recorded with
+// the job's outcome, lease_lost. A handler abandoned at shutdown that had
+// not returned has no duration, only its outcome counted.
+func TestPoolHeartbeatMetrics(t *testing.T) {
+	ctx := context.Background()
+	db := memdb.New()
+	defer db.Close()
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	defer mp.Shutdown(ctx)
+	clock := queuetest.NewClock(time.Unix(1_700_000_000, 0))
+	clock.Armed = make(chan time.Duration, 64)
+	jq, err := fdbqueue.NewJobQueue(fdbqueue.SubspaceFromBytes([]byte("hb")), fdbqueue.JobQueueConfig{Clock: clock},
+		fdbqueue.WithMeterProvider(mp), fdbqueue.WithQueueName("hb"))
+	require.NoError(t, err)
+	_, err = jq.Add(ctx, db, fdbqueue.Job{Value: []byte("long")})
+	require.NoError(t, err)
+
+	started := make(chan *fdbqueue.Task, 1)
+	outcomes := make(chan fdbqueue.Outcome, 2)
+	release := make(chan struct{})
+	pctx, stop := context.WithCancel(ctx)
+	defer stop()
+	ran := make(chan error, 1)
+	go func() {
+		ran <- jq.Run(pctx, db, func(hctx context.Context, task *fdbqueue.Task) error {
+			started <- task
+			if string(task.Value()) == "stuck" {
+				<-release // ignores its context: abandoned at shutdown
+				return nil
+			}
+			<-hctx.Done() // the lease is lost
+			return hctx.Err()
+		}, fdbqueue.PoolOptions{Workers: 1, LeaseDuration: 30 * time.Second, ExtendEvery: 10 * time.Second,
+			ShutdownTimeout: -1, Logger: slog.New(slog.DiscardHandler),
+			OnOutcome: func(o fdbqueue.Outcome) { outcomes <- o }})
+	}()
+	task := <-started
+	require.Equal(t, 10*time.Second, <-clock.Armed) // the heartbeat sleeps
+	clock.Advance(10 * time.Second)
+	require.Equal(t, 10*time.Second, <-clock.Armed) // the extension is done
+	require.NoError(t, jq.Ack(ctx, db, task.Lease()))
+	clock.Advance(10 * time.Second) // the next extension finds the lease lost
+	o := <-outcomes
+	require.Equal(t, fdbqueue.LeaseLost, o.Result)
+
+	got := collect(t, reader, "hb")
+	require.Equal(t, collected{
+		"fdbqueue.lease.extensions fdbqueue.outcome=extended":   1,
+		"fdbqueue.lease.extensions fdbqueue.outcome=lease_lost": 1,
+	}, only(got, "fdbqueue.lease.extensions"))
+	require.Equal(t, collected{
+		"fdbqueue.handler.duration:count fdbqueue.outcome=lease_lost": 1,
+		"fdbqueue.handler.duration:sum fdbqueue.outcome=lease_lost":   20,
+	}, only(got, "fdbqueue.handler.duration"))
+
+	_, err = jq.Add(ctx, db, fdbqueue.Job{Value: []byte("stuck")})
+	require.NoError(t, err)
+	<-started
+	stop() // ShutdownTimeout < 0: abandoned at once
+	require.NoError(t, <-ran)
+	o = <-outcomes
+	require.Equal(t, fdbqueue.Abandoned, o.Result)
+	close(release)
+	got = collect(t, reader, "hb")
+	require.Equal(t, 1.0, got["fdbqueue.lease.outcomes fdbqueue.outcome=abandoned"])
+	require.Equal(t, collected{
+		"fdbqueue.handler.duration:count fdbqueue.outcome=lease_lost": 1,
+		"fdbqueue.handler.duration:sum fdbqueue.outcome=lease_lost":   20,
+	}, only(got, "fdbqueue.handler.duration"), "no sample for the abandoned handler")
+}
