@@ -47,8 +47,8 @@ import (
 //	fdbqueue.jobs                  gauge   {job}        fdbqueue.state (JobQueue.RegisterGauges)
 //
 // Operations (fdbqueue.op): enqueue, dequeue, push, pop, and the
-// JobQueue's add, lease, ack, nack, requeue, delete_dead; conflicts and
-// retries also count clear and recover. Outcomes: ok, empty,
+// JobQueue's add, lease, ack, nack, release, requeue, delete_dead;
+// conflicts and retries also count clear and recover. Outcomes: ok, empty,
 // maybe_committed (the error satisfies kv.MaybeCommitted: call it again
 // under the same ID to settle it, on the same queue value for an ID the
 // queue made and logged; see WithOpID), canceled (the context ended),
