@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"sort"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -56,6 +57,12 @@ type LeaseConfig struct {
 	// (LeaseOutput.Unknown), returning at the end of its round, once its
 	// commit has landed or not.
 	AbandonProb float64
+	// UniqueProb is the probability that an Add carries a unique key,
+	// drawn from UniqueKeys keys ("u0", "u1", ...): a small set, so that
+	// Adds find their key held, and free again once its holder is acked
+	// or dead.
+	UniqueProb float64
+	UniqueKeys int
 	// WithoutIdempotency turns the queue's journal off, for the test that
 	// requires the checker to reject the result.
 	WithoutIdempotency bool
@@ -75,7 +82,7 @@ func DefaultLeaseConfig() LeaseConfig {
 		// longer, and the commit is where an interruption matters.
 		Latency:       memdb.Latency{Commit: memdb.Span{Min: 50 * time.Microsecond, Max: 500 * time.Microsecond}},
 		InterruptProb: 0.12, DeadlineProb: 0.06, MaxDeadline: time.Millisecond, RecoverAtOnceProb: 0.5, AbandonProb: 0.04,
-		CheckTimeout: 30 * time.Second}
+		UniqueProb: 0.3, UniqueKeys: 3, CheckTimeout: 30 * time.Second}
 }
 
 // LeaseResult is what one simulated seed found.
@@ -103,14 +110,21 @@ type LeaseResult struct {
 	// hold MaxAttempts counted attempts (it must be 0).
 	Released, ReleasedLast, ReleaseLost, AbandonedReleases int
 	ReleasedDead, DeadAttempts                             int
-	Stats                                                  memdb.Stats
+	// UniqueAdds counts the Adds of a unique key (known outcome),
+	// UniqueDuplicates those that found it held (they added nothing and
+	// are not among Added), and UniqueReused the jobs added with a key
+	// that an earlier job had held (freed by its ack or death). KeysHeld
+	// is the unique-key index's entries left after the drain (it must be
+	// 0: every job is acked or dead).
+	UniqueAdds, UniqueDuplicates, UniqueReused, KeysHeld int
+	Stats                                                memdb.Stats
 }
 
 // OK reports whether the history was linearizable and every job was
 // accounted for exactly once.
 func (r LeaseResult) OK() bool {
 	return r.Check == porcupine.Ok && r.AckedTwice == 0 && r.AckedAndDead == 0 && r.Lost == 0 && r.Duplicated == 0 &&
-		r.DeadAttempts == 0 && r.Added == r.Acked+r.Dead+r.AckedAbandoned
+		r.DeadAttempts == 0 && r.KeysHeld == 0 && r.Added == r.Acked+r.Dead+r.AckedAbandoned
 }
 
 // simClock is the queue's clock: fixed within a round.
@@ -122,7 +136,8 @@ func (c *simClock) Now() time.Time { return time.UnixMicro(c.now.Load()) }
 func (c *simClock) After(time.Duration) <-chan time.Time { return make(chan time.Time) }
 
 // RunLeases runs concurrent clients on a JobQueue under injected faults:
-// they add jobs, lease them, ack, nack, extend and release the leases they
+// they add jobs (some under unique keys from a small set, see
+// LeaseConfig.UniqueProb), lease them, ack, nack, extend and release the leases they
 // hold (a Release gives the attempt back: the model counts it so, and a
 // job must die at exactly MaxAttempts counted attempts), and keep some
 // leases across rounds and drop others (a crashed worker),
@@ -241,11 +256,11 @@ func RunLeases(ctx context.Context, seed int64, cfg LeaseConfig) (LeaseResult, e
 		}
 		// Observe, then crash some holders and move the clock.
 		call := h.seq.Add(1)
-		jobs, err := observeJobs(ctx, db, sub, h.seen)
+		jobs, keys, err := observeJobs(ctx, db, sub, h.seen)
 		if err != nil {
 			return res, err
 		}
-		h.record(cfg.Clients*1000, LeaseInput{Kind: LObserve, Now: now}, call, LeaseOutput{Jobs: jobs})
+		h.record(cfg.Clients*1000, LeaseInput{Kind: LObserve, Now: now}, call, LeaseOutput{Jobs: jobs, Held: keys})
 		for c := range held {
 			if rng.IntN(3) == 0 {
 				held[c] = nil
@@ -311,10 +326,11 @@ func RunLeases(ctx context.Context, seed int64, cfg LeaseConfig) (LeaseResult, e
 			}
 		}
 	}
-	final, err := observeJobs(ctx, db, sub, nil)
+	final, keys, err := observeJobs(ctx, db, sub, nil)
 	if err != nil {
 		return res, err
 	}
+	res.KeysHeld = len(keys)
 	dead := map[string]bool{}
 	for _, j := range final {
 		if !j.Dead {
@@ -329,13 +345,28 @@ func RunLeases(ctx context.Context, seed int64, cfg LeaseConfig) (LeaseResult, e
 		}
 	}
 	res.Released, res.ReleasedLast, res.ReleaseLost = h.releases, h.releasesLast, h.releasesLost
+	keyJobs := map[string]map[string]bool{} // the jobs added with each unique key
 	for _, op := range history {
-		if op.Input.(LeaseInput).Kind != LAdd {
+		in, out := op.Input.(LeaseInput), op.Output.(LeaseOutput)
+		if in.Kind != LAdd {
 			continue
 		}
-		job := op.Output.(LeaseOutput).Job
+		if in.Unique != "" && !out.Unknown {
+			res.UniqueAdds++
+		}
+		if out.Duplicate {
+			res.UniqueDuplicates++
+			continue // added nothing: the model checked the holder's ID
+		}
+		job := out.Job
 		if job == "" {
 			continue // an abandoned Add that added nothing
+		}
+		if in.Unique != "" {
+			if keyJobs[in.Unique] == nil {
+				keyJobs[in.Unique] = map[string]bool{}
+			}
+			keyJobs[in.Unique][job] = true
 		}
 		res.Added++
 		switch n := acks[job]; {
@@ -352,6 +383,9 @@ func RunLeases(ctx context.Context, seed int64, cfg LeaseConfig) (LeaseResult, e
 		default:
 			res.Lost++
 		}
+	}
+	for _, jobs := range keyJobs {
+		res.UniqueReused += len(jobs) - 1
 	}
 	res.Stats = db.Stats()
 	return res, nil
@@ -446,8 +480,9 @@ func (h *leaseHarness) do(ctx context.Context, t kv.Database, op *leaseOp) (Leas
 	switch in.Kind {
 	case LAdd:
 		var r fdbqueue.AddResult
-		r, err = h.q.Add(ctx, t, fdbqueue.Job{Value: binary.BigEndian.AppendUint64(nil, uint64(op.call)), Delay: op.delay, Priority: in.Prio}, op.opts...)
-		out.Job = string(r.ID[:])
+		r, err = h.q.Add(ctx, t, fdbqueue.Job{Value: binary.BigEndian.AppendUint64(nil, uint64(op.call)), Delay: op.delay, Priority: in.Prio,
+			UniqueKey: in.Unique}, op.opts...)
+		out.Job, out.Duplicate = string(r.ID[:]), r.Duplicate
 	case LLease:
 		got, err = h.q.Lease(ctx, t, in.N, time.Duration(in.D)*time.Microsecond, op.opts...)
 		if errors.Is(err, fdbqueue.ErrEmpty) {
@@ -504,6 +539,9 @@ func (h *leaseHarness) client(ctx context.Context, c int, rng *rand.Rand, now in
 			delay := []int64{0, 0, d / 2, 2 * d}[rng.IntN(4)]
 			in.Vest = now + delay
 			op.delay = time.Duration(delay) * time.Microsecond
+			if cfg.UniqueKeys > 0 && rng.Float64() < cfg.UniqueProb {
+				in.Unique = "u" + strconv.Itoa(rng.IntN(cfg.UniqueKeys))
+			}
 		case x < 5: // lease
 			in.Kind, in.N, in.D = LLease, 1+rng.IntN(2), d
 		default: // ack, nack, extend or release a held lease
@@ -645,26 +683,48 @@ func (t snapshotJournalTx) Get(key []byte) kv.FutureValue {
 
 func tag(l fdbqueue.Lease) uint64 { return binary.BigEndian.Uint64(l.ID[:8]) }
 
-// observeJobs reads every job record, queued, leased or dead, straight
-// from the database (the layout in docs/design.md), and, if seen is not
-// nil, calls it with every job's ID and value.
-func observeJobs(ctx context.Context, db kv.Database, sub fdbqueue.Subspace, seen func(job string, value []byte)) ([]JobRecord, error) {
+// observeJobs reads every job record, queued, leased or dead, and the
+// unique-key index (sorted by key) straight from the database (the layout
+// in docs/design.md), and, if seen is not nil, calls it with every job's
+// ID and value.
+func observeJobs(ctx context.Context, db kv.Database, sub fdbqueue.Subspace, seen func(job string, value []byte)) ([]JobRecord, []KeyHold, error) {
 	var out []JobRecord
-	if seen != nil {
-		r, err := sub.Range("v")
+	var held []KeyHold
+	{
+		r, err := sub.Range("u")
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		kvs, err := kv.ReadTransact(ctx, db, func(tr kv.ReadTransaction) ([]kv.KeyValue, error) {
 			return tr.GetRange(r, kv.RangeOptions{Mode: kv.StreamingModeWantAll}).GetSlice()
 		})
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		for _, p := range kvs {
 			k, err := sub.Unpack(p.Key)
 			if err != nil {
-				return nil, err
+				return nil, nil, err
+			}
+			key, _ := k[len(k)-1].([]byte)
+			held = append(held, KeyHold{Key: string(key), Job: string(p.Value)})
+		}
+	}
+	if seen != nil {
+		r, err := sub.Range("v")
+		if err != nil {
+			return nil, nil, err
+		}
+		kvs, err := kv.ReadTransact(ctx, db, func(tr kv.ReadTransaction) ([]kv.KeyValue, error) {
+			return tr.GetRange(r, kv.RangeOptions{Mode: kv.StreamingModeWantAll}).GetSlice()
+		})
+		if err != nil {
+			return nil, nil, err
+		}
+		for _, p := range kvs {
+			k, err := sub.Unpack(p.Key)
+			if err != nil {
+				return nil, nil, err
 			}
 			id, _ := k[len(k)-1].([]byte)
 			seen(string(id), p.Value)
@@ -673,22 +733,22 @@ func observeJobs(ctx context.Context, db kv.Database, sub fdbqueue.Subspace, see
 	for _, tag := range []string{"q", "d"} {
 		r, err := sub.Range(tag)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		kvs, err := kv.ReadTransact(ctx, db, func(tr kv.ReadTransaction) ([]kv.KeyValue, error) {
 			return tr.GetRange(r, kv.RangeOptions{Mode: kv.StreamingModeWantAll}).GetSlice()
 		})
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		for _, p := range kvs {
 			k, err := sub.Unpack(p.Key)
 			if err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 			v, err := tuple.Unpack(p.Value)
 			if err != nil || len(v) != 9 {
-				return nil, fmt.Errorf("sim: bad job record at %x", p.Key)
+				return nil, nil, fmt.Errorf("sim: bad job record at %x", p.Key)
 			}
 			id, _ := k[len(k)-1].([]byte)
 			rec := JobRecord{Job: string(id), Dead: tag == "d"}
@@ -697,6 +757,9 @@ func observeJobs(ctx context.Context, db kv.Database, sub fdbqueue.Subspace, see
 			att, _ := v[3].(int64)
 			mx, _ := v[4].(int64)
 			rec.Vest, rec.Prio, rec.Attempts, rec.Max = vest, int32(prio), int(att), int(mx)
+			if u, ok := v[5].([]byte); ok {
+				rec.Unique = string(u)
+			}
 			if lid, ok := v[2].([]byte); ok && len(lid) == 16 {
 				rec.Tag = binary.BigEndian.Uint64(lid[:8])
 			}
@@ -704,5 +767,5 @@ func observeJobs(ctx context.Context, db kv.Database, sub fdbqueue.Subspace, see
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Job < out[j].Job })
-	return out, nil
+	return out, held, nil
 }

@@ -22,6 +22,12 @@ import (
 // some failed calls at once, while their commit could still land, and
 // abandoned some (never recovered); and released leases, some on their
 // last attempt (the job then lives on), some of jobs that died in the end.
+// Half the Adds carry a unique key from a set of three: no two jobs in the
+// queue ever share one, an Add of a held key returns the holder's ID
+// (the model checks both, and each round's Observe checks the unique-key
+// index), and a key is free again once its holder is acked or dead (the
+// run must have Adds that found their key held and jobs added under a key
+// an earlier job had held; after the drain no key is held).
 //
 // FDBQUEUE_LEASE_SEEDS=n runs n seeds instead of 8 (a longer soak).
 func TestLeaseSimulation(t *testing.T) {
@@ -36,6 +42,8 @@ func TestLeaseSimulation(t *testing.T) {
 			seeds, total.Operations, total.Added, total.Acked, total.Dead, total.AckedAbandoned, total.Lost, total.AckedTwice,
 			total.Abandoned, total.AbandonedAdds, total.AbandonedAddsSeen, total.AbandonedReleases,
 			total.Released, total.ReleasedLast, total.ReleaseLost, total.ReleasedDead)
+		t.Logf("unique keys: %d Adds, %d found the key held, %d jobs added under a key an earlier job had held",
+			total.UniqueAdds, total.UniqueDuplicates, total.UniqueReused)
 	}()
 	for seed := int64(1); seed <= seeds; seed++ {
 		r, err := RunLeases(ctx, seed, DefaultLeaseConfig())
@@ -64,6 +72,9 @@ func TestLeaseSimulation(t *testing.T) {
 		total.ReleasedLast += r.ReleasedLast
 		total.ReleaseLost += r.ReleaseLost
 		total.ReleasedDead += r.ReleasedDead
+		total.UniqueAdds += r.UniqueAdds
+		total.UniqueDuplicates += r.UniqueDuplicates
+		total.UniqueReused += r.UniqueReused
 	}
 	require.Positive(t, total.Stats.Interrupted, "no commit was interrupted in flight")
 	require.Positive(t, total.RecoveredAtOnce, "no failed call was recovered at once")
@@ -71,6 +82,8 @@ func TestLeaseSimulation(t *testing.T) {
 	require.Positive(t, total.Released, "no lease was released")
 	require.Positive(t, total.ReleasedLast, "no lease was released on its last attempt")
 	require.Positive(t, total.ReleasedDead, "no released job died")
+	require.Positive(t, total.UniqueDuplicates, "no Add found its unique key held")
+	require.Positive(t, total.UniqueReused, "no unique key was reused after its holder left")
 }
 
 // Without the journal, commit_unknown_result makes an Add apply twice, an
@@ -294,6 +307,76 @@ func TestLeaseModelUnknown(t *testing.T) {
 			onLease(LRelease, 1, 9, 10, "a", 7, LeaseOutput{}), observe(11, JobRecord{Job: "a", Vest: 5, Max: 2})}, true},
 		{"release: gave it back twice", []porcupine.Operation{addA, leaseA, onLease(LRelease, 0, 7, 8, "a", 7, unknown),
 			onLease(LRelease, 1, 9, 10, "a", 7, LeaseOutput{}), observe(11, JobRecord{Job: "a", Vest: 5, Attempts: -1, Max: 2})}, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			require.Equal(t, tc.want, porcupine.CheckOperations(m, tc.history))
+		})
+	}
+}
+
+// The model's unique-key rules: an Add of a held key (its holder queued,
+// delayed or leased) adds nothing and returns the holder's ID; an Add of
+// a free key adds its job; a key is free again once its holder is acked
+// or dead (nacked on its last attempt, or buried by a Lease once its last
+// lease expired); Observe's unique-key index holds exactly the keys of the
+// jobs in the queue.
+func TestLeaseModelUniqueKeys(t *testing.T) {
+	m := LeaseModel(2)
+	add := func(c int, call, ret int64, key, job string, dup bool) porcupine.Operation {
+		return porcupine.Operation{ClientId: c, Input: LeaseInput{Kind: LAdd, Max: 2, Unique: key}, Call: call,
+			Output: LeaseOutput{Job: job, Duplicate: dup}, Return: ret}
+	}
+	lease := func(c int, call, ret, now int64, job string, tag uint64, attempt int) porcupine.Operation {
+		return porcupine.Operation{ClientId: c, Input: LeaseInput{Kind: LLease, Now: now, N: 1, D: 10}, Call: call,
+			Output: LeaseOutput{Leases: []LeasedJob{{Job: job, Tag: tag, Attempt: attempt}}}, Return: ret}
+	}
+	onLease := func(kind LeaseKind, c int, call, ret, now int64, job string, tag uint64, out LeaseOutput) porcupine.Operation {
+		return porcupine.Operation{ClientId: c, Input: LeaseInput{Kind: kind, Now: now, Job: job, Tag: tag}, Call: call, Output: out, Return: ret}
+	}
+	observe := func(call, now int64, held []KeyHold, jobs ...JobRecord) porcupine.Operation {
+		return porcupine.Operation{ClientId: 9, Input: LeaseInput{Kind: LObserve, Now: now}, Call: call,
+			Output: LeaseOutput{Jobs: jobs, Held: held}, Return: call + 1}
+	}
+	addA := add(0, 1, 2, "k", "a", false)
+	// a leased on both its attempts (max 2), the last lease expired at 30.
+	exhausted := []porcupine.Operation{addA, lease(0, 3, 4, 0, "a", 7, 1), lease(0, 5, 6, 20, "a", 8, 2)}
+	cases := []struct {
+		name    string
+		history []porcupine.Operation
+		want    bool
+	}{
+		{"held: the holder's ID", []porcupine.Operation{addA, add(1, 3, 4, "k", "a", true)}, true},
+		{"held: another job added", []porcupine.Operation{addA, add(1, 3, 4, "k", "b", false)}, false},
+		{"held: another job's ID", []porcupine.Operation{addA, add(0, 3, 4, "", "b", false), add(1, 5, 6, "k", "b", true)}, false},
+		{"free: called a duplicate", []porcupine.Operation{add(1, 1, 2, "k", "a", true)}, false},
+		{"no key: called a duplicate", []porcupine.Operation{addA, add(1, 3, 4, "", "a", true)}, false},
+		{"other key: added", []porcupine.Operation{addA, add(1, 3, 4, "j", "b", false)}, true},
+		{"concurrent adds: one adds, the other finds it", []porcupine.Operation{add(0, 1, 4, "k", "a", false), add(1, 2, 3, "k", "a", true)}, true},
+		{"concurrent adds: both add", []porcupine.Operation{add(0, 1, 4, "k", "a", false), add(1, 2, 3, "k", "b", false)}, false},
+		{"leased: still held", []porcupine.Operation{addA, lease(0, 3, 4, 0, "a", 7, 1), add(1, 5, 6, "k", "b", false)}, false},
+		{"acked: free", []porcupine.Operation{addA, lease(0, 3, 4, 0, "a", 7, 1), onLease(LAck, 0, 5, 6, 0, "a", 7, LeaseOutput{}),
+			add(1, 7, 8, "k", "b", false)}, true},
+		{"acked: still called held", []porcupine.Operation{addA, lease(0, 3, 4, 0, "a", 7, 1), onLease(LAck, 0, 5, 6, 0, "a", 7, LeaseOutput{}),
+			add(1, 7, 8, "k", "a", true)}, false},
+		{"nacked, attempts left: held", []porcupine.Operation{addA, lease(0, 3, 4, 0, "a", 7, 1), onLease(LNack, 0, 5, 6, 0, "a", 7, LeaseOutput{}),
+			add(1, 7, 8, "k", "a", true)}, true},
+		{"nacked dead: free", append(slices.Clone(exhausted), onLease(LNack, 0, 7, 8, 20, "a", 8, LeaseOutput{Dead: true}),
+			add(1, 9, 10, "k", "b", false)), true},
+		{"nacked dead: still called held", append(slices.Clone(exhausted), onLease(LNack, 0, 7, 8, 20, "a", 8, LeaseOutput{Dead: true}),
+			add(1, 9, 10, "k", "a", true)), false},
+		{"last lease expired: buried, free", append(slices.Clone(exhausted), porcupine.Operation{ClientId: 1,
+			Input: LeaseInput{Kind: LAdd, Now: 40, Max: 2, Unique: "k"}, Call: 7, Output: LeaseOutput{Job: "b"}, Return: 8},
+			observe(9, 40, []KeyHold{{"k", "b"}}, JobRecord{Job: "a", Attempts: 2, Max: 2, Dead: true, Unique: "k"}, JobRecord{Job: "b", Max: 2, Unique: "k"})), true},
+		{"last lease running: not free", append(slices.Clone(exhausted), porcupine.Operation{ClientId: 1,
+			Input: LeaseInput{Kind: LAdd, Now: 25, Max: 2, Unique: "k"}, Call: 7, Output: LeaseOutput{Job: "b"}, Return: 8}), false},
+		{"index: the holder", []porcupine.Operation{addA, observe(3, 0, []KeyHold{{"k", "a"}}, JobRecord{Job: "a", Max: 2, Unique: "k"})}, true},
+		{"index: missing", []porcupine.Operation{addA, observe(3, 0, nil, JobRecord{Job: "a", Max: 2, Unique: "k"})}, false},
+		{"index: another job", []porcupine.Operation{addA, add(0, 3, 4, "", "b", false), observe(5, 0, []KeyHold{{"k", "b"}},
+			JobRecord{Job: "a", Max: 2, Unique: "k"}, JobRecord{Job: "b", Max: 2})}, false},
+		{"index: a dead job's key", append(slices.Clone(exhausted), onLease(LNack, 0, 7, 8, 20, "a", 8, LeaseOutput{Dead: true}),
+			observe(9, 20, []KeyHold{{"k", "a"}}, JobRecord{Job: "a", Attempts: 2, Max: 2, Dead: true, Unique: "k"})), false},
+		{"record: key lost", []porcupine.Operation{addA, observe(3, 0, []KeyHold{{"k", "a"}}, JobRecord{Job: "a", Max: 2})}, false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -3,6 +3,7 @@ package sim
 import (
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/anishathalye/porcupine"
 )
@@ -37,10 +38,12 @@ func (k LeaseKind) String() string {
 type LeaseInput struct {
 	Kind LeaseKind
 	Now  int64 // the queue's clock, µs
-	// Add: the job's vesting time, priority and max attempts.
-	Vest int64
-	Prio int32
-	Max  int
+	// Add: the job's vesting time, priority and max attempts, and its
+	// unique key ("": none).
+	Vest   int64
+	Prio   int32
+	Max    int
+	Unique string
 	// Lease: how many and for how long (µs); Extend: for how long.
 	N int
 	D int64
@@ -67,20 +70,29 @@ type JobRecord struct {
 	Attempts int
 	Max      int
 	Dead     bool
+	Unique   string // the job's unique key ("": none)
 	// AnyTag: the model's only. The job is leased by a Lease of unknown
 	// outcome (LeaseOutput.Unknown), under a tag nobody knows (Tag is 0):
 	// nobody holds that lease, and the next Observe reads its tag.
 	AnyTag bool
 }
 
+// KeyHold is one entry of the queue's unique-key index: the key and the
+// ID of the job that holds it.
+type KeyHold struct{ Key, Job string }
+
 // LeaseOutput is the output of a recorded JobQueue operation.
 type LeaseOutput struct {
-	Job    string      // Add: the new job's ID
-	Leases []LeasedJob // Lease
-	Empty  bool        // Lease: ErrEmpty
-	Lost   bool        // Ack, Nack, Extend, Release: ErrLeaseLost
-	Dead   bool        // Nack: the job was dead-lettered
-	Jobs   []JobRecord // Observe, sorted by Job
+	// Add: the new job's ID, or with Duplicate (its unique key was held,
+	// nothing was added) the ID of the job that holds the key.
+	Job       string
+	Duplicate bool
+	Leases    []LeasedJob // Lease
+	Empty     bool        // Lease: ErrEmpty
+	Lost      bool        // Ack, Nack, Extend, Release: ErrLeaseLost
+	Dead      bool        // Nack: the job was dead-lettered
+	Jobs      []JobRecord // Observe, sorted by Job
+	Held      []KeyHold   // Observe: the unique-key index, sorted by Key
 	// Unknown: the call failed and was never recovered (its client
 	// crashed), so it may or may not have taken effect, with any result,
 	// at any point between its call and its Return (the end of its round,
@@ -133,6 +145,15 @@ func (r JobRecord) exhausted() bool { return r.Attempts >= r.Max }
 // released on its last attempt is leased once more, and a job is never
 // dead-lettered with an attempt left nor leased past its last.
 //
+// Unique keys: a job with a unique key holds it while it is in the queue
+// (queued, delayed or leased) and frees it once acked or dead-lettered.
+// An Add of a held key adds nothing and returns the holder's ID
+// (LeaseOutput.Duplicate); an Add of a free key adds its job. So two jobs
+// in the queue never share a key, and Observe checks the unique-key index
+// against the jobs in the queue (LeaseOutput.Held). A key whose holder
+// is exhausted and due may have been freed by a Lease that buried it,
+// which the model learns from an Add that finds the key free.
+//
 // An operation of unknown outcome (LeaseOutput.Unknown) may have done
 // nothing or anything its known outcomes do (leaseUnknownStep), so the
 // model is nondeterministic: its state is the set of the states the
@@ -173,6 +194,9 @@ func (s leaseState) hash() uint64 {
 		for i := 0; i < len(r.Job); i++ {
 			h = (h ^ uint64(r.Job[i])) * 1099511628211
 		}
+		for i := 0; i < len(r.Unique); i++ {
+			h = (h ^ uint64(r.Unique[i])) * 1099511628211
+		}
 		flags := uint64(0)
 		if r.Dead {
 			flags |= 1
@@ -191,7 +215,9 @@ func (s leaseState) hash() uint64 {
 // leaseUnknownStep is the step of an operation of unknown outcome: the
 // states it may leave s in. It may not have taken effect (s), or have
 // taken effect with any output its kind has: an Add added its job (if
-// one with its value was seen, see LeaseOutput.Unknown); a Lease leased
+// one with its value was seen, see LeaseOutput.Unknown; an Add that found
+// its unique key held changed nothing, as one that did not take effect);
+// a Lease leased
 // any 1 to N of the jobs it could lease, under tags nobody knows (it may
 // also have buried exhausted jobs, which the next Observe finds, as for
 // any Lease); an Ack, Nack, Extend or Release did what it does when its
@@ -245,10 +271,29 @@ func leaseUnknownStep(s leaseState, in LeaseInput, out LeaseOutput, k int) []any
 func leaseStep(s leaseState, in LeaseInput, out LeaseOutput, k int) (bool, any) {
 	switch in.Kind {
 	case LAdd:
-		if out.Job == "" || s.find(out.Job) >= 0 {
+		if out.Job == "" {
 			return false, s
 		}
-		n := append(slices.Clone(s), JobRecord{Job: out.Job, Vest: in.Vest, Prio: in.Prio, Max: in.Max})
+		// Unique keys: while a job with the key is in the queue (queued,
+		// delayed or leased: not acked, not dead), an Add of the key adds
+		// nothing and returns that job's ID; otherwise it adds its job.
+		h := s.holder(in.Unique)
+		if out.Duplicate {
+			return h >= 0 && s[h].Job == out.Job, s
+		}
+		if h >= 0 {
+			// Added with the key held: only if a Lease buried the holder
+			// (its last attempt expired) since, freeing the key.
+			if !(s[h].exhausted() && s[h].due(in.Now)) {
+				return false, s
+			}
+			s = slices.Clone(s)
+			s[h].Dead, s[h].Tag, s[h].AnyTag = true, 0, false
+		}
+		if s.find(out.Job) >= 0 {
+			return false, s
+		}
+		n := append(slices.Clone(s), JobRecord{Job: out.Job, Vest: in.Vest, Prio: in.Prio, Max: in.Max, Unique: in.Unique})
 		slices.SortFunc(n, func(a, b JobRecord) int {
 			if a.Job < b.Job {
 				return -1
@@ -359,7 +404,7 @@ func leaseStep(s leaseState, in LeaseInput, out LeaseOutput, k int) (bool, any) 
 				// Dead at its last counted attempt: its record keeps the
 				// count (its vesting time is its death's, which the model
 				// does not know).
-				if got.Attempts != want.Attempts || got.Max != want.Max || got.Prio != want.Prio {
+				if got.Attempts != want.Attempts || got.Max != want.Max || got.Prio != want.Prio || got.Unique != want.Unique {
 					return false, s
 				}
 				continue
@@ -368,7 +413,39 @@ func leaseStep(s leaseState, in LeaseInput, out LeaseOutput, k int) (bool, any) 
 				return false, s
 			}
 		}
+		// The unique-key index holds the key of every job in the queue,
+		// and nothing else: a dead or acked job's key is free.
+		if !slices.Equal(out.Held, n.held()) {
+			return false, s
+		}
 		return true, n
 	}
 	return false, s
+}
+
+// holder returns the index of the job in the queue (not dead) that holds
+// unique key k, or -1 (always for k "").
+func (s leaseState) holder(k string) int {
+	if k == "" {
+		return -1
+	}
+	for i, r := range s {
+		if !r.Dead && r.Unique == k {
+			return i
+		}
+	}
+	return -1
+}
+
+// held returns the unique-key index s implies: the key of every job in
+// the queue that has one, sorted by key.
+func (s leaseState) held() []KeyHold {
+	var out []KeyHold
+	for _, r := range s {
+		if !r.Dead && r.Unique != "" {
+			out = append(out, KeyHold{Key: r.Unique, Job: r.Job})
+		}
+	}
+	slices.SortFunc(out, func(a, b KeyHold) int { return strings.Compare(a.Key, b.Key) })
+	return out
 }

@@ -68,6 +68,8 @@ type leaseTotals struct {
 	Released, ReleasedLast             int   // Releases that gave the lease back; on its last attempt
 	ReleaseLost, ReleasedDead          int   // Releases that found the lease lost; dead jobs once released
 	DeadAttempts                       int   // dead jobs without MaxAttempts counted attempts (must be 0)
+	UniqueAdds, UniqueDuplicates       int   // Adds of a unique key; those that found it held
+	UniqueReused, KeysHeld             int   // jobs added under a key an earlier job held; keys held after the drain (must be 0)
 	FirstFailing                       int64 // 0: none
 }
 
@@ -110,6 +112,10 @@ func (t *leaseTotals) add(seed int64, r sim.LeaseResult) {
 	t.ReleaseLost += r.ReleaseLost
 	t.ReleasedDead += r.ReleasedDead
 	t.DeadAttempts += r.DeadAttempts
+	t.UniqueAdds += r.UniqueAdds
+	t.UniqueDuplicates += r.UniqueDuplicates
+	t.UniqueReused += r.UniqueReused
+	t.KeysHeld += r.KeysHeld
 	if !r.OK() && (t.FirstFailing == 0 || seed < t.FirstFailing) {
 		t.FirstFailing = seed
 	}
@@ -120,7 +126,8 @@ func (t *leaseTotals) add(seed int64, r sim.LeaseResult) {
 // model with porcupine, then drained and every job accounted for). It
 // prints the totals and returns 1 if any seed failed: a history not
 // linearizable, a job lost, acked twice, or acked and dead, a dead job
-// whose record does not hold MaxAttempts counted attempts, or an error
+// whose record does not hold MaxAttempts counted attempts, a unique key
+// still held after the drain, or an error
 // (an inconclusive check, timed out, is counted and fails the run too: a
 // soak that cannot decide proves nothing).
 func runLeases(ctx context.Context, w io.Writer, cfg sim.LeaseConfig, first int64, seeds int, duration time.Duration, workers int, verbose bool) int {
@@ -131,6 +138,7 @@ func runLeases(ctx context.Context, w io.Writer, cfg sim.LeaseConfig, first int6
 		cfg.Faults.NotCommitted, cfg.Faults.UnknownApplied, cfg.Faults.UnknownNotApplied, cfg.Faults.TooOld)
 	fmt.Fprintf(w, "per operation: cancelled as its commit starts %.2f, random deadline %.2f (up to %v); an interrupted commit lands late %.2f; a failed call never recovered %.2f, else recovered at once %.2f (else at the round's end)\n",
 		cfg.InterruptProb, cfg.DeadlineProb, cfg.MaxDeadline, cfg.Faults.LateLanding, cfg.AbandonProb, cfg.RecoverAtOnceProb)
+	fmt.Fprintf(w, "per Add: a unique key from %d keys %.2f\n", cfg.UniqueKeys, cfg.UniqueProb)
 	var (
 		mu    sync.Mutex
 		total leaseTotals
@@ -167,6 +175,7 @@ func runLeases(ctx context.Context, w io.Writer, cfg sim.LeaseConfig, first int6
 	fmt.Fprintf(w, "  recovered at once by OpID:  %d\n", total.RecoveredAtOnce)
 	fmt.Fprintf(w, "  never recovered:            %d (Adds %d, their job seen %d; Releases %d)\n", total.Abandoned, total.AbandonedAdds, total.AbandonedAddsSeen, total.AbandonedReleases)
 	fmt.Fprintf(w, "releases:                   %d (on the last attempt %d; lease lost %d)\n", total.Released, total.ReleasedLast, total.ReleaseLost)
+	fmt.Fprintf(w, "unique-key adds:            %d (found the key held %d; added under a key an earlier job held %d)\n", total.UniqueAdds, total.UniqueDuplicates, total.UniqueReused)
 	fmt.Fprintf(w, "jobs added:                 %d\n", total.Added)
 	fmt.Fprintf(w, "jobs acked once:            %d\n", total.Acked)
 	fmt.Fprintf(w, "jobs dead once:             %d\n", total.Dead)
@@ -177,6 +186,7 @@ func runLeases(ctx context.Context, w io.Writer, cfg sim.LeaseConfig, first int6
 	fmt.Fprintf(w, "acked and dead:             %d\n", total.AckedAndDead)
 	fmt.Fprintf(w, "added twice by one Add:     %d\n", total.Duplicated)
 	fmt.Fprintf(w, "dead without max attempts:  %d\n", total.DeadAttempts)
+	fmt.Fprintf(w, "unique keys held at the end: %d\n", total.KeysHeld)
 	fmt.Fprintf(w, "inconclusive checks (timed out): %d\n", total.Inconclusive)
 	fmt.Fprintf(w, "linearizability violations: %d\n", total.Violations)
 	for _, err := range errs {

@@ -44,7 +44,8 @@ func TestLeaseSoakPasses(t *testing.T) {
 	assert.Equal(t, added, counter(t, s, "jobs acked once")+counter(t, s, "jobs dead once")+counter(t, s, "jobs gone by an abandoned Ack"))
 	assert.Positive(t, counter(t, s, "jobs dead once"), "max attempts 3 under faults: some jobs die")
 	assert.Positive(t, counter(t, s, "releases"))
-	for _, zero := range []string{"lost", "acked twice", "acked and dead", "added twice by one Add", "dead without max attempts", "linearizability violations", "inconclusive checks (timed out)"} {
+	assert.Positive(t, counter(t, s, "unique-key adds"))
+	for _, zero := range []string{"lost", "acked twice", "acked and dead", "added twice by one Add", "dead without max attempts", "unique keys held at the end", "linearizability violations", "inconclusive checks (timed out)"} {
 		assert.Zero(t, counter(t, s, zero), zero)
 	}
 	assert.Positive(t, counter(t, s, "  commit_unknown_result (applied)"))

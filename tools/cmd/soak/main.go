@@ -13,12 +13,13 @@
 // for linearizability either way.
 //
 // -leases runs the job-queue simulation instead (sim.RunLeases: clients
-// add, lease, ack, nack, extend and release jobs on a JobQueue while
-// leases expire and workers crash, under injected faults and cancelled
-// commits, some landing late (-late-landing)), over the same seeds,
-// duration and workers, and prints the histories checked, the jobs acked
-// and dead, the releases, the jobs lost and acked twice and the dead jobs
-// without their max attempts (all must be 0) and the linearizability
+// add (some under unique keys), lease, ack, nack, extend and release jobs
+// on a JobQueue while leases expire and workers crash, under injected
+// faults and cancelled commits, some landing late (-late-landing)), over
+// the same seeds, duration and workers, and prints the histories
+// checked, the jobs acked and dead, the releases, the jobs lost and
+// acked twice, the dead jobs without their max attempts and the unique
+// keys held after the drain (all must be 0) and the linearizability
 // violations, exiting with status 1 on any failure:
 //
 //	go run ./cmd/soak -leases -seeds 100000 -duration 10m
