@@ -194,13 +194,15 @@ func (e *PanicError) Error() string { return fmt.Sprintf("handler panic: %v", e.
 // handler's context.
 //
 // Shutdown: when ctx ends, workers stop leasing; in-flight handlers get
-// ShutdownTimeout to finish and be acked or nacked. Then their contexts
-// end, their heartbeats stop, and the pool releases their jobs (Release:
-// due again at once, the attempt not counted, so that a deploy that
-// interrupts a job neither uses up its attempts nor hides it until its
-// lease expires) and returns. The releases get ShutdownReleaseTimeout in
-// all; a job whose release fails, or is not done by then, keeps its lease
-// until it expires. A handler that ignores its context keeps running
+// ShutdownTimeout to finish and be acked or nacked (an ack or nack under
+// way when ShutdownTimeout passes is finished, not cut short). Then their
+// contexts end, their heartbeats stop, and the pool releases their jobs
+// (Release: due again at once, the attempt not counted, so that a deploy
+// that interrupts a job neither uses up its attempts nor hides it until
+// its lease expires) and returns. The releases, and the acks and nacks
+// still under way, get ShutdownReleaseTimeout in all; a job whose release
+// (or ack or nack) fails, or is not done by then, keeps its lease until
+// it expires. A handler that ignores its context keeps running
 // after Run returns, and its result is dropped: its job, released, may
 // meanwhile be leased and run by another consumer, so the two runs
 // overlap (delivery is at least once; the abandoned run's Task.Ack fails
@@ -314,8 +316,9 @@ func (q *JobQueue) Run(ctx context.Context, db kv.Database, handler Handler, o P
 }
 
 // ShutdownReleaseTimeout bounds the time JobQueue.Run spends, at
-// shutdown, releasing the jobs it abandoned and settling a lease whose
-// commit was in flight, after ShutdownTimeout.
+// shutdown, releasing the jobs it abandoned, finishing the acks and nacks
+// under way and settling a lease whose commit was in flight, after
+// ShutdownTimeout.
 const ShutdownReleaseTimeout = 5 * time.Second
 
 // errPoolFailed marks the lease error that stopped a pool (fatalLeaseError).
@@ -337,7 +340,7 @@ type pool struct {
 	inFlight  atomic.Int64
 	abandoned atomic.Bool
 	stop      context.CancelCauseFunc // stops the pool with an error (Run returns it)
-	rctx      context.Context         // for releases at shutdown (Run bounds them)
+	rctx      context.Context         // for settling jobs: abandon does not end it; Run bounds it at shutdown
 	fatalOnce sync.Once               // logs the lease error that stops the pool once, not per worker
 }
 
@@ -430,22 +433,27 @@ func (p *pool) process(base context.Context, n int, l Lease) {
 	<-stopped
 	out := Outcome{Lease: task.Lease(), Err: err}
 	var serr error // settling the job
+	// The ack, nack or release of a handler's result runs under rctx, not
+	// base: one under way when the pool abandons its in-flight jobs is
+	// finished (Run waits ShutdownReleaseTimeout for it), not cut short,
+	// which would leave its job leased to nobody until the lease expires,
+	// its attempt spent.
 	switch {
 	case p.abandoned.Load():
 		out.Result = Abandoned
 		out.Err = p.release(out.Lease, log)
 	case err == nil:
 		out.Result = Acked
-		serr = p.q.Ack(base, p.db, out.Lease, WithOpID(task.opID()))
+		serr = p.q.Ack(p.rctx, p.db, out.Lease, WithOpID(task.opID()))
 	case errors.As(err, new(*SnoozeError)):
 		var sz *SnoozeError
 		errors.As(err, &sz)
 		out.Result = Snoozed
-		serr = p.q.Release(base, p.db, out.Lease, sz.Delay)
+		serr = p.q.Release(p.rctx, p.db, out.Lease, sz.Delay)
 	default:
 		out.Result = Retried
 		var dead bool
-		if dead, serr = p.q.Nack(base, p.db, out.Lease, NackOptions{Reason: err.Error()}); dead {
+		if dead, serr = p.q.Nack(p.rctx, p.db, out.Lease, NackOptions{Reason: err.Error()}); dead {
 			out.Result = DeadLettered
 			if p.log != p.q.journal.track.obs.log { // else the queue logs it
 				log.Warn("fdbqueue: job dead-lettered", "reason", err.Error())

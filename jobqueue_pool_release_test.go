@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -239,4 +241,110 @@ func TestJobPoolSettlesAMaybeCommittedLease(t *testing.T) {
 			require.NotContains(t, logs.String(), "lease failed")
 		})
 	}
+}
+
+// An ack under way when ShutdownTimeout passes (its handler finished in
+// time, its transaction not yet committed) is finished, not cut short by
+// the abandonment: the outcome is Acked and the job is gone. Before, the
+// abandonment cancelled the ack's context, the outcome was Failed and the
+// job stayed leased to nobody until its lease expired, its attempt spent:
+// what the release at shutdown exists to avoid. (Found by tools/sim's
+// RunPoolShutdowns.) The pool's transactions are held before their commit
+// from the moment the handler is told to finish, and let go once the pool
+// has abandoned its in-flight jobs (its log line says so).
+func TestJobPoolFinishesAnAckUnderWayAtTheShutdownDeadline(t *testing.T) {
+	ctx := context.Background()
+	db := &holdingDB{Database: newDB(t), held: make(chan struct{}), release: make(chan struct{})}
+	clock := newFakeClock()
+	clock.Armed = make(chan time.Duration, 64)
+	q := mustJobQueue(t, "ack-at-deadline", fdbqueue.JobQueueConfig{Clock: clock, MaxAttempts: 1})
+	mustAdd(t, db, q, fdbqueue.Job{Value: []byte("done in time")})
+
+	started, finish := make(chan struct{}), make(chan struct{})
+	outcomes := make(chan fdbqueue.Outcome, 1)
+	abandoned := make(chan struct{}, 1)
+	logs := &lineSignal{match: "abandoned in-flight jobs", seen: abandoned}
+	runCtx, stop := context.WithCancel(ctx)
+	ran := make(chan error, 1)
+	go func() {
+		ran <- q.Run(runCtx, db, func(context.Context, *fdbqueue.Task) error {
+			close(started)
+			<-finish
+			return nil
+		}, fdbqueue.PoolOptions{Workers: 1, LeaseDuration: 30 * time.Second, ExtendEvery: 10 * time.Second,
+			ShutdownTimeout: 7 * time.Second, Logger: slog.New(slog.NewTextHandler(logs, nil)),
+			OnOutcome: func(o fdbqueue.Outcome) { outcomes <- o }})
+	}()
+	<-started
+	require.Equal(t, 10*time.Second, <-clock.Armed) // the heartbeat sleeps
+	stop()
+	require.Equal(t, 7*time.Second, <-clock.Armed) // the shutdown deadline
+	db.armed.Store(true)
+	close(finish)
+	<-db.held                      // the ack's transaction waits to commit
+	clock.Advance(7 * time.Second) // the deadline passes
+	select {
+	case <-abandoned:
+	case <-time.After(wakeTimeout):
+		close(db.release)
+		t.Fatal("the pool did not abandon its in-flight jobs at the deadline")
+	}
+	close(db.release)
+	select {
+	case err := <-ran:
+		require.NoError(t, err)
+	case <-time.After(wakeTimeout):
+		t.Fatal("Run did not return")
+	}
+	o := <-outcomes
+	require.Equal(t, fdbqueue.Acked, o.Result, "the ack under way was finished: %v", o.Err)
+	require.NoError(t, o.Err)
+	db.armed.Store(false)
+	require.Equal(t, fdbqueue.JobStats{}, mustStats(t, db, q), "acked: nothing left leased")
+}
+
+// holdingDB holds every transaction, once armed, after its function ran
+// and before its commit, until release is closed or its context ends
+// (then it fails with the context's error, nothing committed); held is
+// closed when the first is held.
+type holdingDB struct {
+	kv.Database
+	armed    atomic.Bool
+	heldOnce sync.Once
+	held     chan struct{}
+	release  chan struct{}
+}
+
+func (h *holdingDB) Transact(ctx context.Context, fn func(kv.Transaction) error) error {
+	if !h.armed.Load() {
+		return h.Database.Transact(ctx, fn)
+	}
+	return h.Database.Transact(ctx, func(tr kv.Transaction) error {
+		if err := fn(tr); err != nil {
+			return err
+		}
+		h.heldOnce.Do(func() { close(h.held) })
+		select {
+		case <-h.release:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	})
+}
+
+// lineSignal is a log writer that sends on seen when a line contains match.
+type lineSignal struct {
+	match string
+	seen  chan struct{}
+}
+
+func (w *lineSignal) Write(p []byte) (int, error) {
+	if strings.Contains(string(p), w.match) {
+		select {
+		case w.seen <- struct{}{}:
+		default:
+		}
+	}
+	return len(p), nil
 }
