@@ -190,8 +190,8 @@ func (e *PanicError) Error() string { return fmt.Sprintf("handler panic: %v", e.
 // watches while nothing is due), runs handler with the job, extends the
 // lease every ExtendEvery while the handler runs, and then acks the job
 // (handler returned nil) or nacks it with the error as reason (handler
-// failed or panicked), or releases it (the handler returned Snooze). A lease lost to another consumer ends the
-// handler's context.
+// failed or panicked), or releases it (the handler returned Snooze). A
+// lease lost to another consumer ends the handler's context.
 //
 // Shutdown: when ctx ends, workers stop leasing; in-flight handlers get
 // ShutdownTimeout to finish and be acked or nacked (an ack or nack under
@@ -199,7 +199,9 @@ func (e *PanicError) Error() string { return fmt.Sprintf("handler panic: %v", e.
 // contexts end, their heartbeats stop, and the pool releases their jobs
 // (Release: due again at once, the attempt not counted, so that a deploy
 // that interrupts a job neither uses up its attempts nor hides it until
-// its lease expires) and returns. The releases, and the acks and nacks
+// its lease expires) and returns. A handler that returns as its context
+// ends is settled by what it returned if that was nil (acked) or Snooze;
+// any other error then releases its job rather than nacks it. The releases, and the acks and nacks
 // still under way, get ShutdownReleaseTimeout in all; a job whose release
 // (or ack or nack) fails, or is not done by then, keeps its lease until
 // it expires. A handler that ignores its context keeps running
@@ -438,18 +440,22 @@ func (p *pool) process(base context.Context, n int, l Lease) {
 	// finished (Run waits ShutdownReleaseTimeout for it), not cut short,
 	// which would leave its job leased to nobody until the lease expires,
 	// its attempt spent.
+	// A handler that succeeded or snoozed is settled so even when the pool
+	// abandoned its jobs as it returned: its work is done (acking it keeps
+	// it from running twice). Any other error then is most likely the
+	// abandonment's cancellation, not the job's failure: the job is
+	// released, its attempt not counted, rather than nacked.
+	var sz *SnoozeError
 	switch {
-	case p.abandoned.Load():
-		out.Result = Abandoned
-		out.Err = p.release(out.Lease, log)
 	case err == nil:
 		out.Result = Acked
 		serr = p.q.Ack(p.rctx, p.db, out.Lease, WithOpID(task.opID()))
-	case errors.As(err, new(*SnoozeError)):
-		var sz *SnoozeError
-		errors.As(err, &sz)
+	case errors.As(err, &sz):
 		out.Result = Snoozed
 		serr = p.q.Release(p.rctx, p.db, out.Lease, sz.Delay)
+	case p.abandoned.Load():
+		out.Result = Abandoned
+		out.Err = p.release(out.Lease, log)
 	default:
 		out.Result = Retried
 		var dead bool
@@ -549,6 +555,11 @@ func (p *pool) call(base, ctx context.Context, task *Task, log *slog.Logger) (en
 	case end := <-res:
 		return end, true
 	case <-base.Done():
+		select { // a handler that ended as the pool abandoned it
+		case end := <-res:
+			return end, true
+		default:
+		}
 		return handlerEnd{err: errAbandoned}, false
 	}
 }
