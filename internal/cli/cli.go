@@ -7,8 +7,10 @@
 //
 // Run parses the arguments, runs one command and returns the process's exit
 // code: 0 on success, ExitFailure (1) when an operation failed, ExitUsage (2)
-// for bad input (a *UsageError) and ExitEmpty (3) when pop or peek found the
-// queue empty (fdbqueue.ErrEmpty). Errors are printed to Env.Stderr as
+// for bad input (a *UsageError), ExitEmpty (3) when pop or peek found the
+// queue empty (fdbqueue.ErrEmpty) and ExitNoQueue (4) when nothing is
+// stored at the queue's subspace (a *NoQueueError; every command but push
+// checks, with one snapshot read, before anything else). Errors are printed to Env.Stderr as
 // "fdbqueue <command>: <message>".
 //
 // Every command checks the queue's stored configuration against its flags
@@ -40,6 +42,7 @@ const (
 	ExitFailure = 1 // an operation failed (database error, I/O error)
 	ExitUsage   = 2 // bad command line: see UsageError
 	ExitEmpty   = 3 // pop or peek found the queue empty
+	ExitNoQueue = 4 // nothing is stored at the queue's subspace: see NoQueueError
 )
 
 // Bad input, wrapped in a *UsageError; test with errors.Is.
@@ -83,6 +86,28 @@ func (e *EmptyError) Error() string { return "queue " + e.Queue + " is empty" }
 // Is reports whether target is fdbqueue.ErrEmpty.
 func (e *EmptyError) Is(target error) bool { return target == fdbqueue.ErrEmpty }
 
+// ErrNoQueue is matched (errors.Is) by a *NoQueueError.
+var ErrNoQueue = errors.New("no queue stored at the subspace")
+
+// NoQueueError is what every command but push returns when nothing at all
+// is stored under the queue's subspace: no stored configuration, no item,
+// no job, no journal record. It is most likely a mistyped --queue; an
+// empty queue that only recipe clients used (they store no configuration)
+// looks the same. Nothing has been written. Run returns ExitNoQueue for it.
+// push creates a queue, so it does not check.
+type NoQueueError struct {
+	Queue string // the queue's tuple, as printed
+}
+
+// Error says that no queue is stored at the subspace, and what to check.
+func (e *NoQueueError) Error() string {
+	return "no queue is stored at " + e.Queue + ": nothing is stored in that subspace " +
+		"(check --queue; push creates a queue; an empty recipe queue, which stores no configuration, looks the same)"
+}
+
+// Is reports whether target is ErrNoQueue.
+func (e *NoQueueError) Is(target error) bool { return target == ErrNoQueue }
+
 // ExitCode returns the exit code Run uses for err.
 func ExitCode(err error) int {
 	var ue *UsageError
@@ -93,6 +118,8 @@ func ExitCode(err error) int {
 		return ExitUsage
 	case errors.Is(err, fdbqueue.ErrEmpty):
 		return ExitEmpty
+	case errors.Is(err, ErrNoQueue):
+		return ExitNoQueue
 	default:
 		return ExitFailure
 	}
@@ -209,6 +236,9 @@ func Usage(w io.Writer) {
 	fmt.Fprintln(w, "--kind fifo|priority|jobs, --layout indexed|versionstamp, --encoding raw|tuple and")
 	fmt.Fprintln(w, "--staging off|place|batches, as the queue's clients use them;")
 	fmt.Fprintln(w, `run "fdbqueue <command> -h" for all of its flags`)
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "exit codes: 0 done, 1 an operation failed, 2 bad command line, 3 pop/peek found the")
+	fmt.Fprintln(w, "queue empty, 4 nothing is stored at --queue (every command but push checks)")
 }
 
 // Run runs the command named by args[0] with the rest of args and returns

@@ -134,7 +134,7 @@ func setupPush(fs *flag.FlagSet) func(context.Context, *session, []string) error
 		if s.spec.Kind != Priority && *priority != 0 {
 			return usagef(ErrBadArgument, "--priority needs --kind priority")
 		}
-		t, err := s.open(ctx)
+		t, err := s.openQueue(ctx, false)
 		if err != nil {
 			return err
 		}

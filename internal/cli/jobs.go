@@ -46,8 +46,12 @@ type envClock func() time.Time
 func (c envClock) Now() time.Time                         { return c() }
 func (c envClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
 
-// openJobs opens the session's queue as a JobQueue on Env.Now's clock.
-func (s *session) openJobs(jf jobFlags) (*fdbqueue.JobQueue, error) {
+// openJobs opens the session's queue as a JobQueue on Env.Now's clock,
+// after checking that something is stored at its subspace (requireQueue)
+// and, with the library's Stats (snapshot reads, no write), that its
+// stored configuration agrees with the flags, before any command reads or
+// changes its jobs.
+func (s *session) openJobs(ctx context.Context, jf jobFlags) (*fdbqueue.JobQueue, error) {
 	if s.spec.Kind != Jobs {
 		return nil, usagef(ErrUnknownKind, "--kind %s: this command needs a job queue (--kind jobs)", s.spec.Kind)
 	}
@@ -59,7 +63,17 @@ func (s *session) openJobs(jf jobFlags) (*fdbqueue.JobQueue, error) {
 		return nil, usagef(ErrBadQueuePath, "%v", err)
 	}
 	cfg := fdbqueue.JobQueueConfig{StatsResolution: *jf.resolution, Clock: envClock(s.env.Now)}
-	return fdbqueue.NewJobQueue(sub, cfg, s.env.QueueOptions...)
+	q, err := fdbqueue.NewJobQueue(sub, cfg, s.env.QueueOptions...)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.requireQueue(ctx, sub); err != nil {
+		return nil, err
+	}
+	if _, err := q.Stats(ctx, s.db); err != nil {
+		return nil, err
+	}
+	return q, nil
 }
 
 // JobStatsJSON is what stats --kind jobs --json prints: fdbqueue.JobStats
@@ -79,7 +93,7 @@ type JobStatsJSON struct {
 // jobStats prints JobQueue.Stats: one read-only transaction of snapshot
 // reads (counters and time buckets), no scan of the jobs.
 func jobStats(ctx context.Context, s *session, jf jobFlags, asJSON bool) error {
-	q, err := s.openJobs(jf)
+	q, err := s.openJobs(ctx, jf)
 	if err != nil {
 		return err
 	}
@@ -187,7 +201,7 @@ func setupDead(fs *flag.FlagSet) func(context.Context, *session, []string) error
 		if *limit < 0 {
 			return usagef(ErrBadArgument, "--limit %d: want 0 (all) or more", *limit)
 		}
-		q, err := s.openJobs(jf)
+		q, err := s.openJobs(ctx, jf)
 		if err != nil {
 			return err
 		}
@@ -233,7 +247,7 @@ func setupRequeueDead(fs *flag.FlagSet) func(context.Context, *session, []string
 			}
 			ids = append(ids, id)
 		}
-		q, err := s.openJobs(jf)
+		q, err := s.openJobs(ctx, jf)
 		if err != nil {
 			return err
 		}

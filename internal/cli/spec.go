@@ -219,9 +219,15 @@ type target struct {
 	depth DepthSource
 }
 
-// open opens the session's queue and checks its stored configuration
-// against the flags (see check) before any command reads or writes it.
+// open opens the session's queue, checks that something is stored at its
+// subspace (requireQueue) and that its stored configuration agrees with
+// the flags (see check), before any command reads or writes it.
 func (s *session) open(ctx context.Context) (*target, error) {
+	return s.openQueue(ctx, true)
+}
+
+// openQueue is open; push, which creates a queue, passes mustExist false.
+func (s *session) openQueue(ctx context.Context, mustExist bool) (*target, error) {
 	sub, err := fdbqueue.NewSubspace(s.spec.Path)
 	if err != nil {
 		return nil, usagef(ErrBadQueuePath, "%v", err)
@@ -242,10 +248,39 @@ func (s *session) open(ctx context.Context) (*target, error) {
 		}
 		t.depth = counterDepth{t.q.Depth}
 	}
+	if mustExist {
+		if err := s.requireQueue(ctx, sub); err != nil {
+			return nil, err
+		}
+	}
 	if err := t.check(ctx, s.db); err != nil {
 		return nil, err
 	}
 	return t, nil
+}
+
+// requireQueue fails with a *NoQueueError when no key at all starts with
+// sub's prefix: no stored configuration (prefix + 0xff + ("c",)), no item
+// or job, no journal record. Cost: one snapshot range read of one key, in
+// its own read-only transaction (no conflict with the queue's clients).
+// A subspace that holds only other queues' subspaces (--queue myapp when
+// the queues are myapp/jobs and myapp/mail) is not empty, and passes.
+func (s *session) requireQueue(ctx context.Context, sub fdbqueue.Subspace) error {
+	r, err := tuple.PrefixRange(sub.Bytes())
+	if err != nil {
+		return usagef(ErrBadQueuePath, "%v", err)
+	}
+	found, err := kv.ReadTransact(ctx, s.db, func(tr kv.ReadTransaction) (bool, error) {
+		kvs, err := tr.Snapshot().GetRange(r, kv.RangeOptions{Limit: 1}).GetSlice()
+		return len(kvs) > 0, err
+	})
+	if err != nil {
+		return err
+	}
+	if !found {
+		return &NoQueueError{Queue: pathString(s.spec.Path)}
+	}
+	return nil
 }
 
 // check reads the queue's depth counters with the layer's Depth, for the
