@@ -153,20 +153,31 @@ func deadJSON(d fdbqueue.DeadJob) DeadJobJSON {
 // deadPage is the most dead jobs one ListDead transaction reads.
 var deadPage = 1000
 
-// listDead reads up to limit (0: all) dead jobs, oldest death first (see
-// eachDead).
-func listDead(ctx context.Context, s *session, q *fdbqueue.JobQueue, limit int) ([]fdbqueue.DeadJob, error) {
+// listDead reads up to limit (0: no limit) dead jobs that f selects,
+// oldest death first (see eachDead).
+func listDead(ctx context.Context, s *session, q *fdbqueue.JobQueue, limit int, f deadFilter) ([]fdbqueue.DeadJob, error) {
 	var out []fdbqueue.DeadJob
-	err := eachDead(ctx, s, q, limit, func(d fdbqueue.DeadJob) { out = append(out, d) })
+	err := eachDead(ctx, s, q, limit, f, func(d fdbqueue.DeadJob) error {
+		out = append(out, d)
+		return nil
+	})
 	return out, err
 }
 
-// eachDead calls fn for up to limit (0: all) dead jobs, oldest death
-// first, read in pages of deadPage, each its own read-only transaction (a
-// long list is not one snapshot, but each page stays within FDB's
-// five-second limit). fn keeps what it needs: requeue-dead --all keeps the
-// IDs only, not every dead job's value.
-func eachDead(ctx context.Context, s *session, q *fdbqueue.JobQueue, limit int, fn func(fdbqueue.DeadJob)) error {
+// errStopScan, returned by eachDead's fn, ends the scan without an error.
+var errStopScan = errors.New("stop the scan")
+
+// eachDead calls fn for up to limit dead jobs that f selects, oldest death
+// first, read with ListDead in pages of deadPage, each its own read-only
+// transaction (a long list is not one snapshot, but each page stays within
+// FDB's five-second limit). ListDead takes a limit of at least 1
+// (fdbqueue.ErrInvalidArgument otherwise); limit 0 here means no limit:
+// eachDead pages until the list ends. With f's --died-before the scan ends
+// at the first job that died at or after it (the list is in order of
+// death). fn keeps what it needs (requeue-dead --all keeps the IDs only,
+// not every dead job's value); an error from fn ends the scan with it,
+// errStopScan without an error.
+func eachDead(ctx context.Context, s *session, q *fdbqueue.JobQueue, limit int, f deadFilter, fn func(fdbqueue.DeadJob) error) error {
 	var cursor []byte
 	seen := 0
 	for {
@@ -179,10 +190,23 @@ func eachDead(ctx context.Context, s *session, q *fdbqueue.JobQueue, limit int, 
 			return err
 		}
 		for _, d := range page {
-			fn(d)
+			if f.ended(d) {
+				return nil
+			}
+			if !f.match(d) {
+				continue
+			}
+			if err := fn(d); err != nil {
+				if errors.Is(err, errStopScan) {
+					return nil
+				}
+				return err
+			}
+			if seen++; limit > 0 && seen >= limit {
+				return nil
+			}
 		}
-		seen += len(page)
-		if len(page) < n || (limit > 0 && seen >= limit) {
+		if len(page) < n {
 			return nil
 		}
 		cursor = page[len(page)-1].Cursor
@@ -192,8 +216,9 @@ func eachDead(ctx context.Context, s *session, q *fdbqueue.JobQueue, limit int, 
 func setupDead(fs *flag.FlagSet) func(context.Context, *session, []string) error {
 	jobsByDefault(fs)
 	jf := addJobFlags(fs)
-	limit := fs.Int("limit", 100, "most dead jobs to show (0: all)")
+	limit := fs.Int("limit", 100, fmt.Sprintf("most dead jobs to show; 0: every one, read in pages of %d (one transaction each)", deadPage))
 	asJSON := fs.Bool("json", false, "print a JSON array")
+	ff := addDeadFilterFlags(fs)
 	return func(ctx context.Context, s *session, args []string) error {
 		if err := noArgs(args); err != nil {
 			return err
@@ -201,22 +226,32 @@ func setupDead(fs *flag.FlagSet) func(context.Context, *session, []string) error
 		if *limit < 0 {
 			return usagef(ErrBadArgument, "--limit %d: want 0 (all) or more", *limit)
 		}
+		f, err := ff.parse(fs, s.env.Now())
+		if err != nil {
+			return err
+		}
 		q, err := s.openJobs(ctx, jf)
 		if err != nil {
 			return err
 		}
-		dead, err := listDead(ctx, s, q, *limit)
+		dead, err := listDead(ctx, s, q, *limit, f)
 		if err != nil {
 			return err
 		}
 		return writeList(s, dead, *asJSON, deadJSON, "(no dead jobs)", func(w io.Writer) {
 			now := s.env.Now()
 			for i, d := range dead {
-				fmt.Fprintf(w, "%4d  %s  attempts %d/%d  died %s ago  %s  reason %s\n", i+1, d.ID,
-					d.Attempts, d.MaxAttempts, now.Sub(d.Died).Round(time.Second), strconv.Quote(string(d.Value)), strconv.Quote(d.Reason))
+				writeDeadLine(w, i+1, d, now)
 			}
 		})
 	}
+}
+
+// writeDeadLine writes dead job d as the text form of dead shows it, as
+// its nth line.
+func writeDeadLine(w io.Writer, n int, d fdbqueue.DeadJob, now time.Time) {
+	fmt.Fprintf(w, "%4d  %s  attempts %d/%d  died %s ago  %s  reason %s\n", n, d.ID,
+		d.Attempts, d.MaxAttempts, now.Sub(d.Died).Round(time.Second), strconv.Quote(string(d.Value)), strconv.Quote(d.Reason))
 }
 
 // ParseJobID parses a job ID as dead and the library print it: 32 hex
@@ -232,63 +267,15 @@ func ParseJobID(s string) (fdbqueue.JobID, error) {
 }
 
 func setupRequeueDead(fs *flag.FlagSet) func(context.Context, *session, []string) error {
-	jobsByDefault(fs)
-	jf := addJobFlags(fs)
-	all := fs.Bool("all", false, "requeue every job in the dead-letter list (as listed when the command starts)")
-	return func(ctx context.Context, s *session, args []string) error {
-		if *all == (len(args) > 0) {
-			return usagef(ErrBadArgument, "give job IDs (from dead) or --all, not both")
-		}
-		ids := make([]fdbqueue.JobID, 0, len(args))
-		for _, a := range args {
-			id, err := ParseJobID(a)
-			if err != nil {
-				return err
-			}
-			ids = append(ids, id)
-		}
-		q, err := s.openJobs(ctx, jf)
-		if err != nil {
-			return err
-		}
-		if *all {
-			if err := eachDead(ctx, s, q, 0, func(d fdbqueue.DeadJob) { ids = append(ids, d.ID) }); err != nil {
-				return err
-			}
-		}
-		return requeue(ctx, s, q, ids)
-	}
+	return setupDeadAction(fs, deadAction{verb: "requeue", done: "requeued",
+		op: func(ctx context.Context, q *fdbqueue.JobQueue, s *session, id fdbqueue.JobID, opID fdbqueue.OpOption) error {
+			return q.Requeue(ctx, s.db, id, opID)
+		}})
 }
 
-// requeue requeues each job with JobQueue.Requeue, one transaction each
-// (exactly once through the journal under commit_unknown_result, and
-// settled as push and pop are when the command is interrupted while a
-// commit is in flight: see settle). A job that fails (not dead, or its
-// unique key held by a live job: it stays dead) does not stop the others;
-// the error joins the failures, so that errors.Is finds
-// fdbqueue.ErrJobNotFound or fdbqueue.ErrUniqueKeyHeld.
-func requeue(ctx context.Context, s *session, q *fdbqueue.JobQueue, ids []fdbqueue.JobID) error {
-	var errs []error
-	done := 0
-	for _, id := range ids {
-		_, err := settle(ctx, func(ctx context.Context, opID fdbqueue.OpOption) (struct{}, error) {
-			return struct{}{}, q.Requeue(ctx, s.db, id, opID)
-		})
-		if err != nil {
-			if ctx.Err() != nil {
-				return fmt.Errorf("requeued %d of %d jobs: %w", done, len(ids), err)
-			}
-			if !errors.Is(err, fdbqueue.ErrJobNotFound) { // whose message names the job
-				err = fmt.Errorf("job %s: %w", id, err)
-			}
-			errs = append(errs, err)
-			continue
-		}
-		done++
-	}
-	fmt.Fprintf(s.env.Stdout, "requeued %d of %s in %s\n", done, plural(len(ids), "dead job"), pathString(s.spec.Path))
-	if len(errs) > 0 {
-		return fmt.Errorf("%s not requeued: %w", plural(len(errs), "job"), errors.Join(errs...))
-	}
-	return nil
+func setupDeleteDead(fs *flag.FlagSet) func(context.Context, *session, []string) error {
+	return setupDeadAction(fs, deadAction{verb: "delete", done: "deleted",
+		op: func(ctx context.Context, q *fdbqueue.JobQueue, s *session, id fdbqueue.JobID, opID fdbqueue.OpOption) error {
+			return q.DeleteDead(ctx, s.db, id, opID)
+		}})
 }

@@ -29,8 +29,12 @@ func TestNoQueueAtSubspace(t *testing.T) {
 	cmds = append(cmds,
 		[]string{"stats", "--kind", "jobs"},
 		[]string{"dead"},
+		[]string{"dead", "--reason", "x"},
 		[]string{"requeue-dead", "--all"},
 		[]string{"requeue-dead", deadDemoID},
+		[]string{"delete-dead", "--all"},
+		[]string{"delete-dead", "--all", "--dry-run"},
+		[]string{"delete-dead", deadDemoID},
 	)
 	for _, c := range cmds {
 		name := c[0]
@@ -85,4 +89,5 @@ func TestUsageListsExitCodes(t *testing.T) {
 	var b strings.Builder
 	Usage(&b)
 	assert.Contains(t, b.String(), "4 nothing is stored at --queue")
+	assert.Contains(t, b.String(), "  delete-dead  ID...     job queue: delete dead jobs for good")
 }
