@@ -1,6 +1,6 @@
 // Command fdbqueue inspects and operates one fdbqueue queue on a
 // FoundationDB cluster: stats, peek, list, push, pop, drain and watch; on a
-// job queue (--kind jobs), stats, dead and requeue-dead.
+// job queue (--kind jobs), stats, dead, requeue-dead and delete-dead.
 //
 //	fdbqueue stats --queue myapp/jobs [--cluster-file /etc/foundationdb/fdb.cluster]
 //	fdbqueue list  --queue myapp/jobs --json --limit 10

@@ -66,6 +66,29 @@ func TestDemoJobQueue(t *testing.T) {
 	}
 }
 
+// The dead-letter commands and the "no queue" exit code through the
+// binary's backend: delete-dead's dry run and deletion of the demo's dead
+// job (each --demo run starts afresh), and a mistyped --queue (exit 4).
+func TestDemoDeleteDeadAndNoQueue(t *testing.T) {
+	run := func(args ...string) (int, string, string) {
+		var out, errb bytes.Buffer
+		code := cli.Run(context.Background(), args, cli.Env{Stdout: &out, Stderr: &errb, Backend: &backend{}})
+		return code, out.String(), errb.String()
+	}
+	code, out, errs := run("delete-dead", "--demo", "--queue", "demo/work", "--reason", "card", "--dry-run")
+	if code != cli.ExitOK || !strings.HasSuffix(out, "would delete 1 dead job in (\"demo\", \"work\") (dry run: nothing changed)\n") {
+		t.Fatalf("dry run: exit %d: %s%s", code, out, errs)
+	}
+	code, out, errs = run("delete-dead", "--demo", "--queue", "demo/work", "d599bfd5bef0ee993962e6f28af3f987")
+	if code != cli.ExitOK || out != "deleted 1 of 1 dead job in (\"demo\", \"work\")\n" {
+		t.Fatalf("delete: exit %d: %s%s", code, out, errs)
+	}
+	code, out, errs = run("dead", "--demo", "--queue", "demo/wrok")
+	if code != cli.ExitNoQueue || out != "" || !strings.HasPrefix(errs, `fdbqueue dead: no queue is stored at ("demo", "wrok")`) {
+		t.Fatalf("mistyped queue: exit %d, want %d: %s%s", code, cli.ExitNoQueue, out, errs)
+	}
+}
+
 // SIGTERM ends a command as ctrl-C does, through its context, so that a
 // command between a commit and its output settles and prints instead of
 // dying: watch, signalled after its first sample, exits 0 (its normal end)
