@@ -121,7 +121,9 @@ type DeadJob struct {
 }
 
 // ListDead returns up to limit dead jobs, oldest death first, starting
-// after cursor (nil: from the start; else a DeadJob's Cursor). Cost: one
+// after cursor (nil: from the start; else a DeadJob's Cursor); a limit
+// below 1 fails with ErrInvalidArgument (page with Cursor to read them
+// all). Cost: one
 // range read of the dead list and a point read of each value, in two
 // round trips; normal reads (a read-write transaction that lists and then
 // requeues conflicts with a concurrent requeue).
