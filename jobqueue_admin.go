@@ -123,10 +123,12 @@ type DeadJob struct {
 // ListDead returns up to limit dead jobs, oldest death first, starting
 // after cursor (nil: from the start; else a DeadJob's Cursor); a limit
 // below 1 fails with ErrInvalidArgument (page with Cursor to read them
-// all). Cost: one
-// range read of the dead list and a point read of each value, in two
-// round trips; normal reads (a read-write transaction that lists and then
-// requeues conflicts with a concurrent requeue).
+// all). Cost: one range read of the dead list and a point read of each
+// value, in two round trips; normal reads (a read-write transaction that
+// lists and then requeues conflicts with a concurrent requeue). The values
+// are read whole, so a page of large jobs is a large read: size limit so
+// that a page is read well within FoundationDB's 5-second transaction
+// window.
 func (q *JobQueue) ListDead(ctx context.Context, t kv.ReadTransactor, cursor []byte, limit int) ([]DeadJob, error) {
 	if err := checkTransactor(t); err != nil {
 		return nil, err

@@ -150,8 +150,11 @@ func deadJSON(d fdbqueue.DeadJob) DeadJobJSON {
 	return j
 }
 
-// deadPage is the most dead jobs one ListDead transaction reads.
-var deadPage = 1000
+// deadPage is the most dead jobs one ListDead transaction reads. ListDead
+// reads their values too (up to kv.MaxValueSize each): 100 keeps a page of
+// the largest jobs at about 10 MB, well within FDB's five-second window,
+// where 1,000 would be 100 MB and could be retried forever at that size.
+var deadPage = 100
 
 // listDead reads up to limit (0: no limit) dead jobs that f selects,
 // oldest death first (see eachDead).
