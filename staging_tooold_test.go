@@ -244,7 +244,8 @@ func TestStagedCleanupPastTheMVCCWindow(t *testing.T) {
 // TestStagedWaitsLongerThanTheMVCCWindow: waiters sleep on their watches
 // for several MVCC windows (the clock moves 3 windows while they wait, and
 // a third waiter, behind the two oldest, renews its request in a step that
-// stalls across one more window and fails with transaction_too_old). No
+// stalls across one more window and fails with transaction_too_old; in
+// batches its arm transaction stalls across one more). No
 // step holds a read version while its waiter sleeps (the loop resets its
 // transaction before it arms and sleeps, staging_waiter.go), so each
 // waiter's next step reads afresh; a watch compares with the value at its
@@ -287,17 +288,33 @@ func TestStagedWaitsLongerThanTheMVCCWindow(t *testing.T) {
 		// timeout), so its next step renews its request: that step
 		// stalls before its commit while the clock crosses the window once
 		// more.
+		start := clock.Now()
 		sleepHook, asleep, wake := stallOnceAt("armed")
 		renewHook, renewing, resumeRenew := stallOnceAt("commit wait")
+		// In batches, its registration leaves the watch on the request
+		// ahead to a read-only transaction right after its commit
+		// (armLater); that transaction stalls across the window too. A
+		// read-only commit is never too old (FoundationDB's
+		// commitMutations returns at once without mutations,
+		// fdbclient/NativeAPI.actor.cpp; memdb fires the watches of one
+		// past the window, which a watch may do, so the waiter looks
+		// again): the waiter must not miss a change either way.
+		armHook, arming, resumeArm := stallOnceAt("commit arm")
 		// Only a step after that sleep: by place, the step after the
 		// registration, which only arms, commits in phase wait too.
-		fdbqueue.SetStagingHook(q, hooks(sleepHook, after("armed", renewHook)))
+		fdbqueue.SetStagingHook(q, hooks(armHook, sleepHook, after("armed", renewHook)))
 		go take(q)
+		if !m.byPlace {
+			<-arming
+			crossWindow(clock)
+			resumeArm()
+		}
 		<-asleep
 		for range 3 {
 			crossWindow(clock)
 		}
-		clock.Advance(windowClaimTimeout/3 - 3*(mvccWindow+time.Second) + time.Second) // past its renewal time
+		// Past its renewal time.
+		clock.Advance(start.Add(windowClaimTimeout/3 + time.Second).Sub(clock.Now()))
 		wake()
 		<-renewing
 		before := db.Stats().TooOld
