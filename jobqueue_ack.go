@@ -199,9 +199,11 @@ func (q *JobQueue) Backoff(attempt int) time.Duration {
 
 // Extend moves the lease's deadline to now + d (0: the queue's
 // LeaseDuration) and returns the lease with its new deadline; use the
-// returned Lease from then on. It fails with ErrLeaseLost as Ack does,
-// and a lease whose deadline passed but whose job nobody leased again is
-// still extended.
+// returned Lease from then on. On error it returns l, which still works
+// for Ack, Nack, Release and Extend even if the extension committed (at
+// the cost of the round trips a lease extended through another copy
+// costs). It fails with ErrLeaseLost as Ack does, and a lease whose
+// deadline passed but whose job nobody leased again is still extended.
 //
 // Conflicts: those of Ack. Cost: one round trip and a commit of a clear,
 // two writes and two counter adds, and a bump of the signal key when the
@@ -219,6 +221,7 @@ func (q *JobQueue) Extend(ctx context.Context, t kv.Transactor, l Lease, d time.
 	if d < time.Millisecond {
 		return l, fmt.Errorf("%w: lease duration %v, want at least 1ms", ErrInvalidArgument, d)
 	}
+	t = q.journal.track.observe("extend", t) // its conflicts and retries
 	_, own := t.(kv.Database)
 	var gate gateRead
 	out, err := kv.Transact(ctx, t, func(tr kv.Transaction) (Lease, error) {
@@ -246,7 +249,10 @@ func (q *JobQueue) Extend(ctx context.Context, t kv.Transactor, l Lease, d time.
 		return out, nil
 	})
 	q.journal.track.obs.leaseExtended(err)
-	return out, err
+	if err != nil {
+		return l, err
+	}
+	return out, nil
 }
 
 // Release gives the leased job back without counting the attempt: the job

@@ -160,8 +160,9 @@ func TestJobQueueExpiredLeaseLost(t *testing.T) {
 	require.Equal(t, 2, cur.Attempt)
 	require.NotEqual(t, old.ID, cur.ID, "every lease has a new ID")
 
-	_, err = q.Extend(ctx, db, old, time.Minute)
+	got, err := q.Extend(ctx, db, old, time.Minute)
 	require.ErrorIs(t, err, fdbqueue.ErrLeaseLost)
+	require.Equal(t, old, got, "on error, Extend returns the lease it was given")
 	require.ErrorIs(t, q.Ack(ctx, db, old), fdbqueue.ErrLeaseLost)
 	_, err = q.Nack(ctx, db, old, fdbqueue.NackOptions{})
 	require.ErrorIs(t, err, fdbqueue.ErrLeaseLost)

@@ -217,6 +217,8 @@ func TestExtendOutcomes(t *testing.T) {
 		"fdbqueue.lease.extensions fdbqueue.outcome=canceled":        1,
 		"fdbqueue.lease.extensions fdbqueue.outcome=lease_lost":      1,
 	}, only(got, "fdbqueue.lease.extensions"))
+	// Its transactions are counted as every operation's.
+	require.Equal(t, 1.0, got["fdbqueue.commit_unknown_result fdbqueue.op=extend"])
 	m := find(t, reader, "fdbqueue.lease.extensions")
 	require.Equal(t, "{extension}", m.Unit)
 	sum, ok := m.Data.(metricdata.Sum[int64])
@@ -230,6 +232,10 @@ var errDown = errors.New("database down")
 type failingDB struct{ *memdb.DB }
 
 func (failingDB) Transact(context.Context, func(kv.Transaction) error) error { return errDown }
+
+// CreateTransaction fails too: with a MeterProvider, operations run their
+// own retry loop over it.
+func (failingDB) CreateTransaction(context.Context) (kv.Transaction, error) { return nil, errDown }
 
 // A pool's heartbeat extends a running job's lease through Extend, so its
 // extensions are counted: one extended, then, once the job was acked
