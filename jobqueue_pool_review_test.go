@@ -1,0 +1,81 @@
+package fdbqueue_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/fdbqueue/fdbqueue"
+	"github.com/fdbqueue/fdbqueue/kv"
+	"github.com/fdbqueue/fdbqueue/memdb"
+)
+
+// holdAfterUncertain is a database that, the first time a transaction
+// fails with an error for which kv.MaybeCommitted is true, holds the next
+// commit that sends writes (memdb's HoldNextCommitLate) before returning
+// that error: the caller's next transaction is then in flight until the
+// test lets it land.
+type holdAfterUncertain struct {
+	*memdb.DB
+	once sync.Once
+	held chan func() // the hold's release, once armed
+}
+
+func (h *holdAfterUncertain) Transact(ctx context.Context, fn func(kv.Transaction) error) error {
+	err := h.DB.Transact(ctx, fn)
+	if kv.MaybeCommitted(err) {
+		h.once.Do(func() {
+			held, land := h.DB.HoldNextCommitLate()
+			go func() { <-held; h.held <- land }()
+		})
+	}
+	return err
+}
+
+// A lease that may have committed while the pool runs (1022 here, a
+// transaction timeout on FDB) is settled by a Lease under its ID; when
+// the pool stops while that settling Lease's own commit is in flight, the
+// job it took (or the one the first lease took) is released as at any
+// other shutdown, not left leased to nobody until its lease expires, its
+// one attempt spent. Before, the worker saw its context ended and
+// returned without settling. The settling commit is held and let go once
+// Run has returned, as FoundationDB's client lets a cancelled commit
+// request land (RYWImpl::commit, fdbclient/ReadYourWrites.cpp).
+func TestJobPoolSettlesAnUncertainLeaseWhoseSettlingTheShutdownInterrupts(t *testing.T) {
+	ctx := context.Background()
+	mem := newDB(t)
+	db := &holdAfterUncertain{DB: mem, held: make(chan func(), 1)}
+	clock := newFakeClock()
+	clock.Armed = make(chan time.Duration, 64)
+	q := mustJobQueue(t, "settle-uncertain-at-stop", fdbqueue.JobQueueConfig{Clock: clock, MaxAttempts: 1})
+	added := mustAdd(t, mem, q, fdbqueue.Job{Value: []byte("late"), Delay: time.Minute})
+
+	handled := make(chan struct{}, 1)
+	runCtx, stop := context.WithCancel(ctx)
+	ran := make(chan error, 1)
+	go func() {
+		ran <- q.Run(runCtx, db, func(context.Context, *fdbqueue.Task) error { handled <- struct{}{}; return nil },
+			fdbqueue.PoolOptions{Workers: 1, LeaseDuration: 30 * time.Second, Logger: quietLog})
+	}()
+	require.Greater(t, <-clock.Armed, time.Minute-time.Second, "LeaseWait sleeps until the job is due")
+	mem.FailNextCommit(kv.ErrCommitUnknownResultFatal, false) // the worker's lease: not applied, outcome unknown
+	clock.Advance(time.Minute + time.Millisecond)
+	var land func()
+	select { // the settling Lease's commit is in flight
+	case land = <-db.held:
+	case <-time.After(wakeTimeout):
+		t.Fatal("the pool did not settle its uncertain lease")
+	}
+	stop()
+	err := <-ran
+	land() // the interrupted settling commit lands (or conflicts) now
+	require.NoError(t, err)
+	require.Empty(t, handled, "no handler ran")
+	require.Equal(t, fdbqueue.JobStats{Queued: 1, Due: 1}, mustStats(t, mem, q), "due again at once, leased to nobody")
+	l := mustLease(t, mem, q, 1, time.Minute)[0]
+	require.Equal(t, added.ID, l.JobID)
+	require.Equal(t, 1, l.Attempt, "the interrupted lease's attempt is not counted")
+}
