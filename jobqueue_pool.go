@@ -372,8 +372,16 @@ func (p *pool) worker(ctx, base context.Context, n int) {
 					p.process(base, n, ls[0])
 					continue
 				}
-				if err == nil || errors.Is(err, ErrEmpty) || ctx.Err() != nil {
+				if err == nil || errors.Is(err, ErrEmpty) {
 					continue
+				}
+				if ctx.Err() != nil {
+					// The pool stopped before this Lease could tell what
+					// the first took (its own commit may land too):
+					// settle both under the ID, as for a lease in flight
+					// at shutdown.
+					p.settleLease(n, id)
+					return
 				}
 			}
 			p.log.Error("fdbqueue: lease failed", "worker", n, "err", err)
