@@ -407,7 +407,9 @@ func (h *poolHarness) cycle(ctx context.Context, q *fdbqueue.JobQueue, db *memdb
 	}
 	pdb.stopping(false)
 
-	// Every Run returned: read the queue.
+	// Every Run returned: read the queue, once the commits interrupted
+	// at shutdown have landed (or conflicted), as FDB's do.
+	db.AwaitLateLandings()
 	c.mu.Lock()
 	outcomes := slices.Clone(c.outcomes)
 	res.Handled += c.started
