@@ -79,3 +79,68 @@ func TestJobPoolSettlesAnUncertainLeaseWhoseSettlingTheShutdownInterrupts(t *tes
 	require.Equal(t, added.ID, l.JobID)
 	require.Equal(t, 1, l.Attempt, "the interrupted lease's attempt is not counted")
 }
+
+// failAgainAfterUncertain is a memdb database that, the first time a
+// transaction fails with an error for which kv.MaybeCommitted is true,
+// makes the next commit fail the same way, its writes applied.
+type failAgainAfterUncertain struct {
+	*memdb.DB
+	once sync.Once
+}
+
+func (f *failAgainAfterUncertain) Transact(ctx context.Context, fn func(kv.Transaction) error) error {
+	err := f.DB.Transact(ctx, fn)
+	if kv.MaybeCommitted(err) {
+		f.once.Do(func() { f.DB.FailNextCommit(kv.ErrCommitUnknownResultFatal, true) })
+	}
+	return err
+}
+
+// When the Lease that settles an uncertain lease (1022, a transaction
+// timeout on FDB: say, every transaction times out while the cluster is
+// unavailable) is uncertain too, the pool settles again under the same ID
+// a second later, and processes the job that Lease took. Before, it
+// leased anew under a new ID: the job stayed leased to nobody until its
+// lease expired, its one attempt spent, and the next Lease dead-lettered
+// it without it ever having run.
+func TestJobPoolSettlesAnUncertainLeaseUntilItKnows(t *testing.T) {
+	ctx := context.Background()
+	mem := newDB(t)
+	db := &failAgainAfterUncertain{DB: mem}
+	clock := newFakeClock()
+	clock.Armed = make(chan time.Duration, 64)
+	q := mustJobQueue(t, "settle-uncertain-twice", fdbqueue.JobQueueConfig{Clock: clock, MaxAttempts: 1})
+	added := mustAdd(t, mem, q, fdbqueue.Job{Value: []byte("once")})
+	mem.FailNextCommit(kv.ErrCommitUnknownResultFatal, false) // the pool's first lease; the settling one then fails applied
+
+	const extendEvery = 10 * time.Second
+	outcomes := make(chan fdbqueue.Outcome, 2)
+	runCtx, stop := context.WithCancel(ctx)
+	ran := make(chan error, 1)
+	go func() {
+		ran <- q.Run(runCtx, db, func(context.Context, *fdbqueue.Task) error { return nil },
+			fdbqueue.PoolOptions{Workers: 1, LeaseDuration: 3 * extendEvery, ExtendEvery: extendEvery,
+				Logger: quietLog, OnOutcome: func(o fdbqueue.Outcome) { outcomes <- o }})
+	}()
+	require.Equal(t, time.Second, <-clock.Armed, "the worker waits a second after the failed settling")
+	clock.Advance(time.Second)
+	var o fdbqueue.Outcome
+	for done := false; !done; {
+		select {
+		case o = <-outcomes:
+			done = true
+		case d := <-clock.Armed:
+			// A heartbeat's timer is extendEvery; a LeaseWait asleep until
+			// the hidden job's lease expires is longer.
+			require.LessOrEqual(t, d, extendEvery, "the worker sleeps while its job is leased to nobody: %+v", mustStats(t, mem, q))
+		case <-time.After(wakeTimeout):
+			t.Fatal("the job was not processed")
+		}
+	}
+	stop()
+	require.NoError(t, <-ran)
+	require.Equal(t, fdbqueue.Acked, o.Result, "err: %v", o.Err)
+	require.Equal(t, added.ID, o.Lease.JobID)
+	require.Equal(t, 1, o.Lease.Attempt, "one attempt, counted once")
+	require.Equal(t, fdbqueue.JobStats{}, mustStats(t, mem, q), "acked: nothing left leased or dead")
+}
