@@ -217,8 +217,9 @@ func (e *PanicError) Error() string { return fmt.Sprintf("handler panic: %v", e.
 // leasing (a database outage) do not stop it:
 // they are logged and the worker tries again a second later; a lease that
 // may have committed (kv.MaybeCommitted: a transaction timeout, say) is
-// first settled under its ID, and the job it took is processed. A lease error
-// no retry can cure (ErrConfigMismatch: the handle disagrees with the
+// first settled under its ID (again every second while that fails too,
+// until a call under the ID tells), and the job it took is processed. A
+// lease error no retry can cure (ErrConfigMismatch: the handle disagrees with the
 // queue's stored configuration; ErrForeignKey: a key in the jobs' range is
 // not a job) stops the pool as a shutdown does, and Run returns it.
 //
@@ -347,51 +348,58 @@ type pool struct {
 }
 
 func (p *pool) worker(ctx, base context.Context, n int) {
+	var id OpID
+	// uncertain: the lease under id may have committed (kv.MaybeCommitted:
+	// a transaction timeout, say) and is not settled yet. Lease again under
+	// its ID returns the job it took, or leases one now, rather than leave
+	// a job hidden under a lease nobody holds until it expires; until a
+	// call under the ID tells, the worker leases under no other.
+	uncertain := false
 	for ctx.Err() == nil {
-		var id OpID
-		ls, err := p.q.leaseWait(ctx, p.db, 1, p.o.LeaseDuration, &id)
-		if err != nil {
-			if ctx.Err() != nil {
-				if kv.MaybeCommitted(err) {
-					p.settleLease(n, id)
-				}
-				return
-			}
-			if fatalLeaseError(err) {
-				p.fatalOnce.Do(func() { p.log.Error("fdbqueue: job pool stopping: lease failed for good", "err", err) })
-				p.stop(fmt.Errorf("%w: %w", errPoolFailed, err))
-				return
-			}
-			if kv.MaybeCommitted(err) {
-				// The lease may have committed (a transaction timeout, say):
-				// Lease again under its ID returns the job it took, or
-				// leases one now, rather than leave a job hidden under a
-				// lease nobody holds until it expires.
-				ls, err = p.q.Lease(ctx, p.db, 1, p.o.LeaseDuration, WithOpID(id))
-				if err == nil && len(ls) > 0 {
-					p.process(base, n, ls[0])
-					continue
-				}
-				if err == nil || errors.Is(err, ErrEmpty) {
-					continue
-				}
-				if ctx.Err() != nil {
-					// The pool stopped before this Lease could tell what
-					// the first took (its own commit may land too):
-					// settle both under the ID, as for a lease in flight
-					// at shutdown.
-					p.settleLease(n, id)
-					return
-				}
-			}
-			p.log.Error("fdbqueue: lease failed", "worker", n, "err", err)
-			select { // not a poll: a failing database, retried slowly
-			case <-p.q.cfg.Clock.After(time.Second):
-			case <-ctx.Done():
-			}
+		var ls []Lease
+		var err error
+		if uncertain {
+			ls, err = p.q.Lease(ctx, p.db, 1, p.o.LeaseDuration, WithOpID(id))
+		} else {
+			ls, err = p.q.leaseWait(ctx, p.db, 1, p.o.LeaseDuration, &id)
+		}
+		if err == nil {
+			uncertain = false
+			p.process(base, n, ls[0])
 			continue
 		}
-		p.process(base, n, ls[0])
+		if uncertain && (errors.Is(err, ErrEmpty) || errors.Is(err, ErrOperationExpired)) {
+			uncertain = false // settled: nothing taken, or past telling
+			if errors.Is(err, ErrEmpty) {
+				continue
+			}
+		}
+		if ctx.Err() != nil {
+			if uncertain || kv.MaybeCommitted(err) {
+				p.settleLease(n, id)
+			}
+			return
+		}
+		if fatalLeaseError(err) {
+			p.fatalOnce.Do(func() { p.log.Error("fdbqueue: job pool stopping: lease failed for good", "err", err) })
+			p.stop(fmt.Errorf("%w: %w", errPoolFailed, err))
+			if uncertain {
+				p.settleLease(n, id)
+			}
+			return
+		}
+		if !uncertain && kv.MaybeCommitted(err) {
+			uncertain = true // settle it at once
+			continue
+		}
+		p.log.Error("fdbqueue: lease failed", "worker", n, "err", err)
+		select { // not a poll: a failing database, retried slowly
+		case <-p.q.cfg.Clock.After(time.Second):
+		case <-ctx.Done():
+		}
+	}
+	if uncertain {
+		p.settleLease(n, id)
 	}
 }
 
