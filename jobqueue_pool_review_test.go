@@ -2,6 +2,7 @@ package fdbqueue_test
 
 import (
 	"context"
+	"log/slog"
 	"sync"
 	"testing"
 	"time"
@@ -143,4 +144,67 @@ func TestJobPoolSettlesAnUncertainLeaseUntilItKnows(t *testing.T) {
 	require.Equal(t, added.ID, o.Lease.JobID)
 	require.Equal(t, 1, o.Lease.Attempt, "one attempt, counted once")
 	require.Equal(t, fdbqueue.JobStats{}, mustStats(t, mem, q), "acked: nothing left leased or dead")
+}
+
+// afterArmed reports, once armed, the result of each transaction on done.
+type afterArmed struct {
+	kv.Database
+	armed chan struct{} // closed to arm
+	done  chan error
+}
+
+func (a *afterArmed) Transact(ctx context.Context, fn func(kv.Transaction) error) error {
+	err := a.Database.Transact(ctx, fn)
+	select {
+	case <-a.armed:
+		a.done <- err
+	default:
+	}
+	return err
+}
+
+// A handler that acks its job in its own transaction (Task.Ack) and then
+// goes on (say, to notify someone) keeps its context when the heartbeat
+// next finds the job gone: its own ack removed it, which is no lost lease.
+// The outcome is Acked and nothing warns of a lost lease. Before, the
+// heartbeat ended the handler's context and warned "lease lost while the
+// handler ran"; a handler that then failed on its context was nacked, and
+// its outcome was LeaseLost, though its job was acked.
+func TestJobPoolHeartbeatAfterTheHandlersOwnAck(t *testing.T) {
+	ctx := context.Background()
+	mem := newDB(t)
+	db := &afterArmed{Database: mem, armed: make(chan struct{}), done: make(chan error, 8)}
+	clock := newFakeClock()
+	clock.Armed = make(chan time.Duration, 64)
+	q := mustJobQueue(t, "heartbeat-after-own-ack", fdbqueue.JobQueueConfig{Clock: clock})
+	mustAdd(t, mem, q, fdbqueue.Job{Value: []byte("acked by its handler")})
+
+	acked, proceed := make(chan error, 1), make(chan struct{})
+	ctxAfter := make(chan error, 1)
+	outcomes := make(chan fdbqueue.Outcome, 1)
+	var logs syncBuffer
+	runCtx, stop := context.WithCancel(ctx)
+	ran := make(chan error, 1)
+	go func() {
+		ran <- q.Run(runCtx, db, func(ctx context.Context, task *fdbqueue.Task) error {
+			acked <- mem.Transact(ctx, func(tr kv.Transaction) error { return task.Ack(ctx, tr) })
+			<-proceed
+			ctxAfter <- ctx.Err()
+			return ctx.Err() // the rest of its work, cut short were ctx to end
+		}, fdbqueue.PoolOptions{Workers: 1, LeaseDuration: 30 * time.Second, ExtendEvery: 10 * time.Second,
+			Logger: slog.New(slog.NewTextHandler(&logs, nil)), OnOutcome: func(o fdbqueue.Outcome) { outcomes <- o }})
+	}()
+	require.NoError(t, <-acked)
+	require.Equal(t, 10*time.Second, <-clock.Armed) // the heartbeat sleeps
+	close(db.armed)
+	clock.Advance(10 * time.Second)
+	require.ErrorIs(t, <-db.done, fdbqueue.ErrLeaseLost, "the heartbeat's extension finds the job gone")
+	close(proceed)
+	o := <-outcomes
+	stop()
+	require.NoError(t, <-ran)
+	require.NoError(t, <-ctxAfter, "the handler's context did not end")
+	require.Equal(t, fdbqueue.Acked, o.Result, "err: %v", o.Err)
+	require.NotContains(t, logs.String(), "lease lost")
+	require.Equal(t, fdbqueue.JobStats{}, mustStats(t, mem, q))
 }
