@@ -19,7 +19,9 @@ import (
 // counts as an error. ctx ends when the lease is lost (another consumer
 // has the job now) or when the pool gives up on in-flight jobs at
 // shutdown; the handler should then stop, since its result is no longer
-// used.
+// used. Once the handler has called Task.Ack, the job gone does not end
+// ctx (its own ack most likely removed it; Task.Ack fails with
+// ErrLeaseLost if another consumer has it).
 type Handler func(ctx context.Context, task *Task) error
 
 // Task is a job being processed by a pool's worker.
@@ -65,6 +67,13 @@ func (t *Task) opID() OpID {
 		t.ackID = &id
 	}
 	return *t.ackID
+}
+
+// acking reports whether the handler has called Task.Ack.
+func (t *Task) acking() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.ackID != nil
 }
 
 func (t *Task) set(l Lease) {
@@ -599,6 +608,13 @@ func (p *pool) heartbeat(ctx context.Context, task *Task, stop <-chan struct{}, 
 		}
 		l, err := p.q.Extend(ctx, p.db, task.Lease(), p.o.LeaseDuration)
 		switch {
+		case errors.Is(err, ErrLeaseLost) && task.acking():
+			// Most likely the handler's own Task.Ack removed the job: no
+			// lost lease, and its context must not end. The pool's ack,
+			// under the same operation ID, tells once the handler returns
+			// (LeaseLost if another consumer had the job).
+			log.Debug("fdbqueue: job gone after the handler's Task.Ack; no more extensions", "err", err)
+			return
 		case errors.Is(err, ErrLeaseLost):
 			log.Warn("fdbqueue: lease lost while the handler ran", "err", err)
 			lost()
