@@ -2,6 +2,7 @@ package fdbqueue_test
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"sync"
 	"testing"
@@ -207,4 +208,81 @@ func TestJobPoolHeartbeatAfterTheHandlersOwnAck(t *testing.T) {
 	require.Equal(t, fdbqueue.Acked, o.Result, "err: %v", o.Err)
 	require.NotContains(t, logs.String(), "lease lost")
 	require.Equal(t, fdbqueue.JobStats{}, mustStats(t, mem, q))
+}
+
+// The heartbeat's extension failing once, with each class of FDB error:
+// the retryable ones (not_committed 1020, commit_unknown_result 1021
+// applied or not, transaction_too_old 1007, process_behind 1037; FDB's
+// onError retries them, Transaction::onError in
+// fdbclient/NativeAPI.actor.cpp) are retried within the extension; the
+// others (transaction_timed_out 1031, applied or not; commit_unknown_result_fatal
+// 1022 applied; client_invalid_operation 2000) fail it, and the next
+// tick extends from the lease as it was. Either way the lease is held
+// through its first deadline, the handler's context never ends, and the
+// job is acked once.
+func TestJobPoolHeartbeatSurvivesAFailedExtension(t *testing.T) {
+	const extendEvery, lease = 10 * time.Second, 30 * time.Second
+	for _, c := range []struct {
+		err       error
+		applied   bool
+		retryable bool
+	}{
+		{kv.ErrNotCommitted, false, true},
+		{kv.ErrCommitUnknownResult, true, true},
+		{kv.ErrCommitUnknownResult, false, true},
+		{kv.ErrTransactionTooOld, false, true},
+		{kv.ErrProcessBehind, false, true},
+		{kv.ErrTransactionTimedOut, false, false},
+		{kv.ErrTransactionTimedOut, true, false},
+		{kv.ErrCommitUnknownResultFatal, true, false},
+		{kv.ErrClientInvalidOp, false, false},
+	} {
+		t.Run(fmt.Sprintf("%v applied=%v", c.err, c.applied), func(t *testing.T) {
+			ctx := context.Background()
+			db := newDB(t)
+			clock := newFakeClock()
+			clock.Armed = make(chan time.Duration, 64)
+			q := mustJobQueue(t, "heartbeat-errors", fdbqueue.JobQueueConfig{Clock: clock})
+			mustAdd(t, db, q, fdbqueue.Job{Value: []byte("long")})
+			started, finish := make(chan *fdbqueue.Task), make(chan struct{})
+			ctxErr := make(chan error, 1)
+			outcomes := make(chan fdbqueue.Outcome, 1)
+			runCtx, stop := context.WithCancel(ctx)
+			ran := make(chan error, 1)
+			go func() {
+				ran <- q.Run(runCtx, db, func(ctx context.Context, task *fdbqueue.Task) error {
+					started <- task
+					<-finish
+					ctxErr <- ctx.Err()
+					return nil
+				}, fdbqueue.PoolOptions{Workers: 1, LeaseDuration: lease, ExtendEvery: extendEvery,
+					Logger: quietLog, OnOutcome: func(o fdbqueue.Outcome) { outcomes <- o }})
+			}()
+			task := <-started
+			first := task.Lease().Deadline
+			require.Equal(t, extendEvery, <-clock.Armed)
+			db.FailNextCommit(c.err, c.applied) // the first extension's commit
+			clock.Advance(extendEvery)
+			require.Equal(t, extendEvery, <-clock.Armed) // the first extension is done
+			if c.retryable {
+				require.Equal(t, clock.Now().Add(lease).UnixMicro(), task.Lease().Deadline.UnixMicro(), "retried within the extension")
+			} else {
+				require.Equal(t, first, task.Lease().Deadline, "failed: the lease as it was")
+			}
+			clock.Advance(extendEvery)
+			require.Equal(t, extendEvery, <-clock.Armed) // the second extension is done
+			require.Equal(t, clock.Now().Add(lease).UnixMicro(), task.Lease().Deadline.UnixMicro())
+			clock.Advance(lease - 2*extendEvery) // the first deadline
+			<-clock.Armed
+			_, err := q.Lease(ctx, db, 1, time.Minute)
+			require.ErrorIs(t, err, fdbqueue.ErrEmpty, "the job is still the pool's")
+			close(finish)
+			o := <-outcomes
+			stop()
+			require.NoError(t, <-ran)
+			require.NoError(t, <-ctxErr, "the handler's context never ended")
+			require.Equal(t, fdbqueue.Acked, o.Result, "err: %v", o.Err)
+			require.Equal(t, fdbqueue.JobStats{}, mustStats(t, db, q))
+		})
+	}
 }
