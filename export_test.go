@@ -7,6 +7,9 @@ import "github.com/fdbqueue/fdbqueue/kv"
 // OpIDAt makes an OpID stamped with the given time.
 var OpIDAt = newOpIDAt
 
+// RetryExtension is the pool heartbeat's wait after a failed extension.
+var RetryExtension = retryExtension
+
 // SetUserVersion sets the user version a versionstamp-ordered q gives its
 // next item (at most 65,536).
 func SetUserVersion(q *Queue, v uint32) { q.userVer.Store(v) }

@@ -94,7 +94,13 @@ type PoolOptions struct {
 	// (default the queue's LeaseDuration).
 	LeaseDuration time.Duration
 	// ExtendEvery is how often a running job's lease is extended (default
-	// a third of LeaseDuration).
+	// a third of LeaseDuration). After a failed extension the next comes
+	// at half the time left before the lease's deadline, if that is
+	// sooner. Extensions that keep failing past the deadline do not end
+	// the handler's context: the job is due again, and another consumer
+	// may lease it while the handler runs, until an extension finds the
+	// lease lost (a Task.Ack then fails with ErrLeaseLost, and the
+	// effects committed with it do not commit).
 	ExtendEvery time.Duration
 	// ShutdownTimeout is how long Run lets in-flight handlers finish once
 	// ctx ends (default 10 seconds; negative: not at all). Then their
@@ -598,14 +604,19 @@ func (p *pool) since(timed bool, start time.Time) time.Duration {
 }
 
 // heartbeat extends the task's lease every ExtendEvery until stop closes;
-// lost is called if the lease is lost.
+// lost is called if the lease is lost. After a failed extension the next
+// one comes sooner: at half the time left before the lease's deadline, if
+// that is before ExtendEvery (which may be just under the lease), so that
+// one failure does not let the deadline pass unextended.
 func (p *pool) heartbeat(ctx context.Context, task *Task, stop <-chan struct{}, lost func(), log *slog.Logger) {
+	wait := p.o.ExtendEvery
 	for {
 		select {
 		case <-stop:
 			return
-		case <-p.q.cfg.Clock.After(p.o.ExtendEvery):
+		case <-p.q.cfg.Clock.After(wait):
 		}
+		wait = p.o.ExtendEvery
 		l, err := p.q.Extend(ctx, p.db, task.Lease(), p.o.LeaseDuration)
 		switch {
 		case errors.Is(err, ErrLeaseLost) && task.acking():
@@ -623,9 +634,27 @@ func (p *pool) heartbeat(ctx context.Context, task *Task, stop <-chan struct{}, 
 			if ctx.Err() != nil {
 				return
 			}
-			log.Error("fdbqueue: lease extension failed; retrying", "err", err)
+			wait = retryExtension(p.o.ExtendEvery, task.Lease().Deadline.Sub(p.q.cfg.Clock.Now()))
+			log.Error("fdbqueue: lease extension failed; retrying", "err", err, "in", wait)
 		default:
 			task.set(l)
 		}
 	}
+}
+
+// retryExtension is the wait before the extension that follows a failed
+// one, with left until the lease's deadline: half of left (or all of it
+// once that is under two milliseconds), or a second once the deadline
+// has passed (an extension of a lease past its deadline still succeeds
+// while nobody leased the job again; a failed lease is retried as
+// often), and at most every, the pool's ExtendEvery.
+func retryExtension(every, left time.Duration) time.Duration {
+	w := time.Second
+	switch {
+	case left/2 >= time.Millisecond:
+		w = left / 2
+	case left > 0:
+		w = left
+	}
+	return min(w, every)
 }

@@ -286,3 +286,72 @@ func TestJobPoolHeartbeatSurvivesAFailedExtension(t *testing.T) {
 		})
 	}
 }
+
+// After a failed extension the heartbeat tries again at half the time
+// left before the lease's deadline, not a whole ExtendEvery later: with
+// ExtendEvery at two thirds of the lease, one failure let the deadline
+// pass unextended, and another consumer leased the job while the handler
+// still ran.
+func TestJobPoolRetriesAFailedExtensionBeforeTheDeadline(t *testing.T) {
+	const extendEvery, lease = 20 * time.Second, 30 * time.Second
+	ctx := context.Background()
+	db := newDB(t)
+	clock := newFakeClock()
+	clock.Armed = make(chan time.Duration, 64)
+	q := mustJobQueue(t, "heartbeat-retry", fdbqueue.JobQueueConfig{Clock: clock})
+	mustAdd(t, db, q, fdbqueue.Job{Value: []byte("long")})
+	started, finish := make(chan *fdbqueue.Task), make(chan struct{})
+	outcomes := make(chan fdbqueue.Outcome, 1)
+	runCtx, stop := context.WithCancel(ctx)
+	ran := make(chan error, 1)
+	go func() {
+		ran <- q.Run(runCtx, db, func(ctx context.Context, task *fdbqueue.Task) error {
+			started <- task
+			<-finish
+			return nil
+		}, fdbqueue.PoolOptions{Workers: 1, LeaseDuration: lease, ExtendEvery: extendEvery,
+			Logger: quietLog, OnOutcome: func(o fdbqueue.Outcome) { outcomes <- o }})
+	}()
+	armed := func() time.Duration {
+		t.Helper()
+		select {
+		case d := <-clock.Armed:
+			return d
+		case <-time.After(wakeTimeout):
+			t.Fatal("the heartbeat armed no timer")
+			return 0
+		}
+	}
+	task := <-started
+	first := task.Lease().Deadline
+	require.Equal(t, extendEvery, armed())
+	db.FailNextCommit(kv.ErrClientInvalidOp, false) // the first extension fails
+	clock.Advance(extendEvery)
+	require.Equal(t, (lease-extendEvery)/2, armed(), "half the time left")
+	require.Equal(t, first, task.Lease().Deadline)
+	clock.Advance((lease - extendEvery) / 2)
+	require.Equal(t, extendEvery, armed(), "extended: every ExtendEvery again")
+	require.Equal(t, clock.Now().Add(lease).UnixMicro(), task.Lease().Deadline.UnixMicro())
+	clock.Advance(lease - extendEvery) // past the first deadline, before the next tick
+	_, err := q.Lease(ctx, db, 1, time.Minute)
+	require.ErrorIs(t, err, fdbqueue.ErrEmpty, "the job is still the pool's")
+	close(finish)
+	o := <-outcomes
+	stop()
+	require.NoError(t, <-ran)
+	require.Equal(t, fdbqueue.Acked, o.Result, "err: %v", o.Err)
+}
+
+func TestRetryExtension(t *testing.T) {
+	for _, c := range []struct{ every, left, want time.Duration }{
+		{20 * time.Second, 10 * time.Second, 5 * time.Second},
+		{time.Second, 10 * time.Second, time.Second}, // at most ExtendEvery
+		{time.Second, 3 * time.Millisecond, 1500 * time.Microsecond},
+		{time.Second, 1500 * time.Microsecond, 1500 * time.Microsecond}, // the rest, not a spin
+		{20 * time.Second, 0, time.Second},                              // past the deadline
+		{20 * time.Second, -time.Minute, time.Second},
+		{100 * time.Millisecond, -time.Minute, 100 * time.Millisecond},
+	} {
+		require.Equal(t, c.want, fdbqueue.RetryExtension(c.every, c.left), "every %v, left %v", c.every, c.left)
+	}
+}
