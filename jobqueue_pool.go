@@ -219,7 +219,8 @@ func (e *PanicError) Error() string { return fmt.Sprintf("handler panic: %v", e.
 // any other error then releases its job rather than nacks it. The releases, and the acks and nacks
 // still under way, get ShutdownReleaseTimeout in all; a job whose release
 // (or ack or nack) fails, or is not done by then, keeps its lease until
-// it expires. A handler that ignores its context keeps running
+// it expires. Run returns once its workers are done (OnOutcome is never
+// called after Run returned); only abandoned handlers outlive it. A handler that ignores its context keeps running
 // after Run returns, and its result is dropped: its job, released, may
 // meanwhile be leased and run by another consumer, so the two runs
 // overlap (delivery is at least once; the abandoned run's Task.Ack fails
@@ -315,15 +316,16 @@ func (q *JobQueue) Run(ctx context.Context, db kv.Database, handler Handler, o P
 			p.log.Warn("fdbqueue: job pool abandoned in-flight jobs; releasing them", "in_flight", p.inFlight.Load())
 			// The workers stop waiting for their handlers and release their
 			// jobs (process); wait for that, bounded.
-			released := time.NewTimer(ShutdownReleaseTimeout)
 			select {
 			case <-done:
-			case <-released.C:
+			case <-q.cfg.Clock.After(ShutdownReleaseTimeout):
 				rcancel()
 				p.log.Warn("fdbqueue: job pool stopped before its abandoned jobs were released; their leases will expire",
 					"timeout", ShutdownReleaseTimeout)
+				// The releases end with rctx: wait for the workers, so
+				// that no OnOutcome comes after Run returned.
+				<-done
 			}
-			released.Stop()
 		}
 	}
 	p.log.Info("fdbqueue: job pool stopped")
@@ -336,7 +338,7 @@ func (q *JobQueue) Run(ctx context.Context, db kv.Database, handler Handler, o P
 // ShutdownReleaseTimeout bounds the time JobQueue.Run spends, at
 // shutdown, releasing the jobs it abandoned, finishing the acks and nacks
 // under way and settling a lease whose commit was in flight, after
-// ShutdownTimeout.
+// ShutdownTimeout, on the queue's clock (JobQueueConfig.Clock).
 const ShutdownReleaseTimeout = 5 * time.Second
 
 // errPoolFailed marks the lease error that stopped a pool (fatalLeaseError).

@@ -73,6 +73,7 @@ func TestJobPoolReleasesTheJobOfAHandlerIgnoringItsContext(t *testing.T) {
 	}
 	require.Equal(t, fdbqueue.Abandoned, o.Result)
 	require.NoError(t, o.Err, "released")
+	require.Equal(t, fdbqueue.ShutdownReleaseTimeout, <-clock.Armed, "Run's bound on the release")
 	require.Equal(t, fdbqueue.JobStats{Queued: 1, Due: 1}, mustStats(t, db, q), "due again at once")
 
 	other := mustLease(t, db, q, 1, time.Minute)[0]
@@ -347,4 +348,61 @@ func (w *lineSignal) Write(p []byte) (int, error) {
 		}
 	}
 	return len(p), nil
+}
+
+// When the release of an abandoned job outlasts ShutdownReleaseTimeout,
+// Run cancels it and waits for its worker before it returns: the job's
+// outcome is reported before Run returns, never after (an OnOutcome that
+// sends on a channel the caller closes once Run returned would panic).
+// The release's commit, cancelled in flight, lands later, as FDB's
+// client lets a cancelled commit request land (RYWImpl::commit,
+// fdbclient/ReadYourWrites.cpp), and the job is due again.
+func TestJobPoolWaitsForItsWorkersPastTheReleaseTimeout(t *testing.T) {
+	ctx := context.Background()
+	db := newDB(t)
+	clock := newFakeClock()
+	clock.Armed = make(chan time.Duration, 64)
+	q := mustJobQueue(t, "release-timeout", fdbqueue.JobQueueConfig{Clock: clock})
+	mustAdd(t, db, q, fdbqueue.Job{Value: []byte("stubborn")})
+
+	started, unblock := make(chan struct{}), make(chan struct{})
+	defer close(unblock)
+	outcomes := make(chan fdbqueue.Outcome, 1)
+	runCtx, stop := context.WithCancel(ctx)
+	ran := make(chan error, 1)
+	go func() {
+		ran <- q.Run(runCtx, db, func(context.Context, *fdbqueue.Task) error {
+			started <- struct{}{}
+			<-unblock // ignores ctx
+			return nil
+		}, fdbqueue.PoolOptions{Workers: 1, LeaseDuration: 30 * time.Second, ExtendEvery: 10 * time.Second,
+			ShutdownTimeout: 7 * time.Second, Logger: quietLog,
+			OnOutcome: func(o fdbqueue.Outcome) { outcomes <- o }})
+	}()
+	<-started
+	require.Equal(t, 10*time.Second, <-clock.Armed) // the heartbeat sleeps
+	stop()
+	require.Equal(t, 7*time.Second, <-clock.Armed) // the shutdown deadline
+	held, land := db.HoldNextCommitLate()          // the release's commit
+	clock.Advance(7 * time.Second)
+	<-held
+	require.Equal(t, fdbqueue.ShutdownReleaseTimeout, <-clock.Armed, "Run's bound on the release")
+	clock.Advance(fdbqueue.ShutdownReleaseTimeout)
+	select {
+	case err := <-ran:
+		require.NoError(t, err)
+	case <-time.After(wakeTimeout):
+		t.Fatal("Run did not return after ShutdownReleaseTimeout")
+	}
+	select {
+	case o := <-outcomes:
+		require.Equal(t, fdbqueue.Abandoned, o.Result)
+		require.ErrorIs(t, o.Err, context.Canceled, "the release was cancelled")
+	default:
+		t.Fatal("Run returned before its worker reported the abandoned job's outcome")
+	}
+	land()
+	db.AwaitLateLandings()
+	st := mustStats(t, db, q)
+	require.Equal(t, fdbqueue.JobStats{Queued: 1, Due: 1, OldestDue: st.OldestDue}, st, "the cancelled release landed")
 }
