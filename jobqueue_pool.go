@@ -88,7 +88,7 @@ type PoolOptions struct {
 	// idle worker sleeps in LeaseWait on one watch, so Workers counts
 	// against the database's watch limit (FDB's max_watches, 10,000 by
 	// default): past it, LeaseWait fails with too_many_watches and the
-	// worker retries a second later.
+	// worker retries a second later. At most MaxPoolWorkers.
 	Workers int
 	// LeaseDuration is the duration of each lease and of each extension
 	// (default the queue's LeaseDuration).
@@ -272,7 +272,7 @@ func (q *JobQueue) Run(ctx context.Context, db kv.Database, handler Handler, o P
 		// The queue's attribute, as on the queue's own lines.
 		o.Logger = o.Logger.With(string(attrQueue), obs.queue.Value.AsString())
 	}
-	if o.Workers < 0 || o.LeaseDuration < time.Millisecond || o.ExtendEvery <= 0 || o.ExtendEvery >= o.LeaseDuration {
+	if o.Workers < 0 || o.Workers > MaxPoolWorkers || o.LeaseDuration < time.Millisecond || o.ExtendEvery <= 0 || o.ExtendEvery >= o.LeaseDuration {
 		return fmt.Errorf("%w: pool of %d workers, lease %v extended every %v", ErrInvalidArgument, o.Workers, o.LeaseDuration, o.ExtendEvery)
 	}
 	base, abandon := context.WithCancel(context.WithoutCancel(ctx))
@@ -334,6 +334,12 @@ func (q *JobQueue) Run(ctx context.Context, db kv.Database, handler Handler, o P
 	}
 	return nil
 }
+
+// MaxPoolWorkers is the most workers one Run starts: FDB's largest
+// max_watches (ABSOLUTE_MAX_WATCHES in fdbclient/ClientKnobs.cpp), past
+// which idle workers cannot all wait on a watch. More is refused with
+// ErrInvalidArgument rather than goroutines started until memory runs out.
+const MaxPoolWorkers = 1_000_000
 
 // ShutdownReleaseTimeout bounds the time JobQueue.Run spends, at
 // shutdown, releasing the jobs it abandoned, finishing the acks and nacks

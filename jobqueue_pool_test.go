@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"runtime"
 	"strings"
 	"sync"
@@ -232,7 +233,13 @@ func TestJobPoolBadOptions(t *testing.T) {
 	require.ErrorIs(t, q.Run(ctx, db, nil, fdbqueue.PoolOptions{}), fdbqueue.ErrInvalidArgument)
 	require.ErrorIs(t, q.Run(ctx, nil, h, fdbqueue.PoolOptions{}), fdbqueue.ErrInvalidArgument)
 	require.ErrorIs(t, q.Run(ctx, db, h, fdbqueue.PoolOptions{Workers: -1}), fdbqueue.ErrInvalidArgument)
+	// ABSOLUTE_MAX_WATCHES, fdbclient/ClientKnobs.cpp: more workers could
+	// not all wait on a watch, and math.MaxInt of them exhausted memory.
+	require.ErrorIs(t, q.Run(ctx, db, h, fdbqueue.PoolOptions{Workers: fdbqueue.MaxPoolWorkers + 1}), fdbqueue.ErrInvalidArgument)
+	require.ErrorIs(t, q.Run(ctx, db, h, fdbqueue.PoolOptions{Workers: math.MaxInt}), fdbqueue.ErrInvalidArgument)
 	require.ErrorIs(t, q.Run(ctx, db, h, fdbqueue.PoolOptions{LeaseDuration: time.Second, ExtendEvery: time.Second}), fdbqueue.ErrInvalidArgument)
+	require.ErrorIs(t, q.Run(ctx, db, h, fdbqueue.PoolOptions{LeaseDuration: time.Microsecond}), fdbqueue.ErrInvalidArgument)
+	require.ErrorIs(t, q.Run(ctx, db, h, fdbqueue.PoolOptions{ExtendEvery: -time.Second}), fdbqueue.ErrInvalidArgument)
 }
 
 // A lease lost while its handler runs (here the job's record is removed
