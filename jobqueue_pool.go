@@ -108,6 +108,13 @@ type PoolOptions struct {
 	// that each is due again at once without the attempt counted, and Run
 	// returns without waiting for the handlers themselves (see Run).
 	ShutdownTimeout time.Duration
+	// ReleaseTimeout is how long Run then gives, in all, to the releases
+	// of the jobs it abandoned, the acks and nacks under way and the
+	// settling of a lease whose commit was in flight (default
+	// DefaultReleaseTimeout; negative is refused), on the queue's clock;
+	// what is not done by then keeps its lease until it expires. A deploy
+	// waits at most ShutdownTimeout plus ReleaseTimeout for Run.
+	ReleaseTimeout time.Duration
 	// Logger receives the pool's structured logs (default: the queue's
 	// logger, WithLogger, which discards them unless set). The lines carry
 	// the queue's name (fdbqueue.queue, WithQueueName) either way.
@@ -217,7 +224,7 @@ func (e *PanicError) Error() string { return fmt.Sprintf("handler panic: %v", e.
 // its lease expires) and returns. A handler that returns as its context
 // ends is settled by what it returned if that was nil (acked) or Snooze;
 // any other error then releases its job rather than nacks it. The releases, and the acks and nacks
-// still under way, get ShutdownReleaseTimeout in all; a job whose release
+// still under way, get ReleaseTimeout in all; a job whose release
 // (or ack or nack) fails, or is not done by then, keeps its lease until
 // it expires. Run returns once its workers are done (OnOutcome is never
 // called after Run returned); only abandoned handlers outlive it. A handler that ignores its context keeps running
@@ -266,11 +273,17 @@ func (q *JobQueue) Run(ctx context.Context, db kv.Database, handler Handler, o P
 	if o.ShutdownTimeout == 0 {
 		o.ShutdownTimeout = 10 * time.Second
 	}
+	if o.ReleaseTimeout == 0 {
+		o.ReleaseTimeout = DefaultReleaseTimeout
+	}
 	if obs := q.journal.track.obs; o.Logger == nil {
 		o.Logger = obs.log
 	} else {
 		// The queue's attribute, as on the queue's own lines.
 		o.Logger = o.Logger.With(string(attrQueue), obs.queue.Value.AsString())
+	}
+	if o.ReleaseTimeout < 0 {
+		return fmt.Errorf("%w: pool release timeout %v", ErrInvalidArgument, o.ReleaseTimeout)
 	}
 	if o.Workers < 0 || o.Workers > MaxPoolWorkers || o.LeaseDuration < time.Millisecond || o.ExtendEvery <= 0 || o.ExtendEvery >= o.LeaseDuration {
 		return fmt.Errorf("%w: pool of %d workers, lease %v extended every %v", ErrInvalidArgument, o.Workers, o.LeaseDuration, o.ExtendEvery)
@@ -318,10 +331,10 @@ func (q *JobQueue) Run(ctx context.Context, db kv.Database, handler Handler, o P
 			// jobs (process); wait for that, bounded.
 			select {
 			case <-done:
-			case <-q.cfg.Clock.After(ShutdownReleaseTimeout):
+			case <-q.cfg.Clock.After(o.ReleaseTimeout):
 				rcancel()
 				p.log.Warn("fdbqueue: job pool stopped before its abandoned jobs were released; their leases will expire",
-					"timeout", ShutdownReleaseTimeout)
+					"timeout", o.ReleaseTimeout)
 				// The releases end with rctx: wait for the workers, so
 				// that no OnOutcome comes after Run returned.
 				<-done
@@ -341,11 +354,8 @@ func (q *JobQueue) Run(ctx context.Context, db kv.Database, handler Handler, o P
 // ErrInvalidArgument rather than goroutines started until memory runs out.
 const MaxPoolWorkers = 1_000_000
 
-// ShutdownReleaseTimeout bounds the time JobQueue.Run spends, at
-// shutdown, releasing the jobs it abandoned, finishing the acks and nacks
-// under way and settling a lease whose commit was in flight, after
-// ShutdownTimeout, on the queue's clock (JobQueueConfig.Clock).
-const ShutdownReleaseTimeout = 5 * time.Second
+// DefaultReleaseTimeout is PoolOptions.ReleaseTimeout's default.
+const DefaultReleaseTimeout = 5 * time.Second
 
 // errPoolFailed marks the lease error that stopped a pool (fatalLeaseError).
 var errPoolFailed = errors.New("fdbqueue: job pool stopped")
@@ -434,7 +444,7 @@ func (p *pool) worker(ctx, base context.Context, n int) {
 // without an attempt counted instead of hidden under a lease nobody
 // holds.
 func (p *pool) settleLease(n int, id OpID) {
-	ctx, cancel := context.WithTimeout(p.rctx, ShutdownReleaseTimeout)
+	ctx, cancel := context.WithTimeout(p.rctx, p.o.ReleaseTimeout)
 	defer cancel()
 	log := p.log.With("worker", n, "op_id", id.String())
 	ls, err := p.q.Lease(ctx, p.db, 1, p.o.LeaseDuration, WithOpID(id))
@@ -476,7 +486,7 @@ func (p *pool) process(base context.Context, n int, l Lease) {
 	var serr error // settling the job
 	// The ack, nack or release of a handler's result runs under rctx, not
 	// base: one under way when the pool abandons its in-flight jobs is
-	// finished (Run waits ShutdownReleaseTimeout for it), not cut short,
+	// finished (Run waits ReleaseTimeout for it), not cut short,
 	// which would leave its job leased to nobody until the lease expires,
 	// its attempt spent.
 	// A handler that succeeded or snoozed is settled so even when the pool
@@ -530,7 +540,7 @@ var errHandlerGoexit = errors.New("handler called runtime.Goexit")
 
 // release gives back the lease of a job abandoned at shutdown.
 func (p *pool) release(l Lease, log *slog.Logger) error {
-	ctx, cancel := context.WithTimeout(p.rctx, ShutdownReleaseTimeout)
+	ctx, cancel := context.WithTimeout(p.rctx, p.o.ReleaseTimeout)
 	defer cancel()
 	err := p.q.Release(ctx, p.db, l, 0)
 	switch {

@@ -73,7 +73,7 @@ func TestJobPoolReleasesTheJobOfAHandlerIgnoringItsContext(t *testing.T) {
 	}
 	require.Equal(t, fdbqueue.Abandoned, o.Result)
 	require.NoError(t, o.Err, "released")
-	require.Equal(t, fdbqueue.ShutdownReleaseTimeout, <-clock.Armed, "Run's bound on the release")
+	require.Equal(t, fdbqueue.DefaultReleaseTimeout, <-clock.Armed, "Run's bound on the release")
 	require.Equal(t, fdbqueue.JobStats{Queued: 1, Due: 1}, mustStats(t, db, q), "due again at once")
 
 	other := mustLease(t, db, q, 1, time.Minute)[0]
@@ -350,7 +350,7 @@ func (w *lineSignal) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// When the release of an abandoned job outlasts ShutdownReleaseTimeout,
+// When the release of an abandoned job outlasts the pool's ReleaseTimeout,
 // Run cancels it and waits for its worker before it returns: the job's
 // outcome is reported before Run returns, never after (an OnOutcome that
 // sends on a channel the caller closes once Run returned would panic).
@@ -386,13 +386,13 @@ func TestJobPoolWaitsForItsWorkersPastTheReleaseTimeout(t *testing.T) {
 	held, land := db.HoldNextCommitLate()          // the release's commit
 	clock.Advance(7 * time.Second)
 	<-held
-	require.Equal(t, fdbqueue.ShutdownReleaseTimeout, <-clock.Armed, "Run's bound on the release")
-	clock.Advance(fdbqueue.ShutdownReleaseTimeout)
+	require.Equal(t, fdbqueue.DefaultReleaseTimeout, <-clock.Armed, "Run's bound on the release")
+	clock.Advance(fdbqueue.DefaultReleaseTimeout)
 	select {
 	case err := <-ran:
 		require.NoError(t, err)
 	case <-time.After(wakeTimeout):
-		t.Fatal("Run did not return after ShutdownReleaseTimeout")
+		t.Fatal("Run did not return after ReleaseTimeout")
 	}
 	select {
 	case o := <-outcomes:

@@ -240,6 +240,7 @@ func TestJobPoolBadOptions(t *testing.T) {
 	require.ErrorIs(t, q.Run(ctx, db, h, fdbqueue.PoolOptions{LeaseDuration: time.Second, ExtendEvery: time.Second}), fdbqueue.ErrInvalidArgument)
 	require.ErrorIs(t, q.Run(ctx, db, h, fdbqueue.PoolOptions{LeaseDuration: time.Microsecond}), fdbqueue.ErrInvalidArgument)
 	require.ErrorIs(t, q.Run(ctx, db, h, fdbqueue.PoolOptions{ExtendEvery: -time.Second}), fdbqueue.ErrInvalidArgument)
+	require.ErrorIs(t, q.Run(ctx, db, h, fdbqueue.PoolOptions{ReleaseTimeout: -time.Second}), fdbqueue.ErrInvalidArgument)
 }
 
 // A lease lost while its handler runs (here the job's record is removed

@@ -96,6 +96,12 @@ func (r PoolResult) OK() bool {
 // clock's timers.
 const poolShutdownTimeout = 7*time.Second + 3*time.Millisecond
 
+// poolReleaseTimeout is the pools' ReleaseTimeout: longer than any run of
+// the harness, since the clock, shared by the pools, moves past one
+// pool's shutdown deadline for another's and would otherwise pass a
+// pool's release timeout while its releases are still under way.
+const poolReleaseTimeout = time.Hour
+
 // RunPoolShutdowns runs JobQueue.Run pools on one queue, with handlers,
 // and stops them mid-flight again and again, under injected faults. Each
 // cycle adds jobs, starts the pools, waits until some handlers are
@@ -374,7 +380,7 @@ func (h *poolHarness) cycle(ctx context.Context, q *fdbqueue.JobQueue, db *memdb
 	for range cfg.Pools {
 		go func() {
 			ran <- q.Run(runCtx, pdb, c.handler, fdbqueue.PoolOptions{Workers: cfg.Workers, LeaseDuration: time.Minute,
-				ExtendEvery: 20 * time.Second, ShutdownTimeout: timeout, Logger: slog.New(&logTap{sink: logs}), OnOutcome: c.outcome})
+				ExtendEvery: 20 * time.Second, ShutdownTimeout: timeout, ReleaseTimeout: poolReleaseTimeout, Logger: slog.New(&logTap{sink: logs}), OnOutcome: c.outcome})
 		}()
 	}
 	// Mid-flight: the blockers hold their jobs, and a few quick jobs are
