@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -309,4 +310,39 @@ func TestDeadLimitZero(t *testing.T) {
 	var errb strings.Builder
 	require.Equal(t, ExitOK, Run(context.Background(), []string{"dead", "-h"}, Env{Stderr: &errb, Backend: testBackend{db}}))
 	assert.Contains(t, errb.String(), "0: every one, read in pages of 2 (one transaction each)")
+}
+
+// countReads counts the read-only transactions run through it (ListDead's
+// pages among them).
+type countReads struct {
+	kv.Database
+	n atomic.Int64
+}
+
+func (d *countReads) ReadTransact(ctx context.Context, fn func(kv.ReadTransaction) error) error {
+	d.n.Add(1)
+	return d.Database.ReadTransact(ctx, fn)
+}
+
+// A filter with a small --limit reads the list in full pages: the limit
+// counts the jobs selected, not those read, so a page cut to what is
+// left of the limit would read a list of non-matching jobs one by one,
+// a transaction each. Here the one match is last of six dead jobs (pages
+// of two): --limit 1 reads no more pages than --limit 0, which reads to
+// the end.
+func TestDeadFilterReadsFullPages(t *testing.T) {
+	defer func(n int) { deadPage = n }(deadPage)
+	deadPage = 2
+	db, clock, onClock := demoJobs(t)
+	q := demoWorkQueue(t, clock)
+	clock.Advance(time.Second) // after the demo's dead job
+	killWithReason(t, db, q, clock, "other", "1", "2", "3", "4")
+	match := killWithReason(t, db, q, clock, "match", "5")
+	reads := func(limit string) int64 {
+		cr := &countReads{Database: db}
+		require.Equal(t, match, deadList(t, cr, onClock, "--reason", "match", "--limit", limit))
+		return cr.n.Load()
+	}
+	one, all := reads("1"), reads("0")
+	require.LessOrEqual(t, one, all, "--limit 1 read %d transactions, --limit 0 %d", one, all)
 }
