@@ -185,7 +185,9 @@ func eachDead(ctx context.Context, s *session, q *fdbqueue.JobQueue, limit int, 
 	seen := 0
 	for {
 		n := deadPage
-		if limit > 0 {
+		if limit > 0 && !f.any() {
+			// Unfiltered, every job read counts toward limit. A filter's
+			// page stays whole: it may select few of the jobs it reads.
 			n = min(n, limit-seen)
 		}
 		page, err := q.ListDead(ctx, s.db, cursor, n)
