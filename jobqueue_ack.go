@@ -65,12 +65,12 @@ func (q *JobQueue) leaseKey(l Lease) []byte {
 //
 // It fails with ErrLeaseLost if the job no longer carries this lease: the
 // lease expired and another consumer leased the job (or it was acked,
-// nacked or dead-lettered), so nothing is written and a transaction that
+// nacked, released or dead-lettered), so nothing is written and a transaction that
 // returns the error commits none of the job's effects. A lease whose
 // deadline passed but whose job nobody leased again is still acked.
 //
 // Conflicts: a normal read of the job's key, so it conflicts with a
-// concurrent Lease, Extend or Nack of the same job only. Cost: one round
+// concurrent Lease, Ack, Nack, Extend or Release of the same job only. Cost: one round
 // trip (two more if the lease was extended through another copy of the
 // Lease), then four clears and three counter adds, and the journal record;
 // under commit_unknown_result the retry finds the record and succeeds.
@@ -256,8 +256,8 @@ func (q *JobQueue) Extend(ctx context.Context, t kv.Transactor, l Lease, d time.
 }
 
 // Release gives the leased job back without counting the attempt: the job
-// is due again after delay (0, or a negative delay as Nack's, makes it due
-// at once), its attempt count goes back to what it was before this lease,
+// is due again after delay (0 or less makes it due at once: unlike
+// Nack's, a 0 delay takes no backoff), its attempt count goes back to what it was before this lease,
 // and its Reason (the last Nack's) is kept. Use it for a job that was
 // interrupted rather than failed: a worker shutting down (JobQueue.Run
 // releases the jobs it abandons at shutdown), a job that must wait for
