@@ -48,7 +48,7 @@ func TestPoolSettlesAHandlerThatReturnedAsThePoolAbandonedIt(t *testing.T) {
 			var got []Outcome
 			p := &pool{q: q, db: db, log: slog.New(slog.NewTextHandler(io.Discard, nil)), rctx: ctx,
 				h: func(context.Context, *Task) error { return c.ret },
-				o: PoolOptions{LeaseDuration: time.Minute, ExtendEvery: time.Hour,
+				o: PoolOptions{LeaseDuration: time.Minute, ExtendEvery: time.Hour, ReleaseTimeout: DefaultReleaseTimeout,
 					OnOutcome: func(o Outcome) { got = append(got, o) }}}
 			p.abandoned.Store(true)
 			p.process(ctx, 0, ls[0])
