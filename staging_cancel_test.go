@@ -3,6 +3,7 @@ package fdbqueue_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -440,4 +441,43 @@ func TestLateTakeOfACancelledDequeue(t *testing.T) {
 			require.Equal(t, []byte("only"), v)
 		})
 	}
+}
+
+// A take whose commit had an unknown outcome, then a registration whose
+// commit had one too: the step after them (resolve) finds the request by
+// its marker and commits nothing, with the take still in doubt. It must
+// not count as the step that fenced the take (staging_waiter.go, loop:
+// only a step that commits clears w.taken); here the registration had
+// fenced it already, having read the record key and committed a write
+// conflict there, as every step does while a take is in doubt (step), and
+// resolve finds a marker only when that registration applied. The call
+// returns the item once and leaves nothing behind.
+func TestStagedTakeThenRegistrationUnknownResult(t *testing.T) {
+	forModes(t, func(t *testing.T, m stagingMode) {
+		ctx := context.Background()
+		db, sub, q := stagedQueue(t, "take-reg-unknown", m.opts(fdbqueue.StagingConfig{})...)
+		require.NoError(t, q.Enqueue(ctx, db, []byte("a")))
+		var take, reg sync.Once
+		var points []string
+		fdbqueue.SetStagingHook(q, func(p string) {
+			switch p {
+			case "taking":
+				take.Do(func() { db.FailNextCommit(kv.CommitInterrupted(kv.ErrTransactionTimedOut), false) })
+			case "registering":
+				reg.Do(func() { db.FailNextCommit(kv.ErrCommitUnknownResult, true) })
+			}
+			if !strings.HasPrefix(p, "commit ") {
+				points = append(points, p)
+			}
+		})
+		wctx, cancel := context.WithTimeout(ctx, wakeTimeout) // a failure detector only
+		defer cancel()
+		v, err := q.DequeueWait(wctx, db)
+		require.NoError(t, err)
+		require.Equal(t, "a", string(v))
+		require.Equal(t, []string{"taking", "failed", "registering", "failed"}, points[:4],
+			"the first take and the registration failed, one after the other")
+		require.NotContains(t, points[4:], "registering", "the registration applied: resolve found its request")
+		requireClean(t, db, sub)
+	})
 }
