@@ -1,6 +1,7 @@
 package queuetest
 
 import (
+	"context"
 	"errors"
 	"math"
 	"testing"
@@ -491,4 +492,73 @@ func testJobStatsBeforeEpoch(t *testing.T, f *fixture) {
 	f.requireStats(t, q, fdbqueue.JobStats{Queued: 1, Delayed: 1, Leased: 1})
 	c.Advance(time.Second)
 	f.requireStats(t, q, fdbqueue.JobStats{Queued: 1, Due: 1, Leased: 1})
+}
+
+// wakeTimeout bounds the wait for a LeaseWait to go to sleep, or to wake
+// after a change that wakes it at once: a failure bound, never a
+// synchronisation.
+const wakeTimeout = 10 * time.Second
+
+// leaseWait is a LeaseWait running in a goroutine of its own, which never
+// touches the test's t: the check asserts on what it returned, on the
+// test's goroutine, within wakeTimeout.
+type leaseWait struct {
+	done     chan leaseWaitResult // its result, once
+	finished chan struct{}        // closed once it returned
+	cancel   context.CancelFunc
+}
+
+type leaseWaitResult struct {
+	leases []fdbqueue.Lease
+	err    error
+}
+
+// startLeaseWait runs q.LeaseWait(n, lease) in the background, under a
+// context that the check's end cancels; the check's cleanup waits for it
+// to return (within wakeTimeout), before the harness closes.
+func (f *fixture) startLeaseWait(t *testing.T, q *fdbqueue.JobQueue, n int, lease time.Duration) *leaseWait {
+	t.Helper()
+	ctx, cancel := context.WithCancel(f.ctx)
+	w := &leaseWait{done: make(chan leaseWaitResult, 1), finished: make(chan struct{}), cancel: cancel}
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-w.finished:
+		case <-time.After(wakeTimeout):
+		}
+	})
+	go func() {
+		defer close(w.finished)
+		ls, err := q.LeaseWait(ctx, f.db, n, lease)
+		w.done <- leaseWaitResult{ls, err}
+	}()
+	return w
+}
+
+// asleep waits until w armed a timer on c (it went to sleep); it fails
+// the check if w returned first, or did neither within wakeTimeout.
+func (w *leaseWait) asleep(t *testing.T, c *Clock, what string) {
+	t.Helper()
+	select {
+	case <-c.Armed:
+	case r := <-w.done:
+		require.FailNow(t, "LeaseWait returned instead of sleeping", "%s: %d leases, error %v", what, len(r.leases), r.err)
+	case <-time.After(wakeTimeout):
+		require.FailNow(t, "LeaseWait never slept", what)
+	}
+}
+
+// woken returns w's leases after a change that wakes it at once; it fails
+// the check if w failed, or did not return within wakeTimeout.
+func (w *leaseWait) woken(t *testing.T, what string) []fdbqueue.Lease {
+	t.Helper()
+	select {
+	case r := <-w.done:
+		require.NoError(t, r.err, "LeaseWait woken by %s", what)
+		return r.leases
+	case <-time.After(wakeTimeout):
+		w.cancel()
+		require.FailNow(t, "LeaseWait was not woken", "by %s within %v", what, wakeTimeout)
+		return nil
+	}
 }

@@ -155,28 +155,13 @@ func testJobLeaseWaitSignal(t *testing.T, f *fixture) {
 	}
 	var leases []fdbqueue.Lease
 	for _, w := range wakes {
-		done := make(chan []fdbqueue.Lease, 1)
-		go func() {
-			ls, err := q.LeaseWait(f.ctx, f.db, 1, 2*time.Hour)
-			if err != nil {
-				t.Errorf("LeaseWait: %v", err)
-			}
-			done <- ls
-		}()
-		select {
-		case <-c.Armed: // asleep: its watch is set, its timer armed
-		case <-f.ctx.Done():
-			require.FailNow(t, "LeaseWait never slept", w.name)
-		}
+		lw := f.startLeaseWait(t, q, 1, 2*time.Hour)
+		lw.asleep(t, c, "before "+w.name) // its watch is set, its timer armed
 		w.do()
-		select {
-		case ls := <-done:
-			require.Len(t, ls, 1, w.name)
-			require.Equal(t, w.want, string(ls[0].Value), "woken by %s", w.name)
-			leases = append(leases, ls...)
-		case <-f.ctx.Done():
-			require.FailNow(t, "LeaseWait was not woken", w.name)
-		}
+		ls := lw.woken(t, w.name)
+		require.Len(t, ls, 1, w.name)
+		require.Equal(t, w.want, string(ls[0].Value), "woken by %s", w.name)
+		leases = append(leases, ls...)
 	}
 	f.requireStats(t, q, fdbqueue.JobStats{Leased: 3})
 	for _, l := range leases {

@@ -206,26 +206,11 @@ func testJobReleaseWakesLeaseWait(t *testing.T, f *fixture) {
 	f.add(t, q, fdbqueue.Job{Value: []byte("held")})
 	held := f.leaseOne(t, q, time.Hour)
 	c.Armed = make(chan time.Duration, 16)
-	done := make(chan []fdbqueue.Lease, 1)
-	go func() {
-		ls, err := q.LeaseWait(f.ctx, f.db, 1, time.Minute)
-		if err != nil {
-			t.Errorf("LeaseWait: %v", err)
-		}
-		done <- ls
-	}()
-	select {
-	case <-c.Armed: // asleep: its watch is set, its timer armed
-	case <-f.ctx.Done():
-		require.FailNow(t, "LeaseWait never slept")
-	}
+	w := f.startLeaseWait(t, q, 1, time.Minute)
+	w.asleep(t, c, "before the Release") // its watch is set, its timer armed
 	require.NoError(t, q.Release(f.ctx, f.db, held, 0))
-	select {
-	case ls := <-done:
-		require.Len(t, ls, 1)
-		require.Equal(t, held.JobID, ls[0].JobID, "woken by the Release")
-		require.Equal(t, 1, ls[0].Attempt)
-	case <-f.ctx.Done():
-		require.FailNow(t, "LeaseWait was not woken by the Release")
-	}
+	ls := w.woken(t, "the Release")
+	require.Len(t, ls, 1)
+	require.Equal(t, held.JobID, ls[0].JobID, "woken by the Release")
+	require.Equal(t, 1, ls[0].Attempt)
 }
