@@ -8,6 +8,7 @@ import (
 
 	"github.com/fdbqueue/fdbqueue"
 	"github.com/fdbqueue/fdbqueue/kv"
+	"github.com/fdbqueue/fdbqueue/memdb"
 )
 
 // TestStagedMaybeCommittedCleanupThenSettle: a staged Dequeue's take of x
@@ -22,51 +23,86 @@ import (
 func TestStagedMaybeCommittedCleanupThenSettle(t *testing.T) {
 	forModes(t, func(t *testing.T, m stagingMode) {
 		ctx := context.Background()
-		logs, logger := loggedIDs()
-		db, sub, q := stagedQueue(t, "cleanup-settle", append(m.opts(fdbqueue.StagingConfig{}), logger)...)
-		require.NoError(t, q.Enqueue(ctx, db, []byte("warm-up")))
-		v, err := q.Dequeue(ctx, db)
-		require.NoError(t, err)
-		require.Equal(t, "warm-up", string(v))
-		require.NoError(t, q.Enqueue(ctx, db, []byte("x")))
-
-		hook, failed, resume := stallOnceAt("failed")
-		fdbqueue.SetStagingHook(q, hook)
-		held, release := db.HoldNextCommitLate()
-		cctx, cancel := context.WithCancel(ctx)
-		defer cancel()
-		done := make(chan error, 1)
-		go func() {
-			_, err := q.Dequeue(cctx, db)
-			done <- err
-		}()
-		<-held // the take of x is in flight
-		cancel()
-		<-failed
-		release() // it lands: x is in the journal record
+		c := newCutTake(t, m, "cleanup-settle")
+		db := c.db
+		done, resume := c.cut(t, db)
 		// The cleanup's commit.
 		db.FailNextCommit(kv.ErrCommitUnknownResultFatal, true)
 		resume()
-		err = <-done
+		err := recvWithin(t, done, "the call's end")
 		require.True(t, kv.MaybeCommitted(err), "the cleanup's outcome is unknown: %v", err)
-		id := logs.take(t)
-		require.Len(t, itemKeys(t, db, sub), 1, "the cleanup applied: x is back in the queue")
+		id := c.logs.take(t)
+		require.Len(t, itemKeys(t, db, c.sub), 1, "the cleanup applied: x is back in the queue")
 
-		got := map[string]int{}
-		v, err = q.Dequeue(ctx, db, fdbqueue.WithOpID(id))
+		v, err := c.q.Dequeue(ctx, db, fdbqueue.WithOpID(id))
 		require.NoError(t, err)
-		got[string(v)]++
-		for {
-			v, err := q.Dequeue(ctx, db)
-			if err != nil {
-				require.ErrorIs(t, err, fdbqueue.ErrEmpty)
-				break
-			}
-			got[string(v)]++
-		}
-		requireExactlyOnce(t, got, []string{"x"})
-		require.Empty(t, stagingKeys(t, db, sub))
+		c.requireReceivedOnce(t, v)
 	})
+}
+
+// cutTake is where the cleanup tests below start: a staged queue (whose
+// handle logs the IDs of calls that may have committed) holding x, after
+// a warm-up Dequeue.
+type cutTake struct {
+	db   *memdb.DB
+	sub  fdbqueue.Subspace
+	q    *fdbqueue.Queue
+	logs *failedIDs
+}
+
+func newCutTake(t *testing.T, m stagingMode, name string) *cutTake {
+	t.Helper()
+	ctx := context.Background()
+	logs, logger := loggedIDs()
+	db, sub, q := stagedQueue(t, name, append(m.opts(fdbqueue.StagingConfig{}), logger)...)
+	require.NoError(t, q.Enqueue(ctx, db, []byte("warm-up")))
+	v, err := q.Dequeue(ctx, db)
+	require.NoError(t, err)
+	require.Equal(t, "warm-up", string(v))
+	require.NoError(t, q.Enqueue(ctx, db, []byte("x")))
+	return &cutTake{db: db, sub: sub, q: q, logs: logs}
+}
+
+// cut runs a Dequeue on on (c.db, or a wrapper of it) whose take of x is
+// cut short by the caller's context while its commit is in flight, and
+// lands (x is in the operation's journal record); the call stops before
+// its cleanup until resume is called. done receives the call's error.
+func (c *cutTake) cut(t *testing.T, on kv.Database) (done <-chan error, resume func()) {
+	t.Helper()
+	hook, failed, resume := stallOnceAt("failed")
+	t.Cleanup(resume)
+	fdbqueue.SetStagingHook(c.q, hook)
+	held, release := c.db.HoldNextCommitLate()
+	cctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	errs := make(chan error, 1)
+	go func() {
+		_, err := c.q.Dequeue(cctx, on)
+		errs <- err
+	}()
+	recvWithin(t, held, "the take of x in flight")
+	cancel()
+	recvWithin(t, failed, "the take's failure")
+	release() // it lands: x is in the journal record
+	return errs, resume
+}
+
+// requireReceivedOnce drains the queue and checks that x was received
+// once in all, settled (what the settling call returned) included, and
+// that no staging key is left.
+func (c *cutTake) requireReceivedOnce(t *testing.T, settled []byte) {
+	t.Helper()
+	got := map[string]int{string(settled): 1}
+	for {
+		v, err := c.q.Dequeue(context.Background(), c.db)
+		if err != nil {
+			require.ErrorIs(t, err, fdbqueue.ErrEmpty)
+			break
+		}
+		got[string(v)]++
+	}
+	requireExactlyOnce(t, got, []string{"x"})
+	require.Empty(t, stagingKeys(t, c.db, c.sub))
 }
 
 // killDB is a database whose Transact calls can be cut short: kill ends
@@ -106,38 +142,19 @@ func TestStagedCleanupLandingAfterSettle(t *testing.T) {
 func cleanupLandingAfterSettle(t *testing.T, inTx bool) {
 	forModes(t, func(t *testing.T, m stagingMode) {
 		ctx := context.Background()
-		logs, logger := loggedIDs()
-		db, sub, q := stagedQueue(t, "cleanup-late", append(m.opts(fdbqueue.StagingConfig{}), logger)...)
-		require.NoError(t, q.Enqueue(ctx, db, []byte("warm-up")))
-		v, err := q.Dequeue(ctx, db)
-		require.NoError(t, err)
-		require.Equal(t, "warm-up", string(v))
-		require.NoError(t, q.Enqueue(ctx, db, []byte("x")))
-
-		hook, failed, resume := stallOnceAt("failed")
-		fdbqueue.SetStagingHook(q, hook)
+		c := newCutTake(t, m, "cleanup-late")
+		db, q := c.db, c.q
 		kdb := &killDB{Database: db, kill: make(chan struct{})}
-		held, release := db.HoldNextCommitLate()
-		cctx, cancel := context.WithCancel(ctx)
-		defer cancel()
-		done := make(chan error, 1)
-		go func() {
-			_, err := q.Dequeue(cctx, kdb)
-			done <- err
-		}()
-		<-held // the take of x is in flight
-		cancel()
-		<-failed
-		release() // it lands: x is in the journal record
+		done, resume := c.cut(t, kdb)
 		held, releaseCleanup := db.HoldNextCommitLate()
 		resume()
-		<-held          // the cleanup's commit (x back, record erased) is in flight
-		close(kdb.kill) // and cut short
-		err = <-done
+		recvWithin(t, held, "the cleanup's commit in flight") // x back, record erased
+		close(kdb.kill)                                       // and cut short
+		err := recvWithin(t, done, "the call's end")
 		require.True(t, kv.MaybeCommitted(err), "the cleanup's outcome is unknown: %v", err)
-		id := logs.take(t)
+		id := c.logs.take(t)
 
-		got := map[string]int{}
+		var v []byte
 		if inTx {
 			err = db.Transact(ctx, func(tr kv.Transaction) error {
 				var err error
@@ -148,17 +165,7 @@ func cleanupLandingAfterSettle(t *testing.T, inTx bool) {
 			v, err = q.Dequeue(ctx, db, fdbqueue.WithOpID(id))
 		}
 		require.NoError(t, err)
-		got[string(v)]++
 		releaseCleanup() // the cleanup lands now
-		for {
-			v, err := q.Dequeue(ctx, db)
-			if err != nil {
-				require.ErrorIs(t, err, fdbqueue.ErrEmpty)
-				break
-			}
-			got[string(v)]++
-		}
-		requireExactlyOnce(t, got, []string{"x"})
-		require.Empty(t, stagingKeys(t, db, sub))
+		c.requireReceivedOnce(t, v)
 	})
 }
