@@ -44,6 +44,23 @@ func only(got collected, prefix string) collected {
 	return out
 }
 
+// meteredJobQueue returns an embedded database, a manual reader and a
+// JobQueue made with cfg, named name (its subspace's prefix too), that
+// reports to a MeterProvider the reader reads. The test's end shuts the
+// provider down and closes the database.
+func meteredJobQueue(t *testing.T, name string, cfg fdbqueue.JobQueueConfig) (*memdb.DB, *sdkmetric.ManualReader, *fdbqueue.JobQueue) {
+	t.Helper()
+	db := memdb.New()
+	t.Cleanup(func() { _ = db.Close() })
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
+	jq, err := fdbqueue.NewJobQueue(fdbqueue.SubspaceFromBytes([]byte(name)), cfg,
+		fdbqueue.WithMeterProvider(mp), fdbqueue.WithQueueName(name))
+	require.NoError(t, err)
+	return db, reader, jq
+}
+
 // A pool's handlers, each running a known time on the queue's fake clock
 // (the handler advances it) and ending in a known way, are recorded in
 // fdbqueue.handler.duration: one data point per outcome, in seconds, with
@@ -51,17 +68,10 @@ func only(got collected, prefix string) collected {
 // in a bucket of the advised boundaries that holds the duration.
 func TestHandlerDuration(t *testing.T) {
 	ctx := context.Background()
-	db := memdb.New()
-	defer db.Close()
-	reader := sdkmetric.NewManualReader()
-	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
-	defer mp.Shutdown(ctx)
 	clock := queuetest.NewClock(time.Unix(1_700_000_000, 0))
 	// RetryBase: a nacked job is not due again while the test runs.
-	jq, err := fdbqueue.NewJobQueue(fdbqueue.SubspaceFromBytes([]byte("hd")),
-		fdbqueue.JobQueueConfig{Clock: clock, RetryBase: time.Hour, RetryMax: time.Hour, MaxAttempts: 3},
-		fdbqueue.WithMeterProvider(mp), fdbqueue.WithQueueName("hd"))
-	require.NoError(t, err)
+	db, reader, jq := meteredJobQueue(t, "hd",
+		fdbqueue.JobQueueConfig{Clock: clock, RetryBase: time.Hour, RetryMax: time.Hour, MaxAttempts: 3})
 
 	// Job value: how long its handler runs (it advances the clock by that,
 	// less than ExtendEvery: no heartbeat fires), what becomes of the job
@@ -88,7 +98,7 @@ func TestHandlerDuration(t *testing.T) {
 	pctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	outcomes := map[string]fdbqueue.Result{}
-	err = jq.Run(pctx, db, func(_ context.Context, task *fdbqueue.Task) error {
+	err := jq.Run(pctx, db, func(_ context.Context, task *fdbqueue.Task) error {
 		v := string(task.Value())
 		clock.Advance(runs[v].took)
 		switch v {
@@ -169,15 +179,8 @@ func TestHandlerDuration(t *testing.T) {
 // its argument checks is not counted.
 func TestExtendOutcomes(t *testing.T) {
 	ctx := context.Background()
-	db := memdb.New()
-	defer db.Close()
-	reader := sdkmetric.NewManualReader()
-	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
-	defer mp.Shutdown(ctx)
-	jq, err := fdbqueue.NewJobQueue(fdbqueue.SubspaceFromBytes([]byte("ext")), fdbqueue.JobQueueConfig{},
-		fdbqueue.WithMeterProvider(mp), fdbqueue.WithQueueName("ext"))
-	require.NoError(t, err)
-	_, err = jq.Add(ctx, db, fdbqueue.Job{Value: []byte("j")})
+	db, reader, jq := meteredJobQueue(t, "ext", fdbqueue.JobQueueConfig{})
+	_, err := jq.Add(ctx, db, fdbqueue.Job{Value: []byte("j")})
 	require.NoError(t, err)
 	ls, err := jq.Lease(ctx, db, 1, time.Minute)
 	require.NoError(t, err)
@@ -245,17 +248,10 @@ func (failingDB) CreateTransaction(context.Context) (kv.Transaction, error) { re
 // not returned has no duration, only its outcome counted.
 func TestPoolHeartbeatMetrics(t *testing.T) {
 	ctx := context.Background()
-	db := memdb.New()
-	defer db.Close()
-	reader := sdkmetric.NewManualReader()
-	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
-	defer mp.Shutdown(ctx)
 	clock := queuetest.NewClock(time.Unix(1_700_000_000, 0))
 	clock.Armed = make(chan time.Duration, 64)
-	jq, err := fdbqueue.NewJobQueue(fdbqueue.SubspaceFromBytes([]byte("hb")), fdbqueue.JobQueueConfig{Clock: clock},
-		fdbqueue.WithMeterProvider(mp), fdbqueue.WithQueueName("hb"))
-	require.NoError(t, err)
-	_, err = jq.Add(ctx, db, fdbqueue.Job{Value: []byte("long")})
+	db, reader, jq := meteredJobQueue(t, "hb", fdbqueue.JobQueueConfig{Clock: clock})
+	_, err := jq.Add(ctx, db, fdbqueue.Job{Value: []byte("long")})
 	require.NoError(t, err)
 
 	started := make(chan *fdbqueue.Task, 1)
