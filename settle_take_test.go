@@ -174,15 +174,6 @@ func TestSettleTakeAfterGrownLineLandingLate(t *testing.T) {
 	for _, r := range resumes {
 		r()
 	}
-	var all []string
-	for range 3 {
-		select {
-		case v := <-got:
-			all = append(all, v)
-		case <-time.After(wakeTimeout):
-			t.Fatalf("a waiter was not served (got %q)", all)
-		}
-	}
-	require.ElementsMatch(t, []string{"a", "b", "c"}, all)
+	require.ElementsMatch(t, []string{"a", "b", "c"}, recvN(t, got, 3, "a waiter was not served"))
 	requireClean(t, db, sub)
 }

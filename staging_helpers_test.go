@@ -363,3 +363,19 @@ func recvWithin[T any](t testing.TB, ch <-chan T, what string) T {
 		return zero
 	}
 }
+
+// recvN receives n values from ch, failing the test (with failure, and
+// what came) if one does not come within wakeTimeout.
+func recvN[T any](t testing.TB, ch <-chan T, n int, failure string) []T {
+	t.Helper()
+	var all []T
+	for range n {
+		select {
+		case v := <-ch:
+			all = append(all, v)
+		case <-time.After(wakeTimeout):
+			t.Fatalf("%s (got %v)", failure, all)
+		}
+	}
+	return all
+}

@@ -95,16 +95,7 @@ func finish(t *testing.T, db *memdb.DB, q *fdbqueue.Queue, changed <-chan struct
 	}
 	require.NoError(t, q.Enqueue(context.Background(), db, []byte("c")))
 	release()
-	var all []string
-	for range 3 {
-		select {
-		case v := <-got:
-			all = append(all, v)
-		case <-time.After(wakeTimeout):
-			t.Fatalf("a waiter slept through a change (got %q)", all)
-		}
-	}
-	require.ElementsMatch(t, []string{"a", "b", "c"}, all)
+	require.ElementsMatch(t, []string{"a", "b", "c"}, recvN(t, got, 3, "a waiter slept through a change"))
 }
 
 func phaseConflicts(t *testing.T, q *fdbqueue.Queue, name string) int64 {
