@@ -112,8 +112,9 @@ type PoolOptions struct {
 	// of the jobs it abandoned, the acks and nacks under way and the
 	// settling of a lease whose commit was in flight (default
 	// DefaultReleaseTimeout; negative is refused), on the queue's clock;
-	// what is not done by then keeps its lease until it expires. A deploy
-	// waits at most ShutdownTimeout plus ReleaseTimeout for Run.
+	// what is not done by then is cancelled and keeps its lease until it
+	// expires. Give a deploy's stop grace period more than ShutdownTimeout
+	// plus ReleaseTimeout.
 	ReleaseTimeout time.Duration
 	// Logger receives the pool's structured logs (default: the queue's
 	// logger, WithLogger, which discards them unless set). The lines carry
