@@ -28,8 +28,7 @@ import (
 func TestJobPoolReleasesTheJobOfAHandlerIgnoringItsContext(t *testing.T) {
 	ctx := context.Background()
 	db := newDB(t)
-	clock := newFakeClock()
-	clock.Armed = make(chan time.Duration, 64)
+	clock := newArmedClock()
 	q := mustJobQueue(t, "release-abandoned", fdbqueue.JobQueueConfig{Clock: clock, MaxAttempts: 1})
 	added := mustAdd(t, db, q, fdbqueue.Job{Value: []byte("stubborn")})
 
@@ -37,18 +36,14 @@ func TestJobPoolReleasesTheJobOfAHandlerIgnoringItsContext(t *testing.T) {
 	lateAck := make(chan error, 1)
 	outcomes := make(chan fdbqueue.Outcome, 1)
 	var logs syncBuffer
-	runCtx, stop := context.WithCancel(ctx)
-	ran := make(chan error, 1)
-	go func() {
-		ran <- q.Run(runCtx, db, func(ctx context.Context, task *fdbqueue.Task) error {
-			started <- task
-			<-unblock // ignores ctx
-			lateAck <- db.Transact(context.Background(), func(tr kv.Transaction) error { return task.Ack(ctx, tr) })
-			return nil
-		}, fdbqueue.PoolOptions{Workers: 1, LeaseDuration: 30 * time.Second, ExtendEvery: 10 * time.Second,
-			ShutdownTimeout: 7 * time.Second, Logger: slog.New(slog.NewTextHandler(&logs, nil)),
-			OnOutcome: func(o fdbqueue.Outcome) { outcomes <- o }})
-	}()
+	pool := startPool(t, q, db, func(ctx context.Context, task *fdbqueue.Task) error {
+		started <- task
+		<-unblock // ignores ctx
+		lateAck <- db.Transact(context.Background(), func(tr kv.Transaction) error { return task.Ack(ctx, tr) })
+		return nil
+	}, fdbqueue.PoolOptions{Workers: 1, LeaseDuration: 30 * time.Second, ExtendEvery: 10 * time.Second,
+		ShutdownTimeout: 7 * time.Second, Logger: slog.New(slog.NewTextHandler(&logs, nil)),
+		OnOutcome: func(o fdbqueue.Outcome) { outcomes <- o }})
 	task := <-started
 	first := task.Lease()
 	require.Equal(t, 10*time.Second, <-clock.Armed) // the heartbeat sleeps
@@ -56,15 +51,10 @@ func TestJobPoolReleasesTheJobOfAHandlerIgnoringItsContext(t *testing.T) {
 	require.Equal(t, 10*time.Second, <-clock.Armed) // the first extension is done
 	require.NotEqual(t, first.Deadline, task.Lease().Deadline, "extended: the record moved")
 
-	stop()
+	pool.cancel()
 	require.Equal(t, 7*time.Second, <-clock.Armed) // the shutdown deadline
 	clock.Advance(7 * time.Second)
-	select {
-	case err := <-ran:
-		require.NoError(t, err)
-	case <-time.After(wakeTimeout):
-		t.Fatal("Run waited for a handler that ignores its context")
-	}
+	require.NoError(t, pool.wait("Run waited for a handler that ignores its context"))
 	var o fdbqueue.Outcome
 	select { // reported before Run returned
 	case o = <-outcomes:
@@ -107,26 +97,20 @@ func TestJobPoolSettlesALeaseInFlightAtShutdown(t *testing.T) {
 			name = "interrupted lease lands after the settling commit"
 		}
 		t.Run(name, func(t *testing.T) {
-			ctx := context.Background()
 			db := newDB(t)
-			clock := newFakeClock()
-			clock.Armed = make(chan time.Duration, 64)
+			clock := newArmedClock()
 			q := mustJobQueue(t, "settle-lease", fdbqueue.JobQueueConfig{Clock: clock, MaxAttempts: 1})
 			added := mustAdd(t, db, q, fdbqueue.Job{Value: []byte("late"), Delay: time.Minute})
 
 			handled := make(chan struct{}, 1)
-			runCtx, stop := context.WithCancel(ctx)
-			ran := make(chan error, 1)
-			go func() {
-				ran <- q.Run(runCtx, db, func(context.Context, *fdbqueue.Task) error { handled <- struct{}{}; return nil },
-					fdbqueue.PoolOptions{Workers: 1, LeaseDuration: 30 * time.Second, Logger: quietLog})
-			}()
+			pool := startPool(t, q, db, func(context.Context, *fdbqueue.Task) error { handled <- struct{}{}; return nil },
+				fdbqueue.PoolOptions{Workers: 1, LeaseDuration: 30 * time.Second, Logger: quietLog})
 			require.Greater(t, <-clock.Armed, time.Minute-time.Second, "LeaseWait sleeps until the job is due")
 			held1, land := db.HoldNextCommitLate()
 			clock.Advance(time.Minute + time.Millisecond)
 			<-held1 // the worker's lease commit is in flight
 			held2, settle := db.HoldNextCommitLate()
-			stop()
+			pool.cancel()
 			select {
 			case <-held2: // the settling Lease's commit is in flight
 			case <-time.After(wakeTimeout):
@@ -139,7 +123,7 @@ func TestJobPoolSettlesALeaseInFlightAtShutdown(t *testing.T) {
 			} else {
 				settle()
 			}
-			require.NoError(t, <-ran)
+			require.NoError(t, pool.wait("Run did not return once the settling commit landed"))
 			if !landsFirst {
 				land()
 			}
@@ -158,7 +142,6 @@ func TestJobPoolSettlesALeaseInFlightAtShutdown(t *testing.T) {
 // outcome Snoozed with the handler's error, and nothing logged as a
 // failure.
 func TestJobPoolSnooze(t *testing.T) {
-	ctx := context.Background()
 	db := newDB(t)
 	clock := newFakeClock()
 	var logs syncBuffer
@@ -166,20 +149,16 @@ func TestJobPoolSnooze(t *testing.T) {
 	mustAdd(t, db, q, fdbqueue.Job{Value: []byte("later")})
 	var runs atomic.Int64
 	outcomes := make(chan fdbqueue.Outcome, 4)
-	runCtx, stop := context.WithCancel(ctx)
-	ran := make(chan error, 1)
-	go func() {
-		ran <- q.Run(runCtx, db, func(_ context.Context, task *fdbqueue.Task) error {
-			switch runs.Add(1) {
-			case 1:
-				return fdbqueue.Snooze(time.Minute)
-			case 2:
-				return fmt.Errorf("not yet: %w", fdbqueue.Snooze(time.Minute))
-			}
-			return nil
-		}, fdbqueue.PoolOptions{Workers: 1, LeaseDuration: 30 * time.Second,
-			Logger: slog.New(slog.NewTextHandler(&logs, nil)), OnOutcome: func(o fdbqueue.Outcome) { outcomes <- o }})
-	}()
+	pool := startPool(t, q, db, func(_ context.Context, task *fdbqueue.Task) error {
+		switch runs.Add(1) {
+		case 1:
+			return fdbqueue.Snooze(time.Minute)
+		case 2:
+			return fmt.Errorf("not yet: %w", fdbqueue.Snooze(time.Minute))
+		}
+		return nil
+	}, fdbqueue.PoolOptions{Workers: 1, LeaseDuration: 30 * time.Second,
+		Logger: slog.New(slog.NewTextHandler(&logs, nil)), OnOutcome: func(o fdbqueue.Outcome) { outcomes <- o }})
 	for i := range 2 {
 		o := <-outcomes
 		require.Equal(t, fdbqueue.Snoozed, o.Result, "run %d", i+1)
@@ -196,8 +175,7 @@ func TestJobPoolSnooze(t *testing.T) {
 	o := <-outcomes
 	require.Equal(t, fdbqueue.Acked, o.Result)
 	require.Equal(t, 1, o.Lease.Attempt)
-	stop()
-	require.NoError(t, <-ran)
+	require.NoError(t, pool.stop())
 	require.Equal(t, int64(3), runs.Load())
 	require.Zero(t, mustStats(t, db, q).Dead)
 	require.NotContains(t, logs.String(), "handler failed")
@@ -212,7 +190,6 @@ func TestJobPoolSnooze(t *testing.T) {
 func TestJobPoolSettlesAMaybeCommittedLease(t *testing.T) {
 	for _, applied := range []bool{true, false} {
 		t.Run(fmt.Sprintf("applied=%v", applied), func(t *testing.T) {
-			ctx := context.Background()
 			db := newDB(t)
 			clock := newFakeClock()
 			var logs syncBuffer
@@ -220,21 +197,16 @@ func TestJobPoolSettlesAMaybeCommittedLease(t *testing.T) {
 			mustAdd(t, db, q, fdbqueue.Job{Value: []byte("once")})
 			db.FailNextCommit(kv.ErrCommitUnknownResultFatal, applied) // the pool's first lease
 			outcomes := make(chan fdbqueue.Outcome, 2)
-			runCtx, stop := context.WithCancel(ctx)
-			ran := make(chan error, 1)
-			go func() {
-				ran <- q.Run(runCtx, db, func(context.Context, *fdbqueue.Task) error { return nil },
-					fdbqueue.PoolOptions{Workers: 1, LeaseDuration: 30 * time.Second,
-						Logger: slog.New(slog.NewTextHandler(&logs, nil)), OnOutcome: func(o fdbqueue.Outcome) { outcomes <- o }})
-			}()
+			pool := startPool(t, q, db, func(context.Context, *fdbqueue.Task) error { return nil },
+				fdbqueue.PoolOptions{Workers: 1, LeaseDuration: 30 * time.Second,
+					Logger: slog.New(slog.NewTextHandler(&logs, nil)), OnOutcome: func(o fdbqueue.Outcome) { outcomes <- o }})
 			var o fdbqueue.Outcome
 			select {
 			case o = <-outcomes:
 			case <-time.After(10 * time.Second): // a guard: the fake clock never moves, so without the settle the job stays hidden
 				t.Fatal("the job was not processed: the worker is waiting to retry its lease, the job hidden under it")
 			}
-			stop()
-			require.NoError(t, <-ran)
+			require.NoError(t, pool.stop())
 			require.Equal(t, fdbqueue.Acked, o.Result)
 			require.Equal(t, "once", string(o.Lease.Value))
 			require.Equal(t, 1, o.Lease.Attempt, "one attempt, counted once")
@@ -254,34 +226,24 @@ func TestJobPoolSettlesAMaybeCommittedLease(t *testing.T) {
 // from the moment the handler is told to finish, and let go once the pool
 // has abandoned its in-flight jobs (its log line says so).
 func TestJobPoolFinishesAnAckUnderWayAtTheShutdownDeadline(t *testing.T) {
-	ctx := context.Background()
 	db := &holdingDB{Database: newDB(t), held: make(chan struct{}), release: make(chan struct{})}
-	clock := newFakeClock()
-	clock.Armed = make(chan time.Duration, 64)
+	clock := newArmedClock()
 	q := mustJobQueue(t, "ack-at-deadline", fdbqueue.JobQueueConfig{Clock: clock, MaxAttempts: 1})
 	mustAdd(t, db, q, fdbqueue.Job{Value: []byte("done in time")})
 
-	started, finish := make(chan struct{}), make(chan struct{})
+	h := newBlockingHandler()
 	outcomes := make(chan fdbqueue.Outcome, 1)
 	abandoned := make(chan struct{}, 1)
 	logs := &lineSignal{match: "abandoned in-flight jobs", seen: abandoned}
-	runCtx, stop := context.WithCancel(ctx)
-	ran := make(chan error, 1)
-	go func() {
-		ran <- q.Run(runCtx, db, func(context.Context, *fdbqueue.Task) error {
-			close(started)
-			<-finish
-			return nil
-		}, fdbqueue.PoolOptions{Workers: 1, LeaseDuration: 30 * time.Second, ExtendEvery: 10 * time.Second,
-			ShutdownTimeout: 7 * time.Second, Logger: slog.New(slog.NewTextHandler(logs, nil)),
-			OnOutcome: func(o fdbqueue.Outcome) { outcomes <- o }})
-	}()
-	<-started
+	pool := startPool(t, q, db, h.handle, fdbqueue.PoolOptions{Workers: 1, LeaseDuration: 30 * time.Second, ExtendEvery: 10 * time.Second,
+		ShutdownTimeout: 7 * time.Second, Logger: slog.New(slog.NewTextHandler(logs, nil)),
+		OnOutcome: func(o fdbqueue.Outcome) { outcomes <- o }})
+	<-h.started
 	require.Equal(t, 10*time.Second, <-clock.Armed) // the heartbeat sleeps
-	stop()
+	pool.cancel()
 	require.Equal(t, 7*time.Second, <-clock.Armed) // the shutdown deadline
 	db.armed.Store(true)
-	close(finish)
+	close(h.finish)
 	<-db.held                      // the ack's transaction waits to commit
 	clock.Advance(7 * time.Second) // the deadline passes
 	select {
@@ -291,12 +253,7 @@ func TestJobPoolFinishesAnAckUnderWayAtTheShutdownDeadline(t *testing.T) {
 		t.Fatal("the pool did not abandon its in-flight jobs at the deadline")
 	}
 	close(db.release)
-	select {
-	case err := <-ran:
-		require.NoError(t, err)
-	case <-time.After(wakeTimeout):
-		t.Fatal("Run did not return")
-	}
+	require.NoError(t, pool.wait("Run did not return"))
 	o := <-outcomes
 	require.Equal(t, fdbqueue.Acked, o.Result, "the ack under way was finished: %v", o.Err)
 	require.NoError(t, o.Err)
@@ -358,42 +315,27 @@ func (w *lineSignal) Write(p []byte) (int, error) {
 // client lets a cancelled commit request land (RYWImpl::commit,
 // fdbclient/ReadYourWrites.cpp), and the job is due again.
 func TestJobPoolWaitsForItsWorkersPastTheReleaseTimeout(t *testing.T) {
-	ctx := context.Background()
 	db := newDB(t)
-	clock := newFakeClock()
-	clock.Armed = make(chan time.Duration, 64)
+	clock := newArmedClock()
 	q := mustJobQueue(t, "release-timeout", fdbqueue.JobQueueConfig{Clock: clock})
 	mustAdd(t, db, q, fdbqueue.Job{Value: []byte("stubborn")})
 
-	started, unblock := make(chan struct{}), make(chan struct{})
-	defer close(unblock)
+	h := newBlockingHandler() // ignores ctx
+	defer close(h.finish)
 	outcomes := make(chan fdbqueue.Outcome, 1)
-	runCtx, stop := context.WithCancel(ctx)
-	ran := make(chan error, 1)
-	go func() {
-		ran <- q.Run(runCtx, db, func(context.Context, *fdbqueue.Task) error {
-			started <- struct{}{}
-			<-unblock // ignores ctx
-			return nil
-		}, fdbqueue.PoolOptions{Workers: 1, LeaseDuration: 30 * time.Second, ExtendEvery: 10 * time.Second,
-			ShutdownTimeout: 7 * time.Second, Logger: quietLog,
-			OnOutcome: func(o fdbqueue.Outcome) { outcomes <- o }})
-	}()
-	<-started
+	pool := startPool(t, q, db, h.handle, fdbqueue.PoolOptions{Workers: 1, LeaseDuration: 30 * time.Second, ExtendEvery: 10 * time.Second,
+		ShutdownTimeout: 7 * time.Second, Logger: quietLog,
+		OnOutcome: func(o fdbqueue.Outcome) { outcomes <- o }})
+	<-h.started
 	require.Equal(t, 10*time.Second, <-clock.Armed) // the heartbeat sleeps
-	stop()
+	pool.cancel()
 	require.Equal(t, 7*time.Second, <-clock.Armed) // the shutdown deadline
 	held, land := db.HoldNextCommitLate()          // the release's commit
 	clock.Advance(7 * time.Second)
 	<-held
 	require.Equal(t, fdbqueue.DefaultReleaseTimeout, <-clock.Armed, "Run's bound on the release")
 	clock.Advance(fdbqueue.DefaultReleaseTimeout)
-	select {
-	case err := <-ran:
-		require.NoError(t, err)
-	case <-time.After(wakeTimeout):
-		t.Fatal("Run did not return after ReleaseTimeout")
-	}
+	require.NoError(t, pool.wait("Run did not return after ReleaseTimeout"))
 	select {
 	case o := <-outcomes:
 		require.Equal(t, fdbqueue.Abandoned, o.Result)

@@ -47,21 +47,15 @@ func (h *holdAfterUncertain) Transact(ctx context.Context, fn func(kv.Transactio
 // Run has returned, as FoundationDB's client lets a cancelled commit
 // request land (RYWImpl::commit, fdbclient/ReadYourWrites.cpp).
 func TestJobPoolSettlesAnUncertainLeaseWhoseSettlingTheShutdownInterrupts(t *testing.T) {
-	ctx := context.Background()
 	mem := newDB(t)
 	db := &holdAfterUncertain{DB: mem, held: make(chan func(), 1)}
-	clock := newFakeClock()
-	clock.Armed = make(chan time.Duration, 64)
+	clock := newArmedClock()
 	q := mustJobQueue(t, "settle-uncertain-at-stop", fdbqueue.JobQueueConfig{Clock: clock, MaxAttempts: 1})
 	added := mustAdd(t, mem, q, fdbqueue.Job{Value: []byte("late"), Delay: time.Minute})
 
 	handled := make(chan struct{}, 1)
-	runCtx, stop := context.WithCancel(ctx)
-	ran := make(chan error, 1)
-	go func() {
-		ran <- q.Run(runCtx, db, func(context.Context, *fdbqueue.Task) error { handled <- struct{}{}; return nil },
-			fdbqueue.PoolOptions{Workers: 1, LeaseDuration: 30 * time.Second, Logger: quietLog})
-	}()
+	pool := startPool(t, q, db, func(context.Context, *fdbqueue.Task) error { handled <- struct{}{}; return nil },
+		fdbqueue.PoolOptions{Workers: 1, LeaseDuration: 30 * time.Second, Logger: quietLog})
 	require.Greater(t, <-clock.Armed, time.Minute-time.Second, "LeaseWait sleeps until the job is due")
 	mem.FailNextCommit(kv.ErrCommitUnknownResultFatal, false) // the worker's lease: not applied, outcome unknown
 	clock.Advance(time.Minute + time.Millisecond)
@@ -71,8 +65,7 @@ func TestJobPoolSettlesAnUncertainLeaseWhoseSettlingTheShutdownInterrupts(t *tes
 	case <-time.After(wakeTimeout):
 		t.Fatal("the pool did not settle its uncertain lease")
 	}
-	stop()
-	err := <-ran
+	err := pool.stop()
 	land() // the interrupted settling commit lands (or conflicts) now
 	require.NoError(t, err)
 	require.Empty(t, handled, "no handler ran")
@@ -106,24 +99,18 @@ func (f *failAgainAfterUncertain) Transact(ctx context.Context, fn func(kv.Trans
 // lease expired, its one attempt spent, and the next Lease dead-lettered
 // it without it ever having run.
 func TestJobPoolSettlesAnUncertainLeaseUntilItKnows(t *testing.T) {
-	ctx := context.Background()
 	mem := newDB(t)
 	db := &failAgainAfterUncertain{DB: mem}
-	clock := newFakeClock()
-	clock.Armed = make(chan time.Duration, 64)
+	clock := newArmedClock()
 	q := mustJobQueue(t, "settle-uncertain-twice", fdbqueue.JobQueueConfig{Clock: clock, MaxAttempts: 1})
 	added := mustAdd(t, mem, q, fdbqueue.Job{Value: []byte("once")})
 	mem.FailNextCommit(kv.ErrCommitUnknownResultFatal, false) // the pool's first lease; the settling one then fails applied
 
 	const extendEvery = 10 * time.Second
 	outcomes := make(chan fdbqueue.Outcome, 2)
-	runCtx, stop := context.WithCancel(ctx)
-	ran := make(chan error, 1)
-	go func() {
-		ran <- q.Run(runCtx, db, func(context.Context, *fdbqueue.Task) error { return nil },
-			fdbqueue.PoolOptions{Workers: 1, LeaseDuration: 3 * extendEvery, ExtendEvery: extendEvery,
-				Logger: quietLog, OnOutcome: func(o fdbqueue.Outcome) { outcomes <- o }})
-	}()
+	pool := startPool(t, q, db, func(context.Context, *fdbqueue.Task) error { return nil },
+		fdbqueue.PoolOptions{Workers: 1, LeaseDuration: 3 * extendEvery, ExtendEvery: extendEvery,
+			Logger: quietLog, OnOutcome: func(o fdbqueue.Outcome) { outcomes <- o }})
 	require.Equal(t, time.Second, <-clock.Armed, "the worker waits a second after the failed settling")
 	clock.Advance(time.Second)
 	var o fdbqueue.Outcome
@@ -139,8 +126,7 @@ func TestJobPoolSettlesAnUncertainLeaseUntilItKnows(t *testing.T) {
 			t.Fatal("the job was not processed")
 		}
 	}
-	stop()
-	require.NoError(t, <-ran)
+	require.NoError(t, pool.stop())
 	require.Equal(t, fdbqueue.Acked, o.Result, "err: %v", o.Err)
 	require.Equal(t, added.ID, o.Lease.JobID)
 	require.Equal(t, 1, o.Lease.Attempt, "one attempt, counted once")
@@ -172,11 +158,9 @@ func (a *afterArmed) Transact(ctx context.Context, fn func(kv.Transaction) error
 // handler ran"; a handler that then failed on its context was nacked, and
 // its outcome was LeaseLost, though its job was acked.
 func TestJobPoolHeartbeatAfterTheHandlersOwnAck(t *testing.T) {
-	ctx := context.Background()
 	mem := newDB(t)
 	db := &afterArmed{Database: mem, armed: make(chan struct{}), done: make(chan error, 8)}
-	clock := newFakeClock()
-	clock.Armed = make(chan time.Duration, 64)
+	clock := newArmedClock()
 	q := mustJobQueue(t, "heartbeat-after-own-ack", fdbqueue.JobQueueConfig{Clock: clock})
 	mustAdd(t, mem, q, fdbqueue.Job{Value: []byte("acked by its handler")})
 
@@ -184,17 +168,13 @@ func TestJobPoolHeartbeatAfterTheHandlersOwnAck(t *testing.T) {
 	ctxAfter := make(chan error, 1)
 	outcomes := make(chan fdbqueue.Outcome, 1)
 	var logs syncBuffer
-	runCtx, stop := context.WithCancel(ctx)
-	ran := make(chan error, 1)
-	go func() {
-		ran <- q.Run(runCtx, db, func(ctx context.Context, task *fdbqueue.Task) error {
-			acked <- mem.Transact(ctx, func(tr kv.Transaction) error { return task.Ack(ctx, tr) })
-			<-proceed
-			ctxAfter <- ctx.Err()
-			return ctx.Err() // the rest of its work, cut short were ctx to end
-		}, fdbqueue.PoolOptions{Workers: 1, LeaseDuration: 30 * time.Second, ExtendEvery: 10 * time.Second,
-			Logger: slog.New(slog.NewTextHandler(&logs, nil)), OnOutcome: func(o fdbqueue.Outcome) { outcomes <- o }})
-	}()
+	pool := startPool(t, q, db, func(ctx context.Context, task *fdbqueue.Task) error {
+		acked <- mem.Transact(ctx, func(tr kv.Transaction) error { return task.Ack(ctx, tr) })
+		<-proceed
+		ctxAfter <- ctx.Err()
+		return ctx.Err() // the rest of its work, cut short were ctx to end
+	}, fdbqueue.PoolOptions{Workers: 1, LeaseDuration: 30 * time.Second, ExtendEvery: 10 * time.Second,
+		Logger: slog.New(slog.NewTextHandler(&logs, nil)), OnOutcome: func(o fdbqueue.Outcome) { outcomes <- o }})
 	require.NoError(t, <-acked)
 	require.Equal(t, 10*time.Second, <-clock.Armed) // the heartbeat sleeps
 	close(db.armed)
@@ -202,8 +182,7 @@ func TestJobPoolHeartbeatAfterTheHandlersOwnAck(t *testing.T) {
 	require.ErrorIs(t, <-db.done, fdbqueue.ErrLeaseLost, "the heartbeat's extension finds the job gone")
 	close(proceed)
 	o := <-outcomes
-	stop()
-	require.NoError(t, <-ran)
+	require.NoError(t, pool.stop())
 	require.NoError(t, <-ctxAfter, "the handler's context did not end")
 	require.Equal(t, fdbqueue.Acked, o.Result, "err: %v", o.Err)
 	require.NotContains(t, logs.String(), "lease lost")
@@ -240,25 +219,14 @@ func TestJobPoolHeartbeatSurvivesAFailedExtension(t *testing.T) {
 		t.Run(fmt.Sprintf("%v applied=%v", c.err, c.applied), func(t *testing.T) {
 			ctx := context.Background()
 			db := newDB(t)
-			clock := newFakeClock()
-			clock.Armed = make(chan time.Duration, 64)
+			clock := newArmedClock()
 			q := mustJobQueue(t, "heartbeat-errors", fdbqueue.JobQueueConfig{Clock: clock})
 			mustAdd(t, db, q, fdbqueue.Job{Value: []byte("long")})
-			started, finish := make(chan *fdbqueue.Task), make(chan struct{})
-			ctxErr := make(chan error, 1)
+			h := newBlockingHandler()
 			outcomes := make(chan fdbqueue.Outcome, 1)
-			runCtx, stop := context.WithCancel(ctx)
-			ran := make(chan error, 1)
-			go func() {
-				ran <- q.Run(runCtx, db, func(ctx context.Context, task *fdbqueue.Task) error {
-					started <- task
-					<-finish
-					ctxErr <- ctx.Err()
-					return nil
-				}, fdbqueue.PoolOptions{Workers: 1, LeaseDuration: lease, ExtendEvery: extendEvery,
-					Logger: quietLog, OnOutcome: func(o fdbqueue.Outcome) { outcomes <- o }})
-			}()
-			task := <-started
+			pool := startPool(t, q, db, h.handle, fdbqueue.PoolOptions{Workers: 1, LeaseDuration: lease, ExtendEvery: extendEvery,
+				Logger: quietLog, OnOutcome: func(o fdbqueue.Outcome) { outcomes <- o }})
+			task := <-h.started
 			first := task.Lease().Deadline
 			require.Equal(t, extendEvery, <-clock.Armed)
 			db.FailNextCommit(c.err, c.applied) // the first extension's commit
@@ -276,11 +244,10 @@ func TestJobPoolHeartbeatSurvivesAFailedExtension(t *testing.T) {
 			<-clock.Armed
 			_, err := q.Lease(ctx, db, 1, time.Minute)
 			require.ErrorIs(t, err, fdbqueue.ErrEmpty, "the job is still the pool's")
-			close(finish)
+			close(h.finish)
 			o := <-outcomes
-			stop()
-			require.NoError(t, <-ran)
-			require.NoError(t, <-ctxErr, "the handler's context never ended")
+			require.NoError(t, pool.stop())
+			require.NoError(t, <-h.ctxErr, "the handler's context never ended")
 			require.Equal(t, fdbqueue.Acked, o.Result, "err: %v", o.Err)
 			require.Equal(t, fdbqueue.JobStats{}, mustStats(t, db, q))
 		})
@@ -296,22 +263,13 @@ func TestJobPoolRetriesAFailedExtensionBeforeTheDeadline(t *testing.T) {
 	const extendEvery, lease = 20 * time.Second, 30 * time.Second
 	ctx := context.Background()
 	db := newDB(t)
-	clock := newFakeClock()
-	clock.Armed = make(chan time.Duration, 64)
+	clock := newArmedClock()
 	q := mustJobQueue(t, "heartbeat-retry", fdbqueue.JobQueueConfig{Clock: clock})
 	mustAdd(t, db, q, fdbqueue.Job{Value: []byte("long")})
-	started, finish := make(chan *fdbqueue.Task), make(chan struct{})
+	h := newBlockingHandler()
 	outcomes := make(chan fdbqueue.Outcome, 1)
-	runCtx, stop := context.WithCancel(ctx)
-	ran := make(chan error, 1)
-	go func() {
-		ran <- q.Run(runCtx, db, func(ctx context.Context, task *fdbqueue.Task) error {
-			started <- task
-			<-finish
-			return nil
-		}, fdbqueue.PoolOptions{Workers: 1, LeaseDuration: lease, ExtendEvery: extendEvery,
-			Logger: quietLog, OnOutcome: func(o fdbqueue.Outcome) { outcomes <- o }})
-	}()
+	pool := startPool(t, q, db, h.handle, fdbqueue.PoolOptions{Workers: 1, LeaseDuration: lease, ExtendEvery: extendEvery,
+		Logger: quietLog, OnOutcome: func(o fdbqueue.Outcome) { outcomes <- o }})
 	armed := func() time.Duration {
 		t.Helper()
 		select {
@@ -322,7 +280,7 @@ func TestJobPoolRetriesAFailedExtensionBeforeTheDeadline(t *testing.T) {
 			return 0
 		}
 	}
-	task := <-started
+	task := <-h.started
 	first := task.Lease().Deadline
 	require.Equal(t, extendEvery, armed())
 	db.FailNextCommit(kv.ErrClientInvalidOp, false) // the first extension fails
@@ -335,10 +293,9 @@ func TestJobPoolRetriesAFailedExtensionBeforeTheDeadline(t *testing.T) {
 	clock.Advance(lease - extendEvery) // past the first deadline, before the next tick
 	_, err := q.Lease(ctx, db, 1, time.Minute)
 	require.ErrorIs(t, err, fdbqueue.ErrEmpty, "the job is still the pool's")
-	close(finish)
+	close(h.finish)
 	o := <-outcomes
-	stop()
-	require.NoError(t, <-ran)
+	require.NoError(t, pool.stop())
 	require.Equal(t, fdbqueue.Acked, o.Result, "err: %v", o.Err)
 }
 

@@ -101,24 +101,15 @@ func TestJobPoolProcessesEveryJobOnce(t *testing.T) {
 func TestJobPoolExtendsAndShutsDownGracefully(t *testing.T) {
 	ctx := context.Background()
 	db := newDB(t)
-	clock := newFakeClock()
-	clock.Armed = make(chan time.Duration, 64)
+	clock := newArmedClock()
 	q := mustJobQueue(t, "heartbeat", fdbqueue.JobQueueConfig{Clock: clock})
 	mustAdd(t, db, q, fdbqueue.Job{Value: []byte("long")})
 
-	started, release := make(chan *fdbqueue.Task), make(chan struct{})
+	h := newBlockingHandler()
 	outcomes := make(chan fdbqueue.Outcome, 1)
-	runCtx, stop := context.WithCancel(ctx)
-	ran := make(chan error)
-	go func() {
-		ran <- q.Run(runCtx, db, func(ctx context.Context, task *fdbqueue.Task) error {
-			started <- task
-			<-release
-			return nil
-		}, fdbqueue.PoolOptions{Workers: 1, LeaseDuration: 30 * time.Second, ExtendEvery: 10 * time.Second,
-			ShutdownTimeout: 7 * time.Second, Logger: quietLog, OnOutcome: func(o fdbqueue.Outcome) { outcomes <- o }})
-	}()
-	task := <-started
+	pool := startPool(t, q, db, h.handle, fdbqueue.PoolOptions{Workers: 1, LeaseDuration: 30 * time.Second, ExtendEvery: 10 * time.Second,
+		ShutdownTimeout: 7 * time.Second, Logger: quietLog, OnOutcome: func(o fdbqueue.Outcome) { outcomes <- o }})
+	task := <-h.started
 	first := task.Lease().Deadline
 	for range 5 { // 50 s: past the first deadline
 		require.Equal(t, 10*time.Second, <-clock.Armed) // the heartbeat sleeps
@@ -129,10 +120,10 @@ func TestJobPoolExtendsAndShutsDownGracefully(t *testing.T) {
 	_, err := q.Lease(ctx, db, 1, time.Minute)
 	require.ErrorIs(t, err, fdbqueue.ErrEmpty, "nobody else gets the job")
 
-	stop()
+	pool.cancel()
 	require.Equal(t, 7*time.Second, <-clock.Armed) // the shutdown deadline
-	close(release)
-	require.NoError(t, <-ran)
+	close(h.finish)
+	require.NoError(t, pool.wait("Run did not return once its handler finished"))
 	o := <-outcomes
 	require.Equal(t, fdbqueue.Acked, o.Result)
 	require.NoError(t, o.Err)
@@ -145,36 +136,30 @@ func TestJobPoolExtendsAndShutsDownGracefully(t *testing.T) {
 // due again at once with its attempt not counted. (Before Release, the
 // job stayed leased until its lease expired, and that attempt counted.)
 func TestJobPoolAbandonsAtTheDeadline(t *testing.T) {
-	ctx := context.Background()
 	db := newDB(t)
-	clock := newFakeClock()
-	clock.Armed = make(chan time.Duration, 64)
+	clock := newArmedClock()
 	q := mustJobQueue(t, "abandon", fdbqueue.JobQueueConfig{Clock: clock})
 	mustAdd(t, db, q, fdbqueue.Job{Value: []byte("stuck")})
 
 	started := make(chan struct{})
 	handlerDone := make(chan error, 1)
 	outcomes := make(chan fdbqueue.Outcome, 1)
-	runCtx, stop := context.WithCancel(ctx)
-	ran := make(chan error)
-	go func() {
-		ran <- q.Run(runCtx, db, func(ctx context.Context, task *fdbqueue.Task) error {
-			close(started)
-			<-ctx.Done()
-			handlerDone <- ctx.Err()
-			return ctx.Err()
-		}, fdbqueue.PoolOptions{Workers: 1, LeaseDuration: 30 * time.Second, ExtendEvery: 10 * time.Second,
-			ShutdownTimeout: 7 * time.Second, Logger: quietLog, OnOutcome: func(o fdbqueue.Outcome) { outcomes <- o }})
-	}()
+	pool := startPool(t, q, db, func(ctx context.Context, task *fdbqueue.Task) error {
+		close(started)
+		<-ctx.Done()
+		handlerDone <- ctx.Err()
+		return ctx.Err()
+	}, fdbqueue.PoolOptions{Workers: 1, LeaseDuration: 30 * time.Second, ExtendEvery: 10 * time.Second,
+		ShutdownTimeout: 7 * time.Second, Logger: quietLog, OnOutcome: func(o fdbqueue.Outcome) { outcomes <- o }})
 	<-started
-	stop()
+	pool.cancel()
 	for d := range clock.Armed {
 		if d == 7*time.Second {
 			break
 		}
 	}
 	clock.Advance(7 * time.Second)
-	require.NoError(t, <-ran)
+	require.NoError(t, pool.wait("Run did not return at the shutdown deadline"))
 	require.ErrorIs(t, <-handlerDone, context.Canceled)
 	o := <-outcomes
 	require.Equal(t, fdbqueue.Abandoned, o.Result)
@@ -189,7 +174,6 @@ func TestJobPoolAbandonsAtTheDeadline(t *testing.T) {
 // does not wait for them. The handler here returns only once the test has
 // seen Run return.
 func TestJobPoolNegativeShutdownTimeoutReturnsAtOnce(t *testing.T) {
-	ctx := context.Background()
 	db := newDB(t)
 	clock := newFakeClock()
 	q := mustJobQueue(t, "no-grace", fdbqueue.JobQueueConfig{Clock: clock})
@@ -197,20 +181,16 @@ func TestJobPoolNegativeShutdownTimeoutReturnsAtOnce(t *testing.T) {
 
 	started, release := make(chan context.Context), make(chan struct{})
 	outcomes := make(chan fdbqueue.Outcome, 1)
-	runCtx, stop := context.WithCancel(ctx)
-	ran := make(chan error, 1)
-	go func() {
-		ran <- q.Run(runCtx, db, func(ctx context.Context, task *fdbqueue.Task) error {
-			started <- ctx
-			<-release
-			return nil // would be acked, were the job not abandoned
-		}, fdbqueue.PoolOptions{Workers: 1, LeaseDuration: 30 * time.Second, ExtendEvery: 10 * time.Second,
-			ShutdownTimeout: -1, Logger: quietLog, OnOutcome: func(o fdbqueue.Outcome) { outcomes <- o }})
-	}()
+	pool := startPool(t, q, db, func(ctx context.Context, task *fdbqueue.Task) error {
+		started <- ctx
+		<-release
+		return nil // would be acked, were the job not abandoned
+	}, fdbqueue.PoolOptions{Workers: 1, LeaseDuration: 30 * time.Second, ExtendEvery: 10 * time.Second,
+		ShutdownTimeout: -1, Logger: quietLog, OnOutcome: func(o fdbqueue.Outcome) { outcomes <- o }})
 	hctx := <-started
-	stop()
+	pool.cancel()
 	select { // the clock never moves: only an immediate return passes
-	case err := <-ran:
+	case err := <-pool.ran:
 		require.NoError(t, err)
 	case <-time.After(wakeTimeout):
 		close(release)
@@ -249,25 +229,20 @@ func TestJobPoolBadOptions(t *testing.T) {
 func TestJobPoolLostLeaseCancelsHandler(t *testing.T) {
 	ctx := context.Background()
 	db := newDB(t)
-	clock := newFakeClock()
-	clock.Armed = make(chan time.Duration, 64)
+	clock := newArmedClock()
 	q := mustJobQueue(t, "lost", fdbqueue.JobQueueConfig{Clock: clock})
 	mustAdd(t, db, q, fdbqueue.Job{Value: []byte("doomed"), Priority: 3})
 
 	started := make(chan *fdbqueue.Task)
 	handlerErr := make(chan error, 1)
 	outcomes := make(chan fdbqueue.Outcome, 1)
-	runCtx, stop := context.WithCancel(ctx)
-	ran := make(chan error)
-	go func() {
-		ran <- q.Run(runCtx, db, func(ctx context.Context, task *fdbqueue.Task) error {
-			started <- task
-			<-ctx.Done()
-			handlerErr <- ctx.Err()
-			return ctx.Err()
-		}, fdbqueue.PoolOptions{Workers: 1, LeaseDuration: 30 * time.Second, ExtendEvery: 10 * time.Second,
-			Logger: quietLog, OnOutcome: func(o fdbqueue.Outcome) { outcomes <- o }})
-	}()
+	pool := startPool(t, q, db, func(ctx context.Context, task *fdbqueue.Task) error {
+		started <- task
+		<-ctx.Done()
+		handlerErr <- ctx.Err()
+		return ctx.Err()
+	}, fdbqueue.PoolOptions{Workers: 1, LeaseDuration: 30 * time.Second, ExtendEvery: 10 * time.Second,
+		Logger: quietLog, OnOutcome: func(o fdbqueue.Outcome) { outcomes <- o }})
 	task := <-started
 	require.Equal(t, 10*time.Second, <-clock.Armed) // the heartbeat sleeps
 	l := task.Lease()
@@ -282,8 +257,7 @@ func TestJobPoolLostLeaseCancelsHandler(t *testing.T) {
 	o := <-outcomes
 	require.Equal(t, fdbqueue.LeaseLost, o.Result)
 	require.ErrorIs(t, o.Err, fdbqueue.ErrLeaseLost)
-	stop()
-	require.NoError(t, <-ran)
+	require.NoError(t, pool.stop())
 }
 
 // A handler that ends its goroutine with runtime.Goexit (t.FailNow in a
@@ -293,22 +267,16 @@ func TestJobPoolLostLeaseCancelsHandler(t *testing.T) {
 // still live when that was the last worker, and the job's heartbeat went
 // on extending its lease for as long as Run ran.)
 func TestJobPoolHandlerGoexitFailsTheJob(t *testing.T) {
-	ctx := context.Background()
 	db := newDB(t)
 	q := mustJobQueue(t, "goexit", fdbqueue.JobQueueConfig{RetryBase: time.Millisecond, RetryMax: time.Millisecond})
 	mustAdd(t, db, q, fdbqueue.Job{Value: []byte("exits")})
 	outcomes := make(chan fdbqueue.Outcome, 2)
-	runCtx, stop := context.WithCancel(ctx)
-	defer stop()
-	ran := make(chan error, 1)
-	go func() {
-		ran <- q.Run(runCtx, db, func(ctx context.Context, task *fdbqueue.Task) error {
-			if task.Lease().Attempt == 1 {
-				runtime.Goexit()
-			}
-			return nil
-		}, fdbqueue.PoolOptions{Workers: 1, Logger: quietLog, OnOutcome: func(o fdbqueue.Outcome) { outcomes <- o }})
-	}()
+	pool := startPool(t, q, db, func(ctx context.Context, task *fdbqueue.Task) error {
+		if task.Lease().Attempt == 1 {
+			runtime.Goexit()
+		}
+		return nil
+	}, fdbqueue.PoolOptions{Workers: 1, Logger: quietLog, OnOutcome: func(o fdbqueue.Outcome) { outcomes <- o }})
 	for _, want := range []fdbqueue.Result{fdbqueue.Retried, fdbqueue.Acked} {
 		select {
 		case o := <-outcomes:
@@ -316,12 +284,11 @@ func TestJobPoolHandlerGoexitFailsTheJob(t *testing.T) {
 			if want == fdbqueue.Retried {
 				require.ErrorContains(t, o.Err, "Goexit")
 			}
-		case err := <-ran:
+		case err := <-pool.ran:
 			require.FailNow(t, "Run returned before its context ended", "err: %v", err)
 		}
 	}
-	stop()
-	require.NoError(t, <-ran)
+	require.NoError(t, pool.stop())
 	require.Equal(t, fdbqueue.JobStats{}, mustStats(t, db, q))
 }
 
@@ -330,7 +297,6 @@ func TestJobPoolHandlerGoexitFailsTheJob(t *testing.T) {
 // A dead letter is logged once: by the queue, or by the pool too when it
 // has a logger of its own.
 func TestPoolLogsWhereTheQueueDoes(t *testing.T) {
-	ctx := context.Background()
 	for _, own := range []bool{false, true} {
 		db := newDB(t)
 		var queueLog, poolLog syncBuffer
@@ -343,14 +309,9 @@ func TestPoolLogsWhereTheQueueDoes(t *testing.T) {
 		}
 		outcomes := make(chan fdbqueue.Outcome, 1)
 		opts.OnOutcome = func(o fdbqueue.Outcome) { outcomes <- o }
-		runCtx, stop := context.WithCancel(ctx)
-		ran := make(chan error, 1)
-		go func() {
-			ran <- q.Run(runCtx, db, func(context.Context, *fdbqueue.Task) error { return errors.New("boom") }, opts)
-		}()
+		run := startPool(t, q, db, func(context.Context, *fdbqueue.Task) error { return errors.New("boom") }, opts)
 		require.Equal(t, fdbqueue.DeadLettered, (<-outcomes).Result)
-		stop()
-		require.NoError(t, <-ran)
+		require.NoError(t, run.stop())
 		pool := &queueLog
 		if own {
 			pool = &poolLog
@@ -381,22 +342,16 @@ func TestPoolLogsWhereTheQueueDoes(t *testing.T) {
 
 // A handler's panic is logged with its stack, as its PanicError holds it.
 func TestPoolLogsAPanicsStack(t *testing.T) {
-	ctx := context.Background()
 	db := newDB(t)
 	var logs syncBuffer
 	q := mustJobQueue(t, "pool-panic-log", fdbqueue.JobQueueConfig{MaxAttempts: 1})
 	mustAdd(t, db, q, fdbqueue.Job{Value: []byte("panics")})
 	outcomes := make(chan fdbqueue.Outcome, 1)
-	runCtx, stop := context.WithCancel(ctx)
-	ran := make(chan error, 1)
-	go func() {
-		ran <- q.Run(runCtx, db, func(context.Context, *fdbqueue.Task) error { panic("kaboom") },
-			fdbqueue.PoolOptions{Workers: 1, Logger: slog.New(slog.NewTextHandler(&logs, nil)),
-				OnOutcome: func(o fdbqueue.Outcome) { outcomes <- o }})
-	}()
+	pool := startPool(t, q, db, func(context.Context, *fdbqueue.Task) error { panic("kaboom") },
+		fdbqueue.PoolOptions{Workers: 1, Logger: slog.New(slog.NewTextHandler(&logs, nil)),
+			OnOutcome: func(o fdbqueue.Outcome) { outcomes <- o }})
 	out := <-outcomes
-	stop()
-	require.NoError(t, <-ran)
+	require.NoError(t, pool.stop())
 	var pe *fdbqueue.PanicError
 	require.ErrorAs(t, out.Err, &pe)
 	require.Contains(t, logs.String(), "handler panicked")
