@@ -292,39 +292,8 @@ func RunLeases(ctx context.Context, seed int64, cfg LeaseConfig) (LeaseResult, e
 	res.Unknown, res.RecoveredAtOnce = h.unknown, h.atOnce
 	res.Check = porcupine.CheckOperationsTimeout(LeaseModel(cfg.Choice), history, cfg.CheckTimeout)
 
-	// Drain: lease everything due and ack it, moving the clock past every
-	// lease and delay, until the queue is empty.
-	for i := 0; ; i++ {
-		if i > 1000 {
-			return res, errors.New("sim: the job queue did not drain")
-		}
-		clock.now.Add(3*h.d + 1)
-		ls, err := q.Lease(ctx, db, 10, 0)
-		if errors.Is(err, fdbqueue.ErrEmpty) {
-			st, err := q.Stats(ctx, db)
-			if err != nil {
-				return res, err
-			}
-			if st.Queued+st.Leased+st.ExpiredLeases == 0 {
-				break
-			}
-			continue
-		}
-		if err != nil {
-			return res, err
-		}
-		for _, l := range ls {
-			switch err := q.Ack(ctx, db, l); {
-			case errors.Is(err, fdbqueue.ErrLeaseLost):
-				// Nobody else holds a lease now: an Ack that says so and
-				// removed the job anyway (as one retried without the
-				// journal does) loses it from the accounts below.
-			case err != nil:
-				return res, err
-			default:
-				acks[string(l.JobID[:])]++
-			}
-		}
+	if err := drainJobs(ctx, db, q, func() { clock.now.Add(3*h.d + 1) }, acks); err != nil {
+		return res, err
 	}
 	final, keys, err := observeJobs(ctx, db, sub, nil)
 	if err != nil {
@@ -682,6 +651,44 @@ func (t snapshotJournalTx) Get(key []byte) kv.FutureValue {
 }
 
 func tag(l fdbqueue.Lease) uint64 { return binary.BigEndian.Uint64(l.ID[:8]) }
+
+// drainJobs leases everything due and acks it, until the queue is empty:
+// before each Lease it calls advance, which moves the clock past every
+// lease and retry delay. It counts each successful Ack in acks, by job ID.
+// An Ack that fails with ErrLeaseLost counts nothing: nobody else holds a
+// lease now, so an Ack that says so and removed the job anyway (as one
+// retried without the journal does) loses it from the caller's accounts.
+func drainJobs(ctx context.Context, db kv.Database, q *fdbqueue.JobQueue, advance func(), acks map[string]int) error {
+	for i := 0; ; i++ {
+		if i > 1000 {
+			return errors.New("sim: the job queue did not drain")
+		}
+		advance()
+		ls, err := q.Lease(ctx, db, 10, 0)
+		if errors.Is(err, fdbqueue.ErrEmpty) {
+			st, err := q.Stats(ctx, db)
+			if err != nil {
+				return err
+			}
+			if st.Queued+st.Leased+st.ExpiredLeases == 0 {
+				return nil
+			}
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		for _, l := range ls {
+			switch err := q.Ack(ctx, db, l); {
+			case errors.Is(err, fdbqueue.ErrLeaseLost):
+			case err != nil:
+				return err
+			default:
+				acks[string(l.JobID[:])]++
+			}
+		}
+	}
+}
 
 // observeJobs reads every job record, queued, leased or dead, and the
 // unique-key index (sorted by key) straight from the database (the layout

@@ -182,36 +182,8 @@ func RunPoolShutdowns(ctx context.Context, seed int64, cfg PoolConfig) (PoolResu
 		res.Cycles++
 	}
 
-	// Drain: lease everything, moving the clock past every lease and
-	// delay, and ack it.
-	for i := 0; ; i++ {
-		if i > 1000 {
-			return res, errors.New("sim: the job queue did not drain")
-		}
-		clock.Advance(2*lease + time.Second)
-		ls, err := q.Lease(ctx, db, 10, 0)
-		if errors.Is(err, fdbqueue.ErrEmpty) {
-			st, err := q.Stats(ctx, db)
-			if err != nil {
-				return res, err
-			}
-			if st.Queued+st.Leased+st.ExpiredLeases == 0 {
-				break
-			}
-			continue
-		}
-		if err != nil {
-			return res, err
-		}
-		for _, l := range ls {
-			switch err := q.Ack(ctx, db, l); {
-			case errors.Is(err, fdbqueue.ErrLeaseLost):
-			case err != nil:
-				return res, err
-			default:
-				h.acks[string(l.JobID[:])]++
-			}
-		}
+	if err := drainJobs(ctx, db, q, func() { clock.Advance(2*lease + time.Second) }, h.acks); err != nil {
+		return res, err
 	}
 	final, _, err := observeJobs(ctx, db, sub, nil)
 	if err != nil {
