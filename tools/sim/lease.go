@@ -697,67 +697,28 @@ func drainJobs(ctx context.Context, db kv.Database, q *fdbqueue.JobQueue, advanc
 func observeJobs(ctx context.Context, db kv.Database, sub fdbqueue.Subspace, seen func(job string, value []byte)) ([]JobRecord, []KeyHold, error) {
 	var out []JobRecord
 	var held []KeyHold
-	{
-		r, err := sub.Range("u")
-		if err != nil {
-			return nil, nil, err
-		}
-		kvs, err := kv.ReadTransact(ctx, db, func(tr kv.ReadTransaction) ([]kv.KeyValue, error) {
-			return tr.GetRange(r, kv.RangeOptions{Mode: kv.StreamingModeWantAll}).GetSlice()
-		})
-		if err != nil {
-			return nil, nil, err
-		}
-		for _, p := range kvs {
-			k, err := sub.Unpack(p.Key)
-			if err != nil {
-				return nil, nil, err
-			}
-			key, _ := k[len(k)-1].([]byte)
-			held = append(held, KeyHold{Key: string(key), Job: string(p.Value)})
-		}
+	err := eachUnder(ctx, db, sub, "u", func(_, key, job []byte) error {
+		held = append(held, KeyHold{Key: string(key), Job: string(job)})
+		return nil
+	})
+	if err != nil {
+		return nil, nil, err
 	}
 	if seen != nil {
-		r, err := sub.Range("v")
-		if err != nil {
-			return nil, nil, err
-		}
-		kvs, err := kv.ReadTransact(ctx, db, func(tr kv.ReadTransaction) ([]kv.KeyValue, error) {
-			return tr.GetRange(r, kv.RangeOptions{Mode: kv.StreamingModeWantAll}).GetSlice()
+		err := eachUnder(ctx, db, sub, "v", func(_, id, value []byte) error {
+			seen(string(id), value)
+			return nil
 		})
 		if err != nil {
 			return nil, nil, err
-		}
-		for _, p := range kvs {
-			k, err := sub.Unpack(p.Key)
-			if err != nil {
-				return nil, nil, err
-			}
-			id, _ := k[len(k)-1].([]byte)
-			seen(string(id), p.Value)
 		}
 	}
 	for _, tag := range []string{"q", "d"} {
-		r, err := sub.Range(tag)
-		if err != nil {
-			return nil, nil, err
-		}
-		kvs, err := kv.ReadTransact(ctx, db, func(tr kv.ReadTransaction) ([]kv.KeyValue, error) {
-			return tr.GetRange(r, kv.RangeOptions{Mode: kv.StreamingModeWantAll}).GetSlice()
-		})
-		if err != nil {
-			return nil, nil, err
-		}
-		for _, p := range kvs {
-			k, err := sub.Unpack(p.Key)
-			if err != nil {
-				return nil, nil, err
-			}
-			v, err := tuple.Unpack(p.Value)
+		err := eachUnder(ctx, db, sub, tag, func(k, id, value []byte) error {
+			v, err := tuple.Unpack(value)
 			if err != nil || len(v) != 9 {
-				return nil, nil, fmt.Errorf("sim: bad job record at %x", p.Key)
+				return fmt.Errorf("sim: bad job record at %x", k)
 			}
-			id, _ := k[len(k)-1].([]byte)
 			rec := JobRecord{Job: string(id), Dead: tag == "d"}
 			vest, _ := v[0].(int64)
 			prio, _ := v[1].(int64)
@@ -771,8 +732,40 @@ func observeJobs(ctx context.Context, db kv.Database, sub fdbqueue.Subspace, see
 				rec.Tag = binary.BigEndian.Uint64(lid[:8])
 			}
 			out = append(out, rec)
+			return nil
+		})
+		if err != nil {
+			return nil, nil, err
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Job < out[j].Job })
 	return out, held, nil
+}
+
+// eachUnder reads, in one transaction, every pair under sub's tag and
+// calls fn, in key order, with its key, the key's last tuple element (nil
+// if that is not a byte string) and its value; it stops at fn's first
+// error and returns it.
+func eachUnder(ctx context.Context, db kv.Database, sub fdbqueue.Subspace, tag string, fn func(key, last, value []byte) error) error {
+	r, err := sub.Range(tag)
+	if err != nil {
+		return err
+	}
+	kvs, err := kv.ReadTransact(ctx, db, func(tr kv.ReadTransaction) ([]kv.KeyValue, error) {
+		return tr.GetRange(r, kv.RangeOptions{Mode: kv.StreamingModeWantAll}).GetSlice()
+	})
+	if err != nil {
+		return err
+	}
+	for _, p := range kvs {
+		k, err := sub.Unpack(p.Key)
+		if err != nil {
+			return err
+		}
+		last, _ := k[len(k)-1].([]byte)
+		if err := fn(p.Key, last, p.Value); err != nil {
+			return err
+		}
+	}
+	return nil
 }
