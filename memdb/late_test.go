@@ -20,13 +20,7 @@ import (
 // conflict.
 func TestInterruptedCommitLandsLate(t *testing.T) {
 	for _, conflict := range []bool{false, true} {
-		db, _ := newDB(t)
-		mustSet(t, db, "a", "1")
-		tr := newTx(t, db)
-		require.Equal(t, "1", string(get(t, tr, "a")))
-		tr.Set([]byte("k"), []byte("late"))
-		held, release := db.HoldNextCommitLate()
-		cancelInFlight(t, tr, held)
+		db, _, release := interruptedLateWrite(t)
 		require.Nil(t, get(t, newTx(t, db), "k"), "not landed yet")
 		if conflict {
 			mustSet(t, db, "a", "2")
@@ -76,6 +70,22 @@ func cancelInFlight(t *testing.T, tr kv.Transaction, held <-chan struct{}) {
 	require.True(t, kv.MaybeCommitted(err), "the commit was in flight")
 }
 
+// interruptedLateWrite returns a database holding "a" = "1" and a
+// transaction that read "a" and set "k" to "late", its commit cancelled in
+// flight (see cancelInFlight) and held until the test calls release
+// (memdb's HoldNextCommitLate).
+func interruptedLateWrite(t *testing.T) (*memdb.DB, kv.Transaction, func()) {
+	t.Helper()
+	db, _ := newDB(t)
+	mustSet(t, db, "a", "1")
+	tr := newTx(t, db)
+	require.Equal(t, "1", string(get(t, tr, "a")))
+	tr.Set([]byte("k"), []byte("late"))
+	held, release := db.HoldNextCommitLate()
+	cancelInFlight(t, tr, held)
+	return db, tr, release
+}
+
 // TestInterruptedCommitLandsLateAfterReset: the client resets the
 // transaction of an interrupted commit and goes on committing; the commit
 // request is still in flight and lands later. FoundationDB's resolver
@@ -88,13 +98,7 @@ func cancelInFlight(t *testing.T, tr kv.Transaction, held <-chan struct{}) {
 // must keep what the resolution needs until it lands.
 func TestInterruptedCommitLandsLateAfterReset(t *testing.T) {
 	for _, conflict := range []bool{false, true} {
-		db, _ := newDB(t)
-		mustSet(t, db, "a", "1")
-		tr := newTx(t, db)
-		require.Equal(t, "1", string(get(t, tr, "a")))
-		tr.Set([]byte("k"), []byte("late"))
-		held, release := db.HoldNextCommitLate()
-		cancelInFlight(t, tr, held)
+		db, tr, release := interruptedLateWrite(t)
 		tr.Reset() // the client retries; its next commits move the history on
 		mustSet(t, db, "other", "x")
 		if conflict {
