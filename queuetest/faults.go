@@ -159,6 +159,23 @@ func requirePriorities(t *testing.T, want []int64, items []fdbqueue.Item) {
 	require.Equal(t, want, got, "priorities popped")
 }
 
+// inCallerLoop runs op in the caller's own retry loop (f.db.Transact),
+// after the caller's write of value at key, once inject has armed a
+// failure of the first commit: it requires the loop to have retried that
+// failure (two runs) and the caller's write to be there.
+func (f *fixture) inCallerLoop(t *testing.T, inject func(), key, value []byte, op func(tr kv.Transaction) error) {
+	t.Helper()
+	runs := 0
+	inject()
+	require.NoError(t, f.db.Transact(f.ctx, func(tr kv.Transaction) error {
+		runs++
+		tr.Set(key, value)
+		return op(tr)
+	}))
+	require.Equal(t, 2, runs, "the caller's loop retried the injected failure")
+	require.Equal(t, value, f.get(t, key))
+}
+
 // testCallerRetryWithOpID: an Enqueue composed into the caller's own retry
 // loop (db.Transact) with an ID made once outside it takes effect once
 // with the caller's write, whatever the first commit did.
@@ -167,15 +184,9 @@ func testCallerRetryWithOpID(t *testing.T, f *fixture, fk fault) {
 	q := f.queue(t, "caller")
 	mark := f.key("mark")
 	id := fdbqueue.NewOpID()
-	fi.FailNextCommit(fk.err, fk.applied)
-	runs := 0
-	require.NoError(t, f.db.Transact(f.ctx, func(tr kv.Transaction) error {
-		runs++
-		tr.Set(mark, []byte("done"))
+	f.inCallerLoop(t, func() { fi.FailNextCommit(fk.err, fk.applied) }, mark, []byte("done"), func(tr kv.Transaction) error {
 		return q.Enqueue(f.ctx, tr, []byte("once"), fdbqueue.WithOpID(id))
-	}))
-	require.Equal(t, 2, runs, "the caller's loop retried the injected failure")
-	require.Equal(t, []byte("done"), f.get(t, mark))
+	})
 	requireValues(t, strs("once"), f.drain(t, q), "an Enqueue with WithOpID in the caller's retry loop is applied once")
 }
 

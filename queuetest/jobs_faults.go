@@ -186,15 +186,9 @@ func testJobAckCallerLoop(t *testing.T, f *fixture, inject func()) {
 	l := f.leaseOne(t, q, time.Minute)
 	effect := f.key("effect/" + l.JobID.String())
 	id := c.opID()
-	runs := 0
-	inject()
-	require.NoError(t, f.db.Transact(f.ctx, func(tr kv.Transaction) error {
-		runs++
-		tr.Set(effect, l.ID[:])
+	f.inCallerLoop(t, inject, effect, l.ID[:], func(tr kv.Transaction) error {
 		return q.Ack(f.ctx, tr, l, fdbqueue.WithOpID(id))
-	}))
-	require.Equal(t, 2, runs, "the caller's loop retried the injected failure")
-	require.Equal(t, l.ID[:], f.get(t, effect))
+	})
 	f.requireStats(t, q, fdbqueue.JobStats{})
 	require.ErrorIs(t, q.Ack(f.ctx, f.db, l), fdbqueue.ErrLeaseLost)
 	f.requireNoJobKeys(t, q)
@@ -210,15 +204,9 @@ func testJobReleaseCallerLoop(t *testing.T, f *fixture, inject func()) {
 	l := f.leaseOne(t, q, time.Minute)
 	mark := f.key("release/" + l.JobID.String())
 	id := c.opID()
-	runs := 0
-	inject()
-	require.NoError(t, f.db.Transact(f.ctx, func(tr kv.Transaction) error {
-		runs++
-		tr.Set(mark, l.ID[:])
+	f.inCallerLoop(t, inject, mark, l.ID[:], func(tr kv.Transaction) error {
 		return q.Release(f.ctx, tr, l, 0, fdbqueue.WithOpID(id))
-	}))
-	require.Equal(t, 2, runs, "the caller's loop retried the injected failure")
-	require.Equal(t, l.ID[:], f.get(t, mark))
+	})
 	f.requireStats(t, q, fdbqueue.JobStats{Queued: 1, Due: 1})
 	l = f.leaseOne(t, q, time.Minute)
 	require.Equal(t, 1, l.Attempt, "not dead: the attempt was given back")
