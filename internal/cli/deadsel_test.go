@@ -196,32 +196,16 @@ func TestDeleteDeadAll(t *testing.T) {
 	assert.Equal(t, int64(3), st.Queued)
 }
 
-// failCommitAt fails the at-th commit of its transactions with err,
-// without committing it.
-type failCommitAt struct {
-	*memdb.DB
-	at, n int
-	err   error
-}
-
-func (d *failCommitAt) Transact(ctx context.Context, fn func(kv.Transaction) error) error {
-	tr, err := d.DB.CreateTransaction(ctx)
-	if err != nil {
-		return err
-	}
-	return kv.RetryLoop(ctx, failTx{tr, d}, fn)
-}
-
-type failTx struct {
-	kv.Transaction
-	d *failCommitAt
-}
-
-func (t failTx) Commit() error {
-	if t.d.n++; t.d.n == t.d.at {
-		return t.d.err
-	}
-	return t.Transaction.Commit()
+// failCommitAt runs transactions on db as every backend's Transact does,
+// and fails the at-th commit with err, without committing it.
+func failCommitAt(db *memdb.DB, at int, err error) *commitHook {
+	n := 0
+	return &commitHook{DB: db, hook: func(commit func() error) error {
+		if n++; n == at {
+			return err
+		}
+		return commit()
+	}}
 }
 
 // A failure midway says what was done: interrupted after its first
@@ -236,7 +220,7 @@ func TestDeleteDeadFailsMidway(t *testing.T) {
 		defer cancel()
 		var out, errb strings.Builder
 		code := Run(ctx, work("delete-dead", "--all"), Env{Stdout: &out, Stderr: &errb, Now: clock.Now,
-			Backend: testBackend{&cancelOnCommit{DB: raw, cancel: cancel}}})
+			Backend: testBackend{cancelOnCommit(raw, cancel)}})
 		assert.Equal(t, ExitFailure, code)
 		assert.Empty(t, out.String())
 		assert.True(t, strings.HasPrefix(errb.String(), "fdbqueue delete-dead: deleted 1 of 3 jobs: context canceled"), errb.String())
@@ -249,7 +233,7 @@ func TestDeleteDeadFailsMidway(t *testing.T) {
 		broken := errors.New("disk on fire")
 		var out, errb strings.Builder
 		code := Run(context.Background(), work("delete-dead", "--all"), Env{Stdout: &out, Stderr: &errb, Now: clock.Now,
-			Backend: testBackend{&failCommitAt{DB: raw, at: 2, err: broken}}})
+			Backend: testBackend{failCommitAt(raw, 2, broken)}})
 		assert.Equal(t, ExitFailure, code)
 		assert.Empty(t, out.String())
 		assert.Equal(t, fmt.Sprintf("fdbqueue delete-dead: deleted 1 of 3 jobs, then stopped at job %s: disk on fire\n", ids[0]), errb.String())

@@ -349,34 +349,41 @@ func TestPushReportsItemsPushedBeforeAFailure(t *testing.T) {
 	assert.True(t, strings.HasPrefix(r.stderr, "fdbqueue push: pushed 2 of 3 items: "), r.stderr)
 }
 
-// cancelOnCommit runs transactions as every backend's Transact does, and
-// cancels a context right after the first commit returns, while that
-// commit's outcome is being reported: Ctrl-C with a commit in flight.
-type cancelOnCommit struct {
+// commitHook runs transactions as every backend's Transact does
+// (kv.RetryLoop), each commit going through hook, which is given the
+// transaction's own Commit to call or not.
+type commitHook struct {
 	*memdb.DB
-	cancel context.CancelFunc
-	done   atomic.Bool
+	hook func(commit func() error) error
 }
 
-func (d *cancelOnCommit) Transact(ctx context.Context, fn func(kv.Transaction) error) error {
+func (d *commitHook) Transact(ctx context.Context, fn func(kv.Transaction) error) error {
 	tr, err := d.DB.CreateTransaction(ctx)
 	if err != nil {
 		return err
 	}
-	return kv.RetryLoop(ctx, cancelTx{tr, d}, fn)
+	return kv.RetryLoop(ctx, hookedTx{tr, d.hook}, fn)
 }
 
-type cancelTx struct {
+type hookedTx struct {
 	kv.Transaction
-	d *cancelOnCommit
+	hook func(commit func() error) error
 }
 
-func (t cancelTx) Commit() error {
-	err := t.Transaction.Commit()
-	if !t.d.done.Swap(true) {
-		t.d.cancel()
-	}
-	return err
+func (t hookedTx) Commit() error { return t.hook(t.Transaction.Commit) }
+
+// cancelOnCommit runs transactions on db as every backend's Transact
+// does, and calls cancel right after the first commit returns, while that
+// commit's outcome is being reported: Ctrl-C with a commit in flight.
+func cancelOnCommit(db *memdb.DB, cancel context.CancelFunc) *commitHook {
+	var done atomic.Bool
+	return &commitHook{DB: db, hook: func(commit func() error) error {
+		err := commit()
+		if !done.Swap(true) {
+			cancel()
+		}
+		return err
+	}}
 }
 
 // The run's context is really cancelled while the commit is in flight (the
@@ -397,7 +404,7 @@ func TestSettleUnderCancelledContext(t *testing.T) {
 				{work("requeue-dead", deadDemoID), "requeued 1 of 1 dead job in (\"demo\", \"work\")\n"},
 			} {
 				ctx, cancel := context.WithCancel(context.Background())
-				db := &cancelOnCommit{DB: raw, cancel: cancel}
+				db := cancelOnCommit(raw, cancel)
 				raw.FailNextCommit(interrupted, applied)
 				var out, errb strings.Builder
 				code := Run(ctx, c.args, Env{Stdout: &out, Stderr: &errb, Backend: testBackend{db}})
@@ -523,7 +530,7 @@ func TestRequeueDeadInterruptedStops(t *testing.T) {
 	killJobs(t, raw, demoWorkQueue(t, clock), clock, fdbqueue.Job{Value: []byte("x")}, fdbqueue.Job{Value: []byte("y")})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	db := &cancelOnCommit{DB: raw, cancel: cancel}
+	db := cancelOnCommit(raw, cancel)
 	var out, errb strings.Builder
 	code := Run(ctx, work("requeue-dead", "--all"), Env{Stdout: &out, Stderr: &errb, Now: clock.Now, Backend: testBackend{db}})
 	assert.Equal(t, ExitFailure, code)
