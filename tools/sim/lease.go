@@ -300,15 +300,11 @@ func RunLeases(ctx context.Context, seed int64, cfg LeaseConfig) (LeaseResult, e
 		return res, err
 	}
 	res.KeysHeld = len(keys)
-	dead := map[string]bool{}
-	for _, j := range final {
-		if !j.Dead {
-			return res, fmt.Errorf("sim: job %x still queued after the drain", j.Job)
-		}
-		dead[j.Job] = true
-		if j.Attempts != j.Max {
-			res.DeadAttempts++
-		}
+	dead, err := deadAfterDrain(final, &res.DeadAttempts)
+	if err != nil {
+		return res, err
+	}
+	for _, j := range final { // all dead
 		if h.released[j.Job] {
 			res.ReleasedDead++
 		}
@@ -688,6 +684,23 @@ func drainJobs(ctx context.Context, db kv.Database, q *fdbqueue.JobQueue, advanc
 			}
 		}
 	}
+}
+
+// deadAfterDrain returns the job records left after drainJobs, which must
+// all be dead, as a set of job IDs, and adds to *deadAttempts the number
+// of them whose attempts are not their MaxAttempts.
+func deadAfterDrain(final []JobRecord, deadAttempts *int) (map[string]bool, error) {
+	dead := map[string]bool{}
+	for _, j := range final {
+		if !j.Dead {
+			return nil, fmt.Errorf("sim: job %x still queued after the drain", j.Job)
+		}
+		dead[j.Job] = true
+		if j.Attempts != j.Max {
+			*deadAttempts++
+		}
+	}
+	return dead, nil
 }
 
 // observeJobs reads every job record, queued, leased or dead, and the

@@ -189,15 +189,9 @@ func RunPoolShutdowns(ctx context.Context, seed int64, cfg PoolConfig) (PoolResu
 	if err != nil {
 		return res, err
 	}
-	dead := map[string]bool{}
-	for _, j := range final {
-		if !j.Dead {
-			return res, fmt.Errorf("sim: job %x still queued after the drain", j.Job)
-		}
-		dead[j.Job] = true
-		if j.Attempts != j.Max {
-			res.DeadAttempts++
-		}
+	dead, err := deadAfterDrain(final, &res.DeadAttempts)
+	if err != nil {
+		return res, err
 	}
 	for _, id := range jobs {
 		job := string(id[:])
