@@ -96,7 +96,9 @@ type PoolOptions struct {
 	// ExtendEvery is how often a running job's lease is extended (default
 	// a third of LeaseDuration). After a failed extension the next comes
 	// at half the time left before the lease's deadline, if that is
-	// sooner. Extensions that keep failing past the deadline do not end
+	// sooner, and so does the first when the lease (settled after a
+	// lease that may have committed) is less than ExtendEvery from its
+	// deadline as the handler starts. Extensions that keep failing past the deadline do not end
 	// the handler's context: the job is due again, and another consumer
 	// may lease it while the handler runs, until an extension finds the
 	// lease lost (a Task.Ack then fails with ErrLeaseLost, and the
@@ -626,9 +628,14 @@ func (p *pool) since(timed bool, start time.Time) time.Duration {
 // lost is called if the lease is lost. After a failed extension the next
 // one comes sooner: at half the time left before the lease's deadline, if
 // that is before ExtendEvery (which may be just under the lease), so that
-// one failure does not let the deadline pass unextended.
+// one failure does not let the deadline pass unextended. The first comes
+// so too when the lease's deadline is less than ExtendEvery away: a lease
+// that Run settled under its ID some time after it was taken.
 func (p *pool) heartbeat(ctx context.Context, task *Task, stop <-chan struct{}, lost func(), log *slog.Logger) {
 	wait := p.o.ExtendEvery
+	if left := task.Lease().Deadline.Sub(p.q.cfg.Clock.Now()); left < wait {
+		wait = retryExtension(wait, left)
+	}
 	for {
 		select {
 		case <-stop:
