@@ -96,13 +96,13 @@ type PoolOptions struct {
 	// ExtendEvery is how often a running job's lease is extended (default
 	// a third of LeaseDuration). After a failed extension the next comes
 	// at half the time left before the lease's deadline, if that is
-	// sooner, and so does the first when the lease (settled after a
-	// lease that may have committed) is less than ExtendEvery from its
-	// deadline as the handler starts. Extensions that keep failing past the deadline do not end
-	// the handler's context: the job is due again, and another consumer
-	// may lease it while the handler runs, until an extension finds the
-	// lease lost (a Task.Ack then fails with ErrLeaseLost, and the
-	// effects committed with it do not commit).
+	// sooner, and so does the first when the lease (settled after a lease
+	// that may have committed) is less than ExtendEvery from its deadline
+	// as the handler starts. Extensions that keep failing past the
+	// deadline do not end the handler's context: the job is due again,
+	// and another consumer may lease it while the handler runs, until an
+	// extension finds the lease lost (a Task.Ack then fails with
+	// ErrLeaseLost, and the effects committed with it do not commit).
 	ExtendEvery time.Duration
 	// ShutdownTimeout is how long Run lets in-flight handlers finish once
 	// ctx ends (default 10 seconds; negative: not at all). Then their
@@ -114,15 +114,17 @@ type PoolOptions struct {
 	// of the jobs it abandoned, the acks and nacks under way and the
 	// settling of a lease whose commit was in flight (default
 	// DefaultReleaseTimeout; negative is refused), on the queue's clock;
-	// what is not done by then is cancelled and keeps its lease until it
-	// expires. Give a deploy's stop grace period more than ShutdownTimeout
+	// what is not done by then is cancelled (a commit in flight may still
+	// land) and otherwise keeps its lease until it expires. Give a deploy's stop grace period more than ShutdownTimeout
 	// plus ReleaseTimeout.
 	ReleaseTimeout time.Duration
 	// Logger receives the pool's structured logs (default: the queue's
 	// logger, WithLogger, which discards them unless set). The lines carry
 	// the queue's name (fdbqueue.queue, WithQueueName) either way.
 	Logger *slog.Logger
-	// OnOutcome, if set, is called after each job with what became of it.
+	// OnOutcome, if set, is called after each job with what became of it,
+	// by the job's worker; Run returns only after the calls under way, so
+	// one that blocks delays Run's return.
 	OnOutcome func(Outcome)
 }
 
@@ -226,12 +228,13 @@ func (e *PanicError) Error() string { return fmt.Sprintf("handler panic: %v", e.
 // that interrupts a job neither uses up its attempts nor hides it until
 // its lease expires) and returns. A handler that returns as its context
 // ends is settled by what it returned if that was nil (acked) or Snooze;
-// any other error then releases its job rather than nacks it. The releases, and the acks and nacks
-// still under way, get ReleaseTimeout in all; a job whose release
-// (or ack or nack) fails, or is not done by then, keeps its lease until
-// it expires. Run returns once its workers are done (OnOutcome is never
-// called after Run returned); only abandoned handlers outlive it. A handler that ignores its context keeps running
-// after Run returns, and its result is dropped: its job, released, may
+// any other error then releases its job rather than nacks it. The
+// releases, and the acks and nacks still under way, get ReleaseTimeout in
+// all; a job whose release (or ack or nack) fails, or is cut off then
+// (its commit may still land), keeps its lease until it expires. Run
+// returns once its workers are done (OnOutcome is never called after Run
+// returned); only abandoned handlers outlive it. A handler that ignores
+// its context keeps running after Run returns, and its result is dropped: its job, released, may
 // meanwhile be leased and run by another consumer, so the two runs
 // overlap (delivery is at least once; the abandoned run's Task.Ack fails
 // with ErrLeaseLost, so its effects written with it do not commit). A
