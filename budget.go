@@ -91,7 +91,7 @@ func (o *op) overheadCost(items kv.KeyRange) int {
 	c += setCost(slotKey, slotHeader) + conflictKeyCost(slotKey)
 	// The record range's bounds, m and m+1 bytes long (see op.keys), and
 	// its first key, m+1.
-	m := o.recordPrefixLen()
+	m := o.recordPrefixMax()
 	// The check's read conflict range: the first record key as a point,
 	// longer than the record range (read only once the key is there).
 	c += max(2*m+1, 2*(m+1)+1) + keyRangeRefSize
@@ -120,7 +120,7 @@ func (o *op) recordCost(n int, rec []byte) int {
 	if o.j.disabled {
 		return 0
 	}
-	return chunkedSetCost(o.recordKeyLen(n), len(rec))
+	return chunkedSetCost(o.recordPrefixMax()+packedIntLen(int64(n)), len(rec))
 }
 
 // chunkedSetCost is the cost of setChunked of a value of n bytes at a key:

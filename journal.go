@@ -404,6 +404,13 @@ func (o *op) recordPrefixLen() int {
 // recordKeyLen is len(o.recordKey(n)), without building the key.
 func (o *op) recordKeyLen(n int) int { return o.recordPrefixLen() + packedIntLen(int64(n)) }
 
+// recordPrefixMax bounds recordPrefixLen for any operation of the
+// journal: the shard packed in two bytes and every byte of the ID escaped.
+// Budgets count with it, so that whether a batch fits does not depend on
+// the bytes of a random ID, and so that the clean-ups an operation
+// carries, other operations' record ranges, are not under-counted.
+func (o *op) recordPrefixMax() int { return len(o.j.prefix) + 2 + 2 + 2*len(o.id) }
+
 // packedIntLen is the length of a non-negative int64 packed as a tuple
 // element: its code and its minimal big-endian bytes.
 func packedIntLen(v int64) int { return 1 + (bits.Len64(uint64(v))+7)/8 }
