@@ -3,6 +3,7 @@ package fdbqueue_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"math"
 	"testing"
 
@@ -199,4 +200,62 @@ func TestDequeueBatchMaxIntAfterTheLine(t *testing.T) {
 	require.Equal(t, []string{"y", "z"}, toStrings(vals))
 	cancel()
 	require.ErrorIs(t, <-done, context.Canceled)
+}
+
+// TestLimitKeySizeDoesNotDependOnTheOpID: whether a queue on a long
+// subspace prefix works must not depend on the random bytes of an
+// operation's ID. A journal record key holds the ID packed as a tuple's
+// byte string, each 0x00 byte escaped as 0x00 0xff (and a shard of 0
+// packs a byte shorter), so near the 10,000-byte key limit
+// (kv.MaxKeySize; FDB's key_too_large, 2102) the record key of an ID
+// without zero bytes fitted and that of an ID with some did not: an
+// Enqueue on such a prefix failed with ErrKeyTooLarge under one ID and
+// succeeded under the next random one. A queue or job queue now works
+// under every ID or is refused when it is made.
+func TestLimitKeySizeDoesNotDependOnTheOpID(t *testing.T) {
+	ctx := context.Background()
+	raw := newDB(t)
+	ids := func() (noZeros, zeros fdbqueue.OpID) {
+		noZeros, zeros = fdbqueue.NewOpID(), fdbqueue.NewOpID()
+		for i := 8; i < 16; i++ {
+			noZeros[i], zeros[i] = 1, 0 // the random half; zeros' shard (byte 8) is 0
+		}
+		return noZeros, zeros
+	}
+	worked := 0
+	for p := kv.MaxKeySize - 80; p <= kv.MaxKeySize; p++ {
+		sub := func(tag byte) fdbqueue.Subspace {
+			return fdbqueue.SubspaceFromBytes(append([]byte{tag}, bytes.Repeat([]byte{'p'}, p-1)...))
+		}
+		// each runs an operation under id on a queue of its own, and
+		// returns whether it worked (a key too large is the one failure
+		// expected).
+		each := map[string]func(tag byte, id fdbqueue.OpID) bool{
+			"queue": func(tag byte, id fdbqueue.OpID) bool {
+				q, err := fdbqueue.NewQueue(sub(tag))
+				if err == nil {
+					err = q.Enqueue(ctx, raw, []byte("v"), fdbqueue.WithOpID(id))
+				}
+				require.True(t, err == nil || errors.Is(err, kv.ErrKeyTooLarge), "%d-byte prefix: %v", p, err)
+				return err == nil
+			},
+			"job queue": func(tag byte, id fdbqueue.OpID) bool {
+				q, err := fdbqueue.NewJobQueue(sub(tag), fdbqueue.JobQueueConfig{})
+				if err == nil {
+					_, err = q.Add(ctx, raw, fdbqueue.Job{Value: []byte("v")}, fdbqueue.WithOpID(id))
+				}
+				require.True(t, err == nil || errors.Is(err, kv.ErrKeyTooLarge), "%d-byte prefix: %v", p, err)
+				return err == nil
+			},
+		}
+		for tag, name := range []string{"queue", "job queue"} {
+			noZeros, zeros := ids()
+			a, b := each[name](byte(2*tag+1), noZeros), each[name](byte(2*tag+2), zeros)
+			require.Equal(t, a, b, "%s on a %d-byte prefix: worked under an ID without zero bytes %v, with %v", name, p, a, b)
+			if a {
+				worked++
+			}
+		}
+	}
+	require.Greater(t, worked, 20, "prefixes the queues work with")
 }
