@@ -143,6 +143,9 @@ func NewJobQueue(sub Subspace, cfg JobQueueConfig, opts ...Option) (*JobQueue, e
 	}
 	c.now = cfg.Clock.Now
 	q := &JobQueue{sub: sub, cfg: cfg, journal: newJournal(sub.prefix, c), rand: newEntropy(c.entropy), budget: c.batchBudget}
+	if err := q.journal.keysFit(); err != nil {
+		return nil, err
+	}
 	q.items, _ = sub.Range("q")
 	q.dead, _ = sub.Range("d")
 	q.signal, _ = sub.Pack(tuple.Tuple{"s"})

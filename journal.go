@@ -411,6 +411,26 @@ func (o *op) recordKeyLen(n int) int { return o.recordPrefixLen() + packedIntLen
 // carries, other operations' record ranges, are not under-counted.
 func (o *op) recordPrefixMax() int { return len(o.j.prefix) + 2 + 2 + 2*len(o.id) }
 
+// keysFit fails, with ErrInvalidArgument and kv.ErrKeyTooLarge, for a
+// queue prefix so long that an operation's first journal keys (its first
+// record, (shard, id, 0), and its marker, (shard, id, -1), or its slot,
+// (shard, epoch, slot)) would exceed the key limit for some ID: counted
+// for the longest, every ID byte escaped (recordPrefixMax), so that
+// whether an operation fits does not depend on the random bytes of its
+// ID or of its journal's epoch. (Without it, near the limit, an operation
+// failed with key_too_large under one ID and worked under the next.)
+func (j *journal) keysFit() error {
+	if j.disabled {
+		return nil
+	}
+	n := (&op{j: j}).recordPrefixMax() + 2 // -1 packs to 2 bytes, 0 to 1, a slot below 256 to at most 2
+	if n > kv.MaxKeySize {
+		return fmt.Errorf("%w: the subspace prefix is too long: its journal keys take up to %d bytes, over the %d-byte key limit (%w); use a shorter prefix, or WithoutIdempotency",
+			ErrInvalidArgument, n, kv.MaxKeySize, kv.ErrKeyTooLarge)
+	}
+	return nil
+}
+
 // packedIntLen is the length of a non-negative int64 packed as a tuple
 // element: its code and its minimal big-endian bytes.
 func packedIntLen(v int64) int { return 1 + (bits.Len64(uint64(v))+7)/8 }

@@ -36,7 +36,10 @@ type Queue struct {
 
 // NewQueue returns a queue stored in sub. The subspace must have a non-empty
 // prefix: the queue also keeps its operation journal just after the
-// subspace's range (prefix + 0xff), outside what recipe clients read.
+// subspace's range (prefix + 0xff), outside what recipe clients read;
+// a prefix too long for its journal keys (over some 9,950 bytes) fails
+// with ErrInvalidArgument and kv.ErrKeyTooLarge, unless
+// WithoutIdempotency.
 // Use a Queue with one database: it caches the queue's stored
 // configuration by the database's metadata version, which two databases
 // may share (say, when neither was ever bumped).
@@ -821,6 +824,9 @@ func newLayer(kind string, sub Subspace, opts []Option) (layer, error) {
 	}
 	items, _ := sub.Range()
 	j := newJournal(sub.prefix, cfg)
+	if err := j.keysFit(); err != nil {
+		return layer{}, err
+	}
 	j.track.countDepth(items)
 	return layer{
 		sub:     sub,
