@@ -227,6 +227,18 @@ func badRows() []badRow {
 			_, err := fdbqueue.NewQueue(fdbqueue.SubspaceFromBytes(nil))
 			require.ErrorIs(t, err, fdbqueue.ErrInvalidArgument)
 		}},
+		{"NewQueue, NewPriorityQueue, NewJobQueue", "a prefix whose journal keys could exceed the 10,000-byte key limit for some operation ID (over 9,958 bytes; not WithoutIdempotency)", "ErrInvalidArgument and kv.ErrKeyTooLarge; made WithoutIdempotency, accepted", func(t *testing.T) {
+			long := fdbqueue.SubspaceFromBytes(bytes.Repeat([]byte{'p'}, 9_990))
+			_, err := fdbqueue.NewQueue(long)
+			require.ErrorIs(t, err, fdbqueue.ErrInvalidArgument)
+			require.ErrorIs(t, err, kv.ErrKeyTooLarge)
+			_, err = fdbqueue.NewPriorityQueue(long)
+			require.ErrorIs(t, err, kv.ErrKeyTooLarge)
+			_, err = fdbqueue.NewJobQueue(long, fdbqueue.JobQueueConfig{})
+			require.ErrorIs(t, err, kv.ErrKeyTooLarge)
+			_, err = fdbqueue.NewQueue(long, fdbqueue.WithoutIdempotency())
+			require.NoError(t, err)
+		}},
 		{"NewQueue", "nil Option", "ignored", func(t *testing.T) { require.NoError(t, newQ(t, nil)) }},
 		{"NewQueue", "WithJournalRetention(0), (-1s)", "ErrInvalidArgument", func(t *testing.T) {
 			require.ErrorIs(t, newQ(t, fdbqueue.WithJournalRetention(0)), fdbqueue.ErrInvalidArgument)

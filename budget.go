@@ -97,8 +97,11 @@ func (o *op) overheadCost(items kv.KeyRange) int {
 	c += max(2*m+1, 2*(m+1)+1) + keyRangeRefSize
 	// The marker of an ID the caller chose (journal.go markerKey): the
 	// int -1 packs to 2 bytes; its value is the kind, the versionstamp and
-	// its offset.
-	c += vstampSetCost(m+2, maxMarkerKind+10+4)
+	// its offset. A SetVersionstampedValue, whose key is known, adds a
+	// write conflict range as a Set does (only SetVersionstampedKey is
+	// exempt: ReadYourWritesTransaction::atomicOp,
+	// fdbclient/ReadYourWrites.actor.cpp).
+	c += setCost(m+2, maxMarkerKind+10+4)
 	// A clean-up clears a record range, or a record's one key as a point
 	// (journal.end): the point range [key0, key0+\x00) is the longer.
 	c += maxCarriedCleanups * max(2*(2*m+1)+mutationRefSize+keyRangeRefSize, clearCost(m+1))

@@ -108,7 +108,8 @@ const (
 	MaxReasonSize = 1000
 )
 
-// NewJobQueue returns a job queue stored in sub (a non-empty prefix). Of
+// NewJobQueue returns a job queue stored in sub (a non-empty prefix, not
+// too long for its journal keys: see NewQueue). Of
 // the Options, WithJournalRetention, WithBatchBudget, WithEntropy and
 // WithoutIdempotency apply; WithClock sets the clock when cfg.Clock is nil;
 // WithStaging, WithVersionstampOrder and TupleValues are rejected with
