@@ -278,28 +278,9 @@ func TestBatchBudgetLargestEnqueueOfTinyItems(t *testing.T) {
 	db := newFDBDB(raw)
 	q, err := fdbqueue.NewQueue(mustSubspace(t, "tiny-enqueue"), fdbqueue.WithBatchBudget(fdbqueue.MaxBatchBudget))
 	require.NoError(t, err)
-	values := func(n int) [][]byte {
-		vs := make([][]byte, n)
-		for i := range vs {
-			vs[i] = []byte{7}
-		}
-		return vs
-	}
-	// The largest accepted batch, by bisection on a database that runs
-	// nothing.
-	lo, hi := 1, kv.MaxTransactionSize/100
-	for lo < hi {
-		mid := lo + (hi-lo+1)/2
-		err := q.EnqueueBatch(ctx, refuseTransact{raw}, values(mid))
-		if errors.Is(err, errNotRun) {
-			lo = mid
-		} else {
-			require.ErrorIs(t, err, fdbqueue.ErrBatchTooLarge)
-			hi = mid - 1
-		}
-	}
+	lo := largestTinyEnqueue(t, q, raw)
 	require.Greater(t, lo, 10_000)
-	require.NoError(t, q.EnqueueBatch(ctx, db, values(lo)), "the largest accepted batch, %d items", lo)
+	require.NoError(t, q.EnqueueBatch(ctx, db, tinyValues(lo)), "the largest accepted batch, %d items", lo)
 	st := db.st.snapshot()
 	require.Empty(t, st.violations)
 	require.Zero(t, st.tooLarge)
@@ -317,36 +298,42 @@ func TestBatchBudgetLargestEnqueueOfTinyItems(t *testing.T) {
 // batch accepted under one ID was refused under the next random one
 // (TestBatchBudgetLargestEnqueueOfTinyItems failed about once in ten).
 func TestBatchBudgetDoesNotDependOnTheOpID(t *testing.T) {
-	ctx := context.Background()
 	raw := newDB(t)
 	q, err := fdbqueue.NewQueue(mustSubspace(t, "id-budget"), fdbqueue.WithBatchBudget(fdbqueue.MaxBatchBudget))
 	require.NoError(t, err)
-	values := func(n int) [][]byte {
-		vs := make([][]byte, n)
-		for i := range vs {
-			vs[i] = []byte{7}
-		}
-		return vs
-	}
-	largest := func(id fdbqueue.OpID) int {
-		lo, hi := 1, kv.MaxTransactionSize/100
-		for lo < hi {
-			mid := lo + (hi-lo+1)/2
-			err := q.EnqueueBatch(ctx, refuseTransact{raw}, values(mid), fdbqueue.WithOpID(id))
-			if errors.Is(err, errNotRun) {
-				lo = mid
-			} else {
-				require.ErrorIs(t, err, fdbqueue.ErrBatchTooLarge)
-				hi = mid - 1
-			}
-		}
-		return lo
-	}
 	noZeros, zeros := fdbqueue.NewOpID(), fdbqueue.NewOpID()
 	for i := 8; i < 16; i++ {
 		noZeros[i], zeros[i] = 1, 0 // the random half; zeros' shard (byte 8) is 0
 	}
-	require.Equal(t, largest(noZeros), largest(zeros))
+	require.Equal(t, largestTinyEnqueue(t, q, raw, fdbqueue.WithOpID(noZeros)),
+		largestTinyEnqueue(t, q, raw, fdbqueue.WithOpID(zeros)))
+}
+
+// tinyValues is n one-byte values.
+func tinyValues(n int) [][]byte {
+	vs := make([][]byte, n)
+	for i := range vs {
+		vs[i] = []byte{7}
+	}
+	return vs
+}
+
+// largestTinyEnqueue is the largest EnqueueBatch of one-byte values that
+// q accepts, found by bisection on a database that runs nothing.
+func largestTinyEnqueue(t *testing.T, q *fdbqueue.Queue, raw kv.Database, opts ...fdbqueue.OpOption) int {
+	t.Helper()
+	lo, hi := 1, kv.MaxTransactionSize/100
+	for lo < hi {
+		mid := lo + (hi-lo+1)/2
+		err := q.EnqueueBatch(context.Background(), refuseTransact{raw}, tinyValues(mid), opts...)
+		if errors.Is(err, errNotRun) {
+			lo = mid
+		} else {
+			require.ErrorIs(t, err, fdbqueue.ErrBatchTooLarge)
+			hi = mid - 1
+		}
+	}
+	return lo
 }
 
 // TestBatchBudgetPriorityQueueChunkedRecords: a batch take's budget
