@@ -18,6 +18,19 @@ func newArmedClock() *queuetest.Clock {
 	return clock
 }
 
+// nextArmed is the duration of the next timer armed on clock, or fails
+// the test if none is armed within wakeTimeout.
+func nextArmed(t *testing.T, clock *queuetest.Clock) time.Duration {
+	t.Helper()
+	select {
+	case d := <-clock.Armed:
+		return d
+	case <-time.After(wakeTimeout):
+		t.Fatal("no timer was armed")
+		return 0
+	}
+}
+
 // poolRun is a JobQueue's Run going in a goroutine of its own, under a
 // context the test ends with cancel (or stop).
 type poolRun struct {

@@ -57,16 +57,7 @@ func TestJobPoolExtendsASettledLeaseBeforeItsDeadline(t *testing.T) {
 	outcomes := make(chan fdbqueue.Outcome, 1)
 	pool := startPool(t, q, db, h.handle, fdbqueue.PoolOptions{Workers: 1, LeaseDuration: lease, ExtendEvery: extendEvery,
 		Logger: quietLog, OnOutcome: func(o fdbqueue.Outcome) { outcomes <- o }})
-	armed := func() time.Duration {
-		t.Helper()
-		select {
-		case d := <-clock.Armed:
-			return d
-		case <-time.After(wakeTimeout):
-			t.Fatal("the pool armed no timer")
-			return 0
-		}
-	}
+	armed := func() time.Duration { return nextArmed(t, clock) }
 	leased := clock.Now()
 	require.Equal(t, time.Second, armed(), "the settling Lease timed out: the worker waits a second")
 	clock.Advance(blip)

@@ -270,16 +270,7 @@ func TestJobPoolRetriesAFailedExtensionBeforeTheDeadline(t *testing.T) {
 	outcomes := make(chan fdbqueue.Outcome, 1)
 	pool := startPool(t, q, db, h.handle, fdbqueue.PoolOptions{Workers: 1, LeaseDuration: lease, ExtendEvery: extendEvery,
 		Logger: quietLog, OnOutcome: func(o fdbqueue.Outcome) { outcomes <- o }})
-	armed := func() time.Duration {
-		t.Helper()
-		select {
-		case d := <-clock.Armed:
-			return d
-		case <-time.After(wakeTimeout):
-			t.Fatal("the heartbeat armed no timer")
-			return 0
-		}
-	}
+	armed := func() time.Duration { return nextArmed(t, clock) }
 	task := <-h.started
 	first := task.Lease().Deadline
 	require.Equal(t, extendEvery, armed())
