@@ -394,6 +394,13 @@ func (p *pool) worker(ctx, base context.Context, n int) {
 	// a job hidden under a lease nobody holds until it expires; until a
 	// call under the ID tells, the worker leases under no other.
 	uncertain := false
+	// A worker that stops (ctx ended, or a lease error no retry cures)
+	// with a lease still uncertain settles it, and releases what it took.
+	defer func() {
+		if uncertain {
+			p.settleLease(n, id)
+		}
+	}()
 	for ctx.Err() == nil {
 		var ls []Lease
 		var err error
@@ -413,32 +420,23 @@ func (p *pool) worker(ctx, base context.Context, n int) {
 				continue
 			}
 		}
+		if !uncertain && kv.MaybeCommitted(err) {
+			uncertain = true // settled at once, or on the way out
+			continue
+		}
 		if ctx.Err() != nil {
-			if uncertain || kv.MaybeCommitted(err) {
-				p.settleLease(n, id)
-			}
 			return
 		}
 		if fatalLeaseError(err) {
 			p.fatalOnce.Do(func() { p.log.Error("fdbqueue: job pool stopping: lease failed for good", "err", err) })
 			p.stop(fmt.Errorf("%w: %w", errPoolFailed, err))
-			if uncertain {
-				p.settleLease(n, id)
-			}
 			return
-		}
-		if !uncertain && kv.MaybeCommitted(err) {
-			uncertain = true // settle it at once
-			continue
 		}
 		p.log.Error("fdbqueue: lease failed", "worker", n, "err", err)
 		select { // not a poll: a failing database, retried slowly
 		case <-p.q.cfg.Clock.After(time.Second):
 		case <-ctx.Done():
 		}
-	}
-	if uncertain {
-		p.settleLease(n, id)
 	}
 }
 
