@@ -26,7 +26,13 @@ type Faults struct {
 	// fdb_c.cpp). Stats counts them with the commit_unknown_result faults.
 	VersionChangedApplied    float64
 	VersionChangedNotApplied float64
-	// TooOld fails the commit with kv.ErrTransactionTooOld.
+	// TooOld fails the commit with kv.ErrTransactionTooOld, with or
+	// without read conflict ranges. A cluster's resolver reports it only
+	// for a commit with some (ConflictBatch::addTransaction,
+	// fdbserver/SkipList.cpp), but FDB's own simulation injects it, and
+	// not_committed, into any commit (CLIENT_BUGGIFY in tryCommit,
+	// fdbclient/NativeAPI.actor.cpp), and so does this fault: code that
+	// retries correctly handles it either way.
 	TooOld float64
 	// ExtraLatency is added to a commit with probability ExtraLatencyProb,
 	// whether or not a latency model is set. It is slept in real time and
