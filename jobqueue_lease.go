@@ -77,12 +77,34 @@ func (q *JobQueue) Lease(ctx context.Context, t kv.Transactor, n int, d time.Dur
 	if err := checkTransactor(t); err != nil {
 		return nil, err
 	}
-	r, err := q.leaseOp(ctx, t, n, d, false, opts)
+	r, err := q.leaseOp(ctx, t, n, d, leaseNow, opts)
 	if err == nil && len(r.leases) == 0 {
 		err = ErrEmpty
 	}
 	return r.leases, err
 }
+
+// leaseMode is what leaseOp does besides leasing due jobs.
+type leaseMode int
+
+const (
+	// leaseNow: Lease.
+	leaseNow leaseMode = iota
+	// leaseWaiting: LeaseWait's attempt, which, when nothing is due,
+	// reads the earliest vesting time and sets a watch.
+	leaseWaiting
+	// leaseSettling: settle a Lease under its ID without leasing. It
+	// returns the leases an earlier call under the ID recorded (those
+	// still held: see replayLeases), and when there is no record it
+	// records that the call leased nothing, instead of taking a due job:
+	// an earlier attempt's commit that lands later then conflicts (it
+	// read the record's key, op.check), and no job is touched that the
+	// call did not lease. The pool settles so at shutdown (settleLease),
+	// where a job leased only to be released would lose its place in the
+	// queue (Release makes it due now, behind the jobs that fell due
+	// after it).
+	leaseSettling
+)
 
 type leaseResult struct {
 	leases   []Lease
@@ -90,7 +112,7 @@ type leaseResult struct {
 	watch    kv.Watch // on the signal key, when asked for and nothing was due
 }
 
-func (q *JobQueue) leaseOp(ctx context.Context, t kv.Transactor, n int, d time.Duration, wait bool, opts []OpOption) (leaseResult, error) {
+func (q *JobQueue) leaseOp(ctx context.Context, t kv.Transactor, n int, d time.Duration, mode leaseMode, opts []OpOption) (leaseResult, error) {
 	if n < 1 || n > MaxLeaseBatch {
 		return leaseResult{}, fmt.Errorf("%w: lease batch %d, want 1 to %d", ErrInvalidArgument, n, MaxLeaseBatch)
 	}
@@ -102,6 +124,7 @@ func (q *JobQueue) leaseOp(ctx context.Context, t kv.Transactor, n int, d time.D
 	}
 	t = q.journal.track.observe("lease", t)
 	o := q.journal.begin(t, opts)
+	wait, settling := mode == leaseWaiting, mode == leaseSettling
 	var watch kv.Watch
 	var mine []string // keys this call is taking: see picking
 	var err error
@@ -122,9 +145,11 @@ func (q *JobQueue) leaseOp(ctx context.Context, t kv.Transactor, n int, d time.D
 		}
 		now := q.cfg.Clock.Now()
 		dueEnd := q.key("q", now.UnixMicro()+1)
-		cand := tr.Snapshot().GetRange(kv.KeyRange{Begin: q.items.Begin, End: dueEnd},
-			kv.RangeOptions{Limit: q.cfg.Choice + n - 1, Mode: kv.StreamingModeExact})
-		var first kv.RangeResult
+		var cand, first kv.RangeResult
+		if !settling {
+			cand = tr.Snapshot().GetRange(kv.KeyRange{Begin: q.items.Begin, End: dueEnd},
+				kv.RangeOptions{Limit: q.cfg.Choice + n - 1, Mode: kv.StreamingModeExact})
+		}
 		if wait {
 			first = tr.Snapshot().GetRange(q.items, kv.RangeOptions{Limit: 1})
 		}
@@ -133,6 +158,10 @@ func (q *JobQueue) leaseOp(ctx context.Context, t kv.Transactor, n int, d time.D
 		} else if done {
 			ls, err := q.replayLeases(tr, prev)
 			return leaseResult{leases: ls}, err
+		}
+		if settling {
+			o.record(tr) // leased nothing: an empty record
+			return leaseResult{}, nil
 		}
 		kvs, err := cand.GetSlice()
 		if err != nil {
@@ -171,9 +200,12 @@ func (q *JobQueue) leaseOp(ctx context.Context, t kv.Transactor, n int, d time.D
 	if err != nil && watch != nil {
 		watch.Cancel()
 	}
-	if err == nil && len(res.leases) == 0 {
-		o.end(ErrEmpty) // nothing recorded: hand the cleanups it took back
-	} else {
+	switch {
+	case err == nil && len(res.leases) == 0 && settling:
+		o.endAs(nil, ErrEmpty) // its empty record committed: cleared later
+	case err == nil && len(res.leases) == 0:
+		o.end(ErrEmpty) // nothing recorded (or a replay): hand the cleanups it took back
+	default:
 		o.end(err)
 	}
 	return res, err
@@ -205,7 +237,7 @@ func (q *JobQueue) leaseWait(ctx context.Context, db kv.Database, n int, d time.
 		if lastID != nil {
 			*lastID = id
 		}
-		r, err := q.leaseOp(ctx, db, n, d, true, []OpOption{WithOpID(id)})
+		r, err := q.leaseOp(ctx, db, n, d, leaseWaiting, []OpOption{WithOpID(id)})
 		if err != nil {
 			return nil, err
 		}

@@ -239,9 +239,10 @@ func (e *PanicError) Error() string { return fmt.Sprintf("handler panic: %v", e.
 // overlap (delivery is at least once; the abandoned run's Task.Ack fails
 // with ErrLeaseLost, so its effects written with it do not commit). A
 // lease whose commit was in flight when ctx ended (the worker was in
-// LeaseWait) is settled the same way: the pool calls Lease again under
-// that lease's operation ID, which returns the job it took if it
-// committed (or, if it did not, leases one now), and releases it. Run
+// LeaseWait) is settled under that lease's operation ID: if it committed,
+// the pool releases the job it took; if it did not, the pool records
+// under the ID that it leased nothing, so that the commit, landing late,
+// conflicts, and touches no job (each keeps its due time). Run
 // returns nil after a shutdown, or an error for bad options. Errors while
 // leasing (a database outage) do not stop it:
 // they are logged and the worker tries again a second later; a lease that
@@ -395,7 +396,8 @@ func (p *pool) worker(ctx, base context.Context, n int) {
 	// call under the ID tells, the worker leases under no other.
 	uncertain := false
 	// A worker that stops (ctx ended, or a lease error no retry cures)
-	// with a lease still uncertain settles it, and releases what it took.
+	// with a lease still uncertain settles it without leasing, and
+	// releases what it took (settleLease).
 	defer func() {
 		if uncertain {
 			p.settleLease(n, id)
@@ -441,20 +443,23 @@ func (p *pool) worker(ctx, base context.Context, n int) {
 }
 
 // settleLease settles a lease whose commit was in flight when the pool
-// stopped (its outcome unknown): Lease again under its ID returns the job
-// it took if it committed, or, if it did not, leases one now (its late
-// landing, if any, then conflicts: it read the record key this call
-// writes); either way the job is released, so that it is due at once
-// without an attempt counted instead of hidden under a lease nobody
-// holds.
+// stopped (its outcome unknown), under its ID without leasing
+// (leaseSettling): if it committed, the job it took is released, so that
+// it is due at once without an attempt counted instead of hidden under a
+// lease nobody holds; if it did not, the call records that it leased
+// nothing, so that its late landing, if any, conflicts (it read the
+// record key this call writes), and no job is touched. (Settling with
+// Lease under the ID leased a due job then, and the release moved that
+// job's due time to now, behind the jobs that fell due after it.)
 func (p *pool) settleLease(n int, id OpID) {
 	ctx, cancel := context.WithTimeout(p.rctx, p.o.ReleaseTimeout)
 	defer cancel()
 	log := p.log.With("worker", n, "op_id", id.String())
-	ls, err := p.q.Lease(ctx, p.db, 1, p.o.LeaseDuration, WithOpID(id))
+	r, err := p.q.leaseOp(ctx, p.db, 1, p.o.LeaseDuration, leaseSettling, []OpOption{WithOpID(id)})
+	ls := r.leases
 	switch {
-	case errors.Is(err, ErrEmpty):
-		return
+	case err == nil && len(ls) == 0:
+		return // it leased nothing, and now cannot
 	case err != nil:
 		log.Error("fdbqueue: could not settle a lease interrupted by the shutdown; a job it took comes back when the lease expires", "err", err)
 		return

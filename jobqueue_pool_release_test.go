@@ -80,16 +80,18 @@ func TestJobPoolReleasesTheJobOfAHandlerIgnoringItsContext(t *testing.T) {
 }
 
 // A lease whose commit is in flight when the pool stops (its worker was
-// in LeaseWait, woken by the job's vesting time) is settled: the pool
-// leases again under that lease's operation ID and releases what it
-// finds, so the job is due again at once, its attempt not counted,
-// whether the interrupted commit landed before the settling call (which
-// then replays it) or after it (it then conflicts, having read the
-// journal record the settling call wrote). Before, the job stayed leased
-// to nobody until its lease expired, its one attempt spent. The commits
-// are held and let go with memdb's HoldNextCommitLate, which reproduces
-// FoundationDB's client: a cancelled commit request still lands
-// (RYWImpl::commit, fdbclient/ReadYourWrites.cpp).
+// in LeaseWait, woken by the job's vesting time) is settled under that
+// lease's operation ID, and the job is due, leased to nobody, its
+// attempt not counted, whether the interrupted commit landed before the
+// settling call (which replays it, and the pool releases the job: due
+// again at once) or after it (it then conflicts, having read the journal
+// record the settling call wrote; the job was never leased and keeps its
+// due time, TestJobPoolSettlingLeavesTheQueueOrderAlone). Before, the
+// job stayed leased to nobody until its lease expired, its one attempt
+// spent. The commits are held and let go with memdb's
+// HoldNextCommitLate, which reproduces FoundationDB's client: a
+// cancelled commit request still lands (RYWImpl::commit,
+// fdbclient/ReadYourWrites.cpp).
 func TestJobPoolSettlesALeaseInFlightAtShutdown(t *testing.T) {
 	for _, landsFirst := range []bool{true, false} {
 		name := "interrupted lease lands after the settling read"
@@ -128,12 +130,56 @@ func TestJobPoolSettlesALeaseInFlightAtShutdown(t *testing.T) {
 				land()
 			}
 			require.Empty(t, handled, "no handler ran")
-			require.Equal(t, fdbqueue.JobStats{Queued: 1, Due: 1}, mustStats(t, db, q), "due again at once, leased to nobody")
+			want := fdbqueue.JobStats{Queued: 1, Due: 1} // released: due again at once
+			if !landsFirst {
+				want.OldestDue = time.Millisecond // never leased: due since its own time
+			}
+			require.Equal(t, want, mustStats(t, db, q), "due, leased to nobody")
 			l := mustLease(t, db, q, 1, time.Minute)[0]
 			require.Equal(t, added.ID, l.JobID)
 			require.Equal(t, 1, l.Attempt, "the interrupted lease's attempt is not counted")
 		})
 	}
+}
+
+// A lease in flight at shutdown whose commit has not landed when the
+// pool settles it (it lands later, and conflicts) took nothing: settling
+// must touch no job. Two jobs are due, x before y; the worker's lease of
+// x (Choice 1: the first due) is in flight when the pool stops. Before,
+// the settling call was a Lease under the same ID: finding no record, it
+// leased x anew and the pool released it, so x became due at the
+// shutdown's time, behind y, which fell due after it. Now it records
+// under the ID that nothing was leased: x keeps its due time and its
+// place, ahead of y, and neither job's attempt is counted.
+func TestJobPoolSettlingLeavesTheQueueOrderAlone(t *testing.T) {
+	db := newDB(t)
+	clock := newArmedClock()
+	q := mustJobQueue(t, "settle-order", fdbqueue.JobQueueConfig{Clock: clock, Choice: 1, MaxAttempts: 1})
+	x := mustAdd(t, db, q, fdbqueue.Job{Value: []byte("x"), Delay: time.Minute})
+	y := mustAdd(t, db, q, fdbqueue.Job{Value: []byte("y"), Delay: 2 * time.Minute})
+
+	var logs syncBuffer
+	handled := make(chan struct{}, 1)
+	pool := startPool(t, q, db, func(context.Context, *fdbqueue.Task) error { handled <- struct{}{}; return nil },
+		fdbqueue.PoolOptions{Workers: 1, LeaseDuration: 30 * time.Second, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	require.Greater(t, nextArmed(t, clock), time.Minute-time.Second, "LeaseWait sleeps until x is due")
+	held, land := db.HoldNextCommitLate()
+	clock.Advance(2*time.Minute + time.Millisecond) // both due, x first
+	select {
+	case <-held: // the worker's lease of x is in flight
+	case <-time.After(wakeTimeout):
+		t.Fatal("the worker did not lease")
+	}
+	require.NoError(t, pool.stop())
+	land() // the interrupted lease's commit: it read the record key the settling call wrote, and conflicts
+	require.Empty(t, handled, "no handler ran")
+	require.Equal(t, fdbqueue.JobStats{Queued: 2, Due: 2, OldestDue: time.Minute + time.Millisecond}, mustStats(t, db, q),
+		"both due, leased to nobody; x due since its own time, a minute before now")
+	require.NotContains(t, logs.String(), "released a job leased as the pool stopped", "nothing was leased to release")
+	ls := mustLease(t, db, q, 2, time.Minute) // in queue order
+	require.Len(t, ls, 2)
+	require.Equal(t, []fdbqueue.JobID{x.ID, y.ID}, []fdbqueue.JobID{ls[0].JobID, ls[1].JobID}, "x is still due before y")
+	require.Equal(t, []int{1, 1}, []int{ls[0].Attempt, ls[1].Attempt}, "no attempt counted")
 }
 
 // A handler that returns Snooze (wrapped or not) has its job released:

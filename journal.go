@@ -306,11 +306,16 @@ func (j *journal) beginInto(o *op, kind string, owned, slots bool, opts []OpOpti
 // end finishes an operation. When it ran its own transactions and committed,
 // its records will never be consulted again and are queued for clearing by a
 // later operation; otherwise the cleanups it took are handed back.
-func (o *op) end(err error) {
+func (o *op) end(err error) { o.endAs(err, err) }
+
+// endAs is end, with the operation counted and logged with the outcome
+// of reported instead of err's: a settling Lease that committed its
+// record of leasing nothing ends with nil, its outcome empty.
+func (o *op) endAs(err, reported error) {
 	// Counted and logged last: a maybe-committed error's log line names
 	// the ID to settle the operation with, so its slot must be
 	// remembered (below) before anyone can read the line.
-	defer o.j.track.obs.ended(o.kind, o.id, err)
+	defer o.j.track.obs.ended(o.kind, o.id, reported)
 	if o.j.disabled || !o.owned {
 		return
 	}
