@@ -122,9 +122,11 @@ type PoolOptions struct {
 	// logger, WithLogger, which discards them unless set). The lines carry
 	// the queue's name (fdbqueue.queue, WithQueueName) either way.
 	Logger *slog.Logger
-	// OnOutcome, if set, is called after each job with what became of it,
-	// by the job's worker; Run returns only after the calls under way, so
-	// one that blocks delays Run's return.
+	// OnOutcome, if set, is called after each job with what became of it
+	// (the job is settled by then), by the job's worker, which waits for
+	// it; Run returns only after the calls under way, so one that blocks
+	// delays Run's return. A call that ends with runtime.Goexit is logged
+	// and the worker goes on; a panic is not recovered.
 	OnOutcome func(Outcome)
 }
 
@@ -539,7 +541,35 @@ func (p *pool) process(base context.Context, n int, l Lease) {
 		obs.handlerReturned(out.Result, end.took)
 	}
 	if p.o.OnOutcome != nil {
+		p.report(out, log)
+	}
+}
+
+// report calls OnOutcome with out on a goroutine of its own and waits for
+// it, so that a call that ends its goroutine with runtime.Goexit (t.FailNow
+// in a test's callback) ends only that goroutine: it is logged, and the
+// worker goes on, as after a handler's Goexit (call). Before, it ended the
+// worker, and the pool ran with one fewer, silently. The job is settled
+// by then, so nothing is left leased. A panic is not recovered: it
+// crashes the program, as it did on the worker's goroutine (re-raised
+// from the deferred call, whose stack still holds the panic's frames).
+func (p *pool) report(out Outcome, log *slog.Logger) {
+	done := make(chan bool, 1)
+	go func() {
+		returned := false
+		defer func() {
+			if !returned {
+				if r := recover(); r != nil {
+					panic(r)
+				}
+			}
+			done <- returned
+		}()
 		p.o.OnOutcome(out)
+		returned = true
+	}()
+	if !<-done {
+		log.Error("fdbqueue: OnOutcome called runtime.Goexit; the worker goes on", "result", out.Result.String())
 	}
 }
 

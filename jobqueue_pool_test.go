@@ -7,6 +7,8 @@ import (
 	"io"
 	"log/slog"
 	"math"
+	"os"
+	"os/exec"
 	"runtime"
 	"strings"
 	"sync"
@@ -291,6 +293,76 @@ func TestJobPoolHandlerGoexitFailsTheJob(t *testing.T) {
 	require.NoError(t, pool.stop())
 	require.Equal(t, fdbqueue.JobStats{}, mustStats(t, db, q))
 }
+
+// An OnOutcome that ends its goroutine with runtime.Goexit (t.FailNow in
+// a test's callback, say) ends that call only: the pool logs it and the
+// worker goes on to the next job, as after a handler's Goexit
+// (TestJobPoolHandlerGoexitFailsTheJob). The job was settled before the
+// call (acked here), so no lease is left behind. Before, OnOutcome ran
+// on the worker's goroutine, which died with it: the pool ran with one
+// worker fewer, and told nobody; with one worker, Run returned nil with
+// its context still live, the second job never processed.
+func TestJobPoolOnOutcomeGoexitKeepsTheWorker(t *testing.T) {
+	db := newDB(t)
+	q := mustJobQueue(t, "outcome-goexit", fdbqueue.JobQueueConfig{Choice: 1})
+	first := mustAdd(t, db, q, fdbqueue.Job{Value: []byte("first")})
+	second := mustAdd(t, db, q, fdbqueue.Job{Value: []byte("second")})
+	var logs syncBuffer
+	reported := make(chan fdbqueue.Outcome, 2)
+	var calls atomic.Int64
+	pool := startPool(t, q, db, func(context.Context, *fdbqueue.Task) error { return nil },
+		fdbqueue.PoolOptions{Workers: 1, Logger: slog.New(slog.NewTextHandler(&logs, nil)), OnOutcome: func(o fdbqueue.Outcome) {
+			reported <- o
+			if calls.Add(1) == 1 {
+				runtime.Goexit()
+			}
+		}})
+	for _, want := range []fdbqueue.JobID{first.ID, second.ID} {
+		select {
+		case o := <-reported:
+			require.Equal(t, fdbqueue.Acked, o.Result, "err: %v", o.Err)
+			require.Equal(t, want, o.Lease.JobID)
+		case err := <-pool.ran:
+			require.FailNow(t, "Run returned before its context ended: its one worker ended with the callback", "err: %v", err)
+		case <-time.After(wakeTimeout):
+			require.FailNow(t, "the second job was not processed")
+		}
+	}
+	require.NoError(t, pool.stop())
+	require.Equal(t, int64(2), calls.Load())
+	require.Contains(t, logs.String(), "OnOutcome called runtime.Goexit")
+	require.Equal(t, fdbqueue.JobStats{}, mustStats(t, db, q), "both acked, nothing left leased")
+}
+
+// A panic in OnOutcome is not recovered, on its goroutine of its own as
+// on the worker's before: the program crashes, and the trace names the
+// callback's frame, where the panic was raised (the re-raise in report
+// runs on top of it). Run in a child process, which the panic ends.
+func TestJobPoolOnOutcomePanicIsNotRecovered(t *testing.T) {
+	if os.Getenv("FDBQUEUE_ONOUTCOME_PANIC") == "1" {
+		db := newDB(t)
+		q := mustJobQueue(t, "outcome-panic", fdbqueue.JobQueueConfig{})
+		mustAdd(t, db, q, fdbqueue.Job{Value: []byte("x")})
+		pool := startPool(t, q, db, func(context.Context, *fdbqueue.Task) error { return nil },
+			fdbqueue.PoolOptions{Workers: 1, Logger: quietLog, OnOutcome: func(fdbqueue.Outcome) { panicInOnOutcome() }})
+		_ = pool.wait("the panic did not end the process")
+		return
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestJobPoolOnOutcomePanicIsNotRecovered$", "-test.count=1")
+	cmd.Env = append(os.Environ(), "FDBQUEUE_ONOUTCOME_PANIC=1")
+	out, err := cmd.CombinedOutput()
+	var exit *exec.ExitError
+	require.ErrorAs(t, err, &exit, "the child exited: %s", out)
+	require.Contains(t, string(out), "panic: outcome callback panicked")
+	require.Contains(t, string(out), "panicInOnOutcome", "the trace names the callback's frame")
+	require.NotContains(t, string(out), "Goexit")
+}
+
+// panicInOnOutcome is a frame for TestJobPoolOnOutcomePanicIsNotRecovered
+// to find in the trace.
+//
+//go:noinline
+func panicInOnOutcome() { panic("outcome callback panicked") }
 
 // The pool logs where the queue does (WithLogger) unless PoolOptions.Logger
 // says otherwise: a library writes to no log of the application's unasked.
