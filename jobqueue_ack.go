@@ -221,6 +221,15 @@ func (q *JobQueue) Extend(ctx context.Context, t kv.Transactor, l Lease, d time.
 	if d < time.Millisecond {
 		return l, fmt.Errorf("%w: lease duration %v, want at least 1ms", ErrInvalidArgument, d)
 	}
+	out, err := q.extend(ctx, t, l, d)
+	q.journal.track.obs.leaseExtended(err)
+	return out, err
+}
+
+// extend is Extend once its arguments are checked (d at least 1ms),
+// without counting it in fdbqueue.lease.extensions: a pool's heartbeat
+// counts its own (heartbeat).
+func (q *JobQueue) extend(ctx context.Context, t kv.Transactor, l Lease, d time.Duration) (Lease, error) {
 	t = q.journal.track.observe("extend", t) // its conflicts and retries
 	_, own := t.(kv.Database)
 	var gate gateRead
@@ -248,7 +257,6 @@ func (q *JobQueue) Extend(ctx context.Context, t kv.Transactor, l Lease, d time.
 		out.key = m.queueKey(q)
 		return out, nil
 	})
-	q.journal.track.obs.leaseExtended(err)
 	if err != nil {
 		return l, err
 	}

@@ -257,7 +257,9 @@ func (e *PanicError) Error() string { return fmt.Sprintf("handler panic: %v", e.
 //
 // With the queue's MeterProvider, each job's handler run time is recorded
 // in fdbqueue.handler.duration and each heartbeat's extension counted in
-// fdbqueue.lease.extensions, both by outcome (WithMeterProvider).
+// fdbqueue.lease.extensions, both by outcome (WithMeterProvider), but for
+// an extension that finds the job gone after the handler's Task.Ack (not
+// a lost lease: most likely the ack removed it).
 //
 // Delivery is at least once: a job whose handler finished but whose ack
 // did not commit (a crash, a lost lease) is processed again. For effects
@@ -679,13 +681,18 @@ func (p *pool) heartbeat(ctx context.Context, task *Task, stop <-chan struct{}, 
 		case <-p.q.cfg.Clock.After(wait):
 		}
 		wait = p.o.ExtendEvery
-		l, err := p.q.Extend(ctx, p.db, task.Lease(), p.o.LeaseDuration)
+		l, err := p.q.extend(ctx, p.db, task.Lease(), p.o.LeaseDuration)
+		gone := errors.Is(err, ErrLeaseLost) && task.acking()
+		if !gone {
+			p.q.journal.track.obs.leaseExtended(err)
+		}
 		switch {
-		case errors.Is(err, ErrLeaseLost) && task.acking():
+		case gone:
 			// Most likely the handler's own Task.Ack removed the job: no
-			// lost lease, and its context must not end. The pool's ack,
-			// under the same operation ID, tells once the handler returns
-			// (LeaseLost if another consumer had the job).
+			// lost lease (not counted as one, nor at all), and its
+			// context must not end. The pool's ack, under the same
+			// operation ID, tells once the handler returns (LeaseLost if
+			// another consumer had the job).
 			log.Debug("fdbqueue: job gone after the handler's Task.Ack; no more extensions", "err", err)
 			return
 		case errors.Is(err, ErrLeaseLost):

@@ -58,7 +58,10 @@ import (
 // snake_case); an extension's (fdbqueue.lease.extensions): extended,
 // lease_lost (ErrLeaseLost: another consumer has the job, or it was
 // settled), maybe_committed, canceled, error (an Extend that fails its
-// argument checks, ErrInvalidArgument, is not counted). Given a caller's
+// argument checks, ErrInvalidArgument, is not counted, nor a pool's
+// heartbeat extension that finds the job gone once its handler called
+// Task.Ack: most likely that ack removed it, and the pool's outcome
+// tells). Given a caller's
 // Transaction, an operation's outcome is its function's: the caller
 // commits later, and its conflicts and retries are the caller's.
 //

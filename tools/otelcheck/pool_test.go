@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"sync"
 	"testing"
 	"time"
 
@@ -306,4 +307,71 @@ func TestPoolHeartbeatMetrics(t *testing.T) {
 		"fdbqueue.handler.duration:count fdbqueue.outcome=lease_lost": 1,
 		"fdbqueue.handler.duration:sum fdbqueue.outcome=lease_lost":   20,
 	}, only(got, "fdbqueue.handler.duration"), "no sample for the abandoned handler")
+}
+
+// onMessage is a slog handler that closes seen the first time a record
+// with message msg is logged, at any level.
+type onMessage struct {
+	msg  string
+	once sync.Once
+	seen chan struct{}
+}
+
+func (h *onMessage) Enabled(context.Context, slog.Level) bool { return true }
+func (h *onMessage) WithAttrs([]slog.Attr) slog.Handler       { return h }
+func (h *onMessage) WithGroup(string) slog.Handler            { return h }
+
+func (h *onMessage) Handle(_ context.Context, r slog.Record) error {
+	if r.Message == h.msg {
+		h.once.Do(func() { close(h.seen) })
+	}
+	return nil
+}
+
+// A handler that acks its job with Task.Ack and goes on: the heartbeat's
+// next extension finds the job gone, most likely removed by that ack,
+// which is no lost lease. It is not counted in fdbqueue.lease.extensions
+// as lease_lost (nor at all: the heartbeat cannot tell the handler's ack
+// from another consumer's lease, and the pool's ack, under the same
+// operation ID, tells in fdbqueue.lease.outcomes: acked). Before, Extend
+// counted it lease_lost, as a lease another consumer took.
+func TestPoolHeartbeatAfterTheHandlersOwnAckIsNoLostLease(t *testing.T) {
+	ctx := context.Background()
+	clock := queuetest.NewClock(time.Unix(1_700_000_000, 0))
+	clock.Armed = make(chan time.Duration, 64)
+	db, reader, jq := meteredJobQueue(t, "own-ack", fdbqueue.JobQueueConfig{Clock: clock})
+	_, err := jq.Add(ctx, db, fdbqueue.Job{Value: []byte("acked by its handler")})
+	require.NoError(t, err)
+
+	gone := &onMessage{msg: "fdbqueue: job gone after the handler's Task.Ack; no more extensions", seen: make(chan struct{})}
+	acked, proceed := make(chan error, 1), make(chan struct{})
+	outcomes := make(chan fdbqueue.Outcome, 1)
+	pctx, stop := context.WithCancel(ctx)
+	defer stop()
+	ran := make(chan error, 1)
+	go func() {
+		ran <- jq.Run(pctx, db, func(hctx context.Context, task *fdbqueue.Task) error {
+			acked <- db.Transact(hctx, func(tr kv.Transaction) error { return task.Ack(hctx, tr) })
+			<-proceed
+			return nil
+		}, fdbqueue.PoolOptions{Workers: 1, LeaseDuration: 30 * time.Second, ExtendEvery: 10 * time.Second,
+			Logger: slog.New(gone), OnOutcome: func(o fdbqueue.Outcome) { outcomes <- o }})
+	}()
+	require.NoError(t, <-acked)
+	require.Equal(t, 10*time.Second, <-clock.Armed) // the heartbeat sleeps
+	clock.Advance(10 * time.Second)                 // its extension finds the job gone
+	select {
+	case <-gone.seen:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the heartbeat did not find the job gone")
+	}
+	close(proceed)
+	o := <-outcomes
+	require.Equal(t, fdbqueue.Acked, o.Result, "err: %v", o.Err)
+	stop()
+	require.NoError(t, <-ran)
+
+	got := collect(t, reader, "own-ack")
+	require.Equal(t, collected{}, only(got, "fdbqueue.lease.extensions"), "no extension succeeded, none lost a lease")
+	require.Equal(t, collected{"fdbqueue.lease.outcomes fdbqueue.outcome=acked": 1}, only(got, "fdbqueue.lease.outcomes"))
 }
