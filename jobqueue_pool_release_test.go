@@ -150,7 +150,12 @@ func TestJobPoolSettlesALeaseInFlightAtShutdown(t *testing.T) {
 // leased x anew and the pool released it, so x became due at the
 // shutdown's time, behind y, which fell due after it. Now it records
 // under the ID that nothing was leased: x keeps its due time and its
-// place, ahead of y, and neither job's attempt is counted.
+// place, ahead of y, and neither job's attempt is counted. The late
+// commit must conflict for that: a cancelled commit request still lands
+// (RYWImpl::commit, fdbclient/ReadYourWrites.actor.cpp; memdb's
+// HoldNextCommitLate), and the resolver fails it because it read the
+// record key the settling call wrote after its read version
+// (fdbserver/Resolver.actor.cpp).
 func TestJobPoolSettlingLeavesTheQueueOrderAlone(t *testing.T) {
 	db := newDB(t)
 	clock := newArmedClock()
