@@ -17,7 +17,7 @@ import (
 // versionstamp, known at commit), and a read that failed fails the
 // transaction's commit too: ReadYourWritesTransaction::get adds every
 // read to reading, an AndFuture that keeps failed futures, and
-// RYWImpl::commit awaits it (fdbclient/ReadYourWrites.cpp). An operation
+// RYWImpl::commit awaits it (fdbclient/ReadYourWrites.actor.cpp). An operation
 // must therefore not read the metadata version in a transaction where a
 // record write (confGate.write) bumped it: two WatchForItems on fresh
 // queues, or a Reconfigure and an Enqueue, in one transaction. bumps

@@ -16,7 +16,7 @@ import (
 // FoundationDB fails a read of the metadata version after a bump in the
 // same transaction with accessed_unreadable, and such a failed read fails
 // the commit (RYWImpl::commit awaits every read issued:
-// fdbclient/ReadYourWrites.cpp). A record write bumps it, so the
+// fdbclient/ReadYourWrites.actor.cpp). A record write bumps it, so the
 // operations after it in the transaction must not read it (config_bumps.go).
 func TestOperationsAfterARecordChangeInOneTransaction(t *testing.T) {
 	ctx := context.Background()

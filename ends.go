@@ -68,7 +68,7 @@ func takeEnd[T any](tr kv.Transaction, o *op, e queueEnd[T], lim batchLimit, dst
 	// add. FDB's range read adds what its result depended on: with the
 	// limit reached, [begin, keyAfter(last)) forwards or [last, end) in
 	// reverse, else the whole range (addConflictRange for GetRangeReq in
-	// fdbclient/ReadYourWrites.cpp), at the read, so before the clears.
+	// fdbclient/ReadYourWrites.actor.cpp), at the read, so before the clears.
 	// An attempt that may find its record keeps the snapshot read: a
 	// replay depends on the record, not on the head.
 	plain := skip == 0 && max == 1 && (rec == nil || rec == noRecords)

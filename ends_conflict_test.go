@@ -12,7 +12,7 @@ import (
 
 // A one-item take depends on the queue's head up to and including the
 // item it took, as FDB's range read with its limit reached does
-// (addConflictRange in fdbclient/ReadYourWrites.cpp): a concurrent take of
+// (addConflictRange in fdbclient/ReadYourWrites.actor.cpp): a concurrent take of
 // the same item makes its commit fail, an item added behind it does not,
 // and a take that found the queue empty conflicts with an item added
 // meanwhile. Journal on and off, a Queue and both ends of a PriorityQueue.

@@ -91,7 +91,7 @@ func TestJobPoolReleasesTheJobOfAHandlerIgnoringItsContext(t *testing.T) {
 // spent. The commits are held and let go with memdb's
 // HoldNextCommitLate, which reproduces FoundationDB's client: a
 // cancelled commit request still lands (RYWImpl::commit,
-// fdbclient/ReadYourWrites.cpp).
+// fdbclient/ReadYourWrites.actor.cpp).
 func TestJobPoolSettlesALeaseInFlightAtShutdown(t *testing.T) {
 	for _, landsFirst := range []bool{true, false} {
 		name := "interrupted lease lands after the settling read"
@@ -364,7 +364,7 @@ func (w *lineSignal) Write(p []byte) (int, error) {
 // sends on a channel the caller closes once Run returned would panic).
 // The release's commit, cancelled in flight, lands later, as FDB's
 // client lets a cancelled commit request land (RYWImpl::commit,
-// fdbclient/ReadYourWrites.cpp), and the job is due again.
+// fdbclient/ReadYourWrites.actor.cpp), and the job is due again.
 func TestJobPoolWaitsForItsWorkersPastTheReleaseTimeout(t *testing.T) {
 	db := newDB(t)
 	clock := newArmedClock()

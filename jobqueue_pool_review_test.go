@@ -46,7 +46,7 @@ func (h *holdAfterUncertain) Transact(ctx context.Context, fn func(kv.Transactio
 // leased, and the late one conflicts). Before, the worker saw its context ended and
 // returned without settling. The settling commit is held and let go once
 // Run has returned, as FoundationDB's client lets a cancelled commit
-// request land (RYWImpl::commit, fdbclient/ReadYourWrites.cpp).
+// request land (RYWImpl::commit, fdbclient/ReadYourWrites.actor.cpp).
 func TestJobPoolSettlesAnUncertainLeaseWhoseSettlingTheShutdownInterrupts(t *testing.T) {
 	mem := newDB(t)
 	db := &holdAfterUncertain{DB: mem, held: make(chan func(), 1)}

@@ -182,7 +182,7 @@ func TestJournalQueueLeavesNoRecords(t *testing.T) {
 		{"an interrupted commit that never lands hands its clears back", 2, func(t *testing.T, db *memdb.DB, q *fdbqueue.Queue) {
 			// A Dequeue takes over the clear of the Enqueue before it, and
 			// its context ends while its commit is in flight; that commit
-			// goes on (RYWImpl::commit, fdbclient/ReadYourWrites.cpp) but
+			// goes on (RYWImpl::commit, fdbclient/ReadYourWrites.actor.cpp) but
 			// conflicts, as another Dequeue took its item meanwhile
 			// (memdb's HoldNextCommitLate, see interruptCommit). The clear
 			// it carried must reach the journal again, through the

@@ -298,7 +298,7 @@ func appendVersionstampedKey(dst, prefix []byte, uv uint16, e *entropy) ([]byte,
 // returns err or else the read's error. On FoundationDB a range read is in
 // flight from the GetRange call; Commit waits for it, and fails with its
 // error if it failed (RYWImpl::commit awaits reading,
-// fdbclient/ReadYourWrites.cpp): waiting here reports that error at the
+// fdbclient/ReadYourWrites.actor.cpp): waiting here reports that error at the
 // operation, before anything else is written.
 //
 // It waits for the first batch only (Iterator, one Next): later batches are

@@ -110,7 +110,7 @@ func TestSettleTakeAfterLineLandingLate(t *testing.T) {
 // landing late, would apply: c, the new request's item, would be gone,
 // and one Dequeue would have removed two items. FoundationDB lets a
 // commit a cancellation interrupted land later (RYWImpl::commit in
-// fdbclient/ReadYourWrites.cpp); only a conflict fences it.
+// fdbclient/ReadYourWrites.actor.cpp); only a conflict fences it.
 func TestSettleTakeAfterGrownLineLandingLate(t *testing.T) {
 	ctx := context.Background()
 	m := stagingModes[1] // by place

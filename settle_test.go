@@ -34,7 +34,7 @@ import (
 // it reaches the caller, with the commit applied or not (memdb's
 // FailNextCommit); and a commit cut short by the context's end, which
 // FoundationDB's client does not stop (RYWImpl::commit,
-// fdbclient/ReadYourWrites.cpp): it lands later, when the test releases
+// fdbclient/ReadYourWrites.actor.cpp): it lands later, when the test releases
 // it (memdb's HoldNextCommitLate, see interruptCommit).
 
 // failedIDs is a slog handler that collects the op_id of every "may have
@@ -474,7 +474,7 @@ func TestSettleProducerLandingLate(t *testing.T) {
 
 // A Lease given a Database, whose commit is cut short by its context and
 // lands late (FoundationDB's commit goes on after a cancellation:
-// RYWImpl::commit, fdbclient/ReadYourWrites.cpp), settled under the
+// RYWImpl::commit, fdbclient/ReadYourWrites.actor.cpp), settled under the
 // logged ID by a call that took another job. The first attempt read its
 // candidates with a snapshot read and conflicts only on the job it took
 // (jobqueue_lease.go), and, under an ID of its own making, read no

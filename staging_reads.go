@@ -101,7 +101,7 @@ func (s *stageSide[T]) scanResults(tr kv.Transaction) kv.RangeResult {
 // read is in flight from the GetRange call, as every read here overlaps
 // the others of its step; a step waits for each one, itself, before it
 // commits. Commit would wait for them too, and fail with the error of one
-// that failed (RYWImpl::commit awaits reading, fdbclient/ReadYourWrites.cpp),
+// that failed (RYWImpl::commit awaits reading, fdbclient/ReadYourWrites.actor.cpp),
 // but a later batch of a range read is only fetched when consumed, and an
 // operation issued once the commit started fails with used_during_commit
 // (2017, checkUsedDuringCommit), while the commit may still apply.

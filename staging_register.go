@@ -80,7 +80,7 @@ func (s *stageSide[T]) liveAmong(reqs []kv.KeyValue, now time.Time) []kv.KeyValu
 // writes that key (the marker), and a watch on a key the transaction wrote
 // reads the transaction's own write and adds no read conflict. A watch on
 // the request ahead would add one (FoundationDB's RYWImpl::watch reads the
-// key with a normal read, fdbclient/ReadYourWrites.cpp), so that the
+// key with a normal read, fdbclient/ReadYourWrites.actor.cpp), so that the
 // registration, which writes, would fail whenever that request left the
 // line between its read version and its commit; it is armed right after
 // the commit, in a read-only transaction (armLater), which never
@@ -176,7 +176,7 @@ func (w *waiter[T]) register(tr kv.Transaction, now time.Time) error {
 	w.rid, w.resKey = rid, s.resKey(rid)
 	// A read conflict on the result key, before the marker's write (RYW
 	// adds none on a key the transaction wrote: updateConflictMap,
-	// fdbclient/ReadYourWrites.cpp): a cleanup (resolve, abandon) reads
+	// fdbclient/ReadYourWrites.actor.cpp): a cleanup (resolve, abandon) reads
 	// and clears the key, and a registration that lands after it must
 	// fail, not leave a request no one waits for. On FoundationDB a commit
 	// interrupted by a cancellation or a timeout goes on and can land

@@ -15,7 +15,7 @@ import (
 // after the cleanup that read and cleared its result key (resolve, abandon)
 // conflicts instead of leaving a request no one waits for. On FoundationDB
 // a commit interrupted by a cancellation or a timeout goes on and can land
-// that late (RYWImpl::commit, fdbclient/ReadYourWrites.cpp); here the
+// that late (RYWImpl::commit, fdbclient/ReadYourWrites.actor.cpp); here the
 // registration's transaction simply commits after the cleanup.
 func TestRegistrationFailsAfterItsCleanup(t *testing.T) {
 	ctx := context.Background()

@@ -14,7 +14,7 @@ import (
 
 // Served in batches, the steps that write never arm a watch on a key they
 // did not write: FoundationDB's watch reads its key with a normal read
-// (RYWImpl::watch in fdbclient/ReadYourWrites.cpp calls
+// (RYWImpl::watch in fdbclient/ReadYourWrites.actor.cpp calls
 // readWithConflictRange with Snapshot::False), so such a step would fail
 // with not_committed whenever the watched key changed before its commit.
 // The watch is armed after the commit in a read-only transaction, which

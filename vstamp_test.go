@@ -92,7 +92,7 @@ func TestVersionstampUserVersionBlocks(t *testing.T) {
 
 // fdbUnreadableTx is a transaction that fails reads the way FoundationDB
 // does after a SetVersionstampedKey: ReadYourWritesTransaction::atomicOp
-// (fdbclient/ReadYourWrites.cpp) marks the range getVersionstampKeyRange
+// (fdbclient/ReadYourWrites.actor.cpp) marks the range getVersionstampKeyRange
 // (fdbclient/include/fdbclient/Atomic.h) returns unreadable — from the key
 // with the versionstamp set to the read version + 1 to the key with it set
 // to all 0xff, as long as the key before the versionstamp is the same —

@@ -119,7 +119,7 @@ func TestWatchForItemsTransactionalConsumer(t *testing.T) {
 }
 
 // The watch reads its key with a normal read, as FoundationDB's does
-// (fdbclient/ReadYourWrites.cpp, RYWImpl::watch: readWithConflictRange
+// (fdbclient/ReadYourWrites.actor.cpp, RYWImpl::watch: readWithConflictRange
 // with Snapshot::False): a consumer transaction that writes and armed the
 // watch conflicts with an enqueue committed after its read version, so it
 // retries and finds the item instead of sleeping.

@@ -15,7 +15,7 @@ package kv
 // only be written with SetVersionstampedValue(MetadataVersionKey,
 // MetadataVersionRequiredValue()) (BumpMetadataVersion): any other write
 // of it fails with ErrClientInvalidOp (ReadYourWritesTransaction::set and
-// ::atomicOp in fdbclient/ReadYourWrites.cpp), and reading it after
+// ::atomicOp in fdbclient/ReadYourWrites.actor.cpp), and reading it after
 // bumping it in the same transaction fails with ErrAccessedUnreadable.
 const MetadataVersionKey = "\xff/metadataVersion"
 

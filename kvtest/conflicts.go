@@ -57,7 +57,7 @@ func conflictTests() []conformanceTest {
 		// An empty ClearRange or write conflict range writes nothing, so the
 		// transaction stays read-only ("if (r.empty()) return;" in
 		// ReadYourWritesTransaction::clear and addWriteConflictRange,
-		// fdbclient/ReadYourWrites.cpp).
+		// fdbclient/ReadYourWrites.actor.cpp).
 		{name: "EmptyClearRangeKeepsReadOnly", seed: []string{"b"}, read: func(t *testing.T, f *fixture, r kv.Transaction) {
 			mustGet(t, r, f.key("b"))
 			r.ClearRange(f.rng("c", "c"))

@@ -77,7 +77,7 @@ func errorTests() []conformanceTest {
 
 // testFailedCommitLeavesUsedDuringCommit: once a Commit started, FDB keeps
 // commitStarted set whatever the outcome (RYWImpl::commit clears it only
-// below API 410; fdbclient/ReadYourWrites.cpp), so after a failed commit
+// below API 410; fdbclient/ReadYourWrites.actor.cpp), so after a failed commit
 // every read, write and Commit fails with used_during_commit, which
 // checkUsedDuringCommit also puts in resetPromise: the OnError that would
 // have retried then returns it. Call OnError (or Reset) straight after a

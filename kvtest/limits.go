@@ -104,7 +104,7 @@ func testValueTooLarge(t *testing.T, f *fixture) {
 
 // testVersionstampedKeySizeCountsOffset: a versionstamped key's argument
 // is checked as given, its 4-byte offset included
-// (ReadYourWritesTransaction::atomicOp, fdbclient/ReadYourWrites.cpp:
+// (ReadYourWritesTransaction::atomicOp, fdbclient/ReadYourWrites.actor.cpp:
 // key.size() > getMaxWriteKeySize before the stamp is placed), so the
 // largest key it can write is kv.MaxKeySize-4 bytes.
 func testVersionstampedKeySizeCountsOffset(t *testing.T, f *fixture) {

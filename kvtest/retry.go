@@ -326,7 +326,7 @@ func testMaxRetryDelayCapsBackoff(t *testing.T, f *fixture) {
 
 // testFailedOnErrorCancels: an OnError that returns its error (not
 // retryable, or the retry limit reached) leaves the transaction cancelled
-// until Reset (RYWImpl::onError, fdbclient/ReadYourWrites.cpp: from API
+// until Reset (RYWImpl::onError, fdbclient/ReadYourWrites.actor.cpp: from API
 // version 610 its catch sends transaction_cancelled to resetPromise).
 func testFailedOnErrorCancels(t *testing.T, f *fixture) {
 	for _, tc := range []struct {

@@ -437,7 +437,7 @@ func testVersionstampedKeyAfterClearIsWritten(t *testing.T, f *fixture) {
 // error, snapshot reads included (ReadYourWritesTransaction::get and
 // getRange add every read issued to reading, an AndFuture that keeps
 // failed futures, and RYWImpl::commit awaits it: fdbclient/
-// ReadYourWrites.cpp, flow/include/flow/genericactors.h). Errors found
+// ReadYourWrites.actor.cpp, flow/include/flow/genericactors.h). Errors found
 // before a read is issued (a key outside the legal range) do not.
 func testFailedReadFailsCommit(t *testing.T, f *fixture) {
 	tr := f.newTx(t)

@@ -184,7 +184,7 @@ func (db *DB) HoldNextCommit() (held <-chan struct{}, release func()) {
 // committed), and the commit itself goes on: it is resolved, and applied
 // unless it conflicts, when release is called. So does FoundationDB's,
 // whose commit request a cancellation does not stop (RYWImpl::commit
-// returns as soon as resetPromise is set, fdbclient/ReadYourWrites.cpp):
+// returns as soon as resetPromise is set, fdbclient/ReadYourWrites.actor.cpp):
 // it can land after transactions that began once the client gave up on
 // it. Its release returns once the commit step ran.
 func (db *DB) HoldNextCommitLate() (held <-chan struct{}, release func()) {

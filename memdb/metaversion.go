@@ -60,7 +60,7 @@ var metadataVersionEnd = []byte(kv.MetadataVersionKey + "\x00")
 
 // checkMetadataVersionWrite checks a SetVersionstampedValue of the
 // metadata version key: its operand must be exactly 14 zero bytes
-// (ReadYourWritesTransaction::atomicOp, fdbclient/ReadYourWrites.cpp). It
+// (ReadYourWritesTransaction::atomicOp, fdbclient/ReadYourWrites.actor.cpp). It
 // returns the value's body and the versionstamp's offset.
 func checkMetadataVersionWrite(value []byte) ([]byte, int, error) {
 	if len(value) != 14 {

@@ -32,7 +32,7 @@ func TestOnErrorRetriesRetryableErrorsOnly(t *testing.T) {
 // TestFailedOnErrorCancels: an OnError that returns its error, because the
 // error is not retryable or the retry limit is reached, leaves the
 // transaction cancelled until Reset, as FDB's does from API version 610
-// (RYWImpl::onError, fdbclient/ReadYourWrites.cpp: the catch sends
+// (RYWImpl::onError, fdbclient/ReadYourWrites.actor.cpp: the catch sends
 // transaction_cancelled to resetPromise; a later OnError then throws that).
 func TestFailedOnErrorCancels(t *testing.T) {
 	db, _ := newDB(t)

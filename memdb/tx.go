@@ -432,7 +432,7 @@ func (tx *transaction) checkLocked() error {
 
 // usedDuringCommitLocked reports whether a Commit has started since the
 // last reset, and if so cancels the transaction with used_during_commit,
-// as FDB's checkUsedDuringCommit does (fdbclient/ReadYourWrites.cpp: it
+// as FDB's checkUsedDuringCommit does (fdbclient/ReadYourWrites.actor.cpp: it
 // sets resetPromise, which RYWImpl::commit waits on together with the
 // commit, and which a later OnError returns). The operation that calls it
 // fails with used_during_commit, and so does a commit in flight (it may

@@ -303,7 +303,7 @@ func (tx *transaction) commitReadOnlyLocked(req *commitReq) error {
 // OnError resets the transaction and backs off if err is retryable;
 // otherwise, or once the retry limit is reached, it returns err and leaves
 // the transaction cancelled until Reset, as FDB does from API version 610
-// (RYWImpl::onError, fdbclient/ReadYourWrites.cpp: its catch sends
+// (RYWImpl::onError, fdbclient/ReadYourWrites.actor.cpp: its catch sends
 // transaction_cancelled to resetPromise). Watches that a retry drops fail
 // with kv.ErrTransactionCancelled (Transaction::onError resets, and
 // resetImpl calls cancelWatches, whose default error is

@@ -13,7 +13,7 @@ import (
 // writes determine (those reads did not depend on the database): cleared
 // keys and keys with an independent entry (see wentry.independent), as
 // RYW's updateConflictMap skips independent writes (fdbclient/
-// ReadYourWrites.cpp).
+// ReadYourWrites.actor.cpp).
 func (tx *transaction) addReadConflictLocked(b, e []byte) {
 	if bytes.Compare(b, e) >= 0 {
 		return
@@ -183,7 +183,7 @@ func (tx *transaction) AddWriteConflictRange(r kv.KeyRange) error {
 	if bytes.Compare(b, e) < 0 {
 		// An empty range adds nothing and leaves a read-only transaction
 		// read-only (ReadYourWritesTransaction::addWriteConflictRange,
-		// fdbclient/ReadYourWrites.cpp: "if (r.empty()) return;").
+		// fdbclient/ReadYourWrites.actor.cpp: "if (r.empty()) return;").
 		x := tx.cold()
 		x.wconf = append(x.wconf, krange{b, e})
 		tx.size += sizeRange(b, e)

@@ -282,7 +282,7 @@ func (tx *transaction) SetVersionstampedKey(key, value []byte) {
 	}
 	// FDB checks the arguments as given, the template with its 4-byte
 	// offset, before it places a stamp (ReadYourWritesTransaction::atomicOp,
-	// fdbclient/ReadYourWrites.cpp): the legal range, the key's size (so
+	// fdbclient/ReadYourWrites.actor.cpp): the legal range, the key's size (so
 	// the key written is at most maxKeySize-4 bytes), the value's size,
 	// then the offset.
 	err := checkWriteKey(key)

@@ -77,7 +77,7 @@ func TestStampRangeBounds(t *testing.T) {
 // TestVersionstampedKeyChecks: a versionstamped key's argument, the
 // template with its 4-byte offset, is checked as given before a stamp is
 // placed, as ReadYourWritesTransaction::atomicOp (fdbclient/
-// ReadYourWrites.cpp) checks it: the legal range (key >= getMaxWriteKey()),
+// ReadYourWrites.actor.cpp) checks it: the legal range (key >= getMaxWriteKey()),
 // then the size (key.size() > getMaxWriteKeySize), then the offset
 // (getVersionstampKeyRange, Atomic.h).
 func TestVersionstampedKeyChecks(t *testing.T) {
