@@ -102,11 +102,11 @@ func openOwned(clusterFile string, open func(connectionString string) (fdb.Datab
 }
 
 // clusterFileEnv is the environment variable libfdb_c reads for the
-// default cluster file (CLUSTER_FILE_ENV_VAR_NAME, fdbclient/MonitorLeader.h).
+// default cluster file (CLUSTER_FILE_ENV_VAR_NAME, fdbclient/include/fdbclient/MonitorLeader.h).
 const clusterFileEnv = "FDB_CLUSTER_FILE"
 
 // maxClusterFileBytes is libfdb_c's limit on a cluster file's size
-// (MAX_CLUSTER_FILE_BYTES, fdbclient/CoordinationInterface.h).
+// (MAX_CLUSTER_FILE_BYTES, fdbclient/include/fdbclient/CoordinationInterface.h).
 const maxClusterFileBytes = 60000
 
 // Error codes of flow/include/flow/error_definitions.h that Open returns.

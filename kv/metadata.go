@@ -10,7 +10,7 @@ package kv
 //
 // Unlike other keys under \xff, it is read without any option, and a read
 // of it costs no storage read: FoundationDB returns it with the read
-// version (NativeAPI.actor.cpp, Transaction::get; design/metadata-version.md).
+// version (NativeAPI.actor.cpp, Transaction::get; documentation/sphinx/source/release-notes/release-notes-610.rst).
 // A normal read adds a read conflict on it, a snapshot read none. It can
 // only be written with SetVersionstampedValue(MetadataVersionKey,
 // MetadataVersionRequiredValue()) (BumpMetadataVersion): any other write

@@ -166,7 +166,7 @@ func testOneVersionstampPerTransaction(t *testing.T, f *fixture) {
 // its transaction that reach the range it may land in fail with
 // accessed_unreadable: ReadYourWrites.actor.cpp's atomicOp marks
 // getVersionstampKeyRange(key, read version or 0) (fdbclient/include/
-// fdbclient/Atomic.h: the template with the read version in place of the
+// fdbclient/include/fdbclient/Atomic.h: the template with the read version in place of the
 // stamp, to just after the template with ten 0xff bytes there) with
 // addUnmodifiedAndUnreadableRange, and RYWIterator.cpp throws
 // accessed_unreadable on such a segment. Reads that stop before the range
@@ -189,7 +189,7 @@ func testVersionstampedKeyNotReadableInSameTransaction(t *testing.T, f *fixture)
 	f.requireNames(t, mustRange(t, tr, f.all(), kv.RangeOptions{Limit: 1}), []string{"a"}, "a read that stops before the range succeeds")
 	require.Nil(t, mustGet(t, tr, f.key("vs.\xff")), "a point read beside the range succeeds")
 	// FDB's commit awaits every read issued (reading, an AndFuture that
-	// keeps failed futures: RYWImpl::commit, flow's genericactors.h), so
+	// keeps failed futures: RYWImpl::commit, flow's genericactors.actor.h), so
 	// the failed reads fail it with their error.
 	requireCode(t, tr.Commit(), kv.ErrAccessedUnreadable, "the commit of a transaction whose reads failed")
 	require.Empty(t, f.getRange(t, f.rng("vs/", "vs0"), kv.RangeOptions{}), "the failed commit wrote nothing")
@@ -437,7 +437,7 @@ func testVersionstampedKeyAfterClearIsWritten(t *testing.T, f *fixture) {
 // error, snapshot reads included (ReadYourWritesTransaction::get and
 // getRange add every read issued to reading, an AndFuture that keeps
 // failed futures, and RYWImpl::commit awaits it: fdbclient/
-// ReadYourWrites.actor.cpp, flow/include/flow/genericactors.h). Errors found
+// ReadYourWrites.actor.cpp, flow/include/flow/genericactors.actor.h). Errors found
 // before a read is issued (a key outside the legal range) do not.
 func testFailedReadFailsCommit(t *testing.T, f *fixture) {
 	tr := f.newTx(t)

@@ -32,7 +32,7 @@ type atomicOp struct {
 
 // applyOp returns the value after op, given the current value (exists
 // reports whether the key exists). The algorithms are FoundationDB's
-// (fdbclient/Atomic.h), with the API-version-510 variants that the bindings
+// (fdbclient/include/fdbclient/Atomic.h), with the API-version-510 variants that the bindings
 // use: BitAnd and Min on a missing key store param.
 func applyOp(kind opKind, cur []byte, exists bool, param []byte) ([]byte, bool) {
 	switch kind {
@@ -96,7 +96,7 @@ func doAdd(cur, param []byte) []byte {
 }
 
 // addInto writes doAdd's result (neither cur nor param empty) into out,
-// len(param) bytes: FDB's doLittleEndianAdd (fdbclient/Atomic.h), where
+// len(param) bytes: FDB's doLittleEndianAdd (fdbclient/include/fdbclient/Atomic.h), where
 // bytes of cur beyond param's width are ignored, missing ones count as
 // zero and the last carry is dropped. An operand of up to 8 bytes (a
 // counter's) is added as one word: the sum modulo 2^(8*width) is the same.
@@ -217,7 +217,7 @@ func foldOps(cur []byte, exists bool, ops []atomicOp) ([]byte, bool) {
 // counter's Add (one operation of up to valArenaMax bytes on an existing
 // value) takes its result from the DB's value arena rather than an
 // allocation of its own, as FDB's commit computes it in the mutation
-// batch's arena (fdbclient/Atomic.h: doLittleEndianAdd's Arena&).
+// batch's arena (fdbclient/include/fdbclient/Atomic.h: doLittleEndianAdd's Arena&).
 func foldCommit(a *valArena, cur []byte, exists bool, ops []atomicOp) ([]byte, bool) {
 	if len(ops) == 1 && ops[0].kind == opAdd {
 		if p := ops[0].param; len(p) > 0 && len(p) <= valArenaMax && len(cur) > 0 {

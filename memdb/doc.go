@@ -56,7 +56,7 @@
 //     conflict. AddReadConflictRange/Key and AddWriteConflictRange/Key add
 //     ranges explicitly (a transaction with only write conflict ranges is
 //     not read-only).
-//   - Atomic operations with FDB's exact algorithms (fdbclient/Atomic.h, as
+//   - Atomic operations with FDB's exact algorithms (fdbclient/include/fdbclient/Atomic.h, as
 //     of API version 510): Add (little-endian two's complement, the
 //     operand's length sets the width, a missing key counts as zero), Max,
 //     Min (a missing key takes the operand), BitAnd (likewise), BitOr,

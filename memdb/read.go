@@ -227,7 +227,7 @@ func (tx *transaction) ownReadLocked(e *wentry) (kv.FutureValue, []atomicOp) {
 // issued, for its Commit, and returns it. FDB's commit waits for every
 // read issued (ReadYourWritesTransaction::get and getRange add each to
 // reading, an AndFuture that keeps failed futures: flow/include/flow/
-// genericactors.h; RYWImpl::commit awaits it, fdbclient/ReadYourWrites.actor.cpp),
+// genericactors.actor.h; RYWImpl::commit awaits it, fdbclient/ReadYourWrites.actor.cpp),
 // so a read that failed, with accessed_unreadable say, fails the commit
 // with its error. Errors found before a read is issued (a cancellation,
 // used_during_commit, a key outside the legal range, invalid limits) are
