@@ -6,6 +6,7 @@ import (
 	"errors"
 	"math"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -258,4 +259,145 @@ func TestLimitKeySizeDoesNotDependOnTheOpID(t *testing.T) {
 		}
 	}
 	require.Greater(t, worked, 20, "prefixes the queues work with")
+}
+
+// stagedOnLongPrefix is one kind of staged consumer, for
+// TestLimitStagedKeysDoNotDependOnTheClock: make builds it on sub with
+// opts; the handle's wait takes one item, put adds one, fulfil (nil by
+// place, where no result is written) serves the waiting requests, and
+// hook sets the staging hook.
+type stagedOnLongPrefix struct {
+	name string
+	make func(sub fdbqueue.Subspace, opts ...fdbqueue.Option) (stagedHandle, error)
+}
+
+type stagedHandle struct {
+	wait   func(ctx context.Context, db kv.Database) ([]byte, error)
+	put    func(ctx context.Context, db kv.Database, v []byte) error
+	fulfil func(ctx context.Context, db kv.Database) (int, error)
+	hook   func(fn func(point string))
+}
+
+func stagedOnLongPrefixes() []stagedOnLongPrefix {
+	queue := func(name string, mode fdbqueue.StagingServing, layout ...fdbqueue.Option) stagedOnLongPrefix {
+		return stagedOnLongPrefix{name, func(sub fdbqueue.Subspace, opts ...fdbqueue.Option) (stagedHandle, error) {
+			opts = append(append(opts, layout...), fdbqueue.WithStaging(fdbqueue.StagingConfig{Serving: mode}))
+			q, err := fdbqueue.NewQueue(sub, opts...)
+			if err != nil {
+				return stagedHandle{}, err
+			}
+			h := stagedHandle{
+				wait: func(ctx context.Context, db kv.Database) ([]byte, error) { return q.DequeueWait(ctx, db) },
+				put:  func(ctx context.Context, db kv.Database, v []byte) error { return q.Enqueue(ctx, db, v) },
+				hook: func(fn func(string)) { fdbqueue.SetStagingHook(q, fn) },
+			}
+			if mode == fdbqueue.ServeInBatches {
+				h.fulfil = func(ctx context.Context, db kv.Database) (int, error) { return fdbqueue.FulfilStaged(ctx, db, q) }
+			}
+			return h, nil
+		}}
+	}
+	pq := func(name string, max bool) stagedOnLongPrefix {
+		return stagedOnLongPrefix{name, func(sub fdbqueue.Subspace, opts ...fdbqueue.Option) (stagedHandle, error) {
+			pq, err := fdbqueue.NewPriorityQueue(sub, append(opts, fdbqueue.WithStaging(fdbqueue.StagingConfig{}))...)
+			if err != nil {
+				return stagedHandle{}, err
+			}
+			return stagedHandle{
+				wait: func(ctx context.Context, db kv.Database) ([]byte, error) {
+					pop := pq.PopMinWait
+					if max {
+						pop = pq.PopMaxWait
+					}
+					it, err := pop(ctx, db)
+					return it.Value, err
+				},
+				put: func(ctx context.Context, db kv.Database, v []byte) error { return pq.Push(ctx, db, v, 1) },
+				fulfil: func(ctx context.Context, db kv.Database) (int, error) {
+					return fdbqueue.FulfilStagedPQ(ctx, db, pq, max)
+				},
+				hook: func(fn func(string)) { fdbqueue.SetPQStagingHook(pq, fn) },
+			}, nil
+		}}
+	}
+	return []stagedOnLongPrefix{
+		queue("queue in batches", fdbqueue.ServeInBatches),
+		queue("queue by place", fdbqueue.ServeByPlace, fdbqueue.WithVersionstampOrder()),
+		pq("PopMinWait", false),
+		pq("PopMaxWait", true),
+	}
+}
+
+// TestLimitStagedKeysDoNotDependOnTheClock: a staged request key holds
+// the request ID packed as a tuple's byte string, and the ID starts with
+// the 8 bytes of the registration time, each escaped to two bytes when
+// 0x00, so near the 10,000-byte key limit (kv.MaxKeySize; FDB's
+// key_too_large, 2102) a staged dequeue failed or not by the clock. The
+// constructors refused only prefixes too long for the journal (over 9,958
+// bytes), so a staged queue on a prefix of 9,950 bytes was made and its
+// staged dequeues failed with key_too_large. Now the largest prefix a
+// staged handle accepts works under the clock that makes the longest keys
+// (the Unix epoch: every time byte 0x00), results written in two chunks
+// included, and the next is refused, where a handle without staging is
+// still accepted. (That the next prefix would indeed fail is
+// TestStagedKeysFitExactly's.)
+func TestLimitStagedKeysDoNotDependOnTheClock(t *testing.T) {
+	ctx := context.Background()
+	epoch := fdbqueue.WithClock(func() time.Time { return time.UnixMicro(0) })
+	long := func(p int) fdbqueue.Subspace { return fdbqueue.SubspaceFromBytes(bytes.Repeat([]byte{'p'}, p)) }
+	for _, c := range stagedOnLongPrefixes() {
+		t.Run(c.name, func(t *testing.T) {
+			// The largest prefix accepted: every longer one is refused.
+			p := kv.MaxKeySize
+			var h stagedHandle
+			for ; ; p-- {
+				var err error
+				if h, err = c.make(long(p), epoch); err == nil {
+					break
+				}
+				require.ErrorIs(t, err, fdbqueue.ErrInvalidArgument, "%d-byte prefix", p)
+				require.ErrorIs(t, err, kv.ErrKeyTooLarge, "%d-byte prefix", p)
+			}
+
+			db := stgDB(t)
+			armed, release := make(chan struct{}, 1), make(chan struct{})
+			h.hook(func(point string) {
+				switch point {
+				case "armed": // a request filed, its waiter asleep
+					select {
+					case armed <- struct{}{}:
+					default:
+					}
+				case "woke":
+					<-release // until the item is served
+				}
+			})
+			got, errs := make(chan []byte, 1), make(chan error, 1)
+			go func() {
+				v, err := h.wait(ctx, db)
+				got <- v
+				errs <- err
+			}()
+			select {
+			case <-armed:
+			case err := <-errs:
+				require.NoError(t, err, "a staged wait on a %d-byte prefix at the epoch", p)
+			}
+			value := bytes.Repeat([]byte{'v'}, kv.MaxValueSize) // its result takes two chunks
+			require.NoError(t, h.put(ctx, db, value))
+			if h.fulfil != nil {
+				n, err := h.fulfil(ctx, db)
+				require.NoError(t, err, "a fulfilment writes the result on a %d-byte prefix", p)
+				require.Equal(t, 1, n, "the waiting request is served")
+			}
+			close(release)
+			require.NoError(t, <-errs, "a staged wait on a %d-byte prefix at the epoch", p)
+			require.Equal(t, value, <-got)
+
+			_, err := c.make(long(p + 1))
+			require.ErrorContains(t, err, "staged dequeue", "a %d-byte prefix is refused for its staged keys", p+1)
+			_, err = fdbqueue.NewQueue(long(p + 1))
+			require.NoError(t, err, "without staging a %d-byte prefix is accepted", p+1)
+		})
+	}
 }

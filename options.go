@@ -152,7 +152,11 @@ func WithClock(now func() time.Time) Option { return func(c *config) { c.now = n
 // handle stores the serving mode with the queue (see Reconfigure); handles
 // made without WithStaging then bump the signal too, and staged handles
 // with another serving mode fail with ErrConfigMismatch.
-// Zero fields of c take their defaults. See StagingConfig, and "Staged
+// Zero fields of c take their defaults. The constructor refuses, with
+// ErrInvalidArgument and kv.ErrKeyTooLarge, a prefix on which a staged
+// request key could exceed the key limit at some registration time (over
+// 9,943 bytes for a Queue, 9,941 for a PriorityQueue), rather than let
+// staged calls fail or not by the clock. See StagingConfig, and "Staged
 // dequeue" in docs/design.md in the repository.
 func WithStaging(c StagingConfig) Option {
 	return func(cfg *config) { cfg.staging = &c }

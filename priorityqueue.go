@@ -35,7 +35,8 @@ type Item struct {
 }
 
 // NewPriorityQueue returns a priority queue stored in sub (which must have a
-// non-empty prefix not too long for its journal keys, see NewQueue; use it
+// non-empty prefix not too long for its journal keys, see NewQueue, nor,
+// WithStaging, for its staged request keys: at most 9,941 bytes; use it
 // with one database, as a Queue). WithVersionstampOrder is rejected.
 func NewPriorityQueue(sub Subspace, opts ...Option) (*PriorityQueue, error) {
 	l, err := newLayer("priority queue", sub, opts)

@@ -36,10 +36,10 @@ type Queue struct {
 
 // NewQueue returns a queue stored in sub. The subspace must have a non-empty
 // prefix: the queue also keeps its operation journal just after the
-// subspace's range (prefix + 0xff), outside what recipe clients read;
-// a prefix too long for its journal keys (over some 9,950 bytes) fails
-// with ErrInvalidArgument and kv.ErrKeyTooLarge, unless
-// WithoutIdempotency.
+// subspace's range (prefix + 0xff), outside what recipe clients read.
+// A prefix too long for its journal keys (over 9,958 bytes; not checked
+// WithoutIdempotency) or, WithStaging, for its staged request keys (over
+// 9,943 bytes) fails with ErrInvalidArgument and kv.ErrKeyTooLarge.
 // Use a Queue with one database: it caches the queue's stored
 // configuration by the database's metadata version, which two databases
 // may share (say, when neither was ever bumped).

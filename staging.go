@@ -280,8 +280,10 @@ func (q *Queue) initStaging() error {
 	q.stage = newStageSide(q.stager, q.sub.prefix, "q", q.journal, q.end())
 	q.stage.requeue, q.stage.checkKey = q.requeue, q.checkItemKey
 	var err error
-	q.stage.stable, err = q.stager.cfg.byPlace(q.cfg.versionstamps)
-	return err
+	if q.stage.stable, err = q.stager.cfg.byPlace(q.cfg.versionstamps); err != nil || !q.stager.enabled {
+		return err
+	}
+	return q.stage.keysFit()
 }
 
 // reserved counts, on a queue staged by place, the requests in the line: the
@@ -368,8 +370,13 @@ func (pq *PriorityQueue) initStaging() error {
 	pq.stageMax = newStageSide(pq.stager, pq.sub.prefix, "max", pq.journal, pq.end(true))
 	// A push can land ahead of items already due to requests: a priority
 	// queue always serves in batches.
-	_, err := pq.stager.cfg.byPlace(false)
-	return err
+	if _, err := pq.stager.cfg.byPlace(false); err != nil || !pq.stager.enabled {
+		return err
+	}
+	if err := pq.stageMin.keysFit(); err != nil {
+		return err
+	}
+	return pq.stageMax.keysFit()
 }
 
 func (pq *PriorityQueue) staged(t kv.Transactor) (kv.Database, bool) {

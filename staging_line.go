@@ -143,6 +143,12 @@ func (s *stager) point(name string) {
 	}
 }
 
+// The parts of a request ID (newRID).
+const (
+	ridTimeBytes = 8
+	ridRandBytes = 12
+)
+
 // newRID returns a request ID: registration time (so that old results
 // sort first) and random bytes.
 func (s *stager) newRID(now time.Time) ([]byte, error) {
@@ -150,10 +156,22 @@ func (s *stager) newRID(now time.Time) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	rid := make([]byte, 20)
+	rid := make([]byte, ridTimeBytes+ridRandBytes)
 	binary.BigEndian.PutUint64(rid, uint64(now.UnixMicro()))
-	copy(rid[8:], r[:12])
+	copy(rid[ridTimeBytes:], r[:ridRandBytes])
 	return rid, nil
+}
+
+// longestRID is a request ID of the longest packed form newRID makes:
+// every time byte 0x00 (a clock at the Unix epoch), each escaped to two
+// bytes by the tuple encoding. The random bytes are never 0x00
+// (entropy.fill), so never escaped.
+func longestRID() []byte {
+	rid := make([]byte, ridTimeBytes+ridRandBytes)
+	for i := ridTimeBytes; i < len(rid); i++ {
+		rid[i] = 1
+	}
+	return rid
 }
 
 // stageSide is one set of requests: a Queue's dequeues, or a
@@ -311,6 +329,48 @@ func (s *stageSide[T]) parseReq(key []byte) (int64, []byte, error) {
 		}
 	}
 	return 0, nil, fmt.Errorf("%w: staging request %q", ErrMalformedKey, key)
+}
+
+// stampedReqKey returns the argument of the SetVersionstampedKey that
+// files the request rid: the request key with an incomplete versionstamp,
+// then the stamp's 4-byte offset.
+func (s *stageSide[T]) stampedReqKey(rid []byte) ([]byte, error) {
+	return tuple.Tuple{tuple.IncompleteVersionstamp(0), rid}.PackWithVersionstamp(s.reqs.prefix)
+}
+
+// longestKeys returns, for any request ID, the length of the longest
+// argument of the registration's SetVersionstampedKey (FoundationDB checks
+// it against the key limit with its 4-byte offset: key.size() >
+// getMaxWriteKeySize in ReadYourWritesTransaction::atomicOp,
+// fdbclient/ReadYourWrites.actor.cpp) and that of the longest result key
+// with its chunk key (setChunked): a result, an item's key and stored
+// value after a short header, takes at most two chunks. The other keys
+// the staged dequeue writes or watches are no longer: the request key
+// itself (renewed, watched), the result key (the marker, watched) and the
+// signal key.
+func (s *stageSide[T]) longestKeys() (req, res int) {
+	rid := longestRID()
+	k, _ := s.stampedReqKey(rid)
+	result := 1 + 8 + uvarintLen(kv.MaxKeySize) + kv.MaxKeySize + uvarintLen(kv.MaxValueSize) + kv.MaxValueSize // encodeResult
+	return len(k), len(s.resKey(rid)) + packedIntLen(int64((result-1)/kv.MaxValueSize))
+}
+
+// uvarintLen is the length of n encoded as a uvarint.
+func uvarintLen(n uint64) int { return len(binary.AppendUvarint(nil, n)) }
+
+// keysFit fails, with ErrInvalidArgument and kv.ErrKeyTooLarge, for a
+// queue prefix so long that one of s's keys would exceed the key limit
+// for some request ID: counted for the longest ID (every time byte
+// escaped), so that whether a staged call works does not depend on the
+// clock. (Without it, near the limit, a staged dequeue failed with
+// key_too_large at one registration time and worked at the next.)
+func (s *stageSide[T]) keysFit() error {
+	req, res := s.longestKeys()
+	if max(req, res) > kv.MaxKeySize {
+		return fmt.Errorf("%w: the subspace prefix is too long for the staged dequeue: its request keys take up to %d bytes (a versionstamped key's 4-byte offset included) and its result keys up to %d, over the %d-byte key limit (%w); use a shorter prefix, or no WithStaging",
+			ErrInvalidArgument, req, res, kv.MaxKeySize, kv.ErrKeyTooLarge)
+	}
+	return nil
 }
 
 func (s *stageSide[T]) resKey(rid []byte) []byte {

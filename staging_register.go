@@ -4,7 +4,6 @@ import (
 	"time"
 
 	"github.com/fdbqueue/fdbqueue/kv"
-	"github.com/fdbqueue/fdbqueue/tuple"
 )
 
 // A waiter without a request: the one plain attempt, and the
@@ -167,7 +166,7 @@ func (w *waiter[T]) register(tr kv.Transaction, now time.Time) error {
 	if err != nil {
 		return err
 	}
-	key, err := tuple.Tuple{tuple.IncompleteVersionstamp(0), rid}.PackWithVersionstamp(s.reqs.prefix)
+	key, err := s.stampedReqKey(rid)
 	if err != nil {
 		return err
 	}
