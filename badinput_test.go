@@ -239,6 +239,24 @@ func badRows() []badRow {
 			_, err = fdbqueue.NewQueue(long, fdbqueue.WithoutIdempotency())
 			require.NoError(t, err)
 		}},
+		{"NewQueue, NewPriorityQueue", "WithStaging, a prefix whose staged request keys could exceed the 10,000-byte key limit at some registration time (over 9,943 bytes; 9,941 for a PriorityQueue)", "ErrInvalidArgument and kv.ErrKeyTooLarge; without WithStaging, accepted", func(t *testing.T) {
+			prefix := func(n int) fdbqueue.Subspace { return fdbqueue.SubspaceFromBytes(bytes.Repeat([]byte{'p'}, n)) }
+			staged := fdbqueue.WithStaging(fdbqueue.StagingConfig{})
+			_, err := fdbqueue.NewQueue(prefix(9_944), staged)
+			require.ErrorIs(t, err, fdbqueue.ErrInvalidArgument)
+			require.ErrorIs(t, err, kv.ErrKeyTooLarge)
+			_, err = fdbqueue.NewQueue(prefix(9_943), staged)
+			require.NoError(t, err)
+			_, err = fdbqueue.NewQueue(prefix(9_944))
+			require.NoError(t, err)
+			_, err = fdbqueue.NewPriorityQueue(prefix(9_942), staged)
+			require.ErrorIs(t, err, fdbqueue.ErrInvalidArgument)
+			require.ErrorIs(t, err, kv.ErrKeyTooLarge)
+			_, err = fdbqueue.NewPriorityQueue(prefix(9_941), staged)
+			require.NoError(t, err)
+			_, err = fdbqueue.NewPriorityQueue(prefix(9_942))
+			require.NoError(t, err)
+		}},
 		{"NewQueue", "nil Option", "ignored", func(t *testing.T) { require.NoError(t, newQ(t, nil)) }},
 		{"NewQueue", "WithJournalRetention(0), (-1s)", "ErrInvalidArgument", func(t *testing.T) {
 			require.ErrorIs(t, newQ(t, fdbqueue.WithJournalRetention(0)), fdbqueue.ErrInvalidArgument)
