@@ -78,10 +78,12 @@ var calls = sync.Pool{New: func() any {
 }}
 
 // newCall returns a call from the pool for an operation of kind (named
-// opName for the metrics) of l on t, with its journal state begun.
-func newCall(kind callKind, l *layer, opName string, t kv.Transactor, opts []OpOption) *call {
+// opName for the metrics, and mark, if not empty, for the journal: see
+// op.journalKind) of l on t, with its journal state begun.
+func newCall(kind callKind, l *layer, opName, mark string, t kv.Transactor, opts []OpOption) *call {
 	c := calls.Get().(*call)
 	c.kind = kind
+	c.op.mark = mark
 	k := l.journal.track
 	db, isDB := t.(kv.Database)
 	if _, wrapped := t.(*observedDB); isDB && !wrapped && !k.obs.metered {
@@ -264,7 +266,7 @@ func (o *op) reset() {
 		clear(o.cleanups)
 		o.cleanups = o.cleanups[:0]
 	}
-	o.j, o.id, o.owned, o.skip, o.gate, o.kind = nil, OpID{}, false, false, nil, ""
+	o.j, o.id, o.owned, o.skip, o.gate, o.kind, o.mark = nil, OpID{}, false, false, nil, "", ""
 	if o.key0 != nil {
 		o.rng, o.key0 = kv.KeyRange{}, nil
 	}

@@ -81,9 +81,11 @@ type opConfig struct {
 // ErrInvalidArgument, and so does that transaction's commit; so does,
 // later, a call of another kind under it while the first call's records
 // are kept (the ID's marker says which kind it was given to: see "Exactly
-// once" in docs/design.md). A second call of the same kind in a later
-// transaction cannot be told from a retry: while the first call's records
-// are kept, it returns the first call's result and does nothing. They are
+// once" in docs/design.md; PopMin and PopMax are two kinds, and a batch,
+// Wait or staged form is of its operation's kind). A second call of the
+// same kind in a later transaction cannot be told from a retry: while the
+// first call's records are kept, it returns the first call's result and
+// does nothing. They are
 // not kept for long after a call given a Database returned without
 // error: nothing will retry it, and the queue's next operation clears
 // them; a call under the ID after that applies the operation anew. (Those
@@ -196,6 +198,9 @@ type op struct {
 	skip     bool          // no journal: neither owned nor given an ID
 	gate     *gateRead     // this attempt's read of the stored configuration (config.go)
 	kind     string        // the operation's kind, for the metrics ("": not reported)
+	// mark, when set, is the kind the journal names instead of kind (see
+	// journalKind). Set before beginInto.
+	mark string
 	// wide is set once an attempt recorded more than one key (several
 	// results, or a result in chunks): its records are then cleared by
 	// their whole range, else by their one key.
@@ -266,7 +271,8 @@ func (j *journal) begin(t kv.Transactor, opts []OpOption) *op {
 }
 
 // beginInto is begin on an op the caller provides (zero, or reset by
-// op.reset): kind names it for the metrics, owned says it runs its own
+// op.reset, with its mark set if it has one): kind names it for the
+// metrics, and for the journal unless marked, owned says it runs its own
 // transactions (a Database). slots lets an owned operation with an ID of
 // its own making record in a slot (see takeSlot): the operations of a
 // Queue or PriorityQueue, whose results are values or nothing.

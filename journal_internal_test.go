@@ -84,3 +84,20 @@ func TestJournalSlotOfAnEndedEpochIsNotReused(t *testing.T) {
 		live[string(o.slotKey)] = true
 	}
 }
+
+// A marker names a PopMin "pop min" and a PopMax "pop max"; one written
+// by an earlier version of this package, "pop", is taken for either, so
+// that a retry across an upgrade finds its record. Any other kind fails
+// with ErrInvalidArgument.
+func TestMarkerKindOfAPop(t *testing.T) {
+	marker := func(kind string) []byte { return append([]byte(kind), make([]byte, 10)...) }
+	for _, max := range []bool{false, true} {
+		o := &op{kind: "pop", mark: popMark(max)}
+		require.NoError(t, o.checkMarker(marker(popMark(max)), nil))
+		require.NoError(t, o.checkMarker(marker("pop"), nil), "an earlier version's marker")
+		require.ErrorIs(t, o.checkMarker(marker(popMark(!max)), nil), ErrInvalidArgument)
+		require.ErrorIs(t, o.checkMarker(marker("push"), nil), ErrInvalidArgument)
+	}
+	o := &op{kind: "dequeue"}
+	require.ErrorIs(t, o.checkMarker(marker("pop"), nil), ErrInvalidArgument, "the earlier pop is no other kind's")
+}

@@ -47,7 +47,42 @@ func (o *op) markerValue() []byte {
 // maxMarkerKind bounds the kind a marker holds (the budget counts it).
 const maxMarkerKind = 16
 
-func (o *op) markerKind() string { return o.kind[:min(len(o.kind), maxMarkerKind)] }
+// The journal kinds of a PriorityQueue's pops (op.mark). The metrics count
+// PopMin and PopMax as one kind, "pop", but the record of one, the
+// smallest or the largest item, is no result of the other: under one ID,
+// a call of the other must fail, not return the first one's item.
+const (
+	markPopMin = "pop min"
+	markPopMax = "pop max"
+)
+
+// popMark is the journal kind of a PopMin (max false) or PopMax, batch,
+// Wait and staged forms included.
+func popMark(max bool) string {
+	if max {
+		return markPopMax
+	}
+	return markPopMin
+}
+
+// journalKind is the kind the marker names and a remembered slot is
+// resumed for: the mark, else the metrics' kind.
+func (o *op) journalKind() string {
+	if o.mark != "" {
+		return o.mark
+	}
+	return o.kind
+}
+
+func (o *op) markerKind() string { k := o.journalKind(); return k[:min(len(k), maxMarkerKind)] }
+
+// namesKind reports whether a marker's kind k is o's. A marker written by
+// an earlier version of this package names a pop "pop", PopMin and PopMax
+// alike: it is taken for either, so that a retry across an upgrade still
+// finds its record.
+func (o *op) namesKind(k string) bool {
+	return k == o.markerKind() || o.mark != "" && k == o.kind
+}
 
 // checkMarker is the verdict on the marker read (see markerKey): nil if
 // the ID may be this operation's.
@@ -57,10 +92,9 @@ func (o *op) checkMarker(v []byte, err error) error {
 		return fmt.Errorf("%w: op %s was already given to an operation in this transaction (an OpID names one operation call)", ErrInvalidArgument, o.id)
 	case err != nil:
 		return err
-	case len(v) > 10 && o.kind != "" && string(v[:len(v)-10]) != o.markerKind():
-		// (A marker or an operation without a kind, a staged waiter's,
-		// is not compared.)
-		return fmt.Errorf("%w: op %s was given to a %q operation, not %q (an OpID names one operation call)", ErrInvalidArgument, o.id, v[:len(v)-10], o.kind)
+	case len(v) > 10 && o.kind != "" && !o.namesKind(string(v[:len(v)-10])):
+		// (A marker or an operation without a kind is not compared.)
+		return fmt.Errorf("%w: op %s was given to a %q operation, not %q (an OpID names one operation call)", ErrInvalidArgument, o.id, v[:len(v)-10], o.journalKind())
 	}
 	return nil
 }

@@ -107,7 +107,7 @@ func (j *journal) releaseSlot(o *op) {
 // older than the retention (a call under such an ID fails with
 // ErrOperationExpired whatever is remembered).
 type unsettledSlot struct {
-	kind  string // the operation's kind: another kind does not resume it
+	kind  string // the operation's journal kind: another kind does not resume it
 	slot  int64
 	gen   uint64 // the slot's epoch generation (see takeSlot)
 	key   []byte
@@ -126,7 +126,7 @@ func (j *journal) remember(o *op) {
 		j.unsettled = make(map[OpID]*unsettledSlot)
 	}
 	j.pruneUnsettled()
-	j.unsettled[o.id] = &unsettledSlot{kind: o.kind, slot: o.slot, gen: o.slotGen, key: o.slotKey}
+	j.unsettled[o.id] = &unsettledSlot{kind: o.journalKind(), slot: o.slot, gen: o.slotGen, key: o.slotKey}
 }
 
 // pruneUnsettled drops the remembered slots of operations older than the
@@ -154,7 +154,7 @@ func (j *journal) pruneUnsettled() {
 // that ID, if there is one for its kind (j.mu held).
 func (j *journal) resume(o *op) {
 	u := j.unsettled[o.id]
-	if u == nil || u.kind != o.kind {
+	if u == nil || u.kind != o.journalKind() {
 		return
 	}
 	u.busy++

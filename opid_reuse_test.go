@@ -2,6 +2,8 @@ package fdbqueue_test
 
 import (
 	"context"
+	"errors"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -167,4 +169,87 @@ func TestOpIDSecondCallAfterRecordsCleared(t *testing.T) {
 	require.Empty(t, recordKeys(t, db, q, id), "cleared once a call given a Database returned")
 	require.NoError(t, q.Enqueue(ctx, db, []byte("a"), fdbqueue.WithOpID(id)))
 	require.Equal(t, []string{"a", "b", "a"}, drain(t, db, q), "a new operation")
+}
+
+// PopMin and PopMax are two kinds of operation: the record of one (the
+// smallest item) is no result of the other. A PopMax under an ID a PopMin
+// committed under used to find the PopMin's record and return its item,
+// the smallest, as its own, popping nothing; it fails with
+// ErrInvalidArgument, as a call of another kind under an ID must, and
+// changes nothing. So does a PopMinWait under a PopMaxWait's ID on a
+// staged priority queue. Under the ID a failed PopMin of its own making
+// logged, a PopMax no longer resumes the PopMin's slot (and returns its
+// item): it pops the largest item, as a new operation.
+func TestOpIDReusedForTheOtherPop(t *testing.T) {
+	ctx := context.Background()
+	seed := func(t *testing.T, db kv.Database, pq *fdbqueue.PriorityQueue) {
+		for i, v := range []string{"lo", "mid", "hi"} {
+			require.NoError(t, pq.Push(ctx, db, []byte(v), int64(i)))
+		}
+	}
+	values := func(t *testing.T, db kv.Database, pq *fdbqueue.PriorityQueue) []string {
+		items, err := pq.PopMinBatch(ctx, db, 10)
+		if errors.Is(err, fdbqueue.ErrEmpty) {
+			return nil
+		}
+		require.NoError(t, err)
+		var vs []string
+		for _, it := range items {
+			vs = append(vs, string(it.Value))
+		}
+		return vs
+	}
+	name := map[bool]string{false: "PopMin", true: "PopMax"}
+	pop := func(pq *fdbqueue.PriorityQueue, max bool) func(context.Context, kv.Transactor, ...fdbqueue.OpOption) (fdbqueue.Item, error) {
+		if max {
+			return pq.PopMax
+		}
+		return pq.PopMin
+	}
+	for _, first := range []bool{false, true} { // PopMin first, then PopMax first
+		t.Run(name[first]+" in a transaction, then "+name[!first], func(t *testing.T) {
+			db := newDB(t)
+			pq := mustPQ(t, "reuse-pop")
+			seed(t, db, pq)
+			id := fdbqueue.WithOpID(fdbqueue.NewOpID())
+			var took fdbqueue.Item
+			require.NoError(t, db.Transact(ctx, func(tr kv.Transaction) error {
+				var err error
+				took, err = pop(pq, first)(ctx, tr, id)
+				return err
+			}))
+			it, err := pop(pq, !first)(ctx, db, id)
+			require.ErrorIs(t, err, fdbqueue.ErrInvalidArgument, "returned %q", it.Value)
+			require.ErrorContains(t, err, "was given to a")
+			left := []string{"lo", "mid", "hi"}
+			left = slices.DeleteFunc(left, func(v string) bool { return v == string(took.Value) })
+			require.Equal(t, left, values(t, db, pq), "the second call popped nothing")
+		})
+	}
+	t.Run("PopMaxWait, then PopMinWait, staged", func(t *testing.T) {
+		db := stgDB(t)
+		pq := mustPQ(t, "reuse-pop-staged", fdbqueue.WithStaging(fdbqueue.StagingConfig{}))
+		seed(t, db, pq)
+		id := fdbqueue.WithOpID(fdbqueue.NewOpID())
+		it, err := pq.PopMaxWait(ctx, db, id)
+		require.NoError(t, err)
+		require.Equal(t, "hi", string(it.Value))
+		it, err = pq.PopMinWait(ctx, db, id)
+		require.ErrorIs(t, err, fdbqueue.ErrInvalidArgument, "returned %q", it.Value)
+		require.Equal(t, []string{"lo", "mid"}, values(t, db, pq), "the second call popped nothing")
+	})
+	t.Run("PopMax under the ID a failed PopMin logged", func(t *testing.T) {
+		db := newDB(t)
+		logs, logger := loggedIDs()
+		pq := mustPQ(t, "reuse-pop-slot", logger)
+		seed(t, db, pq)
+		db.FailNextCommit(kv.ErrCommitUnknownResultFatal, true)
+		_, err := pq.PopMin(ctx, db)
+		require.True(t, kv.MaybeCommitted(err), "%v", err)
+		id := fdbqueue.WithOpID(logs.take(t))
+		it, err := pq.PopMax(ctx, db, id)
+		require.NoError(t, err)
+		require.Equal(t, "hi", string(it.Value), "a PopMax of its own, not the PopMin's item")
+		require.Equal(t, []string{"mid"}, values(t, db, pq), "lo went to the failed PopMin, whose commit applied")
+	})
 }

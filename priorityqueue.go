@@ -74,7 +74,7 @@ func (pq *PriorityQueue) Push(ctx context.Context, t kv.Transactor, value []byte
 	if err != nil {
 		return err
 	}
-	c := newCall(callPush, &pq.layer, "push", t, opts)
+	c := newCall(callPush, &pq.layer, "push", "", t, opts)
 	defer c.release()
 	c.pq, c.priority = pq, priority
 	pq.prioRange(c)
@@ -250,7 +250,7 @@ func (pq *PriorityQueue) pop(ctx context.Context, t kv.Transactor, n int, max, k
 	if n < 1 {
 		return nil, nil, fmt.Errorf("%w: batch size %d, want at least 1", ErrInvalidArgument, n)
 	}
-	c := newCall(callPop, &pq.layer, "pop", t, opts)
+	c := newCall(callPop, &pq.layer, "pop", popMark(max), t, opts)
 	c.pq, c.reverse, c.keepOne = pq, max, keepOne
 	c.lim = batchLimit{max: n, budget: pq.cfg.batchBudget}
 	err := c.run(ctx)

@@ -124,7 +124,7 @@ func (q *Queue) enqueue(ctx context.Context, t kv.Transactor, value []byte, valu
 	if err != nil {
 		return err
 	}
-	c := newCall(callEnqueue, &q.layer, "enqueue", t, opts)
+	c := newCall(callEnqueue, &q.layer, "enqueue", "", t, opts)
 	defer c.release()
 	c.stored = values
 	if values == nil {
@@ -630,7 +630,7 @@ func (q *Queue) dequeue(ctx context.Context, t kv.Transactor, max int, keepOne b
 	if max < 1 {
 		return nil, nil, fmt.Errorf("%w: batch size %d, want at least 1", ErrInvalidArgument, max)
 	}
-	c := newCall(callDequeue, &q.layer, "dequeue", t, opts)
+	c := newCall(callDequeue, &q.layer, "dequeue", "", t, opts)
 	c.q, c.lim, c.keepOne = q, batchLimit{max: max, budget: q.cfg.batchBudget}, keepOne
 	err := c.run(ctx)
 	c.op.end(err)

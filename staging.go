@@ -368,6 +368,7 @@ func (pq *PriorityQueue) initStaging() error {
 	pq.stager = newStager(pq.sub.prefix, pq.cfg, pq.rand)
 	pq.stageMin = newStageSide(pq.stager, pq.sub.prefix, "min", pq.journal, pq.end(false))
 	pq.stageMax = newStageSide(pq.stager, pq.sub.prefix, "max", pq.journal, pq.end(true))
+	pq.stageMin.mark, pq.stageMax.mark = popMark(false), popMark(true)
 	// A push can land ahead of items already due to requests: a priority
 	// queue always serves in batches.
 	if _, err := pq.stager.cfg.byPlace(false); err != nil || !pq.stager.enabled {

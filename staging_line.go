@@ -213,6 +213,9 @@ type stageSide[T any] struct {
 	// checkKey tells an item key from a foreign one (place mode only).
 	requeue  func(tr kv.Transaction, stored []byte) error
 	checkKey func(key []byte) error
+	// mark is the journal kind of the side's takes (op.mark): a
+	// PriorityQueue's sides tell PopMin from PopMax.
+	mark string
 }
 
 func newStageSide[T any](st *stager, queuePrefix []byte, name string, j *journal, end queueEnd[T]) *stageSide[T] {

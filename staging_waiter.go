@@ -90,7 +90,7 @@ func (s *stageSide[T]) run(ctx context.Context, db kv.Database, wait bool, opts 
 		}
 	}
 	db = s.journal.track.observeDB(s.opKind(), db)
-	w := &waiter[T]{s: s, db: db, o: s.journal.begin(db, opts), userID: c.hasID, wait: wait}
+	w := &waiter[T]{s: s, db: db, o: s.begin(db, opts), userID: c.hasID, wait: wait}
 	// The transaction is bound to a context that ends with the operation,
 	// so the backend can release it.
 	opCtx, cancel := context.WithCancel(ctx)
@@ -283,7 +283,15 @@ func (w *waiter[T]) refreshOp() {
 		return
 	}
 	w.o.end(errOpReplaced)
-	w.o = w.s.journal.begin(w.db, nil)
+	w.o = w.s.begin(w.db, nil)
+}
+
+// begin starts a staged take's operation in the journal, under the side's
+// journal kind (a PopMin's or a PopMax's).
+func (s *stageSide[T]) begin(db kv.Database, opts []OpOption) *op {
+	o := s.journal.begin(db, opts)
+	o.mark = s.mark // a staged take resumes no slot: beginInto need not see it
+	return o
 }
 
 var errOpReplaced = errors.New("fdbqueue: operation ID replaced")
