@@ -69,10 +69,10 @@ type Lease struct {
 // record and returns the same leases. Given a Transaction, the leases take
 // effect with the caller's commit. If Lease fails with an error for which
 // kv.MaybeCommitted is true, jobs may have been leased: they come back
-// when their leases expire (with one attempt counted), or call Lease again
-// with the same WithOpID, within the journal retention, to get them (and
-// Release those you will not process, so that their attempts are not
-// counted).
+// when their leases expire (with one attempt counted), or, within the
+// journal retention, call Lease again with the same WithOpID to get them
+// (or, if that call did not commit, to lease anew), or SettleLease to get
+// them without leasing any other.
 func (q *JobQueue) Lease(ctx context.Context, t kv.Transactor, n int, d time.Duration, opts ...OpOption) ([]Lease, error) {
 	if err := checkTransactor(t); err != nil {
 		return nil, err
@@ -81,6 +81,41 @@ func (q *JobQueue) Lease(ctx context.Context, t kv.Transactor, n int, d time.Dur
 	if err == nil && len(r.leases) == 0 {
 		err = ErrEmpty
 	}
+	return r.leases, err
+}
+
+// SettleLease settles a Lease under id that failed with an error for
+// which kv.MaybeCommitted is true (its context ended during the commit),
+// without leasing anything itself: it returns the leases that call took
+// if its commit landed (those still held), and otherwise none, and
+// records under id that none were taken, so that the commit, should it
+// land later, conflicts and takes nothing. Call it where a consumer stops
+// and will not process more jobs: a Lease under id would lease due jobs
+// when the first call's did not commit, and releasing them would move
+// them behind jobs that fell due after them. Release or process the
+// leases it returns, as those of Lease.
+//
+// id is the ID the Lease ran under: one given with WithOpID, or the one
+// the queue logged with the error (WithLogger), on the same JobQueue
+// value (see WithOpID). A call within the journal retention settles it
+// once and for all: a later Lease or SettleLease under id returns the
+// same leases (none, once recorded so). It fails with ErrInvalidArgument
+// on a queue made WithoutIdempotency, which keeps no record to settle
+// with, and with ErrOperationExpired for an id older than the retention.
+//
+// Cost: one round trip (the journal record) and, when the Lease
+// committed, one more for the jobs' values; a commit of the journal
+// record (none when the Lease committed). Conflicts: with the first
+// call's commit only, when it lands meanwhile; then the retry finds its
+// record. Under commit_unknown_result the retry finds its own record.
+func (q *JobQueue) SettleLease(ctx context.Context, t kv.Transactor, id OpID) ([]Lease, error) {
+	if err := checkTransactor(t); err != nil {
+		return nil, err
+	}
+	if q.journal.disabled {
+		return nil, fmt.Errorf("%w: SettleLease on a queue made WithoutIdempotency, which keeps no journal", ErrInvalidArgument)
+	}
+	r, err := q.leaseOp(ctx, t, 1, 0, leaseSettling, []OpOption{WithOpID(id)})
 	return r.leases, err
 }
 

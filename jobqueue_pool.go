@@ -448,7 +448,7 @@ func (p *pool) worker(ctx, base context.Context, n int) {
 
 // settleLease settles a lease whose commit was in flight when the pool
 // stopped (its outcome unknown), under its ID without leasing
-// (leaseSettling): if it committed, the job it took is released, so that
+// (SettleLease): if it committed, the job it took is released, so that
 // it is due at once without an attempt counted instead of hidden under a
 // lease nobody holds; if it did not, the call records that it leased
 // nothing, so that its late landing, if any, conflicts (it read the
@@ -459,8 +459,11 @@ func (p *pool) settleLease(n int, id OpID) {
 	ctx, cancel := context.WithTimeout(p.rctx, p.o.ReleaseTimeout)
 	defer cancel()
 	log := p.log.With("worker", n, "op_id", id.String())
-	r, err := p.q.leaseOp(ctx, p.db, 1, p.o.LeaseDuration, leaseSettling, []OpOption{WithOpID(id)})
-	ls := r.leases
+	if p.q.journal.disabled {
+		log.Warn("fdbqueue: a lease interrupted by the shutdown cannot be settled without the journal (WithoutIdempotency); a job it took comes back when the lease expires")
+		return
+	}
+	ls, err := p.q.SettleLease(ctx, p.db, id)
 	switch {
 	case err == nil && len(ls) == 0:
 		return // it leased nothing, and now cannot

@@ -1,0 +1,109 @@
+package fdbqueue_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/fdbqueue/fdbqueue"
+	"github.com/fdbqueue/fdbqueue/kv"
+	"github.com/fdbqueue/fdbqueue/memdb"
+)
+
+// interruptedLease runs a Lease of one job under a new ID whose commit is
+// held in flight while its context ends (interruptCommit: FoundationDB's
+// commit request goes on after a cancellation, RYWImpl::commit in
+// fdbclient/ReadYourWrites.actor.cpp), checks that it failed maybe
+// committed, and returns the ID and the function that lands the commit.
+func interruptedLease(t *testing.T, db *memdb.DB, q *fdbqueue.JobQueue) (fdbqueue.OpID, func()) {
+	t.Helper()
+	id := fdbqueue.NewOpID()
+	release, err := interruptCommit(db, func(ctx context.Context) error {
+		_, err := q.Lease(ctx, db, 1, time.Minute, fdbqueue.WithOpID(id))
+		return err
+	})
+	require.True(t, kv.MaybeCommitted(err), "the lease was interrupted in its commit: %v", err)
+	return id, release
+}
+
+// SettleLease after a Lease whose commit landed returns that call's lease,
+// and a Lease under the ID afterwards returns the same one.
+func TestSettleLeaseReturnsTheLeaseThatLanded(t *testing.T) {
+	db := newDB(t)
+	q := mustJobQueue(t, "settle-landed", fdbqueue.JobQueueConfig{Choice: 1})
+	x := mustAdd(t, db, q, fdbqueue.Job{Value: []byte("x")})
+	id, land := interruptedLease(t, db, q)
+	land()
+	db.AwaitLateLandings()
+
+	ls, err := q.SettleLease(context.Background(), db, id)
+	require.NoError(t, err)
+	require.Len(t, ls, 1)
+	require.Equal(t, x.ID, ls[0].JobID)
+	require.Equal(t, 1, ls[0].Attempt)
+	again, err := q.Lease(context.Background(), db, 1, time.Minute, fdbqueue.WithOpID(id))
+	require.NoError(t, err)
+	require.Equal(t, ls[0].ID, again[0].ID, "the ID settles once: Lease under it replays the same lease")
+	require.NoError(t, q.Ack(context.Background(), db, ls[0]))
+	require.Zero(t, mustStats(t, db, q).Queued)
+}
+
+// SettleLease before a Lease's interrupted commit lands leases nothing,
+// touches no job, and makes the commit conflict when it lands: both jobs
+// keep their places (x due before y) and no attempt is counted. A Lease
+// under the ID, which leases anew when the first call did not commit, would
+// have taken x, and releasing it would have put it behind y.
+func TestSettleLeaseOfALeaseThatDidNotLandTakesNothing(t *testing.T) {
+	db := newDB(t)
+	q := mustJobQueue(t, "settle-not-landed", fdbqueue.JobQueueConfig{Choice: 1})
+	x := mustAdd(t, db, q, fdbqueue.Job{Value: []byte("x")})
+	y := mustAdd(t, db, q, fdbqueue.Job{Value: []byte("y")})
+	id, land := interruptedLease(t, db, q)
+
+	ls, err := q.SettleLease(context.Background(), db, id)
+	require.NoError(t, err)
+	require.Empty(t, ls, "the lease had not landed: nothing to return, and nothing leased")
+	land() // it read the record key SettleLease wrote, after its read version: the resolver fails it
+	db.AwaitLateLandings()
+
+	st := mustStats(t, db, q)
+	require.Equal(t, int64(2), st.Queued)
+	require.Equal(t, int64(2), st.Due, "neither job is leased")
+	_, err = q.Lease(context.Background(), db, 1, time.Minute, fdbqueue.WithOpID(id))
+	require.ErrorIs(t, err, fdbqueue.ErrEmpty, "the ID is settled as having leased nothing")
+	got := mustLease(t, db, q, 2, time.Minute)
+	require.Equal(t, []fdbqueue.JobID{x.ID, y.ID}, []fdbqueue.JobID{got[0].JobID, got[1].JobID}, "x is still due before y")
+	require.Equal(t, []int{1, 1}, []int{got[0].Attempt, got[1].Attempt}, "no attempt counted")
+}
+
+// Under an ID no Lease ran with, SettleLease leases nothing either, and
+// the ID cannot lease afterwards: it names the settled call.
+func TestSettleLeaseUnderAnUnusedIDLeasesNothing(t *testing.T) {
+	db := newDB(t)
+	q := mustJobQueue(t, "settle-unused", fdbqueue.JobQueueConfig{})
+	mustAdd(t, db, q, fdbqueue.Job{Value: []byte("x")})
+	id := fdbqueue.NewOpID()
+	ls, err := q.SettleLease(context.Background(), db, id)
+	require.NoError(t, err)
+	require.Empty(t, ls)
+	require.Equal(t, int64(1), mustStats(t, db, q).Due)
+	_, err = q.Lease(context.Background(), db, 1, time.Minute, fdbqueue.WithOpID(id))
+	require.ErrorIs(t, err, fdbqueue.ErrEmpty)
+}
+
+func TestSettleLeaseBadInput(t *testing.T) {
+	ctx := context.Background()
+	db := newDB(t)
+	q := mustJobQueue(t, "settle-bad", fdbqueue.JobQueueConfig{})
+	_, err := q.SettleLease(ctx, nil, fdbqueue.NewOpID())
+	require.ErrorIs(t, err, fdbqueue.ErrInvalidArgument, "nil transactor")
+	_, err = q.SettleLease(ctx, db, fdbqueue.OpID{})
+	require.ErrorIs(t, err, fdbqueue.ErrInvalidArgument, "the zero OpID")
+	_, err = q.SettleLease(ctx, db, fdbqueue.OpIDAt(time.Now().Add(-2*fdbqueue.DefaultJournalRetention)))
+	require.ErrorIs(t, err, fdbqueue.ErrOperationExpired)
+	nj := mustJobQueue(t, "settle-nojournal", fdbqueue.JobQueueConfig{}, fdbqueue.WithoutIdempotency())
+	_, err = nj.SettleLease(ctx, db, fdbqueue.NewOpID())
+	require.ErrorIs(t, err, fdbqueue.ErrInvalidArgument, "no journal to settle with")
+}
