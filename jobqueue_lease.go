@@ -96,8 +96,10 @@ func (q *JobQueue) Lease(ctx context.Context, t kv.Transactor, n int, d time.Dur
 // leases it returns, as those of Lease.
 //
 // id is the ID the Lease ran under: one given with WithOpID, or the one
-// the queue logged with the error (WithLogger), on the same JobQueue
-// value (see WithOpID). A call within the journal retention settles it
+// the queue logged with the error (WithLogger), from any handle of the
+// queue. (A Lease in the caller's transaction without WithOpID keeps no
+// record, and SettleLease cannot tell what it did.) A call within the
+// journal retention settles it
 // once and for all: a later Lease or SettleLease under id returns the
 // same leases (none, once recorded so). It fails with ErrInvalidArgument
 // on a queue made WithoutIdempotency, which keeps no record to settle
