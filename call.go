@@ -279,7 +279,7 @@ func (o *op) reset() {
 	if cap(o.recBuf) > maxKeptSlotVal {
 		o.recBuf = nil
 	}
-	o.wide, o.fresh, o.slotted, o.slot, o.slotGen, o.resumed = false, false, false, 0, 0, false
+	o.wide, o.fresh, o.slotted, o.slot, o.slotGen, o.resumed, o.loggedFor = false, false, false, 0, 0, false, ""
 	o.recorded.Store(false)
 	o.decl = declRead{}
 	o.headTake = false

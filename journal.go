@@ -82,7 +82,8 @@ type opConfig struct {
 // later, a call of another kind under it while the first call's records
 // are kept (the ID's marker says which kind it was given to: see "Exactly
 // once" in docs/design.md; PopMin and PopMax are two kinds, and a batch,
-// Wait or staged form is of its operation's kind). A second call of the
+// Wait or staged form is of its operation's kind), and, on the value that
+// logged it, a call of another kind under an ID the queue logged. A second call of the
 // same kind in a later transaction cannot be told from a retry: while the
 // first call's records are kept, it returns the first call's result and
 // does nothing. They are
@@ -222,6 +223,10 @@ type op struct {
 	// resumed: the slot is the one remembered under the operation's ID,
 	// given by its caller (see unsettledSlot).
 	resumed bool
+	// loggedFor is the kind of the operation whose slot is remembered
+	// under the ID, when it is not this operation's (see resume): check
+	// then fails.
+	loggedFor string
 	// slotVal backs the slot's value that record writes: the backend
 	// copies what Set is given (kv.Transaction.Set), so the op (pooled
 	// with its call) reuses it from one operation to the next.
@@ -495,6 +500,10 @@ func (o *op) check(tr kv.Transaction) (kv.RangeResult, error) {
 	}
 	if o.id == (OpID{}) {
 		return nil, fmt.Errorf("%w: the zero OpID (make one with NewOpID)", ErrInvalidArgument)
+	}
+	if o.loggedFor != "" {
+		return nil, fmt.Errorf("%w: op %s is the ID this queue logged for a %q operation, not %q: call that to settle it (an OpID names one operation call)",
+			ErrInvalidArgument, o.id, o.loggedFor, o.journalKind())
 	}
 	age := o.j.now().Sub(o.id.Time())
 	if age > o.j.retention {

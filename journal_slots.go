@@ -154,7 +154,14 @@ func (j *journal) pruneUnsettled() {
 // that ID, if there is one for its kind (j.mu held).
 func (j *journal) resume(o *op) {
 	u := j.unsettled[o.id]
-	if u == nil || u.kind != o.journalKind() {
+	if u == nil {
+		return
+	}
+	if u.kind != o.journalKind() {
+		// The ID was logged for another kind of call: refused (check),
+		// so that this call's marker cannot keep that call from being
+		// settled under its ID.
+		o.loggedFor = u.kind
 		return
 	}
 	u.busy++

@@ -179,7 +179,9 @@ func TestOpIDSecondCallAfterRecordsCleared(t *testing.T) {
 // changes nothing. So does a PopMinWait under a PopMaxWait's ID on a
 // staged priority queue. Under the ID a failed PopMin of its own making
 // logged, a PopMax no longer resumes the PopMin's slot (and returns its
-// item): it pops the largest item, as a new operation.
+// item), nor runs as a new operation, whose marker would keep the PopMin
+// from being settled under the ID: it fails with ErrInvalidArgument, and
+// the PopMin under the ID settles.
 func TestOpIDReusedForTheOtherPop(t *testing.T) {
 	ctx := context.Background()
 	seed := func(t *testing.T, db kv.Database, pq *fdbqueue.PriorityQueue) {
@@ -248,8 +250,11 @@ func TestOpIDReusedForTheOtherPop(t *testing.T) {
 		require.True(t, kv.MaybeCommitted(err), "%v", err)
 		id := fdbqueue.WithOpID(logs.take(t))
 		it, err := pq.PopMax(ctx, db, id)
+		require.ErrorIs(t, err, fdbqueue.ErrInvalidArgument, "returned %q", it.Value)
+		require.ErrorContains(t, err, "logged for a")
+		it, err = pq.PopMin(ctx, db, id)
 		require.NoError(t, err)
-		require.Equal(t, "hi", string(it.Value), "a PopMax of its own, not the PopMin's item")
-		require.Equal(t, []string{"mid"}, values(t, db, pq), "lo went to the failed PopMin, whose commit applied")
+		require.Equal(t, "lo", string(it.Value), "the PopMin settles under its logged ID: its commit applied")
+		require.Equal(t, []string{"mid", "hi"}, values(t, db, pq), "the refused PopMax popped nothing")
 	})
 }

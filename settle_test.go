@@ -361,7 +361,9 @@ func TestSettleTwice(t *testing.T) {
 
 // An ID the journal does not remember (made by the caller) is unchanged:
 // the operation records under it, not in a slot, and a remembered slot
-// is left alone; so is a call of another kind under a remembered ID.
+// is left alone; a call of another kind under a remembered ID is refused
+// (ErrInvalidArgument) and writes nothing, so that its marker cannot keep
+// the remembered call from being settled.
 func TestSettleOnlyTheRememberedOperation(t *testing.T) {
 	ctx := context.Background()
 	db := newDB(t)
@@ -388,12 +390,11 @@ func TestSettleOnlyTheRememberedOperation(t *testing.T) {
 	require.NotEmpty(t, recs, "recorded under its own ID")
 	require.Equal(t, 1, fdbqueue.JournalUnsettled(q), "the remembered slot is still there")
 
-	// An Enqueue under the Dequeue's ID does not take the Dequeue's
-	// record for its own: it enqueues (the ID's marker, written by this
-	// call, now names an enqueue).
-	require.NoError(t, q.Enqueue(ctx, db, []byte("d"), fdbqueue.WithOpID(id)))
+	// An Enqueue under the Dequeue's ID neither takes the Dequeue's
+	// record for its own nor enqueues.
+	require.ErrorIs(t, q.Enqueue(ctx, db, []byte("d"), fdbqueue.WithOpID(id)), fdbqueue.ErrInvalidArgument)
 	require.Equal(t, 1, fdbqueue.JournalUnsettled(q))
-	require.Equal(t, []string{"c", "d"}, drain(t, db, q))
+	require.Equal(t, []string{"c"}, drain(t, db, q))
 }
 
 // A slot of an epoch that has since ended is still read by the settling
