@@ -183,18 +183,19 @@ func testJobNilTransactor(t *testing.T, f *fixture) {
 	var db kv.Database
 	var tr kv.Transaction
 	ops := map[string]func() error{
-		"Add":        func() error { _, err := q.Add(f.ctx, db, fdbqueue.Job{}); return err },
-		"AddTr":      func() error { _, err := q.Add(f.ctx, tr, fdbqueue.Job{}); return err },
-		"Lease":      func() error { _, err := q.Lease(f.ctx, db, 1, 0); return err },
-		"LeaseWait":  func() error { _, err := q.LeaseWait(f.ctx, db, 1, 0); return err },
-		"Ack":        func() error { return q.Ack(f.ctx, db, fdbqueue.Lease{}) },
-		"Nack":       func() error { _, err := q.Nack(f.ctx, db, fdbqueue.Lease{}, fdbqueue.NackOptions{}); return err },
-		"Extend":     func() error { _, err := q.Extend(f.ctx, db, fdbqueue.Lease{}, 0); return err },
-		"Release":    func() error { return q.Release(f.ctx, db, fdbqueue.Lease{}, 0) },
-		"Stats":      func() error { _, err := q.Stats(f.ctx, db); return err },
-		"ListDead":   func() error { _, err := q.ListDead(f.ctx, db, nil, 1); return err },
-		"Requeue":    func() error { return q.Requeue(f.ctx, db, fdbqueue.JobID{}) },
-		"DeleteDead": func() error { return q.DeleteDead(f.ctx, db, fdbqueue.JobID{}) },
+		"Add":         func() error { _, err := q.Add(f.ctx, db, fdbqueue.Job{}); return err },
+		"AddTr":       func() error { _, err := q.Add(f.ctx, tr, fdbqueue.Job{}); return err },
+		"Lease":       func() error { _, err := q.Lease(f.ctx, db, 1, 0); return err },
+		"LeaseWait":   func() error { _, err := q.LeaseWait(f.ctx, db, 1, 0); return err },
+		"SettleLease": func() error { _, err := q.SettleLease(f.ctx, db, fdbqueue.NewOpID()); return err },
+		"Ack":         func() error { return q.Ack(f.ctx, db, fdbqueue.Lease{}) },
+		"Nack":        func() error { _, err := q.Nack(f.ctx, db, fdbqueue.Lease{}, fdbqueue.NackOptions{}); return err },
+		"Extend":      func() error { _, err := q.Extend(f.ctx, db, fdbqueue.Lease{}, 0); return err },
+		"Release":     func() error { return q.Release(f.ctx, db, fdbqueue.Lease{}, 0) },
+		"Stats":       func() error { _, err := q.Stats(f.ctx, db); return err },
+		"ListDead":    func() error { _, err := q.ListDead(f.ctx, db, nil, 1); return err },
+		"Requeue":     func() error { return q.Requeue(f.ctx, db, fdbqueue.JobID{}) },
+		"DeleteDead":  func() error { return q.DeleteDead(f.ctx, db, fdbqueue.JobID{}) },
 	}
 	for name, op := range ops {
 		require.ErrorIs(t, op(), fdbqueue.ErrInvalidArgument, fmt.Sprint(name, " with a nil transactor"))

@@ -25,6 +25,7 @@ func jobFaultChecks() []check {
 			}})
 		}
 		cs = append(cs, check{"Faults/LeaseRecoveredByOpID/" + fk.name, func(t *testing.T, f *fixture) { testJobLeaseByOpID(t, f, fk) }})
+		cs = append(cs, check{"Faults/LeaseSettled/" + fk.name, func(t *testing.T, f *fixture) { testJobSettleLease(t, f, fk) }})
 	}
 	return cs
 }
@@ -245,6 +246,44 @@ func testJobLeaseByOpID(t *testing.T, f *fixture, fk fault) {
 	}
 	f.requireStats(t, q, fdbqueue.JobStats{Queued: 1, Due: 1})
 	require.Equal(t, []string{"b"}, leaseValues(f.leaseAll(t, q, 10)))
+}
+
+// testJobSettleLease: a Lease in the caller's transaction, whose commit
+// fails, settled with SettleLease under its ID: if the commit applied,
+// its lease comes back; if not, nothing is leased, and the jobs keep
+// their order and attempts. Either way a Lease under the ID afterwards
+// replays what SettleLease returned.
+func testJobSettleLease(t *testing.T, f *fixture, fk fault) {
+	fi := f.faults(t)
+	q, c := f.jobQueue(t, "settle", fdbqueue.JobQueueConfig{Choice: 1})
+	f.add(t, q, fdbqueue.Job{Value: []byte("a"), Priority: 1})
+	f.add(t, q, fdbqueue.Job{Value: []byte("b")})
+	id := c.opID()
+	tr, err := f.db.CreateTransaction(f.ctx)
+	require.NoError(t, err)
+	ls, err := q.Lease(f.ctx, tr, 1, time.Minute, fdbqueue.WithOpID(id))
+	require.NoError(t, err)
+	require.Len(t, ls, 1)
+	fi.FailNextCommit(fk.err, fk.applied)
+	require.ErrorIs(t, tr.Commit(), fk.err)
+
+	settled, err := q.SettleLease(f.ctx, f.db, id)
+	require.NoError(t, err)
+	again, againErr := q.Lease(f.ctx, f.db, 1, time.Minute, fdbqueue.WithOpID(id))
+	if fk.applied {
+		require.Len(t, settled, 1, "the applied lease comes back")
+		require.Equal(t, ls[0].ID, settled[0].ID)
+		require.NoError(t, againErr)
+		require.Equal(t, settled[0].ID, again[0].ID, "Lease under the ID replays it")
+		require.NoError(t, q.Release(f.ctx, f.db, settled[0], 0))
+	} else {
+		require.Empty(t, settled, "nothing was leased, and SettleLease leases nothing")
+		require.ErrorIs(t, againErr, fdbqueue.ErrEmpty, "Lease under the ID replays the settled empty lease")
+		f.requireStats(t, q, fdbqueue.JobStats{Queued: 2, Due: 2})
+		got := f.leaseAll(t, q, 10)
+		require.Equal(t, []string{"a", "b"}, leaseValues(got), "the jobs keep their order")
+		require.Equal(t, []int{1, 1}, []int{got[0].Attempt, got[1].Attempt}, "no attempt counted")
+	}
 }
 
 // testJobLeaseByOpIDAfterReLease: Lease called again with the ID of a
