@@ -122,8 +122,9 @@ func (pq *PriorityQueue) Depth(ctx context.Context, t kv.ReadTransactor) (int64,
 // FIFO queue, producers may keep enqueueing (their items land after the
 // pages counted), but consumers should pause. Otherwise it is off by what
 // they removed from (or added to) those pages meanwhile; running it again
-// when the queue is quiet corrects it. Cost: one range read per page and,
-// in the last, a read of the counters and one atomic add.
+// when the queue is quiet corrects it. Cost: one range read per page (a
+// round trip each) and, in the last, a read of the counters (one more
+// round trip) and, when they are off, one atomic add.
 //
 // Under commit_unknown_result the last page's transaction is retried: it
 // counts its page and reads the counters again, and FoundationDB reports

@@ -336,12 +336,14 @@ func decodePopRecord(rec []byte) (int64, []byte, error) {
 	return prio, stored, nil
 }
 
-// PeekMin returns the smallest item without removing it, or ErrEmpty.
+// PeekMin returns the smallest item without removing it, or ErrEmpty: a
+// normal read (limit 1), one round trip, as Queue.Peek.
 func (pq *PriorityQueue) PeekMin(ctx context.Context, t kv.ReadTransactor) (Item, error) {
 	return pq.peek(ctx, t, false)
 }
 
-// PeekMax returns the largest item without removing it, or ErrEmpty.
+// PeekMax returns the largest item without removing it, or ErrEmpty: a
+// normal read (limit 1, in reverse), one round trip.
 func (pq *PriorityQueue) PeekMax(ctx context.Context, t kv.ReadTransactor) (Item, error) {
 	return pq.peek(ctx, t, true)
 }

@@ -88,8 +88,8 @@ func (q *Queue) Enqueue(ctx context.Context, t kv.Transactor, value []byte, opts
 // key (prefix + up to 60 bytes) + value + 90 bytes, a versionstamped one
 // its key (prefix + up to 59) + value + 56. A value whose stored form (with TupleValues, the packed
 // tuple: 2 bytes more, and 1 more per 0x00 byte) exceeds 100,000 bytes
-// fails with ErrValueTooLarge. An empty batch does nothing. Conflicts and
-// guarantees are those of Enqueue.
+// fails with ErrValueTooLarge. An empty batch does nothing. Conflicts,
+// cost and guarantees are those of Enqueue, with one write per item.
 //
 // In versionstamp mode the items of one call keep their order; those of
 // several calls in one transaction keep theirs too, except (rarely) across
@@ -605,7 +605,12 @@ func (q *Queue) Dequeue(ctx context.Context, t kv.Transactor, opts ...OpOption) 
 //
 // Conflicts: the read conflict covers the head up to the last item taken,
 // even when the queue held fewer than max items, so a batch dequeue does not
-// conflict with producers appending after it. Guarantees are Dequeue's.
+// conflict with producers appending after it. Cost: one range read and,
+// on a retry, one journal point read, issued together (one round trip),
+// then a clear per item taken, the journal record (for several items, one
+// per item beside the journal slot's write; a later operation of the
+// handle clears them) and an atomic add to a depth counter. Guarantees are
+// Dequeue's.
 //
 // On a queue served by place (see StagingConfig.Serving), the items due to
 // the requests waiting in the line are theirs: DequeueBatch first reads
@@ -770,16 +775,18 @@ func countChunk(tr kv.ReadTransaction, r kv.KeyRange, limit int, now func() time
 	return n, nil, it.Err()
 }
 
-// Clear removes every item (one range clear, a blind write: it conflicts
-// with consumers that read the head, not with producers). The operation
-// journal is kept, so operations in flight stay exactly-once, and so is
-// the stored configuration (see Reconfigure). It first checks the stored
+// Clear removes every item (a range clear, a blind write: it conflicts
+// with consumers that read the head, not with producers) and resets the
+// depth counters (a second range clear). The operation journal is kept,
+// so operations in flight stay exactly-once, and so is the stored
+// configuration (see Reconfigure). It first checks the stored
 // configuration, as every operation does, and fails with
 // ErrConfigMismatch, clearing nothing, when the handle's options disagree
 // (a Queue handle on a job queue's subspace would otherwise delete every
-// job); it writes no record. Cost: one commit; no read but the stored
-// configuration's (the metadata version, which comes with the read
-// version, and after a change of the record one snapshot point read).
+// job); it writes no record. Cost: the two range clears and one commit;
+// no read but the stored configuration's (the metadata version, which
+// comes with the read version, and after a change of the record one
+// snapshot point read).
 // Under commit_unknown_result it is retried and clears again: idempotent,
 // except that items enqueued between the two attempts are removed too.
 func (q *Queue) Clear(ctx context.Context, t kv.Transactor) error {

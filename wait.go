@@ -62,9 +62,11 @@ import (
 // signal (the Python and Java recipes) do not fire it: poll now and then
 // when such producers share the queue.
 //
-// Cost: one snapshot read of the stored configuration (none more if tr
-// already ran an operation of this queue: the transaction's read cache
-// has it), one watch; the first time, two writes. It fails with
+// Cost: the read of the metadata version (it comes with the read version)
+// and, after a change of the stored configuration, a snapshot read of it
+// (one round trip); one watch; the first time, three writes (the stored
+// configuration, an add to its epoch key and the metadata version's bump,
+// see Reconfigure). It fails with
 // ErrConfigMismatch (writing nothing) when the handle's options disagree
 // with the stored configuration, and with ErrInvalidArgument for a nil tr.
 func (q *Queue) WatchForItems(tr kv.Transaction) (kv.Watch, error) {
