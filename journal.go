@@ -96,9 +96,11 @@ type opConfig struct {
 // NewOpID: the operation fails with ErrInvalidArgument given the zero ID
 // or one dated further ahead of the client's clock than the journal
 // retention, and with ErrOperationExpired given one older than the
-// retention. Cost: a call
-// under an ID of yours reads and writes one more key than one under an ID
-// of its own (the marker).
+// retention. Cost: a call under an ID of yours reads its record and the
+// ID's marker on every attempt (two point reads, issued with its other
+// reads), where one under an ID of its own reads nothing on its first
+// attempt and its record on a retry, and it writes the marker beside its
+// record.
 //
 // Given a Transaction and no WithOpID, an operation does without the
 // journal (it neither reads nor writes a record): each of your retries
