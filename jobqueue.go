@@ -274,10 +274,11 @@ func (q *JobQueue) Add(ctx context.Context, t kv.Transactor, job Job, opts ...Op
 //
 // Conflicts: none with other producers or consumers, except that adds of
 // the same unique key conflict (each reads the key), so that exactly one of
-// them adds its job. Cost: one round trip (the journal and every unique key
-// are read together), then per job four writes (value, record, ID index,
-// unique key if any) and two atomic adds to counters, plus one atomic add
-// to the signal key that wakes LeaseWait and the journal record.
+// them adds its job. Cost: one round trip (the journal, on a retry, and
+// every unique key are read together; none on a first attempt without
+// unique keys), then per job four writes (value, record, ID index, unique
+// key if any), two atomic adds to counters and a journal record, plus one
+// atomic add to the signal key that wakes LeaseWait.
 //
 // Exactly once: under commit_unknown_result the retry finds the journal
 // record and returns the first attempt's results. Inside your own

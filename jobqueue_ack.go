@@ -72,8 +72,9 @@ func (q *JobQueue) leaseKey(l Lease) []byte {
 // Conflicts: a normal read of the job's key, so it conflicts with a
 // concurrent Lease, Ack, Nack, Extend or Release of the same job only. Cost: one round
 // trip (two more if the lease was extended through another copy of the
-// Lease), then four clears and three counter adds, and the journal record;
-// under commit_unknown_result the retry finds the record and succeeds.
+// Lease), then three clears (four with a unique key), three counter adds
+// and a compare-and-clear, and the journal record; under
+// commit_unknown_result the retry finds the record and succeeds.
 func (q *JobQueue) Ack(ctx context.Context, t kv.Transactor, l Lease, opts ...OpOption) error {
 	_, err := q.heldOp(ctx, t, "ack", l, opts, func(tr kv.Transaction, m jobMeta, key []byte) ([]byte, error) {
 		tr.Clear(key)
@@ -150,8 +151,11 @@ type NackOptions struct {
 // Nack gives the leased job back after a failed attempt: it is due again
 // after no.Delay, or, if that was its last attempt, it moves to the
 // dead-letter list (dead reports which). It fails with ErrLeaseLost as Ack
-// does. Conflicts, cost and exactly-once behaviour are Ack's, with two
-// writes instead of the clears, and a bump of the signal key.
+// does. Conflicts, cost and exactly-once behaviour are Ack's, except that
+// instead of Ack's clears and counter changes it writes a clear, two
+// writes, three counter adds, a compare-and-clear and a bump of the signal
+// key (when the job goes to the dead-letter list: four counter adds, no
+// bump, and a clear of its unique key if any).
 func (q *JobQueue) Nack(ctx context.Context, t kv.Transactor, l Lease, no NackOptions, opts ...OpOption) (dead bool, err error) {
 	rec, err := q.heldOp(ctx, t, "nack", l, opts, func(tr kv.Transaction, m jobMeta, key []byte) ([]byte, error) {
 		now := q.cfg.Clock.Now()
@@ -206,8 +210,8 @@ func (q *JobQueue) Backoff(attempt int) time.Duration {
 // deadline passed but whose job nobody leased again is still extended.
 //
 // Conflicts: those of Ack. Cost: one round trip and a commit of a clear,
-// two writes and two counter adds, and a bump of the signal key when the
-// deadline moves earlier (the job is due sooner). It needs no journal:
+// two writes, two counter adds and a compare-and-clear, and a bump of the
+// signal key when the deadline moves earlier (the job is due sooner). It needs no journal:
 // retried after commit_unknown_result, it finds the job still under its
 // lease and extends it again from the new now. With a MeterProvider it is
 // counted in fdbqueue.lease.extensions by outcome (WithMeterProvider).
@@ -283,8 +287,8 @@ func (q *JobQueue) extend(ctx context.Context, t kv.Transactor, l Lease, d time.
 // the job's key (it conflicts with a Lease, Ack, Nack, Extend or Release
 // of the same job only), one round trip (two more if the lease was
 // extended through another copy of the Lease), then a clear, two writes,
-// three counter adds, a bump of the signal key (so a LeaseWait sleeping
-// on the queue wakes) and the journal record. Under commit_unknown_result
+// three counter adds, a compare-and-clear, a bump of the signal key (so a
+// LeaseWait sleeping on the queue wakes) and the journal record. Under commit_unknown_result
 // the retry finds the record and returns nil, so the attempt is given back
 // once; given your own Transaction, pass WithOpID as for Ack.
 func (q *JobQueue) Release(ctx context.Context, t kv.Transactor, l Lease, delay time.Duration, opts ...OpOption) error {

@@ -219,7 +219,8 @@ func (q *JobQueue) findDead(tr kv.Transaction, id JobID, x kv.FutureValue) (jobM
 // Conflicts: normal reads of the job's index and record (and unique key),
 // so it conflicts only with another Requeue or DeleteDead of the same job
 // and with adds of the same unique key. Cost: two round trips (three with
-// a unique key), then two writes, a clear and four counter adds. Under
+// a unique key), then two writes (three with a unique key, which it
+// takes again), a clear and four counter adds, and the journal record. Under
 // commit_unknown_result the retry finds the journal record and returns
 // nil.
 func (q *JobQueue) Requeue(ctx context.Context, t kv.Transactor, id JobID, opts ...OpOption) error {

@@ -63,7 +63,8 @@ type Lease struct {
 // Cost: two round trips (the candidates and the journal together, then the
 // values of the jobs taken), one more for each read past moved candidates
 // (twice as many each time), and one commit of, per job, a clear, two
-// small writes and four atomic counter adds, plus the journal record.
+// small writes, four atomic counter operations (three adds and a
+// compare-and-clear) and a journal record.
 //
 // Exactly once: a retry after commit_unknown_result finds the journal
 // record and returns the same leases. Given a Transaction, the leases take
