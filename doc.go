@@ -60,8 +60,18 @@
 // # Costs and limits
 //
 // Each exported function's doc comment gives its reads, writes, round
-// trips and conflicts. Batches stay within a byte budget (WithBatchBudget)
-// and never fail with transaction_too_large.
+// trips and conflicts, for a handle in use: its first operations also
+// read the stored configuration (the first on a new queue writes it, see
+// Reconfigure) and declare the handle's journal retention (see
+// WithJournalRetention). Besides them, every operation reads the metadata
+// version, which comes with the read version (no round trip); one in 64
+// also reads the declared retention, with its other reads, and may clear
+// expired journal records; and an operation given a Database clears the
+// records that its handle's earlier operations on a Database left under
+// their own IDs (a JobQueue's, a batch's, one under WithOpID; a Queue's
+// or PriorityQueue's single-result operation reuses a journal slot
+// instead): usually one clear per operation. Batches stay within a byte
+// budget (WithBatchBudget) and never fail with transaction_too_large.
 //
 // # Errors
 //
