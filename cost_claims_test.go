@@ -27,6 +27,7 @@ type costEnv struct {
 	lease fdbqueue.Lease // setLease's
 	old   fdbqueue.Lease // the same lease before an Extend through another copy
 	dead  fdbqueue.JobID // kill's
+	id    fdbqueue.OpID  // an ID a setup leased under
 }
 
 func newCostEnv(t *testing.T, opts []fdbqueue.Option, cold bool) *costEnv {
@@ -585,6 +586,34 @@ func costClaims() []costClaim {
 			// counters (jobqueue_take.go, bury).
 			want: []cost{{MetadataVersion: mvRead, SnapRange: 2, SnapGet: 1, RoundTrips: 3,
 				Clear: 2*1 + 1 + carriedClear, Set: 2*2 + 2 + 1, Add: 2*4 + 3, CompareAndClear: 2*1 + 1, ReadConflict: recordConflict + 3}},
+		},
+		{
+			name:  "JobQueue.SettleLease/none landed",
+			claim: "one round trip (the journal record and the ID's marker) ...; otherwise a commit of the journal record and the marker",
+			setup: func(e *costEnv) { e.jfill(2) },
+			op: func(e *costEnv) error {
+				ls, err := e.jq.SettleLease(e.ctx, e.db, fdbqueue.NewOpID())
+				require.Empty(e.t, ls)
+				return err
+			},
+			want: []cost{{MetadataVersion: mvRead, Get: 1, SnapGet: 1, RoundTrips: 1, Set: 1, VersionstampedValue: 1,
+				Clear: carriedClear}},
+		},
+		{
+			name:  "JobQueue.SettleLease/landed",
+			claim: "when the Lease committed, two more (the rest of its records, then the jobs' keys and values together), and a commit that writes nothing but a write conflict on the record's key",
+			setup: func(e *costEnv) {
+				e.jfill(2)
+				e.id = fdbqueue.NewOpID()
+				_, err := e.jq.Lease(e.ctx, e.raw, 1, time.Minute, fdbqueue.WithOpID(e.id))
+				require.NoError(e.t, err)
+			},
+			op: func(e *costEnv) error {
+				ls, err := e.jq.SettleLease(e.ctx, e.db, e.id)
+				require.Len(e.t, ls, 1)
+				return err
+			},
+			want: []cost{{MetadataVersion: mvRead, Get: 2, SnapGet: 2, Range: 1, RoundTrips: 3, WriteConflict: 1}},
 		},
 		{
 			name:  "JobQueue.Ack",

@@ -106,11 +106,14 @@ func (q *JobQueue) Lease(ctx context.Context, t kv.Transactor, n int, d time.Dur
 // on a queue made WithoutIdempotency, which keeps no record to settle
 // with, and with ErrOperationExpired for an id older than the retention.
 //
-// Cost: one round trip (the journal record) and, when the Lease
-// committed, one more for the jobs' values; a commit of the journal
-// record (none when the Lease committed). Conflicts: with the first
-// call's commit only, when it lands meanwhile; then the retry finds its
-// record. Under commit_unknown_result the retry finds its own record.
+// Cost: one round trip (the journal record and the ID's marker); when the
+// Lease committed, two more (the rest of its records, then the jobs' keys
+// and values together), and a commit that writes nothing but a write
+// conflict on the record's key, as any call that finds its records under
+// an ID of yours; otherwise a commit of the
+// journal record and the marker. Conflicts: with the first call's commit
+// only, when it lands meanwhile; then the retry finds its record. Under
+// commit_unknown_result the retry finds its own record.
 func (q *JobQueue) SettleLease(ctx context.Context, t kv.Transactor, id OpID) ([]Lease, error) {
 	if err := checkTransactor(t); err != nil {
 		return nil, err

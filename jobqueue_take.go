@@ -196,9 +196,15 @@ func cutReason(s string) []byte {
 
 // replayLeases rebuilds the leases of an attempt that committed from its
 // journal record. A job acked since (by someone who took it after the lease
-// expired) is left out.
+// expired) is left out. The keys and values of all the jobs are read
+// together: one round trip, however many jobs the lease took.
 func (q *JobQueue) replayLeases(tr kv.Transaction, prev [][]byte) ([]Lease, error) {
-	var out []Lease
+	type replayed struct {
+		m        jobMeta
+		key, lid []byte
+		rec, val kv.FutureValue
+	}
+	var rs []replayed
 	for _, p := range prev {
 		if len(p) == 0 {
 			continue // an attempt that leased nothing
@@ -214,28 +220,34 @@ func (q *JobQueue) replayLeases(tr kv.Transaction, prev [][]byte) ([]Lease, erro
 		if !ok1 || !ok2 || !ok3 || !ok4 || len(id) != 16 || len(lid) != 16 {
 			return nil, fmt.Errorf("%w: bad lease record", ErrForeignKey)
 		}
-		m := jobMeta{vest: dl, prio: int32(prio)}
-		copy(m.id[:], id)
-		key := m.queueKey(q)
-		rec, err := tr.Get(key).Get()
+		r := replayed{m: jobMeta{vest: dl, prio: int32(prio)}, lid: lid}
+		copy(r.m.id[:], id)
+		r.key = r.m.queueKey(q)
+		r.rec, r.val = tr.Get(r.key), tr.Snapshot().Get(q.key("v", r.m.id[:]))
+		rs = append(rs, r)
+	}
+	var out []Lease
+	for _, r := range rs {
+		rec, err := r.rec.Get()
 		if err != nil {
 			return nil, err
 		}
 		if rec == nil {
 			continue
 		}
-		if m, err = decodeMeta(key, rec, m.id); err != nil {
+		m, err := decodeMeta(r.key, rec, r.m.id)
+		if err != nil {
 			return nil, err
 		}
-		if !bytes.Equal(m.lease, lid) {
+		if !bytes.Equal(m.lease, r.lid) {
 			continue
 		}
-		v, err := tr.Snapshot().Get(q.key("v", m.id[:])).Get()
+		v, err := r.val.Get()
 		if err != nil {
 			return nil, err
 		}
 		l := m.toLease()
-		l.Value, l.key = v, key
+		l.Value, l.key = v, r.key
 		out = append(out, l)
 	}
 	return out, nil
