@@ -53,8 +53,16 @@ func (d depthKeys) shard(i int) []byte { return d.shards[i] }
 
 // read sums the counters with a snapshot read: no read conflict, so it
 // never makes an operation retry nor retries because of one.
-func (d depthKeys) read(tr kv.ReadTransaction) (int64, error) {
-	kvs, err := tr.Snapshot().GetRange(d.all, kv.RangeOptions{Mode: kv.StreamingModeWantAll}).GetSlice()
+func (d depthKeys) read(tr kv.ReadTransaction) (int64, error) { return sumCounters(d.issue(tr)) }
+
+// issue starts read's snapshot read of the counters (see sumCounters).
+func (d depthKeys) issue(tr kv.ReadTransaction) kv.RangeResult {
+	return tr.Snapshot().GetRange(d.all, kv.RangeOptions{Mode: kv.StreamingModeWantAll})
+}
+
+// sumCounters waits for the counters' read and returns their sum.
+func sumCounters(rr kv.RangeResult) (int64, error) {
+	kvs, err := rr.GetSlice()
 	if err != nil {
 		return 0, err
 	}
@@ -122,9 +130,9 @@ func (pq *PriorityQueue) Depth(ctx context.Context, t kv.ReadTransactor) (int64,
 // FIFO queue, producers may keep enqueueing (their items land after the
 // pages counted), but consumers should pause. Otherwise it is off by what
 // they removed from (or added to) those pages meanwhile; running it again
-// when the queue is quiet corrects it. Cost: one range read per page (a
-// round trip each) and, in the last, a read of the counters (one more
-// round trip) and, when they are off, one atomic add.
+// when the queue is quiet corrects it. Cost: per page, a range read of
+// the items and one of the counters (issued together: a round trip a
+// page) and, in the last page, when the counters are off, one atomic add.
 //
 // Under commit_unknown_result the last page's transaction is retried: it
 // counts its page and reads the counters again, and FoundationDB reports
@@ -165,10 +173,14 @@ func repairDepth(ctx context.Context, db kv.Database, g *confGate, items kv.KeyR
 		err := db.Transact(ctx, func(tr kv.Transaction) error {
 			n, next = 0, nil
 			// The record's read is issued before the page's, and checked
-			// after it (one round trip), before anything is written.
+			// after it, before anything is written; the counters' read
+			// goes with them, in case this page is the last (one round
+			// trip).
 			gr := g.issueInto(&gate, tr, false, true) // config.go
-			kvs, err := tr.Snapshot().GetRange(kv.KeyRange{Begin: begin, End: items.End},
-				kv.RangeOptions{Limit: repairPage, Mode: kv.StreamingModeWantAll}).GetSlice()
+			page := tr.Snapshot().GetRange(kv.KeyRange{Begin: begin, End: items.End},
+				kv.RangeOptions{Limit: repairPage, Mode: kv.StreamingModeWantAll})
+			counters := d.issue(tr)
+			kvs, err := page.GetSlice()
 			if gerr := gr.settleRead(); gerr != nil {
 				return gerr
 			}
@@ -185,7 +197,7 @@ func repairDepth(ctx context.Context, db kv.Database, g *confGate, items kv.KeyR
 			// operation that commits between this read and this commit
 			// (a producer's item the page did not see, a take of one it
 			// did) keeps its own change, as atomic adds commute.
-			sum, err := d.read(tr)
+			sum, err := sumCounters(counters)
 			if err != nil {
 				return err
 			}
