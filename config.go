@@ -16,18 +16,18 @@ import (
 
 // Stored configuration.
 //
-// What a queue is (its key layout, value encoding, kind and staging mode)
-// is kept with it, in one record in its meta subspace (prefix + 0xff, then
+// What a queue is (its key layout, value encoding, kind and staging mode) is
+// kept with it, in one record in its meta subspace (prefix + 0xff, then
 // ("c",)), as a packed tuple (format, kind, layout, encoding, staging). A
-// handle (a Queue, PriorityQueue or JobQueue value) caches the record with the
-// metadata version it read it at, which every change of a record bumps
+// handle (a Queue, PriorityQueue or JobQueue value) caches the record with
+// the metadata version it read it at, which every change of a record bumps
 // (write): an operation reads the metadata version and, only when it
 // changed, the record, as a snapshot read issued with the operation's own
 // reads, so it costs no extra round trip; it parses a record only when its
 // bytes differ from the last one parsed. In a transaction that bumped the
-// metadata version it reads the record instead (config_bumps.go). When its options disagree, the operation fails with a
-// *ConfigMismatchError (errors.Is ErrConfigMismatch) before it writes
-// anything.
+// metadata version it reads the record instead (config_bumps.go). When its
+// options disagree, the operation fails with a *ConfigMismatchError
+// (errors.Is ErrConfigMismatch) before it writes anything.
 //
 // Every operation of a handle checks, reads and repairs included: the
 // writing ones with issueInto and settle; the read-only ones (Peek, Empty,
@@ -39,14 +39,14 @@ import (
 //
 // A queue without a record is a recipe queue: indexed keys, in the value
 // encoding of the handle that uses it first. A JobQueue, whose keys all
-// start with a string, is refused on a subspace without a record that
-// holds any other key (checkUnrecorded). The first operation that
-// writes (an enqueue, push or dequeue of this library, any write of a
-// JobQueue) writes the record in its own transaction: a blind write, so concurrent producers that
-// write the same record do not conflict. Two first writers with different
-// records do conflict: each declares a write conflict on a key named by
-// its record and a read conflict on the keys of every other record, so one
-// of them retries, reads the record of the other and fails with
+// start with a string, is refused on a subspace without a record that holds
+// any other key (checkUnrecorded). The first operation that writes (an
+// enqueue, push or dequeue of this library, any write of a JobQueue) writes
+// the record in its own transaction: a blind write, so concurrent producers
+// that write the same record do not conflict. Two first writers with
+// different records do conflict: each declares a write conflict on a key
+// named by its record and a read conflict on the keys of every other record,
+// so one of them retries, reads the record of the other and fails with
 // ErrConfigMismatch. Nothing else reads those keys.
 //
 // A change of the record (Reconfigure, and the first staged consumer or

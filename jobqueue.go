@@ -282,11 +282,11 @@ func (q *JobQueue) Add(ctx context.Context, t kv.Transactor, job Job, opts ...Op
 //
 // Exactly once: under commit_unknown_result the retry finds the journal
 // record and returns the first attempt's results. Inside your own
-// transaction pass WithOpID (see the package documentation, "Exactly once"). A value over
-// 100,000 bytes fails with ErrValueTooLarge, a batch of several jobs over
-// the budget with ErrBatchTooLarge (a single job is always accepted), and
-// a bad field with ErrInvalidArgument, before anything is written. An
-// empty batch does nothing.
+// transaction pass WithOpID (see the package documentation, "Exactly once").
+// A value over 100,000 bytes fails with ErrValueTooLarge, a batch of several
+// jobs over the budget with ErrBatchTooLarge (a single job is always
+// accepted), and a bad field with ErrInvalidArgument, before anything is
+// written. An empty batch does nothing.
 //
 // Budget (WithBatchBudget): the batch's transaction size as FoundationDB
 // counts it (mutations and conflict ranges, see budget.go) is about

@@ -209,12 +209,12 @@ func (q *JobQueue) Backoff(attempt int) time.Duration {
 // costs). It fails with ErrLeaseLost as Ack does, and a lease whose
 // deadline passed but whose job nobody leased again is still extended.
 //
-// Conflicts: those of Ack. Cost: one round trip and a commit of a clear,
-// two writes, two counter adds and a compare-and-clear, and a bump of the
-// signal key when the deadline moves earlier (the job is due sooner). It needs no journal:
-// retried after commit_unknown_result, it finds the job still under its
-// lease and extends it again from the new now. With a MeterProvider it is
-// counted in fdbqueue.lease.extensions by outcome (WithMeterProvider).
+// Conflicts: those of Ack. Cost: one round trip and a commit of a clear, two
+// writes, two counter adds and a compare-and-clear, and a bump of the signal
+// key when the deadline moves earlier (the job is due sooner). It needs no
+// journal: retried after commit_unknown_result, it finds the job still under
+// its lease and extends it again from the new now. With a MeterProvider it
+// is counted in fdbqueue.lease.extensions by outcome (WithMeterProvider).
 func (q *JobQueue) Extend(ctx context.Context, t kv.Transactor, l Lease, d time.Duration) (Lease, error) {
 	if err := checkTransactor(t); err != nil {
 		return l, err
@@ -267,16 +267,16 @@ func (q *JobQueue) extend(ctx context.Context, t kv.Transactor, l Lease, d time.
 	return out, nil
 }
 
-// Release gives the leased job back without counting the attempt: the job
-// is due again after delay (0 or less makes it due at once: unlike
-// Nack's, a 0 delay takes no backoff), its attempt count goes back to what it was before this lease,
-// and its Reason (the last Nack's) is kept. Use it for a job that was
-// interrupted rather than failed: a worker shutting down (JobQueue.Run
-// releases the jobs it abandons at shutdown), a job that must wait for
-// something (river's JobSnooze, asynq's requeue on shutdown). Release does
-// not count toward MaxAttempts, so a job that is released again and again
-// is never dead-lettered: bound snoozes in the handler (say by a count in
-// your own keys) if a job may never make progress.
+// Release gives the leased job back without counting the attempt: the job is
+// due again after delay (0 or less makes it due at once: unlike Nack's, a 0
+// delay takes no backoff), its attempt count goes back to what it was before
+// this lease, and its Reason (the last Nack's) is kept. Use it for a job
+// that was interrupted rather than failed: a worker shutting down
+// (JobQueue.Run releases the jobs it abandons at shutdown), a job that must
+// wait for something (river's JobSnooze, asynq's requeue on shutdown).
+// Release does not count toward MaxAttempts, so a job that is released again
+// and again is never dead-lettered: bound snoozes in the handler (say by a
+// count in your own keys) if a job may never make progress.
 //
 // It fails with ErrLeaseLost as Ack does: the lease expired and another
 // consumer leased the job, or the job was acked, nacked, released or
@@ -284,13 +284,14 @@ func (q *JobQueue) extend(ctx context.Context, t kv.Transactor, l Lease, d time.
 // passed but whose job nobody leased again is still released.
 //
 // Conflicts, cost and exactly-once behaviour are Nack's: a normal read of
-// the job's key (it conflicts with a Lease, Ack, Nack, Extend or Release
-// of the same job only), one round trip (two more if the lease was
-// extended through another copy of the Lease), then a clear, two writes,
-// three counter adds, a compare-and-clear, a bump of the signal key (so a
-// LeaseWait sleeping on the queue wakes) and the journal record. Under commit_unknown_result
-// the retry finds the record and returns nil, so the attempt is given back
-// once; given your own Transaction, pass WithOpID as for Ack.
+// the job's key (it conflicts with a Lease, Ack, Nack, Extend or Release of
+// the same job only), one round trip (two more if the lease was extended
+// through another copy of the Lease), then a clear, two writes, three
+// counter adds, a compare-and-clear, a bump of the signal key (so a
+// LeaseWait sleeping on the queue wakes) and the journal record. Under
+// commit_unknown_result the retry finds the record and returns nil, so the
+// attempt is given back once; given your own Transaction, pass WithOpID as
+// for Ack.
 func (q *JobQueue) Release(ctx context.Context, t kv.Transactor, l Lease, delay time.Duration, opts ...OpOption) error {
 	_, err := q.heldOp(ctx, t, "release", l, opts, func(tr kv.Transaction, m jobMeta, key []byte) ([]byte, error) {
 		now := q.cfg.Clock.Now()

@@ -110,13 +110,13 @@ type PoolOptions struct {
 	// that each is due again at once without the attempt counted, and Run
 	// returns without waiting for the handlers themselves (see Run).
 	ShutdownTimeout time.Duration
-	// ReleaseTimeout is how long Run then gives, in all, to the releases
-	// of the jobs it abandoned, the acks and nacks under way and the
-	// settling of a lease whose commit was in flight (default
-	// DefaultReleaseTimeout; negative is refused), on the queue's clock;
-	// what is not done by then is cancelled (a commit in flight may still
-	// land) and otherwise keeps its lease until it expires. Give a deploy's stop grace period more than ShutdownTimeout
-	// plus ReleaseTimeout.
+	// ReleaseTimeout is how long Run then gives, in all, to the releases of
+	// the jobs it abandoned, the acks and nacks under way and the settling
+	// of a lease whose commit was in flight (default DefaultReleaseTimeout;
+	// negative is refused), on the queue's clock; what is not done by then
+	// is cancelled (a commit in flight may still land) and otherwise keeps
+	// its lease until it expires. Give a deploy's stop grace period more
+	// than ShutdownTimeout plus ReleaseTimeout.
 	ReleaseTimeout time.Duration
 	// Logger receives the pool's structured logs (default: the queue's
 	// logger, WithLogger, which discards them unless set). The lines carry
@@ -223,37 +223,37 @@ func (e *PanicError) Error() string { return fmt.Sprintf("handler panic: %v", e.
 // lease lost to another consumer ends the handler's context.
 //
 // Shutdown: when ctx ends, workers stop leasing; in-flight handlers get
-// ShutdownTimeout to finish and be acked or nacked (an ack or nack under
-// way when ShutdownTimeout passes is finished, not cut short). Then their
+// ShutdownTimeout to finish and be acked or nacked (an ack or nack under way
+// when ShutdownTimeout passes is finished, not cut short). Then their
 // contexts end, their heartbeats stop, and the pool releases their jobs
 // (Release: due again at once, the attempt not counted, so that a deploy
-// that interrupts a job neither uses up its attempts nor hides it until
-// its lease expires) and returns. A handler that returns as its context
-// ends is settled by what it returned if that was nil (acked) or Snooze;
-// any other error then releases its job rather than nacks it. The
-// releases, and the acks and nacks still under way, get ReleaseTimeout in
-// all; a job whose release (or ack or nack) fails, or is cut off then
-// (its commit may still land), keeps its lease until it expires. Run
-// returns once its workers are done (OnOutcome is never called after Run
-// returned); only abandoned handlers outlive it. A handler that ignores
-// its context keeps running after Run returns, and its result is dropped: its job, released, may
-// meanwhile be leased and run by another consumer, so the two runs
-// overlap (delivery is at least once; the abandoned run's Task.Ack fails
-// with ErrLeaseLost, so its effects written with it do not commit). A
-// lease whose commit was in flight when ctx ended (the worker was in
-// LeaseWait) is settled under that lease's operation ID: if it committed,
-// the pool releases the job it took; if it did not, the pool records
-// under the ID that it leased nothing, so that the commit, landing late,
-// conflicts, and touches no job (each keeps its due time). Run
-// returns nil after a shutdown, or an error for bad options. Errors while
-// leasing (a database outage) do not stop it:
-// they are logged and the worker tries again a second later; a lease that
-// may have committed (kv.MaybeCommitted: a transaction timeout, say) is
-// first settled under its ID (again every second while that fails too,
-// until a call under the ID tells), and the job it took is processed. A
-// lease error no retry can cure (ErrConfigMismatch: the handle disagrees with the
-// queue's stored configuration; ErrForeignKey: a key in the jobs' range is
-// not a job) stops the pool as a shutdown does, and Run returns it.
+// that interrupts a job neither uses up its attempts nor hides it until its
+// lease expires) and returns. A handler that returns as its context ends is
+// settled by what it returned if that was nil (acked) or Snooze; any other
+// error then releases its job rather than nacks it. The releases, and the
+// acks and nacks still under way, get ReleaseTimeout in all; a job whose
+// release (or ack or nack) fails, or is cut off then (its commit may still
+// land), keeps its lease until it expires. Run returns once its workers are
+// done (OnOutcome is never called after Run returned); only abandoned
+// handlers outlive it. A handler that ignores its context keeps running
+// after Run returns, and its result is dropped: its job, released, may
+// meanwhile be leased and run by another consumer, so the two runs overlap
+// (delivery is at least once; the abandoned run's Task.Ack fails with
+// ErrLeaseLost, so its effects written with it do not commit). A lease whose
+// commit was in flight when ctx ended (the worker was in LeaseWait) is
+// settled under that lease's operation ID: if it committed, the pool
+// releases the job it took; if it did not, the pool records under the ID
+// that it leased nothing, so that the commit, landing late, conflicts, and
+// touches no job (each keeps its due time). Run returns nil after a
+// shutdown, or an error for bad options. Errors while leasing (a database
+// outage) do not stop it: they are logged and the worker tries again a
+// second later; a lease that may have committed (kv.MaybeCommitted: a
+// transaction timeout, say) is first settled under its ID (again every
+// second while that fails too, until a call under the ID tells), and the job
+// it took is processed. A lease error no retry can cure (ErrConfigMismatch:
+// the handle disagrees with the queue's stored configuration; ErrForeignKey:
+// a key in the jobs' range is not a job) stops the pool as a shutdown does,
+// and Run returns it.
 //
 // With the queue's MeterProvider, each job's handler run time is recorded
 // in fdbqueue.handler.duration and each heartbeat's extension counted in

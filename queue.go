@@ -78,17 +78,17 @@ func (q *Queue) Enqueue(ctx context.Context, t kv.Transactor, value []byte, opts
 	return q.enqueue(ctx, t, value, nil, opts)
 }
 
-// EnqueueBatch adds values at the tail, in order, in one transaction:
-// all or none are enqueued. A batch of several items whose transaction
-// size, counted as FoundationDB counts it (see WithBatchBudget), exceeds
-// the batch budget fails with ErrBatchTooLarge before anything is written
-// (a single item is always accepted), and so does, in versionstamp mode, a
-// batch of more than 65,536 items (the items of a commit are ordered by a
-// 16-bit user version; split the batch). A small item costs about 3 × its
-// key (prefix + up to 60 bytes) + value + 90 bytes, a versionstamped one
-// its key (prefix + up to 59) + value + 56. A value whose stored form (with TupleValues, the packed
-// tuple: 2 bytes more, and 1 more per 0x00 byte) exceeds 100,000 bytes
-// fails with ErrValueTooLarge. An empty batch does nothing. Conflicts,
+// EnqueueBatch adds values at the tail, in order, in one transaction: all or
+// none are enqueued. A batch of several items whose transaction size,
+// counted as FoundationDB counts it (see WithBatchBudget), exceeds the batch
+// budget fails with ErrBatchTooLarge before anything is written (a single
+// item is always accepted), and so does, in versionstamp mode, a batch of
+// more than 65,536 items (the items of a commit are ordered by a 16-bit user
+// version; split the batch). A small item costs about 3 × its key (prefix +
+// up to 60 bytes) + value + 90 bytes, a versionstamped one its key (prefix +
+// up to 59) + value + 56. A value whose stored form (with TupleValues, the
+// packed tuple: 2 bytes more, and 1 more per 0x00 byte) exceeds 100,000
+// bytes fails with ErrValueTooLarge. An empty batch does nothing. Conflicts,
 // cost and guarantees are those of Enqueue, with one write per item.
 //
 // In versionstamp mode the items of one call keep their order; those of

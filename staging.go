@@ -329,11 +329,12 @@ func (q *Queue) StagingStats() StagingStats { return q.stager.stats.snapshot() }
 // Java recipes) leave waiters to notice their items when they renew their
 // requests, every ClaimTimeout/3.
 //
-// When ctx ends, the request is withdrawn and an item already due or
-// handed to it goes back to the queue (by place to the tail, in batches to
-// its original key), so nothing is lost, and the error matches ctx.Err(). An operation ID given WithOpID must finish within the
-// journal retention (ErrOperationExpired otherwise); without one, the
-// operation renews its own ID while it waits.
+// When ctx ends, the request is withdrawn and an item already due or handed
+// to it goes back to the queue (by place to the tail, in batches to its
+// original key), so nothing is lost, and the error matches ctx.Err(). An
+// operation ID given WithOpID must finish within the journal retention
+// (ErrOperationExpired otherwise); without one, the operation renews its own
+// ID while it waits.
 func (q *Queue) DequeueWait(ctx context.Context, db kv.Database, opts ...OpOption) ([]byte, error) {
 	if !q.stager.enabled {
 		return nil, errStagingNeedsOption

@@ -101,8 +101,9 @@ func openOwned(clusterFile string, open func(connectionString string) (fdb.Datab
 	return &Database{db: db, owned: true, destroy: destroy}, nil
 }
 
-// clusterFileEnv is the environment variable libfdb_c reads for the
-// default cluster file (CLUSTER_FILE_ENV_VAR_NAME, fdbclient/include/fdbclient/MonitorLeader.h).
+// clusterFileEnv is the environment variable libfdb_c reads for the default
+// cluster file (CLUSTER_FILE_ENV_VAR_NAME,
+// fdbclient/include/fdbclient/MonitorLeader.h).
 const clusterFileEnv = "FDB_CLUSTER_FILE"
 
 // maxClusterFileBytes is libfdb_c's limit on a cluster file's size

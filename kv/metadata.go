@@ -8,13 +8,14 @@ package kv
 // reader whose read of the key equals what it saw when it filled its cache
 // may use the cache.
 //
-// Unlike other keys under \xff, it is read without any option, and a read
-// of it costs no storage read: FoundationDB returns it with the read
-// version (NativeAPI.actor.cpp, Transaction::get; documentation/sphinx/source/release-notes/release-notes-610.rst).
-// A normal read adds a read conflict on it, a snapshot read none. It can
-// only be written with SetVersionstampedValue(MetadataVersionKey,
-// MetadataVersionRequiredValue()) (BumpMetadataVersion): any other write
-// of it fails with ErrClientInvalidOp (ReadYourWritesTransaction::set and
+// Unlike other keys under \xff, it is read without any option, and a read of
+// it costs no storage read: FoundationDB returns it with the read version
+// (NativeAPI.actor.cpp, Transaction::get;
+// documentation/sphinx/source/release-notes/release-notes-610.rst). A normal
+// read adds a read conflict on it, a snapshot read none. It can only be
+// written with SetVersionstampedValue(MetadataVersionKey,
+// MetadataVersionRequiredValue()) (BumpMetadataVersion): any other write of
+// it fails with ErrClientInvalidOp (ReadYourWritesTransaction::set and
 // ::atomicOp in fdbclient/ReadYourWrites.actor.cpp), and reading it after
 // bumping it in the same transaction fails with ErrAccessedUnreadable.
 const MetadataVersionKey = "\xff/metadataVersion"

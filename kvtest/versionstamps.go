@@ -166,9 +166,9 @@ func testOneVersionstampPerTransaction(t *testing.T, f *fixture) {
 // its transaction that reach the range it may land in fail with
 // accessed_unreadable: ReadYourWrites.actor.cpp's atomicOp marks
 // getVersionstampKeyRange(key, read version or 0) (fdbclient/include/
-// fdbclient/include/fdbclient/Atomic.h: the template with the read version in place of the
-// stamp, to just after the template with ten 0xff bytes there) with
-// addUnmodifiedAndUnreadableRange, and RYWIterator.cpp throws
+// fdbclient/include/fdbclient/Atomic.h: the template with the read version
+// in place of the stamp, to just after the template with ten 0xff bytes
+// there) with addUnmodifiedAndUnreadableRange, and RYWIterator.cpp throws
 // accessed_unreadable on such a segment. Reads that stop before the range
 // succeed, snapshot reads fail too, and the failed read does not fail the
 // transaction. (On FoundationDB 7.3.79 a versionstamp-ordered queue's

@@ -6,8 +6,8 @@ import (
 	"testing"
 )
 
-// addBytes is FDB's doLittleEndianAdd (fdbclient/include/fdbclient/Atomic.h) byte by byte:
-// the reference addInto's word-wide path must agree with.
+// addBytes is FDB's doLittleEndianAdd (fdbclient/include/fdbclient/Atomic.h)
+// byte by byte: the reference addInto's word-wide path must agree with.
 func addBytes(cur, param []byte) []byte {
 	if len(cur) == 0 || len(param) == 0 {
 		return param

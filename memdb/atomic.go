@@ -32,8 +32,8 @@ type atomicOp struct {
 
 // applyOp returns the value after op, given the current value (exists
 // reports whether the key exists). The algorithms are FoundationDB's
-// (fdbclient/include/fdbclient/Atomic.h), with the API-version-510 variants that the bindings
-// use: BitAnd and Min on a missing key store param.
+// (fdbclient/include/fdbclient/Atomic.h), with the API-version-510 variants
+// that the bindings use: BitAnd and Min on a missing key store param.
 func applyOp(kind opKind, cur []byte, exists bool, param []byte) ([]byte, bool) {
 	switch kind {
 	case opAdd:
@@ -96,10 +96,11 @@ func doAdd(cur, param []byte) []byte {
 }
 
 // addInto writes doAdd's result (neither cur nor param empty) into out,
-// len(param) bytes: FDB's doLittleEndianAdd (fdbclient/include/fdbclient/Atomic.h), where
-// bytes of cur beyond param's width are ignored, missing ones count as
-// zero and the last carry is dropped. An operand of up to 8 bytes (a
-// counter's) is added as one word: the sum modulo 2^(8*width) is the same.
+// len(param) bytes: FDB's doLittleEndianAdd
+// (fdbclient/include/fdbclient/Atomic.h), where bytes of cur beyond param's
+// width are ignored, missing ones count as zero and the last carry is
+// dropped. An operand of up to 8 bytes (a counter's) is added as one word:
+// the sum modulo 2^(8*width) is the same.
 func addInto(out, cur, param []byte) {
 	if n := len(param); n <= 8 {
 		if n == 8 && len(cur) >= 8 {

@@ -174,17 +174,18 @@
 // this wait is cancelled, so the commit then fails with the cancellation's
 // error, not kv.CommitInterrupted. Read-only commits wait nothing. A range
 // read's first batch is read when GetRange is called (in its own goroutine
-// under a latency model), as FDB's binding issues it then; later batches
-// as the result is consumed. Commit first waits for the reads in flight
-// (FDB's commit waits for them too); a read or write issued while the
-// commit is in flight fails with used_during_commit and fails the commit
-// with kv.CommitInterrupted(kv.ErrUsedDuringCommit), as FDB's
-// checkUsedDuringCommit does. Point reads then resolve in their own goroutine, so futures issued together
-// overlap their latency, as with FDB. A commit is resolved and applied at
-// the end of its delay, so transactions that start meanwhile read the old
-// state and conflict: a hot key then sustains about one commit per commit
-// latency, as on a real cluster. Cancelling a transaction (Cancel, its
-// context, its timeout, Close) interrupts its waits.
+// under a latency model), as FDB's binding issues it then; later batches as
+// the result is consumed. Commit first waits for the reads in flight (FDB's
+// commit waits for them too); a read or write issued while the commit is in
+// flight fails with used_during_commit and fails the commit with
+// kv.CommitInterrupted(kv.ErrUsedDuringCommit), as FDB's
+// checkUsedDuringCommit does. Point reads then resolve in their own
+// goroutine, so futures issued together overlap their latency, as with FDB.
+// A commit is resolved and applied at the end of its delay, so transactions
+// that start meanwhile read the old state and conflict: a hot key then
+// sustains about one commit per commit latency, as on a real cluster.
+// Cancelling a transaction (Cancel, its context, its timeout, Close)
+// interrupts its waits.
 //
 // # Statistics
 //
@@ -251,18 +252,18 @@
 // # Performance
 //
 // An uncontended transaction that reads one key and writes it
-// (BenchmarkTransactReadWrite) costs about 0.42 µs of CPU and 3
-// allocations on one core of a shared 2-core AMD EPYC VM (Go 1.26), i.e.
-// over 2 million transactions per second: one map lookup (the read; the
-// commit reuses the chain it found), no resolver update, two monotonic
-// clock reads (each a time.Since of the DB's start), six mutex round
-// trips (the transaction's for the read, the write and the commit, the
-// read version registry's at the read and the commit, the DB's for the
-// commit) and one shared lock (the read). Much of the rest is
-// allocation, mostly of the 512-byte transaction. Versions that no open
-// transaction can read are collected at the next commit (see Garbage collection), so the live heap, which
-// the Go garbage collector scans, holds the data plus what open
-// transactions still need, not 5 seconds of writes.
+// (BenchmarkTransactReadWrite) costs about 0.42 µs of CPU and 3 allocations
+// on one core of a shared 2-core AMD EPYC VM (Go 1.26), i.e. over 2 million
+// transactions per second: one map lookup (the read; the commit reuses the
+// chain it found), no resolver update, two monotonic clock reads (each a
+// time.Since of the DB's start), six mutex round trips (the transaction's
+// for the read, the write and the commit, the read version registry's at the
+// read and the commit, the DB's for the commit) and one shared lock (the
+// read). Much of the rest is allocation, mostly of the 512-byte transaction.
+// Versions that no open transaction can read are collected at the next
+// commit (see Garbage collection), so the live heap, which the Go garbage
+// collector scans, holds the data plus what open transactions still need,
+// not 5 seconds of writes.
 //
 // Range reads and range conflict checks do not walk the tombstones that
 // the window may keep (a queue clears keys at its head all the time): besides

@@ -2,12 +2,12 @@ package memdb
 
 import "github.com/fdbqueue/fdbqueue/kv"
 
-// The metadata version key (kv.MetadataVersionKey) is the one key under
-// \xff that memdb serves. As in FoundationDB, it lives apart from the
-// keys: a commit that bumps it records its versionstamp in a short history
-// (the master keeps the newest value and hands it out with every read
-// version, documentation/sphinx/source/release-notes/release-notes-610.rst), and a read of it costs no lookup
-// in the store.
+// The metadata version key (kv.MetadataVersionKey) is the one key under \xff
+// that memdb serves. As in FoundationDB, it lives apart from the keys: a
+// commit that bumps it records its versionstamp in a short history (the
+// master keeps the newest value and hands it out with every read version,
+// documentation/sphinx/source/release-notes/release-notes-610.rst), and a
+// read of it costs no lookup in the store.
 
 // mvStamp is one bump of the metadata version: the commit version and its
 // versionstamp.

@@ -223,15 +223,16 @@ func (tx *transaction) ownReadLocked(e *wentry) (kv.FutureValue, []atomicOp) {
 	return nil, e.ops
 }
 
-// readFailedLocked records err, the error of a read the transaction
-// issued, for its Commit, and returns it. FDB's commit waits for every
-// read issued (ReadYourWritesTransaction::get and getRange add each to
-// reading, an AndFuture that keeps failed futures: flow/include/flow/
-// genericactors.actor.h; RYWImpl::commit awaits it, fdbclient/ReadYourWrites.actor.cpp),
-// so a read that failed, with accessed_unreadable say, fails the commit
-// with its error. Errors found before a read is issued (a cancellation,
-// used_during_commit, a key outside the legal range, invalid limits) are
-// not recorded: FDB returns them without adding a read.
+// readFailedLocked records err, the error of a read the transaction issued,
+// for its Commit, and returns it. FDB's commit waits for every read issued
+// (ReadYourWritesTransaction::get and getRange add each to reading, an
+// AndFuture that keeps failed futures: flow/include/flow/
+// genericactors.actor.h; RYWImpl::commit awaits it,
+// fdbclient/ReadYourWrites.actor.cpp), so a read that failed, with
+// accessed_unreadable say, fails the commit with its error. Errors found
+// before a read is issued (a cancellation, used_during_commit, a key outside
+// the legal range, invalid limits) are not recorded: FDB returns them
+// without adding a read.
 func (tx *transaction) readFailedLocked(err error) error {
 	var ke kv.Error
 	if errors.As(err, &ke) && ke.Code > 0 && ke.Code <= math.MaxUint16 {
@@ -1024,8 +1025,9 @@ func (s *store) lastFrom(x *chain, bk string, rv int64) (*chain, []byte) {
 }
 
 // lastBefore is lastFrom for the tree's last chain before ek, found by a
-// search; the tree has a key at or after ek. It publishes that chain and the one after it as the store's gap
-// (liveGap), so that the next reverse read ending there needs no search.
+// search; the tree has a key at or after ek. It publishes that chain and the
+// one after it as the store's gap (liveGap), so that the next reverse read
+// ending there needs no search.
 func (s *store) lastBefore(bk, ek string, rv int64) (*chain, []byte) {
 	it, ok := s.liveIters.Get().(*btree.MapIter[string, *chain])
 	if !ok {
