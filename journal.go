@@ -71,7 +71,9 @@ type opConfig struct {
 // own, which the queue logs with the error (WithLogger), and records in a
 // journal slot that only its Queue or PriorityQueue value knows (it
 // remembers those of its last 1,024 such failures): settle it given a
-// Database, on that same value, with WithOpID and the logged ID. On
+// Database, on that same value, with WithOpID and the logged ID (a
+// staged Dequeue or pop under it runs as the plain one, which reads the
+// slot; a Wait form, which cannot, fails with ErrInvalidArgument). On
 // another value, or in another process, the call may not find the record
 // and then applies the operation again: if you may need to settle there,
 // pass an ID of yours to the first call.
@@ -226,8 +228,9 @@ type op struct {
 	// given by its caller (see unsettledSlot).
 	resumed bool
 	// loggedFor is the kind of the operation whose slot is remembered
-	// under the ID, when it is not this operation's (see resume): check
-	// then fails.
+	// under the ID, when it is not this operation's (see resume), or when
+	// this operation is a staged take, which cannot read the slot
+	// (refuseLogged): check then fails.
 	loggedFor string
 	// slotVal backs the slot's value that record writes: the backend
 	// copies what Set is given (kv.Transaction.Set), so the op (pooled
@@ -502,6 +505,10 @@ func (o *op) check(tr kv.Transaction) (kv.RangeResult, error) {
 	}
 	if o.id == (OpID{}) {
 		return nil, fmt.Errorf("%w: the zero OpID (make one with NewOpID)", ErrInvalidArgument)
+	}
+	if o.loggedFor != "" && o.loggedFor == o.journalKind() {
+		return nil, fmt.Errorf("%w: op %s is the ID this queue logged for a %q operation, whose record is in a journal slot that a staged wait does not read: settle it with a call that does not wait (an OpID names one operation call)",
+			ErrInvalidArgument, o.id, o.loggedFor)
 	}
 	if o.loggedFor != "" {
 		return nil, fmt.Errorf("%w: op %s is the ID this queue logged for a %q operation, not %q: call that to settle it (an OpID names one operation call)",

@@ -172,6 +172,40 @@ func (j *journal) resume(o *op) {
 	o.wide = true
 }
 
+// logged reports whether opts give an ID under which the journal
+// remembers a slot (see resume). A staged take, which reads only the
+// records under its ID, must not run under such an ID (see refuseLogged):
+// a Dequeue or pop under it runs as the plain take, which resumes the
+// slot.
+func (j *journal) logged(opts []OpOption) bool {
+	if len(opts) == 0 || j.disabled {
+		return false
+	}
+	c := applyOpOptions(opts)
+	if !c.hasID {
+		return false
+	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.unsettled[c.id] != nil
+}
+
+// refuseLogged makes o, a staged take, fail its check (as resume makes a
+// call of another kind fail) when the journal remembers a slot under its
+// ID: the take would read only the records under the ID, not the slot,
+// and so apply anew whether or not the logged call had committed, and its
+// marker could then keep that call from being settled under the ID.
+func (j *journal) refuseLogged(o *op) {
+	if o.fresh || j.disabled {
+		return
+	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if u := j.unsettled[o.id]; u != nil {
+		o.loggedFor = u.kind
+	}
+}
+
 // settled ends o's resumption of a remembered slot (j.mu held): once a
 // call returned without error and none is running, the slot is
 // forgotten, and free again if none of them wrote it and its epoch has

@@ -3,6 +3,7 @@ package fdbqueue_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"testing"
 
@@ -257,4 +258,68 @@ func TestOpIDReusedForTheOtherPop(t *testing.T) {
 		require.Equal(t, "lo", string(it.Value), "the PopMin settles under its logged ID: its commit applied")
 		require.Equal(t, []string{"mid", "hi"}, values(t, db, pq), "the refused PopMax popped nothing")
 	})
+}
+
+// A staged take reads only the records under its ID, not the journal slot
+// a Queue or PriorityQueue remembers under an ID it logged (the ID of a
+// failed DequeueBatch, PopMinBatch or PopMaxBatch given a Database: a
+// staged handle's Dequeue and pops given a Database are staged, and take
+// no slot). Under such an ID a staged call of another kind ran as a new
+// operation (a PopMax popped the largest item) and its marker then kept
+// the logged call from being settled (ErrInvalidArgument for the right
+// kind), and a staged call of the same kind applied anew (a Dequeue took
+// the next item), leaving the logged call's item, if its commit applied,
+// in a slot nothing read. A Dequeue or pop under a logged ID now runs as
+// the plain take, which resumes the slot (or refuses another kind), and a
+// Wait form fails with ErrInvalidArgument, as a call of another kind does.
+func TestOpIDLoggedThenStagedTake(t *testing.T) {
+	ctx := context.Background()
+	for _, applied := range []bool{true, false} {
+		t.Run(fmt.Sprintf("priority queue, commit applied %v", applied), func(t *testing.T) {
+			db := stgDB(t)
+			logs, logger := loggedIDs()
+			pq := mustPQ(t, "logged-staged-pq", logger, fdbqueue.WithStaging(fdbqueue.StagingConfig{}))
+			for i, v := range []string{"lo", "mid", "hi"} {
+				require.NoError(t, pq.Push(ctx, db, []byte(v), int64(i)))
+			}
+			db.FailNextCommit(kv.ErrCommitUnknownResultFatal, applied)
+			_, err := pq.PopMinBatch(ctx, db, 1)
+			require.True(t, kv.MaybeCommitted(err), "%v", err)
+			id := fdbqueue.WithOpID(logs.take(t))
+
+			it, err := pq.PopMax(ctx, db, id)
+			require.ErrorIs(t, err, fdbqueue.ErrInvalidArgument, "PopMax returned %q", it.Value)
+			require.ErrorContains(t, err, "logged for a")
+			it, err = pq.PopMaxWait(ctx, db, id)
+			require.ErrorIs(t, err, fdbqueue.ErrInvalidArgument, "PopMaxWait returned %q", it.Value)
+			it, err = pq.PopMinWait(ctx, db, id)
+			require.ErrorIs(t, err, fdbqueue.ErrInvalidArgument, "PopMinWait returned %q", it.Value)
+			require.ErrorContains(t, err, "does not wait")
+
+			it, err = pq.PopMin(ctx, db, id)
+			require.NoError(t, err, "the PopMin settles under the logged ID")
+			require.Equal(t, "lo", string(it.Value))
+			items, err := pq.PopMinBatch(ctx, db, 10)
+			require.NoError(t, err)
+			require.Len(t, items, 2, "the refused calls popped nothing")
+			require.Equal(t, []string{"mid", "hi"}, []string{string(items[0].Value), string(items[1].Value)})
+		})
+		t.Run(fmt.Sprintf("queue, commit applied %v", applied), func(t *testing.T) {
+			db := stgDB(t)
+			logs, logger := loggedIDs()
+			q := mustQueue(t, "logged-staged-q", logger, fdbqueue.WithStaging(fdbqueue.StagingConfig{}))
+			require.NoError(t, q.EnqueueBatch(ctx, db, [][]byte{[]byte("a"), []byte("b"), []byte("c")}))
+			db.FailNextCommit(kv.ErrCommitUnknownResultFatal, applied)
+			_, err := q.DequeueBatch(ctx, db, 1)
+			require.True(t, kv.MaybeCommitted(err), "%v", err)
+			id := fdbqueue.WithOpID(logs.take(t))
+
+			v, err := q.DequeueWait(ctx, db, id)
+			require.ErrorIs(t, err, fdbqueue.ErrInvalidArgument, "DequeueWait returned %q", v)
+			v, err = q.Dequeue(ctx, db, id)
+			require.NoError(t, err, "the DequeueBatch settles under the logged ID")
+			require.Equal(t, "a", string(v))
+			require.Equal(t, []string{"b", "c"}, drain(t, db, q), "the refused call took nothing")
+		})
+	}
 }

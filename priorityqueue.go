@@ -209,7 +209,7 @@ func (pq *PriorityQueue) PopMax(ctx context.Context, t kv.Transactor, opts ...Op
 }
 
 func (pq *PriorityQueue) popOne(ctx context.Context, t kv.Transactor, max bool, opts []OpOption) (Item, error) {
-	if db, ok := pq.staged(t); ok {
+	if db, ok := pq.staged(t); ok && !pq.journal.logged(opts) {
 		return pq.side(max).run(ctx, db, false, opts)
 	}
 	items, c, err := pq.pop(ctx, t, 1, max, true, opts)

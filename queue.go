@@ -586,7 +586,7 @@ func (q *Queue) checkItemKey(key []byte) error {
 // returns an item already due or handed to it to the queue (by place to
 // the tail, in batches to its original key), and returns ctx's error.
 func (q *Queue) Dequeue(ctx context.Context, t kv.Transactor, opts ...OpOption) ([]byte, error) {
-	if db, ok := q.staged(t); ok {
+	if db, ok := q.staged(t); ok && !q.journal.logged(opts) {
 		return q.stage.run(ctx, db, false, opts)
 	}
 	vals, c, err := q.dequeue(ctx, t, 1, true, opts)

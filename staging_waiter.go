@@ -291,6 +291,7 @@ func (w *waiter[T]) refreshOp() {
 func (s *stageSide[T]) begin(db kv.Database, opts []OpOption) *op {
 	o := s.journal.begin(db, opts)
 	o.mark = s.mark // a staged take resumes no slot: beginInto need not see it
+	s.journal.refuseLogged(o)
 	return o
 }
 
