@@ -99,20 +99,26 @@ func (q *JobQueue) Lease(ctx context.Context, t kv.Transactor, n int, d time.Dur
 // id is the ID the Lease ran under: one given with WithOpID, or the one
 // the queue logged with the error (WithLogger), from any handle of the
 // queue. (A Lease in the caller's transaction without WithOpID keeps no
-// record, and SettleLease cannot tell what it did.) A call within the
-// journal retention settles it
-// once and for all: a later Lease or SettleLease under id returns the
-// same leases (none, once recorded so). It fails with ErrInvalidArgument
-// on a queue made WithoutIdempotency, which keeps no record to settle
-// with, and with ErrOperationExpired for an id older than the retention.
+// record, and SettleLease cannot tell what it did.) Once SettleLease has
+// returned, that Lease's commit can no longer take a job. A later Lease
+// or SettleLease under id returns the same leases (none, once recorded
+// so) while the records are kept: given a Database, SettleLease's
+// record, like that of any call that returned without error (see
+// WithOpID), is cleared by the handle's next operation, and a Lease under
+// id after that leases anew. Given a Transaction, it takes effect with
+// the caller's commit. It fails with ErrInvalidArgument on a queue made
+// WithoutIdempotency, which keeps no record to settle with, or given the
+// zero OpID, and with ErrOperationExpired for an id older than the
+// retention.
 //
 // Cost: one round trip (the journal record and the ID's marker); when the
 // Lease committed, two more (the rest of its records, then the jobs' keys
 // and values together), and a commit that writes nothing but a write
 // conflict on the record's key, as any call that finds its records under
-// an ID of yours; otherwise a commit of the
-// journal record and the marker. Conflicts: with the first call's commit
-// only, when it lands meanwhile; then the retry finds its record. Under
+// an ID of yours; otherwise a commit of the journal record and the
+// marker. Conflicts: with the first call's commit, when it lands
+// meanwhile (the retry then finds its record), and, when the Lease
+// committed, with a change to one of its jobs. Under
 // commit_unknown_result the retry finds its own record.
 func (q *JobQueue) SettleLease(ctx context.Context, t kv.Transactor, id OpID) ([]Lease, error) {
 	if err := checkTransactor(t); err != nil {

@@ -107,3 +107,37 @@ func TestSettleLeaseBadInput(t *testing.T) {
 	_, err = nj.SettleLease(ctx, db, fdbqueue.NewOpID())
 	require.ErrorIs(t, err, fdbqueue.ErrInvalidArgument, "no journal to settle with")
 }
+
+// SettleLease's record is kept only as any call's is: given a Database,
+// the handle's next operation clears it, and a Lease under the ID after
+// that leases anew (the doc said a later Lease under the ID returned the
+// same leases, none, once and for all). The interrupted Lease's commit,
+// landing after that clear, still conflicts: it read the record key,
+// which the settling call and the clear wrote after its read version
+// (the resolver checks a commit's read conflict ranges against every
+// write committed since its read version, fdbserver/Resolver.actor.cpp).
+func TestSettleLeaseRecordIsKeptAsAnyCallsIs(t *testing.T) {
+	ctx := context.Background()
+	db := newDB(t)
+	q := mustJobQueue(t, "settle-kept", fdbqueue.JobQueueConfig{Choice: 1})
+	x := mustAdd(t, db, q, fdbqueue.Job{Value: []byte("x")})
+	id, land := interruptedLease(t, db, q)
+	ls, err := q.SettleLease(ctx, db, id)
+	require.NoError(t, err)
+	require.Empty(t, ls)
+	_, err = q.Lease(ctx, db, 1, time.Minute, fdbqueue.WithOpID(id))
+	require.ErrorIs(t, err, fdbqueue.ErrEmpty, "the record is kept: replayed as leasing nothing")
+
+	y := mustAdd(t, db, q, fdbqueue.Job{Value: []byte("y")}) // carries the clear of SettleLease's record
+	land()
+	db.AwaitLateLandings()
+	require.Equal(t, int64(2), mustStats(t, db, q).Due, "the late commit conflicted: nothing leased")
+
+	again, err := q.Lease(ctx, db, 1, time.Minute, fdbqueue.WithOpID(id))
+	require.NoError(t, err, "the record cleared, a Lease under the ID leases anew")
+	require.Equal(t, x.ID, again[0].JobID)
+	require.NoError(t, q.Ack(ctx, db, again[0]))
+	got := mustLease(t, db, q, 2, time.Minute)
+	require.Len(t, got, 1)
+	require.Equal(t, y.ID, got[0].JobID)
+}
