@@ -494,7 +494,7 @@ func badRows() []badRow {
 		{"JobQueue.Run", "a nil handler or database; Workers below 0 or above MaxPoolWorkers (math.MaxInt); LeaseDuration under 1 ms; ExtendEvery at or above the lease; a negative ReleaseTimeout", "ErrInvalidArgument; no worker started", func(t *testing.T) {
 			t.Run("options", TestJobPoolBadOptions)
 		}},
-		{"JobQueue: every operation (Add, AddBatch, Lease, LeaseWait, Ack, Nack, Extend, Release, Requeue, DeleteDead, Stats, ListDead, Run)", "a Queue's or PriorityQueue's subspace; a subspace without a record holding a recipe queue's items", "ErrConfigMismatch (a *ConfigMismatchError, Field \"kind\"); nothing written", func(t *testing.T) {
+		{"JobQueue: every operation (Add, AddBatch, Lease, LeaseWait, SettleLease, Ack, Nack, Extend, Release, Requeue, DeleteDead, Stats, ListDead, Run)", "a Queue's or PriorityQueue's subspace; a subspace without a record holding a recipe queue's items", "ErrConfigMismatch (a *ConfigMismatchError, Field \"kind\"); nothing written", func(t *testing.T) {
 			t.Run("queue", TestJobQueueOnQueueSubspace)
 			t.Run("pq", TestJobQueueOnPriorityQueueSubspace)
 			t.Run("recipe", TestJobQueueOnRecipeQueue)

@@ -27,7 +27,11 @@ func jobOps(q *fdbqueue.JobQueue) map[string]func(context.Context, kv.Transactor
 			return err
 		},
 		"Lease": func(ctx context.Context, t kv.Transactor) error { _, err := q.Lease(ctx, t, 2, 0); return err },
-		"Ack":   func(ctx context.Context, t kv.Transactor) error { return q.Ack(ctx, t, l) },
+		"SettleLease": func(ctx context.Context, t kv.Transactor) error {
+			_, err := q.SettleLease(ctx, t, fdbqueue.NewOpID())
+			return err
+		},
+		"Ack": func(ctx context.Context, t kv.Transactor) error { return q.Ack(ctx, t, l) },
 		"Nack": func(ctx context.Context, t kv.Transactor) error {
 			_, err := q.Nack(ctx, t, l, fdbqueue.NackOptions{})
 			return err
