@@ -110,13 +110,13 @@ type PoolOptions struct {
 	// that each is due again at once without the attempt counted, and Run
 	// returns without waiting for the handlers themselves (see Run).
 	ShutdownTimeout time.Duration
-	// ReleaseTimeout is how long Run then gives, in all, to the releases of
-	// the jobs it abandoned, the acks and nacks under way and the settling
-	// of a lease whose commit was in flight (default DefaultReleaseTimeout;
-	// negative is refused), on the queue's clock; what is not done by then
-	// is cancelled (a commit in flight may still land) and otherwise keeps
-	// its lease until it expires. Give a deploy's stop grace period more
-	// than ShutdownTimeout plus ReleaseTimeout.
+	// ReleaseTimeout is how long Run then gives, in all, to the releases
+	// of the jobs it abandoned, the acks and nacks under way and the
+	// settling of a lease whose commit was in flight (default
+	// DefaultReleaseTimeout; negative is refused), on the queue's clock;
+	// what is not done by then is cancelled (a commit in flight may still
+	// land) and otherwise keeps its lease until it expires. Give a deploy's stop grace period more than ShutdownTimeout
+	// plus ReleaseTimeout.
 	ReleaseTimeout time.Duration
 	// Logger receives the pool's structured logs (default: the queue's
 	// logger, WithLogger, which discards them unless set). The lines carry
@@ -250,10 +250,12 @@ func (e *PanicError) Error() string { return fmt.Sprintf("handler panic: %v", e.
 // second later; a lease that may have committed (kv.MaybeCommitted: a
 // transaction timeout, say) is first settled under its ID (again every
 // second while that fails too, until a call under the ID tells), and the job
-// it took is processed. A lease error no retry can cure (ErrConfigMismatch:
-// the handle disagrees with the queue's stored configuration; ErrForeignKey:
-// a key in the jobs' range is not a job) stops the pool as a shutdown does,
-// and Run returns it.
+// it took is processed. (On a queue made WithoutIdempotency, which keeps no
+// journal, neither such lease is settled: the pool logs the one at shutdown,
+// and a job such a lease took comes back when its lease expires.) A lease
+// error no retry can cure (ErrConfigMismatch: the handle disagrees with the
+// queue's stored configuration; ErrForeignKey: a key in the jobs' range is
+// not a job) stops the pool as a shutdown does, and Run returns it.
 //
 // With the queue's MeterProvider, each job's handler run time is recorded
 // in fdbqueue.handler.duration and each heartbeat's extension counted in
