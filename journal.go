@@ -80,29 +80,27 @@ type opConfig struct {
 //
 // An ID names one operation call: give it to no other call. A second call
 // under it in the same transaction as a first that took effect fails with
-// ErrInvalidArgument, and so does that transaction's commit; so does,
-// later, a call of another kind under it while the first call's records
-// are kept (the ID's marker says which kind it was given to: see "Exactly
-// once" in docs/design.md; PopMin and PopMax are two kinds, and a batch,
-// Wait or staged form is of its operation's kind), and, on the value that
-// logged it, a call of another kind under an ID the queue logged. A second call of the
+// ErrInvalidArgument, and so does that transaction's commit; so does, later,
+// a call of another kind under it while the first call's records are kept
+// (the ID's marker says which kind it was given to: see "Exactly once" in
+// docs/design.md; PopMin and PopMax are two kinds, and a batch, Wait or
+// staged form is of its operation's kind), and, on the value that logged it,
+// a call of another kind under an ID the queue logged. A second call of the
 // same kind in a later transaction cannot be told from a retry: while the
-// first call's records are kept, it returns the first call's result and
-// does nothing. They are
-// not kept for long after a call given a Database returned without
-// error: nothing will retry it, and the queue's next operation clears
-// them; a call under the ID after that applies the operation anew. (Those
-// of a call in your transaction, or of one that failed, are kept until
-// they expire, after twice the journal retention, or until a call under
-// the ID given a Database returns without error.) Make each ID with
-// NewOpID: the operation fails with ErrInvalidArgument given the zero ID
-// or one dated further ahead of the client's clock than the journal
-// retention, and with ErrOperationExpired given one older than the
-// retention. Cost: a call under an ID of yours reads its record and the
-// ID's marker on every attempt (two point reads, issued with its other
-// reads), where one under an ID of its own reads nothing on its first
-// attempt and its record on a retry, and it writes the marker beside its
-// record.
+// first call's records are kept, it returns the first call's result and does
+// nothing. They are not kept for long after a call given a Database returned
+// without error: nothing will retry it, and the queue's next operation
+// clears them; a call under the ID after that applies the operation anew.
+// (Those of a call in your transaction, or of one that failed, are kept
+// until they expire, after twice the journal retention, or until a call
+// under the ID given a Database returns without error.) Make each ID with
+// NewOpID: the operation fails with ErrInvalidArgument given the zero ID or
+// one dated further ahead of the client's clock than the journal retention,
+// and with ErrOperationExpired given one older than the retention. Cost: a
+// call under an ID of yours reads its record and the ID's marker on every
+// attempt (two point reads, issued with its other reads), where one under an
+// ID of its own reads nothing on its first attempt and its record on a
+// retry, and it writes the marker beside its record.
 //
 // Given a Transaction and no WithOpID, an operation does without the
 // journal (it neither reads nor writes a record): each of your retries
