@@ -141,3 +141,43 @@ func TestSettleLeaseRecordIsKeptAsAnyCallsIs(t *testing.T) {
 	require.Len(t, got, 1)
 	require.Equal(t, y.ID, got[0].JobID)
 }
+
+// The ID a JobQueue logs for a Lease that failed maybe committed names
+// that Lease: a call of another kind under it (an Add) fails with
+// ErrInvalidArgument and writes nothing, as under an ID of the caller's
+// whose marker names another kind, rather than take the Lease's record
+// for its own; SettleLease under it then settles the Lease. (A fresh ID's
+// call writes no marker: the queue value remembers the kind it logged.)
+func TestLoggedLeaseIDRefusesAnotherKind(t *testing.T) {
+	for _, f := range failures {
+		t.Run(f.name, func(t *testing.T) {
+			db := newDB(t)
+			logs, logger := loggedIDs()
+			q := mustJobQueue(t, "logged-kind", fdbqueue.JobQueueConfig{Choice: 1}, logger)
+			x := mustAdd(t, db, q, fdbqueue.Job{Value: []byte("x")})
+			land := f.fail(t, db, func(ctx context.Context) error {
+				_, err := q.Lease(ctx, db, 1, time.Minute)
+				return err
+			})
+			id := logs.take(t)
+			_, err := q.Add(context.Background(), db, fdbqueue.Job{Value: []byte("y")}, fdbqueue.WithOpID(id))
+			require.ErrorIs(t, err, fdbqueue.ErrInvalidArgument, "an Add under the Lease's logged ID")
+			st := mustStats(t, db, q)
+			require.Equal(t, int64(1), st.Queued+st.Leased, "nothing added")
+
+			ls, err := q.SettleLease(context.Background(), db, id)
+			require.NoError(t, err)
+			land()
+			db.AwaitLateLandings()
+			if f.applied {
+				require.Len(t, ls, 1, "the Lease applied")
+				require.Equal(t, x.ID, ls[0].JobID)
+				require.NoError(t, q.Ack(context.Background(), db, ls[0]))
+				require.Zero(t, mustStats(t, db, q).Queued)
+				return
+			}
+			require.Empty(t, ls)
+			require.Equal(t, int64(1), mustStats(t, db, q).Due, "the job was not leased")
+		})
+	}
+}

@@ -145,6 +145,12 @@ type journal struct {
 	// unsettled remembers, by ID, the slots of operations that ended
 	// with an error after recording (see remember), under mu.
 	unsettled map[OpID]*unsettledSlot
+	// loggedKinds remembers, by ID, the kinds of operations under an ID
+	// of their own making that recorded under it (not in a slot) and
+	// failed, whose IDs the queue logged (see rememberKind), under mu;
+	// nLogged is its size, read without mu.
+	loggedKinds map[OpID]string
+	nLogged     atomic.Int32
 
 	// The declared retention (see declare): its key, this handle's
 	// retention as Max's operand, whether the key is known to hold at
@@ -302,6 +308,9 @@ func (j *journal) beginInto(o *op, kind string, owned, slots bool, opts []OpOpti
 	// its retries, every retry is a new operation to the journal: a record
 	// could never be found again, so none is read or written.
 	o.skip = !o.owned && !c.hasID
+	if c.hasID && j.nLogged.Load() > 0 {
+		j.checkLoggedKind(o)
+	}
 	if o.owned && !j.disabled {
 		j.mu.Lock()
 		if n := min(len(j.pending), maxCarriedCleanups); n > 0 {
@@ -359,6 +368,10 @@ func (o *op) endAs(err, reported error) {
 		o.j.releaseSlot(o)
 	case o.slotted:
 		o.j.remember(o)
+	case o.fresh && err != nil && !errors.Is(err, ErrEmpty) && o.recorded.Load():
+		o.j.rememberKind(o)
+	case !o.fresh && err == nil && o.j.nLogged.Load() > 0:
+		o.j.forgetKind(o.id)
 	}
 	if err != nil {
 		// Not applied: hand the cleanups it took back.

@@ -150,6 +150,54 @@ func (j *journal) pruneUnsettled() {
 	}
 }
 
+// rememberKind keeps the kind of o, which recorded under an ID of its own
+// making, not in a slot (a JobQueue's operation, a batch's), and failed,
+// for a call under its logged ID (j.mu held): a call of another kind
+// under the ID is refused (checkLoggedKind), as under an ID whose marker
+// names another kind, since o wrote no marker; run, it would take o's
+// records for its own or, finding none, write a marker that keeps o from
+// being settled under the ID. Kept for the retention, up to maxUnsettled.
+func (j *journal) rememberKind(o *op) {
+	if j.loggedKinds == nil {
+		j.loggedKinds = make(map[OpID]string)
+	}
+	cutoff := j.now().Add(-j.retention)
+	var oldest OpID
+	for id := range j.loggedKinds {
+		if id.Time().Before(cutoff) {
+			delete(j.loggedKinds, id)
+		} else if oldest == (OpID{}) || bytes.Compare(id[:8], oldest[:8]) < 0 {
+			oldest = id
+		}
+	}
+	if len(j.loggedKinds) >= maxUnsettled {
+		delete(j.loggedKinds, oldest)
+	}
+	j.loggedKinds[o.id] = o.journalKind()
+	j.nLogged.Store(int32(len(j.loggedKinds)))
+}
+
+// forgetKind drops the kind remembered under id once a call under it
+// returned without error (j.mu held): it settled the logged operation,
+// whose records the handle's next operation clears.
+func (j *journal) forgetKind(id OpID) {
+	if _, ok := j.loggedKinds[id]; ok {
+		delete(j.loggedKinds, id)
+		j.nLogged.Store(int32(len(j.loggedKinds)))
+	}
+}
+
+// checkLoggedKind makes o, begun under a caller's ID, fail its check
+// when the ID is one the journal logged for an operation of another kind
+// (see rememberKind).
+func (j *journal) checkLoggedKind(o *op) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if k, ok := j.loggedKinds[o.id]; ok && k != o.journalKind() {
+		o.loggedFor = k
+	}
+}
+
 // resume gives o, begun under a caller's ID, the slot remembered under
 // that ID, if there is one for its kind (j.mu held).
 func (j *journal) resume(o *op) {
