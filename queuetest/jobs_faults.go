@@ -214,13 +214,13 @@ func testJobReleaseCallerLoop(t *testing.T, f *fixture, inject func()) {
 	require.NoError(t, q.Ack(f.ctx, f.db, l))
 }
 
-// testJobLeaseByOpID: a Lease in the caller's transaction, whose commit
-// fails, called again with the same ID: if the commit applied, the same
-// lease (same lease ID) comes back; if not, the job is leased now. Either
-// way it is leased once, with one attempt counted.
-func testJobLeaseByOpID(t *testing.T, f *fixture, fk fault) {
+// failedTxLease makes a job queue named name holding jobs a (priority 1:
+// leased first) and b, and leases a in the caller's transaction under a
+// new ID, whose commit then fails with fk. It returns the queue, the ID
+// and the lease the failed transaction returned.
+func (f *fixture) failedTxLease(t *testing.T, name string, fk fault) (*fdbqueue.JobQueue, fdbqueue.OpID, []fdbqueue.Lease) {
 	fi := f.faults(t)
-	q, c := f.jobQueue(t, "recover", fdbqueue.JobQueueConfig{Choice: 1})
+	q, c := f.jobQueue(t, name, fdbqueue.JobQueueConfig{Choice: 1})
 	f.add(t, q, fdbqueue.Job{Value: []byte("a"), Priority: 1})
 	f.add(t, q, fdbqueue.Job{Value: []byte("b")})
 	id := c.opID()
@@ -230,8 +230,16 @@ func testJobLeaseByOpID(t *testing.T, f *fixture, fk fault) {
 	require.NoError(t, err)
 	require.Len(t, ls, 1)
 	fi.FailNextCommit(fk.err, fk.applied)
-	err = tr.Commit()
-	require.ErrorIs(t, err, fk.err)
+	require.ErrorIs(t, tr.Commit(), fk.err)
+	return q, id, ls
+}
+
+// testJobLeaseByOpID: a Lease in the caller's transaction, whose commit
+// fails, called again with the same ID: if the commit applied, the same
+// lease (same lease ID) comes back; if not, the job is leased now. Either
+// way it is leased once, with one attempt counted.
+func testJobLeaseByOpID(t *testing.T, f *fixture, fk fault) {
+	q, id, ls := f.failedTxLease(t, "recover", fk)
 	again, err := q.Lease(f.ctx, f.db, 1, time.Minute, fdbqueue.WithOpID(id))
 	require.NoError(t, err, "Lease again with the same ID")
 	require.Len(t, again, 1)
@@ -254,18 +262,7 @@ func testJobLeaseByOpID(t *testing.T, f *fixture, fk fault) {
 // their order and attempts. Either way a Lease under the ID afterwards
 // replays what SettleLease returned.
 func testJobSettleLease(t *testing.T, f *fixture, fk fault) {
-	fi := f.faults(t)
-	q, c := f.jobQueue(t, "settle", fdbqueue.JobQueueConfig{Choice: 1})
-	f.add(t, q, fdbqueue.Job{Value: []byte("a"), Priority: 1})
-	f.add(t, q, fdbqueue.Job{Value: []byte("b")})
-	id := c.opID()
-	tr, err := f.db.CreateTransaction(f.ctx)
-	require.NoError(t, err)
-	ls, err := q.Lease(f.ctx, tr, 1, time.Minute, fdbqueue.WithOpID(id))
-	require.NoError(t, err)
-	require.Len(t, ls, 1)
-	fi.FailNextCommit(fk.err, fk.applied)
-	require.ErrorIs(t, tr.Commit(), fk.err)
+	q, id, ls := f.failedTxLease(t, "settle", fk)
 
 	settled, err := q.SettleLease(f.ctx, f.db, id)
 	require.NoError(t, err)
