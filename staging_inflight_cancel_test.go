@@ -1,0 +1,307 @@
+package fdbqueue_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/fdbqueue/fdbqueue"
+	"github.com/fdbqueue/fdbqueue/kv"
+	"github.com/fdbqueue/fdbqueue/memdb"
+)
+
+// The caller's context ends exactly while one step of a staged call has
+// its commit in flight, for every kind of step, in both serving modes of
+// a Queue and on both sides of a PriorityQueue. The commit then either
+// lands late, after the call's cleanup committed (FoundationDB's commit
+// request goes on after a cancellation: RYWImpl::commit returns as soon
+// as resetPromise is set, fdbclient/ReadYourWrites.actor.cpp; only
+// commit_unknown_result is preceded by a fencing commitDummyTransaction,
+// fdbclient/NativeAPI.actor.cpp), applies before the cleanup reads, or
+// never applies. In every case the call returns ctx's error having taken
+// nothing (its cleanup settled the commit's outcome), a call under the
+// same OpID is then a new operation, every item enqueued is received
+// exactly once across all consumers, and no request or result is left in
+// the line.
+
+// stagedTarget is a staged Queue or PriorityQueue side, seen through
+// string items: handles 0 (the call under test), 1 (another consumer)
+// and 2 (producer and drainer) share one subspace.
+type stagedTarget struct {
+	name    string
+	db      *memdb.DB
+	sub     fdbqueue.Subspace
+	enqueue func(t *testing.T, vals ...string)
+	// take runs a staged Dequeue (wait false) or DequeueWait on handle h.
+	take    func(ctx context.Context, h int, wait bool, opts ...fdbqueue.OpOption) (string, error)
+	setHook func(h int, fn func(string))
+	fulfil  func(t *testing.T) int
+	sent    []string // the items enqueued so far, in order
+}
+
+func stagedTargets(t *testing.T, name string) []func(t *testing.T) *stagedTarget {
+	var out []func(t *testing.T) *stagedTarget
+	for _, m := range stagingModes {
+		out = append(out, func(t *testing.T) *stagedTarget {
+			var x *stagedTarget
+			db := stgDB(t)
+			sub := stgSubspace(t, name)
+			qs := make([]*fdbqueue.Queue, 3)
+			for i := range qs {
+				qs[i] = stgQueue(t, sub, m.opts(fdbqueue.StagingConfig{})...)
+			}
+			x = &stagedTarget{
+				name: "queue " + m.name, db: db, sub: sub,
+				enqueue: func(t *testing.T, vals ...string) {
+					x.sent = append(x.sent, vals...)
+					var b [][]byte
+					for _, v := range vals {
+						b = append(b, []byte(v))
+					}
+					require.NoError(t, qs[2].EnqueueBatch(context.Background(), db, b))
+				},
+				take: func(ctx context.Context, h int, wait bool, opts ...fdbqueue.OpOption) (string, error) {
+					var v []byte
+					var err error
+					if wait {
+						v, err = qs[h].DequeueWait(ctx, db, opts...)
+					} else {
+						v, err = qs[h].Dequeue(ctx, db, opts...)
+					}
+					return string(v), err
+				},
+				setHook: func(h int, fn func(string)) { fdbqueue.SetStagingHook(qs[h], fn) },
+				fulfil: func(t *testing.T) int {
+					n, err := fdbqueue.FulfilStaged(context.Background(), db, qs[2])
+					require.NoError(t, err)
+					return n
+				},
+			}
+			return x
+		})
+	}
+	for _, max := range []bool{false, true} {
+		out = append(out, func(t *testing.T) *stagedTarget {
+			var x *stagedTarget
+			db := stgDB(t)
+			sub := stgSubspace(t, name)
+			pqs := make([]*fdbqueue.PriorityQueue, 3)
+			for i := range pqs {
+				pq, err := fdbqueue.NewPriorityQueue(sub, fdbqueue.WithStaging(fdbqueue.StagingConfig{}))
+				require.NoError(t, err)
+				pqs[i] = pq
+			}
+			prio := int64(0)
+			x = &stagedTarget{
+				name: map[bool]string{false: "pq min", true: "pq max"}[max], db: db, sub: sub,
+				enqueue: func(t *testing.T, vals ...string) {
+					x.sent = append(x.sent, vals...)
+					for _, v := range vals {
+						prio++
+						require.NoError(t, pqs[2].Push(context.Background(), db, []byte(v), prio))
+					}
+				},
+				take: func(ctx context.Context, h int, wait bool, opts ...fdbqueue.OpOption) (string, error) {
+					var it fdbqueue.Item
+					var err error
+					switch {
+					case wait && max:
+						it, err = pqs[h].PopMaxWait(ctx, db, opts...)
+					case wait:
+						it, err = pqs[h].PopMinWait(ctx, db, opts...)
+					case max:
+						it, err = pqs[h].PopMax(ctx, db, opts...)
+					default:
+						it, err = pqs[h].PopMin(ctx, db, opts...)
+					}
+					return string(it.Value), err
+				},
+				setHook: func(h int, fn func(string)) { fdbqueue.SetPQStagingHook(pqs[h], fn) },
+				fulfil: func(t *testing.T) int {
+					n, err := fdbqueue.FulfilStagedPQ(context.Background(), db, pqs[2], max)
+					require.NoError(t, err)
+					return n
+				},
+			}
+			return x
+		})
+	}
+	return out
+}
+
+// inflightStep is how a test brings the call under test to one step.
+type inflightStep struct {
+	phase string // the step's phase: its hook point is "commit " + phase
+	after string // the step is the first of its phase after this point ("": the first)
+	wait  bool   // the Wait form
+	// setup runs before the call; before runs in the call's hook at every
+	// point other than the step's commit (once per point is up to it);
+	// other says whether handle 1 runs a consumer of its own.
+	setup  func(t *testing.T, x *stagedTarget)
+	before func(t *testing.T, x *stagedTarget, p string)
+	other  bool
+}
+
+var inflightSteps = []inflightStep{
+	{phase: "fast", setup: func(t *testing.T, x *stagedTarget) { x.enqueue(t, "a", "b", "c") }},
+	{phase: "register", wait: true},
+	{phase: "take", wait: true, before: func(t *testing.T, x *stagedTarget, p string) {
+		if p == "registered" {
+			x.enqueue(t, "a", "b") // reaches the request before its next step
+		}
+	}},
+	// The first fulfil step finds the queue empty and only arms watches
+	// (a read-only commit); the one after the waiter woke serves.
+	{phase: "fulfil", after: "woke", wait: true, before: func(t *testing.T, x *stagedTarget, p string) {
+		if p == "armed" {
+			x.enqueue(t, "a", "b") // wakes the waiter, the oldest: it serves
+		}
+	}},
+	{phase: "collect", wait: true, before: func(t *testing.T, x *stagedTarget, p string) {
+		if p == "armed" {
+			x.enqueue(t, "a", "b")
+			require.Equal(t, 1, x.fulfil(t), "the waiter's request is served")
+		}
+	}},
+	// Handle 1's DequeueWait files a request and stops; a arrives; the
+	// plain Dequeue under test files a request behind it, hands a to it
+	// and, finding nothing for itself, withdraws, in one commit.
+	{phase: "withdraw", other: true},
+}
+
+func TestStagedContextEndsWhileAStepCommits(t *testing.T) {
+	landings := []string{"late", "applied", "never"}
+	for _, mk := range stagedTargets(t, "inflight") {
+		for _, step := range inflightSteps {
+			for _, landing := range landings {
+				for _, userID := range []bool{false, true} {
+					x := mk(t)
+					name := fmt.Sprintf("%s/%s/%s/opid=%v", x.name, step.phase, landing, userID)
+					t.Run(name, func(t *testing.T) { contextEndsWhileAStepCommits(t, x, step, landing, userID) })
+				}
+			}
+		}
+	}
+}
+
+func contextEndsWhileAStepCommits(t *testing.T, x *stagedTarget, step inflightStep, landing string, userID bool) {
+	bg := context.Background()
+	want := []string{"a", "b", "c"}
+	got := map[string]int{}
+	if step.setup != nil {
+		step.setup(t, x)
+	}
+	// The other consumer, for the withdrawal: stopped once registered.
+	var otherDone chan struct{}
+	var resumeOther func()
+	if step.other {
+		hook, registered, resume := stallOnceAt("registered")
+		resumeOther = resume
+		t.Cleanup(resume)
+		x.setHook(1, hook)
+		otherDone = make(chan struct{})
+		octx, ocancel := context.WithTimeout(bg, wakeTimeout)
+		t.Cleanup(ocancel)
+		go func() {
+			defer close(otherDone)
+			v, err := x.take(octx, 1, true)
+			if err == nil {
+				got[v]++ // read only after otherDone
+			} else {
+				t.Errorf("the other consumer: %v", err)
+			}
+		}()
+		recvWithin(t, registered, "the other consumer's request")
+		x.enqueue(t, "a")
+	}
+
+	ctx, cancel := context.WithCancel(bg)
+	defer cancel()
+	var once sync.Once
+	held := make(chan struct{})
+	var release func()
+	injected := false
+	reached := step.after == ""
+	x.setHook(0, func(p string) {
+		if p == step.after {
+			reached = true
+		}
+		if p == "commit "+step.phase && reached {
+			once.Do(func() {
+				switch landing {
+				case "late":
+					var h <-chan struct{}
+					h, release = x.db.HoldNextCommitLate()
+					go func() { <-h; close(held) }()
+				default:
+					x.db.FailNextCommit(kv.CommitInterrupted(kv.ErrTransactionCancelled), landing == "applied")
+					injected = true
+				}
+			})
+			return
+		}
+		if p == "failed" && injected {
+			cancel()
+			return
+		}
+		if step.before != nil && !injected && release == nil {
+			step.before(t, x, p)
+		}
+	})
+	var opts []fdbqueue.OpOption
+	id := fdbqueue.NewOpID()
+	if userID {
+		opts = append(opts, fdbqueue.WithOpID(id))
+	}
+	type result struct {
+		v   string
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		v, err := x.take(ctx, 0, step.wait, opts...)
+		done <- result{v, err}
+	}()
+	if landing == "late" {
+		recvWithin(t, held, "the step's commit in flight")
+		cancel()
+	}
+	r := recvWithin(t, done, "the call's end")
+	require.ErrorIs(t, r.err, context.Canceled, "the step's commit was cut short by ctx (%v)", r.err)
+	require.False(t, kv.MaybeCommitted(r.err), "the cleanup settled the step's outcome: %v", r.err)
+	x.setHook(0, nil)
+	if release != nil {
+		release() // the step's commit lands now, after the cleanup
+	}
+	x.db.AwaitLateLandings()
+
+	if step.other {
+		resumeOther()
+		recvWithin(t, otherDone, "the other consumer's end")
+	}
+	// A call under the same ID is a new operation: the first one took
+	// nothing.
+	x.enqueue(t, want[len(x.sent):]...)
+	if userID {
+		v, err := x.take(bg, 0, false, fdbqueue.WithOpID(id))
+		require.NoError(t, err)
+		got[v]++
+	}
+	dctx, dcancel := context.WithTimeout(bg, wakeTimeout)
+	defer dcancel()
+	for {
+		v, err := x.take(dctx, 2, false)
+		if errors.Is(err, fdbqueue.ErrEmpty) {
+			break
+		}
+		require.NoError(t, err)
+		got[v]++
+	}
+	requireExactlyOnce(t, got, want)
+	require.Empty(t, stagingKeys(t, x.db, x.sub), "nothing left in the line")
+	requireNoWatches(t, x.db)
+}
