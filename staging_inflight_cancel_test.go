@@ -41,6 +41,16 @@ type stagedTarget struct {
 	setHook func(h int, fn func(string))
 	fulfil  func(t *testing.T) int
 	sent    []string // the items enqueued so far, in order
+	// tdb, when set, is the database handle 0 runs on.
+	tdb *timeoutDB
+}
+
+// on returns the database handle h runs on.
+func (x *stagedTarget) on(h int, db kv.Database) kv.Database {
+	if h == 0 && x.tdb != nil {
+		return x.tdb
+	}
+	return db
 }
 
 func stagedTargets(t *testing.T, name string) []func(t *testing.T) *stagedTarget {
@@ -68,9 +78,9 @@ func stagedTargets(t *testing.T, name string) []func(t *testing.T) *stagedTarget
 					var v []byte
 					var err error
 					if wait {
-						v, err = qs[h].DequeueWait(ctx, db, opts...)
+						v, err = qs[h].DequeueWait(ctx, x.on(h, db), opts...)
 					} else {
-						v, err = qs[h].Dequeue(ctx, db, opts...)
+						v, err = qs[h].Dequeue(ctx, x.on(h, db), opts...)
 					}
 					return string(v), err
 				},
@@ -110,13 +120,13 @@ func stagedTargets(t *testing.T, name string) []func(t *testing.T) *stagedTarget
 					var err error
 					switch {
 					case wait && max:
-						it, err = pqs[h].PopMaxWait(ctx, db, opts...)
+						it, err = pqs[h].PopMaxWait(ctx, x.on(h, db), opts...)
 					case wait:
-						it, err = pqs[h].PopMinWait(ctx, db, opts...)
+						it, err = pqs[h].PopMinWait(ctx, x.on(h, db), opts...)
 					case max:
-						it, err = pqs[h].PopMax(ctx, db, opts...)
+						it, err = pqs[h].PopMax(ctx, x.on(h, db), opts...)
 					default:
-						it, err = pqs[h].PopMin(ctx, db, opts...)
+						it, err = pqs[h].PopMin(ctx, x.on(h, db), opts...)
 					}
 					return string(it.Value), err
 				},
@@ -295,6 +305,90 @@ func contextEndsWhileAStepCommits(t *testing.T, x *stagedTarget, step inflightSt
 	defer dcancel()
 	for {
 		v, err := x.take(dctx, 2, false)
+		if errors.Is(err, fdbqueue.ErrEmpty) {
+			break
+		}
+		require.NoError(t, err)
+		got[v]++
+	}
+	requireExactlyOnce(t, got, want)
+	require.Empty(t, stagingKeys(t, x.db, x.sub), "nothing left in the line")
+	requireNoWatches(t, x.db)
+}
+
+// TestStagedStepTimesOutWhileItsCommitIsInFlight: as above, but the
+// step's transaction times out (FoundationDB's transaction_timeout,
+// timeoutDB) with the caller's context alive: the call goes on, and the
+// timed-out commit lands late, either just before the next step's commit
+// (after its read version) or after the call returned. The call returns
+// one item, and every item is received exactly once.
+func TestStagedStepTimesOutWhileItsCommitIsInFlight(t *testing.T) {
+	for _, mk := range stagedTargets(t, "timedout") {
+		for _, step := range inflightSteps {
+			if step.other {
+				continue // a plain Dequeue: its retry returns ErrEmpty or an item, tested above
+			}
+			for _, when := range []string{"next commit", "after the call"} {
+				x := mk(t)
+				t.Run(fmt.Sprintf("%s/%s/%s", x.name, step.phase, when), func(t *testing.T) { stepTimesOut(t, x, step, when) })
+			}
+		}
+	}
+}
+
+func stepTimesOut(t *testing.T, x *stagedTarget, step inflightStep, when string) {
+	bg := context.Background()
+	want := []string{"a", "b", "c"}
+	x.tdb = &timeoutDB{Database: x.db}
+	if step.setup != nil {
+		step.setup(t, x)
+	}
+	var once sync.Once
+	held := make(chan struct{})
+	var release func()
+	reached, failed := step.after == "", false
+	x.setHook(0, func(p string) {
+		if p == step.after {
+			reached = true
+		}
+		switch {
+		case p == "commit "+step.phase && reached && release == nil:
+			once.Do(func() {
+				var h <-chan struct{}
+				h, release = x.db.HoldNextCommitLate()
+				go func() { <-h; close(held) }()
+			})
+		case p == "failed" && release != nil:
+			failed = true
+		case len(p) > 7 && p[:7] == "commit " && failed && when == "next commit":
+			failed = false
+			release() // lands after this step's read version, before its commit
+		case release == nil && step.before != nil:
+			step.before(t, x, p)
+		}
+	})
+	ctx, cancel := context.WithTimeout(bg, wakeTimeout) // a failure bound only
+	defer cancel()
+	type result struct {
+		v   string
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		v, err := x.take(ctx, 0, true)
+		done <- result{v, err}
+	}()
+	recvWithin(t, held, "the step's commit in flight")
+	x.tdb.expire(t)
+	x.enqueue(t, want[len(x.sent):]...)
+	r := recvWithin(t, done, "the call's end")
+	require.NoError(t, r.err)
+	got := map[string]int{r.v: 1}
+	x.setHook(0, nil)
+	release()
+	x.db.AwaitLateLandings()
+	for {
+		v, err := x.take(bg, 2, false)
 		if errors.Is(err, fdbqueue.ErrEmpty) {
 			break
 		}
