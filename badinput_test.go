@@ -239,6 +239,25 @@ func badRows() []badRow {
 			_, err = fdbqueue.NewQueue(long, fdbqueue.WithoutIdempotency())
 			require.NoError(t, err)
 		}},
+		{"NewJobQueue", "WithoutIdempotency, a prefix on which a job's record key could exceed the 10,000-byte key limit (over 9,965 bytes)", "ErrInvalidArgument and kv.ErrKeyTooLarge", func(t *testing.T) {
+			_, err := fdbqueue.NewJobQueue(fdbqueue.SubspaceFromBytes(bytes.Repeat([]byte{'p'}, 9_966)), fdbqueue.JobQueueConfig{}, fdbqueue.WithoutIdempotency())
+			require.ErrorIs(t, err, fdbqueue.ErrInvalidArgument)
+			require.ErrorIs(t, err, kv.ErrKeyTooLarge)
+			_, err = fdbqueue.NewJobQueue(fdbqueue.SubspaceFromBytes(bytes.Repeat([]byte{'p'}, 9_965)), fdbqueue.JobQueueConfig{}, fdbqueue.WithoutIdempotency())
+			require.NoError(t, err)
+		}},
+		{"JobQueue.Add, AddBatch", "a unique key (within MaxUniqueKeySize) whose key (\"u\", unique key) on the queue's prefix exceeds the 10,000-byte key limit (a long prefix; a 0x00 byte counts twice)", "ErrInvalidArgument and kv.ErrKeyTooLarge; nothing written, the caller's transaction still usable", func(t *testing.T) {
+			db := newDB(t)
+			sub := fdbqueue.SubspaceFromBytes(bytes.Repeat([]byte{'p'}, 9_000))
+			q, err := fdbqueue.NewJobQueue(sub, fdbqueue.JobQueueConfig{})
+			require.NoError(t, err)
+			_, err = q.AddBatch(ctx, db, []fdbqueue.Job{{Value: []byte("ok")}, {Value: []byte("x"), UniqueKey: strings.Repeat("\x00", 500)}})
+			require.ErrorIs(t, err, fdbqueue.ErrInvalidArgument)
+			require.ErrorIs(t, err, kv.ErrKeyTooLarge)
+			require.Equal(t, fdbqueue.JobStats{}, mustStats(t, db, q))
+			r := mustAdd(t, db, q, fdbqueue.Job{Value: []byte("x"), UniqueKey: strings.Repeat("\x00", 400)})
+			require.False(t, r.Duplicate)
+		}},
 		{"NewQueue, NewPriorityQueue", "WithStaging, a prefix whose staged request keys could exceed the 10,000-byte key limit at some registration time (over 9,943 bytes; 9,941 for a PriorityQueue)", "ErrInvalidArgument and kv.ErrKeyTooLarge; without WithStaging, accepted", func(t *testing.T) {
 			prefix := func(n int) fdbqueue.Subspace { return fdbqueue.SubspaceFromBytes(bytes.Repeat([]byte{'p'}, n)) }
 			staged := fdbqueue.WithStaging(fdbqueue.StagingConfig{})

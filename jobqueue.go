@@ -109,7 +109,9 @@ const (
 )
 
 // NewJobQueue returns a job queue stored in sub (a non-empty prefix, not
-// too long for its journal keys: see NewQueue). Of
+// too long for its journal keys: see NewQueue; made WithoutIdempotency,
+// not so long that a job's record key could pass the key limit, over
+// 9,965 bytes: ErrInvalidArgument and kv.ErrKeyTooLarge). Of
 // the Options, WithJournalRetention, WithBatchBudget, WithEntropy and
 // WithoutIdempotency apply; WithClock sets the clock when cfg.Clock is nil;
 // WithStaging, WithVersionstampOrder and TupleValues are rejected with
@@ -154,6 +156,9 @@ func NewJobQueue(sub Subspace, cfg JobQueueConfig, opts ...Option) (*JobQueue, e
 	q.leased, _ = sub.Pack(tuple.Tuple{"c", "l"})
 	q.deadN, _ = sub.Pack(tuple.Tuple{"c", "d"})
 	q.bounds = q.keyBounds()
+	if err := q.keysFit(); err != nil {
+		return nil, err
+	}
 	q.initConfig()
 	return q, nil
 }
@@ -286,7 +291,9 @@ func (q *JobQueue) Add(ctx context.Context, t kv.Transactor, job Job, opts ...Op
 // A value over 100,000 bytes fails with ErrValueTooLarge, a batch of several
 // jobs over the budget with ErrBatchTooLarge (a single job is always
 // accepted), and a bad field with ErrInvalidArgument, before anything is
-// written. An empty batch does nothing.
+// written; so does, with kv.ErrKeyTooLarge too, a unique key whose key
+// ("u", unique key) on a long prefix would pass the 10,000-byte key limit
+// (each 0x00 byte packs as two). An empty batch does nothing.
 //
 // Budget (WithBatchBudget): the batch's transaction size as FoundationDB
 // counts it (mutations and conflict ranges, see budget.go) is about
@@ -306,6 +313,10 @@ func (q *JobQueue) AddBatch(ctx context.Context, t kv.Transactor, jobs []Job, op
 		}
 		if len(j.UniqueKey) > MaxUniqueKeySize {
 			return nil, fmt.Errorf("%w: job %d: unique key of %d bytes, limit %d", ErrInvalidArgument, i, len(j.UniqueKey), MaxUniqueKeySize)
+		}
+		if n := len(q.key("u", []byte(j.UniqueKey))); n > kv.MaxKeySize {
+			return nil, fmt.Errorf("%w: job %d: unique key of %d bytes makes a %d-byte key on this subspace, over the %d-byte key limit (%w)",
+				ErrInvalidArgument, i, len(j.UniqueKey), n, kv.MaxKeySize, kv.ErrKeyTooLarge)
 		}
 		if j.MaxAttempts < 0 {
 			return nil, fmt.Errorf("%w: job %d: max attempts %d", ErrInvalidArgument, i, j.MaxAttempts)

@@ -1,8 +1,10 @@
 package fdbqueue
 
 import (
+	"fmt"
 	"math"
 
+	"github.com/fdbqueue/fdbqueue/kv"
 	"github.com/fdbqueue/fdbqueue/tuple"
 )
 
@@ -41,6 +43,20 @@ func (q *JobQueue) keyBounds() jobKeyBounds {
 		bucket:  len(q.key("c", "p", int64(math.MinInt64))),
 		counter: max(len(q.total), len(q.leased), len(q.deadN), len(q.signal)),
 	}
+}
+
+// keysFit fails, with ErrInvalidArgument and kv.ErrKeyTooLarge, when the
+// queue's longest key, a job's record at its earliest vesting time and
+// lowest priority, would exceed the key limit: on such a prefix (accepted
+// made WithoutIdempotency, which writes no journal keys to refuse it by)
+// every Add failed with key_too_large. (jobKeyBounds counts priorities as
+// any int64, a few bytes over: the budgets may, the limit must not.)
+func (q *JobQueue) keysFit() error {
+	if n := len(q.key("q", int64(math.MinInt64), -int64(math.MinInt32), boundJobID)); n > kv.MaxKeySize {
+		return fmt.Errorf("%w: the subspace prefix is too long: the job queue's keys take up to %d bytes, over the %d-byte key limit (%w)",
+			ErrInvalidArgument, n, kv.MaxKeySize, kv.ErrKeyTooLarge)
+	}
+	return nil
 }
 
 // metaBound is the longest encoding of a job record holding unique and
