@@ -227,7 +227,7 @@ func badRows() []badRow {
 			_, err := fdbqueue.NewQueue(fdbqueue.SubspaceFromBytes(nil))
 			require.ErrorIs(t, err, fdbqueue.ErrInvalidArgument)
 		}},
-		{"NewQueue, NewPriorityQueue, NewJobQueue", "a prefix whose journal keys could exceed the 10,000-byte key limit for some operation ID (over 9,958 bytes; not WithoutIdempotency)", "ErrInvalidArgument and kv.ErrKeyTooLarge; made WithoutIdempotency, accepted", func(t *testing.T) {
+		{"NewQueue, NewPriorityQueue, NewJobQueue", "a prefix whose journal keys could exceed the 10,000-byte key limit for some operation ID (over 9,958 bytes; not WithoutIdempotency)", "ErrInvalidArgument and kv.ErrKeyTooLarge; made WithoutIdempotency, accepted up to the item keys' limit (next row)", func(t *testing.T) {
 			long := fdbqueue.SubspaceFromBytes(bytes.Repeat([]byte{'p'}, 9_990))
 			_, err := fdbqueue.NewQueue(long)
 			require.ErrorIs(t, err, fdbqueue.ErrInvalidArgument)
@@ -236,8 +236,33 @@ func badRows() []badRow {
 			require.ErrorIs(t, err, kv.ErrKeyTooLarge)
 			_, err = fdbqueue.NewJobQueue(long, fdbqueue.JobQueueConfig{})
 			require.ErrorIs(t, err, kv.ErrKeyTooLarge)
-			_, err = fdbqueue.NewQueue(long, fdbqueue.WithoutIdempotency())
+			_, err = fdbqueue.NewQueue(fdbqueue.SubspaceFromBytes(bytes.Repeat([]byte{'p'}, 9_969)), fdbqueue.WithoutIdempotency())
 			require.NoError(t, err)
+		}},
+		{"NewQueue, NewPriorityQueue", "WithoutIdempotency, a prefix on which an item key could exceed the 10,000-byte key limit (over 9,969 bytes; 9,961 in versionstamp order; 9,960 for a PriorityQueue)", "ErrInvalidArgument and kv.ErrKeyTooLarge", func(t *testing.T) {
+			p := func(n int) fdbqueue.Subspace { return fdbqueue.SubspaceFromBytes(bytes.Repeat([]byte{'p'}, n)) }
+			for _, c := range []struct {
+				longest int
+				mk      func(fdbqueue.Subspace) error
+			}{
+				{9_969, func(s fdbqueue.Subspace) error {
+					_, err := fdbqueue.NewQueue(s, fdbqueue.WithoutIdempotency())
+					return err
+				}},
+				{9_961, func(s fdbqueue.Subspace) error {
+					_, err := fdbqueue.NewQueue(s, fdbqueue.WithoutIdempotency(), fdbqueue.WithVersionstampOrder())
+					return err
+				}},
+				{9_960, func(s fdbqueue.Subspace) error {
+					_, err := fdbqueue.NewPriorityQueue(s, fdbqueue.WithoutIdempotency())
+					return err
+				}},
+			} {
+				require.NoError(t, c.mk(p(c.longest)))
+				err := c.mk(p(c.longest + 1))
+				require.ErrorIs(t, err, fdbqueue.ErrInvalidArgument)
+				require.ErrorIs(t, err, kv.ErrKeyTooLarge)
+			}
 		}},
 		{"NewJobQueue", "WithoutIdempotency, a prefix on which a job's record key could exceed the 10,000-byte key limit (over 9,965 bytes)", "ErrInvalidArgument and kv.ErrKeyTooLarge", func(t *testing.T) {
 			_, err := fdbqueue.NewJobQueue(fdbqueue.SubspaceFromBytes(bytes.Repeat([]byte{'p'}, 9_966)), fdbqueue.JobQueueConfig{}, fdbqueue.WithoutIdempotency())

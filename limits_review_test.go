@@ -401,3 +401,73 @@ func TestLimitStagedKeysDoNotDependOnTheClock(t *testing.T) {
 		})
 	}
 }
+
+// Made WithoutIdempotency, a Queue or PriorityQueue has no journal keys
+// to bound its prefix: the constructor refuses one on which an item key
+// could exceed the 10,000-byte key limit (before, it accepted any, and on
+// one too long every Enqueue or Push failed with key_too_large). On the
+// longest prefix it accepts, the longest item keys are written and read:
+// an index (or a priority and a count) packed in 9 bytes, the suffix,
+// and in versionstamp order the versionstamp with the offset FDB counts.
+func TestLimitItemKeysWithoutJournal(t *testing.T) {
+	ctx := context.Background()
+	suffix := bytes.Repeat([]byte{0xab}, 20) // a suffix's length; packs as 22 bytes
+	longest := func(t *testing.T, mk func(fdbqueue.Subspace) error) fdbqueue.Subspace {
+		t.Helper()
+		n := 9_900
+		for mk(fdbqueue.SubspaceFromBytes(bytes.Repeat([]byte{'p'}, n+1))) == nil {
+			n++
+			require.Less(t, n, kv.MaxKeySize, "no prefix refused")
+		}
+		err := mk(fdbqueue.SubspaceFromBytes(bytes.Repeat([]byte{'p'}, n+1)))
+		require.ErrorIs(t, err, fdbqueue.ErrInvalidArgument)
+		require.ErrorIs(t, err, kv.ErrKeyTooLarge)
+		return fdbqueue.SubspaceFromBytes(bytes.Repeat([]byte{'p'}, n))
+	}
+	t.Run("Queue", func(t *testing.T) {
+		db := newDB(t)
+		sub := longest(t, func(s fdbqueue.Subspace) error {
+			_, err := fdbqueue.NewQueue(s, fdbqueue.WithoutIdempotency())
+			return err
+		})
+		q, err := fdbqueue.NewQueue(sub, fdbqueue.WithoutIdempotency())
+		require.NoError(t, err)
+		key, err := sub.Pack(tuple.Tuple{int64(math.MaxInt64 - 2), suffix})
+		require.NoError(t, err)
+		require.Equal(t, kv.MaxKeySize, len(key), "the longest item key: a 9-byte index")
+		setRaw(t, db, key, []byte("a"))
+		require.NoError(t, q.Enqueue(ctx, db, []byte("b")), "an item at index MaxInt64-1")
+		require.Equal(t, []string{"a", "b"}, drain(t, db, q))
+	})
+	t.Run("Queue in versionstamp order", func(t *testing.T) {
+		db := newDB(t)
+		mk := func(s fdbqueue.Subspace) (*fdbqueue.Queue, error) {
+			return fdbqueue.NewQueue(s, fdbqueue.WithoutIdempotency(), fdbqueue.WithVersionstampOrder())
+		}
+		sub := longest(t, func(s fdbqueue.Subspace) error { _, err := mk(s); return err })
+		q, err := mk(sub)
+		require.NoError(t, err)
+		require.NoError(t, q.EnqueueBatch(ctx, db, [][]byte{[]byte("a"), []byte("b")}))
+		require.NoError(t, q.Enqueue(ctx, db, []byte("c")))
+		require.Equal(t, []string{"a", "b", "c"}, drain(t, db, q))
+	})
+	t.Run("PriorityQueue", func(t *testing.T) {
+		db := newDB(t)
+		sub := longest(t, func(s fdbqueue.Subspace) error {
+			_, err := fdbqueue.NewPriorityQueue(s, fdbqueue.WithoutIdempotency())
+			return err
+		})
+		pq, err := fdbqueue.NewPriorityQueue(sub, fdbqueue.WithoutIdempotency())
+		require.NoError(t, err)
+		key, err := sub.Pack(tuple.Tuple{int64(math.MinInt64), int64(math.MaxInt64 - 2), suffix})
+		require.NoError(t, err)
+		require.Equal(t, kv.MaxKeySize, len(key), "the longest item key: a 9-byte priority and count")
+		setRaw(t, db, key, []byte("a"))
+		require.NoError(t, pq.Push(ctx, db, []byte("b"), math.MinInt64), "an item at count MaxInt64-1")
+		for _, want := range []string{"a", "b"} {
+			it, err := pq.PopMin(ctx, db)
+			require.NoError(t, err)
+			require.Equal(t, want, string(it.Value))
+		}
+	})
+}

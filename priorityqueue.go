@@ -36,6 +36,7 @@ type Item struct {
 
 // NewPriorityQueue returns a priority queue stored in sub (which must have a
 // non-empty prefix not too long for its journal keys, see NewQueue, nor,
+// made WithoutIdempotency, for its item keys: at most 9,960 bytes, nor,
 // WithStaging, for its staged request keys: at most 9,941 bytes; use it
 // with one database, as a Queue). WithVersionstampOrder is rejected.
 func NewPriorityQueue(sub Subspace, opts ...Option) (*PriorityQueue, error) {

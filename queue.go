@@ -37,8 +37,9 @@ type Queue struct {
 // NewQueue returns a queue stored in sub. The subspace must have a non-empty
 // prefix: the queue also keeps its operation journal just after the
 // subspace's range (prefix + 0xff), outside what recipe clients read.
-// A prefix too long for its journal keys (over 9,958 bytes; not checked
-// WithoutIdempotency) or, WithStaging, for its staged request keys (over
+// A prefix too long for its journal keys (over 9,958 bytes), or, made
+// WithoutIdempotency, for its item keys (over 9,969 bytes; 9,961 in
+// versionstamp order), or, WithStaging, for its staged request keys (over
 // 9,943 bytes) fails with ErrInvalidArgument and kv.ErrKeyTooLarge.
 // Use a Queue with one database: it caches the queue's stored
 // configuration by the database's metadata version, which two databases
@@ -811,6 +812,31 @@ func clearItems(ctx context.Context, t kv.Transactor, g *confGate, items kv.KeyR
 	})
 }
 
+// itemKeysFit fails, with ErrInvalidArgument and kv.ErrKeyTooLarge, for
+// a prefix on which the longest item key of a queue of kind could exceed
+// the key limit: a Queue's (index, suffix), the index packed in up to 9
+// bytes; in versionstamp order (versionstamp, suffix), the versionstamp
+// 13 bytes, counted with the 4-byte offset FoundationDB counts in a
+// SetVersionstampedKey's key (ReadYourWritesTransaction::atomicOp,
+// fdbclient/ReadYourWrites.actor.cpp); a PriorityQueue's (priority,
+// count, suffix). The journal's keys are longer (journal.keysFit), so
+// this refuses a prefix only made WithoutIdempotency, on which every
+// Enqueue or Push failed with key_too_large.
+func itemKeysFit(kind string, prefix []byte, cfg config) error {
+	n := len(prefix) + 9 + suffixKeySize
+	switch {
+	case kind == "priority queue":
+		n = len(prefix) + 9 + 9 + suffixKeySize
+	case cfg.versionstamps:
+		n = len(prefix) + 13 + suffixKeySize + 4
+	}
+	if n > kv.MaxKeySize {
+		return fmt.Errorf("%w: the subspace prefix is too long: the %s's item keys take up to %d bytes, over the %d-byte key limit (%w)",
+			ErrInvalidArgument, kind, n, kv.MaxKeySize, kv.ErrKeyTooLarge)
+	}
+	return nil
+}
+
 // layer is what a Queue and a PriorityQueue share: where they live, their
 // options, their operation journal and their source of random suffixes.
 type layer struct {
@@ -832,6 +858,9 @@ func newLayer(kind string, sub Subspace, opts []Option) (layer, error) {
 	items, _ := sub.Range()
 	j := newJournal(sub.prefix, cfg)
 	if err := j.keysFit(); err != nil {
+		return layer{}, err
+	}
+	if err := itemKeysFit(kind, sub.prefix, cfg); err != nil {
 		return layer{}, err
 	}
 	j.track.countDepth(items)
