@@ -303,17 +303,7 @@ func contextEndsWhileAStepCommits(t *testing.T, x *stagedTarget, step inflightSt
 	}
 	dctx, dcancel := context.WithTimeout(bg, wakeTimeout)
 	defer dcancel()
-	for {
-		v, err := x.take(dctx, 2, false)
-		if errors.Is(err, fdbqueue.ErrEmpty) {
-			break
-		}
-		require.NoError(t, err)
-		got[v]++
-	}
-	requireExactlyOnce(t, got, want)
-	require.Empty(t, stagingKeys(t, x.db, x.sub), "nothing left in the line")
-	requireNoWatches(t, x.db)
+	x.drainAndCheck(t, dctx, got, want)
 }
 
 // TestStagedStepTimesOutWhileItsCommitIsInFlight: as above, but the
@@ -387,8 +377,16 @@ func stepTimesOut(t *testing.T, x *stagedTarget, step inflightStep, when string)
 	x.setHook(0, nil)
 	release()
 	x.db.AwaitLateLandings()
+	x.drainAndCheck(t, bg, got, want)
+}
+
+// drainAndCheck takes what is left with the draining handle (2) into got,
+// then checks that every item of want came out exactly once and that the
+// line is empty, with no watch left.
+func (x *stagedTarget) drainAndCheck(t *testing.T, ctx context.Context, got map[string]int, want []string) {
+	t.Helper()
 	for {
-		v, err := x.take(bg, 2, false)
+		v, err := x.take(ctx, 2, false)
 		if errors.Is(err, fdbqueue.ErrEmpty) {
 			break
 		}
