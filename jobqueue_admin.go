@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/fdbqueue/fdbqueue/kv"
@@ -120,8 +121,23 @@ type DeadJob struct {
 	Cursor []byte
 }
 
+// DeadCursorAt returns a cursor from which ListDead lists the dead jobs
+// that died at or after t (Died, recorded to the microsecond), without
+// reading those that died before: the dead-letter list is kept in order
+// of death, by the clocks of the clients that moved the jobs there. It
+// reads nothing.
+func (q *JobQueue) DeadCursorAt(t time.Time) []byte {
+	us := t.UnixMicro() // rounded down
+	if t.After(time.UnixMicro(us)) && us < math.MaxInt64 {
+		us++ // t is within a microsecond: the next one is the first at or after it
+	}
+	// ("d", us) sorts before every ("d", us, id): ListDead starts after it.
+	return q.key("d", us)
+}
+
 // ListDead returns up to limit dead jobs, oldest death first, starting
-// after cursor (nil: from the start; else a DeadJob's Cursor); a limit
+// after cursor (nil: from the start; else a DeadJob's Cursor, or one of
+// DeadCursorAt); a limit
 // below 1 fails with ErrInvalidArgument (page with Cursor to read them
 // all). Cost: one range read of the dead list and a point read of each
 // value, in two round trips; normal reads (a read-write transaction that

@@ -783,3 +783,46 @@ func TestJobQueueLeaseReadsPastBuried(t *testing.T) {
 		})
 	}
 }
+
+// DeadCursorAt(t) starts ListDead at the first job that died at or after
+// t, to the microsecond the list records, whatever died before: here
+// jobs that died at 0, 1 ms, 1 ms + 1 µs and 2 ms after a start.
+func TestDeadCursorAt(t *testing.T) {
+	ctx := context.Background()
+	db := newDB(t)
+	clock := newFakeClock()
+	q := mustJobQueue(t, "dead-cursor", fdbqueue.JobQueueConfig{Clock: clock, Choice: 1})
+	start := clock.Now()
+	for i, at := range []time.Duration{0, time.Millisecond, time.Millisecond + time.Microsecond, 2 * time.Millisecond} {
+		clock.Advance(start.Add(at).Sub(clock.Now()))
+		mustAdd(t, db, q, fdbqueue.Job{Value: []byte(fmt.Sprint(i)), MaxAttempts: 1})
+		l := mustLease(t, db, q, 1, time.Minute)
+		dead, err := q.Nack(ctx, db, l[0], fdbqueue.NackOptions{Reason: "fails"})
+		require.NoError(t, err)
+		require.True(t, dead)
+	}
+	from := func(at time.Time) []string {
+		ds, err := q.ListDead(ctx, db, q.DeadCursorAt(at), 10)
+		require.NoError(t, err)
+		var vs []string
+		for _, d := range ds {
+			require.False(t, d.Died.Before(at), "job %s died at %v, before %v", d.Value, d.Died, at)
+			vs = append(vs, string(d.Value))
+		}
+		return vs
+	}
+	require.Equal(t, []string{"0", "1", "2", "3"}, from(start.Add(-time.Hour)))
+	require.Equal(t, []string{"0", "1", "2", "3"}, from(start))
+	require.Equal(t, []string{"1", "2", "3"}, from(start.Add(time.Nanosecond)), "within the first microsecond: the next")
+	require.Equal(t, []string{"1", "2", "3"}, from(start.Add(time.Millisecond)))
+	require.Equal(t, []string{"2", "3"}, from(start.Add(time.Millisecond+time.Nanosecond)))
+	require.Equal(t, []string{"3"}, from(start.Add(2*time.Millisecond)))
+	require.Empty(t, from(start.Add(2*time.Millisecond+time.Microsecond)))
+	// A page from the cursor goes on with a DeadJob's Cursor.
+	ds, err := q.ListDead(ctx, db, q.DeadCursorAt(start.Add(time.Millisecond)), 1)
+	require.NoError(t, err)
+	more, err := q.ListDead(ctx, db, ds[0].Cursor, 10)
+	require.NoError(t, err)
+	require.Len(t, more, 2)
+	require.Equal(t, "2", string(more[0].Value))
+}

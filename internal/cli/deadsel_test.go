@@ -330,3 +330,26 @@ func TestDeadFilterReadsFullPages(t *testing.T) {
 	one, all := reads("1"), reads("0")
 	require.LessOrEqual(t, one, all, "--limit 1 read %d transactions, --limit 0 %d", one, all)
 }
+
+// --died-after starts the scan at the first job that died at or after it
+// (DeadCursorAt) instead of reading the jobs that died before: here six
+// of them, three pages of two, before the one selected, which a scan of
+// the whole list reads.
+func TestDeadDiedAfterSkipsTheEarlierDead(t *testing.T) {
+	defer func(n int) { deadPage = n }(deadPage)
+	deadPage = 2
+	db, clock, onClock := demoJobs(t)
+	q := demoWorkQueue(t, clock)
+	clock.Advance(time.Second) // after the demo's dead job
+	killWithReason(t, db, q, clock, "early", "1", "2", "3", "4", "5", "6")
+	after := clock.Now()
+	late := killWithReason(t, db, q, clock, "late", "7")
+	reads := func(extra ...string) int64 {
+		cr := &countReads{Database: db}
+		require.Equal(t, late, deadList(t, cr, onClock, extra...))
+		return cr.n.Load()
+	}
+	seek := reads("--died-after", after.Format(time.RFC3339Nano))
+	scan := reads("--reason", "late")
+	require.Less(t, seek+2, scan, "--died-after read %d transactions, a scan of the whole list %d", seek, scan)
+}

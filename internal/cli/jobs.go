@@ -175,13 +175,17 @@ var errStopScan = errors.New("stop the scan")
 // transaction (a long list is not one snapshot, but each page stays within
 // FDB's five-second limit). ListDead takes a limit of at least 1
 // (fdbqueue.ErrInvalidArgument otherwise); limit 0 here means no limit:
-// eachDead pages until the list ends. With f's --died-before the scan ends
-// at the first job that died at or after it (the list is in order of
-// death). fn keeps what it needs (requeue-dead --all keeps the IDs only,
+// eachDead pages until the list ends. The list is in order of death: with
+// f's --died-after the scan starts at the first job that died at or after
+// it (DeadCursorAt), and with --died-before it ends at the first that died
+// at or after that. fn keeps what it needs (requeue-dead --all keeps the IDs only,
 // not every dead job's value); an error from fn ends the scan with it,
 // errStopScan without an error.
 func eachDead(ctx context.Context, s *session, q *fdbqueue.JobQueue, limit int, f deadFilter, fn func(fdbqueue.DeadJob) error) error {
 	var cursor []byte
+	if !f.after.IsZero() {
+		cursor = q.DeadCursorAt(f.after)
+	}
 	seen := 0
 	for {
 		n := deadPage
