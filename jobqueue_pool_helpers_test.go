@@ -7,6 +7,7 @@ import (
 
 	"github.com/fdbqueue/fdbqueue"
 	"github.com/fdbqueue/fdbqueue/kv"
+	"github.com/fdbqueue/fdbqueue/memdb"
 	"github.com/fdbqueue/fdbqueue/queuetest"
 )
 
@@ -89,4 +90,31 @@ func (b *blockingHandler) handle(ctx context.Context, task *fdbqueue.Task) error
 	<-b.finish
 	b.ctxErr <- ctx.Err()
 	return nil
+}
+
+// longJob is a pool of one worker on a job queue (on an armed clock)
+// holding one job, whose handler blocks until h.finish is closed; task is
+// the handler's task once it runs.
+type longJob struct {
+	db       *memdb.DB
+	clock    *queuetest.Clock
+	q        *fdbqueue.JobQueue
+	h        *blockingHandler
+	outcomes chan fdbqueue.Outcome
+	pool     *poolRun
+	task     *fdbqueue.Task
+}
+
+// startLongJob starts a longJob on a queue named name, the pool run with
+// opts (Workers, Logger and OnOutcome set here), and waits for its
+// handler to start.
+func startLongJob(t *testing.T, name string, opts fdbqueue.PoolOptions) *longJob {
+	t.Helper()
+	j := &longJob{db: newDB(t), clock: newArmedClock(), h: newBlockingHandler(), outcomes: make(chan fdbqueue.Outcome, 1)}
+	j.q = mustJobQueue(t, name, fdbqueue.JobQueueConfig{Clock: j.clock})
+	mustAdd(t, j.db, j.q, fdbqueue.Job{Value: []byte("long")})
+	opts.Workers, opts.Logger, opts.OnOutcome = 1, quietLog, func(o fdbqueue.Outcome) { j.outcomes <- o }
+	j.pool = startPool(t, j.q, j.db, j.h.handle, opts)
+	j.task = <-j.h.started
+	return j
 }

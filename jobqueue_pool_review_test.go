@@ -221,15 +221,8 @@ func TestJobPoolHeartbeatSurvivesAFailedExtension(t *testing.T) {
 	} {
 		t.Run(fmt.Sprintf("%v applied=%v", c.err, c.applied), func(t *testing.T) {
 			ctx := context.Background()
-			db := newDB(t)
-			clock := newArmedClock()
-			q := mustJobQueue(t, "heartbeat-errors", fdbqueue.JobQueueConfig{Clock: clock})
-			mustAdd(t, db, q, fdbqueue.Job{Value: []byte("long")})
-			h := newBlockingHandler()
-			outcomes := make(chan fdbqueue.Outcome, 1)
-			pool := startPool(t, q, db, h.handle, fdbqueue.PoolOptions{Workers: 1, LeaseDuration: lease, ExtendEvery: extendEvery,
-				Logger: quietLog, OnOutcome: func(o fdbqueue.Outcome) { outcomes <- o }})
-			task := <-h.started
+			j := startLongJob(t, "heartbeat-errors", fdbqueue.PoolOptions{LeaseDuration: lease, ExtendEvery: extendEvery})
+			db, clock, q, h, outcomes, pool, task := j.db, j.clock, j.q, j.h, j.outcomes, j.pool, j.task
 			first := task.Lease().Deadline
 			require.Equal(t, extendEvery, <-clock.Armed)
 			db.FailNextCommit(c.err, c.applied) // the first extension's commit
@@ -265,16 +258,9 @@ func TestJobPoolHeartbeatSurvivesAFailedExtension(t *testing.T) {
 func TestJobPoolRetriesAFailedExtensionBeforeTheDeadline(t *testing.T) {
 	const extendEvery, lease = 20 * time.Second, 30 * time.Second
 	ctx := context.Background()
-	db := newDB(t)
-	clock := newArmedClock()
-	q := mustJobQueue(t, "heartbeat-retry", fdbqueue.JobQueueConfig{Clock: clock})
-	mustAdd(t, db, q, fdbqueue.Job{Value: []byte("long")})
-	h := newBlockingHandler()
-	outcomes := make(chan fdbqueue.Outcome, 1)
-	pool := startPool(t, q, db, h.handle, fdbqueue.PoolOptions{Workers: 1, LeaseDuration: lease, ExtendEvery: extendEvery,
-		Logger: quietLog, OnOutcome: func(o fdbqueue.Outcome) { outcomes <- o }})
+	j := startLongJob(t, "heartbeat-retry", fdbqueue.PoolOptions{LeaseDuration: lease, ExtendEvery: extendEvery})
+	db, clock, q, h, outcomes, pool, task := j.db, j.clock, j.q, j.h, j.outcomes, j.pool, j.task
 	armed := func() time.Duration { return nextArmed(t, clock) }
-	task := <-h.started
 	first := task.Lease().Deadline
 	require.Equal(t, extendEvery, armed())
 	db.FailNextCommit(kv.ErrClientInvalidOp, false) // the first extension fails

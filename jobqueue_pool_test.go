@@ -102,16 +102,9 @@ func TestJobPoolProcessesEveryJobOnce(t *testing.T) {
 // however long it runs; at shutdown the pool lets it finish and acks it.
 func TestJobPoolExtendsAndShutsDownGracefully(t *testing.T) {
 	ctx := context.Background()
-	db := newDB(t)
-	clock := newArmedClock()
-	q := mustJobQueue(t, "heartbeat", fdbqueue.JobQueueConfig{Clock: clock})
-	mustAdd(t, db, q, fdbqueue.Job{Value: []byte("long")})
-
-	h := newBlockingHandler()
-	outcomes := make(chan fdbqueue.Outcome, 1)
-	pool := startPool(t, q, db, h.handle, fdbqueue.PoolOptions{Workers: 1, LeaseDuration: 30 * time.Second, ExtendEvery: 10 * time.Second,
-		ShutdownTimeout: 7 * time.Second, Logger: quietLog, OnOutcome: func(o fdbqueue.Outcome) { outcomes <- o }})
-	task := <-h.started
+	j := startLongJob(t, "heartbeat", fdbqueue.PoolOptions{LeaseDuration: 30 * time.Second, ExtendEvery: 10 * time.Second,
+		ShutdownTimeout: 7 * time.Second})
+	db, clock, q, h, outcomes, pool, task := j.db, j.clock, j.q, j.h, j.outcomes, j.pool, j.task
 	first := task.Lease().Deadline
 	for range 5 { // 50 s: past the first deadline
 		require.Equal(t, 10*time.Second, <-clock.Armed) // the heartbeat sleeps
