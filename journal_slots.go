@@ -136,17 +136,23 @@ func (j *journal) remember(o *op) {
 // find nothing to keep it under. It runs only after a failure (see
 // remember), so it may take a few microseconds.
 func (j *journal) pruneUnsettled() {
-	cutoff := j.now().Add(-j.retention)
+	pruneLogged(j.unsettled, j.now().Add(-j.retention), func(u *unsettledSlot) bool { return u.busy == 0 })
+}
+
+// pruneLogged drops from m the IDs made before cutoff and, if as many as
+// maxUnsettled remain, the oldest whose entry may go, to make room for
+// one more.
+func pruneLogged[V any](m map[OpID]V, cutoff time.Time, mayGo func(V) bool) {
 	var oldest OpID
-	for id, u := range j.unsettled {
+	for id, v := range m {
 		if id.Time().Before(cutoff) {
-			delete(j.unsettled, id)
-		} else if u.busy == 0 && (oldest == (OpID{}) || bytes.Compare(id[:8], oldest[:8]) < 0) {
+			delete(m, id)
+		} else if mayGo(v) && (oldest == (OpID{}) || bytes.Compare(id[:8], oldest[:8]) < 0) {
 			oldest = id
 		}
 	}
-	if len(j.unsettled) >= maxUnsettled && oldest != (OpID{}) {
-		delete(j.unsettled, oldest)
+	if len(m) >= maxUnsettled && oldest != (OpID{}) {
+		delete(m, oldest)
 	}
 }
 
@@ -161,18 +167,7 @@ func (j *journal) rememberKind(o *op) {
 	if j.loggedKinds == nil {
 		j.loggedKinds = make(map[OpID]string)
 	}
-	cutoff := j.now().Add(-j.retention)
-	var oldest OpID
-	for id := range j.loggedKinds {
-		if id.Time().Before(cutoff) {
-			delete(j.loggedKinds, id)
-		} else if oldest == (OpID{}) || bytes.Compare(id[:8], oldest[:8]) < 0 {
-			oldest = id
-		}
-	}
-	if len(j.loggedKinds) >= maxUnsettled {
-		delete(j.loggedKinds, oldest)
-	}
+	pruneLogged(j.loggedKinds, j.now().Add(-j.retention), func(string) bool { return true })
 	j.loggedKinds[o.id] = o.journalKind()
 	j.nLogged.Store(int32(len(j.loggedKinds)))
 }
