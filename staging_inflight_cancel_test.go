@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -40,32 +41,57 @@ type stagedTarget struct {
 	take    func(ctx context.Context, h int, wait bool, opts ...fdbqueue.OpOption) (string, error)
 	setHook func(h int, fn func(string))
 	fulfil  func(t *testing.T) int
+	// recover runs Recover on the draining handle.
+	recover func(t *testing.T) fdbqueue.RecoverStats
 	sent    []string // the items enqueued so far, in order
-	// tdb, when set, is the database handle 0 runs on.
-	tdb *timeoutDB
+	// h0, when set, is the database handle 0 runs on (a timeoutDB, a
+	// killDB).
+	h0 kv.Database
+	// clock is the handles' clock (stagedClockedTargets; nil: time.Now).
+	clock *memdb.ManualClock
 }
 
 // on returns the database handle h runs on.
 func (x *stagedTarget) on(h int, db kv.Database) kv.Database {
-	if h == 0 && x.tdb != nil {
-		return x.tdb
+	if h == 0 && x.h0 != nil {
+		return x.h0
 	}
 	return db
 }
 
 func stagedTargets(t *testing.T, name string) []func(t *testing.T) *stagedTarget {
+	return stagedTargetsWith(t, name, fdbqueue.StagingConfig{}, false)
+}
+
+// stagedClockedTargets is stagedTargets with the claim timeout given and a
+// manual clock (stagedTarget.clock) that starts at the time of day, so
+// that IDs made with NewOpID stay within the journal retention.
+func stagedClockedTargets(t *testing.T, name string, claim time.Duration) []func(t *testing.T) *stagedTarget {
+	return stagedTargetsWith(t, name, fdbqueue.StagingConfig{ClaimTimeout: claim}, true)
+}
+
+func stagedTargetsWith(t *testing.T, name string, cfg fdbqueue.StagingConfig, clocked bool) []func(t *testing.T) *stagedTarget {
 	var out []func(t *testing.T) *stagedTarget
+	// clockOpts returns the options of a target's handles, and its clock.
+	clockOpts := func() ([]fdbqueue.Option, *memdb.ManualClock) {
+		if !clocked {
+			return nil, nil
+		}
+		c := memdb.NewManualClock(time.Now())
+		return []fdbqueue.Option{fdbqueue.WithClock(c.Now)}, c
+	}
 	for _, m := range stagingModes {
 		out = append(out, func(t *testing.T) *stagedTarget {
 			var x *stagedTarget
 			db := stgDB(t)
 			sub := stgSubspace(t, name)
+			extra, clock := clockOpts()
 			qs := make([]*fdbqueue.Queue, 3)
 			for i := range qs {
-				qs[i] = stgQueue(t, sub, m.opts(fdbqueue.StagingConfig{})...)
+				qs[i] = stgQueue(t, sub, append(m.opts(cfg), extra...)...)
 			}
 			x = &stagedTarget{
-				name: "queue " + m.name, db: db, sub: sub,
+				name: "queue " + m.name, db: db, sub: sub, clock: clock,
 				enqueue: func(t *testing.T, vals ...string) {
 					x.sent = append(x.sent, vals...)
 					var b [][]byte
@@ -90,6 +116,11 @@ func stagedTargets(t *testing.T, name string) []func(t *testing.T) *stagedTarget
 					require.NoError(t, err)
 					return n
 				},
+				recover: func(t *testing.T) fdbqueue.RecoverStats {
+					st, err := qs[2].Recover(context.Background(), db)
+					require.NoError(t, err)
+					return st
+				},
 			}
 			return x
 		})
@@ -99,15 +130,16 @@ func stagedTargets(t *testing.T, name string) []func(t *testing.T) *stagedTarget
 			var x *stagedTarget
 			db := stgDB(t)
 			sub := stgSubspace(t, name)
+			extra, clock := clockOpts()
 			pqs := make([]*fdbqueue.PriorityQueue, 3)
 			for i := range pqs {
-				pq, err := fdbqueue.NewPriorityQueue(sub, fdbqueue.WithStaging(fdbqueue.StagingConfig{}))
+				pq, err := fdbqueue.NewPriorityQueue(sub, append([]fdbqueue.Option{fdbqueue.WithStaging(cfg)}, extra...)...)
 				require.NoError(t, err)
 				pqs[i] = pq
 			}
 			prio := int64(0)
 			x = &stagedTarget{
-				name: map[bool]string{false: "pq min", true: "pq max"}[max], db: db, sub: sub,
+				name: map[bool]string{false: "pq min", true: "pq max"}[max], db: db, sub: sub, clock: clock,
 				enqueue: func(t *testing.T, vals ...string) {
 					x.sent = append(x.sent, vals...)
 					for _, v := range vals {
@@ -136,6 +168,11 @@ func stagedTargets(t *testing.T, name string) []func(t *testing.T) *stagedTarget
 					require.NoError(t, err)
 					return n
 				},
+				recover: func(t *testing.T) fdbqueue.RecoverStats {
+					st, err := pqs[2].Recover(context.Background(), db)
+					require.NoError(t, err)
+					return st
+				},
 			}
 			return x
 		})
@@ -145,15 +182,67 @@ func stagedTargets(t *testing.T, name string) []func(t *testing.T) *stagedTarget
 
 // inflightStep is how a test brings the call under test to one step.
 type inflightStep struct {
+	name  string // the row's name ("": its phase)
 	phase string // the step's phase: its hook point is "commit " + phase
 	after string // the step is the first of its phase after this point ("": the first)
 	wait  bool   // the Wait form
 	// setup runs before the call; before runs in the call's hook at every
-	// point other than the step's commit (once per point is up to it);
-	// other says whether handle 1 runs a consumer of its own.
+	// point other than the step's commit (once per point is up to it)
+	// until the step's commit is reached.
 	setup  func(t *testing.T, x *stagedTarget)
 	before func(t *testing.T, x *stagedTarget, p string)
-	other  bool
+	// others, if set, starts consumers of handle 1 before the call and
+	// returns finish, which, once every item is enqueued, lets them end
+	// and adds what they received to got.
+	others func(t *testing.T, x *stagedTarget) (finish func(t *testing.T, got map[string]int))
+	// check, if set, runs once the call returned and the step's commit
+	// landed, or not, as landing says, before the rest of the items is
+	// enqueued: what the step did, or did not, leave.
+	check func(t *testing.T, x *stagedTarget, landing string)
+	// untimed leaves the step out of the timeout matrix.
+	untimed bool
+}
+
+// otherAtRegistration starts a DequeueWait of handle 1 that files its
+// request and stops there, then enqueues a.
+func otherAtRegistration(t *testing.T, x *stagedTarget) func(t *testing.T, got map[string]int) {
+	hook, registered, resume := stallOnceAt("registered")
+	t.Cleanup(resume)
+	x.setHook(1, hook)
+	finish := startOthers(t, x, 1, registered)
+	x.enqueue(t, "a")
+	return func(t *testing.T, got map[string]int) {
+		resume()
+		finish(t, got)
+	}
+}
+
+// startOthers starts n DequeueWaits of handle 1, one after the other: the
+// next starts once the one before signalled on ready (its request is
+// filed). finish waits for their items and adds them to got.
+func startOthers(t *testing.T, x *stagedTarget, n int, ready <-chan struct{}) (finish func(t *testing.T, got map[string]int)) {
+	ctx, cancel := context.WithTimeout(context.Background(), wakeTimeout) // a failure bound only
+	t.Cleanup(cancel)
+	type result struct {
+		v   string
+		err error
+	}
+	results := make(chan result, n)
+	for i := range n {
+		go func() {
+			v, err := x.take(ctx, 1, true)
+			results <- result{v, err}
+		}()
+		recvWithin(t, ready, fmt.Sprintf("the request of consumer %d of handle 1", i))
+	}
+	return func(t *testing.T, got map[string]int) {
+		t.Helper()
+		for range n {
+			r := recvWithin(t, results, "a consumer of handle 1")
+			require.NoError(t, r.err, "a consumer of handle 1")
+			got[r.v]++
+		}
+	}
 }
 
 var inflightSteps = []inflightStep{
@@ -180,22 +269,34 @@ var inflightSteps = []inflightStep{
 	// Handle 1's DequeueWait files a request and stops; a arrives; the
 	// plain Dequeue under test files a request behind it, hands a to it
 	// and, finding nothing for itself, withdraws, in one commit.
-	{phase: "withdraw", other: true},
+	{phase: "withdraw", others: otherAtRegistration, untimed: true},
 }
 
 func TestStagedContextEndsWhileAStepCommits(t *testing.T) {
-	landings := []string{"late", "applied", "never"}
-	for _, mk := range stagedTargets(t, "inflight") {
-		for _, step := range inflightSteps {
-			for _, landing := range landings {
+	runContextEndsMatrix(t, stagedTargets(t, "inflight"), inflightSteps)
+}
+
+// runContextEndsMatrix runs contextEndsWhileAStepCommits for every target,
+// step, landing and choice of ID.
+func runContextEndsMatrix(t *testing.T, targets []func(t *testing.T) *stagedTarget, steps []inflightStep) {
+	for _, mk := range targets {
+		for _, step := range steps {
+			for _, landing := range []string{"late", "applied", "never"} {
 				for _, userID := range []bool{false, true} {
 					x := mk(t)
-					name := fmt.Sprintf("%s/%s/%s/opid=%v", x.name, step.phase, landing, userID)
+					name := fmt.Sprintf("%s/%s/%s/opid=%v", x.name, step.rowName(), landing, userID)
 					t.Run(name, func(t *testing.T) { contextEndsWhileAStepCommits(t, x, step, landing, userID) })
 				}
 			}
 		}
 	}
+}
+
+func (s inflightStep) rowName() string {
+	if s.name != "" {
+		return s.name
+	}
+	return s.phase
 }
 
 func contextEndsWhileAStepCommits(t *testing.T, x *stagedTarget, step inflightStep, landing string, userID bool) {
@@ -205,28 +306,9 @@ func contextEndsWhileAStepCommits(t *testing.T, x *stagedTarget, step inflightSt
 	if step.setup != nil {
 		step.setup(t, x)
 	}
-	// The other consumer, for the withdrawal: stopped once registered.
-	var otherDone chan struct{}
-	var resumeOther func()
-	if step.other {
-		hook, registered, resume := stallOnceAt("registered")
-		resumeOther = resume
-		t.Cleanup(resume)
-		x.setHook(1, hook)
-		otherDone = make(chan struct{})
-		octx, ocancel := context.WithTimeout(bg, wakeTimeout)
-		t.Cleanup(ocancel)
-		go func() {
-			defer close(otherDone)
-			v, err := x.take(octx, 1, true)
-			if err == nil {
-				got[v]++ // read only after otherDone
-			} else {
-				t.Errorf("the other consumer: %v", err)
-			}
-		}()
-		recvWithin(t, registered, "the other consumer's request")
-		x.enqueue(t, "a")
+	var finish func(t *testing.T, got map[string]int)
+	if step.others != nil {
+		finish = step.others(t, x)
 	}
 
 	ctx, cancel := context.WithCancel(bg)
@@ -288,14 +370,16 @@ func contextEndsWhileAStepCommits(t *testing.T, x *stagedTarget, step inflightSt
 		release() // the step's commit lands now, after the cleanup
 	}
 	x.db.AwaitLateLandings()
-
-	if step.other {
-		resumeOther()
-		recvWithin(t, otherDone, "the other consumer's end")
+	if step.check != nil {
+		step.check(t, x, landing)
 	}
-	// A call under the same ID is a new operation: the first one took
-	// nothing.
+
+	// The other consumers end, then a call under the same ID is a new
+	// operation: the first one took nothing.
 	x.enqueue(t, want[len(x.sent):]...)
+	if finish != nil {
+		finish(t, got)
+	}
 	if userID {
 		v, err := x.take(bg, 0, false, fdbqueue.WithOpID(id))
 		require.NoError(t, err)
@@ -313,14 +397,20 @@ func contextEndsWhileAStepCommits(t *testing.T, x *stagedTarget, step inflightSt
 // (after its read version) or after the call returned. The call returns
 // one item, and every item is received exactly once.
 func TestStagedStepTimesOutWhileItsCommitIsInFlight(t *testing.T) {
-	for _, mk := range stagedTargets(t, "timedout") {
-		for _, step := range inflightSteps {
-			if step.other {
+	runTimeoutMatrix(t, stagedTargets(t, "timedout"), inflightSteps)
+}
+
+// runTimeoutMatrix runs stepTimesOut for every target, timed step and
+// landing.
+func runTimeoutMatrix(t *testing.T, targets []func(t *testing.T) *stagedTarget, steps []inflightStep) {
+	for _, mk := range targets {
+		for _, step := range steps {
+			if step.untimed {
 				continue // a plain Dequeue: its retry returns ErrEmpty or an item, tested above
 			}
 			for _, when := range []string{"next commit", "after the call"} {
 				x := mk(t)
-				t.Run(fmt.Sprintf("%s/%s/%s", x.name, step.phase, when), func(t *testing.T) { stepTimesOut(t, x, step, when) })
+				t.Run(fmt.Sprintf("%s/%s/%s", x.name, step.rowName(), when), func(t *testing.T) { stepTimesOut(t, x, step, when) })
 			}
 		}
 	}
@@ -329,9 +419,14 @@ func TestStagedStepTimesOutWhileItsCommitIsInFlight(t *testing.T) {
 func stepTimesOut(t *testing.T, x *stagedTarget, step inflightStep, when string) {
 	bg := context.Background()
 	want := []string{"a", "b", "c"}
-	x.tdb = &timeoutDB{Database: x.db}
+	tdb := &timeoutDB{Database: x.db}
+	x.h0 = tdb
 	if step.setup != nil {
 		step.setup(t, x)
+	}
+	var finish func(t *testing.T, got map[string]int)
+	if step.others != nil {
+		finish = step.others(t, x)
 	}
 	var once sync.Once
 	held := make(chan struct{})
@@ -369,7 +464,7 @@ func stepTimesOut(t *testing.T, x *stagedTarget, step inflightStep, when string)
 		done <- result{v, err}
 	}()
 	recvWithin(t, held, "the step's commit in flight")
-	x.tdb.expire(t)
+	tdb.expire(t)
 	x.enqueue(t, want[len(x.sent):]...)
 	r := recvWithin(t, done, "the call's end")
 	require.NoError(t, r.err)
@@ -377,6 +472,9 @@ func stepTimesOut(t *testing.T, x *stagedTarget, step inflightStep, when string)
 	x.setHook(0, nil)
 	release()
 	x.db.AwaitLateLandings()
+	if finish != nil {
+		finish(t, got)
+	}
 	x.drainAndCheck(t, bg, got, want)
 }
 
