@@ -150,7 +150,7 @@ func (w *waiter[T]) fulfil(tr kv.Transaction, now time.Time, pending kv.RangeRes
 		}
 		renewed := !now.Before(w.renewAt)
 		if renewed {
-			w.renew(tr, now)
+			out.renewAt = w.renew(tr, now)
 		}
 		// The own request key was read above (a read conflict already);
 		// the request ahead was a snapshot read: a watch on it here would
@@ -185,7 +185,7 @@ func (w *waiter[T]) fulfil(tr kv.Transaction, now time.Time, pending kv.RangeRes
 	}
 	renewed := !now.Before(w.renewAt)
 	if renewed {
-		w.renew(tr, now)
+		out.renewAt = w.renew(tr, now)
 	}
 	if !res.emptyForMe {
 		return out, nil // served others; the next step serves this one

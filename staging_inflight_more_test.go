@@ -2,6 +2,7 @@ package fdbqueue_test
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -334,3 +335,59 @@ func cleanupLandsLate(t *testing.T, x *stagedTarget, row lateCleanup) {
 	x.drainAndCheck(t, bg, got, want)
 }
 
+// TestStagedFailedRenewalIsRetried: a waiter's renewal step fails, its
+// commit timed out in flight and never landing, or conflicting; the step
+// after it must renew again. Twice in a row here, a third of the claim
+// timeout apart, as a waiter renews: had the waiter counted a renewal
+// that did not commit, its request would still carry the registration's
+// deadline when the clock passes it, and anyone's Recover (or step) would
+// drop it while the caller waits, its context alive, and the call would
+// fail with ErrClaimExpired. It keeps the request and returns a.
+func TestStagedFailedRenewalIsRetried(t *testing.T) {
+	for _, fail := range []struct {
+		name string
+		err  error
+	}{
+		{"timed out in flight", kv.CommitInterrupted(kv.ErrTransactionTimedOut)},
+		{"conflict", kv.ErrNotCommitted},
+	} {
+		for _, mk := range stagedClockedTargets(t, "renew-failed", inflightClaim) {
+			x := mk(t)
+			t.Run(x.name+"/"+fail.name, func(t *testing.T) { failedRenewalIsRetried(t, x, fail.err) })
+		}
+	}
+}
+
+func failedRenewalIsRetried(t *testing.T, x *stagedTarget, fail error) {
+	bg := context.Background()
+	var arms int
+	due := false // a renewal is due: fail the next commit
+	var dropped int
+	x.setHook(0, func(p string) {
+		switch {
+		case p == "armed" && arms < 3:
+			arms++
+			x.clock.Advance(inflightClaim/3 + time.Microsecond) // a renewal is due
+			due = arms < 3
+			if arms == 3 {
+				// Past the registration's deadline (a claim timeout and
+				// 3µs later), and not yet past the renewed one.
+				dropped = x.recover(t).DroppedRequests
+			}
+		case p == "armed" && len(x.sent) == 0:
+			x.enqueue(t, "a")
+		case due && strings.HasPrefix(p, "commit "):
+			due = false
+			x.db.FailNextCommit(fail, false)
+		}
+	})
+	ctx, cancel := context.WithTimeout(bg, wakeTimeout) // a failure bound only
+	defer cancel()
+	v, err := x.take(ctx, 0, true)
+	require.NoError(t, err, "the waiter renewed its request")
+	require.Equal(t, "a", v)
+	require.Zero(t, dropped, "Recover dropped the live waiter's request")
+	require.Equal(t, 3, arms)
+	x.setHook(0, nil)
+	x.drainAndCheck(t, bg, map[string]int{v: 1}, []string{"a"})
+}

@@ -193,11 +193,18 @@ func (w *waiter[T]) register(tr kv.Transaction, now time.Time) error {
 	return nil
 }
 
-// renew writes the request with a new deadline.
-func (w *waiter[T]) renew(tr kv.Transaction, now time.Time) {
+// renew writes the request with a new deadline, and returns when the next
+// renewal is due. The step's outcome carries it (outcome.renewAt), and the
+// waiter counts it only once the step committed: a renewal whose commit
+// failed (a conflict, or a timeout while in flight, after which it may
+// never land) left the deadline where it was, and the next step renews
+// again. Counted at once, a failed renewal would leave the request a third
+// of the claim timeout less, and two in a row would let it expire while
+// its waiter lives.
+func (w *waiter[T]) renew(tr kv.Transaction, now time.Time) time.Time {
 	timeout := w.s.st.cfg.ClaimTimeout
 	tr.Set(w.reqKey, encodeDeadline(now.Add(timeout)))
-	w.renewAt = now.Add(timeout / 3)
+	return now.Add(timeout / 3)
 }
 
 // arm watches the request key (fulfilment, expiry and withdrawal all clear

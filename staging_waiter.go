@@ -71,7 +71,8 @@ type outcome[T any] struct {
 	served     int   // other requests served
 	armed      bool  // sleep on the watches
 	registered bool
-	forget     bool // the in-doubt registration did not happen
+	forget     bool      // the in-doubt registration did not happen
+	renewAt    time.Time // the step renewed the request: the next renewal's time
 }
 
 // run performs one staged take: Dequeue (wait false) or DequeueWait.
@@ -139,6 +140,9 @@ func (w *waiter[T]) loop(ctx, callerCtx context.Context) (T, error) {
 			}
 			if out.forget {
 				w.resKey, w.rid = nil, nil
+			}
+			if !out.renewAt.IsZero() {
+				w.renewAt = out.renewAt
 			}
 			if !out.done && !out.noCommit && w.taken != nil {
 				// The step read the journal (w.taken was set), found no
