@@ -70,6 +70,9 @@ func stagedClockedTargets(t *testing.T, name string, claim time.Duration) []func
 	return stagedTargetsWith(t, name, fdbqueue.StagingConfig{ClaimTimeout: claim}, true)
 }
 
+// stagedTargetsWith returns makers of the four targets (a Queue staged
+// in batches and by place, both PriorityQueue sides) staged with cfg; with
+// clocked, on a manual clock of their own.
 func stagedTargetsWith(t *testing.T, name string, cfg fdbqueue.StagingConfig, clocked bool) []func(t *testing.T) *stagedTarget {
 	var out []func(t *testing.T) *stagedTarget
 	// clockOpts returns the options of a target's handles, and its clock.
