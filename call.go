@@ -139,7 +139,7 @@ func (c *call) plainAttempt(tr kv.Transaction) error { return c.attempt(tr) }
 // transaction_too_old once its read version is 5 s old, and an attempt
 // that read and committed close to that budget would likely fail the same
 // way again on a retry, forever (a take at MaxBatchBudget reads some 110
-// batches of 80 KB on a 7.3 client, 75 of 120 KB later, one after
+// batches of 80 KB on a 7.3 or 7.4 client, 75 of 120 KB later, one after
 // another). It goes no lower than
 // minSlowBudget; a take still returns at least one item.
 func (c *call) slowBatch() {

@@ -56,7 +56,7 @@ func takeEnd[T any](tr kv.Transaction, o *op, e queueEnd[T], lim batchLimit, dst
 	}
 	// Read with an iterator that the loop below stops once the budget is
 	// reached. In StreamingModeWantAll FDB fetches batches of 80,000 bytes
-	// in 7.3 and 120,000 in later versions (WANT_ALL is SERIAL's byte
+	// in 7.3 and 7.4 and 120,000 in later versions (WANT_ALL is SERIAL's byte
 	// limit, mode_bytes_array in bindings/c/fdb_c.cpp), so it reads
 	// at most one batch beyond, in one round trip for small items (the
 	// iterator mode's first batches are 4 KB). StreamingModeExact has no
@@ -258,7 +258,7 @@ func emptyRange(ctx context.Context, t kv.ReadTransactor, r kv.KeyRange, reserve
 // rows reads a range result's pairs in order: with an iterator, or, for a
 // read of one row (a Dequeue, a pop), with GetSlice, which reads the same
 // one batch (the row is at most a value under FDB's 80,000-byte batch,
-// 120,000 after 7.3)
+// 120,000 after 7.4)
 // and lets a backend skip building an iterator. Its methods are those of
 // kv.RangeIterator that takeEnd uses.
 type rows struct {

@@ -761,7 +761,7 @@ func countChunk(tr kv.ReadTransaction, r kv.KeyRange, limit int, now func() time
 	if now != nil {
 		start = now()
 	}
-	// WantAll: FDB fetches batches of 80 KB in 7.3, 120 KB later (the
+	// WantAll: FDB fetches batches of 80 KB in 7.3 and 7.4, 120 KB later (the
 	// SERIAL mode's byte limit, bindings/c/fdb_c.cpp), so a stop costs at
 	// most one batch more.
 	it := tr.Snapshot().GetRange(r, kv.RangeOptions{Limit: limit, Mode: kv.StreamingModeWantAll}).Iterator()

@@ -67,7 +67,7 @@ func TestStagedStepsWaitForTheirReadsBeforeCommit(t *testing.T) {
 // reads are now iterators that stop at the budget. fdbDB counts the bytes
 // each attempt reads through the kv interface (what a backend fetches
 // beyond that is at most one batch: FDB's StreamingModeWantAll batches are
-// 80,000 bytes in 7.3, 120,000 later, bindings/c/fdb_c.cpp).
+// 80,000 bytes in 7.3 and 7.4, 120,000 later, bindings/c/fdb_c.cpp).
 func TestDequeueBatchReadsAboutItsBudget(t *testing.T) {
 	ctx := context.Background()
 	raw := newDB(t)

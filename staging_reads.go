@@ -57,7 +57,7 @@ func (s *stageSide[T]) prefetch(tr kv.Transaction, limit int, results bool) pref
 // reach the batch budget, since a step hands out, or reaches its place
 // through, no more than that. The read is an iterator over a read in
 // StreamingModeWantAll, whose batches FDB limits to 80,000 bytes in 7.3
-// and 120,000 later (bindings/c/fdb_c.cpp), so it fetches at most one
+// and 7.4 and 120,000 later (bindings/c/fdb_c.cpp), so it fetches at most one
 // batch beyond. Values are read although only keys are needed before a
 // step's place: the kv interface, as FDB's API, has no key-only range
 // read. complete reports that the read reached the end of the queue.
