@@ -175,9 +175,10 @@
 //
 // # Testing
 //
-// The tests run kvtest's conformance suite against a real cluster named by
-// the FDB_CLUSTER_FILE environment variable, under a random key prefix that
-// is cleared afterwards; without it they skip. `make integration` starts a
-// throwaway local fdbserver and runs them; `make fdbkv-check` only compiles
-// and links them against a stub libfdb_c (internal/fdbcstub).
+// The tests run kvtest's and queuetest's conformance suites against a real
+// cluster named by the FDB_CLUSTER_FILE environment variable, under a random
+// key prefix that is cleared afterwards; without it they skip.
+// `make integration` starts a throwaway local fdbserver and runs them;
+// `make fdbkv-check` compiles and links them against a stub libfdb_c
+// (internal/fdbcstub) and runs only those that need no cluster.
 package fdbkv

@@ -21,11 +21,11 @@ import (
 //   - 700: a commit no longer partially resets the transaction, so its read
 //     version stays readable after Commit.
 //
-// 710, the API version of FoundationDB 7.1 (the oldest release line this
-// project is tested against), is the documented minimum. Note that the Go
-// binding fdbkv is built with declares API version 730, so whatever API
-// version the application selects, the installed libfdb_c must be 7.3 or
-// later.
+// 710, the API version of FoundationDB 7.1, is the documented minimum.
+// Only 730 is tested (the tests and make integration select the binding's
+// version, on FoundationDB 7.3). Note that the Go binding fdbkv is built
+// with declares API version 730, so whatever API version the application
+// selects, the installed libfdb_c must be 7.3 or later.
 const MinAPIVersion = 710
 
 // APIVersionError reports that the FoundationDB API version selected for
