@@ -24,6 +24,9 @@
 //     atomic operations add no read conflict.
 //   - Versionstamps: versionstamped keys and values, their order, the
 //     versionstamp and committed version a transaction reports.
+//   - MetadataVersion: the metadata version key (kv.MetadataVersionKey),
+//     its bump, its read at the read version and the conflicts of that
+//     read, and the unreadable read after the transaction's own bump.
 //   - Watches: firing after a change and not before, the watch's own read
 //     (its conflict, its errors), firing at once on the transaction's own
 //     change, failing with a failed commit, Cancel, the watch limit.
