@@ -18,9 +18,10 @@ type Task struct {
 }
 
 // RunScheduler pushes tasks into a priority queue keyed by due time
-// (Unix milliseconds), then a worker takes them earliest first while an
-// "urgent" lane takes the latest-due first, and each taken task is logged
-// to out. It returns the names in the order they were run.
+// (Unix milliseconds), logs the latest-due task (PeekMax), then takes the
+// tasks earliest first (PopMin; tasks due at the same time in the order
+// they were pushed), logging each to out. It returns the names in the
+// order they were run.
 func RunScheduler(ctx context.Context, db kv.Database, pq *fdbqueue.PriorityQueue, tasks []Task, out io.Writer) ([]string, error) {
 	tq := fdbqueue.NewTypedPriorityQueue(pq, fdbqueue.JSONCodec[Task]{})
 	for _, t := range tasks {
