@@ -103,19 +103,19 @@ func counter(v []byte) int64 {
 
 // DeadJob is a job in the dead-letter list.
 type DeadJob struct {
-	ID          JobID
-	Value       []byte
-	Attempts    int
-	MaxAttempts int
-	Priority    int32
-	UniqueKey   string
+	ID          JobID  // the job's ID, as Add returned it
+	Value       []byte // the job's payload
+	Attempts    int    // the attempts it used
+	MaxAttempts int    // the job's maximum number of attempts
+	Priority    int32  // the job's priority
+	UniqueKey   string // the job's unique key, if any
 	// Reason is why the job died: the last Nack's reason, or, when that
 	// Nack gave none, the reason it had before (an earlier Nack's); a job
 	// whose last lease expired died with "lease expired on the last
 	// attempt".
 	Reason string
 	Added  time.Time // when it was added or last requeued
-	Died   time.Time
+	Died   time.Time // when it died, to the microsecond
 	// Cursor is where the next ListDead call starts to list the jobs
 	// after this one.
 	Cursor []byte

@@ -14,19 +14,21 @@ import (
 // Extend and Release take it; they fail with ErrLeaseLost once another
 // consumer has leased the job again.
 type Lease struct {
+	// JobID is the leased job's ID.
 	JobID JobID
 	// ID changes at every lease of the job.
 	ID [16]byte
 	// Value is the job's payload.
 	Value []byte
-	// Attempt is the number of this lease: 1 for the first.
+	// Attempt is this lease's attempt number: 1 for the first. A
+	// Release gives its attempt back, so the next lease has its number.
 	Attempt     int
-	MaxAttempts int
+	MaxAttempts int // the job's maximum number of attempts
 	// Deadline is when the job becomes due again unless it is acked,
 	// nacked or extended.
 	Deadline  time.Time
-	Priority  int32
-	UniqueKey string
+	Priority  int32  // the job's priority
+	UniqueKey string // the job's unique key, if any
 	// Reason is the reason given by the last Nack of the job, if any.
 	Reason string
 

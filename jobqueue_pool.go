@@ -132,8 +132,8 @@ type PoolOptions struct {
 
 // Outcome is what became of one leased job in a pool.
 type Outcome struct {
-	Lease  Lease
-	Result Result
+	Lease  Lease  // the job's lease, as the worker held it last
+	Result Result // what became of the job
 	// Err is the handler's error (Retried, DeadLettered, Snoozed), the
 	// error that kept the pool from acking, nacking or releasing the job
 	// (LeaseLost, Failed), or for Abandoned the error of the Release that
@@ -207,8 +207,8 @@ func (r Result) String() string {
 
 // PanicError is the error a handler's panic becomes.
 type PanicError struct {
-	Value any
-	Stack []byte
+	Value any    // the value the handler panicked with
+	Stack []byte // the handler's stack at the panic
 }
 
 // Error describes the panic.

@@ -220,10 +220,10 @@ const numBatchBuckets = 8
 // staged dequeue spends its time. Each step of an operation is one
 // transaction; its phase is the transition it chose.
 type StagingStats struct {
-	Calls    int64         // staged calls that returned
-	Items    int64         // items they returned
-	CallTime time.Duration // total time of those calls
-	Phases   []StagingPhaseStats
+	Calls    int64               // staged calls that returned
+	Items    int64               // items they returned
+	CallTime time.Duration       // total time of those calls
+	Phases   []StagingPhaseStats // the steps, by phase
 	// Sleeps is how often a waiter slept on its watches, for SleepTime
 	// in total.
 	Sleeps    int64
