@@ -361,3 +361,29 @@ func TestResetClearsOptionsOnFDB(t *testing.T) {
 		t.Errorf("OnError(not_committed) after Reset = %v, want nil: Reset should have cleared the retry limit of 0", err)
 	}
 }
+
+// TestOnErrorOfCancelledTransaction: OnError of a cancelled transaction
+// fails with transaction_cancelled and leaves it cancelled, for every
+// code. Under the multi-version client (run with
+// FDBKV_DISABLE_CLIENT_BYPASS=1, or with external client libraries), FDB's
+// own OnError answers cluster_version_changed with a new transaction, not
+// cancelled (MultiVersionTransaction::onError), which the old adapter
+// handed back as a retry: there, the read below succeeded.
+func TestOnErrorOfCancelledTransaction(t *testing.T) {
+	db := testDatabase(t)
+	prefix := testPrefix(t, db)
+	ctx := testContext(t)
+	for _, code := range []kv.Error{kv.ErrClusterVersionChanged, kv.ErrNotCommitted} {
+		tr, err := db.CreateTransaction(ctx)
+		if err != nil {
+			t.Fatalf("CreateTransaction: %v", err)
+		}
+		tr.Cancel()
+		if err := tr.OnError(code); !errors.Is(err, kv.ErrTransactionCancelled) {
+			t.Errorf("OnError(%v) after Cancel = %v, want transaction_cancelled", code, err)
+		}
+		if _, err := tr.Get(key(prefix, "k")).Get(); !errors.Is(err, kv.ErrTransactionCancelled) {
+			t.Errorf("a read after Cancel and OnError(%v) = %v, want transaction_cancelled", code, err)
+		}
+	}
+}

@@ -70,7 +70,7 @@ func testDatabase(t testing.TB) *fdbkv.Database {
 	t.Helper()
 	path := clusterFile(t)
 	dbOnce.Do(func() {
-		db, err := fdbkv.OpenWithAPIVersion(testAPIVersion, path)
+		db, err := openTestDatabase(path)
 		if err != nil {
 			hint := ""
 			if errors.Is(err, kv.ErrInternal) {
@@ -94,6 +94,26 @@ func testDatabase(t testing.TB) *fdbkv.Database {
 		t.Fatal(dbErr)
 	}
 	return sharedDatabase
+}
+
+// openTestDatabase selects testAPIVersion and opens the cluster of path.
+// With FDBKV_DISABLE_CLIENT_BYPASS set, it first sets the network option
+// disable_client_bypass, so that every transaction goes through the
+// multi-version client (MultiVersionTransaction,
+// fdbclient/MultiVersionTransaction.actor.cpp), as it does in a process
+// with external client libraries: without them libfdb_c bypasses it
+// (MultiVersionApi::setupNetwork), and the tests would not see its
+// behaviour (e.g. OnError of cluster_version_changed).
+func openTestDatabase(path string) (*fdbkv.Database, error) {
+	if err := fdb.APIVersion(testAPIVersion); err != nil {
+		return nil, err
+	}
+	if os.Getenv("FDBKV_DISABLE_CLIENT_BYPASS") != "" {
+		if err := fdb.Options().SetDisableClientBypass(); err != nil {
+			return nil, fmt.Errorf("setting disable_client_bypass: %w", err)
+		}
+	}
+	return fdbkv.Open(path)
 }
 
 // testPrefix returns a fresh random key prefix, "fdbkv-test/<random>/", and

@@ -95,6 +95,13 @@
 // option (or kv's SetTimeout) bounds such reads; the commit is safe either
 // way, since a transaction whose ctx ended never sends it.
 //
+// OnError of a transaction cancelled by Cancel or its ctx fails with
+// transaction_cancelled, whatever the error, and leaves it cancelled, as
+// FDB's own OnError does, but for one case fdbkv closes: under the
+// multi-version client, FDB answers cluster_version_changed (1039) by
+// replacing the transaction with a new one, not cancelled, and retrying
+// (MultiVersionTransaction::onError).
+//
 // A watch dropped without Cancel is cancelled once the garbage collector
 // finds it unreachable; cancel watches you no longer need all the same.
 // FDB fails the watches of a transaction that does not commit only when it
@@ -177,8 +184,11 @@
 //
 // The tests run kvtest's and queuetest's conformance suites against a real
 // cluster named by the FDB_CLUSTER_FILE environment variable, under a random
-// key prefix that is cleared afterwards; without it they skip.
-// `make integration` starts a throwaway local fdbserver and runs them;
-// `make fdbkv-check` compiles and links them against a stub libfdb_c
-// (internal/fdbcstub) and runs only those that need no cluster.
+// key prefix that is cleared afterwards; without it they skip. With
+// FDBKV_DISABLE_CLIENT_BYPASS set they run through the multi-version
+// client, which libfdb_c otherwise bypasses when no external client
+// library is configured. `make integration` starts a throwaway local
+// fdbserver and runs them; `make fdbkv-check` compiles and links them
+// against a stub libfdb_c (internal/fdbcstub) and runs only those that
+// need no cluster.
 package fdbkv

@@ -121,6 +121,37 @@ func (s *txState) reset() {
 	}
 }
 
+// onError asks FDB's OnError about err (of FDB code code); see
+// transaction.OnError.
+//
+// A transaction marked cancelled (Cancel, or its context) must stay so
+// until Reset, and FDB's own OnError then fails with transaction_cancelled
+// (RYWImpl::onError throws resetPromise's error;
+// fdbclient/ReadYourWrites.actor.cpp), except under the multi-version
+// client, through which every call of libfdb_c goes:
+// MultiVersionTransaction::onError (fdbclient/
+// MultiVersionTransaction.actor.cpp) answers cluster_version_changed
+// (1039), and an inner onError that fails with it, by replacing the
+// cancelled inner transaction with a new one (updateTransaction), not
+// cancelled, and succeeding. A cancellation that races the inner onError
+// can likewise reach the transaction being replaced. So when FDB retries a
+// transaction marked cancelled, it is cancelled again, and OnError fails
+// with transaction_cancelled as it does in every other case: the next
+// attempt's reads would otherwise run, ignoring the ended context.
+func (s *txState) onError(err error, code int) error {
+	if oerr := s.ctl.OnError(fdb.Error{Code: code}).Get(); oerr != nil {
+		if ocode, ok := errorCode(oerr); ok && ocode == code {
+			return translateError(err)
+		}
+		return translateError(oerr)
+	}
+	if s.cancelled.Load() {
+		s.cancel()
+		return translateError(fdb.Error{Code: kv.ErrTransactionCancelled.Code})
+	}
+	return nil
+}
+
 // fdbRange converts a kv.KeyRange to the binding's fdb.KeyRange.
 func fdbRange(r kv.KeyRange) fdb.KeyRange {
 	return fdb.KeyRange{Begin: fdb.Key(clip(r.Begin)), End: fdb.Key(clip(r.End))}
@@ -293,19 +324,15 @@ func (t *transaction) Commit() error {
 // fdbclient/ReadYourWrites.actor.cpp). An error without an FDB code is
 // returned as it is, without calling FDB. When FDB refuses to retry with
 // the same code, err itself is returned, so a kv.CommitInterrupted mark
-// is kept.
+// is kept. A transaction cancelled by Cancel or its context stays
+// cancelled: OnError then fails with transaction_cancelled (see
+// txState.onError).
 func (t *transaction) OnError(err error) error {
 	code, ok := errorCode(err)
 	if !ok {
 		return err
 	}
-	if oerr := t.state.ctl.OnError(fdb.Error{Code: code}).Get(); oerr != nil {
-		if ocode, ok := errorCode(oerr); ok && ocode == code {
-			return translateError(err)
-		}
-		return translateError(oerr)
-	}
-	return nil
+	return t.state.onError(err, code)
 }
 
 // Reset maps onto fdb.Transaction.Reset. As in FDB

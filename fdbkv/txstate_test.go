@@ -384,3 +384,67 @@ func TestTimeoutBeforeCommitIsMaybeCommitted(t *testing.T) {
 		t.Errorf("Commit after the timeout fired = %v (maybe committed %v), want transaction_timed_out, maybe committed", err, kv.MaybeCommitted(err))
 	}
 }
+
+// multiVersionOnError models FDB's OnError as libfdb_c runs it, through
+// MultiVersionTransaction::onError (fdbclient/
+// MultiVersionTransaction.actor.cpp): cluster_version_changed (1039)
+// replaces the inner transaction with a new one, not cancelled, and
+// succeeds; any other code goes to the inner RYWImpl::onError, which
+// fails with transaction_cancelled when the transaction is cancelled
+// (fdbclient/ReadYourWrites.actor.cpp) and otherwise retries. It runs with
+// f.mu held.
+func multiVersionOnError(f *fakeFDB) func(fdb.Error) error {
+	return func(e fdb.Error) error {
+		if e.Code == kv.ErrClusterVersionChanged.Code {
+			f.record("new inner transaction")
+			f.cancelled = false
+			return nil
+		}
+		if f.cancelled {
+			return fdb.Error{Code: kv.ErrTransactionCancelled.Code}
+		}
+		return nil
+	}
+}
+
+// TestOnErrorKeepsACancelledTransactionCancelled: OnError of a
+// transaction cancelled by Cancel or by its context fails with
+// transaction_cancelled and leaves FDB's transaction cancelled, whatever
+// the code. The old adapter returned nil for cluster_version_changed,
+// whose retry under the multi-version client is a new inner transaction,
+// not cancelled: the loop's next attempt ran its reads past the ended
+// context (only the commit was still refused).
+func TestOnErrorKeepsACancelledTransactionCancelled(t *testing.T) {
+	for _, how := range []string{"Cancel", "context"} {
+		for _, code := range []kv.Error{kv.ErrClusterVersionChanged, kv.ErrNotCommitted} {
+			t.Run(fmt.Sprintf("%s/%d", how, code.Code), func(t *testing.T) {
+				done := make(chan struct{})
+				f := &fakeFDB{cancelDone: done}
+				f.onErrorResult = multiVersionOnError(f)
+				ctx, cancel := context.WithCancel(t.Context())
+				defer cancel()
+				tx := newFakeTransaction(t, ctx, f)
+				if how == "Cancel" {
+					tx.Cancel()
+				} else {
+					cancel()
+					<-done
+				}
+
+				err := tx.OnError(fmt.Errorf("layer: %w", code))
+				if !errors.Is(err, kv.ErrTransactionCancelled) {
+					t.Errorf("OnError(%v) of a cancelled transaction = %v, want transaction_cancelled", code, err)
+				}
+				f.mu.Lock()
+				fdbCancelled := f.cancelled
+				f.mu.Unlock()
+				if !fdbCancelled {
+					t.Errorf("after OnError(%v), FDB's transaction is no longer cancelled: the next attempt's reads would run (events %v)", code, f.events)
+				}
+				if err := tx.Commit(); f.sent() {
+					t.Errorf("Commit after OnError of a cancelled transaction sent a commit (%v; events %v)", err, f.events)
+				}
+			})
+		}
+	}
+}
