@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -385,5 +386,63 @@ func TestOnErrorOfCancelledTransaction(t *testing.T) {
 		if _, err := tr.Get(key(prefix, "k")).Get(); !errors.Is(err, kv.ErrTransactionCancelled) {
 			t.Errorf("a read after Cancel and OnError(%v) = %v, want transaction_cancelled", code, err)
 		}
+	}
+}
+
+// TestWatchesOfAnAttemptThatDoesNotCommit: a watch whose read is done
+// (the key was read first, so the transaction answers it from its cache
+// and hands the watch to the native transaction at once) fails when its
+// transaction is cancelled, and with the commit's error when the commit
+// fails before FDB's native commit runs (an invalid write's deferred
+// error). FDB itself fails such a watch only when the native transaction
+// commits, is reset or is destroyed (RYWImpl::watch,
+// fdbclient/ReadYourWrites.actor.cpp; commitAndWatch,
+// Transaction::resetImpl, fdbclient/NativeAPI.actor.cpp), and the binding
+// keeps the transaction while the watch's future lives: with the old
+// adapter both Waits below ran into their deadline.
+func TestWatchesOfAnAttemptThatDoesNotCommit(t *testing.T) {
+	db := testDatabase(t)
+	prefix := testPrefix(t, db)
+	ctx := testContext(t)
+	k := key(prefix, "k")
+	if err := db.Transact(ctx, func(tr kv.Transaction) error {
+		tr.Set(k, []byte("v"))
+		return nil
+	}); err != nil {
+		t.Fatalf("seeding: %v", err)
+	}
+	for _, tc := range []struct {
+		name string
+		end  func(tr kv.Transaction) error
+		want kv.Error
+	}{
+		{"Cancel", func(tr kv.Transaction) error { tr.Cancel(); return nil }, kv.ErrTransactionCancelled},
+		{"CommitFailsBeforeSending", func(tr kv.Transaction) error {
+			tr.Set(bytes.Repeat([]byte{'k'}, kv.MaxKeySize+1), []byte("x"))
+			if err := tr.Commit(); !errors.Is(err, kv.ErrKeyTooLarge) {
+				return fmt.Errorf("Commit = %v, want key_too_large", err)
+			}
+			return nil
+		}, kv.ErrKeyTooLarge},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tr, err := db.CreateTransaction(ctx)
+			if err != nil {
+				t.Fatalf("CreateTransaction: %v", err)
+			}
+			if _, err := tr.Get(k).Get(); err != nil {
+				t.Fatalf("Get: %v", err)
+			}
+			w := tr.Watch(k)
+			defer w.Cancel()
+			if err := tc.end(tr); err != nil {
+				t.Fatal(err)
+			}
+			wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			defer cancel()
+			if err := w.Wait(wctx); !errors.Is(err, tc.want) {
+				t.Errorf("Wait = %v, want %v", err, tc.want)
+			}
+		})
 	}
 }

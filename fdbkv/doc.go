@@ -104,12 +104,18 @@
 //
 // A watch dropped without Cancel is cancelled once the garbage collector
 // finds it unreachable; cancel watches you no longer need all the same.
-// FDB fails the watches of a transaction that does not commit only when it
-// is reset or destroyed (Transaction::resetImpl, NativeAPI.actor.cpp), and
-// a pending watch keeps its transaction alive: one made by an attempt that
-// returned an error without an FDB code (so the loop neither retried nor
-// reset it) waits until Wait's ctx ends or Cancel is called. A
-// watch that fails with cluster_version_changed (1039: the multi-version
+// Once a watch has read its key, FDB fails it, if its transaction does not
+// commit, only when the native commit fails or the transaction is reset or
+// destroyed (commitAndWatch, Transaction::resetImpl, NativeAPI.actor.cpp),
+// and a pending watch keeps its transaction alive. fdbkv keeps kv's
+// promise itself: the watches of an attempt fail when the transaction is
+// cancelled (Cancel, its ctx, an OnError that gives up) before a commit
+// was sent, with transaction_cancelled (or the timeout's error), and when
+// its commit fails, with the commit's error, also if FDB failed the commit
+// before its native commit ran (an invalid write, a failed read, a
+// timeout). Only one made by an attempt that returned an error without an
+// FDB code (which the loop neither retries nor resets) waits until Wait's
+// ctx ends or Cancel is called. A watch that fails with cluster_version_changed (1039: the multi-version
 // client switched client library, which cancels its watches) fires
 // instead: Wait returns nil, a spurious fire that kv.Watch allows, and the
 // caller re-reads and watches again.

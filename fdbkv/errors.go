@@ -208,9 +208,11 @@ func commitError(err error) error {
 const operationCancelled = 1101
 
 // watchError translates the error of a watch; cancelled says Cancel was
-// called on it. A watch cancelled by its owner fails, as kv documents, with
-// kv.ErrTransactionCancelled, and an fdb.Error of that code (FDB itself
-// reports operation_cancelled).
+// called on it, and failure is the error of its transaction when fdbkv
+// failed it for that (watchState.fail). A watch cancelled by its owner
+// fails, as kv documents, with kv.ErrTransactionCancelled, and an
+// fdb.Error of that code (FDB itself reports operation_cancelled); one
+// failed for its transaction, with failure.
 //
 // A watch that fails with cluster_version_changed (1039) is reported as
 // fired (nil), which kv.Watch.Wait allows ("it may also return nil
@@ -228,7 +230,7 @@ const operationCancelled = 1101
 // true answer, where an error would make callers give up on a healthy
 // database. (If the watch's transaction had not committed yet, its
 // Commit reports the outcome: cluster_version_changed, maybe committed.)
-func watchError(err error, cancelled bool) error {
+func watchError(err error, cancelled bool, failure error) error {
 	if err == nil {
 		return nil
 	}
@@ -237,6 +239,9 @@ func watchError(err error, cancelled bool) error {
 		// With an fdb.Error of that code in its chain, as every error
 		// of the binding keeps one.
 		return translateError(fdb.Error{Code: kv.ErrTransactionCancelled.Code})
+	}
+	if ok && code == operationCancelled && failure != nil {
+		return failure
 	}
 	if ok && code == kv.ErrClusterVersionChanged.Code {
 		return nil

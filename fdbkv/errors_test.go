@@ -208,26 +208,26 @@ func TestCommitErrorMarksInterruptedCommits(t *testing.T) {
 }
 
 func TestWatchError(t *testing.T) {
-	if err := fdbkv.WatchError(nil, true); err != nil {
+	if err := fdbkv.WatchError(nil, true, nil); err != nil {
 		t.Errorf("WatchError(nil) = %v, want nil", err)
 	}
 	// FDB fails a cancelled future with operation_cancelled (1101).
-	if err := fdbkv.WatchError(fdb.Error{Code: 1101}, true); !errors.Is(err, kv.ErrTransactionCancelled) {
+	if err := fdbkv.WatchError(fdb.Error{Code: 1101}, true, nil); !errors.Is(err, kv.ErrTransactionCancelled) {
 		t.Errorf("cancelled watch gave %v, want kv.ErrTransactionCancelled", err)
 	}
-	if err := fdbkv.WatchError(fdb.Error{Code: 1025}, true); !errors.Is(err, kv.ErrTransactionCancelled) {
+	if err := fdbkv.WatchError(fdb.Error{Code: 1025}, true, nil); !errors.Is(err, kv.ErrTransactionCancelled) {
 		t.Errorf("cancelled watch gave %v, want kv.ErrTransactionCancelled", err)
 	}
 	// Like every error of the binding, it keeps an fdb.Error (doc.go).
 	var fe fdb.Error
-	if err := fdbkv.WatchError(fdb.Error{Code: 1101}, true); !errors.As(err, &fe) || fe.Code != 1025 {
+	if err := fdbkv.WatchError(fdb.Error{Code: 1101}, true, nil); !errors.As(err, &fe) || fe.Code != 1025 {
 		t.Errorf("cancelled watch gave %v, want an fdb.Error of code 1025 in its chain", err)
 	}
 	// A watch whose transaction failed to commit reports that failure.
-	if err := fdbkv.WatchError(fdb.Error{Code: 1020}, false); !errors.Is(err, kv.ErrNotCommitted) {
+	if err := fdbkv.WatchError(fdb.Error{Code: 1020}, false, nil); !errors.Is(err, kv.ErrNotCommitted) {
 		t.Errorf("watch of a conflicting transaction gave %v, want kv.ErrNotCommitted", err)
 	}
-	if err := fdbkv.WatchError(fdb.Error{Code: 1032}, true); !errors.Is(err, kv.ErrTooManyWatches) {
+	if err := fdbkv.WatchError(fdb.Error{Code: 1032}, true, nil); !errors.Is(err, kv.ErrTooManyWatches) {
 		t.Errorf("a watch that failed before Cancel gave %v, want its own error kv.ErrTooManyWatches", err)
 	}
 	// The multi-version client fails a watch with cluster_version_changed
@@ -235,14 +235,28 @@ func TestWatchError(t *testing.T) {
 	// a spurious fire, which kv.Watch.Wait allows, not an error.
 	for _, cancelled := range []bool{false, true} {
 		for _, in := range []error{fdb.Error{Code: 1039}, fdbkv.TranslateError(fdb.Error{Code: 1039}), kv.ErrClusterVersionChanged} {
-			if err := fdbkv.WatchError(in, cancelled); err != nil {
+			if err := fdbkv.WatchError(in, cancelled, nil); err != nil {
 				t.Errorf("WatchError(%#v, cancelled %v) = %v, want nil (a spurious fire)", in, cancelled, err)
 			}
 		}
 	}
+	// A watch fdbkv failed for its transaction (its commit failed before
+	// FDB's native commit ran, or it was cancelled) reports the
+	// transaction's error; its owner's Cancel still wins, and an error
+	// FDB gave the watch itself is kept.
+	tooLarge := fdbkv.TranslateError(fdb.Error{Code: 2102})
+	if err := fdbkv.WatchError(fdb.Error{Code: 1101}, false, tooLarge); err != tooLarge {
+		t.Errorf("watch failed for its transaction's key_too_large gave %v, want that error", err)
+	}
+	if err := fdbkv.WatchError(fdb.Error{Code: 1101}, true, tooLarge); !errors.Is(err, kv.ErrTransactionCancelled) {
+		t.Errorf("watch cancelled by its owner and failed for its transaction gave %v, want kv.ErrTransactionCancelled", err)
+	}
+	if err := fdbkv.WatchError(fdb.Error{Code: 1020}, false, tooLarge); !errors.Is(err, kv.ErrNotCommitted) {
+		t.Errorf("watch FDB failed with not_committed gave %v, want kv.ErrNotCommitted", err)
+	}
 	// Only that code: commit_unknown_result, the other maybe-committed
 	// error, still fails the watch.
-	if err := fdbkv.WatchError(fdb.Error{Code: 1021}, false); !errors.Is(err, kv.ErrCommitUnknownResult) {
+	if err := fdbkv.WatchError(fdb.Error{Code: 1021}, false, nil); !errors.Is(err, kv.ErrCommitUnknownResult) {
 		t.Errorf("watch of a commit with an unknown result gave %v, want kv.ErrCommitUnknownResult", err)
 	}
 }

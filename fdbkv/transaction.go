@@ -80,10 +80,35 @@ type control interface {
 // commit may have been applied. (If FDB
 // got the cancellation first, it fails the commit without sending it and
 // the error is needlessly, but safely, reported as maybe committed.)
+//
+// It also keeps kv's promise for the watches of an attempt that does not
+// commit, which FDB does not: see watches.
 type txState struct {
 	ctl       control
 	ctx       context.Context // cancels the transaction when it ends
 	cancelled atomic.Bool     // by Cancel or ctx, since the last Reset
+
+	mu sync.Mutex
+	// watches are the watches made since the last reset whose fate no
+	// commit has decided yet. kv fails them when the transaction is
+	// cancelled or its commit fails (kv.Transaction.Cancel, Watch). FDB
+	// fails a watch so only while its read is pending (RYWImpl::watch waits
+	// on resetPromise; fdbclient/ReadYourWrites.actor.cpp): once read, it
+	// is handed to the native transaction, which fails it only when its
+	// commit fails or when it is reset or destroyed (commitAndWatch,
+	// Transaction::resetImpl and ~Transaction, fdbclient/
+	// NativeAPI.actor.cpp). A commit that fails before the native commit
+	// runs (an invalid write's deferred error, a failed read, a timeout or
+	// cancellation that came first), a Cancel, an ended context and an
+	// OnError that gives up do none of these, and the binding destroys a
+	// transaction only once nothing refers to it, which its watch's future
+	// does: such a watch stayed pending until its own Cancel. fdbkv fails
+	// them itself (watchState.fail), with the commit's error or the
+	// cancellation's.
+	watches []*watchState
+	// sent says a commit was sent since the last reset: its outcome, not
+	// a cancellation, decides the fate of the watches.
+	sent bool
 }
 
 // watchContext cancels the transaction when its context ends, until the
@@ -92,20 +117,93 @@ func (s *txState) watchContext() (stop func() bool) {
 	return context.AfterFunc(s.ctx, s.cancel)
 }
 
+// errCancelled is FDB's transaction_cancelled, as the binding reports it.
+var errCancelled = translateError(fdb.Error{Code: kv.ErrTransactionCancelled.Code})
+
 // cancel marks the transaction cancelled, then cancels it in FDB
-// (fdb.Transaction.Cancel).
+// (fdb.Transaction.Cancel), and fails its watches unless a commit was
+// sent (whose outcome decides them).
 func (s *txState) cancel() {
 	s.cancelled.Store(true)
 	s.ctl.Cancel()
+	s.failUnsent(errCancelled)
+}
+
+// track records ws, a watch made in the transaction. Made in a
+// transaction already cancelled, it fails at once (FDB fails it too,
+// except under the multi-version client before a client library has
+// connected: MultiVersionTransaction::cancel then does nothing).
+func (s *txState) track(ws *watchState) {
+	s.mu.Lock()
+	if s.cancelled.Load() && !s.sent {
+		s.mu.Unlock()
+		ws.fail(errCancelled)
+		return
+	}
+	s.watches = append(s.watches, ws)
+	s.mu.Unlock()
+}
+
+// failUnsent fails the watches with err unless a commit was sent.
+func (s *txState) failUnsent(err error) {
+	s.mu.Lock()
+	var ws []*watchState
+	if !s.sent {
+		ws, s.watches = s.watches, nil
+	}
+	s.mu.Unlock()
+	failWatches(ws, err)
+}
+
+// settle decides the watches' fate by the outcome of a commit: on
+// success they are the database's (FDB registered them), on failure they
+// fail with its error, as kv.Transaction.Watch promises. FDB has failed
+// them already with the same error if its native commit ran
+// (commitAndWatch); fail then changes nothing.
+func (s *txState) settle(err error) {
+	s.mu.Lock()
+	ws := s.watches
+	s.watches = nil
+	s.mu.Unlock()
+	if err != nil {
+		failWatches(ws, err)
+	}
+}
+
+// forget empties the watch list and the sent mark for a new attempt
+// (Reset, or OnError's retry). FDB's reset fails the old attempt's
+// uncommitted watches with transaction_cancelled (Transaction::resetImpl
+// calls cancelWatches; under the multi-version client, the inner
+// transaction it drops is destroyed, and ~Transaction does): failing them
+// again changes nothing, but no watch is left to chance.
+func (s *txState) forget() {
+	s.mu.Lock()
+	ws := s.watches
+	s.watches, s.sent = nil, false
+	s.mu.Unlock()
+	failWatches(ws, errCancelled)
+}
+
+// failWatches fails each of ws with err.
+func failWatches(ws []*watchState, err error) {
+	for _, w := range ws {
+		w.fail(err)
+	}
 }
 
 // commit sends the commit unless the transaction is marked cancelled, and
-// waits for its outcome.
+// waits for its outcome, which decides the fate of the watches.
 func (s *txState) commit() error {
 	if s.cancelled.Load() {
-		return translateError(fdb.Error{Code: kv.ErrTransactionCancelled.Code})
+		s.settle(errCancelled)
+		return errCancelled
 	}
-	return commitError(s.ctl.Commit().Get())
+	s.mu.Lock()
+	s.sent = true
+	s.mu.Unlock()
+	err := commitError(s.ctl.Commit().Get())
+	s.settle(err)
+	return err
 }
 
 // reset resets the transaction (fdb.Transaction.Reset, which also clears
@@ -115,6 +213,7 @@ func (s *txState) commit() error {
 // it is never undone.
 func (s *txState) reset() {
 	s.ctl.Reset()
+	s.forget()
 	s.cancelled.Store(false)
 	if s.ctx.Err() != nil {
 		s.cancel()
@@ -124,12 +223,18 @@ func (s *txState) reset() {
 // onError asks FDB's OnError about err (of FDB code code); see
 // transaction.OnError.
 //
+// When FDB retries, it has reset the transaction (forget). When it gives
+// up, it leaves the transaction cancelled until Reset, and its watches
+// fail as a cancellation fails them: with the error FDB cancelled it with
+// (RYWImpl::onError throws resetPromise's error when it is set already: a
+// cancellation, a timeout, used_during_commit), otherwise with
+// transaction_cancelled (which its catch then sends to resetPromise).
+//
 // A transaction marked cancelled (Cancel, or its context) must stay so
 // until Reset, and FDB's own OnError then fails with transaction_cancelled
-// (RYWImpl::onError throws resetPromise's error;
-// fdbclient/ReadYourWrites.actor.cpp), except under the multi-version
-// client, through which every call of libfdb_c goes:
-// MultiVersionTransaction::onError (fdbclient/
+// (resetPromise's error), except under the multi-version client (used
+// with external client libraries, or with the network option
+// disable_client_bypass): MultiVersionTransaction::onError (fdbclient/
 // MultiVersionTransaction.actor.cpp) answers cluster_version_changed
 // (1039), and an inner onError that fails with it, by replacing the
 // cancelled inner transaction with a new one (updateTransaction), not
@@ -140,14 +245,23 @@ func (s *txState) reset() {
 // attempt's reads would otherwise run, ignoring the ended context.
 func (s *txState) onError(err error, code int) error {
 	if oerr := s.ctl.OnError(fdb.Error{Code: code}).Get(); oerr != nil {
-		if ocode, ok := errorCode(oerr); ok && ocode == code {
+		ocode, ok := errorCode(oerr)
+		switch {
+		case ok && (ocode == kv.ErrTransactionCancelled.Code || ocode == kv.ErrTransactionTimedOut.Code ||
+			ocode == kv.ErrUsedDuringCommit.Code):
+			s.failUnsent(translateError(oerr))
+		default:
+			s.failUnsent(errCancelled)
+		}
+		if ok && ocode == code {
 			return translateError(err)
 		}
 		return translateError(oerr)
 	}
+	s.forget()
 	if s.cancelled.Load() {
 		s.cancel()
-		return translateError(fdb.Error{Code: kv.ErrTransactionCancelled.Code})
+		return errCancelled
 	}
 	return nil
 }
@@ -302,8 +416,12 @@ func (t *transaction) AddWriteConflictKey(key []byte) error {
 }
 
 // Watch maps onto fdb.Transaction.Watch; see watch for how Wait blocks.
+// The watch fails if the transaction is cancelled or its commit fails
+// (see txState.watches).
 func (t *transaction) Watch(key []byte) kv.Watch {
-	return newWatch(t.tr.Watch(fdb.Key(clip(key))))
+	w := newWatch(t.tr.Watch(fdb.Key(clip(key))))
+	t.state.track(w.s)
+	return w
 }
 
 // Commit maps onto fdb.Transaction.Commit().Get. A commit that was sent

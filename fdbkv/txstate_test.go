@@ -45,6 +45,11 @@ type fakeFDB struct {
 	commitSent chan struct{}
 	// holdCommit makes a sent commit stay in flight until resolved.
 	holdCommit bool
+	// failCommit, when set, fails Commit with it before anything is sent,
+	// as FDB fails it with a deferred error (ThreadSafeTransaction::commit
+	// calls checkDeferredError) or a failed read (RYWImpl::commit waits
+	// for the reads) before its native commit runs.
+	failCommit error
 	// onErrorResult is FDB's answer to OnError (nil: retry).
 	onErrorResult func(fdb.Error) error
 }
@@ -64,6 +69,11 @@ func (f *fakeFDB) Commit() fdb.FutureNil {
 			code = 1031
 		}
 		c.resolve(fdb.Error{Code: code})
+		return c
+	}
+	if f.failCommit != nil {
+		f.record("commit failed")
+		c.resolve(f.failCommit)
 		return c
 	}
 	f.record("commit sent")

@@ -35,6 +35,32 @@ type watchState struct {
 	done      chan struct{}
 	err       error // the future's error, valid once done is closed
 	cancelled atomic.Bool
+
+	mu sync.Mutex
+	// failure, when set, is the error of the transaction that will not
+	// register the watch (its commit failed, or it was cancelled): fail
+	// cancelled the future for it (see txState.watches).
+	failure error
+}
+
+// fail fails the watch with err, the error of its transaction, by
+// cancelling its future (which FDB then fails with operation_cancelled,
+// 1101): Wait returns err. A watch that fired or failed already keeps its
+// outcome (cancelling a ready future does nothing).
+func (s *watchState) fail(err error) {
+	s.mu.Lock()
+	if s.failure == nil {
+		s.failure = err
+	}
+	s.mu.Unlock()
+	s.f.Cancel()
+}
+
+// failed returns the error fail set, or nil.
+func (s *watchState) failed() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.failure
 }
 
 // newWatch wraps the future of fdb.Transaction.Watch.
@@ -47,13 +73,14 @@ func newWatch(f fdb.FutureNil) *watch {
 
 // Wait returns nil when the key changed (or, spuriously, when the watch
 // failed with cluster_version_changed: see watchError), the watch's error
-// (translated; kv.ErrTransactionCancelled after Cancel) when it failed, and
+// (translated; kv.ErrTransactionCancelled after Cancel; the error of its
+// transaction's failed commit or cancellation) when it failed, and
 // ctx.Err() when ctx ends first; the watch then stays registered until
 // Cancel.
 func (w *watch) Wait(ctx context.Context) error {
 	s := w.s
 	if s.f.IsReady() {
-		return watchError(s.f.Get(), s.cancelled.Load())
+		return watchError(s.f.Get(), s.cancelled.Load(), s.failed())
 	}
 	s.start.Do(func() {
 		go func() {
@@ -63,7 +90,7 @@ func (w *watch) Wait(ctx context.Context) error {
 	})
 	select {
 	case <-s.done:
-		return watchError(s.err, s.cancelled.Load())
+		return watchError(s.err, s.cancelled.Load(), s.failed())
 	case <-ctx.Done():
 		return ctx.Err()
 	}

@@ -235,7 +235,12 @@ type Transaction interface {
 	AddWriteConflictKey(key []byte) error
 
 	// Watch returns a watch on key that is registered when the transaction
-	// commits; if the commit fails, the watch fails with that error. As in
+	// commits; if the commit fails, the watch fails with that error, and if
+	// the transaction is cancelled before its commit is sent (Cancel, its
+	// context, an OnError that gives up), with transaction_cancelled (or
+	// the timeout's error). FDB's own client leaves such a watch pending
+	// once it has read its key, until its transaction is reset or
+	// destroyed; backends fail it (see fdbkv). As in
 	// FDB, Watch reads key with a normal read (a read conflict range, so a
 	// writing transaction whose watched key changed after its read version
 	// fails with ErrNotCommitted), and the watch fires at once if the

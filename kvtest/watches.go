@@ -1,6 +1,7 @@
 package kvtest
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"testing"
@@ -45,7 +46,61 @@ func watchTests() []conformanceTest {
 		{"FiresOnOwnChange", testWatchFiresOnOwnChange},
 		{"NotFiredByOwnWriteOfSameValue", testWatchNotFiredByOwnWriteOfSameValue},
 		{"FailsWithItsRead", testWatchFailsWithItsRead},
+		{"CancelledTransactionFailsWatch", testWatchOfCancelledTransactionFails},
+		{"CommitFailingBeforeSendFailsWatch", testWatchOfCommitFailingBeforeSendFails},
 	}
+}
+
+// requireFailsSoon requires w to fail, within firedWait, with want.
+func (f *fixture) requireFailsSoon(t *testing.T, w kv.Watch, want kv.Error, what string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(f.ctx, firedWait)
+	defer cancel()
+	err := w.Wait(ctx)
+	require.NotErrorIs(t, err, context.DeadlineExceeded, "%s must fail at once, not stay pending", what)
+	requireCode(t, err, want, what)
+}
+
+// A watch of a transaction cancelled before its commit fails with
+// transaction_cancelled (kv.Transaction.Cancel), also a watch that has
+// read its key already: the key is read first here, so FDB answers the
+// watch's read from the transaction's cache and hands the watch to the
+// native transaction at once, where FDB's cancel does not reach it
+// (RYWImpl::watch, fdbclient/ReadYourWrites.actor.cpp); only a commit,
+// reset or destruction of that transaction would (NativeAPI.actor.cpp),
+// and the Go binding keeps a transaction alive while a watch's future is.
+func testWatchOfCancelledTransactionFails(t *testing.T, f *fixture) {
+	f.seed(t, "k")
+	for _, how := range []string{"Cancel", "context"} {
+		ctx, cancel := context.WithCancel(f.ctx)
+		tr, err := f.db.CreateTransaction(ctx)
+		require.NoError(t, err, "CreateTransaction")
+		mustGet(t, tr, f.key("k"))
+		w := tr.Watch(f.key("k"))
+		t.Cleanup(w.Cancel)
+		if how == "Cancel" {
+			tr.Cancel()
+		} else {
+			cancel()
+		}
+		f.requireFailsSoon(t, w, kv.ErrTransactionCancelled, "the watch of a transaction cancelled by "+how)
+		cancel()
+	}
+}
+
+// The watches of a commit that fails fail with its error (kv.Transaction.
+// Watch), also when FDB fails the commit before its native commit runs,
+// which would have failed them: an invalid write's deferred error
+// (ThreadSafeTransaction::commit calls checkDeferredError first).
+func testWatchOfCommitFailingBeforeSendFails(t *testing.T, f *fixture) {
+	f.seed(t, "k")
+	tr := f.newTx(t)
+	mustGet(t, tr, f.key("k"))
+	w := tr.Watch(f.key("k"))
+	t.Cleanup(w.Cancel)
+	tr.Set(f.key(string(bytes.Repeat([]byte{'k'}, kv.MaxKeySize))), []byte("x"))
+	requireCode(t, tr.Commit(), kv.ErrKeyTooLarge, "the commit after a write of a key over the size limit")
+	f.requireFailsSoon(t, w, kv.ErrKeyTooLarge, "the watch of a commit that failed with key_too_large")
 }
 
 // watch commits a transaction that watches key and returns the watch.
