@@ -178,13 +178,15 @@
 // Exact without a Limit (an error in FDB) is sent as WantAll, since kv's
 // mode is only a hint. GetSlice keeps the mode for every batch (the
 // binding's GetSliceWithError would switch to Exact or WantAll after the
-// first). Durations become whole milliseconds, rounded up below 1 ms.
-// Option values outside FDB's ranges (a negative duration, a timeout or
-// max retry delay over math.MaxInt32 ms, about 24.8 days, a retry limit
-// below -1 or over math.MaxInt32) return kv.ErrInvalidOptionValue at once,
-// without calling the binding: libfdb_c would accept them and fail the
-// transaction's next operation instead (ThreadSafeTransaction::setOption
-// defers the error of ReadYourWritesTransaction::setOptionImpl).
+// first). Durations become whole milliseconds: a timeout rounded up (it
+// never fires before its duration), a max retry delay truncated but
+// rounded up below 1 ms. Option values outside FDB's ranges (a negative
+// duration, a timeout or max retry delay over math.MaxInt32 ms, about
+// 24.8 days, a retry limit below -1 or over math.MaxInt32) return
+// kv.ErrInvalidOptionValue at once, without calling the binding: libfdb_c
+// would accept them and fail the transaction's next operation instead
+// (ThreadSafeTransaction::setOption defers the error of
+// ReadYourWritesTransaction::setOptionImpl).
 //
 // # Testing
 //

@@ -310,14 +310,38 @@ func TestOptionValues(t *testing.T) {
 		{maxMillis, math.MaxInt32},
 		{maxMillis + time.Millisecond - time.Nanosecond, math.MaxInt32}, // whole milliseconds, as memdb counts
 	} {
-		got, err := fdbkv.OptionMillis("timeout", tc.in)
+		got, err := fdbkv.OptionMillis("max retry delay", tc.in)
 		if err != nil || got != tc.want {
 			t.Errorf("OptionMillis(%v) = %d, %v; want %d", tc.in, got, err, tc.want)
+		}
+	}
+	// A timeout is rounded up: kv cancels the transaction once d has
+	// elapsed, not before, and FDB's timer fires at the milliseconds it
+	// gets (timebomb, fdbclient/ReadYourWrites.actor.cpp). The old adapter
+	// sent 1.5 ms as 1 ms.
+	for _, tc := range []struct {
+		in   time.Duration
+		want int64
+	}{
+		{0, 0},
+		{time.Nanosecond, 1},
+		{999 * time.Microsecond, 1},
+		{time.Millisecond, 1},
+		{1500 * time.Microsecond, 2},
+		{2*time.Second + time.Nanosecond, 2001},
+		{maxMillis, math.MaxInt32},
+		{maxMillis + time.Millisecond - time.Nanosecond, math.MaxInt32}, // accepted, as memdb accepts it: FDB's largest
+	} {
+		got, err := fdbkv.TimeoutMillis(tc.in)
+		if err != nil || got != tc.want {
+			t.Errorf("TimeoutMillis(%v) = %d, %v; want %d", tc.in, got, err, tc.want)
 		}
 	}
 	for _, d := range []time.Duration{-time.Nanosecond, -time.Second, maxMillis + time.Millisecond, time.Duration(math.MaxInt64)} {
 		_, err := fdbkv.OptionMillis("timeout", d)
 		requireInvalid(t, err, fmt.Sprintf("OptionMillis(%v)", d))
+		_, err = fdbkv.TimeoutMillis(d)
+		requireInvalid(t, err, fmt.Sprintf("TimeoutMillis(%v)", d))
 	}
 	for _, n := range []int{-1, 0, 1, 100, math.MaxInt32} {
 		if got, err := fdbkv.RetryLimitValue(n); err != nil || got != int64(n) {

@@ -13,6 +13,7 @@ var (
 	ErrorCode       = errorCode
 	RangeOptions    = rangeOptions
 	OptionMillis    = optionMillis
+	TimeoutMillis   = timeoutMillis
 	RetryLimitValue = retryLimitValue
 	InvalidLimit    = invalidLimit
 	WrapHandle      = wrapTransaction

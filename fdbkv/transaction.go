@@ -583,10 +583,28 @@ func invalidOptionValue(option, value, valid string) error {
 		option, value, valid, translateError(fdb.Error{Code: kv.ErrInvalidOptionValue.Code}))
 }
 
-// SetTimeout maps onto fdb.TransactionOptions.SetTimeout (milliseconds),
-// after optionMillis checked d.
-func (o options) SetTimeout(d time.Duration) error {
+// timeoutMillis is optionMillis for the timeout, rounded up to whole
+// milliseconds rather than down: kv.TransactionOptions.SetTimeout cancels
+// the transaction once d has elapsed, and FDB's timer fires at the
+// milliseconds it is given (timebomb, fdbclient/ReadYourWrites.actor.cpp),
+// so 1.5 ms sent as 1 ms would cancel it early. A d that optionMillis
+// accepts stays within FDB's range (its last partial millisecond is not
+// rounded up past math.MaxInt32). It calls no C function.
+func timeoutMillis(d time.Duration) (int64, error) {
 	ms, err := optionMillis("timeout", d)
+	if err != nil {
+		return 0, err
+	}
+	if d > time.Duration(ms)*time.Millisecond && ms < math.MaxInt32 {
+		ms++
+	}
+	return ms, nil
+}
+
+// SetTimeout maps onto fdb.TransactionOptions.SetTimeout (milliseconds),
+// after timeoutMillis checked and rounded d.
+func (o options) SetTimeout(d time.Duration) error {
+	ms, err := timeoutMillis(d)
 	if err != nil {
 		return err
 	}
