@@ -130,6 +130,12 @@ type TransactionOptions interface {
 	// made; -1 means no limit. Maps onto "retry_limit".
 	SetRetryLimit(n int) error
 	// SetMaxRetryDelay caps OnError's backoff. Maps onto "max_retry_delay".
+	// On FDB the cap is not absolute (Transaction::getBackoff,
+	// fdbclient/NativeAPI.actor.cpp): a transaction's first backoff is the
+	// initial one (up to 10 ms); after tag_throttled a backoff may last
+	// as long as the throttle (up to 5 s); and after
+	// commit_proxy_memory_limit_exceeded or grv_proxy_memory_limit_exceeded
+	// the backoff grows past it, up to 30 s.
 	SetMaxRetryDelay(d time.Duration) error
 }
 
