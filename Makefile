@@ -12,12 +12,13 @@ DURATION ?= 10m
 SOAKFLAGS ?=
 PUREGO := . tools
 
-.PHONY: test unit example bench bench-instr bench-all fuzz golden lint fdbkv-check release-check integration soak queuebench memflat
+.PHONY: test unit example bench bench-instr bench-all fuzz golden lint fdbkv-check release-check doccounts integration soak queuebench memflat
 
 ## test: lint, build without cgo, every test with -race (the library and
 ## tools/, which holds the simulation), memdb's 1M-transaction memory check
-## (without -race), the fdbkv compile check and the release check
-test: lint unit fdbkv-check release-check
+## (without -race), the fdbkv compile check, the release check and the
+## README's counts of the suites' checks
+test: lint unit fdbkv-check release-check doccounts
 
 unit:
 	set -e; for m in $(PUREGO); do \
@@ -61,6 +62,11 @@ lint:
 ## FoundationDB mode (-tags fdb) against a stub libfdb_c
 fdbkv-check:
 	bash scripts/fdbkv-check.sh
+
+## doccounts: the README's counts of kvtest's and queuetest's checks are
+## the suites' own (scripts/doccounts.sh)
+doccounts:
+	bash scripts/doccounts.sh
 
 ## release-check: `go get` the library and fdbkv at v0.1.0 from a local
 ## file proxy into a throwaway consumer, build it, and check its module graph
