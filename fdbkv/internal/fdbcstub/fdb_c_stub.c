@@ -7,11 +7,20 @@
  * report an error reports FDBCSTUB_ERROR (4100, internal_error), every
  * future it hands out is already ready and failed with that error, and
  * everything else does nothing. No call blocks and none crashes.
+ *
+ * One opt-in exception: with FDBCSTUB_SELECT_API_VERSION=1 in the
+ * environment, fdb_select_api_version_impl succeeds (as a real libfdb_c does
+ * without a cluster), so a test binary can select an API version and run
+ * the binding's pure-Go code that needs one, such as
+ * tuple.PackWithVersionstamp (fdbkv/internal/tuplediff). Everything else
+ * still fails.
  */
 #define FDB_API_VERSION 730
 #include <foundationdb/fdb_c.h>
 
 #include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
 
 #define FDBCSTUB_ERROR 4100
 
@@ -32,6 +41,10 @@ static FDBFuture* failed_future(void) {
 fdb_error_t fdb_select_api_version_impl(int runtime_version, int header_version) {
     (void)runtime_version;
     (void)header_version;
+    const char* accept = getenv("FDBCSTUB_SELECT_API_VERSION");
+    if (accept != NULL && strcmp(accept, "1") == 0) {
+        return 0;
+    }
     return FDBCSTUB_ERROR;
 }
 
