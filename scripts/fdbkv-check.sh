@@ -3,7 +3,9 @@
 # official Go binding + our adapter) and the soak's FoundationDB mode
 # (tools/cmd/soak -tags fdb) against a STUB libfdb_c, and run fdbkv's
 # tests. The stub (fdbkv/internal/fdbcstub) is not FoundationDB: tests that
-# need a cluster skip, only fdbkv's pure-Go tests really run. This proves the
+# need a cluster skip, only fdbkv's pure-Go tests really run (among them the
+# tuple codec's differential test against the binding's pure-Go tuple and
+# subspace packages, fdbkv/internal/tuplediff). This proves the
 # adapter compiles and links, nothing about its behaviour on a real cluster;
 # for that, see `make integration`.
 # Needs: go, gcc, ar (binutils, installed with gcc). Network access for the
