@@ -794,3 +794,25 @@ func TestCostDBRoundTrips(t *testing.T) {
 	}))
 	require.Equal(t, []cost{{MetadataVersion: 1, Get: 1, SnapRange: 1, Range: 1, RoundTrips: 2, Set: 1}}, db.take())
 }
+
+// The wrapper logs a staged step that ends without a commit: when it is
+// reset (unless a read or its commit failed) or, the last one, at flush,
+// once.
+func TestCostDBUncommittedSteps(t *testing.T) {
+	ctx := context.Background()
+	db := newCostDB(newDB(t))
+	tr, err := db.CreateTransaction(ctx)
+	require.NoError(t, err)
+	_, err = tr.Get([]byte("a")).Get()
+	require.NoError(t, err)
+	tr.Reset() // a read-only step: logged
+	tr.Set([]byte("b"), nil)
+	db.failCommits(kv.ErrNotCommitted)
+	require.ErrorIs(t, tr.Commit(), kv.ErrNotCommitted)
+	tr.Reset() // failed: not logged
+	_, err = tr.Snapshot().Get([]byte("c")).Get()
+	require.NoError(t, err)
+	db.flush()
+	db.flush()
+	require.Equal(t, []cost{{Get: 1, RoundTrips: 1}, {SnapGet: 1, RoundTrips: 1}}, db.take())
+}

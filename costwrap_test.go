@@ -1,6 +1,7 @@
 package fdbqueue_test
 
 import (
+	"bytes"
 	"context"
 	"sync"
 
@@ -8,10 +9,12 @@ import (
 )
 
 // costDB wraps a kv.Database and counts, for each transaction that
-// committed (or, read-only, returned), what the layers asked of it: the
-// reads, the writes, the conflict ranges they added and the round trips
-// their reads took. The doc comments' "Cost:" paragraphs are checked
-// against these counts (cost_claims_test.go).
+// committed (or, read-only, returned; or ended with its function's own
+// error; or, a staged step, was reset or left without a commit: see
+// flush), what the layers asked of it: the reads, the writes, the
+// conflict ranges they added and the round trips their reads took. The
+// doc comments' "Cost:" paragraphs are checked against these counts
+// (cost_claims*_test.go).
 //
 // A round trip is a wait on a read that was issued since the last wait:
 // FoundationDB's client sends a read when it is issued (Get, GetRange)
@@ -35,6 +38,15 @@ type costDB struct {
 	mu   sync.Mutex
 	log  []cost // one per finished transaction, in order
 	fail []error
+	open []*costTx // every transaction made, for flush
+	// logged, when set, is called after each transaction is logged, with
+	// the number logged since the last take (tests that drive waiters
+	// wait on it).
+	logged func(n int)
+	// quiet, when set, names keys whose watches never report a change
+	// (their Wait returns only when its context ends): a test that wakes
+	// a waiter with two watches firing at once picks which one it sees.
+	quiet func(key []byte) bool
 }
 
 func newCostDB(db kv.Database) *costDB { return &costDB{Database: db} }
@@ -64,6 +76,20 @@ func (d *costDB) failCommits(errs ...error) {
 	d.mu.Unlock()
 }
 
+// onLog sets logged (see costDB).
+func (d *costDB) onLog(f func(n int)) {
+	d.mu.Lock()
+	d.logged = f
+	d.mu.Unlock()
+}
+
+// setQuiet sets quiet (see costDB).
+func (d *costDB) setQuiet(f func(key []byte) bool) {
+	d.mu.Lock()
+	d.quiet = f
+	d.mu.Unlock()
+}
+
 // take returns the costs logged since the last take.
 func (d *costDB) take() []cost {
 	d.mu.Lock()
@@ -76,7 +102,27 @@ func (d *costDB) take() []cost {
 func (d *costDB) record(c cost) {
 	d.mu.Lock()
 	d.log = append(d.log, c)
+	n, f := len(d.log), d.logged
 	d.mu.Unlock()
+	if f != nil {
+		f(n)
+	}
+}
+
+// flush logs, in the order they were made, the transactions that read
+// and then ended neither with a commit nor with a failure: a staged step
+// that returned without committing (its reads are all it cost; a
+// read-only commit would add nothing on FoundationDB). A step that is
+// reset logs itself (see Reset); flush is for the last one, which a
+// staged call leaves as it is when it returns.
+func (d *costDB) flush() {
+	d.mu.Lock()
+	open := d.open
+	d.open = nil
+	d.mu.Unlock()
+	for _, t := range open {
+		t.logOpen()
+	}
 }
 
 func (d *costDB) nextFailure() error {
@@ -95,15 +141,25 @@ func (d *costDB) CreateTransaction(ctx context.Context) (kv.Transaction, error) 
 	if err != nil {
 		return nil, err
 	}
-	return &costTx{Transaction: tr, db: d}, nil
+	t := &costTx{Transaction: tr, db: d}
+	d.mu.Lock()
+	d.open = append(d.open, t)
+	d.mu.Unlock()
+	return t, nil
 }
 
+// Transact logs each attempt that committed and, when fn fails with an
+// error of its own (ErrEmpty, say), the last attempt's reads.
 func (d *costDB) Transact(ctx context.Context, fn func(kv.Transaction) error) error {
 	tr, err := d.CreateTransaction(ctx)
 	if err != nil {
 		return err
 	}
-	return kv.RetryLoop(ctx, tr, fn)
+	err = kv.RetryLoop(ctx, tr, fn)
+	if err != nil {
+		tr.(*costTx).logOpen()
+	}
+	return err
 }
 
 // ReadTransact logs the last attempt's reads, whether fn succeeded or not
@@ -115,7 +171,11 @@ func (d *costDB) ReadTransact(ctx context.Context, fn func(kv.ReadTransaction) e
 	}
 	t := tr.(*costTx)
 	err = kv.ReadRetryLoop(ctx, t, fn)
-	d.record(t.counts())
+	t.mu.Lock()
+	c := t.c
+	t.logged = true
+	t.mu.Unlock()
+	d.record(c)
 	return err
 }
 
@@ -127,12 +187,9 @@ type costTx struct {
 	mu    sync.Mutex
 	c     cost
 	batch int // reads issued since the last wait carry this number
-}
-
-func (t *costTx) counts() cost {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.c
+	// logged says the attempt's counts were logged (it committed);
+	// failed that a read or the commit failed: a Reset then drops them.
+	logged, failed bool
 }
 
 func (t *costTx) count(f func(c *cost)) {
@@ -164,7 +221,29 @@ func (t *costTx) clearCounts() {
 	t.mu.Lock()
 	t.c = cost{}
 	t.batch++
+	t.logged, t.failed = false, false
 	t.mu.Unlock()
+}
+
+// logOpen logs the attempt's counts if it read or wrote something and
+// ended neither logged nor failed.
+func (t *costTx) logOpen() {
+	t.mu.Lock()
+	c, log := t.c, !t.logged && !t.failed && t.c != cost{}
+	t.logged = t.logged || log
+	t.mu.Unlock()
+	if log {
+		t.db.record(c)
+	}
+}
+
+// failedOn marks the attempt failed when err is not nil.
+func (t *costTx) failedOn(err error) {
+	if err != nil {
+		t.mu.Lock()
+		t.failed = true
+		t.mu.Unlock()
+	}
 }
 
 func isMetadataVersion(key []byte) bool { return string(key) == kv.MetadataVersionKey }
@@ -258,7 +337,26 @@ func (t *costTx) AddWriteConflictKey(k []byte) error {
 }
 func (t *costTx) Watch(k []byte) kv.Watch {
 	t.count(func(c *cost) { c.Watch++ })
-	return t.Transaction.Watch(k)
+	return costWatch{Watch: t.Transaction.Watch(k), db: t.db, key: bytes.Clone(k)}
+}
+
+// costWatch is a watch of costDB: see costDB.quiet.
+type costWatch struct {
+	kv.Watch
+	db  *costDB
+	key []byte
+}
+
+func (w costWatch) Wait(ctx context.Context) error {
+	err := w.Watch.Wait(ctx)
+	w.db.mu.Lock()
+	quiet := w.db.quiet
+	w.db.mu.Unlock()
+	if err == nil && quiet != nil && quiet(w.key) {
+		<-ctx.Done()
+		return ctx.Err()
+	}
+	return err
 }
 
 func (t *costTx) Transact(_ context.Context, fn func(kv.Transaction) error) error { return fn(t) }
@@ -268,11 +366,17 @@ func (t *costTx) ReadTransact(_ context.Context, fn func(kv.ReadTransaction) err
 
 func (t *costTx) Commit() error {
 	if err := t.db.nextFailure(); err != nil {
+		t.failedOn(err)
 		return err
 	}
 	err := t.Transaction.Commit()
+	t.failedOn(err)
 	if err == nil {
-		t.db.record(t.counts())
+		t.mu.Lock()
+		c := t.c
+		t.logged = true
+		t.mu.Unlock()
+		t.db.record(c)
 	}
 	return err
 }
@@ -285,7 +389,10 @@ func (t *costTx) OnError(err error) error {
 	return nil
 }
 
+// Reset logs an attempt that read and ended without a commit or a
+// failure (a staged step that needed no commit), then starts afresh.
 func (t *costTx) Reset() {
+	t.logOpen()
 	t.Transaction.Reset()
 	t.clearCounts()
 }
@@ -313,7 +420,9 @@ type costValue struct {
 
 func (f costValue) Get() ([]byte, error) {
 	f.t.wait(f.b)
-	return f.FutureValue.Get()
+	v, err := f.FutureValue.Get()
+	f.t.failedOn(err)
+	return v, err
 }
 
 type costRange struct {
@@ -324,7 +433,9 @@ type costRange struct {
 
 func (r *costRange) GetSlice() ([]kv.KeyValue, error) {
 	r.t.wait(r.b)
-	return r.RangeResult.GetSlice()
+	kvs, err := r.RangeResult.GetSlice()
+	r.t.failedOn(err)
+	return kvs, err
 }
 
 func (r *costRange) Iterator() kv.RangeIterator {
@@ -342,5 +453,9 @@ func (it *costIter) Next() bool {
 		it.started = true
 		it.r.t.wait(it.r.b)
 	}
-	return it.RangeIterator.Next()
+	if it.RangeIterator.Next() {
+		return true
+	}
+	it.r.t.failedOn(it.RangeIterator.Err())
+	return false
 }
