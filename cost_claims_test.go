@@ -28,18 +28,30 @@ type costEnv struct {
 	old   fdbqueue.Lease // the same lease before an Extend through another copy
 	dead  fdbqueue.JobID // kill's
 	id    fdbqueue.OpID  // an ID a setup leased under
+	opts  []fdbqueue.Option
+	// The staged rows' (cost_claims_staged_test.go).
+	q2       *fdbqueue.Queue // another handle of q, for waiters not counted
+	producer *fdbqueue.Queue // another handle of q, for items (produce)
+	stalled  [][]byte        // result keys of their requests, oldest first
 }
 
-func newCostEnv(t *testing.T, opts []fdbqueue.Option, cold bool) *costEnv {
+// newCostEnv makes c's database and handles: the Queue with c's options
+// (staged in c.stage's mode, on the env's clock, when set).
+func newCostEnv(t *testing.T, c costClaim) *costEnv {
 	raw := newDB(t)
 	clock := newFakeClock()
 	e := &costEnv{t: t, ctx: context.Background(), raw: raw, db: newCostDB(raw), clock: clock}
+	e.opts = c.opts
+	if c.stage != nil {
+		e.opts = append(c.stage.opts(fdbqueue.StagingConfig{ClaimTimeout: stagedTimeout}), fdbqueue.WithClock(clock.Now))
+		e.opts = append(e.opts, c.opts...)
+	}
 	var err error
-	e.q, err = fdbqueue.NewQueue(mustSubspace(t, "cost", "q"), opts...)
+	e.q, err = fdbqueue.NewQueue(mustSubspace(t, "cost", "q"), e.opts...)
 	require.NoError(t, err)
 	e.pq = mustPQ(t, "cost-pq")
 	e.jq = mustJobQueue(t, "cost-jobs", fdbqueue.JobQueueConfig{Clock: clock, Choice: 1})
-	if !cold {
+	if !c.cold {
 		e.warm()
 	}
 	return e
@@ -118,6 +130,7 @@ type costClaim struct {
 	name  string
 	claim string
 	opts  []fdbqueue.Option // the Queue's
+	stage *stagingMode      // the Queue is staged in this mode
 	cold  bool              // a new queue and handle: no warm-up
 	setup func(e *costEnv)
 	fail  []error
@@ -753,14 +766,19 @@ func costClaims() []costClaim {
 // handle in its steady state: reads, writes, conflict ranges added and
 // round trips (see costDB for how they are counted). A change of the code
 // that changes a cost fails here until the doc comment says so too.
-func TestCostClaims(t *testing.T) {
-	for _, c := range costClaims() {
+func TestCostClaims(t *testing.T) { runCostClaims(t, costClaims()) }
+
+// runCostClaims checks claims. A staged call's last step may end without
+// a commit: flush logs it.
+func runCostClaims(t *testing.T, claims []costClaim) {
+	for _, c := range claims {
 		t.Run(c.name, func(t *testing.T) {
-			e := newCostEnv(t, c.opts, c.cold)
+			e := newCostEnv(t, c)
 			c.setup(e)
 			e.db.take()
 			e.db.failCommits(c.fail...)
 			require.NoError(t, c.op(e))
+			e.db.flush()
 			require.Equal(t, c.want, e.db.take(), "claim: %s", c.claim)
 		})
 	}

@@ -68,9 +68,9 @@
 // also reads the declared retention, with its other reads, and may clear
 // expired journal records; and an operation given a Database clears the
 // records that its handle's earlier operations on a Database left under
-// their own IDs (a JobQueue's, a batch's, one under WithOpID; a Queue's
-// or PriorityQueue's single-result operation reuses a journal slot
-// instead): usually one clear per operation. Batches stay within a byte
+// their own IDs (a JobQueue's, a batch's, a staged take's, one under
+// WithOpID; a Queue's or PriorityQueue's other single-result operations
+// reuse a journal slot instead): usually one clear per operation. Batches stay within a byte
 // budget (WithBatchBudget) and never fail with transaction_too_large.
 //
 // # Errors

@@ -576,8 +576,8 @@ func (q *Queue) checkItemKey(key []byte) error {
 // inside it (staging needs transactions of its own), and it keeps the
 // queue's order: in batches it takes the head, as any consumer that does
 // not stage; served by place it takes only the first item after those due
-// to the requests waiting in the line (a snapshot read of the line), and
-// ErrEmpty when there is none. A handle made without WithStaging does the
+// to the requests waiting in the line (a snapshot read of the line, a
+// round trip before the head's), and ErrEmpty when there is none. A handle made without WithStaging does the
 // same on a queue whose stored configuration says it is served by place.
 // To wait for an item from inside a transaction, see WatchForItems.
 //
@@ -615,9 +615,9 @@ func (q *Queue) Dequeue(ctx context.Context, t kv.Transactor, opts ...OpOption) 
 //
 // On a queue served by place (see StagingConfig.Serving), the items due to
 // the requests waiting in the line are theirs: DequeueBatch first reads
-// the line (a snapshot read of all of it), takes the items after those,
-// with a read conflict on each item taken, and returns ErrEmpty when there
-// are none.
+// the line (a snapshot read of all of it, one round trip more), takes the
+// items after those, with a read conflict on each item taken, and returns
+// ErrEmpty when there are none.
 func (q *Queue) DequeueBatch(ctx context.Context, t kv.Transactor, max int, opts ...OpOption) ([][]byte, error) {
 	vals, c, err := q.dequeue(ctx, t, max, false, opts)
 	if err != nil {
@@ -669,7 +669,8 @@ func (q *Queue) accept(p kv.KeyValue) ([]byte, []byte, error) {
 //
 // On a queue staged by place (see StagingConfig), the items due to the
 // requests waiting in the line are not available: Peek returns the first
-// item after them, the one a Dequeue inside a transaction would take.
+// item after them, the one a Dequeue inside a transaction would take,
+// after a snapshot read of the line (one round trip more).
 func (q *Queue) Peek(ctx context.Context, t kv.ReadTransactor) ([]byte, error) {
 	e := q.end()
 	e.reserved = q.reserved

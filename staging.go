@@ -28,14 +28,20 @@ import (
 // it; WithVersionstampOrder avoids that, see docs/reliability.md.
 //
 // Cost per item, busy: by place, two transactions (the registration: two
-// writes, one versionstamped, snapshot reads of the first two and the last
-// request; the take: snapshot reads of the line up to the request and of
-// the items up to its place, then three clears and the journal record). In
-// batches, about three: the registration (then, for a waiter behind the
-// two oldest, a read-only transaction that arms its watch on the request
-// ahead: a read version and a point read), a share of a batch (per
-// request: one request and one item read, two clears and a result write)
-// and the collect (a point read; one clear and the journal record).
+// writes, one versionstamped, and no read while the line is long; the
+// take: point reads of its request and marker and snapshot reads of the
+// line up to the request and of the items up to its place, one round
+// trip, then three clears and the journal record). In batches, about
+// three: the registration (snapshot reads of the first two and the last
+// request; then, for a waiter behind the two oldest, a read-only
+// transaction that arms its watch on the request ahead: a read version
+// and a point read), a share of a batch (per request: one request and one
+// item read, two clears and a result write) and the collect (point reads
+// of its request and result, and when the watch on the request ahead woke
+// it rather than its own, the step's reads of the line; a range clear of
+// the result and the journal record). Each step that reads is one round
+// trip and a commit. While the line is short, a registration also reads the head,
+// and a call served at once costs one transaction, with the same reads.
 type StagingConfig struct {
 	// BatchSize is the most requests one fulfilment transaction serves
 	// (default DefaultStagingBatchSize, at most 10,000). Larger batches
@@ -335,6 +341,13 @@ func (q *Queue) StagingStats() StagingStats { return q.stager.stats.snapshot() }
 // operation ID given WithOpID must finish within the journal retention
 // (ErrOperationExpired otherwise); without one, the operation renews its own
 // ID while it waits.
+//
+// Cost while it waits on an empty queue: after the registration (see
+// StagingConfig), a read-only step that arms the two watches (one round
+// trip); then, every ClaimTimeout/3, a step that renews the request and
+// one that arms the watches again; nothing in between. When ctx ends, a
+// cleanup transaction withdraws the request (one round trip; by place two
+// more, to find the item at its place).
 func (q *Queue) DequeueWait(ctx context.Context, db kv.Database, opts ...OpOption) ([]byte, error) {
 	if !q.stager.enabled {
 		return nil, errStagingNeedsOption
@@ -350,7 +363,11 @@ func (q *Queue) DequeueWait(ctx context.Context, db kv.Database, opts ...OpOptio
 // (say every claim timeout) from any client to bound how long a crashed
 // consumer can strand an item. Its Queue value must have the staging
 // configuration of the queue's consumers: otherwise it fails with
-// ErrConfigMismatch (checked in a read-only transaction first).
+// ErrConfigMismatch (checked in a read-only transaction first). Cost: that
+// check (no round trip for a handle in use), then a snapshot read of up
+// to 256 requests (by place together with as many items) and one of the
+// results, each in a transaction of its own, which drops and returns what
+// expired.
 func (q *Queue) Recover(ctx context.Context, db kv.Database) (RecoverStats, error) {
 	var st RecoverStats
 	if err := checkTransactor(db); err != nil {

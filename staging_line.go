@@ -61,7 +61,8 @@ import (
 //   - register (waiter, staging_register.go): writes the request key (a
 //     versionstamped key) and the marker; its only reads are snapshot
 //     reads of the line's first two and last requests, and of the head
-//     unless the line is known to be long. Keeps Order (the versionstamp)
+//     unless the line is known to be long (by place it then reads
+//     nothing: a blind write). Keeps Order (the versionstamp)
 //     and State (key and marker together). In batch mode a waiter not
 //     among the two oldest watches its own result key here (its own write:
 //     no read conflict), then the request ahead in a read-only transaction

@@ -390,7 +390,14 @@ func (w *waiter[T]) step(tr kv.Transaction) (out outcome[T], err error) {
 	var pre prefetched
 	readLine := func() {
 		pending = w.reads.hold(tr.Snapshot().GetRange(reqs, kv.RangeOptions{Limit: limit, Mode: kv.StreamingModeExact}))
-		pre = s.prefetch(tr, limit, w.woke)
+		// The few results a fulfilment expires too, when this waiter
+		// may serve: woken, or one of the two oldest at its last look
+		// (by place only while the line is short: in a long line a
+		// registration looks at nothing, and a take at the waiter's
+		// place is the likely step). Read later, in serve, they would
+		// take a second round trip.
+		serves := w.woke || (w.ahead < helpers && !(s.stable && s.busy.Load()))
+		pre = s.prefetch(tr, limit, serves)
 		pre.items, pre.results = w.reads.hold(pre.items), w.reads.hold(pre.results)
 	}
 	light := w.ownFired
