@@ -33,6 +33,7 @@ type costEnv struct {
 	q2       *fdbqueue.Queue // another handle of q, for waiters not counted
 	producer *fdbqueue.Queue // another handle of q, for items (produce)
 	stalled  [][]byte        // result keys of their requests, oldest first
+	gauges   *gaugeMeter     // the MeterProvider's meter, when a row gives one
 }
 
 // newCostEnv makes c's database and handles: the Queue with c's options

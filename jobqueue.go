@@ -126,8 +126,9 @@ const (
 // ErrConfigMismatch (a *ConfigMismatchError whose Field is "kind"),
 // writing nothing, on a subspace whose record names a Queue or a
 // PriorityQueue, or that has no record but holds keys a job queue does
-// not write (a recipe queue's items: one more round trip until a record
-// is stored); and with Field "layout" when the record's StatsResolution
+// not write (a recipe queue's items; while no record is stored, every
+// operation spends one more round trip on that check, two range reads);
+// and with Field "layout" when the record's StatsResolution
 // is not cfg's. A Queue or PriorityQueue on a job queue's subspace fails
 // the same way. The rest of JobQueueConfig is neither stored nor checked.
 func NewJobQueue(sub Subspace, cfg JobQueueConfig, opts ...Option) (*JobQueue, error) {

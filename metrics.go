@@ -394,8 +394,10 @@ const (
 var gaugeTimeout = 5 * time.Second
 
 // registerGauges registers the depth and oldest-age gauges of one queue,
-// read through db at each collection.
-func (o *observer) registerGauges(db kv.ReadTransactor, d depthKeys, oldest func(kv.ReadTransaction) (time.Duration, bool, error)) (metric.Registration, error) {
+// read through db at each collection. oldest, when not nil, issues its
+// reads and returns the function that waits for them: the counters' read
+// and its are issued together, one round trip.
+func (o *observer) registerGauges(db kv.ReadTransactor, d depthKeys, oldest func(kv.ReadTransaction) func() (time.Duration, bool, error)) (metric.Registration, error) {
 	if err := checkTransactor(db); err != nil {
 		return nil, err
 	}
@@ -423,11 +425,16 @@ func (o *observer) registerGauges(db kv.ReadTransactor, d depthKeys, oldest func
 		}
 		r, err := kv.ReadTransact(ctx, db, func(tr kv.ReadTransaction) (reading, error) {
 			var r reading
+			counters := d.issue(tr)
+			var age func() (time.Duration, bool, error)
+			if oldest != nil {
+				age = oldest(tr)
+			}
 			var err error
-			if r.n, err = d.read(tr); err != nil || oldest == nil {
+			if r.n, err = sumCounters(counters); err != nil || age == nil {
 				return r, err
 			}
-			r.age, r.ok, err = oldest(tr)
+			r.age, r.ok, err = age()
 			return r, err
 		})
 		if err != nil {
@@ -445,15 +452,16 @@ func (o *observer) registerGauges(db kv.ReadTransactor, d depthKeys, oldest func
 // and, for a versionstamp-ordered queue, fdbqueue.oldest_item.age (the
 // item at the head's age, from its versionstamp: other layouts' keys carry
 // no time), with the queue's MeterProvider. At each collection it reads
-// through db, in one read-only transaction with snapshot reads: the depth
-// counters (see Depth) and the head item (limit 1), plus the read version,
-// given at most 5 seconds (less if the collection's context ends sooner).
+// through db, in one read-only transaction of snapshot reads issued
+// together (one round trip): the depth counters (see Depth) and, for the
+// age gauge, the head item (limit 1) and the read version, given at most
+// 5 seconds (less if the collection's context ends sooner).
 // The transaction checks the stored configuration too, as Depth does: when
 // the handle's options disagree, the collection reports nothing for the
 // queue and its callback returns the *ConfigMismatchError.
 // Unregister the returned registration when the queue is no longer used.
 func (q *Queue) RegisterGauges(db kv.ReadTransactor) (metric.Registration, error) {
-	var oldest func(kv.ReadTransaction) (time.Duration, bool, error)
+	var oldest func(kv.ReadTransaction) func() (time.Duration, bool, error)
 	if q.cfg.versionstamps {
 		oldest = q.oldestAge
 	}
@@ -466,13 +474,20 @@ func (pq *PriorityQueue) RegisterGauges(db kv.ReadTransactor) (metric.Registrati
 	return pq.journal.track.obs.registerGauges(pq.journal.gate.reads(db), pq.journal.track.depth, nil) // config.go
 }
 
-// oldestAge is the age of the head item of a versionstamp-ordered queue:
-// the read version minus the item's commit version, in seconds at
+// oldestAge issues the read of the head item of a versionstamp-ordered
+// queue and returns the function that waits for it and gives the item's
+// age: the read version minus the item's commit version, in seconds at
 // versionsPerSecond. ok is false when the queue is empty or its head is not
 // an item of this layout.
-func (q *Queue) oldestAge(tr kv.ReadTransaction) (time.Duration, bool, error) {
+func (q *Queue) oldestAge(tr kv.ReadTransaction) func() (time.Duration, bool, error) {
 	s := tr.Snapshot()
 	head := s.GetRange(q.items, kv.RangeOptions{Limit: 1})
+	return func() (time.Duration, bool, error) { return q.headAge(s, head) }
+}
+
+// headAge waits for head, the read of the first item, and returns its age
+// (see oldestAge).
+func (q *Queue) headAge(s kv.ReadTransaction, head kv.RangeResult) (time.Duration, bool, error) {
 	rv, err := s.GetReadVersion().Get()
 	if err != nil {
 		return 0, false, err
