@@ -75,7 +75,8 @@ type drainOut struct {
 // once) until the queue is empty or limit items are gone, writes them to out
 // (if any) as JSON lines after each commit, and reports progress: on a
 // terminal a progress bar redrawn after each batch (its total is the depth
-// at the start, a scan), otherwise nothing until the final summary line.
+// at the start, from the depth counters: one small read), otherwise
+// nothing until the final summary line.
 // Producers may add items meanwhile; drain takes those too.
 //
 // After each batch, out is synced to stable storage (when it is a file)

@@ -52,28 +52,36 @@ func (c envClock) After(d time.Duration) <-chan time.Time { return time.After(d)
 // stored configuration agrees with the flags, before any command reads or
 // changes its jobs.
 func (s *session) openJobs(ctx context.Context, jf jobFlags) (*fdbqueue.JobQueue, error) {
+	q, _, err := s.openJobsStats(ctx, jf)
+	return q, err
+}
+
+// openJobsStats is openJobs, and returns the Stats its check read (stats
+// --kind jobs prints them instead of reading them again).
+func (s *session) openJobsStats(ctx context.Context, jf jobFlags) (*fdbqueue.JobQueue, fdbqueue.JobStats, error) {
+	var st fdbqueue.JobStats
 	if s.spec.Kind != Jobs {
-		return nil, usagef(ErrUnknownKind, "--kind %s: this command needs a job queue (--kind jobs)", s.spec.Kind)
+		return nil, st, usagef(ErrUnknownKind, "--kind %s: this command needs a job queue (--kind jobs)", s.spec.Kind)
 	}
 	if *jf.resolution < time.Millisecond {
-		return nil, usagef(ErrBadArgument, "--stats-resolution %s: want at least 1ms", *jf.resolution)
+		return nil, st, usagef(ErrBadArgument, "--stats-resolution %s: want at least 1ms", *jf.resolution)
 	}
 	sub, err := fdbqueue.NewSubspace(s.spec.Path)
 	if err != nil {
-		return nil, usagef(ErrBadQueuePath, "%v", err)
+		return nil, st, usagef(ErrBadQueuePath, "%v", err)
 	}
 	cfg := fdbqueue.JobQueueConfig{StatsResolution: *jf.resolution, Clock: envClock(s.env.Now)}
 	q, err := fdbqueue.NewJobQueue(sub, cfg, s.env.QueueOptions...)
 	if err != nil {
-		return nil, err
+		return nil, st, err
 	}
 	if err := s.requireQueue(ctx, sub); err != nil {
-		return nil, err
+		return nil, st, err
 	}
-	if _, err := q.Stats(ctx, s.db); err != nil {
-		return nil, err
+	if st, err = q.Stats(ctx, s.db); err != nil {
+		return nil, st, err
 	}
-	return q, nil
+	return q, st, nil
 }
 
 // JobStatsJSON is what stats --kind jobs --json prints: fdbqueue.JobStats
@@ -91,13 +99,10 @@ type JobStatsJSON struct {
 }
 
 // jobStats prints JobQueue.Stats: one read-only transaction of snapshot
-// reads (counters and time buckets), no scan of the jobs.
+// reads (counters and time buckets), no scan of the jobs; the one
+// openJobs ran to check the stored configuration.
 func jobStats(ctx context.Context, s *session, jf jobFlags, asJSON bool) error {
-	q, err := s.openJobs(ctx, jf)
-	if err != nil {
-		return err
-	}
-	st, err := q.Stats(ctx, s.db)
+	_, st, err := s.openJobsStats(ctx, jf)
 	if err != nil {
 		return err
 	}

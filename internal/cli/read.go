@@ -15,8 +15,9 @@ import (
 // DepthSource tells how many items a queue holds: counterDepth (the
 // layers' Depth: their depth counters, one small read whatever the depth),
 // the default, or scanDepth (the layers' Len: a snapshot scan of every
-// item, O(depth) reads in one transaction), which stats --scan chooses to
-// check the counters of a queue that clients not maintaining them share.
+// item, in transactions of up to 100,000 keys), which stats --scan
+// chooses to check the counters of a queue that clients not maintaining
+// them share.
 type DepthSource interface {
 	// Depth returns the number of items.
 	Depth(ctx context.Context, t kv.ReadTransactor) (int64, error)

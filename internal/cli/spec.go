@@ -285,7 +285,8 @@ func (s *session) requireQueue(ctx context.Context, sub fdbqueue.Subspace) error
 
 // check reads the queue's depth counters with the layer's Depth, for the
 // check of the stored configuration that every operation of the layers
-// makes (one small snapshot read, no write): flags that disagree with the
+// makes (on the new handle, the counters and the stored record: snapshot
+// reads in one round trip, no write): flags that disagree with the
 // queue's stored record fail with fdbqueue.ErrConfigMismatch, and nothing
 // is printed as if they were right. The commands that read the queue's keys
 // themselves (peek, list, stats) decode them by the flags, so they rely on

@@ -65,7 +65,8 @@ func setupStats(fs *flag.FlagSet) func(context.Context, *session, []string) erro
 }
 
 // stats gathers the numbers: the depth (DepthSource), the head's age (one
-// small read), and two paged scans of the meta subspace (staged line,
+// small read, on versionstamp keys only), and paged scans of the meta
+// subspace (the staged line, one per line: two for a priority queue; the
 // journal). Each is its own read-only transaction with snapshot reads.
 func (t *target) stats(ctx context.Context, s *session) (Stats, error) {
 	st := Stats{
