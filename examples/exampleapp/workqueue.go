@@ -56,17 +56,20 @@ func (s WorkQueueSummary) String() string {
 }
 
 // RunWorkQueue moves cfg.Items items through q with concurrent producers and
-// consumers and checks that each came out exactly once.
+// consumers and checks that each came out exactly once. The consumers share
+// nothing with the producers but the database, as separate processes would
+// (see consume); they end once the producers are done and the queue is
+// empty.
 func RunWorkQueue(ctx context.Context, db kv.Database, q *fdbqueue.Queue, cfg WorkQueueConfig) (WorkQueueSummary, error) {
 	if cfg.Producers < 1 || cfg.Consumers < 1 || cfg.Items < 1 || cfg.Batch < 1 {
 		return WorkQueueSummary{}, fmt.Errorf("%w: producers, consumers, items and batch must be at least 1", fdbqueue.ErrInvalidArgument)
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	producing, producersDone := context.WithCancel(ctx)
+	defer producersDone()
 	start := time.Now()
 	var enqueued, dequeued atomic.Int64
-	produced := make(chan struct{}, cfg.Items)
-	producersDone := make(chan struct{})
 	errc := make(chan error, cfg.Producers+cfg.Consumers)
 	fail := func(err error) {
 		errc <- err
@@ -84,45 +87,30 @@ func RunWorkQueue(ctx context.Context, db kv.Database, q *fdbqueue.Queue, cfg Wo
 					return
 				}
 				enqueued.Add(1)
-				produced <- struct{}{}
 			}
 		}()
 	}
-	go func() { pwg.Wait(); close(producersDone) }()
+	go func() { pwg.Wait(); producersDone() }()
 
 	counts := make([]int32, cfg.Items)
+	take := func(vals [][]byte) error {
+		for _, v := range vals {
+			var i int
+			if _, err := fmt.Sscanf(string(v), "job-%d", &i); err != nil || i < 0 || i >= cfg.Items {
+				return fmt.Errorf("unexpected item %q", v)
+			}
+			atomic.AddInt32(&counts[i], 1)
+		}
+		dequeued.Add(int64(len(vals)))
+		return nil
+	}
 	var cwg sync.WaitGroup
 	for range cfg.Consumers {
 		cwg.Add(1)
 		go func() {
 			defer cwg.Done()
-			for {
-				vals, err := q.DequeueBatch(ctx, db, cfg.Batch)
-				switch {
-				case err == nil:
-					for _, v := range vals {
-						var i int
-						if _, err := fmt.Sscanf(string(v), "job-%d", &i); err != nil || i < 0 || i >= cfg.Items {
-							fail(fmt.Errorf("unexpected item %q", v))
-							return
-						}
-						atomic.AddInt32(&counts[i], 1)
-					}
-					dequeued.Add(int64(len(vals)))
-				case errors.Is(err, fdbqueue.ErrEmpty):
-					select {
-					case <-produced: // an item was enqueued since: look again
-					case <-ctx.Done():
-						return
-					case <-producersDone:
-						if empty, err := q.Empty(ctx, db); err != nil || empty {
-							return
-						}
-					}
-				default:
-					fail(fmt.Errorf("dequeue: %w", err))
-					return
-				}
+			if err := consume(ctx, producing, db, q, cfg.Batch, take); err != nil {
+				fail(err)
 			}
 		}()
 	}
@@ -149,6 +137,51 @@ func RunWorkQueue(ctx context.Context, db kv.Database, q *fdbqueue.Queue, cfg Wo
 		s.Stats = &st
 	}
 	return s, nil
+}
+
+// consume dequeues up to batch items per transaction and hands them to
+// take, until it finds the queue empty after producing has ended. On an
+// empty queue it waits as a consumer in another process must: it arms a
+// watch (Queue.WatchForItems) in the transaction that found the queue
+// empty, commits, and blocks on it; any enqueue committed after that
+// transaction's read fires it. producing ending wakes it too, for one last
+// look.
+func consume(ctx, producing context.Context, db kv.Database, q *fdbqueue.Queue, batch int, take func([][]byte) error) error {
+	for {
+		// Once the producers are done, every enqueue has committed, and a
+		// transaction begun after that sees them all: if it finds the
+		// queue empty, there is nothing left to wait for.
+		last := producing.Err() != nil
+		// One ID per take, made outside Transact's retries: a retry after
+		// commit_unknown_result returns what the committed attempt took.
+		id := fdbqueue.NewOpID()
+		var vals [][]byte
+		var watch kv.Watch
+		err := db.Transact(ctx, func(tr kv.Transaction) (err error) {
+			watch = nil
+			vals, err = q.DequeueBatch(ctx, tr, batch, fdbqueue.WithOpID(id))
+			if errors.Is(err, fdbqueue.ErrEmpty) && !last {
+				watch, err = q.WatchForItems(tr) // armed when tr commits
+			}
+			return err
+		})
+		switch {
+		case errors.Is(err, fdbqueue.ErrEmpty):
+			return nil
+		case err != nil:
+			return fmt.Errorf("dequeue: %w", err)
+		case watch == nil:
+			if err := take(vals); err != nil {
+				return err
+			}
+			continue
+		}
+		err = watch.Wait(producing) // an item may have arrived, or the producers are done
+		watch.Cancel()
+		if err != nil && producing.Err() == nil {
+			return fmt.Errorf("watch: %w", err)
+		}
+	}
 }
 
 // startProgress redraws one status line five times a second until stopped.

@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/fdbqueue/fdbqueue"
+	"github.com/fdbqueue/fdbqueue/kv"
 	"github.com/fdbqueue/fdbqueue/memdb"
 	"github.com/fdbqueue/fdbqueue/tuple"
 )
@@ -57,5 +59,206 @@ func TestRunWorkQueueRefusesAnEmptyConfig(t *testing.T) {
 	_, err := RunWorkQueue(context.Background(), db, q, WorkQueueConfig{Producers: 1, Consumers: 1, Items: 1})
 	if !errors.Is(err, fdbqueue.ErrInvalidArgument) {
 		t.Fatalf("batch 0: want ErrInvalidArgument, got %v", err)
+	}
+}
+
+// The example's consumer waits as one in another process must: it shares
+// nothing with the producer but the database, blocks on a watch when it
+// finds the queue empty, and wakes for each item another Queue handle
+// enqueues. Once producing ends it returns.
+func TestConsumeWakesOnAnotherHandlesEnqueue(t *testing.T) {
+	for _, batch := range []int{1, 8} {
+		t.Run(fmt.Sprintf("batch-%d", batch), func(t *testing.T) {
+			c := startConsumer(t, batch, false)
+			for _, v := range []string{"a", "b", "c"} {
+				c.await(c.waiting, "the consumer never blocked on a watch")
+				c.enqueue(v)
+				c.take(v)
+			}
+			c.await(c.waiting, "the consumer never blocked on a watch")
+			c.producersDone()
+			c.finish()
+		})
+	}
+}
+
+// The last item, enqueued after a consumer found the queue empty and just
+// before the producers are done, is still taken: the consumer looks once
+// more after they are done, in a transaction whose read version follows
+// every commit reported before it began (FDB:
+// documentation/sphinx/source/api-c.rst, fdb_transaction_get_read_version).
+// Its transaction that found the queue empty commits only after the
+// enqueue; it writes nothing, so it cannot conflict and retry (FDB:
+// documentation/sphinx/source/developer-guide.rst, "Read-only transactions
+// will never conflict").
+func TestConsumeTakesTheItemEnqueuedAfterItsEmptyRead(t *testing.T) {
+	for _, batch := range []int{1, 8} {
+		t.Run(fmt.Sprintf("batch-%d", batch), func(t *testing.T) {
+			c := startConsumer(t, batch, true)
+			c.await(c.armed, "the consumer never armed a watch")
+			c.enqueue("last")
+			c.producersDone()
+			close(c.proceed) // the consumer's transaction commits
+			c.take("last")
+			c.finish()
+		})
+	}
+}
+
+// consumer is one consume call on a fresh queue, and what a test does to it.
+type consumer struct {
+	t              *testing.T
+	ctx            context.Context
+	db             *memdb.DB
+	q              *fdbqueue.Queue // another handle than the consumer's
+	producersDone  func()
+	armed, waiting chan struct{}
+	proceed        chan struct{}
+	got            chan string
+	done           chan error
+}
+
+// startConsumer runs consume on an empty queue. With pause, its first
+// transaction that arms a watch (having found the queue empty) tells armed
+// and waits for proceed before it commits; the queue's stored configuration
+// already says someone waits, so that transaction writes nothing and cannot
+// conflict. Without, waiting tells when it starts to wait on a watch.
+func startConsumer(t *testing.T, batch int, pause bool) *consumer {
+	db := memdb.New(MemdbOptions(5, 0.1, false)...)
+	t.Cleanup(func() { db.Close() })
+	sub, err := fdbqueue.NewSubspace(tuple.Tuple{"examples", "workqueue"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	consumerQ, err := fdbqueue.NewQueue(sub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	producerQ, err := fdbqueue.NewQueue(sub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	producing, producersDone := context.WithCancel(ctx)
+	c := &consumer{t: t, ctx: ctx, db: db, q: producerQ, producersDone: producersDone,
+		armed: make(chan struct{}), waiting: make(chan struct{}, 1), proceed: make(chan struct{}),
+		got: make(chan string, 8), done: make(chan error, 1)}
+	wdb := watchingDB{Database: db}
+	if pause {
+		err := db.Transact(ctx, func(tr kv.Transaction) error {
+			w, err := producerQ.WatchForItems(tr) // stores that someone waits
+			if w != nil {
+				w.Cancel()
+			}
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var once sync.Once
+		wdb.armed = func() { once.Do(func() { c.armed <- struct{}{}; <-c.proceed }) }
+	} else {
+		wdb.waiting = func() { tell(c.waiting) }
+	}
+	go func() {
+		c.done <- consume(ctx, producing, wdb, consumerQ, batch, func(vals [][]byte) error {
+			for _, v := range vals {
+				c.got <- string(v)
+			}
+			return nil
+		})
+	}()
+	return c
+}
+
+func (c *consumer) await(ch <-chan struct{}, what string) {
+	c.t.Helper()
+	select {
+	case <-ch:
+	case <-c.ctx.Done():
+		c.t.Fatalf("%s: %v", what, c.ctx.Err())
+	}
+}
+
+func (c *consumer) enqueue(v string) {
+	c.t.Helper()
+	if err := c.q.Enqueue(c.ctx, c.db, []byte(v)); err != nil {
+		c.t.Fatal(err)
+	}
+}
+
+func (c *consumer) take(want string) {
+	c.t.Helper()
+	select {
+	case v := <-c.got:
+		if v != want {
+			c.t.Fatalf("took %q, want %q", v, want)
+		}
+	case <-c.ctx.Done():
+		c.t.Fatalf("the consumer did not take %q: %v", want, c.ctx.Err())
+	}
+}
+
+// finish checks that consume returned without error, having taken nothing
+// more, and left the queue empty.
+func (c *consumer) finish() {
+	c.t.Helper()
+	select {
+	case err := <-c.done:
+		if err != nil {
+			c.t.Fatal(err)
+		}
+	case <-c.ctx.Done():
+		c.t.Fatal("the consumer did not end once producing ended and the queue was empty")
+	}
+	if len(c.got) != 0 {
+		c.t.Fatalf("the consumer took %q more", <-c.got)
+	}
+	if empty, err := c.q.Empty(c.ctx, c.db); err != nil || !empty {
+		c.t.Fatalf("the queue must be empty: empty %v, %v", empty, err)
+	}
+}
+
+// watchingDB calls armed when one of its transactions arms a watch, and
+// waiting when a Wait on one starts (nil: not called).
+type watchingDB struct {
+	kv.Database
+	armed, waiting func()
+}
+
+func (d watchingDB) Transact(ctx context.Context, f func(kv.Transaction) error) error {
+	return d.Database.Transact(ctx, func(tr kv.Transaction) error { return f(watchingTx{tr, d}) })
+}
+
+type watchingTx struct {
+	kv.Transaction
+	d watchingDB
+}
+
+func (tr watchingTx) Watch(key []byte) kv.Watch {
+	if tr.d.armed != nil {
+		tr.d.armed()
+	}
+	return signallingWatch{tr.Transaction.Watch(key), tr.d.waiting}
+}
+
+type signallingWatch struct {
+	kv.Watch
+	waiting func()
+}
+
+func (w signallingWatch) Wait(ctx context.Context) error {
+	if w.waiting != nil {
+		w.waiting()
+	}
+	return w.Watch.Wait(ctx)
+}
+
+// tell sends on ch unless it already holds a message.
+func tell(ch chan<- struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
 	}
 }

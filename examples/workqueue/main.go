@@ -2,7 +2,9 @@
 // the embedded engine (memdb) with a real cluster's latencies, shows a live
 // progress line on standard error when it is a terminal, and prints a
 // summary: items/s, conflicts, retries, and a check that every item came out
-// exactly once.
+// exactly once. The consumers share nothing with the producers but the
+// database: on an empty queue they sleep on a watch (Queue.WatchForItems),
+// so the same loop works with producers in other processes.
 //
 //	go run ./examples/workqueue [-producers 4] [-consumers 4] [-items 3000] [-batch 8] [-latency real|none] [-unknown 0.02]
 //
