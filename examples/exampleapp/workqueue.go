@@ -19,7 +19,7 @@ type WorkQueueConfig struct {
 	Producers int       // goroutines enqueuing
 	Consumers int       // goroutines dequeuing
 	Items     int       // items to move in all
-	Batch     int       // items per dequeue transaction (1: plain Dequeue)
+	Batch     int       // items per dequeue transaction (DequeueBatch's max)
 	Progress  io.Writer // where the live progress line goes (nil: none)
 }
 

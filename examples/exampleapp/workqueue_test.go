@@ -16,7 +16,7 @@ import (
 
 // RunWorkQueue, the main example's logic, moves every item exactly once
 // while the engine answers some commits with commit_unknown_result, with
-// plain dequeues (batch 1) and batch dequeues alike, and says so in its
+// one item per transaction (batch 1) and batches alike, and says so in its
 // summary.
 func TestRunWorkQueueMovesEveryItemOnce(t *testing.T) {
 	for _, batch := range []int{1, 8} {

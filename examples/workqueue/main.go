@@ -31,7 +31,7 @@ func main() {
 	flag.IntVar(&cfg.Producers, "producers", 4, "producer goroutines")
 	flag.IntVar(&cfg.Consumers, "consumers", 4, "consumer goroutines")
 	flag.IntVar(&cfg.Items, "items", 3000, "items to move")
-	flag.IntVar(&cfg.Batch, "batch", 8, "items per dequeue transaction (1 = plain Dequeue)")
+	flag.IntVar(&cfg.Batch, "batch", 8, "items per dequeue transaction")
 	seed := flag.Int64("seed", 1, "seed for latency and fault injection")
 	var eng exampleapp.MemdbFlags
 	eng.AddFlags(flag.CommandLine)

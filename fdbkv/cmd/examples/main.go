@@ -54,7 +54,7 @@ func main() {
 		fs.IntVar(&cfg.Producers, "producers", 4, "producer goroutines")
 		fs.IntVar(&cfg.Consumers, "consumers", 4, "consumer goroutines")
 		fs.IntVar(&cfg.Items, "items", 3000, "items to move")
-		fs.IntVar(&cfg.Batch, "batch", 8, "items per dequeue transaction (1 = plain Dequeue)")
+		fs.IntVar(&cfg.Batch, "batch", 8, "items per dequeue transaction")
 		run = func(ctx context.Context, db *fdbkv.Database, sub fdbqueue.Subspace) error {
 			return workQueue(ctx, db, sub, cfg)
 		}
