@@ -37,7 +37,12 @@ import (
 //		}
 //	}
 //
-// See ExampleQueue_WatchForItems for a complete program.
+// See ExampleQueue_WatchForItems for a complete program. A consumer that
+// takes in the queue's own transactions (Dequeue given a Database, whose
+// journal record the next operation clears) waits with a small transaction
+// of its own that checks Empty and, still empty, calls WatchForItems at the
+// same read version, as the main example does
+// (examples/exampleapp/workqueue.go).
 
 // WatchForItems returns a watch, created in tr, that fires when an item may
 // have arrived: it is armed on the queue's signal key, which every enqueue

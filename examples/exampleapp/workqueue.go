@@ -140,40 +140,47 @@ func RunWorkQueue(ctx context.Context, db kv.Database, q *fdbqueue.Queue, cfg Wo
 }
 
 // consume dequeues up to batch items per transaction and hands them to
-// take, until it finds the queue empty after producing has ended. On an
-// empty queue it waits as a consumer in another process must: it arms a
-// watch (Queue.WatchForItems) in the transaction that found the queue
-// empty, commits, and blocks on it; any enqueue committed after that
-// transaction's read fires it. producing ending wakes it too, for one last
-// look.
+// take, until it finds the queue empty after producing has ended. Each
+// DequeueBatch runs in a transaction of its own, exactly once under
+// commit_unknown_result (the queue's journal returns what a committed
+// attempt took). On an empty queue it waits as a consumer in another
+// process must: a small transaction checks that the queue is still empty
+// and arms a watch (Queue.WatchForItems) at the same read version, so an
+// enqueue committed in between is either seen or fires the watch; it
+// commits, then blocks on the watch. producing ending wakes it too, for
+// one last look.
 func consume(ctx, producing context.Context, db kv.Database, q *fdbqueue.Queue, batch int, take func([][]byte) error) error {
 	for {
 		// Once the producers are done, every enqueue has committed, and a
 		// transaction begun after that sees them all: if it finds the
 		// queue empty, there is nothing left to wait for.
 		last := producing.Err() != nil
-		// One ID per take, made outside Transact's retries: a retry after
-		// commit_unknown_result returns what the committed attempt took.
-		id := fdbqueue.NewOpID()
-		var vals [][]byte
-		var watch kv.Watch
-		err := db.Transact(ctx, func(tr kv.Transaction) (err error) {
-			watch = nil
-			vals, err = q.DequeueBatch(ctx, tr, batch, fdbqueue.WithOpID(id))
-			if errors.Is(err, fdbqueue.ErrEmpty) && !last {
-				watch, err = q.WatchForItems(tr) // armed when tr commits
-			}
-			return err
-		})
+		vals, err := q.DequeueBatch(ctx, db, batch)
 		switch {
-		case errors.Is(err, fdbqueue.ErrEmpty):
-			return nil
-		case err != nil:
-			return fmt.Errorf("dequeue: %w", err)
-		case watch == nil:
+		case err == nil:
 			if err := take(vals); err != nil {
 				return err
 			}
+			continue
+		case !errors.Is(err, fdbqueue.ErrEmpty):
+			return fmt.Errorf("dequeue: %w", err)
+		case last:
+			return nil
+		}
+		var watch kv.Watch
+		err = db.Transact(ctx, func(tr kv.Transaction) error {
+			watch = nil
+			empty, err := q.Empty(ctx, tr)
+			if err != nil || !empty {
+				return err // an item arrived since: take it
+			}
+			watch, err = q.WatchForItems(tr) // armed when tr commits
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("watch: %w", err)
+		}
+		if watch == nil {
 			continue
 		}
 		err = watch.Wait(producing) // an item may have arrived, or the producers are done

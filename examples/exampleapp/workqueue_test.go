@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -105,6 +106,30 @@ func TestConsumeTakesTheItemEnqueuedAfterItsEmptyRead(t *testing.T) {
 	}
 }
 
+// An item enqueued after the consumer's DequeueBatch found the queue empty,
+// but before its watch transaction began, is taken at once: that
+// transaction sees the item (Empty) and arms no watch. A watch armed
+// there would compare the signal key with the value the enqueue already
+// wrote, and not fire until the next enqueue.
+func TestConsumeTakesTheItemEnqueuedBeforeItsWatch(t *testing.T) {
+	for _, batch := range []int{1, 8} {
+		t.Run(fmt.Sprintf("batch-%d", batch), func(t *testing.T) {
+			c := startConsumerWith(t, batch, false, func(wdb *watchingDB, c *consumer) {
+				var n atomic.Int32
+				wdb.begin = func() {
+					if n.Add(1) == 2 { // the watch transaction, after the empty take
+						c.enqueue("x")
+					}
+				}
+			})
+			c.take("x")
+			c.await(c.waiting, "the consumer never blocked on a watch")
+			c.producersDone()
+			c.finish()
+		})
+	}
+}
+
 // consumer is one consume call on a fresh queue, and what a test does to it.
 type consumer struct {
 	t              *testing.T
@@ -124,6 +149,12 @@ type consumer struct {
 // already says someone waits, so that transaction writes nothing and cannot
 // conflict. Without, waiting tells when it starts to wait on a watch.
 func startConsumer(t *testing.T, batch int, pause bool) *consumer {
+	return startConsumerWith(t, batch, pause, nil)
+}
+
+// startConsumerWith is startConsumer with setup, when not nil, called on
+// the consumer's database wrapper before the consumer starts.
+func startConsumerWith(t *testing.T, batch int, pause bool, setup func(*watchingDB, *consumer)) *consumer {
 	db := memdb.New(MemdbOptions(5, 0.1, false)...)
 	t.Cleanup(func() { db.Close() })
 	sub, err := fdbqueue.NewSubspace(tuple.Tuple{"examples", "workqueue"})
@@ -160,6 +191,9 @@ func startConsumer(t *testing.T, batch int, pause bool) *consumer {
 		wdb.armed = func() { once.Do(func() { c.armed <- struct{}{}; <-c.proceed }) }
 	} else {
 		wdb.waiting = func() { tell(c.waiting) }
+	}
+	if setup != nil {
+		setup(&wdb, c)
 	}
 	go func() {
 		c.done <- consume(ctx, producing, wdb, consumerQ, batch, func(vals [][]byte) error {
@@ -220,14 +254,18 @@ func (c *consumer) finish() {
 	}
 }
 
-// watchingDB calls armed when one of its transactions arms a watch, and
-// waiting when a Wait on one starts (nil: not called).
+// watchingDB calls begin when a Transact call begins (before its first
+// attempt), armed when one of its transactions arms a watch, and waiting
+// when a Wait on one starts (nil: not called).
 type watchingDB struct {
 	kv.Database
-	armed, waiting func()
+	begin, armed, waiting func()
 }
 
 func (d watchingDB) Transact(ctx context.Context, f func(kv.Transaction) error) error {
+	if d.begin != nil {
+		d.begin()
+	}
 	return d.Database.Transact(ctx, func(tr kv.Transaction) error { return f(watchingTx{tr, d}) })
 }
 
