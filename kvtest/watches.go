@@ -91,7 +91,10 @@ func testWatchOfCancelledTransactionFails(t *testing.T, f *fixture) {
 // The watches of a commit that fails fail with its error (kv.Transaction.
 // Watch), also when FDB fails the commit before its native commit runs,
 // which would have failed them: an invalid write's deferred error
-// (ThreadSafeTransaction::commit calls checkDeferredError first).
+// (ThreadSafeTransaction::commit calls checkDeferredError first); and when
+// the client refuses the commit before sending it, as too large
+// (Transaction::commitMutations returns transaction_too_large, and
+// commitAndWatch fails the watches with it: fdbclient/NativeAPI.actor.cpp).
 func testWatchOfCommitFailingBeforeSendFails(t *testing.T, f *fixture) {
 	f.seed(t, "k")
 	tr := f.newTx(t)
@@ -101,6 +104,14 @@ func testWatchOfCommitFailingBeforeSendFails(t *testing.T, f *fixture) {
 	tr.Set(f.key(string(bytes.Repeat([]byte{'k'}, kv.MaxKeySize))), []byte("x"))
 	requireCode(t, tr.Commit(), kv.ErrKeyTooLarge, "the commit after a write of a key over the size limit")
 	f.requireFailsSoon(t, w, kv.ErrKeyTooLarge, "the watch of a commit that failed with key_too_large")
+
+	tr = f.newTx(t)
+	mustGet(t, tr, f.key("k"))
+	w = tr.Watch(f.key("k"))
+	t.Cleanup(w.Cancel)
+	f.fillTransaction(tr, kv.MaxTransactionSize/kv.MaxValueSize+1)
+	requireCode(t, tr.Commit(), kv.ErrTransactionTooLarge, "the commit of a transaction over the size limit")
+	f.requireFailsSoon(t, w, kv.ErrTransactionTooLarge, "the watch of a commit that failed with transaction_too_large")
 }
 
 // watch commits a transaction that watches key and returns the watch.

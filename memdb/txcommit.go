@@ -50,7 +50,9 @@ func (tx *transaction) Commit() error {
 		return err
 	}
 	if tx.size > sizeCheckFrom && tx.commitSizeLocked() > maxTxSize {
-		tx.failWatchesLocked(kv.ErrTransactionTooLarge)
+		for _, w := range req.watches { // taken from x.watches above
+			w.finish(kv.ErrTransactionTooLarge)
+		}
 		tx.failStampLocked(kv.ErrTransactionTooLarge)
 		tx.mu.Unlock()
 		return kv.ErrTransactionTooLarge
