@@ -36,8 +36,9 @@
 //   - Errors, Retry and Faults: error classification code by code as
 //     FoundationDB's fdb_error_predicate, OnError, Cancel, Reset clearing
 //     options (OnError keeping them), operations during a commit, the
-//     standard retry loop with its options, context cancellation, and
-//     injected commit failures (cluster_version_changed included).
+//     standard retry loop with its options, context cancellation,
+//     injected commit failures (cluster_version_changed included), and
+//     injected read and read version failures.
 //   - Concurrency: many goroutines updating one counter, and transfers
 //     audited by concurrent readers.
 //
@@ -89,7 +90,9 @@
 // from Harness.Faults, and the checks that need injected failures skip
 // themselves with a one-line reason; a FaultInjector that is also a
 // CommitHolder lets the suite act on a transaction while its commit is in
-// flight (used_during_commit). Harness.AdvanceTime lets an engine with
+// flight (used_during_commit), and one that is also a ReadFaultInjector
+// lets it fail reads and read version requests (what a failed read does
+// to the commit and to the retry loop). Harness.AdvanceTime lets an engine with
 // an injectable clock move time instantly, while a real cluster's harness
 // simply waits.
 //

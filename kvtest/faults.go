@@ -23,6 +23,7 @@ func faultTests() []conformanceTest {
 		{"ClusterVersionChangedApplied", testClusterVersionChangedApplied},
 		{"ClusterVersionChangedNotApplied", testClusterVersionChangedNotApplied},
 	}
+	tests = append(tests, readFaultTests()...)
 	for _, e := range specErrors {
 		tests = append(tests, conformanceTest{
 			fmt.Sprintf("InjectedCommitError/%s_%d", e.name, e.sentinel.Code),

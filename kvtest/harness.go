@@ -49,3 +49,17 @@ type CommitHolder interface {
 	// release is called (or its transaction fails meanwhile).
 	HoldNextCommit() (held <-chan struct{}, release func())
 }
+
+// ReadFaultInjector is an optional capability of a FaultInjector: failing
+// reads and read version requests on demand, as a storage server or a GRV
+// proxy of a real cluster may. Checks that need it skip on backends
+// without it (a real cluster).
+type ReadFaultInjector interface {
+	// FailNextRead makes the next read the database serves (a point read,
+	// a range read's batch, a watch's read; not one a transaction answers
+	// from its own writes) fail with err.
+	FailNextRead(err error)
+	// FailNextReadVersion makes the next read version request fail with
+	// err.
+	FailNextReadVersion(err error)
+}

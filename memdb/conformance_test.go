@@ -18,8 +18,9 @@ type harness struct {
 }
 
 var (
-	_ kvtest.Harness       = (*harness)(nil)
-	_ kvtest.FaultInjector = (*memdb.DB)(nil)
+	_ kvtest.Harness           = (*harness)(nil)
+	_ kvtest.FaultInjector     = (*memdb.DB)(nil)
+	_ kvtest.ReadFaultInjector = (*memdb.DB)(nil)
 )
 
 func (h *harness) Database() kv.Database        { return h.db }

@@ -63,6 +63,10 @@ type DB struct {
 	failNext *forcedFailure
 	holdNext *commitHold
 	faultsOn atomic.Bool // faults.any() || failNext != nil
+	// failRead and failGRV are FailNextRead's and FailNextReadVersion's
+	// one-shot errors; readFaultsOn is faults.reads() || either is set.
+	failRead, failGRV error
+	readFaultsOn      atomic.Bool
 
 	watchMu    sync.Mutex
 	allWatches map[*watch]struct{}
@@ -107,6 +111,7 @@ func New(opts ...Option) *DB {
 		faults:     cfg.faults,
 	}
 	db.faultsOn.Store(cfg.faults.any())
+	db.readFaultsOn.Store(cfg.faults.reads())
 	return db
 }
 
@@ -135,12 +140,93 @@ func (db *DB) advanceIdle(now time.Duration) {
 }
 
 // SetFaults replaces the fault injection probabilities; it takes effect for
-// the next commit attempt.
+// the next commit attempt, read and read version request.
 func (db *DB) SetFaults(f Faults) {
 	db.faultMu.Lock()
 	db.faults = f
 	db.faultsOn.Store(f.any() || db.failNext != nil || db.holdNext != nil)
+	db.storeReadFaultsOnLocked()
 	db.faultMu.Unlock()
+}
+
+// storeReadFaultsOnLocked updates readFaultsOn. The caller holds faultMu.
+func (db *DB) storeReadFaultsOnLocked() {
+	db.readFaultsOn.Store(db.faults.reads() || db.failRead != nil || db.failGRV != nil)
+}
+
+// FailNextRead makes the next read the database serves (of any
+// transaction: a point read, a range read's batch or a watch's read; not
+// one the transaction answers from its own writes) fail with err, as a
+// storage server's error would (default: kv.ErrFutureVersion). As in FDB,
+// where the commit waits for every read issued and fails with a failed
+// read's error (RYWImpl::commit waits on ryw->reading, an AndFuture,
+// fdbclient/ReadYourWrites.actor.cpp), the transaction's Commit then fails
+// with err too, having sent nothing; a snapshot read alike. A failed
+// watch's read fails only the watch (RYWImpl::watch gives the commit a
+// promise of its own, set even when the read fails). It replaces an
+// earlier FailNextRead that has not happened yet.
+func (db *DB) FailNextRead(err error) {
+	if err == nil {
+		err = kv.ErrFutureVersion
+	}
+	db.faultMu.Lock()
+	db.failRead = err
+	db.storeReadFaultsOnLocked()
+	db.faultMu.Unlock()
+}
+
+// FailNextReadVersion makes the next read version request (GRV) on the
+// database fail with err (default: kv.ErrGRVProxyMemoryLimit). The
+// transaction keeps the failure until OnError or Reset, as FDB's keeps its
+// failed read version future (TransactionState::startTransaction,
+// fdbclient/NativeAPI.actor.cpp): its reads, GetReadVersion and the Commit
+// of its writes fail with err. A transaction that writes without having
+// read requests its read version when it commits. It replaces an earlier
+// FailNextReadVersion that has not happened yet.
+func (db *DB) FailNextReadVersion(err error) {
+	if err == nil {
+		err = kv.ErrGRVProxyMemoryLimit
+	}
+	db.faultMu.Lock()
+	db.failGRV = err
+	db.storeReadFaultsOnLocked()
+	db.faultMu.Unlock()
+}
+
+// readFault draws whether a read the store serves fails, and returns its
+// error (nil: it does not).
+func (db *DB) readFault() error {
+	if !db.readFaultsOn.Load() {
+		return nil
+	}
+	return db.drawFault(&db.failRead, func(f Faults) float64 { return f.ReadErrors }, readFaultErrors[:], &db.stats.injectedRead)
+}
+
+// grvFault draws whether a read version request fails, and returns its
+// error (nil: it does not).
+func (db *DB) grvFault() error {
+	if !db.readFaultsOn.Load() {
+		return nil
+	}
+	return db.drawFault(&db.failGRV, func(f Faults) float64 { return f.ReadVersionErrors }, grvFaultErrors[:], &db.stats.injectedGRV)
+}
+
+// drawFault takes the one-shot error *once if set, else draws one of errs
+// with the probability p gives, and counts it in n.
+func (db *DB) drawFault(once *error, p func(Faults) float64, errs []kv.Error, n *atomic.Int64) error {
+	db.faultMu.Lock()
+	err := *once
+	*once = nil
+	prob := p(db.faults)
+	db.storeReadFaultsOnLocked()
+	db.faultMu.Unlock()
+	if err == nil {
+		err = db.rng.drawError(prob, errs)
+	}
+	if err != nil {
+		n.Add(1)
+	}
+	return err
 }
 
 // FailNextCommit makes the next Commit on the DB (of any transaction,
@@ -359,6 +445,11 @@ func (db *DB) tooOldLocked(rv int64, grvTime, now time.Duration) bool {
 // key's chain (nil if the key is not stored), which the caller may keep as
 // a hint for a later write of the key (store.chainFor).
 func (db *DB) readPoint(key []byte, rv int64, grvTime time.Duration, fresh bool) ([]byte, bool, *chain, error) {
+	if (len(key) == 0 || key[0] != 0xff) && db.readFaultsOn.Load() {
+		if err := db.readFault(); err != nil {
+			return nil, false, nil, err
+		}
+	}
 	db.mu.RLock()
 	if err := db.servesLocked(rv, grvTime, fresh); err != nil {
 		db.mu.RUnlock()

@@ -123,7 +123,9 @@
 //   - More than one process: the database is private to its DB value; there
 //     is no network, no cluster file, no recovery, no data distribution,
 //     shards or storage servers, no ratekeeper or throttling (so no
-//     process_behind or tag_throttled unless a test injects them with
+//     process_behind, future_version, grv_proxy_memory_limit_exceeded or
+//     tag_throttled unless a test injects them: Faults.ReadErrors,
+//     Faults.ReadVersionErrors, FailNextRead, FailNextReadVersion,
 //     FailNextCommit).
 //   - Key selectors, the system key space (\xff) apart from the metadata
 //     version key, special keys, tenants, locality and estimated range
@@ -137,7 +139,9 @@
 //     max_retry_delay (no automatic idempotency, no causal_read_risky, no
 //     priorities, no read_your_writes_disable, no snapshot_ryw_disable).
 //   - Commit batching: every commit is alone in its batch (batch order 0).
-//   - future_version (1009) never happens on its own.
+//   - A read cache: FDB's read-your-writes layer answers a repeated read
+//     from its cache; memdb reads the store again (the same answer), so
+//     an injected read fault may fail a read FDB would not send.
 //   - Watches never fire spuriously on their own (FDB's may).
 //
 // # Fault injection
@@ -149,6 +153,13 @@
 // lands after Commit returned (LateLanding; HoldNextCommitLate does it for
 // one commit). Only commits of
 // transactions that write are affected; read-only commits never fail.
+// ReadErrors and ReadVersionErrors are per-read and per-read-version-request
+// probabilities of the errors a client's reads surface (transaction_too_old,
+// future_version, process_behind) and of those a GRV proxy answers
+// (grv_proxy_memory_limit_exceeded, database_locked); FailNextRead and
+// FailNextReadVersion inject one. As in FDB, a failed read fails the
+// transaction's Commit too, and a failed read version request every later
+// read and the commit of its writes, until OnError or Reset; see Faults.
 // FailNextCommit makes the next commit (of any transaction) fail with a
 // chosen error, applied or not, once; HoldNextCommit holds the next commit
 // in flight until released, for tests. All randomness comes from one

@@ -4,12 +4,16 @@ import (
 	"math/rand/v2"
 	"sync"
 	"time"
+
+	"github.com/fdbqueue/fdbqueue/kv"
 )
 
-// Faults are probabilities, per commit attempt of a transaction that
-// writes, of failures a real cluster produces. Each is between 0 and 1;
-// they are drawn from the DB's seeded generator, so a run is reproducible
-// (as far as goroutine scheduling allows). Read-only commits never fail.
+// Faults are probabilities of failures a real cluster produces: per commit
+// attempt of a transaction that writes (all but ReadErrors and
+// ReadVersionErrors), per read (ReadErrors) and per read version request
+// (ReadVersionErrors). Each is between 0 and 1; they are drawn from the
+// DB's seeded generator, so a run is reproducible (as far as goroutine
+// scheduling allows). Read-only commits never fail, but their reads may.
 type Faults struct {
 	// NotCommitted fails the commit with kv.ErrNotCommitted without
 	// applying it, as a spurious conflict.
@@ -47,6 +51,41 @@ type Faults struct {
 	// resetPromise is set; the request goes on). Otherwise the commit is
 	// decided at the interruption, applied or not at even odds.
 	LateLanding float64
+
+	// ReadErrors is the chance that a read the database serves fails: a
+	// point read, each batch of a range read, a watch's read. Reads the
+	// transaction answers from its own writes (a key it set, a range it
+	// cleared) and the metadata version key (it comes with the read
+	// version) never fail this way. The error is transaction_too_old,
+	// future_version or process_behind, at even odds: what FDB's client
+	// lets through from a storage server's reply (getValue and getRange,
+	// fdbclient/NativeAPI.actor.cpp, retry only wrong_shard_server and
+	// all_alternatives_failed; waitForVersion, fdbserver/
+	// storageserver.actor.cpp, answers too_old, process_behind and
+	// future_version), and what FDB's simulation injects into reads
+	// (CLIENT_BUGGIFY in getValue and getRange: transaction_too_old or
+	// future_version). All three are retryable and not committed
+	// (fdb_error_predicate, bindings/c/fdb_c.cpp). The read's future fails
+	// with the error, and so does the transaction's Commit, as FDB's does
+	// (see FailNextRead); a watch's failed read fails only the watch.
+	// memdb has no read cache: a repeated read may fail where FDB's
+	// read-your-writes cache would answer it, which code that is correct
+	// on FDB handles alike.
+	ReadErrors float64
+	// ReadVersionErrors is the chance that a transaction's read version
+	// request (GRV) fails, with grv_proxy_memory_limit_exceeded or
+	// database_locked at even odds: the errors a GRV proxy answers a
+	// transaction that sets neither tags nor batch priority (which kv
+	// cannot set) with (proxyGRVThresholdExceeded, fdbserver/
+	// GrvProxyServer.actor.cpp; extractReadVersion, fdbclient/
+	// NativeAPI.actor.cpp), both retryable and not committed. As in FDB,
+	// whose transaction keeps its failed read version future until it is
+	// reset (TransactionState::startTransaction), every read, every
+	// GetReadVersion and the Commit of a transaction that writes fail with
+	// the same error until OnError or Reset; a transaction that writes
+	// without having read draws too when it commits (FDB's commit obtains
+	// a read version first: tryCommit waits for startTransaction).
+	ReadVersionErrors float64
 }
 
 // any reports whether any fault has a chance of happening.
@@ -55,6 +94,9 @@ func (f Faults) any() bool {
 		f.VersionChangedApplied > 0 || f.VersionChangedNotApplied > 0 || f.TooOld > 0 || (f.ExtraLatency > 0 && f.ExtraLatencyProb > 0) ||
 		f.LateLanding > 0
 }
+
+// reads reports whether a read or read version request may fail.
+func (f Faults) reads() bool { return f.ReadErrors > 0 || f.ReadVersionErrors > 0 }
 
 // maxLateLanding bounds how long after Commit returned a late landing
 // happens (Faults.LateLanding).
@@ -164,4 +206,24 @@ func (l *lockedRand) pick(f Faults) (faultKind, time.Duration) {
 		}
 	}
 	return faultNone, extra
+}
+
+// Errors injected into reads (Faults.ReadErrors) and read version requests
+// (Faults.ReadVersionErrors).
+var (
+	readFaultErrors = [...]kv.Error{kv.ErrTransactionTooOld, kv.ErrFutureVersion, kv.ErrProcessBehind}
+	grvFaultErrors  = [...]kv.Error{kv.ErrGRVProxyMemoryLimit, kv.ErrDatabaseLocked}
+)
+
+// drawError returns one of errs if a draw falls under p, else nil.
+func (l *lockedRand) drawError(p float64, errs []kv.Error) error {
+	if p <= 0 {
+		return nil
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.r.Float64() >= p {
+		return nil
+	}
+	return errs[l.r.IntN(len(errs))]
 }

@@ -38,9 +38,13 @@ func ownValue(v []byte, ok bool) []byte {
 }
 
 // Get reads key; see kv.ReadTransaction.
-func (tx *transaction) Get(key []byte) kv.FutureValue { return tx.get(key, false) }
+func (tx *transaction) Get(key []byte) kv.FutureValue { return tx.get(key, false, false) }
 
-func (tx *transaction) get(key []byte, snap bool) kv.FutureValue {
+// get is a point read of key; snap: a snapshot read. watch: the read of a
+// watch (Watch), whose failure fails only the watch, not the commit (as in
+// FDB: RYWImpl::watch adds a promise of its own to the reads the commit
+// waits for, and sets it even when its read fails).
+func (tx *transaction) get(key []byte, snap, watch bool) kv.FutureValue {
 	if len(key) > 0 && key[0] == 0xff {
 		if !isMetadataVersionKey(key) {
 			return &valueFuture{err: kv.ErrKeyOutsideLegalRange}
@@ -59,9 +63,11 @@ func (tx *transaction) get(key []byte, snap bool) kv.FutureValue {
 		return &valueFuture{} // no such key can exist
 	}
 	if tx.x != nil && len(tx.x.unreadable) > 0 && tx.unreadableLocked(key, keyAfter(key)) {
-		err := tx.readFailedLocked(kv.ErrAccessedUnreadable)
+		if !watch {
+			tx.readFailedLocked(kv.ErrAccessedUnreadable)
+		}
 		tx.mu.Unlock()
-		return &valueFuture{err: err}
+		return &valueFuture{err: kv.ErrAccessedUnreadable}
 	}
 	// Read your writes: a value the transaction determined needs no read
 	// and adds no conflict.
@@ -69,7 +75,7 @@ func (tx *transaction) get(key []byte, snap bool) kv.FutureValue {
 	var ops []atomicOp
 	if e != nil {
 		var f kv.FutureValue
-		if f, ops = tx.ownReadLocked(e); f != nil {
+		if f, ops = tx.ownReadLocked(e, !watch); f != nil {
 			tx.mu.Unlock()
 			return f
 		}
@@ -87,15 +93,23 @@ func (tx *transaction) get(key []byte, snap bool) kv.FutureValue {
 	db := tx.db
 	if !db.latency {
 		fresh := tx.rvState != rvHave
+		var err error
 		if fresh {
-			tx.obtainRVLocked()
+			err = tx.grvLocked()
 		}
 		// tx.mu stays held during the read (it is taken before db.mu, as in
 		// readRange), so that the key's chain is kept as the hint for a
 		// write of the key by this transaction.
-		v, ok, c, err := db.readPoint(key, tx.rv, tx.grvTime, fresh)
+		var v []byte
+		var ok bool
+		var c *chain
+		if err == nil {
+			v, ok, c, err = db.readPoint(key, tx.rv, tx.grvTime, fresh)
+		}
 		if err != nil {
-			err = tx.readFailedLocked(err)
+			if !watch {
+				err = tx.readFailedLocked(err)
+			}
 			tx.mu.Unlock()
 			return &valueFuture{err: err}
 		}
@@ -123,7 +137,7 @@ func (tx *transaction) get(key []byte, snap bool) kv.FutureValue {
 	go func() {
 		defer close(f.done)
 		defer tx.endRead()
-		rv, grvTime, err := tx.readVersion(gen)
+		rv, grvTime, err := tx.readVersion(gen, watch)
 		if err == nil && !isMetadataVersionKey(k) {
 			// The metadata version comes with the read version.
 			err = tx.sleep(db.rng.sample(db.cfg.latency.Read))
@@ -135,7 +149,7 @@ func (tx *transaction) get(key []byte, snap bool) kv.FutureValue {
 		v, ok, _, err := db.readPoint(k, rv, grvTime, false)
 		if err != nil {
 			tx.mu.Lock()
-			if tx.gen == gen {
+			if tx.gen == gen && !watch {
 				tx.readFailedLocked(err)
 			}
 			tx.mu.Unlock()
@@ -174,7 +188,7 @@ func (tx *transaction) getMetadataVersionNow(snap bool) kv.FutureValue {
 	if tx.writes.len() > 0 {
 		if e := tx.writes.get(mvKey()); e != nil {
 			var f kv.FutureValue
-			if f, ops = tx.ownReadLocked(e); f != nil {
+			if f, ops = tx.ownReadLocked(e, true); f != nil {
 				tx.mu.Unlock()
 				return f
 			}
@@ -185,7 +199,11 @@ func (tx *transaction) getMetadataVersionNow(snap bool) kv.FutureValue {
 	}
 	fresh := tx.rvState != rvHave
 	if fresh {
-		tx.obtainRVLocked()
+		if err := tx.grvLocked(); err != nil {
+			err = tx.readFailedLocked(err)
+			tx.mu.Unlock()
+			return &valueFuture{err: err}
+		}
 	}
 	db := tx.db
 	db.mu.RLock()
@@ -212,11 +230,15 @@ func (tx *transaction) getMetadataVersionNow(snap bool) kv.FutureValue {
 // value the transaction determined (a known value, or accessed_unreadable
 // for a versionstamped one), which needs no read and adds no conflict; or
 // nil and the atomic operations to fold into the database's value (e.ops
-// is only ever appended to).
-func (tx *transaction) ownReadLocked(e *wentry) (kv.FutureValue, []atomicOp) {
+// is only ever appended to). record: record a failure for Commit
+// (readFailedLocked; not for a watch's read).
+func (tx *transaction) ownReadLocked(e *wentry, record bool) (kv.FutureValue, []atomicOp) {
 	switch {
 	case e.unreadable():
-		return &valueFuture{err: tx.readFailedLocked(kv.ErrAccessedUnreadable)}, nil
+		if record {
+			tx.readFailedLocked(kv.ErrAccessedUnreadable)
+		}
+		return &valueFuture{err: kv.ErrAccessedUnreadable}, nil
 	case e.st == stKnown:
 		return &valueFuture{val: ownValue(e.val, e.exists)}, nil
 	}
@@ -562,7 +584,7 @@ func (tx *transaction) readRangeInto(dst []kv.KeyValue, spare, b, e []byte, limi
 		return nil, false, nil
 	}
 	db := tx.db
-	rv, grvTime, err := tx.readVersion(gen)
+	rv, grvTime, err := tx.readVersion(gen, false)
 	if err != nil {
 		return nil, false, err
 	}
@@ -596,7 +618,11 @@ func (tx *transaction) readRangeNow(dst []kv.KeyValue, spare, b, e []byte, limit
 	}
 	fresh := tx.rvState != rvHave
 	if fresh {
-		tx.obtainRVLocked()
+		if err := tx.grvLocked(); err != nil {
+			tx.readFailedLocked(err)
+			tx.mu.Unlock()
+			return nil, false, err
+		}
 	}
 	out, limited, err := tx.readStoreLocked(dst, spare, b, e, limit, reverse, snap, tx.rv, tx.grvTime, fresh)
 	tx.mu.Unlock()
@@ -626,10 +652,14 @@ func (tx *transaction) readFirstNow(r *rangeResult, spare []byte, n int, room *o
 	}
 	fresh := tx.rvState != rvHave
 	if fresh {
-		tx.obtainRVLocked()
+		if err := tx.grvLocked(); err != nil {
+			r.batchErr = tx.readFailedLocked(err)
+			tx.mu.Unlock()
+			return
+		}
 	}
 	db := tx.db
-	if n != 1 || tx.writes.len() > 0 || db.st.fullScan ||
+	if n != 1 || tx.writes.len() > 0 || db.st.fullScan || db.readFaultsOn.Load() ||
 		(tx.x != nil && (len(tx.x.clears) > 0 || len(tx.x.unreadable) > 0)) {
 		r.kvs, r.limited, r.batchErr = tx.readStoreLocked(r.kvs, spare, b, e, n, r.opts.Reverse, r.snap, tx.rv, tx.grvTime, fresh)
 		tx.mu.Unlock()
@@ -678,7 +708,18 @@ func (tx *transaction) readFirstNow(r *rangeResult, spare []byte, n int, room *o
 // readStoreLocked reads [b, e) at rv (obtained at grvTime; fresh: just
 // now, so it cannot be too old) through the transaction's writes and adds
 // the read conflict range. The caller holds tx.mu.
+//
+// The read may fail with an injected fault (Faults.ReadErrors), unless
+// the transaction cleared the whole range: FDB's read-your-writes layer
+// answers that without a storage server.
 func (tx *transaction) readStoreLocked(dst []kv.KeyValue, spare, b, e []byte, limit int, reverse, snap bool, rv int64, grvTime time.Duration, fresh bool) ([]kv.KeyValue, bool, error) {
+	if tx.db.readFaultsOn.Load() {
+		if cr, ok := tx.clearsLocked().find(b); !ok || bytes.Compare(cr.e, e) < 0 {
+			if err := tx.db.readFault(); err != nil {
+				return nil, false, tx.readFailedLocked(err)
+			}
+		}
+	}
 	out, limited, err := tx.readStoreOnceLocked(dst, spare, b, e, limit, reverse, snap, rv, grvTime, fresh)
 	if err != nil {
 		tx.readFailedLocked(err)
@@ -896,7 +937,7 @@ type snapshot struct{ tx *transaction }
 
 var _ kv.ReadTransaction = snapshot{}
 
-func (s snapshot) Get(key []byte) kv.FutureValue { return s.tx.get(key, true) }
+func (s snapshot) Get(key []byte) kv.FutureValue { return s.tx.get(key, true, false) }
 
 func (s snapshot) GetRange(r kv.KeyRange, opts kv.RangeOptions) kv.RangeResult {
 	return s.tx.getRange(r, opts, true)

@@ -31,6 +31,11 @@ type Stats struct {
 	InjectedTooOld            int64
 	// InjectedForced counts commits failed by FailNextCommit.
 	InjectedForced int64
+	// InjectedReadErrors counts reads failed by Faults.ReadErrors and
+	// FailNextRead; InjectedReadVersionErrors read version requests failed
+	// by Faults.ReadVersionErrors and FailNextReadVersion.
+	InjectedReadErrors        int64
+	InjectedReadVersionErrors int64
 	// Interrupted counts commits cancelled or timed out while in flight
 	// (their outcome was drawn at random).
 	Interrupted int64
@@ -72,6 +77,7 @@ type counters struct {
 	injectedNotCommitted, injectedUnknownApplied              atomic.Int64
 	injectedUnknownNotApplied, injectedTooOld, injectedForced atomic.Int64
 	interrupted, reads, rangeReads, inFlight                  atomic.Int64
+	injectedRead, injectedGRV                                 atomic.Int64
 }
 
 // Stats returns a snapshot of the DB's counters.
@@ -88,6 +94,8 @@ func (db *DB) Stats() Stats {
 		InjectedUnknownNotApplied: c.injectedUnknownNotApplied.Load(),
 		InjectedTooOld:            c.injectedTooOld.Load(),
 		InjectedForced:            c.injectedForced.Load(),
+		InjectedReadErrors:        c.injectedRead.Load(),
+		InjectedReadVersionErrors: c.injectedGRV.Load(),
 		Interrupted:               c.interrupted.Load(),
 		Reads:                     c.reads.Load(),
 		RangeReads:                c.rangeReads.Load(),

@@ -15,6 +15,7 @@ const (
 	rvNone uint8 = iota
 	rvPending
 	rvHave
+	rvFailed // the request failed (injected): x.rvErr until a reset
 )
 
 // transaction implements kv.Transaction.
@@ -111,6 +112,9 @@ type txCold struct {
 	// readErr is the code of the error of the first read that failed
 	// (readFailedLocked), which Commit returns; 0 if none.
 	readErr uint16
+	// rvErr is the code of the read version request's injected failure
+	// (rvFailed).
+	rvErr   uint16
 	backoff time.Duration // the next retry's delay cap; 0: the DB's initial one
 
 	// cancelErr is the cancellation's error (Cancel, the context, the
@@ -551,6 +555,32 @@ func (tx *transaction) obtainRVLocked() {
 	tx.rvState = rvHave
 }
 
+// grvLocked obtains a read version as obtainRVLocked does, unless the
+// request fails (an injected fault, or one that failed before): then the
+// transaction keeps the failure (rvFailed) and grvLocked returns it.
+func (tx *transaction) grvLocked() error {
+	if tx.rvState == rvFailed {
+		return tx.rvErrLocked()
+	}
+	if err := tx.db.grvFault(); err != nil {
+		tx.failRVLocked(err)
+		return err
+	}
+	tx.obtainRVLocked()
+	return nil
+}
+
+// failRVLocked records the read version request's failure with err.
+func (tx *transaction) failRVLocked(err error) {
+	tx.rvState = rvFailed
+	tx.cold().rvErr = uint16(errorCode(err))
+}
+
+// rvErrLocked returns the failure of the read version request (rvFailed).
+func (tx *transaction) rvErrLocked() error {
+	return kv.Error{Code: int(tx.x.rvErr)}
+}
+
 // dropRVLocked unregisters the read version once the transaction can no
 // longer read at it (committed or reset): see readers.
 func (tx *transaction) dropRVLocked() {
@@ -562,13 +592,19 @@ func (tx *transaction) dropRVLocked() {
 
 // readVersion returns the transaction's read version, obtaining one (after
 // the GRV latency) if needed. gen is the generation the caller started in.
-func (tx *transaction) readVersion(gen uint64) (int64, time.Duration, error) {
+// A failed request fails the read, and Commit with it (readFailedLocked),
+// unless watch: a watch's read fails only the watch.
+func (tx *transaction) readVersion(gen uint64, watch bool) (int64, time.Duration, error) {
+	if watch {
+		return tx.awaitReadVersion(gen, grvForWatch)
+	}
 	return tx.awaitReadVersion(gen, grvForRead)
 }
 
 // Who waits for a read version (awaitReadVersion).
 const (
 	grvForRead   = iota // a read: checkLocked
+	grvForWatch         // a watch's read: as grvForRead
 	grvForCommit        // a Commit in progress, which only a cancellation (or Reset) stops
 	grvForAsk           // GetReadVersion: grvCheckLocked
 )
@@ -596,9 +632,15 @@ func (tx *transaction) awaitReadVersion(gen uint64, who int) (int64, time.Durati
 		switch tx.rvState {
 		case rvHave:
 			return tx.rv, tx.grvTime, nil
+		case rvFailed:
+			err := tx.rvErrLocked()
+			if who == grvForRead {
+				tx.readFailedLocked(err)
+			}
+			return 0, 0, err
 		case rvNone:
 			if !tx.db.latency {
-				tx.obtainRVLocked()
+				tx.grvLocked() // rvHave or rvFailed
 				continue
 			}
 			tx.startGRVLocked()
@@ -636,7 +678,7 @@ func (tx *transaction) startGRVLocked() {
 			tx.rvState = rvNone
 			return
 		}
-		tx.obtainRVLocked()
+		tx.grvLocked() // rvHave or rvFailed
 	}()
 }
 

@@ -57,6 +57,27 @@ func (tx *transaction) Commit() error {
 		tx.mu.Unlock()
 		return kv.ErrTransactionTooLarge
 	}
+	if tx.rvState != rvHave && tx.db.readFaultsOn.Load() || tx.rvState == rvFailed {
+		// FDB's commit waits for the transaction's read version, requesting
+		// one if it has none (tryCommit waits for startTransaction,
+		// fdbclient/NativeAPI.actor.cpp): a failed request fails the
+		// commit, having sent nothing. With a latency model, send waits for
+		// the request.
+		var err error
+		if tx.rvState == rvFailed {
+			err = tx.rvErrLocked()
+		} else if !tx.db.latency {
+			err = tx.db.grvFault()
+		}
+		if err != nil {
+			for _, w := range req.watches {
+				w.finish(err)
+			}
+			tx.failStampLocked(err)
+			tx.mu.Unlock()
+			return err
+		}
+	}
 	if db := tx.db; !db.latency && !db.faultsOn.Load() {
 		// Nothing to wait for (send would run the commit step at once):
 		// the step runs with tx.mu held, which it may be since tx.mu is

@@ -180,7 +180,9 @@ func (r *watchRegistry) failAll(err error) {
 // Watch returns a watch on key, registered when the transaction commits.
 // Like FDB's (RYWImpl::watch, fdbclient/ReadYourWrites.actor.cpp), it reads
 // the key with a normal read: the read adds a read conflict range (unless
-// the transaction wrote the key), its error fails the watch, and the value
+// the transaction wrote the key), its error fails the watch but not the
+// commit (RYWImpl::watch gives the commit a promise of its own, which it
+// sets even when the read fails), and the value
 // it saw is what the transaction's own later writes are compared with. Watch
 // waits for that read (with a latency model, a read delay).
 func (tx *transaction) Watch(key []byte) kv.Watch {
@@ -196,7 +198,7 @@ func (tx *transaction) Watch(key []byte) kv.Watch {
 		return failedWatch(err)
 	}
 	tx.mu.Unlock()
-	val, err := tx.get(key, false).Get()
+	val, err := tx.get(key, false, true).Get()
 	if err != nil {
 		return failedWatch(err)
 	}
