@@ -63,9 +63,10 @@ type DB struct {
 	failNext *forcedFailure
 	holdNext *commitHold
 	faultsOn atomic.Bool // faults.any() || failNext != nil
-	// failRead and failGRV are FailNextRead's and FailNextReadVersion's
-	// one-shot errors; readFaultsOn is faults.reads() || either is set.
-	failRead, failGRV error
+	// failRead and failGRV are the one-shot failures of FailReadAfter and
+	// FailReadVersionAfter; readFaultsOn is faults.reads() || either is
+	// armed.
+	failRead, failGRV oneShot
 	readFaultsOn      atomic.Bool
 
 	watchMu    sync.Mutex
@@ -151,44 +152,82 @@ func (db *DB) SetFaults(f Faults) {
 
 // storeReadFaultsOnLocked updates readFaultsOn. The caller holds faultMu.
 func (db *DB) storeReadFaultsOnLocked() {
-	db.readFaultsOn.Store(db.faults.reads() || db.failRead != nil || db.failGRV != nil)
+	db.readFaultsOn.Store(db.faults.reads() || db.failRead.err != nil || db.failGRV.err != nil)
 }
 
-// FailNextRead makes the next read the database serves (of any
-// transaction: a point read, a range read's batch or a watch's read; not
-// one the transaction answers from its own writes) fail with err, as a
-// storage server's error would (default: kv.ErrFutureVersion). As in FDB,
-// where the commit waits for every read issued and fails with a failed
-// read's error (RYWImpl::commit waits on ryw->reading, an AndFuture,
-// fdbclient/ReadYourWrites.actor.cpp), the transaction's Commit then fails
-// with err too, having sent nothing; a snapshot read alike. A failed
-// watch's read fails only the watch (RYWImpl::watch gives the commit a
-// promise of its own, set even when the read fails). It replaces an
-// earlier FailNextRead that has not happened yet.
-func (db *DB) FailNextRead(err error) {
+// oneShot is a failure armed to happen once, after skip more draws.
+type oneShot struct {
+	err  error
+	skip int
+}
+
+// take reports the armed error if this draw is the one, disarming it.
+func (o *oneShot) take() error {
+	if o.err == nil {
+		return nil
+	}
+	if o.skip > 0 {
+		o.skip--
+		return nil
+	}
+	err := o.err
+	o.err = nil
+	return err
+}
+
+// FailNextRead makes the next read the database serves fail with err;
+// see FailReadAfter.
+func (db *DB) FailNextRead(err error) { db.FailReadAfter(0, err) }
+
+// FailReadAfter makes a read the database serves fail with err (default:
+// kv.ErrFutureVersion), as a storage server's error would: the one after
+// the next n (of any transaction: point reads, range reads' batches and
+// watches' reads; not reads a transaction answers from its own writes). As
+// in FDB, where the commit waits for every read issued and fails with a
+// failed read's error (RYWImpl::commit waits on ryw->reading, an
+// AndFuture, fdbclient/ReadYourWrites.actor.cpp), the transaction's
+// Commit then fails with err too, having sent nothing; a snapshot read
+// alike. A failed watch's read fails only the watch (RYWImpl::watch gives
+// the commit a promise of its own, set even when the read fails). It
+// replaces a failure armed earlier that has not happened yet; a negative n
+// disarms it. Tests that sweep n over an operation's reads make each of
+// them fail in turn (Stats.InjectedReadErrors tells whether it happened).
+func (db *DB) FailReadAfter(n int, err error) {
 	if err == nil {
 		err = kv.ErrFutureVersion
 	}
 	db.faultMu.Lock()
-	db.failRead = err
+	db.failRead = oneShot{err: err, skip: n}
+	if n < 0 {
+		db.failRead = oneShot{}
+	}
 	db.storeReadFaultsOnLocked()
 	db.faultMu.Unlock()
 }
 
-// FailNextReadVersion makes the next read version request (GRV) on the
-// database fail with err (default: kv.ErrGRVProxyMemoryLimit). The
-// transaction keeps the failure until OnError or Reset, as FDB's keeps its
-// failed read version future (TransactionState::startTransaction,
-// fdbclient/NativeAPI.actor.cpp): its reads, GetReadVersion and the Commit
-// of its writes fail with err. A transaction that writes without having
-// read requests its read version when it commits. It replaces an earlier
-// FailNextReadVersion that has not happened yet.
-func (db *DB) FailNextReadVersion(err error) {
+// FailNextReadVersion makes the next read version request fail with err;
+// see FailReadVersionAfter.
+func (db *DB) FailNextReadVersion(err error) { db.FailReadVersionAfter(0, err) }
+
+// FailReadVersionAfter makes a read version request (GRV) on the database
+// fail with err (default: kv.ErrGRVProxyMemoryLimit): the one after the
+// next n. The transaction keeps the failure until OnError or Reset, as
+// FDB's keeps its failed read version future
+// (TransactionState::startTransaction, fdbclient/NativeAPI.actor.cpp): its
+// reads, GetReadVersion and the Commit of its writes fail with err. A
+// transaction that writes without having read requests its read version
+// when it commits. It replaces a failure armed earlier that has not
+// happened yet; a negative n disarms it (Stats.InjectedReadVersionErrors
+// tells whether it happened).
+func (db *DB) FailReadVersionAfter(n int, err error) {
 	if err == nil {
 		err = kv.ErrGRVProxyMemoryLimit
 	}
 	db.faultMu.Lock()
-	db.failGRV = err
+	db.failGRV = oneShot{err: err, skip: n}
+	if n < 0 {
+		db.failGRV = oneShot{}
+	}
 	db.storeReadFaultsOnLocked()
 	db.faultMu.Unlock()
 }
@@ -211,12 +250,11 @@ func (db *DB) grvFault() error {
 	return db.drawFault(&db.failGRV, func(f Faults) float64 { return f.ReadVersionErrors }, grvFaultErrors[:], &db.stats.injectedGRV)
 }
 
-// drawFault takes the one-shot error *once if set, else draws one of errs
-// with the probability p gives, and counts it in n.
-func (db *DB) drawFault(once *error, p func(Faults) float64, errs []kv.Error, n *atomic.Int64) error {
+// drawFault returns once's error if this is its draw, else draws one of
+// errs with the probability p gives; it counts an error in n.
+func (db *DB) drawFault(once *oneShot, p func(Faults) float64, errs []kv.Error, n *atomic.Int64) error {
 	db.faultMu.Lock()
-	err := *once
-	*once = nil
+	err := once.take()
 	prob := p(db.faults)
 	db.storeReadFaultsOnLocked()
 	db.faultMu.Unlock()

@@ -278,3 +278,35 @@ func TestTransactRetriesReadFaults(t *testing.T) {
 		})
 	}
 }
+
+// FailReadAfter fails the read after the next n the database serves (reads
+// answered by the transaction's own writes do not count); a negative n
+// disarms it. FailReadVersionAfter likewise for read version requests.
+func TestFailReadAfter(t *testing.T) {
+	db, _ := newDB(t)
+	tr := newTx(t, db)
+	db.FailReadAfter(2, kv.ErrProcessBehind)
+	tr.Set([]byte("own"), []byte("v"))
+	get(t, tr, "own") // answered by the transaction: not counted
+	get(t, tr, "a")
+	get(t, tr, "b")
+	_, err := tr.Get([]byte("c")).Get()
+	require.ErrorIs(t, err, kv.ErrProcessBehind, "the third read the database serves")
+	get(t, tr, "d") // once only
+
+	db.FailReadAfter(0, nil)
+	db.FailReadAfter(-1, nil)
+	get(t, tr, "e") // disarmed
+	require.Equal(t, int64(1), db.Stats().InjectedReadErrors)
+
+	db.FailReadVersionAfter(1, nil)
+	for i, want := range []error{nil, kv.ErrGRVProxyMemoryLimit, nil} {
+		_, err := newTx(t, db).GetReadVersion().Get()
+		if want == nil {
+			require.NoError(t, err, "request %d", i)
+		} else {
+			require.ErrorIs(t, err, want, "request %d", i)
+		}
+	}
+	require.Equal(t, int64(1), db.Stats().InjectedReadVersionErrors)
+}
