@@ -266,7 +266,9 @@ func (q *JobQueue) leaseOp(ctx context.Context, t kv.Transactor, n int, d time.D
 // Nack, Release and Requeue bumps, and an Extend that shortens a lease; it
 // then sleeps until the watch fires or the clock reaches that vesting time (a
 // lease's deadline counts: an expired lease's job is due again), and
-// tries again. It never polls. A sleeping call holds one watch. It must
+// tries again. It never polls. A watch that fails with a retryable error
+// (FoundationDB's may: future_version, a failed read) makes it look again
+// after a short pause. A sleeping call holds one watch. It must
 // read the vesting time of the queue's first key, so a key there that the
 // queue did not write fails it with ErrForeignKey, as it fails Stats, even
 // while Lease, which reads only the due keys, reports ErrEmpty.
@@ -326,11 +328,42 @@ func (q *JobQueue) sleep(ctx context.Context, r leaseResult) error {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		if err != nil && !errors.Is(err, kv.ErrTransactionCancelled) {
-			return err
+		if err == nil || errors.Is(err, kv.ErrTransactionCancelled) {
+			return nil
 		}
-		return nil
+		if kv.IsRetryable(err) {
+			// FoundationDB fails a watch with a retryable error when its
+			// read fails (RYWImpl::watch; the commit succeeds all the same)
+			// and, once registered, with future_version when a storage
+			// server does not reach the watch's version in time
+			// (waitForVersionNoTooOld, fdbserver/storageserver.actor.cpp;
+			// NativeAPI's watchValue passes it on after a pause). Look
+			// again, after a pause of the same length (real time, like
+			// OnError's backoff), so that watches that keep failing do not
+			// spin.
+			return pauseAfterWatchError(ctx)
+		}
+		return err
 	case <-timer:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// watchRetryPause is how long a waiter whose watch failed with a retryable
+// error waits before looking again: FDB's FUTURE_VERSION_RETRY_DELAY
+// (fdbclient/ClientKnobs.cpp), which its watchValue waits before passing a
+// storage server's error on.
+const watchRetryPause = 10 * time.Millisecond
+
+// pauseAfterWatchError waits watchRetryPause or until ctx ends (then its
+// error).
+func pauseAfterWatchError(ctx context.Context) error {
+	t := time.NewTimer(watchRetryPause)
+	defer t.Stop()
+	select {
+	case <-t.C:
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
