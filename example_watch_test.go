@@ -53,7 +53,7 @@ func ExampleQueue_WatchForItems() {
 			waiting <- struct{}{}
 			err = watch.Wait(ctx) // blocks until an enqueue bumps the signal
 			watch.Cancel()
-			if err != nil {
+			if err != nil && !kv.IsRetryable(err) { // a retryable error: look again
 				fmt.Println("watch:", err)
 				return
 			}

@@ -34,6 +34,7 @@ import (
 //		if w != nil {
 //			err = w.Wait(ctx) // an item may have arrived
 //			w.Cancel()
+//			if err != nil && !kv.IsRetryable(err) { ... }
 //		}
 //	}
 //
@@ -54,7 +55,12 @@ import (
 // missed. The watch may also fire when no item is left for this consumer
 // (another consumer took it, or on a queue served by place the item went
 // to a request of the line): dequeue again and, if still empty, watch
-// again. Cancel the watch when you stop waiting; FoundationDB limits
+// again. Wait may also fail with a retryable error (kv.IsRetryable):
+// FoundationDB fails a watch whose read fails (the commit succeeds all the
+// same), and a registered one with future_version when a storage server
+// lags; take it as a wake-up, as JobQueue.LeaseWait does (after a short
+// pause, so that a watch that keeps failing does not spin). Cancel the
+// watch when you stop waiting; FoundationDB limits
 // watches per client (10,000 by default; kv.ErrTooManyWatches).
 //
 // As in FoundationDB (ReadYourWritesTransaction::watch, and the C API's
