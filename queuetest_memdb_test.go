@@ -19,8 +19,19 @@ var _ queuetest.Harness = memdbHarness{}
 
 func (h memdbHarness) Database() kv.Database        { return h.db }
 func (h memdbHarness) Prefix() []byte               { return []byte("queuetest\x00") }
-func (h memdbHarness) Faults() kvtest.FaultInjector { return h.db }
-func (h memdbHarness) Close()                       { _ = h.db.Close() }
+func (h memdbHarness) Faults() kvtest.FaultInjector { return memdbFaults{h.db} }
+
+// memdbFaults is the harness's fault injector: memdb's, which can also
+// fail chosen reads (queuetest.ReadFaultSweeper).
+type memdbFaults struct{ *memdb.DB }
+
+var _ queuetest.ReadFaultSweeper = memdbFaults{}
+
+func (f memdbFaults) ReadFaultsInjected() int64 {
+	s := f.Stats()
+	return s.InjectedReadErrors + s.InjectedReadVersionErrors
+}
+func (h memdbHarness) Close() { _ = h.db.Close() }
 
 // TestLayerConformance runs queuetest, the suite fdbkv also runs against
 // FoundationDB, on memdb.

@@ -2,7 +2,9 @@
 // fdbqueue) over any kv.Database: FIFO order on both key layouts, priority
 // order, composition with the caller's own writes, batch operations at their
 // limits, values at every accepted limit, exactly-once under injected commit
-// faults, the staged dequeue in both serving modes (waiters woken by
+// faults and with each read of an operation failing in turn (area
+// ReadFaults: a storage server's or a read version request's retryable
+// error, alone or after commit_unknown_result), the staged dequeue in both serving modes (waiters woken by
 // watches), Recover after expired claims, depth counters that stay exact
 // (every drain checks that Depth reads zero), every typed error the
 // public API documents, and the JobQueue (area Jobs): leases, delays and
@@ -24,7 +26,8 @@
 //
 // Every check is a named subtest (Area/Check, e.g. "Values/PriorityQueue/raw/
 // zeros-max") with a fresh harness. What a backend cannot do is reported
-// by the harness (Faults returns nil on a real cluster), and the checks that
+// by the harness (Faults returns nil on a real cluster; a FaultInjector that
+// is not a ReadFaultSweeper cannot fail chosen reads), and the checks that
 // need it skip with a one-line reason; nothing else is skipped.
 //
 // Time: the suite never moves the backend's clock. Claim deadlines and

@@ -166,7 +166,9 @@ func testJobAddCallerLoop(t *testing.T, f *fixture, inject func()) {
 		results = append(results, r)
 		return err
 	}))
-	require.Len(t, results, 2, "the caller's loop retried the injected failure")
+	if !f.sweeping {
+		require.Len(t, results, 2, "the caller's loop retried the injected failure")
+	}
 	last := results[len(results)-1]
 	require.False(t, last.Duplicate, "the retry reports the first attempt's add, not a duplicate")
 	require.Equal(t, []byte("done"), f.get(t, mark))

@@ -30,6 +30,7 @@ func RunLayerTests(t *testing.T, newHarness HarnessMaker) {
 		{"Values", valueChecks()},
 		{"Batches", batchChecks()},
 		{"Faults", faultChecks()},
+		{"ReadFaults", readFaultChecks()},
 		{"Staged", stagedChecks()},
 		{"Recover", recoverChecks()},
 		{"Errors", errorChecks()},
@@ -62,6 +63,10 @@ type fixture struct {
 	ctx    context.Context
 	prefix []byte
 	subs   int
+	// sweeping: a read fault sweep runs the check's operation (see
+	// readFaultChecks), whose fault may hit any read, the operation's
+	// retries' included.
+	sweeping bool
 }
 
 // checkTimeout bounds one check: a failure bound, never a synchronisation.
