@@ -73,9 +73,35 @@ const maxSweep = 400
 // once and return what it would have without the fault.
 func readFaultChecks() []check {
 	var cs []check
-	ops := append(faultOps(), jobFaultOps()...)
-	for _, op := range ops {
-		for _, kind := range sweepKinds {
+	type sweep struct {
+		op    layerOp
+		kinds []sweepKind
+	}
+	var sweeps []sweep
+	for _, op := range append(faultOps(), jobFaultOps()...) {
+		sweeps = append(sweeps, sweep{op, sweepKinds})
+	}
+	// The checks of Recover and of the staged dequeue (waiters asleep on
+	// watches, woken, served in line), each read failing in turn from the
+	// check's start on: read faults only, since an injected
+	// commit_unknown_result would hit their setup's writes, which take no
+	// operation ID (a caller's loop retried after an applied commit writes
+	// twice, as documented).
+	for _, area := range []struct {
+		name   string
+		checks []check
+	}{{"Recover", recoverChecks()}, {"Staged", stagedChecks()}} {
+		for _, c := range area.checks {
+			op := layerOp{area.name + "/" + c.name, func(t *testing.T, f *fixture, inject func()) {
+				inject()
+				c.run(t, f)
+			}}
+			sweeps = append(sweeps, sweep{op, sweepKinds[:2]})
+		}
+	}
+	for _, sw := range sweeps {
+		op := sw.op
+		for _, kind := range sw.kinds {
 			cs = append(cs, check{op.name + "/" + kind.name, func(t *testing.T, f *fixture) {
 				fi := f.faults(t)
 				rs, ok := fi.(ReadFaultSweeper)
