@@ -1,6 +1,7 @@
 package queuetest
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -81,8 +82,9 @@ func readFaultChecks() []check {
 	for _, op := range append(faultOps(), jobFaultOps()...) {
 		sweeps = append(sweeps, sweep{op, sweepKinds})
 	}
-	// The checks of Recover and of the staged dequeue (waiters asleep on
-	// watches, woken, served in line), each read failing in turn from the
+	// The checks of Recover, of the staged dequeue (waiters asleep on
+	// watches, woken, served in line) and of JobQueue's LeaseWait and
+	// worker pool, each read failing in turn from the
 	// check's start on: read faults only, since an injected
 	// commit_unknown_result would hit their setup's writes, which take no
 	// operation ID (a caller's loop retried after an applied commit writes
@@ -90,7 +92,7 @@ func readFaultChecks() []check {
 	for _, area := range []struct {
 		name   string
 		checks []check
-	}{{"Recover", recoverChecks()}, {"Staged", stagedChecks()}} {
+	}{{"Recover", recoverChecks()}, {"Staged", stagedChecks()}, {"Jobs", waitingJobChecks()}} {
 		for _, c := range area.checks {
 			op := layerOp{area.name + "/" + c.name, func(t *testing.T, f *fixture, inject func()) {
 				inject()
@@ -126,6 +128,18 @@ func readFaultChecks() []check {
 					}
 				}
 			}})
+		}
+	}
+	return cs
+}
+
+// waitingJobChecks are the JobQueue checks of LeaseWait and the worker
+// pool, which sleep on watches and handle errors in loops of their own.
+func waitingJobChecks() []check {
+	var cs []check
+	for _, c := range jobChecks() {
+		if strings.Contains(c.name, "LeaseWait") || c.name == "Pool" {
+			cs = append(cs, c)
 		}
 	}
 	return cs
