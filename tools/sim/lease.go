@@ -77,7 +77,8 @@ type LeaseConfig struct {
 // DefaultLeaseConfig is a short run with every fault.
 func DefaultLeaseConfig() LeaseConfig {
 	return LeaseConfig{Rounds: 12, Clients: 4, OpsPerClient: 5, Choice: 3, MaxAttempts: 3,
-		Faults: memdb.Faults{NotCommitted: 0.05, UnknownApplied: 0.05, UnknownNotApplied: 0.05, TooOld: 0.02, LateLanding: 0.5},
+		Faults: memdb.Faults{NotCommitted: 0.05, UnknownApplied: 0.05, UnknownNotApplied: 0.05, TooOld: 0.02, LateLanding: 0.5,
+			ReadErrors: 0.02, ReadVersionErrors: 0.01},
 		// Commits only: read latency would make each round several times
 		// longer, and the commit is where an interruption matters.
 		Latency:       memdb.Latency{Commit: memdb.Span{Min: 50 * time.Microsecond, Max: 500 * time.Microsecond}},

@@ -66,6 +66,8 @@ func TestLeaseSimulation(t *testing.T) {
 		total.AbandonedAdds += r.AbandonedAdds
 		total.AbandonedAddsSeen += r.AbandonedAddsSeen
 		total.Stats.Interrupted += r.Stats.Interrupted
+		total.Stats.InjectedReadErrors += r.Stats.InjectedReadErrors
+		total.Stats.InjectedReadVersionErrors += r.Stats.InjectedReadVersionErrors
 		total.RecoveredAtOnce += r.RecoveredAtOnce
 		total.AbandonedReleases += r.AbandonedReleases
 		total.Released += r.Released
@@ -77,6 +79,8 @@ func TestLeaseSimulation(t *testing.T) {
 		total.UniqueReused += r.UniqueReused
 	}
 	require.Positive(t, total.Stats.Interrupted, "no commit was interrupted in flight")
+	require.Positive(t, total.Stats.InjectedReadErrors, "no read failed")
+	require.Positive(t, total.Stats.InjectedReadVersionErrors, "no read version request failed")
 	require.Positive(t, total.RecoveredAtOnce, "no failed call was recovered at once")
 	require.Positive(t, total.Abandoned, "no failed call was abandoned")
 	require.Positive(t, total.Released, "no lease was released")

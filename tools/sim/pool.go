@@ -40,7 +40,8 @@ type PoolConfig struct {
 // DefaultPoolConfig is a short run with every fault.
 func DefaultPoolConfig() PoolConfig {
 	return PoolConfig{Cycles: 6, Pools: 2, Workers: 3, JobsPerCycle: 8, MaxAttempts: 3,
-		Faults:       memdb.Faults{NotCommitted: 0.05, UnknownApplied: 0.05, UnknownNotApplied: 0.05, TooOld: 0.02, LateLanding: 0.5},
+		Faults: memdb.Faults{NotCommitted: 0.05, UnknownApplied: 0.05, UnknownNotApplied: 0.05, TooOld: 0.02, LateLanding: 0.5,
+			ReadErrors: 0.02, ReadVersionErrors: 0.01},
 		Latency:      memdb.Latency{Commit: memdb.Span{Min: 50 * time.Microsecond, Max: 500 * time.Microsecond}},
 		StopFailProb: 0.1}
 }

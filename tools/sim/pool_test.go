@@ -57,9 +57,13 @@ func TestPoolShutdownSimulation(t *testing.T) {
 		total.FailedCut += r.FailedCut
 		total.LateAckLost += r.LateAckLost
 		total.LateAckedHeld += r.LateAckedHeld
+		total.Stats.InjectedReadErrors += r.Stats.InjectedReadErrors
+		total.Stats.InjectedReadVersionErrors += r.Stats.InjectedReadVersionErrors
 	}
 	require.Positive(t, total.Released, "no abandoned job was released")
 	require.Positive(t, total.Settled, "no lease in flight at shutdown was settled")
 	require.Positive(t, total.ReleaseFailed+total.SettleFailed+total.FailedAtStop, "no failure at shutdown was met")
 	require.Positive(t, total.LateAckLost, "no abandoned run's Task.Ack found its job released")
+	require.Positive(t, total.Stats.InjectedReadErrors, "no read failed")
+	require.Positive(t, total.Stats.InjectedReadVersionErrors, "no read version request failed")
 }

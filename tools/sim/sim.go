@@ -257,6 +257,8 @@ func DefaultConfig() Config {
 			ExtraLatency:      2 * time.Millisecond,
 			ExtraLatencyProb:  0.05,
 			LateLanding:       0.5,
+			ReadErrors:        0.02,
+			ReadVersionErrors: 0.01,
 		},
 		Latency: memdb.Latency{
 			GRV:    memdb.Span{Max: 200 * time.Microsecond},
@@ -385,6 +387,8 @@ func addStats(s *memdb.Stats, o memdb.Stats) {
 	s.InjectedUnknownNotApplied += o.InjectedUnknownNotApplied
 	s.InjectedTooOld += o.InjectedTooOld
 	s.InjectedForced += o.InjectedForced
+	s.InjectedReadErrors += o.InjectedReadErrors
+	s.InjectedReadVersionErrors += o.InjectedReadVersionErrors
 	s.Interrupted += o.Interrupted
 	s.Reads += o.Reads
 	s.RangeReads += o.RangeReads

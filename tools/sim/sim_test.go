@@ -56,6 +56,8 @@ func TestSimulation(t *testing.T) {
 		"transaction_too_old":               st.InjectedTooOld,
 		"commits interrupted by cancelling": st.Interrupted,
 		"real conflicts":                    st.Conflicts,
+		"failed reads":                      st.InjectedReadErrors,
+		"failed read version requests":      st.InjectedReadVersionErrors,
 	} {
 		require.Positive(t, n, "no %s happened: the run proves little", name)
 	}

@@ -61,6 +61,7 @@ type leaseTotals struct {
 	NotCommitted, UnknownApplied       int64
 	UnknownNotApplied, TooOld, Retries int64
 	Interrupted                        int64 // commits interrupted in flight by a cancelled context
+	ReadErrors, ReadVersionErrors      int64 // failed reads and read version requests
 	Unknown, RecoveredAtOnce           int   // failed calls; those recovered at once
 	Abandoned, AbandonedAdds           int   // failed calls never recovered; the Adds among them
 	AbandonedAddsSeen                  int   // abandoned Adds whose job was seen
@@ -101,6 +102,8 @@ func (t *leaseTotals) add(seed int64, r sim.LeaseResult) {
 	t.UnknownNotApplied += st.InjectedUnknownNotApplied
 	t.TooOld += st.InjectedTooOld
 	t.Interrupted += st.Interrupted
+	t.ReadErrors += st.InjectedReadErrors
+	t.ReadVersionErrors += st.InjectedReadVersionErrors
 	t.Unknown += r.Unknown
 	t.RecoveredAtOnce += r.RecoveredAtOnce
 	t.Abandoned += r.Abandoned
@@ -136,6 +139,7 @@ func runLeases(ctx context.Context, w io.Writer, cfg sim.LeaseConfig, first int6
 	fmt.Fprintf(w, "per seed: %d rounds of %d clients × %d operations, K=%d, max attempts %d; faults per commit: not_committed %.2f, commit_unknown_result applied %.2f / not applied %.2f, transaction_too_old %.2f\n",
 		cfg.Rounds, cfg.Clients, cfg.OpsPerClient, cfg.Choice, cfg.MaxAttempts,
 		cfg.Faults.NotCommitted, cfg.Faults.UnknownApplied, cfg.Faults.UnknownNotApplied, cfg.Faults.TooOld)
+	fmt.Fprintf(w, "faults per read: %.2f; per read version request: %.2f\n", cfg.Faults.ReadErrors, cfg.Faults.ReadVersionErrors)
 	fmt.Fprintf(w, "per operation: cancelled as its commit starts %.2f, random deadline %.2f (up to %v); an interrupted commit lands late %.2f; a failed call never recovered %.2f, else recovered at once %.2f (else at the round's end)\n",
 		cfg.InterruptProb, cfg.DeadlineProb, cfg.MaxDeadline, cfg.Faults.LateLanding, cfg.AbandonProb, cfg.RecoverAtOnceProb)
 	fmt.Fprintf(w, "per Add: a unique key from %d keys %.2f\n", cfg.UniqueKeys, cfg.UniqueProb)
@@ -171,6 +175,8 @@ func runLeases(ctx context.Context, w io.Writer, cfg sim.LeaseConfig, first int6
 	fmt.Fprintf(w, "  commit_unknown_result (not applied): %d\n", total.UnknownNotApplied)
 	fmt.Fprintf(w, "  transaction_too_old:                %d\n", total.TooOld)
 	fmt.Fprintf(w, "  commits interrupted by cancellation: %d\n", total.Interrupted)
+	fmt.Fprintf(w, "  failed reads:                       %d\n", total.ReadErrors)
+	fmt.Fprintf(w, "  failed read version requests:       %d\n", total.ReadVersionErrors)
 	fmt.Fprintf(w, "failed calls:               %d\n", total.Unknown)
 	fmt.Fprintf(w, "  recovered at once by OpID:  %d\n", total.RecoveredAtOnce)
 	fmt.Fprintf(w, "  never recovered:            %d (Adds %d, their job seen %d; Releases %d)\n", total.Abandoned, total.AbandonedAdds, total.AbandonedAddsSeen, total.AbandonedReleases)

@@ -24,6 +24,11 @@
 //
 //	go run ./cmd/soak -leases -seeds 100000 -duration 10m
 //
+// Besides commit faults, reads and read version requests fail at the rates
+// -read-errors and -grv-errors set (memdb.Faults.ReadErrors and
+// ReadVersionErrors; both modes), as a cluster's storage servers and GRV
+// proxies may make them fail.
+//
 // Built with -tags fdb (cgo, FoundationDB's client library), -cluster-file
 // runs the seeds on a FoundationDB cluster through fdbkv instead of memdb,
 // under a random prefix that it clears at the end; no faults are injected
@@ -65,6 +70,8 @@ func main() {
 		layerIDs = flag.Float64("layer-ids", sim.DefaultConfig().LayerIDProb, "probability that an operation not recovered, on the database itself, runs without WithOpID (under an ID the layer makes, in a journal slot); 0 gives every operation the harness's ID")
 		shortRet = flag.Duration("short-retention", 4*time.Second, "journal retention of about half of the seeds, short so that journal slot epochs (an eighth of it) turn over while operations hold slots (the tests use 8s, safe under -race; it must exceed a round without its checks); 0 keeps the default retention")
 		late     = flag.Float64("late-landing", sim.DefaultConfig().Faults.LateLanding, "probability that a commit interrupted by a cancellation lands after Commit returned, as FoundationDB's may (memdb.Faults.LateLanding)")
+		readErrs = flag.Float64("read-errors", sim.DefaultConfig().Faults.ReadErrors, "probability that a read (a point read, a range read's batch) fails with transaction_too_old, future_version or process_behind, as a storage server's reply may (memdb.Faults.ReadErrors); the same with -leases")
+		grvErrs  = flag.Float64("grv-errors", sim.DefaultConfig().Faults.ReadVersionErrors, "probability that a read version request fails with grv_proxy_memory_limit_exceeded or database_locked, as a GRV proxy's reply may (memdb.Faults.ReadVersionErrors); the same with -leases")
 		trust    = flag.Bool("trust-errors", false, "take errors at their word: one for which kv.MaybeCommitted is false must have had no effect (sim.Config.TrustErrors)")
 		reorder  = flag.Bool("staging-reorder", false, "let staged seeds use the indexed Queue layout and equal priorities, where a cancelled staged take can reorder items (see sim.Config.StagingReorder)")
 		html     = flag.String("html", "soak-failure.html", "where to write the first failing history's visualization")
@@ -86,6 +93,7 @@ func main() {
 		lc := sim.DefaultLeaseConfig()
 		lc.Rounds, lc.Clients, lc.OpsPerClient, lc.CheckTimeout, lc.AbandonProb = *lrounds, *lclients, *lops, *timeout, *labandon
 		lc.Faults.LateLanding = *late
+		lc.Faults.ReadErrors, lc.Faults.ReadVersionErrors = *readErrs, *grvErrs
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 		code := runLeases(ctx, os.Stdout, lc, *first, *seeds, *duration, *workers, *verbose)
 		stop()
@@ -105,6 +113,7 @@ func main() {
 	cfg.LayerIDProb = *layerIDs
 	cfg.ShortRetention = *shortRet
 	cfg.Faults.LateLanding = *late
+	cfg.Faults.ReadErrors, cfg.Faults.ReadVersionErrors = *readErrs, *grvErrs
 	cfg.TrustErrors = *trust
 	if *cluster == "" {
 		os.Exit(run(os.Stdout, cfg, *first, *seeds, *duration, *workers, *html, *history, *verbose))
@@ -134,6 +143,7 @@ func run(w io.Writer, cfg sim.Config, first int64, seeds int, duration time.Dura
 	fmt.Fprintf(w, "faults per commit: not_committed %.2f, commit_unknown_result applied %.2f / not applied %.2f, transaction_too_old %.2f, +%v latency %.2f; an interrupted commit lands late %.2f\n",
 		cfg.Faults.NotCommitted, cfg.Faults.UnknownApplied, cfg.Faults.UnknownNotApplied, cfg.Faults.TooOld,
 		cfg.Faults.ExtraLatency, cfg.Faults.ExtraLatencyProb, cfg.Faults.LateLanding)
+	fmt.Fprintf(w, "faults per read: %.2f; per read version request: %.2f\n", cfg.Faults.ReadErrors, cfg.Faults.ReadVersionErrors)
 	claim := "2s (default)"
 	if cfg.ClaimTimeout > 0 {
 		claim = cfg.ClaimTimeout.String()
@@ -175,6 +185,8 @@ func run(w io.Writer, cfg sim.Config, first int64, seeds int, duration time.Dura
 	fmt.Fprintf(w, "  commit_unknown_result (not applied): %d\n", st.InjectedUnknownNotApplied)
 	fmt.Fprintf(w, "  transaction_too_old:                %d\n", st.InjectedTooOld)
 	fmt.Fprintf(w, "  commits interrupted by cancellation: %d\n", st.Interrupted)
+	fmt.Fprintf(w, "  failed reads:                       %d\n", st.InjectedReadErrors)
+	fmt.Fprintf(w, "  failed read version requests:       %d\n", st.InjectedReadVersionErrors)
 	fmt.Fprintf(w, "outcomes unknown, left open:  %d\n", total.Unknown)
 	fmt.Fprintf(w, "outcomes recovered by OpID:   %d\n", total.Recovered)
 	fmt.Fprintf(w, "  of which at once:           %d\n", total.RecoveredAtOnce)
