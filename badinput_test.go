@@ -612,7 +612,7 @@ func badRows() []badRow {
 			require.Equal(t, []byte("x"), v)
 		}},
 		{"Queue.Clear, PriorityQueue.Clear", "concurrent with 4 consumers, under commit_unknown_result", "each item returned at most once, the rest cleared", func(t *testing.T) {
-			db := newDB(t, memdb.WithSeed(3), memdb.WithFaults(memdb.Faults{UnknownApplied: 0.1, UnknownNotApplied: 0.05}))
+			db := newDB(t, memdb.WithSeed(3), memdb.WithFaults(withReadFaults(memdb.Faults{UnknownApplied: 0.1, UnknownNotApplied: 0.05})))
 			q, pq := mustQueue(t, "clear-q"), mustPQ(t, "clear-pq")
 			const items = 200
 			for i := range items {

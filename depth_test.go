@@ -183,7 +183,7 @@ func TestDepthUnderCommitUnknownResult(t *testing.T) {
 // Concurrent consumers conflict; only the committed takes count.
 func TestDepthUnderConflictsAndFaults(t *testing.T) {
 	ctx := context.Background()
-	db := newDB(t, memdb.WithSeed(5), memdb.WithFaults(memdb.Faults{NotCommitted: 0.05, UnknownApplied: 0.05, UnknownNotApplied: 0.05}))
+	db := newDB(t, memdb.WithSeed(5), memdb.WithFaults(withReadFaults(memdb.Faults{NotCommitted: 0.05, UnknownApplied: 0.05, UnknownNotApplied: 0.05})))
 	q := mustQueue(t, "depth-faults")
 	pq := mustPQ(t, "depth-faults-pq")
 	var wg sync.WaitGroup

@@ -122,3 +122,13 @@ func interruptCommit(db *memdb.DB, op func(ctx context.Context) error) (release 
 	cancel()
 	return release, <-done
 }
+
+// withReadFaults adds to f the read-side faults the layers' fault tests
+// run under: a read (a point read, a range read's batch) fails with
+// transaction_too_old, future_version or process_behind, and a read
+// version request with grv_proxy_memory_limit_exceeded or database_locked,
+// as on FoundationDB (memdb.Faults.ReadErrors, ReadVersionErrors).
+func withReadFaults(f memdb.Faults) memdb.Faults {
+	f.ReadErrors, f.ReadVersionErrors = 0.03, 0.01
+	return f
+}

@@ -35,9 +35,9 @@ func TestJobQueueCrashingWorkersUnderFaults(t *testing.T) {
 
 func crashingWorkers(t *testing.T, seed int64) {
 	ctx := context.Background()
-	db := newDB(t, memdb.WithSeed(seed), memdb.WithFaults(memdb.Faults{
+	db := newDB(t, memdb.WithSeed(seed), memdb.WithFaults(withReadFaults(memdb.Faults{
 		NotCommitted: 0.05, UnknownApplied: 0.05, UnknownNotApplied: 0.05, TooOld: 0.02,
-	}))
+	})))
 	clock := newFakeClock()
 	q := mustJobQueue(t, "crash", fdbqueue.JobQueueConfig{Clock: clock, Choice: 4, MaxAttempts: 4,
 		RetryBase: time.Second, RetryMax: 4 * time.Second})

@@ -33,9 +33,9 @@ var quietLog = slog.New(slog.NewTextHandler(io.Discard, nil))
 func TestJobPoolProcessesEveryJobOnce(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	db := newDB(t, memdb.WithSeed(7), memdb.WithFaults(memdb.Faults{
+	db := newDB(t, memdb.WithSeed(7), memdb.WithFaults(withReadFaults(memdb.Faults{
 		NotCommitted: 0.03, UnknownApplied: 0.03, UnknownNotApplied: 0.03, TooOld: 0.01,
-	}))
+	})))
 	q := mustJobQueue(t, "pool", fdbqueue.JobQueueConfig{MaxAttempts: 3, RetryBase: time.Millisecond, RetryMax: 4 * time.Millisecond})
 	effects := mustSubspace(t, "test", "pool-effects")
 	const n = 120

@@ -310,7 +310,7 @@ func TestJobQueueValuesAtTheLimit(t *testing.T) {
 // Concurrent adds of one unique key add exactly one job.
 func TestJobQueueUniqueConcurrent(t *testing.T) {
 	ctx := context.Background()
-	db := newDB(t, memdb.WithSeed(3), memdb.WithFaults(memdb.Faults{UnknownApplied: 0.1, UnknownNotApplied: 0.1, NotCommitted: 0.05}))
+	db := newDB(t, memdb.WithSeed(3), memdb.WithFaults(withReadFaults(memdb.Faults{UnknownApplied: 0.1, UnknownNotApplied: 0.1, NotCommitted: 0.05})))
 	q := mustJobQueue(t, "unique", fdbqueue.JobQueueConfig{})
 	const adders, keys = 8, 5
 	results := make([][]fdbqueue.AddResult, adders)

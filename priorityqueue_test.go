@@ -169,7 +169,7 @@ func TestPriorityQueueErrors(t *testing.T) {
 // commit_unknown_result: every item comes out exactly once.
 func TestPriorityQueueExactlyOnce(t *testing.T) {
 	ctx := context.Background()
-	db := newDB(t, memdb.WithSeed(11), memdb.WithFaults(memdb.Faults{UnknownApplied: 0.05, UnknownNotApplied: 0.05}))
+	db := newDB(t, memdb.WithSeed(11), memdb.WithFaults(withReadFaults(memdb.Faults{UnknownApplied: 0.05, UnknownNotApplied: 0.05})))
 	pq := mustPQ(t, "exactly-once")
 	const producers, consumers, items = 4, 4, 2_000
 	var wg sync.WaitGroup

@@ -252,7 +252,7 @@ func runExactlyOnce(t *testing.T, db *memdb.DB, q *fdbqueue.Queue, producers, co
 // With 10% of commits answered commit_unknown_result (half of them applied),
 // every item is dequeued exactly once.
 func TestQueueExactlyOnceUnderCommitUnknownResult(t *testing.T) {
-	db := newDB(t, memdb.WithSeed(7), memdb.WithFaults(memdb.Faults{UnknownApplied: 0.05, UnknownNotApplied: 0.05}))
+	db := newDB(t, memdb.WithSeed(7), memdb.WithFaults(withReadFaults(memdb.Faults{UnknownApplied: 0.05, UnknownNotApplied: 0.05})))
 	q := mustQueue(t, "exactly-once")
 	const items = 10_000
 	seen := runExactlyOnce(t, db, q, 8, 8, items)
@@ -279,7 +279,7 @@ func TestQueueExactlyOnceUnderCommitUnknownResult(t *testing.T) {
 // The recipe without the journal loses or duplicates items under the same
 // faults: the mechanism, not luck, makes the test above pass.
 func TestQueueWithoutIdempotencyIsNotExactlyOnce(t *testing.T) {
-	db := newDB(t, memdb.WithSeed(7), memdb.WithFaults(memdb.Faults{UnknownApplied: 0.05, UnknownNotApplied: 0.05}))
+	db := newDB(t, memdb.WithSeed(7), memdb.WithFaults(withReadFaults(memdb.Faults{UnknownApplied: 0.05, UnknownNotApplied: 0.05})))
 	q := mustQueue(t, "recipe", fdbqueue.WithoutIdempotency())
 	const items = 2_000
 	seen := runExactlyOnce(t, db, q, 4, 4, items)

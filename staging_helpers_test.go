@@ -159,7 +159,7 @@ func requireNoWatches(t testing.TB, db *memdb.DB) {
 	require.Zero(t, db.Stats().Watches, "outstanding watches after every operation returned")
 }
 
-var stagingFaults = memdb.Faults{NotCommitted: 0.05, UnknownApplied: 0.05, UnknownNotApplied: 0.05}
+var stagingFaults = withReadFaults(memdb.Faults{NotCommitted: 0.05, UnknownApplied: 0.05, UnknownNotApplied: 0.05})
 
 // stagingMode is one serving mode of a staged Queue: in batches (on the
 // recipe's keys) or by place (on versionstamp-ordered keys, which it needs).
