@@ -157,7 +157,9 @@
 // probabilities of the errors a client's reads surface (transaction_too_old,
 // future_version, process_behind) and of those a GRV proxy answers
 // (grv_proxy_memory_limit_exceeded, database_locked); FailNextRead and
-// FailNextReadVersion inject one. As in FDB, a failed read fails the
+// FailNextReadVersion inject one, FailReadAfter and FailReadVersionAfter
+// one a given number of draws ahead (a test can make each read of an
+// operation fail in turn). As in FDB, a failed read fails the
 // transaction's Commit too, and a failed read version request every later
 // read and the commit of its writes, until OnError or Reset; see Faults.
 // FailNextCommit makes the next commit (of any transaction) fail with a

@@ -67,7 +67,7 @@ type Faults struct {
 	// future_version). All three are retryable and not committed
 	// (fdb_error_predicate, bindings/c/fdb_c.cpp). The read's future fails
 	// with the error, and so does the transaction's Commit, as FDB's does
-	// (see FailNextRead); a watch's failed read fails only the watch.
+	// (see FailReadAfter); a watch's failed read fails only the watch.
 	// memdb has no read cache: a repeated read may fail where FDB's
 	// read-your-writes cache would answer it, which code that is correct
 	// on FDB handles alike.
