@@ -185,7 +185,9 @@ func consume(ctx, producing context.Context, db kv.Database, q *fdbqueue.Queue, 
 		}
 		err = watch.Wait(producing) // an item may have arrived, or the producers are done
 		watch.Cancel()
-		if err != nil && producing.Err() == nil {
+		// A retryable error (FDB fails a watch whose read fails, or a
+		// registered one that fell behind) is a wake-up too: look again.
+		if err != nil && producing.Err() == nil && !kv.IsRetryable(err) {
 			return fmt.Errorf("watch: %w", err)
 		}
 	}

@@ -18,37 +18,53 @@ import (
 // RunWorkQueue, the main example's logic, moves every item exactly once
 // while the engine answers some commits with commit_unknown_result, with
 // one item per transaction (batch 1) and batches alike, and says so in its
-// summary.
+// summary. With failing reads and read version requests too (which fail
+// the consumers' watches now and then, as FDB does: RYWImpl::watch,
+// fdbclient/ReadYourWrites.actor.cpp), it still ends without an error.
 func TestRunWorkQueueMovesEveryItemOnce(t *testing.T) {
-	for _, batch := range []int{1, 8} {
-		t.Run(fmt.Sprintf("batch-%d", batch), func(t *testing.T) {
-			db := memdb.New(MemdbOptions(3, 0.1, false)...)
-			defer db.Close()
-			sub, err := fdbqueue.NewSubspace(tuple.Tuple{"examples", "workqueue"})
-			if err != nil {
-				t.Fatal(err)
-			}
-			q, err := fdbqueue.NewQueue(sub)
-			if err != nil {
-				t.Fatal(err)
-			}
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-			defer cancel()
-			const items = 300
-			s, err := RunWorkQueue(ctx, db, q, WorkQueueConfig{Producers: 3, Consumers: 3, Items: items, Batch: batch})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if s.Items != items || s.Dequeued != items || s.Lost != 0 || s.Duplicates != 0 {
-				t.Fatalf("want %d items enqueued and dequeued once each: %+v", items, s)
-			}
-			if s.Stats == nil || s.Stats.InjectedUnknownApplied+s.Stats.InjectedUnknownNotApplied == 0 {
-				t.Fatalf("the run must have met commit_unknown_result: %+v", s.Stats)
-			}
-			if empty, err := q.Empty(ctx, db); err != nil || !empty {
-				t.Fatalf("the queue must be empty after the run: empty %v, %v", empty, err)
-			}
-		})
+	for _, readFaults := range []bool{false, true} {
+		for _, batch := range []int{1, 8} {
+			t.Run(fmt.Sprintf("batch-%d/read-faults-%v", batch, readFaults), func(t *testing.T) {
+				testRunWorkQueue(t, batch, readFaults)
+			})
+		}
+	}
+}
+
+func testRunWorkQueue(t *testing.T, batch int, readFaults bool) {
+	opts := MemdbOptions(3, 0.1, false)
+	if readFaults {
+		opts = append(opts, memdb.WithFaults(memdb.Faults{UnknownApplied: 0.05, UnknownNotApplied: 0.05,
+			ReadErrors: 0.05, ReadVersionErrors: 0.02}))
+	}
+	db := memdb.New(opts...)
+	defer db.Close()
+	sub, err := fdbqueue.NewSubspace(tuple.Tuple{"examples", "workqueue"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, err := fdbqueue.NewQueue(sub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	const items = 300
+	s, err := RunWorkQueue(ctx, db, q, WorkQueueConfig{Producers: 3, Consumers: 3, Items: items, Batch: batch})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Items != items || s.Dequeued != items || s.Lost != 0 || s.Duplicates != 0 {
+		t.Fatalf("want %d items enqueued and dequeued once each: %+v", items, s)
+	}
+	if s.Stats == nil || s.Stats.InjectedUnknownApplied+s.Stats.InjectedUnknownNotApplied == 0 {
+		t.Fatalf("the run must have met commit_unknown_result: %+v", s.Stats)
+	}
+	if readFaults && s.Stats.InjectedReadErrors+s.Stats.InjectedReadVersionErrors == 0 {
+		t.Fatalf("the run must have met failing reads: %+v", s.Stats)
+	}
+	if empty, err := q.Empty(ctx, db); err != nil || !empty {
+		t.Fatalf("the queue must be empty after the run: empty %v, %v", empty, err)
 	}
 }
 
