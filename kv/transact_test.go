@@ -68,3 +68,34 @@ func TestRetryLoopRemembersUncertainCommit(t *testing.T) {
 	require.ErrorIs(t, err, boom)
 	require.True(t, kv.MaybeCommitted(err))
 }
+
+// An uncertain attempt stays uncertain whatever the later attempts do: a
+// commit_unknown_result, then a definite failure (a conflict) of the
+// retry, then the loop stops. The first commit may have been applied, so
+// the error must still satisfy MaybeCommitted; forgetting it at the
+// second failure would make a caller treat an applied operation as never
+// run.
+func TestRetryLoopUncertainSurvivesALaterDefiniteFailure(t *testing.T) {
+	for _, applied := range []bool{true, false} {
+		db := memdb.New(memdb.WithBackoff(0, 0))
+		ctx, cancel := context.WithCancel(context.Background())
+		db.FailNextCommit(kv.ErrCommitUnknownResult, applied)
+		runs := 0
+		err := db.Transact(ctx, func(tr kv.Transaction) error {
+			runs++
+			switch runs {
+			case 2:
+				db.FailNextCommit(kv.ErrNotCommitted, false) // this retry conflicts
+			case 3:
+				cancel() // and the loop stops before the next commit
+				return ctx.Err()
+			}
+			tr.Set([]byte("k"), []byte("v"))
+			return nil
+		})
+		require.Equal(t, 3, runs)
+		require.ErrorIs(t, err, context.Canceled)
+		require.True(t, kv.MaybeCommitted(err), "applied=%v: the first commit's outcome is still unknown: %v", applied, err)
+		require.NoError(t, db.Close())
+	}
+}
