@@ -84,3 +84,16 @@ func JournalUnsettled[L journaled](l L) int {
 	defer j.mu.Unlock()
 	return len(j.unsettled)
 }
+
+// The batch budget's cost primitives (budget.go) and setChunked, for a
+// test that checks them against FoundationDB's count (fdbDB).
+var (
+	SetCost          = setCost
+	ClearCost        = clearCost
+	ClearRangeCost   = clearRangeCost
+	ConflictKeyCost  = conflictKeyCost
+	ChunkedSetCost   = chunkedSetCost
+	VstampSetCost    = vstampSetCost
+	HeadConflictCost = headConflictCost
+	SetChunked       = setChunked
+)
