@@ -3,6 +3,7 @@ package fdbqueue
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -70,6 +71,53 @@ func TestBatchBudgetIsInclusive(t *testing.T) {
 				want = values[:1]
 			}
 			require.Equal(t, want, got)
+		})
+	}
+}
+
+// TestLeaseBudgetIsInclusive: a Lease of candidates whose counted size is
+// exactly the budget leases them all (spend.fits: a candidate is left only
+// where it would take the transaction over the budget), as a take from a
+// Queue does (TestBatchBudgetIsInclusive); with one byte less of budget it
+// leases one fewer. The size is what take counts: the overhead and one
+// record, and per candidate leaseCost. Each Lease has a fixed WithOpID.
+func TestLeaseBudgetIsInclusive(t *testing.T) {
+	ctx := context.Background()
+	db := memdb.New()
+	defer db.Close()
+	cfg := JobQueueConfig{Choice: 1} // candidates in key order
+	for _, c := range []struct {
+		name  string
+		slack int // budget minus the size counted
+		want  int
+	}{{"exact", 0, 2}, {"one byte short", -1, 1}} {
+		t.Run(c.name, func(t *testing.T) {
+			sub := SubspaceFromBytes([]byte("lease-incl-" + c.name))
+			probe, err := NewJobQueue(sub, cfg)
+			require.NoError(t, err)
+			_, err = probe.AddBatch(ctx, db, []Job{{Value: []byte("a")}, {Value: []byte("bc")}, {Value: []byte("def")}})
+			require.NoError(t, err)
+			kvs, err := kv.ReadTransact(ctx, db, func(tr kv.ReadTransaction) ([]kv.KeyValue, error) {
+				return tr.GetRange(probe.items, kv.RangeOptions{}).GetSlice()
+			})
+			require.NoError(t, err)
+			require.Len(t, kvs, 3)
+
+			id := NewOpID()
+			o := probe.journal.begin(db, []OpOption{WithOpID(id)})
+			budget := o.overheadCost(probe.items) + o.recordCost(0, nil) + c.slack
+			for i, p := range kvs[:2] {
+				_, jid, err := probe.parseItemKey(p.Key)
+				require.NoError(t, err)
+				m, err := decodeMeta(p.Key, p.Value, jid)
+				require.NoError(t, err)
+				budget += probe.leaseCost(o, m, p.Key, i, false, buryReason)
+			}
+			q, err := NewJobQueue(sub, cfg, WithBatchBudget(budget))
+			require.NoError(t, err)
+			ls, err := q.Lease(ctx, db, 3, time.Minute, WithOpID(id))
+			require.NoError(t, err)
+			require.Len(t, ls, c.want)
 		})
 	}
 }
