@@ -106,6 +106,36 @@ func TestMaxRetryDelayCapsBackoff(t *testing.T) {
 	}
 }
 
+// transaction_too_old and future_version are retried after FDB's fixed
+// FUTURE_VERSION_RETRY_DELAY (10 ms), not after the growing, randomized
+// backoff of the other retryable errors (Transaction::onError,
+// fdbclient/NativeAPI.actor.cpp; fdbclient/ClientKnobs.cpp): with an
+// hour-long backoff, five in a row retry at once.
+func TestTooOldAndFutureVersionRetryAfterAFixedDelay(t *testing.T) {
+	for _, code := range []kv.Error{kv.ErrTransactionTooOld, kv.ErrFutureVersion} {
+		t.Run(code.Error(), func(t *testing.T) {
+			db, _ := newDB(t, memdb.WithBackoff(time.Hour, time.Hour))
+			tr := newTx(t, db)
+			done := make(chan error, 1)
+			go func() {
+				for range 5 {
+					if err := tr.OnError(code); err != nil {
+						done <- err
+						return
+					}
+				}
+				done <- nil
+			}()
+			select {
+			case err := <-done:
+				require.NoError(t, err)
+			case <-time.After(time.Minute):
+				t.Fatalf("OnError(%v) waited out the hour-long backoff", code)
+			}
+		})
+	}
+}
+
 func TestBackoffAbortsWhenContextEnds(t *testing.T) {
 	db, _ := newDB(t, memdb.WithBackoff(time.Hour, time.Hour))
 	ctx, cancel := context.WithCancel(t.Context())

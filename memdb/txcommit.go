@@ -323,7 +323,14 @@ func (tx *transaction) commitReadOnlyLocked(req *commitReq) error {
 
 // ---- retries ----
 
-// OnError resets the transaction and backs off if err is retryable;
+// futureVersionRetryDelay is FDB's FUTURE_VERSION_RETRY_DELAY knob
+// (fdbclient/ClientKnobs.cpp): how long OnError waits before retrying
+// transaction_too_old and future_version.
+const futureVersionRetryDelay = 10 * time.Millisecond
+
+// OnError resets the transaction and backs off if err is retryable (a
+// fixed 10 ms for transaction_too_old and future_version, as FDB waits;
+// otherwise a random share of a backoff that doubles per retry);
 // otherwise, or once the retry limit is reached, it returns err and leaves
 // the transaction cancelled until Reset, as FDB does from API version 610
 // (RYWImpl::onError, fdbclient/ReadYourWrites.actor.cpp: its catch sends
@@ -364,19 +371,28 @@ func (tx *transaction) OnError(err error) error {
 		// the first delay too; FDB's is the initial backoff (10 ms).
 		limit = x.maxRetryDelay
 	}
-	b := x.backoff
-	if b == 0 {
-		b = tx.db.cfg.backoffInitial
+	var delay time.Duration
+	if c := errorCode(err); c == kv.ErrTransactionTooOld.Code || c == kv.ErrFutureVersion.Code {
+		// A read version too old or too new: FDB retries after a fixed
+		// FUTURE_VERSION_RETRY_DELAY (10 ms) under the cap, without
+		// jitter, and leaves the backoff as it was (Transaction::onError,
+		// fdbclient/NativeAPI.actor.cpp; fdbclient/ClientKnobs.cpp).
+		delay = min(futureVersionRetryDelay, limit)
+	} else {
+		b := x.backoff
+		if b == 0 {
+			b = tx.db.cfg.backoffInitial
+		}
+		cur := min(b, limit)
+		x.backoff = min(b*2, limit)
+		delay = time.Duration(tx.db.rng.float64() * float64(cur))
 	}
-	cur := min(b, limit)
-	x.backoff = min(b*2, limit)
 	if x.retries < math.MaxInt32 {
 		x.retries++
 	}
 	tx.mu.Unlock()
 	tx.db.stats.retries.Add(1)
 
-	delay := time.Duration(tx.db.rng.float64() * float64(cur))
 	if serr := tx.sleep(delay); serr != nil {
 		return serr
 	}
