@@ -261,10 +261,7 @@ func stagedCostClaims() []costClaim {
 			claim: "A call first looks at the head and at the first requests (snapshot reads): if fewer than two waiters are ahead, it takes the item after theirs in one attempt, conflicting as a plain dequeue does",
 			stage: byPlace,
 			setup: func(e *costEnv) { e.fill(3); e.stagedTake() },
-			op: func(e *costEnv) error {
-				_, err := e.q.Dequeue(e.ctx, e.db)
-				return err
-			},
+			op:    dequeueOp,
 			// The conflict range from the head to the item, as a plain
 			// dequeue's; a clear, the journal record, the depth's add.
 			want: []cost{{MetadataVersion: mvRead, SnapRange: 3, RoundTrips: 1, Clear: 1 + carriedClear, Set: 1, Add: 1,
@@ -275,10 +272,7 @@ func stagedCostClaims() []costClaim {
 			claim: "(in batch mode the same transaction serves those waiters first): none waiting, the plain attempt alone",
 			stage: inBatches,
 			setup: func(e *costEnv) { e.fill(3); e.stagedTake() },
-			op: func(e *costEnv) error {
-				_, err := e.q.Dequeue(e.ctx, e.db)
-				return err
-			},
+			op:    dequeueOp,
 			want: []cost{{MetadataVersion: mvRead, SnapRange: 3, RoundTrips: 1, Clear: 1 + carriedClear, Set: 1, Add: 1,
 				ReadConflict: 1 + takeRecordConflict}},
 		},
@@ -315,10 +309,7 @@ func stagedCostClaims() []costClaim {
 				e.stagedTake()
 				fdbqueue.SetStagingBusy(e.q, true)
 			},
-			op: func(e *costEnv) error {
-				_, err := e.q.Dequeue(e.ctx, e.db)
-				return err
-			},
+			op: dequeueOp,
 			// A blind registration reads not even the metadata version:
 			// a read conflict on the configuration's epoch key stands
 			// for it (config.go, issueStep).
@@ -333,10 +324,7 @@ func stagedCostClaims() []costClaim {
 				e.stall(2)
 				e.produce(3) // two due to the requests ahead, the third to this one
 			},
-			op: func(e *costEnv) error {
-				_, err := e.q.Dequeue(e.ctx, e.db)
-				return err
-			},
+			op:   dequeueOp,
 			want: []cost{lookAndRegister, takeAtPlace},
 		},
 		{
@@ -348,10 +336,7 @@ func stagedCostClaims() []costClaim {
 				e.stagedTake()
 				fdbqueue.SetStagingBusy(e.q, true)
 			},
-			op: func(e *costEnv) error {
-				_, err := e.q.Dequeue(e.ctx, e.db)
-				return err
-			},
+			op: dequeueOp,
 			// The take of the oldest waiter, which may serve the line:
 			// it reads the results to expire too.
 			want: []cost{

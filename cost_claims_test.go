@@ -58,6 +58,13 @@ func newCostEnv(t *testing.T, c costClaim) *costEnv {
 	return e
 }
 
+// dequeueOp is the op of the many rows that measure one Dequeue on the
+// Database.
+func dequeueOp(e *costEnv) error {
+	_, err := e.q.Dequeue(e.ctx, e.db)
+	return err
+}
+
 // warm brings each handle to its steady state before anything is
 // counted, leaving every queue empty: the stored configuration written
 // (first operation) and cached (second), the declared journal retention
@@ -245,10 +252,7 @@ func costClaims() []costClaim {
 			name:  "Queue.Dequeue",
 			claim: "one range read (limit 1) ..., then a clear, a journal record holding the item's value and an atomic add to a depth counter",
 			setup: func(e *costEnv) { e.fill(3) },
-			op: func(e *costEnv) error {
-				_, err := e.q.Dequeue(e.ctx, e.db)
-				return err
-			},
+			op:    dequeueOp,
 			// The read is a normal one: its read conflict range is the
 			// head's, and covers the record's key's need (a settling call
 			// clears the item).
@@ -259,10 +263,7 @@ func costClaims() []costClaim {
 			claim: "on a retry, one journal point read, issued together",
 			setup: func(e *costEnv) { e.fill(3) },
 			fail:  []error{kv.ErrNotCommitted},
-			op: func(e *costEnv) error {
-				_, err := e.q.Dequeue(e.ctx, e.db)
-				return err
-			},
+			op:    dequeueOp,
 			// A retry reads the head with a snapshot read and adds the
 			// head's read conflict range itself (ends.go, takeEnd).
 			want: []cost{{MetadataVersion: mvRead, SnapRange: 1, Get: 1, RoundTrips: 1, Clear: 1, Set: 1, Add: 1, ReadConflict: 1}},
@@ -272,22 +273,16 @@ func costClaims() []costClaim {
 			claim: "(the doc states no difference for the versionstamp layout)",
 			opts:  []fdbqueue.Option{fdbqueue.WithVersionstampOrder()},
 			setup: func(e *costEnv) { e.fill(3) },
-			op: func(e *costEnv) error {
-				_, err := e.q.Dequeue(e.ctx, e.db)
-				return err
-			},
-			want: []cost{{MetadataVersion: mvRead, Range: 1, RoundTrips: 1, Clear: 1, Set: 1, Add: 1}},
+			op:    dequeueOp,
+			want:  []cost{{MetadataVersion: mvRead, Range: 1, RoundTrips: 1, Clear: 1, Set: 1, Add: 1}},
 		},
 		{
 			name:  "WithoutIdempotency/Dequeue",
 			claim: "it writes no journal record",
 			opts:  []fdbqueue.Option{fdbqueue.WithoutIdempotency()},
 			setup: func(e *costEnv) { e.fill(3) },
-			op: func(e *costEnv) error {
-				_, err := e.q.Dequeue(e.ctx, e.db)
-				return err
-			},
-			want: []cost{{MetadataVersion: mvRead, Range: 1, RoundTrips: 1, Clear: 1, Add: 1}},
+			op:    dequeueOp,
+			want:  []cost{{MetadataVersion: mvRead, Range: 1, RoundTrips: 1, Clear: 1, Add: 1}},
 		},
 		{
 			name:  "Queue.DequeueBatch",
@@ -309,10 +304,7 @@ func costClaims() []costClaim {
 				_, err := e.q.DequeueBatch(e.ctx, e.raw, 3)
 				require.NoError(e.t, err)
 			},
-			op: func(e *costEnv) error {
-				_, err := e.q.Dequeue(e.ctx, e.db)
-				return err
-			},
+			op:   dequeueOp,
 			want: []cost{{MetadataVersion: mvRead, Range: 1, RoundTrips: 1, Clear: 1, Set: 1, Add: 1, ClearRange: 1}},
 		},
 		{

@@ -154,11 +154,8 @@ func waitCostClaims() []costClaim {
 			name:  "WithMeterProvider/Dequeue",
 			claim: "What the instruments cost: an attribute set per call and atomic adds in the SDK (the transactions are Dequeue's)",
 			setup: func(e *costEnv) { e.remeter(); e.fill(3) },
-			op: func(e *costEnv) error {
-				_, err := e.q.Dequeue(e.ctx, e.db)
-				return err
-			},
-			want: []cost{{MetadataVersion: mvRead, Range: 1, RoundTrips: 1, Clear: 1, Set: 1, Add: 1}},
+			op:    dequeueOp,
+			want:  []cost{{MetadataVersion: mvRead, Range: 1, RoundTrips: 1, Clear: 1, Set: 1, Add: 1}},
 		},
 
 		// LeaseWait.

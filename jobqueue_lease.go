@@ -341,7 +341,7 @@ func (q *JobQueue) sleep(ctx context.Context, r leaseResult) error {
 			// again, after a pause of the same length (real time, like
 			// OnError's backoff), so that watches that keep failing do not
 			// spin.
-			return pauseAfterWatchError(ctx)
+			return pause(ctx, watchRetryPause)
 		}
 		return err
 	case <-timer:
@@ -357,10 +357,10 @@ func (q *JobQueue) sleep(ctx context.Context, r leaseResult) error {
 // storage server's error on.
 const watchRetryPause = 10 * time.Millisecond
 
-// pauseAfterWatchError waits watchRetryPause or until ctx ends (then its
-// error).
-func pauseAfterWatchError(ctx context.Context) error {
-	t := time.NewTimer(watchRetryPause)
+// pause waits d, or until ctx ends (then its error): a waiter's pause
+// after its watch failed.
+func pause(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-t.C:

@@ -554,12 +554,5 @@ func (w *waiter[T]) sleep(ctx context.Context) error {
 	// A watch that fails at once (too many watches, ...) must not make the
 	// waiter spin: back off, up to a second.
 	w.watchFail = min(max(2*w.watchFail, time.Millisecond), time.Second)
-	t := time.NewTimer(w.watchFail)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return pause(ctx, w.watchFail)
 }
