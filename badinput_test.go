@@ -302,6 +302,20 @@ func badRows() []badRow {
 			require.NoError(t, err)
 		}},
 		{"NewQueue", "nil Option", "ignored", func(t *testing.T) { require.NoError(t, newQ(t, nil)) }},
+		{"NewQueue, NewPriorityQueue", "WithClock(nil), WithEntropy(nil), WithLogger(nil), WithMeterProvider(nil)", "the defaults: operations work", func(t *testing.T) {
+			db := newDB(t)
+			nils := []fdbqueue.Option{fdbqueue.WithClock(nil), fdbqueue.WithEntropy(nil), fdbqueue.WithLogger(nil), fdbqueue.WithMeterProvider(nil)}
+			q := mustQueue(t, "nil-options", nils...)
+			require.NoError(t, q.Enqueue(ctx, db, []byte("x")))
+			v, err := q.Dequeue(ctx, db)
+			require.NoError(t, err)
+			require.Equal(t, []byte("x"), v)
+			pq := mustPQ(t, "nil-options-pq", nils...)
+			require.NoError(t, pq.Push(ctx, db, []byte("y"), 1))
+			it, err := pq.PopMin(ctx, db)
+			require.NoError(t, err)
+			require.Equal(t, []byte("y"), it.Value)
+		}},
 		{"NewQueue", "WithJournalRetention(0), (-1s)", "ErrInvalidArgument", func(t *testing.T) {
 			require.ErrorIs(t, newQ(t, fdbqueue.WithJournalRetention(0)), fdbqueue.ErrInvalidArgument)
 			require.ErrorIs(t, newQ(t, fdbqueue.WithJournalRetention(-time.Second)), fdbqueue.ErrInvalidArgument)

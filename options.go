@@ -47,6 +47,9 @@ func newConfig(opts []Option) (config, error) {
 			o(&c)
 		}
 	}
+	if c.now == nil { // WithClock(nil): the default, as WithEntropy(nil)
+		c.now = time.Now
+	}
 	if c.retention <= 0 {
 		return c, fmt.Errorf("%w: journal retention %v must be positive", ErrInvalidArgument, c.retention)
 	}
@@ -132,13 +135,13 @@ func WithJournalRetention(d time.Duration) Option { return func(c *config) { c.r
 // same way.
 func WithBatchBudget(bytes int) Option { return func(c *config) { c.batchBudget = bytes } }
 
-// WithEntropy sets the source of the random key suffixes (default: a
-// ChaCha8 generator seeded from crypto/rand). Deterministic tests pass a
+// WithEntropy sets the source of the random key suffixes (default, and
+// for nil: a ChaCha8 generator seeded from crypto/rand). Deterministic tests pass a
 // seeded source. Reads from it are serialised by the queue.
 func WithEntropy(r io.Reader) Option { return func(c *config) { c.entropy = r } }
 
 // WithClock sets the clock that stamps operation IDs and expires journal
-// records (default time.Now). Tests pass a fake clock; in production the
+// records (default, and for nil, time.Now). Tests pass a fake clock; in production the
 // clocks of all clients of a queue may disagree by less than seven eighths
 // of the journal retention (see WithJournalRetention).
 func WithClock(now func() time.Time) Option { return func(c *config) { c.now = now } }
