@@ -302,6 +302,85 @@ func badRows() []badRow {
 			require.NoError(t, err)
 		}},
 		{"NewQueue", "nil Option", "ignored", func(t *testing.T) { require.NoError(t, newQ(t, nil)) }},
+		{"NewTypedQueue, NewTypedPriorityQueue: every operation", "a nil queue; a nil codec", "ErrInvalidArgument; nothing read or written (a dequeue or pop takes no item)", func(t *testing.T) {
+			db := newDB(t)
+			q, pq := mustQueue(t, "typed-nil"), mustPQ(t, "typed-nil-pq")
+			require.NoError(t, q.Enqueue(ctx, db, []byte("kept")))
+			require.NoError(t, pq.Push(ctx, db, []byte("kept"), 1))
+			tqs := []*fdbqueue.TypedQueue[string]{fdbqueue.NewTypedQueue[string](q, nil), fdbqueue.NewTypedQueue[string](nil, fdbqueue.StringCodec{})}
+			tps := []*fdbqueue.TypedPriorityQueue[string]{fdbqueue.NewTypedPriorityQueue[string](pq, nil), fdbqueue.NewTypedPriorityQueue[string](nil, fdbqueue.StringCodec{})}
+			inTx := func(f func(tr kv.Transaction) error) error {
+				var err error
+				require.NoError(t, db.Transact(ctx, func(tr kv.Transaction) error { err = f(tr); return nil }))
+				return err
+			}
+			for i, tq := range tqs {
+				for name, op := range map[string]func() error{
+					"Enqueue":      func() error { return tq.Enqueue(ctx, db, "x") },
+					"EnqueueBatch": func() error { return tq.EnqueueBatch(ctx, db, []string{"x"}) },
+					"Dequeue":      func() error { _, err := tq.Dequeue(ctx, db); return err },
+					"DequeueBatch": func() error { _, err := tq.DequeueBatch(ctx, db, 2); return err },
+					"DequeueWait":  func() error { _, err := tq.DequeueWait(ctx, db); return err },
+					"Peek":         func() error { _, err := tq.Peek(ctx, db); return err },
+					"Empty":        func() error { _, err := tq.Empty(ctx, db); return err },
+					"Len":          func() error { _, err := tq.Len(ctx, db); return err },
+					"Depth":        func() error { _, err := tq.Depth(ctx, db); return err },
+					"RepairDepth":  func() error { _, err := tq.RepairDepth(ctx, db); return err },
+					"Clear":        func() error { return tq.Clear(ctx, db) },
+					"Recover":      func() error { _, err := tq.Recover(ctx, db); return err },
+					"Reconfigure":  func() error { return tq.Reconfigure(ctx, db) },
+					"RegisterGauges": func() error {
+						_, err := tq.RegisterGauges(db)
+						return err
+					},
+					"WatchForItems": func() error {
+						return inTx(func(tr kv.Transaction) error { _, err := tq.WatchForItems(tr); return err })
+					},
+				} {
+					require.ErrorIs(t, op(), fdbqueue.ErrInvalidArgument, "TypedQueue %d: %s", i, name)
+				}
+				_ = tq.StagingStats()
+				_ = tq.Subspace()
+			}
+			for i, tp := range tps {
+				for name, op := range map[string]func() error{
+					"Push":        func() error { return tp.Push(ctx, db, "x", 1) },
+					"PopMin":      func() error { _, err := tp.PopMin(ctx, db); return err },
+					"PopMax":      func() error { _, err := tp.PopMax(ctx, db); return err },
+					"PopMinBatch": func() error { _, err := tp.PopMinBatch(ctx, db, 2); return err },
+					"PopMaxBatch": func() error { _, err := tp.PopMaxBatch(ctx, db, 2); return err },
+					"PopMinWait":  func() error { _, err := tp.PopMinWait(ctx, db); return err },
+					"PopMaxWait":  func() error { _, err := tp.PopMaxWait(ctx, db); return err },
+					"PeekMin":     func() error { _, err := tp.PeekMin(ctx, db); return err },
+					"PeekMax":     func() error { _, err := tp.PeekMax(ctx, db); return err },
+					"Empty":       func() error { _, err := tp.Empty(ctx, db); return err },
+					"Len":         func() error { _, err := tp.Len(ctx, db); return err },
+					"Depth":       func() error { _, err := tp.Depth(ctx, db); return err },
+					"RepairDepth": func() error { _, err := tp.RepairDepth(ctx, db); return err },
+					"Clear":       func() error { return tp.Clear(ctx, db) },
+					"Recover":     func() error { _, err := tp.Recover(ctx, db); return err },
+					"Reconfigure": func() error { return tp.Reconfigure(ctx, db) },
+					"RegisterGauges": func() error {
+						_, err := tp.RegisterGauges(db)
+						return err
+					},
+					"WatchForItems": func() error {
+						return inTx(func(tr kv.Transaction) error { _, err := tp.WatchForItems(tr); return err })
+					},
+				} {
+					require.ErrorIs(t, op(), fdbqueue.ErrInvalidArgument, "TypedPriorityQueue %d: %s", i, name)
+				}
+				_ = tp.StagingStats()
+				_ = tp.Subspace()
+			}
+			v, err := q.Dequeue(ctx, db)
+			require.NoError(t, err, "the item is still queued")
+			require.Equal(t, []byte("kept"), v)
+			it, err := pq.PopMin(ctx, db)
+			require.NoError(t, err, "the item is still queued")
+			require.Equal(t, []byte("kept"), it.Value)
+			require.Zero(t, queueLen(t, db, q))
+		}},
 		{"NewQueue, NewPriorityQueue", "WithClock(nil), WithEntropy(nil), WithLogger(nil), WithMeterProvider(nil)", "the defaults: operations work", func(t *testing.T) {
 			db := newDB(t)
 			nils := []fdbqueue.Option{fdbqueue.WithClock(nil), fdbqueue.WithEntropy(nil), fdbqueue.WithLogger(nil), fdbqueue.WithMeterProvider(nil)}

@@ -3,6 +3,7 @@ package fdbqueue
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"github.com/fdbqueue/fdbqueue/kv"
 )
@@ -15,9 +16,24 @@ type TypedQueue[T any] struct {
 	codec Codec[T]
 }
 
-// NewTypedQueue wraps q with codec.
+// NewTypedQueue wraps q with codec. Given a nil q or codec, every
+// operation of the result fails with ErrInvalidArgument, reading and
+// writing nothing.
 func NewTypedQueue[T any](q *Queue, codec Codec[T]) *TypedQueue[T] {
 	return &TypedQueue[T]{q: q, codec: codec}
+}
+
+// check refuses a wrapper made with a nil queue or codec before anything is
+// read or written: a nil codec met only once a dequeue had committed would
+// lose the item.
+func (tq *TypedQueue[T]) check() error {
+	if tq == nil || tq.q == nil {
+		return fmt.Errorf("%w: TypedQueue without a Queue", ErrInvalidArgument)
+	}
+	if tq.codec == nil {
+		return fmt.Errorf("%w: TypedQueue without a codec", ErrInvalidArgument)
+	}
+	return nil
 }
 
 // Queue returns the underlying byte queue.
@@ -31,6 +47,9 @@ func (tq *TypedQueue[T]) Enqueue(ctx context.Context, t kv.Transactor, v T, opts
 // EnqueueBatch encodes vs and enqueues them in one transaction; see
 // Queue.EnqueueBatch.
 func (tq *TypedQueue[T]) EnqueueBatch(ctx context.Context, t kv.Transactor, vs []T, opts ...OpOption) error {
+	if err := tq.check(); err != nil {
+		return err
+	}
 	raw, err := encodeTyped(tq.codec, vs)
 	if err != nil {
 		return err
@@ -42,6 +61,10 @@ func (tq *TypedQueue[T]) EnqueueBatch(ctx context.Context, t kv.Transactor, vs [
 // codec fails, the item has been dequeued all the same: its bytes are in the
 // returned *CodecError.
 func (tq *TypedQueue[T]) Dequeue(ctx context.Context, t kv.Transactor, opts ...OpOption) (T, error) {
+	if err := tq.check(); err != nil {
+		var zero T
+		return zero, err
+	}
 	raw, err := tq.q.Dequeue(ctx, t, opts...)
 	if err != nil {
 		var zero T
@@ -55,6 +78,10 @@ func (tq *TypedQueue[T]) Dequeue(ctx context.Context, t kv.Transactor, opts ...O
 // queue made WithStaging). As with Dequeue, an item the codec fails on has
 // been dequeued all the same: its bytes are in the returned *CodecError.
 func (tq *TypedQueue[T]) DequeueWait(ctx context.Context, db kv.Database, opts ...OpOption) (T, error) {
+	if err := tq.check(); err != nil {
+		var zero T
+		return zero, err
+	}
 	raw, err := tq.q.DequeueWait(ctx, db, opts...)
 	if err != nil {
 		var zero T
@@ -69,6 +96,9 @@ func (tq *TypedQueue[T]) DequeueWait(ctx context.Context, db kv.Database, opts .
 // (joined with errors.Join when there are several; errors.As finds the
 // first).
 func (tq *TypedQueue[T]) DequeueBatch(ctx context.Context, t kv.Transactor, max int, opts ...OpOption) ([]T, error) {
+	if err := tq.check(); err != nil {
+		return nil, err
+	}
 	raws, err := tq.q.DequeueBatch(ctx, t, max, opts...)
 	if err != nil {
 		return nil, err
@@ -99,6 +129,10 @@ func joinCodecErrors(errs []error) error {
 
 // Peek returns the decoded head item without removing it.
 func (tq *TypedQueue[T]) Peek(ctx context.Context, t kv.ReadTransactor) (T, error) {
+	if err := tq.check(); err != nil {
+		var zero T
+		return zero, err
+	}
 	raw, err := tq.q.Peek(ctx, t)
 	if err != nil {
 		var zero T
@@ -119,9 +153,22 @@ type TypedItem[T any] struct {
 	Priority int64
 }
 
-// NewTypedPriorityQueue wraps pq with codec.
+// NewTypedPriorityQueue wraps pq with codec. Given a nil pq or codec,
+// every operation of the result fails with ErrInvalidArgument, reading and
+// writing nothing.
 func NewTypedPriorityQueue[T any](pq *PriorityQueue, codec Codec[T]) *TypedPriorityQueue[T] {
 	return &TypedPriorityQueue[T]{pq: pq, codec: codec}
+}
+
+// check is TypedQueue.check's.
+func (tp *TypedPriorityQueue[T]) check() error {
+	if tp == nil || tp.pq == nil {
+		return fmt.Errorf("%w: TypedPriorityQueue without a PriorityQueue", ErrInvalidArgument)
+	}
+	if tp.codec == nil {
+		return fmt.Errorf("%w: TypedPriorityQueue without a codec", ErrInvalidArgument)
+	}
+	return nil
 }
 
 // PriorityQueue returns the underlying byte priority queue.
@@ -129,6 +176,9 @@ func (tp *TypedPriorityQueue[T]) PriorityQueue() *PriorityQueue { return tp.pq }
 
 // Push encodes v and pushes it with priority; see PriorityQueue.Push.
 func (tp *TypedPriorityQueue[T]) Push(ctx context.Context, t kv.Transactor, v T, priority int64, opts ...OpOption) error {
+	if err := tp.check(); err != nil {
+		return err
+	}
 	raw, err := tp.codec.Encode(v)
 	if err != nil {
 		return &CodecError{Err: err}
@@ -138,11 +188,17 @@ func (tp *TypedPriorityQueue[T]) Push(ctx context.Context, t kv.Transactor, v T,
 
 // PopMin pops and decodes the smallest item; see PriorityQueue.PopMin.
 func (tp *TypedPriorityQueue[T]) PopMin(ctx context.Context, t kv.Transactor, opts ...OpOption) (TypedItem[T], error) {
+	if err := tp.check(); err != nil {
+		return TypedItem[T]{}, err
+	}
 	return tp.decodeItem(tp.pq.PopMin(ctx, t, opts...))
 }
 
 // PopMax pops and decodes the largest item; see PriorityQueue.PopMax.
 func (tp *TypedPriorityQueue[T]) PopMax(ctx context.Context, t kv.Transactor, opts ...OpOption) (TypedItem[T], error) {
+	if err := tp.check(); err != nil {
+		return TypedItem[T]{}, err
+	}
 	return tp.decodeItem(tp.pq.PopMax(ctx, t, opts...))
 }
 
@@ -150,22 +206,34 @@ func (tp *TypedPriorityQueue[T]) PopMax(ctx context.Context, t kv.Transactor, op
 // priority queue is empty; see PriorityQueue.PopMinWait (it needs a
 // priority queue made WithStaging).
 func (tp *TypedPriorityQueue[T]) PopMinWait(ctx context.Context, db kv.Database, opts ...OpOption) (TypedItem[T], error) {
+	if err := tp.check(); err != nil {
+		return TypedItem[T]{}, err
+	}
 	return tp.decodeItem(tp.pq.PopMinWait(ctx, db, opts...))
 }
 
 // PopMaxWait pops and decodes the largest item, waiting for one while the
 // priority queue is empty; see PriorityQueue.PopMaxWait.
 func (tp *TypedPriorityQueue[T]) PopMaxWait(ctx context.Context, db kv.Database, opts ...OpOption) (TypedItem[T], error) {
+	if err := tp.check(); err != nil {
+		return TypedItem[T]{}, err
+	}
 	return tp.decodeItem(tp.pq.PopMaxWait(ctx, db, opts...))
 }
 
 // PeekMin decodes the smallest item without removing it.
 func (tp *TypedPriorityQueue[T]) PeekMin(ctx context.Context, t kv.ReadTransactor) (TypedItem[T], error) {
+	if err := tp.check(); err != nil {
+		return TypedItem[T]{}, err
+	}
 	return tp.decodeItem(tp.pq.PeekMin(ctx, t))
 }
 
 // PeekMax decodes the largest item without removing it.
 func (tp *TypedPriorityQueue[T]) PeekMax(ctx context.Context, t kv.ReadTransactor) (TypedItem[T], error) {
+	if err := tp.check(); err != nil {
+		return TypedItem[T]{}, err
+	}
 	return tp.decodeItem(tp.pq.PeekMax(ctx, t))
 }
 
