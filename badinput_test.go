@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -675,6 +677,35 @@ func badRows() []badRow {
 			require.ErrorIs(t, tq.Enqueue(ctx, db, make(chan int)), fdbqueue.ErrCodec)
 			require.Zero(t, queueLen(t, db, tq.Queue()))
 		}},
+		{"TypedQueue.Dequeue, DequeueBatch, TypedPriorityQueue.PopMin, PopMaxBatch", "a codec whose Decode panics", "ErrCodec; the item, removed, comes back in *CodecError.Raw", func(t *testing.T) {
+			db := newDB(t)
+			q, pq := mustQueue(t, "codec-panic"), mustPQ(t, "codec-panic-pq")
+			tq, tp := fdbqueue.NewTypedQueue[int](q, panicCodec{}), fdbqueue.NewTypedPriorityQueue[int](pq, panicCodec{})
+			require.NoError(t, q.EnqueueBatch(ctx, db, [][]byte{[]byte("a"), []byte("b"), []byte("c")}))
+			require.NoError(t, pq.Push(ctx, db, []byte("d"), 1))
+			require.NoError(t, pq.Push(ctx, db, []byte("e"), 2))
+			var got []string
+			raw := func(err error) {
+				t.Helper()
+				require.ErrorIs(t, err, fdbqueue.ErrCodec)
+				for _, e := range append([]error{err}, unwrapJoined(err)...) {
+					var ce *fdbqueue.CodecError
+					if e != nil && errors.As(e, &ce) && !slices.Contains(got, string(ce.Raw)) {
+						got = append(got, string(ce.Raw))
+					}
+				}
+			}
+			_, err := tq.Dequeue(ctx, db)
+			raw(err)
+			_, err = tq.DequeueBatch(ctx, db, 2)
+			raw(err)
+			_, err = tp.PopMin(ctx, db)
+			raw(err)
+			_, err = tp.PopMaxBatch(ctx, db, 1)
+			raw(err)
+			require.Equal(t, []string{"a", "b", "c", "d", "e"}, got, "every item's bytes came back")
+			require.Zero(t, queueLen(t, db, q))
+		}},
 		{"Queue.Enqueue with WithOpID", "an OpID older than the journal retention", "ErrOperationExpired; nothing written", func(t *testing.T) {
 			db := newDB(t)
 			q := mustQueue(t, "expired", fdbqueue.WithJournalRetention(time.Minute))
@@ -868,4 +899,19 @@ func plantForeign(t *testing.T, db kv.Database, s fdbqueue.Subspace, tup tuple.T
 	require.NoError(t, err)
 	require.NoError(t, db.Transact(context.Background(), func(tr kv.Transaction) error { tr.Set(key, value); return nil }))
 	return key
+}
+
+// panicCodec's Decode panics, as a buggy codec may on bytes it does not
+// expect.
+type panicCodec struct{}
+
+func (panicCodec) Encode(v int) ([]byte, error) { return []byte(strconv.Itoa(v)), nil }
+func (panicCodec) Decode([]byte) (int, error)   { panic("codec bug") }
+
+// unwrapJoined returns the errors joined in err (errors.Join), if any.
+func unwrapJoined(err error) []error {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		return j.Unwrap()
+	}
+	return nil
 }

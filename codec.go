@@ -61,7 +61,9 @@ func (e ValueEncoding) decode(stored []byte) ([]byte, error) {
 }
 
 // Codec converts between a typed item and the bytes a queue stores. Encode
-// and Decode must be inverse and safe for concurrent use.
+// and Decode must be inverse and safe for concurrent use. A Decode that
+// panics counts as failing: the typed queue returns the item's bytes in a
+// *CodecError.
 type Codec[T any] interface {
 	Encode(v T) ([]byte, error)
 	Decode(b []byte) (T, error)

@@ -257,8 +257,17 @@ func encodeTyped[T any](c Codec[T], vs []T) ([][]byte, error) {
 	return raw, nil
 }
 
-func decodeTyped[T any](c Codec[T], raw []byte) (T, error) {
-	v, err := c.Decode(raw)
+// decodeTyped decodes raw, which a take has removed: a Decode that panics
+// fails like one that returns an error, so that the caller still gets the
+// item's bytes in the *CodecError.
+func decodeTyped[T any](c Codec[T], raw []byte) (v T, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			var zero T
+			v, err = zero, &CodecError{Raw: raw, Err: fmt.Errorf("Decode panicked: %v", r)}
+		}
+	}()
+	v, err = c.Decode(raw)
 	if err != nil {
 		var zero T
 		return zero, &CodecError{Raw: raw, Err: err}
