@@ -120,7 +120,9 @@ type PoolOptions struct {
 	ReleaseTimeout time.Duration
 	// Logger receives the pool's structured logs (default: the queue's
 	// logger, WithLogger, which discards them unless set). The lines carry
-	// the queue's name (fdbqueue.queue, WithQueueName) either way.
+	// the queue's name (fdbqueue.queue, WithQueueName) either way. A dead
+	// letter is logged by the queue, and by the pool too only when Logger
+	// is not the one given WithLogger.
 	Logger *slog.Logger
 	// OnOutcome, if set, is called after each job with what became of it
 	// (the job is settled by then), by the job's worker, which waits for
@@ -289,7 +291,7 @@ func (q *JobQueue) Run(ctx context.Context, db kv.Database, handler Handler, o P
 	if o.ReleaseTimeout == 0 {
 		o.ReleaseTimeout = DefaultReleaseTimeout
 	}
-	if obs := q.journal.track.obs; o.Logger == nil {
+	if obs := q.journal.track.obs; o.Logger == nil || o.Logger == obs.logger {
 		o.Logger = obs.log
 	} else {
 		// The queue's attribute, as on the queue's own lines.

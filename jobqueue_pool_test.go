@@ -405,6 +405,27 @@ func TestPoolLogsWhereTheQueueDoes(t *testing.T) {
 	}
 }
 
+// The Logger given WithLogger and as PoolOptions.Logger, as an application
+// passes its one logger everywhere, is one log: a dead letter is one line in
+// it, not the queue's and the pool's.
+func TestPoolSharingTheQueuesLoggerLogsADeadLetterOnce(t *testing.T) {
+	db := newDB(t)
+	var logs syncBuffer
+	logger := slog.New(slog.NewTextHandler(&logs, nil))
+	q := mustJobQueue(t, "pool-same-log", fdbqueue.JobQueueConfig{MaxAttempts: 1}, fdbqueue.WithLogger(logger))
+	mustAdd(t, db, q, fdbqueue.Job{Value: []byte("fails")})
+	outcomes := make(chan fdbqueue.Outcome, 1)
+	run := startPool(t, q, db, func(context.Context, *fdbqueue.Task) error { return errors.New("boom") },
+		fdbqueue.PoolOptions{Workers: 1, Logger: logger, OnOutcome: func(o fdbqueue.Outcome) { outcomes <- o }})
+	require.Equal(t, fdbqueue.DeadLettered, (<-outcomes).Result)
+	require.NoError(t, run.stop())
+	require.Equal(t, 1, strings.Count(logs.String(), "job dead-lettered"), logs.String())
+	require.Equal(t, 1, strings.Count(logs.String(), "job pool started"), logs.String())
+	for _, line := range strings.Split(strings.TrimSpace(logs.String()), "\n") {
+		require.Equal(t, 1, strings.Count(line, "fdbqueue.queue="), "the queue's attribute once: %s", line)
+	}
+}
+
 // A handler's panic is logged with its stack, as its PanicError holds it.
 func TestPoolLogsAPanicsStack(t *testing.T) {
 	db := newDB(t)

@@ -127,6 +127,10 @@ type observer struct {
 	queue   attribute.KeyValue
 	meter   metric.Meter
 	log     *slog.Logger
+	// logger is the Logger given WithLogger (nil without one), before the
+	// queue's attribute was added: a pool given the same one logs where
+	// the queue does.
+	logger *slog.Logger
 
 	ops, conflicts, retries, unknown, replays  metric.Int64Counter
 	staged, leaseOutcomes, expiredLeases, dead metric.Int64Counter
@@ -155,7 +159,7 @@ func newObserver(queuePrefix []byte, c obsConfig) *observer {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	o := &observer{metered: c.meterProvider != nil, queue: attrQueue.String(name), meter: mp.Meter(instrumentationName), log: log.With(string(attrQueue), name)}
+	o := &observer{metered: c.meterProvider != nil, queue: attrQueue.String(name), meter: mp.Meter(instrumentationName), log: log.With(string(attrQueue), name), logger: c.logger}
 	counter := func(name, unit, desc string) metric.Int64Counter {
 		// An SDK reports an invalid instrument through its error handler
 		// and returns a working no-op one with the error: keep it.
