@@ -63,7 +63,11 @@ import (
 // Task.Ack: most likely that ack removed it, and the pool's outcome
 // tells). Given a caller's
 // Transaction, an operation's outcome is its function's: the caller
-// commits later, and its conflicts and retries are the caller's.
+// commits later, and its conflicts and retries are the caller's. So
+// fdbqueue.operations counts calls, not jobs: a pool's job acked with
+// Task.Ack counts an ack for each run of the caller's function and one
+// more for the pool's own ack, which finds it done (a journal replay);
+// fdbqueue.lease.outcomes counts each job once.
 //
 // fdbqueue.handler.duration is the time from a pool's call of the Handler
 // to its return (or panic), on the queue's Clock, recorded once the job is
