@@ -66,8 +66,10 @@ func (s Subspace) Unpack(key []byte) (tuple.Tuple, error) {
 }
 
 // Range returns the range of every key that packs a tuple within s (with
-// elems, of every key that packs a tuple starting with elems): the keys
-// strictly between prefix+\x00 and prefix+\xff.
+// elems, of every key that packs a tuple starting with elems): from
+// prefix+\x00, included (it packs the tuple (nil,)), to prefix+\xff,
+// excluded, as FDB's subspace layer (Subspace.FDBRangeKeys in the Go
+// binding) ranges.
 func (s Subspace) Range(elems ...any) (kv.KeyRange, error) {
 	// Both bounds in one buffer: prefix and elems, \x00, then the same
 	// again and \xff (a second allocation only for long elems).
