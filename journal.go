@@ -338,7 +338,7 @@ func (o *op) endAs(err, reported error) {
 	// Counted and logged last: a maybe-committed error's log line names
 	// the ID to settle the operation with, so its slot must be
 	// remembered (below) before anyone can read the line.
-	defer o.j.track.obs.ended(o.kind, o.id, reported)
+	defer o.j.track.obs.ended(o.kind, o.id, !o.off(), reported)
 	if o.j.disabled || !o.owned {
 		return
 	}

@@ -79,6 +79,34 @@ func TestLogLines(t *testing.T) {
 	require.NoError(t, q2.Enqueue(ctx, db, []byte("x")))
 }
 
+// Without the journal (WithoutIdempotency) an operation that may have
+// committed cannot be settled: the queue made no ID, and a call under
+// WithOpID applies the operation anew (journal.go: check reads nothing
+// when the journal is off). The log line of such an operation must not
+// tell the reader to call it again under its ID (it named the zero ID,
+// and following it pushed the item a second time), but that it cannot be
+// settled.
+func TestLogLineMaybeCommittedWithoutJournal(t *testing.T) {
+	ctx := context.Background()
+	db := newDB(t)
+	var buf bytes.Buffer
+	pq := mustPQ(t, "logs-nojournal", fdbqueue.WithoutIdempotency(), fdbqueue.WithLogger(slog.New(slog.NewTextHandler(&buf, nil))))
+	db.FailNextCommit(kv.ErrCommitUnknownResult, true)
+	err := pq.Push(ctx, &onceDB{DB: db}, []byte("x"), 1)
+	require.True(t, kv.MaybeCommitted(err), "%v", err)
+	line := buf.String()
+	require.Contains(t, line, "may have committed")
+	require.Contains(t, line, "cannot be settled", line)
+	require.NotContains(t, line, "WithOpID", line)
+	require.NotContains(t, line, "op_id=", "no ID names the operation: %s", line)
+
+	// What the advice did: the call under the ID it named pushed again.
+	require.NoError(t, pq.Push(ctx, db, []byte("x"), 1, fdbqueue.WithOpID(fdbqueue.OpID{})))
+	n, err := pq.Len(ctx, db)
+	require.NoError(t, err)
+	require.Equal(t, 2, n, "a journal-less queue applies a call under an ID anew")
+}
+
 // onceDB's transactions are not retried: an unknown commit result reaches
 // the caller.
 type onceDB struct{ *memdb.DB }

@@ -52,7 +52,8 @@ import (
 // outcomes fdbqueue.lease.extensions counts). Outcomes: ok, empty,
 // maybe_committed (the error satisfies kv.MaybeCommitted: call it again
 // under the same ID to settle it, on the same queue value for an ID the
-// queue made and logged; see WithOpID), canceled (the context ended),
+// queue made and logged; see WithOpID; without the journal it cannot be
+// settled), canceled (the context ended),
 // error; a pool's (fdbqueue.lease.outcomes): acked, retried,
 // dead_lettered, lease_lost, abandoned, failed, snoozed (Result's names in
 // snake_case); an extension's (fdbqueue.lease.extensions): extended,
@@ -93,7 +94,8 @@ func WithMeterProvider(mp metric.MeterProvider) Option {
 // WithLogger makes the queue log the events worth a line to l: recoveries
 // of staged lines, staged calls whose claim expired, operations that ended
 // with an unknown commit outcome (with the operation ID that settles them
-// on this queue value: see WithOpID), journal replays, expired leases
+// on this queue value, see WithOpID; on a queue made WithoutIdempotency,
+// with none: they cannot be settled), journal replays, expired leases
 // taken over and dead letters. The default discards them: a library should
 // not write to an application's logs unasked, and every one of these events
 // is also counted in the metrics.
@@ -214,8 +216,9 @@ func outcomeOf(err error) string {
 	return "error"
 }
 
-// ended counts an operation (hook: op.end).
-func (o *observer) ended(op string, id OpID, err error) {
+// ended counts an operation (hook: op.end). journaled says whether it
+// kept a journal record, so that a call under id can settle it.
+func (o *observer) ended(op string, id OpID, journaled bool, err error) {
 	if op == "" || err == nil && !o.metered || errors.Is(err, errOpReplaced) {
 		return // a success without a MeterProvider: nothing to count or log
 	}
@@ -225,7 +228,12 @@ func (o *observer) ended(op string, id OpID, err error) {
 		o.log.Warn("fdbqueue: staged claim expired: the request was dropped and its item returned to the queue",
 			"op", op, "op_id", id.String())
 	}
-	if out == "maybe_committed" {
+	if out == "maybe_committed" && !journaled {
+		// No record to find (WithoutIdempotency): a call under an ID
+		// applies the operation anew.
+		o.log.Warn("fdbqueue: operation may have committed; the queue keeps no journal (WithoutIdempotency), so it cannot be settled: calling it again may apply it twice",
+			"op", op, "err", err)
+	} else if out == "maybe_committed" {
 		o.log.Warn("fdbqueue: operation may have committed; call it again with WithOpID(op_id) on this queue value to settle it",
 			"op", op, "op_id", id.String(), "err", err)
 	}
