@@ -390,6 +390,23 @@ func (o *op) endAs(err, reported error) {
 	}
 }
 
+// emptyTaken returns ErrEmpty alone for err, the error of a take that
+// found nothing to take, when the retry loop marked it maybe-committed
+// (kv.RetryLoop marks every error after an attempt whose commit outcome
+// was unknown) but the journal settles it: the attempt that found nothing
+// read the operation's record key with a normal read and found no record,
+// and FoundationDB reports commit_unknown_result only once that commit
+// can no longer land (tryCommit waits for commitDummyTransaction,
+// fdbclient/NativeAPI.actor.cpp), while nothing clears a record before
+// its operation ends: no attempt took anything. Without the journal an
+// earlier attempt may have taken an item, lost since: err stays as it is.
+func (o *op) emptyTaken(err error) error {
+	if err == nil || o.off() || !errors.Is(err, ErrEmpty) || !kv.MaybeCommitted(err) {
+		return err
+	}
+	return ErrEmpty
+}
+
 // addPending queues r for clearing by a later operation (j.mu held); past
 // maxPendingClears it is left to expire.
 func (j *journal) addPending(r kv.KeyRange) {

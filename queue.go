@@ -554,7 +554,8 @@ func (q *Queue) checkItemKey(key []byte) error {
 //
 // Under commit_unknown_result the retry finds the journal record of the
 // attempt that committed and returns the same item: nothing is lost or
-// returned twice. If Dequeue fails with an error for which kv.MaybeCommitted
+// returned twice; a retry that finds no record and no item returns
+// ErrEmpty, not maybe-committed (no attempt took one). If Dequeue fails with an error for which kv.MaybeCommitted
 // is true, the item may have been removed; call Dequeue again with the same
 // WithOpID within the journal retention to get it: your own ID, or the one
 // the queue logged, on the same Queue value (see WithOpID).
@@ -638,7 +639,7 @@ func (q *Queue) dequeue(ctx context.Context, t kv.Transactor, max int, keepOne b
 	}
 	c := newCall(callDequeue, &q.layer, "dequeue", "", t, opts)
 	c.q, c.lim, c.keepOne = q, batchLimit{max: max, budget: q.cfg.batchBudget}, keepOne
-	err := c.run(ctx)
+	err := c.op.emptyTaken(c.run(ctx))
 	c.op.end(err)
 	if err != nil {
 		c.release()
