@@ -96,8 +96,10 @@ var (
 	ErrUniqueKeyHeld = errors.New("fdbqueue: unique key held by another job")
 
 	// ErrCodec is returned when a typed queue's codec cannot encode or decode
-	// a value. Decoding failures leave the item dequeued: the raw bytes are
-	// in the *CodecError.
+	// a value, in a *CodecError: an item it failed to decode has been
+	// dequeued all the same (unless peeked), and its bytes are in the error.
+	// It is also returned, not as a *CodecError, for a stored value that is
+	// not a packed tuple under TupleValues: then nothing is removed.
 	ErrCodec = errors.New("fdbqueue: codec error")
 )
 
@@ -116,12 +118,15 @@ func (e *ForeignKeyError) Error() string {
 // Is reports whether target is ErrForeignKey.
 func (e *ForeignKeyError) Is(target error) bool { return target == ErrForeignKey }
 
-// CodecError carries the raw bytes a typed queue failed to decode, so an
-// item whose dequeue committed is never lost to a bad codec. It matches
-// ErrCodec with errors.Is.
+// CodecError carries the raw bytes a typed queue failed to decode, and a
+// TypedPriorityQueue's item's priority, so an item whose dequeue committed
+// is never lost to a bad codec. It matches ErrCodec with errors.Is.
 type CodecError struct {
 	Raw []byte // the stored value (nil when encoding failed)
 	Err error  // the codec's error
+	// Priority is the item's priority, for a TypedPriorityQueue's item
+	// (popped, peeked, or not encoded by Push); 0 for a TypedQueue's.
+	Priority int64
 }
 
 // Error describes the codec's failure.

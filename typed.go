@@ -181,12 +181,14 @@ func (tp *TypedPriorityQueue[T]) Push(ctx context.Context, t kv.Transactor, v T,
 	}
 	raw, err := tp.codec.Encode(v)
 	if err != nil {
-		return &CodecError{Err: err}
+		return &CodecError{Err: err, Priority: priority}
 	}
 	return tp.pq.Push(ctx, t, raw, priority, opts...)
 }
 
 // PopMin pops and decodes the smallest item; see PriorityQueue.PopMin.
+// When the codec fails, the item has been popped all the same: its bytes
+// and priority are in the returned *CodecError.
 func (tp *TypedPriorityQueue[T]) PopMin(ctx context.Context, t kv.Transactor, opts ...OpOption) (TypedItem[T], error) {
 	if err := tp.check(); err != nil {
 		return TypedItem[T]{}, err
@@ -242,6 +244,9 @@ func (tp *TypedPriorityQueue[T]) decodeItem(it Item, err error) (TypedItem[T], e
 		return TypedItem[T]{}, err
 	}
 	v, err := decodeTyped(tp.codec, it.Value)
+	if ce, ok := err.(*CodecError); ok {
+		ce.Priority = it.Priority // a batch drops the item: its error keeps it whole
+	}
 	return TypedItem[T]{Value: v, Priority: it.Priority}, err
 }
 

@@ -89,9 +89,9 @@ func (tp *TypedPriorityQueue[T]) Subspace() Subspace {
 
 // PopMinBatch pops up to n of the smallest items, smallest first, and
 // decodes them; see PriorityQueue.PopMinBatch. Items the codec fails on
-// are dropped from the result and reported, with their bytes, in a
-// *CodecError each after the others (see TypedQueue.DequeueBatch): they
-// have been popped all the same.
+// are dropped from the result and reported, with their bytes and
+// priorities, in a *CodecError each after the others (see
+// TypedQueue.DequeueBatch): they have been popped all the same.
 func (tp *TypedPriorityQueue[T]) PopMinBatch(ctx context.Context, t kv.Transactor, n int, opts ...OpOption) ([]TypedItem[T], error) {
 	if err := tp.check(); err != nil {
 		return nil, err

@@ -3,6 +3,7 @@ package fdbqueue_test
 import (
 	"context"
 	"errors"
+	"math"
 	"reflect"
 	"strconv"
 	"testing"
@@ -105,3 +106,58 @@ func TestTypedWrappersOperations(t *testing.T) {
 		return err
 	}))
 }
+
+// An item of a TypedPriorityQueue is its value and its priority. One its
+// codec fails on has been popped all the same, so its *CodecError must
+// give both: with only its bytes, the caller of a batch pop (which drops
+// it from the result) could not put it back, or aside, at its priority.
+func TestTypedPriorityQueueCodecErrorKeepsThePriority(t *testing.T) {
+	ctx := context.Background()
+	db := newDB(t)
+	raw := mustPQ(t, "typed-codec-priority")
+	pq := fdbqueue.NewTypedPriorityQueue(raw, intCodec{})
+	bad := map[string]int64{"bad-min": math.MinInt64, "bad-7": 7, "bad-max": math.MaxInt64, "bad-0": 0}
+	for v, p := range bad {
+		require.NoError(t, raw.Push(ctx, db, []byte(v), p))
+	}
+	require.NoError(t, pq.Push(ctx, db, 3, 3))
+	got := map[string]int64{}
+	note := func(err error) {
+		t.Helper()
+		var walk func(error)
+		walk = func(e error) {
+			if ce, ok := e.(*fdbqueue.CodecError); ok {
+				got[string(ce.Raw)] = ce.Priority
+				return
+			}
+			if u, ok := e.(interface{ Unwrap() []error }); ok {
+				for _, x := range u.Unwrap() {
+					walk(x)
+				}
+			}
+		}
+		require.ErrorIs(t, err, fdbqueue.ErrCodec)
+		walk(err)
+	}
+	items, err := pq.PopMinBatch(ctx, db, 3) // bad-min, bad-0, 3
+	note(err)
+	require.Equal(t, []fdbqueue.TypedItem[int]{{Value: 3, Priority: 3}}, items)
+	it, err := pq.PopMax(ctx, db) // bad-max
+	note(err)
+	require.Equal(t, int64(math.MaxInt64), it.Priority)
+	items, err = pq.PopMaxBatch(ctx, db, 3) // bad-7
+	note(err)
+	require.Empty(t, items)
+	require.Equal(t, bad, got, "each undecodable item's bytes with its priority")
+
+	var ce *fdbqueue.CodecError
+	err = fdbqueue.NewTypedPriorityQueue(raw, failingEncode{}).Push(ctx, db, 1, 42)
+	require.ErrorAs(t, err, &ce)
+	require.Nil(t, ce.Raw, "nothing encoded")
+	require.Equal(t, int64(42), ce.Priority)
+}
+
+// failingEncode is an int codec that encodes nothing.
+type failingEncode struct{ intCodec }
+
+func (failingEncode) Encode(int) ([]byte, error) { return nil, errors.New("no encoding") }
