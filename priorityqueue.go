@@ -195,8 +195,11 @@ func parsePriorityFast(key, prefix []byte) (priority, count int64, ok bool) {
 }
 
 // PopMin removes and returns the item with the smallest priority (the
-// earliest pushed among equals), or ErrEmpty. Conflicts, cost and
-// guarantees are those of Queue.Dequeue, staged mode included.
+// earliest pushed among equals), or ErrEmpty. Cost and guarantees are
+// those of Queue.Dequeue, staged mode included. It reads the head with a
+// normal read, so it conflicts with another pop of the item and, unlike a
+// Dequeue, with a push of a smaller priority (its item lands ahead of the
+// one read), but not with one of a priority at least as large.
 func (pq *PriorityQueue) PopMin(ctx context.Context, t kv.Transactor, opts ...OpOption) (Item, error) {
 	return pq.popOne(ctx, t, false, opts)
 }
@@ -223,12 +226,16 @@ func (pq *PriorityQueue) popOne(ctx context.Context, t kv.Transactor, max bool, 
 }
 
 // PopMinBatch removes up to n items from the smallest end, in order; see
-// Queue.DequeueBatch for limits and conflicts.
+// Queue.DequeueBatch for limits and conflicts (its read conflict, up to
+// the last item taken, makes it conflict with a push of a smaller
+// priority than that item's).
 func (pq *PriorityQueue) PopMinBatch(ctx context.Context, t kv.Transactor, n int, opts ...OpOption) ([]Item, error) {
 	return pq.popBatch(ctx, t, n, false, opts)
 }
 
-// PopMaxBatch removes up to n items from the largest end, largest first.
+// PopMaxBatch removes up to n items from the largest end, largest first;
+// see PopMinBatch (it conflicts with a push of a priority at least as
+// large as the last item's it takes).
 func (pq *PriorityQueue) PopMaxBatch(ctx context.Context, t kv.Transactor, n int, opts ...OpOption) ([]Item, error) {
 	return pq.popBatch(ctx, t, n, true, opts)
 }
