@@ -92,7 +92,10 @@ func WithVersionstampOrder() Option { return func(c *config) { c.versionstamps =
 // like the FoundationDB recipes, with no journal record to write (one
 // write fewer) nor to read on a retry (one point read fewer), and a retry
 // after commit_unknown_result may enqueue an item twice or lose a dequeued
-// one. Use it only when duplicates and losses are acceptable.
+// one. Use it only when duplicates and losses are acceptable. WithOpID
+// then does nothing (its ID is neither checked nor recorded): an
+// operation that failed maybe-committed cannot be settled, and calling it
+// again under its ID applies it anew.
 func WithoutIdempotency() Option { return func(c *config) { c.noJournal = true } }
 
 // WithJournalRetention sets how long journal records of operations that
