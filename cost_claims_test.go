@@ -678,6 +678,18 @@ func costClaims() []costClaim {
 				ReadConflict: recordConflict}},
 		},
 		{
+			name:  "JobQueue.Nack/NoRetry",
+			claim: "(when the job goes to the dead-letter list [NoRetry, with attempts left]: four counter adds, no bump, and a clear of its unique key if any)",
+			setup: func(e *costEnv) { e.setLease("u") }, // MaxAttempts: the queue's 10
+			op: func(e *costEnv) error {
+				dead, err := e.jq.Nack(e.ctx, e.db, e.lease, fdbqueue.NackOptions{NoRetry: true})
+				require.True(e.t, dead)
+				return err
+			},
+			want: []cost{{MetadataVersion: mvRead, Get: 1, RoundTrips: 1, Clear: 2 + carriedClear, Set: 2 + 1, Add: 4, CompareAndClear: 1,
+				ReadConflict: recordConflict}},
+		},
+		{
 			name:  "JobQueue.Extend",
 			claim: "one round trip and a commit of a clear, two writes, two counter adds and a compare-and-clear",
 			setup: func(e *costEnv) { e.setLease("") },

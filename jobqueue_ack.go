@@ -146,20 +146,28 @@ type NackOptions struct {
 	// Reason is kept with the job (cut to MaxReasonSize bytes) and shown
 	// by later leases and the dead-letter list.
 	Reason string
+	// NoRetry moves the job to the dead-letter list now, whatever attempts
+	// it has left, as a nack of its last attempt does (asynq's SkipRetry,
+	// river's JobCancel): for a job that can never succeed, such as one
+	// whose payload is malformed. Delay is then unused.
+	NoRetry bool
 }
 
 // Nack gives the leased job back after a failed attempt: it is due again
-// after no.Delay, or, if that was its last attempt, it moves to the
-// dead-letter list (dead reports which). It fails with ErrLeaseLost as Ack
-// does. Conflicts, cost and exactly-once behaviour are Ack's, except that
-// instead of Ack's clears and counter changes it writes a clear, two
-// writes, three counter adds, a compare-and-clear and a bump of the signal
-// key (when the job goes to the dead-letter list: four counter adds, no
-// bump, and a clear of its unique key if any).
+// after no.Delay, or, if that was its last attempt or no.NoRetry is set,
+// it moves to the dead-letter list (dead reports which). It fails with
+// ErrLeaseLost as Ack does. Conflicts, cost and exactly-once behaviour are
+// Ack's, except that instead of Ack's clears and counter changes it writes
+// a clear, two writes, three counter adds, a compare-and-clear and a bump
+// of the signal key (when the job goes to the dead-letter list: four
+// counter adds, no bump, and a clear of its unique key if any). Under
+// commit_unknown_result the retry finds the record and returns the first
+// attempt's dead, so a job is dead-lettered once, and a NoRetry nack
+// whose commit landed returns true.
 func (q *JobQueue) Nack(ctx context.Context, t kv.Transactor, l Lease, no NackOptions, opts ...OpOption) (dead bool, err error) {
 	rec, err := q.heldOp(ctx, t, "nack", l, opts, func(tr kv.Transaction, m jobMeta, key []byte) ([]byte, error) {
 		now := q.cfg.Clock.Now()
-		if m.attempts >= m.maxAttempts {
+		if no.NoRetry || m.attempts >= m.maxAttempts {
 			q.bury(tr, m, key, now, no.Reason)
 			return []byte{1}, nil
 		}
