@@ -630,8 +630,9 @@ func badRows() []badRow {
 			require.NoError(t, pq.Push(ctx, db, []byte("y"), 6))
 			require.Equal(t, 2, queueLen(t, db, pq))
 		}},
-		{"JobQueue.Run", "a nil handler or database; Workers below 0 or above MaxPoolWorkers (math.MaxInt); LeaseDuration under 1 ms; ExtendEvery at or above the lease; a negative ReleaseTimeout", "ErrInvalidArgument; no worker started", func(t *testing.T) {
+		{"JobQueue.Run", "a nil handler or database; Workers below 0 or above MaxPoolWorkers (math.MaxInt); LeaseDuration under 1 ms; ExtendEvery at or above the lease; a negative ReleaseTimeout or HandlerTimeout", "ErrInvalidArgument; no worker started", func(t *testing.T) {
 			t.Run("options", TestJobPoolBadOptions)
+			t.Run("handler timeout", TestJobPoolBadHandlerTimeout)
 		}},
 		{"JobQueue: every operation (Add, AddBatch, Lease, LeaseWait, SettleLease, Ack, Nack, Extend, Release, Requeue, DeleteDead, Stats, ListDead, Run)", "a Queue's or PriorityQueue's subspace; a subspace without a record holding a recipe queue's items", "ErrConfigMismatch (a *ConfigMismatchError, Field \"kind\"); nothing written", func(t *testing.T) {
 			t.Run("queue", TestJobQueueOnQueueSubspace)

@@ -16,12 +16,18 @@ import (
 // Handler processes one leased job. Returning nil acks the job; returning
 // an error nacks it (it is retried after the queue's backoff, or
 // dead-lettered after its last attempt). A panic, or a runtime.Goexit,
-// counts as an error. ctx ends when the lease is lost (another consumer
-// has the job now) or when the pool gives up on in-flight jobs at
-// shutdown; the handler should then stop, since its result is no longer
-// used. Once the handler has called Task.Ack, the job gone does not end
-// ctx (its own ack most likely removed it; Task.Ack fails with
-// ErrLeaseLost if another consumer has it).
+// counts as an error. Three errors, returned as they are or wrapped
+// (fmt.Errorf with %w), say more: Snooze runs the job later without using
+// an attempt, NoRetry dead-letters it now, and RetryAfter retries it after
+// the handler's delay instead of the backoff. When an error wraps more
+// than one of them, the outermost (the first errors.As finds) decides.
+// ctx ends when the lease is lost (another consumer has the job now) or
+// when the pool gives up on in-flight jobs at shutdown; the handler should
+// then stop, since its result is no longer used. It ends too at
+// PoolOptions.HandlerTimeout, after which the handler's error counts as a
+// failed attempt. Once the handler has called Task.Ack, the job gone does not end ctx (its
+// own ack most likely removed it; Task.Ack fails with ErrLeaseLost if
+// another consumer has it).
 type Handler func(ctx context.Context, task *Task) error
 
 // Task is a job being processed by a pool's worker.
@@ -118,6 +124,22 @@ type PoolOptions struct {
 	// land) and otherwise keeps its lease until it expires. Give a deploy's stop grace period more than ShutdownTimeout
 	// plus ReleaseTimeout.
 	ReleaseTimeout time.Duration
+	// HandlerTimeout, if positive, limits each handler call (asynq's
+	// Timeout, river's JobTimeout): the handler's context ends with
+	// context.DeadlineExceeded that long after the call, on the queue's
+	// clock (ctx.Deadline reports it). 0: no limit; negative is refused
+	// with ErrInvalidArgument. A handler that then returns an error has
+	// failed its attempt, as for any other failure: the job is nacked
+	// with the backoff (dead-lettered after its last attempt), the error
+	// (context.DeadlineExceeded, or whatever it returned) its Outcome.Err
+	// and its reason, and the pool logs that it timed out; a Snooze,
+	// NoRetry or RetryAfter it returns is honoured, and nil acks the job.
+	// A timeout is not an abandonment, which only shutdown makes (after
+	// ShutdownTimeout). The pool waits for the handler to return,
+	// extending its lease meanwhile, as it does without a limit: a
+	// handler that ignores its context still holds its worker and its
+	// job.
+	HandlerTimeout time.Duration
 	// Logger receives the pool's structured logs (default: the queue's
 	// logger, WithLogger, which discards them unless set). The lines carry
 	// the queue's name (fdbqueue.queue, WithQueueName) either way. A dead
@@ -136,7 +158,9 @@ type PoolOptions struct {
 type Outcome struct {
 	Lease  Lease  // the job's lease, as the worker held it last
 	Result Result // what became of the job
-	// Err is the handler's error (Retried, DeadLettered, Snoozed), the
+	// Err is the handler's error as it returned it (Retried,
+	// DeadLettered, Snoozed; a wrapped Snooze, NoRetry or RetryAfter
+	// error included), the
 	// error that kept the pool from acking, nacking or releasing the job
 	// (LeaseLost, Failed), or for Abandoned the error of the Release that
 	// was to give the job back (nil when it did).
@@ -152,7 +176,8 @@ const (
 	Acked Result = iota
 	// Retried: the handler failed and the job is due again after a delay.
 	Retried
-	// DeadLettered: the handler failed its last attempt.
+	// DeadLettered: the handler failed its last attempt, or returned
+	// NoRetry: the job is in the dead-letter list.
 	DeadLettered
 	// LeaseLost: the lease expired and another consumer leased the job.
 	LeaseLost
@@ -185,6 +210,88 @@ type SnoozeError struct {
 
 // Error says that the job was snoozed and for how long.
 func (e *SnoozeError) Error() string { return fmt.Sprintf("fdbqueue: job snoozed for %v", e.Delay) }
+
+// NoRetry returns the error a Handler returns to fail its job for good
+// (asynq's SkipRetry, river's JobCancel): the pool nacks it with
+// NackOptions.NoRetry, so that it moves to the dead-letter list now,
+// whatever attempts it has left, with the error's text as its reason. The
+// Outcome is DeadLettered, its Err this error (or the handler's error
+// that wraps it). Use it for a job that can never succeed, such as one
+// whose payload is malformed, rather than spend all of MaxAttempts on it.
+// NoRetry(nil) dead-letters the job too. Wrapped (fmt.Errorf with %w), it
+// works the same; see Handler for an error that wraps more than one of
+// Snooze, NoRetry and RetryAfter. Requeue brings a dead job back.
+func NoRetry(err error) error { return &NoRetryError{Err: err} }
+
+// NoRetryError is the error NoRetry returns; get it with errors.As.
+type NoRetryError struct {
+	Err error // why the job cannot succeed (may be nil)
+}
+
+// Error is "no retry: " and Err's text.
+func (e *NoRetryError) Error() string {
+	if e.Err == nil {
+		return "no retry"
+	}
+	return "no retry: " + e.Err.Error()
+}
+
+// Unwrap returns Err.
+func (e *NoRetryError) Unwrap() error { return e.Err }
+
+// RetryAfter returns the error a Handler returns to fail its job and have
+// it retried after delay instead of the queue's backoff (at once if delay
+// <= 0): river's NextRetry, or an upstream's Retry-After. The attempt is
+// counted, as for any failure: after the job's last attempt it moves to
+// the dead-letter list as usual. The pool nacks the job with the delay
+// (NackOptions.Delay) and the error's text as its reason; the Outcome is
+// Retried (or DeadLettered), its Err this error (or the handler's error
+// that wraps it). Wrapped (fmt.Errorf with %w), it works the same; see
+// Handler for an error that wraps more than one of Snooze, NoRetry and
+// RetryAfter.
+func RetryAfter(delay time.Duration, err error) error {
+	return &RetryAfterError{Delay: delay, Err: err}
+}
+
+// RetryAfterError is the error RetryAfter returns; get it with errors.As.
+type RetryAfterError struct {
+	Delay time.Duration // how long the job waits before it is due again; <= 0: due at once
+	Err   error         // why the attempt failed (may be nil)
+}
+
+// Error is "retry after", the delay, and Err's text.
+func (e *RetryAfterError) Error() string {
+	if e.Err == nil {
+		return fmt.Sprintf("retry after %v", e.Delay)
+	}
+	return fmt.Sprintf("retry after %v: %v", e.Delay, e.Err)
+}
+
+// Unwrap returns Err.
+func (e *RetryAfterError) Unwrap() error { return e.Err }
+
+// verdict is the kind of the errors with which a handler says what becomes
+// of its job (Snooze, NoRetry, RetryAfter). The outermost in a handler's
+// error decides: verdictOf finds it with errors.As, which walks the chain
+// from the outside in.
+type verdict interface {
+	error
+	verdict()
+}
+
+func (*SnoozeError) verdict()     {}
+func (*NoRetryError) verdict()    {}
+func (*RetryAfterError) verdict() {}
+
+// verdictOf returns the outermost Snooze, NoRetry or RetryAfter error in
+// err, or nil.
+func verdictOf(err error) verdict {
+	var v verdict
+	if err != nil && errors.As(err, &v) {
+		return v
+	}
+	return nil
+}
 
 // String returns the result's name, as "acked" or "lease lost".
 func (r Result) String() string {
@@ -221,8 +328,10 @@ func (e *PanicError) Error() string { return fmt.Sprintf("handler panic: %v", e.
 // watches while nothing is due), runs handler with the job, extends the
 // lease every ExtendEvery while the handler runs, and then acks the job
 // (handler returned nil) or nacks it with the error as reason (handler
-// failed or panicked), or releases it (the handler returned Snooze). A
-// lease lost to another consumer ends the handler's context.
+// failed or panicked: with the backoff, with NoRetry when the handler
+// returned NoRetry, with the handler's delay when it returned RetryAfter),
+// or releases it (the handler returned Snooze). A lease lost to another
+// consumer ends the handler's context, and so does HandlerTimeout.
 //
 // Shutdown: when ctx ends, workers stop leasing; in-flight handlers get
 // ShutdownTimeout to finish and be acked or nacked (an ack or nack under way
@@ -232,7 +341,8 @@ func (e *PanicError) Error() string { return fmt.Sprintf("handler panic: %v", e.
 // that interrupts a job neither uses up its attempts nor hides it until its
 // lease expires) and returns. A handler that returns as its context ends is
 // settled by what it returned if that was nil (acked) or Snooze; any other
-// error then releases its job rather than nacks it. The releases, and the
+// error (NoRetry and RetryAfter too, and a HandlerTimeout's) then releases
+// its job rather than nacks it. The releases, and the
 // acks and nacks still under way, get ReleaseTimeout in all; a job whose
 // release (or ack or nack) fails, or is cut off then (its commit may still
 // land), keeps its lease until it expires. Run returns once its workers are
@@ -299,6 +409,9 @@ func (q *JobQueue) Run(ctx context.Context, db kv.Database, handler Handler, o P
 	}
 	if o.ReleaseTimeout < 0 {
 		return fmt.Errorf("%w: pool release timeout %v", ErrInvalidArgument, o.ReleaseTimeout)
+	}
+	if o.HandlerTimeout < 0 {
+		return fmt.Errorf("%w: pool handler timeout %v", ErrInvalidArgument, o.HandlerTimeout)
 	}
 	if o.Workers < 0 || o.Workers > MaxPoolWorkers || o.LeaseDuration < time.Millisecond || o.ExtendEvery <= 0 || o.ExtendEvery >= o.LeaseDuration {
 		return fmt.Errorf("%w: pool of %d workers, lease %v extended every %v", ErrInvalidArgument, o.Workers, o.LeaseDuration, o.ExtendEvery)
@@ -489,14 +602,24 @@ func (p *pool) process(base context.Context, n int, l Lease) {
 	defer p.inFlight.Add(-1)
 	task := &Task{q: p.q, lease: l}
 	log := p.log.With("worker", n, "job", l.JobID.String(), "attempt", l.Attempt)
-	hctx, cancel := context.WithCancel(base)
+	// The handler's limit (HandlerTimeout) is armed before the heartbeat's
+	// first timer, so that the two are armed in that order.
+	var limit *clockDeadline
+	parent := base
+	if p.o.HandlerTimeout > 0 {
+		var end func()
+		limit, end = newClockDeadline(base, p.q.cfg.Clock, p.o.HandlerTimeout)
+		defer end()
+		parent = limit
+	}
+	hctx, cancel := context.WithCancel(parent)
 	defer cancel()
 	stop, stopped := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(stopped)
 		p.heartbeat(base, task, stop, cancel, log)
 	}()
-	end, returned := p.call(base, hctx, task, log)
+	end, returned := p.call(base, hctx, task, limit, log)
 	err := end.err
 	// The heartbeat stops before the job is settled, so that it cannot
 	// extend a released lease or report one as lost.
@@ -513,13 +636,17 @@ func (p *pool) process(base context.Context, n int, l Lease) {
 	// abandoned its jobs as it returned: its work is done (acking it keeps
 	// it from running twice). Any other error then is most likely the
 	// abandonment's cancellation, not the job's failure: the job is
-	// released, its attempt not counted, rather than nacked.
-	var sz *SnoozeError
+	// released, its attempt not counted, rather than nacked (NoRetry,
+	// RetryAfter and a HandlerTimeout's error too: a dead letter for a
+	// cancellation would need an operator's Requeue). The handler's
+	// timeout is no abandonment: it leaves base, and p.abandoned, alone.
+	v := verdictOf(err)
+	sz, _ := v.(*SnoozeError)
 	switch {
 	case err == nil:
 		out.Result = Acked
 		serr = p.q.Ack(p.rctx, p.db, out.Lease, WithOpID(task.opID()))
-	case errors.As(err, &sz):
+	case sz != nil:
 		out.Result = Snoozed
 		serr = p.q.Release(p.rctx, p.db, out.Lease, sz.Delay)
 	case p.abandoned.Load():
@@ -527,11 +654,21 @@ func (p *pool) process(base context.Context, n int, l Lease) {
 		out.Err = p.release(out.Lease, log)
 	default:
 		out.Result = Retried
+		no := NackOptions{Reason: err.Error()}
+		switch v := v.(type) {
+		case *NoRetryError:
+			no.NoRetry = true
+		case *RetryAfterError:
+			no.Delay = v.Delay
+			if no.Delay <= 0 {
+				no.Delay = -1 // at once; Nack's 0 is the backoff
+			}
+		}
 		var dead bool
-		if dead, serr = p.q.Nack(p.rctx, p.db, out.Lease, NackOptions{Reason: err.Error()}); dead {
+		if dead, serr = p.q.Nack(p.rctx, p.db, out.Lease, no); dead {
 			out.Result = DeadLettered
 			if p.log != p.q.journal.track.obs.log { // else the queue logs it
-				log.Warn("fdbqueue: job dead-lettered", "reason", err.Error())
+				log.Warn("fdbqueue: job dead-lettered", "reason", err.Error(), "no_retry", no.NoRetry)
 			}
 		}
 	}
@@ -613,7 +750,10 @@ type handlerEnd struct {
 	took time.Duration
 }
 
-// call runs the handler, turning a panic into a *PanicError. The handler
+// call runs the handler, turning a panic into a *PanicError, and logs a
+// failure by its kind (failed, timed out, NoRetry, RetryAfter; a Snooze
+// is no failure), limit telling whether HandlerTimeout passed (nil: no
+// limit). The handler
 // runs on a goroutine of its own, so that one that calls runtime.Goexit
 // (t.FailNow in a test's handler) fails its job instead of ending the
 // worker, and leaving the job's heartbeat extending its lease. call stops
@@ -621,7 +761,7 @@ type handlerEnd struct {
 // returned is then false. end.took is the time from the call to the
 // handler's end (return, panic or Goexit) on the queue's clock, when the
 // queue has a MeterProvider (else 0: the clock is not read).
-func (p *pool) call(base, ctx context.Context, task *Task, log *slog.Logger) (end handlerEnd, returned bool) {
+func (p *pool) call(base, ctx context.Context, task *Task, limit *clockDeadline, log *slog.Logger) (end handlerEnd, returned bool) {
 	res := make(chan handlerEnd, 1)
 	timed := p.q.journal.track.obs.metered
 	go func() {
@@ -643,8 +783,8 @@ func (p *pool) call(base, ctx context.Context, task *Task, log *slog.Logger) (en
 		err := p.h(ctx, task)
 		took := p.since(timed, start)
 		returned = true
-		if err != nil && !errors.As(err, new(*SnoozeError)) {
-			log.Info("fdbqueue: handler failed", "err", err)
+		if err != nil {
+			p.logFailure(log, err, limit)
 		}
 		res <- handlerEnd{err: err, took: took}
 	}()
@@ -659,6 +799,85 @@ func (p *pool) call(base, ctx context.Context, task *Task, log *slog.Logger) (en
 		}
 		return handlerEnd{err: errAbandoned}, false
 	}
+}
+
+// logFailure logs a handler's error by what the pool makes of it: a
+// Snooze is no failure; NoRetry, RetryAfter and an error returned once
+// HandlerTimeout passed each have their line, any other error the plain
+// one.
+func (p *pool) logFailure(log *slog.Logger, err error, limit *clockDeadline) {
+	switch v := verdictOf(err).(type) {
+	case *SnoozeError:
+	case *NoRetryError:
+		log.Info("fdbqueue: handler failed with NoRetry: no more attempts", "err", err)
+	case *RetryAfterError:
+		log.Info("fdbqueue: handler failed with RetryAfter: retried after its delay, not the backoff", "err", err, "delay", v.Delay)
+	default:
+		if limit.timedOut() {
+			log.Info("fdbqueue: handler failed: it ran past HandlerTimeout", "err", err, "timeout", p.o.HandlerTimeout)
+		} else {
+			log.Info("fdbqueue: handler failed", "err", err)
+		}
+	}
+}
+
+// clockDeadline is a context that ends as its parent does, or with
+// context.DeadlineExceeded at its deadline on the queue's clock: what
+// context.WithDeadline does on the system clock, for a JobQueueConfig.Clock
+// that may be a test's. (A context.WithCancel under it ends with its
+// error.)
+type clockDeadline struct {
+	parent   context.Context
+	deadline time.Time
+	done     chan struct{}
+	mu       sync.Mutex
+	err      error
+}
+
+// newClockDeadline returns a clockDeadline d after now on clock, and the
+// function that releases its timer's goroutine (and ends it), to be
+// called once the handler is done with it.
+func newClockDeadline(parent context.Context, clock Clock, d time.Duration) (*clockDeadline, func()) {
+	c := &clockDeadline{parent: parent, deadline: clock.Now().Add(d), done: make(chan struct{})}
+	fired := clock.After(d)
+	stopParent := context.AfterFunc(parent, func() { c.end(parent.Err()) })
+	quit := make(chan struct{})
+	go func() {
+		select {
+		case <-fired:
+			c.end(context.DeadlineExceeded)
+		case <-quit:
+		}
+	}()
+	return c, func() {
+		stopParent()
+		close(quit)
+		c.end(context.Canceled)
+	}
+}
+
+func (c *clockDeadline) end(err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.err == nil {
+		c.err = err
+		close(c.done)
+	}
+}
+
+// timedOut reports whether c ended at its deadline (false for a nil c).
+func (c *clockDeadline) timedOut() bool {
+	return c != nil && errors.Is(c.Err(), context.DeadlineExceeded)
+}
+
+func (c *clockDeadline) Deadline() (time.Time, bool) { return c.deadline, true }
+func (c *clockDeadline) Done() <-chan struct{}       { return c.done }
+func (c *clockDeadline) Value(key any) any           { return c.parent.Value(key) }
+
+func (c *clockDeadline) Err() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.err
 }
 
 // since is the time on the queue's clock since start, if timed.

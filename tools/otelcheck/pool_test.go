@@ -68,6 +68,8 @@ func meteredJobQueue(t *testing.T, name string, cfg fdbqueue.JobQueueConfig) (*m
 // the pool's outcome vocabulary (fdbqueue.lease.outcomes') as attribute,
 // in a bucket of the advised boundaries that holds the duration.
 func TestHandlerDuration(t *testing.T) {
+	// Above "slow"'s run, below ExtendEvery: no heartbeat fires.
+	const handlerTimeout = 7*time.Minute + 500*time.Millisecond
 	ctx := context.Background()
 	clock := queuetest.NewClock(time.Unix(1_700_000_000, 0))
 	// RetryBase: a nacked job is not due again while the test runs.
@@ -87,6 +89,11 @@ func TestHandlerDuration(t *testing.T) {
 		"panic":  {40 * time.Millisecond, fdbqueue.DeadLettered, "dead_lettered"}, // its only attempt
 		"snooze": {3 * time.Millisecond, fdbqueue.Snoozed, "snoozed"},
 		"slow":   {7 * time.Minute, fdbqueue.Acked, "acked"},
+		// NoRetry and RetryAfter: the pool's outcomes, by what became of
+		// the job; a handler past HandlerTimeout failed its attempt.
+		"noretry":    {2 * time.Millisecond, fdbqueue.DeadLettered, "dead_lettered"}, // with attempts left
+		"retryafter": {20 * time.Millisecond, fdbqueue.Retried, "retried"},
+		"timeout":    {handlerTimeout, fdbqueue.Retried, "retried"},
 	}
 	for v := range runs {
 		j := fdbqueue.Job{Value: []byte(v)}
@@ -99,7 +106,7 @@ func TestHandlerDuration(t *testing.T) {
 	pctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	outcomes := map[string]fdbqueue.Result{}
-	err := jq.Run(pctx, db, func(_ context.Context, task *fdbqueue.Task) error {
+	err := jq.Run(pctx, db, func(ctx context.Context, task *fdbqueue.Task) error {
 		v := string(task.Value())
 		clock.Advance(runs[v].took)
 		switch v {
@@ -109,10 +116,17 @@ func TestHandlerDuration(t *testing.T) {
 			panic("boom")
 		case "snooze":
 			return fdbqueue.Snooze(time.Hour)
+		case "noretry":
+			return fdbqueue.NoRetry(errors.New("malformed"))
+		case "retryafter":
+			return fdbqueue.RetryAfter(time.Hour, errors.New("busy"))
+		case "timeout":
+			<-ctx.Done() // the clock reached the limit, which ends it
+			return ctx.Err()
 		}
 		return nil
 	}, fdbqueue.PoolOptions{Workers: 1, LeaseDuration: 8 * time.Minute, ExtendEvery: 7*time.Minute + time.Second,
-		Logger: slog.New(slog.DiscardHandler),
+		HandlerTimeout: handlerTimeout, Logger: slog.New(slog.DiscardHandler),
 		OnOutcome: func(o fdbqueue.Outcome) {
 			outcomes[string(o.Lease.Value)] = o.Result
 			if len(outcomes) == len(runs) {
@@ -168,8 +182,8 @@ func TestHandlerDuration(t *testing.T) {
 	got := collect(t, reader, "hd")
 	require.Equal(t, collected{
 		"fdbqueue.lease.outcomes fdbqueue.outcome=acked":         2,
-		"fdbqueue.lease.outcomes fdbqueue.outcome=retried":       1,
-		"fdbqueue.lease.outcomes fdbqueue.outcome=dead_lettered": 1,
+		"fdbqueue.lease.outcomes fdbqueue.outcome=retried":       3,
+		"fdbqueue.lease.outcomes fdbqueue.outcome=dead_lettered": 2,
 		"fdbqueue.lease.outcomes fdbqueue.outcome=snoozed":       1,
 	}, only(got, "fdbqueue.lease.outcomes"), "the histogram's outcomes are the pool's")
 }
