@@ -44,6 +44,7 @@ func jobChecks() []check {
 		{"LeaseWait", testJobLeaseWait},
 		{"LeaseByOpIDAfterReLease", testJobLeaseByOpIDAfterReLease},
 		{"Pool", testJobPool},
+		{"PoolFailures", testJobPoolFailures},
 	}
 	cs = append(cs, jobReleaseChecks()...)
 	cs = append(cs, jobConcurrencyChecks()...)

@@ -138,7 +138,7 @@ func readFaultChecks() []check {
 func waitingJobChecks() []check {
 	var cs []check
 	for _, c := range jobChecks() {
-		if strings.Contains(c.name, "LeaseWait") || c.name == "Pool" {
+		if strings.Contains(c.name, "LeaseWait") || strings.HasPrefix(c.name, "Pool") {
 			cs = append(cs, c)
 		}
 	}
