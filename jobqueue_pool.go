@@ -870,9 +870,17 @@ func (c *clockDeadline) timedOut() bool {
 	return c != nil && errors.Is(c.Err(), context.DeadlineExceeded)
 }
 
-func (c *clockDeadline) Deadline() (time.Time, bool) { return c.deadline, true }
-func (c *clockDeadline) Done() <-chan struct{}       { return c.done }
-func (c *clockDeadline) Value(key any) any           { return c.parent.Value(key) }
+// Deadline is the earlier of c's deadline and its parent's, as
+// context.WithDeadline's is.
+func (c *clockDeadline) Deadline() (time.Time, bool) {
+	if d, ok := c.parent.Deadline(); ok && d.Before(c.deadline) {
+		return d, true
+	}
+	return c.deadline, true
+}
+
+func (c *clockDeadline) Done() <-chan struct{} { return c.done }
+func (c *clockDeadline) Value(key any) any     { return c.parent.Value(key) }
 
 func (c *clockDeadline) Err() error {
 	c.mu.Lock()

@@ -71,3 +71,36 @@ func TestPoolSettlesAHandlerThatReturnedAsThePoolAbandonedIt(t *testing.T) {
 		})
 	}
 }
+
+// TestClockDeadlineKeepsAnEarlierParentDeadline: a handler's context under
+// PoolOptions.HandlerTimeout reports the earlier of the timeout and its
+// parent's deadline, as context.WithDeadline does, so code that sizes its
+// own timeouts from ctx.Deadline() does not outlive the parent; it ends
+// with the parent's error when the parent ends first.
+func TestClockDeadlineKeepsAnEarlierParentDeadline(t *testing.T) {
+	clock := stillClock{now: time.Now()}
+	parentEnd := time.Now().Add(time.Hour)
+	parent, cancel := context.WithDeadline(context.Background(), parentEnd)
+	c, release := newClockDeadline(parent, clock, 2*time.Hour)
+	defer release()
+	d, ok := c.Deadline()
+	require.True(t, ok)
+	require.Equal(t, parentEnd, d, "the parent's deadline is earlier")
+
+	later, stop := newClockDeadline(context.Background(), clock, time.Minute)
+	defer stop()
+	d, ok = later.Deadline()
+	require.True(t, ok)
+	require.Equal(t, clock.Now().Add(time.Minute), d, "no parent deadline: the timeout's")
+
+	cancel()
+	<-c.Done()
+	require.ErrorIs(t, c.Err(), context.Canceled, "the parent ended first")
+	require.False(t, c.timedOut())
+}
+
+// stillClock is a Clock whose time stands still and whose timers never fire.
+type stillClock struct{ now time.Time }
+
+func (c stillClock) Now() time.Time                     { return c.now }
+func (stillClock) After(time.Duration) <-chan time.Time { return nil }
