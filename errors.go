@@ -125,7 +125,8 @@ type CodecError struct {
 	Raw []byte // the stored value (nil when encoding failed)
 	Err error  // the codec's error
 	// Priority is the item's priority, for a TypedPriorityQueue's item
-	// (popped, peeked, or not encoded by Push); 0 for a TypedQueue's.
+	// (popped, peeked, or not encoded by Push or PushBatch); 0 for a
+	// TypedQueue's.
 	Priority int64
 }
 

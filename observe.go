@@ -16,8 +16,9 @@ import (
 // conflicts, retries and commit_unknown_result to the metrics (metrics.go).
 //
 // The hook sites are the entry points of the operations: EnqueueBatch,
-// DequeueBatch, Clear, Push, popBatch, the staged take (stageSide.run) and
-// Recover wrap their transactor with layer.observe before they begin.
+// DequeueBatch, Clear, Push, PushBatch, popBatch, the staged take
+// (stageSide.run) and Recover wrap their transactor with layer.observe
+// before they begin.
 
 // observed is a Transactor wrapped by an operation of kind op.
 type observed interface{ opKind() string }

@@ -121,21 +121,21 @@ func WithoutIdempotency() Option { return func(c *config) { c.noJournal = true }
 func WithJournalRetention(d time.Duration) Option { return func(c *config) { c.retention = d } }
 
 // WithBatchBudget sets the most bytes of transaction size a batch operation
-// (EnqueueBatch, DequeueBatch, PopMinBatch, PopMaxBatch, a staged
-// fulfilment, JobQueue's AddBatch and Lease) uses, counted as FoundationDB
-// counts it: every mutation and every read and write conflict range, so that
-// a Set costs about 3 × key + value and a Clear 4 × key. Default
-// DefaultBatchBudget, at most MaxBatchBudget, which leaves room under
-// FoundationDB's 10,000,000 bytes for the journal's clean-ups and for the
-// one item a batch takes even when it alone exceeds the budget. EnqueueBatch
-// fails with ErrBatchTooLarge over the budget, as does AddBatch, except for
-// a batch of one item or job, which is always accepted; the other batches
-// (Lease too) take fewer items. The budget also bounds the bytes of items a
-// batch reads. A DequeueBatch, PopMinBatch or PopMaxBatch on a Database
-// whose attempt took more than 2.5 s retries with half the budget (down to
-// 100,000 bytes): FoundationDB fails a transaction whose read version is 5 s
-// old (transaction_too_old), and a retry at the same size would fail the
-// same way.
+// (EnqueueBatch, PushBatch, DequeueBatch, PopMinBatch, PopMaxBatch, a
+// staged fulfilment, JobQueue's AddBatch and Lease) uses, counted as
+// FoundationDB counts it: every mutation and every read and write conflict
+// range, so that a Set costs about 3 × key + value and a Clear 4 × key.
+// Default DefaultBatchBudget, at most MaxBatchBudget, which leaves room
+// under FoundationDB's 10,000,000 bytes for the journal's clean-ups and for
+// the one item a batch takes even when it alone exceeds the budget.
+// EnqueueBatch, PushBatch and AddBatch fail with ErrBatchTooLarge over the
+// budget, except for a batch of one item or job, which is always accepted;
+// the other batches (Lease too) take fewer items. The budget also bounds the
+// bytes of items a batch reads. A DequeueBatch, PopMinBatch or PopMaxBatch
+// on a Database whose attempt took more than 2.5 s retries with half the
+// budget (down to 100,000 bytes): FoundationDB fails a transaction whose
+// read version is 5 s old (transaction_too_old), and a retry at the same
+// size would fail the same way.
 func WithBatchBudget(bytes int) Option { return func(c *config) { c.batchBudget = bytes } }
 
 // WithEntropy sets the source of the random key suffixes (default, and

@@ -186,6 +186,32 @@ func (tp *TypedPriorityQueue[T]) Push(ctx context.Context, t kv.Transactor, v T,
 	return tp.pq.Push(ctx, t, raw, priority, opts...)
 }
 
+// TypedPushItem is a value of type T to push with its priority: an
+// element of a TypedPriorityQueue's PushBatch, with TypedItem's fields.
+type TypedPushItem[T any] struct {
+	Value    T
+	Priority int64
+}
+
+// PushBatch encodes the items' values and pushes them in one transaction;
+// see PriorityQueue.PushBatch. A value the codec fails to encode fails the
+// call, before anything is written, with a *CodecError carrying the item's
+// priority, its index in the message.
+func (tp *TypedPriorityQueue[T]) PushBatch(ctx context.Context, t kv.Transactor, items []TypedPushItem[T], opts ...OpOption) error {
+	if err := tp.check(); err != nil {
+		return err
+	}
+	raw := make([]PushItem, len(items))
+	for i, it := range items {
+		b, err := tp.codec.Encode(it.Value)
+		if err != nil {
+			return &CodecError{Err: fmt.Errorf("item %d: %w", i, err), Priority: it.Priority}
+		}
+		raw[i] = PushItem{Value: b, Priority: it.Priority}
+	}
+	return tp.pq.PushBatch(ctx, t, raw, opts...)
+}
+
 // PopMin pops and decodes the smallest item; see PriorityQueue.PopMin.
 // When the codec fails, the item has been popped all the same: its bytes
 // and priority are in the returned *CodecError.
