@@ -114,6 +114,9 @@ var badOps = []badOp{
 	{"Queue.Clear", func(t *testing.T, e badEnv) error { return badQueue(t).Clear(e.ctx, e.transactor()) }},
 	{"Queue.Recover", func(t *testing.T, e badEnv) error { _, err := badQueue(t).Recover(e.ctx, e.database()); return err }},
 	{"PriorityQueue.Push", func(t *testing.T, e badEnv) error { return badPQ(t).Push(e.ctx, e.transactor(), []byte("x"), 1) }},
+	{"PriorityQueue.PushBatch", func(t *testing.T, e badEnv) error {
+		return badPQ(t).PushBatch(e.ctx, e.transactor(), []fdbqueue.PushItem{{Value: []byte("x"), Priority: 1}})
+	}},
 	{"PriorityQueue.PopMin", func(t *testing.T, e badEnv) error { _, err := badPQ(t).PopMin(e.ctx, e.transactor()); return err }},
 	{"PriorityQueue.PopMax", func(t *testing.T, e badEnv) error { _, err := badPQ(t).PopMax(e.ctx, e.transactor()); return err }},
 	{"PriorityQueue.PopMinBatch", func(t *testing.T, e badEnv) error {
@@ -152,6 +155,9 @@ var badOps = []badOp{
 	}},
 	{"TypedPriorityQueue.Push", func(t *testing.T, e badEnv) error {
 		return fdbqueue.NewTypedPriorityQueue(badPQ(t), fdbqueue.StringCodec{}).Push(e.ctx, e.transactor(), "x", 1)
+	}},
+	{"TypedPriorityQueue.PushBatch", func(t *testing.T, e badEnv) error {
+		return fdbqueue.NewTypedPriorityQueue(badPQ(t), fdbqueue.StringCodec{}).PushBatch(e.ctx, e.transactor(), []fdbqueue.TypedPushItem[string]{{Value: "x", Priority: 1}})
 	}},
 	{"TypedPriorityQueue.PopMin", func(t *testing.T, e badEnv) error {
 		_, err := fdbqueue.NewTypedPriorityQueue(badPQ(t), fdbqueue.StringCodec{}).PopMin(e.ctx, e.transactor())
@@ -369,6 +375,9 @@ func badRows() []badRow {
 					"WatchForItems": func() error {
 						return inTx(func(tr kv.Transaction) error { _, err := tp.WatchForItems(tr); return err })
 					},
+					"PushBatch": func() error {
+						return tp.PushBatch(ctx, db, []fdbqueue.TypedPushItem[string]{{Value: "x", Priority: 1}})
+					},
 				} {
 					require.ErrorIs(t, op(), fdbqueue.ErrInvalidArgument, "TypedPriorityQueue %d: %s", i, name)
 				}
@@ -567,6 +576,30 @@ func badRows() []badRow {
 			require.ErrorIs(t, pq.Push(ctx, db, make([]byte, kv.MaxValueSize+1), 1), fdbqueue.ErrValueTooLarge)
 			require.Equal(t, 1, queueLen(t, db, pq))
 		}},
+		{"PriorityQueue.PushBatch", "nil or empty batch; with a nil or typed-nil transactor", "OK, does nothing (no stored configuration written); ErrInvalidArgument", func(t *testing.T) {
+			t.Run("empty", TestPushBatchEmpty)
+		}},
+		{"PriorityQueue.PushBatch", "values of exactly 100,000 stored bytes (99,998 with TupleValues) and one a byte longer", "ErrValueTooLarge (also kv.ErrValueTooLarge) naming the item's index; nothing written; without the longer one, OK", func(t *testing.T) {
+			t.Run("limits", TestPushBatchValueLimits)
+		}},
+		{"PriorityQueue.PushBatch", "batch over the batch budget (20 × 1,000 bytes, budget 10,000); a batch exactly at the budget, and with one value a byte longer; one item over any budget", "ErrBatchTooLarge, nothing written; OK at the budget, ErrBatchTooLarge a byte over; a single item OK", func(t *testing.T) {
+			db := newDB(t)
+			pq := mustPQ(t, "batch-budget", fdbqueue.WithBatchBudget(10_000))
+			big := make([]fdbqueue.PushItem, 20)
+			for i := range big {
+				big[i] = fdbqueue.PushItem{Value: make([]byte, 1000), Priority: int64(i % 3)}
+			}
+			require.ErrorIs(t, pq.PushBatch(ctx, db, big), fdbqueue.ErrBatchTooLarge)
+			require.Zero(t, queueLen(t, db, pq))
+			t.Run("exact", TestPushBatchBudgetExact)
+		}},
+		{"PriorityQueue.PushBatch", "priorities MinInt64 and MaxInt64; a priority whose last count (another client's key) leaves no room in an int64 for the batch's items of it", "OK, each at its end; ErrForeignKey (a *ForeignKeyError naming the key), nothing of the batch written", func(t *testing.T) {
+			t.Run("extremes", TestPushBatchPriorityExtremes)
+			t.Run("count", TestPushBatchCountNearMaxInt64)
+		}},
+		{"TypedPriorityQueue.PushBatch", "a value the codec cannot encode", "ErrCodec (a *CodecError with the item's priority, wrapping the codec's error); nothing written", func(t *testing.T) {
+			t.Run("encode", TestTypedPushBatch)
+		}},
 		{"PriorityQueue.PopMin, PopMax, PopMinBatch, PopMaxBatch", "100,000 zero bytes, 100,000 0xff bytes (and the TupleValues limits), journal on and off, under commit_unknown_result", "OK: popped intact (the journal record holds the value unescaped, split past the value limit)", func(t *testing.T) {
 			t.Run("matrix", TestLimitValuesPriorityQueue)
 		}},
@@ -618,7 +651,7 @@ func badRows() []badRow {
 			require.ErrorIs(t, err, fdbqueue.ErrForeignKey)
 			require.Equal(t, 2, queueLen(t, db, q), "the foreign key and the item behind it")
 		}},
-		{"PriorityQueue.PopMin, PopMax, Push", "a foreign key at an end / in the pushed priority", "ErrForeignKey; nothing removed; other priorities unaffected", func(t *testing.T) {
+		{"PriorityQueue.PopMin, PopMax, Push, PushBatch", "a foreign key at an end / in a pushed priority", "ErrForeignKey; nothing removed, no item of the batch written; other priorities unaffected", func(t *testing.T) {
 			db := newDB(t)
 			pq := mustPQ(t, "foreign")
 			foreign(t, db, pq.Subspace(), tuple.Tuple{int64(5), "not a count"}, nil)
@@ -627,6 +660,7 @@ func badRows() []badRow {
 			_, err = pq.PopMax(ctx, db)
 			require.ErrorIs(t, err, fdbqueue.ErrForeignKey)
 			require.ErrorIs(t, pq.Push(ctx, db, []byte("x"), 5), fdbqueue.ErrForeignKey)
+			require.ErrorIs(t, pq.PushBatch(ctx, db, []fdbqueue.PushItem{{Value: []byte("x"), Priority: 6}, {Value: []byte("x"), Priority: 5}}), fdbqueue.ErrForeignKey)
 			require.NoError(t, pq.Push(ctx, db, []byte("y"), 6))
 			require.Equal(t, 2, queueLen(t, db, pq))
 		}},
@@ -639,7 +673,7 @@ func badRows() []badRow {
 			t.Run("pq", TestJobQueueOnPriorityQueueSubspace)
 			t.Run("recipe", TestJobQueueOnRecipeQueue)
 		}},
-		{"Queue.Enqueue, Dequeue, DequeueBatch, Peek, Empty, Len, Depth, RepairDepth, Clear (both layouts); PriorityQueue.Push, PopMin, PeekMax, Depth, RepairDepth, Clear", "a JobQueue's subspace", "ErrConfigMismatch (Field \"kind\"); nothing written, no job touched", func(t *testing.T) {
+		{"Queue.Enqueue, Dequeue, DequeueBatch, Peek, Empty, Len, Depth, RepairDepth, Clear (both layouts); PriorityQueue.Push, PushBatch, PopMin, PeekMax, Depth, RepairDepth, Clear", "a JobQueue's subspace", "ErrConfigMismatch (Field \"kind\"); nothing written, no job touched", func(t *testing.T) {
 			t.Run("matrix", TestQueueOnJobQueueSubspace)
 		}},
 		{"Queue.Enqueue, Dequeue, DequeueBatch, DequeueWait, Peek, Empty, Len, Depth, RepairDepth, WatchForItems; PriorityQueue.Depth, RepairDepth", "a record of another layout, encoding, staging mode or kind (a PriorityQueue's subspace, a Queue's)", "ErrConfigMismatch (a *ConfigMismatchError naming the field); nothing written", func(t *testing.T) {

@@ -205,6 +205,7 @@ func TestQueueOnJobQueueSubspace(t *testing.T) {
 	pq, err := fdbqueue.NewPriorityQueue(sub)
 	require.NoError(t, err)
 	requireMismatch(t, pq.Push(ctx, db, []byte("x"), 1), "kind")
+	requireMismatch(t, pq.PushBatch(ctx, db, []fdbqueue.PushItem{{Value: []byte("x"), Priority: 1}, {Value: []byte("y"), Priority: 2}}), "kind")
 	_, err = pq.PopMin(ctx, db)
 	requireMismatch(t, err, "kind")
 	_, err = pq.PeekMax(ctx, db)
