@@ -437,6 +437,25 @@ func costClaims() []costClaim {
 			want:  []cost{{MetadataVersion: mvRead, SnapRange: 1, RoundTrips: 1, Set: 2, Add: 1, ReadConflict: recordConflict}},
 		},
 		{
+			name:  "PriorityQueue.PushBatch",
+			claim: "one snapshot range read (limit 1, reverse) per distinct priority ..., all issued together (one round trip), then one write per item, one journal record for the call and a depth counter's atomic add",
+			setup: func(e *costEnv) { e.pfill(4) },
+			op: func(e *costEnv) error {
+				return e.pq.PushBatch(e.ctx, e.db, []fdbqueue.PushItem{{Value: []byte("x"), Priority: 1}, {Value: []byte("y"), Priority: 7}, {Value: []byte("z"), Priority: 1}})
+			},
+			want: []cost{{MetadataVersion: mvRead, SnapRange: 2, RoundTrips: 1, Set: 3 + 1, Add: 1, ReadConflict: recordConflict}},
+		},
+		{
+			name:  "PriorityQueue.PushBatch/retry",
+			claim: "and, on a retry, one journal point read, all issued together (one round trip)",
+			setup: func(e *costEnv) { e.pfill(4) },
+			fail:  []error{kv.ErrNotCommitted},
+			op: func(e *costEnv) error {
+				return e.pq.PushBatch(e.ctx, e.db, []fdbqueue.PushItem{{Value: []byte("x"), Priority: 1}, {Value: []byte("y"), Priority: 7}, {Value: []byte("z"), Priority: 1}})
+			},
+			want: []cost{{MetadataVersion: mvRead, SnapRange: 2, Get: 1, RoundTrips: 1, Set: 3 + 1, Add: 1}},
+		},
+		{
 			name:  "PriorityQueue.PopMin",
 			claim: "Conflicts, cost and guarantees are those of Queue.Dequeue",
 			setup: func(e *costEnv) { e.pfill(4) },

@@ -35,13 +35,14 @@ type PushItem struct {
 // fails with ErrForeignKey, nothing written.
 //
 // Conflicts: none with other pushers (each priority's last count is found
-// with a snapshot read) nor with pops; a batch that commits concurrently
-// with other pushes of a priority may share counts with them, its items
-// then interleaving with theirs at random but staying in batch order.
-// Cost: one snapshot range read (limit 1, reverse) per distinct priority
-// and, on a retry, one journal point read, all issued together (one round
-// trip), then one write per item, one journal record for the call and a
-// depth counter's atomic add.
+// with a snapshot read) nor with pops, as Push (a pop whose read covers a
+// pushed priority conflicts instead: see PopMin, PopMax). A batch that
+// commits concurrently with other pushes of a priority may share counts
+// with them: its items then interleave with theirs at random, staying in
+// batch order among themselves. Cost: one snapshot range read (limit 1,
+// reverse) per distinct priority and, on a retry, one journal point read,
+// all issued together (one round trip), then one write per item, one
+// journal record for the call and a depth counter's atomic add.
 //
 // Under commit_unknown_result the retry finds the record of the attempt
 // that committed and does nothing, so the batch is pushed exactly once; an

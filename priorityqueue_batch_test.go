@@ -565,3 +565,44 @@ func TestTypedPushBatch(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []fdbqueue.TypedItem[int]{{Value: 20, Priority: 1}, {Value: 10, Priority: 2}, {Value: 30, Priority: 2}}, got)
 }
+
+// A PushBatch reads each priority's tail with a snapshot read, so pushes
+// and pops that commit while its commit is held (after its reads) do not
+// make it conflict: its only read conflict is its journal record's key
+// (journal.go, op.check). A push to one of its priorities then shares its
+// first count, the two interleaving at random at that count, but the
+// batch's own items stay in batch order (consecutive counts).
+func TestPushBatchConflictsWithNothing(t *testing.T) {
+	ctx := context.Background()
+	db := newDB(t)
+	pq := mustPQ(t, "batch-conflicts")
+	require.NoError(t, pq.PushBatch(ctx, db, []fdbqueue.PushItem{pushItem("old5", 5), pushItem("old9", 9)}))
+	held, release := db.HoldNextCommit()
+	done := make(chan error, 1)
+	go func() {
+		done <- pq.PushBatch(ctx, db, []fdbqueue.PushItem{pushItem("a1", 5), pushItem("m", 9), pushItem("a2", 5), pushItem("a3", 5)})
+	}()
+	<-held
+	before := db.Stats().Conflicts
+	require.NoError(t, pq.Push(ctx, db, []byte("other"), 5))
+	require.NoError(t, pq.PushBatch(ctx, db, []fdbqueue.PushItem{pushItem("other9", 9)}))
+	it, err := pq.PopMin(ctx, db)
+	require.NoError(t, err)
+	require.Equal(t, item("old5", 5), it)
+	it, err = pq.PopMax(ctx, db)
+	require.NoError(t, err)
+	require.Equal(t, item("other9", 9), it, "the held batch's m is not committed yet")
+	release()
+	require.NoError(t, <-done)
+	require.Equal(t, before, db.Stats().Conflicts, "the batch committed without conflicting")
+
+	got := popAllMin(t, db, pq)
+	require.ElementsMatch(t, []string{"a1@5", "a2@5", "a3@5", "other@5", "old9@9", "m@9"}, got)
+	var batch []string
+	for _, s := range got {
+		if s[0] == 'a' {
+			batch = append(batch, s)
+		}
+	}
+	require.Equal(t, []string{"a1@5", "a2@5", "a3@5"}, batch, "the batch's items in batch order")
+}
