@@ -104,6 +104,15 @@ func faultOps() []layerOp {
 			items := f.drainPQ(t, pq)
 			require.Len(t, items, 1, "the item is pushed exactly once")
 		}},
+		layerOp{"PushBatch", func(t *testing.T, f *fixture, inject func()) {
+			pq := f.pqueue(t, "fault")
+			pushAll(t, f, pq, []int64{2})
+			inject()
+			require.NoError(t, pq.PushBatch(f.ctx, f.db, []fdbqueue.PushItem{{Value: []byte("b"), Priority: 2}, {Value: []byte("a"), Priority: 1}, {Value: []byte("c"), Priority: 2}}))
+			items := f.drainPQ(t, pq)
+			requirePriorities(t, []int64{1, 2, 2, 2}, items)
+			requireValues(t, strs("a", "p2", "b", "c"), [][]byte{items[0].Value, items[1].Value, items[2].Value, items[3].Value}, "the batch is pushed exactly once, in order")
+		}},
 		layerOp{"PopMin", func(t *testing.T, f *fixture, inject func()) {
 			pq := f.pqueue(t, "fault")
 			pushAll(t, f, pq, []int64{1, 2, 3})

@@ -19,6 +19,7 @@ func priorityChecks() []check {
 			check{"PopMaxOrder/" + e.name, func(t *testing.T, f *fixture) { testPopMaxOrder(t, f, opts) }},
 			check{"Ties/" + e.name, func(t *testing.T, f *fixture) { testPriorityTies(t, f, opts) }},
 			check{"PeekAndBatches/" + e.name, func(t *testing.T, f *fixture) { testPriorityPeekAndBatches(t, f, opts) }},
+			check{"PushBatch/" + e.name, func(t *testing.T, f *fixture) { testPushBatch(t, f, opts) }},
 		)
 	}
 	return cs
@@ -142,4 +143,47 @@ func testPriorityPeekAndBatches(t *testing.T, f *fixture, opts []fdbqueue.Option
 	}
 	_, err = pq.PopMaxBatch(f.ctx, f.db, 1)
 	require.ErrorIs(t, err, fdbqueue.ErrEmpty)
+}
+
+// testPushBatch: PushBatch adds items of several priorities, the int64
+// ends included, all or none in one transaction. Each priority's items
+// come out in push order across batches and single Pushes (the batch's
+// items of one priority take consecutive counts); a batch with a value
+// over the limit writes nothing; an empty batch does nothing.
+func testPushBatch(t *testing.T, f *fixture, opts []fdbqueue.Option) {
+	pq := f.pqueue(t, "pushbatch", opts...)
+	require.NoError(t, pq.Push(f.ctx, f.db, []byte("s0"), 3))
+	var batch []fdbqueue.PushItem
+	for i, p := range priorities {
+		batch = append(batch, fdbqueue.PushItem{Value: fmt.Appendf(nil, "b%02d", i), Priority: 3})
+		batch = append(batch, fdbqueue.PushItem{Value: fmt.Appendf(nil, "p%d", p), Priority: p})
+	}
+	require.NoError(t, pq.PushBatch(f.ctx, f.db, batch), "PushBatch of %d items", len(batch))
+	require.NoError(t, pq.Push(f.ctx, f.db, []byte("s1"), 3))
+	require.NoError(t, pq.PushBatch(f.ctx, f.db, nil), "an empty batch does nothing")
+	over := make([]byte, 100_001)
+	err := pq.PushBatch(f.ctx, f.db, []fdbqueue.PushItem{{Value: []byte("x"), Priority: 3}, {Value: over, Priority: 4}})
+	require.ErrorIs(t, err, fdbqueue.ErrValueTooLarge, "a batch with a value over the limit")
+
+	var want []string
+	for _, p := range sortedPriorities(false) {
+		if p < 3 {
+			want = append(want, fmt.Sprintf("p%d@%d", p, p))
+		}
+	}
+	want = append(want, "s0@3")
+	for i := range priorities {
+		want = append(want, fmt.Sprintf("b%02d@3", i))
+	}
+	want = append(want, "s1@3")
+	for _, p := range sortedPriorities(false) {
+		if p > 3 {
+			want = append(want, fmt.Sprintf("p%d@%d", p, p))
+		}
+	}
+	var got []string
+	for _, it := range f.drainPQ(t, pq) {
+		got = append(got, fmt.Sprintf("%s@%d", it.Value, it.Priority))
+	}
+	require.Equal(t, want, got, "PopMin order: by priority, then push order across batches and Pushes; nothing of the failed batch")
 }
