@@ -48,8 +48,11 @@ type PushItem struct {
 // that committed and does nothing, so the batch is pushed exactly once; an
 // error for which kv.MaybeCommitted is true leaves it unknown whether it
 // was: call PushBatch again under the same ID to settle it (see
-// WithOpID). Made WithoutIdempotency, a retry may push the whole batch a
-// second time (Push may push its item twice).
+// WithOpID; in your own transaction's retry loop, pass one). Without a
+// journal (made WithoutIdempotency, where WithOpID does nothing, or given
+// a Transaction without WithOpID), a retry after an applied
+// commit_unknown_result pushes the whole batch a second time, as it would
+// a Push's item.
 func (pq *PriorityQueue) PushBatch(ctx context.Context, t kv.Transactor, items []PushItem, opts ...OpOption) error {
 	if err := checkTransactor(t); err != nil {
 		return err
