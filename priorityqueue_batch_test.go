@@ -367,6 +367,15 @@ func TestPushBatchUnknownResult(t *testing.T) {
 			require.Equal(t, []string{"b@1", "a@2", "c@2"}, popAllMin(t, db, pq), "applied %v", applied)
 		}
 	})
+	t.Run("caller's retry loop without WithOpID", func(t *testing.T) {
+		// No journal: the retry of the applied commit pushes the batch
+		// again, as the doc says (pass WithOpID in your own loop).
+		db := newDB(t)
+		pq := mustPQ(t, "batch-unknown-noid")
+		db.FailNextCommit(kv.ErrCommitUnknownResult, true)
+		require.NoError(t, db.Transact(ctx, func(tr kv.Transaction) error { return pq.PushBatch(ctx, tr, batch) }))
+		require.Equal(t, []string{"b@1", "b@1", "a@2", "c@2", "a@2", "c@2"}, popAllMin(t, db, pq))
+	})
 }
 
 // A PushBatch that failed maybe-committed, given a Database and no
