@@ -220,6 +220,11 @@ type JobID [16]byte
 // String returns the ID in hex.
 func (id JobID) String() string { return hex.EncodeToString(id[:]) }
 
+// Bytes returns a copy of the ID's 16 bytes. A JobID held in a field or
+// returned by a call is not addressable, so id[:] does not compile on it
+// (task.Lease().JobID[:]): use id.Bytes().
+func (id JobID) Bytes() []byte { return append([]byte(nil), id[:]...) }
+
 // Job describes a job to add.
 type Job struct {
 	// Value is the job's payload, stored as is (at most 100,000 bytes) and

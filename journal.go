@@ -47,6 +47,11 @@ func (id OpID) Time() time.Time {
 // String returns the ID in hex.
 func (id OpID) String() string { return hex.EncodeToString(id[:]) }
 
+// Bytes returns a copy of the ID's 16 bytes, for an OpID that is not
+// addressable (a field of a returned value), on which id[:] does not
+// compile.
+func (id OpID) Bytes() []byte { return append([]byte(nil), id[:]...) }
+
 // OpOption configures one call of a queue operation.
 type OpOption func(*opConfig)
 
