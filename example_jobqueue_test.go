@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log"
 	"log/slog"
 	"time"
 
@@ -21,28 +22,47 @@ func ExampleJobQueue() {
 	db := memdb.New() // on FoundationDB: fdbkv.OpenWithAPIVersion(730, clusterFile)
 	defer db.Close()
 
-	sub, _ := fdbqueue.NewSubspace(tuple.Tuple{"jobs"})
-	q, _ := fdbqueue.NewJobQueue(sub, fdbqueue.JobQueueConfig{Choice: 1}) // Choice 1: strict order
+	sub, err := fdbqueue.NewSubspace(tuple.Tuple{"jobs"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	q, err := fdbqueue.NewJobQueue(sub, fdbqueue.JobQueueConfig{Choice: 1}) // Choice 1: strict order
+	if err != nil {
+		log.Fatal(err)
+	}
 	at := time.Now()
-	_, _ = q.Add(ctx, db, fdbqueue.Job{Value: []byte("send newsletter"), Delay: time.Hour})
-	_, _ = q.Add(ctx, db, fdbqueue.Job{Value: []byte("resize img-1"), RunAt: at, UniqueKey: "img-1"})
-	_, _ = q.Add(ctx, db, fdbqueue.Job{Value: []byte("charge order 7"), RunAt: at, Priority: 10})
-	r, _ := q.Add(ctx, db, fdbqueue.Job{Value: []byte("resize img-1 again"), UniqueKey: "img-1"})
-	fmt.Println("duplicate:", r.Duplicate) // img-1 is already queued
+	for _, job := range []fdbqueue.Job{
+		{Value: []byte("send newsletter"), Delay: time.Hour},
+		{Value: []byte("resize img-1"), RunAt: at, UniqueKey: "img-1"},
+		{Value: []byte("charge order 7"), RunAt: at, Priority: 10},
+		{Value: []byte("resize img-1 again"), UniqueKey: "img-1"},
+	} {
+		r, err := q.Add(ctx, db, job)
+		if err != nil {
+			log.Fatal(err)
+		}
+		if r.Duplicate {
+			fmt.Println("duplicate:", string(job.Value)) // img-1 is already queued
+		}
+	}
 
 	leases, err := q.Lease(ctx, db, 2, 30*time.Second)
 	if err != nil {
-		fmt.Println(err)
-		return
+		log.Fatal(err)
 	}
 	for _, l := range leases {
 		fmt.Printf("%s (attempt %d)\n", l.Value, l.Attempt)
-		_ = q.Ack(ctx, db, l) // errors.Is(err, fdbqueue.ErrLeaseLost) if it expired and was leased again
+		if err := q.Ack(ctx, db, l); err != nil { // ErrLeaseLost if it expired and was leased again
+			log.Fatal(err)
+		}
 	}
-	s, _ := q.Stats(ctx, db)
+	s, err := q.Stats(ctx, db)
+	if err != nil {
+		log.Fatal(err)
+	}
 	fmt.Printf("due %d, delayed %d, leased %d\n", s.Due, s.Delayed, s.Leased)
 	// Output:
-	// duplicate: true
+	// duplicate: resize img-1 again
 	// charge order 7 (attempt 1)
 	// resize img-1 (attempt 1)
 	// due 0, delayed 1, leased 0
@@ -56,20 +76,40 @@ func ExampleJobQueue_Ack() {
 	db := memdb.New()
 	defer db.Close()
 
-	sub, _ := fdbqueue.NewSubspace(tuple.Tuple{"emails"})
-	q, _ := fdbqueue.NewJobQueue(sub, fdbqueue.JobQueueConfig{})
-	_, _ = q.Add(ctx, db, fdbqueue.Job{Value: []byte("order 1042")})
-	l, _ := q.Lease(ctx, db, 1, time.Minute)
+	sub, err := fdbqueue.NewSubspace(tuple.Tuple{"emails"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	q, err := fdbqueue.NewJobQueue(sub, fdbqueue.JobQueueConfig{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	if _, err := q.Add(ctx, db, fdbqueue.Job{Value: []byte("order 1042")}); err != nil {
+		log.Fatal(err)
+	}
+	l, err := q.Lease(ctx, db, 1, time.Minute)
+	if err != nil {
+		log.Fatal(err)
+	}
 
-	sent, _ := fdbqueue.NewSubspace(tuple.Tuple{"sent"})
-	key, _ := sent.Pack(tuple.Tuple{l[0].JobID[:]}) // an idempotent write, keyed by the job
-	id := fdbqueue.NewOpID()                        // once, outside the retry loop
-	err := db.Transact(ctx, func(tr kv.Transaction) error {
+	sent, err := fdbqueue.NewSubspace(tuple.Tuple{"sent"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	key, err := sent.Pack(tuple.Tuple{l[0].JobID.Bytes()}) // an idempotent write, keyed by the job
+	if err != nil {
+		log.Fatal(err)
+	}
+	id := fdbqueue.NewOpID() // once, outside the retry loop
+	err = db.Transact(ctx, func(tr kv.Transaction) error {
 		tr.Set(key, []byte("receipt for "+string(l[0].Value)))
 		return q.Ack(ctx, tr, l[0], fdbqueue.WithOpID(id))
 	})
-	fmt.Println("acked:", err == nil)
-	s, _ := q.Stats(ctx, db)
+	fmt.Println("acked:", err == nil) // ErrLeaseLost: the lease expired, and neither committed
+	s, err := q.Stats(ctx, db)
+	if err != nil {
+		log.Fatal(err)
+	}
 	fmt.Println("jobs left:", s.Queued+s.Leased+s.ExpiredLeases)
 	// Output:
 	// acked: true
@@ -84,21 +124,44 @@ func ExampleJobQueue_Nack() {
 	db := memdb.New()
 	defer db.Close()
 
-	sub, _ := fdbqueue.NewSubspace(tuple.Tuple{"flaky"})
-	q, _ := fdbqueue.NewJobQueue(sub, fdbqueue.JobQueueConfig{})
-	job, _ := q.Add(ctx, db, fdbqueue.Job{Value: []byte("call partner API"), MaxAttempts: 2})
+	sub, err := fdbqueue.NewSubspace(tuple.Tuple{"flaky"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	q, err := fdbqueue.NewJobQueue(sub, fdbqueue.JobQueueConfig{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	job, err := q.Add(ctx, db, fdbqueue.Job{Value: []byte("call partner API"), MaxAttempts: 2})
+	if err != nil {
+		log.Fatal(err)
+	}
 	for {
 		l, err := q.Lease(ctx, db, 1, time.Minute)
 		if errors.Is(err, fdbqueue.ErrEmpty) {
 			break
 		}
-		dead, _ := q.Nack(ctx, db, l[0], fdbqueue.NackOptions{Delay: -1, Reason: "HTTP 503"})
+		if err != nil {
+			log.Fatal(err)
+		}
+		dead, err := q.Nack(ctx, db, l[0], fdbqueue.NackOptions{Delay: -1, Reason: "HTTP 503"})
+		if err != nil {
+			log.Fatal(err)
+		}
 		fmt.Printf("attempt %d failed, dead: %v\n", l[0].Attempt, dead)
 	}
-	deadJobs, _ := q.ListDead(ctx, db, nil, 10)
+	deadJobs, err := q.ListDead(ctx, db, nil, 10)
+	if err != nil {
+		log.Fatal(err)
+	}
 	fmt.Printf("dead: %s after %d attempts (%s)\n", deadJobs[0].Value, deadJobs[0].Attempts, deadJobs[0].Reason)
-	_ = q.Requeue(ctx, db, job.ID)
-	s, _ := q.Stats(ctx, db)
+	if err := q.Requeue(ctx, db, job.ID); err != nil {
+		log.Fatal(err)
+	}
+	s, err := q.Stats(ctx, db)
+	if err != nil {
+		log.Fatal(err)
+	}
 	fmt.Println("due after requeue:", s.Due)
 	// Output:
 	// attempt 1 failed, dead: false
@@ -114,9 +177,17 @@ func ExampleJobQueue_Run() {
 	db := memdb.New()
 	defer db.Close()
 
-	sub, _ := fdbqueue.NewSubspace(tuple.Tuple{"thumbnails"})
-	q, _ := fdbqueue.NewJobQueue(sub, fdbqueue.JobQueueConfig{Choice: 1, RetryBase: time.Millisecond})
-	_, _ = q.AddBatch(ctx, db, []fdbqueue.Job{{Value: []byte("img-1")}, {Value: []byte("img-2")}})
+	sub, err := fdbqueue.NewSubspace(tuple.Tuple{"thumbnails"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	q, err := fdbqueue.NewJobQueue(sub, fdbqueue.JobQueueConfig{Choice: 1, RetryBase: time.Millisecond})
+	if err != nil {
+		log.Fatal(err)
+	}
+	if _, err := q.AddBatch(ctx, db, []fdbqueue.Job{{Value: []byte("img-1")}, {Value: []byte("img-2")}}); err != nil {
+		log.Fatal(err)
+	}
 
 	handler := func(ctx context.Context, task *fdbqueue.Task) error {
 		if l := task.Lease(); string(l.Value) == "img-2" && l.Attempt == 1 {
@@ -126,7 +197,7 @@ func ExampleJobQueue_Run() {
 		return nil // acked
 	}
 	done := 0
-	err := q.Run(ctx, db, handler, fdbqueue.PoolOptions{
+	err = q.Run(ctx, db, handler, fdbqueue.PoolOptions{
 		Workers: 1,
 		Logger:  slog.New(slog.NewTextHandler(io.Discard, nil)),
 		OnOutcome: func(o fdbqueue.Outcome) {
@@ -152,9 +223,17 @@ func ExampleSnooze() {
 	db := memdb.New()
 	defer db.Close()
 
-	sub, _ := fdbqueue.NewSubspace(tuple.Tuple{"exports"})
-	q, _ := fdbqueue.NewJobQueue(sub, fdbqueue.JobQueueConfig{MaxAttempts: 1})
-	_, _ = q.Add(ctx, db, fdbqueue.Job{Value: []byte("report-7")})
+	sub, err := fdbqueue.NewSubspace(tuple.Tuple{"exports"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	q, err := fdbqueue.NewJobQueue(sub, fdbqueue.JobQueueConfig{MaxAttempts: 1})
+	if err != nil {
+		log.Fatal(err)
+	}
+	if _, err := q.Add(ctx, db, fdbqueue.Job{Value: []byte("report-7")}); err != nil {
+		log.Fatal(err)
+	}
 
 	snoozes := 0
 	handler := func(ctx context.Context, task *fdbqueue.Task) error {
@@ -165,7 +244,7 @@ func ExampleSnooze() {
 		fmt.Printf("exported %s on attempt %d of %d\n", task.Value(), task.Lease().Attempt, task.Lease().MaxAttempts)
 		return nil
 	}
-	err := q.Run(ctx, db, handler, fdbqueue.PoolOptions{
+	err = q.Run(ctx, db, handler, fdbqueue.PoolOptions{
 		Workers: 1,
 		Logger:  slog.New(slog.NewTextHandler(io.Discard, nil)),
 		OnOutcome: func(o fdbqueue.Outcome) {
@@ -192,14 +271,21 @@ func ExampleJobQueue_LeaseWait() {
 	db := memdb.New()
 	defer db.Close()
 
-	sub, _ := fdbqueue.NewSubspace(tuple.Tuple{"reminders"})
-	q, _ := fdbqueue.NewJobQueue(sub, fdbqueue.JobQueueConfig{})
+	sub, err := fdbqueue.NewSubspace(tuple.Tuple{"reminders"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	q, err := fdbqueue.NewJobQueue(sub, fdbqueue.JobQueueConfig{})
+	if err != nil {
+		log.Fatal(err)
+	}
 	start := time.Now()
-	_, _ = q.Add(ctx, db, fdbqueue.Job{Value: []byte("remind in 20ms"), Delay: 20 * time.Millisecond})
+	if _, err := q.Add(ctx, db, fdbqueue.Job{Value: []byte("remind in 20ms"), Delay: 20 * time.Millisecond}); err != nil {
+		log.Fatal(err)
+	}
 	leases, err := q.LeaseWait(ctx, db, 1, time.Minute)
 	if err != nil {
-		fmt.Println(err)
-		return
+		log.Fatal(err)
 	}
 	fmt.Printf("%s, after at least 20ms: %v\n", leases[0].Value, time.Since(start) >= 20*time.Millisecond)
 	// Output: remind in 20ms, after at least 20ms: true
@@ -214,19 +300,34 @@ func ExampleJobQueue_Release() {
 	db := memdb.New()
 	defer db.Close()
 
-	sub, _ := fdbqueue.NewSubspace(tuple.Tuple{"snooze"})
-	q, _ := fdbqueue.NewJobQueue(sub, fdbqueue.JobQueueConfig{MaxAttempts: 1})
-	_, _ = q.Add(ctx, db, fdbqueue.Job{Value: []byte("call the partner API")})
+	sub, err := fdbqueue.NewSubspace(tuple.Tuple{"snooze"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	q, err := fdbqueue.NewJobQueue(sub, fdbqueue.JobQueueConfig{MaxAttempts: 1})
+	if err != nil {
+		log.Fatal(err)
+	}
+	if _, err := q.Add(ctx, db, fdbqueue.Job{Value: []byte("call the partner API")}); err != nil {
+		log.Fatal(err)
+	}
 
-	ls, _ := q.Lease(ctx, db, 1, time.Minute)
+	ls, err := q.Lease(ctx, db, 1, time.Minute)
+	if err != nil {
+		log.Fatal(err)
+	}
 	fmt.Printf("%s (attempt %d of %d)\n", ls[0].Value, ls[0].Attempt, ls[0].MaxAttempts)
 	if err := q.Release(ctx, db, ls[0], 0); err != nil { // 0: due again at once
-		fmt.Println(err)
-		return
+		log.Fatal(err)
 	}
-	ls, _ = q.Lease(ctx, db, 1, time.Minute)
+	ls, err = q.Lease(ctx, db, 1, time.Minute)
+	if err != nil {
+		log.Fatal(err)
+	}
 	fmt.Printf("%s (attempt %d of %d)\n", ls[0].Value, ls[0].Attempt, ls[0].MaxAttempts)
-	_ = q.Ack(ctx, db, ls[0])
+	if err := q.Ack(ctx, db, ls[0]); err != nil {
+		log.Fatal(err)
+	}
 	// Output:
 	// call the partner API (attempt 1 of 1)
 	// call the partner API (attempt 1 of 1)

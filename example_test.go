@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log"
 	"sync"
 	"time"
 
@@ -18,15 +19,23 @@ func ExampleQueue_Enqueue() {
 	db := memdb.New() // on FoundationDB: fdbkv.OpenWithAPIVersion(730, clusterFile)
 	defer db.Close()
 
-	sub, _ := fdbqueue.NewSubspace(tuple.Tuple{"jobs"})
-	q, _ := fdbqueue.NewQueue(sub)
+	sub, err := fdbqueue.NewSubspace(tuple.Tuple{"jobs"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	q, err := fdbqueue.NewQueue(sub)
+	if err != nil {
+		log.Fatal(err)
+	}
 	for _, job := range []string{"resize", "encode", "upload"} {
 		if err := q.Enqueue(ctx, db, []byte(job)); err != nil {
-			fmt.Println("enqueue:", err)
-			return
+			log.Fatal(err)
 		}
 	}
-	n, _ := q.Len(ctx, db)
+	n, err := q.Len(ctx, db)
+	if err != nil {
+		log.Fatal(err)
+	}
 	fmt.Println("queued:", n)
 	// Output: queued: 3
 }
@@ -36,14 +45,25 @@ func ExampleQueue_Dequeue() {
 	db := memdb.New()
 	defer db.Close()
 
-	sub, _ := fdbqueue.NewSubspace(tuple.Tuple{"jobs"})
-	q, _ := fdbqueue.NewQueue(sub)
-	_ = q.EnqueueBatch(ctx, db, [][]byte{[]byte("first"), []byte("second")})
+	sub, err := fdbqueue.NewSubspace(tuple.Tuple{"jobs"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	q, err := fdbqueue.NewQueue(sub)
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := q.EnqueueBatch(ctx, db, [][]byte{[]byte("first"), []byte("second")}); err != nil {
+		log.Fatal(err)
+	}
 	for {
 		v, err := q.Dequeue(ctx, db)
-		if err != nil {
-			fmt.Println(err) // errors.Is(err, fdbqueue.ErrEmpty)
+		if errors.Is(err, fdbqueue.ErrEmpty) {
+			fmt.Println(err)
 			break
+		}
+		if err != nil {
+			log.Fatal(err)
 		}
 		fmt.Println(string(v))
 	}
@@ -60,24 +80,41 @@ func ExampleQueue_Enqueue_withinTransaction() {
 	db := memdb.New()
 	defer db.Close()
 
-	sub, _ := fdbqueue.NewSubspace(tuple.Tuple{"emails"})
-	q, _ := fdbqueue.NewQueue(sub)
-	orders, _ := fdbqueue.NewSubspace(tuple.Tuple{"orders"})
-	orderKey, _ := orders.Pack(tuple.Tuple{int64(1042)})
+	sub, err := fdbqueue.NewSubspace(tuple.Tuple{"emails"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	q, err := fdbqueue.NewQueue(sub)
+	if err != nil {
+		log.Fatal(err)
+	}
+	orders, err := fdbqueue.NewSubspace(tuple.Tuple{"orders"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	orderKey, err := orders.Pack(tuple.Tuple{int64(1042)})
+	if err != nil {
+		log.Fatal(err)
+	}
 
 	// The OpID is made once, outside the retry loop, so that a retry after
 	// commit_unknown_result does not enqueue the email twice.
 	id := fdbqueue.NewOpID()
-	err := db.Transact(ctx, func(tr kv.Transaction) error {
+	err = db.Transact(ctx, func(tr kv.Transaction) error {
 		tr.Set(orderKey, []byte("paid")) // idempotent: a Set
 		return q.Enqueue(ctx, tr, []byte("receipt for order 1042"), fdbqueue.WithOpID(id))
 	})
 	if err != nil {
-		fmt.Println(err)
-		return
+		log.Fatal(err)
 	}
-	status, _ := kv.ReadTransact(ctx, db, func(tr kv.ReadTransaction) ([]byte, error) { return tr.Get(orderKey).Get() })
-	email, _ := q.Peek(ctx, db)
+	status, err := kv.ReadTransact(ctx, db, func(tr kv.ReadTransaction) ([]byte, error) { return tr.Get(orderKey).Get() })
+	if err != nil {
+		log.Fatal(err)
+	}
+	email, err := q.Peek(ctx, db)
+	if err != nil {
+		log.Fatal(err)
+	}
 	fmt.Printf("order: %s, email: %s\n", status, email)
 	// Output: order: paid, email: receipt for order 1042
 }
@@ -89,14 +126,32 @@ func ExamplePriorityQueue_PopMin_composed() {
 	db := memdb.New()
 	defer db.Close()
 
-	psub, _ := fdbqueue.NewSubspace(tuple.Tuple{"backlog"})
-	backlog, _ := fdbqueue.NewPriorityQueue(psub)
-	qsub, _ := fdbqueue.NewSubspace(tuple.Tuple{"ready"})
-	ready, _ := fdbqueue.NewQueue(qsub)
-	_ = backlog.Push(ctx, db, []byte("low"), 5)
-	_ = backlog.Push(ctx, db, []byte("urgent"), 1)
+	psub, err := fdbqueue.NewSubspace(tuple.Tuple{"backlog"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	backlog, err := fdbqueue.NewPriorityQueue(psub)
+	if err != nil {
+		log.Fatal(err)
+	}
+	qsub, err := fdbqueue.NewSubspace(tuple.Tuple{"ready"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	ready, err := fdbqueue.NewQueue(qsub)
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, task := range []struct {
+		v string
+		p int64
+	}{{"low", 5}, {"urgent", 1}} {
+		if err := backlog.Push(ctx, db, []byte(task.v), task.p); err != nil {
+			log.Fatal(err)
+		}
+	}
 
-	err := db.Transact(ctx, func(tr kv.Transaction) error {
+	err = db.Transact(ctx, func(tr kv.Transaction) error {
 		it, err := backlog.PopMin(ctx, tr)
 		if err != nil {
 			return err
@@ -104,11 +159,16 @@ func ExamplePriorityQueue_PopMin_composed() {
 		return ready.Enqueue(ctx, tr, it.Value)
 	})
 	if err != nil {
-		fmt.Println(err)
-		return
+		log.Fatal(err)
 	}
-	v, _ := ready.Dequeue(ctx, db)
-	left, _ := backlog.Len(ctx, db)
+	v, err := ready.Dequeue(ctx, db)
+	if err != nil {
+		log.Fatal(err)
+	}
+	left, err := backlog.Len(ctx, db)
+	if err != nil {
+		log.Fatal(err)
+	}
 	fmt.Printf("ready: %s, left in backlog: %d\n", v, left)
 	// Output: ready: urgent, left in backlog: 1
 }
@@ -118,14 +178,31 @@ func ExamplePriorityQueue_Push() {
 	db := memdb.New()
 	defer db.Close()
 
-	sub, _ := fdbqueue.NewSubspace(tuple.Tuple{"tasks"})
-	pq, _ := fdbqueue.NewPriorityQueue(sub)
-	_ = pq.Push(ctx, db, []byte("write docs"), 3)
-	_ = pq.Push(ctx, db, []byte("fix outage"), 0)
-	_ = pq.Push(ctx, db, []byte("refactor"), 9)
+	sub, err := fdbqueue.NewSubspace(tuple.Tuple{"tasks"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	pq, err := fdbqueue.NewPriorityQueue(sub)
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, task := range []struct {
+		v string
+		p int64
+	}{{"write docs", 3}, {"fix outage", 0}, {"refactor", 9}} {
+		if err := pq.Push(ctx, db, []byte(task.v), task.p); err != nil {
+			log.Fatal(err)
+		}
+	}
 
-	lo, _ := pq.PopMin(ctx, db)
-	hi, _ := pq.PopMax(ctx, db)
+	lo, err := pq.PopMin(ctx, db)
+	if err != nil {
+		log.Fatal(err)
+	}
+	hi, err := pq.PopMax(ctx, db)
+	if err != nil {
+		log.Fatal(err)
+	}
 	fmt.Printf("min %q (%d), max %q (%d)\n", lo.Value, lo.Priority, hi.Value, hi.Priority)
 	// Output: min "fix outage" (0), max "refactor" (9)
 }
@@ -139,24 +216,47 @@ func ExampleTypedQueue() {
 		ID  int    `json:"id"`
 		URL string `json:"url"`
 	}
-	sub, _ := fdbqueue.NewSubspace(tuple.Tuple{"crawl"})
-	q, _ := fdbqueue.NewQueue(sub)
+	sub, err := fdbqueue.NewSubspace(tuple.Tuple{"crawl"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	q, err := fdbqueue.NewQueue(sub)
+	if err != nil {
+		log.Fatal(err)
+	}
 	jobs := fdbqueue.NewTypedQueue(q, fdbqueue.JSONCodec[Job]{})
-	_ = jobs.Enqueue(ctx, db, Job{ID: 1, URL: "https://example.com"})
-	j, _ := jobs.Dequeue(ctx, db)
+	if err := jobs.Enqueue(ctx, db, Job{ID: 1, URL: "https://example.com"}); err != nil {
+		log.Fatal(err)
+	}
+	j, err := jobs.Dequeue(ctx, db) // a *fdbqueue.CodecError holds the bytes of an item that does not decode
+	if err != nil {
+		log.Fatal(err)
+	}
 	fmt.Printf("%d %s\n", j.ID, j.URL)
 	// Output: 1 https://example.com
 }
 
 func ExampleSubspace() {
-	app, _ := fdbqueue.NewSubspace(tuple.Tuple{"app"})
-	jobs, _ := app.Sub("jobs")
-	key, _ := jobs.Pack(tuple.Tuple{int64(1), []byte{0xaa}})
+	app, err := fdbqueue.NewSubspace(tuple.Tuple{"app"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	jobs, err := app.Sub("jobs")
+	if err != nil {
+		log.Fatal(err)
+	}
+	key, err := jobs.Pack(tuple.Tuple{int64(1), []byte{0xaa}})
+	if err != nil {
+		log.Fatal(err)
+	}
 	fmt.Printf("%x\n", key)
-	t, _ := jobs.Unpack(key)
+	t, err := jobs.Unpack(key)
+	if err != nil {
+		log.Fatal(err)
+	}
 	fmt.Println(t[0], jobs.Contains(key))
-	_, err := app.Unpack([]byte("elsewhere"))
-	fmt.Println(err != nil)
+	_, err = app.Unpack([]byte("elsewhere"))
+	fmt.Println(errors.Is(err, fdbqueue.ErrKeyOutsideSubspace))
 	// Output:
 	// 0261707000026a6f627300150101aa00
 	// 1 true
@@ -173,11 +273,13 @@ func ExampleWithStaging() {
 	db := memdb.New()
 	defer db.Close()
 
-	sub, _ := fdbqueue.NewSubspace(tuple.Tuple{"jobs"})
+	sub, err := fdbqueue.NewSubspace(tuple.Tuple{"jobs"})
+	if err != nil {
+		log.Fatal(err)
+	}
 	q, err := fdbqueue.NewQueue(sub, fdbqueue.WithVersionstampOrder(), fdbqueue.WithStaging(fdbqueue.StagingConfig{}))
 	if err != nil {
-		fmt.Println(err)
-		return
+		log.Fatal(err)
 	}
 	const consumers, jobs = 8, 40
 	got := make(chan string, jobs)
@@ -198,8 +300,7 @@ func ExampleWithStaging() {
 	}
 	for i := range jobs {
 		if err := q.Enqueue(ctx, db, fmt.Appendf(nil, "job-%02d", i)); err != nil {
-			fmt.Println("enqueue:", err)
-			return
+			log.Fatal(err)
 		}
 	}
 	wg.Wait()

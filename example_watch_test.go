@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log"
 
 	"github.com/fdbqueue/fdbqueue"
 	"github.com/fdbqueue/fdbqueue/kv"
@@ -18,9 +19,18 @@ func ExampleQueue_WatchForItems() {
 	ctx := context.Background()
 	db := memdb.New()
 	defer db.Close()
-	jobs, _ := fdbqueue.NewSubspace(tuple.Tuple{"jobs"})
-	results, _ := fdbqueue.NewSubspace(tuple.Tuple{"results"})
-	q, _ := fdbqueue.NewQueue(jobs)
+	jobs, err := fdbqueue.NewSubspace(tuple.Tuple{"jobs"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	results, err := fdbqueue.NewSubspace(tuple.Tuple{"results"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	q, err := fdbqueue.NewQueue(jobs)
+	if err != nil {
+		log.Fatal(err)
+	}
 
 	waiting := make(chan struct{})
 	finished := make(chan struct{})
@@ -38,7 +48,10 @@ func ExampleQueue_WatchForItems() {
 				if err != nil {
 					return err
 				}
-				key, _ := results.Pack(tuple.Tuple{string(job)})
+				key, err := results.Pack(tuple.Tuple{string(job)})
+				if err != nil {
+					return err
+				}
 				tr.Set(key, []byte("ok")) // in the same commit as the dequeue
 				return nil
 			})
@@ -63,17 +76,25 @@ func ExampleQueue_WatchForItems() {
 	for _, job := range []string{"resize", "encode", "upload"} {
 		<-waiting // the consumer found the queue empty and sleeps
 		if err := q.Enqueue(ctx, db, []byte(job)); err != nil {
-			fmt.Println("enqueue:", err)
-			return
+			log.Fatal(err)
 		}
 	}
 	<-finished
-	r, _ := results.Range()
-	kvs, _ := kv.ReadTransact(ctx, db, func(tr kv.ReadTransaction) ([]kv.KeyValue, error) {
+	r, err := results.Range()
+	if err != nil {
+		log.Fatal(err)
+	}
+	kvs, err := kv.ReadTransact(ctx, db, func(tr kv.ReadTransaction) ([]kv.KeyValue, error) {
 		return tr.GetRange(r, kv.RangeOptions{}).GetSlice()
 	})
+	if err != nil {
+		log.Fatal(err)
+	}
 	for _, p := range kvs {
-		t, _ := results.Unpack(p.Key)
+		t, err := results.Unpack(p.Key)
+		if err != nil {
+			log.Fatal(err)
+		}
 		fmt.Println(t[0], string(p.Value))
 	}
 	// Output:

@@ -165,7 +165,10 @@ func RunJobs(ctx context.Context, db kv.Database, sub fdbqueue.Subspace, cfg Job
 						return errors.New("simulated failure")
 					}
 					l := task.Lease()
-					key, _ := effects.Pack(tuple.Tuple{l.JobID[:], l.ID[:]})
+					key, err := effects.Pack(tuple.Tuple{l.JobID.Bytes(), l.ID[:]})
+					if err != nil {
+						return err
+					}
 					return db.Transact(hctx, func(tr kv.Transaction) error {
 						tr.Set(key, l.Value) // the job's effect, with its ack
 						return task.Ack(hctx, tr)
@@ -228,7 +231,10 @@ func RunJobs(ctx context.Context, db kv.Database, sub fdbqueue.Subspace, cfg Job
 
 // account checks every job: done (exactly one effect) or dead (none).
 func account(ctx context.Context, db kv.Database, q *fdbqueue.JobQueue, effects fdbqueue.Subspace, added *sync.Map, s *JobsSummary) error {
-	r, _ := effects.Range()
+	r, err := effects.Range()
+	if err != nil {
+		return err
+	}
 	kvs, err := kv.ReadTransact(ctx, db, func(tr kv.ReadTransaction) ([]kv.KeyValue, error) {
 		return tr.GetRange(r, kv.RangeOptions{Mode: kv.StreamingModeWantAll}).GetSlice()
 	})
