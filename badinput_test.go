@@ -392,6 +392,11 @@ func badRows() []badRow {
 			require.Equal(t, []byte("kept"), it.Value)
 			require.Zero(t, queueLen(t, db, q))
 		}},
+		{"Queue: every method", "a nil *Queue; a zero Queue (new(Queue))", "ErrInvalidArgument, before any transaction; Subspace and StagingStats return zero values", nilAndZeroHandles("Queue")},
+		{"PriorityQueue: every method", "a nil *PriorityQueue; a zero PriorityQueue", "ErrInvalidArgument, before any transaction; Subspace and StagingStats return zero values", nilAndZeroHandles("PriorityQueue")},
+		{"JobQueue: every method", "a nil *JobQueue; a zero JobQueue", "ErrInvalidArgument, before any transaction; Subspace returns the zero Subspace, Backoff 0, DeadCursorAt nil", nilAndZeroHandles("JobQueue")},
+		{"Task: every method", "a nil *Task; a zero Task", "Ack: ErrInvalidArgument, before any transaction; Lease and Value return zero values", nilAndZeroHandles("Task")},
+		{"TypedQueue, TypedPriorityQueue", "a zero Queue or PriorityQueue; a nil wrapper's Queue, PriorityQueue", "the operations: ErrInvalidArgument; the accessors: nil", nilAndZeroHandles("Typed")},
 		{"NewQueue, NewPriorityQueue", "WithClock(nil), WithEntropy(nil), WithLogger(nil), WithMeterProvider(nil)", "the defaults: operations work", func(t *testing.T) {
 			db := newDB(t)
 			nils := []fdbqueue.Option{fdbqueue.WithClock(nil), fdbqueue.WithEntropy(nil), fdbqueue.WithLogger(nil), fdbqueue.WithMeterProvider(nil)}

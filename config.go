@@ -873,6 +873,9 @@ func stagingRanges(sub Subspace, names ...string) []kv.KeyRange {
 // once and then fail with ErrConfigMismatch if their options differ.
 // Cost: two range reads (limit 1) and three writes, one round trip.
 func (q *Queue) Reconfigure(ctx context.Context, t kv.Transactor) error {
+	if err := q.usable(); err != nil {
+		return err
+	}
 	return q.journal.gate.reconfigure(ctx, t, stagingRanges(q.sub, "q"))
 }
 
@@ -880,6 +883,9 @@ func (q *Queue) Reconfigure(ctx context.Context, t kv.Transactor) error {
 // configuration; see Queue.Reconfigure. Cost: three range reads (limit 1:
 // the items and both ends' staged requests), three writes, one round trip.
 func (pq *PriorityQueue) Reconfigure(ctx context.Context, t kv.Transactor) error {
+	if err := pq.usable(); err != nil {
+		return err
+	}
 	return pq.journal.gate.reconfigure(ctx, t, stagingRanges(pq.sub, "min", "max"))
 }
 

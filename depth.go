@@ -107,12 +107,18 @@ func depth(ctx context.Context, t kv.ReadTransactor, d depthKeys) (int64, error)
 // check's only read conflict is the metadata version's, which only a
 // change of a record moves.
 func (q *Queue) Depth(ctx context.Context, t kv.ReadTransactor) (int64, error) {
+	if err := q.usable(); err != nil {
+		return 0, err
+	}
 	return depth(ctx, q.journal.gate.reads(t), q.journal.track.depth) // config.go
 }
 
 // Depth returns how many items the priority queue holds, from its depth
 // counters; see Queue.Depth.
 func (pq *PriorityQueue) Depth(ctx context.Context, t kv.ReadTransactor) (int64, error) {
+	if err := pq.usable(); err != nil {
+		return 0, err
+	}
 	return depth(ctx, pq.journal.gate.reads(t), pq.journal.track.depth) // config.go
 }
 
@@ -146,6 +152,9 @@ func (pq *PriorityQueue) Depth(ctx context.Context, t kv.ReadTransactor) (int64,
 // the jobs' keys into counters no one reads. It writes no record: on a
 // queue without one (a recipe queue) only the counters.
 func (q *Queue) RepairDepth(ctx context.Context, db kv.Database) (int64, error) {
+	if err := q.usable(); err != nil {
+		return 0, err
+	}
 	return repairDepth(ctx, db, q.journal.gate, q.items, q.journal.track.depth)
 }
 
@@ -153,6 +162,9 @@ func (q *Queue) RepairDepth(ctx context.Context, db kv.Database) (int64, error) 
 // counters; see Queue.RepairDepth. On a priority queue, pops of either end
 // during the repair may touch pages already counted: pause consumers.
 func (pq *PriorityQueue) RepairDepth(ctx context.Context, db kv.Database) (int64, error) {
+	if err := pq.usable(); err != nil {
+		return 0, err
+	}
 	return repairDepth(ctx, db, pq.journal.gate, pq.items, pq.journal.track.depth)
 }
 

@@ -33,7 +33,9 @@ var (
 	ErrMalformedKey = errors.New("fdbqueue: malformed key")
 
 	// ErrInvalidArgument is returned for arguments that can never work: a nil
-	// transactor, an empty subspace prefix for a queue, a batch size below 1.
+	// transactor, an empty subspace prefix for a queue, a batch size below 1,
+	// a nil or zero Queue, PriorityQueue or JobQueue (not made by its
+	// constructor).
 	ErrInvalidArgument = errors.New("fdbqueue: invalid argument")
 
 	// ErrBatchTooLarge is returned, before anything is written, when a batch

@@ -26,7 +26,9 @@ import (
 // database or transaction to run in, and composes with the caller's other
 // writes when given a Transaction. It is safe for concurrent use. See "Job
 // queue with leases" in docs/design.md in the repository for the key
-// layout, the cost of each operation and the ordering guarantee.
+// layout, the cost of each operation and the ordering guarantee. A nil or
+// zero JobQueue (not made by NewJobQueue) fails every operation with
+// ErrInvalidArgument, touching no database.
 type JobQueue struct {
 	sub     Subspace
 	cfg     JobQueueConfig
@@ -211,7 +213,12 @@ func (f funcClock) Now() time.Time                         { return f() }
 func (f funcClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
 
 // Subspace returns the queue's subspace.
-func (q *JobQueue) Subspace() Subspace { return q.sub }
+func (q *JobQueue) Subspace() Subspace {
+	if q == nil {
+		return Subspace{}
+	}
+	return q.sub
+}
 
 // JobID identifies a job for its whole life: leases, retries, dead letter
 // and requeue.
@@ -307,6 +314,9 @@ func (q *JobQueue) Add(ctx context.Context, t kv.Transactor, job Job, opts ...Op
 // with a short prefix the default 1 MB budget takes about 700 jobs with
 // small values and the largest (MaxBatchBudget) about 6,300.
 func (q *JobQueue) AddBatch(ctx context.Context, t kv.Transactor, jobs []Job, opts ...OpOption) ([]AddResult, error) {
+	if err := q.usable(); err != nil {
+		return nil, err
+	}
 	if err := checkTransactor(t); err != nil {
 		return nil, err
 	}

@@ -99,6 +99,9 @@ func (q *JobQueue) Ack(ctx context.Context, t kv.Transactor, l Lease, opts ...Op
 // journal without calling apply again.
 func (q *JobQueue) heldOp(ctx context.Context, t kv.Transactor, name string, l Lease, opts []OpOption,
 	apply func(tr kv.Transaction, m jobMeta, key []byte) ([]byte, error)) ([]byte, error) {
+	if err := q.usable(); err != nil {
+		return nil, err
+	}
 	if err := checkTransactor(t); err != nil {
 		return nil, err
 	}
@@ -194,6 +197,9 @@ func (q *JobQueue) Nack(ctx context.Context, t kv.Transactor, l Lease, no NackOp
 // up to a half (jitter, so that jobs that failed together do not come back
 // together).
 func (q *JobQueue) Backoff(attempt int) time.Duration {
+	if q.usable() != nil {
+		return 0
+	}
 	d := q.cfg.RetryBase
 	for i := 1; i < attempt && d < q.cfg.RetryMax; i++ {
 		if d > q.cfg.RetryMax/2 { // doubling would pass RetryMax, or overflow
@@ -224,6 +230,9 @@ func (q *JobQueue) Backoff(attempt int) time.Duration {
 // its lease and extends it again from the new now. With a MeterProvider it
 // is counted in fdbqueue.lease.extensions by outcome (WithMeterProvider).
 func (q *JobQueue) Extend(ctx context.Context, t kv.Transactor, l Lease, d time.Duration) (Lease, error) {
+	if err := q.usable(); err != nil {
+		return l, err
+	}
 	if err := checkTransactor(t); err != nil {
 		return l, err
 	}

@@ -38,6 +38,9 @@ type JobStats struct {
 // bucket that holds jobs) and a read of the first job's key, all snapshot
 // reads issued together: one round trip, no conflicts.
 func (q *JobQueue) Stats(ctx context.Context, t kv.ReadTransactor) (JobStats, error) {
+	if err := q.usable(); err != nil {
+		return JobStats{}, err
+	}
 	if err := checkTransactor(t); err != nil {
 		return JobStats{}, err
 	}
@@ -127,6 +130,9 @@ type DeadJob struct {
 // of death, by the clocks of the clients that moved the jobs there. It
 // reads nothing.
 func (q *JobQueue) DeadCursorAt(t time.Time) []byte {
+	if q.usable() != nil {
+		return nil
+	}
 	us := t.UnixMicro() // rounded down
 	if t.After(time.UnixMicro(us)) && us < math.MaxInt64 {
 		us++ // t is within a microsecond: the next one is the first at or after it
@@ -146,6 +152,9 @@ func (q *JobQueue) DeadCursorAt(t time.Time) []byte {
 // that a page is read well within FoundationDB's 5-second transaction
 // window.
 func (q *JobQueue) ListDead(ctx context.Context, t kv.ReadTransactor, cursor []byte, limit int) ([]DeadJob, error) {
+	if err := q.usable(); err != nil {
+		return nil, err
+	}
 	if err := checkTransactor(t); err != nil {
 		return nil, err
 	}
@@ -287,6 +296,9 @@ func (q *JobQueue) DeleteDead(ctx context.Context, t kv.Transactor, id JobID, op
 // without calling apply again.
 func (q *JobQueue) deadOp(ctx context.Context, t kv.Transactor, name string, id JobID, opts []OpOption,
 	apply func(tr kv.Transaction, m jobMeta, key []byte) error) error {
+	if err := q.usable(); err != nil {
+		return err
+	}
 	if err := checkTransactor(t); err != nil {
 		return err
 	}

@@ -77,6 +77,9 @@ type Lease struct {
 // (or, if that call did not commit, to lease anew), or SettleLease to get
 // them without leasing any other.
 func (q *JobQueue) Lease(ctx context.Context, t kv.Transactor, n int, d time.Duration, opts ...OpOption) ([]Lease, error) {
+	if err := q.usable(); err != nil {
+		return nil, err
+	}
 	if err := checkTransactor(t); err != nil {
 		return nil, err
 	}
@@ -123,6 +126,9 @@ func (q *JobQueue) Lease(ctx context.Context, t kv.Transactor, n int, d time.Dur
 // committed, with a change to one of its jobs. Under
 // commit_unknown_result the retry finds its own record.
 func (q *JobQueue) SettleLease(ctx context.Context, t kv.Transactor, id OpID) ([]Lease, error) {
+	if err := q.usable(); err != nil {
+		return nil, err
+	}
 	if err := checkTransactor(t); err != nil {
 		return nil, err
 	}
@@ -273,6 +279,9 @@ func (q *JobQueue) leaseOp(ctx context.Context, t kv.Transactor, n int, d time.D
 // queue did not write fails it with ErrForeignKey, as it fails Stats, even
 // while Lease, which reads only the due keys, reports ErrEmpty.
 func (q *JobQueue) LeaseWait(ctx context.Context, db kv.Database, n int, d time.Duration) ([]Lease, error) {
+	if err := q.usable(); err != nil {
+		return nil, err
+	}
 	if err := checkTransactor(db); err != nil {
 		return nil, err
 	}

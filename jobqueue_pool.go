@@ -30,7 +30,8 @@ import (
 // another consumer has it).
 type Handler func(ctx context.Context, task *Task) error
 
-// Task is a job being processed by a pool's worker.
+// Task is a job being processed by a pool's worker, made by the pool (a
+// nil or zero Task's Ack fails with ErrInvalidArgument).
 type Task struct {
 	q     *JobQueue
 	mu    sync.Mutex
@@ -42,6 +43,9 @@ type Task struct {
 
 // Lease returns the task's lease as of its last extension.
 func (t *Task) Lease() Lease {
+	if t == nil {
+		return Lease{}
+	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.lease
@@ -61,6 +65,9 @@ func (t *Task) Value() []byte { return t.Lease().Value }
 // to find: the job is acked once, by this call, but the pool then reports
 // the outcome as LeaseLost (with a warning).
 func (t *Task) Ack(ctx context.Context, tr kv.Transaction) error {
+	if t == nil || t.q == nil {
+		return errZeroTask
+	}
 	return t.q.Ack(ctx, tr, t.Lease(), WithOpID(t.opID()))
 }
 
@@ -380,6 +387,9 @@ func (e *PanicError) Error() string { return fmt.Sprintf("handler panic: %v", e.
 // in the same database, make them exactly once by writing them in the
 // transaction that acks (Task.Ack).
 func (q *JobQueue) Run(ctx context.Context, db kv.Database, handler Handler, o PoolOptions) error {
+	if err := q.usable(); err != nil {
+		return err
+	}
 	if err := checkTransactor(db); err != nil {
 		return err
 	}

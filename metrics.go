@@ -477,6 +477,9 @@ func (o *observer) registerGauges(db kv.ReadTransactor, d depthKeys, oldest func
 // queue and its callback returns the *ConfigMismatchError.
 // Unregister the returned registration when the queue is no longer used.
 func (q *Queue) RegisterGauges(db kv.ReadTransactor) (metric.Registration, error) {
+	if err := q.usable(); err != nil {
+		return nil, err
+	}
 	var oldest func(kv.ReadTransaction) func() (time.Duration, bool, error)
 	if q.cfg.versionstamps {
 		oldest = q.oldestAge
@@ -487,6 +490,9 @@ func (q *Queue) RegisterGauges(db kv.ReadTransactor) (metric.Registration, error
 // RegisterGauges registers the priority queue's fdbqueue.depth gauge (its
 // keys carry no time: no age gauge); see Queue.RegisterGauges.
 func (pq *PriorityQueue) RegisterGauges(db kv.ReadTransactor) (metric.Registration, error) {
+	if err := pq.usable(); err != nil {
+		return nil, err
+	}
 	return pq.journal.track.obs.registerGauges(pq.journal.gate.reads(db), pq.journal.track.depth, nil) // config.go
 }
 
@@ -538,6 +544,9 @@ func (q *Queue) headAge(s kv.ReadTransaction, head kv.RangeResult) (time.Duratio
 // at most 5 seconds (less if the collection's context ends sooner).
 // Unregister the returned registration when the queue is no longer used.
 func (q *JobQueue) RegisterGauges(db kv.ReadTransactor) (metric.Registration, error) {
+	if err := q.usable(); err != nil {
+		return nil, err
+	}
 	if err := checkTransactor(db); err != nil {
 		return nil, err
 	}

@@ -20,7 +20,9 @@ import (
 // away. Items of one priority come out in push order (pushes that commit
 // concurrently may share a count and are then ordered randomly).
 //
-// It is safe for concurrent use and holds no connection.
+// It is safe for concurrent use and holds no connection. A nil or zero
+// PriorityQueue (not made by NewPriorityQueue) fails every operation with
+// ErrInvalidArgument, touching no database.
 type PriorityQueue struct {
 	layer
 	stager             *stager
@@ -57,7 +59,12 @@ func NewPriorityQueue(sub Subspace, opts ...Option) (*PriorityQueue, error) {
 }
 
 // Subspace returns the priority queue's subspace.
-func (pq *PriorityQueue) Subspace() Subspace { return pq.sub }
+func (pq *PriorityQueue) Subspace() Subspace {
+	if pq == nil {
+		return Subspace{}
+	}
+	return pq.sub
+}
 
 // Push adds value with the given priority (any int64, MinInt64 and MaxInt64
 // included).
@@ -68,6 +75,9 @@ func (pq *PriorityQueue) Subspace() Subspace { return pq.sub }
 // writes (the item, its journal record, a depth counter's atomic add). Under
 // commit_unknown_result the item is pushed exactly once (see Enqueue).
 func (pq *PriorityQueue) Push(ctx context.Context, t kv.Transactor, value []byte, priority int64, opts ...OpOption) error {
+	if err := pq.usable(); err != nil {
+		return err
+	}
 	if err := checkTransactor(t); err != nil {
 		return err
 	}
@@ -213,6 +223,9 @@ func (pq *PriorityQueue) PopMax(ctx context.Context, t kv.Transactor, opts ...Op
 }
 
 func (pq *PriorityQueue) popOne(ctx context.Context, t kv.Transactor, max bool, opts []OpOption) (Item, error) {
+	if err := pq.usable(); err != nil {
+		return Item{}, err
+	}
 	if db, ok := pq.staged(t); ok && !pq.journal.logged(opts) {
 		return pq.side(max).run(ctx, db, false, opts)
 	}
@@ -241,6 +254,9 @@ func (pq *PriorityQueue) PopMaxBatch(ctx context.Context, t kv.Transactor, n int
 }
 
 func (pq *PriorityQueue) popBatch(ctx context.Context, t kv.Transactor, n int, max bool, opts []OpOption) ([]Item, error) {
+	if err := pq.usable(); err != nil {
+		return nil, err
+	}
 	items, c, err := pq.pop(ctx, t, n, max, false, opts)
 	if err != nil {
 		return nil, err
@@ -357,23 +373,35 @@ func (pq *PriorityQueue) PeekMax(ctx context.Context, t kv.ReadTransactor) (Item
 }
 
 func (pq *PriorityQueue) peek(ctx context.Context, t kv.ReadTransactor, max bool) (Item, error) {
+	if err := pq.usable(); err != nil {
+		return Item{}, err
+	}
 	return peekEnd(ctx, pq.journal.gate.reads(t), pq.end(max)) // config.go
 }
 
 // Empty reports whether the priority queue holds no item.
 func (pq *PriorityQueue) Empty(ctx context.Context, t kv.ReadTransactor) (bool, error) {
+	if err := pq.usable(); err != nil {
+		return false, err
+	}
 	return emptyRange(ctx, pq.journal.gate.reads(t), pq.items, nil)
 }
 
 // Len counts the items as Queue.Len does (see it for what it costs and
 // means given a Database or a Transaction).
 func (pq *PriorityQueue) Len(ctx context.Context, t kv.ReadTransactor) (int, error) {
+	if err := pq.usable(); err != nil {
+		return 0, err
+	}
 	return countRange(ctx, pq.journal.gate.reads(t), pq.items, pq.cfg.now)
 }
 
 // Clear removes every item, keeping the operation journal; conflicts,
 // cost and behaviour under commit_unknown_result are Queue.Clear's.
 func (pq *PriorityQueue) Clear(ctx context.Context, t kv.Transactor) error {
+	if err := pq.usable(); err != nil {
+		return err
+	}
 	if err := checkTransactor(t); err != nil {
 		return err
 	}

@@ -23,7 +23,9 @@ import (
 // an index; their random parts order them among themselves.
 //
 // A Queue holds no connection: its methods take the database or transaction
-// to run in. It is safe for concurrent use.
+// to run in. It is safe for concurrent use. A Queue is made by NewQueue: a
+// nil or zero Queue fails every operation with ErrInvalidArgument, touching
+// no database.
 type Queue struct {
 	layer
 	// userVer is, in versionstamp mode, the user version (the 2 bytes after
@@ -60,7 +62,12 @@ func NewQueue(sub Subspace, opts ...Option) (*Queue, error) {
 }
 
 // Subspace returns the queue's subspace.
-func (q *Queue) Subspace() Subspace { return q.sub }
+func (q *Queue) Subspace() Subspace {
+	if q == nil {
+		return Subspace{}
+	}
+	return q.sub
+}
 
 // Enqueue adds value at the tail of the queue.
 //
@@ -101,10 +108,10 @@ func (q *Queue) Enqueue(ctx context.Context, t kv.Transactor, value []byte, opts
 // order (nothing is lost).
 func (q *Queue) EnqueueBatch(ctx context.Context, t kv.Transactor, values [][]byte, opts ...OpOption) error {
 	if len(values) == 0 {
-		if err := checkTransactor(t); err != nil {
+		if err := q.usable(); err != nil {
 			return err
 		}
-		return nil
+		return checkTransactor(t)
 	}
 	return q.enqueue(ctx, t, nil, values, opts)
 }
@@ -112,6 +119,9 @@ func (q *Queue) EnqueueBatch(ctx context.Context, t kv.Transactor, values [][]by
 // enqueue is EnqueueBatch of values, or of the one value when values is
 // nil (Enqueue, without a slice to hold it).
 func (q *Queue) enqueue(ctx context.Context, t kv.Transactor, value []byte, values [][]byte, opts []OpOption) error {
+	if err := q.usable(); err != nil {
+		return err
+	}
 	if err := checkTransactor(t); err != nil {
 		return err
 	}
@@ -588,6 +598,9 @@ func (q *Queue) checkItemKey(key []byte) error {
 // returns an item already due or handed to it to the queue (by place to
 // the tail, in batches to its original key), and returns ctx's error.
 func (q *Queue) Dequeue(ctx context.Context, t kv.Transactor, opts ...OpOption) ([]byte, error) {
+	if err := q.usable(); err != nil {
+		return nil, err
+	}
 	if db, ok := q.staged(t); ok && !q.journal.logged(opts) {
 		return q.stage.run(ctx, db, false, opts)
 	}
@@ -620,6 +633,9 @@ func (q *Queue) Dequeue(ctx context.Context, t kv.Transactor, opts ...OpOption) 
 // items after those, with a read conflict on each item taken, and returns
 // ErrEmpty when there are none.
 func (q *Queue) DequeueBatch(ctx context.Context, t kv.Transactor, max int, opts ...OpOption) ([][]byte, error) {
+	if err := q.usable(); err != nil {
+		return nil, err
+	}
 	vals, c, err := q.dequeue(ctx, t, max, false, opts)
 	if err != nil {
 		return nil, err
@@ -673,6 +689,9 @@ func (q *Queue) accept(p kv.KeyValue) ([]byte, []byte, error) {
 // item after them, the one a Dequeue inside a transaction would take,
 // after a snapshot read of the line (one round trip more).
 func (q *Queue) Peek(ctx context.Context, t kv.ReadTransactor) ([]byte, error) {
+	if err := q.usable(); err != nil {
+		return nil, err
+	}
 	e := q.end()
 	e.reserved = q.reserved
 	v, err := peekEnd(ctx, q.journal.gate.reads(t), e) // config.go
@@ -683,6 +702,9 @@ func (q *Queue) Peek(ctx context.Context, t kv.ReadTransactor) ([]byte, error) {
 // On a queue staged by place it reports whether it holds no item beyond
 // those due to the waiting requests, as Peek.
 func (q *Queue) Empty(ctx context.Context, t kv.ReadTransactor) (bool, error) {
+	if err := q.usable(); err != nil {
+		return false, err
+	}
 	empty, err := emptyRange(ctx, q.journal.gate.reads(t), q.items, q.reserved)
 	return empty, q.unreadable(err)
 }
@@ -708,6 +730,9 @@ func (q *Queue) Empty(ctx context.Context, t kv.ReadTransactor) (bool, error) {
 // queue holding more fails with ErrTooManyToCount, since one transaction
 // cannot read a large queue within FoundationDB's 5 s.
 func (q *Queue) Len(ctx context.Context, t kv.ReadTransactor) (int, error) {
+	if err := q.usable(); err != nil {
+		return 0, err
+	}
 	n, err := countRange(ctx, q.journal.gate.reads(t), q.items, q.cfg.now)
 	return n, q.unreadable(err)
 }
@@ -793,6 +818,9 @@ func countChunk(tr kv.ReadTransaction, r kv.KeyRange, limit int, now func() time
 // Under commit_unknown_result it is retried and clears again: idempotent,
 // except that items enqueued between the two attempts are removed too.
 func (q *Queue) Clear(ctx context.Context, t kv.Transactor) error {
+	if err := q.usable(); err != nil {
+		return err
+	}
 	if err := checkTransactor(t); err != nil {
 		return err
 	}

@@ -319,7 +319,12 @@ func (q *Queue) staged(t kv.Transactor) (kv.Database, bool) {
 // StagingStats returns the counters of the queue's staged dequeues: how
 // many steps of each phase committed or conflicted, the time they took,
 // and the fulfilments' batch sizes. A diagnostic; see StagingStats.
-func (q *Queue) StagingStats() StagingStats { return q.stager.stats.snapshot() }
+func (q *Queue) StagingStats() StagingStats {
+	if q.usable() != nil {
+		return StagingStats{}
+	}
+	return q.stager.stats.snapshot()
+}
 
 // DequeueWait removes and returns the item at the head of the queue,
 // waiting for one while the queue is empty, until ctx ends. It needs a
@@ -349,6 +354,9 @@ func (q *Queue) StagingStats() StagingStats { return q.stager.stats.snapshot() }
 // cleanup transaction withdraws the request (one round trip; by place two
 // more, to find the item at its place).
 func (q *Queue) DequeueWait(ctx context.Context, db kv.Database, opts ...OpOption) ([]byte, error) {
+	if err := q.usable(); err != nil {
+		return nil, err
+	}
 	if !q.stager.enabled {
 		return nil, errStagingNeedsOption
 	}
@@ -370,6 +378,9 @@ func (q *Queue) DequeueWait(ctx context.Context, db kv.Database, opts ...OpOptio
 // expired.
 func (q *Queue) Recover(ctx context.Context, db kv.Database) (RecoverStats, error) {
 	var st RecoverStats
+	if err := q.usable(); err != nil {
+		return st, err
+	}
 	if err := checkTransactor(db); err != nil {
 		return st, err
 	}
@@ -412,13 +423,21 @@ func (pq *PriorityQueue) side(max bool) *stageSide[Item] {
 
 // StagingStats returns the counters of the staged pops, PopMin and PopMax
 // together; see Queue.StagingStats.
-func (pq *PriorityQueue) StagingStats() StagingStats { return pq.stager.stats.snapshot() }
+func (pq *PriorityQueue) StagingStats() StagingStats {
+	if pq.usable() != nil {
+		return StagingStats{}
+	}
+	return pq.stager.stats.snapshot()
+}
 
 // PopMinWait removes and returns the smallest item, waiting for one while
 // the priority queue is empty, until ctx ends. Requirements and guarantees
 // are those of Queue.DequeueWait; PopMin and PopMax requests are served
 // separately, each oldest first.
 func (pq *PriorityQueue) PopMinWait(ctx context.Context, db kv.Database, opts ...OpOption) (Item, error) {
+	if err := pq.usable(); err != nil {
+		return Item{}, err
+	}
 	if !pq.stager.enabled {
 		return Item{}, errStagingNeedsOption
 	}
@@ -428,6 +447,9 @@ func (pq *PriorityQueue) PopMinWait(ctx context.Context, db kv.Database, opts ..
 // PopMaxWait removes and returns the largest item, waiting for one while
 // the priority queue is empty; see PopMinWait.
 func (pq *PriorityQueue) PopMaxWait(ctx context.Context, db kv.Database, opts ...OpOption) (Item, error) {
+	if err := pq.usable(); err != nil {
+		return Item{}, err
+	}
 	if !pq.stager.enabled {
 		return Item{}, errStagingNeedsOption
 	}
@@ -438,6 +460,9 @@ func (pq *PriorityQueue) PopMaxWait(ctx context.Context, db kv.Database, opts ..
 // expired results back; see Queue.Recover.
 func (pq *PriorityQueue) Recover(ctx context.Context, db kv.Database) (RecoverStats, error) {
 	var st RecoverStats
+	if err := pq.usable(); err != nil {
+		return st, err
+	}
 	if err := checkTransactor(db); err != nil {
 		return st, err
 	}

@@ -37,7 +37,12 @@ func (tq *TypedQueue[T]) check() error {
 }
 
 // Queue returns the underlying byte queue.
-func (tq *TypedQueue[T]) Queue() *Queue { return tq.q }
+func (tq *TypedQueue[T]) Queue() *Queue {
+	if tq == nil {
+		return nil
+	}
+	return tq.q
+}
 
 // Enqueue encodes v and enqueues it; see Queue.Enqueue.
 func (tq *TypedQueue[T]) Enqueue(ctx context.Context, t kv.Transactor, v T, opts ...OpOption) error {
@@ -172,7 +177,12 @@ func (tp *TypedPriorityQueue[T]) check() error {
 }
 
 // PriorityQueue returns the underlying byte priority queue.
-func (tp *TypedPriorityQueue[T]) PriorityQueue() *PriorityQueue { return tp.pq }
+func (tp *TypedPriorityQueue[T]) PriorityQueue() *PriorityQueue {
+	if tp == nil {
+		return nil
+	}
+	return tp.pq
+}
 
 // Push encodes v and pushes it with priority; see PriorityQueue.Push.
 func (tp *TypedPriorityQueue[T]) Push(ctx context.Context, t kv.Transactor, v T, priority int64, opts ...OpOption) error {

@@ -81,12 +81,18 @@ import (
 // ErrConfigMismatch (writing nothing) when the handle's options disagree
 // with the stored configuration, and with ErrInvalidArgument for a nil tr.
 func (q *Queue) WatchForItems(tr kv.Transaction) (kv.Watch, error) {
+	if err := q.usable(); err != nil {
+		return nil, err
+	}
 	return q.journal.gate.watchForItems(tr)
 }
 
 // WatchForItems returns a watch, created in tr, that fires when an item
 // may have arrived; see Queue.WatchForItems.
 func (pq *PriorityQueue) WatchForItems(tr kv.Transaction) (kv.Watch, error) {
+	if err := pq.usable(); err != nil {
+		return nil, err
+	}
 	return pq.journal.gate.watchForItems(tr)
 }
 
