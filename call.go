@@ -107,16 +107,19 @@ func newCall(kind callKind, l *layer, opName, mark string, t kv.Transactor, opts
 	return c
 }
 
-// run runs the operation's transaction (its attempts call c.attempt).
+// run runs the operation's transaction (its attempts call c.attempt). An
+// error that leaves it unknown whether the operation took effect carries
+// the ID that settles it (op.unknownResult).
 func (c *call) run(ctx context.Context) error {
 	if !c.tracked {
-		return c.t.Transact(ctx, c.plainFn)
+		return c.op.unknownResult(c.t.Transact(ctx, c.plainFn))
 	}
 	err := c.db.Transact(ctx, c.trackedFn)
 	if err == nil {
 		c.tx.report() // the last attempt committed
+		return nil
 	}
-	return err
+	return c.op.unknownResult(err)
 }
 
 // trackedAttempt is one attempt on the backend's transaction tr, through

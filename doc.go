@@ -53,7 +53,8 @@
 // with WithOpID on every attempt; without it the operation skips the
 // journal and is as safe as the recipe's. Errors for which
 // kv.MaybeCommitted is true may or may not have taken effect (calling the
-// operation again under the same ID settles it: see WithOpID); after any
+// operation again under the same ID settles it: see WithOpID; the error is
+// an *UnknownResultError holding the ID); after any
 // other error the operation had none (but that a failed staged take by
 // place sends the item due to it to the tail; see StagingConfig).
 //

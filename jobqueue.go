@@ -402,7 +402,7 @@ func (q *JobQueue) AddBatch(ctx context.Context, t kv.Transactor, jobs []Job, op
 		return out, nil
 	})
 	o.end(err)
-	return res, err
+	return res, o.unknownResult(err)
 }
 
 func decodeAddResults(prev [][]byte, n int) ([]AddResult, error) {

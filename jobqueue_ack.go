@@ -137,7 +137,7 @@ func (q *JobQueue) heldOp(ctx context.Context, t kv.Transactor, name string, l L
 		return r, nil
 	})
 	o.end(err)
-	return out, err
+	return out, o.unknownResult(err)
 }
 
 // NackOptions says what to do with a job that failed.

@@ -326,5 +326,5 @@ func (q *JobQueue) deadOp(ctx context.Context, t kv.Transactor, name string, id 
 		return nil
 	})
 	o.end(err)
-	return err
+	return o.unknownResult(err)
 }

@@ -73,9 +73,9 @@ type Lease struct {
 // effect with the caller's commit. If Lease fails with an error for which
 // kv.MaybeCommitted is true, jobs may have been leased: they come back
 // when their leases expire (with one attempt counted), or, within the
-// journal retention, call Lease again with the same WithOpID to get them
-// (or, if that call did not commit, to lease anew), or SettleLease to get
-// them without leasing any other.
+// journal retention, call Lease again with the same WithOpID (the ID in
+// the *UnknownResultError) to get them (or, if that call did not commit,
+// to lease anew), or SettleLease to get them without leasing any other.
 func (q *JobQueue) Lease(ctx context.Context, t kv.Transactor, n int, d time.Duration, opts ...OpOption) ([]Lease, error) {
 	if err := q.usable(); err != nil {
 		return nil, err
@@ -102,8 +102,8 @@ func (q *JobQueue) Lease(ctx context.Context, t kv.Transactor, n int, d time.Dur
 // leases it returns, as those of Lease.
 //
 // id is the ID the Lease ran under: one given with WithOpID, or the one
-// the queue logged with the error (WithLogger), from any handle of the
-// queue. (A Lease in the caller's transaction without WithOpID keeps no
+// its *UnknownResultError holds (also logged, WithLogger), from any
+// handle of the queue. (A Lease in the caller's transaction without WithOpID keeps no
 // record, and SettleLease cannot tell what it did.) Once SettleLease has
 // returned, that Lease's commit can no longer take a job. A later Lease
 // or SettleLease under id returns the same leases (none, once recorded
@@ -263,7 +263,7 @@ func (q *JobQueue) leaseOp(ctx context.Context, t kv.Transactor, n int, d time.D
 	default:
 		o.end(err)
 	}
-	return res, err
+	return res, o.unknownResult(err)
 }
 
 // LeaseWait is Lease that blocks until a job is due or ctx ends. When

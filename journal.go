@@ -73,12 +73,13 @@ type opConfig struct {
 // it did not. Under an ID of yours, the second call may be made through
 // any handle of the queue, in any process. An Enqueue, Dequeue, Push or
 // pop (not staged) given a Database without WithOpID makes an ID of its
-// own, which the queue logs with the error (WithLogger), and records in a
-// journal slot that only its Queue or PriorityQueue value knows (it
-// remembers those of its last 1,024 such failures): settle it given a
-// Database, on that same value, with WithOpID and the logged ID (a
-// staged Dequeue or pop under it runs as the plain one, which reads the
-// slot; a Wait form, which cannot, fails with ErrInvalidArgument). On
+// own, which its error holds (an *UnknownResultError; the queue also logs
+// it, WithLogger), and records in a journal slot that only its Queue or
+// PriorityQueue value knows (it remembers those of its last 1,024 such
+// failures): settle it given a Database, on that same value, with
+// WithOpID and that ID (a staged Dequeue or pop under it runs as the
+// plain one, which reads the slot; a Wait form, which cannot, fails with
+// ErrInvalidArgument). On
 // another value, or in another process, the call may not find the record
 // and then applies the operation again: if you may need to settle there,
 // pass an ID of yours to the first call.

@@ -81,7 +81,8 @@ func (q *Queue) Subspace() Subspace {
 // attempt that committed and does nothing, so the item is enqueued exactly
 // once. An error for which kv.MaybeCommitted is true (the context ended
 // during commit) leaves it unknown whether the item was enqueued: call
-// Enqueue again under the same ID to settle it (see WithOpID).
+// Enqueue again under the same ID, which the error holds (an
+// *UnknownResultError), to settle it (see WithOpID).
 func (q *Queue) Enqueue(ctx context.Context, t kv.Transactor, value []byte, opts ...OpOption) error {
 	return q.enqueue(ctx, t, value, nil, opts)
 }
@@ -568,7 +569,7 @@ func (q *Queue) checkItemKey(key []byte) error {
 // ErrEmpty, not maybe-committed (no attempt took one). If Dequeue fails with an error for which kv.MaybeCommitted
 // is true, the item may have been removed; call Dequeue again with the same
 // WithOpID within the journal retention to get it: your own ID, or the one
-// the queue logged, on the same Queue value (see WithOpID).
+// in the *UnknownResultError, on the same Queue value (see WithOpID).
 //
 // A head key without this queue's layout fails with ErrForeignKey, and with
 // TupleValues a stored value that is not a packed tuple fails with ErrCodec;

@@ -60,8 +60,8 @@ type StagingConfig struct {
 	// it fails, the call's error satisfies kv.MaybeCommitted: the claim
 	// timeout returns a request left in the line, with any item due or
 	// handed to it, to the queue; an item the call's take did take is in
-	// its journal record, and a call under the logged ID (WithOpID)
-	// settles it.
+	// its journal record, and a call under the ID the error holds (an
+	// *UnknownResultError; also logged) settles it (WithOpID).
 	CleanupTimeout time.Duration
 	// Serving chooses how waiting requests get their items (default
 	// ServeAuto).

@@ -100,6 +100,7 @@ func (s *stageSide[T]) run(ctx context.Context, db kv.Database, wait bool, opts 
 	val, err := w.loop(opCtx, ctx)
 	w.cancelWatches()
 	w.o.end(err)
+	err = w.o.unknownResult(err)
 	st := &s.st.stats
 	st.calls.Add(1)
 	st.callNanos.Add(int64(time.Since(start)))

@@ -1,0 +1,48 @@
+package fdbqueue
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/fdbqueue/fdbqueue/kv"
+)
+
+// UnknownResultError is the error of an operation that may or may not have
+// taken effect and can be settled: it ran with the journal (its queue was
+// not made WithoutIdempotency) and failed with an error for which
+// kv.MaybeCommitted is true, typically because its context ended after a
+// commit_unknown_result. ID is the operation's ID, the one it was given
+// with WithOpID or made itself: call the operation again with
+// WithOpID(ID) within the journal retention to settle it (a Wait form: its
+// form that does not wait; for an ID the operation made, on the same
+// Queue, PriorityQueue or JobQueue value: see WithOpID). A Lease may be
+// settled with SettleLease(ID) instead.
+//
+// Unwrap returns Err, so errors.Is, errors.As and kv.MaybeCommitted see the
+// error as before. An operation without the journal never returns one (a
+// call under an ID would apply it anew), nor does one that failed with
+// ErrEmpty (it took nothing) or ErrOperationExpired (its ID can no longer
+// settle it).
+type UnknownResultError struct {
+	Op  string // the operation's kind, as the queue's log line names it ("enqueue", "pop min", "ack", ...)
+	ID  OpID   // the ID to call the operation again under
+	Err error  // the operation's error
+}
+
+// Error describes the operation, its ID and its error.
+func (e *UnknownResultError) Error() string {
+	return fmt.Sprintf("fdbqueue: %s may have committed; call it again with WithOpID(%s) to settle it: %v", e.Op, e.ID, e.Err)
+}
+
+// Unwrap returns the operation's error.
+func (e *UnknownResultError) Unwrap() error { return e.Err }
+
+// unknownResult returns err as an *UnknownResultError carrying o's ID when
+// a call under that ID can settle o (see UnknownResultError), else err.
+func (o *op) unknownResult(err error) error {
+	if err == nil || o.off() || !kv.MaybeCommitted(err) ||
+		errors.Is(err, ErrEmpty) || errors.Is(err, ErrOperationExpired) {
+		return err
+	}
+	return &UnknownResultError{Op: o.journalKind(), ID: o.id, Err: err}
+}
