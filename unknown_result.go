@@ -24,7 +24,7 @@ import (
 // ErrEmpty (it took nothing) or ErrOperationExpired (its ID can no longer
 // settle it).
 type UnknownResultError struct {
-	Op  string // the operation's kind, as the queue's log line names it ("enqueue", "pop min", "ack", ...)
+	Op  string // the operation's kind ("enqueue", "dequeue", "push", "pop min", "add", "ack", ...)
 	ID  OpID   // the ID to call the operation again under
 	Err error  // the operation's error
 }
