@@ -62,6 +62,7 @@ func priorityQueueCalls(e handleEnv, pq *fdbqueue.PriorityQueue) handleCalls {
 	return handleCalls{
 		ops: map[string]func() error{
 			"Push":           func() error { return pq.Push(ctx, db, []byte("x"), 1) },
+			"PushBatch":      func() error { return pq.PushBatch(ctx, db, []fdbqueue.PushItem{{Value: []byte("x"), Priority: 1}}) },
 			"PopMin":         func() error { _, err := pq.PopMin(ctx, db); return err },
 			"PopMax":         func() error { _, err := pq.PopMax(ctx, db); return err },
 			"PopMinBatch":    func() error { _, err := pq.PopMinBatch(ctx, db, 2); return err },
@@ -226,6 +227,7 @@ func nilAndZeroHandles(kind string) func(t *testing.T) {
 			_, err = tp.PopMin(ctx, db)
 			require.ErrorIs(t, err, fdbqueue.ErrInvalidArgument)
 			require.ErrorIs(t, tp.Push(ctx, db, "x", 1), fdbqueue.ErrInvalidArgument)
+			require.ErrorIs(t, tp.PushBatch(ctx, db, []fdbqueue.TypedPushItem[string]{{Value: "x", Priority: 1}}), fdbqueue.ErrInvalidArgument)
 			_, err = tp.PeekMax(ctx, db)
 			require.ErrorIs(t, err, fdbqueue.ErrInvalidArgument)
 			require.Zero(t, tp.StagingStats())

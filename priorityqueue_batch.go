@@ -54,6 +54,9 @@ type PushItem struct {
 // commit_unknown_result pushes the whole batch a second time, as it would
 // a Push's item.
 func (pq *PriorityQueue) PushBatch(ctx context.Context, t kv.Transactor, items []PushItem, opts ...OpOption) error {
+	if err := pq.usable(); err != nil {
+		return err
+	}
 	if err := checkTransactor(t); err != nil {
 		return err
 	}
