@@ -107,6 +107,29 @@ func TestLogLineMaybeCommittedWithoutJournal(t *testing.T) {
 	require.Equal(t, 2, n, "a journal-less queue applies a call under an ID anew")
 }
 
+// With the journal, the line names the ID to settle the call under, once:
+// the error it logs is the operation's own, not the *UnknownResultError
+// that the call returns (which names the ID itself), and the ID is the
+// one that error carries.
+func TestLogLineMaybeCommittedWithJournal(t *testing.T) {
+	ctx := context.Background()
+	db := newDB(t)
+	var buf bytes.Buffer
+	pq := mustPQ(t, "logs-journal", fdbqueue.WithLogger(slog.New(slog.NewTextHandler(&buf, nil))))
+	db.FailNextCommit(kv.ErrCommitUnknownResult, true)
+	err := pq.Push(ctx, &onceDB{DB: db}, []byte("x"), 1)
+	var ur *fdbqueue.UnknownResultError
+	require.ErrorAs(t, err, &ur)
+	line := buf.String()
+	require.Contains(t, line, "op_id="+ur.ID.String(), line)
+	require.Equal(t, 1, strings.Count(line, ur.ID.String()), "the ID appears once: %s", line)
+
+	require.NoError(t, pq.Push(ctx, db, []byte("x"), 1, fdbqueue.WithOpID(ur.ID)), "settled")
+	n, err := pq.Len(ctx, db)
+	require.NoError(t, err)
+	require.Equal(t, 1, n, "pushed once")
+}
+
 // onceDB's transactions are not retried: an unknown commit result reaches
 // the caller.
 type onceDB struct{ *memdb.DB }

@@ -234,6 +234,10 @@ func (o *observer) ended(op string, id OpID, journaled bool, err error) {
 		o.log.Warn("fdbqueue: operation may have committed; the queue keeps no journal (WithoutIdempotency), so it cannot be settled: calling it again may apply it twice",
 			"op", op, "err", err)
 	} else if out == "maybe_committed" {
+		var ur *UnknownResultError
+		if errors.As(err, &ur) {
+			err = ur.Err // the line names the ID; the wrapper would name it again
+		}
 		o.log.Warn("fdbqueue: operation may have committed; call it again with WithOpID(op_id) on this queue value to settle it",
 			"op", op, "op_id", id.String(), "err", err)
 	}
