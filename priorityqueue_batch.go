@@ -47,8 +47,9 @@ type PushItem struct {
 // Under commit_unknown_result the retry finds the record of the attempt
 // that committed and does nothing, so the batch is pushed exactly once; an
 // error for which kv.MaybeCommitted is true leaves it unknown whether it
-// was: call PushBatch again under the same ID to settle it (see
-// WithOpID; in your own transaction's retry loop, pass one). Without a
+// was: call PushBatch again under the same ID (yours, or the one in the
+// *UnknownResultError) to settle it (see WithOpID; in your own
+// transaction's retry loop, pass one). Without a
 // journal (made WithoutIdempotency, where WithOpID does nothing, or given
 // a Transaction without WithOpID), a retry after an applied
 // commit_unknown_result pushes the whole batch a second time, as it would
@@ -97,7 +98,7 @@ func (pq *PriorityQueue) PushBatch(ctx context.Context, t kv.Transactor, items [
 		return b.attempt(tr, o)
 	})
 	o.end(err)
-	return err
+	return o.unknownResult(err)
 }
 
 // pushBatch is a PushBatch's items grouped by priority.

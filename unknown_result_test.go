@@ -118,6 +118,17 @@ var unknownCases = []unknownCase{
 				require.ErrorIs(t, err, fdbqueue.ErrEmpty, "nothing lost, nothing taken twice")
 			}
 	}},
+	{"PriorityQueue.PushBatch", func(t *testing.T, db *memdb.DB, opts ...fdbqueue.Option) (func(context.Context, kv.Transactor, ...fdbqueue.OpOption) error, func(*testing.T)) {
+		pq := mustPQ(t, "unknown-pushbatch", opts...)
+		items := []fdbqueue.PushItem{{Value: []byte("a"), Priority: 1}, {Value: []byte("b"), Priority: 2}}
+		return func(ctx context.Context, tr kv.Transactor, o ...fdbqueue.OpOption) error {
+				return pq.PushBatch(ctx, tr, items, o...)
+			}, func(t *testing.T) {
+				n, err := pq.Len(context.Background(), db)
+				require.NoError(t, err)
+				require.Equal(t, 2, n, "pushed once")
+			}
+	}},
 	{"JobQueue.Add", func(t *testing.T, db *memdb.DB, opts ...fdbqueue.Option) (func(context.Context, kv.Transactor, ...fdbqueue.OpOption) error, func(*testing.T)) {
 		q := mustJobQueue(t, "unknown-add", fdbqueue.JobQueueConfig{}, opts...)
 		return func(ctx context.Context, tr kv.Transactor, o ...fdbqueue.OpOption) error {
