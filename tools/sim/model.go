@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"hash/maphash"
+	"math"
 	"slices"
 	"strings"
 
@@ -34,27 +35,33 @@ const (
 	// EnqueueBatch enqueues Input.N items in one transaction: all or none.
 	// Their IDs are BatchIDs(Input).
 	EnqueueBatch
+	// PushBatch pushes Input.N items to a priority queue in one
+	// transaction: all or none. Their IDs are BatchIDs(Input), their
+	// priorities BatchPriorities(Input).
+	PushBatch
 )
 
 // isEnqueue reports whether k adds items to a queue.
-func isEnqueue(k Kind) bool { return k == Enqueue || k == EnqueueBatch || k == Push }
+func isEnqueue(k Kind) bool {
+	return k == Enqueue || k == EnqueueBatch || k == Push || k == PushBatch
+}
 
 // isTake reports whether k removes items from a queue's end.
 func isTake(k Kind) bool {
 	return k == Dequeue || k == DequeueBatch || k == PopMin || k == PopMax
 }
 
-var kindNames = [...]string{"Enqueue", "Dequeue", "DequeueBatch", "Push", "PopMin", "PopMax", "Observe", "Hide", "Unhide", "EnqueueBatch"}
+var kindNames = [...]string{"Enqueue", "Dequeue", "DequeueBatch", "Push", "PopMin", "PopMax", "Observe", "Hide", "Unhide", "EnqueueBatch", "PushBatch"}
 
 // BatchIDs returns the IDs of the items an operation adds: Item.ID for
-// Enqueue and Push; for EnqueueBatch, Item.ID with j << 32 added for its
-// j-th item (the harness's IDs stay below 1 << 32 within a structure,
-// apart from their tag in the top byte).
+// Enqueue and Push; for EnqueueBatch and PushBatch, Item.ID with j << 32
+// added for its j-th item (the harness's IDs stay below 1 << 32 within a
+// structure, apart from their tag in the top byte).
 func BatchIDs(in Input) []uint64 {
 	switch in.Kind {
 	case Enqueue, Push:
 		return []uint64{in.Item.ID}
-	case EnqueueBatch:
+	case EnqueueBatch, PushBatch:
 		ids := make([]uint64, in.N)
 		for j := range ids {
 			ids[j] = in.Item.ID + uint64(j)<<32
@@ -62,6 +69,40 @@ func BatchIDs(in Input) []uint64 {
 		return ids
 	}
 	return nil
+}
+
+// BatchPriorities returns the priorities of the items a PushBatch pushes,
+// in batch order: Item.Priority plus an offset of 0, 1 or 2 (minus, where
+// adding would overflow) drawn for each item from a hash of Item.ID, so
+// that a batch mixes a few priorities and repeats some of them. For a
+// Push it is Item.Priority; for other kinds, nil.
+func BatchPriorities(in Input) []int64 {
+	switch in.Kind {
+	case Push:
+		return []int64{in.Item.Priority}
+	case PushBatch:
+		h := in.Item.ID * 0x9e3779b97f4a7c15
+		ps := make([]int64, in.N)
+		for j := range ps {
+			off := int64((h >> (2*j + 11)) % 3)
+			if in.Item.Priority > math.MaxInt64-2 {
+				off = -off
+			}
+			ps[j] = in.Item.Priority + off
+		}
+		return ps
+	}
+	return nil
+}
+
+// batchItems returns the items a Push or PushBatch pushes, in batch order.
+func batchItems(in Input) []Item {
+	ids, ps := BatchIDs(in), BatchPriorities(in)
+	items := make([]Item, len(ids))
+	for j := range items {
+		items[j] = Item{ID: ids[j], Priority: ps[j]}
+	}
+	return items
 }
 
 // String returns the operation kind's name.
@@ -82,8 +123,10 @@ type Item struct {
 // Input is the input of a recorded operation.
 type Input struct {
 	Kind Kind
-	Item Item // Enqueue, Push
-	N    int  // DequeueBatch, EnqueueBatch: the batch size
+	// Item is the item of an Enqueue or Push; for EnqueueBatch and
+	// PushBatch, the source of BatchIDs and BatchPriorities.
+	Item Item
+	N    int // DequeueBatch, EnqueueBatch, PushBatch: the batch size
 	// Wait marks a staged dequeue or pop (DequeueWait, PopMinWait,
 	// PopMaxWait): it has the same sequential specification as its plain
 	// form, except that it never returns empty.
@@ -388,6 +431,8 @@ func fifoStep(st fstate, in Input, out Output) (bool, any) {
 //
 //   - Push(x, p) inserts x after every item of priority <= p: among equal
 //     priorities, items are kept in the order their pushes took effect.
+//   - PushBatch(x1@p1..xn@pn) inserts x1..xn in that order, each as Push
+//     does, in one step: all or none, and nothing in between.
 //   - PopMin returns and removes the first item (the smallest priority, the
 //     earliest pushed among equals), or Empty.
 //   - PopMax returns and removes the last item (the largest priority, the
@@ -401,7 +446,11 @@ func fifoStep(st fstate, in Input, out Output) (bool, any) {
 // Pushes of one priority that run concurrently may share a count and are
 // then ordered by their random suffix; that is still this specification,
 // because concurrent operations may take effect in either order: the
-// checker looks for an order that explains what was observed.
+// checker looks for an order that explains what was observed. A
+// PushBatch sharing counts with concurrent pushes of a priority is not:
+// their items may interleave with its own (PushBatch's doc), which this
+// specification does not allow, so the harness gives a batch priorities
+// that no concurrent push uses (see harness.choose).
 func PriorityModel(initial []Item) porcupine.Model {
 	init := mstate{q: pqState(initial)}
 	return porcupine.Model{
@@ -434,8 +483,13 @@ func pqInsert(s, e string, first bool) string {
 func pqStep(st mstate, in Input, out Output) (bool, any) {
 	s := st.q
 	switch in.Kind {
-	case Push:
-		st.q = pqInsert(s, pqEncode(in.Item), false)
+	case Push, PushBatch:
+		// An Unknown one is open: linearized after the last Observe, it
+		// did not happen (see Output.Unknown).
+		for _, it := range batchItems(in) {
+			s = pqInsert(s, pqEncode(it), false)
+		}
+		st.q = s
 		return true, st
 	case PopMin, PopMax:
 		if len(s) == 0 {
@@ -487,6 +541,8 @@ func describeOperation(prio bool) func(input, output any) string {
 			arg = fmt.Sprintf("(%d)", in.N)
 		case EnqueueBatch:
 			arg = fmt.Sprintf("(%d x%d)", in.Item.ID, in.N)
+		case PushBatch:
+			arg = describeItems(batchItems(in), true)
 		case Hide, Unhide:
 			arg = fmt.Sprintf("(#%d)", in.Tag)
 		default:

@@ -1,7 +1,9 @@
 package sim
 
 import (
+	"cmp"
 	"math"
+	"slices"
 	"testing"
 
 	"github.com/anishathalye/porcupine"
@@ -159,6 +161,130 @@ func TestPriorityModel(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			require.Equal(t, tc.want, porcupine.CheckOperations(PriorityModel(tc.initial), tc.history))
+		})
+	}
+}
+
+// mixedBatch returns a PushBatch of n items from base whose priorities
+// (BatchPriorities) repeat one and hold at least two, and the indices i <
+// j of two items of one priority.
+func mixedBatch(t *testing.T, n int, base int64) (in Input, i, j int) {
+	t.Helper()
+	for id := uint64(1); id < 1000; id++ {
+		in = Input{Kind: PushBatch, Item: Item{ID: id, Priority: base}, N: n}
+		ps := BatchPriorities(in)
+		if slices.Min(ps) == slices.Max(ps) {
+			continue
+		}
+		for i := range ps {
+			for j := i + 1; j < len(ps); j++ {
+				if ps[i] == ps[j] {
+					return in, i, j
+				}
+			}
+		}
+	}
+	t.Fatal("no batch mixes priorities with a repeat")
+	return
+}
+
+// sortedByPriority is items stably sorted by priority: the order of a
+// priority queue into which they were pushed one after another.
+func sortedByPriority(items ...[]Item) []Item {
+	all := slices.Concat(items...)
+	slices.SortStableFunc(all, func(a, b Item) int { return cmp.Compare(a.Priority, b.Priority) })
+	return all
+}
+
+func TestBatchPriorities(t *testing.T) {
+	mixed, repeats := 0, 0
+	for id := uint64(1); id <= 100; id++ {
+		in := Input{Kind: PushBatch, Item: Item{ID: id, Priority: 16}, N: 4}
+		ps := BatchPriorities(in)
+		require.Equal(t, ps, BatchPriorities(in), "not deterministic")
+		require.Len(t, ps, 4)
+		distinct := map[int64]bool{}
+		for _, p := range ps {
+			require.True(t, p >= 16 && p <= 18, "priority %d outside base..base+2", p)
+			distinct[p] = true
+		}
+		if len(distinct) > 1 {
+			mixed++
+		}
+		if len(distinct) < 4 {
+			repeats++
+		}
+	}
+	require.Greater(t, mixed, 50, "batches should mostly mix priorities")
+	require.Greater(t, repeats, 50, "batches should mostly repeat a priority")
+	for id := uint64(1); id <= 20; id++ {
+		for _, p := range BatchPriorities(Input{Kind: PushBatch, Item: Item{ID: id, Priority: math.MaxInt64}, N: 6}) {
+			require.True(t, p <= math.MaxInt64 && p >= math.MaxInt64-2)
+		}
+	}
+}
+
+func TestPriorityModelPushBatch(t *testing.T) {
+	in, i, j := mixedBatch(t, 5, 16)
+	items := batchItems(in)
+	// Items already there at each of the batch's priorities, and one below.
+	initial := []Item{{ID: 90, Priority: 15}, {ID: 91, Priority: 16}, {ID: 92, Priority: 17}, {ID: 93, Priority: 18}}
+	want := sortedByPriority(initial, items)
+	swapped := slices.Clone(want)
+	a, b := slices.Index(swapped, items[i]), slices.Index(swapped, items[j])
+	swapped[a], swapped[b] = swapped[b], swapped[a]
+	partial := slices.DeleteFunc(slices.Clone(want), func(it Item) bool { return it == items[j] })
+	duplicated := slices.Insert(slices.Clone(want), slices.Index(want, items[j]), items[j])
+	// A Push of items[i]'s priority concurrent with the batch, seen between
+	// items[i] and items[j]: it would need the batch's items apart.
+	x := Item{ID: 7, Priority: items[i].Priority}
+	between := slices.Insert(slices.Clone(want), slices.Index(want, items[j]), x)
+	before := sortedByPriority(initial, []Item{x}, items)
+	batch := func(out Output) porcupine.Operation { return op(0, 1, 4, in, out) }
+	for _, tc := range []struct {
+		name    string
+		history []porcupine.Operation
+		want    bool
+	}{
+		{"in batch order, after the items there", []porcupine.Operation{
+			batch(ok), op(1, 5, 6, obs, observe(want...)),
+		}, true},
+		{"out of batch order within a priority", []porcupine.Operation{
+			batch(ok), op(1, 5, 6, obs, observe(swapped...)),
+		}, false},
+		{"a partial batch", []porcupine.Operation{
+			batch(ok), op(1, 5, 6, obs, observe(partial...)),
+		}, false},
+		{"an item pushed twice", []porcupine.Operation{
+			batch(ok), op(1, 5, 6, obs, observe(duplicated...)),
+		}, false},
+		{"a concurrent push before the batch", []porcupine.Operation{
+			batch(ok), op(1, 2, 3, push(x.ID, x.Priority), ok), op(1, 5, 6, obs, observe(before...)),
+		}, true},
+		{"a concurrent push inside the batch", []porcupine.Operation{
+			batch(ok), op(1, 2, 3, push(x.ID, x.Priority), ok), op(1, 5, 6, obs, observe(between...)),
+		}, false},
+		{"pops take the batch's items in order", []porcupine.Operation{
+			op(0, 1, 2, in, ok),
+			op(1, 3, 4, Input{Kind: PopMin}, gotP(90, 15)), op(1, 5, 6, Input{Kind: PopMin}, gotP(want[1].ID, want[1].Priority)),
+			op(1, 7, 8, Input{Kind: PopMax}, gotP(want[len(want)-1].ID, want[len(want)-1].Priority)),
+			op(1, 9, 10, obs, observe(want[2:len(want)-1]...)),
+		}, true},
+		{"an unknown batch that happened", []porcupine.Operation{
+			op(0, 1, end, in, unknown), op(1, 5, 6, obs, observe(want...)),
+		}, true},
+		{"an unknown batch that did not happen", []porcupine.Operation{
+			op(0, 1, end, in, unknown), op(1, 5, 6, obs, observe(initial...)),
+		}, true},
+		{"an unknown batch did not happen in part", []porcupine.Operation{
+			op(0, 1, end, in, unknown), op(1, 5, 6, obs, observe(partial...)),
+		}, false},
+		{"an unknown batch did not happen twice", []porcupine.Operation{
+			op(0, 1, end, in, unknown), op(1, 5, 6, obs, observe(duplicated...)),
+		}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			require.Equal(t, tc.want, porcupine.CheckOperations(PriorityModel(initial), tc.history))
 		})
 	}
 }
