@@ -9,7 +9,7 @@
 // transaction_too_old, extra commit latency) and a latency model, and runs
 // cfg.Rounds rounds. In each round, cfg.Clients clients per structure run
 // random operations concurrently on a Queue (Enqueue, Dequeue, DequeueBatch)
-// and on a PriorityQueue (Push, PopMin, PopMax). Some operations get a
+// and on a PriorityQueue (Push, PushBatch, PopMin, PopMax). Some operations get a
 // random deadline or are cancelled; some clients give up in the middle of a
 // commit and never come back. Every call and return is recorded, with a
 // shared monotonic counter as the clock, as a porcupine history.
@@ -105,7 +105,7 @@ type Config struct {
 	// Queue and PriorityQueue choose the structures under test.
 	Queue, PriorityQueue bool
 	// Batches lets Queue clients use DequeueBatch (and, in versionstamp
-	// order, EnqueueBatch), and turns on the batch checks made before the
+	// order, EnqueueBatch) and PriorityQueue clients PushBatch, and turns on the batch checks made before the
 	// rounds: a batch across the versionstamp user versions' wrap
 	// (versionstamp seeds), and the largest batch the largest budget
 	// accepts (one seed in four: seed % 4 == 1).
@@ -888,7 +888,7 @@ func (h *harness) client(ctx context.Context, round int, t *target, c int, rng *
 	}
 	var recs []*record
 	for i := range h.cfg.OpsPerClient {
-		in := h.choose(t, rng, nextID)
+		in := h.choose(t, rng, nextID, cid)
 		nextID++
 		opCtx, cancel := context.WithCancel(ctx)
 		var tr kv.Transactor = h.db
@@ -1056,8 +1056,9 @@ func expected(err error) bool {
 		errors.Is(err, fdbqueue.ErrClaimExpired) // a waiter that stalled for the claim timeout
 }
 
-// choose picks a client's next operation.
-func (h *harness) choose(t *target, rng *rand.Rand, id uint64) Input {
+// choose picks a client's next operation; cid is the client's number in
+// the history, which no operation of another number overlaps.
+func (h *harness) choose(t *target, rng *rand.Rand, id uint64, cid int) Input {
 	x := rng.Float64()
 	switch t.s.(type) {
 	case *fifo:
@@ -1085,7 +1086,7 @@ func (h *harness) choose(t *target, rng *rand.Rand, id uint64) Input {
 		}
 	default:
 		switch {
-		case x < 0.5:
+		case x < 0.25 || x < 0.5 && !h.cfg.Batches:
 			var p int64
 			switch y := rng.Float64(); {
 			case t.staged && !h.cfg.StagingReorder:
@@ -1098,6 +1099,20 @@ func (h *harness) choose(t *target, rng *rand.Rand, id uint64) Input {
 				p = rng.Int64N(4) - 1
 			}
 			return Input{Kind: Push, Item: Item{ID: id, Priority: p}}
+		case x < 0.5:
+			// A batch's items may interleave with those of a concurrent
+			// push of the same priority that shares their counts (see
+			// PushBatch), which PriorityModel's batch (inserted in one
+			// step) does not allow. So its priorities (BatchPriorities:
+			// base, base+1, base+2) are used by no concurrent push: in
+			// staged seeds, distinct as Push's; otherwise the history
+			// client's own, above Push's, which its earlier operations
+			// (all returned) and earlier rounds' (all settled) share.
+			base := int64(16 + 4*cid)
+			if t.staged && !h.cfg.StagingReorder {
+				base = int64(rng.Uint64())
+			}
+			return Input{Kind: PushBatch, Item: Item{ID: id, Priority: base}, N: 2 + rng.IntN(5)}
 		case x < 0.75:
 			return Input{Kind: PopMin, Wait: t.staged && rng.IntN(4) == 0}
 		default:
@@ -1330,7 +1345,7 @@ func (h *harness) settle(ctx context.Context, round int, t *target, recs []*reco
 		}
 		in := r.op.Input.(Input)
 		switch in.Kind {
-		case Enqueue, EnqueueBatch, Push:
+		case Enqueue, EnqueueBatch, Push, PushBatch:
 			ids := BatchIDs(in)
 			mark := func(state enqState) {
 				for _, x := range ids {

@@ -181,6 +181,13 @@ func (p *prio) run(ctx context.Context, t kv.Transactor, in Input, id fdbqueue.O
 	switch in.Kind {
 	case Push:
 		return Output{}, p.pq.Push(ctx, t, encodeValue(p.enc, in.Item.ID), in.Item.Priority, withID(id)...)
+	case PushBatch:
+		items := batchItems(in)
+		pis := make([]fdbqueue.PushItem, len(items))
+		for i, x := range items {
+			pis[i] = fdbqueue.PushItem{Value: encodeValue(p.enc, x.ID), Priority: x.Priority}
+		}
+		return Output{}, p.pq.PushBatch(ctx, t, pis, withID(id)...)
 	case PopMin:
 		if in.Wait {
 			it, err = p.pq.PopMinWait(ctx, t.(kv.Database), withID(id)...)
