@@ -325,6 +325,12 @@ type Result struct {
 	LayerIDReplays int
 	SlotReplays    int
 
+	// PushBatches counts the PushBatch calls, PushBatchesFailed those
+	// that returned an error (their outcome unknown, or, with
+	// TrustErrors, trusted to be none).
+	PushBatches       int
+	PushBatchesFailed int
+
 	StagedSeeds       int // seeds whose structures ran WithStaging
 	ShortRetention    int // seeds whose structures had Config.ShortRetention
 	VersionstampSeeds int // seeds whose Queue ran WithVersionstampOrder
@@ -365,6 +371,8 @@ func (r *Result) Add(o Result) {
 	r.LayerIDUnknown += o.LayerIDUnknown
 	r.LayerIDReplays += o.LayerIDReplays
 	r.SlotReplays += o.SlotReplays
+	r.PushBatches += o.PushBatches
+	r.PushBatchesFailed += o.PushBatchesFailed
 	r.StagedSeeds += o.StagedSeeds
 	r.ShortRetention += o.ShortRetention
 	r.VersionstampSeeds += o.VersionstampSeeds
@@ -921,6 +929,14 @@ func (h *harness) client(ctx context.Context, round int, t *target, c int, rng *
 		cancel()
 		if ctx.Err() != nil {
 			return recs
+		}
+		if in.Kind == PushBatch {
+			mu.Lock()
+			res.PushBatches++
+			if err != nil {
+				res.PushBatchesFailed++
+			}
+			mu.Unlock()
 		}
 		switch {
 		case err == nil:

@@ -66,6 +66,8 @@ func TestSimulation(t *testing.T) {
 	require.Positive(t, total.RecoveredAtOnce, "some outcomes must be recovered while their commit may still land")
 	require.Positive(t, total.DecidedWithoutOpen, "no history was decided without its open operations (reduce.go)")
 	requireLayerIDs(t, total)
+	require.Positive(t, total.PushBatches, "no PushBatch ran")
+	require.Positive(t, total.PushBatchesFailed, "no PushBatch failed: its exactly-once under faults went unchecked")
 	require.Positive(t, total.VersionstampSeeds)
 	require.Positive(t, total.TupleSeeds)
 	require.Less(t, total.TupleSeeds, total.Seeds)
