@@ -2,6 +2,7 @@ package fdbqueue_test
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 
@@ -111,16 +112,25 @@ func subspacePairs(t testing.TB, db kv.Database, sub fdbqueue.Subspace) []kv.Key
 // commit is in flight, held there by memdb's HoldNextCommitLate, and
 // returns op's error. The commit lands when release is called (as
 // FoundationDB's goes on after a cancellation): call it to make it land
-// after whatever the test does in between.
-func interruptCommit(db *memdb.DB, op func(ctx context.Context) error) (release func(), err error) {
+// after whatever the test does in between. It fails the test if op
+// returns before a commit of it is held, or does not return once
+// cancelled (within wakeTimeout).
+func interruptCommit(t testing.TB, db *memdb.DB, op func(ctx context.Context) error) (release func(), err error) {
+	t.Helper()
 	held, release := db.HoldNextCommitLate()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan error, 1)
 	go func() { done <- op(ctx) }()
-	<-held
+	select {
+	case <-held:
+	case err := <-done:
+		t.Fatalf("the operation returned (err %v) before a commit of it was in flight", err)
+	case <-time.After(wakeTimeout):
+		t.Fatalf("waited %v for the operation's commit to be in flight", wakeTimeout)
+	}
 	cancel()
-	return release, <-done
+	return release, recvWithin(t, done, "the interrupted operation's return")
 }
 
 // withReadFaults adds to f the read-side faults the layers' fault tests
@@ -131,4 +141,66 @@ func interruptCommit(db *memdb.DB, op func(ctx context.Context) error) (release 
 func withReadFaults(f memdb.Faults) memdb.Faults {
 	f.ReadErrors, f.ReadVersionErrors = 0.03, 0.01
 	return f
+}
+
+// The bounds below are on a test's waits for the code under test: failure
+// bounds, never a synchronisation. A wait that a bug could leave blocked
+// (a value never sent, a waiter never woken, a call that never returns)
+// goes through recvWithin, waitWithin or the like, so that the test fails
+// saying what it waited for, instead of hanging until go test's timeout,
+// which hides which test broke and every later test's result. They fail
+// with t.Fatalf: call them from the test's goroutine.
+
+// wakeTimeout bounds the wait for what the code under test does at once
+// or nearly: a waiter woken or asleep, a timer armed, a commit in flight,
+// a call's return once its context ended, a pool's outcome.
+const wakeTimeout = 10 * time.Second
+
+// workTimeout bounds the wait for a concurrent workload (goroutines that
+// run many operations each) to finish.
+const workTimeout = 2 * time.Minute
+
+// recvWithin receives from ch, failing the test if nothing comes within
+// wakeTimeout.
+func recvWithin[T any](t testing.TB, ch <-chan T, what string) T {
+	t.Helper()
+	return recvBounded(t, ch, wakeTimeout, what)
+}
+
+// recvBounded receives from ch, failing the test if nothing comes within d.
+func recvBounded[T any](t testing.TB, ch <-chan T, d time.Duration, what string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(d):
+		t.Fatalf("waited %v for %s", d, what)
+		var zero T
+		return zero
+	}
+}
+
+// recvN receives n values from ch, failing the test (with failure, and
+// what came) if one does not come within wakeTimeout.
+func recvN[T any](t testing.TB, ch <-chan T, n int, failure string) []T {
+	t.Helper()
+	var all []T
+	for range n {
+		select {
+		case v := <-ch:
+			all = append(all, v)
+		case <-time.After(wakeTimeout):
+			t.Fatalf("%s (got %v)", failure, all)
+		}
+	}
+	return all
+}
+
+// waitWithin waits for wg, failing the test if it is not done within
+// workTimeout.
+func waitWithin(t testing.TB, wg *sync.WaitGroup, what string) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	recvBounded(t, done, workTimeout, what)
 }

@@ -20,7 +20,7 @@ import (
 func interruptedLease(t *testing.T, db *memdb.DB, q *fdbqueue.JobQueue) (fdbqueue.OpID, func()) {
 	t.Helper()
 	id := fdbqueue.NewOpID()
-	release, err := interruptCommit(db, func(ctx context.Context) error {
+	release, err := interruptCommit(t, db, func(ctx context.Context) error {
 		_, err := q.Lease(ctx, db, 1, time.Minute, fdbqueue.WithOpID(id))
 		return err
 	})

@@ -189,7 +189,7 @@ func TestJournalQueueLeavesNoRecords(t *testing.T) {
 			// operations after it.
 			require.NoError(t, q.Enqueue(ctx, db, []byte("x1")))
 			require.NoError(t, q.Enqueue(ctx, db, []byte("x2"), withID()))
-			release, err := interruptCommit(db, func(ctx context.Context) error {
+			release, err := interruptCommit(t, db, func(ctx context.Context) error {
 				_, err := q.Dequeue(ctx, db)
 				return err
 			})

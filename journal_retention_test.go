@@ -51,7 +51,7 @@ func TestJournalShortRetentionKeepsOtherHandlesRecords(t *testing.T) {
 	require.NoError(t, qA.EnqueueBatch(ctx, db, [][]byte{[]byte("first"), []byte("second")}))
 
 	id := fdbqueue.OpIDAt(clock.Now())
-	release, err := interruptCommit(db, func(ctx context.Context) error {
+	release, err := interruptCommit(t, db, func(ctx context.Context) error {
 		_, err := qA.Dequeue(ctx, db, fdbqueue.WithOpID(id))
 		return err
 	})

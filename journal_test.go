@@ -327,7 +327,7 @@ func TestRecoveryByOpIDOutlivesALateOriginal(t *testing.T) {
 		_, err := q.Dequeue(bg, db)
 		require.NoError(t, err)
 		id := fdbqueue.NewOpID()
-		release, err := interruptCommit(db, func(ctx context.Context) error {
+		release, err := interruptCommit(t, db, func(ctx context.Context) error {
 			return q.Enqueue(ctx, db, []byte("once"), fdbqueue.WithOpID(id))
 		})
 		require.True(t, kv.MaybeCommitted(err), "an interrupted commit may have applied: %v", err)
@@ -343,7 +343,7 @@ func TestRecoveryByOpIDOutlivesALateOriginal(t *testing.T) {
 		db, q := newDB(t), mustQueue(t, "late-orig")
 		require.NoError(t, q.Enqueue(bg, db, []byte("only")))
 		id := fdbqueue.NewOpID()
-		release, err := interruptCommit(db, func(ctx context.Context) error {
+		release, err := interruptCommit(t, db, func(ctx context.Context) error {
 			_, err := q.Dequeue(ctx, db, fdbqueue.WithOpID(id))
 			return err
 		})
@@ -390,7 +390,7 @@ func TestJournalSlotDroppedAfterAMaybeCommittedError(t *testing.T) {
 	for _, v := range []string{"x1", "x2"} {
 		require.NoError(t, q.Enqueue(bg, db, []byte(v)))
 	}
-	release, err := interruptCommit(db, func(ctx context.Context) error {
+	release, err := interruptCommit(t, db, func(ctx context.Context) error {
 		_, err := q.Dequeue(ctx, db)
 		return err
 	})

@@ -24,7 +24,7 @@ func TestSettleHeadTakeLandingLate(t *testing.T) {
 		logs, logger := loggedIDs()
 		q := mustQueue(t, "settle-head-dequeue", logger)
 		require.NoError(t, q.EnqueueBatch(ctx, db, [][]byte{[]byte("a"), []byte("b")}))
-		release, err := interruptCommit(db, func(ctx context.Context) error { _, err := q.Dequeue(ctx, db); return err })
+		release, err := interruptCommit(t, db, func(ctx context.Context) error { _, err := q.Dequeue(ctx, db); return err })
 		require.True(t, kv.MaybeCommitted(err), "%v", err)
 		v, err := q.Dequeue(ctx, db, fdbqueue.WithOpID(logs.take(t)))
 		require.NoError(t, err)
@@ -40,7 +40,7 @@ func TestSettleHeadTakeLandingLate(t *testing.T) {
 		logs, logger := loggedIDs()
 		pq := mustPQ(t, "settle-head-popmin", logger)
 		require.NoError(t, pq.Push(ctx, db, []byte("x"), 5))
-		release, err := interruptCommit(db, func(ctx context.Context) error { _, err := pq.PopMin(ctx, db); return err })
+		release, err := interruptCommit(t, db, func(ctx context.Context) error { _, err := pq.PopMin(ctx, db); return err })
 		require.True(t, kv.MaybeCommitted(err), "%v", err)
 		require.NoError(t, pq.Push(ctx, db, []byte("y"), 1))
 		v, err := pq.PopMin(ctx, db, fdbqueue.WithOpID(logs.take(t)))
@@ -85,7 +85,7 @@ func TestSettleTakeAfterLineLandingLate(t *testing.T) {
 	_, err := qp.Len(ctx, db) // qp has seen the record: it skips the line's items
 	require.NoError(t, err)
 
-	release, err := interruptCommit(db, func(ctx context.Context) error { _, err := qp.Dequeue(ctx, db); return err })
+	release, err := interruptCommit(t, db, func(ctx context.Context) error { _, err := qp.Dequeue(ctx, db); return err })
 	require.True(t, kv.MaybeCommitted(err), "%v", err) // it took b, after a
 
 	wcancel() // the request leaves the line without its item
@@ -156,7 +156,7 @@ func TestSettleTakeAfterGrownLineLandingLate(t *testing.T) {
 	_, err := qp.Len(ctx, db) // qp has seen the record: it skips the line's items
 	require.NoError(t, err)
 
-	release, err := interruptCommit(db, func(ctx context.Context) error { _, err := qp.Dequeue(ctx, db); return err })
+	release, err := interruptCommit(t, db, func(ctx context.Context) error { _, err := qp.Dequeue(ctx, db); return err })
 	defer release()
 	require.True(t, kv.MaybeCommitted(err), "%v", err) // it took c, after a and b
 

@@ -114,7 +114,7 @@ func (f failure) fail(t *testing.T, db *memdb.DB, op func(ctx context.Context) e
 	var err error
 	release = func() {}
 	if f.interrupted {
-		release, err = interruptCommit(db, op)
+		release, err = interruptCommit(t, db, op)
 	} else {
 		db.FailNextCommit(kv.ErrCommitUnknownResultFatal, f.applied)
 		err = op(context.Background())
@@ -449,7 +449,7 @@ func TestSettleProducerLandingLate(t *testing.T) {
 		db := newDB(t)
 		logs, logger := loggedIDs()
 		q := mustQueue(t, "settle-late", logger)
-		release, err := interruptCommit(db, func(ctx context.Context) error { return q.Enqueue(ctx, db, []byte("x")) })
+		release, err := interruptCommit(t, db, func(ctx context.Context) error { return q.Enqueue(ctx, db, []byte("x")) })
 		require.True(t, kv.MaybeCommitted(err), "%v", err)
 		require.NoError(t, q.Enqueue(ctx, db, []byte("x"), fdbqueue.WithOpID(logs.take(t))), "settled: not applied yet, so applied now")
 		release() // the first commit lands, after the settling call's
@@ -459,7 +459,7 @@ func TestSettleProducerLandingLate(t *testing.T) {
 		db := newDB(t)
 		logs, logger := loggedIDs()
 		jq := mustJobQueue(t, "settle-late-jobs", fdbqueue.JobQueueConfig{}, logger)
-		release, err := interruptCommit(db, func(ctx context.Context) error {
+		release, err := interruptCommit(t, db, func(ctx context.Context) error {
 			_, err := jq.Add(ctx, db, fdbqueue.Job{Value: []byte("j")})
 			return err
 		})
@@ -499,7 +499,7 @@ func TestSettleLeaseLandingLate(t *testing.T) {
 	jq := mustJobQueue(t, "settle-lease-late", fdbqueue.JobQueueConfig{Choice: 1}, logger)
 	_, err := jq.Add(ctx, db, fdbqueue.Job{Value: []byte("a"), MaxAttempts: 1})
 	require.NoError(t, err)
-	release, err := interruptCommit(db, func(ctx context.Context) error {
+	release, err := interruptCommit(t, db, func(ctx context.Context) error {
 		_, err := jq.Lease(ctx, db, 1, time.Hour)
 		return err
 	})

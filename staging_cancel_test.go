@@ -430,7 +430,7 @@ func TestLateTakeOfACancelledDequeue(t *testing.T) {
 			db := newDB(t)
 			take, err := tc.make(t, db)
 			require.NoError(t, err)
-			release, err := interruptCommit(db, func(ctx context.Context) error {
+			release, err := interruptCommit(t, db, func(ctx context.Context) error {
 				_, err := take(ctx) // its commit is held in flight, then cancelled
 				return err
 			})

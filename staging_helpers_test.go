@@ -349,33 +349,3 @@ func stallOnceAt(point string) (hook func(string), reached <-chan struct{}, resu
 	}
 	return hook, s, func() { resumed.Do(func() { close(r) }) }
 }
-
-// recvWithin receives from ch, failing the test if nothing comes within
-// wakeTimeout (a failure bound, never a synchronisation).
-func recvWithin[T any](t testing.TB, ch <-chan T, what string) T {
-	t.Helper()
-	select {
-	case v := <-ch:
-		return v
-	case <-time.After(wakeTimeout):
-		t.Fatalf("waited %v for %s", wakeTimeout, what)
-		var zero T
-		return zero
-	}
-}
-
-// recvN receives n values from ch, failing the test (with failure, and
-// what came) if one does not come within wakeTimeout.
-func recvN[T any](t testing.TB, ch <-chan T, n int, failure string) []T {
-	t.Helper()
-	var all []T
-	for range n {
-		select {
-		case v := <-ch:
-			all = append(all, v)
-		case <-time.After(wakeTimeout):
-			t.Fatalf("%s (got %v)", failure, all)
-		}
-	}
-	return all
-}

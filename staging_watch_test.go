@@ -26,10 +26,6 @@ import (
 // that no waiter sleeps through the change (a lost wake-up would leave it
 // asleep until its renewal, an hour away here).
 
-// wakeTimeout detects a waiter that slept through a change; none of these
-// tests waits for it otherwise.
-const wakeTimeout = 10 * time.Second
-
 // batchLine sets up a queue served in batches, with a claim timeout of an
 // hour, whose two first waiters (A, then B) file their requests and stop
 // until release is closed; hook runs at every other point of the queue's
