@@ -27,7 +27,7 @@ func nextArmed(t *testing.T, clock *queuetest.Clock) time.Duration {
 	case d := <-clock.Armed:
 		return d
 	case <-time.After(wakeTimeout):
-		t.Fatal("no timer was armed")
+		t.Fatalf("waited %v for a timer to be armed", wakeTimeout)
 		return 0
 	}
 }
@@ -115,6 +115,6 @@ func startLongJob(t *testing.T, name string, opts fdbqueue.PoolOptions) *longJob
 	mustAdd(t, j.db, j.q, fdbqueue.Job{Value: []byte("long")})
 	opts.Workers, opts.Logger, opts.OnOutcome = 1, quietLog, func(o fdbqueue.Outcome) { j.outcomes <- o }
 	j.pool = startPool(t, j.q, j.db, j.h.handle, opts)
-	j.task = <-j.h.started
+	j.task = recvWithin(t, j.h.started, "the handler's start")
 	return j
 }

@@ -44,15 +44,15 @@ func TestJobPoolReleasesTheJobOfAHandlerIgnoringItsContext(t *testing.T) {
 	}, fdbqueue.PoolOptions{Workers: 1, LeaseDuration: 30 * time.Second, ExtendEvery: 10 * time.Second,
 		ShutdownTimeout: 7 * time.Second, Logger: slog.New(slog.NewTextHandler(&logs, nil)),
 		OnOutcome: func(o fdbqueue.Outcome) { outcomes <- o }})
-	task := <-started
+	task := recvWithin(t, started, "the handler's start")
 	first := task.Lease()
-	require.Equal(t, 10*time.Second, <-clock.Armed) // the heartbeat sleeps
+	require.Equal(t, 10*time.Second, nextArmed(t, clock)) // the heartbeat sleeps
 	clock.Advance(10 * time.Second)
-	require.Equal(t, 10*time.Second, <-clock.Armed) // the first extension is done
+	require.Equal(t, 10*time.Second, nextArmed(t, clock)) // the first extension is done
 	require.NotEqual(t, first.Deadline, task.Lease().Deadline, "extended: the record moved")
 
 	pool.cancel()
-	require.Equal(t, 7*time.Second, <-clock.Armed) // the shutdown deadline
+	require.Equal(t, 7*time.Second, nextArmed(t, clock)) // the shutdown deadline
 	clock.Advance(7 * time.Second)
 	require.NoError(t, pool.wait("Run waited for a handler that ignores its context"))
 	var o fdbqueue.Outcome
@@ -63,7 +63,7 @@ func TestJobPoolReleasesTheJobOfAHandlerIgnoringItsContext(t *testing.T) {
 	}
 	require.Equal(t, fdbqueue.Abandoned, o.Result)
 	require.NoError(t, o.Err, "released")
-	require.Equal(t, fdbqueue.DefaultReleaseTimeout, <-clock.Armed, "Run's bound on the release")
+	require.Equal(t, fdbqueue.DefaultReleaseTimeout, nextArmed(t, clock), "Run's bound on the release")
 	require.Equal(t, fdbqueue.JobStats{Queued: 1, Due: 1}, mustStats(t, db, q), "due again at once")
 
 	other := mustLease(t, db, q, 1, time.Minute)[0]
@@ -76,7 +76,7 @@ func TestJobPoolReleasesTheJobOfAHandlerIgnoringItsContext(t *testing.T) {
 	require.NotContains(t, logs.String(), "lease lost")
 	require.Contains(t, logs.String(), "abandoned job released")
 	close(unblock)
-	require.ErrorIs(t, <-lateAck, fdbqueue.ErrLeaseLost, "the abandoned run's ack in its own transaction")
+	require.ErrorIs(t, recvWithin(t, lateAck, "the abandoned run's ack"), fdbqueue.ErrLeaseLost, "the abandoned run's ack in its own transaction")
 }
 
 // A lease whose commit is in flight when the pool stops (its worker was
@@ -107,10 +107,10 @@ func TestJobPoolSettlesALeaseInFlightAtShutdown(t *testing.T) {
 			handled := make(chan struct{}, 1)
 			pool := startPool(t, q, db, func(context.Context, *fdbqueue.Task) error { handled <- struct{}{}; return nil },
 				fdbqueue.PoolOptions{Workers: 1, LeaseDuration: 30 * time.Second, Logger: quietLog})
-			require.Greater(t, <-clock.Armed, time.Minute-time.Second, "LeaseWait sleeps until the job is due")
+			require.Greater(t, nextArmed(t, clock), time.Minute-time.Second, "LeaseWait sleeps until the job is due")
 			held1, land := db.HoldNextCommitLate()
 			clock.Advance(time.Minute + time.Millisecond)
-			<-held1 // the worker's lease commit is in flight
+			recvWithin(t, held1, "the worker's lease commit in flight")
 			held2, settle := db.HoldNextCommitLate()
 			pool.cancel()
 			select {
@@ -211,7 +211,7 @@ func TestJobPoolSnooze(t *testing.T) {
 	}, fdbqueue.PoolOptions{Workers: 1, LeaseDuration: 30 * time.Second,
 		Logger: slog.New(slog.NewTextHandler(&logs, nil)), OnOutcome: func(o fdbqueue.Outcome) { outcomes <- o }})
 	for i := range 2 {
-		o := <-outcomes
+		o := recvWithin(t, outcomes, fmt.Sprintf("run %d's outcome", i+1))
 		require.Equal(t, fdbqueue.Snoozed, o.Result, "run %d", i+1)
 		var sz *fdbqueue.SnoozeError
 		require.ErrorAs(t, o.Err, &sz)
@@ -223,7 +223,7 @@ func TestJobPoolSnooze(t *testing.T) {
 		require.Equal(t, int64(1), mustStats(t, db, q).Delayed, "not due before the minute (Stats counts in 1 s buckets)")
 		clock.Advance(time.Second + time.Microsecond) // the sleeping worker's timer: the vesting time's next µs
 	}
-	o := <-outcomes
+	o := recvWithin(t, outcomes, "run 3's outcome")
 	require.Equal(t, fdbqueue.Acked, o.Result)
 	require.Equal(t, 1, o.Lease.Attempt)
 	require.NoError(t, pool.stop())
@@ -289,13 +289,13 @@ func TestJobPoolFinishesAnAckUnderWayAtTheShutdownDeadline(t *testing.T) {
 	pool := startPool(t, q, db, h.handle, fdbqueue.PoolOptions{Workers: 1, LeaseDuration: 30 * time.Second, ExtendEvery: 10 * time.Second,
 		ShutdownTimeout: 7 * time.Second, Logger: slog.New(slog.NewTextHandler(logs, nil)),
 		OnOutcome: func(o fdbqueue.Outcome) { outcomes <- o }})
-	<-h.started
-	require.Equal(t, 10*time.Second, <-clock.Armed) // the heartbeat sleeps
+	recvWithin(t, h.started, "the handler's start")
+	require.Equal(t, 10*time.Second, nextArmed(t, clock)) // the heartbeat sleeps
 	pool.cancel()
-	require.Equal(t, 7*time.Second, <-clock.Armed) // the shutdown deadline
+	require.Equal(t, 7*time.Second, nextArmed(t, clock)) // the shutdown deadline
 	db.armed.Store(true)
 	close(h.finish)
-	<-db.held                      // the ack's transaction waits to commit
+	recvWithin(t, db.held, "the ack's transaction held before its commit")
 	clock.Advance(7 * time.Second) // the deadline passes
 	select {
 	case <-abandoned:
@@ -305,7 +305,7 @@ func TestJobPoolFinishesAnAckUnderWayAtTheShutdownDeadline(t *testing.T) {
 	}
 	close(db.release)
 	require.NoError(t, pool.wait("Run did not return"))
-	o := <-outcomes
+	o := recvWithin(t, outcomes, "the job's outcome")
 	require.Equal(t, fdbqueue.Acked, o.Result, "the ack under way was finished: %v", o.Err)
 	require.NoError(t, o.Err)
 	db.armed.Store(false)
@@ -377,14 +377,14 @@ func TestJobPoolWaitsForItsWorkersPastTheReleaseTimeout(t *testing.T) {
 	pool := startPool(t, q, db, h.handle, fdbqueue.PoolOptions{Workers: 1, LeaseDuration: 30 * time.Second, ExtendEvery: 10 * time.Second,
 		ShutdownTimeout: 7 * time.Second, Logger: quietLog,
 		OnOutcome: func(o fdbqueue.Outcome) { outcomes <- o }})
-	<-h.started
-	require.Equal(t, 10*time.Second, <-clock.Armed) // the heartbeat sleeps
+	recvWithin(t, h.started, "the handler's start")
+	require.Equal(t, 10*time.Second, nextArmed(t, clock)) // the heartbeat sleeps
 	pool.cancel()
-	require.Equal(t, 7*time.Second, <-clock.Armed) // the shutdown deadline
-	held, land := db.HoldNextCommitLate()          // the release's commit
+	require.Equal(t, 7*time.Second, nextArmed(t, clock)) // the shutdown deadline
+	held, land := db.HoldNextCommitLate()                // the release's commit
 	clock.Advance(7 * time.Second)
-	<-held
-	require.Equal(t, fdbqueue.DefaultReleaseTimeout, <-clock.Armed, "Run's bound on the release")
+	recvWithin(t, held, "the release's commit in flight")
+	require.Equal(t, fdbqueue.DefaultReleaseTimeout, nextArmed(t, clock), "Run's bound on the release")
 	clock.Advance(fdbqueue.DefaultReleaseTimeout)
 	require.NoError(t, pool.wait("Run did not return after ReleaseTimeout"))
 	select {

@@ -81,7 +81,7 @@ func TestJobPoolExtendsASettledLeaseBeforeItsDeadline(t *testing.T) {
 	_, err := q.Lease(ctx, mem, 1, time.Minute)
 	require.ErrorIs(t, err, fdbqueue.ErrEmpty, "the job is still the pool's")
 	close(h.finish)
-	o := <-outcomes
+	o := recvWithin(t, outcomes, "the job's outcome")
 	require.NoError(t, pool.stop())
 	require.NoError(t, <-h.ctxErr, "the handler's context never ended")
 	require.Equal(t, fdbqueue.Acked, o.Result, "err: %v", o.Err)

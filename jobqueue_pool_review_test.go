@@ -57,7 +57,7 @@ func TestJobPoolSettlesAnUncertainLeaseWhoseSettlingTheShutdownInterrupts(t *tes
 	handled := make(chan struct{}, 1)
 	pool := startPool(t, q, db, func(context.Context, *fdbqueue.Task) error { handled <- struct{}{}; return nil },
 		fdbqueue.PoolOptions{Workers: 1, LeaseDuration: 30 * time.Second, Logger: quietLog})
-	require.Greater(t, <-clock.Armed, time.Minute-time.Second, "LeaseWait sleeps until the job is due")
+	require.Greater(t, nextArmed(t, clock), time.Minute-time.Second, "LeaseWait sleeps until the job is due")
 	mem.FailNextCommit(kv.ErrCommitUnknownResultFatal, false) // the worker's lease: not applied, outcome unknown
 	clock.Advance(time.Minute + time.Millisecond)
 	var land func()
@@ -114,7 +114,7 @@ func TestJobPoolSettlesAnUncertainLeaseUntilItKnows(t *testing.T) {
 	pool := startPool(t, q, db, func(context.Context, *fdbqueue.Task) error { return nil },
 		fdbqueue.PoolOptions{Workers: 1, LeaseDuration: 3 * extendEvery, ExtendEvery: extendEvery,
 			Logger: quietLog, OnOutcome: func(o fdbqueue.Outcome) { outcomes <- o }})
-	require.Equal(t, time.Second, <-clock.Armed, "the worker waits a second after the failed settling")
+	require.Equal(t, time.Second, nextArmed(t, clock), "the worker waits a second after the failed settling")
 	clock.Advance(time.Second)
 	var o fdbqueue.Outcome
 	for done := false; !done; {
@@ -178,13 +178,13 @@ func TestJobPoolHeartbeatAfterTheHandlersOwnAck(t *testing.T) {
 		return ctx.Err() // the rest of its work, cut short were ctx to end
 	}, fdbqueue.PoolOptions{Workers: 1, LeaseDuration: 30 * time.Second, ExtendEvery: 10 * time.Second,
 		Logger: slog.New(slog.NewTextHandler(&logs, nil)), OnOutcome: func(o fdbqueue.Outcome) { outcomes <- o }})
-	require.NoError(t, <-acked)
-	require.Equal(t, 10*time.Second, <-clock.Armed) // the heartbeat sleeps
+	require.NoError(t, recvWithin(t, acked, "the handler's own ack"))
+	require.Equal(t, 10*time.Second, nextArmed(t, clock)) // the heartbeat sleeps
 	close(db.armed)
 	clock.Advance(10 * time.Second)
-	require.ErrorIs(t, <-db.done, fdbqueue.ErrLeaseLost, "the heartbeat's extension finds the job gone")
+	require.ErrorIs(t, recvWithin(t, db.done, "the heartbeat's extension"), fdbqueue.ErrLeaseLost, "the heartbeat's extension finds the job gone")
 	close(proceed)
-	o := <-outcomes
+	o := recvWithin(t, outcomes, "the job's outcome")
 	require.NoError(t, pool.stop())
 	require.NoError(t, <-ctxAfter, "the handler's context did not end")
 	require.Equal(t, fdbqueue.Acked, o.Result, "err: %v", o.Err)
@@ -224,24 +224,24 @@ func TestJobPoolHeartbeatSurvivesAFailedExtension(t *testing.T) {
 			j := startLongJob(t, "heartbeat-errors", fdbqueue.PoolOptions{LeaseDuration: lease, ExtendEvery: extendEvery})
 			db, clock, q, h, outcomes, pool, task := j.db, j.clock, j.q, j.h, j.outcomes, j.pool, j.task
 			first := task.Lease().Deadline
-			require.Equal(t, extendEvery, <-clock.Armed)
+			require.Equal(t, extendEvery, nextArmed(t, clock))
 			db.FailNextCommit(c.err, c.applied) // the first extension's commit
 			clock.Advance(extendEvery)
-			require.Equal(t, extendEvery, <-clock.Armed) // the first extension is done
+			require.Equal(t, extendEvery, nextArmed(t, clock)) // the first extension is done
 			if c.retryable {
 				require.Equal(t, clock.Now().Add(lease).UnixMicro(), task.Lease().Deadline.UnixMicro(), "retried within the extension")
 			} else {
 				require.Equal(t, first, task.Lease().Deadline, "failed: the lease as it was")
 			}
 			clock.Advance(extendEvery)
-			require.Equal(t, extendEvery, <-clock.Armed) // the second extension is done
+			require.Equal(t, extendEvery, nextArmed(t, clock)) // the second extension is done
 			require.Equal(t, clock.Now().Add(lease).UnixMicro(), task.Lease().Deadline.UnixMicro())
 			clock.Advance(lease - 2*extendEvery) // the first deadline
-			<-clock.Armed
+			nextArmed(t, clock)
 			_, err := q.Lease(ctx, db, 1, time.Minute)
 			require.ErrorIs(t, err, fdbqueue.ErrEmpty, "the job is still the pool's")
 			close(h.finish)
-			o := <-outcomes
+			o := recvWithin(t, outcomes, "the job's outcome")
 			require.NoError(t, pool.stop())
 			require.NoError(t, <-h.ctxErr, "the handler's context never ended")
 			require.Equal(t, fdbqueue.Acked, o.Result, "err: %v", o.Err)
@@ -274,7 +274,7 @@ func TestJobPoolRetriesAFailedExtensionBeforeTheDeadline(t *testing.T) {
 	_, err := q.Lease(ctx, db, 1, time.Minute)
 	require.ErrorIs(t, err, fdbqueue.ErrEmpty, "the job is still the pool's")
 	close(h.finish)
-	o := <-outcomes
+	o := recvWithin(t, outcomes, "the job's outcome")
 	require.NoError(t, pool.stop())
 	require.Equal(t, fdbqueue.Acked, o.Result, "err: %v", o.Err)
 }

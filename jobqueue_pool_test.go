@@ -82,7 +82,9 @@ func TestJobPoolProcessesEveryJobOnce(t *testing.T) {
 			stop()
 		}
 	}}
-	require.NoError(t, q.Run(runCtx, db, handler, opts))
+	ran := make(chan error, 1)
+	go func() { ran <- q.Run(runCtx, db, handler, opts) }()
+	require.NoError(t, recvBounded(t, ran, workTimeout, "Run's return once every job was acked or dead"))
 
 	require.Equal(t, n*9/10, counts[fdbqueue.Acked])
 	require.Equal(t, n/10, counts[fdbqueue.DeadLettered])
@@ -107,19 +109,19 @@ func TestJobPoolExtendsAndShutsDownGracefully(t *testing.T) {
 	db, clock, q, h, outcomes, pool, task := j.db, j.clock, j.q, j.h, j.outcomes, j.pool, j.task
 	first := task.Lease().Deadline
 	for range 5 { // 50 s: past the first deadline
-		require.Equal(t, 10*time.Second, <-clock.Armed) // the heartbeat sleeps
+		require.Equal(t, 10*time.Second, nextArmed(t, clock)) // the heartbeat sleeps
 		clock.Advance(10 * time.Second)
 	}
-	require.Equal(t, 10*time.Second, <-clock.Armed) // the fifth extension is done
+	require.Equal(t, 10*time.Second, nextArmed(t, clock)) // the fifth extension is done
 	require.True(t, task.Lease().Deadline.After(first.Add(39*time.Second)), "extended")
 	_, err := q.Lease(ctx, db, 1, time.Minute)
 	require.ErrorIs(t, err, fdbqueue.ErrEmpty, "nobody else gets the job")
 
 	pool.cancel()
-	require.Equal(t, 7*time.Second, <-clock.Armed) // the shutdown deadline
+	require.Equal(t, 7*time.Second, nextArmed(t, clock)) // the shutdown deadline
 	close(h.finish)
 	require.NoError(t, pool.wait("Run did not return once its handler finished"))
-	o := <-outcomes
+	o := recvWithin(t, outcomes, "the job's outcome")
 	require.Equal(t, fdbqueue.Acked, o.Result)
 	require.NoError(t, o.Err)
 	require.Equal(t, task.Lease().Deadline, o.Lease.Deadline, "the outcome's lease is the last extension, not the first lease")
@@ -146,17 +148,15 @@ func TestJobPoolAbandonsAtTheDeadline(t *testing.T) {
 		return ctx.Err()
 	}, fdbqueue.PoolOptions{Workers: 1, LeaseDuration: 30 * time.Second, ExtendEvery: 10 * time.Second,
 		ShutdownTimeout: 7 * time.Second, Logger: quietLog, OnOutcome: func(o fdbqueue.Outcome) { outcomes <- o }})
-	<-started
+	recvWithin(t, started, "the handler's start")
 	pool.cancel()
-	for d := range clock.Armed {
-		if d == 7*time.Second {
-			break
-		}
+	for nextArmed(t, clock) != 7*time.Second {
+		// the heartbeat's timer, until the shutdown deadline's
 	}
 	clock.Advance(7 * time.Second)
 	require.NoError(t, pool.wait("Run did not return at the shutdown deadline"))
-	require.ErrorIs(t, <-handlerDone, context.Canceled)
-	o := <-outcomes
+	require.ErrorIs(t, recvWithin(t, handlerDone, "the handler's return"), context.Canceled)
+	o := recvWithin(t, outcomes, "the job's outcome")
 	require.Equal(t, fdbqueue.Abandoned, o.Result)
 	require.NoError(t, o.Err, "released")
 	require.Equal(t, fdbqueue.JobStats{Queued: 1, Due: 1}, mustStats(t, db, q), "due again at once, not leased")
@@ -182,7 +182,7 @@ func TestJobPoolNegativeShutdownTimeoutReturnsAtOnce(t *testing.T) {
 		return nil // would be acked, were the job not abandoned
 	}, fdbqueue.PoolOptions{Workers: 1, LeaseDuration: 30 * time.Second, ExtendEvery: 10 * time.Second,
 		ShutdownTimeout: -1, Logger: quietLog, OnOutcome: func(o fdbqueue.Outcome) { outcomes <- o }})
-	hctx := <-started
+	hctx := recvWithin(t, started, "the handler's start")
 	pool.cancel()
 	select { // the clock never moves: only an immediate return passes
 	case err := <-pool.ran:
@@ -193,7 +193,7 @@ func TestJobPoolNegativeShutdownTimeoutReturnsAtOnce(t *testing.T) {
 	}
 	require.ErrorIs(t, hctx.Err(), context.Canceled, "the abandoned handler's context ended")
 	close(release)
-	o := <-outcomes
+	o := recvWithin(t, outcomes, "the job's outcome")
 	require.Equal(t, fdbqueue.Abandoned, o.Result)
 	require.NoError(t, o.Err)
 	require.Equal(t, fdbqueue.JobStats{Queued: 1, Due: 1}, mustStats(t, db, q), "nothing acked; the job released")
@@ -238,8 +238,8 @@ func TestJobPoolLostLeaseCancelsHandler(t *testing.T) {
 		return ctx.Err()
 	}, fdbqueue.PoolOptions{Workers: 1, LeaseDuration: 30 * time.Second, ExtendEvery: 10 * time.Second,
 		Logger: quietLog, OnOutcome: func(o fdbqueue.Outcome) { outcomes <- o }})
-	task := <-started
-	require.Equal(t, 10*time.Second, <-clock.Armed) // the heartbeat sleeps
+	task := recvWithin(t, started, "the handler's start")
+	require.Equal(t, 10*time.Second, nextArmed(t, clock)) // the heartbeat sleeps
 	l := task.Lease()
 	key, err := q.Subspace().Pack(tuple.Tuple{"q", l.Deadline.UnixMicro(), -int64(l.Priority), l.JobID[:]})
 	require.NoError(t, err)
@@ -248,8 +248,8 @@ func TestJobPoolLostLeaseCancelsHandler(t *testing.T) {
 	require.NotNil(t, v, "the record is where the documented layout puts it")
 	require.NoError(t, db.Transact(ctx, func(tr kv.Transaction) error { tr.Clear(key); return nil }))
 	clock.Advance(10 * time.Second)
-	require.ErrorIs(t, <-handlerErr, context.Canceled)
-	o := <-outcomes
+	require.ErrorIs(t, recvWithin(t, handlerErr, "the handler's return once its lease was lost"), context.Canceled)
+	o := recvWithin(t, outcomes, "the job's outcome")
 	require.Equal(t, fdbqueue.LeaseLost, o.Result)
 	require.ErrorIs(t, o.Err, fdbqueue.ErrLeaseLost)
 	require.NoError(t, pool.stop())
@@ -281,6 +281,8 @@ func TestJobPoolHandlerGoexitFailsTheJob(t *testing.T) {
 			}
 		case err := <-pool.ran:
 			require.FailNow(t, "Run returned before its context ended", "err: %v", err)
+		case <-time.After(wakeTimeout):
+			require.FailNow(t, "no outcome", "want %v", want)
 		}
 	}
 	require.NoError(t, pool.stop())
@@ -375,7 +377,7 @@ func TestPoolLogsWhereTheQueueDoes(t *testing.T) {
 		outcomes := make(chan fdbqueue.Outcome, 1)
 		opts.OnOutcome = func(o fdbqueue.Outcome) { outcomes <- o }
 		run := startPool(t, q, db, func(context.Context, *fdbqueue.Task) error { return errors.New("boom") }, opts)
-		require.Equal(t, fdbqueue.DeadLettered, (<-outcomes).Result)
+		require.Equal(t, fdbqueue.DeadLettered, recvWithin(t, outcomes, "the job's outcome").Result)
 		require.NoError(t, run.stop())
 		pool := &queueLog
 		if own {
@@ -436,7 +438,7 @@ func TestPoolLogsAPanicsStack(t *testing.T) {
 	pool := startPool(t, q, db, func(context.Context, *fdbqueue.Task) error { panic("kaboom") },
 		fdbqueue.PoolOptions{Workers: 1, Logger: slog.New(slog.NewTextHandler(&logs, nil)),
 			OnOutcome: func(o fdbqueue.Outcome) { outcomes <- o }})
-	out := <-outcomes
+	out := recvWithin(t, outcomes, "the job's outcome")
 	require.NoError(t, pool.stop())
 	var pe *fdbqueue.PanicError
 	require.ErrorAs(t, out.Err, &pe)
@@ -450,14 +452,14 @@ func TestPoolLogsAPanicsStack(t *testing.T) {
 // (ErrForeignKey). Before, each worker logged it and tried again every
 // second, forever.
 func TestPoolStopsOnAForeignKey(t *testing.T) {
-	ctx := context.Background()
 	db := newDB(t)
 	q := mustJobQueue(t, "pool-foreign", fdbqueue.JobQueueConfig{Choice: 1})
 	plantForeign(t, db, q.Subspace(), tuple.Tuple{"q", int64(0), "not a job"}, []byte("x"))
 	var handled atomic.Int64
 	var logs syncBuffer
-	err := q.Run(ctx, db, func(context.Context, *fdbqueue.Task) error { handled.Add(1); return nil },
+	pool := startPool(t, q, db, func(context.Context, *fdbqueue.Task) error { handled.Add(1); return nil },
 		fdbqueue.PoolOptions{Workers: 3, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	err := pool.wait("Run did not stop on a lease error no retry can cure")
 	var fk *fdbqueue.ForeignKeyError
 	require.ErrorAs(t, err, &fk)
 	require.Zero(t, handled.Load())
