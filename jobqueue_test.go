@@ -329,7 +329,7 @@ func TestJobQueueUniqueConcurrent(t *testing.T) {
 			}
 		}()
 	}
-	wg.Wait()
+	waitWithin(t, &wg, "the adders")
 	for k := range keys {
 		added := 0
 		ids := map[fdbqueue.JobID]bool{}
@@ -429,7 +429,7 @@ func TestJobQueueLeaseWait(t *testing.T) {
 	// Empty queue: a watch only (no timer). Adding wakes it.
 	w := wait()
 	mustAdd(t, db, q, fdbqueue.Job{Value: []byte("now")})
-	r := <-w
+	r := recvWithin(t, w, "the LeaseWait the add wakes")
 	require.NoError(t, r.err)
 	require.Equal(t, "now", string(r.ls[0].Value))
 	require.NoError(t, q.Ack(ctx, db, r.ls[0]))
@@ -437,7 +437,7 @@ func TestJobQueueLeaseWait(t *testing.T) {
 	// A job due in 10 minutes: the waiter arms a timer for it.
 	mustAdd(t, db, q, fdbqueue.Job{Value: []byte("later"), Delay: 10 * time.Minute})
 	w = wait()
-	d := <-clock.Armed
+	d := nextArmed(t, clock)
 	require.Equal(t, 10*time.Minute+time.Microsecond, d)
 	select {
 	case r := <-w:
@@ -445,16 +445,16 @@ func TestJobQueueLeaseWait(t *testing.T) {
 	default:
 	}
 	clock.Advance(d)
-	r = <-w
+	r = recvWithin(t, w, "the LeaseWait its timer wakes")
 	require.NoError(t, r.err)
 	require.Equal(t, "later", string(r.ls[0].Value))
 
 	// A leased job falls due again at its deadline: the waiter wakes then.
 	w = wait()
-	d = <-clock.Armed
+	d = nextArmed(t, clock)
 	require.Equal(t, time.Minute+time.Microsecond, d)
 	clock.Advance(d)
-	r = <-w
+	r = recvWithin(t, w, "the LeaseWait the lease's deadline wakes")
 	require.NoError(t, r.err)
 	require.Equal(t, 2, r.ls[0].Attempt)
 
@@ -462,9 +462,9 @@ func TestJobQueueLeaseWait(t *testing.T) {
 	cctx, ccancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { _, err := q.LeaseWait(cctx, db, 1, time.Minute); done <- err }()
-	<-clock.Armed
+	nextArmed(t, clock)
 	ccancel()
-	require.ErrorIs(t, <-done, context.Canceled)
+	require.ErrorIs(t, recvWithin(t, done, "the cancelled LeaseWait's return"), context.Canceled)
 }
 
 // A watch that fails (past the database's watch limit: too_many_watches,
@@ -559,16 +559,16 @@ func TestJobQueueLeaseWaitAfterBurying(t *testing.T) {
 	mustAdd(t, db, q, fdbqueue.Job{Value: []byte("next"), Delay: time.Hour})
 	clock.Armed = make(chan time.Duration, 4)
 	got := make(chan []fdbqueue.Lease, 1)
+	errs := make(chan error, 1)
 	go func() {
 		ls, err := q.LeaseWait(ctx, db, 1, time.Minute)
-		if err != nil {
-			t.Error(err)
-		}
+		errs <- err
 		got <- ls
 	}()
-	require.Equal(t, time.Hour+time.Microsecond, <-clock.Armed)
+	require.Equal(t, time.Hour+time.Microsecond, nextArmed(t, clock))
 	require.Equal(t, int64(1), mustStats(t, db, q).Dead)
 	clock.Advance(time.Hour + time.Microsecond)
+	require.NoError(t, recvWithin(t, errs, "the woken LeaseWait"))
 	require.Equal(t, "next", string((<-got)[0].Value))
 }
 
@@ -734,7 +734,7 @@ func TestJobQueueExtendShorterWakesLeaseWait(t *testing.T) {
 		ls, err := q.LeaseWait(ctx, db, 1, time.Minute)
 		got <- result{ls, err}
 	}()
-	require.Equal(t, time.Hour+time.Microsecond, <-clock.Armed, "asleep until the lease's deadline")
+	require.Equal(t, time.Hour+time.Microsecond, nextArmed(t, clock), "asleep until the lease's deadline")
 
 	_, err := q.Extend(ctx, db, l, time.Millisecond) // give the job back soon
 	require.NoError(t, err)
@@ -746,7 +746,7 @@ func TestJobQueueExtendShorterWakesLeaseWait(t *testing.T) {
 	}
 	require.Equal(t, time.Millisecond+time.Microsecond, d)
 	clock.Advance(d)
-	r := <-got
+	r := recvWithin(t, got, "the woken LeaseWait")
 	require.NoError(t, r.err)
 	require.Equal(t, 2, r.ls[0].Attempt)
 }
