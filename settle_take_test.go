@@ -78,9 +78,9 @@ func TestSettleTakeAfterLineLandingLate(t *testing.T) {
 	defer wcancel()
 	waiter := make(chan error, 1)
 	go func() { _, err := qs.DequeueWait(wctx, db); waiter <- err }()
-	<-armed
+	recvWithin(t, armed, "the waiter asleep")
 	require.NoError(t, qs.Enqueue(ctx, db, []byte("a"))) // due to the request
-	<-woke
+	recvWithin(t, woke, "the waiter woken")
 	require.NoError(t, qs.Enqueue(ctx, db, []byte("b")))
 	_, err := qp.Len(ctx, db) // qp has seen the record: it skips the line's items
 	require.NoError(t, err)
@@ -90,7 +90,7 @@ func TestSettleTakeAfterLineLandingLate(t *testing.T) {
 
 	wcancel() // the request leaves the line without its item
 	resume()
-	require.ErrorIs(t, <-waiter, context.Canceled)
+	require.ErrorIs(t, recvWithin(t, waiter, "the cancelled waiter's return"), context.Canceled)
 
 	v, err := qp.Dequeue(ctx, db, fdbqueue.WithOpID(logs.take(t)))
 	require.NoError(t, err)

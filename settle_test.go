@@ -148,28 +148,31 @@ func TestSettleDequeueInSlot(t *testing.T) {
 					return err
 				})
 				id := logs.take(t)
-				settle := func() []byte {
-					v, err := q.Dequeue(ctx, db, fdbqueue.WithOpID(id))
-					require.NoError(t, err)
-					return v
-				}
+				settle := func() ([]byte, error) { return q.Dequeue(ctx, db, fdbqueue.WithOpID(id)) }
 				var v []byte
+				var err error
 				switch land {
 				case "before":
 					release()
-					v = settle()
+					v, err = settle()
 				case "during":
 					held, go2 := db.HoldNextCommit()
-					got := make(chan []byte, 1)
-					go func() { got <- settle() }()
-					<-held
+					type res struct {
+						v   []byte
+						err error
+					}
+					got := make(chan res, 1)
+					go func() { v, err := settle(); got <- res{v, err} }()
+					recvWithin(t, held, "the settling call's commit held")
 					release()
 					go2()
-					v = <-got
+					r := recvWithin(t, got, "the settling call's return")
+					v, err = r.v, r.err
 				default:
-					v = settle()
+					v, err = settle()
 					release()
 				}
+				require.NoError(t, err)
 				require.Equal(t, "a", string(v), "the settling call returns the first item")
 				require.Equal(t, []string{"b"}, drain(t, db, q), "nothing lost, nothing taken twice")
 			})
@@ -224,10 +227,10 @@ func TestSettleEnqueueInSlot(t *testing.T) {
 				held, go2 := db.HoldNextCommit()
 				done := make(chan error, 1)
 				go func() { done <- settle() }()
-				<-held
+				recvWithin(t, held, "the settling call's commit held")
 				release()
 				go2()
-				require.NoError(t, <-done)
+				require.NoError(t, recvWithin(t, done, "the settling call's return"))
 			} else {
 				require.NoError(t, settle())
 			}
