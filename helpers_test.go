@@ -196,11 +196,11 @@ func recvN[T any](t testing.TB, ch <-chan T, n int, failure string) []T {
 	return all
 }
 
-// waitWithin waits for wg, failing the test if it is not done within
-// workTimeout.
-func waitWithin(t testing.TB, wg *sync.WaitGroup, what string) {
+// waitWithin waits for wg, failing the test if it is not done within d
+// (wakeTimeout, or workTimeout for a workload).
+func waitWithin(t testing.TB, wg *sync.WaitGroup, d time.Duration, what string) {
 	t.Helper()
 	done := make(chan struct{})
 	go func() { wg.Wait(); close(done) }()
-	recvBounded(t, done, workTimeout, what)
+	recvBounded(t, done, d, what)
 }

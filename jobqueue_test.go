@@ -329,7 +329,7 @@ func TestJobQueueUniqueConcurrent(t *testing.T) {
 			}
 		}()
 	}
-	waitWithin(t, &wg, "the adders")
+	waitWithin(t, &wg, workTimeout, "the adders")
 	for k := range keys {
 		added := 0
 		ids := map[fdbqueue.JobID]bool{}

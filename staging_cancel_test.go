@@ -194,7 +194,7 @@ func TestStagedCrashRecovery(t *testing.T) {
 			_, err := q.DequeueWait(wctx, db)
 			result <- err
 		}()
-		<-hung
+		recvWithin(t, hung, "the waiter's request filed")
 
 		// The hung waiter's request is served: its item sits in its result.
 		require.NoError(t, plain.Enqueue(ctx, db, []byte("stranded")))
@@ -222,7 +222,7 @@ func TestStagedCrashRecovery(t *testing.T) {
 		// on with a new request would not be linearizable) and took
 		// nothing.
 		close(release)
-		werr := <-result
+		werr := recvWithin(t, result, "the slow waiter's return")
 		require.ErrorIs(t, werr, fdbqueue.ErrClaimExpired)
 		require.False(t, kv.MaybeCommitted(werr))
 		require.Empty(t, stagingKeys(t, db, sub))
@@ -266,7 +266,7 @@ func TestStagedExpiredRequestsDropped(t *testing.T) {
 				_, _ = q.DequeueWait(wctx, db)
 			}()
 		}
-		hangs.Wait()
+		waitWithin(t, &hangs, wakeTimeout, "both waiters' requests filed")
 		require.Len(t, stagingKeys(t, db, sub), 4, "two requests, each with its marker at its result key")
 
 		clock.Advance(timeout + time.Second)
@@ -291,7 +291,7 @@ func TestStagedExpiredRequestsDropped(t *testing.T) {
 		require.Empty(t, stagingKeys(t, db, sub))
 		cancel()
 		close(release)
-		wg.Wait()
+		waitWithin(t, &wg, wakeTimeout, "the cancelled waiters' return")
 		require.Empty(t, stagingKeys(t, db, sub))
 		requireNoWatches(t, db)
 	})
@@ -372,7 +372,7 @@ func TestStagedStalledWaiterFailsWithClaimExpired(t *testing.T) {
 		_, err := qW.DequeueWait(ctx, db)
 		werr <- err
 	}()
-	<-stalled // W's request is first in the line, asleep on an empty queue
+	recvWithin(t, stalled, "W's request first in the line, asleep on an empty queue")
 
 	require.NoError(t, q.EnqueueBatch(ctx, db, [][]byte{[]byte("a"), []byte("b")}))
 	clock.Advance(timeout + time.Second)
@@ -385,7 +385,7 @@ func TestStagedStalledWaiterFailsWithClaimExpired(t *testing.T) {
 	require.NoError(t, q.Enqueue(ctx, db, []byte("c")))
 
 	release()
-	err = <-werr
+	err = recvWithin(t, werr, "W's return")
 	require.ErrorIs(t, err, fdbqueue.ErrClaimExpired)
 	require.False(t, kv.MaybeCommitted(err), "the call took nothing")
 	v, err = q.Dequeue(ctx, db)

@@ -137,11 +137,11 @@ func TestStagedConsumerCrashesBetweenSteps(t *testing.T) {
 						t.Errorf("A's consumer returned (%q, %v): it should have crashed", v, err)
 					}()
 					if c.inflight {
-						<-held
+						recvWithin(t, held, "A's registration in flight")
 						cancelA()
 					}
 					if c.after != "" {
-						<-arrived
+						recvWithin(t, arrived, "A at "+c.after)
 						enqueue()
 						if c.serve {
 							n, err := fdbqueue.FulfilStaged(ctx, db, qB)
@@ -150,8 +150,8 @@ func TestStagedConsumerCrashesBetweenSteps(t *testing.T) {
 						}
 						arrive()
 					}
-					<-crashed
-					<-exited // A's consumer is gone; qA is never used again
+					recvWithin(t, crashed, "A's crash")
+					recvWithin(t, exited, "A's consumer gone") // qA is never used again
 					if c.inflight {
 						land() // A's registration lands after A died
 					}
@@ -235,8 +235,8 @@ func TestStagedWaiterBehindACrashedConsumer(t *testing.T) {
 			v, err := qA.DequeueWait(actx, db)
 			t.Errorf("A's consumer returned (%q, %v): it should have crashed", v, err)
 		}()
-		<-crashed
-		<-exited
+		recvWithin(t, crashed, "A's crash")
+		recvWithin(t, exited, "A's consumer gone")
 
 		armed := make(chan struct{}, 16)
 		fdbqueue.SetStagingHook(qB, func(p string) {
@@ -255,9 +255,9 @@ func TestStagedWaiterBehindACrashedConsumer(t *testing.T) {
 			v, err := qB.DequeueWait(bctx, db)
 			done <- result{v, err}
 		}()
-		<-armed // B's waiter is behind A's request, about to sleep
+		recvWithin(t, armed, "B's waiter, behind A's request, about to sleep")
 		require.NoError(t, qB.Enqueue(ctx, db, []byte("x")))
-		<-armed // it woke, found x not for it, and sleeps again
+		recvWithin(t, armed, "B's waiter woken, finding x not for it, about to sleep again")
 		select {
 		case r := <-done:
 			t.Fatalf("B's waiter returned (%q, %v) before A's claim timeout", r.v, r.err)
@@ -268,7 +268,7 @@ func TestStagedWaiterBehindACrashedConsumer(t *testing.T) {
 
 		clock.Advance(timeout + time.Second)
 		require.NoError(t, qB.Enqueue(ctx, db, []byte("y")))
-		r := <-done
+		r := recvWithin(t, done, "B's waiter woken by y")
 		require.NoError(t, r.err)
 		requireDrainedOnce(t, db, sub, qB, map[string]int{string(r.v): 1}, []string{"x", "y"})
 	})

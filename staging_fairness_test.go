@@ -54,10 +54,12 @@ func TestStagedPlaceFastTakeLeavesTheWaitersItem(t *testing.T) {
 			select {
 			case <-got:
 			case <-errs:
+			case <-time.After(wakeTimeout):
+				t.Error("W did not return once cancelled")
 			}
 		}
 	})
-	<-armed // W's request is alone in the line, asleep on an empty queue
+	recvWithin(t, armed, "W's request alone in the line, asleep on an empty queue")
 	require.NoError(t, q.EnqueueBatch(ctx, db, [][]byte{[]byte("x"), []byte("y")}))
 	v, err := q.Dequeue(ctx, db) // W is held as it wakes
 	require.NoError(t, err)
@@ -69,6 +71,8 @@ func TestStagedPlaceFastTakeLeavesTheWaitersItem(t *testing.T) {
 	case err := <-errs:
 		returned = true
 		t.Fatalf("DequeueWait: %v", err)
+	case <-time.After(wakeTimeout):
+		t.Fatal("W did not return")
 	}
 	returned = true
 	require.Equal(t, "x", string(v2))
@@ -100,7 +104,7 @@ func TestStagedPlainDequeueBehindWaitersDoesNotBlock(t *testing.T) {
 			}
 			got <- string(v)
 		}()
-		<-armed // A's, then B's request waits on an empty queue
+		recvWithin(t, armed, "A's, then B's request waiting on an empty queue")
 	}
 	require.NoError(t, q.Enqueue(ctx, db, []byte("x"))) // A and B are held as they wake
 	done := make(chan error, 1)
@@ -115,9 +119,9 @@ func TestStagedPlainDequeueBehindWaitersDoesNotBlock(t *testing.T) {
 		_, err := q.Dequeue(ctx, db)
 		done <- err
 	}()
-	<-registered // the Dequeue stands behind A and B, with x for A
+	recvWithin(t, registered, "the Dequeue's request, behind A and B, with x for A")
 	release()
-	require.Equal(t, "x", <-got, "the oldest request gets x")
+	require.Equal(t, "x", recvWithin(t, got, "A's item"), "the oldest request gets x")
 	select {
 	case err := <-done:
 		require.ErrorIs(t, err, fdbqueue.ErrEmpty)
@@ -125,7 +129,7 @@ func TestStagedPlainDequeueBehindWaitersDoesNotBlock(t *testing.T) {
 		t.Fatal("a plain Dequeue blocked after the items ran out for the requests ahead")
 	}
 	cancel()
-	<-got
+	recvWithin(t, got, "B's return once cancelled")
 	requireClean(t, db, sub)
 }
 
@@ -154,7 +158,7 @@ func TestStagedRenewalKeepsTheRequestLive(t *testing.T) {
 			}
 		})
 		got, errs := startWaiters(ctx, q, db, 1)
-		<-second
+		recvWithin(t, second, "the waiter asleep after its renewal")
 		st, err := other.Recover(ctx, db)
 		require.NoError(t, err)
 		require.Zero(t, st.DroppedRequests, "the renewed request was dropped before its next renewal")
@@ -164,6 +168,8 @@ func TestStagedRenewalKeepsTheRequestLive(t *testing.T) {
 			require.Equal(t, "x", string(v))
 		case err := <-errs:
 			t.Fatalf("DequeueWait: %v", err)
+		case <-time.After(wakeTimeout):
+			t.Fatal("the enqueue did not wake the renewed waiter")
 		}
 		requireClean(t, db, sub)
 	})
@@ -211,11 +217,11 @@ func TestStagedPlaceCleanupConflictsWithTakeOfItsItem(t *testing.T) {
 		_, err := qW.DequeueWait(wctx, db)
 		done <- err
 	}()
-	h := <-holds
-	<-h.held
+	h := recvWithin(t, holds, "W's request filed")
+	recvWithin(t, h.held, "W's cleanup in flight")
 	require.NoError(t, tr.Commit(), "the take outside the line")
 	h.release()
-	require.ErrorIs(t, <-done, context.Canceled)
+	require.ErrorIs(t, recvWithin(t, done, "W's return"), context.Canceled)
 	requireClean(t, db, sub) // a is gone: not written back to the tail
 }
 
@@ -232,7 +238,8 @@ func TestStagedPlaceCleanupConflictsWithTakeOfItsItem(t *testing.T) {
 func TestStagedPopMaxTakeConflictsWithHigherPush(t *testing.T) {
 	for _, fast := range []bool{true, false} {
 		t.Run(fmt.Sprintf("fast=%v", fast), func(t *testing.T) {
-			ctx := context.Background()
+			ctx, cancel := context.WithTimeout(context.Background(), wakeTimeout) // a failure bound only
+			defer cancel()
 			db := stgDB(t)
 			pq, err := fdbqueue.NewPriorityQueue(stgSubspace(t, "popmaxahead"), fdbqueue.WithStaging(fdbqueue.StagingConfig{ClaimTimeout: time.Hour}))
 			require.NoError(t, err)
@@ -301,7 +308,7 @@ func TestStagedPlaceRequeueWakesWatchers(t *testing.T) {
 		_, err := qW.DequeueWait(wctx, db)
 		done <- err
 	}()
-	<-stalled
+	recvWithin(t, stalled, "W's request filed, W about to sleep")
 	require.NoError(t, q.Enqueue(ctx, db, []byte("x"))) // due to W's request
 	clock.Advance(timeout + time.Second)                // W's request expires
 
@@ -329,7 +336,7 @@ func TestStagedPlaceRequeueWakesWatchers(t *testing.T) {
 
 	cancel()
 	close(release)
-	require.ErrorIs(t, <-done, context.Canceled)
+	require.ErrorIs(t, recvWithin(t, done, "W's return once cancelled"), context.Canceled)
 	requireClean(t, db, sub)
 }
 
@@ -365,9 +372,9 @@ func TestStagedFulfilmentConflictsWithItsItemOrRequest(t *testing.T) {
 				_, err := qW.DequeueWait(wctx, db)
 				done <- err
 			}()
-			<-armed
+			recvWithin(t, armed, "W asleep")
 			require.NoError(t, q.Enqueue(ctx, db, []byte("x")))
-			<-woke
+			recvWithin(t, woke, "W woken")
 
 			var tr kv.Transaction
 			if outside {
@@ -390,22 +397,22 @@ func TestStagedFulfilmentConflictsWithItsItemOrRequest(t *testing.T) {
 				n, err := fdbqueue.FulfilStaged(ctx, db, q)
 				served <- res{n, err}
 			}()
-			<-held
+			recvWithin(t, held, "the fulfilment's commit held")
 			if outside {
 				require.NoError(t, tr.Commit())
 			} else {
 				cancel() // W gives up: its request leaves the line
 				unstall()
-				require.ErrorIs(t, <-done, context.Canceled)
+				require.ErrorIs(t, recvWithin(t, done, "W's return once cancelled"), context.Canceled)
 			}
 			release()
-			r := <-served
+			r := recvWithin(t, served, "the fulfilment's return")
 			require.NoError(t, r.err)
 			require.Equal(t, 0, r.n, "the fulfilment conflicted, and its retry found nothing to serve")
 			if outside {
 				cancel()
 				unstall()
-				require.ErrorIs(t, <-done, context.Canceled)
+				require.ErrorIs(t, recvWithin(t, done, "W's return once cancelled"), context.Canceled)
 			} else {
 				v, err := q.Dequeue(ctx, db)
 				require.NoError(t, err)
@@ -444,7 +451,7 @@ func TestStagedDropConflictsWithServeOfTheRequest(t *testing.T) {
 		_, err := qW.DequeueWait(wctx, db)
 		done <- err
 	}()
-	<-stalled
+	recvWithin(t, stalled, "W's request filed, W about to sleep")
 	require.NoError(t, qW.Enqueue(ctx, db, []byte("x")))
 	ahead.Advance(timeout + time.Second) // by this clock W's request expired
 
@@ -460,19 +467,19 @@ func TestStagedDropConflictsWithServeOfTheRequest(t *testing.T) {
 		n, err := fdbqueue.FulfilStaged(ctx, db, qAhead)
 		dropped <- res{n, err}
 	}()
-	<-held
+	recvWithin(t, held, "the drop's commit held")
 	n, err := fdbqueue.FulfilStaged(ctx, db, qBehind)
 	require.NoError(t, err)
 	require.Equal(t, 1, n, "the helper whose clock is behind serves W's request")
 	release()
-	r := <-dropped
+	r := recvWithin(t, dropped, "the drop's return")
 	require.NoError(t, r.err)
 	require.Equal(t, 0, r.n)
 
 	// W gives up: it returns x to the queue.
 	cancel()
 	unstall()
-	require.ErrorIs(t, <-done, context.Canceled)
+	require.ErrorIs(t, recvWithin(t, done, "W's return once cancelled"), context.Canceled)
 	v, err := qBehind.Dequeue(ctx, db)
 	require.NoError(t, err)
 	require.Equal(t, "x", string(v), "x was neither lost nor handed out")
@@ -510,9 +517,9 @@ func TestStagedResultExpiryConflictsWithCollect(t *testing.T) {
 		v, err := qW.DequeueWait(ctx, db)
 		done <- res{v, err}
 	}()
-	<-armed
+	recvWithin(t, armed, "W asleep")
 	require.NoError(t, qW.Enqueue(ctx, db, []byte("x")))
-	<-woke
+	recvWithin(t, woke, "W woken")
 	n, err := fdbqueue.FulfilStaged(ctx, db, qBehind)
 	require.NoError(t, err)
 	require.Equal(t, 1, n, "x is handed to W's request")
@@ -526,13 +533,13 @@ func TestStagedResultExpiryConflictsWithCollect(t *testing.T) {
 		_, err := fdbqueue.FulfilStaged(ctx, db, qAhead)
 		expired <- err
 	}()
-	<-held
+	recvWithin(t, held, "the return's commit held")
 	unstall()
-	w := <-done
+	w := recvWithin(t, done, "W's return")
 	require.NoError(t, w.err)
 	require.Equal(t, "x", string(w.v))
 	release()
-	require.NoError(t, <-expired)
+	require.NoError(t, recvWithin(t, expired, "the return's end"))
 	_, err = qBehind.Dequeue(ctx, db)
 	require.ErrorIs(t, err, fdbqueue.ErrEmpty, "x, collected by W, is not back in the queue")
 	requireClean(t, db, sub)

@@ -94,7 +94,7 @@ func produce(t *testing.T, producers, perProducer int, put func(p, i int, v []by
 			}
 		}()
 	}
-	return want, wg.Wait
+	return want, func() { waitWithin(t, &wg, workTimeout, "the producers") }
 }
 
 // requireClean checks that a staged test left no items, no staging keys
@@ -243,7 +243,7 @@ func consumeAll(t *testing.T, consumers, n int, take func(ctx context.Context) (
 			}
 		}()
 	}
-	wg.Wait()
+	waitWithin(t, &wg, workTimeout, "the consumers")
 	close(errs)
 	for err := range errs {
 		require.NoError(t, err)
@@ -283,7 +283,7 @@ func stallTwoWaiters(ctx context.Context, t *testing.T, db kv.Database, q *fdbqu
 			}
 			out <- string(v)
 		}()
-		<-registered
+		recvWithin(t, registered, "a waiter's request filed")
 	}
 	return out, release
 }

@@ -111,9 +111,9 @@ func TestStagedTimedOutTakeLandingLate(t *testing.T) {
 				v, err := q.Dequeue(ctx, tdb)
 				first <- result{string(v), err}
 			}()
-			<-held // the fast take of a is in flight
+			recvWithin(t, held, "the fast take of a in flight")
 			tdb.expire(t)
-			<-failed // it failed with transaction_timed_out, still in flight
+			recvWithin(t, failed, "the take's failure with transaction_timed_out, still in flight")
 
 			// Each other consumer's one plain attempt conflicts; it files a
 			// request (the first is due a) and stalls there.
@@ -135,11 +135,11 @@ func TestStagedTimedOutTakeLandingLate(t *testing.T) {
 					v, err := o.Dequeue(ctx, db)
 					rest <- result{string(v), err}
 				}()
-				<-registered
+				recvWithin(t, registered, "another consumer's request filed")
 			}
 
 			resume()
-			r1 := <-first
+			r1 := recvWithin(t, first, "the first Dequeue's return")
 			if tc.first == "" {
 				require.ErrorIs(t, r1.err, fdbqueue.ErrEmpty)
 			} else {
@@ -153,7 +153,7 @@ func TestStagedTimedOutTakeLandingLate(t *testing.T) {
 				got[r1.v]++
 			}
 			for range others {
-				r := <-rest
+				r := recvWithin(t, rest, "another consumer's return")
 				if !errors.Is(r.err, fdbqueue.ErrEmpty) {
 					require.NoError(t, r.err)
 					got[r.v]++
@@ -204,12 +204,12 @@ func TestStagedSettleWhileTheTakeIsInFlight(t *testing.T) {
 		_, err := q.Dequeue(cctx, db)
 		done <- err
 	}()
-	<-held // the fast take of a is in flight
+	recvWithin(t, held, "the fast take of a in flight")
 	// The cleanup's commit fails, with an error its retry loop does not
 	// retry.
 	db.FailNextCommit(kv.ErrTransactionTooLarge, false)
 	cancel()
-	err := <-done
+	err := recvWithin(t, done, "the cancelled Dequeue's return")
 	require.True(t, kv.MaybeCommitted(err), "the cleanup failed: %v", err)
 	id := logs.take(t)
 
@@ -225,14 +225,14 @@ func TestStagedSettleWhileTheTakeIsInFlight(t *testing.T) {
 		v, err := other.Dequeue(ctx, db)
 		second <- result{string(v), err}
 	}()
-	<-registered
+	recvWithin(t, registered, "the other consumer's request filed")
 
 	v, err := q.Dequeue(ctx, db, fdbqueue.WithOpID(id))
 	require.NoError(t, err, "settled: the first take had not landed")
 	require.Equal(t, "b", string(v))
 	release() // the first take lands now
 	resumeOther()
-	r := <-second
+	r := recvWithin(t, second, "the other consumer's return")
 	require.NoError(t, r.err)
 	require.Equal(t, "a", r.v, "a, due to the other request, is still there")
 	_, err = q.Dequeue(ctx, db)

@@ -88,7 +88,7 @@ func TestStagedPlaceRecoverMovesALargeItem(t *testing.T) {
 			_, err := qE.DequeueWait(ectx, db)
 			done <- err
 		}()
-		<-stalled
+		recvWithin(t, stalled, "E's request filed, E about to sleep")
 	}
 	clock.Advance(timeout + time.Second) // both requests expire
 	require.NoError(t, q.Enqueue(ctx, db, largeItem('A')))
@@ -111,10 +111,12 @@ func TestStagedPlaceRecoverMovesALargeItem(t *testing.T) {
 	case <-held:
 	case r := <-recovered:
 		t.Fatalf("Recover wrote nothing: %+v, %v", r.st, r.err)
+	case <-time.After(wakeTimeout):
+		t.Fatal("Recover's commit was not held")
 	}
 	require.Equal(t, "c", takeOutside(ctx, t, db, q), "A and b are due to E0's and E1's places")
 	release()
-	r := <-recovered
+	r := recvWithin(t, recovered, "Recover's return")
 	require.NoError(t, r.err)
 	require.Equal(t, fdbqueue.RecoverStats{DroppedRequests: 1, ReturnedItems: 1}, r.st,
 		"E0 left with A; E1, over the budget, keeps its place")
@@ -125,7 +127,7 @@ func TestStagedPlaceRecoverMovesALargeItem(t *testing.T) {
 	cancel()
 	unstall()
 	for range 2 {
-		require.ErrorIs(t, <-done, context.Canceled)
+		require.ErrorIs(t, recvWithin(t, done, "E's return once cancelled"), context.Canceled)
 	}
 	require.Equal(t, []string{"d", "large A", "b"}, drainShown(t, db, q),
 		"A and b went to the tail with E0's and E1's requests, after d")
@@ -153,7 +155,7 @@ func TestStagedPlaceStepKeepsAPlaceBeyondItsRead(t *testing.T) {
 	armedW, releaseW := holdWaiters(qW) // W stops once woken
 	defer releaseW()
 	gotW, errsW := startWaiters(ctx, qW, db, 1)
-	<-armedW
+	recvWithin(t, armedW, "W asleep")
 	// E files its request behind W's and stalls before it sleeps: it no
 	// longer renews it.
 	hook, stalled, unstall := stallAtArm()
@@ -166,7 +168,7 @@ func TestStagedPlaceStepKeepsAPlaceBeyondItsRead(t *testing.T) {
 		_, err := qE.DequeueWait(ectx, db)
 		doneE <- err
 	}()
-	<-stalled
+	recvWithin(t, stalled, "E's request filed, E about to sleep")
 	require.NoError(t, q.Enqueue(ctx, db, largeItem('A')))
 	for _, v := range []string{"b", "c", "d"} {
 		require.NoError(t, q.Enqueue(ctx, db, []byte(v)))
@@ -176,7 +178,7 @@ func TestStagedPlaceStepKeepsAPlaceBeyondItsRead(t *testing.T) {
 	held, release := db.HoldNextCommit() // W's step
 	defer release()
 	releaseW()
-	<-held
+	recvWithin(t, held, "W's step's commit held")
 	require.Equal(t, "c", takeOutside(ctx, t, db, q), "A and b are due to W's and E's places")
 	release()
 	select {
@@ -184,11 +186,13 @@ func TestStagedPlaceStepKeepsAPlaceBeyondItsRead(t *testing.T) {
 		require.Equal(t, "large A", shown(v))
 	case err := <-errsW:
 		require.NoError(t, err)
+	case <-time.After(wakeTimeout):
+		t.Fatal("W did not return")
 	}
 
 	cancel()
 	unstall()
-	require.ErrorIs(t, <-doneE, context.Canceled)
+	require.ErrorIs(t, recvWithin(t, doneE, "E's return once cancelled"), context.Canceled)
 	require.Equal(t, []string{"d", "b"}, drainShown(t, db, q), "b went to the tail with E's request, after d")
 	requireClean(t, db, sub)
 }
@@ -211,7 +215,7 @@ func TestStagedPlainDequeueBehindALargeItem(t *testing.T) {
 				defer releaseW()
 				gotW, errsW := startWaiters(ctx, qW, db, ahead)
 				for range ahead {
-					<-armedW
+					recvWithin(t, armedW, "a waiter asleep")
 				}
 				want := []string{"large A", "b", "c"}[:ahead+1]
 				require.NoError(t, qC.Enqueue(ctx, db, largeItem('A')))
@@ -240,7 +244,9 @@ func TestStagedPlainDequeueBehindALargeItem(t *testing.T) {
 				case c = <-doneC:
 				case <-armedC: // C waits for the waiters ahead
 					releaseW()
-					c = <-doneC
+					c = recvWithin(t, doneC, "C's Dequeue once the waiters ahead were served")
+				case <-time.After(wakeTimeout):
+					t.Fatal("C's Dequeue neither returned nor slept")
 				}
 				releaseW()
 				require.NoError(t, c.err, "an item reaches C's place")
@@ -252,6 +258,8 @@ func TestStagedPlainDequeueBehindALargeItem(t *testing.T) {
 						got = append(got, shown(v))
 					case err := <-errsW:
 						require.NoError(t, err)
+					case <-time.After(wakeTimeout):
+						t.Fatal("a waiter ahead did not return")
 					}
 				}
 				require.ElementsMatch(t, want[:ahead], got, "the waiters ahead get the items before C's")

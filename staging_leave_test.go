@@ -60,12 +60,12 @@ func TestStagedPlaceWithdrawConflictsWithArrival(t *testing.T) {
 		v, err := qB.Dequeue(ctx, db)
 		done <- res{v, err}
 	}()
-	<-stalled // B read an empty queue; its withdrawal is about to commit
+	recvWithin(t, stalled, "B's withdrawal about to commit, after it read an empty queue")
 	require.NoError(t, q.Enqueue(ctx, db, []byte("x")))
 	require.NoError(t, q.Enqueue(ctx, db, []byte("y")))
 	require.Equal(t, "y", takeOutside(ctx, t, db, q), "x is due to B's request")
 	resume()
-	r := <-done
+	r := recvWithin(t, done, "B's return")
 	require.NoError(t, r.err, "the withdrawal conflicted; the retry takes x")
 	require.Equal(t, "x", string(r.v))
 	requireClean(t, db, sub)
@@ -95,17 +95,17 @@ func TestStagedPlaceCleanupConflictsWithArrival(t *testing.T) {
 		_, err := qB.DequeueWait(bctx, db)
 		done <- err
 	}()
-	<-armed // B's request is alone in the line, asleep on an empty queue
+	recvWithin(t, armed, "B's request alone in the line, asleep on an empty queue")
 	// The next commit that writes is B's cleanup.
 	held, release := db.HoldNextCommit()
 	cancel()
-	<-held
+	recvWithin(t, held, "B's cleanup's commit held")
 	require.NoError(t, q.Enqueue(ctx, db, []byte("x")))
 	require.NoError(t, q.Enqueue(ctx, db, []byte("y")))
 	xKey := itemKeys(t, db, sub)[0]
 	require.Equal(t, "y", takeOutside(ctx, t, db, q), "x is due to B's request")
 	release()
-	require.ErrorIs(t, <-done, context.Canceled)
+	require.ErrorIs(t, recvWithin(t, done, "B's return once cancelled"), context.Canceled)
 	m.requireReturned(t, db, sub, xKey) // moved to the tail by the cleanup's retry
 	v, err := q.Dequeue(ctx, db)
 	require.NoError(t, err)
@@ -135,7 +135,7 @@ func TestStagedPlaceExpiryConflictsWithArrival(t *testing.T) {
 		_, err := qE.DequeueWait(ectx, db)
 		done <- err
 	}()
-	<-stalled
+	recvWithin(t, stalled, "E's request filed, E about to sleep")
 	clock.Advance(timeout + time.Second) // E's request expires
 
 	held, release := db.HoldNextCommit() // Recover's drop of E's request
@@ -148,19 +148,19 @@ func TestStagedPlaceExpiryConflictsWithArrival(t *testing.T) {
 		st, err := q.Recover(ctx, db)
 		recovered <- res{st, err}
 	}()
-	<-held
+	recvWithin(t, held, "Recover's drop held")
 	require.NoError(t, q.Enqueue(ctx, db, []byte("x")))
 	require.NoError(t, q.Enqueue(ctx, db, []byte("y")))
 	require.Equal(t, "y", takeOutside(ctx, t, db, q), "x holds the place of E's request, expired but not dropped")
 	release()
-	r := <-recovered
+	r := recvWithin(t, recovered, "Recover's return")
 	require.NoError(t, r.err)
 	require.Equal(t, fdbqueue.RecoverStats{DroppedRequests: 1, ReturnedItems: 1}, r.st,
 		"the drop conflicted; the retry moved x, due to E, to the tail")
 
 	cancel()
 	unstall()
-	require.ErrorIs(t, <-done, context.Canceled)
+	require.ErrorIs(t, recvWithin(t, done, "E's return once cancelled"), context.Canceled)
 	v, err := q.Dequeue(ctx, db)
 	require.NoError(t, err)
 	require.Equal(t, "x", string(v))
@@ -187,15 +187,17 @@ func TestStagedPlaceCleanupMovesTheItemAtItsPlace(t *testing.T) {
 	actx, cancelA := context.WithCancel(ctx)
 	defer cancelA()
 	gotA, errsA := startWaiters(actx, qA, db, 1)
-	<-armedA
+	recvWithin(t, armedA, "A asleep")
 	bctx, cancelB := context.WithCancel(ctx)
 	defer cancelB()
 	_, errsB := startWaiters(bctx, qB, db, 1)
-	<-armedB
+	recvWithin(t, armedB, "B asleep")
 	for _, v := range []string{"x", "y", "z"} {
 		require.NoError(t, qA.Enqueue(ctx, db, []byte(v)))
 	}
-	v, err := qC.DequeueWait(ctx, db)
+	cctx, cancelC := context.WithTimeout(ctx, wakeTimeout) // a failure bound only
+	defer cancelC()
+	v, err := qC.DequeueWait(cctx, db)
 	require.NoError(t, err)
 	require.Equal(t, "z", string(v), "C, third in the line, takes the third item")
 
@@ -203,7 +205,7 @@ func TestStagedPlaceCleanupMovesTheItemAtItsPlace(t *testing.T) {
 	require.Len(t, before, 2)
 	cancelB()
 	releaseB()
-	require.ErrorIs(t, <-errsB, context.Canceled)
+	require.ErrorIs(t, recvWithin(t, errsB, "B's return once cancelled"), context.Canceled)
 	after := itemKeys(t, db, sub)
 	require.Len(t, after, 2)
 	require.Equal(t, before[0], after[0], "x, due to A, stays")
@@ -215,6 +217,8 @@ func TestStagedPlaceCleanupMovesTheItemAtItsPlace(t *testing.T) {
 		require.Equal(t, "x", string(v))
 	case err := <-errsA:
 		require.NoError(t, err)
+	case <-time.After(wakeTimeout):
+		t.Fatal("A did not return")
 	}
 	v, err = qC.Dequeue(ctx, db)
 	require.NoError(t, err)
@@ -251,14 +255,14 @@ func TestStagedPQFastAttemptConflictsWithWithdrawal(t *testing.T) {
 		_, err := pqW.PopMinWait(wctx, db)
 		done <- err
 	}()
-	<-armed
+	recvWithin(t, armed, "W asleep")
 	require.NoError(t, db.Transact(ctx, func(tr kv.Transaction) error {
 		if err := pq.Push(ctx, tr, []byte("a"), 1); err != nil {
 			return err
 		}
 		return pq.Push(ctx, tr, []byte("b"), 2)
 	}))
-	<-woke
+	recvWithin(t, woke, "W woken")
 
 	// N's plain attempt hands a to W's request and takes b; its commit
 	// waits while W gives up.
@@ -281,12 +285,12 @@ func TestStagedPQFastAttemptConflictsWithWithdrawal(t *testing.T) {
 		it, err := pq.PopMin(ctx, db)
 		popped <- res{it, err}
 	}()
-	<-stalled
+	recvWithin(t, stalled, "N's plain attempt about to commit")
 	cancel()
 	unstall()
-	require.ErrorIs(t, <-done, context.Canceled) // W's request left the line
+	require.ErrorIs(t, recvWithin(t, done, "W's return once cancelled"), context.Canceled) // W's request left the line
 	close(go2)
-	r := <-popped
+	r := recvWithin(t, popped, "N's PopMin's return")
 	require.NoError(t, r.err)
 	require.Equal(t, "a", string(r.it.Value), "the attempt conflicted; its retry takes the head")
 	it, err := pq.PopMin(ctx, db)
@@ -327,9 +331,9 @@ func TestStagedReturnedResultWakesWatchers(t *testing.T) {
 				_, err := qW.DequeueWait(wctx, db)
 				done <- err
 			}()
-			<-armed
+			recvWithin(t, armed, "W asleep")
 			require.NoError(t, q.Enqueue(ctx, db, []byte("x")))
-			<-woke
+			recvWithin(t, woke, "W woken")
 			n, err := fdbqueue.FulfilStaged(ctx, db, q)
 			require.NoError(t, err)
 			require.Equal(t, 1, n, "x is handed to W's request")
@@ -355,7 +359,7 @@ func TestStagedReturnedResultWakesWatchers(t *testing.T) {
 			} else {
 				cancel() // W gives up; its cleanup returns x
 				unstall()
-				require.ErrorIs(t, <-done, context.Canceled)
+				require.ErrorIs(t, recvWithin(t, done, "W's return once cancelled"), context.Canceled)
 			}
 			require.NoError(t, w.Wait(ctx), "the return of x wakes the watcher")
 			v, err := q.Dequeue(ctx, db)
@@ -365,7 +369,7 @@ func TestStagedReturnedResultWakesWatchers(t *testing.T) {
 			if expire {
 				cancel()
 				unstall()
-				require.ErrorIs(t, <-done, context.Canceled)
+				require.ErrorIs(t, recvWithin(t, done, "W's return once cancelled"), context.Canceled)
 			}
 			requireClean(t, db, sub)
 		})
@@ -389,9 +393,9 @@ func TestStagedPlainDequeueInBatchesWaitsWhileItemsRemain(t *testing.T) {
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	got, errs := startWaiters(wctx, qW, db, 1)
-	<-armed // A's request waits on an empty queue
+	recvWithin(t, armed, "A's request waiting on an empty queue")
 	_, errsB := startWaiters(wctx, qW, db, 1)
-	<-armed                                             // then B's
+	recvWithin(t, armed, "B's request waiting on an empty queue")
 	require.NoError(t, q.Enqueue(ctx, db, []byte("x"))) // A and B are held as they wake
 
 	// The registration sleeps (it stands behind two requests); the
@@ -414,16 +418,18 @@ func TestStagedPlainDequeueInBatchesWaitsWhileItemsRemain(t *testing.T) {
 		_, err := q.Dequeue(ctx, db)
 		done <- err
 	}()
-	require.Equal(t, "sleeps again", <-first, "behind A and B, with x in the queue, the Dequeue sleeps")
+	require.Equal(t, "sleeps again", recvWithin(t, first, "the Dequeue's sleep or withdrawal"), "behind A and B, with x in the queue, the Dequeue sleeps")
 	release()
 	select {
 	case v := <-got:
 		require.Equal(t, "x", string(v), "the oldest request gets x")
 	case err := <-errs:
 		require.NoError(t, err)
+	case <-time.After(wakeTimeout):
+		t.Fatal("A did not return")
 	}
-	require.ErrorIs(t, <-done, fdbqueue.ErrEmpty, "the items ran out")
+	require.ErrorIs(t, recvWithin(t, done, "the Dequeue's return"), fdbqueue.ErrEmpty, "the items ran out")
 	cancel()
-	require.ErrorIs(t, <-errsB, context.Canceled)
+	require.ErrorIs(t, recvWithin(t, errsB, "B's return once cancelled"), context.Canceled)
 	requireClean(t, db, sub)
 }

@@ -80,9 +80,18 @@ func TestLateRegistrationOfACancelledDequeueWait(t *testing.T) {
 		_, err := q.DequeueWait(ctx, db)
 		done <- err
 	}()
-	<-held // the registration's commit is in flight
+	select { // a failure bound only, as below
+	case <-held: // the registration's commit is in flight
+	case <-time.After(10 * time.Second):
+		t.Fatal("the registration's commit was not in flight")
+	}
 	cancel()
-	require.ErrorIs(t, <-done, context.Canceled)
+	select {
+	case err := <-done:
+		require.ErrorIs(t, err, context.Canceled)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the cancelled DequeueWait did not return")
+	}
 	release() // the registration lands now, after the cleanup
 	reqs, err := q.stage.reqs.Range()
 	require.NoError(t, err)

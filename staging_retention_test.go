@@ -71,13 +71,15 @@ func TestStagedWaitOutlivesRetentionAfterAFailedTake(t *testing.T) {
 		case <-armed:
 		case r := <-done:
 			t.Fatalf("the waiter returned before waiting: %q, %v", r.v, r.err)
+		case <-time.After(wakeTimeout):
+			t.Fatal("the waiter neither slept nor returned")
 		}
-		require.Equal(t, "a", <-stolen, "the other consumer took the item")
+		require.Equal(t, "a", recvWithin(t, stolen, "the other consumer's take"), "the other consumer took the item")
 		require.Equal(t, int64(1), takeConflicts(qW), "the waiter's take conflicted")
 
 		clock.Advance(retention + time.Second) // the waiter waits long
 		require.NoError(t, q.Enqueue(ctx, db, []byte("b")))
-		r := <-done
+		r := recvWithin(t, done, "the waiter woken by b")
 		require.NoError(t, r.err)
 		require.Equal(t, "b", string(r.v))
 		requireClean(t, db, sub)

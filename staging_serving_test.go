@@ -58,7 +58,7 @@ func TestStagedSelfServiceByPlace(t *testing.T) {
 
 	// The two older requests get the two first items, in order.
 	close(release)
-	got := []string{<-results, <-results}
+	got := recvN(t, results, 2, "the two older requests were not served")
 	require.ElementsMatch(t, []string{"a", "b"}, got)
 	requireClean(t, db, sub)
 }
@@ -87,7 +87,7 @@ func TestStagedWokenWaitersServedInBatch(t *testing.T) {
 		}()
 	}
 	for range waiters {
-		<-armed
+		recvWithin(t, armed, "a waiter asleep")
 	}
 	var want []string
 	var vals [][]byte
@@ -97,8 +97,8 @@ func TestStagedWokenWaitersServedInBatch(t *testing.T) {
 	}
 	require.NoError(t, q.EnqueueBatch(ctx, db, vals))
 	got := map[string]int{}
-	for range waiters {
-		got[<-results]++
+	for _, v := range recvN(t, results, waiters, "a waiter was not served") {
+		got[v]++
 	}
 	requireExactlyOnce(t, got, want)
 	st := q.StagingStats()
@@ -146,21 +146,21 @@ func TestStagedPopWaitsForOlderRequests(t *testing.T) {
 	}
 	for range 2 {
 		go pop(results)
-		<-registered
+		recvWithin(t, registered, "a waiter's request filed")
 	}
 	for _, p := range []int64{7, 5, 6} {
 		require.NoError(t, pq.Push(ctx, db, fmt.Appendf(nil, "%d", p), p))
 	}
 	go pop(third)
-	<-armed // the third waiter sleeps: the two ahead are served first
+	recvWithin(t, armed, "the third waiter asleep") // the two ahead are served first
 	select {
 	case p := <-third:
 		t.Fatalf("a waiter behind two stopped ones took %d", p)
 	case <-time.After(50 * time.Millisecond):
 	}
 	close(release)
-	require.ElementsMatch(t, []int64{5, 6}, []int64{<-results, <-results})
-	require.Equal(t, int64(7), <-third, "the newest request gets the last item")
+	require.ElementsMatch(t, []int64{5, 6}, recvN(t, results, 2, "the two older requests were not served"))
+	require.Equal(t, int64(7), recvWithin(t, third, "the third waiter's item"), "the newest request gets the last item")
 	requireNoWatches(t, db)
 }
 
@@ -189,8 +189,8 @@ func TestStagedInBatchesWaitsForOlderRequests(t *testing.T) {
 	case <-time.After(300 * time.Millisecond):
 	}
 	close(release)
-	require.Equal(t, "c", <-third)
-	require.ElementsMatch(t, []string{"a", "b"}, []string{<-older, <-older})
+	require.Equal(t, "c", recvWithin(t, third, "the third consumer's item"))
+	require.ElementsMatch(t, []string{"a", "b"}, recvN(t, older, 2, "the two older requests were not served"))
 	requireClean(t, db, sub)
 }
 
@@ -222,7 +222,7 @@ func TestStagedRegistrationBehindDeadRequestServesItself(t *testing.T) {
 		_, err := q.DequeueWait(stuckCtx, db)
 		stuck <- err
 	}()
-	<-registered
+	recvWithin(t, registered, "the first waiter's request filed")
 	now.Add(int64(2 * time.Minute)) // its request is past its deadline
 
 	fdbqueue.SetStagingBusy(q, true)
@@ -243,7 +243,7 @@ func TestStagedRegistrationBehindDeadRequestServesItself(t *testing.T) {
 	}
 	cancelStuck()
 	close(release)
-	require.ErrorIs(t, <-stuck, context.Canceled)
+	require.ErrorIs(t, recvWithin(t, stuck, "the stuck waiter's return once cancelled"), context.Canceled)
 	require.Empty(t, stagingKeys(t, db, sub))
 	requireNoWatches(t, db)
 }
@@ -277,7 +277,7 @@ func TestStagedPlaceReservesItems(t *testing.T) {
 			_, err := q.DequeueWait(wctx, db)
 			done <- err
 		}()
-		<-armed // the waiter's request is in the line, asleep on an empty queue
+		recvWithin(t, armed, "the waiter's request in the line, asleep on an empty queue")
 
 		require.NoError(t, plain.Enqueue(ctx, db, []byte("x")))
 		if m.byPlace {
@@ -301,7 +301,7 @@ func TestStagedPlaceReservesItems(t *testing.T) {
 			require.NoError(t, plain.Enqueue(ctx, db, []byte("z")))
 
 			cancel()
-			require.ErrorIs(t, <-done, context.Canceled)
+			require.ErrorIs(t, recvWithin(t, done, "the waiter's return once cancelled"), context.Canceled)
 			// x went behind z.
 			vals, err := q.DequeueBatch(ctx, db, 4)
 			require.NoError(t, err)
@@ -311,7 +311,7 @@ func TestStagedPlaceReservesItems(t *testing.T) {
 			require.NoError(t, err)
 			require.Equal(t, []string{"x"}, toStrings(vals), "batch mode: the head is anyone's")
 			cancel()
-			require.ErrorIs(t, <-done, context.Canceled)
+			require.ErrorIs(t, recvWithin(t, done, "the waiter's return once cancelled"), context.Canceled)
 		}
 		requireClean(t, db, sub)
 	})
@@ -340,13 +340,13 @@ func TestStagedPlaceLeavesForeignKey(t *testing.T) {
 		_, err := qW.DequeueWait(ctx, db)
 		werr <- err
 	}()
-	<-armed // W waits at place 0 on an empty queue
+	recvWithin(t, armed, "W waiting at place 0 on an empty queue")
 
 	key, err := sub.Pack(tuple.Tuple{"not", "ours"})
 	require.NoError(t, err)
 	require.NoError(t, db.Transact(ctx, func(tr kv.Transaction) error { tr.Set(key, []byte("foreign-value")); return nil }))
 	require.NoError(t, q.Enqueue(ctx, db, []byte("x"))) // bumps the signal: W wakes
-	require.ErrorIs(t, <-werr, fdbqueue.ErrForeignKey)
+	require.ErrorIs(t, recvWithin(t, werr, "W's return"), fdbqueue.ErrForeignKey)
 
 	require.Contains(t, itemKeys(t, db, sub), key, "the foreign key stays where it was")
 	_, err = q.Dequeue(ctx, db)
@@ -385,13 +385,13 @@ func TestUnstagedConsumerLearnsOfPlaceMode(t *testing.T) {
 		_, err := q.DequeueWait(wctx, db)
 		done <- err
 	}()
-	<-armed
+	recvWithin(t, armed, "the waiter asleep")
 	require.NoError(t, producer.Enqueue(ctx, db, []byte("x")))
 
 	_, err = consumer.Dequeue(ctx, db)
 	require.ErrorIs(t, err, fdbqueue.ErrEmpty, "x is the waiter's")
 	cancel()
-	require.ErrorIs(t, <-done, context.Canceled)
+	require.ErrorIs(t, recvWithin(t, done, "the waiter's return once cancelled"), context.Canceled)
 	v, err := consumer.Dequeue(ctx, db)
 	require.NoError(t, err)
 	require.Equal(t, "x", string(v))

@@ -40,13 +40,15 @@ func TestStagingConfigValidation(t *testing.T) {
 }
 
 func TestStagedWaitNeedsStaging(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), wakeTimeout) // a failure bound only
+	defer cancel()
 	db := stgDB(t)
 	q := stgQueue(t, stgSubspace(t, "plain"))
-	_, err := q.DequeueWait(context.Background(), db)
+	_, err := q.DequeueWait(ctx, db)
 	require.ErrorIs(t, err, fdbqueue.ErrInvalidArgument)
 	pq, err := fdbqueue.NewPriorityQueue(stgSubspace(t, "plainpq"))
 	require.NoError(t, err)
-	_, err = pq.PopMinWait(context.Background(), db)
+	_, err = pq.PopMinWait(ctx, db)
 	require.ErrorIs(t, err, fdbqueue.ErrInvalidArgument)
 }
 
@@ -154,7 +156,7 @@ func TestStagedDequeueManyConsumersDrain(t *testing.T) {
 						}
 					}()
 				}
-				wg.Wait()
+				waitWithin(t, &wg, workTimeout, "the consumers")
 				requireExactlyOnce(t, got, wantS)
 				requireClean(t, db, sub)
 			})
@@ -234,9 +236,9 @@ func TestStagedWaitWakesOnEnqueue(t *testing.T) {
 			}
 			done <- v
 		}()
-		<-armed
+		recvWithin(t, armed, "the waiter asleep")
 		require.NoError(t, q.Enqueue(context.Background(), db, []byte("late")))
-		require.Equal(t, "late", string(<-done))
+		require.Equal(t, "late", string(recvWithin(t, done, "the waiter woken by the enqueue")))
 		require.Empty(t, stagingKeys(t, db, sub))
 		requireNoWatches(t, db)
 	})
@@ -262,7 +264,7 @@ func TestTypedWaitForms(t *testing.T) {
 		got <- v
 	}()
 	require.NoError(t, tq.Enqueue(ctx, db, "later"))
-	require.Equal(t, "later", <-got)
+	require.Equal(t, "later", recvWithin(t, got, "the waiter woken by the enqueue"))
 
 	pq, err := fdbqueue.NewPriorityQueue(stgSubspace(t, "typedwaitpq"), fdbqueue.WithStaging(fdbqueue.StagingConfig{}))
 	require.NoError(t, err)
@@ -279,7 +281,9 @@ func TestTypedWaitForms(t *testing.T) {
 
 	// Without staging the Wait forms refuse, as the untyped ones do.
 	plain := fdbqueue.NewTypedQueue(stgQueue(t, stgSubspace(t, "typedplain")), fdbqueue.StringCodec{})
-	_, err = plain.DequeueWait(ctx, db)
+	bctx, bcancel := context.WithTimeout(ctx, wakeTimeout) // a failure bound only
+	defer bcancel()
+	_, err = plain.DequeueWait(bctx, db)
 	require.ErrorIs(t, err, fdbqueue.ErrInvalidArgument)
 	cctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
 	defer cancel()

@@ -173,7 +173,7 @@ func TestStagedStepPastTheMVCCWindow(t *testing.T) {
 					done <- result{v, err}
 				}()
 				if c.after != "" {
-					<-arrived
+					recvWithin(t, arrived, "the waiter at "+c.after)
 					enqueue()
 					if c.serve {
 						n, err := fdbqueue.FulfilStaged(ctx, db, q)
@@ -182,14 +182,14 @@ func TestStagedStepPastTheMVCCWindow(t *testing.T) {
 					}
 					arrive()
 				}
-				<-stalled
+				recvWithin(t, stalled, "the waiter stalled before its "+c.phase+" step's commit")
 				before := db.Stats().TooOld
 				crossWindow(clock)
 				resume()
 				if !c.pre && c.after == "" {
 					enqueue()
 				}
-				r := <-done
+				r := recvWithin(t, done, "the waiter's return")
 				require.NoError(t, r.err)
 				require.Equal(t, "a", string(r.v))
 				require.Greater(t, db.Stats().TooOld, before, "a commit failed with transaction_too_old")
@@ -220,7 +220,7 @@ func TestStagedCleanupPastTheMVCCWindow(t *testing.T) {
 			_, err := q.DequeueWait(wctx, db)
 			done <- err
 		}()
-		<-stalled
+		recvWithin(t, stalled, "the waiter asleep")
 		require.NoError(t, q.Enqueue(ctx, db, []byte("a")))
 		n, err := fdbqueue.FulfilStaged(ctx, db, q)
 		require.NoError(t, err)
@@ -229,11 +229,11 @@ func TestStagedCleanupPastTheMVCCWindow(t *testing.T) {
 		held, release := db.HoldNextCommit() // the cleanup's
 		cancel()
 		resume()
-		<-held
+		recvWithin(t, held, "the cleanup's commit held")
 		before := db.Stats().TooOld
 		crossWindow(clock)
 		release()
-		err = <-done
+		err = recvWithin(t, done, "the waiter's return once cancelled")
 		require.ErrorIs(t, err, context.Canceled)
 		require.False(t, kv.MaybeCommitted(err), "the cleanup committed on its retry: %v", err)
 		require.Greater(t, db.Stats().TooOld, before, "the cleanup's first commit failed with transaction_too_old")
@@ -281,7 +281,7 @@ func TestStagedWaitsLongerThanTheMVCCWindow(t *testing.T) {
 		}
 		go take(early)
 		go take(early)
-		armed.Wait() // both filed their requests and are about to sleep
+		waitWithin(t, &armed, wakeTimeout, "the two oldest waiters' requests filed, the waiters about to sleep")
 
 		// The third waiter files its request behind them and sleeps; the
 		// clock then passes its renewal time (a third of the claim
@@ -305,18 +305,18 @@ func TestStagedWaitsLongerThanTheMVCCWindow(t *testing.T) {
 		fdbqueue.SetStagingHook(q, hooks(armHook, sleepHook, after("armed", renewHook)))
 		go take(q)
 		if !m.byPlace {
-			<-arming
+			recvWithin(t, arming, "the third waiter's arm transaction about to commit")
 			crossWindow(clock)
 			resumeArm()
 		}
-		<-asleep
+		recvWithin(t, asleep, "the third waiter asleep")
 		for range 3 {
 			crossWindow(clock)
 		}
 		// Past its renewal time.
 		clock.Advance(start.Add(windowClaimTimeout/3 + time.Second).Sub(clock.Now()))
 		wake()
-		<-renewing
+		recvWithin(t, renewing, "the third waiter's renewal about to commit")
 		before := db.Stats().TooOld
 		crossWindow(clock)
 		resumeRenew()
@@ -329,6 +329,8 @@ func TestStagedWaitsLongerThanTheMVCCWindow(t *testing.T) {
 				received[string(v)]++
 			case err := <-errs:
 				require.NoError(t, err)
+			case <-time.After(wakeTimeout):
+				t.Fatalf("a waiter did not return (received %v)", received)
 			}
 		}
 		require.Greater(t, db.Stats().TooOld, before, "the renewal's commit failed with transaction_too_old")

@@ -108,9 +108,9 @@ func TestUnstagedHandleFirstTakesRacingOnPlaceQueue(t *testing.T) {
 		v, err := qs.DequeueWait(wctx, db)
 		waiter <- res{v, err}
 	}()
-	<-armed
+	recvWithin(t, armed, "the waiter asleep")
 	require.NoError(t, qs.Enqueue(ctx, db, []byte("a"))) // due to the waiter's request
-	<-woke
+	recvWithin(t, woke, "the waiter woken")
 
 	// The first operation of qp decides which items are due to the line
 	// (none: it has not seen the record), then pauses in its read of the
@@ -121,15 +121,15 @@ func TestUnstagedHandleFirstTakesRacingOnPlaceQueue(t *testing.T) {
 		v, err := qp.Dequeue(ctx, pdb)
 		first <- res{v, err}
 	}()
-	<-pdb.entered
+	recvWithin(t, pdb.entered, "qp's first Dequeue in its read of the items")
 	_, err := qp.Len(ctx, db)
 	require.NoError(t, err)
 	close(pdb.release)
-	r := <-first
+	r := recvWithin(t, first, "qp's first Dequeue's return")
 	require.ErrorIs(t, r.err, fdbqueue.ErrEmpty, "the only item is due to the request in the line; got %q", r.v)
 
 	release()
-	w := <-waiter
+	w := recvWithin(t, waiter, "the waiter's return")
 	require.NoError(t, w.err)
 	require.Equal(t, "a", string(w.v))
 	requireClean(t, db, sub)

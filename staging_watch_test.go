@@ -60,7 +60,7 @@ func batchLine(t *testing.T, name string, clock func() time.Time, hook func(p st
 	}
 	for range 2 {
 		go call()
-		<-registered
+		recvWithin(t, registered, "a waiter's request filed")
 	}
 	return db, q, out, func() { go call() }, func() { close(rel) }
 }
@@ -151,9 +151,9 @@ func TestStagedBatchAheadLeavesBeforeArm(t *testing.T) {
 	})
 	inC.Store(true)
 	startC()
-	<-changed
+	recvWithin(t, changed, "C at the point where the test changes the line")
 	release()
-	require.ElementsMatch(t, []string{"a", "b"}, []string{<-got, <-got}, "A and B collected")
+	require.ElementsMatch(t, []string{"a", "b"}, recvN(t, got, 2, "A and B were not served"), "A and B collected")
 	close(collected)
 	require.NoError(t, q.Enqueue(context.Background(), db, []byte("c")))
 	select {
@@ -253,7 +253,7 @@ func TestStagedBatchFulfilDoesNotConflictOnSignal(t *testing.T) {
 		got <- string(v)
 	}
 	go call() // A: the oldest request, stopped after filing it
-	<-registered
+	recvWithin(t, registered, "A's request filed")
 	require.NoError(t, q.Enqueue(ctx, db, []byte("x")))
 	inB.Store(true)
 	go call() // B: serves A with x, finds nothing left for itself
@@ -264,7 +264,7 @@ func TestStagedBatchFulfilDoesNotConflictOnSignal(t *testing.T) {
 		t.Fatal("B slept through the item enqueued during its fulfilment")
 	}
 	close(rel)
-	require.Equal(t, "x", <-got)
+	require.Equal(t, "x", recvWithin(t, got, "A's item"))
 	require.False(t, inB.Load(), "B ran a fulfilment")
 	require.Zero(t, phaseConflicts(t, q, "fulfil"), "a fulfilment conflicted")
 	requireNoWatches(t, db)
