@@ -830,7 +830,7 @@ func badRows() []badRow {
 				}
 			}()
 			close(start)
-			wg.Wait()
+			waitWithin(t, &wg, workTimeout, "the consumers and the Clear")
 			close(errs)
 			for err := range errs {
 				require.NoError(t, err)

@@ -230,7 +230,7 @@ func stagedBudget(t *testing.T, budget, n, size int) {
 	}
 	got, errs := startWaiters(ctx, consumer, db, n)
 	for range n {
-		<-registered
+		recvWithin(t, registered, "a waiter's request filed")
 	}
 	batch := make([][]byte, n)
 	for i := range batch {
@@ -248,6 +248,8 @@ func stagedBudget(t *testing.T, budget, n, size int) {
 			seen[string(v[:8])]++
 		case err := <-errs:
 			t.Fatal(err)
+		case <-time.After(workTimeout):
+			t.Fatalf("a waiter was not served (%d were)", len(seen))
 		}
 	}
 	requireExactlyOnce(t, seen, want)

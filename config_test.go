@@ -327,7 +327,7 @@ func TestUnstagedConsumerRespectsLine(t *testing.T) {
 		_, err := staged.DequeueWait(wctx, db)
 		done <- err
 	}()
-	<-armed
+	recvWithin(t, armed, "the waiter asleep")
 	require.NoError(t, plain.EnqueueBatch(ctx, db, [][]byte{[]byte("x"), []byte("y")}))
 	v, err := kv.Transact(ctx, db, func(tr kv.Transaction) ([]byte, error) {
 		return plain.Dequeue(ctx, tr)
@@ -357,7 +357,7 @@ func TestUnstagedConsumerRespectsLine(t *testing.T) {
 	require.Equal(t, "w", string(v))
 	require.ErrorIs(t, tr.Commit(), kv.ErrNotCommitted, "w was taken by another consumer meanwhile")
 	stop()
-	require.ErrorIs(t, <-done, context.Canceled)
+	require.ErrorIs(t, recvWithin(t, done, "the waiter's return once cancelled"), context.Canceled)
 	require.Equal(t, []string{"x"}, drain(t, db, plain))
 }
 

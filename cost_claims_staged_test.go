@@ -111,7 +111,12 @@ func (e *costEnv) stall(n int) {
 		cancel()
 		close(release)
 		for range n {
-			<-done
+			select {
+			case <-done:
+			case <-time.After(wakeTimeout):
+				e.t.Error("a stalled waiter did not return once cancelled")
+				return
+			}
 		}
 	})
 }

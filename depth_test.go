@@ -209,7 +209,7 @@ func TestDepthUnderConflictsAndFaults(t *testing.T) {
 			}
 		}()
 	}
-	wg.Wait()
+	waitWithin(t, &wg, workTimeout, "the workers")
 	require.Positive(t, db.Stats().Conflicts+db.Stats().InjectedNotCommitted, "the test made conflicts")
 	n, err := q.Len(ctx, db)
 	require.NoError(t, err)
@@ -261,7 +261,7 @@ func TestDepthStaged(t *testing.T) {
 				}
 			}()
 		}
-		wg.Wait()
+		waitWithin(t, &wg, workTimeout, "the consumers")
 		_, err := q.Recover(ctx, db)
 		require.NoError(t, err)
 		n, err := q.Len(ctx, db)
@@ -294,7 +294,7 @@ func TestDepthStagedCrashRecovery(t *testing.T) {
 		_, err := q.DequeueWait(ctx, db)
 		result <- err
 	}()
-	<-hung
+	recvWithin(t, hung, "the waiter's request filed")
 	require.NoError(t, q.Enqueue(ctx, db, []byte("stranded")))
 	requireDepth(t, db, q, 1)
 	n, err := fdbqueue.FulfilStaged(ctx, db, q)
@@ -307,7 +307,7 @@ func TestDepthStagedCrashRecovery(t *testing.T) {
 	require.Equal(t, 1, st.ReturnedItems)
 	requireDepth(t, db, q, 1)
 	close(release)
-	require.ErrorIs(t, <-result, fdbqueue.ErrClaimExpired)
+	require.ErrorIs(t, recvWithin(t, result, "the slow waiter's return"), fdbqueue.ErrClaimExpired)
 	requireDepth(t, db, q, 1)
 	require.Contains(t, logs.String(), "recovered a staged line")
 	require.Contains(t, logs.String(), "returned_items=1")

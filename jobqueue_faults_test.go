@@ -118,7 +118,7 @@ func crashingWorkers(t *testing.T, seed int64) {
 				}
 			}()
 		}
-		wg.Wait()
+		waitWithin(t, &wg, workTimeout, "the round's workers")
 		if t.Failed() {
 			return
 		}
@@ -205,7 +205,7 @@ func TestJobQueueConcurrentLeasesTakeEachJobOnce(t *testing.T) {
 			}
 		}()
 	}
-	wg.Wait()
+	waitWithin(t, &wg, workTimeout, "the consumers")
 	close(seen)
 	ids := map[fdbqueue.JobID]bool{}
 	for id := range seen {

@@ -194,13 +194,13 @@ func TestDequeueBatchMaxIntAfterTheLine(t *testing.T) {
 		_, err := q.DequeueWait(wctx, db)
 		done <- err
 	}()
-	<-armed // one request in the line
+	recvWithin(t, armed, "one request in the line, its waiter asleep")
 	require.NoError(t, plain.EnqueueBatch(ctx, db, [][]byte{[]byte("x"), []byte("y"), []byte("z")}))
 	vals, err = q.DequeueBatch(ctx, db, math.MaxInt)
 	require.NoError(t, err, "one item due to the line, then max")
 	require.Equal(t, []string{"y", "z"}, toStrings(vals))
 	cancel()
-	require.ErrorIs(t, <-done, context.Canceled)
+	require.ErrorIs(t, recvWithin(t, done, "the waiter's return once cancelled"), context.Canceled)
 }
 
 // TestLimitKeySizeDoesNotDependOnTheOpID: whether a queue on a long
@@ -382,6 +382,8 @@ func TestLimitStagedKeysDoNotDependOnTheClock(t *testing.T) {
 			case <-armed:
 			case err := <-errs:
 				require.NoError(t, err, "a staged wait on a %d-byte prefix at the epoch", p)
+			case <-time.After(wakeTimeout):
+				t.Fatalf("a staged wait on a %d-byte prefix neither slept nor returned", p)
 			}
 			value := bytes.Repeat([]byte{'v'}, kv.MaxValueSize) // its result takes two chunks
 			require.NoError(t, h.put(ctx, db, value))
@@ -391,7 +393,7 @@ func TestLimitStagedKeysDoNotDependOnTheClock(t *testing.T) {
 				require.Equal(t, 1, n, "the waiting request is served")
 			}
 			close(release)
-			require.NoError(t, <-errs, "a staged wait on a %d-byte prefix at the epoch", p)
+			require.NoError(t, recvWithin(t, errs, "the served wait's return"), "a staged wait on a %d-byte prefix at the epoch", p)
 			require.Equal(t, value, <-got)
 
 			_, err := c.make(long(p + 1))

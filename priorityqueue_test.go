@@ -186,7 +186,7 @@ func TestPriorityQueueExactlyOnce(t *testing.T) {
 			}
 		}()
 	}
-	wg.Wait()
+	waitWithin(t, &wg, workTimeout, "the producers")
 	var mu sync.Mutex
 	seen := map[string]int{}
 	for c := range consumers {
@@ -214,7 +214,7 @@ func TestPriorityQueueExactlyOnce(t *testing.T) {
 			}
 		}()
 	}
-	wg.Wait()
+	waitWithin(t, &wg, workTimeout, "the consumers")
 	close(errs)
 	for err := range errs {
 		require.NoError(t, err)

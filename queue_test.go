@@ -170,7 +170,7 @@ func TestQueueConcurrentProducersDoNotConflict(t *testing.T) {
 			}
 		}()
 	}
-	wg.Wait()
+	waitWithin(t, &wg, workTimeout, "the producers")
 	close(errs)
 	for err := range errs {
 		require.NoError(t, err)
@@ -241,7 +241,7 @@ func runExactlyOnce(t *testing.T, db *memdb.DB, q *fdbqueue.Queue, producers, co
 			}
 		}()
 	}
-	cwg.Wait()
+	waitWithin(t, &cwg, workTimeout, "the consumers")
 	close(errs)
 	for err := range errs {
 		require.NoError(t, err)

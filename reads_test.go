@@ -107,7 +107,7 @@ func TestStagedPlaceStepsReadAboutTheBudget(t *testing.T) {
 	fdbqueue.SetStagingBusy(consumer, true) // file requests at once
 	got, errs := startWaiters(ctx, consumer, db, n)
 	for range n {
-		<-registered
+		recvWithin(t, registered, "a waiter's request filed")
 	}
 	batch := make([][]byte, n)
 	for i := range batch {
@@ -121,6 +121,8 @@ func TestStagedPlaceStepsReadAboutTheBudget(t *testing.T) {
 			seen[v[len(v)-1]]++
 		case err := <-errs:
 			t.Fatal(err)
+		case <-time.After(workTimeout):
+			t.Fatalf("a waiter was not served (%d were)", len(seen))
 		}
 	}
 	require.Len(t, seen, n)

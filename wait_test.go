@@ -109,7 +109,7 @@ func TestWatchForItemsTransactionalConsumer(t *testing.T) {
 				t.Fatalf("consumer ended before waiting: %v", err)
 			}
 			require.NoError(t, w.produce(ctx, db, []byte("job")))
-			require.NoError(t, <-done)
+			require.NoError(t, recvWithin(t, done, "the consumer woken by the produce"))
 			v, err := getKey(ctx, db, []byte("result"))
 			require.NoError(t, err)
 			require.Equal(t, "done:job", string(v))
