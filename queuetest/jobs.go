@@ -496,8 +496,8 @@ func testJobStatsBeforeEpoch(t *testing.T, f *fixture) {
 }
 
 // wakeTimeout bounds the wait for a LeaseWait to go to sleep, or to wake
-// after a change that wakes it at once: a failure bound, never a
-// synchronisation.
+// after a change that wakes it at once, and for a call to return once its
+// context ended: a failure bound, never a synchronisation.
 const wakeTimeout = 10 * time.Second
 
 // leaseWait is a LeaseWait running in a goroutine of its own, which never

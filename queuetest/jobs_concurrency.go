@@ -233,7 +233,12 @@ func testJobLeaseWaitLatest(t *testing.T, f *fixture) {
 		case d := <-c.Armed:
 			require.Positive(t, d, "the timer is for a time after now")
 			cancel()
-			require.ErrorIs(t, <-done, context.Canceled)
+			select {
+			case err := <-done:
+				require.ErrorIs(t, err, context.Canceled)
+			case <-f.ctx.Done():
+				require.FailNow(t, "LeaseWait did not return once its context ended")
+			}
 			f.requireStats(t, q, fdbqueue.JobStats{Queued: 1, Delayed: 1})
 			return
 		case <-calls:

@@ -126,9 +126,13 @@ func (f *fixture) startWaiter(t *testing.T, name string, call func(ctx context.C
 		v, err := call(ctx, w.obs)
 		w.done <- waitResult{v, err}
 	}()
-	t.Cleanup(func() {
+	t.Cleanup(func() { // the call returns before the harness closes
 		cancel()
-		<-w.done
+		select {
+		case <-w.done:
+		case <-time.After(wakeTimeout):
+			t.Errorf("%s did not return within %v once its context ended", name, wakeTimeout)
+		}
 	})
 	select {
 	case <-w.obs.armed:
