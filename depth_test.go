@@ -186,6 +186,7 @@ func TestDepthUnderConflictsAndFaults(t *testing.T) {
 	db := newDB(t, memdb.WithSeed(5), memdb.WithFaults(withReadFaults(memdb.Faults{NotCommitted: 0.05, UnknownApplied: 0.05, UnknownNotApplied: 0.05})))
 	q := mustQueue(t, "depth-faults")
 	pq := mustPQ(t, "depth-faults-pq")
+	gt := forGoroutines(t)
 	var wg sync.WaitGroup
 	for w := range 8 {
 		wg.Add(1)
@@ -193,17 +194,17 @@ func TestDepthUnderConflictsAndFaults(t *testing.T) {
 			defer wg.Done()
 			for i := range 30 {
 				if err := q.Enqueue(ctx, db, []byte("x")); err != nil {
-					t.Error(err)
+					gt.Error(err)
 				}
 				if err := pq.Push(ctx, db, []byte("y"), int64(i)); err != nil {
-					t.Error(err)
+					gt.Error(err)
 				}
 				if i%2 == w%2 {
 					if _, err := q.Dequeue(ctx, db); err != nil && !errors.Is(err, fdbqueue.ErrEmpty) {
-						t.Error(err)
+						gt.Error(err)
 					}
 					if _, err := pq.PopMin(ctx, db); err != nil && !errors.Is(err, fdbqueue.ErrEmpty) {
-						t.Error(err)
+						gt.Error(err)
 					}
 				}
 			}
@@ -233,6 +234,7 @@ func TestDepthStaged(t *testing.T) {
 		}
 		require.NoError(t, q.EnqueueBatch(ctx, db, items))
 		requireDepth(t, db, q, 200)
+		gt := forGoroutines(t)
 		var wg sync.WaitGroup
 		var mu sync.Mutex
 		taken := 0
@@ -255,7 +257,7 @@ func TestDepthStaged(t *testing.T) {
 						taken++
 						mu.Unlock()
 					} else if !errors.Is(err, context.Canceled) {
-						t.Error(err)
+						gt.Error(err)
 						return
 					}
 				}

@@ -204,3 +204,44 @@ func waitWithin(t testing.TB, wg *sync.WaitGroup, d time.Duration, what string) 
 	go func() { wg.Wait(); close(done) }()
 	recvBounded(t, done, d, what)
 }
+
+// goT is a test's t for the goroutines it starts (and the hooks its code
+// under test calls): it reports their failures while the test runs and
+// drops them once the test's cleanup has begun. A goroutine that a failed
+// bounded wait left behind fails when the cleanup closes the database;
+// reporting that on t once the test has completed would panic ("Fail in
+// goroutine after ... has completed") and end the whole test binary.
+type goT struct {
+	t     testing.TB
+	mu    sync.Mutex
+	ended bool
+}
+
+// forGoroutines returns t's goT.
+func forGoroutines(t testing.TB) *goT {
+	g := &goT{t: t}
+	t.Cleanup(func() {
+		g.mu.Lock()
+		g.ended = true
+		g.mu.Unlock()
+	})
+	return g
+}
+
+// Errorf reports a goroutine's failure (t.Errorf) while the test runs.
+func (g *goT) Errorf(format string, args ...any) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if !g.ended {
+		g.t.Errorf(format, args...)
+	}
+}
+
+// Error reports a goroutine's failure (t.Error) while the test runs.
+func (g *goT) Error(args ...any) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if !g.ended {
+		g.t.Error(args...)
+	}
+}

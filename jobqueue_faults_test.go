@@ -62,6 +62,7 @@ func crashingWorkers(t *testing.T, seed int64) {
 
 	var crashes, nacks, acks, lost int64
 	var mu sync.Mutex
+	gt := forGoroutines(t)
 	rounds := 0
 	for ; rounds < 200; rounds++ {
 		s := mustStats(t, db, q)
@@ -80,7 +81,7 @@ func crashingWorkers(t *testing.T, seed int64) {
 						return
 					}
 					if err != nil {
-						t.Error(err)
+						gt.Error(err)
 						return
 					}
 					for _, l := range ls {
@@ -111,7 +112,7 @@ func crashingWorkers(t *testing.T, seed int64) {
 							lost++
 							mu.Unlock()
 						} else if err != nil {
-							t.Error(err)
+							gt.Error(err)
 							return
 						}
 					}
@@ -177,6 +178,7 @@ func TestJobQueueConcurrentLeasesTakeEachJobOnce(t *testing.T) {
 	ctx := context.Background()
 	db := newDB(t)
 	q := mustJobQueue(t, "spread", fdbqueue.JobQueueConfig{Choice: 32})
+	gt := forGoroutines(t)
 	const n = 600
 	batch := make([]fdbqueue.Job, 100)
 	for b := 0; b < n/100; b++ {
@@ -198,7 +200,7 @@ func TestJobQueueConcurrentLeasesTakeEachJobOnce(t *testing.T) {
 					return
 				}
 				if err != nil {
-					t.Error(err)
+					gt.Error(err)
 					return
 				}
 				seen <- ls[0].JobID

@@ -313,6 +313,7 @@ func TestJobQueueUniqueConcurrent(t *testing.T) {
 	db := newDB(t, memdb.WithSeed(3), memdb.WithFaults(withReadFaults(memdb.Faults{UnknownApplied: 0.1, UnknownNotApplied: 0.1, NotCommitted: 0.05})))
 	q := mustJobQueue(t, "unique", fdbqueue.JobQueueConfig{})
 	const adders, keys = 8, 5
+	gt := forGoroutines(t)
 	results := make([][]fdbqueue.AddResult, adders)
 	var wg sync.WaitGroup
 	for a := range adders {
@@ -322,7 +323,7 @@ func TestJobQueueUniqueConcurrent(t *testing.T) {
 			for k := range keys {
 				r, err := q.Add(ctx, db, fdbqueue.Job{Value: []byte{byte(a)}, UniqueKey: fmt.Sprint("key-", k)})
 				if err != nil {
-					t.Error(err)
+					gt.Error(err)
 					return
 				}
 				results[a] = append(results[a], r)

@@ -125,6 +125,7 @@ func TestStagedConsumerCrashesBetweenSteps(t *testing.T) {
 					fdbqueue.SetStagingHook(qA, hook)
 					actx, cancelA := context.WithCancel(ctx)
 					defer cancelA()
+					gt := forGoroutines(t)
 					var held <-chan struct{}
 					var land func()
 					if c.inflight {
@@ -134,7 +135,7 @@ func TestStagedConsumerCrashesBetweenSteps(t *testing.T) {
 					go func() {
 						defer close(exited)
 						v, err := qA.DequeueWait(actx, db)
-						t.Errorf("A's consumer returned (%q, %v): it should have crashed", v, err)
+						gt.Errorf("A's consumer returned (%q, %v): it should have crashed", v, err)
 					}()
 					if c.inflight {
 						recvWithin(t, held, "A's registration in flight")
@@ -229,11 +230,12 @@ func TestStagedWaiterBehindACrashedConsumer(t *testing.T) {
 		fdbqueue.SetStagingHook(qA, crash)
 		actx, cancelA := context.WithCancel(ctx)
 		defer cancelA()
+		gt := forGoroutines(t)
 		exited := make(chan struct{})
 		go func() {
 			defer close(exited)
 			v, err := qA.DequeueWait(actx, db)
-			t.Errorf("A's consumer returned (%q, %v): it should have crashed", v, err)
+			gt.Errorf("A's consumer returned (%q, %v): it should have crashed", v, err)
 		}()
 		recvWithin(t, crashed, "A's crash")
 		recvWithin(t, exited, "A's consumer gone")

@@ -95,12 +95,13 @@ func TestStagedPlainDequeueBehindWaitersDoesNotBlock(t *testing.T) {
 	defer release()
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	gt := forGoroutines(t)
 	got := make(chan string, 2)
 	for range 2 {
 		go func() {
 			v, err := qW.DequeueWait(wctx, db)
 			if err != nil && !errors.Is(err, context.Canceled) {
-				t.Errorf("DequeueWait: %v", err)
+				gt.Errorf("DequeueWait: %v", err)
 			}
 			got <- string(v)
 		}()

@@ -81,6 +81,7 @@ func produce(t *testing.T, producers, perProducer int, put func(p, i int, v []by
 			want = append(want, fmt.Sprintf("p%d-%d", p, i))
 		}
 	}
+	gt := forGoroutines(t)
 	var wg sync.WaitGroup
 	for p := range producers {
 		wg.Add(1)
@@ -88,7 +89,7 @@ func produce(t *testing.T, producers, perProducer int, put func(p, i int, v []by
 			defer wg.Done()
 			for i := range perProducer {
 				if err := put(p, i, fmt.Appendf(nil, "p%d-%d", p, i)); err != nil {
-					t.Errorf("producer %d: %v", p, err)
+					gt.Errorf("producer %d: %v", p, err)
 					return
 				}
 			}
@@ -267,6 +268,7 @@ func stallTwoWaiters(ctx context.Context, t *testing.T, db kv.Database, q *fdbqu
 	t.Helper()
 	registered := make(chan struct{}, 2)
 	release = make(chan struct{})
+	gt := forGoroutines(t)
 	var hung atomic.Int32
 	fdbqueue.SetStagingHook(q, func(p string) {
 		if p == "registered" && hung.Add(1) <= 2 {
@@ -279,7 +281,7 @@ func stallTwoWaiters(ctx context.Context, t *testing.T, db kv.Database, q *fdbqu
 		go func() {
 			v, err := q.DequeueWait(ctx, db)
 			if err != nil {
-				t.Errorf("DequeueWait: %v", err)
+				gt.Errorf("DequeueWait: %v", err)
 			}
 			out <- string(v)
 		}()

@@ -77,11 +77,12 @@ func TestStagedWokenWaitersServedInBatch(t *testing.T) {
 		}
 	})
 	results := make(chan string, waiters)
+	gt := forGoroutines(t)
 	for range waiters {
 		go func() {
 			v, err := q.DequeueWait(ctx, db)
 			if err != nil {
-				t.Errorf("DequeueWait: %v", err)
+				gt.Errorf("DequeueWait: %v", err)
 			}
 			results <- string(v)
 		}()
@@ -137,10 +138,11 @@ func TestStagedPopWaitsForOlderRequests(t *testing.T) {
 		}
 	})
 	results, third := make(chan int64, 2), make(chan int64, 1)
+	gt := forGoroutines(t)
 	pop := func(to chan int64) {
 		it, err := pq.PopMinWait(ctx, db)
 		if err != nil {
-			t.Errorf("PopMinWait: %v", err)
+			gt.Errorf("PopMinWait: %v", err)
 		}
 		to <- it.Priority
 	}
@@ -175,11 +177,12 @@ func TestStagedInBatchesWaitsForOlderRequests(t *testing.T) {
 	db, sub, q := stagedQueue(t, "strict", fdbqueue.WithStaging(fdbqueue.StagingConfig{}))
 	older, release := stallTwoWaiters(ctx, t, db, q)
 	require.NoError(t, q.EnqueueBatch(ctx, db, [][]byte{[]byte("a"), []byte("b"), []byte("c")}))
+	gt := forGoroutines(t)
 	third := make(chan string, 1)
 	go func() {
 		v, err := q.Dequeue(ctx, db)
 		if err != nil {
-			t.Errorf("Dequeue: %v", err)
+			gt.Errorf("Dequeue: %v", err)
 		}
 		third <- string(v)
 	}()
@@ -227,11 +230,12 @@ func TestStagedRegistrationBehindDeadRequestServesItself(t *testing.T) {
 
 	fdbqueue.SetStagingBusy(q, true)
 	require.NoError(t, q.Enqueue(ctx, db, []byte("x")))
+	gt := forGoroutines(t)
 	got := make(chan string, 1)
 	go func() {
 		v, err := q.DequeueWait(ctx, db)
 		if err != nil {
-			t.Errorf("DequeueWait: %v", err)
+			gt.Errorf("DequeueWait: %v", err)
 		}
 		got <- string(v)
 	}()

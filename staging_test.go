@@ -135,6 +135,7 @@ func TestStagedDequeueManyConsumersDrain(t *testing.T) {
 					require.NoError(t, q.EnqueueBatch(ctx, db, want[i:i+80]))
 				}
 				var mu sync.Mutex
+				gt := forGoroutines(t)
 				got := map[string]int{}
 				var wg sync.WaitGroup
 				for range 32 {
@@ -147,7 +148,7 @@ func TestStagedDequeueManyConsumersDrain(t *testing.T) {
 								return
 							}
 							if err != nil {
-								t.Errorf("dequeue: %v", err)
+								gt.Errorf("dequeue: %v", err)
 								return
 							}
 							mu.Lock()
@@ -219,6 +220,7 @@ func TestStagedPopOrder(t *testing.T) {
 func TestStagedWaitWakesOnEnqueue(t *testing.T) {
 	forModes(t, func(t *testing.T, m stagingMode) {
 		db, sub, q := stagedQueue(t, "wake", m.opts(fdbqueue.StagingConfig{})...)
+		gt := forGoroutines(t)
 		armed := make(chan struct{}, 1)
 		fdbqueue.SetStagingHook(q, func(p string) {
 			if p == "armed" {
@@ -232,7 +234,7 @@ func TestStagedWaitWakesOnEnqueue(t *testing.T) {
 		go func() {
 			v, err := q.DequeueWait(context.Background(), db)
 			if err != nil {
-				t.Errorf("DequeueWait: %v", err)
+				gt.Errorf("DequeueWait: %v", err)
 			}
 			done <- v
 		}()
@@ -249,6 +251,7 @@ func TestStagedWaitWakesOnEnqueue(t *testing.T) {
 func TestTypedWaitForms(t *testing.T) {
 	ctx := context.Background()
 	db := stgDB(t)
+	gt := forGoroutines(t)
 	tq := fdbqueue.NewTypedQueue(stgQueue(t, stgSubspace(t, "typedwait"),
 		fdbqueue.WithStaging(fdbqueue.StagingConfig{})), fdbqueue.StringCodec{})
 	require.NoError(t, tq.Enqueue(ctx, db, "first"))
@@ -259,7 +262,7 @@ func TestTypedWaitForms(t *testing.T) {
 	go func() {
 		v, err := tq.DequeueWait(ctx, db)
 		if err != nil {
-			t.Errorf("DequeueWait: %v", err)
+			gt.Errorf("DequeueWait: %v", err)
 		}
 		got <- v
 	}()

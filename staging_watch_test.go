@@ -39,6 +39,7 @@ func batchLine(t *testing.T, name string, clock func() time.Time, hook func(p st
 		opts = append(opts, fdbqueue.WithClock(clock))
 	}
 	q = stgQueue(t, stgSubspace(t, name), opts...)
+	gt := forGoroutines(t)
 	registered := make(chan struct{}, 2)
 	rel := make(chan struct{})
 	var hung atomic.Int32
@@ -54,7 +55,7 @@ func batchLine(t *testing.T, name string, clock func() time.Time, hook func(p st
 	call := func() {
 		v, err := q.DequeueWait(ctx, db)
 		if err != nil {
-			t.Errorf("DequeueWait: %v", err)
+			gt.Errorf("DequeueWait: %v", err)
 		}
 		out <- string(v)
 	}
@@ -231,6 +232,7 @@ func TestStagedBatchFulfilDoesNotConflictOnSignal(t *testing.T) {
 	ctx := context.Background()
 	db := stgDB(t)
 	q := stgQueue(t, stgSubspace(t, "fulfilsig"), fdbqueue.WithStaging(fdbqueue.StagingConfig{ClaimTimeout: time.Hour, Serving: fdbqueue.ServeInBatches}))
+	gt := forGoroutines(t)
 	registered, rel := make(chan struct{}), make(chan struct{})
 	var hungA, inB atomic.Bool
 	fdbqueue.SetStagingHook(q, func(p string) {
@@ -240,7 +242,7 @@ func TestStagedBatchFulfilDoesNotConflictOnSignal(t *testing.T) {
 			<-rel
 		case p == "commit fulfil" && inB.CompareAndSwap(true, false):
 			if err := q.Enqueue(ctx, db, []byte("y")); err != nil {
-				t.Error(err)
+				gt.Error(err)
 			}
 		}
 	})
@@ -248,7 +250,7 @@ func TestStagedBatchFulfilDoesNotConflictOnSignal(t *testing.T) {
 	call := func() {
 		v, err := q.DequeueWait(ctx, db)
 		if err != nil {
-			t.Errorf("DequeueWait: %v", err)
+			gt.Errorf("DequeueWait: %v", err)
 		}
 		got <- string(v)
 	}
