@@ -72,7 +72,7 @@ func TestNackNoRetryReplayAfterInterruptedCommit(t *testing.T) {
 	nack := func(ctx context.Context) (bool, error) {
 		return q.Nack(ctx, db, l, fdbqueue.NackOptions{NoRetry: true, Reason: "bad"}, fdbqueue.WithOpID(id))
 	}
-	land, err := interruptCommit(db, func(ctx context.Context) error { _, err := nack(ctx); return err })
+	land, err := interruptCommit(t, db, func(ctx context.Context) error { _, err := nack(ctx); return err })
 	require.Error(t, err, "cut off while its commit was in flight")
 	land()
 	require.Equal(t, fdbqueue.JobStats{Dead: 1}, mustStats(t, db, q), "the commit landed")

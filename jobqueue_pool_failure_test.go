@@ -14,20 +14,6 @@ import (
 	"github.com/fdbqueue/fdbqueue"
 )
 
-// takeWithin receives from ch, or fails the test with why if nothing
-// comes within wakeTimeout.
-func takeWithin[T any](t *testing.T, ch <-chan T, why string) T {
-	t.Helper()
-	select {
-	case v := <-ch:
-		return v
-	case <-time.After(wakeTimeout):
-		t.Fatal(why)
-		var zero T
-		return zero
-	}
-}
-
 var (
 	errMalformed = errors.New("malformed payload")
 	errBusy      = errors.New("upstream busy")
@@ -89,7 +75,7 @@ func TestJobPoolNoRetryAndRetryAfter(t *testing.T) {
 				return nil
 			}, fdbqueue.PoolOptions{Workers: 1, LeaseDuration: 30 * time.Second,
 				Logger: slog.New(slog.NewTextHandler(&logs, nil)), OnOutcome: func(o fdbqueue.Outcome) { outcomes <- o }})
-			o := takeWithin(t, outcomes, "the job was not settled")
+			o := recvWithin(t, outcomes, "the job's outcome")
 			require.Equal(t, c.result, o.Result, "outcome error: %v", o.Err)
 			require.Same(t, c.err, o.Err, "Outcome.Err is the handler's error")
 			require.Equal(t, 1, o.Lease.Attempt)
@@ -114,7 +100,7 @@ func TestJobPoolNoRetryAndRetryAfter(t *testing.T) {
 			if c.result == fdbqueue.Retried {
 				// Due now, not after the hour's backoff: the clock does not
 				// move again, and the job runs a second time.
-				o = takeWithin(t, outcomes, "the job was not run again after the handler's delay")
+				o = recvWithin(t, outcomes, "the job's next run, after the handler's delay")
 				require.Equal(t, fdbqueue.Acked, o.Result, "outcome error: %v", o.Err)
 				require.Equal(t, 2, o.Lease.Attempt, "the failed attempt was counted")
 				require.Equal(t, c.reason, o.Lease.Reason)
@@ -176,7 +162,7 @@ func TestJobPoolHandlerTimeout(t *testing.T) {
 	pool := startPool(t, q, db, timeoutHandler(started), fdbqueue.PoolOptions{Workers: 1,
 		LeaseDuration: 30 * time.Second, ExtendEvery: 10 * time.Second, HandlerTimeout: 25 * time.Second,
 		Logger: slog.New(slog.NewTextHandler(&logs, nil)), OnOutcome: func(o fdbqueue.Outcome) { outcomes <- o }})
-	deadline := takeWithin(t, started, "the handler did not start")
+	deadline := recvWithin(t, started, "the handler's start")
 	require.Equal(t, start.Add(25*time.Second).UnixMicro(), deadline.UnixMicro(), "the handler's deadline, on the queue's clock")
 	require.Equal(t, 25*time.Second, nextArmed(t, clock), "the handler's limit")
 	require.Equal(t, 10*time.Second, nextArmed(t, clock), "the heartbeat")
@@ -190,7 +176,7 @@ func TestJobPoolHandlerTimeout(t *testing.T) {
 	default:
 	}
 	clock.Advance(5 * time.Second) // 25 s: the limit
-	o := takeWithin(t, outcomes, "the handler's context did not end at HandlerTimeout")
+	o := recvWithin(t, outcomes, "the outcome at HandlerTimeout")
 	require.Equal(t, fdbqueue.Retried, o.Result, "outcome error: %v", o.Err)
 	require.ErrorIs(t, o.Err, context.DeadlineExceeded)
 	require.Equal(t, 1, o.Lease.Attempt)
@@ -224,13 +210,13 @@ func TestJobPoolHandlerTimeoutDuringShutdownIsNoAbandonment(t *testing.T) {
 	pool := startPool(t, q, db, timeoutHandler(started), fdbqueue.PoolOptions{Workers: 1,
 		LeaseDuration: 30 * time.Second, ExtendEvery: 20 * time.Second, HandlerTimeout: 15 * time.Second, ShutdownTimeout: time.Minute,
 		Logger: slog.New(slog.NewTextHandler(&logs, nil)), OnOutcome: func(o fdbqueue.Outcome) { outcomes <- o }})
-	takeWithin(t, started, "the handler did not start")
+	recvWithin(t, started, "the handler's start")
 	require.Equal(t, 15*time.Second, nextArmed(t, clock), "the handler's limit")
 	require.Equal(t, 20*time.Second, nextArmed(t, clock), "the heartbeat")
 	pool.cancel()
 	require.Equal(t, time.Minute, nextArmed(t, clock), "the shutdown's deadline")
 	clock.Advance(15 * time.Second)
-	o := takeWithin(t, outcomes, "the handler's context did not end at HandlerTimeout")
+	o := recvWithin(t, outcomes, "the outcome at HandlerTimeout")
 	require.Equal(t, fdbqueue.Retried, o.Result, "outcome error: %v", o.Err)
 	require.ErrorIs(t, o.Err, context.DeadlineExceeded)
 	require.NoError(t, pool.wait("Run did not return once its one handler was settled"))
@@ -253,13 +239,13 @@ func TestJobPoolShutdownBeforeHandlerTimeoutAbandons(t *testing.T) {
 	pool := startPool(t, q, db, timeoutHandler(started), fdbqueue.PoolOptions{Workers: 1,
 		LeaseDuration: 30 * time.Second, ExtendEvery: 20 * time.Second, HandlerTimeout: time.Hour, ShutdownTimeout: 7 * time.Second,
 		Logger: quietLog, OnOutcome: func(o fdbqueue.Outcome) { outcomes <- o }})
-	takeWithin(t, started, "the handler did not start")
+	recvWithin(t, started, "the handler's start")
 	require.Equal(t, time.Hour, nextArmed(t, clock), "the handler's limit")
 	require.Equal(t, 20*time.Second, nextArmed(t, clock), "the heartbeat")
 	pool.cancel()
 	require.Equal(t, 7*time.Second, nextArmed(t, clock), "the shutdown's deadline")
 	clock.Advance(7 * time.Second)
-	o := takeWithin(t, outcomes, "the handler was not abandoned")
+	o := recvWithin(t, outcomes, "the abandoned job's outcome")
 	require.Equal(t, fdbqueue.Abandoned, o.Result)
 	require.NoError(t, o.Err, "released")
 	require.NoError(t, pool.wait("Run did not return after abandoning its handler"))
