@@ -22,6 +22,7 @@ func versionstampTests() []conformanceTest {
 		{"VersionstampedKeysSortInCommitOrder", testVersionstampedKeysSortInCommitOrder},
 		{"OneVersionstampPerTransaction", testOneVersionstampPerTransaction},
 		{"VersionstampedKeyNotReadableInSameTransaction", testVersionstampedKeyNotReadableInSameTransaction},
+		{"RangeReadIssuedBeforeVersionstampedKeySucceeds", testRangeReadIssuedBeforeVersionstampedKeySucceeds},
 		{"VersionstampedValueNotReadableInSameTransaction", testVersionstampedValueNotReadableInSameTransaction},
 		{"VersionstampedKeyRangeStartsAfterReadVersion", testVersionstampedKeyRangeStartsAfterReadVersion},
 		{"SetAfterVersionstampedValueStaysUnreadable", testSetAfterVersionstampedValueStaysUnreadable},
@@ -200,6 +201,35 @@ func testVersionstampedKeyNotReadableInSameTransaction(t *testing.T, f *fixture)
 	commitStamped(t, tr)
 	kvs := f.getRange(t, f.rng("vs/", "vs0"), kv.RangeOptions{})
 	require.Len(t, kvs, 1, "the versionstamped key must be there after commit")
+}
+
+// A range read issued before a versionstamped key's write into its range
+// and consumed after it succeeds, with what was there: FoundationDB's read
+// walks the write map as it was when the read was issued (a
+// WriteMap::iterator takes the map's version, and later writes make new
+// versions of its persistent tree: fdbclient/include/fdbclient/WriteMap.h),
+// so the unreadable range the later write adds is not in its view; and
+// the commit, which waits for that read, succeeds. A read issued after the
+// write fails as above.
+func testRangeReadIssuedBeforeVersionstampedKeySucceeds(t *testing.T, f *fixture) {
+	f.seed(t, "a", "vs/x")
+	head := f.key("vs/")
+	tr := f.newTx(t)
+	before := tr.GetRange(f.all(), kv.RangeOptions{})
+	tr.SetVersionstampedKey(stampedKey(head, "/tail"), []byte("value"))
+	kvs, err := before.GetSlice()
+	require.NoError(t, err, "a read issued before the versionstamped write")
+	f.requireNames(t, kvs, []string{"a", "vs/x"}, "what was there when the read was issued")
+	_, err = tr.GetRange(f.all(), kv.RangeOptions{}).GetSlice()
+	requireCode(t, err, kv.ErrAccessedUnreadable, "a read issued after it")
+	tr = f.newTx(t)
+	before = tr.GetRange(f.all(), kv.RangeOptions{})
+	tr.SetVersionstampedKey(stampedKey(head, "/tail"), []byte("value"))
+	kvs, err = before.GetSlice()
+	require.NoError(t, err)
+	f.requireNames(t, kvs, []string{"a", "vs/x"}, "the read issued before the write")
+	commitStamped(t, tr)
+	require.Len(t, f.getRange(t, f.rng("vs/", "vs0"), kv.RangeOptions{}), 2, "the versionstamped key is there after commit")
 }
 
 func testVersionstampedValueNotReadableInSameTransaction(t *testing.T, f *fixture) {

@@ -385,11 +385,12 @@ func (tx *transaction) issueBatch(r *rangeResult, spare []byte, n int, room *opE
 	tx.mu.Lock()
 	tx.takeRoomLocked(room)
 	tx.startReadLocked()
+	unread := tx.unreadableNowLocked()
 	tx.mu.Unlock()
 	go func() {
 		defer close(r.done)
 		defer tx.endRead()
-		r.kvs, r.limited, r.batchErr = tx.readRangeInto(dst, spare, b, e, n, reverse, snap)
+		r.kvs, r.limited, r.batchErr = tx.readRangeAsIssued(dst, spare, b, e, n, reverse, snap, unread)
 	}()
 }
 
@@ -574,6 +575,20 @@ func (tx *transaction) readRangeInto(dst []kv.KeyValue, spare, b, e []byte, limi
 		return tx.readRangeNow(dst, spare, b, e, limit, reverse, snap, nil)
 	}
 	tx.mu.Lock()
+	unread := tx.unreadableNowLocked()
+	tx.mu.Unlock()
+	return tx.readRangeAsIssued(dst, spare, b, e, limit, reverse, snap, unread)
+}
+
+// readRangeAsIssued is readRangeInto under a latency model, for a read
+// issued when the transaction's unreadable ranges were unread: its
+// versionstamped keys written after the read was issued do not make it
+// fail with accessed_unreadable, as on FoundationDB, whose read walks the
+// write map as it was when the read began (WriteMap::iterator takes the
+// map's version, fdbclient/include/fdbclient/WriteMap.h; later writes
+// make new versions of the persistent tree).
+func (tx *transaction) readRangeAsIssued(dst []kv.KeyValue, spare, b, e []byte, limit int, reverse, snap bool, unread []krange) ([]kv.KeyValue, bool, error) {
+	tx.mu.Lock()
 	gen := tx.gen
 	err := tx.checkLocked()
 	tx.mu.Unlock()
@@ -599,7 +614,7 @@ func (tx *transaction) readRangeInto(dst []kv.KeyValue, spare, b, e []byte, limi
 	if err := tx.checkLocked(); err != nil {
 		return nil, false, err
 	}
-	return tx.readStoreLocked(dst, spare, b, e, limit, reverse, snap, rv, grvTime, false)
+	return tx.readStoreAsLocked(dst, spare, b, e, limit, reverse, snap, rv, grvTime, false, unread)
 }
 
 // readRangeNow is readRangeInto without a latency model: the whole read
@@ -713,6 +728,12 @@ func (tx *transaction) readFirstNow(r *rangeResult, spare []byte, n int, room *o
 // the transaction cleared the whole range: FDB's read-your-writes layer
 // answers that without a storage server.
 func (tx *transaction) readStoreLocked(dst []kv.KeyValue, spare, b, e []byte, limit int, reverse, snap bool, rv int64, grvTime time.Duration, fresh bool) ([]kv.KeyValue, bool, error) {
+	return tx.readStoreAsLocked(dst, spare, b, e, limit, reverse, snap, rv, grvTime, fresh, tx.unreadableNowLocked())
+}
+
+// readStoreAsLocked is readStoreLocked for a read issued when the
+// transaction's unreadable ranges were unread (see readRangeAsIssued).
+func (tx *transaction) readStoreAsLocked(dst []kv.KeyValue, spare, b, e []byte, limit int, reverse, snap bool, rv int64, grvTime time.Duration, fresh bool, unread []krange) ([]kv.KeyValue, bool, error) {
 	if tx.db.readFaultsOn.Load() {
 		if cr, ok := tx.clearsLocked().find(b); !ok || bytes.Compare(cr.e, e) < 0 {
 			if err := tx.db.readFault(); err != nil {
@@ -720,14 +741,14 @@ func (tx *transaction) readStoreLocked(dst []kv.KeyValue, spare, b, e []byte, li
 			}
 		}
 	}
-	out, limited, err := tx.readStoreOnceLocked(dst, spare, b, e, limit, reverse, snap, rv, grvTime, fresh)
+	out, limited, err := tx.readStoreOnceLocked(dst, spare, b, e, limit, reverse, snap, rv, grvTime, fresh, unread)
 	if err != nil {
 		tx.readFailedLocked(err)
 	}
 	return out, limited, err
 }
 
-func (tx *transaction) readStoreOnceLocked(dst []kv.KeyValue, spare, b, e []byte, limit int, reverse, snap bool, rv int64, grvTime time.Duration, fresh bool) ([]kv.KeyValue, bool, error) {
+func (tx *transaction) readStoreOnceLocked(dst []kv.KeyValue, spare, b, e []byte, limit int, reverse, snap bool, rv int64, grvTime time.Duration, fresh bool, unread []krange) ([]kv.KeyValue, bool, error) {
 	db := tx.db
 	db.mu.RLock()
 	if err := db.servesLocked(rv, grvTime, fresh); err != nil {
@@ -741,7 +762,7 @@ func (tx *transaction) readStoreOnceLocked(dst []kv.KeyValue, spare, b, e []byte
 		return nil, false, err
 	}
 	limited := limit > 0 && len(out) == limit
-	if x := tx.x; x != nil && len(x.unreadable) > 0 {
+	if len(unread) > 0 {
 		// The part of the range the read went through.
 		sb, se := b, e
 		if limited {
@@ -751,7 +772,7 @@ func (tx *transaction) readStoreOnceLocked(dst []kv.KeyValue, spare, b, e []byte
 				se = keyAfter(last)
 			}
 		}
-		if tx.unreadableLocked(sb, se) {
+		if overlapsAny(unread, sb, se) {
 			return nil, false, kv.ErrAccessedUnreadable
 		}
 	}

@@ -404,11 +404,23 @@ func (tx *transaction) clearStampedLocked(b, e []byte) {
 // accessed_unreadable (RYWIterator.cpp; the range is marked by
 // addUnmodifiedAndUnreadableRange in ReadYourWrites.actor.cpp's atomicOp).
 func (tx *transaction) unreadableLocked(b, e []byte) bool {
-	x := tx.x
-	if x == nil {
-		return false
+	return overlapsAny(tx.unreadableNowLocked(), b, e)
+}
+
+// unreadableNowLocked returns the transaction's unreadable ranges as they
+// are now. The slice is never changed in place: a write appends to it or
+// replaces it (clearStampedLocked), so a read may keep it as its view of them
+// at its issue.
+func (tx *transaction) unreadableNowLocked() []krange {
+	if tx.x == nil {
+		return nil
 	}
-	for _, r := range x.unreadable {
+	return tx.x.unreadable
+}
+
+// overlapsAny reports whether [b, e) overlaps one of rs.
+func overlapsAny(rs []krange, b, e []byte) bool {
+	for _, r := range rs {
 		if bytes.Compare(r.b, e) < 0 && bytes.Compare(b, r.e) < 0 {
 			return true
 		}
