@@ -25,9 +25,9 @@ import (
 // when the pool gives up on in-flight jobs at shutdown; the handler should
 // then stop, since its result is no longer used. It ends too at
 // PoolOptions.HandlerTimeout, after which the handler's error counts as a
-// failed attempt. Once the handler has called Task.Ack, the job gone does not end ctx (its
-// own ack most likely removed it; Task.Ack fails with ErrLeaseLost if
-// another consumer has it).
+// failed attempt. Once the handler has called Task.Ack, the job gone does
+// not end ctx (its own ack most likely removed it; Task.Ack fails with
+// ErrLeaseLost if another consumer has it).
 type Handler func(ctx context.Context, task *Task) error
 
 // Task is a job being processed by a pool's worker, made by the pool (a
@@ -167,10 +167,9 @@ type Outcome struct {
 	Result Result // what became of the job
 	// Err is the handler's error as it returned it (Retried,
 	// DeadLettered, Snoozed; a wrapped Snooze, NoRetry or RetryAfter
-	// error included), the
-	// error that kept the pool from acking, nacking or releasing the job
-	// (LeaseLost, Failed), or for Abandoned the error of the Release that
-	// was to give the job back (nil when it did).
+	// error included), the error that kept the pool from acking, nacking
+	// or releasing the job (LeaseLost, Failed), or for Abandoned the error
+	// of the Release that was to give the job back (nil when it did).
 	Err error
 }
 
