@@ -79,9 +79,9 @@ type opConfig struct {
 // failures): settle it given a Database, on that same value, with
 // WithOpID and that ID (a staged Dequeue or pop under it runs as the
 // plain one, which reads the slot; a Wait form, which cannot, fails with
-// ErrInvalidArgument). On
-// another value, or in another process, the call may not find the record
-// and then applies the operation again: if you may need to settle there,
+// ErrInvalidArgument). On another value, or in another process, the call
+// may not find the record and then applies the operation again: if you
+// may need to settle there,
 // pass an ID of yours to the first call.
 //
 // An ID names one operation call: give it to no other call. A second call

@@ -139,14 +139,14 @@ func WithJournalRetention(d time.Duration) Option { return func(c *config) { c.r
 func WithBatchBudget(bytes int) Option { return func(c *config) { c.batchBudget = bytes } }
 
 // WithEntropy sets the source of the random key suffixes (default, and
-// for nil: a ChaCha8 generator seeded from crypto/rand). Deterministic tests pass a
-// seeded source. Reads from it are serialised by the queue.
+// for nil: a ChaCha8 generator seeded from crypto/rand). Deterministic
+// tests pass a seeded source. Reads from it are serialised by the queue.
 func WithEntropy(r io.Reader) Option { return func(c *config) { c.entropy = r } }
 
 // WithClock sets the clock that stamps operation IDs and expires journal
-// records (default, and for nil, time.Now). Tests pass a fake clock; in production the
-// clocks of all clients of a queue may disagree by less than seven eighths
-// of the journal retention (see WithJournalRetention).
+// records (default, and for nil, time.Now). Tests pass a fake clock; in
+// production the clocks of all clients of a queue may disagree by less
+// than seven eighths of the journal retention (see WithJournalRetention).
 func WithClock(now func() time.Time) Option { return func(c *config) { c.now = now } }
 
 // WithStaging turns on the staged (high-contention) dequeue: Queue.Dequeue
