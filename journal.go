@@ -81,8 +81,7 @@ type opConfig struct {
 // plain one, which reads the slot; a Wait form, which cannot, fails with
 // ErrInvalidArgument). On another value, or in another process, the call
 // may not find the record and then applies the operation again: if you
-// may need to settle there,
-// pass an ID of yours to the first call.
+// may need to settle there, pass an ID of yours to the first call.
 //
 // An ID names one operation call: give it to no other call. A second call
 // under it in the same transaction as a first that took effect fails with
