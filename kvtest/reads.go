@@ -37,6 +37,7 @@ func readTests() []conformanceTest {
 		{"RYWRangeWithInterleavedWrites", testRYWRangeWithInterleavedWrites},
 		{"RYWRangeReverseAndLimit", testRYWRangeReverseAndLimit},
 		{"RYWRangeReadsAfterEachWrite", testRYWRangeReadsAfterEachWrite},
+		{"RYWRangeIssuedBeforeWritesExcludesThem", testRYWRangeIssuedBeforeWritesExcludesThem},
 		{"RYWIterator", testRYWIterator},
 		{"SnapshotReadsSeeOwnWrites", testSnapshotReadsSeeOwnWrites},
 		{"ResetDiscardsWrites", testResetDiscardsWrites},
@@ -314,6 +315,26 @@ func testRYWRangeReadsAfterEachWrite(t *testing.T, f *fixture) {
 	f.requireNames(t, read(), []string{"c"}, "after set c inside the cleared range")
 	commit(t, tr)
 	f.requireNames(t, f.getRange(t, f.all(), kv.RangeOptions{}), []string{"c"}, "after commit")
+}
+
+// A range read sees the transaction's writes as they were when it was
+// issued, not when its result is used: FoundationDB's read walks the write
+// map at the version the map had then (a WriteMap::iterator takes the
+// map's version, and later writes make new versions of its persistent
+// tree: fdbclient/include/fdbclient/WriteMap.h), so writes made while the
+// read is in flight are not in its result; a read issued after them is.
+func testRYWRangeIssuedBeforeWritesExcludesThem(t *testing.T, f *fixture) {
+	f.seed(t, "a", "c")
+	tr := f.newTx(t)
+	tr.Set(f.key("0"), []byte("mine"))
+	before := tr.GetRange(f.all(), kv.RangeOptions{})
+	tr.Set(f.key("b"), []byte("x"))
+	tr.Clear(f.key("a"))
+	kvs, err := before.GetSlice()
+	require.NoError(t, err)
+	f.requireNames(t, kvs, []string{"0", "a", "c"}, "the writes as they were when the read was issued")
+	f.requireNames(t, mustRange(t, tr, f.all(), kv.RangeOptions{}), []string{"0", "b", "c"}, "a read issued after the writes")
+	commit(t, tr)
 }
 
 func testRYWIterator(t *testing.T, f *fixture) {

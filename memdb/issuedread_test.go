@@ -54,3 +54,48 @@ func TestRangeReadInFlightIgnoresLaterVersionstampedKeys(t *testing.T) {
 	}))
 	require.Equal(t, 2, n, "the versionstamped key was written")
 }
+
+// A range read in flight under a latency model sees the transaction's
+// writes as they were when it was issued: a Set, a Clear and an atomic add
+// made meanwhile are not in its result, as on FoundationDB (see
+// TestRangeReadInFlightIgnoresLaterVersionstampedKeys); a read issued
+// after them sees them. Before, the read merged the writes as they were
+// when it was served.
+func TestRangeReadInFlightIgnoresLaterWrites(t *testing.T) {
+	ctx := context.Background()
+	const delay = 50 * time.Millisecond
+	db, _ := newDB(t, memdb.WithLatency(memdb.Latency{Read: memdb.Span{Min: delay, Max: delay}}))
+	r := kv.KeyRange{Begin: []byte("q/"), End: []byte("q0")}
+	require.NoError(t, db.Transact(ctx, func(tr kv.Transaction) error {
+		tr.Set([]byte("q/a"), []byte("1"))
+		tr.Set([]byte("q/b"), []byte("2"))
+		return nil
+	}))
+	names := func(kvs []kv.KeyValue) []string {
+		var out []string
+		for _, p := range kvs {
+			out = append(out, string(p.Key)+"="+string(p.Value))
+		}
+		return out
+	}
+	err := db.Transact(ctx, func(tr kv.Transaction) error {
+		tr.Set([]byte("q/0"), []byte("mine")) // before the read: in its view
+		inFlight := tr.GetRange(r, kv.RangeOptions{})
+		tr.Set([]byte("q/c"), []byte("3"))
+		tr.Clear([]byte("q/a"))
+		tr.Add([]byte("q/b"), []byte{1})
+		tr.Set([]byte("q/0"), []byte("changed"))
+		kvs, err := inFlight.GetSlice()
+		if err != nil {
+			return err
+		}
+		require.Equal(t, []string{"q/0=mine", "q/a=1", "q/b=2"}, names(kvs), "the writes as they were at the read's issue")
+		after, err := tr.GetRange(r, kv.RangeOptions{}).GetSlice()
+		if err != nil {
+			return err
+		}
+		require.Equal(t, []string{"q/0=changed", "q/b=3", "q/c=3"}, names(after), "a read issued after the writes sees them")
+		return nil
+	})
+	require.NoError(t, err)
+}

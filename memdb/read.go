@@ -385,12 +385,12 @@ func (tx *transaction) issueBatch(r *rangeResult, spare []byte, n int, room *opE
 	tx.mu.Lock()
 	tx.takeRoomLocked(room)
 	tx.startReadLocked()
-	unread := tx.unreadableNowLocked()
+	unread, view := tx.unreadableNowLocked(), tx.holdViewLocked()
 	tx.mu.Unlock()
 	go func() {
 		defer close(r.done)
 		defer tx.endRead()
-		r.kvs, r.limited, r.batchErr = tx.readRangeAsIssued(dst, spare, b, e, n, reverse, snap, unread)
+		r.kvs, r.limited, r.batchErr = tx.readRangeAsIssued(dst, spare, b, e, n, reverse, snap, unread, view)
 	}()
 }
 
@@ -575,19 +575,23 @@ func (tx *transaction) readRangeInto(dst []kv.KeyValue, spare, b, e []byte, limi
 		return tx.readRangeNow(dst, spare, b, e, limit, reverse, snap, nil)
 	}
 	tx.mu.Lock()
-	unread := tx.unreadableNowLocked()
+	unread, view := tx.unreadableNowLocked(), tx.holdViewLocked()
 	tx.mu.Unlock()
-	return tx.readRangeAsIssued(dst, spare, b, e, limit, reverse, snap, unread)
+	return tx.readRangeAsIssued(dst, spare, b, e, limit, reverse, snap, unread, view)
 }
 
 // readRangeAsIssued is readRangeInto under a latency model, for a read
-// issued when the transaction's unreadable ranges were unread: its
-// versionstamped keys written after the read was issued do not make it
-// fail with accessed_unreadable, as on FoundationDB, whose read walks the
-// write map as it was when the read began (WriteMap::iterator takes the
-// map's version, fdbclient/include/fdbclient/WriteMap.h; later writes
-// make new versions of the persistent tree).
-func (tx *transaction) readRangeAsIssued(dst []kv.KeyValue, spare, b, e []byte, limit int, reverse, snap bool, unread []krange) ([]kv.KeyValue, bool, error) {
+// issued when the transaction's unreadable ranges were unread and its
+// writes those of view, which it holds (and lets go of): the transaction's
+// writes made after the read was issued, versionstamped keys included, are
+// not in its result and do not make it fail with accessed_unreadable, as
+// on FoundationDB (see ownView).
+func (tx *transaction) readRangeAsIssued(dst []kv.KeyValue, spare, b, e []byte, limit int, reverse, snap bool, unread []krange, view *ownView) ([]kv.KeyValue, bool, error) {
+	defer func() {
+		tx.mu.Lock()
+		tx.releaseViewLocked(view)
+		tx.mu.Unlock()
+	}()
 	tx.mu.Lock()
 	gen := tx.gen
 	err := tx.checkLocked()
@@ -614,7 +618,7 @@ func (tx *transaction) readRangeAsIssued(dst []kv.KeyValue, spare, b, e []byte, 
 	if err := tx.checkLocked(); err != nil {
 		return nil, false, err
 	}
-	return tx.readStoreAsLocked(dst, spare, b, e, limit, reverse, snap, rv, grvTime, false, unread)
+	return tx.readStoreAsLocked(dst, spare, b, e, limit, reverse, snap, rv, grvTime, false, unread, view)
 }
 
 // readRangeNow is readRangeInto without a latency model: the whole read
@@ -728,34 +732,36 @@ func (tx *transaction) readFirstNow(r *rangeResult, spare []byte, n int, room *o
 // the transaction cleared the whole range: FDB's read-your-writes layer
 // answers that without a storage server.
 func (tx *transaction) readStoreLocked(dst []kv.KeyValue, spare, b, e []byte, limit int, reverse, snap bool, rv int64, grvTime time.Duration, fresh bool) ([]kv.KeyValue, bool, error) {
-	return tx.readStoreAsLocked(dst, spare, b, e, limit, reverse, snap, rv, grvTime, fresh, tx.unreadableNowLocked())
+	return tx.readStoreAsLocked(dst, spare, b, e, limit, reverse, snap, rv, grvTime, fresh, tx.unreadableNowLocked(), nil)
 }
 
 // readStoreAsLocked is readStoreLocked for a read issued when the
-// transaction's unreadable ranges were unread (see readRangeAsIssued).
-func (tx *transaction) readStoreAsLocked(dst []kv.KeyValue, spare, b, e []byte, limit int, reverse, snap bool, rv int64, grvTime time.Duration, fresh bool, unread []krange) ([]kv.KeyValue, bool, error) {
+// transaction's unreadable ranges were unread and its writes those of
+// view (see readRangeAsIssued; nil: as they are now).
+func (tx *transaction) readStoreAsLocked(dst []kv.KeyValue, spare, b, e []byte, limit int, reverse, snap bool, rv int64, grvTime time.Duration, fresh bool, unread []krange, view *ownView) ([]kv.KeyValue, bool, error) {
+	writes, clears := tx.ownStateLocked(view)
 	if tx.db.readFaultsOn.Load() {
-		if cr, ok := tx.clearsLocked().find(b); !ok || bytes.Compare(cr.e, e) < 0 {
+		if cr, ok := clears.find(b); !ok || bytes.Compare(cr.e, e) < 0 {
 			if err := tx.db.readFault(); err != nil {
 				return nil, false, tx.readFailedLocked(err)
 			}
 		}
 	}
-	out, limited, err := tx.readStoreOnceLocked(dst, spare, b, e, limit, reverse, snap, rv, grvTime, fresh, unread)
+	out, limited, err := tx.readStoreOnceLocked(dst, spare, b, e, limit, reverse, snap, rv, grvTime, fresh, unread, writes, clears)
 	if err != nil {
 		tx.readFailedLocked(err)
 	}
 	return out, limited, err
 }
 
-func (tx *transaction) readStoreOnceLocked(dst []kv.KeyValue, spare, b, e []byte, limit int, reverse, snap bool, rv int64, grvTime time.Duration, fresh bool, unread []krange) ([]kv.KeyValue, bool, error) {
+func (tx *transaction) readStoreOnceLocked(dst []kv.KeyValue, spare, b, e []byte, limit int, reverse, snap bool, rv int64, grvTime time.Duration, fresh bool, unread []krange, writes *writeMap, clears clearSet) ([]kv.KeyValue, bool, error) {
 	db := tx.db
 	db.mu.RLock()
 	if err := db.servesLocked(rv, grvTime, fresh); err != nil {
 		db.mu.RUnlock()
 		return nil, false, err
 	}
-	out, spare, err := tx.mergeIntoLocked(dst, spare, b, e, limit, reverse, rv)
+	out, spare, err := tx.mergeIntoLocked(dst, spare, b, e, limit, reverse, rv, writes, clears)
 	db.mu.RUnlock()
 	db.stats.rangeReads.Add(1)
 	if err != nil {
@@ -832,15 +838,16 @@ func (tx *transaction) rowBoundLocked(last, spare []byte, reverse bool) []byte {
 // mergeLocked reads [b, e) at rv through the transaction's writes. The
 // caller holds tx.mu and db.mu (shared).
 func (tx *transaction) mergeLocked(b, e []byte, limit int, reverse bool, rv int64) ([]kv.KeyValue, error) {
-	out, _, err := tx.mergeIntoLocked(nil, nil, b, e, limit, reverse, rv)
+	out, _, err := tx.mergeIntoLocked(nil, nil, b, e, limit, reverse, rv, &tx.writes, tx.clearsLocked())
 	return out, err
 }
 
-// mergeIntoLocked is mergeLocked appending to dst (empty). Each row's bytes
-// get their own allocation; spare (the result's room for its conflict key)
-// is returned untouched.
-func (tx *transaction) mergeIntoLocked(dst []kv.KeyValue, spare, b, e []byte, limit int, reverse bool, rv int64) ([]kv.KeyValue, []byte, error) {
-	own := tx.writes.len() > 0 || len(tx.clearsLocked()) > 0
+// mergeIntoLocked is mergeLocked appending to dst (empty), with the
+// transaction's writes and clears as given (ownStateLocked). Each row's
+// bytes get their own allocation; spare (the result's room for its
+// conflict key) is returned untouched.
+func (tx *transaction) mergeIntoLocked(dst []kv.KeyValue, spare, b, e []byte, limit int, reverse bool, rv int64, writes *writeMap, clears clearSet) ([]kv.KeyValue, []byte, error) {
+	own := writes.len() > 0 || len(clears) > 0
 	if !own && limit == 1 && !tx.db.st.fullScan {
 		// A queue's head or tail read: no cursor needed.
 		if c, v := tx.db.st.firstAt(b, e, rv, reverse); c != nil {
@@ -876,9 +883,9 @@ func (tx *transaction) mergeIntoLocked(dst []kv.KeyValue, spare, b, e []byte, li
 
 	var wc cursor
 	if reverse {
-		wc.seek(&tx.writes, e, true)
+		wc.seek(writes, e, true)
 	} else {
-		wc.seek(&tx.writes, b, false)
+		wc.seek(writes, b, false)
 	}
 
 	for limit <= 0 || len(out) < limit {
@@ -886,7 +893,7 @@ func (tx *transaction) mergeIntoLocked(dst []kv.KeyValue, spare, b, e []byte, li
 		// transaction.
 		var dk, dv []byte
 		for c := dc.cur; c != nil; c = dc.cur {
-			if cr, cleared := tx.clearsLocked().find(c.key); cleared {
+			if cr, cleared := clears.find(c.key); cleared {
 				if reverse {
 					dc.seek(cr.b)
 				} else {

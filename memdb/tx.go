@@ -3,6 +3,7 @@ package memdb
 import (
 	"bytes"
 	"context"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -143,6 +144,65 @@ type txCold struct {
 	// less what later clears covered; reads that reach them fail with
 	// accessed_unreadable.
 	unreadable []krange
+	// view is what the range reads in flight under a latency model see of
+	// the transaction's writes (see ownView); nil when none is held.
+	view *ownView
+}
+
+// ownView is the transaction's own writes as the range reads issued since
+// its last write see them: a read under a latency model is served after
+// its delay, and must not see the writes made meanwhile, as FoundationDB's
+// read walks the write map at the version it had when the read was issued
+// (WriteMap::iterator takes the map's version, and later writes make new
+// versions of its persistent tree: fdbclient/include/fdbclient/
+// WriteMap.h). While frozen is false the view is the transaction's current
+// writes; the first write made while a read holds it freezes it, copying
+// them, and later reads get a new one.
+type ownView struct {
+	refs   int // reads in flight holding it
+	frozen bool
+	writes writeMap
+	clears clearSet
+}
+
+// holdViewLocked returns the view a range read issued now sees, held until
+// releaseViewLocked.
+func (tx *transaction) holdViewLocked() *ownView {
+	x := tx.cold()
+	if x.view == nil {
+		x.view = &ownView{}
+	}
+	x.view.refs++
+	return x.view
+}
+
+// releaseViewLocked lets go of v once its read is served.
+func (tx *transaction) releaseViewLocked(v *ownView) {
+	if v != nil {
+		v.refs--
+	}
+}
+
+// freezeViewLocked is called before each write: a view that reads in
+// flight hold keeps the writes as they are now.
+func (tx *transaction) freezeViewLocked() {
+	x := tx.x
+	if x == nil || x.view == nil {
+		return
+	}
+	if v := x.view; v.refs > 0 {
+		v.writes, v.clears, v.frozen = tx.writes.clone(), slices.Clone(x.clears), true
+	}
+	x.view = nil
+}
+
+// ownStateLocked returns the writes and clears a read holding v (nil: a
+// read served at once) merges with.
+func (tx *transaction) ownStateLocked(v *ownView) (*writeMap, clearSet) {
+	if v != nil && v.frozen {
+		return &v.writes, v.clears
+	}
+	return &tx.writes, tx.clearsLocked()
 }
 
 // clearsLocked returns the ranges cleared by the transaction.

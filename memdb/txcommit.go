@@ -420,7 +420,7 @@ func (tx *transaction) resetLocked(full bool, watchErr error) {
 	tx.failStampLocked(kv.ErrTransactionCancelled)
 	if x := tx.x; x != nil {
 		x.vsf, x.rvCh, x.err = nil, nil, nil
-		x.clears, x.vsKeys, x.wconf, x.unreadable, x.readErr = nil, nil, nil, nil, 0
+		x.clears, x.vsKeys, x.wconf, x.unreadable, x.readErr, x.view = nil, nil, nil, nil, 0, nil
 	}
 	tx.dropRVLocked()
 	tx.rvState, tx.rv, tx.grvTime = rvNone, 0, 0

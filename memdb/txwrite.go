@@ -32,7 +32,11 @@ func checkWriteKey(key []byte) error {
 // during a Commit fails the commit with used_during_commit (see
 // checkLocked).
 func (tx *transaction) writableLocked() bool {
-	return tx.cancelledLocked() == nil && !tx.usedDuringCommitLocked()
+	if tx.cancelledLocked() != nil || tx.usedDuringCommitLocked() {
+		return false
+	}
+	tx.freezeViewLocked() // the write comes after the reads in flight
+	return true
 }
 
 // acceptWriteLocked reports whether a write of value (or an atomic

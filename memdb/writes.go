@@ -221,6 +221,30 @@ func (m *writeMap) deleteRange(b, e []byte) {
 	}
 }
 
+// clone returns a copy of m whose entries are copies too, so that later
+// writes (which replace entries or change them in place, as an atomic
+// operation appends to ops) leave it as it is. The entries' byte slices
+// and ops arrays are shared: they are never changed in place below their
+// length.
+func (m *writeMap) clone() writeMap {
+	var c writeMap
+	var es []*wentry
+	m.each(func(e *wentry) bool {
+		cp := *e
+		es = append(es, &cp)
+		return true
+	})
+	if len(es) <= smallMax {
+		c.small = es
+		return c
+	}
+	c.big = btree.NewBTreeGOptions(witemLess, btree.Options{NoLocks: true})
+	for _, e := range es {
+		c.big.Load(witem{key: e.key, e: e})
+	}
+	return c
+}
+
 // each calls f for every entry in key order until f returns false.
 func (m *writeMap) each(f func(e *wentry) bool) {
 	if m.big != nil {
