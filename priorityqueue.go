@@ -153,16 +153,27 @@ func (pq *PriorityQueue) prioRange(c *call) {
 	// Two bounds of prefix + at most 9 bytes + 1, a key of prefix + at
 	// most 18 + the suffix.
 	b = slices.Grow(b, 3*len(prefix)+2*10+18+suffixKeySize)
-	b = appendPackedInt(append(b, prefix...), c.priority)
-	n := len(b)
-	b = append(b, 0x00)
-	b = append(b, b[:n]...)
-	b = append(b, 0xff)
-	c.prio = kv.KeyRange{Begin: b[: n+1 : n+1], End: b[n+1 : 2*n+2 : 2*n+2]}
-	c.room = b[2*n+2 : 2*n+2]
+	c.prio, b = appendPriorityRange(b, prefix, c.priority)
+	c.room = b[len(b):len(b)]
 	if c.tracked {
 		c.key = b
 	}
+}
+
+// appendPriorityRange appends to b the bounds of the range of the items of
+// priority p under prefix (the packed (p,) under the prefix, then \x00;
+// the same, then \xff, as Subspace.Range makes it), and returns the range
+// and the extended b. The bounds' capacities end at their lengths, so
+// appending to either copies.
+func appendPriorityRange(b, prefix []byte, p int64) (kv.KeyRange, []byte) {
+	start := len(b)
+	b = appendPackedInt(append(b, prefix...), p)
+	n := len(b) - start
+	b = append(b, 0x00)
+	b = append(b, b[start:start+n]...)
+	b = append(b, 0xff)
+	end := start + 2*n + 2
+	return kv.KeyRange{Begin: b[start : start+n+1 : start+n+1], End: b[start+n+1 : end : end]}, b
 }
 
 func (pq *PriorityQueue) parse(key []byte) (priority, count int64, err error) {

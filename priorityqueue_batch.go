@@ -138,18 +138,11 @@ func (pq *PriorityQueue) newPushBatch(items []PushItem, stored [][]byte) *pushBa
 	return b
 }
 
-// priorityRange is the range of the items of priority p: the packed
-// (p,) under the prefix, then \x00; the same, then \xff (Subspace.Range),
-// in one allocation.
+// priorityRange is the range of the items of priority p, in one
+// allocation of its own.
 func (pq *PriorityQueue) priorityRange(p int64) kv.KeyRange {
-	prefix := pq.sub.prefix
-	b := make([]byte, 0, 2*(len(prefix)+10))
-	b = appendPackedInt(append(b, prefix...), p)
-	n := len(b)
-	b = append(b, 0x00)
-	b = append(b, b[:n]...)
-	b = append(b, 0xff)
-	return kv.KeyRange{Begin: b[: n+1 : n+1], End: b[n+1:]}
+	r, _ := appendPriorityRange(make([]byte, 0, 2*(len(pq.sub.prefix)+10)), pq.sub.prefix, p)
+	return r
 }
 
 // attempt is one attempt of the batch in tr: the journal check and every
