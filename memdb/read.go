@@ -385,12 +385,12 @@ func (tx *transaction) issueBatch(r *rangeResult, spare []byte, n int, room *opE
 	tx.mu.Lock()
 	tx.takeRoomLocked(room)
 	tx.startReadLocked()
-	unread, view := tx.unreadableNowLocked(), tx.holdViewLocked()
+	view := tx.holdViewLocked()
 	tx.mu.Unlock()
 	go func() {
 		defer close(r.done)
 		defer tx.endRead()
-		r.kvs, r.limited, r.batchErr = tx.readRangeAsIssued(dst, spare, b, e, n, reverse, snap, unread, view)
+		r.kvs, r.limited, r.batchErr = tx.readRangeAsIssued(dst, spare, b, e, n, reverse, snap, view)
 	}()
 }
 
@@ -575,18 +575,17 @@ func (tx *transaction) readRangeInto(dst []kv.KeyValue, spare, b, e []byte, limi
 		return tx.readRangeNow(dst, spare, b, e, limit, reverse, snap, nil)
 	}
 	tx.mu.Lock()
-	unread, view := tx.unreadableNowLocked(), tx.holdViewLocked()
+	view := tx.holdViewLocked()
 	tx.mu.Unlock()
-	return tx.readRangeAsIssued(dst, spare, b, e, limit, reverse, snap, unread, view)
+	return tx.readRangeAsIssued(dst, spare, b, e, limit, reverse, snap, view)
 }
 
 // readRangeAsIssued is readRangeInto under a latency model, for a read
-// issued when the transaction's unreadable ranges were unread and its
-// writes those of view, which it holds (and lets go of): the transaction's
-// writes made after the read was issued, versionstamped keys included, are
-// not in its result and do not make it fail with accessed_unreadable, as
-// on FoundationDB (see ownView).
-func (tx *transaction) readRangeAsIssued(dst []kv.KeyValue, spare, b, e []byte, limit int, reverse, snap bool, unread []krange, view *ownView) ([]kv.KeyValue, bool, error) {
+// that holds view (and lets go of it): the transaction's writes made after
+// the read was issued, versionstamped keys included, are not in its result
+// and do not make it fail with accessed_unreadable, as on FoundationDB
+// (see ownView).
+func (tx *transaction) readRangeAsIssued(dst []kv.KeyValue, spare, b, e []byte, limit int, reverse, snap bool, view *ownView) ([]kv.KeyValue, bool, error) {
 	defer func() {
 		tx.mu.Lock()
 		tx.releaseViewLocked(view)
@@ -618,7 +617,7 @@ func (tx *transaction) readRangeAsIssued(dst []kv.KeyValue, spare, b, e []byte, 
 	if err := tx.checkLocked(); err != nil {
 		return nil, false, err
 	}
-	return tx.readStoreAsLocked(dst, spare, b, e, limit, reverse, snap, rv, grvTime, false, unread, view)
+	return tx.readStoreAsLocked(dst, spare, b, e, limit, reverse, snap, rv, grvTime, false, view)
 }
 
 // readRangeNow is readRangeInto without a latency model: the whole read
@@ -732,14 +731,14 @@ func (tx *transaction) readFirstNow(r *rangeResult, spare []byte, n int, room *o
 // the transaction cleared the whole range: FDB's read-your-writes layer
 // answers that without a storage server.
 func (tx *transaction) readStoreLocked(dst []kv.KeyValue, spare, b, e []byte, limit int, reverse, snap bool, rv int64, grvTime time.Duration, fresh bool) ([]kv.KeyValue, bool, error) {
-	return tx.readStoreAsLocked(dst, spare, b, e, limit, reverse, snap, rv, grvTime, fresh, tx.unreadableNowLocked(), nil)
+	return tx.readStoreAsLocked(dst, spare, b, e, limit, reverse, snap, rv, grvTime, fresh, nil)
 }
 
-// readStoreAsLocked is readStoreLocked for a read issued when the
-// transaction's unreadable ranges were unread and its writes those of
-// view (see readRangeAsIssued; nil: as they are now).
-func (tx *transaction) readStoreAsLocked(dst []kv.KeyValue, spare, b, e []byte, limit int, reverse, snap bool, rv int64, grvTime time.Duration, fresh bool, unread []krange, view *ownView) ([]kv.KeyValue, bool, error) {
-	writes, clears := tx.ownStateLocked(view)
+// readStoreAsLocked is readStoreLocked for a read that sees the
+// transaction's writes as view holds them (see readRangeAsIssued; nil: as
+// they are now).
+func (tx *transaction) readStoreAsLocked(dst []kv.KeyValue, spare, b, e []byte, limit int, reverse, snap bool, rv int64, grvTime time.Duration, fresh bool, view *ownView) ([]kv.KeyValue, bool, error) {
+	writes, clears, unread := tx.ownStateLocked(view)
 	if tx.db.readFaultsOn.Load() {
 		if cr, ok := clears.find(b); !ok || bytes.Compare(cr.e, e) < 0 {
 			if err := tx.db.readFault(); err != nil {

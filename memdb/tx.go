@@ -163,6 +163,7 @@ type ownView struct {
 	frozen bool
 	writes writeMap
 	clears clearSet
+	unread []krange // the unreadable ranges (never changed in place)
 }
 
 // holdViewLocked returns the view a range read issued now sees, held until
@@ -191,18 +192,18 @@ func (tx *transaction) freezeViewLocked() {
 		return
 	}
 	if v := x.view; v.refs > 0 {
-		v.writes, v.clears, v.frozen = tx.writes.clone(), slices.Clone(x.clears), true
+		v.writes, v.clears, v.unread, v.frozen = tx.writes.clone(), slices.Clone(x.clears), x.unreadable, true
 	}
 	x.view = nil
 }
 
 // ownStateLocked returns the writes and clears a read holding v (nil: a
-// read served at once) merges with.
-func (tx *transaction) ownStateLocked(v *ownView) (*writeMap, clearSet) {
+// read served at once) merges with, and the unreadable ranges it checks.
+func (tx *transaction) ownStateLocked(v *ownView) (*writeMap, clearSet, []krange) {
 	if v != nil && v.frozen {
-		return &v.writes, v.clears
+		return &v.writes, v.clears, v.unread
 	}
-	return &tx.writes, tx.clearsLocked()
+	return &tx.writes, tx.clearsLocked(), tx.unreadableNowLocked()
 }
 
 // clearsLocked returns the ranges cleared by the transaction.

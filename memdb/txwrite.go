@@ -413,8 +413,7 @@ func (tx *transaction) unreadableLocked(b, e []byte) bool {
 
 // unreadableNowLocked returns the transaction's unreadable ranges as they
 // are now. The slice is never changed in place: a write appends to it or
-// replaces it (clearStampedLocked), so a read may keep it as its view of them
-// at its issue.
+// replaces it (clearStampedLocked), so a frozen ownView may keep it.
 func (tx *transaction) unreadableNowLocked() []krange {
 	if tx.x == nil {
 		return nil
