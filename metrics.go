@@ -62,7 +62,9 @@ import (
 // argument checks, ErrInvalidArgument, is not counted, nor a pool's
 // heartbeat extension that finds the job gone once its handler called
 // Task.Ack: most likely that ack removed it, and the pool's outcome
-// tells). Given a caller's
+// tells). A call its argument checks refuse before it starts
+// (ErrInvalidArgument, ErrValueTooLarge) is not counted; a batch refused
+// with ErrBatchTooLarge is, as error. Given a caller's
 // Transaction, an operation's outcome is its function's: the caller
 // commits later, and its conflicts and retries are the caller's. So
 // fdbqueue.operations counts calls, not jobs: a pool's job acked with

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/fdbqueue/fdbqueue/memdb"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/metric/noop"
@@ -67,4 +68,57 @@ func TestLeaseOutcomeAttributeValues(t *testing.T) {
 		require.Regexp(t, regexp.MustCompile(`^[a-z]+(_[a-z]+)*$`), a["fdbqueue.outcome"])
 	}
 	require.Equal(t, []string{"acked", "retried", "dead_lettered", "lease_lost", "abandoned", "failed"}, values)
+}
+
+// The metrics doc says which refused calls fdbqueue.operations counts: none
+// refused by its argument checks (ErrInvalidArgument, ErrValueTooLarge), and
+// a batch refused with ErrBatchTooLarge, as error.
+func TestOperationsCountRefusedCallsAsDocumented(t *testing.T) {
+	ctx := context.Background()
+	db := memdb.New()
+	defer db.Close()
+	m := &attrsMeter{got: map[string][]map[string]string{}}
+	mp := WithMeterProvider(attrsProvider{m: m})
+	q, err := NewQueue(SubspaceFromBytes([]byte("q")), mp)
+	require.NoError(t, err)
+	pq, err := NewPriorityQueue(SubspaceFromBytes([]byte("p")), mp)
+	require.NoError(t, err)
+	jq, err := NewJobQueue(SubspaceFromBytes([]byte("j")), JobQueueConfig{}, mp)
+	require.NoError(t, err)
+	big := make([]byte, 100_001)
+	const n = 120 // 120 values of 90,000 bytes pass the 10,000,000-byte budget
+	values := make([][]byte, n)
+	items := make([]PushItem, n)
+	jobs := make([]Job, n)
+	for i := range values {
+		values[i] = make([]byte, 90_000)
+		items[i] = PushItem{Value: values[i]}
+		jobs[i] = Job{Value: values[i]}
+	}
+	cases := []struct {
+		name    string
+		call    func() error
+		want    error
+		counted bool
+	}{
+		{"Enqueue", func() error { return q.Enqueue(ctx, db, big) }, ErrValueTooLarge, false},
+		{"Push", func() error { return pq.Push(ctx, db, big, 1) }, ErrValueTooLarge, false},
+		{"Add", func() error { _, err := jq.Add(ctx, db, Job{Value: big}); return err }, ErrValueTooLarge, false},
+		{"DequeueBatch", func() error { _, err := q.DequeueBatch(ctx, db, 0); return err }, ErrInvalidArgument, false},
+		{"Lease", func() error { _, err := jq.Lease(ctx, db, 0, 0); return err }, ErrInvalidArgument, false},
+		{"EnqueueBatch", func() error { return q.EnqueueBatch(ctx, db, values) }, ErrBatchTooLarge, true},
+		{"PushBatch", func() error { return pq.PushBatch(ctx, db, items) }, ErrBatchTooLarge, true},
+		{"AddBatch", func() error { _, err := jq.AddBatch(ctx, db, jobs); return err }, ErrBatchTooLarge, true},
+	}
+	for _, c := range cases {
+		before := len(m.got["fdbqueue.operations"])
+		require.ErrorIs(t, c.call(), c.want, c.name)
+		got := m.got["fdbqueue.operations"][before:]
+		if !c.counted {
+			require.Empty(t, got, c.name)
+			continue
+		}
+		require.Len(t, got, 1, c.name)
+		require.Equal(t, "error", got[0]["fdbqueue.outcome"], c.name)
+	}
 }
