@@ -142,6 +142,9 @@ func (tx *transaction) get(key []byte, snap, watch bool) kv.FutureValue {
 			// The metadata version comes with the read version.
 			err = tx.sleep(db.rng.sample(db.cfg.latency.Read))
 		}
+		if err == nil {
+			err = tx.sameGen(gen)
+		}
 		if err != nil {
 			f.err = err
 			return
@@ -385,12 +388,12 @@ func (tx *transaction) issueBatch(r *rangeResult, spare []byte, n int, room *opE
 	tx.mu.Lock()
 	tx.takeRoomLocked(room)
 	tx.startReadLocked()
-	view := tx.holdViewLocked()
+	gen, view := tx.gen, tx.holdViewLocked()
 	tx.mu.Unlock()
 	go func() {
 		defer close(r.done)
 		defer tx.endRead()
-		r.kvs, r.limited, r.batchErr = tx.readRangeAsIssued(dst, spare, b, e, n, reverse, snap, view)
+		r.kvs, r.limited, r.batchErr = tx.readRangeAsIssued(dst, spare, b, e, n, reverse, snap, gen, view)
 	}()
 }
 
@@ -575,25 +578,28 @@ func (tx *transaction) readRangeInto(dst []kv.KeyValue, spare, b, e []byte, limi
 		return tx.readRangeNow(dst, spare, b, e, limit, reverse, snap, nil)
 	}
 	tx.mu.Lock()
-	view := tx.holdViewLocked()
+	gen, view := tx.gen, tx.holdViewLocked()
 	tx.mu.Unlock()
-	return tx.readRangeAsIssued(dst, spare, b, e, limit, reverse, snap, view)
+	return tx.readRangeAsIssued(dst, spare, b, e, limit, reverse, snap, gen, view)
 }
 
 // readRangeAsIssued is readRangeInto under a latency model, for a read
-// that holds view (and lets go of it): the transaction's writes made after
-// the read was issued, versionstamped keys included, are not in its result
-// and do not make it fail with accessed_unreadable, as on FoundationDB
-// (see ownView).
-func (tx *transaction) readRangeAsIssued(dst []kv.KeyValue, spare, b, e []byte, limit int, reverse, snap bool, view *ownView) ([]kv.KeyValue, bool, error) {
+// issued in generation gen that holds view (and lets go of it): the
+// transaction's writes made after the read was issued, versionstamped
+// keys included, are not in its result and do not make it fail with
+// accessed_unreadable, as on FoundationDB (see ownView); and a reset
+// since its issue fails it with transaction_cancelled (see sameGen).
+func (tx *transaction) readRangeAsIssued(dst []kv.KeyValue, spare, b, e []byte, limit int, reverse, snap bool, gen uint64, view *ownView) ([]kv.KeyValue, bool, error) {
 	defer func() {
 		tx.mu.Lock()
 		tx.releaseViewLocked(view)
 		tx.mu.Unlock()
 	}()
 	tx.mu.Lock()
-	gen := tx.gen
 	err := tx.checkLocked()
+	if tx.gen != gen {
+		err = kv.ErrTransactionCancelled
+	}
 	tx.mu.Unlock()
 	if err != nil {
 		return nil, false, err

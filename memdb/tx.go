@@ -592,6 +592,21 @@ func (tx *transaction) sleep(d time.Duration) error {
 	return tx.cancelledLocked()
 }
 
+// sameGen returns transaction_cancelled if the transaction was reset
+// (Reset, OnError's retry) since generation gen, when a read in flight
+// was issued: FoundationDB's reads wait on the transaction's resetPromise
+// beside the read itself (readWithConflictRangeRYW and its siblings,
+// fdbclient/ReadYourWrites.actor.cpp), and resetRyow sends it
+// transaction_cancelled, so a read in flight at a reset fails with it.
+func (tx *transaction) sameGen(gen uint64) error {
+	tx.mu.Lock()
+	defer tx.mu.Unlock()
+	if tx.gen != gen {
+		return kv.ErrTransactionCancelled
+	}
+	return nil
+}
+
 // setErrLocked records the first invalid write.
 func (tx *transaction) setErrLocked(err error) {
 	if x := tx.cold(); x.err == nil {
