@@ -136,6 +136,28 @@ func conflictTests() []conformanceTest {
 			r.Set(f.key("c"), []byte("own"))
 			f.requireNames(t, mustRange(t, r, f.rng("a", "y"), kv.RangeOptions{}), []string{"b", "c", "d"})
 		}, write: setKeys("e"), conflict: true},
+		// A range read issued before the transaction writes or clears keys
+		// in its range read them from the database: its conflict range is
+		// computed with the write map as it was at the read's issue (the
+		// read's own WriteMap::iterator, a snapshot later writes leave as
+		// it is: addConflictRange in readWithConflictRangeRYW,
+		// fdbclient/ReadYourWrites.actor.cpp; fdbclient/include/fdbclient/
+		// WriteMap.h), so it keeps those keys, whenever its result is used.
+		{name: "RangeReadIssuedBeforeOwnSetConflictsOnTheKey", seed: []string{"b", "d"}, read: func(t *testing.T, f *fixture, r kv.Transaction) {
+			issued := r.GetRange(f.rng("a", "y"), kv.RangeOptions{})
+			r.Set(f.key("b"), []byte("own"))
+			kvs, err := issued.GetSlice()
+			require.NoError(t, err)
+			f.requireNames(t, kvs, []string{"b", "d"})
+			require.Equal(t, []byte("v:b"), kvs[0].Value, "the database's value, as at the read's issue")
+		}, write: setKeys("b"), conflict: true},
+		{name: "RangeReadIssuedBeforeOwnClearRangeConflicts", seed: []string{"b", "d"}, read: func(t *testing.T, f *fixture, r kv.Transaction) {
+			issued := r.GetRange(f.rng("a", "y"), kv.RangeOptions{})
+			r.ClearRange(f.rng("a", "y"))
+			kvs, err := issued.GetSlice()
+			require.NoError(t, err)
+			f.requireNames(t, kvs, []string{"b", "d"})
+		}, write: setKeys("d"), conflict: true},
 
 		// Explicit conflict ranges.
 		{name: "AddReadConflictKeyConflicts", read: addReadConflictKey("b"), write: setKeys("b"), conflict: true},

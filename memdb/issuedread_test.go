@@ -99,3 +99,46 @@ func TestRangeReadInFlightIgnoresLaterWrites(t *testing.T) {
 	})
 	require.NoError(t, err)
 }
+
+// A range read in flight under a latency model adds the read conflict range
+// its result depended on as the transaction's writes were when it was
+// issued, as FoundationDB's does: addConflictRange walks the write map
+// with the read's own WriteMap::iterator, made at the read's issue, which
+// "represents a snapshot (will be unaffected by future writes)"
+// (fdbclient/ReadYourWrites.actor.cpp, readWithConflictRangeRYW;
+// fdbclient/include/fdbclient/WriteMap.h). A key the transaction writes or
+// clears while the read is in flight was read from the database, so
+// another transaction's write of it makes the commit conflict. Before, the
+// conflict range left out the keys the transaction had written by the
+// time the read was served, and such a commit went through although its
+// read was overwritten.
+func TestRangeReadInFlightConflictsOnKeysWrittenLater(t *testing.T) {
+	const delay = 50 * time.Millisecond
+	r := kv.KeyRange{Begin: []byte("q/"), End: []byte("q0")}
+	for _, c := range []struct {
+		name  string
+		write func(tr kv.Transaction)
+	}{
+		{"Set", func(tr kv.Transaction) { tr.Set([]byte("q/b"), []byte("mine")) }},
+		{"Clear", func(tr kv.Transaction) { tr.Clear([]byte("q/b")) }},
+		{"ClearRange", func(tr kv.Transaction) { tr.ClearRange(r) }},
+		{"Add", func(tr kv.Transaction) { tr.Set([]byte("q/b"), []byte{0}); tr.Add([]byte("q/b"), []byte{1}) }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			db, _ := newDB(t, memdb.WithLatency(memdb.Latency{Read: memdb.Span{Min: delay, Max: delay}}))
+			mustSet(t, db, "q/a", "1")
+			mustSet(t, db, "q/b", "2")
+			reader := newTx(t, db)
+			_, err := reader.GetReadVersion().Get()
+			require.NoError(t, err)
+			inFlight := reader.GetRange(r, kv.RangeOptions{})
+			c.write(reader)
+			kvs, err := inFlight.GetSlice()
+			require.NoError(t, err)
+			require.Equal(t, []string{"q/a", "q/b"}, keys(kvs), "the database's keys, read as the writes were at the issue")
+			reader.Set([]byte("out"), kvs[1].Value) // acts on what it read of q/b
+			mustSet(t, db, "q/b", "3")              // after the reader's read version
+			require.ErrorIs(t, reader.Commit(), kv.ErrNotCommitted, "q/b, read from the database, changed since")
+		})
+	}
+}

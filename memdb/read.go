@@ -797,7 +797,7 @@ func (tx *transaction) readStoreOnceLocked(dst []kv.KeyValue, spare, b, e []byte
 				ce = k
 			}
 		}
-		tx.addReadConflictLocked(cb, ce)
+		tx.addReadConflictAsLocked(cb, ce, writes, clears)
 	}
 	return out, limited, nil
 }

@@ -15,11 +15,22 @@ import (
 // RYW's updateConflictMap skips independent writes (fdbclient/
 // ReadYourWrites.actor.cpp).
 func (tx *transaction) addReadConflictLocked(b, e []byte) {
+	tx.addReadConflictAsLocked(b, e, &tx.writes, tx.clearsLocked())
+}
+
+// addReadConflictAsLocked is addReadConflictLocked against the writes and
+// clears given: a read in flight's, as they were at its issue (see
+// ownView), since FoundationDB computes a read's conflict range with the
+// WriteMap::iterator the read made then (addConflictRange, called with
+// it.extractWriteMapIterator() in readWithConflictRangeRYW), a snapshot
+// that later writes leave as it is (fdbclient/include/fdbclient/
+// WriteMap.h): a key written after the read was issued was read from the
+// database, and its range stays in.
+func (tx *transaction) addReadConflictAsLocked(b, e []byte, writes *writeMap, clears clearSet) {
 	if bytes.Compare(b, e) >= 0 {
 		return
 	}
-	clears := tx.clearsLocked()
-	if tx.writes.len() == 0 && len(clears) == 0 {
+	if writes.len() == 0 && len(clears) == 0 {
 		tx.addReadLocked(b, e)
 		return
 	}
@@ -34,7 +45,7 @@ func (tx *transaction) addReadConflictLocked(b, e []byte) {
 		ci++
 	}
 	var wc cursor
-	wc.seek(&tx.writes, b, false)
+	wc.seek(writes, b, false)
 	for bytes.Compare(cur, e) < 0 {
 		for wc.cur != nil && (!wc.cur.independent() || bytes.Compare(wc.cur.key, cur) < 0) {
 			wc.next()
