@@ -215,7 +215,12 @@ type SnoozeError struct {
 }
 
 // Error says that the job was snoozed and for how long.
-func (e *SnoozeError) Error() string { return fmt.Sprintf("fdbqueue: job snoozed for %v", e.Delay) }
+func (e *SnoozeError) Error() string {
+	if e == nil {
+		return "fdbqueue: nil *SnoozeError"
+	}
+	return fmt.Sprintf("fdbqueue: job snoozed for %v", e.Delay)
+}
 
 // NoRetry returns the error a Handler returns to fail its job for good
 // (asynq's SkipRetry, river's JobCancel): the pool nacks it with
@@ -236,6 +241,9 @@ type NoRetryError struct {
 
 // Error is "no retry: " and Err's text.
 func (e *NoRetryError) Error() string {
+	if e == nil {
+		return "fdbqueue: nil *NoRetryError"
+	}
 	if e.Err == nil {
 		return "no retry"
 	}
@@ -243,7 +251,12 @@ func (e *NoRetryError) Error() string {
 }
 
 // Unwrap returns Err.
-func (e *NoRetryError) Unwrap() error { return e.Err }
+func (e *NoRetryError) Unwrap() error {
+	if e == nil {
+		return nil
+	}
+	return e.Err
+}
 
 // RetryAfter returns the error a Handler returns to fail its job and have
 // it retried after delay instead of the queue's backoff (at once if delay
@@ -267,6 +280,9 @@ type RetryAfterError struct {
 
 // Error is "retry after", the delay, and Err's text.
 func (e *RetryAfterError) Error() string {
+	if e == nil {
+		return "fdbqueue: nil *RetryAfterError"
+	}
 	if e.Err == nil {
 		return fmt.Sprintf("retry after %v", e.Delay)
 	}
@@ -274,7 +290,12 @@ func (e *RetryAfterError) Error() string {
 }
 
 // Unwrap returns Err.
-func (e *RetryAfterError) Unwrap() error { return e.Err }
+func (e *RetryAfterError) Unwrap() error {
+	if e == nil {
+		return nil
+	}
+	return e.Err
+}
 
 // verdict is the kind of the errors with which a handler says what becomes
 // of its job (Snooze, NoRetry, RetryAfter). The outermost in a handler's
@@ -290,14 +311,35 @@ func (*NoRetryError) verdict()    {}
 func (*RetryAfterError) verdict() {}
 
 // verdictOf returns the outermost Snooze, NoRetry or RetryAfter error in
-// err, or nil.
+// err, or nil. A nil pointer of one of those types (a handler's
+// `var e *NoRetryError; return e`) says nothing: the error is a plain
+// failure.
 func verdictOf(err error) verdict {
 	var v verdict
-	if err != nil && errors.As(err, &v) {
-		return v
+	if err == nil || !errors.As(err, &v) {
+		return nil
 	}
-	return nil
+	switch v := v.(type) {
+	case *SnoozeError:
+		if v == nil {
+			return nil
+		}
+	case *NoRetryError:
+		if v == nil {
+			return nil
+		}
+	case *RetryAfterError:
+		if v == nil {
+			return nil
+		}
+	}
+	return v
 }
+
+// errorText is err's text for a reason or a log line. It is fmt's, which
+// recovers a panic in an Error method (typically a nil pointer's): a
+// handler's error must not crash the pool.
+func errorText(err error) string { return fmt.Sprint(err) }
 
 // String returns the result's name, as "acked" or "lease lost".
 func (r Result) String() string {
@@ -663,7 +705,7 @@ func (p *pool) process(base context.Context, n int, l Lease) {
 		out.Err = p.release(out.Lease, log)
 	default:
 		out.Result = Retried
-		no := NackOptions{Reason: err.Error()}
+		no := NackOptions{Reason: errorText(err)}
 		switch v := v.(type) {
 		case *NoRetryError:
 			no.NoRetry = true
@@ -677,7 +719,7 @@ func (p *pool) process(base context.Context, n int, l Lease) {
 		if dead, serr = p.q.Nack(p.rctx, p.db, out.Lease, no); dead {
 			out.Result = DeadLettered
 			if p.log != p.q.journal.track.obs.log { // else the queue logs it
-				log.Warn("fdbqueue: job dead-lettered", "reason", err.Error(), "no_retry", no.NoRetry)
+				log.Warn("fdbqueue: job dead-lettered", "reason", errorText(err), "no_retry", no.NoRetry)
 			}
 		}
 	}

@@ -269,3 +269,48 @@ func TestJobPoolBadHandlerTimeout(t *testing.T) {
 	require.False(t, ran)
 	require.Equal(t, int64(1), mustStats(t, db, q).Due, "nothing leased")
 }
+
+// panickyError's Error method panics, as a buggy error type's may.
+type panickyError struct{}
+
+func (*panickyError) Error() string { panic("Error method of a buggy type") }
+
+// A handler's error that is a nil pointer of Snooze's, NoRetry's or
+// RetryAfter's type (`var e *fdbqueue.NoRetryError; return e`), or whose
+// Error method panics, is a plain failure: the job is retried after the
+// backoff with the error's text (fmt's, for one whose Error method panics) as its reason. The pool called
+// their Error methods outside any recover, so each crashed the process.
+func TestJobPoolHandlerErrorsThatPanic(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		err    error
+		reason string
+	}{
+		{"nil *SnoozeError", (*fdbqueue.SnoozeError)(nil), "fdbqueue: nil *SnoozeError"},
+		{"nil *NoRetryError", (*fdbqueue.NoRetryError)(nil), "fdbqueue: nil *NoRetryError"},
+		{"nil *RetryAfterError", (*fdbqueue.RetryAfterError)(nil), "fdbqueue: nil *RetryAfterError"},
+		{"wrapped nil *NoRetryError", fmt.Errorf("w: %w", (*fdbqueue.NoRetryError)(nil)), "w: fdbqueue: nil *NoRetryError"},
+		{"Error panics", &panickyError{}, "%!v(PANIC=Error method: Error method of a buggy type)"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			db := newDB(t)
+			clock := newFakeClock()
+			q := mustJobQueue(t, "pool-panicky", fdbqueue.JobQueueConfig{Clock: clock, RetryBase: time.Hour, RetryMax: time.Hour})
+			mustAdd(t, db, q, fdbqueue.Job{Value: []byte("j"), MaxAttempts: 5})
+			outcomes := make(chan fdbqueue.Outcome, 1)
+			pool := startPool(t, q, db, func(context.Context, *fdbqueue.Task) error { return c.err },
+				fdbqueue.PoolOptions{Workers: 1, LeaseDuration: 30 * time.Second,
+					Logger: slog.New(slog.DiscardHandler), OnOutcome: func(o fdbqueue.Outcome) { outcomes <- o }})
+			o := recvWithin(t, outcomes, "the job's outcome")
+			require.NoError(t, pool.stop())
+			require.Equal(t, fdbqueue.Retried, o.Result, "outcome error: %v", o.Err)
+			st := mustStats(t, db, q)
+			require.Equal(t, int64(1), st.Delayed, "retried after the hour's backoff, not at once or dead")
+			clock.Advance(time.Hour)
+			ls := mustLease(t, db, q, 1, time.Minute)
+			require.Len(t, ls, 1)
+			require.Equal(t, c.reason, ls[0].Reason)
+			require.Equal(t, 2, ls[0].Attempt, "the failed attempt was counted")
+		})
+	}
+}
