@@ -99,7 +99,8 @@ var (
 
 	// ErrCodec is returned when a typed queue's codec cannot encode or decode
 	// a value, in a *CodecError: an item it failed to decode has been
-	// dequeued all the same (unless peeked), and its bytes are in the error.
+	// dequeued all the same (unless peeked), and its bytes are in the error
+	// (a TypedJobQueue's job stays leased, its lease in the error).
 	// It is also returned, not as a *CodecError, for a stored value that is
 	// not a packed tuple under TupleValues: then nothing is removed.
 	ErrCodec = errors.New("fdbqueue: codec error")
@@ -127,9 +128,12 @@ type CodecError struct {
 	Raw []byte // the stored value (nil when encoding failed)
 	Err error  // the codec's error
 	// Priority is the item's priority, for a TypedPriorityQueue's item
-	// (popped, peeked, or not encoded by Push or PushBatch); 0 for a
-	// TypedQueue's.
+	// (popped, peeked, or not encoded by Push or PushBatch) or a
+	// TypedJobQueue's job; 0 for a TypedQueue's.
 	Priority int64
+	// Lease is the lease of a TypedJobQueue's job whose value did not
+	// decode: still held, to Nack or Release with; nil otherwise.
+	Lease *Lease
 }
 
 // Error describes the codec's failure.
