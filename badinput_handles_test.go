@@ -212,6 +212,14 @@ func nilAndZeroHandles(kind string) func(t *testing.T) {
 			var h *fdbqueue.Task
 			checkHandleCalls(t, e, h, taskCalls(e, h))
 			checkHandleCalls(t, e, h, taskCalls(e, &fdbqueue.Task{}))
+		case "TypedJobQueue":
+			var h *fdbqueue.TypedJobQueue[string]
+			checkHandleCalls(t, e, h, typedJobQueueCalls(e, h))
+			checkHandleCalls(t, e, h, typedJobQueueCalls(e, fdbqueue.NewTypedJobQueue[string](nil, fdbqueue.StringCodec{})))
+		case "TypedTask":
+			var h *fdbqueue.TypedTask[string]
+			checkHandleCalls(t, e, h, typedTaskCalls(e, h))
+			checkHandleCalls(t, e, h, typedTaskCalls(e, &fdbqueue.TypedTask[string]{}))
 		case "Typed":
 			// The typed wrappers over a zero queue fail as it does; a nil
 			// wrapper's accessors return nil.

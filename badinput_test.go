@@ -396,6 +396,14 @@ func badRows() []badRow {
 		{"PriorityQueue: every method", "a nil *PriorityQueue; a zero PriorityQueue", "ErrInvalidArgument, before any transaction; Subspace and StagingStats return zero values", nilAndZeroHandles("PriorityQueue")},
 		{"JobQueue: every method", "a nil *JobQueue; a zero JobQueue", "ErrInvalidArgument, before any transaction; Subspace returns the zero Subspace, Backoff 0, DeadCursorAt nil", nilAndZeroHandles("JobQueue")},
 		{"Task: every method", "a nil *Task; a zero Task", "Ack: ErrInvalidArgument, before any transaction; Lease and Value return zero values", nilAndZeroHandles("Task")},
+		{"TypedJobQueue: every method", "a nil *TypedJobQueue; one made with a nil JobQueue", "ErrInvalidArgument, before any transaction; JobQueue returns nil, Subspace the zero Subspace", nilAndZeroHandles("TypedJobQueue")},
+		{"NewTypedJobQueue: every operation", "a nil codec; a zero JobQueue", "ErrInvalidArgument, before any transaction (no job leased); JobQueue returns the queue given, Subspace its subspace", func(t *testing.T) {
+			t.Run("handles", TestTypedJobQueueNilCodecOrZeroQueue)
+		}},
+		{"TypedTask: every method", "a nil *TypedTask; a zero TypedTask", "Ack: ErrInvalidArgument, before any transaction; Lease and Value return zero values", nilAndZeroHandles("TypedTask")},
+		{"TypedJobQueue: Add, AddBatch, Lease, Stats, ListDead, Run, RegisterGauges", "a nil or typed-nil transactor; a closed database; a cancelled context, an expired deadline; Run: a nil handler", "JobQueue's: ErrInvalidArgument; memdb.ErrClosed; context.Canceled, context.DeadlineExceeded (Run returns nil at once on a dead context); ErrInvalidArgument; nothing changed", func(t *testing.T) {
+			t.Run("matrix", TestTypedJobQueueBadTransactorsAndContexts)
+		}},
 		{"TypedQueue, TypedPriorityQueue", "a zero Queue or PriorityQueue; a nil wrapper's Queue, PriorityQueue", "the operations: ErrInvalidArgument; the accessors: nil", nilAndZeroHandles("Typed")},
 		{"NewQueue, NewPriorityQueue", "WithClock(nil), WithEntropy(nil), WithLogger(nil), WithMeterProvider(nil)", "the defaults: operations work", func(t *testing.T) {
 			db := newDB(t)
@@ -745,6 +753,19 @@ func badRows() []badRow {
 			raw(err)
 			require.Equal(t, []string{"a", "b", "c", "d", "e"}, got, "every item's bytes came back")
 			require.Zero(t, queueLen(t, db, q))
+		}},
+		{"TypedJobQueue.Add, AddBatch", "a value the codec cannot encode (JSON of a channel), last of a batch of three", "ErrCodec (a *CodecError naming the job's index, with its priority, wrapping the codec's error); nothing of the batch written", func(t *testing.T) {
+			t.Run("encode", TestTypedJobQueueEncodeError)
+		}},
+		{"TypedJobQueue.Add, AddBatch", "an encoded value of exactly 100,000 bytes; of 100,001 bytes, alone or in a batch", "OK, leased intact; ErrValueTooLarge (also kv.ErrValueTooLarge) naming the item's index, nothing written", func(t *testing.T) {
+			t.Run("limits", TestTypedJobQueueValueLimits)
+		}},
+		{"TypedJobQueue.Lease", "stored values the codec cannot decode; a Decode that panics", "the leases that decoded, and ErrCodec: a *CodecError per other job (joined with errors.Join) with its bytes, priority and Lease, still held, to Nack or Release", func(t *testing.T) {
+			t.Run("decode", TestTypedJobQueueLeaseDecodeError)
+			t.Run("panic", TestTypedJobQueueLeaseDecodePanics)
+		}},
+		{"TypedJobQueue.Run", "a stored value the codec cannot decode; a Decode that panics", "not handed to the handler: dead-lettered after one attempt (Outcome DeadLettered, Err a NoRetry wrapping the *CodecError), its reason naming the codec's error", func(t *testing.T) {
+			t.Run("pool", TestTypedJobQueuePoolDecodeError)
 		}},
 		{"Queue.Enqueue with WithOpID", "an OpID older than the journal retention", "ErrOperationExpired; nothing written", func(t *testing.T) {
 			db := newDB(t)
