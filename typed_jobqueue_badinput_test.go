@@ -88,7 +88,7 @@ func TestTypedJobQueueNilCodecOrZeroQueue(t *testing.T) {
 // JobQueue's typed error and never panics; nothing changes.
 func TestTypedJobQueueBadTransactorsAndContexts(t *testing.T) {
 	plain := mustJobQueue(t, "typed-bad-matrix", fdbqueue.JobQueueConfig{})
-	tj := fdbqueue.NewTypedJobQueue(plain, fdbqueue.Codec[string](fdbqueue.StringCodec{}))
+	tj := fdbqueue.NewTypedJobQueue(plain, fdbqueue.StringCodec{})
 	setup := newDB(t)
 	ctx := context.Background()
 	mustAdd(t, setup, plain, fdbqueue.Job{Value: []byte("x")})

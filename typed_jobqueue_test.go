@@ -32,7 +32,7 @@ func mustTypedJobs[T any](t *testing.T, name string, codec fdbqueue.Codec[T], cf
 func TestTypedJobQueueRoundTrip(t *testing.T) {
 	ctx := context.Background()
 	db := newDB(t)
-	tj := mustTypedJobs(t, "typed-jobs", fdbqueue.Codec[resizeArgs](fdbqueue.JSONCodec[resizeArgs]{}), fdbqueue.JobQueueConfig{Choice: 1})
+	tj := mustTypedJobs(t, "typed-jobs", fdbqueue.JSONCodec[resizeArgs]{}, fdbqueue.JobQueueConfig{Choice: 1})
 	require.Equal(t, tj.JobQueue().Subspace(), tj.Subspace())
 
 	low := resizeArgs{Image: "img-1", Width: 100}
@@ -79,7 +79,7 @@ func TestTypedJobQueueSharesTheSubspace(t *testing.T) {
 	ctx := context.Background()
 	db := newDB(t)
 	plain := mustJobQueue(t, "typed-shared", fdbqueue.JobQueueConfig{Choice: 1})
-	tj := fdbqueue.NewTypedJobQueue(mustJobQueue(t, "typed-shared", fdbqueue.JobQueueConfig{Choice: 1}), fdbqueue.Codec[resizeArgs](fdbqueue.JSONCodec[resizeArgs]{}))
+	tj := fdbqueue.NewTypedJobQueue(mustJobQueue(t, "typed-shared", fdbqueue.JobQueueConfig{Choice: 1}), fdbqueue.JSONCodec[resizeArgs]{})
 	require.Equal(t, plain.Subspace(), tj.Subspace())
 
 	a := resizeArgs{Image: "typed", Width: 1}
@@ -115,7 +115,7 @@ func TestTypedJobQueueSharesTheSubspace(t *testing.T) {
 func TestTypedJobQueueValueLimits(t *testing.T) {
 	ctx := context.Background()
 	db := newDB(t)
-	tj := mustTypedJobs(t, "typed-limits", fdbqueue.Codec[string](fdbqueue.JSONCodec[string]{}), fdbqueue.JobQueueConfig{})
+	tj := mustTypedJobs(t, "typed-limits", fdbqueue.JSONCodec[string]{}, fdbqueue.JobQueueConfig{})
 	fits := strings.Repeat("x", kv.MaxValueSize-2) // JSON adds two quotes
 	over := fits + "x"
 
@@ -148,7 +148,7 @@ type unencodable struct {
 func TestTypedJobQueueEncodeError(t *testing.T) {
 	ctx := context.Background()
 	db := newDB(t)
-	tj := mustTypedJobs(t, "typed-encode", fdbqueue.Codec[unencodable](fdbqueue.JSONCodec[unencodable]{}), fdbqueue.JobQueueConfig{})
+	tj := mustTypedJobs(t, "typed-encode", fdbqueue.JSONCodec[unencodable]{}, fdbqueue.JobQueueConfig{})
 	_, err := tj.AddBatch(ctx, db, []fdbqueue.TypedJob[unencodable]{{Value: unencodable{N: 1}}, {Value: unencodable{N: 2}}, {Value: unencodable{V: make(chan int)}, Priority: 7}})
 	require.ErrorIs(t, err, fdbqueue.ErrCodec)
 	var ce *fdbqueue.CodecError
@@ -188,7 +188,7 @@ func TestTypedJobQueueLeaseDecodeError(t *testing.T) {
 	ctx := context.Background()
 	db := newDB(t)
 	plain := mustJobQueue(t, "typed-decode", fdbqueue.JobQueueConfig{Choice: 1})
-	tj := fdbqueue.NewTypedJobQueue(plain, fdbqueue.Codec[int](intCodec{}))
+	tj := fdbqueue.NewTypedJobQueue(plain, intCodec{})
 	ids := make([]fdbqueue.JobID, 0, 5)
 	for i, v := range []string{"1", "x", "3", "y", "5"} {
 		ids = append(ids, mustAdd(t, db, plain, fdbqueue.Job{Value: []byte(v), Priority: int32(10 - i)}).ID)
@@ -234,7 +234,7 @@ func TestTypedJobQueueLeaseDecodePanics(t *testing.T) {
 	ctx := context.Background()
 	db := newDB(t)
 	plain := mustJobQueue(t, "typed-panic", fdbqueue.JobQueueConfig{})
-	tj := fdbqueue.NewTypedJobQueue(plain, fdbqueue.Codec[int](panicCodec{}))
+	tj := fdbqueue.NewTypedJobQueue(plain, panicCodec{})
 	id := mustAdd(t, db, plain, fdbqueue.Job{Value: []byte("boom")}).ID
 	var ls []fdbqueue.TypedLease[int]
 	var err error
@@ -323,7 +323,7 @@ func TestTypedJobQueuePoolDecodeError(t *testing.T) {
 func TestTypedJobQueuePoolHandlesValues(t *testing.T) {
 	ctx := context.Background()
 	db := newDB(t)
-	tj := mustTypedJobs(t, "typed-pool", fdbqueue.Codec[resizeArgs](fdbqueue.JSONCodec[resizeArgs]{}), fdbqueue.JobQueueConfig{Choice: 1})
+	tj := mustTypedJobs(t, "typed-pool", fdbqueue.JSONCodec[resizeArgs]{}, fdbqueue.JobQueueConfig{Choice: 1})
 	a := resizeArgs{Image: "a", Width: 10}
 	ra, err := tj.Add(ctx, db, fdbqueue.TypedJob[resizeArgs]{Value: a})
 	require.NoError(t, err)
