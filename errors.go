@@ -85,12 +85,17 @@ var (
 	// ErrLeaseLost is returned by JobQueue.Ack, Nack, Extend and Release
 	// when the job no longer carries the lease: the lease expired and
 	// another consumer leased the job again, or the job was acked, nacked,
-	// released or dead-lettered since. Nothing is written.
+	// released, dead-lettered or cancelled since. Nothing is written.
 	ErrLeaseLost = errors.New("fdbqueue: lease lost: the job was leased again or is gone")
 
-	// ErrJobNotFound is returned by JobQueue.Requeue and DeleteDead when no
-	// dead job has the given ID.
-	ErrJobNotFound = errors.New("fdbqueue: no such dead job")
+	// ErrJobNotFound is returned by the JobQueue calls that take a job ID
+	// when no job of the kind they act on has it: by Job when the queue
+	// holds no job with the ID (never added, or acked, cancelled or
+	// deleted since); by Cancel when no job in the queue (due, delayed or
+	// leased) has it, a dead one included; by Requeue and DeleteDead when
+	// no dead job has it. The message names the ID and what was looked
+	// for.
+	ErrJobNotFound = errors.New("fdbqueue: job not found")
 
 	// ErrUniqueKeyHeld is returned by JobQueue.Requeue when the dead job's
 	// unique key is held by another job in the queue: the dead job stays

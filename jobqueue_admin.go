@@ -216,24 +216,59 @@ func (q *JobQueue) parseDeadKey(key []byte) (JobID, error) {
 	return id, &ForeignKeyError{Key: bytes.Clone(key), Reason: "want (\"d\", death time, 16-byte job ID)"}
 }
 
-// findDead reads, with normal reads, the dead job id, whose index read
-// x is already issued.
-func (q *JobQueue) findDead(tr kv.Transaction, id JobID, x kv.FutureValue) (jobMeta, []byte, error) {
+// jobAt is where the ID index says a job's record is.
+type jobAt int
+
+const (
+	jobNowhere   jobAt = iota // no index entry: no such job
+	jobQueued                 // in the queue: ("q", ...), leased or not
+	jobDead                   // in the dead-letter list: ("d", ...)
+	jobElsewhere              // an entry the queue did not write
+)
+
+// jobKey returns the record key that the ID index read x holds, and
+// where that key is.
+func (q *JobQueue) jobKey(x kv.FutureValue) ([]byte, jobAt, error) {
 	key, err := x.Get()
-	if err != nil {
-		return jobMeta{}, nil, err
+	switch {
+	case err != nil:
+		return nil, jobNowhere, err
+	case key == nil:
+		return nil, jobNowhere, nil
+	case bytes.HasPrefix(key, q.dead.Begin[:len(q.dead.Begin)-1]):
+		return key, jobDead, nil
+	case bytes.HasPrefix(key, q.items.Begin[:len(q.items.Begin)-1]):
+		return key, jobQueued, nil
 	}
-	if key == nil || !bytes.HasPrefix(key, q.dead.Begin[:len(q.dead.Begin)-1]) {
-		return jobMeta{}, nil, fmt.Errorf("%w: %s", ErrJobNotFound, id)
-	}
+	return key, jobElsewhere, nil
+}
+
+// jobRecord reads (a normal read, unless tr is a snapshot) and decodes
+// the record of job id at key, the key its index holds. A record missing
+// is a job that is not there: ErrJobNotFound, with notFound's words.
+func (q *JobQueue) jobRecord(tr kv.ReadTransaction, id JobID, key []byte, notFound string) (jobMeta, error) {
 	rec, err := tr.Get(key).Get()
 	if err != nil {
-		return jobMeta{}, nil, err
+		return jobMeta{}, err
 	}
 	if rec == nil {
-		return jobMeta{}, nil, fmt.Errorf("%w: %s", ErrJobNotFound, id)
+		return jobMeta{}, fmt.Errorf("%w: %s%s", ErrJobNotFound, id, notFound)
 	}
-	m, err := decodeMeta(key, rec, id)
+	return decodeMeta(key, rec, id)
+}
+
+// findDead reads, with normal reads, the dead job id, whose index read
+// x is already issued; ErrJobNotFound when it is not dead.
+func (q *JobQueue) findDead(tr kv.Transaction, id JobID, x kv.FutureValue) (jobMeta, []byte, error) {
+	const notDead = " is not a dead job"
+	key, at, err := q.jobKey(x)
+	if err != nil {
+		return jobMeta{}, nil, err
+	}
+	if at != jobDead {
+		return jobMeta{}, nil, fmt.Errorf("%w: %s%s", ErrJobNotFound, id, notDead)
+	}
+	m, err := q.jobRecord(tr, id, key, notDead)
 	return m, key, err
 }
 
@@ -249,7 +284,7 @@ func (q *JobQueue) findDead(tr kv.Transaction, id JobID, x kv.FutureValue) (jobM
 // commit_unknown_result the retry finds the journal record and returns
 // nil.
 func (q *JobQueue) Requeue(ctx context.Context, t kv.Transactor, id JobID, opts ...OpOption) error {
-	return q.deadOp(ctx, t, "requeue", id, opts, func(tr kv.Transaction, m jobMeta, key []byte) error {
+	return q.jobOp(ctx, t, "requeue", id, opts, q.findDead, func(tr kv.Transaction, m jobMeta, key []byte) error {
 		if len(m.unique) > 0 {
 			uk := q.key("u", m.unique)
 			owner, err := tr.Get(uk).Get()
@@ -279,7 +314,7 @@ func (q *JobQueue) Requeue(ctx context.Context, t kv.Transactor, id JobID, opts 
 // Requeue's (three clears, one counter add); exactly once with the
 // journal.
 func (q *JobQueue) DeleteDead(ctx context.Context, t kv.Transactor, id JobID, opts ...OpOption) error {
-	return q.deadOp(ctx, t, "delete_dead", id, opts, func(tr kv.Transaction, _ jobMeta, key []byte) error {
+	return q.jobOp(ctx, t, "delete_dead", id, opts, q.findDead, func(tr kv.Transaction, _ jobMeta, key []byte) error {
 		tr.Clear(key)
 		tr.Clear(q.key("x", id[:]))
 		tr.Clear(q.key("v", id[:]))
@@ -288,13 +323,15 @@ func (q *JobQueue) DeleteDead(ctx context.Context, t kv.Transactor, id JobID, op
 	})
 }
 
-// deadOp runs one journaled transaction on the dead job id, shared by
-// Requeue and DeleteDead: it checks the journal, finds the job among the
-// dead (ErrJobNotFound if it is not there), calls apply with its metadata
-// and index key, and records the op in the journal if apply succeeds. Under
-// commit_unknown_result the retry finds the journal record and returns nil
-// without calling apply again.
-func (q *JobQueue) deadOp(ctx context.Context, t kv.Transactor, name string, id JobID, opts []OpOption,
+// jobOp runs one journaled transaction on the job id, shared by Requeue,
+// DeleteDead (find: findDead) and Cancel (findQueued): it checks the
+// journal, reads the job's index entry with it, finds the job with find
+// (ErrJobNotFound if it is not where find looks), calls apply with its
+// metadata and record key, and records the op in the journal if apply
+// succeeds. Under commit_unknown_result the retry finds the journal
+// record and returns nil without calling apply again.
+func (q *JobQueue) jobOp(ctx context.Context, t kv.Transactor, name string, id JobID, opts []OpOption,
+	find func(tr kv.Transaction, id JobID, x kv.FutureValue) (jobMeta, []byte, error),
 	apply func(tr kv.Transaction, m jobMeta, key []byte) error) error {
 	if err := q.usable(); err != nil {
 		return err
@@ -315,7 +352,7 @@ func (q *JobQueue) deadOp(ctx context.Context, t kv.Transactor, name string, id 
 		if _, done, err := o.applied(rec); err != nil || done {
 			return err
 		}
-		m, key, err := q.findDead(tr, id, x)
+		m, key, err := find(tr, id, x)
 		if err != nil {
 			return err
 		}

@@ -195,7 +195,7 @@ func dryRunDead(ctx context.Context, s *session, q *fdbqueue.JobQueue, a deadAct
 	var errs []error
 	for _, id := range ids {
 		if want[id] {
-			errs = append(errs, fmt.Errorf("%w: %s", fdbqueue.ErrJobNotFound, id))
+			errs = append(errs, fmt.Errorf("%w: %s is not a dead job", fdbqueue.ErrJobNotFound, id))
 		}
 	}
 	if len(errs) > 0 {

@@ -144,7 +144,7 @@ func TestDeleteDeadByID(t *testing.T) {
 	r = runCLI(t, db, onClock, work("delete-dead", deadDemoID)...)
 	assert.Equal(t, ExitFailure, r.code)
 	assert.Equal(t, "deleted 0 of 1 dead job in (\"demo\", \"work\")\n", r.stdout)
-	assert.Equal(t, "fdbqueue delete-dead: 1 job not deleted: fdbqueue: no such dead job: "+deadDemoID+"\n", r.stderr)
+	assert.Equal(t, "fdbqueue delete-dead: 1 job not deleted: fdbqueue: job not found: "+deadDemoID+" is not a dead job\n", r.stderr)
 	assert.ErrorIs(t, runErr(db, work("delete-dead", deadDemoID)...), fdbqueue.ErrJobNotFound)
 	assert.ErrorIs(t, runErr(db, work("requeue-dead", deadDemoID)...), fdbqueue.ErrJobNotFound)
 	assert.Equal(t, int64(3), jobStatsOf(t, db, onClock).Queued, "not requeued")
@@ -162,7 +162,7 @@ func TestDeadActionDryRunIDs(t *testing.T) {
 	require.Len(t, lines, 2, r.stdout)
 	assert.True(t, strings.HasPrefix(lines[0], "   1  "+deadDemoID+"  "), lines[0])
 	assert.Equal(t, `would delete 1 dead job in ("demo", "work") (dry run: nothing changed)`, lines[1])
-	assert.Equal(t, "fdbqueue delete-dead: 1 job would not be deleted: fdbqueue: no such dead job: "+other+"\n", r.stderr)
+	assert.Equal(t, "fdbqueue delete-dead: 1 job would not be deleted: fdbqueue: job not found: "+other+" is not a dead job\n", r.stderr)
 	assert.ErrorIs(t, runErr(db, work("delete-dead", "--dry-run", other)...), fdbqueue.ErrJobNotFound)
 	require.Equal(t, before, allPairs(t, db))
 }

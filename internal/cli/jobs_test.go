@@ -95,7 +95,7 @@ func TestRequeueDead(t *testing.T) {
 	r = runCLI(t, db, onClock, work("requeue-dead", deadDemoID)...)
 	assert.Equal(t, ExitFailure, r.code)
 	assert.Equal(t, "requeued 0 of 1 dead job in (\"demo\", \"work\")\n", r.stdout)
-	assert.Equal(t, "fdbqueue requeue-dead: 1 job not requeued: fdbqueue: no such dead job: "+deadDemoID+"\n", r.stderr)
+	assert.Equal(t, "fdbqueue requeue-dead: 1 job not requeued: fdbqueue: job not found: "+deadDemoID+" is not a dead job\n", r.stderr)
 	assert.ErrorIs(t, runErr(db, work("requeue-dead", deadDemoID)...), fdbqueue.ErrJobNotFound)
 
 	// Requeued now, it is the newest due job (the others are due since
