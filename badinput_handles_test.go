@@ -106,6 +106,8 @@ func jobQueueCalls(e handleEnv, q *fdbqueue.JobQueue) handleCalls {
 			"ListDead":    func() error { _, err := q.ListDead(ctx, db, nil, 1); return err },
 			"Requeue":     func() error { return q.Requeue(ctx, db, fdbqueue.JobID{1}) },
 			"DeleteDead":  func() error { return q.DeleteDead(ctx, db, fdbqueue.JobID{1}) },
+			"Job":         func() error { _, err := q.Job(ctx, db, fdbqueue.JobID{1}); return err },
+			"Cancel":      func() error { return q.Cancel(ctx, db, fdbqueue.JobID{1}) },
 			"Run": func() error {
 				return q.Run(ctx, db, func(context.Context, *fdbqueue.Task) error { return nil }, fdbqueue.PoolOptions{Logger: quietLog})
 			},

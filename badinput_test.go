@@ -681,7 +681,7 @@ func badRows() []badRow {
 			t.Run("options", TestJobPoolBadOptions)
 			t.Run("handler timeout", TestJobPoolBadHandlerTimeout)
 		}},
-		{"JobQueue: every operation (Add, AddBatch, Lease, LeaseWait, SettleLease, Ack, Nack, Extend, Release, Requeue, DeleteDead, Stats, ListDead, Run)", "a Queue's or PriorityQueue's subspace; a subspace without a record holding a recipe queue's items", "ErrConfigMismatch (a *ConfigMismatchError, Field \"kind\"); nothing written", func(t *testing.T) {
+		{"JobQueue: every operation (Add, AddBatch, Lease, LeaseWait, SettleLease, Ack, Nack, Extend, Release, Requeue, DeleteDead, Job, Cancel, Stats, ListDead, Run)", "a Queue's or PriorityQueue's subspace; a subspace without a record holding a recipe queue's items", "ErrConfigMismatch (a *ConfigMismatchError, Field \"kind\"); nothing written", func(t *testing.T) {
 			t.Run("queue", TestJobQueueOnQueueSubspace)
 			t.Run("pq", TestJobQueueOnPriorityQueueSubspace)
 			t.Run("recipe", TestJobQueueOnRecipeQueue)

@@ -41,6 +41,8 @@ func TestJobQueueBadTransactorsAndContexts(t *testing.T) {
 		"ListDead":   func(ctx context.Context, db kv.Database) error { _, err := q.ListDead(ctx, db, nil, 1); return err },
 		"Requeue":    func(ctx context.Context, db kv.Database) error { return q.Requeue(ctx, db, l.JobID) },
 		"DeleteDead": func(ctx context.Context, db kv.Database) error { return q.DeleteDead(ctx, db, l.JobID) },
+		"Job":        func(ctx context.Context, db kv.Database) error { _, err := q.Job(ctx, db, l.JobID); return err },
+		"Cancel":     func(ctx context.Context, db kv.Database) error { return q.Cancel(ctx, db, l.JobID) },
 		"Run": func(ctx context.Context, db kv.Database) error {
 			return q.Run(ctx, db, func(context.Context, *fdbqueue.Task) error { return nil }, fdbqueue.PoolOptions{Logger: quietLog})
 		},

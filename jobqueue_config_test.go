@@ -40,6 +40,8 @@ func jobOps(q *fdbqueue.JobQueue) map[string]func(context.Context, kv.Transactor
 		"Release":    func(ctx context.Context, t kv.Transactor) error { return q.Release(ctx, t, l, 0) },
 		"Requeue":    func(ctx context.Context, t kv.Transactor) error { return q.Requeue(ctx, t, l.JobID) },
 		"DeleteDead": func(ctx context.Context, t kv.Transactor) error { return q.DeleteDead(ctx, t, l.JobID) },
+		"Job":        func(ctx context.Context, t kv.Transactor) error { _, err := q.Job(ctx, t, l.JobID); return err },
+		"Cancel":     func(ctx context.Context, t kv.Transactor) error { return q.Cancel(ctx, t, l.JobID) },
 		"Stats":      func(ctx context.Context, t kv.Transactor) error { _, err := q.Stats(ctx, t); return err },
 		"ListDead":   func(ctx context.Context, t kv.Transactor) error { _, err := q.ListDead(ctx, t, nil, 5); return err },
 	}

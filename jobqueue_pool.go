@@ -21,9 +21,11 @@ import (
 // an attempt, NoRetry dead-letters it now, and RetryAfter retries it after
 // the handler's delay instead of the backoff. When an error wraps more
 // than one of them, the outermost (the first errors.As finds) decides.
-// ctx ends when the lease is lost (another consumer has the job now) or
-// when the pool gives up on in-flight jobs at shutdown; the handler should
-// then stop, since its result is no longer used. It ends too at
+// ctx ends when the lease is lost (another consumer has the job now, or
+// JobQueue.Cancel removed it: the pool finds out at its next heartbeat
+// extension, within PoolOptions.ExtendEvery) or when the pool gives up on
+// in-flight jobs at shutdown; the handler should then stop, since its
+// result is no longer used. It ends too at
 // PoolOptions.HandlerTimeout, after which the handler's error counts as a
 // failed attempt. Once the handler has called Task.Ack, the job gone does
 // not end ctx (its own ack most likely removed it; Task.Ack fails with
@@ -185,7 +187,8 @@ const (
 	// DeadLettered: the handler failed its last attempt, or returned
 	// NoRetry: the job is in the dead-letter list.
 	DeadLettered
-	// LeaseLost: the lease expired and another consumer leased the job.
+	// LeaseLost: the lease expired and another consumer leased the job,
+	// or the job was cancelled (JobQueue.Cancel) while the handler ran.
 	LeaseLost
 	// Abandoned: shutdown's deadline passed first. The pool released the
 	// job (JobQueue.Release): it is due again at once, its attempt not
@@ -379,7 +382,8 @@ func (e *PanicError) Error() string { return fmt.Sprintf("handler panic: %v", e.
 // failed or panicked: with the backoff, with NoRetry when the handler
 // returned NoRetry, with the handler's delay when it returned RetryAfter),
 // or releases it (the handler returned Snooze). A lease lost to another
-// consumer ends the handler's context, and so does HandlerTimeout.
+// consumer, or to a Cancel of the job, ends the handler's context once a
+// heartbeat extension finds it lost, and so does HandlerTimeout.
 //
 // Shutdown: when ctx ends, workers stop leasing; in-flight handlers get
 // ShutdownTimeout to finish and be acked or nacked (an ack or nack under way
@@ -727,7 +731,7 @@ func (p *pool) process(base context.Context, n int, l Lease) {
 	case serr == nil:
 	case errors.Is(serr, ErrLeaseLost):
 		out.Result, out.Err = LeaseLost, serr
-		log.Warn("fdbqueue: lease lost: another consumer has the job", "err", serr)
+		log.Warn("fdbqueue: lease lost: another consumer has the job, or it was cancelled", "err", serr)
 	default:
 		out.Result, out.Err = Failed, serr
 		log.Error("fdbqueue: could not settle the job; its lease will expire", "err", serr)

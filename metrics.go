@@ -47,9 +47,9 @@ import (
 //	fdbqueue.jobs                  gauge   {job}        fdbqueue.state (JobQueue.RegisterGauges)
 //
 // Operations (fdbqueue.op): enqueue, dequeue, push, pop, and the
-// JobQueue's add, lease, ack, nack, release, requeue, delete_dead;
-// conflicts and retries also count clear, recover and extend (whose
-// outcomes fdbqueue.lease.extensions counts). Outcomes: ok, empty,
+// JobQueue's add, lease, ack, nack, release, requeue, delete_dead,
+// cancel; conflicts and retries also count clear, recover and extend
+// (whose outcomes fdbqueue.lease.extensions counts). Outcomes: ok, empty,
 // maybe_committed (the error satisfies kv.MaybeCommitted: call it again
 // under the same ID to settle it, on the same queue value for an ID the
 // queue made and logged; see WithOpID; without the journal it cannot be

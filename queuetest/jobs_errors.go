@@ -196,6 +196,9 @@ func testJobNilTransactor(t *testing.T, f *fixture) {
 		"ListDead":    func() error { _, err := q.ListDead(f.ctx, db, nil, 1); return err },
 		"Requeue":     func() error { return q.Requeue(f.ctx, db, fdbqueue.JobID{}) },
 		"DeleteDead":  func() error { return q.DeleteDead(f.ctx, db, fdbqueue.JobID{}) },
+		"Job":         func() error { _, err := q.Job(f.ctx, db, fdbqueue.JobID{}); return err },
+		"Cancel":      func() error { return q.Cancel(f.ctx, db, fdbqueue.JobID{}) },
+		"CancelTr":    func() error { return q.Cancel(f.ctx, tr, fdbqueue.JobID{}) },
 	}
 	for name, op := range ops {
 		require.ErrorIs(t, op(), fdbqueue.ErrInvalidArgument, fmt.Sprint(name, " with a nil transactor"))
