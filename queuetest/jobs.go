@@ -47,6 +47,7 @@ func jobChecks() []check {
 		{"PoolFailures", testJobPoolFailures},
 	}
 	cs = append(cs, jobReleaseChecks()...)
+	cs = append(cs, jobByIDChecks()...)
 	cs = append(cs, jobConcurrencyChecks()...)
 	cs = append(cs, jobFaultChecks()...)
 	cs = append(cs, jobLimitChecks()...)

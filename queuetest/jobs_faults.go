@@ -131,6 +131,24 @@ func jobFaultOps() []layerOp {
 			f.requireNoJobKeys(t, q)
 		}},
 		{"ReleaseWithOpIDInCallerLoop", testJobReleaseCallerLoop},
+		{"Cancel", func(t *testing.T, f *fixture, inject func()) {
+			q, _ := f.jobQueue(t, "fault", fdbqueue.JobQueueConfig{Choice: 1})
+			a := f.add(t, q, fdbqueue.Job{Value: []byte("a"), UniqueKey: "ka", Priority: 1})
+			b := f.add(t, q, fdbqueue.Job{Value: []byte("b"), UniqueKey: "kb"})
+			l := f.leaseOne(t, q, time.Minute)
+			require.Equal(t, a.ID, l.JobID)
+			inject()
+			require.NoError(t, q.Cancel(f.ctx, f.db, a.ID), "the retry finds the cancel applied (not ErrJobNotFound), or applies it")
+			f.requireStats(t, q, fdbqueue.JobStats{Queued: 1, Due: 1}, "the leased job cancelled exactly once")
+			require.ErrorIs(t, q.Ack(f.ctx, f.db, l), fdbqueue.ErrLeaseLost)
+			inject()
+			require.NoError(t, q.Cancel(f.ctx, f.db, b.ID), "the retry finds the cancel applied, or applies it")
+			f.requireStats(t, q, fdbqueue.JobStats{}, "the queued job cancelled exactly once")
+			f.requireNoJobKeys(t, q)
+			require.ErrorIs(t, q.Cancel(f.ctx, f.db, b.ID), fdbqueue.ErrJobNotFound, "a new call finds it gone")
+			require.False(t, f.add(t, q, fdbqueue.Job{UniqueKey: "ka"}).Duplicate)
+		}},
+		{"CancelWithOpIDInCallerLoop", testJobCancelCallerLoop},
 		{"RequeueAndDeleteDead", func(t *testing.T, f *fixture, inject func()) {
 			q, _ := f.jobQueue(t, "fault", fdbqueue.JobQueueConfig{Choice: 1, MaxAttempts: 1})
 			rs, err := q.AddBatch(f.ctx, f.db, []fdbqueue.Job{{Value: []byte("a"), Priority: 1}, {Value: []byte("b")}})
@@ -176,6 +194,21 @@ func testJobAddCallerLoop(t *testing.T, f *fixture, inject func()) {
 	l := f.leaseOne(t, q, time.Minute)
 	require.Equal(t, last.ID, l.JobID)
 	requireValue(t, []byte("once"), l.Value)
+}
+
+// testJobCancelCallerLoop: a Cancel with the caller's write in the
+// caller's retry loop, with an ID made once outside it: the write and the
+// cancel take effect once, and the attempt after an applied commit
+// returns nil from the journal, not ErrJobNotFound.
+func testJobCancelCallerLoop(t *testing.T, f *fixture, inject func()) {
+	q, c := f.jobQueue(t, "fault", fdbqueue.JobQueueConfig{Choice: 1})
+	r := f.add(t, q, fdbqueue.Job{Value: []byte("job"), UniqueKey: "k"})
+	id := c.opID()
+	f.inCallerLoop(t, inject, f.key("cancelled/"+r.ID.String()), []byte("yes"), func(tr kv.Transaction) error {
+		return q.Cancel(f.ctx, tr, r.ID, fdbqueue.WithOpID(id))
+	})
+	f.requireStats(t, q, fdbqueue.JobStats{})
+	f.requireNoJobKeys(t, q)
 }
 
 // testJobAckCallerLoop: an Ack with the job's write in the caller's retry
