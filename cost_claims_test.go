@@ -27,6 +27,7 @@ type costEnv struct {
 	lease fdbqueue.Lease // setLease's
 	old   fdbqueue.Lease // the same lease before an Extend through another copy
 	dead  fdbqueue.JobID // kill's
+	job   fdbqueue.JobID // queueJob's, or setLease's job
 	id    fdbqueue.OpID  // an ID a setup leased under
 	opts  []fdbqueue.Option
 	// The staged rows' (cost_claims_staged_test.go).
@@ -107,8 +108,14 @@ func (e *costEnv) jfill(n int) {
 
 // setLease adds a job (with unique key uk, if not empty) and leases it.
 func (e *costEnv) setLease(uk string) {
-	mustAdd(e.t, e.raw, e.jq, fdbqueue.Job{Value: []byte("v"), UniqueKey: uk})
+	e.job = mustAdd(e.t, e.raw, e.jq, fdbqueue.Job{Value: []byte("v"), UniqueKey: uk}).ID
 	e.lease = mustLease(e.t, e.raw, e.jq, 1, time.Minute)[0]
+}
+
+// queueJob adds a job (with unique key uk, if not empty) and leaves it
+// queued.
+func (e *costEnv) queueJob(uk string) {
+	e.job = mustAdd(e.t, e.raw, e.jq, fdbqueue.Job{Value: []byte("v"), UniqueKey: uk}).ID
 }
 
 // kill adds a job of one attempt (with unique key uk, if not empty) and
@@ -760,6 +767,33 @@ func costClaims() []costClaim {
 			op:    func(e *costEnv) error { return e.jq.DeleteDead(e.ctx, e.db, e.dead) },
 			want: []cost{{MetadataVersion: mvRead, Get: 2, RoundTrips: 2, Clear: 3 + carriedClear, Add: 1, Set: 1,
 				ReadConflict: recordConflict}},
+		},
+		{
+			name:  "JobQueue.Cancel",
+			claim: "two round trips (the journal and the index entry together, then the record), then three clears, two counter adds (three for a leased job), a compare-and-clear (two with a unique key) and the journal record. It does not bump the signal key",
+			setup: func(e *costEnv) { e.queueJob("") },
+			op:    func(e *costEnv) error { return e.jq.Cancel(e.ctx, e.db, e.job) },
+			want: []cost{{MetadataVersion: mvRead, Get: 2, RoundTrips: 2, Clear: 3 + carriedClear, Add: 2, CompareAndClear: 1, Set: 1,
+				ReadConflict: recordConflict}},
+		},
+		{
+			name:  "JobQueue.Cancel/leased, unique key",
+			claim: "two counter adds (three for a leased job), a compare-and-clear (two with a unique key)",
+			setup: func(e *costEnv) { e.setLease("u") },
+			op:    func(e *costEnv) error { return e.jq.Cancel(e.ctx, e.db, e.job) },
+			want: []cost{{MetadataVersion: mvRead, Get: 2, RoundTrips: 2, Clear: 3 + carriedClear, Add: 3, CompareAndClear: 2, Set: 1,
+				ReadConflict: recordConflict}},
+		},
+		{
+			name:  "JobQueue.Job",
+			claim: "two round trips (the job's index entry and its value together, then its record), three point reads, no write",
+			setup: func(e *costEnv) { e.setLease("u") },
+			op: func(e *costEnv) error {
+				info, err := e.jq.Job(e.ctx, e.db, e.job)
+				require.Equal(e.t, fdbqueue.JobLeased, info.State)
+				return err
+			},
+			want: []cost{{MetadataVersion: mvRead, Get: 3, RoundTrips: 2}},
 		},
 		{
 			name:  "JobQueue.ListDead",

@@ -6,10 +6,11 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/fdbqueue/fdbqueue/memdb"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/metric/noop"
+
+	"github.com/fdbqueue/fdbqueue/memdb"
 )
 
 // attrsMeter's counters record the attributes of each Add.
@@ -121,4 +122,26 @@ func TestOperationsCountRefusedCallsAsDocumented(t *testing.T) {
 		require.Len(t, got, 1, c.name)
 		require.Equal(t, "error", got[0]["fdbqueue.outcome"], c.name)
 	}
+}
+
+// Cancel is counted in fdbqueue.operations as its siblings are (op
+// "cancel"): ok when it removed a job, error when it found none.
+func TestCancelCountedAsAnOperation(t *testing.T) {
+	ctx := context.Background()
+	db := memdb.New()
+	defer db.Close()
+	m := &attrsMeter{got: map[string][]map[string]string{}}
+	q, err := NewJobQueue(SubspaceFromBytes([]byte("cancel-metrics")), JobQueueConfig{}, WithMeterProvider(attrsProvider{m: m}))
+	require.NoError(t, err)
+	r, err := q.Add(ctx, db, Job{Value: []byte("x")})
+	require.NoError(t, err)
+	require.NoError(t, q.Cancel(ctx, db, r.ID))
+	require.ErrorIs(t, q.Cancel(ctx, db, r.ID), ErrJobNotFound)
+	var cancels []string
+	for _, a := range m.got["fdbqueue.operations"] {
+		if a["fdbqueue.op"] == "cancel" {
+			cancels = append(cancels, a["fdbqueue.outcome"])
+		}
+	}
+	require.Equal(t, []string{"ok", "error"}, cancels)
 }

@@ -162,6 +162,16 @@ var unknownCases = []unknownCase{
 				require.Equal(t, [3]int64{1, 1, 0}, [3]int64{s.Queued, s.Due, s.Dead}, "requeued once")
 			}
 	}},
+	{"JobQueue.Cancel", func(t *testing.T, db *memdb.DB, opts ...fdbqueue.Option) (func(context.Context, kv.Transactor, ...fdbqueue.OpOption) error, func(*testing.T)) {
+		q := mustJobQueue(t, "unknown-cancel", fdbqueue.JobQueueConfig{}, opts...)
+		added := mustAdd(t, db, q, fdbqueue.Job{Value: []byte("x"), UniqueKey: "k"})
+		mustAdd(t, db, q, fdbqueue.Job{Value: []byte("y"), Delay: time.Hour})
+		return func(ctx context.Context, tr kv.Transactor, o ...fdbqueue.OpOption) error {
+				return q.Cancel(ctx, tr, added.ID, o...)
+			}, func(t *testing.T) {
+				require.Equal(t, fdbqueue.JobStats{Queued: 1, Delayed: 1}, mustStats(t, db, q), "cancelled once; the other job untouched")
+			}
+	}},
 }
 
 // A journaled operation whose commit outcome is unknown and whose context
