@@ -10,7 +10,8 @@
 // public API documents, and the JobQueue (area Jobs): leases, delays and
 // run-at times to the microsecond, order, unique keys, attempts and dead
 // letters, expired and extended leases, Nack's backoff, Ack in the
-// caller's transaction, the conflicts each operation promises, LeaseWait,
+// caller's transaction, Job and Cancel by ID (nothing of a cancelled job
+// left), the conflicts each operation promises, LeaseWait,
 // Stats after every step, the worker pool, commit faults, and values,
 // unique keys and batches at their limits.
 //
