@@ -180,7 +180,10 @@ func (q *JobQueue) Cancel(ctx context.Context, t kv.Transactor, id JobID, opts .
 		tr.Clear(q.key("x", id[:]))
 		tr.Clear(q.key("v", id[:]))
 		if len(m.unique) > 0 {
-			tr.CompareAndClear(q.key("u", m.unique), id[:]) // the holder's ID: AddBatch, Requeue
+			// Cleared if it holds this job's ID (FDB's doCompareAndClear,
+			// fdbclient/include/fdbclient/Atomic.h), as AddBatch and
+			// Requeue leave it; no read, no read conflict.
+			tr.CompareAndClear(q.key("u", m.unique), id[:])
 		}
 		q.unbucket(tr, m)
 		if m.lease != nil {

@@ -351,7 +351,12 @@ func testJobCancel(t *testing.T, f *fixture) {
 // testJobCancelInTransaction: Cancel composes with the caller's
 // transaction: rolled back, it changes nothing; committed with an Add of
 // the same unique key in the same transaction (replacing a job), the
-// key goes to the new job.
+// key goes to the new job: the Add reads the key through the Cancel's
+// compare-and-clear of it, which the transaction's own read applies to
+// the stored value (RYWIterator::kv, fdbclient/RYWIterator.cpp, through
+// WriteMap::coalesceUnder and doCompareAndClear,
+// fdbclient/include/fdbclient/Atomic.h: the key reads as cleared when its
+// value equals the operand).
 func testJobCancelInTransaction(t *testing.T, f *fixture) {
 	q, _ := f.jobQueue(t, "cancel-tr", fdbqueue.JobQueueConfig{Choice: 1})
 	old := f.add(t, q, fdbqueue.Job{Value: []byte("old"), UniqueKey: "k"})
@@ -476,6 +481,25 @@ func testJobCancelRaces(t *testing.T, f *fixture) {
 			}
 		}
 	}
+
+	// An Add of the job's unique key that read the key before the Cancel
+	// committed conflicts, since the Cancel's compare-and-clear of the key
+	// is a write of it (an atomic op adds a write conflict range:
+	// ReadYourWritesTransaction::atomicOp, fdbclient/ReadYourWrites.actor.cpp),
+	// and, run again, finds the key free.
+	q, _ := f.jobQueue(t, "race-unique", fdbqueue.JobQueueConfig{Choice: 1})
+	id := f.add(t, q, fdbqueue.Job{Value: []byte("x"), UniqueKey: "k"}).ID
+	tr1, err := f.db.CreateTransaction(f.ctx)
+	require.NoError(t, err)
+	tr2, err := f.db.CreateTransaction(f.ctx)
+	require.NoError(t, err)
+	require.NoError(t, q.Cancel(f.ctx, tr1, id))
+	dup, err := q.Add(f.ctx, tr2, fdbqueue.Job{Value: []byte("y"), UniqueKey: "k"})
+	require.NoError(t, err)
+	require.Equal(t, fdbqueue.AddResult{ID: id, Duplicate: true}, dup, "before the Cancel commits, the key is the job's")
+	require.NoError(t, tr1.Commit())
+	require.ErrorIs(t, tr2.Commit(), kv.ErrNotCommitted, "the Add read the key the Cancel cleared")
+	require.False(t, f.add(t, q, fdbqueue.Job{Value: []byte("y"), UniqueKey: "k"}).Duplicate, "run again, the Add finds the key free")
 }
 
 // testJobCancelInPool: a job cancelled while a pool's handler runs it
