@@ -13,9 +13,10 @@ import (
 // TypedJobQueue is a JobQueue whose jobs carry values of type T, converted
 // by a Codec: typed job arguments. It adds nothing to the stored layout: a
 // TypedJobQueue and a JobQueue on the same subspace see the same jobs. The
-// operations on a held lease (Ack, Nack, Extend, Release) and on dead jobs
-// (Requeue, DeleteDead) take no value: call them on JobQueue() with a
-// TypedLease's Lease.
+// operations on a held lease (Ack, Nack, Extend, Release), on a job by its
+// ID (Cancel, and Job, whose JobInfo.Value is the stored bytes: decode them
+// with the codec) and on dead jobs (Requeue, DeleteDead) take no value:
+// call them on JobQueue(), with a TypedLease's Lease for the first.
 type TypedJobQueue[T any] struct {
 	q     *JobQueue
 	codec Codec[T]
