@@ -15,10 +15,10 @@ import (
 	"github.com/fdbqueue/fdbqueue"
 )
 
-// The job-queue commands: stats (with --kind jobs), dead and requeue-dead.
-// A job queue's jobs are leased, not popped, so the item commands (peek,
-// list, push, pop, drain, watch) refuse --kind jobs; dead and requeue-dead
-// take --kind jobs by default.
+// The job-queue commands: stats (with --kind jobs), dead, requeue-dead and
+// delete-dead here, job and cancel in jobid.go. A job queue's jobs are
+// leased, not popped, so the item commands (peek, list, push, pop, drain,
+// watch) refuse --kind jobs; the others take --kind jobs by default.
 
 // jobFlags are the JobQueueConfig fields a command must share with the
 // queue's clients.
@@ -32,7 +32,7 @@ func addJobFlags(fs *flag.FlagSet) jobFlags {
 		"job queue: JobQueueConfig.StatsResolution, as the queue's clients set it (its time buckets)")}
 }
 
-// jobsByDefault makes --kind default to jobs on fs (dead, requeue-dead).
+// jobsByDefault makes --kind default to jobs on fs (every job command but stats).
 func jobsByDefault(fs *flag.FlagSet) {
 	if f := fs.Lookup("kind"); f != nil {
 		_ = f.Value.Set("jobs")
@@ -145,14 +145,19 @@ type DeadJobJSON struct {
 func deadJSON(d fdbqueue.DeadJob) DeadJobJSON {
 	j := DeadJobJSON{ID: d.ID.String(), Attempts: d.Attempts, MaxAttempts: d.MaxAttempts, Priority: d.Priority,
 		UniqueKey: d.UniqueKey, Reason: d.Reason,
-		Added: d.Added.UTC().Format(time.RFC3339Nano), Died: d.Died.UTC().Format(time.RFC3339Nano)}
-	if utf8.Valid(d.Value) {
-		v := string(d.Value)
-		j.Value = &v
-	} else {
-		j.ValueBase64 = base64.StdEncoding.EncodeToString(d.Value)
-	}
+		Added: rfc3339(d.Added), Died: rfc3339(d.Died)}
+	j.Value, j.ValueBase64 = jsonValue(d.Value)
 	return j
+}
+
+// jsonValue is a job's value as the --json forms give it: as text when it
+// is valid UTF-8, else in base64 (the second result).
+func jsonValue(v []byte) (*string, string) {
+	if utf8.Valid(v) {
+		s := string(v)
+		return &s, ""
+	}
+	return nil, base64.StdEncoding.EncodeToString(v)
 }
 
 // deadPage is the most dead jobs one ListDead transaction reads. ListDead

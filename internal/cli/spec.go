@@ -20,7 +20,7 @@ type Kind int
 const (
 	FIFO     Kind = iota // fdbqueue.Queue
 	Priority             // fdbqueue.PriorityQueue
-	Jobs                 // fdbqueue.JobQueue: stats, dead and requeue-dead only
+	Jobs                 // fdbqueue.JobQueue: stats and the job commands only
 )
 
 // String returns "fifo", "priority" or "jobs", as the --kind flag takes it.
@@ -233,7 +233,7 @@ func (s *session) openQueue(ctx context.Context, mustExist bool) (*target, error
 		return nil, usagef(ErrBadQueuePath, "%v", err)
 	}
 	if s.spec.Kind == Jobs {
-		return nil, usagef(ErrUnknownKind, "this command does not apply to a job queue (it has stats, dead and requeue-dead)")
+		return nil, usagef(ErrUnknownKind, "this command does not apply to a job queue (it has stats, dead, requeue-dead, delete-dead, job and cancel)")
 	}
 	t := &target{spec: s.spec, sub: sub}
 	opts := s.spec.options(s.env.QueueOptions)
