@@ -281,6 +281,19 @@ func TestJobsBadInput(t *testing.T) {
 		{"requeue a short ID", work("requeue-dead", deadDemoID[:30]), ErrBadArgument},
 		{"requeue a long ID", work("requeue-dead", deadDemoID+"00"), ErrBadArgument},
 		{"requeue a good and a bad ID", work("requeue-dead", deadDemoID, "zz"), ErrBadArgument},
+		{"job without an ID", work("job"), ErrBadArgument},
+		{"job with two IDs", work("job", deadDemoID, dueDemoID), ErrBadArgument},
+		{"job a bad ID", work("job", "not-hex"), ErrBadArgument},
+		{"job a short ID", work("job", deadDemoID[:30]), ErrBadArgument},
+		{"job a long ID", work("job", deadDemoID+"00"), ErrBadArgument},
+		{"job on a fifo queue", work("job", "--kind", "fifo", deadDemoID), ErrUnknownKind},
+		{"job zero resolution", work("job", "--stats-resolution", "0s", deadDemoID), ErrBadArgument},
+		{"cancel without an ID", work("cancel"), ErrBadArgument},
+		{"cancel with two IDs", work("cancel", dueDemoID, delayedDemoID), ErrBadArgument},
+		{"cancel a bad ID", work("cancel", "zz"), ErrBadArgument},
+		{"cancel a short ID", work("cancel", dueDemoID[:31]), ErrBadArgument},
+		{"dry-run cancel a bad ID", work("cancel", "--dry-run", "g"+dueDemoID[1:]), ErrBadArgument},
+		{"cancel on a priority queue", work("cancel", "--kind", "priority", dueDemoID), ErrUnknownKind},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -390,6 +403,8 @@ func TestUsageListsJobCommands(t *testing.T) {
 	Usage(&b)
 	assert.Contains(t, b.String(), "  requeue-dead ID...     job queue: put dead jobs back")
 	assert.Contains(t, b.String(), "  dead                   job queue: list dead-lettered jobs")
+	assert.Contains(t, b.String(), "  job          ID        job queue: show one job by ID")
+	assert.Contains(t, b.String(), "  cancel       ID        job queue: remove a queued or leased job for good")
 	assert.Contains(t, b.String(), "--kind fifo|priority|jobs")
 }
 
@@ -436,6 +451,10 @@ func TestJobCommandsOnOtherKinds(t *testing.T) {
 			{"dead"},
 			{"requeue-dead", "--all"},
 			{"requeue-dead", deadDemoID},
+			{"job", deadDemoID},
+			{"job", deadDemoID, "--json"},
+			{"cancel", dueDemoID},
+			{"cancel", "--dry-run", dueDemoID},
 		} {
 			args := append(args, "--queue", queue)
 			t.Run(strings.Join(args, " "), func(t *testing.T) {

@@ -203,7 +203,9 @@ func TestREADMEMismatchExample(t *testing.T) {
 func TestJobCommandsCheckTheStatsResolution(t *testing.T) {
 	db := demoDB(t)
 	before := allPairs(t, db)
-	for _, cmd := range [][]string{{"stats", "--kind", "jobs"}, {"dead"}, {"requeue-dead", "--all"}} {
+	for _, cmd := range [][]string{
+		{"stats", "--kind", "jobs"}, {"dead"}, {"requeue-dead", "--all"}, {"job", dueDemoID}, {"cancel", dueDemoID},
+	} {
 		a := append(append([]string{}, cmd...), "--queue", "demo/work", "--stats-resolution", "1m")
 		t.Run(strings.Join(cmd, " "), func(t *testing.T) {
 			var me *fdbqueue.ConfigMismatchError

@@ -35,6 +35,10 @@ func TestNoQueueAtSubspace(t *testing.T) {
 		[]string{"delete-dead", "--all"},
 		[]string{"delete-dead", "--all", "--dry-run"},
 		[]string{"delete-dead", deadDemoID},
+		[]string{"job", deadDemoID},
+		[]string{"job", "--json", deadDemoID},
+		[]string{"cancel", dueDemoID},
+		[]string{"cancel", "--dry-run", dueDemoID},
 	)
 	for _, c := range cmds {
 		name := c[0]

@@ -34,11 +34,27 @@ func TestCommandsUnderReadFaults(t *testing.T) {
 		{"peek_events.txt", args("peek", "events"), nil},
 		{"stats_work.txt", work("stats", "--kind", "jobs"), onClock},
 		{"dead_work.json", work("dead", "--json"), onClock},
+		{"job_due.txt", work("job", dueDemoID), onClock},
+		{"job_dead.json", work("job", deadDemoID, "--json"), onClock},
+		{"job_delayed.txt", work("job", delayedDemoID), onClock},
 	} {
 		r := runCLI(t, db, c.mod, c.args...)
 		require.Equal(t, ExitOK, r.code, "%s: %s", c.name, r.stderr)
 		golden(t, c.name, r.stdout)
 	}
+
+	// cancel removes the job once; job then finds nothing; a dead job is
+	// refused as without faults.
+	r := runCLI(t, db, onClock, work("cancel", dueDemoID)...)
+	require.Equal(t, ExitOK, r.code, r.stderr)
+	r = runCLI(t, db, onClock, work("job", dueDemoID)...)
+	assert.Equal(t, ExitFailure, r.code)
+	assert.Contains(t, r.stderr, "no job with this ID")
+	r = runCLI(t, db, onClock, work("cancel", deadDemoID)...)
+	assert.Equal(t, ExitFailure, r.code)
+	assert.Contains(t, r.stderr, deadDemoID+" is dead: cancel removes a queued or leased job")
+	st := jobStatsOf(t, db, onClock)
+	assert.Equal(t, [3]int64{2, 1, 1}, [3]int64{st.Queued, st.Leased, st.Dead}, "one due job fewer")
 
 	rf := []string{"--queue", "demo/readfaults"}
 	var pushed []string
@@ -48,7 +64,7 @@ func TestCommandsUnderReadFaults(t *testing.T) {
 		r := runCLI(t, db, nil, append(append([]string{"push"}, rf...), v)...)
 		require.Equal(t, ExitOK, r.code, r.stderr)
 	}
-	r := runCLI(t, db, nil, append(append([]string{"pop"}, rf...), "-n", "2")...)
+	r = runCLI(t, db, nil, append(append([]string{"pop"}, rf...), "-n", "2")...)
 	require.Equal(t, ExitOK, r.code, r.stderr)
 	got := strings.Split(strings.TrimSpace(r.stdout), "\n")
 	r = runCLI(t, db, nil, append(append([]string{"pop"}, rf...), "-n", "10")...)

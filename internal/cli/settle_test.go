@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/fdbqueue/fdbqueue"
 	"github.com/fdbqueue/fdbqueue/kv"
 )
 
@@ -37,6 +38,14 @@ func TestSettleMaybeCommitted(t *testing.T) {
 
 			r = runCLI(t, db, nil, args("list", "jobs", "--json")...)
 			assert.JSONEq(t, `[{"index":2,"value":"resize img-2"},{"index":3,"value":"send welcome email"},{"index":4,"value":"once"}]`, r.stdout)
+
+			// A cancel that went through is reported, not failed with
+			// ErrJobNotFound by its retry.
+			db.FailNextCommit(interrupted, applied)
+			r = runCLI(t, db, nil, work("cancel", leasedDemoID)...)
+			require.Equal(t, ExitOK, r.code, r.stderr)
+			assert.Equal(t, `cancelled job `+leasedDemoID+` in ("demo", "work")`+"\n", r.stdout)
+			assert.ErrorIs(t, runErr(db, work("job", leasedDemoID)...), fdbqueue.ErrJobNotFound)
 		})
 	}
 }

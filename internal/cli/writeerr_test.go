@@ -32,10 +32,14 @@ func TestListingOutputErrorFails(t *testing.T) {
 		args("list", "tasks", "--json"),
 		args("peek", "tasks", "--limit", "3"),
 		{"dead", "--queue", "demo/work"},
+		work("job", dueDemoID),
+		work("job", dueDemoID, "--json"),
+		work("cancel", "--dry-run", dueDemoID),
 		// Last: they remove what they fail to print. The exit code is
 		// then all that says the item is gone unseen.
 		args("pop", "tasks", "-n", "2"),
 		args("pop", "tasks", "--json"),
+		work("cancel", dueDemoID),
 	} {
 		r := runCLI(t, db, func(e *Env) { e.Stdout = &failAfter{n: 10} }, a...)
 		assert.Equal(t, ExitFailure, r.code, "%q", a)
