@@ -75,6 +75,10 @@ var (
 	// One page of a paged scan (pageRange): a read-only transaction of
 	// one snapshot range read.
 	scanPage = cost{SnapRange: 1, RoundTrips: 1}
+	// The job commands' check: JobQueue.Stats on a new handle, which
+	// checks the stored configuration too (the record, and the epoch's
+	// read conflict).
+	cliJobsCheck = cost{MetadataVersion: mvRead, SnapGet: 3 + 1, SnapRange: 3, RoundTrips: 1, ReadConflict: 1}
 	// A Dequeue or DequeueBatch of n items under an ID of the command's
 	// (settle: WithOpID), as the handle's first operation: its record and
 	// marker read, the head's snapshot read and conflict range, the
@@ -211,6 +215,36 @@ func cliCostClaims() []costClaim {
 			want: []cost{queueExists, {MetadataVersion: mvRead, SnapGet: 3 + 1, SnapRange: 3, RoundTrips: 1, ReadConflict: 1},
 				{MetadataVersion: mvRead, Range: 1, Get: 100, RoundTrips: 2},
 				{MetadataVersion: mvRead, Range: 1, Get: 1, RoundTrips: 2}},
+		},
+		{
+			name:  "cli job",
+			claim: "(README) job ID is JobQueue.Job: ... One read-only transaction of two round trips, no write",
+			setup: func(e *costEnv) { e.setLease("u") },
+			op:    func(e *costEnv) error { return e.cli(false, cliArgs(cliJobs, "job", e.job.String())...) },
+			want:  []cost{queueExists, cliJobsCheck, {MetadataVersion: mvRead, Get: 3, RoundTrips: 2}},
+		},
+		{
+			name:  "cli cancel",
+			claim: "(README) cancel ID is JobQueue.Cancel: removes a queued or leased job for good ... in one transaction, exactly once under commit_unknown_result",
+			setup: func(e *costEnv) { e.setLease("u") },
+			op:    func(e *costEnv) error { return e.cli(false, cliArgs(cliJobs, "cancel", e.job.String())...) },
+			// Cancel of a leased job with a unique key under an ID of the
+			// command's (settle: WithOpID), as the handle's first
+			// operation: the journal's reads under that ID, the index
+			// entry, then the job's record (two round trips); the three
+			// clears, three counter adds, two compare-and-clears, the
+			// journal record and its marker.
+			want: []cost{queueExists, cliJobsCheck, {MetadataVersion: mvRead, Get: 3, SnapGet: 2, RoundTrips: 2,
+				Clear: 3, Add: 3, CompareAndClear: 2, Set: 1, VersionstampedValue: 1}},
+		},
+		{
+			name:  "cli cancel --dry-run",
+			claim: "(README) cancel --dry-run shows the job as job does and changes nothing",
+			setup: func(e *costEnv) { e.queueJob("") },
+			op: func(e *costEnv) error {
+				return e.cli(false, cliArgs(cliJobs, "cancel", "--dry-run", e.job.String())...)
+			},
+			want: []cost{queueExists, cliJobsCheck, {MetadataVersion: mvRead, Get: 3, RoundTrips: 2}},
 		},
 	}
 }
