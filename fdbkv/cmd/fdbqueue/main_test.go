@@ -66,9 +66,11 @@ func TestDemoJobQueue(t *testing.T) {
 	}
 }
 
-// The dead-letter commands and the "no queue" exit code through the
-// binary's backend: delete-dead's dry run and deletion of the demo's dead
-// job (each --demo run starts afresh), and a mistyped --queue (exit 4).
+// The dead-letter and single-job commands and the "no queue" exit code
+// through the binary's backend: delete-dead's dry run and deletion of the
+// demo's dead job, job on it and cancel of the leased job (each --demo run
+// starts afresh: the wall clock, its fixed job IDs), and a mistyped
+// --queue (exit 4).
 func TestDemoDeleteDeadAndNoQueue(t *testing.T) {
 	run := func(args ...string) (int, string, string) {
 		var out, errb bytes.Buffer
@@ -82,6 +84,14 @@ func TestDemoDeleteDeadAndNoQueue(t *testing.T) {
 	code, out, errs = run("delete-dead", "--demo", "--queue", "demo/work", "d599bfd5bef0ee993962e6f28af3f987")
 	if code != cli.ExitOK || out != "deleted 1 of 1 dead job in (\"demo\", \"work\")\n" {
 		t.Fatalf("delete: exit %d: %s%s", code, out, errs)
+	}
+	code, out, errs = run("job", "--demo", "--queue", "demo/work", "d599bfd5bef0ee993962e6f28af3f987")
+	if code != cli.ExitOK || !strings.HasPrefix(out, "job       d599bfd5bef0ee993962e6f28af3f987 in (\"demo\", \"work\")\nstate     dead, died ") {
+		t.Fatalf("job: exit %d: %s%s", code, out, errs)
+	}
+	code, out, errs = run("cancel", "--demo", "--queue", "demo/work", "b8f812645dff9d06c9d4893719cf24d9")
+	if code != cli.ExitOK || out != "cancelled job b8f812645dff9d06c9d4893719cf24d9 in (\"demo\", \"work\")\n" {
+		t.Fatalf("cancel: exit %d: %s%s", code, out, errs)
 	}
 	code, out, errs = run("dead", "--demo", "--queue", "demo/wrok")
 	if code != cli.ExitNoQueue || out != "" || !strings.HasPrefix(errs, `fdbqueue dead: no queue is stored at ("demo", "wrok")`) {
