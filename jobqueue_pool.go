@@ -826,12 +826,16 @@ func (p *pool) call(base, ctx context.Context, task *Task, limit *clockDeadline,
 		}
 		returned := false
 		defer func() {
+			// The line is logged before the end is sent, as a failure's
+			// is below: the job's outcome comes after its log line (the
+			// send is deferred, so that a Logger that panics still
+			// releases the worker).
 			if r := recover(); r != nil {
 				pe := &PanicError{Value: r, Stack: debug.Stack()}
-				res <- handlerEnd{err: pe, took: p.since(timed, start)}
+				defer func() { res <- handlerEnd{err: pe, took: p.since(timed, start)} }()
 				log.Error("fdbqueue: handler panicked", "panic", r, "stack", string(pe.Stack))
 			} else if !returned {
-				res <- handlerEnd{err: errHandlerGoexit, took: p.since(timed, start)}
+				defer func() { res <- handlerEnd{err: errHandlerGoexit, took: p.since(timed, start)} }()
 				log.Error("fdbqueue: handler called runtime.Goexit")
 			}
 		}()
