@@ -226,9 +226,11 @@ const (
 	jobElsewhere              // an entry the queue did not write
 )
 
-// jobKey returns the record key that the ID index read x holds, and
-// where that key is.
-func (q *JobQueue) jobKey(x kv.FutureValue) ([]byte, jobAt, error) {
+// jobKey returns the record key that the ID index read x of job id
+// holds, and where that key is: a key that is not a record key of job id
+// (another job's, or none the queue writes) is elsewhere, so that no
+// caller takes another job's record for id's.
+func (q *JobQueue) jobKey(x kv.FutureValue, id JobID) ([]byte, jobAt, error) {
 	key, err := x.Get()
 	switch {
 	case err != nil:
@@ -236,9 +238,13 @@ func (q *JobQueue) jobKey(x kv.FutureValue) ([]byte, jobAt, error) {
 	case key == nil:
 		return nil, jobNowhere, nil
 	case bytes.HasPrefix(key, q.dead.Begin[:len(q.dead.Begin)-1]):
-		return key, jobDead, nil
+		if named, err := q.parseDeadKey(key); err == nil && named == id {
+			return key, jobDead, nil
+		}
 	case bytes.HasPrefix(key, q.items.Begin[:len(q.items.Begin)-1]):
-		return key, jobQueued, nil
+		if _, named, err := q.parseItemKey(key); err == nil && named == id {
+			return key, jobQueued, nil
+		}
 	}
 	return key, jobElsewhere, nil
 }
@@ -261,7 +267,7 @@ func (q *JobQueue) jobRecord(tr kv.ReadTransaction, id JobID, key []byte, notFou
 // x is already issued; ErrJobNotFound when it is not dead.
 func (q *JobQueue) findDead(tr kv.Transaction, id JobID, x kv.FutureValue) (jobMeta, []byte, error) {
 	const notDead = " is not a dead job"
-	key, at, err := q.jobKey(x)
+	key, at, err := q.jobKey(x, id)
 	if err != nil {
 		return jobMeta{}, nil, err
 	}

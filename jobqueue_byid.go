@@ -113,14 +113,14 @@ func (q *JobQueue) Job(ctx context.Context, t kv.ReadTransactor, id JobID) (JobI
 		x := tr.Get(q.key("x", id[:]))
 		vk := q.key("v", id[:])
 		v := tr.Get(vk)
-		key, at, err := q.jobKey(x)
+		key, at, err := q.jobKey(x, id)
 		switch {
 		case err != nil:
 			return JobInfo{}, err
 		case at == jobNowhere:
 			return JobInfo{}, fmt.Errorf("%w: %s", ErrJobNotFound, id)
 		case at == jobElsewhere:
-			return JobInfo{}, &ForeignKeyError{Key: q.key("x", id[:]), Reason: "job index entry points at no job record"}
+			return JobInfo{}, &ForeignKeyError{Key: q.key("x", id[:]), Reason: "job index entry points at no record of this job"}
 		}
 		m, err := q.jobRecord(tr, id, key, "")
 		if err != nil {
@@ -199,7 +199,7 @@ func (q *JobQueue) Cancel(ctx context.Context, t kv.Transactor, id JobID, opts .
 // not in the queue.
 func (q *JobQueue) findQueued(tr kv.Transaction, id JobID, x kv.FutureValue) (jobMeta, []byte, error) {
 	const notQueued = " is not in the queue"
-	key, at, err := q.jobKey(x)
+	key, at, err := q.jobKey(x, id)
 	switch {
 	case err != nil:
 		return jobMeta{}, nil, err

@@ -3,6 +3,7 @@ package fdbqueue_test
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -88,4 +89,59 @@ func TestJobForeignEntries(t *testing.T) {
 	require.ErrorAs(t, err, &fe, "an index entry pointing elsewhere")
 	require.Equal(t, pack("x", stray[:]), fe.Key)
 	require.ErrorIs(t, q.Cancel(ctx, db, stray), fdbqueue.ErrJobNotFound, "Cancel finds no job in the queue there")
+}
+
+// An index entry of an ID that names another job's record (in the queue
+// or dead), which the queue never writes (("x", id) holds the key of id's
+// own record), is no job of that ID: Job reports the entry as foreign,
+// and Cancel, DeleteDead and Requeue find no job, leaving the job whose
+// record it names alone. They took that record for the ID's and removed
+// it, leaving that job's value and index behind and Stats without it.
+func TestJobIndexEntryNamingAnotherJob(t *testing.T) {
+	ctx := context.Background()
+	db := newDB(t)
+	clock := newFakeClock()
+	q := mustJobQueue(t, "job-index-other", fdbqueue.JobQueueConfig{Choice: 1, Clock: clock})
+	queued := mustAdd(t, db, q, fdbqueue.Job{Value: []byte("queued"), UniqueKey: "k"})
+	dead := mustAdd(t, db, q, fdbqueue.Job{Value: []byte("dead"), MaxAttempts: 1, RunAt: clock.Now().Add(-time.Second)})
+	l := mustLease(t, db, q, 1, time.Minute)[0]
+	require.Equal(t, dead.ID, l.JobID)
+	gone, err := q.Nack(ctx, db, l, fdbqueue.NackOptions{})
+	require.NoError(t, err)
+	require.True(t, gone)
+	pack := func(elems ...any) []byte {
+		k, err := q.Subspace().Pack(tuple.Tuple(elems))
+		require.NoError(t, err)
+		return k
+	}
+	strayQ, strayD := fdbqueue.JobID{7}, fdbqueue.JobID{8}
+	require.NoError(t, db.Transact(ctx, func(tr kv.Transaction) error {
+		tr.Set(pack("x", strayQ[:]), readKey(t, db, pack("x", queued.ID[:])))
+		tr.Set(pack("v", strayQ[:]), []byte("stray"))
+		tr.Set(pack("x", strayD[:]), readKey(t, db, pack("x", dead.ID[:])))
+		tr.Set(pack("v", strayD[:]), []byte("stray"))
+		return nil
+	}))
+	want := fdbqueue.JobStats{Queued: 1, Due: 1, Dead: 1}
+	require.Equal(t, want, mustStats(t, db, q))
+
+	for _, stray := range []fdbqueue.JobID{strayQ, strayD} {
+		_, err = q.Job(ctx, db, stray)
+		var fe *fdbqueue.ForeignKeyError
+		require.ErrorAs(t, err, &fe, "Job(%s): an entry naming another job's record", stray)
+		require.Equal(t, pack("x", stray[:]), fe.Key)
+	}
+	require.ErrorIs(t, q.Cancel(ctx, db, strayQ), fdbqueue.ErrJobNotFound)
+	require.ErrorIs(t, q.DeleteDead(ctx, db, strayD), fdbqueue.ErrJobNotFound)
+	require.ErrorIs(t, q.Requeue(ctx, db, strayD), fdbqueue.ErrJobNotFound)
+
+	require.Equal(t, want, mustStats(t, db, q), "the jobs whose records the entries name are untouched")
+	info, err := q.Job(ctx, db, queued.ID)
+	require.NoError(t, err)
+	require.Equal(t, fdbqueue.JobQueued, info.State)
+	require.Equal(t, []byte("queued"), info.Value)
+	info, err = q.Job(ctx, db, dead.ID)
+	require.NoError(t, err)
+	require.Equal(t, fdbqueue.JobDead, info.State)
+	require.True(t, mustAdd(t, db, q, fdbqueue.Job{UniqueKey: "k"}).Duplicate, "the queued job keeps its unique key")
 }
