@@ -44,7 +44,7 @@ func (tj *TypedJobQueue[T]) check() error {
 
 // JobQueue returns the underlying job queue, for the operations that take
 // no value: Ack, Nack, Extend and Release (with a TypedLease's Lease),
-// LeaseWait, SettleLease, Requeue and DeleteDead.
+// LeaseWait, SettleLease, Job and Cancel, Requeue and DeleteDead.
 func (tj *TypedJobQueue[T]) JobQueue() *JobQueue {
 	if tj == nil {
 		return nil
