@@ -65,12 +65,12 @@ func (q *JobQueue) leaseKey(l Lease) []byte {
 //
 // It fails with ErrLeaseLost if the job no longer carries this lease: the
 // lease expired and another consumer leased the job (or it was acked,
-// nacked, released or dead-lettered), so nothing is written and a transaction that
+// nacked, released, dead-lettered or cancelled), so nothing is written and a transaction that
 // returns the error commits none of the job's effects. A lease whose
 // deadline passed but whose job nobody leased again is still acked.
 //
 // Conflicts: a normal read of the job's key, so it conflicts with a
-// concurrent Lease, Ack, Nack, Extend or Release of the same job only. Cost: one round
+// concurrent Lease, Ack, Nack, Extend, Release or Cancel of the same job only. Cost: one round
 // trip (two more if the lease was extended through another copy of the
 // Lease), then three clears (four with a unique key), three counter adds
 // and a compare-and-clear, and the journal record; under
@@ -296,13 +296,13 @@ func (q *JobQueue) extend(ctx context.Context, t kv.Transactor, l Lease, d time.
 // count in your own keys) if a job may never make progress.
 //
 // It fails with ErrLeaseLost as Ack does: the lease expired and another
-// consumer leased the job, or the job was acked, nacked, released or
-// dead-lettered since; nothing is written then. A lease whose deadline
+// consumer leased the job, or the job was acked, nacked, released,
+// dead-lettered or cancelled since; nothing is written then. A lease whose deadline
 // passed but whose job nobody leased again is still released.
 //
 // Conflicts, cost and exactly-once behaviour are Nack's: a normal read of
-// the job's key (it conflicts with a Lease, Ack, Nack, Extend or Release of
-// the same job only), one round trip (two more if the lease was extended
+// the job's key (it conflicts with a Lease, Ack, Nack, Extend, Release or
+// Cancel of the same job only), one round trip (two more if the lease was extended
 // through another copy of the Lease), then a clear, two writes, three
 // counter adds, a compare-and-clear, a bump of the signal key (so a
 // LeaseWait sleeping on the queue wakes) and the journal record. Under

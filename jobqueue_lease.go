@@ -59,8 +59,8 @@ type Lease struct {
 //
 // Conflicts: the candidates are read with a snapshot read, and a read
 // conflict is added on the keys of the jobs taken only, so a Lease
-// conflicts only with another Lease, Ack, Nack, Extend or Release of the
-// same job (with K = 1, concurrent consumers all want the first job and
+// conflicts only with another Lease, Ack, Nack, Extend, Release or Cancel
+// of the same job (with K = 1, concurrent consumers all want the first job and
 // conflict).
 // Cost: two round trips (the candidates and the journal together, then the
 // values of the jobs taken), one more for each read past moved candidates

@@ -58,7 +58,7 @@ import (
 // dead_lettered, lease_lost, abandoned, failed, snoozed (Result's names in
 // snake_case); an extension's (fdbqueue.lease.extensions): extended,
 // lease_lost (ErrLeaseLost: another consumer has the job, or it was
-// settled), maybe_committed, canceled, error (an Extend that fails its
+// settled or cancelled), maybe_committed, canceled, error (an Extend that fails its
 // argument checks, ErrInvalidArgument, is not counted, nor a pool's
 // heartbeat extension that finds the job gone once its handler called
 // Task.Ack: most likely that ack removed it, and the pool's outcome
