@@ -832,10 +832,12 @@ func (p *pool) call(base, ctx context.Context, task *Task, limit *clockDeadline,
 			// releases the worker).
 			if r := recover(); r != nil {
 				pe := &PanicError{Value: r, Stack: debug.Stack()}
-				defer func() { res <- handlerEnd{err: pe, took: p.since(timed, start)} }()
+				end := handlerEnd{err: pe, took: p.since(timed, start)}
+				defer func() { res <- end }()
 				log.Error("fdbqueue: handler panicked", "panic", r, "stack", string(pe.Stack))
 			} else if !returned {
-				defer func() { res <- handlerEnd{err: errHandlerGoexit, took: p.since(timed, start)} }()
+				end := handlerEnd{err: errHandlerGoexit, took: p.since(timed, start)}
+				defer func() { res <- end }()
 				log.Error("fdbqueue: handler called runtime.Goexit")
 			}
 		}()
