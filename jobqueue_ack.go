@@ -147,7 +147,8 @@ type NackOptions struct {
 	// Delay makes it due at once.
 	Delay time.Duration
 	// Reason is kept with the job (cut to MaxReasonSize bytes) and shown
-	// by later leases and the dead-letter list.
+	// by later leases and the dead-letter list; an empty Reason keeps the
+	// one an earlier Nack gave.
 	Reason string
 	// NoRetry moves the job to the dead-letter list now, whatever attempts
 	// it has left, as a nack of its last attempt does (asynq's SkipRetry,
@@ -183,7 +184,9 @@ func (q *JobQueue) Nack(ctx context.Context, t kv.Transactor, l Lease, no NackOp
 		tr.Add(q.leased, minusOne)
 		m.lease = nil
 		m.vest = vestMicros(now.Add(max(delay, 0)), now)
-		m.reason = cutReason(no.Reason)
+		if no.Reason != "" { // as bury: an empty Reason keeps the last one given
+			m.reason = cutReason(no.Reason)
+		}
 		q.put(tr, m)
 		q.bucket(tr, "p", m.vest, 1)
 		tr.Add(q.signal, one)

@@ -63,8 +63,8 @@ type JobInfo struct {
 	Priority    int32     // the job's priority
 	UniqueKey   string    // the job's unique key, if any
 	Added       time.Time // when it was added or last requeued, to the microsecond
-	// Reason is the reason kept with the job: the last Nack's, as
-	// Lease.Reason; for a dead job, why it died, as DeadJob.Reason.
+	// Reason is the reason kept with the job: the last one a Nack gave,
+	// as Lease.Reason; for a dead job, why it died, as DeadJob.Reason.
 	Reason string
 	// Died is when a dead job died, to the microsecond; zero for a job in
 	// the queue.

@@ -29,7 +29,8 @@ type Lease struct {
 	Deadline  time.Time
 	Priority  int32  // the job's priority
 	UniqueKey string // the job's unique key, if any
-	// Reason is the reason given by the last Nack of the job, if any.
+	// Reason is the reason given by the last Nack of the job that gave
+	// one, if any.
 	Reason string
 
 	key []byte // the job's queue key while this lease holds it

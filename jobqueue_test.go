@@ -182,6 +182,38 @@ func TestJobQueueExpiredLeaseLost(t *testing.T) {
 	require.Equal(t, fdbqueue.JobStats{}, mustStats(t, db, q))
 }
 
+// A Nack without a reason keeps the one an earlier Nack gave, whether the
+// job is retried or dead-lettered: a retried job's reason was wiped while
+// a dead one's was kept, so a job's later leases lost its last known
+// failure.
+func TestJobQueueNackWithoutReasonKeepsTheLastOne(t *testing.T) {
+	ctx := context.Background()
+	db := newDB(t)
+	clock := newFakeClock()
+	q := mustJobQueue(t, "reasons", fdbqueue.JobQueueConfig{Clock: clock})
+	a := mustAdd(t, db, q, fdbqueue.Job{Value: []byte("j"), MaxAttempts: 3})
+	l := mustLease(t, db, q, 1, time.Minute)[0]
+	_, err := q.Nack(ctx, db, l, fdbqueue.NackOptions{Delay: -1, Reason: "upstream down"})
+	require.NoError(t, err)
+	l = mustLease(t, db, q, 1, time.Minute)[0]
+	require.Equal(t, "upstream down", l.Reason)
+	_, err = q.Nack(ctx, db, l, fdbqueue.NackOptions{Delay: -1})
+	require.NoError(t, err)
+	info, err := q.Job(ctx, db, a.ID)
+	require.NoError(t, err)
+	require.Equal(t, "upstream down", info.Reason, "kept by a retrying Nack without a reason")
+	l = mustLease(t, db, q, 1, time.Minute)[0]
+	require.Equal(t, 3, l.Attempt)
+	require.Equal(t, "upstream down", l.Reason)
+	dead, err := q.Nack(ctx, db, l, fdbqueue.NackOptions{})
+	require.NoError(t, err)
+	require.True(t, dead)
+	ds, err := q.ListDead(ctx, db, nil, 1)
+	require.NoError(t, err)
+	require.Len(t, ds, 1)
+	require.Equal(t, "upstream down", ds[0].Reason, "kept by a dead-lettering Nack without a reason")
+}
+
 // Nack retries with backoff; the last failure dead-letters the job, which
 // can be listed, requeued and deleted.
 func TestJobQueueNackDeadLetterRequeue(t *testing.T) {
