@@ -136,7 +136,22 @@ func (tj *TypedJobQueue[T]) Lease(ctx context.Context, t kv.Transactor, n int, d
 	if err := tj.check(); err != nil {
 		return nil, err
 	}
-	ls, err := tj.q.Lease(ctx, t, n, d, opts...)
+	return tj.decodeAll(tj.q.Lease(ctx, t, n, d, opts...))
+}
+
+// LeaseWait leases up to n jobs and decodes their values, waiting while
+// none is due; see JobQueue.LeaseWait for the wait, and Lease for a value
+// that does not decode (its lease is held and comes back in a
+// *CodecError).
+func (tj *TypedJobQueue[T]) LeaseWait(ctx context.Context, db kv.Database, n int, d time.Duration) ([]TypedLease[T], error) {
+	if err := tj.check(); err != nil {
+		return nil, err
+	}
+	return tj.decodeAll(tj.q.LeaseWait(ctx, db, n, d))
+}
+
+// decodeAll decodes the leases a Lease or LeaseWait returned with err.
+func (tj *TypedJobQueue[T]) decodeAll(ls []Lease, err error) ([]TypedLease[T], error) {
 	if err != nil {
 		return nil, err
 	}

@@ -25,9 +25,10 @@ func typedJobQueueCalls(e handleEnv, tj *fdbqueue.TypedJobQueue[string]) handleC
 				_, err := tj.AddBatch(ctx, db, []fdbqueue.TypedJob[string]{{Value: "x"}})
 				return err
 			},
-			"Lease":    func() error { _, err := tj.Lease(ctx, db, 1, time.Minute); return err },
-			"Stats":    func() error { _, err := tj.Stats(ctx, db); return err },
-			"ListDead": func() error { _, err := tj.ListDead(ctx, db, nil, 1); return err },
+			"Lease":     func() error { _, err := tj.Lease(ctx, db, 1, time.Minute); return err },
+			"LeaseWait": func() error { _, err := tj.LeaseWait(ctx, db, 1, time.Minute); return err },
+			"Stats":     func() error { _, err := tj.Stats(ctx, db); return err },
+			"ListDead":  func() error { _, err := tj.ListDead(ctx, db, nil, 1); return err },
 			"Run": func() error {
 				return tj.Run(ctx, db, func(context.Context, *fdbqueue.TypedTask[string]) error { return nil }, fdbqueue.PoolOptions{Logger: quietLog})
 			},
@@ -101,7 +102,11 @@ func TestTypedJobQueueBadTransactorsAndContexts(t *testing.T) {
 			_, err := tj.AddBatch(ctx, db, []fdbqueue.TypedJob[string]{{Value: "y"}})
 			return err
 		},
-		"Lease":    func(ctx context.Context, db kv.Database) error { _, err := tj.Lease(ctx, db, 1, 0); return err },
+		"Lease": func(ctx context.Context, db kv.Database) error { _, err := tj.Lease(ctx, db, 1, 0); return err },
+		"LeaseWait": func(ctx context.Context, db kv.Database) error {
+			_, err := tj.LeaseWait(ctx, db, 1, 0)
+			return err
+		},
 		"Stats":    func(ctx context.Context, db kv.Database) error { _, err := tj.Stats(ctx, db); return err },
 		"ListDead": func(ctx context.Context, db kv.Database) error { _, err := tj.ListDead(ctx, db, nil, 1); return err },
 		"Run": func(ctx context.Context, db kv.Database) error {

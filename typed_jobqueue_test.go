@@ -349,3 +349,27 @@ func TestTypedJobQueuePoolHandlesValues(t *testing.T) {
 	require.Equal(t, []byte("done"), v, "the effect committed with the ack")
 	require.Equal(t, fdbqueue.JobStats{}, mustStats(t, db, tj.JobQueue()))
 }
+
+// LeaseWait decodes as Lease does: the values that decode come back as
+// TypedLeases; one that does not is still leased, its lease in the
+// *CodecError. The jobs are due, so the wait ends at once.
+func TestTypedJobQueueLeaseWait(t *testing.T) {
+	ctx := context.Background()
+	db := newDB(t)
+	plain := mustJobQueue(t, "typed-wait", fdbqueue.JobQueueConfig{Choice: 1})
+	tj := fdbqueue.NewTypedJobQueue(plain, intCodec{})
+	mustAdd(t, db, plain, fdbqueue.Job{Value: []byte("7"), Priority: 2})
+	bad := mustAdd(t, db, plain, fdbqueue.Job{Value: []byte("seven"), Priority: 1}).ID
+	ls, err := tj.LeaseWait(ctx, db, 2, time.Minute)
+	require.ErrorIs(t, err, fdbqueue.ErrCodec)
+	require.Len(t, ls, 1)
+	require.Equal(t, 7, ls[0].Value)
+	ces := codecErrors(t, err)
+	require.Len(t, ces, 1)
+	require.NotNil(t, ces[0].Lease)
+	require.Equal(t, bad, ces[0].Lease.JobID)
+	require.Equal(t, fdbqueue.JobStats{Leased: 2}, mustStats(t, db, plain), "both leased, none lost")
+	require.NoError(t, plain.Ack(ctx, db, ls[0].Lease))
+	require.NoError(t, plain.Ack(ctx, db, *ces[0].Lease))
+	require.Equal(t, fdbqueue.JobStats{}, mustStats(t, db, plain))
+}
