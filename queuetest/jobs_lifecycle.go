@@ -264,7 +264,7 @@ func testJobNack(t *testing.T, f *fixture) {
 		c.Advance(b.hi - b.lo + time.Microsecond)
 		next := f.leaseOne(t, q, time.Minute)
 		require.Equal(t, l.Attempt+1, next.Attempt)
-		require.Empty(t, next.Reason, "a nack without a reason clears the last one")
+		require.Equal(t, "busy", next.Reason, "a nack without a reason keeps the last one")
 		l = next
 	}
 	c.Advance(30 * time.Second) // RetryMax is 4 s: attempt 4 backs off 4 s at most, as attempt 3
