@@ -324,21 +324,8 @@ func (q *JobQueue) AddBatch(ctx context.Context, t kv.Transactor, jobs []Job, op
 		return nil, nil
 	}
 	for i, j := range jobs {
-		if len(j.Value) > kv.MaxValueSize {
-			return nil, valueTooLarge(i, len(j.Value))
-		}
-		if len(j.UniqueKey) > MaxUniqueKeySize {
-			return nil, fmt.Errorf("%w: job %d: unique key of %d bytes, limit %d", ErrInvalidArgument, i, len(j.UniqueKey), MaxUniqueKeySize)
-		}
-		if n := len(q.key("u", []byte(j.UniqueKey))); n > kv.MaxKeySize {
-			return nil, fmt.Errorf("%w: job %d: unique key of %d bytes makes a %d-byte key on this subspace, over the %d-byte key limit (%w)",
-				ErrInvalidArgument, i, len(j.UniqueKey), n, kv.MaxKeySize, kv.ErrKeyTooLarge)
-		}
-		if j.MaxAttempts < 0 {
-			return nil, fmt.Errorf("%w: job %d: max attempts %d", ErrInvalidArgument, i, j.MaxAttempts)
-		}
-		if !j.RunAt.IsZero() && (j.RunAt.Before(minRunAt) || j.RunAt.After(maxRunAt)) {
-			return nil, fmt.Errorf("%w: job %d: run-at time %v outside %v to %v", ErrInvalidArgument, i, j.RunAt, minRunAt, maxRunAt)
+		if err := q.checkJob(i, j); err != nil {
+			return nil, err
 		}
 	}
 	t = q.journal.track.observe("add", t)
@@ -403,6 +390,28 @@ func (q *JobQueue) AddBatch(ctx context.Context, t kv.Transactor, jobs []Job, op
 	})
 	o.end(err)
 	return res, o.unknownResult(err)
+}
+
+// checkJob checks the fields of job i of a batch before anything is
+// written (AddBatch, Schedule).
+func (q *JobQueue) checkJob(i int, j Job) error {
+	if len(j.Value) > kv.MaxValueSize {
+		return valueTooLarge(i, len(j.Value))
+	}
+	if len(j.UniqueKey) > MaxUniqueKeySize {
+		return fmt.Errorf("%w: job %d: unique key of %d bytes, limit %d", ErrInvalidArgument, i, len(j.UniqueKey), MaxUniqueKeySize)
+	}
+	if n := len(q.key("u", []byte(j.UniqueKey))); n > kv.MaxKeySize {
+		return fmt.Errorf("%w: job %d: unique key of %d bytes makes a %d-byte key on this subspace, over the %d-byte key limit (%w)",
+			ErrInvalidArgument, i, len(j.UniqueKey), n, kv.MaxKeySize, kv.ErrKeyTooLarge)
+	}
+	if j.MaxAttempts < 0 {
+		return fmt.Errorf("%w: job %d: max attempts %d", ErrInvalidArgument, i, j.MaxAttempts)
+	}
+	if !j.RunAt.IsZero() && (j.RunAt.Before(minRunAt) || j.RunAt.After(maxRunAt)) {
+		return fmt.Errorf("%w: job %d: run-at time %v outside %v to %v", ErrInvalidArgument, i, j.RunAt, minRunAt, maxRunAt)
+	}
+	return nil
 }
 
 func decodeAddResults(prev [][]byte, n int) ([]AddResult, error) {
