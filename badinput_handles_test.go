@@ -91,6 +91,7 @@ func priorityQueueCalls(e handleEnv, pq *fdbqueue.PriorityQueue) handleCalls {
 func jobQueueCalls(e handleEnv, q *fdbqueue.JobQueue) handleCalls {
 	ctx, db := e.ctx, e.db
 	var l fdbqueue.Lease
+	pj := fdbqueue.PeriodicJob{Name: "p", Every: time.Hour, Job: func(time.Time) fdbqueue.Job { return fdbqueue.Job{} }}
 	return handleCalls{
 		ops: map[string]func() error{
 			"Add":         func() error { _, err := q.Add(ctx, db, fdbqueue.Job{Value: []byte("x")}); return err },
@@ -112,6 +113,8 @@ func jobQueueCalls(e handleEnv, q *fdbqueue.JobQueue) handleCalls {
 				return q.Run(ctx, db, func(context.Context, *fdbqueue.Task) error { return nil }, fdbqueue.PoolOptions{Logger: quietLog})
 			},
 			"RegisterGauges": func() error { _, err := q.RegisterGauges(db); return err },
+			"Schedule":       func() error { _, err := q.Schedule(ctx, db, pj, time.Now()); return err },
+			"RunScheduler":   func() error { return q.RunScheduler(ctx, db, []fdbqueue.PeriodicJob{pj}) },
 		},
 		accessors: map[string]func() bool{
 			"Subspace":     func() bool { return reflect.ValueOf(q.Subspace()).IsZero() },

@@ -44,6 +44,10 @@ func jobOps(q *fdbqueue.JobQueue) map[string]func(context.Context, kv.Transactor
 		"Cancel":     func(ctx context.Context, t kv.Transactor) error { return q.Cancel(ctx, t, l.JobID) },
 		"Stats":      func(ctx context.Context, t kv.Transactor) error { _, err := q.Stats(ctx, t); return err },
 		"ListDead":   func(ctx context.Context, t kv.Transactor) error { _, err := q.ListDead(ctx, t, nil, 5); return err },
+		"Schedule": func(ctx context.Context, t kv.Transactor) error {
+			_, err := q.Schedule(ctx, t, fdbqueue.PeriodicJob{Name: "p", Every: time.Hour, Job: func(time.Time) fdbqueue.Job { return fdbqueue.Job{} }}, time.Time{})
+			return err
+		},
 	}
 }
 
@@ -69,6 +73,8 @@ func requireJobOpsMismatch(t *testing.T, db kv.Database, q *fdbqueue.JobQueue, s
 	_, err := q.LeaseWait(ctx, db, 1, 0)
 	requireMismatch(t, err, "kind")
 	err = q.Run(ctx, db, func(context.Context, *fdbqueue.Task) error { return nil }, fdbqueue.PoolOptions{Workers: 1, Logger: quietLog})
+	requireMismatch(t, err, "kind")
+	err = q.RunScheduler(ctx, db, []fdbqueue.PeriodicJob{{Name: "p", Every: time.Hour, Job: func(time.Time) fdbqueue.Job { return fdbqueue.Job{} }}})
 	requireMismatch(t, err, "kind")
 	require.Equal(t, before, allPairs(t, db), "nothing written")
 }

@@ -1,0 +1,298 @@
+package fdbqueue
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/fdbqueue/fdbqueue/kv"
+	"github.com/fdbqueue/fdbqueue/tuple"
+)
+
+// Limits of a PeriodicJob.
+const (
+	// MinPeriod is the shortest period a PeriodicJob may have. Each slot
+	// costs every scheduler one transaction per schedule, and the
+	// schedulers of a schedule all read and write its one marker key, so
+	// they conflict once per slot: below a second that hot key, and clocks
+	// that disagree by more than a period (JobQueueConfig.Clock), make
+	// slots a matter of which scheduler looks first. Work due more often
+	// than once a second is a loop in a worker, not a schedule.
+	MinPeriod = time.Second
+	// MaxScheduleNameSize is the longest PeriodicJob.Name, in bytes.
+	MaxScheduleNameSize = 1000
+)
+
+// PeriodicJob is a schedule: a job added once per period, for JobQueue's
+// Schedule and RunScheduler (river's PeriodicJobs, asynq's Scheduler).
+type PeriodicJob struct {
+	// Name identifies the schedule in the queue (not empty, at most
+	// MaxScheduleNameSize bytes): every scheduler of one schedule uses the
+	// same name, and two schedules of one queue must not share one.
+	Name string
+	// Every is the period: at least MinPeriod, a whole number of
+	// microseconds. Slots are aligned to the Unix epoch: the slot of a
+	// time t is t truncated to a multiple of Every since 1970-01-01 UTC
+	// (with Every = time.Hour, on the hour).
+	Every time.Duration
+	// Job returns the job to add for the slot that starts at slot. Its
+	// RunAt is replaced by slot and its Delay ignored: the job is due at
+	// the slot's start. The other fields are Add's (a UniqueKey held by a
+	// job in the queue skips the slot, see ScheduleResult.Duplicate).
+	// Required.
+	Job func(slot time.Time) Job
+}
+
+// ScheduleResult says what Schedule did.
+type ScheduleResult struct {
+	// Slot is the slot Schedule was called for: the start of the period
+	// that holds its now, in now's location.
+	Slot time.Time
+	// Added reports that this call added the slot's job (on a Database,
+	// also when a commit whose result was unknown added it, see Schedule).
+	Added bool
+	// ID is the slot's job: the one this call added, or, when Added is
+	// false and the slot was already scheduled, the one that was added for
+	// it (or that held the unique key, Duplicate). Zero when a later slot
+	// than Slot was already scheduled.
+	ID JobID
+	// Duplicate reports that the slot was skipped because the job's
+	// UniqueKey was held by a job in the queue (ID is that job): the slot
+	// counts as scheduled all the same.
+	Duplicate bool
+}
+
+// checkPeriodic checks pj's fields and that its marker key fits.
+func (q *JobQueue) checkPeriodic(pj PeriodicJob) error {
+	switch {
+	case pj.Name == "":
+		return fmt.Errorf("%w: a periodic job needs a name", ErrInvalidArgument)
+	case len(pj.Name) > MaxScheduleNameSize:
+		return fmt.Errorf("%w: periodic job name of %d bytes, limit %d", ErrInvalidArgument, len(pj.Name), MaxScheduleNameSize)
+	case pj.Every < MinPeriod:
+		return fmt.Errorf("%w: periodic job %q: period %v, want at least %v", ErrInvalidArgument, pj.Name, pj.Every, MinPeriod)
+	case pj.Every%time.Microsecond != 0:
+		return fmt.Errorf("%w: periodic job %q: period %v is not a whole number of microseconds", ErrInvalidArgument, pj.Name, pj.Every)
+	case pj.Job == nil:
+		return fmt.Errorf("%w: periodic job %q: nil Job function", ErrInvalidArgument, pj.Name)
+	}
+	if n := len(q.key("p", pj.Name)); n > kv.MaxKeySize {
+		return fmt.Errorf("%w: periodic job name of %d bytes makes a %d-byte key on this subspace, over the %d-byte key limit (%w)",
+			ErrInvalidArgument, len(pj.Name), n, kv.MaxKeySize, kv.ErrKeyTooLarge)
+	}
+	return nil
+}
+
+// slotOf returns the start of the slot of every that holds t, in Unix
+// microseconds (floor division: before 1970 too).
+func slotOf(t time.Time, every time.Duration) int64 {
+	us, p := t.UnixMicro(), every.Microseconds()
+	s := us / p
+	if us%p < 0 {
+		s--
+	}
+	return s * p
+}
+
+// Schedule adds pj's job for the slot that holds now (the queue's Clock
+// when now is zero), unless that slot or a later one is already
+// scheduled: in one transaction it reads the schedule's marker, the key
+// ("p", Name) in the queue's subspace that holds the last scheduled slot,
+// and, when now's slot is later, adds the job, due at the slot's start,
+// and writes the marker. It never adds the slots between the marker and
+// now's: a schedule whose schedulers were all down for several periods
+// gets one job, for the latest slot, not a burst (as river's and asynq's
+// schedulers do). A now in an earlier slot than the marker's (a scheduler
+// whose clock lags) adds nothing.
+//
+// Exactly once per slot, across any number of schedulers: the marker read
+// is a normal read, so of two Schedules of one slot that overlap, the
+// second to commit conflicts, and its retry finds the marker and adds
+// nothing. A unique key alone would not do: it is freed when the job is
+// acked, and a slow scheduler could add the slot again.
+//
+// Under commit_unknown_result, on a Database, the retry finds the marker
+// naming the job ID this call chose (kept across its retries), so it
+// returns Added true and that ID, and adds nothing more: the marker makes
+// Schedule idempotent without the journal. Inside your own transaction
+// your retry calls Schedule again, which chooses another ID: when the
+// first commit landed, it returns Added false with the job that commit
+// added (compare IDs to tell), and no second job.
+//
+// Conflicts: with other Schedules of the same Name only (the job's writes
+// are Add's, which conflict with nothing but Adds of the same unique
+// key). Cost: one round trip (the marker and the job's unique key, if it
+// has one, read together), then, when it adds, Add's writes for one job
+// (value, record, ID index, unique key if any, two counter adds, the
+// signal bump) and the marker; nothing when the slot is scheduled.
+//
+// A bad pj (empty or long Name, a period under MinPeriod or not a whole
+// number of microseconds, a nil Job function) or a bad job from pj.Job
+// fails with ErrInvalidArgument (ErrValueTooLarge for a value over
+// 100,000 bytes) before anything is written. pj.Job is called once per
+// call, before the transaction.
+func (q *JobQueue) Schedule(ctx context.Context, t kv.Transactor, pj PeriodicJob, now time.Time) (ScheduleResult, error) {
+	if err := q.usable(); err != nil {
+		return ScheduleResult{}, err
+	}
+	if err := checkTransactor(t); err != nil {
+		return ScheduleResult{}, err
+	}
+	if err := q.checkPeriodic(pj); err != nil {
+		return ScheduleResult{}, err
+	}
+	if now.IsZero() {
+		now = q.cfg.Clock.Now()
+	}
+	if now.Before(minRunAt) || now.After(maxRunAt) {
+		return ScheduleResult{}, fmt.Errorf("%w: periodic job %q: time %v outside %v to %v", ErrInvalidArgument, pj.Name, now, minRunAt, maxRunAt)
+	}
+	slot := slotOf(now, pj.Every)
+	res := ScheduleResult{Slot: time.UnixMicro(slot).In(now.Location())}
+	job := pj.Job(res.Slot)
+	job.RunAt, job.Delay = res.Slot, 0
+	if err := q.checkJob(0, job); err != nil {
+		return ScheduleResult{}, fmt.Errorf("periodic job %q: %w", pj.Name, err)
+	}
+	id, err := q.newID() // kept across retries: the marker names it
+	if err != nil {
+		return ScheduleResult{}, err
+	}
+	marker := q.key("p", pj.Name)
+	t = q.journal.track.observe("schedule", t) // its conflicts and retries
+	_, own := t.(kv.Database)
+	var gate gateRead
+	return kv.Transact(ctx, t, func(tr kv.Transaction) (ScheduleResult, error) {
+		g := q.journal.gate.issueInto(&gate, tr, false, own) // config.go
+		mf := tr.Get(marker)                                 // normal read: concurrent schedulers conflict
+		var held kv.FutureValue
+		if job.UniqueKey != "" {
+			held = tr.Get(q.key("u", []byte(job.UniqueKey)))
+		}
+		if err := g.settle(); err != nil { // before any write
+			return ScheduleResult{}, err
+		}
+		raw, err := mf.Get()
+		if err != nil {
+			return ScheduleResult{}, err
+		}
+		out := res
+		if raw != nil {
+			last, by, dup, err := parseMarker(raw)
+			if err != nil {
+				return ScheduleResult{}, err
+			}
+			switch {
+			case last > slot:
+				return out, nil
+			case last == slot:
+				out.ID, out.Duplicate = by, dup
+				out.Added = !dup && by == id // this call's earlier commit
+				return out, nil
+			}
+		}
+		if held != nil {
+			owner, err := held.Get()
+			if err != nil {
+				return ScheduleResult{}, err
+			}
+			if owner != nil {
+				copy(out.ID[:], owner)
+				out.Duplicate = true
+				tr.Set(marker, packMarker(slot, out.ID, true))
+				return out, nil
+			}
+		}
+		q.writeNew(tr, id, job, q.cfg.Clock.Now())
+		tr.Add(q.signal, one)
+		tr.Set(marker, packMarker(slot, id, false))
+		out.ID, out.Added = id, true
+		return out, nil
+	})
+}
+
+// packMarker is a schedule marker's value: (slot µs, job ID, duplicate).
+func packMarker(slot int64, id JobID, dup bool) []byte {
+	b, _ := tuple.Tuple{slot, id[:], dup}.Pack()
+	return b
+}
+
+func parseMarker(b []byte) (slot int64, id JobID, dup bool, err error) {
+	t, err := tuple.Unpack(b)
+	if err == nil && len(t) == 3 {
+		s, ok1 := t[0].(int64)
+		raw, ok2 := t[1].([]byte)
+		d, ok3 := t[2].(bool)
+		if ok1 && ok2 && ok3 && len(raw) == len(id) {
+			copy(id[:], raw)
+			return s, id, d, nil
+		}
+	}
+	return 0, id, false, fmt.Errorf("%w: bad periodic job marker %x", ErrForeignKey, b)
+}
+
+// RunScheduler runs the schedules jobs until ctx ends, then returns nil:
+// it calls Schedule for each at once, then again for each as its next
+// slot starts on the queue's Clock (it sleeps on Clock.After, so a fake
+// clock drives it). Run it in every process that may schedule: the
+// schedulers add one job per slot between them (see Schedule), so the
+// schedule goes on while any of them runs. A slot missed while none ran
+// is not caught up: the next call adds the latest slot only.
+//
+// The jobs are checked first, as Schedule checks one, and two with the
+// same Name fail with ErrInvalidArgument; so does an empty list. A
+// Schedule that fails ends the loop and RunScheduler returns its error
+// (transient errors are retried inside it, until ctx ends): restart it,
+// losing no more than the slots that pass meanwhile, of which the next
+// call adds the latest.
+func (q *JobQueue) RunScheduler(ctx context.Context, db kv.Database, jobs []PeriodicJob) error {
+	if err := q.usable(); err != nil {
+		return err
+	}
+	if err := checkTransactor(db); err != nil {
+		return err
+	}
+	if len(jobs) == 0 {
+		return fmt.Errorf("%w: no periodic jobs to run", ErrInvalidArgument)
+	}
+	names := make(map[string]bool, len(jobs))
+	for _, pj := range jobs {
+		if err := q.checkPeriodic(pj); err != nil {
+			return err
+		}
+		if names[pj.Name] {
+			return fmt.Errorf("%w: two periodic jobs named %q", ErrInvalidArgument, pj.Name)
+		}
+		names[pj.Name] = true
+	}
+	done := make([]int64, len(jobs)) // the last slot each was scheduled for
+	for i := range done {
+		done[i] = math.MinInt64
+	}
+	for {
+		if ctx.Err() != nil {
+			return nil
+		}
+		now := q.cfg.Clock.Now()
+		next := int64(math.MaxInt64)
+		for i, pj := range jobs {
+			slot := slotOf(now, pj.Every)
+			if slot > done[i] {
+				if _, err := q.Schedule(ctx, db, pj, now); err != nil {
+					if ctx.Err() != nil {
+						return nil
+					}
+					return err
+				}
+				done[i] = slot
+			}
+			next = min(next, slot+pj.Every.Microseconds())
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-q.cfg.Clock.After(time.UnixMicro(next).Sub(now)):
+		}
+	}
+}

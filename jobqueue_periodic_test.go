@@ -1,0 +1,286 @@
+package fdbqueue_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/fdbqueue/fdbqueue"
+	"github.com/fdbqueue/fdbqueue/kv"
+)
+
+func hourly(name string) fdbqueue.PeriodicJob {
+	return fdbqueue.PeriodicJob{Name: name, Every: time.Hour, Job: func(slot time.Time) fdbqueue.Job {
+		return fdbqueue.Job{Value: []byte(slot.UTC().Format(time.RFC3339)), Delay: time.Hour}
+	}}
+}
+
+// mustInfo returns the job id's JobInfo.
+func mustInfo(t *testing.T, db kv.Database, q *fdbqueue.JobQueue, id fdbqueue.JobID) fdbqueue.JobInfo {
+	t.Helper()
+	info, err := q.Job(context.Background(), db, id)
+	require.NoError(t, err)
+	return info
+}
+
+// Schedule adds the slot's job, due at the slot's start (not at Delay
+// after now), once: a second call in the same slot adds nothing and
+// names the job; the next slot adds the next job.
+func TestScheduleOncePerSlot(t *testing.T) {
+	ctx := context.Background()
+	db := newDB(t)
+	clock := newFakeClock()
+	q := mustJobQueue(t, "periodic-once", fdbqueue.JobQueueConfig{Clock: clock})
+	pj := hourly("report")
+	now := clock.Now().Add(25 * time.Minute)
+	slot := clock.Now() // the fake clock starts on the hour
+
+	r, err := q.Schedule(ctx, db, pj, now)
+	require.NoError(t, err)
+	require.True(t, r.Added)
+	require.False(t, r.Duplicate)
+	require.True(t, r.Slot.Equal(slot), "slot %v", r.Slot)
+	info := mustInfo(t, db, q, r.ID)
+	require.True(t, info.DueAt.Equal(slot), "due at the slot, not %v", info.DueAt)
+	require.Equal(t, slot.UTC().Format(time.RFC3339), string(info.Value), "the Job function got the slot")
+
+	again, err := q.Schedule(ctx, db, pj, now.Add(30*time.Minute))
+	require.NoError(t, err)
+	require.Equal(t, fdbqueue.ScheduleResult{Slot: slot, ID: r.ID}, again, "same slot: nothing added")
+
+	next, err := q.Schedule(ctx, db, pj, now.Add(time.Hour))
+	require.NoError(t, err)
+	require.True(t, next.Added)
+	require.True(t, next.Slot.Equal(slot.Add(time.Hour)))
+	require.NotEqual(t, r.ID, next.ID)
+
+	// A lagging scheduler (an earlier now) adds nothing.
+	late, err := q.Schedule(ctx, db, pj, now)
+	require.NoError(t, err)
+	require.False(t, late.Added)
+	require.Equal(t, fdbqueue.JobID{}, late.ID)
+
+	s := mustStats(t, db, q)
+	require.Equal(t, int64(2), s.Queued)
+	dead, err := q.ListDead(ctx, db, nil, 10)
+	require.NoError(t, err)
+	require.Empty(t, dead, "the marker is not a dead job")
+}
+
+// Two schedulers of one slot whose transactions overlap (both read the
+// marker before either commits) add one job: the second commit conflicts
+// on the marker (a normal read; FDB's read conflict ranges,
+// fdbserver/Resolver.actor.cpp) and its retry finds the slot scheduled.
+// The slot's job is then acked: the schedule still adds no second one,
+// where a unique key alone, freed by the ack, would.
+func TestScheduleTwoSchedulersOneJob(t *testing.T) {
+	ctx := context.Background()
+	db := newDB(t)
+	clock := newFakeClock()
+	q := mustJobQueue(t, "periodic-two", fdbqueue.JobQueueConfig{Clock: clock})
+	pj := hourly("report")
+	now := clock.Now()
+
+	tr1, err := db.CreateTransaction(ctx)
+	require.NoError(t, err)
+	tr2, err := db.CreateTransaction(ctx)
+	require.NoError(t, err)
+	r1, err := q.Schedule(ctx, tr1, pj, now)
+	require.NoError(t, err)
+	r2, err := q.Schedule(ctx, tr2, pj, now)
+	require.NoError(t, err)
+	require.True(t, r1.Added)
+	require.True(t, r2.Added, "neither saw the other's marker yet")
+	require.NoError(t, tr1.Commit())
+	err = tr2.Commit()
+	require.ErrorIs(t, err, kv.ErrNotCommitted, "the second scheduler conflicts on the marker")
+
+	// Its retry (a new transaction) finds the slot scheduled by the first.
+	retry, err := q.Schedule(ctx, db, pj, now)
+	require.NoError(t, err)
+	require.False(t, retry.Added)
+	require.Equal(t, r1.ID, retry.ID)
+	require.Equal(t, int64(1), mustStats(t, db, q).Queued)
+
+	ls := mustLease(t, db, q, 1, time.Minute)
+	require.Len(t, ls, 1)
+	require.NoError(t, q.Ack(ctx, db, ls[0]))
+	after, err := q.Schedule(ctx, db, pj, now.Add(time.Minute))
+	require.NoError(t, err)
+	require.False(t, after.Added, "an acked slot is still scheduled")
+	require.Equal(t, int64(0), mustStats(t, db, q).Queued)
+}
+
+// A scheduler back after several periods adds the latest slot only.
+func TestScheduleMissedSlotsAddLatestOnly(t *testing.T) {
+	ctx := context.Background()
+	db := newDB(t)
+	clock := newFakeClock()
+	q := mustJobQueue(t, "periodic-missed", fdbqueue.JobQueueConfig{Clock: clock})
+	pj := hourly("report")
+	start := clock.Now()
+	_, err := q.Schedule(ctx, db, pj, start)
+	require.NoError(t, err)
+
+	r, err := q.Schedule(ctx, db, pj, start.Add(5*time.Hour+10*time.Minute))
+	require.NoError(t, err)
+	require.True(t, r.Added)
+	require.True(t, r.Slot.Equal(start.Add(5*time.Hour)))
+	require.True(t, mustInfo(t, db, q, r.ID).DueAt.Equal(start.Add(5*time.Hour)))
+	require.Equal(t, int64(2), mustStats(t, db, q).Queued, "slots 1 to 4 are skipped, not caught up")
+}
+
+// Under commit_unknown_result the retry finds the marker: a commit that
+// landed is reported as this call's add (Added, its ID), once; one that
+// did not land is retried and adds the job. FDB retries 1021 in
+// Transaction::onError (fdbclient/NativeAPI.actor.cpp), and its commit
+// may or may not have applied.
+func TestScheduleUnknownResultNoDuplicate(t *testing.T) {
+	for _, applied := range []bool{true, false} {
+		t.Run(map[bool]string{true: "applied", false: "not applied"}[applied], func(t *testing.T) {
+			ctx := context.Background()
+			db := newDB(t)
+			clock := newFakeClock()
+			q := mustJobQueue(t, "periodic-unknown", fdbqueue.JobQueueConfig{Clock: clock})
+			// The first write stores the configuration record, so that the
+			// next commit is Schedule's own.
+			_, err := q.Schedule(ctx, db, hourly("warm-up"), clock.Now())
+			require.NoError(t, err)
+
+			db.FailNextCommit(kv.ErrCommitUnknownResult, applied)
+			r, err := q.Schedule(ctx, db, hourly("report"), clock.Now())
+			require.NoError(t, err)
+			require.True(t, r.Added, "the call's own add, applied once")
+			require.Equal(t, int64(2), mustStats(t, db, q).Queued)
+			require.Equal(t, fdbqueue.JobQueued, mustInfo(t, db, q, r.ID).State)
+		})
+	}
+}
+
+// A job whose unique key is held skips the slot: nothing added, the slot
+// counted as scheduled, the holder named.
+func TestScheduleUniqueKeyHeldSkipsSlot(t *testing.T) {
+	ctx := context.Background()
+	db := newDB(t)
+	clock := newFakeClock()
+	q := mustJobQueue(t, "periodic-unique", fdbqueue.JobQueueConfig{Clock: clock})
+	holder := mustAdd(t, db, q, fdbqueue.Job{Value: []byte("running"), UniqueKey: "sync"})
+	pj := fdbqueue.PeriodicJob{Name: "sync", Every: time.Minute, Job: func(time.Time) fdbqueue.Job {
+		return fdbqueue.Job{Value: []byte("sync"), UniqueKey: "sync"}
+	}}
+	r, err := q.Schedule(ctx, db, pj, clock.Now())
+	require.NoError(t, err)
+	require.False(t, r.Added)
+	require.True(t, r.Duplicate)
+	require.Equal(t, holder.ID, r.ID)
+	again, err := q.Schedule(ctx, db, pj, clock.Now())
+	require.NoError(t, err)
+	require.Equal(t, r, again, "the skipped slot stays skipped")
+	require.Equal(t, int64(1), mustStats(t, db, q).Queued)
+}
+
+// Bad schedules fail with ErrInvalidArgument and write nothing.
+func TestScheduleBadInput(t *testing.T) {
+	ctx := context.Background()
+	db := newDB(t)
+	clock := newFakeClock()
+	q := mustJobQueue(t, "periodic-bad", fdbqueue.JobQueueConfig{Clock: clock})
+	ok := hourly("ok")
+	with := func(f func(*fdbqueue.PeriodicJob)) fdbqueue.PeriodicJob { pj := ok; f(&pj); return pj }
+	for name, pj := range map[string]fdbqueue.PeriodicJob{
+		"empty name":        with(func(p *fdbqueue.PeriodicJob) { p.Name = "" }),
+		"long name":         with(func(p *fdbqueue.PeriodicJob) { p.Name = strings.Repeat("n", fdbqueue.MaxScheduleNameSize+1) }),
+		"zero period":       with(func(p *fdbqueue.PeriodicJob) { p.Every = 0 }),
+		"negative period":   with(func(p *fdbqueue.PeriodicJob) { p.Every = -time.Hour }),
+		"short period":      with(func(p *fdbqueue.PeriodicJob) { p.Every = fdbqueue.MinPeriod - time.Millisecond }),
+		"fractional period": with(func(p *fdbqueue.PeriodicJob) { p.Every = time.Second + time.Nanosecond }),
+		"nil job function":  with(func(p *fdbqueue.PeriodicJob) { p.Job = nil }),
+		"bad job": with(func(p *fdbqueue.PeriodicJob) {
+			p.Job = func(time.Time) fdbqueue.Job { return fdbqueue.Job{MaxAttempts: -1} }
+		}),
+		"unique key too big": with(func(p *fdbqueue.PeriodicJob) {
+			p.Job = func(time.Time) fdbqueue.Job { return fdbqueue.Job{UniqueKey: strings.Repeat("u", 1001)} }
+		}),
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := q.Schedule(ctx, db, pj, clock.Now())
+			require.ErrorIs(t, err, fdbqueue.ErrInvalidArgument)
+			err = q.RunScheduler(ctx, db, []fdbqueue.PeriodicJob{pj})
+			require.ErrorIs(t, err, fdbqueue.ErrInvalidArgument)
+		})
+	}
+	_, err := q.Schedule(ctx, db, ok, time.Date(-300000, 1, 1, 0, 0, 0, 0, time.UTC))
+	require.ErrorIs(t, err, fdbqueue.ErrInvalidArgument, "a time outside the queue's microseconds")
+	require.ErrorIs(t, q.RunScheduler(ctx, db, nil), fdbqueue.ErrInvalidArgument)
+	require.ErrorIs(t, q.RunScheduler(ctx, db, []fdbqueue.PeriodicJob{ok, ok}), fdbqueue.ErrInvalidArgument, "two schedules of one name")
+	require.Equal(t, int64(0), mustStats(t, db, q).Queued)
+
+	// The slot was not marked either: a good call adds it.
+	r, err := q.Schedule(ctx, db, ok, clock.Now())
+	require.NoError(t, err)
+	require.True(t, r.Added)
+}
+
+// Slots are aligned to the Unix epoch, before 1970 too.
+func TestScheduleSlotAlignment(t *testing.T) {
+	ctx := context.Background()
+	db := newDB(t)
+	q := mustJobQueue(t, "periodic-align", fdbqueue.JobQueueConfig{})
+	pj := fdbqueue.PeriodicJob{Name: "7s", Every: 7 * time.Second, Job: func(time.Time) fdbqueue.Job { return fdbqueue.Job{} }}
+	for _, c := range []struct{ now, slot int64 }{{20, 14}, {-1, -7}, {-7, -7}, {-8, -14}} {
+		r, err := q.Schedule(ctx, db, fdbqueue.PeriodicJob{Name: pj.Name + "/" + time.Unix(c.now, 0).String(), Every: pj.Every, Job: pj.Job}, time.Unix(c.now, 0))
+		require.NoError(t, err)
+		require.Equal(t, c.slot, r.Slot.Unix(), "slot of %d", c.now)
+	}
+}
+
+// RunScheduler, driven by a fake clock, adds one job per slot: three
+// slots, three jobs, each due at its slot; it returns nil when ctx ends.
+func TestRunSchedulerFakeClock(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	db := newDB(t)
+	clock := newFakeClock()
+	clock.Armed = make(chan time.Duration, 1)
+	q := mustJobQueue(t, "periodic-run", fdbqueue.JobQueueConfig{Clock: clock})
+	start := clock.Now()
+	pj := fdbqueue.PeriodicJob{Name: "tick", Every: time.Minute, Job: func(slot time.Time) fdbqueue.Job {
+		return fdbqueue.Job{Value: []byte(slot.Sub(start).String())}
+	}}
+	done := make(chan error, 1)
+	go func() { done <- q.RunScheduler(ctx, db, []fdbqueue.PeriodicJob{pj}) }()
+
+	for i := range 3 {
+		d := <-clock.Armed // the slot's job is in: asleep until the next slot
+		require.Equal(t, time.Minute, d, "sleeps until the next slot")
+		require.Equal(t, int64(i+1), mustStats(t, db, q).Queued)
+		if i < 2 {
+			clock.Advance(time.Minute)
+		}
+	}
+	cancel()
+	require.NoError(t, <-done)
+
+	ls := mustLease(t, db, q, 10, time.Minute)
+	var got []string
+	for _, l := range ls {
+		got = append(got, string(l.Value))
+	}
+	require.ElementsMatch(t, []string{"0s", "1m0s", "2m0s"}, got)
+}
+
+// A schedule's error ends RunScheduler with that error.
+func TestRunSchedulerReturnsScheduleError(t *testing.T) {
+	ctx := context.Background()
+	db := newDB(t)
+	q := mustJobQueue(t, "periodic-err", fdbqueue.JobQueueConfig{})
+	pj := fdbqueue.PeriodicJob{Name: "big", Every: time.Hour, Job: func(time.Time) fdbqueue.Job {
+		return fdbqueue.Job{Value: make([]byte, kv.MaxValueSize+1)}
+	}}
+	err := q.RunScheduler(ctx, db, []fdbqueue.PeriodicJob{pj})
+	require.True(t, errors.Is(err, fdbqueue.ErrValueTooLarge), "%v", err)
+}
