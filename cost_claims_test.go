@@ -169,6 +169,13 @@ const (
 // the handle's next operation clears them: journal.go, op.end and carry).
 const carriedClear = 1
 
+// costSchedule is the cost claims' periodic job, with unique key u.
+func costSchedule(u string) fdbqueue.PeriodicJob {
+	return fdbqueue.PeriodicJob{Name: "cost", Every: time.Hour, Job: func(time.Time) fdbqueue.Job {
+		return fdbqueue.Job{Value: []byte("x"), UniqueKey: u}
+	}}
+}
+
 func costClaims() []costClaim {
 	return []costClaim{
 		// Queue.
@@ -714,6 +721,43 @@ func costClaims() []costClaim {
 			},
 			want: []cost{{MetadataVersion: mvRead, Get: 1, RoundTrips: 1, Clear: 2 + carriedClear, Set: 2 + 1, Add: 4, CompareAndClear: 1,
 				ReadConflict: recordConflict}},
+		},
+		{
+			name:  "JobQueue.Schedule",
+			claim: "one round trip (the marker and the job's unique key, if it has one, read together), then, when it adds, Add's writes for one job (value, record, ID index, unique key if any, two counter adds, the signal bump) and the marker",
+			setup: func(e *costEnv) {},
+			op: func(e *costEnv) error {
+				r, err := e.jq.Schedule(e.ctx, e.db, costSchedule(""), time.Time{})
+				require.True(e.t, r.Added)
+				return err
+			},
+			// No journal: no record, nothing carried.
+			want: []cost{{MetadataVersion: mvRead, Get: 1, RoundTrips: 1, Set: 3 + 1, Add: 2 + 1}},
+		},
+		{
+			name:  "JobQueue.Schedule/unique key",
+			claim: "the marker and the job's unique key, if it has one, read together",
+			setup: func(e *costEnv) {},
+			op: func(e *costEnv) error {
+				r, err := e.jq.Schedule(e.ctx, e.db, costSchedule("u"), time.Time{})
+				require.True(e.t, r.Added)
+				return err
+			},
+			want: []cost{{MetadataVersion: mvRead, Get: 2, RoundTrips: 1, Set: 4 + 1, Add: 2 + 1}},
+		},
+		{
+			name:  "JobQueue.Schedule/scheduled",
+			claim: "nothing when the slot is scheduled",
+			setup: func(e *costEnv) {
+				_, err := e.jq.Schedule(e.ctx, e.raw, costSchedule(""), time.Time{})
+				require.NoError(e.t, err)
+			},
+			op: func(e *costEnv) error {
+				r, err := e.jq.Schedule(e.ctx, e.db, costSchedule(""), time.Time{})
+				require.False(e.t, r.Added)
+				return err
+			},
+			want: []cost{{MetadataVersion: mvRead, Get: 1, RoundTrips: 1}},
 		},
 		{
 			name:  "JobQueue.Extend",
