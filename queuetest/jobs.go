@@ -52,6 +52,7 @@ func jobChecks() []check {
 	cs = append(cs, jobFaultChecks()...)
 	cs = append(cs, jobLimitChecks()...)
 	cs = append(cs, jobErrorChecks()...)
+	cs = append(cs, jobPeriodicChecks()...)
 	return cs
 }
 

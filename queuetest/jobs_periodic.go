@@ -1,0 +1,90 @@
+package queuetest
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/fdbqueue/fdbqueue"
+	"github.com/fdbqueue/fdbqueue/kv"
+)
+
+// jobPeriodicChecks: Schedule's one job per slot, which rests on the
+// backend's conflict detection, and its handling of missed slots.
+func jobPeriodicChecks() []check {
+	return []check{
+		{"ScheduleOverlappingSchedulersOneJob", testJobScheduleOverlap},
+		{"ScheduleMissedSlotsLatestOnly", testJobScheduleMissed},
+	}
+}
+
+// periodic is the checks' schedule: one job a minute, its value the slot.
+func periodic() fdbqueue.PeriodicJob {
+	return fdbqueue.PeriodicJob{Name: "every-minute", Every: time.Minute, Job: func(slot time.Time) fdbqueue.Job {
+		return fdbqueue.Job{Value: []byte(slot.UTC().Format(time.RFC3339))}
+	}}
+}
+
+// queuedJobs returns q's count of queued jobs.
+func (f *fixture) queuedJobs(t *testing.T, q *fdbqueue.JobQueue) int64 {
+	t.Helper()
+	s, err := q.Stats(f.ctx, f.db)
+	require.NoError(t, err)
+	return s.Queued
+}
+
+// testJobScheduleOverlap: two schedulers of one slot in transactions that
+// both read the schedule's marker before either commits. The second
+// commit must fail with not_committed (1020: it read the marker the first
+// wrote after its read version), and its retry must find the slot
+// scheduled; once the slot's job is acked, the slot is still scheduled.
+func testJobScheduleOverlap(t *testing.T, f *fixture) {
+	q, c := f.jobQueue(t, "schedule-overlap", fdbqueue.JobQueueConfig{Choice: 1})
+	pj := periodic()
+	tr1, err := f.db.CreateTransaction(f.ctx)
+	require.NoError(t, err)
+	tr2, err := f.db.CreateTransaction(f.ctx)
+	require.NoError(t, err)
+	r1, err := q.Schedule(f.ctx, tr1, pj, time.Time{})
+	require.NoError(t, err)
+	_, err = q.Schedule(f.ctx, tr2, pj, time.Time{})
+	require.NoError(t, err)
+	require.NoError(t, tr1.Commit())
+	require.ErrorIs(t, tr2.Commit(), kv.ErrNotCommitted, "the second scheduler must conflict on the marker")
+
+	retry, err := q.Schedule(f.ctx, f.db, pj, time.Time{})
+	require.NoError(t, err)
+	require.False(t, retry.Added, "the slot is scheduled")
+	require.Equal(t, r1.ID, retry.ID, "the slot's job is the first scheduler's")
+	require.Equal(t, int64(1), f.queuedJobs(t, q))
+
+	l := f.leaseOne(t, q, time.Minute)
+	require.Equal(t, r1.ID, l.JobID)
+	require.Equal(t, r1.Slot.UTC().Format(time.RFC3339), string(l.Value), "the job of the slot")
+	require.NoError(t, q.Ack(f.ctx, f.db, l))
+	c.Advance(time.Second)
+	after, err := q.Schedule(f.ctx, f.db, pj, time.Time{})
+	require.NoError(t, err)
+	require.False(t, after.Added, "an acked slot is still scheduled")
+	require.Equal(t, int64(0), f.queuedJobs(t, q))
+}
+
+// testJobScheduleMissed: after five missed minutes, Schedule adds one job,
+// for the latest slot, due at that slot's start.
+func testJobScheduleMissed(t *testing.T, f *fixture) {
+	q, c := f.jobQueue(t, "schedule-missed", fdbqueue.JobQueueConfig{Choice: 1})
+	pj := periodic()
+	first, err := q.Schedule(f.ctx, f.db, pj, time.Time{})
+	require.NoError(t, err)
+	require.True(t, first.Added)
+	c.Advance(5*time.Minute + 20*time.Second)
+	r, err := q.Schedule(f.ctx, f.db, pj, time.Time{})
+	require.NoError(t, err)
+	require.True(t, r.Added)
+	require.True(t, r.Slot.Equal(first.Slot.Add(5*time.Minute)), "slot %v, want %v", r.Slot, first.Slot.Add(5*time.Minute))
+	require.Equal(t, int64(2), f.queuedJobs(t, q), "the missed slots are not caught up")
+	info, err := q.Job(f.ctx, f.db, r.ID)
+	require.NoError(t, err)
+	require.True(t, info.DueAt.Equal(r.Slot), "due at %v, want the slot %v", info.DueAt, r.Slot)
+}
