@@ -287,12 +287,17 @@ func (q *JobQueue) RunScheduler(ctx context.Context, db kv.Database, jobs []Peri
 				}
 				done[i] = slot
 			}
-			next = min(next, slot+pj.Every.Microseconds())
+			if p := pj.Every.Microseconds(); slot <= math.MaxInt64-p {
+				next = min(next, slot+p)
+			}
 		}
+		// From the clock's time after the calls: sleeping from now would
+		// add their duration to every wait on a real clock.
+		wait := time.UnixMicro(next).Sub(q.cfg.Clock.Now())
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-q.cfg.Clock.After(time.UnixMicro(next).Sub(now)):
+		case <-q.cfg.Clock.After(wait):
 		}
 	}
 }

@@ -284,3 +284,24 @@ func TestRunSchedulerReturnsScheduleError(t *testing.T) {
 	err := q.RunScheduler(ctx, db, []fdbqueue.PeriodicJob{pj})
 	require.True(t, errors.Is(err, fdbqueue.ErrValueTooLarge), "%v", err)
 }
+
+// RunScheduler sleeps until the next slot from the clock's time after its
+// calls: a call that took 10 s (the Job function moves the fake clock)
+// leaves a 50 s sleep to the next minute, not 60 s.
+func TestRunSchedulerSleepsFromAfterItsCalls(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	db := newDB(t)
+	clock := newFakeClock()
+	clock.Armed = make(chan time.Duration, 1)
+	q := mustJobQueue(t, "periodic-slow", fdbqueue.JobQueueConfig{Clock: clock})
+	pj := fdbqueue.PeriodicJob{Name: "slow", Every: time.Minute, Job: func(time.Time) fdbqueue.Job {
+		clock.Advance(10 * time.Second) // no timer armed yet: fires nothing
+		return fdbqueue.Job{}
+	}}
+	done := make(chan error, 1)
+	go func() { done <- q.RunScheduler(ctx, db, []fdbqueue.PeriodicJob{pj}) }()
+	require.Equal(t, 50*time.Second, <-clock.Armed)
+	cancel()
+	require.NoError(t, <-done)
+}
