@@ -104,7 +104,9 @@ func slotOf(t time.Time, every time.Duration) int64 {
 // now's: a schedule whose schedulers were all down for several periods
 // gets one job, for the latest slot, not a burst (as river's and asynq's
 // schedulers do). A now in an earlier slot than the marker's (a scheduler
-// whose clock lags) adds nothing.
+// whose clock lags) adds nothing. A schedule's first call, or one after a
+// gap, adds the slot under way: its job is due at once (its due time, the
+// slot's start, has passed), not at the next slot.
 //
 // Exactly once per slot, across any number of schedulers: the marker read
 // is a normal read, so of two Schedules of one slot that overlap, the
