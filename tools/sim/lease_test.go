@@ -388,3 +388,124 @@ func TestLeaseModelUniqueKeys(t *testing.T) {
 		})
 	}
 }
+
+// The model's Cancel and Job: a cancelled job is gone for good (never
+// leased, acked, nacked, extended, released or dead again, its unique key
+// free, absent from Observe), a Cancel of a dead, acked, cancelled or
+// never-added job finds nothing (nor does one of a job a Lease buried),
+// and a Job lookup returns the job as the state holds it.
+func TestLeaseModelCancelAndJob(t *testing.T) {
+	m := LeaseModel(2)
+	op := func(c int, call, ret int64, in LeaseInput, out LeaseOutput) porcupine.Operation {
+		return porcupine.Operation{ClientId: c, Input: in, Call: call, Output: out, Return: ret}
+	}
+	add := func(c int, call, ret int64, key, job string, dup bool) porcupine.Operation {
+		return op(c, call, ret, LeaseInput{Kind: LAdd, Max: 2, Unique: key}, LeaseOutput{Job: job, Duplicate: dup})
+	}
+	lease := func(c int, call, ret, now int64, out LeaseOutput) porcupine.Operation {
+		return op(c, call, ret, LeaseInput{Kind: LLease, Now: now, N: 1, D: 10}, out)
+	}
+	got := func(job string, tag uint64, attempt int) LeaseOutput {
+		return LeaseOutput{Leases: []LeasedJob{{Job: job, Tag: tag, Attempt: attempt}}}
+	}
+	onLease := func(kind LeaseKind, c int, call, ret, now int64, job string, tag uint64, out LeaseOutput) porcupine.Operation {
+		return op(c, call, ret, LeaseInput{Kind: kind, Now: now, Job: job, Tag: tag, D: 10}, out)
+	}
+	cancel := func(c int, call, ret, now int64, job string, notFound bool) porcupine.Operation {
+		return op(c, call, ret, LeaseInput{Kind: LCancel, Now: now, Job: job}, LeaseOutput{NotFound: notFound})
+	}
+	cancelUnknown := func(c int, call, ret int64, job string) porcupine.Operation {
+		return op(c, call, ret, LeaseInput{Kind: LCancel, Job: job}, LeaseOutput{Unknown: true})
+	}
+	job := func(c int, call, ret, now int64, id string, rec *JobRecord) porcupine.Operation {
+		if rec == nil {
+			return op(c, call, ret, LeaseInput{Kind: LJob, Now: now, Job: id}, LeaseOutput{NotFound: true})
+		}
+		return op(c, call, ret, LeaseInput{Kind: LJob, Now: now, Job: id}, LeaseOutput{Record: *rec})
+	}
+	observe := func(call, now int64, held []KeyHold, jobs ...JobRecord) porcupine.Operation {
+		return op(9, call, call+1, LeaseInput{Kind: LObserve, Now: now}, LeaseOutput{Jobs: jobs, Held: held})
+	}
+	addA := add(0, 1, 2, "", "a", false)
+	leaseA := lease(0, 3, 4, 0, got("a", 7, 1))
+	// a leased on both its attempts (max 2), the last lease expired at 30.
+	exhausted := []porcupine.Operation{addA, leaseA, lease(0, 5, 6, 20, got("a", 8, 2))}
+	deadA := append(slices.Clone(exhausted), onLease(LNack, 0, 7, 8, 20, "a", 8, LeaseOutput{Dead: true}))
+	h := func(ops ...porcupine.Operation) []porcupine.Operation { return ops }
+	then := func(prefix []porcupine.Operation, ops ...porcupine.Operation) []porcupine.Operation {
+		return append(slices.Clone(prefix), ops...)
+	}
+	rec := func(r JobRecord) *JobRecord { return &r }
+	cases := []struct {
+		name    string
+		history []porcupine.Operation
+		want    bool
+	}{
+		{"queued: cancelled, then nothing to lease", h(addA, cancel(0, 3, 4, 0, "a", false), lease(0, 5, 6, 0, LeaseOutput{Empty: true})), true},
+		{"queued: cancelled, then leased", h(addA, cancel(0, 3, 4, 0, "a", false), lease(0, 5, 6, 0, got("a", 7, 1))), false},
+		{"queued: cancelled, then observed", h(addA, cancel(0, 3, 4, 0, "a", false), observe(5, 0, nil)), true},
+		{"queued: cancelled, still there", h(addA, cancel(0, 3, 4, 0, "a", false), observe(5, 0, nil, JobRecord{Job: "a", Max: 2})), false},
+		{"queued: not found", h(addA, cancel(0, 3, 4, 0, "a", true)), false},
+		{"delayed: cancelled", h(op(0, 1, 2, LeaseInput{Kind: LAdd, Vest: 50, Max: 2}, LeaseOutput{Job: "a"}),
+			cancel(0, 3, 4, 0, "a", false), lease(0, 5, 6, 60, LeaseOutput{Empty: true})), true},
+		{"leased: cancelled, the holder's ack lost", h(addA, leaseA, cancel(1, 5, 6, 0, "a", false), onLease(LAck, 0, 7, 8, 0, "a", 7, LeaseOutput{Lost: true})), true},
+		{"leased: cancelled, the holder acks", h(addA, leaseA, cancel(1, 5, 6, 0, "a", false), onLease(LAck, 0, 7, 8, 0, "a", 7, LeaseOutput{})), false},
+		{"leased: cancelled, the holder nacks", h(addA, leaseA, cancel(1, 5, 6, 0, "a", false), onLease(LNack, 0, 7, 8, 0, "a", 7, LeaseOutput{})), false},
+		{"leased: cancelled, the holder extends", h(addA, leaseA, cancel(1, 5, 6, 0, "a", false), onLease(LExtend, 0, 7, 8, 0, "a", 7, LeaseOutput{})), false},
+		{"leased: cancelled, the holder releases", h(addA, leaseA, cancel(1, 5, 6, 0, "a", false), onLease(LRelease, 0, 7, 8, 0, "a", 7, LeaseOutput{})), false},
+		{"leased: cancelled, the holder's release lost", h(addA, leaseA, cancel(1, 5, 6, 0, "a", false), onLease(LRelease, 0, 7, 8, 0, "a", 7, LeaseOutput{Lost: true})), true},
+		{"leased: cancel and ack race, one wins", h(addA, leaseA, cancel(1, 5, 8, 0, "a", true), onLease(LAck, 0, 6, 7, 0, "a", 7, LeaseOutput{})), true},
+		{"leased: cancel and ack race, both win", h(addA, leaseA, cancel(1, 5, 8, 0, "a", false), onLease(LAck, 0, 6, 7, 0, "a", 7, LeaseOutput{})), false},
+		{"leased: cancelled twice", h(addA, leaseA, cancel(1, 5, 6, 0, "a", false), cancel(2, 7, 8, 0, "a", false)), false},
+		{"leased: cancelled, then not found", h(addA, leaseA, cancel(1, 5, 6, 0, "a", false), cancel(2, 7, 8, 0, "a", true)), true},
+		{"acked: not found", h(addA, leaseA, onLease(LAck, 0, 5, 6, 0, "a", 7, LeaseOutput{}), cancel(1, 7, 8, 0, "a", true)), true},
+		{"acked: cancelled", h(addA, leaseA, onLease(LAck, 0, 5, 6, 0, "a", 7, LeaseOutput{}), cancel(1, 7, 8, 0, "a", false)), false},
+		{"never added: not found", h(addA, cancel(1, 3, 4, 0, "z", true)), true},
+		{"never added: cancelled", h(addA, cancel(1, 3, 4, 0, "z", false)), false},
+		{"dead: not found", then(deadA, cancel(1, 9, 10, 20, "a", true)), true},
+		{"dead: cancelled", then(deadA, cancel(1, 9, 10, 20, "a", false)), false},
+		{"last lease running: not found", then(exhausted, cancel(1, 7, 8, 25, "a", true)), false},
+		{"last lease expired: buried, not found", then(exhausted, cancel(1, 7, 8, 40, "a", true),
+			observe(9, 40, nil, JobRecord{Job: "a", Attempts: 2, Max: 2, Dead: true})), true},
+		{"last lease expired: cancelled, not dead", then(exhausted, cancel(1, 7, 8, 40, "a", false), observe(9, 40, nil)), true},
+		{"last lease expired: cancelled, then dead", then(exhausted, cancel(1, 7, 8, 40, "a", false),
+			observe(9, 40, nil, JobRecord{Job: "a", Attempts: 2, Max: 2, Dead: true})), false},
+
+		{"unique: cancelled, key free", h(add(0, 1, 2, "k", "a", false), cancel(0, 3, 4, 0, "a", false), add(1, 5, 6, "k", "b", false)), true},
+		{"unique: cancelled, still called held", h(add(0, 1, 2, "k", "a", false), cancel(0, 3, 4, 0, "a", false), add(1, 5, 6, "k", "a", true)), false},
+		{"unique: cancelled, key left in the index", h(add(0, 1, 2, "k", "a", false), cancel(0, 3, 4, 0, "a", false),
+			observe(5, 0, []KeyHold{{"k", "a"}})), false},
+		{"unique: cancelled leased, key free", h(add(0, 1, 2, "k", "a", false), leaseA, cancel(1, 5, 6, 0, "a", false),
+			add(1, 7, 8, "k", "b", false), observe(9, 0, []KeyHold{{"k", "b"}}, JobRecord{Job: "b", Max: 2, Unique: "k"})), true},
+
+		{"unknown: removed", h(addA, cancelUnknown(0, 3, 4, "a"), observe(5, 0, nil)), true},
+		{"unknown: did nothing", h(addA, cancelUnknown(0, 3, 4, "a"), observe(5, 0, nil, JobRecord{Job: "a", Max: 2})), true},
+		{"unknown: removed, then leased", h(addA, cancelUnknown(0, 3, 4, "a"), observe(5, 0, nil), lease(0, 7, 8, 0, got("a", 7, 1))), false},
+		{"unknown: cancelled another job", h(addA, add(0, 3, 4, "", "b", false), cancelUnknown(0, 5, 6, "a"),
+			observe(7, 0, nil, JobRecord{Job: "a", Max: 2})), false},
+
+		{"job: queued", h(addA, job(1, 3, 4, 0, "a", rec(JobRecord{Job: "a", Max: 2}))), true},
+		{"job: queued, wrong attempts", h(addA, job(1, 3, 4, 0, "a", rec(JobRecord{Job: "a", Max: 2, Attempts: 1}))), false},
+		{"job: leased", h(addA, leaseA, job(1, 5, 6, 0, "a", rec(JobRecord{Job: "a", Max: 2, Attempts: 1, Tag: 7, Vest: 10}))), true},
+		{"job: leased, another tag", h(addA, leaseA, job(1, 5, 6, 0, "a", rec(JobRecord{Job: "a", Max: 2, Attempts: 1, Tag: 8, Vest: 10}))), false},
+		{"job: leased, shown queued", h(addA, leaseA, job(1, 5, 6, 0, "a", rec(JobRecord{Job: "a", Max: 2, Attempts: 1, Vest: 10}))), false},
+		{"job: dead", then(deadA, job(1, 9, 10, 20, "a", rec(JobRecord{Job: "a", Max: 2, Attempts: 2, Dead: true}))), true},
+		{"job: dead, not found", then(deadA, job(1, 9, 10, 20, "a", nil)), false},
+		{"job: buried by a Lease", then(exhausted, job(1, 7, 8, 40, "a", rec(JobRecord{Job: "a", Max: 2, Attempts: 2, Dead: true})),
+			lease(0, 9, 10, 40, LeaseOutput{Empty: true}), cancel(1, 11, 12, 40, "a", true)), true},
+		{"job: cancelled, not found", h(addA, cancel(0, 3, 4, 0, "a", false), job(1, 5, 6, 0, "a", nil)), true},
+		{"job: cancelled, found", h(addA, cancel(0, 3, 4, 0, "a", false), job(1, 5, 6, 0, "a", rec(JobRecord{Job: "a", Max: 2}))), false},
+		{"job: concurrent with its cancel, found", h(addA, cancel(0, 3, 6, 0, "a", false), job(1, 4, 5, 0, "a", rec(JobRecord{Job: "a", Max: 2}))), true},
+		{"job: never added, found", h(addA, job(1, 3, 4, 0, "z", rec(JobRecord{Job: "z", Max: 2}))), false},
+		{"job: never added, not found", h(addA, job(1, 3, 4, 0, "z", nil)), true},
+		{"job: queued, not found", h(addA, job(1, 3, 4, 0, "a", nil)), false},
+		{"job: a lease of unknown outcome's tag", h(addA, lease(0, 3, 4, 0, LeaseOutput{Unknown: true}),
+			job(1, 5, 6, 0, "a", rec(JobRecord{Job: "a", Max: 2, Attempts: 1, Tag: 99, Vest: 10})),
+			onLease(LAck, 1, 7, 8, 0, "a", 99, LeaseOutput{})), true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			require.Equal(t, tc.want, porcupine.CheckOperations(m, tc.history))
+		})
+	}
+}

@@ -12,7 +12,7 @@ import (
 type LeaseKind uint8
 
 // JobQueue operations. LObserve is the harness's read of every job record
-// at a quiescent point.
+// at a quiescent point; LJob is a JobQueue.Job lookup of one job.
 const (
 	LAdd LeaseKind = iota
 	LLease
@@ -21,9 +21,11 @@ const (
 	LExtend
 	LObserve
 	LRelease
+	LCancel
+	LJob
 )
 
-var leaseKindNames = [...]string{"Add", "Lease", "Ack", "Nack", "Extend", "Observe", "Release"}
+var leaseKindNames = [...]string{"Add", "Lease", "Ack", "Nack", "Extend", "Observe", "Release", "Cancel", "Job"}
 
 // String returns the kind's name.
 func (k LeaseKind) String() string {
@@ -48,7 +50,8 @@ type LeaseInput struct {
 	N int
 	D int64
 	// Ack, Nack, Extend, Release: the job and the lease's tag (its ID's
-	// first 8 bytes). Nack, Release: the new vesting time (Vest).
+	// first 8 bytes). Nack, Release: the new vesting time (Vest). Cancel,
+	// Job: the job (an ID that may never have existed).
 	Job string
 	Tag uint64
 }
@@ -93,6 +96,10 @@ type LeaseOutput struct {
 	Dead      bool        // Nack: the job was dead-lettered
 	Jobs      []JobRecord // Observe, sorted by Job
 	Held      []KeyHold   // Observe: the unique-key index, sorted by Key
+	// Cancel, Job: ErrJobNotFound. Job: otherwise Record is the job as
+	// Job returned it (Vest 0 for a dead job).
+	NotFound bool
+	Record   JobRecord
 	// Unknown: the call failed and was never recovered (its client
 	// crashed), so it may or may not have taken effect, with any result,
 	// at any point between its call and its Return (the end of its round,
@@ -104,7 +111,7 @@ type LeaseOutput struct {
 }
 
 // leaseState is the model's state: the jobs in the queue or dead, sorted
-// by ID (acked jobs are gone).
+// by ID (acked and cancelled jobs are gone).
 type leaseState []JobRecord
 
 func (s leaseState) find(job string) int {
@@ -153,6 +160,17 @@ func (r JobRecord) exhausted() bool { return r.Attempts >= r.Max }
 // against the jobs in the queue (LeaseOutput.Held). A key whose holder
 // is exhausted and due may have been freed by a Lease that buried it,
 // which the model learns from an Add that finds the key free.
+//
+// Cancel and Job: Cancel removes a job in the queue (queued, delayed or
+// leased, under any tag) for good: its record leaves the state, so it is
+// never leased, acked, nacked, extended or released again (those find
+// their lease lost), never dead, and its unique key is free. A Cancel of
+// a dead job, of one acked or cancelled, or of an ID never added finds
+// nothing (LeaseOutput.NotFound); so does one of a job whose last lease
+// expired, if a Lease buried it since (the model learns that it died). A
+// Job lookup returns the job as the state holds it (as Observe reads a
+// record: a buried job dead, a lease of unknown tag its tag), or NotFound
+// for a job not in the state.
 //
 // An operation of unknown outcome (LeaseOutput.Unknown) may have done
 // nothing or anything its known outcomes do (leaseUnknownStep), so the
@@ -221,7 +239,8 @@ func (s leaseState) hash() uint64 {
 // any 1 to N of the jobs it could lease, under tags nobody knows (it may
 // also have buried exhausted jobs, which the next Observe finds, as for
 // any Lease); an Ack, Nack, Extend or Release did what it does when its
-// lease is held, or found it lost.
+// lease is held, or found it lost; a Cancel removed its job or found
+// none.
 func leaseUnknownStep(s leaseState, in LeaseInput, out LeaseOutput, k int) []any {
 	next := []any{s}
 	var outs []LeaseOutput
@@ -255,9 +274,11 @@ func leaseUnknownStep(s leaseState, in LeaseInput, out LeaseOutput, k int) []any
 		pick(0, s, 0)
 	case LAck, LExtend, LRelease:
 		outs = []LeaseOutput{{}, {Lost: true}}
+	case LCancel:
+		outs = []LeaseOutput{{}, {NotFound: true}}
 	case LNack:
 		outs = []LeaseOutput{{}, {Dead: true}, {Lost: true}}
-	default: // an Observe is never unknown
+	default: // an Observe or a Job lookup is never unknown
 		return nil
 	}
 	for _, o := range outs {
@@ -375,43 +396,45 @@ func leaseStep(s leaseState, in LeaseInput, out LeaseOutput, k int) (bool, any) 
 			n[i].Vest = in.Now + in.D
 			return true, n
 		}
+	case LCancel:
+		i := s.find(in.Job)
+		if i < 0 || s[i].Dead {
+			return out.NotFound, s
+		}
+		n := slices.Clone(s)
+		if out.NotFound {
+			// Still in the queue: not found only if a Lease buried it (its
+			// last attempt expired) since.
+			if !(s[i].exhausted() && s[i].due(in.Now)) {
+				return false, s
+			}
+			n[i].Dead, n[i].Tag, n[i].AnyTag = true, 0, false
+			return true, n
+		}
+		return true, slices.Delete(n, i, i+1)
+	case LJob:
+		i := s.find(in.Job)
+		if out.NotFound || i < 0 {
+			return out.NotFound && i < 0, s
+		}
+		r, ok := observed(s[i], out.Record, in.Now)
+		if !ok {
+			return false, s
+		}
+		n := slices.Clone(s)
+		n[i] = r
+		return true, n
 	case LObserve:
 		if len(out.Jobs) != len(s) {
 			return false, s
 		}
 		n := slices.Clone(s)
 		for i, got := range out.Jobs {
-			want := n[i]
-			if got.Job != want.Job {
+			r, ok := observed(n[i], got, in.Now)
+			if !ok {
 				return false, s
 			}
-			if got.Dead && !want.Dead && want.exhausted() && want.due(in.Now) {
-				n[i].Dead, n[i].Tag, n[i].AnyTag = true, 0, false // buried by a Lease
-				want = n[i]
-			}
-			if want.AnyTag {
-				// Leased by a Lease of unknown outcome: any tag.
-				if got.Dead || got.Tag == 0 || got.AnyTag {
-					return false, s
-				}
-				want.Tag, want.AnyTag = got.Tag, false
-				n[i] = want
-			}
-			if got.Dead != want.Dead {
-				return false, s
-			}
-			if want.Dead {
-				// Dead at its last counted attempt: its record keeps the
-				// count (its vesting time is its death's, which the model
-				// does not know).
-				if got.Attempts != want.Attempts || got.Max != want.Max || got.Prio != want.Prio || got.Unique != want.Unique {
-					return false, s
-				}
-				continue
-			}
-			if got != want {
-				return false, s
-			}
+			n[i] = r
 		}
 		// The unique-key index holds the key of every job in the queue,
 		// and nothing else: a dead or acked job's key is free.
@@ -421,6 +444,37 @@ func leaseStep(s leaseState, in LeaseInput, out LeaseOutput, k int) (bool, any) 
 		return true, n
 	}
 	return false, s
+}
+
+// observed reports whether got, a job's record as read at now, is the
+// model's want, and returns want with what the read taught: a job whose
+// last lease expired may have been buried by a Lease since, and a lease
+// of unknown outcome (AnyTag) has the tag got holds.
+func observed(want, got JobRecord, now int64) (JobRecord, bool) {
+	if got.Job != want.Job {
+		return want, false
+	}
+	if got.Dead && !want.Dead && want.exhausted() && want.due(now) {
+		want.Dead, want.Tag, want.AnyTag = true, 0, false // buried by a Lease
+	}
+	if want.AnyTag {
+		// Leased by a Lease of unknown outcome: any tag.
+		if got.Dead || got.Tag == 0 || got.AnyTag {
+			return want, false
+		}
+		want.Tag, want.AnyTag = got.Tag, false
+	}
+	if got.Dead != want.Dead {
+		return want, false
+	}
+	if want.Dead {
+		// Dead at its last counted attempt: its record keeps the count
+		// (its vesting time is its death's, which the model does not
+		// know).
+		ok := got.Attempts == want.Attempts && got.Max == want.Max && got.Prio == want.Prio && got.Unique == want.Unique
+		return want, ok
+	}
+	return want, got == want
 }
 
 // holder returns the index of the job in the queue (not dead) that holds
