@@ -509,3 +509,60 @@ func TestLeaseModelCancelAndJob(t *testing.T) {
 		})
 	}
 }
+
+// A retried Lease returns, from its journal record, the leases of its
+// attempt that committed whose jobs still carry them: one a Cancel
+// removed before the retry is left out (ErrEmpty if none is left). The
+// model lets a retried Lease have taken such jobs unseen, only if a Cancel
+// removes them before the Lease returns, and only up to N in all.
+func TestLeaseModelRetriedLease(t *testing.T) {
+	m := LeaseModel(2)
+	op := func(c int, call, ret int64, in LeaseInput, out LeaseOutput) porcupine.Operation {
+		in.Call, in.Ret = call, ret
+		return porcupine.Operation{ClientId: c, Input: in, Call: call, Output: out, Return: ret}
+	}
+	add := func(call, ret int64, job string) porcupine.Operation {
+		return op(0, call, ret, LeaseInput{Kind: LAdd, Max: 2}, LeaseOutput{Job: job})
+	}
+	lease := func(c int, call, ret int64, n int, retried bool, out LeaseOutput) porcupine.Operation {
+		return op(c, call, ret, LeaseInput{Kind: LLease, N: n, D: 10, Retried: retried}, out)
+	}
+	got := func(job string, tag uint64) LeaseOutput {
+		return LeaseOutput{Leases: []LeasedJob{{Job: job, Tag: tag, Attempt: 1}}}
+	}
+	empty := LeaseOutput{Empty: true}
+	cancel := func(c int, call, ret int64, job string) porcupine.Operation {
+		return op(c, call, ret, LeaseInput{Kind: LCancel, Job: job}, LeaseOutput{})
+	}
+	job := func(c int, call, ret int64, id string, tag uint64) porcupine.Operation {
+		return op(c, call, ret, LeaseInput{Kind: LJob, Job: id}, LeaseOutput{Record: JobRecord{Job: id, Tag: tag, Attempts: 1, Vest: 10, Max: 2}})
+	}
+	observe := func(call int64, jobs ...JobRecord) porcupine.Operation {
+		return op(9, call, call+1, LeaseInput{Kind: LObserve}, LeaseOutput{Jobs: jobs})
+	}
+	cases := []struct {
+		name    string
+		history []porcupine.Operation
+		want    bool
+	}{
+		{"empty: its job cancelled before it returned", []porcupine.Operation{add(1, 2, "a"), lease(0, 3, 10, 1, true, empty),
+			job(1, 4, 5, "a", 99), cancel(1, 6, 7, "a"), lease(1, 11, 12, 1, false, empty)}, true},
+		{"empty: not retried", []porcupine.Operation{add(1, 2, "a"), lease(0, 3, 10, 1, false, empty),
+			job(1, 4, 5, "a", 99), cancel(1, 6, 7, "a")}, false},
+		{"empty: its job not cancelled", []porcupine.Operation{add(1, 2, "a"), lease(0, 3, 6, 1, true, empty), lease(1, 7, 8, 1, false, empty)}, false},
+		{"empty: its job cancelled after it returned", []porcupine.Operation{add(1, 2, "a"), lease(0, 3, 6, 1, true, empty),
+			job(1, 4, 5, "a", 99), cancel(1, 7, 8, "a")}, false},
+		{"empty: its job still leased at Observe", []porcupine.Operation{add(1, 2, "a"), lease(0, 3, 6, 1, true, empty),
+			observe(7, JobRecord{Job: "a", Tag: 99, Attempts: 1, Vest: 10, Max: 2})}, false},
+		{"empty: nothing was due", []porcupine.Operation{lease(0, 1, 2, 1, true, empty), add(3, 4, "a"), observe(5, JobRecord{Job: "a", Max: 2})}, true},
+		{"one of two: the other cancelled", []porcupine.Operation{add(1, 2, "a"), add(3, 4, "b"), lease(0, 5, 10, 2, true, got("a", 7)),
+			job(1, 6, 7, "b", 99), cancel(1, 8, 9, "b"), observe(11, JobRecord{Job: "a", Tag: 7, Attempts: 1, Vest: 10, Max: 2})}, true},
+		{"one of one: another taken unseen too", []porcupine.Operation{add(1, 2, "a"), add(3, 4, "b"), lease(0, 5, 10, 1, true, got("a", 7)),
+			job(1, 6, 7, "b", 99), cancel(1, 8, 9, "b")}, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			require.Equal(t, tc.want, porcupine.CheckOperations(m, tc.history))
+		})
+	}
+}

@@ -54,6 +54,14 @@ type LeaseInput struct {
 	// Job: the job (an ID that may never have existed).
 	Job string
 	Tag uint64
+	// Call and Ret are the operation's call and return in the history
+	// (0: unknown; the model then draws no conclusion from them). Retried:
+	// a Lease whose transaction ran more than once, or whose call failed
+	// and was recovered, so that it may have returned the leases of an
+	// earlier attempt that committed, from its journal record, less those
+	// whose job a Cancel removed since (see LeaseModel).
+	Call, Ret int64
+	Retried   bool
 }
 
 // LeasedJob is one lease a Lease returned.
@@ -78,6 +86,11 @@ type JobRecord struct {
 	// outcome (LeaseOutput.Unknown), under a tag nobody knows (Tag is 0):
 	// nobody holds that lease, and the next Observe reads its tag.
 	AnyTag bool
+	// Ghost: the model's only. Not 0: the job was taken by a retried
+	// Lease (LeaseInput.Retried) whose call returned at Ghost without it,
+	// so a Cancel removed it before then; the state is impossible once an
+	// operation is called after Ghost with the job still there.
+	Ghost int64
 }
 
 // KeyHold is one entry of the queue's unique-key index: the key and the
@@ -172,6 +185,14 @@ func (r JobRecord) exhausted() bool { return r.Attempts >= r.Max }
 // record: a buried job dead, a lease of unknown tag its tag), or NotFound
 // for a job not in the state.
 //
+// A retried Lease (LeaseInput.Retried) returns, from its journal record,
+// the leases of the attempt that committed whose job still carries them:
+// a job it took and a Cancel removed before the retry is left out (and,
+// all of them removed, it reports ErrEmpty). So such a Lease may also
+// have taken, up to N in all, due jobs its output does not show (Ghost),
+// which a Cancel must remove before its call returns: a state holding
+// one at a later operation's call, or at an Observe, is rejected.
+//
 // An operation of unknown outcome (LeaseOutput.Unknown) may have done
 // nothing or anything its known outcomes do (leaseUnknownStep), so the
 // model is nondeterministic: its state is the set of the states the
@@ -181,8 +202,14 @@ func LeaseModel(k int) porcupine.Model {
 		Init: func() []any { return []any{leaseState(nil)} },
 		Step: func(state, input, output any) []any {
 			s, in, out := state.(leaseState), input.(LeaseInput), output.(LeaseOutput)
+			if s.ghostBefore(in.Call) {
+				return nil
+			}
 			if out.Unknown {
 				return leaseUnknownStep(s, in, out, k)
+			}
+			if in.Kind == LLease && in.Retried {
+				return retriedLeaseStep(s, in, out, k)
 			}
 			if ok, n := leaseStep(s, in, out, k); ok {
 				return []any{n}
@@ -215,6 +242,7 @@ func (s leaseState) hash() uint64 {
 		for i := 0; i < len(r.Unique); i++ {
 			h = (h ^ uint64(r.Unique[i])) * 1099511628211
 		}
+		mix(uint64(r.Ghost))
 		flags := uint64(0)
 		if r.Dead {
 			flags |= 1
@@ -430,6 +458,9 @@ func leaseStep(s leaseState, in LeaseInput, out LeaseOutput, k int) (bool, any) 
 		}
 		n := slices.Clone(s)
 		for i, got := range out.Jobs {
+			if n[i].Ghost != 0 {
+				return false, s // a Cancel should have removed it
+			}
 			r, ok := observed(n[i], got, in.Now)
 			if !ok {
 				return false, s
@@ -474,7 +505,63 @@ func observed(want, got JobRecord, now int64) (JobRecord, bool) {
 		ok := got.Attempts == want.Attempts && got.Max == want.Max && got.Prio == want.Prio && got.Unique == want.Unique
 		return want, ok
 	}
+	got.Ghost = want.Ghost // the model's only
 	return want, got == want
+}
+
+// ghostBefore reports whether s holds a job taken unseen by a retried
+// Lease that returned before call (which a Cancel must have removed by
+// then); never for call 0.
+func (s leaseState) ghostBefore(call int64) bool {
+	for _, r := range s {
+		if r.Ghost != 0 && r.Ghost < call {
+			return true
+		}
+	}
+	return false
+}
+
+// retriedLeaseStep is the step of a retried Lease (see LeaseModel): the
+// states its known step leaves (none if that is impossible, but an
+// ErrEmpty may also be a replay that found its jobs cancelled), each also
+// with some of the jobs it could lease, up to in.N in all, taken unseen
+// (Ghost).
+func retriedLeaseStep(s leaseState, in LeaseInput, out LeaseOutput, k int) []any {
+	var next []any
+	ok, n := leaseStep(s, in, out, k)
+	switch {
+	case ok:
+		next = append(next, n)
+	case !out.Empty:
+		return nil
+	default:
+		n = s
+	}
+	if len(out.Leases) >= in.N {
+		return next
+	}
+	var eligible []int
+	for i, r := range s {
+		if r.due(in.Now) && !r.exhausted() && !slices.ContainsFunc(out.Leases, func(l LeasedJob) bool { return l.Job == r.Job }) {
+			eligible = append(eligible, i)
+		}
+	}
+	var pick func(from int, m leaseState, taken int)
+	pick = func(from int, m leaseState, taken int) {
+		for j := from; j < len(eligible); j++ {
+			g := slices.Clone(m)
+			i := eligible[j]
+			g[i].Attempts++
+			g[i].Tag, g[i].AnyTag, g[i].Ghost = 0, true, in.Ret
+			g[i].Vest = in.Now + in.D
+			next = append(next, g)
+			if taken+1 < in.N {
+				pick(j+1, g, taken+1)
+			}
+		}
+	}
+	pick(0, n.(leaseState), len(out.Leases))
+	return next
 }
 
 // holder returns the index of the job in the queue (not dead) that holds
