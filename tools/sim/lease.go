@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"sort"
@@ -63,6 +64,14 @@ type LeaseConfig struct {
 	// or dead.
 	UniqueProb float64
 	UniqueKeys int
+	// CancelProb is the probability that an operation is a Cancel, of the
+	// job of a lease the client holds, of a job the harness has seen
+	// (queued, leased by any client, dead, acked or cancelled), or of an
+	// ID never added; JobProb, that it is a Job lookup of such an ID.
+	// Cancels are interrupted, run under deadlines, recovered and
+	// abandoned as the other operations; Job lookups, which write nothing,
+	// run on the database as they are.
+	CancelProb, JobProb float64
 	// WithoutIdempotency turns the queue's journal off, for the test that
 	// requires the checker to reject the result.
 	WithoutIdempotency bool
@@ -83,7 +92,7 @@ func DefaultLeaseConfig() LeaseConfig {
 		// longer, and the commit is where an interruption matters.
 		Latency:       memdb.Latency{Commit: memdb.Span{Min: 50 * time.Microsecond, Max: 500 * time.Microsecond}},
 		InterruptProb: 0.12, DeadlineProb: 0.06, MaxDeadline: time.Millisecond, RecoverAtOnceProb: 0.5, AbandonProb: 0.04,
-		UniqueProb: 0.3, UniqueKeys: 3, CheckTimeout: 30 * time.Second}
+		UniqueProb: 0.3, UniqueKeys: 3, CancelProb: 0.1, JobProb: 0.08, CheckTimeout: 30 * time.Second}
 }
 
 // LeaseResult is what one simulated seed found.
@@ -118,14 +127,44 @@ type LeaseResult struct {
 	// is the unique-key index's entries left after the drain (it must be
 	// 0: every job is acked or dead).
 	UniqueAdds, UniqueDuplicates, UniqueReused, KeysHeld int
-	Stats                                                memdb.Stats
+	// Cancelled counts the jobs a Cancel removed (known outcome), and
+	// CancelledAbandoned the jobs gone with no Ack, Cancel or death known
+	// but an abandoned Cancel (which may have removed them). A job a
+	// Cancel removed that was also acked, dead or cancelled again counts
+	// in CancelledAndAcked, CancelledAndDead or CancelledTwice (all must
+	// be 0). CancelNotFound counts the Cancels (known outcome) that found
+	// no job: CancelNever of IDs never added, CancelDead of jobs dead in
+	// the end, CancelGone of jobs acked or cancelled before.
+	// CancelsRecovered counts the Cancels whose call failed, their
+	// outcome unknown, recovered with their OpID; LostToCancel the Acks,
+	// Nacks, Extends and Releases that found their lease lost, of a job a
+	// Cancel removed; KeysFreedByCancel the jobs added under a unique key
+	// whose previous holder a Cancel removed.
+	Cancelled, CancelledAbandoned, CancelledAndAcked, CancelledAndDead, CancelledTwice int
+	CancelNotFound, CancelNever, CancelDead, CancelGone                                int
+	CancelsRecovered, LostToCancel, KeysFreedByCancel                                  int
+	// JobLookups counts the Job calls, and JobQueued, JobLeased, JobDead
+	// and JobNotFound their results; JobInvalid those that returned an ID
+	// other than the one asked for or a state its other fields contradict
+	// (a lease ID on a queued job, none on a leased one): it must be 0.
+	JobLookups, JobQueued, JobLeased, JobDead, JobNotFound, JobInvalid int
+	// Leftovers counts, at each Observe and after the drain, the entries
+	// of the job index ("x") or of the values ("v") that do not belong to
+	// a job record (a removed job's), the records missing either, and IDs
+	// with two records; CountErrors the reads at which Stats' exact
+	// counts (queued, leased, dead) or the vesting-time bucket counters
+	// disagreed with the records. Both must be 0.
+	Leftovers, CountErrors int
+	Stats                  memdb.Stats
 }
 
 // OK reports whether the history was linearizable and every job was
 // accounted for exactly once.
 func (r LeaseResult) OK() bool {
 	return r.Check == porcupine.Ok && r.AckedTwice == 0 && r.AckedAndDead == 0 && r.Lost == 0 && r.Duplicated == 0 &&
-		r.DeadAttempts == 0 && r.KeysHeld == 0 && r.Added == r.Acked+r.Dead+r.AckedAbandoned
+		r.DeadAttempts == 0 && r.KeysHeld == 0 && r.CancelledAndAcked == 0 && r.CancelledAndDead == 0 && r.CancelledTwice == 0 &&
+		r.JobInvalid == 0 && r.Leftovers == 0 && r.CountErrors == 0 &&
+		r.Added == r.Acked+r.Dead+r.Cancelled+r.AckedAbandoned+r.CancelledAbandoned
 }
 
 // simClock is the queue's clock: fixed within a round.
@@ -167,10 +206,27 @@ func (c *simClock) After(time.Duration) <-chan time.Time { return make(chan time
 // Each Add's job carries a value of its own (the Add's call), so the job
 // of an abandoned Add is known if it was ever seen: every job that ever
 // existed is at a round's Observe or in a known Lease's output (a job
-// only a known Ack removes, from a known lease). A job with no Add's
+// only a known Ack removes, from a known lease), or was read with its
+// value or added by a known Add before a Cancel removed it (Cancels and
+// Job lookups target only such jobs and IDs never added, never the
+// holder an Add of a held key names, which may be an abandoned Add's
+// job nobody saw). A job with no Add's
 // value, or two jobs with one Add's, fail the run. Leases of abandoned
 // Leases are held by nobody and expire; a job that nobody acked is
-// accounted for by an abandoned Ack of it.
+// accounted for by an abandoned Ack (or Cancel) of it.
+//
+// Clients also cancel jobs (LeaseConfig.CancelProb): their own leased
+// jobs, jobs seen anywhere (queued, leased by another client, dead, gone)
+// and IDs never added, and look jobs up with Job (JobProb). The model
+// checks what Cancel promises (a cancelled job is never leased, acked or
+// dead again, its holder's lease is lost, its unique key is free; a dead
+// or gone job is not found) and that each Job returns the job as it was
+// at some point of its call. At each Observe and after the drain, the
+// queue's own accounts are checked against its records: no index entry
+// or value of a removed job is left, and Stats' counts and the
+// vesting-time bucket counters are exact (LeaseResult.Leftovers,
+// CountErrors); at the end a job a Cancel removed was neither acked nor
+// dead, nor cancelled twice.
 func RunLeases(ctx context.Context, seed int64, cfg LeaseConfig) (LeaseResult, error) {
 	var res LeaseResult
 	db := memdb.New(memdb.WithSeed(seed), memdb.WithFaults(cfg.Faults), memdb.WithLatency(cfg.Latency),
@@ -186,12 +242,14 @@ func RunLeases(ctx context.Context, seed int64, cfg LeaseConfig) (LeaseResult, e
 	if cfg.WithoutIdempotency {
 		opts = append(opts, fdbqueue.WithoutIdempotency())
 	}
-	q, err := fdbqueue.NewJobQueue(sub, fdbqueue.JobQueueConfig{Choice: cfg.Choice, MaxAttempts: cfg.MaxAttempts, Clock: clock}, opts...)
+	q, err := fdbqueue.NewJobQueue(sub, fdbqueue.JobQueueConfig{Choice: cfg.Choice, MaxAttempts: cfg.MaxAttempts, Clock: clock,
+		StatsResolution: leaseStatsResolution}, opts...)
 	if err != nil {
 		return res, err
 	}
 	h := &leaseHarness{q: q, db: db, cfg: cfg, d: int64(10 * time.Second / time.Microsecond), acks: map[string]int{},
-		abandonedAcks: map[string]bool{}, adds: map[int64][]string{}, released: map[string]bool{}}
+		abandonedAcks: map[string]bool{}, adds: map[int64][]string{}, released: map[string]bool{},
+		cancels: map[string]int{}, abandonedCancels: map[string]bool{}, known: map[string]bool{}, never: map[string]bool{}}
 	if cfg.SnapshotJournalReads {
 		// The journal's records are under the queue's meta subspace, the
 		// subspace's prefix + 0xff, at ("j", ...): see journaled.
@@ -231,13 +289,17 @@ func RunLeases(ctx context.Context, seed int64, cfg LeaseConfig) (LeaseResult, e
 		// The abandoned operations have taken effect or not by now.
 		ret := h.seq.Add(1)
 		for _, op := range h.abandoned {
-			h.history = append(h.history, porcupine.Operation{ClientId: op.client, Input: op.in, Call: op.call,
+			in := op.in
+			in.Call, in.Ret = op.call, ret
+			h.history = append(h.history, porcupine.Operation{ClientId: op.client, Input: in, Call: op.call,
 				Output: LeaseOutput{Unknown: true}, Return: ret})
 			switch op.in.Kind {
 			case LAck:
 				h.abandonedAcks[op.in.Job] = true
 			case LRelease:
 				res.AbandonedReleases++
+			case LCancel:
+				h.abandonedCancels[op.in.Job] = true
 			}
 		}
 		res.Abandoned += len(h.abandoned)
@@ -262,6 +324,15 @@ func RunLeases(ctx context.Context, seed int64, cfg LeaseConfig) (LeaseResult, e
 			return res, err
 		}
 		h.record(cfg.Clients*1000, LeaseInput{Kind: LObserve, Now: now}, call, LeaseOutput{Jobs: jobs, Held: keys})
+		h.deadSeen = h.deadSeen[:0]
+		for _, j := range jobs {
+			if j.Dead {
+				h.deadSeen = append(h.deadSeen, j.Job)
+			}
+		}
+		if err := checkAccounts(ctx, db, q, sub, &res); err != nil {
+			return res, err
+		}
 		for c := range held {
 			if rng.IntN(3) == 0 {
 				held[c] = nil
@@ -300,6 +371,9 @@ func RunLeases(ctx context.Context, seed int64, cfg LeaseConfig) (LeaseResult, e
 	if err != nil {
 		return res, err
 	}
+	if err := checkAccounts(ctx, db, q, sub, &res); err != nil {
+		return res, err
+	}
 	res.KeysHeld = len(keys)
 	dead, err := deadAfterDrain(final, &res.DeadAttempts)
 	if err != nil {
@@ -312,8 +386,25 @@ func RunLeases(ctx context.Context, seed int64, cfg LeaseConfig) (LeaseResult, e
 	}
 	res.Released, res.ReleasedLast, res.ReleaseLost = h.releases, h.releasesLast, h.releasesLost
 	keyJobs := map[string]map[string]bool{} // the jobs added with each unique key
+	keyOrder := map[string][]string{}       // the same, in the order of their Adds' calls
+	cancels := h.cancels
 	for _, op := range history {
 		in, out := op.Input.(LeaseInput), op.Output.(LeaseOutput)
+		switch {
+		case out.Unknown:
+		case in.Kind == LCancel && out.NotFound:
+			res.CancelNotFound++
+			switch {
+			case h.never[in.Job]:
+				res.CancelNever++
+			case dead[in.Job]:
+				res.CancelDead++
+			default:
+				res.CancelGone++
+			}
+		case (in.Kind == LAck || in.Kind == LNack || in.Kind == LExtend || in.Kind == LRelease) && out.Lost && cancels[in.Job] > 0:
+			res.LostToCancel++
+		}
 		if in.Kind != LAdd {
 			continue
 		}
@@ -333,19 +424,30 @@ func RunLeases(ctx context.Context, seed int64, cfg LeaseConfig) (LeaseResult, e
 				keyJobs[in.Unique] = map[string]bool{}
 			}
 			keyJobs[in.Unique][job] = true
+			keyOrder[in.Unique] = append(keyOrder[in.Unique], job)
 		}
 		res.Added++
-		switch n := acks[job]; {
+		switch n, c := acks[job], cancels[job]; {
 		case n > 1:
 			res.AckedTwice++
+		case c > 1:
+			res.CancelledTwice++
+		case c == 1 && n == 1:
+			res.CancelledAndAcked++
+		case c == 1 && dead[job]:
+			res.CancelledAndDead++
 		case n == 1 && dead[job]:
 			res.AckedAndDead++
 		case n == 1:
 			res.Acked++
+		case c == 1:
+			res.Cancelled++
 		case dead[job]:
 			res.Dead++
 		case h.abandonedAcks[job]:
 			res.AckedAbandoned++
+		case h.abandonedCancels[job]:
+			res.CancelledAbandoned++
 		default:
 			res.Lost++
 		}
@@ -353,6 +455,16 @@ func RunLeases(ctx context.Context, seed int64, cfg LeaseConfig) (LeaseResult, e
 	for _, jobs := range keyJobs {
 		res.UniqueReused += len(jobs) - 1
 	}
+	for _, jobs := range keyOrder { // history is in the order of the calls
+		for i := 1; i < len(jobs); i++ {
+			if cancels[jobs[i-1]] > 0 {
+				res.KeysFreedByCancel++
+			}
+		}
+	}
+	res.CancelsRecovered = h.cancelsRecovered
+	res.JobLookups, res.JobQueued, res.JobLeased, res.JobDead = h.jobLookups, h.jobQueued, h.jobLeased, h.jobDead
+	res.JobNotFound, res.JobInvalid = h.jobNotFound, h.jobInvalid
 	res.Stats = db.Stats()
 	return res, nil
 }
@@ -385,6 +497,63 @@ type leaseHarness struct {
 	// lease lost.
 	released                             map[string]bool
 	releases, releasesLast, releasesLost int
+	// cancels is the successful Cancels per job (known outcome);
+	// abandonedCancels, the jobs of every abandoned Cancel;
+	// cancelsRecovered, the Cancels of unknown outcome recovered.
+	cancels          map[string]int
+	abandonedCancels map[string]bool
+	cancelsRecovered int
+	// known is every job ID seen (added, leased, observed), in the order
+	// first seen (knownOrder); never, the IDs made up for Cancels and Job
+	// lookups of jobs that never existed.
+	known      map[string]bool
+	knownOrder []string
+	never      map[string]bool
+	// deadSeen is the dead jobs the last Observe read.
+	deadSeen []string
+	// Job lookups and their results (see LeaseResult).
+	jobLookups, jobQueued, jobLeased, jobDead, jobNotFound, jobInvalid int
+}
+
+// leaseStatsResolution is the queue's StatsResolution, for the check of
+// its bucket counters (checkAccounts).
+const leaseStatsResolution = time.Second
+
+// know notes job as seen; h.mu must be held.
+func (h *leaseHarness) know(job string) {
+	if !h.known[job] {
+		h.known[job] = true
+		h.knownOrder = append(h.knownOrder, job)
+	}
+}
+
+// target returns the ID of a job to cancel or look up: the job of one of
+// held, a dead job, a job seen (one of the last few, or any), or an ID
+// never added.
+func (h *leaseHarness) target(rng *rand.Rand, held []fdbqueue.Lease) string {
+	x := rng.IntN(8)
+	if x >= 1 && x <= 2 && len(held) > 0 {
+		id := held[rng.IntN(len(held))].JobID
+		return string(id[:])
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if (x == 3 || x == 4) && len(h.deadSeen) > 0 {
+		return h.deadSeen[rng.IntN(len(h.deadSeen))]
+	}
+	if x == 0 || len(h.knownOrder) == 0 {
+		var id fdbqueue.JobID
+		for i := range id {
+			id[i] = byte(rng.IntN(256))
+		}
+		h.never[string(id[:])] = true
+		return string(id[:])
+	}
+	n := len(h.knownOrder)
+	if rng.IntN(2) == 0 {
+		return h.knownOrder[n-1-rng.IntN(min(n, 8))]
+	}
+	return h.knownOrder[rng.IntN(n)]
 }
 
 // seen notes job, seen with value (an Add's call, see RunLeases).
@@ -395,6 +564,7 @@ func (h *leaseHarness) seen(job string, value []byte) {
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	h.know(job)
 	if !slices.Contains(h.adds[call], job) {
 		h.adds[call] = append(h.adds[call], job)
 	}
@@ -408,18 +578,41 @@ type leaseOp struct {
 	lease  fdbqueue.Lease
 	delay  time.Duration // Add, Nack, Release
 	opts   []fdbqueue.OpOption
+	// failed: its first call failed, its outcome unknown (then recovered).
+	failed bool
+	// tries counts the runs of its transaction function (see tries).
+	tries atomic.Int32
 }
 
 func (h *leaseHarness) record(client int, in LeaseInput, call int64, out LeaseOutput) {
 	h.mu.Lock()
-	h.history = append(h.history, porcupine.Operation{ClientId: client, Input: in, Call: call, Output: out, Return: h.seq.Add(1)})
+	ret := h.seq.Add(1)
+	in.Call, in.Ret = call, ret
+	h.history = append(h.history, porcupine.Operation{ClientId: client, Input: in, Call: call, Output: out, Return: ret})
 	h.mu.Unlock()
 }
 
 // settled records op, whose outcome is known: out.
 func (h *leaseHarness) settled(op *leaseOp, out LeaseOutput) {
+	if op.in.Kind == LLease {
+		// It may have replayed an earlier attempt's leases (see
+		// LeaseModel).
+		op.in.Retried = op.failed || op.tries.Load() > 1
+	}
 	h.mu.Lock()
 	switch {
+	case op.in.Kind == LAdd && out.Job != "" && !out.Duplicate:
+		// Not a duplicate's holder: it may be the job of an abandoned Add
+		// that nobody has seen (its value unread), which a Cancel would
+		// remove unseen (see RunLeases).
+		h.know(out.Job)
+	case op.in.Kind == LCancel:
+		if !out.NotFound {
+			h.cancels[op.in.Job]++
+		}
+		if op.failed {
+			h.cancelsRecovered++
+		}
 	case op.in.Kind == LAck && !out.Lost:
 		h.acks[op.in.Job]++
 	case op.in.Kind == LRelease && out.Lost:
@@ -450,7 +643,7 @@ func (h *leaseHarness) do(ctx context.Context, t kv.Database, op *leaseOp) (Leas
 			UniqueKey: in.Unique}, op.opts...)
 		out.Job, out.Duplicate = string(r.ID[:]), r.Duplicate
 	case LLease:
-		got, err = h.q.Lease(ctx, t, in.N, time.Duration(in.D)*time.Microsecond, op.opts...)
+		got, err = h.q.Lease(ctx, tries{Database: t, n: &op.tries}, in.N, time.Duration(in.D)*time.Microsecond, op.opts...)
 		if errors.Is(err, fdbqueue.ErrEmpty) {
 			out.Empty, err = true, nil
 		}
@@ -468,6 +661,13 @@ func (h *leaseHarness) do(ctx context.Context, t kv.Database, op *leaseOp) (Leas
 		var nl fdbqueue.Lease
 		if nl, err = h.q.Extend(ctx, t, op.lease, time.Duration(in.D)*time.Microsecond); err == nil {
 			got = []fdbqueue.Lease{nl}
+		}
+	case LCancel:
+		var id fdbqueue.JobID
+		copy(id[:], in.Job)
+		err = h.q.Cancel(ctx, t, id, op.opts...)
+		if errors.Is(err, fdbqueue.ErrJobNotFound) {
+			out.NotFound, err = true, nil
 		}
 	}
 	if errors.Is(err, fdbqueue.ErrLeaseLost) {
@@ -498,8 +698,20 @@ func (h *leaseHarness) client(ctx context.Context, c int, rng *rand.Rand, now in
 		if len(*held) == 0 && x >= 5 {
 			x = rng.IntN(5)
 		}
+		y := rng.Float64()
+		if y >= cfg.CancelProb && y < cfg.CancelProb+cfg.JobProb {
+			in.Kind, in.Job = LJob, h.target(rng, *held)
+			if err := h.lookup(ctx, op); err != nil {
+				return err
+			}
+			continue
+		}
 		i := -1 // the held lease it uses
 		switch {
+		case y < cfg.CancelProb:
+			// The lease of a job it cancels stays held: its Ack, Nack,
+			// Extend and Release must find it lost.
+			in.Kind, in.Job = LCancel, h.target(rng, *held)
 		case x < 2: // add
 			in.Kind, in.Prio, in.Max = LAdd, int32(rng.IntN(3)), cfg.MaxAttempts
 			delay := []int64{0, 0, d / 2, 2 * d}[rng.IntN(4)]
@@ -552,6 +764,7 @@ func (h *leaseHarness) client(ctx context.Context, c int, rng *rand.Rand, now in
 			if !expectedLeaseErr(err) || op.opts == nil {
 				return fmt.Errorf("%v: %w", in.Kind, err)
 			}
+			op.failed = true
 			h.mu.Lock()
 			h.unknown++
 			h.mu.Unlock()
@@ -603,6 +816,50 @@ func (h *leaseHarness) client(ctx context.Context, c int, rng *rand.Rand, now in
 	return nil
 }
 
+// lookup runs op, a Job lookup, on the database and records it. Job only
+// reads: it is neither interrupted nor recovered, and an error other than
+// ErrJobNotFound fails the run.
+func (h *leaseHarness) lookup(ctx context.Context, op *leaseOp) error {
+	var id fdbqueue.JobID
+	copy(id[:], op.in.Job)
+	info, err := h.q.Job(ctx, h.t, id)
+	var out LeaseOutput
+	switch {
+	case errors.Is(err, fdbqueue.ErrJobNotFound):
+		out.NotFound = true
+	case err != nil:
+		return fmt.Errorf("Job: %w", err)
+	default:
+		r := JobRecord{Job: string(info.ID[:]), Prio: info.Priority, Attempts: info.Attempts, Max: info.MaxAttempts,
+			Unique: info.UniqueKey, Dead: info.State == fdbqueue.JobDead, Tag: binary.BigEndian.Uint64(info.LeaseID[:8])}
+		if !r.Dead {
+			r.Vest = info.DueAt.UnixMicro()
+		}
+		out.Record = r
+		h.seen(r.Job, info.Value)
+	}
+	h.mu.Lock()
+	h.jobLookups++
+	switch {
+	case out.NotFound:
+		h.jobNotFound++
+	case out.Record.Job != op.in.Job, info.State == fdbqueue.JobLeased && info.LeaseID == [16]byte{},
+		info.State != fdbqueue.JobLeased && info.LeaseID != [16]byte{}, info.State == fdbqueue.JobDead && !info.DueAt.IsZero():
+		h.jobInvalid++
+	case info.State == fdbqueue.JobQueued:
+		h.jobQueued++
+	case info.State == fdbqueue.JobLeased:
+		h.jobLeased++
+	case info.State == fdbqueue.JobDead:
+		h.jobDead++
+	default:
+		h.jobInvalid++
+	}
+	h.mu.Unlock()
+	h.record(op.client, op.in, op.call, out)
+	return nil
+}
+
 // interrupting is the database as seen by an operation whose context is
 // cancelled the moment its transaction's function has run, as the commit
 // starts: the commit is interrupted in flight (applied or not, at random,
@@ -619,6 +876,20 @@ func (a *interrupting) Transact(ctx context.Context, fn func(kv.Transaction) err
 			a.cancel()
 		}
 		return err
+	})
+}
+
+// tries is the database as seen by one operation: it counts the runs of
+// the operation's transaction function in n (a retry runs it again).
+type tries struct {
+	kv.Database
+	n *atomic.Int32
+}
+
+func (c tries) Transact(ctx context.Context, fn func(kv.Transaction) error) error {
+	return c.Database.Transact(ctx, func(tr kv.Transaction) error {
+		c.n.Add(1)
+		return fn(tr)
 	})
 }
 
@@ -727,6 +998,21 @@ func observeJobs(ctx context.Context, db kv.Database, sub fdbqueue.Subspace, see
 			return nil, nil, err
 		}
 	}
+	err = eachRecord(ctx, db, sub, func(_ []byte, rec JobRecord) error {
+		out = append(out, rec)
+		return nil
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Job < out[j].Job })
+	return out, held, nil
+}
+
+// eachRecord reads every job record, queued or leased ("q"), then dead
+// ("d"), and calls fn with its key and the record (layout in
+// docs/design.md); it stops at fn's first error and returns it.
+func eachRecord(ctx context.Context, db kv.Database, sub fdbqueue.Subspace, fn func(key []byte, rec JobRecord) error) error {
 	for _, tag := range []string{"q", "d"} {
 		err := eachUnder(ctx, db, sub, tag, func(k, id, value []byte) error {
 			v, err := tuple.Unpack(value)
@@ -745,15 +1031,120 @@ func observeJobs(ctx context.Context, db kv.Database, sub fdbqueue.Subspace, see
 			if lid, ok := v[2].([]byte); ok && len(lid) == 16 {
 				rec.Tag = binary.BigEndian.Uint64(lid[:8])
 			}
-			out = append(out, rec)
-			return nil
+			return fn(k, rec)
 		})
 		if err != nil {
-			return nil, nil, err
+			return err
 		}
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Job < out[j].Job })
-	return out, held, nil
+	return nil
+}
+
+// checkAccounts reads the job queue's records, its ID index ("x"), its
+// values ("v"), its vesting-time bucket counters ("c", "p" | "e") and its
+// Stats, at a quiescent point (no operation under way, every late commit
+// landed), and adds to res.Leftovers each index entry or value that
+// belongs to no record (a removed job's left behind), each record
+// missing either or pointed at by no index entry, and each ID with two
+// records; and to res.CountErrors 1 if Stats' exact counts (queued,
+// leased, dead) or any bucket counter disagree with the records.
+func checkAccounts(ctx context.Context, db kv.Database, q *fdbqueue.JobQueue, sub fdbqueue.Subspace, res *LeaseResult) error {
+	keys := map[string][]byte{} // record key by job ID
+	var queued, leased, dead int64
+	buckets := map[string]map[int64]int64{"p": {}, "e": {}} // the counts the records imply
+	res0 := int64(leaseStatsResolution / time.Microsecond)
+	err := eachRecord(ctx, db, sub, func(k []byte, r JobRecord) error {
+		if _, ok := keys[r.Job]; ok {
+			res.Leftovers++
+		}
+		keys[r.Job] = bytes.Clone(k)
+		series := "p"
+		switch {
+		case r.Dead:
+			dead++
+			return nil
+		case r.Tag != 0:
+			leased++
+			series = "e"
+		default:
+			queued++
+		}
+		b := r.Vest / res0
+		if r.Vest < 0 && r.Vest%res0 != 0 {
+			b--
+		}
+		buckets[series][b]++
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	indexed := map[string]bool{}
+	err = eachUnder(ctx, db, sub, "x", func(_, id, key []byte) error {
+		indexed[string(id)] = true
+		if k, ok := keys[string(id)]; !ok || !bytes.Equal(k, key) {
+			res.Leftovers++
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	valued := map[string]bool{}
+	err = eachUnder(ctx, db, sub, "v", func(_, id, _ []byte) error {
+		valued[string(id)] = true
+		if _, ok := keys[string(id)]; !ok {
+			res.Leftovers++
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for job := range keys {
+		if !indexed[job] {
+			res.Leftovers++
+		}
+		if !valued[job] {
+			res.Leftovers++
+		}
+	}
+	bad := false
+	for series, want := range buckets {
+		got := map[int64]int64{}
+		r, err := sub.Range("c", series)
+		if err != nil {
+			return err
+		}
+		kvs, err := kv.ReadTransact(ctx, db, func(tr kv.ReadTransaction) ([]kv.KeyValue, error) {
+			return tr.GetRange(r, kv.RangeOptions{Mode: kv.StreamingModeWantAll}).GetSlice()
+		})
+		if err != nil {
+			return err
+		}
+		for _, p := range kvs {
+			t, err := sub.Unpack(p.Key)
+			if err != nil {
+				return err
+			}
+			b, ok := t[len(t)-1].(int64)
+			if !ok || len(p.Value) != 8 {
+				bad = true
+				continue
+			}
+			got[b] = int64(binary.LittleEndian.Uint64(p.Value))
+		}
+		// A counter that reaches zero is cleared: none is left at 0.
+		bad = bad || !maps.Equal(got, want)
+	}
+	st, err := q.Stats(ctx, db)
+	if err != nil {
+		return err
+	}
+	if bad || st.Queued != queued || st.Leased+st.ExpiredLeases != leased || st.Dead != dead {
+		res.CountErrors++
+	}
+	return nil
 }
 
 // eachUnder reads, in one transaction, every pair under sub's tag and

@@ -28,6 +28,17 @@ import (
 // index), and a key is free again once its holder is acked or dead (the
 // run must have Adds that found their key held and jobs added under a key
 // an earlier job had held; after the drain no key is held).
+// Clients cancel jobs and look them up (Job): the model checks that a
+// cancelled job is never leased, acked or dead again, that its holder's
+// lease is lost and its unique key free, that a Cancel of a dead, gone or
+// never-added job finds nothing, and that each lookup returns the job as
+// it was at some point of the call; at each round's end and after the
+// drain nothing of a removed job is left and Stats and the bucket
+// counters are exact; no job is both cancelled and acked or dead. The run
+// must have cancelled jobs (queued or leased), Cancels that found nothing
+// of each kind (never added, dead, gone), Cancels recovered by OpID,
+// holders that found their lease lost to a Cancel, keys freed by a Cancel
+// taken by a later Add, and lookups of every state.
 //
 // FDBQUEUE_LEASE_SEEDS=n runs n seeds instead of 8 (a longer soak).
 func TestLeaseSimulation(t *testing.T) {
@@ -44,6 +55,10 @@ func TestLeaseSimulation(t *testing.T) {
 			total.Released, total.ReleasedLast, total.ReleaseLost, total.ReleasedDead)
 		t.Logf("unique keys: %d Adds, %d found the key held, %d jobs added under a key an earlier job had held",
 			total.UniqueAdds, total.UniqueDuplicates, total.UniqueReused)
+		t.Logf("cancels: %d jobs cancelled (%d gone by an abandoned Cancel), %d not found (never added %d, dead %d, gone %d), %d recovered by OpID; %d leases found lost to a Cancel, %d jobs added under a key a cancelled job had held; Job: %d lookups (queued %d, leased %d, dead %d, not found %d)",
+			total.Cancelled, total.CancelledAbandoned, total.CancelNotFound, total.CancelNever, total.CancelDead, total.CancelGone,
+			total.CancelsRecovered, total.LostToCancel, total.KeysFreedByCancel,
+			total.JobLookups, total.JobQueued, total.JobLeased, total.JobDead, total.JobNotFound)
 	}()
 	for seed := int64(1); seed <= seeds; seed++ {
 		r, err := RunLeases(ctx, seed, DefaultLeaseConfig())
@@ -77,6 +92,20 @@ func TestLeaseSimulation(t *testing.T) {
 		total.UniqueAdds += r.UniqueAdds
 		total.UniqueDuplicates += r.UniqueDuplicates
 		total.UniqueReused += r.UniqueReused
+		total.Cancelled += r.Cancelled
+		total.CancelledAbandoned += r.CancelledAbandoned
+		total.CancelNotFound += r.CancelNotFound
+		total.CancelNever += r.CancelNever
+		total.CancelDead += r.CancelDead
+		total.CancelGone += r.CancelGone
+		total.CancelsRecovered += r.CancelsRecovered
+		total.LostToCancel += r.LostToCancel
+		total.KeysFreedByCancel += r.KeysFreedByCancel
+		total.JobLookups += r.JobLookups
+		total.JobQueued += r.JobQueued
+		total.JobLeased += r.JobLeased
+		total.JobDead += r.JobDead
+		total.JobNotFound += r.JobNotFound
 	}
 	require.Positive(t, total.Stats.Interrupted, "no commit was interrupted in flight")
 	require.Positive(t, total.Stats.InjectedReadErrors, "no read failed")
@@ -88,6 +117,16 @@ func TestLeaseSimulation(t *testing.T) {
 	require.Positive(t, total.ReleasedDead, "no released job died")
 	require.Positive(t, total.UniqueDuplicates, "no Add found its unique key held")
 	require.Positive(t, total.UniqueReused, "no unique key was reused after its holder left")
+	require.Positive(t, total.Cancelled, "no job was cancelled")
+	require.Positive(t, total.CancelNever, "no Cancel of an ID never added")
+	require.Positive(t, total.CancelDead, "no Cancel of a dead job")
+	require.Positive(t, total.CancelGone, "no Cancel of a job acked or cancelled")
+	require.Positive(t, total.CancelsRecovered, "no Cancel of unknown outcome was recovered")
+	require.Positive(t, total.LostToCancel, "no holder found its lease lost to a Cancel")
+	require.Positive(t, total.KeysFreedByCancel, "no unique key freed by a Cancel was taken again")
+	for name, n := range map[string]int{"queued": total.JobQueued, "leased": total.JobLeased, "dead": total.JobDead, "not found": total.JobNotFound} {
+		require.Positive(t, n, "no Job lookup returned a job %s", name)
+	}
 }
 
 // Without the journal, commit_unknown_result makes an Add apply twice, an
