@@ -72,6 +72,11 @@ type LeaseConfig struct {
 	// abandoned as the other operations; Job lookups, which write nothing,
 	// run on the database as they are.
 	CancelProb, JobProb float64
+	// RaceProb is the probability that an Ack, Nack, Extend or Release of
+	// a held lease runs alongside a Cancel of the same job by another
+	// client (ClientId + 500 in the history), so that the two race: one
+	// must fail (ErrLeaseLost, ErrJobNotFound) or come second.
+	RaceProb float64
 	// WithoutIdempotency turns the queue's journal off, for the test that
 	// requires the checker to reject the result.
 	WithoutIdempotency bool
@@ -85,14 +90,14 @@ type LeaseConfig struct {
 
 // DefaultLeaseConfig is a short run with every fault.
 func DefaultLeaseConfig() LeaseConfig {
-	return LeaseConfig{Rounds: 12, Clients: 4, OpsPerClient: 5, Choice: 3, MaxAttempts: 3,
+	return LeaseConfig{Rounds: 12, Clients: 4, OpsPerClient: 6, Choice: 3, MaxAttempts: 3,
 		Faults: memdb.Faults{NotCommitted: 0.05, UnknownApplied: 0.05, UnknownNotApplied: 0.05, TooOld: 0.02, LateLanding: 0.5,
 			ReadErrors: 0.02, ReadVersionErrors: 0.01},
 		// Commits only: read latency would make each round several times
 		// longer, and the commit is where an interruption matters.
 		Latency:       memdb.Latency{Commit: memdb.Span{Min: 50 * time.Microsecond, Max: 500 * time.Microsecond}},
 		InterruptProb: 0.12, DeadlineProb: 0.06, MaxDeadline: time.Millisecond, RecoverAtOnceProb: 0.5, AbandonProb: 0.04,
-		UniqueProb: 0.3, UniqueKeys: 3, CancelProb: 0.1, JobProb: 0.08, CheckTimeout: 30 * time.Second}
+		UniqueProb: 0.3, UniqueKeys: 3, CancelProb: 0.1, JobProb: 0.08, RaceProb: 0.1, CheckTimeout: 30 * time.Second}
 }
 
 // LeaseResult is what one simulated seed found.
@@ -139,10 +144,11 @@ type LeaseResult struct {
 	// outcome unknown, recovered with their OpID; LostToCancel the Acks,
 	// Nacks, Extends and Releases that found their lease lost, of a job a
 	// Cancel removed; KeysFreedByCancel the jobs added under a unique key
-	// whose previous holder a Cancel removed.
+	// whose previous holder a Cancel removed; CancelRaces the Cancels run
+	// alongside their job's holder's operation (LeaseConfig.RaceProb).
 	Cancelled, CancelledAbandoned, CancelledAndAcked, CancelledAndDead, CancelledTwice int
 	CancelNotFound, CancelNever, CancelDead, CancelGone                                int
-	CancelsRecovered, LostToCancel, KeysFreedByCancel                                  int
+	CancelsRecovered, LostToCancel, KeysFreedByCancel, CancelRaces                     int
 	// JobLookups counts the Job calls, and JobQueued, JobLeased, JobDead
 	// and JobNotFound their results; JobInvalid those that returned an ID
 	// other than the one asked for or a state its other fields contradict
@@ -462,7 +468,7 @@ func RunLeases(ctx context.Context, seed int64, cfg LeaseConfig) (LeaseResult, e
 			}
 		}
 	}
-	res.CancelsRecovered = h.cancelsRecovered
+	res.CancelsRecovered, res.CancelRaces = h.cancelsRecovered, int(h.races.Load())
 	res.JobLookups, res.JobQueued, res.JobLeased, res.JobDead = h.jobLookups, h.jobQueued, h.jobLeased, h.jobDead
 	res.JobNotFound, res.JobInvalid = h.jobNotFound, h.jobInvalid
 	res.Stats = db.Stats()
@@ -503,14 +509,16 @@ type leaseHarness struct {
 	cancels          map[string]int
 	abandonedCancels map[string]bool
 	cancelsRecovered int
+	races            atomic.Int64 // Cancels run alongside their job's holder's operation
 	// known is every job ID seen (added, leased, observed), in the order
 	// first seen (knownOrder); never, the IDs made up for Cancels and Job
 	// lookups of jobs that never existed.
 	known      map[string]bool
 	knownOrder []string
 	never      map[string]bool
-	// deadSeen is the dead jobs the last Observe read.
-	deadSeen []string
+	// deadSeen is the dead jobs the last Observe read; leasedLast, the
+	// jobs of the last few leases returned (to any client).
+	deadSeen, leasedLast []string
 	// Job lookups and their results (see LeaseResult).
 	jobLookups, jobQueued, jobLeased, jobDead, jobNotFound, jobInvalid int
 }
@@ -528,8 +536,9 @@ func (h *leaseHarness) know(job string) {
 }
 
 // target returns the ID of a job to cancel or look up: the job of one of
-// held, a dead job, a job seen (one of the last few, or any), or an ID
-// never added.
+// held, a dead job, a job just leased by any client (whose holder may be
+// acking it), a job seen (one of the last few, or any), or an ID never
+// added.
 func (h *leaseHarness) target(rng *rand.Rand, held []fdbqueue.Lease) string {
 	x := rng.IntN(8)
 	if x >= 1 && x <= 2 && len(held) > 0 {
@@ -538,8 +547,11 @@ func (h *leaseHarness) target(rng *rand.Rand, held []fdbqueue.Lease) string {
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if (x == 3 || x == 4) && len(h.deadSeen) > 0 {
+	switch {
+	case (x == 3 || x == 4) && len(h.deadSeen) > 0:
 		return h.deadSeen[rng.IntN(len(h.deadSeen))]
+	case x == 5 && len(h.leasedLast) > 0:
+		return h.leasedLast[rng.IntN(len(h.leasedLast))]
 	}
 	if x == 0 || len(h.knownOrder) == 0 {
 		var id fdbqueue.JobID
@@ -606,6 +618,13 @@ func (h *leaseHarness) settled(op *leaseOp, out LeaseOutput) {
 		// that nobody has seen (its value unread), which a Cancel would
 		// remove unseen (see RunLeases).
 		h.know(out.Job)
+	case op.in.Kind == LLease:
+		for _, l := range out.Leases {
+			h.leasedLast = append(h.leasedLast, l.Job)
+		}
+		if n := len(h.leasedLast); n > 8 {
+			h.leasedLast = append(h.leasedLast[:0], h.leasedLast[n-8:]...)
+		}
 	case op.in.Kind == LCancel:
 		if !out.NotFound {
 			h.cancels[op.in.Job]++
@@ -758,8 +777,18 @@ func (h *leaseHarness) client(ctx context.Context, c int, rng *rand.Rand, now in
 			opCtx, cancel = context.WithTimeout(ctx, time.Duration(rng.Int64N(int64(cfg.MaxDeadline)+1)))
 			op.opts = []fdbqueue.OpOption{fdbqueue.WithOpID(fdbqueue.NewOpID())}
 		}
+		var race chan error
+		if i >= 0 && rng.Float64() < cfg.RaceProb {
+			race = make(chan error, 1)
+			go func() { race <- h.raceCancel(ctx, cid+500, now, in.Job) }()
+		}
 		out, got, err := h.do(opCtx, t, op)
 		cancel()
+		if race != nil {
+			if err := <-race; err != nil {
+				return err
+			}
+		}
 		if err != nil {
 			if !expectedLeaseErr(err) || op.opts == nil {
 				return fmt.Errorf("%v: %w", in.Kind, err)
@@ -813,6 +842,19 @@ func (h *leaseHarness) client(ctx context.Context, c int, rng *rand.Rand, now in
 		}
 		h.settled(op, out)
 	}
+	return nil
+}
+
+// raceCancel cancels job as client (in the history) at once, on the
+// database as it is, and records it.
+func (h *leaseHarness) raceCancel(ctx context.Context, client int, now int64, job string) error {
+	h.races.Add(1)
+	op := &leaseOp{in: LeaseInput{Kind: LCancel, Now: now, Job: job}, client: client, call: h.seq.Add(1)}
+	out, _, err := h.do(ctx, h.t, op)
+	if err != nil {
+		return fmt.Errorf("racing Cancel: %w", err)
+	}
+	h.settled(op, out)
 	return nil
 }
 

@@ -37,8 +37,9 @@ import (
 // counters are exact; no job is both cancelled and acked or dead. The run
 // must have cancelled jobs (queued or leased), Cancels that found nothing
 // of each kind (never added, dead, gone), Cancels recovered by OpID,
-// holders that found their lease lost to a Cancel, keys freed by a Cancel
-// taken by a later Add, and lookups of every state.
+// Cancels run alongside their job's holder's Ack, Nack, Extend or Release
+// (one must lose), holders that found their lease lost to a Cancel, keys
+// freed by a Cancel taken by a later Add, and lookups of every state.
 //
 // FDBQUEUE_LEASE_SEEDS=n runs n seeds instead of 8 (a longer soak).
 func TestLeaseSimulation(t *testing.T) {
@@ -55,9 +56,9 @@ func TestLeaseSimulation(t *testing.T) {
 			total.Released, total.ReleasedLast, total.ReleaseLost, total.ReleasedDead)
 		t.Logf("unique keys: %d Adds, %d found the key held, %d jobs added under a key an earlier job had held",
 			total.UniqueAdds, total.UniqueDuplicates, total.UniqueReused)
-		t.Logf("cancels: %d jobs cancelled (%d gone by an abandoned Cancel), %d not found (never added %d, dead %d, gone %d), %d recovered by OpID; %d leases found lost to a Cancel, %d jobs added under a key a cancelled job had held; Job: %d lookups (queued %d, leased %d, dead %d, not found %d)",
+		t.Logf("cancels: %d jobs cancelled (%d gone by an abandoned Cancel), %d not found (never added %d, dead %d, gone %d), %d recovered by OpID, %d raced the job's holder; %d leases found lost to a Cancel, %d jobs added under a key a cancelled job had held; Job: %d lookups (queued %d, leased %d, dead %d, not found %d)",
 			total.Cancelled, total.CancelledAbandoned, total.CancelNotFound, total.CancelNever, total.CancelDead, total.CancelGone,
-			total.CancelsRecovered, total.LostToCancel, total.KeysFreedByCancel,
+			total.CancelsRecovered, total.CancelRaces, total.LostToCancel, total.KeysFreedByCancel,
 			total.JobLookups, total.JobQueued, total.JobLeased, total.JobDead, total.JobNotFound)
 	}()
 	for seed := int64(1); seed <= seeds; seed++ {
@@ -101,6 +102,7 @@ func TestLeaseSimulation(t *testing.T) {
 		total.CancelsRecovered += r.CancelsRecovered
 		total.LostToCancel += r.LostToCancel
 		total.KeysFreedByCancel += r.KeysFreedByCancel
+		total.CancelRaces += r.CancelRaces
 		total.JobLookups += r.JobLookups
 		total.JobQueued += r.JobQueued
 		total.JobLeased += r.JobLeased
@@ -123,6 +125,7 @@ func TestLeaseSimulation(t *testing.T) {
 	require.Positive(t, total.CancelGone, "no Cancel of a job acked or cancelled")
 	require.Positive(t, total.CancelsRecovered, "no Cancel of unknown outcome was recovered")
 	require.Positive(t, total.LostToCancel, "no holder found its lease lost to a Cancel")
+	require.Positive(t, total.CancelRaces, "no Cancel raced its job's holder")
 	require.Positive(t, total.KeysFreedByCancel, "no unique key freed by a Cancel was taken again")
 	for name, n := range map[string]int{"queued": total.JobQueued, "leased": total.JobLeased, "dead": total.JobDead, "not found": total.JobNotFound} {
 		require.Positive(t, n, "no Job lookup returned a job %s", name)
