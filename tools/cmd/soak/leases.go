@@ -71,6 +71,12 @@ type leaseTotals struct {
 	DeadAttempts                       int   // dead jobs without MaxAttempts counted attempts (must be 0)
 	UniqueAdds, UniqueDuplicates       int   // Adds of a unique key; those that found it held
 	UniqueReused, KeysHeld             int   // jobs added under a key an earlier job held; keys held after the drain (must be 0)
+	Cancelled, CancelledAbandoned      int   // jobs a Cancel removed; gone by an abandoned Cancel
+	CancelledAndRemoved                int   // jobs cancelled and also acked, dead or cancelled again (must be 0)
+	CancelNotFound, CancelRaces        int   // Cancels that found no job; Cancels raced against the holder
+	CancelsRecovered, LostToCancel     int   // Cancels recovered by OpID; leases found lost to a Cancel
+	JobLookups, JobNotFound            int   // Job lookups; those that found no job
+	JobInvalid, Leftovers, CountErrors int   // bad lookups, leftovers of removed jobs, wrong counters (must be 0)
 	FirstFailing                       int64 // 0: none
 }
 
@@ -119,6 +125,18 @@ func (t *leaseTotals) add(seed int64, r sim.LeaseResult) {
 	t.UniqueDuplicates += r.UniqueDuplicates
 	t.UniqueReused += r.UniqueReused
 	t.KeysHeld += r.KeysHeld
+	t.Cancelled += r.Cancelled
+	t.CancelledAbandoned += r.CancelledAbandoned
+	t.CancelledAndRemoved += r.CancelledAndAcked + r.CancelledAndDead + r.CancelledTwice
+	t.CancelNotFound += r.CancelNotFound
+	t.CancelRaces += r.CancelRaces
+	t.CancelsRecovered += r.CancelsRecovered
+	t.LostToCancel += r.LostToCancel
+	t.JobLookups += r.JobLookups
+	t.JobNotFound += r.JobNotFound
+	t.JobInvalid += r.JobInvalid
+	t.Leftovers += r.Leftovers
+	t.CountErrors += r.CountErrors
 	if !r.OK() && (t.FirstFailing == 0 || seed < t.FirstFailing) {
 		t.FirstFailing = seed
 	}
@@ -128,9 +146,11 @@ func (t *leaseTotals) add(seed int64, r sim.LeaseResult) {
 // JobQueue under injected faults, its history checked against the lease
 // model with porcupine, then drained and every job accounted for). It
 // prints the totals and returns 1 if any seed failed: a history not
-// linearizable, a job lost, acked twice, or acked and dead, a dead job
-// whose record does not hold MaxAttempts counted attempts, a unique key
-// still held after the drain, or an error
+// linearizable, a job lost, acked twice, or acked and dead, a job
+// cancelled and also acked, dead or cancelled again, a dead job whose
+// record does not hold MaxAttempts counted attempts, a unique key still
+// held after the drain, a Job lookup that contradicts itself, anything
+// left of a removed job or a wrong counter, or an error
 // (an inconclusive check, timed out, is counted and fails the run too: a
 // soak that cannot decide proves nothing).
 func runLeases(ctx context.Context, w io.Writer, cfg sim.LeaseConfig, first int64, seeds int, duration time.Duration, workers int, verbose bool) int {
@@ -143,6 +163,8 @@ func runLeases(ctx context.Context, w io.Writer, cfg sim.LeaseConfig, first int6
 	fmt.Fprintf(w, "per operation: cancelled as its commit starts %.2f, random deadline %.2f (up to %v); an interrupted commit lands late %.2f; a failed call never recovered %.2f, else recovered at once %.2f (else at the round's end)\n",
 		cfg.InterruptProb, cfg.DeadlineProb, cfg.MaxDeadline, cfg.Faults.LateLanding, cfg.AbandonProb, cfg.RecoverAtOnceProb)
 	fmt.Fprintf(w, "per Add: a unique key from %d keys %.2f\n", cfg.UniqueKeys, cfg.UniqueProb)
+	fmt.Fprintf(w, "per operation: a Cancel %.2f, a Job lookup %.2f; per Ack, Nack, Extend or Release: a racing Cancel of its job %.2f\n",
+		cfg.CancelProb, cfg.JobProb, cfg.RaceProb)
 	var (
 		mu    sync.Mutex
 		total leaseTotals
@@ -160,7 +182,7 @@ func runLeases(ctx context.Context, w io.Writer, cfg sim.LeaseConfig, first int6
 		}
 		total.add(seed, r)
 		if verbose {
-			fmt.Fprintf(w, "seed %d: %d operations, added %d = acked %d + dead %d, ok=%v\n", seed, r.Operations, r.Added, r.Acked, r.Dead, r.OK())
+			fmt.Fprintf(w, "seed %d: %d operations, added %d = acked %d + dead %d + cancelled %d, ok=%v\n", seed, r.Operations, r.Added, r.Acked, r.Dead, r.Cancelled, r.OK())
 		}
 	})
 
@@ -182,14 +204,23 @@ func runLeases(ctx context.Context, w io.Writer, cfg sim.LeaseConfig, first int6
 	fmt.Fprintf(w, "  never recovered:            %d (Adds %d, their job seen %d; Releases %d)\n", total.Abandoned, total.AbandonedAdds, total.AbandonedAddsSeen, total.AbandonedReleases)
 	fmt.Fprintf(w, "releases:                   %d (on the last attempt %d; lease lost %d)\n", total.Released, total.ReleasedLast, total.ReleaseLost)
 	fmt.Fprintf(w, "unique-key adds:            %d (found the key held %d; added under a key an earlier job held %d)\n", total.UniqueAdds, total.UniqueDuplicates, total.UniqueReused)
+	fmt.Fprintf(w, "cancels that found no job:  %d (Cancels raced the holder %d; recovered by OpID %d; leases lost to a Cancel %d)\n",
+		total.CancelNotFound, total.CancelRaces, total.CancelsRecovered, total.LostToCancel)
+	fmt.Fprintf(w, "job lookups:                %d (not found %d)\n", total.JobLookups, total.JobNotFound)
 	fmt.Fprintf(w, "jobs added:                 %d\n", total.Added)
 	fmt.Fprintf(w, "jobs acked once:            %d\n", total.Acked)
 	fmt.Fprintf(w, "jobs dead once:             %d\n", total.Dead)
+	fmt.Fprintf(w, "jobs cancelled once:        %d\n", total.Cancelled)
 	fmt.Fprintf(w, "jobs gone by an abandoned Ack: %d\n", total.AckedAbandoned)
+	fmt.Fprintf(w, "jobs gone by an abandoned Cancel: %d\n", total.CancelledAbandoned)
 	fmt.Fprintf(w, "dead jobs once released:    %d\n", total.ReleasedDead)
 	fmt.Fprintf(w, "lost:                       %d\n", total.Lost)
 	fmt.Fprintf(w, "acked twice:                %d\n", total.AckedTwice)
 	fmt.Fprintf(w, "acked and dead:             %d\n", total.AckedAndDead)
+	fmt.Fprintf(w, "cancelled and removed again: %d\n", total.CancelledAndRemoved)
+	fmt.Fprintf(w, "bad job lookups:            %d\n", total.JobInvalid)
+	fmt.Fprintf(w, "leftovers of removed jobs:  %d\n", total.Leftovers)
+	fmt.Fprintf(w, "wrong counts:               %d\n", total.CountErrors)
 	fmt.Fprintf(w, "added twice by one Add:     %d\n", total.Duplicated)
 	fmt.Fprintf(w, "dead without max attempts:  %d\n", total.DeadAttempts)
 	fmt.Fprintf(w, "unique keys held at the end: %d\n", total.KeysHeld)

@@ -83,6 +83,7 @@ func main() {
 		lclients = flag.Int("lease-clients", sim.DefaultLeaseConfig().Clients, "with -leases: concurrent clients per round")
 		lops     = flag.Int("lease-ops", sim.DefaultLeaseConfig().OpsPerClient, "with -leases: operations per client and round")
 		labandon = flag.Float64("lease-abandon", sim.DefaultLeaseConfig().AbandonProb, "with -leases: probability that a failed call is never recovered (its client crashed)")
+		lcancel  = flag.Float64("lease-cancel", sim.DefaultLeaseConfig().CancelProb, "with -leases: probability that an operation is a Cancel (of a held, leased, queued, dead, gone or never-added job)")
 	)
 	flag.Parse()
 	if *leases {
@@ -92,6 +93,7 @@ func main() {
 		}
 		lc := sim.DefaultLeaseConfig()
 		lc.Rounds, lc.Clients, lc.OpsPerClient, lc.CheckTimeout, lc.AbandonProb = *lrounds, *lclients, *lops, *timeout, *labandon
+		lc.CancelProb = *lcancel
 		lc.Faults.LateLanding = *late
 		lc.Faults.ReadErrors, lc.Faults.ReadVersionErrors = *readErrs, *grvErrs
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
