@@ -6,9 +6,15 @@ import (
 	"slices"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/anishathalye/porcupine"
 	"github.com/stretchr/testify/require"
+
+	"github.com/fdbqueue/fdbqueue"
+	"github.com/fdbqueue/fdbqueue/kv"
+	"github.com/fdbqueue/fdbqueue/memdb"
+	"github.com/fdbqueue/fdbqueue/tuple"
 )
 
 // Concurrent clients on a JobQueue under not_committed,
@@ -607,4 +613,79 @@ func TestLeaseModelRetriedLease(t *testing.T) {
 			require.Equal(t, tc.want, porcupine.CheckOperations(m, tc.history))
 		})
 	}
+}
+
+// checkAccounts finds what a removal left behind (an index entry or a
+// value without its record) and counters that disagree with the records,
+// and nothing on a queue the layer alone wrote.
+func TestCheckAccounts(t *testing.T) {
+	ctx := context.Background()
+	db := memdb.New()
+	defer db.Close()
+	sub, err := fdbqueue.NewSubspace(tuple.Tuple{"sim", "accounts"})
+	require.NoError(t, err)
+	q, err := fdbqueue.NewJobQueue(sub, fdbqueue.JobQueueConfig{StatsResolution: leaseStatsResolution})
+	require.NoError(t, err)
+	var ids []fdbqueue.JobID
+	for i := range 4 {
+		r, err := q.Add(ctx, db, fdbqueue.Job{Value: []byte{byte(i)}, Delay: time.Duration(i) * time.Minute, UniqueKey: "k" + strconv.Itoa(i)})
+		require.NoError(t, err)
+		ids = append(ids, r.ID)
+	}
+	ls, err := q.Lease(ctx, db, 1, time.Minute)
+	require.NoError(t, err)
+	_, err = q.Nack(ctx, db, ls[0], fdbqueue.NackOptions{NoRetry: true})
+	require.NoError(t, err)
+	_, err = q.Lease(ctx, db, 1, time.Minute) // nothing else due: ErrEmpty
+	require.ErrorIs(t, err, fdbqueue.ErrEmpty)
+	require.NoError(t, q.Cancel(ctx, db, ids[1]))
+
+	check := func() LeaseResult {
+		var res LeaseResult
+		require.NoError(t, checkAccounts(ctx, db, q, sub, &res))
+		return res
+	}
+	require.Equal(t, LeaseResult{}, check(), "a queue the layer alone wrote")
+
+	set := func(k []byte, v []byte) {
+		require.NoError(t, db.Transact(ctx, func(tr kv.Transaction) error { tr.Set(k, v); return nil }))
+	}
+	del := func(k []byte) {
+		require.NoError(t, db.Transact(ctx, func(tr kv.Transaction) error { tr.Clear(k); return nil }))
+	}
+	key := func(elems ...any) []byte {
+		k, err := sub.Pack(tuple.Tuple(elems))
+		require.NoError(t, err)
+		return k
+	}
+	// A cancelled job's value left behind.
+	set(key("v", ids[1][:]), []byte{1})
+	require.Equal(t, 1, check().Leftovers)
+	del(key("v", ids[1][:]))
+	// A cancelled job's index entry left behind, pointing at no record.
+	set(key("x", ids[1][:]), key("q", int64(1), int64(0), ids[1][:]))
+	require.Equal(t, 1, check().Leftovers)
+	del(key("x", ids[1][:]))
+	// A job in the queue without its value.
+	del(key("v", ids[2][:]))
+	require.Equal(t, 1, check().Leftovers)
+	set(key("v", ids[2][:]), []byte{2})
+	require.Equal(t, LeaseResult{}, check())
+	// The leased counter one too high, as a Cancel that forgot it leaves it.
+	require.NoError(t, db.Transact(ctx, func(tr kv.Transaction) error {
+		tr.Add(key("c", "l"), []byte{1, 0, 0, 0, 0, 0, 0, 0})
+		return nil
+	}))
+	require.Equal(t, 1, check().CountErrors)
+	require.NoError(t, db.Transact(ctx, func(tr kv.Transaction) error {
+		tr.Add(key("c", "l"), []byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff})
+		return nil
+	}))
+	require.Equal(t, LeaseResult{}, check())
+	// A bucket counter left by a removal that did not unbucket its job.
+	require.NoError(t, db.Transact(ctx, func(tr kv.Transaction) error {
+		tr.Add(key("c", "p", int64(12345)), []byte{1, 0, 0, 0, 0, 0, 0, 0})
+		return nil
+	}))
+	require.Equal(t, 1, check().CountErrors)
 }
