@@ -70,7 +70,10 @@ type Lease struct {
 // compare-and-clear) and a journal record.
 //
 // Exactly once: a retry after commit_unknown_result finds the journal
-// record and returns the same leases. Given a Transaction, the leases take
+// record and returns the leases it took that are still held (a job
+// acked, nacked, released or cancelled since, or leased again after its
+// lease expired, is left out; ErrEmpty when none is), leasing nothing
+// more. Given a Transaction, the leases take
 // effect with the caller's commit. If Lease fails with an error for which
 // kv.MaybeCommitted is true, jobs may have been leased: they come back
 // when their leases expire (with one attempt counted), or, within the
