@@ -70,16 +70,16 @@ type Lease struct {
 // compare-and-clear) and a journal record.
 //
 // Exactly once: a retry after commit_unknown_result finds the journal
-// record and returns the leases it took that are still held (a job
-// acked, nacked, released or cancelled since, or leased again after its
-// lease expired, is left out; ErrEmpty when none is), leasing nothing
-// more. Given a Transaction, the leases take
-// effect with the caller's commit. If Lease fails with an error for which
-// kv.MaybeCommitted is true, jobs may have been leased: they come back
-// when their leases expire (with one attempt counted), or, within the
-// journal retention, call Lease again with the same WithOpID (the ID in
-// the *UnknownResultError) to get them (or, if that call did not commit,
-// to lease anew), or SettleLease to get them without leasing any other.
+// record and returns the leases it took that are still held (a job acked,
+// nacked, released or cancelled since, or leased again after its lease
+// expired, is left out; ErrEmpty when none is), leasing nothing more. Given
+// a Transaction, the leases take effect with the caller's commit. If Lease
+// fails with an error for which kv.MaybeCommitted is true, jobs may have
+// been leased: they come back when their leases expire (with one attempt
+// counted), or, within the journal retention, call Lease again with the
+// same WithOpID (the ID in the *UnknownResultError) to get them (or, if
+// that call did not commit, to lease anew), or SettleLease to get them
+// without leasing any other.
 func (q *JobQueue) Lease(ctx context.Context, t kv.Transactor, n int, d time.Duration, opts ...OpOption) ([]Lease, error) {
 	if err := q.usable(); err != nil {
 		return nil, err
