@@ -124,10 +124,11 @@ func lookupJob(ctx context.Context, s *session, q *fdbqueue.JobQueue, id fdbqueu
 	return j, err
 }
 
-func setupJob(fs *flag.FlagSet) func(context.Context, *session, []string) error {
+// oneJobCommand sets up a command on the one job its argument names: the
+// job-queue flags, the ID parsed and the queue opened, then run.
+func oneJobCommand(fs *flag.FlagSet, run func(ctx context.Context, s *session, q *fdbqueue.JobQueue, id fdbqueue.JobID) error) func(context.Context, *session, []string) error {
 	jobsByDefault(fs)
 	jf := addJobFlags(fs)
-	asJSON := fs.Bool("json", false, "print as JSON")
 	return func(ctx context.Context, s *session, args []string) error {
 		id, err := oneJobID(args)
 		if err != nil {
@@ -137,6 +138,13 @@ func setupJob(fs *flag.FlagSet) func(context.Context, *session, []string) error 
 		if err != nil {
 			return err
 		}
+		return run(ctx, s, q, id)
+	}
+}
+
+func setupJob(fs *flag.FlagSet) func(context.Context, *session, []string) error {
+	asJSON := fs.Bool("json", false, "print as JSON")
+	return oneJobCommand(fs, func(ctx context.Context, s *session, q *fdbqueue.JobQueue, id fdbqueue.JobID) error {
 		j, err := lookupJob(ctx, s, q, id)
 		if err != nil {
 			return err
@@ -147,22 +155,12 @@ func setupJob(fs *flag.FlagSet) func(context.Context, *session, []string) error 
 		w := &errWriter{w: s.env.Stdout}
 		writeJob(w, pathString(s.spec.Path), j, s.env.Now())
 		return w.err
-	}
+	})
 }
 
 func setupCancel(fs *flag.FlagSet) func(context.Context, *session, []string) error {
-	jobsByDefault(fs)
-	jf := addJobFlags(fs)
 	dry := fs.Bool("dry-run", false, "show the job, as job does, and change nothing (a dead or missing job fails as the cancel would)")
-	return func(ctx context.Context, s *session, args []string) error {
-		id, err := oneJobID(args)
-		if err != nil {
-			return err
-		}
-		q, err := s.openJobs(ctx, jf)
-		if err != nil {
-			return err
-		}
+	return oneJobCommand(fs, func(ctx context.Context, s *session, q *fdbqueue.JobQueue, id fdbqueue.JobID) error {
 		if *dry {
 			j, err := lookupJob(ctx, s, q, id)
 			if err != nil {
@@ -176,7 +174,7 @@ func setupCancel(fs *flag.FlagSet) func(context.Context, *session, []string) err
 			fmt.Fprintf(w, "would cancel job %s in %s (dry run: nothing changed)\n", id, pathString(s.spec.Path))
 			return w.err
 		}
-		_, err = settle(ctx, func(ctx context.Context, opID fdbqueue.OpOption) (struct{}, error) {
+		_, err := settle(ctx, func(ctx context.Context, opID fdbqueue.OpOption) (struct{}, error) {
 			return struct{}{}, q.Cancel(ctx, s.db, id, opID)
 		})
 		if errors.Is(err, fdbqueue.ErrJobNotFound) {
@@ -195,7 +193,7 @@ func setupCancel(fs *flag.FlagSet) func(context.Context, *session, []string) err
 		}
 		_, err = fmt.Fprintf(s.env.Stdout, "cancelled job %s in %s\n", id, pathString(s.spec.Path))
 		return err
-	}
+	})
 }
 
 // deadNotCancelled is cancel's error for a dead job, which Cancel does not
