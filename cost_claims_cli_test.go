@@ -17,7 +17,7 @@ import (
 )
 
 // The cost claims of the fdbqueue command (internal/cli: its doc comments
-// and help text, and README.md's section on it), checked as TestCostClaims
+// and help text, and docs/cli.md), checked as TestCostClaims
 // checks the layers': each command runs against the counted database, and
 // every transaction it runs is listed. A command opens new handles, so
 // its first read of a queue also reads the stored configuration.
@@ -195,7 +195,7 @@ func cliCostClaims() []costClaim {
 		},
 		{
 			name:  "cli stats --kind jobs",
-			claim: "(README) stats --kind jobs is JobQueue.Stats: ... from counters in one snapshot read transaction, without scanning the jobs",
+			claim: "(docs/cli.md) stats --kind jobs is JobQueue.Stats: ... from counters in one snapshot read transaction, without scanning the jobs",
 			setup: func(e *costEnv) { e.kill(""); e.jfill(2) },
 			op:    func(e *costEnv) error { return e.cli(false, cliArgs(cliJobs, "stats")...) },
 			// The one Stats checks the stored configuration too (a new
@@ -218,14 +218,14 @@ func cliCostClaims() []costClaim {
 		},
 		{
 			name:  "cli job",
-			claim: "(README) job ID is JobQueue.Job: ... One read-only transaction of two round trips, no write",
+			claim: "(docs/cli.md) job ID is JobQueue.Job: ... One read-only transaction of two round trips, no write",
 			setup: func(e *costEnv) { e.setLease("u") },
 			op:    func(e *costEnv) error { return e.cli(false, cliArgs(cliJobs, "job", e.job.String())...) },
 			want:  []cost{queueExists, cliJobsCheck, {MetadataVersion: mvRead, Get: 3, RoundTrips: 2}},
 		},
 		{
 			name:  "cli cancel",
-			claim: "(README) cancel ID is JobQueue.Cancel: removes a queued or leased job for good ... in one transaction, exactly once under commit_unknown_result",
+			claim: "(docs/cli.md) cancel ID is JobQueue.Cancel: removes a queued or leased job for good ... in one transaction, exactly once under commit_unknown_result",
 			setup: func(e *costEnv) { e.setLease("u") },
 			op:    func(e *costEnv) error { return e.cli(false, cliArgs(cliJobs, "cancel", e.job.String())...) },
 			// Cancel of a leased job with a unique key under an ID of the
@@ -239,7 +239,7 @@ func cliCostClaims() []costClaim {
 		},
 		{
 			name:  "cli cancel --dry-run",
-			claim: "(README) cancel --dry-run shows the job as job does and changes nothing",
+			claim: "(docs/cli.md) cancel --dry-run shows the job as job does and changes nothing",
 			setup: func(e *costEnv) { e.queueJob("") },
 			op: func(e *costEnv) error {
 				return e.cli(false, cliArgs(cliJobs, "cancel", "--dry-run", e.job.String())...)

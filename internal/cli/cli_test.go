@@ -39,7 +39,7 @@ func golden(t *testing.T, name, got string) {
 }
 
 // testBackend hands the commands a database the test made. It registers
-// --demo as the binary does, so the README's command lines parse.
+// --demo as the binary does, so the command lines of docs/cli.md parse.
 type testBackend struct{ db kv.Database }
 
 func (b testBackend) AddFlags(fs *flag.FlagSet) { fs.Bool("demo", false, "ignored in tests") }

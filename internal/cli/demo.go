@@ -20,7 +20,7 @@ type DemoClock interface {
 }
 
 // DemoQueues describes the queues OpenDemo seeds, as the flags that name
-// them; the README and the usage show these.
+// them; docs/cli.md and the usage show these.
 var DemoQueues = []string{
 	"--queue demo/jobs",
 	"--queue demo/events --layout versionstamp --encoding tuple",
@@ -97,8 +97,8 @@ func seedDemo(ctx context.Context, db *memdb.DB, clock DemoClock, opts []fdbqueu
 // seedDemoWork fills the demo job queue: five jobs, of which the one due
 // first (one attempt only) is leased and nacked into the dead-letter list
 // and the next is leased for ten minutes. Strict order (Choice 1) and a
-// fixed entropy source make its job IDs the same on every run, so the
-// README's requeue-dead line works as shown.
+// fixed entropy source make its job IDs the same on every run, so
+// docs/cli.md's requeue-dead line works as shown.
 func seedDemoWork(ctx context.Context, db *memdb.DB, clock DemoClock, sub fdbqueue.Subspace, opts []fdbqueue.Option) error {
 	opts = append(opts, fdbqueue.WithEntropy(rand.NewChaCha8([32]byte{'d', 'e', 'm', 'o'})))
 	q, err := fdbqueue.NewJobQueue(sub, fdbqueue.JobQueueConfig{Choice: 1, Clock: envClock(clock.Now)}, opts...)

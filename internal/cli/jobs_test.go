@@ -325,18 +325,18 @@ func TestJobStatsFollowClock(t *testing.T) {
 	assert.Contains(t, r.stdout, "queued   3 (due 3, delayed 0)\n")
 }
 
-// The README's job-queue console block runs as shown, each command on a
+// docs/cli.md's job-queue console block runs as shown, each command on a
 // fresh demo database, as each run of the binary with --demo starts (a
 // manual clock stands in for the binary's wall clock).
-func TestREADMEJobQueueExample(t *testing.T) {
-	checkREADMEBlock(t, "requeue-dead")
+func TestCLIDocJobQueueExample(t *testing.T) {
+	checkCLIDocBlock(t, "requeue-dead")
 }
 
-// checkREADMEBlock runs the README's console block that contains marker as
-// TestREADMEJobQueueExample says.
-func checkREADMEBlock(t *testing.T, marker string) {
+// checkCLIDocBlock runs the console block of docs/cli.md that contains marker as
+// TestCLIDocJobQueueExample says.
+func checkCLIDocBlock(t *testing.T, marker string) {
 	t.Helper()
-	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	readme, err := os.ReadFile(filepath.Join("..", "..", "docs", "cli.md"))
 	require.NoError(t, err)
 	var block string
 	for _, b := range strings.Split(string(readme), "```console\n")[1:] {
@@ -345,7 +345,7 @@ func checkREADMEBlock(t *testing.T, marker string) {
 			block = b
 		}
 	}
-	require.NotEmpty(t, block, "README has a console block with %s", marker)
+	require.NotEmpty(t, block, "docs/cli.md has a console block with %s", marker)
 	var cmd []string
 	var want, got strings.Builder
 	flush := func() {
@@ -360,7 +360,7 @@ func checkREADMEBlock(t *testing.T, marker string) {
 		} else {
 			require.Equal(t, ExitOK, r.code, "%v: %s", cmd, r.stderr)
 		}
-		assert.Equal(t, want.String(), got.String(), "README output of fdbqueue %s", strings.Join(cmd, " "))
+		assert.Equal(t, want.String(), got.String(), "docs/cli.md output of fdbqueue %s", strings.Join(cmd, " "))
 		want.Reset()
 		got.Reset()
 	}

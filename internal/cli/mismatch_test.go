@@ -191,9 +191,9 @@ func TestCommandsOnARecipeQueue(t *testing.T) {
 	require.Equal(t, before, allPairs(t, db))
 }
 
-// The README's example of flags that disagree runs as shown.
-func TestREADMEMismatchExample(t *testing.T) {
-	checkREADMEBlock(t, "stored configuration disagrees")
+// The example in docs/cli.md of flags that disagree runs as shown.
+func TestCLIDocMismatchExample(t *testing.T) {
+	checkCLIDocBlock(t, "stored configuration disagrees")
 }
 
 // The job commands on a job queue whose stored stats buckets are wider

@@ -35,7 +35,7 @@ func TestDemoBackend(t *testing.T) {
 	}
 }
 
-// The backend's flags are on every command, as the README shows them.
+// The backend's flags are on every command, as docs/cli.md shows them.
 func TestBackendFlags(t *testing.T) {
 	var errb bytes.Buffer
 	code := cli.Run(context.Background(), []string{"stats", "-h"}, cli.Env{Stderr: &errb, Backend: &backend{}})
