@@ -310,7 +310,8 @@ func badRows() []badRow {
 			require.NoError(t, err)
 		}},
 		{"NewQueue", "nil Option", "ignored", func(t *testing.T) { require.NoError(t, newQ(t, nil)) }},
-		{"NewTypedQueue, NewTypedPriorityQueue: every operation", "a nil queue; a nil codec", "ErrInvalidArgument; nothing read or written (a dequeue or pop takes no item)", func(t *testing.T) {
+		{"NewTypedQueue, NewTypedPriorityQueue: every operation", "a nil queue; a nil codec, or a nil pointer of a codec type", "ErrInvalidArgument; nothing read or written (a dequeue or pop takes no item)", func(t *testing.T) {
+			t.Run("nil pointer codec", TestTypedQueueNilPointerCodec)
 			db := newDB(t)
 			q, pq := mustQueue(t, "typed-nil"), mustPQ(t, "typed-nil-pq")
 			require.NoError(t, q.Enqueue(ctx, db, []byte("kept")))
@@ -397,8 +398,9 @@ func badRows() []badRow {
 		{"JobQueue: every method", "a nil *JobQueue; a zero JobQueue", "ErrInvalidArgument, before any transaction; Subspace returns the zero Subspace, Backoff 0, DeadCursorAt nil", nilAndZeroHandles("JobQueue")},
 		{"Task: every method", "a nil *Task; a zero Task", "Ack: ErrInvalidArgument, before any transaction; Lease and Value return zero values", nilAndZeroHandles("Task")},
 		{"TypedJobQueue: every method", "a nil *TypedJobQueue; one made with a nil JobQueue", "ErrInvalidArgument, before any transaction; JobQueue returns nil, Subspace the zero Subspace", nilAndZeroHandles("TypedJobQueue")},
-		{"NewTypedJobQueue: every operation", "a nil codec; a zero JobQueue", "ErrInvalidArgument, before any transaction (no job leased); JobQueue returns the queue given, Subspace its subspace", func(t *testing.T) {
+		{"NewTypedJobQueue: every operation", "a nil codec, or a nil pointer of a codec type; a zero JobQueue", "ErrInvalidArgument, before any transaction (no job leased); JobQueue returns the queue given, Subspace its subspace", func(t *testing.T) {
 			t.Run("handles", TestTypedJobQueueNilCodecOrZeroQueue)
+			t.Run("nil pointer codec", TestTypedJobQueueNilPointerCodec)
 		}},
 		{"TypedTask: every method", "a nil *TypedTask; a zero TypedTask", "Ack: ErrInvalidArgument, before any transaction; Lease and Value return zero values", nilAndZeroHandles("TypedTask")},
 		{"TypedJobQueue: Add, AddBatch, Lease, Stats, ListDead, Run, RegisterGauges", "a nil or typed-nil transactor; a closed database; a cancelled context, an expired deadline; Run: a nil handler", "JobQueue's: ErrInvalidArgument; memdb.ErrClosed; context.Canceled, context.DeadlineExceeded (Run returns nil at once on a dead context); ErrInvalidArgument; nothing changed", func(t *testing.T) {

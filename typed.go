@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 
 	"github.com/fdbqueue/fdbqueue/kv"
 )
@@ -16,9 +17,9 @@ type TypedQueue[T any] struct {
 	codec Codec[T]
 }
 
-// NewTypedQueue wraps q with codec. Given a nil q or codec, every
-// operation of the result fails with ErrInvalidArgument, reading and
-// writing nothing.
+// NewTypedQueue wraps q with codec. Given a nil q or codec (a nil pointer
+// of a codec type included), every operation of the result fails with
+// ErrInvalidArgument, reading and writing nothing.
 func NewTypedQueue[T any](q *Queue, codec Codec[T]) *TypedQueue[T] {
 	return &TypedQueue[T]{q: q, codec: codec}
 }
@@ -30,10 +31,22 @@ func (tq *TypedQueue[T]) check() error {
 	if tq == nil || tq.q == nil {
 		return fmt.Errorf("%w: TypedQueue without a Queue", ErrInvalidArgument)
 	}
-	if tq.codec == nil {
+	if nilCodec(tq.codec) {
 		return fmt.Errorf("%w: TypedQueue without a codec", ErrInvalidArgument)
 	}
 	return nil
+}
+
+// nilCodec reports whether c is nil or a nil pointer (a `var c
+// *JSONCodec[T]` passed as the Codec), whose Encode and Decode would
+// dereference it: the typed wrappers refuse both alike, as
+// checkTransactor refuses a nil *memdb.DB.
+func nilCodec[T any](c Codec[T]) bool {
+	if c == nil {
+		return true
+	}
+	v := reflect.ValueOf(c)
+	return v.Kind() == reflect.Pointer && v.IsNil()
 }
 
 // Queue returns the underlying byte queue.
@@ -158,9 +171,9 @@ type TypedItem[T any] struct {
 	Priority int64
 }
 
-// NewTypedPriorityQueue wraps pq with codec. Given a nil pq or codec,
-// every operation of the result fails with ErrInvalidArgument, reading and
-// writing nothing.
+// NewTypedPriorityQueue wraps pq with codec. Given a nil pq or codec (a
+// nil pointer of a codec type included), every operation of the result
+// fails with ErrInvalidArgument, reading and writing nothing.
 func NewTypedPriorityQueue[T any](pq *PriorityQueue, codec Codec[T]) *TypedPriorityQueue[T] {
 	return &TypedPriorityQueue[T]{pq: pq, codec: codec}
 }
@@ -170,7 +183,7 @@ func (tp *TypedPriorityQueue[T]) check() error {
 	if tp == nil || tp.pq == nil {
 		return fmt.Errorf("%w: TypedPriorityQueue without a PriorityQueue", ErrInvalidArgument)
 	}
-	if tp.codec == nil {
+	if nilCodec(tp.codec) {
 		return fmt.Errorf("%w: TypedPriorityQueue without a codec", ErrInvalidArgument)
 	}
 	return nil

@@ -22,9 +22,9 @@ type TypedJobQueue[T any] struct {
 	codec Codec[T]
 }
 
-// NewTypedJobQueue wraps q with codec. Given a nil q or codec, every
-// operation of the result fails with ErrInvalidArgument, reading and
-// writing nothing.
+// NewTypedJobQueue wraps q with codec. Given a nil q or codec (a nil
+// pointer of a codec type included), every operation of the result fails
+// with ErrInvalidArgument, reading and writing nothing.
 func NewTypedJobQueue[T any](q *JobQueue, codec Codec[T]) *TypedJobQueue[T] {
 	return &TypedJobQueue[T]{q: q, codec: codec}
 }
@@ -36,7 +36,7 @@ func (tj *TypedJobQueue[T]) check() error {
 	if tj == nil || tj.q == nil {
 		return fmt.Errorf("%w: TypedJobQueue without a JobQueue", ErrInvalidArgument)
 	}
-	if tj.codec == nil {
+	if nilCodec(tj.codec) {
 		return fmt.Errorf("%w: TypedJobQueue without a codec", ErrInvalidArgument)
 	}
 	return nil

@@ -149,3 +149,74 @@ func withoutAge(s fdbqueue.JobStats) fdbqueue.JobStats {
 	s.OldestDue = 0
 	return s
 }
+
+// A TypedJobQueue made with a nil pointer of a codec type (`var c
+// *fdbqueue.JSONCodec[T]`, passed as the Codec) is made with a nil codec:
+// every operation fails with ErrInvalidArgument before any transaction.
+// check compared the interface with nil only, so Add and AddBatch panicked
+// in Encode (a nil dereference), Lease took the job and handed it back in a
+// *CodecError, and Run dead-lettered every job it leased, each Decode
+// panicking, until the queue was empty.
+func TestTypedJobQueueNilPointerCodec(t *testing.T) {
+	ctx := context.Background()
+	db := newDB(t)
+	jq := mustJobQueue(t, "typed-nil-pointer-codec", fdbqueue.JobQueueConfig{})
+	mustAdd(t, db, jq, fdbqueue.Job{Value: []byte(`"kept"`)})
+	var codec *fdbqueue.JSONCodec[string]
+	tj := fdbqueue.NewTypedJobQueue[string](jq, codec)
+	before := db.Stats().Transactions
+
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	var err error
+	require.NotPanics(t, func() {
+		err = tj.Run(runCtx, db, func(context.Context, *fdbqueue.TypedTask[string]) error { return nil },
+			fdbqueue.PoolOptions{Workers: 1, Logger: quietLog, OnOutcome: func(fdbqueue.Outcome) { stop() }})
+	})
+	require.ErrorIs(t, err, fdbqueue.ErrInvalidArgument, "Run")
+	ops := map[string]func() error{
+		"Add": func() error { _, err := tj.Add(ctx, db, fdbqueue.TypedJob[string]{Value: "x"}); return err },
+		"AddBatch": func() error {
+			_, err := tj.AddBatch(ctx, db, []fdbqueue.TypedJob[string]{{Value: "x"}})
+			return err
+		},
+		"Lease":     func() error { _, err := tj.Lease(ctx, db, 1, time.Minute); return err },
+		"LeaseWait": func() error { _, err := tj.LeaseWait(ctx, db, 1, time.Minute); return err },
+	}
+	for name, op := range ops {
+		require.NotPanics(t, func() { err = op() }, name)
+		require.ErrorIs(t, err, fdbqueue.ErrInvalidArgument, name)
+	}
+	require.Equal(t, before, db.Stats().Transactions, "no transaction was made")
+	require.Equal(t, fdbqueue.JobStats{Queued: 1, Due: 1}, withoutAge(mustStats(t, db, jq)), "the job is still queued, not leased or dead")
+}
+
+// The same for a TypedQueue and a TypedPriorityQueue: made with a nil
+// pointer of a codec type, their enqueues and pushes panicked in Encode,
+// and their dequeues and pops took the item out of the queue only to hand
+// it back in a *CodecError, where a nil codec takes none.
+func TestTypedQueueNilPointerCodec(t *testing.T) {
+	ctx := context.Background()
+	db := newDB(t)
+	q, pq := mustQueue(t, "typed-nil-pointer-q"), mustPQ(t, "typed-nil-pointer-pq")
+	require.NoError(t, q.Enqueue(ctx, db, []byte(`"kept"`)))
+	require.NoError(t, pq.Push(ctx, db, []byte(`"kept"`), 1))
+	var codec *fdbqueue.JSONCodec[string]
+	tq, tp := fdbqueue.NewTypedQueue[string](q, codec), fdbqueue.NewTypedPriorityQueue[string](pq, codec)
+	for name, op := range map[string]func() error{
+		"Enqueue": func() error { return tq.Enqueue(ctx, db, "x") },
+		"Dequeue": func() error { _, err := tq.Dequeue(ctx, db); return err },
+		"Push":    func() error { return tp.Push(ctx, db, "x", 1) },
+		"PopMin":  func() error { _, err := tp.PopMin(ctx, db); return err },
+	} {
+		var err error
+		require.NotPanics(t, func() { err = op() }, name)
+		require.ErrorIs(t, err, fdbqueue.ErrInvalidArgument, name)
+	}
+	v, err := q.Peek(ctx, db)
+	require.NoError(t, err, "the item is still queued")
+	require.Equal(t, []byte(`"kept"`), v)
+	it, err := pq.PeekMin(ctx, db)
+	require.NoError(t, err, "the item is still queued")
+	require.Equal(t, []byte(`"kept"`), it.Value)
+}
