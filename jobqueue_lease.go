@@ -70,9 +70,10 @@ type Lease struct {
 // compare-and-clear) and a journal record.
 //
 // Exactly once: a retry after commit_unknown_result finds the journal
-// record and returns the leases it took that are still held (a job acked,
-// nacked, released or cancelled since, or leased again after its lease
-// expired, is left out; ErrEmpty when none is), leasing nothing more. Given
+// record and returns the leases it took that are still held (one extended
+// since at its new deadline; a job acked, nacked, released or cancelled
+// since, or leased again after its lease expired, is left out; ErrEmpty
+// when none is), leasing nothing more. Given
 // a Transaction, the leases take effect with the caller's commit. If Lease
 // fails with an error for which kv.MaybeCommitted is true, jobs may have
 // been leased: they come back when their leases expire (with one attempt
@@ -122,10 +123,11 @@ func (q *JobQueue) Lease(ctx context.Context, t kv.Transactor, n int, d time.Dur
 //
 // Cost: one round trip (the journal record and the ID's marker); when the
 // Lease committed, two more (the rest of its records, then the jobs' keys
-// and values together), and a commit that writes nothing but a write
-// conflict on the record's key, as any call that finds its records under
-// an ID of yours; otherwise a commit of the journal record and the
-// marker. Conflicts: with the first call's commit, when it lands
+// and values together), up to two more when a job's record has moved since
+// (its ID index entries, then the records they name), and a commit that
+// writes nothing but a write conflict on the record's key, as any call
+// that finds its records under an ID of yours; otherwise a commit of the
+// journal record and the marker. Conflicts: with the first call's commit, when it lands
 // meanwhile (the retry then finds its record), and, when the Lease
 // committed, with a change to one of its jobs. Under
 // commit_unknown_result the retry finds its own record.

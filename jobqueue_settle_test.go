@@ -181,3 +181,38 @@ func TestLoggedLeaseIDRefusesAnotherKind(t *testing.T) {
 		})
 	}
 }
+
+// A Lease replayed from its journal record after commit_unknown_result
+// returns a lease that is still held although its job's record moved
+// since: extended in the Lease's own transaction here, so that the record
+// is no longer at the key of the deadline the journal recorded. The replay
+// read that key only, found nothing, and left the lease out: the retry got
+// ErrEmpty, and the job stayed leased to nobody for the hour of the
+// extension, its attempt spent.
+func TestLeaseReplayFindsALeaseExtendedSince(t *testing.T) {
+	ctx := context.Background()
+	db := newDB(t)
+	clock := newFakeClock()
+	q := mustJobQueue(t, "replay-extended", fdbqueue.JobQueueConfig{Clock: clock})
+	x := mustAdd(t, db, q, fdbqueue.Job{Value: []byte("x")})
+	id := fdbqueue.NewOpID()
+	db.FailNextCommit(kv.ErrCommitUnknownResult, true) // applied, reported unknown
+	var held fdbqueue.Lease
+	attempts := 0
+	err := db.Transact(ctx, func(tr kv.Transaction) error {
+		attempts++
+		ls, err := q.Lease(ctx, tr, 1, time.Minute, fdbqueue.WithOpID(id))
+		if err != nil {
+			return err
+		}
+		held, err = q.Extend(ctx, tr, ls[0], time.Hour)
+		return err
+	})
+	require.Equal(t, 2, attempts, "the first commit was reported unknown")
+	require.NoError(t, err, "the retry finds the lease it took, still held")
+	require.Equal(t, x.ID, held.JobID)
+	require.Equal(t, 1, held.Attempt)
+	require.True(t, clock.Now().Add(time.Hour).Equal(held.Deadline), "the retry's Extend from the replayed lease: %v", held.Deadline)
+	require.NoError(t, q.Ack(ctx, db, held))
+	require.Equal(t, fdbqueue.JobStats{}, mustStats(t, db, q))
+}

@@ -195,14 +195,19 @@ func cutReason(s string) []byte {
 }
 
 // replayLeases rebuilds the leases of an attempt that committed from its
-// journal record. A job acked since (by someone who took it after the lease
-// expired) is left out. The keys and values of all the jobs are read
-// together: one round trip, however many jobs the lease took.
+// journal record: those still held. A job acked, nacked, released or
+// cancelled since, or leased again after its lease expired, is left out.
+// The keys and values of all the jobs are read together: one round trip,
+// however many jobs the lease took. A job whose record is no longer at the
+// key of the recorded deadline (extended since, or gone) is looked up
+// through its ID index, as lookup does: two more round trips, for all such
+// jobs together.
 func (q *JobQueue) replayLeases(tr kv.Transaction, prev [][]byte) ([]Lease, error) {
 	type replayed struct {
 		m        jobMeta
 		key, lid []byte
 		rec, val kv.FutureValue
+		x        kv.FutureValue // the ID index, read when the record moved
 	}
 	var rs []replayed
 	for _, p := range prev {
@@ -226,16 +231,49 @@ func (q *JobQueue) replayLeases(tr kv.Transaction, prev [][]byte) ([]Lease, erro
 		r.rec, r.val = tr.Get(r.key), tr.Snapshot().Get(q.key("v", r.m.id[:]))
 		rs = append(rs, r)
 	}
-	var out []Lease
-	for _, r := range rs {
-		rec, err := r.rec.Get()
+	recs := make([][]byte, len(rs))
+	moved := false
+	for i := range rs {
+		rec, err := rs[i].rec.Get()
 		if err != nil {
 			return nil, err
 		}
-		if rec == nil {
+		if recs[i] = rec; rec == nil {
+			rs[i].x, moved = tr.Get(q.key("x", rs[i].m.id[:])), true
+		}
+	}
+	if moved {
+		for i := range rs {
+			if rs[i].x == nil {
+				continue
+			}
+			key, at, err := q.jobKey(rs[i].x, rs[i].m.id)
+			if err != nil {
+				return nil, err
+			}
+			if at == jobQueued {
+				rs[i].key, rs[i].rec = key, tr.Get(key)
+			} else {
+				rs[i].rec = nil // gone from the queue
+			}
+		}
+		for i := range rs {
+			if rs[i].x == nil || rs[i].rec == nil {
+				continue
+			}
+			rec, err := rs[i].rec.Get()
+			if err != nil {
+				return nil, err
+			}
+			recs[i] = rec
+		}
+	}
+	var out []Lease
+	for i, r := range rs {
+		if recs[i] == nil {
 			continue
 		}
-		m, err := decodeMeta(r.key, rec, r.m.id)
+		m, err := decodeMeta(r.key, recs[i], r.m.id)
 		if err != nil {
 			return nil, err
 		}
