@@ -683,9 +683,10 @@ func badRows() []badRow {
 			t.Run("options", TestJobPoolBadOptions)
 			t.Run("handler timeout", TestJobPoolBadHandlerTimeout)
 		}},
-		{"JobQueue.Schedule, RunScheduler", "a PeriodicJob with an empty Name or one over MaxScheduleNameSize bytes, Every under MinPeriod or not a whole number of microseconds, a nil Job function, or a job from it that Add refuses; a time outside the queue's microseconds; RunScheduler: no jobs, two of one Name", "ErrInvalidArgument (ErrValueTooLarge for a value over 100,000 bytes); nothing written, the slot not marked", func(t *testing.T) {
+		{"JobQueue.Schedule, RunScheduler", "a PeriodicJob with an empty Name or one over MaxScheduleNameSize bytes, Every under MinPeriod or not a whole number of microseconds, a nil Job function, or a job from it that Add refuses; a time outside the queue's microseconds, or in their first period (its slot would start before them); RunScheduler: no jobs, two of one Name", "ErrInvalidArgument (ErrValueTooLarge for a value over 100,000 bytes); nothing written, the slot not marked", func(t *testing.T) {
 			t.Run("matrix", TestScheduleBadInput)
 			t.Run("value", TestRunSchedulerReturnsScheduleError)
+			t.Run("extreme now", TestScheduleExtremeNowNoWrap)
 		}},
 		{"JobQueue: every operation (Add, AddBatch, Lease, LeaseWait, SettleLease, Ack, Nack, Extend, Release, Requeue, DeleteDead, Job, Cancel, Stats, ListDead, Run, Schedule, RunScheduler)", "a Queue's or PriorityQueue's subspace; a subspace without a record holding a recipe queue's items", "ErrConfigMismatch (a *ConfigMismatchError, Field \"kind\"); nothing written", func(t *testing.T) {
 			t.Run("queue", TestJobQueueOnQueueSubspace)

@@ -85,14 +85,20 @@ func (q *JobQueue) checkPeriodic(pj PeriodicJob) error {
 }
 
 // slotOf returns the start of the slot of every that holds t, in Unix
-// microseconds (floor division: before 1970 too).
-func slotOf(t time.Time, every time.Duration) int64 {
+// microseconds (floor division: before 1970 too), and false when that
+// start is before the earliest time an int64 of them holds: in the first
+// period of that range, where the start, computed in int64, would wrap
+// around to a time near its end.
+func slotOf(t time.Time, every time.Duration) (int64, bool) {
 	us, p := t.UnixMicro(), every.Microseconds()
-	s := us / p
-	if us%p < 0 {
-		s--
+	r := us % p
+	if r < 0 {
+		r += p
 	}
-	return s * p
+	if us < math.MinInt64+r {
+		return 0, false
+	}
+	return us - r, true
 }
 
 // Schedule adds pj's job for the slot that holds now (the queue's Clock
@@ -132,8 +138,10 @@ func slotOf(t time.Time, every time.Duration) int64 {
 // A bad pj (empty or long Name, a period under MinPeriod or not a whole
 // number of microseconds, a nil Job function) or a bad job from pj.Job
 // fails with ErrInvalidArgument (ErrValueTooLarge for a value over
-// 100,000 bytes) before anything is written. pj.Job is called once per
-// call, before the transaction.
+// 100,000 bytes) before anything is written; so does a now outside the
+// Unix microseconds of an int64 (Job.RunAt's range) or in the first
+// period of that range, whose slot would start before it. pj.Job is
+// called once per call, before the transaction.
 func (q *JobQueue) Schedule(ctx context.Context, t kv.Transactor, pj PeriodicJob, now time.Time) (ScheduleResult, error) {
 	if err := q.usable(); err != nil {
 		return ScheduleResult{}, err
@@ -150,7 +158,10 @@ func (q *JobQueue) Schedule(ctx context.Context, t kv.Transactor, pj PeriodicJob
 	if now.Before(minRunAt) || now.After(maxRunAt) {
 		return ScheduleResult{}, fmt.Errorf("%w: periodic job %q: time %v outside %v to %v", ErrInvalidArgument, pj.Name, now, minRunAt, maxRunAt)
 	}
-	slot := slotOf(now, pj.Every)
+	slot, ok := slotOf(now, pj.Every)
+	if !ok {
+		return ScheduleResult{}, fmt.Errorf("%w: periodic job %q: the slot of %v starts before %v", ErrInvalidArgument, pj.Name, now, minRunAt)
+	}
 	res := ScheduleResult{Slot: time.UnixMicro(slot).In(now.Location())}
 	job := pj.Job(res.Slot)
 	job.RunAt, job.Delay = res.Slot, 0
@@ -279,8 +290,8 @@ func (q *JobQueue) RunScheduler(ctx context.Context, db kv.Database, jobs []Peri
 		now := q.cfg.Clock.Now()
 		next := int64(math.MaxInt64)
 		for i, pj := range jobs {
-			slot := slotOf(now, pj.Every)
-			if slot > done[i] {
+			slot, ok := slotOf(now, pj.Every)
+			if !ok || slot > done[i] { // !ok: Schedule refuses now
 				if _, err := q.Schedule(ctx, db, pj, now); err != nil {
 					if ctx.Err() != nil {
 						return nil

@@ -3,6 +3,7 @@ package fdbqueue_test
 import (
 	"context"
 	"errors"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -304,4 +305,45 @@ func TestRunSchedulerSleepsFromAfterItsCalls(t *testing.T) {
 	require.Equal(t, 50*time.Second, <-clock.Armed)
 	cancel()
 	require.NoError(t, <-done)
+}
+
+// A now in the first period of the queue's time range (the Unix
+// microseconds of an int64) has a slot that starts before that range:
+// Schedule refuses it with ErrInvalidArgument and writes nothing, where the
+// slot's start, computed in int64 microseconds, used to wrap around to a
+// time in the year 294,000, marking the schedule so far ahead that no
+// later call ever added a job. The time range's last instant still works.
+func TestScheduleExtremeNowNoWrap(t *testing.T) {
+	ctx := context.Background()
+	db := newDB(t)
+	clock := newFakeClock()
+	q := mustJobQueue(t, "periodic-extreme", fdbqueue.JobQueueConfig{Clock: clock})
+	first := time.UnixMicro(math.MinInt64)
+	for _, every := range []time.Duration{7 * time.Second, time.Hour, math.MaxInt64 / 1000 * 1000} {
+		pj := fdbqueue.PeriodicJob{Name: "extreme/" + every.String(), Every: every, Job: func(time.Time) fdbqueue.Job { return fdbqueue.Job{} }}
+		for _, now := range []time.Time{first, first.Add(time.Microsecond)} {
+			r, err := q.Schedule(ctx, db, pj, now)
+			require.ErrorIs(t, err, fdbqueue.ErrInvalidArgument, "every %v, now %v: slot %v", every, now, r.Slot)
+		}
+		// The next slot starts within the range: its job is added.
+		r, err := q.Schedule(ctx, db, pj, first.Add(every))
+		require.NoError(t, err)
+		require.True(t, r.Added, "every %v", every)
+		require.False(t, r.Slot.Before(first))
+		require.False(t, r.Slot.After(first.Add(every)))
+		// The marker holds that slot: a call at a sane time adds its slot.
+		r, err = q.Schedule(ctx, db, pj, clock.Now())
+		require.NoError(t, err)
+		require.True(t, r.Added, "every %v", every)
+		require.False(t, r.Slot.After(clock.Now()))
+	}
+	require.Equal(t, int64(6), mustStats(t, db, q).Queued)
+
+	last := time.UnixMicro(math.MaxInt64)
+	pj := fdbqueue.PeriodicJob{Name: "last", Every: time.Hour, Job: func(time.Time) fdbqueue.Job { return fdbqueue.Job{} }}
+	r, err := q.Schedule(ctx, db, pj, last)
+	require.NoError(t, err)
+	require.True(t, r.Added)
+	require.False(t, r.Slot.After(last))
+	require.Less(t, last.Sub(r.Slot), time.Hour)
 }
