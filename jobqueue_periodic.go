@@ -1,6 +1,7 @@
 package fdbqueue
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"math"
@@ -192,7 +193,7 @@ func (q *JobQueue) Schedule(ctx context.Context, t kv.Transactor, pj PeriodicJob
 		}
 		out := res
 		if raw != nil {
-			last, by, dup, err := parseMarker(raw)
+			last, by, dup, err := parseMarker(marker, raw)
 			if err != nil {
 				return ScheduleResult{}, err
 			}
@@ -231,9 +232,14 @@ func packMarker(slot int64, id JobID, dup bool) []byte {
 	return b
 }
 
-func parseMarker(b []byte) (slot int64, id JobID, dup bool, err error) {
+// parseMarker reads the value b of the marker at key. It reads the first
+// three fields and ignores any after them: a later version may append
+// fields (this one drops them when it rewrites the marker), and must
+// change the first three to stop this version from scheduling. A value
+// whose first three are not this version's is a *ForeignKeyError.
+func parseMarker(key, b []byte) (slot int64, id JobID, dup bool, err error) {
 	t, err := tuple.Unpack(b)
-	if err == nil && len(t) == 3 {
+	if err == nil && len(t) >= 3 {
 		s, ok1 := t[0].(int64)
 		raw, ok2 := t[1].([]byte)
 		d, ok3 := t[2].(bool)
@@ -242,7 +248,8 @@ func parseMarker(b []byte) (slot int64, id JobID, dup bool, err error) {
 			return s, id, d, nil
 		}
 	}
-	return 0, id, false, fmt.Errorf("%w: bad periodic job marker %x", ErrForeignKey, b)
+	return 0, id, false, &ForeignKeyError{Key: bytes.Clone(key),
+		Reason: fmt.Sprintf("periodic job marker %x: want (slot µs, 16-byte job ID, duplicate, ...)", b)}
 }
 
 // RunScheduler runs the schedules jobs until ctx ends, then returns nil:

@@ -12,6 +12,7 @@ import (
 
 	"github.com/fdbqueue/fdbqueue"
 	"github.com/fdbqueue/fdbqueue/kv"
+	"github.com/fdbqueue/fdbqueue/tuple"
 )
 
 func hourly(name string) fdbqueue.PeriodicJob {
@@ -346,4 +347,69 @@ func TestScheduleExtremeNowNoWrap(t *testing.T) {
 	require.True(t, r.Added)
 	require.False(t, r.Slot.After(last))
 	require.Less(t, last.Sub(r.Slot), time.Hour)
+}
+
+// setMarker writes v as the marker of schedule name, as another version
+// of the library might have.
+func setMarker(t *testing.T, db kv.Database, q *fdbqueue.JobQueue, name string, v []byte) {
+	t.Helper()
+	key, err := q.Subspace().Pack(tuple.Tuple{"p", name})
+	require.NoError(t, err)
+	_, err = kv.Transact(context.Background(), db, func(tr kv.Transaction) (struct{}, error) {
+		tr.Set(key, v)
+		return struct{}{}, nil
+	})
+	require.NoError(t, err)
+}
+
+// A marker with fields after the three this version writes (a later
+// version's) is read by its first three: the slot it names is scheduled,
+// and the next slot is added, the marker rewritten in this version's
+// form. It used to fail every Schedule with ErrForeignKey, so that a
+// rollback to this version after a later one had scheduled stopped the
+// schedule (RunScheduler returning the error at each start). A marker
+// whose first fields are not this version's fails with ErrForeignKey and
+// nothing is added or rewritten.
+func TestScheduleMarkerOfAnotherVersion(t *testing.T) {
+	ctx := context.Background()
+	db := newDB(t)
+	clock := newFakeClock()
+	q := mustJobQueue(t, "periodic-format", fdbqueue.JobQueueConfig{Clock: clock})
+	pj := hourly("report")
+	slot := clock.Now()
+	held := fdbqueue.JobID{7, 7, 7}
+	later, err := tuple.Tuple{slot.UnixMicro(), held[:], false, "a later field", int64(3)}.Pack()
+	require.NoError(t, err)
+	setMarker(t, db, q, pj.Name, later)
+	marker, err := q.Subspace().Pack(tuple.Tuple{"p", pj.Name})
+	require.NoError(t, err)
+
+	r, err := q.Schedule(ctx, db, pj, slot.Add(time.Minute))
+	require.NoError(t, err)
+	require.Equal(t, fdbqueue.ScheduleResult{Slot: slot, ID: held}, r, "the slot is scheduled, by the job the marker names")
+	r, err = q.Schedule(ctx, db, pj, slot.Add(time.Hour))
+	require.NoError(t, err)
+	require.True(t, r.Added, "the next slot is added")
+	again, err := q.Schedule(ctx, db, pj, slot.Add(time.Hour+time.Minute))
+	require.NoError(t, err)
+	require.Equal(t, r.ID, again.ID, "the marker now names this version's job")
+	require.Equal(t, int64(1), mustStats(t, db, q).Queued)
+
+	for name, v := range map[string]tuple.Tuple{
+		"slot not an integer": {"soon", held[:], false},
+		"short ID":            {slot.UnixMicro(), held[:3], false},
+		"two fields":          {slot.UnixMicro(), held[:]},
+	} {
+		b, err := v.Pack()
+		require.NoError(t, err)
+		setMarker(t, db, q, pj.Name, b)
+		_, err = q.Schedule(ctx, db, pj, slot.Add(5*time.Hour))
+		var fk *fdbqueue.ForeignKeyError
+		require.ErrorAs(t, err, &fk, name)
+		require.Equal(t, marker, fk.Key, "%s: the error names the marker's key", name)
+		require.Equal(t, int64(1), mustStats(t, db, q).Queued, "%s: nothing added", name)
+	}
+	setMarker(t, db, q, pj.Name, []byte{0xff, 0x01})
+	_, err = q.Schedule(ctx, db, pj, slot.Add(5*time.Hour))
+	require.ErrorIs(t, err, fdbqueue.ErrForeignKey, "not a tuple")
 }
