@@ -688,7 +688,16 @@ func badRows() []badRow {
 			t.Run("value", TestRunSchedulerReturnsScheduleError)
 			t.Run("extreme now", TestScheduleExtremeNowNoWrap)
 		}},
-		{"JobQueue: every operation (Add, AddBatch, Lease, LeaseWait, SettleLease, Ack, Nack, Extend, Release, Requeue, DeleteDead, Job, Cancel, Stats, ListDead, Run, Schedule, RunScheduler)", "a Queue's or PriorityQueue's subspace; a subspace without a record holding a recipe queue's items", "ErrConfigMismatch (a *ConfigMismatchError, Field \"kind\"); nothing written", func(t *testing.T) {
+		{"JobQueue.Schedules, Unschedule", "Schedules: a limit below 1, a from whose key passes the key limit; Unschedule: an empty name, one over MaxScheduleNameSize bytes or whose key passes the key limit; a name never scheduled", "ErrInvalidArgument (with kv.ErrKeyTooLarge for a key); ErrScheduleNotFound; nothing removed", func(t *testing.T) {
+			t.Run("schedules", TestSchedulesBadInput)
+			t.Run("unschedule", TestUnscheduleBadInput)
+			t.Run("not found", TestUnschedule)
+		}},
+		{"JobQueue.Schedule, Schedules, Unschedule", "a key in the schedule markers' range (\"p\", ...) that is not a marker, or a marker whose first three fields are not (slot, job ID, duplicate)", "ErrForeignKey (a *ForeignKeyError naming the key); nothing added or removed (fields after the third, a later version's, are ignored)", func(t *testing.T) {
+			t.Run("schedules", TestSchedulesBadInput)
+			t.Run("schedule", TestScheduleMarkerOfAnotherVersion)
+		}},
+		{"JobQueue: every operation (Add, AddBatch, Lease, LeaseWait, SettleLease, Ack, Nack, Extend, Release, Requeue, DeleteDead, Job, Cancel, Stats, ListDead, Run, Schedule, RunScheduler, Schedules, Unschedule)", "a Queue's or PriorityQueue's subspace; a subspace without a record holding a recipe queue's items", "ErrConfigMismatch (a *ConfigMismatchError, Field \"kind\"); nothing written", func(t *testing.T) {
 			t.Run("queue", TestJobQueueOnQueueSubspace)
 			t.Run("pq", TestJobQueueOnPriorityQueueSubspace)
 			t.Run("recipe", TestJobQueueOnRecipeQueue)

@@ -760,6 +760,40 @@ func costClaims() []costClaim {
 			want: []cost{{MetadataVersion: mvRead, Get: 1, RoundTrips: 1}},
 		},
 		{
+			name:  "JobQueue.Schedules",
+			claim: "one round trip, one range read of up to limit markers ..., no write",
+			setup: func(e *costEnv) {
+				for _, name := range []string{"a", "b", "c"} {
+					pj := costSchedule("")
+					pj.Name = name
+					_, err := e.jq.Schedule(e.ctx, e.raw, pj, time.Time{})
+					require.NoError(e.t, err)
+				}
+			},
+			op: func(e *costEnv) error {
+				s, err := e.jq.Schedules(e.ctx, e.db, "", 10)
+				require.Len(e.t, s, 3)
+				return err
+			},
+			want: []cost{{MetadataVersion: mvRead, Range: 1, RoundTrips: 1}},
+		},
+		{
+			name:  "JobQueue.Unschedule",
+			claim: "one round trip (the journal and the marker read together), then a clear and the journal record",
+			setup: func(e *costEnv) {
+				_, err := e.jq.Schedule(e.ctx, e.raw, costSchedule(""), time.Time{})
+				require.NoError(e.t, err)
+			},
+			op: func(e *costEnv) error {
+				_, err := e.jq.Unschedule(e.ctx, e.db, "cost")
+				return err
+			},
+			// The journal on a first attempt under an ID of its own
+			// reads nothing: the marker is the one read.
+			want: []cost{{MetadataVersion: mvRead, Get: 1, RoundTrips: 1, Clear: 1 + carriedClear, Set: 1,
+				ReadConflict: recordConflict}},
+		},
+		{
 			name:  "JobQueue.Extend",
 			claim: "one round trip and a commit of a clear, two writes, two counter adds and a compare-and-clear",
 			setup: func(e *costEnv) { e.setLease("") },

@@ -97,6 +97,11 @@ var (
 	// for.
 	ErrJobNotFound = errors.New("fdbqueue: job not found")
 
+	// ErrScheduleNotFound is returned by JobQueue.Unschedule when the
+	// queue holds no marker of the schedule's name: never scheduled (no
+	// Schedule of it has committed), or unscheduled already.
+	ErrScheduleNotFound = errors.New("fdbqueue: schedule not found")
+
 	// ErrUniqueKeyHeld is returned by JobQueue.Requeue when the dead job's
 	// unique key is held by another job in the queue: the dead job stays
 	// dead.

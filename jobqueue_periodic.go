@@ -66,21 +66,16 @@ type ScheduleResult struct {
 
 // checkPeriodic checks pj's fields and that its marker key fits.
 func (q *JobQueue) checkPeriodic(pj PeriodicJob) error {
+	if err := q.checkScheduleName(pj.Name); err != nil {
+		return err
+	}
 	switch {
-	case pj.Name == "":
-		return fmt.Errorf("%w: a periodic job needs a name", ErrInvalidArgument)
-	case len(pj.Name) > MaxScheduleNameSize:
-		return fmt.Errorf("%w: periodic job name of %d bytes, limit %d", ErrInvalidArgument, len(pj.Name), MaxScheduleNameSize)
 	case pj.Every < MinPeriod:
 		return fmt.Errorf("%w: periodic job %q: period %v, want at least %v", ErrInvalidArgument, pj.Name, pj.Every, MinPeriod)
 	case pj.Every%time.Microsecond != 0:
 		return fmt.Errorf("%w: periodic job %q: period %v is not a whole number of microseconds", ErrInvalidArgument, pj.Name, pj.Every)
 	case pj.Job == nil:
 		return fmt.Errorf("%w: periodic job %q: nil Job function", ErrInvalidArgument, pj.Name)
-	}
-	if n := len(q.key("p", pj.Name)); n > kv.MaxKeySize {
-		return fmt.Errorf("%w: periodic job name of %d bytes makes a %d-byte key on this subspace, over the %d-byte key limit (%w)",
-			ErrInvalidArgument, len(pj.Name), n, kv.MaxKeySize, kv.ErrKeyTooLarge)
 	}
 	return nil
 }
@@ -111,9 +106,13 @@ func slotOf(t time.Time, every time.Duration) (int64, bool) {
 // now's: a schedule whose schedulers were all down for several periods
 // gets one job, for the latest slot, not a burst (as river's and asynq's
 // schedulers do). A now in an earlier slot than the marker's (a scheduler
-// whose clock lags) adds nothing. A schedule's first call, or one after a
-// gap, adds the slot under way: its job is due at once (its due time, the
-// slot's start, has passed), not at the next slot.
+// whose clock lags) adds nothing; so a marker written by a clock far
+// ahead (or a now given far ahead) stops the schedule until the clocks
+// reach it: Schedules shows its slot, and Unschedule removes it. A
+// schedule's first call, or one after a gap or an Unschedule, adds the
+// slot under way: its job is due at once (its due time, the slot's
+// start, has passed), not at the next slot. The marker stays when no
+// process runs the schedule any more: Unschedule removes it.
 //
 // Exactly once per slot, across any number of schedulers: the marker read
 // is a normal read, so of two Schedules of one slot that overlap, the
@@ -129,9 +128,9 @@ func slotOf(t time.Time, every time.Duration) (int64, bool) {
 // first commit landed, it returns Added false with the job that commit
 // added (compare IDs to tell), and no second job.
 //
-// Conflicts: with other Schedules of the same Name only (the job's writes
-// are Add's, which conflict with nothing but Adds of the same unique
-// key). Cost: one round trip (the marker and the job's unique key, if it
+// Conflicts: with other Schedules and Unschedules of the same Name only
+// (the job's writes are Add's, which conflict with nothing but Adds of
+// the same unique key). Cost: one round trip (the marker and the job's unique key, if it
 // has one, read together), then, when it adds, Add's writes for one job
 // (value, record, ID index, unique key if any, two counter adds, the
 // signal bump) and the marker; nothing when the slot is scheduled.

@@ -48,7 +48,8 @@ import (
 //
 // Operations (fdbqueue.op): enqueue, dequeue, push, pop, and the
 // JobQueue's add, lease, ack, nack, release, requeue, delete_dead,
-// cancel; conflicts and retries also count clear, recover and extend
+// cancel, unschedule; conflicts and retries also count clear, recover,
+// schedule and extend
 // (whose outcomes fdbqueue.lease.extensions counts). Outcomes: ok, empty,
 // maybe_committed (the error satisfies kv.MaybeCommitted: call it again
 // under the same ID to settle it, on the same queue value for an ID the

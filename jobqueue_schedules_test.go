@@ -1,0 +1,368 @@
+package fdbqueue_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/fdbqueue/fdbqueue"
+	"github.com/fdbqueue/fdbqueue/kv"
+	"github.com/fdbqueue/fdbqueue/tuple"
+)
+
+// mustSchedules returns every schedule of q, read in pages of limit.
+func mustSchedules(t *testing.T, db kv.Database, q *fdbqueue.JobQueue, limit int) []fdbqueue.ScheduleInfo {
+	t.Helper()
+	var all []fdbqueue.ScheduleInfo
+	from := ""
+	for {
+		page, err := q.Schedules(context.Background(), db, from, limit)
+		require.NoError(t, err)
+		all = append(all, page...)
+		if len(page) < limit {
+			return all
+		}
+		from = page[len(page)-1].Name + "\x00"
+	}
+}
+
+// named returns a schedule of name, every period, whose job has unique
+// key uk (none if empty).
+func named(name string, every time.Duration, uk string) fdbqueue.PeriodicJob {
+	return fdbqueue.PeriodicJob{Name: name, Every: every, Job: func(time.Time) fdbqueue.Job {
+		return fdbqueue.Job{Value: []byte(name), UniqueKey: uk}
+	}}
+}
+
+// Schedules lists every marker in the order of the names' bytes (a 0x00
+// byte and a name of MaxScheduleNameSize bytes included), each with its
+// last slot, in UTC, and its job; a page starts at its from, and paging
+// with the last name + "\x00" lists each once; a skipped slot (unique key
+// held) is listed as Duplicate, naming the holder.
+func TestSchedulesList(t *testing.T) {
+	ctx := context.Background()
+	db := newDB(t)
+	clock := newFakeClock()
+	q := mustJobQueue(t, "schedules-list", fdbqueue.JobQueueConfig{Clock: clock})
+	got, err := q.Schedules(ctx, db, "", 10)
+	require.NoError(t, err)
+	require.Empty(t, got, "no schedule yet")
+
+	long := strings.Repeat("z", fdbqueue.MaxScheduleNameSize)
+	holder := mustAdd(t, db, q, fdbqueue.Job{Value: []byte("held"), UniqueKey: "sync"})
+	want := map[string]fdbqueue.ScheduleInfo{}
+	at := clock.Now().Add(90 * time.Minute).In(time.FixedZone("east", 5*3600))
+	for _, pj := range []fdbqueue.PeriodicJob{
+		named("b", time.Hour, ""), named("a\x00b", time.Minute, ""), named("a", 7*time.Second, ""),
+		named("é", time.Hour, ""), named(long, time.Hour, ""), named("sync", time.Hour, "sync"),
+	} {
+		r, err := q.Schedule(ctx, db, pj, at)
+		require.NoError(t, err)
+		require.Equal(t, pj.Name != "sync", r.Added, pj.Name)
+		want[pj.Name] = fdbqueue.ScheduleInfo{Name: pj.Name, Slot: r.Slot.UTC(), ID: r.ID, Duplicate: r.Duplicate}
+	}
+	require.Equal(t, holder.ID, want["sync"].ID)
+	order := []string{"a", "a\x00b", "b", "sync", long, "é"} // by bytes: 'z' < 0xc3
+	for _, limit := range []int{1, 2, 5, 6, 100} {
+		all := mustSchedules(t, db, q, limit)
+		require.Len(t, all, len(order), "limit %d", limit)
+		for i, name := range order {
+			require.Equal(t, want[name], all[i], "limit %d: %q", limit, name)
+			require.Equal(t, time.UTC, all[i].Slot.Location())
+		}
+	}
+	page, err := q.Schedules(ctx, db, "a\x00b", 2)
+	require.NoError(t, err)
+	require.Equal(t, []fdbqueue.ScheduleInfo{want["a\x00b"], want["b"]}, page, "from a name: that name first")
+	page, err = q.Schedules(ctx, db, "c", 10)
+	require.NoError(t, err)
+	require.Equal(t, []fdbqueue.ScheduleInfo{want["sync"], want[long], want["é"]}, page, "from a name that is none: the next")
+	page, err = q.Schedules(ctx, db, long+"\x00", 10)
+	require.NoError(t, err)
+	require.Equal(t, []fdbqueue.ScheduleInfo{want["é"]}, page, "after the longest name")
+
+	// A later slot moves the listed slot and job.
+	r, err := q.Schedule(ctx, db, named("b", time.Hour, ""), at.Add(time.Hour))
+	require.NoError(t, err)
+	page, err = q.Schedules(ctx, db, "b", 1)
+	require.NoError(t, err)
+	require.Equal(t, []fdbqueue.ScheduleInfo{{Name: "b", Slot: r.Slot.UTC(), ID: r.ID}}, page)
+}
+
+// Schedules refuses a limit below 1 and a from whose key is over the key
+// limit (ErrInvalidArgument), and fails with ErrForeignKey, naming the
+// key, on a key in the markers' range that is not a marker or a marker
+// this version cannot read.
+func TestSchedulesBadInput(t *testing.T) {
+	ctx := context.Background()
+	db := newDB(t)
+	clock := newFakeClock()
+	q := mustJobQueue(t, "schedules-bad", fdbqueue.JobQueueConfig{Clock: clock})
+	for _, limit := range []int{0, -1} {
+		_, err := q.Schedules(ctx, db, "", limit)
+		require.ErrorIs(t, err, fdbqueue.ErrInvalidArgument, "limit %d", limit)
+	}
+	_, err := q.Schedules(ctx, db, strings.Repeat("\x00", kv.MaxKeySize/2), 1)
+	require.ErrorIs(t, err, fdbqueue.ErrInvalidArgument)
+	require.ErrorIs(t, err, kv.ErrKeyTooLarge)
+	_, err = q.Schedules(ctx, db, strings.Repeat("n", fdbqueue.MaxScheduleNameSize+1), 1)
+	require.NoError(t, err, "a from one byte past the longest name: the page after it")
+
+	_, err = q.Schedule(ctx, db, hourly("ok"), clock.Now())
+	require.NoError(t, err)
+	for name, c := range map[string]struct {
+		key   tuple.Tuple
+		value []byte
+	}{
+		"name not a string": {tuple.Tuple{"p", int64(5)}, []byte{}},
+		"one more element":  {tuple.Tuple{"p", "x", "y"}, []byte{}},
+		"marker not read":   {tuple.Tuple{"p", "bad"}, []byte("not a tuple")},
+	} {
+		t.Run(name, func(t *testing.T) {
+			key, err := q.Subspace().Pack(c.key)
+			require.NoError(t, err)
+			put := func(tr kv.Transaction) (struct{}, error) { tr.Set(key, c.value); return struct{}{}, nil }
+			_, err = kv.Transact(ctx, db, put)
+			require.NoError(t, err)
+			_, err = q.Schedules(ctx, db, "", 10)
+			var fk *fdbqueue.ForeignKeyError
+			require.ErrorAs(t, err, &fk)
+			require.Equal(t, key, fk.Key)
+			_, err = kv.Transact(ctx, db, func(tr kv.Transaction) (struct{}, error) { tr.Clear(key); return struct{}{}, nil })
+			require.NoError(t, err)
+		})
+	}
+}
+
+// Unschedule removes the marker and returns what it held; the jobs the
+// schedule added stay; a second Unschedule fails with
+// ErrScheduleNotFound, as does one of a name never scheduled.
+func TestUnschedule(t *testing.T) {
+	ctx := context.Background()
+	db := newDB(t)
+	clock := newFakeClock()
+	q := mustJobQueue(t, "unschedule", fdbqueue.JobQueueConfig{Clock: clock})
+	r, err := q.Schedule(ctx, db, hourly("report"), clock.Now())
+	require.NoError(t, err)
+	_, err = q.Schedule(ctx, db, hourly("other"), clock.Now())
+	require.NoError(t, err)
+
+	info, err := q.Unschedule(ctx, db, "report")
+	require.NoError(t, err)
+	require.Equal(t, fdbqueue.ScheduleInfo{Name: "report", Slot: r.Slot.UTC(), ID: r.ID}, info)
+	all := mustSchedules(t, db, q, 10)
+	require.Len(t, all, 1)
+	require.Equal(t, "other", all[0].Name, "the other schedule stays")
+	require.Equal(t, fdbqueue.JobQueued, mustInfo(t, db, q, r.ID).State, "the job it added stays")
+	require.Equal(t, int64(2), mustStats(t, db, q).Queued)
+
+	_, err = q.Unschedule(ctx, db, "report")
+	require.ErrorIs(t, err, fdbqueue.ErrScheduleNotFound)
+	_, err = q.Unschedule(ctx, db, "never")
+	require.ErrorIs(t, err, fdbqueue.ErrScheduleNotFound)
+	require.Contains(t, err.Error(), `"never"`)
+}
+
+// Unschedule under commit_unknown_result, applied or not, returns the
+// marker it removed, once: its retry finds the journal record, not
+// ErrScheduleNotFound. Inside the caller's transaction, a retry under the
+// same WithOpID returns the first attempt's result; without it, a retry
+// of a commit that landed finds nothing. (FDB's commit_unknown_result,
+// 1021: Transaction::onError retries it, fdbclient/NativeAPI.actor.cpp,
+// and the commit may or may not have applied.)
+func TestUnscheduleUnknownResult(t *testing.T) {
+	for _, applied := range []bool{true, false} {
+		t.Run(map[bool]string{true: "applied", false: "not applied"}[applied], func(t *testing.T) {
+			ctx := context.Background()
+			db := newDB(t)
+			clock := newFakeClock()
+			q := mustJobQueue(t, "unschedule-unknown", fdbqueue.JobQueueConfig{Clock: clock})
+			r, err := q.Schedule(ctx, db, hourly("report"), clock.Now())
+			require.NoError(t, err)
+			db.FailNextCommit(kv.ErrCommitUnknownResult, applied)
+			info, err := q.Unschedule(ctx, db, "report")
+			require.NoError(t, err)
+			require.Equal(t, r.ID, info.ID)
+			require.Equal(t, int64(1), db.Stats().InjectedForced, "the fault was injected")
+			require.Empty(t, mustSchedules(t, db, q, 10))
+		})
+	}
+
+	ctx := context.Background()
+	db := newDB(t)
+	clock := newFakeClock()
+	q := mustJobQueue(t, "unschedule-own", fdbqueue.JobQueueConfig{Clock: clock})
+	r, err := q.Schedule(ctx, db, hourly("report"), clock.Now())
+	require.NoError(t, err)
+	id := fdbqueue.NewOpID()
+	inTr := func(opts ...fdbqueue.OpOption) (fdbqueue.ScheduleInfo, error) {
+		return kv.Transact(ctx, db, func(tr kv.Transaction) (fdbqueue.ScheduleInfo, error) {
+			return q.Unschedule(ctx, tr, "report", opts...)
+		})
+	}
+	first, err := inTr(fdbqueue.WithOpID(id))
+	require.NoError(t, err)
+	require.Equal(t, r.ID, first.ID)
+	again, err := inTr(fdbqueue.WithOpID(id))
+	require.NoError(t, err, "a retry under the same ID")
+	require.Equal(t, first, again)
+	_, err = inTr()
+	require.ErrorIs(t, err, fdbqueue.ErrScheduleNotFound, "without an ID, a retry is a new call")
+}
+
+// Bad names fail with ErrInvalidArgument, never a panic, and remove
+// nothing; a marker this version cannot read fails with ErrForeignKey and
+// stays.
+func TestUnscheduleBadInput(t *testing.T) {
+	ctx := context.Background()
+	db := newDB(t)
+	clock := newFakeClock()
+	q := mustJobQueue(t, "unschedule-bad", fdbqueue.JobQueueConfig{Clock: clock})
+	_, err := q.Schedule(ctx, db, hourly("ok"), clock.Now())
+	require.NoError(t, err)
+	long, err := fdbqueue.NewJobQueue(fdbqueue.SubspaceFromBytes([]byte(strings.Repeat("L", 8500))), fdbqueue.JobQueueConfig{Clock: clock})
+	require.NoError(t, err)
+	for name, c := range map[string]struct {
+		q    *fdbqueue.JobQueue
+		name string
+	}{
+		"empty name":       {q, ""},
+		"long name":        {q, strings.Repeat("n", fdbqueue.MaxScheduleNameSize+1)},
+		"key too large":    {long, strings.Repeat("\x00", fdbqueue.MaxScheduleNameSize)},
+		"longest, no zero": {long, strings.Repeat("\x01", fdbqueue.MaxScheduleNameSize)},
+	} {
+		var err error
+		require.NotPanics(t, func() { _, err = c.q.Unschedule(ctx, db, c.name) }, name)
+		if name == "longest, no zero" {
+			require.ErrorIs(t, err, fdbqueue.ErrScheduleNotFound, "%s: a good name", name)
+			continue
+		}
+		require.ErrorIs(t, err, fdbqueue.ErrInvalidArgument, name)
+	}
+	require.Len(t, mustSchedules(t, db, q, 10), 1, "nothing removed")
+
+	setMarker(t, db, q, "bad", []byte("not a tuple"))
+	_, err = q.Unschedule(ctx, db, "bad")
+	require.ErrorIs(t, err, fdbqueue.ErrForeignKey)
+	_, err = q.Schedules(ctx, db, "bad", 1)
+	require.ErrorIs(t, err, fdbqueue.ErrForeignKey, "the marker stays")
+}
+
+// Unschedule and Schedule of one name in overlapping transactions: the
+// second to commit conflicts on the marker, which both read with a normal
+// read (FDB's read conflict ranges, fdbserver/Resolver.actor.cpp), and
+// its retry sees the first's result.
+func TestUnscheduleConflictsWithSchedule(t *testing.T) {
+	ctx := context.Background()
+	db := newDB(t)
+	clock := newFakeClock()
+	q := mustJobQueue(t, "unschedule-conflict", fdbqueue.JobQueueConfig{Clock: clock})
+	pj := hourly("report")
+	_, err := q.Schedule(ctx, db, pj, clock.Now())
+	require.NoError(t, err)
+	next := clock.Now().Add(time.Hour)
+
+	// Schedule first: the Unschedule's commit fails; its retry removes
+	// the marker Schedule wrote.
+	trU, err := db.CreateTransaction(ctx)
+	require.NoError(t, err)
+	_, err = q.Unschedule(ctx, trU, "report")
+	require.NoError(t, err)
+	s, err := q.Schedule(ctx, db, pj, next)
+	require.NoError(t, err)
+	require.True(t, s.Added)
+	require.ErrorIs(t, trU.Commit(), kv.ErrNotCommitted)
+	info, err := q.Unschedule(ctx, db, "report")
+	require.NoError(t, err)
+	require.Equal(t, s.ID, info.ID, "the retry removes the marker of the slot the Schedule added")
+
+	// Unschedule first: the Schedule's commit fails; its retry finds no
+	// marker and schedules afresh.
+	_, err = q.Schedule(ctx, db, pj, next)
+	require.NoError(t, err, "the marker again, for slot %v", next)
+	trS, err := db.CreateTransaction(ctx)
+	require.NoError(t, err)
+	r, err := q.Schedule(ctx, trS, pj, next.Add(time.Hour))
+	require.NoError(t, err)
+	require.True(t, r.Added)
+	_, err = q.Unschedule(ctx, db, "report")
+	require.NoError(t, err)
+	require.ErrorIs(t, trS.Commit(), kv.ErrNotCommitted)
+	require.Empty(t, mustSchedules(t, db, q, 10))
+}
+
+// A scheduler still running a schedule when it is unscheduled re-creates
+// its marker: RunScheduler, which scheduled the slot under way itself,
+// adds nothing more in that slot, and at the next slot adds its job and
+// writes the marker again; but a Schedule of the name in the slot whose
+// job was added before the Unschedule adds that slot's job a second time.
+func TestUnscheduleWhileSchedulerRuns(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	db := newDB(t)
+	clock := newFakeClock()
+	clock.Armed = make(chan time.Duration, 1)
+	q := mustJobQueue(t, "unschedule-running", fdbqueue.JobQueueConfig{Clock: clock})
+	pj := named("tick", time.Minute, "")
+	start := clock.Now()
+	done := make(chan error, 1)
+	go func() { done <- q.RunScheduler(ctx, db, []fdbqueue.PeriodicJob{pj}) }()
+
+	<-clock.Armed // slot 0 added; asleep until the next minute
+	info, err := q.Unschedule(ctx, db, "tick")
+	require.NoError(t, err)
+	require.True(t, info.Slot.Equal(start))
+	require.Empty(t, mustSchedules(t, db, q, 10))
+	require.Equal(t, int64(1), mustStats(t, db, q).Queued)
+
+	clock.Advance(time.Minute)
+	<-clock.Armed // the next slot scheduled afresh
+	all := mustSchedules(t, db, q, 10)
+	require.Len(t, all, 1, "the marker is back")
+	require.True(t, all[0].Slot.Equal(start.Add(time.Minute)), "slot %v", all[0].Slot)
+	require.Equal(t, int64(2), mustStats(t, db, q).Queued)
+	cancel()
+	require.NoError(t, <-done)
+
+	// A Schedule in a slot already added, after an Unschedule: a second
+	// job for that slot.
+	_, err = q.Unschedule(context.Background(), db, "tick")
+	require.NoError(t, err)
+	again, err := q.Schedule(context.Background(), db, pj, clock.Now())
+	require.NoError(t, err)
+	require.True(t, again.Added, "the marker said the slot was added; without it, it is added again")
+	require.True(t, again.Slot.Equal(start.Add(time.Minute)))
+	require.Equal(t, int64(3), mustStats(t, db, q).Queued)
+}
+
+// A marker ahead of the clocks (a scheduler whose clock ran a day ahead)
+// stops the schedule until the clocks reach it: Schedule adds nothing;
+// Schedules shows the slot in the future, and after Unschedule the next
+// Schedule adds the slot under way.
+func TestScheduleMarkerAheadRecoveredByUnschedule(t *testing.T) {
+	ctx := context.Background()
+	db := newDB(t)
+	clock := newFakeClock()
+	q := mustJobQueue(t, "schedule-ahead", fdbqueue.JobQueueConfig{Clock: clock})
+	pj := hourly("report")
+	ahead, err := q.Schedule(ctx, db, pj, clock.Now().Add(24*time.Hour))
+	require.NoError(t, err)
+	require.True(t, ahead.Added)
+
+	r, err := q.Schedule(ctx, db, pj, time.Time{})
+	require.NoError(t, err)
+	require.False(t, r.Added, "the marker is later than now's slot")
+	all := mustSchedules(t, db, q, 10)
+	require.Len(t, all, 1)
+	require.True(t, all[0].Slot.After(clock.Now()), "Schedules shows the slot ahead: %v", all[0].Slot)
+
+	_, err = q.Unschedule(ctx, db, pj.Name)
+	require.NoError(t, err)
+	r, err = q.Schedule(ctx, db, pj, time.Time{})
+	require.NoError(t, err)
+	require.True(t, r.Added)
+	require.True(t, r.Slot.Equal(clock.Now()))
+}
