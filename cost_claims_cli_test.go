@@ -246,6 +246,43 @@ func cliCostClaims() []costClaim {
 			},
 			want: []cost{queueExists, cliJobsCheck, {MetadataVersion: mvRead, Get: 3, RoundTrips: 2}},
 		},
+		{
+			name:  "cli schedules",
+			claim: "(README) schedules is JobQueue.Schedules: ... read in pages of 1,000, each one read-only transaction of one range read",
+			setup: func(e *costEnv) {
+				_, err := e.jq.Schedule(e.ctx, e.raw, costSchedule(""), time.Time{})
+				require.NoError(e.t, err)
+			},
+			op:   func(e *costEnv) error { return e.cli(false, cliArgs(cliJobs, "schedules")...) },
+			want: []cost{queueExists, cliJobsCheck, {MetadataVersion: mvRead, Range: 1, RoundTrips: 1}},
+		},
+		{
+			name:  "cli unschedule",
+			claim: "(README) unschedule NAME is JobQueue.Unschedule: removes the schedule's marker ... in one transaction, exactly once under commit_unknown_result",
+			setup: func(e *costEnv) {
+				_, err := e.jq.Schedule(e.ctx, e.raw, costSchedule(""), time.Time{})
+				require.NoError(e.t, err)
+			},
+			op: func(e *costEnv) error { return e.cli(false, cliArgs(cliJobs, "unschedule", "cost")...) },
+			// Unschedule under an ID of the command's (settle: WithOpID),
+			// as the handle's first operation: the journal's reads under
+			// that ID and the marker, in one round trip; the clear, the
+			// journal record and its marker.
+			want: []cost{queueExists, cliJobsCheck, {MetadataVersion: mvRead, Get: 2, SnapGet: 2, RoundTrips: 1,
+				Clear: 1, Set: 1, VersionstampedValue: 1}},
+		},
+		{
+			name:  "cli unschedule --dry-run",
+			claim: "(README) unschedule --dry-run shows the schedule as schedules does and changes nothing",
+			setup: func(e *costEnv) {
+				_, err := e.jq.Schedule(e.ctx, e.raw, costSchedule(""), time.Time{})
+				require.NoError(e.t, err)
+			},
+			op: func(e *costEnv) error {
+				return e.cli(false, cliArgs(cliJobs, "unschedule", "--dry-run", "cost")...)
+			},
+			want: []cost{queueExists, cliJobsCheck, {MetadataVersion: mvRead, Range: 1, RoundTrips: 1}},
+		},
 	}
 }
 

@@ -1,7 +1,7 @@
 // Package cli is the logic of the fdbqueue command-line tool: stats, peek,
 // list, push, pop, drain and watch on one queue; stats, dead, requeue-dead,
-// delete-dead, job and cancel on a job queue (fdbqueue.JobQueue, --kind
-// jobs). It is written against kv, so
+// delete-dead, job, cancel, schedules and unschedule on a job queue
+// (fdbqueue.JobQueue, --kind jobs). It is written against kv, so
 // it runs on memdb in its tests and in --demo mode, and on FoundationDB in the
 // binary fdbkv/cmd/fdbqueue, which supplies a Backend that opens the
 // database through fdbkv (the only part that needs cgo).
@@ -194,9 +194,9 @@ type command struct {
 	setup   func(fs *flag.FlagSet) func(ctx context.Context, s *session, args []string) error
 }
 
-// commands is the command table. dead, requeue-dead, delete-dead, job and
-// cancel work on a job queue (--kind jobs, their default; see jobs.go and
-// jobid.go), as stats does with it.
+// commands is the command table. dead, requeue-dead, delete-dead, job,
+// cancel, schedules and unschedule work on a job queue (--kind jobs, their
+// default; see jobs.go, jobid.go and schedules.go), as stats does with it.
 var commands = []command{
 	{"stats", "", "depth, age of the oldest item, staged line, journal size", setupStats},
 	{"peek", "", "show the item(s) at the head without removing them (--limit, default 1)", setupPeek},
@@ -210,6 +210,8 @@ var commands = []command{
 	{"delete-dead", "ID...", "job queue: delete dead jobs for good (or --all, filters; --dry-run)", setupDeleteDead},
 	{"job", "ID", "job queue: show one job by ID, queued, leased or dead (--json)", setupJob},
 	{"cancel", "ID", "job queue: remove a queued or leased job for good (--dry-run)", setupCancel},
+	{"schedules", "", "job queue: list the periodic jobs' schedules, each with its last slot (--json)", setupSchedules},
+	{"unschedule", "NAME", "job queue: remove a schedule's marker, leaving its jobs (--dry-run)", setupUnschedule},
 }
 
 func findCommand(name string) (command, bool) {

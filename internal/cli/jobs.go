@@ -16,7 +16,8 @@ import (
 )
 
 // The job-queue commands: stats (with --kind jobs), dead, requeue-dead and
-// delete-dead here, job and cancel in jobid.go. A job queue's jobs are
+// delete-dead here, job and cancel in jobid.go, schedules and unschedule in
+// schedules.go. A job queue's jobs are
 // leased, not popped, so the item commands (peek, list, push, pop, drain,
 // watch) refuse --kind jobs; the others take --kind jobs by default.
 

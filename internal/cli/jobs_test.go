@@ -294,6 +294,15 @@ func TestJobsBadInput(t *testing.T) {
 		{"cancel a short ID", work("cancel", dueDemoID[:31]), ErrBadArgument},
 		{"dry-run cancel a bad ID", work("cancel", "--dry-run", "g"+dueDemoID[1:]), ErrBadArgument},
 		{"cancel on a priority queue", work("cancel", "--kind", "priority", dueDemoID), ErrUnknownKind},
+		{"schedules with an argument", work("schedules", "report"), ErrBadArgument},
+		{"schedules on a fifo queue", work("schedules", "--kind", "fifo"), ErrUnknownKind},
+		{"schedules zero resolution", work("schedules", "--stats-resolution", "0s"), ErrBadArgument},
+		{"unschedule without a name", work("unschedule"), ErrBadArgument},
+		{"unschedule two names", work("unschedule", "a", "b"), ErrBadArgument},
+		{"unschedule an empty name", work("unschedule", ""), ErrBadArgument},
+		{"unschedule a long name", work("unschedule", strings.Repeat("n", fdbqueue.MaxScheduleNameSize+1)), ErrBadArgument},
+		{"dry-run unschedule an empty name", work("unschedule", "--dry-run", ""), ErrBadArgument},
+		{"unschedule on a priority queue", work("unschedule", "--kind", "priority", "report"), ErrUnknownKind},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -405,6 +414,8 @@ func TestUsageListsJobCommands(t *testing.T) {
 	assert.Contains(t, b.String(), "  dead                   job queue: list dead-lettered jobs")
 	assert.Contains(t, b.String(), "  job          ID        job queue: show one job by ID")
 	assert.Contains(t, b.String(), "  cancel       ID        job queue: remove a queued or leased job for good")
+	assert.Contains(t, b.String(), "  schedules              job queue: list the periodic jobs' schedules")
+	assert.Contains(t, b.String(), "  unschedule   NAME      job queue: remove a schedule's marker, leaving its jobs")
 	assert.Contains(t, b.String(), "--kind fifo|priority|jobs")
 }
 
@@ -455,6 +466,10 @@ func TestJobCommandsOnOtherKinds(t *testing.T) {
 			{"job", deadDemoID, "--json"},
 			{"cancel", dueDemoID},
 			{"cancel", "--dry-run", dueDemoID},
+			{"schedules"},
+			{"schedules", "--json"},
+			{"unschedule", "report"},
+			{"unschedule", "--dry-run", "report"},
 		} {
 			args := append(args, "--queue", queue)
 			t.Run(strings.Join(args, " "), func(t *testing.T) {

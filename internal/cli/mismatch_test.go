@@ -205,6 +205,7 @@ func TestJobCommandsCheckTheStatsResolution(t *testing.T) {
 	before := allPairs(t, db)
 	for _, cmd := range [][]string{
 		{"stats", "--kind", "jobs"}, {"dead"}, {"requeue-dead", "--all"}, {"job", dueDemoID}, {"cancel", dueDemoID},
+		{"schedules"}, {"unschedule", "report"}, {"unschedule", "--dry-run", "report"},
 	} {
 		a := append(append([]string{}, cmd...), "--queue", "demo/work", "--stats-resolution", "1m")
 		t.Run(strings.Join(cmd, " "), func(t *testing.T) {

@@ -39,6 +39,10 @@ func TestNoQueueAtSubspace(t *testing.T) {
 		[]string{"job", "--json", deadDemoID},
 		[]string{"cancel", dueDemoID},
 		[]string{"cancel", "--dry-run", dueDemoID},
+		[]string{"schedules"},
+		[]string{"schedules", "--json"},
+		[]string{"unschedule", "report"},
+		[]string{"unschedule", "--dry-run", "report"},
 	)
 	for _, c := range cmds {
 		name := c[0]

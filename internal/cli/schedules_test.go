@@ -1,0 +1,282 @@
+package cli
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/fdbqueue/fdbqueue"
+	"github.com/fdbqueue/fdbqueue/kv"
+	"github.com/fdbqueue/fdbqueue/memdb"
+)
+
+// demoScheduleQueue opens demo/work with the library on the demo's clock,
+// with a fixed entropy source, so that the jobs its schedules add have
+// the same IDs on every run.
+func demoScheduleQueue(t *testing.T, clock *memdb.ManualClock) *fdbqueue.JobQueue {
+	t.Helper()
+	q, err := fdbqueue.NewJobQueue(mustSub(t, "demo", "work"), fdbqueue.JobQueueConfig{Choice: 1, Clock: envClock(clock.Now)},
+		fdbqueue.WithEntropy(rand.NewChaCha8([32]byte{'s', 'c', 'h', 'e', 'd'})))
+	require.NoError(t, err)
+	return q
+}
+
+// demoSchedules schedules four periodic jobs on the demo's job queue (at
+// 09:45): "hourly-report" (its 09:00 slot), a daily one whose name is not
+// UTF-8 (00:00), "sync", whose slot is skipped for its unique key, which a
+// job holds, and "ahead", scheduled by a clock two hours ahead (11:00).
+func demoSchedules(t *testing.T, db kv.Database, clock *memdb.ManualClock) *fdbqueue.JobQueue {
+	t.Helper()
+	ctx := context.Background()
+	q := demoScheduleQueue(t, clock)
+	_, err := q.Add(ctx, db, fdbqueue.Job{Value: []byte("sync running"), UniqueKey: "sync-1"})
+	require.NoError(t, err)
+	pj := func(name string, every time.Duration, uk string) fdbqueue.PeriodicJob {
+		return fdbqueue.PeriodicJob{Name: name, Every: every, Job: func(slot time.Time) fdbqueue.Job {
+			return fdbqueue.Job{Value: []byte(name + " " + slot.UTC().Format(time.RFC3339)), UniqueKey: uk}
+		}}
+	}
+	for _, c := range []struct {
+		pj  fdbqueue.PeriodicJob
+		now time.Time
+	}{
+		{pj("hourly-report", time.Hour, ""), clock.Now()},
+		{pj("digest\xff", 24*time.Hour, ""), clock.Now()},
+		{pj("sync", time.Minute, "sync-1"), clock.Now()},
+		{pj("ahead", time.Hour, ""), clock.Now().Add(2 * time.Hour)},
+	} {
+		_, err := q.Schedule(ctx, db, c.pj, c.now)
+		require.NoError(t, err)
+	}
+	return q
+}
+
+// libSchedules is every schedule of q, as the library lists them.
+func libSchedules(t *testing.T, db kv.Database, q *fdbqueue.JobQueue) []fdbqueue.ScheduleInfo {
+	t.Helper()
+	all, err := q.Schedules(context.Background(), db, "", 100)
+	require.NoError(t, err)
+	return all
+}
+
+// schedules on the demo's job queue with four schedules, text and JSON;
+// on one without any, "(no schedules)" and [].
+func TestSchedulesGolden(t *testing.T) {
+	db, clock, onClock := demoJobs(t)
+	for _, form := range []string{"txt", "json"} {
+		a := work("schedules")
+		if form == "json" {
+			a = append(a, "--json")
+		}
+		r := runCLI(t, db, onClock, a...)
+		require.Equal(t, ExitOK, r.code, r.stderr)
+		assert.Equal(t, map[string]string{"txt": "(no schedules)\n", "json": "[]\n"}[form], r.stdout)
+	}
+	demoSchedules(t, db, clock)
+	for _, form := range []string{"txt", "json"} {
+		t.Run(form, func(t *testing.T) {
+			a := work("schedules")
+			if form == "json" {
+				a = append(a, "--json")
+			}
+			r := runCLI(t, db, onClock, a...)
+			require.Equal(t, ExitOK, r.code, r.stderr)
+			assert.Empty(t, r.stderr)
+			golden(t, "schedules_work."+form, r.stdout)
+		})
+	}
+}
+
+// schedules --json gives every field of the library's ScheduleInfo, in
+// the library's order, parsed back: the slot to the microsecond, a name
+// that is not UTF-8 in base64, a skipped slot's holder.
+func TestSchedulesJSONMatchesLibrary(t *testing.T) {
+	db, clock, onClock := demoJobs(t)
+	q := demoSchedules(t, db, clock)
+	r := runCLI(t, db, onClock, work("schedules", "--json")...)
+	require.Equal(t, ExitOK, r.code, r.stderr)
+	var got []ScheduleJSON
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &got))
+	lib := libSchedules(t, db, q)
+	require.Len(t, got, len(lib))
+	for i, si := range lib {
+		j := got[i]
+		name := ""
+		if j.Name != nil {
+			name = *j.Name
+			assert.Empty(t, j.NameBase64)
+		} else {
+			b, err := base64.StdEncoding.DecodeString(j.NameBase64)
+			require.NoError(t, err)
+			name = string(b)
+		}
+		assert.Equal(t, si.Name, name)
+		slot, err := time.Parse(time.RFC3339Nano, j.Slot)
+		require.NoError(t, err)
+		assert.True(t, si.Slot.Equal(slot), "%q: slot %v, JSON %q", si.Name, si.Slot, j.Slot)
+		assert.Equal(t, si.ID.String(), j.JobID)
+		assert.Equal(t, si.Duplicate, j.Duplicate)
+	}
+	assert.Nil(t, got[1].Name, "digest\\xff is not UTF-8")
+	assert.True(t, got[3].Duplicate, "sync was skipped")
+}
+
+// schedules reads the markers in pages, each its own transaction: a list
+// longer than a page comes out whole, once each, in name order.
+func TestSchedulesPages(t *testing.T) {
+	db, clock, onClock := demoJobs(t)
+	q := demoScheduleQueue(t, clock)
+	defer func(n int) { schedulePage = n }(schedulePage)
+	schedulePage = 2
+	var want []string
+	for i := range 5 {
+		name := fmt.Sprintf("s%d", i)
+		want = append(want, `"`+name+`"`)
+		_, err := q.Schedule(context.Background(), db, fdbqueue.PeriodicJob{Name: name, Every: time.Hour,
+			Job: func(time.Time) fdbqueue.Job { return fdbqueue.Job{} }}, time.Time{})
+		require.NoError(t, err)
+	}
+	r := runCLI(t, db, onClock, work("schedules")...)
+	require.Equal(t, ExitOK, r.code, r.stderr)
+	var names []string
+	for _, line := range strings.Split(strings.TrimSpace(r.stdout), "\n") {
+		names = append(names, strings.Fields(line)[1])
+	}
+	assert.Equal(t, want, names)
+}
+
+// unschedule removes the marker and prints what it held; the schedule is
+// no longer listed, by the command or the library, and its jobs stay. A
+// second unschedule of it fails with fdbqueue.ErrScheduleNotFound, exit 1.
+func TestUnscheduleCommand(t *testing.T) {
+	db, clock, onClock := demoJobs(t)
+	q := demoSchedules(t, db, clock)
+	before := jobStatsOf(t, db, onClock)
+	r := runCLI(t, db, onClock, work("unschedule", "hourly-report")...)
+	require.Equal(t, ExitOK, r.code, r.stderr)
+	assert.Empty(t, r.stderr)
+	golden(t, "unschedule_work.txt", r.stdout)
+	assert.Equal(t, before, jobStatsOf(t, db, onClock), "the jobs stay")
+	for _, si := range libSchedules(t, db, q) {
+		assert.NotEqual(t, "hourly-report", si.Name)
+	}
+	r = runCLI(t, db, onClock, work("schedules")...)
+	require.Equal(t, ExitOK, r.code, r.stderr)
+	assert.NotContains(t, r.stdout, "hourly-report")
+	assert.Equal(t, 3, strings.Count(r.stdout, "\n"))
+
+	// A name that is not UTF-8 is given as its bytes.
+	r = runCLI(t, db, onClock, work("unschedule", "digest\xff")...)
+	require.Equal(t, ExitOK, r.code, r.stderr)
+	assert.Contains(t, r.stdout, `unscheduled "digest\xff" in ("demo", "work")`)
+
+	for _, a := range [][]string{work("unschedule", "hourly-report"), work("unschedule", "--dry-run", "hourly-report"), work("unschedule", "never")} {
+		r = runCLI(t, db, onClock, a...)
+		assert.Equal(t, ExitFailure, r.code)
+		assert.Empty(t, r.stdout)
+		name := a[len(a)-1]
+		assert.Equal(t, `fdbqueue unschedule: fdbqueue: schedule not found: "`+name+
+			`": no schedule of this name in ("demo", "work") (never scheduled, or unscheduled already)`+"\n", r.stderr)
+		assert.ErrorIs(t, runErr(db, a...), fdbqueue.ErrScheduleNotFound)
+	}
+}
+
+// unschedule --dry-run shows the schedule as schedules does, says what it
+// would do and writes nothing; a name listed after the one asked for (the
+// page the lookup reads starts at the name) is not taken for it.
+func TestUnscheduleDryRun(t *testing.T) {
+	db, clock, onClock := demoJobs(t)
+	demoSchedules(t, db, clock)
+	before := allPairs(t, db)
+	r := runCLI(t, db, onClock, work("schedules")...)
+	require.Equal(t, ExitOK, r.code, r.stderr)
+	var line string
+	for _, l := range strings.SplitAfter(r.stdout, "\n") {
+		if strings.Contains(l, `"hourly-report"`) {
+			line = "   1" + l[4:]
+		}
+	}
+	require.NotEmpty(t, line)
+	r = runCLI(t, db, onClock, work("unschedule", "--dry-run", "hourly-report")...)
+	require.Equal(t, ExitOK, r.code, r.stderr)
+	assert.Equal(t, line+`would unschedule "hourly-report" in ("demo", "work") (dry run: nothing changed)`+"\n", r.stdout)
+
+	r = runCLI(t, db, onClock, work("unschedule", "--dry-run", "hourly")...) // "hourly-report" comes first after it
+	assert.Equal(t, ExitFailure, r.code)
+	assert.ErrorIs(t, runErr(db, work("unschedule", "--dry-run", "hourly")...), fdbqueue.ErrScheduleNotFound)
+	require.Equal(t, before, allPairs(t, db), "nothing written")
+}
+
+// Under commit_unknown_result, applied or not, and when the command is
+// interrupted with its commit in flight (settled with its operation ID),
+// unschedule removes the marker once and reports it: not
+// ErrScheduleNotFound for a marker its own first commit removed.
+func TestUnscheduleCommitUnknown(t *testing.T) {
+	for _, fault := range []error{kv.ErrCommitUnknownResult, kv.CommitInterrupted(context.Canceled)} {
+		for _, applied := range []bool{true, false} {
+			t.Run(fmt.Sprintf("%v/applied=%v", fault, applied), func(t *testing.T) {
+				db, clock, onClock := demoJobs(t)
+				q := demoSchedules(t, db, clock)
+				db.FailNextCommit(fault, applied)
+				r := runCLI(t, db, onClock, work("unschedule", "sync")...)
+				require.Equal(t, ExitOK, r.code, r.stderr)
+				assert.Contains(t, r.stdout, `unscheduled "sync" in ("demo", "work")`)
+				assert.Equal(t, int64(1), db.Stats().InjectedForced, "the fault was injected")
+				assert.Len(t, libSchedules(t, db, q), 3)
+			})
+		}
+	}
+}
+
+// schedules and unschedule with a tenth of the reads and a twentieth of
+// the read version requests failing (memdb.Faults, the retryable errors
+// FoundationDB's storage servers and GRV proxies answer): the listing is
+// the golden one, and unschedule removes the marker once.
+func TestSchedulesUnderReadFaults(t *testing.T) {
+	db, clock, onClock := demoJobs(t)
+	q := demoSchedules(t, db, clock)
+	db.SetFaults(memdb.Faults{ReadErrors: 0.1, ReadVersionErrors: 0.05})
+	for _, form := range []string{"txt", "json"} {
+		a := work("schedules")
+		if form == "json" {
+			a = append(a, "--json")
+		}
+		r := runCLI(t, db, onClock, a...)
+		require.Equal(t, ExitOK, r.code, r.stderr)
+		golden(t, "schedules_work."+form, r.stdout)
+	}
+	r := runCLI(t, db, onClock, work("unschedule", "--dry-run", "ahead")...)
+	require.Equal(t, ExitOK, r.code, r.stderr)
+	r = runCLI(t, db, onClock, work("unschedule", "ahead")...)
+	require.Equal(t, ExitOK, r.code, r.stderr)
+	r = runCLI(t, db, onClock, work("unschedule", "ahead")...)
+	assert.Equal(t, ExitFailure, r.code)
+	assert.Contains(t, r.stderr, "schedule not found")
+	db.SetFaults(memdb.Faults{})
+	assert.Len(t, libSchedules(t, db, q), 3)
+}
+
+// A listing or an unschedule whose output cannot be written fails (exit
+// 1), in text as in JSON.
+func TestSchedulesOutputErrorFails(t *testing.T) {
+	db, clock, _ := demoJobs(t)
+	demoSchedules(t, db, clock)
+	for _, a := range [][]string{
+		work("schedules"),
+		work("schedules", "--json"),
+		work("unschedule", "--dry-run", "sync"),
+		work("unschedule", "sync"), // last: it removes what it fails to print
+	} {
+		r := runCLI(t, db, func(e *Env) { e.Stdout = &failAfter{n: 10} }, a...)
+		assert.Equal(t, ExitFailure, r.code, "%q", a)
+		assert.Contains(t, r.stderr, errFull.Error(), "%q", a)
+	}
+}
