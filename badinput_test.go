@@ -403,8 +403,15 @@ func badRows() []badRow {
 			t.Run("nil pointer codec", TestTypedJobQueueNilPointerCodec)
 		}},
 		{"TypedTask: every method", "a nil *TypedTask; a zero TypedTask", "Ack: ErrInvalidArgument, before any transaction; Lease and Value return zero values", nilAndZeroHandles("TypedTask")},
-		{"TypedJobQueue: Add, AddBatch, Lease, Stats, ListDead, Run, RegisterGauges", "a nil or typed-nil transactor; a closed database; a cancelled context, an expired deadline; Run: a nil handler", "JobQueue's: ErrInvalidArgument; memdb.ErrClosed; context.Canceled, context.DeadlineExceeded (Run returns nil at once on a dead context); ErrInvalidArgument; nothing changed", func(t *testing.T) {
+		{"TypedJobQueue: Add, AddBatch, Lease, Stats, ListDead, Run, RegisterGauges, Job, Cancel, Requeue, DeleteDead, Schedule, RunScheduler, Schedules, Unschedule", "a nil or typed-nil transactor; a closed database; a cancelled context, an expired deadline; Run: a nil handler", "JobQueue's: ErrInvalidArgument; memdb.ErrClosed; context.Canceled, context.DeadlineExceeded (Run and RunScheduler return nil at once on a dead context); ErrInvalidArgument; nothing changed", func(t *testing.T) {
 			t.Run("matrix", TestTypedJobQueueBadTransactorsAndContexts)
+		}},
+		{"TypedJobQueue.Job", "a stored value the codec fails to decode, or whose Decode panics", "ErrCodec: a *CodecError with the bytes (Raw), the priority and the JobInfo (Job); the result holds the JobInfo; the job untouched", func(t *testing.T) {
+			t.Run("decode", TestTypedJobQueueJobDecodeFails)
+		}},
+		{"TypedJobQueue.Schedule, RunScheduler", "a TypedPeriodicJob whose value the codec fails to encode; the PeriodicJob's bad fields", "ErrCodec (a *CodecError naming the schedule and the slot; RunScheduler returns it); nothing written, the slot not marked; ErrInvalidArgument", func(t *testing.T) {
+			t.Run("schedule", TestTypedScheduleEncodeFails)
+			t.Run("run", TestTypedRunScheduler)
 		}},
 		{"TypedQueue, TypedPriorityQueue", "a zero Queue or PriorityQueue; a nil wrapper's Queue, PriorityQueue", "the operations: ErrInvalidArgument; the accessors: nil", nilAndZeroHandles("Typed")},
 		{"NewQueue, NewPriorityQueue", "WithClock(nil), WithEntropy(nil), WithLogger(nil), WithMeterProvider(nil)", "the defaults: operations work", func(t *testing.T) {

@@ -110,7 +110,8 @@ var (
 	// ErrCodec is returned when a typed queue's codec cannot encode or decode
 	// a value, in a *CodecError: an item it failed to decode has been
 	// dequeued all the same (unless peeked), and its bytes are in the error
-	// (a TypedJobQueue's job stays leased, its lease in the error).
+	// (a TypedJobQueue's job stays leased, its lease in the error; one
+	// TypedJobQueue.Job found is untouched, its JobInfo in the error).
 	// It is also returned, not as a *CodecError, for a stored value that is
 	// not a packed tuple under TupleValues: then nothing is removed.
 	ErrCodec = errors.New("fdbqueue: codec error")
@@ -144,6 +145,9 @@ type CodecError struct {
 	// Lease is the lease of a TypedJobQueue's job whose value did not
 	// decode: still held, to Nack or Release with; nil otherwise.
 	Lease *Lease
+	// Job is the job, as TypedJobQueue.Job found it, whose value did not
+	// decode; nil otherwise.
+	Job *JobInfo
 }
 
 // Error describes the codec's failure.

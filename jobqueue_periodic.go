@@ -64,8 +64,26 @@ type ScheduleResult struct {
 	Duplicate bool
 }
 
+// periodic is a schedule as Schedule and RunScheduler run it: a
+// PeriodicJob, or a TypedPeriodicJob whose job function encodes the
+// slot's value and fails when its codec does.
+type periodic struct {
+	Name  string
+	Every time.Duration
+	job   func(slot time.Time) (Job, error) // nil when the Job function is
+}
+
+// periodic returns pj as Schedule runs it.
+func (pj PeriodicJob) periodic() periodic {
+	p := periodic{Name: pj.Name, Every: pj.Every}
+	if pj.Job != nil {
+		p.job = func(slot time.Time) (Job, error) { return pj.Job(slot), nil }
+	}
+	return p
+}
+
 // checkPeriodic checks pj's fields and that its marker key fits.
-func (q *JobQueue) checkPeriodic(pj PeriodicJob) error {
+func (q *JobQueue) checkPeriodic(pj periodic) error {
 	if err := q.checkScheduleName(pj.Name); err != nil {
 		return err
 	}
@@ -74,7 +92,7 @@ func (q *JobQueue) checkPeriodic(pj PeriodicJob) error {
 		return fmt.Errorf("%w: periodic job %q: period %v, want at least %v", ErrInvalidArgument, pj.Name, pj.Every, MinPeriod)
 	case pj.Every%time.Microsecond != 0:
 		return fmt.Errorf("%w: periodic job %q: period %v is not a whole number of microseconds", ErrInvalidArgument, pj.Name, pj.Every)
-	case pj.Job == nil:
+	case pj.job == nil:
 		return fmt.Errorf("%w: periodic job %q: nil Job function", ErrInvalidArgument, pj.Name)
 	}
 	return nil
@@ -143,6 +161,12 @@ func slotOf(t time.Time, every time.Duration) (int64, bool) {
 // period of that range, whose slot would start before it. pj.Job is
 // called once per call, before the transaction.
 func (q *JobQueue) Schedule(ctx context.Context, t kv.Transactor, pj PeriodicJob, now time.Time) (ScheduleResult, error) {
+	return q.schedule(ctx, t, pj.periodic(), now)
+}
+
+// schedule is Schedule of pj, whose job function may fail: then it returns
+// that error and writes nothing.
+func (q *JobQueue) schedule(ctx context.Context, t kv.Transactor, pj periodic, now time.Time) (ScheduleResult, error) {
 	if err := q.usable(); err != nil {
 		return ScheduleResult{}, err
 	}
@@ -163,7 +187,10 @@ func (q *JobQueue) Schedule(ctx context.Context, t kv.Transactor, pj PeriodicJob
 		return ScheduleResult{}, fmt.Errorf("%w: periodic job %q: the slot of %v starts before %v", ErrInvalidArgument, pj.Name, now, minRunAt)
 	}
 	res := ScheduleResult{Slot: time.UnixMicro(slot).In(now.Location())}
-	job := pj.Job(res.Slot)
+	job, err := pj.job(res.Slot)
+	if err != nil {
+		return ScheduleResult{}, err
+	}
 	job.RunAt, job.Delay = res.Slot, 0
 	if err := q.checkJob(0, job); err != nil {
 		return ScheduleResult{}, fmt.Errorf("periodic job %q: %w", pj.Name, err)
@@ -266,6 +293,15 @@ func parseMarker(key, b []byte) (slot int64, id JobID, dup bool, err error) {
 // losing no more than the slots that pass meanwhile, of which the next
 // call adds the latest.
 func (q *JobQueue) RunScheduler(ctx context.Context, db kv.Database, jobs []PeriodicJob) error {
+	ps := make([]periodic, len(jobs))
+	for i, pj := range jobs {
+		ps[i] = pj.periodic()
+	}
+	return q.runScheduler(ctx, db, ps)
+}
+
+// runScheduler is RunScheduler of jobs.
+func (q *JobQueue) runScheduler(ctx context.Context, db kv.Database, jobs []periodic) error {
 	if err := q.usable(); err != nil {
 		return err
 	}
@@ -298,7 +334,7 @@ func (q *JobQueue) RunScheduler(ctx context.Context, db kv.Database, jobs []Peri
 		for i, pj := range jobs {
 			slot, ok := slotOf(now, pj.Every)
 			if !ok || slot > done[i] { // !ok: Schedule refuses now
-				if _, err := q.Schedule(ctx, db, pj, now); err != nil {
+				if _, err := q.schedule(ctx, db, pj, now); err != nil {
 					if ctx.Err() != nil {
 						return nil
 					}

@@ -12,11 +12,13 @@ import (
 
 // TypedJobQueue is a JobQueue whose jobs carry values of type T, converted
 // by a Codec: typed job arguments. It adds nothing to the stored layout: a
-// TypedJobQueue and a JobQueue on the same subspace see the same jobs. The
-// operations on a held lease (Ack, Nack, Extend, Release), on a job by its
-// ID (Cancel, and Job, whose JobInfo.Value is the stored bytes: decode them
-// with the codec) and on dead jobs (Requeue, DeleteDead) take no value:
-// call them on JobQueue(), with a TypedLease's Lease for the first.
+// TypedJobQueue and a JobQueue on the same subspace see the same jobs. Job
+// decodes the job it finds (TypedJobInfo), and Schedule and RunScheduler
+// encode their periodic jobs' values (TypedPeriodicJob); Cancel, Requeue,
+// DeleteDead, Schedules and Unschedule take no value and are the
+// JobQueue's. The operations on a held lease (Ack, Nack, Extend, Release)
+// take no value either: call them on JobQueue(), with a TypedLease's
+// Lease.
 type TypedJobQueue[T any] struct {
 	q     *JobQueue
 	codec Codec[T]
@@ -42,9 +44,10 @@ func (tj *TypedJobQueue[T]) check() error {
 	return nil
 }
 
-// JobQueue returns the underlying job queue, for the operations that take
-// no value: Ack, Nack, Extend and Release (with a TypedLease's Lease),
-// LeaseWait, SettleLease, Job and Cancel, Requeue and DeleteDead.
+// JobQueue returns the underlying job queue, for the operations the
+// TypedJobQueue does not have, which take no value: Ack, Nack, Extend and
+// Release (with a TypedLease's Lease), SettleLease, Backoff and
+// DeadCursorAt.
 func (tj *TypedJobQueue[T]) JobQueue() *JobQueue {
 	if tj == nil {
 		return nil

@@ -14,6 +14,11 @@ import (
 	"github.com/fdbqueue/fdbqueue/memdb"
 )
 
+// typedTick is a typed schedule for the bad-input checks.
+var typedTick = fdbqueue.TypedPeriodicJob[string]{Name: "tick", Every: time.Hour, Job: func(time.Time) fdbqueue.TypedJob[string] {
+	return fdbqueue.TypedJob[string]{Value: "tick"}
+}}
+
 // typedJobQueueCalls is every exported method of a TypedJobQueue, for
 // checkHandleCalls; the accessors report whether they returned zero.
 func typedJobQueueCalls(e handleEnv, tj *fdbqueue.TypedJobQueue[string]) handleCalls {
@@ -33,6 +38,16 @@ func typedJobQueueCalls(e handleEnv, tj *fdbqueue.TypedJobQueue[string]) handleC
 				return tj.Run(ctx, db, func(context.Context, *fdbqueue.TypedTask[string]) error { return nil }, fdbqueue.PoolOptions{Logger: quietLog})
 			},
 			"RegisterGauges": func() error { _, err := tj.RegisterGauges(db); return err },
+			"Job":            func() error { _, err := tj.Job(ctx, db, fdbqueue.JobID{1}); return err },
+			"Cancel":         func() error { return tj.Cancel(ctx, db, fdbqueue.JobID{1}) },
+			"Requeue":        func() error { return tj.Requeue(ctx, db, fdbqueue.JobID{1}) },
+			"DeleteDead":     func() error { return tj.DeleteDead(ctx, db, fdbqueue.JobID{1}) },
+			"Schedule":       func() error { _, err := tj.Schedule(ctx, db, typedTick, time.Time{}); return err },
+			"RunScheduler": func() error {
+				return tj.RunScheduler(ctx, db, []fdbqueue.TypedPeriodicJob[string]{typedTick})
+			},
+			"Schedules":  func() error { _, err := tj.Schedules(ctx, db, "", 1); return err },
+			"Unschedule": func() error { _, err := tj.Unschedule(ctx, db, "tick"); return err },
 		},
 		accessors: map[string]func() bool{
 			"JobQueue": func() bool { return tj.JobQueue() == nil },
@@ -112,6 +127,25 @@ func TestTypedJobQueueBadTransactorsAndContexts(t *testing.T) {
 		"Run": func(ctx context.Context, db kv.Database) error {
 			return tj.Run(ctx, db, func(context.Context, *fdbqueue.TypedTask[string]) error { return nil }, fdbqueue.PoolOptions{Logger: quietLog})
 		},
+		"Job": func(ctx context.Context, db kv.Database) error {
+			_, err := tj.Job(ctx, db, fdbqueue.JobID{1})
+			return err
+		},
+		"Cancel":     func(ctx context.Context, db kv.Database) error { return tj.Cancel(ctx, db, fdbqueue.JobID{1}) },
+		"Requeue":    func(ctx context.Context, db kv.Database) error { return tj.Requeue(ctx, db, fdbqueue.JobID{1}) },
+		"DeleteDead": func(ctx context.Context, db kv.Database) error { return tj.DeleteDead(ctx, db, fdbqueue.JobID{1}) },
+		"Schedule": func(ctx context.Context, db kv.Database) error {
+			_, err := tj.Schedule(ctx, db, typedTick, time.Time{})
+			return err
+		},
+		"RunScheduler": func(ctx context.Context, db kv.Database) error {
+			return tj.RunScheduler(ctx, db, []fdbqueue.TypedPeriodicJob[string]{typedTick})
+		},
+		"Schedules": func(ctx context.Context, db kv.Database) error { _, err := tj.Schedules(ctx, db, "", 1); return err },
+		"Unschedule": func(ctx context.Context, db kv.Database) error {
+			_, err := tj.Unschedule(ctx, db, "tick")
+			return err
+		},
 	}
 	closed := memdb.New()
 	require.NoError(t, closed.Close())
@@ -125,12 +159,14 @@ func TestTypedJobQueueBadTransactorsAndContexts(t *testing.T) {
 			require.NotPanics(t, func() {
 				require.ErrorIs(t, op(ctx, nil), fdbqueue.ErrInvalidArgument)
 				require.ErrorIs(t, op(ctx, typedNil), fdbqueue.ErrInvalidArgument)
-				if name != "Run" { // Run stops at once on a dead context and returns nil
+				if name != "Run" {
 					err := op(ctx, closed)
 					require.True(t, errors.Is(err, memdb.ErrClosed), "%v", err)
+				}
+				if name != "Run" && name != "RunScheduler" {
 					require.ErrorIs(t, op(cancelled, setup), context.Canceled)
 					require.ErrorIs(t, op(expired, setup), context.DeadlineExceeded)
-				} else {
+				} else { // they stop at once on a dead context and return nil
 					require.NoError(t, op(cancelled, setup))
 				}
 			})
