@@ -149,6 +149,21 @@ func jobFaultOps() []layerOp {
 			require.False(t, f.add(t, q, fdbqueue.Job{UniqueKey: "ka"}).Duplicate)
 		}},
 		{"CancelWithOpIDInCallerLoop", testJobCancelCallerLoop},
+		{"Unschedule", func(t *testing.T, f *fixture, inject func()) {
+			q, _ := f.jobQueue(t, "fault", fdbqueue.JobQueueConfig{Choice: 1})
+			r, err := q.Schedule(f.ctx, f.db, periodic(), time.Time{})
+			require.NoError(t, err)
+			inject()
+			info, err := q.Unschedule(f.ctx, f.db, periodic().Name)
+			require.NoError(t, err, "the retry finds the unschedule applied (not ErrScheduleNotFound), or applies it")
+			require.Equal(t, fdbqueue.ScheduleInfo{Name: periodic().Name, Slot: r.Slot.UTC(), ID: r.ID}, info, "the marker it removed")
+			all, err := q.Schedules(f.ctx, f.db, "", 10)
+			require.NoError(t, err)
+			require.Empty(t, all)
+			f.requireStats(t, q, fdbqueue.JobStats{Queued: 1, Due: 1}, "the slot's job stays")
+			_, err = q.Unschedule(f.ctx, f.db, periodic().Name)
+			require.ErrorIs(t, err, fdbqueue.ErrScheduleNotFound, "a new call finds it gone")
+		}},
 		{"RequeueAndDeleteDead", func(t *testing.T, f *fixture, inject func()) {
 			q, _ := f.jobQueue(t, "fault", fdbqueue.JobQueueConfig{Choice: 1, MaxAttempts: 1})
 			rs, err := q.AddBatch(f.ctx, f.db, []fdbqueue.Job{{Value: []byte("a"), Priority: 1}, {Value: []byte("b")}})

@@ -11,11 +11,15 @@ import (
 )
 
 // jobPeriodicChecks: Schedule's one job per slot, which rests on the
-// backend's conflict detection, and its handling of missed slots.
+// backend's conflict detection, and its handling of missed slots;
+// Schedules' listing in name order, which rests on the backend's key
+// order, and Unschedule, which conflicts with a Schedule of the name.
 func jobPeriodicChecks() []check {
 	return []check{
 		{"ScheduleOverlappingSchedulersOneJob", testJobScheduleOverlap},
 		{"ScheduleMissedSlotsLatestOnly", testJobScheduleMissed},
+		{"SchedulesAndUnschedule", testJobSchedulesUnschedule},
+		{"UnscheduleConflictsWithSchedule", testJobUnscheduleConflict},
 	}
 }
 
@@ -87,4 +91,79 @@ func testJobScheduleMissed(t *testing.T, f *fixture) {
 	info, err := q.Job(f.ctx, f.db, r.ID)
 	require.NoError(t, err)
 	require.True(t, info.DueAt.Equal(r.Slot), "due at %v, want the slot %v", info.DueAt, r.Slot)
+}
+
+// testJobSchedulesUnschedule: Schedules lists every schedule in the
+// order of its name's bytes (a 0x00 byte in a name escaped by the tuple
+// layer, a name that is not UTF-8), pages from a name on, and Unschedule
+// removes one marker, leaving the jobs, and returns what it held; a
+// second Unschedule finds nothing, and a Schedule after it schedules
+// afresh, adding the slot under way again.
+func testJobSchedulesUnschedule(t *testing.T, f *fixture) {
+	q, _ := f.jobQueue(t, "schedules", fdbqueue.JobQueueConfig{Choice: 1})
+	names := []string{"a", "a\x00", "a\x00b", "a\x01", "b", "\xff"} // in byte order
+	slots := map[string]fdbqueue.ScheduleResult{}
+	for _, name := range []string{"b", "\xff", "a\x00b", "a", "a\x01", "a\x00"} {
+		pj := periodic()
+		pj.Name = name
+		r, err := q.Schedule(f.ctx, f.db, pj, time.Time{})
+		require.NoError(t, err)
+		require.True(t, r.Added, "%q", name)
+		slots[name] = r
+	}
+	list := func(from string, limit int) []string {
+		t.Helper()
+		page, err := q.Schedules(f.ctx, f.db, from, limit)
+		require.NoError(t, err)
+		var got []string
+		for _, s := range page {
+			require.Equal(t, fdbqueue.ScheduleInfo{Name: s.Name, Slot: slots[s.Name].Slot.UTC(), ID: slots[s.Name].ID}, s)
+			got = append(got, s.Name)
+		}
+		return got
+	}
+	require.Equal(t, names, list("", 10), "in the order of the names' bytes")
+	require.Equal(t, names[:2], list("", 2))
+	require.Equal(t, names[2:4], list(names[1]+"\x00", 2), "the page after a name")
+	require.Equal(t, names[2:], list(names[2], 10), "from a name on")
+
+	info, err := q.Unschedule(f.ctx, f.db, "a\x00")
+	require.NoError(t, err)
+	require.Equal(t, "a\x00", info.Name)
+	require.Equal(t, slots["a\x00"].ID, info.ID)
+	require.Equal(t, []string{"a", "a\x00b", "a\x01", "b", "\xff"}, list("", 10))
+	require.Equal(t, int64(len(names)), f.queuedJobs(t, q), "the jobs stay")
+	_, err = q.Unschedule(f.ctx, f.db, "a\x00")
+	require.ErrorIs(t, err, fdbqueue.ErrScheduleNotFound)
+
+	pj := periodic()
+	pj.Name = "a\x00"
+	r, err := q.Schedule(f.ctx, f.db, pj, time.Time{})
+	require.NoError(t, err)
+	require.True(t, r.Added, "without its marker, the slot is scheduled afresh")
+	require.Equal(t, int64(len(names)+1), f.queuedJobs(t, q))
+}
+
+// testJobUnscheduleConflict: an Unschedule and a Schedule of one name in
+// transactions that both read the marker before either commits. The
+// second commit must fail with not_committed (1020: it read the marker
+// the first wrote after its read version), and its retry sees the first's
+// result.
+func testJobUnscheduleConflict(t *testing.T, f *fixture) {
+	q, c := f.jobQueue(t, "unschedule-conflict", fdbqueue.JobQueueConfig{Choice: 1})
+	pj := periodic()
+	first, err := q.Schedule(f.ctx, f.db, pj, time.Time{})
+	require.NoError(t, err)
+	tr, err := f.db.CreateTransaction(f.ctx)
+	require.NoError(t, err)
+	_, err = q.Unschedule(f.ctx, tr, pj.Name)
+	require.NoError(t, err)
+	c.Advance(time.Minute)
+	next, err := q.Schedule(f.ctx, f.db, pj, time.Time{})
+	require.NoError(t, err)
+	require.True(t, next.Added)
+	require.ErrorIs(t, tr.Commit(), kv.ErrNotCommitted, "the Unschedule must conflict on the marker the Schedule wrote")
+	info, err := q.Unschedule(f.ctx, f.db, pj.Name)
+	require.NoError(t, err)
+	require.Equal(t, next.ID, info.ID, "the retry removes the marker of the slot added meanwhile, not %s", first.ID)
 }
