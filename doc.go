@@ -14,8 +14,9 @@
 //     (BytesCodec, StringCodec, JSONCodec, TupleCodec) instead of bytes.
 //   - JobQueue (NewJobQueue): a work queue with leases, retries and a
 //     dead-letter list, at-least-once processing; JobQueue.Run is a
-//     worker pool. TypedJobQueue: the same with typed job arguments
-//     through a Codec[T].
+//     worker pool, and RunScheduler adds periodic jobs (PeriodicJob;
+//     Schedules lists them, Unschedule removes one). TypedJobQueue: the
+//     same with typed job arguments through a Codec[T].
 //   - WatchForItems (Queue, PriorityQueue): a watch, made in your own
 //     transaction, that fires when an item may have arrived: dequeue
 //     inside your transaction and, on ErrEmpty, commit and wait on it.
