@@ -248,7 +248,7 @@ func cliCostClaims() []costClaim {
 		},
 		{
 			name:  "cli schedules",
-			claim: "(README) schedules is JobQueue.Schedules: ... read in pages of 1,000, each one read-only transaction of one range read",
+			claim: "(docs/cli.md) schedules is JobQueue.Schedules: ... read in pages of 1,000, each one read-only transaction of one range read",
 			setup: func(e *costEnv) {
 				_, err := e.jq.Schedule(e.ctx, e.raw, costSchedule(""), time.Time{})
 				require.NoError(e.t, err)
@@ -258,7 +258,7 @@ func cliCostClaims() []costClaim {
 		},
 		{
 			name:  "cli unschedule",
-			claim: "(README) unschedule NAME is JobQueue.Unschedule: removes the schedule's marker ... in one transaction, exactly once under commit_unknown_result",
+			claim: "(docs/cli.md) unschedule NAME is JobQueue.Unschedule: removes the schedule's marker ... in one transaction, exactly once under commit_unknown_result",
 			setup: func(e *costEnv) {
 				_, err := e.jq.Schedule(e.ctx, e.raw, costSchedule(""), time.Time{})
 				require.NoError(e.t, err)
@@ -273,7 +273,7 @@ func cliCostClaims() []costClaim {
 		},
 		{
 			name:  "cli unschedule --dry-run",
-			claim: "(README) unschedule --dry-run shows the schedule as schedules does and changes nothing",
+			claim: "(docs/cli.md) unschedule --dry-run shows the schedule as schedules does and changes nothing",
 			setup: func(e *costEnv) {
 				_, err := e.jq.Schedule(e.ctx, e.raw, costSchedule(""), time.Time{})
 				require.NoError(e.t, err)
