@@ -428,6 +428,9 @@ func badRows() []badRow {
 			require.NoError(t, err)
 			require.Equal(t, []byte("y"), it.Value)
 		}},
+		{"NewQueue, NewPriorityQueue, NewJobQueue; JobQueue.Run", "a nil pointer of the interface's type as JobQueueConfig.Clock or given to WithEntropy or WithMeterProvider; a Logger without a handler (a zero slog.Logger, or a nil-pointer handler) given to WithLogger or as PoolOptions.Logger", "ErrInvalidArgument from the constructor (from Run: no worker started)", func(t *testing.T) {
+			t.Run("matrix", TestTypedNilOptionsRefused)
+		}},
 		{"NewQueue", "WithJournalRetention(0), (-1s)", "ErrInvalidArgument", func(t *testing.T) {
 			require.ErrorIs(t, newQ(t, fdbqueue.WithJournalRetention(0)), fdbqueue.ErrInvalidArgument)
 			require.ErrorIs(t, newQ(t, fdbqueue.WithJournalRetention(-time.Second)), fdbqueue.ErrInvalidArgument)

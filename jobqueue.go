@@ -78,7 +78,8 @@ type JobQueueConfig struct {
 	// ErrConfigMismatch (Field "layout") and writes nothing.
 	StatsResolution time.Duration
 	// Clock tells the time (default the system clock). All clients of a
-	// queue must agree on the time to well within the lease duration.
+	// queue must agree on the time to well within the lease duration. A
+	// nil pointer of a Clock type is refused with ErrInvalidArgument.
 	Clock Clock
 }
 
@@ -190,6 +191,8 @@ func (c *JobQueueConfig) fill(base config) error {
 		if base.now != nil {
 			c.Clock = funcClock(base.now)
 		}
+	} else if nilValue(c.Clock) {
+		return fmt.Errorf("%w: clock is a nil %T", ErrInvalidArgument, c.Clock)
 	}
 	switch {
 	case c.LeaseDuration < time.Millisecond:

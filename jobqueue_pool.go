@@ -153,7 +153,8 @@ type PoolOptions struct {
 	// logger, WithLogger, which discards them unless set). The lines carry
 	// the queue's name (fdbqueue.queue, WithQueueName) either way. A dead
 	// letter is logged by the queue, and by the pool too only when Logger
-	// is not the one given WithLogger.
+	// is not the one given WithLogger. A Logger without a handler (a zero
+	// slog.Logger) is refused with ErrInvalidArgument.
 	Logger *slog.Logger
 	// OnOutcome, if set, is called after each job with what became of it
 	// (the job is settled by then), by the job's worker, which waits for
@@ -455,6 +456,9 @@ func (q *JobQueue) Run(ctx context.Context, db kv.Database, handler Handler, o P
 	}
 	if o.ReleaseTimeout == 0 {
 		o.ReleaseTimeout = DefaultReleaseTimeout
+	}
+	if err := checkLogger("PoolOptions.Logger", o.Logger); err != nil {
+		return err
 	}
 	if obs := q.journal.track.obs; o.Logger == nil || o.Logger == obs.logger {
 		o.Logger = obs.log

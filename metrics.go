@@ -89,7 +89,8 @@ import (
 // What the instruments cost: an attribute set per call and atomic adds in
 // the SDK (and two clock reads per job for the histogram); with the
 // default no-op provider, nothing measurable: no attribute is built and
-// the clock is not read.
+// the clock is not read. A nil pointer of a provider type is refused by
+// the constructor with ErrInvalidArgument.
 func WithMeterProvider(mp metric.MeterProvider) Option {
 	return func(c *config) { c.obs.meterProvider = mp }
 }
@@ -101,7 +102,9 @@ func WithMeterProvider(mp metric.MeterProvider) Option {
 // with none: they cannot be settled), journal replays, expired leases
 // taken over and dead letters. The default discards them: a library should
 // not write to an application's logs unasked, and every one of these events
-// is also counted in the metrics.
+// is also counted in the metrics. A Logger without a handler (a zero
+// slog.Logger, or one whose handler is a nil pointer) is refused by the
+// constructor with ErrInvalidArgument; nil is the default.
 func WithLogger(l *slog.Logger) Option {
 	return func(c *config) { c.obs.logger = l }
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
+	"log/slog"
 	mrand "math/rand/v2"
 	"reflect"
 	"slices"
@@ -49,6 +50,17 @@ func newConfig(opts []Option) (config, error) {
 	}
 	if c.now == nil { // WithClock(nil): the default, as WithEntropy(nil)
 		c.now = time.Now
+	}
+	// A nil pointer in an interface is not nil: refused here, rather than
+	// a panic at the first operation that reads it.
+	if c.entropy != nil && nilValue(c.entropy) {
+		return c, fmt.Errorf("%w: WithEntropy given a nil %T", ErrInvalidArgument, c.entropy)
+	}
+	if c.obs.meterProvider != nil && nilValue(c.obs.meterProvider) {
+		return c, fmt.Errorf("%w: WithMeterProvider given a nil %T", ErrInvalidArgument, c.obs.meterProvider)
+	}
+	if err := checkLogger("WithLogger", c.obs.logger); err != nil {
+		return c, err
 	}
 	if c.retention <= 0 {
 		return c, fmt.Errorf("%w: journal retention %v must be positive", ErrInvalidArgument, c.retention)
@@ -141,6 +153,8 @@ func WithBatchBudget(bytes int) Option { return func(c *config) { c.batchBudget 
 // WithEntropy sets the source of the random key suffixes (default, and
 // for nil: a ChaCha8 generator seeded from crypto/rand). Deterministic
 // tests pass a seeded source. Reads from it are serialised by the queue.
+// A nil pointer of a reader type is refused by the constructor with
+// ErrInvalidArgument.
 func WithEntropy(r io.Reader) Option { return func(c *config) { c.entropy = r } }
 
 // WithClock sets the clock that stamps operation IDs and expires journal
@@ -268,6 +282,30 @@ func noZeros(b []byte) {
 			b[i] = 1
 		}
 	}
+}
+
+// nilValue reports whether v is nil or holds a nil pointer or func: an
+// interface given a typed nil (a `var c *myClock` passed as a Clock),
+// whose methods would dereference it.
+func nilValue(v any) bool {
+	if v == nil {
+		return true
+	}
+	switch rv := reflect.ValueOf(v); rv.Kind() {
+	case reflect.Pointer, reflect.Func:
+		return rv.IsNil()
+	}
+	return false
+}
+
+// checkLogger refuses a non-nil Logger that would panic on its first
+// line: one without a handler (a zero slog.Logger) or whose handler is a
+// nil pointer. what names the option or field that gave it.
+func checkLogger(what string, l *slog.Logger) error {
+	if l != nil && nilValue(l.Handler()) {
+		return fmt.Errorf("%w: %s given a Logger without a handler", ErrInvalidArgument, what)
+	}
+	return nil
 }
 
 // checkTransactor rejects a nil transactor with a typed error instead of a

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"reflect"
 
 	"github.com/fdbqueue/fdbqueue/kv"
 )
@@ -42,11 +41,7 @@ func (tq *TypedQueue[T]) check() error {
 // dereference it: the typed wrappers refuse both alike, as
 // checkTransactor refuses a nil *memdb.DB.
 func nilCodec[T any](c Codec[T]) bool {
-	if c == nil {
-		return true
-	}
-	v := reflect.ValueOf(c)
-	return v.Kind() == reflect.Pointer && v.IsNil()
+	return nilValue(c)
 }
 
 // Queue returns the underlying byte queue.
