@@ -780,6 +780,9 @@ func badRows() []badRow {
 			require.Equal(t, []string{"a", "b", "c", "d", "e"}, got, "every item's bytes came back")
 			require.Zero(t, queueLen(t, db, q))
 		}},
+		{"TypedQueue.Enqueue, EnqueueBatch, TypedPriorityQueue.Push, PushBatch, TypedJobQueue.Add, AddBatch", "a codec whose Encode panics, alone or on one item of a batch", "ErrCodec: a *CodecError naming the item or job (its index; its priority), its error saying Encode panicked and with what; nothing written, a caller's transaction still usable", func(t *testing.T) {
+			t.Run("matrix", TestTypedEncodePanics)
+		}},
 		{"TypedJobQueue.Add, AddBatch", "a value the codec cannot encode (JSON of a channel), last of a batch of three", "ErrCodec (a *CodecError naming the job's index, with its priority, wrapping the codec's error); nothing of the batch written", func(t *testing.T) {
 			t.Run("encode", TestTypedJobQueueEncodeError)
 		}},

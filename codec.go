@@ -61,9 +61,10 @@ func (e ValueEncoding) decode(stored []byte) ([]byte, error) {
 }
 
 // Codec converts between a typed item and the bytes a queue stores. Encode
-// and Decode must be inverse and safe for concurrent use. A Decode that
-// panics counts as failing: the typed queue returns the item's bytes in a
-// *CodecError.
+// and Decode must be inverse and safe for concurrent use. An Encode or
+// Decode that panics counts as failing, with a *CodecError whose error
+// says it panicked and with what: a write writes nothing, and a take
+// returns the item's bytes in the *CodecError.
 type Codec[T any] interface {
 	Encode(v T) ([]byte, error)
 	Decode(b []byte) (T, error)

@@ -58,7 +58,9 @@ func (tq *TypedQueue[T]) Enqueue(ctx context.Context, t kv.Transactor, v T, opts
 }
 
 // EnqueueBatch encodes vs and enqueues them in one transaction; see
-// Queue.EnqueueBatch.
+// Queue.EnqueueBatch. A value the codec fails to encode (or whose Encode
+// panics) fails the call, before anything is written, with a *CodecError
+// whose message gives its index in vs.
 func (tq *TypedQueue[T]) EnqueueBatch(ctx context.Context, t kv.Transactor, vs []T, opts ...OpOption) error {
 	if err := tq.check(); err != nil {
 		return err
@@ -197,7 +199,7 @@ func (tp *TypedPriorityQueue[T]) Push(ctx context.Context, t kv.Transactor, v T,
 	if err := tp.check(); err != nil {
 		return err
 	}
-	raw, err := tp.codec.Encode(v)
+	raw, err := encodeValue(tp.codec, v)
 	if err != nil {
 		return &CodecError{Err: err, Priority: priority}
 	}
@@ -212,16 +214,16 @@ type TypedPushItem[T any] struct {
 }
 
 // PushBatch encodes the items' values and pushes them in one transaction;
-// see PriorityQueue.PushBatch. A value the codec fails to encode fails the
-// call, before anything is written, with a *CodecError carrying the item's
-// priority, its index in the message.
+// see PriorityQueue.PushBatch. A value the codec fails to encode (or whose
+// Encode panics) fails the call, before anything is written, with a
+// *CodecError carrying the item's priority, its index in the message.
 func (tp *TypedPriorityQueue[T]) PushBatch(ctx context.Context, t kv.Transactor, items []TypedPushItem[T], opts ...OpOption) error {
 	if err := tp.check(); err != nil {
 		return err
 	}
 	raw := make([]PushItem, len(items))
 	for i, it := range items {
-		b, err := tp.codec.Encode(it.Value)
+		b, err := encodeValue(tp.codec, it.Value)
 		if err != nil {
 			return &CodecError{Err: fmt.Errorf("item %d: %w", i, err), Priority: it.Priority}
 		}
@@ -297,29 +299,46 @@ func (tp *TypedPriorityQueue[T]) decodeItem(it Item, err error) (TypedItem[T], e
 func encodeTyped[T any](c Codec[T], vs []T) ([][]byte, error) {
 	raw := make([][]byte, len(vs))
 	for i, v := range vs {
-		b, err := c.Encode(v)
+		b, err := encodeValue(c, v)
 		if err != nil {
-			return nil, &CodecError{Err: err}
+			return nil, &CodecError{Err: fmt.Errorf("item %d: %w", i, err)}
 		}
 		raw[i] = b
 	}
 	return raw, nil
 }
 
+// encodeValue is c.Encode(v), but for a panic, which fails like an error
+// (codecPanicked): the write it was for writes nothing.
+func encodeValue[T any](c Codec[T], v T) (b []byte, err error) {
+	defer codecPanicked("Encode", &err)
+	return c.Encode(v)
+}
+
 // decodeTyped decodes raw, which a take has removed: a Decode that panics
 // fails like one that returns an error, so that the caller still gets the
 // item's bytes in the *CodecError.
-func decodeTyped[T any](c Codec[T], raw []byte) (v T, err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			var zero T
-			v, err = zero, &CodecError{Raw: raw, Err: fmt.Errorf("Decode panicked: %v", r)}
-		}
-	}()
-	v, err = c.Decode(raw)
+func decodeTyped[T any](c Codec[T], raw []byte) (T, error) {
+	v, err := decodeValue(c, raw)
 	if err != nil {
 		var zero T
 		return zero, &CodecError{Raw: raw, Err: err}
 	}
 	return v, nil
+}
+
+// decodeValue is c.Decode(raw), but for a panic, which fails like an error
+// (codecPanicked).
+func decodeValue[T any](c Codec[T], raw []byte) (v T, err error) {
+	defer codecPanicked("Decode", &err)
+	return c.Decode(raw)
+}
+
+// codecPanicked, deferred by a call of a codec's method (op), turns its
+// panic into *err, an error that says so with the panic's value. The
+// typed wrappers' encodes and decodes both go through it.
+func codecPanicked(op string, err *error) {
+	if r := recover(); r != nil {
+		*err = fmt.Errorf("%s panicked: %v", op, r)
+	}
 }

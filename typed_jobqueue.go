@@ -96,15 +96,15 @@ func (tj *TypedJobQueue[T]) Add(ctx context.Context, t kv.Transactor, job TypedJ
 // all or none; see JobQueue.AddBatch for the results, limits (an encoded
 // value over 100,000 bytes fails with ErrValueTooLarge), conflicts and
 // behaviour under commit_unknown_result. A value the codec fails to encode
-// fails the call, before anything is written, with a *CodecError whose
-// message gives the job's index in jobs.
+// (or whose Encode panics) fails the call, before anything is written,
+// with a *CodecError whose message gives the job's index in jobs.
 func (tj *TypedJobQueue[T]) AddBatch(ctx context.Context, t kv.Transactor, jobs []TypedJob[T], opts ...OpOption) ([]AddResult, error) {
 	if err := tj.check(); err != nil {
 		return nil, err
 	}
 	raw := make([]Job, len(jobs))
 	for i, j := range jobs {
-		b, err := tj.codec.Encode(j.Value)
+		b, err := encodeValue(tj.codec, j.Value)
 		if err != nil {
 			return nil, &CodecError{Err: fmt.Errorf("job %d: %w", i, err), Priority: int64(j.Priority)}
 		}
