@@ -150,12 +150,18 @@ func (tx *transaction) get(key []byte, snap, watch bool) kv.FutureValue {
 			return
 		}
 		v, ok, _, err := db.readPoint(k, rv, grvTime, false)
+		// The read ran without tx.mu: a reset or cancellation while it ran
+		// fails it as one before it does (sameGen, sleep), rather than
+		// deliver a value read at a read version the reset dropped. Range
+		// reads hold tx.mu through theirs (readRangeAsIssued).
+		tx.mu.Lock()
+		if derr := tx.deliverableLocked(gen); derr != nil {
+			err = derr
+		} else if err != nil && !watch {
+			tx.readFailedLocked(err)
+		}
+		tx.mu.Unlock()
 		if err != nil {
-			tx.mu.Lock()
-			if tx.gen == gen && !watch {
-				tx.readFailedLocked(err)
-			}
-			tx.mu.Unlock()
 			f.err = err
 			return
 		}

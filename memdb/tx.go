@@ -607,6 +607,19 @@ func (tx *transaction) sameGen(gen uint64) error {
 	return nil
 }
 
+// deliverableLocked returns the error a read in flight, issued in
+// generation gen, fails with when its result is ready: transaction_cancelled
+// after a reset since, or the error of a cancellation (Cancel, a timeout,
+// an operation during the commit, a closed DB). On FoundationDB the read
+// waits on resetPromise beside the read itself (see sameGen), which all of
+// these set.
+func (tx *transaction) deliverableLocked(gen uint64) error {
+	if tx.gen != gen {
+		return kv.ErrTransactionCancelled
+	}
+	return tx.cancelledLocked()
+}
+
 // setErrLocked records the first invalid write.
 func (tx *transaction) setErrLocked(err error) {
 	if x := tx.cold(); x.err == nil {
