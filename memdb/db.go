@@ -74,6 +74,11 @@ type DB struct {
 	liveW      atomic.Int64
 
 	stats counters
+
+	// awaitingReads, when set (only by tests, through export_test.go,
+	// before the transactions it concerns start), is called by a Commit
+	// that is about to wait for reads in flight, without tx.mu.
+	awaitingReads func()
 }
 
 var _ kv.Database = (*DB)(nil)

@@ -189,8 +189,10 @@
 // read's first batch is read when GetRange is called (in its own goroutine
 // under a latency model), as FDB's binding issues it then; later batches as
 // the result is consumed. Commit first waits for the reads in flight (FDB's
-// commit waits for them too); a read or write issued while the commit is in
-// flight fails with used_during_commit and fails the commit with
+// commit waits for them too), already started: a read or write issued
+// while it waits fails with used_during_commit, and so do the reads it
+// waits for and the commit, having sent nothing; one issued while the
+// commit is in flight fails the commit with
 // kv.CommitInterrupted(kv.ErrUsedDuringCommit), as FDB's
 // checkUsedDuringCommit does. Point reads then resolve in their own
 // goroutine, so futures issued together overlap their latency, as with FDB.

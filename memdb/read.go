@@ -390,9 +390,17 @@ func (tx *transaction) issueBatch(r *rangeResult, spare []byte, n int, room *opE
 		return
 	}
 	dst, b, e, reverse, snap := r.kvs, r.b, r.e, r.opts.Reverse, r.snap
-	r.done = make(chan struct{})
 	tx.mu.Lock()
 	tx.takeRoomLocked(room)
+	// The checks of an issue (a Commit started: used_during_commit); the
+	// read in flight then fails only with a reset or cancellation
+	// (readRangeAsIssued).
+	if err := tx.checkLocked(); err != nil {
+		tx.mu.Unlock()
+		r.batchErr = err
+		return
+	}
+	r.done = make(chan struct{})
 	tx.startReadLocked()
 	gen, view := tx.gen, tx.holdViewLocked()
 	tx.mu.Unlock()
@@ -584,17 +592,23 @@ func (tx *transaction) readRangeInto(dst []kv.KeyValue, spare, b, e []byte, limi
 		return tx.readRangeNow(dst, spare, b, e, limit, reverse, snap, nil)
 	}
 	tx.mu.Lock()
+	if err := tx.checkLocked(); err != nil {
+		tx.mu.Unlock()
+		return nil, false, err
+	}
 	gen, view := tx.gen, tx.holdViewLocked()
 	tx.mu.Unlock()
 	return tx.readRangeAsIssued(dst, spare, b, e, limit, reverse, snap, gen, view)
 }
 
 // readRangeAsIssued is readRangeInto under a latency model, for a read
-// issued in generation gen that holds view (and lets go of it): the
+// issued in generation gen that holds view (and lets go of it), the
+// caller having made the checks of its issue (checkLocked): the
 // transaction's writes made after the read was issued, versionstamped
 // keys included, are not in its result and do not make it fail with
-// accessed_unreadable, as on FoundationDB (see ownView); and a reset
-// since its issue fails it with transaction_cancelled (see sameGen).
+// accessed_unreadable, as on FoundationDB (see ownView); and a reset or
+// cancellation since its issue fails it (see deliverableLocked), but not
+// a Commit started since, which waits for it.
 func (tx *transaction) readRangeAsIssued(dst []kv.KeyValue, spare, b, e []byte, limit int, reverse, snap bool, gen uint64, view *ownView) ([]kv.KeyValue, bool, error) {
 	defer func() {
 		tx.mu.Lock()
@@ -602,10 +616,7 @@ func (tx *transaction) readRangeAsIssued(dst []kv.KeyValue, spare, b, e []byte, 
 		tx.mu.Unlock()
 	}()
 	tx.mu.Lock()
-	err := tx.checkLocked()
-	if tx.gen != gen {
-		err = kv.ErrTransactionCancelled
-	}
+	err := tx.deliverableLocked(gen)
 	tx.mu.Unlock()
 	if err != nil {
 		return nil, false, err
@@ -623,10 +634,7 @@ func (tx *transaction) readRangeAsIssued(dst []kv.KeyValue, spare, b, e []byte, 
 	}
 	tx.mu.Lock()
 	defer tx.mu.Unlock()
-	if tx.gen != gen {
-		return nil, false, kv.ErrTransactionCancelled
-	}
-	if err := tx.checkLocked(); err != nil {
+	if err := tx.deliverableLocked(gen); err != nil {
 		return nil, false, err
 	}
 	return tx.readStoreAsLocked(dst, spare, b, e, limit, reverse, snap, rv, grvTime, false, view)

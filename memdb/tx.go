@@ -539,6 +539,9 @@ func (tx *transaction) awaitReadsLocked() {
 		}
 		ch, cancel := x.readsDone, tx.cancelChanLocked()
 		tx.mu.Unlock()
+		if f := tx.db.awaitingReads; f != nil {
+			f()
+		}
 		select {
 		case <-ch:
 		case <-cancel:
@@ -692,9 +695,9 @@ func (tx *transaction) readVersion(gen uint64, watch bool) (int64, time.Duration
 
 // Who waits for a read version (awaitReadVersion).
 const (
-	grvForRead   = iota // a read: checkLocked
+	grvForRead   = iota // a read in flight, which only a cancellation (or Reset) stops
 	grvForWatch         // a watch's read: as grvForRead
-	grvForCommit        // a Commit in progress, which only a cancellation (or Reset) stops
+	grvForCommit        // a Commit in progress: as grvForRead
 	grvForAsk           // GetReadVersion: grvCheckLocked
 )
 
@@ -707,13 +710,13 @@ func (tx *transaction) awaitReadVersion(gen uint64, who int) (int64, time.Durati
 			return 0, 0, kv.ErrTransactionCancelled
 		}
 		var err error
-		switch who {
-		case grvForCommit:
-			err = tx.cancelledLocked()
-		case grvForAsk:
+		if who == grvForAsk {
 			err = tx.grvCheckLocked()
-		default:
-			err = tx.checkLocked()
+		} else {
+			// A read or commit in flight: its issue was checked, and only
+			// a cancellation stops it now (see deliverableLocked), not a
+			// Commit started since, which waits for the read.
+			err = tx.cancelledLocked()
 		}
 		if err != nil {
 			return 0, 0, err

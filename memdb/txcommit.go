@@ -14,14 +14,31 @@ import (
 // documentation for latency, faults and interrupted commits.
 func (tx *transaction) Commit() error {
 	tx.mu.Lock()
-	tx.awaitReadsLocked()
 	if err := tx.checkLocked(); err != nil {
 		tx.failWatchesLocked(err)
 		tx.failStampLocked(err)
 		tx.mu.Unlock()
 		return err
 	}
+	// Started before it waits for the reads issued before it, as FDB's
+	// (RYWImpl::commit sets commitStarted, then waits on resetPromise ||
+	// reading, fdbclient/ReadYourWrites.actor.cpp): an operation issued
+	// meanwhile, from another goroutine, fails with used_during_commit
+	// (checkUsedDuringCommit), and so does the commit, having sent
+	// nothing. A Reset meanwhile fails it with transaction_cancelled.
 	tx.commitStarted = true
+	gen := tx.gen
+	tx.awaitReadsLocked()
+	if tx.gen != gen {
+		tx.mu.Unlock()
+		return kv.ErrTransactionCancelled
+	}
+	if err := tx.cancelledLocked(); err != nil {
+		tx.failWatchesLocked(err)
+		tx.failStampLocked(err)
+		tx.mu.Unlock()
+		return err
+	}
 	if x := tx.x; x != nil && x.readErr != 0 {
 		// A read of this transaction failed: its commit fails with the
 		// read's error (see readFailedLocked), having sent nothing.
@@ -97,7 +114,6 @@ func (tx *transaction) Commit() error {
 		return err
 	}
 	tx.committing = true
-	gen := tx.gen
 	var late *commitReq
 	if tx.db.faultsOn.Load() {
 		late = tx.lateCopyLocked()

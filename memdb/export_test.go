@@ -1,0 +1,6 @@
+package memdb
+
+// SetAwaitingReads makes every Commit on db that is about to wait for
+// reads in flight call f first (without the transaction's lock), so that a
+// test acts while the commit waits. Set it before the transactions start.
+func (db *DB) SetAwaitingReads(f func()) { db.awaitingReads = f }
