@@ -29,7 +29,7 @@ import (
 // PoolOptions.HandlerTimeout, after which the handler's error counts as a
 // failed attempt. Once the handler has called Task.Ack, the job gone does
 // not end ctx (its own ack most likely removed it; Task.Ack fails with
-// ErrLeaseLost if another consumer has it).
+// ErrLeaseLost if another consumer has it or it was cancelled).
 type Handler func(ctx context.Context, task *Task) error
 
 // Task is a job being processed by a pool's worker, made by the pool (a
@@ -62,7 +62,8 @@ func (t *Task) Value() []byte { return t.Lease().Value }
 // share an operation ID) and does nothing. Keep the effects idempotent
 // across retries of tr (Set keys derived from the job ID, not atomic
 // adds): under commit_unknown_result your retry loop runs them again.
-// It fails with ErrLeaseLost when another consumer has the job. On a
+// It fails with ErrLeaseLost when the task no longer holds the job:
+// another consumer has it, or JobQueue.Cancel removed it. On a
 // JobQueue made WithoutIdempotency there is no journal for the pool's ack
 // to find: the job is acked once, by this call, but the pool then reports
 // the outcome as LeaseLost (with a warning).
@@ -128,10 +129,15 @@ type PoolOptions struct {
 	// ReleaseTimeout is how long Run then gives, in all, to the releases
 	// of the jobs it abandoned, the acks and nacks under way and the
 	// settling of a lease whose commit was in flight (default
-	// DefaultReleaseTimeout; negative is refused), on the queue's clock;
-	// what is not done by then is cancelled (a commit in flight may still
-	// land) and otherwise keeps its lease until it expires. Give a deploy's stop grace period more than ShutdownTimeout
-	// plus ReleaseTimeout.
+	// DefaultReleaseTimeout; negative is refused), counted on the queue's
+	// clock from the abandonment. Each release, and each settling (which a
+	// worker does as it stops, before any abandonment), is also cut off on
+	// its own after ReleaseTimeout of wall time, whatever the queue's
+	// clock.
+	// What is not done by then is cancelled (a commit in flight may still
+	// land) and otherwise keeps its lease until it expires. Give a
+	// deploy's stop grace period more than ShutdownTimeout plus
+	// ReleaseTimeout.
 	ReleaseTimeout time.Duration
 	// HandlerTimeout, if positive, limits each handler call (asynq's
 	// Timeout, river's JobTimeout): the handler's context ends with

@@ -214,7 +214,8 @@ func (tt *TypedTask[T]) Lease() Lease {
 }
 
 // Ack acks the job inside tr, the transaction that writes its effects;
-// see Task.Ack.
+// see Task.Ack. It fails with ErrLeaseLost when the task no longer holds
+// the job: another consumer has it, or JobQueue.Cancel removed it.
 func (tt *TypedTask[T]) Ack(ctx context.Context, tr kv.Transaction) error {
 	if tt == nil {
 		return errZeroTask
