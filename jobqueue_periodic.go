@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/fdbqueue/fdbqueue/kv"
@@ -139,19 +140,31 @@ func slotOf(t time.Time, every time.Duration) (int64, bool) {
 // acked, and a slow scheduler could add the slot again.
 //
 // Under commit_unknown_result, on a Database, the retry finds the marker
-// naming the job ID this call chose (kept across its retries), so it
-// returns Added true and that ID, and adds nothing more: the marker makes
-// Schedule idempotent without the journal. Inside your own transaction
-// your retry calls Schedule again, which chooses another ID: when the
-// first commit landed, it returns Added false with the job that commit
-// added (compare IDs to tell), and no second job.
+// naming the job ID this call chose, so it returns Added true and that
+// ID, and adds nothing more: the marker makes Schedule idempotent without
+// the journal. Each retry also looks the job up by that ID, so that an
+// Unschedule of the name committed between the lost commit and the retry
+// (it removed that marker) does not make it add the slot again: a job
+// still in the queue (queued, leased or dead) is reported as added
+// (Added, its ID) and nothing is written, the marker neither. Only when
+// the job was also removed before the retry (acked, cancelled, deleted)
+// nothing shows the slot was added: the retry adds it again, a second
+// job for the slot, under a new ID. Inside your own transaction your
+// retry calls Schedule again, which chooses another ID: when the first
+// commit landed, it returns Added false with the job that commit added
+// (compare IDs to tell), and no second job; but if an Unschedule of the
+// name committed in between, it finds no marker and adds the slot's job
+// a second time.
 //
 // Conflicts: with other Schedules and Unschedules of the same Name only
 // (the job's writes are Add's, which conflict with nothing but Adds of
-// the same unique key). Cost: one round trip (the marker and the job's unique key, if it
-// has one, read together), then, when it adds, Add's writes for one job
-// (value, record, ID index, unique key if any, two counter adds, the
-// signal bump) and the marker; nothing when the slot is scheduled.
+// the same unique key; a retry's look-up of its earlier job, with what
+// changes that job). Cost: one round trip (the marker, the job's unique
+// key if it has one, and on a retry the ID index entry of each job an
+// earlier attempt chose, read together), then, when it adds, Add's
+// writes for one job (value, record, ID index, unique key if any, two
+// counter adds, the signal bump) and the marker; nothing when the slot
+// is scheduled.
 //
 // A bad pj (empty or long Name, a period under MinPeriod or not a whole
 // number of microseconds, a nil Job function) or a bad job from pj.Job
@@ -195,7 +208,7 @@ func (q *JobQueue) schedule(ctx context.Context, t kv.Transactor, pj periodic, n
 	if err := q.checkJob(0, job); err != nil {
 		return ScheduleResult{}, fmt.Errorf("periodic job %q: %w", pj.Name, err)
 	}
-	id, err := q.newID() // kept across retries: the marker names it
+	id, err := q.newID() // the first attempt's: the marker names it
 	if err != nil {
 		return ScheduleResult{}, err
 	}
@@ -203,12 +216,20 @@ func (q *JobQueue) schedule(ctx context.Context, t kv.Transactor, pj periodic, n
 	t = q.journal.track.observe("schedule", t) // its conflicts and retries
 	_, own := t.(kv.Database)
 	var gate gateRead
+	// The IDs of the jobs the earlier attempts would have added: on a
+	// Database, an attempt after one whose commit's outcome was unknown
+	// looks for them (see Schedule).
+	var tried []JobID
 	return kv.Transact(ctx, t, func(tr kv.Transaction) (ScheduleResult, error) {
 		g := q.journal.gate.issueInto(&gate, tr, false, own) // config.go
 		mf := tr.Get(marker)                                 // normal read: concurrent schedulers conflict
 		var held kv.FutureValue
 		if job.UniqueKey != "" {
 			held = tr.Get(q.key("u", []byte(job.UniqueKey)))
+		}
+		mine := make([]kv.FutureValue, len(tried))
+		for i, was := range tried {
+			mine[i] = tr.Get(q.key("x", was[:]))
 		}
 		if err := g.settle(); err != nil { // before any write
 			return ScheduleResult{}, err
@@ -218,6 +239,28 @@ func (q *JobQueue) schedule(ctx context.Context, t kv.Transactor, pj periodic, n
 			return ScheduleResult{}, err
 		}
 		out := res
+		for i, f := range mine {
+			// An earlier attempt's job is in the queue: that commit
+			// landed, whatever became of the marker since (an Unschedule
+			// removed it, another scheduler wrote it again).
+			v, err := f.Get()
+			if err != nil {
+				return ScheduleResult{}, err
+			}
+			if v != nil {
+				out.ID, out.Added = tried[i], true
+				return out, nil
+			}
+		}
+		if len(tried) > 0 {
+			// No earlier attempt's job is in the queue: none landed, or
+			// one did and its job was removed since. A fresh ID, so that
+			// no ID names two jobs.
+			if id, err = q.newID(); err != nil {
+				return ScheduleResult{}, err
+			}
+		}
+		tried = append(tried, id)
 		if raw != nil {
 			last, by, dup, err := parseMarker(marker, raw)
 			if err != nil {
@@ -228,7 +271,7 @@ func (q *JobQueue) schedule(ctx context.Context, t kv.Transactor, pj periodic, n
 				return out, nil
 			case last == slot:
 				out.ID, out.Duplicate = by, dup
-				out.Added = !dup && by == id // this call's earlier commit
+				out.Added = !dup && slices.Contains(tried, by) // this call's earlier commit
 				return out, nil
 			}
 		}

@@ -163,6 +163,74 @@ func TestScheduleUnknownResultNoDuplicate(t *testing.T) {
 	}
 }
 
+// A Schedule whose commit reported commit_unknown_result after applying,
+// and an Unschedule of the name committed before its retry (the retry
+// runs from OnError, as FDB's Transaction::onError retries 1021,
+// fdbclient/NativeAPI.actor.cpp): the retry finds no marker, but finds the
+// job its first attempt added, by its ID, queued or leased, and reports
+// that add (Added, that ID), writing nothing. It used to write the job a
+// second time under the same ID: the counters then said one job more than
+// the queue held, and a leased job got a second record. When the job was
+// also acked before the retry, nothing tells the slot was added: the
+// retry adds it again (the duplicate Schedule's doc admits), under a
+// fresh ID, not the acked job's.
+func TestScheduleUnknownResultRacingUnschedule(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		lease   bool // a worker leases the slot's job before the retry
+		ack     bool // and acks it
+		stats   fdbqueue.JobStats
+		another bool // the retry adds a second job
+	}{
+		{name: "queued", stats: fdbqueue.JobStats{Queued: 2, Due: 1, Delayed: 1}},
+		{name: "leased", lease: true, stats: fdbqueue.JobStats{Queued: 1, Delayed: 1, Leased: 1}},
+		{name: "acked", lease: true, ack: true, stats: fdbqueue.JobStats{Queued: 2, Due: 1, Delayed: 1}, another: true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ctx := context.Background()
+			mdb := newDB(t)
+			clock := newFakeClock()
+			q := mustJobQueue(t, "periodic-unknown-unschedule", fdbqueue.JobQueueConfig{Clock: clock})
+			// Stores the configuration record, so that the next commit is
+			// Schedule's own; not due, so that a lease takes the slot's job.
+			mustAdd(t, mdb, q, fdbqueue.Job{Value: []byte("later"), Delay: 24 * time.Hour})
+			var first fdbqueue.JobID
+			db := &betweenDB{DB: mdb, between: func() {
+				info, err := q.Unschedule(ctx, mdb, "report")
+				require.NoError(t, err, "the first attempt's marker is there")
+				first = info.ID
+				if c.lease {
+					ls := mustLease(t, mdb, q, 10, time.Minute)
+					require.Len(t, ls, 1)
+					require.Equal(t, first, ls[0].JobID)
+					if c.ack {
+						require.NoError(t, q.Ack(ctx, mdb, ls[0]))
+					}
+				}
+			}}
+			mdb.FailNextCommit(kv.ErrCommitUnknownResult, true)
+			r, err := q.Schedule(ctx, db, hourly("report"), clock.Now())
+			require.NoError(t, err)
+			require.True(t, r.Added)
+			require.NotEqual(t, fdbqueue.JobID{}, first, "the Unschedule ran between the attempts")
+			if c.another {
+				require.NotEqual(t, first, r.ID, "a second job, under an ID of its own")
+			} else {
+				require.Equal(t, first, r.ID, "the first attempt's job")
+			}
+
+			s := mustStats(t, mdb, q)
+			s.OldestDue = 0
+			require.Equal(t, c.stats, s)
+			// The counters agree with the jobs there are: lease them all.
+			clock.Advance(48 * time.Hour)
+			require.Len(t, mustLease(t, mdb, q, 10, time.Minute), int(c.stats.Queued+c.stats.Leased))
+			all := mustSchedules(t, mdb, q, 10)
+			require.Equal(t, c.another, len(all) == 1, "only the add under a fresh ID writes the marker again")
+		})
+	}
+}
+
 // A job whose unique key is held skips the slot: nothing added, the slot
 // counted as scheduled, the holder named.
 func TestScheduleUniqueKeyHeldSkipsSlot(t *testing.T) {

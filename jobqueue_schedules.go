@@ -127,7 +127,9 @@ func (q *JobQueue) Schedules(ctx context.Context, t kv.ReadTransactor, from stri
 // again. So a Schedule of the name in the slot whose job was already
 // added, after the Unschedule, adds that slot's job a second time (the
 // marker was what said it was added); a RunScheduler that scheduled the
-// slot itself does not call again before the next slot.
+// slot itself does not call again before the next slot, and a Schedule
+// retried after commit_unknown_result looks for its own job by ID (see
+// Schedule).
 //
 // Conflicts: a normal read of the marker, so it conflicts with a
 // Schedule or Unschedule of the same name only; of two that race, the
