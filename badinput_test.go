@@ -703,9 +703,10 @@ func badRows() []badRow {
 			t.Run("unschedule", TestUnscheduleBadInput)
 			t.Run("not found", TestUnschedule)
 		}},
-		{"JobQueue.Schedule, Schedules, Unschedule", "a key in the schedule markers' range (\"p\", ...) that is not a marker, or a marker whose first three fields are not (slot, job ID, duplicate)", "ErrForeignKey (a *ForeignKeyError naming the key); nothing added or removed (fields after the third, a later version's, are ignored)", func(t *testing.T) {
+		{"JobQueue.Schedule, Schedules, Unschedule", "a key in the schedule markers' range (\"p\", ...) that is not a marker's (\"p\", name); a marker whose first three fields are not (slot, job ID, duplicate)", "ErrForeignKey (a *ForeignKeyError naming the key), nothing added or removed; for the marker: Schedule fails so, adding nothing, Schedules lists it (ScheduleInfo.Err, the *ForeignKeyError, and Raw) and Unschedule removes it, returning the same (fields after the third, a later version's, are ignored)", func(t *testing.T) {
 			t.Run("schedules", TestSchedulesBadInput)
 			t.Run("schedule", TestScheduleMarkerOfAnotherVersion)
+			t.Run("unreadable marker", TestUnreadableMarkerListedAndUnscheduled)
 		}},
 		{"JobQueue: every operation (Add, AddBatch, Lease, LeaseWait, SettleLease, Ack, Nack, Extend, Release, Requeue, DeleteDead, Job, Cancel, Stats, ListDead, Run, Schedule, RunScheduler, Schedules, Unschedule)", "a Queue's or PriorityQueue's subspace; a subspace without a record holding a recipe queue's items", "ErrConfigMismatch (a *ConfigMismatchError, Field \"kind\"); nothing written", func(t *testing.T) {
 			t.Run("queue", TestJobQueueOnQueueSubspace)

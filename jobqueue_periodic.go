@@ -133,6 +133,13 @@ func slotOf(t time.Time, every time.Duration) (int64, bool) {
 // start, has passed), not at the next slot. The marker stays when no
 // process runs the schedule any more: Unschedule removes it.
 //
+// A marker whose first three fields this version cannot read (corrupt, or
+// written by another program) fails the call with a *ForeignKeyError
+// (ErrForeignKey) naming its key, adding nothing: Schedule does not
+// overwrite it, as it cannot tell which slot was last scheduled. Schedules
+// lists such a marker (ScheduleInfo.Err, Raw) and Unschedule removes it;
+// the next Schedule then starts afresh, with the slot under way.
+//
 // Exactly once per slot, across any number of schedulers: the marker read
 // is a normal read, so of two Schedules of one slot that overlap, the
 // second to commit conflicts, and its retry finds the marker and adds
@@ -334,7 +341,9 @@ func parseMarker(key, b []byte) (slot int64, id JobID, dup bool, err error) {
 // Schedule that fails ends the loop and RunScheduler returns its error
 // (transient errors are retried inside it, until ctx ends): restart it,
 // losing no more than the slots that pass meanwhile, of which the next
-// call adds the latest.
+// call adds the latest. A marker Schedule cannot read is such an error
+// (a *ForeignKeyError) at every start until it is removed: Unschedule
+// its name.
 func (q *JobQueue) RunScheduler(ctx context.Context, db kv.Database, jobs []PeriodicJob) error {
 	ps := make([]periodic, len(jobs))
 	for i, pj := range jobs {

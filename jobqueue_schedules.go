@@ -23,6 +23,16 @@ type ScheduleInfo struct {
 	// have been acked, cancelled or dead-lettered since: Job tells.
 	ID        JobID
 	Duplicate bool
+	// Err is nil for a marker this version reads. For one whose first
+	// three fields are not (slot µs, 16-byte job ID, duplicate), corrupt
+	// or written by another program, it is a *ForeignKeyError naming the
+	// marker's key (errors.Is ErrForeignKey); Slot, ID and Duplicate are
+	// then zero and Raw holds the stored value. Schedule refuses such a
+	// marker with that error, as RunScheduler then does; Unschedule
+	// removes it.
+	Err error
+	// Raw is the marker's stored value when Err is set, nil otherwise.
+	Raw []byte
 }
 
 // checkScheduleName checks a schedule's name and that its marker key fits.
@@ -40,7 +50,8 @@ func (q *JobQueue) checkScheduleName(name string) error {
 	return nil
 }
 
-// scheduleInfo reads the marker key = value.
+// scheduleInfo reads the marker key = value. A key that is not a
+// marker's fails; a value this version cannot read is the info's Err.
 func (q *JobQueue) scheduleInfo(key, value []byte) (ScheduleInfo, error) {
 	t, err := q.sub.Unpack(key)
 	var name string
@@ -53,7 +64,7 @@ func (q *JobQueue) scheduleInfo(key, value []byte) (ScheduleInfo, error) {
 	}
 	slot, id, dup, err := parseMarker(key, value)
 	if err != nil {
-		return ScheduleInfo{}, err
+		return ScheduleInfo{Name: name, Err: err, Raw: bytes.Clone(value)}, nil
 	}
 	return ScheduleInfo{Name: name, Slot: time.UnixMicro(slot).UTC(), ID: id, Duplicate: dup}, nil
 }
@@ -64,10 +75,14 @@ func (q *JobQueue) scheduleInfo(key, value []byte) (ScheduleInfo, error) {
 // Unschedule removes, so a schedule no process runs any more is listed
 // too, with its last slot. To list them all, page: call again with the
 // last Name listed + "\x00" until fewer than limit come back. A schedule
-// that Schedule has never run has no marker and is not listed. A limit
+// that Schedule has never run has no marker and is not listed. A marker
+// this version cannot read is listed too, under its name, with its Err
+// (a *ForeignKeyError) and Raw value: Unschedule removes it. A limit
 // below 1, or a from whose marker key would pass the key limit, fails
-// with ErrInvalidArgument; a key in the markers' range that is not one
-// (another program's) with ErrForeignKey.
+// with ErrInvalidArgument; a key in the markers' range that is not a
+// marker's, ("p", a string), but another program's, with ErrForeignKey
+// (a *ForeignKeyError naming it): it has no name to list it under, and
+// only a clear of that key removes it.
 //
 // Cost: one round trip, one range read of up to limit markers (a key of
 // the subspace's prefix and the packed name, at most about 2,000 bytes,
@@ -114,11 +129,14 @@ func (q *JobQueue) Schedules(ctx context.Context, t kv.ReadTransactor, from stri
 
 // Unschedule removes the marker of the schedule name and returns what it
 // held: the schedule's last slot and job. Jobs it added stay as they are
-// (Cancel removes one). It fails with ErrScheduleNotFound when the queue
-// has no marker of that name (never scheduled, or unscheduled already);
-// with ErrInvalidArgument for an empty name, one over MaxScheduleNameSize
-// bytes or one whose key would pass the key limit; and with ErrForeignKey,
-// removing nothing, for a marker this version cannot read.
+// (Cancel removes one). A marker this version cannot read (corrupt, or
+// another program's), which Schedule refuses to overwrite, is removed
+// too: the result then has its Err set (a *ForeignKeyError) and its Raw
+// value, and no slot or job, and the error is nil. It fails with
+// ErrScheduleNotFound when the queue has no marker of that name (never
+// scheduled, or unscheduled already), and with ErrInvalidArgument for an
+// empty name, one over MaxScheduleNameSize bytes or one whose key would
+// pass the key limit.
 //
 // Unschedule a schedule once no process runs it: take it out of every
 // RunScheduler's list first. A scheduler still running it (a RunScheduler,
@@ -182,7 +200,7 @@ func (q *JobQueue) Unschedule(ctx context.Context, t kv.Transactor, name string,
 		if raw == nil {
 			return ScheduleInfo{}, fmt.Errorf("%w: %q", ErrScheduleNotFound, name)
 		}
-		info, err := q.scheduleInfo(marker, raw)
+		info, err := q.scheduleInfo(marker, raw) // an unreadable value is info.Err: removed all the same
 		if err != nil {
 			return ScheduleInfo{}, err
 		}

@@ -1,7 +1,9 @@
 package fdbqueue_test
 
 import (
+	"bytes"
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -94,8 +96,8 @@ func TestSchedulesList(t *testing.T) {
 
 // Schedules refuses a limit below 1 and a from whose key is over the key
 // limit (ErrInvalidArgument), and fails with ErrForeignKey, naming the
-// key, on a key in the markers' range that is not a marker or a marker
-// this version cannot read.
+// key, on a key in the markers' range that is not a marker (a marker
+// this version cannot read is listed: TestUnreadableMarkerListedAndUnscheduled).
 func TestSchedulesBadInput(t *testing.T) {
 	ctx := context.Background()
 	db := newDB(t)
@@ -119,7 +121,6 @@ func TestSchedulesBadInput(t *testing.T) {
 	}{
 		"name not a string": {tuple.Tuple{"p", int64(5)}, []byte{}},
 		"one more element":  {tuple.Tuple{"p", "x", "y"}, []byte{}},
-		"marker not read":   {tuple.Tuple{"p", "bad"}, []byte("not a tuple")},
 	} {
 		t.Run(name, func(t *testing.T) {
 			key, err := q.Subspace().Pack(c.key)
@@ -214,8 +215,7 @@ func TestUnscheduleUnknownResult(t *testing.T) {
 }
 
 // Bad names fail with ErrInvalidArgument, never a panic, and remove
-// nothing; a marker this version cannot read fails with ErrForeignKey and
-// stays.
+// nothing.
 func TestUnscheduleBadInput(t *testing.T) {
 	ctx := context.Background()
 	db := newDB(t)
@@ -243,12 +243,85 @@ func TestUnscheduleBadInput(t *testing.T) {
 		require.ErrorIs(t, err, fdbqueue.ErrInvalidArgument, name)
 	}
 	require.Len(t, mustSchedules(t, db, q, 10), 1, "nothing removed")
+}
 
-	setMarker(t, db, q, "bad", []byte("not a tuple"))
-	_, err = q.Unschedule(ctx, db, "bad")
-	require.ErrorIs(t, err, fdbqueue.ErrForeignKey)
-	_, err = q.Schedules(ctx, db, "bad", 1)
-	require.ErrorIs(t, err, fdbqueue.ErrForeignKey, "the marker stays")
+// unreadable returns what Schedules and Unschedule give for the marker of
+// name holding v, which this version cannot read.
+func unreadable(t *testing.T, q *fdbqueue.JobQueue, name string, v []byte) fdbqueue.ScheduleInfo {
+	t.Helper()
+	key, err := q.Subspace().Pack(tuple.Tuple{"p", name})
+	require.NoError(t, err)
+	return fdbqueue.ScheduleInfo{Name: name, Raw: v, Err: &fdbqueue.ForeignKeyError{Key: key,
+		Reason: fmt.Sprintf("periodic job marker %x: want (slot µs, 16-byte job ID, duplicate, ...)", v)}}
+}
+
+// A marker this version cannot read (not a tuple, or a tuple whose first
+// three fields are not a slot, a 16-byte ID and a flag) is listed by
+// Schedules under its name, in order, with its Err (a *ForeignKeyError
+// naming its key) and raw value, the other schedules around it listed as
+// usual; paging passes it. Schedule of its name still fails with that
+// error, adding nothing; Unschedule removes it and returns it (nil
+// error), after which the schedule starts afresh. Under
+// commit_unknown_result the retry returns the same, from the journal,
+// for a value of the largest size too. Schedules and Unschedule used to
+// fail with ErrForeignKey, the listing of every schedule with them, and
+// only a raw clear of the key removed it.
+func TestUnreadableMarkerListedAndUnscheduled(t *testing.T) {
+	ctx := context.Background()
+	db := newDB(t)
+	clock := newFakeClock()
+	q := mustJobQueue(t, "schedules-unreadable", fdbqueue.JobQueueConfig{Clock: clock})
+	a, err := q.Schedule(ctx, db, hourly("a"), clock.Now())
+	require.NoError(t, err)
+	c, err := q.Schedule(ctx, db, hourly("c"), clock.Now())
+	require.NoError(t, err)
+	wrong, err := tuple.Tuple{"soon", []byte{1, 2, 3}, false}.Pack()
+	require.NoError(t, err)
+	huge := bytes.Repeat([]byte{0xff}, kv.MaxValueSize)
+	setMarker(t, db, q, "b", []byte("not a tuple"))
+	setMarker(t, db, q, "d", wrong)
+	setMarker(t, db, q, "e", huge)
+
+	want := []fdbqueue.ScheduleInfo{
+		{Name: "a", Slot: a.Slot.UTC(), ID: a.ID},
+		unreadable(t, q, "b", []byte("not a tuple")),
+		{Name: "c", Slot: c.Slot.UTC(), ID: c.ID},
+		unreadable(t, q, "d", wrong),
+		unreadable(t, q, "e", huge),
+	}
+	for _, limit := range []int{1, 2, 10} {
+		got := mustSchedules(t, db, q, limit)
+		require.Equal(t, want, got, "limit %d", limit)
+		for _, i := range []int{1, 3, 4} {
+			var fk *fdbqueue.ForeignKeyError
+			require.ErrorAs(t, got[i].Err, &fk)
+			require.ErrorIs(t, got[i].Err, fdbqueue.ErrForeignKey)
+		}
+		require.NoError(t, got[0].Err)
+	}
+
+	before := mustStats(t, db, q)
+	_, err = q.Schedule(ctx, db, hourly("b"), clock.Now())
+	require.ErrorIs(t, err, fdbqueue.ErrForeignKey, "Schedule does not overwrite a marker it cannot read")
+	require.Equal(t, before, mustStats(t, db, q), "nothing added")
+
+	info, err := q.Unschedule(ctx, db, "b")
+	require.NoError(t, err)
+	require.Equal(t, want[1], info, "what the marker held, and that it could not be read")
+	require.Equal(t, []fdbqueue.ScheduleInfo{want[0], want[2], want[3], want[4]}, mustSchedules(t, db, q, 10))
+	r, err := q.Schedule(ctx, db, hourly("b"), clock.Now())
+	require.NoError(t, err)
+	require.True(t, r.Added, "the schedule starts afresh")
+
+	for i, name := range []string{"d", "e"} {
+		db.FailNextCommit(kv.ErrCommitUnknownResult, i == 0)
+		info, err = q.Unschedule(ctx, db, name)
+		require.NoError(t, err, name)
+		require.Equal(t, want[3+i], info, "%s: once, the same from the retry", name)
+		_, err = q.Unschedule(ctx, db, name)
+		require.ErrorIs(t, err, fdbqueue.ErrScheduleNotFound, name)
+	}
+	require.Len(t, mustSchedules(t, db, q, 10), 3)
 }
 
 // Unschedule and Schedule of one name in overlapping transactions: the
