@@ -324,9 +324,17 @@ func parseMarker(key, b []byte) (slot int64, id JobID, dup bool, err error) {
 			return s, id, d, nil
 		}
 	}
+	shown := fmt.Sprintf("%x", b)
+	if len(b) > markerShown {
+		shown = fmt.Sprintf("%x... (%d bytes)", b[:markerShown], len(b))
+	}
 	return 0, id, false, &ForeignKeyError{Key: bytes.Clone(key),
-		Reason: fmt.Sprintf("periodic job marker %x: want (slot µs, 16-byte job ID, duplicate, ...)", b)}
+		Reason: fmt.Sprintf("periodic job marker %s: want (slot µs, 16-byte job ID, duplicate, ...)", shown)}
 }
+
+// markerShown is how many bytes of an unreadable marker its error shows:
+// a value may hold up to kv.MaxValueSize.
+const markerShown = 64
 
 // RunScheduler runs the schedules jobs until ctx ends, then returns nil:
 // it calls Schedule for each at once, then again for each as its next

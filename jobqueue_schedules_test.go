@@ -251,8 +251,12 @@ func unreadable(t *testing.T, q *fdbqueue.JobQueue, name string, v []byte) fdbqu
 	t.Helper()
 	key, err := q.Subspace().Pack(tuple.Tuple{"p", name})
 	require.NoError(t, err)
+	shown := fmt.Sprintf("%x", v)
+	if len(v) > 64 { // the error shows the first 64 bytes of a longer value
+		shown = fmt.Sprintf("%x... (%d bytes)", v[:64], len(v))
+	}
 	return fdbqueue.ScheduleInfo{Name: name, Raw: v, Err: &fdbqueue.ForeignKeyError{Key: key,
-		Reason: fmt.Sprintf("periodic job marker %x: want (slot µs, 16-byte job ID, duplicate, ...)", v)}}
+		Reason: fmt.Sprintf("periodic job marker %s: want (slot µs, 16-byte job ID, duplicate, ...)", shown)}}
 }
 
 // A marker this version cannot read (not a tuple, or a tuple whose first
