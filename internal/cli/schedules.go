@@ -2,6 +2,8 @@ package cli
 
 import (
 	"context"
+	"encoding/base64"
+	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
@@ -18,21 +20,35 @@ import (
 
 // ScheduleJSON is one schedule in schedules --json: fdbqueue.ScheduleInfo.
 // Name is the schedule's name when it is valid UTF-8; otherwise
-// NameBase64 holds its bytes.
+// NameBase64 holds its bytes. A marker the library cannot read has Error
+// and MarkerBase64 instead of Slot and JobID.
 type ScheduleJSON struct {
 	Name       *string `json:"name,omitempty"`
 	NameBase64 string  `json:"name_base64,omitempty"`
-	Slot       string  `json:"slot"`   // the last slot scheduled, RFC 3339 (UTC)
-	JobID      string  `json:"job_id"` // hex: the slot's job, or the one holding its unique key
+	Slot       string  `json:"slot,omitempty"`   // the last slot scheduled, RFC 3339 (UTC)
+	JobID      string  `json:"job_id,omitempty"` // hex: the slot's job, or the one holding its unique key
 	// Duplicate: the slot was skipped, its job's unique key held by job_id.
 	Duplicate bool `json:"duplicate,omitempty"`
+	// Error: the marker cannot be read (ScheduleInfo.Err); MarkerBase64
+	// holds its stored value. Schedule fails on it; unschedule removes it.
+	Error        string `json:"error,omitempty"`
+	MarkerBase64 string `json:"marker_base64,omitempty"`
 }
 
 func scheduleJSON(si fdbqueue.ScheduleInfo) ScheduleJSON {
-	j := ScheduleJSON{Slot: rfc3339(si.Slot), JobID: si.ID.String(), Duplicate: si.Duplicate}
+	var j ScheduleJSON
+	if si.Err != nil {
+		j.Error, j.MarkerBase64 = si.Err.Error(), base64.StdEncoding.EncodeToString(si.Raw)
+	} else {
+		j.Slot, j.JobID, j.Duplicate = rfc3339(si.Slot), si.ID.String(), si.Duplicate
+	}
 	j.Name, j.NameBase64 = jsonValue([]byte(si.Name))
 	return j
 }
+
+// markerShown is how many bytes of an unreadable marker the text form of
+// schedules shows, in hex (--json gives them all).
+const markerShown = 32
 
 // schedulePage is the most markers one Schedules transaction reads: a
 // marker's key is at most the prefix and about 2,000 bytes, so a page
@@ -72,6 +88,15 @@ func quoteName(name string) string { return strconv.Quote(name) }
 // writeScheduleLine writes schedule si as the text form of schedules
 // shows it, as its nth line.
 func writeScheduleLine(w io.Writer, n int, si fdbqueue.ScheduleInfo, now time.Time) {
+	if si.Err != nil {
+		shown := hex.EncodeToString(si.Raw[:min(len(si.Raw), markerShown)])
+		if len(si.Raw) > markerShown {
+			shown += "..."
+		}
+		fmt.Fprintf(w, "%4d  %s  unreadable marker of %d bytes %s  (Schedule fails on it; unschedule removes it)\n",
+			n, quoteName(si.Name), len(si.Raw), shown)
+		return
+	}
 	job := "job " + si.ID.String()
 	if si.Duplicate {
 		job = "skipped: job " + si.ID.String() + " held its unique key"

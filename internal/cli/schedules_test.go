@@ -16,6 +16,7 @@ import (
 	"github.com/fdbqueue/fdbqueue"
 	"github.com/fdbqueue/fdbqueue/kv"
 	"github.com/fdbqueue/fdbqueue/memdb"
+	"github.com/fdbqueue/fdbqueue/tuple"
 )
 
 // demoScheduleQueue opens demo/work with the library on the demo's clock,
@@ -279,4 +280,61 @@ func TestSchedulesOutputErrorFails(t *testing.T) {
 		assert.Equal(t, ExitFailure, r.code, "%q", a)
 		assert.Contains(t, r.stderr, errFull.Error(), "%q", a)
 	}
+}
+
+// A marker the library cannot read (here: another program's) is listed by
+// schedules, text and JSON, in its place and the others as usual, with
+// its size and bytes (the text shows the first 32 in hex, --json all of
+// them, with the library's error); unschedule --dry-run shows it and
+// changes nothing, and unschedule removes it. schedules used to fail
+// (exit 1) on it, listing nothing, and unschedule could not remove it.
+func TestSchedulesUnreadableMarker(t *testing.T) {
+	db, clock, onClock := demoJobs(t)
+	q := demoSchedules(t, db, clock)
+	ctx := context.Background()
+	legacy, wide := []byte("cron=0 * * * *"), []byte(strings.Repeat("w", 40))
+	for name, v := range map[string][]byte{"legacy": legacy, "wide": wide} {
+		key, err := q.Subspace().Pack(tuple.Tuple{"p", name})
+		require.NoError(t, err)
+		_, err = kv.Transact(ctx, db, func(tr kv.Transaction) (struct{}, error) { tr.Set(key, v); return struct{}{}, nil })
+		require.NoError(t, err)
+	}
+	r := runCLI(t, db, onClock, work("schedules")...)
+	require.Equal(t, ExitOK, r.code, r.stderr)
+	lines := strings.Split(strings.TrimSuffix(r.stdout, "\n"), "\n")
+	require.Len(t, lines, 6, r.stdout)
+	assert.Equal(t, `   4  "legacy"  unreadable marker of 14 bytes 63726f6e3d30202a202a202a202a  (Schedule fails on it; unschedule removes it)`, lines[3])
+	assert.Equal(t, `   6  "wide"  unreadable marker of 40 bytes `+strings.Repeat("77", 32)+`...  (Schedule fails on it; unschedule removes it)`, lines[5])
+	assert.Contains(t, lines[4], `"sync"  last slot`, "the schedules after it are listed")
+
+	r = runCLI(t, db, onClock, work("schedules", "--json")...)
+	require.Equal(t, ExitOK, r.code, r.stderr)
+	var got []ScheduleJSON
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &got))
+	require.Len(t, got, 6)
+	for i, raw := range map[int][]byte{3: legacy, 5: wide} {
+		j := got[i]
+		b, err := base64.StdEncoding.DecodeString(j.MarkerBase64)
+		require.NoError(t, err)
+		assert.Equal(t, raw, b)
+		assert.Contains(t, j.Error, "periodic job marker")
+		assert.Empty(t, j.Slot+j.JobID, "no slot or job to give")
+		assert.NotContains(t, r.stdout, `"slot": ""`)
+	}
+	assert.Empty(t, got[4].Error)
+	assert.NotEmpty(t, got[4].Slot)
+
+	before := allPairs(t, db)
+	r = runCLI(t, db, onClock, work("unschedule", "--dry-run", "legacy")...)
+	require.Equal(t, ExitOK, r.code, r.stderr)
+	assert.Equal(t, "   1"+lines[3][4:]+"\n"+`would unschedule "legacy" in ("demo", "work") (dry run: nothing changed)`+"\n", r.stdout)
+	require.Equal(t, before, allPairs(t, db))
+
+	r = runCLI(t, db, onClock, work("unschedule", "legacy")...)
+	require.Equal(t, ExitOK, r.code, r.stderr)
+	assert.Equal(t, "   1"+lines[3][4:]+"\n"+`unscheduled "legacy" in ("demo", "work") (its jobs stay; a scheduler still running it schedules it again)`+"\n", r.stdout)
+	for _, si := range libSchedules(t, db, q) {
+		assert.NotEqual(t, "legacy", si.Name)
+	}
+	assert.Len(t, libSchedules(t, db, q), 5)
 }
