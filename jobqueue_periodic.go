@@ -57,12 +57,17 @@ type ScheduleResult struct {
 	// ID is the slot's job: the one this call added, or, when Added is
 	// false and the slot was already scheduled, the one that was added for
 	// it (or that held the unique key, Duplicate). Zero when a later slot
-	// than Slot was already scheduled.
+	// than Slot was already scheduled (Ahead).
 	ID JobID
 	// Duplicate reports that the slot was skipped because the job's
 	// UniqueKey was held by a job in the queue (ID is that job): the slot
 	// counts as scheduled all the same.
 	Duplicate bool
+	// Ahead is, when a later slot than Slot was already scheduled, that
+	// slot, the marker's (in now's location); zero otherwise. The
+	// schedule adds nothing until now reaches the slot after it: see
+	// Schedule for a marker far ahead.
+	Ahead time.Time
 }
 
 // periodic is a schedule as Schedule and RunScheduler run it: a
@@ -125,9 +130,13 @@ func slotOf(t time.Time, every time.Duration) (int64, bool) {
 // now's: a schedule whose schedulers were all down for several periods
 // gets one job, for the latest slot, not a burst (as river's and asynq's
 // schedulers do). A now in an earlier slot than the marker's (a scheduler
-// whose clock lags) adds nothing; so a marker written by a clock far
-// ahead (or a now given far ahead) stops the schedule until the clocks
-// reach it: Schedules shows its slot, and Unschedule removes it. A
+// whose clock lags) adds nothing, and says so: ScheduleResult.Ahead holds
+// the marker's slot, and the queue's metric fdbqueue.schedule.ahead counts
+// the call. So a marker written by a clock far ahead (or a now given far
+// ahead) stops the schedule until the clocks reach it: RunScheduler logs
+// it at Warn, and Schedules shows the slot. Either wait, or fix or stop
+// the schedulers whose clock is ahead (else they write it again) and
+// Unschedule the name: the next Schedule adds the slot under way. A
 // schedule's first call, or one after a gap or an Unschedule, adds the
 // slot under way: its job is due at once (its due time, the slot's
 // start, has passed), not at the next slot. The marker stays when no
@@ -275,6 +284,8 @@ func (q *JobQueue) schedule(ctx context.Context, t kv.Transactor, pj periodic, n
 			}
 			switch {
 			case last > slot:
+				out.Ahead = time.UnixMicro(last).In(now.Location())
+				q.journal.track.obs.markerAhead(tr)
 				return out, nil
 			case last == slot:
 				out.ID, out.Duplicate = by, dup
@@ -352,6 +363,13 @@ const markerShown = 64
 // call adds the latest. A marker Schedule cannot read is such an error
 // (a *ForeignKeyError) at every start until it is removed: Unschedule
 // its name.
+//
+// A schedule whose marker holds a later slot than the clock's
+// (ScheduleResult.Ahead, see Schedule) adds nothing, and RunScheduler
+// goes on calling it at each of its slots: it logs a Warn line through
+// the queue's logger (WithLogger) naming the schedule, the marker's slot,
+// now and how far ahead the marker is, once each time the schedule falls
+// behind its marker, not at every slot.
 func (q *JobQueue) RunScheduler(ctx context.Context, db kv.Database, jobs []PeriodicJob) error {
 	ps := make([]periodic, len(jobs))
 	for i, pj := range jobs {
@@ -385,6 +403,7 @@ func (q *JobQueue) runScheduler(ctx context.Context, db kv.Database, jobs []peri
 	for i := range done {
 		done[i] = math.MinInt64
 	}
+	behind := make([]bool, len(jobs)) // its marker was ahead at its last call: logged
 	for {
 		if ctx.Err() != nil {
 			return nil
@@ -394,13 +413,20 @@ func (q *JobQueue) runScheduler(ctx context.Context, db kv.Database, jobs []peri
 		for i, pj := range jobs {
 			slot, ok := slotOf(now, pj.Every)
 			if !ok || slot > done[i] { // !ok: Schedule refuses now
-				if _, err := q.schedule(ctx, db, pj, now); err != nil {
+				r, err := q.schedule(ctx, db, pj, now)
+				if err != nil {
 					if ctx.Err() != nil {
 						return nil
 					}
 					return err
 				}
 				done[i] = slot
+				if ahead := !r.Ahead.IsZero(); ahead != behind[i] {
+					behind[i] = ahead
+					if ahead {
+						q.journal.track.obs.markerAheadLogged(pj.Name, r.Ahead, now)
+					}
+				}
 			}
 			if p := pj.Every.Microseconds(); slot <= math.MaxInt64-p {
 				next = min(next, slot+p)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -416,9 +417,10 @@ func TestUnscheduleWhileSchedulerRuns(t *testing.T) {
 }
 
 // A marker ahead of the clocks (a scheduler whose clock ran a day ahead)
-// stops the schedule until the clocks reach it: Schedule adds nothing;
-// Schedules shows the slot in the future, and after Unschedule the next
-// Schedule adds the slot under way.
+// stops the schedule until the clocks reach it: Schedule adds nothing,
+// and its result says so, with the marker's slot (Ahead; it used to say
+// nothing of it); Schedules shows the slot in the future, and after
+// Unschedule the next Schedule adds the slot under way.
 func TestScheduleMarkerAheadRecoveredByUnschedule(t *testing.T) {
 	ctx := context.Background()
 	db := newDB(t)
@@ -432,6 +434,10 @@ func TestScheduleMarkerAheadRecoveredByUnschedule(t *testing.T) {
 	r, err := q.Schedule(ctx, db, pj, time.Time{})
 	require.NoError(t, err)
 	require.False(t, r.Added, "the marker is later than now's slot")
+	require.Equal(t, fdbqueue.ScheduleResult{Slot: clock.Now(), Ahead: ahead.Slot}, r, "the result names the marker's slot")
+	same, err := q.Schedule(ctx, db, pj, ahead.Slot.Add(time.Minute))
+	require.NoError(t, err)
+	require.True(t, same.Ahead.IsZero(), "in the marker's own slot, not ahead: %v", same.Ahead)
 	all := mustSchedules(t, db, q, 10)
 	require.Len(t, all, 1)
 	require.True(t, all[0].Slot.After(clock.Now()), "Schedules shows the slot ahead: %v", all[0].Slot)
@@ -442,4 +448,60 @@ func TestScheduleMarkerAheadRecoveredByUnschedule(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, r.Added)
 	require.True(t, r.Slot.Equal(clock.Now()))
+}
+
+// RunScheduler on a clock behind its schedule's marker (written by a
+// scheduler three minutes ahead) logs one Warn line through the queue's
+// logger, naming the schedule, the marker's slot and now, and no more at
+// its next slots while the marker stays ahead; once the clock reaches the
+// marker's slot the schedule adds jobs again, and a marker ahead again
+// later is logged again. It used to log nothing: the schedule stopped
+// silently.
+func TestRunSchedulerWarnsOnceWhileMarkerAhead(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	db := newDB(t)
+	clock := newFakeClock()
+	clock.Armed = make(chan time.Duration, 1)
+	var logs syncBuffer
+	q := mustJobQueue(t, "schedule-ahead-warn", fdbqueue.JobQueueConfig{Clock: clock},
+		fdbqueue.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
+	pj := named("tick", time.Minute, "")
+	start := clock.Now()
+	_, err := q.Schedule(ctx, db, pj, start.Add(3*time.Minute))
+	require.NoError(t, err)
+	warnings := func() int { return strings.Count(logs.String(), "marker is ahead") }
+
+	done := make(chan error, 1)
+	go func() { done <- q.RunScheduler(ctx, db, []fdbqueue.PeriodicJob{pj}) }()
+	<-clock.Armed
+	require.Equal(t, 1, warnings(), logs.String())
+	line := logs.String()
+	require.Contains(t, line, "level=WARN")
+	require.Contains(t, line, "schedule=tick")
+	const slogTime = "2006-01-02T15:04:05.000Z07:00" // the text handler's form
+	require.Contains(t, line, "marker_slot="+start.Add(3*time.Minute).Format(slogTime))
+	require.Contains(t, line, "now="+start.Format(slogTime))
+	require.Contains(t, line, "ahead_by=3m0s")
+	require.Contains(t, line, "fdbqueue.queue=")
+	for range 2 {
+		clock.Advance(time.Minute)
+		<-clock.Armed
+	}
+	require.Equal(t, 1, warnings(), "once while the marker stays ahead: %s", logs.String())
+	require.Equal(t, int64(1), mustStats(t, db, q).Queued, "nothing added while behind")
+
+	clock.Advance(time.Minute) // the marker's own slot: scheduled already
+	<-clock.Armed
+	clock.Advance(time.Minute)
+	<-clock.Armed
+	require.Equal(t, int64(2), mustStats(t, db, q).Queued, "the clock passed the marker: a job again")
+
+	_, err = q.Schedule(ctx, db, pj, clock.Now().Add(time.Hour))
+	require.NoError(t, err)
+	clock.Advance(time.Minute)
+	<-clock.Armed
+	require.Equal(t, 2, warnings(), "ahead again: logged again: %s", logs.String())
+	cancel()
+	require.NoError(t, <-done)
 }

@@ -42,6 +42,7 @@ import (
 //	fdbqueue.lease.extensions      counter {extension}  fdbqueue.outcome (JobQueue.Extend, and a pool's heartbeat)
 //	fdbqueue.handler.duration      histogram s          fdbqueue.outcome (a JobQueue pool's Result)
 //	fdbqueue.dead_letters          counter {job}        jobs moved to the dead-letter list
+//	fdbqueue.schedule.ahead        counter {call}       Schedules that found their schedule's marker at a later slot than theirs
 //	fdbqueue.depth                 gauge   {item}       items, or a JobQueue's jobs (RegisterGauges)
 //	fdbqueue.oldest_item.age       gauge   s            RegisterGauges: versionstamp-ordered Queue, JobQueue
 //	fdbqueue.jobs                  gauge   {job}        fdbqueue.state (JobQueue.RegisterGauges)
@@ -73,6 +74,13 @@ import (
 // more for the pool's own ack, which finds it done (a journal replay);
 // fdbqueue.lease.outcomes counts each job once.
 //
+// fdbqueue.schedule.ahead counts the Schedule calls (RunScheduler's
+// included) that added nothing because the schedule's marker held a
+// later slot than their now's: a clock ahead of this process's wrote it
+// (see JobQueue.Schedule). A few, at slot boundaries, are clocks that
+// differ by a moment; a steady count means the schedule adds no jobs
+// until this clock reaches the marker's slot.
+//
 // fdbqueue.handler.duration is the time from a pool's call of the Handler
 // to its return (or panic), on the queue's Clock, recorded once the job is
 // settled, with the job's Result; a handler abandoned at shutdown before
@@ -100,7 +108,8 @@ func WithMeterProvider(mp metric.MeterProvider) Option {
 // with an unknown commit outcome (with the operation ID that settles them
 // on this queue value, see WithOpID; on a queue made WithoutIdempotency,
 // with none: they cannot be settled), journal replays, expired leases
-// taken over and dead letters. The default discards them: a library should
+// taken over, dead letters and a RunScheduler's schedule whose marker is
+// ahead of its clock. The default discards them: a library should
 // not write to an application's logs unasked, and every one of these events
 // is also counted in the metrics. A Logger without a handler (a zero
 // slog.Logger, or one whose handler is a nil pointer) is refused by the
@@ -146,7 +155,7 @@ type observer struct {
 
 	ops, conflicts, retries, unknown, replays  metric.Int64Counter
 	staged, leaseOutcomes, expiredLeases, dead metric.Int64Counter
-	extensions                                 metric.Int64Counter
+	extensions, scheduleAhead                  metric.Int64Counter
 	handlerDuration                            metric.Float64Histogram
 }
 
@@ -191,6 +200,7 @@ func newObserver(queuePrefix []byte, c obsConfig) *observer {
 	o.expiredLeases = counter("fdbqueue.lease.expired", "{lease}", "Expired leases taken over by Lease.")
 	o.dead = counter("fdbqueue.dead_letters", "{job}", "Jobs moved to the dead-letter list.")
 	o.extensions = counter("fdbqueue.lease.extensions", "{extension}", "Lease extensions (JobQueue.Extend, a pool's heartbeat), by outcome.")
+	o.scheduleAhead = counter("fdbqueue.schedule.ahead", "{call}", "Schedule calls that added nothing because the schedule's marker held a later slot (written by a clock ahead).")
 	o.handlerDuration, _ = o.meter.Float64Histogram("fdbqueue.handler.duration", metric.WithUnit("s"),
 		metric.WithDescription("Time from a JobQueue pool's call of its Handler to the handler's return, by the job's outcome."),
 		metric.WithExplicitBucketBoundaries(handlerBuckets...))
@@ -393,6 +403,21 @@ func (o *observer) deadLettered(tr kv.Transaction, job JobID, reason string) {
 		o.add(o.dead, 1)
 		o.log.Warn("fdbqueue: job dead-lettered", "job", job.String(), "reason", reason)
 	})
+}
+
+// markerAhead counts a Schedule that found its schedule's marker at a
+// later slot (hook: JobQueue.schedule), after tr commits.
+func (o *observer) markerAhead(tr kv.Transaction) {
+	afterCommit(tr, func() { o.add(o.scheduleAhead, 1) })
+}
+
+// markerAheadLogged logs, at Warn, that RunScheduler's schedule name
+// adds no job while its marker's slot is ahead of now (hook:
+// JobQueue.runScheduler, once each time a schedule falls behind its
+// marker).
+func (o *observer) markerAheadLogged(name string, marker, now time.Time) {
+	o.log.Warn("fdbqueue: periodic job's marker is ahead of this clock: no job is added until the clock reaches its slot; Unschedule removes it",
+		"schedule", name, "marker_slot", marker.UTC(), "now", now.UTC(), "ahead_by", marker.Sub(now))
 }
 
 // versionsPerSecond is how fast FoundationDB's commit versions advance

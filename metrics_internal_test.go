@@ -5,11 +5,13 @@ import (
 	"regexp"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/metric/noop"
 
+	"github.com/fdbqueue/fdbqueue/kv"
 	"github.com/fdbqueue/fdbqueue/memdb"
 )
 
@@ -144,4 +146,34 @@ func TestCancelCountedAsAnOperation(t *testing.T) {
 		}
 	}
 	require.Equal(t, []string{"ok", "error"}, cancels)
+}
+
+// fdbqueue.schedule.ahead counts each Schedule that found its marker at a
+// later slot, once per call that committed, with the queue's attribute;
+// a Schedule in the marker's own slot, or one that adds, is not counted,
+// nor an attempt that conflicted (its retry is the call's count).
+func TestScheduleAheadCounted(t *testing.T) {
+	ctx := context.Background()
+	db := memdb.New()
+	defer db.Close()
+	m := &attrsMeter{got: map[string][]map[string]string{}}
+	q, err := NewJobQueue(SubspaceFromBytes([]byte("ahead-metrics")), JobQueueConfig{}, WithMeterProvider(attrsProvider{m: m}), WithQueueName("ahead"))
+	require.NoError(t, err)
+	pj := PeriodicJob{Name: "tick", Every: time.Minute, Job: func(time.Time) Job { return Job{} }}
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	_, err = q.Schedule(ctx, db, pj, now.Add(10*time.Minute))
+	require.NoError(t, err)
+	_, err = q.Schedule(ctx, db, pj, now.Add(10*time.Minute))
+	require.NoError(t, err)
+	require.Empty(t, m.got["fdbqueue.schedule.ahead"], "the marker's own slot is not ahead")
+	for range 2 {
+		r, err := q.Schedule(ctx, db, pj, now)
+		require.NoError(t, err)
+		require.False(t, r.Ahead.IsZero())
+	}
+	db.FailNextCommit(kv.ErrNotCommitted, false)
+	_, err = q.Schedule(ctx, db, pj, now)
+	require.NoError(t, err)
+	require.Equal(t, []map[string]string{{"fdbqueue.queue": "ahead"}, {"fdbqueue.queue": "ahead"}, {"fdbqueue.queue": "ahead"}},
+		m.got["fdbqueue.schedule.ahead"])
 }

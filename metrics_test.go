@@ -120,7 +120,7 @@ func TestObserveInstrumentsHaveUnits(t *testing.T) {
 	}
 	want := []string{"fdbqueue.operations", "fdbqueue.conflicts", "fdbqueue.retries", "fdbqueue.commit_unknown_result",
 		"fdbqueue.journal.replays", "fdbqueue.staged.steps", "fdbqueue.lease.outcomes", "fdbqueue.lease.expired",
-		"fdbqueue.dead_letters", "fdbqueue.lease.extensions", "fdbqueue.handler.duration",
+		"fdbqueue.dead_letters", "fdbqueue.lease.extensions", "fdbqueue.handler.duration", "fdbqueue.schedule.ahead",
 		"fdbqueue.depth", "fdbqueue.oldest_item.age", "fdbqueue.jobs"}
 	require.Len(t, m.defs, len(want), "instruments: %v", m.defs)
 	unit := regexp.MustCompile(`unit="(s|\{[a-z_]+\})"`)
