@@ -97,8 +97,9 @@ import (
 // What the instruments cost: an attribute set per call and atomic adds in
 // the SDK (and two clock reads per job for the histogram); with the
 // default no-op provider, nothing measurable: no attribute is built and
-// the clock is not read. A nil pointer of a provider type is refused by
-// the constructor with ErrInvalidArgument.
+// the clock is not read. A nil pointer of a provider type, or a provider
+// whose Meter returns nil, is refused by the constructor with
+// ErrInvalidArgument.
 func WithMeterProvider(mp metric.MeterProvider) Option {
 	return func(c *config) { c.obs.meterProvider = mp }
 }

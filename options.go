@@ -59,6 +59,13 @@ func newConfig(opts []Option) (config, error) {
 	if c.obs.meterProvider != nil && nilValue(c.obs.meterProvider) {
 		return c, fmt.Errorf("%w: WithMeterProvider given a nil %T", ErrInvalidArgument, c.obs.meterProvider)
 	}
+	if c.obs.meterProvider != nil {
+		// The observer asks again; an SDK returns the same Meter for the
+		// same name.
+		if m := c.obs.meterProvider.Meter(instrumentationName); m == nil || nilValue(m) {
+			return c, fmt.Errorf("%w: WithMeterProvider given a %T whose Meter returns nil", ErrInvalidArgument, c.obs.meterProvider)
+		}
+	}
 	if err := checkLogger("WithLogger", c.obs.logger); err != nil {
 		return c, err
 	}

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/metric/noop"
 
 	"github.com/fdbqueue/fdbqueue"
@@ -17,11 +18,25 @@ import (
 // dereferences it (the embedded provider is reached through the pointer).
 type nilProvider struct{ noop.MeterProvider }
 
+// nilMeterProvider's Meter returns nil, which OpenTelemetry's API forbids.
+type nilMeterProvider struct{ noop.MeterProvider }
+
+func (nilMeterProvider) Meter(string, ...metric.MeterOption) metric.Meter { return nil }
+
+// nilPtrMeterProvider's Meter returns a nil pointer in the interface.
+type nilPtrMeterProvider struct{ noop.MeterProvider }
+
+func (nilPtrMeterProvider) Meter(string, ...metric.MeterOption) metric.Meter {
+	var m *noop.Meter
+	return m
+}
+
 // An interface holding a nil pointer is not nil: a JobQueueConfig.Clock,
 // WithEntropy source or WithMeterProvider given one, and a Logger
 // (WithLogger, PoolOptions.Logger) without a handler, are refused when the
 // queue is made (or the pool started) with ErrInvalidArgument. They were
-// accepted, and the first Add, Enqueue or log line panicked.
+// accepted, and the first Add, Enqueue or log line panicked. So is a
+// provider whose Meter returns nil (the constructor panicked).
 func TestTypedNilOptionsRefused(t *testing.T) {
 	ctx := context.Background()
 	sub := mustSubspace(t, "typed-nil-options")
@@ -34,6 +49,8 @@ func TestTypedNilOptionsRefused(t *testing.T) {
 	bad := map[string]fdbqueue.Option{
 		"WithEntropy":            fdbqueue.WithEntropy(reader),
 		"WithMeterProvider":      fdbqueue.WithMeterProvider(provider),
+		"Meter returns nil":      fdbqueue.WithMeterProvider(nilMeterProvider{}),
+		"Meter returns nil ptr":  fdbqueue.WithMeterProvider(nilPtrMeterProvider{}),
 		"WithLogger zero Logger": fdbqueue.WithLogger(&slog.Logger{}),
 		"WithLogger nil handler": fdbqueue.WithLogger(slog.New((*slog.JSONHandler)(nil))),
 	}
