@@ -558,6 +558,108 @@ func TestLeaseModelCancelAndJob(t *testing.T) {
 	}
 }
 
+// The model's Requeue and DeleteDead: a Requeue puts a dead job back,
+// due at its call's now, its attempts at 0 and its unique key held again
+// (refused while another job in the queue holds the key), a DeleteDead
+// removes a dead job for good; both find nothing for a job in the queue,
+// gone or never added, and each takes effect once: the histories of a
+// Requeue that kept the attempt count or left the job dead, of one applied
+// twice (its retry finding the job no longer dead), and of a DeleteDead
+// that left the job are rejected.
+func TestLeaseModelRequeueAndDeleteDead(t *testing.T) {
+	m := LeaseModel(2)
+	op := func(c int, call, ret int64, in LeaseInput, out LeaseOutput) porcupine.Operation {
+		return porcupine.Operation{ClientId: c, Input: in, Call: call, Output: out, Return: ret}
+	}
+	add := func(c int, call, ret int64, key, job string, dup bool) porcupine.Operation {
+		return op(c, call, ret, LeaseInput{Kind: LAdd, Max: 2, Unique: key}, LeaseOutput{Job: job, Duplicate: dup})
+	}
+	lease := func(c int, call, ret, now int64, out LeaseOutput) porcupine.Operation {
+		return op(c, call, ret, LeaseInput{Kind: LLease, Now: now, N: 1, D: 10}, out)
+	}
+	got := func(job string, tag uint64, attempt int) LeaseOutput {
+		return LeaseOutput{Leases: []LeasedJob{{Job: job, Tag: tag, Attempt: attempt}}}
+	}
+	on := func(kind LeaseKind, c int, call, ret, now int64, job string, out LeaseOutput) porcupine.Operation {
+		return op(c, call, ret, LeaseInput{Kind: kind, Now: now, Job: job}, out)
+	}
+	ok, notFound, keyHeld, unknown := LeaseOutput{}, LeaseOutput{NotFound: true}, LeaseOutput{KeyHeld: true}, LeaseOutput{Unknown: true}
+	observe := func(call, now int64, held []KeyHold, jobs ...JobRecord) porcupine.Operation {
+		return op(9, call, call+1, LeaseInput{Kind: LObserve, Now: now}, LeaseOutput{Jobs: jobs, Held: held})
+	}
+	// a (max 2, unique key k) leased on both its attempts at 0 and 20,
+	// its last lease expired at 30.
+	exhausted := []porcupine.Operation{add(0, 1, 2, "k", "a", false), lease(0, 3, 4, 0, got("a", 7, 1)), lease(0, 5, 6, 20, got("a", 8, 2))}
+	// a dead-lettered by the Nack of its last lease, at 20.
+	deadA := append(slices.Clone(exhausted), op(0, 7, 8, LeaseInput{Kind: LNack, Now: 20, Job: "a", Tag: 8}, LeaseOutput{Dead: true}))
+	then := func(ops ...porcupine.Operation) []porcupine.Operation { return append(slices.Clone(deadA), ops...) }
+	deadRec := JobRecord{Job: "a", Attempts: 2, Max: 2, Dead: true, Unique: "k"}
+	requeued := JobRecord{Job: "a", Vest: 50, Max: 2, Unique: "k"} // requeued at 50
+	heldA := []KeyHold{{"k", "a"}}
+	cases := []struct {
+		name    string
+		history []porcupine.Operation
+		want    bool
+	}{
+		{"requeued: due at once, attempts 0, key held", then(on(LRequeue, 1, 9, 10, 50, "a", ok), observe(11, 50, heldA, requeued)), true},
+		{"requeued: leased on its first attempt", then(on(LRequeue, 1, 9, 10, 50, "a", ok), lease(0, 11, 12, 50, got("a", 9, 1))), true},
+		{"requeued: attempts kept", then(on(LRequeue, 1, 9, 10, 50, "a", ok),
+			observe(11, 50, heldA, JobRecord{Job: "a", Vest: 50, Attempts: 2, Max: 2, Unique: "k"})), false},
+		{"requeued: attempts kept, leased past its last", then(on(LRequeue, 1, 9, 10, 50, "a", ok), lease(0, 11, 12, 50, got("a", 9, 3))), false},
+		{"requeued: attempts kept, buried at once", then(on(LRequeue, 1, 9, 10, 50, "a", ok), lease(0, 11, 12, 50, LeaseOutput{Empty: true}),
+			observe(13, 50, nil, deadRec)), false},
+		{"requeued: still dead", then(on(LRequeue, 1, 9, 10, 50, "a", ok), observe(11, 50, nil, deadRec)), false},
+		{"requeued: key not taken again", then(on(LRequeue, 1, 9, 10, 50, "a", ok), observe(11, 50, nil, requeued)), false},
+		{"requeued: its key held by it", then(on(LRequeue, 1, 9, 10, 50, "a", ok), add(1, 11, 12, "k", "a", true)), true},
+		{"requeued: its key taken by another", then(on(LRequeue, 1, 9, 10, 50, "a", ok), add(1, 11, 12, "k", "b", false)), false},
+		{"requeued: another vesting time", then(on(LRequeue, 1, 9, 10, 50, "a", ok),
+			observe(11, 50, heldA, JobRecord{Job: "a", Vest: 60, Max: 2, Unique: "k"})), false},
+		{"requeued twice", then(on(LRequeue, 1, 9, 10, 50, "a", ok), on(LRequeue, 1, 11, 12, 50, "a", ok)), false},
+		{"requeued, then not found", then(on(LRequeue, 1, 9, 10, 50, "a", ok), on(LRequeue, 1, 11, 12, 50, "a", notFound)), true},
+		{"requeued, then cancelled", then(on(LRequeue, 1, 9, 10, 50, "a", ok), on(LCancel, 1, 11, 12, 50, "a", ok), observe(13, 50, nil)), true},
+		{"dead: not found, then requeued (applied twice)", then(on(LRequeue, 1, 9, 10, 50, "a", notFound), observe(11, 50, heldA, requeued)), false},
+		{"dead: not found", then(on(LRequeue, 1, 9, 10, 50, "a", notFound)), false},
+		{"key held: refused", then(add(1, 9, 10, "k", "b", false), on(LRequeue, 1, 11, 12, 50, "a", keyHeld),
+			observe(13, 50, []KeyHold{{"k", "b"}}, deadRec, JobRecord{Job: "b", Max: 2, Unique: "k"})), true},
+		{"key held: requeued", then(add(1, 9, 10, "k", "b", false), on(LRequeue, 1, 11, 12, 50, "a", ok)), false},
+		{"key free: refused", then(on(LRequeue, 1, 9, 10, 50, "a", keyHeld)), false},
+		{"queued: not found", []porcupine.Operation{add(0, 1, 2, "", "a", false), on(LRequeue, 1, 3, 4, 0, "a", notFound),
+			on(LDeleteDead, 1, 5, 6, 0, "a", notFound)}, true},
+		{"queued: requeued", []porcupine.Operation{add(0, 1, 2, "", "a", false), on(LRequeue, 1, 3, 4, 0, "a", ok)}, false},
+		{"queued: deleted", []porcupine.Operation{add(0, 1, 2, "", "a", false), on(LDeleteDead, 1, 3, 4, 0, "a", ok)}, false},
+		{"never added: requeued", []porcupine.Operation{on(LRequeue, 1, 1, 2, 0, "z", ok)}, false},
+		{"never added: deleted", []porcupine.Operation{on(LDeleteDead, 1, 1, 2, 0, "z", ok)}, false},
+		{"last lease running: requeued", append(slices.Clone(exhausted), on(LRequeue, 1, 7, 8, 25, "a", ok)), false},
+		{"last lease expired: buried, requeued", append(slices.Clone(exhausted), on(LRequeue, 1, 7, 8, 40, "a", ok),
+			observe(9, 40, heldA, JobRecord{Job: "a", Vest: 40, Max: 2, Unique: "k"})), true},
+		{"last lease expired: buried, deleted", append(slices.Clone(exhausted), on(LDeleteDead, 1, 7, 8, 40, "a", ok), observe(9, 40, nil)), true},
+
+		{"deleted: gone", then(on(LDeleteDead, 1, 9, 10, 50, "a", ok), observe(11, 50, nil)), true},
+		{"deleted: still dead", then(on(LDeleteDead, 1, 9, 10, 50, "a", ok), observe(11, 50, nil, deadRec)), false},
+		{"deleted: then requeued", then(on(LDeleteDead, 1, 9, 10, 50, "a", ok), on(LRequeue, 1, 11, 12, 50, "a", ok)), false},
+		{"deleted: then found by Job", then(on(LDeleteDead, 1, 9, 10, 50, "a", ok), on(LJob, 1, 11, 12, 50, "a", LeaseOutput{Record: deadRec})), false},
+		{"deleted twice", then(on(LDeleteDead, 1, 9, 10, 50, "a", ok), on(LDeleteDead, 1, 11, 12, 50, "a", ok)), false},
+		{"deleted, then not found", then(on(LDeleteDead, 1, 9, 10, 50, "a", ok), on(LDeleteDead, 1, 11, 12, 50, "a", notFound)), true},
+		{"dead: delete not found, then gone (applied twice)", then(on(LDeleteDead, 1, 9, 10, 50, "a", notFound), observe(11, 50, nil)), false},
+		{"requeue and delete race: one finds it dead", then(on(LRequeue, 1, 9, 12, 50, "a", ok), on(LDeleteDead, 2, 10, 11, 50, "a", notFound),
+			observe(13, 50, heldA, requeued)), true},
+		{"requeue and delete race: both find it dead", then(on(LRequeue, 1, 9, 12, 50, "a", ok), on(LDeleteDead, 2, 10, 11, 50, "a", ok)), false},
+		{"requeue and cancel race: cancel after", then(on(LRequeue, 1, 9, 12, 50, "a", ok), on(LCancel, 2, 10, 11, 50, "a", ok), observe(13, 50, nil)), true},
+
+		{"unknown requeue: requeued", then(on(LRequeue, 1, 9, 10, 50, "a", unknown), observe(11, 50, heldA, requeued)), true},
+		{"unknown requeue: did nothing", then(on(LRequeue, 1, 9, 10, 50, "a", unknown), observe(11, 50, nil, deadRec)), true},
+		{"unknown requeue: removed it", then(on(LRequeue, 1, 9, 10, 50, "a", unknown), observe(11, 50, nil)), false},
+		{"unknown delete: deleted", then(on(LDeleteDead, 1, 9, 10, 50, "a", unknown), observe(11, 50, nil)), true},
+		{"unknown delete: did nothing", then(on(LDeleteDead, 1, 9, 10, 50, "a", unknown), observe(11, 50, nil, deadRec)), true},
+		{"unknown delete: requeued it", then(on(LDeleteDead, 1, 9, 10, 50, "a", unknown), observe(11, 50, heldA, requeued)), false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			require.Equal(t, tc.want, porcupine.CheckOperations(m, tc.history))
+		})
+	}
+}
+
 // A retried Lease returns, from its journal record, the leases of its
 // attempt that committed whose jobs still carry them: one a Cancel
 // removed before the retry is left out (ErrEmpty if none is left). The

@@ -12,7 +12,8 @@ import (
 type LeaseKind uint8
 
 // JobQueue operations. LObserve is the harness's read of every job record
-// at a quiescent point; LJob is a JobQueue.Job lookup of one job.
+// at a quiescent point; LJob is a JobQueue.Job lookup of one job;
+// LRequeue and LDeleteDead are JobQueue.Requeue and DeleteDead of a job.
 const (
 	LAdd LeaseKind = iota
 	LLease
@@ -23,9 +24,11 @@ const (
 	LRelease
 	LCancel
 	LJob
+	LRequeue
+	LDeleteDead
 )
 
-var leaseKindNames = [...]string{"Add", "Lease", "Ack", "Nack", "Extend", "Observe", "Release", "Cancel", "Job"}
+var leaseKindNames = [...]string{"Add", "Lease", "Ack", "Nack", "Extend", "Observe", "Release", "Cancel", "Job", "Requeue", "DeleteDead"}
 
 // String returns the kind's name.
 func (k LeaseKind) String() string {
@@ -51,7 +54,8 @@ type LeaseInput struct {
 	D int64
 	// Ack, Nack, Extend, Release: the job and the lease's tag (its ID's
 	// first 8 bytes). Nack, Release: the new vesting time (Vest). Cancel,
-	// Job: the job (an ID that may never have existed).
+	// Job, Requeue, DeleteDead: the job (an ID that may never have
+	// existed).
 	Job string
 	Tag uint64
 	// Call and Ret are the operation's call and return in the history
@@ -109,10 +113,13 @@ type LeaseOutput struct {
 	Dead      bool        // Nack: the job was dead-lettered
 	Jobs      []JobRecord // Observe, sorted by Job
 	Held      []KeyHold   // Observe: the unique-key index, sorted by Key
-	// Cancel, Job: ErrJobNotFound. Job: otherwise Record is the job as
-	// Job returned it (Vest 0 for a dead job).
+	// Cancel, Job, Requeue, DeleteDead: ErrJobNotFound. Job: otherwise
+	// Record is the job as Job returned it (Vest 0 for a dead job).
 	NotFound bool
 	Record   JobRecord
+	// KeyHeld: Requeue's ErrUniqueKeyHeld (another job in the queue holds
+	// the dead job's unique key; it stays dead).
+	KeyHeld bool
 	// Unknown: the call failed and was never recovered (its client
 	// crashed), so it may or may not have taken effect, with any result,
 	// at any point between its call and its Return (the end of its round,
@@ -184,6 +191,18 @@ func (r JobRecord) exhausted() bool { return r.Attempts >= r.Max }
 // Job lookup returns the job as the state holds it (as Observe reads a
 // record: a buried job dead, a lease of unknown tag its tag), or NotFound
 // for a job not in the state.
+//
+// Requeue and DeleteDead act on a dead job only (one a Lease buried
+// included, which the model then learns): Requeue puts it back in the
+// queue, due at its call's now, its attempts back to 0, its priority, max
+// attempts and unique key kept (it holds its key again), unless another
+// job in the queue holds that key (LeaseOutput.KeyHeld: it stays dead);
+// DeleteDead removes it from the state for good. Either finds nothing
+// (NotFound) for a job in the queue, gone or never added. With the
+// journal each takes effect once however often its commit is retried: a
+// Requeue applied twice would find its job no longer dead and report
+// NotFound, which a state holding the job dead before the call cannot
+// explain.
 //
 // A retried Lease (LeaseInput.Retried) returns, from its journal record,
 // the leases of the attempt that committed whose job still carries them:
@@ -268,7 +287,8 @@ func (s leaseState) hash() uint64 {
 // also have buried exhausted jobs, which the next Observe finds, as for
 // any Lease); an Ack, Nack, Extend or Release did what it does when its
 // lease is held, or found it lost; a Cancel removed its job or found
-// none.
+// none; a Requeue requeued its job or found it not dead or its key held;
+// a DeleteDead removed its job or found it not dead.
 func leaseUnknownStep(s leaseState, in LeaseInput, out LeaseOutput, k int) []any {
 	next := []any{s}
 	var outs []LeaseOutput
@@ -302,8 +322,10 @@ func leaseUnknownStep(s leaseState, in LeaseInput, out LeaseOutput, k int) []any
 		pick(0, s, 0)
 	case LAck, LExtend, LRelease:
 		outs = []LeaseOutput{{}, {Lost: true}}
-	case LCancel:
+	case LCancel, LDeleteDead:
 		outs = []LeaseOutput{{}, {NotFound: true}}
+	case LRequeue:
+		outs = []LeaseOutput{{}, {NotFound: true}, {KeyHeld: true}}
 	case LNack:
 		outs = []LeaseOutput{{}, {Dead: true}, {Lost: true}}
 	default: // an Observe or a Job lookup is never unknown
@@ -440,6 +462,8 @@ func leaseStep(s leaseState, in LeaseInput, out LeaseOutput, k int) (bool, any) 
 			return true, n
 		}
 		return true, slices.Delete(n, i, i+1)
+	case LRequeue, LDeleteDead:
+		return deadStep(s, in, out)
 	case LJob:
 		i := s.find(in.Job)
 		if out.NotFound || i < 0 {
@@ -475,6 +499,42 @@ func leaseStep(s leaseState, in LeaseInput, out LeaseOutput, k int) (bool, any) 
 		return true, n
 	}
 	return false, s
+}
+
+// deadStep is the step of a Requeue or DeleteDead (see LeaseModel).
+func deadStep(s leaseState, in LeaseInput, out LeaseOutput) (bool, any) {
+	i := s.find(in.Job)
+	dead := i >= 0 && s[i].Dead
+	// In the queue, its last lease expired: a Lease may have buried it.
+	buried := i >= 0 && !s[i].Dead && s[i].exhausted() && s[i].due(in.Now)
+	if out.NotFound {
+		return !dead && !out.KeyHeld, s // not dead (then not buried yet either)
+	}
+	if !dead && !buried || out.KeyHeld && in.Kind != LRequeue {
+		return false, s
+	}
+	n := slices.Clone(s)
+	if buried {
+		n[i].Dead, n[i].Tag, n[i].AnyTag = true, 0, false
+	}
+	if in.Kind == LDeleteDead {
+		return true, slices.Delete(n, i, i+1)
+	}
+	h := n.holder(n[i].Unique) // another job: n[i] is dead
+	if out.KeyHeld {
+		return h >= 0, n
+	}
+	if h >= 0 {
+		// Requeued with its key held: only if a Lease buried the holder
+		// (its last attempt expired) since, freeing the key.
+		if !(n[h].exhausted() && n[h].due(in.Now)) {
+			return false, s
+		}
+		n[h].Dead, n[h].Tag, n[h].AnyTag = true, 0, false
+	}
+	r := n[i]
+	n[i] = JobRecord{Job: r.Job, Vest: in.Now, Prio: r.Prio, Max: r.Max, Unique: r.Unique}
+	return true, n
 }
 
 // observed reports whether got, a job's record as read at now, is the
