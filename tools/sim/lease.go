@@ -64,6 +64,11 @@ type LeaseConfig struct {
 	// or dead.
 	UniqueProb float64
 	UniqueKeys int
+	// OneAttemptProb is the probability that an Add's job has one attempt
+	// (Job.MaxAttempts 1) rather than MaxAttempts: it dies at its first
+	// Nack or expired lease, so that there are dead jobs to requeue and
+	// delete.
+	OneAttemptProb float64
 	// CancelProb is the probability that an operation is a Cancel, of the
 	// job of a lease the client holds, of a job the harness has seen
 	// (queued, leased by any client, dead, acked or cancelled), or of an
@@ -72,11 +77,23 @@ type LeaseConfig struct {
 	// abandoned as the other operations; Job lookups, which write nothing,
 	// run on the database as they are.
 	CancelProb, JobProb float64
+	// RequeueProb is the probability that an operation is a Requeue, and
+	// DeleteDeadProb that it is a DeleteDead: of a dead job mostly (one an
+	// Observe read or a Nack dead-lettered), else of a job as a Cancel's
+	// (held, queued, leased, gone) or an ID never added. They are
+	// interrupted, run under deadlines, recovered and abandoned as the
+	// other operations.
+	RequeueProb, DeleteDeadProb float64
 	// RaceProb is the probability that an Ack, Nack, Extend or Release of
 	// a held lease runs alongside a Cancel of the same job by another
 	// client (ClientId + 500 in the history), so that the two race: one
 	// must fail (ErrLeaseLost, ErrJobNotFound) or come second.
-	RaceProb float64
+	// DeadRaceProb is the probability that a Requeue or DeleteDead runs
+	// alongside another client's Requeue, DeleteDead, Cancel or Job lookup
+	// of the same job (one of the four at random): of a Requeue and a
+	// DeleteDead of one dead job, or of two Requeues, only one finds it
+	// dead; a Cancel finds it only once requeued.
+	RaceProb, DeadRaceProb float64
 	// WithoutIdempotency turns the queue's journal off, for the test that
 	// requires the checker to reject the result.
 	WithoutIdempotency bool
@@ -86,18 +103,24 @@ type LeaseConfig struct {
 	// commit landing late: for the test that requires the recoveries at
 	// once (RecoverAtOnceProb) to expose it.
 	SnapshotJournalReads bool
+	// plant, if not nil, wraps the database each operation of a kind runs
+	// on (after the interruption's wrapper): the tests that plant bugs in
+	// the layer's writes set it, so that the checks are shown to catch
+	// them.
+	plant func(kind LeaseKind, t kv.Database) kv.Database
 }
 
 // DefaultLeaseConfig is a short run with every fault.
 func DefaultLeaseConfig() LeaseConfig {
-	return LeaseConfig{Rounds: 12, Clients: 4, OpsPerClient: 6, Choice: 3, MaxAttempts: 3,
+	return LeaseConfig{Rounds: 12, Clients: 4, OpsPerClient: 7, Choice: 3, MaxAttempts: 3,
 		Faults: memdb.Faults{NotCommitted: 0.05, UnknownApplied: 0.05, UnknownNotApplied: 0.05, TooOld: 0.02, LateLanding: 0.5,
 			ReadErrors: 0.02, ReadVersionErrors: 0.01},
 		// Commits only: read latency would make each round several times
 		// longer, and the commit is where an interruption matters.
 		Latency:       memdb.Latency{Commit: memdb.Span{Min: 50 * time.Microsecond, Max: 500 * time.Microsecond}},
 		InterruptProb: 0.12, DeadlineProb: 0.06, MaxDeadline: time.Millisecond, RecoverAtOnceProb: 0.5, AbandonProb: 0.04,
-		UniqueProb: 0.3, UniqueKeys: 3, CancelProb: 0.1, JobProb: 0.08, RaceProb: 0.1, CheckTimeout: 30 * time.Second}
+		UniqueProb: 0.3, UniqueKeys: 3, OneAttemptProb: 0.4, CancelProb: 0.1, JobProb: 0.08, RequeueProb: 0.06, DeleteDeadProb: 0.04,
+		RaceProb: 0.1, DeadRaceProb: 0.3, CheckTimeout: 30 * time.Second}
 }
 
 // LeaseResult is what one simulated seed found.
@@ -120,9 +143,10 @@ type LeaseResult struct {
 	// outcome), ReleasedLast those among them of a lease on its last
 	// attempt (the job lives on for one more), ReleaseLost those that
 	// found their lease lost, and AbandonedReleases those never recovered
-	// (among Abandoned). ReleasedDead is the jobs dead in the end that had
-	// been released, and DeadAttempts the dead jobs whose record does not
-	// hold MaxAttempts counted attempts (it must be 0).
+	// (among Abandoned). ReleasedDead is the jobs seen dead (at an Observe
+	// or in the end) after a Release had given them back, and DeadAttempts
+	// the dead jobs whose record does not hold MaxAttempts counted
+	// attempts (it must be 0).
 	Released, ReleasedLast, ReleaseLost, AbandonedReleases int
 	ReleasedDead, DeadAttempts                             int
 	// UniqueAdds counts the Adds of a unique key (known outcome),
@@ -154,6 +178,26 @@ type LeaseResult struct {
 	// other than the one asked for or a state its other fields contradict
 	// (a lease ID on a queued job, none on a leased one): it must be 0.
 	JobLookups, JobQueued, JobLeased, JobDead, JobNotFound, JobInvalid int
+	// Requeued counts the Requeues (known outcome) that put a dead job
+	// back, RequeueKeyHeld those refused with ErrUniqueKeyHeld and
+	// RequeueNotFound those that found no dead job; Deleted the jobs a
+	// DeleteDead removed (known outcome), DeletedAbandoned the jobs gone
+	// with no Ack, Cancel, DeleteDead or death known but an abandoned
+	// DeleteDead, and DeleteNotFound the DeleteDeads that found no dead
+	// job; DeadOpsNever the Requeues and DeleteDeads (among those that
+	// found nothing) of IDs never added. A job a DeleteDead removed twice,
+	// or removed and also acked, cancelled or dead in the end, counts in
+	// DeletedTwice or DeletedAndRemoved (both must be 0). RequeuedAcked
+	// counts the requeued jobs acked later, RequeuedDead those dead again
+	// in the end (at MaxAttempts again: see DeadAttempts);
+	// DeadOpsRecovered the Requeues and DeleteDeads whose call failed,
+	// their outcome unknown, recovered with their OpID; DeadRaces the
+	// Requeues and DeleteDeads run alongside another client's Requeue,
+	// DeleteDead, Cancel or Job lookup of the same job, by that kind (in
+	// this order; LeaseConfig.DeadRaceProb).
+	Requeued, RequeueKeyHeld, RequeueNotFound, Deleted, DeletedAbandoned, DeleteNotFound, DeadOpsNever int
+	DeletedTwice, DeletedAndRemoved, RequeuedAcked, RequeuedDead, DeadOpsRecovered                     int
+	DeadRaces                                                                                          [4]int
 	// Leftovers counts, at each Observe and after the drain, the entries
 	// of the job index ("x") or of the values ("v") that do not belong to
 	// a job record (a removed job's), the records missing either, and IDs
@@ -169,8 +213,8 @@ type LeaseResult struct {
 func (r LeaseResult) OK() bool {
 	return r.Check == porcupine.Ok && r.AckedTwice == 0 && r.AckedAndDead == 0 && r.Lost == 0 && r.Duplicated == 0 &&
 		r.DeadAttempts == 0 && r.KeysHeld == 0 && r.CancelledAndAcked == 0 && r.CancelledAndDead == 0 && r.CancelledTwice == 0 &&
-		r.JobInvalid == 0 && r.Leftovers == 0 && r.CountErrors == 0 &&
-		r.Added == r.Acked+r.Dead+r.Cancelled+r.AckedAbandoned+r.CancelledAbandoned
+		r.JobInvalid == 0 && r.Leftovers == 0 && r.CountErrors == 0 && r.DeletedTwice == 0 && r.DeletedAndRemoved == 0 &&
+		r.Added == r.Acked+r.Dead+r.Cancelled+r.Deleted+r.AckedAbandoned+r.CancelledAbandoned+r.DeletedAbandoned
 }
 
 // simClock is the queue's clock: fixed within a round.
@@ -233,6 +277,20 @@ func (c *simClock) After(time.Duration) <-chan time.Time { return make(chan time
 // vesting-time bucket counters are exact (LeaseResult.Leftovers,
 // CountErrors); at the end a job a Cancel removed was neither acked nor
 // dead, nor cancelled twice.
+//
+// Clients also requeue dead jobs and delete them (LeaseConfig.RequeueProb,
+// DeleteDeadProb), mostly dead ones, some racing another client's
+// Requeue, DeleteDead, Cancel or lookup of the same job (DeadRaceProb). The
+// model checks that a Requeue puts its job back due at once with its
+// attempts at 0 and its unique key held again (or is refused while
+// another job holds the key), that a DeleteDead removes its job for good,
+// and that either finds nothing for a job not dead, exactly once under
+// commit_unknown_result and recovery by OpID; the accounts count deleted
+// jobs (added = acked + dead + cancelled + deleted, or gone by an
+// abandoned Ack, Cancel or DeleteDead) and fail a job deleted twice or
+// deleted and also acked, cancelled or dead; checkAccounts finds what a
+// Requeue or DeleteDead left behind (a dead record beside the requeued
+// one, a deleted job's value or index entry) and counters they got wrong.
 func RunLeases(ctx context.Context, seed int64, cfg LeaseConfig) (LeaseResult, error) {
 	var res LeaseResult
 	db := memdb.New(memdb.WithSeed(seed), memdb.WithFaults(cfg.Faults), memdb.WithLatency(cfg.Latency),
@@ -240,7 +298,7 @@ func RunLeases(ctx context.Context, seed int64, cfg LeaseConfig) (LeaseResult, e
 	defer db.Close()
 	clock := &simClock{}
 	clock.now.Store(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixMicro())
-	sub, err := fdbqueue.NewSubspace(tuple.Tuple{"sim", "jobs"})
+	sub, err := fdbqueue.NewSubspace(leaseSubspace)
 	if err != nil {
 		return res, err
 	}
@@ -254,8 +312,9 @@ func RunLeases(ctx context.Context, seed int64, cfg LeaseConfig) (LeaseResult, e
 		return res, err
 	}
 	h := &leaseHarness{q: q, db: db, cfg: cfg, d: int64(10 * time.Second / time.Microsecond), acks: map[string]int{},
-		abandonedAcks: map[string]bool{}, adds: map[int64][]string{}, released: map[string]bool{},
-		cancels: map[string]int{}, abandonedCancels: map[string]bool{}, known: map[string]bool{}, never: map[string]bool{}}
+		abandonedAcks: map[string]bool{}, adds: map[int64][]string{}, released: map[string]bool{}, releasedDead: map[string]bool{},
+		cancels: map[string]int{}, abandonedCancels: map[string]bool{}, known: map[string]bool{}, never: map[string]bool{},
+		requeues: map[string]int{}, deletes: map[string]int{}, abandonedDeletes: map[string]bool{}}
 	if cfg.SnapshotJournalReads {
 		// The journal's records are under the queue's meta subspace, the
 		// subspace's prefix + 0xff, at ("j", ...): see journaled.
@@ -306,6 +365,8 @@ func RunLeases(ctx context.Context, seed int64, cfg LeaseConfig) (LeaseResult, e
 				res.AbandonedReleases++
 			case LCancel:
 				h.abandonedCancels[op.in.Job] = true
+			case LDeleteDead:
+				h.abandonedDeletes[op.in.Job] = true
 			}
 		}
 		res.Abandoned += len(h.abandoned)
@@ -334,6 +395,9 @@ func RunLeases(ctx context.Context, seed int64, cfg LeaseConfig) (LeaseResult, e
 		for _, j := range jobs {
 			if j.Dead {
 				h.deadSeen = append(h.deadSeen, j.Job)
+				if h.released[j.Job] {
+					h.releasedDead[j.Job] = true
+				}
 			}
 		}
 		if err := checkAccounts(ctx, db, q, sub, &res); err != nil {
@@ -387,9 +451,10 @@ func RunLeases(ctx context.Context, seed int64, cfg LeaseConfig) (LeaseResult, e
 	}
 	for _, j := range final { // all dead
 		if h.released[j.Job] {
-			res.ReleasedDead++
+			h.releasedDead[j.Job] = true
 		}
 	}
+	res.ReleasedDead = len(h.releasedDead)
 	res.Released, res.ReleasedLast, res.ReleaseLost = h.releases, h.releasesLast, h.releasesLost
 	keyJobs := map[string]map[string]bool{} // the jobs added with each unique key
 	keyOrder := map[string][]string{}       // the same, in the order of their Adds' calls
@@ -410,6 +475,19 @@ func RunLeases(ctx context.Context, seed int64, cfg LeaseConfig) (LeaseResult, e
 			}
 		case (in.Kind == LAck || in.Kind == LNack || in.Kind == LExtend || in.Kind == LRelease) && out.Lost && cancels[in.Job] > 0:
 			res.LostToCancel++
+		case in.Kind == LRequeue && out.KeyHeld:
+			res.RequeueKeyHeld++
+		case (in.Kind == LRequeue || in.Kind == LDeleteDead) && out.NotFound:
+			if in.Kind == LRequeue {
+				res.RequeueNotFound++
+			} else {
+				res.DeleteNotFound++
+			}
+			if h.never[in.Job] {
+				res.DeadOpsNever++
+			}
+		case in.Kind == LRequeue:
+			res.Requeued++
 		}
 		if in.Kind != LAdd {
 			continue
@@ -433,27 +511,43 @@ func RunLeases(ctx context.Context, seed int64, cfg LeaseConfig) (LeaseResult, e
 			keyOrder[in.Unique] = append(keyOrder[in.Unique], job)
 		}
 		res.Added++
-		switch n, c := acks[job], cancels[job]; {
+		if h.requeues[job] > 0 {
+			switch {
+			case acks[job] > 0:
+				res.RequeuedAcked++ // a requeued job runs again
+			case dead[job]:
+				res.RequeuedDead++
+			}
+		}
+		switch n, c, e := acks[job], cancels[job], h.deletes[job]; {
 		case n > 1:
 			res.AckedTwice++
 		case c > 1:
 			res.CancelledTwice++
+		case e > 1:
+			res.DeletedTwice++
 		case c == 1 && n == 1:
 			res.CancelledAndAcked++
 		case c == 1 && dead[job]:
 			res.CancelledAndDead++
+		case e == 1 && (n == 1 || c == 1 || dead[job]):
+			res.DeletedAndRemoved++
 		case n == 1 && dead[job]:
 			res.AckedAndDead++
 		case n == 1:
 			res.Acked++
 		case c == 1:
 			res.Cancelled++
+		case e == 1:
+			res.Deleted++
 		case dead[job]:
 			res.Dead++
 		case h.abandonedAcks[job]:
 			res.AckedAbandoned++
 		case h.abandonedCancels[job]:
 			res.CancelledAbandoned++
+		case h.abandonedDeletes[job]:
+			res.DeletedAbandoned++
 		default:
 			res.Lost++
 		}
@@ -469,6 +563,10 @@ func RunLeases(ctx context.Context, seed int64, cfg LeaseConfig) (LeaseResult, e
 		}
 	}
 	res.CancelsRecovered, res.CancelRaces = h.cancelsRecovered, int(h.races.Load())
+	res.DeadOpsRecovered = h.deadOpsRecovered
+	for i := range res.DeadRaces {
+		res.DeadRaces[i] = int(h.deadRaces[i].Load())
+	}
 	res.JobLookups, res.JobQueued, res.JobLeased, res.JobDead = h.jobLookups, h.jobQueued, h.jobLeased, h.jobDead
 	res.JobNotFound, res.JobInvalid = h.jobNotFound, h.jobInvalid
 	res.Stats = db.Stats()
@@ -503,6 +601,8 @@ type leaseHarness struct {
 	// lease lost.
 	released                             map[string]bool
 	releases, releasesLast, releasesLost int
+	// releasedDead is the jobs of released seen dead since (ReleasedDead).
+	releasedDead map[string]bool
 	// cancels is the successful Cancels per job (known outcome);
 	// abandonedCancels, the jobs of every abandoned Cancel;
 	// cancelsRecovered, the Cancels of unknown outcome recovered.
@@ -510,18 +610,32 @@ type leaseHarness struct {
 	abandonedCancels map[string]bool
 	cancelsRecovered int
 	races            atomic.Int64 // Cancels run alongside their job's holder's operation
+	// requeues and deletes are the successful Requeues and DeleteDeads
+	// per job (known outcome); abandonedDeletes, the jobs of every
+	// abandoned DeleteDead; deadOpsRecovered, the Requeues and
+	// DeleteDeads of unknown outcome recovered; deadRaces, the Requeues
+	// and DeleteDeads run alongside another client's operation on their
+	// job, by its kind (raceKinds).
+	requeues, deletes map[string]int
+	abandonedDeletes  map[string]bool
+	deadOpsRecovered  int
+	deadRaces         [4]atomic.Int64
 	// known is every job ID seen (added, leased, observed), in the order
 	// first seen (knownOrder); never, the IDs made up for Cancels and Job
 	// lookups of jobs that never existed.
 	known      map[string]bool
 	knownOrder []string
 	never      map[string]bool
-	// deadSeen is the dead jobs the last Observe read; leasedLast, the
-	// jobs of the last few leases returned (to any client).
+	// deadSeen is the dead jobs the last Observe read and those a Nack
+	// dead-lettered since; leasedLast, the jobs of the last few leases
+	// returned (to any client).
 	deadSeen, leasedLast []string
 	// Job lookups and their results (see LeaseResult).
 	jobLookups, jobQueued, jobLeased, jobDead, jobNotFound, jobInvalid int
 }
+
+// leaseSubspace is the job queue's subspace in RunLeases.
+var leaseSubspace = tuple.Tuple{"sim", "jobs"}
 
 // leaseStatsResolution is the queue's StatsResolution, for the check of
 // its bucket counters (checkAccounts).
@@ -567,6 +681,28 @@ func (h *leaseHarness) target(rng *rand.Rand, held []fdbqueue.Lease) string {
 	}
 	return h.knownOrder[rng.IntN(n)]
 }
+
+// deadTarget returns the ID of a job to requeue or delete: mostly a dead
+// one (see deadSeen), else one of target's.
+func (h *leaseHarness) deadTarget(rng *rand.Rand, held []fdbqueue.Lease) string {
+	if rng.IntN(8) < 7 {
+		h.mu.Lock()
+		dead := h.deadSeen
+		job := ""
+		if len(dead) > 0 {
+			job = dead[rng.IntN(len(dead))]
+		}
+		h.mu.Unlock()
+		if job != "" {
+			return job
+		}
+	}
+	return h.target(rng, held)
+}
+
+// raceKinds are the kinds of the operations raced against a Requeue or
+// DeleteDead of the same job (LeaseResult.DeadRaces).
+var raceKinds = [4]LeaseKind{LRequeue, LDeleteDead, LCancel, LJob}
 
 // seen notes job, seen with value (an Add's call, see RunLeases).
 func (h *leaseHarness) seen(job string, value []byte) {
@@ -634,6 +770,21 @@ func (h *leaseHarness) settled(op *leaseOp, out LeaseOutput) {
 		}
 	case op.in.Kind == LAck && !out.Lost:
 		h.acks[op.in.Job]++
+	case op.in.Kind == LNack && out.Dead:
+		h.deadSeen = append(h.deadSeen, op.in.Job)
+	case op.in.Kind == LRequeue || op.in.Kind == LDeleteDead:
+		if !out.NotFound && !out.KeyHeld {
+			if op.in.Kind == LRequeue {
+				h.requeues[op.in.Job]++
+			} else {
+				h.deletes[op.in.Job]++
+			}
+			// No longer dead: target the dead ones left.
+			h.deadSeen = slices.DeleteFunc(h.deadSeen, func(j string) bool { return j == op.in.Job })
+		}
+		if op.failed {
+			h.deadOpsRecovered++
+		}
 	case op.in.Kind == LRelease && out.Lost:
 		h.releasesLost++
 	case op.in.Kind == LRelease:
@@ -655,11 +806,16 @@ func (h *leaseHarness) do(ctx context.Context, t kv.Database, op *leaseOp) (Leas
 	var got []fdbqueue.Lease
 	var err error
 	in := op.in
+	if h.cfg.plant != nil {
+		t = h.cfg.plant(in.Kind, t)
+	}
+	var id fdbqueue.JobID // Cancel, Requeue, DeleteDead
+	copy(id[:], in.Job)
 	switch in.Kind {
 	case LAdd:
 		var r fdbqueue.AddResult
 		r, err = h.q.Add(ctx, t, fdbqueue.Job{Value: binary.BigEndian.AppendUint64(nil, uint64(op.call)), Delay: op.delay, Priority: in.Prio,
-			UniqueKey: in.Unique}, op.opts...)
+			UniqueKey: in.Unique, MaxAttempts: in.Max}, op.opts...)
 		out.Job, out.Duplicate = string(r.ID[:]), r.Duplicate
 	case LLease:
 		got, err = h.q.Lease(ctx, tries{Database: t, n: &op.tries}, in.N, time.Duration(in.D)*time.Microsecond, op.opts...)
@@ -682,12 +838,17 @@ func (h *leaseHarness) do(ctx context.Context, t kv.Database, op *leaseOp) (Leas
 			got = []fdbqueue.Lease{nl}
 		}
 	case LCancel:
-		var id fdbqueue.JobID
-		copy(id[:], in.Job)
 		err = h.q.Cancel(ctx, t, id, op.opts...)
-		if errors.Is(err, fdbqueue.ErrJobNotFound) {
-			out.NotFound, err = true, nil
+	case LRequeue:
+		err = h.q.Requeue(ctx, t, id, op.opts...)
+		if errors.Is(err, fdbqueue.ErrUniqueKeyHeld) {
+			out.KeyHeld, err = true, nil
 		}
+	case LDeleteDead:
+		err = h.q.DeleteDead(ctx, t, id, op.opts...)
+	}
+	if (in.Kind == LCancel || in.Kind == LRequeue || in.Kind == LDeleteDead) && errors.Is(err, fdbqueue.ErrJobNotFound) {
+		out.NotFound, err = true, nil
 	}
 	if errors.Is(err, fdbqueue.ErrLeaseLost) {
 		out.Lost, err = true, nil
@@ -717,8 +878,12 @@ func (h *leaseHarness) client(ctx context.Context, c int, rng *rand.Rand, now in
 		if len(*held) == 0 && x >= 5 {
 			x = rng.IntN(5)
 		}
+		// y picks a Cancel, a Job lookup, a Requeue, a DeleteDead, or
+		// (x) one of the others.
 		y := rng.Float64()
-		if y >= cfg.CancelProb && y < cfg.CancelProb+cfg.JobProb {
+		jobAt := cfg.CancelProb + cfg.JobProb
+		requeueAt := jobAt + cfg.RequeueProb
+		if y >= cfg.CancelProb && y < jobAt {
 			in.Kind, in.Job = LJob, h.target(rng, *held)
 			if err := h.lookup(ctx, op); err != nil {
 				return err
@@ -731,8 +896,15 @@ func (h *leaseHarness) client(ctx context.Context, c int, rng *rand.Rand, now in
 			// The lease of a job it cancels stays held: its Ack, Nack,
 			// Extend and Release must find it lost.
 			in.Kind, in.Job = LCancel, h.target(rng, *held)
+		case y >= jobAt && y < requeueAt:
+			in.Kind, in.Job = LRequeue, h.deadTarget(rng, *held)
+		case y >= requeueAt && y < requeueAt+cfg.DeleteDeadProb:
+			in.Kind, in.Job = LDeleteDead, h.deadTarget(rng, *held)
 		case x < 2: // add
 			in.Kind, in.Prio, in.Max = LAdd, int32(rng.IntN(3)), cfg.MaxAttempts
+			if rng.Float64() < cfg.OneAttemptProb {
+				in.Max = 1
+			}
 			delay := []int64{0, 0, d / 2, 2 * d}[rng.IntN(4)]
 			in.Vest = now + delay
 			op.delay = time.Duration(delay) * time.Microsecond
@@ -778,9 +950,19 @@ func (h *leaseHarness) client(ctx context.Context, c int, rng *rand.Rand, now in
 			op.opts = []fdbqueue.OpOption{fdbqueue.WithOpID(fdbqueue.NewOpID())}
 		}
 		var race chan error
-		if i >= 0 && rng.Float64() < cfg.RaceProb {
+		racing, kind, r := false, LCancel, -1 // what races it, if anything
+		switch {
+		case i >= 0:
+			racing = rng.Float64() < cfg.RaceProb
+		case in.Kind == LRequeue || in.Kind == LDeleteDead:
+			if racing = rng.Float64() < cfg.DeadRaceProb; racing {
+				r = rng.IntN(len(raceKinds))
+				kind = raceKinds[r]
+			}
+		}
+		if racing {
 			race = make(chan error, 1)
-			go func() { race <- h.raceCancel(ctx, cid+500, now, in.Job) }()
+			go func() { race <- h.race(ctx, cid+500, now, kind, r, in.Job) }()
 		}
 		out, got, err := h.do(opCtx, t, op)
 		cancel()
@@ -845,14 +1027,23 @@ func (h *leaseHarness) client(ctx context.Context, c int, rng *rand.Rand, now in
 	return nil
 }
 
-// raceCancel cancels job as client (in the history) at once, on the
-// database as it is, and records it.
-func (h *leaseHarness) raceCancel(ctx context.Context, client int, now int64, job string) error {
-	h.races.Add(1)
-	op := &leaseOp{in: LeaseInput{Kind: LCancel, Now: now, Job: job}, client: client, call: h.seq.Add(1)}
+// race runs an operation of kind on job as client (in the history) at
+// once, on the database as it is, and records it: a Cancel raced against
+// the job's holder (r -1), or raceKinds[r] raced against a Requeue or
+// DeleteDead.
+func (h *leaseHarness) race(ctx context.Context, client int, now int64, kind LeaseKind, r int, job string) error {
+	if r < 0 {
+		h.races.Add(1)
+	} else {
+		h.deadRaces[r].Add(1)
+	}
+	op := &leaseOp{in: LeaseInput{Kind: kind, Now: now, Job: job}, client: client, call: h.seq.Add(1)}
+	if kind == LJob {
+		return h.lookup(ctx, op)
+	}
 	out, _, err := h.do(ctx, h.t, op)
 	if err != nil {
-		return fmt.Errorf("racing Cancel: %w", err)
+		return fmt.Errorf("racing %v: %w", kind, err)
 	}
 	h.settled(op, out)
 	return nil

@@ -27,7 +27,7 @@ import (
 // lease's attempt back). The run must have interrupted commits, recovered
 // some failed calls at once, while their commit could still land, and
 // abandoned some (never recovered); and released leases, some on their
-// last attempt (the job then lives on), some of jobs that died in the end.
+// last attempt (the job then lives on), some of jobs that died later.
 // Half the Adds carry a unique key from a set of three: no two jobs in the
 // queue ever share one, an Add of a held key returns the holder's ID
 // (the model checks both, and each round's Observe checks the unique-key
@@ -46,17 +46,28 @@ import (
 // Cancels run alongside their job's holder's Ack, Nack, Extend or Release
 // (one must lose), holders that found their lease lost to a Cancel, keys
 // freed by a Cancel taken by a later Add, and lookups of every state.
+// Clients requeue and delete dead jobs: the model checks that a Requeue
+// puts its job back due at once with its attempts at 0 and its unique key
+// held again, or is refused while another job holds the key, that a
+// DeleteDead removes its job for good, and that both find nothing for a
+// job not dead, each taking effect once under commit_unknown_result and
+// recovery by OpID; no job is deleted twice, or deleted and also acked,
+// cancelled or dead. The run must have requeued jobs (some then acked,
+// some dead again), deleted jobs, Requeues refused for a held key, both
+// finding nothing (some of IDs never added), both recovered by OpID, and
+// both raced against another client's Requeue, DeleteDead, Cancel and
+// lookup of the same job.
 //
-// FDBQUEUE_LEASE_SEEDS=n runs n seeds instead of 8 (a longer soak).
+// FDBQUEUE_LEASE_SEEDS=n runs n seeds instead of 10 (a longer soak).
 func TestLeaseSimulation(t *testing.T) {
 	ctx := context.Background()
-	seeds := int64(8)
+	seeds := int64(10)
 	if n, err := strconv.ParseInt(os.Getenv("FDBQUEUE_LEASE_SEEDS"), 10, 64); err == nil && n > 0 {
 		seeds = n
 	}
 	var total LeaseResult
 	defer func() {
-		t.Logf("%d seeds: %d operations, %d jobs: %d acked once, %d dead once, %d gone by an abandoned Ack, %d lost, %d acked twice; %d calls abandoned (Adds %d, their job seen %d; Releases %d); %d releases (%d on the last attempt, %d lost), %d dead jobs released",
+		t.Logf("%d seeds: %d operations, %d jobs: %d acked once, %d dead once, %d gone by an abandoned Ack, %d lost, %d acked twice; %d calls abandoned (Adds %d, their job seen %d; Releases %d); %d releases (%d on the last attempt, %d lost), %d released jobs died later",
 			seeds, total.Operations, total.Added, total.Acked, total.Dead, total.AckedAbandoned, total.Lost, total.AckedTwice,
 			total.Abandoned, total.AbandonedAdds, total.AbandonedAddsSeen, total.AbandonedReleases,
 			total.Released, total.ReleasedLast, total.ReleaseLost, total.ReleasedDead)
@@ -66,11 +77,15 @@ func TestLeaseSimulation(t *testing.T) {
 			total.Cancelled, total.CancelledAbandoned, total.CancelNotFound, total.CancelNever, total.CancelDead, total.CancelGone,
 			total.CancelsRecovered, total.CancelRaces, total.LostToCancel, total.KeysFreedByCancel,
 			total.JobLookups, total.JobQueued, total.JobLeased, total.JobDead, total.JobNotFound)
+		t.Logf("dead jobs: %d requeued (%d then acked, %d dead again), %d refused for a held key, %d not found; %d deleted (%d gone by an abandoned DeleteDead), %d not found; %d of IDs never added; %d recovered by OpID; raced against a Requeue %d, DeleteDead %d, Cancel %d, Job %d",
+			total.Requeued, total.RequeuedAcked, total.RequeuedDead, total.RequeueKeyHeld, total.RequeueNotFound,
+			total.Deleted, total.DeletedAbandoned, total.DeleteNotFound, total.DeadOpsNever, total.DeadOpsRecovered,
+			total.DeadRaces[0], total.DeadRaces[1], total.DeadRaces[2], total.DeadRaces[3])
 	}()
 	for seed := int64(1); seed <= seeds; seed++ {
 		r, err := RunLeases(ctx, seed, DefaultLeaseConfig())
 		require.NoError(t, err, "seed %d", seed)
-		if seeds <= 8 {
+		if seeds <= 10 {
 			t.Logf("seed %d: %d ops, %s, added %d = acked %d + dead %d + gone by an abandoned Ack %d; faults: unknown %d/%d, not committed %d, too old %d, interrupted %d; failed calls %d (recovered at once %d, abandoned %d)",
 				seed, r.Operations, checkName(r.Check), r.Added, r.Acked, r.Dead, r.AckedAbandoned,
 				r.Stats.InjectedUnknownApplied, r.Stats.InjectedUnknownNotApplied, r.Stats.InjectedNotCommitted, r.Stats.InjectedTooOld,
@@ -114,6 +129,19 @@ func TestLeaseSimulation(t *testing.T) {
 		total.JobLeased += r.JobLeased
 		total.JobDead += r.JobDead
 		total.JobNotFound += r.JobNotFound
+		total.Requeued += r.Requeued
+		total.RequeuedAcked += r.RequeuedAcked
+		total.RequeuedDead += r.RequeuedDead
+		total.RequeueKeyHeld += r.RequeueKeyHeld
+		total.RequeueNotFound += r.RequeueNotFound
+		total.Deleted += r.Deleted
+		total.DeletedAbandoned += r.DeletedAbandoned
+		total.DeleteNotFound += r.DeleteNotFound
+		total.DeadOpsNever += r.DeadOpsNever
+		total.DeadOpsRecovered += r.DeadOpsRecovered
+		for i := range r.DeadRaces {
+			total.DeadRaces[i] += r.DeadRaces[i]
+		}
 	}
 	require.Positive(t, total.Stats.Interrupted, "no commit was interrupted in flight")
 	require.Positive(t, total.Stats.InjectedReadErrors, "no read failed")
@@ -133,6 +161,18 @@ func TestLeaseSimulation(t *testing.T) {
 	require.Positive(t, total.LostToCancel, "no holder found its lease lost to a Cancel")
 	require.Positive(t, total.CancelRaces, "no Cancel raced its job's holder")
 	require.Positive(t, total.KeysFreedByCancel, "no unique key freed by a Cancel was taken again")
+	require.Positive(t, total.Requeued, "no dead job was requeued")
+	require.Positive(t, total.RequeuedAcked, "no requeued job was acked")
+	require.Positive(t, total.RequeuedDead, "no requeued job died again")
+	require.Positive(t, total.RequeueKeyHeld, "no Requeue found its unique key held")
+	require.Positive(t, total.RequeueNotFound, "no Requeue found nothing")
+	require.Positive(t, total.Deleted, "no dead job was deleted")
+	require.Positive(t, total.DeleteNotFound, "no DeleteDead found nothing")
+	require.Positive(t, total.DeadOpsNever, "no Requeue or DeleteDead of an ID never added")
+	require.Positive(t, total.DeadOpsRecovered, "no Requeue or DeleteDead of unknown outcome was recovered")
+	for i, n := range total.DeadRaces {
+		require.Positive(t, n, "no Requeue or DeleteDead raced a %v", raceKinds[i])
+	}
 	for name, n := range map[string]int{"queued": total.JobQueued, "leased": total.JobLeased, "dead": total.JobDead, "not found": total.JobNotFound} {
 		require.Positive(t, n, "no Job lookup returned a job %s", name)
 	}

@@ -77,6 +77,12 @@ type leaseTotals struct {
 	CancelsRecovered, LostToCancel     int   // Cancels recovered by OpID; leases found lost to a Cancel
 	JobLookups, JobNotFound            int   // Job lookups; those that found no job
 	JobInvalid, Leftovers, CountErrors int   // bad lookups, leftovers of removed jobs, wrong counters (must be 0)
+	Requeued, RequeuedAcked            int   // Requeues that put a dead job back; requeued jobs acked later
+	RequeuedDead, RequeueKeyHeld       int   // requeued jobs dead again in the end; Requeues refused for a held unique key
+	RequeueNotFound, DeleteNotFound    int   // Requeues and DeleteDeads that found no dead job
+	Deleted, DeletedAbandoned          int   // jobs a DeleteDead removed; gone by an abandoned DeleteDead
+	DeletedAndRemoved                  int   // jobs deleted twice, or deleted and also acked, cancelled or dead (must be 0)
+	DeadOpsRecovered, DeadRaces        int   // Requeues and DeleteDeads recovered by OpID; raced against another client's operation on their job
 	FirstFailing                       int64 // 0: none
 }
 
@@ -137,6 +143,19 @@ func (t *leaseTotals) add(seed int64, r sim.LeaseResult) {
 	t.JobInvalid += r.JobInvalid
 	t.Leftovers += r.Leftovers
 	t.CountErrors += r.CountErrors
+	t.Requeued += r.Requeued
+	t.RequeuedAcked += r.RequeuedAcked
+	t.RequeuedDead += r.RequeuedDead
+	t.RequeueKeyHeld += r.RequeueKeyHeld
+	t.RequeueNotFound += r.RequeueNotFound
+	t.DeleteNotFound += r.DeleteNotFound
+	t.Deleted += r.Deleted
+	t.DeletedAbandoned += r.DeletedAbandoned
+	t.DeletedAndRemoved += r.DeletedTwice + r.DeletedAndRemoved
+	t.DeadOpsRecovered += r.DeadOpsRecovered
+	for _, n := range r.DeadRaces {
+		t.DeadRaces += n
+	}
 	if !r.OK() && (t.FirstFailing == 0 || seed < t.FirstFailing) {
 		t.FirstFailing = seed
 	}
@@ -147,7 +166,8 @@ func (t *leaseTotals) add(seed int64, r sim.LeaseResult) {
 // model with porcupine, then drained and every job accounted for). It
 // prints the totals and returns 1 if any seed failed: a history not
 // linearizable, a job lost, acked twice, or acked and dead, a job
-// cancelled and also acked, dead or cancelled again, a dead job whose
+// cancelled and also acked, dead or cancelled again, a job deleted twice
+// or deleted and also acked, cancelled or dead, a dead job whose
 // record does not hold MaxAttempts counted attempts, a unique key still
 // held after the drain, a Job lookup that contradicts itself, anything
 // left of a removed job or a wrong counter, or an error
@@ -165,6 +185,8 @@ func runLeases(ctx context.Context, w io.Writer, cfg sim.LeaseConfig, first int6
 	fmt.Fprintf(w, "per Add: a unique key from %d keys %.2f\n", cfg.UniqueKeys, cfg.UniqueProb)
 	fmt.Fprintf(w, "per operation: a Cancel %.2f, a Job lookup %.2f; per Ack, Nack, Extend or Release: a racing Cancel of its job %.2f\n",
 		cfg.CancelProb, cfg.JobProb, cfg.RaceProb)
+	fmt.Fprintf(w, "per operation: a Requeue %.2f, a DeleteDead %.2f; per Requeue or DeleteDead: a racing Requeue, DeleteDead, Cancel or Job of its job %.2f; per Add: one attempt only %.2f\n",
+		cfg.RequeueProb, cfg.DeleteDeadProb, cfg.DeadRaceProb, cfg.OneAttemptProb)
 	var (
 		mu    sync.Mutex
 		total leaseTotals
@@ -182,7 +204,7 @@ func runLeases(ctx context.Context, w io.Writer, cfg sim.LeaseConfig, first int6
 		}
 		total.add(seed, r)
 		if verbose {
-			fmt.Fprintf(w, "seed %d: %d operations, added %d = acked %d + dead %d + cancelled %d, ok=%v\n", seed, r.Operations, r.Added, r.Acked, r.Dead, r.Cancelled, r.OK())
+			fmt.Fprintf(w, "seed %d: %d operations, added %d = acked %d + dead %d + cancelled %d + deleted %d, ok=%v\n", seed, r.Operations, r.Added, r.Acked, r.Dead, r.Cancelled, r.Deleted, r.OK())
 		}
 	})
 
@@ -207,17 +229,24 @@ func runLeases(ctx context.Context, w io.Writer, cfg sim.LeaseConfig, first int6
 	fmt.Fprintf(w, "cancels that found no job:  %d (Cancels raced the holder %d; recovered by OpID %d; leases lost to a Cancel %d)\n",
 		total.CancelNotFound, total.CancelRaces, total.CancelsRecovered, total.LostToCancel)
 	fmt.Fprintf(w, "job lookups:                %d (not found %d)\n", total.JobLookups, total.JobNotFound)
+	fmt.Fprintf(w, "requeues:                   %d (then acked %d, dead again %d; refused for a held key %d; found no dead job %d)\n",
+		total.Requeued, total.RequeuedAcked, total.RequeuedDead, total.RequeueKeyHeld, total.RequeueNotFound)
+	fmt.Fprintf(w, "deletes that found nothing: %d (Requeues and DeleteDeads recovered by OpID %d; raced another client's operation on their job %d)\n",
+		total.DeleteNotFound, total.DeadOpsRecovered, total.DeadRaces)
 	fmt.Fprintf(w, "jobs added:                 %d\n", total.Added)
 	fmt.Fprintf(w, "jobs acked once:            %d\n", total.Acked)
 	fmt.Fprintf(w, "jobs dead once:             %d\n", total.Dead)
 	fmt.Fprintf(w, "jobs cancelled once:        %d\n", total.Cancelled)
+	fmt.Fprintf(w, "jobs deleted once:          %d\n", total.Deleted)
 	fmt.Fprintf(w, "jobs gone by an abandoned Ack: %d\n", total.AckedAbandoned)
 	fmt.Fprintf(w, "jobs gone by an abandoned Cancel: %d\n", total.CancelledAbandoned)
+	fmt.Fprintf(w, "jobs gone by an abandoned DeleteDead: %d\n", total.DeletedAbandoned)
 	fmt.Fprintf(w, "dead jobs once released:    %d\n", total.ReleasedDead)
 	fmt.Fprintf(w, "lost:                       %d\n", total.Lost)
 	fmt.Fprintf(w, "acked twice:                %d\n", total.AckedTwice)
 	fmt.Fprintf(w, "acked and dead:             %d\n", total.AckedAndDead)
 	fmt.Fprintf(w, "cancelled and removed again: %d\n", total.CancelledAndRemoved)
+	fmt.Fprintf(w, "deleted and removed again:  %d\n", total.DeletedAndRemoved)
 	fmt.Fprintf(w, "bad job lookups:            %d\n", total.JobInvalid)
 	fmt.Fprintf(w, "leftovers of removed jobs:  %d\n", total.Leftovers)
 	fmt.Fprintf(w, "wrong counts:               %d\n", total.CountErrors)

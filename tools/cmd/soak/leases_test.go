@@ -30,7 +30,8 @@ func counter(t *testing.T, out, name string) int {
 // lost or acked twice, every dead job at its max attempts, and the faults
 // were really injected: commits were interrupted, and failed calls
 // recovered at once (the few never recovered are counted, not required: 4
-// seeds may have none); and leases were released and jobs cancelled.
+// seeds may have none); and leases were released, jobs cancelled, and
+// dead jobs requeued and deleted.
 func TestLeaseSoakPasses(t *testing.T) {
 	var out bytes.Buffer
 	code := runLeases(context.Background(), &out, sim.DefaultLeaseConfig(), 1, 4, time.Hour, 2, true)
@@ -42,15 +43,19 @@ func TestLeaseSoakPasses(t *testing.T) {
 	added := counter(t, s, "jobs added")
 	assert.Positive(t, added)
 	assert.Equal(t, added, counter(t, s, "jobs acked once")+counter(t, s, "jobs dead once")+counter(t, s, "jobs cancelled once")+
-		counter(t, s, "jobs gone by an abandoned Ack")+counter(t, s, "jobs gone by an abandoned Cancel"))
+		counter(t, s, "jobs deleted once")+counter(t, s, "jobs gone by an abandoned Ack")+counter(t, s, "jobs gone by an abandoned Cancel")+
+		counter(t, s, "jobs gone by an abandoned DeleteDead"))
 	assert.Positive(t, counter(t, s, "jobs dead once"), "max attempts 3 under faults: some jobs die")
 	assert.Positive(t, counter(t, s, "releases"))
 	assert.Positive(t, counter(t, s, "unique-key adds"))
 	assert.Positive(t, counter(t, s, "jobs cancelled once"))
 	assert.Positive(t, counter(t, s, "cancels that found no job"))
 	assert.Positive(t, counter(t, s, "job lookups"))
+	assert.Positive(t, counter(t, s, "requeues"))
+	assert.Positive(t, counter(t, s, "jobs deleted once"))
+	assert.Positive(t, counter(t, s, "deletes that found nothing"))
 	for _, zero := range []string{"lost", "acked twice", "acked and dead", "added twice by one Add", "dead without max attempts", "unique keys held at the end",
-		"cancelled and removed again", "bad job lookups", "leftovers of removed jobs", "wrong counts", "linearizability violations", "inconclusive checks (timed out)"} {
+		"cancelled and removed again", "deleted and removed again", "bad job lookups", "leftovers of removed jobs", "wrong counts", "linearizability violations", "inconclusive checks (timed out)"} {
 		assert.Zero(t, counter(t, s, zero), zero)
 	}
 	assert.Positive(t, counter(t, s, "  commit_unknown_result (applied)"))

@@ -13,8 +13,10 @@
 // for linearizability either way.
 //
 // -leases runs the job-queue simulation instead (sim.RunLeases: clients
-// add (some under unique keys), lease, ack, nack, extend and release jobs
-// on a JobQueue while leases expire and workers crash, under injected
+// add (some under unique keys), lease, ack, nack, extend and release jobs,
+// cancel and look up jobs, and requeue and delete dead ones (-lease-cancel,
+// -lease-requeue, -lease-delete-dead set their rates) on a JobQueue while
+// leases expire and workers crash, under injected
 // faults and cancelled commits, some landing late (-late-landing)), over
 // the same seeds, duration and workers, and prints the histories
 // checked, the jobs acked and dead, the releases, the jobs lost and
@@ -84,6 +86,8 @@ func main() {
 		lops     = flag.Int("lease-ops", sim.DefaultLeaseConfig().OpsPerClient, "with -leases: operations per client and round")
 		labandon = flag.Float64("lease-abandon", sim.DefaultLeaseConfig().AbandonProb, "with -leases: probability that a failed call is never recovered (its client crashed)")
 		lcancel  = flag.Float64("lease-cancel", sim.DefaultLeaseConfig().CancelProb, "with -leases: probability that an operation is a Cancel (of a held, leased, queued, dead, gone or never-added job)")
+		lrequeue = flag.Float64("lease-requeue", sim.DefaultLeaseConfig().RequeueProb, "with -leases: probability that an operation is a Requeue (of a dead job mostly, else of a job in the queue, gone or never added)")
+		ldelete  = flag.Float64("lease-delete-dead", sim.DefaultLeaseConfig().DeleteDeadProb, "with -leases: probability that an operation is a DeleteDead (of a dead job mostly, else of a job in the queue, gone or never added)")
 	)
 	flag.Parse()
 	if *leases {
@@ -93,7 +97,7 @@ func main() {
 		}
 		lc := sim.DefaultLeaseConfig()
 		lc.Rounds, lc.Clients, lc.OpsPerClient, lc.CheckTimeout, lc.AbandonProb = *lrounds, *lclients, *lops, *timeout, *labandon
-		lc.CancelProb = *lcancel
+		lc.CancelProb, lc.RequeueProb, lc.DeleteDeadProb = *lcancel, *lrequeue, *ldelete
 		lc.Faults.LateLanding = *late
 		lc.Faults.ReadErrors, lc.Faults.ReadVersionErrors = *readErrs, *grvErrs
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
