@@ -758,8 +758,9 @@ func TestLeaseModelRetriedLease(t *testing.T) {
 }
 
 // checkAccounts finds what a removal left behind (an index entry or a
-// value without its record) and counters that disagree with the records,
-// and nothing on a queue the layer alone wrote.
+// value without its record, a requeued job's dead record beside its new
+// one) and counters that disagree with the records, and nothing on a
+// queue the layer alone wrote.
 func TestCheckAccounts(t *testing.T) {
 	ctx := context.Background()
 	db := memdb.New()
@@ -781,6 +782,29 @@ func TestCheckAccounts(t *testing.T) {
 	_, err = q.Lease(ctx, db, 1, time.Minute) // nothing else due: ErrEmpty
 	require.ErrorIs(t, err, fdbqueue.ErrEmpty)
 	require.NoError(t, q.Cancel(ctx, db, ids[1]))
+	// Two more jobs dead-lettered: one requeued, one deleted.
+	for i := 4; i < 6; i++ {
+		r, err := q.Add(ctx, db, fdbqueue.Job{Value: []byte{byte(i)}})
+		require.NoError(t, err)
+		ids = append(ids, r.ID)
+	}
+	ls, err = q.Lease(ctx, db, 2, time.Minute)
+	require.NoError(t, err)
+	require.Len(t, ls, 2)
+	for _, l := range ls {
+		_, err = q.Nack(ctx, db, l, fdbqueue.NackOptions{NoRetry: true})
+		require.NoError(t, err)
+	}
+	var deadKey, deadRec []byte // ids[4]'s dead record, as it was before the Requeue
+	require.NoError(t, eachUnder(ctx, db, sub, "d", func(k, id, v []byte) error {
+		if string(id) == string(ids[4][:]) {
+			deadKey, deadRec = k, v
+		}
+		return nil
+	}))
+	require.NotNil(t, deadRec)
+	require.NoError(t, q.Requeue(ctx, db, ids[4]))
+	require.NoError(t, q.DeleteDead(ctx, db, ids[5]))
 
 	check := func() LeaseResult {
 		var res LeaseResult
@@ -827,6 +851,29 @@ func TestCheckAccounts(t *testing.T) {
 	// A bucket counter left by a removal that did not unbucket its job.
 	require.NoError(t, db.Transact(ctx, func(tr kv.Transaction) error {
 		tr.Add(key("c", "p", int64(12345)), []byte{1, 0, 0, 0, 0, 0, 0, 0})
+		return nil
+	}))
+	require.Equal(t, 1, check().CountErrors)
+	del(key("c", "p", int64(12345)))
+	require.Equal(t, LeaseResult{}, check())
+	// A requeued job's dead record left behind, as a Requeue that did not
+	// clear it leaves it: two records of one ID, the index naming one of
+	// them, and one dead job more than the dead counter says.
+	set(deadKey, deadRec)
+	res := check()
+	require.Equal(t, 2, res.Leftovers)
+	require.Equal(t, 1, res.CountErrors)
+	del(deadKey)
+	// A deleted job's value, or its index entry, left behind.
+	set(key("v", ids[5][:]), []byte{5})
+	require.Equal(t, 1, check().Leftovers)
+	del(key("v", ids[5][:]))
+	set(key("x", ids[5][:]), key("d", int64(1), ids[5][:]))
+	require.Equal(t, 1, check().Leftovers)
+	del(key("x", ids[5][:]))
+	// The dead counter not brought down by a DeleteDead.
+	require.NoError(t, db.Transact(ctx, func(tr kv.Transaction) error {
+		tr.Add(key("c", "d"), []byte{1, 0, 0, 0, 0, 0, 0, 0})
 		return nil
 	}))
 	require.Equal(t, 1, check().CountErrors)
