@@ -400,7 +400,7 @@ func RunLeases(ctx context.Context, seed int64, cfg LeaseConfig) (LeaseResult, e
 				}
 			}
 		}
-		if err := checkAccounts(ctx, db, q, sub, &res); err != nil {
+		if err := checkAccountsInto(ctx, db, q, sub, &res.Leftovers, &res.CountErrors); err != nil {
 			return res, err
 		}
 		for c := range held {
@@ -441,7 +441,7 @@ func RunLeases(ctx context.Context, seed int64, cfg LeaseConfig) (LeaseResult, e
 	if err != nil {
 		return res, err
 	}
-	if err := checkAccounts(ctx, db, q, sub, &res); err != nil {
+	if err := checkAccountsInto(ctx, db, q, sub, &res.Leftovers, &res.CountErrors); err != nil {
 		return res, err
 	}
 	res.KeysHeld = len(keys)
@@ -1280,8 +1280,9 @@ func eachRecord(ctx context.Context, db kv.Database, sub fdbqueue.Subspace, fn f
 // belongs to no record (a removed job's left behind), each record
 // missing either or pointed at by no index entry, and each ID with two
 // records; and to res.CountErrors 1 if Stats' exact counts (queued,
-// leased, dead) or any bucket counter disagree with the records.
-func checkAccounts(ctx context.Context, db kv.Database, q *fdbqueue.JobQueue, sub fdbqueue.Subspace, res *LeaseResult) error {
+// leased, dead) or any bucket counter disagree with the records. The
+// queue's StatsResolution must be leaseStatsResolution.
+func checkAccounts(ctx context.Context, db kv.Database, q *fdbqueue.JobQueue, sub fdbqueue.Subspace, res *accounts) error {
 	keys := map[string][]byte{} // record key by job ID
 	var queued, leased, dead int64
 	buckets := map[string]map[int64]int64{"p": {}, "e": {}} // the counts the records imply
@@ -1377,6 +1378,22 @@ func checkAccounts(ctx context.Context, db kv.Database, q *fdbqueue.JobQueue, su
 	if bad || st.Queued != queued || st.Leased+st.ExpiredLeases != leased || st.Dead != dead {
 		res.CountErrors++
 	}
+	return nil
+}
+
+// accounts is what checkAccounts found: LeaseResult's and PoolResult's
+// Leftovers and CountErrors.
+type accounts struct{ Leftovers, CountErrors int }
+
+// checkAccountsInto runs checkAccounts and adds what it found to
+// leftovers and countErrors.
+func checkAccountsInto(ctx context.Context, db kv.Database, q *fdbqueue.JobQueue, sub fdbqueue.Subspace, leftovers, countErrors *int) error {
+	var a accounts
+	if err := checkAccounts(ctx, db, q, sub, &a); err != nil {
+		return err
+	}
+	*leftovers += a.Leftovers
+	*countErrors += a.CountErrors
 	return nil
 }
 

@@ -806,12 +806,12 @@ func TestCheckAccounts(t *testing.T) {
 	require.NoError(t, q.Requeue(ctx, db, ids[4]))
 	require.NoError(t, q.DeleteDead(ctx, db, ids[5]))
 
-	check := func() LeaseResult {
-		var res LeaseResult
+	check := func() accounts {
+		var res accounts
 		require.NoError(t, checkAccounts(ctx, db, q, sub, &res))
 		return res
 	}
-	require.Equal(t, LeaseResult{}, check(), "a queue the layer alone wrote")
+	require.Equal(t, accounts{}, check(), "a queue the layer alone wrote")
 
 	set := func(k []byte, v []byte) {
 		require.NoError(t, db.Transact(ctx, func(tr kv.Transaction) error { tr.Set(k, v); return nil }))
@@ -836,7 +836,7 @@ func TestCheckAccounts(t *testing.T) {
 	del(key("v", ids[2][:]))
 	require.Equal(t, 1, check().Leftovers)
 	set(key("v", ids[2][:]), []byte{2})
-	require.Equal(t, LeaseResult{}, check())
+	require.Equal(t, accounts{}, check())
 	// The leased counter one too high, as a Cancel that forgot it leaves it.
 	require.NoError(t, db.Transact(ctx, func(tr kv.Transaction) error {
 		tr.Add(key("c", "l"), []byte{1, 0, 0, 0, 0, 0, 0, 0})
@@ -847,7 +847,7 @@ func TestCheckAccounts(t *testing.T) {
 		tr.Add(key("c", "l"), []byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff})
 		return nil
 	}))
-	require.Equal(t, LeaseResult{}, check())
+	require.Equal(t, accounts{}, check())
 	// A bucket counter left by a removal that did not unbucket its job.
 	require.NoError(t, db.Transact(ctx, func(tr kv.Transaction) error {
 		tr.Add(key("c", "p", int64(12345)), []byte{1, 0, 0, 0, 0, 0, 0, 0})
@@ -855,7 +855,7 @@ func TestCheckAccounts(t *testing.T) {
 	}))
 	require.Equal(t, 1, check().CountErrors)
 	del(key("c", "p", int64(12345)))
-	require.Equal(t, LeaseResult{}, check())
+	require.Equal(t, accounts{}, check())
 	// A requeued job's dead record left behind, as a Requeue that did not
 	// clear it leaves it: two records of one ID, the index naming one of
 	// them, and one dead job more than the dead counter says.
