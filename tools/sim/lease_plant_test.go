@@ -129,6 +129,15 @@ type skipClears struct {
 	prefix []byte
 }
 
+// Transact and ReadTransact run fn in the transaction as it is planted
+// (a layer given it as its Transactor runs in it), not in the one it
+// wraps.
+func (s skipClears) Transact(_ context.Context, fn func(kv.Transaction) error) error { return fn(s) }
+
+func (s skipClears) ReadTransact(_ context.Context, fn func(kv.ReadTransaction) error) error {
+	return fn(s)
+}
+
 func (s skipClears) Clear(key []byte) {
 	if !bytes.HasPrefix(key, s.prefix) {
 		s.Transaction.Clear(key)

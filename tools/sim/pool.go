@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/fdbqueue/fdbqueue"
@@ -35,15 +36,33 @@ type PoolConfig struct {
 	// applied), half after their commit landed (kv.MaybeCommitted). So
 	// releases, settling leases, acks and nacks at shutdown fail at times.
 	StopFailProb float64
+	// CancelProb is, in each cycle, the probability of each of these
+	// Cancels (JobQueue.Cancel, in a transaction of the harness's that
+	// first looks the job up with Job, so that the lease the Cancel
+	// removes is known): one of the cycle's jobs as the pools start
+	// (racing the handlers' leases and acks); each blocked handler's job
+	// once the pools are mid-flight; a job no handler of the cycle has
+	// started (queued, or being leased); and an ID never added.
+	// HeartbeatProb is the probability that, once a blocked handler's job
+	// is cancelled, the clock then moves by the pools' ExtendEvery, so
+	// that the heartbeats find the cancelled jobs' leases lost and end
+	// their handlers' contexts before the pools stop.
+	CancelProb, HeartbeatProb float64
+	// plantCancel and plantPools, if not nil, wrap the database the
+	// harness's Cancels and the pools run on: the tests that plant bugs
+	// set them, so that the checks are shown to catch them.
+	plantCancel, plantPools func(kv.Database) kv.Database
 }
 
-// DefaultPoolConfig is a short run with every fault.
+// DefaultPoolConfig is a short run with every fault. Its 9 jobs per cycle
+// are enough for the most blockers and quick jobs a cycle waits for (5
+// and 2) with one job cancelled as the pools start.
 func DefaultPoolConfig() PoolConfig {
-	return PoolConfig{Cycles: 6, Pools: 2, Workers: 3, JobsPerCycle: 8, MaxAttempts: 3,
+	return PoolConfig{Cycles: 6, Pools: 2, Workers: 3, JobsPerCycle: 9, MaxAttempts: 3,
 		Faults: memdb.Faults{NotCommitted: 0.05, UnknownApplied: 0.05, UnknownNotApplied: 0.05, TooOld: 0.02, LateLanding: 0.5,
 			ReadErrors: 0.02, ReadVersionErrors: 0.01},
 		Latency:      memdb.Latency{Commit: memdb.Span{Min: 50 * time.Microsecond, Max: 500 * time.Microsecond}},
-		StopFailProb: 0.1}
+		StopFailProb: 0.1, CancelProb: 0.4, HeartbeatProb: 0.5}
 }
 
 // PoolResult is what one seed of RunPoolShutdowns found.
@@ -82,20 +101,56 @@ type PoolResult struct {
 	// ErrLeaseLost (their job was released), LateAckedHeld those that
 	// acked a job whose release had failed (it was still theirs).
 	LateAckLost, LateAckedHeld int
-	Stats                      memdb.Stats
+	// Cancels (PoolConfig.CancelProb): Cancelled counts the jobs a Cancel
+	// removed, CancelledLeased and CancelledQueued the Cancels of a job
+	// leased or queued as the Cancel committed (the Job lookup in its
+	// transaction says which, and under which lease), CancelLeaseUnknown
+	// those whose lookup came after their commit (a retry after
+	// commit_unknown_result found the job gone and the Cancel's journal
+	// record), CancelNotFound the Cancels that found no job in the queue.
+	// LostToCancel counts the handler runs of a cancelled job whose ack,
+	// nack or release found the lease lost (Outcome LeaseLost, or
+	// Abandoned with ErrLeaseLost), HeartbeatLost the blocked handlers
+	// whose context the heartbeat ended before the pools stopped, their
+	// job cancelled, and LateAckCancelled the abandoned runs' Task.Acks
+	// that failed with ErrLeaseLost, their job cancelled.
+	Cancelled, CancelledLeased, CancelledQueued, CancelLeaseUnknown, CancelNotFound int
+	LostToCancel, HeartbeatLost, LateAckCancelled                                   int
+	// What the pool promises of a cancelled job (see RunPoolShutdowns),
+	// all must be 0: LeasedAfterCancel counts the handler runs that
+	// started after their job's Cancel returned under a lease other than
+	// the one the Cancel removed (or the job was queued then: no lease is
+	// left to run it); SettledAfterCancel the runs that acked, nacked,
+	// snoozed or released a job after its Cancel returned;
+	// LostUncancelled the handlers whose context ended before the pools
+	// stopped though their job was not cancelled; CancelledAndAcked,
+	// CancelledAndDead and CancelledTwice the jobs a Cancel removed that
+	// were also acked (by the pool or a Task.Ack), dead in the end, or
+	// removed by another Cancel. Leftovers and CountErrors are
+	// checkAccounts' at each cycle's end and after the drain.
+	LeasedAfterCancel, SettledAfterCancel, LostUncancelled int
+	CancelledAndAcked, CancelledAndDead, CancelledTwice    int
+	Leftovers, CountErrors                                 int
+	Stats                                                  memdb.Stats
 }
 
 // OK reports whether every check held.
 func (r PoolResult) OK() bool {
 	return r.AckedTwice == 0 && r.AckedAndDead == 0 && r.Lost == 0 && r.Hidden == 0 && r.AttemptBurned == 0 &&
 		r.NotDue == 0 && r.ReleasedGone == 0 && r.FailedCut == 0 && r.LateAcked == 0 && r.DeadAttempts == 0 && r.RunErrors == 0 &&
-		r.Added == r.Acked+r.Dead+r.AckedUnknown
+		r.LeasedAfterCancel == 0 && r.SettledAfterCancel == 0 && r.LostUncancelled == 0 && r.CancelledAndAcked == 0 &&
+		r.CancelledAndDead == 0 && r.CancelledTwice == 0 && r.Leftovers == 0 && r.CountErrors == 0 &&
+		r.Added == r.Acked+r.Dead+r.Cancelled+r.AckedUnknown
 }
 
 // poolShutdownTimeout is the pools' ShutdownTimeout when not negative: an
 // odd duration, so that the harness knows Run's deadline among the
 // clock's timers.
 const poolShutdownTimeout = 7*time.Second + 3*time.Millisecond
+
+// poolExtendEvery is the pools' ExtendEvery: an odd duration too, so
+// that the harness knows the heartbeats' timers among the clock's.
+const poolExtendEvery = 20*time.Second + 11*time.Millisecond
 
 // poolReleaseTimeout is the pools' ReleaseTimeout: longer than any run of
 // the harness, since the clock, shared by the pools, moves past one
@@ -127,6 +182,26 @@ const poolReleaseTimeout = time.Hour
 // job the pool released. At the end, every job is drained and accounted
 // for: acked once (an Outcome Acked, a Task.Ack or the drain's Ack) or
 // dead once with MaxAttempts counted attempts, never both, never lost.
+//
+// Cancels remove jobs while the pools run (PoolConfig.CancelProb): as
+// they start, racing the handlers' leases and acks, and mid-flight, of
+// blocked handlers' jobs, of jobs no handler has started and of IDs never
+// added; then the clock moves by ExtendEvery at times, so that the
+// heartbeats find the cancelled jobs' leases lost. Cancel removes a job
+// for good, and the pool promises no more than this of a run of it
+// already under way (its lease taken before the Cancel committed): the
+// handler goes on until it returns or a heartbeat finds the lease lost
+// and ends its context, and then its ack, nack or release fails (Outcome
+// LeaseLost, or Abandoned with ErrLeaseLost), as does its Task.Ack. So
+// the harness checks that a handler run that started after the Cancel
+// returned holds the very lease the Cancel removed (a Job lookup in the
+// Cancel's transaction tells which; none if the job was queued), that no
+// run acks, nacks, snoozes or releases a job after its Cancel returned,
+// that a handler's context ends before the pools stop only if its job was
+// cancelled, and that a cancelled job is neither acked (by the pool or a
+// Task.Ack) nor dead: every job is acked, dead or cancelled once. At each
+// cycle's end and after the drain, nothing of a removed job may be left
+// and Stats and the bucket counters must be exact (checkAccounts).
 func RunPoolShutdowns(ctx context.Context, seed int64, cfg PoolConfig) (PoolResult, error) {
 	var res PoolResult
 	db := memdb.New(memdb.WithSeed(seed), memdb.WithFaults(cfg.Faults), memdb.WithLatency(cfg.Latency),
@@ -138,14 +213,21 @@ func RunPoolShutdowns(ctx context.Context, seed int64, cfg PoolConfig) (PoolResu
 	deadlines := make(chan struct{}, 1024) // a Run armed its shutdown deadline
 	done := make(chan struct{})
 	defer close(done)
+	h := &poolHarness{acks: map[string]int{}, failedAcks: map[string]bool{}, cancels: map[string][]poolCancel{}}
 	go func() {
 		for {
 			select {
 			case d := <-armed:
-				if d == poolShutdownTimeout {
+				switch d {
+				case poolShutdownTimeout:
 					select {
 					case deadlines <- struct{}{}:
 					default:
+					}
+				case poolExtendEvery: // a heartbeat's timer
+					h.beats.Add(1)
+					if c := h.cur.Load(); c != nil {
+						c.poke()
 					}
 				}
 			case <-done:
@@ -159,13 +241,16 @@ func RunPoolShutdowns(ctx context.Context, seed int64, cfg PoolConfig) (PoolResu
 	}
 	const lease = time.Minute
 	q, err := fdbqueue.NewJobQueue(sub, fdbqueue.JobQueueConfig{MaxAttempts: cfg.MaxAttempts, Clock: clock,
-		LeaseDuration: lease, RetryBase: time.Second, RetryMax: 4 * time.Second})
+		LeaseDuration: lease, RetryBase: time.Second, RetryMax: 4 * time.Second, StatsResolution: leaseStatsResolution})
 	if err != nil {
 		return res, err
 	}
 	rng := rand.New(rand.NewPCG(uint64(seed), 0x9001))
-	h := &poolHarness{acks: map[string]int{}, failedAcks: map[string]bool{}}
 	pdb := &stopFailing{Database: db, prob: cfg.StopFailProb, rng: rand.New(rand.NewPCG(uint64(seed), 0xfa11))}
+	if cfg.plantPools != nil {
+		pdb.Database = cfg.plantPools(db)
+	}
+	h.plant = cfg.plantCancel
 	var jobs []fdbqueue.JobID
 	for cycle := range cfg.Cycles {
 		// Every live job due: leases and retry delays have passed.
@@ -177,6 +262,7 @@ func RunPoolShutdowns(ctx context.Context, seed int64, cfg PoolConfig) (PoolResu
 			}
 			jobs = append(jobs, r.ID)
 		}
+		h.jobs = jobs
 		if err := h.cycle(ctx, q, db, pdb, clock, deadlines, sub, rng, cfg, &res); err != nil {
 			return res, fmt.Errorf("cycle %d: %w", cycle, err)
 		}
@@ -190,6 +276,9 @@ func RunPoolShutdowns(ctx context.Context, seed int64, cfg PoolConfig) (PoolResu
 	if err != nil {
 		return res, err
 	}
+	if err := checkAccountsInto(ctx, db, q, sub, &res.Leftovers, &res.CountErrors); err != nil {
+		return res, err
+	}
 	dead, err := deadAfterDrain(final, &res.DeadAttempts)
 	if err != nil {
 		return res, err
@@ -197,13 +286,21 @@ func RunPoolShutdowns(ctx context.Context, seed int64, cfg PoolConfig) (PoolResu
 	for _, id := range jobs {
 		job := string(id[:])
 		res.Added++
-		switch n := h.acks[job]; {
+		switch n, c := h.acks[job], len(h.cancels[job]); {
 		case n > 1:
 			res.AckedTwice++
+		case c > 1:
+			res.CancelledTwice++
+		case c == 1 && n == 1:
+			res.CancelledAndAcked++
+		case c == 1 && dead[job]:
+			res.CancelledAndDead++
 		case n == 1 && dead[job]:
 			res.AckedAndDead++
 		case n == 1:
 			res.Acked++
+		case c == 1:
+			res.Cancelled++
 		case dead[job]:
 			res.Dead++
 		case h.failedAcks[job]:
@@ -212,18 +309,158 @@ func RunPoolShutdowns(ctx context.Context, seed int64, cfg PoolConfig) (PoolResu
 			res.Lost++
 		}
 	}
+	for _, cs := range h.cancels {
+		for _, k := range cs {
+			switch {
+			case !k.known:
+				res.CancelLeaseUnknown++
+			case k.lease == [16]byte{}:
+				res.CancelledQueued++
+			default:
+				res.CancelledLeased++
+			}
+		}
+	}
+	res.CancelNotFound = h.cancelNotFound
 	res.Stats = db.Stats()
 	return res, nil
 }
 
 // poolHarness is one seed's accounts across cycles.
 type poolHarness struct {
-	acks       map[string]int  // successful acks per job
-	failedAcks map[string]bool // jobs with an ack that failed (it may have committed)
+	acks       map[string]int   // successful acks per job
+	failedAcks map[string]bool  // jobs with an ack that failed (it may have committed)
+	jobs       []fdbqueue.JobID // every job added, in order
+	// seq orders the handler runs' starts and returns, the Cancels' calls
+	// and returns and the pools' stops.
+	seq atomic.Int64
+	// cancels is the successful Cancels per job, cancelNotFound the count
+	// of those that found no job in the queue.
+	mu             sync.Mutex
+	cancels        map[string][]poolCancel
+	cancelNotFound int
+	// beats counts the heartbeats' timers armed (poolExtendEvery); cur is
+	// the cycle under way, poked at each.
+	beats atomic.Int64
+	cur   atomic.Pointer[poolCycle]
+	plant func(kv.Database) kv.Database // PoolConfig.plantCancel
+}
+
+// poolCancel is a successful Cancel: its call and return (poolHarness.seq)
+// and, if known, the job's lease as the Cancel committed (zero: queued).
+type poolCancel struct {
+	call, ret int64
+	known     bool
+	lease     [16]byte
+}
+
+// handlerRun is one handler call (one lease), as the handler and its
+// Outcome reported it.
+type handlerRun struct {
+	job        string
+	start, ret int64 // poolHarness.seq as it started and returned (0: not seen)
+	blocker    bool  // one of the cycle's first starts, which block
+	honours    bool  // a blocker that returns when told to finish or when its context ends
+	endedEarly bool  // its context ended before the pools stopped
+	reported   bool  // its Outcome came
+	result     fdbqueue.Result
+	err        error
+}
+
+// settled reports whether r's Outcome says the pool acked, nacked,
+// snoozed or released its job.
+func (r *handlerRun) settled() bool {
+	switch r.result {
+	case fdbqueue.Acked, fdbqueue.Retried, fdbqueue.DeadLettered, fdbqueue.Snoozed:
+		return r.reported
+	case fdbqueue.Abandoned:
+		return r.reported && r.err == nil
+	}
+	return false
+}
+
+// cancelled reports whether a Cancel removed job.
+func (h *poolHarness) cancelled(job string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.cancels[job]) > 0
+}
+
+// cancel cancels job id in a transaction of its own that first looks it
+// up with Job, so that the lease the Cancel removes (if any) is known,
+// and records the Cancel.
+func (h *poolHarness) cancel(ctx context.Context, q *fdbqueue.JobQueue, db kv.Database, id fdbqueue.JobID) error {
+	k := poolCancel{call: h.seq.Add(1)}
+	opID := fdbqueue.NewOpID() // one for every attempt: the Cancel is applied once
+	if h.plant != nil {
+		db = h.plant(db)
+	}
+	err := db.Transact(ctx, func(tr kv.Transaction) error {
+		k.known, k.lease = false, [16]byte{}
+		info, err := q.Job(ctx, tr, id)
+		switch {
+		case errors.Is(err, fdbqueue.ErrJobNotFound):
+			// A retry after its commit applied: the Cancel replays.
+		case err != nil:
+			return err
+		default:
+			k.known, k.lease = info.State != fdbqueue.JobDead, info.LeaseID
+		}
+		return q.Cancel(ctx, tr, id, fdbqueue.WithOpID(opID))
+	})
+	k.ret = h.seq.Add(1)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	switch {
+	case err == nil:
+		h.cancels[string(id[:])] = append(h.cancels[string(id[:])], k)
+	case errors.Is(err, fdbqueue.ErrJobNotFound):
+		h.cancelNotFound++
+	default:
+		return fmt.Errorf("Cancel: %w", err)
+	}
+	return nil
+}
+
+// checkCancels checks c's handler runs against the successful Cancels
+// so far, and counts what they did (see PoolResult).
+func (h *poolHarness) checkCancels(c *poolCycle, res *PoolResult) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for lease, r := range c.runs {
+		cs := h.cancels[r.job]
+		if len(cs) == 0 {
+			if r.endedEarly {
+				res.LostUncancelled++
+			}
+			continue
+		}
+		if r.endedEarly {
+			res.HeartbeatLost++
+		}
+		if r.reported && (r.result == fdbqueue.LeaseLost || r.result == fdbqueue.Abandoned && errors.Is(r.err, fdbqueue.ErrLeaseLost)) {
+			res.LostToCancel++
+		}
+		for _, k := range cs {
+			if r.start > k.ret && k.known && (k.lease == [16]byte{} || lease != k.lease) {
+				res.LeasedAfterCancel++
+			}
+			// Its ack, nack or release came after the Cancel returned:
+			// the run started or its handler returned after it, or the
+			// pools stopped after it and abandoned the run.
+			after := r.start > k.ret || r.ret > k.ret || r.result == fdbqueue.Abandoned && c.stopAt > k.ret
+			if after && r.settled() {
+				res.SettledAfterCancel++
+			}
+		}
+	}
 }
 
 // poolCycle is one cycle's handlers and outcomes.
 type poolCycle struct {
+	h         *poolHarness
 	rng       *rand.Rand
 	blockers  int           // the first starts that block
 	finish    chan struct{} // closed: blocked handlers that honour their context return nil
@@ -238,6 +475,19 @@ type poolCycle struct {
 	tasks     map[string][]*fdbqueue.Task // the handlers that ignore their context, by job
 	quick     map[[16]byte]bool           // the leases of the handlers that do not block
 	stubborns map[[16]byte]bool           // the leases of those that ignore their context
+	runs      map[[16]byte]*handlerRun    // by lease
+	stopping  bool                        // the pools are told to stop
+	stopAt    int64                       // poolHarness.seq as they were
+}
+
+// run returns the run of lease, made on first use; c.mu must be held.
+func (c *poolCycle) run(l fdbqueue.Lease) *handlerRun {
+	r := c.runs[l.ID]
+	if r == nil {
+		r = &handlerRun{job: string(l.JobID[:])}
+		c.runs[l.ID] = r
+	}
+	return r
 }
 
 func (c *poolCycle) poke() {
@@ -271,11 +521,19 @@ func (c *poolCycle) wait(ctx context.Context, cond func() bool) error {
 
 func (c *poolCycle) handler(ctx context.Context, task *fdbqueue.Task) error {
 	c.mu.Lock()
+	run := c.run(task.Lease())
+	run.start = c.h.seq.Add(1)
+	defer func() {
+		c.mu.Lock()
+		run.ret = c.h.seq.Add(1)
+		c.mu.Unlock()
+	}()
 	c.started++
 	c.inFlight++
 	n := c.started
 	x := c.rng.Float64()
 	stubborn := n <= c.blockers && x < 0.4
+	run.blocker, run.honours = n <= c.blockers, n <= c.blockers && !stubborn
 	if stubborn {
 		c.stubborn++
 		id := task.Lease().JobID
@@ -297,6 +555,9 @@ func (c *poolCycle) handler(ctx context.Context, task *fdbqueue.Task) error {
 		case <-c.finish:
 			return nil
 		case <-ctx.Done():
+			c.mu.Lock()
+			run.endedEarly = !c.stopping // else most likely the shutdown's
+			c.mu.Unlock()
 			return ctx.Err()
 		}
 	case x < 0.75:
@@ -312,6 +573,8 @@ func (c *poolCycle) handler(ctx context.Context, task *fdbqueue.Task) error {
 
 func (c *poolCycle) outcome(o fdbqueue.Outcome) {
 	c.mu.Lock()
+	run := c.run(o.Lease)
+	run.reported, run.result, run.err = true, o.Result, o.Err
 	c.outcomes = append(c.outcomes, o)
 	c.inFlight--
 	if c.quick[o.Lease.ID] {
@@ -331,9 +594,13 @@ func (h *poolHarness) cycle(ctx context.Context, q *fdbqueue.JobQueue, db *memdb
 		<-deadlines
 	}
 	slots := cfg.Pools * cfg.Workers
-	c := &poolCycle{rng: rand.New(rand.NewPCG(rng.Uint64(), rng.Uint64())), blockers: 1 + rng.IntN(max(slots-1, 1)),
+	c := &poolCycle{h: h, rng: rand.New(rand.NewPCG(rng.Uint64(), rng.Uint64())), blockers: 1 + rng.IntN(max(slots-1, 1)),
 		finish: make(chan struct{}), unblock: make(chan struct{}), changed: make(chan struct{}, 1),
-		tasks: map[string][]*fdbqueue.Task{}, quick: map[[16]byte]bool{}, stubborns: map[[16]byte]bool{}}
+		tasks: map[string][]*fdbqueue.Task{}, quick: map[[16]byte]bool{}, stubborns: map[[16]byte]bool{},
+		runs: map[[16]byte]*handlerRun{}}
+	h.cur.Store(c)
+	h.beats.Store(0)
+	cycleJobs := h.jobs[len(h.jobs)-cfg.JobsPerCycle:]
 	mode := rng.IntN(3)
 	timeout := poolShutdownTimeout
 	if mode == 0 {
@@ -347,14 +614,33 @@ func (h *poolHarness) cycle(ctx context.Context, q *fdbqueue.JobQueue, db *memdb
 	for range cfg.Pools {
 		go func() {
 			ran <- q.Run(runCtx, pdb, c.handler, fdbqueue.PoolOptions{Workers: cfg.Workers, LeaseDuration: time.Minute,
-				ExtendEvery: 20 * time.Second, ShutdownTimeout: timeout, ReleaseTimeout: poolReleaseTimeout, Logger: slog.New(&logTap{sink: logs}), OnOutcome: c.outcome})
+				ExtendEvery: poolExtendEvery, ShutdownTimeout: timeout, ReleaseTimeout: poolReleaseTimeout, Logger: slog.New(&logTap{sink: logs}), OnOutcome: c.outcome})
 		}()
+	}
+	// A Cancel of one of the cycle's jobs as the pools start, racing
+	// their leases and the quick handlers' acks.
+	var raced chan error
+	if rng.Float64() < cfg.CancelProb {
+		id := cycleJobs[rng.IntN(len(cycleJobs))]
+		raced = make(chan error, 1)
+		go func() { raced <- h.cancel(ctx, q, db, id) }()
 	}
 	// Mid-flight: the blockers hold their jobs, and a few quick jobs are
 	// done (enough jobs are due for both, see RunPoolShutdowns).
 	if err := c.wait(ctx, func() bool { return c.started >= c.blockers && c.quickDone >= quick }); err != nil {
 		return err
 	}
+	if raced != nil {
+		if err := <-raced; err != nil {
+			return err
+		}
+	}
+	if err := h.cancelMidFlight(ctx, q, db, clock, c, rng, cfg); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	c.stopping, c.stopAt = true, h.seq.Add(1)
+	c.mu.Unlock()
 	pdb.stopping(true)
 	stop()
 	close(c.finish)
@@ -405,10 +691,13 @@ func (h *poolHarness) cycle(ctx context.Context, q *fdbqueue.JobQueue, db *memdb
 			h.acks[job]++
 		case fdbqueue.Abandoned:
 			res.Abandoned++
-			if o.Err == nil {
+			switch {
+			case o.Err == nil:
 				res.Released++
 				released[job] = o.Lease
-			} else {
+			case errors.Is(o.Err, fdbqueue.ErrLeaseLost) && h.cancelled(job):
+				// Its job cancelled: counted in LostToCancel.
+			default:
 				res.ReleaseFailed++
 				explained[job] = true
 			}
@@ -476,6 +765,8 @@ func (h *poolHarness) cycle(ctx context.Context, q *fdbqueue.JobQueue, db *memdb
 		for _, task := range tasks {
 			err := db.Transact(ctx, func(tr kv.Transaction) error { return task.Ack(ctx, tr) })
 			switch {
+			case errors.Is(err, fdbqueue.ErrLeaseLost) && h.cancelled(job):
+				res.LateAckCancelled++
 			case errors.Is(err, fdbqueue.ErrLeaseLost):
 				res.LateAckLost++
 			case err != nil:
@@ -491,7 +782,82 @@ func (h *poolHarness) cycle(ctx context.Context, q *fdbqueue.JobQueue, db *memdb
 			}
 		}
 	}
-	return nil
+	h.checkCancels(c, res)
+	return checkAccountsInto(ctx, db, q, sub, &res.Leftovers, &res.CountErrors)
+}
+
+// cancelMidFlight runs the mid-flight Cancels of cycle c (see
+// PoolConfig.CancelProb): of the blocked handlers' jobs, of a job no
+// handler of the cycle has started, and of an ID never added. Then, if a
+// blocked handler that honours its context lost its job, it moves the
+// clock by ExtendEvery (HeartbeatProb), once every handler's heartbeat
+// has armed its timer, and waits until those handlers have been told by
+// their heartbeats and their outcomes are in.
+func (h *poolHarness) cancelMidFlight(ctx context.Context, q *fdbqueue.JobQueue, db kv.Database, clock *queuetest.Clock,
+	c *poolCycle, rng *rand.Rand, cfg PoolConfig) error {
+	c.mu.Lock()
+	var blocked []string
+	started := map[string]bool{}
+	for _, r := range c.runs {
+		started[r.job] = true
+		if r.blocker && r.ret == 0 {
+			blocked = append(blocked, r.job)
+		}
+	}
+	c.mu.Unlock()
+	slices.Sort(blocked) // the map's order is random; the harness's draws are the seed's
+	var targets []fdbqueue.JobID
+	for _, job := range blocked {
+		if rng.Float64() < cfg.CancelProb {
+			var id fdbqueue.JobID
+			copy(id[:], job)
+			targets = append(targets, id)
+		}
+	}
+	if rng.Float64() < cfg.CancelProb {
+		var idle []fdbqueue.JobID
+		for _, id := range h.jobs {
+			if !started[string(id[:])] {
+				idle = append(idle, id)
+			}
+		}
+		if len(idle) > 0 {
+			targets = append(targets, idle[rng.IntN(len(idle))])
+		}
+	}
+	if rng.Float64() < cfg.CancelProb {
+		var id fdbqueue.JobID
+		for i := range id {
+			id[i] = byte(rng.IntN(256))
+		}
+		targets = append(targets, id)
+	}
+	for _, id := range targets {
+		if err := h.cancel(ctx, q, db, id); err != nil {
+			return err
+		}
+	}
+	lost := map[string]bool{} // the honouring blockers' cancelled jobs
+	for _, job := range blocked {
+		if h.cancelled(job) {
+			lost[job] = true
+		}
+	}
+	if len(lost) == 0 || rng.Float64() >= cfg.HeartbeatProb {
+		return nil
+	}
+	if err := c.wait(ctx, func() bool { return h.beats.Load() >= int64(c.started) }); err != nil {
+		return err
+	}
+	clock.Advance(poolExtendEvery)
+	return c.wait(ctx, func() bool {
+		for _, r := range c.runs {
+			if r.honours && lost[r.job] && !r.reported {
+				return false
+			}
+		}
+		return true
+	})
 }
 
 // stopFailing is the pools' database: while stopping, a transaction fails

@@ -1,12 +1,19 @@
 package sim
 
 import (
+	"bytes"
 	"context"
 	"os"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/fdbqueue/fdbqueue"
+	"github.com/fdbqueue/fdbqueue/kv"
+	"github.com/fdbqueue/fdbqueue/tuple"
 )
 
 // JobQueue.Run pools with handlers, stopped mid-flight again and again
@@ -17,6 +24,19 @@ import (
 // in flight it could not settle), and an abandoned run's Task.Ack never
 // acks a job the pool released. The run must have abandoned and released
 // jobs, settled leases in flight, and met failed releases.
+//
+// Cancels remove jobs while the pools run: a handler run that starts
+// after its job's Cancel returned holds the very lease the Cancel removed
+// (none if the job was queued), no run acks, nacks, snoozes or releases a
+// job after its Cancel returned, a handler's context ends before the
+// pools stop only if its job was cancelled, a cancelled job is never
+// acked (by the pool or a Task.Ack) nor dead, and nothing of a removed
+// job is left and Stats and the bucket counters are exact at every
+// cycle's end and after the drain. The run must have cancelled jobs
+// leased and queued, Cancels that found nothing, runs whose ack, nack or
+// release found the lease lost to a Cancel, handlers whose context a
+// heartbeat ended for it, and abandoned runs' Task.Acks that failed for
+// it.
 //
 // FDBQUEUE_POOL_SEEDS=n runs n seeds instead of 6 (a longer soak).
 func TestPoolShutdownSimulation(t *testing.T) {
@@ -33,6 +53,9 @@ func TestPoolShutdownSimulation(t *testing.T) {
 			seeds, total.Cycles, total.Handled, total.Added, total.Acked, total.Dead, total.AckedUnknown, total.Lost, total.AckedTwice,
 			total.Abandoned, total.Released, total.ReleaseFailed, total.FailedAtStop, total.Settled, total.SettleFailed,
 			total.HiddenExplained, total.Hidden, total.LateAckLost, total.LateAckedHeld)
+		t.Logf("cancels: %d jobs cancelled (%d leased, %d queued, %d with the lease unknown), %d found nothing; %d runs lost their job to a Cancel, %d contexts ended by the heartbeat for it, %d late Task.Acks failed for it; %d leftovers, %d wrong counts",
+			total.Cancelled, total.CancelledLeased, total.CancelledQueued, total.CancelLeaseUnknown, total.CancelNotFound,
+			total.LostToCancel, total.HeartbeatLost, total.LateAckCancelled, total.Leftovers, total.CountErrors)
 	}()
 	for seed := int64(1); seed <= seeds; seed++ {
 		r, err := RunPoolShutdowns(ctx, seed, DefaultPoolConfig())
@@ -59,6 +82,16 @@ func TestPoolShutdownSimulation(t *testing.T) {
 		total.LateAckedHeld += r.LateAckedHeld
 		total.Stats.InjectedReadErrors += r.Stats.InjectedReadErrors
 		total.Stats.InjectedReadVersionErrors += r.Stats.InjectedReadVersionErrors
+		total.Cancelled += r.Cancelled
+		total.CancelledLeased += r.CancelledLeased
+		total.CancelledQueued += r.CancelledQueued
+		total.CancelLeaseUnknown += r.CancelLeaseUnknown
+		total.CancelNotFound += r.CancelNotFound
+		total.LostToCancel += r.LostToCancel
+		total.HeartbeatLost += r.HeartbeatLost
+		total.LateAckCancelled += r.LateAckCancelled
+		total.Leftovers += r.Leftovers
+		total.CountErrors += r.CountErrors
 	}
 	require.Positive(t, total.Released, "no abandoned job was released")
 	require.Positive(t, total.Settled, "no lease in flight at shutdown was settled")
@@ -66,4 +99,168 @@ func TestPoolShutdownSimulation(t *testing.T) {
 	require.Positive(t, total.LateAckLost, "no abandoned run's Task.Ack found its job released")
 	require.Positive(t, total.Stats.InjectedReadErrors, "no read failed")
 	require.Positive(t, total.Stats.InjectedReadVersionErrors, "no read version request failed")
+	require.Positive(t, total.CancelledLeased, "no leased job was cancelled")
+	require.Positive(t, total.CancelledQueued, "no queued job was cancelled")
+	require.Positive(t, total.CancelNotFound, "no Cancel found nothing")
+	require.Positive(t, total.LostToCancel, "no handler run lost its job to a Cancel")
+	require.Positive(t, total.HeartbeatLost, "no heartbeat ended a handler's context for a Cancel")
+	require.Positive(t, total.LateAckCancelled, "no abandoned run's Task.Ack failed for a Cancel")
+}
+
+// Bugs planted in a Cancel (through PoolConfig.plantCancel) or in what
+// the pools read (plantPools) must fail the pool simulation: a Cancel
+// that writes nothing of its removal but says it removed the job (which
+// is then leased and run again after the Cancel returned), and pools that
+// read a cancelled job's record as it was before the Cancel (a stale
+// read: the run's ack, nack or release then succeeds after the Cancel
+// returned).
+func TestPoolSimulationCatchesPlantedCancelBugs(t *testing.T) {
+	sub, err := fdbqueue.NewSubspace(tuple.Tuple{"sim", "pool"})
+	require.NoError(t, err)
+	records, err := sub.Pack(tuple.Tuple{"q"})
+	require.NoError(t, err)
+	plants := []struct {
+		name          string
+		cancel, pools func(kv.Database) kv.Database
+	}{
+		{"Cancel removes nothing", func(db kv.Database) kv.Database {
+			return plantedDB{Database: db, tx: func(tr kv.Transaction) kv.Transaction { return dropWrites{Transaction: tr, prefix: sub.Bytes()} }}
+		}, nil},
+		{"the pools read a cancelled job's record as it was", nil, func(db kv.Database) kv.Database {
+			st := &staleRecords{prefix: records, last: map[string][]byte{}}
+			return plantedDB{Database: db, tx: func(tr kv.Transaction) kv.Transaction { return &staleTx{Transaction: tr, s: st} }}
+		}},
+	}
+	for _, p := range plants {
+		t.Run(p.name, func(t *testing.T) {
+			cfg := DefaultPoolConfig()
+			cfg.plantCancel, cfg.plantPools = p.cancel, p.pools
+			// A heartbeat that finds the lease alive would not end the
+			// handlers the harness waits for: the run would hang, not fail.
+			cfg.HeartbeatProb = 0
+			for seed := int64(1); seed <= 6; seed++ {
+				r, err := RunPoolShutdowns(context.Background(), seed, cfg)
+				if err != nil || !r.OK() {
+					t.Logf("seed %d caught it: err %v, leased after a Cancel %d, settled after a Cancel %d, cancelled and acked %d, and dead %d, twice %d, leftovers %d, wrong counts %d, lost %d",
+						seed, err, r.LeasedAfterCancel, r.SettledAfterCancel, r.CancelledAndAcked, r.CancelledAndDead, r.CancelledTwice,
+						r.Leftovers, r.CountErrors, r.Lost)
+					return
+				}
+			}
+			t.Fatal("no seed caught the planted bug")
+		})
+	}
+}
+
+// staleRecords is what a staleTx read under prefix, the last value of
+// each key.
+type staleRecords struct {
+	prefix []byte
+	mu     sync.Mutex
+	last   map[string][]byte
+}
+
+// staleTx reads a job record that someone else cleared (a Cancel) as
+// the last value it wrote or read; having served such a stale record, it
+// writes no record (a release or nack of it does not bring the job back
+// without its value, which would stop the pools rather than fail a check).
+type staleTx struct {
+	kv.Transaction
+	s      *staleRecords
+	served atomic.Bool
+}
+
+func (t *staleTx) Get(key []byte) kv.FutureValue {
+	f := t.Transaction.Get(key)
+	if !bytes.HasPrefix(key, t.s.prefix) {
+		return f
+	}
+	return staleRead{f: f, key: string(key), t: t}
+}
+
+func (t *staleTx) Set(key, value []byte) {
+	if bytes.HasPrefix(key, t.s.prefix) {
+		if t.served.Load() {
+			return
+		}
+		t.s.mu.Lock()
+		t.s.last[string(key)] = bytes.Clone(value)
+		t.s.mu.Unlock()
+	}
+	t.Transaction.Set(key, value)
+}
+
+func (t *staleTx) Clear(key []byte) {
+	if bytes.HasPrefix(key, t.s.prefix) {
+		t.s.mu.Lock()
+		delete(t.s.last, string(key))
+		t.s.mu.Unlock()
+	}
+	t.Transaction.Clear(key)
+}
+
+type staleRead struct {
+	f   kv.FutureValue
+	key string
+	t   *staleTx
+}
+
+func (r staleRead) Get() ([]byte, error) {
+	v, err := r.f.Get()
+	if err != nil {
+		return v, err
+	}
+	s := r.t.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if v == nil {
+		if v = s.last[r.key]; v != nil {
+			r.t.served.Store(true)
+		}
+		return v, nil
+	}
+	s.last[r.key] = v
+	return v, nil
+}
+
+// dropWrites drops every write under prefix (the queue's keys: its
+// journal, under prefix + 0xff, is written); its Transact and
+// ReadTransact run fn in it as planted (see skipClears).
+type dropWrites struct {
+	kv.Transaction
+	prefix []byte
+}
+
+func (d dropWrites) dropped(key []byte) bool {
+	return bytes.HasPrefix(key, d.prefix) && !bytes.HasPrefix(key, append(bytes.Clone(d.prefix), 0xff))
+}
+
+func (d dropWrites) Set(key, value []byte) {
+	if !d.dropped(key) {
+		d.Transaction.Set(key, value)
+	}
+}
+
+func (d dropWrites) Clear(key []byte) {
+	if !d.dropped(key) {
+		d.Transaction.Clear(key)
+	}
+}
+
+func (d dropWrites) Add(key, param []byte) {
+	if !d.dropped(key) {
+		d.Transaction.Add(key, param)
+	}
+}
+
+func (d dropWrites) CompareAndClear(key, param []byte) {
+	if !d.dropped(key) {
+		d.Transaction.CompareAndClear(key, param)
+	}
+}
+
+func (d dropWrites) Transact(_ context.Context, fn func(kv.Transaction) error) error { return fn(d) }
+
+func (d dropWrites) ReadTransact(_ context.Context, fn func(kv.ReadTransaction) error) error {
+	return fn(d)
 }
