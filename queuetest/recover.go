@@ -78,18 +78,31 @@ func testRecoverExpired(t *testing.T, f *fixture, isQueue, popMax bool, layout [
 
 	st, err := recoverLater()
 	require.NoError(t, err, "Recover by a client whose clock is past the claim timeout")
-	require.Equal(t, 1, st.DroppedRequests, "Recover drops the expired request")
-	if serving == fdbqueue.ServeByPlace {
-		require.Equal(t, 1, st.ReturnedItems, "by place, the item due to the expired request goes back to the queue")
+	if f.sweeping && st.DroppedRequests == 0 {
+		// A read fault sweep may fail the read of a watch the waiter
+		// armed, which fails only that watch (memdb's DB.FailReadAfter),
+		// so the waiter wakes while the suite goes on, as a waiter does when
+		// a watch fails, and may take the item (its request, by its own
+		// clock, is not expired) before Recover looks: then there was
+		// nothing to drop, and the item is the waiter's, once.
+		v, err := w.result(t, f)
+		require.NoError(t, err, "a waiter woken before Recover took the item")
+		requireValue(t, []byte("x"), v, "the waiter woken before Recover took the item")
+		require.Zero(t, st.ReturnedItems, "Recover returned no item")
 	} else {
-		require.Zero(t, st.ReturnedItems, "in batches nothing was handed to the expired request")
-	}
-	_, err = w.result(t, f)
-	require.ErrorIs(t, err, fdbqueue.ErrClaimExpired, "the waiter whose request expired took nothing")
+		require.Equal(t, 1, st.DroppedRequests, "Recover drops the expired request")
+		if serving == fdbqueue.ServeByPlace {
+			require.Equal(t, 1, st.ReturnedItems, "by place, the item due to the expired request goes back to the queue")
+		} else {
+			require.Zero(t, st.ReturnedItems, "in batches nothing was handed to the expired request")
+		}
+		_, err = w.result(t, f)
+		require.ErrorIs(t, err, fdbqueue.ErrClaimExpired, "the waiter whose request expired took nothing")
 
-	v, err := laterOps.take(f.ctx, f.db)
-	require.NoError(t, err)
-	requireValue(t, []byte("x"), v, "the item is still in the queue, once")
+		v, err := laterOps.take(f.ctx, f.db)
+		require.NoError(t, err)
+		requireValue(t, []byte("x"), v, "the item is still in the queue, once")
+	}
 	_, err = laterOps.take(f.ctx, f.db)
 	require.ErrorIs(t, err, fdbqueue.ErrEmpty)
 	st, err = recoverLater()
