@@ -698,7 +698,7 @@ func badRows() []badRow {
 			t.Run("value", TestRunSchedulerReturnsScheduleError)
 			t.Run("extreme now", TestScheduleExtremeNowNoWrap)
 		}},
-		{"JobQueue.Schedules, Unschedule", "Schedules: a limit below 1, a from whose key passes the key limit; Unschedule: an empty name, one over MaxScheduleNameSize bytes or whose key passes the key limit; a name never scheduled", "ErrInvalidArgument (with kv.ErrKeyTooLarge for a key); ErrScheduleNotFound; nothing removed", func(t *testing.T) {
+		{"JobQueue.Schedules, Unschedule", "Schedules: a limit below 1, a from whose key passes the key limit; Unschedule: an empty name or one whose key passes the key limit (a name over MaxScheduleNameSize is taken, to remove another program's marker); a name never scheduled", "ErrInvalidArgument (with kv.ErrKeyTooLarge for a key); ErrScheduleNotFound; nothing removed", func(t *testing.T) {
 			t.Run("schedules", TestSchedulesBadInput)
 			t.Run("unschedule", TestUnscheduleBadInput)
 			t.Run("not found", TestUnschedule)

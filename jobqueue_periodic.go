@@ -90,7 +90,7 @@ func (pj PeriodicJob) periodic() periodic {
 
 // checkPeriodic checks pj's fields and that its marker key fits.
 func (q *JobQueue) checkPeriodic(pj periodic) error {
-	if err := q.checkScheduleName(pj.Name); err != nil {
+	if err := q.checkScheduleName(pj.Name, false); err != nil {
 		return err
 	}
 	switch {

@@ -35,12 +35,14 @@ type ScheduleInfo struct {
 	Raw []byte
 }
 
-// checkScheduleName checks a schedule's name and that its marker key fits.
-func (q *JobQueue) checkScheduleName(name string) error {
+// checkScheduleName checks a schedule's name and that its marker key fits;
+// with anyLength, a name over MaxScheduleNameSize too (Unschedule removes
+// a marker another program wrote under a longer name).
+func (q *JobQueue) checkScheduleName(name string, anyLength bool) error {
 	switch {
 	case name == "":
 		return fmt.Errorf("%w: a periodic job needs a name", ErrInvalidArgument)
-	case len(name) > MaxScheduleNameSize:
+	case len(name) > MaxScheduleNameSize && !anyLength:
 		return fmt.Errorf("%w: periodic job name of %d bytes, limit %d", ErrInvalidArgument, len(name), MaxScheduleNameSize)
 	}
 	if n := len(q.key("p", name)); n > kv.MaxKeySize {
@@ -135,8 +137,9 @@ func (q *JobQueue) Schedules(ctx context.Context, t kv.ReadTransactor, from stri
 // value, and no slot or job, and the error is nil. It fails with
 // ErrScheduleNotFound when the queue has no marker of that name (never
 // scheduled, or unscheduled already), and with ErrInvalidArgument for an
-// empty name, one over MaxScheduleNameSize bytes or one whose key would
-// pass the key limit.
+// empty name or one whose key would pass the key limit. A name over
+// MaxScheduleNameSize bytes, which Schedule refuses, is accepted, so that
+// every marker Schedules lists, another program's too, can be removed.
 //
 // Unschedule a schedule once no process runs it: take it out of every
 // RunScheduler's list first. A scheduler still running it (a RunScheduler,
@@ -170,7 +173,7 @@ func (q *JobQueue) Unschedule(ctx context.Context, t kv.Transactor, name string,
 	if err := checkTransactor(t); err != nil {
 		return ScheduleInfo{}, err
 	}
-	if err := q.checkScheduleName(name); err != nil {
+	if err := q.checkScheduleName(name, true); err != nil {
 		return ScheduleInfo{}, err
 	}
 	marker := q.key("p", name)

@@ -231,7 +231,6 @@ func TestUnscheduleBadInput(t *testing.T) {
 		name string
 	}{
 		"empty name":       {q, ""},
-		"long name":        {q, strings.Repeat("n", fdbqueue.MaxScheduleNameSize+1)},
 		"key too large":    {long, strings.Repeat("\x00", fdbqueue.MaxScheduleNameSize)},
 		"longest, no zero": {long, strings.Repeat("\x01", fdbqueue.MaxScheduleNameSize)},
 	} {
@@ -504,4 +503,34 @@ func TestRunSchedulerWarnsOnceWhileMarkerAhead(t *testing.T) {
 	require.Equal(t, 2, warnings(), "ahead again: logged again: %s", logs.String())
 	cancel()
 	require.NoError(t, <-done)
+}
+
+// A marker another program wrote under a name longer than
+// MaxScheduleNameSize, which Schedule refuses, is listed by Schedules and
+// removed by Unschedule: every marker listed can be removed. Unschedule
+// refused the name with ErrInvalidArgument, so only a raw clear removed it.
+func TestUnscheduleNameOverTheLimit(t *testing.T) {
+	ctx := context.Background()
+	db := newDB(t)
+	clock := newFakeClock()
+	q := mustJobQueue(t, "unschedule-long", fdbqueue.JobQueueConfig{Clock: clock})
+	name := strings.Repeat("n", fdbqueue.MaxScheduleNameSize+1)
+	_, err := q.Schedule(ctx, db, hourly(name), clock.Now())
+	require.ErrorIs(t, err, fdbqueue.ErrInvalidArgument, "Schedule refuses the name")
+	_, err = q.Unschedule(ctx, db, name)
+	require.ErrorIs(t, err, fdbqueue.ErrScheduleNotFound, "no marker yet")
+
+	id := fdbqueue.JobID{7}
+	marker, err := tuple.Tuple{clock.Now().UnixMicro(), id[:], false}.Pack()
+	require.NoError(t, err)
+	setMarker(t, db, q, name, marker)
+	listed := mustSchedules(t, db, q, 10)
+	require.Len(t, listed, 1)
+	require.Equal(t, name, listed[0].Name)
+	require.NoError(t, listed[0].Err)
+
+	got, err := q.Unschedule(ctx, db, name)
+	require.NoError(t, err)
+	require.Equal(t, listed[0], got, "Unschedule returns what the marker held")
+	require.Empty(t, mustSchedules(t, db, q, 10), "the marker is gone")
 }
