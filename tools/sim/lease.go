@@ -206,6 +206,10 @@ type LeaseResult struct {
 	// disagreed with the records. Both must be 0.
 	Leftovers, CountErrors int
 	Stats                  memdb.Stats
+	// Failure holds the history and porcupine's linearization info when
+	// Check is Illegal (for Failure.WriteHistory and Visualize); nil
+	// otherwise, so that a passing seed keeps no history.
+	Failure *Failure
 }
 
 // OK reports whether the history was linearizable and every job was
@@ -432,7 +436,16 @@ func RunLeases(ctx context.Context, seed int64, cfg LeaseConfig) (LeaseResult, e
 	}
 	res.Operations = len(history)
 	res.Unknown, res.RecoveredAtOnce = h.unknown, h.atOnce
-	res.Check = porcupine.CheckOperationsTimeout(LeaseModel(cfg.Choice), history, cfg.CheckTimeout)
+	model := LeaseModel(cfg.Choice)
+	res.Check = porcupine.CheckOperationsTimeout(model, history, cfg.CheckTimeout)
+	if res.Check == porcupine.Illegal {
+		// Checked again, verbose, for the longest linearizable prefixes:
+		// only a failing seed keeps its history.
+		_, info := porcupine.CheckOperationsVerbose(model, history, cfg.CheckTimeout)
+		res.Failure = &Failure{Seed: seed, Round: -1, Structure: "job queue",
+			Reason: fmt.Sprintf("history of %d operations over %d rounds is not linearizable", len(history), cfg.Rounds),
+			model:  model, info: info, history: history, hasInfo: true}
+	}
 
 	if err := drainJobs(ctx, db, q, func() { clock.now.Add(3*h.d + 1) }, acks); err != nil {
 		return res, err

@@ -3,8 +3,10 @@ package sim
 import (
 	"context"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -91,7 +93,13 @@ func TestLeaseSimulation(t *testing.T) {
 				r.Stats.InjectedUnknownApplied, r.Stats.InjectedUnknownNotApplied, r.Stats.InjectedNotCommitted, r.Stats.InjectedTooOld,
 				r.Stats.Interrupted, r.Unknown, r.RecoveredAtOnce, r.Abandoned)
 		}
+		if r.Failure != nil {
+			var b strings.Builder
+			_ = r.Failure.WriteHistory(&b)
+			t.Logf("seed %d: %s", seed, b.String())
+		}
 		require.True(t, r.OK(), "seed %d: %+v", seed, r)
+		require.Nil(t, r.Failure, "a linearizable history is not kept")
 		total.Operations += r.Operations
 		total.Added += r.Added
 		total.Acked += r.Acked
@@ -181,17 +189,46 @@ func TestLeaseSimulation(t *testing.T) {
 // Without the journal, commit_unknown_result makes an Add apply twice, an
 // Ack fail after it applied, a Lease burn an attempt: the checks must
 // notice.
+//
+// A history rejected is kept (LeaseResult.Failure), with what the soak
+// writes: the history as text, the longest prefix the checker could
+// linearize and the model's state after it, and porcupine's
+// visualization.
 func TestLeaseSimulationRejectsNoJournal(t *testing.T) {
 	cfg := DefaultLeaseConfig()
 	cfg.WithoutIdempotency = true
-	rejected := 0
+	rejected, illegal := 0, 0
 	for seed := int64(1); seed <= 4; seed++ {
 		r, err := RunLeases(context.Background(), seed, cfg)
 		if err != nil || !r.OK() {
 			rejected++
 		}
+		if err != nil || r.Check != porcupine.Illegal {
+			require.Nil(t, r.Failure, "seed %d: %v", seed, r.Check)
+			continue
+		}
+		illegal++
+		f := r.Failure
+		require.NotNil(t, f, "seed %d: an illegal history is kept", seed)
+		require.True(t, f.HasVisualization())
+		require.Equal(t, seed, f.Seed)
+		var b strings.Builder
+		require.NoError(t, f.WriteHistory(&b))
+		text := b.String()
+		require.Contains(t, text, "seed "+strconv.FormatInt(seed, 10)+", job queue: history of ")
+		require.Contains(t, text, "longest linearizable prefix (")
+		require.Contains(t, text, "state after it: {[")
+		require.Equal(t, r.Operations, strings.Count(text, "] client "), "every operation written")
+		require.Contains(t, text, "Add now=")
+		require.Contains(t, text, "Observe now=")
+		html := filepath.Join(t.TempDir(), "h.html")
+		require.NoError(t, f.Visualize(html))
+		st, err := os.Stat(html)
+		require.NoError(t, err)
+		require.Positive(t, st.Size())
 	}
 	require.Positive(t, rejected)
+	require.Positive(t, illegal, "no seed's history was rejected: nothing kept to check")
 }
 
 // A journal that checked an operation's record with a snapshot read would

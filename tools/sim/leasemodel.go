@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"encoding/hex"
 	"fmt"
 	"slices"
 	"strings"
@@ -238,9 +239,9 @@ func LeaseModel(k int) porcupine.Model {
 		Equal: func(a, b any) bool { return slices.Equal(a.(leaseState), b.(leaseState)) },
 		Hash:  func(s any) uint64 { return s.(leaseState).hash() },
 		DescribeOperation: func(input, output any) string {
-			in, out := input.(LeaseInput), output.(LeaseOutput)
-			return fmt.Sprintf("%v(%+v) -> %+v", in.Kind, in, out)
+			return describeLeaseOp(input.(LeaseInput), output.(LeaseOutput))
 		},
+		DescribeState: func(state any) string { return state.(leaseState).String() },
 	}
 	return nm.ToModel()
 }
@@ -649,4 +650,118 @@ func (s leaseState) held() []KeyHold {
 	}
 	slices.SortFunc(out, func(a, b KeyHold) int { return strings.Compare(a.Key, b.Key) })
 	return out
+}
+
+// shortID names a job in a written history: the hex of its ID's first 4
+// bytes (IDs are random: they differ there within one history).
+func shortID(job string) string {
+	return hex.EncodeToString([]byte(job[:min(len(job), 4)]))
+}
+
+// describeLeaseOp writes an operation for a history: its kind, its
+// inputs that matter to the model, and its output, with short job IDs
+// (shortID) and times in µs.
+func describeLeaseOp(in LeaseInput, out LeaseOutput) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%v now=%d", in.Kind, in.Now)
+	switch in.Kind {
+	case LAdd:
+		fmt.Fprintf(&b, " vest=%d prio=%d max=%d", in.Vest, in.Prio, in.Max)
+		if in.Unique != "" {
+			fmt.Fprintf(&b, " key=%s", in.Unique)
+		}
+	case LLease:
+		fmt.Fprintf(&b, " n=%d d=%d", in.N, in.D)
+		if in.Retried {
+			b.WriteString(" retried")
+		}
+	case LAck, LNack, LExtend, LRelease:
+		fmt.Fprintf(&b, " job=%s tag=%x", shortID(in.Job), in.Tag)
+		switch in.Kind {
+		case LNack, LRelease:
+			fmt.Fprintf(&b, " vest=%d", in.Vest)
+		case LExtend:
+			fmt.Fprintf(&b, " d=%d", in.D)
+		}
+	case LCancel, LJob, LRequeue, LDeleteDead:
+		fmt.Fprintf(&b, " job=%s", shortID(in.Job))
+	}
+	b.WriteString(" -> ")
+	switch {
+	case out.Unknown:
+		b.WriteString("unknown (never recovered)")
+		if in.Kind == LAdd && out.Job != "" {
+			fmt.Fprintf(&b, ", its job %s seen", shortID(out.Job))
+		}
+	case in.Kind == LAdd && out.Duplicate:
+		fmt.Fprintf(&b, "duplicate of %s", shortID(out.Job))
+	case in.Kind == LAdd:
+		b.WriteString(shortID(out.Job))
+	case out.Empty:
+		b.WriteString("empty")
+	case in.Kind == LLease:
+		for i, l := range out.Leases {
+			if i > 0 {
+				b.WriteString(" ")
+			}
+			fmt.Fprintf(&b, "%s tag=%x attempt=%d", shortID(l.Job), l.Tag, l.Attempt)
+		}
+	case out.Lost:
+		b.WriteString("lease lost")
+	case out.NotFound:
+		b.WriteString("not found")
+	case out.KeyHeld:
+		b.WriteString("key held")
+	case in.Kind == LNack && out.Dead:
+		b.WriteString("dead")
+	case in.Kind == LJob:
+		b.WriteString(out.Record.String())
+	case in.Kind == LObserve:
+		fmt.Fprintf(&b, "%v held=[", leaseState(out.Jobs))
+		for i, h := range out.Held {
+			if i > 0 {
+				b.WriteString(" ")
+			}
+			fmt.Fprintf(&b, "%s:%s", h.Key, shortID(h.Job))
+		}
+		b.WriteString("]")
+	default:
+		b.WriteString("ok")
+	}
+	return b.String()
+}
+
+// String describes the record for a history: its job (shortID), whether
+// it is dead or leased (tag, or any tag), its vesting time or deadline,
+// attempts of max, priority and unique key.
+func (r JobRecord) String() string {
+	var b strings.Builder
+	b.WriteString(shortID(r.Job))
+	switch {
+	case r.Dead:
+		b.WriteString(" dead")
+	case r.AnyTag:
+		b.WriteString(" leased tag=?")
+	case r.Tag != 0:
+		fmt.Fprintf(&b, " leased tag=%x", r.Tag)
+	default:
+		b.WriteString(" queued")
+	}
+	fmt.Fprintf(&b, " vest=%d att=%d/%d prio=%d", r.Vest, r.Attempts, r.Max, r.Prio)
+	if r.Unique != "" {
+		fmt.Fprintf(&b, " key=%s", r.Unique)
+	}
+	if r.Ghost != 0 {
+		fmt.Fprintf(&b, " ghost<%d", r.Ghost)
+	}
+	return b.String()
+}
+
+// String describes the state for a history: its records, by job ID.
+func (s leaseState) String() string {
+	parts := make([]string, len(s))
+	for i, r := range s {
+		parts[i] = r.String()
+	}
+	return "[" + strings.Join(parts, "; ") + "]"
 }

@@ -455,8 +455,12 @@ func (f *Failure) WriteHistory(w io.Writer) error {
 	return bw.Flush()
 }
 
-// String names the seed, round and structure of the failure and its reason.
+// String names the seed, round and structure of the failure and its
+// reason (no round when Round is negative: a history of all the rounds).
 func (f *Failure) String() string {
+	if f.Round < 0 {
+		return fmt.Sprintf("seed %d, %s: %s", f.Seed, f.Structure, f.Reason)
+	}
 	return fmt.Sprintf("seed %d, round %d, %s: %s", f.Seed, f.Round, f.Structure, f.Reason)
 }
 

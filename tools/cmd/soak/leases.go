@@ -84,6 +84,9 @@ type leaseTotals struct {
 	DeletedAndRemoved                  int   // jobs deleted twice, or deleted and also acked, cancelled or dead (must be 0)
 	DeadOpsRecovered, DeadRaces        int   // Requeues and DeleteDeads recovered by OpID; raced against another client's operation on their job
 	FirstFailing                       int64 // 0: none
+	// Failure is the history of the lowest-numbered seed whose history
+	// was not linearizable (nil: none), for -history and -html.
+	Failure *sim.Failure
 }
 
 func (t *leaseTotals) add(seed int64, r sim.LeaseResult) {
@@ -159,6 +162,9 @@ func (t *leaseTotals) add(seed int64, r sim.LeaseResult) {
 	if !r.OK() && (t.FirstFailing == 0 || seed < t.FirstFailing) {
 		t.FirstFailing = seed
 	}
+	if r.Failure != nil && (t.Failure == nil || seed < t.Failure.Seed) {
+		t.Failure = r.Failure
+	}
 }
 
 // runLeases is the -leases mode: sim.RunLeases over the seeds (each seed a
@@ -172,8 +178,11 @@ func (t *leaseTotals) add(seed int64, r sim.LeaseResult) {
 // held after the drain, a Job lookup that contradicts itself, anything
 // left of a removed job or a wrong counter, or an error
 // (an inconclusive check, timed out, is counted and fails the run too: a
-// soak that cannot decide proves nothing).
-func runLeases(ctx context.Context, w io.Writer, cfg sim.LeaseConfig, first int64, seeds int, duration time.Duration, workers int, verbose bool) int {
+// soak that cannot decide proves nothing). The history of the
+// lowest-numbered seed not linearizable is written as text to historyPath
+// and as porcupine's visualization to htmlPath: a seed's run depends on
+// goroutine timing, so rerunning it need not fail again.
+func runLeases(ctx context.Context, w io.Writer, cfg sim.LeaseConfig, first int64, seeds int, duration time.Duration, workers int, htmlPath, historyPath string, verbose bool) int {
 	start := time.Now()
 	fmt.Fprintf(w, "soak -leases: up to %d seeds from %d, for up to %v, %d at once\n", seeds, first, duration, workers)
 	fmt.Fprintf(w, "per seed: %d rounds of %d clients × %d operations, K=%d, max attempts %d; faults per commit: not_committed %.2f, commit_unknown_result applied %.2f / not applied %.2f, transaction_too_old %.2f\n",
@@ -260,6 +269,10 @@ func runLeases(ctx context.Context, w io.Writer, cfg sim.LeaseConfig, first int6
 	}
 	if total.FirstFailing != 0 {
 		fmt.Fprintf(w, "first failing seed: %d (rerun: go run ./cmd/soak -leases -first %d -seeds 1 -v)\n", total.FirstFailing, total.FirstFailing)
+	}
+	if f := total.Failure; f != nil {
+		fmt.Fprintf(w, "first history not linearizable: %v\n", f)
+		writeFailure(w, f, htmlPath, historyPath)
 	}
 	if total.FirstFailing != 0 || len(errs) > 0 {
 		fmt.Fprintln(w, "FAIL")

@@ -3,8 +3,11 @@ package main
 import (
 	"bytes"
 	"context"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -34,7 +37,8 @@ func counter(t *testing.T, out, name string) int {
 // dead jobs requeued and deleted.
 func TestLeaseSoakPasses(t *testing.T) {
 	var out bytes.Buffer
-	code := runLeases(context.Background(), &out, sim.DefaultLeaseConfig(), 1, 4, time.Hour, 2, true)
+	dir := t.TempDir()
+	code := runLeases(context.Background(), &out, sim.DefaultLeaseConfig(), 1, 4, time.Hour, 2, filepath.Join(dir, "h.html"), filepath.Join(dir, "h.txt"), true)
 	s := out.String()
 	require.Equal(t, 0, code, s)
 	assert.Contains(t, s, "\nPASS\n")
@@ -65,20 +69,43 @@ func TestLeaseSoakPasses(t *testing.T) {
 	for seed := 1; seed <= 4; seed++ {
 		assert.Contains(t, s, "seed "+strconv.Itoa(seed)+": ")
 	}
+	files, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	assert.Empty(t, files, "nothing written when every history passes")
 }
 
 // Without the journal, commit_unknown_result breaks exactly-once (see
 // sim's TestLeaseSimulationRejectsNoJournal): the soak must say FAIL,
-// name the first failing seed, and exit 1.
+// name the first failing seed, and exit 1, and write the history of the
+// lowest-numbered seed whose history was not linearizable (a seed's run
+// depends on goroutine timing: rerunning it need not fail) as text and
+// as porcupine's visualization, to the paths given.
 func TestLeaseSoakFails(t *testing.T) {
 	cfg := sim.DefaultLeaseConfig()
 	cfg.WithoutIdempotency = true
 	var out bytes.Buffer
-	code := runLeases(context.Background(), &out, cfg, 1, 4, time.Hour, 2, false)
+	dir := t.TempDir()
+	html, history := filepath.Join(dir, "h.html"), filepath.Join(dir, "h.txt")
+	code := runLeases(context.Background(), &out, cfg, 1, 4, time.Hour, 2, html, history, false)
 	s := out.String()
 	assert.Equal(t, 1, code, s)
 	assert.Contains(t, s, "\nFAIL\n")
 	assert.Regexp(t, `first failing seed: [1-4] \(rerun: go run ./cmd/soak -leases -first [1-4] -seeds 1 -v\)`, s)
+	require.Positive(t, counter(t, s, "linearizability violations"), "without the journal, histories are rejected")
+	m := regexp.MustCompile(`first history not linearizable: seed ([1-4]), job queue: history of (\d+) operations`).FindStringSubmatch(s)
+	require.NotNil(t, m, s)
+	assert.Contains(t, s, "visualization: "+html+"\n")
+	assert.Contains(t, s, "history: "+history+"\n")
+	text, err := os.ReadFile(history)
+	require.NoError(t, err)
+	assert.True(t, strings.HasPrefix(string(text), "seed "+m[1]+", job queue: history of "+m[2]+" operations"), "%.200s", text)
+	assert.Contains(t, string(text), "longest linearizable prefix (")
+	n, err := strconv.Atoi(m[2])
+	require.NoError(t, err)
+	assert.Equal(t, n, strings.Count(string(text), "] client "), "every operation written")
+	page, err := os.ReadFile(html)
+	require.NoError(t, err)
+	assert.Contains(t, string(page), "<html")
 }
 
 // forSeeds runs each seed once, from first, and none once ctx has ended.

@@ -22,7 +22,10 @@
 // checked, the jobs acked and dead, the releases, the jobs lost and
 // acked twice, the dead jobs without their max attempts and the unique
 // keys held after the drain (all must be 0) and the linearizability
-// violations, exiting with status 1 on any failure:
+// violations, exiting with status 1 on any failure. The lowest-numbered
+// seed whose history was not linearizable has it written to -history and
+// -html as above: a lease seed's run depends on goroutine timing, so
+// rerunning the seed need not fail again.
 //
 //	go run ./cmd/soak -leases -seeds 100000 -duration 10m
 //
@@ -101,7 +104,7 @@ func main() {
 		lc.Faults.LateLanding = *late
 		lc.Faults.ReadErrors, lc.Faults.ReadVersionErrors = *readErrs, *grvErrs
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-		code := runLeases(ctx, os.Stdout, lc, *first, *seeds, *duration, *workers, *verbose)
+		code := runLeases(ctx, os.Stdout, lc, *first, *seeds, *duration, *workers, *html, *history, *verbose)
 		stop()
 		os.Exit(code)
 	}
@@ -215,19 +218,7 @@ func run(w io.Writer, cfg sim.Config, first int64, seeds int, duration time.Dura
 	if total.Failure != nil {
 		f := total.Failure
 		fmt.Fprintf(w, "first failing seed: %d (%v)\n", f.Seed, f)
-		if f.HasVisualization() {
-			if err := f.Visualize(htmlPath); err != nil {
-				fmt.Fprintf(w, "writing the visualization: %v\n", err)
-			} else {
-				fmt.Fprintf(w, "visualization: %s\n", htmlPath)
-			}
-			if out, err := os.Create(historyPath); err == nil {
-				if err := f.WriteHistory(out); err == nil {
-					fmt.Fprintf(w, "history: %s\n", historyPath)
-				}
-				_ = out.Close()
-			}
-		}
+		writeFailure(w, f, htmlPath, historyPath)
 	}
 	if !total.OK() || len(errs) > 0 {
 		fmt.Fprintln(w, "FAIL")
@@ -235,4 +226,30 @@ func run(w io.Writer, cfg sim.Config, first int64, seeds int, duration time.Dura
 	}
 	fmt.Fprintln(w, "PASS")
 	return 0
+}
+
+// writeFailure writes f's history, if it has one (a history not
+// linearizable), as porcupine's visualization to htmlPath and as text to
+// historyPath, and says where on w (or why it could not).
+func writeFailure(w io.Writer, f *sim.Failure, htmlPath, historyPath string) {
+	if !f.HasVisualization() {
+		return
+	}
+	if err := f.Visualize(htmlPath); err != nil {
+		fmt.Fprintf(w, "writing the visualization: %v\n", err)
+	} else {
+		fmt.Fprintf(w, "visualization: %s\n", htmlPath)
+	}
+	out, err := os.Create(historyPath)
+	if err == nil {
+		err = f.WriteHistory(out)
+		if cerr := out.Close(); err == nil {
+			err = cerr
+		}
+	}
+	if err != nil {
+		fmt.Fprintf(w, "writing the history: %v\n", err)
+		return
+	}
+	fmt.Fprintf(w, "history: %s\n", historyPath)
 }
