@@ -39,8 +39,8 @@ type LeaseConfig struct {
 	// DeadlineProb, that it runs with a random deadline of up to
 	// MaxDeadline, which may end it at any point. Such an operation runs
 	// WithOpID, under an ID of the harness's (Extend, which has no
-	// journal, is called again as it was: within a round, where the clock
-	// stands still, it is idempotent). The others run without WithOpID,
+	// journal, is called again as it was, and the two calls are recorded
+	// apart: see leaseHarness.recover). The others run without WithOpID,
 	// under an ID the layer makes.
 	InterruptProb, DeadlineProb float64
 	MaxDeadline                 time.Duration
@@ -297,39 +297,12 @@ func (c *simClock) After(time.Duration) <-chan time.Time { return make(chan time
 // one, a deleted job's value or index entry) and counters they got wrong.
 func RunLeases(ctx context.Context, seed int64, cfg LeaseConfig) (LeaseResult, error) {
 	var res LeaseResult
-	db := memdb.New(memdb.WithSeed(seed), memdb.WithFaults(cfg.Faults), memdb.WithLatency(cfg.Latency),
-		memdb.WithBackoff(50*time.Microsecond, time.Millisecond))
-	defer db.Close()
-	clock := &simClock{}
-	clock.now.Store(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixMicro())
-	sub, err := fdbqueue.NewSubspace(leaseSubspace)
+	h, err := newLeaseHarness(seed, cfg)
 	if err != nil {
 		return res, err
 	}
-	var opts []fdbqueue.Option
-	if cfg.WithoutIdempotency {
-		opts = append(opts, fdbqueue.WithoutIdempotency())
-	}
-	q, err := fdbqueue.NewJobQueue(sub, fdbqueue.JobQueueConfig{Choice: cfg.Choice, MaxAttempts: cfg.MaxAttempts, Clock: clock,
-		StatsResolution: leaseStatsResolution}, opts...)
-	if err != nil {
-		return res, err
-	}
-	h := &leaseHarness{q: q, db: db, cfg: cfg, d: int64(10 * time.Second / time.Microsecond), acks: map[string]int{},
-		abandonedAcks: map[string]bool{}, adds: map[int64][]string{}, released: map[string]bool{}, releasedDead: map[string]bool{},
-		cancels: map[string]int{}, abandonedCancels: map[string]bool{}, known: map[string]bool{}, never: map[string]bool{},
-		requeues: map[string]int{}, deletes: map[string]int{}, abandonedDeletes: map[string]bool{}}
-	if cfg.SnapshotJournalReads {
-		// The journal's records are under the queue's meta subspace, the
-		// subspace's prefix + 0xff, at ("j", ...): see journaled.
-		prefix, err := tuple.Tuple{"j"}.AppendPack(append(sub.Bytes(), 0xff))
-		if err != nil {
-			return res, err
-		}
-		h.t = snapshotJournal{Database: db, prefix: prefix}
-	} else {
-		h.t = db
-	}
+	defer h.db.Close()
+	db, q, clock, sub := h.db, h.q, h.clock, h.sub
 	held := make([][]fdbqueue.Lease, cfg.Clients)
 	rng := rand.New(rand.NewPCG(uint64(seed), 0x1ea5e))
 	for round := range cfg.Rounds {
@@ -379,7 +352,7 @@ func RunLeases(ctx context.Context, seed int64, cfg LeaseConfig) (LeaseResult, e
 		h.pending = nil
 		sort.Slice(pending, func(i, j int) bool { return pending[i].call < pending[j].call })
 		for _, p := range pending {
-			out, got, err := h.do(ctx, h.t, p)
+			out, got, err := h.recover(ctx, p)
 			if err != nil {
 				return res, fmt.Errorf("recovering %v: %w", p.in.Kind, err)
 			}
@@ -388,6 +361,9 @@ func RunLeases(ctx context.Context, seed int64, cfg LeaseConfig) (LeaseResult, e
 			}
 			h.settled(p, out)
 		}
+		// The first calls of the Extends recovered, at once or just now,
+		// have taken effect or not by ret too.
+		h.recordFirstCalls(ret)
 		// Observe, then crash some holders and move the clock.
 		call := h.seq.Add(1)
 		jobs, keys, err := observeJobs(ctx, db, sub, h.seen)
@@ -588,12 +564,14 @@ func RunLeases(ctx context.Context, seed int64, cfg LeaseConfig) (LeaseResult, e
 
 // leaseHarness is one seed's JobQueue, database and history.
 type leaseHarness struct {
-	q   *fdbqueue.JobQueue
-	db  *memdb.DB
-	t   kv.Database // db, or the wrapper of SnapshotJournalReads
-	cfg LeaseConfig
-	d   int64 // lease duration, µs
-	seq atomic.Int64
+	q     *fdbqueue.JobQueue
+	db    *memdb.DB
+	t     kv.Database // db, or the wrapper of SnapshotJournalReads
+	clock *simClock
+	sub   fdbqueue.Subspace // the queue's
+	cfg   LeaseConfig
+	d     int64 // lease duration, µs
+	seq   atomic.Int64
 
 	mu      sync.Mutex
 	history []porcupine.Operation
@@ -603,6 +581,10 @@ type leaseHarness struct {
 	// never recovered; abandonedAcks, the jobs of every abandoned Ack.
 	abandoned     []*leaseOp
 	abandonedAcks map[string]bool
+	// firstCalls are the first calls of the round's Extends recovered so
+	// far, to record as of unknown outcome at the round's end (see
+	// recover).
+	firstCalls []*leaseOp
 	// adds is the IDs of the jobs seen, by the call of the Add whose
 	// value each carries.
 	adds    map[int64][]string
@@ -645,6 +627,45 @@ type leaseHarness struct {
 	deadSeen, leasedLast []string
 	// Job lookups and their results (see LeaseResult).
 	jobLookups, jobQueued, jobLeased, jobDead, jobNotFound, jobInvalid int
+}
+
+// newLeaseHarness makes seed's database (which the caller closes),
+// clock, job queue and harness, as RunLeases runs them.
+func newLeaseHarness(seed int64, cfg LeaseConfig) (*leaseHarness, error) {
+	clock := &simClock{}
+	clock.now.Store(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixMicro())
+	sub, err := fdbqueue.NewSubspace(leaseSubspace)
+	if err != nil {
+		return nil, err
+	}
+	var opts []fdbqueue.Option
+	if cfg.WithoutIdempotency {
+		opts = append(opts, fdbqueue.WithoutIdempotency())
+	}
+	q, err := fdbqueue.NewJobQueue(sub, fdbqueue.JobQueueConfig{Choice: cfg.Choice, MaxAttempts: cfg.MaxAttempts, Clock: clock,
+		StatsResolution: leaseStatsResolution}, opts...)
+	if err != nil {
+		return nil, err
+	}
+	var t kv.Database
+	db := memdb.New(memdb.WithSeed(seed), memdb.WithFaults(cfg.Faults), memdb.WithLatency(cfg.Latency),
+		memdb.WithBackoff(50*time.Microsecond, time.Millisecond))
+	if cfg.SnapshotJournalReads {
+		// The journal's records are under the queue's meta subspace, the
+		// subspace's prefix + 0xff, at ("j", ...): see journaled.
+		prefix, err := tuple.Tuple{"j"}.AppendPack(append(sub.Bytes(), 0xff))
+		if err != nil {
+			db.Close()
+			return nil, err
+		}
+		t = snapshotJournal{Database: db, prefix: prefix}
+	} else {
+		t = db
+	}
+	return &leaseHarness{q: q, db: db, t: t, clock: clock, sub: sub, cfg: cfg, d: int64(10 * time.Second / time.Microsecond), acks: map[string]int{},
+		abandonedAcks: map[string]bool{}, adds: map[int64][]string{}, released: map[string]bool{}, releasedDead: map[string]bool{},
+		cancels: map[string]int{}, abandonedCancels: map[string]bool{}, known: map[string]bool{}, never: map[string]bool{},
+		requeues: map[string]int{}, deletes: map[string]int{}, abandonedDeletes: map[string]bool{}}, nil
 }
 
 // leaseSubspace is the job queue's subspace in RunLeases.
@@ -872,6 +893,45 @@ func (h *leaseHarness) do(ctx context.Context, t kv.Database, op *leaseOp) (Leas
 	return out, got, nil
 }
 
+// firstCallClient is added to the ClientId of an Extend's first call,
+// recorded apart from its recovery (see recover).
+const firstCallClient = 200
+
+// recover calls op, whose first call failed, its outcome unknown, again
+// on the database as it is, for settled to record with the result. The
+// other kinds run WithOpID, so the journal makes the two calls one
+// operation with the recovery's result (see RunLeases). Extend has none:
+// its recovery is a call of its own, which finds the lease lost if a
+// Cancel removed the job after the first call extended it. So the
+// recovery gets a call (op.call) of its own, and the first call is left
+// in firstCalls for recordFirstCalls, as of unknown outcome: recorded as
+// one Extend with the recovery's result, the first call's extension,
+// seen by a Job lookup before the Cancel, cannot be explained.
+func (h *leaseHarness) recover(ctx context.Context, op *leaseOp) (LeaseOutput, []fdbqueue.Lease, error) {
+	if op.in.Kind == LExtend {
+		h.mu.Lock()
+		h.firstCalls = append(h.firstCalls, &leaseOp{in: op.in, client: op.client + firstCallClient, call: op.call})
+		h.mu.Unlock()
+		op.call = h.seq.Add(1)
+	}
+	return h.do(ctx, h.t, op)
+}
+
+// recordFirstCalls records the first calls recover left, as of unknown
+// outcome (see LeaseOutput.Unknown) returning at ret: a time by which
+// every commit interrupted in flight has landed, or conflicted.
+func (h *leaseHarness) recordFirstCalls(ret int64) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, op := range h.firstCalls {
+		in := op.in
+		in.Call, in.Ret = op.call, ret
+		h.history = append(h.history, porcupine.Operation{ClientId: op.client, Input: in, Call: op.call,
+			Output: LeaseOutput{Unknown: true}, Return: ret})
+	}
+	h.firstCalls = nil
+}
+
 // expectedLeaseErr reports whether err is one a cancelled operation may
 // return: its context ended, or its commit's outcome is unknown.
 func expectedLeaseErr(err error) bool {
@@ -1006,7 +1066,7 @@ func (h *leaseHarness) client(ctx context.Context, c int, rng *rand.Rand, now in
 			}
 			if rng.Float64() < cfg.RecoverAtOnceProb {
 				// Its first commit may still be in flight.
-				if out, got, err = h.do(ctx, h.t, op); err != nil {
+				if out, got, err = h.recover(ctx, op); err != nil {
 					return fmt.Errorf("recovering %v at once: %w", in.Kind, err)
 				}
 				h.mu.Lock()

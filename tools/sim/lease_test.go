@@ -794,6 +794,132 @@ func TestLeaseModelRetriedLease(t *testing.T) {
 	}
 }
 
+// Extend has no journal: called again after its first call failed, its
+// outcome unknown, it is a call of its own, which finds the lease lost if
+// a Cancel removed the job after the first call had extended it. The
+// minimal history the soak met (seed 609): a job leased at 0 (deadline
+// 10), the Extend of its lease at 5 (deadline 15) failing after its
+// commit applied, a Job lookup that sees the deadline 15, a Cancel, and
+// the Extend's recovery, lease lost. Recorded as one Extend with the
+// recovery's result (as the harness did), the lookup cannot be
+// explained: rejected. Recorded as the harness now does (recover), the
+// first call of unknown outcome and the recovery apart, it is
+// linearizable; and the first call is no licence for a deadline no
+// extension gives, or for a recovery that finds a lease lost that nobody
+// took.
+func TestLeaseModelExtendRecoveredAfterCancel(t *testing.T) {
+	m := LeaseModel(2)
+	op := func(c int, call, ret int64, in LeaseInput, out LeaseOutput) porcupine.Operation {
+		in.Call, in.Ret = call, ret
+		return porcupine.Operation{ClientId: c, Input: in, Call: call, Output: out, Return: ret}
+	}
+	start := []porcupine.Operation{
+		op(0, 1, 2, LeaseInput{Kind: LAdd, Max: 2}, LeaseOutput{Job: "a"}),
+		op(0, 3, 4, LeaseInput{Kind: LLease, N: 1, D: 10}, LeaseOutput{Leases: []LeasedJob{{Job: "a", Tag: 7, Attempt: 1}}}),
+	}
+	extend := LeaseInput{Kind: LExtend, Now: 5, Job: "a", Tag: 7, D: 10}
+	lookup := func(vest int64) porcupine.Operation {
+		return op(1, 6, 7, LeaseInput{Kind: LJob, Now: 5, Job: "a"}, LeaseOutput{Record: JobRecord{Job: "a", Tag: 7, Attempts: 1, Vest: vest, Max: 2}})
+	}
+	cancel := op(1, 8, 9, LeaseInput{Kind: LCancel, Now: 5, Job: "a"}, LeaseOutput{})
+	lost := LeaseOutput{Lost: true}
+	gone := op(9, 14, 15, LeaseInput{Kind: LObserve, Now: 5}, LeaseOutput{})
+	then := func(ops ...porcupine.Operation) []porcupine.Operation { return append(slices.Clone(start), ops...) }
+	cases := []struct {
+		name    string
+		history []porcupine.Operation
+		want    bool
+	}{
+		{"one Extend with the recovery's result", then(op(0, 5, 11, extend, lost), lookup(15), cancel, gone), false},
+		{"first call unknown, recovery apart", then(op(200, 5, 12, extend, LeaseOutput{Unknown: true}), lookup(15), cancel,
+			op(0, 10, 11, extend, lost), gone), true},
+		{"first call unknown, not applied", then(op(200, 5, 12, extend, LeaseOutput{Unknown: true}), lookup(10), cancel,
+			op(0, 10, 11, extend, lost), gone), true},
+		{"first call unknown, a deadline it cannot give", then(op(200, 5, 12, extend, LeaseOutput{Unknown: true}), lookup(20), cancel,
+			op(0, 10, 11, extend, lost), gone), false},
+		{"first call unknown, recovery lost with no Cancel", then(op(200, 5, 12, extend, LeaseOutput{Unknown: true}), lookup(15),
+			op(0, 10, 11, extend, lost), op(9, 14, 15, LeaseInput{Kind: LObserve, Now: 5}, LeaseOutput{Jobs: []JobRecord{{Job: "a", Tag: 7, Attempts: 1, Vest: 15, Max: 2}}})), false},
+		{"first call unknown, recovery extended with no Cancel", then(op(200, 5, 12, extend, LeaseOutput{Unknown: true}), lookup(15),
+			op(0, 10, 11, extend, LeaseOutput{}), op(9, 14, 15, LeaseInput{Kind: LObserve, Now: 5}, LeaseOutput{Jobs: []JobRecord{{Job: "a", Tag: 7, Attempts: 1, Vest: 15, Max: 2}}})), true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			require.Equal(t, tc.want, porcupine.CheckOperations(m, tc.history))
+		})
+	}
+}
+
+// The harness records an Extend recovered after its first call failed as
+// two calls (recover): scripted here, the first call's commit applied but
+// reported undeterminable (commit_unknown_result_fatal, not retried), a
+// Job lookup that sees the extended deadline, a Cancel of the job, and
+// the recovery, which finds the lease lost. The history recorded must be
+// linearizable; recorded as one Extend with the recovery's result, it
+// was not (the soak's violations, seed 609 among them).
+func TestLeaseHarnessRecordsExtendRecoveryApart(t *testing.T) {
+	ctx := context.Background()
+	cfg := DefaultLeaseConfig()
+	cfg.Faults, cfg.Latency = memdb.Faults{}, memdb.Latency{}
+	h, err := newLeaseHarness(1, cfg)
+	require.NoError(t, err)
+	defer h.db.Close()
+	run := func(op *leaseOp) (LeaseOutput, []fdbqueue.Lease) {
+		out, got, err := h.do(ctx, h.t, op)
+		require.NoError(t, err, "%v", op.in.Kind)
+		h.settled(op, out)
+		return out, got
+	}
+	now := h.clock.now.Load()
+	run(&leaseOp{in: LeaseInput{Kind: LAdd, Now: now, Vest: now, Max: 3}, call: h.seq.Add(1)})
+	_, got := run(&leaseOp{in: LeaseInput{Kind: LLease, Now: now, N: 1, D: h.d}, call: h.seq.Add(1)})
+	require.Len(t, got, 1)
+	job := string(got[0].JobID[:])
+
+	// Half a lease later (a round later), so that the extension shows.
+	now = h.clock.now.Add(h.d / 2)
+	ext := &leaseOp{in: LeaseInput{Kind: LExtend, Now: now, Job: job, Tag: tag(got[0]), D: h.d}, lease: got[0], call: h.seq.Add(1)}
+	_, _, err = h.do(ctx, appliedUndeterminable{h.t}, ext)
+	require.True(t, kv.MaybeCommitted(err), "%v", err)
+	ext.failed = true
+
+	look := &leaseOp{in: LeaseInput{Kind: LJob, Now: now, Job: job}, client: 1, call: h.seq.Add(1)}
+	require.NoError(t, h.lookup(ctx, look))
+	info, err := h.q.Job(ctx, h.db, got[0].JobID)
+	require.NoError(t, err)
+	require.Equal(t, now+h.d, info.DueAt.UnixMicro(), "the first call extended the lease")
+	out, _ := run(&leaseOp{in: LeaseInput{Kind: LCancel, Now: now, Job: job}, client: 1, call: h.seq.Add(1)})
+	require.False(t, out.NotFound)
+
+	out, _, err = h.recover(ctx, ext)
+	require.NoError(t, err)
+	require.True(t, out.Lost, "the recovery finds the job cancelled")
+	h.settled(ext, out)
+	h.recordFirstCalls(h.seq.Add(1))
+	jobs, keys, err := observeJobs(ctx, h.db, h.sub, nil)
+	require.NoError(t, err)
+	h.record(9, LeaseInput{Kind: LObserve, Now: now}, h.seq.Add(1), LeaseOutput{Jobs: jobs, Held: keys})
+
+	res, info2 := porcupine.CheckOperationsVerbose(LeaseModel(cfg.Choice), h.history, time.Minute)
+	if res != porcupine.Ok {
+		f := &Failure{Seed: 1, Round: -1, Structure: "job queue", Reason: "not linearizable", model: LeaseModel(cfg.Choice), info: info2, history: h.history, hasInfo: true}
+		var b strings.Builder
+		_ = f.WriteHistory(&b)
+		t.Fatalf("%s", b.String())
+	}
+}
+
+// appliedUndeterminable is a database whose transactions commit and then
+// fail with commit_unknown_result_fatal, as a commit whose status could
+// not be determined: the call fails though its commit applied.
+type appliedUndeterminable struct{ kv.Database }
+
+func (a appliedUndeterminable) Transact(ctx context.Context, fn func(kv.Transaction) error) error {
+	if err := a.Database.Transact(ctx, fn); err != nil {
+		return err
+	}
+	return kv.ErrCommitUnknownResultFatal
+}
+
 // checkAccounts finds what a removal left behind (an index entry or a
 // value without its record, a requeued job's dead record beside its new
 // one) and counters that disagree with the records, and nothing on a
