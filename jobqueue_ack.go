@@ -229,9 +229,12 @@ func (q *JobQueue) Backoff(attempt int) time.Duration {
 // Conflicts: those of Ack. Cost: one round trip and a commit of a clear, two
 // writes, two counter adds and a compare-and-clear, and a bump of the signal
 // key when the deadline moves earlier (the job is due sooner). It needs no
-// journal: retried after commit_unknown_result, it finds the job still under
-// its lease and extends it again from the new now. With a MeterProvider it
-// is counted in fdbqueue.lease.extensions by outcome (WithMeterProvider).
+// journal: retried after commit_unknown_result, it finds the job still
+// under its lease and extends it again from the new now, or, if the job
+// was cancelled in between, fails with ErrLeaseLost though the earlier
+// attempt's extension may have committed (the job is gone either way).
+// With a MeterProvider it is counted in fdbqueue.lease.extensions by
+// outcome (WithMeterProvider).
 func (q *JobQueue) Extend(ctx context.Context, t kv.Transactor, l Lease, d time.Duration) (Lease, error) {
 	if err := q.usable(); err != nil {
 		return l, err

@@ -216,3 +216,31 @@ func TestLeaseReplayFindsALeaseExtendedSince(t *testing.T) {
 	require.NoError(t, q.Ack(ctx, db, held))
 	require.Equal(t, fdbqueue.JobStats{}, mustStats(t, db, q))
 }
+
+// Extend has no journal: retried after commit_unknown_result whose commit
+// applied, with the job cancelled in between (here while the first
+// attempt's outcome is settled, as another client would), it fails with
+// ErrLeaseLost although its first attempt extended the lease, as its doc
+// says; the job is gone, nothing of it left.
+func TestExtendRetriedAfterACancelFindsTheLeaseLost(t *testing.T) {
+	ctx := context.Background()
+	raw := newDB(t)
+	clock := newFakeClock()
+	q := mustJobQueue(t, "extend-cancelled", fdbqueue.JobQueueConfig{Clock: clock})
+	x := mustAdd(t, raw, q, fdbqueue.Job{Value: []byte("x")})
+	ls, err := q.Lease(ctx, raw, 1, time.Minute)
+	require.NoError(t, err)
+	clock.Advance(time.Second)
+	var seen time.Time
+	db := &betweenDB{DB: raw, between: func() {
+		info, err := q.Job(ctx, raw, x.ID)
+		require.NoError(t, err)
+		seen = info.DueAt
+		require.NoError(t, q.Cancel(ctx, raw, x.ID))
+	}}
+	raw.FailNextCommit(kv.ErrCommitUnknownResult, true) // applied, reported unknown
+	_, err = q.Extend(ctx, db, ls[0], time.Hour)
+	require.ErrorIs(t, err, fdbqueue.ErrLeaseLost)
+	require.True(t, clock.Now().Add(time.Hour).Equal(seen), "the first attempt extended the lease: %v", seen)
+	require.Equal(t, fdbqueue.JobStats{}, mustStats(t, raw, q))
+}

@@ -764,14 +764,28 @@ type leaseOp struct {
 	failed bool
 	// tries counts the runs of its transaction function (see tries).
 	tries atomic.Int32
+	// extendRetried: an Extend whose last call ran its transaction
+	// function more than once (see settled).
+	extendRetried bool
 }
 
-func (h *leaseHarness) record(client int, in LeaseInput, call int64, out LeaseOutput) {
+// record records an operation returning now, and returns its Return.
+func (h *leaseHarness) record(client int, in LeaseInput, call int64, out LeaseOutput) int64 {
 	h.mu.Lock()
+	defer h.mu.Unlock()
 	ret := h.seq.Add(1)
 	in.Call, in.Ret = call, ret
 	h.history = append(h.history, porcupine.Operation{ClientId: client, Input: in, Call: call, Output: out, Return: ret})
-	h.mu.Unlock()
+	return ret
+}
+
+// recordUnknown records op as of unknown outcome (LeaseOutput.Unknown),
+// from its call to ret, as ClientId client.
+func (h *leaseHarness) recordUnknown(op *leaseOp, client int, ret int64) {
+	in := op.in
+	in.Call, in.Ret = op.call, ret
+	h.history = append(h.history, porcupine.Operation{ClientId: client, Input: in, Call: op.call,
+		Output: LeaseOutput{Unknown: true}, Return: ret})
 }
 
 // settled records op, whose outcome is known: out.
@@ -829,7 +843,17 @@ func (h *leaseHarness) settled(op *leaseOp, out LeaseOutput) {
 		}
 	}
 	h.mu.Unlock()
-	h.record(op.client, op.in, op.call, out)
+	ret := h.record(op.client, op.in, op.call, out)
+	if op.in.Kind == LExtend && out.Lost && op.extendRetried {
+		// Its transaction ran again (after commit_unknown_result, say):
+		// an earlier attempt may have committed, extending the lease,
+		// before a Cancel removed the job and the last found the lease
+		// lost. Extend has no journal to tell, so that attempt is an
+		// Extend of unknown outcome within the call (see recover).
+		h.mu.Lock()
+		h.recordUnknown(op, op.client+firstCallClient, ret)
+		h.mu.Unlock()
+	}
 }
 
 // do runs op on t and returns its output and the leases it returned (a
@@ -868,9 +892,11 @@ func (h *leaseHarness) do(ctx context.Context, t kv.Database, op *leaseOp) (Leas
 		err = h.q.Release(ctx, t, op.lease, op.delay, op.opts...)
 	case LExtend:
 		var nl fdbqueue.Lease
-		if nl, err = h.q.Extend(ctx, t, op.lease, time.Duration(in.D)*time.Microsecond); err == nil {
+		var runs atomic.Int32
+		if nl, err = h.q.Extend(ctx, tries{Database: t, n: &runs}, op.lease, time.Duration(in.D)*time.Microsecond); err == nil {
 			got = []fdbqueue.Lease{nl}
 		}
+		op.extendRetried = runs.Load() > 1
 	case LCancel:
 		err = h.q.Cancel(ctx, t, id, op.opts...)
 	case LRequeue:
@@ -894,7 +920,8 @@ func (h *leaseHarness) do(ctx context.Context, t kv.Database, op *leaseOp) (Leas
 }
 
 // firstCallClient is added to the ClientId of an Extend's first call,
-// recorded apart from its recovery (see recover).
+// recorded apart from its recovery (see recover), or of an earlier
+// attempt of an Extend's call (see settled).
 const firstCallClient = 200
 
 // recover calls op, whose first call failed, its outcome unknown, again
@@ -924,10 +951,7 @@ func (h *leaseHarness) recordFirstCalls(ret int64) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for _, op := range h.firstCalls {
-		in := op.in
-		in.Call, in.Ret = op.call, ret
-		h.history = append(h.history, porcupine.Operation{ClientId: op.client, Input: in, Call: op.call,
-			Output: LeaseOutput{Unknown: true}, Return: ret})
+		h.recordUnknown(op, op.client, ret)
 	}
 	h.firstCalls = nil
 }

@@ -908,6 +908,79 @@ func TestLeaseHarnessRecordsExtendRecoveryApart(t *testing.T) {
 	}
 }
 
+// The same within one Extend call: its first commit applied, reported
+// commit_unknown_result, and before its transaction runs again a Job
+// lookup sees the extension and a Cancel removes the job; the retry finds
+// the lease lost, which the call returns. The harness records the call's
+// earlier attempt as an Extend of unknown outcome within the call
+// (settled): the history must be linearizable; recorded as the one Extend
+// with its result, it was not.
+func TestLeaseHarnessRecordsExtendRetriedWithin(t *testing.T) {
+	ctx := context.Background()
+	cfg := DefaultLeaseConfig()
+	cfg.Faults, cfg.Latency = memdb.Faults{}, memdb.Latency{}
+	h, err := newLeaseHarness(1, cfg)
+	require.NoError(t, err)
+	defer h.db.Close()
+	run := func(op *leaseOp) (LeaseOutput, []fdbqueue.Lease) {
+		out, got, err := h.do(ctx, h.t, op)
+		require.NoError(t, err, "%v", op.in.Kind)
+		h.settled(op, out)
+		return out, got
+	}
+	now := h.clock.now.Load()
+	run(&leaseOp{in: LeaseInput{Kind: LAdd, Now: now, Vest: now, Max: 3}, call: h.seq.Add(1)})
+	_, got := run(&leaseOp{in: LeaseInput{Kind: LLease, Now: now, N: 1, D: h.d}, call: h.seq.Add(1)})
+	require.Len(t, got, 1)
+	job := string(got[0].JobID[:])
+
+	now = h.clock.now.Add(h.d / 2)
+	ext := &leaseOp{in: LeaseInput{Kind: LExtend, Now: now, Job: job, Tag: tag(got[0]), D: h.d}, lease: got[0], call: h.seq.Add(1)}
+	extended := false
+	between := func() {
+		info, err := h.q.Job(ctx, h.db, got[0].JobID)
+		require.NoError(t, err)
+		extended = info.DueAt.UnixMicro() == now+h.d
+		require.NoError(t, h.lookup(ctx, &leaseOp{in: LeaseInput{Kind: LJob, Now: now, Job: job}, client: 1, call: h.seq.Add(1)}))
+		out, _ := run(&leaseOp{in: LeaseInput{Kind: LCancel, Now: now, Job: job}, client: 1, call: h.seq.Add(1)})
+		require.False(t, out.NotFound)
+	}
+	h.db.FailNextCommit(kv.ErrCommitUnknownResult, true) // applied, reported unknown: retried
+	out, _, err := h.do(ctx, &beforeRetry{Database: h.t, hook: between}, ext)
+	require.NoError(t, err)
+	require.True(t, extended, "the first attempt extended the lease")
+	require.True(t, out.Lost, "the retry finds the job cancelled")
+	h.settled(ext, out)
+	jobs, keys, err := observeJobs(ctx, h.db, h.sub, nil)
+	require.NoError(t, err)
+	h.record(9, LeaseInput{Kind: LObserve, Now: now}, h.seq.Add(1), LeaseOutput{Jobs: jobs, Held: keys})
+
+	res, info := porcupine.CheckOperationsVerbose(LeaseModel(cfg.Choice), h.history, time.Minute)
+	if res != porcupine.Ok {
+		f := &Failure{Seed: 1, Round: -1, Structure: "job queue", Reason: "not linearizable", model: LeaseModel(cfg.Choice), info: info, history: h.history, hasInfo: true}
+		var b strings.Builder
+		_ = f.WriteHistory(&b)
+		t.Fatalf("%s", b.String())
+	}
+}
+
+// beforeRetry is a database that calls hook before the second run of a
+// transaction's function (its first retry).
+type beforeRetry struct {
+	kv.Database
+	runs int
+	hook func()
+}
+
+func (b *beforeRetry) Transact(ctx context.Context, fn func(kv.Transaction) error) error {
+	return b.Database.Transact(ctx, func(tr kv.Transaction) error {
+		if b.runs++; b.runs == 2 {
+			b.hook()
+		}
+		return fn(tr)
+	})
+}
+
 // appliedUndeterminable is a database whose transactions commit and then
 // fail with commit_unknown_result_fatal, as a commit whose status could
 // not be determined: the call fails though its commit applied.
