@@ -252,7 +252,11 @@ func (c *simClock) After(time.Duration) <-chan time.Time { return make(chan time
 // one operation with the recovery's result, taking effect once, somewhere
 // between the first call and the recovery's return: that is how the
 // history records it, and an operation that took effect twice, or whose
-// recovery lied, shows up as a violation or in the accounts.
+// recovery lied, shows up as a violation or in the accounts. Extend has no
+// journal: its recovery is recorded as a call of its own, its first call
+// as of unknown outcome until the round's end (an extension that a Cancel
+// then made the recovery find lost), and so is an earlier attempt within
+// an Extend call that ran its transaction again and found the lease lost.
 //
 // Except for a few (AbandonProb), never recovered, as by a client that
 // crashed: recorded as of unknown outcome, returning at the end of the
