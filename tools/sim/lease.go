@@ -207,8 +207,9 @@ type LeaseResult struct {
 	Leftovers, CountErrors int
 	Stats                  memdb.Stats
 	// Failure holds the history and porcupine's linearization info when
-	// Check is Illegal (for Failure.WriteHistory and Visualize); nil
-	// otherwise, so that a passing seed keeps no history.
+	// Check is Illegal or Unknown (timed out) (for Failure.WriteHistory
+	// and Visualize); nil when it is Ok, so that a passing seed keeps no
+	// history.
 	Failure *Failure
 }
 
@@ -418,13 +419,17 @@ func RunLeases(ctx context.Context, seed int64, cfg LeaseConfig) (LeaseResult, e
 	res.Unknown, res.RecoveredAtOnce = h.unknown, h.atOnce
 	model := LeaseModel(cfg.Choice)
 	res.Check = porcupine.CheckOperationsTimeout(model, history, cfg.CheckTimeout)
-	if res.Check == porcupine.Illegal {
-		// Checked again, verbose, for the longest linearizable prefixes:
-		// only a failing seed keeps its history.
+	if res.Check != porcupine.Ok {
+		// Checked again, verbose, for the longest linearizable prefixes
+		// (so far, if it times out again): only a seed that failed the
+		// check keeps its history.
 		_, info := porcupine.CheckOperationsVerbose(model, history, cfg.CheckTimeout)
-		res.Failure = &Failure{Seed: seed, Round: -1, Structure: "job queue",
-			Reason: fmt.Sprintf("history of %d operations over %d rounds is not linearizable", len(history), cfg.Rounds),
-			model:  model, info: info, history: history, hasInfo: true}
+		reason := fmt.Sprintf("history of %d operations over %d rounds is not linearizable", len(history), cfg.Rounds)
+		if res.Check == porcupine.Unknown {
+			reason = fmt.Sprintf("check of a history of %d operations over %d rounds timed out after %v", len(history), cfg.Rounds, cfg.CheckTimeout)
+		}
+		res.Failure = &Failure{Seed: seed, Round: -1, Structure: "job queue", Reason: reason,
+			model: model, info: info, history: history, hasInfo: true}
 	}
 
 	if err := drainJobs(ctx, db, q, func() { clock.now.Add(3*h.d + 1) }, acks); err != nil {

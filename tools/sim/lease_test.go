@@ -203,8 +203,10 @@ func TestLeaseSimulationRejectsNoJournal(t *testing.T) {
 		if err != nil || !r.OK() {
 			rejected++
 		}
-		if err != nil || r.Check != porcupine.Illegal {
+		if err != nil || r.Check == porcupine.Ok {
 			require.Nil(t, r.Failure, "seed %d: %v", seed, r.Check)
+		}
+		if err != nil || r.Check != porcupine.Illegal {
 			continue
 		}
 		illegal++

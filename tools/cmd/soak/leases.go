@@ -85,8 +85,10 @@ type leaseTotals struct {
 	DeadOpsRecovered, DeadRaces        int   // Requeues and DeleteDeads recovered by OpID; raced against another client's operation on their job
 	FirstFailing                       int64 // 0: none
 	// Failure is the history of the lowest-numbered seed whose history
-	// was not linearizable (nil: none), for -history and -html.
+	// was not linearizable, or if none was, whose check timed out (nil:
+	// none), for -history and -html; Illegal says which.
 	Failure *sim.Failure
+	Illegal bool
 }
 
 func (t *leaseTotals) add(seed int64, r sim.LeaseResult) {
@@ -162,8 +164,9 @@ func (t *leaseTotals) add(seed int64, r sim.LeaseResult) {
 	if !r.OK() && (t.FirstFailing == 0 || seed < t.FirstFailing) {
 		t.FirstFailing = seed
 	}
-	if r.Failure != nil && (t.Failure == nil || seed < t.Failure.Seed) {
-		t.Failure = r.Failure
+	if illegal := r.Check == porcupine.Illegal; r.Failure != nil &&
+		(t.Failure == nil || illegal && !t.Illegal || illegal == t.Illegal && seed < t.Failure.Seed) {
+		t.Failure, t.Illegal = r.Failure, illegal
 	}
 }
 
@@ -179,9 +182,10 @@ func (t *leaseTotals) add(seed int64, r sim.LeaseResult) {
 // left of a removed job or a wrong counter, or an error
 // (an inconclusive check, timed out, is counted and fails the run too: a
 // soak that cannot decide proves nothing). The history of the
-// lowest-numbered seed not linearizable is written as text to historyPath
-// and as porcupine's visualization to htmlPath: a seed's run depends on
-// goroutine timing, so rerunning it need not fail again.
+// lowest-numbered seed not linearizable (if none, of the lowest whose
+// check timed out) is written as text to historyPath and as porcupine's
+// visualization to htmlPath: a seed's run depends on goroutine timing, so
+// rerunning it need not fail again.
 func runLeases(ctx context.Context, w io.Writer, cfg sim.LeaseConfig, first int64, seeds int, duration time.Duration, workers int, htmlPath, historyPath string, verbose bool) int {
 	start := time.Now()
 	fmt.Fprintf(w, "soak -leases: up to %d seeds from %d, for up to %v, %d at once\n", seeds, first, duration, workers)
@@ -270,8 +274,11 @@ func runLeases(ctx context.Context, w io.Writer, cfg sim.LeaseConfig, first int6
 	if total.FirstFailing != 0 {
 		fmt.Fprintf(w, "first failing seed: %d (rerun: go run ./cmd/soak -leases -first %d -seeds 1 -v)\n", total.FirstFailing, total.FirstFailing)
 	}
-	if f := total.Failure; f != nil {
+	if f := total.Failure; f != nil && total.Illegal {
 		fmt.Fprintf(w, "first history not linearizable: %v\n", f)
+		writeFailure(w, f, htmlPath, historyPath)
+	} else if f != nil {
+		fmt.Fprintf(w, "first history whose check timed out: %v\n", f)
 		writeFailure(w, f, htmlPath, historyPath)
 	}
 	if total.FirstFailing != 0 || len(errs) > 0 {

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/anishathalye/porcupine"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -123,4 +124,41 @@ func TestForSeeds(t *testing.T) {
 	cancel()
 	forSeeds(ctx, 1, 5, time.Hour, 2, func(int64) { t.Error("a seed ran after the context ended") })
 	forSeeds(context.Background(), 1, 5, -time.Second, 2, func(int64) { t.Error("a seed ran after the duration") })
+}
+
+// The soak keeps the history of the lowest-numbered seed that was not
+// linearizable, or, while none was, of the lowest whose check timed out;
+// a passing seed's is never kept.
+func TestLeaseTotalsKeepTheFirstFailure(t *testing.T) {
+	var total leaseTotals
+	seed := func(n int64, check porcupine.CheckResult) {
+		r := sim.LeaseResult{Check: check}
+		if check != porcupine.Ok {
+			r.Failure = &sim.Failure{Seed: n}
+		}
+		total.add(n, r)
+	}
+	kept := func() (int64, bool) {
+		require.NotNil(t, total.Failure)
+		return total.Failure.Seed, total.Illegal
+	}
+	seed(2, porcupine.Ok)
+	assert.Nil(t, total.Failure)
+	seed(5, porcupine.Unknown)
+	seed(3, porcupine.Unknown)
+	n, illegal := kept()
+	assert.Equal(t, int64(3), n)
+	assert.False(t, illegal)
+	seed(9, porcupine.Illegal)
+	seed(1, porcupine.Unknown)
+	seed(1, porcupine.Ok)
+	n, illegal = kept()
+	assert.Equal(t, int64(9), n, "a violation over a timed-out check")
+	assert.True(t, illegal)
+	seed(7, porcupine.Illegal)
+	n, _ = kept()
+	assert.Equal(t, int64(7), n)
+	assert.Equal(t, 2, total.Violations)
+	assert.Equal(t, 3, total.Inconclusive)
+	assert.Equal(t, int64(1), total.FirstFailing)
 }

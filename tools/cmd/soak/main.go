@@ -23,9 +23,9 @@
 // acked twice, the dead jobs without their max attempts and the unique
 // keys held after the drain (all must be 0) and the linearizability
 // violations, exiting with status 1 on any failure. The lowest-numbered
-// seed whose history was not linearizable has it written to -history and
-// -html as above: a lease seed's run depends on goroutine timing, so
-// rerunning the seed need not fail again.
+// seed whose history was not linearizable (if none, whose check timed
+// out) has it written to -history and -html as above: a lease seed's run
+// depends on goroutine timing, so rerunning the seed need not fail again.
 //
 //	go run ./cmd/soak -leases -seeds 100000 -duration 10m
 //
