@@ -124,7 +124,11 @@ type LeaseOutput struct {
 	// Unknown: the call failed and was never recovered (its client
 	// crashed), so it may or may not have taken effect, with any result,
 	// at any point between its call and its Return (the end of its round,
-	// when every commit interrupted in flight has landed). Add: Job is the
+	// when every commit interrupted in flight has landed). Extend, which
+	// has no journal, is also Unknown for the first call of one recovered
+	// by a call of its own, and for an earlier attempt within a call that
+	// ran its transaction again and found the lease lost (Return: the
+	// call's). Add: Job is the
 	// ID of the job that carries its value if one was ever seen (it then
 	// may have added that job), "" if none was (it did not add one: a job
 	// it added is at the round's Observe or in a known Lease's output).
@@ -689,7 +693,7 @@ func describeLeaseOp(in LeaseInput, out LeaseOutput) string {
 	b.WriteString(" -> ")
 	switch {
 	case out.Unknown:
-		b.WriteString("unknown (never recovered)")
+		b.WriteString("unknown")
 		if in.Kind == LAdd && out.Job != "" {
 			fmt.Fprintf(&b, ", its job %s seen", shortID(out.Job))
 		}
