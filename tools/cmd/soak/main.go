@@ -67,7 +67,7 @@ func main() {
 		workers  = flag.Int("workers", runtime.GOMAXPROCS(0), "seeds run at once")
 		rounds   = flag.Int("rounds", sim.DefaultConfig().Rounds, "rounds (checked histories per structure) per seed")
 		ops      = flag.Int("ops", sim.DefaultConfig().OpsPerClient, "operations per client and round (a history holds clients × ops of them)")
-		timeout  = flag.Duration("check-timeout", 10*time.Second, "bound of one linearizability check (a check that times out is counted as inconclusive)")
+		timeout  = flag.Duration("check-timeout", 10*time.Second, "bound of one linearizability check (a check that times out is counted as inconclusive); with -leases, unless given, the lease simulation's own default (sim.DefaultLeaseConfig: 30s), since about one lease history in 3,000 takes over 10s")
 		staging  = flag.Bool("staging", true, "run about half of the seeds WithStaging, with the Wait forms")
 		batches  = flag.Bool("staging-batches", false, "staged seeds' Queue serves its waiters in batches (StagingConfig.Serving = ServeInBatches), not by place")
 		claim    = flag.Duration("staging-claim", 0, "staged seeds' claim timeout (default 2s); a few milliseconds make waiters lose their claims and exercise the expiry paths")
@@ -99,7 +99,12 @@ func main() {
 			os.Exit(2)
 		}
 		lc := sim.DefaultLeaseConfig()
-		lc.Rounds, lc.Clients, lc.OpsPerClient, lc.CheckTimeout, lc.AbandonProb = *lrounds, *lclients, *lops, *timeout, *labandon
+		lc.Rounds, lc.Clients, lc.OpsPerClient, lc.AbandonProb = *lrounds, *lclients, *lops, *labandon
+		flag.Visit(func(f *flag.Flag) {
+			if f.Name == "check-timeout" {
+				lc.CheckTimeout = *timeout
+			}
+		})
 		lc.CancelProb, lc.RequeueProb, lc.DeleteDeadProb = *lcancel, *lrequeue, *ldelete
 		lc.Faults.LateLanding = *late
 		lc.Faults.ReadErrors, lc.Faults.ReadVersionErrors = *readErrs, *grvErrs
