@@ -523,18 +523,7 @@ func TestLeaseModelUniqueKeys(t *testing.T) {
 // and a Job lookup returns the job as the state holds it.
 func TestLeaseModelCancelAndJob(t *testing.T) {
 	m := LeaseModel(2)
-	op := func(c int, call, ret int64, in LeaseInput, out LeaseOutput) porcupine.Operation {
-		return porcupine.Operation{ClientId: c, Input: in, Call: call, Output: out, Return: ret}
-	}
-	add := func(c int, call, ret int64, key, job string, dup bool) porcupine.Operation {
-		return op(c, call, ret, LeaseInput{Kind: LAdd, Max: 2, Unique: key}, LeaseOutput{Job: job, Duplicate: dup})
-	}
-	lease := func(c int, call, ret, now int64, out LeaseOutput) porcupine.Operation {
-		return op(c, call, ret, LeaseInput{Kind: LLease, Now: now, N: 1, D: 10}, out)
-	}
-	got := func(job string, tag uint64, attempt int) LeaseOutput {
-		return LeaseOutput{Leases: []LeasedJob{{Job: job, Tag: tag, Attempt: attempt}}}
-	}
+	op, add, lease, got := modelOp, modelAdd, modelLease, modelGot
 	onLease := func(kind LeaseKind, c int, call, ret, now int64, job string, tag uint64, out LeaseOutput) porcupine.Operation {
 		return op(c, call, ret, LeaseInput{Kind: kind, Now: now, Job: job, Tag: tag, D: 10}, out)
 	}
@@ -647,18 +636,7 @@ func TestLeaseModelCancelAndJob(t *testing.T) {
 // that left the job are rejected.
 func TestLeaseModelRequeueAndDeleteDead(t *testing.T) {
 	m := LeaseModel(2)
-	op := func(c int, call, ret int64, in LeaseInput, out LeaseOutput) porcupine.Operation {
-		return porcupine.Operation{ClientId: c, Input: in, Call: call, Output: out, Return: ret}
-	}
-	add := func(c int, call, ret int64, key, job string, dup bool) porcupine.Operation {
-		return op(c, call, ret, LeaseInput{Kind: LAdd, Max: 2, Unique: key}, LeaseOutput{Job: job, Duplicate: dup})
-	}
-	lease := func(c int, call, ret, now int64, out LeaseOutput) porcupine.Operation {
-		return op(c, call, ret, LeaseInput{Kind: LLease, Now: now, N: 1, D: 10}, out)
-	}
-	got := func(job string, tag uint64, attempt int) LeaseOutput {
-		return LeaseOutput{Leases: []LeasedJob{{Job: job, Tag: tag, Attempt: attempt}}}
-	}
+	op, add, lease, got := modelOp, modelAdd, modelLease, modelGot
 	on := func(kind LeaseKind, c int, call, ret, now int64, job string, out LeaseOutput) porcupine.Operation {
 		return op(c, call, ret, LeaseInput{Kind: kind, Now: now, Job: job}, out)
 	}
@@ -1115,4 +1093,25 @@ func TestCheckAccounts(t *testing.T) {
 		return nil
 	}))
 	require.Equal(t, 1, check().CountErrors)
+}
+
+// The operation builders that the model's tests of Cancel, Job, Requeue
+// and DeleteDead share: modelOp any call; modelAdd an Add of job (of at
+// most 2 attempts, under unique key key; dup: it found the key held);
+// modelLease a Lease of one job for 10 at now; modelGot a Lease's output
+// holding job's lease tag on attempt attempt.
+func modelOp(c int, call, ret int64, in LeaseInput, out LeaseOutput) porcupine.Operation {
+	return porcupine.Operation{ClientId: c, Input: in, Call: call, Output: out, Return: ret}
+}
+
+func modelAdd(c int, call, ret int64, key, job string, dup bool) porcupine.Operation {
+	return modelOp(c, call, ret, LeaseInput{Kind: LAdd, Max: 2, Unique: key}, LeaseOutput{Job: job, Duplicate: dup})
+}
+
+func modelLease(c int, call, ret, now int64, out LeaseOutput) porcupine.Operation {
+	return modelOp(c, call, ret, LeaseInput{Kind: LLease, Now: now, N: 1, D: 10}, out)
+}
+
+func modelGot(job string, tag uint64, attempt int) LeaseOutput {
+	return LeaseOutput{Leases: []LeasedJob{{Job: job, Tag: tag, Attempt: attempt}}}
 }
