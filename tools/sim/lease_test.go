@@ -838,22 +838,10 @@ func TestLeaseModelExtendRecoveredAfterCancel(t *testing.T) {
 // was not (the soak's violations, seed 609 among them).
 func TestLeaseHarnessRecordsExtendRecoveryApart(t *testing.T) {
 	ctx := context.Background()
-	cfg := DefaultLeaseConfig()
-	cfg.Faults, cfg.Latency = memdb.Faults{}, memdb.Latency{}
-	h, err := newLeaseHarness(1, cfg)
-	require.NoError(t, err)
-	defer h.db.Close()
-	run := func(op *leaseOp) (LeaseOutput, []fdbqueue.Lease) {
-		out, got, err := h.do(ctx, h.t, op)
-		require.NoError(t, err, "%v", op.in.Kind)
-		h.settled(op, out)
-		return out, got
-	}
-	now := h.clock.now.Load()
-	run(&leaseOp{in: LeaseInput{Kind: LAdd, Now: now, Vest: now, Max: 3}, call: h.seq.Add(1)})
-	_, got := run(&leaseOp{in: LeaseInput{Kind: LLease, Now: now, N: 1, D: h.d}, call: h.seq.Add(1)})
-	require.Len(t, got, 1)
+	h, run, got := scriptedLease(t)
 	job := string(got[0].JobID[:])
+	var err error
+	var now int64
 
 	// Half a lease later (a round later), so that the extension shows.
 	now = h.clock.now.Add(h.d / 2)
@@ -879,9 +867,9 @@ func TestLeaseHarnessRecordsExtendRecoveryApart(t *testing.T) {
 	require.NoError(t, err)
 	h.record(9, LeaseInput{Kind: LObserve, Now: now}, h.seq.Add(1), LeaseOutput{Jobs: jobs, Held: keys})
 
-	res, info2 := porcupine.CheckOperationsVerbose(LeaseModel(cfg.Choice), h.history, time.Minute)
+	res, info2 := porcupine.CheckOperationsVerbose(LeaseModel(h.cfg.Choice), h.history, time.Minute)
 	if res != porcupine.Ok {
-		f := &Failure{Seed: 1, Round: -1, Structure: "job queue", Reason: "not linearizable", model: LeaseModel(cfg.Choice), info: info2, history: h.history, hasInfo: true}
+		f := &Failure{Seed: 1, Round: -1, Structure: "job queue", Reason: "not linearizable", model: LeaseModel(h.cfg.Choice), info: info2, history: h.history, hasInfo: true}
 		var b strings.Builder
 		_ = f.WriteHistory(&b)
 		t.Fatalf("%s", b.String())
@@ -897,22 +885,10 @@ func TestLeaseHarnessRecordsExtendRecoveryApart(t *testing.T) {
 // with its result, it was not.
 func TestLeaseHarnessRecordsExtendRetriedWithin(t *testing.T) {
 	ctx := context.Background()
-	cfg := DefaultLeaseConfig()
-	cfg.Faults, cfg.Latency = memdb.Faults{}, memdb.Latency{}
-	h, err := newLeaseHarness(1, cfg)
-	require.NoError(t, err)
-	defer h.db.Close()
-	run := func(op *leaseOp) (LeaseOutput, []fdbqueue.Lease) {
-		out, got, err := h.do(ctx, h.t, op)
-		require.NoError(t, err, "%v", op.in.Kind)
-		h.settled(op, out)
-		return out, got
-	}
-	now := h.clock.now.Load()
-	run(&leaseOp{in: LeaseInput{Kind: LAdd, Now: now, Vest: now, Max: 3}, call: h.seq.Add(1)})
-	_, got := run(&leaseOp{in: LeaseInput{Kind: LLease, Now: now, N: 1, D: h.d}, call: h.seq.Add(1)})
-	require.Len(t, got, 1)
+	h, run, got := scriptedLease(t)
 	job := string(got[0].JobID[:])
+	var err error
+	var now int64
 
 	now = h.clock.now.Add(h.d / 2)
 	ext := &leaseOp{in: LeaseInput{Kind: LExtend, Now: now, Job: job, Tag: tag(got[0]), D: h.d}, lease: got[0], call: h.seq.Add(1)}
@@ -935,9 +911,9 @@ func TestLeaseHarnessRecordsExtendRetriedWithin(t *testing.T) {
 	require.NoError(t, err)
 	h.record(9, LeaseInput{Kind: LObserve, Now: now}, h.seq.Add(1), LeaseOutput{Jobs: jobs, Held: keys})
 
-	res, info := porcupine.CheckOperationsVerbose(LeaseModel(cfg.Choice), h.history, time.Minute)
+	res, info := porcupine.CheckOperationsVerbose(LeaseModel(h.cfg.Choice), h.history, time.Minute)
 	if res != porcupine.Ok {
-		f := &Failure{Seed: 1, Round: -1, Structure: "job queue", Reason: "not linearizable", model: LeaseModel(cfg.Choice), info: info, history: h.history, hasInfo: true}
+		f := &Failure{Seed: 1, Round: -1, Structure: "job queue", Reason: "not linearizable", model: LeaseModel(h.cfg.Choice), info: info, history: h.history, hasInfo: true}
 		var b strings.Builder
 		_ = f.WriteHistory(&b)
 		t.Fatalf("%s", b.String())
@@ -1114,4 +1090,28 @@ func modelLease(c int, call, ret, now int64, out LeaseOutput) porcupine.Operatio
 
 func modelGot(job string, tag uint64, attempt int) LeaseOutput {
 	return LeaseOutput{Leases: []LeasedJob{{Job: job, Tag: tag, Attempt: attempt}}}
+}
+
+// scriptedLease is a lease harness without faults or latency for a
+// scripted history, with one job added and leased (got); run runs an
+// operation that must succeed and records it settled.
+func scriptedLease(t *testing.T) (h *leaseHarness, run func(*leaseOp) (LeaseOutput, []fdbqueue.Lease), got []fdbqueue.Lease) {
+	t.Helper()
+	ctx := context.Background()
+	cfg := DefaultLeaseConfig()
+	cfg.Faults, cfg.Latency = memdb.Faults{}, memdb.Latency{}
+	h, err := newLeaseHarness(1, cfg)
+	require.NoError(t, err)
+	t.Cleanup(func() { h.db.Close() })
+	run = func(op *leaseOp) (LeaseOutput, []fdbqueue.Lease) {
+		out, got, err := h.do(ctx, h.t, op)
+		require.NoError(t, err, "%v", op.in.Kind)
+		h.settled(op, out)
+		return out, got
+	}
+	now := h.clock.now.Load()
+	run(&leaseOp{in: LeaseInput{Kind: LAdd, Now: now, Vest: now, Max: 3}, call: h.seq.Add(1)})
+	_, got = run(&leaseOp{in: LeaseInput{Kind: LLease, Now: now, N: 1, D: h.d}, call: h.seq.Add(1)})
+	require.Len(t, got, 1)
+	return h, run, got
 }
