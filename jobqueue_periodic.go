@@ -403,7 +403,7 @@ func (q *JobQueue) runScheduler(ctx context.Context, db kv.Database, jobs []peri
 	for i := range done {
 		done[i] = math.MinInt64
 	}
-	behind := make([]bool, len(jobs)) // its marker was ahead at its last call: logged
+	aheadLogged := make([]bool, len(jobs)) // its marker was ahead at its last call, which was logged
 	for {
 		if ctx.Err() != nil {
 			return nil
@@ -421,8 +421,8 @@ func (q *JobQueue) runScheduler(ctx context.Context, db kv.Database, jobs []peri
 					return err
 				}
 				done[i] = slot
-				if ahead := !r.Ahead.IsZero(); ahead != behind[i] {
-					behind[i] = ahead
+				if ahead := !r.Ahead.IsZero(); ahead != aheadLogged[i] {
+					aheadLogged[i] = ahead
 					if ahead {
 						q.journal.track.obs.markerAheadLogged(pj.Name, r.Ahead, now)
 					}
