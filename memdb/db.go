@@ -79,6 +79,9 @@ type DB struct {
 	// before the transactions it concerns start), is called by a Commit
 	// that is about to wait for reads in flight, without tx.mu.
 	awaitingReads func()
+	// sleeping, likewise, is called by a read or read version request
+	// about to wait out its latency (sleepIn), without tx.mu.
+	sleeping func()
 }
 
 var _ kv.Database = (*DB)(nil)

@@ -136,11 +136,11 @@ func (tx *transaction) get(key []byte, snap, watch bool) kv.FutureValue {
 	f.done = make(chan struct{})
 	go func() {
 		defer close(f.done)
-		defer tx.endRead()
+		defer tx.endRead(gen)
 		rv, grvTime, err := tx.readVersion(gen, watch)
 		if err == nil && !isMetadataVersionKey(k) {
 			// The metadata version comes with the read version.
-			err = tx.sleep(db.rng.sample(db.cfg.latency.Read))
+			err = tx.sleepIn(db.rng.sample(db.cfg.latency.Read), &gen)
 		}
 		if err == nil {
 			err = tx.sameGen(gen)
@@ -406,7 +406,7 @@ func (tx *transaction) issueBatch(r *rangeResult, spare []byte, n int, room *opE
 	tx.mu.Unlock()
 	go func() {
 		defer close(r.done)
-		defer tx.endRead()
+		defer tx.endRead(gen)
 		r.kvs, r.limited, r.batchErr = tx.readRangeAsIssued(dst, spare, b, e, n, reverse, snap, gen, view)
 	}()
 }
@@ -629,7 +629,7 @@ func (tx *transaction) readRangeAsIssued(dst []kv.KeyValue, spare, b, e []byte, 
 	if err != nil {
 		return nil, false, err
 	}
-	if err := tx.sleep(db.rng.sample(db.cfg.latency.Read)); err != nil {
+	if err := tx.sleepIn(db.rng.sample(db.cfg.latency.Read), &gen); err != nil {
 		return nil, false, err
 	}
 	tx.mu.Lock()

@@ -140,6 +140,9 @@ type txCold struct {
 	wconf     []krange
 	watches   []*watch
 	readsDone chan struct{} // see reading
+	// resetCh is made on demand and closed by the next reset, which ends
+	// the waits of the work then in flight (sleepIn).
+	resetCh chan struct{}
 	// unreadable are the ranges where the versionstamped keys may land,
 	// less what later clears covered; reads that reach them fail with
 	// accessed_unreadable.
@@ -516,13 +519,24 @@ func (tx *transaction) startReadLocked() {
 	tx.cold().reading++
 }
 
-// endRead counts a background read as finished.
-func (tx *transaction) endRead() {
+// endRead counts a background read issued in generation gen as finished.
+// A reset since then has already stopped counting it (resetLocked).
+func (tx *transaction) endRead(gen uint64) {
 	tx.mu.Lock()
 	defer tx.mu.Unlock()
+	if tx.gen != gen {
+		return
+	}
 	x := tx.x
 	x.reading--
-	if x.reading == 0 && x.readsDone != nil {
+	if x.reading == 0 {
+		x.wakeReadWaiterLocked()
+	}
+}
+
+// wakeReadWaiterLocked wakes a Commit waiting in awaitReadsLocked.
+func (x *txCold) wakeReadWaiterLocked() {
+	if x.readsDone != nil {
 		close(x.readsDone)
 		x.readsDone = nil
 	}
@@ -531,9 +545,9 @@ func (tx *transaction) endRead() {
 // awaitReadsLocked waits until no read is in flight, as FDB's commit waits
 // for the reads issued before it (RYWImpl::commit: wait(ryw->reading)), so
 // that their read conflict ranges are part of the commit. It returns early
-// if the transaction is cancelled.
+// if the transaction is cancelled or reset (the caller checks tx.gen).
 func (tx *transaction) awaitReadsLocked() {
-	for x := tx.x; x != nil && x.reading > 0 && !tx.cancelled; x = tx.x {
+	for x, gen := tx.x, tx.gen; x != nil && x.reading > 0 && !tx.cancelled && tx.gen == gen; x = tx.x {
 		if x.readsDone == nil {
 			x.readsDone = make(chan struct{})
 		}
@@ -573,18 +587,40 @@ func (tx *transaction) cancelledLocked() error {
 // sleep waits d in real time; it returns the cancellation error if the
 // transaction is cancelled (or the DB closed) first.
 func (tx *transaction) sleep(d time.Duration) error {
+	return tx.sleepIn(d, nil)
+}
+
+// sleepIn is sleep for work of generation *gen in flight (a read, the
+// read version request), which a reset ends too: it returns
+// transaction_cancelled at once if the transaction is reset meanwhile, as
+// FDB's reads wait on resetPromise beside the read (see sameGen). A nil
+// gen is sleep's: only a cancellation ends it.
+func (tx *transaction) sleepIn(d time.Duration, gen *uint64) error {
 	tx.mu.Lock()
 	if err := tx.cancelledLocked(); err != nil {
 		tx.mu.Unlock()
 		return err
 	}
+	var reset chan struct{}
+	if gen != nil {
+		if tx.gen != *gen {
+			tx.mu.Unlock()
+			return kv.ErrTransactionCancelled
+		}
+		reset = tx.resetChanLocked()
+	}
 	ch := tx.cancelChanLocked()
 	tx.mu.Unlock()
 	if d > 0 {
+		if f := tx.db.sleeping; f != nil && gen != nil {
+			f()
+		}
 		t := time.NewTimer(d)
 		select {
 		case <-t.C:
 		case <-ch:
+			t.Stop()
+		case <-reset:
 			t.Stop()
 		case <-tx.db.closeCh:
 			t.Stop()
@@ -592,7 +628,23 @@ func (tx *transaction) sleep(d time.Duration) error {
 	}
 	tx.mu.Lock()
 	defer tx.mu.Unlock()
-	return tx.cancelledLocked()
+	if err := tx.cancelledLocked(); err != nil {
+		return err
+	}
+	if gen != nil && tx.gen != *gen {
+		return kv.ErrTransactionCancelled
+	}
+	return nil
+}
+
+// resetChanLocked returns a channel that the transaction's next reset
+// closes (resetLocked).
+func (tx *transaction) resetChanLocked() chan struct{} {
+	x := tx.cold()
+	if x.resetCh == nil {
+		x.resetCh = make(chan struct{})
+	}
+	return x.resetCh
 }
 
 // sameGen returns transaction_cancelled if the transaction was reset
@@ -760,7 +812,7 @@ func (tx *transaction) startGRVLocked() {
 	d := tx.db.rng.sample(tx.db.cfg.latency.GRV)
 	go func() {
 		defer close(ch)
-		err := tx.sleep(d)
+		err := tx.sleepIn(d, &gen)
 		tx.mu.Lock()
 		defer tx.mu.Unlock()
 		if tx.gen != gen {

@@ -435,6 +435,17 @@ func (tx *transaction) resetLocked(full bool, watchErr error) {
 	tx.failWatchesLocked(watchErr)
 	tx.failStampLocked(kv.ErrTransactionCancelled)
 	if x := tx.x; x != nil {
+		// The reads in flight no longer count for a commit, and they and
+		// a Commit waiting for them fail with transaction_cancelled at
+		// once, as FDB's resetRyow starts a new reading and fails the old
+		// resetPromise, on which both wait
+		// (fdbclient/ReadYourWrites.actor.cpp).
+		x.reading = 0
+		x.wakeReadWaiterLocked()
+		if x.resetCh != nil {
+			close(x.resetCh)
+			x.resetCh = nil
+		}
 		x.vsf, x.rvCh, x.err = nil, nil, nil
 		x.clears, x.vsKeys, x.wconf, x.unreadable, x.readErr, x.view = nil, nil, nil, nil, 0, nil
 	}
