@@ -101,3 +101,16 @@ func TestMarkerKindOfAPop(t *testing.T) {
 	o := &op{kind: "dequeue"}
 	require.ErrorIs(t, o.checkMarker(marker("pop"), nil), ErrInvalidArgument, "the earlier pop is no other kind's")
 }
+
+// A pop's *UnknownResultError names it "pop", as the metrics and logs do,
+// whatever its journal kind: every form of PopMin and PopMax (the staged
+// and Wait forms set op.mark as the plain ones do) settles through this.
+func TestUnknownResultOfAPopIsNamedPop(t *testing.T) {
+	for _, max := range []bool{false, true} {
+		o := &op{j: &journal{}, kind: "pop", mark: popMark(max)}
+		err := o.unknownResult(kv.ErrCommitUnknownResultFatal)
+		var ure *UnknownResultError
+		require.ErrorAs(t, err, &ure)
+		require.Equal(t, "pop", ure.Op)
+	}
+}

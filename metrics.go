@@ -47,10 +47,11 @@ import (
 //	fdbqueue.oldest_item.age       gauge   s            RegisterGauges: versionstamp-ordered Queue, JobQueue
 //	fdbqueue.jobs                  gauge   {job}        fdbqueue.state (JobQueue.RegisterGauges)
 //
-// Operations (fdbqueue.op): enqueue, dequeue, push, pop, and the
-// JobQueue's add, lease, ack, nack, release, requeue, delete_dead,
-// cancel, unschedule; conflicts and retries also count clear, recover,
-// schedule and extend
+// Operations (fdbqueue.op, by the same names as the op field of the log
+// lines and UnknownResultError.Op): enqueue, dequeue, push, pop (PopMin
+// and PopMax, in every form), and the JobQueue's add, lease, ack, nack,
+// release, requeue, delete_dead, cancel, unschedule; conflicts and
+// retries also count clear, recover, schedule and extend
 // (whose outcomes fdbqueue.lease.extensions counts). Outcomes: ok, empty,
 // maybe_committed (the error satisfies kv.MaybeCommitted: call it again
 // under the same ID to settle it, on the same queue value for an ID the

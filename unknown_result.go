@@ -23,8 +23,14 @@ import (
 // call under an ID would apply it anew), nor does one that failed with
 // ErrEmpty (it took nothing) or ErrOperationExpired (its ID can no longer
 // settle it).
+//
+// Op names the operation as the fdbqueue.op attribute of the metrics and
+// the op field of the queue's log lines do (see WithMeterProvider):
+// enqueue, dequeue, push, pop (PopMin and PopMax alike, in every form),
+// add, lease, ack, nack, release, requeue, delete_dead, cancel or
+// unschedule.
 type UnknownResultError struct {
-	Op  string // the operation's kind ("enqueue", "dequeue", "push", "pop min", "add", "ack", ...)
+	Op  string // the operation's name, as the metrics and logs give it ("enqueue", "pop", "delete_dead", ...)
 	ID  OpID   // the ID to call the operation again under
 	Err error  // the operation's error
 }
@@ -44,5 +50,8 @@ func (o *op) unknownResult(err error) error {
 		errors.Is(err, ErrEmpty) || errors.Is(err, ErrOperationExpired) {
 		return err
 	}
-	return &UnknownResultError{Op: o.journalKind(), ID: o.id, Err: err}
+	// o.kind, the metrics' and logs' name: the journal's kind
+	// (journalKind) tells PopMin from PopMax, which no caller needs to be
+	// told, and would name one operation two ways.
+	return &UnknownResultError{Op: o.kind, ID: o.id, Err: err}
 }

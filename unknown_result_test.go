@@ -302,6 +302,7 @@ func TestUnknownResultErrorStagedDequeue(t *testing.T) {
 		require.True(t, kv.MaybeCommitted(err), "%v", err)
 		var ure *fdbqueue.UnknownResultError
 		require.ErrorAs(t, err, &ure)
+		require.Equal(t, "dequeue", ure.Op)
 		require.Equal(t, c.logs.take(t), ure.ID)
 		v, err := c.q.Dequeue(context.Background(), c.db, fdbqueue.WithOpID(ure.ID))
 		require.NoError(t, err)
