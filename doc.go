@@ -2,6 +2,22 @@
 // the small transaction interface in package kv, so that they run on
 // FoundationDB (module fdbkv) or on the embedded engine memdb.
 //
+// # Getting started
+//
+// Import this package, package tuple (to name a queue's Subspace) and
+// package kv (the transaction interface). The kv.Database comes from
+// module github.com/fdbqueue/fdbqueue/fdbkv on FoundationDB
+// (fdbkv.OpenWithAPIVersion, or fdbkv.Wrap of an fdb.Database you
+// already have; cgo and libfdb_c 7.3 or later), or from memdb.New in
+// tests, which needs neither:
+//
+//	sub, err := fdbqueue.NewSubspace(tuple.Tuple{"myapp", "jobs"})
+//	q, err := fdbqueue.NewQueue(sub)
+//	err = q.Enqueue(ctx, db, []byte("job 1")) // its own transaction, retried
+//	v, err := q.Dequeue(ctx, db)              // ErrEmpty when there is none
+//
+// The examples show each type in full.
+//
 // # Which type to use
 //
 //   - Queue (NewQueue, in a Subspace from NewSubspace): a FIFO queue in
@@ -29,13 +45,21 @@
 //   - Operating: Depth, RegisterGauges and WithMeterProvider
 //     (OpenTelemetry), WithLogger (log/slog), Recover, StagingStats.
 //
+// A Dequeue or pop removes its item in its own commit: exactly once, but
+// an item whose consumer fails after that commit is gone, unless the
+// work was written in the same transaction (within FoundationDB's
+// 5-second limit). Work that takes longer, or must survive a crashed
+// consumer, belongs in a JobQueue: delivered at least once, its effects
+// exactly once when Ack commits in the transaction that writes them.
+//
 // # Transactions
 //
 // Every operation takes a kv.Transactor. Given a Database it runs in its
 // own transaction, commits and retries retryable errors. Given a
 // Transaction it runs inside it and commits nothing: your commit applies
-// it together with your other writes, or not at all. Reads (Peek, Empty,
-// Len) take a kv.ReadTransactor.
+// it together with your other writes, or not at all, and your retry loop
+// runs it again (see WithOpID below). Read-only operations (Peek, Empty,
+// Len, Depth, Stats, Job, ...) take a kv.ReadTransactor.
 //
 // A queue stores its configuration (kind, layout, value encoding,
 // staging mode) with its keys, and a job queue its kind; a handle whose
@@ -53,12 +77,19 @@
 // instead of enqueuing twice or losing a dequeued item. Inside your own
 // transaction, create an OpID once outside your retry loop and pass it
 // with WithOpID on every attempt; without it the operation skips the
-// journal and is as safe as the recipe's. Errors for which
-// kv.MaybeCommitted is true may or may not have taken effect (calling the
-// operation again under the same ID settles it: see WithOpID; the error is
-// an *UnknownResultError holding the ID); after any
-// other error the operation had none (but that a failed staged take by
-// place sends the item due to it to the tail; see StagingConfig).
+// journal and is as safe as the recipe's.
+//
+// An error for which kv.MaybeCommitted is true (the commit's outcome was
+// unknown and the retries stopped, say because the context ended) leaves
+// the operation applied or not. With the journal it is an
+// *UnknownResultError holding the operation's ID: calling the operation again with WithOpID(ID) within
+// the journal retention settles it, returning the first call's result if
+// that committed and applying the operation if it did not. An ID the
+// operation made itself settles it only on the same Queue, PriorityQueue
+// or JobQueue value; pass your own WithOpID to settle from anywhere.
+// After any other error the operation had no effect (but that a failed
+// staged take by place sends the item due to it to the tail; see
+// StagingConfig).
 //
 // # Costs and limits
 //
@@ -82,11 +113,13 @@
 // ErrValueTooLarge, ErrForeignKey (a *ForeignKeyError naming the key),
 // ErrInvalidArgument, ErrBatchTooLarge, ErrTooManyToCount,
 // ErrOperationExpired, ErrClaimExpired, ErrUnreadableAfterEnqueue,
-// ErrLeaseLost, ErrJobNotFound, ErrUniqueKeyHeld, ErrCodec,
-// ErrConfigMismatch (a *ConfigMismatchError naming what differs),
-// ErrQueueNotEmpty, ErrKeyOutsideSubspace and ErrMalformedKey. Database
-// errors are kv errors (kv.ErrNotCommitted, ...). No input makes an
-// operation panic, and no failure loses or duplicates an item.
+// ErrLeaseLost, ErrJobNotFound, ErrScheduleNotFound, ErrUniqueKeyHeld,
+// ErrCodec (a *CodecError), ErrConfigMismatch (a *ConfigMismatchError
+// naming what differs), ErrQueueNotEmpty, ErrKeyOutsideSubspace and
+// ErrMalformedKey. Database errors are kv errors (kv.ErrNotCommitted,
+// ...); an operation with the journal whose outcome is unknown wraps its
+// error in an *UnknownResultError (above). No input makes an operation panic, and no
+// failure loses or duplicates an item.
 //
 // # Design
 //
