@@ -84,9 +84,10 @@
 // the operation applied or not. With the journal it is an
 // *UnknownResultError holding the operation's ID: calling the operation again with WithOpID(ID) within
 // the journal retention settles it, returning the first call's result if
-// that committed and applying the operation if it did not. An ID the
-// operation made itself settles it only on the same Queue, PriorityQueue
-// or JobQueue value; pass your own WithOpID to settle from anywhere.
+// that committed and applying the operation if it did not. Settle under
+// an ID the operation made itself on the same Queue, PriorityQueue or
+// JobQueue value (another may not find its record, and apply it again);
+// pass your own WithOpID to settle from anywhere.
 // After any other error the operation had no effect (but that a failed
 // staged take by place sends the item due to it to the tail; see
 // StagingConfig).
