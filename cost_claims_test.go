@@ -724,7 +724,7 @@ func costClaims() []costClaim {
 		},
 		{
 			name:  "JobQueue.Schedule",
-			claim: "one round trip (the marker and the job's unique key, if it has one, read together), then, when it adds, Add's writes for one job (value, record, ID index, unique key if any, two counter adds, the signal bump) and the marker",
+			claim: "one round trip (the marker, the slot's ID index entries, one range read that finds none or the slot's one job, and the job's unique key if it has one, read together), then, when it adds, Add's writes for one job (value, record, ID index, unique key if any, two counter adds, the signal bump) and the marker",
 			setup: func(e *costEnv) {},
 			op: func(e *costEnv) error {
 				r, err := e.jq.Schedule(e.ctx, e.db, costSchedule(""), time.Time{})
@@ -732,18 +732,19 @@ func costClaims() []costClaim {
 				return err
 			},
 			// No journal: no record, nothing carried.
-			want: []cost{{MetadataVersion: mvRead, Get: 1, RoundTrips: 1, Set: 3 + 1, Add: 2 + 1}},
+			// The slot's ID index entries: a snapshot range read.
+			want: []cost{{MetadataVersion: mvRead, Get: 1, SnapRange: 1, RoundTrips: 1, Set: 3 + 1, Add: 2 + 1}},
 		},
 		{
 			name:  "JobQueue.Schedule/unique key",
-			claim: "the marker and the job's unique key, if it has one, read together",
+			claim: "the marker, the slot's ID index entries ... and the job's unique key if it has one, read together",
 			setup: func(e *costEnv) {},
 			op: func(e *costEnv) error {
 				r, err := e.jq.Schedule(e.ctx, e.db, costSchedule("u"), time.Time{})
 				require.True(e.t, r.Added)
 				return err
 			},
-			want: []cost{{MetadataVersion: mvRead, Get: 2, RoundTrips: 1, Set: 4 + 1, Add: 2 + 1}},
+			want: []cost{{MetadataVersion: mvRead, Get: 2, SnapRange: 1, RoundTrips: 1, Set: 4 + 1, Add: 2 + 1}},
 		},
 		{
 			name:  "JobQueue.Schedule/scheduled",
@@ -757,7 +758,7 @@ func costClaims() []costClaim {
 				require.False(e.t, r.Added)
 				return err
 			},
-			want: []cost{{MetadataVersion: mvRead, Get: 1, RoundTrips: 1}},
+			want: []cost{{MetadataVersion: mvRead, Get: 1, SnapRange: 1, RoundTrips: 1}},
 		},
 		{
 			name:  "JobQueue.Schedules",

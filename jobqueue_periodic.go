@@ -3,6 +3,8 @@ package fdbqueue
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/binary"
 	"fmt"
 	"math"
 	"slices"
@@ -138,8 +140,9 @@ func slotOf(t time.Time, every time.Duration) (int64, bool) {
 // the schedulers whose clock is ahead (else they write it again) and
 // Unschedule the name: the next Schedule adds the slot under way. A
 // schedule's first call, or one after a gap or an Unschedule, adds the
-// slot under way: its job is due at once (its due time, the slot's
-// start, has passed), not at the next slot. The marker stays when no
+// slot under way (after an Unschedule, unless that slot's job is still in
+// the queue: see below): its job is due at once (its due time, the
+// slot's start, has passed), not at the next slot. The marker stays when no
 // process runs the schedule any more: Unschedule removes it.
 //
 // A marker whose first three fields this version cannot read (corrupt, or
@@ -155,32 +158,42 @@ func slotOf(t time.Time, every time.Duration) (int64, bool) {
 // nothing. A unique key alone would not do: it is freed when the job is
 // acked, and a slow scheduler could add the slot again.
 //
+// The slot's job can also be found without the marker: its ID is not
+// wholly random, its first 12 bytes are derived from Name and the slot
+// (SHA-256; the last 4 are random), and each attempt reads the ID index
+// entries of that prefix too (a snapshot read). So when the marker is gone
+// (an Unschedule of the name removed it) or holds an earlier slot, a job
+// of now's slot still in the queue (queued, leased or dead) makes Schedule
+// add nothing: it returns that job's ID, Added false, and writes nothing,
+// the marker neither. Only a slot whose job has left the queue (acked,
+// cancelled, deleted) and whose marker was removed is added again.
+//
 // Under commit_unknown_result, on a Database, the retry finds the marker
 // naming the job ID this call chose, so it returns Added true and that
 // ID, and adds nothing more: the marker makes Schedule idempotent without
-// the journal. Each retry also looks the job up by that ID, so that an
-// Unschedule of the name committed between the lost commit and the retry
-// (it removed that marker) does not make it add the slot again: a job
-// still in the queue (queued, leased or dead) is reported as added
-// (Added, its ID) and nothing is written, the marker neither. Only when
-// the job was also removed before the retry (acked, cancelled, deleted)
-// nothing shows the slot was added: the retry adds it again, a second
-// job for the slot, under a new ID. Inside your own transaction your
-// retry calls Schedule again, which chooses another ID: when the first
-// commit landed, it returns Added false with the job that commit added
-// (compare IDs to tell), and no second job; but if an Unschedule of the
-// name committed in between, it finds no marker and adds the slot's job
-// a second time.
+// the journal. A retry that finds another marker still finds its own job:
+// in the queue by its ID, or, when it was removed meanwhile and another
+// scheduler moved the marker on to a later slot, named in that marker as
+// the one it replaced; it returns Added true and that ID, writing
+// nothing. When the job was removed and the marker too (an Unschedule),
+// nothing shows the slot was added: the retry adds it again, under a new
+// ID. When the job was removed and the marker moved on twice (or after an
+// Unschedule), the retry adds nothing and returns Added false, with the
+// marker's slot in Ahead, for a slot it did add. Inside your own
+// transaction your retry calls Schedule again, which chooses another ID:
+// when the first commit landed, it finds the marker, or without it the
+// slot's job by its ID, and returns Added false with that job (compare IDs
+// to tell), adding nothing; only if that job was also removed, and the
+// marker with it, does it add the slot's job a second time.
 //
 // Conflicts: with other Schedules and Unschedules of the same Name only
 // (the job's writes are Add's, which conflict with nothing but Adds of
-// the same unique key; a retry's look-up of its earlier job, with what
-// changes that job). Cost: one round trip (the marker, the job's unique
-// key if it has one, and on a retry the ID index entry of each job an
-// earlier attempt chose, read together), then, when it adds, Add's
-// writes for one job (value, record, ID index, unique key if any, two
-// counter adds, the signal bump) and the marker; nothing when the slot
-// is scheduled.
+// the same unique key; the slot's ID index entries are a snapshot read).
+// Cost: one round trip (the marker, the slot's ID index entries, one
+// range read that finds none or the slot's one job, and the job's unique
+// key if it has one, read together), then, when it adds, Add's writes for
+// one job (value, record, ID index, unique key if any, two counter adds,
+// the signal bump) and the marker; nothing when the slot is scheduled.
 //
 // A bad pj (empty or long Name, a period under MinPeriod or not a whole
 // number of microseconds, a nil Job function) or a bad job from pj.Job
@@ -224,17 +237,19 @@ func (q *JobQueue) schedule(ctx context.Context, t kv.Transactor, pj periodic, n
 	if err := q.checkJob(0, job); err != nil {
 		return ScheduleResult{}, fmt.Errorf("periodic job %q: %w", pj.Name, err)
 	}
-	id, err := q.newID() // the first attempt's: the marker names it
+	tag := slotTag(pj.Name, slot)
+	id, err := q.slotID(tag) // the first attempt's: the marker names it
 	if err != nil {
 		return ScheduleResult{}, err
 	}
 	marker := q.key("p", pj.Name)
+	slotJobs := q.slotJobs(tag)
 	t = q.journal.track.observe("schedule", t) // its conflicts and retries
 	_, own := t.(kv.Database)
 	var gate gateRead
-	// The IDs of the jobs the earlier attempts would have added: on a
-	// Database, an attempt after one whose commit's outcome was unknown
-	// looks for them (see Schedule).
+	// The IDs the attempts chose: on a Database, an attempt after one
+	// whose commit's outcome was unknown looks for their jobs (see
+	// Schedule).
 	var tried []JobID
 	return kv.Transact(ctx, t, func(tr kv.Transaction) (ScheduleResult, error) {
 		g := q.journal.gate.issueInto(&gate, tr, false, own) // config.go
@@ -243,10 +258,11 @@ func (q *JobQueue) schedule(ctx context.Context, t kv.Transactor, pj periodic, n
 		if job.UniqueKey != "" {
 			held = tr.Get(q.key("u", []byte(job.UniqueKey)))
 		}
-		mine := make([]kv.FutureValue, len(tried))
-		for i, was := range tried {
-			mine[i] = tr.Get(q.key("x", was[:]))
-		}
+		// The jobs of this slot in the queue, by their IDs' slot tag. A
+		// snapshot read: a job of the slot is added only with the marker,
+		// which conflicts, and a job of the slot removed meanwhile changes
+		// nothing this attempt writes.
+		sf := tr.Snapshot().GetRange(slotJobs, kv.RangeOptions{})
 		if err := g.settle(); err != nil { // before any write
 			return ScheduleResult{}, err
 		}
@@ -254,44 +270,66 @@ func (q *JobQueue) schedule(ctx context.Context, t kv.Transactor, pj periodic, n
 		if err != nil {
 			return ScheduleResult{}, err
 		}
+		found, err := sf.GetSlice()
+		if err != nil {
+			return ScheduleResult{}, err
+		}
 		out := res
-		for i, f := range mine {
-			// An earlier attempt's job is in the queue: that commit
-			// landed, whatever became of the marker since (an Unschedule
-			// removed it, another scheduler wrote it again).
-			v, err := f.Get()
-			if err != nil {
-				return ScheduleResult{}, err
-			}
-			if v != nil {
-				out.ID, out.Added = tried[i], true
+		var other JobID // a job of the slot that no attempt of this call chose
+		for _, p := range found {
+			fid, ok := q.indexedID(p.Key)
+			switch {
+			case !ok: // not an ID index entry: no job
+			case slices.Contains(tried, fid):
+				// An earlier attempt's job is in the queue: that commit
+				// landed, whatever became of the marker since (an
+				// Unschedule removed it, another scheduler moved it on).
+				out.ID, out.Added = fid, true
 				return out, nil
+			case other == JobID{}:
+				other = fid
 			}
 		}
 		if len(tried) > 0 {
 			// No earlier attempt's job is in the queue: none landed, or
 			// one did and its job was removed since. A fresh ID, so that
 			// no ID names two jobs.
-			if id, err = q.newID(); err != nil {
+			if id, err = q.slotID(tag); err != nil {
 				return ScheduleResult{}, err
 			}
 		}
 		tried = append(tried, id)
+		var prev JobID // the job the marker names, written as the new marker's previous
 		if raw != nil {
-			last, by, dup, err := parseMarker(marker, raw)
+			m, err := parseMarker(marker, raw)
 			if err != nil {
 				return ScheduleResult{}, err
 			}
 			switch {
-			case last > slot:
-				out.Ahead = time.UnixMicro(last).In(now.Location())
+			case m.slot > slot && slices.Contains(tried, m.prev):
+				// This call's earlier commit landed and another scheduler
+				// moved the marker on since; its job is gone (acked,
+				// cancelled or deleted), or it would have been found.
+				out.ID, out.Added = m.prev, true
+				return out, nil
+			case m.slot > slot:
+				out.Ahead = time.UnixMicro(m.slot).In(now.Location())
 				q.journal.track.obs.markerAhead(tr)
 				return out, nil
-			case last == slot:
-				out.ID, out.Duplicate = by, dup
-				out.Added = !dup && slices.Contains(tried, by) // this call's earlier commit
+			case m.slot == slot:
+				out.ID, out.Duplicate = m.id, m.dup
+				out.Added = !m.dup && slices.Contains(tried, m.id) // this call's earlier commit
 				return out, nil
 			}
+			prev = m.id
+		}
+		if other != (JobID{}) {
+			// The slot's job is in the queue, but the marker does not say
+			// so: an Unschedule removed it after that job was added (a
+			// scheduler that lags may have written an earlier slot
+			// since). The slot is scheduled: add nothing, write nothing.
+			out.ID = other
+			return out, nil
 		}
 		if held != nil {
 			owner, err := held.Get()
@@ -301,45 +339,131 @@ func (q *JobQueue) schedule(ctx context.Context, t kv.Transactor, pj periodic, n
 			if owner != nil {
 				copy(out.ID[:], owner)
 				out.Duplicate = true
-				tr.Set(marker, packMarker(slot, out.ID, true))
+				tr.Set(marker, packMarker(scheduleMarker{slot: slot, id: out.ID, dup: true, prev: prev}))
 				return out, nil
 			}
 		}
 		q.writeNew(tr, id, job, q.cfg.Clock.Now())
 		tr.Add(q.signal, one)
-		tr.Set(marker, packMarker(slot, id, false))
+		tr.Set(marker, packMarker(scheduleMarker{slot: slot, id: id, prev: prev}))
 		out.ID, out.Added = id, true
 		return out, nil
 	})
 }
 
-// packMarker is a schedule marker's value: (slot µs, job ID, duplicate).
-func packMarker(slot int64, id JobID, dup bool) []byte {
-	b, _ := tuple.Tuple{slot, id[:], dup}.Pack()
+// slotTagSize is how many of a scheduled job's ID bytes are its slot's
+// tag (slotTag); the other four are random.
+const slotTagSize = 12
+
+// slotTag is the start of the ID of every job Schedule adds for the slot
+// of the schedule name that starts at slot (Unix µs): the first
+// slotTagSize bytes of the SHA-256 of the slot and the name, each 0x00
+// byte made 0x01 as in a random ID (entropy.fill), so that the job of a
+// slot can be found in the ID index without the marker. Another job's ID
+// starts so by chance once in 255^12 (about 10^28).
+func slotTag(name string, slot int64) [slotTagSize]byte {
+	h := sha256.New()
+	h.Write(binary.BigEndian.AppendUint64(nil, uint64(slot)))
+	h.Write([]byte(name))
+	var tag [slotTagSize]byte
+	copy(tag[:], h.Sum(nil))
+	noZeros(tag[:])
+	return tag
+}
+
+// slotID returns a new ID for a job of the slot tagged tag: tag, then
+// random bytes.
+func (q *JobQueue) slotID(tag [slotTagSize]byte) (JobID, error) {
+	id, err := q.newID()
+	if err != nil {
+		return id, err
+	}
+	copy(id[:], tag[:])
+	return id, nil
+}
+
+// slotJobs is the range of the ID index entries ("x", job ID) of the jobs
+// whose IDs start with tag: the packed byte string's code and tag (none of
+// its bytes 0x00, so none is escaped) start every such key.
+func (q *JobQueue) slotJobs(tag [slotTagSize]byte) kv.KeyRange {
+	b := append(q.key("x"), 0x01)
+	b = append(b, tag[:]...)
+	end := bytes.Clone(b)
+	for end[len(end)-1] == 0xff { // the prefix starts with the string code 0x02: never all 0xff
+		end = end[:len(end)-1]
+	}
+	end[len(end)-1]++
+	return kv.KeyRange{Begin: b, End: end}
+}
+
+// indexedID returns the job ID of the ID index entry at key, and false
+// for a key that is not ("x", 16-byte ID).
+func (q *JobQueue) indexedID(key []byte) (JobID, bool) {
+	var id JobID
+	t, err := q.sub.Unpack(key)
+	if err != nil || len(t) != 2 {
+		return id, false
+	}
+	b, ok := t[1].([]byte)
+	if !ok || len(b) != len(id) {
+		return id, false
+	}
+	copy(id[:], b)
+	return id, true
+}
+
+// scheduleMarker is a schedule marker's value, packed as (slot µs, job ID,
+// duplicate) or, after a Schedule moved it on from an earlier slot,
+// (slot µs, job ID, duplicate, previous job ID).
+type scheduleMarker struct {
+	slot int64
+	id   JobID
+	dup  bool
+	// prev is the job the marker named before the Schedule that wrote it
+	// moved it on (zero: none), so that a retry of the Schedule that added
+	// that job, after commit_unknown_result, knows its commit landed.
+	prev JobID
+}
+
+// packMarker is m packed.
+func packMarker(m scheduleMarker) []byte {
+	t := tuple.Tuple{m.slot, m.id[:], m.dup}
+	if m.prev != (JobID{}) {
+		t = append(t, m.prev[:])
+	}
+	b, _ := t.Pack()
 	return b
 }
 
 // parseMarker reads the value b of the marker at key. It reads the first
-// three fields and ignores any after them: a later version may append
-// fields (this one drops them when it rewrites the marker), and must
-// change the first three to stop this version from scheduling. A value
-// whose first three are not this version's is a *ForeignKeyError.
-func parseMarker(key, b []byte) (slot int64, id JobID, dup bool, err error) {
+// three fields, and a fourth that is a 16-byte job ID as the previous
+// job, and ignores any others: a later version may append fields (this one
+// drops them when it rewrites the marker), and must change the first three
+// to stop this version from scheduling. A value whose first three are not
+// this version's is a *ForeignKeyError.
+func parseMarker(key, b []byte) (scheduleMarker, error) {
+	var m scheduleMarker
 	t, err := tuple.Unpack(b)
 	if err == nil && len(t) >= 3 {
 		s, ok1 := t[0].(int64)
 		raw, ok2 := t[1].([]byte)
 		d, ok3 := t[2].(bool)
-		if ok1 && ok2 && ok3 && len(raw) == len(id) {
-			copy(id[:], raw)
-			return s, id, d, nil
+		if ok1 && ok2 && ok3 && len(raw) == len(m.id) {
+			m.slot, m.dup = s, d
+			copy(m.id[:], raw)
+			if len(t) >= 4 {
+				if p, ok := t[3].([]byte); ok && len(p) == len(m.prev) {
+					copy(m.prev[:], p)
+				}
+			}
+			return m, nil
 		}
 	}
 	shown := fmt.Sprintf("%x", b)
 	if len(b) > markerShown {
 		shown = fmt.Sprintf("%x... (%d bytes)", b[:markerShown], len(b))
 	}
-	return 0, id, false, &ForeignKeyError{Key: bytes.Clone(key),
+	return m, &ForeignKeyError{Key: bytes.Clone(key),
 		Reason: fmt.Sprintf("periodic job marker %s: want (slot µs, 16-byte job ID, duplicate, ...)", shown)}
 }
 

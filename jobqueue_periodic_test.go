@@ -481,3 +481,105 @@ func TestScheduleMarkerOfAnotherVersion(t *testing.T) {
 	_, err = q.Schedule(ctx, db, pj, slot.Add(5*time.Hour))
 	require.ErrorIs(t, err, fdbqueue.ErrForeignKey, "not a tuple")
 }
+
+// A Schedule inside the caller's own transaction (no journal, and each
+// attempt a new call: kv.Transact runs the closure again after
+// commit_unknown_result, as FDB's Transaction::onError retries 1021,
+// fdbclient/NativeAPI.actor.cpp) whose first commit landed, with an
+// Unschedule of the name committed before the retry: the retry finds no
+// marker, and no ID of its own to look up, but it finds the job added
+// for its slot by the ID's slot prefix, and adds nothing: one job for the
+// slot, reported as not this call's (Added false) with that job's ID. It
+// used to add the slot's job a second time. When that job was also
+// acked before the retry, nothing is left that tells the slot was added:
+// the retry adds it again (documented in Schedule).
+func TestScheduleOwnTransactionUnknownResultRacingUnschedule(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		ack  bool // a worker leases and acks the slot's job before the retry
+	}{
+		{name: "queued"},
+		{name: "acked", ack: true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ctx := context.Background()
+			mdb := newDB(t)
+			clock := newFakeClock()
+			q := mustJobQueue(t, "periodic-own-unschedule", fdbqueue.JobQueueConfig{Clock: clock})
+			// Stores the configuration record, so that the next commit is
+			// the caller's; not due, so that a lease takes the slot's job.
+			mustAdd(t, mdb, q, fdbqueue.Job{Value: []byte("later"), Delay: 24 * time.Hour})
+			var first fdbqueue.JobID
+			db := &betweenDB{DB: mdb, between: func() {
+				info, err := q.Unschedule(ctx, mdb, "report")
+				require.NoError(t, err, "the first attempt's marker is there")
+				first = info.ID
+				if c.ack {
+					ls := mustLease(t, mdb, q, 10, time.Minute)
+					require.Len(t, ls, 1)
+					require.NoError(t, q.Ack(ctx, mdb, ls[0]))
+				}
+			}}
+			mdb.FailNextCommit(kv.ErrCommitUnknownResult, true)
+			attempts := 0
+			r, err := kv.Transact(ctx, db, func(tr kv.Transaction) (fdbqueue.ScheduleResult, error) {
+				attempts++
+				return q.Schedule(ctx, tr, hourly("report"), clock.Now())
+			})
+			require.NoError(t, err)
+			require.Equal(t, 2, attempts, "the closure ran again after the lost commit")
+			require.NotEqual(t, fdbqueue.JobID{}, first, "the Unschedule ran between the attempts")
+			s := mustStats(t, mdb, q)
+			if c.ack {
+				require.True(t, r.Added, "nothing tells the acked slot was added: added again")
+				require.NotEqual(t, first, r.ID)
+				require.Equal(t, int64(2), s.Queued, "the slot's second job and the later one")
+				return
+			}
+			require.Equal(t, int64(2), s.Queued, "the slot's one job and the later one")
+			require.False(t, r.Added, "the job found is not known to be this call's")
+			require.Equal(t, first, r.ID, "the slot's job, found by its ID")
+			require.Empty(t, mustSchedules(t, mdb, q, 10), "nothing written: the Unschedule stands")
+		})
+	}
+}
+
+// A Schedule whose commit reported commit_unknown_result after applying,
+// whose job was then leased and acked, and whose marker another scheduler
+// moved on to the next slot, all before the retry (FDB retries 1021 in
+// Transaction::onError, fdbclient/NativeAPI.actor.cpp): the retry finds
+// neither its job nor its marker, but the marker names the job it named
+// before, the first attempt's, so the retry reports that add (Added, its
+// ID), adding nothing. It used to report Added false and the later slot
+// as Ahead, for a slot this call did add.
+func TestScheduleUnknownResultMarkerMovedOn(t *testing.T) {
+	ctx := context.Background()
+	mdb := newDB(t)
+	clock := newFakeClock()
+	q := mustJobQueue(t, "periodic-unknown-moved", fdbqueue.JobQueueConfig{Clock: clock})
+	// Stores the configuration record, so that the next commit is
+	// Schedule's own; not due, so that a lease takes the slot's job.
+	mustAdd(t, mdb, q, fdbqueue.Job{Value: []byte("later"), Delay: 24 * time.Hour})
+	pj := hourly("report")
+	var first, next fdbqueue.ScheduleResult
+	db := &betweenDB{DB: mdb, between: func() {
+		ls := mustLease(t, mdb, q, 10, time.Minute)
+		require.Len(t, ls, 1, "the first attempt's job")
+		require.NoError(t, q.Ack(ctx, mdb, ls[0]))
+		var err error
+		next, err = q.Schedule(ctx, mdb, pj, clock.Now().Add(time.Hour))
+		require.NoError(t, err)
+		require.True(t, next.Added, "the next slot, by another scheduler")
+		first.ID = ls[0].JobID
+	}}
+	mdb.FailNextCommit(kv.ErrCommitUnknownResult, true)
+	r, err := q.Schedule(ctx, db, pj, clock.Now())
+	require.NoError(t, err)
+	require.NotEqual(t, fdbqueue.JobID{}, first.ID, "the lease, ack and next slot ran between the attempts")
+	require.Equal(t, fdbqueue.ScheduleResult{Slot: clock.Now(), Added: true, ID: first.ID}, r)
+	s := mustStats(t, mdb, q)
+	require.Equal(t, int64(2), s.Queued, "the next slot's job and the later one: nothing added by the retry")
+	all := mustSchedules(t, mdb, q, 10)
+	require.Len(t, all, 1)
+	require.Equal(t, next.ID, all[0].ID, "the marker is the next slot's")
+}

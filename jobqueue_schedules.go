@@ -64,11 +64,11 @@ func (q *JobQueue) scheduleInfo(key, value []byte) (ScheduleInfo, error) {
 	if !ok {
 		return ScheduleInfo{}, &ForeignKeyError{Key: bytes.Clone(key), Reason: "want (\"p\", schedule name)"}
 	}
-	slot, id, dup, err := parseMarker(key, value)
+	m, err := parseMarker(key, value)
 	if err != nil {
 		return ScheduleInfo{Name: name, Err: err, Raw: bytes.Clone(value)}, nil
 	}
-	return ScheduleInfo{Name: name, Slot: time.UnixMicro(slot).UTC(), ID: id, Duplicate: dup}, nil
+	return ScheduleInfo{Name: name, Slot: time.UnixMicro(m.slot).UTC(), ID: m.id, Duplicate: m.dup}, nil
 }
 
 // Schedules returns up to limit of the queue's schedules, in the order of
@@ -145,12 +145,12 @@ func (q *JobQueue) Schedules(ctx context.Context, t kv.ReadTransactor, from stri
 // RunScheduler's list first. A scheduler still running it (a RunScheduler,
 // or any Schedule of the name) finds no marker at its next call and
 // schedules afresh: it adds the slot under way and writes the marker
-// again. So a Schedule of the name in the slot whose job was already
-// added, after the Unschedule, adds that slot's job a second time (the
-// marker was what said it was added); a RunScheduler that scheduled the
-// slot itself does not call again before the next slot, and a Schedule
-// retried after commit_unknown_result looks for its own job by ID (see
-// Schedule).
+// again. A Schedule of the name in the slot whose job was added before
+// the Unschedule finds that job by its ID (see Schedule) and adds nothing
+// while it is in the queue (queued, leased or dead); once it is acked,
+// cancelled or deleted, nothing shows the slot was added, and it adds the
+// slot's job a second time. A RunScheduler that scheduled the slot itself
+// does not call again before the next slot.
 //
 // Conflicts: a normal read of the marker, so it conflicts with a
 // Schedule or Unschedule of the same name only; of two that race, the

@@ -358,11 +358,12 @@ func TestUnscheduleConflictsWithSchedule(t *testing.T) {
 
 	// Unschedule first: the Schedule's commit fails; its retry finds no
 	// marker and schedules afresh.
-	_, err = q.Schedule(ctx, db, pj, next)
-	require.NoError(t, err, "the marker again, for slot %v", next)
+	later := next.Add(time.Hour)
+	_, err = q.Schedule(ctx, db, pj, later)
+	require.NoError(t, err, "the marker again, for slot %v", later)
 	trS, err := db.CreateTransaction(ctx)
 	require.NoError(t, err)
-	r, err := q.Schedule(ctx, trS, pj, next.Add(time.Hour))
+	r, err := q.Schedule(ctx, trS, pj, later.Add(time.Hour))
 	require.NoError(t, err)
 	require.True(t, r.Added)
 	_, err = q.Unschedule(ctx, db, "report")
@@ -374,8 +375,9 @@ func TestUnscheduleConflictsWithSchedule(t *testing.T) {
 // A scheduler still running a schedule when it is unscheduled re-creates
 // its marker: RunScheduler, which scheduled the slot under way itself,
 // adds nothing more in that slot, and at the next slot adds its job and
-// writes the marker again; but a Schedule of the name in the slot whose
-// job was added before the Unschedule adds that slot's job a second time.
+// writes the marker again. A Schedule of the name in the slot whose job
+// was added before the Unschedule finds that job and adds nothing, unless
+// the job has left the queue.
 func TestUnscheduleWhileSchedulerRuns(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -404,15 +406,30 @@ func TestUnscheduleWhileSchedulerRuns(t *testing.T) {
 	cancel()
 	require.NoError(t, <-done)
 
-	// A Schedule in a slot already added, after an Unschedule: a second
-	// job for that slot.
-	_, err = q.Unschedule(context.Background(), db, "tick")
+	// A Schedule in a slot already added, after an Unschedule, finds that
+	// slot's job by its ID and adds nothing (it used to add a second job:
+	// the marker was what said the slot was added), writing no marker.
+	ctx = context.Background()
+	info, err = q.Unschedule(ctx, db, "tick")
 	require.NoError(t, err)
-	again, err := q.Schedule(context.Background(), db, pj, clock.Now())
+	again, err := q.Schedule(ctx, db, pj, clock.Now())
 	require.NoError(t, err)
-	require.True(t, again.Added, "the marker said the slot was added; without it, it is added again")
-	require.True(t, again.Slot.Equal(start.Add(time.Minute)))
-	require.Equal(t, int64(3), mustStats(t, db, q).Queued)
+	require.Equal(t, fdbqueue.ScheduleResult{Slot: start.Add(time.Minute), ID: info.ID}, again)
+	require.Equal(t, int64(2), mustStats(t, db, q).Queued)
+	require.Empty(t, mustSchedules(t, db, q, 10), "the Unschedule stands")
+
+	// Once that job is acked, nothing tells the slot was added: it is
+	// added again.
+	ls := mustLease(t, db, q, 10, time.Minute)
+	require.Len(t, ls, 2)
+	for _, l := range ls {
+		require.NoError(t, q.Ack(ctx, db, l))
+	}
+	again, err = q.Schedule(ctx, db, pj, clock.Now())
+	require.NoError(t, err)
+	require.True(t, again.Added)
+	require.NotEqual(t, info.ID, again.ID)
+	require.Equal(t, int64(1), mustStats(t, db, q).Queued)
 }
 
 // A marker ahead of the clocks (a scheduler whose clock ran a day ahead)

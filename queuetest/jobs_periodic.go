@@ -97,10 +97,11 @@ func testJobScheduleMissed(t *testing.T, f *fixture) {
 // order of its name's bytes (a 0x00 byte in a name escaped by the tuple
 // layer, a name that is not UTF-8), pages from a name on, and Unschedule
 // removes one marker, leaving the jobs, and returns what it held; a
-// second Unschedule finds nothing, and a Schedule after it schedules
-// afresh, adding the slot under way again.
+// second Unschedule finds nothing; a Schedule after it in the same slot
+// finds that slot's job and adds nothing, and one in the next slot
+// schedules afresh.
 func testJobSchedulesUnschedule(t *testing.T, f *fixture) {
-	q, _ := f.jobQueue(t, "schedules", fdbqueue.JobQueueConfig{Choice: 1})
+	q, c := f.jobQueue(t, "schedules", fdbqueue.JobQueueConfig{Choice: 1})
 	names := []string{"a", "a\x00", "a\x00b", "a\x01", "b", "\xff"} // in byte order
 	slots := map[string]fdbqueue.ScheduleResult{}
 	for _, name := range []string{"b", "\xff", "a\x00b", "a", "a\x01", "a\x00"} {
@@ -140,7 +141,13 @@ func testJobSchedulesUnschedule(t *testing.T, f *fixture) {
 	pj.Name = "a\x00"
 	r, err := q.Schedule(f.ctx, f.db, pj, time.Time{})
 	require.NoError(t, err)
-	require.True(t, r.Added, "without its marker, the slot is scheduled afresh")
+	require.Equal(t, fdbqueue.ScheduleResult{Slot: slots["a\x00"].Slot, ID: slots["a\x00"].ID}, r,
+		"without its marker, the slot's job is found by its ID (a range read of the ID index) and not added again")
+	require.Equal(t, int64(len(names)), f.queuedJobs(t, q))
+	c.Advance(time.Minute)
+	r, err = q.Schedule(f.ctx, f.db, pj, time.Time{})
+	require.NoError(t, err)
+	require.True(t, r.Added, "the next slot is scheduled afresh")
 	require.Equal(t, int64(len(names)+1), f.queuedJobs(t, q))
 }
 
