@@ -115,13 +115,14 @@ func jobQueueCalls(e handleEnv, q *fdbqueue.JobQueue) handleCalls {
 			"RegisterGauges": func() error { _, err := q.RegisterGauges(db); return err },
 			"Schedule":       func() error { _, err := q.Schedule(ctx, db, pj, time.Now()); return err },
 			"RunScheduler":   func() error { return q.RunScheduler(ctx, db, []fdbqueue.PeriodicJob{pj}) },
-			"Schedules":      func() error { _, err := q.Schedules(ctx, db, "", 1); return err },
+			"Schedules":      func() error { _, err := q.Schedules(ctx, db, nil, 1); return err },
 			"Unschedule":     func() error { _, err := q.Unschedule(ctx, db, "p"); return err },
 		},
 		accessors: map[string]func() bool{
-			"Subspace":     func() bool { return reflect.ValueOf(q.Subspace()).IsZero() },
-			"Backoff":      func() bool { return q.Backoff(3) == 0 },
-			"DeadCursorAt": func() bool { return q.DeadCursorAt(time.Now()) == nil },
+			"Subspace":         func() bool { return reflect.ValueOf(q.Subspace()).IsZero() },
+			"Backoff":          func() bool { return q.Backoff(3) == 0 },
+			"DeadCursorAt":     func() bool { return q.DeadCursorAt(time.Now()) == nil },
+			"ScheduleCursorAt": func() bool { return q.ScheduleCursorAt("p") == nil },
 		},
 	}
 }

@@ -698,13 +698,13 @@ func badRows() []badRow {
 			t.Run("value", TestRunSchedulerReturnsScheduleError)
 			t.Run("extreme now", TestScheduleExtremeNowNoWrap)
 		}},
-		{"JobQueue.Schedules, Unschedule", "Schedules: a limit below 1, a from whose key passes the key limit; Unschedule: an empty name or one whose key passes the key limit (a name over MaxScheduleNameSize is taken, to remove another program's marker); a name never scheduled", "ErrInvalidArgument (with kv.ErrKeyTooLarge for a key); ErrScheduleNotFound; nothing removed", func(t *testing.T) {
+		{"JobQueue.Schedules, Unschedule", "Schedules: a limit below 1, a cursor outside the queue's markers' range or over the key limit; Unschedule: an empty name or one whose key passes the key limit (a name over MaxScheduleNameSize is taken, to remove another program's marker); a name never scheduled", "ErrInvalidArgument (with kv.ErrKeyTooLarge for a key); ErrScheduleNotFound; nothing removed", func(t *testing.T) {
 			t.Run("schedules", TestSchedulesBadInput)
 			t.Run("unschedule", TestUnscheduleBadInput)
 			t.Run("not found", TestUnschedule)
 		}},
-		{"JobQueue.Schedule, Schedules, Unschedule", "a key in the schedule markers' range (\"p\", ...) that is not a marker's (\"p\", name); a marker whose first three fields are not (slot, job ID, duplicate)", "ErrForeignKey (a *ForeignKeyError naming the key), nothing added or removed; for the marker: Schedule fails so, adding nothing, Schedules lists it (ScheduleInfo.Err, the *ForeignKeyError, and Raw) and Unschedule removes it, returning the same (fields after the third, a later version's, are ignored)", func(t *testing.T) {
-			t.Run("schedules", TestSchedulesBadInput)
+		{"JobQueue.Schedule, Schedules, Unschedule", "a key in the schedule markers' range (\"p\", ...) that is not a marker's (\"p\", name); a marker whose first three fields are not (slot, job ID, duplicate)", "the key: Schedules lists it in its key order, with an empty Name, Err (a *ForeignKeyError naming it), Raw and Key, and pages past it (no Schedule or Unschedule reads it; clearing Key removes it); the marker: ErrForeignKey from Schedule, adding nothing, Schedules lists it (ScheduleInfo.Err, the *ForeignKeyError, and Raw) and Unschedule removes it, returning the same (fields after the fourth, a later version's, are ignored)", func(t *testing.T) {
+			t.Run("schedules", TestSchedulesListForeignKeys)
 			t.Run("schedule", TestScheduleMarkerOfAnotherVersion)
 			t.Run("unreadable marker", TestUnreadableMarkerListedAndUnscheduled)
 		}},

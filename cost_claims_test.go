@@ -772,7 +772,7 @@ func costClaims() []costClaim {
 				}
 			},
 			op: func(e *costEnv) error {
-				s, err := e.jq.Schedules(e.ctx, e.db, "", 10)
+				s, err := e.jq.Schedules(e.ctx, e.db, nil, 10)
 				require.Len(e.t, s, 3)
 				return err
 			},

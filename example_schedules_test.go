@@ -14,7 +14,8 @@ import (
 )
 
 // List a queue's schedules: each schedule's marker, with the last slot
-// scheduled and its job, in pages by name. A schedule no process runs
+// scheduled and its job, in pages by name, each page after the last key
+// of the one before. A schedule no process runs
 // any more is listed too, its last slot falling behind.
 func ExampleJobQueue_Schedules() {
 	ctx := context.Background()
@@ -39,18 +40,23 @@ func ExampleJobQueue_Schedules() {
 	}
 
 	const page = 100
-	for from := ""; ; {
-		schedules, err := q.Schedules(ctx, db, from, page)
+	var cursor []byte // nil: from the first
+	for {
+		schedules, err := q.Schedules(ctx, db, cursor, page)
 		if err != nil {
 			log.Fatal(err)
 		}
 		for _, s := range schedules {
+			if s.Err != nil { // a marker this version cannot read, or another program's key
+				fmt.Printf("%q: %v\n", s.Name, s.Err)
+				continue
+			}
 			fmt.Printf("%s: last slot %s\n", s.Name, s.Slot.Format(time.RFC3339))
 		}
 		if len(schedules) < page {
 			break
 		}
-		from = schedules[len(schedules)-1].Name + "\x00" // the first name after it
+		cursor = schedules[len(schedules)-1].Key // the next page starts after it
 	}
 	// Output:
 	// cleanup: last slot 2026-01-01T00:00:00Z

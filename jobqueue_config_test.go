@@ -48,7 +48,7 @@ func jobOps(q *fdbqueue.JobQueue) map[string]func(context.Context, kv.Transactor
 			_, err := q.Schedule(ctx, t, fdbqueue.PeriodicJob{Name: "p", Every: time.Hour, Job: func(time.Time) fdbqueue.Job { return fdbqueue.Job{} }}, time.Time{})
 			return err
 		},
-		"Schedules": func(ctx context.Context, t kv.Transactor) error { _, err := q.Schedules(ctx, t, "", 5); return err },
+		"Schedules": func(ctx context.Context, t kv.Transactor) error { _, err := q.Schedules(ctx, t, nil, 5); return err },
 		"Unschedule": func(ctx context.Context, t kv.Transactor) error {
 			_, err := q.Unschedule(ctx, t, "p")
 			return err

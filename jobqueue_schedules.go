@@ -10,9 +10,14 @@ import (
 )
 
 // ScheduleInfo is a schedule's marker, the key ("p", Name) in the queue's
-// subspace that Schedule keeps, as Schedules and Unschedule read it.
+// subspace that Schedule keeps, as Schedules and Unschedule read it; or,
+// in a Schedules listing, a key of the markers' range that is not a
+// marker's (Name empty, Err set).
 type ScheduleInfo struct {
-	Name string // the schedule's name, PeriodicJob.Name
+	// Name is the schedule's name, PeriodicJob.Name; empty for a key that
+	// is not a marker's, ("p", a string), but another program's, such as
+	// ("p", 7) or ("p", "x", "y"): it has no name.
+	Name string
 	// Slot is the start of the last slot scheduled, in UTC: Schedule adds
 	// a job only for a later slot. A Slot after the clock's now was
 	// scheduled by a clock ahead of this one, or by a call given a later
@@ -23,16 +28,22 @@ type ScheduleInfo struct {
 	// have been acked, cancelled or dead-lettered since: Job tells.
 	ID        JobID
 	Duplicate bool
-	// Err is nil for a marker this version reads. For one whose first
-	// three fields are not (slot µs, 16-byte job ID, duplicate), corrupt
-	// or written by another program, it is a *ForeignKeyError naming the
-	// marker's key (errors.Is ErrForeignKey); Slot, ID and Duplicate are
-	// then zero and Raw holds the stored value. Schedule refuses such a
-	// marker with that error, as RunScheduler then does; Unschedule
-	// removes it.
+	// Err is nil for a marker this version reads. It is a
+	// *ForeignKeyError (errors.Is ErrForeignKey) naming Key for a marker
+	// whose first three fields are not (slot µs, 16-byte job ID,
+	// duplicate), corrupt or written by another program, and for a key
+	// that is not a marker's (Name empty); Slot, ID and Duplicate are then
+	// zero and Raw holds the stored value. Schedule refuses such a marker
+	// with that error, as RunScheduler then does; Unschedule removes it. A
+	// key that is not a marker's is nothing Schedule or Unschedule reads:
+	// clear Key to remove it (tr.Clear(info.Key)), once no program uses it.
 	Err error
-	// Raw is the marker's stored value when Err is set, nil otherwise.
+	// Raw is the stored value when Err is set, nil otherwise.
 	Raw []byte
+	// Key is the marker's key, in full (the subspace's prefix, then the
+	// packed ("p", Name)), or the key that is not a marker's. It is also
+	// Schedules' cursor: a call given it lists the keys after this one.
+	Key []byte
 }
 
 // checkScheduleName checks a schedule's name and that its marker key fits;
@@ -52,9 +63,10 @@ func (q *JobQueue) checkScheduleName(name string, anyLength bool) error {
 	return nil
 }
 
-// scheduleInfo reads the marker key = value. A key that is not a
-// marker's fails; a value this version cannot read is the info's Err.
-func (q *JobQueue) scheduleInfo(key, value []byte) (ScheduleInfo, error) {
+// scheduleInfo reads the marker key = value: a value this version
+// cannot read, or a key that is not a marker's, is the info's Err.
+func (q *JobQueue) scheduleInfo(key, value []byte) ScheduleInfo {
+	key = bytes.Clone(key)
 	t, err := q.sub.Unpack(key)
 	var name string
 	ok := err == nil && len(t) == 2
@@ -62,33 +74,53 @@ func (q *JobQueue) scheduleInfo(key, value []byte) (ScheduleInfo, error) {
 		name, ok = t[1].(string)
 	}
 	if !ok {
-		return ScheduleInfo{}, &ForeignKeyError{Key: bytes.Clone(key), Reason: "want (\"p\", schedule name)"}
+		return ScheduleInfo{Key: key, Raw: bytes.Clone(value),
+			Err: &ForeignKeyError{Key: key, Reason: "not a periodic job marker: want (\"p\", schedule name)"}}
 	}
 	m, err := parseMarker(key, value)
 	if err != nil {
-		return ScheduleInfo{Name: name, Err: err, Raw: bytes.Clone(value)}, nil
+		return ScheduleInfo{Name: name, Err: err, Raw: bytes.Clone(value), Key: key}
 	}
-	return ScheduleInfo{Name: name, Slot: time.UnixMicro(m.slot).UTC(), ID: m.id, Duplicate: m.dup}, nil
+	return ScheduleInfo{Name: name, Slot: time.UnixMicro(m.slot).UTC(), ID: m.id, Duplicate: m.dup, Key: key}
 }
 
-// Schedules returns up to limit of the queue's schedules, in the order of
-// their names' bytes, from the name from on ("" lists from the first):
-// each schedule's marker, which Schedule writes at its first slot and only
+// ScheduleCursorAt returns a cursor from which Schedules lists the
+// schedules from name on, in the order of the names' bytes: name's marker
+// first, if there is one. The keys of the markers' range that sort before
+// it, another program's among them, are not listed. It reads nothing. A
+// name whose marker key would pass the key limit gives a cursor that
+// Schedules refuses.
+func (q *JobQueue) ScheduleCursorAt(name string) []byte {
+	if q.usable() != nil {
+		return nil
+	}
+	// The marker key without the string's terminating 0x00: it sorts
+	// just before the marker key, and no key lies between them.
+	k := q.key("p", name)
+	return k[:len(k)-1]
+}
+
+// Schedules returns up to limit keys of the queue's schedule markers'
+// range ("p", ...) in key order, starting after cursor (nil: from the
+// first; else a ScheduleInfo's Key, or one of ScheduleCursorAt): each
+// schedule's marker, which Schedule writes at its first slot and only
 // Unschedule removes, so a schedule no process runs any more is listed
-// too, with its last slot. To list them all, page: call again with the
-// last Name listed + "\x00" until fewer than limit come back. A schedule
-// that Schedule has never run has no marker and is not listed. A marker
-// this version cannot read is listed too, under its name, with its Err
-// (a *ForeignKeyError) and Raw value: Unschedule removes it. A limit
-// below 1, or a from whose marker key would pass the key limit, fails
-// with ErrInvalidArgument; a key in the markers' range that is not a
-// marker's, ("p", a string), but another program's, with ErrForeignKey
-// (a *ForeignKeyError naming it): it has no name to list it under, and
-// only a clear of that key removes it.
+// too, with its last slot. The markers come in the order of their names'
+// bytes. To list them all, page: call again with the last entry's Key
+// until fewer than limit come back; each key is listed once, whatever it
+// is. A schedule that Schedule has never run has no marker and is not
+// listed. A marker this version cannot read is listed under its name,
+// with its Err (a *ForeignKeyError) and Raw value: Unschedule removes it.
+// A key in the range that is not a marker's, ("p", a string), but another
+// program's, is listed in its place with an empty Name, its Err (a
+// *ForeignKeyError naming it), Raw value and Key: no name reaches it, so
+// Unschedule cannot remove it; clear its Key. A limit below 1 fails with
+// ErrInvalidArgument, as does a cursor that is not one of this queue's
+// markers' range, or over the key limit (with kv.ErrKeyTooLarge).
 //
 // Cost: one round trip, one range read of up to limit markers (a key of
 // the subspace's prefix and the packed name, at most about 2,000 bytes,
-// and a value of about 30 bytes each), no write. Its reads are t's, as
+// and a value of about 50 bytes each), no write. Its reads are t's, as
 // Job's: given a Database, a read-only transaction of its own, which
 // conflicts with nothing; given your Transaction, a normal range read of
 // the markers listed (to the end of the markers' range when fewer than
@@ -96,7 +128,7 @@ func (q *JobQueue) scheduleInfo(key, value []byte) (ScheduleInfo, error) {
 // (Unschedule of the names it does not know) conflicts with a Schedule
 // or Unschedule in that range committed meanwhile, and retries; given
 // tr.Snapshot(), a snapshot read, which adds no conflict range.
-func (q *JobQueue) Schedules(ctx context.Context, t kv.ReadTransactor, from string, limit int) ([]ScheduleInfo, error) {
+func (q *JobQueue) Schedules(ctx context.Context, t kv.ReadTransactor, cursor []byte, limit int) ([]ScheduleInfo, error) {
 	if err := q.usable(); err != nil {
 		return nil, err
 	}
@@ -107,12 +139,15 @@ func (q *JobQueue) Schedules(ctx context.Context, t kv.ReadTransactor, from stri
 		return nil, fmt.Errorf("%w: limit %d, want at least 1", ErrInvalidArgument, limit)
 	}
 	r, _ := q.sub.Range("p")
-	if from != "" {
-		r.Begin = q.key("p", from)
-		if len(r.Begin) > kv.MaxKeySize {
-			return nil, fmt.Errorf("%w: schedule name of %d bytes to list from makes a %d-byte key on this subspace, over the %d-byte key limit (%w)",
-				ErrInvalidArgument, len(from), len(r.Begin), kv.MaxKeySize, kv.ErrKeyTooLarge)
+	if cursor != nil {
+		if !bytes.HasPrefix(cursor, q.key("p")) || bytes.Compare(cursor, r.End) >= 0 {
+			return nil, fmt.Errorf("%w: cursor is not a schedules cursor of this queue", ErrInvalidArgument)
 		}
+		if len(cursor) > kv.MaxKeySize {
+			return nil, fmt.Errorf("%w: a schedules cursor of %d bytes, over the %d-byte key limit: no marker is listed after it (%w)",
+				ErrInvalidArgument, len(cursor), kv.MaxKeySize, kv.ErrKeyTooLarge)
+		}
+		r.Begin = append(bytes.Clone(cursor), 0x00)
 	}
 	return kv.ReadTransact(ctx, q.journal.gate.reads(t), func(tr kv.ReadTransaction) ([]ScheduleInfo, error) { // config.go
 		kvs, err := tr.GetRange(r, kv.RangeOptions{Limit: limit}).GetSlice()
@@ -121,9 +156,7 @@ func (q *JobQueue) Schedules(ctx context.Context, t kv.ReadTransactor, from stri
 		}
 		out := make([]ScheduleInfo, len(kvs))
 		for i, p := range kvs {
-			if out[i], err = q.scheduleInfo(p.Key, p.Value); err != nil {
-				return nil, err
-			}
+			out[i] = q.scheduleInfo(p.Key, p.Value)
 		}
 		return out, nil
 	})
@@ -194,7 +227,7 @@ func (q *JobQueue) Unschedule(ctx context.Context, t kv.Transactor, name string,
 			if len(prev) != 1 {
 				return ScheduleInfo{}, fmt.Errorf("%w: journal holds %d unschedule results, want 1", ErrForeignKey, len(prev))
 			}
-			return q.scheduleInfo(marker, prev[0])
+			return q.scheduleInfo(marker, prev[0]), nil
 		}
 		raw, err := mf.Get()
 		if err != nil {
@@ -203,10 +236,7 @@ func (q *JobQueue) Unschedule(ctx context.Context, t kv.Transactor, name string,
 		if raw == nil {
 			return ScheduleInfo{}, fmt.Errorf("%w: %q", ErrScheduleNotFound, name)
 		}
-		info, err := q.scheduleInfo(marker, raw) // an unreadable value is info.Err: removed all the same
-		if err != nil {
-			return ScheduleInfo{}, err
-		}
+		info := q.scheduleInfo(marker, raw) // an unreadable value is info.Err: removed all the same
 		tr.Clear(marker)
 		o.record(tr, raw)
 		return info, nil

@@ -16,20 +16,29 @@ import (
 	"github.com/fdbqueue/fdbqueue/tuple"
 )
 
-// mustSchedules returns every schedule of q, read in pages of limit.
+// mustSchedules returns every schedule of q, read in pages of limit,
+// each after the last key of the one before.
 func mustSchedules(t *testing.T, db kv.Database, q *fdbqueue.JobQueue, limit int) []fdbqueue.ScheduleInfo {
 	t.Helper()
 	var all []fdbqueue.ScheduleInfo
-	from := ""
+	var cursor []byte
 	for {
-		page, err := q.Schedules(context.Background(), db, from, limit)
+		page, err := q.Schedules(context.Background(), db, cursor, limit)
 		require.NoError(t, err)
 		all = append(all, page...)
 		if len(page) < limit {
 			return all
 		}
-		from = page[len(page)-1].Name + "\x00"
+		cursor = page[len(page)-1].Key
 	}
+}
+
+// markerKey is the key of the marker of the schedule name in q.
+func markerKey(t *testing.T, q *fdbqueue.JobQueue, name string) []byte {
+	t.Helper()
+	key, err := q.Subspace().Pack(tuple.Tuple{"p", name})
+	require.NoError(t, err)
+	return key
 }
 
 // named returns a schedule of name, every period, whose job has unique
@@ -42,15 +51,16 @@ func named(name string, every time.Duration, uk string) fdbqueue.PeriodicJob {
 
 // Schedules lists every marker in the order of the names' bytes (a 0x00
 // byte and a name of MaxScheduleNameSize bytes included), each with its
-// last slot, in UTC, and its job; a page starts at its from, and paging
-// with the last name + "\x00" lists each once; a skipped slot (unique key
+// last slot, in UTC, its job and its key; a page starts after its cursor,
+// a ScheduleInfo's Key (paging with the last one lists each once) or one
+// of ScheduleCursorAt (from that name on); a skipped slot (unique key
 // held) is listed as Duplicate, naming the holder.
 func TestSchedulesList(t *testing.T) {
 	ctx := context.Background()
 	db := newDB(t)
 	clock := newFakeClock()
 	q := mustJobQueue(t, "schedules-list", fdbqueue.JobQueueConfig{Clock: clock})
-	got, err := q.Schedules(ctx, db, "", 10)
+	got, err := q.Schedules(ctx, db, nil, 10)
 	require.NoError(t, err)
 	require.Empty(t, got, "no schedule yet")
 
@@ -65,7 +75,7 @@ func TestSchedulesList(t *testing.T) {
 		r, err := q.Schedule(ctx, db, pj, at)
 		require.NoError(t, err)
 		require.Equal(t, pj.Name != "sync", r.Added, pj.Name)
-		want[pj.Name] = fdbqueue.ScheduleInfo{Name: pj.Name, Slot: r.Slot.UTC(), ID: r.ID, Duplicate: r.Duplicate}
+		want[pj.Name] = fdbqueue.ScheduleInfo{Name: pj.Name, Slot: r.Slot.UTC(), ID: r.ID, Duplicate: r.Duplicate, Key: markerKey(t, q, pj.Name)}
 	}
 	require.Equal(t, holder.ID, want["sync"].ID)
 	order := []string{"a", "a\x00b", "b", "sync", long, "é"} // by bytes: 'z' < 0xc3
@@ -77,66 +87,147 @@ func TestSchedulesList(t *testing.T) {
 			require.Equal(t, time.UTC, all[i].Slot.Location())
 		}
 	}
-	page, err := q.Schedules(ctx, db, "a\x00b", 2)
+	page, err := q.Schedules(ctx, db, q.ScheduleCursorAt("a\x00b"), 2)
 	require.NoError(t, err)
 	require.Equal(t, []fdbqueue.ScheduleInfo{want["a\x00b"], want["b"]}, page, "from a name: that name first")
-	page, err = q.Schedules(ctx, db, "c", 10)
+	page, err = q.Schedules(ctx, db, q.ScheduleCursorAt("c"), 10)
 	require.NoError(t, err)
 	require.Equal(t, []fdbqueue.ScheduleInfo{want["sync"], want[long], want["é"]}, page, "from a name that is none: the next")
-	page, err = q.Schedules(ctx, db, long+"\x00", 10)
+	page, err = q.Schedules(ctx, db, want[long].Key, 10)
 	require.NoError(t, err)
-	require.Equal(t, []fdbqueue.ScheduleInfo{want["é"]}, page, "after the longest name")
+	require.Equal(t, []fdbqueue.ScheduleInfo{want["é"]}, page, "after the longest name's key")
+	page, err = q.Schedules(ctx, db, q.ScheduleCursorAt(long+"\x00"), 10)
+	require.NoError(t, err)
+	require.Equal(t, []fdbqueue.ScheduleInfo{want["é"]}, page, "from a name after the longest")
 
 	// A later slot moves the listed slot and job.
 	r, err := q.Schedule(ctx, db, named("b", time.Hour, ""), at.Add(time.Hour))
 	require.NoError(t, err)
-	page, err = q.Schedules(ctx, db, "b", 1)
+	page, err = q.Schedules(ctx, db, q.ScheduleCursorAt("b"), 1)
 	require.NoError(t, err)
-	require.Equal(t, []fdbqueue.ScheduleInfo{{Name: "b", Slot: r.Slot.UTC(), ID: r.ID}}, page)
+	require.Equal(t, []fdbqueue.ScheduleInfo{{Name: "b", Slot: r.Slot.UTC(), ID: r.ID, Key: want["b"].Key}}, page)
 }
 
-// Schedules refuses a limit below 1 and a from whose key is over the key
-// limit (ErrInvalidArgument), and fails with ErrForeignKey, naming the
-// key, on a key in the markers' range that is not a marker (a marker
-// this version cannot read is listed: TestUnreadableMarkerListedAndUnscheduled).
+// Schedules refuses a limit below 1, a cursor outside the markers' range
+// (another range's key, ListDead's cursor, a key past the range) and one
+// over the key limit (ErrInvalidArgument).
 func TestSchedulesBadInput(t *testing.T) {
 	ctx := context.Background()
 	db := newDB(t)
 	clock := newFakeClock()
 	q := mustJobQueue(t, "schedules-bad", fdbqueue.JobQueueConfig{Clock: clock})
 	for _, limit := range []int{0, -1} {
-		_, err := q.Schedules(ctx, db, "", limit)
+		_, err := q.Schedules(ctx, db, nil, limit)
 		require.ErrorIs(t, err, fdbqueue.ErrInvalidArgument, "limit %d", limit)
 	}
-	_, err := q.Schedules(ctx, db, strings.Repeat("\x00", kv.MaxKeySize/2), 1)
+	_, err := q.Schedules(ctx, db, q.ScheduleCursorAt(strings.Repeat("\x00", kv.MaxKeySize/2)), 1)
 	require.ErrorIs(t, err, fdbqueue.ErrInvalidArgument)
 	require.ErrorIs(t, err, kv.ErrKeyTooLarge)
-	_, err = q.Schedules(ctx, db, strings.Repeat("n", fdbqueue.MaxScheduleNameSize+1), 1)
-	require.NoError(t, err, "a from one byte past the longest name: the page after it")
+	_, err = q.Schedules(ctx, db, q.ScheduleCursorAt(strings.Repeat("n", fdbqueue.MaxScheduleNameSize+1)), 1)
+	require.NoError(t, err, "from a name one byte past the longest: the page after it")
 
-	_, err = q.Schedule(ctx, db, hourly("ok"), clock.Now())
+	other := mustJobQueue(t, "schedules-bad-other", fdbqueue.JobQueueConfig{Clock: clock})
+	rng, err := q.Subspace().Range("p")
 	require.NoError(t, err)
-	for name, c := range map[string]struct {
+	for name, cursor := range map[string][]byte{
+		"another queue's":     other.ScheduleCursorAt("a"),
+		"a dead-letter one":   q.DeadCursorAt(clock.Now()),
+		"the range's end":     rng.End,
+		"past the range":      append(rng.End, 1),
+		"the subspace prefix": q.Subspace().Bytes(),
+		"empty":               {},
+	} {
+		_, err := q.Schedules(ctx, db, cursor, 1)
+		require.ErrorIs(t, err, fdbqueue.ErrInvalidArgument, name)
+	}
+}
+
+// A key in the markers' range that is not a marker's, ("p", a string)
+// (another program's: ("p", 7), ("p", "x", "y"), ("p", nil), ("p",
+// bytes)), is listed by Schedules in its key order with an empty Name,
+// its Err (a *ForeignKeyError naming it), Raw value and Key, the markers
+// around it as usual; paging after each entry's Key lists every key once
+// at every limit, foreign keys at the start, in the middle (("p", "x",
+// "y") sorts between ("p", "x") and ("p", "x\x00"), which paging after
+// the last name + "\x00" used to skip), at the end, and on page
+// boundaries. A Schedule and an Unschedule of the names next to them
+// are unaffected. Schedules used to fail with ErrForeignKey, listing
+// nothing.
+func TestSchedulesListForeignKeys(t *testing.T) {
+	ctx := context.Background()
+	db := newDB(t)
+	clock := newFakeClock()
+	q := mustJobQueue(t, "schedules-foreign", fdbqueue.JobQueueConfig{Clock: clock})
+	results := map[string]fdbqueue.ScheduleResult{}
+	for _, name := range []string{"a", "x", "x\x00", "y"} {
+		r, err := q.Schedule(ctx, db, hourly(name), clock.Now())
+		require.NoError(t, err)
+		results[name] = r
+	}
+	foreign := []struct {
 		key   tuple.Tuple
 		value []byte
 	}{
-		"name not a string": {tuple.Tuple{"p", int64(5)}, []byte{}},
-		"one more element":  {tuple.Tuple{"p", "x", "y"}, []byte{}},
-	} {
-		t.Run(name, func(t *testing.T) {
-			key, err := q.Subspace().Pack(c.key)
-			require.NoError(t, err)
-			put := func(tr kv.Transaction) (struct{}, error) { tr.Set(key, c.value); return struct{}{}, nil }
-			_, err = kv.Transact(ctx, db, put)
-			require.NoError(t, err)
-			_, err = q.Schedules(ctx, db, "", 10)
-			var fk *fdbqueue.ForeignKeyError
-			require.ErrorAs(t, err, &fk)
-			require.Equal(t, key, fk.Key)
-			_, err = kv.Transact(ctx, db, func(tr kv.Transaction) (struct{}, error) { tr.Clear(key); return struct{}{}, nil })
-			require.NoError(t, err)
-		})
+		{tuple.Tuple{"p", nil}, []byte{}},                // before every marker
+		{tuple.Tuple{"p", []byte("bytes")}, []byte("v")}, // before every marker
+		{tuple.Tuple{"p", "x", "y"}, []byte("between")},  // between "x" and "x\x00"
+		{tuple.Tuple{"p", "x\x00", int64(1)}, []byte{0}}, // between "x\x00" and "y"
+		{tuple.Tuple{"p", int64(7)}, []byte("seven")},    // after every marker
+		{tuple.Tuple{"p", false}, nil},                   // after every marker
 	}
+	for _, f := range foreign {
+		key, err := q.Subspace().Pack(f.key)
+		require.NoError(t, err)
+		v := f.value
+		if v == nil {
+			v = bytes.Repeat([]byte{0xee}, 100)
+		}
+		_, err = kv.Transact(ctx, db, func(tr kv.Transaction) (struct{}, error) { tr.Set(key, v); return struct{}{}, nil })
+		require.NoError(t, err)
+	}
+	marker := func(name string) fdbqueue.ScheduleInfo {
+		r := results[name]
+		return fdbqueue.ScheduleInfo{Name: name, Slot: r.Slot.UTC(), ID: r.ID, Key: markerKey(t, q, name)}
+	}
+	stray := func(i int) fdbqueue.ScheduleInfo {
+		key, err := q.Subspace().Pack(foreign[i].key)
+		require.NoError(t, err)
+		v := foreign[i].value
+		if v == nil {
+			v = bytes.Repeat([]byte{0xee}, 100)
+		}
+		return fdbqueue.ScheduleInfo{Key: key, Raw: v,
+			Err: &fdbqueue.ForeignKeyError{Key: key, Reason: `not a periodic job marker: want ("p", schedule name)`}}
+	}
+	want := []fdbqueue.ScheduleInfo{stray(0), stray(1), marker("a"), marker("x"), stray(2), marker("x\x00"), stray(3), marker("y"), stray(4), stray(5)}
+	for limit := 1; limit <= len(want)+1; limit++ {
+		got := mustSchedules(t, db, q, limit)
+		require.Equal(t, want, got, "limit %d: every key once, in key order", limit)
+	}
+	for _, i := range []int{0, 1, 4, 6, 8, 9} {
+		var fk *fdbqueue.ForeignKeyError
+		require.ErrorAs(t, want[i].Err, &fk)
+		require.ErrorIs(t, want[i].Err, fdbqueue.ErrForeignKey)
+		require.Empty(t, want[i].Name)
+	}
+	page, err := q.Schedules(ctx, db, q.ScheduleCursorAt("x"), 3)
+	require.NoError(t, err)
+	require.Equal(t, want[3:6], page, "from a name on: the foreign key after it too")
+	page, err = q.Schedules(ctx, db, want[4].Key, 2)
+	require.NoError(t, err)
+	require.Equal(t, want[5:7], page, "after a foreign key's Key")
+
+	// Schedule and Unschedule of the names around them work as ever;
+	// clearing the Key is what removes a foreign key.
+	next, err := q.Schedule(ctx, db, hourly("x"), clock.Now().Add(time.Hour))
+	require.NoError(t, err)
+	require.True(t, next.Added)
+	info, err := q.Unschedule(ctx, db, "x")
+	require.NoError(t, err)
+	require.Equal(t, next.ID, info.ID)
+	_, err = kv.Transact(ctx, db, func(tr kv.Transaction) (struct{}, error) { tr.Clear(want[4].Key); return struct{}{}, nil })
+	require.NoError(t, err)
+	require.Equal(t, []fdbqueue.ScheduleInfo{want[0], want[1], want[2], want[5], want[6], want[7], want[8], want[9]}, mustSchedules(t, db, q, 3))
 }
 
 // Unschedule removes the marker and returns what it held; the jobs the
@@ -154,7 +245,7 @@ func TestUnschedule(t *testing.T) {
 
 	info, err := q.Unschedule(ctx, db, "report")
 	require.NoError(t, err)
-	require.Equal(t, fdbqueue.ScheduleInfo{Name: "report", Slot: r.Slot.UTC(), ID: r.ID}, info)
+	require.Equal(t, fdbqueue.ScheduleInfo{Name: "report", Slot: r.Slot.UTC(), ID: r.ID, Key: markerKey(t, q, "report")}, info)
 	all := mustSchedules(t, db, q, 10)
 	require.Len(t, all, 1)
 	require.Equal(t, "other", all[0].Name, "the other schedule stays")
@@ -255,7 +346,7 @@ func unreadable(t *testing.T, q *fdbqueue.JobQueue, name string, v []byte) fdbqu
 	if len(v) > 64 { // the error shows the first 64 bytes of a longer value
 		shown = fmt.Sprintf("%x... (%d bytes)", v[:64], len(v))
 	}
-	return fdbqueue.ScheduleInfo{Name: name, Raw: v, Err: &fdbqueue.ForeignKeyError{Key: key,
+	return fdbqueue.ScheduleInfo{Name: name, Raw: v, Key: key, Err: &fdbqueue.ForeignKeyError{Key: key,
 		Reason: fmt.Sprintf("periodic job marker %s: want (slot µs, 16-byte job ID, duplicate, ...)", shown)}}
 }
 
@@ -287,9 +378,9 @@ func TestUnreadableMarkerListedAndUnscheduled(t *testing.T) {
 	setMarker(t, db, q, "e", huge)
 
 	want := []fdbqueue.ScheduleInfo{
-		{Name: "a", Slot: a.Slot.UTC(), ID: a.ID},
+		{Name: "a", Slot: a.Slot.UTC(), ID: a.ID, Key: markerKey(t, q, "a")},
 		unreadable(t, q, "b", []byte("not a tuple")),
-		{Name: "c", Slot: c.Slot.UTC(), ID: c.ID},
+		{Name: "c", Slot: c.Slot.UTC(), ID: c.ID, Key: markerKey(t, q, "c")},
 		unreadable(t, q, "d", wrong),
 		unreadable(t, q, "e", huge),
 	}

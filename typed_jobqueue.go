@@ -46,8 +46,8 @@ func (tj *TypedJobQueue[T]) check() error {
 
 // JobQueue returns the underlying job queue, for the operations the
 // TypedJobQueue does not have, which take no value: Ack, Nack, Extend and
-// Release (with a TypedLease's Lease), SettleLease, Backoff and
-// DeadCursorAt.
+// Release (with a TypedLease's Lease), SettleLease, Backoff,
+// DeadCursorAt and ScheduleCursorAt.
 func (tj *TypedJobQueue[T]) JobQueue() *JobQueue {
 	if tj == nil {
 		return nil

@@ -46,7 +46,7 @@ func typedJobQueueCalls(e handleEnv, tj *fdbqueue.TypedJobQueue[string]) handleC
 			"RunScheduler": func() error {
 				return tj.RunScheduler(ctx, db, []fdbqueue.TypedPeriodicJob[string]{typedTick})
 			},
-			"Schedules":  func() error { _, err := tj.Schedules(ctx, db, "", 1); return err },
+			"Schedules":  func() error { _, err := tj.Schedules(ctx, db, nil, 1); return err },
 			"Unschedule": func() error { _, err := tj.Unschedule(ctx, db, "tick"); return err },
 		},
 		accessors: map[string]func() bool{
@@ -141,7 +141,7 @@ func TestTypedJobQueueBadTransactorsAndContexts(t *testing.T) {
 		"RunScheduler": func(ctx context.Context, db kv.Database) error {
 			return tj.RunScheduler(ctx, db, []fdbqueue.TypedPeriodicJob[string]{typedTick})
 		},
-		"Schedules": func(ctx context.Context, db kv.Database) error { _, err := tj.Schedules(ctx, db, "", 1); return err },
+		"Schedules": func(ctx context.Context, db kv.Database) error { _, err := tj.Schedules(ctx, db, nil, 1); return err },
 		"Unschedule": func(ctx context.Context, db kv.Database) error {
 			_, err := tj.Unschedule(ctx, db, "tick")
 			return err

@@ -150,9 +150,12 @@ func TestTypedSchedule(t *testing.T) {
 	require.NoError(t, err)
 	require.False(t, untyped.Added, "one schedule, typed or not")
 
-	all, err := tj.Schedules(ctx, db, "", 10)
+	all, err := tj.Schedules(ctx, db, nil, 10)
 	require.NoError(t, err)
-	require.Equal(t, []fdbqueue.ScheduleInfo{{Name: "thumbs", Slot: r.Slot.UTC(), ID: r.ID}}, all)
+	require.Equal(t, []fdbqueue.ScheduleInfo{{Name: "thumbs", Slot: r.Slot.UTC(), ID: r.ID, Key: markerKey(t, tj.JobQueue(), "thumbs")}}, all)
+	page, err := tj.Schedules(ctx, db, all[0].Key, 10)
+	require.NoError(t, err)
+	require.Empty(t, page, "nothing after its key")
 	removed, err := tj.Unschedule(ctx, db, "thumbs")
 	require.NoError(t, err)
 	require.Equal(t, all[0], removed)
@@ -240,7 +243,7 @@ func TestTypedRunScheduler(t *testing.T) {
 		got = append(got, l.Value)
 	}
 	require.ElementsMatch(t, []int{1, 0}, got, "the first two slots; nothing for the third")
-	all, err := tj.Schedules(context.Background(), db, "", 10)
+	all, err := tj.Schedules(context.Background(), db, nil, 10)
 	require.NoError(t, err)
 	require.Len(t, all, 1)
 	require.True(t, all[0].Slot.Equal(start.Add(time.Minute)), "the third slot is not marked: %v", all[0].Slot)

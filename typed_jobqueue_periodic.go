@@ -80,15 +80,17 @@ func (tj *TypedJobQueue[T]) RunScheduler(ctx context.Context, db kv.Database, jo
 	return tj.q.runScheduler(ctx, db, ps)
 }
 
-// Schedules returns up to limit of the queue's schedules from the name
-// from on, typed and untyped alike; see JobQueue.Schedules. A nil
-// TypedJobQueue, or one made with a nil JobQueue or codec, fails with
-// ErrInvalidArgument before any read.
-func (tj *TypedJobQueue[T]) Schedules(ctx context.Context, t kv.ReadTransactor, from string, limit int) ([]ScheduleInfo, error) {
+// Schedules returns up to limit keys of the queue's schedule markers'
+// range after cursor (nil: from the first; else a ScheduleInfo's Key, or
+// one of JobQueue().ScheduleCursorAt), typed and untyped schedules alike,
+// and another program's keys there too; see JobQueue.Schedules, and page
+// with the last entry's Key. A nil TypedJobQueue, or one made with a nil
+// JobQueue or codec, fails with ErrInvalidArgument before any read.
+func (tj *TypedJobQueue[T]) Schedules(ctx context.Context, t kv.ReadTransactor, cursor []byte, limit int) ([]ScheduleInfo, error) {
 	if err := tj.check(); err != nil {
 		return nil, err
 	}
-	return tj.q.Schedules(ctx, t, from, limit)
+	return tj.q.Schedules(ctx, t, cursor, limit)
 }
 
 // Unschedule removes the marker of the schedule name, leaving its jobs;

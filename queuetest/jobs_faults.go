@@ -8,6 +8,7 @@ import (
 
 	"github.com/fdbqueue/fdbqueue"
 	"github.com/fdbqueue/fdbqueue/kv"
+	"github.com/fdbqueue/fdbqueue/tuple"
 )
 
 // jobFaultChecks: every JobQueue operation whose first commit fails with
@@ -156,8 +157,10 @@ func jobFaultOps() []layerOp {
 			inject()
 			info, err := q.Unschedule(f.ctx, f.db, periodic().Name)
 			require.NoError(t, err, "the retry finds the unschedule applied (not ErrScheduleNotFound), or applies it")
-			require.Equal(t, fdbqueue.ScheduleInfo{Name: periodic().Name, Slot: r.Slot.UTC(), ID: r.ID}, info, "the marker it removed")
-			all, err := q.Schedules(f.ctx, f.db, "", 10)
+			key, err := q.Subspace().Pack(tuple.Tuple{"p", periodic().Name})
+			require.NoError(t, err)
+			require.Equal(t, fdbqueue.ScheduleInfo{Name: periodic().Name, Slot: r.Slot.UTC(), ID: r.ID, Key: key}, info, "the marker it removed")
+			all, err := q.Schedules(f.ctx, f.db, nil, 10)
 			require.NoError(t, err)
 			require.Empty(t, all)
 			f.requireStats(t, q, fdbqueue.JobStats{Queued: 1, Due: 1}, "the slot's job stays")

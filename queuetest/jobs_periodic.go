@@ -8,6 +8,7 @@ import (
 
 	"github.com/fdbqueue/fdbqueue"
 	"github.com/fdbqueue/fdbqueue/kv"
+	"github.com/fdbqueue/fdbqueue/tuple"
 )
 
 // jobPeriodicChecks: Schedule's one job per slot, which rests on the
@@ -95,7 +96,8 @@ func testJobScheduleMissed(t *testing.T, f *fixture) {
 
 // testJobSchedulesUnschedule: Schedules lists every schedule in the
 // order of its name's bytes (a 0x00 byte in a name escaped by the tuple
-// layer, a name that is not UTF-8), pages from a name on, and Unschedule
+// layer, a name that is not UTF-8), pages after a key and from a name on
+// (ScheduleCursorAt), and Unschedule
 // removes one marker, leaving the jobs, and returns what it held; a
 // second Unschedule finds nothing; a Schedule after it in the same slot
 // finds that slot's job and adds nothing, and one in the next slot
@@ -112,27 +114,31 @@ func testJobSchedulesUnschedule(t *testing.T, f *fixture) {
 		require.True(t, r.Added, "%q", name)
 		slots[name] = r
 	}
-	list := func(from string, limit int) []string {
+	keys := map[string][]byte{}
+	list := func(cursor []byte, limit int) []string {
 		t.Helper()
-		page, err := q.Schedules(f.ctx, f.db, from, limit)
+		page, err := q.Schedules(f.ctx, f.db, cursor, limit)
 		require.NoError(t, err)
 		var got []string
 		for _, s := range page {
-			require.Equal(t, fdbqueue.ScheduleInfo{Name: s.Name, Slot: slots[s.Name].Slot.UTC(), ID: slots[s.Name].ID}, s)
+			key, err := q.Subspace().Pack(tuple.Tuple{"p", s.Name})
+			require.NoError(t, err)
+			require.Equal(t, fdbqueue.ScheduleInfo{Name: s.Name, Slot: slots[s.Name].Slot.UTC(), ID: slots[s.Name].ID, Key: key}, s)
+			keys[s.Name] = s.Key
 			got = append(got, s.Name)
 		}
 		return got
 	}
-	require.Equal(t, names, list("", 10), "in the order of the names' bytes")
-	require.Equal(t, names[:2], list("", 2))
-	require.Equal(t, names[2:4], list(names[1]+"\x00", 2), "the page after a name")
-	require.Equal(t, names[2:], list(names[2], 10), "from a name on")
+	require.Equal(t, names, list(nil, 10), "in the order of the names' bytes")
+	require.Equal(t, names[:2], list(nil, 2))
+	require.Equal(t, names[2:4], list(keys[names[1]], 2), "the page after a key")
+	require.Equal(t, names[2:], list(q.ScheduleCursorAt(names[2]), 10), "from a name on")
 
 	info, err := q.Unschedule(f.ctx, f.db, "a\x00")
 	require.NoError(t, err)
 	require.Equal(t, "a\x00", info.Name)
 	require.Equal(t, slots["a\x00"].ID, info.ID)
-	require.Equal(t, []string{"a", "a\x00b", "a\x01", "b", "\xff"}, list("", 10))
+	require.Equal(t, []string{"a", "a\x00b", "a\x01", "b", "\xff"}, list(nil, 10))
 	require.Equal(t, int64(len(names)), f.queuedJobs(t, q), "the jobs stay")
 	_, err = q.Unschedule(f.ctx, f.db, "a\x00")
 	require.ErrorIs(t, err, fdbqueue.ErrScheduleNotFound)

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/fdbqueue/fdbqueue"
@@ -21,7 +22,9 @@ import (
 // ScheduleJSON is one schedule in schedules --json: fdbqueue.ScheduleInfo.
 // Name is the schedule's name when it is valid UTF-8; otherwise
 // NameBase64 holds its bytes. A marker the library cannot read has Error
-// and MarkerBase64 instead of Slot and JobID.
+// and MarkerBase64 instead of Slot and JobID; a key of the markers' range
+// that is not a marker's (another program's) has no name, but KeyBase64,
+// Error and MarkerBase64.
 type ScheduleJSON struct {
 	Name       *string `json:"name,omitempty"`
 	NameBase64 string  `json:"name_base64,omitempty"`
@@ -29,8 +32,12 @@ type ScheduleJSON struct {
 	JobID      string  `json:"job_id,omitempty"` // hex: the slot's job, or the one holding its unique key
 	// Duplicate: the slot was skipped, its job's unique key held by job_id.
 	Duplicate bool `json:"duplicate,omitempty"`
-	// Error: the marker cannot be read (ScheduleInfo.Err); MarkerBase64
-	// holds its stored value. Schedule fails on it; unschedule removes it.
+	// KeyBase64: the key, in full, of an entry that is not a marker's
+	// (ScheduleInfo.Key); unschedule cannot remove it: clear the key.
+	KeyBase64 string `json:"key_base64,omitempty"`
+	// Error: the marker cannot be read, or the key is not a marker's
+	// (ScheduleInfo.Err); MarkerBase64 holds the stored value. Schedule
+	// fails on such a marker; unschedule removes it.
 	Error        string `json:"error,omitempty"`
 	MarkerBase64 string `json:"marker_base64,omitempty"`
 }
@@ -42,8 +49,32 @@ func scheduleJSON(si fdbqueue.ScheduleInfo) ScheduleJSON {
 	} else {
 		j.Slot, j.JobID, j.Duplicate = rfc3339(si.Slot), si.ID.String(), si.Duplicate
 	}
+	if foreign(si) {
+		j.KeyBase64 = base64.StdEncoding.EncodeToString(si.Key)
+		return j
+	}
 	j.Name, j.NameBase64 = jsonValue([]byte(si.Name))
 	return j
+}
+
+// foreign reports whether si is a key of the markers' range that is not a
+// marker's: it has no name (a schedule's is never empty).
+func foreign(si fdbqueue.ScheduleInfo) bool { return si.Name == "" }
+
+// fdbcliKey is key as fdbcli takes it: letters, digits and "-._/:" as they
+// are, every other byte as \xNN (its parser's escape), so that the text
+// can be pasted into fdbcli's clear.
+func fdbcliKey(key []byte) string {
+	var b strings.Builder
+	for _, c := range key {
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9', strings.IndexByte("-._/:", c) >= 0:
+			b.WriteByte(c)
+		default:
+			fmt.Fprintf(&b, "\\x%02x", c)
+		}
+	}
+	return b.String()
 }
 
 // markerShown is how many bytes of an unreadable marker the text form of
@@ -55,13 +86,15 @@ const markerShown = 32
 // stays near 2 MB at worst, well within FDB's five-second window.
 var schedulePage = 1000
 
-// listSchedules reads every schedule of q, in pages of schedulePage, each
-// its own read-only transaction (a long list is not one snapshot).
+// listSchedules reads every schedule of q, and every other key of the
+// markers' range, in pages of schedulePage, each its own read-only
+// transaction (a long list is not one snapshot), each page after the
+// last key of the one before.
 func listSchedules(ctx context.Context, s *session, q *fdbqueue.JobQueue) ([]fdbqueue.ScheduleInfo, error) {
 	var out []fdbqueue.ScheduleInfo
-	from := ""
+	var cursor []byte
 	for {
-		page, err := q.Schedules(ctx, s.db, from, schedulePage)
+		page, err := q.Schedules(ctx, s.db, cursor, schedulePage)
 		if err != nil {
 			return nil, err
 		}
@@ -69,7 +102,7 @@ func listSchedules(ctx context.Context, s *session, q *fdbqueue.JobQueue) ([]fdb
 		if len(page) < schedulePage {
 			return out, nil
 		}
-		from = page[len(page)-1].Name + "\x00" // the first name after it
+		cursor = page[len(page)-1].Key
 	}
 }
 
@@ -92,6 +125,11 @@ func writeScheduleLine(w io.Writer, n int, si fdbqueue.ScheduleInfo, now time.Ti
 		shown := hex.EncodeToString(si.Raw[:min(len(si.Raw), markerShown)])
 		if len(si.Raw) > markerShown {
 			shown += "..."
+		}
+		if foreign(si) {
+			fmt.Fprintf(w, "%4d  not a schedule's marker: key %s, value of %d bytes %s  (another program's? unschedule cannot remove it: fdbcli's clear can)\n",
+				n, fdbcliKey(si.Key), len(si.Raw), shown)
+			return
 		}
 		fmt.Fprintf(w, "%4d  %s  unreadable marker of %d bytes %s  (Schedule fails on it; unschedule removes it)\n",
 			n, quoteName(si.Name), len(si.Raw), shown)
@@ -168,7 +206,7 @@ func setupUnschedule(fs *flag.FlagSet) func(context.Context, *session, []string)
 		w := &errWriter{w: s.env.Stdout}
 		if *dry {
 			// The page that starts at name holds its marker first, if any.
-			page, err := q.Schedules(ctx, s.db, name, 1)
+			page, err := q.Schedules(ctx, s.db, q.ScheduleCursorAt(name), 1)
 			if err != nil {
 				return err
 			}

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -63,7 +64,7 @@ func demoSchedules(t *testing.T, db kv.Database, clock *memdb.ManualClock) *fdbq
 // libSchedules is every schedule of q, as the library lists them.
 func libSchedules(t *testing.T, db kv.Database, q *fdbqueue.JobQueue) []fdbqueue.ScheduleInfo {
 	t.Helper()
-	all, err := q.Schedules(context.Background(), db, "", 100)
+	all, err := q.Schedules(context.Background(), db, nil, 100)
 	require.NoError(t, err)
 	return all
 }
@@ -337,4 +338,80 @@ func TestSchedulesUnreadableMarker(t *testing.T) {
 		assert.NotEqual(t, "legacy", si.Name)
 	}
 	assert.Len(t, libSchedules(t, db, q), 5)
+}
+
+// Keys of the markers' range that are not a marker's (another program's:
+// ("p", 7) after every name, ("p", "hourly-report", "v2") right after
+// that marker) are listed by schedules in their key order, read in pages
+// of two so that one falls on a page boundary: the text form gives the
+// key as fdbcli takes it and the value's size and first bytes, --json
+// key_base64, error and marker_base64, and every marker is listed once.
+// unschedule --dry-run of the name before one does not take it for the
+// name's marker. schedules used to fail (exit 1) on such a key, listing
+// nothing.
+func TestSchedulesForeignKeys(t *testing.T) {
+	db, clock, onClock := demoJobs(t)
+	q := demoSchedules(t, db, clock)
+	defer func(n int) { schedulePage = n }(schedulePage)
+	schedulePage = 2
+	ctx := context.Background()
+	put := func(key tuple.Tuple, v []byte) []byte {
+		k, err := q.Subspace().Pack(key)
+		require.NoError(t, err)
+		_, err = kv.Transact(ctx, db, func(tr kv.Transaction) (struct{}, error) { tr.Set(k, v); return struct{}{}, nil })
+		require.NoError(t, err)
+		return k
+	}
+	seven := put(tuple.Tuple{"p", int64(7)}, []byte("x"))
+	v2 := put(tuple.Tuple{"p", "hourly-report", "v2"}, []byte("cron"))
+	lib := libSchedules(t, db, q)
+	before := allPairs(t, db)
+
+	r := runCLI(t, db, onClock, work("schedules")...)
+	require.Equal(t, ExitOK, r.code, r.stderr)
+	lines := strings.Split(strings.TrimSuffix(r.stdout, "\n"), "\n")
+	require.Len(t, lines, len(lib), r.stdout)
+	foreignAt := map[int][]byte{}
+	for i, si := range lib {
+		switch {
+		case bytes.Equal(si.Key, v2):
+			foreignAt[i] = v2
+			require.Equal(t, "hourly-report", lib[i-1].Name, "right after the marker it extends")
+			assert.Equal(t, fmt.Sprintf(`%4d  not a schedule's marker: key \x02demo\x00\x02work\x00\x02p\x00\x02hourly-report\x00\x02v2\x00, value of 4 bytes 63726f6e  (another program's? unschedule cannot remove it: fdbcli's clear can)`, i+1), lines[i])
+		case bytes.Equal(si.Key, seven):
+			foreignAt[i] = seven
+			require.Equal(t, len(lib)-1, i, "last: an integer sorts after every string")
+			assert.Equal(t, fmt.Sprintf(`%4d  not a schedule's marker: key \x02demo\x00\x02work\x00\x02p\x00\x15\x07, value of 1 bytes 78  (another program's? unschedule cannot remove it: fdbcli's clear can)`, i+1), lines[i])
+		default:
+			assert.Equal(t, quoteName(si.Name), strings.Fields(lines[i])[1], "line %d", i+1)
+		}
+	}
+	require.Len(t, foreignAt, 2, "each listed once")
+
+	r = runCLI(t, db, onClock, work("schedules", "--json")...)
+	require.Equal(t, ExitOK, r.code, r.stderr)
+	var got []ScheduleJSON
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &got))
+	require.Len(t, got, len(lib))
+	for i, key := range foreignAt {
+		j := got[i]
+		assert.Nil(t, j.Name)
+		assert.Empty(t, j.NameBase64+j.Slot+j.JobID)
+		b, err := base64.StdEncoding.DecodeString(j.KeyBase64)
+		require.NoError(t, err)
+		assert.Equal(t, key, b)
+		assert.Contains(t, j.Error, "not a periodic job marker")
+		b, err = base64.StdEncoding.DecodeString(j.MarkerBase64)
+		require.NoError(t, err)
+		assert.Equal(t, lib[i].Raw, b)
+	}
+	assert.Empty(t, got[0].KeyBase64, "a marker has a name, no key")
+
+	r = runCLI(t, db, onClock, work("unschedule", "--dry-run", "hourly-report")...)
+	require.Equal(t, ExitOK, r.code, r.stderr)
+	assert.Contains(t, r.stdout, `would unschedule "hourly-report"`)
+	r = runCLI(t, db, onClock, work("unschedule", "--dry-run", "hourly-report\x00")...) // the foreign key comes first after it
+	assert.Equal(t, ExitFailure, r.code)
+	assert.Contains(t, r.stderr, "schedule not found")
+	require.Equal(t, before, allPairs(t, db), "nothing written")
 }
