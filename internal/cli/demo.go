@@ -35,7 +35,9 @@ var DemoQueues = []string{
 //	demo/events  fifo, versionstamp keys, tuple values: 4 events, 40 to 10 minutes old
 //	demo/tasks   priority, raw values: 4 tasks at priorities 1, 1, 5, 9
 //	demo/work    job queue: 2 jobs due (for 25 and 20 minutes), 1 delayed
-//	             by an hour, 1 leased for 10 minutes, 1 dead ("card declined")
+//	             by an hour, 1 leased for 10 minutes, 1 dead ("card declined");
+//	             the schedule "hourly-cleanup", whose slot under way's job
+//	             is done (removed)
 //
 // Nothing persists: each run of the binary with --demo starts from this.
 func OpenDemo(ctx context.Context, clock DemoClock, opts ...fdbqueue.Option) (*memdb.DB, error) {
@@ -96,9 +98,13 @@ func seedDemo(ctx context.Context, db *memdb.DB, clock DemoClock, opts []fdbqueu
 
 // seedDemoWork fills the demo job queue: five jobs, of which the one due
 // first (one attempt only) is leased and nacked into the dead-letter list
-// and the next is leased for ten minutes. Strict order (Choice 1) and a
-// fixed entropy source make its job IDs the same on every run, so
-// docs/cli.md's requeue-dead line works as shown.
+// and the next is leased for ten minutes; then the periodic job
+// "hourly-cleanup", scheduled for the slot under way, whose job is then
+// cancelled, as if it had run (the other jobs stay as they are, whatever
+// the hour). Strict order (Choice 1) and a fixed entropy source make the
+// five jobs' IDs the same on every run, so docs/cli.md's requeue-dead line
+// works as shown; the scheduled job's ID starts with a tag of its slot
+// (JobQueue.Schedule), which is the run's.
 func seedDemoWork(ctx context.Context, db *memdb.DB, clock DemoClock, sub fdbqueue.Subspace, opts []fdbqueue.Option) error {
 	opts = append(opts, fdbqueue.WithEntropy(rand.NewChaCha8([32]byte{'d', 'e', 'm', 'o'})))
 	q, err := fdbqueue.NewJobQueue(sub, fdbqueue.JobQueueConfig{Choice: 1, Clock: envClock(clock.Now)}, opts...)
@@ -123,8 +129,16 @@ func seedDemoWork(ctx context.Context, db *memdb.DB, clock DemoClock, sub fdbque
 	if _, err := q.Nack(ctx, db, ls[0], fdbqueue.NackOptions{Reason: "card declined"}); err != nil {
 		return err
 	}
-	_, err = q.Lease(ctx, db, 1, 10*time.Minute)
-	return err
+	if _, err = q.Lease(ctx, db, 1, 10*time.Minute); err != nil {
+		return err
+	}
+	cleanup := fdbqueue.PeriodicJob{Name: "hourly-cleanup", Every: time.Hour,
+		Job: func(time.Time) fdbqueue.Job { return fdbqueue.Job{Value: []byte("clean up temp files")} }}
+	r, err := q.Schedule(ctx, db, cleanup, now)
+	if err != nil {
+		return err
+	}
+	return q.Cancel(ctx, db, r.ID)
 }
 
 // pastClock is the wall clock shifted into the past by a shift that Advance

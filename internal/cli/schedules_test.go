@@ -32,7 +32,7 @@ func demoScheduleQueue(t *testing.T, clock *memdb.ManualClock) *fdbqueue.JobQueu
 }
 
 // demoSchedules schedules four periodic jobs on the demo's job queue (at
-// 09:45): "hourly-report" (its 09:00 slot), a daily one whose name is not
+// 09:45), besides the demo's own "hourly-cleanup" (09:00): "hourly-report" (its 09:00 slot), a daily one whose name is not
 // UTF-8 (00:00), "sync", whose slot is skipped for its unique key, which a
 // job holds, and "ahead", scheduled by a clock two hours ahead (11:00).
 func demoSchedules(t *testing.T, db kv.Database, clock *memdb.ManualClock) *fdbqueue.JobQueue {
@@ -69,20 +69,11 @@ func libSchedules(t *testing.T, db kv.Database, q *fdbqueue.JobQueue) []fdbqueue
 	return all
 }
 
-// schedules on the demo's job queue with four schedules, text and JSON;
-// on one without any, "(no schedules)" and [].
+// schedules on the demo's job queue with its schedule and four more, text
+// and JSON; once every one is unscheduled, "(no schedules)" and [].
 func TestSchedulesGolden(t *testing.T) {
 	db, clock, onClock := demoJobs(t)
-	for _, form := range []string{"txt", "json"} {
-		a := work("schedules")
-		if form == "json" {
-			a = append(a, "--json")
-		}
-		r := runCLI(t, db, onClock, a...)
-		require.Equal(t, ExitOK, r.code, r.stderr)
-		assert.Equal(t, map[string]string{"txt": "(no schedules)\n", "json": "[]\n"}[form], r.stdout)
-	}
-	demoSchedules(t, db, clock)
+	q := demoSchedules(t, db, clock)
 	for _, form := range []string{"txt", "json"} {
 		t.Run(form, func(t *testing.T) {
 			a := work("schedules")
@@ -94,6 +85,19 @@ func TestSchedulesGolden(t *testing.T) {
 			assert.Empty(t, r.stderr)
 			golden(t, "schedules_work."+form, r.stdout)
 		})
+	}
+	for _, si := range libSchedules(t, db, q) {
+		_, err := q.Unschedule(context.Background(), db, si.Name)
+		require.NoError(t, err)
+	}
+	for _, form := range []string{"txt", "json"} {
+		a := work("schedules")
+		if form == "json" {
+			a = append(a, "--json")
+		}
+		r := runCLI(t, db, onClock, a...)
+		require.Equal(t, ExitOK, r.code, r.stderr)
+		assert.Equal(t, map[string]string{"txt": "(no schedules)\n", "json": "[]\n"}[form], r.stdout)
 	}
 }
 
@@ -128,7 +132,7 @@ func TestSchedulesJSONMatchesLibrary(t *testing.T) {
 		assert.Equal(t, si.Duplicate, j.Duplicate)
 	}
 	assert.Nil(t, got[1].Name, "digest\\xff is not UTF-8")
-	assert.True(t, got[3].Duplicate, "sync was skipped")
+	assert.True(t, got[4].Duplicate, "sync was skipped")
 }
 
 // schedules reads the markers in pages, each its own transaction: a list
@@ -138,7 +142,7 @@ func TestSchedulesPages(t *testing.T) {
 	q := demoScheduleQueue(t, clock)
 	defer func(n int) { schedulePage = n }(schedulePage)
 	schedulePage = 2
-	var want []string
+	want := []string{`"hourly-cleanup"`} // the demo's
 	for i := range 5 {
 		name := fmt.Sprintf("s%d", i)
 		want = append(want, `"`+name+`"`)
@@ -173,7 +177,7 @@ func TestUnscheduleCommand(t *testing.T) {
 	r = runCLI(t, db, onClock, work("schedules")...)
 	require.Equal(t, ExitOK, r.code, r.stderr)
 	assert.NotContains(t, r.stdout, "hourly-report")
-	assert.Equal(t, 3, strings.Count(r.stdout, "\n"))
+	assert.Equal(t, 4, strings.Count(r.stdout, "\n"))
 
 	// A name that is not UTF-8 is given as its bytes.
 	r = runCLI(t, db, onClock, work("unschedule", "digest\xff")...)
@@ -232,7 +236,7 @@ func TestUnscheduleCommitUnknown(t *testing.T) {
 				require.Equal(t, ExitOK, r.code, r.stderr)
 				assert.Contains(t, r.stdout, `unscheduled "sync" in ("demo", "work")`)
 				assert.Equal(t, int64(1), db.Stats().InjectedForced, "the fault was injected")
-				assert.Len(t, libSchedules(t, db, q), 3)
+				assert.Len(t, libSchedules(t, db, q), 4)
 			})
 		}
 	}
@@ -263,7 +267,7 @@ func TestSchedulesUnderReadFaults(t *testing.T) {
 	assert.Equal(t, ExitFailure, r.code)
 	assert.Contains(t, r.stderr, "schedule not found")
 	db.SetFaults(memdb.Faults{})
-	assert.Len(t, libSchedules(t, db, q), 3)
+	assert.Len(t, libSchedules(t, db, q), 4)
 }
 
 // A listing or an unschedule whose output cannot be written fails (exit
@@ -303,17 +307,17 @@ func TestSchedulesUnreadableMarker(t *testing.T) {
 	r := runCLI(t, db, onClock, work("schedules")...)
 	require.Equal(t, ExitOK, r.code, r.stderr)
 	lines := strings.Split(strings.TrimSuffix(r.stdout, "\n"), "\n")
-	require.Len(t, lines, 6, r.stdout)
-	assert.Equal(t, `   4  "legacy"  unreadable marker of 14 bytes 63726f6e3d30202a202a202a202a  (Schedule fails on it; unschedule removes it)`, lines[3])
-	assert.Equal(t, `   6  "wide"  unreadable marker of 40 bytes `+strings.Repeat("77", 32)+`...  (Schedule fails on it; unschedule removes it)`, lines[5])
-	assert.Contains(t, lines[4], `"sync"  last slot`, "the schedules after it are listed")
+	require.Len(t, lines, 7, r.stdout)
+	assert.Equal(t, `   5  "legacy"  unreadable marker of 14 bytes 63726f6e3d30202a202a202a202a  (Schedule fails on it; unschedule removes it)`, lines[4])
+	assert.Equal(t, `   7  "wide"  unreadable marker of 40 bytes `+strings.Repeat("77", 32)+`...  (Schedule fails on it; unschedule removes it)`, lines[6])
+	assert.Contains(t, lines[5], `"sync"  last slot`, "the schedules after it are listed")
 
 	r = runCLI(t, db, onClock, work("schedules", "--json")...)
 	require.Equal(t, ExitOK, r.code, r.stderr)
 	var got []ScheduleJSON
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &got))
-	require.Len(t, got, 6)
-	for i, raw := range map[int][]byte{3: legacy, 5: wide} {
+	require.Len(t, got, 7)
+	for i, raw := range map[int][]byte{4: legacy, 6: wide} {
 		j := got[i]
 		b, err := base64.StdEncoding.DecodeString(j.MarkerBase64)
 		require.NoError(t, err)
@@ -322,22 +326,22 @@ func TestSchedulesUnreadableMarker(t *testing.T) {
 		assert.Empty(t, j.Slot+j.JobID, "no slot or job to give")
 		assert.NotContains(t, r.stdout, `"slot": ""`)
 	}
-	assert.Empty(t, got[4].Error)
-	assert.NotEmpty(t, got[4].Slot)
+	assert.Empty(t, got[5].Error)
+	assert.NotEmpty(t, got[5].Slot)
 
 	before := allPairs(t, db)
 	r = runCLI(t, db, onClock, work("unschedule", "--dry-run", "legacy")...)
 	require.Equal(t, ExitOK, r.code, r.stderr)
-	assert.Equal(t, "   1"+lines[3][4:]+"\n"+`would unschedule "legacy" in ("demo", "work") (dry run: nothing changed)`+"\n", r.stdout)
+	assert.Equal(t, "   1"+lines[4][4:]+"\n"+`would unschedule "legacy" in ("demo", "work") (dry run: nothing changed)`+"\n", r.stdout)
 	require.Equal(t, before, allPairs(t, db))
 
 	r = runCLI(t, db, onClock, work("unschedule", "legacy")...)
 	require.Equal(t, ExitOK, r.code, r.stderr)
-	assert.Equal(t, "   1"+lines[3][4:]+"\n"+`unscheduled "legacy" in ("demo", "work") (its jobs stay; a scheduler still running it schedules it again)`+"\n", r.stdout)
+	assert.Equal(t, "   1"+lines[4][4:]+"\n"+`unscheduled "legacy" in ("demo", "work") (its jobs stay; a scheduler still running it schedules it again)`+"\n", r.stdout)
 	for _, si := range libSchedules(t, db, q) {
 		assert.NotEqual(t, "legacy", si.Name)
 	}
-	assert.Len(t, libSchedules(t, db, q), 5)
+	assert.Len(t, libSchedules(t, db, q), 6)
 }
 
 // Keys of the markers' range that are not a marker's (another program's:
@@ -414,4 +418,11 @@ func TestSchedulesForeignKeys(t *testing.T) {
 	assert.Equal(t, ExitFailure, r.code)
 	assert.Contains(t, r.stderr, "schedule not found")
 	require.Equal(t, before, allPairs(t, db), "nothing written")
+}
+
+// docs/cli.md's console block of schedules and unschedule on the demo's
+// job queue, which holds the schedule "hourly-cleanup", is what the
+// commands print.
+func TestSchedulesDocBlock(t *testing.T) {
+	checkCLIDocBlock(t, "unschedule --demo")
 }

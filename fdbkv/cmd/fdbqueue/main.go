@@ -1,13 +1,15 @@
 // Command fdbqueue inspects and operates one fdbqueue queue on a
 // FoundationDB cluster: stats, peek, list, push, pop, drain and watch; on a
 // job queue (--kind jobs), stats, dead, requeue-dead, delete-dead, job (one
-// job by ID, in any state) and cancel (remove a queued or leased job).
+// job by ID, in any state), cancel (remove a queued or leased job),
+// schedules (the periodic jobs' schedules) and unschedule (remove one).
 //
 //	fdbqueue stats --queue myapp/jobs [--cluster-file /etc/foundationdb/fdb.cluster]
 //	fdbqueue list  --queue myapp/jobs --json --limit 10
 //	fdbqueue stats --demo --queue demo/events --layout versionstamp --encoding tuple
 //	fdbqueue dead --demo --queue demo/work
 //	fdbqueue job --demo --queue demo/work d599bfd5bef0ee993962e6f28af3f987
+//	fdbqueue schedules --demo --queue demo/work
 //
 // --demo works on an in-memory database (memdb) seeded with four queues,
 // without a cluster; nothing persists between runs. Without --cluster-file
