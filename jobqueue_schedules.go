@@ -172,7 +172,9 @@ func (q *JobQueue) Schedules(ctx context.Context, t kv.ReadTransactor, cursor []
 // scheduled, or unscheduled already), and with ErrInvalidArgument for an
 // empty name or one whose key would pass the key limit. A name over
 // MaxScheduleNameSize bytes, which Schedule refuses, is accepted, so that
-// every marker Schedules lists, another program's too, can be removed.
+// every marker Schedules lists under a name, another program's too, can
+// be removed (a key Schedules lists without a name is not a marker: clear
+// its ScheduleInfo.Key).
 //
 // Unschedule a schedule once no process runs it: take it out of every
 // RunScheduler's list first. A scheduler still running it (a RunScheduler,
