@@ -303,16 +303,16 @@ type commitHold struct {
 // HoldNextCommit makes the next commit that sends writes (of any
 // transaction) stop once it is in flight, as if the cluster took that long
 // to answer: held is closed when it stops, and it goes on when release is
-// called (or its transaction is cancelled, which makes it an interrupted
-// commit). Tests use it to act on a transaction while its commit is in
+// called (or its transaction is cancelled or reset, which makes it an
+// interrupted commit). Tests use it to act on a transaction while its commit is in
 // flight, without sleeping. It replaces an earlier hold not yet taken.
 func (db *DB) HoldNextCommit() (held <-chan struct{}, release func()) {
 	return db.newHold(false)
 }
 
 // HoldNextCommitLate is HoldNextCommit for a commit that outlives its
-// transaction: if the transaction is cancelled (or times out) while the
-// commit is held, Commit returns at once with the interruption (maybe
+// transaction: if the transaction is cancelled, reset (or times out)
+// while the commit is held, Commit returns at once with the interruption (maybe
 // committed), and the commit itself goes on: it is resolved, and applied
 // unless it conflicts, when release is called. So does FoundationDB's,
 // whose commit request a cancellation does not stop (RYWImpl::commit

@@ -61,13 +61,41 @@ func TestLateLandingFault(t *testing.T) {
 // committed.
 func cancelInFlight(t *testing.T, tr kv.Transaction, held <-chan struct{}) {
 	t.Helper()
+	interruptInFlight(t, tr, held, tr.Cancel)
+}
+
+// interruptInFlight is cancelInFlight with interrupt in place of Cancel.
+func interruptInFlight(t *testing.T, tr kv.Transaction, held <-chan struct{}, interrupt func()) {
+	t.Helper()
 	done := make(chan error, 1)
 	go func() { done <- tr.Commit() }()
 	<-held
-	tr.Cancel()
-	err := <-done
-	require.ErrorIs(t, err, kv.ErrTransactionCancelled)
-	require.True(t, kv.MaybeCommitted(err), "the commit was in flight")
+	interrupt()
+	select {
+	case err := <-done:
+		require.ErrorIs(t, err, kv.ErrTransactionCancelled)
+		require.True(t, kv.MaybeCommitted(err), "the commit was in flight")
+	case <-time.After(10 * time.Second): // a failure guard, not a wait for an event
+		t.Fatal("Commit still waits for its held commit after the interruption")
+	}
+}
+
+// TestResetInterruptsCommitInFlight: a Reset while the commit is in
+// flight makes Commit return transaction_cancelled at once, maybe
+// committed, and the request goes on and lands: FDB's RYWImpl::commit
+// waits on resetPromise || tr.commit(), and resetRyow fails the promise
+// with transaction_cancelled (fdbclient/ReadYourWrites.actor.cpp); fdbkv
+// marks that error as maybe committed (commitError). memdb's commit
+// waited for the hold's release and returned its outcome, nil here.
+func TestResetInterruptsCommitInFlight(t *testing.T) {
+	db, _ := newDB(t)
+	tr := newTx(t, db)
+	tr.Set([]byte("k"), []byte("late"))
+	held, release := db.HoldNextCommitLate()
+	defer release()
+	interruptInFlight(t, tr, held, tr.Reset)
+	release()
+	require.Equal(t, "late", string(get(t, newTx(t, db), "k")), "landed at release")
 }
 
 // interruptedLateWrite returns a database holding "a" = "1" and a

@@ -213,9 +213,13 @@ func (tx *transaction) send(req, late *commitReq, gen uint64) commitResult {
 		return db.commitStep(req, forced, fault)
 	}
 	db.stats.inFlight.Add(1)
-	cerr := tx.sleep(delay)
+	// A reset interrupts the commit in flight as a cancellation does:
+	// FDB's RYWImpl::commit waits on resetPromise || tr.commit(), and
+	// resetRyow fails the promise with transaction_cancelled while the
+	// request goes on (fdbclient/ReadYourWrites.actor.cpp).
+	cerr := tx.sleepIn(delay, &gen)
 	if cerr == nil && hold != nil {
-		cerr = tx.waitHold(hold)
+		cerr = tx.waitHold(hold, gen)
 	}
 	db.stats.inFlight.Add(-1)
 	if cerr == nil {
@@ -287,20 +291,33 @@ func (db *DB) landLate(late *commitReq, at <-chan struct{}, done chan struct{}) 
 	}()
 }
 
-// waitHold waits until h is released or the transaction is cancelled.
-func (tx *transaction) waitHold(h *commitHold) error {
+// waitHold waits until h is released or the transaction is cancelled or
+// reset since generation gen.
+func (tx *transaction) waitHold(h *commitHold, gen uint64) error {
 	tx.mu.Lock()
-	ch := tx.cancelChanLocked()
+	if tx.gen != gen {
+		tx.mu.Unlock()
+		close(h.held)
+		return kv.ErrTransactionCancelled
+	}
+	ch, reset := tx.cancelChanLocked(), tx.resetChanLocked()
 	tx.mu.Unlock()
 	close(h.held)
 	select {
 	case <-h.release:
 	case <-ch:
+	case <-reset:
 	case <-tx.db.closeCh:
 	}
 	tx.mu.Lock()
 	defer tx.mu.Unlock()
-	return tx.cancelledLocked()
+	if err := tx.cancelledLocked(); err != nil {
+		return err
+	}
+	if tx.gen != gen {
+		return kv.ErrTransactionCancelled
+	}
+	return nil
 }
 
 // commitReadOnlyLocked "commits" a transaction that wrote nothing: nothing
