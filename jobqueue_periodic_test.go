@@ -12,6 +12,8 @@ import (
 
 	"github.com/fdbqueue/fdbqueue"
 	"github.com/fdbqueue/fdbqueue/kv"
+	"github.com/fdbqueue/fdbqueue/memdb"
+	"github.com/fdbqueue/fdbqueue/queuetest"
 	"github.com/fdbqueue/fdbqueue/tuple"
 )
 
@@ -163,6 +165,43 @@ func TestScheduleUnknownResultNoDuplicate(t *testing.T) {
 	}
 }
 
+// unscheduleRace is a JobQueue whose next commit (a Schedule's) reports
+// commit_unknown_result after applying, seen through db, which runs an
+// Unschedule of "report" between that attempt and the next (first is the
+// job ID the removed marker named), then, if lease, a lease of the slot's
+// job, and if ack its ack. The queue holds a job not due, added first so
+// that the next commit is the Schedule's and a lease takes the slot's job.
+type unscheduleRace struct {
+	mdb   *memdb.DB
+	db    *betweenDB
+	clock *queuetest.Clock
+	q     *fdbqueue.JobQueue
+	first fdbqueue.JobID
+}
+
+func newUnscheduleRace(t *testing.T, name string, lease, ack bool) *unscheduleRace {
+	t.Helper()
+	ctx := context.Background()
+	r := &unscheduleRace{mdb: newDB(t), clock: newFakeClock()}
+	r.q = mustJobQueue(t, name, fdbqueue.JobQueueConfig{Clock: r.clock})
+	mustAdd(t, r.mdb, r.q, fdbqueue.Job{Value: []byte("later"), Delay: 24 * time.Hour})
+	r.db = &betweenDB{DB: r.mdb, between: func() {
+		info, err := r.q.Unschedule(ctx, r.mdb, "report")
+		require.NoError(t, err, "the first attempt's marker is there")
+		r.first = info.ID
+		if lease {
+			ls := mustLease(t, r.mdb, r.q, 10, time.Minute)
+			require.Len(t, ls, 1)
+			require.Equal(t, r.first, ls[0].JobID)
+			if ack {
+				require.NoError(t, r.q.Ack(ctx, r.mdb, ls[0]))
+			}
+		}
+	}}
+	r.mdb.FailNextCommit(kv.ErrCommitUnknownResult, true)
+	return r
+}
+
 // A Schedule whose commit reported commit_unknown_result after applying,
 // and an Unschedule of the name committed before its retry (the retry
 // runs from OnError, as FDB's Transaction::onError retries 1021,
@@ -188,35 +227,16 @@ func TestScheduleUnknownResultRacingUnschedule(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			ctx := context.Background()
-			mdb := newDB(t)
-			clock := newFakeClock()
-			q := mustJobQueue(t, "periodic-unknown-unschedule", fdbqueue.JobQueueConfig{Clock: clock})
-			// Stores the configuration record, so that the next commit is
-			// Schedule's own; not due, so that a lease takes the slot's job.
-			mustAdd(t, mdb, q, fdbqueue.Job{Value: []byte("later"), Delay: 24 * time.Hour})
-			var first fdbqueue.JobID
-			db := &betweenDB{DB: mdb, between: func() {
-				info, err := q.Unschedule(ctx, mdb, "report")
-				require.NoError(t, err, "the first attempt's marker is there")
-				first = info.ID
-				if c.lease {
-					ls := mustLease(t, mdb, q, 10, time.Minute)
-					require.Len(t, ls, 1)
-					require.Equal(t, first, ls[0].JobID)
-					if c.ack {
-						require.NoError(t, q.Ack(ctx, mdb, ls[0]))
-					}
-				}
-			}}
-			mdb.FailNextCommit(kv.ErrCommitUnknownResult, true)
-			r, err := q.Schedule(ctx, db, hourly("report"), clock.Now())
+			race := newUnscheduleRace(t, "periodic-unknown-unschedule", c.lease, c.ack)
+			mdb, clock, q := race.mdb, race.clock, race.q
+			r, err := q.Schedule(ctx, race.db, hourly("report"), clock.Now())
 			require.NoError(t, err)
 			require.True(t, r.Added)
-			require.NotEqual(t, fdbqueue.JobID{}, first, "the Unschedule ran between the attempts")
+			require.NotEqual(t, fdbqueue.JobID{}, race.first, "the Unschedule ran between the attempts")
 			if c.another {
-				require.NotEqual(t, first, r.ID, "a second job, under an ID of its own")
+				require.NotEqual(t, race.first, r.ID, "a second job, under an ID of its own")
 			} else {
-				require.Equal(t, first, r.ID, "the first attempt's job")
+				require.Equal(t, race.first, r.ID, "the first attempt's job")
 			}
 
 			s := mustStats(t, mdb, q)
@@ -503,42 +523,26 @@ func TestScheduleOwnTransactionUnknownResultRacingUnschedule(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			ctx := context.Background()
-			mdb := newDB(t)
-			clock := newFakeClock()
-			q := mustJobQueue(t, "periodic-own-unschedule", fdbqueue.JobQueueConfig{Clock: clock})
-			// Stores the configuration record, so that the next commit is
-			// the caller's; not due, so that a lease takes the slot's job.
-			mustAdd(t, mdb, q, fdbqueue.Job{Value: []byte("later"), Delay: 24 * time.Hour})
-			var first fdbqueue.JobID
-			db := &betweenDB{DB: mdb, between: func() {
-				info, err := q.Unschedule(ctx, mdb, "report")
-				require.NoError(t, err, "the first attempt's marker is there")
-				first = info.ID
-				if c.ack {
-					ls := mustLease(t, mdb, q, 10, time.Minute)
-					require.Len(t, ls, 1)
-					require.NoError(t, q.Ack(ctx, mdb, ls[0]))
-				}
-			}}
-			mdb.FailNextCommit(kv.ErrCommitUnknownResult, true)
+			race := newUnscheduleRace(t, "periodic-own-unschedule", c.ack, c.ack)
+			mdb, clock, q, first := race.mdb, race.clock, race.q, &race.first
 			attempts := 0
-			r, err := kv.Transact(ctx, db, func(tr kv.Transaction) (fdbqueue.ScheduleResult, error) {
+			r, err := kv.Transact(ctx, race.db, func(tr kv.Transaction) (fdbqueue.ScheduleResult, error) {
 				attempts++
 				return q.Schedule(ctx, tr, hourly("report"), clock.Now())
 			})
 			require.NoError(t, err)
 			require.Equal(t, 2, attempts, "the closure ran again after the lost commit")
-			require.NotEqual(t, fdbqueue.JobID{}, first, "the Unschedule ran between the attempts")
+			require.NotEqual(t, fdbqueue.JobID{}, *first, "the Unschedule ran between the attempts")
 			s := mustStats(t, mdb, q)
 			if c.ack {
 				require.True(t, r.Added, "nothing tells the acked slot was added: added again")
-				require.NotEqual(t, first, r.ID)
+				require.NotEqual(t, *first, r.ID)
 				require.Equal(t, int64(2), s.Queued, "the slot's second job and the later one")
 				return
 			}
 			require.Equal(t, int64(2), s.Queued, "the slot's one job and the later one")
 			require.False(t, r.Added, "the job found is not known to be this call's")
-			require.Equal(t, first, r.ID, "the slot's job, found by its ID")
+			require.Equal(t, *first, r.ID, "the slot's job, found by its ID")
 			require.Empty(t, mustSchedules(t, mdb, q, 10), "nothing written: the Unschedule stands")
 		})
 	}
