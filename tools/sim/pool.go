@@ -123,22 +123,27 @@ type PoolResult struct {
 	// left to run it); SettledAfterCancel the runs that acked, nacked,
 	// snoozed or released a job after its Cancel returned;
 	// LostUncancelled the handlers whose context ended before the pools
-	// stopped though their job was not cancelled; CancelledAndAcked,
-	// CancelledAndDead and CancelledTwice the jobs a Cancel removed that
-	// were also acked (by the pool or a Task.Ack), dead in the end, or
-	// removed by another Cancel. Leftovers and CountErrors are
-	// checkAccounts' at each cycle's end and after the drain.
-	LeasedAfterCancel, SettledAfterCancel, LostUncancelled int
-	CancelledAndAcked, CancelledAndDead, CancelledTwice    int
-	Leftovers, CountErrors                                 int
-	Stats                                                  memdb.Stats
+	// stopped though their job was not cancelled; ExtendedAfterCancel the
+	// runs whose lease, taken before the clock moved by ExtendEvery
+	// (HeartbeatProb), a heartbeat then extended though their job's Cancel
+	// had returned before the clock moved (the extension read the job
+	// after the Cancel committed, so it must have found the lease lost);
+	// CancelledAndAcked, CancelledAndDead and CancelledTwice the jobs a
+	// Cancel removed that were also acked (by the pool or a Task.Ack),
+	// dead in the end, or removed by another Cancel. Leftovers and
+	// CountErrors are checkAccounts' at each cycle's end and after the
+	// drain.
+	LeasedAfterCancel, SettledAfterCancel, LostUncancelled, ExtendedAfterCancel int
+	CancelledAndAcked, CancelledAndDead, CancelledTwice                         int
+	Leftovers, CountErrors                                                      int
+	Stats                                                                       memdb.Stats
 }
 
 // OK reports whether every check held.
 func (r PoolResult) OK() bool {
 	return r.AckedTwice == 0 && r.AckedAndDead == 0 && r.Lost == 0 && r.Hidden == 0 && r.AttemptBurned == 0 &&
 		r.NotDue == 0 && r.ReleasedGone == 0 && r.FailedCut == 0 && r.LateAcked == 0 && r.DeadAttempts == 0 && r.RunErrors == 0 &&
-		r.LeasedAfterCancel == 0 && r.SettledAfterCancel == 0 && r.LostUncancelled == 0 && r.CancelledAndAcked == 0 &&
+		r.LeasedAfterCancel == 0 && r.SettledAfterCancel == 0 && r.LostUncancelled == 0 && r.ExtendedAfterCancel == 0 && r.CancelledAndAcked == 0 &&
 		r.CancelledAndDead == 0 && r.CancelledTwice == 0 && r.Leftovers == 0 && r.CountErrors == 0 &&
 		r.Added == r.Acked+r.Dead+r.Cancelled+r.AckedUnknown
 }
@@ -151,6 +156,11 @@ const poolShutdownTimeout = 7*time.Second + 3*time.Millisecond
 // poolExtendEvery is the pools' ExtendEvery: an odd duration too, so
 // that the harness knows the heartbeats' timers among the clock's.
 const poolExtendEvery = 20*time.Second + 11*time.Millisecond
+
+// poolLeaseDuration is the queue's and the pools' LeaseDuration: the
+// clock moves by less than it while the pools run, so that no lease
+// expires under a running handler.
+const poolLeaseDuration = time.Minute
 
 // poolReleaseTimeout is the pools' ReleaseTimeout: longer than any run of
 // the harness, since the clock, shared by the pools, moves past one
@@ -198,10 +208,13 @@ const poolReleaseTimeout = time.Hour
 // Cancel's transaction tells which; none if the job was queued), that no
 // run acks, nacks, snoozes or releases a job after its Cancel returned,
 // that a handler's context ends before the pools stop only if its job was
-// cancelled, and that a cancelled job is neither acked (by the pool or a
-// Task.Ack) nor dead: every job is acked, dead or cancelled once. At each
-// cycle's end and after the drain, nothing of a removed job may be left
-// and Stats and the bucket counters must be exact (checkAccounts).
+// cancelled, that no heartbeat extends a lease after its job's Cancel
+// returned (an extension that reads the job after the Cancel committed
+// finds the lease lost), and that a cancelled job is neither acked (by
+// the pool or a Task.Ack) nor dead: every job is acked, dead or cancelled
+// once. At each cycle's end and after the drain, nothing of a removed job
+// may be left and Stats and the bucket counters must be exact
+// (checkAccounts).
 func RunPoolShutdowns(ctx context.Context, seed int64, cfg PoolConfig) (PoolResult, error) {
 	var res PoolResult
 	db := memdb.New(memdb.WithSeed(seed), memdb.WithFaults(cfg.Faults), memdb.WithLatency(cfg.Latency),
@@ -239,7 +252,7 @@ func RunPoolShutdowns(ctx context.Context, seed int64, cfg PoolConfig) (PoolResu
 	if err != nil {
 		return res, err
 	}
-	const lease = time.Minute
+	const lease = poolLeaseDuration
 	q, err := fdbqueue.NewJobQueue(sub, fdbqueue.JobQueueConfig{MaxAttempts: cfg.MaxAttempts, Clock: clock,
 		LeaseDuration: lease, RetryBase: time.Second, RetryMax: 4 * time.Second, StatsResolution: leaseStatsResolution})
 	if err != nil {
@@ -365,6 +378,8 @@ type handlerRun struct {
 	reported   bool  // its Outcome came
 	result     fdbqueue.Result
 	err        error
+	task       *fdbqueue.Task // the handler's: its Lease is the latest the heartbeat extended
+	deadline   time.Time      // its lease's deadline as the handler started
 }
 
 // settled reports whether r's Outcome says the pool acked, nacked,
@@ -444,6 +459,12 @@ func (h *poolHarness) checkCancels(c *poolCycle, res *PoolResult) {
 			res.LostToCancel++
 		}
 		for _, k := range cs {
+			if k.ret < c.beatSeq && c.extendedPastBeat(r) {
+				res.ExtendedAfterCancel++
+				break
+			}
+		}
+		for _, k := range cs {
 			if r.start > k.ret && k.known && (k.lease == [16]byte{} || lease != k.lease) {
 				res.LeasedAfterCancel++
 			}
@@ -478,6 +499,22 @@ type poolCycle struct {
 	runs      map[[16]byte]*handlerRun    // by lease
 	stopping  bool                        // the pools are told to stop
 	stopAt    int64                       // poolHarness.seq as they were
+	// beatSeq is poolHarness.seq as cancelMidFlight moved the clock by
+	// ExtendEvery (0: it did not), beatFrom the clock's time before.
+	beatSeq  int64
+	beatFrom time.Time
+}
+
+// extendedPastBeat reports whether r's lease was taken before the clock
+// moved by ExtendEvery and a heartbeat extended it after: its deadline is
+// now later than any deadline a lease taken or extended before could have
+// (the clock's time then plus the lease duration). c.mu must be held.
+func (c *poolCycle) extendedPastBeat(r *handlerRun) bool {
+	if c.beatSeq == 0 || r.task == nil {
+		return false
+	}
+	limit := c.beatFrom.Add(poolLeaseDuration)
+	return !r.deadline.After(limit) && r.task.Lease().Deadline.After(limit)
 }
 
 // run returns the run of lease, made on first use; c.mu must be held.
@@ -497,8 +534,13 @@ func (c *poolCycle) poke() {
 	}
 }
 
+// errPoolStuck is poolCycle.wait's error when its guard fires.
+var errPoolStuck = errors.New("sim: stuck waiting for the pools' handlers")
+
 // wait waits until cond holds (checked under c.mu at every change). A
-// guard fails the seed if that takes a minute: the harness is stuck.
+// guard fails the seed with errPoolStuck if that takes a minute: the
+// harness is stuck (a check that a handler's state breaks should end
+// the wait instead, so that the seed fails by that check at once).
 func (c *poolCycle) wait(ctx context.Context, cond func() bool) error {
 	guard := time.NewTimer(time.Minute)
 	defer guard.Stop()
@@ -512,7 +554,7 @@ func (c *poolCycle) wait(ctx context.Context, cond func() bool) error {
 		select {
 		case <-c.changed:
 		case <-guard.C:
-			return errors.New("sim: stuck waiting for the pools' handlers")
+			return errPoolStuck
 		case <-ctx.Done():
 			return ctx.Err()
 		}
@@ -523,6 +565,7 @@ func (c *poolCycle) handler(ctx context.Context, task *fdbqueue.Task) error {
 	c.mu.Lock()
 	run := c.run(task.Lease())
 	run.start = c.h.seq.Add(1)
+	run.task, run.deadline = task, task.Lease().Deadline
 	defer func() {
 		c.mu.Lock()
 		run.ret = c.h.seq.Add(1)
@@ -613,7 +656,7 @@ func (h *poolHarness) cycle(ctx context.Context, q *fdbqueue.JobQueue, db *memdb
 	ran := make(chan error, cfg.Pools)
 	for range cfg.Pools {
 		go func() {
-			ran <- q.Run(runCtx, pdb, c.handler, fdbqueue.PoolOptions{Workers: cfg.Workers, LeaseDuration: time.Minute,
+			ran <- q.Run(runCtx, pdb, c.handler, fdbqueue.PoolOptions{Workers: cfg.Workers, LeaseDuration: poolLeaseDuration,
 				ExtendEvery: poolExtendEvery, ShutdownTimeout: timeout, ReleaseTimeout: poolReleaseTimeout, Logger: slog.New(&logTap{sink: logs}), OnOutcome: c.outcome})
 		}()
 	}
@@ -792,7 +835,8 @@ func (h *poolHarness) cycle(ctx context.Context, q *fdbqueue.JobQueue, db *memdb
 // blocked handler that honours its context lost its job, it moves the
 // clock by ExtendEvery (HeartbeatProb), once every handler's heartbeat
 // has armed its timer, and waits until those handlers have been told by
-// their heartbeats and their outcomes are in.
+// their heartbeats and their outcomes are in, or until a heartbeat
+// extended a lost job's lease instead (ExtendedAfterCancel).
 func (h *poolHarness) cancelMidFlight(ctx context.Context, q *fdbqueue.JobQueue, db kv.Database, clock *queuetest.Clock,
 	c *poolCycle, rng *rand.Rand, cfg PoolConfig) error {
 	c.mu.Lock()
@@ -849,14 +893,26 @@ func (h *poolHarness) cancelMidFlight(ctx context.Context, q *fdbqueue.JobQueue,
 	if err := c.wait(ctx, func() bool { return h.beats.Load() >= int64(c.started) }); err != nil {
 		return err
 	}
+	c.mu.Lock()
+	c.beatSeq, c.beatFrom = h.seq.Add(1), clock.Now()
+	c.mu.Unlock()
 	clock.Advance(poolExtendEvery)
+	// Each lost honouring blocker's heartbeat must find its lease gone and
+	// end its context, the handler then returning. A heartbeat that
+	// extends a lost job's lease instead (ExtendedAfterCancel, counted by
+	// checkCancels) would leave its handler blocked: stop waiting at once
+	// rather than until the guard fires.
 	return c.wait(ctx, func() bool {
+		done := true
 		for _, r := range c.runs {
-			if r.honours && lost[r.job] && !r.reported {
-				return false
+			switch {
+			case lost[r.job] && c.extendedPastBeat(r):
+				return true
+			case r.honours && lost[r.job] && !r.reported:
+				done = false
 			}
 		}
-		return true
+		return done
 	})
 }
 

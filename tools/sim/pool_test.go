@@ -29,10 +29,11 @@ import (
 // after its job's Cancel returned holds the very lease the Cancel removed
 // (none if the job was queued), no run acks, nacks, snoozes or releases a
 // job after its Cancel returned, a handler's context ends before the
-// pools stop only if its job was cancelled, a cancelled job is never
-// acked (by the pool or a Task.Ack) nor dead, and nothing of a removed
-// job is left and Stats and the bucket counters are exact at every
-// cycle's end and after the drain. The run must have cancelled jobs
+// pools stop only if its job was cancelled, no heartbeat extends a lease
+// after its job's Cancel returned, a cancelled job is never acked (by the
+// pool or a Task.Ack) nor dead, and nothing of a removed job is left and
+// Stats and the bucket counters are exact at every cycle's end and after
+// the drain. The run must have cancelled jobs
 // leased and queued, Cancels that found nothing, runs whose ack, nack or
 // release found the lease lost to a Cancel, handlers whose context a
 // heartbeat ended for it, and abandoned runs' Task.Acks that failed for
@@ -113,7 +114,11 @@ func TestPoolShutdownSimulation(t *testing.T) {
 // is then leased and run again after the Cancel returned), and pools that
 // read a cancelled job's record as it was before the Cancel (a stale
 // read: the run's ack, nack or release then succeeds after the Cancel
-// returned).
+// returned). With heartbeats on (HeartbeatProb), the heartbeat of a
+// cancelled job's run then extends its lease instead of ending its
+// handler, which the harness waited for until its one-minute guard fired:
+// each seed must fail by a check (ExtendedAfterCancel among them), never
+// by the guard (errPoolStuck).
 func TestPoolSimulationCatchesPlantedCancelBugs(t *testing.T) {
 	sub, err := fdbqueue.NewSubspace(tuple.Tuple{"sim", "pool"})
 	require.NoError(t, err)
@@ -135,19 +140,21 @@ func TestPoolSimulationCatchesPlantedCancelBugs(t *testing.T) {
 		t.Run(p.name, func(t *testing.T) {
 			cfg := DefaultPoolConfig()
 			cfg.plantCancel, cfg.plantPools = p.cancel, p.pools
-			// A heartbeat that finds the lease alive would not end the
-			// handlers the harness waits for: the run would hang, not fail.
-			cfg.HeartbeatProb = 0
+			cfg.HeartbeatProb = 1 // whenever a blocked handler's job is cancelled
+			caught, extended := 0, 0
 			for seed := int64(1); seed <= 6; seed++ {
 				r, err := RunPoolShutdowns(context.Background(), seed, cfg)
+				require.NotErrorIs(t, err, errPoolStuck, "seed %d: the harness waited for its guard instead of failing a check", seed)
 				if err != nil || !r.OK() {
-					t.Logf("seed %d caught it: err %v, leased after a Cancel %d, settled after a Cancel %d, cancelled and acked %d, and dead %d, twice %d, leftovers %d, wrong counts %d, lost %d",
-						seed, err, r.LeasedAfterCancel, r.SettledAfterCancel, r.CancelledAndAcked, r.CancelledAndDead, r.CancelledTwice,
+					caught++
+					extended += r.ExtendedAfterCancel
+					t.Logf("seed %d caught it: err %v, leased after a Cancel %d, settled after a Cancel %d, extended after a Cancel %d, cancelled and acked %d, and dead %d, twice %d, leftovers %d, wrong counts %d, lost %d",
+						seed, err, r.LeasedAfterCancel, r.SettledAfterCancel, r.ExtendedAfterCancel, r.CancelledAndAcked, r.CancelledAndDead, r.CancelledTwice,
 						r.Leftovers, r.CountErrors, r.Lost)
-					return
 				}
 			}
-			t.Fatal("no seed caught the planted bug")
+			require.Positive(t, caught, "no seed caught the planted bug")
+			require.Positive(t, extended, "no heartbeat was seen extending a cancelled job's lease")
 		})
 	}
 }
