@@ -896,6 +896,40 @@ func (h *poolHarness) cancelMidFlight(ctx context.Context, q *fdbqueue.JobQueue,
 	c.mu.Lock()
 	c.beatSeq, c.beatFrom = h.seq.Add(1), clock.Now()
 	c.mu.Unlock()
+	// Each heartbeat now extends its lease (JobQueue.Extend, in a
+	// transaction of the pool's that memdb retries after
+	// commit_unknown_result). Extend keeps no journal, so a retry may
+	// extend a lease again, but unlike the lease simulation this harness
+	// records no Extend as an operation and no check counts attempts: it
+	// sees only what the attempts left. So a retry can neither fail a
+	// clean run nor hide a failure here:
+	//   - An attempt reads the job and moves its deadline to the clock's
+	//     now plus the lease duration, with its bucket counts. An attempt
+	//     reported commit_unknown_result is decided before the retry
+	//     begins (as FDB's, commitDummyTransaction in
+	//     fdbclient/NativeAPI.actor.cpp); one interrupted in flight that
+	//     lands later conflicts with any write to the job since it read.
+	//     After any number of applied attempts the job is leased under
+	//     the same lease, and a retry finds it (Extend looks the job up by
+	//     its index entry once an applied attempt moved its record), so it
+	//     does not fail with ErrLeaseLost (no LostUncancelled), and
+	//     checkAccounts' counts stay exact.
+	//   - The Task keeps the last successful attempt's lease, or an older
+	//     one if the extension's result was lost (stopFailing): the same
+	//     lease ID, which the job's ack, nack or release finds whatever
+	//     deadline it carries.
+	//   - A heartbeat ends its handler's context on ErrLeaseLost only; a
+	//     retry that finds the job cancelled since fails so rightly (the
+	//     job is cancelled: HeartbeatLost).
+	//   - ExtendedAfterCancel needs a lease deadline past beatFrom plus the
+	//     lease duration: only an attempt that read the clock after the
+	//     Advance below sets one, and it commits after every Cancel of
+	//     lost returned. It either read the job after the Cancel committed
+	//     (ErrLeaseLost) or read it before and conflicts with the Cancel's
+	//     writes, so no attempt, first or retried, extends the lease.
+	// The harness's own Cancels are journaled (one OpID for every attempt)
+	// and look the job up again in each attempt, so a retry is recorded as
+	// the replay it is (poolCancel.known false).
 	clock.Advance(poolExtendEvery)
 	// Each lost honouring blocker's heartbeat must find its lease gone and
 	// end its context, the handler then returning. A heartbeat that
