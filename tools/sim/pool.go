@@ -65,6 +65,22 @@ func DefaultPoolConfig() PoolConfig {
 		StopFailProb: 0.1, CancelProb: 0.4, HeartbeatProb: 0.5}
 }
 
+// check refuses a configuration whose cycles would wait for jobs they do
+// not have: a cycle waits until up to Pools×Workers−1 blockers and 2 quick
+// jobs have started, and one more job may be cancelled as the pools
+// start, so JobsPerCycle must be at least Pools×Workers+2 (otherwise the
+// cycle hangs until the harness's stall guard).
+func (c PoolConfig) check() error {
+	switch {
+	case c.Cycles < 1 || c.Pools < 1 || c.Workers < 1:
+		return fmt.Errorf("sim: pool config: Cycles %d, Pools %d and Workers %d must be at least 1", c.Cycles, c.Pools, c.Workers)
+	case c.JobsPerCycle < c.Pools*c.Workers+2:
+		return fmt.Errorf("sim: pool config: JobsPerCycle %d is under Pools×Workers+2 = %d, the most jobs a cycle waits for",
+			c.JobsPerCycle, c.Pools*c.Workers+2)
+	}
+	return nil
+}
+
 // PoolResult is what one seed of RunPoolShutdowns found.
 type PoolResult struct {
 	Cycles, Handled int // cycles run; handler calls
@@ -217,6 +233,9 @@ const poolReleaseTimeout = time.Hour
 // (checkAccounts).
 func RunPoolShutdowns(ctx context.Context, seed int64, cfg PoolConfig) (PoolResult, error) {
 	var res PoolResult
+	if err := cfg.check(); err != nil {
+		return res, err
+	}
 	db := memdb.New(memdb.WithSeed(seed), memdb.WithFaults(cfg.Faults), memdb.WithLatency(cfg.Latency),
 		memdb.WithBackoff(50*time.Microsecond, time.Millisecond))
 	defer db.Close()

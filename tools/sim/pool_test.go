@@ -271,3 +271,18 @@ func (d dropWrites) Transact(_ context.Context, fn func(kv.Transaction) error) e
 func (d dropWrites) ReadTransact(_ context.Context, fn func(kv.ReadTransaction) error) error {
 	return fn(d)
 }
+
+// A configuration with too few jobs per cycle for its pools' workers is
+// refused at once: a cycle would wait for blockers and quick jobs it does
+// not have until the one-minute stall guard (3 pools of 3 workers and 9
+// jobs hung so).
+func TestPoolConfigRefusesTooFewJobs(t *testing.T) {
+	cfg := DefaultPoolConfig()
+	cfg.Pools = 3
+	_, err := RunPoolShutdowns(t.Context(), 1, cfg)
+	require.ErrorContains(t, err, "JobsPerCycle 9 is under Pools×Workers+2 = 11")
+	cfg.JobsPerCycle = 11
+	require.NoError(t, cfg.check())
+	cfg.Workers = 0
+	require.ErrorContains(t, cfg.check(), "must be at least 1")
+}
