@@ -80,33 +80,32 @@
 // journal and is as safe as the recipe's.
 //
 // An error for which kv.MaybeCommitted is true (the commit's outcome was
-// unknown and the retries stopped, say because the context ended) leaves
-// the operation applied or not. With the journal it is an
-// *UnknownResultError holding the operation's ID: calling the operation again with WithOpID(ID) within
-// the journal retention settles it, returning the first call's result if
-// that committed and applying the operation if it did not. Settle under
+// unknown and the retries stopped, say because the context ended) leaves the
+// operation applied or not. With the journal it is an *UnknownResultError
+// holding the operation's ID: calling the operation again with WithOpID(ID)
+// within the journal retention settles it, returning the first call's result
+// if that committed and applying the operation if it did not. Settle under
 // an ID the operation made itself on the same Queue, PriorityQueue or
-// JobQueue value (another may not find its record, and apply it again);
-// pass your own WithOpID to settle from anywhere.
-// After any other error the operation had no effect (but that a failed
-// staged take by place sends the item due to it to the tail; see
-// StagingConfig).
+// JobQueue value (another may not find its record, and apply it again); pass
+// your own WithOpID to settle from anywhere. After any other error the
+// operation had no effect (but that a failed staged take by place sends the
+// item due to it to the tail; see StagingConfig).
 //
 // # Costs and limits
 //
-// Each exported function's doc comment gives its reads, writes, round
-// trips and conflicts, for a handle in use: its first operations also
-// read the stored configuration (the first on a new queue writes it, see
-// Reconfigure) and declare the handle's journal retention (see
-// WithJournalRetention). Besides them, every operation reads the metadata
-// version, which comes with the read version (no round trip); one in 64
-// also reads the declared retention, with its other reads, and may clear
-// expired journal records; and an operation given a Database clears the
-// records that its handle's earlier operations on a Database left under
-// their own IDs (a JobQueue's, a batch's, a staged take's, one under
-// WithOpID; a Queue's or PriorityQueue's other single-result operations
-// reuse a journal slot instead): usually one clear per operation. Batches stay within a byte
-// budget (WithBatchBudget) and never fail with transaction_too_large.
+// Each exported function's doc comment gives its reads, writes, round trips
+// and conflicts, for a handle in use: its first operations also read the
+// stored configuration (the first on a new queue writes it, see Reconfigure)
+// and declare the handle's journal retention (see WithJournalRetention).
+// Besides them, every operation reads the metadata version, which comes with
+// the read version (no round trip); one in 64 also reads the declared
+// retention, with its other reads, and may clear expired journal records;
+// and an operation given a Database clears the records that its handle's
+// earlier operations on a Database left under their own IDs (a JobQueue's, a
+// batch's, a staged take's, one under WithOpID; a Queue's or PriorityQueue's
+// other single-result operations reuse a journal slot instead): usually one
+// clear per operation. Batches stay within a byte budget (WithBatchBudget)
+// and never fail with transaction_too_large.
 //
 // # Errors
 //
@@ -115,11 +114,11 @@
 // ErrInvalidArgument, ErrBatchTooLarge, ErrTooManyToCount,
 // ErrOperationExpired, ErrClaimExpired, ErrUnreadableAfterEnqueue,
 // ErrLeaseLost, ErrJobNotFound, ErrScheduleNotFound, ErrUniqueKeyHeld,
-// ErrCodec (a *CodecError), ErrConfigMismatch (a *ConfigMismatchError
-// naming what differs), ErrQueueNotEmpty, ErrKeyOutsideSubspace and
-// ErrMalformedKey. Database errors are kv errors (kv.ErrNotCommitted,
-// ...); an operation with the journal whose outcome is unknown wraps its
-// error in an *UnknownResultError (above). No input makes an operation panic, and no
+// ErrCodec (a *CodecError), ErrConfigMismatch (a *ConfigMismatchError naming
+// what differs), ErrQueueNotEmpty, ErrKeyOutsideSubspace and
+// ErrMalformedKey. Database errors are kv errors (kv.ErrNotCommitted, ...);
+// an operation with the journal whose outcome is unknown wraps its error in
+// an *UnknownResultError (above). No input makes an operation panic, and no
 // failure loses or duplicates an item.
 //
 // # Design
