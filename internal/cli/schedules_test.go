@@ -32,9 +32,10 @@ func demoScheduleQueue(t *testing.T, clock *memdb.ManualClock) *fdbqueue.JobQueu
 }
 
 // demoSchedules schedules four periodic jobs on the demo's job queue (at
-// 09:45), besides the demo's own "hourly-cleanup" (09:00): "hourly-report" (its 09:00 slot), a daily one whose name is not
-// UTF-8 (00:00), "sync", whose slot is skipped for its unique key, which a
-// job holds, and "ahead", scheduled by a clock two hours ahead (11:00).
+// 09:45), besides the demo's own "hourly-cleanup" (09:00): "hourly-report"
+// (its 09:00 slot), a daily one whose name is not UTF-8 (00:00), "sync",
+// whose slot is skipped for its unique key, which a job holds, and "ahead",
+// scheduled by a clock two hours ahead (11:00).
 func demoSchedules(t *testing.T, db kv.Database, clock *memdb.ManualClock) *fdbqueue.JobQueue {
 	t.Helper()
 	ctx := context.Background()

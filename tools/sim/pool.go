@@ -196,18 +196,19 @@ const poolReleaseTimeout = time.Hour
 // Commits interrupted by the cancel may land late, and StopFailProb fails
 // the pools' transactions while they stop.
 //
-// Once every Run has returned, the queue is read straight from the
-// database: a job released at shutdown (Outcome Abandoned, Err nil) must
-// be queued, due at once, with its attempt count back to what it was
-// before that lease; a job still leased must be explained by a database
-// failure the pool reported (a Release that failed, an ack or nack that
-// failed, a lease in flight it could not settle); anything else is hidden
-// until its lease expires, a failure, and so is an ack, nack or release
-// of a handler's result that the pool's own abandonment cut short. Then the handlers that ignored their
-// context return, and call Task.Ack: it must fail with ErrLeaseLost for a
-// job the pool released. At the end, every job is drained and accounted
-// for: acked once (an Outcome Acked, a Task.Ack or the drain's Ack) or
-// dead once with MaxAttempts counted attempts, never both, never lost.
+// Once every Run has returned, the queue is read straight from the database:
+// a job released at shutdown (Outcome Abandoned, Err nil) must be queued,
+// due at once, with its attempt count back to what it was before that lease;
+// a job still leased must be explained by a database failure the pool
+// reported (a Release that failed, an ack or nack that failed, a lease in
+// flight it could not settle); anything else is hidden until its lease
+// expires, a failure, and so is an ack, nack or release of a handler's
+// result that the pool's own abandonment cut short. Then the handlers that
+// ignored their context return, and call Task.Ack: it must fail with
+// ErrLeaseLost for a job the pool released. At the end, every job is drained
+// and accounted for: acked once (an Outcome Acked, a Task.Ack or the drain's
+// Ack) or dead once with MaxAttempts counted attempts, never both, never
+// lost.
 //
 // Cancels remove jobs while the pools run (PoolConfig.CancelProb): as
 // they start, racing the handlers' leases and acks, and mid-flight, of
