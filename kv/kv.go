@@ -155,7 +155,9 @@ type ReadTransaction interface {
 	// that was reached, only up to and including the last key returned.
 	GetRange(r KeyRange, opts RangeOptions) RangeResult
 	// GetReadVersion returns the version the transaction reads at,
-	// obtaining one if it has none yet.
+	// obtaining one if it has none yet. After the commit of a transaction
+	// that had none (it only wrote), it is the one the commit obtained,
+	// before the commit's version.
 	GetReadVersion() FutureInt64
 	// Snapshot returns a view of the same transaction whose reads add no
 	// read conflict ranges. Snapshot reads still see the transaction's own

@@ -69,6 +69,7 @@ func errorTests() []conformanceTest {
 		conformanceTest{"OnErrorKeepsOptions", testOnErrorKeepsOptions},
 		conformanceTest{"FailedCommitLeavesUsedDuringCommit", testFailedCommitLeavesUsedDuringCommit},
 		conformanceTest{"AfterCommit", testAfterCommit},
+		conformanceTest{"ReadVersionOfBlindCommit", testReadVersionOfBlindCommit},
 		conformanceTest{"CancelFailsVersionstamp", testCancelFailsVersionstamp},
 		conformanceTest{"ApproximateSizeReportsInvalidWrite", testApproximateSizeReportsInvalidWrite},
 		conformanceTest{"NegativeRangeLimit", testNegativeRangeLimit},
@@ -136,6 +137,24 @@ func testAfterCommit(t *testing.T, f *fixture) {
 	require.GreaterOrEqual(t, cv, rv, "the committed version")
 	_, err = tr.GetVersionstamp().Get()
 	requireCode(t, err, kv.ErrUsedDuringCommit, "GetVersionstamp asked after the commit")
+}
+
+// testReadVersionOfBlindCommit: a transaction that wrote without reading
+// obtains its read version when it commits (tryCommit calls
+// trState->startTransaction(FLAG_CAUSAL_READ_RISKY), fdbclient/
+// NativeAPI.actor.cpp), and GetReadVersion then answers with that version
+// (Transaction::getReadVersion returns the transaction's
+// readVersionFuture; ReadYourWritesTransaction::getReadVersion checks only
+// resetPromise), which is before the commit's version: not a new one.
+func testReadVersionOfBlindCommit(t *testing.T, f *fixture) {
+	tr := f.newTx(t)
+	tr.Set(f.key("a"), []byte("x"))
+	commit(t, tr, "a blind write")
+	cv, err := tr.GetCommittedVersion()
+	require.NoError(t, err, "GetCommittedVersion after the commit")
+	rv := readVersion(t, tr)
+	require.Less(t, rv, cv, "the read version after a blind commit is the one the commit used, before its commit version")
+	require.Equal(t, rv, readVersion(t, tr), "asked again, the read version is the same")
 }
 
 // testCancelFailsVersionstamp: a versionstamp future fails when the

@@ -51,6 +51,11 @@ type commitResult struct {
 	applied bool
 	dropped bool // rv was unregistered (commitReq.dropRV)
 	err     error
+	// rv and rvTime are the read version the step resolved the commit at
+	// and when, set when it applied: for a transaction that had none
+	// (a blind write), they become its read version (finishCommitLocked).
+	rv     int64
+	rvTime time.Duration
 }
 
 // versionstamp returns the 10-byte versionstamp of a commit at v: the
@@ -163,7 +168,7 @@ func (db *DB) commitStep(req *commitReq, forced *forcedFailure, fault faultKind)
 	drop := req.dropRV && reported == nil
 	db.collectLocked(now, v, drop, req.rv)
 	db.commits++
-	return commitResult{version: v, applied: true, dropped: drop, err: reported}
+	return commitResult{version: v, applied: true, dropped: drop, err: reported, rv: rv, rvTime: now}
 }
 
 // writtenAfterLocked reports whether a write committed after rv falls in

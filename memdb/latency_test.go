@@ -116,3 +116,28 @@ func TestBlindWritePaysGRVAndCommitDelays(t *testing.T) {
 	require.True(t, ok)
 	require.Equal(t, "v", v)
 }
+
+// After a blind write commits, GetReadVersion answers with the read version
+// the commit obtained (tryCommit's startTransaction, fdbclient/
+// NativeAPI.actor.cpp), before the commit's version, on each of memdb's
+// commit paths: at once, after a latency model's delays, and through the
+// fault injector (kvtest's ReadVersionOfBlindCommit covers the first).
+func TestBlindCommitKeepsItsReadVersion(t *testing.T) {
+	for name, opt := range map[string]memdb.Option{
+		"latency": memdb.WithLatency(memdb.Latency{GRV: memdb.Span{Min: time.Millisecond, Max: time.Millisecond}}),
+		"faults":  memdb.WithFaults(memdb.Faults{ExtraLatency: time.Millisecond, ExtraLatencyProb: 1}),
+	} {
+		t.Run(name, func(t *testing.T) {
+			db, _ := newDB(t, opt)
+			mustSet(t, db, "a", "1")
+			tr := newTx(t, db)
+			tr.Set([]byte("b"), []byte("2"))
+			require.NoError(t, tr.Commit())
+			cv, err := tr.GetCommittedVersion()
+			require.NoError(t, err)
+			rv, err := tr.GetReadVersion().Get()
+			require.NoError(t, err)
+			require.Less(t, rv, cv, "the commit's read version, before its commit version")
+		})
+	}
+}

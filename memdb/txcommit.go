@@ -148,6 +148,15 @@ func (tx *transaction) Commit() error {
 // finishCommitLocked records the outcome of the commit step: on failure,
 // the transaction's watches and versionstamp fail with the error.
 func (tx *transaction) finishCommitLocked(req *commitReq, res commitResult) error {
+	if res.applied && tx.rvState == rvNone {
+		// A blind write had no read version: FDB's commit obtains one
+		// first (tryCommit: trState->startTransaction(FLAG_CAUSAL_READ_RISKY),
+		// fdbclient/NativeAPI.actor.cpp), and GetReadVersion answers with
+		// it afterwards, a version before the commit's. It is not
+		// registered: no read can use it (every read now fails with
+		// used_during_commit).
+		tx.rv, tx.grvTime, tx.rvState = res.rv, res.rvTime, rvHave
+	}
 	if res.err != nil {
 		for _, w := range req.watches {
 			w.finish(res.err)
@@ -267,7 +276,7 @@ func (tx *transaction) send(req, late *commitReq, gen uint64) commitResult {
 		close(hold.done) // no late copy (the hold came after Commit looked)
 	}
 	db.stats.interrupted.Add(1)
-	return commitResult{err: kv.CommitInterrupted(cerr), applied: res.applied}
+	return commitResult{err: kv.CommitInterrupted(cerr), applied: res.applied, rv: res.rv, rvTime: res.rvTime}
 }
 
 // landLate runs the commit step of late, a commit interrupted in flight,
