@@ -267,7 +267,8 @@ type Transaction interface {
 	// timeout options. When it returns an FDB error (not retryable, or the
 	// retry limit reached) it leaves the transaction cancelled until Reset,
 	// as FDB does from API version 610; an error without an FDB code comes
-	// back unchanged and leaves the transaction as it was.
+	// back unchanged and leaves the transaction as it was. A Reset while
+	// it backs off makes it return ErrTransactionCancelled at once.
 	OnError(err error) error
 	// Reset returns the transaction to its initial state: its writes, reads,
 	// read version, error state, retry count and options (timeout, retry

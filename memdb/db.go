@@ -79,9 +79,13 @@ type DB struct {
 	// before the transactions it concerns start), is called by a Commit
 	// that is about to wait for reads in flight, without tx.mu.
 	awaitingReads func()
-	// sleeping, likewise, is called by a read or read version request
-	// about to wait out its latency (sleepIn), without tx.mu.
+	// sleeping, likewise, is called by work in flight about to wait out
+	// a delay (sleepIn: a read, a read version request, a commit,
+	// OnError's backoff), without tx.mu.
 	sleeping func()
+	// backingOff, likewise, is called by an OnError about to wait out its
+	// backoff, without tx.mu.
+	backingOff func()
 }
 
 var _ kv.Database = (*DB)(nil)

@@ -110,6 +110,9 @@ type txCold struct {
 	// class.)
 	reading  int32
 	delaySet bool // max_retry_delay was set (0 included)
+	// backingOff is set while an OnError waits out its backoff: a Reset
+	// meanwhile leaves the transaction cancelled (resetLocked).
+	backingOff bool
 	// readErr is the code of the error of the first read that failed
 	// (readFailedLocked), which Commit returns; 0 if none.
 	readErr uint16
@@ -584,17 +587,12 @@ func (tx *transaction) cancelledLocked() error {
 	return tx.x.cancelErr
 }
 
-// sleep waits d in real time; it returns the cancellation error if the
-// transaction is cancelled (or the DB closed) first.
-func (tx *transaction) sleep(d time.Duration) error {
-	return tx.sleepIn(d, nil)
-}
-
-// sleepIn is sleep for work of generation *gen in flight (a read, the
-// read version request), which a reset ends too: it returns
-// transaction_cancelled at once if the transaction is reset meanwhile, as
-// FDB's reads wait on resetPromise beside the read (see sameGen). A nil
-// gen is sleep's: only a cancellation ends it.
+// sleepIn waits d in real time for work of generation *gen in flight (a
+// read, the read version request, a commit, OnError's backoff); it
+// returns the cancellation error if the transaction is cancelled (or the
+// DB closed) first, and transaction_cancelled at once if the transaction
+// is reset meanwhile, as FDB's operations wait on resetPromise beside
+// their work (see sameGen). With a nil gen, only a cancellation ends it.
 func (tx *transaction) sleepIn(d time.Duration, gen *uint64) error {
 	tx.mu.Lock()
 	if err := tx.cancelledLocked(); err != nil {

@@ -379,7 +379,10 @@ const futureVersionRetryDelay = 10 * time.Millisecond
 // transaction_cancelled to resetPromise). Watches that a retry drops fail
 // with kv.ErrTransactionCancelled (Transaction::onError resets, and
 // resetImpl calls cancelWatches, whose default error is
-// transaction_cancelled: fdbclient/NativeAPI.actor.cpp).
+// transaction_cancelled: fdbclient/NativeAPI.actor.cpp). A Cancel, a
+// timeout or a Reset during the backoff ends it with its error
+// (transaction_cancelled for a Reset, which then leaves the transaction
+// cancelled: see resetLocked).
 func (tx *transaction) OnError(err error) error {
 	if err == nil {
 		return nil
@@ -432,15 +435,34 @@ func (tx *transaction) OnError(err error) error {
 	if x.retries < math.MaxInt32 {
 		x.retries++
 	}
+	gen := tx.gen
+	x.backingOff = true
 	tx.mu.Unlock()
 	tx.db.stats.retries.Add(1)
 
-	if serr := tx.sleep(delay); serr != nil {
+	if f := tx.db.backingOff; f != nil {
+		f()
+	}
+	serr := tx.sleepIn(delay, &gen)
+	tx.mu.Lock()
+	defer tx.mu.Unlock()
+	if tx.gen != gen {
+		// A Reset during the backoff ended it, and left the transaction
+		// cancelled (resetLocked): FDB's RYWImpl::onError waits on
+		// resetPromise || tr.onError(e), so resetRyow's
+		// transaction_cancelled ends it, and its catch then sets the new
+		// resetPromise (API 610 and later). Nothing of the transaction
+		// since the Reset is touched.
+		return kv.ErrTransactionCancelled
+	}
+	x.backingOff = false
+	if serr != nil {
 		return serr
 	}
-	tx.mu.Lock()
+	if err := tx.cancelledLocked(); err != nil {
+		return err
+	}
 	tx.resetLocked(false, kv.ErrTransactionCancelled)
-	tx.mu.Unlock()
 	return nil
 }
 
@@ -499,6 +521,18 @@ func (tx *transaction) resetLocked(full bool, watchErr error) {
 			}
 		}
 		tx.armTimerLocked()
+		if x := tx.x; x != nil && x.backingOff {
+			// An OnError is waiting out its backoff: the reset ends it
+			// with transaction_cancelled (OnError), and leaves the
+			// transaction cancelled, as FDB's does: RYWImpl::onError's
+			// catch finds the promise that resetRyow made unset and fails
+			// it with transaction_cancelled (API 610 and later), all
+			// within the reset. (Under the multi-version client,
+			// MultiVersionTransaction::reset makes a new inner
+			// transaction instead, not cancelled.)
+			x.backingOff = false
+			tx.cancelLocked(kv.ErrTransactionCancelled)
+		}
 	}
 }
 
