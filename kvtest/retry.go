@@ -37,6 +37,7 @@ func retryTests() []conformanceTest {
 		{"TimeoutNotYetExpired", testTimeoutNotYetExpired},
 		{"TimeoutZeroDisables", testTimeoutZeroDisables},
 		{"TimeoutSpansRetries", testTimeoutSpansRetries},
+		{"TimeoutCountsFromCreation", testTimeoutCountsFromCreation},
 		{"MaxRetryDelayCapsBackoff", testMaxRetryDelayCapsBackoff},
 	}
 }
@@ -309,6 +310,24 @@ func testTimeoutSpansRetries(t *testing.T, f *fixture) {
 	})
 	requireCode(t, err, kv.ErrTransactionTimedOut, "Transact whose runs together outlast the 1 s timeout")
 	require.Equal(t, 2, runs, "the second run must hit the timeout: time spent in retries counts")
+}
+
+// testTimeoutCountsFromCreation: the timeout counts from the
+// transaction's creation, not from SetTimeout or the first read: FDB's
+// timebomb fires at creationTime + timeout (ReadYourWritesTransaction::
+// resetTimeout, fdbclient/ReadYourWrites.actor.cpp; the constructor and
+// reset set creationTime), so a timeout set once that much time has passed
+// cancels the transaction at once.
+func testTimeoutCountsFromCreation(t *testing.T, f *fixture) {
+	f.seed(t, "a")
+	tr := f.newTx(t)
+	tr.Set(f.key("b"), []byte("x"))
+	f.h.AdvanceTime(2 * time.Second)
+	require.NoError(t, tr.Options().SetTimeout(time.Second), "SetTimeout")
+	_, err := tr.Get(f.key("a")).Get()
+	requireCode(t, err, kv.ErrTransactionTimedOut, "a read after a 1 s timeout set 2 s after the creation")
+	requireCode(t, tr.Commit(), kv.ErrTransactionTimedOut, "the Commit")
+	f.requireAbsent(t, f.key("b"), "a timed-out transaction must apply nothing")
 }
 
 func testMaxRetryDelayCapsBackoff(t *testing.T, f *fixture) {

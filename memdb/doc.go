@@ -230,7 +230,8 @@
 // clears them, as FDB's does, and restarts the retry count. SetTimeout
 // cancels the transaction with transaction_timed_out once its time has
 // passed since creation (or Reset), in real time or on the Clock,
-// whichever comes first.
+// whichever comes first (with a Clock other than the default, the real
+// time counts from the first SetTimeout).
 //
 // A commit that is in flight (waiting out its commit latency) when the
 // transaction is cancelled or times out returns

@@ -28,7 +28,7 @@ type transaction struct {
 	mu  sync.Mutex
 	gen uint64 // incremented by every reset: stale asynchronous work checks it
 
-	createdAt time.Duration // on db.clock if created (real time: see createdRealLocked)
+	createdAt time.Duration // on db.clock (real time: see createdRealLocked)
 
 	// x holds what few transactions use; it is allocated on first use.
 	x *txCold
@@ -82,7 +82,6 @@ type transaction struct {
 	arenaUsed  uint8
 	rvState    uint8
 	rvReg      bool // rv is registered in db.readers
-	created    bool // createdAt is set
 	committing bool
 	committed  bool
 	// commitStarted is set when Commit starts and stays set, whatever the
@@ -127,8 +126,8 @@ type txCold struct {
 	cancelErr error
 	cancelCh  chan struct{}
 
-	// createdReal is the creation time in real time, taken with createdAt
-	// when the DB's clock is not the real one.
+	// createdReal is the creation time in real time when the DB's clock
+	// is not the real one (see createdRealLocked); zero until needed.
 	createdReal time.Time
 
 	timeout       time.Duration
@@ -398,36 +397,33 @@ func (db *DB) newTransaction(ctx context.Context) (*transaction, error) {
 	return tx, nil
 }
 
-// stampCreation marks the transaction as just created (or Reset). The
-// clock is read lazily, at the first operation that needs it (its first
-// read version, or SetTimeout), which spares a clock read per transaction:
-// the timeout then counts from that moment, a negligible difference.
+// stampCreation marks the transaction as just created (or Reset): its
+// timeout counts from now on the DB's clock, as FDB's counts from
+// creationTime, which its constructor and reset set
+// (ReadYourWritesTransaction::resetTimeout, fdbclient/
+// ReadYourWrites.actor.cpp), whatever the transaction did before
+// SetTimeout.
 func (tx *transaction) stampCreation() {
-	tx.created = false
+	tx.createdAt = tx.db.clock.Now()
 	if tx.x != nil {
 		tx.x.createdReal = time.Time{}
 	}
 }
 
-// creationLocked returns the creation time on the DB's clock, taking now
-// (db.clock.Now()) as the creation time if it was not taken yet.
-func (tx *transaction) creationLocked(now time.Duration) time.Duration {
-	if !tx.created {
-		tx.created, tx.createdAt = true, now
-		if !tx.db.clock.real {
-			tx.cold().createdReal = time.Now()
-		}
-	}
-	return tx.createdAt
-}
-
-// createdRealLocked returns the creation time in real time (for the
-// timeout's timer); creationLocked must have been called.
+// createdRealLocked returns the creation time in real time, for the
+// timeout's timer. With a Clock other than the real one, the real time is
+// taken at the first call (a SetTimeout): the timer then counts from
+// there, while the DB's clock still counts from the creation
+// (cancelledLocked).
 func (tx *transaction) createdRealLocked() time.Time {
-	if x := tx.x; x != nil && !x.createdReal.IsZero() {
-		return x.createdReal
+	if tx.db.clock.real {
+		return tx.db.clock.at(tx.createdAt)
 	}
-	return tx.db.clock.at(tx.createdAt)
+	x := tx.cold()
+	if x.createdReal.IsZero() {
+		x.createdReal = time.Now()
+	}
+	return x.createdReal
 }
 
 // release drops the transaction's context binding and timer.
@@ -575,8 +571,7 @@ func (tx *transaction) cancelledLocked() error {
 		if tx.db.closedFlag.Load() {
 			tx.cancelLocked(ErrClosed)
 		} else if x := tx.x; x != nil && x.timeout > 0 {
-			now := tx.db.clock.Now()
-			if now-tx.creationLocked(now) > x.timeout {
+			if tx.db.clock.Now()-tx.createdAt > x.timeout {
 				tx.cancelLocked(kv.ErrTransactionTimedOut)
 			}
 		}
@@ -688,7 +683,6 @@ func (tx *transaction) setErrLocked(err error) {
 func (tx *transaction) obtainRVLocked() {
 	db := tx.db
 	tx.grvTime = db.clock.Now()
-	tx.creationLocked(tx.grvTime)
 	if db.versionAt(tx.grvTime)-db.version.Load() > idleVersions {
 		db.advanceIdle(tx.grvTime)
 	}

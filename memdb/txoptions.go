@@ -49,7 +49,6 @@ func (tx *transaction) armTimerLocked() {
 	if x.timeout <= 0 {
 		return
 	}
-	tx.creationLocked(tx.db.clock.Now())
 	createdReal := tx.createdRealLocked()
 	left := x.timeout - time.Since(createdReal)
 	if left <= 0 {
