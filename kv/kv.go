@@ -64,7 +64,10 @@ type FutureInt64 interface {
 type FutureVersionstamp interface {
 	// Get blocks until the transaction has committed and returns the
 	// 10-byte versionstamp its versionstamped operations used. It returns an
-	// error if the commit failed, or if the transaction wrote nothing.
+	// error if the commit failed (FDB's transaction_invalid_version, 2020,
+	// whatever the commit's error; the cancellation's error if the
+	// transaction was cancelled or reset first), or if the transaction
+	// wrote nothing (no_commit_version, 2021).
 	Get() ([]byte, error)
 }
 

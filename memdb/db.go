@@ -20,6 +20,12 @@ var ErrClosed = fmt.Errorf("memdb: database closed: %w", kv.ErrClientInvalidOp)
 // a transaction that committed nothing.
 var errNoCommitVersion = kv.Error{Code: 2021}
 
+// errInvalidVersion is FDB's transaction_invalid_version (2020): the
+// versionstamp of a transaction whose commit failed, whatever the commit's
+// error (Transaction::commitAndWatch sends it to the versionstamp promise,
+// fdbclient/NativeAPI.actor.cpp).
+var errInvalidVersion = kv.Error{Code: 2020}
+
 const (
 	maxKeySize   = kv.MaxKeySize
 	maxValueSize = kv.MaxValueSize

@@ -70,7 +70,7 @@ func (tx *transaction) Commit() error {
 		for _, w := range req.watches { // taken from x.watches above
 			w.finish(kv.ErrTransactionTooLarge)
 		}
-		tx.failStampLocked(kv.ErrTransactionTooLarge)
+		tx.failStampLocked(errInvalidVersion)
 		tx.mu.Unlock()
 		return kv.ErrTransactionTooLarge
 	}
@@ -90,7 +90,7 @@ func (tx *transaction) Commit() error {
 			for _, w := range req.watches {
 				w.finish(err)
 			}
-			tx.failStampLocked(err)
+			tx.failStampLocked(errInvalidVersion)
 			tx.mu.Unlock()
 			return err
 		}
@@ -146,7 +146,9 @@ func (tx *transaction) Commit() error {
 }
 
 // finishCommitLocked records the outcome of the commit step: on failure,
-// the transaction's watches and versionstamp fail with the error.
+// the transaction's watches fail with the error, and its versionstamp with
+// transaction_invalid_version (errInvalidVersion), or with the
+// cancellation's error if one interrupted the commit.
 func (tx *transaction) finishCommitLocked(req *commitReq, res commitResult) error {
 	if res.applied && tx.rvState == rvNone {
 		// A blind write had no read version: FDB's commit obtains one
@@ -161,7 +163,14 @@ func (tx *transaction) finishCommitLocked(req *commitReq, res commitResult) erro
 		for _, w := range req.watches {
 			w.finish(res.err)
 		}
-		tx.failStampLocked(res.err)
+		if tx.cancelled {
+			// Interrupted in flight: FDB's versionstamp future waits on
+			// resetPromise too (ReadYourWritesTransaction::
+			// getVersionstamp), which the cancellation set first.
+			tx.failStampLocked(tx.x.cancelErr)
+		} else {
+			tx.failStampLocked(errInvalidVersion)
+		}
 		return res.err
 	}
 	tx.committed = true
