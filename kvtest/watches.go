@@ -48,6 +48,7 @@ func watchTests() []conformanceTest {
 		{"FailsWithItsRead", testWatchFailsWithItsRead},
 		{"CancelledTransactionFailsWatch", testWatchOfCancelledTransactionFails},
 		{"CommitFailingBeforeSendFailsWatch", testWatchOfCommitFailingBeforeSendFails},
+		{"TransactionErrorsBeforeKeyErrors", testWatchTransactionErrorsBeforeKeyErrors},
 	}
 }
 
@@ -478,4 +479,42 @@ func testWatchFailsWithItsRead(t *testing.T, f *fixture) {
 	commit(t, tr, "the watch's failed read does not fail the commit")
 	v := f.get(t, f.key("vv"))
 	require.Len(t, v, 10, "the versionstamped value was written")
+}
+
+// testWatchTransactionErrorsBeforeKeyErrors: Watch refuses a key in the
+// system key space (key_outside_legal_range) and one over the size limit
+// (key_too_large), but only after the transaction's own errors, in FDB's
+// order: ThreadSafeTransaction::watch (fdbclient/ThreadSafeTransaction.cpp)
+// reports a deferred error first, then ReadYourWritesTransaction::watch
+// (fdbclient/ReadYourWrites.actor.cpp) used_during_commit, a cancellation
+// (resetPromise), the key's range and the key's size.
+func testWatchTransactionErrorsBeforeKeyErrors(t *testing.T, f *fixture) {
+	system := []byte("\xff\x00watched")
+	oversized := f.key(string(bytes.Repeat([]byte{'k'}, kv.MaxKeySize+1-len(f.prefix))))
+	watchFails := func(tr kv.Transaction, key []byte, want kv.Error, what string) {
+		t.Helper()
+		w := tr.Watch(key)
+		t.Cleanup(w.Cancel)
+		f.requireFailsSoon(t, w, want, what)
+	}
+
+	tr := f.newTx(t)
+	watchFails(tr, system, kv.ErrKeyOutsideLegalRange, "a watch on a key in the system key space")
+	watchFails(tr, []byte("\xff\xff"), kv.ErrKeyOutsideLegalRange, "a watch on a key in the special key space")
+	watchFails(tr, oversized, kv.ErrKeyTooLarge, "a watch on a key over the size limit")
+	tr.Cancel()
+
+	tr = f.newTx(t)
+	tr.Cancel()
+	watchFails(tr, system, kv.ErrTransactionCancelled, "a watch on a system key in a cancelled transaction")
+	watchFails(tr, oversized, kv.ErrTransactionCancelled, "a watch on an oversized key in a cancelled transaction")
+
+	tr = f.newTx(t)
+	tr.Set(f.key("v"), make([]byte, kv.MaxValueSize+1))
+	watchFails(tr, system, kv.ErrValueTooLarge, "a watch on a system key after a write's deferred error")
+	tr.Cancel()
+
+	tr = f.newTx(t)
+	commit(t, tr, "an empty commit")
+	watchFails(tr, system, kv.ErrUsedDuringCommit, "a watch on a system key after the commit")
 }

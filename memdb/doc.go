@@ -79,7 +79,9 @@
 //     read version's stamp placed (where FDB's write map holds the write);
 //     otherwise the key is written even if the clear covers it (FDB sends
 //     clears before atomic operations).
-//   - Watches: Watch(k) reads k with a normal read, as FDB's does (so a
+//   - Watches: Watch(k) fails first with the transaction's error, then
+//     with key_outside_legal_range for a key under \xff or key_too_large,
+//     as FDB's does. It reads k with a normal read, as FDB's does (so a
 //     watching transaction that writes conflicts when k changed after its
 //     read version; the read's error fails the watch), and fires at once
 //     when the transaction itself then changes k's value (an atomic

@@ -186,18 +186,22 @@ func (r *watchRegistry) failAll(err error) {
 // it saw is what the transaction's own later writes are compared with. Watch
 // waits for that read (with a latency model, a read delay).
 func (tx *transaction) Watch(key []byte) kv.Watch {
+	tx.mu.Lock()
+	// The transaction's errors come first, then the key's, as in FDB
+	// (ThreadSafeTransaction::watch checks the deferred error, then
+	// ReadYourWritesTransaction::watch used_during_commit, a cancellation,
+	// the key's range and its size).
+	if err := tx.checkLocked(); err != nil {
+		tx.mu.Unlock()
+		return failedWatch(err)
+	}
+	tx.mu.Unlock()
 	if len(key) > 0 && key[0] == 0xff {
 		return failedWatch(kv.ErrKeyOutsideLegalRange)
 	}
 	if len(key) > maxKeySize {
 		return failedWatch(kv.ErrKeyTooLarge)
 	}
-	tx.mu.Lock()
-	if err := tx.checkLocked(); err != nil {
-		tx.mu.Unlock()
-		return failedWatch(err)
-	}
-	tx.mu.Unlock()
 	val, err := tx.get(key, false, true).Get()
 	if err != nil {
 		return failedWatch(err)
