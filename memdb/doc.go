@@ -81,9 +81,10 @@
 //     clears before atomic operations).
 //   - Watches: Watch(k) fails first with the transaction's error, then
 //     with key_outside_legal_range for a key under \xff or key_too_large,
-//     as FDB's does. It reads k with a normal read, as FDB's does (so a
-//     watching transaction that writes conflicts when k changed after its
-//     read version; the read's error fails the watch), and fires at once
+//     as FDB's does. It reads k with a normal read (so a watching
+//     transaction that writes conflicts when k changed after its read
+//     version; the read's error fails the watch; a Commit issued meanwhile
+//     waits for the watch), and fires at once
 //     when the transaction itself then changes k's value (an atomic
 //     operation on k always fires it). It is registered when its
 //     transaction commits (read-only ones included), with the

@@ -38,23 +38,34 @@ func ownValue(v []byte, ok bool) []byte {
 }
 
 // Get reads key; see kv.ReadTransaction.
-func (tx *transaction) Get(key []byte) kv.FutureValue { return tx.get(key, false, false) }
+func (tx *transaction) Get(key []byte) kv.FutureValue { return tx.get(key, false, nil) }
 
-// get is a point read of key; snap: a snapshot read. watch: the read of a
-// watch (Watch), whose failure fails only the watch, not the commit (as in
-// FDB: RYWImpl::watch adds a promise of its own to the reads the commit
-// waits for, and sets it even when its read fails).
-func (tx *transaction) get(key []byte, snap, watch bool) kv.FutureValue {
+// get is a point read of key; snap: a snapshot read. watchGen, if not nil,
+// makes it the read of a watch issued in that generation (Watch, which
+// checked the transaction and the key): a reset since fails it with
+// transaction_cancelled, a Commit started since does not (it waits for
+// the watch), and its failure fails only the watch, not the commit (as in
+// FDB: RYWImpl::watch reads with readWithConflictRange, not through
+// ReadYourWritesTransaction::get's checks, adds a promise of its own to
+// the reads the commit waits for, and sets it even when its read fails).
+func (tx *transaction) get(key []byte, snap bool, watchGen *uint64) kv.FutureValue {
+	watch := watchGen != nil
 	if len(key) > 0 && key[0] == 0xff {
 		if !isMetadataVersionKey(key) {
 			return &valueFuture{err: kv.ErrKeyOutsideLegalRange}
 		}
 		if !tx.db.latency {
-			return tx.getMetadataVersionNow(snap)
+			return tx.getMetadataVersionNow(snap, watchGen)
 		}
 	}
 	tx.mu.Lock()
-	if err := tx.checkLocked(); err != nil {
+	var err error
+	if watch {
+		err = tx.deliverableLocked(*watchGen)
+	} else {
+		err = tx.checkLocked()
+	}
+	if err != nil {
 		tx.mu.Unlock()
 		return &valueFuture{err: err}
 	}
@@ -182,14 +193,20 @@ func (tx *transaction) get(key []byte, snap, watch bool) kv.FutureValue {
 // [key, key+\x00) (metadataVersionEnd, never modified, so no copy), and
 // its value comes with the read version (mvHistory), without a store
 // lookup. The caller checked that the DB has no latency model.
-func (tx *transaction) getMetadataVersionNow(snap bool) kv.FutureValue {
+func (tx *transaction) getMetadataVersionNow(snap bool, watchGen *uint64) kv.FutureValue {
 	tx.mu.Lock()
-	if err := tx.checkReadLocked(); err != nil {
+	var err error
+	if watchGen != nil {
+		err = tx.deliverableLocked(*watchGen) // see get
+	} else {
+		err = tx.checkReadLocked()
+	}
+	if err != nil {
 		tx.mu.Unlock()
 		return &valueFuture{err: err}
 	}
 	if x := tx.x; x != nil && len(x.unreadable) > 0 && tx.unreadableLocked(mvKey(), metadataVersionEnd) {
-		err := tx.readFailedLocked(kv.ErrAccessedUnreadable)
+		err := tx.readFailedUnlessWatchLocked(kv.ErrAccessedUnreadable, watchGen != nil)
 		tx.mu.Unlock()
 		return &valueFuture{err: err}
 	}
@@ -197,7 +214,7 @@ func (tx *transaction) getMetadataVersionNow(snap bool) kv.FutureValue {
 	if tx.writes.len() > 0 {
 		if e := tx.writes.get(mvKey()); e != nil {
 			var f kv.FutureValue
-			if f, ops = tx.ownReadLocked(e, true); f != nil {
+			if f, ops = tx.ownReadLocked(e, watchGen == nil); f != nil {
 				tx.mu.Unlock()
 				return f
 			}
@@ -209,7 +226,7 @@ func (tx *transaction) getMetadataVersionNow(snap bool) kv.FutureValue {
 	fresh := tx.rvState != rvHave
 	if fresh {
 		if err := tx.grvLocked(); err != nil {
-			err = tx.readFailedLocked(err)
+			err = tx.readFailedUnlessWatchLocked(err, watchGen != nil)
 			tx.mu.Unlock()
 			return &valueFuture{err: err}
 		}
@@ -218,7 +235,7 @@ func (tx *transaction) getMetadataVersionNow(snap bool) kv.FutureValue {
 	db.mu.RLock()
 	if err := db.servesLocked(tx.rv, tx.grvTime, fresh); err != nil {
 		db.mu.RUnlock()
-		err = tx.readFailedLocked(err)
+		err = tx.readFailedUnlessWatchLocked(err, watchGen != nil)
 		tx.mu.Unlock()
 		return &valueFuture{err: err}
 	}
@@ -272,6 +289,15 @@ func (tx *transaction) readFailedLocked(err error) error {
 		}
 	}
 	return err
+}
+
+// readFailedUnlessWatchLocked is readFailedLocked, except for a watch's
+// read (watch), whose failure fails only the watch.
+func (tx *transaction) readFailedUnlessWatchLocked(err error, watch bool) error {
+	if watch {
+		return err
+	}
+	return tx.readFailedLocked(err)
 }
 
 // checkReadLocked is checkLocked, answered without calls in the common
@@ -984,7 +1010,7 @@ type snapshot struct{ tx *transaction }
 
 var _ kv.ReadTransaction = snapshot{}
 
-func (s snapshot) Get(key []byte) kv.FutureValue { return s.tx.get(key, true, false) }
+func (s snapshot) Get(key []byte) kv.FutureValue { return s.tx.get(key, true, nil) }
 
 func (s snapshot) GetRange(r kv.KeyRange, opts kv.RangeOptions) kv.RangeResult {
 	return s.tx.getRange(r, opts, true)

@@ -523,6 +523,11 @@ func (tx *transaction) startReadLocked() {
 func (tx *transaction) endRead(gen uint64) {
 	tx.mu.Lock()
 	defer tx.mu.Unlock()
+	tx.endReadLocked(gen)
+}
+
+// endReadLocked is endRead with tx.mu held.
+func (tx *transaction) endReadLocked(gen uint64) {
 	if tx.gen != gen {
 		return
 	}

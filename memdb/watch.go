@@ -182,9 +182,11 @@ func (r *watchRegistry) failAll(err error) {
 // the key with a normal read: the read adds a read conflict range (unless
 // the transaction wrote the key), its error fails the watch but not the
 // commit (RYWImpl::watch gives the commit a promise of its own, which it
-// sets even when the read fails), and the value
-// it saw is what the transaction's own later writes are compared with. Watch
-// waits for that read (with a latency model, a read delay).
+// sets even when the read fails), and the value it saw is what the
+// transaction's own later writes are compared with. Watch waits for that read (with a latency model, a read
+// delay). A Commit issued meanwhile waits for the watch and registers it,
+// as FDB's waits for reading, to which RYWImpl::watch adds its promise
+// until it has handed the watch to the native transaction.
 func (tx *transaction) Watch(key []byte) kv.Watch {
 	tx.mu.Lock()
 	// The transaction's errors come first, then the key's, as in FDB
@@ -195,20 +197,25 @@ func (tx *transaction) Watch(key []byte) kv.Watch {
 		tx.mu.Unlock()
 		return failedWatch(err)
 	}
-	tx.mu.Unlock()
 	if len(key) > 0 && key[0] == 0xff {
+		tx.mu.Unlock()
 		return failedWatch(kv.ErrKeyOutsideLegalRange)
 	}
 	if len(key) > maxKeySize {
+		tx.mu.Unlock()
 		return failedWatch(kv.ErrKeyTooLarge)
 	}
-	val, err := tx.get(key, false, true).Get()
-	if err != nil {
-		return failedWatch(err)
-	}
+	gen := tx.gen
+	tx.startReadLocked()
+	tx.mu.Unlock()
+	val, err := tx.get(key, false, &gen).Get()
 	tx.mu.Lock()
 	defer tx.mu.Unlock()
-	if err := tx.checkLocked(); err != nil {
+	tx.endReadLocked(gen)
+	if derr := tx.deliverableLocked(gen); derr != nil {
+		return failedWatch(derr) // reset or cancelled meanwhile
+	}
+	if err != nil {
 		return failedWatch(err)
 	}
 	if !tx.db.reserveWatch() {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/fdbqueue/fdbqueue/kv"
 	"github.com/fdbqueue/fdbqueue/memdb"
@@ -250,4 +251,51 @@ func TestWatchWakesAfterTheChangeIsReadable(t *testing.T) {
 		}))
 		require.Equal(t, want, <-seen, "iteration %d: the transaction after the watch fired reads the change", i)
 	}
+}
+
+// A Commit issued while a watch reads its key waits for the watch and
+// registers it: FDB's RYWImpl::watch adds a promise of its own to
+// reading, which RYWImpl::commit waits for, and sets it only once it has
+// handed the watch to the native transaction (tr.watch), whose commit
+// then sets it up (commitAndWatch; fdbclient/ReadYourWrites.actor.cpp and
+// NativeAPI.actor.cpp). memdb's commit waited only for the read itself,
+// and the watch, registering after it, found the commit started and
+// failed the transaction with used_during_commit.
+func TestWatchCommitIssuedDuringItsReadRegistersIt(t *testing.T) {
+	clk := &hookClock{ManualClock: memdb.NewManualClock(epoch)}
+	db, _ := newDB(t, memdb.WithClock(clk), memdb.WithLatency(memdb.Latency{Read: memdb.Span{Min: time.Microsecond, Max: time.Microsecond}}))
+	waiting := make(chan struct{}, 1)
+	db.SetAwaitingReads(func() {
+		select {
+		case waiting <- struct{}{}:
+		default:
+		}
+	})
+	mustSet(t, db, "k", "1")
+	tr := newTx(t, db)
+	t.Cleanup(tr.Cancel)
+	_, err := tr.GetReadVersion().Get()
+	require.NoError(t, err)
+
+	served, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	let := func() { once.Do(func() { close(release) }) }
+	t.Cleanup(let) // a failed check leaves nothing blocked
+	hook := func() { close(served); <-release }
+	clk.armed.Store(&hook)
+	watched := make(chan kv.Watch, 1)
+	go func() { watched <- tr.Watch([]byte("k")) }()
+	<-served // the watch's read is in flight, held
+	committed := make(chan error, 1)
+	go func() { committed <- tr.Commit() }()
+	<-waiting // the commit waits for it
+	let()
+	w := <-watched
+	t.Cleanup(w.Cancel)
+	require.NoError(t, <-committed, "a commit issued after the watch is not used during commit")
+	done, err := fired(w)
+	require.NoError(t, err, "the watch must be registered by the commit, not failed")
+	require.False(t, done, "nothing changed k")
+	mustSet(t, db, "k", "2")
+	require.NoError(t, w.Wait(t.Context()), "the registered watch fires when k changes")
 }
