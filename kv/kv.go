@@ -255,7 +255,10 @@ type Transaction interface {
 	// FDB, Watch reads key with a normal read (a read conflict range, so a
 	// writing transaction whose watched key changed after its read version
 	// fails with ErrNotCommitted), and the watch fires at once if the
-	// transaction itself then changes the key's value.
+	// transaction itself then changes the key's value. Once registered, it
+	// fires when the key's value differs from the one that read saw (the
+	// transaction's own write made before Watch, else the value at its
+	// read version); a change and back (ABA) may go unreported.
 	Watch(key []byte) Watch
 
 	// Commit tries to commit the transaction's writes. On success the

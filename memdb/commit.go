@@ -1,7 +1,6 @@
 package memdb
 
 import (
-	"bytes"
 	"encoding/binary"
 	"time"
 	"unsafe"
@@ -164,7 +163,7 @@ func (db *DB) commitStep(req *commitReq, forced *forcedFailure, fault faultKind)
 	// (developer-guide.rst, "Causality"; a watch fires from the storage
 	// server once it has applied a committed version).
 	db.fireWatchesLocked(touched)
-	db.registerWatchesLocked(req, rv, v)
+	db.registerWatchesLocked(req)
 	drop := req.dropRV && reported == nil
 	db.collectLocked(now, v, drop, req.rv)
 	db.commits++
@@ -290,26 +289,24 @@ func (db *DB) applyWrite(e *wentry, v int64, stamp [10]byte) bool {
 }
 
 // registerWatchesLocked registers the transaction's watches once it has
-// committed at version v (0: a read-only commit). A watch's reference is
-// the transaction's view of the key: its own write if it wrote the key,
-// else the value at its read version. A watch whose reference already
-// differs from the current value fires at once, so no change after the
-// commit is missed. The caller holds db.mu exclusively.
-func (db *DB) registerWatchesLocked(req *commitReq, rv int64, v int64) {
+// committed (at a version, or read-only). A watch compares with the value
+// its read saw (the transaction's own write of the key made before the
+// watch, else the value at the read version), as FDB's does: RYWImpl::watch
+// keeps that value (watch->value, fdbclient/ReadYourWrites.actor.cpp), and
+// the storage server fires the watch once the key's latest value differs
+// from it (watchWaitForValueChange, fdbserver/storageserver.actor.cpp),
+// whatever the transaction wrote after the watch without firing it (a
+// versionstamped key that became the watched key, say) and however old its
+// read version is. A watch whose reference already differs from the
+// current value fires at once, so no change after the read is missed. The
+// caller holds db.mu exclusively.
+func (db *DB) registerWatchesLocked(req *commitReq) {
 	for _, w := range req.watches {
-		cur, curOK := db.st.latest(w.key)
-		ref, refOK := cur, curOK
-		if v == 0 || !req.wrote(w.key, v) {
-			if req.hasRV {
-				ref, refOK = db.st.get(w.key, rv)
-			}
-		}
-		w.ref, w.refOK = ref, refOK
 		if db.closed {
 			w.finish(ErrClosed)
 			continue
 		}
-		if w.differs(cur, curOK) {
+		if cur, curOK := db.st.latest(w.key); w.differs(cur, curOK) {
 			w.finish(nil)
 			continue
 		}
@@ -319,28 +316,6 @@ func (db *DB) registerWatchesLocked(req *commitReq, rv int64, v int64) {
 			db.watches.add(w)
 		}
 	}
-}
-
-// wrote reports whether the transaction, committed at version v, wrote key
-// (for watches: its view of key is then the committed value). A
-// versionstamped key counts as the key it became at v.
-func (req *commitReq) wrote(key []byte, v int64) bool {
-	if req.writes != nil && req.writes.get(key) != nil {
-		return true
-	}
-	if _, ok := req.clears.find(key); ok {
-		return true
-	}
-	if len(req.vsKeys) == 0 {
-		return false
-	}
-	stamp := versionstamp(v)
-	for _, op := range req.vsKeys {
-		if bytes.Equal(stamped(op.tmpl, op.off, stamp), key) {
-			return true
-		}
-	}
-	return false
 }
 
 // collectLocked advances the garbage collection horizon and collects old

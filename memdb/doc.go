@@ -87,13 +87,13 @@
 //     waits for the watch), and fires at once
 //     when the transaction itself then changes k's value (an atomic
 //     operation on k always fires it). It is registered when its
-//     transaction commits (read-only ones included), with the
-//     transaction's view of k as reference (its own write, else the value
-//     at its read version). It
-//     fires when a later commit makes k's value differ from the reference;
-//     if the value already differs when the watch is registered, it fires at
-//     once, so no change after the commit is missed. Writing the same value
-//     does not fire it. A failed commit fails its watches with the commit's
+//     transaction commits (read-only ones included), with the value its
+//     read saw as reference (the transaction's own write made before the
+//     watch, else the value at its read version). It fires when a later
+//     commit makes k's value differ from the reference; if the value
+//     already differs when the watch is registered, it fires at once, so
+//     no change after the read is missed. Writing the same value does not
+//     fire it. A failed commit fails its watches with the commit's
 //     error; Reset and Cancel of an uncommitted transaction fail them with
 //     transaction_cancelled. At most WithMaxWatches (10,000) watches are
 //     outstanding; past that Watch fails with too_many_watches (1032).

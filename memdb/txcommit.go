@@ -353,15 +353,7 @@ func (tx *transaction) commitReadOnlyLocked(req *commitReq) error {
 	}
 	if len(req.watches) > 0 {
 		db.mu.Lock()
-		if req.hasRV && db.tooOldLocked(req.rv, req.grvTime, db.clock.Now()) {
-			// The watches' reference values are gone: fire them, which is
-			// allowed (watches may fire spuriously) and misses nothing.
-			for _, w := range req.watches {
-				w.finish(nil)
-			}
-		} else {
-			db.registerWatchesLocked(req, req.rv, 0)
-		}
+		db.registerWatchesLocked(req)
 		db.mu.Unlock()
 	}
 	db.stats.readOnlyCommits.Add(1)

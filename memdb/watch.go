@@ -183,7 +183,8 @@ func (r *watchRegistry) failAll(err error) {
 // the transaction wrote the key), its error fails the watch but not the
 // commit (RYWImpl::watch gives the commit a promise of its own, which it
 // sets even when the read fails), and the value it saw is what the
-// transaction's own later writes are compared with. Watch waits for that read (with a latency model, a read
+// transaction's own later writes, and after the commit the database's, are
+// compared with. Watch waits for that read (with a latency model, a read
 // delay). A Commit issued meanwhile waits for the watch and registers it,
 // as FDB's waits for reading, to which RYWImpl::watch adds its promise
 // until it has handed the watch to the native transaction.

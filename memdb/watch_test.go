@@ -2,6 +2,7 @@ package memdb_test
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"sync"
 	"testing"
@@ -298,4 +299,63 @@ func TestWatchCommitIssuedDuringItsReadRegistersIt(t *testing.T) {
 	require.False(t, done, "nothing changed k")
 	mustSet(t, db, "k", "2")
 	require.NoError(t, w.Wait(t.Context()), "the registered watch fires when k changes")
+}
+
+// A watch compares with the value its read saw, not with what the
+// transaction wrote after it (api-common.rst.inc: "The initial value used
+// for comparison is either that of the transaction's read version or the
+// value as modified by the transaction itself prior to the creation of the
+// watch"; RYWImpl::watch keeps watch->value, and the storage server fires
+// once the key's value differs from it). Here the transaction's own
+// versionstamped key becomes the watched key at commit: the key changed
+// from missing, so the watch fires. memdb compared with the committed
+// value and never fired it.
+func TestWatchComparesWithItsReadNotWithLaterOwnWrites(t *testing.T) {
+	db, _ := newDB(t)
+	before := newTx(t, db)
+	before.Set([]byte("a"), []byte("1"))
+	require.NoError(t, before.Commit())
+	v, err := before.GetCommittedVersion()
+	require.NoError(t, err)
+	// The clock stands still: the next commit's version is v+1, its
+	// versionstamp v+1 and batch order 0.
+	key := binary.BigEndian.AppendUint64([]byte("vs"), uint64(v+1))
+	key = append(key, 0, 0)
+
+	tr := newTx(t, db)
+	w := tr.Watch(key) // reads: missing
+	t.Cleanup(w.Cancel)
+	tr.SetVersionstampedKey(append([]byte("vs"), append(make([]byte, 10), 2, 0, 0, 0)...), []byte("x"))
+	require.NoError(t, tr.Commit())
+	cv, err := tr.GetCommittedVersion()
+	require.NoError(t, err)
+	require.Equal(t, v+1, cv, "the test's prediction of the commit version")
+	got, _ := mustGet(t, db, string(key))
+	require.Equal(t, "x", got, "the versionstamped key became the watched key")
+	done, err := fired(w)
+	require.NoError(t, err)
+	require.True(t, done, "the key changed from the value the watch read (missing): fire at once")
+}
+
+// A read-only transaction's watch compares with the value it read however
+// old its read version is when it commits: FDB's storage server waits for
+// the watch's version without transaction_too_old
+// (waitForVersionNoTooOld) and fires only if the key's latest value
+// differs (watchWaitForValueChange, fdbserver/storageserver.actor.cpp).
+// memdb fired such a watch at once, a spurious fire it promises not to
+// make (package doc: watches never fire spuriously on their own).
+func TestWatchOfReadOnlyTransactionPastTheWindowFiresOnlyOnChange(t *testing.T) {
+	db, clk := newDB(t, memdb.WithMVCCWindow(time.Second))
+	mustSet(t, db, "k", "1")
+	tr := newTx(t, db)
+	w := tr.Watch([]byte("k"))
+	t.Cleanup(w.Cancel)
+	clk.Advance(2 * time.Second)
+	mustSet(t, db, "other", "x") // the read version is out of the window
+	require.NoError(t, tr.Commit(), "a read-only commit always succeeds")
+	done, err := fired(w)
+	require.NoError(t, err)
+	require.False(t, done, "k still holds the value the watch read")
+	mustSet(t, db, "k", "2")
+	require.NoError(t, w.Wait(t.Context()))
 }
