@@ -49,6 +49,7 @@ func watchTests() []conformanceTest {
 		{"CancelledTransactionFailsWatch", testWatchOfCancelledTransactionFails},
 		{"CommitFailingBeforeSendFailsWatch", testWatchOfCommitFailingBeforeSendFails},
 		{"TransactionErrorsBeforeKeyErrors", testWatchTransactionErrorsBeforeKeyErrors},
+		{"FiresAtVersionstampedKeyWritePoint", testWatchFiresAtVersionstampedKeyWritePoint},
 	}
 }
 
@@ -517,4 +518,22 @@ func testWatchTransactionErrorsBeforeKeyErrors(t *testing.T, f *fixture) {
 	tr = f.newTx(t)
 	commit(t, tr, "an empty commit")
 	watchFails(tr, system, kv.ErrUsedDuringCommit, "a watch on a system key after the commit")
+}
+
+// testWatchFiresAtVersionstampedKeyWritePoint: SetVersionstampedKey fires
+// the transaction's watch on the key where FDB's write map records the
+// write (P: the argument with the read version's stamp placed, see
+// vsPoints), as any atomic operation on a watched key does:
+// ReadYourWritesTransaction::atomicOp calls triggerWatches on it with
+// valueKnown false (fdbclient/ReadYourWrites.actor.cpp).
+func testWatchFiresAtVersionstampedKeyWritePoint(t *testing.T, f *fixture) {
+	head := f.key("vs/")
+	tr := f.newTx(t)
+	_, p := vsPoints(head, "/tail", readVersion(t, tr))
+	w := tr.Watch(p)
+	t.Cleanup(w.Cancel)
+	f.requireNotFired(t, w, "the transaction has written nothing yet")
+	tr.SetVersionstampedKey(stampedKey(head, "/tail"), []byte("value"))
+	f.requireFired(t, w, "the versionstamped key's write at the watched key must fire the watch at once, before commit")
+	tr.Cancel()
 }

@@ -86,7 +86,8 @@
 //     version; the read's error fails the watch; a Commit issued meanwhile
 //     waits for the watch), and fires at once
 //     when the transaction itself then changes k's value (an atomic
-//     operation on k always fires it). It is registered when its
+//     operation on k, or a versionstamped key whose write FDB records at
+//     k, always fires it). It is registered when its
 //     transaction commits (read-only ones included), with the value its
 //     read saw as reference (the transaction's own write made before the
 //     watch, else the value at its read version). It fires when a later

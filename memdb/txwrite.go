@@ -331,6 +331,10 @@ func (tx *transaction) SetVersionstampedKey(key, value []byte) {
 	})
 	tx.size += int64(len(body)+4+len(value)) + mutationRefSize // no write conflict range
 	tx.mutated = true
+	// FDB fires the transaction's watches on the write's point, as for any
+	// atomic operation (triggerWatches(k, ..., valueKnown false) after
+	// transformVersionstampKey, in ReadYourWritesTransaction::atomicOp).
+	tx.ownWriteLocked(at, nil, nil, false, false)
 }
 
 // stampRangeLocked returns the range a versionstamped key with template
