@@ -237,21 +237,30 @@ func (db *DB) apply(req *commitReq, v int64) (touched [][]byte) {
 // now differs from the one they saw. The caller holds db.mu exclusively.
 func (db *DB) fireWatchesLocked(touched [][]byte) {
 	for _, k := range touched {
-		val, ok := db.st.latest(k)
+		val, ok := db.latestLocked(k)
 		db.watches.changed(k, val, ok)
 	}
 }
 
+// latestLocked returns key's newest value: the metadata version's for
+// that key (metaversion.go), else the store's. The caller holds db.mu.
+func (db *DB) latestLocked(key []byte) ([]byte, bool) {
+	if isMetadataVersionKey(key) {
+		v := db.mv.latest()
+		return v, v != nil
+	}
+	return db.st.latest(key)
+}
+
 // applyWrite writes e's key at version v (stamp is v's versionstamp) and
-// reports whether a watch of the key may see a change (not for the
-// metadata version key, which cannot be watched). The caller holds db.mu
-// exclusively.
+// reports whether a watch of the key may see a change. The caller holds
+// db.mu exclusively.
 func (db *DB) applyWrite(e *wentry, v int64, stamp [10]byte) bool {
 	st, h := db.st, db.horizon
 	if len(e.key) > 0 && e.key[0] == 0xff {
 		// The metadata version key, bumped (metaversion.go).
 		db.mv.bump(v, stamp, h) // and its conflicts: bumpedAfter
-		return false
+		return true
 	}
 	var val []byte
 	var ok bool
@@ -306,7 +315,7 @@ func (db *DB) registerWatchesLocked(req *commitReq) {
 			w.finish(ErrClosed)
 			continue
 		}
-		if cur, curOK := db.st.latest(w.key); w.differs(cur, curOK) {
+		if cur, curOK := db.latestLocked(w.key); w.differs(cur, curOK) {
 			w.finish(nil)
 			continue
 		}

@@ -80,24 +80,24 @@
 //     otherwise the key is written even if the clear covers it (FDB sends
 //     clears before atomic operations).
 //   - Watches: Watch(k) fails first with the transaction's error, then
-//     with key_outside_legal_range for a key under \xff or key_too_large,
-//     as FDB's does. It reads k with a normal read (so a watching
-//     transaction that writes conflicts when k changed after its read
-//     version; the read's error fails the watch; a Commit issued meanwhile
-//     waits for the watch), and fires at once
+//     with key_outside_legal_range for a key under \xff (the metadata
+//     version key excepted) or key_too_large, as FDB's does. It reads k with
+//     a normal read (so a watching transaction that writes conflicts when
+//     k changed after its read version; the read's error fails the watch;
+//     a Commit issued meanwhile waits for the watch), and fires at once
 //     when the transaction itself then changes k's value (an atomic
 //     operation on k, or a versionstamped key whose write FDB records at
-//     k, always fires it). It is registered when its
-//     transaction commits (read-only ones included), with the value its
-//     read saw as reference (the transaction's own write made before the
-//     watch, else the value at its read version). It fires when a later
-//     commit makes k's value differ from the reference; if the value
-//     already differs when the watch is registered, it fires at once, so
-//     no change after the read is missed. Writing the same value does not
-//     fire it. A failed commit fails its watches with the commit's
-//     error; Reset and Cancel of an uncommitted transaction fail them with
-//     transaction_cancelled. At most WithMaxWatches (10,000) watches are
-//     outstanding; past that Watch fails with too_many_watches (1032).
+//     k, always fires it). It is registered when its transaction commits
+//     (read-only ones included), with the value its read saw as reference
+//     (the transaction's own write made before the watch, else the value
+//     at its read version). It fires when a later commit makes k's value
+//     differ from the reference; if the value already differs when the
+//     watch is registered, it fires at once, so no change after the read
+//     is missed. Writing the same value does not fire it. A failed commit
+//     fails its watches with the commit's error; Reset and Cancel of an
+//     uncommitted transaction fail them with transaction_cancelled. At
+//     most WithMaxWatches (10,000) watches are outstanding; past that
+//     Watch fails with too_many_watches (1032).
 //   - Limits: keys over 10,000 bytes (key_too_large), values over 100,000
 //     (value_too_large), transactions over 10,000,000 bytes of mutations and
 //     conflict ranges counted as FDB counts them (transaction_too_large, at
@@ -134,11 +134,9 @@
 //   - Key selectors, the system key space (\xff) apart from the metadata
 //     version key, special keys, tenants, locality and estimated range
 //     sizes. The metadata version key (kv.MetadataVersionKey) is read with
-//     Get and written with SetVersionstampedValue as in FDB, and a range
-//     read of it fails with key_outside_legal_range as in FDB without the
-//     system-key options; a watch on it fails with key_outside_legal_range
-//     too, which FDB allows (ReadYourWritesTransaction::watch exempts the
-//     key).
+//     Get, written with SetVersionstampedValue and watched, as in FDB, and
+//     a range read of it fails with key_outside_legal_range as in FDB
+//     without the system-key options.
 //   - Transaction options other than timeout, retry_limit and
 //     max_retry_delay (no automatic idempotency, no causal_read_risky, no
 //     priorities, no read_your_writes_disable, no snapshot_ryw_disable).

@@ -32,6 +32,15 @@ func (h mvHistory) at(rv int64) []byte {
 	return nil
 }
 
+// latest returns the newest metadata version (never modified), or nil if
+// it was never bumped.
+func (h mvHistory) latest() []byte {
+	if len(h) == 0 {
+		return nil
+	}
+	return h[len(h)-1].stamp[:]
+}
+
 // bumpedAfter reports whether a bump committed after rv: a transaction
 // that read at rv with the metadata version's read conflict range
 // conflicts. The newest bump is always kept.

@@ -198,7 +198,9 @@ func (tx *transaction) Watch(key []byte) kv.Watch {
 		tx.mu.Unlock()
 		return failedWatch(err)
 	}
-	if len(key) > 0 && key[0] == 0xff {
+	if len(key) > 0 && key[0] == 0xff && !isMetadataVersionKey(key) {
+		// The metadata version key may be watched, as in FDB (the one key
+		// ReadYourWritesTransaction::watch exempts): a bump fires it.
 		tx.mu.Unlock()
 		return failedWatch(kv.ErrKeyOutsideLegalRange)
 	}

@@ -359,3 +359,45 @@ func TestWatchOfReadOnlyTransactionPastTheWindowFiresOnlyOnChange(t *testing.T) 
 	mustSet(t, db, "k", "2")
 	require.NoError(t, w.Wait(t.Context()))
 }
+
+// The metadata version key may be watched: it is the one key under \xff
+// that ReadYourWritesTransaction::watch accepts without the system-key
+// options (fdbclient/ReadYourWrites.actor.cpp). A bump fires the watch,
+// another transaction's after the commit, the watching transaction's own
+// at once. memdb failed such a watch with key_outside_legal_range.
+func TestWatchMetadataVersionKey(t *testing.T) {
+	db, _ := newDB(t)
+	mv := []byte(kv.MetadataVersionKey)
+	tr := newTx(t, db)
+	w := tr.Watch(mv)
+	t.Cleanup(w.Cancel)
+	require.NoError(t, tr.Commit())
+	done, err := fired(w)
+	require.NoError(t, err, "a watch on the metadata version key is allowed")
+	require.False(t, done, "nothing bumped the metadata version yet")
+	require.NoError(t, db.Transact(t.Context(), func(tr kv.Transaction) error {
+		kv.BumpMetadataVersion(tr)
+		return nil
+	}))
+	require.NoError(t, w.Wait(t.Context()), "a bump fires the watch")
+
+	tr = newTx(t, db)
+	w = tr.Watch(mv)
+	t.Cleanup(w.Cancel)
+	require.NoError(t, tr.Commit())
+	require.NoError(t, db.Transact(t.Context(), func(tr kv.Transaction) error {
+		tr.Set([]byte("a"), []byte("x"))
+		return nil
+	}))
+	done, _ = fired(w)
+	require.False(t, done, "a commit that does not bump the metadata version leaves it")
+
+	tr = newTx(t, db)
+	w = tr.Watch(mv)
+	t.Cleanup(w.Cancel)
+	kv.BumpMetadataVersion(tr)
+	done, err = fired(w)
+	require.NoError(t, err)
+	require.True(t, done, "the transaction's own bump fires its watch at once")
+	tr.Cancel()
+}
