@@ -279,8 +279,10 @@ func (q *JobQueue) leaseOp(ctx context.Context, t kv.Transactor, n int, d time.D
 // then sleeps until the watch fires or the clock reaches that vesting time (a
 // lease's deadline counts: an expired lease's job is due again), and
 // tries again. It never polls. A watch that fails with a retryable error
-// (FoundationDB's may: future_version, a failed read) makes it look again
-// after a short pause. A sleeping call holds one watch. It must
+// (FoundationDB's may: future_version, a failed read) or broken_promise
+// (FoundationDB 7.3's, for a lagging storage server) makes it look again
+// after a short pause; any other failure of the watch (too_many_watches)
+// is returned, for the caller to back off. A sleeping call holds one watch. It must
 // read the vesting time of the queue's first key, so a key there that the
 // queue did not write fails it with ErrForeignKey, as it fails Stats, even
 // while Lease, which reads only the due keys, reports ErrEmpty.
@@ -346,13 +348,15 @@ func (q *JobQueue) sleep(ctx context.Context, r leaseResult) error {
 		if err == nil || errors.Is(err, kv.ErrTransactionCancelled) {
 			return nil
 		}
-		if kv.IsRetryable(err) {
+		if kv.IsRetryable(err) || errors.Is(err, kv.ErrBrokenPromise) {
 			// FoundationDB fails a watch with a retryable error when its
 			// read fails (RYWImpl::watch; the commit succeeds all the same)
-			// and, once registered, with future_version when a storage
-			// server does not reach the watch's version in time
-			// (waitForVersionNoTooOld, fdbserver/storageserver.actor.cpp;
-			// NativeAPI's watchValue passes it on after a pause). Look
+			// and, once registered, when a storage server does not reach
+			// the watch's version in time (waitForVersionNoTooOld,
+			// fdbserver/storageserver.actor.cpp): NativeAPI's watchValue
+			// passes future_version on after a pause, and in 7.3 a key's
+			// only watch then fails with broken_promise instead
+			// (watchStorageServerResp drops the watch's promise). Look
 			// again, after a pause of the same length (real time, like
 			// OnError's backoff), so that watches that keep failing do not
 			// spin.

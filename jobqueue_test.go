@@ -515,6 +515,72 @@ func TestJobQueueLeaseWaitFailedWatch(t *testing.T) {
 	require.NoError(t, ctx.Err(), "LeaseWait returned only when its context ended")
 }
 
+// A watch that FoundationDB 7.3 fails with broken_promise (a key's only
+// watch, when its storage server lags: watchStorageServerResp,
+// fdbclient/NativeAPI.actor.cpp, drops the watch's promise instead of
+// passing future_version on) wakes LeaseWait, which looks again, as for a
+// retryable error: it used to return the error to its caller.
+func TestJobQueueLeaseWaitBrokenPromiseWatch(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), wakeTimeout) // a failure detector only
+	defer cancel()
+	db := &brokenWatchDB{DB: newDB(t), broken: make(chan struct{}, 1)}
+	q := mustJobQueue(t, "watch-broken", fdbqueue.JobQueueConfig{})
+	type result struct {
+		ls  []fdbqueue.Lease
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		ls, err := q.LeaseWait(ctx, db, 1, time.Minute)
+		done <- result{ls, err}
+	}()
+	recvWithin(t, db.broken, "the broken watch handed out")
+	mustAdd(t, db.DB, q, fdbqueue.Job{Value: []byte("now")})
+	r := recvWithin(t, done, "LeaseWait's return")
+	require.NoError(t, r.err)
+	require.Len(t, r.ls, 1)
+	require.Equal(t, "now", string(r.ls[0].Value))
+}
+
+// brokenWatchDB is a memdb.DB whose first watch fails with broken_promise
+// (signalled on broken, once handed out); later watches are memdb's.
+type brokenWatchDB struct {
+	*memdb.DB
+	broken chan struct{}
+	once   sync.Once
+}
+
+func (d *brokenWatchDB) Transact(ctx context.Context, fn func(kv.Transaction) error) error {
+	tr, err := d.DB.CreateTransaction(ctx)
+	if err != nil {
+		return err
+	}
+	return kv.RetryLoop(ctx, &brokenWatchTx{Transaction: tr, d: d}, fn)
+}
+
+type brokenWatchTx struct {
+	kv.Transaction
+	d *brokenWatchDB
+}
+
+func (t *brokenWatchTx) Watch(key []byte) kv.Watch {
+	w := t.Transaction.Watch(key)
+	var first bool
+	t.d.once.Do(func() { first = true })
+	if !first {
+		return w
+	}
+	w.Cancel()
+	t.d.broken <- struct{}{}
+	return failedWatch{kv.ErrBrokenPromise}
+}
+
+// failedWatch is a watch that has failed with err.
+type failedWatch struct{ err error }
+
+func (w failedWatch) Wait(context.Context) error { return w.err }
+func (failedWatch) Cancel()                      {}
+
 // Stats splits due from delayed and live from expired leases, exactly at
 // the resolution, from counters only.
 func TestJobQueueStats(t *testing.T) {

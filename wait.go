@@ -58,7 +58,8 @@ import (
 // again. Wait may also fail with a retryable error (kv.IsRetryable):
 // FoundationDB fails a watch whose read fails (the commit succeeds all the
 // same), and a registered one with future_version when a storage server
-// lags; take it as a wake-up, as JobQueue.LeaseWait does (after a short
+// lags (FoundationDB 7.3: kv.ErrBrokenPromise, for a key's only watch);
+// take either as a wake-up, as JobQueue.LeaseWait does (after a short
 // pause, so that a watch that keeps failing does not spin). Cancel the
 // watch when you stop waiting; FoundationDB limits
 // watches per client (10,000 by default; kv.ErrTooManyWatches).

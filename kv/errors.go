@@ -40,6 +40,7 @@ var (
 	ErrProcessBehind             = Error{Code: 1037} // a storage server is behind
 	ErrDatabaseLocked            = Error{Code: 1038} // the database is locked
 	ErrClusterVersionChanged     = Error{Code: 1039} // the cluster's protocol version changed; the commit may have been applied
+	ErrBrokenPromise             = Error{Code: 1100} // the work behind a future was dropped: FDB 7.3 fails a key's only watch so when a storage server lags
 	ErrCommitProxyMemoryLimit    = Error{Code: 1042} // a commit proxy's memory limit was exceeded
 	ErrBatchTransactionThrottled = Error{Code: 1051} // batch-priority read versions are rate limited
 	ErrGRVProxyMemoryLimit       = Error{Code: 1078} // a GRV proxy's memory limit was exceeded
@@ -76,6 +77,7 @@ var errorNames = map[int]string{
 	1042: "commit_proxy_memory_limit_exceeded",
 	1051: "batch_transaction_throttled",
 	1078: "grv_proxy_memory_limit_exceeded",
+	1100: "broken_promise",
 	1213: "tag_throttled",
 	1223: "proxy_tag_throttled",
 	1235: "transaction_throttled_hot_shard",
