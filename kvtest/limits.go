@@ -39,6 +39,7 @@ func limitTests() []conformanceTest {
 		{"SizeCountsWriteConflictRanges", testSizeCountsWriteConflictRanges},
 		{"SizeCountsClearedKeyTwice", testSizeCountsClearedKeyTwice},
 		{"RepeatedSetsOfOneKeyCountOnce", testRepeatedSetsOfOneKeyCountOnce},
+		{"RepeatedAtomicOpsOfOneKeyCoalesce", testRepeatedAtomicOpsOfOneKeyCoalesce},
 		{"RepeatedReadsOfOneKeyCountOnce", testRepeatedReadsOfOneKeyCountOnce},
 		{"ApproximateSizeCountsConflictRanges", testApproximateSizeCountsConflictRanges},
 	}
@@ -421,6 +422,48 @@ func testRepeatedSetsOfOneKeyCountOnce(t *testing.T, f *fixture) {
 	}
 	commit(t, tr, "150 Sets of one key: the commit request holds the last one only")
 	f.requireValue(t, f.key("one"), value)
+}
+
+// RYW's WriteMap also merges an atomic operation into the one before it
+// on the same key when both have the same type (WriteMap::coalesceOver,
+// fdbclient/WriteMap.cpp): always for ByteMax (and ByteMin, BitAnd,
+// AppendIfFits), and for the types that are not associative across
+// widths (Add, BitOr, BitXor, Max, Min) when the operands have the same
+// length; never for CompareAndClear. The commit request then holds one
+// operation (writeRangeToNativeTransaction): 150 ByteMax and 150 Adds of
+// 100,000-byte operands on two keys (30 MB written by the calls) commit,
+// with the values of the operations applied one by one. Adds whose
+// operands alternate between two lengths, and CompareAndClears, are sent
+// one by one: 150 of them exceed the limit.
+func testRepeatedAtomicOpsOfOneKeyCoalesce(t *testing.T, f *fixture) {
+	operand := func(i, n int) []byte {
+		p := make([]byte, n)
+		p[0], p[n-1] = byte(i), byte(i) // ByteMax keeps the last one
+		return p
+	}
+	tr := f.newTx(t)
+	one := le(1, kv.MaxValueSize)
+	for i := range 150 {
+		tr.ByteMax(f.key("bytemax"), operand(i, kv.MaxValueSize))
+		tr.Add(f.key("add"), one)
+	}
+	commit(t, tr, "150 ByteMax and 150 Adds of one key each: the commit request holds one operation per key")
+	f.requireValue(t, f.key("bytemax"), operand(149, kv.MaxValueSize))
+	f.requireValue(t, f.key("add"), le(150, kv.MaxValueSize))
+
+	tr = f.newTx(t)
+	for i := range 150 {
+		tr.Add(f.key("widths"), one[:kv.MaxValueSize-i%2])
+	}
+	tr.Set(f.key("ok"), []byte("x"))
+	requireCode(t, tr.Commit(), kv.ErrTransactionTooLarge, "150 Adds of one key whose operands alternate between two lengths are not merged")
+	tr = f.newTx(t)
+	for i := range 150 {
+		tr.CompareAndClear(f.key("cac"), operand(i, kv.MaxValueSize))
+	}
+	tr.Set(f.key("ok"), []byte("x"))
+	requireCode(t, tr.Commit(), kv.ErrTransactionTooLarge, "150 CompareAndClears of one key are not merged")
+	f.requireAbsent(t, f.key("ok"), "a transaction that failed with transaction_too_large must apply none of its writes")
 }
 
 // RYW keeps read conflict ranges in a coalesced map (readConflicts, a

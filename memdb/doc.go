@@ -60,7 +60,11 @@
 //     of API version 510): Add (little-endian two's complement, the
 //     operand's length sets the width, a missing key counts as zero), Max,
 //     Min (a missing key takes the operand), BitAnd (likewise), BitOr,
-//     BitXor, ByteMin, ByteMax, AppendIfFits and CompareAndClear.
+//     BitXor, ByteMin, ByteMax, AppendIfFits and CompareAndClear. As in
+//     FDB's write map (WriteMap::coalesceOver), an operation merges into
+//     the key's previous one of the same type (for Add, BitOr, BitXor, Max
+//     and Min, of the same operand length; never CompareAndClear), so the
+//     commit holds one operation, which counts once toward the size limit.
 //   - Versionstamps: 10 bytes, the 8-byte big-endian commit version and a
 //     2-byte big-endian batch order (always 0: each commit is its own batch),
 //     so they increase strictly from commit to commit.

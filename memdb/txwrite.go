@@ -217,19 +217,41 @@ func (tx *transaction) atomic(kind opKind, key, param []byte) {
 		e.val, e.exists = applyOp(kind, e.val, e.exists, p)
 		return
 	}
-	if n := len(e.ops); kind == opAppendIfFits && e.st == stOps && e.ops[n-1].kind == opAppendIfFits &&
-		!tx.unreadableLocked(key, keyAfter(key)) {
-		// FDB merges an AppendIfFits into the one before it (WriteMap::
-		// coalesceOver, fdbclient/WriteMap.cpp: AppendIfFits is not in
-		// NON_ASSOCIATIVE_MASK) unless the key is unreadable, and sends
-		// the merged operation: the value then grows by both operands or
-		// by neither, which applying them one by one does not give at the
-		// size limit. A new slice: a pending read may hold e.ops.
-		merged, _ := applyOp(opAppendIfFits, e.ops[n-1].param, true, p)
+	if n := len(e.ops); e.st == stOps && coalesces(e.ops[n-1], kind, p) && !tx.unreadableLocked(key, keyAfter(key)) {
+		// FDB merges the operation into the one before it and sends the
+		// merged one (WriteMap::coalesceOver, fdbclient/WriteMap.cpp;
+		// writeRangeToNativeTransaction): the commit request holds one
+		// operation, which counts once toward the size limit. The value
+		// is the same as applying them one by one, but for AppendIfFits
+		// at the size limit: the value grows by both operands or by
+		// neither. A new slice: a pending read may hold e.ops.
+		merged, _ := applyOp(kind, e.ops[n-1].param, true, p)
 		e.ops = append(e.ops[:n-1:n-1], atomicOp{kind: kind, param: merged})
 		return
 	}
 	e.ops = append(e.ops, atomicOp{kind: kind, param: p})
+}
+
+// coalesces reports whether FDB's write map merges an operation of kind
+// with operand p into last, the key's previous operation
+// (WriteMap::coalesceOver, fdbclient/WriteMap.cpp): when both have the
+// same type but CompareAndClear, and, for the types that are not
+// associative across widths (NON_ASSOCIATIVE_MASK,
+// fdbclient/include/fdbclient/CommitTransaction.h: Add, BitOr, BitXor,
+// Max, Min), operands of the same length. BitAnd, ByteMin, ByteMax and
+// AppendIfFits merge whatever the lengths. The merged operand is the
+// operation applied to last's operand (WriteMap::coalesce).
+func coalesces(last atomicOp, kind opKind, p []byte) bool {
+	if last.kind != kind {
+		return false
+	}
+	switch kind {
+	case opAnd, opByteMin, opByteMax, opAppendIfFits:
+		return true
+	case opAdd, opOr, opXor, opMax, opMin:
+		return len(last.param) == len(p)
+	}
+	return false // opCompareAndClear, opSetVS
 }
 
 // Add adds param to the value at key (little-endian, param's width).
