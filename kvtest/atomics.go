@@ -34,6 +34,7 @@ func atomicTests() []conformanceTest {
 		{"AtomicAfterSetOrClearInSameTransaction", testAtomicAfterSetOrClearInSameTransaction},
 		{"AtomicAfterOwnClearRangeStartsFromMissing", testAtomicAfterOwnClearRangeStartsFromMissing},
 		{"AtomicsComposeInOneTransaction", testAtomicsComposeInOneTransaction},
+		{"AtomicEdgeOperands", testAtomicEdgeOperands},
 	}
 }
 
@@ -296,4 +297,111 @@ func testAtomicAfterOwnClearRangeStartsFromMissing(t *testing.T, f *fixture) {
 	require.Equal(t, le(2, 8), mustGet(t, tr, f.key("k")), "RYW: ClearRange then Add starts from zero")
 	commit(t, tr)
 	require.Equal(t, le(2, 8), f.get(t, f.key("k")), "ClearRange then Add, after commit")
+}
+
+// testAtomicEdgeOperands: every atomic operation on the edges of
+// FoundationDB's algorithms (fdbclient/include/fdbclient/Atomic.h, with the
+// API-version-510 variants doAndV2 and doMinV2 the bindings use): an empty
+// operand, a missing key, a key whose value is empty (which BitAnd and Min
+// treat unlike a missing one), operands shorter and longer than the value,
+// and AppendIfFits at the value size limit. The committed value and a read
+// in the operation's own transaction (WriteMap::coalesceUnder applies the
+// same functions) must agree with FDB's. In the table, nil is a missing
+// key and "" an empty value.
+func testAtomicEdgeOperands(t *testing.T, f *fixture) {
+	type op func(kv.Transaction, []byte, []byte)
+	b := func(x ...byte) []byte { return x }
+	none := []byte(nil)
+	empty := []byte{}
+	full := bytes.Repeat([]byte{'v'}, kv.MaxValueSize)
+	cases := []struct {
+		name        string
+		initial     []byte
+		op          op
+		param, want []byte
+	}{
+		// An empty operand: the result is empty (doLittleEndianAdd, doAnd,
+		// doOr, doXor, doMax and doMin return it), but for ByteMax (the
+		// value is larger), AppendIfFits (nothing to append) and
+		// CompareAndClear (not equal).
+		{"Add empty", b(1, 2), kv.Transaction.Add, empty, empty},
+		{"BitAnd empty", b(1, 2), kv.Transaction.BitAnd, empty, empty},
+		{"BitOr empty", b(1, 2), kv.Transaction.BitOr, empty, empty},
+		{"BitXor empty", b(1, 2), kv.Transaction.BitXor, empty, empty},
+		{"Max empty", b(1, 2), kv.Transaction.Max, empty, empty},
+		{"Min empty", b(1, 2), kv.Transaction.Min, empty, empty},
+		{"ByteMin empty", b(1, 2), kv.Transaction.ByteMin, empty, empty},
+		{"ByteMax empty", b(1, 2), kv.Transaction.ByteMax, empty, b(1, 2)},
+		{"AppendIfFits empty", b(1, 2), kv.Transaction.AppendIfFits, empty, b(1, 2)},
+		{"CompareAndClear empty", b(1, 2), kv.Transaction.CompareAndClear, empty, b(1, 2)},
+		// An empty operand on a missing key stores an empty value, but
+		// CompareAndClear leaves the key missing.
+		{"Add empty on missing", none, kv.Transaction.Add, empty, empty},
+		{"BitAnd empty on missing", none, kv.Transaction.BitAnd, empty, empty},
+		{"Min empty on missing", none, kv.Transaction.Min, empty, empty},
+		{"ByteMax empty on missing", none, kv.Transaction.ByteMax, empty, empty},
+		{"AppendIfFits empty on missing", none, kv.Transaction.AppendIfFits, empty, empty},
+		{"CompareAndClear empty on missing", none, kv.Transaction.CompareAndClear, empty, none},
+		// BitAnd on a missing key stores the operand (doAndV2).
+		{"BitAnd on missing", none, kv.Transaction.BitAnd, b(0x0f, 0xf0), b(0x0f, 0xf0)},
+		// An empty value is present: BitAnd and Min combine with it as
+		// zero bytes (doAnd; doMin of a non-zero operand), where on a
+		// missing key they store the operand.
+		{"Add on empty", empty, kv.Transaction.Add, b(1, 2), b(1, 2)},
+		{"BitAnd on empty", empty, kv.Transaction.BitAnd, b(1, 2), b(0, 0)},
+		{"BitOr on empty", empty, kv.Transaction.BitOr, b(1, 2), b(1, 2)},
+		{"BitXor on empty", empty, kv.Transaction.BitXor, b(1, 2), b(1, 2)},
+		{"Max on empty", empty, kv.Transaction.Max, b(1, 2), b(1, 2)},
+		{"Min on empty", empty, kv.Transaction.Min, b(1, 2), b(0, 0)},
+		{"Min zero on empty", empty, kv.Transaction.Min, b(0, 0), b(0, 0)},
+		{"ByteMin on empty", empty, kv.Transaction.ByteMin, b(1, 2), empty},
+		{"ByteMax on empty", empty, kv.Transaction.ByteMax, b(1, 2), b(1, 2)},
+		{"AppendIfFits on empty", empty, kv.Transaction.AppendIfFits, b(1, 2), b(1, 2)},
+		{"CompareAndClear empty on empty", empty, kv.Transaction.CompareAndClear, empty, none},
+		// The operand's length sets the result's: a longer value is cut to
+		// it (and compared cut), a shorter one is extended with zeros.
+		{"Max shorter operand", b(0x05, 0x01), kv.Transaction.Max, b(0xff), b(0xff)},
+		{"Max shorter operand keeps cut value", b(0xff, 0x01), kv.Transaction.Max, b(0x05), b(0xff)},
+		{"Max longer operand", b(0xff), kv.Transaction.Max, b(0x00, 0x01), b(0x00, 0x01)},
+		{"Max longer operand keeps extended value", b(0x05), kv.Transaction.Max, b(0x03, 0x00), b(0x05, 0x00)},
+		{"Min shorter operand", b(0x05, 0x01), kv.Transaction.Min, b(0xff), b(0x05)},
+		{"Min longer operand", b(0x05), kv.Transaction.Min, b(0x03, 0x01), b(0x05, 0x00)},
+		{"Min longer operand smaller", b(0x05), kv.Transaction.Min, b(0x03, 0x00), b(0x03, 0x00)},
+		{"BitAnd shorter operand", b(0xff, 0xff), kv.Transaction.BitAnd, b(0x0f), b(0x0f)},
+		{"BitAnd longer operand", b(0x0f), kv.Transaction.BitAnd, b(0xff, 0xff), b(0x0f, 0x00)},
+		{"BitOr shorter operand", b(0x01, 0x02), kv.Transaction.BitOr, b(0x10), b(0x11)},
+		{"BitOr longer operand", b(0x01), kv.Transaction.BitOr, b(0x10, 0x20), b(0x11, 0x20)},
+		{"BitXor shorter operand", b(0xff, 0x02), kv.Transaction.BitXor, b(0x0f), b(0xf0)},
+		{"BitXor longer operand", b(0x0f), kv.Transaction.BitXor, b(0xff, 0x20), b(0xf0, 0x20)},
+		// AppendIfFits at the value size limit.
+		{"AppendIfFits full operand on missing", none, kv.Transaction.AppendIfFits, full, full},
+		{"AppendIfFits full operand on empty", empty, kv.Transaction.AppendIfFits, full, full},
+		{"AppendIfFits empty onto full", full, kv.Transaction.AppendIfFits, empty, full},
+		{"AppendIfFits one byte onto full", full, kv.Transaction.AppendIfFits, b('x'), full},
+		{"AppendIfFits full operand onto one byte", b('x'), kv.Transaction.AppendIfFits, full, b('x')},
+	}
+	for i, c := range cases {
+		key := f.key(fmt.Sprintf("edge%02d", i))
+		if c.initial != nil {
+			f.set(t, key, c.initial)
+		}
+		check := func(got []byte, where string) {
+			t.Helper()
+			require.Equal(t, c.want != nil, got != nil, "%s: %s must leave the key %s", c.name, where, map[bool]string{true: "present", false: "missing"}[c.want != nil])
+			require.True(t, bytes.Equal(c.want, got), "%s: %s: want %x, got %x", c.name, where, short(c.want), short(got))
+		}
+		tr := f.newTx(t)
+		c.op(tr, key, c.param)
+		check(mustGet(t, tr, key), "a read in the same transaction")
+		commit(t, tr, "committing %s", c.name)
+		check(f.get(t, key), "the committed value")
+	}
+}
+
+// short returns b, or its first bytes and its length if it is long.
+func short(b []byte) string {
+	if len(b) > 16 {
+		return fmt.Sprintf("%x... (%d bytes)", b[:8], len(b))
+	}
+	return fmt.Sprintf("%x", b)
 }

@@ -37,6 +37,7 @@ func versionstampTests() []conformanceTest {
 		{"VersionstampOfFailedCommitIsError", testVersionstampOfFailedCommitIsError},
 		{"VersionstampOfReadOnlyTransactionIsError", testVersionstampOfReadOnlyTransactionIsError},
 		{"VersionstampOffsetOutOfRange", testVersionstampOffsetOutOfRange},
+		{"VersionstampTemplateValidation", testVersionstampTemplateValidation},
 		{"CommittedVersionsIncrease", testCommittedVersionsIncrease},
 		{"CommittedVersionOfReadOnlyIsMinusOne", testCommittedVersionOfReadOnlyIsMinusOne},
 		{"ReadVersionFollowsCommits", testReadVersionFollowsCommits},
@@ -518,6 +519,38 @@ func testVersionstampOffsetOutOfRange(t *testing.T, f *fixture) {
 	tr.SetVersionstampedKey(key, []byte("x"))
 	requireCode(t, tr.Commit(), kv.ErrClientInvalidOp, "commit of a versionstamped key whose offset leaves no room for 10 bytes")
 	require.Empty(t, f.getRange(t, kv.KeyRange{Begin: f.prefix, End: f.key("\xff\xff")}, kv.RangeOptions{}), "the invalid write must not be applied")
+}
+
+// testVersionstampTemplateValidation: a versionstamped key or value whose
+// template cannot hold the stamp puts the transaction in the
+// client_invalid_operation state, which the commit reports, and nothing is
+// written: shorter than the 4 offset bytes, an offset that is negative as
+// FDB's int32 (0xffffffff), or one that leaves fewer than 10 bytes
+// (getVersionstampKeyRange, fdbclient/include/fdbclient/Atomic.h, for keys;
+// ReadYourWritesTransaction::atomicOp, fdbclient/ReadYourWrites.actor.cpp,
+// for values: "pos < 0 || pos + 10 > v.size() - 4").
+func testVersionstampTemplateValidation(t *testing.T, f *fixture) {
+	withOffset := func(body []byte, off uint32) []byte { return binary.LittleEndian.AppendUint32(bytes.Clone(body), off) }
+	ten := make([]byte, 10)
+	for _, c := range []struct {
+		name  string
+		write func(tr kv.Transaction)
+	}{
+		{"key of 3 bytes", func(tr kv.Transaction) { tr.SetVersionstampedKey([]byte{1, 2, 3}, []byte("x")) }},
+		{"key with offset -1", func(tr kv.Transaction) { tr.SetVersionstampedKey(withOffset(f.key("k"), 0xffffffff), []byte("x")) }},
+		{"value of 3 bytes", func(tr kv.Transaction) { tr.SetVersionstampedValue(f.key("v"), []byte{0, 0, 0}) }},
+		{"empty value", func(tr kv.Transaction) { tr.SetVersionstampedValue(f.key("v"), nil) }},
+		{"value with offset -1", func(tr kv.Transaction) { tr.SetVersionstampedValue(f.key("v"), withOffset(ten, 0xffffffff)) }},
+		{"value with offset 1 in 10 bytes", func(tr kv.Transaction) { tr.SetVersionstampedValue(f.key("v"), withOffset(ten, 1)) }},
+		{"value of 9 bytes", func(tr kv.Transaction) { tr.SetVersionstampedValue(f.key("v"), withOffset(ten[:9], 0)) }},
+	} {
+		tr := f.newTx(t)
+		tr.Set(f.key("ok"), []byte("x"))
+		c.write(tr)
+		requireCode(t, tr.Commit(), kv.ErrClientInvalidOp, "commit after a versionstamped write with a "+c.name)
+		f.requireAbsent(t, f.key("ok"), "a transaction with an invalid versionstamped write ("+c.name+") must apply none of its writes")
+	}
+	require.Empty(t, f.getRange(t, f.all(), kv.RangeOptions{}), "no invalid versionstamped write may be applied")
 }
 
 func testCommittedVersionsIncrease(t *testing.T, f *fixture) {
