@@ -71,8 +71,9 @@
 //     SetVersionstampedKey/Value take the little-endian offset in their last
 //     4 bytes (an offset past the end puts the transaction in the
 //     client_invalid_operation error state). GetVersionstamp's future is
-//     resolved when the commit completes; it fails with the commit's error,
-//     or no_commit_version (2021) if the transaction wrote nothing.
+//     resolved when the commit completes; it fails with
+//     transaction_invalid_version (2020) if the commit failed, whatever its
+//     error, or no_commit_version (2021) if the transaction wrote nothing.
 //     As in FDB, a read of the transaction's own that reaches the range a
 //     versionstamped key may land in (getVersionstampKeyRange: the
 //     template with the read version, or 0, up to the template with ten
