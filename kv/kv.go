@@ -201,12 +201,17 @@ type Transaction interface {
 	// counts as zero. Like every atomic op, it adds no read conflict.
 	Add(key, param []byte)
 	// Max stores the larger of the value at key and param, as unsigned
-	// little-endian integers.
+	// little-endian integers. As for Add, and for Min, BitAnd, BitOr and
+	// BitXor, param's length sets the result's: a longer value is cut to
+	// it, a shorter one is extended with zero bytes; an empty param
+	// stores an empty value.
 	Max(key, param []byte)
 	// Min stores the smaller of the value at key and param, as unsigned
-	// little-endian integers; a missing key takes param.
+	// little-endian integers; a missing key takes param (an empty value
+	// counts as zero).
 	Min(key, param []byte)
-	// BitAnd stores the bitwise AND of the value at key and param.
+	// BitAnd stores the bitwise AND of the value at key and param; a
+	// missing key takes param (an empty value counts as zero).
 	BitAnd(key, param []byte)
 	// BitOr stores the bitwise OR of the value at key and param.
 	BitOr(key, param []byte)
