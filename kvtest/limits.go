@@ -17,6 +17,7 @@ func limitTests() []conformanceTest {
 		{"KeyAtSizeLimit", testKeyAtSizeLimit},
 		{"KeyTooLarge", testKeyTooLarge},
 		{"KeyTooLargeForAtomicOp", testKeyTooLargeForAtomicOp},
+		{"AtomicOpSizeLimits", testAtomicOpSizeLimits},
 		{"ValueAtSizeLimit", testValueAtSizeLimit},
 		{"ValueTooLarge", testValueTooLarge},
 		{"VersionstampedKeySizeCountsOffset", testVersionstampedKeySizeCountsOffset},
@@ -87,6 +88,35 @@ func testKeyTooLargeForAtomicOp(t *testing.T, f *fixture) {
 	tr := f.newTx(t)
 	tr.Add(key, le(1, 8))
 	requireCode(t, tr.Commit(), kv.ErrKeyTooLarge, fmt.Sprintf("commit after an Add with a %d-byte key", len(key)))
+}
+
+// testAtomicOpSizeLimits: every atomic operation takes a key of up to
+// kv.MaxKeySize bytes and an operand of up to kv.MaxValueSize, and a larger
+// operand puts the transaction in the value_too_large state, which the
+// commit reports, whatever the operation (ReadYourWritesTransaction::
+// atomicOp, fdbclient/ReadYourWrites.actor.cpp: operand.size() >
+// VALUE_SIZE_LIMIT).
+func testAtomicOpSizeLimits(t *testing.T, f *fixture) {
+	ops := map[string]func(kv.Transaction, []byte, []byte){
+		"Add": kv.Transaction.Add, "Max": kv.Transaction.Max, "Min": kv.Transaction.Min,
+		"BitAnd": kv.Transaction.BitAnd, "BitOr": kv.Transaction.BitOr, "BitXor": kv.Transaction.BitXor,
+		"ByteMin": kv.Transaction.ByteMin, "ByteMax": kv.Transaction.ByteMax,
+		"AppendIfFits": kv.Transaction.AppendIfFits, "CompareAndClear": kv.Transaction.CompareAndClear,
+	}
+	key := f.key(string(bytes.Repeat([]byte{'k'}, kv.MaxKeySize-len(f.prefix)-2)))
+	for name, op := range ops {
+		big := bytes.Repeat([]byte{1}, kv.MaxValueSize)
+		tr := f.newTx(t)
+		op(tr, append(bytes.Clone(key), name[:2]...), big)
+		commit(t, tr, "%s with a %d-byte key and a %d-byte operand", name, kv.MaxKeySize, kv.MaxValueSize)
+
+		tr = f.newTx(t)
+		op(tr, f.key(name), append(big, 1))
+		tr.Set(f.key("ok"), []byte("x"))
+		requireCode(t, tr.Commit(), kv.ErrValueTooLarge, fmt.Sprintf("commit after %s with a %d-byte operand", name, kv.MaxValueSize+1))
+		f.requireAbsent(t, f.key(name), "the operation with an operand over the limit must not be applied")
+		f.requireAbsent(t, f.key("ok"), "a transaction that failed with value_too_large must apply none of its writes")
+	}
 }
 
 func testValueAtSizeLimit(t *testing.T, f *fixture) {
