@@ -87,3 +87,59 @@ func TestAtomicOpsCompose(t *testing.T) {
 	v, _ := mustGet(t, db, "n")
 	require.Equal(t, uint64(90), binary.LittleEndian.Uint64([]byte(v)))
 }
+
+// TestAtomicOpsCoalesceAsFDB: FDB's write map merges an atomic operation
+// into the key's previous one when both have the same type
+// (WriteMap::coalesceOver, fdbclient/WriteMap.cpp), except
+// CompareAndClear, and except, for the types in NON_ASSOCIATIVE_MASK
+// (fdbclient/include/fdbclient/CommitTransaction.h: Add, Or, Xor, Max,
+// Min), operands of different lengths; the commit request holds what is
+// left (writeRangeToNativeTransaction), and its size is what the 10 MB
+// limit applies to. 150 operations of one type on one key, with
+// 100,000-byte operands, commit when they merge and fail with
+// transaction_too_large when they do not. The value is the same either
+// way (the merge is associative where FDB applies it), but for
+// AppendIfFits, whose merge this test leaves to kvtest.
+func TestAtomicOpsCoalesceAsFDB(t *testing.T) {
+	type op func(kv.Transaction, []byte, []byte)
+	for _, c := range []struct {
+		name              string
+		op                op
+		sameLen, mixedLen bool // whether 150 ops merge, with one operand length and with two
+	}{
+		{"Add", kv.Transaction.Add, true, false},
+		{"BitOr", kv.Transaction.BitOr, true, false},
+		{"BitXor", kv.Transaction.BitXor, true, false},
+		{"Max", kv.Transaction.Max, true, false},
+		{"Min", kv.Transaction.Min, true, false},
+		{"BitAnd", kv.Transaction.BitAnd, true, true},
+		{"ByteMin", kv.Transaction.ByteMin, true, true},
+		{"ByteMax", kv.Transaction.ByteMax, true, true},
+		{"CompareAndClear", kv.Transaction.CompareAndClear, false, false},
+	} {
+		for _, mixed := range []bool{false, true} {
+			db, _ := newDB(t)
+			tr := newTx(t, db)
+			for i := range 150 {
+				p := bytes.Repeat([]byte{byte(i)}, kv.MaxValueSize-i%2*btoi(mixed))
+				c.op(tr, []byte("k"), p)
+			}
+			merges := c.sameLen
+			if mixed {
+				merges = c.mixedLen
+			}
+			if err := tr.Commit(); merges {
+				require.NoError(t, err, "%s: 150 operations of one key (mixed lengths %v) merge into one", c.name, mixed)
+			} else {
+				require.ErrorIs(t, err, kv.ErrTransactionTooLarge, "%s: 150 operations of one key (mixed lengths %v) are sent one by one", c.name, mixed)
+			}
+		}
+	}
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
