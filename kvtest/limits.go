@@ -36,6 +36,7 @@ func limitTests() []conformanceTest {
 		{"InvertedConflictRanges", testInvertedConflictRanges},
 		{"ConflictRangeIntoSystemKeysIsDeferred", testConflictRangeIntoSystemKeysIsDeferred},
 		{"RangeReadInSystemKeys", testRangeReadInSystemKeys},
+		{"SystemKeyReadReportsTransactionErrorFirst", testSystemKeyReadReportsTransactionErrorFirst},
 		{"OversizedSystemKeyWrites", testOversizedSystemKeyWrites},
 		{"SizeCountsWriteConflictRanges", testSizeCountsWriteConflictRanges},
 		{"SizeCountsClearedKeyTwice", testSizeCountsClearedKeyTwice},
@@ -382,6 +383,52 @@ func testRangeReadInSystemKeys(t *testing.T, f *fixture) {
 	kvs, err := tr.GetRange(kv.KeyRange{Begin: []byte("\xff"), End: []byte("\xff")}, kv.RangeOptions{}).GetSlice()
 	require.NoError(t, err, "[\\xff, \\xff) is within the legal range (its bounds are not above \\xff)")
 	require.Empty(t, kvs)
+}
+
+// testSystemKeyReadReportsTransactionErrorFirst: a read outside the legal
+// range of a transaction that already has an error reports that error, as
+// FDB tests the transaction's state before the key: the error of an
+// invalid write first (ThreadSafeTransaction::get and getRange call
+// checkDeferredError), then a cancellation (ReadYourWritesTransaction::get
+// and getRange return resetPromise's error before key_outside_legal_range,
+// fdbclient/ReadYourWrites.actor.cpp), and during a commit
+// used_during_commit (with a CommitHolder).
+func testSystemKeyReadReportsTransactionErrorFirst(t *testing.T, f *fixture) {
+	system := kv.KeyRange{Begin: f.key("a"), End: []byte("\xff\x01")}
+	read := func(tr kv.Transaction, want kv.Error, state string) {
+		t.Helper()
+		_, err := tr.Get([]byte("\xff\x01")).Get()
+		requireCode(t, err, want, "Get of a system key, "+state)
+		_, err = tr.GetRange(system, kv.RangeOptions{}).GetSlice()
+		requireCode(t, err, want, "GetRange into the system keys, "+state)
+		_, err = tr.Snapshot().GetRange(system, kv.RangeOptions{Reverse: true}).GetSlice()
+		requireCode(t, err, want, "a snapshot GetRange into the system keys, "+state)
+	}
+	tr := f.newTx(t)
+	tr.Set(f.key("big"), bytes.Repeat([]byte{'v'}, kv.MaxValueSize+1))
+	read(tr, kv.ErrValueTooLarge, "after a Set of a value over the limit")
+	tr = f.newTx(t)
+	tr.Cancel()
+	read(tr, kv.ErrTransactionCancelled, "after Cancel")
+
+	// During a commit: used_during_commit, which fails the commit too
+	// (checkUsedDuringCommit).
+	holder, ok := f.h.Faults().(CommitHolder) // nil without an injector
+	if !ok {
+		return
+	}
+	tr = f.newTx(t)
+	readVersion(t, tr)
+	tr.Set(f.key("b"), []byte("x"))
+	held, release := holder.HoldNextCommit()
+	defer release()
+	done := make(chan error, 1)
+	go func() { done <- tr.Commit() }()
+	<-held
+	_, err := tr.GetRange(system, kv.RangeOptions{}).GetSlice()
+	requireCode(t, err, kv.ErrUsedDuringCommit, "GetRange into the system keys while the commit is in flight")
+	release()
+	requireCode(t, <-done, kv.ErrUsedDuringCommit, "the commit during which a read into the system keys was issued")
 }
 
 // A Set or Clear of a system key over the key size limit fails with

@@ -52,7 +52,7 @@ func (tx *transaction) get(key []byte, snap bool, watchGen *uint64) kv.FutureVal
 	watch := watchGen != nil
 	if len(key) > 0 && key[0] == 0xff {
 		if !isMetadataVersionKey(key) {
-			return &valueFuture{err: kv.ErrKeyOutsideLegalRange}
+			return &valueFuture{err: tx.illegalReadErr()}
 		}
 		if !tx.db.latency {
 			return tx.getMetadataVersionNow(snap, watchGen)
@@ -329,9 +329,10 @@ func (tx *transaction) GetRange(r kv.KeyRange, opts kv.RangeOptions) kv.RangeRes
 
 func (tx *transaction) getRange(r kv.KeyRange, opts kv.RangeOptions, snap bool) kv.RangeResult {
 	if afterUserKeys(r.Begin) || afterUserKeys(r.End) {
-		// FDB's getRange tests the legal range before anything else
-		// (ReadYourWritesTransaction::getRange), inverted ranges included.
-		return &rangeResult{tx: tx, err: kv.ErrKeyOutsideLegalRange}
+		// FDB's getRange tests the legal range before the limits and the
+		// order of the bounds (ReadYourWritesTransaction::getRange):
+		// inverted ranges are refused too.
+		return &rangeResult{tx: tx, err: tx.illegalReadErr()}
 	}
 	var rr *rangeResult
 	var room *opEntry
@@ -373,6 +374,25 @@ func (tx *transaction) getRange(r kv.KeyRange, opts kv.RangeOptions, snap bool) 
 		tx.mu.Unlock()
 	}
 	return rr
+}
+
+// illegalReadErr returns the error of a read outside the legal range: the
+// transaction's own error if it has one (an invalid write's, a
+// cancellation's, used_during_commit, which also fails a Commit in flight),
+// else key_outside_legal_range. FDB tests the transaction first:
+// ThreadSafeTransaction's get and getRange call checkDeferredError, then
+// ReadYourWritesTransaction's test checkUsedDuringCommit and resetPromise
+// before the key (fdbclient/ThreadSafeTransaction.cpp,
+// fdbclient/ReadYourWrites.actor.cpp). A transaction with both an invalid
+// write's error and a cancellation reports the cancellation here
+// (checkLocked's order), the write's error on FDB.
+func (tx *transaction) illegalReadErr() error {
+	tx.mu.Lock()
+	defer tx.mu.Unlock()
+	if err := tx.checkLocked(); err != nil {
+		return err
+	}
+	return kv.ErrKeyOutsideLegalRange
 }
 
 // afterUserKeys reports whether k sorts after maxUserKey (\xff): whether
