@@ -48,6 +48,15 @@ type PoolConfig struct {
 	// that the heartbeats find the cancelled jobs' leases lost and end
 	// their handlers' contexts before the pools stop.
 	CancelProb, HeartbeatProb float64
+	// LongRunProb is, in each cycle, the probability that the clock moves
+	// well past the lease duration (at least twice LeaseDuration) while
+	// the blocked handlers hold their jobs, before the mid-flight Cancels:
+	// in steps of at least ExtendEvery (so that every heartbeat extends at
+	// each step) and under LeaseDuration − ExtendEvery (so that a lease
+	// extended at one step is still held at the next), each waited for
+	// until every blocked handler's heartbeat has extended its lease (see
+	// pool_heartbeat.go). Only the heartbeats then keep the leases.
+	LongRunProb float64
 	// plantCancel and plantPools, if not nil, wrap the database the
 	// harness's Cancels and the pools run on: the tests that plant bugs
 	// set them, so that the checks are shown to catch them.
@@ -62,7 +71,7 @@ func DefaultPoolConfig() PoolConfig {
 		Faults: memdb.Faults{NotCommitted: 0.05, UnknownApplied: 0.05, UnknownNotApplied: 0.05, TooOld: 0.02, LateLanding: 0.5,
 			ReadErrors: 0.02, ReadVersionErrors: 0.01},
 		Latency:      memdb.Latency{Commit: memdb.Span{Min: 50 * time.Microsecond, Max: 500 * time.Microsecond}},
-		StopFailProb: 0.1, CancelProb: 0.4, HeartbeatProb: 0.5}
+		StopFailProb: 0.1, CancelProb: 0.4, HeartbeatProb: 0.5, LongRunProb: 0.5}
 }
 
 // check refuses a configuration whose cycles would wait for jobs they do
@@ -151,8 +160,25 @@ type PoolResult struct {
 	// drain.
 	LeasedAfterCancel, SettledAfterCancel, LostUncancelled, ExtendedAfterCancel int
 	CancelledAndAcked, CancelledAndDead, CancelledTwice                         int
-	Leftovers, CountErrors                                                      int
-	Stats                                                                       memdb.Stats
+	// The long runs (PoolConfig.LongRunProb): LongRuns counts the cycles
+	// whose clock moved past the lease while blocked handlers held their
+	// jobs, LongRunSteps the clock's steps, HeldExtended the heartbeats'
+	// extensions seen. What a heartbeat promises of a blocked handler's
+	// job that no Cancel removed, checked once the heartbeats of each
+	// step ran (each counted once per run and long run; all must be 0):
+	// HeldLeaseLost, its record no longer carries the handler's lease
+	// (another worker or pool leased it, or it was released, dead or
+	// gone) or another handler run of it started; HeldLeaseExpired, its
+	// record carries the lease past its deadline (any worker may lease
+	// it); HeldAttemptsGrew, its attempt count grew past the lease's;
+	// HeldContextEnded, its handler's context ended (a heartbeat found the
+	// lease lost); HeldDeadlineWrong, its deadline (in the record or the
+	// Task's lease) is not the clock's time plus LeaseDuration, which the
+	// step's extension sets.
+	LongRuns, LongRunSteps, HeldExtended                                                   int
+	HeldLeaseLost, HeldLeaseExpired, HeldAttemptsGrew, HeldContextEnded, HeldDeadlineWrong int
+	Leftovers, CountErrors                                                                 int
+	Stats                                                                                  memdb.Stats
 }
 
 // OK reports whether every check held.
@@ -161,6 +187,7 @@ func (r PoolResult) OK() bool {
 		r.NotDue == 0 && r.ReleasedGone == 0 && r.FailedCut == 0 && r.LateAcked == 0 && r.DeadAttempts == 0 && r.RunErrors == 0 &&
 		r.LeasedAfterCancel == 0 && r.SettledAfterCancel == 0 && r.LostUncancelled == 0 && r.ExtendedAfterCancel == 0 && r.CancelledAndAcked == 0 &&
 		r.CancelledAndDead == 0 && r.CancelledTwice == 0 && r.Leftovers == 0 && r.CountErrors == 0 &&
+		r.HeldLeaseLost == 0 && r.HeldLeaseExpired == 0 && r.HeldAttemptsGrew == 0 && r.HeldContextEnded == 0 && r.HeldDeadlineWrong == 0 &&
 		r.Added == r.Acked+r.Dead+r.Cancelled+r.AckedUnknown
 }
 
@@ -174,9 +201,14 @@ const poolShutdownTimeout = 7*time.Second + 3*time.Millisecond
 const poolExtendEvery = 20*time.Second + 11*time.Millisecond
 
 // poolLeaseDuration is the queue's and the pools' LeaseDuration: the
-// clock moves by less than it while the pools run, so that no lease
-// expires under a running handler.
+// clock moves by less than it at once while the pools run, so that no
+// lease a heartbeat extends expires under a running handler.
 const poolLeaseDuration = time.Minute
+
+// poolArmedFence is the duration of the timer the harness arms before a
+// cycle, so that it knows once the reader of the clock's Armed channel
+// reaches it that every heartbeat's timer of the cycles before is counted.
+const poolArmedFence = time.Nanosecond
 
 // poolReleaseTimeout is the pools' ReleaseTimeout: longer than any run of
 // the harness, since the clock, shared by the pools, moves past one
@@ -232,6 +264,16 @@ const poolReleaseTimeout = time.Hour
 // once. At each cycle's end and after the drain, nothing of a removed job
 // may be left and Stats and the bucket counters must be exact
 // (checkAccounts).
+//
+// Before the mid-flight Cancels, the clock moves at times well past the
+// lease duration while the blocked handlers hold their jobs (the long
+// run, PoolConfig.LongRunProb, pool_heartbeat.go), in steps that a
+// heartbeat extending every ExtendEvery outpaces, each waited for until
+// every blocked handler's heartbeat has extended its lease: a job no
+// Cancel removed must stay under its handler's lease, unexpired, its
+// deadline the clock's time plus the lease duration, its attempt count
+// unchanged, no other run of it started and its handler's context not
+// ended.
 func RunPoolShutdowns(ctx context.Context, seed int64, cfg PoolConfig) (PoolResult, error) {
 	var res PoolResult
 	if err := cfg.check(); err != nil {
@@ -246,7 +288,8 @@ func RunPoolShutdowns(ctx context.Context, seed int64, cfg PoolConfig) (PoolResu
 	deadlines := make(chan struct{}, 1024) // a Run armed its shutdown deadline
 	done := make(chan struct{})
 	defer close(done)
-	h := &poolHarness{acks: map[string]int{}, failedAcks: map[string]bool{}, cancels: map[string][]poolCancel{}}
+	h := &poolHarness{acks: map[string]int{}, failedAcks: map[string]bool{}, cancels: map[string][]poolCancel{},
+		fenced: make(chan struct{}, 1)}
 	go func() {
 		for {
 			select {
@@ -259,9 +302,17 @@ func RunPoolShutdowns(ctx context.Context, seed int64, cfg PoolConfig) (PoolResu
 					}
 				case poolExtendEvery: // a heartbeat's timer
 					h.beats.Add(1)
-					if c := h.cur.Load(); c != nil {
-						c.poke()
+				case poolArmedFence:
+					select {
+					case h.fenced <- struct{}{}:
+					default: // the cycle that armed it gave up (ctx ended)
 					}
+				}
+				// Any timer: a heartbeat's, or an idle worker's in
+				// LeaseWait, which the long run's waits look at the
+				// queue after.
+				if c := h.cur.Load(); c != nil {
+					c.poke()
 				}
 			case <-done:
 				return
@@ -372,11 +423,13 @@ type poolHarness struct {
 	mu             sync.Mutex
 	cancels        map[string][]poolCancel
 	cancelNotFound int
-	// beats counts the heartbeats' timers armed (poolExtendEvery); cur is
-	// the cycle under way, poked at each.
-	beats atomic.Int64
-	cur   atomic.Pointer[poolCycle]
-	plant func(kv.Database) kv.Database // PoolConfig.plantCancel
+	// beats counts the heartbeats' timers armed (poolExtendEvery) in the
+	// cycle under way, cur, poked at every timer armed; fenced receives
+	// once the poolArmedFence timer is counted.
+	beats  atomic.Int64
+	cur    atomic.Pointer[poolCycle]
+	fenced chan struct{}
+	plant  func(kv.Database) kv.Database // PoolConfig.plantCancel
 }
 
 // poolCancel is a successful Cancel: its call and return (poolHarness.seq)
@@ -523,6 +576,10 @@ type poolCycle struct {
 	// ExtendEvery (0: it did not), beatFrom the clock's time before.
 	beatSeq  int64
 	beatFrom time.Time
+	// longRunBroken: the long run (pool_heartbeat.go) found a lease lost
+	// and stopped at once, the heartbeats' timers perhaps not all armed,
+	// so cancelMidFlight does not move the clock by ExtendEvery after it.
+	longRunBroken bool
 }
 
 // extendedPastBeat reports whether r's lease was taken before the clock
@@ -611,7 +668,18 @@ func (c *poolCycle) handler(ctx context.Context, task *fdbqueue.Task) error {
 	c.poke()
 	switch {
 	case stubborn:
-		<-c.unblock // ignores ctx
+		// Ignores ctx, but tells when it ended (the long run and
+		// checkCancels look at it).
+		select {
+		case <-c.unblock:
+			return nil
+		case <-ctx.Done():
+			c.mu.Lock()
+			run.endedEarly = !c.stopping
+			c.mu.Unlock()
+			c.poke()
+		}
+		<-c.unblock
 		return nil
 	case n <= c.blockers:
 		select {
@@ -656,13 +724,21 @@ func (h *poolHarness) cycle(ctx context.Context, q *fdbqueue.JobQueue, db *memdb
 	for len(deadlines) > 0 {
 		<-deadlines
 	}
+	// Every timer the cycles before armed is counted (each Run returned,
+	// and with it each heartbeat): beats counts this cycle's only.
+	clock.After(poolArmedFence)
+	select {
+	case <-h.fenced:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 	slots := cfg.Pools * cfg.Workers
 	c := &poolCycle{h: h, rng: rand.New(rand.NewPCG(rng.Uint64(), rng.Uint64())), blockers: 1 + rng.IntN(max(slots-1, 1)),
 		finish: make(chan struct{}), unblock: make(chan struct{}), changed: make(chan struct{}, 1),
 		tasks: map[string][]*fdbqueue.Task{}, quick: map[[16]byte]bool{}, stubborns: map[[16]byte]bool{},
 		runs: map[[16]byte]*handlerRun{}}
-	h.cur.Store(c)
 	h.beats.Store(0)
+	h.cur.Store(c)
 	cycleJobs := h.jobs[len(h.jobs)-cfg.JobsPerCycle:]
 	mode := rng.IntN(3)
 	timeout := poolShutdownTimeout
@@ -697,6 +773,9 @@ func (h *poolHarness) cycle(ctx context.Context, q *fdbqueue.JobQueue, db *memdb
 		if err := <-raced; err != nil {
 			return err
 		}
+	}
+	if err := h.longRun(ctx, db, sub, clock, c, rng, cfg, res); err != nil {
+		return err
 	}
 	if err := h.cancelMidFlight(ctx, q, db, clock, c, rng, cfg); err != nil {
 		return err
@@ -907,7 +986,7 @@ func (h *poolHarness) cancelMidFlight(ctx context.Context, q *fdbqueue.JobQueue,
 			lost[job] = true
 		}
 	}
-	if len(lost) == 0 || rng.Float64() >= cfg.HeartbeatProb {
+	if len(lost) == 0 || rng.Float64() >= cfg.HeartbeatProb || c.longRunBroken {
 		return nil
 	}
 	if err := c.wait(ctx, func() bool { return h.beats.Load() >= int64(c.started) }); err != nil {

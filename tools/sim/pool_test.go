@@ -33,11 +33,15 @@ import (
 // after its job's Cancel returned, a cancelled job is never acked (by the
 // pool or a Task.Ack) nor dead, and nothing of a removed job is left and
 // Stats and the bucket counters are exact at every cycle's end and after
-// the drain. The run must have cancelled jobs
+// the drain. In the long runs (LongRunProb) the clock moves well past the
+// lease while blocked handlers hold their jobs, and the heartbeats must
+// keep every job no Cancel removed under its handler's lease, its
+// deadline the clock's time plus the lease duration at each step. The run
+// must have cancelled jobs
 // leased and queued, Cancels that found nothing, runs whose ack, nack or
 // release found the lease lost to a Cancel, handlers whose context a
 // heartbeat ended for it, and abandoned runs' Task.Acks that failed for
-// it.
+// it, and the long runs must have seen the heartbeats extend leases.
 //
 // FDBQUEUE_POOL_SEEDS=n runs n seeds instead of 6 (a longer soak).
 func TestPoolShutdownSimulation(t *testing.T) {
@@ -57,6 +61,9 @@ func TestPoolShutdownSimulation(t *testing.T) {
 		t.Logf("cancels: %d jobs cancelled (%d leased, %d queued, %d with the lease unknown), %d found nothing; %d runs lost their job to a Cancel, %d contexts ended by the heartbeat for it, %d late Task.Acks failed for it; %d leftovers, %d wrong counts",
 			total.Cancelled, total.CancelledLeased, total.CancelledQueued, total.CancelLeaseUnknown, total.CancelNotFound,
 			total.LostToCancel, total.HeartbeatLost, total.LateAckCancelled, total.Leftovers, total.CountErrors)
+		t.Logf("long runs: %d, %d steps, %d extensions seen; held jobs' leases lost %d, expired %d, attempts grown %d, contexts ended %d, deadlines wrong %d",
+			total.LongRuns, total.LongRunSteps, total.HeldExtended, total.HeldLeaseLost, total.HeldLeaseExpired, total.HeldAttemptsGrew,
+			total.HeldContextEnded, total.HeldDeadlineWrong)
 	}()
 	for seed := int64(1); seed <= seeds; seed++ {
 		r, err := RunPoolShutdowns(ctx, seed, DefaultPoolConfig())
@@ -93,6 +100,14 @@ func TestPoolShutdownSimulation(t *testing.T) {
 		total.LateAckCancelled += r.LateAckCancelled
 		total.Leftovers += r.Leftovers
 		total.CountErrors += r.CountErrors
+		total.LongRuns += r.LongRuns
+		total.LongRunSteps += r.LongRunSteps
+		total.HeldExtended += r.HeldExtended
+		total.HeldLeaseLost += r.HeldLeaseLost
+		total.HeldLeaseExpired += r.HeldLeaseExpired
+		total.HeldAttemptsGrew += r.HeldAttemptsGrew
+		total.HeldContextEnded += r.HeldContextEnded
+		total.HeldDeadlineWrong += r.HeldDeadlineWrong
 	}
 	require.Positive(t, total.Released, "no abandoned job was released")
 	require.Positive(t, total.Settled, "no lease in flight at shutdown was settled")
@@ -106,6 +121,7 @@ func TestPoolShutdownSimulation(t *testing.T) {
 	require.Positive(t, total.LostToCancel, "no handler run lost its job to a Cancel")
 	require.Positive(t, total.HeartbeatLost, "no heartbeat ended a handler's context for a Cancel")
 	require.Positive(t, total.LateAckCancelled, "no abandoned run's Task.Ack failed for a Cancel")
+	require.Positive(t, total.HeldExtended, "no long run saw a heartbeat extend a lease")
 }
 
 // Bugs planted in a Cancel (through PoolConfig.plantCancel) or in what
