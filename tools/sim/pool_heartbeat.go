@@ -23,9 +23,9 @@ import (
 // (armed at the clock's time of its last extension, or of its lease)
 // fires at every step, and under LeaseDuration − ExtendEvery, so that a
 // lease extended at one step is still held when the next step's heartbeat
-// extends it. Before each step the harness waits until the pools are
-// quiet (longRun.quiet), so that the step's heartbeats are the blocked
-// handlers' only and each can be told to have run:
+// extends it. Before the first step and after each, the harness waits
+// until the pools are quiet (longRun.quiet), so that a step's heartbeats
+// are the blocked handlers' only and each can be told to have run:
 //   - every handler run but the blocked ones has reported its outcome
 //     (its heartbeat has stopped);
 //   - no job is due (none is leasable, so no run starts before the step)
@@ -37,10 +37,12 @@ import (
 //   - the heartbeats' timers armed in the cycle (poolHarness.beats) are
 //     one per run started plus one per extension seen: each heartbeat arms
 //     its first timer as its run starts and one after each extension that
-//     succeeded, and nothing else arms a timer of poolExtendEvery (a
-//     failed extension retries sooner, which memdb's retry loop leaves
-//     for the pools' shutdown). So every extension's next timer is armed,
-//     and fires at the next step.
+//     succeeded, and nothing else arms a timer of poolExtendEvery (an
+//     extension that fails retries after a shorter timer, but none fails
+//     before the pools stop: memdb's retry loop retries every fault it
+//     injects, and stopFailing fails the pools' transactions only as they
+//     stop). So every extension's next timer is armed, and fires at the
+//     next step.
 //
 // A violation seen while waiting (another run of a blocked handler's job,
 // its context ended, its record leased otherwise, expired or with more
