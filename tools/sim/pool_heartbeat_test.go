@@ -19,8 +19,10 @@ import (
 // (LongRunProb), by its own checks, within the run's steps: never by the
 // harness's one-minute stall guard (errPoolStuck). The harness moved the
 // clock by less than the lease while the pools ran before the long run,
-// so none of these was caught: the control runs each plant without the
-// long run and every seed passes.
+// so these were caught, if at all, only by chance (a job hidden past its
+// lease at a stop, for the old-deadline plant, in some schedules): the
+// control runs each plant without the long run and logs whether any check
+// caught it; it does not require either outcome.
 //   - An extension that writes nothing (it returns the new lease, but the
 //     job keeps its first deadline): the lease expires under its handler
 //     once the clock passes it, at the third step at the latest.
@@ -60,7 +62,7 @@ func TestPoolSimulationCatchesPlantedHeartbeatBugs(t *testing.T) {
 				cfg.LongRunProb = 0 // the control: the harness as it was
 				r, err := RunPoolShutdowns(context.Background(), seed, cfg)
 				require.NoError(t, err, "seed %d without the long run", seed)
-				require.True(t, r.OK(), "seed %d without the long run: %+v", seed, r)
+				t.Logf("seed %d without the long run: caught %v", seed, !r.OK())
 
 				cfg.LongRunProb = 1
 				start := time.Now()
