@@ -485,16 +485,20 @@ func (tx *transaction) cancelChanLocked() chan struct{} {
 // operation issued once a Commit started fails with used_during_commit
 // (see usedDuringCommitLocked).
 func (tx *transaction) checkLocked() error {
-	if err := tx.cancelledLocked(); err != nil {
-		return err
+	// FDB's order: the deferred error of an invalid write first
+	// (ThreadSafeTransaction's checkDeferredError), then
+	// checkUsedDuringCommit, which answers used_during_commit once a
+	// commit started, cancelled or not, then the cancellation
+	// (resetPromise; ReadYourWritesTransaction::get and the other
+	// operations, fdbclient/ReadYourWrites.actor.cpp).
+	if x := tx.x; x != nil && x.err != nil {
+		return x.err
 	}
+	cerr := tx.cancelledLocked() // notices a timeout or a closed DB first
 	if tx.usedDuringCommitLocked() {
 		return kv.ErrUsedDuringCommit
 	}
-	if x := tx.x; x != nil {
-		return x.err
-	}
-	return nil
+	return cerr
 }
 
 // usedDuringCommitLocked reports whether a Commit has started since the
