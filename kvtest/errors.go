@@ -327,14 +327,8 @@ func testOperationDuringCommitFailsCommit(t *testing.T, f *fixture) {
 		t.Skip("capability missing: the backend cannot hold a commit in flight (FaultInjector is not a kvtest.CommitHolder)")
 	}
 	f.seed(t, "a")
-	tr := f.newTx(t)
-	readVersion(t, tr)
-	tr.Set(f.key("b"), []byte("x"))
-	held, release := holder.HoldNextCommit()
+	tr, done, release := f.commitHeld(t, holder)
 	defer release()
-	done := make(chan error, 1)
-	go func() { done <- tr.Commit() }()
-	<-held
 	_, err := tr.Get(f.key("a")).Get()
 	requireCode(t, err, kv.ErrUsedDuringCommit, "a read issued while the commit is in flight")
 	release()
@@ -342,4 +336,18 @@ func testOperationDuringCommitFailsCommit(t *testing.T, f *fixture) {
 	requireCode(t, err, kv.ErrUsedDuringCommit, "the commit during which a read was issued")
 	require.True(t, kv.MaybeCommitted(err), "the commit was in flight: it may have been applied")
 	requireCode(t, tr.OnError(err), kv.ErrUsedDuringCommit, "OnError does not retry used_during_commit")
+}
+
+// commitHeld starts the commit of a new transaction that has a read
+// version and writes key b, and returns once holder holds it in flight:
+// the transaction, the commit's result and the hold's release.
+func (f *fixture) commitHeld(t *testing.T, holder CommitHolder) (kv.Transaction, <-chan error, func()) {
+	tr := f.newTx(t)
+	readVersion(t, tr)
+	tr.Set(f.key("b"), []byte("x"))
+	held, release := holder.HoldNextCommit()
+	done := make(chan error, 1)
+	go func() { done <- tr.Commit() }()
+	<-held
+	return tr, done, release
 }

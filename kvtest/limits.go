@@ -417,14 +417,8 @@ func testSystemKeyReadReportsTransactionErrorFirst(t *testing.T, f *fixture) {
 	if !ok {
 		return
 	}
-	tr = f.newTx(t)
-	readVersion(t, tr)
-	tr.Set(f.key("b"), []byte("x"))
-	held, release := holder.HoldNextCommit()
+	tr, done, release := f.commitHeld(t, holder)
 	defer release()
-	done := make(chan error, 1)
-	go func() { done <- tr.Commit() }()
-	<-held
 	_, err := tr.GetRange(system, kv.RangeOptions{}).GetSlice()
 	requireCode(t, err, kv.ErrUsedDuringCommit, "GetRange into the system keys while the commit is in flight")
 	release()
