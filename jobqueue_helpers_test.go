@@ -46,3 +46,20 @@ func mustLease(t testing.TB, db kv.Database, q *fdbqueue.JobQueue, n int, d time
 	require.NoError(t, err)
 	return ls
 }
+
+// leaseWaitResult is what a LeaseWait returned.
+type leaseWaitResult struct {
+	ls  []fdbqueue.Lease
+	err error
+}
+
+// leaseWaitAsync runs q.LeaseWait(ctx, db, 1, time.Minute) in a goroutine
+// and returns the channel its result arrives on.
+func leaseWaitAsync(ctx context.Context, q *fdbqueue.JobQueue, db kv.Database) <-chan leaseWaitResult {
+	ch := make(chan leaseWaitResult, 1)
+	go func() {
+		ls, err := q.LeaseWait(ctx, db, 1, time.Minute)
+		ch <- leaseWaitResult{ls, err}
+	}()
+	return ch
+}

@@ -446,18 +446,7 @@ func TestJobQueueLeaseWait(t *testing.T) {
 	clock.Armed = make(chan time.Duration, 16)
 	q := mustJobQueue(t, "wait", fdbqueue.JobQueueConfig{Clock: clock})
 
-	type result struct {
-		ls  []fdbqueue.Lease
-		err error
-	}
-	wait := func() chan result {
-		ch := make(chan result, 1)
-		go func() {
-			ls, err := q.LeaseWait(ctx, db, 1, time.Minute)
-			ch <- result{ls, err}
-		}()
-		return ch
-	}
+	wait := func() <-chan leaseWaitResult { return leaseWaitAsync(ctx, q, db) }
 
 	// Empty queue: a watch only (no timer). Adding wakes it.
 	w := wait()
@@ -525,15 +514,7 @@ func TestJobQueueLeaseWaitBrokenPromiseWatch(t *testing.T) {
 	defer cancel()
 	db := &brokenWatchDB{DB: newDB(t), broken: make(chan struct{}, 1)}
 	q := mustJobQueue(t, "watch-broken", fdbqueue.JobQueueConfig{})
-	type result struct {
-		ls  []fdbqueue.Lease
-		err error
-	}
-	done := make(chan result, 1)
-	go func() {
-		ls, err := q.LeaseWait(ctx, db, 1, time.Minute)
-		done <- result{ls, err}
-	}()
+	done := leaseWaitAsync(ctx, q, db)
 	recvWithin(t, db.broken, "the broken watch handed out")
 	mustAdd(t, db.DB, q, fdbqueue.Job{Value: []byte("now")})
 	r := recvWithin(t, done, "LeaseWait's return")
@@ -824,15 +805,7 @@ func TestJobQueueExtendShorterWakesLeaseWait(t *testing.T) {
 	mustAdd(t, db, q, fdbqueue.Job{Value: []byte("j")})
 	l := mustLease(t, db, q, 1, time.Hour)[0]
 
-	type result struct {
-		ls  []fdbqueue.Lease
-		err error
-	}
-	got := make(chan result, 1)
-	go func() {
-		ls, err := q.LeaseWait(ctx, db, 1, time.Minute)
-		got <- result{ls, err}
-	}()
+	got := leaseWaitAsync(ctx, q, db)
 	require.Equal(t, time.Hour+time.Microsecond, nextArmed(t, clock), "asleep until the lease's deadline")
 
 	_, err := q.Extend(ctx, db, l, time.Millisecond) // give the job back soon

@@ -52,15 +52,7 @@ func TestLeaseWaitRetriesAFailedWatch(t *testing.T) {
 		db.FailReadAfter(-1, nil)
 		mustAdd(t, db, q, fdbqueue.Job{Value: []byte("later"), Delay: time.Minute})
 		db.FailReadAfter(k, kv.ErrFutureVersion)
-		type result struct {
-			ls  []fdbqueue.Lease
-			err error
-		}
-		done := make(chan result, 1)
-		go func() {
-			ls, err := q.LeaseWait(ctx, db, 1, time.Minute)
-			done <- result{ls, err}
-		}()
+		done := leaseWaitAsync(ctx, q, db)
 		for {
 			select {
 			case r := <-done:
