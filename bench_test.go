@@ -3,6 +3,9 @@ package fdbqueue_test
 import (
 	"context"
 	"fmt"
+	"os"
+	"runtime"
+	"strconv"
 	"testing"
 
 	"github.com/fdbqueue/fdbqueue"
@@ -111,12 +114,18 @@ func BenchmarkWorkload(b *testing.B) {
 }
 
 // runOps runs f b.N times and reports CPU time per layer operation (f
-// does perIter of them) and operations per second of wall time.
+// does perIter of them) and operations per second of wall time. With
+// BENCH_YIELD=n (n > 0) it yields to the scheduler before every n-th
+// iteration (see benchYield).
 func runOps(b *testing.B, perIter int, f func(i int) error) {
+	yield := benchYield(b)
 	b.ReportAllocs()
 	start, _ := processCPU()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
+		if yield > 0 && i%yield == 0 {
+			runtime.Gosched()
+		}
 		if err := f(i); err != nil {
 			b.Fatal(err)
 		}
@@ -129,4 +138,24 @@ func runOps(b *testing.B, perIter int, f func(i int) error) {
 	if cpu, ok := processCPU(); ok && b.N > 0 {
 		b.ReportMetric(float64((cpu-start).Nanoseconds())/ops, "cpu-ns/op")
 	}
+}
+
+// benchYield returns the BENCH_YIELD environment variable's number, 0 if
+// it is unset. On one P (-cpu 1), a loop that never blocks gives the
+// runtime's scheduler no turn, so the collector's background mark worker
+// never runs: allocation assists do all the marking, paced by the bytes
+// allocated, and each mark phase (with its write barriers on) lasts about
+// half of the cycle. A program that waits for I/O, as every user of a
+// database does, lets the worker finish the marking in one go. Yielding
+// every n iterations measures that case; `make bench BENCH_YIELD=8`.
+func benchYield(b *testing.B) int {
+	s := os.Getenv("BENCH_YIELD")
+	if s == "" {
+		return 0
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 0 {
+		b.Fatalf("BENCH_YIELD=%q: want a number of iterations, 0 or more", s)
+	}
+	return n
 }

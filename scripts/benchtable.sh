@@ -5,11 +5,14 @@
 # The benchmark runs COUNT times (default 5, interleaved) and each
 # workload's least CPU time is kept: other processes on a shared machine
 # only ever add to it. BENCHTIME (default 0.5s) is passed to -benchtime.
+# BENCH_YIELD=n makes the loop yield to the scheduler every n iterations
+# (see benchYield in bench_test.go).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=$(go test -run '^$' -bench '^BenchmarkWorkload$' -benchmem -cpu 1 -count "${COUNT:-5}" \
   -benchtime "${BENCHTIME:-0.5s}" .)
 echo "$out" | grep -E '^(goos|goarch|cpu):' || true
+if [ -n "${BENCH_YIELD:-}" ]; then echo "yielding to the scheduler every ${BENCH_YIELD} iterations"; fi
 echo "$out" | awk '
 /^BenchmarkWorkload\// {
   name = $1; sub(/^BenchmarkWorkload\//, "", name); sub(/-[0-9]+$/, "", name)
