@@ -259,6 +259,11 @@ func TestCommitInterruptedByCancellationAppliesOrNot(t *testing.T) {
 		err = <-done
 		require.ErrorIs(t, err, kv.ErrTransactionCancelled, "round %d", i)
 		require.True(t, kv.MaybeCommitted(err))
+		// OnError returns the error it is given when it does not retry
+		// (kv.Transaction.OnError), maybe committed still.
+		oerr := tr.OnError(err)
+		require.ErrorIs(t, oerr, kv.ErrTransactionCancelled, "OnError of the interrupted commit")
+		require.True(t, kv.MaybeCommitted(oerr), "OnError must keep the interrupted commit's uncertainty")
 	}
 	st := db.Stats()
 	require.Equal(t, int64(n), st.Interrupted)
@@ -266,4 +271,45 @@ func TestCommitInterruptedByCancellationAppliesOrNot(t *testing.T) {
 	require.Less(t, st.Commits, int64(n), "and some did not")
 	v, _ := mustGet(t, db, "applied")
 	require.Equal(t, le64(st.Commits), []byte(v), "exactly the counted ones applied")
+}
+
+// TestTimeoutNotYetAtItsEnd: the transaction times out only once more
+// than its timeout has passed since its creation. FDB's timebomb waits
+// while now() < creationTime + timeout, waking at the earliest 0.1 ms
+// past that end (delayUntil(endTime + 0.0001)), and only then fails the
+// transaction with transaction_timed_out (fdbclient/ReadYourWrites.actor.cpp).
+func TestTimeoutNotYetAtItsEnd(t *testing.T) {
+	db, clk := newDB(t)
+	tr := newTx(t, db)
+	require.NoError(t, tr.Options().SetTimeout(time.Minute)) // in real time too: far off
+	clk.Advance(time.Minute)
+	get(t, tr, "k") // exactly at the end: not timed out yet
+	clk.Advance(time.Millisecond)
+	_, err := tr.Get([]byte("k")).Get()
+	require.ErrorIs(t, err, kv.ErrTransactionTimedOut, "1 ms past the end")
+}
+
+// TestRaisedMaxRetryDelayGrowsFromTheOldCap: the backoff is kept capped.
+// FDB's Transaction::getBackoff sets the next backoff to min(backoff ×
+// growth, maxBackoff) (fdbclient/NativeAPI.actor.cpp), so after many
+// retries under a small max_retry_delay, a larger one set later lets the
+// backoff grow from the old cap, not from where doubling on and on would
+// have taken it.
+func TestRaisedMaxRetryDelayGrowsFromTheOldCap(t *testing.T) {
+	db, _ := newDB(t) // initial backoff 10 µs
+	tr := newTx(t, db)
+	require.NoError(t, tr.Options().SetMaxRetryDelay(time.Millisecond))
+	for range 40 { // uncapped, 10 µs would double to about 127 days
+		require.NoError(t, tr.OnError(kv.ErrNotCommitted))
+	}
+	require.NoError(t, tr.Options().SetMaxRetryDelay(time.Hour))
+	done := make(chan error, 1)
+	go func() { done <- tr.OnError(kv.ErrNotCommitted) }()
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(10 * time.Second): // a failure guard, not a wait for an event
+		tr.Cancel()
+		t.Fatal("the retry after raising the cap waits far longer than the old 1 ms cap")
+	}
 }
