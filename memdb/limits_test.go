@@ -2,6 +2,7 @@ package memdb_test
 
 import (
 	"bytes"
+	"fmt"
 	"testing"
 
 	"github.com/fdbqueue/fdbqueue/kv"
@@ -90,4 +91,38 @@ func TestRangeErrors(t *testing.T) {
 	kvs, err = tr.GetRange(rng("a", "a"), kv.RangeOptions{}).GetSlice()
 	require.NoError(t, err, "an empty range is fine")
 	require.Empty(t, kvs)
+}
+
+// TestTransactionAtTheSizeLimitCommits: the size limit is inclusive. FDB
+// fails a commit with transaction_too_large only when the size of its
+// request exceeds the limit (commitMutations: transactionSize >
+// trState->options.sizeLimit, fdbclient/NativeAPI.actor.cpp). A Set of a
+// k-byte key and a v-byte value puts a mutation of sizeof(MutationRef) +
+// k + v bytes and a write conflict range [key, key+\x00) of
+// sizeof(KeyRangeRef) + 2k + 1 bytes in the request (size.go); the keys
+// here are apart, so their conflict ranges do not merge.
+func TestTransactionAtTheSizeLimitCommits(t *testing.T) {
+	const (
+		mutationRef = 56 // sizeof(MutationRef), FDB 7.3, 64-bit
+		keyRangeRef = 32 // sizeof(KeyRangeRef)
+		n, k        = 100, 4
+		perSet      = mutationRef + k + keyRangeRef + 2*k + 1
+		v           = (kv.MaxTransactionSize - n*perSet) / n
+	)
+	require.Zero(t, (kv.MaxTransactionSize-n*perSet)%n, "n Sets fill the limit exactly")
+	for _, over := range []int{0, 1} {
+		db, _ := newDB(t)
+		tr := newTx(t, db)
+		tr.Set([]byte("k000"), make([]byte, v+over)) // one byte over, or none
+		for i := 1; i < n; i++ {
+			tr.Set(fmt.Appendf(nil, "k%03d", i), make([]byte, v))
+		}
+		err := tr.Commit()
+		if over == 0 {
+			require.NoError(t, err, "a commit of exactly %d bytes", kv.MaxTransactionSize)
+			require.Equal(t, int64(n), db.Stats().Keys)
+		} else {
+			require.ErrorIs(t, err, kv.ErrTransactionTooLarge, "a commit of %d bytes", kv.MaxTransactionSize+1)
+		}
+	}
 }
