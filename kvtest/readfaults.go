@@ -28,6 +28,8 @@ func readFaultTests() []conformanceTest {
 		{"ReadVersionErrorIsKept", testReadVersionErrorIsKept},
 		{"BlindWriteCommitReadVersionError", testBlindWriteCommitReadVersionError},
 		{"WatchReadErrorFailsOnlyTheWatch", testWatchReadErrorFailsOnlyTheWatch},
+		{"ReadOnlyCommitFailsWithAFailedRead", testReadOnlyCommitFailsWithAFailedRead},
+		{"WatchReadVersionErrorFailsOnlyTheWatch", testWatchReadVersionErrorFailsOnlyTheWatch},
 		{"TransactRetriesReadErrors", testTransactRetriesReadErrors},
 	}
 }
@@ -159,4 +161,49 @@ func testTransactRetriesReadErrors(t *testing.T, f *fixture) {
 		require.Equal(t, 2, runs, "one failed run and one committed run")
 	}
 	require.Equal(t, []byte("xx"), f.get(t, key), "each function took effect once")
+}
+
+// A read-only transaction's commit fails too with the error of a read that
+// failed, whether the read itself or its read version request failed:
+// RYWImpl::commit waits on reading, to which ReadYourWritesTransaction::get
+// adds every read, before anything else (fdbclient/ReadYourWrites.actor.cpp),
+// and only then does NativeAPI's commitMutations return at once for a
+// transaction with no mutations and no write conflict ranges
+// (fdbclient/NativeAPI.actor.cpp).
+func testReadOnlyCommitFailsWithAFailedRead(t *testing.T, f *fixture) {
+	rf := f.readFaults(t)
+	f.seed(t, "k")
+	for _, c := range []struct {
+		what string
+		fail func()
+		want kv.Error
+	}{
+		{"point read", func() { rf.FailNextRead(kv.ErrFutureVersion) }, kv.ErrFutureVersion},
+		{"read's read version request", func() { rf.FailNextReadVersion(kv.ErrGRVProxyMemoryLimit) }, kv.ErrGRVProxyMemoryLimit},
+	} {
+		tr := f.newTx(t)
+		c.fail()
+		_, err := tr.Get(f.key("k")).Get()
+		requireCode(t, err, c.want, c.what)
+		requireCode(t, tr.Commit(), c.want, "the read-only commit of a transaction whose "+c.what+" failed")
+	}
+}
+
+// A watch whose read version request fails fails with its error; the
+// commit of a transaction that wrote nothing still succeeds: RYWImpl::watch
+// gives the commit a promise of its own, which it sets when the read fails
+// (fdbclient/ReadYourWrites.actor.cpp), and commitMutations returns at once
+// for a transaction with nothing to send, without waiting for its read
+// version (fdbclient/NativeAPI.actor.cpp).
+func testWatchReadVersionErrorFailsOnlyTheWatch(t *testing.T, f *fixture) {
+	rf := f.readFaults(t)
+	f.seed(t, "k")
+	tr := f.newTx(t)
+	rf.FailNextReadVersion(kv.ErrDatabaseLocked)
+	w := tr.Watch(f.key("k"))
+	t.Cleanup(w.Cancel)
+	ctx, cancel := context.WithTimeout(f.ctx, firedWait)
+	defer cancel()
+	requireCode(t, w.Wait(ctx), kv.ErrDatabaseLocked, "the watch whose read version request failed")
+	commit(t, tr, "the watch's failed read version request must not fail a read-only commit")
 }

@@ -310,3 +310,30 @@ func TestFailReadAfter(t *testing.T) {
 	}
 	require.Equal(t, int64(1), db.Stats().InjectedReadVersionErrors)
 }
+
+// A read-only transaction's commit fails with the error of a read whose
+// read version request failed (RYWImpl::commit waits on reading, whatever
+// the transaction wrote), but not with that of a watch's read (RYWImpl::watch
+// gives the commit a promise of its own), in both ways memdb serves reads:
+// the conformance suite's ReadOnlyCommitFailsWithAFailedRead and
+// WatchReadVersionErrorFailsOnlyTheWatch without latency only.
+func TestReadVersionErrorOfAReadOrAWatchAndReadOnlyCommits(t *testing.T) {
+	for _, l := range latencies {
+		t.Run(l.name, func(t *testing.T) {
+			db, _ := newDB(t, l.opts...)
+			db.FailNextReadVersion(kv.ErrDatabaseLocked)
+			tr := newTx(t, db)
+			_, err := tr.Get([]byte("k")).Get()
+			require.ErrorIs(t, err, kv.ErrDatabaseLocked, "the read")
+			require.ErrorIs(t, tr.Commit(), kv.ErrDatabaseLocked, "the read-only commit after the failed read")
+
+			db.FailNextReadVersion(kv.ErrDatabaseLocked)
+			tr = newTx(t, db)
+			w := tr.Watch([]byte("k"))
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			require.ErrorIs(t, w.Wait(ctx), kv.ErrDatabaseLocked, "the watch")
+			require.NoError(t, tr.Commit(), "the read-only commit after the watch's failed read")
+		})
+	}
+}
