@@ -38,6 +38,7 @@ func watchTests() []conformanceTest {
 		{"ComparesWithOwnWrite", testWatchComparesWithOwnWrite},
 		{"ComparesWithOwnWriteAfterARead", testWatchComparesWithOwnWriteAfterARead},
 		{"ComparesWithOwnClearRange", testWatchComparesWithOwnClearRange},
+		{"NotFiredByOwnClearRangeEndingAtItsKey", testWatchNotFiredByOwnClearRangeEndingAtItsKey},
 		{"FiresOnInsertOfEmptyValue", testWatchFiresOnInsertOfEmptyValue},
 		{"FiresOnOwnChangeOfMissingKey", testWatchFiresOnOwnChangeOfMissingKey},
 		{"BesideVersionstampedKey", testWatchBesideVersionstampedKey},
@@ -536,4 +537,22 @@ func testWatchFiresAtVersionstampedKeyWritePoint(t *testing.T, f *fixture) {
 	tr.SetVersionstampedKey(stampedKey(head, "/tail"), []byte("value"))
 	f.requireFired(t, w, "the versionstamped key's write at the watched key must fire the watch at once, before commit")
 	tr.Cancel()
+}
+
+// testWatchNotFiredByOwnClearRangeEndingAtItsKey: a ClearRange fires the
+// transaction's watches on the keys in the range, which ends before its
+// end key: triggerWatches visits the watched keys from range.begin while
+// key < range.end (fdbclient/ReadYourWrites.actor.cpp). A watch on the end
+// key is not fired by the clear, nor by its commit.
+func testWatchNotFiredByOwnClearRangeEndingAtItsKey(t *testing.T, f *fixture) {
+	f.seed(t, "j", "k")
+	tr := f.newTx(t)
+	w := tr.Watch(f.key("k"))
+	t.Cleanup(w.Cancel)
+	tr.ClearRange(f.rng("j", "k"))
+	f.requireNotFired(t, w, "a ClearRange ending at the watched key leaves it")
+	commit(t, tr, "committing the clear and its watch")
+	f.requireNotFired(t, w, "the watched key still holds the value the watch read")
+	f.set(t, f.key("k"), []byte("changed"))
+	f.requireFired(t, w, "the watch must fire once another transaction changes the key")
 }
