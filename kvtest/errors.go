@@ -66,6 +66,8 @@ func errorTests() []conformanceTest {
 		conformanceTest{"OnErrorForeignErrorReturnsIt", testOnErrorForeignErrorReturnsIt},
 		conformanceTest{"ResetClearsOptions", testResetClearsOptions},
 		conformanceTest{"OperationDuringCommitFailsCommit", testOperationDuringCommitFailsCommit},
+		conformanceTest{"CancelDuringCommitFailsVersionstamp", testCancelDuringCommitFailsVersionstamp},
+		conformanceTest{"ConflictRangeDuringCommitFailsCommit", testConflictRangeDuringCommitFailsCommit},
 		conformanceTest{"OnErrorKeepsOptions", testOnErrorKeepsOptions},
 		conformanceTest{"FailedCommitLeavesUsedDuringCommit", testFailedCommitLeavesUsedDuringCommit},
 		conformanceTest{"AfterCommit", testAfterCommit},
@@ -327,7 +329,7 @@ func testOperationDuringCommitFailsCommit(t *testing.T, f *fixture) {
 		t.Skip("capability missing: the backend cannot hold a commit in flight (FaultInjector is not a kvtest.CommitHolder)")
 	}
 	f.seed(t, "a")
-	tr, done, release := f.commitHeld(t, holder)
+	tr, done, release := f.commitHeld(t, holder, nil)
 	defer release()
 	_, err := tr.Get(f.key("a")).Get()
 	requireCode(t, err, kv.ErrUsedDuringCommit, "a read issued while the commit is in flight")
@@ -338,13 +340,64 @@ func testOperationDuringCommitFailsCommit(t *testing.T, f *fixture) {
 	requireCode(t, tr.OnError(err), kv.ErrUsedDuringCommit, "OnError does not retry used_during_commit")
 }
 
+// A conflict range added while the commit is in flight fails the commit
+// with used_during_commit, as a read does (OperationDuringCommitFailsCommit):
+// ReadYourWritesTransaction::addReadConflictRange and addWriteConflictRange
+// call checkUsedDuringCommit first (fdbclient/ReadYourWrites.actor.cpp), and
+// the error of the call itself is deferred (ThreadSafeTransaction.cpp).
+func testConflictRangeDuringCommitFailsCommit(t *testing.T, f *fixture) {
+	holder, ok := f.faults(t).(CommitHolder)
+	if !ok {
+		t.Skip("capability missing: the backend cannot hold a commit in flight (FaultInjector is not a kvtest.CommitHolder)")
+	}
+	for name, add := range map[string]func(tr kv.Transaction) error{
+		"read":  func(tr kv.Transaction) error { return tr.AddReadConflictKey(f.key("a")) },
+		"write": func(tr kv.Transaction) error { return tr.AddWriteConflictKey(f.key("a")) },
+	} {
+		tr, done, release := f.commitHeld(t, holder, nil)
+		require.NoError(t, add(tr), "a %s conflict range added during the commit: its error is deferred", name)
+		release()
+		err := <-done
+		requireCode(t, err, kv.ErrUsedDuringCommit, "the commit during which a "+name+" conflict range was added")
+		require.True(t, kv.MaybeCommitted(err), "the commit was in flight: it may have been applied")
+	}
+}
+
+// A Cancel while the commit is in flight fails the commit with
+// transaction_cancelled, maybe committed, and the versionstamp asked for
+// before the commit with transaction_cancelled too, not with the
+// transaction_invalid_version of a failed commit: RYWImpl::commit waits on
+// resetPromise || tr.commit(), getVersionstamp returns
+// waitOrError(tr.getVersionstamp(), resetPromise), and cancel sets
+// resetPromise to transaction_cancelled (fdbclient/ReadYourWrites.actor.cpp).
+func testCancelDuringCommitFailsVersionstamp(t *testing.T, f *fixture) {
+	holder, ok := f.faults(t).(CommitHolder)
+	if !ok {
+		t.Skip("capability missing: the backend cannot hold a commit in flight (FaultInjector is not a kvtest.CommitHolder)")
+	}
+	var stamp kv.FutureVersionstamp
+	tr, done, release := f.commitHeld(t, holder, func(tr kv.Transaction) { stamp = tr.GetVersionstamp() })
+	defer release()
+	tr.Cancel()
+	release()
+	err := <-done
+	requireCode(t, err, kv.ErrTransactionCancelled, "the commit cancelled in flight")
+	require.True(t, kv.MaybeCommitted(err), "the commit was in flight: it may have been applied")
+	_, err = stamp.Get()
+	requireCode(t, err, kv.ErrTransactionCancelled, "the versionstamp of the commit cancelled in flight")
+}
+
 // commitHeld starts the commit of a new transaction that has a read
 // version and writes key b, and returns once holder holds it in flight:
 // the transaction, the commit's result and the hold's release.
-func (f *fixture) commitHeld(t *testing.T, holder CommitHolder) (kv.Transaction, <-chan error, func()) {
+// prepare, if not nil, runs on the transaction before its commit starts.
+func (f *fixture) commitHeld(t *testing.T, holder CommitHolder, prepare func(kv.Transaction)) (kv.Transaction, <-chan error, func()) {
 	tr := f.newTx(t)
 	readVersion(t, tr)
 	tr.Set(f.key("b"), []byte("x"))
+	if prepare != nil {
+		prepare(tr)
+	}
 	held, release := holder.HoldNextCommit()
 	done := make(chan error, 1)
 	go func() { done <- tr.Commit() }()

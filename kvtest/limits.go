@@ -417,7 +417,7 @@ func testSystemKeyReadReportsTransactionErrorFirst(t *testing.T, f *fixture) {
 	if !ok {
 		return
 	}
-	tr, done, release := f.commitHeld(t, holder)
+	tr, done, release := f.commitHeld(t, holder, nil)
 	defer release()
 	_, err := tr.GetRange(system, kv.RangeOptions{}).GetSlice()
 	requireCode(t, err, kv.ErrUsedDuringCommit, "GetRange into the system keys while the commit is in flight")
