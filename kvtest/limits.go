@@ -24,6 +24,8 @@ func limitTests() []conformanceTest {
 		{"VersionstampedValueSizeCountsOffset", testVersionstampedValueSizeCountsOffset},
 		{"TransactionUnderSizeLimit", testTransactionUnderSizeLimit},
 		{"TransactionTooLarge", testTransactionTooLarge},
+		{"TouchingReadConflictRangesCountOnce", testTouchingReadConflictRangesCountOnce},
+		{"AtomicOpsOfAnUnreadableKeyNotMerged", testAtomicOpsOfAnUnreadableKeyNotMerged},
 		{"PointClearsOverSizeLimit", testPointClearsOverSizeLimit},
 		{"AtomicOperandsOverSizeLimit", testAtomicOperandsOverSizeLimit},
 		{"VersionstampedKeysOverSizeLimit", testVersionstampedKeysOverSizeLimit},
@@ -241,6 +243,45 @@ func testReadConflictRangesOverSizeLimit(t *testing.T, f *fixture) {
 	tr.Set(f.key("ok"), []byte("x"))
 	requireCode(t, tr.Commit(), kv.ErrTransactionTooLarge, fmt.Sprintf("commit of %d read conflict keys of %d bytes", n, len(key(0))))
 	f.requireAbsent(t, f.key("ok"), "a transaction that failed with transaction_too_large must apply none of its writes")
+}
+
+// testTouchingReadConflictRangesCountOnce: read conflict ranges that
+// touch count once toward the size limit. RYW keeps them in readConflicts,
+// a CoalescedKeyRefRangeMap<bool> that merges adjacent ranges, and the
+// commit sends its merged ranges (RYWImpl::commit,
+// fdbclient/ReadYourWrites.actor.cpp), whose size commitMutations checks
+// (fdbclient/NativeAPI.actor.cpp). Apart, these would be over the limit.
+func testTouchingReadConflictRangesCountOnce(t *testing.T, f *fixture) {
+	pad := string(bytes.Repeat([]byte{'r'}, 5000))
+	key := func(i int) []byte { return f.key(fmt.Sprintf("rc%04d%s", i, pad)) }
+	n := kv.MaxTransactionSize/(2*len(key(0))) + 1
+	tr := f.newTx(t)
+	for i := range n {
+		require.NoError(t, tr.AddReadConflictRange(kv.KeyRange{Begin: key(i), End: key(i + 1)}))
+	}
+	tr.Set(f.key("ok"), []byte("x"))
+	commit(t, tr, fmt.Sprintf("commit of %d touching read conflict ranges of %d-byte keys, one range once merged", n, len(key(0))))
+	f.requireValue(t, f.key("ok"), []byte("x"), "the commit applied")
+}
+
+// testAtomicOpsOfAnUnreadableKeyNotMerged: the write map does not merge
+// an atomic operation into the one before it on a key where one of the
+// transaction's versionstamped keys may land (an unreadable key):
+// WriteMap::mutate coalesces only a readable entry's operations (`else if
+// (!is_unreadable && e.stack.size() > 0) coalesceOver(...)`, otherwise it
+// pushes the operation: fdbclient/WriteMap.cpp), so the commit request
+// holds each of them, and 101 ByteMax of 100,000-byte operands of one key
+// exceed the limit (RepeatedAtomicOpsOfOneKeyCoalesce merges them).
+func testAtomicOpsOfAnUnreadableKeyNotMerged(t *testing.T, f *fixture) {
+	tr := f.newTx(t)
+	tr.SetVersionstampedKey(stampedKey(f.key("vs/"), ""), []byte("x"))
+	key := f.key("vs/\xff") // between vs/ + the stamp at the read version and vs/ + ten 0xff bytes
+	n := kv.MaxTransactionSize/kv.MaxValueSize + 1
+	operand := bytes.Repeat([]byte{'v'}, kv.MaxValueSize)
+	for range n {
+		tr.ByteMax(key, operand)
+	}
+	requireCode(t, tr.Commit(), kv.ErrTransactionTooLarge, fmt.Sprintf("%d ByteMax of %d-byte operands of a key where the versionstamped key may land are not merged", n, kv.MaxValueSize))
 }
 
 // fillTransaction sets n distinct keys to values of the maximum size.
