@@ -56,7 +56,11 @@ func commitWaiting(t *testing.T, during func(tr kv.Transaction, returned <-chan 
 		defer close(returned)
 		commitErr = tr.Commit()
 	}()
-	<-waiting
+	select {
+	case <-waiting:
+	case <-time.After(10 * time.Second): // a failure guard, not a wait for an event
+		t.Fatal("Commit did not wait for the read in flight")
+	}
 	during(tr, returned)
 	let()
 	_, readErr = read.Get()
