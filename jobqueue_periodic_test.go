@@ -309,9 +309,25 @@ func TestScheduleBadInput(t *testing.T) {
 	require.ErrorIs(t, q.RunScheduler(ctx, db, []fdbqueue.PeriodicJob{ok, ok}), fdbqueue.ErrInvalidArgument, "two schedules of one name")
 	require.Equal(t, int64(0), mustStats(t, db, q).Queued)
 
+	// A now past the queue's last microsecond fails too, however far past
+	// (its Unix microseconds would wrap around to a slot in the distant
+	// past).
+	for _, past := range []time.Duration{time.Microsecond, time.Hour + time.Minute} {
+		_, err = q.Schedule(ctx, db, ok, time.UnixMicro(math.MaxInt64).Add(past))
+		require.ErrorIs(t, err, fdbqueue.ErrInvalidArgument, "a time %v after the queue's last", past)
+	}
+	require.Equal(t, int64(0), mustStats(t, db, q).Queued)
+	require.Empty(t, mustSchedules(t, db, q, 10), "no marker written")
+
 	// The slot was not marked either: a good call adds it.
 	r, err := q.Schedule(ctx, db, ok, clock.Now())
 	require.NoError(t, err)
+	require.True(t, r.Added)
+
+	// The shortest period, MinPeriod itself, is a good one.
+	shortest := with(func(p *fdbqueue.PeriodicJob) { p.Name, p.Every = "shortest", fdbqueue.MinPeriod })
+	r, err = q.Schedule(ctx, db, shortest, clock.Now())
+	require.NoError(t, err, "a period of MinPeriod")
 	require.True(t, r.Added)
 }
 
@@ -428,9 +444,19 @@ func TestScheduleExtremeNowNoWrap(t *testing.T) {
 	}
 	require.Equal(t, int64(6), mustStats(t, db, q).Queued)
 
+	// A period that divides the range's start (2^20 µs divides 2^63): the
+	// slot of that first instant starts there, within the range, and is
+	// added.
+	pow := fdbqueue.PeriodicJob{Name: "extreme/pow2", Every: 1 << 20 * time.Microsecond, Job: func(time.Time) fdbqueue.Job { return fdbqueue.Job{} }}
+	r, err := q.Schedule(ctx, db, pow, first)
+	require.NoError(t, err, "the slot starting at the range's first instant")
+	require.True(t, r.Added)
+	require.True(t, r.Slot.Equal(first), "slot %v", r.Slot)
+	require.Equal(t, int64(7), mustStats(t, db, q).Queued)
+
 	last := time.UnixMicro(math.MaxInt64)
 	pj := fdbqueue.PeriodicJob{Name: "last", Every: time.Hour, Job: func(time.Time) fdbqueue.Job { return fdbqueue.Job{} }}
-	r, err := q.Schedule(ctx, db, pj, last)
+	r, err = q.Schedule(ctx, db, pj, last)
 	require.NoError(t, err)
 	require.True(t, r.Added)
 	require.False(t, r.Slot.After(last))
