@@ -379,6 +379,90 @@ func TestRunSchedulerFakeClock(t *testing.T) {
 	require.ElementsMatch(t, []string{"0s", "1m0s", "2m0s"}, got)
 }
 
+// RunScheduler of two schedules sleeps until the earlier of their next
+// slots (a minute, not an hour), and at a slot of one calls Schedule for
+// that one only: the hourly schedule, unscheduled and its job cancelled
+// in the hour RunScheduler scheduled, is not added again at the next
+// minute (Unschedule's doc: a RunScheduler that scheduled the slot itself
+// does not call again before the next slot).
+func TestRunSchedulerSeveralSchedules(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	db := newDB(t)
+	clock := newFakeClock()
+	clock.Armed = make(chan time.Duration, 1)
+	q := mustJobQueue(t, "periodic-several", fdbqueue.JobQueueConfig{Clock: clock})
+	jobs := []fdbqueue.PeriodicJob{named("hourly", time.Hour, ""), named("minutely", time.Minute, "")}
+	done := make(chan error, 1)
+	go func() { done <- q.RunScheduler(ctx, db, jobs) }()
+
+	require.Equal(t, time.Minute, <-clock.Armed, "asleep until the minute schedule's next slot")
+	all := mustSchedules(t, db, q, 10)
+	require.Len(t, all, 2)
+	info, err := q.Unschedule(ctx, db, "hourly")
+	require.NoError(t, err)
+	require.NoError(t, q.Cancel(ctx, db, info.ID))
+
+	clock.Advance(time.Minute)
+	require.Equal(t, time.Minute, <-clock.Armed)
+	all = mustSchedules(t, db, q, 10)
+	require.Len(t, all, 1, "the hourly schedule was not called again in its hour")
+	require.Equal(t, "minutely", all[0].Name)
+	require.True(t, all[0].Slot.Equal(clock.Now()), "the minute's next slot: %v", all[0].Slot)
+	require.Equal(t, int64(2), mustStats(t, db, q).Queued, "the minute schedule's two jobs")
+	cancel()
+	require.NoError(t, <-done)
+}
+
+// A ctx that ends while RunScheduler's Schedule runs (here in the Job
+// function, before its transaction) ends RunScheduler with nil, as a ctx
+// that ends while it sleeps does, not with the Schedule's error, the
+// context's; the slot is not scheduled. Given a ctx that has ended, it
+// returns nil before any Schedule.
+func TestRunSchedulerContextEndsDuringSchedule(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	db := newDB(t)
+	clock := newFakeClock()
+	q := mustJobQueue(t, "periodic-ctx", fdbqueue.JobQueueConfig{Clock: clock})
+	pj := fdbqueue.PeriodicJob{Name: "tick", Every: time.Minute, Job: func(time.Time) fdbqueue.Job {
+		cancel()
+		return fdbqueue.Job{}
+	}}
+	require.NoError(t, q.RunScheduler(ctx, db, []fdbqueue.PeriodicJob{pj}))
+	require.Equal(t, int64(0), mustStats(t, db, q).Queued)
+	require.Empty(t, mustSchedules(t, db, q, 10))
+
+	// Given a ctx that has ended, it returns nil at once, calling no Job
+	// function.
+	calls := 0
+	pj.Job = func(time.Time) fdbqueue.Job { calls++; return fdbqueue.Job{} }
+	require.NoError(t, q.RunScheduler(ctx, db, []fdbqueue.PeriodicJob{pj}))
+	require.Zero(t, calls)
+	require.Empty(t, mustSchedules(t, db, q, 10))
+}
+
+// RunScheduler in the last slot of the queue's time range (the Unix
+// microseconds of an int64), whose next slot would start past it, adds
+// that slot's job and sleeps until the range's last instant: the next
+// slot's start, computed in int64, would wrap around to a time before
+// 1970 and a sleep of no time, at once and again.
+func TestRunSchedulerInTheLastSlot(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	db := newDB(t)
+	last := time.UnixMicro(math.MaxInt64)
+	clock := queuetest.NewClock(last.Add(-30 * time.Second))
+	clock.Armed = make(chan time.Duration, 1)
+	q := mustJobQueue(t, "periodic-last-slot", fdbqueue.JobQueueConfig{Clock: clock})
+	done := make(chan error, 1)
+	go func() { done <- q.RunScheduler(ctx, db, []fdbqueue.PeriodicJob{named("tick", time.Minute, "")}) }()
+	require.Equal(t, last.Sub(clock.Now()), <-clock.Armed, "asleep until the range's last instant")
+	require.Equal(t, int64(1), mustStats(t, db, q).Queued)
+	cancel()
+	require.NoError(t, <-done)
+}
+
 // A schedule's error ends RunScheduler with that error.
 func TestRunSchedulerReturnsScheduleError(t *testing.T) {
 	ctx := context.Background()
