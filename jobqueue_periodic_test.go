@@ -32,8 +32,9 @@ func mustInfo(t *testing.T, db kv.Database, q *fdbqueue.JobQueue, id fdbqueue.Jo
 }
 
 // Schedule adds the slot's job, due at the slot's start (not at Delay
-// after now), once: a second call in the same slot adds nothing and
-// names the job; the next slot adds the next job.
+// after now), added (JobInfo.Added) at the queue's clock, not at the now
+// given, once: a second call in the same slot adds nothing and names the
+// job; the next slot adds the next job.
 func TestScheduleOncePerSlot(t *testing.T) {
 	ctx := context.Background()
 	db := newDB(t)
@@ -51,6 +52,7 @@ func TestScheduleOncePerSlot(t *testing.T) {
 	info := mustInfo(t, db, q, r.ID)
 	require.True(t, info.DueAt.Equal(slot), "due at the slot, not %v", info.DueAt)
 	require.Equal(t, slot.UTC().Format(time.RFC3339), string(info.Value), "the Job function got the slot")
+	require.True(t, info.Added.Equal(clock.Now()), "added at the queue's clock, not at the now given: %v", info.Added)
 
 	again, err := q.Schedule(ctx, db, pj, now.Add(30*time.Minute))
 	require.NoError(t, err)
