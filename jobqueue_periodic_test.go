@@ -1,8 +1,11 @@
 package fdbqueue_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/hex"
 	"errors"
+	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -612,6 +615,20 @@ func TestScheduleMarkerOfAnotherVersion(t *testing.T) {
 	setMarker(t, db, q, pj.Name, []byte{0xff, 0x01})
 	_, err = q.Schedule(ctx, db, pj, slot.Add(5*time.Hour))
 	require.ErrorIs(t, err, fdbqueue.ErrForeignKey, "not a tuple")
+
+	// The error shows a value of up to 64 bytes whole, a longer one's
+	// first 64 bytes and its length.
+	for _, n := range []int{64, 65} {
+		v := bytes.Repeat([]byte{0xfe}, n)
+		setMarker(t, db, q, pj.Name, v)
+		_, err = q.Schedule(ctx, db, pj, slot.Add(5*time.Hour))
+		require.ErrorIs(t, err, fdbqueue.ErrForeignKey, "%d bytes", n)
+		shown := hex.EncodeToString(v[:64])
+		if n > 64 {
+			shown += fmt.Sprintf("... (%d bytes)", n)
+		}
+		require.Contains(t, err.Error(), "periodic job marker "+shown+": want", "%d bytes", n)
+	}
 }
 
 // A Schedule inside the caller's own transaction (no journal, and each
