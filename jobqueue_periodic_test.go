@@ -716,3 +716,39 @@ func TestScheduleUnknownResultMarkerMovedOn(t *testing.T) {
 	require.Len(t, all, 1)
 	require.Equal(t, next.ID, all[0].ID, "the marker is the next slot's")
 }
+
+// As TestScheduleUnknownResultMarkerMovedOn, but the other scheduler's
+// slot was skipped (its job's unique key, freed by the ack, held by a job
+// added meanwhile): the marker it wrote, a Duplicate one, still names the
+// job it replaced, the first attempt's, so the retry reports that add
+// (Added, its ID), adding nothing, not the later slot as Ahead.
+func TestScheduleUnknownResultMarkerMovedOnBySkippedSlot(t *testing.T) {
+	ctx := context.Background()
+	mdb := newDB(t)
+	clock := newFakeClock()
+	q := mustJobQueue(t, "periodic-unknown-moved-dup", fdbqueue.JobQueueConfig{Clock: clock})
+	mustAdd(t, mdb, q, fdbqueue.Job{Value: []byte("later"), Delay: 24 * time.Hour})
+	pj := named("report", time.Hour, "report")
+	var first fdbqueue.JobID
+	var holder fdbqueue.AddResult
+	db := &betweenDB{DB: mdb, between: func() {
+		ls := mustLease(t, mdb, q, 10, time.Minute)
+		require.Len(t, ls, 1, "the first attempt's job")
+		require.NoError(t, q.Ack(ctx, mdb, ls[0]))
+		first = ls[0].JobID
+		holder = mustAdd(t, mdb, q, fdbqueue.Job{Value: []byte("holder"), UniqueKey: "report", Delay: 24 * time.Hour})
+		next, err := q.Schedule(ctx, mdb, pj, clock.Now().Add(time.Hour))
+		require.NoError(t, err)
+		require.True(t, next.Duplicate, "the next slot, skipped by another scheduler")
+	}}
+	mdb.FailNextCommit(kv.ErrCommitUnknownResult, true)
+	r, err := q.Schedule(ctx, db, pj, clock.Now())
+	require.NoError(t, err)
+	require.NotEqual(t, fdbqueue.JobID{}, first, "the lease, ack and next slot ran between the attempts")
+	require.Equal(t, fdbqueue.ScheduleResult{Slot: clock.Now(), Added: true, ID: first}, r)
+	require.Equal(t, int64(2), mustStats(t, mdb, q).Queued, "the holder and the later job: nothing added by the retry")
+	all := mustSchedules(t, mdb, q, 10)
+	require.Len(t, all, 1)
+	require.True(t, all[0].Duplicate, "the marker is the skipped slot's")
+	require.Equal(t, holder.ID, all[0].ID)
+}
