@@ -752,3 +752,26 @@ func TestScheduleUnknownResultMarkerMovedOnBySkippedSlot(t *testing.T) {
 	require.True(t, all[0].Duplicate, "the marker is the skipped slot's")
 	require.Equal(t, holder.ID, all[0].ID)
 }
+
+// A LeaseWait asleep (on its watch of the signal key and a timer for a
+// job due in ten minutes) is woken by the job a Schedule adds, due at
+// once, without the clock moving: Schedule bumps the signal as Add does.
+func TestScheduleWakesLeaseWait(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	db := newDB(t)
+	clock := newFakeClock()
+	clock.Armed = make(chan time.Duration, 16)
+	q := mustJobQueue(t, "periodic-wakes", fdbqueue.JobQueueConfig{Clock: clock})
+	mustAdd(t, db, q, fdbqueue.Job{Value: []byte("later"), Delay: 10 * time.Minute})
+	w := leaseWaitAsync(ctx, q, db)
+	require.Equal(t, 10*time.Minute+time.Microsecond, nextArmed(t, clock), "asleep until the later job")
+
+	r, err := q.Schedule(ctx, db, hourly("report"), clock.Now())
+	require.NoError(t, err)
+	require.True(t, r.Added)
+	got := recvWithin(t, w, "the LeaseWait the scheduled job wakes")
+	require.NoError(t, got.err)
+	require.Len(t, got.ls, 1)
+	require.Equal(t, r.ID, got.ls[0].JobID)
+}
