@@ -775,3 +775,34 @@ func TestScheduleWakesLeaseWait(t *testing.T) {
 	require.Len(t, got.ls, 1)
 	require.Equal(t, r.ID, got.ls[0].JobID)
 }
+
+// A slot whose ID tag (the ID's first 12 bytes) ends in 0xff: the range
+// of the slot's ID index entries ends at the tag with that byte dropped
+// and the one before it incremented, not at a 0xff incremented (which
+// would wrap to 0x00, a range that ends before it begins). After an
+// Unschedule, Schedule in that slot finds the slot's job by its ID and
+// adds nothing, as for any other tag.
+func TestScheduleSlotTagEndingInFF(t *testing.T) {
+	ctx := context.Background()
+	db := newDB(t)
+	clock := newFakeClock()
+	q := mustJobQueue(t, "periodic-tag-ff", fdbqueue.JobQueueConfig{Clock: clock})
+	var pj fdbqueue.PeriodicJob
+	var r fdbqueue.ScheduleResult
+	for i := 0; ; i++ {
+		require.Less(t, i, 10000, "no tag ending in 0xff among the names tried")
+		pj = named(fmt.Sprintf("report-%d", i), time.Hour, "")
+		var err error
+		r, err = q.Schedule(ctx, db, pj, clock.Now())
+		require.NoError(t, err)
+		require.True(t, r.Added)
+		if r.ID[11] == 0xff {
+			break
+		}
+	}
+	_, err := q.Unschedule(ctx, db, pj.Name)
+	require.NoError(t, err)
+	again, err := q.Schedule(ctx, db, pj, clock.Now())
+	require.NoError(t, err)
+	require.Equal(t, fdbqueue.ScheduleResult{Slot: r.Slot, ID: r.ID}, again, "the slot's job, found by its ID")
+}
