@@ -642,3 +642,42 @@ func TestUnscheduleNameOverTheLimit(t *testing.T) {
 	require.Equal(t, listed[0], got, "Unschedule returns what the marker held")
 	require.Empty(t, mustSchedules(t, db, q, 10), "the marker is gone")
 }
+
+// On a subspace whose prefix leaves room for it, a schedule whose marker
+// key is exactly kv.MaxKeySize bytes is scheduled, listed, and pages:
+// Schedules after its Key (a cursor at the key limit, whose range read
+// begins one byte past it: FDB's getRange bounds a range's keys by the
+// system keys only, and truncates its conflict range's past the limit,
+// fdbclient/ReadYourWrites.actor.cpp) lists what follows, nothing here;
+// Unschedule removes it. A name whose marker key is one byte longer fails
+// with ErrInvalidArgument and kv.ErrKeyTooLarge.
+func TestSchedulesMarkerKeyAtTheKeyLimit(t *testing.T) {
+	ctx := context.Background()
+	db := newDB(t)
+	clock := newFakeClock()
+	name := strings.Repeat("n", fdbqueue.MaxScheduleNameSize)
+	// ("p", name) packs to 0x02 'p' 0x00 0x02 name 0x00.
+	prefix := []byte(strings.Repeat("L", kv.MaxKeySize-len(name)-5))
+	q, err := fdbqueue.NewJobQueue(fdbqueue.SubspaceFromBytes(prefix), fdbqueue.JobQueueConfig{Clock: clock})
+	require.NoError(t, err)
+	require.Len(t, markerKey(t, q, name), kv.MaxKeySize)
+
+	r, err := q.Schedule(ctx, db, hourly(name), clock.Now())
+	require.NoError(t, err, "a marker key at the limit")
+	require.True(t, r.Added)
+	all, err := q.Schedules(ctx, db, nil, 10)
+	require.NoError(t, err)
+	require.Equal(t, []fdbqueue.ScheduleInfo{{Name: name, Slot: r.Slot.UTC(), ID: r.ID, Key: markerKey(t, q, name)}}, all)
+	page, err := q.Schedules(ctx, db, all[0].Key, 10)
+	require.NoError(t, err, "after a Key at the key limit")
+	require.Empty(t, page)
+	info, err := q.Unschedule(ctx, db, name)
+	require.NoError(t, err)
+	require.Equal(t, all[0], info)
+
+	over := name[1:] + "\x00" // as long, but its 0x00 packs to two bytes
+	require.Len(t, markerKey(t, q, over), kv.MaxKeySize+1)
+	_, err = q.Schedule(ctx, db, hourly(over), clock.Now())
+	require.ErrorIs(t, err, fdbqueue.ErrInvalidArgument, "a marker key one byte over")
+	require.ErrorIs(t, err, kv.ErrKeyTooLarge)
+}
