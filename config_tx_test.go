@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -44,6 +45,24 @@ func TestOperationsAfterARecordChangeInOneTransaction(t *testing.T) {
 		for _, w := range ws {
 			w.Cancel()
 		}
+	})
+	t.Run("ReconfigureThenSchedule", func(t *testing.T) {
+		db := newDB(t)
+		q := mustQueue(t, "reconf-sched-queue")
+		require.NoError(t, q.Enqueue(ctx, db, []byte("x")))
+		_, err := q.Dequeue(ctx, db)
+		require.NoError(t, err)
+		jq := mustJobQueue(t, "reconf-sched", fdbqueue.JobQueueConfig{})
+		_, err = jq.Schedule(ctx, db, hourly("warm-up"), time.Time{}) // its record, cached
+		require.NoError(t, err)
+		require.NoError(t, db.Transact(ctx, func(tr kv.Transaction) error {
+			if err := q.Reconfigure(ctx, tr); err != nil {
+				return err
+			}
+			_, err := jq.Schedule(ctx, tr, hourly("report"), time.Time{})
+			return err
+		}), "the Schedule after the Reconfigure's bump does not read the metadata version")
+		require.Len(t, mustSchedules(t, db, jq, 10), 2)
 	})
 	t.Run("ReconfigureThenEnqueue", func(t *testing.T) {
 		db := newDB(t)
