@@ -122,7 +122,8 @@ func TestTypedJobQueueByID(t *testing.T) {
 }
 
 // A typed schedule adds the slot's job with its value encoded, due at
-// the slot's start, once per slot; a typed and an untyped schedule of one
+// the slot's start, with the TypedJob's priority, unique key and maximum
+// attempts, once per slot; a typed and an untyped schedule of one
 // name are one schedule; Schedules and Unschedule are the JobQueue's.
 func TestTypedSchedule(t *testing.T) {
 	ctx := context.Background()
@@ -130,7 +131,8 @@ func TestTypedSchedule(t *testing.T) {
 	clock := newFakeClock()
 	tj := mustTypedJobs(t, "typed-schedule", fdbqueue.JSONCodec[resizeArgs]{}, fdbqueue.JobQueueConfig{Choice: 1, Clock: clock})
 	pj := fdbqueue.TypedPeriodicJob[resizeArgs]{Name: "thumbs", Every: time.Hour, Job: func(slot time.Time) fdbqueue.TypedJob[resizeArgs] {
-		return fdbqueue.TypedJob[resizeArgs]{Value: resizeArgs{Image: slot.UTC().Format(time.RFC3339), Width: 64}, Priority: 2, Delay: time.Hour}
+		return fdbqueue.TypedJob[resizeArgs]{Value: resizeArgs{Image: slot.UTC().Format(time.RFC3339), Width: 64}, Priority: 2, Delay: time.Hour,
+			UniqueKey: "thumbs", MaxAttempts: 3}
 	}}
 	r, err := tj.Schedule(ctx, db, pj, clock.Now().Add(10*time.Minute))
 	require.NoError(t, err)
@@ -140,6 +142,8 @@ func TestTypedSchedule(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, resizeArgs{Image: clock.Now().UTC().Format(time.RFC3339), Width: 64}, info.Value)
 	require.Equal(t, int32(2), info.Priority)
+	require.Equal(t, "thumbs", info.UniqueKey)
+	require.Equal(t, 3, info.MaxAttempts)
 	require.True(t, info.DueAt.Equal(r.Slot), "due at the slot, Delay ignored")
 
 	again, err := tj.Schedule(ctx, db, pj, clock.Now().Add(20*time.Minute))
