@@ -454,9 +454,15 @@ func (q *JobQueue) writeNew(tr kv.Transaction, id JobID, j Job, now time.Time) {
 	if !j.RunAt.IsZero() {
 		vest = j.RunAt
 	}
+	q.writeNewAt(tr, id, j, now, vestMicros(vest, now))
+}
+
+// writeNewAt is writeNew of a job due at vest (Unix µs), whatever its
+// Delay and RunAt: Schedule's, whose slot may start at the zero time.
+func (q *JobQueue) writeNewAt(tr kv.Transaction, id JobID, j Job, now time.Time, vest int64) {
 	m := jobMeta{
 		id:          id,
-		vest:        vestMicros(vest, now),
+		vest:        vest,
 		prio:        j.Priority,
 		maxAttempts: j.MaxAttempts,
 		unique:      []byte(j.UniqueKey),

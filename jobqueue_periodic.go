@@ -343,7 +343,7 @@ func (q *JobQueue) schedule(ctx context.Context, t kv.Transactor, pj periodic, n
 				return out, nil
 			}
 		}
-		q.writeNew(tr, id, job, q.cfg.Clock.Now())
+		q.writeNewAt(tr, id, job, q.cfg.Clock.Now(), slot) // due at the slot, even one at the zero time (RunAt zero: none)
 		tr.Add(q.signal, one)
 		tr.Set(marker, packMarker(scheduleMarker{slot: slot, id: id, prev: prev}))
 		out.ID, out.Added = id, true

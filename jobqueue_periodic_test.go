@@ -349,6 +349,23 @@ func TestScheduleSlotAlignment(t *testing.T) {
 	}
 }
 
+// The slot that starts at Go's zero time (0001-01-01 00:00 UTC, a whole
+// number of hours since 1970) is a slot like any other: its job is due at
+// the slot's start. It used to be due at the queue's clock, as a Job whose
+// RunAt is zero (none) is.
+func TestScheduleSlotAtTheZeroTime(t *testing.T) {
+	ctx := context.Background()
+	db := newDB(t)
+	clock := newFakeClock()
+	q := mustJobQueue(t, "periodic-zero-time", fdbqueue.JobQueueConfig{Clock: clock})
+	r, err := q.Schedule(ctx, db, hourly("report"), time.Date(1, 1, 1, 0, 30, 0, 0, time.UTC))
+	require.NoError(t, err)
+	require.True(t, r.Added)
+	require.True(t, r.Slot.IsZero(), "slot %v", r.Slot)
+	info := mustInfo(t, db, q, r.ID)
+	require.True(t, info.DueAt.Equal(r.Slot), "due at the slot's start, not %v", info.DueAt)
+}
+
 // RunScheduler, driven by a fake clock, adds one job per slot: three
 // slots, three jobs, each due at its slot; it returns nil when ctx ends.
 func TestRunSchedulerFakeClock(t *testing.T) {
