@@ -137,7 +137,8 @@ func TestPushBatchPriorityExtremes(t *testing.T) {
 // A priority's counts must fit an int64, as Push's (ForeignKeyError at
 // MaxInt64): with another client's key at count MaxInt64-1, a batch of
 // two items of that priority has no room and writes nothing, not even
-// its items of other priorities; one item takes count MaxInt64, after
+// its items of other priorities, whichever comes first in the batch; one
+// item takes count MaxInt64, after
 // which no room is left. Without the check the second count would wrap
 // to MinInt64, a key before the priority's older items.
 func TestPushBatchCountNearMaxInt64(t *testing.T) {
@@ -156,6 +157,14 @@ func TestPushBatchCountNearMaxInt64(t *testing.T) {
 	require.ErrorIs(t, err, fdbqueue.ErrForeignKey)
 	require.Equal(t, key, fk.Key)
 	n, err := pq.Len(ctx, db)
+	require.NoError(t, err)
+	require.Equal(t, 1, n, "nothing written")
+	// The priority without room first, one with room after: its error is
+	// the batch's, not lost to the fitting priority's success.
+	err = pq.PushBatch(ctx, db, []fdbqueue.PushItem{pushItem("a", math.MaxInt64), pushItem("b", math.MaxInt64), pushItem("other", 3)})
+	require.ErrorAs(t, err, &fk)
+	require.Equal(t, key, fk.Key)
+	n, err = pq.Len(ctx, db)
 	require.NoError(t, err)
 	require.Equal(t, 1, n, "nothing written")
 
