@@ -121,3 +121,41 @@ func TestLeaseBudgetIsInclusive(t *testing.T) {
 		})
 	}
 }
+
+// PushBatch's budget is inclusive too: a batch whose size, as writeCost
+// counts it, equals the budget is pushed; under a budget a byte smaller it
+// fails with ErrBatchTooLarge, writing nothing.
+func TestPushBatchBudgetIsInclusive(t *testing.T) {
+	ctx := context.Background()
+	db := memdb.New()
+	defer db.Close()
+	items := []PushItem{{Value: []byte("a"), Priority: 1}, {Value: []byte("bc"), Priority: -1}, {Value: make([]byte, 1000), Priority: 1}}
+	sub := SubspaceFromBytes([]byte("incl-push"))
+	probe, err := NewPriorityQueue(sub)
+	require.NoError(t, err)
+	stored := make([][]byte, len(items))
+	for i, it := range items {
+		stored[i], err = encodeOne(probe.cfg.encoding, i, it.Value)
+		require.NoError(t, err)
+	}
+	id := NewOpID()
+	o := &op{}
+	probe.journal.beginInto(o, "", true, true, []OpOption{WithOpID(id)})
+	size := writeCost(o, probe.items, stored, false)
+	for _, c := range []struct {
+		budget int
+		pushed int
+	}{{size - 1, 0}, {size, len(items)}} {
+		pq, err := NewPriorityQueue(sub, WithBatchBudget(c.budget))
+		require.NoError(t, err)
+		err = pq.PushBatch(ctx, db, items, WithOpID(id))
+		if c.pushed == 0 {
+			require.ErrorIs(t, err, ErrBatchTooLarge, "budget %d, size %d", c.budget, size)
+		} else {
+			require.NoError(t, err, "budget %d, size %d", c.budget, size)
+		}
+		n, err := probe.Len(ctx, db)
+		require.NoError(t, err)
+		require.Equal(t, c.pushed, n)
+	}
+}
