@@ -145,3 +145,62 @@ func TestJobIndexEntryNamingAnotherJob(t *testing.T) {
 	require.Equal(t, fdbqueue.JobDead, info.State)
 	require.True(t, mustAdd(t, db, q, fdbqueue.Job{UniqueKey: "k"}).Duplicate, "the queued job keeps its unique key")
 }
+
+// Requeue fails with ErrUniqueKeyHeld only when the job's unique key names
+// another job: a key that already names the dead job itself (the queue
+// frees the key when the job dies, so only another writer leaves it so)
+// is the job's own, and Requeue puts the job back, the key naming it.
+func TestJobRequeueUniqueKeyNamingTheJobItself(t *testing.T) {
+	ctx := context.Background()
+	db := newDB(t)
+	clock := newFakeClock()
+	q := mustJobQueue(t, "requeue-unique-self", fdbqueue.JobQueueConfig{Choice: 1, Clock: clock})
+	r := mustAdd(t, db, q, fdbqueue.Job{Value: []byte("x"), UniqueKey: "k", MaxAttempts: 1})
+	l := mustLease(t, db, q, 1, time.Minute)[0]
+	gone, err := q.Nack(ctx, db, l, fdbqueue.NackOptions{})
+	require.NoError(t, err)
+	require.True(t, gone, "dead after its only attempt")
+	uk, err := q.Subspace().Pack(tuple.Tuple{"u", []byte("k")})
+	require.NoError(t, err)
+	require.Nil(t, readKey(t, db, uk), "the key is freed when the job dies")
+	setRaw(t, db, uk, r.ID[:])
+
+	require.NoError(t, q.Requeue(ctx, db, r.ID), "the key names the job itself: not held by another")
+	require.Equal(t, r.ID[:], readKey(t, db, uk))
+	info, err := q.Job(ctx, db, r.ID)
+	require.NoError(t, err)
+	require.Equal(t, fdbqueue.JobQueued, info.State)
+	require.Equal(t, 0, info.Attempts)
+	require.Equal(t, fdbqueue.JobStats{Queued: 1, Due: 1}, mustStats(t, db, q))
+}
+
+// An index entry that names the job's own record key, a record that is no
+// longer there (the queue clears the entry with the record, so only
+// another writer leaves it so), is no job: Job, Cancel, Requeue and
+// DeleteDead fail with ErrJobNotFound, as for an ID never added, rather
+// than taking the missing record for a malformed one.
+func TestJobIndexEntryOfAMissingRecord(t *testing.T) {
+	ctx := context.Background()
+	db := newDB(t)
+	clock := newFakeClock()
+	q := mustJobQueue(t, "job-index-missing", fdbqueue.JobQueueConfig{Choice: 1, Clock: clock})
+	queued := mustAdd(t, db, q, fdbqueue.Job{Value: []byte("queued")})
+	dead := mustAdd(t, db, q, fdbqueue.Job{Value: []byte("dead"), MaxAttempts: 1, RunAt: clock.Now().Add(-time.Second)})
+	l := mustLease(t, db, q, 1, time.Minute)[0]
+	require.Equal(t, dead.ID, l.JobID)
+	gone, err := q.Nack(ctx, db, l, fdbqueue.NackOptions{})
+	require.NoError(t, err)
+	require.True(t, gone)
+	for _, id := range []fdbqueue.JobID{queued.ID, dead.ID} {
+		x, err := q.Subspace().Pack(tuple.Tuple{"x", id[:]})
+		require.NoError(t, err)
+		rec := readKey(t, db, x)
+		require.NotNil(t, readKey(t, db, rec), "the entry names the job's record")
+		require.NoError(t, db.Transact(ctx, func(tr kv.Transaction) error { tr.Clear(rec); return nil }))
+		_, err = q.Job(ctx, db, id)
+		require.ErrorIs(t, err, fdbqueue.ErrJobNotFound, "Job(%s)", id)
+	}
+	require.ErrorIs(t, q.Cancel(ctx, db, queued.ID), fdbqueue.ErrJobNotFound)
+	require.ErrorIs(t, q.Requeue(ctx, db, dead.ID), fdbqueue.ErrJobNotFound)
+	require.ErrorIs(t, q.DeleteDead(ctx, db, dead.ID), fdbqueue.ErrJobNotFound)
+}
