@@ -147,3 +147,26 @@ func TestWatchForItemsConflictsWithLaterEnqueue(t *testing.T) {
 	require.NoError(t, q.Enqueue(ctx, db, []byte("x")))
 	require.ErrorIs(t, tr.Commit(), kv.ErrNotCommitted)
 }
+
+// A handle without staging options whose first operation on a queue
+// served by place is WatchForItems returns the watch: the stored mode,
+// which makes a consumer retry (it chose its items by the old one), does
+// not matter to a watch, so the call neither fails nor asks its
+// transaction to retry.
+func TestWatchForItemsLearnsThePlaceMode(t *testing.T) {
+	ctx := context.Background()
+	db := stgDB(t)
+	sub := stgSubspace(t, "watch-learns-place")
+	staged := stgQueue(t, sub, stagingMode{"place", true}.opts(fdbqueue.StagingConfig{})...)
+	require.NoError(t, staged.Enqueue(ctx, db, []byte("a")), "stores the place mode")
+	plain := stgQueue(t, sub, fdbqueue.WithVersionstampOrder())
+	tr, err := db.CreateTransaction(ctx)
+	require.NoError(t, err)
+	w, err := plain.WatchForItems(tr)
+	require.NoError(t, err, "the first attempt returns the watch")
+	require.NoError(t, tr.Commit())
+	w.Cancel()
+	v, err := staged.Dequeue(ctx, db)
+	require.NoError(t, err)
+	require.Equal(t, "a", string(v))
+}
