@@ -104,7 +104,7 @@ func (g *confGate) watchForItems(tr kv.Transaction) (kv.Watch, error) {
 	r := g.issue(tr, false)
 	r.watching = true
 	if err := r.settle(); err != nil {
-		if errors.Is(err, errConfigMoved) && !errors.Is(err, ErrConfigMismatch) {
+		if errors.Is(err, errConfigMoved) {
 			// Only a consumer's choice of items depends on it, and this
 			// is no consumer: the new record is cached.
 			err = nil
