@@ -40,3 +40,19 @@ func TestConformance(t *testing.T) {
 		return &harness{db: db, clock: clock}, nil
 	})
 }
+
+// TestConformanceWithLatency runs the suite again under a read latency
+// model, so that reads take memdb's asynchronous paths (a point read's
+// goroutine, a range batch issued in flight): FoundationDB's rules do not
+// depend on how long a read takes.
+func TestConformanceWithLatency(t *testing.T) {
+	kvtest.RunConformanceTests(t, func(ctx context.Context, t *testing.T) (kvtest.Harness, error) {
+		clock := memdb.NewManualClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+		db := memdb.New(
+			memdb.WithClock(clock),
+			memdb.WithLatency(memdb.Latency{Read: memdb.Span{Max: time.Microsecond}}),
+			memdb.WithBackoff(100*time.Microsecond, 10*time.Millisecond),
+		)
+		return &harness{db: db, clock: clock}, nil
+	})
+}
