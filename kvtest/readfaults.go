@@ -31,6 +31,7 @@ func readFaultTests() []conformanceTest {
 		{"ReadOnlyCommitFailsWithAFailedRead", testReadOnlyCommitFailsWithAFailedRead},
 		{"WatchReadVersionErrorFailsOnlyTheWatch", testWatchReadVersionErrorFailsOnlyTheWatch},
 		{"TransactRetriesReadErrors", testTransactRetriesReadErrors},
+		{"CommitFailsWithTheFirstFailedRead", testCommitFailsWithTheFirstFailedRead},
 	}
 }
 
@@ -206,4 +207,25 @@ func testWatchReadVersionErrorFailsOnlyTheWatch(t *testing.T, f *fixture) {
 	defer cancel()
 	requireCode(t, w.Wait(ctx), kv.ErrDatabaseLocked, "the watch whose read version request failed")
 	commit(t, tr, "the watch's failed read version request must not fail a read-only commit")
+}
+
+// testCommitFailsWithTheFirstFailedRead: of two failed reads, the commit
+// fails with the first one's error. RYWImpl::commit waits on ryw->reading
+// (fdbclient/ReadYourWrites.actor.cpp), an AndFuture that keeps failed
+// futures in the order the reads were issued and whose getFuture is a
+// waitForAll of them (flow/include/flow/genericactors.actor.h), which
+// throws the first one's error.
+func testCommitFailsWithTheFirstFailedRead(t *testing.T, f *fixture) {
+	rf := f.readFaults(t)
+	f.seed(t, "a", "b")
+	tr := f.newTx(t)
+	rf.FailNextRead(kv.ErrFutureVersion)
+	_, err := tr.Get(f.key("a")).Get()
+	requireCode(t, err, kv.ErrFutureVersion, "the first read")
+	rf.FailNextRead(kv.ErrProcessBehind)
+	_, err = tr.Get(f.key("b")).Get()
+	requireCode(t, err, kv.ErrProcessBehind, "the second read")
+	tr.Set(f.key("w"), []byte("x"))
+	requireCode(t, tr.Commit(), kv.ErrFutureVersion, "the commit of a transaction whose two reads failed")
+	f.requireAbsent(t, f.key("w"), "the failed commit applies nothing")
 }
