@@ -30,6 +30,7 @@ func readTests() []conformanceTest {
 		{"RangeForwardLimit", testRangeForwardLimit},
 		{"RangeReverseLimit", testRangeReverseLimit},
 		{"RangeEmpty", testRangeEmpty},
+		{"EmptyRangeReadTakesNoReadVersion", testEmptyRangeReadTakesNoReadVersion},
 		{"RangeUnsignedByteOrder", testRangeUnsignedByteOrder},
 		{"RangeIteratorMatchesGetSlice", testRangeIteratorMatchesGetSlice},
 		{"ClearRangeIsHalfOpen", testClearRangeIsHalfOpen},
@@ -214,6 +215,28 @@ func testRangeEmpty(t *testing.T, f *fixture) {
 	require.Empty(t, f.getRange(t, f.rng("c", "z"), kv.RangeOptions{Reverse: true, Limit: 1}), "a reverse range with no keys returns nothing")
 }
 
+// testEmptyRangeReadTakesNoReadVersion: a read of an empty range [k, k)
+// returns no pairs without reading (ReadYourWritesTransaction::getRange,
+// fdbclient/ReadYourWrites.actor.cpp, returns an empty result when the
+// selectors' keys cross or meet, before readWithConflictRange), so it does
+// not fix the transaction's read version, however it is consumed: the
+// transaction's first real read, after another transaction's commit, sees
+// that commit.
+func testEmptyRangeReadTakesNoReadVersion(t *testing.T, f *fixture) {
+	tr := f.newTx(t)
+	rr := tr.GetRange(f.rng("k", "k"), kv.RangeOptions{})
+	for i := range 2 {
+		kvs, err := rr.GetSlice()
+		require.NoError(t, err, "consumer %d of a read of [k, k)", i)
+		require.Empty(t, kvs, "consumer %d of a read of [k, k)", i)
+	}
+	it := tr.GetRange(f.rng("k", "k"), kv.RangeOptions{Reverse: true, Limit: 1}).Iterator()
+	require.False(t, it.Next(), "an iterator over [k, k) yields nothing")
+	require.NoError(t, it.Err(), "an iterator over [k, k)")
+	f.set(t, f.key("k"), []byte("later"))
+	require.Equal(t, []byte("later"), mustGet(t, tr, f.key("k")), "the first read after reads of an empty range sees a commit made after them")
+}
+
 func testRangeUnsignedByteOrder(t *testing.T, f *fixture) {
 	names := []string{"\x80", "\x00", "\xfe", "\x7f", "\x01", "\x00\x00", "a", "\x7f\xff"}
 	f.seed(t, names...)
@@ -253,10 +276,17 @@ func testRangeIteratorMatchesGetSlice(t *testing.T, f *fixture) {
 	}
 }
 
+// testClearRangeIsHalfOpen: ClearRange clears [begin, end), in the
+// transaction's own reads too, where the database's key at end stays
+// (WriteMap::clear, fdbclient/WriteMap.cpp, marks only [begin, end)
+// cleared).
 func testClearRangeIsHalfOpen(t *testing.T, f *fixture) {
 	f.seed(t, "a", "b", "b\x00", "c", "d")
 	tr := f.newTx(t)
 	tr.ClearRange(f.rng("b", "d"))
+	require.Nil(t, mustGet(t, tr, f.key("b")), "RYW: ClearRange clears its begin key")
+	require.Equal(t, []byte("v:d"), mustGet(t, tr, f.key("d")), "RYW: ClearRange keeps the database's key at its end")
+	f.requireNames(t, mustRange(t, tr, f.all(), kv.RangeOptions{}), []string{"a", "d"}, "RYW: a range read after ClearRange sees [begin, end) cleared, end kept")
 	commit(t, tr)
 	f.requireNames(t, f.getRange(t, f.all(), kv.RangeOptions{}), []string{"a", "d"}, "ClearRange must clear [begin, end): begin included, end kept")
 }
