@@ -198,7 +198,17 @@ func testVersionstampedKeyNotReadableInSameTransaction(t *testing.T, f *fixture)
 
 	tr = f.newTx(t)
 	tr.SetVersionstampedKey(arg, []byte("value"))
+	_, err = tr.GetRange(f.all(), kv.RangeOptions{}).GetSlice()
+	requireCode(t, err, kv.ErrAccessedUnreadable, "the range read again")
+	requireCode(t, tr.Commit(), kv.ErrAccessedUnreadable, "the commit of a transaction whose one failed read is a range read")
+
+	f.seed(t, "z")
+	tr = f.newTx(t)
+	tr.SetVersionstampedKey(arg, []byte("value"))
 	f.requireNames(t, mustRange(t, tr, f.all(), kv.RangeOptions{Limit: 1}), []string{"a"}, "a read that stops before the range succeeds")
+	// In reverse too: getRangeValueBack stops at its limit before its
+	// RYWIterator reaches the unreadable segment, whose kv() would throw.
+	f.requireNames(t, mustRange(t, tr, f.all(), kv.RangeOptions{Reverse: true, Limit: 1}), []string{"z"}, "a reverse read that stops after the range succeeds")
 	commitStamped(t, tr)
 	kvs := f.getRange(t, f.rng("vs/", "vs0"), kv.RangeOptions{})
 	require.Len(t, kvs, 1, "the versionstamped key must be there after commit")
@@ -278,6 +288,17 @@ func testSetAfterVersionstampedValueStaysUnreadable(t *testing.T, f *fixture) {
 	_, err := tr.Get(f.key("vv")).Get()
 	requireCode(t, err, kv.ErrAccessedUnreadable, "a read of a key set after its versionstamped value in the same transaction")
 	requireCode(t, tr.Commit(), kv.ErrAccessedUnreadable, "the failed read fails the commit")
+
+	// The same with many other writes (more than fit a small write buffer)
+	// before the Set.
+	tr = f.newTx(t)
+	tr.SetVersionstampedValue(f.key("vv"), stampedValue("pre", ""))
+	for i := range 40 {
+		tr.Set(f.key(fmt.Sprintf("other%02d", i)), []byte("x"))
+	}
+	tr.Set(f.key("vv"), []byte("plain"))
+	_, err = tr.Get(f.key("vv")).Get()
+	requireCode(t, err, kv.ErrAccessedUnreadable, "a read of a key set after its versionstamped value and 40 other writes")
 
 	tr = f.newTx(t)
 	tr.SetVersionstampedValue(f.key("vv"), stampedValue("pre", ""))
