@@ -57,7 +57,8 @@ func TestRangeReadInFlightIgnoresLaterVersionstampedKeys(t *testing.T) {
 
 // A range read in flight under a latency model sees the transaction's
 // writes as they were when it was issued: a Set, a Clear and an atomic add
-// made meanwhile are not in its result, as on FoundationDB (see
+// made meanwhile (one to a key with an atomic add already) are not in its
+// result, as on FoundationDB (see
 // TestRangeReadInFlightIgnoresLaterVersionstampedKeys); a read issued
 // after them sees them. Before, the read merged the writes as they were
 // when it was served.
@@ -80,21 +81,23 @@ func TestRangeReadInFlightIgnoresLaterWrites(t *testing.T) {
 	}
 	err := db.Transact(ctx, func(tr kv.Transaction) error {
 		tr.Set([]byte("q/0"), []byte("mine")) // before the read: in its view
+		tr.Add([]byte("q/d"), []byte{'1'})    // before the read: in its view
 		inFlight := tr.GetRange(r, kv.RangeOptions{})
 		tr.Set([]byte("q/c"), []byte("3"))
 		tr.Clear([]byte("q/a"))
 		tr.Add([]byte("q/b"), []byte{1})
 		tr.Set([]byte("q/0"), []byte("changed"))
+		tr.Add([]byte("q/d"), []byte{1}) // a second operation of a key with one
 		kvs, err := inFlight.GetSlice()
 		if err != nil {
 			return err
 		}
-		require.Equal(t, []string{"q/0=mine", "q/a=1", "q/b=2"}, names(kvs), "the writes as they were at the read's issue")
+		require.Equal(t, []string{"q/0=mine", "q/a=1", "q/b=2", "q/d=1"}, names(kvs), "the writes as they were at the read's issue")
 		after, err := tr.GetRange(r, kv.RangeOptions{}).GetSlice()
 		if err != nil {
 			return err
 		}
-		require.Equal(t, []string{"q/0=changed", "q/b=3", "q/c=3"}, names(after), "a read issued after the writes sees them")
+		require.Equal(t, []string{"q/0=changed", "q/b=3", "q/c=3", "q/d=2"}, names(after), "a read issued after the writes sees them")
 		return nil
 	})
 	require.NoError(t, err)
