@@ -119,6 +119,13 @@ func TestReadsOfOwnWritesDoNotFail(t *testing.T) {
 			kvs, err := tr.GetRange(kv.KeyRange{Begin: []byte("c"), End: []byte("e")}, kv.RangeOptions{}).GetSlice()
 			require.NoError(t, err, "a range the transaction cleared")
 			require.Empty(t, kvs)
+			// Two clears that touch clear one range (the second one ends
+			// where the first begins): a read across the point where they
+			// meet reads nothing from a storage server.
+			tr.ClearRange(kv.KeyRange{Begin: []byte("a"), End: []byte("c")})
+			kvs, err = tr.GetRange(kv.KeyRange{Begin: []byte("b"), End: []byte("d")}, kv.RangeOptions{}).GetSlice()
+			require.NoError(t, err, "a range two touching clears of the transaction cover")
+			require.Empty(t, kvs)
 			_, err = tr.Get([]byte(kv.MetadataVersionKey)).Get()
 			require.NoError(t, err, "the metadata version comes with the read version, not from a storage server")
 			require.NoError(t, tr.Commit())
