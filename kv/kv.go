@@ -73,6 +73,11 @@ type FutureVersionstamp interface {
 
 // RangeResult is a pending range read. It can be consumed at once with
 // GetSlice or streamed with Iterator; a large range should be streamed.
+// Consume it once: what a second GetSlice or Iterator returns differs by
+// backend. FDB's binding answers a second consumer's first batch from the
+// read GetRange issued, without the transaction's writes made since
+// (RangeResult.Iterator, bindings/go/src/fdb/range.go); memdb reads the
+// range again, and sees them.
 type RangeResult interface {
 	// GetSlice blocks until the whole (limited) range has been read.
 	GetSlice() ([]KeyValue, error)

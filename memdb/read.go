@@ -487,7 +487,9 @@ type rangeResult struct {
 const resultInline = 152
 
 // GetSlice reads the whole (limited) range: the first batch, then the rest
-// in one more read. A second consumer reads the range again.
+// in one more read. A second consumer reads the range again, with the
+// transaction's writes made since GetRange (FDB's binding would answer its
+// first batch from the issued read: see kv.RangeResult).
 func (r *rangeResult) GetSlice() ([]kv.KeyValue, error) {
 	if r.err != nil {
 		return nil, r.err
@@ -528,7 +530,8 @@ func (r *rangeResult) Iterator() kv.RangeIterator { return r.iter() }
 func (r *rangeResult) iter() *rangeIter {
 	if r.err == nil && r.taken.CompareAndSwap(false, true) {
 		// The first consumer takes the first batch, once. A later
-		// consumer reads the range again.
+		// consumer reads the range again (unlike FDB's binding: see
+		// kv.RangeResult).
 		return &rangeIter{r: r, first: true, b: r.b, e: r.e, left: r.opts.Limit, batch: firstBatch}
 	}
 	return &rangeIter{r: r, b: r.b, e: r.e, left: r.opts.Limit, err: r.err, batch: firstBatch}
