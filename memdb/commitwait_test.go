@@ -107,13 +107,7 @@ func TestResetEndsReadsWaitingOutLatency(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			db, _ := newDB(t, memdb.WithLatency(c.lat))
-			sleeping := make(chan struct{}, 1)
-			db.SetSleeping(func() {
-				select {
-				case sleeping <- struct{}{}:
-				default:
-				}
-			})
+			sleeping := notifySleeping(db)
 			tr := newTx(t, db)
 			defer tr.Cancel()
 			point := tr.Get([]byte("a"))
@@ -243,4 +237,18 @@ func TestReadsInFlightAtCommitComplete(t *testing.T) {
 			require.Equal(t, []byte("x"), getNew(t, db, "w"))
 		})
 	}
+}
+
+// notifySleeping returns a channel that receives when an operation of db
+// starts waiting out simulated latency (a send is dropped while one is
+// pending).
+func notifySleeping(db *memdb.DB) <-chan struct{} {
+	sleeping := make(chan struct{}, 1)
+	db.SetSleeping(func() {
+		select {
+		case sleeping <- struct{}{}:
+		default:
+		}
+	})
+	return sleeping
 }

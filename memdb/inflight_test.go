@@ -85,13 +85,7 @@ func TestOperationDuringAnUnknownCommitResultMayHaveCommitted(t *testing.T) {
 // (TestResetInterruptsCommitInFlight holds the commit instead.)
 func TestResetInterruptsCommitWaitingOutItsLatency(t *testing.T) {
 	db, _ := newDB(t, memdb.WithLatency(memdb.Latency{Commit: memdb.Span{Min: time.Hour, Max: time.Hour}}))
-	sleeping := make(chan struct{}, 1)
-	db.SetSleeping(func() {
-		select {
-		case sleeping <- struct{}{}:
-		default:
-		}
-	})
+	sleeping := notifySleeping(db)
 	tr := newTx(t, db)
 	defer tr.Cancel()
 	tr.Set([]byte("k"), []byte("v"))
