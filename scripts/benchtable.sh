@@ -12,7 +12,7 @@ cd "$(dirname "$0")/.."
 out=$(go test -run '^$' -bench '^BenchmarkWorkload$' -benchmem -cpu 1 -count "${COUNT:-5}" \
   -benchtime "${BENCHTIME:-0.5s}" .)
 echo "$out" | grep -E '^(goos|goarch|cpu):' || true
-if [ -n "${BENCH_YIELD:-}" ]; then echo "yielding to the scheduler every ${BENCH_YIELD} iterations"; fi
+if [ "${BENCH_YIELD:-0}" != 0 ]; then echo "yielding to the scheduler every ${BENCH_YIELD} iterations"; fi
 echo "$out" | awk '
 /^BenchmarkWorkload\// {
   name = $1; sub(/^BenchmarkWorkload\//, "", name); sub(/-[0-9]+$/, "", name)
