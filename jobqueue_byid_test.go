@@ -9,6 +9,7 @@ import (
 
 	"github.com/fdbqueue/fdbqueue"
 	"github.com/fdbqueue/fdbqueue/kv"
+	"github.com/fdbqueue/fdbqueue/queuetest"
 	"github.com/fdbqueue/fdbqueue/tuple"
 )
 
@@ -102,13 +103,7 @@ func TestJobIndexEntryNamingAnotherJob(t *testing.T) {
 	db := newDB(t)
 	clock := newFakeClock()
 	q := mustJobQueue(t, "job-index-other", fdbqueue.JobQueueConfig{Choice: 1, Clock: clock})
-	queued := mustAdd(t, db, q, fdbqueue.Job{Value: []byte("queued"), UniqueKey: "k"})
-	dead := mustAdd(t, db, q, fdbqueue.Job{Value: []byte("dead"), MaxAttempts: 1, RunAt: clock.Now().Add(-time.Second)})
-	l := mustLease(t, db, q, 1, time.Minute)[0]
-	require.Equal(t, dead.ID, l.JobID)
-	gone, err := q.Nack(ctx, db, l, fdbqueue.NackOptions{})
-	require.NoError(t, err)
-	require.True(t, gone)
+	queued, dead := addQueuedAndDead(t, db, q, clock, fdbqueue.Job{Value: []byte("queued"), UniqueKey: "k"})
 	pack := func(elems ...any) []byte {
 		k, err := q.Subspace().Pack(tuple.Tuple(elems))
 		require.NoError(t, err)
@@ -126,7 +121,7 @@ func TestJobIndexEntryNamingAnotherJob(t *testing.T) {
 	require.Equal(t, want, mustStats(t, db, q))
 
 	for _, stray := range []fdbqueue.JobID{strayQ, strayD} {
-		_, err = q.Job(ctx, db, stray)
+		_, err := q.Job(ctx, db, stray)
 		var fe *fdbqueue.ForeignKeyError
 		require.ErrorAs(t, err, &fe, "Job(%s): an entry naming another job's record", stray)
 		require.Equal(t, pack("x", stray[:]), fe.Key)
@@ -184,13 +179,7 @@ func TestJobIndexEntryOfAMissingRecord(t *testing.T) {
 	db := newDB(t)
 	clock := newFakeClock()
 	q := mustJobQueue(t, "job-index-missing", fdbqueue.JobQueueConfig{Choice: 1, Clock: clock})
-	queued := mustAdd(t, db, q, fdbqueue.Job{Value: []byte("queued")})
-	dead := mustAdd(t, db, q, fdbqueue.Job{Value: []byte("dead"), MaxAttempts: 1, RunAt: clock.Now().Add(-time.Second)})
-	l := mustLease(t, db, q, 1, time.Minute)[0]
-	require.Equal(t, dead.ID, l.JobID)
-	gone, err := q.Nack(ctx, db, l, fdbqueue.NackOptions{})
-	require.NoError(t, err)
-	require.True(t, gone)
+	queued, dead := addQueuedAndDead(t, db, q, clock, fdbqueue.Job{Value: []byte("queued")})
 	for _, id := range []fdbqueue.JobID{queued.ID, dead.ID} {
 		x, err := q.Subspace().Pack(tuple.Tuple{"x", id[:]})
 		require.NoError(t, err)
@@ -203,4 +192,19 @@ func TestJobIndexEntryOfAMissingRecord(t *testing.T) {
 	require.ErrorIs(t, q.Cancel(ctx, db, queued.ID), fdbqueue.ErrJobNotFound)
 	require.ErrorIs(t, q.Requeue(ctx, db, dead.ID), fdbqueue.ErrJobNotFound)
 	require.ErrorIs(t, q.DeleteDead(ctx, db, dead.ID), fdbqueue.ErrJobNotFound)
+}
+
+// addQueuedAndDead adds the job queued, then a job that dies at once
+// (leased and nacked on its only attempt, due before the other so the
+// lease takes it).
+func addQueuedAndDead(t *testing.T, db kv.Database, q *fdbqueue.JobQueue, clock *queuetest.Clock, queued fdbqueue.Job) (fdbqueue.AddResult, fdbqueue.AddResult) {
+	t.Helper()
+	qr := mustAdd(t, db, q, queued)
+	dead := mustAdd(t, db, q, fdbqueue.Job{Value: []byte("dead"), MaxAttempts: 1, RunAt: clock.Now().Add(-time.Second)})
+	l := mustLease(t, db, q, 1, time.Minute)[0]
+	require.Equal(t, dead.ID, l.JobID)
+	gone, err := q.Nack(context.Background(), db, l, fdbqueue.NackOptions{})
+	require.NoError(t, err)
+	require.True(t, gone)
+	return qr, dead
 }
