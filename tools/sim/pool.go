@@ -169,6 +169,9 @@ func RunPoolShutdowns(ctx context.Context, seed int64, cfg PoolConfig) (PoolResu
 	for cycle := range cfg.Cycles {
 		// Every live job due: leases and retry delays have passed.
 		clock.Advance(2*lease + time.Second)
+		if err := dueAtCycleStart(ctx, db, sub, clock, &res); err != nil {
+			return res, fmt.Errorf("cycle %d: %w", cycle, err)
+		}
 		for range cfg.JobsPerCycle {
 			r, err := q.Add(ctx, db, fdbqueue.Job{Value: binary.BigEndian.AppendUint64(nil, uint64(len(jobs)))})
 			if err != nil {
@@ -441,6 +444,27 @@ func (c *poolCycle) poke() {
 	}
 }
 
+// dueAtCycleStart counts the live jobs not due as a cycle starts
+// (PoolResult.NotDueAtCycle), the clock having moved by twice the lease
+// duration since the last cycle's pools stopped, and moves the clock on
+// until the last of them is due: the cycle relies on every live job being
+// due as it starts (its long run would otherwise wait for the run of a
+// lease no pool holds until the stall guard fired), and the seed, failed,
+// goes on to check the rest.
+func dueAtCycleStart(ctx context.Context, db kv.Database, sub fdbqueue.Subspace, clock *queuetest.Clock, res *PoolResult) error {
+	now := clock.Now().UnixMicro()
+	last := now
+	err := eachRecord(ctx, db, sub, func(_ []byte, rec JobRecord) error {
+		if !rec.Dead && rec.Vest > now {
+			res.NotDueAtCycle++
+			last = max(last, rec.Vest)
+		}
+		return nil
+	})
+	clock.Advance(time.Duration(last-now) * time.Microsecond)
+	return err
+}
+
 // errPoolStuck is poolCycle.wait's error when its guard fires.
 var errPoolStuck = errors.New("sim: stuck waiting for the pools' handlers")
 
@@ -448,7 +472,7 @@ var errPoolStuck = errors.New("sim: stuck waiting for the pools' handlers")
 // guard fails the seed with errPoolStuck if that takes a minute: the
 // harness is stuck (a check that a handler's state breaks should end
 // the wait instead, so that the seed fails by that check at once).
-func (c *poolCycle) wait(ctx context.Context, cond func() bool) error {
+func (c *poolCycle) wait(ctx context.Context, what string, cond func() bool) error {
 	guard := time.NewTimer(time.Minute)
 	defer guard.Stop()
 	for {
@@ -461,7 +485,7 @@ func (c *poolCycle) wait(ctx context.Context, cond func() bool) error {
 		select {
 		case <-c.changed:
 		case <-guard.C:
-			return errPoolStuck
+			return fmt.Errorf("%w (%s)", errPoolStuck, what)
 		case <-ctx.Done():
 			return ctx.Err()
 		}
@@ -596,7 +620,9 @@ func (h *poolHarness) cycle(ctx context.Context, q *fdbqueue.JobQueue, db *memdb
 	}
 	// Mid-flight: the blockers hold their jobs, and a few quick jobs are
 	// done (enough jobs are due for both, see RunPoolShutdowns).
-	if err := c.wait(ctx, func() bool { return c.started >= c.blockers && c.quickDone >= quick }); err != nil {
+	if err := c.wait(ctx, "for the blockers to start and the quick jobs to be done", func() bool {
+		return c.started >= c.blockers && c.quickDone >= quick
+	}); err != nil {
 		return err
 	}
 	if raced != nil {
@@ -627,7 +653,7 @@ func (h *poolHarness) cycle(ctx context.Context, q *fdbqueue.JobQueue, db *memdb
 		case <-deadlines:
 			if mode == 1 {
 				// Let the handlers told to finish be acked first.
-				if err := c.wait(ctx, func() bool { return c.inFlight == c.stubborn }); err != nil {
+				if err := c.wait(ctx, "for the handlers told to finish to be acked", func() bool { return c.inFlight == c.stubborn }); err != nil {
 					return err
 				}
 			}
@@ -819,7 +845,7 @@ func (h *poolHarness) cancelMidFlight(ctx context.Context, q *fdbqueue.JobQueue,
 	if len(lost) == 0 || rng.Float64() >= cfg.HeartbeatProb || c.longRunBroken {
 		return nil
 	}
-	if err := c.wait(ctx, func() bool { return h.beats.Load() >= int64(c.started) }); err != nil {
+	if err := c.wait(ctx, "for every heartbeat's first timer", func() bool { return h.beats.Load() >= int64(c.started) }); err != nil {
 		return err
 	}
 	c.mu.Lock()
@@ -865,7 +891,7 @@ func (h *poolHarness) cancelMidFlight(ctx context.Context, q *fdbqueue.JobQueue,
 	// extends a lost job's lease instead (ExtendedAfterCancel, counted by
 	// checkCancels) would leave its handler blocked: stop waiting at once
 	// rather than until the guard fires.
-	return c.wait(ctx, func() bool {
+	return c.wait(ctx, "for the cancelled blockers' heartbeats to end their handlers", func() bool {
 		done := true
 		for _, r := range c.runs {
 			switch {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"slices"
 	"time"
@@ -81,6 +82,7 @@ type longRun struct {
 	jobs  map[string]*heldRun // the held runs whose job no Cancel removed
 	step  int                 // the steps taken
 	err   error               // quiet's, from reading the queue
+	why   string              // why quiet last found the pools busy (c.mu held)
 }
 
 // longRun runs cycle c's long run, with probability cfg.LongRunProb,
@@ -107,7 +109,12 @@ func (h *poolHarness) longRun(ctx context.Context, db kv.Database, sub fdbqueue.
 	}
 	res.LongRuns++
 	for total := time.Duration(0); ; {
-		if err := c.wait(ctx, p.quiet); err != nil {
+		if err := c.wait(ctx, "for the pools to be quiet in the long run", p.quiet); err != nil {
+			if errors.Is(err, errPoolStuck) {
+				c.mu.Lock()
+				err = fmt.Errorf("%w at step %d: %s", err, p.step, p.why)
+				c.mu.Unlock()
+			}
 			return err
 		}
 		if p.err != nil {
@@ -145,6 +152,7 @@ func (p *longRun) quiet() bool {
 	want := int64(c.started) // the heartbeats' first timers
 	for _, r := range c.runs {
 		if !r.blocker && !r.reported {
+			p.why = fmt.Sprintf("job %x: a run that does not block has not reported", r.job)
 			return false
 		}
 	}
@@ -155,7 +163,8 @@ func (p *longRun) quiet() bool {
 		}
 		if p.step > 0 {
 			if r.run.task.Lease().Deadline.Equal(r.from) {
-				return false // its heartbeat has not extended yet
+				p.why = fmt.Sprintf("job %x: its heartbeat has not extended", r.run.job)
+				return false
 			}
 			want++
 		}
@@ -163,7 +172,8 @@ func (p *longRun) quiet() bool {
 	// beats is read before the queue: a timer it counts of a run not
 	// started yet was armed after that run's lease committed, which the
 	// read below then finds under a lease no run holds.
-	if p.h.beats.Load() < want {
+	if n := p.h.beats.Load(); n < want {
+		p.why = fmt.Sprintf("%d heartbeat timers armed of %d", n, want)
 		return false
 	}
 	tags := map[uint64]bool{}
@@ -182,8 +192,10 @@ func (p *longRun) quiet() bool {
 		case rec.Dead:
 		case rec.Vest <= now:
 			quiet = false // due: a worker is about to lease it
+			p.why = fmt.Sprintf("job %x is due (tag %x, attempts %d, %v past)", rec.Job, rec.Tag, rec.Attempts, time.Duration(now-rec.Vest)*time.Microsecond)
 		case rec.Tag != 0 && !tags[rec.Tag]:
 			quiet = false // leased by a run not started yet
+			p.why = fmt.Sprintf("job %x is leased by a run not started (tag %x)", rec.Job, rec.Tag)
 		}
 		return nil
 	})

@@ -29,7 +29,9 @@ import (
 //   - An extension that sets the deadline from the old deadline instead of
 //     the clock's time (old + LeaseDuration): the lease is never lost,
 //     but grows past the clock's time plus LeaseDuration at each
-//     extension (HeldDeadlineWrong).
+//     extension (HeldDeadlineWrong), and may outlast the next cycle's
+//     start (NotDueAtCycle), which once left that cycle's long run
+//     waiting for the run of a lease no pool held until the guard fired.
 //   - An extension by ExtendEvery instead of LeaseDuration (now +
 //     ExtendEvery): the lease expires at the next step, which is at least
 //     ExtendEvery.
@@ -69,9 +71,9 @@ func TestPoolSimulationCatchesPlantedHeartbeatBugs(t *testing.T) {
 				r, err = RunPoolShutdowns(context.Background(), seed, cfg)
 				require.NotErrorIs(t, err, errPoolStuck, "seed %d: the harness waited for its guard instead of failing a check", seed)
 				require.NoError(t, err, "seed %d", seed)
-				t.Logf("seed %d caught it in %v: %d long runs, %d steps; lease lost %d, expired %d, attempts grew %d, context ended %d, deadline wrong %d",
+				t.Logf("seed %d caught it in %v: %d long runs, %d steps; lease lost %d, expired %d, attempts grew %d, context ended %d, deadline wrong %d; not due at a cycle's start %d",
 					seed, time.Since(start).Round(time.Millisecond), r.LongRuns, r.LongRunSteps,
-					r.HeldLeaseLost, r.HeldLeaseExpired, r.HeldAttemptsGrew, r.HeldContextEnded, r.HeldDeadlineWrong)
+					r.HeldLeaseLost, r.HeldLeaseExpired, r.HeldAttemptsGrew, r.HeldContextEnded, r.HeldDeadlineWrong, r.NotDueAtCycle)
 				require.False(t, r.OK(), "seed %d: the planted bug passed", seed)
 				require.Positive(t, r.HeldDeadlineWrong, "seed %d: no wrong deadline seen", seed)
 				if p.lost {

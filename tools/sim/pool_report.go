@@ -22,6 +22,11 @@ type PoolResult struct {
 	// HiddenExplained those the failures explain.
 	Abandoned, Released, ReleaseFailed, FailedAtStop, Settled, SettleFailed int
 	Hidden, HiddenExplained                                                 int
+	// NotDueAtCycle counts the live jobs not due as a cycle starts, the
+	// clock having moved by twice the lease duration since the last
+	// cycle's pools stopped: a lease, retry delay or snooze that outlasted
+	// any an ack, nack, snooze or heartbeat sets.
+	NotDueAtCycle int
 	// FailedCut counts the acks, nacks and releases of a handler's
 	// result that failed because the pool's own abandonment cancelled
 	// them: a violation (the job is left leased until its lease expires
@@ -95,7 +100,7 @@ type PoolResult struct {
 
 // OK reports whether every check held.
 func (r PoolResult) OK() bool {
-	return r.AckedTwice == 0 && r.AckedAndDead == 0 && r.Lost == 0 && r.Hidden == 0 && r.AttemptBurned == 0 &&
+	return r.AckedTwice == 0 && r.AckedAndDead == 0 && r.Lost == 0 && r.Hidden == 0 && r.NotDueAtCycle == 0 && r.AttemptBurned == 0 &&
 		r.NotDue == 0 && r.ReleasedGone == 0 && r.FailedCut == 0 && r.LateAcked == 0 && r.DeadAttempts == 0 && r.RunErrors == 0 &&
 		r.LeasedAfterCancel == 0 && r.SettledAfterCancel == 0 && r.LostUncancelled == 0 && r.ExtendedAfterCancel == 0 && r.CancelledAndAcked == 0 &&
 		r.CancelledAndDead == 0 && r.CancelledTwice == 0 && r.Leftovers == 0 && r.CountErrors == 0 &&
