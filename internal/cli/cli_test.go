@@ -349,6 +349,8 @@ func TestBadInput(t *testing.T) {
 		{"extra args", []string{"stats", "--queue", "a/b", "extra"}, ErrBadArgument},
 		{"pop -n 0", []string{"pop", "--queue", "a/b", "-n", "0"}, ErrBadArgument},
 		{"pop --max on fifo", []string{"pop", "--queue", "a/b", "--max"}, ErrBadArgument},
+		{"list --max on fifo", []string{"list", "--queue", "a/b", "--max"}, ErrBadArgument},
+		{"peek --max on fifo", []string{"peek", "--queue", "a/b", "--max"}, ErrBadArgument},
 		{"list negative limit", []string{"list", "--queue", "a/b", "--limit", "-1"}, ErrBadArgument},
 		{"push nothing", []string{"push", "--queue", "a/b"}, ErrBadArgument},
 		{"push priority on fifo", []string{"push", "--queue", "demo/jobs", "--priority", "3", "x"}, ErrBadArgument},

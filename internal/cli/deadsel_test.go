@@ -261,8 +261,11 @@ func TestDeadSelectionBadInput(t *testing.T) {
 		{"dead with an empty reason", work("dead", "--reason", ""), ErrBadArgument},
 		{"not a time", work("delete-dead", "--died-after", "yesterday"), ErrBadArgument},
 		{"a time in the future", work("delete-dead", "--died-before", "-5m"), ErrBadArgument},
+		{"a time just in the future", work("delete-dead", "--died-before", "-1ns"), ErrBadArgument},
 		{"an empty time", work("dead", "--died-before", ""), ErrBadArgument},
 		{"an empty range", work("delete-dead", "--died-after", "1h", "--died-before", "2h"), ErrBadArgument},
+		// [after, before) is empty when they are the same time.
+		{"a range of one instant", work("delete-dead", "--died-after", "2026-11-23T09:00:00Z", "--died-before", "2026-11-23T09:00:00Z"), ErrBadArgument},
 		{"delete on a fifo queue", work("delete-dead", "--kind", "fifo", "--all"), ErrUnknownKind},
 	}
 	for _, c := range cases {
@@ -352,4 +355,46 @@ func TestDeadDiedAfterSkipsTheEarlierDead(t *testing.T) {
 	seek := reads("--died-after", after.Format(time.RFC3339Nano))
 	scan := reads("--reason", "late")
 	require.Less(t, seek+2, scan, "--died-after read %d transactions, a scan of the whole list %d", seek, scan)
+}
+
+// --died-before ends the scan at the first job that died at or after it
+// (the list is in order of death) instead of reading on through the jobs
+// that died later: here six of them, three pages of two, after the ones
+// selected, which a scan of the whole list reads.
+func TestDeadDiedBeforeStopsAtTheLaterDead(t *testing.T) {
+	defer func(n int) { deadPage = n }(deadPage)
+	deadPage = 2
+	db, clock, onClock := demoJobs(t)
+	q := demoWorkQueue(t, clock)
+	clock.Advance(time.Second) // after the demo's dead job
+	early := append([]string{deadDemoID}, killWithReason(t, db, q, clock, "early", "1")...)
+	before := clock.Now()
+	killWithReason(t, db, q, clock, "late", "2", "3", "4", "5", "6", "7")
+	reads := func(want []string, extra ...string) int64 {
+		cr := &countReads{Database: db}
+		require.Equal(t, want, deadList(t, cr, onClock, extra...))
+		return cr.n.Load()
+	}
+	stop := reads(early, "--died-before", before.Format(time.RFC3339Nano))
+	scan := reads(early[1:], "--reason", "early")
+	require.Less(t, stop+2, scan, "--died-before read %d transactions, a scan of the whole list %d", stop, scan)
+}
+
+// A dry run given job IDs stops reading the list once it has found every
+// one of them: here the first dead job, before six more (three pages of
+// two), which a dry run of --all reads.
+func TestDeadActionDryRunIDsStopsWhenAllFound(t *testing.T) {
+	defer func(n int) { deadPage = n }(deadPage)
+	deadPage = 2
+	db, clock, onClock := demoJobs(t)
+	clock.Advance(time.Second) // after the demo's dead job
+	killWithReason(t, db, demoWorkQueue(t, clock), clock, "x", "1", "2", "3", "4", "5", "6")
+	reads := func(args ...string) int64 {
+		cr := &countReads{Database: db}
+		r := runCLI(t, cr, onClock, work("delete-dead", append([]string{"--dry-run"}, args...)...)...)
+		require.Equal(t, ExitOK, r.code, r.stderr)
+		return cr.n.Load()
+	}
+	one, all := reads(deadDemoID), reads("--all")
+	require.Less(t, one+2, all, "a dry run of the first dead job read %d transactions, of --all %d", one, all)
 }

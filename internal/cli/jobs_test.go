@@ -275,6 +275,9 @@ func TestJobsBadInput(t *testing.T) {
 		{"dead negative limit", work("dead", "--limit", "-1"), ErrBadArgument},
 		{"dead extra args", work("dead", "x"), ErrBadArgument},
 		{"zero resolution", work("dead", "--stats-resolution", "0s"), ErrBadArgument},
+		// The library's own minimum (JobQueueConfig.StatsResolution, 1ms)
+		// would refuse it too, but as ErrInvalidArgument, not a usage error.
+		{"resolution under 1ms", work("dead", "--stats-resolution", "999us"), ErrBadArgument},
 		{"requeue nothing", work("requeue-dead"), ErrBadArgument},
 		{"requeue all and an ID", work("requeue-dead", "--all", deadDemoID), ErrBadArgument},
 		{"requeue a bad ID", work("requeue-dead", "not-hex"), ErrBadArgument},
