@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -178,6 +179,20 @@ func TestStatsOldestAgeGrows(t *testing.T) {
 	require.Equal(t, ExitOK, r.code, r.stderr)
 	r = runCLI(t, db, nil, args("stats", "events")...)
 	assert.Contains(t, r.stdout, "oldest   unknown: queue is empty\n")
+
+	// A head whose versionstamp is past the read version (written by
+	// another program as a plain key: a commit's own is never past a
+	// later read version) is 0 old, not a negative age.
+	future, err := mustSub(t, "demo", "events").Pack(tuple.Tuple{
+		tuple.Versionstamp{TransactionVersion: [10]byte{0, 0x10, 0, 0, 0, 0, 0, 0, 0, 1}}, []byte("r")}) // 2^52: far past any read version here
+	require.NoError(t, err)
+	require.NoError(t, db.Transact(context.Background(), func(tr kv.Transaction) error {
+		tr.Set(future, mustPack(t, tuple.Tuple{"from the future"}))
+		return nil
+	}))
+	r = runCLI(t, db, nil, args("stats", "events")...)
+	require.Equal(t, ExitOK, r.code, r.stderr)
+	assert.Contains(t, r.stdout, "oldest   0s (from its versionstamp)\n")
 }
 
 func TestPushPopFIFO(t *testing.T) {
@@ -325,6 +340,40 @@ func TestListForeignKey(t *testing.T) {
 	require.Equal(t, ExitOK, r.code, r.stderr)
 	assert.Contains(t, r.stdout, `"foreign": "value is not a packed tuple`)
 	assert.Contains(t, r.stdout, `"value": "raw, not a tuple"`)
+
+	// Packed tuples that are not one element of bytes or a string, and a
+	// key and value both malformed (the key's reason is the one given).
+	for _, c := range []struct {
+		key     tuple.Tuple
+		value   tuple.Tuple
+		foreign string
+	}{
+		{tuple.Tuple{tuple.Versionstamp{TransactionVersion: [10]byte{0xff, 1}}, []byte("r")}, tuple.Tuple{"a", "b"}, "value tuple has 2 elements, want 1"},
+		{tuple.Tuple{tuple.Versionstamp{TransactionVersion: [10]byte{0xff, 2}}, []byte("r")}, tuple.Tuple{}, "value tuple has 0 elements, want 1"},
+		{tuple.Tuple{tuple.Versionstamp{TransactionVersion: [10]byte{0xff, 3}}, []byte("r")}, tuple.Tuple{int64(5)}, "value tuple element is int64, want bytes or string"},
+		{tuple.Tuple{"no versionstamp", []byte("r")}, tuple.Tuple{"a", "b"}, "key tuple"},
+	} {
+		db := demoDB(t)
+		k, err := events.Pack(c.key)
+		require.NoError(t, err)
+		require.NoError(t, db.Transact(context.Background(), func(tr kv.Transaction) error {
+			tr.Set(k, mustPack(t, c.value))
+			return nil
+		}))
+		r = runCLI(t, db, nil, args("list", "events", "--json", "--limit", "0")...)
+		require.Equal(t, ExitOK, r.code, r.stderr)
+		var items []Item
+		require.NoError(t, json.Unmarshal([]byte(r.stdout), &items))
+		var flagged []Item
+		for _, it := range items {
+			if it.Foreign != "" {
+				flagged = append(flagged, it)
+			}
+		}
+		require.Len(t, flagged, 1, "%v = %v", c.key, c.value)
+		assert.True(t, strings.HasPrefix(flagged[0].Foreign, c.foreign), "%v = %v: %s", c.key, c.value, flagged[0].Foreign)
+		assert.Equal(t, fmt.Sprintf("%x", k), flagged[0].KeyHex)
+	}
 }
 
 func TestBadInput(t *testing.T) {
@@ -479,4 +528,12 @@ func TestStatsCountersAndScan(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &st))
 	assert.Equal(t, int64(4), st.Depth)
 	assert.Equal(t, "counters", st.DepthMethod)
+}
+
+// mustPack packs tup.
+func mustPack(t *testing.T, tup tuple.Tuple) []byte {
+	t.Helper()
+	b, err := tup.Pack()
+	require.NoError(t, err)
+	return b
 }

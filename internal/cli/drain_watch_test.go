@@ -116,7 +116,12 @@ func TestWatch(t *testing.T) {
 	}
 	tk.c <- time.Time{}
 	require.Equal(t, 3, <-sampled)
-	r := <-done
+	var r result
+	select {
+	case r = <-done:
+	case <-time.After(time.Minute): // a guard against hanging, not a synchronisation
+		t.Fatal("watch --count 3 did not stop after its third sample")
+	}
 	require.Equal(t, ExitOK, r.code, r.stderr)
 	want := "watching (\"demo\", \"jobs\") every 5s\n" +
 		"time          depth     change        net/s\n" +
@@ -125,6 +130,22 @@ func TestWatch(t *testing.T) {
 		"09:00:02          1         -4         -4.0\n"
 	assert.Equal(t, want, r.stdout)
 	assert.True(t, tk.stopped)
+}
+
+// Two samples at the same instant (a clock that did not move) have a
+// change but no rate: "-", not a division by zero.
+func TestWatchSamplesAtOneInstant(t *testing.T) {
+	db := demoDB(t)
+	tk := &chanTicker{c: make(chan time.Time, 1)}
+	tk.c <- time.Time{}
+	r := runCLI(t, db, func(e *Env) {
+		e.NewTicker = func(time.Duration) Ticker { return tk }
+		e.Now = func() time.Time { return t0 }
+	}, args("watch", "jobs", "--count", "2")...)
+	require.Equal(t, ExitOK, r.code, r.stderr)
+	lines := strings.Split(strings.TrimSuffix(r.stdout, "\n"), "\n")
+	require.Len(t, lines, 4, r.stdout)
+	assert.Equal(t, "09:00:00          3         +0            -", lines[3])
 }
 
 // Cancelling the context (Ctrl-C in the binary) ends watch normally.
@@ -145,7 +166,12 @@ func TestWatchStopsWhenInterrupted(t *testing.T) {
 			},
 		})
 	}()
-	assert.Equal(t, ExitOK, <-code)
+	select {
+	case c := <-code:
+		assert.Equal(t, ExitOK, c)
+	case <-time.After(time.Minute): // a guard against hanging, not a synchronisation
+		t.Fatal("watch did not stop when its context was cancelled")
+	}
 	assert.Equal(t, 3, strings.Count(out.String(), "\n"), out.String())
 }
 

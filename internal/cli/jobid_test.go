@@ -305,3 +305,14 @@ func TestCancelCommitUnknown(t *testing.T) {
 		}
 	}
 }
+
+// At its due time a queued job is due, and at its deadline a lease has
+// ended (JobJSON.DueAt: at or after it the job is due again), as the
+// library's Lease takes it.
+func TestJobStateAtItsDueInstant(t *testing.T) {
+	at := t0.Add(time.Hour)
+	assert.Equal(t, "queued, due for 0s", jobState(fdbqueue.JobInfo{State: fdbqueue.JobQueued, DueAt: at}, at))
+	assert.Equal(t, "queued, delayed: due in 0s", jobState(fdbqueue.JobInfo{State: fdbqueue.JobQueued, DueAt: at}, at.Add(-time.Nanosecond)))
+	assert.Equal(t, "leased, lease expired 0s ago: due again", jobState(fdbqueue.JobInfo{State: fdbqueue.JobLeased, DueAt: at}, at))
+	assert.Equal(t, "leased, lease ends in 0s", jobState(fdbqueue.JobInfo{State: fdbqueue.JobLeased, DueAt: at}, at.Add(-time.Nanosecond)))
+}

@@ -427,3 +427,16 @@ func TestSchedulesForeignKeys(t *testing.T) {
 func TestSchedulesDocBlock(t *testing.T) {
 	checkCLIDocBlock(t, "unschedule --demo")
 }
+
+// The text form shows an unreadable marker's first markerShown bytes,
+// with "..." only when there are more; a key is printed as fdbcli takes it.
+func TestScheduleLineShowsMarkerPrefix(t *testing.T) {
+	line := func(n int) string {
+		var b bytes.Buffer
+		writeScheduleLine(&b, 1, fdbqueue.ScheduleInfo{Name: "s", Raw: bytes.Repeat([]byte{0xab}, n), Err: fmt.Errorf("bad")}, t0)
+		return b.String()
+	}
+	assert.Contains(t, line(markerShown), strings.Repeat("ab", markerShown)+"  (")
+	assert.Contains(t, line(markerShown+1), strings.Repeat("ab", markerShown)+"...  (")
+	assert.Equal(t, `az-AZ09._/:\x00\x20\x5c\xff`, fdbcliKey([]byte("az-AZ09._/:\x00 \\\xff")))
+}
