@@ -8,11 +8,14 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/fdbqueue/fdbqueue"
 	"github.com/fdbqueue/fdbqueue/kv"
+	"github.com/fdbqueue/fdbqueue/memdb"
+	"github.com/fdbqueue/fdbqueue/queuetest"
 	"github.com/fdbqueue/fdbqueue/tuple"
 )
 
@@ -301,4 +304,38 @@ func TestPoolConfigRefusesTooFewJobs(t *testing.T) {
 	require.NoError(t, cfg.check())
 	cfg.Workers = 0
 	require.ErrorContains(t, cfg.check(), "must be at least 1")
+}
+
+// dueAtCycleStart counts a live job not due as a cycle starts (here one
+// leased for three lease durations, past any lease the pools take) and
+// moves the clock until it is due; a job due already, or dead, is not
+// counted and does not move the clock.
+func TestPoolCycleStartCountsJobsNotDue(t *testing.T) {
+	ctx := context.Background()
+	db := memdb.New()
+	defer db.Close()
+	clock := queuetest.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	sub, err := fdbqueue.NewSubspace(tuple.Tuple{"sim", "pool"})
+	require.NoError(t, err)
+	q, err := fdbqueue.NewJobQueue(sub, fdbqueue.JobQueueConfig{Clock: clock, LeaseDuration: poolLeaseDuration,
+		StatsResolution: leaseStatsResolution})
+	require.NoError(t, err)
+	for range 2 {
+		_, err := q.Add(ctx, db, fdbqueue.Job{Value: []byte("x")})
+		require.NoError(t, err)
+	}
+	var res PoolResult
+	start := clock.Now()
+	require.NoError(t, dueAtCycleStart(ctx, db, sub, clock, &res))
+	require.Zero(t, res.NotDueAtCycle, "both jobs are due")
+	require.Equal(t, start, clock.Now(), "the clock moved with every job due")
+
+	ls, err := q.Lease(ctx, db, 1, 3*poolLeaseDuration)
+	require.NoError(t, err)
+	require.NoError(t, dueAtCycleStart(ctx, db, sub, clock, &res))
+	require.Equal(t, 1, res.NotDueAtCycle)
+	require.True(t, ls[0].Deadline.Equal(clock.Now()), "the clock moved to the lease's deadline %v, not %v", ls[0].Deadline, clock.Now())
+	again, err := q.Lease(ctx, db, 2, 0)
+	require.NoError(t, err)
+	require.Len(t, again, 2, "every job is due after it")
 }
