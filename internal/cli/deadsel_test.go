@@ -318,19 +318,11 @@ func (d *countReads) ReadTransact(ctx context.Context, fn func(kv.ReadTransactio
 // of two): --limit 1 reads no more pages than --limit 0, which reads to
 // the end.
 func TestDeadFilterReadsFullPages(t *testing.T) {
-	defer func(n int) { deadPage = n }(deadPage)
-	deadPage = 2
-	db, clock, onClock := demoJobs(t)
-	q := demoWorkQueue(t, clock)
-	clock.Advance(time.Second) // after the demo's dead job
+	db, clock, onClock, q := pagedDead(t)
 	killWithReason(t, db, q, clock, "other", "1", "2", "3", "4")
 	match := killWithReason(t, db, q, clock, "match", "5")
-	reads := func(limit string) int64 {
-		cr := &countReads{Database: db}
-		require.Equal(t, match, deadList(t, cr, onClock, "--reason", "match", "--limit", limit))
-		return cr.n.Load()
-	}
-	one, all := reads("1"), reads("0")
+	one := deadReads(t, db, onClock, match, "--reason", "match", "--limit", "1")
+	all := deadReads(t, db, onClock, match, "--reason", "match", "--limit", "0")
 	require.LessOrEqual(t, one, all, "--limit 1 read %d transactions, --limit 0 %d", one, all)
 }
 
@@ -339,21 +331,12 @@ func TestDeadFilterReadsFullPages(t *testing.T) {
 // of them, three pages of two, before the one selected, which a scan of
 // the whole list reads.
 func TestDeadDiedAfterSkipsTheEarlierDead(t *testing.T) {
-	defer func(n int) { deadPage = n }(deadPage)
-	deadPage = 2
-	db, clock, onClock := demoJobs(t)
-	q := demoWorkQueue(t, clock)
-	clock.Advance(time.Second) // after the demo's dead job
+	db, clock, onClock, q := pagedDead(t)
 	killWithReason(t, db, q, clock, "early", "1", "2", "3", "4", "5", "6")
 	after := clock.Now()
 	late := killWithReason(t, db, q, clock, "late", "7")
-	reads := func(extra ...string) int64 {
-		cr := &countReads{Database: db}
-		require.Equal(t, late, deadList(t, cr, onClock, extra...))
-		return cr.n.Load()
-	}
-	seek := reads("--died-after", after.Format(time.RFC3339Nano))
-	scan := reads("--reason", "late")
+	seek := deadReads(t, db, onClock, late, "--died-after", after.Format(time.RFC3339Nano))
+	scan := deadReads(t, db, onClock, late, "--reason", "late")
 	require.Less(t, seek+2, scan, "--died-after read %d transactions, a scan of the whole list %d", seek, scan)
 }
 
@@ -362,21 +345,12 @@ func TestDeadDiedAfterSkipsTheEarlierDead(t *testing.T) {
 // that died later: here six of them, three pages of two, after the ones
 // selected, which a scan of the whole list reads.
 func TestDeadDiedBeforeStopsAtTheLaterDead(t *testing.T) {
-	defer func(n int) { deadPage = n }(deadPage)
-	deadPage = 2
-	db, clock, onClock := demoJobs(t)
-	q := demoWorkQueue(t, clock)
-	clock.Advance(time.Second) // after the demo's dead job
+	db, clock, onClock, q := pagedDead(t)
 	early := append([]string{deadDemoID}, killWithReason(t, db, q, clock, "early", "1")...)
 	before := clock.Now()
 	killWithReason(t, db, q, clock, "late", "2", "3", "4", "5", "6", "7")
-	reads := func(want []string, extra ...string) int64 {
-		cr := &countReads{Database: db}
-		require.Equal(t, want, deadList(t, cr, onClock, extra...))
-		return cr.n.Load()
-	}
-	stop := reads(early, "--died-before", before.Format(time.RFC3339Nano))
-	scan := reads(early[1:], "--reason", "early")
+	stop := deadReads(t, db, onClock, early, "--died-before", before.Format(time.RFC3339Nano))
+	scan := deadReads(t, db, onClock, early[1:], "--reason", "early")
 	require.Less(t, stop+2, scan, "--died-before read %d transactions, a scan of the whole list %d", stop, scan)
 }
 
@@ -384,11 +358,8 @@ func TestDeadDiedBeforeStopsAtTheLaterDead(t *testing.T) {
 // one of them: here the first dead job, before six more (three pages of
 // two), which a dry run of --all reads.
 func TestDeadActionDryRunIDsStopsWhenAllFound(t *testing.T) {
-	defer func(n int) { deadPage = n }(deadPage)
-	deadPage = 2
-	db, clock, onClock := demoJobs(t)
-	clock.Advance(time.Second) // after the demo's dead job
-	killWithReason(t, db, demoWorkQueue(t, clock), clock, "x", "1", "2", "3", "4", "5", "6")
+	db, clock, onClock, q := pagedDead(t)
+	killWithReason(t, db, q, clock, "x", "1", "2", "3", "4", "5", "6")
 	reads := func(args ...string) int64 {
 		cr := &countReads{Database: db}
 		r := runCLI(t, cr, onClock, work("delete-dead", append([]string{"--dry-run"}, args...)...)...)
@@ -397,4 +368,26 @@ func TestDeadActionDryRunIDsStopsWhenAllFound(t *testing.T) {
 	}
 	one, all := reads(deadDemoID), reads("--all")
 	require.Less(t, one+2, all, "a dry run of the first dead job read %d transactions, of --all %d", one, all)
+}
+
+// pagedDead is the demo's database with the dead list read in pages of
+// two for the test, and its job queue, the clock past the demo's dead job.
+func pagedDead(t *testing.T) (*memdb.DB, *memdb.ManualClock, func(*Env), *fdbqueue.JobQueue) {
+	t.Helper()
+	old := deadPage
+	t.Cleanup(func() { deadPage = old })
+	deadPage = 2
+	db, clock, onClock := demoJobs(t)
+	q := demoWorkQueue(t, clock)
+	clock.Advance(time.Second)
+	return db, clock, onClock, q
+}
+
+// deadReads runs dead --json --limit 0 with extra, requires the job IDs
+// want, and returns how many read transactions it ran.
+func deadReads(t *testing.T, db kv.Database, onClock func(*Env), want []string, extra ...string) int64 {
+	t.Helper()
+	cr := &countReads{Database: db}
+	require.Equal(t, want, deadList(t, cr, onClock, extra...))
+	return cr.n.Load()
 }
