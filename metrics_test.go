@@ -118,16 +118,22 @@ func TestObserveInstrumentsHaveUnits(t *testing.T) {
 		require.NoError(t, err)
 		require.NoError(t, reg.Unregister())
 	}
-	want := []string{"fdbqueue.operations", "fdbqueue.conflicts", "fdbqueue.retries", "fdbqueue.commit_unknown_result",
-		"fdbqueue.journal.replays", "fdbqueue.staged.steps", "fdbqueue.lease.outcomes", "fdbqueue.lease.expired",
-		"fdbqueue.dead_letters", "fdbqueue.lease.extensions", "fdbqueue.handler.duration", "fdbqueue.schedule.ahead",
-		"fdbqueue.depth", "fdbqueue.oldest_item.age", "fdbqueue.jobs"}
+	// The units WithMeterProvider's doc lists: a dashboard built from
+	// that table labels its axes with them.
+	want := map[string]string{
+		"fdbqueue.operations": "{operation}", "fdbqueue.conflicts": "{conflict}", "fdbqueue.retries": "{retry}",
+		"fdbqueue.commit_unknown_result": "{commit}", "fdbqueue.journal.replays": "{replay}", "fdbqueue.staged.steps": "{step}",
+		"fdbqueue.lease.outcomes": "{job}", "fdbqueue.lease.expired": "{lease}", "fdbqueue.dead_letters": "{job}",
+		"fdbqueue.lease.extensions": "{extension}", "fdbqueue.handler.duration": "s", "fdbqueue.schedule.ahead": "{call}",
+		"fdbqueue.depth": "{item}", "fdbqueue.oldest_item.age": "s", "fdbqueue.jobs": "{job}",
+	}
 	require.Len(t, m.defs, len(want), "instruments: %v", m.defs)
 	unit := regexp.MustCompile(`unit="(s|\{[a-z_]+\})"`)
-	for _, name := range want {
+	for name, u := range want {
 		require.Contains(t, m.defs, name)
 		for d := range m.defs[name] {
 			require.Regexp(t, unit, d, "instrument %s", name)
+			require.Contains(t, d, fmt.Sprintf("unit=%q", u), "instrument %s: the unit its doc lists", name)
 		}
 	}
 }
