@@ -165,8 +165,16 @@ func TestObserveGaugesBoundTheirRead(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, m.callbacks, 3)
 	for _, f := range m.callbacks {
-		err := f(context.TODO(), nil)
-		require.ErrorIs(t, err, context.DeadlineExceeded)
+		// Run in its own goroutine: an unbounded read fails the test
+		// instead of hanging it.
+		done := make(chan error, 1)
+		go func() { done <- f(context.TODO(), nil) }()
+		select {
+		case err := <-done:
+			require.ErrorIs(t, err, context.DeadlineExceeded)
+		case <-time.After(10 * time.Second):
+			t.Fatal("the gauge callback's read is unbounded: it has not returned after 10 s (its bound is 1 ms)")
+		}
 	}
 }
 
