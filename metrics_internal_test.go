@@ -13,6 +13,7 @@ import (
 
 	"github.com/fdbqueue/fdbqueue/kv"
 	"github.com/fdbqueue/fdbqueue/memdb"
+	"github.com/fdbqueue/fdbqueue/tuple"
 )
 
 // attrsMeter's counters record the attributes of each Add.
@@ -176,4 +177,28 @@ func TestScheduleAheadCounted(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []map[string]string{{"fdbqueue.queue": "ahead"}, {"fdbqueue.queue": "ahead"}, {"fdbqueue.queue": "ahead"}},
 		m.got["fdbqueue.schedule.ahead"])
+}
+
+// Without WithQueueName, fdbqueue.queue is the queue's subspace: as a
+// tuple when its prefix is one (WithQueueName's doc), and as the quoted
+// bytes otherwise.
+func TestQueueAttributeDefaultsToTheSubspace(t *testing.T) {
+	ctx := context.Background()
+	db := memdb.New()
+	defer db.Close()
+	m := &attrsMeter{got: map[string][]map[string]string{}}
+	mp := WithMeterProvider(attrsProvider{m: m})
+	sub, err := NewSubspace(tuple.Tuple{"jobs", 7})
+	require.NoError(t, err)
+	q, err := NewQueue(sub, mp)
+	require.NoError(t, err)
+	raw, err := NewQueue(SubspaceFromBytes([]byte("q\x00")), mp)
+	require.NoError(t, err)
+	require.NoError(t, q.Enqueue(ctx, db, []byte("x")))
+	require.NoError(t, raw.Enqueue(ctx, db, []byte("x")))
+	var queues []string
+	for _, a := range m.got["fdbqueue.operations"] {
+		queues = append(queues, a["fdbqueue.queue"])
+	}
+	require.Equal(t, []string{`("jobs", 7)`, `"q\x00"`}, queues)
 }
