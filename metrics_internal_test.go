@@ -202,3 +202,25 @@ func TestQueueAttributeDefaultsToTheSubspace(t *testing.T) {
 	}
 	require.Equal(t, []string{`("jobs", 7)`, `"q\x00"`}, queues)
 }
+
+// An operation whose context's deadline passed ends canceled, as one whose
+// context was cancelled: both are the caller's context ending (the doc's
+// outcomes), not an error of the queue's or the database's.
+func TestOperationOutcomeOfAnExpiredDeadline(t *testing.T) {
+	db := memdb.New()
+	defer db.Close()
+	m := &attrsMeter{got: map[string][]map[string]string{}}
+	q, err := NewQueue(SubspaceFromBytes([]byte("deadline")), WithMeterProvider(attrsProvider{m: m}))
+	require.NoError(t, err)
+	expired, cancel := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
+	defer cancel()
+	require.ErrorIs(t, q.Enqueue(expired, db, []byte("x")), context.DeadlineExceeded)
+	cancelled, cancel2 := context.WithCancel(context.Background())
+	cancel2()
+	require.ErrorIs(t, q.Enqueue(cancelled, db, []byte("x")), context.Canceled)
+	var outcomes []string
+	for _, a := range m.got["fdbqueue.operations"] {
+		outcomes = append(outcomes, a["fdbqueue.outcome"])
+	}
+	require.Equal(t, []string{"canceled", "canceled"}, outcomes)
+}
