@@ -224,3 +224,57 @@ func TestOperationOutcomeOfAnExpiredDeadline(t *testing.T) {
 	}
 	require.Equal(t, []string{"canceled", "canceled"}, outcomes)
 }
+
+// A DequeueWait that waits past half the journal retention replaces its
+// operation ID (refreshOp), which ends the old ID's operation internally:
+// fdbqueue.operations counts calls, so the call is counted once, with its
+// outcome, and the replaced ID is not counted as an operation of its own.
+func TestReplacedWaitIDNotCounted(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	const retention = time.Minute
+	clock := memdb.NewManualClock(time.Unix(1_700_000_000, 0))
+	db := memdb.New()
+	defer db.Close()
+	m := &attrsMeter{got: map[string][]map[string]string{}}
+	q, err := NewQueue(SubspaceFromBytes([]byte("replaced-id")), WithStaging(StagingConfig{}), WithClock(clock.Now),
+		WithJournalRetention(retention), WithMeterProvider(attrsProvider{m: m}))
+	require.NoError(t, err)
+	armed := make(chan struct{})
+	var once sync.Once
+	q.stager.hook = func(p string) {
+		if p == "armed" {
+			once.Do(func() { close(armed) })
+		}
+	}
+	type res struct {
+		v   []byte
+		err error
+	}
+	done := make(chan res, 1)
+	go func() {
+		v, err := q.DequeueWait(ctx, db)
+		done <- res{v, err}
+	}()
+	select {
+	case <-armed:
+	case r := <-done:
+		t.Fatalf("the waiter returned before waiting: %q, %v", r.v, r.err)
+	case <-ctx.Done():
+		t.Fatal("the waiter neither slept nor returned")
+	}
+	clock.Advance(retention) // past half the retention: the woken waiter replaces its ID
+	require.NoError(t, q.Enqueue(ctx, db, []byte("x")))
+	r := <-done
+	require.NoError(t, r.err)
+	require.Equal(t, "x", string(r.v))
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var dequeues []string
+	for _, a := range m.got["fdbqueue.operations"] {
+		if a["fdbqueue.op"] == "dequeue" {
+			dequeues = append(dequeues, a["fdbqueue.outcome"])
+		}
+	}
+	require.Equal(t, []string{"ok"}, dequeues, "one call, counted once")
+}
