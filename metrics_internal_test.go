@@ -1,6 +1,7 @@
 package fdbqueue
 
 import (
+	"bytes"
 	"context"
 	"regexp"
 	"sync"
@@ -277,4 +278,36 @@ func TestReplacedWaitIDNotCounted(t *testing.T) {
 		}
 	}
 	require.Equal(t, []string{"ok"}, dequeues, "one call, counted once")
+}
+
+// The age gauge reads the head key's versionstamp only from an item of the
+// versionstamp layout, (versionstamp, random bytes): a foreign key at the
+// head, here one with a third element, gives no age (as Dequeue refuses it
+// with a *ForeignKeyError), not the age its versionstamp would claim.
+func TestOldestAgeOfAForeignHead(t *testing.T) {
+	ctx := context.Background()
+	db := memdb.New()
+	defer db.Close()
+	q, err := NewQueue(SubspaceFromBytes([]byte("age-foreign")), WithVersionstampOrder())
+	require.NoError(t, err)
+	require.NoError(t, q.Enqueue(ctx, db, []byte("item")))
+	age := func() (bool, error) {
+		return kv.ReadTransact(ctx, db, func(tr kv.ReadTransaction) (bool, error) {
+			_, ok, err := q.oldestAge(tr)()
+			return ok, err
+		})
+	}
+	ok, err := age()
+	require.NoError(t, err)
+	require.True(t, ok, "an item's age")
+	// Version 0: before every item, at the head.
+	foreign, err := tuple.Tuple{tuple.Versionstamp{}, []byte("r"), "extra"}.AppendPack(bytes.Clone(q.sub.prefix))
+	require.NoError(t, err)
+	require.NoError(t, db.Transact(ctx, func(tr kv.Transaction) error { tr.Set(foreign, []byte("x")); return nil }))
+	_, err = q.Peek(ctx, db)
+	var fk *ForeignKeyError
+	require.ErrorAs(t, err, &fk, "the foreign key is the head")
+	ok, err = age()
+	require.NoError(t, err)
+	require.False(t, ok, "no age for a foreign head")
 }
