@@ -340,6 +340,9 @@ func (s *stageSide[T]) side() string {
 
 // leaseSettled counts a pool's outcome (hook: pool.settle).
 func (o *observer) leaseSettled(r Result) {
+	if !o.metered {
+		return // don't build the attribute (metricValue allocates)
+	}
 	o.add(o.leaseOutcomes, 1, attrOutcome.String(r.metricValue()))
 }
 

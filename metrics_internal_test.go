@@ -311,3 +311,20 @@ func TestOldestAgeOfAForeignHead(t *testing.T) {
 	require.NoError(t, err)
 	require.False(t, ok, "no age for a foreign head")
 }
+
+// Without a MeterProvider the counters cost nothing measurable
+// (WithMeterProvider's doc: no attribute is built), so counting an
+// operation, a pool's outcome, an extension or a handler's run allocates
+// nothing. A pool's outcome built its attribute value (metricValue, which
+// allocates) before add found no provider: three allocations per job.
+func TestUnmeteredCountingAllocatesNothing(t *testing.T) {
+	o := newObserver([]byte("unmetered"), obsConfig{})
+	for name, count := range map[string]func(){
+		"operation": func() { o.add(o.ops, 1, attrOp.String("enqueue"), attrOutcome.String("ok")) },
+		"outcome":   func() { o.leaseSettled(DeadLettered) },
+		"extension": func() { o.leaseExtended(ErrLeaseLost) },
+		"handler":   func() { o.handlerReturned(LeaseLost, time.Second) },
+	} {
+		require.Zero(t, testing.AllocsPerRun(100, count), name)
+	}
+}
