@@ -539,3 +539,40 @@ func TestRepairDepthRacingProducer(t *testing.T) {
 	require.Equal(t, int64(4), got)
 	requireDepth(t, db, q, 4)
 }
+
+// A Recover that only drops an expired request, with no item to return,
+// still gets its log line (WithLogger: recoveries of staged lines), with
+// what it did: one request dropped, no item returned.
+func TestRecoverDroppingOnlyARequestIsLogged(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	clock := memdb.NewManualClock(time.Unix(1_700_000_000, 0))
+	db := stgDB(t)
+	sub := stgSubspace(t, "recover-log-dropped")
+	const timeout = 30 * time.Second
+	var logs syncBuffer
+	q := stgQueue(t, sub, fdbqueue.WithStaging(fdbqueue.StagingConfig{ClaimTimeout: timeout}), fdbqueue.WithClock(clock.Now),
+		fdbqueue.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
+	hung, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	fdbqueue.SetStagingHook(q, func(p string) {
+		if p == "armed" {
+			once.Do(func() { close(hung); <-release })
+		}
+	})
+	result := make(chan error, 1)
+	go func() {
+		_, err := q.DequeueWait(ctx, db)
+		result <- err
+	}()
+	recvWithin(t, hung, "the waiter's request filed")
+	clock.Advance(timeout + time.Second)
+	st, err := q.Recover(ctx, db)
+	require.NoError(t, err)
+	require.Equal(t, fdbqueue.RecoverStats{DroppedRequests: 1}, st)
+	cancel()
+	close(release)
+	require.Error(t, recvWithin(t, result, "the waiter's return"))
+	require.Contains(t, logs.String(), "recovered a staged line")
+	require.Contains(t, logs.String(), "dropped_requests=1 returned_items=0")
+}
