@@ -238,3 +238,23 @@ func TestLogLinesSameWithAndWithoutMetrics(t *testing.T) {
 	require.Contains(t, plain[0], "found its journal record")
 	require.Equal(t, plain, lines(fdbqueue.WithMeterProvider(noop.NewMeterProvider())))
 }
+
+// An expired lease taken over is reported once the Lease that took it
+// over commits: an attempt that conflicted took nothing over, so only its
+// retry's takeover is logged (and counted in fdbqueue.lease.expired, in
+// the same event).
+func TestLogLineExpiredLeaseOnceAcrossARetry(t *testing.T) {
+	db := newDB(t)
+	var buf bytes.Buffer
+	clock := newFakeClock()
+	jq := mustJobQueue(t, "logs-expired-retry", fdbqueue.JobQueueConfig{MaxAttempts: 3, Clock: clock},
+		fdbqueue.WithLogger(slog.New(slog.NewTextHandler(&buf, nil))))
+	mustAdd(t, db, jq, fdbqueue.Job{Value: []byte("j")})
+	mustLease(t, db, jq, 1, time.Second)
+	clock.Advance(2 * time.Second) // the lease expires
+	db.FailNextCommit(kv.ErrNotCommitted, false)
+	ls := mustLease(t, db, jq, 1, time.Second)
+	require.Len(t, ls, 1)
+	require.Equal(t, 2, ls[0].Attempt, "the expired lease was taken over")
+	require.Equal(t, 1, strings.Count(buf.String(), "expired lease taken over"), buf.String())
+}
