@@ -373,3 +373,39 @@ func TestTypedJobQueueLeaseWait(t *testing.T) {
 	require.NoError(t, plain.Ack(ctx, db, *ces[0].Lease))
 	require.Equal(t, fdbqueue.JobStats{}, mustStats(t, db, plain))
 }
+
+// AddBatch passes each job's RunAt to the queue (the job is due then, not
+// at once), and ListDead passes its cursor (the next page starts after
+// it): the typed forms carry every argument of the JobQueue's.
+func TestTypedJobQueueRunAtAndDeadCursor(t *testing.T) {
+	ctx := context.Background()
+	db := newDB(t)
+	clock := newFakeClock()
+	tj := mustTypedJobs(t, "typed-runat", fdbqueue.StringCodec{}, fdbqueue.JobQueueConfig{Clock: clock, MaxAttempts: 1})
+	at := clock.Now().Add(time.Hour)
+	rs, err := tj.AddBatch(ctx, db, []fdbqueue.TypedJob[string]{{Value: "at", RunAt: at}, {Value: "a"}, {Value: "b"}})
+	require.NoError(t, err)
+	info, err := tj.Job(ctx, db, rs[0].ID)
+	require.NoError(t, err)
+	require.True(t, info.DueAt.Equal(at), "due at RunAt: %v", info.DueAt)
+	st, err := tj.Stats(ctx, db)
+	require.NoError(t, err)
+	require.Equal(t, int64(1), st.Delayed, "the RunAt job is not due yet")
+
+	ls, err := tj.Lease(ctx, db, 2, time.Minute)
+	require.NoError(t, err)
+	require.Len(t, ls, 2)
+	for _, l := range ls {
+		clock.Advance(time.Second) // distinct times of death
+		dead, err := tj.JobQueue().Nack(ctx, db, l.Lease, fdbqueue.NackOptions{Reason: l.Value})
+		require.NoError(t, err)
+		require.True(t, dead)
+	}
+	first, err := tj.ListDead(ctx, db, nil, 1)
+	require.NoError(t, err)
+	require.Len(t, first, 1)
+	next, err := tj.ListDead(ctx, db, first[0].Cursor, 1)
+	require.NoError(t, err)
+	require.Len(t, next, 1)
+	require.Equal(t, []fdbqueue.JobID{ls[0].JobID, ls[1].JobID}, []fdbqueue.JobID{first[0].ID, next[0].ID}, "the second page starts after the first")
+}
