@@ -373,10 +373,14 @@ func (o *observer) handlerReturned(r Result, took time.Duration) {
 		metric.WithAttributes(attrOutcome.String(r.metricValue()), o.queue))
 }
 
+// snakeCase turns a Result's name into its fdbqueue.outcome value (one
+// replacer for every call: building one costs allocations per job).
+var snakeCase = strings.NewReplacer(" ", "_", "-", "_")
+
 // metricValue is the result's fdbqueue.outcome value: its name in
 // snake_case, as the operations' outcomes are ("lease_lost").
 func (r Result) metricValue() string {
-	return strings.NewReplacer(" ", "_", "-", "_").Replace(r.String())
+	return snakeCase.Replace(r.String())
 }
 
 // afterCommit runs f once tr's commit succeeds: events of an attempt that
