@@ -3,7 +3,9 @@ package fdbqueue
 import (
 	"bytes"
 	"context"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -66,4 +68,56 @@ func TestStagedBatchTakeConflictsWithAnItemPutAhead(t *testing.T) {
 		return err
 	}))
 	require.ErrorIs(t, tr.Commit(), kv.ErrNotCommitted, "the take read the head up to y, and x was put ahead of it")
+}
+
+// TestStagedFastTakeAtItsPlaceIgnoresTheItemsAhead: by place, the one
+// plain attempt of a call with a request already in the line takes the
+// item at the place behind it, and its read conflict covers that item
+// only (takeItem without fromHead): the waiter ahead taking its own item
+// meanwhile (clearing it, its request and marker) does not make the
+// attempt conflict. Waiters at different places do not conflict
+// (ServeByPlace); a conflict range from the head would fail the attempt
+// (a write inside a read conflict range after the read version:
+// ConflictBatch::checkReadConflictRanges, fdbserver/SkipList.cpp).
+func TestStagedFastTakeAtItsPlaceIgnoresTheItemsAhead(t *testing.T) {
+	ctx := context.Background()
+	db := memdb.New()
+	defer db.Close()
+	q, err := NewQueue(SubspaceFromBytes([]byte("take-place")), WithVersionstampOrder(), WithStaging(StagingConfig{}))
+	require.NoError(t, err)
+	s := q.stage
+	require.True(t, s.stable, "by place")
+	// A request waits in the line (its waiter is elsewhere), then two
+	// items arrive: the first is its.
+	a := &waiter[[]byte]{s: s, db: db, o: s.journal.begin(db, nil)}
+	require.NoError(t, db.Transact(ctx, func(tr kv.Transaction) error { return a.register(tr, time.Now()) }))
+	stamp, err := a.stamp.Get()
+	require.NoError(t, err)
+	aKey, err := s.reqKeyOf(stamp, a.rid)
+	require.NoError(t, err)
+	require.NoError(t, q.EnqueueBatch(ctx, db, [][]byte{[]byte("a's"), []byte("next")}))
+	items, err := kvGetRange(ctx, db, q.items)
+	require.NoError(t, err)
+	require.Len(t, items, 2)
+
+	var once sync.Once
+	SetStagingHook(q, func(point string) {
+		if point != "commit fast" {
+			return
+		}
+		once.Do(func() { // the waiter ahead takes its item first
+			require.NoError(t, db.Transact(ctx, func(tr kv.Transaction) error {
+				tr.Clear(items[0].Key)
+				tr.Clear(aKey)
+				tr.Clear(a.resKey)
+				return nil
+			}))
+		})
+	})
+	v, err := q.Dequeue(ctx, db)
+	require.NoError(t, err)
+	require.Equal(t, "next", string(v), "the item at its place")
+	fast := q.StagingStats().Phases[phaseFast]
+	require.EqualValues(t, 1, fast.Commits)
+	require.Zero(t, fast.Conflicts, "the take ahead did not touch its conflict range")
 }
