@@ -66,3 +66,27 @@ func TestFloorOnlyFromVersionstampedRequests(t *testing.T) {
 	s.raiseFloor([]kv.KeyValue{{Key: stamped(1)}})
 	require.Equal(t, stamped(2), s.liveRange().Begin, "never lower")
 }
+
+// TestUnstagedHandleTakesTheHeadOfABatchStagedQueue: a handle made without
+// WithStaging on a versionstamp-ordered queue whose consumers serve in
+// batches takes the head, although requests wait in the line: in batch
+// mode no item is due to a request by its place (Queue.reserved is 0),
+// and skipping one item per request would take out of order.
+func TestUnstagedHandleTakesTheHeadOfABatchStagedQueue(t *testing.T) {
+	ctx := context.Background()
+	db := memdb.New()
+	defer db.Close()
+	sub := SubspaceFromBytes([]byte("unstaged-batch"))
+	staged, err := NewQueue(sub, WithVersionstampOrder(), WithStaging(StagingConfig{Serving: ServeInBatches}))
+	require.NoError(t, err)
+	require.NoError(t, staged.EnqueueBatch(ctx, db, [][]byte{[]byte("a"), []byte("b")})) // stores the configuration
+	s := staged.stage
+	w := &waiter[[]byte]{s: s, db: db, o: s.journal.begin(db, nil)}
+	require.NoError(t, db.Transact(ctx, func(tr kv.Transaction) error { return w.register(tr, time.Now()) }))
+
+	plain, err := NewQueue(sub, WithVersionstampOrder())
+	require.NoError(t, err)
+	v, err := plain.Dequeue(ctx, db)
+	require.NoError(t, err)
+	require.Equal(t, "a", string(v), "the head")
+}
