@@ -90,3 +90,28 @@ func TestUnstagedHandleTakesTheHeadOfABatchStagedQueue(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "a", string(v), "the head")
 }
+
+// TestPriorityQueueRecoverDropsBothSides: a PriorityQueue's Recover drops
+// the expired requests of its PopMin line and of its PopMax line.
+func TestPriorityQueueRecoverDropsBothSides(t *testing.T) {
+	ctx := context.Background()
+	db := memdb.New()
+	defer db.Close()
+	pq, err := NewPriorityQueue(SubspaceFromBytes([]byte("pq-recover")), WithStaging(StagingConfig{}))
+	require.NoError(t, err)
+	require.NoError(t, pq.Push(ctx, db, []byte("x"), 1)) // stores the configuration
+	long := time.Now().Add(-time.Hour)                   // expired long ago
+	for _, max := range []bool{false, true} {
+		s := pq.side(max)
+		w := &waiter[Item]{s: s, db: db, o: s.journal.begin(db, nil)}
+		require.NoError(t, db.Transact(ctx, func(tr kv.Transaction) error { return w.register(tr, long) }))
+	}
+	st, err := pq.Recover(ctx, db)
+	require.NoError(t, err)
+	require.Equal(t, 2, st.DroppedRequests, "one request on each side")
+	for _, max := range []bool{false, true} {
+		reqs, err := kvGetRange(ctx, db, pq.side(max).reqRange)
+		require.NoError(t, err)
+		require.Empty(t, reqs, "max %v", max)
+	}
+}
