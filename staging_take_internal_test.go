@@ -121,3 +121,28 @@ func TestStagedFastTakeAtItsPlaceIgnoresTheItemsAhead(t *testing.T) {
 	require.EqualValues(t, 1, fast.Commits)
 	require.Zero(t, fast.Conflicts, "the take ahead did not touch its conflict range")
 }
+
+// TestStagedPlainAttemptCountsExpiredRequestsInItsLook: by place, every
+// request in the line holds a place, expired or not, until a transaction
+// drops it, so the one plain attempt runs only when the read of the line
+// (limited to two requests) saw all of it. With an expired request and two
+// live ones waiting, a call must not take the third item, due to the
+// third request: it files a request, the expired one is dropped (its item
+// moved to the tail), and the call gets the item at its own place.
+func TestStagedPlainAttemptCountsExpiredRequestsInItsLook(t *testing.T) {
+	ctx := context.Background()
+	db := memdb.New()
+	defer db.Close()
+	q, err := NewQueue(SubspaceFromBytes([]byte("place-expired")), WithVersionstampOrder(), WithStaging(StagingConfig{}))
+	require.NoError(t, err)
+	s := q.stage
+	require.True(t, s.stable, "by place")
+	for _, at := range []time.Time{time.Now().Add(-time.Hour), time.Now(), time.Now()} { // the first has expired
+		w := &waiter[[]byte]{s: s, db: db, o: s.journal.begin(db, nil)}
+		require.NoError(t, db.Transact(ctx, func(tr kv.Transaction) error { return w.register(tr, at) }))
+	}
+	require.NoError(t, q.EnqueueBatch(ctx, db, [][]byte{[]byte("a"), []byte("b"), []byte("c"), []byte("d")}))
+	v, err := q.Dequeue(ctx, db)
+	require.NoError(t, err)
+	require.Equal(t, "d", string(v), "b and c are due to the live requests ahead")
+}
