@@ -284,19 +284,7 @@ func TestDepthStagedCrashRecovery(t *testing.T) {
 	var logs syncBuffer
 	q := stgQueue(t, sub, fdbqueue.WithStaging(fdbqueue.StagingConfig{ClaimTimeout: timeout, Serving: fdbqueue.ServeInBatches}), fdbqueue.WithClock(clock.Now),
 		fdbqueue.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
-	hung, release := make(chan struct{}), make(chan struct{})
-	var once sync.Once
-	fdbqueue.SetStagingHook(q, func(p string) {
-		if p == "armed" {
-			once.Do(func() { close(hung); <-release })
-		}
-	})
-	result := make(chan error, 1)
-	go func() {
-		_, err := q.DequeueWait(ctx, db)
-		result <- err
-	}()
-	recvWithin(t, hung, "the waiter's request filed")
+	release, result := waiterHeldAtArmed(ctx, t, db, q)
 	require.NoError(t, q.Enqueue(ctx, db, []byte("stranded")))
 	requireDepth(t, db, q, 1)
 	n, err := fdbqueue.FulfilStaged(ctx, db, q)
@@ -314,6 +302,28 @@ func TestDepthStagedCrashRecovery(t *testing.T) {
 	require.Contains(t, logs.String(), "recovered a staged line")
 	require.Contains(t, logs.String(), "returned_items=1")
 	require.Contains(t, logs.String(), "staged claim expired")
+}
+
+// waiterHeldAtArmed starts a DequeueWait on q whose waiter, once its
+// request is filed ("armed"), stops until release is closed, and returns
+// when it has stopped there; the wait's error arrives on result.
+func waiterHeldAtArmed(ctx context.Context, t *testing.T, db kv.Database, q *fdbqueue.Queue) (release chan struct{}, result chan error) {
+	t.Helper()
+	hung := make(chan struct{})
+	release = make(chan struct{})
+	var once sync.Once
+	fdbqueue.SetStagingHook(q, func(p string) {
+		if p == "armed" {
+			once.Do(func() { close(hung); <-release })
+		}
+	})
+	result = make(chan error, 1)
+	go func() {
+		_, err := q.DequeueWait(ctx, db)
+		result <- err
+	}()
+	recvWithin(t, hung, "the waiter's request filed")
+	return release, result
 }
 
 // syncBuffer is a bytes.Buffer safe for a logger used by several
@@ -553,19 +563,7 @@ func TestRecoverDroppingOnlyARequestIsLogged(t *testing.T) {
 	var logs syncBuffer
 	q := stgQueue(t, sub, fdbqueue.WithStaging(fdbqueue.StagingConfig{ClaimTimeout: timeout}), fdbqueue.WithClock(clock.Now),
 		fdbqueue.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
-	hung, release := make(chan struct{}), make(chan struct{})
-	var once sync.Once
-	fdbqueue.SetStagingHook(q, func(p string) {
-		if p == "armed" {
-			once.Do(func() { close(hung); <-release })
-		}
-	})
-	result := make(chan error, 1)
-	go func() {
-		_, err := q.DequeueWait(ctx, db)
-		result <- err
-	}()
-	recvWithin(t, hung, "the waiter's request filed")
+	release, result := waiterHeldAtArmed(ctx, t, db, q)
 	clock.Advance(timeout + time.Second)
 	st, err := q.Recover(ctx, db)
 	require.NoError(t, err)

@@ -9,7 +9,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fdbqueue/fdbqueue/kv"
-	"github.com/fdbqueue/fdbqueue/memdb"
 )
 
 // TestStagedHelperWakesOnItemsArriving: in batch mode a waiter among the
@@ -22,10 +21,7 @@ import (
 func TestStagedHelperWakesOnItemsArriving(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	db := memdb.New()
-	defer db.Close()
-	q, err := NewQueue(SubspaceFromBytes([]byte("helper-wakes")), WithStaging(StagingConfig{Serving: ServeInBatches, ClaimTimeout: time.Hour}))
-	require.NoError(t, err)
+	db, q := stagedOnMemdb(t, "helper-wakes", StagingConfig{Serving: ServeInBatches, ClaimTimeout: time.Hour})
 	s := q.stage
 	a := &waiter[[]byte]{s: s, db: db, o: s.journal.begin(db, nil)}
 	require.NoError(t, db.Transact(ctx, func(tr kv.Transaction) error { return a.register(tr, time.Now()) }))

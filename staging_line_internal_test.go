@@ -19,10 +19,7 @@ import (
 // waiter renews.
 func TestRecoverDropsARequestWithAnIncompleteVersionstamp(t *testing.T) {
 	ctx := context.Background()
-	db := memdb.New()
-	defer db.Close()
-	q, err := NewQueue(SubspaceFromBytes([]byte("incomplete-req")), WithStaging(StagingConfig{}))
-	require.NoError(t, err)
+	db, q := stagedOnMemdb(t, "incomplete-req", StagingConfig{})
 	require.NoError(t, q.Enqueue(ctx, db, []byte("x"))) // stores the configuration
 	s := q.stage
 	stamped, err := tuple.Tuple{tuple.IncompleteVersionstamp(0), []byte("rid")}.PackWithVersionstamp(s.reqs.prefix)

@@ -15,6 +15,17 @@ import (
 	"github.com/fdbqueue/fdbqueue/tuple"
 )
 
+// stagedOnMemdb is a staged Queue at the subspace of name's bytes on a
+// memdb of its own, closed when the test ends.
+func stagedOnMemdb(t *testing.T, name string, cfg StagingConfig) (*memdb.DB, *Queue) {
+	t.Helper()
+	db := memdb.New()
+	t.Cleanup(func() { _ = db.Close() })
+	q, err := NewQueue(SubspaceFromBytes([]byte(name)), WithStaging(cfg))
+	require.NoError(t, err)
+	return db, q
+}
+
 // TestRegistrationFailsAfterItsCleanup: a registration whose commit lands
 // after the cleanup that read and cleared its result key (resolve, abandon)
 // conflicts instead of leaving a request no one waits for. On FoundationDB
@@ -23,10 +34,7 @@ import (
 // registration's transaction simply commits after the cleanup.
 func TestRegistrationFailsAfterItsCleanup(t *testing.T) {
 	ctx := context.Background()
-	db := memdb.New()
-	defer db.Close()
-	q, err := NewQueue(SubspaceFromBytes([]byte("late-reg")), WithStaging(StagingConfig{}))
-	require.NoError(t, err)
+	db, q := stagedOnMemdb(t, "late-reg", StagingConfig{})
 	s := q.stage
 	w := &waiter[[]byte]{s: s, db: db, o: s.journal.begin(db, nil)}
 	reg, err := db.CreateTransaction(ctx)
@@ -69,10 +77,7 @@ func kvGetRange(ctx context.Context, db kv.Database, r kv.KeyRange) ([]kv.KeyVal
 // FoundationDB's commit goes on after a cancellation) and must conflict
 // with the cleanup, leaving no request in the line.
 func TestLateRegistrationOfACancelledDequeueWait(t *testing.T) {
-	db := memdb.New()
-	defer db.Close()
-	q, err := NewQueue(SubspaceFromBytes([]byte("late-wait")), WithStaging(StagingConfig{}))
-	require.NoError(t, err)
+	db, q := stagedOnMemdb(t, "late-wait", StagingConfig{})
 	held, release := db.HoldNextCommitLate()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -107,10 +112,7 @@ func TestLateRegistrationOfACancelledDequeueWait(t *testing.T) {
 // leaving a request no one waits for, while the waiter files a new one.
 func TestRegistrationFailsAfterResolve(t *testing.T) {
 	ctx := context.Background()
-	db := memdb.New()
-	defer db.Close()
-	q, err := NewQueue(SubspaceFromBytes([]byte("late-resolve")), WithStaging(StagingConfig{}))
-	require.NoError(t, err)
+	db, q := stagedOnMemdb(t, "late-resolve", StagingConfig{})
 	s := q.stage
 	w := &waiter[[]byte]{s: s, db: db, o: s.journal.begin(db, nil)}
 	reg, err := db.CreateTransaction(ctx)

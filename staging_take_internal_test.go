@@ -25,10 +25,7 @@ import (
 // older item at the head, a dequeue out of FIFO order.
 func TestStagedBatchTakeConflictsWithAnItemPutAhead(t *testing.T) {
 	ctx := context.Background()
-	db := memdb.New()
-	defer db.Close()
-	q, err := NewQueue(SubspaceFromBytes([]byte("take-ahead")), WithStaging(StagingConfig{Serving: ServeInBatches}))
-	require.NoError(t, err)
+	db, q := stagedOnMemdb(t, "take-ahead", StagingConfig{Serving: ServeInBatches})
 	s := q.stage
 	require.False(t, s.stable, "batch mode")
 	require.NoError(t, q.EnqueueBatch(ctx, db, [][]byte{[]byte("x"), []byte("y")}))
