@@ -369,8 +369,6 @@ func TestScheduleSlotAtTheZeroTime(t *testing.T) {
 // RunScheduler, driven by a fake clock, adds one job per slot: three
 // slots, three jobs, each due at its slot; it returns nil when ctx ends.
 func TestRunSchedulerFakeClock(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
 	db := newDB(t)
 	clock := newFakeClock()
 	clock.Armed = make(chan time.Duration, 1)
@@ -379,8 +377,7 @@ func TestRunSchedulerFakeClock(t *testing.T) {
 	pj := fdbqueue.PeriodicJob{Name: "tick", Every: time.Minute, Job: func(slot time.Time) fdbqueue.Job {
 		return fdbqueue.Job{Value: []byte(slot.Sub(start).String())}
 	}}
-	done := make(chan error, 1)
-	go func() { done <- q.RunScheduler(ctx, db, []fdbqueue.PeriodicJob{pj}) }()
+	stop := runScheduler(t, db, q, pj)
 
 	for i := range 3 {
 		d := <-clock.Armed // the slot's job is in: asleep until the next slot
@@ -390,8 +387,7 @@ func TestRunSchedulerFakeClock(t *testing.T) {
 			clock.Advance(time.Minute)
 		}
 	}
-	cancel()
-	require.NoError(t, <-done)
+	stop()
 
 	ls := mustLease(t, db, q, 10, time.Minute)
 	var got []string
@@ -408,15 +404,13 @@ func TestRunSchedulerFakeClock(t *testing.T) {
 // minute (Unschedule's doc: a RunScheduler that scheduled the slot itself
 // does not call again before the next slot).
 func TestRunSchedulerSeveralSchedules(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
+	ctx := context.Background()
 	db := newDB(t)
 	clock := newFakeClock()
 	clock.Armed = make(chan time.Duration, 1)
 	q := mustJobQueue(t, "periodic-several", fdbqueue.JobQueueConfig{Clock: clock})
 	jobs := []fdbqueue.PeriodicJob{named("hourly", time.Hour, ""), named("minutely", time.Minute, "")}
-	done := make(chan error, 1)
-	go func() { done <- q.RunScheduler(ctx, db, jobs) }()
+	stop := runScheduler(t, db, q, jobs...)
 
 	require.Equal(t, time.Minute, <-clock.Armed, "asleep until the minute schedule's next slot")
 	all := mustSchedules(t, db, q, 10)
@@ -432,8 +426,7 @@ func TestRunSchedulerSeveralSchedules(t *testing.T) {
 	require.Equal(t, "minutely", all[0].Name)
 	require.True(t, all[0].Slot.Equal(clock.Now()), "the minute's next slot: %v", all[0].Slot)
 	require.Equal(t, int64(2), mustStats(t, db, q).Queued, "the minute schedule's two jobs")
-	cancel()
-	require.NoError(t, <-done)
+	stop()
 }
 
 // A ctx that ends while RunScheduler's Schedule runs (here in the Job
@@ -470,19 +463,15 @@ func TestRunSchedulerContextEndsDuringSchedule(t *testing.T) {
 // slot's start, computed in int64, would wrap around to a time before
 // 1970 and a sleep of no time, at once and again.
 func TestRunSchedulerInTheLastSlot(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
 	db := newDB(t)
 	last := time.UnixMicro(math.MaxInt64)
 	clock := queuetest.NewClock(last.Add(-30 * time.Second))
 	clock.Armed = make(chan time.Duration, 1)
 	q := mustJobQueue(t, "periodic-last-slot", fdbqueue.JobQueueConfig{Clock: clock})
-	done := make(chan error, 1)
-	go func() { done <- q.RunScheduler(ctx, db, []fdbqueue.PeriodicJob{named("tick", time.Minute, "")}) }()
+	stop := runScheduler(t, db, q, named("tick", time.Minute, ""))
 	require.Equal(t, last.Sub(clock.Now()), <-clock.Armed, "asleep until the range's last instant")
 	require.Equal(t, int64(1), mustStats(t, db, q).Queued)
-	cancel()
-	require.NoError(t, <-done)
+	stop()
 }
 
 // A schedule's error ends RunScheduler with that error.
@@ -501,8 +490,6 @@ func TestRunSchedulerReturnsScheduleError(t *testing.T) {
 // calls: a call that took 10 s (the Job function moves the fake clock)
 // leaves a 50 s sleep to the next minute, not 60 s.
 func TestRunSchedulerSleepsFromAfterItsCalls(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
 	db := newDB(t)
 	clock := newFakeClock()
 	clock.Armed = make(chan time.Duration, 1)
@@ -511,11 +498,9 @@ func TestRunSchedulerSleepsFromAfterItsCalls(t *testing.T) {
 		clock.Advance(10 * time.Second) // no timer armed yet: fires nothing
 		return fdbqueue.Job{}
 	}}
-	done := make(chan error, 1)
-	go func() { done <- q.RunScheduler(ctx, db, []fdbqueue.PeriodicJob{pj}) }()
+	stop := runScheduler(t, db, q, pj)
 	require.Equal(t, 50*time.Second, <-clock.Armed)
-	cancel()
-	require.NoError(t, <-done)
+	stop()
 }
 
 // A now in the first period of the queue's time range (the Unix
@@ -822,4 +807,18 @@ func TestScheduleSlotTagEndingInFF(t *testing.T) {
 	again, err := q.Schedule(ctx, db, pj, clock.Now())
 	require.NoError(t, err)
 	require.Equal(t, fdbqueue.ScheduleResult{Slot: r.Slot, ID: r.ID}, again, "the slot's job, found by its ID")
+}
+
+// runScheduler runs q.RunScheduler with jobs in the background; the stop
+// it returns ends its context and requires RunScheduler to return nil.
+func runScheduler(t *testing.T, db kv.Database, q *fdbqueue.JobQueue, jobs ...fdbqueue.PeriodicJob) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	done := make(chan error, 1)
+	go func() { done <- q.RunScheduler(ctx, db, jobs) }()
+	return func() {
+		t.Helper()
+		cancel()
+		require.NoError(t, recvWithin(t, done, "RunScheduler's return once its context ended"))
+	}
 }
