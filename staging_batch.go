@@ -299,22 +299,29 @@ func (s *stageSide[T]) serve(p pass, line lineRead, w *waiter[T], results kv.Ran
 func (s *stageSide[T]) fulfilOnce(ctx context.Context, db kv.Database) (int, error) {
 	db = s.journal.track.observeDB(s.opKind(), db)
 	return kv.Transact(ctx, db, func(tr kv.Transaction) (int, error) {
-		limit := s.st.cfg.BatchSize
-		pre := s.prefetch(tr, limit, true)
-		reqs, err := tr.Snapshot().GetRange(s.reqRange, kv.RangeOptions{Limit: limit}).GetSlice()
-		if err != nil {
-			return 0, err
-		}
-		items, complete, err := s.readItems(pre.items, limit)
-		if err != nil {
-			return 0, err
-		}
-		p := pass{tr, s.st.now(), s.helperSpend()}
-		live, _, err := s.liveRequests(p, lineRead{reqs, items, complete}, nil)
-		if err != nil {
-			return 0, err
-		}
-		res, err := s.serve(p, live, nil, pre.results)
-		return res.n, err
+		n, _, err := s.fulfilPass(tr)
+		return n, err
 	})
+}
+
+// fulfilPass is fulfilOnce's work in tr: it returns how many requests it
+// served and the size it counted for tr (see budget.go).
+func (s *stageSide[T]) fulfilPass(tr kv.Transaction) (int, *spend, error) {
+	limit := s.st.cfg.BatchSize
+	pre := s.prefetch(tr, limit, true)
+	reqs, err := tr.Snapshot().GetRange(s.reqRange, kv.RangeOptions{Limit: limit}).GetSlice()
+	if err != nil {
+		return 0, nil, err
+	}
+	items, complete, err := s.readItems(pre.items, limit)
+	if err != nil {
+		return 0, nil, err
+	}
+	p := pass{tr, s.st.now(), s.helperSpend()}
+	live, _, err := s.liveRequests(p, lineRead{reqs, items, complete}, nil)
+	if err != nil {
+		return 0, p.sp, err
+	}
+	res, err := s.serve(p, live, nil, pre.results)
+	return res.n, p.sp, err
 }
