@@ -314,8 +314,8 @@ func TestStagedStepSpendCoversTheStepsOwnKeys(t *testing.T) {
 // under the depth tracking every staged operation runs with), fits the
 // size counted. Serving only, every other call is counted exactly as it
 // is made, and what is left is the depth counter's atomic add, written at
-// the commit for the items taken (trackedTx.flush): the term must cover
-// it, and counts no more. Expiring results, each result's cost counts a
+// the commit for the items taken (trackedTx.flush): the term must count
+// it, and no more. Expiring results, each result's cost counts a
 // bump of the signal key (resultCost), so the one bump the pass makes
 // needs nothing more.
 func TestStagedHelperSpendCoversItsTransaction(t *testing.T) {
@@ -369,8 +369,12 @@ func TestStagedHelperSpendCoversItsTransaction(t *testing.T) {
 			require.LessOrEqual(t, real, sp.used, "the helper's transaction, as FDB counts it, within its count:\n%s", sz)
 			t.Logf("%d bytes counted, %d as FDB counts them", sp.used, real)
 			if c.expired == 0 {
-				require.LessOrEqual(t, sp.used-real, 3*(len(s.items.Begin)+16-len(s.journal.track.depth.shard(depthShards-1))),
-					"serving only, the count exceeds the transaction by no more than helperSpend's room over the depth counter's add")
+				// The add goes to a counter picked at random: counter 0's
+				// key is a byte shorter than the others (its index packs
+				// to one byte), which the count does not know.
+				d := s.journal.track.depth
+				require.LessOrEqual(t, sp.used-real, 3*(len(d.shard(depthShards-1))-len(d.shard(0))),
+					"serving only, the count is the transaction's size")
 			}
 			require.NoError(t, tr.Commit())
 		})

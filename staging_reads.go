@@ -28,10 +28,14 @@ type lineRead struct {
 }
 
 // helperSpend starts the size count of a transaction that serves or
-// drops requests without a request of its own: room for a bump of the
-// signal key.
+// drops requests without a request of its own (fulfilPass,
+// recoverPlaces): the depth counter's atomic add, which its commit writes
+// when the items it hands out or puts back change the depth
+// (trackedTx.flush, observe.go). Everything else it writes is counted as
+// it goes, each bump of the signal key with the move or the expiry that
+// makes it (moveCost, resultCost).
 func (s *stageSide[T]) helperSpend() *spend {
-	return &spend{budget: s.st.budget, used: setCost(len(s.items.Begin)+16, 8)}
+	return &spend{budget: s.st.budget, used: s.journal.track.counterCost()}
 }
 
 // prefetched holds a fulfilment's reads of the first items (up to limit)
