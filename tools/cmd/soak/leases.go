@@ -220,68 +220,74 @@ func runLeases(ctx context.Context, w io.Writer, cfg sim.LeaseConfig, first int6
 			fmt.Fprintf(w, "seed %d: %d operations, added %d = acked %d + dead %d + cancelled %d + deleted %d, ok=%v\n", seed, r.Operations, r.Added, r.Acked, r.Dead, r.Cancelled, r.Deleted, r.OK())
 		}
 	})
+	return total.report(w, time.Since(start), errs, htmlPath, historyPath)
+}
 
-	fmt.Fprintf(w, "\nelapsed:                    %v\n", time.Since(start).Round(time.Second))
-	fmt.Fprintf(w, "seeds:                      %d\n", total.Seeds)
-	fmt.Fprintf(w, "histories checked:          %d\n", total.Histories)
-	fmt.Fprintf(w, "operations:                 %d\n", total.Operations)
-	fmt.Fprintf(w, "transactions:               %d (commits %d, real conflicts %d, retries %d)\n", total.Transactions, total.Commits, total.Conflicts, total.Retries)
+// report prints the totals after elapsed, with errs (the seeds that failed
+// with an error), writes the failure kept (see runLeases) and returns 1 if
+// any seed failed or errs is not empty, else 0.
+func (t *leaseTotals) report(w io.Writer, elapsed time.Duration, errs []error, htmlPath, historyPath string) int {
+	fmt.Fprintf(w, "\nelapsed:                    %v\n", elapsed.Round(time.Second))
+	fmt.Fprintf(w, "seeds:                      %d\n", t.Seeds)
+	fmt.Fprintf(w, "histories checked:          %d\n", t.Histories)
+	fmt.Fprintf(w, "operations:                 %d\n", t.Operations)
+	fmt.Fprintf(w, "transactions:               %d (commits %d, real conflicts %d, retries %d)\n", t.Transactions, t.Commits, t.Conflicts, t.Retries)
 	fmt.Fprintf(w, "faults injected:\n")
-	fmt.Fprintf(w, "  not_committed:                      %d\n", total.NotCommitted)
-	fmt.Fprintf(w, "  commit_unknown_result (applied):    %d\n", total.UnknownApplied)
-	fmt.Fprintf(w, "  commit_unknown_result (not applied): %d\n", total.UnknownNotApplied)
-	fmt.Fprintf(w, "  transaction_too_old:                %d\n", total.TooOld)
-	fmt.Fprintf(w, "  commits interrupted by cancellation: %d\n", total.Interrupted)
-	fmt.Fprintf(w, "  failed reads:                       %d\n", total.ReadErrors)
-	fmt.Fprintf(w, "  failed read version requests:       %d\n", total.ReadVersionErrors)
-	fmt.Fprintf(w, "failed calls:               %d\n", total.Unknown)
-	fmt.Fprintf(w, "  recovered at once by OpID:  %d\n", total.RecoveredAtOnce)
-	fmt.Fprintf(w, "  never recovered:            %d (Adds %d, their job seen %d; Releases %d)\n", total.Abandoned, total.AbandonedAdds, total.AbandonedAddsSeen, total.AbandonedReleases)
-	fmt.Fprintf(w, "releases:                   %d (on the last attempt %d; lease lost %d)\n", total.Released, total.ReleasedLast, total.ReleaseLost)
-	fmt.Fprintf(w, "unique-key adds:            %d (found the key held %d; added under a key an earlier job held %d)\n", total.UniqueAdds, total.UniqueDuplicates, total.UniqueReused)
+	fmt.Fprintf(w, "  not_committed:                      %d\n", t.NotCommitted)
+	fmt.Fprintf(w, "  commit_unknown_result (applied):    %d\n", t.UnknownApplied)
+	fmt.Fprintf(w, "  commit_unknown_result (not applied): %d\n", t.UnknownNotApplied)
+	fmt.Fprintf(w, "  transaction_too_old:                %d\n", t.TooOld)
+	fmt.Fprintf(w, "  commits interrupted by cancellation: %d\n", t.Interrupted)
+	fmt.Fprintf(w, "  failed reads:                       %d\n", t.ReadErrors)
+	fmt.Fprintf(w, "  failed read version requests:       %d\n", t.ReadVersionErrors)
+	fmt.Fprintf(w, "failed calls:               %d\n", t.Unknown)
+	fmt.Fprintf(w, "  recovered at once by OpID:  %d\n", t.RecoveredAtOnce)
+	fmt.Fprintf(w, "  never recovered:            %d (Adds %d, their job seen %d; Releases %d)\n", t.Abandoned, t.AbandonedAdds, t.AbandonedAddsSeen, t.AbandonedReleases)
+	fmt.Fprintf(w, "releases:                   %d (on the last attempt %d; lease lost %d)\n", t.Released, t.ReleasedLast, t.ReleaseLost)
+	fmt.Fprintf(w, "unique-key adds:            %d (found the key held %d; added under a key an earlier job held %d)\n", t.UniqueAdds, t.UniqueDuplicates, t.UniqueReused)
 	fmt.Fprintf(w, "cancels that found no job:  %d (Cancels raced the holder %d; recovered by OpID %d; leases lost to a Cancel %d)\n",
-		total.CancelNotFound, total.CancelRaces, total.CancelsRecovered, total.LostToCancel)
-	fmt.Fprintf(w, "job lookups:                %d (not found %d)\n", total.JobLookups, total.JobNotFound)
+		t.CancelNotFound, t.CancelRaces, t.CancelsRecovered, t.LostToCancel)
+	fmt.Fprintf(w, "job lookups:                %d (not found %d)\n", t.JobLookups, t.JobNotFound)
 	fmt.Fprintf(w, "requeues:                   %d (then acked %d, dead again %d; refused for a held key %d; found no dead job %d)\n",
-		total.Requeued, total.RequeuedAcked, total.RequeuedDead, total.RequeueKeyHeld, total.RequeueNotFound)
+		t.Requeued, t.RequeuedAcked, t.RequeuedDead, t.RequeueKeyHeld, t.RequeueNotFound)
 	fmt.Fprintf(w, "deletes that found nothing: %d (Requeues and DeleteDeads recovered by OpID %d; raced another client's operation on their job %d)\n",
-		total.DeleteNotFound, total.DeadOpsRecovered, total.DeadRaces)
-	fmt.Fprintf(w, "jobs added:                 %d\n", total.Added)
-	fmt.Fprintf(w, "jobs acked once:            %d\n", total.Acked)
-	fmt.Fprintf(w, "jobs dead once:             %d\n", total.Dead)
-	fmt.Fprintf(w, "jobs cancelled once:        %d\n", total.Cancelled)
-	fmt.Fprintf(w, "jobs deleted once:          %d\n", total.Deleted)
-	fmt.Fprintf(w, "jobs gone by an abandoned Ack: %d\n", total.AckedAbandoned)
-	fmt.Fprintf(w, "jobs gone by an abandoned Cancel: %d\n", total.CancelledAbandoned)
-	fmt.Fprintf(w, "jobs gone by an abandoned DeleteDead: %d\n", total.DeletedAbandoned)
-	fmt.Fprintf(w, "dead jobs once released:    %d\n", total.ReleasedDead)
-	fmt.Fprintf(w, "lost:                       %d\n", total.Lost)
-	fmt.Fprintf(w, "acked twice:                %d\n", total.AckedTwice)
-	fmt.Fprintf(w, "acked and dead:             %d\n", total.AckedAndDead)
-	fmt.Fprintf(w, "cancelled and removed again: %d\n", total.CancelledAndRemoved)
-	fmt.Fprintf(w, "deleted and removed again:  %d\n", total.DeletedAndRemoved)
-	fmt.Fprintf(w, "bad job lookups:            %d\n", total.JobInvalid)
-	fmt.Fprintf(w, "leftovers of removed jobs:  %d\n", total.Leftovers)
-	fmt.Fprintf(w, "wrong counts:               %d\n", total.CountErrors)
-	fmt.Fprintf(w, "added twice by one Add:     %d\n", total.Duplicated)
-	fmt.Fprintf(w, "dead without max attempts:  %d\n", total.DeadAttempts)
-	fmt.Fprintf(w, "unique keys held at the end: %d\n", total.KeysHeld)
-	fmt.Fprintf(w, "inconclusive checks (timed out): %d\n", total.Inconclusive)
-	fmt.Fprintf(w, "linearizability violations: %d\n", total.Violations)
+		t.DeleteNotFound, t.DeadOpsRecovered, t.DeadRaces)
+	fmt.Fprintf(w, "jobs added:                 %d\n", t.Added)
+	fmt.Fprintf(w, "jobs acked once:            %d\n", t.Acked)
+	fmt.Fprintf(w, "jobs dead once:             %d\n", t.Dead)
+	fmt.Fprintf(w, "jobs cancelled once:        %d\n", t.Cancelled)
+	fmt.Fprintf(w, "jobs deleted once:          %d\n", t.Deleted)
+	fmt.Fprintf(w, "jobs gone by an abandoned Ack: %d\n", t.AckedAbandoned)
+	fmt.Fprintf(w, "jobs gone by an abandoned Cancel: %d\n", t.CancelledAbandoned)
+	fmt.Fprintf(w, "jobs gone by an abandoned DeleteDead: %d\n", t.DeletedAbandoned)
+	fmt.Fprintf(w, "dead jobs once released:    %d\n", t.ReleasedDead)
+	fmt.Fprintf(w, "lost:                       %d\n", t.Lost)
+	fmt.Fprintf(w, "acked twice:                %d\n", t.AckedTwice)
+	fmt.Fprintf(w, "acked and dead:             %d\n", t.AckedAndDead)
+	fmt.Fprintf(w, "cancelled and removed again: %d\n", t.CancelledAndRemoved)
+	fmt.Fprintf(w, "deleted and removed again:  %d\n", t.DeletedAndRemoved)
+	fmt.Fprintf(w, "bad job lookups:            %d\n", t.JobInvalid)
+	fmt.Fprintf(w, "leftovers of removed jobs:  %d\n", t.Leftovers)
+	fmt.Fprintf(w, "wrong counts:               %d\n", t.CountErrors)
+	fmt.Fprintf(w, "added twice by one Add:     %d\n", t.Duplicated)
+	fmt.Fprintf(w, "dead without max attempts:  %d\n", t.DeadAttempts)
+	fmt.Fprintf(w, "unique keys held at the end: %d\n", t.KeysHeld)
+	fmt.Fprintf(w, "inconclusive checks (timed out): %d\n", t.Inconclusive)
+	fmt.Fprintf(w, "linearizability violations: %d\n", t.Violations)
 	for _, err := range errs {
 		fmt.Fprintf(w, "error: %v\n", err)
 	}
-	if total.FirstFailing != 0 {
-		fmt.Fprintf(w, "first failing seed: %d (rerun: go run ./cmd/soak -leases -first %d -seeds 1 -v)\n", total.FirstFailing, total.FirstFailing)
+	if t.FirstFailing != 0 {
+		fmt.Fprintf(w, "first failing seed: %d (rerun: go run ./cmd/soak -leases -first %d -seeds 1 -v)\n", t.FirstFailing, t.FirstFailing)
 	}
-	if f := total.Failure; f != nil && total.Illegal {
+	if f := t.Failure; f != nil && t.Illegal {
 		fmt.Fprintf(w, "first history not linearizable: %v\n", f)
 		writeFailure(w, f, htmlPath, historyPath)
 	} else if f != nil {
 		fmt.Fprintf(w, "first history whose check timed out: %v\n", f)
 		writeFailure(w, f, htmlPath, historyPath)
 	}
-	if total.FirstFailing != 0 || len(errs) > 0 {
+	if t.FirstFailing != 0 || len(errs) > 0 {
 		fmt.Fprintln(w, "FAIL")
 		return 1
 	}
