@@ -162,3 +162,103 @@ func TestLeaseTotalsKeepTheFirstFailure(t *testing.T) {
 	assert.Equal(t, 3, total.Inconclusive)
 	assert.Equal(t, int64(1), total.FirstFailing)
 }
+
+// reported adds r as seed 7 to fresh totals and returns the summary and
+// the exit code.
+func reported(t *testing.T, r sim.LeaseResult, errs ...error) (string, int) {
+	t.Helper()
+	var total leaseTotals
+	total.add(7, r)
+	var out bytes.Buffer
+	dir := t.TempDir()
+	code := total.report(&out, time.Second, errs, filepath.Join(dir, "h.html"), filepath.Join(dir, "h.txt"))
+	return out.String(), code
+}
+
+// Each fault the lease simulation can find in a seed, planted alone in an
+// otherwise consistent result (one job, acked once), fails the soak:
+// FAIL, exit 1, the seed named, and the summary's line for that fault
+// counts it (a fault the totals dropped would read 0 next to a FAIL, and
+// hide what failed).
+func TestLeaseSoakReportsEachPlantedFault(t *testing.T) {
+	for _, c := range []struct {
+		line  string
+		plant func(r *sim.LeaseResult)
+	}{
+		{"lost", func(r *sim.LeaseResult) { r.Lost = 1 }},
+		{"acked twice", func(r *sim.LeaseResult) { r.AckedTwice = 1 }},
+		{"acked and dead", func(r *sim.LeaseResult) { r.AckedAndDead = 1 }},
+		{"added twice by one Add", func(r *sim.LeaseResult) { r.Duplicated = 1 }},
+		{"dead without max attempts", func(r *sim.LeaseResult) { r.DeadAttempts = 1 }},
+		{"unique keys held at the end", func(r *sim.LeaseResult) { r.KeysHeld = 1 }},
+		{"cancelled and removed again", func(r *sim.LeaseResult) { r.CancelledAndAcked = 1 }},
+		{"cancelled and removed again", func(r *sim.LeaseResult) { r.CancelledAndDead = 1 }},
+		{"cancelled and removed again", func(r *sim.LeaseResult) { r.CancelledTwice = 1 }},
+		{"deleted and removed again", func(r *sim.LeaseResult) { r.DeletedTwice = 1 }},
+		{"deleted and removed again", func(r *sim.LeaseResult) { r.DeletedAndRemoved = 1 }},
+		{"bad job lookups", func(r *sim.LeaseResult) { r.JobInvalid = 1 }},
+		{"leftovers of removed jobs", func(r *sim.LeaseResult) { r.Leftovers = 1 }},
+		{"wrong counts", func(r *sim.LeaseResult) { r.CountErrors = 1 }},
+		{"linearizability violations", func(r *sim.LeaseResult) { r.Check = porcupine.Illegal; r.Failure = &sim.Failure{Seed: 7} }},
+		{"inconclusive checks (timed out)", func(r *sim.LeaseResult) { r.Check = porcupine.Unknown; r.Failure = &sim.Failure{Seed: 7} }},
+	} {
+		r := sim.LeaseResult{Check: porcupine.Ok, Added: 1, Acked: 1}
+		c.plant(&r)
+		require.False(t, r.OK(), c.line)
+		s, code := reported(t, r)
+		assert.Equal(t, 1, code, "%s:\n%s", c.line, s)
+		assert.Contains(t, s, "\nFAIL\n", c.line)
+		assert.Contains(t, s, "first failing seed: 7 ", c.line)
+		assert.Equal(t, 1, counter(t, s, c.line), "%s:\n%s", c.line, s)
+	}
+}
+
+// A job added and never accounted for fails the soak though no other
+// fault is counted: its summary shows more jobs added than acked, dead,
+// cancelled, deleted and gone by abandoned calls together. A consistent
+// result passes, and every way a job leaves is summed into its line.
+func TestLeaseSoakAccounting(t *testing.T) {
+	ok := sim.LeaseResult{Check: porcupine.Ok, Added: 7, Acked: 1, Dead: 1, Cancelled: 1, Deleted: 1,
+		AckedAbandoned: 1, CancelledAbandoned: 1, DeletedAbandoned: 1}
+	s, code := reported(t, ok)
+	assert.Equal(t, 0, code, s)
+	assert.Contains(t, s, "\nPASS\n")
+	assert.Equal(t, 7, counter(t, s, "jobs added"))
+	for _, line := range []string{"jobs acked once", "jobs dead once", "jobs cancelled once", "jobs deleted once",
+		"jobs gone by an abandoned Ack", "jobs gone by an abandoned Cancel", "jobs gone by an abandoned DeleteDead"} {
+		assert.Equal(t, 1, counter(t, s, line), line)
+	}
+
+	unaccounted := ok
+	unaccounted.Added++
+	s, code = reported(t, unaccounted)
+	assert.Equal(t, 1, code, s)
+	assert.Contains(t, s, "\nFAIL\n")
+	assert.Contains(t, s, "first failing seed: 7 ")
+	assert.Equal(t, 8, counter(t, s, "jobs added"))
+}
+
+// A seed that fails with an error (here the job queue refuses the
+// configuration) fails the soak, and the error is printed, though no
+// history was checked.
+func TestLeaseSoakFailsOnASeedsError(t *testing.T) {
+	cfg := sim.DefaultLeaseConfig()
+	cfg.Choice = -1
+	var out bytes.Buffer
+	dir := t.TempDir()
+	code := runLeases(context.Background(), &out, cfg, 1, 1, time.Hour, 1, filepath.Join(dir, "h.html"), filepath.Join(dir, "h.txt"), false)
+	s := out.String()
+	assert.Equal(t, 1, code, s)
+	assert.Contains(t, s, "\nFAIL\n")
+	assert.Regexp(t, `(?m)^error: seed 1: .*lease choice -1`, s)
+	assert.Zero(t, counter(t, s, "histories checked"))
+}
+
+// A seed whose check timed out, while no seed's history was rejected, is
+// reported as the failure kept, and as one that timed out.
+func TestLeaseSoakReportsATimedOutCheck(t *testing.T) {
+	s, code := reported(t, sim.LeaseResult{Check: porcupine.Unknown, Failure: &sim.Failure{Seed: 7}})
+	assert.Equal(t, 1, code, s)
+	assert.Contains(t, s, "first history whose check timed out: ")
+	assert.NotContains(t, s, "first history not linearizable")
+}
