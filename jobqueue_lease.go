@@ -114,7 +114,7 @@ func (q *JobQueue) Lease(ctx context.Context, t kv.Transactor, n int, d time.Dur
 // or SettleLease under id returns the same leases (none, once recorded
 // so) while the records are kept: given a Database, SettleLease's
 // record, like that of any call that returned without error (see
-// WithOpID), is cleared by the handle's next operation, and a Lease under
+// WithOpID), is cleared by a later operation of the handle, and a Lease under
 // id after that leases anew. Given a Transaction, it takes effect with
 // the caller's commit. It fails with ErrInvalidArgument on a queue made
 // WithoutIdempotency, which keeps no record to settle with, or given the

@@ -94,8 +94,9 @@ type opConfig struct {
 // same kind in a later transaction cannot be told from a retry: while the
 // first call's records are kept, it returns the first call's result and does
 // nothing. They are not kept for long after a call given a Database returned
-// without error: nothing will retry it, and the queue's next operation
-// clears them; a call under the ID after that applies the operation anew.
+// without error: nothing will retry it, and a later operation of the
+// handle (usually the next) clears them; a call under the ID after that
+// applies the operation anew.
 // (Those of a call in your transaction, or of one that failed, are kept
 // until they expire, after twice the journal retention, or until a call
 // under the ID given a Database returns without error.) Make each ID with

@@ -174,7 +174,7 @@ func (j *journal) rememberKind(o *op) {
 
 // forgetKind drops the kind remembered under id once a call under it
 // returned without error (j.mu held): it settled the logged operation,
-// whose records the handle's next operation clears.
+// whose records a later operation of the handle clears.
 func (j *journal) forgetKind(id OpID) {
 	if _, ok := j.loggedKinds[id]; ok {
 		delete(j.loggedKinds, id)

@@ -580,9 +580,10 @@ func (q *Queue) checkItemKey(key []byte) error {
 // request in a line ordered by commit version, served oldest first, each
 // with the next item (see StagingConfig.Serving): the waiter takes the item
 // at its place itself, or the waiters of the two oldest requests hand items
-// out in batches. On an empty queue it withdraws its request and returns
-// ErrEmpty (served by place, also when every item is due to a request
-// ahead of its own); it never waits (DequeueWait does).
+// out in batches. On an empty queue it returns ErrEmpty, filing no request
+// when its first look finds no item and else withdrawing the request it
+// filed (served by place, also when every item is due to a request ahead
+// of its own); it never waits (DequeueWait does).
 //
 // Given a Transaction, on a staged queue too, Dequeue is the plain dequeue
 // inside it (staging needs transactions of its own), and it keeps the

@@ -40,7 +40,7 @@ import (
 //
 // See ExampleQueue_WatchForItems for a complete program. A consumer that
 // takes in the queue's own transactions (Dequeue given a Database, whose
-// journal record the next operation clears) waits with a small transaction
+// journal record a later operation clears) waits with a small transaction
 // of its own that checks Empty and, still empty, calls WatchForItems at the
 // same read version, as the main example does
 // (examples/exampleapp/workqueue.go).
