@@ -115,8 +115,9 @@ const (
 // too long for its journal keys: see NewQueue; made WithoutIdempotency,
 // not so long that a job's record key could pass the key limit, over
 // 9,965 bytes: ErrInvalidArgument and kv.ErrKeyTooLarge). Of
-// the Options, WithJournalRetention, WithBatchBudget, WithEntropy and
-// WithoutIdempotency apply; WithClock sets the clock when cfg.Clock is nil;
+// the Options, WithJournalRetention, WithBatchBudget, WithEntropy,
+// WithoutIdempotency, WithLogger, WithMeterProvider and WithQueueName
+// apply; WithClock sets the clock when cfg.Clock is nil;
 // WithStaging, WithVersionstampOrder and TupleValues are rejected with
 // ErrInvalidArgument.
 //
@@ -254,10 +255,11 @@ type Job struct {
 	Priority int32
 	// UniqueKey, if not empty (at most MaxUniqueKeySize bytes), makes the
 	// add a no-op while a job with the same key is in the queue (due,
-	// delayed or leased); the key is free again once that job is acked or
-	// dead-lettered.
+	// delayed or leased); the key is free again once that job is acked,
+	// cancelled or dead-lettered.
 	UniqueKey string
-	// MaxAttempts overrides the queue's default when positive.
+	// MaxAttempts overrides the queue's default when positive; 0 takes
+	// the default, and a negative value fails with ErrInvalidArgument.
 	MaxAttempts int
 }
 

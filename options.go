@@ -15,7 +15,8 @@ import (
 	"github.com/fdbqueue/fdbqueue/kv"
 )
 
-// Option configures a Queue or PriorityQueue when it is made.
+// Option configures a Queue, PriorityQueue or JobQueue when it is made
+// (NewJobQueue says which options a job queue takes).
 type Option func(*config)
 
 type config struct {
