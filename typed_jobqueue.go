@@ -79,7 +79,7 @@ type TypedJob[T any] struct {
 	// UniqueKey, if not empty, makes the add a no-op while a job with the
 	// same key is in the queue; see Job.
 	UniqueKey string
-	// MaxAttempts overrides the queue's default when positive.
+	// MaxAttempts overrides the queue's default when positive; see Job.
 	MaxAttempts int
 }
 
