@@ -288,6 +288,14 @@ func testOnErrorForeignErrorReturnsIt(t *testing.T, f *fixture) {
 	require.ErrorIs(t, tr.OnError(boom), boom, "OnError must return an error that is not a kv.Error")
 	tr.Set(f.key("a"), []byte("x"))
 	commit(t, tr, "an error without an FDB code leaves the transaction usable (FDB's onError takes only FDB errors)")
+
+	// On a cancelled transaction too: the error comes back unchanged (the
+	// Go binding's Transaction.OnError takes an fdb.Error only, so an
+	// adapter returns any other error without calling it), not replaced
+	// by the cancellation's.
+	tr = f.newTx(t)
+	tr.Cancel()
+	require.ErrorIs(t, tr.OnError(boom), boom, "OnError on a cancelled transaction must return an error that is not a kv.Error unchanged")
 }
 
 // Reset clears the transaction's options: ReadYourWritesTransaction::reset

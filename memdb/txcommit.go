@@ -375,7 +375,8 @@ const futureVersionRetryDelay = 10 * time.Millisecond
 // fixed 10 ms for transaction_too_old and future_version, as FDB waits;
 // otherwise a random share of a backoff that doubles per retry);
 // otherwise, or once the retry limit is reached, it returns err and leaves
-// the transaction cancelled until Reset, as FDB does from API version 610
+// the transaction cancelled until Reset (an error without an FDB code
+// comes back unchanged and changes nothing), as FDB does from API version 610
 // (RYWImpl::onError, fdbclient/ReadYourWrites.actor.cpp: its catch sends
 // transaction_cancelled to resetPromise). Watches that a retry drops fail
 // with kv.ErrTransactionCancelled (Transaction::onError resets, and
@@ -388,6 +389,13 @@ func (tx *transaction) OnError(err error) error {
 	if err == nil {
 		return nil
 	}
+	var ke kv.Error
+	if !errors.As(err, &ke) {
+		// Not an FDB error: FDB's onError takes only those (fdbkv returns
+		// such an error without calling it), so nothing changes, on a
+		// cancelled transaction too.
+		return err
+	}
 	tx.mu.Lock()
 	if cerr := tx.cancelledLocked(); cerr != nil {
 		tx.mu.Unlock()
@@ -395,13 +403,6 @@ func (tx *transaction) OnError(err error) error {
 			return err
 		}
 		return cerr
-	}
-	var ke kv.Error
-	if !errors.As(err, &ke) {
-		// Not an FDB error: FDB's onError takes only those (fdbkv returns
-		// such an error without calling it), so nothing changes.
-		tx.mu.Unlock()
-		return err
 	}
 	x := tx.cold()
 	if !kv.IsRetryable(err) || (x.retryLimit >= 0 && x.retries >= x.retryLimit) {
