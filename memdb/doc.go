@@ -230,12 +230,17 @@
 // OnError is the backoff: for a retryable error (kv.IsRetryable) it waits
 // a random delay (full jitter) up to the current backoff, which starts at
 // 10 ms and doubles up to 1 s (WithBackoff changes both; SetMaxRetryDelay
-// caps it per transaction), honouring cancellation, then resets the
-// transaction and returns nil. Any other error is returned unchanged, as
-// is a retryable one once SetRetryLimit's limit is reached. Backoff sleeps
-// use real time, not the Clock. Options survive OnError's reset; Reset
-// clears them, as FDB's does, and restarts the retry count. SetTimeout
-// cancels the transaction with transaction_timed_out once its time has
+// caps it per transaction), or a fixed 10 ms (under that cap) after
+// transaction_too_old and future_version, as FDB's does, honouring
+// cancellation, then resets the transaction and returns nil. Any other
+// error is returned unchanged, as is a retryable one once SetRetryLimit's
+// limit is reached; on a transaction already cancelled, an FDB error gets
+// the cancellation's instead (RYWImpl::onError, fdbclient/
+// ReadYourWrites.actor.cpp), an error without an FDB code still comes
+// back unchanged. Backoff sleeps use real time, not the Clock. Options
+// survive OnError's reset; Reset clears them, as FDB's does, and restarts
+// the retry count. SetTimeout cancels the transaction with
+// transaction_timed_out once its time has
 // passed since creation (or Reset), in real time or on the Clock,
 // whichever comes first (with a Clock other than the default, the real
 // time counts from the first SetTimeout).
