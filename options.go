@@ -33,8 +33,10 @@ type config struct {
 
 // Defaults of the options.
 const (
-	// DefaultJournalRetention is how long an operation's journal records
-	// are kept when nothing clears them sooner.
+	// DefaultJournalRetention is the default journal retention (see
+	// WithJournalRetention): how long after its ID was made an operation
+	// may still retry or be settled; records that nothing clears sooner
+	// are kept twice as long.
 	DefaultJournalRetention = 10 * time.Minute
 	// DefaultBatchBudget is the default batch budget (see WithBatchBudget):
 	// FoundationDB recommends transactions near 1 MB; its hard limit is
@@ -118,12 +120,13 @@ func WithVersionstampOrder() Option { return func(c *config) { c.versionstamps =
 // again under its ID applies it anew.
 func WithoutIdempotency() Option { return func(c *config) { c.noJournal = true } }
 
-// WithJournalRetention sets how long journal records of operations that
-// nothing cleared are kept (default DefaultJournalRetention). It must exceed
-// the longest time one operation may keep retrying (an operation still
-// retrying after its handle's retention fails with ErrOperationExpired),
-// and the time within which a caller recovers a maybe-committed Dequeue
-// with WithOpID.
+// WithJournalRetention sets the journal retention (default
+// DefaultJournalRetention): how long after its ID was made an operation
+// may still retry or be settled under it; records that nothing cleared
+// are kept for twice the retention (below). It must exceed the longest
+// time one operation may keep retrying (an operation still retrying after
+// its handle's retention fails with ErrOperationExpired), and the time
+// within which a caller recovers a maybe-committed Dequeue with WithOpID.
 //
 // Handles of one queue, in one process or several, may use different
 // retentions safely: each declares its retention in the queue (an atomic
