@@ -107,14 +107,15 @@ type PoolOptions struct {
 	// worker retries a second later. At most MaxPoolWorkers.
 	Workers int
 	// LeaseDuration is the duration of each lease and of each extension
-	// (default the queue's LeaseDuration).
+	// (default the queue's LeaseDuration; at least 1ms).
 	LeaseDuration time.Duration
 	// ExtendEvery is how often a running job's lease is extended (default
-	// a third of LeaseDuration). After a failed extension the next comes
-	// at half the time left before the lease's deadline, if that is
-	// sooner, and so does the first when the lease (settled after a lease
-	// that may have committed) is less than ExtendEvery from its deadline
-	// as the handler starts. Extensions that keep failing past the
+	// a third of LeaseDuration; it must be less than LeaseDuration, else
+	// Run fails with ErrInvalidArgument). After a failed extension the
+	// next comes at half the time left before the lease's deadline, if
+	// that is sooner, and so does the first when the lease (settled after
+	// a lease that may have committed) is less than ExtendEvery from its
+	// deadline as the handler starts. Extensions that keep failing past the
 	// deadline do not end the handler's context: the job is due again,
 	// and another consumer may lease it while the handler runs, until an
 	// extension finds the lease lost (a Task.Ack then fails with
