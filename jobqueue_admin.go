@@ -36,7 +36,10 @@ type JobStats struct {
 // Stats returns the queue's counts without reading its jobs: three counter
 // reads, two range reads of the bucket counters after now (one key per
 // bucket that holds jobs) and a read of the first job's key, all snapshot
-// reads issued together: one round trip, no conflicts.
+// reads issued together: one round trip. Its only read conflict, in a
+// caller's transaction, is the stored configuration check's on the
+// metadata version (as Queue.Depth's), which only a change of a record
+// moves.
 func (q *JobQueue) Stats(ctx context.Context, t kv.ReadTransactor) (JobStats, error) {
 	if err := q.usable(); err != nil {
 		return JobStats{}, err

@@ -713,13 +713,14 @@ func (q *Queue) Empty(ctx context.Context, t kv.ReadTransactor) (bool, error) {
 
 // Len counts the items: every key in the queue's range, foreign or not,
 // including the items due to requests waiting in a staged queue's line.
-// It adds no read conflict.
+// Its only read conflict, in a caller's transaction, is the stored
+// configuration check's on the metadata version (see Depth).
 //
 // Given a Database, it counts in successive transactions, each a snapshot
 // range read of at most LenChunk keys that stops early after about a
 // second, each starting after the last key the one before counted; a
-// chunk that fails with transaction_too_old is retried with half as many
-// keys. The result is therefore not a point-in-time count: items enqueued
+// chunk that is retried (after transaction_too_old, say) reads half as
+// many keys, down to 1,000. The result is therefore not a point-in-time count: items enqueued
 // or dequeued while Len runs may or may not be counted (with no concurrent
 // change it is exact). Cost: every byte of the queue is read, values
 // included (the kv interface, as FoundationDB's API, has no key-only range
