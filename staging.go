@@ -15,7 +15,9 @@ import (
 // keeps are described at the top of staging_line.go.
 
 // StagingConfig configures the staged dequeue; see WithStaging. Zero fields
-// take the defaults.
+// take the defaults. The constructor refuses with ErrInvalidArgument a
+// BatchSize below 0 or over 10,000, a ClaimTimeout under 1ms, a negative
+// CleanupTimeout and an unknown Serving mode.
 //
 // Ordering: staged histories are linearizable, mixed with any other
 // consumer made with the same staging configuration, in both serving
