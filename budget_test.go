@@ -386,3 +386,30 @@ func TestBatchBudgetPriorityQueueChunkedRecords(t *testing.T) {
 	require.Equal(t, n-1, taken, "n items measured %d bytes, over the budget", size)
 	require.LessOrEqual(t, sizeB, size-1, "the commit's size, as FDB counts it, within the budget")
 }
+
+// TestBatchBudgetEnqueueItemCost: EnqueueBatch's doc gives what an item
+// counts against the budget: 3 × (prefix + 41) + value + 89 bytes, and
+// prefix + 40 + value + 56 in versionstamp mode. Between two budgets
+// 1,000,000 bytes apart, the largest accepted batches of one-byte values
+// differ by 1,000,000 over that cost, to within an item.
+func TestBatchBudgetEnqueueItemCost(t *testing.T) {
+	raw := newDB(t)
+	for _, vs := range []bool{false, true} {
+		largest := func(budget int) (int, int) {
+			opts := []fdbqueue.Option{fdbqueue.WithBatchBudget(budget)}
+			if vs {
+				opts = append(opts, fdbqueue.WithVersionstampOrder())
+			}
+			q, err := fdbqueue.NewQueue(mustSubspace(t, "item-cost"), opts...)
+			require.NoError(t, err)
+			return largestTinyEnqueue(t, q, raw), len(q.Subspace().Bytes())
+		}
+		n1, prefix := largest(1_000_000)
+		n2, _ := largest(2_000_000)
+		cost := 3*(prefix+41) + 1 + 89
+		if vs {
+			cost = prefix + 40 + 1 + 56
+		}
+		require.InDelta(t, 1_000_000/cost, n2-n1, 1, "versionstamps %v: items per 1,000,000 bytes at %d bytes each", vs, cost)
+	}
+}

@@ -93,12 +93,13 @@ func (q *Queue) Enqueue(ctx context.Context, t kv.Transactor, value []byte, opts
 // budget fails with ErrBatchTooLarge before anything is written (a single
 // item is always accepted), and so does, in versionstamp mode, a batch of
 // more than 65,536 items (the items of a commit are ordered by a 16-bit user
-// version; split the batch). A small item costs about 3 × its key (prefix +
-// up to 60 bytes) + value + 90 bytes, a versionstamped one its key (prefix +
-// up to 59) + value + 56. A value whose stored form (with TupleValues, the
-// packed tuple: 2 bytes more, and 1 more per 0x00 byte) exceeds 100,000
-// bytes fails with ErrValueTooLarge. An empty batch does nothing. Conflicts,
-// cost and guarantees are those of Enqueue, with one write per item.
+// version; split the batch). An item counts 3 × (prefix + 41 bytes) +
+// value + 89 bytes, a versionstamped one prefix + 40 + value + 56 (its key
+// at its longest, and FoundationDB's per-mutation and per-range structs).
+// A value whose stored form (with TupleValues, the packed tuple: 2 bytes
+// more, and 1 more per 0x00 byte) exceeds 100,000 bytes fails with
+// ErrValueTooLarge. An empty batch does nothing. Conflicts, cost and
+// guarantees are those of Enqueue, with one write per item.
 //
 // In versionstamp mode the items of one call keep their order; those of
 // several calls in one transaction keep theirs too, except (rarely) across
