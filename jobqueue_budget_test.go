@@ -279,6 +279,10 @@ func TestJobQueueLeaseSmallJobsBudget(t *testing.T) {
 			} else {
 				require.NoError(t, err)
 				require.Less(t, len(ls), fdbqueue.MaxLeaseBatch, "the budget, not n, stopped the batch")
+				// Lease's doc: about 2,000 bytes per job with small
+				// records on a short prefix (some 1,900 at an early
+				// vesting time, 2,200 at the longest keys, as here).
+				require.InDelta(t, 2_000, budget/len(ls), 300, "%d jobs leased within %d bytes", len(ls), budget)
 			}
 			st := db.st.snapshot()
 			t.Logf("%d bytes as FDB counts them", st.maxSize)

@@ -42,8 +42,9 @@ type Lease struct {
 // whole batch budget went to moving jobs to the dead-letter list (below:
 // it commits that, and the next call goes on past them). It takes fewer
 // than n when more would take its transaction, as FoundationDB counts its
-// size, over the batch budget (WithBatchBudget; about 1,300 bytes per job
-// with small records, up to 5 KB with the largest unique key and reason).
+// size, over the batch budget (WithBatchBudget; about 2,000 bytes per job
+// with small records on a short prefix, 4 KB with the largest unique key
+// and reason, 6 KB when those are all 0x00 bytes, each packed as two).
 //
 // Which jobs: the due jobs (vesting time at or before the clock's now) in
 // key order — earlier vesting time first, then higher priority — of which
