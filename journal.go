@@ -85,8 +85,10 @@ type opConfig struct {
 //
 // An ID names one operation call: give it to no other call. A second call
 // under it in the same transaction as a first that took effect fails with
-// ErrInvalidArgument, and so does that transaction's commit; so does, later,
-// a call of another kind under it while the first call's records are kept
+// ErrInvalidArgument (and that transaction's commit fails, with
+// kv.ErrAccessedUnreadable: the second call's read of the ID's marker
+// failed); so does, later, a call of another kind under it while the
+// first call's records are kept
 // (the ID's marker says which kind it was given to: see "Exactly once" in
 // docs/design.md; PopMin and PopMax are two kinds, and a batch, Wait or
 // staged form is of its operation's kind), and, on the value that logged it,

@@ -87,6 +87,19 @@ func TestOpIDReusedInOneTransaction(t *testing.T) {
 		_, err = pq.PopMin(ctx, db)
 		require.ErrorIs(t, err, fdbqueue.ErrEmpty, "the transaction did not commit")
 	})
+	// WithOpID's doc: the commit fails with accessed_unreadable, even
+	// when the caller ignores the second call's error.
+	t.Run("the commit's error", func(t *testing.T) {
+		db := newDB(t)
+		q := mustQueue(t, "reuse")
+		id := fdbqueue.WithOpID(fdbqueue.NewOpID())
+		tr, err := db.CreateTransaction(ctx)
+		require.NoError(t, err)
+		require.NoError(t, q.Enqueue(ctx, tr, []byte("a"), id))
+		require.ErrorIs(t, q.Enqueue(ctx, tr, []byte("b"), id), fdbqueue.ErrInvalidArgument)
+		require.ErrorIs(t, tr.Commit(), kv.ErrAccessedUnreadable)
+		require.Empty(t, drain(t, db, q), "the transaction did not commit")
+	})
 }
 
 // Once committed, an ID's marker names the kind of operation it was given
