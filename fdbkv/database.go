@@ -2,7 +2,6 @@ package fdbkv
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -54,7 +53,8 @@ var ErrClosed = fmt.Errorf("fdbkv: database is closed: %w", kv.ErrClientInvalidO
 // set, else ./fdb.cluster if it exists, else the platform's default
 // (/etc/foundationdb/fdb.cluster on Linux). A missing file (or
 // FDB_CLUSTER_FILE set to "", which names none) fails with
-// no_cluster_file_found (1515, matching fs.ErrNotExist too), a file over
+// no_cluster_file_found (1515, matching fs.ErrNotExist too), as does a
+// file that cannot be opened for reading (libfdb_c's fileExists), a file over
 // 60,000 bytes with file_too_large (1516), an invalid one with
 // connection_string_invalid (2104).
 //
@@ -164,6 +164,14 @@ func fileExists(path string) bool {
 // libfdb_c's errors (ClusterConnectionFile's constructor and readFileBytes,
 // flow/Platform.actor.cpp) as kv.Error codes.
 //
+// A file that cannot be opened for reading, for whatever reason (missing,
+// not readable, a path through a non-directory), is no_cluster_file_found
+// (1515), as in FDB: the constructor tests the file with fileExists, which
+// is fopen(filename, "rb") (flow/Platform.actor.cpp), and throws
+// no_cluster_file_found when it fails; io_error is left to a read that
+// fails after the open (readFileBytes). The os error stays in the chain
+// (errors.Is(err, fs.ErrNotExist), fs.ErrPermission).
+//
 // An empty path (FDB_CLUSTER_FILE set to "": resolveClusterFile then does
 // not fall back, as lookupClusterFileName does not) names no file: FDB's
 // constructor finds none (fileExists("") fails) and throws
@@ -177,11 +185,7 @@ func readClusterFile(path string) (string, error) {
 	}
 	f, err := os.Open(filepath.Clean(path))
 	if err != nil {
-		code := codeIOError
-		if errors.Is(err, fs.ErrNotExist) {
-			code = codeNoClusterFileFound
-		}
-		return "", fmt.Errorf("fdbkv: cluster file %q: %w: %w", path, kv.Error{Code: code}, err)
+		return "", fmt.Errorf("fdbkv: cluster file %q: %w: %w", path, kv.Error{Code: codeNoClusterFileFound}, err)
 	}
 	defer f.Close()
 	b, err := io.ReadAll(io.LimitReader(f, maxClusterFileBytes+1))

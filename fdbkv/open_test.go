@@ -221,6 +221,16 @@ func TestReadClusterFileErrors(t *testing.T) {
 	if _, err := readClusterFile(missing); code(err) != 1515 || !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("missing file: %v, want no_cluster_file_found (1515) matching fs.ErrNotExist", err)
 	}
+	// A file that cannot be opened is no_cluster_file_found too, not
+	// io_error: ClusterConnectionFile's constructor
+	// (fdbclient/ClusterConnectionFile.actor.cpp) throws it when fileExists,
+	// fopen(filename, "rb") in flow/Platform.actor.cpp, fails, whatever the
+	// reason. A path through a regular file fails with ENOTDIR (not
+	// fs.ErrNotExist), as root too.
+	notDir := filepath.Join(writeClusterFile(t, testConnectionString), "fdb.cluster")
+	if _, err := readClusterFile(notDir); code(err) != 1515 || errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("path through a file: %v, want no_cluster_file_found (1515) keeping the os error", err)
+	}
 	// FDB_CLUSTER_FILE="" names no file (ClusterConnectionFile's constructor:
 	// fileExists("") fails, no_cluster_file_found), not the working directory.
 	if _, err := readClusterFile(""); code(err) != 1515 || !errors.Is(err, fs.ErrNotExist) {
