@@ -216,11 +216,13 @@ const operationCancelled = 1101
 //
 // A watch that fails with cluster_version_changed (1039) is reported as
 // fired (nil), which kv.Watch.Wait allows ("it may also return nil
-// spuriously"): the caller re-reads the key and watches again. Every call
-// of libfdb_c goes through the multi-version client (API is
-// MultiVersionApi::api, bindings/c/fdb_c.cpp), whose
-// MultiVersionTransaction::watch returns the watch as an abortableFuture on
-// the transaction's onChange (fdbclient/MultiVersionTransaction.actor.cpp);
+// spuriously"): the caller re-reads the key and watches again. Under the
+// multi-version client (external client libraries configured, or the
+// disable_client_bypass network option; otherwise
+// MultiVersionApi::createDatabase returns the local client's database
+// itself, whose watches never fail so), MultiVersionTransaction::watch
+// returns the watch as an abortableFuture on the transaction's onChange
+// (fdbclient/MultiVersionTransaction.actor.cpp);
 // when the client switches to a library of another protocol version,
 // AbortableSingleAssignmentVar::fire
 // (fdbclient/include/fdbclient/MultiVersionAssignmentVars.h) fails the
