@@ -84,8 +84,12 @@
 // FDB reports from Commit as transaction_timed_out without sending
 // anything, is reported as maybe committed too.
 //
-// Reset is FDB's: it clears the transaction's options (timeout, retry
-// limit, max retry delay), which OnError keeps; set them again after Reset.
+// Reset is FDB's: it clears the options set on the transaction (timeout,
+// retry limit, max retry delay), which OnError keeps; set them again after
+// Reset. The database's transaction defaults (the transaction_timeout,
+// transaction_retry_limit and transaction_max_retry_delay database
+// options) apply again (ReadYourWritesTransaction::reset,
+// fdbclient/ReadYourWrites.actor.cpp).
 //
 // With external client libraries configured (the multi-version client),
 // Cancel does nothing to a transaction while no library has connected to

@@ -455,9 +455,12 @@ func (t *transaction) OnError(err error) error {
 
 // Reset maps onto fdb.Transaction.Reset. As in FDB
 // (ReadYourWritesTransaction::reset, fdbclient/ReadYourWrites.actor.cpp),
-// it clears the transaction's options (timeout, retry limit, max retry
-// delay): set them again after Reset. It undoes Cancel, but a transaction
-// made by CreateTransaction(ctx) whose ctx has ended stays cancelled.
+// it clears the options set on the transaction (timeout, retry limit, max
+// retry delay): set them again after Reset. The database's transaction
+// defaults (its transaction_timeout, transaction_retry_limit and
+// transaction_max_retry_delay options) apply again. It undoes Cancel, but
+// a transaction made by CreateTransaction(ctx) whose ctx has ended stays
+// cancelled.
 func (t *transaction) Reset() {
 	t.state.reset()
 }
