@@ -285,8 +285,10 @@ const clipTo = 1 << 20
 // bytes are over every size limit as the whole is, and they sort against
 // every key that can exist as the whole does, so FDB answers them as it
 // would the whole: a write fails with key_too_large or value_too_large
-// (at commit, as writes' errors do; ReadYourWritesTransaction::set and
-// atomicOp check sizes before anything uses the bytes), a read of such a
+// (deferred, as writes' errors are: ThreadSafeTransaction::set keeps it as
+// the transaction's deferredError, which fails the next read and the
+// commit; ReadYourWritesTransaction::set and atomicOp check sizes before
+// anything uses the bytes), a read of such a
 // key finds nothing, and a range or conflict range with such a bound
 // covers the same keys.
 func clip(b []byte) []byte { return clipOver(b, math.MaxInt32) }
