@@ -554,8 +554,10 @@ type options struct {
 // kv.ErrInvalidOptionValue at once, with nothing changed.
 
 // optionMillis converts d to the whole milliseconds of FDB's timeout and
-// max_retry_delay options: a positive duration under 1 ms becomes 1 ms (0
-// would mean "disabled"). A negative duration, or one over FDB's maximum
+// max_retry_delay options: a positive duration under 1 ms becomes 1 ms (a
+// timeout of 0 disables it, ReadYourWritesTransaction::resetTimeout; a max
+// retry delay of 0 caps every backoff after the first at 0,
+// Transaction::getBackoff). A negative duration, or one over FDB's maximum
 // of math.MaxInt32 ms (about 24.8 days; extractIntOption(value, 0,
 // INT_MAX)), is refused with kv.ErrInvalidOptionValue (see
 // invalidOptionValue). It calls no C function.
