@@ -119,10 +119,14 @@
 // before its native commit ran (an invalid write, a failed read, a
 // timeout). Only one made by an attempt that returned an error without an
 // FDB code (which the loop neither retries nor resets) waits until Wait's
-// ctx ends or Cancel is called. A watch that fails with cluster_version_changed (1039: the multi-version
-// client switched client library, which cancels its watches) fires
-// instead: Wait returns nil, a spurious fire that kv.Watch allows, and the
-// caller re-reads and watches again.
+// ctx ends or Cancel is called. fdbkv sees the commit and the cancellation
+// only through its own Commit, Cancel, OnError and Reset: the watches of a
+// WrapTransaction committed, retried or cancelled by the application's own
+// fdb.Transaction behave as FDB's do. A watch that fails with
+// cluster_version_changed (1039: the multi-version client switched client
+// library, which cancels its watches) fires instead: Wait returns nil, a
+// spurious fire that kv.Watch allows, and the caller re-reads and watches
+// again.
 //
 // # Errors
 //

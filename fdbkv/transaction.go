@@ -32,7 +32,11 @@ import (
 // wrapper fails every read, commit and transactional call with
 // kv.ErrClientInvalidOp, where the binding's methods would panic. tr must
 // keep read-your-writes on, for snapshot reads too (see "Who owns the
-// database handle" in the package documentation).
+// database handle" in the package documentation). A watch made through
+// the wrapper fails, when tr does not commit, only as FDB fails it (its
+// native commit fails, tr is reset or destroyed): fdbkv fails the watches
+// of an attempt itself only when the attempt ends through the wrapper's
+// Commit, Cancel, OnError or Reset.
 func WrapTransaction(tr fdb.Transaction) kv.Transaction {
 	if tr == (fdb.Transaction{}) {
 		return noHandle{}
