@@ -394,8 +394,8 @@ func TestOnErrorOfCancelledTransaction(t *testing.T) {
 // and hands the watch to the native transaction at once) fails when its
 // transaction is cancelled, and with the commit's error when the commit
 // fails before FDB's native commit runs (an invalid write's deferred
-// error). FDB itself fails such a watch only when the native transaction
-// commits, is reset or is destroyed (RYWImpl::watch,
+// error). FDB itself fails such a watch only when the native commit
+// fails, or the native transaction is reset or destroyed (RYWImpl::watch,
 // fdbclient/ReadYourWrites.actor.cpp; commitAndWatch,
 // Transaction::resetImpl, fdbclient/NativeAPI.actor.cpp), and the binding
 // keeps the transaction while the watch's future lives: with the old
