@@ -71,8 +71,11 @@ var ErrClosed = fmt.Errorf("fdbkv: database is closed: %w", kv.ErrClientInvalidO
 // later can open it. Applications that want the binding's own cluster-file
 // handle open it with fdb.OpenDatabase and pass it to Wrap.
 //
-// Each Open makes a new handle, with its own connections to the cluster:
-// open once per process and share the *Database.
+// Each Open makes a new handle, with its own monitoring of the cluster's
+// coordinators and proxies and its own caches (Database::createDatabase,
+// fdbclient/NativeAPI.actor.cpp, starts monitorProxies for each; the
+// network connections themselves are shared per address by the process's
+// FlowTransport): open once per process and share the *Database.
 func Open(clusterFile string) (*Database, error) {
 	if err := CheckAPIVersion(); err != nil {
 		return nil, err
