@@ -100,8 +100,10 @@
 // way, since a transaction whose ctx ended never sends it.
 //
 // OnError of a transaction cancelled by Cancel or its ctx fails with
-// transaction_cancelled, whatever the error, and leaves it cancelled, as
-// FDB's own OnError does, but for one case fdbkv closes: under the
+// transaction_cancelled, whatever the error (or with transaction_timed_out
+// or used_during_commit if one of those had failed the transaction first:
+// RYWImpl::onError throws the first error set), and leaves it cancelled,
+// as FDB's own OnError does, but for one case fdbkv closes: under the
 // multi-version client, FDB answers cluster_version_changed (1039) by
 // replacing the transaction with a new one, not cancelled, and retrying
 // (MultiVersionTransaction::onError).

@@ -449,8 +449,11 @@ func (t *transaction) Commit() error {
 // returned as it is, without calling FDB. When FDB refuses to retry with
 // the same code, err itself is returned, so a kv.CommitInterrupted mark
 // is kept. A transaction cancelled by Cancel or its context stays
-// cancelled: OnError then fails with transaction_cancelled (see
-// txState.onError).
+// cancelled: OnError then fails with transaction_cancelled, or with
+// transaction_timed_out or used_during_commit when that error had failed
+// the transaction before the cancellation (RYWImpl::onError throws
+// resetPromise's error, and ReadYourWritesTransaction::cancel leaves a set
+// resetPromise alone; see txState.onError).
 func (t *transaction) OnError(err error) error {
 	code, ok := errorCode(err)
 	if !ok {
