@@ -525,13 +525,18 @@ func testVersionstampOfFailedCommitIsError(t *testing.T, f *fixture) {
 	require.Empty(t, f.getRange(t, f.rng("vs/", "vs0"), kv.RangeOptions{}), "a failed commit must not write its versionstamped key")
 }
 
+// testVersionstampOfReadOnlyTransactionIsError: the versionstamp of a
+// transaction that wrote nothing fails with no_commit_version (2021):
+// Transaction::commitMutations (fdbclient/NativeAPI.actor.cpp) returns at
+// once for a read-only transaction, after versionstampPromise.sendError(
+// no_commit_version()).
 func testVersionstampOfReadOnlyTransactionIsError(t *testing.T, f *fixture) {
 	tr := f.newTx(t)
 	mustGet(t, tr, f.key("a"))
 	fv := tr.GetVersionstamp()
 	commit(t, tr, "a read-only commit")
 	_, err := fv.Get()
-	require.Error(t, err, "GetVersionstamp of a transaction that wrote nothing must return an error")
+	requireCode(t, err, kv.Error{Code: 2021}, "GetVersionstamp of a transaction that wrote nothing (no_commit_version)")
 }
 
 func testVersionstampOffsetOutOfRange(t *testing.T, f *fixture) {
