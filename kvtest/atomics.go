@@ -53,6 +53,9 @@ func atomicResult(t *testing.T, f *fixture, name string, initial []byte, op func
 	return f.get(t, key)
 }
 
+// testAddWidthsAndWraparound: Add is little-endian with carry, in the
+// operand's width, wrapping around (doLittleEndianAdd,
+// fdbclient/include/fdbclient/Atomic.h).
 func testAddWidthsAndWraparound(t *testing.T, f *fixture) {
 	for _, w := range []int{1, 2, 3, 4, 8, 16} {
 		got := atomicResult(t, f, fmt.Sprintf("wrap%d", w), bytes.Repeat([]byte{0xff}, w), func(tr kv.Transaction, k []byte) { tr.Add(k, le(1, w)) })
@@ -68,16 +71,22 @@ func testAddWidthsAndWraparound(t *testing.T, f *fixture) {
 	require.Equal(t, le(0x0100_0000_0000_0000, 8), got, "Add must carry across all eight bytes")
 }
 
+// testAddMissingKeyCountsAsZero: on a missing (or empty) value Add stores
+// the operand (doLittleEndianAdd, Atomic.h).
 func testAddMissingKeyCountsAsZero(t *testing.T, f *fixture) {
 	got := atomicResult(t, f, "missing", nil, func(tr kv.Transaction, k []byte) { tr.Add(k, le(5, 4)) })
 	require.Equal(t, le(5, 4), got, "Add on a missing key must treat it as zero and store the operand")
 }
 
+// testAddNegativeTwosComplement: Add is byte-wise with carry, so two's
+// complement operands subtract (doLittleEndianAdd, Atomic.h).
 func testAddNegativeTwosComplement(t *testing.T, f *fixture) {
 	got := atomicResult(t, f, "neg", leInt64(5), func(tr kv.Transaction, k []byte) { tr.Add(k, leInt64(-7)) })
 	require.Equal(t, leInt64(-2), got, "Add of -7 (two's complement) to 5 must give -2")
 }
 
+// testAddOperandLengthSetsWidth: the result has the operand's length; the
+// value is cut or zero-extended (doLittleEndianAdd, Atomic.h).
 func testAddOperandLengthSetsWidth(t *testing.T, f *fixture) {
 	got := atomicResult(t, f, "shorter", le(0x0101, 2), func(tr kv.Transaction, k []byte) { tr.Add(k, le(1, 1)) })
 	require.Equal(t, []byte{0x02}, got, "a 1-byte operand on a 2-byte value must truncate the value to 1 byte")
@@ -85,6 +94,8 @@ func testAddOperandLengthSetsWidth(t *testing.T, f *fixture) {
 	require.Equal(t, []byte{0x00, 0x01}, got, "a 2-byte operand on a 1-byte value must zero-extend the value to 2 bytes")
 }
 
+// testMaxUnsignedLittleEndian: Max compares as unsigned little-endian
+// integers, from the last byte (doMax, Atomic.h).
 func testMaxUnsignedLittleEndian(t *testing.T, f *fixture) {
 	// 256 is {0x00, 0x01} and 255 is {0xff, 0x00}: a byte-wise comparison
 	// would get these wrong.
@@ -96,6 +107,8 @@ func testMaxUnsignedLittleEndian(t *testing.T, f *fixture) {
 	require.Equal(t, leInt64(-1), got, "Max compares unsigned: all-ones is the largest 8-byte value")
 }
 
+// testMinUnsignedLittleEndian: likewise Min (doMin, Atomic.h; the client
+// sends MinV2 from API version 510: ReadYourWritesTransaction::atomicOp).
 func testMinUnsignedLittleEndian(t *testing.T, f *fixture) {
 	got := atomicResult(t, f, "min1", le(256, 2), func(tr kv.Transaction, k []byte) { tr.Min(k, le(255, 2)) })
 	require.Equal(t, le(255, 2), got, "Min(256, 255) compared as little-endian unsigned must store 255")
@@ -103,6 +116,8 @@ func testMinUnsignedLittleEndian(t *testing.T, f *fixture) {
 	require.Equal(t, le(256, 2), got, "Min(256, 257) must keep 256")
 }
 
+// testMaxAndMinOnMissingKeyStoreParam: on a missing key Max and Min store
+// the operand (doMax; doMinV2, Atomic.h).
 func testMaxAndMinOnMissingKeyStoreParam(t *testing.T, f *fixture) {
 	got := atomicResult(t, f, "maxmissing", nil, func(tr kv.Transaction, k []byte) { tr.Max(k, le(7, 4)) })
 	require.Equal(t, le(7, 4), got, "Max on a missing key must store the operand")
@@ -110,6 +125,7 @@ func testMaxAndMinOnMissingKeyStoreParam(t *testing.T, f *fixture) {
 	require.Equal(t, le(7, 4), got, "Min on a missing key must store the operand (not zero)")
 }
 
+// testBitAndOrXor: byte-wise And, Or, Xor (doAndV2, doOr, doXor, Atomic.h).
 func testBitAndOrXor(t *testing.T, f *fixture) {
 	initial := []byte{0b1100, 0xf0}
 	param := []byte{0b1010, 0x3c}
@@ -121,6 +137,8 @@ func testBitAndOrXor(t *testing.T, f *fixture) {
 	require.Equal(t, []byte{0b0110, 0xcc}, got, "BitXor")
 }
 
+// testBitOrXorOnMissingKey: on a missing key Or and Xor store the operand
+// (doOr, doXor, Atomic.h).
 func testBitOrXorOnMissingKey(t *testing.T, f *fixture) {
 	param := []byte{0x5a, 0x01}
 	got := atomicResult(t, f, "or", nil, func(tr kv.Transaction, k []byte) { tr.BitOr(k, param) })
@@ -129,6 +147,9 @@ func testBitOrXorOnMissingKey(t *testing.T, f *fixture) {
 	require.Equal(t, param, got, "BitXor on a missing key (zero) must store the operand")
 }
 
+// testByteMinByteMax: ByteMin and ByteMax compare values as unsigned byte
+// strings, a prefix first (doByteMin, doByteMax, Atomic.h: StringRef's
+// operator<).
 func testByteMinByteMax(t *testing.T, f *fixture) {
 	for _, c := range []struct {
 		initial, param, wantMin, wantMax string
@@ -146,6 +167,8 @@ func testByteMinByteMax(t *testing.T, f *fixture) {
 	}
 }
 
+// testByteMinByteMaxOnMissingKeyStoreParam: on a missing key both store the
+// operand (doByteMin, doByteMax, Atomic.h).
 func testByteMinByteMaxOnMissingKeyStoreParam(t *testing.T, f *fixture) {
 	got := atomicResult(t, f, "bmin", nil, func(tr kv.Transaction, k []byte) { tr.ByteMin(k, []byte("m")) })
 	require.Equal(t, []byte("m"), got, "ByteMin on a missing key must store the operand (as FDB does), not an empty value")
@@ -153,6 +176,8 @@ func testByteMinByteMaxOnMissingKeyStoreParam(t *testing.T, f *fixture) {
 	require.Equal(t, []byte("m"), got, "ByteMax on a missing key must store the operand")
 }
 
+// testCompareAndClear: the key is cleared when the whole value equals the
+// operand, or is missing (doCompareAndClear, Atomic.h).
 func testCompareAndClear(t *testing.T, f *fixture) {
 	got := atomicResult(t, f, "equal", []byte("x"), func(tr kv.Transaction, k []byte) { tr.CompareAndClear(k, []byte("x")) })
 	require.Nil(t, got, "CompareAndClear with an equal operand must clear the key")
@@ -164,6 +189,9 @@ func testCompareAndClear(t *testing.T, f *fixture) {
 	require.Nil(t, got, "CompareAndClear on a missing key must leave it missing")
 }
 
+// testAppendIfFits: appends unless the result would exceed
+// VALUE_SIZE_LIMIT, then keeps the value without error (doAppendIfFits,
+// Atomic.h).
 func testAppendIfFits(t *testing.T, f *fixture) {
 	got := atomicResult(t, f, "missing", nil, func(tr kv.Transaction, k []byte) { tr.AppendIfFits(k, []byte("cd")) })
 	require.Equal(t, []byte("cd"), got, "AppendIfFits on a missing key must store the operand")
@@ -211,6 +239,9 @@ func testAppendIfFitsCoalescesInTransaction(t *testing.T, f *fixture) {
 	require.True(t, bytes.Equal(append(bytes.Clone(short), "ab"...), got), "two AppendIfFits that fit together are both appended; got %d bytes", len(got))
 }
 
+// testConcurrentAddsDoNotConflict: an atomic operation adds a write
+// conflict range only, no read conflict (Transaction::atomicOp,
+// fdbclient/NativeAPI.actor.cpp; ReadYourWritesTransaction::atomicOp).
 func testConcurrentAddsDoNotConflict(t *testing.T, f *fixture) {
 	key := f.key("counter")
 	a := f.newTx(t)
@@ -224,6 +255,10 @@ func testConcurrentAddsDoNotConflict(t *testing.T, f *fixture) {
 	require.Equal(t, le(3, 8), f.get(t, key), "both Adds must be applied")
 }
 
+// testAtomicAppliesToValueAtCommit: the storage server applies the
+// operation to the value at the commit version, not the read version (the
+// mutation carries the operand: Transaction::atomicOp,
+// fdbclient/NativeAPI.actor.cpp).
 func testAtomicAppliesToValueAtCommit(t *testing.T, f *fixture) {
 	key := f.key("counter")
 	f.set(t, key, le(1, 8))
@@ -235,6 +270,9 @@ func testAtomicAppliesToValueAtCommit(t *testing.T, f *fixture) {
 	require.Equal(t, le(101, 8), f.get(t, key), "an atomic op must apply to the value at commit time, not at the read version")
 }
 
+// testAtomicThenReadSeesResult: a read of the key in the same transaction
+// applies the pending operations to the database's value
+// (WriteMap::coalesceUnder, fdbclient/WriteMap.cpp).
 func testAtomicThenReadSeesResult(t *testing.T, f *fixture) {
 	f.set(t, f.key("n"), le(5, 8))
 	f.set(t, f.key("c"), []byte("x"))
@@ -255,6 +293,9 @@ func testAtomicThenReadSeesResult(t *testing.T, f *fixture) {
 	require.Equal(t, le(18, 8), f.get(t, f.key("n")), "after commit")
 }
 
+// testAtomicAfterSetOrClearInSameTransaction: an operation after a Set or
+// Clear of the key is folded into it, a Set after it replaces it
+// (WriteMap::mutate and coalesce, fdbclient/WriteMap.cpp).
 func testAtomicAfterSetOrClearInSameTransaction(t *testing.T, f *fixture) {
 	f.set(t, f.key("cleared"), le(50, 8))
 	tr := f.newTx(t)
@@ -273,6 +314,9 @@ func testAtomicAfterSetOrClearInSameTransaction(t *testing.T, f *fixture) {
 	require.Equal(t, le(2, 8), f.get(t, f.key("cleared")), "Clear then Add, after commit")
 }
 
+// testAtomicsComposeInOneTransaction: operations of different types on one
+// key are kept in order and applied in order (WriteMap::coalesceOver pushes
+// them, fdbclient/WriteMap.cpp).
 func testAtomicsComposeInOneTransaction(t *testing.T, f *fixture) {
 	got := atomicResult(t, f, "compose", le(1, 8), func(tr kv.Transaction, k []byte) {
 		tr.Add(k, le(1, 8))
