@@ -31,7 +31,14 @@ type conflictCase struct {
 // makes a commit fail with not_committed.
 func conflictTests() []conformanceTest {
 	cases := []conflictCase{
-		// Point reads.
+		// Point reads: a normal read of a key adds [key, key+\x00) to the
+		// read conflict ranges (addConflictRange(GetValueReq) and
+		// updateConflictMap, fdbclient/ReadYourWrites.actor.cpp), and every
+		// write of the key, atomic ones included, adds it to the write
+		// conflict ranges (Transaction::set, clear, atomicOp,
+		// fdbclient/NativeAPI.actor.cpp); the resolver fails the reader if a
+		// commit after its read version wrote into them (ConflictSet,
+		// fdbserver/SkipList.cpp).
 		{name: "PointReadThenWriteConflicts", seed: []string{"b"}, read: getKey("b"), write: setKeys("b"), conflict: true},
 		{name: "PointReadOfMissingKeyConflictsWithInsert", read: getKey("b"), write: setKeys("b"), conflict: true},
 		{name: "PointReadDoesNotConflictWithNextKey", seed: []string{"b"}, read: getKey("b"), write: setKeys("b\x00")},
@@ -44,11 +51,15 @@ func conflictTests() []conformanceTest {
 			w.SetVersionstampedValue(f.key("b"), append(make([]byte, 10), 0, 0, 0, 0))
 		}, conflict: true},
 
-		// Snapshot reads.
+		// Snapshot reads add no conflict range (readWithConflictRangeRYW
+		// calls addConflictRange only `if (!snapshot)`,
+		// fdbclient/ReadYourWrites.actor.cpp).
 		{name: "SnapshotPointReadNoConflict", seed: []string{"b"}, read: snapshotGet("b"), write: setKeys("b")},
 		{name: "SnapshotRangeReadNoConflict", seed: []string{"b", "c"}, read: snapshotRange("", "\xff"), write: setKeys("b", "bb", "c")},
 
-		// Writes alone.
+		// Writes alone add no read conflict, and a transaction with no
+		// mutation and no write conflict range commits without the resolver
+		// (Transaction::commitMutations, fdbclient/NativeAPI.actor.cpp).
 		{name: "WriteWriteOverlapNoConflict", read: func(t *testing.T, f *fixture, r kv.Transaction) { r.Set(f.key("b"), []byte("reader")) }, write: setKeys("b")},
 		{name: "ClearRangeOverlapNoConflict", seed: []string{"b"}, read: func(t *testing.T, f *fixture, r kv.Transaction) { r.ClearRange(f.rng("a", "z")) }, write: setKeys("b", "c")},
 		{name: "AtomicAddOverlapNoConflict", read: func(t *testing.T, f *fixture, r kv.Transaction) { r.Add(f.key("b"), le(1, 8)) }, write: setKeys("b")},
@@ -67,7 +78,9 @@ func conflictTests() []conformanceTest {
 			require.NoError(t, r.AddWriteConflictRange(f.rng("c", "c")))
 		}, write: setKeys("b"), readOnly: true},
 
-		// Range reads that ran to the end of the range: the whole range.
+		// Range reads that ran to the end of the range: the whole range
+		// (addConflictRange(GetRangeReq), fdbclient/ReadYourWrites.actor.cpp:
+		// the end key unless the limit was reached).
 		{name: "FullRangeReadConflictsWithInsertAtBegin", seed: []string{"c", "e"}, read: rangeRead("b", "y", 0, false, "c", "e"), write: setKeys("b"), conflict: true},
 		{name: "FullRangeReadConflictsWithInsertInMiddle", seed: []string{"c", "e"}, read: rangeRead("b", "y", 0, false, "c", "e"), write: setKeys("d"), conflict: true},
 		{name: "FullRangeReadConflictsWithInsertAfterLastKey", seed: []string{"c", "e"}, read: rangeRead("b", "y", 0, false, "c", "e"), write: setKeys("x"), conflict: true},
@@ -79,7 +92,8 @@ func conflictTests() []conformanceTest {
 		{name: "LimitNotReachedForwardConflictsWholeRange", seed: []string{"c"}, read: rangeRead("b", "y", 5, false, "c"), write: setKeys("x"), conflict: true},
 		{name: "LimitNotReachedReverseConflictsWholeRange", seed: []string{"x"}, read: rangeRead("b", "y", 5, true, "x"), write: setKeys("b"), conflict: true},
 
-		// Forward range reads truncated by their limit: [begin, lastKey+\x00).
+		// Forward range reads truncated by their limit: [begin, lastKey+\x00)
+		// (addConflictRange(GetRangeReq<false>), ReadYourWrites.actor.cpp).
 		{name: "ForwardLimitNoConflictAfterLastKey", seed: []string{"b", "c", "d"}, read: rangeRead("", "\xff", 1, false, "b"), write: setKeys("c", "e")},
 		{name: "ForwardLimitNoConflictJustAfterLastKey", seed: []string{"b", "c", "d"}, read: rangeRead("", "\xff", 1, false, "b"), write: setKeys("b\x00")},
 		{name: "ForwardLimitConflictAtLastKey", seed: []string{"b", "c", "d"}, read: rangeRead("", "\xff", 1, false, "b"), write: setKeys("b"), conflict: true},
@@ -87,7 +101,8 @@ func conflictTests() []conformanceTest {
 		{name: "ForwardLimitTwoConflictAtSecondKey", seed: []string{"b", "c", "d"}, read: rangeRead("", "\xff", 2, false, "b", "c"), write: clearKey("c"), conflict: true},
 		{name: "ForwardLimitTwoNoConflictAfterSecondKey", seed: []string{"b", "c", "d"}, read: rangeRead("", "\xff", 2, false, "b", "c"), write: setKeys("c\x00", "d")},
 
-		// Reverse range reads truncated by their limit: [lastKey, end).
+		// Reverse range reads truncated by their limit: [lastKey, end)
+		// (addConflictRange(GetRangeReq<true>), ReadYourWrites.actor.cpp).
 		{name: "ReverseLimitNoConflictBeforeLastKey", seed: []string{"b", "c", "d"}, read: rangeRead("", "\xff", 1, true, "d"), write: setKeys("c", "a")},
 		{name: "ReverseLimitNoConflictJustBeforeLastKey", seed: []string{"b", "c", "d"}, read: rangeRead("", "\xff", 1, true, "d"), write: setKeys("c\xff")},
 		{name: "ReverseLimitConflictAtLastKey", seed: []string{"b", "c", "d"}, read: rangeRead("", "\xff", 1, true, "d"), write: setKeys("d"), conflict: true},
@@ -106,11 +121,15 @@ func conflictTests() []conformanceTest {
 		{name: "UnconsumedLimitedRangeReadConflictsAtFirstKey", seed: []string{"b", "d"}, read: unconsumedRange("", "\xff", 1), write: setKeys("b"), conflict: true},
 		{name: "UnconsumedLimitedRangeReadNoConflictAfterLimit", seed: []string{"b", "d"}, read: unconsumedRange("", "\xff", 1), write: setKeys("c")},
 
-		// Iterators.
+		// Iterators: each batch read adds its own conflict range, as above
+		// (bindings/go/src/fdb/range.go reads batch by batch).
 		{name: "IteratorReadToEndConflictsWithInsert", seed: []string{"b", "d"}, read: iterate("", "\xff", -1, "b", "d"), write: setKeys("c"), conflict: true},
 		{name: "IteratorPartialReadConflictsWithFetchedKey", seed: []string{"b", "d"}, read: iterate("", "\xff", 1, "b"), write: setKeys("b"), conflict: true},
 
-		// Reads answered from the transaction's own writes.
+		// Reads answered from the transaction's own writes add no conflict
+		// range for keys whose value does not depend on the database
+		// (updateConflictMap skips independent operations and cleared ranges,
+		// fdbclient/ReadYourWrites.actor.cpp).
 		{name: "ReadOfOwnWriteNoConflict", read: func(t *testing.T, f *fixture, r kv.Transaction) {
 			r.Set(f.key("b"), []byte("own"))
 			require.Equal(t, []byte("own"), mustGet(t, r, f.key("b")))
@@ -159,7 +178,10 @@ func conflictTests() []conformanceTest {
 			f.requireNames(t, kvs, []string{"b", "d"})
 		}, write: setKeys("d"), conflict: true},
 
-		// Explicit conflict ranges.
+		// Explicit conflict ranges (ReadYourWritesTransaction::
+		// addReadConflictRange goes through updateConflictMap too, so it skips
+		// the transaction's own independent writes; addWriteConflictRange,
+		// fdbclient/ReadYourWrites.actor.cpp).
 		{name: "AddReadConflictKeyConflicts", read: addReadConflictKey("b"), write: setKeys("b"), conflict: true},
 		{name: "AddReadConflictKeyNoConflictWithNextKey", read: addReadConflictKey("b"), write: setKeys("b\x00")},
 		{name: "AddReadConflictRangeConflictsAtBegin", read: addReadConflictRange("b", "d"), write: setKeys("b"), conflict: true},
@@ -343,6 +365,11 @@ func addKey(name string) func(*testing.T, *fixture, kv.Transaction) {
 	return func(t *testing.T, f *fixture, w kv.Transaction) { w.Add(f.key(name), le(1, 8)) }
 }
 
+// testConflictErrorIsClassified: a conflict is not_committed (1020), which
+// is retryable and never applied (fdb_error_predicate, bindings/c/fdb_c.cpp;
+// flow/include/flow/error_definitions.h), and OnError resets the
+// transaction to a new read version (Transaction::onError,
+// fdbclient/NativeAPI.actor.cpp).
 func testConflictErrorIsClassified(t *testing.T, f *fixture) {
 	f.seed(t, "b")
 	reader := f.newTx(t)
@@ -359,6 +386,9 @@ func testConflictErrorIsClassified(t *testing.T, f *fixture) {
 	f.requireValue(t, f.key("c"), []byte("y"))
 }
 
+// testWriteWriteLaterCommitWins: blind writes add no read conflict, so
+// overlapping ones both commit and the later commit version's value stays
+// (ConflictSet checks reads only, fdbserver/SkipList.cpp).
 func testWriteWriteLaterCommitWins(t *testing.T, f *fixture) {
 	first := f.newTx(t)
 	second := f.newTx(t)
@@ -371,6 +401,10 @@ func testWriteWriteLaterCommitWins(t *testing.T, f *fixture) {
 	f.requireValue(t, f.key("k"), []byte("first"), "with overlapping blind writes the transaction that committed last must win")
 }
 
+// testCommitBeforeReadVersionNoConflict: the read version is taken at the
+// first read (lazily: Transaction::getReadVersion,
+// fdbclient/include/fdbclient/NativeAPI.actor.h), and only writes
+// committed after it conflict (fdbserver/Resolver.actor.cpp, SkipList.cpp).
 func testCommitBeforeReadVersionNoConflict(t *testing.T, f *fixture) {
 	f.seed(t, "b")
 	reader := f.newTx(t)
@@ -380,6 +414,9 @@ func testCommitBeforeReadVersionNoConflict(t *testing.T, f *fixture) {
 	commit(t, reader, "a write committed before the reader's read version must not conflict")
 }
 
+// testReadModifyWriteRaceOneLoses: of two read-modify-writes of one key at
+// overlapping versions the second to commit fails with not_committed
+// (ConflictSet, fdbserver/SkipList.cpp).
 func testReadModifyWriteRaceOneLoses(t *testing.T, f *fixture) {
 	f.set(t, f.key("n"), leInt64(10))
 	a := f.newTx(t)
