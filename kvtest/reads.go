@@ -47,6 +47,9 @@ func readTests() []conformanceTest {
 	}
 }
 
+// testGetMissingKeyReturnsNil: a missing key reads as not present
+// (fdb_future_get_value's out_present, bindings/c/fdb_c.cpp; the Go binding
+// returns nil: bindings/go/src/fdb/futures.go).
 func testGetMissingKeyReturnsNil(t *testing.T, f *fixture) {
 	tr := f.newTx(t)
 	v, err := tr.Get(f.key("missing")).Get()
@@ -57,6 +60,10 @@ func testGetMissingKeyReturnsNil(t *testing.T, f *fixture) {
 	require.Nil(t, v, "snapshot Get of a missing key must return nil, got %q", v)
 }
 
+// testGetEmptyValueReturnsEmptyNonNil: an empty value is present
+// (Optional<Value> set, fdb_future_get_value's out_present,
+// bindings/c/fdb_c.cpp), in the transaction's own writes too (WriteMap
+// SetValue of an empty value).
 func testGetEmptyValueReturnsEmptyNonNil(t *testing.T, f *fixture) {
 	f.set(t, f.key("empty"), []byte{})
 	v := f.get(t, f.key("empty"))
@@ -70,6 +77,8 @@ func testGetEmptyValueReturnsEmptyNonNil(t *testing.T, f *fixture) {
 	require.Empty(t, v)
 }
 
+// testValuesAreBinarySafe: keys and values are byte strings (StringRef,
+// flow/include/flow/Arena.h).
 func testValuesAreBinarySafe(t *testing.T, f *fixture) {
 	value := []byte{0, 1, 0xff, 0, 0x80, 0x7f, 0}
 	key := f.key("bin\x00\xff\x00")
@@ -77,6 +86,8 @@ func testValuesAreBinarySafe(t *testing.T, f *fixture) {
 	require.Equal(t, value, f.get(t, key), "a binary key and value must round-trip unchanged")
 }
 
+// testSetThenGetInSameTransaction: reads see the transaction's own writes
+// (RYWIterator, fdbclient/RYWIterator.cpp).
 func testSetThenGetInSameTransaction(t *testing.T, f *fixture) {
 	f.seed(t, "a")
 	tr := f.newTx(t)
@@ -115,6 +126,8 @@ func testSetKeepsNeitherSlice(t *testing.T, f *fixture) {
 		"the committed keys changed with the caller's buffer")
 }
 
+// testClearThenGetInSameTransaction: likewise its clears, and a Set after a
+// ClearRange (WriteMap::clear and mutate, fdbclient/WriteMap.cpp).
 func testClearThenGetInSameTransaction(t *testing.T, f *fixture) {
 	f.seed(t, "a", "b")
 	tr := f.newTx(t)
@@ -129,6 +142,8 @@ func testClearThenGetInSameTransaction(t *testing.T, f *fixture) {
 	f.requireValue(t, f.key("b"), []byte("again"), "the set after the clear-range must win after commit")
 }
 
+// testLastWriteWinsInSameTransaction: a Set replaces the key's earlier
+// writes (WriteMap::mutate, fdbclient/WriteMap.cpp).
 func testLastWriteWinsInSameTransaction(t *testing.T, f *fixture) {
 	tr := f.newTx(t)
 	tr.Set(f.key("k"), []byte("1"))
@@ -140,11 +155,18 @@ func testLastWriteWinsInSameTransaction(t *testing.T, f *fixture) {
 	f.requireValue(t, f.key("k"), []byte("3"), "the last write in a transaction must be the one committed")
 }
 
+// testCommittedWritesVisibleToLaterTransactions: a read version is at or
+// after every commit acknowledged before it was obtained
+// (Causality in
+// documentation/sphinx/source/developer-guide.rst).
 func testCommittedWritesVisibleToLaterTransactions(t *testing.T, f *fixture) {
 	f.seed(t, "a")
 	f.requireValue(t, f.key("a"), []byte("v:a"), "a committed write must be visible to a transaction started after the commit")
 }
 
+// testUncommittedWritesInvisibleToOthers: a transaction's writes stay in
+// its own write map until the commit (ReadYourWritesTransaction,
+// fdbclient/ReadYourWrites.actor.cpp).
 func testUncommittedWritesInvisibleToOthers(t *testing.T, f *fixture) {
 	tr1 := f.newTx(t)
 	tr1.Set(f.key("a"), []byte("pending"))
@@ -153,6 +175,9 @@ func testUncommittedWritesInvisibleToOthers(t *testing.T, f *fixture) {
 	require.Empty(t, mustRange(t, tr2, f.all(), kv.RangeOptions{}), "another transaction's range read must not see uncommitted writes")
 }
 
+// testReadsSeeOneVersion: every read of a transaction is at its one read
+// version (Transaction::getReadVersion caches it,
+// fdbclient/include/fdbclient/NativeAPI.actor.h).
 func testReadsSeeOneVersion(t *testing.T, f *fixture) {
 	f.seed(t, "a", "b")
 	tr1 := f.newTx(t)
@@ -170,6 +195,8 @@ func testReadsSeeOneVersion(t *testing.T, f *fixture) {
 	require.Equal(t, []byte("changed"), f.get(t, f.key("a")), "a new transaction must see the later commit")
 }
 
+// testReadVersionStableWithinTransaction: likewise GetReadVersion
+// (readVersionFuture, NativeAPI.actor.h).
 func testReadVersionStableWithinTransaction(t *testing.T, f *fixture) {
 	tr := f.newTx(t)
 	v1 := readVersion(t, tr)
@@ -179,6 +206,9 @@ func testReadVersionStableWithinTransaction(t *testing.T, f *fixture) {
 	require.GreaterOrEqual(t, v1, int64(0), "read versions are non-negative")
 }
 
+// testRangeForward: a range read returns [begin, end) ascending
+// (ReadYourWritesTransaction::getRange with firstGreaterOrEqual selectors,
+// bindings/go/src/fdb/range.go).
 func testRangeForward(t *testing.T, f *fixture) {
 	f.seed(t, "a", "b", "c", "d", "e")
 	kvs := f.getRange(t, f.rng("b", "e"), kv.RangeOptions{})
@@ -188,12 +218,17 @@ func testRangeForward(t *testing.T, f *fixture) {
 	}
 }
 
+// testRangeReverse: Reverse returns the same pairs descending (getRange's
+// reverse, fdbclient/ReadYourWrites.actor.cpp).
 func testRangeReverse(t *testing.T, f *fixture) {
 	f.seed(t, "a", "b", "c", "d", "e")
 	kvs := f.getRange(t, f.rng("b", "e"), kv.RangeOptions{Reverse: true})
 	f.requireNames(t, kvs, []string{"d", "c", "b"}, "a reverse range read returns [begin, end) in descending order")
 }
 
+// testRangeForwardLimit: a limit returns the first pairs; streaming modes
+// change batching only (fdb_transaction_get_range_impl,
+// bindings/c/fdb_c.cpp).
 func testRangeForwardLimit(t *testing.T, f *fixture) {
 	f.seed(t, "a", "b", "c", "d", "e")
 	f.requireNames(t, f.getRange(t, f.rng("b", "z"), kv.RangeOptions{Limit: 2}), []string{"b", "c"}, "a forward limited read returns the first Limit pairs")
@@ -202,12 +237,17 @@ func testRangeForwardLimit(t *testing.T, f *fixture) {
 	f.requireNames(t, f.getRange(t, f.rng("b", "z"), kv.RangeOptions{Limit: 3, Mode: kv.StreamingModeWantAll}), []string{"b", "c", "d"}, "StreamingModeWantAll must not change the result")
 }
 
+// testRangeReverseLimit: a reverse limit returns the last pairs
+// (getRangeValueBack, fdbclient/ReadYourWrites.actor.cpp).
 func testRangeReverseLimit(t *testing.T, f *fixture) {
 	f.seed(t, "a", "b", "c", "d", "e")
 	f.requireNames(t, f.getRange(t, f.rng("a", "e"), kv.RangeOptions{Limit: 2, Reverse: true}), []string{"d", "c"}, "a reverse limited read returns the last Limit pairs, descending")
 	f.requireNames(t, f.getRange(t, f.rng("a", "z"), kv.RangeOptions{Limit: 1, Reverse: true}), []string{"e"}, "a reverse read with limit 1 returns the last key")
 }
 
+// testRangeEmpty: an empty range or one with no keys returns nothing
+// (ReadYourWritesTransaction::getRange,
+// fdbclient/ReadYourWrites.actor.cpp).
 func testRangeEmpty(t *testing.T, f *fixture) {
 	f.seed(t, "a", "b")
 	require.Empty(t, f.getRange(t, f.rng("b", "b"), kv.RangeOptions{}), "an empty range [k, k) returns nothing")
@@ -237,6 +277,9 @@ func testEmptyRangeReadTakesNoReadVersion(t *testing.T, f *fixture) {
 	require.Equal(t, []byte("later"), mustGet(t, tr, f.key("k")), "the first read after reads of an empty range sees a commit made after them")
 }
 
+// testRangeUnsignedByteOrder: keys are ordered by unsigned byte comparison,
+// a prefix first (StringRef's compare uses memcmp,
+// flow/include/flow/Arena.h).
 func testRangeUnsignedByteOrder(t *testing.T, f *fixture) {
 	names := []string{"\x80", "\x00", "\xfe", "\x7f", "\x01", "\x00\x00", "a", "\x7f\xff"}
 	f.seed(t, names...)
@@ -244,6 +287,8 @@ func testRangeUnsignedByteOrder(t *testing.T, f *fixture) {
 	f.requireNames(t, f.getRange(t, f.all(), kv.RangeOptions{}), want, "keys must be ordered by unsigned byte comparison, a prefix before its extensions")
 }
 
+// testRangeIteratorMatchesGetSlice: the iterator's batches together are
+// GetSlice's result (bindings/go/src/fdb/range.go).
 func testRangeIteratorMatchesGetSlice(t *testing.T, f *fixture) {
 	const n = 1000
 	tr := f.newTx(t)
@@ -309,6 +354,9 @@ func rywSetup(t *testing.T, f *fixture) kv.Transaction {
 	return tr
 }
 
+// testRYWRangeWithInterleavedWrites: a range read merges the write map with
+// the database (RYWIterator, fdbclient/RYWIterator.cpp), snapshot reads too
+// (snapshotRywEnabled by default, fdbclient/ReadYourWrites.actor.cpp).
 func testRYWRangeWithInterleavedWrites(t *testing.T, f *fixture) {
 	tr := rywSetup(t, f)
 	kvs := mustRange(t, tr, f.all(), kv.RangeOptions{})
@@ -321,6 +369,9 @@ func testRYWRangeWithInterleavedWrites(t *testing.T, f *fixture) {
 	f.requireNames(t, mustRange(t, tr.Snapshot(), f.all(), kv.RangeOptions{}), []string{"a", "b", "e", "g2", "j"}, "RYW: a snapshot range read must merge the transaction's writes too")
 }
 
+// testRYWRangeReverseAndLimit: the limit and direction apply to the merged
+// view (getRangeValue, getRangeValueBack,
+// fdbclient/ReadYourWrites.actor.cpp).
 func testRYWRangeReverseAndLimit(t *testing.T, f *fixture) {
 	tr := rywSetup(t, f)
 	f.requireNames(t, mustRange(t, tr, f.all(), kv.RangeOptions{Reverse: true}), []string{"j", "g2", "e", "b", "a"}, "RYW: reverse merged range read")
@@ -330,6 +381,8 @@ func testRYWRangeReverseAndLimit(t *testing.T, f *fixture) {
 	f.requireNames(t, mustRange(t, tr, f.rng("c", "h"), kv.RangeOptions{Limit: 1, Reverse: true}), []string{"g2"}, "RYW: reverse limit 1 over a sub-range of the merged view")
 }
 
+// testRYWRangeReadsAfterEachWrite: each read sees every write made before
+// it (RYWIterator, fdbclient/RYWIterator.cpp).
 func testRYWRangeReadsAfterEachWrite(t *testing.T, f *fixture) {
 	f.seed(t, "a", "c")
 	tr := f.newTx(t)
@@ -367,6 +420,8 @@ func testRYWRangeIssuedBeforeWritesExcludesThem(t *testing.T, f *fixture) {
 	commit(t, tr)
 }
 
+// testRYWIterator: the iterator merges the transaction's writes like
+// GetSlice (each batch is a ReadYourWritesTransaction::getRange).
 func testRYWIterator(t *testing.T, f *fixture) {
 	tr := rywSetup(t, f)
 	var got []kv.KeyValue
@@ -378,6 +433,9 @@ func testRYWIterator(t *testing.T, f *fixture) {
 	f.requireNames(t, got, []string{"a", "b", "e", "g2", "j"}, "RYW: the iterator must merge the transaction's writes like GetSlice")
 }
 
+// testSnapshotReadsSeeOwnWrites: snapshot reads see the transaction's own
+// writes unless SNAPSHOT_RYW_DISABLE is set (readWithConflictRange,
+// fdbclient/ReadYourWrites.actor.cpp).
 func testSnapshotReadsSeeOwnWrites(t *testing.T, f *fixture) {
 	f.seed(t, "a", "b")
 	tr := f.newTx(t)
@@ -390,6 +448,8 @@ func testSnapshotReadsSeeOwnWrites(t *testing.T, f *fixture) {
 	f.requireNames(t, mustRange(t, snap, f.all(), kv.RangeOptions{}), []string{"a", "c"}, "a snapshot range read must see the transaction's own writes")
 }
 
+// testResetDiscardsWrites: Reset discards the write map
+// (ReadYourWritesTransaction::reset, fdbclient/ReadYourWrites.actor.cpp).
 func testResetDiscardsWrites(t *testing.T, f *fixture) {
 	tr := f.newTx(t)
 	tr.Set(f.key("a"), []byte("x"))
@@ -401,6 +461,9 @@ func testResetDiscardsWrites(t *testing.T, f *fixture) {
 	f.requireValue(t, f.key("b"), []byte("y"), "a write made after Reset must be committed")
 }
 
+// testReadTransactOnDatabase: ReadTransact runs fn in a transaction and
+// returns its result (Database.ReadTransact,
+// bindings/go/src/fdb/database.go).
 func testReadTransactOnDatabase(t *testing.T, f *fixture) {
 	f.seed(t, "a")
 	var got []byte
@@ -419,6 +482,9 @@ func testReadTransactOnDatabase(t *testing.T, f *fixture) {
 	require.Equal(t, []byte("v:a"), v, "kv.ReadTransact must return fn's result")
 }
 
+// testReadTransactOnTransactionSeesOwnWrites: ReadTransact on a transaction
+// or its snapshot runs fn in it (Transaction.ReadTransact calls f(t),
+// bindings/go/src/fdb/transaction.go).
 func testReadTransactOnTransactionSeesOwnWrites(t *testing.T, f *fixture) {
 	tr := f.newTx(t)
 	tr.Set(f.key("a"), []byte("own"))
