@@ -156,8 +156,7 @@ func testLastWriteWinsInSameTransaction(t *testing.T, f *fixture) {
 }
 
 // testCommittedWritesVisibleToLaterTransactions: a read version is at or
-// after every commit acknowledged before it was obtained
-// (Causality in
+// after every commit acknowledged before it was obtained (Causality in
 // documentation/sphinx/source/developer-guide.rst).
 func testCommittedWritesVisibleToLaterTransactions(t *testing.T, f *fixture) {
 	f.seed(t, "a")
