@@ -59,6 +59,10 @@ func limitTests() []conformanceTest {
 		{"SetVersionstampedValue", func(tr kv.Transaction) { tr.SetVersionstampedValue([]byte("\xffvv"), stampedValue("", "")) }},
 		{"SetVersionstampedKey", func(tr kv.Transaction) { tr.SetVersionstampedKey(stampedKey([]byte("\xffvs"), ""), []byte("x")) }},
 	} {
+		// A write at or above \xff without system access throws
+		// key_outside_legal_range (ReadYourWritesTransaction::set, clear,
+		// atomicOp: key >= getMaxWriteKey(), fdbclient/ReadYourWrites.actor.cpp),
+		// deferred to the commit (ThreadSafeTransaction).
 		tests = append(tests, conformanceTest{"KeyOutsideLegalRange" + c.name, func(t *testing.T, f *fixture) {
 			tr := f.newTx(t)
 			c.write(tr)
@@ -70,6 +74,9 @@ func limitTests() []conformanceTest {
 	return tests
 }
 
+// testKeyAtSizeLimit: a key of KEY_SIZE_LIMIT (10,000) bytes is accepted
+// (key.size() > getMaxWriteKeySize in ReadYourWritesTransaction::set,
+// fdbclient/ReadYourWrites.actor.cpp; fdbclient/ClientKnobs.cpp).
 func testKeyAtSizeLimit(t *testing.T, f *fixture) {
 	key := f.key(string(bytes.Repeat([]byte{'k'}, kv.MaxKeySize-len(f.prefix))))
 	require.Len(t, key, kv.MaxKeySize)
@@ -77,6 +84,10 @@ func testKeyAtSizeLimit(t *testing.T, f *fixture) {
 	f.requireValue(t, key, []byte("x"), "a key of exactly %d bytes must be accepted", kv.MaxKeySize)
 }
 
+// testKeyTooLarge: a longer one throws key_too_large in set, which the C
+// client keeps as the transaction's deferredError
+// (ThreadSafeTransaction::set, fdbclient/ThreadSafeTransaction.cpp) and the
+// commit reports.
 func testKeyTooLarge(t *testing.T, f *fixture) {
 	key := f.key(string(bytes.Repeat([]byte{'k'}, kv.MaxKeySize+1-len(f.prefix))))
 	tr := f.newTx(t)
@@ -86,6 +97,8 @@ func testKeyTooLarge(t *testing.T, f *fixture) {
 	f.requireAbsent(t, f.key("ok"), "a transaction that failed with key_too_large must apply none of its writes")
 }
 
+// testKeyTooLargeForAtomicOp: likewise for an atomic operation
+// (ReadYourWritesTransaction::atomicOp).
 func testKeyTooLargeForAtomicOp(t *testing.T, f *fixture) {
 	key := f.key(string(bytes.Repeat([]byte{'k'}, kv.MaxKeySize+1-len(f.prefix))))
 	tr := f.newTx(t)
@@ -122,12 +135,16 @@ func testAtomicOpSizeLimits(t *testing.T, f *fixture) {
 	}
 }
 
+// testValueAtSizeLimit: a value of VALUE_SIZE_LIMIT (100,000) bytes is
+// accepted (ReadYourWritesTransaction::set; fdbclient/ClientKnobs.cpp).
 func testValueAtSizeLimit(t *testing.T, f *fixture) {
 	value := bytes.Repeat([]byte{'v'}, kv.MaxValueSize)
 	f.set(t, f.key("big"), value)
 	f.requireValue(t, f.key("big"), value, "a value of exactly %d bytes must be accepted", kv.MaxValueSize)
 }
 
+// testValueTooLarge: a longer one is value_too_large, deferred to the
+// commit (ReadYourWritesTransaction::set, ThreadSafeTransaction::set).
 func testValueTooLarge(t *testing.T, f *fixture) {
 	tr := f.newTx(t)
 	tr.Set(f.key("big"), bytes.Repeat([]byte{'v'}, kv.MaxValueSize+1))
@@ -292,6 +309,9 @@ func (f *fixture) fillTransaction(tr kv.Transaction, n int) {
 	}
 }
 
+// testTransactionUnderSizeLimit: a commit request under
+// TRANSACTION_SIZE_LIMIT (10,000,000) commits
+// (Transaction::commitMutations, fdbclient/NativeAPI.actor.cpp).
 func testTransactionUnderSizeLimit(t *testing.T, f *fixture) {
 	tr := f.newTx(t)
 	const n = kv.MaxTransactionSize / kv.MaxValueSize / 2
@@ -300,6 +320,9 @@ func testTransactionUnderSizeLimit(t *testing.T, f *fixture) {
 	require.Len(t, f.getRange(t, f.all(), kv.RangeOptions{Limit: n + 1}), n)
 }
 
+// testTransactionTooLarge: one over it fails with transaction_too_large and
+// applies nothing (Transaction::commitMutations,
+// fdbclient/NativeAPI.actor.cpp).
 func testTransactionTooLarge(t *testing.T, f *fixture) {
 	tr := f.newTx(t)
 	n := kv.MaxTransactionSize/kv.MaxValueSize + 1
@@ -308,6 +331,9 @@ func testTransactionTooLarge(t *testing.T, f *fixture) {
 	require.Empty(t, f.getRange(t, f.all(), kv.RangeOptions{Limit: 1}), "a transaction that failed with transaction_too_large must apply none of its writes")
 }
 
+// testApproximateSizeGrowsWithWrites: each Set adds at least its key and
+// value to the approximate size (approximateSize in
+// ReadYourWritesTransaction::set, fdbclient/ReadYourWrites.actor.cpp).
 func testApproximateSizeGrowsWithWrites(t *testing.T, f *fixture) {
 	tr := f.newTx(t)
 	size := func() int64 {
@@ -325,6 +351,10 @@ func testApproximateSizeGrowsWithWrites(t *testing.T, f *fixture) {
 	require.GreaterOrEqual(t, two-one, int64(5000), "a 5000-byte value must add at least 5000 bytes (was %d, now %d)", one, two)
 }
 
+// testInvalidWriteFailsLaterReads: an invalid write's error is the
+// transaction's deferredError, which later reads and the commit report
+// (ThreadSafeTransaction::get, getRange and commit call checkDeferredError,
+// fdbclient/ThreadSafeTransaction.cpp).
 func testInvalidWriteFailsLaterReads(t *testing.T, f *fixture) {
 	f.seed(t, "a")
 	tr := f.newTx(t)
@@ -361,6 +391,9 @@ func testInvertedRangeIterator(t *testing.T, f *fixture) {
 	require.NoError(t, it.Err(), "an iterator over an inverted range: FDB answers it with no pairs, not inverted_range")
 }
 
+// testInvertedClearRange: an inverted ClearRange throws inverted_range on
+// the network thread (ThreadSafeTransaction::clear(begin, end),
+// fdbclient/ThreadSafeTransaction.cpp), deferred to the commit.
 func testInvertedClearRange(t *testing.T, f *fixture) {
 	f.seed(t, "a", "b")
 	tr := f.newTx(t)
@@ -369,6 +402,10 @@ func testInvertedClearRange(t *testing.T, f *fixture) {
 	f.requireNames(t, f.getRange(t, f.all(), kv.RangeOptions{}), []string{"a", "b"}, "the inverted clear-range must not remove anything")
 }
 
+// testInvertedConflictRanges: an inverted conflict range is returned at
+// once (fdb_transaction_add_conflict_range builds a KeyRangeRef, which
+// throws inverted_range: bindings/c/fdb_c.cpp,
+// fdbclient/include/fdbclient/FDBTypes.h).
 func testInvertedConflictRanges(t *testing.T, f *fixture) {
 	tr := f.newTx(t)
 	requireCode(t, tr.AddReadConflictRange(f.rng("b", "a")), kv.ErrInvertedRange, "AddReadConflictRange with begin after end")
@@ -578,7 +615,7 @@ func testRepeatedAtomicOpsOfOneKeyCoalesce(t *testing.T, f *fixture) {
 }
 
 // RYW keeps read conflict ranges in a coalesced map (readConflicts, a
-// CoalescedKeyRefRangeMap), so reading one key many times adds one range:
+// CoalescedKeyRefRangeMap: fdbclient/ReadYourWrites.actor.cpp), so reading one key many times adds one range:
 // 1,200 reads of a 9,000-byte key (21 MB of ranges if each were kept) and a
 // small write commit.
 func testRepeatedReadsOfOneKeyCountOnce(t *testing.T, f *fixture) {
