@@ -47,6 +47,10 @@ func (f *fixture) bump(t *testing.T) []byte {
 	return stamp
 }
 
+// testMetadataVersionBump: a bump is a SetVersionstampedValue of the key,
+// so its value becomes the bump's versionstamp
+// (metadataVersionRequiredValue, ReadYourWritesTransaction::atomicOp,
+// fdbclient/ReadYourWrites.actor.cpp).
 func testMetadataVersionBump(t *testing.T, f *fixture) {
 	before := metadataVersion(t, f.newTx(t))
 	stamp := f.bump(t)
@@ -55,6 +59,9 @@ func testMetadataVersionBump(t *testing.T, f *fixture) {
 	require.GreaterOrEqual(t, bytes.Compare(after, stamp), 0, "after a bump, the metadata version %x must be at least its versionstamp %x", after, stamp)
 }
 
+// testMetadataVersionAtReadVersion: the key is read as of the read version
+// (Transaction::getValue answers it from the GRV reply's metadata version,
+// fdbclient/NativeAPI.actor.cpp).
 func testMetadataVersionAtReadVersion(t *testing.T, f *fixture) {
 	f.bump(t)
 	tr := f.newTx(t)
@@ -64,6 +71,9 @@ func testMetadataVersionAtReadVersion(t *testing.T, f *fixture) {
 	require.Positive(t, bytes.Compare(later, first), "the later bump %x must be after %x", later, first)
 }
 
+// testMetadataVersionConflict: a normal read of the key adds its read
+// conflict range, and a bump writes it (addConflictRange,
+// fdbclient/ReadYourWrites.actor.cpp).
 func testMetadataVersionConflict(t *testing.T, f *fixture) {
 	tr := f.newTx(t)
 	metadataVersion(t, tr)
@@ -72,6 +82,8 @@ func testMetadataVersionConflict(t *testing.T, f *fixture) {
 	requireCode(t, tr.Commit(), kv.ErrNotCommitted, "a commit after a normal read of the metadata version, bumped since")
 }
 
+// testMetadataVersionSnapshot: a snapshot read of it adds none
+// (readWithConflictRangeRYW, ReadYourWrites.actor.cpp).
 func testMetadataVersionSnapshot(t *testing.T, f *fixture) {
 	tr := f.newTx(t)
 	metadataVersion(t, tr.Snapshot())
@@ -80,6 +92,9 @@ func testMetadataVersionSnapshot(t *testing.T, f *fixture) {
 	commit(t, tr, "a snapshot read of the metadata version adds no read conflict")
 }
 
+// testMetadataVersionOwnBump: after a bump in the same transaction the key
+// is unreadable, as any versionstamped value (WriteMap::mutate,
+// fdbclient/WriteMap.cpp).
 func testMetadataVersionOwnBump(t *testing.T, f *fixture) {
 	tr := f.newTx(t)
 	kv.BumpMetadataVersion(tr)
@@ -87,6 +102,10 @@ func testMetadataVersionOwnBump(t *testing.T, f *fixture) {
 	requireCode(t, err, kv.ErrAccessedUnreadable, "a read of the metadata version after bumping it in the same transaction")
 }
 
+// testMetadataVersionWrites: any write of the key but
+// SetVersionstampedValue of metadataVersionRequiredValue throws
+// client_invalid_operation (ReadYourWritesTransaction::set and atomicOp,
+// fdbclient/ReadYourWrites.actor.cpp), deferred to the commit.
 func testMetadataVersionWrites(t *testing.T, f *fixture) {
 	cases := []struct {
 		name  string
@@ -105,6 +124,10 @@ func testMetadataVersionWrites(t *testing.T, f *fixture) {
 	}
 }
 
+// testMetadataVersionConflictKey: the key's own read conflict range is
+// allowed though it is above \xff
+// (ReadYourWritesTransaction::addReadConflictRange,
+// fdbclient/ReadYourWrites.actor.cpp).
 func testMetadataVersionConflictKey(t *testing.T, f *fixture) {
 	tr := f.newTx(t)
 	metadataVersion(t, tr.Snapshot())

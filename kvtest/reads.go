@@ -102,7 +102,7 @@ func testSetThenGetInSameTransaction(t *testing.T, f *fixture) {
 
 // testSetKeepsNeitherSlice pins kv.Transaction.Set's rule: the caller may
 // reuse the key and value slices once Set returns (FDB's client copies
-// them). One key buffer and one value buffer serve two Sets, and are then
+// them: ThreadSafeTransaction::set, fdbclient/ThreadSafeTransaction.cpp). One key buffer and one value buffer serve two Sets, and are then
 // scribbled over: the transaction and the database hold what was set.
 func testSetKeepsNeitherSlice(t *testing.T, f *fixture) {
 	tr := f.newTx(t)

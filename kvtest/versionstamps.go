@@ -74,6 +74,10 @@ func commitStamped(t *testing.T, tr kv.Transaction) ([]byte, int64) {
 	return stamp, version
 }
 
+// testSetVersionstampedKey: the commit proxy puts the 10-byte stamp at the
+// offset and drops the 4 offset bytes (transformVersionstampMutation,
+// fdbclient/include/fdbclient/Atomic.h;
+// fdbserver/CommitProxyServer.actor.cpp).
 func testSetVersionstampedKey(t *testing.T, f *fixture) {
 	head := f.key("vs/")
 	tr := f.newTx(t)
@@ -89,7 +93,9 @@ func testSetVersionstampedKey(t *testing.T, f *fixture) {
 
 // testSetVersionstampedKeyKeepsNeitherSlice pins the rule of
 // kv.Transaction.SetVersionstampedKey, as Set's: one key buffer and one
-// value buffer serve two writes, then are scribbled over before commit.
+// value buffer serve two writes, then are scribbled over before commit
+// (ReadYourWritesTransaction::atomicOp copies both into its arena,
+// fdbclient/ReadYourWrites.actor.cpp).
 func testSetVersionstampedKeyKeepsNeitherSlice(t *testing.T, f *fixture) {
 	head := f.key("vs/")
 	tr := f.newTx(t)
@@ -106,6 +112,8 @@ func testSetVersionstampedKeyKeepsNeitherSlice(t *testing.T, f *fixture) {
 		"the keys or values written changed with the caller's buffers after SetVersionstampedKey")
 }
 
+// testSetVersionstampedValue: likewise in a value
+// (transformVersionstampMutation, Atomic.h).
 func testSetVersionstampedValue(t *testing.T, f *fixture) {
 	key := f.key("vv")
 	tr := f.newTx(t)
@@ -120,6 +128,9 @@ func testSetVersionstampedValue(t *testing.T, f *fixture) {
 	require.Equal(t, stamp, f.get(t, f.key("vv0")), "a value that is only the placeholder becomes the versionstamp")
 }
 
+// testVersionstampIsCommitVersionAndOrder: the stamp is the big-endian
+// commit version then the big-endian order in its batch (placeVersionstamp,
+// fdbclient/include/fdbclient/Atomic.h).
 func testVersionstampIsCommitVersionAndOrder(t *testing.T, f *fixture) {
 	tr := f.newTx(t)
 	tr.SetVersionstampedValue(f.key("v"), stampedValue("", ""))
@@ -127,6 +138,8 @@ func testVersionstampIsCommitVersionAndOrder(t *testing.T, f *fixture) {
 	require.Equal(t, uint64(version), binary.BigEndian.Uint64(stamp[:8]), "the first 8 bytes of the versionstamp must be the big-endian commit version (GetCommittedVersion)")
 }
 
+// testVersionstampedKeysSortInCommitOrder: stamps increase with commit
+// order (placeVersionstamp, Atomic.h: version then order, big-endian).
 func testVersionstampedKeysSortInCommitOrder(t *testing.T, f *fixture) {
 	const n = 20
 	head := f.key("log/")
@@ -148,6 +161,10 @@ func testVersionstampedKeysSortInCommitOrder(t *testing.T, f *fixture) {
 	}
 }
 
+// testOneVersionstampPerTransaction: every versionstamped operation of a
+// transaction gets the same stamp (the proxy stamps a transaction's
+// mutations with its one version and order:
+// fdbserver/CommitProxyServer.actor.cpp).
 func testOneVersionstampPerTransaction(t *testing.T, f *fixture) {
 	head := f.key("vs/")
 	tr := f.newTx(t)
@@ -243,6 +260,10 @@ func testRangeReadIssuedBeforeVersionstampedKeySucceeds(t *testing.T, f *fixture
 	require.Len(t, f.getRange(t, f.rng("vs/", "vs0"), kv.RangeOptions{}), 2, "the versionstamped key is there after commit")
 }
 
+// testVersionstampedValueNotReadableInSameTransaction: a versionstamped
+// value's key is unreadable in its transaction (WriteMap::mutate marks
+// SetVersionstampedValue is_unreadable, fdbclient/WriteMap.cpp; RYWIterator
+// throws accessed_unreadable, fdbclient/RYWIterator.cpp).
 func testVersionstampedValueNotReadableInSameTransaction(t *testing.T, f *fixture) {
 	tr := f.newTx(t)
 	tr.SetVersionstampedValue(f.key("vv"), stampedValue("pre", ""))
@@ -539,6 +560,10 @@ func testVersionstampOfReadOnlyTransactionIsError(t *testing.T, f *fixture) {
 	requireCode(t, err, kv.Error{Code: 2021}, "GetVersionstamp of a transaction that wrote nothing (no_commit_version)")
 }
 
+// testVersionstampOffsetOutOfRange: an offset that leaves no room for the
+// stamp throws client_invalid_operation (getVersionstampKeyRange,
+// fdbclient/include/fdbclient/Atomic.h, from
+// ReadYourWritesTransaction::atomicOp), deferred to the commit.
 func testVersionstampOffsetOutOfRange(t *testing.T, f *fixture) {
 	tr := f.newTx(t)
 	key := binary.LittleEndian.AppendUint32(f.key("short"), uint32(len(f.prefix)+1)) // 10 bytes do not fit after the offset
@@ -579,6 +604,10 @@ func testVersionstampTemplateValidation(t *testing.T, f *fixture) {
 	require.Empty(t, f.getRange(t, f.all(), kv.RangeOptions{}), "no invalid versionstamped write may be applied")
 }
 
+// testCommittedVersionsIncrease: a commit version is after the read
+// version, and later commits get later versions
+// (fdbserver/CommitProxyServer.actor.cpp;
+// documentation/sphinx/source/developer-guide.rst).
 func testCommittedVersionsIncrease(t *testing.T, f *fixture) {
 	var last int64 = -1
 	for i := range 5 {
@@ -594,6 +623,9 @@ func testCommittedVersionsIncrease(t *testing.T, f *fixture) {
 	}
 }
 
+// testCommittedVersionOfReadOnlyIsMinusOne: a read-only commit leaves
+// committedVersion invalidVersion, -1 (Transaction::commitMutations,
+// fdbclient/NativeAPI.actor.cpp).
 func testCommittedVersionOfReadOnlyIsMinusOne(t *testing.T, f *fixture) {
 	tr := f.newTx(t)
 	mustGet(t, tr, f.key("a"))
@@ -603,6 +635,9 @@ func testCommittedVersionOfReadOnlyIsMinusOne(t *testing.T, f *fixture) {
 	require.Equal(t, int64(-1), v, "GetCommittedVersion of a read-only transaction must be -1")
 }
 
+// testReadVersionFollowsCommits: a read version obtained after a commit is
+// at or after its version (Causality in
+// documentation/sphinx/source/developer-guide.rst).
 func testReadVersionFollowsCommits(t *testing.T, f *fixture) {
 	tr := f.newTx(t)
 	tr.Set(f.key("k"), []byte("x"))
