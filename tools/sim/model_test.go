@@ -111,6 +111,12 @@ func TestFIFOModel(t *testing.T) {
 		{"a wait never returns empty", nil, []porcupine.Operation{
 			op(0, 1, 2, Input{Kind: Dequeue, Wait: true}, empty),
 		}, false},
+		{"an unknown batch takes at most n", []Item{{ID: 1}, {ID: 2}, {ID: 3}}, []porcupine.Operation{
+			op(0, 1, end, Input{Kind: DequeueBatch, N: 2}, unknown), op(1, 2, 3, obs, observe()),
+		}, false},
+		{"a staged take that kept its item", []Item{{ID: 1}}, []porcupine.Operation{
+			op(0, 1, 10, Input{Kind: Hide, Tag: 7}, ok), op(3, 1, 10, Input{Kind: Unhide, Tag: 7}, ok), op(2, 11, 12, obs, observe()),
+		}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			require.Equal(t, tc.want, porcupine.CheckOperations(FIFOModel(tc.initial), tc.history))
@@ -158,6 +164,16 @@ func TestPriorityModel(t *testing.T) {
 			op(0, 1, 10, Input{Kind: Hide, Tag: 3, Max: true}, ok), op(2, 1, 10, Input{Kind: Unhide, Tag: 3, Max: true}, ok),
 			op(1, 2, 3, popMax, gotP(1, 1)), op(1, 4, 5, obs, observe(Item{ID: 2, Priority: 1})),
 		}, true},
+		{"a hidden minimum does not go back last among its equals", []Item{{ID: 1, Priority: 1}, {ID: 2, Priority: 1}}, []porcupine.Operation{
+			op(0, 1, 10, Input{Kind: Hide, Tag: 3}, ok), op(2, 1, 10, Input{Kind: Unhide, Tag: 3}, ok),
+			op(1, 11, 12, obs, observe(Item{ID: 2, Priority: 1}, Item{ID: 1, Priority: 1})),
+		}, false},
+		{"a staged pop that kept its item", []Item{{ID: 1, Priority: 1}}, []porcupine.Operation{
+			op(0, 1, 10, Input{Kind: Hide, Tag: 3}, ok), op(2, 1, 10, Input{Kind: Unhide, Tag: 3}, ok), op(1, 11, 12, obs, observe()),
+		}, false},
+		{"a wait never returns empty", nil, []porcupine.Operation{
+			op(0, 1, 2, Input{Kind: PopMin, Wait: true}, empty),
+		}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			require.Equal(t, tc.want, porcupine.CheckOperations(PriorityModel(tc.initial), tc.history))
