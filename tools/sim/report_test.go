@@ -95,3 +95,41 @@ func TestResultOK(t *testing.T) {
 	ok := func(r any) bool { return r.(*Result).OK() }
 	requireOKOf(t, fresh, ok, []string{"Violations", "Lost", "Duplicated", "Phantom", "DrainDiffers", "Unexpected"}, nil)
 }
+
+// Result.Add sums every figure (the tests require a sum of seeds' results
+// sound: a figure Add dropped would go unchecked) and the database's
+// counters, and keeps the first failure.
+func TestResultAdd(t *testing.T) {
+	var o Result
+	for i, name := range intFields(&o) {
+		setInt(t, &o, name, i+1)
+	}
+	sv := reflect.ValueOf(&o.Stats).Elem()
+	live := []string{"Watches", "CommitsInFlight", "Keys", "Versions", "ConflictHistory", "GCQueue", "Version", "OldestVersion"}
+	for i := range sv.NumField() {
+		if sv.Field(i).Kind() == reflect.Int64 {
+			sv.Field(i).SetInt(int64(i + 1))
+		}
+	}
+	first := &Failure{Reason: "first"}
+	o.Failure = first
+	var r Result
+	r.Add(o)
+	r.Add(Result{Failure: &Failure{Reason: "second"}})
+	r.Add(o)
+	for i, name := range intFields(&r) {
+		require.Equal(t, int64(2*(i+1)), reflect.ValueOf(r).FieldByName(name).Int(), name)
+	}
+	rv := reflect.ValueOf(r.Stats)
+	for i := range rv.NumField() {
+		if rv.Field(i).Kind() != reflect.Int64 {
+			continue
+		}
+		want := int64(2 * (i + 1))
+		if slices.Contains(live, rv.Type().Field(i).Name) {
+			want = int64(i + 1)
+		}
+		require.Equal(t, want, rv.Field(i).Int(), "Stats.%s", rv.Type().Field(i).Name)
+	}
+	require.Same(t, first, r.Failure)
+}

@@ -134,7 +134,7 @@ func addStats(s *memdb.Stats, o memdb.Stats) {
 	s.Interrupted += o.Interrupted
 	s.Reads += o.Reads
 	s.RangeReads += o.RangeReads
-	s.Watches, s.Keys, s.Versions = o.Watches, o.Keys, o.Versions
+	s.Watches, s.CommitsInFlight, s.Keys, s.Versions = o.Watches, o.CommitsInFlight, o.Keys, o.Versions
 	s.ConflictHistory, s.GCQueue, s.Version, s.OldestVersion = o.ConflictHistory, o.GCQueue, o.Version, o.OldestVersion
 }
 
