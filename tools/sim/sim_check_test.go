@@ -1,0 +1,188 @@
+package sim
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/anishathalye/porcupine"
+	"github.com/stretchr/testify/require"
+
+	"github.com/fdbqueue/fdbqueue"
+	"github.com/fdbqueue/fdbqueue/kv"
+	"github.com/fdbqueue/fdbqueue/memdb"
+	"github.com/fdbqueue/fdbqueue/tuple"
+)
+
+// planted is a FIFO queue (checked with FIFOModel) whose observation and
+// drain return planted items and whose operations fail; its journal is
+// under prefix, where a test may plant records.
+type planted struct {
+	structure
+	observed, drained []Item
+}
+
+func (p planted) name() string                         { return "planted" }
+func (p planted) prefix() []byte                       { return []byte("planted") }
+func (p planted) model(initial []Item) porcupine.Model { return FIFOModel(initial) }
+
+func (p planted) run(context.Context, kv.Transactor, Input, fdbqueue.OpID) (Output, error) {
+	return Output{}, errors.New("planted: nothing to run")
+}
+
+func (p planted) observe(context.Context, kv.Database) ([]Item, error) { return p.observed, nil }
+
+func (p planted) drain(context.Context, kv.Database) ([]Item, error) { return p.drained, nil }
+
+// plantedHarness is a harness of one planted target.
+func plantedHarness(t *testing.T, p planted, staged bool) (*harness, *target) {
+	t.Helper()
+	cfg := DefaultConfig()
+	cfg.Queue, cfg.PriorityQueue, cfg.Batches, cfg.MaxOpen = true, false, false, 1
+	cfg.Faults = memdb.Faults{}
+	h, err := newHarness(1, cfg)
+	require.NoError(t, err)
+	t.Cleanup(h.db.close)
+	tgt := newTarget(p, 1, staged)
+	h.targets = []*target{tgt}
+	h.clock.Store(1000) // after the planted operations
+	return h, tgt
+}
+
+// finish checks each structure's item accounts against its final drain:
+// an item enqueued for sure that came out nowhere is lost (unless an
+// unrecovered unknown dequeue may have taken it), one that came out twice
+// (returned twice, or returned and drained) duplicated, one never
+// enqueued a phantom, and a drain that is not the final Observe (in
+// order) differs. Planted accounts, each with one problem, must fail on
+// it and nothing else; the accounts of a sound run pass.
+func TestFinishChecksTheAccounts(t *testing.T) {
+	ids := func(ids ...uint64) []Item {
+		var items []Item
+		for _, id := range ids {
+			items = append(items, Item{ID: id})
+		}
+		return items
+	}
+	known := func(ids ...uint64) map[uint64]enqState {
+		m := map[uint64]enqState{}
+		for _, id := range ids {
+			m[id] = enqKnown
+		}
+		return m
+	}
+	for _, tc := range []struct {
+		name     string
+		enqueued map[uint64]enqState
+		returned map[uint64]int
+		capacity int
+		state    []Item
+		drained  []Item
+		want     Result // Lost, Duplicated, Phantom, DrainDiffers
+	}{
+		{"sound", known(1, 2, 3), map[uint64]int{1: 1}, 0, ids(2, 3), ids(2, 3), Result{}},
+		{"lost", known(1, 2, 3), map[uint64]int{1: 1}, 0, ids(3), ids(3), Result{Lost: 1}},
+		{"missing, an unknown dequeue may have taken it", known(1, 2, 3), map[uint64]int{1: 1}, 1, ids(3), ids(3), Result{}},
+		{"two missing, an unknown dequeue may have taken one", known(1, 2, 3), nil, 1, ids(3), ids(3), Result{Lost: 1}},
+		{"an unknown enqueue's item missing", map[uint64]enqState{1: enqKnown, 2: enqMaybe}, nil, 0, ids(1), ids(1), Result{}},
+		{"returned twice", known(1, 2), map[uint64]int{1: 2}, 0, ids(2), ids(2), Result{Duplicated: 1}},
+		{"returned and left", known(1, 2), map[uint64]int{1: 1}, 0, ids(1, 2), ids(1, 2), Result{Duplicated: 1}},
+		{"returned, never enqueued", known(1), map[uint64]int{1: 1, 9: 1}, 0, nil, nil, Result{Phantom: 1}},
+		{"left, never enqueued", known(1), nil, 0, ids(1, 9), ids(1, 9), Result{Phantom: 1}},
+		{"drained in another order", known(1, 2), nil, 0, ids(1, 2), ids(2, 1), Result{DrainDiffers: 1}},
+		{"drained less", known(1, 2), nil, 0, ids(1, 2), ids(1), Result{DrainDiffers: 1, Lost: 1}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h, tgt := plantedHarness(t, planted{drained: tc.drained}, false)
+			tgt.state, tgt.capacity = tc.state, tc.capacity
+			for id, st := range tc.enqueued {
+				tgt.enqueued[id] = st
+			}
+			for id, n := range tc.returned {
+				tgt.returned[id] = n
+			}
+			h.targets = []*target{tgt}
+			var res Result
+			h.finish(context.Background(), &res)
+			got := Result{Lost: res.Lost, Duplicated: res.Duplicated, Phantom: res.Phantom, DrainDiffers: res.DrainDiffers}
+			require.Equal(t, tc.want, got)
+			require.Equal(t, tc.want == Result{}, res.OK())
+			require.Equal(t, tc.want == Result{}, res.Failure == nil, "%v", res.Failure)
+		})
+	}
+}
+
+// settle checks a round's history against the model and what the
+// observation settles: planted histories, the items each observation
+// returns, must be found linearizable or not, an unknown enqueue whose
+// item appeared enqueued for sure, an unknown dequeue left open an
+// allowance of one item missing, and a staged take whose error was
+// trusted but whose journal record says it took an item a violation.
+func TestSettleChecksTheRound(t *testing.T) {
+	ctx := context.Background()
+	rec := func(call, ret int64, in Input, out Output, unknown bool) *record {
+		return &record{op: op(int(call), call, ret, in, out), unknown: unknown}
+	}
+	enq1, enq2 := rec(1, 2, enq(1), ok, false), rec(3, 4, enq(2), ok, false)
+	for _, tc := range []struct {
+		name       string
+		recs       []*record
+		observed   []Item
+		violations int
+	}{
+		{"in order", []*record{enq1, enq2, rec(5, 6, deq, got(1), false)}, []Item{{ID: 2}}, 0},
+		{"out of order", []*record{enq1, enq2, rec(5, 6, deq, got(2), false)}, []Item{{ID: 1}}, 1},
+		{"an item lost", []*record{enq1, enq2, rec(5, 6, deq, got(1), false)}, nil, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h, tgt := plantedHarness(t, planted{observed: tc.observed}, false)
+			var res Result
+			recs := make([]*record, len(tc.recs))
+			for i, r := range tc.recs {
+				c := *r
+				recs[i] = &c
+			}
+			h.settle(ctx, 0, tgt, recs, &res)
+			require.Equal(t, 1, res.Histories)
+			require.Equal(t, tc.violations, res.Violations)
+			require.Equal(t, tc.violations == 0, res.OK())
+			if tc.violations > 0 {
+				require.True(t, res.Failure.HasVisualization(), "%v", res.Failure)
+			} else {
+				require.Nil(t, res.Failure)
+			}
+			require.Equal(t, tc.observed, tgt.state)
+		})
+	}
+	t.Run("an unknown enqueue whose item appeared", func(t *testing.T) {
+		h, tgt := plantedHarness(t, planted{observed: []Item{{ID: 2}}}, false)
+		var res Result
+		h.settle(ctx, 0, tgt, []*record{rec(1, 2, enq(1), unknown, true), rec(3, 4, enq(2), unknown, true)}, &res)
+		require.Zero(t, res.Violations)
+		require.Equal(t, enqNone, tgt.enqueued[1], "its item appeared nowhere and no open dequeue may have taken it")
+		require.Equal(t, enqKnown, tgt.enqueued[2], "its item appeared: enqueued for sure, so lost if it goes missing")
+	})
+	t.Run("an unknown dequeue left open", func(t *testing.T) {
+		h, tgt := plantedHarness(t, planted{}, false)
+		var res Result
+		h.settle(ctx, 0, tgt, []*record{enq1, rec(3, 4, deq, unknown, true)}, &res)
+		require.Zero(t, res.Violations)
+		require.Equal(t, 1, res.Unknown)
+		require.Equal(t, 1, tgt.capacity, "it may have taken one item")
+	})
+	t.Run("a trusted staged take that took an item", func(t *testing.T) {
+		h, tgt := plantedHarness(t, planted{observed: []Item{{ID: 1}}}, true)
+		take := rec(3, 4, Input{Kind: Dequeue, Wait: true}, unknown, true)
+		take.trusted = true
+		take.id = fdbqueue.NewOpID()
+		// Its journal record (fdbqueue's journal.go: (shard, ID) under
+		// the prefix and 0xff).
+		p, err := tuple.Tuple{"j", int64(take.id[8]), take.id[:]}.AppendPack(append(tgt.s.prefix(), 0xff))
+		require.NoError(t, err)
+		require.NoError(t, h.db.Transact(ctx, func(tr kv.Transaction) error { tr.Set(append(p, 0), []byte{1}); return nil }))
+		var res Result
+		h.settle(ctx, 0, tgt, []*record{enq1, take}, &res)
+		require.Equal(t, 1, res.Violations)
+		require.Contains(t, res.Failure.Reason, "its journal record says it took an item")
+	})
+}
