@@ -1037,6 +1037,38 @@ func TestCheckAccounts(t *testing.T) {
 	require.Equal(t, 1, check().Leftovers)
 	set(key("v", ids[2][:]), []byte{2})
 	require.Equal(t, accounts{}, check())
+	// A job in the queue without its index entry.
+	var entry []byte
+	require.NoError(t, db.Transact(ctx, func(tr kv.Transaction) error {
+		var err error
+		entry, err = tr.Get(key("x", ids[2][:])).Get()
+		return err
+	}))
+	require.NotNil(t, entry)
+	del(key("x", ids[2][:]))
+	require.Equal(t, 1, check().Leftovers)
+	leftovers, countErrors := 5, 7 // checkAccountsInto adds to them
+	require.NoError(t, checkAccountsInto(ctx, db, q, sub, &leftovers, &countErrors))
+	require.Equal(t, 6, leftovers)
+	require.Equal(t, 7, countErrors)
+	set(key("x", ids[2][:]), entry)
+	require.Equal(t, accounts{}, check())
+	// The queued counter one too high, as an Add that counted its job
+	// twice leaves it.
+	require.NoError(t, db.Transact(ctx, func(tr kv.Transaction) error {
+		tr.Add(key("c", "n"), []byte{1, 0, 0, 0, 0, 0, 0, 0})
+		return nil
+	}))
+	require.Equal(t, 1, check().CountErrors)
+	leftovers, countErrors = 5, 7
+	require.NoError(t, checkAccountsInto(ctx, db, q, sub, &leftovers, &countErrors))
+	require.Equal(t, 5, leftovers)
+	require.Equal(t, 8, countErrors)
+	require.NoError(t, db.Transact(ctx, func(tr kv.Transaction) error {
+		tr.Add(key("c", "n"), []byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff})
+		return nil
+	}))
+	require.Equal(t, accounts{}, check())
 	// The leased counter one too high, as a Cancel that forgot it leaves it.
 	require.NoError(t, db.Transact(ctx, func(tr kv.Transaction) error {
 		tr.Add(key("c", "l"), []byte{1, 0, 0, 0, 0, 0, 0, 0})
@@ -1055,6 +1087,12 @@ func TestCheckAccounts(t *testing.T) {
 	}))
 	require.Equal(t, 1, check().CountErrors)
 	del(key("c", "p", int64(12345)))
+	require.Equal(t, accounts{}, check())
+	// A bucket counter that is not an 8-byte count, at a bucket no job
+	// is in.
+	set(key("c", "e", int64(12345)), []byte{1, 0, 0, 0})
+	require.Equal(t, 1, check().CountErrors)
+	del(key("c", "e", int64(12345)))
 	require.Equal(t, accounts{}, check())
 	// A requeued job's dead record left behind, as a Requeue that did not
 	// clear it leaves it: two records of one ID, the index naming one of
