@@ -285,6 +285,10 @@ type Transaction interface {
 	// as FDB does from API version 610; an error without an FDB code comes
 	// back unchanged and leaves the transaction as it was. A Reset while
 	// it backs off makes it return ErrTransactionCancelled at once.
+	// ErrClusterVersionChanged only FDB's multi-version client reports, and
+	// its OnError retries it at once whatever the retry limit, restarting
+	// the retry count and the timeout (memdb does the same); a client that
+	// bypasses it returns it.
 	OnError(err error) error
 	// Reset returns the transaction to its initial state: its writes, reads,
 	// read version, error state, retry count and options (timeout, retry

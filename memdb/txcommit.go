@@ -385,6 +385,13 @@ const futureVersionRetryDelay = 10 * time.Millisecond
 // timeout or a Reset during the backoff ends it with its error
 // (transaction_cancelled for a Reset, which then leaves the transaction
 // cancelled: see resetLocked).
+//
+// cluster_version_changed (1039) is retried at once whatever the retry
+// limit, and the retry starts the count, the backoff and the timeout
+// afresh: only FDB's multi-version client reports it, and its onError
+// answers it by replacing the transaction with a new one, without calling
+// the inner onError (MultiVersionTransaction::onError and
+// updateTransaction, fdbclient/MultiVersionTransaction.actor.cpp).
 func (tx *transaction) OnError(err error) error {
 	if err == nil {
 		return nil
@@ -405,7 +412,8 @@ func (tx *transaction) OnError(err error) error {
 		return cerr
 	}
 	x := tx.cold()
-	if !kv.IsRetryable(err) || (x.retryLimit >= 0 && x.retries >= x.retryLimit) {
+	versionChanged := errorCode(err) == kv.ErrClusterVersionChanged.Code
+	if !kv.IsRetryable(err) || (!versionChanged && x.retryLimit >= 0 && x.retries >= x.retryLimit) {
 		tx.cancelLocked(kv.ErrTransactionCancelled)
 		tx.mu.Unlock()
 		return err
@@ -419,13 +427,16 @@ func (tx *transaction) OnError(err error) error {
 		limit = x.maxRetryDelay
 	}
 	var delay time.Duration
-	if c := errorCode(err); c == kv.ErrTransactionTooOld.Code || c == kv.ErrFutureVersion.Code {
+	switch c := errorCode(err); {
+	case versionChanged:
+		// No backoff: the multi-version client retries at once.
+	case c == kv.ErrTransactionTooOld.Code || c == kv.ErrFutureVersion.Code:
 		// A read version too old or too new: FDB retries after a fixed
 		// FUTURE_VERSION_RETRY_DELAY (10 ms) under the cap, without
 		// jitter, and leaves the backoff as it was (Transaction::onError,
 		// fdbclient/NativeAPI.actor.cpp; fdbclient/ClientKnobs.cpp).
 		delay = min(futureVersionRetryDelay, limit)
-	} else {
+	default:
 		b := x.backoff
 		if b == 0 {
 			b = tx.db.cfg.backoffInitial
@@ -465,6 +476,13 @@ func (tx *transaction) OnError(err error) error {
 		return err
 	}
 	tx.resetLocked(false, kv.ErrTransactionCancelled)
+	if versionChanged {
+		// A new transaction: its retry count and backoff start again, and
+		// its timeout (re-applied as a persistent option) counts from now.
+		x.retries, x.backoff = 0, 0
+		tx.stampCreation()
+		tx.armTimerLocked()
+	}
 	return nil
 }
 
