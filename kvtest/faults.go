@@ -3,6 +3,7 @@ package kvtest
 import (
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -22,6 +23,7 @@ func faultTests() []conformanceTest {
 		{"TransactUnderCommitUnknownResultMayApplyTwice", testTransactUnderCommitUnknownResultMayApplyTwice},
 		{"ClusterVersionChangedApplied", testClusterVersionChangedApplied},
 		{"ClusterVersionChangedNotApplied", testClusterVersionChangedNotApplied},
+		{"ClusterVersionChangedStartsAfresh", testClusterVersionChangedStartsAfresh},
 	}
 	tests = append(tests, readFaultTests()...)
 	for _, e := range specErrors {
@@ -152,8 +154,11 @@ func testClusterVersionChangedApplied(t *testing.T, f *fixture) {
 }
 
 // The other outcome of 1039: nothing was applied, the loop retries once and
-// the increment is applied exactly once; a loop stopped by its retry limit
-// after it reports MaybeCommitted.
+// the increment is applied exactly once, also under retry limit 0: only
+// FDB's multi-version client reports 1039 (MultiVersionAssignmentVars.h),
+// and its onError retries it on a new transaction without consulting the
+// retry limit (MultiVersionTransaction::onError,
+// fdbclient/MultiVersionTransaction.actor.cpp).
 func testClusterVersionChangedNotApplied(t *testing.T, f *fixture) {
 	fi := f.faults(t)
 	key := f.key("counter")
@@ -171,8 +176,33 @@ func testClusterVersionChangedNotApplied(t *testing.T, f *fixture) {
 		tr.Add(key, le(1, 8))
 		return nil
 	})
-	requireCode(t, err, kv.ErrClusterVersionChanged, "Transact with retry limit 0 under cluster_version_changed")
-	require.Equal(t, 1, runs)
-	require.True(t, kv.MaybeCommitted(err), "a loop that stops on 1039 must report that the commit may have applied")
-	require.Equal(t, le(1, 8), f.get(t, key), "applied=false: nothing more was applied")
+	require.NoError(t, err, "Transact with retry limit 0 must retry cluster_version_changed all the same")
+	require.Equal(t, 2, runs, "one failed run and one committed run")
+	require.Equal(t, le(2, 8), f.get(t, key), "applied=false: the retry's increment is applied once")
+}
+
+// testClusterVersionChangedStartsAfresh: FDB's multi-version client
+// answers OnError(cluster_version_changed) with a new transaction
+// (MultiVersionTransaction::onError calls updateTransaction,
+// fdbclient/MultiVersionTransaction.actor.cpp), to which it re-applies
+// the persistent options: its retry count starts at 0 (the new
+// ReadYourWritesTransaction's retries) and its timeout counts from the
+// retry (its creationTime; ReadYourWritesTransaction::resetTimeout,
+// fdbclient/ReadYourWrites.actor.cpp). Skipped without fault injection: a
+// client that bypasses the multi-version client never reports 1039, and
+// its OnError (Transaction::onError, fdbclient/NativeAPI.actor.cpp) returns
+// it.
+func testClusterVersionChangedStartsAfresh(t *testing.T, f *fixture) {
+	f.faults(t)
+	f.seed(t, "a")
+	tr := f.newTx(t)
+	require.NoError(t, tr.Options().SetRetryLimit(1))
+	require.NoError(t, tr.Options().SetTimeout(time.Second))
+	require.NoError(t, tr.OnError(kv.ErrNotCommitted), "the one retry the limit allows")
+	f.h.AdvanceTime(600 * time.Millisecond)
+	require.NoError(t, tr.OnError(kv.ErrClusterVersionChanged), "cluster_version_changed past the retry limit")
+	f.h.AdvanceTime(600 * time.Millisecond)
+	require.Equal(t, []byte("v:a"), mustGet(t, tr, f.key("a")), "a read 1.2 s after the creation, 0.6 s after the 1039 retry: the 1 s timeout counts from the retry")
+	require.NoError(t, tr.OnError(kv.ErrNotCommitted), "after the 1039 retry, the retry count starts at 0: one retry is left")
+	requireCode(t, tr.OnError(kv.ErrNotCommitted), kv.ErrNotCommitted, "the retry limit 1 still holds")
 }
