@@ -216,11 +216,11 @@ func testClassification(t *testing.T, f *fixture, name string, sentinel kv.Error
 	require.Equal(t, retryableBySpec[code], kv.IsRetryable(wrapped), "kv.IsRetryable(%s) must follow fdb_error_predicate(RETRYABLE)", name)
 	require.Equal(t, maybeCommittedBySpec[code], kv.MaybeCommitted(wrapped), "kv.MaybeCommitted(%s) must follow fdb_error_predicate(MAYBE_COMMITTED), plus commit_unknown_result_fatal", name)
 
-	// OnError must classify the same way (a 7.3 client's returns the codes
-	// only 7.4 retries: since74).
+	// OnError must classify the same way, but for the codes it may retry
+	// or return (onErrorMayReturn).
 	tr := f.newTx(t)
 	err := tr.OnError(wrapped)
-	if since74[code] && err != nil {
+	if onErrorMayReturn[code] && err != nil {
 		require.ErrorIs(t, err, sentinel, "OnError must retry or return %s", name)
 	} else if retryableBySpec[code] {
 		require.NoError(t, err, "OnError must retry %s", name)

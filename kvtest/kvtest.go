@@ -249,7 +249,7 @@ func decodeCounter(t *testing.T, v []byte) int64 {
 // retryableBySpec is FoundationDB 7.3's fdb_error_predicate(RETRYABLE)
 // (bindings/c/fdb_c.cpp: MAYBE_COMMITTED ∪ RETRYABLE_NOT_COMMITTED, codes
 // from flow/include/flow/error_definitions.h) plus the two codes 7.4 adds
-// to it (1235, 1242; see since74), kept here independently of the kv
+// to it (1235, 1242; see onErrorMayReturn), kept here independently of the kv
 // package so that a drift between the two is caught.
 var retryableBySpec = map[int]bool{
 	1007: true,  // transaction_too_old
@@ -278,12 +278,19 @@ var retryableBySpec = map[int]bool{
 	2103: false, // value_too_large
 }
 
-// since74 are the retryable codes that FoundationDB 7.3 does not have: its
-// error_definitions.h gives 1235 to finish_move_keys_too_many_retries and
-// has no 1242, and its Transaction::onError (fdbclient/NativeAPI.actor.cpp)
-// retries neither, while 7.4's retries both. A backend's OnError may
-// therefore retry them or return them.
-var since74 = map[int]bool{1235: true, 1242: true}
+// onErrorMayReturn are the retryable codes that a backend's OnError may
+// retry or return. 1235 and 1242 are the retryable codes that FoundationDB
+// 7.3 does not have: its error_definitions.h gives 1235 to
+// finish_move_keys_too_many_retries and has no 1242, and its
+// Transaction::onError (fdbclient/NativeAPI.actor.cpp) retries neither,
+// while 7.4's retries both. cluster_version_changed (1039) only FDB's
+// multi-version client reports, and its onError retries it
+// (MultiVersionTransaction::onError,
+// fdbclient/MultiVersionTransaction.actor.cpp), while a client that
+// bypasses it (one without external client libraries:
+// MultiVersionApi::setupNetwork) returns it: Transaction::onError does not
+// retry 1039, in 7.3 or 7.4.
+var onErrorMayReturn = map[int]bool{1235: true, 1242: true, 1039: true}
 
 // maybeCommittedBySpec are the codes whose commit may have been applied:
 // fdb_error_predicate(MAYBE_COMMITTED), and commit_unknown_result_fatal,
