@@ -60,6 +60,9 @@ func runWorkers(n int, fn func(i int) error) error {
 	return errors.Join(errs...)
 }
 
+// testCounterReadModifyWrite: serializable read-modify-write loses no
+// update (conflicting commits fail with not_committed and are retried:
+// developer-guide.rst, transactions and conflicts).
 func testCounterReadModifyWrite(t *testing.T, f *fixture) {
 	key := f.key("counter")
 	var runs atomic.Int64
@@ -90,6 +93,9 @@ func testCounterReadModifyWrite(t *testing.T, f *fixture) {
 	t.Logf("%d runs for %d committed increments", runs.Load(), workers*opsPerWorker)
 }
 
+// testCounterAtomicAdd: atomic adds add no read conflict range, so they
+// never conflict (ReadYourWritesTransaction::atomicOp,
+// fdbclient/ReadYourWrites.actor.cpp; developer-guide.rst, atomic operations).
 func testCounterAtomicAdd(t *testing.T, f *fixture) {
 	key := f.key("counter")
 	var runs atomic.Int64
@@ -111,6 +117,8 @@ func testCounterAtomicAdd(t *testing.T, f *fixture) {
 	require.Equal(t, int64(workers*opsPerWorker), runs.Load(), "concurrent Adds must never conflict, so no transaction may have been retried")
 }
 
+// testTransfersPreserveTotal: every transaction reads a consistent
+// snapshot (serializable isolation: developer-guide.rst).
 func testTransfersPreserveTotal(t *testing.T, f *fixture) {
 	account := func(i int) []byte { return f.key(fmt.Sprintf("acct%d", i)) }
 	transfers := f.key("transfers")

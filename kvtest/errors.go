@@ -203,6 +203,10 @@ func testNegativeRangeLimit(t *testing.T, f *fixture) {
 	f.requireNames(t, mustRange(t, tr, f.all(), kv.RangeOptions{}), []string{"a"}, "the failed reads leave the transaction usable")
 }
 
+// testClassification: kv.IsRetryable and kv.MaybeCommitted follow
+// fdb_error_predicate (bindings/c/fdb_c.cpp; see retryableBySpec), and
+// OnError retries exactly the retryable codes (Transaction::onError,
+// fdbclient/NativeAPI.actor.cpp; see onErrorMayReturn).
 func testClassification(t *testing.T, f *fixture, name string, sentinel kv.Error) {
 	code := sentinel.Code
 	wrapped := fmt.Errorf("backend detail: %w", sentinel)
@@ -229,6 +233,12 @@ func testClassification(t *testing.T, f *fixture, name string, sentinel kv.Error
 	}
 }
 
+// testMaybeCommittedForInterruptedCommit: a commit that Cancel or the
+// timeout interrupts may have been applied: RYWImpl::commit waits on
+// resetPromise || tr.commit() and stops waiting when either ends, while a
+// commit request already sent goes on (simulateTimeoutInFlightCommit,
+// fdbclient/ReadYourWrites.actor.cpp); neither error is retryable
+// (fdb_error_predicate, bindings/c/fdb_c.cpp).
 func testMaybeCommittedForInterruptedCommit(t *testing.T, f *fixture) {
 	for _, cause := range []kv.Error{kv.ErrTransactionCancelled, kv.ErrTransactionTimedOut} {
 		err := kv.CommitInterrupted(cause)
@@ -238,6 +248,10 @@ func testMaybeCommittedForInterruptedCommit(t *testing.T, f *fixture) {
 	}
 }
 
+// testCancelFailsReads: after Cancel, reads and GetReadVersion fail with
+// transaction_cancelled (ReadYourWritesTransaction::cancel sets
+// resetPromise, which get, getRange and getReadVersion check first:
+// fdbclient/ReadYourWrites.actor.cpp).
 func testCancelFailsReads(t *testing.T, f *fixture) {
 	f.seed(t, "a")
 	tr := f.newTx(t)
@@ -250,6 +264,10 @@ func testCancelFailsReads(t *testing.T, f *fixture) {
 	requireCode(t, err, kv.ErrTransactionCancelled, "GetReadVersion after Cancel")
 }
 
+// testCancelFailsCommit: Commit after Cancel fails with
+// transaction_cancelled and applies nothing, and OnError returns it
+// (ReadYourWritesTransaction::commit and RYWImpl::onError throw
+// resetPromise's error: fdbclient/ReadYourWrites.actor.cpp).
 func testCancelFailsCommit(t *testing.T, f *fixture) {
 	tr := f.newTx(t)
 	tr.Set(f.key("a"), []byte("x"))
@@ -260,6 +278,9 @@ func testCancelFailsCommit(t *testing.T, f *fixture) {
 	require.ErrorIs(t, tr.OnError(err), kv.ErrTransactionCancelled, "OnError must not retry transaction_cancelled")
 }
 
+// testOnErrorRetryableResets: OnError of a retryable error discards the
+// transaction's writes (RYWImpl::onError calls resetRyow, which clears
+// the write map: fdbclient/ReadYourWrites.actor.cpp).
 func testOnErrorRetryableResets(t *testing.T, f *fixture) {
 	tr := f.newTx(t)
 	tr.Set(f.key("a"), []byte("x"))
@@ -271,11 +292,16 @@ func testOnErrorRetryableResets(t *testing.T, f *fixture) {
 	f.requireValue(t, f.key("b"), []byte("y"), "a write made after OnError's reset must be committed")
 }
 
+// testOnErrorWrappedRetryable: OnError finds the FDB error in a wrapped
+// error, as the Go binding's retry loop does with errors.As (retryable,
+// bindings/go/src/fdb/database.go).
 func testOnErrorWrappedRetryable(t *testing.T, f *fixture) {
 	tr := f.newTx(t)
 	require.NoError(t, tr.OnError(fmt.Errorf("layer: dequeue: %w", kv.ErrNotCommitted)), "OnError must classify wrapped errors with errors.As")
 }
 
+// testOnErrorNonRetryableReturnsIt: OnError returns an error it does not
+// retry (Transaction::onError returns e: fdbclient/NativeAPI.actor.cpp).
 func testOnErrorNonRetryableReturnsIt(t *testing.T, f *fixture) {
 	tr := f.newTx(t)
 	err := tr.OnError(kv.ErrValueTooLarge)

@@ -46,6 +46,8 @@ func (f *fixture) faults(t *testing.T) FaultInjector {
 	return fi
 }
 
+// testCommitUnknownResultApplied: commit_unknown_result may mean the
+// commit applied (fdb_error_predicate MAYBE_COMMITTED, bindings/c/fdb_c.cpp).
 func testCommitUnknownResultApplied(t *testing.T, f *fixture) {
 	fi := f.faults(t)
 	tr := f.newTx(t)
@@ -57,6 +59,7 @@ func testCommitUnknownResultApplied(t *testing.T, f *fixture) {
 	f.requireValue(t, f.key("a"), []byte("x"), "commit_unknown_result with applied=true: the write must be visible afterwards")
 }
 
+// testCommitUnknownResultNotApplied: or that it did not.
 func testCommitUnknownResultNotApplied(t *testing.T, f *fixture) {
 	fi := f.faults(t)
 	tr := f.newTx(t)
@@ -66,6 +69,7 @@ func testCommitUnknownResultNotApplied(t *testing.T, f *fixture) {
 	f.requireAbsent(t, f.key("a"), "commit_unknown_result with applied=false: the write must not be visible")
 }
 
+// testFaultAffectsOnlyNextCommit: a harness rule (FaultInjector).
 func testFaultAffectsOnlyNextCommit(t *testing.T, f *fixture) {
 	fi := f.faults(t)
 	fi.FailNextCommit(kv.ErrNotCommitted, false)
@@ -88,6 +92,9 @@ func (f *fixture) countRuns(key []byte) (int, error) {
 	})
 }
 
+// testTransactRetriesInjectedConflictAndCommitsOnce: not_committed is
+// retried and nothing of the failed run applied (Transaction::onError,
+// fdbclient/NativeAPI.actor.cpp).
 func testTransactRetriesInjectedConflictAndCommitsOnce(t *testing.T, f *fixture) {
 	fi := f.faults(t)
 	key := f.key("counter")
@@ -98,6 +105,9 @@ func testTransactRetriesInjectedConflictAndCommitsOnce(t *testing.T, f *fixture)
 	require.Equal(t, le(1, 8), f.get(t, key), "the increment must be applied exactly once")
 }
 
+// testTransactUnderCommitUnknownResultMayApplyTwice: the loop retries
+// commit_unknown_result (Transaction::onError, fdbclient/NativeAPI.actor.cpp)
+// even when the commit applied.
 func testTransactUnderCommitUnknownResultMayApplyTwice(t *testing.T, f *fixture) {
 	fi := f.faults(t)
 	key := f.key("counter")
@@ -108,6 +118,8 @@ func testTransactUnderCommitUnknownResultMayApplyTwice(t *testing.T, f *fixture)
 	require.Equal(t, le(2, 8), f.get(t, key), "a non-idempotent function retried after an applied commit_unknown_result takes effect twice (this is the hazard layers must handle)")
 }
 
+// testInjectedCommitError: the loop retries a commit's error exactly when
+// fdb_error_predicate(RETRYABLE) holds (bindings/c/fdb_c.cpp).
 func testInjectedCommitError(t *testing.T, f *fixture, name string, sentinel kv.Error) {
 	fi := f.faults(t)
 	key := f.key("counter")

@@ -141,7 +141,9 @@ func testWatchReadErrorFailsOnlyTheWatch(t *testing.T, f *fixture) {
 }
 
 // Transact retries a failed read like any retryable error, and the
-// function's effect is applied once.
+// function's effect is applied once (process_behind and
+// grv_proxy_memory_limit_exceeded: Transaction::onError,
+// fdbclient/NativeAPI.actor.cpp).
 func testTransactRetriesReadErrors(t *testing.T, f *fixture) {
 	rf := f.readFaults(t)
 	key := f.key("counter")

@@ -42,6 +42,8 @@ func retryTests() []conformanceTest {
 	}
 }
 
+// testTransactCommits: Transact commits fn's writes (Database.Transact
+// commits after fn: bindings/go/src/fdb/database.go).
 func testTransactCommits(t *testing.T, f *fixture) {
 	err := f.db.Transact(f.ctx, func(tr kv.Transaction) error {
 		tr.Set(f.key("a"), []byte("x"))
@@ -71,6 +73,8 @@ func (f *fixture) conflictOnFirstRun(t *testing.T, key []byte, runs *int) func(k
 	}
 }
 
+// testTransactRetriesConflict: Transact passes a failed commit to OnError
+// and runs fn again (retryable, bindings/go/src/fdb/database.go).
 func testTransactRetriesConflict(t *testing.T, f *fixture) {
 	key := f.key("counter")
 	f.set(t, key, leInt64(0))
@@ -85,6 +89,9 @@ func testTransactRetriesConflict(t *testing.T, f *fixture) {
 	require.Equal(t, int64(101), decodeCounter(t, f.get(t, key)), "the committed run must have read the other transaction's write")
 }
 
+// testTransactReturnsFnErrorWithoutCommitting: an error without an FDB
+// code from fn ends Transact without a commit or a retry (retryable and
+// Database.Transact, bindings/go/src/fdb/database.go).
 func testTransactReturnsFnErrorWithoutCommitting(t *testing.T, f *fixture) {
 	boom := errors.New("boom")
 	runs, err := f.transact(func(tr kv.Transaction, run int) error {
@@ -96,6 +103,8 @@ func testTransactReturnsFnErrorWithoutCommitting(t *testing.T, f *fixture) {
 	f.requireAbsent(t, f.key("a"), "Transact must not commit when fn fails")
 }
 
+// testTransactRetriesRetryableFnError: an FDB error returned by fn goes
+// to OnError like a commit's (retryable, bindings/go/src/fdb/database.go).
 func testTransactRetriesRetryableFnError(t *testing.T, f *fixture) {
 	runs, err := f.transact(func(tr kv.Transaction, run int) error {
 		tr.Set(f.key("a"), []byte{byte(run)})
@@ -109,6 +118,8 @@ func testTransactRetriesRetryableFnError(t *testing.T, f *fixture) {
 	f.requireValue(t, f.key("a"), []byte{2}, "only the second run's write may be committed")
 }
 
+// testTransactOnTransactionDoesNotCommit: Transact on a transaction only
+// runs fn (Transaction.Transact, bindings/go/src/fdb/transaction.go).
 func testTransactOnTransactionDoesNotCommit(t *testing.T, f *fixture) {
 	tr := f.newTx(t)
 	err := tr.Transact(f.ctx, func(inner kv.Transaction) error {
@@ -122,6 +133,8 @@ func testTransactOnTransactionDoesNotCommit(t *testing.T, f *fixture) {
 	f.requireValue(t, f.key("a"), []byte("x"), "the caller's commit must apply what fn wrote")
 }
 
+// testTransactOnTransactionDoesNotRetry: nor does it retry
+// (Transaction.Transact, bindings/go/src/fdb/transaction.go).
 func testTransactOnTransactionDoesNotRetry(t *testing.T, f *fixture) {
 	tr := f.newTx(t)
 	runs := 0
@@ -146,6 +159,9 @@ func incrementLayer(ctx context.Context, t *testing.T, tor kv.Transactor, key []
 	})
 }
 
+// testTransactComposesLayers: a function taking a Transactor works on a
+// database and inside a transaction (the Go binding's Transactor,
+// bindings/go/src/fdb/database.go).
 func testTransactComposesLayers(t *testing.T, f *fixture) {
 	a, b := f.key("a"), f.key("b")
 	require.NoError(t, incrementLayer(f.ctx, t, f.db, a), "a layer called with the database commits")
@@ -173,6 +189,9 @@ func testTransactComposesLayers(t *testing.T, f *fixture) {
 	require.Equal(t, int64(2), decodeCounter(t, f.get(t, a)), "a layer call inside a transaction that fails must not be applied")
 }
 
+// testGenericTransactReturnsCommittedResult: kv.Transact returns the
+// committed run's result (Database.Transact returns f's value from the run
+// whose commit succeeded: bindings/go/src/fdb/database.go).
 func testGenericTransactReturnsCommittedResult(t *testing.T, f *fixture) {
 	key := f.key("counter")
 	f.set(t, key, leInt64(0))
@@ -183,6 +202,9 @@ func testGenericTransactReturnsCommittedResult(t *testing.T, f *fixture) {
 	require.Equal(t, int64(101), got, "kv.Transact must return the result of the run that committed (the first run would have returned 1)")
 }
 
+// testGenericTransactOnTransaction: kv.Transact on a transaction neither
+// commits nor hides fn's error (Transaction.Transact,
+// bindings/go/src/fdb/transaction.go).
 func testGenericTransactOnTransaction(t *testing.T, f *fixture) {
 	tr := f.newTx(t)
 	got, err := kv.Transact(f.ctx, tr, func(inner kv.Transaction) (string, error) {
@@ -198,6 +220,8 @@ func testGenericTransactOnTransaction(t *testing.T, f *fixture) {
 	require.Empty(t, got, "kv.Transact must return the zero value with an error")
 }
 
+// testReadTransactRetries: ReadTransact retries a retryable error
+// (Database.ReadTransact, bindings/go/src/fdb/database.go).
 func testReadTransactRetries(t *testing.T, f *fixture) {
 	f.seed(t, "a")
 	runs := 0
@@ -213,6 +237,8 @@ func testReadTransactRetries(t *testing.T, f *fixture) {
 	require.Equal(t, []byte("v:a"), got)
 }
 
+// testContextCancelledBeforeTransact: a kv rule (the Go binding takes no
+// context): an ended ctx stops Transact before fn commits.
 func testContextCancelledBeforeTransact(t *testing.T, f *fixture) {
 	ctx, cancel := context.WithCancel(f.ctx)
 	cancel()
@@ -224,6 +250,8 @@ func testContextCancelledBeforeTransact(t *testing.T, f *fixture) {
 	f.requireAbsent(t, f.key("a"), "Transact with a cancelled context must not commit")
 }
 
+// testContextCancelledDuringRetries: a kv rule (the Go binding takes no
+// context): an ended ctx stops the retries, with both errors.
 func testContextCancelledDuringRetries(t *testing.T, f *fixture) {
 	ctx, cancel := context.WithCancel(f.ctx)
 	defer cancel()
@@ -240,6 +268,8 @@ func testContextCancelledDuringRetries(t *testing.T, f *fixture) {
 	require.Equal(t, 2, runs, "no run may start after the context was cancelled")
 }
 
+// testRetryLimit: retry_limit n allows n retries: RYWImpl::onError gives
+// up once retries >= maxRetries (fdbclient/ReadYourWrites.actor.cpp).
 func testRetryLimit(t *testing.T, f *fixture) {
 	runs, err := f.transact(func(tr kv.Transaction, run int) error {
 		if err := tr.Options().SetRetryLimit(2); err != nil {
@@ -251,6 +281,8 @@ func testRetryLimit(t *testing.T, f *fixture) {
 	require.Equal(t, 3, runs, "retry limit 2 allows the first run and 2 retries")
 }
 
+// testRetryLimitZero: retry_limit 0 allows none (RYWImpl::onError,
+// fdbclient/ReadYourWrites.actor.cpp).
 func testRetryLimitZero(t *testing.T, f *fixture) {
 	runs, err := f.transact(func(tr kv.Transaction, run int) error {
 		if err := tr.Options().SetRetryLimit(0); err != nil {
@@ -262,6 +294,10 @@ func testRetryLimitZero(t *testing.T, f *fixture) {
 	require.Equal(t, 1, runs, "retry limit 0 allows no retry")
 }
 
+// testTimeoutExpires: once the timeout expires, reads and Commit fail with
+// transaction_timed_out, and OnError returns it (timebomb sets
+// resetPromise; RYWImpl::onError throws resetPromise's error:
+// fdbclient/ReadYourWrites.actor.cpp).
 func testTimeoutExpires(t *testing.T, f *fixture) {
 	f.seed(t, "a")
 	tr := f.newTx(t)
@@ -276,6 +312,8 @@ func testTimeoutExpires(t *testing.T, f *fixture) {
 	requireCode(t, tr.OnError(err), kv.ErrTransactionTimedOut, "OnError must not retry transaction_timed_out")
 }
 
+// testTimeoutNotYetExpired: before it, the transaction works (timebomb
+// fires at creationTime + timeout: fdbclient/ReadYourWrites.actor.cpp).
 func testTimeoutNotYetExpired(t *testing.T, f *fixture) {
 	f.seed(t, "a")
 	tr := f.newTx(t)
@@ -286,6 +324,8 @@ func testTimeoutNotYetExpired(t *testing.T, f *fixture) {
 	commit(t, tr, "a commit before the timeout must succeed")
 }
 
+// testTimeoutZeroDisables: timeout 0 removes the timebomb
+// (ReadYourWritesTransaction::resetTimeout, fdbclient/ReadYourWrites.actor.cpp).
 func testTimeoutZeroDisables(t *testing.T, f *fixture) {
 	f.seed(t, "a")
 	tr := f.newTx(t)
@@ -295,6 +335,9 @@ func testTimeoutZeroDisables(t *testing.T, f *fixture) {
 	require.Equal(t, []byte("v:a"), mustGet(t, tr, f.key("a")), "SetTimeout(0) must disable the timeout")
 }
 
+// testTimeoutSpansRetries: OnError keeps creationTime and re-applies the
+// timeout (resetRyow, applyPersistentOptions: fdbclient/ReadYourWrites.actor.cpp),
+// so time spent in retries counts.
 func testTimeoutSpansRetries(t *testing.T, f *fixture) {
 	f.seed(t, "a")
 	runs, err := f.transact(func(tr kv.Transaction, run int) error {
@@ -330,6 +373,8 @@ func testTimeoutCountsFromCreation(t *testing.T, f *fixture) {
 	f.requireAbsent(t, f.key("b"), "a timed-out transaction must apply nothing")
 }
 
+// testMaxRetryDelayCapsBackoff: max_retry_delay caps the backoff
+// (Transaction::getBackoff, options.maxBackoff: fdbclient/NativeAPI.actor.cpp).
 func testMaxRetryDelayCapsBackoff(t *testing.T, f *fixture) {
 	tr := f.newTx(t)
 	require.NoError(t, tr.Options().SetMaxRetryDelay(time.Millisecond), "SetMaxRetryDelay")
@@ -377,7 +422,9 @@ func testFailedOnErrorCancels(t *testing.T, f *fixture) {
 // ReadYourWritesTransaction::setOptionImpl and Transaction::setOption,
 // fdbclient/: timeout and max_retry_delay 0 to MaxInt32 milliseconds,
 // retry_limit -1 to MaxInt32) return invalid_option_value and change
-// nothing.
+// nothing. (A kv rule in part: FDB's C API reports the error at the
+// transaction's next operation, ThreadSafeTransaction::setOption deferring
+// it; kv backends check first.)
 func testInvalidOptionValues(t *testing.T, f *fixture) {
 	tr := f.newTx(t)
 	o := tr.Options()

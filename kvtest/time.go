@@ -10,7 +10,9 @@ import (
 )
 
 // mvccWindow is how long after its read version a transaction may read and
-// commit.
+// commit (MAX_READ_TRANSACTION_LIFE_VERSIONS and
+// MAX_WRITE_TRANSACTION_LIFE_VERSIONS, 5 s of versions:
+// fdbclient/ServerKnobs.cpp).
 const mvccWindow = 5 * time.Second
 
 // pastWindow is how long the tests wait for a read version to be too old.
@@ -37,6 +39,9 @@ func timeTests() []conformanceTest {
 	}
 }
 
+// testReadsWithinWindowSucceed: reads and a commit 4 s after the read
+// version succeed (the 5 s window: MAX_READ_TRANSACTION_LIFE_VERSIONS and
+// MAX_WRITE_TRANSACTION_LIFE_VERSIONS, fdbclient/ServerKnobs.cpp).
 func testReadsWithinWindowSucceed(t *testing.T, f *fixture) {
 	f.seed(t, "a")
 	tr := f.newTx(t)
@@ -47,6 +52,9 @@ func testReadsWithinWindowSucceed(t *testing.T, f *fixture) {
 	commit(t, tr, "a commit 4 s after the read version must succeed")
 }
 
+// testReadAfterWindowTooOld: past the window, a storage server refuses
+// the read with transaction_too_old (fdbserver/storageserver.actor.cpp,
+// waitForVersion).
 func testReadAfterWindowTooOld(t *testing.T, f *fixture) {
 	f.seed(t, "a")
 	tr := f.newTx(t)
@@ -58,6 +66,8 @@ func testReadAfterWindowTooOld(t *testing.T, f *fixture) {
 	requireCode(t, err, kv.ErrTransactionTooOld, "GetRange 8 s after the read version")
 }
 
+// testSnapshotReadAfterWindowTooOld: snapshot reads too
+// (fdbserver/storageserver.actor.cpp, waitForVersion).
 func testSnapshotReadAfterWindowTooOld(t *testing.T, f *fixture) {
 	f.seed(t, "a")
 	tr := f.newTx(t)
@@ -67,6 +77,10 @@ func testSnapshotReadAfterWindowTooOld(t *testing.T, f *fixture) {
 	requireCode(t, err, kv.ErrTransactionTooOld, "snapshot Get 8 s after the read version")
 }
 
+// testCommitAfterWindowTooOld: past the window a commit with read
+// conflict ranges fails with transaction_too_old (ConflictBatch::
+// addTransaction, fdbserver/SkipList.cpp), which OnError retries
+// (Transaction::onError, fdbclient/NativeAPI.actor.cpp).
 func testCommitAfterWindowTooOld(t *testing.T, f *fixture) {
 	f.seed(t, "a")
 	tr := f.newTx(t)
@@ -97,6 +111,9 @@ func testCommitWithoutReadConflictsAfterWindow(t *testing.T, f *fixture) {
 	require.Equal(t, []byte("x"), f.get(t, f.key("b")), "its write applied")
 }
 
+// testReadVersionObtainedAtFirstRead: the read version is requested at
+// the first read, not at creation (Transaction::getReadVersion starts it
+// lazily: fdbclient/include/fdbclient/NativeAPI.actor.h).
 func testReadVersionObtainedAtFirstRead(t *testing.T, f *fixture) {
 	f.seed(t, "a")
 	tr := f.newTx(t)
@@ -106,6 +123,8 @@ func testReadVersionObtainedAtFirstRead(t *testing.T, f *fixture) {
 	commit(t, tr)
 }
 
+// testTooOldIsRetriedByTransact: the loop retries transaction_too_old
+// (Transaction::onError, fdbclient/NativeAPI.actor.cpp).
 func testTooOldIsRetriedByTransact(t *testing.T, f *fixture) {
 	f.seed(t, "a")
 	runs, err := f.transact(func(tr kv.Transaction, run int) error {

@@ -146,6 +146,9 @@ func (f *fixture) requireFired(t *testing.T, w kv.Watch, why string) {
 	require.NoError(t, w.Wait(ctx), why)
 }
 
+// testWatchFiresAfterChangeNotBefore: a committed watch fires when its
+// key's value differs from the one it read (watchWaitForValueChange,
+// fdbserver/storageserver.actor.cpp), not before.
 func testWatchFiresAfterChangeNotBefore(t *testing.T, f *fixture) {
 	f.seed(t, "k")
 	w := f.watch(t, f.key("k"))
@@ -155,6 +158,8 @@ func testWatchFiresAfterChangeNotBefore(t *testing.T, f *fixture) {
 	f.requireFired(t, w, "the watch must fire after another transaction changed the key")
 }
 
+// testWatchNotFiredByOtherKeys: a watch is on one key
+// (watchWaitForValueChange, fdbserver/storageserver.actor.cpp).
 func testWatchNotFiredByOtherKeys(t *testing.T, f *fixture) {
 	f.seed(t, "k")
 	w := f.watch(t, f.key("k"))
@@ -165,6 +170,9 @@ func testWatchNotFiredByOtherKeys(t *testing.T, f *fixture) {
 	f.requireFired(t, w, "the watch must fire once its own key changes")
 }
 
+// testWatchFiresOnInsertOfMissingKey: present differs from missing
+// (watchWaitForValueChange compares Optional<Value>s,
+// fdbserver/storageserver.actor.cpp).
 func testWatchFiresOnInsertOfMissingKey(t *testing.T, f *fixture) {
 	w := f.watch(t, f.key("k"))
 	f.requireNotFired(t, w, "the key is still missing")
@@ -172,6 +180,8 @@ func testWatchFiresOnInsertOfMissingKey(t *testing.T, f *fixture) {
 	f.requireFired(t, w, "a watch on a missing key must fire when the key is created")
 }
 
+// testWatchFiresOnClear: a clear-range that removes the key changes it
+// (watchWaitForValueChange, fdbserver/storageserver.actor.cpp).
 func testWatchFiresOnClear(t *testing.T, f *fixture) {
 	f.seed(t, "k")
 	w := f.watch(t, f.key("k"))
@@ -181,6 +191,8 @@ func testWatchFiresOnClear(t *testing.T, f *fixture) {
 	f.requireFired(t, w, "a watch must fire when its key is removed by a clear-range")
 }
 
+// testWatchFiresOnAtomicChange: so does an atomic op
+// (watchWaitForValueChange, fdbserver/storageserver.actor.cpp).
 func testWatchFiresOnAtomicChange(t *testing.T, f *fixture) {
 	f.set(t, f.key("k"), le(1, 8))
 	w := f.watch(t, f.key("k"))
@@ -190,6 +202,9 @@ func testWatchFiresOnAtomicChange(t *testing.T, f *fixture) {
 	f.requireFired(t, w, "a watch must fire when an atomic op changes its key")
 }
 
+// testWatchNotActiveBeforeCommit: a watch is set up when its transaction
+// commits (the watch actor waits for onSetWatchTrigger, which
+// commitAndWatch's setupWatches sets: fdbclient/NativeAPI.actor.cpp).
 func testWatchNotActiveBeforeCommit(t *testing.T, f *fixture) {
 	f.seed(t, "k")
 	tr := f.newTx(t)
@@ -199,6 +214,9 @@ func testWatchNotActiveBeforeCommit(t *testing.T, f *fixture) {
 	f.requireNotFired(t, w, "a watch is registered when its transaction commits, and this one has not committed")
 }
 
+// testWatchFailedCommitFailsWatches: a failed commit fails its watches
+// with its error (commitAndWatch calls cancelWatches(e),
+// fdbclient/NativeAPI.actor.cpp).
 func testWatchFailedCommitFailsWatches(t *testing.T, f *fixture) {
 	f.seed(t, "b")
 	tr := f.newTx(t)
@@ -235,6 +253,9 @@ func testWatchRetryFailsWatchesCancelled(t *testing.T, f *fixture) {
 	requireCode(t, err, kv.ErrTransactionCancelled, "Wait on a watch of an attempt that OnError reset")
 }
 
+// testWatchCancelFailsWait: a kv rule: a cancelled watch's Wait fails with
+// transaction_cancelled (FDB's cancelled future fails with
+// operation_cancelled: fdb_future_cancel, api-c.rst; fdbkv maps it).
 func testWatchCancelFailsWait(t *testing.T, f *fixture) {
 	w := f.watch(t, f.key("k"))
 	w.Cancel()
@@ -245,6 +266,8 @@ func testWatchCancelFailsWait(t *testing.T, f *fixture) {
 	requireCode(t, w.Wait(ctx), kv.ErrTransactionCancelled, "Wait on a cancelled watch after its key changed")
 }
 
+// testWatchCancelReleasesPendingWait: the same for a Wait in progress
+// (kv.Watch.Cancel).
 func testWatchCancelReleasesPendingWait(t *testing.T, f *fixture) {
 	w := f.watch(t, f.key("k"))
 	ctx, cancel := context.WithTimeout(f.ctx, firedWait)
@@ -297,7 +320,8 @@ func testTooManyWatches(t *testing.T, f *fixture) {
 
 // A watch on a key its transaction wrote compares with that write: the
 // transaction's own commit does not fire it (the staged dequeue's
-// registration watches the marker it writes).
+// registration watches the marker it writes). RYWImpl::watch reads
+// through the transaction's writes (fdbclient/ReadYourWrites.actor.cpp).
 func testWatchComparesWithOwnWrite(t *testing.T, f *fixture) {
 	f.seed(t, "k")
 	tr := f.newTx(t)
@@ -331,7 +355,8 @@ func testWatchComparesWithOwnWriteAfterARead(t *testing.T, f *fixture) {
 
 // testWatchComparesWithOwnClearRange: a watch on a key the transaction
 // cleared with ClearRange compares with the key missing (its read of the
-// key returned nothing), so the commit of the clear does not fire it.
+// key returned nothing: RYWImpl::watch, fdbclient/ReadYourWrites.actor.cpp),
+// so the commit of the clear does not fire it.
 func testWatchComparesWithOwnClearRange(t *testing.T, f *fixture) {
 	f.seed(t, "k", "other")
 	tr := f.newTx(t)
@@ -347,7 +372,8 @@ func testWatchComparesWithOwnClearRange(t *testing.T, f *fixture) {
 
 // testWatchFiresOnInsertOfEmptyValue: a key that is missing and the same
 // key with an empty value differ (the storage server compares
-// Optional<Value>s), so setting a watched missing key to an empty value
+// Optional<Value>s: watchWaitForValueChange,
+// fdbserver/storageserver.actor.cpp), so setting a watched missing key to an empty value
 // fires the watch.
 func testWatchFiresOnInsertOfEmptyValue(t *testing.T, f *fixture) {
 	w := f.watch(t, f.key("k"))
@@ -378,8 +404,9 @@ func testWatchFiresOnOwnChangeOfMissingKey(t *testing.T, f *fixture) {
 }
 
 // A versionstamped key elsewhere in the watching transaction does not
-// change what the watch compares with: the value the watch read, so a
-// change after the commit fires it.
+// change what the watch compares with: the value the watch read
+// (RYWImpl::watch, fdbclient/ReadYourWrites.actor.cpp), so a change after
+// the commit fires it.
 func testWatchBesideVersionstampedKey(t *testing.T, f *fixture) {
 	f.seed(t, "k")
 	tr := f.newTx(t)
@@ -452,7 +479,8 @@ func testWatchFiresOnOwnChange(t *testing.T, f *fixture) {
 }
 
 // triggerWatches keeps a watch whose key the transaction sets to the value
-// the watch read; after the commit it waits for another change.
+// the watch read (fdbclient/ReadYourWrites.actor.cpp); after the commit it
+// waits for another change.
 func testWatchNotFiredByOwnWriteOfSameValue(t *testing.T, f *fixture) {
 	f.seed(t, "k")
 	tr := f.newTx(t)
