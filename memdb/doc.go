@@ -234,7 +234,9 @@
 // transaction_too_old and future_version, as FDB's does, honouring
 // cancellation, then resets the transaction and returns nil. Any other
 // error is returned unchanged, as is a retryable one once SetRetryLimit's
-// limit is reached; on a transaction already cancelled, an FDB error gets
+// limit is reached (but cluster_version_changed, which FDB's multi-version
+// client retries at once on a new transaction, restarting the retry count
+// and the timeout: MultiVersionTransaction::onError); on a transaction already cancelled, an FDB error gets
 // the cancellation's instead (RYWImpl::onError, fdbclient/
 // ReadYourWrites.actor.cpp), an error without an FDB code still comes
 // back unchanged. Backoff sleeps use real time, not the Clock. Options
