@@ -290,7 +290,8 @@ func (h *harness) settle(ctx context.Context, round int, t *target, recs []*reco
 			_, info := porcupine.CheckOperationsVerbose(model, history, h.cfg.CheckTimeout)
 			res.Failure = &Failure{Seed: h.seed, Round: round, Structure: t.s.name(),
 				Reason: fmt.Sprintf("history of %d operations is not linearizable", len(history)),
-				model:  model, info: info, history: history, hasInfo: true}
+				model:  model, info: info, history: history, hasInfo: true,
+				failedCalls: failedCalls(recs, clients)}
 		}
 	case porcupine.Unknown:
 		res.Inconclusive++
@@ -390,4 +391,31 @@ func sameItems(a, b []Item) bool {
 		}
 	}
 	return true
+}
+
+// failedCalls describes, for a written history, each call of recs that
+// failed: its call time (the tag of a failed staged take's Hide and
+// Unhide), its client as the history numbers it, what it failed with, and
+// how the check took it.
+func failedCalls(recs []*record, clients map[int]int) []string {
+	var out []string
+	for _, r := range recs {
+		if r.failed == "" {
+			continue
+		}
+		how := "dropped: took no effect"
+		switch {
+		case r.trusted:
+			how = "trusted: a Hide and an Unhide"
+		case r.inFlight:
+			how = "in flight: unknown until the round's end"
+		case r.unknown:
+			how = "unknown"
+		}
+		if r.layerID {
+			how += ", under an ID the layer made"
+		}
+		out = append(out, fmt.Sprintf("#%d client %d %s (%s)", r.op.Call, clients[r.op.ClientId], r.failed, how))
+	}
+	return out
 }

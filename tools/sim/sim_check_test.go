@@ -3,6 +3,7 @@ package sim
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/anishathalye/porcupine"
@@ -169,6 +170,22 @@ func TestSettleChecksTheRound(t *testing.T) {
 		require.Zero(t, res.Violations)
 		require.Equal(t, 1, res.Unknown)
 		require.Equal(t, 1, tgt.capacity, "it may have taken one item")
+	})
+	t.Run("a written history lists the failed calls", func(t *testing.T) {
+		// An item lost while a staged take failed with an error the
+		// check trusts: the history names the take's error, which tells
+		// what the take did (see docs/reliability.md, "Known gaps").
+		h, tgt := plantedHarness(t, planted{}, true)
+		take := rec(3, 4, Input{Kind: Dequeue}, unknown, true)
+		take.trusted, take.layerID = true, true
+		take.failed = "Dequeue: context deadline exceeded"
+		var res Result
+		h.settle(ctx, 0, tgt, []*record{enq1, take}, &res)
+		require.Equal(t, 1, res.Violations)
+		require.True(t, res.Failure.HasVisualization(), "%v", res.Failure)
+		var b strings.Builder
+		require.NoError(t, res.Failure.WriteHistory(&b))
+		require.Contains(t, b.String(), "failed calls (1):\n  #3 client 1 Dequeue: context deadline exceeded (trusted: a Hide and an Unhide, under an ID the layer made)\n")
 	})
 	t.Run("a trusted staged take that took an item", func(t *testing.T) {
 		h, tgt := plantedHarness(t, planted{observed: []Item{{ID: 1}}}, true)

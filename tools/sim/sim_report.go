@@ -149,12 +149,16 @@ type Failure struct {
 	info    porcupine.LinearizationInfo
 	history []porcupine.Operation
 	hasInfo bool
+	// failedCalls describes the calls of the history that failed, with
+	// their errors (failedCalls in sim_check.go).
+	failedCalls []string
 }
 
 // WriteHistory writes the failing history as text, in call order, then
 // the longest prefix of it that the checker could linearize, with the
 // model's state after each operation: the next operation of the history
-// is where it got stuck.
+// is where it got stuck; then, for a queue's history, each call that
+// failed, with its error.
 func (f *Failure) WriteHistory(w io.Writer) error {
 	if !f.HasVisualization() {
 		return errors.New("sim: no history to write")
@@ -186,6 +190,12 @@ func (f *Failure) WriteHistory(w io.Writer) error {
 		fmt.Fprintf(bw, "  [%6d] %s\n", op.Call, m.DescribeOperation(op.Input, op.Output))
 	}
 	fmt.Fprintf(bw, "state after it: %s\n", m.DescribeState(st))
+	if len(f.failedCalls) > 0 {
+		fmt.Fprintf(bw, "failed calls (%d):\n", len(f.failedCalls))
+		for _, c := range f.failedCalls {
+			fmt.Fprintf(bw, "  %s\n", c)
+		}
+	}
 	return bw.Flush()
 }
 

@@ -34,6 +34,9 @@ type record struct {
 	// settled the outcome within the call (a staged take's cleanup
 	// fences its take).
 	inFlight bool
+	// failed is what the call failed with ("" if it did not fail): its
+	// kind and error, for a written history.
+	failed string
 }
 
 // round runs one round on every target concurrently, then recovers,
@@ -155,6 +158,7 @@ func (h *harness) client(ctx context.Context, round int, t *target, c int, rng *
 				mu.Unlock()
 			}
 			r.inFlight = kv.MaybeCommitted(err)
+			r.failed = fmt.Sprintf("%v: %v", in.Kind, err)
 			switch {
 			case !h.cfg.TrustErrors || r.inFlight || errors.Is(err, fdbqueue.ErrOperationExpired):
 				r.unknown = true
