@@ -94,6 +94,7 @@ func (h *harness) settle(ctx context.Context, round int, t *target, recs []*reco
 				un.op.Input = Input{Kind: Unhide, Tag: uint64(tag), Max: in.Kind == PopMax, Tail: t.byPlace()}
 				un.op.ClientId = -2 - len(extra) // a client of its own, for the visualization
 				extra = append(extra, un)
+				r.failed += "; checked as a Hide and an Unhide"
 				res.Hidden++
 				continue
 			}
@@ -396,26 +397,14 @@ func sameItems(a, b []Item) bool {
 // failedCalls describes, for a written history, each call of recs that
 // failed: its call time (the tag of a failed staged take's Hide and
 // Unhide), its client as the history numbers it, what it failed with, and
-// how the check took it.
+// how the check took it (record.failed).
 func failedCalls(recs []*record, clients map[int]int) []string {
 	var out []string
 	for _, r := range recs {
 		if r.failed == "" {
 			continue
 		}
-		how := "dropped: took no effect"
-		switch {
-		case r.trusted:
-			how = "trusted: a Hide and an Unhide"
-		case r.inFlight:
-			how = "in flight: unknown until the round's end"
-		case r.unknown:
-			how = "unknown"
-		}
-		if r.layerID {
-			how += ", under an ID the layer made"
-		}
-		out = append(out, fmt.Sprintf("#%d client %d %s (%s)", r.op.Call, clients[r.op.ClientId], r.failed, how))
+		out = append(out, fmt.Sprintf("#%d client %d %s", r.op.Call, clients[r.op.ClientId], r.failed))
 	}
 	return out
 }

@@ -178,14 +178,14 @@ func TestSettleChecksTheRound(t *testing.T) {
 		h, tgt := plantedHarness(t, planted{}, true)
 		take := rec(3, 4, Input{Kind: Dequeue}, unknown, true)
 		take.trusted, take.layerID = true, true
-		take.failed = "Dequeue: context deadline exceeded"
+		take.failed = "Dequeue: context deadline exceeded (" + take.failedAs() + ")"
 		var res Result
 		h.settle(ctx, 0, tgt, []*record{enq1, take}, &res)
 		require.Equal(t, 1, res.Violations)
 		require.True(t, res.Failure.HasVisualization(), "%v", res.Failure)
 		var b strings.Builder
 		require.NoError(t, res.Failure.WriteHistory(&b))
-		require.Contains(t, b.String(), "failed calls (1):\n  #3 client 1 Dequeue: context deadline exceeded (trusted: a Hide and an Unhide, under an ID the layer made)\n")
+		require.Contains(t, b.String(), "failed calls (1):\n  #3 client 1 Dequeue: context deadline exceeded (a trusted staged take, under an ID the layer made); checked as a Hide and an Unhide\n")
 	})
 	t.Run("a trusted staged take that took an item", func(t *testing.T) {
 		h, tgt := plantedHarness(t, planted{observed: []Item{{ID: 1}}}, true)

@@ -35,8 +35,27 @@ type record struct {
 	// fences its take).
 	inFlight bool
 	// failed is what the call failed with ("" if it did not fail): its
-	// kind and error, for a written history.
+	// kind, its error and how the check takes it, for a written history.
 	failed string
+}
+
+// failedAs says how the check takes a failed call, as its flags say when
+// it failed (settle may add how it settled it).
+func (r *record) failedAs() string {
+	how := "outcome unknown"
+	switch {
+	case r.dropped:
+		how = "trusted to have had no effect"
+	case r.trusted:
+		how = "a trusted staged take"
+	}
+	if r.inFlight {
+		how += ", its commit maybe in flight"
+	}
+	if r.layerID {
+		how += ", under an ID the layer made"
+	}
+	return how
 }
 
 // round runs one round on every target concurrently, then recovers,
@@ -158,7 +177,6 @@ func (h *harness) client(ctx context.Context, round int, t *target, c int, rng *
 				mu.Unlock()
 			}
 			r.inFlight = kv.MaybeCommitted(err)
-			r.failed = fmt.Sprintf("%v: %v", in.Kind, err)
 			switch {
 			case !h.cfg.TrustErrors || r.inFlight || errors.Is(err, fdbqueue.ErrOperationExpired):
 				r.unknown = true
@@ -175,6 +193,7 @@ func (h *harness) client(ctx context.Context, round int, t *target, c int, rng *
 				res.Trusted++
 				mu.Unlock()
 			}
+			r.failed = fmt.Sprintf("%v: %v (%s)", in.Kind, err, r.failedAs())
 		}
 		isStagedTake := t.staged && (in.Kind == Dequeue || in.Kind == PopMin || in.Kind == PopMax)
 		if r.unknown && r.inFlight && r.recover && onDB && !isStagedTake && !h.cfg.WithoutIdempotency &&
