@@ -69,6 +69,9 @@ type DB struct {
 	failNext *forcedFailure
 	holdNext *commitHold
 	faultsOn atomic.Bool // faults.any() || failNext != nil
+	// grvHold is HoldNextReadVersion's pending hold, taken by the next
+	// read version request sent (startGRVLocked).
+	grvHold *grvHold
 	// failRead and failGRV are the one-shot failures of FailReadAfter and
 	// FailReadVersionAfter; readFaultsOn is faults.reads() || either is
 	// armed.
@@ -380,6 +383,44 @@ func (db *DB) takeFaults(mutating bool) (forced *forcedFailure, kind faultKind, 
 		kind, extra = db.rng.pick(f)
 	}
 	return forced, kind, extra
+}
+
+// grvHold is HoldNextReadVersion's one-shot hold.
+type grvHold struct {
+	held    chan struct{} // closed when a request is held
+	release chan struct{} // closed to let it go on
+	once    sync.Once
+}
+
+// HoldNextReadVersion makes the next read version request that is sent
+// (of any transaction) stop before the cluster answers it: held is closed
+// when it stops, and the version is chosen when release is called, so it
+// includes every commit made meanwhile. The request's transaction goes on
+// in the meantime, and its reads wait for the version, as a FoundationDB
+// client's do while a GRV proxy batches its request (the read version is
+// a future: fdb_transaction_get_read_version, and every read waits for
+// it). Tests use it to commit between a transaction's first read and the
+// moment its read version is fixed. It needs a latency model
+// (WithLatency), under which read versions are requested in the
+// background; without one a read obtains its version in the call, and no
+// request is held. It replaces an earlier hold not yet taken; a
+// cancellation or reset of the transaction also lets the request go.
+func (db *DB) HoldNextReadVersion() (held <-chan struct{}, release func()) {
+	h := &grvHold{held: make(chan struct{}), release: make(chan struct{})}
+	db.faultMu.Lock()
+	db.grvHold = h
+	db.faultMu.Unlock()
+	return h.held, func() { h.once.Do(func() { close(h.release) }) }
+}
+
+// takeGRVHold returns the pending HoldNextReadVersion, if any, and clears
+// it.
+func (db *DB) takeGRVHold() *grvHold {
+	db.faultMu.Lock()
+	defer db.faultMu.Unlock()
+	h := db.grvHold
+	db.grvHold = nil
+	return h
 }
 
 // AwaitLateLandings waits until every commit that was interrupted in flight

@@ -141,3 +141,39 @@ func TestBlindCommitKeepsItsReadVersion(t *testing.T) {
 		})
 	}
 }
+
+// HoldNextReadVersion holds a transaction's read version request: its
+// first read returns a future at once, and a commit made while the request
+// is held is visible to it, since the version is chosen at release.
+func TestHoldNextReadVersionChoosesTheVersionAtRelease(t *testing.T) {
+	db, _ := newDB(t, memdb.WithLatency(memdb.Latency{GRV: memdb.Span{Min: time.Microsecond, Max: time.Microsecond}}))
+	mustSet(t, db, "k", "before")
+	held, release := db.HoldNextReadVersion()
+	tr := newTx(t, db)
+	f := tr.Get([]byte("k")) // sends the request, which the hold stops
+	<-held
+	mustSet(t, db, "k", "during") // its own request is not held: the hold was taken
+	release()
+	v, err := f.Get()
+	require.NoError(t, err)
+	require.Equal(t, "during", string(v), "the read version was chosen after the commit made while it was held")
+	// The hold is one-shot.
+	tr2 := newTx(t, db)
+	v, err = tr2.Get([]byte("k")).Get()
+	require.NoError(t, err)
+	require.Equal(t, "during", string(v))
+}
+
+// A cancelled transaction's held read version request lets go: its reads
+// fail with transaction_cancelled.
+func TestHoldNextReadVersionEndsWithCancel(t *testing.T) {
+	db, _ := newDB(t, memdb.WithLatency(memdb.Latency{GRV: memdb.Span{Min: time.Microsecond, Max: time.Microsecond}}))
+	held, release := db.HoldNextReadVersion()
+	defer release()
+	tr := newTx(t, db)
+	f := tr.Get([]byte("k"))
+	<-held
+	tr.Cancel()
+	_, err := f.Get()
+	require.ErrorIs(t, err, kv.ErrTransactionCancelled)
+}

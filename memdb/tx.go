@@ -811,9 +811,13 @@ func (tx *transaction) startGRVLocked() {
 	tx.cold().rvCh = ch
 	gen := tx.gen
 	d := tx.db.rng.sample(tx.db.cfg.latency.GRV)
+	hold := tx.db.takeGRVHold()
 	go func() {
 		defer close(ch)
 		err := tx.sleepIn(d, &gen)
+		if err == nil && hold != nil {
+			err = tx.waitGRVHold(hold, gen)
+		}
 		tx.mu.Lock()
 		defer tx.mu.Unlock()
 		if tx.gen != gen {
@@ -825,6 +829,31 @@ func (tx *transaction) startGRVLocked() {
 		}
 		tx.grvLocked() // rvHave or rvFailed
 	}()
+}
+
+// waitGRVHold holds a read version request (HoldNextReadVersion) until
+// the hold is released, or the transaction is cancelled or reset (then
+// its error, as sleepIn's).
+func (tx *transaction) waitGRVHold(h *grvHold, gen uint64) error {
+	tx.mu.Lock()
+	if tx.gen != gen {
+		tx.mu.Unlock()
+		close(h.held)
+		return kv.ErrTransactionCancelled
+	}
+	ch, reset := tx.cancelChanLocked(), tx.resetChanLocked()
+	tx.mu.Unlock()
+	close(h.held)
+	select {
+	case <-h.release:
+		return nil
+	case <-ch:
+		return kv.ErrTransactionCancelled
+	case <-reset:
+		return kv.ErrTransactionCancelled
+	case <-tx.db.closeCh:
+		return ErrClosed
+	}
 }
 
 // GetReadVersion returns the transaction's read version, obtaining it if
