@@ -482,7 +482,14 @@ func (g *confGate) issueStep(tr kv.Transaction, blind bool) *gateRead {
 			return nil
 		}
 	}
-	return g.issue(tr, false)
+	// A step's transaction is the staged operation's own: nothing bumped
+	// the metadata version in it before this read, so it need not look
+	// (bumps.lookup waits for the read version, which would hold up the
+	// step's reads until then).
+	if g == nil {
+		return nil
+	}
+	return g.issueInto(&gateRead{}, tr, false, true)
 }
 
 // settle waits for the record and checks it against the handle (the

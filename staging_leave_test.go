@@ -12,6 +12,7 @@ import (
 
 	"github.com/fdbqueue/fdbqueue"
 	"github.com/fdbqueue/fdbqueue/kv"
+	"github.com/fdbqueue/fdbqueue/memdb"
 )
 
 // Serving by place, a request that leaves the line when the items end
@@ -431,5 +432,85 @@ func TestStagedPlainDequeueInBatchesWaitsWhileItemsRemain(t *testing.T) {
 	require.ErrorIs(t, recvWithin(t, done, "the Dequeue's return"), fdbqueue.ErrEmpty, "the items ran out")
 	cancel()
 	require.ErrorIs(t, recvWithin(t, errsB, "B's return once cancelled"), context.Canceled)
+	requireClean(t, db, sub)
+}
+
+// A plain Dequeue by place whose withdrawal conflicted (an item arrived)
+// and whose request then expired and was dropped, with the item at its
+// place moved to the tail, fails with ErrClaimExpired: returning ErrEmpty
+// would hide the move (x behind y, though x came first and nobody took
+// it). The call tells its own withdrawal from an expiry by the time: only
+// well before the deadline can nobody have dropped its request. That time
+// must be read once the read version is known: FoundationDB's read
+// version is a future (fdb_transaction_get_read_version, which every read
+// waits for), so a clock read before it can precede a drop that the step
+// then sees. Here the retry's read version request is held
+// (HoldNextReadVersion) after the step read the clock, while the clock
+// passes the deadline and Recover drops the request.
+func TestStagedPlaceWithdrawalThenExpiryFails(t *testing.T) {
+	ctx := context.Background()
+	m := stagingModes[1] // by place
+	const timeout = 10 * time.Second
+	clock := memdb.NewManualClock(time.Unix(1_700_000_000, 0))
+	var mu sync.Mutex
+	var clockRead chan struct{} // closed at the first clock reading once set
+	now := func() time.Time {
+		mu.Lock()
+		if clockRead != nil {
+			close(clockRead)
+			clockRead = nil
+		}
+		mu.Unlock()
+		return clock.Now()
+	}
+	// Read versions are requested in the background, as FDB's are.
+	db := stgDB(t, memdb.WithLatency(memdb.Latency{GRV: memdb.Span{Min: time.Microsecond, Max: time.Microsecond}}))
+	sub := stgSubspace(t, "withdrawexpiry")
+	opts := append(m.opts(fdbqueue.StagingConfig{ClaimTimeout: timeout}), fdbqueue.WithClock(now))
+	qB, q := stgQueue(t, sub, opts...), stgQueue(t, sub, opts...)
+
+	fdbqueue.SetStagingBusy(qB, true) // no first look: B files a request at once
+	stall, stalled, resume := stallOnceAt("commit withdraw")
+	var grvHeld <-chan struct{}
+	var releaseGRV func()
+	read := make(chan struct{})
+	var once sync.Once
+	fdbqueue.SetStagingHook(qB, hooks(stall, func(p string) {
+		if p == "failed" { // the withdrawal conflicted: hold the retry's read version
+			once.Do(func() {
+				grvHeld, releaseGRV = db.HoldNextReadVersion()
+				mu.Lock()
+				clockRead = read
+				mu.Unlock()
+			})
+		}
+	}))
+	type res struct {
+		v   []byte
+		err error
+	}
+	done := make(chan res, 1)
+	go func() {
+		v, err := qB.Dequeue(ctx, db)
+		done <- res{v, err}
+	}()
+	recvWithin(t, stalled, "B's withdrawal about to commit, after it read an empty queue")
+	require.NoError(t, q.Enqueue(ctx, db, []byte("x")))
+	require.NoError(t, q.Enqueue(ctx, db, []byte("y")))
+	resume()
+	recvWithin(t, read, "B's retry read the clock") // after the hook set grvHeld
+	recvWithin(t, grvHeld, "B's retry's read version requested and held")
+	clock.Advance(timeout + time.Second) // B's request expires
+	st, err := q.Recover(ctx, db)
+	require.NoError(t, err)
+	require.Equal(t, fdbqueue.RecoverStats{DroppedRequests: 1, ReturnedItems: 1}, st, "x, due to B, moved to the tail")
+	releaseGRV()
+	r := recvWithin(t, done, "B's return")
+	require.ErrorIs(t, r.err, fdbqueue.ErrClaimExpired, "B's request expired and its item went back: B did not find the queue empty")
+	for _, want := range []string{"y", "x"} {
+		v, err := q.Dequeue(ctx, db)
+		require.NoError(t, err)
+		require.Equal(t, want, string(v))
+	}
 	requireClean(t, db, sub)
 }

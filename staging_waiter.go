@@ -425,11 +425,17 @@ func (w *waiter[T]) step(tr kv.Transaction) (out outcome[T], err error) {
 	case resV != nil:
 		return w.collect(tr, resV)
 	case reqV == nil:
-		if w.withdrawing && now.Before(w.deadline.Add(-s.st.cfg.ClaimTimeout/3)) {
-			// A withdrawal's commit had an unknown outcome, and it
-			// applied: well before the request's deadline (clocks agree
-			// to well within the claim timeout) nobody else can have
-			// dropped it.
+		// The clock is read again, now that the read version is known:
+		// now was read before it, and FoundationDB's read version is a
+		// future that can come after a drop made once now had passed the
+		// deadline (the drop's clock reading precedes its commit, which
+		// precedes this read version, which precedes this reading).
+		if w.withdrawing && s.st.now().Before(w.deadline.Add(-s.st.cfg.ClaimTimeout/3)) {
+			// A withdrawal was attempted (its commit's outcome unknown,
+			// or it failed) and the request is gone: the withdrawal
+			// removed it, since well before the request's deadline
+			// (clocks agree to well within the claim timeout) nobody
+			// else can have dropped it.
 			out.phase = phaseWithdraw
 			out.done, out.err, out.noCommit = true, ErrEmpty, true
 			return out, nil
