@@ -293,6 +293,15 @@ func (h *harness) settle(ctx context.Context, round int, t *target, recs []*reco
 				Reason: fmt.Sprintf("history of %d operations is not linearizable", len(history)),
 				model:  model, info: info, history: history, hasInfo: true,
 				failedCalls: failedCalls(recs, clients)}
+			ids := make([]uint64, 0, len(t.enqueued))
+			for id := range t.enqueued {
+				ids = append(ids, id)
+			}
+			held, rerr := residue(ctx, h.db, t.s.prefix(), ids)
+			if rerr != nil {
+				held = []string{fmt.Sprintf("reading the meta subspace failed: %v", rerr)}
+			}
+			res.Failure.residue = held
 		}
 	case porcupine.Unknown:
 		res.Inconclusive++

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"strings"
 	"testing"
@@ -186,6 +187,26 @@ func TestSettleChecksTheRound(t *testing.T) {
 		var b strings.Builder
 		require.NoError(t, res.Failure.WriteHistory(&b))
 		require.Contains(t, b.String(), "failed calls (1):\n  #3 client 1 Dequeue: context deadline exceeded (a trusted staged take, under an ID the layer made); checked as a Hide and an Unhide\n")
+	})
+	t.Run("a written history lists the items held outside the queue", func(t *testing.T) {
+		// The lost item sits in a journal record (a take kept it), in
+		// the tuple encoding's escaped form: the history says so, and
+		// names the record's key.
+		h, tgt := plantedHarness(t, planted{}, true)
+		take := rec(3, 4, Input{Kind: Dequeue}, unknown, true)
+		take.trusted = true
+		take.failed = "Dequeue: context deadline exceeded (" + take.failedAs() + ")"
+		key, err := tuple.Tuple{"j", int64(7), []byte("op")}.AppendPack(append(tgt.s.prefix(), 0xff))
+		require.NoError(t, err)
+		stored, err := tuple.Tuple{binary.BigEndian.AppendUint64(nil, 1)}.AppendPack(nil)
+		require.NoError(t, err)
+		require.NoError(t, h.db.Transact(ctx, func(tr kv.Transaction) error { tr.Set(key, append([]byte("rec"), stored...)); return nil }))
+		var res Result
+		h.settle(ctx, 0, tgt, []*record{enq1, take}, &res)
+		require.Equal(t, 1, res.Violations)
+		var b strings.Builder
+		require.NoError(t, res.Failure.WriteHistory(&b))
+		require.Contains(t, b.String(), "items held outside the queue (1 keys):\n  (\"j\", 7, b\"op\") (20 bytes) holds [1]\n")
 	})
 	t.Run("a trusted staged take that took an item", func(t *testing.T) {
 		h, tgt := plantedHarness(t, planted{observed: []Item{{ID: 1}}}, true)

@@ -152,6 +152,9 @@ type Failure struct {
 	// failedCalls describes the calls of the history that failed, with
 	// their errors (failedCalls in sim_check.go).
 	failedCalls []string
+	// residue lists the structure's meta keys whose values hold items, as
+	// the check found them (residue.go).
+	residue []string
 }
 
 // WriteHistory writes the failing history as text, in call order, then
@@ -194,6 +197,12 @@ func (f *Failure) WriteHistory(w io.Writer) error {
 		fmt.Fprintf(bw, "failed calls (%d):\n", len(f.failedCalls))
 		for _, c := range f.failedCalls {
 			fmt.Fprintf(bw, "  %s\n", c)
+		}
+	}
+	if len(f.residue) > 0 {
+		fmt.Fprintf(bw, "items held outside the queue (%d keys):\n", len(f.residue))
+		for _, r := range f.residue {
+			fmt.Fprintf(bw, "  %s\n", r)
 		}
 	}
 	return bw.Flush()
