@@ -171,7 +171,9 @@
 // read and the commit of its writes, until OnError or Reset; see Faults.
 // FailNextCommit makes the next commit (of any transaction) fail with a
 // chosen error, applied or not, once; HoldNextCommit holds the next commit
-// in flight until released, for tests. All randomness comes from one
+// in flight until released, for tests, and HoldNextReadVersion (with a
+// latency model) the next read version request, so that commits made
+// meanwhile are in the version it gets. All randomness comes from one
 // generator seeded by WithSeed (default 1), so a single-goroutine run is
 // reproducible; with several goroutines, the draws are shared in whatever
 // order the goroutines reach them. Injected failures are counted apart from
