@@ -551,8 +551,8 @@ func (o *op) check(tr kv.Transaction) (kv.RangeResult, error) {
 			ErrInvalidArgument, o.id, o.loggedFor, o.journalKind())
 	}
 	age := o.j.now().Sub(o.id.Time())
-	if age > o.j.retention {
-		return nil, fmt.Errorf("%w: op %s is %v old, retention %v", ErrOperationExpired, o.id, age.Round(time.Second), o.j.retention)
+	if err := o.expired(age); err != nil {
+		return nil, err
 	}
 	if age < -o.j.retention {
 		// Further ahead than clocks may disagree (WithJournalRetention):
@@ -573,6 +573,16 @@ func (o *op) check(tr kv.Transaction) (kv.RangeResult, error) {
 		return &recordRead{tr: tr, o: o, first: tr.Get(o.slotKey), marker: marker, slot: true}, nil
 	}
 	return &recordRead{tr: tr, o: o, first: tr.Get(o.recordKey(0)), marker: marker}, nil
+}
+
+// expired fails with ErrOperationExpired when the operation is age old,
+// more than its handle's retention: an expiry may have cleared its
+// records (it clears them at twice the retention, by its own clock).
+func (o *op) expired(age time.Duration) error {
+	if age > o.j.retention {
+		return fmt.Errorf("%w: op %s is %v old, retention %v", ErrOperationExpired, o.id, age.Round(time.Second), o.j.retention)
+	}
+	return nil
 }
 
 // noRecords is check's result when there is nothing to read. It is never
@@ -630,6 +640,16 @@ func (r *recordRead) GetSlice() ([]kv.KeyValue, error) {
 			if r.marked && len(r.kvs) > 0 && bytes.Equal(r.kvs[0].Key, r.o.markerKey()) {
 				r.kvs = r.kvs[1:] // the marker sorts first: (shard, id, -1)
 			}
+		}
+		if r.err == nil && len(r.kvs) == 0 {
+			// No record: the operation was not applied, unless an expiry
+			// cleared its record. check measured the age before the read
+			// version was known, and FoundationDB's read version is a
+			// future (fdb_transaction_get_read_version, which every read
+			// waits for) that can come after an expiry whose clock had
+			// passed twice the retention. Measured again now, once the
+			// read returned: any expiry it sees read its clock before.
+			r.err = r.o.expired(r.o.j.now().Sub(r.o.id.Time()))
 		}
 	}
 	return r.kvs, r.err

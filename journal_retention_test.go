@@ -3,6 +3,8 @@ package fdbqueue_test
 import (
 	"bytes"
 	"context"
+	"fmt"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -249,4 +251,90 @@ func TestJournalDeclarationsAreRare(t *testing.T) {
 	// retention (the first two handles' second too, after their
 	// declarations), and its expiries.
 	require.EqualValues(t, 3*(1+ops/64)+2, db.reads.Load())
+}
+
+// A call that settles an operation under its ID measures the operation's
+// age once the journal record's read returned, not only before its read
+// version is known. FoundationDB's read version is a future
+// (fdb_transaction_get_read_version in bindings/c/fdb_c.cpp, which every
+// read waits for; a GRV proxy batches the requests), so it can be fixed
+// after the commit of an expiry whose clock had passed twice the
+// retention, while the age read earlier said "within the retention, so
+// no expiry can have cleared the record". Here the settling Dequeue's read
+// version request is held (HoldNextReadVersion) after it read the clock,
+// while the clock passes twice the retention and another handle's expiry
+// clears the record of the first call, which took "first". The settling
+// call found no record and took "second", as if the first had taken
+// nothing: "first" was lost to the caller. It now fails with
+// ErrOperationExpired, taking nothing.
+func TestJournalAgeMeasuredAfterReadVersion(t *testing.T) {
+	ctx := context.Background()
+	const retention = time.Minute
+	clock := memdb.NewManualClock(time.Unix(1_700_000_000, 0))
+	var mu sync.Mutex
+	var clockRead chan struct{} // closed at the first clock reading once set
+	now := func() time.Time {
+		mu.Lock()
+		if clockRead != nil {
+			close(clockRead)
+			clockRead = nil
+		}
+		mu.Unlock()
+		return clock.Now()
+	}
+	// Read versions are requested in the background, as FDB's are.
+	db := newDB(t, memdb.WithLatency(memdb.Latency{GRV: memdb.Span{Min: time.Microsecond, Max: time.Microsecond}}))
+	sub := mustSubspace(t, "test", "ret-grv")
+	handle := func() *fdbqueue.Queue {
+		q, err := fdbqueue.NewQueue(sub, fdbqueue.WithClock(now), fdbqueue.WithJournalRetention(retention))
+		require.NoError(t, err)
+		return q
+	}
+	q, qX := handle(), handle()
+	fdbqueue.SetJournalExpiryEvery(qX, 1)
+	require.NoError(t, q.EnqueueBatch(ctx, db, [][]byte{[]byte("first"), []byte("second")}))
+
+	// The first call, in a transaction of the caller's: its record stays
+	// until it expires.
+	id := fdbqueue.OpIDAt(clock.Now())
+	require.NoError(t, db.Transact(ctx, func(tr kv.Transaction) error {
+		v, err := q.Dequeue(ctx, tr, fdbqueue.WithOpID(id))
+		if err == nil && string(v) != "first" {
+			return fmt.Errorf("took %q", v)
+		}
+		return err
+	}))
+	require.NotEmpty(t, recordKeys(t, db, q, id))
+
+	clock.Advance(retention - time.Second) // within the retention
+	read := make(chan struct{})
+	mu.Lock()
+	clockRead = read
+	mu.Unlock()
+	grvHeld, releaseGRV := db.HoldNextReadVersion()
+	defer releaseGRV()
+	type res struct {
+		v   []byte
+		err error
+	}
+	done := make(chan res, 1)
+	go func() {
+		v, err := q.Dequeue(ctx, db, fdbqueue.WithOpID(id))
+		done <- res{v, err}
+	}()
+	recvWithin(t, read, "the settling call read the clock")
+	recvWithin(t, grvHeld, "the settling call's read version requested and held")
+	// Past twice the retention, by more than a sweep step; then an expiry
+	// of every shard, and of the layout before shards.
+	clock.Advance(retention + retention/64 + 2*time.Second)
+	for i := range 17 {
+		require.NoError(t, qX.Enqueue(ctx, db, []byte{byte(i)}))
+	}
+	require.Empty(t, recordKeys(t, db, q, id), "the first call's record expired")
+	releaseGRV()
+	r := recvWithin(t, done, "the settling call's return")
+	require.ErrorIs(t, r.err, fdbqueue.ErrOperationExpired, "the record may have expired: the call cannot tell what the first one took (got %q)", r.v)
+	v, err := q.Dequeue(ctx, db)
+	require.NoError(t, err)
+	require.Equal(t, "second", string(v), "the settling call took nothing")
 }

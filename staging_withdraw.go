@@ -166,8 +166,8 @@ func (w *waiter[T]) abandon(ctx context.Context, cause error) error {
 			resF = &f
 		}
 		prev, done, err := w.o.applied(rec)
-		if err != nil {
-			return err
+		if err != nil && !errors.Is(err, ErrOperationExpired) {
+			return err // expired (as check's): past telling whether its take applied
 		}
 		back := false
 		if done && w.taken != nil && len(prev) == 1 && bytes.Equal(prev[0], w.takenRec) {
