@@ -514,3 +514,90 @@ func TestStagedPlaceWithdrawalThenExpiryFails(t *testing.T) {
 	}
 	requireClean(t, db, sub)
 }
+
+// A result's deadline is a claim timeout after a clock reading its
+// fulfiller took once its read version was known, so after the
+// registration of the request it serves. The waiter relies on it: a
+// plain Dequeue whose withdrawal failed and whose request is gone took
+// that for its own withdrawal while well before its request's deadline
+// (TestStagedPlaceWithdrawalThenExpiryFails), since nobody could have
+// expired anything of its request by then. A fulfiller that read the
+// clock before its read version (a future on FoundationDB:
+// fdb_transaction_get_read_version, which every read waits for) wrote a
+// result due to expire a claim timeout after a time earlier than the
+// registration: here F's step read the clock at T0, its read version
+// request was held (HoldNextReadVersion) while B registered at T0 +
+// timeout/2 and found the queue empty, and then F served B's request with
+// x and took y. B's withdrawal conflicted; before its retry, at T0 +
+// timeout, a Recover expired B's result and put x back; B returned
+// ErrEmpty, though x, enqueued before y, had been handed to it while F
+// took y (not linearizable). B now collects x.
+func TestStagedResultDeadlineAfterRegistration(t *testing.T) {
+	ctx := context.Background()
+	m := stagingModes[0] // in batches: F's one plain attempt serves the request ahead
+	const timeout = 10 * time.Second
+	clock := memdb.NewManualClock(time.Unix(1_700_000_000, 0))
+	var mu sync.Mutex
+	var clockRead chan struct{} // closed at the first clock reading once set
+	now := func() time.Time {
+		mu.Lock()
+		if clockRead != nil {
+			close(clockRead)
+			clockRead = nil
+		}
+		mu.Unlock()
+		return clock.Now()
+	}
+	// Read versions are requested in the background, as FDB's are.
+	db := stgDB(t, memdb.WithLatency(memdb.Latency{GRV: memdb.Span{Min: time.Microsecond, Max: time.Microsecond}}))
+	sub := stgSubspace(t, "resultdeadline")
+	opts := append(m.opts(fdbqueue.StagingConfig{ClaimTimeout: timeout}), fdbqueue.WithClock(now))
+	// F without a journal: its first clock reading is its step's (an
+	// operation ID would be read first).
+	qF := stgQueue(t, sub, append(opts, fdbqueue.WithoutIdempotency())...)
+	qB, q := stgQueue(t, sub, opts...), stgQueue(t, sub, opts...)
+	fdbqueue.SetStagingBusy(qB, true) // no first look: B files a request at once
+	stall, stalled, resume := stallOnceAt("commit withdraw")
+	fdbqueue.SetStagingHook(qB, stall)
+	type res struct {
+		v   []byte
+		err error
+	}
+	dequeue := func(q *fdbqueue.Queue) <-chan res {
+		done := make(chan res, 1)
+		go func() {
+			v, err := q.Dequeue(ctx, db)
+			done <- res{v, err}
+		}()
+		return done
+	}
+
+	read := make(chan struct{})
+	mu.Lock()
+	clockRead = read
+	mu.Unlock()
+	grvHeld, releaseGRV := db.HoldNextReadVersion()
+	defer releaseGRV()
+	doneF := dequeue(qF)
+	recvWithin(t, read, "F's step read the clock")
+	recvWithin(t, grvHeld, "F's read version requested and held")
+	clock.Advance(timeout / 2)
+	doneB := dequeue(qB)
+	recvWithin(t, stalled, "B's withdrawal about to commit, after it read an empty queue")
+	require.NoError(t, q.Enqueue(ctx, db, []byte("x")))
+	require.NoError(t, q.Enqueue(ctx, db, []byte("y")))
+	releaseGRV()
+	rF := recvWithin(t, doneF, "F's return")
+	require.NoError(t, rF.err)
+	require.Equal(t, "y", string(rF.v), "F served B's request with x and took y")
+
+	clock.Advance(timeout/2 + time.Millisecond) // a claim timeout after F's first clock reading
+	st, err := q.Recover(ctx, db)
+	require.NoError(t, err)
+	resume()
+	rB := recvWithin(t, doneB, "B's return")
+	require.NoError(t, rB.err, "x was handed to B while F took y: B did not find the queue empty")
+	require.Equal(t, "x", string(rB.v))
+	require.Equal(t, fdbqueue.RecoverStats{}, st, "B's result expires a claim timeout after F's clock reading once its read version was known")
+	requireClean(t, db, sub)
+}

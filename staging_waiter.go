@@ -331,6 +331,15 @@ func (w *waiter[T]) step(tr kv.Transaction) (out outcome[T], err error) {
 			return out, err
 		}
 	}
+	// A clock reading before the read version is known: only the blind
+	// registration below, which reads nothing, acts on it. A step that
+	// reads reads the clock again once a read returned: FoundationDB's
+	// read version is a future (fdb_transaction_get_read_version, which
+	// every read waits for) that can come after commits made once this
+	// reading had passed a deadline, and the deadlines a step writes (a
+	// result's, a renewal's) must come after every commit it sees (a
+	// waiter relies on its result's coming after its registration: see
+	// the withdrawal below).
 	now := s.st.now()
 	if w.reqKey == nil && w.resKey != nil {
 		// The registration's commit had an unknown outcome.
@@ -368,6 +377,7 @@ func (w *waiter[T]) step(tr kv.Transaction) (out outcome[T], err error) {
 			return out, err
 		}
 		s.raiseFloor(firsts)
+		now = s.st.now() // the read version is known
 		look := firstLook{firsts: firsts, ahead: s.liveAmong(firsts, now), last: last}
 		if head == nil {
 			return w.join(tr, now, look)
@@ -421,21 +431,23 @@ func (w *waiter[T]) step(tr kv.Transaction) (out outcome[T], err error) {
 	if marker = isMarker(resV); marker {
 		resV = nil // waiting
 	}
+	// The read version is known: a drop or an expiry this step sees read
+	// its clock before its commit, which precedes this read version,
+	// which precedes this reading.
+	now = s.st.now()
 	switch {
 	case resV != nil:
 		return w.collect(tr, resV)
 	case reqV == nil:
-		// The clock is read again, now that the read version is known:
-		// now was read before it, and FoundationDB's read version is a
-		// future that can come after a drop made once now had passed the
-		// deadline (the drop's clock reading precedes its commit, which
-		// precedes this read version, which precedes this reading).
-		if w.withdrawing && s.st.now().Before(w.deadline.Add(-s.st.cfg.ClaimTimeout/3)) {
+		if w.withdrawing && now.Before(w.deadline.Add(-s.st.cfg.ClaimTimeout/3)) {
 			// A withdrawal was attempted (its commit's outcome unknown,
 			// or it failed) and the request is gone: the withdrawal
 			// removed it, since well before the request's deadline
 			// (clocks agree to well within the claim timeout) nobody
-			// else can have dropped it.
+			// else can have dropped it, nor expired a result handed to
+			// it (a fulfiller writes a result's deadline a claim timeout
+			// after a clock reading taken once its read version, which
+			// followed this request's registration, was known).
 			out.phase = phaseWithdraw
 			out.done, out.err, out.noCommit = true, ErrEmpty, true
 			return out, nil
