@@ -239,3 +239,187 @@ func TestStagedSettleWhileTheTakeIsInFlight(t *testing.T) {
 	require.ErrorIs(t, err, fdbqueue.ErrEmpty)
 	require.Empty(t, stagingKeys(t, db, sub))
 }
+
+// TestStagedEarlierTimedOutTakeAtCleanup: a staged Dequeue by place, its
+// request second in the line, takes the item at its place, a (take 1),
+// and that commit times out while in flight: transaction_timed_out, which
+// FoundationDB does not fence, so the call goes on with take 1 still in
+// flight (RYWImpl::commit waits on resetPromise || tr.commit(), and the
+// timeout sets resetPromise, fdbclient/ReadYourWrites.actor.cpp; only
+// commit_unknown_result is preceded by commitDummyTransaction,
+// fdbclient/NativeAPI.actor.cpp; see timeoutDB). Meanwhile another
+// consumer's plain attempt, which read the line before the first request
+// was filed, takes the head x: the items at the line's places are now a
+// and b, and the call's next step takes b (take 2), whose commit is in
+// flight when the caller's context ends. The cleanup (abandon) runs with
+// take 2 as the newest take and take 1 still in flight:
+//
+//   - take 1 lands before the cleanup reads the journal: the cleanup finds
+//     its record, a's, which is not take 2's, and must still put a back
+//     (it used to know only the newest take, and left a in the record
+//     while the call returned the context's error: a was lost);
+//   - take 1 lands after the cleanup committed: it must fail (a write
+//     inside a read conflict range after the read version fails the
+//     commit: ConflictBatch::checkReadConflictRanges,
+//     fdbserver/SkipList.cpp). It read the request and result keys, which
+//     the cleanup clears, and the record key, on which the cleanup now
+//     puts a write conflict too. (A regression guard: the result key's
+//     clear fenced it already. A take made before the registration, the
+//     one plain attempt, is fenced by the registration's commit, which
+//     any later take needs.)
+//
+// Either way x, a and b each come out once: x to the other consumer, the
+// rest to the consumer whose request was ahead and to later Dequeues (or,
+// had the call failed maybe committed, to a call settling under its ID).
+func TestStagedEarlierTimedOutTakeAtCleanup(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		before bool // take 1 lands before the cleanup runs
+	}{
+		{"take 1 lands before the cleanup", true},
+		{"take 1 lands after the cleanup", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			db := stgDB(t)
+			sub := stgSubspace(t, "earlier-take-at-cleanup")
+			opts := stagingMode{"place", true}.opts(fdbqueue.StagingConfig{})
+			q := stgQueue(t, sub, opts...)     // the call's process
+			ahead := stgQueue(t, sub, opts...) // the request ahead
+			stale := stgQueue(t, sub, opts...) // the plain attempt that takes x
+			for _, h := range []*fdbqueue.Queue{q, ahead, stale} {
+				require.NoError(t, h.Enqueue(ctx, db, []byte("warm-up")))
+				v, err := h.Dequeue(ctx, db)
+				require.NoError(t, err)
+				require.Equal(t, "warm-up", string(v))
+			}
+			want := []string{"x", "a", "b"}
+			require.NoError(t, q.EnqueueBatch(ctx, db, [][]byte{[]byte("x"), []byte("a"), []byte("b")}))
+			type result struct {
+				v   string
+				err error
+			}
+
+			// The other consumer's plain attempt reads the empty line and
+			// takes the head, x; its commit waits.
+			heldX, releaseX := db.HoldNextCommit()
+			staleDone := make(chan result, 1)
+			go func() {
+				v, err := stale.Dequeue(ctx, db)
+				staleDone <- result{string(v), err}
+			}()
+			recvWithin(t, heldX, "the plain attempt's take of x in flight")
+
+			// The consumer ahead: its plain attempt conflicts, it files the
+			// first request and stalls.
+			aheadHook, registered, resumeAhead := stallOnceAt("registered")
+			fdbqueue.SetStagingHook(ahead, aheadHook)
+			db.FailNextCommit(kv.ErrNotCommitted, false)
+			aheadDone := make(chan result, 1)
+			go func() {
+				v, err := ahead.Dequeue(ctx, db)
+				aheadDone <- result{string(v), err}
+			}()
+			recvWithin(t, registered, "the request ahead filed")
+
+			// The call: its plain attempt conflicts, it files the second
+			// request, then takes a at its place (take 1) and b (take 2),
+			// each commit held in flight.
+			type hold struct {
+				held    <-chan struct{}
+				release func()
+			}
+			holds := make(chan hold, 2)
+			var takes, fails int
+			failed1, resume1 := make(chan struct{}), make(chan struct{})
+			failed2 := make(chan struct{})
+			var release1 func()
+			fdbqueue.SetStagingHook(q, func(p string) {
+				switch p {
+				case "commit fast":
+					db.FailNextCommit(kv.ErrNotCommitted, false)
+				case "commit take":
+					if takes++; takes <= 2 {
+						h, r := db.HoldNextCommitLate()
+						if takes == 1 {
+							release1 = r
+						}
+						holds <- hold{h, r}
+					}
+				case "failed":
+					// The failures of take 1 and take 2 (the plain
+					// attempt's comes before take 1).
+					if fails == takes {
+						break
+					}
+					switch fails = takes; fails {
+					case 1:
+						close(failed1)
+						<-resume1
+					case 2:
+						if tc.before {
+							release1() // take 1 lands now
+						}
+						close(failed2)
+					}
+				}
+			})
+			tdb := &timeoutDB{Database: db}
+			cctx, cancel := context.WithCancel(ctx)
+			defer cancel()
+			first := make(chan result, 1)
+			go func() {
+				v, err := q.Dequeue(cctx, tdb)
+				first <- result{string(v), err}
+			}()
+			take1 := recvWithin(t, holds, "take 1, of a, in flight")
+			recvWithin(t, take1.held, "take 1's commit held")
+			tdb.expire(t)
+			recvWithin(t, failed1, "take 1's failure with transaction_timed_out, still in flight")
+
+			releaseX() // the plain attempt takes x
+			r := recvWithin(t, staleDone, "the plain attempt's return")
+			require.NoError(t, r.err)
+			require.Equal(t, "x", r.v)
+			got := map[string]int{r.v: 1}
+
+			close(resume1)
+			take2 := recvWithin(t, holds, "take 2, of b, in flight")
+			recvWithin(t, take2.held, "take 2's commit held")
+			cancel()
+			recvWithin(t, failed2, "take 2 cut short by the context's end")
+			r1 := recvWithin(t, first, "the call's return")
+			require.Equal(t, 2, takes, "the call took twice")
+			take1.release() // take 1 lands now, if it has not
+			take2.release() // so does take 2
+
+			if kv.MaybeCommitted(r1.err) {
+				var ure *fdbqueue.UnknownResultError
+				require.ErrorAs(t, r1.err, &ure)
+				v, err := q.Dequeue(ctx, db, fdbqueue.WithOpID(ure.ID))
+				if !errors.Is(err, fdbqueue.ErrEmpty) {
+					require.NoError(t, err)
+					got[string(v)]++
+				}
+			} else {
+				require.ErrorIs(t, r1.err, context.Canceled)
+			}
+			resumeAhead()
+			r = recvWithin(t, aheadDone, "the consumer ahead's return")
+			if !errors.Is(r.err, fdbqueue.ErrEmpty) {
+				require.NoError(t, r.err)
+				got[r.v]++
+			}
+			for {
+				v, err := q.Dequeue(ctx, db)
+				if errors.Is(err, fdbqueue.ErrEmpty) {
+					break
+				}
+				require.NoError(t, err)
+				got[string(v)]++
+			}
+			requireExactlyOnce(t, got, want)
+			require.Empty(t, stagingKeys(t, db, sub))
+		})
+	}
+}

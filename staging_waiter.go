@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"slices"
 	"time"
 
 	"github.com/fdbqueue/fdbqueue/kv"
@@ -36,12 +37,15 @@ type waiter[T any] struct {
 	// outcome was unknown, the request may be gone because of it.
 	withdrawing bool
 
-	// taken is the item a take attempt (fast take, self-service or
-	// collect) removed, with the journal record it wrote: if the caller's
-	// context ends while that commit's outcome is unknown, the cleanup
-	// puts the item back.
-	taken    *kv.KeyValue
-	takenRec []byte
+	// taken holds the take attempts (fast take, self-service or collect)
+	// made since the last step that committed, oldest first, one per item
+	// taken: the commit of any of them may have had an unknown outcome, or
+	// been cut short by a timeout and still be in flight (see step). With
+	// the journal at most one of them applies: each reads and writes the
+	// operation's record key (took). If the caller's context ends, the
+	// cleanup (abandon) fences them all and puts back the item of the one
+	// whose journal record it finds.
+	taken []takeAttempt
 
 	// ahead is how many requests were ahead of this one at the last look
 	// (an upper bound of its place now); woke is set after a sleep, until
@@ -58,6 +62,13 @@ type waiter[T any] struct {
 	later     *lateWatch
 	watchFail time.Duration
 	reads     stepReads // the current step's range reads
+}
+
+// takeAttempt is a take a step attempted: the item it removed and the
+// journal record it wrote.
+type takeAttempt struct {
+	item kv.KeyValue
+	rec  []byte
 }
 
 // outcome is what one step decided; it holds once the step's commit
@@ -145,16 +156,16 @@ func (w *waiter[T]) loop(ctx, callerCtx context.Context) (T, error) {
 			if !out.renewAt.IsZero() {
 				w.renewAt = out.renewAt
 			}
-			if !out.done && !out.noCommit && w.taken != nil {
-				// The step read the journal (w.taken was set), found no
-				// record, and committed a write conflict on the record key
-				// that take read (step): the take attempted earlier never
-				// committed and never will (FDB fences a commit before it
-				// reports commit_unknown_result, but not one interrupted
-				// by a timeout, which can land later), so nothing ties the
+			if !out.done && !out.noCommit && len(w.taken) > 0 {
+				// The step read the journal (takes were attempted), found
+				// no record, and committed a write conflict on the record
+				// key every one of those takes read (step): none committed
+				// and none ever will (FDB fences a commit before it reports
+				// commit_unknown_result, but not one interrupted by a
+				// timeout, which can land later), so nothing ties the
 				// operation to its ID any more, and refreshOp may renew it
 				// while the call waits.
-				w.taken, w.takenRec = nil, nil
+				w.taken = nil
 			}
 			if out.registered {
 				stamp, err := w.stamp.Get()
@@ -281,7 +292,7 @@ func (w *waiter[T]) armAfter(tr kv.Transaction) bool {
 // retention, so that a long wait does not fail with ErrOperationExpired.
 // Only while nothing was ever taken under it: then no record of it exists.
 func (w *waiter[T]) refreshOp() {
-	if w.userID || w.taken != nil || w.s.journal.disabled {
+	if w.userID || len(w.taken) > 0 || w.s.journal.disabled {
 		return
 	}
 	if w.s.journal.now().Sub(w.o.id.Time()) < w.s.journal.retention/2 {
@@ -310,23 +321,26 @@ func (w *waiter[T]) step(tr kv.Transaction) (out outcome[T], err error) {
 	// it was attempted, or if the caller chose its ID (an earlier call with
 	// that ID may have taken): otherwise the read is skipped.
 	var rec kv.RangeResult
-	if w.userID || w.taken != nil {
+	if w.userID || len(w.taken) > 0 {
 		if rec, err = w.o.check(tr); err != nil {
 			return out, err
 		}
 		rec = w.reads.hold(rec)
 	}
-	if w.taken != nil {
-		// A take whose outcome is unknown: if its commit was interrupted
-		// (a timeout), nothing fenced it, and it may still land. It read
+	if len(w.taken) > 0 && !w.o.off() {
+		// Takes whose outcome is unknown: if a commit was interrupted (a
+		// timeout), nothing fenced it, and it may still land. Each read
 		// the operation's record key (took): a write conflict there makes
-		// it fail if it lands after this step's commit (as abandon's on
-		// its item does); if it landed before this step's read version,
-		// the record read above finds it; in between, that normal read,
-		// issued before this write conflict, makes this step conflict.
-		// On the record key, which only this operation's takes read, not
-		// on the item's: that would make every other consumer that read
-		// the item conflict with this step too.
+		// every one of them fail if it lands after this step's commit,
+		// whatever this step then takes itself; if one landed before this
+		// step's read version, the record read above finds it; in between,
+		// that normal read, issued before this write conflict, makes this
+		// step conflict. On the record key, which only this operation's
+		// takes read, not on the items': that would make every other
+		// consumer that read them conflict with this step too. (Without
+		// the journal there is no record key: a take cut short by a
+		// timeout can land after this step's commit, and its item be
+		// lost, as WithoutIdempotency allows.)
 		if err := tr.AddWriteConflictKey(w.o.recordKeyOrSlot()); err != nil {
 			return out, err
 		}
@@ -521,8 +535,24 @@ func (w *waiter[T]) took(tr kv.Transaction, p kv.KeyValue, rec []byte) {
 		_ = tr.AddReadConflictKey(w.o.recordKeyOrSlot()) // never inverted
 	}
 	w.o.record(tr, rec)
-	w.taken = &kv.KeyValue{Key: bytes.Clone(p.Key), Value: bytes.Clone(p.Value)}
-	w.takenRec = rec
+	// Appended, not in place of an earlier take still in doubt: that one
+	// may land yet, until a step commits or the cleanup fences it. A
+	// retake of the same item replaces its entry.
+	w.taken = slices.DeleteFunc(w.taken, func(a takeAttempt) bool { return bytes.Equal(a.item.Key, p.Key) })
+	w.taken = append(w.taken, takeAttempt{item: kv.KeyValue{Key: bytes.Clone(p.Key), Value: bytes.Clone(p.Value)}, rec: rec})
+}
+
+// landed returns the take attempt whose journal record is rec, or nil.
+// Takes of items with equal values write equal records: the newest such
+// take is returned (by place an item goes back to the tail, whatever its
+// key).
+func (w *waiter[T]) landed(rec []byte) *takeAttempt {
+	for i := len(w.taken) - 1; i >= 0; i-- {
+		if bytes.Equal(w.taken[i].rec, rec) {
+			return &w.taken[i]
+		}
+	}
+	return nil
 }
 
 // sleep blocks until a watch fires, the request is due for renewal, or ctx

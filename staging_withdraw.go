@@ -111,10 +111,10 @@ func (s *stageSide[T]) drop(tr kv.Transaction, key []byte) error {
 // abandon undoes what the operation left in the database after it stopped
 // with cause (its context ended, or an error that is not retryable): it
 // withdraws the request (by place, moving the item due to it to the tail),
-// returns a fulfilled item (putBack), and, when a take's commit had an
-// unknown outcome and did apply, returns that item too and erases its
-// journal record. It runs in a fresh
-// context bounded by the CleanupTimeout, since ctx is done.
+// returns a fulfilled item (putBack), and, when one of the takes attempted
+// since the last step that committed (w.taken) did apply, returns that
+// item too and erases its journal record. It runs in a fresh context
+// bounded by the CleanupTimeout, since ctx is done.
 //
 // When ctx ended, the error returned is ctx's (the cleanup settled the
 // outcome of any commit in flight); otherwise it is cause.
@@ -124,7 +124,7 @@ func (w *waiter[T]) abandon(ctx context.Context, cause error) error {
 	if cerr := ctx.Err(); cerr != nil {
 		final = cerr
 	}
-	if w.resKey == nil && w.taken == nil {
+	if w.resKey == nil && len(w.taken) == 0 {
 		if kv.MaybeCommitted(cause) {
 			return cause // nothing to settle it with: the caller must know
 		}
@@ -142,21 +142,34 @@ func (w *waiter[T]) abandon(ctx context.Context, cause error) error {
 		if err != nil && !errors.Is(err, ErrOperationExpired) {
 			return err
 		}
-		if w.taken != nil {
+		if n := len(w.taken); n > 0 {
 			// A take whose commit was interrupted (its transaction
-			// cancelled with the caller's context) may still be in
+			// cancelled with the caller's context, or timed out, after
+			// which the call went on and took again) may still be in
 			// flight and land after this cleanup: FoundationDB fences an
 			// in-flight commit only before it reports
 			// commit_unknown_result (commitDummyTransaction in
-			// fdbclient/NativeAPI.actor.cpp), not when the caller
-			// cancels. Fence it the same way: the take read its item's
-			// key, so a write conflict on that key makes it fail if it
-			// lands after this commit; if it landed before this read
-			// version, the record read above finds it; in between, that
-			// normal read of its record makes this transaction conflict
-			// and retry. (A collect read its result key instead, which the
-			// cleanup clears below.)
-			if err := tr.AddWriteConflictKey(w.taken.Key); err != nil {
+			// fdbclient/NativeAPI.actor.cpp), not when the caller cancels
+			// or the transaction times out. Fence them the same way:
+			// every take read the operation's record key (took), so a
+			// write conflict there makes each one fail if it lands after
+			// this commit; if one landed before this read version, the
+			// record read above finds it, and its item goes back below;
+			// in between, that normal read of the record makes this
+			// transaction conflict and retry. The newest take also read
+			// its item's key, which gets a write conflict too: without the
+			// journal that is its only fence. (The takes after a
+			// registration read the result key as well, which the cleanup
+			// clears below. Without the journal, the one plain attempt,
+			// made before the registration, is fenced by nothing once a
+			// later take is the newest: if it timed out, it can still
+			// land, and its item is lost, as WithoutIdempotency allows.)
+			if !w.o.off() {
+				if err := tr.AddWriteConflictKey(w.o.recordKeyOrSlot()); err != nil {
+					return err
+				}
+			}
+			if err := tr.AddWriteConflictKey(w.taken[n-1].item.Key); err != nil {
 				return err
 			}
 		}
@@ -170,11 +183,16 @@ func (w *waiter[T]) abandon(ctx context.Context, cause error) error {
 			return err // expired (as check's): past telling whether its take applied
 		}
 		back := false
-		if done && w.taken != nil && len(prev) == 1 && bytes.Equal(prev[0], w.takenRec) {
-			if back, err = s.putBack(tr, w.taken.Key, w.taken.Value); err != nil {
-				return err
+		if done && len(prev) == 1 {
+			// The record of whichever take applied: not always the
+			// newest (a take that timed out, the call having gone on and
+			// taken another item, can land before this read).
+			if t := w.landed(prev[0]); t != nil {
+				if back, err = s.putBack(tr, t.item.Key, t.item.Value); err != nil {
+					return err
+				}
+				tr.ClearRange(w.o.recordRange())
 			}
-			tr.ClearRange(w.o.recordRange())
 		}
 		if resF != nil {
 			// The result key holds the registration's marker while the
@@ -222,7 +240,7 @@ func (w *waiter[T]) abandon(ctx context.Context, cause error) error {
 	})
 	if err != nil {
 		e := fmt.Errorf("%w (withdrawing the staged request failed, the claim timeout will return its item, or settle the operation under its ID if its take applied: %w; last error: %v)", final, err, cause)
-		if w.taken != nil || w.resKey != nil {
+		if len(w.taken) > 0 || w.resKey != nil {
 			// The item may sit in the journal (recoverable with WithOpID),
 			// or the request may still be in the line, with an item due or
 			// handed to it that goes back to the queue only when it
