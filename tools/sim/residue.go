@@ -13,7 +13,8 @@ import (
 
 // residue lists the pairs of a structure's meta subspace (prefix+0xff: its
 // journal records, staged requests and results) whose values hold one of
-// the items ids, each with the items it holds. A failing history ends with
+// the items ids, each with the items it holds, and the staging keys left
+// (requests still in the line, results and markers). A failing history ends with
 // it, so that an item a take kept (in a journal record under the take's
 // operation ID, or in a staged result) can be told from one that was never
 // written. An item is found by its ID's 8 bytes as a value begins (values.go),
@@ -45,6 +46,12 @@ func residue(ctx context.Context, db kv.Database, prefix []byte, ids []uint64) (
 			}
 		}
 		if len(held) == 0 {
+			// A staged request or an empty result (its marker) holds no
+			// item, but one left in the line makes takes outside it skip
+			// the item at its place: listed too. The signal key is not.
+			if t, err := tuple.Unpack(p.Key[len(meta):]); err == nil && len(t) > 1 && t[0] == "s" && t[1] != "sig" {
+				out = append(out, fmt.Sprintf("%s (%d bytes) holds no item", describeMetaKey(p.Key[len(meta):]), len(p.Value)))
+			}
 			continue
 		}
 		slices.Sort(held)

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -200,13 +201,26 @@ func TestSettleChecksTheRound(t *testing.T) {
 		require.NoError(t, err)
 		stored, err := tuple.Tuple{binary.BigEndian.AppendUint64(nil, 1)}.AppendPack(nil)
 		require.NoError(t, err)
-		require.NoError(t, h.db.Transact(ctx, func(tr kv.Transaction) error { tr.Set(key, append([]byte("rec"), stored...)); return nil }))
+		// A request left in the line is listed, the signal key is not.
+		meta := append(tgt.s.prefix(), 0xff)
+		req, err := tuple.Tuple{"s", "q", "r", int64(5)}.AppendPack(bytes.Clone(meta))
+		require.NoError(t, err)
+		sig, err := tuple.Tuple{"s", "sig"}.AppendPack(bytes.Clone(meta))
+		require.NoError(t, err)
+		require.NoError(t, h.db.Transact(ctx, func(tr kv.Transaction) error {
+			tr.Set(key, append([]byte("rec"), stored...))
+			tr.Set(req, []byte("deadline"))
+			tr.Set(sig, []byte{1})
+			return nil
+		}))
 		var res Result
 		h.settle(ctx, 0, tgt, []*record{enq1, take}, &res)
 		require.Equal(t, 1, res.Violations)
 		var b strings.Builder
 		require.NoError(t, res.Failure.WriteHistory(&b))
-		require.Contains(t, b.String(), "items held outside the queue (1 keys):\n  (\"j\", 7, b\"op\") (20 bytes) holds [1]\n")
+		require.Contains(t, b.String(), "items and staging keys outside the queue (2 keys):\n"+
+			"  (\"j\", 7, b\"op\") (20 bytes) holds [1]\n"+
+			"  (\"s\", \"q\", \"r\", 5) (8 bytes) holds no item\n")
 	})
 	t.Run("a trusted staged take that took an item", func(t *testing.T) {
 		h, tgt := plantedHarness(t, planted{observed: []Item{{ID: 1}}}, true)

@@ -200,7 +200,7 @@ func (f *Failure) WriteHistory(w io.Writer) error {
 		}
 	}
 	if len(f.residue) > 0 {
-		fmt.Fprintf(bw, "items held outside the queue (%d keys):\n", len(f.residue))
+		fmt.Fprintf(bw, "items and staging keys outside the queue (%d keys):\n", len(f.residue))
 		for _, r := range f.residue {
 			fmt.Fprintf(bw, "  %s\n", r)
 		}
