@@ -601,3 +601,101 @@ func TestStagedResultDeadlineAfterRegistration(t *testing.T) {
 	require.Equal(t, fdbqueue.RecoverStats{}, st, "B's result expires a claim timeout after F's clock reading once its read version was known")
 	requireClean(t, db, sub)
 }
+
+// A registration whose commit reported commit_unknown_result though it
+// applied leaves the waiter unsure whether its request is in the line; the
+// next step looks for the registration's marker (resolve). If the waiter
+// stalled past the claim timeout meanwhile, the request may have expired
+// and been dropped, the item due to it moved to the tail, and the marker
+// cleared with it: finding nothing then does not mean the registration
+// never happened. The call must fail with ErrClaimExpired, not file a new
+// request and take the next item (here y, though x, enqueued first, was
+// taken by nobody).
+func TestStagedUnknownRegistrationThenExpiryFails(t *testing.T) {
+	ctx := context.Background()
+	m := stagingModes[1] // by place
+	const timeout = 10 * time.Second
+	clock, db, sub, qB := clockedQueue(t, "unknownregexpiry", m, timeout)
+	q := stgQueue(t, sub, append(m.opts(fdbqueue.StagingConfig{ClaimTimeout: timeout}), fdbqueue.WithClock(clock.Now))...)
+	require.NoError(t, q.Enqueue(ctx, db, []byte("w"))) // the queue's record is written
+	v, err := q.Dequeue(ctx, db)
+	require.NoError(t, err)
+	require.Equal(t, "w", string(v))
+
+	fdbqueue.SetStagingBusy(qB, true) // no first look: B files a request at once
+	stall, stalled, resume := stallOnceAt("failed")
+	var once sync.Once
+	fdbqueue.SetStagingHook(qB, hooks(func(p string) {
+		if p == "commit register" {
+			// B's registration applies, and reports an unknown outcome.
+			once.Do(func() { db.FailNextCommit(kv.ErrCommitUnknownResult, true) })
+		}
+	}, stall))
+	type res struct {
+		v   []byte
+		err error
+	}
+	done := make(chan res, 1)
+	go func() {
+		v, err := qB.DequeueWait(ctx, db)
+		done <- res{v, err}
+	}()
+	recvWithin(t, stalled, "B's registration failed with an unknown outcome")
+	require.NoError(t, q.Enqueue(ctx, db, []byte("x")))
+	require.NoError(t, q.Enqueue(ctx, db, []byte("y")))
+	clock.Advance(timeout + time.Second) // B's request expires
+	st, err := q.Recover(ctx, db)
+	require.NoError(t, err)
+	require.Equal(t, fdbqueue.RecoverStats{DroppedRequests: 1, ReturnedItems: 1}, st, "x, due to B, moved to the tail")
+	resume()
+	r := recvWithin(t, done, "B's return")
+	require.ErrorIs(t, r.err, fdbqueue.ErrClaimExpired, "B's request expired and its item went back: B must not take another (it took %q)", r.v)
+	for _, want := range []string{"y", "x"} {
+		v, err := q.Dequeue(ctx, db)
+		require.NoError(t, err)
+		require.Equal(t, want, string(v))
+	}
+	requireClean(t, db, sub)
+}
+
+// A registration whose commit surely failed (not_committed) left nothing
+// in the line, however long the waiter stalled after it: the next step
+// files a new request, and the call takes the item, rather than failing
+// as if its request had expired.
+func TestStagedFailedRegistrationAfterAStallGoesOn(t *testing.T) {
+	ctx := context.Background()
+	m := stagingModes[1] // by place
+	const timeout = 10 * time.Second
+	clock, db, sub, qB := clockedQueue(t, "failedregstall", m, timeout)
+	q := stgQueue(t, sub, append(m.opts(fdbqueue.StagingConfig{ClaimTimeout: timeout}), fdbqueue.WithClock(clock.Now))...)
+	require.NoError(t, q.Enqueue(ctx, db, []byte("w"))) // the queue's record is written
+	v, err := q.Dequeue(ctx, db)
+	require.NoError(t, err)
+	require.Equal(t, "w", string(v))
+
+	fdbqueue.SetStagingBusy(qB, true)
+	stall, stalled, resume := stallOnceAt("failed")
+	var once sync.Once
+	fdbqueue.SetStagingHook(qB, hooks(func(p string) {
+		if p == "commit register" {
+			once.Do(func() { db.FailNextCommit(kv.ErrNotCommitted, false) })
+		}
+	}, stall))
+	type res struct {
+		v   []byte
+		err error
+	}
+	done := make(chan res, 1)
+	go func() {
+		v, err := qB.DequeueWait(ctx, db)
+		done <- res{v, err}
+	}()
+	recvWithin(t, stalled, "B's registration conflicted")
+	clock.Advance(timeout + time.Second) // past the deadline it would have had
+	require.NoError(t, q.Enqueue(ctx, db, []byte("x")))
+	resume()
+	r := recvWithin(t, done, "B's return")
+	require.NoError(t, r.err)
+	require.Equal(t, "x", string(r.v))
+	requireClean(t, db, sub)
+}

@@ -123,10 +123,11 @@ func (w *waiter[T]) join(tr kv.Transaction, now time.Time, look firstLook) (out 
 	return out, nil
 }
 
-// resolve is the step after a registration whose commit had an unknown
-// outcome: the registration's marker, at its result key, tells whether it
-// was applied (then findRequest finds its request), or the result is
-// already there. The
+// resolve is the step after a registration whose commit failed: the
+// registration's marker, at its result key, tells whether it was applied
+// (then findRequest finds its request), or the result is already there;
+// nothing there is ambiguous once the request may have expired (see
+// below). The
 // read is a normal read and, when nothing is there, the step clears the
 // key so that it commits: a registration still in flight that lands later
 // makes it conflict, and the next attempt finds it.
@@ -137,8 +138,25 @@ func (w *waiter[T]) resolve(tr kv.Transaction) (out outcome[T], err error) {
 		return out, err
 	}
 	if v == nil {
+		// Nothing there: the registration did not happen, or it did and
+		// its request expired and was dropped (by place with the item due
+		// to it, moved to the tail), or was served and its result
+		// expired, since a drop and an expiry clear the key too. After a
+		// commit that surely failed, or well before the deadline the
+		// registration wrote (the clock read now that the read version
+		// is known, clocks agreeing to well within the claim timeout),
+		// when nobody can have dropped or expired anything of it, it did
+		// not happen, and the call files a new request. Otherwise the
+		// call fails, having taken nothing, as one whose request expired:
+		// going on could return an item after the one moved for it.
 		tr.Clear(w.resKey)
-		out.forget = true
+		s := w.s
+		if !w.regInDoubt || s.st.now().Before(w.deadline.Add(-s.st.cfg.ClaimTimeout/3)) {
+			out.forget = true
+			return out, nil
+		}
+		s.st.point("lost")
+		out.done, out.err = true, ErrClaimExpired
 		return out, nil
 	}
 	if isMarker(v) {

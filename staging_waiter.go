@@ -36,6 +36,9 @@ type waiter[T any] struct {
 	// withdrawing is set when a withdrawal was attempted: if its commit's
 	// outcome was unknown, the request may be gone because of it.
 	withdrawing bool
+	// regInDoubt is set when the last registration's commit failed with
+	// an error that leaves it maybe committed (resolve).
+	regInDoubt bool
 
 	// taken holds the take attempts (fast take, self-service or collect)
 	// made since the last step that committed, oldest first, one per item
@@ -200,6 +203,11 @@ func (w *waiter[T]) loop(ctx, callerCtx context.Context) (T, error) {
 		}
 		w.cancelWatches()
 		w.s.st.point("failed")
+		if out.registered {
+			// The next step resolves the registration (resolve): only a
+			// commit that may have applied leaves it in doubt.
+			w.regInDoubt = kv.MaybeCommitted(err)
+		}
 		if callerCtx.Err() != nil || (!kv.IsRetryable(err) && !kv.MaybeCommitted(err)) {
 			return zero, stop(err)
 		}
