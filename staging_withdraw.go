@@ -137,7 +137,37 @@ func (w *waiter[T]) abandon(ctx context.Context, cause error) error {
 	}
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
 	defer cancel()
-	err := w.db.Transact(cctx, func(tr kv.Transaction) error {
+	err := w.withdrawOnce(cctx)
+	for err != nil && errors.Is(err, kv.ErrTransactionTimedOut) && cctx.Err() == nil {
+		// The database's default transaction timeout (FoundationDB's
+		// transaction_timeout option, which every transaction carries,
+		// its retries included) ended the transaction, not the cleanup,
+		// which CleanupTimeout bounds: withdraw again in a new one. If
+		// the timed-out commit was in flight it may still land, and FDB
+		// does not fence it; the two cannot both apply: each reads and
+		// writes the record key (or the result key) the other depends on.
+		err = w.withdrawOnce(cctx)
+	}
+	if err != nil {
+		e := fmt.Errorf("%w (withdrawing the staged request failed, the claim timeout will return its item, or settle the operation under its ID if its take applied: %w; last error: %v)", final, err, cause)
+		if len(w.taken) > 0 || w.resKey != nil {
+			// The item may sit in the journal (recoverable with WithOpID),
+			// or the request may still be in the line, with an item due or
+			// handed to it that goes back to the queue only when it
+			// expires, after this call returned: either way the call may
+			// have had an effect.
+			return kv.CommitInterrupted(e)
+		}
+		return e
+	}
+	return final
+}
+
+// withdrawOnce runs abandon's cleanup in one transaction (retried by the
+// backend's retry loop).
+func (w *waiter[T]) withdrawOnce(cctx context.Context) error {
+	s := w.s
+	return w.db.Transact(cctx, func(tr kv.Transaction) error {
 		rec, err := w.o.check(tr)
 		if err != nil && !errors.Is(err, ErrOperationExpired) {
 			return err
@@ -238,19 +268,6 @@ func (w *waiter[T]) abandon(ctx context.Context, cause error) error {
 		}
 		return nil
 	})
-	if err != nil {
-		e := fmt.Errorf("%w (withdrawing the staged request failed, the claim timeout will return its item, or settle the operation under its ID if its take applied: %w; last error: %v)", final, err, cause)
-		if len(w.taken) > 0 || w.resKey != nil {
-			// The item may sit in the journal (recoverable with WithOpID),
-			// or the request may still be in the line, with an item due or
-			// handed to it that goes back to the queue only when it
-			// expires, after this call returned: either way the call may
-			// have had an effect.
-			return kv.CommitInterrupted(e)
-		}
-		return e
-	}
-	return final
 }
 
 // recover drops the side's expired requests and returns the items of its

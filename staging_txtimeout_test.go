@@ -1,0 +1,145 @@
+package fdbqueue_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/fdbqueue/fdbqueue"
+	"github.com/fdbqueue/fdbqueue/kv"
+)
+
+// defaultTimeoutDB stands for a database given FoundationDB's
+// transaction_timeout option (fdbclient/vexillographer/fdb.options: "sets
+// the timeout option of each transaction created by this database"): each
+// transaction it makes carries timeout from its creation, and again after
+// each Reset, which restarts its clock (ReadYourWritesTransaction::reset
+// sets creationTime to now and re-applies the database's defaults;
+// fdbclient/ReadYourWrites.actor.cpp). OnError keeps it and its clock
+// (resetRyow re-applies the options, creationTime untouched). expireNext
+// makes the next n transactions it creates time out at once instead, as
+// a transaction slow for a moment would.
+type defaultTimeoutDB struct {
+	kv.Database
+	timeout time.Duration
+	mu      sync.Mutex
+	expire  int
+}
+
+func (d *defaultTimeoutDB) expireNext(n int) {
+	d.mu.Lock()
+	d.expire = n
+	d.mu.Unlock()
+}
+
+func (d *defaultTimeoutDB) CreateTransaction(ctx context.Context) (kv.Transaction, error) {
+	tr, err := d.Database.CreateTransaction(ctx)
+	if err != nil {
+		return nil, err
+	}
+	t := &defaultTimeoutTx{Transaction: tr, timeout: d.timeout}
+	d.mu.Lock()
+	expire := d.expire > 0
+	if expire {
+		d.expire--
+	}
+	d.mu.Unlock()
+	if expire {
+		_ = tr.Options().SetTimeout(time.Nanosecond)
+	} else {
+		t.arm()
+	}
+	return t, nil
+}
+
+// Transact and ReadTransact run the standard retry loops over a
+// transaction of CreateTransaction, as every backend's do.
+func (d *defaultTimeoutDB) Transact(ctx context.Context, fn func(kv.Transaction) error) error {
+	tctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	tr, err := d.CreateTransaction(tctx)
+	if err != nil {
+		return err
+	}
+	return kv.RetryLoop(ctx, tr, fn)
+}
+
+func (d *defaultTimeoutDB) ReadTransact(ctx context.Context, fn func(kv.ReadTransaction) error) error {
+	tctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	tr, err := d.CreateTransaction(tctx)
+	if err != nil {
+		return err
+	}
+	return kv.ReadRetryLoop(ctx, tr, fn)
+}
+
+type defaultTimeoutTx struct {
+	kv.Transaction
+	timeout time.Duration
+}
+
+func (t *defaultTimeoutTx) arm() { _ = t.Options().SetTimeout(t.timeout) }
+
+func (t *defaultTimeoutTx) Reset() {
+	t.Transaction.Reset()
+	t.arm()
+}
+
+func (t *defaultTimeoutTx) Transact(_ context.Context, fn func(kv.Transaction) error) error {
+	return fn(t)
+}
+
+// onceAt returns a staging hook that closes reached the first time its
+// waiter reaches point, without stalling it.
+func onceAt(point string) (hook func(string), reached <-chan struct{}) {
+	var once sync.Once
+	ch := make(chan struct{})
+	return func(p string) {
+		if p == point {
+			once.Do(func() { close(ch) })
+		}
+	}, ch
+}
+
+// TestStagedCleanupOutlivesATransactionTimeout: a staged DequeueWait whose
+// context ends while its request waits in the line withdraws the request
+// in a cleanup bounded by CleanupTimeout. On a database with a default
+// transaction timeout (FDB's transaction_timeout), the cleanup's
+// transaction can time out (transaction_timed_out, 1031, which no retry
+// loop retries: fdb_error_predicate, bindings/c/fdb_c.cpp). That ends one
+// transaction, not the cleanup's time: the cleanup withdraws in a new
+// transaction, and the call returns its context's error, having taken
+// nothing and left nothing in the line. (It used to give up: the request
+// stayed in the line until its claim expired, and the call's error said
+// the withdrawal failed.)
+func TestStagedCleanupOutlivesATransactionTimeout(t *testing.T) {
+	forModes(t, func(t *testing.T, m stagingMode) {
+		db, sub, q := stagedQueue(t, "cleanup-timeout", m.opts(fdbqueue.StagingConfig{})...)
+		tdb := &defaultTimeoutDB{Database: db}
+		hook, armed := onceAt("armed")
+		fdbqueue.SetStagingHook(q, hook)
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		errs := make(chan error, 1)
+		go func() {
+			_, err := q.DequeueWait(ctx, tdb)
+			errs <- err
+		}()
+		recvWithin(t, armed, "the waiter's request in the line, asleep on an empty queue")
+		tdb.expireNext(1) // the cleanup's first transaction
+		cancel()
+		err := recvWithin(t, errs, "the call's return")
+		require.ErrorIs(t, err, context.Canceled)
+		require.NotContains(t, err.Error(), "withdrawing the staged request failed")
+		require.False(t, kv.MaybeCommitted(err), "the call took nothing and withdrew its request")
+		require.Empty(t, stagingKeys(t, db, sub), "the request left the line")
+		tdb.mu.Lock()
+		require.Zero(t, tdb.expire, "the cleanup's first transaction timed out")
+		tdb.mu.Unlock()
+		requireNoWatches(t, db)
+	})
+}
