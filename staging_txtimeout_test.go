@@ -10,6 +10,7 @@ import (
 
 	"github.com/fdbqueue/fdbqueue"
 	"github.com/fdbqueue/fdbqueue/kv"
+	"github.com/fdbqueue/fdbqueue/memdb"
 )
 
 // defaultTimeoutDB stands for a database given FoundationDB's
@@ -141,5 +142,43 @@ func TestStagedCleanupOutlivesATransactionTimeout(t *testing.T) {
 		require.Zero(t, tdb.expire, "the cleanup's first transaction timed out")
 		tdb.mu.Unlock()
 		requireNoWatches(t, db)
+	})
+}
+
+// TestStagedWaitOutlivesATransactionTimeout: a staged DequeueWait sleeps
+// between its steps, for as long as its context allows, and wakes when an
+// item comes. On a database with a default transaction timeout shorter
+// than the sleep, the step after it must not run in a transaction whose
+// time ran out while it slept (FDB counts the timeout from the
+// transaction's creation or last Reset: ReadYourWritesTransaction::reset
+// and resetTimeout, fdbclient/ReadYourWrites.actor.cpp): the call gets
+// the item. (It used to fail with transaction_timed_out as it woke.) The
+// database's clock, on which memdb also counts timeouts, stands for the
+// time slept.
+func TestStagedWaitOutlivesATransactionTimeout(t *testing.T) {
+	forModes(t, func(t *testing.T, m stagingMode) {
+		clock := memdb.NewManualClock(time.Unix(1_700_000_000, 0))
+		cdb := stgDB(t, memdb.WithClock(clock))
+		q := stgQueue(t, stgSubspace(t, "wait-timeout"), m.opts(fdbqueue.StagingConfig{})...)
+		const timeout = 5 * time.Second
+		tdb := &defaultTimeoutDB{Database: cdb, timeout: timeout}
+		hook, armed := onceAt("armed")
+		fdbqueue.SetStagingHook(q, hook)
+		ctx := context.Background()
+		type result struct {
+			v   string
+			err error
+		}
+		got := make(chan result, 1)
+		go func() {
+			v, err := q.DequeueWait(ctx, tdb)
+			got <- result{string(v), err}
+		}()
+		recvWithin(t, armed, "the waiter's request in the line, asleep on an empty queue")
+		clock.Advance(2 * timeout)
+		require.NoError(t, q.Enqueue(ctx, cdb, []byte("a")))
+		r := recvWithin(t, got, "the waiter's return")
+		require.NoError(t, r.err)
+		require.Equal(t, "a", r.v)
 	})
 }

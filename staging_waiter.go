@@ -192,6 +192,14 @@ func (w *waiter[T]) loop(ctx, callerCtx context.Context) (T, error) {
 					return zero, stop(err)
 				}
 				w.woke = true
+				// The next step starts now: a database's default
+				// transaction timeout (FoundationDB's
+				// transaction_timeout) counts from the transaction's
+				// creation or last Reset (ReadYourWritesTransaction::
+				// reset, fdbclient/ReadYourWrites.actor.cpp), and the
+				// sleep must not use it up.
+				tr.Reset()
+				stepOptions(tr)
 			}
 			w.refreshOp()
 			continue
