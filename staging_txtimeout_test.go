@@ -20,19 +20,19 @@ import (
 // each Reset, which restarts its clock (ReadYourWritesTransaction::reset
 // sets creationTime to now and re-applies the database's defaults;
 // fdbclient/ReadYourWrites.actor.cpp). OnError keeps it and its clock
-// (resetRyow re-applies the options, creationTime untouched). expireNext
-// makes the next n transactions it creates time out at once instead, as
-// a transaction slow for a moment would.
+// (resetRyow re-applies the options, creationTime untouched). If
+// afterNextCreate gave it a function, the next transaction it creates runs
+// it once created (a test makes time pass there).
 type defaultTimeoutDB struct {
 	kv.Database
 	timeout time.Duration
 	mu      sync.Mutex
-	expire  int
+	next    func()
 }
 
-func (d *defaultTimeoutDB) expireNext(n int) {
+func (d *defaultTimeoutDB) afterNextCreate(f func()) {
 	d.mu.Lock()
-	d.expire = n
+	d.next = f
 	d.mu.Unlock()
 }
 
@@ -42,16 +42,13 @@ func (d *defaultTimeoutDB) CreateTransaction(ctx context.Context) (kv.Transactio
 		return nil, err
 	}
 	t := &defaultTimeoutTx{Transaction: tr, timeout: d.timeout}
+	t.arm()
 	d.mu.Lock()
-	expire := d.expire > 0
-	if expire {
-		d.expire--
-	}
+	next := d.next
+	d.next = nil
 	d.mu.Unlock()
-	if expire {
-		_ = tr.Options().SetTimeout(time.Nanosecond)
-	} else {
-		t.arm()
+	if next != nil {
+		next()
 	}
 	return t, nil
 }
@@ -110,17 +107,27 @@ func onceAt(point string) (hook func(string), reached <-chan struct{}) {
 // context ends while its request waits in the line withdraws the request
 // in a cleanup bounded by CleanupTimeout. On a database with a default
 // transaction timeout (FDB's transaction_timeout), the cleanup's
-// transaction can time out (transaction_timed_out, 1031, which no retry
-// loop retries: fdb_error_predicate, bindings/c/fdb_c.cpp). That ends one
-// transaction, not the cleanup's time: the cleanup withdraws in a new
-// transaction, and the call returns its context's error, having taken
-// nothing and left nothing in the line. (It used to give up: the request
-// stayed in the line until its claim expired, and the call's error said
-// the withdrawal failed.)
+// transaction would time out as any other, here because the default's
+// time passes (on the database's clock, on which memdb also counts
+// timeouts) as soon as the transaction is created; and
+// transaction_timed_out (1031) is retried by no retry loop
+// (fdb_error_predicate, bindings/c/fdb_c.cpp). The cleanup's transaction
+// sets its own timeout, CleanupTimeout, which replaces the default (a
+// transaction option replaces the one the database's defaults gave, and
+// counts from the creation too: the TIMEOUT case of
+// ReadYourWritesTransaction::setOptionImpl, fdbclient/
+// ReadYourWrites.actor.cpp), so the call returns its context's error,
+// having taken nothing and left nothing in the line. (It used to give up:
+// the request stayed in the line until its claim expired, and the call's
+// error said the withdrawal failed.)
 func TestStagedCleanupOutlivesATransactionTimeout(t *testing.T) {
 	forModes(t, func(t *testing.T, m stagingMode) {
-		db, sub, q := stagedQueue(t, "cleanup-timeout", m.opts(fdbqueue.StagingConfig{})...)
-		tdb := &defaultTimeoutDB{Database: db}
+		clock := memdb.NewManualClock(time.Unix(1_700_000_000, 0))
+		db := stgDB(t, memdb.WithClock(clock))
+		sub := stgSubspace(t, "cleanup-timeout")
+		q := stgQueue(t, sub, m.opts(fdbqueue.StagingConfig{CleanupTimeout: time.Minute})...)
+		const timeout = time.Second
+		tdb := &defaultTimeoutDB{Database: db, timeout: timeout}
 		hook, armed := onceAt("armed")
 		fdbqueue.SetStagingHook(q, hook)
 		ctx, cancel := context.WithCancel(context.Background())
@@ -131,16 +138,18 @@ func TestStagedCleanupOutlivesATransactionTimeout(t *testing.T) {
 			errs <- err
 		}()
 		recvWithin(t, armed, "the waiter's request in the line, asleep on an empty queue")
-		tdb.expireNext(1) // the cleanup's first transaction
+		created := make(chan struct{})
+		tdb.afterNextCreate(func() { // the cleanup's transaction
+			clock.Advance(2 * timeout)
+			close(created)
+		})
 		cancel()
 		err := recvWithin(t, errs, "the call's return")
+		recvWithin(t, created, "the cleanup's transaction")
 		require.ErrorIs(t, err, context.Canceled)
 		require.NotContains(t, err.Error(), "withdrawing the staged request failed")
 		require.False(t, kv.MaybeCommitted(err), "the call took nothing and withdrew its request")
 		require.Empty(t, stagingKeys(t, db, sub), "the request left the line")
-		tdb.mu.Lock()
-		require.Zero(t, tdb.expire, "the cleanup's first transaction timed out")
-		tdb.mu.Unlock()
 		requireNoWatches(t, db)
 	})
 }

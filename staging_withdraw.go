@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
+	"time"
 
 	"github.com/fdbqueue/fdbqueue/kv"
 )
@@ -137,17 +139,7 @@ func (w *waiter[T]) abandon(ctx context.Context, cause error) error {
 	}
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
 	defer cancel()
-	err := w.withdrawOnce(cctx)
-	for err != nil && errors.Is(err, kv.ErrTransactionTimedOut) && cctx.Err() == nil {
-		// The database's default transaction timeout (FoundationDB's
-		// transaction_timeout option, which every transaction carries,
-		// its retries included) ended the transaction, not the cleanup,
-		// which CleanupTimeout bounds: withdraw again in a new one. If
-		// the timed-out commit was in flight it may still land, and FDB
-		// does not fence it; the two cannot both apply: each reads and
-		// writes the record key (or the result key) the other depends on.
-		err = w.withdrawOnce(cctx)
-	}
+	err := w.withdrawOnce(cctx, timeout)
 	if err != nil {
 		e := fmt.Errorf("%w (withdrawing the staged request failed, the claim timeout will return its item, or settle the operation under its ID if its take applied: %w; last error: %v)", final, err, cause)
 		if len(w.taken) > 0 || w.resKey != nil {
@@ -164,10 +156,21 @@ func (w *waiter[T]) abandon(ctx context.Context, cause error) error {
 }
 
 // withdrawOnce runs abandon's cleanup in one transaction (retried by the
-// backend's retry loop).
-func (w *waiter[T]) withdrawOnce(cctx context.Context) error {
+// backend's retry loop), whose timeout is the cleanup's.
+func (w *waiter[T]) withdrawOnce(cctx context.Context, timeout time.Duration) error {
 	s := w.s
 	return w.db.Transact(cctx, func(tr kv.Transaction) error {
+		// CleanupTimeout bounds the cleanup, not a database's default
+		// transaction timeout (FoundationDB's transaction_timeout), which
+		// would end it at its first slow attempt (1031 is retried by no
+		// retry loop): the transaction's own option replaces the default
+		// and, as cctx, counts from the transaction's creation, retries
+		// included (the TIMEOUT case of
+		// ReadYourWritesTransaction::setOptionImpl, and resetTimeout,
+		// fdbclient/ReadYourWrites.actor.cpp).
+		if err := tr.Options().SetTimeout(min(timeout, math.MaxInt32*time.Millisecond)); err != nil {
+			return err
+		}
 		rec, err := w.o.check(tr)
 		if err != nil && !errors.Is(err, ErrOperationExpired) {
 			return err
