@@ -1,7 +1,10 @@
 package sim
 
 import (
+	"context"
+	"errors"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/fdbqueue/fdbqueue/kv"
@@ -58,4 +61,99 @@ func (h *harness) subspace(name string) tuple.Tuple {
 		return tuple.Tuple{"sim", name}
 	}
 	return append(slices.Clip(h.cfg.Prefix), h.seed, name)
+}
+
+// timeoutDB is the database as a client sees it whose database has a
+// default transaction timeout, FoundationDB's database option
+// transaction_timeout (Config.TxTimeout): every transaction it makes
+// carries the timeout from its creation, and again after every Reset,
+// which restarts the clock (ReadYourWritesTransaction::reset sets
+// creationTime to now and re-applies the database's defaults, the
+// timeout among them; fdbclient/ReadYourWrites.actor.cpp). OnError keeps
+// it and its clock: resetRyow re-applies the options without touching
+// creationTime, so the time spent in retries counts. When the timeout
+// passes while a commit is in flight, FoundationDB fails the commit
+// with transaction_timed_out (1031) without fencing it (RYWImpl::commit
+// returns as soon as resetPromise is set; only commit_unknown_result is
+// preceded by commitDummyTransaction, fdbclient/NativeAPI.actor.cpp): the
+// commit may still land, later (memdb's Faults.LateLanding). The layers
+// see kv.CommitInterrupted(kv.ErrTransactionTimedOut), for which
+// kv.MaybeCommitted is true, and, their context alive, go on.
+type timeoutDB struct {
+	kv.Database
+	timeout time.Duration
+	// inFlight counts the commits that timed out in flight.
+	inFlight *atomic.Int64
+}
+
+// CreateTransaction makes a transaction that carries the timeout.
+func (d *timeoutDB) CreateTransaction(ctx context.Context) (kv.Transaction, error) {
+	tr, err := d.Database.CreateTransaction(ctx)
+	if err != nil {
+		return nil, err
+	}
+	t := &timeoutTx{Transaction: tr, db: d}
+	t.arm()
+	return t, nil
+}
+
+// Transact runs fn with kv.RetryLoop over a transaction of CreateTransaction,
+// as every backend's Transact does (package kv), bound to a context that
+// ends when Transact returns, so that the backend releases it.
+func (d *timeoutDB) Transact(ctx context.Context, fn func(kv.Transaction) error) error {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	tctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	tr, err := d.CreateTransaction(tctx)
+	if err != nil {
+		return err
+	}
+	return kv.RetryLoop(ctx, tr, fn)
+}
+
+// ReadTransact is Transact for reads (kv.ReadRetryLoop).
+func (d *timeoutDB) ReadTransact(ctx context.Context, fn func(kv.ReadTransaction) error) error {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	tctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	tr, err := d.CreateTransaction(tctx)
+	if err != nil {
+		return err
+	}
+	return kv.ReadRetryLoop(ctx, tr, fn)
+}
+
+// timeoutTx is a transaction of a timeoutDB.
+type timeoutTx struct {
+	kv.Transaction
+	db *timeoutDB
+}
+
+// arm sets the database's default timeout, which counts from the
+// transaction's creation or last Reset (memdb's SetTimeout, as FDB's).
+func (t *timeoutTx) arm() { _ = t.Options().SetTimeout(t.db.timeout) }
+
+// Reset clears the transaction and its options, and sets the default
+// timeout again, counting from now.
+func (t *timeoutTx) Reset() {
+	t.Transaction.Reset()
+	t.arm()
+}
+
+// Commit counts the commits that timed out in flight.
+func (t *timeoutTx) Commit() error {
+	err := t.Transaction.Commit()
+	if errors.Is(err, kv.ErrTransactionTimedOut) && kv.MaybeCommitted(err) {
+		t.db.inFlight.Add(1)
+	}
+	return err
+}
+
+// Transact runs fn inside this transaction, through the wrapper.
+func (t *timeoutTx) Transact(_ context.Context, fn func(kv.Transaction) error) error {
+	return fn(t)
 }

@@ -213,6 +213,7 @@ func RunLeases(ctx context.Context, seed int64, cfg LeaseConfig) (LeaseResult, e
 	}
 	res.Operations = len(history)
 	res.Unknown, res.RecoveredAtOnce = h.unknown, h.atOnce
+	res.TimedOutInFlight = int(h.timedOutInFlight.Load())
 	model := LeaseModel(cfg.Choice)
 	res.Check = porcupine.CheckOperationsTimeout(model, history, cfg.CheckTimeout)
 	if res.Check != porcupine.Ok {
@@ -395,6 +396,9 @@ type leaseHarness struct {
 	adds    map[int64][]string
 	unknown int
 	atOnce  int
+	// timedOutInFlight counts the commits that timed out in flight
+	// (timeoutDB).
+	timedOutInFlight atomic.Int64
 	// released is the jobs that a Release gave back (known outcome);
 	// releases, releasesLast and releasesLost count those Releases, those
 	// on their lease's last attempt, and the Releases that found their

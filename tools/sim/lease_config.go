@@ -28,6 +28,15 @@ type LeaseConfig struct {
 	// under an ID the layer makes.
 	InterruptProb, DeadlineProb float64
 	MaxDeadline                 time.Duration
+	// TxTimeoutProb is the probability that an operation runs on a
+	// database with a default transaction timeout (FoundationDB's
+	// transaction_timeout; see Config.TxTimeoutProb), drawn for the
+	// operation between TxTimeout/2 and TxTimeout, WithOpID as above: with
+	// TxTimeout about a commit's latency, commits time out in flight,
+	// unfenced, and may land later. LeaseResult.TimedOutInFlight counts
+	// them.
+	TxTimeoutProb float64
+	TxTimeout     time.Duration
 	// RecoverAtOnceProb is the probability that an operation that failed,
 	// its outcome unknown, is called again with its OpID by its client at
 	// once, while its first commit may still land (Faults.LateLanding):

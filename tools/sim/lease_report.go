@@ -31,7 +31,10 @@ type LeaseResult struct {
 	// the dead jobs whose record does not hold MaxAttempts counted
 	// attempts (it must be 0).
 	Released, ReleasedLast, ReleaseLost, AbandonedReleases int
-	ReleasedDead, DeadAttempts                             int
+	// TimedOutInFlight counts the commits that timed out in flight
+	// (LeaseConfig.TxTimeoutProb).
+	TimedOutInFlight           int
+	ReleasedDead, DeadAttempts int
 	// UniqueAdds counts the Adds of a unique key (known outcome),
 	// UniqueDuplicates those that found it held (they added nothing and
 	// are not among Added), and UniqueReused the jobs added with a key

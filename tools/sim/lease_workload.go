@@ -69,9 +69,11 @@ func (h *leaseHarness) deadTarget(rng *rand.Rand, held []fdbqueue.Lease) string 
 var raceKinds = [4]LeaseKind{LRequeue, LDeleteDead, LCancel, LJob}
 
 // expectedLeaseErr reports whether err is one a cancelled operation may
-// return: its context ended, or its commit's outcome is unknown.
+// return: its context ended, its transaction timed out, or its commit's
+// outcome is unknown.
 func expectedLeaseErr(err error) bool {
-	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) || kv.MaybeCommitted(err)
+	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) || kv.MaybeCommitted(err) ||
+		errors.Is(err, kv.ErrTransactionTimedOut) // LeaseConfig.TxTimeoutProb
 }
 
 // client runs client c's operations in a round. Its ClientId in the
@@ -156,6 +158,11 @@ func (h *leaseHarness) client(ctx context.Context, c int, rng *rand.Rand, now in
 		case y < cfg.InterruptProb+cfg.DeadlineProb:
 			cancel()
 			opCtx, cancel = context.WithTimeout(ctx, time.Duration(rng.Int64N(int64(cfg.MaxDeadline)+1)))
+			op.opts = []fdbqueue.OpOption{fdbqueue.WithOpID(fdbqueue.NewOpID())}
+		case y < cfg.InterruptProb+cfg.DeadlineProb+cfg.TxTimeoutProb && cfg.TxTimeout > 0:
+			half := int64(cfg.TxTimeout / 2)
+			d := time.Duration(half + rng.Int64N(int64(cfg.TxTimeout)-half+1))
+			t = &timeoutDB{Database: h.t, timeout: d, inFlight: &h.timedOutInFlight}
 			op.opts = []fdbqueue.OpOption{fdbqueue.WithOpID(fdbqueue.NewOpID())}
 		}
 		var race chan error

@@ -117,6 +117,7 @@ func Run(ctx context.Context, seed int64, cfg Config) (Result, error) {
 	res.Stats = h.db.stats()
 	res.LayerIDReplays = int(h.layerIDReplays.Load())
 	res.SlotReplays = int(h.slotReplays.Load())
+	res.TimedOutInFlight = int(h.timedOutInFlight.Load())
 	return res, ctx.Err()
 }
 
@@ -138,6 +139,9 @@ type harness struct {
 	// so that replays logged under other IDs are known for the layers'.
 	ids                         sync.Map
 	layerIDReplays, slotReplays atomic.Int64
+	// timedOutInFlight counts the clients' commits that timed out in
+	// flight (timeoutDB).
+	timedOutInFlight atomic.Int64
 	// paused is how long the harness spent checking histories (see
 	// layerClock), and clockMu guards lastNow, the clock's last reading.
 	paused  atomic.Int64

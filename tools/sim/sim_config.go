@@ -50,6 +50,20 @@ type Config struct {
 	// client cancels one of its operations as its commit starts and never
 	// runs another.
 	AbandonProb float64
+	// TxTimeoutProb is the probability that an operation runs on a
+	// database with a default transaction timeout, as FoundationDB's
+	// database option transaction_timeout gives one (see timeoutDB): each
+	// of the operation's transactions times out, with
+	// transaction_timed_out (1031), once a duration drawn for the
+	// operation, between TxTimeout/2 and TxTimeout, has passed since its
+	// creation or last Reset, its retries included. With TxTimeout about
+	// a commit's latency, commits time out in flight; such a commit is not
+	// fenced and may land later (Faults.LateLanding). The harness's own
+	// transactions (recovery, observation, drain) and those of an
+	// abandoning client have no timeout. Result.TimedOutInFlight counts
+	// the commits that timed out in flight.
+	TxTimeoutProb float64
+	TxTimeout     time.Duration
 	// RecoverProb is the probability that an operation of unknown outcome
 	// is recovered at the end of the round with its OpID. Batch dequeues
 	// are always recovered.

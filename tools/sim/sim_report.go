@@ -45,6 +45,14 @@ type Result struct {
 	// ClaimsExpired counts staged takes that failed with ErrClaimExpired
 	// (their waiter was too slow for the claim timeout).
 	ClaimsExpired int
+	// TxTimeoutOps counts the operations run on a database with a default
+	// transaction timeout (Config.TxTimeoutProb), TimedOutInFlight the
+	// commits of theirs that timed out in flight (their error says
+	// transaction_timed_out and kv.MaybeCommitted), and TimedOut those
+	// operations that failed with transaction_timed_out.
+	TxTimeoutOps     int
+	TimedOutInFlight int
+	TimedOut         int
 
 	// LayerIDs counts the operations run without WithOpID, under an ID
 	// the layer made (Config.LayerIDProb), and LayerIDUnknown those of
@@ -101,6 +109,9 @@ func (r *Result) Add(o Result) {
 	r.Hidden += o.Hidden
 	r.Trusted += o.Trusted
 	r.ClaimsExpired += o.ClaimsExpired
+	r.TxTimeoutOps += o.TxTimeoutOps
+	r.TimedOutInFlight += o.TimedOutInFlight
+	r.TimedOut += o.TimedOut
 	r.LayerIDs += o.LayerIDs
 	r.LayerIDUnknown += o.LayerIDUnknown
 	r.LayerIDReplays += o.LayerIDReplays

@@ -125,6 +125,17 @@ func (h *harness) client(ctx context.Context, round int, t *target, c int, rng *
 			d := time.Duration(rng.Int64N(int64(h.cfg.MaxDeadline) + 1))
 			opCtx, cancel = context.WithTimeout(ctx, d)
 		}
+		timed := false
+		// Drawn only when asked for, so that other configurations' seeds
+		// keep their draws.
+		if h.cfg.TxTimeoutProb > 0 && h.cfg.TxTimeout > 0 {
+			half := int64(h.cfg.TxTimeout / 2)
+			d := time.Duration(half + rng.Int64N(int64(h.cfg.TxTimeout)-half+1))
+			if rng.Float64() < h.cfg.TxTimeoutProb && onDB {
+				tr = &timeoutDB{Database: h.db, timeout: d, inFlight: &h.timedOutInFlight}
+				timed = true
+			}
+		}
 		r := &record{recover: rng.Float64() < h.cfg.RecoverProb || in.Kind == DequeueBatch}
 		// Drawn for every operation, so that a seed's later draws do not
 		// depend on the others.
@@ -140,6 +151,14 @@ func (h *harness) client(ctx context.Context, round int, t *target, c int, rng *
 		cancel()
 		if ctx.Err() != nil {
 			return recs
+		}
+		if timed {
+			mu.Lock()
+			res.TxTimeoutOps++
+			if errors.Is(err, kv.ErrTransactionTimedOut) {
+				res.TimedOut++
+			}
+			mu.Unlock()
 		}
 		if in.Kind == PushBatch {
 			mu.Lock()
@@ -168,7 +187,7 @@ func (h *harness) client(ctx context.Context, round int, t *target, c int, rng *
 						Reason: fmt.Sprintf("%v: staged withdrawal failed (its item returns at claim expiry, after the call; the model cannot check this history): %v", in.Kind, err)}
 				}
 				mu.Unlock()
-			} else if !expected(err) {
+			} else if !expected(err) && !(timed && errors.Is(err, kv.ErrTransactionTimedOut)) {
 				mu.Lock()
 				res.Unexpected++
 				if res.Failure == nil {
