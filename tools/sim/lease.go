@@ -36,13 +36,15 @@ func (c *simClock) After(time.Duration) <-chan time.Time { return make(chan time
 // jobs fall due. The history is checked against LeaseModel, and at the
 // end every job is drained and accounted for.
 //
-// Some operations are cancelled as their commit starts or run under a
-// deadline (LeaseConfig.InterruptProb, DeadlineProb): a commit interrupted
-// in flight may be applied or not, and may land after the call returned,
-// as FoundationDB's may (memdb's Faults.LateLanding). Every operation
-// whose call failed is recovered: called again with its OpID (Extend with
-// its lease), either at once by its client, while its first commit may
-// still land (RecoverAtOnceProb), or at the end of the round, after every
+// Some operations are cancelled as their commit starts, run under a
+// deadline, or run on a database whose transactions time out after about
+// a commit's latency (LeaseConfig.InterruptProb, DeadlineProb,
+// TxTimeoutProb): a commit interrupted in flight may be applied or not,
+// and may land after the call returned, as FoundationDB's may (memdb's
+// Faults.LateLanding). Every operation whose call failed is recovered:
+// called again with its OpID (Extend with its lease), either at once by
+// its client, while its first commit may still land
+// (RecoverAtOnceProb), or at the end of the round, after every
 // late commit has landed (memdb's AwaitLateLandings). The journal
 // promises that the recovery returns the first call's result if that
 // took effect and performs the operation otherwise, so the two calls are

@@ -32,6 +32,18 @@
 // or PriorityQueue value (a staged take under its ID), so that the slots'
 // reuse meets every fault the others do.
 //
+// With Config.TxTimeoutProb, some operations run on a database with a
+// default transaction timeout, as FoundationDB's database option
+// transaction_timeout gives every transaction (kept through Reset, whose
+// clock it restarts; see timeoutDB), of about a commit's latency: their
+// transactions fail with transaction_timed_out (1031), some with their
+// commit in flight. Such a commit is not fenced and may land after the
+// layer went on (retried, took again) or the call returned; its error
+// satisfies kv.MaybeCommitted (the backend marks it kv.CommitInterrupted:
+// FDB's own predicate, fdb_error_predicate, counts 1031 as neither
+// retryable nor maybe committed), and a 1031 before the commit says the
+// operation took no effect.
+//
 // # Unknown outcomes
 //
 // An operation that fails with an error other than ErrEmpty is recorded as

@@ -14,11 +14,11 @@ var txTimeoutSeeds = []int64{1, 2, 3, 4}
 
 // TestSimulationTxTimeouts gives a third of the clients' operations a
 // database whose transactions time out (FoundationDB's database option
-// transaction_timeout) after about a commit's latency, so that commits
-// fail with transaction_timed_out while in flight, are not fenced, and
-// may land after the call went on (retried, took again) or returned. Errors
-// are taken at their word (TrustErrors): a timeout before the commit
-// took no effect. Same requirements as TestSimulation, on plain and
+// transaction_timeout) after 1.5 to 3 ms, about an operation's reads and
+// commit, so that commits fail with transaction_timed_out while in
+// flight, are not fenced, and may land after the call went on (retried,
+// took again) or returned. Errors are taken at their word (TrustErrors):
+// a timeout before the commit took no effect. Same requirements as TestSimulation, on plain and
 // staged seeds, and some commits must have timed out in flight.
 func TestSimulationTxTimeouts(t *testing.T) {
 	cfg := sim.DefaultConfig()
@@ -26,9 +26,9 @@ func TestSimulationTxTimeouts(t *testing.T) {
 	cfg.Clients, cfg.OpsPerClient, cfg.MaxOpen = 4, 25, 1
 	cfg.CheckTimeout = ciCheckTimeout
 	cfg.TrustErrors = true
-	// The default latency model's commits take 0.1 to 1 ms, after a read
-	// version and reads of up to 0.2 ms each.
-	cfg.TxTimeoutProb, cfg.TxTimeout = 0.3, 1500*time.Microsecond
+	// The default latency model's commits take 0.1 to 1 ms (2 ms more at
+	// times), after a read version and reads of up to 0.2 ms each.
+	cfg.TxTimeoutProb, cfg.TxTimeout = 0.3, 3*time.Millisecond
 	if testing.Verbose() {
 		cfg.Log = t.Logf
 	}

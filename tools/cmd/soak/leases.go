@@ -62,6 +62,7 @@ type leaseTotals struct {
 	UnknownNotApplied, TooOld, Retries int64
 	Interrupted                        int64 // commits interrupted in flight by a cancelled context
 	ReadErrors, ReadVersionErrors      int64 // failed reads and read version requests
+	TimedOutInFlight                   int   // commits that timed out in flight (-tx-timeout-prob)
 	Unknown, RecoveredAtOnce           int   // failed calls; those recovered at once
 	Abandoned, AbandonedAdds           int   // failed calls never recovered; the Adds among them
 	AbandonedAddsSeen                  int   // abandoned Adds whose job was seen
@@ -122,6 +123,7 @@ func (t *leaseTotals) add(seed int64, r sim.LeaseResult) {
 	t.ReadErrors += st.InjectedReadErrors
 	t.ReadVersionErrors += st.InjectedReadVersionErrors
 	t.Unknown += r.Unknown
+	t.TimedOutInFlight += r.TimedOutInFlight
 	t.RecoveredAtOnce += r.RecoveredAtOnce
 	t.Abandoned += r.Abandoned
 	t.AbandonedAdds += r.AbandonedAdds
@@ -240,6 +242,7 @@ func (t *leaseTotals) report(w io.Writer, elapsed time.Duration, errs []error, h
 	fmt.Fprintf(w, "  commits interrupted by cancellation: %d\n", t.Interrupted)
 	fmt.Fprintf(w, "  failed reads:                       %d\n", t.ReadErrors)
 	fmt.Fprintf(w, "  failed read version requests:       %d\n", t.ReadVersionErrors)
+	fmt.Fprintf(w, "  commits timed out in flight:        %d\n", t.TimedOutInFlight)
 	fmt.Fprintf(w, "failed calls:               %d\n", t.Unknown)
 	fmt.Fprintf(w, "  recovered at once by OpID:  %d\n", t.RecoveredAtOnce)
 	fmt.Fprintf(w, "  never recovered:            %d (Adds %d, their job seen %d; Releases %d)\n", t.Abandoned, t.AbandonedAdds, t.AbandonedAddsSeen, t.AbandonedReleases)

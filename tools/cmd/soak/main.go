@@ -77,6 +77,8 @@ func main() {
 		late     = flag.Float64("late-landing", sim.DefaultConfig().Faults.LateLanding, "probability that a commit interrupted by a cancellation lands after Commit returned, as FoundationDB's may (memdb.Faults.LateLanding)")
 		readErrs = flag.Float64("read-errors", sim.DefaultConfig().Faults.ReadErrors, "probability that a read (a point read, a range read's batch) fails with transaction_too_old, future_version or process_behind, as a storage server's reply may (memdb.Faults.ReadErrors); the same with -leases")
 		grvErrs  = flag.Float64("grv-errors", sim.DefaultConfig().Faults.ReadVersionErrors, "probability that a read version request fails with grv_proxy_memory_limit_exceeded or database_locked, as a GRV proxy's reply may (memdb.Faults.ReadVersionErrors); the same with -leases")
+		txTOProb = flag.Float64("tx-timeout-prob", 0, "probability that an operation runs on a database with a default transaction timeout (FoundationDB's transaction_timeout) of -tx-timeout/2 to -tx-timeout, so that commits time out in flight (sim.Config.TxTimeoutProb); with -leases too")
+		txTO     = flag.Duration("tx-timeout", 3*time.Millisecond, "with -tx-timeout-prob: the longest default transaction timeout drawn (about a commit's latency)")
 		trust    = flag.Bool("trust-errors", false, "take errors at their word: one for which kv.MaybeCommitted is false must have had no effect (sim.Config.TrustErrors)")
 		reorder  = flag.Bool("staging-reorder", false, "let staged seeds use the indexed Queue layout and equal priorities, where a cancelled staged take can reorder items (see sim.Config.StagingReorder)")
 		html     = flag.String("html", "soak-failure.html", "where to write the first failing history's visualization")
@@ -107,6 +109,7 @@ func main() {
 		})
 		lc.CancelProb, lc.RequeueProb, lc.DeleteDeadProb = *lcancel, *lrequeue, *ldelete
 		lc.Faults.LateLanding = *late
+		lc.TxTimeoutProb, lc.TxTimeout = *txTOProb, *txTO
 		lc.Faults.ReadErrors, lc.Faults.ReadVersionErrors = *readErrs, *grvErrs
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 		code := runLeases(ctx, os.Stdout, lc, *first, *seeds, *duration, *workers, *html, *history, *verbose)
@@ -129,6 +132,7 @@ func main() {
 	cfg.Faults.LateLanding = *late
 	cfg.Faults.ReadErrors, cfg.Faults.ReadVersionErrors = *readErrs, *grvErrs
 	cfg.TrustErrors = *trust
+	cfg.TxTimeoutProb, cfg.TxTimeout = *txTOProb, *txTO
 	if *cluster == "" {
 		os.Exit(run(os.Stdout, cfg, *first, *seeds, *duration, *workers, *html, *history, *verbose))
 	}
@@ -165,6 +169,9 @@ func run(w io.Writer, cfg sim.Config, first int64, seeds int, duration time.Dura
 	fmt.Fprintf(w, "staging: %v (PriorityQueue too: %v, reorder-prone layouts: %v, Queue serving: %v, claim timeout: %s)\n", cfg.Staging, cfg.StagePriorityQueue, cfg.StagingReorder, cfg.StagingServing, claim)
 	fmt.Fprintf(w, "per operation: random deadline %.2f (up to %v), without WithOpID %.2f of those not recovered; per client and round: abandon mid-commit %.2f\n",
 		cfg.CancelProb, cfg.MaxDeadline, cfg.LayerIDProb, cfg.AbandonProb)
+	if cfg.TxTimeoutProb > 0 {
+		fmt.Fprintf(w, "per operation: a database default transaction timeout %.2f (%v to %v)\n", cfg.TxTimeoutProb, cfg.TxTimeout/2, cfg.TxTimeout)
+	}
 
 	var (
 		mu    sync.Mutex
@@ -206,6 +213,10 @@ func run(w io.Writer, cfg sim.Config, first int64, seeds int, duration time.Dura
 	fmt.Fprintf(w, "  of which at once:           %d\n", total.RecoveredAtOnce)
 	fmt.Fprintf(w, "failed staged takes (hidden): %d\n", total.Hidden)
 	fmt.Fprintf(w, "claims expired:             %d\n", total.ClaimsExpired)
+	if cfg.TxTimeoutProb > 0 {
+		fmt.Fprintf(w, "default tx timeout:         %d operations (%d failed with transaction_timed_out; commits timed out in flight %d)\n",
+			total.TxTimeoutOps, total.TimedOut, total.TimedOutInFlight)
+	}
 	fmt.Fprintf(w, "without WithOpID:           %d (outcome unknown %d; retries that found their record %d, in a journal slot %d)\n",
 		total.LayerIDs, total.LayerIDUnknown, total.LayerIDReplays, total.SlotReplays)
 	fmt.Fprintf(w, "inconclusive checks (timed out): %d\n", total.Inconclusive)
