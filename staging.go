@@ -58,7 +58,9 @@ type StagingConfig struct {
 	// Clients' clocks must agree to well within it.
 	ClaimTimeout time.Duration
 	// CleanupTimeout bounds the transaction that withdraws a request after
-	// the caller's context ended (default DefaultStagingCleanupTimeout). If
+	// the caller's context ended (default DefaultStagingCleanupTimeout),
+	// as its context's deadline and as its timeout option, which replaces
+	// a database's default one (FoundationDB's transaction_timeout). If
 	// it fails, the call's error satisfies kv.MaybeCommitted: the claim
 	// timeout returns a request left in the line, with any item due or
 	// handed to it, to the queue; an item the call's take did take is in
