@@ -38,13 +38,16 @@ const mvccWindow = 5 * time.Second
 const windowClaimTimeout = time.Minute
 
 // windowedQueue is a staged queue in mode m whose database and queue tell
-// time with one ManualClock, returned.
+// time with one ManualClock, returned. Its claims and cleanups last a
+// minute: a cleanup whose commit is held past the window has taken more
+// than the window, and its transaction's timeout (CleanupTimeout, which
+// memdb counts on the clock too) must outlast that.
 func windowedQueue(t *testing.T, name string, m stagingMode) (*memdb.ManualClock, *memdb.DB, fdbqueue.Subspace, *fdbqueue.Queue) {
 	t.Helper()
 	clock := memdb.NewManualClock(time.Unix(1_700_000_000, 0))
 	db := stgDB(t, memdb.WithClock(clock))
 	sub := stgSubspace(t, name)
-	q := stgQueue(t, sub, append(m.opts(fdbqueue.StagingConfig{ClaimTimeout: windowClaimTimeout}), fdbqueue.WithClock(clock.Now))...)
+	q := stgQueue(t, sub, append(m.opts(fdbqueue.StagingConfig{ClaimTimeout: windowClaimTimeout, CleanupTimeout: windowClaimTimeout}), fdbqueue.WithClock(clock.Now))...)
 	return clock, db, sub, q
 }
 
