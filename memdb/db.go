@@ -71,7 +71,7 @@ type DB struct {
 	faultsOn atomic.Bool // faults.any() || failNext != nil
 	// grvHold is HoldNextReadVersion's pending hold, taken by the next
 	// read version request sent (startGRVLocked).
-	grvHold *grvHold
+	grvHold *commitHold
 	// failRead and failGRV are the one-shot failures of FailReadAfter and
 	// FailReadVersionAfter; readFaultsOn is faults.reads() || either is
 	// armed.
@@ -304,7 +304,8 @@ func (db *DB) FailNextCommit(err error, applied bool) {
 	db.faultMu.Unlock()
 }
 
-// commitHold is HoldNextCommit's one-shot hold.
+// commitHold is the one-shot hold of HoldNextCommit, HoldNextCommitLate
+// and HoldNextReadVersion.
 type commitHold struct {
 	held    chan struct{} // closed when the commit is held
 	release chan struct{} // closed to let it go on
@@ -385,13 +386,6 @@ func (db *DB) takeFaults(mutating bool) (forced *forcedFailure, kind faultKind, 
 	return forced, kind, extra
 }
 
-// grvHold is HoldNextReadVersion's one-shot hold.
-type grvHold struct {
-	held    chan struct{} // closed when a request is held
-	release chan struct{} // closed to let it go on
-	once    sync.Once
-}
-
 // HoldNextReadVersion makes the next read version request that is sent
 // (of any transaction) stop before the cluster answers it: held is closed
 // when it stops, and the version is chosen when release is called, so it
@@ -406,7 +400,7 @@ type grvHold struct {
 // request is held. It replaces an earlier hold not yet taken; a
 // cancellation or reset of the transaction also lets the request go.
 func (db *DB) HoldNextReadVersion() (held <-chan struct{}, release func()) {
-	h := &grvHold{held: make(chan struct{}), release: make(chan struct{})}
+	h := &commitHold{held: make(chan struct{}), release: make(chan struct{})}
 	db.faultMu.Lock()
 	db.grvHold = h
 	db.faultMu.Unlock()
@@ -415,7 +409,7 @@ func (db *DB) HoldNextReadVersion() (held <-chan struct{}, release func()) {
 
 // takeGRVHold returns the pending HoldNextReadVersion, if any, and clears
 // it.
-func (db *DB) takeGRVHold() *grvHold {
+func (db *DB) takeGRVHold() *commitHold {
 	db.faultMu.Lock()
 	defer db.faultMu.Unlock()
 	h := db.grvHold

@@ -816,7 +816,7 @@ func (tx *transaction) startGRVLocked() {
 		defer close(ch)
 		err := tx.sleepIn(d, &gen)
 		if err == nil && hold != nil {
-			err = tx.waitGRVHold(hold, gen)
+			err = tx.waitHold(hold, gen) // as a held commit waits
 		}
 		tx.mu.Lock()
 		defer tx.mu.Unlock()
@@ -829,31 +829,6 @@ func (tx *transaction) startGRVLocked() {
 		}
 		tx.grvLocked() // rvHave or rvFailed
 	}()
-}
-
-// waitGRVHold holds a read version request (HoldNextReadVersion) until
-// the hold is released, or the transaction is cancelled or reset (then
-// its error, as sleepIn's).
-func (tx *transaction) waitGRVHold(h *grvHold, gen uint64) error {
-	tx.mu.Lock()
-	if tx.gen != gen {
-		tx.mu.Unlock()
-		close(h.held)
-		return kv.ErrTransactionCancelled
-	}
-	ch, reset := tx.cancelChanLocked(), tx.resetChanLocked()
-	tx.mu.Unlock()
-	close(h.held)
-	select {
-	case <-h.release:
-		return nil
-	case <-ch:
-		return kv.ErrTransactionCancelled
-	case <-reset:
-		return kv.ErrTransactionCancelled
-	case <-tx.db.closeCh:
-		return ErrClosed
-	}
 }
 
 // GetReadVersion returns the transaction's read version, obtaining it if
