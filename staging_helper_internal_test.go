@@ -68,3 +68,12 @@ func TestStagedHelperWakesOnItemsArriving(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, bytes.Contains(stored, []byte("first")), "with the first item")
 }
+
+// stepBackoff doubles from 1 ms and stops at maxStepBackoff.
+func TestStepBackoff(t *testing.T) {
+	require.Equal(t, time.Millisecond, stepBackoff(2))
+	require.Equal(t, 2*time.Millisecond, stepBackoff(3))
+	require.Equal(t, 16*time.Millisecond, stepBackoff(6))
+	require.Equal(t, maxStepBackoff, stepBackoff(7))
+	require.Equal(t, maxStepBackoff, stepBackoff(1000))
+}

@@ -2,6 +2,7 @@ package fdbqueue_test
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -190,4 +191,45 @@ func TestStagedWaitOutlivesATransactionTimeout(t *testing.T) {
 		require.NoError(t, r.err)
 		require.Equal(t, "a", r.v)
 	})
+}
+
+// A staged step whose commit keeps timing out in flight (transaction_timed_out,
+// which leaves the commit maybe applied and which OnError does not retry:
+// fdb_error_predicate in bindings/c/fdb_c.cpp) is retried after a backoff
+// from the second failure in a row on, as OnError backs off the errors it
+// retries: commits that keep outlasting a transaction timeout mean a
+// loaded cluster, which retries at once would load more. Here B's first
+// four commits (its plain attempt, its registration, the step that
+// resolves the registration, and its registration again) fail so; the
+// fifth takes x.
+func TestStagedStepBacksOffAfterCommitTimeouts(t *testing.T) {
+	ctx := context.Background()
+	m := stagingModes[1] // by place
+	cfg := fdbqueue.StagingConfig{ClaimTimeout: time.Hour}
+	db, sub, qB := stagedQueue(t, "timeoutbackoff", m.opts(cfg)...)
+	q := stgQueue(t, sub, m.opts(cfg)...)
+	require.NoError(t, q.Enqueue(ctx, db, []byte("x")))
+
+	var mu sync.Mutex
+	var points []string
+	failsLeft := 4
+	fdbqueue.SetStagingHook(qB, func(p string) {
+		mu.Lock()
+		defer mu.Unlock()
+		if strings.HasPrefix(p, "commit ") && failsLeft > 0 {
+			failsLeft--
+			db.FailNextCommit(kv.CommitInterrupted(kv.ErrTransactionTimedOut), false)
+		}
+		if p == "failed" || p == "backoff" {
+			points = append(points, p)
+		}
+	})
+	v, err := qB.Dequeue(ctx, db)
+	require.NoError(t, err)
+	require.Equal(t, "x", string(v))
+	mu.Lock()
+	defer mu.Unlock()
+	require.Equal(t, []string{"failed", "failed", "backoff", "failed", "backoff", "failed", "backoff"}, points,
+		"the first failure is retried at once, the next ones after a backoff")
+	requireClean(t, db, sub)
 }

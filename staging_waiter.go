@@ -222,12 +222,29 @@ func (w *waiter[T]) loop(ctx, callerCtx context.Context) (T, error) {
 		// The first failure after progress is retried at once: it was most
 		// likely a fulfiller's conflict that served this request.
 		if fails++; fails == 1 || !kv.IsRetryable(err) {
+			if fails > 1 {
+				// A maybe-committed error OnError does not retry (a commit
+				// that timed out in flight: transaction_timed_out) again:
+				// back off as OnError does for the others, since commits
+				// that keep outlasting the timeout mean a loaded cluster.
+				w.s.st.point("backoff")
+				if perr := pause(callerCtx, stepBackoff(fails)); perr != nil {
+					return zero, stop(perr)
+				}
+			}
 			tr.Reset()
 			stepOptions(tr)
 		} else if oerr := tr.OnError(err); oerr != nil {
 			return zero, stop(oerr)
 		}
 	}
+}
+
+// stepBackoff is the pause before the retry of a step after fails
+// failures in a row (fails >= 2) that OnError does not back off: 1 ms,
+// doubling, up to maxStepBackoff.
+func stepBackoff(fails int) time.Duration {
+	return min(time.Millisecond<<min(fails-2, 16), maxStepBackoff)
 }
 
 // stepOptions sets the options of a step's transaction. It runs when the
