@@ -159,13 +159,8 @@ func TestStagedTimedOutTakeLandingLate(t *testing.T) {
 					got[r.v]++
 				}
 			}
-			for {
-				v, err := q.Dequeue(ctx, db)
-				if errors.Is(err, fdbqueue.ErrEmpty) {
-					break
-				}
-				require.NoError(t, err)
-				got[string(v)]++
+			for _, v := range drain(t, db, q) {
+				got[v]++
 			}
 			requireExactlyOnce(t, got, tc.items)
 			require.Empty(t, stagingKeys(t, db, sub))
@@ -410,13 +405,8 @@ func TestStagedEarlierTimedOutTakeAtCleanup(t *testing.T) {
 				require.NoError(t, r.err)
 				got[r.v]++
 			}
-			for {
-				v, err := q.Dequeue(ctx, db)
-				if errors.Is(err, fdbqueue.ErrEmpty) {
-					break
-				}
-				require.NoError(t, err)
-				got[string(v)]++
+			for _, v := range drain(t, db, q) {
+				got[v]++
 			}
 			requireExactlyOnce(t, got, want)
 			require.Empty(t, stagingKeys(t, db, sub))

@@ -3,6 +3,7 @@ package sim
 import (
 	"context"
 	"errors"
+	"math/rand/v2"
 	"slices"
 	"sync/atomic"
 	"time"
@@ -84,6 +85,13 @@ type timeoutDB struct {
 	timeout time.Duration
 	// inFlight counts the commits that timed out in flight.
 	inFlight *atomic.Int64
+}
+
+// drawTxTimeout draws an operation's default transaction timeout, from
+// max/2 to max.
+func drawTxTimeout(rng *rand.Rand, max time.Duration) time.Duration {
+	half := int64(max / 2)
+	return time.Duration(half + rng.Int64N(int64(max)-half+1))
 }
 
 // CreateTransaction makes a transaction that carries the timeout.

@@ -160,9 +160,7 @@ func (h *leaseHarness) client(ctx context.Context, c int, rng *rand.Rand, now in
 			opCtx, cancel = context.WithTimeout(ctx, time.Duration(rng.Int64N(int64(cfg.MaxDeadline)+1)))
 			op.opts = []fdbqueue.OpOption{fdbqueue.WithOpID(fdbqueue.NewOpID())}
 		case y < cfg.InterruptProb+cfg.DeadlineProb+cfg.TxTimeoutProb && cfg.TxTimeout > 0:
-			half := int64(cfg.TxTimeout / 2)
-			d := time.Duration(half + rng.Int64N(int64(cfg.TxTimeout)-half+1))
-			t = &timeoutDB{Database: h.t, timeout: d, inFlight: &h.timedOutInFlight}
+			t = &timeoutDB{Database: h.t, timeout: drawTxTimeout(rng, cfg.TxTimeout), inFlight: &h.timedOutInFlight}
 			op.opts = []fdbqueue.OpOption{fdbqueue.WithOpID(fdbqueue.NewOpID())}
 		}
 		var race chan error

@@ -129,8 +129,7 @@ func (h *harness) client(ctx context.Context, round int, t *target, c int, rng *
 		// Drawn only when asked for, so that other configurations' seeds
 		// keep their draws.
 		if h.cfg.TxTimeoutProb > 0 && h.cfg.TxTimeout > 0 {
-			half := int64(h.cfg.TxTimeout / 2)
-			d := time.Duration(half + rng.Int64N(int64(h.cfg.TxTimeout)-half+1))
+			d := drawTxTimeout(rng, h.cfg.TxTimeout)
 			if rng.Float64() < h.cfg.TxTimeoutProb && onDB {
 				tr = &timeoutDB{Database: h.db, timeout: d, inFlight: &h.timedOutInFlight}
 				timed = true
