@@ -510,7 +510,24 @@ func (o *op) recordKey(n int) []byte {
 // nothing (and returns an empty result) while no attempt of an operation
 // with an ID of its own making has recorded: its first attempt, typically,
 // costs no journal read.
-func (o *op) check(tr kv.Transaction) (kv.RangeResult, error) {
+//
+// It fails with ErrOperationExpired, reading nothing, once the operation
+// is older than its retention: an expiry may have cleared its record.
+func (o *op) check(tr kv.Transaction) (kv.RangeResult, error) { return o.lookup(tr, true) }
+
+// checkAnyAge is check without its age test: it reads the record of an
+// operation older than its retention too, which an expiry clears only at
+// twice the retention. Only the staged call's cleanup uses it (abandon):
+// it puts back the item of a take it finds recorded, whatever its age,
+// and does not replay. Its read still fails with ErrOperationExpired when
+// it finds no record past the retention (recordRead.GetSlice): then it
+// cannot tell a take that never applied from one whose record an expiry
+// cleared.
+func (o *op) checkAnyAge(tr kv.Transaction) (kv.RangeResult, error) { return o.lookup(tr, false) }
+
+// lookup is check; aged makes it fail, reading nothing, past the
+// retention.
+func (o *op) lookup(tr kv.Transaction, aged bool) (kv.RangeResult, error) {
 	if o.off() {
 		return nil, nil
 	}
@@ -551,8 +568,10 @@ func (o *op) check(tr kv.Transaction) (kv.RangeResult, error) {
 			ErrInvalidArgument, o.id, o.loggedFor, o.journalKind())
 	}
 	age := o.j.now().Sub(o.id.Time())
-	if err := o.expired(age); err != nil {
-		return nil, err
+	if aged {
+		if err := o.expired(age); err != nil {
+			return nil, err
+		}
 	}
 	if age < -o.j.retention {
 		// Further ahead than clocks may disagree (WithJournalRetention):

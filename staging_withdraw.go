@@ -119,7 +119,14 @@ func (s *stageSide[T]) drop(tr kv.Transaction, key []byte) error {
 // bounded by the CleanupTimeout, since ctx is done.
 //
 // When ctx ended, the error returned is ctx's (the cleanup settled the
-// outcome of any commit in flight); otherwise it is cause.
+// outcome of any commit in flight); otherwise it is cause. The cleanup
+// reads the journal record whatever the operation's age: past its
+// retention (cause is then often ErrOperationExpired) a take's record is
+// still there until an expiry clears it, at twice the retention, and its
+// item goes back. If it finds no record past the retention while takes
+// were in doubt, an expiry may have cleared the record of one that
+// applied: the error then wraps ErrOperationExpired too, and
+// kv.MaybeCommitted reports true for it.
 func (w *waiter[T]) abandon(ctx context.Context, cause error) error {
 	w.cancelWatches()
 	final := cause
@@ -139,7 +146,7 @@ func (w *waiter[T]) abandon(ctx context.Context, cause error) error {
 	}
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
 	defer cancel()
-	err := w.withdrawOnce(cctx, timeout)
+	undecided, err := w.withdrawOnce(cctx, timeout)
 	if err != nil {
 		e := fmt.Errorf("%w (withdrawing the staged request failed, the claim timeout will return its item, or settle the operation under its ID if its take applied: %w; last error: %v)", final, err, cause)
 		if len(w.taken) > 0 || w.resKey != nil {
@@ -152,14 +159,26 @@ func (w *waiter[T]) abandon(ctx context.Context, cause error) error {
 		}
 		return e
 	}
+	if undecided {
+		// The cleanup committed (the request withdrawn, the result key
+		// cleared, the place left), but it cannot tell whether a take
+		// applied: its record, if it had one, may have been expired.
+		if errors.Is(final, ErrOperationExpired) {
+			return kv.CommitInterrupted(fmt.Errorf("%w (the cleanup found no record of the takes in doubt: one may have applied, its record cleared by an expiry)", final))
+		}
+		return kv.CommitInterrupted(fmt.Errorf("%w (the cleanup found no record of the takes in doubt, past the retention: %w; one may have applied, its record cleared by an expiry)", final, ErrOperationExpired))
+	}
 	return final
 }
 
 // withdrawOnce runs abandon's cleanup in one transaction (retried by the
-// backend's retry loop), whose timeout is the cleanup's.
-func (w *waiter[T]) withdrawOnce(cctx context.Context, timeout time.Duration) error {
+// backend's retry loop), whose timeout is the cleanup's. undecided reports
+// that the attempt that committed found no record of the takes in doubt
+// while the operation was past its journal retention (see abandon).
+func (w *waiter[T]) withdrawOnce(cctx context.Context, timeout time.Duration) (undecided bool, err error) {
 	s := w.s
-	return w.db.Transact(cctx, func(tr kv.Transaction) error {
+	err = w.db.Transact(cctx, func(tr kv.Transaction) error {
+		undecided = false // of this attempt only
 		// CleanupTimeout bounds the cleanup, not a database's default
 		// transaction timeout (FoundationDB's transaction_timeout), which
 		// would end it at its first slow attempt (1031 is retried by no
@@ -171,8 +190,11 @@ func (w *waiter[T]) withdrawOnce(cctx context.Context, timeout time.Duration) er
 		if err := tr.Options().SetTimeout(min(timeout, math.MaxInt32*time.Millisecond)); err != nil {
 			return err
 		}
-		rec, err := w.o.check(tr)
-		if err != nil && !errors.Is(err, ErrOperationExpired) {
+		// Whatever the operation's age: past the retention the record of
+		// a take that applied is normally still there (an expiry clears
+		// it at twice the retention), and its item must go back.
+		rec, err := w.o.checkAnyAge(tr)
+		if err != nil {
 			return err
 		}
 		if n := len(w.taken); n > 0 {
@@ -212,8 +234,14 @@ func (w *waiter[T]) withdrawOnce(cctx context.Context, timeout time.Duration) er
 			resF = &f
 		}
 		prev, done, err := w.o.applied(rec)
-		if err != nil && !errors.Is(err, ErrOperationExpired) {
-			return err // expired (as check's): past telling whether its take applied
+		if errors.Is(err, ErrOperationExpired) {
+			// No record, past the retention: the takes in doubt may have
+			// applied, their record cleared by an expiry. The rest of
+			// the cleanup goes on; the call reports the doubt.
+			undecided, err = len(w.taken) > 0, nil
+		}
+		if err != nil {
+			return err
 		}
 		back := false
 		if done && len(prev) == 1 {
@@ -271,6 +299,7 @@ func (w *waiter[T]) withdrawOnce(cctx context.Context, timeout time.Duration) er
 		}
 		return nil
 	})
+	return undecided && err == nil, err
 }
 
 // recover drops the side's expired requests and returns the items of its
