@@ -97,3 +97,160 @@ func takeConflicts(q *fdbqueue.Queue) int64 {
 	}
 	return n
 }
+
+// retentionCleanupCase is one way a staged call gives up once its
+// operation is past its journal retention: with its context alive (the
+// retry's journal read fails with ErrOperationExpired) or ended (the
+// cleanup runs in a fresh context).
+type retentionCleanupCase struct {
+	name   string
+	cancel bool // the caller's context ends as the take fails
+}
+
+var retentionCleanupCases = []retentionCleanupCase{{"context alive", false}, {"context ended", true}}
+
+// takeLandsThenExpires starts q.Dequeue(ctx, db, opts...) on a queue
+// holding one item: its take's commit applies but reports
+// commit_unknown_result, and at the failure (before the call goes on) the
+// clock passes the retention (not twice it: no expiry may have cleared
+// the record), before at the failure the hook runs atFailure and, for
+// c.cancel, ends the call's context. It returns the call's error.
+func takeLandsThenExpires(t *testing.T, c retentionCleanupCase, db *memdb.DB, q *fdbqueue.Queue, clock *memdb.ManualClock, retention time.Duration, atFailure func(), opts ...fdbqueue.OpOption) error {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cctx, end := context.WithCancel(ctx)
+	defer end()
+	var taking, failing sync.Once
+	fdbqueue.SetStagingHook(q, func(p string) {
+		switch p {
+		case "taking":
+			taking.Do(func() { db.FailNextCommit(kv.ErrCommitUnknownResult, true) })
+		case "failed":
+			failing.Do(func() {
+				clock.Advance(retention + time.Second)
+				if atFailure != nil {
+					atFailure()
+				}
+				if c.cancel {
+					end()
+				}
+			})
+		}
+	})
+	done := make(chan error, 1)
+	go func() {
+		_, err := q.Dequeue(cctx, db, opts...)
+		done <- err
+	}()
+	err := recvWithin(t, done, "the staged Dequeue's return")
+	fdbqueue.SetStagingHook(q, nil)
+	return err
+}
+
+// TestStagedCleanupPastRetentionPutsTheTakeBack: a staged Dequeue's take
+// applies although its commit reports commit_unknown_result, and the
+// operation passes its journal retention before the call goes on (the
+// record is still there: an expiry clears it at twice the retention). The
+// retry fails with ErrOperationExpired, or the context ended; either way
+// the call gives up and its cleanup runs. The cleanup read the record
+// only within the retention (check's early age test), found nothing, and
+// left the item in the record: with the context alive the call returned
+// ErrOperationExpired (maybe committed, its doc says, but the item was
+// stranded although it could have gone back), and with the context ended
+// the context's plain error, not maybe committed: the item was lost. The
+// cleanup now reads the record whatever its age and puts the item back:
+// the call's error is ErrOperationExpired or the context's, the item is
+// in the queue, the record is gone and nothing is left staged.
+func TestStagedCleanupPastRetentionPutsTheTakeBack(t *testing.T) {
+	forModes(t, func(t *testing.T, m stagingMode) {
+		for _, c := range retentionCleanupCases {
+			t.Run(c.name, func(t *testing.T) {
+				ctx := context.Background()
+				const retention = time.Minute
+				clock := memdb.NewManualClock(time.Unix(1_700_000_000, 0))
+				db := stgDB(t)
+				sub := stgSubspace(t, "retention-cleanup")
+				q := stgQueue(t, sub, append(m.opts(fdbqueue.StagingConfig{}), fdbqueue.WithClock(clock.Now), fdbqueue.WithJournalRetention(retention))...)
+				require.NoError(t, q.Enqueue(ctx, db, []byte("a")))
+				original := itemKeys(t, db, sub)
+				require.Len(t, original, 1)
+
+				// The journal keys the take wrote: its record.
+				before := map[string]bool{}
+				for _, k := range journalKeys(t, db, sub) {
+					before[string(k)] = true
+				}
+				var record [][]byte
+				landed := func() {
+					for _, k := range journalKeys(t, db, sub) {
+						if !before[string(k)] {
+							record = append(record, k)
+						}
+					}
+					require.NotEmpty(t, record, "the take applied: its record is there")
+				}
+				err := takeLandsThenExpires(t, c, db, q, clock, retention, landed)
+				if c.cancel {
+					require.ErrorIs(t, err, context.Canceled)
+				} else {
+					require.ErrorIs(t, err, fdbqueue.ErrOperationExpired)
+				}
+				require.False(t, kv.MaybeCommitted(err), "the cleanup put the item back: %v", err)
+				m.requireReturned(t, db, sub, original[0])
+				left := map[string]bool{}
+				for _, k := range journalKeys(t, db, sub) {
+					left[string(k)] = true
+				}
+				for _, k := range record {
+					require.False(t, left[string(k)], "the take's record %q was erased with the item's return", k)
+				}
+				require.Equal(t, []string{"a"}, drain(t, db, q), "the item taken is back in the queue")
+				requireClean(t, db, sub)
+			})
+		}
+	})
+}
+
+// TestStagedCleanupPastRetentionWithoutRecordIsMaybeCommitted: as
+// TestStagedCleanupPastRetentionPutsTheTakeBack, but the take's record is
+// gone when the cleanup reads (cleared here by hand, as an expiry by a
+// client whose clock runs ahead may): past the retention the cleanup
+// cannot tell a take that never applied from one whose record was
+// cleared. It still withdraws (nothing is left staged), and the call's
+// error wraps ErrOperationExpired (and the context's error when it
+// ended) with kv.MaybeCommitted true. It was ErrOperationExpired alone,
+// or the context's error alone, neither maybe committed.
+func TestStagedCleanupPastRetentionWithoutRecordIsMaybeCommitted(t *testing.T) {
+	forModes(t, func(t *testing.T, m stagingMode) {
+		for _, c := range retentionCleanupCases {
+			t.Run(c.name, func(t *testing.T) {
+				ctx := context.Background()
+				const retention = time.Minute
+				clock := memdb.NewManualClock(time.Unix(1_700_000_000, 0))
+				db := stgDB(t)
+				sub := stgSubspace(t, "retention-cleanup-gone")
+				q := stgQueue(t, sub, append(m.opts(fdbqueue.StagingConfig{}), fdbqueue.WithClock(clock.Now), fdbqueue.WithJournalRetention(retention))...)
+				require.NoError(t, q.Enqueue(ctx, db, []byte("a")))
+
+				id := fdbqueue.OpIDAt(clock.Now())
+				clear := func() {
+					require.NotEmpty(t, recordKeys(t, db, q, id), "the take applied: its record is there")
+					require.NoError(t, db.Transact(ctx, func(tr kv.Transaction) error {
+						tr.ClearRange(fdbqueue.JournalRecordRange(q, id))
+						return nil
+					}))
+				}
+				err := takeLandsThenExpires(t, c, db, q, clock, retention, clear, fdbqueue.WithOpID(id))
+				require.ErrorIs(t, err, fdbqueue.ErrOperationExpired)
+				if c.cancel {
+					require.ErrorIs(t, err, context.Canceled)
+				}
+				require.True(t, kv.MaybeCommitted(err), "a take whose record may have expired may have applied: %v", err)
+				require.Empty(t, itemKeys(t, db, sub), "the take applied and its record is gone: the item is not back")
+				require.Empty(t, stagingKeys(t, db, sub), "the cleanup withdrew all the same")
+				requireNoWatches(t, db)
+			})
+		}
+	})
+}
