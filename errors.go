@@ -54,7 +54,10 @@ var (
 	// may have taken effect (in an earlier attempt, or an earlier call with
 	// the same WithOpID): treat it as maybe committed, although
 	// kv.MaybeCommitted reports false for it unless one of this call's own
-	// attempts had an unknown outcome.
+	// attempts had an unknown outcome. (A staged dequeue or pop that returns
+	// it has already put back the item of a take whose record its cleanup
+	// found; when it found none while a take was in doubt, kv.MaybeCommitted
+	// reports true.)
 	ErrOperationExpired = errors.New("fdbqueue: operation outlived its journal retention")
 
 	// ErrClaimExpired is returned by a staged dequeue or pop whose request,

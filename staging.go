@@ -349,7 +349,11 @@ func (q *Queue) StagingStats() StagingStats {
 // original key), so nothing is lost, and the error matches ctx.Err(). An
 // operation ID given WithOpID must finish within the journal retention
 // (ErrOperationExpired otherwise); without one, the operation renews its own
-// ID while it waits.
+// ID while it waits. A take whose commit had an unknown outcome ties the
+// call to its ID until a step settles it: if the call then gives up past
+// the retention, its cleanup still returns the item of a take it finds
+// recorded; if it finds no record (an expiry may have cleared it), the
+// error wraps ErrOperationExpired and kv.MaybeCommitted is true.
 //
 // Cost while it waits on an empty queue: after the registration (see
 // StagingConfig), a read-only step that arms the two watches (one round
