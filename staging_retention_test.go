@@ -109,43 +109,43 @@ type retentionCleanupCase struct {
 
 var retentionCleanupCases = []retentionCleanupCase{{"context alive", false}, {"context ended", true}}
 
-// takeLandsThenExpires starts q.Dequeue(ctx, db, opts...) on a queue
+// takeLandsThenExpires runs q.Dequeue(ctx, db, opts...) on a queue
 // holding one item: its take's commit applies but reports
-// commit_unknown_result, and at the failure (before the call goes on) the
-// clock passes the retention (not twice it: no expiry may have cleared
-// the record), before at the failure the hook runs atFailure and, for
-// c.cancel, ends the call's context. It returns the call's error.
+// commit_unknown_result. The call stalls at the failure, before it goes
+// on, while the clock passes the retention (not twice it: no expiry may
+// have cleared the record), atFailure runs, and for c.cancel the call's
+// context ends. It returns the call's error.
 func takeLandsThenExpires(t *testing.T, c retentionCleanupCase, db *memdb.DB, q *fdbqueue.Queue, clock *memdb.ManualClock, retention time.Duration, atFailure func(), opts ...fdbqueue.OpOption) error {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	cctx, end := context.WithCancel(ctx)
 	defer end()
-	var taking, failing sync.Once
+	var taking sync.Once
+	stall, failed, resume := stallOnceAt("failed")
+	defer resume()
 	fdbqueue.SetStagingHook(q, func(p string) {
-		switch p {
-		case "taking":
+		if p == "taking" {
 			taking.Do(func() { db.FailNextCommit(kv.ErrCommitUnknownResult, true) })
-		case "failed":
-			failing.Do(func() {
-				clock.Advance(retention + time.Second)
-				if atFailure != nil {
-					atFailure()
-				}
-				if c.cancel {
-					end()
-				}
-			})
 		}
+		stall(p)
 	})
+	defer fdbqueue.SetStagingHook(q, nil)
 	done := make(chan error, 1)
 	go func() {
 		_, err := q.Dequeue(cctx, db, opts...)
 		done <- err
 	}()
-	err := recvWithin(t, done, "the staged Dequeue's return")
-	fdbqueue.SetStagingHook(q, nil)
-	return err
+	recvWithin(t, failed, "the take's failure (commit_unknown_result, applied)")
+	clock.Advance(retention + time.Second)
+	if atFailure != nil {
+		atFailure()
+	}
+	if c.cancel {
+		end()
+	}
+	resume()
+	return recvWithin(t, done, "the staged Dequeue's return")
 }
 
 // TestStagedCleanupPastRetentionPutsTheTakeBack: a staged Dequeue's take
