@@ -599,12 +599,15 @@ func (q *Queue) checkItemKey(key []byte) error {
 // commit_unknown_result its journal record settles whether a take applied,
 // so it returns each item once. If ctx ends, it withdraws its request and
 // returns an item already due or handed to it to the queue (by place to
-// the tail, in batches to its original key), and returns ctx's error. Its
-// cleanup also returns the item of a take whose journal record it finds,
-// even past the journal retention (the call then fails with
-// ErrOperationExpired or ctx's error); past the retention with no record
-// found while a take was in doubt (an expiry may have cleared it), the
-// error also wraps ErrOperationExpired and kv.MaybeCommitted is true.
+// the tail, in batches to its original key), and returns ctx's error. It
+// does the same, and fails with kv.ErrTransactionTimedOut, after 16 steps
+// in a row whose commits timed out (a database's default transaction
+// timeout shorter than a step). Its cleanup also returns the item of a
+// take whose journal record it finds, even past the journal retention
+// (the call then fails with ErrOperationExpired or ctx's error); past the
+// retention with no record found while a take was in doubt (an expiry may
+// have cleared it), the error also wraps ErrOperationExpired and
+// kv.MaybeCommitted is true.
 func (q *Queue) Dequeue(ctx context.Context, t kv.Transactor, opts ...OpOption) ([]byte, error) {
 	if err := q.usable(); err != nil {
 		return nil, err

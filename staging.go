@@ -141,6 +141,10 @@ const (
 	helpers = 2
 	// maxStepBackoff caps the backoff between failed steps.
 	maxStepBackoff = 20 * time.Millisecond
+	// maxTimedOutSteps is how many steps in a row may time out in flight
+	// (with stepBackoff, about 0.3 s of pauses) before a staged call gives
+	// up with transaction_timed_out.
+	maxTimedOutSteps = 16
 	// recheckNoWait bounds how long a plain (non-Wait) staged Dequeue
 	// sleeps before it checks again whether the items reach its request.
 	recheckNoWait = 100 * time.Millisecond
@@ -346,7 +350,9 @@ func (q *Queue) StagingStats() StagingStats {
 //
 // When ctx ends, the request is withdrawn and an item already due or handed
 // to it goes back to the queue (by place to the tail, in batches to its
-// original key), so nothing is lost, and the error matches ctx.Err(). An
+// original key), so nothing is lost, and the error matches ctx.Err(). The
+// same cleanup follows 16 steps in a row whose commits timed out (see
+// Dequeue), and the error matches kv.ErrTransactionTimedOut. An
 // operation ID given WithOpID must finish within the journal retention
 // (ErrOperationExpired otherwise); without one, the operation renews its own
 // ID while it waits. A take whose commit had an unknown outcome ties the

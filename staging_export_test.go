@@ -37,3 +37,7 @@ func SetStagingBusy(q *Queue, busy bool) { q.stage.busy.Store(busy) }
 func FulfilStagedPQ(ctx context.Context, db kv.Database, pq *PriorityQueue, max bool) (int, error) {
 	return pq.side(max).fulfilOnce(ctx, db)
 }
+
+// MaxTimedOutSteps is how many steps in a row may time out in flight
+// before a staged call gives up.
+const MaxTimedOutSteps = maxTimedOutSteps

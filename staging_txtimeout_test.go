@@ -233,3 +233,77 @@ func TestStagedStepBacksOffAfterCommitTimeouts(t *testing.T) {
 		"the first failure is retried at once, the next ones after a backoff")
 	requireClean(t, db, sub)
 }
+
+// A staged call whose steps keep timing out in flight (a database's
+// default transaction timeout shorter than any step: FoundationDB fails
+// them with transaction_timed_out, which no retry loop retries, and may
+// still apply them, docs/reliability.md "Transaction timeouts") gives up
+// after MaxTimedOutSteps of them in a row, as a plain operation gives up
+// at its first, instead of retrying without end. Its cleanup (with its own
+// timeout) settles what the timed-out steps did, so the error is
+// transaction_timed_out and not maybe committed, and the item is in the
+// queue: whether the timed-out commits did not apply, or all applied (the
+// registration, then the take at its place, whose record the cleanup finds
+// and whose item it puts back).
+func TestStagedCallGivesUpAfterStepsTimeOut(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		// applied tells whether a step's commit applies, given its
+		// point and the number of takes before it.
+		applied func(point string, takes int) bool
+		last    string // the last step
+	}{
+		{"none applied", func(string, int) bool { return false }, "commit wait"},
+		{"the registration applied", func(p string, _ int) bool { return p == "commit register" }, "commit take"},
+		{"the registration and the last take applied", func(p string, takes int) bool {
+			// After the registration, the call's steps are takes at its
+			// place (the step that resolved the registration commits
+			// nothing): the last of MaxTimedOutSteps in a row.
+			return p == "commit register" || (p == "commit take" && takes == fdbqueue.MaxTimedOutSteps-1)
+		}, "commit take (applied)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			m := stagingModes[1] // by place
+			cfg := fdbqueue.StagingConfig{ClaimTimeout: time.Hour}
+			db, sub, qB := stagedQueue(t, "timeoutgiveup", m.opts(cfg)...)
+			q := stgQueue(t, sub, m.opts(cfg)...)
+			require.NoError(t, q.Enqueue(ctx, db, []byte("x")))
+
+			var mu sync.Mutex
+			var points []string
+			takes := 0
+			fdbqueue.SetStagingHook(qB, func(p string) {
+				mu.Lock()
+				defer mu.Unlock()
+				if strings.HasPrefix(p, "commit ") {
+					applied := tc.applied(p, takes)
+					if p == "commit take" {
+						takes++
+					}
+					if applied {
+						p += " (applied)"
+					}
+					points = append(points, p)
+					db.FailNextCommit(kv.CommitInterrupted(kv.ErrTransactionTimedOut), applied)
+				}
+			})
+			// The bound fails the test (with the context's error) if the
+			// call retries without end.
+			callCtx, cancel := context.WithTimeout(ctx, time.Minute)
+			defer cancel()
+			_, err := qB.Dequeue(callCtx, db)
+			mu.Lock()
+			t.Logf("steps: %q", points)
+			require.Equal(t, tc.last, points[len(points)-1])
+			mu.Unlock()
+			require.ErrorIs(t, err, kv.ErrTransactionTimedOut)
+			require.False(t, kv.MaybeCommitted(err), "the cleanup settled the steps: %v", err)
+
+			v, err := q.Dequeue(ctx, db)
+			require.NoError(t, err, "the item is in the queue")
+			require.Equal(t, "x", string(v))
+			requireClean(t, db, sub)
+		})
+	}
+}

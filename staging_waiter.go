@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"time"
 
@@ -135,6 +136,7 @@ func (w *waiter[T]) loop(ctx, callerCtx context.Context) (T, error) {
 	}
 	stepOptions(tr)
 	fails := 0
+	timedOut := 0 // steps whose commit timed out in flight since the last success
 	stop := func(err error) error { return w.abandon(callerCtx, err) }
 	for {
 		if err := callerCtx.Err(); err != nil {
@@ -148,7 +150,7 @@ func (w *waiter[T]) loop(ctx, callerCtx context.Context) (T, error) {
 			st.commits[out.phase].Add(1)
 			st.nanos[out.phase].Add(int64(time.Since(t0)))
 			st.batch(out.served)
-			fails = 0
+			fails, timedOut = 0, 0
 			w.woke = false
 			if out.done {
 				return out.val, out.err
@@ -218,6 +220,19 @@ func (w *waiter[T]) loop(ctx, callerCtx context.Context) (T, error) {
 		}
 		if callerCtx.Err() != nil || (!kv.IsRetryable(err) && !kv.MaybeCommitted(err)) {
 			return zero, stop(err)
+		}
+		if !kv.IsRetryable(err) {
+			// A commit that timed out in flight (transaction_timed_out,
+			// maybe committed, which no retry loop retries). A few in a
+			// row are a slow moment; many mean that the database's
+			// default transaction timeout is shorter than a step, and
+			// the call would retry without end: give up, as a plain
+			// operation does at its first 1031, once the cleanup has
+			// settled the takes in doubt (abandon).
+			if timedOut++; timedOut >= maxTimedOutSteps {
+				return zero, stop(fmt.Errorf("fdbqueue: staged dequeue gave up after %d steps in a row timed out in flight, the last with %v: %w",
+					timedOut, err, kv.ErrTransactionTimedOut))
+			}
 		}
 		// The first failure after progress is retried at once: it was most
 		// likely a fulfiller's conflict that served this request.

@@ -111,7 +111,8 @@ func (s *stageSide[T]) drop(tr kv.Transaction, key []byte) error {
 }
 
 // abandon undoes what the operation left in the database after it stopped
-// with cause (its context ended, or an error that is not retryable): it
+// with cause (its context ended, an error that is not retryable, or steps
+// that kept timing out in flight): it
 // withdraws the request (by place, moving the item due to it to the tail),
 // returns a fulfilled item (putBack), and, when one of the takes attempted
 // since the last step that committed (w.taken) did apply, returns that
