@@ -148,6 +148,21 @@ func takeLandsThenExpires(t *testing.T, c retentionCleanupCase, db *memdb.DB, q 
 	return recvWithin(t, done, "the staged Dequeue's return")
 }
 
+// cleanupRetention is the journal retention of retentionQueue's queue.
+const cleanupRetention = time.Minute
+
+// retentionQueue returns a staged queue in mode m on a manual clock, with
+// a journal retention of cleanupRetention, holding one item, "a".
+func retentionQueue(t *testing.T, m stagingMode, name string) (*memdb.DB, fdbqueue.Subspace, *fdbqueue.Queue, *memdb.ManualClock) {
+	t.Helper()
+	clock := memdb.NewManualClock(time.Unix(1_700_000_000, 0))
+	db := stgDB(t)
+	sub := stgSubspace(t, name)
+	q := stgQueue(t, sub, append(m.opts(fdbqueue.StagingConfig{}), fdbqueue.WithClock(clock.Now), fdbqueue.WithJournalRetention(cleanupRetention))...)
+	require.NoError(t, q.Enqueue(context.Background(), db, []byte("a")))
+	return db, sub, q, clock
+}
+
 // TestStagedCleanupPastRetentionPutsTheTakeBack: a staged Dequeue's take
 // applies although its commit reports commit_unknown_result, and the
 // operation passes its journal retention before the call goes on (the
@@ -166,13 +181,7 @@ func TestStagedCleanupPastRetentionPutsTheTakeBack(t *testing.T) {
 	forModes(t, func(t *testing.T, m stagingMode) {
 		for _, c := range retentionCleanupCases {
 			t.Run(c.name, func(t *testing.T) {
-				ctx := context.Background()
-				const retention = time.Minute
-				clock := memdb.NewManualClock(time.Unix(1_700_000_000, 0))
-				db := stgDB(t)
-				sub := stgSubspace(t, "retention-cleanup")
-				q := stgQueue(t, sub, append(m.opts(fdbqueue.StagingConfig{}), fdbqueue.WithClock(clock.Now), fdbqueue.WithJournalRetention(retention))...)
-				require.NoError(t, q.Enqueue(ctx, db, []byte("a")))
+				db, sub, q, clock := retentionQueue(t, m, "retention-cleanup")
 				original := itemKeys(t, db, sub)
 				require.Len(t, original, 1)
 
@@ -190,7 +199,7 @@ func TestStagedCleanupPastRetentionPutsTheTakeBack(t *testing.T) {
 					}
 					require.NotEmpty(t, record, "the take applied: its record is there")
 				}
-				err := takeLandsThenExpires(t, c, db, q, clock, retention, landed)
+				err := takeLandsThenExpires(t, c, db, q, clock, cleanupRetention, landed)
 				if c.cancel {
 					require.ErrorIs(t, err, context.Canceled)
 				} else {
@@ -226,12 +235,7 @@ func TestStagedCleanupPastRetentionWithoutRecordIsMaybeCommitted(t *testing.T) {
 		for _, c := range retentionCleanupCases {
 			t.Run(c.name, func(t *testing.T) {
 				ctx := context.Background()
-				const retention = time.Minute
-				clock := memdb.NewManualClock(time.Unix(1_700_000_000, 0))
-				db := stgDB(t)
-				sub := stgSubspace(t, "retention-cleanup-gone")
-				q := stgQueue(t, sub, append(m.opts(fdbqueue.StagingConfig{}), fdbqueue.WithClock(clock.Now), fdbqueue.WithJournalRetention(retention))...)
-				require.NoError(t, q.Enqueue(ctx, db, []byte("a")))
+				db, sub, q, clock := retentionQueue(t, m, "retention-cleanup-gone")
 
 				id := fdbqueue.OpIDAt(clock.Now())
 				clear := func() {
@@ -241,7 +245,7 @@ func TestStagedCleanupPastRetentionWithoutRecordIsMaybeCommitted(t *testing.T) {
 						return nil
 					}))
 				}
-				err := takeLandsThenExpires(t, c, db, q, clock, retention, clear, fdbqueue.WithOpID(id))
+				err := takeLandsThenExpires(t, c, db, q, clock, cleanupRetention, clear, fdbqueue.WithOpID(id))
 				require.ErrorIs(t, err, fdbqueue.ErrOperationExpired)
 				if c.cancel {
 					require.ErrorIs(t, err, context.Canceled)
