@@ -215,6 +215,12 @@ func RunLeases(ctx context.Context, seed int64, cfg LeaseConfig) (LeaseResult, e
 	}
 	res.Operations = len(history)
 	res.Unknown, res.RecoveredAtOnce = h.unknown, h.atOnce
+	res.Trusted, res.TrustedTimedOut = h.trusted, h.trustedTimedOut
+	for _, call := range h.trustedAdds {
+		if len(h.adds[call]) > 0 {
+			res.TrustedAdded++
+		}
+	}
 	res.TimedOutInFlight = int(h.timedOutInFlight.Load())
 	model := LeaseModel(cfg.Choice)
 	res.Check = porcupine.CheckOperationsTimeout(model, history, cfg.CheckTimeout)
@@ -398,6 +404,13 @@ type leaseHarness struct {
 	adds    map[int64][]string
 	unknown int
 	atOnce  int
+	// trusted counts the operations taken at their word
+	// (LeaseConfig.TrustErrors), and trustedAdds holds the calls of the
+	// Adds among them: no job may carry one's value.
+	// trustedTimedOut, those among them that failed with
+	// transaction_timed_out (before their commit).
+	trusted, trustedTimedOut int
+	trustedAdds              []int64
 	// timedOutInFlight counts the commits that timed out in flight
 	// (timeoutDB).
 	timedOutInFlight atomic.Int64

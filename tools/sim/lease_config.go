@@ -90,6 +90,22 @@ type LeaseConfig struct {
 	// WithoutIdempotency turns the queue's journal off, for the test that
 	// requires the checker to reject the result.
 	WithoutIdempotency bool
+	// TrustErrors takes errors at their word, as the package
+	// documentation tells callers to (see Config.TrustErrors): an
+	// operation that failed with an error for which kv.MaybeCommitted is
+	// false (a context that ended or a transaction that timed out before
+	// its commit, a typed error), other than ErrOperationExpired (which
+	// the documentation says to treat as maybe committed), took no effect.
+	// It is left out of the history, not recovered: an Add added no job
+	// (one carrying its value, seen anywhere, fails the run's accounts,
+	// and at an Observe the model), a Lease leased nothing, an Ack, Nack,
+	// Extend or Release left its lease as it was (the client keeps it and
+	// may use it again), a Cancel, Requeue or DeleteDead left its job as it
+	// was. ErrEmpty, ErrLeaseLost, ErrJobNotFound and ErrUniqueKeyHeld are
+	// outputs, not failures. An operation that failed maybe committed stays
+	// of unknown outcome and is recovered as without TrustErrors.
+	// LeaseResult.Trusted counts the operations taken at their word.
+	TrustErrors bool
 	// SnapshotJournalReads makes the operations' point reads of their
 	// journal records snapshot reads (through a wrapper of the database),
 	// as a journal would that did not conflict with an earlier attempt's

@@ -104,7 +104,8 @@ func caught(r LeaseResult, err error) string {
 		s = append(s, "history "+checkName(r.Check))
 	}
 	for name, n := range map[string]int{"leftovers": r.Leftovers, "wrong counts": r.CountErrors, "lost": r.Lost,
-		"deleted twice": r.DeletedTwice, "deleted and removed": r.DeletedAndRemoved, "dead without max attempts": r.DeadAttempts} {
+		"deleted twice": r.DeletedTwice, "deleted and removed": r.DeletedAndRemoved, "dead without max attempts": r.DeadAttempts,
+		"trusted Adds whose job was seen": r.TrustedAdded} {
 		if n > 0 {
 			s = append(s, fmt.Sprintf("%s %d", name, n))
 		}

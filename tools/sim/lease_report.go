@@ -22,6 +22,14 @@ type LeaseResult struct {
 	// whose job was seen (which may have added it; the others did not).
 	Unknown, RecoveredAtOnce                    int
 	Abandoned, AbandonedAdds, AbandonedAddsSeen int
+	// Trusted counts the operations whose call failed with an error for
+	// which kv.MaybeCommitted is false, left out of the history as having
+	// taken no effect (LeaseConfig.TrustErrors; they are not in Unknown).
+	// TrustedTimedOut counts those among them that failed with
+	// transaction_timed_out (before their commit: in flight it is
+	// kv.CommitInterrupted, maybe committed), and TrustedAdded the Adds
+	// among them whose job was seen nonetheless (it must be 0).
+	Trusted, TrustedTimedOut, TrustedAdded int
 	// Released counts the Releases that gave their lease back (known
 	// outcome), ReleasedLast those among them of a lease on its last
 	// attempt (the job lives on for one more), ReleaseLost those that
@@ -104,6 +112,6 @@ type LeaseResult struct {
 func (r LeaseResult) OK() bool {
 	return r.Check == porcupine.Ok && r.AckedTwice == 0 && r.AckedAndDead == 0 && r.Lost == 0 && r.Duplicated == 0 &&
 		r.DeadAttempts == 0 && r.KeysHeld == 0 && r.CancelledAndAcked == 0 && r.CancelledAndDead == 0 && r.CancelledTwice == 0 &&
-		r.JobInvalid == 0 && r.Leftovers == 0 && r.CountErrors == 0 && r.DeletedTwice == 0 && r.DeletedAndRemoved == 0 &&
+		r.JobInvalid == 0 && r.Leftovers == 0 && r.CountErrors == 0 && r.DeletedTwice == 0 && r.DeletedAndRemoved == 0 && r.TrustedAdded == 0 &&
 		r.Added == r.Acked+r.Dead+r.Cancelled+r.Deleted+r.AckedAbandoned+r.CancelledAbandoned+r.DeletedAbandoned
 }

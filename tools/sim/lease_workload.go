@@ -189,6 +189,22 @@ func (h *leaseHarness) client(ctx context.Context, c int, rng *rand.Rand, now in
 			if !expectedLeaseErr(err) || op.opts == nil {
 				return fmt.Errorf("%v: %w", in.Kind, err)
 			}
+			if cfg.TrustErrors && !kv.MaybeCommitted(err) && !errors.Is(err, fdbqueue.ErrOperationExpired) {
+				// Taken at its word: it took no effect (see
+				// LeaseConfig.TrustErrors). Left out of the history and
+				// not recovered; the client keeps the lease it used,
+				// which is as it was, and goes on.
+				h.mu.Lock()
+				h.trusted++
+				if errors.Is(err, kv.ErrTransactionTimedOut) {
+					h.trustedTimedOut++
+				}
+				if in.Kind == LAdd {
+					h.trustedAdds = append(h.trustedAdds, op.call)
+				}
+				h.mu.Unlock()
+				continue
+			}
 			op.failed = true
 			h.mu.Lock()
 			h.unknown++
