@@ -137,7 +137,10 @@ func (h *leaseHarness) client(ctx context.Context, c int, rng *rand.Rand, now in
 				in.Vest = now + max(delay, 0)
 				op.delay = time.Duration(delay) * time.Microsecond
 			case 9:
-				in.Kind, in.D = LExtend, d
+				// For as long as a lease, or longer or shorter (due sooner):
+				// an extension within the round of its lease, from the same
+				// now, is seen then only if its deadline differs.
+				in.Kind, in.D = LExtend, []int64{d, d / 2, 2 * d}[rng.IntN(3)]
 			default:
 				// Due again at once (0, or a negative delay, as Nack's) or
 				// after a short delay: leased again within the round, or
