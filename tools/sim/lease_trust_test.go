@@ -8,7 +8,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/anishathalye/porcupine"
 	"github.com/stretchr/testify/require"
+
+	"github.com/fdbqueue/fdbqueue/kv"
 )
 
 // runTrusting runs seeds 1 to n of cfg with LeaseConfig.TrustErrors,
@@ -68,4 +71,62 @@ func TestLeaseSimulationTrustErrorsTxTimeouts(t *testing.T) {
 	total := runTrusting(t, cfg, 4)
 	require.Positive(t, total.TrustedTimedOut, "some calls must time out before their commit")
 	require.Positive(t, total.TimedOutInFlight, "some commits must time out in flight")
+}
+
+// A JobQueue call that returns a plain error although its commit applied
+// is what TrustErrors is for: with it the simulation must fail a queue
+// whose calls of one kind, run under a deadline, fail with
+// context.DeadlineExceeded after their transaction committed (planted
+// through LeaseConfig.plant; the operations run under a deadline are the
+// only ones with one, their recoveries and races run without). Without
+// TrustErrors the same runs pass: the failed call is of unknown outcome,
+// and its recovery by OpID finds what it did.
+func TestLeaseSimulationTrustErrorsCatchesAppliedCallsThatFail(t *testing.T) {
+	cfg := DefaultLeaseConfig()
+	cfg.Rounds, cfg.DeadlineProb, cfg.MaxDeadline = 6, 0.3, 2*time.Millisecond
+	ctx := context.Background()
+	plant := func(kind LeaseKind) func(LeaseKind, kv.Database) kv.Database {
+		return func(k LeaseKind, db kv.Database) kv.Database {
+			if k != kind {
+				return db
+			}
+			return failAfterCommit{Database: db}
+		}
+	}
+	kinds := []LeaseKind{LAdd, LLease, LAck, LNack, LExtend, LRelease, LCancel, LRequeue, LDeleteDead}
+	for _, kind := range kinds {
+		t.Run(kind.String(), func(t *testing.T) {
+			c := cfg
+			c.TrustErrors, c.plant = true, plant(kind)
+			for seed := int64(1); seed <= 12; seed++ {
+				r, err := RunLeases(ctx, seed, c)
+				if err != nil || !r.OK() && r.Check != porcupine.Unknown {
+					t.Logf("seed %d caught it: %s", seed, caught(r, err))
+					return
+				}
+			}
+			t.Fatal("no seed caught the planted bug")
+		})
+	}
+	// Without TrustErrors the planted failures are recovered: they pass.
+	for _, kind := range kinds {
+		c := cfg
+		c.plant = plant(kind)
+		r, err := RunLeases(ctx, 1, c)
+		require.NoError(t, err, "%v", kind)
+		require.True(t, r.OK(), "%v: %s: %+v", kind, caught(r, nil), r)
+	}
+}
+
+// failAfterCommit fails an operation run under a deadline with
+// context.DeadlineExceeded, not maybe committed, after its transaction
+// committed.
+type failAfterCommit struct{ kv.Database }
+
+func (f failAfterCommit) Transact(ctx context.Context, fn func(kv.Transaction) error) error {
+	err := f.Database.Transact(ctx, fn)
+	if _, ok := ctx.Deadline(); ok && err == nil {
+		return context.DeadlineExceeded
+	}
+	return err
 }
