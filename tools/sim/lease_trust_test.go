@@ -83,7 +83,13 @@ func TestLeaseSimulationTrustErrorsTxTimeouts(t *testing.T) {
 // and its recovery by OpID finds what it did.
 func TestLeaseSimulationTrustErrorsCatchesAppliedCallsThatFail(t *testing.T) {
 	cfg := DefaultLeaseConfig()
-	cfg.Rounds, cfg.DeadlineProb, cfg.MaxDeadline = 6, 0.3, 2*time.Millisecond
+	cfg.Rounds, cfg.DeadlineProb, cfg.MaxDeadline = 6, 0.6, 2*time.Millisecond
+	// More dead jobs, Requeues and DeleteDeads (as
+	// TestLeaseSimulationCatchesPlantedDeadJobBugs).
+	cfg.OneAttemptProb, cfg.RequeueProb, cfg.DeleteDeadProb = 0.6, 0.15, 0.1
+	// A caught seed's history is checked again, verbose, for its report:
+	// bounded, as the seeds go on to the next when a check times out.
+	cfg.CheckTimeout = 5 * time.Second
 	ctx := context.Background()
 	plant := func(kind LeaseKind) func(LeaseKind, kv.Database) kv.Database {
 		return func(k LeaseKind, db kv.Database) kv.Database {
@@ -98,7 +104,7 @@ func TestLeaseSimulationTrustErrorsCatchesAppliedCallsThatFail(t *testing.T) {
 		t.Run(kind.String(), func(t *testing.T) {
 			c := cfg
 			c.TrustErrors, c.plant = true, plant(kind)
-			for seed := int64(1); seed <= 12; seed++ {
+			for seed := int64(1); seed <= 40; seed++ {
 				r, err := RunLeases(ctx, seed, c)
 				if err != nil || !r.OK() && r.Check != porcupine.Unknown {
 					t.Logf("seed %d caught it: %s", seed, caught(r, err))
