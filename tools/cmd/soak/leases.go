@@ -64,6 +64,8 @@ type leaseTotals struct {
 	ReadErrors, ReadVersionErrors      int64 // failed reads and read version requests
 	TimedOutInFlight                   int   // commits that timed out in flight (-tx-timeout-prob)
 	Unknown, RecoveredAtOnce           int   // failed calls; those recovered at once
+	Trusted, TrustedTimedOut           int   // failed calls taken at their word (-trust-errors); those that timed out before the commit
+	TrustedAdded                       int   // trusted Adds whose job was seen (must be 0)
 	Abandoned, AbandonedAdds           int   // failed calls never recovered; the Adds among them
 	AbandonedAddsSeen                  int   // abandoned Adds whose job was seen
 	AbandonedReleases                  int   // abandoned Releases
@@ -125,6 +127,9 @@ func (t *leaseTotals) add(seed int64, r sim.LeaseResult) {
 	t.Unknown += r.Unknown
 	t.TimedOutInFlight += r.TimedOutInFlight
 	t.RecoveredAtOnce += r.RecoveredAtOnce
+	t.Trusted += r.Trusted
+	t.TrustedTimedOut += r.TrustedTimedOut
+	t.TrustedAdded += r.TrustedAdded
 	t.Abandoned += r.Abandoned
 	t.AbandonedAdds += r.AbandonedAdds
 	t.AbandonedAddsSeen += r.AbandonedAddsSeen
@@ -180,7 +185,8 @@ func (t *leaseTotals) add(seed int64, r sim.LeaseResult) {
 // cancelled and also acked, dead or cancelled again, a job deleted twice
 // or deleted and also acked, cancelled or dead, a dead job whose
 // record does not hold MaxAttempts counted attempts, a unique key still
-// held after the drain, a Job lookup that contradicts itself, anything
+// held after the drain, a Job lookup that contradicts itself, an Add
+// taken at its word (-trust-errors) whose job was seen, anything
 // left of a removed job or a wrong counter, or an error
 // (an inconclusive check, timed out, is counted and fails the run too: a
 // soak that cannot decide proves nothing). The history of the
@@ -202,6 +208,9 @@ func runLeases(ctx context.Context, w io.Writer, cfg sim.LeaseConfig, first int6
 		cfg.CancelProb, cfg.JobProb, cfg.RaceProb)
 	fmt.Fprintf(w, "per operation: a Requeue %.2f, a DeleteDead %.2f; per Requeue or DeleteDead: a racing Requeue, DeleteDead, Cancel or Job of its job %.2f; per Add: one attempt only %.2f\n",
 		cfg.RequeueProb, cfg.DeleteDeadProb, cfg.DeadRaceProb, cfg.OneAttemptProb)
+	if cfg.TrustErrors {
+		fmt.Fprintln(w, "errors taken at their word: a call that failed with one kv.MaybeCommitted rejects had no effect")
+	}
 	var (
 		mu    sync.Mutex
 		total leaseTotals
@@ -246,6 +255,7 @@ func (t *leaseTotals) report(w io.Writer, elapsed time.Duration, errs []error, h
 	fmt.Fprintf(w, "failed calls:               %d\n", t.Unknown)
 	fmt.Fprintf(w, "  recovered at once by OpID:  %d\n", t.RecoveredAtOnce)
 	fmt.Fprintf(w, "  never recovered:            %d (Adds %d, their job seen %d; Releases %d)\n", t.Abandoned, t.AbandonedAdds, t.AbandonedAddsSeen, t.AbandonedReleases)
+	fmt.Fprintf(w, "failed calls taken at their word: %d (timed out before the commit %d; -trust-errors)\n", t.Trusted, t.TrustedTimedOut)
 	fmt.Fprintf(w, "releases:                   %d (on the last attempt %d; lease lost %d)\n", t.Released, t.ReleasedLast, t.ReleaseLost)
 	fmt.Fprintf(w, "unique-key adds:            %d (found the key held %d; added under a key an earlier job held %d)\n", t.UniqueAdds, t.UniqueDuplicates, t.UniqueReused)
 	fmt.Fprintf(w, "cancels that found no job:  %d (Cancels raced the holder %d; recovered by OpID %d; leases lost to a Cancel %d)\n",
@@ -275,6 +285,7 @@ func (t *leaseTotals) report(w io.Writer, elapsed time.Duration, errs []error, h
 	fmt.Fprintf(w, "added twice by one Add:     %d\n", t.Duplicated)
 	fmt.Fprintf(w, "dead without max attempts:  %d\n", t.DeadAttempts)
 	fmt.Fprintf(w, "unique keys held at the end: %d\n", t.KeysHeld)
+	fmt.Fprintf(w, "trusted Adds whose job was seen: %d\n", t.TrustedAdded)
 	fmt.Fprintf(w, "inconclusive checks (timed out): %d\n", t.Inconclusive)
 	fmt.Fprintf(w, "linearizability violations: %d\n", t.Violations)
 	for _, err := range errs {

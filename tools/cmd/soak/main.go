@@ -79,7 +79,7 @@ func main() {
 		grvErrs  = flag.Float64("grv-errors", sim.DefaultConfig().Faults.ReadVersionErrors, "probability that a read version request fails with grv_proxy_memory_limit_exceeded or database_locked, as a GRV proxy's reply may (memdb.Faults.ReadVersionErrors); the same with -leases")
 		txTOProb = flag.Float64("tx-timeout-prob", 0, "probability that an operation runs on a database with a default transaction timeout (FoundationDB's transaction_timeout) of -tx-timeout/2 to -tx-timeout, so that commits time out in flight (sim.Config.TxTimeoutProb); with -leases too")
 		txTO     = flag.Duration("tx-timeout", 3*time.Millisecond, "with -tx-timeout-prob: the longest default transaction timeout drawn (about a commit's latency)")
-		trust    = flag.Bool("trust-errors", false, "take errors at their word: one for which kv.MaybeCommitted is false must have had no effect (sim.Config.TrustErrors)")
+		trust    = flag.Bool("trust-errors", false, "take errors at their word: one for which kv.MaybeCommitted is false must have had no effect (sim.Config.TrustErrors; with -leases, sim.LeaseConfig.TrustErrors)")
 		reorder  = flag.Bool("staging-reorder", false, "let staged seeds use the indexed Queue layout and equal priorities, where a cancelled staged take can reorder items (see sim.Config.StagingReorder)")
 		html     = flag.String("html", "soak-failure.html", "where to write the first failing history's visualization")
 		history  = flag.String("history", "soak-failure.txt", "where to write the first failing history as text")
@@ -110,6 +110,7 @@ func main() {
 		lc.CancelProb, lc.RequeueProb, lc.DeleteDeadProb = *lcancel, *lrequeue, *ldelete
 		lc.Faults.LateLanding = *late
 		lc.TxTimeoutProb, lc.TxTimeout = *txTOProb, *txTO
+		lc.TrustErrors = *trust
 		lc.Faults.ReadErrors, lc.Faults.ReadVersionErrors = *readErrs, *grvErrs
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 		code := runLeases(ctx, os.Stdout, lc, *first, *seeds, *duration, *workers, *html, *history, *verbose)
