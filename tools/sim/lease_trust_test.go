@@ -5,6 +5,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -15,18 +16,26 @@ import (
 )
 
 // runTrusting runs seeds 1 to n of cfg with LeaseConfig.TrustErrors,
-// requires each to pass every check, and returns their totals of the
-// counts the tests below require. FDBQUEUE_LEASE_SEEDS=n runs n seeds
-// instead (a longer soak).
+// requires each to pass every check, its history linearizable or, for at
+// most one seed in eight, undecided (a check that timed out: under -race
+// on a loaded machine, about one history in 150 took over 30 s), and
+// returns their totals of the counts the tests below require.
+// FDBQUEUE_LEASE_SEEDS=n runs n seeds instead (a longer soak).
 func runTrusting(t *testing.T, cfg LeaseConfig, n int64) (total LeaseResult) {
 	t.Helper()
 	cfg.TrustErrors = true
 	if m, err := strconv.ParseInt(os.Getenv("FDBQUEUE_LEASE_SEEDS"), 10, 64); err == nil && m > 0 {
 		n = m
 	}
+	inconclusive := 0
 	for seed := int64(1); seed <= n; seed++ {
 		r, err := RunLeases(context.Background(), seed, cfg)
 		require.NoError(t, err, "seed %d", seed)
+		if r.Check == porcupine.Unknown {
+			t.Logf("seed %d: %v", seed, r.Failure)
+			inconclusive++
+			r.Check, r.Failure = porcupine.Ok, nil // the other checks must pass
+		}
 		if r.Failure != nil {
 			var b strings.Builder
 			_ = r.Failure.WriteHistory(&b)
@@ -40,8 +49,10 @@ func runTrusting(t *testing.T, cfg LeaseConfig, n int64) (total LeaseResult) {
 		total.Unknown += r.Unknown
 		total.TimedOutInFlight += r.TimedOutInFlight
 	}
-	t.Logf("%d seeds: %d operations; %d failed calls taken at their word (%d timed out before the commit), %d of unknown outcome recovered or abandoned; %d commits timed out in flight",
-		n, total.Operations, total.Trusted, total.TrustedTimedOut, total.Unknown, total.TimedOutInFlight)
+	t.Logf("%d seeds: %d operations; %d failed calls taken at their word (%d timed out before the commit), %d of unknown outcome recovered or abandoned; %d commits timed out in flight; %d checks undecided",
+		n, total.Operations, total.Trusted, total.TrustedTimedOut, total.Unknown, total.TimedOutInFlight, inconclusive)
+	allowed := max(1, int(n)/8)
+	require.LessOrEqual(t, inconclusive, allowed, "checks that timed out prove nothing: %d of %d undecided", inconclusive, n)
 	return total
 }
 
@@ -79,7 +90,7 @@ func TestLeaseSimulationTrustErrorsTxTimeouts(t *testing.T) {
 // context.DeadlineExceeded after their transaction committed (planted
 // through LeaseConfig.plant; the operations run under a deadline are the
 // only ones with one, their recoveries and races run without). Without
-// TrustErrors the same runs pass: the failed call is of unknown outcome,
+// TrustErrors the same bug passes: the failed call is of unknown outcome,
 // and its recovery by OpID finds what it did.
 func TestLeaseSimulationTrustErrorsCatchesAppliedCallsThatFail(t *testing.T) {
 	cfg := DefaultLeaseConfig()
@@ -87,16 +98,14 @@ func TestLeaseSimulationTrustErrorsCatchesAppliedCallsThatFail(t *testing.T) {
 	// More dead jobs, Requeues and DeleteDeads (as
 	// TestLeaseSimulationCatchesPlantedDeadJobBugs).
 	cfg.OneAttemptProb, cfg.RequeueProb, cfg.DeleteDeadProb = 0.6, 0.15, 0.1
-	// A caught seed's history is checked again, verbose, for its report:
-	// bounded, as the seeds go on to the next when a check times out.
-	cfg.CheckTimeout = 5 * time.Second
 	ctx := context.Background()
+	var fired atomic.Int64 // planted failures
 	plant := func(kind LeaseKind) func(LeaseKind, kv.Database) kv.Database {
 		return func(k LeaseKind, db kv.Database) kv.Database {
 			if k != kind {
 				return db
 			}
-			return failAfterCommit{Database: db}
+			return failAfterCommit{Database: db, fired: &fired}
 		}
 	}
 	kinds := []LeaseKind{LAdd, LLease, LAck, LNack, LExtend, LRelease, LCancel, LRequeue, LDeleteDead}
@@ -104,6 +113,10 @@ func TestLeaseSimulationTrustErrorsCatchesAppliedCallsThatFail(t *testing.T) {
 		t.Run(kind.String(), func(t *testing.T) {
 			c := cfg
 			c.TrustErrors, c.plant = true, plant(kind)
+			// A caught seed's history is checked again, verbose, for
+			// its report: bounded, as the seeds go on to the next when a
+			// check times out.
+			c.CheckTimeout = 5 * time.Second
 			for seed := int64(1); seed <= 40; seed++ {
 				r, err := RunLeases(ctx, seed, c)
 				if err != nil || !r.OK() && r.Check != porcupine.Unknown {
@@ -114,24 +127,35 @@ func TestLeaseSimulationTrustErrorsCatchesAppliedCallsThatFail(t *testing.T) {
 			t.Fatal("no seed caught the planted bug")
 		})
 	}
-	// Without TrustErrors the planted failures are recovered: they pass.
-	for _, kind := range kinds {
+	t.Run("recovered without TrustErrors", func(t *testing.T) {
+		// Fewer calls under a deadline: with as many as above, every
+		// failed one of unknown outcome, a history's check took over
+		// 30 s under -race.
 		c := cfg
-		c.plant = plant(kind)
-		r, err := RunLeases(ctx, 1, c)
-		require.NoError(t, err, "%v", kind)
-		require.True(t, r.OK(), "%v: %s: %+v", kind, caught(r, nil), r)
-	}
+		c.DeadlineProb = 0.2
+		fired.Store(0)
+		for _, kind := range kinds {
+			c.plant = plant(kind)
+			r, err := RunLeases(ctx, 1, c)
+			require.NoError(t, err, "%v", kind)
+			require.True(t, r.OK(), "%v: %s: %+v", kind, caught(r, nil), r)
+		}
+		require.Positive(t, fired.Load(), "no planted failure")
+	})
 }
 
 // failAfterCommit fails an operation run under a deadline with
 // context.DeadlineExceeded, not maybe committed, after its transaction
-// committed.
-type failAfterCommit struct{ kv.Database }
+// committed, and counts it in fired.
+type failAfterCommit struct {
+	kv.Database
+	fired *atomic.Int64
+}
 
 func (f failAfterCommit) Transact(ctx context.Context, fn func(kv.Transaction) error) error {
 	err := f.Database.Transact(ctx, fn)
 	if _, ok := ctx.Deadline(); ok && err == nil {
+		f.fired.Add(1)
 		return context.DeadlineExceeded
 	}
 	return err
