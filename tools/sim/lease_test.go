@@ -68,9 +68,10 @@ func TestLeaseSimulation(t *testing.T) {
 		seeds = n
 	}
 	var total LeaseResult
+	ran := int64(0) // seeds run
 	defer func() {
 		t.Logf("%d seeds: %d operations, %d jobs: %d acked once, %d dead once, %d gone by an abandoned Ack, %d lost, %d acked twice; %d calls abandoned (Adds %d, their job seen %d; Releases %d); %d releases (%d on the last attempt, %d lost), %d released jobs died later",
-			seeds, total.Operations, total.Added, total.Acked, total.Dead, total.AckedAbandoned, total.Lost, total.AckedTwice,
+			ran, total.Operations, total.Added, total.Acked, total.Dead, total.AckedAbandoned, total.Lost, total.AckedTwice,
 			total.Abandoned, total.AbandonedAdds, total.AbandonedAddsSeen, total.AbandonedReleases,
 			total.Released, total.ReleasedLast, total.ReleaseLost, total.ReleasedDead)
 		t.Logf("unique keys: %d Adds, %d found the key held, %d jobs added under a key an earlier job had held",
@@ -84,7 +85,13 @@ func TestLeaseSimulation(t *testing.T) {
 			total.Deleted, total.DeletedAbandoned, total.DeleteNotFound, total.DeadOpsNever, total.DeadOpsRecovered,
 			total.DeadRaces[0], total.DeadRaces[1], total.DeadRaces[2], total.DeadRaces[3])
 	}()
-	for seed := int64(1); seed <= seeds; seed++ {
+	// The coverage checks (leaseCoverageGaps) count events that the
+	// seeds' timing decides (a Requeue that finds its key held: a handful
+	// per ten seeds): while one is still missing after the seeds, up to
+	// as many more run, so that a slow machine does not fail the test for
+	// a path the next seed would take.
+	for seed := int64(1); seed <= seeds || (seed <= 2*seeds && len(leaseCoverageGaps(total)) > 0); seed++ {
+		ran = seed
 		r, err := RunLeases(ctx, seed, DefaultLeaseConfig())
 		require.NoError(t, err, "seed %d", seed)
 		if seeds <= 10 {
@@ -151,38 +158,54 @@ func TestLeaseSimulation(t *testing.T) {
 			total.DeadRaces[i] += r.DeadRaces[i]
 		}
 	}
-	require.Positive(t, total.Stats.Interrupted, "no commit was interrupted in flight")
-	require.Positive(t, total.Stats.InjectedReadErrors, "no read failed")
-	require.Positive(t, total.Stats.InjectedReadVersionErrors, "no read version request failed")
-	require.Positive(t, total.RecoveredAtOnce, "no failed call was recovered at once")
-	require.Positive(t, total.Abandoned, "no failed call was abandoned")
-	require.Positive(t, total.Released, "no lease was released")
-	require.Positive(t, total.ReleasedLast, "no lease was released on its last attempt")
-	require.Positive(t, total.ReleasedDead, "no released job died")
-	require.Positive(t, total.UniqueDuplicates, "no Add found its unique key held")
-	require.Positive(t, total.UniqueReused, "no unique key was reused after its holder left")
-	require.Positive(t, total.Cancelled, "no job was cancelled")
-	require.Positive(t, total.CancelNever, "no Cancel of an ID never added")
-	require.Positive(t, total.CancelDead, "no Cancel of a dead job")
-	require.Positive(t, total.CancelGone, "no Cancel of a job acked or cancelled")
-	require.Positive(t, total.CancelsRecovered, "no Cancel of unknown outcome was recovered")
-	require.Positive(t, total.LostToCancel, "no holder found its lease lost to a Cancel")
-	require.Positive(t, total.CancelRaces, "no Cancel raced its job's holder")
-	require.Positive(t, total.KeysFreedByCancel, "no unique key freed by a Cancel was taken again")
-	require.Positive(t, total.Requeued, "no dead job was requeued")
-	require.Positive(t, total.RequeuedAcked, "no requeued job was acked")
-	require.Positive(t, total.RequeuedDead, "no requeued job died again")
-	require.Positive(t, total.RequeueKeyHeld, "no Requeue found its unique key held")
-	require.Positive(t, total.RequeueNotFound, "no Requeue found nothing")
-	require.Positive(t, total.Deleted, "no dead job was deleted")
-	require.Positive(t, total.DeleteNotFound, "no DeleteDead found nothing")
-	require.Positive(t, total.DeadOpsNever, "no Requeue or DeleteDead of an ID never added")
-	require.Positive(t, total.DeadOpsRecovered, "no Requeue or DeleteDead of unknown outcome was recovered")
+	require.Empty(t, leaseCoverageGaps(total), "after %d seeds", ran)
+}
+
+// leaseCoverageGaps returns what TestLeaseSimulation's seeds have not yet
+// exercised: the paths whose count in total is still zero.
+func leaseCoverageGaps(total LeaseResult) []string {
+	var gaps []string
+	need(&gaps, total.Stats.Interrupted, "no commit was interrupted in flight")
+	need(&gaps, total.Stats.InjectedReadErrors, "no read failed")
+	need(&gaps, total.Stats.InjectedReadVersionErrors, "no read version request failed")
+	need(&gaps, total.RecoveredAtOnce, "no failed call was recovered at once")
+	need(&gaps, total.Abandoned, "no failed call was abandoned")
+	need(&gaps, total.Released, "no lease was released")
+	need(&gaps, total.ReleasedLast, "no lease was released on its last attempt")
+	need(&gaps, total.ReleasedDead, "no released job died")
+	need(&gaps, total.UniqueDuplicates, "no Add found its unique key held")
+	need(&gaps, total.UniqueReused, "no unique key was reused after its holder left")
+	need(&gaps, total.Cancelled, "no job was cancelled")
+	need(&gaps, total.CancelNever, "no Cancel of an ID never added")
+	need(&gaps, total.CancelDead, "no Cancel of a dead job")
+	need(&gaps, total.CancelGone, "no Cancel of a job acked or cancelled")
+	need(&gaps, total.CancelsRecovered, "no Cancel of unknown outcome was recovered")
+	need(&gaps, total.LostToCancel, "no holder found its lease lost to a Cancel")
+	need(&gaps, total.CancelRaces, "no Cancel raced its job's holder")
+	need(&gaps, total.KeysFreedByCancel, "no unique key freed by a Cancel was taken again")
+	need(&gaps, total.Requeued, "no dead job was requeued")
+	need(&gaps, total.RequeuedAcked, "no requeued job was acked")
+	need(&gaps, total.RequeuedDead, "no requeued job died again")
+	need(&gaps, total.RequeueKeyHeld, "no Requeue found its unique key held")
+	need(&gaps, total.RequeueNotFound, "no Requeue found nothing")
+	need(&gaps, total.Deleted, "no dead job was deleted")
+	need(&gaps, total.DeleteNotFound, "no DeleteDead found nothing")
+	need(&gaps, total.DeadOpsNever, "no Requeue or DeleteDead of an ID never added")
+	need(&gaps, total.DeadOpsRecovered, "no Requeue or DeleteDead of unknown outcome was recovered")
 	for i, n := range total.DeadRaces {
-		require.Positive(t, n, "no Requeue or DeleteDead raced a %v", raceKinds[i])
+		need(&gaps, n, "no Requeue or DeleteDead raced a "+raceKinds[i].String())
 	}
-	for name, n := range map[string]int{"queued": total.JobQueued, "leased": total.JobLeased, "dead": total.JobDead, "not found": total.JobNotFound} {
-		require.Positive(t, n, "no Job lookup returned a job %s", name)
+	need(&gaps, total.JobQueued, "no Job lookup returned a job queued")
+	need(&gaps, total.JobLeased, "no Job lookup returned a job leased")
+	need(&gaps, total.JobDead, "no Job lookup returned a job dead")
+	need(&gaps, total.JobNotFound, "no Job lookup returned a job not found")
+	return gaps
+}
+
+// need adds what to *gaps when n is not positive.
+func need[N int | int64](gaps *[]string, n N, what string) {
+	if n <= 0 {
+		*gaps = append(*gaps, what)
 	}
 }
 
