@@ -216,6 +216,7 @@ func RunLeases(ctx context.Context, seed int64, cfg LeaseConfig) (LeaseResult, e
 	res.Operations = len(history)
 	res.Unknown, res.RecoveredAtOnce = h.unknown, h.atOnce
 	res.Trusted, res.TrustedTimedOut = h.trusted, h.trustedTimedOut
+	res.LayerIDs, res.LayerIDUnknown, res.LayerIDTrusted = h.layerIDs, h.layerIDUnknown, h.layerIDTrusted
 	for _, call := range h.trustedAdds {
 		if len(h.adds[call]) > 0 {
 			res.TrustedAdded++
@@ -411,6 +412,11 @@ type leaseHarness struct {
 	// transaction_timed_out (before their commit).
 	trusted, trustedTimedOut int
 	trustedAdds              []int64
+	// layerIDs counts the operations run under a fault without WithOpID
+	// (LeaseConfig.LayerIDProb); layerIDUnknown, those among them that
+	// failed, their outcome unknown (abandoned), and layerIDTrusted,
+	// those taken at their word (LeaseConfig.TrustErrors).
+	layerIDs, layerIDUnknown, layerIDTrusted int
 	// timedOutInFlight counts the commits that timed out in flight
 	// (timeoutDB).
 	timedOutInFlight atomic.Int64

@@ -24,10 +24,21 @@ type LeaseConfig struct {
 	// MaxDeadline, which may end it at any point. Such an operation runs
 	// WithOpID, under an ID of the harness's (Extend, which has no
 	// journal, is called again as it was, and the two calls are recorded
-	// apart: see leaseHarness.recover). The others run without WithOpID,
-	// under an ID the layer makes.
+	// apart: see leaseHarness.recover), except for LayerIDProb's. The
+	// others run without WithOpID, under an ID the layer makes.
 	InterruptProb, DeadlineProb float64
 	MaxDeadline                 time.Duration
+	// LayerIDProb is the probability that an operation run under an
+	// interruption, a deadline or a transaction timeout (other than an
+	// Extend, which has no journal) runs without WithOpID all the same,
+	// under an ID the layer makes (in a journal slot): if it fails, its
+	// outcome unknown, nothing can recover it by ID, and it is abandoned
+	// (recorded as of unknown outcome to the end of its round, as
+	// AbandonProb's; its client forgets the lease it used); under
+	// TrustErrors, an error not maybe committed is taken at its word as
+	// for the others. LeaseResult.LayerIDs, LayerIDUnknown and
+	// LayerIDTrusted count them.
+	LayerIDProb float64
 	// TxTimeoutProb is the probability that an operation runs on a
 	// database with a default transaction timeout (FoundationDB's
 	// transaction_timeout; see Config.TxTimeoutProb), drawn for the
@@ -127,7 +138,7 @@ func DefaultLeaseConfig() LeaseConfig {
 		// Commits only: read latency would make each round several times
 		// longer, and the commit is where an interruption matters.
 		Latency:       memdb.Latency{Commit: memdb.Span{Min: 50 * time.Microsecond, Max: 500 * time.Microsecond}},
-		InterruptProb: 0.12, DeadlineProb: 0.06, MaxDeadline: time.Millisecond, RecoverAtOnceProb: 0.5, AbandonProb: 0.04,
+		InterruptProb: 0.12, DeadlineProb: 0.06, MaxDeadline: time.Millisecond, RecoverAtOnceProb: 0.5, AbandonProb: 0.04, LayerIDProb: 0.15,
 		UniqueProb: 0.3, UniqueKeys: 3, OneAttemptProb: 0.4, CancelProb: 0.1, JobProb: 0.08, RequeueProb: 0.06, DeleteDeadProb: 0.04,
 		RaceProb: 0.1, DeadRaceProb: 0.3, CheckTimeout: 30 * time.Second}
 }

@@ -46,6 +46,10 @@ type leaseOp struct {
 	opts   []fdbqueue.OpOption
 	// failed: its first call failed, its outcome unknown (then recovered).
 	failed bool
+	// layerID: it runs without WithOpID, under an ID the layer makes
+	// (LeaseConfig.LayerIDProb); if it fails, its outcome unknown, it is
+	// abandoned, never recovered.
+	layerID bool
 	// tries counts the runs of its transaction function (see tries).
 	tries atomic.Int32
 	// extendRetried: an Extend whose last call ran its transaction

@@ -30,6 +30,13 @@ type LeaseResult struct {
 	// kv.CommitInterrupted, maybe committed), and TrustedAdded the Adds
 	// among them whose job was seen nonetheless (it must be 0).
 	Trusted, TrustedTimedOut, TrustedAdded int
+	// LayerIDs counts the operations run under an interruption, deadline
+	// or transaction timeout without WithOpID, under an ID the layer made
+	// (LeaseConfig.LayerIDProb); LayerIDUnknown, those among them that
+	// failed, their outcome unknown, abandoned (among Unknown and
+	// Abandoned); LayerIDTrusted, those taken at their word (among
+	// Trusted).
+	LayerIDs, LayerIDUnknown, LayerIDTrusted int
 	// Released counts the Releases that gave their lease back (known
 	// outcome), ReleasedLast those among them of a lease on its last
 	// attempt (the job lives on for one more), ReleaseLost those that

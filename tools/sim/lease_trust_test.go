@@ -48,9 +48,14 @@ func runTrusting(t *testing.T, cfg LeaseConfig, n int64) (total LeaseResult) {
 		total.TrustedTimedOut += r.TrustedTimedOut
 		total.Unknown += r.Unknown
 		total.TimedOutInFlight += r.TimedOutInFlight
+		total.LayerIDs += r.LayerIDs
+		total.LayerIDUnknown += r.LayerIDUnknown
+		total.LayerIDTrusted += r.LayerIDTrusted
 	}
 	t.Logf("%d seeds: %d operations; %d failed calls taken at their word (%d timed out before the commit), %d of unknown outcome recovered or abandoned; %d commits timed out in flight; %d checks undecided",
 		n, total.Operations, total.Trusted, total.TrustedTimedOut, total.Unknown, total.TimedOutInFlight, inconclusive)
+	t.Logf("under IDs the layer made: %d calls under a fault, %d taken at their word, %d of unknown outcome abandoned",
+		total.LayerIDs, total.LayerIDTrusted, total.LayerIDUnknown)
 	allowed := max(1, int(n)/8)
 	require.LessOrEqual(t, inconclusive, allowed, "checks that timed out prove nothing: %d of %d undecided", inconclusive, n)
 	return total
@@ -69,6 +74,8 @@ func TestLeaseSimulationTrustErrors(t *testing.T) {
 	total := runTrusting(t, cfg, 10)
 	require.Positive(t, total.Trusted, "some calls must fail with an error MaybeCommitted rejects")
 	require.Positive(t, total.Unknown, "some calls must fail maybe committed")
+	require.Positive(t, total.LayerIDTrusted, "some calls under an ID the layer made must fail with an error MaybeCommitted rejects")
+	require.Positive(t, total.LayerIDUnknown, "some calls under an ID the layer made must fail maybe committed")
 }
 
 // TestLeaseSimulationTrustErrorsTxTimeouts is TestLeaseSimulationTrustErrors

@@ -166,6 +166,14 @@ func (h *leaseHarness) client(ctx context.Context, c int, rng *rand.Rand, now in
 			t = &timeoutDB{Database: h.t, timeout: drawTxTimeout(rng, cfg.TxTimeout), inFlight: &h.timedOutInFlight}
 			op.opts = []fdbqueue.OpOption{fdbqueue.WithOpID(fdbqueue.NewOpID())}
 		}
+		if op.opts != nil && in.Kind != LExtend && rng.Float64() < cfg.LayerIDProb {
+			// Under the same fault, without WithOpID: under an ID the
+			// layer makes, in a journal slot (see LeaseConfig.LayerIDProb).
+			op.opts, op.layerID = nil, true
+			h.mu.Lock()
+			h.layerIDs++
+			h.mu.Unlock()
+		}
 		var race chan error
 		racing, kind, r := false, LCancel, -1 // what races it, if anything
 		switch {
@@ -189,7 +197,7 @@ func (h *leaseHarness) client(ctx context.Context, c int, rng *rand.Rand, now in
 			}
 		}
 		if err != nil {
-			if !expectedLeaseErr(err) || op.opts == nil {
+			if !expectedLeaseErr(err) || op.opts == nil && !op.layerID {
 				return fmt.Errorf("%v: %w", in.Kind, err)
 			}
 			if cfg.TrustErrors && !kv.MaybeCommitted(err) && !errors.Is(err, fdbqueue.ErrOperationExpired) {
@@ -199,6 +207,9 @@ func (h *leaseHarness) client(ctx context.Context, c int, rng *rand.Rand, now in
 				// which is as it was, and goes on.
 				h.mu.Lock()
 				h.trusted++
+				if op.layerID {
+					h.layerIDTrusted++
+				}
 				if errors.Is(err, kv.ErrTransactionTimedOut) {
 					h.trustedTimedOut++
 				}
@@ -211,10 +222,17 @@ func (h *leaseHarness) client(ctx context.Context, c int, rng *rand.Rand, now in
 			op.failed = true
 			h.mu.Lock()
 			h.unknown++
+			if op.layerID {
+				h.layerIDUnknown++
+			}
 			h.mu.Unlock()
-			if rng.Float64() < cfg.AbandonProb {
-				// Never recovered: its client crashed, and its next
-				// operations are another client's.
+			// Under an ID the layer made, it cannot be recovered: nothing
+			// can ask the journal for it again. Abandoned, as by a client
+			// that crashed: of unknown outcome to the round's end.
+			if op.layerID || rng.Float64() < cfg.AbandonProb {
+				// Never recovered: its client crashed (or cannot tell
+				// what it did), and its next operations are another
+				// client's. It forgets the lease it used.
 				h.mu.Lock()
 				h.abandoned = append(h.abandoned, op)
 				h.mu.Unlock()
