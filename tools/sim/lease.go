@@ -216,7 +216,7 @@ func RunLeases(ctx context.Context, seed int64, cfg LeaseConfig) (LeaseResult, e
 	res.Operations = len(history)
 	res.Unknown, res.RecoveredAtOnce = h.unknown, h.atOnce
 	res.Trusted, res.TrustedTimedOut = h.trusted, h.trustedTimedOut
-	res.LayerIDs, res.LayerIDUnknown, res.LayerIDTrusted = h.layerIDs, h.layerIDUnknown, h.layerIDTrusted
+	res.LayerIDs, res.LayerIDUnknown, res.LayerIDTrusted, res.LayerIDKept = h.layerIDs, h.layerIDUnknown, h.layerIDTrusted, h.layerIDKept
 	for _, call := range h.trustedAdds {
 		if len(h.adds[call]) > 0 {
 			res.TrustedAdded++
@@ -415,8 +415,9 @@ type leaseHarness struct {
 	// layerIDs counts the operations run under a fault without WithOpID
 	// (LeaseConfig.LayerIDProb); layerIDUnknown, those among them that
 	// failed, their outcome unknown (abandoned), and layerIDTrusted,
-	// those taken at their word (LeaseConfig.TrustErrors).
-	layerIDs, layerIDUnknown, layerIDTrusted int
+	// those taken at their word (LeaseConfig.TrustErrors); layerIDKept,
+	// the abandoned ones whose client kept the lease they used.
+	layerIDs, layerIDUnknown, layerIDTrusted, layerIDKept int
 	// timedOutInFlight counts the commits that timed out in flight
 	// (timeoutDB).
 	timedOutInFlight atomic.Int64

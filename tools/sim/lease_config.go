@@ -31,13 +31,14 @@ type LeaseConfig struct {
 	// LayerIDProb is the probability that an operation run under an
 	// interruption, a deadline or a transaction timeout (other than an
 	// Extend, which has no journal) runs without WithOpID all the same,
-	// under an ID the layer makes (in a journal slot): if it fails, its
-	// outcome unknown, nothing can recover it by ID, and it is abandoned
-	// (recorded as of unknown outcome to the end of its round, as
-	// AbandonProb's; its client forgets the lease it used); under
-	// TrustErrors, an error not maybe committed is taken at its word as
-	// for the others. LeaseResult.LayerIDs, LayerIDUnknown and
-	// LayerIDTrusted count them.
+	// under an ID the layer makes (in a journal slot). If it fails, its
+	// outcome unknown, nothing can recover it by ID: it is abandoned,
+	// recorded as of unknown outcome to the end of its round as
+	// AbandonProb's are, but its client keeps the lease it used, to use
+	// again in calls of their own, which must find it lost if the failed
+	// call took effect. Under TrustErrors, an error not maybe committed is
+	// taken at its word as for the others. LeaseResult.LayerIDs,
+	// LayerIDUnknown, LayerIDTrusted and LayerIDKept count them.
 	LayerIDProb float64
 	// TxTimeoutProb is the probability that an operation runs on a
 	// database with a default transaction timeout (FoundationDB's

@@ -35,8 +35,9 @@ type LeaseResult struct {
 	// (LeaseConfig.LayerIDProb); LayerIDUnknown, those among them that
 	// failed, their outcome unknown, abandoned (among Unknown and
 	// Abandoned); LayerIDTrusted, those taken at their word (among
-	// Trusted).
-	LayerIDs, LayerIDUnknown, LayerIDTrusted int
+	// Trusted); LayerIDKept, those of unknown outcome whose client kept
+	// the lease they used (an Ack, Nack or Release), to use it again.
+	LayerIDs, LayerIDUnknown, LayerIDTrusted, LayerIDKept int
 	// Released counts the Releases that gave their lease back (known
 	// outcome), ReleasedLast those among them of a lease on its last
 	// attempt (the job lives on for one more), ReleaseLost those that

@@ -74,7 +74,7 @@ func TestLeaseSimulation(t *testing.T) {
 			ran, total.Operations, total.Added, total.Acked, total.Dead, total.AckedAbandoned, total.Lost, total.AckedTwice,
 			total.Abandoned, total.AbandonedAdds, total.AbandonedAddsSeen, total.AbandonedReleases,
 			total.Released, total.ReleasedLast, total.ReleaseLost, total.ReleasedDead)
-		t.Logf("under IDs the layer made: %d calls under a fault, %d failed (outcome unknown, abandoned)", total.LayerIDs, total.LayerIDUnknown)
+		t.Logf("under IDs the layer made: %d calls under a fault, %d failed (outcome unknown, abandoned; %d kept their lease)", total.LayerIDs, total.LayerIDUnknown, total.LayerIDKept)
 		t.Logf("unique keys: %d Adds, %d found the key held, %d jobs added under a key an earlier job had held",
 			total.UniqueAdds, total.UniqueDuplicates, total.UniqueReused)
 		t.Logf("cancels: %d jobs cancelled (%d gone by an abandoned Cancel), %d not found (never added %d, dead %d, gone %d), %d recovered by OpID, %d raced the job's holder; %d leases found lost to a Cancel, %d jobs added under a key a cancelled job had held; Job: %d lookups (queued %d, leased %d, dead %d, not found %d)",
@@ -124,6 +124,7 @@ func TestLeaseSimulation(t *testing.T) {
 		total.RecoveredAtOnce += r.RecoveredAtOnce
 		total.LayerIDs += r.LayerIDs
 		total.LayerIDUnknown += r.LayerIDUnknown
+		total.LayerIDKept += r.LayerIDKept
 		total.AbandonedReleases += r.AbandonedReleases
 		total.Released += r.Released
 		total.ReleasedLast += r.ReleasedLast
@@ -174,6 +175,7 @@ func leaseCoverageGaps(total LeaseResult) []string {
 	need(&gaps, total.RecoveredAtOnce, "no failed call was recovered at once")
 	need(&gaps, total.Abandoned, "no failed call was abandoned")
 	need(&gaps, total.LayerIDUnknown, "no call under an ID the layer made failed, its outcome unknown")
+	need(&gaps, total.LayerIDKept, "no client kept the lease of a call of unknown outcome under an ID the layer made")
 	need(&gaps, total.Released, "no lease was released")
 	need(&gaps, total.ReleasedLast, "no lease was released on its last attempt")
 	need(&gaps, total.ReleasedDead, "no released job died")

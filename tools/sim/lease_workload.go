@@ -232,11 +232,19 @@ func (h *leaseHarness) client(ctx context.Context, c int, rng *rand.Rand, now in
 			if op.layerID || rng.Float64() < cfg.AbandonProb {
 				// Never recovered: its client crashed (or cannot tell
 				// what it did), and its next operations are another
-				// client's. It forgets the lease it used.
+				// client's. It forgets the lease it used, except a
+				// client whose call ran under an ID the layer made (it
+				// did not crash): it keeps the lease and may use it
+				// again, in calls of their own, which must find it lost
+				// if the failed call took effect.
+				keep := op.layerID && i >= 0
 				h.mu.Lock()
 				h.abandoned = append(h.abandoned, op)
+				if keep {
+					h.layerIDKept++
+				}
 				h.mu.Unlock()
-				if i >= 0 {
+				if i >= 0 && !keep {
 					*held = append((*held)[:i], (*held)[i+1:]...)
 				}
 				cid++
