@@ -69,6 +69,8 @@ type leaseTotals struct {
 	Abandoned, AbandonedAdds           int   // failed calls never recovered; the Adds among them
 	AbandonedAddsSeen                  int   // abandoned Adds whose job was seen
 	AbandonedReleases                  int   // abandoned Releases
+	LayerIDs, LayerIDUnknown           int   // calls under a fault without WithOpID; those failed, outcome unknown (abandoned)
+	LayerIDTrusted, LayerIDKept        int   // those taken at their word; those abandoned whose client kept its lease
 	Released, ReleasedLast             int   // Releases that gave the lease back; on its last attempt
 	ReleaseLost, ReleasedDead          int   // Releases that found the lease lost; dead jobs once released
 	DeadAttempts                       int   // dead jobs without MaxAttempts counted attempts (must be 0)
@@ -134,6 +136,10 @@ func (t *leaseTotals) add(seed int64, r sim.LeaseResult) {
 	t.AbandonedAdds += r.AbandonedAdds
 	t.AbandonedAddsSeen += r.AbandonedAddsSeen
 	t.AbandonedReleases += r.AbandonedReleases
+	t.LayerIDs += r.LayerIDs
+	t.LayerIDUnknown += r.LayerIDUnknown
+	t.LayerIDTrusted += r.LayerIDTrusted
+	t.LayerIDKept += r.LayerIDKept
 	t.Released += r.Released
 	t.ReleasedLast += r.ReleasedLast
 	t.ReleaseLost += r.ReleaseLost
@@ -201,8 +207,8 @@ func runLeases(ctx context.Context, w io.Writer, cfg sim.LeaseConfig, first int6
 		cfg.Rounds, cfg.Clients, cfg.OpsPerClient, cfg.Choice, cfg.MaxAttempts,
 		cfg.Faults.NotCommitted, cfg.Faults.UnknownApplied, cfg.Faults.UnknownNotApplied, cfg.Faults.TooOld)
 	fmt.Fprintf(w, "faults per read: %.2f; per read version request: %.2f\n", cfg.Faults.ReadErrors, cfg.Faults.ReadVersionErrors)
-	fmt.Fprintf(w, "per operation: cancelled as its commit starts %.2f, random deadline %.2f (up to %v); an interrupted commit lands late %.2f; a failed call never recovered %.2f, else recovered at once %.2f (else at the round's end)\n",
-		cfg.InterruptProb, cfg.DeadlineProb, cfg.MaxDeadline, cfg.Faults.LateLanding, cfg.AbandonProb, cfg.RecoverAtOnceProb)
+	fmt.Fprintf(w, "per operation: cancelled as its commit starts %.2f, random deadline %.2f (up to %v); an interrupted commit lands late %.2f; a failed call never recovered %.2f, else recovered at once %.2f (else at the round's end); interrupted or under a deadline without WithOpID %.2f\n",
+		cfg.InterruptProb, cfg.DeadlineProb, cfg.MaxDeadline, cfg.Faults.LateLanding, cfg.AbandonProb, cfg.RecoverAtOnceProb, cfg.LayerIDProb)
 	fmt.Fprintf(w, "per Add: a unique key from %d keys %.2f\n", cfg.UniqueKeys, cfg.UniqueProb)
 	fmt.Fprintf(w, "per operation: a Cancel %.2f, a Job lookup %.2f; per Ack, Nack, Extend or Release: a racing Cancel of its job %.2f\n",
 		cfg.CancelProb, cfg.JobProb, cfg.RaceProb)
@@ -255,6 +261,7 @@ func (t *leaseTotals) report(w io.Writer, elapsed time.Duration, errs []error, h
 	fmt.Fprintf(w, "failed calls:               %d\n", t.Unknown)
 	fmt.Fprintf(w, "  recovered at once by OpID:  %d\n", t.RecoveredAtOnce)
 	fmt.Fprintf(w, "  never recovered:            %d (Adds %d, their job seen %d; Releases %d)\n", t.Abandoned, t.AbandonedAdds, t.AbandonedAddsSeen, t.AbandonedReleases)
+	fmt.Fprintf(w, "calls under a fault without WithOpID: %d (failed, outcome unknown, never recovered %d, their client keeping its lease %d; taken at their word %d)\n", t.LayerIDs, t.LayerIDUnknown, t.LayerIDKept, t.LayerIDTrusted)
 	fmt.Fprintf(w, "failed calls taken at their word: %d (timed out before the commit %d; -trust-errors)\n", t.Trusted, t.TrustedTimedOut)
 	fmt.Fprintf(w, "releases:                   %d (on the last attempt %d; lease lost %d)\n", t.Released, t.ReleasedLast, t.ReleaseLost)
 	fmt.Fprintf(w, "unique-key adds:            %d (found the key held %d; added under a key an earlier job held %d)\n", t.UniqueAdds, t.UniqueDuplicates, t.UniqueReused)

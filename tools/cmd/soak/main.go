@@ -90,6 +90,7 @@ func main() {
 		lclients = flag.Int("lease-clients", sim.DefaultLeaseConfig().Clients, "with -leases: concurrent clients per round")
 		lops     = flag.Int("lease-ops", sim.DefaultLeaseConfig().OpsPerClient, "with -leases: operations per client and round")
 		labandon = flag.Float64("lease-abandon", sim.DefaultLeaseConfig().AbandonProb, "with -leases: probability that a failed call is never recovered (its client crashed)")
+		llayer   = flag.Float64("lease-layer-ids", sim.DefaultLeaseConfig().LayerIDProb, "with -leases: probability that a call under an interruption, deadline or transaction timeout runs without WithOpID (under an ID the layer makes); failed, it is never recovered")
 		lcancel  = flag.Float64("lease-cancel", sim.DefaultLeaseConfig().CancelProb, "with -leases: probability that an operation is a Cancel (of a held, leased, queued, dead, gone or never-added job)")
 		lrequeue = flag.Float64("lease-requeue", sim.DefaultLeaseConfig().RequeueProb, "with -leases: probability that an operation is a Requeue (of a dead job mostly, else of a job in the queue, gone or never added)")
 		ldelete  = flag.Float64("lease-delete-dead", sim.DefaultLeaseConfig().DeleteDeadProb, "with -leases: probability that an operation is a DeleteDead (of a dead job mostly, else of a job in the queue, gone or never added)")
@@ -102,6 +103,7 @@ func main() {
 		}
 		lc := sim.DefaultLeaseConfig()
 		lc.Rounds, lc.Clients, lc.OpsPerClient, lc.AbandonProb = *lrounds, *lclients, *lops, *labandon
+		lc.LayerIDProb = *llayer
 		flag.Visit(func(f *flag.Flag) {
 			if f.Name == "check-timeout" {
 				lc.CheckTimeout = *timeout
