@@ -60,6 +60,9 @@ func (c *simClock) After(time.Duration) <-chan time.Time { return make(chan time
 // Except for a few (AbandonProb), never recovered, as by a client that
 // crashed: recorded as of unknown outcome, returning at the end of the
 // round, which the model lets take effect or not (LeaseOutput.Unknown).
+// So are those that ran under an ID the layer made (LayerIDProb: under the
+// same faults, without WithOpID), which nothing can recover by ID; their
+// client keeps the lease it used and may use it again.
 // Each Add's job carries a value of its own (the Add's call), so the job
 // of an abandoned Add is known if it was ever seen: every job that ever
 // existed is at a round's Observe or in a known Lease's output (a job
