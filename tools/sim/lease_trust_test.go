@@ -151,6 +151,38 @@ func TestLeaseSimulationTrustErrorsCatchesAppliedCallsThatFail(t *testing.T) {
 	})
 }
 
+// The same plant, with every call under a deadline run without WithOpID
+// (LeaseConfig.LayerIDProb 1), under an ID the layer makes: such a call
+// taken at its word must be checked as the others are. Two kinds, to keep
+// it short (each of Add, Lease, Ack, Nack, Release and Cancel was caught
+// within a few seeds in a trial run).
+func TestLeaseSimulationTrustErrorsCatchesLayerIDCallsThatFail(t *testing.T) {
+	cfg := DefaultLeaseConfig()
+	cfg.Rounds, cfg.DeadlineProb, cfg.MaxDeadline = 6, 0.6, 2*time.Millisecond
+	cfg.LayerIDProb, cfg.TrustErrors, cfg.CheckTimeout = 1, true, 5*time.Second
+	var fired atomic.Int64
+	for _, kind := range []LeaseKind{LAdd, LLease} {
+		t.Run(kind.String(), func(t *testing.T) {
+			c := cfg
+			c.plant = func(k LeaseKind, db kv.Database) kv.Database {
+				if k != kind {
+					return db
+				}
+				return failAfterCommit{Database: db, fired: &fired}
+			}
+			for seed := int64(1); seed <= 10; seed++ {
+				r, err := RunLeases(context.Background(), seed, c)
+				if err != nil || !r.OK() && r.Check != porcupine.Unknown {
+					require.Positive(t, r.LayerIDTrusted, "seed %d caught it, but no call under a layer-made ID was taken at its word", seed)
+					t.Logf("seed %d caught it: %s", seed, caught(r, err))
+					return
+				}
+			}
+			t.Fatal("no seed caught the planted bug")
+		})
+	}
+}
+
 // failAfterCommit fails an operation run under a deadline with
 // context.DeadlineExceeded, not maybe committed, after its transaction
 // committed, and counts it in fired.
