@@ -115,6 +115,83 @@ type LeaseResult struct {
 	Failure *Failure
 }
 
+// Add adds o's counts to r (not Check: a total has none), and keeps r's
+// first failure.
+func (r *LeaseResult) Add(o LeaseResult) {
+	r.Operations += o.Operations
+	r.Added += o.Added
+	r.Acked += o.Acked
+	r.Dead += o.Dead
+	r.AckedAbandoned += o.AckedAbandoned
+	r.AckedTwice += o.AckedTwice
+	r.AckedAndDead += o.AckedAndDead
+	r.Lost += o.Lost
+	r.Duplicated += o.Duplicated
+	r.Unknown += o.Unknown
+	r.RecoveredAtOnce += o.RecoveredAtOnce
+	r.Abandoned += o.Abandoned
+	r.AbandonedAdds += o.AbandonedAdds
+	r.AbandonedAddsSeen += o.AbandonedAddsSeen
+	r.Trusted += o.Trusted
+	r.TrustedTimedOut += o.TrustedTimedOut
+	r.TrustedAdded += o.TrustedAdded
+	r.LayerIDs += o.LayerIDs
+	r.LayerIDUnknown += o.LayerIDUnknown
+	r.LayerIDTrusted += o.LayerIDTrusted
+	r.LayerIDKept += o.LayerIDKept
+	r.Released += o.Released
+	r.ReleasedLast += o.ReleasedLast
+	r.ReleaseLost += o.ReleaseLost
+	r.AbandonedReleases += o.AbandonedReleases
+	r.TimedOutInFlight += o.TimedOutInFlight
+	r.ReleasedDead += o.ReleasedDead
+	r.DeadAttempts += o.DeadAttempts
+	r.UniqueAdds += o.UniqueAdds
+	r.UniqueDuplicates += o.UniqueDuplicates
+	r.UniqueReused += o.UniqueReused
+	r.KeysHeld += o.KeysHeld
+	r.Cancelled += o.Cancelled
+	r.CancelledAbandoned += o.CancelledAbandoned
+	r.CancelledAndAcked += o.CancelledAndAcked
+	r.CancelledAndDead += o.CancelledAndDead
+	r.CancelledTwice += o.CancelledTwice
+	r.CancelNotFound += o.CancelNotFound
+	r.CancelNever += o.CancelNever
+	r.CancelDead += o.CancelDead
+	r.CancelGone += o.CancelGone
+	r.CancelsRecovered += o.CancelsRecovered
+	r.LostToCancel += o.LostToCancel
+	r.KeysFreedByCancel += o.KeysFreedByCancel
+	r.CancelRaces += o.CancelRaces
+	r.JobLookups += o.JobLookups
+	r.JobQueued += o.JobQueued
+	r.JobLeased += o.JobLeased
+	r.JobDead += o.JobDead
+	r.JobNotFound += o.JobNotFound
+	r.JobInvalid += o.JobInvalid
+	r.Requeued += o.Requeued
+	r.RequeueKeyHeld += o.RequeueKeyHeld
+	r.RequeueNotFound += o.RequeueNotFound
+	r.Deleted += o.Deleted
+	r.DeletedAbandoned += o.DeletedAbandoned
+	r.DeleteNotFound += o.DeleteNotFound
+	r.DeadOpsNever += o.DeadOpsNever
+	r.DeletedTwice += o.DeletedTwice
+	r.DeletedAndRemoved += o.DeletedAndRemoved
+	r.RequeuedAcked += o.RequeuedAcked
+	r.RequeuedDead += o.RequeuedDead
+	r.DeadOpsRecovered += o.DeadOpsRecovered
+	r.Leftovers += o.Leftovers
+	r.CountErrors += o.CountErrors
+	for i := range r.DeadRaces {
+		r.DeadRaces[i] += o.DeadRaces[i]
+	}
+	addStats(&r.Stats, o.Stats)
+	if r.Failure == nil {
+		r.Failure = o.Failure
+	}
+}
+
 // OK reports whether the history was linearizable and every job was
 // accounted for exactly once.
 func (r LeaseResult) OK() bool {

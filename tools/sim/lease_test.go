@@ -108,59 +108,7 @@ func TestLeaseSimulation(t *testing.T) {
 		}
 		require.True(t, r.OK(), "seed %d: %+v", seed, r)
 		require.Nil(t, r.Failure, "a linearizable history is not kept")
-		total.Operations += r.Operations
-		total.Added += r.Added
-		total.Acked += r.Acked
-		total.Dead += r.Dead
-		total.Lost += r.Lost
-		total.AckedTwice += r.AckedTwice
-		total.AckedAbandoned += r.AckedAbandoned
-		total.Abandoned += r.Abandoned
-		total.AbandonedAdds += r.AbandonedAdds
-		total.AbandonedAddsSeen += r.AbandonedAddsSeen
-		total.Stats.Interrupted += r.Stats.Interrupted
-		total.Stats.InjectedReadErrors += r.Stats.InjectedReadErrors
-		total.Stats.InjectedReadVersionErrors += r.Stats.InjectedReadVersionErrors
-		total.RecoveredAtOnce += r.RecoveredAtOnce
-		total.LayerIDs += r.LayerIDs
-		total.LayerIDUnknown += r.LayerIDUnknown
-		total.LayerIDKept += r.LayerIDKept
-		total.AbandonedReleases += r.AbandonedReleases
-		total.Released += r.Released
-		total.ReleasedLast += r.ReleasedLast
-		total.ReleaseLost += r.ReleaseLost
-		total.ReleasedDead += r.ReleasedDead
-		total.UniqueAdds += r.UniqueAdds
-		total.UniqueDuplicates += r.UniqueDuplicates
-		total.UniqueReused += r.UniqueReused
-		total.Cancelled += r.Cancelled
-		total.CancelledAbandoned += r.CancelledAbandoned
-		total.CancelNotFound += r.CancelNotFound
-		total.CancelNever += r.CancelNever
-		total.CancelDead += r.CancelDead
-		total.CancelGone += r.CancelGone
-		total.CancelsRecovered += r.CancelsRecovered
-		total.LostToCancel += r.LostToCancel
-		total.KeysFreedByCancel += r.KeysFreedByCancel
-		total.CancelRaces += r.CancelRaces
-		total.JobLookups += r.JobLookups
-		total.JobQueued += r.JobQueued
-		total.JobLeased += r.JobLeased
-		total.JobDead += r.JobDead
-		total.JobNotFound += r.JobNotFound
-		total.Requeued += r.Requeued
-		total.RequeuedAcked += r.RequeuedAcked
-		total.RequeuedDead += r.RequeuedDead
-		total.RequeueKeyHeld += r.RequeueKeyHeld
-		total.RequeueNotFound += r.RequeueNotFound
-		total.Deleted += r.Deleted
-		total.DeletedAbandoned += r.DeletedAbandoned
-		total.DeleteNotFound += r.DeleteNotFound
-		total.DeadOpsNever += r.DeadOpsNever
-		total.DeadOpsRecovered += r.DeadOpsRecovered
-		for i := range r.DeadRaces {
-			total.DeadRaces[i] += r.DeadRaces[i]
-		}
+		total.Add(r)
 	}
 	require.Empty(t, leaseCoverageGaps(total), "after %d seeds", ran)
 }

@@ -43,14 +43,7 @@ func runTrusting(t *testing.T, cfg LeaseConfig, n int64) (total LeaseResult) {
 		}
 		require.True(t, r.OK(), "seed %d: %s: %+v", seed, caught(r, nil), r)
 		require.Nil(t, r.Failure, "a linearizable history is not kept")
-		total.Operations += r.Operations
-		total.Trusted += r.Trusted
-		total.TrustedTimedOut += r.TrustedTimedOut
-		total.Unknown += r.Unknown
-		total.TimedOutInFlight += r.TimedOutInFlight
-		total.LayerIDs += r.LayerIDs
-		total.LayerIDUnknown += r.LayerIDUnknown
-		total.LayerIDTrusted += r.LayerIDTrusted
+		total.Add(r)
 	}
 	t.Logf("%d seeds: %d operations; %d failed calls taken at their word (%d timed out before the commit), %d of unknown outcome recovered or abandoned; %d commits timed out in flight; %d checks undecided",
 		n, total.Operations, total.Trusted, total.TrustedTimedOut, total.Unknown, total.TimedOutInFlight, inconclusive)
