@@ -128,16 +128,7 @@ func (d *observedDB) Transact(ctx context.Context, fn func(kv.Transaction) error
 		}
 		return err
 	}
-	if ctx == nil {
-		ctx = context.Background()
-	}
-	tctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	tr, err := d.CreateTransaction(tctx)
-	if err != nil {
-		return err
-	}
-	return kv.RetryLoop(ctx, tr, fn)
+	return kv.RetryCreated(ctx, d, fn)
 }
 
 // observedTr wraps a caller's transaction: each Transact through it runs

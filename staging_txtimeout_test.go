@@ -57,23 +57,11 @@ func (d *defaultTimeoutDB) CreateTransaction(ctx context.Context) (kv.Transactio
 // Transact and ReadTransact run the standard retry loops over a
 // transaction of CreateTransaction, as every backend's do.
 func (d *defaultTimeoutDB) Transact(ctx context.Context, fn func(kv.Transaction) error) error {
-	tctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	tr, err := d.CreateTransaction(tctx)
-	if err != nil {
-		return err
-	}
-	return kv.RetryLoop(ctx, tr, fn)
+	return kv.RetryCreated(ctx, d, fn)
 }
 
 func (d *defaultTimeoutDB) ReadTransact(ctx context.Context, fn func(kv.ReadTransaction) error) error {
-	tctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	tr, err := d.CreateTransaction(tctx)
-	if err != nil {
-		return err
-	}
-	return kv.ReadRetryLoop(ctx, tr, fn)
+	return kv.ReadRetryCreated(ctx, d, fn)
 }
 
 type defaultTimeoutTx struct {

@@ -45,6 +45,46 @@ func ReadTransact[T any](ctx context.Context, t ReadTransactor, fn func(ReadTran
 	return result, nil
 }
 
+// RetryCreated runs fn with RetryLoop over a transaction of
+// db.CreateTransaction, bound to a context that ends when RetryCreated
+// returns, so that the backend releases it. It is the Transact of a
+// Database that wraps another to change how its transactions are made (a
+// default option, a wrapped transaction) and retries as every backend
+// does. A nil ctx is context.Background().
+func RetryCreated(ctx context.Context, db Database, fn func(Transaction) error) error {
+	ctx, tr, cancel, err := createBound(ctx, db)
+	if err != nil {
+		return err
+	}
+	defer cancel()
+	return RetryLoop(ctx, tr, fn)
+}
+
+// ReadRetryCreated is RetryCreated for reads (ReadRetryLoop).
+func ReadRetryCreated(ctx context.Context, db Database, fn func(ReadTransaction) error) error {
+	ctx, tr, cancel, err := createBound(ctx, db)
+	if err != nil {
+		return err
+	}
+	defer cancel()
+	return ReadRetryLoop(ctx, tr, fn)
+}
+
+// createBound returns ctx (context.Background() if nil) and a transaction
+// of db bound to a child of ctx, which cancel ends.
+func createBound(ctx context.Context, db Database) (context.Context, Transaction, context.CancelFunc, error) {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	tctx, cancel := context.WithCancel(ctx)
+	tr, err := db.CreateTransaction(tctx)
+	if err != nil {
+		cancel()
+		return nil, nil, nil, err
+	}
+	return ctx, tr, cancel, nil
+}
+
 // RetryLoop is the standard retry loop, shared by every backend's
 // Database.Transact: run fn, commit, and on error ask tr.OnError whether to
 // run again (OnError backs off and resets the transaction). Backends call

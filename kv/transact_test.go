@@ -99,3 +99,53 @@ func TestRetryLoopUncertainSurvivesALaterDefiniteFailure(t *testing.T) {
 		require.NoError(t, db.Close())
 	}
 }
+
+// boundDB is a kv.Database whose CreateTransaction keeps the context it
+// was given and can fail.
+type boundDB struct {
+	*memdb.DB
+	ctx  context.Context
+	fail error
+}
+
+func (d *boundDB) CreateTransaction(ctx context.Context) (kv.Transaction, error) {
+	d.ctx = ctx
+	if d.fail != nil {
+		return nil, d.fail
+	}
+	return d.DB.CreateTransaction(ctx)
+}
+
+// RetryCreated and ReadRetryCreated run fn in a transaction of the
+// database's CreateTransaction, retried by the standard loops, and end
+// the transaction's context when they return (so the backend releases it),
+// not the caller's; a CreateTransaction error is returned as it is.
+func TestRetryCreatedBindsTheTransaction(t *testing.T) {
+	db := &boundDB{DB: memdb.New(memdb.WithBackoff(0, 0))}
+	defer db.Close()
+	ctx := context.Background()
+
+	db.FailNextCommit(kv.ErrNotCommitted, false)
+	runs := 0
+	require.NoError(t, kv.RetryCreated(ctx, db, func(tr kv.Transaction) error {
+		runs++
+		tr.Set([]byte("k"), []byte("v"))
+		return nil
+	}))
+	require.Equal(t, 2, runs, "a conflict is retried")
+	require.ErrorIs(t, db.ctx.Err(), context.Canceled, "the transaction's context ends on return")
+
+	var got []byte
+	require.NoError(t, kv.ReadRetryCreated(ctx, db, func(tr kv.ReadTransaction) error {
+		v, err := tr.Get([]byte("k")).Get()
+		got = v
+		return err
+	}))
+	require.Equal(t, "v", string(got))
+	require.ErrorIs(t, db.ctx.Err(), context.Canceled)
+	require.NoError(t, ctx.Err(), "the caller's context lives on")
+
+	db.fail = kv.ErrDatabaseLocked
+	require.ErrorIs(t, kv.RetryCreated(ctx, db, func(kv.Transaction) error { return nil }), kv.ErrDatabaseLocked)
+	require.ErrorIs(t, kv.ReadRetryCreated(ctx, db, func(kv.ReadTransaction) error { return nil }), kv.ErrDatabaseLocked)
+}

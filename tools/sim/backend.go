@@ -106,33 +106,14 @@ func (d *timeoutDB) CreateTransaction(ctx context.Context) (kv.Transaction, erro
 }
 
 // Transact runs fn with kv.RetryLoop over a transaction of CreateTransaction,
-// as every backend's Transact does (package kv), bound to a context that
-// ends when Transact returns, so that the backend releases it.
+// as every backend's Transact does (kv.RetryCreated).
 func (d *timeoutDB) Transact(ctx context.Context, fn func(kv.Transaction) error) error {
-	if ctx == nil {
-		ctx = context.Background()
-	}
-	tctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	tr, err := d.CreateTransaction(tctx)
-	if err != nil {
-		return err
-	}
-	return kv.RetryLoop(ctx, tr, fn)
+	return kv.RetryCreated(ctx, d, fn)
 }
 
 // ReadTransact is Transact for reads (kv.ReadRetryLoop).
 func (d *timeoutDB) ReadTransact(ctx context.Context, fn func(kv.ReadTransaction) error) error {
-	if ctx == nil {
-		ctx = context.Background()
-	}
-	tctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	tr, err := d.CreateTransaction(tctx)
-	if err != nil {
-		return err
-	}
-	return kv.ReadRetryLoop(ctx, tr, fn)
+	return kv.ReadRetryCreated(ctx, d, fn)
 }
 
 // timeoutTx is a transaction of a timeoutDB.
