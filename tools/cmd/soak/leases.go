@@ -50,45 +50,14 @@ func forSeeds(ctx context.Context, first int64, seeds int, duration time.Duratio
 	wg.Wait()
 }
 
-// leaseTotals adds up the lease simulation's seeds.
+// leaseTotals adds up the lease simulation's seeds: their results summed
+// by sim.LeaseResult.Add, and what only the soak keeps (how many seeds and
+// histories, how each check ended, which seed failed first).
 type leaseTotals struct {
-	Seeds, Histories, Operations       int
-	Violations, Inconclusive           int // histories porcupine rejected / could not decide in time
-	Added, Acked, Dead                 int
-	Lost, AckedTwice, AckedAndDead     int
-	AckedAbandoned, Duplicated         int
-	Transactions, Commits, Conflicts   int64
-	NotCommitted, UnknownApplied       int64
-	UnknownNotApplied, TooOld, Retries int64
-	Interrupted                        int64 // commits interrupted in flight by a cancelled context
-	ReadErrors, ReadVersionErrors      int64 // failed reads and read version requests
-	TimedOutInFlight                   int   // commits that timed out in flight (-tx-timeout-prob)
-	Unknown, RecoveredAtOnce           int   // failed calls; those recovered at once
-	Trusted, TrustedTimedOut           int   // failed calls taken at their word (-trust-errors); those that timed out before the commit
-	TrustedAdded                       int   // trusted Adds whose job was seen (must be 0)
-	Abandoned, AbandonedAdds           int   // failed calls never recovered; the Adds among them
-	AbandonedAddsSeen                  int   // abandoned Adds whose job was seen
-	AbandonedReleases                  int   // abandoned Releases
-	LayerIDs, LayerIDUnknown           int   // calls under a fault without WithOpID; those failed, outcome unknown (abandoned)
-	LayerIDTrusted, LayerIDKept        int   // those taken at their word; those abandoned whose client kept its lease
-	Released, ReleasedLast             int   // Releases that gave the lease back; on its last attempt
-	ReleaseLost, ReleasedDead          int   // Releases that found the lease lost; dead jobs once released
-	DeadAttempts                       int   // dead jobs without MaxAttempts counted attempts (must be 0)
-	UniqueAdds, UniqueDuplicates       int   // Adds of a unique key; those that found it held
-	UniqueReused, KeysHeld             int   // jobs added under a key an earlier job held; keys held after the drain (must be 0)
-	Cancelled, CancelledAbandoned      int   // jobs a Cancel removed; gone by an abandoned Cancel
-	CancelledAndRemoved                int   // jobs cancelled and also acked, dead or cancelled again (must be 0)
-	CancelNotFound, CancelRaces        int   // Cancels that found no job; Cancels raced against the holder
-	CancelsRecovered, LostToCancel     int   // Cancels recovered by OpID; leases found lost to a Cancel
-	JobLookups, JobNotFound            int   // Job lookups; those that found no job
-	JobInvalid, Leftovers, CountErrors int   // bad lookups, leftovers of removed jobs, wrong counters (must be 0)
-	Requeued, RequeuedAcked            int   // Requeues that put a dead job back; requeued jobs acked later
-	RequeuedDead, RequeueKeyHeld       int   // requeued jobs dead again in the end; Requeues refused for a held unique key
-	RequeueNotFound, DeleteNotFound    int   // Requeues and DeleteDeads that found no dead job
-	Deleted, DeletedAbandoned          int   // jobs a DeleteDead removed; gone by an abandoned DeleteDead
-	DeletedAndRemoved                  int   // jobs deleted twice, or deleted and also acked, cancelled or dead (must be 0)
-	DeadOpsRecovered, DeadRaces        int   // Requeues and DeleteDeads recovered by OpID; raced against another client's operation on their job
-	FirstFailing                       int64 // 0: none
+	Seeds, Histories         int
+	Violations, Inconclusive int // histories porcupine rejected / could not decide in time
+	Sum                      sim.LeaseResult
+	FirstFailing             int64 // 0: none
 	// Failure is the history of the lowest-numbered seed whose history
 	// was not linearizable, or if none was, whose check timed out (nil:
 	// none), for -history and -html; Illegal says which.
@@ -99,81 +68,13 @@ type leaseTotals struct {
 func (t *leaseTotals) add(seed int64, r sim.LeaseResult) {
 	t.Seeds++
 	t.Histories++
-	t.Operations += r.Operations
 	switch r.Check {
 	case porcupine.Illegal:
 		t.Violations++
 	case porcupine.Unknown:
 		t.Inconclusive++
 	}
-	t.Added += r.Added
-	t.Acked += r.Acked
-	t.Dead += r.Dead
-	t.Lost += r.Lost
-	t.AckedTwice += r.AckedTwice
-	t.AckedAndDead += r.AckedAndDead
-	t.AckedAbandoned += r.AckedAbandoned
-	t.Duplicated += r.Duplicated
-	st := r.Stats
-	t.Transactions += st.Transactions
-	t.Commits += st.Commits
-	t.Conflicts += st.Conflicts
-	t.Retries += st.Retries
-	t.NotCommitted += st.InjectedNotCommitted
-	t.UnknownApplied += st.InjectedUnknownApplied
-	t.UnknownNotApplied += st.InjectedUnknownNotApplied
-	t.TooOld += st.InjectedTooOld
-	t.Interrupted += st.Interrupted
-	t.ReadErrors += st.InjectedReadErrors
-	t.ReadVersionErrors += st.InjectedReadVersionErrors
-	t.Unknown += r.Unknown
-	t.TimedOutInFlight += r.TimedOutInFlight
-	t.RecoveredAtOnce += r.RecoveredAtOnce
-	t.Trusted += r.Trusted
-	t.TrustedTimedOut += r.TrustedTimedOut
-	t.TrustedAdded += r.TrustedAdded
-	t.Abandoned += r.Abandoned
-	t.AbandonedAdds += r.AbandonedAdds
-	t.AbandonedAddsSeen += r.AbandonedAddsSeen
-	t.AbandonedReleases += r.AbandonedReleases
-	t.LayerIDs += r.LayerIDs
-	t.LayerIDUnknown += r.LayerIDUnknown
-	t.LayerIDTrusted += r.LayerIDTrusted
-	t.LayerIDKept += r.LayerIDKept
-	t.Released += r.Released
-	t.ReleasedLast += r.ReleasedLast
-	t.ReleaseLost += r.ReleaseLost
-	t.ReleasedDead += r.ReleasedDead
-	t.DeadAttempts += r.DeadAttempts
-	t.UniqueAdds += r.UniqueAdds
-	t.UniqueDuplicates += r.UniqueDuplicates
-	t.UniqueReused += r.UniqueReused
-	t.KeysHeld += r.KeysHeld
-	t.Cancelled += r.Cancelled
-	t.CancelledAbandoned += r.CancelledAbandoned
-	t.CancelledAndRemoved += r.CancelledAndAcked + r.CancelledAndDead + r.CancelledTwice
-	t.CancelNotFound += r.CancelNotFound
-	t.CancelRaces += r.CancelRaces
-	t.CancelsRecovered += r.CancelsRecovered
-	t.LostToCancel += r.LostToCancel
-	t.JobLookups += r.JobLookups
-	t.JobNotFound += r.JobNotFound
-	t.JobInvalid += r.JobInvalid
-	t.Leftovers += r.Leftovers
-	t.CountErrors += r.CountErrors
-	t.Requeued += r.Requeued
-	t.RequeuedAcked += r.RequeuedAcked
-	t.RequeuedDead += r.RequeuedDead
-	t.RequeueKeyHeld += r.RequeueKeyHeld
-	t.RequeueNotFound += r.RequeueNotFound
-	t.DeleteNotFound += r.DeleteNotFound
-	t.Deleted += r.Deleted
-	t.DeletedAbandoned += r.DeletedAbandoned
-	t.DeletedAndRemoved += r.DeletedTwice + r.DeletedAndRemoved
-	t.DeadOpsRecovered += r.DeadOpsRecovered
-	for _, n := range r.DeadRaces {
-		t.DeadRaces += n
-	}
+	t.Sum.Add(r)
 	if !r.OK() && (t.FirstFailing == 0 || seed < t.FirstFailing) {
 		t.FirstFailing = seed
 	}
@@ -244,55 +145,60 @@ func runLeases(ctx context.Context, w io.Writer, cfg sim.LeaseConfig, first int6
 // with an error), writes the failure kept (see runLeases) and returns 1 if
 // any seed failed or errs is not empty, else 0.
 func (t *leaseTotals) report(w io.Writer, elapsed time.Duration, errs []error, htmlPath, historyPath string) int {
+	s := &t.Sum
+	deadRaces := 0
+	for _, n := range s.DeadRaces {
+		deadRaces += n
+	}
 	fmt.Fprintf(w, "\nelapsed:                    %v\n", elapsed.Round(time.Second))
 	fmt.Fprintf(w, "seeds:                      %d\n", t.Seeds)
 	fmt.Fprintf(w, "histories checked:          %d\n", t.Histories)
-	fmt.Fprintf(w, "operations:                 %d\n", t.Operations)
-	fmt.Fprintf(w, "transactions:               %d (commits %d, real conflicts %d, retries %d)\n", t.Transactions, t.Commits, t.Conflicts, t.Retries)
+	fmt.Fprintf(w, "operations:                 %d\n", s.Operations)
+	fmt.Fprintf(w, "transactions:               %d (commits %d, real conflicts %d, retries %d)\n", s.Stats.Transactions, s.Stats.Commits, s.Stats.Conflicts, s.Stats.Retries)
 	fmt.Fprintf(w, "faults injected:\n")
-	fmt.Fprintf(w, "  not_committed:                      %d\n", t.NotCommitted)
-	fmt.Fprintf(w, "  commit_unknown_result (applied):    %d\n", t.UnknownApplied)
-	fmt.Fprintf(w, "  commit_unknown_result (not applied): %d\n", t.UnknownNotApplied)
-	fmt.Fprintf(w, "  transaction_too_old:                %d\n", t.TooOld)
-	fmt.Fprintf(w, "  commits interrupted by cancellation: %d\n", t.Interrupted)
-	fmt.Fprintf(w, "  failed reads:                       %d\n", t.ReadErrors)
-	fmt.Fprintf(w, "  failed read version requests:       %d\n", t.ReadVersionErrors)
-	fmt.Fprintf(w, "  commits timed out in flight:        %d\n", t.TimedOutInFlight)
-	fmt.Fprintf(w, "failed calls:               %d\n", t.Unknown)
-	fmt.Fprintf(w, "  recovered at once by OpID:  %d\n", t.RecoveredAtOnce)
-	fmt.Fprintf(w, "  never recovered:            %d (Adds %d, their job seen %d; Releases %d)\n", t.Abandoned, t.AbandonedAdds, t.AbandonedAddsSeen, t.AbandonedReleases)
-	fmt.Fprintf(w, "calls under a fault without WithOpID: %d (failed, outcome unknown, never recovered %d, their client keeping its lease %d; taken at their word %d)\n", t.LayerIDs, t.LayerIDUnknown, t.LayerIDKept, t.LayerIDTrusted)
-	fmt.Fprintf(w, "failed calls taken at their word: %d (timed out before the commit %d; -trust-errors)\n", t.Trusted, t.TrustedTimedOut)
-	fmt.Fprintf(w, "releases:                   %d (on the last attempt %d; lease lost %d)\n", t.Released, t.ReleasedLast, t.ReleaseLost)
-	fmt.Fprintf(w, "unique-key adds:            %d (found the key held %d; added under a key an earlier job held %d)\n", t.UniqueAdds, t.UniqueDuplicates, t.UniqueReused)
+	fmt.Fprintf(w, "  not_committed:                      %d\n", s.Stats.InjectedNotCommitted)
+	fmt.Fprintf(w, "  commit_unknown_result (applied):    %d\n", s.Stats.InjectedUnknownApplied)
+	fmt.Fprintf(w, "  commit_unknown_result (not applied): %d\n", s.Stats.InjectedUnknownNotApplied)
+	fmt.Fprintf(w, "  transaction_too_old:                %d\n", s.Stats.InjectedTooOld)
+	fmt.Fprintf(w, "  commits interrupted by cancellation: %d\n", s.Stats.Interrupted)
+	fmt.Fprintf(w, "  failed reads:                       %d\n", s.Stats.InjectedReadErrors)
+	fmt.Fprintf(w, "  failed read version requests:       %d\n", s.Stats.InjectedReadVersionErrors)
+	fmt.Fprintf(w, "  commits timed out in flight:        %d\n", s.TimedOutInFlight)
+	fmt.Fprintf(w, "failed calls:               %d\n", s.Unknown)
+	fmt.Fprintf(w, "  recovered at once by OpID:  %d\n", s.RecoveredAtOnce)
+	fmt.Fprintf(w, "  never recovered:            %d (Adds %d, their job seen %d; Releases %d)\n", s.Abandoned, s.AbandonedAdds, s.AbandonedAddsSeen, s.AbandonedReleases)
+	fmt.Fprintf(w, "calls under a fault without WithOpID: %d (failed, outcome unknown, never recovered %d, their client keeping its lease %d; taken at their word %d)\n", s.LayerIDs, s.LayerIDUnknown, s.LayerIDKept, s.LayerIDTrusted)
+	fmt.Fprintf(w, "failed calls taken at their word: %d (timed out before the commit %d; -trust-errors)\n", s.Trusted, s.TrustedTimedOut)
+	fmt.Fprintf(w, "releases:                   %d (on the last attempt %d; lease lost %d)\n", s.Released, s.ReleasedLast, s.ReleaseLost)
+	fmt.Fprintf(w, "unique-key adds:            %d (found the key held %d; added under a key an earlier job held %d)\n", s.UniqueAdds, s.UniqueDuplicates, s.UniqueReused)
 	fmt.Fprintf(w, "cancels that found no job:  %d (Cancels raced the holder %d; recovered by OpID %d; leases lost to a Cancel %d)\n",
-		t.CancelNotFound, t.CancelRaces, t.CancelsRecovered, t.LostToCancel)
-	fmt.Fprintf(w, "job lookups:                %d (not found %d)\n", t.JobLookups, t.JobNotFound)
+		s.CancelNotFound, s.CancelRaces, s.CancelsRecovered, s.LostToCancel)
+	fmt.Fprintf(w, "job lookups:                %d (not found %d)\n", s.JobLookups, s.JobNotFound)
 	fmt.Fprintf(w, "requeues:                   %d (then acked %d, dead again %d; refused for a held key %d; found no dead job %d)\n",
-		t.Requeued, t.RequeuedAcked, t.RequeuedDead, t.RequeueKeyHeld, t.RequeueNotFound)
+		s.Requeued, s.RequeuedAcked, s.RequeuedDead, s.RequeueKeyHeld, s.RequeueNotFound)
 	fmt.Fprintf(w, "deletes that found nothing: %d (Requeues and DeleteDeads recovered by OpID %d; raced another client's operation on their job %d)\n",
-		t.DeleteNotFound, t.DeadOpsRecovered, t.DeadRaces)
-	fmt.Fprintf(w, "jobs added:                 %d\n", t.Added)
-	fmt.Fprintf(w, "jobs acked once:            %d\n", t.Acked)
-	fmt.Fprintf(w, "jobs dead once:             %d\n", t.Dead)
-	fmt.Fprintf(w, "jobs cancelled once:        %d\n", t.Cancelled)
-	fmt.Fprintf(w, "jobs deleted once:          %d\n", t.Deleted)
-	fmt.Fprintf(w, "jobs gone by an abandoned Ack: %d\n", t.AckedAbandoned)
-	fmt.Fprintf(w, "jobs gone by an abandoned Cancel: %d\n", t.CancelledAbandoned)
-	fmt.Fprintf(w, "jobs gone by an abandoned DeleteDead: %d\n", t.DeletedAbandoned)
-	fmt.Fprintf(w, "dead jobs once released:    %d\n", t.ReleasedDead)
-	fmt.Fprintf(w, "lost:                       %d\n", t.Lost)
-	fmt.Fprintf(w, "acked twice:                %d\n", t.AckedTwice)
-	fmt.Fprintf(w, "acked and dead:             %d\n", t.AckedAndDead)
-	fmt.Fprintf(w, "cancelled and removed again: %d\n", t.CancelledAndRemoved)
-	fmt.Fprintf(w, "deleted and removed again:  %d\n", t.DeletedAndRemoved)
-	fmt.Fprintf(w, "bad job lookups:            %d\n", t.JobInvalid)
-	fmt.Fprintf(w, "leftovers of removed jobs:  %d\n", t.Leftovers)
-	fmt.Fprintf(w, "wrong counts:               %d\n", t.CountErrors)
-	fmt.Fprintf(w, "added twice by one Add:     %d\n", t.Duplicated)
-	fmt.Fprintf(w, "dead without max attempts:  %d\n", t.DeadAttempts)
-	fmt.Fprintf(w, "unique keys held at the end: %d\n", t.KeysHeld)
-	fmt.Fprintf(w, "trusted Adds whose job was seen: %d\n", t.TrustedAdded)
+		s.DeleteNotFound, s.DeadOpsRecovered, deadRaces)
+	fmt.Fprintf(w, "jobs added:                 %d\n", s.Added)
+	fmt.Fprintf(w, "jobs acked once:            %d\n", s.Acked)
+	fmt.Fprintf(w, "jobs dead once:             %d\n", s.Dead)
+	fmt.Fprintf(w, "jobs cancelled once:        %d\n", s.Cancelled)
+	fmt.Fprintf(w, "jobs deleted once:          %d\n", s.Deleted)
+	fmt.Fprintf(w, "jobs gone by an abandoned Ack: %d\n", s.AckedAbandoned)
+	fmt.Fprintf(w, "jobs gone by an abandoned Cancel: %d\n", s.CancelledAbandoned)
+	fmt.Fprintf(w, "jobs gone by an abandoned DeleteDead: %d\n", s.DeletedAbandoned)
+	fmt.Fprintf(w, "dead jobs once released:    %d\n", s.ReleasedDead)
+	fmt.Fprintf(w, "lost:                       %d\n", s.Lost)
+	fmt.Fprintf(w, "acked twice:                %d\n", s.AckedTwice)
+	fmt.Fprintf(w, "acked and dead:             %d\n", s.AckedAndDead)
+	fmt.Fprintf(w, "cancelled and removed again: %d\n", s.CancelledAndAcked+s.CancelledAndDead+s.CancelledTwice)
+	fmt.Fprintf(w, "deleted and removed again:  %d\n", s.DeletedTwice+s.DeletedAndRemoved)
+	fmt.Fprintf(w, "bad job lookups:            %d\n", s.JobInvalid)
+	fmt.Fprintf(w, "leftovers of removed jobs:  %d\n", s.Leftovers)
+	fmt.Fprintf(w, "wrong counts:               %d\n", s.CountErrors)
+	fmt.Fprintf(w, "added twice by one Add:     %d\n", s.Duplicated)
+	fmt.Fprintf(w, "dead without max attempts:  %d\n", s.DeadAttempts)
+	fmt.Fprintf(w, "unique keys held at the end: %d\n", s.KeysHeld)
+	fmt.Fprintf(w, "trusted Adds whose job was seen: %d\n", s.TrustedAdded)
 	fmt.Fprintf(w, "inconclusive checks (timed out): %d\n", t.Inconclusive)
 	fmt.Fprintf(w, "linearizability violations: %d\n", t.Violations)
 	for _, err := range errs {
