@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -37,8 +38,9 @@ type stagedTarget struct {
 	db      *memdb.DB
 	sub     fdbqueue.Subspace
 	enqueue func(t *testing.T, vals ...string)
-	// take runs a staged Dequeue (wait false) or DequeueWait on handle h.
-	take    func(ctx context.Context, h int, wait bool, opts ...fdbqueue.OpOption) (string, error)
+	// pop runs a staged Dequeue (wait false) or DequeueWait on handle h
+	// (for a Queue, the item's Priority is 0).
+	pop     func(ctx context.Context, h int, wait bool, opts ...fdbqueue.OpOption) (fdbqueue.Item, error)
 	setHook func(h int, fn func(string))
 	fulfil  func(t *testing.T) int
 	// recover runs Recover on the draining handle.
@@ -49,6 +51,21 @@ type stagedTarget struct {
 	h0 kv.Database
 	// clock is the handles' clock (stagedClockedTargets; nil: time.Now).
 	clock *memdb.ManualClock
+	// recordRange is the range of the journal record of operation id.
+	recordRange func(id fdbqueue.OpID) kv.KeyRange
+	// byPlace: a Queue served by place, whose cleanup puts an item back
+	// at the tail. reverse: a PriorityQueue's PopMax side, which takes
+	// the last item first.
+	byPlace, reverse bool
+	// prio is the priority each value was pushed with (a PriorityQueue;
+	// nil for a Queue).
+	prio map[string]int64
+}
+
+// take is pop seen through the item's value.
+func (x *stagedTarget) take(ctx context.Context, h int, wait bool, opts ...fdbqueue.OpOption) (string, error) {
+	it, err := x.pop(ctx, h, wait, opts...)
+	return string(it.Value), err
 }
 
 // on returns the database handle h runs on.
@@ -71,17 +88,18 @@ func stagedClockedTargets(t *testing.T, name string, claim time.Duration) []func
 }
 
 // stagedTargetsWith returns makers of the four targets (a Queue staged
-// in batches and by place, both PriorityQueue sides) staged with cfg; with
-// clocked, on a manual clock of their own.
-func stagedTargetsWith(t *testing.T, name string, cfg fdbqueue.StagingConfig, clocked bool) []func(t *testing.T) *stagedTarget {
+// in batches and by place, both PriorityQueue sides) staged with cfg and
+// made with the options more; with clocked, on a manual clock of their
+// own.
+func stagedTargetsWith(t *testing.T, name string, cfg fdbqueue.StagingConfig, clocked bool, more ...fdbqueue.Option) []func(t *testing.T) *stagedTarget {
 	var out []func(t *testing.T) *stagedTarget
 	// clockOpts returns the options of a target's handles, and its clock.
 	clockOpts := func() ([]fdbqueue.Option, *memdb.ManualClock) {
 		if !clocked {
-			return nil, nil
+			return more, nil
 		}
 		c := memdb.NewManualClock(time.Now())
-		return []fdbqueue.Option{fdbqueue.WithClock(c.Now)}, c
+		return append([]fdbqueue.Option{fdbqueue.WithClock(c.Now)}, more...), c
 	}
 	for _, m := range stagingModes {
 		out = append(out, func(t *testing.T) *stagedTarget {
@@ -94,7 +112,8 @@ func stagedTargetsWith(t *testing.T, name string, cfg fdbqueue.StagingConfig, cl
 				qs[i] = stgQueue(t, sub, append(m.opts(cfg), extra...)...)
 			}
 			x = &stagedTarget{
-				name: "queue " + m.name, db: db, sub: sub, clock: clock,
+				name: "queue " + m.name, db: db, sub: sub, clock: clock, byPlace: m.byPlace,
+				recordRange: func(id fdbqueue.OpID) kv.KeyRange { return fdbqueue.JournalRecordRange(qs[0], id) },
 				enqueue: func(t *testing.T, vals ...string) {
 					x.sent = append(x.sent, vals...)
 					var b [][]byte
@@ -103,7 +122,7 @@ func stagedTargetsWith(t *testing.T, name string, cfg fdbqueue.StagingConfig, cl
 					}
 					require.NoError(t, qs[2].EnqueueBatch(context.Background(), db, b))
 				},
-				take: func(ctx context.Context, h int, wait bool, opts ...fdbqueue.OpOption) (string, error) {
+				pop: func(ctx context.Context, h int, wait bool, opts ...fdbqueue.OpOption) (fdbqueue.Item, error) {
 					var v []byte
 					var err error
 					if wait {
@@ -111,7 +130,7 @@ func stagedTargetsWith(t *testing.T, name string, cfg fdbqueue.StagingConfig, cl
 					} else {
 						v, err = qs[h].Dequeue(ctx, x.on(h, db), opts...)
 					}
-					return string(v), err
+					return fdbqueue.Item{Value: v}, err
 				},
 				setHook: func(h int, fn func(string)) { fdbqueue.SetStagingHook(qs[h], fn) },
 				fulfil: func(t *testing.T) int {
@@ -143,14 +162,17 @@ func stagedTargetsWith(t *testing.T, name string, cfg fdbqueue.StagingConfig, cl
 			prio := int64(0)
 			x = &stagedTarget{
 				name: map[bool]string{false: "pq min", true: "pq max"}[max], db: db, sub: sub, clock: clock,
+				reverse: max, prio: map[string]int64{},
+				recordRange: func(id fdbqueue.OpID) kv.KeyRange { return fdbqueue.JournalRecordRange(pqs[0], id) },
 				enqueue: func(t *testing.T, vals ...string) {
 					x.sent = append(x.sent, vals...)
 					for _, v := range vals {
 						prio++
+						x.prio[v] = prio
 						require.NoError(t, pqs[2].Push(context.Background(), db, []byte(v), prio))
 					}
 				},
-				take: func(ctx context.Context, h int, wait bool, opts ...fdbqueue.OpOption) (string, error) {
+				pop: func(ctx context.Context, h int, wait bool, opts ...fdbqueue.OpOption) (fdbqueue.Item, error) {
 					var it fdbqueue.Item
 					var err error
 					switch {
@@ -163,7 +185,7 @@ func stagedTargetsWith(t *testing.T, name string, cfg fdbqueue.StagingConfig, cl
 					default:
 						it, err = pqs[h].PopMin(ctx, x.on(h, db), opts...)
 					}
-					return string(it.Value), err
+					return it, err
 				},
 				setHook: func(h int, fn func(string)) { fdbqueue.SetPQStagingHook(pqs[h], fn) },
 				fulfil: func(t *testing.T) int {
@@ -497,4 +519,61 @@ func (x *stagedTarget) drainAndCheck(t *testing.T, ctx context.Context, got map[
 	requireExactlyOnce(t, got, want)
 	require.Empty(t, stagingKeys(t, x.db, x.sub), "nothing left in the line")
 	requireNoWatches(t, x.db)
+}
+
+// queued returns the items sent, all still in x, in the order x's side
+// pops them: as sent (a PriorityQueue pushed them with rising
+// priorities), or the other way round for PopMax.
+func (x *stagedTarget) queued() []string {
+	out := slices.Clone(x.sent)
+	if x.reverse {
+		slices.Reverse(out)
+	}
+	return out
+}
+
+// requireBack checks where x's items are once a call on x that gave up
+// had its cleanup settle what it did (before: the item keys before the
+// call): each at its key (a PriorityQueue's holds its priority), the
+// first x pops included if the call took it (the cleanup put it back
+// there), except by place with moved, when the cleanup moved the first to
+// the tail under a new key (as it puts back an item taken, or leaves a
+// request's place, by place). It then checks that nothing is left staged
+// and that x pops every item once, in order (requireDrained).
+func (x *stagedTarget) requireBack(t *testing.T, before [][]byte, moved bool) {
+	t.Helper()
+	keys := itemKeys(t, x.db, x.sub)
+	want := x.queued()
+	if x.byPlace && moved {
+		require.Len(t, keys, len(before), "the item is back in the queue")
+		require.Equal(t, before[1:], keys[:len(keys)-1], "the other items did not move")
+		require.NotEqual(t, before[0], keys[len(keys)-1], "place mode: the item went to the tail, under a new key")
+		want = append(want[1:], want[0])
+	} else {
+		require.Equal(t, before, keys, "every item is at its original key")
+	}
+	require.Empty(t, stagingKeys(t, x.db, x.sub), "nothing left staged")
+	x.requireDrained(t, want)
+}
+
+// requireDrained pops x empty with handle 2 and checks that the items
+// come out in the order want, once each, a PriorityQueue's with the
+// priority they were pushed with, and that nothing is left behind
+// (requireClean).
+func (x *stagedTarget) requireDrained(t *testing.T, want []string) {
+	t.Helper()
+	var got []string
+	for {
+		it, err := x.pop(context.Background(), 2, false)
+		if errors.Is(err, fdbqueue.ErrEmpty) {
+			break
+		}
+		require.NoError(t, err)
+		got = append(got, string(it.Value))
+		if x.prio != nil {
+			require.Equal(t, x.prio[string(it.Value)], it.Priority, "%q pops with the priority it was pushed with", it.Value)
+		}
+	}
+	require.Equal(t, want, got, "the items popped, in order")
+	requireClean(t, x.db, x.sub)
 }
