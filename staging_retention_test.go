@@ -109,13 +109,36 @@ type retentionCleanupCase struct {
 
 var retentionCleanupCases = []retentionCleanupCase{{"context alive", false}, {"context ended", true}}
 
-// takeLandsThenExpires runs q.Dequeue(ctx, db, opts...) on a queue
-// holding one item: its take's commit applies but reports
+// cleanupRetention is the journal retention of the retention cleanup
+// tests' targets.
+const cleanupRetention = time.Minute
+
+// forRetentionCleanup runs f as a subtest for each staged target (a
+// Queue in each serving mode, a PriorityQueue's PopMin and PopMax) and
+// each retentionCleanupCase. Each target is on a manual clock, with a
+// journal retention of cleanupRetention, and holds a, b and c (a
+// PriorityQueue's with rising priorities); before are their item keys.
+func forRetentionCleanup(t *testing.T, name string, f func(t *testing.T, x *stagedTarget, c retentionCleanupCase, before [][]byte)) {
+	for _, mk := range stagedTargetsWith(t, name, fdbqueue.StagingConfig{}, true, fdbqueue.WithJournalRetention(cleanupRetention)) {
+		for _, c := range retentionCleanupCases {
+			x := mk(t)
+			t.Run(x.name+"/"+c.name, func(t *testing.T) {
+				x.enqueue(t, "a", "b", "c")
+				before := itemKeys(t, x.db, x.sub)
+				require.Len(t, before, 3)
+				f(t, x, c, before)
+			})
+		}
+	}
+}
+
+// takeLandsThenExpires runs a staged Dequeue (or PopMin, PopMax) with
+// opts on handle 0 of x: its take's commit applies but reports
 // commit_unknown_result. The call stalls at the failure, before it goes
-// on, while the clock passes the retention (not twice it: no expiry may
+// on, while x's clock passes the retention (not twice it: no expiry may
 // have cleared the record), atFailure runs, and for c.cancel the call's
 // context ends. It returns the call's error.
-func takeLandsThenExpires(t *testing.T, c retentionCleanupCase, db *memdb.DB, q *fdbqueue.Queue, clock *memdb.ManualClock, retention time.Duration, atFailure func(), opts ...fdbqueue.OpOption) error {
+func takeLandsThenExpires(t *testing.T, c retentionCleanupCase, x *stagedTarget, atFailure func(), opts ...fdbqueue.OpOption) error {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -124,20 +147,20 @@ func takeLandsThenExpires(t *testing.T, c retentionCleanupCase, db *memdb.DB, q 
 	var taking sync.Once
 	stall, failed, resume := stallOnceAt("failed")
 	defer resume()
-	fdbqueue.SetStagingHook(q, func(p string) {
+	x.setHook(0, func(p string) {
 		if p == "taking" {
-			taking.Do(func() { db.FailNextCommit(kv.ErrCommitUnknownResult, true) })
+			taking.Do(func() { x.db.FailNextCommit(kv.ErrCommitUnknownResult, true) })
 		}
 		stall(p)
 	})
-	defer fdbqueue.SetStagingHook(q, nil)
+	defer x.setHook(0, nil)
 	done := make(chan error, 1)
 	go func() {
-		_, err := q.Dequeue(cctx, db, opts...)
+		_, err := x.take(cctx, 0, false, opts...)
 		done <- err
 	}()
 	recvWithin(t, failed, "the take's failure (commit_unknown_result, applied)")
-	clock.Advance(retention + time.Second)
+	x.clock.Advance(cleanupRetention + time.Second)
 	if atFailure != nil {
 		atFailure()
 	}
@@ -145,79 +168,56 @@ func takeLandsThenExpires(t *testing.T, c retentionCleanupCase, db *memdb.DB, q 
 		end()
 	}
 	resume()
-	return recvWithin(t, done, "the staged Dequeue's return")
+	return recvWithin(t, done, "the staged call's return")
 }
 
-// cleanupRetention is the journal retention of retentionQueue's queue.
-const cleanupRetention = time.Minute
-
-// retentionQueue returns a staged queue in mode m on a manual clock, with
-// a journal retention of cleanupRetention, holding one item, "a".
-func retentionQueue(t *testing.T, m stagingMode, name string) (*memdb.DB, fdbqueue.Subspace, *fdbqueue.Queue, *memdb.ManualClock) {
-	t.Helper()
-	clock := memdb.NewManualClock(time.Unix(1_700_000_000, 0))
-	db := stgDB(t)
-	sub := stgSubspace(t, name)
-	q := stgQueue(t, sub, append(m.opts(fdbqueue.StagingConfig{}), fdbqueue.WithClock(clock.Now), fdbqueue.WithJournalRetention(cleanupRetention))...)
-	require.NoError(t, q.Enqueue(context.Background(), db, []byte("a")))
-	return db, sub, q, clock
-}
-
-// TestStagedCleanupPastRetentionPutsTheTakeBack: a staged Dequeue's take
-// applies although its commit reports commit_unknown_result, and the
-// operation passes its journal retention before the call goes on (the
-// record is still there: an expiry clears it at twice the retention). The
-// retry fails with ErrOperationExpired, or the context ended; either way
-// the call gives up and its cleanup runs. The cleanup read the record
-// only within the retention (check's early age test), found nothing, and
-// left the item in the record: with the context alive the call returned
-// ErrOperationExpired (maybe committed, its doc says, but the item was
-// stranded although it could have gone back), and with the context ended
-// the context's plain error, not maybe committed: the item was lost. The
-// cleanup now reads the record whatever its age and puts the item back:
-// the call's error is ErrOperationExpired or the context's, the item is
-// in the queue, the record is gone and nothing is left staged.
+// TestStagedCleanupPastRetentionPutsTheTakeBack: a staged Dequeue's (or
+// PopMin's, PopMax's) take applies although its commit reports
+// commit_unknown_result, and the operation passes its journal retention
+// before the call goes on (the record is still there: an expiry clears it
+// at twice the retention). The retry fails with ErrOperationExpired, or
+// the context ended; either way the call gives up and its cleanup runs.
+// The cleanup read the record only within the retention (check's early
+// age test), found nothing, and left the item in the record: with the
+// context alive the call returned ErrOperationExpired (maybe committed,
+// its doc says, but the item was stranded although it could have gone
+// back), and with the context ended the context's plain error, not maybe
+// committed: the item was lost. The cleanup now reads the record whatever
+// its age and puts the item back: the call's error is ErrOperationExpired
+// or the context's, the item is in the queue (a PriorityQueue's at its
+// key, so with its priority: it pops first again), the record is gone,
+// nothing is left staged, and every item pops once.
 func TestStagedCleanupPastRetentionPutsTheTakeBack(t *testing.T) {
-	forModes(t, func(t *testing.T, m stagingMode) {
-		for _, c := range retentionCleanupCases {
-			t.Run(c.name, func(t *testing.T) {
-				db, sub, q, clock := retentionQueue(t, m, "retention-cleanup")
-				original := itemKeys(t, db, sub)
-				require.Len(t, original, 1)
-
-				// The journal keys the take wrote: its record.
-				before := map[string]bool{}
-				for _, k := range journalKeys(t, db, sub) {
-					before[string(k)] = true
-				}
-				var record [][]byte
-				landed := func() {
-					for _, k := range journalKeys(t, db, sub) {
-						if !before[string(k)] {
-							record = append(record, k)
-						}
-					}
-					require.NotEmpty(t, record, "the take applied: its record is there")
-				}
-				err := takeLandsThenExpires(t, c, db, q, clock, cleanupRetention, landed)
-				if c.cancel {
-					require.ErrorIs(t, err, context.Canceled)
-				} else {
-					require.ErrorIs(t, err, fdbqueue.ErrOperationExpired)
-				}
-				require.False(t, kv.MaybeCommitted(err), "the cleanup put the item back: %v", err)
-				m.requireReturned(t, db, sub, original[0])
-				left := map[string]bool{}
-				for _, k := range journalKeys(t, db, sub) {
-					left[string(k)] = true
-				}
-				for _, k := range record {
-					require.False(t, left[string(k)], "the take's record %q was erased with the item's return", k)
-				}
-				require.Equal(t, []string{"a"}, drain(t, db, q), "the item taken is back in the queue")
-				requireClean(t, db, sub)
-			})
+	forRetentionCleanup(t, "retention-cleanup", func(t *testing.T, x *stagedTarget, c retentionCleanupCase, before [][]byte) {
+		// The journal keys the take wrote: its record.
+		old := map[string]bool{}
+		for _, k := range journalKeys(t, x.db, x.sub) {
+			old[string(k)] = true
 		}
+		var record [][]byte
+		landed := func() {
+			for _, k := range journalKeys(t, x.db, x.sub) {
+				if !old[string(k)] {
+					record = append(record, k)
+				}
+			}
+			require.NotEmpty(t, record, "the take applied: its record is there")
+		}
+		err := takeLandsThenExpires(t, c, x, landed)
+		if c.cancel {
+			require.ErrorIs(t, err, context.Canceled)
+		} else {
+			require.ErrorIs(t, err, fdbqueue.ErrOperationExpired)
+		}
+		require.False(t, kv.MaybeCommitted(err), "the cleanup put the item back: %v", err)
+		left := map[string]bool{}
+		for _, k := range journalKeys(t, x.db, x.sub) {
+			left[string(k)] = true
+		}
+		for _, k := range record {
+			require.False(t, left[string(k)], "the take's record %q was erased with the item's return", k)
+		}
+		x.requireBack(t, before, true)
 	})
 }
 
@@ -231,30 +231,25 @@ func TestStagedCleanupPastRetentionPutsTheTakeBack(t *testing.T) {
 // ended) with kv.MaybeCommitted true. It was ErrOperationExpired alone,
 // or the context's error alone, neither maybe committed.
 func TestStagedCleanupPastRetentionWithoutRecordIsMaybeCommitted(t *testing.T) {
-	forModes(t, func(t *testing.T, m stagingMode) {
-		for _, c := range retentionCleanupCases {
-			t.Run(c.name, func(t *testing.T) {
-				ctx := context.Background()
-				db, sub, q, clock := retentionQueue(t, m, "retention-cleanup-gone")
-
-				id := fdbqueue.OpIDAt(clock.Now())
-				clear := func() {
-					require.NotEmpty(t, recordKeys(t, db, q, id), "the take applied: its record is there")
-					require.NoError(t, db.Transact(ctx, func(tr kv.Transaction) error {
-						tr.ClearRange(fdbqueue.JournalRecordRange(q, id))
-						return nil
-					}))
-				}
-				err := takeLandsThenExpires(t, c, db, q, clock, cleanupRetention, clear, fdbqueue.WithOpID(id))
-				require.ErrorIs(t, err, fdbqueue.ErrOperationExpired)
-				if c.cancel {
-					require.ErrorIs(t, err, context.Canceled)
-				}
-				require.True(t, kv.MaybeCommitted(err), "a take whose record may have expired may have applied: %v", err)
-				require.Empty(t, itemKeys(t, db, sub), "the take applied and its record is gone: the item is not back")
-				require.Empty(t, stagingKeys(t, db, sub), "the cleanup withdrew all the same")
-				requireNoWatches(t, db)
-			})
+	forRetentionCleanup(t, "retention-cleanup-gone", func(t *testing.T, x *stagedTarget, c retentionCleanupCase, before [][]byte) {
+		ctx := context.Background()
+		id := fdbqueue.OpIDAt(x.clock.Now())
+		clear := func() {
+			require.NotEmpty(t, rangeKeys(t, x.db, x.recordRange(id)), "the take applied: its record is there")
+			require.NoError(t, x.db.Transact(ctx, func(tr kv.Transaction) error {
+				tr.ClearRange(x.recordRange(id))
+				return nil
+			}))
 		}
+		err := takeLandsThenExpires(t, c, x, clear, fdbqueue.WithOpID(id))
+		require.ErrorIs(t, err, fdbqueue.ErrOperationExpired)
+		if c.cancel {
+			require.ErrorIs(t, err, context.Canceled)
+		}
+		require.True(t, kv.MaybeCommitted(err), "a take whose record may have expired may have applied: %v", err)
+		require.Len(t, itemKeys(t, x.db, x.sub), len(before)-1, "the take applied and its record is gone: the item is not back")
+		require.Empty(t, stagingKeys(t, x.db, x.sub), "the cleanup withdrew all the same")
+		requireNoWatches(t, x.db)
+		x.requireDrained(t, x.queued()[1:])
 	})
 }
