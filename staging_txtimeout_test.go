@@ -229,10 +229,13 @@ func TestStagedStepBacksOffAfterCommitTimeouts(t *testing.T) {
 // after MaxTimedOutSteps of them in a row, as a plain operation gives up
 // at its first, instead of retrying without end. Its cleanup (with its own
 // timeout) settles what the timed-out steps did, so the error is
-// transaction_timed_out and not maybe committed, and the item is in the
-// queue: whether the timed-out commits did not apply, or all applied (the
-// registration, then the take at its place, whose record the cleanup finds
-// and whose item it puts back).
+// transaction_timed_out and not maybe committed, and every item is in the
+// queue once: whether the timed-out commits did not apply, or all applied
+// (the registration, then the take at its place, whose record the cleanup
+// finds and whose item it puts back: a PriorityQueue's at its key, so with
+// its priority, and PopMin or PopMax pops it first again). So for a Queue
+// in either serving mode (by place, the withdrawn request's item goes to
+// the tail) and for a PriorityQueue's PopMin and PopMax.
 func TestStagedCallGivesUpAfterStepsTimeOut(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -240,58 +243,58 @@ func TestStagedCallGivesUpAfterStepsTimeOut(t *testing.T) {
 		// point and the number of takes before it.
 		applied func(point string, takes int) bool
 		last    string // the last step
+		// moved: by place, the cleanup moved the first item to the tail
+		// (it left the request's place, and put back the item a take
+		// applied took).
+		moved bool
 	}{
-		{"none applied", func(string, int) bool { return false }, "commit wait"},
-		{"the registration applied", func(p string, _ int) bool { return p == "commit register" }, "commit take"},
+		{"none applied", func(string, int) bool { return false }, "commit wait", false},
+		{"the registration applied", func(p string, _ int) bool { return p == "commit register" }, "commit take", true},
 		{"the registration and the last take applied", func(p string, takes int) bool {
 			// After the registration, the call's steps are takes at its
 			// place (the step that resolved the registration commits
 			// nothing): the last of MaxTimedOutSteps in a row.
 			return p == "commit register" || (p == "commit take" && takes == fdbqueue.MaxTimedOutSteps-1)
-		}, "commit take (applied)"},
+		}, "commit take (applied)", true},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			ctx := context.Background()
-			m := stagingModes[1] // by place
-			cfg := fdbqueue.StagingConfig{ClaimTimeout: time.Hour}
-			db, sub, qB := stagedQueue(t, "timeoutgiveup", m.opts(cfg)...)
-			q := stgQueue(t, sub, m.opts(cfg)...)
-			require.NoError(t, q.Enqueue(ctx, db, []byte("x")))
+		for _, mk := range stagedTargetsWith(t, "timeoutgiveup", fdbqueue.StagingConfig{ClaimTimeout: time.Hour}, false) {
+			x := mk(t)
+			t.Run(x.name+"/"+tc.name, func(t *testing.T) {
+				x.enqueue(t, "a", "b", "c")
+				before := itemKeys(t, x.db, x.sub)
 
-			var mu sync.Mutex
-			var points []string
-			takes := 0
-			fdbqueue.SetStagingHook(qB, func(p string) {
+				var mu sync.Mutex
+				var points []string
+				takes := 0
+				x.setHook(0, func(p string) {
+					mu.Lock()
+					defer mu.Unlock()
+					if strings.HasPrefix(p, "commit ") {
+						applied := tc.applied(p, takes)
+						if p == "commit take" {
+							takes++
+						}
+						if applied {
+							p += " (applied)"
+						}
+						points = append(points, p)
+						x.db.FailNextCommit(kv.CommitInterrupted(kv.ErrTransactionTimedOut), applied)
+					}
+				})
+				// The bound fails the test (with the context's error) if
+				// the call retries without end.
+				callCtx, cancel := context.WithTimeout(context.Background(), time.Minute)
+				defer cancel()
+				_, err := x.take(callCtx, 0, false)
 				mu.Lock()
-				defer mu.Unlock()
-				if strings.HasPrefix(p, "commit ") {
-					applied := tc.applied(p, takes)
-					if p == "commit take" {
-						takes++
-					}
-					if applied {
-						p += " (applied)"
-					}
-					points = append(points, p)
-					db.FailNextCommit(kv.CommitInterrupted(kv.ErrTransactionTimedOut), applied)
-				}
-			})
-			// The bound fails the test (with the context's error) if the
-			// call retries without end.
-			callCtx, cancel := context.WithTimeout(ctx, time.Minute)
-			defer cancel()
-			_, err := qB.Dequeue(callCtx, db)
-			mu.Lock()
-			t.Logf("steps: %q", points)
-			require.Equal(t, tc.last, points[len(points)-1])
-			mu.Unlock()
-			require.ErrorIs(t, err, kv.ErrTransactionTimedOut)
-			require.False(t, kv.MaybeCommitted(err), "the cleanup settled the steps: %v", err)
+				t.Logf("steps: %q", points)
+				require.Equal(t, tc.last, points[len(points)-1])
+				mu.Unlock()
+				require.ErrorIs(t, err, kv.ErrTransactionTimedOut)
+				require.False(t, kv.MaybeCommitted(err), "the cleanup settled the steps: %v", err)
 
-			v, err := q.Dequeue(ctx, db)
-			require.NoError(t, err, "the item is in the queue")
-			require.Equal(t, "x", string(v))
-			requireClean(t, db, sub)
-		})
+				x.requireBack(t, before, tc.moved)
+			})
+		}
 	}
 }
