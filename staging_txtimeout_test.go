@@ -186,40 +186,41 @@ func TestStagedWaitOutlivesATransactionTimeout(t *testing.T) {
 // fdb_error_predicate in bindings/c/fdb_c.cpp) is retried after a backoff
 // from the second failure in a row on, as OnError backs off the errors it
 // retries: commits that keep outlasting a transaction timeout mean a
-// loaded cluster, which retries at once would load more. Here B's first
-// four commits (its plain attempt, its registration, the step that
-// resolves the registration, and its registration again) fail so; the
-// fifth takes x.
+// loaded cluster, which retries at once would load more. Here the call's
+// first four commits (its plain attempt, its registration and the steps
+// after it) fail so, and a later one takes x: on a Queue in either
+// serving mode and on a PriorityQueue's PopMin and PopMax.
 func TestStagedStepBacksOffAfterCommitTimeouts(t *testing.T) {
-	ctx := context.Background()
-	m := stagingModes[1] // by place
-	cfg := fdbqueue.StagingConfig{ClaimTimeout: time.Hour}
-	db, sub, qB := stagedQueue(t, "timeoutbackoff", m.opts(cfg)...)
-	q := stgQueue(t, sub, m.opts(cfg)...)
-	require.NoError(t, q.Enqueue(ctx, db, []byte("x")))
-
-	var mu sync.Mutex
-	var points []string
-	failsLeft := 4
-	fdbqueue.SetStagingHook(qB, func(p string) {
-		mu.Lock()
-		defer mu.Unlock()
-		if strings.HasPrefix(p, "commit ") && failsLeft > 0 {
-			failsLeft--
-			db.FailNextCommit(kv.CommitInterrupted(kv.ErrTransactionTimedOut), false)
-		}
-		if p == "failed" || p == "backoff" {
-			points = append(points, p)
-		}
-	})
-	v, err := qB.Dequeue(ctx, db)
-	require.NoError(t, err)
-	require.Equal(t, "x", string(v))
-	mu.Lock()
-	defer mu.Unlock()
-	require.Equal(t, []string{"failed", "failed", "backoff", "failed", "backoff", "failed", "backoff"}, points,
-		"the first failure is retried at once, the next ones after a backoff")
-	requireClean(t, db, sub)
+	for _, mk := range stagedTargetsWith(t, "timeoutbackoff", fdbqueue.StagingConfig{ClaimTimeout: time.Hour}, false) {
+		x := mk(t)
+		t.Run(x.name, func(t *testing.T) {
+			x.enqueue(t, "x")
+			var mu sync.Mutex
+			var points, commits []string
+			failsLeft := 4
+			x.setHook(0, func(p string) {
+				mu.Lock()
+				defer mu.Unlock()
+				if strings.HasPrefix(p, "commit ") && failsLeft > 0 {
+					failsLeft--
+					commits = append(commits, p)
+					x.db.FailNextCommit(kv.CommitInterrupted(kv.ErrTransactionTimedOut), false)
+				}
+				if p == "failed" || p == "backoff" {
+					points = append(points, p)
+				}
+			})
+			v, err := x.take(context.Background(), 0, false)
+			require.NoError(t, err)
+			require.Equal(t, "x", v)
+			mu.Lock()
+			defer mu.Unlock()
+			t.Logf("failed commits: %q", commits)
+			require.Equal(t, []string{"failed", "failed", "backoff", "failed", "backoff", "failed", "backoff"}, points,
+				"the first failure is retried at once, the next ones after a backoff")
+			x.requireDrained(t, nil)
+		})
+	}
 }
 
 // A staged call whose steps keep timing out in flight (a database's
