@@ -590,19 +590,6 @@ func (w *waiter[T]) took(tr kv.Transaction, p kv.KeyValue, rec []byte) {
 	w.taken = append(w.taken, takeAttempt{item: kv.KeyValue{Key: bytes.Clone(p.Key), Value: bytes.Clone(p.Value)}, rec: rec})
 }
 
-// landed returns the take attempt whose journal record is rec, or nil.
-// Takes of items with equal values write equal records: the newest such
-// take is returned (by place an item goes back to the tail, whatever its
-// key).
-func (w *waiter[T]) landed(rec []byte) *takeAttempt {
-	for i := len(w.taken) - 1; i >= 0; i-- {
-		if bytes.Equal(w.taken[i].rec, rec) {
-			return &w.taken[i]
-		}
-	}
-	return nil
-}
-
 // sleep blocks until a watch fires, the request is due for renewal, or ctx
 // ends (then it returns ctx's error).
 func (w *waiter[T]) sleep(ctx context.Context) error {

@@ -127,7 +127,10 @@ func (s *stageSide[T]) drop(tr kv.Transaction, key []byte) error {
 // item goes back. If it finds no record past the retention while takes
 // were in doubt, an expiry may have cleared the record of one that
 // applied: the error then wraps ErrOperationExpired too, and
-// kv.MaybeCommitted reports true for it.
+// kv.MaybeCommitted reports true for it. In batch mode, if the record
+// found is that of several takes of equal items and the cleanup cannot
+// tell which one applied (landedTake), it leaves the item in the record,
+// and kv.MaybeCommitted reports true for the error too.
 func (w *waiter[T]) abandon(ctx context.Context, cause error) error {
 	w.cancelWatches()
 	final := cause
@@ -147,7 +150,7 @@ func (w *waiter[T]) abandon(ctx context.Context, cause error) error {
 	}
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
 	defer cancel()
-	undecided, err := w.withdrawOnce(cctx, timeout)
+	undecided, ambiguous, err := w.withdrawOnce(cctx, timeout)
 	if err != nil {
 		e := fmt.Errorf("%w (withdrawing the staged request failed, the claim timeout will return its item, or settle the operation under its ID if its take applied: %w; last error: %v)", final, err, cause)
 		if len(w.taken) > 0 || w.resKey != nil {
@@ -159,6 +162,12 @@ func (w *waiter[T]) abandon(ctx context.Context, cause error) error {
 			return kv.CommitInterrupted(e)
 		}
 		return e
+	}
+	if ambiguous {
+		// The cleanup committed, but left the item of the take that
+		// applied in its journal record (see landedTake): a call under
+		// the operation's ID returns it.
+		return kv.CommitInterrupted(fmt.Errorf("%w (the cleanup found the record of one of several takes of equal items and cannot tell which item it took: the item stays in the journal record; settle the operation under its ID)", final))
 	}
 	if undecided {
 		// The cleanup committed (the request withdrawn, the result key
@@ -175,11 +184,13 @@ func (w *waiter[T]) abandon(ctx context.Context, cause error) error {
 // withdrawOnce runs abandon's cleanup in one transaction (retried by the
 // backend's retry loop), whose timeout is the cleanup's. undecided reports
 // that the attempt that committed found no record of the takes in doubt
-// while the operation was past its journal retention (see abandon).
-func (w *waiter[T]) withdrawOnce(cctx context.Context, timeout time.Duration) (undecided bool, err error) {
+// while the operation was past its journal retention (see abandon);
+// ambiguous, that it found the record of a take it could not tell from
+// others (landedTake), and left it.
+func (w *waiter[T]) withdrawOnce(cctx context.Context, timeout time.Duration) (undecided, ambiguous bool, err error) {
 	s := w.s
 	err = w.db.Transact(cctx, func(tr kv.Transaction) error {
-		undecided = false // of this attempt only
+		undecided, ambiguous = false, false // of this attempt only
 		// CleanupTimeout bounds the cleanup, not a database's default
 		// transaction timeout (FoundationDB's transaction_timeout), which
 		// would end it at its first slow attempt (1031 is retried by no
@@ -249,7 +260,11 @@ func (w *waiter[T]) withdrawOnce(cctx context.Context, timeout time.Duration) (u
 			// The record of whichever take applied: not always the
 			// newest (a take that timed out, the call having gone on and
 			// taken another item, can land before this read).
-			if t := w.landed(prev[0]); t != nil {
+			t, amb, err := w.landedTake(tr, prev[0])
+			if err != nil {
+				return err
+			}
+			if ambiguous = amb; t != nil {
 				if back, err = s.putBack(tr, t.item.Key, t.item.Value); err != nil {
 					return err
 				}
@@ -300,7 +315,57 @@ func (w *waiter[T]) withdrawOnce(cctx context.Context, timeout time.Duration) (u
 		}
 		return nil
 	})
-	return undecided && err == nil, err
+	return undecided && err == nil, ambiguous && err == nil, err
+}
+
+// landedTake returns the take attempt whose journal record is rec, whose
+// item the cleanup puts back, or nil. A record holds what the take
+// returns (a Queue's stored value; a PriorityQueue's priority and stored
+// value), not the item's key, so takes of equal items write equal records.
+// By place that does not matter: an item goes back to the tail, whatever
+// its key. In batch mode it goes back to its original key, which must be
+// the key of the take that applied: the other takes did not apply, and
+// their items may still be at their keys, where writing the item again
+// would write nothing, and the item that applied would be lost. With the
+// journal at most one take applies, and it cleared its item's key, which
+// nobody writes again (keys end in a random suffix; only the holder of
+// the item, this call, puts it back there): among several takes with
+// that record, the cleanup reads their keys (normal reads: a write to one
+// before its commit makes it retry), and the one whose key is empty
+// applied. If several are empty (another consumer took, or the take that
+// applied handed out, the item of one that did not), or none, ambiguous
+// is set: the record is left for a call under the operation's ID to
+// return the item.
+func (w *waiter[T]) landedTake(tr kv.Transaction, rec []byte) (t *takeAttempt, ambiguous bool, err error) {
+	var match []*takeAttempt
+	for i := len(w.taken) - 1; i >= 0; i-- { // newest first
+		if bytes.Equal(w.taken[i].rec, rec) {
+			match = append(match, &w.taken[i])
+		}
+	}
+	if len(match) == 0 {
+		return nil, false, nil
+	}
+	if len(match) == 1 || w.s.stable {
+		return match[0], false, nil
+	}
+	reads := make([]kv.FutureValue, len(match))
+	for i, m := range match {
+		reads[i] = tr.Get(m.item.Key)
+	}
+	for i, f := range reads {
+		v, err := f.Get()
+		if err != nil {
+			return nil, false, err
+		}
+		if v == nil {
+			if t != nil {
+				return nil, true, nil
+			}
+			t = match[i]
+		}
+	}
+	return t, t == nil, nil
 }
 
 // recover drops the side's expired requests and returns the items of its
