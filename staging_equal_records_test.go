@@ -162,7 +162,7 @@ func TestStagedCleanupEqualRecordsInBatches(t *testing.T) {
 				require.True(t, kv.MaybeCommitted(r.err), "W: %v", r.err)
 				var ure *fdbqueue.UnknownResultError
 				require.ErrorAs(t, r.err, &ure)
-				it, err := other.PopMax(ctx, db, fdbqueue.WithOpID(ure.ID))
+				it, err := pq.PopMax(ctx, db, fdbqueue.WithOpID(ure.ID))
 				require.NoError(t, err, "the record of take 1 is there")
 				require.Equal(t, v, string(it.Value))
 				got++
