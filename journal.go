@@ -282,12 +282,20 @@ func applyOpOptions(opts []OpOption) opConfig {
 // begin starts an operation: it picks its ID and, when the operation runs
 // its own transactions, takes over clearing a few completed records.
 func (j *journal) begin(t kv.Transactor, opts []OpOption) *op {
+	return j.beginMarked(t, "", opts)
+}
+
+// beginMarked is begin for an operation that the journal names mark (see
+// op.mark; "": its kind). The mark is set before beginInto, whose check
+// of the kind an ID was logged for (checkLoggedKind) compares the kinds
+// the journal names: a staged PopMax's, not the metrics' "pop".
+func (j *journal) beginMarked(t kv.Transactor, mark string, opts []OpOption) *op {
 	var kind string
 	if ob, ok := t.(observed); ok {
 		kind = ob.opKind()
 	}
 	_, owned := t.(kv.Database)
-	o := &op{}
+	o := &op{mark: mark}
 	j.beginInto(o, kind, owned, false, opts)
 	return o
 }

@@ -353,15 +353,7 @@ func (w *waiter[T]) refreshOp() {
 // begin starts a staged take's operation in the journal, under the side's
 // journal kind (a PopMin's or a PopMax's).
 func (s *stageSide[T]) begin(db kv.Database, opts []OpOption) *op {
-	var kind string
-	if ob, ok := db.(observed); ok {
-		kind = ob.opKind()
-	}
-	// The mark is set before beginInto, whose check of the kind a logged
-	// ID was logged for (checkLoggedKind) compares journal kinds: a
-	// PopMax's, not the metrics' "pop".
-	o := &op{mark: s.mark}
-	s.journal.beginInto(o, kind, true, false, opts)
+	o := s.journal.beginMarked(db, s.mark, opts)
 	s.journal.refuseLogged(o)
 	return o
 }
