@@ -607,7 +607,9 @@ func (q *Queue) checkItemKey(key []byte) error {
 // (the call then fails with ErrOperationExpired or ctx's error); past the
 // retention with no record found while a take was in doubt (an expiry may
 // have cleared it), the error also wraps ErrOperationExpired and
-// kv.MaybeCommitted is true.
+// kv.MaybeCommitted is true. In batches, a record equal to those of
+// several takes in doubt (items with equal values) whose keys the cleanup
+// cannot tell apart stays in the journal, and kv.MaybeCommitted is true.
 func (q *Queue) Dequeue(ctx context.Context, t kv.Transactor, opts ...OpOption) ([]byte, error) {
 	if err := q.usable(); err != nil {
 		return nil, err

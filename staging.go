@@ -359,7 +359,9 @@ func (q *Queue) StagingStats() StagingStats {
 // call to its ID until a step settles it: if the call then gives up past
 // the retention, its cleanup still returns the item of a take it finds
 // recorded; if it finds no record (an expiry may have cleared it), the
-// error wraps ErrOperationExpired and kv.MaybeCommitted is true.
+// error wraps ErrOperationExpired and kv.MaybeCommitted is true. So is it
+// when, in batches, the cleanup cannot tell which of several takes of
+// equal items applied (see Queue.Dequeue): the item stays in the record.
 //
 // Cost while it waits on an empty queue: after the registration (see
 // StagingConfig), a read-only step that arms the two watches (one round
