@@ -23,15 +23,15 @@ import (
 // fdbclient/ReadYourWrites.actor.cpp). OnError keeps it and its clock
 // (resetRyow re-applies the options, creationTime untouched). If
 // afterNextCreate gave it a function, the next transaction it creates runs
-// it once created (a test makes time pass there).
+// it on that transaction once created (a test makes time pass there).
 type defaultTimeoutDB struct {
 	kv.Database
 	timeout time.Duration
 	mu      sync.Mutex
-	next    func()
+	next    func(kv.Transaction)
 }
 
-func (d *defaultTimeoutDB) afterNextCreate(f func()) {
+func (d *defaultTimeoutDB) afterNextCreate(f func(kv.Transaction)) {
 	d.mu.Lock()
 	d.next = f
 	d.mu.Unlock()
@@ -49,7 +49,7 @@ func (d *defaultTimeoutDB) CreateTransaction(ctx context.Context) (kv.Transactio
 	d.next = nil
 	d.mu.Unlock()
 	if next != nil {
-		next()
+		next(t)
 	}
 	return t, nil
 }
@@ -109,38 +109,66 @@ func onceAt(point string) (hook func(string), reached <-chan struct{}) {
 // having taken nothing and left nothing in the line. (It used to give up:
 // the request stayed in the line until its claim expired, and the call's
 // error said the withdrawal failed.)
+//
+// The default can also fire first: FDB's timebomb, started at the
+// creation, fails the transaction (transaction_timed_out, sticky until a
+// reset) when its time is up, and a timeout set later re-arms the bomb
+// but does not undo that (timebomb and resetTimeout in
+// fdbclient/ReadYourWrites.cpp); a client thread that reaches the option
+// later than the default's time, on a loaded machine, loses that race.
+// Such a transaction committed nothing, and the cleanup runs again in a
+// new one. (It used to give up as above.)
 func TestStagedCleanupOutlivesATransactionTimeout(t *testing.T) {
-	forModes(t, func(t *testing.T, m stagingMode) {
-		clock := memdb.NewManualClock(time.Unix(1_700_000_000, 0))
-		db := stgDB(t, memdb.WithClock(clock))
-		sub := stgSubspace(t, "cleanup-timeout")
-		q := stgQueue(t, sub, m.opts(fdbqueue.StagingConfig{CleanupTimeout: time.Minute})...)
-		const timeout = time.Second
-		tdb := &defaultTimeoutDB{Database: db, timeout: timeout}
-		hook, armed := onceAt("armed")
-		fdbqueue.SetStagingHook(q, hook)
-		ctx, cancel := context.WithCancel(context.Background())
-		defer cancel()
-		errs := make(chan error, 1)
-		go func() {
-			_, err := q.DequeueWait(ctx, tdb)
-			errs <- err
-		}()
-		recvWithin(t, armed, "the waiter's request in the line, asleep on an empty queue")
-		created := make(chan struct{})
-		tdb.afterNextCreate(func() { // the cleanup's transaction
-			clock.Advance(2 * timeout)
-			close(created)
+	for _, tc := range []struct {
+		name string
+		// fired: the default timeout fails the cleanup's first transaction
+		// before the cleanup sets its own.
+		fired bool
+	}{
+		{"the cleanup's timeout replaces the default", false},
+		{"the default fired first", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			forModes(t, func(t *testing.T, m stagingMode) {
+				clock := memdb.NewManualClock(time.Unix(1_700_000_000, 0))
+				db := stgDB(t, memdb.WithClock(clock))
+				sub := stgSubspace(t, "cleanup-timeout")
+				q := stgQueue(t, sub, m.opts(fdbqueue.StagingConfig{CleanupTimeout: time.Minute})...)
+				const timeout = time.Second
+				tdb := &defaultTimeoutDB{Database: db, timeout: timeout}
+				hook, armed := onceAt("armed")
+				fdbqueue.SetStagingHook(q, hook)
+				ctx, cancel := context.WithCancel(context.Background())
+				defer cancel()
+				errs := make(chan error, 1)
+				go func() {
+					_, err := q.DequeueWait(ctx, tdb)
+					errs <- err
+				}()
+				recvWithin(t, armed, "the waiter's request in the line, asleep on an empty queue")
+				created := make(chan error, 1)
+				tdb.afterNextCreate(func(tr kv.Transaction) { // the cleanup's transaction
+					clock.Advance(2 * timeout)
+					var err error
+					if tc.fired {
+						_, err = tr.GetReadVersion().Get()
+					}
+					created <- err
+				})
+				cancel()
+				err := recvWithin(t, errs, "the call's return")
+				ferr := recvWithin(t, created, "the cleanup's transaction")
+				if tc.fired {
+					require.ErrorIs(t, ferr, kv.ErrTransactionTimedOut, "the default fired")
+				}
+				require.ErrorIs(t, err, context.Canceled)
+				require.NotContains(t, err.Error(), "withdrawing the staged request failed")
+				require.False(t, kv.MaybeCommitted(err), "the call took nothing and withdrew its request")
+				require.Empty(t, stagingKeys(t, db, sub), "the request left the line")
+				requireNoWatches(t, db)
+			})
 		})
-		cancel()
-		err := recvWithin(t, errs, "the call's return")
-		recvWithin(t, created, "the cleanup's transaction")
-		require.ErrorIs(t, err, context.Canceled)
-		require.NotContains(t, err.Error(), "withdrawing the staged request failed")
-		require.False(t, kv.MaybeCommitted(err), "the call took nothing and withdrew its request")
-		require.Empty(t, stagingKeys(t, db, sub), "the request left the line")
-		requireNoWatches(t, db)
-	})
+	}
 }
 
 // TestStagedWaitOutlivesATransactionTimeout: a staged DequeueWait sleeps
