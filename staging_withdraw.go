@@ -187,7 +187,27 @@ func (w *waiter[T]) abandon(ctx context.Context, cause error) error {
 // while the operation was past its journal retention (see abandon);
 // ambiguous, that it found the record of a take it could not tell from
 // others (landedTake), and left it.
+//
+// A database's default timeout can fail the transaction before its
+// attempt sets the cleanup's own: FoundationDB's timebomb, started at the
+// creation, fails it when the default's time is up, and a timeout set
+// later does not undo that (timebomb and resetTimeout,
+// fdbclient/ReadYourWrites.cpp), so a client slower than the default
+// loses the race. Such a failure, transaction_timed_out outside a commit
+// (not kv.MaybeCommitted), committed nothing: the cleanup runs again in a
+// new transaction, up to maxTimedOutSteps times, while cctx lasts.
 func (w *waiter[T]) withdrawOnce(cctx context.Context, timeout time.Duration) (undecided, ambiguous bool, err error) {
+	for tries := 1; ; tries++ {
+		undecided, ambiguous, err = w.withdrawAttempt(cctx, timeout)
+		if !errors.Is(err, kv.ErrTransactionTimedOut) || kv.MaybeCommitted(err) || cctx.Err() != nil || tries >= maxTimedOutSteps {
+			return undecided, ambiguous, err
+		}
+	}
+}
+
+// withdrawAttempt is withdrawOnce's cleanup in one transaction of the
+// database.
+func (w *waiter[T]) withdrawAttempt(cctx context.Context, timeout time.Duration) (undecided, ambiguous bool, err error) {
 	s := w.s
 	err = w.db.Transact(cctx, func(tr kv.Transaction) error {
 		undecided, ambiguous = false, false // of this attempt only
