@@ -56,8 +56,16 @@ var kindNames = [...]string{"Enqueue", "Dequeue", "DequeueBatch", "Push", "PopMi
 // BatchIDs returns the IDs of the items an operation adds: Item.ID for
 // Enqueue and Push; for EnqueueBatch and PushBatch, Item.ID with j << 32
 // added for its j-th item (the harness's IDs stay below 1 << 32 within a
-// structure, apart from their tag in the top byte).
+// structure, apart from their tag in the top byte). When Input.Items is
+// set (an operation that adds twins), their IDs.
 func BatchIDs(in Input) []uint64 {
+	if in.Items != nil && isEnqueue(in.Kind) {
+		ids := make([]uint64, len(in.Items))
+		for j, it := range in.Items {
+			ids[j] = it.ID
+		}
+		return ids
+	}
 	switch in.Kind {
 	case Enqueue, Push:
 		return []uint64{in.Item.ID}
@@ -75,8 +83,16 @@ func BatchIDs(in Input) []uint64 {
 // in batch order: Item.Priority plus an offset of 0, 1 or 2 (minus, where
 // adding would overflow) drawn for each item from a hash of Item.ID, so
 // that a batch mixes a few priorities and repeats some of them. For a
-// Push it is Item.Priority; for other kinds, nil.
+// Push it is Item.Priority; for other kinds, nil. When Input.Items is
+// set (an operation that adds twins), their priorities.
 func BatchPriorities(in Input) []int64 {
+	if in.Items != nil && (in.Kind == Push || in.Kind == PushBatch) {
+		ps := make([]int64, len(in.Items))
+		for j, it := range in.Items {
+			ps[j] = it.Priority
+		}
+		return ps
+	}
 	switch in.Kind {
 	case Push:
 		return []int64{in.Item.Priority}
@@ -95,12 +111,17 @@ func BatchPriorities(in Input) []int64 {
 	return nil
 }
 
-// batchItems returns the items a Push or PushBatch pushes, in batch order.
+// batchItems returns the items an operation adds, in batch order: with
+// their priorities for a Push or PushBatch, with none for an Enqueue or
+// EnqueueBatch.
 func batchItems(in Input) []Item {
 	ids, ps := BatchIDs(in), BatchPriorities(in)
 	items := make([]Item, len(ids))
 	for j := range items {
-		items[j] = Item{ID: ids[j], Priority: ps[j]}
+		items[j].ID = ids[j]
+		if ps != nil {
+			items[j].Priority = ps[j]
+		}
 	}
 	return items
 }
@@ -113,8 +134,12 @@ func (k Kind) String() string {
 	return fmt.Sprintf("Kind(%d)", k)
 }
 
-// Item is an item in a history: its identifier (the harness makes every
-// value unique) and, in a priority queue, its priority.
+// Item is an item in a history: its identifier, which names its value
+// (values.go: the value is the ID's 8 bytes and a filler the ID picks),
+// and, in a priority queue, its priority. Items of equal IDs have equal
+// values: the harness enqueues such twins on purpose (Config.TwinProb),
+// so an ID may be in a queue several times, and the checks count items by
+// ID as a multiset.
 type Item struct {
 	ID       uint64
 	Priority int64
@@ -127,6 +152,12 @@ type Input struct {
 	// PushBatch, the source of BatchIDs and BatchPriorities.
 	Item Item
 	N    int // DequeueBatch, EnqueueBatch, PushBatch: the batch size
+	// Items, when set, are the items an Enqueue, EnqueueBatch, Push or
+	// PushBatch adds, in batch order, in place of those Item and N make:
+	// the harness sets it on an operation of which some items are twins
+	// (Config.TwinProb), whose IDs (and priorities) repeat those of
+	// earlier items. Item is then the first of them and N their number.
+	Items []Item
 	// Wait marks a staged dequeue or pop (DequeueWait, PopMinWait,
 	// PopMaxWait): it has the same sequential specification as its plain
 	// form, except that it never returns empty.
@@ -314,6 +345,9 @@ func isZero(entry string) bool { return strings.Trim(entry, "\x00") == "" }
 //   - Hide takes the head aside, if there is one; its Unhide puts it back
 //     at the head, or with Tail at the tail.
 //   - Observe returns the whole content, which must be the state.
+//
+// The state is a sequence of IDs, which may repeat (twins: equal values),
+// so each item enqueued must come out once, whatever its value.
 func FIFOModel(initial []Item) porcupine.Model {
 	return porcupine.Model{
 		// Each check gets a log of its own (see fifoQ).
@@ -443,6 +477,9 @@ func fifoStep(st fstate, in Input, out Output) (bool, any) {
 //     last (from the largest end).
 //   - Observe returns the whole content in key order.
 //
+// Equal items (twins: same ID and priority) are indistinguishable, so the
+// order among them is not checked; each must still come out once.
+//
 // Pushes of one priority that run concurrently may share a count and are
 // then ordered by their random suffix; that is still this specification,
 // because concurrent operations may take effect in either order: the
@@ -541,6 +578,9 @@ func describeOperation(prio bool) func(input, output any) string {
 			arg = fmt.Sprintf("(%d)", in.N)
 		case EnqueueBatch:
 			arg = fmt.Sprintf("(%d x%d)", in.Item.ID, in.N)
+			if in.Items != nil {
+				arg = describeItems(in.Items, false)
+			}
 		case PushBatch:
 			arg = describeItems(batchItems(in), true)
 		case Hide, Unhide:

@@ -38,12 +38,17 @@ import (
 // no item went missing (every item of initial and of the other enqueues
 // came out of a known operation or is still there at the Observe, so no
 // open dequeue took one). It returns nil when it would leave out nothing.
+//
+// Items are counted by ID (twins share one): none is missing when, for
+// each ID, the items that came out or are still there are at least as
+// many as those of initial and of the other enqueues. An open enqueue is
+// left out only when no item of any of its IDs came out, its twins' either.
 func withoutOpenOps(history []porcupine.Operation, initial []Item) []porcupine.Operation {
-	seen := map[uint64]bool{}
+	seen := map[uint64]int{}
 	for _, o := range history {
 		if out := o.Output.(Output); !out.Unknown {
 			for _, it := range out.Items {
-				seen[it.ID] = true
+				seen[it.ID]++
 			}
 		}
 	}
@@ -56,23 +61,27 @@ func withoutOpenOps(history []porcupine.Operation, initial []Item) []porcupine.O
 			return false
 		}
 		for _, id := range BatchIDs(in) {
-			if seen[id] {
+			if seen[id] > 0 {
 				return false
 			}
 		}
 		return true
 	}
 	// Leave out the open dequeues too if no item is missing.
-	noneMissing := true
+	need := map[uint64]int{}
 	for _, it := range initial {
-		noneMissing = noneMissing && seen[it.ID]
+		need[it.ID]++
 	}
 	for _, o := range history {
 		if !isOpen(o) || !unseenEnqueue(o) {
 			for _, id := range BatchIDs(o.Input.(Input)) {
-				noneMissing = noneMissing && seen[id]
+				need[id]++
 			}
 		}
+	}
+	noneMissing := true
+	for id, n := range need {
+		noneMissing = noneMissing && seen[id] >= n
 	}
 	var reduced []porcupine.Operation
 	for i, o := range history {

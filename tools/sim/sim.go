@@ -26,6 +26,15 @@
 // accounted for: enqueued once, then returned once or still there, or
 // absent only where an unrecovered operation of unknown outcome explains it.
 //
+// Every value the harness makes starts with its item's unique ID
+// (values.go), unless Config.TwinProb makes some items twins of earlier
+// ones, with their exact value (and often priority), as callers enqueue
+// equal values: then takes of equal items write equal journal records.
+// The models keep sequences of items, which may repeat; the accounts
+// count items by ID as a multiset (an ID enqueued k times must come out
+// k times); and an enqueue of unknown outcome is not taken as done because
+// an item of its ID appeared, which may be a twin's.
+//
 // About half of the operations that will not be recovered, when they run
 // on the database itself, are called without WithOpID (Config.LayerIDProb):
 // the layer makes their ID and records them in a journal slot of the Queue
@@ -184,23 +193,34 @@ func (h *harness) layerClock() time.Time {
 func (h *harness) pause(began time.Time) { h.paused.Add(int64(time.Since(began))) }
 
 // target is one structure under test and what is known about its items.
+// Items are counted by ID as a multiset: twins (Config.TwinProb) share an
+// ID, and each item enqueued must come out once, so an ID enqueued k
+// times must come out k times.
 type target struct {
-	s        structure
-	staged   bool   // made WithStaging
-	state    []Item // as observed at the end of the previous round
-	enqueued map[uint64]enqState
+	s      structure
+	staged bool   // made WithStaging
+	state  []Item // as observed at the end of the previous round
+	// enqueued counts, per ID, the items enqueued for sure (known) and
+	// those of enqueues left open (maybe); returned, those that known
+	// takes returned.
+	enqueued map[uint64]enqCount
 	returned map[uint64]int
+	// attempted counts, per ID, the items of every enqueue the clients
+	// called, whatever its outcome, up to the round being settled: an ID
+	// counted more than once has twins, and the item of an enqueue of
+	// unknown outcome that appeared may be one of its twins'.
+	attempted map[uint64]int
+	// twinPool is what the clients of a round draw twins from, besides
+	// their own items of the round: the items of the previous round's
+	// enqueues (in ID order, so that a seed draws the same ones).
+	twinPool []twinSource
 	capacity int // items that unrecovered unknown dequeues may have taken
 	nextID   uint64
 }
 
-type enqState uint8
-
-const (
-	enqNone enqState = iota
-	enqKnown
-	enqMaybe
-)
+// enqCount is how many items of one ID were enqueued for sure (known) and
+// by enqueues left open, which may or may not have taken effect (maybe).
+type enqCount struct{ known, maybe int }
 
 func newHarness(seed int64, cfg Config) (*harness, error) {
 	if cfg.Rounds < 1 || cfg.Clients < 1 || cfg.OpsPerClient < 1 {
@@ -305,11 +325,12 @@ func newHarness(seed int64, cfg Config) (*harness, error) {
 
 func newTarget(s structure, tag uint64, staged bool) *target {
 	return &target{
-		s:        s,
-		staged:   staged,
-		enqueued: map[uint64]enqState{},
-		returned: map[uint64]int{},
-		nextID:   tag << 56,
+		s:         s,
+		staged:    staged,
+		enqueued:  map[uint64]enqCount{},
+		returned:  map[uint64]int{},
+		attempted: map[uint64]int{},
+		nextID:    tag << 56,
 	}
 }
 

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -30,6 +31,7 @@ func (h *harness) settle(ctx context.Context, round int, t *target, recs []*reco
 	// Recover in call order, so that a seed recovers the same operations
 	// as far as scheduling allows.
 	sort.Slice(recs, func(i, j int) bool { return recs[i].op.Call < recs[j].op.Call })
+	t.noteEnqueues(recs)
 	// An operation of unknown outcome whose commit may have been in
 	// flight when it returned may have taken effect after that: a commit
 	// interrupted in flight goes on (on FoundationDB, and in memdb with
@@ -177,11 +179,14 @@ func (h *harness) settle(ctx context.Context, round int, t *target, recs []*reco
 	// enqueued; memdb decides a commit before Commit returns, so an
 	// enqueue of unknown outcome whose item appeared took effect within
 	// its call. One whose item appeared nowhere did not take effect,
-	// unless an open dequeue may have taken it.
+	// unless an open dequeue may have taken it. An item with twins
+	// (t.attempted) that appeared tells nothing about one enqueue: it may
+	// be a twin's.
 	appeared := map[uint64]bool{}
 	for _, it := range observed {
 		appeared[it.ID] = true
 	}
+	res.TwinsTogether += len(observed) - len(appeared)
 	for _, r := range recs {
 		if !r.dropped && !r.unknown {
 			for _, it := range r.op.Output.(Output).Items {
@@ -199,30 +204,38 @@ func (h *harness) settle(ctx context.Context, round int, t *target, recs []*reco
 		switch in.Kind {
 		case Enqueue, EnqueueBatch, Push, PushBatch:
 			ids := BatchIDs(in)
-			mark := func(state enqState) {
+			mark := func(maybe bool) {
 				for _, x := range ids {
-					t.enqueued[x] = state
+					c := t.enqueued[x]
+					if maybe {
+						c.maybe++
+					} else {
+						c.known++
+					}
+					t.enqueued[x] = c
 				}
 			}
 			switch {
 			case !r.unknown:
-				mark(enqKnown)
-			case slices.ContainsFunc(ids, func(x uint64) bool { return appeared[x] }):
+				mark(false)
+			case slices.ContainsFunc(ids, func(x uint64) bool { return appeared[x] && t.attempted[x] == 1 }):
 				// A batch is all or none: one of its items seen is
-				// all of them enqueued.
+				// all of them enqueued (an item no other enqueue
+				// has: not one with twins).
 				r.op.Output = Output{}
-				mark(enqKnown)
-			case open == 0:
+				mark(false)
+			case open == 0 && !slices.ContainsFunc(ids, func(x uint64) bool { return appeared[x] }):
 				continue // it did not take effect
 			case h.cfg.WithoutIdempotency || open < h.cfg.MaxOpen || r.layerID:
 				r.op.Output = Output{Unknown: true}
 				r.op.Return = math.MaxInt64
-				mark(enqMaybe)
+				mark(true)
 				res.Unknown++
 				open++
 			default:
 				// Settled from the journal: if it took effect, an open
-				// dequeue took its item.
+				// dequeue took its item, or its item is one of those of
+				// its IDs that appeared (it has twins).
 				applied, err := journaled(ctx, h.db, t.s.prefix(), r.id)
 				if err != nil {
 					res.Unexpected++
@@ -232,7 +245,7 @@ func (h *harness) settle(ctx context.Context, round int, t *target, recs []*reco
 					continue
 				}
 				r.op.Output = Output{}
-				mark(enqKnown)
+				mark(false)
 			}
 		default:
 			if r.unknown {
@@ -241,6 +254,9 @@ func (h *harness) settle(ctx context.Context, round int, t *target, recs []*reco
 			} else {
 				for _, it := range r.op.Output.(Output).Items {
 					t.returned[it.ID]++
+					if t.attempted[it.ID] > 1 {
+						res.TwinsTaken++
+					}
 				}
 			}
 		}
@@ -302,6 +318,7 @@ func (h *harness) settle(ctx context.Context, round int, t *target, recs []*reco
 				held = []string{fmt.Sprintf("reading the meta subspace failed: %v", rerr)}
 			}
 			res.Failure.residue = held
+			res.Failure.twins = t.twinsIn(history)
 		}
 	case porcupine.Unknown:
 		res.Inconclusive++
@@ -358,7 +375,10 @@ type counts struct {
 
 // account checks that every item is accounted for: returned or left once,
 // never when it was not enqueued, and missing only as far as unrecovered
-// unknown dequeues explain.
+// unknown dequeues explain. Items are counted by ID as a multiset (twins
+// share an ID): an ID enqueued k times for sure, and m times more by
+// enqueues left open, must come out between k and k+m times; fewer are
+// missing, more are duplicated.
 func (t *target) account(left []Item) counts {
 	seen := map[uint64]int{}
 	for id, n := range t.returned {
@@ -370,18 +390,20 @@ func (t *target) account(left []Item) counts {
 	var c counts
 	missing := 0
 	for id, n := range seen {
-		if n > 1 {
+		e := t.enqueued[id]
+		switch most := e.known + e.maybe; {
+		case n > 0 && most == 0:
+			c.phantom++
 			c.duplicated += n - 1
 			c.example = id
-		}
-		if n > 0 && t.enqueued[id] == enqNone {
-			c.phantom++
+		case n > most:
+			c.duplicated += n - most
 			c.example = id
 		}
 	}
-	for id, st := range t.enqueued {
-		if st == enqKnown && seen[id] == 0 {
-			missing++
+	for id, e := range t.enqueued {
+		if n := seen[id]; e.known > n {
+			missing += e.known - n
 			if missing > t.capacity {
 				c.example = id
 			}
@@ -389,6 +411,61 @@ func (t *target) account(left []Item) counts {
 	}
 	c.lost = max(0, missing-t.capacity)
 	return c
+}
+
+// twinsIn returns, in order, the IDs of the items of history (and of the
+// state it starts from) that have twins: whose value was enqueued more
+// than once.
+func (t *target) twinsIn(history []porcupine.Operation) []uint64 {
+	var ids []uint64
+	note := func(id uint64) {
+		if t.attempted[id] > 1 {
+			ids = append(ids, id)
+		}
+	}
+	for _, it := range t.state {
+		note(it.ID)
+	}
+	for _, o := range history {
+		for _, id := range BatchIDs(o.Input.(Input)) {
+			note(id)
+		}
+		for _, it := range o.Output.(Output).Items {
+			note(it.ID)
+		}
+	}
+	slices.Sort(ids)
+	return slices.Compact(ids)
+}
+
+// noteEnqueues counts the items of the round's enqueues in t.attempted,
+// and makes them the twin pool of the next round.
+func (t *target) noteEnqueues(recs []*record) {
+	var pool []twinSource
+	for _, r := range recs {
+		in := r.op.Input.(Input)
+		if !isEnqueue(in.Kind) {
+			continue
+		}
+		for _, it := range batchItems(in) {
+			t.attempted[it.ID]++
+			pool = append(pool, twinSource{item: it, single: in.Kind == Push})
+		}
+	}
+	slices.SortFunc(pool, func(a, b twinSource) int {
+		return cmp.Or(cmp.Compare(a.item.ID, b.item.ID), cmp.Compare(a.item.Priority, b.item.Priority), compareBool(a.single, b.single))
+	})
+	t.twinPool = pool
+}
+
+func compareBool(a, b bool) int {
+	switch {
+	case a == b:
+		return 0
+	case a:
+		return 1
+	}
+	return -1
 }
 
 func sameItems(a, b []Item) bool {

@@ -162,6 +162,25 @@ type Config struct {
 	// an item.
 	TrustErrors bool
 
+	// TwinProb is the probability that an item of an Enqueue,
+	// EnqueueBatch, Push or PushBatch is a twin: it carries the exact
+	// value (ID and filler, values.go) of an earlier item of the same
+	// structure, as callers enqueue equal values (a "refresh the cache"
+	// message, say). That earlier item is often the client's last one, or
+	// one of the same batch, so that equal items sit side by side. In a
+	// PriorityQueue a twin has its earlier item's priority too when that
+	// does not make items of one priority interleave in ways the model
+	// rejects (harmless ones excepted: equal items are indistinguishable):
+	// a Push's twin of an item a Push pushed; a PushBatch's twin of an
+	// item of the same batch, or, in staged seeds without StagingReorder
+	// (whose pushes have priorities of their own), of an item a Push
+	// pushed. Journal records hold values (and priorities), not keys, so
+	// twins write equal records. The checks count items by ID as a
+	// multiset: each value enqueued k times must come out k times. Twins
+	// are drawn from a source of their own, so that a seed's operations
+	// are the same with or without them; 0 makes every value unique.
+	TwinProb float64
+
 	// CheckTimeout bounds each linearizability check; a check that times
 	// out is counted as inconclusive.
 	CheckTimeout time.Duration

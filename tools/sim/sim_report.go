@@ -73,6 +73,16 @@ type Result struct {
 	PushBatches       int
 	PushBatchesFailed int
 
+	// TwinItems counts the items enqueued as twins of earlier ones
+	// (Config.TwinProb): with the value of an earlier item of the same
+	// structure. TwinsTaken counts the items known takes returned whose ID
+	// had been enqueued more than once by then (their value had twins);
+	// TwinsTogether, the items the observations found beside an equal one
+	// (for each ID, its items there but one).
+	TwinItems     int
+	TwinsTaken    int
+	TwinsTogether int
+
 	StagedSeeds       int // seeds whose structures ran WithStaging
 	ShortRetention    int // seeds whose structures had Config.ShortRetention
 	VersionstampSeeds int // seeds whose Queue ran WithVersionstampOrder
@@ -118,6 +128,9 @@ func (r *Result) Add(o Result) {
 	r.SlotReplays += o.SlotReplays
 	r.PushBatches += o.PushBatches
 	r.PushBatchesFailed += o.PushBatchesFailed
+	r.TwinItems += o.TwinItems
+	r.TwinsTaken += o.TwinsTaken
+	r.TwinsTogether += o.TwinsTogether
 	r.StagedSeeds += o.StagedSeeds
 	r.ShortRetention += o.ShortRetention
 	r.VersionstampSeeds += o.VersionstampSeeds
@@ -166,13 +179,18 @@ type Failure struct {
 	// residue lists the structure's meta keys whose values hold items, as
 	// the check found them (residue.go).
 	residue []string
+	// twins lists the IDs of the history's items whose value was enqueued
+	// more than once (Config.TwinProb): equal items, which the history
+	// shows under one ID.
+	twins []uint64
 }
 
 // WriteHistory writes the failing history as text, in call order, then
 // the longest prefix of it that the checker could linearize, with the
 // model's state after each operation: the next operation of the history
 // is where it got stuck; then, for a queue's history, each call that
-// failed, with its error.
+// failed, with its error, the IDs of items with twins (equal values), and
+// the items and staging keys held outside the queue.
 func (f *Failure) WriteHistory(w io.Writer) error {
 	if !f.HasVisualization() {
 		return errors.New("sim: no history to write")
@@ -209,6 +227,9 @@ func (f *Failure) WriteHistory(w io.Writer) error {
 		for _, c := range f.failedCalls {
 			fmt.Fprintf(bw, "  %s\n", c)
 		}
+	}
+	if len(f.twins) > 0 {
+		fmt.Fprintf(bw, "items with twins (their value enqueued more than once, shown under one ID): %v\n", f.twins)
 	}
 	if len(f.residue) > 0 {
 		fmt.Fprintf(bw, "items and staging keys outside the queue (%d keys):\n", len(f.residue))

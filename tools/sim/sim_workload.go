@@ -71,10 +71,11 @@ func (h *harness) round(ctx context.Context, round int, res *Result) {
 			rng := rand.New(rand.NewPCG(uint64(h.seed), uint64(round)<<32|uint64(ti)<<16|uint64(c)))
 			firstID := t.nextID
 			t.nextID += uint64(h.cfg.OpsPerClient)
+			tw := h.newTwinner(t, round, ti, c)
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				recs := h.client(ctx, round, t, c, rng, firstID, res, &mu)
+				recs := h.client(ctx, round, t, c, rng, tw, firstID, res, &mu)
 				mu.Lock()
 				histories[ti] = append(histories[ti], recs...)
 				mu.Unlock()
@@ -98,8 +99,16 @@ func (h *harness) round(ctx context.Context, round int, res *Result) {
 	}
 }
 
-// client runs one client's operations and returns their records.
-func (h *harness) client(ctx context.Context, round int, t *target, c int, rng *rand.Rand, nextID uint64, res *Result, mu *sync.Mutex) []*record {
+// client runs one client's operations and returns their records; tw, if
+// not nil, makes some of its items twins.
+func (h *harness) client(ctx context.Context, round int, t *target, c int, rng *rand.Rand, tw *twinner, nextID uint64, res *Result, mu *sync.Mutex) []*record {
+	if tw != nil {
+		defer func() {
+			mu.Lock()
+			res.TwinItems += tw.made
+			mu.Unlock()
+		}()
+	}
 	cid := c * 1000 // bumped when an operation stays open, see below
 	abandonAt := -1
 	if rng.Float64() < h.cfg.AbandonProb {
@@ -108,6 +117,9 @@ func (h *harness) client(ctx context.Context, round int, t *target, c int, rng *
 	var recs []*record
 	for i := range h.cfg.OpsPerClient {
 		in := h.choose(t, rng, nextID, cid)
+		if tw != nil {
+			in = tw.apply(in)
+		}
 		nextID++
 		opCtx, cancel := context.WithCancel(ctx)
 		var tr kv.Transactor = h.db

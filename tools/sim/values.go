@@ -26,6 +26,9 @@ import (
 //
 // (An empty or one-byte value cannot carry an ID; queuetest and the
 // fuzzers cover those.)
+//
+// A twin (Config.TwinProb) is an item enqueued with an earlier item's ID,
+// so with its exact value: the two are equal, and decode to one ID.
 type valueShape int
 
 const (
