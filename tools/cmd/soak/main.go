@@ -79,6 +79,8 @@ func main() {
 		grvErrs  = flag.Float64("grv-errors", sim.DefaultConfig().Faults.ReadVersionErrors, "probability that a read version request fails with grv_proxy_memory_limit_exceeded or database_locked, as a GRV proxy's reply may (memdb.Faults.ReadVersionErrors); the same with -leases")
 		txTOProb = flag.Float64("tx-timeout-prob", 0, "probability that an operation runs on a database with a default transaction timeout (FoundationDB's transaction_timeout) of -tx-timeout/2 to -tx-timeout, so that commits time out in flight (sim.Config.TxTimeoutProb); with -leases too")
 		txTO     = flag.Duration("tx-timeout", 3*time.Millisecond, "with -tx-timeout-prob: the longest default transaction timeout drawn (about a commit's latency)")
+		twins    = flag.Float64("twins", 0, "probability that an enqueued or pushed item is a twin of an earlier one: the same value (and often the same priority), so that takes of equal items write equal journal records (sim.Config.TwinProb); 0 makes every value unique")
+		clients  = flag.Int("clients", sim.DefaultConfig().Clients, "concurrent clients per structure and round (a history holds clients × ops operations)")
 		trust    = flag.Bool("trust-errors", false, "take errors at their word: one for which kv.MaybeCommitted is false must have had no effect (sim.Config.TrustErrors; with -leases, sim.LeaseConfig.TrustErrors)")
 		reorder  = flag.Bool("staging-reorder", false, "let staged seeds use the indexed Queue layout and equal priorities, where a cancelled staged take can reorder items (see sim.Config.StagingReorder)")
 		html     = flag.String("html", "soak-failure.html", "where to write the first failing history's visualization")
@@ -136,6 +138,8 @@ func main() {
 	cfg.Faults.ReadErrors, cfg.Faults.ReadVersionErrors = *readErrs, *grvErrs
 	cfg.TrustErrors = *trust
 	cfg.TxTimeoutProb, cfg.TxTimeout = *txTOProb, *txTO
+	cfg.TwinProb = *twins
+	cfg.Clients = *clients
 	if *cluster == "" {
 		os.Exit(run(os.Stdout, cfg, *first, *seeds, *duration, *workers, *html, *history, *verbose))
 	}
@@ -174,6 +178,9 @@ func run(w io.Writer, cfg sim.Config, first int64, seeds int, duration time.Dura
 		cfg.CancelProb, cfg.MaxDeadline, cfg.LayerIDProb, cfg.AbandonProb)
 	if cfg.TxTimeoutProb > 0 {
 		fmt.Fprintf(w, "per operation: a database default transaction timeout %.2f (%v to %v)\n", cfg.TxTimeoutProb, cfg.TxTimeout/2, cfg.TxTimeout)
+	}
+	if cfg.TwinProb > 0 {
+		fmt.Fprintf(w, "per enqueued item: a twin of an earlier one (equal value) %.2f\n", cfg.TwinProb)
 	}
 
 	var (
@@ -219,6 +226,9 @@ func run(w io.Writer, cfg sim.Config, first int64, seeds int, duration time.Dura
 	if cfg.TxTimeoutProb > 0 {
 		fmt.Fprintf(w, "default tx timeout:         %d operations (%d failed with transaction_timed_out; commits timed out in flight %d)\n",
 			total.TxTimeoutOps, total.TimedOut, total.TimedOutInFlight)
+	}
+	if cfg.TwinProb > 0 {
+		fmt.Fprintf(w, "twins:                      %d enqueued, %d taken, %d observed beside an equal item\n", total.TwinItems, total.TwinsTaken, total.TwinsTogether)
 	}
 	fmt.Fprintf(w, "without WithOpID:           %d (outcome unknown %d; retries that found their record %d, in a journal slot %d)\n",
 		total.LayerIDs, total.LayerIDUnknown, total.LayerIDReplays, total.SlotReplays)
