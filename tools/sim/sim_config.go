@@ -167,7 +167,9 @@ type Config struct {
 	// value (ID and filler, values.go) of an earlier item of the same
 	// structure, as callers enqueue equal values (a "refresh the cache"
 	// message, say). That earlier item is often the client's last one, or
-	// one of the same batch, so that equal items sit side by side. In a
+	// one of the same batch, so that equal items sit side by side, and in
+	// a PriorityQueue often the round's hot item, which every client
+	// pushes at once at its priority, at an end where pops take it. In a
 	// PriorityQueue a twin has its earlier item's priority too when that
 	// does not make items of one priority interleave in ways the model
 	// rejects (harmless ones excepted: equal items are indistinguishable):

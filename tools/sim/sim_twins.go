@@ -27,6 +27,15 @@ type twinner struct {
 	pool    []twinSource // the target's previous round's items (read only)
 	mine    []twinSource // this client's items of the round, latest last
 	made    int          // twin items made
+	// hot is the round's hot item of a PriorityQueue, which every client
+	// repeats now and then (as many callers push one message, "refresh
+	// the cache", at once), so that equal items are pushed concurrently
+	// at one priority while pops take them: a Push's item of the previous
+	// round at the largest priority (even rounds) or the smallest (odd
+	// ones), whose twins are mostly pushed at its priority; nil when there
+	// is none. (A Queue has none: its checks' search, with concurrent
+	// enqueues of equal items, times out too often.)
+	hot *twinSource
 }
 
 // newTwinner returns the twinner of client c of target ti in round, or
@@ -40,13 +49,34 @@ func (h *harness) newTwinner(t *target, round, ti, c int) *twinner {
 		prob:    h.cfg.TwinProb,
 		private: t.staged && !h.cfg.StagingReorder,
 		pool:    t.twinPool,
+		hot:     hotItem(t, round),
 	}
 }
 
-// pick returns an earlier item to repeat: half the time the client's
-// latest, else one of the client's items of the round or of the previous
-// round's, at random.
+// hotItem returns round's hot item of t (see twinner.hot), or nil.
+func hotItem(t *target, round int) *twinSource {
+	if _, ok := t.s.(*prio); !ok {
+		return nil
+	}
+	var hot *twinSource
+	for i, s := range t.twinPool {
+		if !s.single {
+			continue
+		}
+		if hot == nil || round%2 == 0 && s.item.Priority > hot.item.Priority || round%2 == 1 && s.item.Priority < hot.item.Priority {
+			hot = &t.twinPool[i]
+		}
+	}
+	return hot
+}
+
+// pick returns an earlier item to repeat: a third of the time the
+// round's hot item, else half the time the client's latest, else one of
+// the client's items of the round or of the previous round's, at random.
 func (w *twinner) pick() (twinSource, bool) {
+	if w.hot != nil && w.rng.IntN(3) == 0 {
+		return *w.hot, true
+	}
 	n := len(w.mine) + len(w.pool)
 	switch {
 	case n == 0:

@@ -129,13 +129,15 @@ func TestChecksCatchTwinsLostOrDuplicated(t *testing.T) {
 	}
 }
 
-// A twinner makes twins of earlier items, and in a PriorityQueue gives a
+// A twinner makes twins of earlier items (its client's, the previous
+// round's, the round's hot item), and in a PriorityQueue gives a
 // twin an earlier item's priority only where the model allows it: a
 // Push's twin of a Push's item; a PushBatch's twin of an item of the same
 // batch, or, with priorities of their own (private), of a Push's item.
 func TestTwinnerKeepsPrioritiesApart(t *testing.T) {
 	for _, private := range []bool{false, true} {
-		w := &twinner{rng: rand.New(rand.NewPCG(1, 2)), prob: 0.5, private: private}
+		pool := []twinSource{{Item{ID: 1 << 40, Priority: 7}, true}, {Item{ID: 1<<40 + 1, Priority: 9}, false}}
+		w := &twinner{rng: rand.New(rand.NewPCG(1, 2)), prob: 0.5, private: private, pool: pool, hot: &pool[0]}
 		rng := rand.New(rand.NewPCG(3, 4))
 		next := uint64(1)
 		var twinned, samePrio int
@@ -160,7 +162,7 @@ func TestTwinnerKeepsPrioritiesApart(t *testing.T) {
 				require.Equal(t, items[0], out.Item)
 				require.Equal(t, len(items), max(out.N, 1))
 			}
-			earlier := w.mine[:len(w.mine)-len(items)]
+			earlier := append(slices.Clone(pool), w.mine[:len(w.mine)-len(items)]...)
 			for j, it := range items {
 				if it == own[j] {
 					continue
