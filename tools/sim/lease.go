@@ -63,15 +63,19 @@ func (c *simClock) After(time.Duration) <-chan time.Time { return make(chan time
 // So are those that ran under an ID the layer made (LayerIDProb: under the
 // same faults, without WithOpID), which nothing can recover by ID; their
 // client keeps the lease it used and may use it again.
-// Each Add's job carries a value of its own (the Add's call), so the job
-// of an abandoned Add is known if it was ever seen: every job that ever
+// Each Add's job carries a payload of its own (its value ID: the Add's
+// call, and for an AddBatch's jobs their index in the batch; see
+// leaseShape for the payloads' sizes and bytes, up to the limit Add
+// accepts), so the job of an abandoned Add is known if it was ever seen: every job that ever
 // existed is at a round's Observe or in a known Lease's output (a job
 // only a known Ack removes, from a known lease), or was read with its
 // value or added by a known Add before a Cancel removed it (Cancels and
 // Job lookups target only such jobs and IDs never added, never the
 // holder an Add of a held key names, which may be an abandoned Add's
 // job nobody saw). A job with no Add's
-// value, or two jobs with one Add's, fail the run. Leases of abandoned
+// value, or two jobs with one Add's, fail the run; so does a payload read
+// back (by a Lease, a Job lookup or an Observe) that is not exactly its
+// job's (LeaseResult.ValueMismatches). Leases of abandoned
 // Leases are held by nobody and expire; a job that nobody acked is
 // accounted for by an abandoned Ack (or Cancel) of it.
 //
@@ -198,18 +202,32 @@ func RunLeases(ctx context.Context, seed int64, cfg LeaseConfig) (LeaseResult, e
 	}
 	history := h.history
 	acks := h.acks
-	// An abandoned Add may have added the job that carries its value.
+	// An abandoned Add may have added the job that carries its value, an
+	// abandoned AddBatch those that carry its values.
 	for i, op := range history {
 		in, out := op.Input.(LeaseInput), op.Output.(LeaseOutput)
-		if in.Kind != LAdd || !out.Unknown {
+		if in.Kind != LAdd && in.Kind != LAddBatch || !out.Unknown {
 			continue
 		}
 		res.AbandonedAdds++
-		if jobs := h.adds[op.Call]; len(jobs) > 0 {
-			out.Job = jobs[0]
-			history[i].Output = out
-			res.AbandonedAddsSeen++
+		if in.Kind == LAdd {
+			if jobs := h.adds[jobValueID(op.Call, 0)]; len(jobs) > 0 {
+				out.Job = jobs[0]
+				res.AbandonedAddsSeen++
+			}
+		} else {
+			out.Added = make([]BatchAdded, len(in.Batch))
+			seen := false
+			for j := range out.Added {
+				if jobs := h.adds[jobValueID(op.Call, j)]; len(jobs) > 0 {
+					out.Added[j].Job, seen = jobs[0], true
+				}
+			}
+			if seen {
+				res.AbandonedAddsSeen++
+			}
 		}
+		history[i].Output = out
 	}
 	for _, jobs := range h.adds {
 		if len(jobs) > 1 {
@@ -220,8 +238,8 @@ func RunLeases(ctx context.Context, seed int64, cfg LeaseConfig) (LeaseResult, e
 	res.Unknown, res.RecoveredAtOnce = h.unknown, h.atOnce
 	res.Trusted, res.TrustedTimedOut = h.trusted, h.trustedTimedOut
 	res.LayerIDs, res.LayerIDUnknown, res.LayerIDTrusted, res.LayerIDKept = h.layerIDs, h.layerIDUnknown, h.layerIDTrusted, h.layerIDKept
-	for _, call := range h.trustedAdds {
-		if len(h.adds[call]) > 0 {
+	for _, id := range h.trustedAdds {
+		if len(h.adds[id]) > 0 {
 			res.TrustedAdded++
 		}
 	}
@@ -266,56 +284,34 @@ func RunLeases(ctx context.Context, seed int64, cfg LeaseConfig) (LeaseResult, e
 	keyJobs := map[string]map[string]bool{} // the jobs added with each unique key
 	keyOrder := map[string][]string{}       // the same, in the order of their Adds' calls
 	cancels := h.cancels
-	for _, op := range history {
-		in, out := op.Input.(LeaseInput), op.Output.(LeaseOutput)
-		switch {
-		case out.Unknown:
-		case in.Kind == LCancel && out.NotFound:
-			res.CancelNotFound++
-			switch {
-			case h.never[in.Job]:
-				res.CancelNever++
-			case dead[in.Job]:
-				res.CancelDead++
-			default:
-				res.CancelGone++
-			}
-		case (in.Kind == LAck || in.Kind == LNack || in.Kind == LExtend || in.Kind == LRelease) && out.Lost && cancels[in.Job] > 0:
-			res.LostToCancel++
-		case in.Kind == LRequeue && out.KeyHeld:
-			res.RequeueKeyHeld++
-		case (in.Kind == LRequeue || in.Kind == LDeleteDead) && out.NotFound:
-			if in.Kind == LRequeue {
-				res.RequeueNotFound++
-			} else {
-				res.DeleteNotFound++
-			}
-			if h.never[in.Job] {
-				res.DeadOpsNever++
-			}
-		case in.Kind == LRequeue:
-			res.Requeued++
-		}
-		if in.Kind != LAdd {
-			continue
-		}
-		if in.Unique != "" && !out.Unknown {
+	// addedJob accounts for one job of an Add or AddBatch: its unique key
+	// ("": none), its payload's value ID, whether the call's outcome is
+	// unknown, and the job it added (for an abandoned call, the one seen
+	// with its payload, if any) or, duplicate, the key's holder.
+	addedJob := func(unique string, vid int64, unknown bool, job string, duplicate bool) {
+		if unique != "" && !unknown {
 			res.UniqueAdds++
 		}
-		if out.Duplicate {
+		if duplicate {
 			res.UniqueDuplicates++
-			continue // added nothing: the model checked the holder's ID
+			return // added nothing: the model checked the holder's ID
 		}
-		job := out.Job
 		if job == "" {
-			continue // an abandoned Add that added nothing
+			return // an abandoned Add that added nothing
 		}
-		if in.Unique != "" {
-			if keyJobs[in.Unique] == nil {
-				keyJobs[in.Unique] = map[string]bool{}
+		for _, other := range h.adds[vid] {
+			if other != job {
+				// Another job carries this one's payload (this one may
+				// never have been seen with it).
+				h.mismatch(fmt.Sprintf("job %x carries the payload of value ID %d, which job %x was added with", other, vid, job))
 			}
-			keyJobs[in.Unique][job] = true
-			keyOrder[in.Unique] = append(keyOrder[in.Unique], job)
+		}
+		if unique != "" {
+			if keyJobs[unique] == nil {
+				keyJobs[unique] = map[string]bool{}
+			}
+			keyJobs[unique][job] = true
+			keyOrder[unique] = append(keyOrder[unique], job)
 		}
 		res.Added++
 		if h.requeues[job] > 0 {
@@ -359,6 +355,49 @@ func RunLeases(ctx context.Context, seed int64, cfg LeaseConfig) (LeaseResult, e
 			res.Lost++
 		}
 	}
+	for _, op := range history {
+		in, out := op.Input.(LeaseInput), op.Output.(LeaseOutput)
+		switch {
+		case out.Unknown:
+		case in.Kind == LCancel && out.NotFound:
+			res.CancelNotFound++
+			switch {
+			case h.never[in.Job]:
+				res.CancelNever++
+			case dead[in.Job]:
+				res.CancelDead++
+			default:
+				res.CancelGone++
+			}
+		case (in.Kind == LAck || in.Kind == LNack || in.Kind == LExtend || in.Kind == LRelease) && out.Lost && cancels[in.Job] > 0:
+			res.LostToCancel++
+		case in.Kind == LRequeue && out.KeyHeld:
+			res.RequeueKeyHeld++
+		case (in.Kind == LRequeue || in.Kind == LDeleteDead) && out.NotFound:
+			if in.Kind == LRequeue {
+				res.RequeueNotFound++
+			} else {
+				res.DeleteNotFound++
+			}
+			if h.never[in.Job] {
+				res.DeadOpsNever++
+			}
+		case in.Kind == LRequeue:
+			res.Requeued++
+		}
+		if in.Kind == LAddBatch {
+			for i, j := range in.Batch {
+				var a BatchAdded
+				if i < len(out.Added) {
+					a = out.Added[i]
+				}
+				addedJob(j.Unique, jobValueID(op.Call, i), out.Unknown, a.Job, a.Duplicate)
+			}
+		}
+		if in.Kind == LAdd {
+			addedJob(in.Unique, jobValueID(op.Call, 0), out.Unknown, out.Job, out.Duplicate)
+		}
+	}
 	for _, jobs := range keyJobs {
 		res.UniqueReused += len(jobs) - 1
 	}
@@ -376,6 +415,9 @@ func RunLeases(ctx context.Context, seed int64, cfg LeaseConfig) (LeaseResult, e
 	}
 	res.JobLookups, res.JobQueued, res.JobLeased, res.JobDead = h.jobLookups, h.jobQueued, h.jobLeased, h.jobDead
 	res.JobNotFound, res.JobInvalid = h.jobNotFound, h.jobInvalid
+	res.Budget, res.Batches, res.BatchTooLarge, res.BudgetErrors, res.LeasesShort = h.budget, h.batches, h.batchTooLarge, h.budgetErrors, h.leasesShort
+	res.LimitAdded, res.LimitLeased, res.LimitLeasedTogether = h.limitAdded, h.limitLeased, h.limitLeasedTogether
+	res.ValueMismatches, res.ValueMismatch = h.valueMismatches, h.firstMismatch
 	res.Stats = db.Stats()
 	return res, nil
 }
@@ -403,14 +445,15 @@ type leaseHarness struct {
 	// far, to record as of unknown outcome at the round's end (see
 	// recover).
 	firstCalls []*leaseOp
-	// adds is the IDs of the jobs seen, by the call of the Add whose
-	// value each carries.
+	// adds is the IDs of the jobs seen, by the value ID (jobValueID) of
+	// the payload each carries.
 	adds    map[int64][]string
 	unknown int
 	atOnce  int
 	// trusted counts the operations taken at their word
-	// (LeaseConfig.TrustErrors), and trustedAdds holds the calls of the
-	// Adds among them: no job may carry one's value.
+	// (LeaseConfig.TrustErrors), and trustedAdds holds the value IDs of
+	// the jobs of the Adds and AddBatches among them: no job may carry
+	// one's payload.
 	// trustedTimedOut, those among them that failed with
 	// transaction_timed_out (before their commit).
 	trusted, trustedTimedOut int
@@ -461,6 +504,17 @@ type leaseHarness struct {
 	deadSeen, leasedLast []string
 	// Job lookups and their results (see LeaseResult).
 	jobLookups, jobQueued, jobLeased, jobDead, jobNotFound, jobInvalid int
+	// budget is the queue's batch budget (LeaseConfig.BatchBudgets).
+	budget int
+	// valueOf is the value ID of the payload each job was seen with;
+	// valueMismatches counts the payloads that were not their job's
+	// (firstMismatch describes the first). The other counts are
+	// LeaseResult's of the same names.
+	valueOf                                           map[string]int64
+	valueMismatches                                   int
+	firstMismatch                                     string
+	batches, batchTooLarge, budgetErrors, leasesShort int
+	limitAdded, limitLeased, limitLeasedTogether      int
 }
 
 // newLeaseHarness makes seed's database (which the caller closes),
@@ -476,6 +530,11 @@ func newLeaseHarness(seed int64, cfg LeaseConfig) (*leaseHarness, error) {
 	if cfg.WithoutIdempotency {
 		opts = append(opts, fdbqueue.WithoutIdempotency())
 	}
+	budget := fdbqueue.DefaultBatchBudget
+	if n := len(cfg.BatchBudgets); n > 0 && cfg.BatchBudgets[uint64(seed)%uint64(n)] > 0 {
+		budget = cfg.BatchBudgets[uint64(seed)%uint64(n)]
+	}
+	opts = append(opts, fdbqueue.WithBatchBudget(budget))
 	q, err := fdbqueue.NewJobQueue(sub, fdbqueue.JobQueueConfig{Choice: cfg.Choice, MaxAttempts: cfg.MaxAttempts, Clock: clock,
 		StatsResolution: leaseStatsResolution}, opts...)
 	if err != nil {
@@ -499,7 +558,7 @@ func newLeaseHarness(seed int64, cfg LeaseConfig) (*leaseHarness, error) {
 	return &leaseHarness{q: q, db: db, t: t, clock: clock, sub: sub, cfg: cfg, d: int64(10 * time.Second / time.Microsecond), acks: map[string]int{},
 		abandonedAcks: map[string]bool{}, adds: map[int64][]string{}, released: map[string]bool{}, releasedDead: map[string]bool{},
 		cancels: map[string]int{}, abandonedCancels: map[string]bool{}, known: map[string]bool{}, never: map[string]bool{},
-		requeues: map[string]int{}, deletes: map[string]int{}, abandonedDeletes: map[string]bool{}}, nil
+		requeues: map[string]int{}, deletes: map[string]int{}, abandonedDeletes: map[string]bool{}, budget: budget, valueOf: map[string]int64{}}, nil
 }
 
 // leaseSubspace is the job queue's subspace in RunLeases.

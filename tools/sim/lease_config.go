@@ -69,6 +69,28 @@ type LeaseConfig struct {
 	// or dead.
 	UniqueProb float64
 	UniqueKeys int
+	// AddBatchProb is the probability that an Add is an AddBatch of 2 to
+	// MaxBatch jobs (at most leaseBatchMax), each drawn as an Add's (its
+	// priority, delay, attempts and unique key, which may repeat an
+	// earlier job's of the batch). Every job carries a payload of its own
+	// (see leaseShape), up to kv.MaxValueSize bytes, so that batches of
+	// large ones meet the batch budget (see BatchBudgets) and fail with
+	// ErrBatchTooLarge, adding nothing.
+	AddBatchProb float64
+	MaxBatch     int
+	// BatchBudgets are the queue's batch budgets (WithBatchBudget; 0: the
+	// default): a seed takes BatchBudgets[seed mod len]. On the
+	// simulation's prefix a Lease's transaction counts about 10,000 bytes
+	// plus 2,000 per job, whatever the payloads (which it only reads), and
+	// an AddBatch's about 10,000 plus 1,200 per job plus the payloads: so
+	// 11,800 cuts every Lease of 2 jobs to 1 and refuses AddBatches of
+	// more than two small jobs or with any large payload (a Lease asks for
+	// at most 2: the model's steps of a Lease of unknown outcome or
+	// retried grow with the subsets of up to n due jobs, and histories
+	// with Leases of 3 or 4 took seconds to check); 150,000 refuses
+	// AddBatches of two limit-sized payloads and takes one with small
+	// ones. Empty: the default budget for every seed.
+	BatchBudgets []int
 	// OneAttemptProb is the probability that an Add's job has one attempt
 	// (Job.MaxAttempts 1) rather than MaxAttempts: it dies at its first
 	// Nack or expired lease, so that there are dead jobs to requeue and
@@ -140,6 +162,8 @@ func DefaultLeaseConfig() LeaseConfig {
 		// longer, and the commit is where an interruption matters.
 		Latency:       memdb.Latency{Commit: memdb.Span{Min: 50 * time.Microsecond, Max: 500 * time.Microsecond}},
 		InterruptProb: 0.12, DeadlineProb: 0.06, MaxDeadline: time.Millisecond, RecoverAtOnceProb: 0.5, AbandonProb: 0.04, LayerIDProb: 0.15,
-		UniqueProb: 0.3, UniqueKeys: 3, OneAttemptProb: 0.4, CancelProb: 0.1, JobProb: 0.08, RequeueProb: 0.06, DeleteDeadProb: 0.04,
+		UniqueProb: 0.3, UniqueKeys: 3, OneAttemptProb: 0.4,
+		AddBatchProb: 0.2, MaxBatch: 3, BatchBudgets: []int{11_800, 150_000, 0},
+		CancelProb: 0.1, JobProb: 0.08, RequeueProb: 0.06, DeleteDeadProb: 0.04,
 		RaceProb: 0.1, DeadRaceProb: 0.3, CheckTimeout: 30 * time.Second}
 }

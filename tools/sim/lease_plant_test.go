@@ -24,7 +24,7 @@ import (
 // OpID of a commit that landed) it is applied a second time and reports
 // ErrJobNotFound. The same runs without a plant pass.
 func TestLeaseSimulationCatchesPlantedDeadJobBugs(t *testing.T) {
-	cfg := DefaultLeaseConfig()
+	cfg := rejectionConfig(DefaultLeaseConfig())
 	// Shorter histories, more dead jobs, more Requeues and DeleteDeads,
 	// and more of them retried after their commit applied, so that a few
 	// seeds meet each bug and the checker rejects them quickly.
@@ -105,7 +105,8 @@ func caught(r LeaseResult, err error) string {
 	}
 	for name, n := range map[string]int{"leftovers": r.Leftovers, "wrong counts": r.CountErrors, "lost": r.Lost,
 		"deleted twice": r.DeletedTwice, "deleted and removed": r.DeletedAndRemoved, "dead without max attempts": r.DeadAttempts,
-		"trusted Adds whose job was seen": r.TrustedAdded} {
+		"trusted Adds whose job was seen": r.TrustedAdded,
+		"payload mismatches":              r.ValueMismatches, "budget errors": r.BudgetErrors} {
 		if n > 0 {
 			s = append(s, fmt.Sprintf("%s %d", name, n))
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"slices"
 	"sync/atomic"
 	"time"
@@ -22,17 +23,36 @@ func (h *leaseHarness) know(job string) {
 	}
 }
 
-// seen notes job, seen with value (an Add's call, see RunLeases).
+// seen notes job, seen with value (the payload of a value ID, see
+// leaseShape), and checks the payload: it must be exactly one value ID's,
+// and the one the job was seen with before. A payload that is not counts
+// as a mismatch (LeaseResult.ValueMismatches) and ties the job to no Add.
 func (h *leaseHarness) seen(job string, value []byte) {
-	call := int64(-1)
-	if len(value) == 8 {
-		call = int64(binary.BigEndian.Uint64(value))
-	}
+	id, err := decodeLeaseValue(value)
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.know(job)
-	if !slices.Contains(h.adds[call], job) {
-		h.adds[call] = append(h.adds[call], job)
+	if err != nil {
+		h.mismatch(fmt.Sprintf("job %x: %v", job, err))
+		return
+	}
+	if prev, ok := h.valueOf[job]; ok && prev != id {
+		h.mismatch(fmt.Sprintf("job %x carries the payload of value ID %d, seen before with %d's", job, id, prev))
+		return
+	}
+	h.valueOf[job] = id
+	if !slices.Contains(h.adds[id], job) {
+		h.adds[id] = append(h.adds[id], job)
+	}
+}
+
+// mismatch counts a payload that is not its job's (LeaseResult.
+// ValueMismatches) and keeps the first one's description; h.mu must be
+// held.
+func (h *leaseHarness) mismatch(what string) {
+	h.valueMismatches++
+	if h.firstMismatch == "" {
+		h.firstMismatch = what
 	}
 }
 
@@ -90,9 +110,27 @@ func (h *leaseHarness) settled(op *leaseOp, out LeaseOutput) {
 		// that nobody has seen (its value unread), which a Cancel would
 		// remove unseen (see RunLeases).
 		h.know(out.Job)
+		if leaseShapeOf(jobValueID(op.call, 0)).limit() {
+			h.limitAdded++
+		}
+	case op.in.Kind == LAddBatch && out.TooLarge:
+		h.batchTooLarge++
+	case op.in.Kind == LAddBatch:
+		h.batches++
+		for i, a := range out.Added {
+			if !a.Duplicate {
+				h.know(a.Job) // as an Add's
+				if leaseShapeOf(jobValueID(op.call, i)).limit() {
+					h.limitAdded++
+				}
+			}
+		}
 	case op.in.Kind == LLease:
 		for _, l := range out.Leases {
 			h.leasedLast = append(h.leasedLast, l.Job)
+		}
+		if op.in.N > 1 && len(out.Leases) > 0 && len(out.Leases) < op.in.N {
+			h.leasesShort++
 		}
 		if n := len(h.leasedLast); n > 8 {
 			h.leasedLast = append(h.leasedLast[:0], h.leasedLast[n-8:]...)
@@ -160,9 +198,26 @@ func (h *leaseHarness) do(ctx context.Context, t kv.Database, op *leaseOp) (Leas
 	switch in.Kind {
 	case LAdd:
 		var r fdbqueue.AddResult
-		r, err = h.q.Add(ctx, t, fdbqueue.Job{Value: binary.BigEndian.AppendUint64(nil, uint64(op.call)), Delay: op.delay, Priority: in.Prio,
+		r, err = h.q.Add(ctx, t, fdbqueue.Job{Value: leaseJobValue(jobValueID(op.call, 0)), Delay: op.delay, Priority: in.Prio,
 			UniqueKey: in.Unique, MaxAttempts: in.Max}, op.opts...)
 		out.Job, out.Duplicate = string(r.ID[:]), r.Duplicate
+	case LAddBatch:
+		jobs := make([]fdbqueue.Job, len(in.Batch))
+		for i, j := range in.Batch {
+			jobs[i] = fdbqueue.Job{Value: leaseJobValue(jobValueID(op.call, i)), Delay: time.Duration(j.Vest-in.Now) * time.Microsecond,
+				Priority: j.Prio, UniqueKey: j.Unique, MaxAttempts: j.Max}
+		}
+		var rs []fdbqueue.AddResult
+		rs, err = h.q.AddBatch(ctx, t, jobs, op.opts...)
+		for _, r := range rs {
+			out.Added = append(out.Added, BatchAdded{Job: string(r.ID[:]), Duplicate: r.Duplicate})
+		}
+		if errors.Is(err, fdbqueue.ErrBatchTooLarge) {
+			out.TooLarge, err = true, nil
+		}
+		if err == nil {
+			h.checkBudget(jobs, out.TooLarge)
+		}
 	case LLease:
 		got, err = h.q.Lease(ctx, tries{Database: t, n: &op.tries}, in.N, time.Duration(in.D)*time.Microsecond, op.opts...)
 		if errors.Is(err, fdbqueue.ErrEmpty) {
@@ -172,6 +227,7 @@ func (h *leaseHarness) do(ctx context.Context, t kv.Database, op *leaseOp) (Leas
 			out.Leases = append(out.Leases, LeasedJob{Job: string(l.JobID[:]), Tag: tag(l), Attempt: l.Attempt})
 			h.seen(string(l.JobID[:]), l.Value)
 		}
+		h.countLimitLeased(got)
 	case LAck:
 		err = h.q.Ack(ctx, t, op.lease, op.opts...)
 	case LNack:
@@ -183,6 +239,7 @@ func (h *leaseHarness) do(ctx context.Context, t kv.Database, op *leaseOp) (Leas
 		var runs atomic.Int32
 		if nl, err = h.q.Extend(ctx, tries{Database: t, n: &runs}, op.lease, time.Duration(in.D)*time.Microsecond); err == nil {
 			got = []fdbqueue.Lease{nl}
+			h.seen(string(nl.JobID[:]), nl.Value) // the lease's own payload, carried over
 		}
 		op.extendRetried = runs.Load() > 1
 	case LCancel:
@@ -205,6 +262,58 @@ func (h *leaseHarness) do(ctx context.Context, t kv.Database, op *leaseOp) (Leas
 		return LeaseOutput{}, nil, err
 	}
 	return out, got, nil
+}
+
+// leaseTightBudget is the batch budget under which a Lease may stop for
+// the budget with the jobs the simulation has due (LeaseInput.Tight): a
+// Lease's transaction counts about 10,000 bytes plus about 2,000 per job
+// it takes or buries, and the simulation never has anywhere near 45 jobs
+// due at once.
+const leaseTightBudget = 100_000
+
+// Generous bounds on an AddBatch's transaction size as the queue counts it
+// (JobQueue.addBatchCost) on the simulation's short prefix, beyond the
+// payloads: about 10,000 bytes for the journal and signal, and 1,250 per
+// job (1,450 with a short unique key) are measured; checkBudget allows
+// more.
+const (
+	leaseBatchOverheadMax = 16_000
+	leaseBatchJobMax      = 2_500
+)
+
+// checkBudget checks an AddBatch of jobs, refused with ErrBatchTooLarge
+// (tooLarge) or accepted, against the queue's batch budget: it counts a
+// refusal of jobs whose payloads and bounded overheads (see
+// leaseBatchOverheadMax) fit, or an acceptance of jobs whose payloads
+// alone do not, as a budget error (LeaseResult.BudgetErrors).
+func (h *leaseHarness) checkBudget(jobs []fdbqueue.Job, tooLarge bool) {
+	sum := 0
+	for _, j := range jobs {
+		sum += len(j.Value)
+	}
+	bad := len(jobs) > 1 && (tooLarge && sum+leaseBatchOverheadMax+len(jobs)*leaseBatchJobMax <= h.budget || !tooLarge && sum > h.budget)
+	if bad {
+		h.mu.Lock()
+		h.budgetErrors++
+		h.mu.Unlock()
+	}
+}
+
+// countLimitLeased counts the limit-sized payloads among the leases a
+// Lease returned (LeaseResult.LimitLeased).
+func (h *leaseHarness) countLimitLeased(ls []fdbqueue.Lease) {
+	n := 0
+	for _, l := range ls {
+		if len(l.Value) == kv.MaxValueSize {
+			n++
+		}
+	}
+	h.mu.Lock()
+	h.limitLeased += n
+	if len(ls) > 1 && n > 0 {
+		h.limitLeasedTogether++
+	}
+	h.mu.Unlock()
 }
 
 // firstCallClient is added to the ClientId of an Extend's first call,

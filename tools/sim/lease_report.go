@@ -107,7 +107,28 @@ type LeaseResult struct {
 	// counts (queued, leased, dead) or the vesting-time bucket counters
 	// disagreed with the records. Both must be 0.
 	Leftovers, CountErrors int
-	Stats                  memdb.Stats
+	// Payloads (see leaseShape). ValueMismatches counts the payloads read
+	// back (from a Lease, an Extend, a Job lookup or an Observe) that are
+	// not exactly one value ID's payload, or not the one their job was
+	// seen or added with, and the jobs that carry the payload another job
+	// was added with (a payload swapped): it must be 0. ValueMismatch
+	// describes the first. LimitAdded counts the jobs added (known
+	// outcome) with a limit-sized payload (kv.MaxValueSize bytes);
+	// LimitLeased the limit-sized payloads Leases returned, and
+	// LimitLeasedTogether the Leases that returned one with other jobs.
+	ValueMismatches                              int
+	ValueMismatch                                string
+	LimitAdded, LimitLeased, LimitLeasedTogether int
+	// Budget is the seed's batch budget (LeaseConfig.BatchBudgets; not
+	// summed by Add). Batches counts the AddBatches (known outcome) that
+	// were accepted, BatchTooLarge those refused with ErrBatchTooLarge,
+	// and BudgetErrors the refusals of batches whose payloads with
+	// generous overheads fit the budget, or acceptances of batches whose
+	// payloads alone do not (it must be 0). LeasesShort counts the Leases
+	// (known outcome) of n > 1 jobs that returned fewer, but some: fewer
+	// were due, or the budget cut them short.
+	Budget, Batches, BatchTooLarge, BudgetErrors, LeasesShort int
+	Stats                                                     memdb.Stats
 	// Failure holds the history and porcupine's linearization info when
 	// Check is Illegal or Unknown (timed out) (for Failure.WriteHistory
 	// and Visualize); nil when it is Ok, so that a passing seed keeps no
@@ -183,6 +204,17 @@ func (r *LeaseResult) Add(o LeaseResult) {
 	r.DeadOpsRecovered += o.DeadOpsRecovered
 	r.Leftovers += o.Leftovers
 	r.CountErrors += o.CountErrors
+	r.ValueMismatches += o.ValueMismatches
+	if r.ValueMismatch == "" {
+		r.ValueMismatch = o.ValueMismatch
+	}
+	r.LimitAdded += o.LimitAdded
+	r.LimitLeased += o.LimitLeased
+	r.LimitLeasedTogether += o.LimitLeasedTogether
+	r.Batches += o.Batches
+	r.BatchTooLarge += o.BatchTooLarge
+	r.BudgetErrors += o.BudgetErrors
+	r.LeasesShort += o.LeasesShort
 	for i := range r.DeadRaces {
 		r.DeadRaces[i] += o.DeadRaces[i]
 	}
@@ -192,11 +224,13 @@ func (r *LeaseResult) Add(o LeaseResult) {
 	}
 }
 
-// OK reports whether the history was linearizable and every job was
-// accounted for exactly once.
+// OK reports whether the history was linearizable, every job was
+// accounted for exactly once, every payload read back was its job's, and
+// every AddBatch was refused or accepted as its budget allows.
 func (r LeaseResult) OK() bool {
 	return r.Check == porcupine.Ok && r.AckedTwice == 0 && r.AckedAndDead == 0 && r.Lost == 0 && r.Duplicated == 0 &&
 		r.DeadAttempts == 0 && r.KeysHeld == 0 && r.CancelledAndAcked == 0 && r.CancelledAndDead == 0 && r.CancelledTwice == 0 &&
 		r.JobInvalid == 0 && r.Leftovers == 0 && r.CountErrors == 0 && r.DeletedTwice == 0 && r.DeletedAndRemoved == 0 && r.TrustedAdded == 0 &&
+		r.ValueMismatches == 0 && r.BudgetErrors == 0 &&
 		r.Added == r.Acked+r.Dead+r.Cancelled+r.Deleted+r.AckedAbandoned+r.CancelledAbandoned+r.DeletedAbandoned
 }

@@ -85,6 +85,9 @@ func TestLeaseSimulation(t *testing.T) {
 			total.Requeued, total.RequeuedAcked, total.RequeuedDead, total.RequeueKeyHeld, total.RequeueNotFound,
 			total.Deleted, total.DeletedAbandoned, total.DeleteNotFound, total.DeadOpsNever, total.DeadOpsRecovered,
 			total.DeadRaces[0], total.DeadRaces[1], total.DeadRaces[2], total.DeadRaces[3])
+		t.Logf("payloads: %d jobs added with a limit-sized one, %d leased (%d Leases with others), %d mismatches; AddBatch: %d accepted, %d refused as too large, %d budget errors; %d Leases of several jobs took fewer",
+			total.LimitAdded, total.LimitLeased, total.LimitLeasedTogether, total.ValueMismatches,
+			total.Batches, total.BatchTooLarge, total.BudgetErrors, total.LeasesShort)
 	}()
 	// The coverage checks (leaseCoverageGaps) count events that the
 	// seeds' timing decides (a Requeue that finds its key held: a handful
@@ -153,6 +156,11 @@ func leaseCoverageGaps(total LeaseResult) []string {
 	need(&gaps, total.JobLeased, "no Job lookup returned a job leased")
 	need(&gaps, total.JobDead, "no Job lookup returned a job dead")
 	need(&gaps, total.JobNotFound, "no Job lookup returned a job not found")
+	need(&gaps, total.LimitAdded, "no job was added with a limit-sized payload")
+	need(&gaps, total.LimitLeasedTogether, "no Lease returned a limit-sized payload with other jobs")
+	need(&gaps, total.Batches, "no AddBatch was accepted")
+	need(&gaps, total.BatchTooLarge, "no AddBatch was refused as too large")
+	need(&gaps, total.LeasesShort, "no Lease of several jobs took fewer")
 	return gaps
 }
 
@@ -172,7 +180,7 @@ func need[N int | int64](gaps *[]string, n N, what string) {
 // linearize and the model's state after it, and porcupine's
 // visualization.
 func TestLeaseSimulationRejectsNoJournal(t *testing.T) {
-	cfg := DefaultLeaseConfig()
+	cfg := rejectionConfig(DefaultLeaseConfig())
 	cfg.WithoutIdempotency = true
 	rejected, illegal := 0, 0
 	for seed := int64(1); seed <= 4; seed++ {
@@ -216,7 +224,7 @@ func TestLeaseSimulationRejectsNoJournal(t *testing.T) {
 // Lease leases another job too). The recoveries at once meet such late
 // landings: the checks must notice.
 func TestLeaseSimulationCatchesSnapshotJournalReads(t *testing.T) {
-	cfg := DefaultLeaseConfig()
+	cfg := rejectionConfig(DefaultLeaseConfig())
 	cfg.SnapshotJournalReads = true
 	rejected := 0
 	for seed := int64(1); seed <= 4; seed++ {
@@ -226,6 +234,20 @@ func TestLeaseSimulationCatchesSnapshotJournalReads(t *testing.T) {
 		}
 	}
 	require.Positive(t, rejected)
+}
+
+// rejectionConfig is cfg for a test that needs the checker to reject a
+// history (a planted bug, the journal off): without AddBatches, and with
+// the default batch budget. Porcupine searches every linearization of a
+// history it rejects, and a batch's extra jobs (and, under a small
+// budget, the Leases that may find nothing: LeaseInput.Tight) multiply
+// that search: with them, such a seed's check took up to a minute where
+// it takes seconds without. The payloads (which cost the checker nothing)
+// stay; TestLeaseSimulation and the trust-errors runs cover batches and
+// budgets.
+func rejectionConfig(cfg LeaseConfig) LeaseConfig {
+	cfg.AddBatchProb, cfg.BatchBudgets = 0, nil
+	return cfg
 }
 
 func checkName(c porcupine.CheckResult) string {

@@ -93,7 +93,7 @@ func TestLeaseSimulationTrustErrorsTxTimeouts(t *testing.T) {
 // TrustErrors the same bug passes: the failed call is of unknown outcome,
 // and its recovery by OpID finds what it did.
 func TestLeaseSimulationTrustErrorsCatchesAppliedCallsThatFail(t *testing.T) {
-	cfg := DefaultLeaseConfig()
+	cfg := rejectionConfig(DefaultLeaseConfig())
 	cfg.Rounds, cfg.DeadlineProb, cfg.MaxDeadline = 6, 0.6, 2*time.Millisecond
 	// More dead jobs, Requeues and DeleteDeads (as
 	// TestLeaseSimulationCatchesPlantedDeadJobBugs).
@@ -150,7 +150,7 @@ func TestLeaseSimulationTrustErrorsCatchesAppliedCallsThatFail(t *testing.T) {
 // it short (each of Add, Lease, Ack, Nack, Release and Cancel was caught
 // within a few seeds in a trial run).
 func TestLeaseSimulationTrustErrorsCatchesLayerIDCallsThatFail(t *testing.T) {
-	cfg := DefaultLeaseConfig()
+	cfg := rejectionConfig(DefaultLeaseConfig())
 	cfg.Rounds, cfg.DeadlineProb, cfg.MaxDeadline = 6, 0.6, 2*time.Millisecond
 	cfg.LayerIDProb, cfg.TrustErrors, cfg.CheckTimeout = 1, true, 5*time.Second
 	var fired atomic.Int64

@@ -64,6 +64,22 @@ func (h *leaseHarness) deadTarget(rng *rand.Rand, held []fdbqueue.Lease) string 
 	return h.target(rng, held)
 }
 
+// drawJob draws a job to add at now: its priority, max attempts
+// (LeaseConfig.OneAttemptProb), vesting time (due at once, or after half a
+// lease or two) and unique key (LeaseConfig.UniqueProb).
+func (h *leaseHarness) drawJob(rng *rand.Rand, now int64) BatchJob {
+	cfg, d := h.cfg, h.d
+	j := BatchJob{Prio: int32(rng.IntN(3)), Max: cfg.MaxAttempts}
+	if rng.Float64() < cfg.OneAttemptProb {
+		j.Max = 1
+	}
+	j.Vest = now + []int64{0, 0, d / 2, 2 * d}[rng.IntN(4)]
+	if cfg.UniqueKeys > 0 && rng.Float64() < cfg.UniqueProb {
+		j.Unique = "u" + strconv.Itoa(rng.IntN(cfg.UniqueKeys))
+	}
+	return j
+}
+
 // raceKinds are the kinds of the operations raced against a Requeue or
 // DeleteDead of the same job (LeaseResult.DeadRaces).
 var raceKinds = [4]LeaseKind{LRequeue, LDeleteDead, LCancel, LJob}
@@ -111,19 +127,19 @@ func (h *leaseHarness) client(ctx context.Context, c int, rng *rand.Rand, now in
 			in.Kind, in.Job = LRequeue, h.deadTarget(rng, *held)
 		case y >= requeueAt && y < requeueAt+cfg.DeleteDeadProb:
 			in.Kind, in.Job = LDeleteDead, h.deadTarget(rng, *held)
+		case x < 2 && cfg.MaxBatch > 1 && rng.Float64() < cfg.AddBatchProb: // add a batch
+			in.Kind = LAddBatch
+			in.Batch = make([]BatchJob, 2+rng.IntN(min(cfg.MaxBatch, leaseBatchMax)-1))
+			for i := range in.Batch {
+				in.Batch[i] = h.drawJob(rng, now)
+			}
 		case x < 2: // add
-			in.Kind, in.Prio, in.Max = LAdd, int32(rng.IntN(3)), cfg.MaxAttempts
-			if rng.Float64() < cfg.OneAttemptProb {
-				in.Max = 1
-			}
-			delay := []int64{0, 0, d / 2, 2 * d}[rng.IntN(4)]
-			in.Vest = now + delay
-			op.delay = time.Duration(delay) * time.Microsecond
-			if cfg.UniqueKeys > 0 && rng.Float64() < cfg.UniqueProb {
-				in.Unique = "u" + strconv.Itoa(rng.IntN(cfg.UniqueKeys))
-			}
+			j := h.drawJob(rng, now)
+			in.Kind, in.Prio, in.Max, in.Vest, in.Unique = LAdd, j.Prio, j.Max, j.Vest, j.Unique
+			op.delay = time.Duration(j.Vest-now) * time.Microsecond
 		case x < 5: // lease
 			in.Kind, in.N, in.D = LLease, 1+rng.IntN(2), d
+			in.Tight = h.budget < leaseTightBudget
 		default: // ack, nack, extend or release a held lease
 			i = rng.IntN(len(*held))
 			op.lease = (*held)[i]
@@ -214,7 +230,10 @@ func (h *leaseHarness) client(ctx context.Context, c int, rng *rand.Rand, now in
 					h.trustedTimedOut++
 				}
 				if in.Kind == LAdd {
-					h.trustedAdds = append(h.trustedAdds, op.call)
+					h.trustedAdds = append(h.trustedAdds, jobValueID(op.call, 0))
+				}
+				for i := range in.Batch {
+					h.trustedAdds = append(h.trustedAdds, jobValueID(op.call, i))
 				}
 				h.mu.Unlock()
 				continue
@@ -314,7 +333,11 @@ func (h *leaseHarness) race(ctx context.Context, client int, now int64, kind Lea
 func (h *leaseHarness) lookup(ctx context.Context, op *leaseOp) error {
 	var id fdbqueue.JobID
 	copy(id[:], op.in.Job)
-	info, err := h.q.Job(ctx, h.t, id)
+	t := h.t
+	if h.cfg.plant != nil {
+		t = h.cfg.plant(LJob, t)
+	}
+	info, err := h.q.Job(ctx, t, id)
 	var out LeaseOutput
 	switch {
 	case errors.Is(err, fdbqueue.ErrJobNotFound):

@@ -14,7 +14,8 @@ type LeaseKind uint8
 
 // JobQueue operations. LObserve is the harness's read of every job record
 // at a quiescent point; LJob is a JobQueue.Job lookup of one job;
-// LRequeue and LDeleteDead are JobQueue.Requeue and DeleteDead of a job.
+// LRequeue and LDeleteDead are JobQueue.Requeue and DeleteDead of a job;
+// LAddBatch is a JobQueue.AddBatch of several jobs.
 const (
 	LAdd LeaseKind = iota
 	LLease
@@ -27,9 +28,10 @@ const (
 	LJob
 	LRequeue
 	LDeleteDead
+	LAddBatch
 )
 
-var leaseKindNames = [...]string{"Add", "Lease", "Ack", "Nack", "Extend", "Observe", "Release", "Cancel", "Job", "Requeue", "DeleteDead"}
+var leaseKindNames = [...]string{"Add", "Lease", "Ack", "Nack", "Extend", "Observe", "Release", "Cancel", "Job", "Requeue", "DeleteDead", "AddBatch"}
 
 // String returns the kind's name.
 func (k LeaseKind) String() string {
@@ -50,6 +52,9 @@ type LeaseInput struct {
 	Prio   int32
 	Max    int
 	Unique string
+	// AddBatch: its jobs, in order (their Vest, Prio, Max and Unique as
+	// an Add's).
+	Batch []BatchJob
 	// Lease: how many and for how long (µs); Extend: for how long.
 	N int
 	D int64
@@ -67,6 +72,27 @@ type LeaseInput struct {
 	// whose job a Cancel removed since (see LeaseModel).
 	Call, Ret int64
 	Retried   bool
+	// Tight: a Lease on a queue whose batch budget may stop it after any
+	// candidate past the first (see leaseTightBudget), so that it may
+	// report ErrEmpty having spent the budget on burying due jobs whose
+	// last lease expired, with jobs it could lease due behind them.
+	Tight bool
+}
+
+// BatchJob is one job of an AddBatch: its vesting time, priority, max
+// attempts and unique key ("": none), as LeaseInput holds an Add's.
+type BatchJob struct {
+	Vest   int64
+	Prio   int32
+	Max    int
+	Unique string
+}
+
+// BatchAdded is what an AddBatch did with one of its jobs, as an Add's
+// output says it (LeaseOutput.Job and Duplicate).
+type BatchAdded struct {
+	Job       string
+	Duplicate bool
 }
 
 // LeasedJob is one lease a Lease returned.
@@ -108,12 +134,16 @@ type LeaseOutput struct {
 	// nothing was added) the ID of the job that holds the key.
 	Job       string
 	Duplicate bool
-	Leases    []LeasedJob // Lease
-	Empty     bool        // Lease: ErrEmpty
-	Lost      bool        // Ack, Nack, Extend, Release: ErrLeaseLost
-	Dead      bool        // Nack: the job was dead-lettered
-	Jobs      []JobRecord // Observe, sorted by Job
-	Held      []KeyHold   // Observe: the unique-key index, sorted by Key
+	// AddBatch: what it did with each job, in order; TooLarge: it failed
+	// with ErrBatchTooLarge, adding nothing (Added is empty).
+	Added    []BatchAdded
+	TooLarge bool
+	Leases   []LeasedJob // Lease
+	Empty    bool        // Lease: ErrEmpty
+	Lost     bool        // Ack, Nack, Extend, Release: ErrLeaseLost
+	Dead     bool        // Nack: the job was dead-lettered
+	Jobs     []JobRecord // Observe, sorted by Job
+	Held     []KeyHold   // Observe: the unique-key index, sorted by Key
 	// Cancel, Job, Requeue, DeleteDead: ErrJobNotFound. Job: otherwise
 	// Record is the job as Job returned it (Vest 0 for a dead job).
 	NotFound bool
@@ -132,6 +162,9 @@ type LeaseOutput struct {
 	// ID of the job that carries its value if one was ever seen (it then
 	// may have added that job), "" if none was (it did not add one: a job
 	// it added is at the round's Observe or in a known Lease's output).
+	// AddBatch: Added holds, for each job, the ID of the job that carries
+	// its value if one was seen (Duplicate false), else "": if it took
+	// effect, the jobs not seen were duplicates.
 	Unknown bool
 }
 
@@ -185,6 +218,11 @@ func (r JobRecord) exhausted() bool { return r.Attempts >= r.Max }
 // against the jobs in the queue (LeaseOutput.Held). A key whose holder
 // is exhausted and due may have been freed by a Lease that buried it,
 // which the model learns from an Add that finds the key free.
+//
+// AddBatch adds its jobs in order in one step, each as an Add would (a
+// key an earlier job of the batch took is held for the later ones, which
+// return that job's ID as duplicates), or, refused with ErrBatchTooLarge
+// (LeaseOutput.TooLarge), adds none.
 //
 // Cancel and Job: Cancel removes a job in the queue (queued, delayed or
 // leased, under any tag) for good: its record leaves the state, so it is
@@ -302,6 +340,10 @@ func leaseUnknownStep(s leaseState, in LeaseInput, out LeaseOutput, k int) []any
 		if out.Job != "" {
 			outs = []LeaseOutput{{Job: out.Job}}
 		}
+	case LAddBatch:
+		if n, ok := unknownBatchStep(s, in, out, k); ok {
+			next = append(next, n)
+		}
 	case LLease:
 		var eligible []int
 		for i, r := range s {
@@ -389,8 +431,9 @@ func leaseStep(s leaseState, in LeaseInput, out LeaseOutput, k int) (bool, any) 
 		}
 		if out.Empty {
 			// Empty: nothing eligible, or the window of K+N−1 due jobs it
-			// read may have held only exhausted ones (it buried them).
-			return eligible == 0 || due >= k+in.N-1, s
+			// read may have held only exhausted ones (it buried them), or,
+			// Tight, the budget went to burying the first ones it took.
+			return eligible == 0 || due >= k+in.N-1 || in.Tight && due > eligible, s
 		}
 		if len(out.Leases) == 0 || len(out.Leases) > in.N {
 			return false, s
@@ -469,6 +512,18 @@ func leaseStep(s leaseState, in LeaseInput, out LeaseOutput, k int) (bool, any) 
 		return true, slices.Delete(n, i, i+1)
 	case LRequeue, LDeleteDead:
 		return deadStep(s, in, out)
+	case LAddBatch:
+		// ErrBatchTooLarge is refused before anything is written (the
+		// harness checks the refusal against the budget).
+		if out.TooLarge {
+			return len(out.Added) == 0, s
+		}
+		if len(out.Added) != len(in.Batch) {
+			return false, s
+		}
+		return batchStep(s, in, func(i int) (LeaseOutput, bool) {
+			return LeaseOutput{Job: out.Added[i].Job, Duplicate: out.Added[i].Duplicate}, true
+		}, k)
 	case LJob:
 		i := s.find(in.Job)
 		if out.NotFound || i < 0 {
@@ -504,6 +559,56 @@ func leaseStep(s leaseState, in LeaseInput, out LeaseOutput, k int) (bool, any) 
 		return true, n
 	}
 	return false, s
+}
+
+// batchStep is the step of an AddBatch that took effect: its jobs added
+// in order, all in one step, each as an Add whose output is outAt(i)
+// (false: no Add's output will do), so that a unique key an earlier job of
+// the batch took is held for the later ones.
+func batchStep(s leaseState, in LeaseInput, outAt func(i int) (LeaseOutput, bool), k int) (bool, any) {
+	n := s
+	for i, j := range in.Batch {
+		out, ok := outAt(i)
+		if !ok {
+			return false, s
+		}
+		ok, m := leaseStep(n, LeaseInput{Kind: LAdd, Now: in.Now, Vest: j.Vest, Prio: j.Prio, Max: j.Max, Unique: j.Unique}, out, k)
+		if !ok {
+			return false, s
+		}
+		n = m.(leaseState)
+	}
+	return true, n
+}
+
+// unknownBatchStep is the state an AddBatch of unknown outcome leaves s in
+// if it took effect (false: it cannot have): each job whose value was seen
+// added under the ID it was seen with, each other one a duplicate of a
+// job in the queue (one it added would have been seen; see
+// LeaseOutput.Unknown). A batch that failed with ErrBatchTooLarge did
+// nothing, as one that did not take effect.
+func unknownBatchStep(s leaseState, in LeaseInput, out LeaseOutput, k int) (leaseState, bool) {
+	if len(out.Added) != len(in.Batch) {
+		return nil, false
+	}
+	m := s
+	for i, j := range in.Batch {
+		o := LeaseOutput{Job: out.Added[i].Job}
+		if o.Job == "" {
+			// A duplicate of the key's holder at its turn.
+			h := m.holder(j.Unique)
+			if h < 0 {
+				return nil, false
+			}
+			o = LeaseOutput{Job: m[h].Job, Duplicate: true}
+		}
+		ok, next := leaseStep(m, LeaseInput{Kind: LAdd, Now: in.Now, Vest: j.Vest, Prio: j.Prio, Max: j.Max, Unique: j.Unique}, o, k)
+		if !ok {
+			return nil, false
+		}
+		m = next.(leaseState)
+	}
+	return m, true
 }
 
 // deadStep is the step of a Requeue or DeleteDead (see LeaseModel).
@@ -674,10 +779,20 @@ func describeLeaseOp(in LeaseInput, out LeaseOutput) string {
 		if in.Unique != "" {
 			fmt.Fprintf(&b, " key=%s", in.Unique)
 		}
+	case LAddBatch:
+		for i, j := range in.Batch {
+			fmt.Fprintf(&b, " [%d] vest=%d prio=%d max=%d", i, j.Vest, j.Prio, j.Max)
+			if j.Unique != "" {
+				fmt.Fprintf(&b, " key=%s", j.Unique)
+			}
+		}
 	case LLease:
 		fmt.Fprintf(&b, " n=%d d=%d", in.N, in.D)
 		if in.Retried {
 			b.WriteString(" retried")
+		}
+		if in.Tight {
+			b.WriteString(" tight")
 		}
 	case LAck, LNack, LExtend, LRelease:
 		fmt.Fprintf(&b, " job=%s tag=%x", shortID(in.Job), in.Tag)
@@ -696,6 +811,25 @@ func describeLeaseOp(in LeaseInput, out LeaseOutput) string {
 		b.WriteString("unknown")
 		if in.Kind == LAdd && out.Job != "" {
 			fmt.Fprintf(&b, ", its job %s seen", shortID(out.Job))
+		}
+		for i, a := range out.Added {
+			if a.Job != "" {
+				fmt.Fprintf(&b, ", [%d] %s seen", i, shortID(a.Job))
+			}
+		}
+	case in.Kind == LAddBatch && out.TooLarge:
+		b.WriteString("batch too large")
+	case in.Kind == LAddBatch:
+		for i, a := range out.Added {
+			if i > 0 {
+				b.WriteString(" ")
+			}
+			switch {
+			case a.Duplicate:
+				fmt.Fprintf(&b, "[%d] duplicate of %s", i, shortID(a.Job))
+			default:
+				fmt.Fprintf(&b, "[%d] %s", i, shortID(a.Job))
+			}
 		}
 	case in.Kind == LAdd && out.Duplicate:
 		fmt.Fprintf(&b, "duplicate of %s", shortID(out.Job))

@@ -68,7 +68,8 @@ func TestLeaseResultOK(t *testing.T) {
 	ok := func(r any) bool { return r.(*LeaseResult).OK() }
 	requireOKOf(t, fresh, ok,
 		[]string{"AckedTwice", "AckedAndDead", "Lost", "Duplicated", "DeadAttempts", "KeysHeld", "CancelledAndAcked", "CancelledAndDead",
-			"CancelledTwice", "JobInvalid", "Leftovers", "CountErrors", "DeletedTwice", "DeletedAndRemoved", "TrustedAdded"},
+			"CancelledTwice", "JobInvalid", "Leftovers", "CountErrors", "DeletedTwice", "DeletedAndRemoved", "TrustedAdded",
+			"ValueMismatches", "BudgetErrors"},
 		[]string{"Acked", "Dead", "Cancelled", "Deleted", "AckedAbandoned", "CancelledAbandoned", "DeletedAbandoned"})
 	for _, c := range []porcupine.CheckResult{porcupine.Illegal, porcupine.Unknown} {
 		require.False(t, LeaseResult{Check: c}.OK(), "check %v", c)

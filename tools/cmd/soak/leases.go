@@ -10,6 +10,7 @@ import (
 
 	"github.com/anishathalye/porcupine"
 
+	"github.com/fdbqueue/fdbqueue/kv"
 	"github.com/fdbqueue/fdbqueue/tools/sim"
 )
 
@@ -93,8 +94,9 @@ func (t *leaseTotals) add(seed int64, r sim.LeaseResult) {
 // or deleted and also acked, cancelled or dead, a dead job whose
 // record does not hold MaxAttempts counted attempts, a unique key still
 // held after the drain, a Job lookup that contradicts itself, an Add
-// taken at its word (-trust-errors) whose job was seen, anything
-// left of a removed job or a wrong counter, or an error
+// taken at its word (-trust-errors) whose job was seen, a payload read
+// back that is not its job's, an AddBatch refused or accepted against its
+// budget, anything left of a removed job or a wrong counter, or an error
 // (an inconclusive check, timed out, is counted and fails the run too: a
 // soak that cannot decide proves nothing). The history of the
 // lowest-numbered seed not linearizable (if none, of the lowest whose
@@ -115,6 +117,8 @@ func runLeases(ctx context.Context, w io.Writer, cfg sim.LeaseConfig, first int6
 		cfg.CancelProb, cfg.JobProb, cfg.RaceProb)
 	fmt.Fprintf(w, "per operation: a Requeue %.2f, a DeleteDead %.2f; per Requeue or DeleteDead: a racing Requeue, DeleteDead, Cancel or Job of its job %.2f; per Add: one attempt only %.2f\n",
 		cfg.RequeueProb, cfg.DeleteDeadProb, cfg.DeadRaceProb, cfg.OneAttemptProb)
+	fmt.Fprintf(w, "per Add: an AddBatch of 2 to %d jobs %.2f; batch budgets by seed: %v (0: the default); payloads up to %d bytes\n",
+		cfg.MaxBatch, cfg.AddBatchProb, cfg.BatchBudgets, kv.MaxValueSize)
 	if cfg.TrustErrors {
 		fmt.Fprintln(w, "errors taken at their word: a call that failed with one kv.MaybeCommitted rejects had no effect")
 	}
@@ -178,6 +182,8 @@ func (t *leaseTotals) report(w io.Writer, elapsed time.Duration, errs []error, h
 		s.Requeued, s.RequeuedAcked, s.RequeuedDead, s.RequeueKeyHeld, s.RequeueNotFound)
 	fmt.Fprintf(w, "deletes that found nothing: %d (Requeues and DeleteDeads recovered by OpID %d; raced another client's operation on their job %d)\n",
 		s.DeleteNotFound, s.DeadOpsRecovered, deadRaces)
+	fmt.Fprintf(w, "payloads:                   limit-sized added %d, leased %d (in Leases with other jobs %d)\n", s.LimitAdded, s.LimitLeased, s.LimitLeasedTogether)
+	fmt.Fprintf(w, "add batches:                %d accepted, %d refused as too large; Leases of several jobs that took fewer %d\n", s.Batches, s.BatchTooLarge, s.LeasesShort)
 	fmt.Fprintf(w, "jobs added:                 %d\n", s.Added)
 	fmt.Fprintf(w, "jobs acked once:            %d\n", s.Acked)
 	fmt.Fprintf(w, "jobs dead once:             %d\n", s.Dead)
@@ -199,6 +205,11 @@ func (t *leaseTotals) report(w io.Writer, elapsed time.Duration, errs []error, h
 	fmt.Fprintf(w, "dead without max attempts:  %d\n", s.DeadAttempts)
 	fmt.Fprintf(w, "unique keys held at the end: %d\n", s.KeysHeld)
 	fmt.Fprintf(w, "trusted Adds whose job was seen: %d\n", s.TrustedAdded)
+	fmt.Fprintf(w, "payloads not their job's:   %d\n", s.ValueMismatches)
+	if s.ValueMismatch != "" {
+		fmt.Fprintf(w, "  the first: %s\n", s.ValueMismatch)
+	}
+	fmt.Fprintf(w, "batches against the budget: %d\n", s.BudgetErrors)
 	fmt.Fprintf(w, "inconclusive checks (timed out): %d\n", t.Inconclusive)
 	fmt.Fprintf(w, "linearizability violations: %d\n", t.Violations)
 	for _, err := range errs {
