@@ -163,7 +163,7 @@ func DefaultLeaseConfig() LeaseConfig {
 		Latency:       memdb.Latency{Commit: memdb.Span{Min: 50 * time.Microsecond, Max: 500 * time.Microsecond}},
 		InterruptProb: 0.12, DeadlineProb: 0.06, MaxDeadline: time.Millisecond, RecoverAtOnceProb: 0.5, AbandonProb: 0.04, LayerIDProb: 0.15,
 		UniqueProb: 0.3, UniqueKeys: 3, OneAttemptProb: 0.4,
-		AddBatchProb: 0.2, MaxBatch: 3, BatchBudgets: []int{11_800, 150_000, 0},
+		AddBatchProb: 0.1, MaxBatch: 3, BatchBudgets: []int{11_800, 150_000, 0},
 		CancelProb: 0.1, JobProb: 0.08, RequeueProb: 0.06, DeleteDeadProb: 0.04,
 		RaceProb: 0.1, DeadRaceProb: 0.3, CheckTimeout: 30 * time.Second}
 }
