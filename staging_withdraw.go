@@ -181,8 +181,8 @@ func (w *waiter[T]) abandon(ctx context.Context, cause error) error {
 	return final
 }
 
-// withdrawOnce runs abandon's cleanup in one transaction (retried by the
-// backend's retry loop), whose timeout is the cleanup's. undecided reports
+// withdrawOnce runs abandon's cleanup, which commits in one transaction
+// (retried by the backend's retry loop), whose timeout is the cleanup's. undecided reports
 // that the attempt that committed found no record of the takes in doubt
 // while the operation was past its journal retention (see abandon);
 // ambiguous, that it found the record of a take it could not tell from
