@@ -97,6 +97,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/anishathalye/porcupine"
+
 	"github.com/fdbqueue/fdbqueue"
 )
 
@@ -216,6 +218,20 @@ type target struct {
 	twinPool []twinSource
 	capacity int // items that unrecovered unknown dequeues may have taken
 	nextID   uint64
+	// rounds keeps each checked round's history, so that a conservation
+	// failure, found only after the last round, can show the round where
+	// its item was last seen (finish).
+	rounds []checkedRound
+}
+
+// checkedRound is one round's history as checked, with the state it
+// started from, its model and its failed calls.
+type checkedRound struct {
+	round       int
+	start       []Item
+	model       porcupine.Model
+	history     []porcupine.Operation
+	failedCalls []string
 }
 
 // enqCount is how many items of one ID were enqueued for sure (known) and

@@ -275,6 +275,7 @@ func (h *harness) settle(ctx context.Context, round int, t *target, recs []*reco
 	}
 
 	model := t.s.model(t.state)
+	t.rounds = append(t.rounds, checkedRound{round: round, start: t.state, model: model, history: history, failedCalls: failedCalls(recs, clients)})
 	res.Histories++
 	res.Operations += len(history)
 	began := time.Now()
@@ -363,9 +364,57 @@ func (h *harness) finish(ctx context.Context, res *Result) {
 		res.Duplicated += c.duplicated
 		res.Phantom += c.phantom
 		if c.lost+c.duplicated+c.phantom > 0 {
-			fail(fmt.Sprintf("conservation: %d lost, %d duplicated, %d phantom (e.g. item %d)", c.lost, c.duplicated, c.phantom, c.example))
+			reason := fmt.Sprintf("conservation: %d lost, %d duplicated, %d phantom (e.g. item %d)", c.lost, c.duplicated, c.phantom, c.example)
+			if res.Failure == nil {
+				res.Failure = t.lastRoundWith(ctx, h, c.example, reason)
+			}
+			fail(reason)
 		}
 	}
+}
+
+// lastRoundWith returns a failure, for reason, that holds the history of
+// the last round whose starting state or operations hold item id, with
+// porcupine's partial linearizations of it (so that it can be written and
+// visualized) and the meta keys whose values hold items: the round where
+// a lost item was last seen. Nil if no round mentions id.
+func (t *target) lastRoundWith(ctx context.Context, h *harness, id uint64, reason string) *Failure {
+	mentions := func(r checkedRound) bool {
+		for _, it := range r.start {
+			if it.ID == id {
+				return true
+			}
+		}
+		for _, o := range r.history {
+			if slices.Contains(BatchIDs(o.Input.(Input)), id) {
+				return true
+			}
+			for _, it := range o.Output.(Output).Items {
+				if it.ID == id {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	for i := len(t.rounds) - 1; i >= 0; i-- {
+		r := t.rounds[i]
+		if !mentions(r) {
+			continue
+		}
+		_, info := porcupine.CheckOperationsVerbose(r.model, r.history, h.cfg.CheckTimeout)
+		f := &Failure{Seed: h.seed, Round: r.round, Structure: t.s.name(),
+			Reason: fmt.Sprintf("%s; the history of round %d, the last that holds the item", reason, r.round),
+			model:  r.model, info: info, history: r.history, hasInfo: true, failedCalls: r.failedCalls}
+		held, err := residue(ctx, h.db, t.s.prefix(), []uint64{id})
+		if err != nil {
+			held = []string{fmt.Sprintf("reading the meta subspace failed: %v", err)}
+		}
+		f.residue = held
+		f.twins = t.twinsIn(r.history)
+		return f
+	}
+	return nil
 }
 
 type counts struct {

@@ -284,3 +284,35 @@ func TestSettleChecksTheRound(t *testing.T) {
 		require.Contains(t, res.Failure.Reason, "its journal record says it took an item")
 	})
 }
+
+// A conservation failure is found only after the last round, so finish
+// attaches the history of the last round that holds the lost item (in its
+// starting state or its operations), which the soak and the tests write
+// out: here item 2, lost, was last in round 1's starting state, and round
+// 2 does not mention it.
+func TestFinishShowsTheLastRoundOfALostItem(t *testing.T) {
+	item := func(id uint64) Item { return Item{ID: id} }
+	observe := func(items ...Item) porcupine.Operation {
+		return porcupine.Operation{ClientId: 0, Input: Input{Kind: Observe}, Call: 1, Return: 2, Output: Output{Items: items}}
+	}
+	h, tgt := plantedHarness(t, planted{drained: []Item{item(1)}}, false)
+	tgt.state = []Item{item(1)}
+	tgt.enqueued[1], tgt.enqueued[2] = enqCount{known: 1}, enqCount{known: 1}
+	start0, start1, start2 := []Item{item(1), item(2)}, []Item{item(1), item(2)}, []Item{item(1)}
+	tgt.rounds = []checkedRound{
+		{round: 0, start: start0, model: FIFOModel(start0), history: []porcupine.Operation{observe(start1...)}},
+		{round: 1, start: start1, model: FIFOModel(start1), history: []porcupine.Operation{observe(start2...)}, failedCalls: []string{"a failed call"}},
+		{round: 2, start: start2, model: FIFOModel(start2), history: []porcupine.Operation{observe(start2...)}},
+	}
+	var res Result
+	h.finish(context.Background(), &res)
+	require.Equal(t, 1, res.Lost)
+	require.NotNil(t, res.Failure)
+	require.True(t, res.Failure.HasVisualization(), "the failure holds a history to write")
+	require.Equal(t, 1, res.Failure.Round, "the last round that holds item 2")
+	require.Contains(t, res.Failure.Reason, "conservation: 1 lost")
+	require.Equal(t, []string{"a failed call"}, res.Failure.failedCalls)
+	var b strings.Builder
+	require.NoError(t, res.Failure.WriteHistory(&b))
+	require.Contains(t, b.String(), "round 1")
+}
