@@ -275,7 +275,8 @@ func (h *harness) settle(ctx context.Context, round int, t *target, recs []*reco
 	}
 
 	model := t.s.model(t.state)
-	t.rounds = append(t.rounds, checkedRound{round: round, start: t.state, model: model, history: history, failedCalls: failedCalls(recs, clients)})
+	failed := failedCalls(recs, clients)
+	t.rounds = append(t.rounds, checkedRound{round: round, start: t.state, model: model, history: history, failedCalls: failed})
 	res.Histories++
 	res.Operations += len(history)
 	began := time.Now()
@@ -309,7 +310,7 @@ func (h *harness) settle(ctx context.Context, round int, t *target, recs []*reco
 			res.Failure = &Failure{Seed: h.seed, Round: round, Structure: t.s.name(),
 				Reason: fmt.Sprintf("history of %d operations is not linearizable", len(history)),
 				model:  model, info: info, history: history, hasInfo: true,
-				failedCalls: failedCalls(recs, clients)}
+				failedCalls: failed}
 			ids := make([]uint64, 0, len(t.enqueued))
 			for id := range t.enqueued {
 				ids = append(ids, id)
