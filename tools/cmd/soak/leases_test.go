@@ -160,7 +160,7 @@ func TestLeaseTotalsKeepTheFirstFailure(t *testing.T) {
 	assert.Equal(t, int64(7), n)
 	assert.Equal(t, 2, total.Violations)
 	assert.Equal(t, 3, total.Inconclusive)
-	assert.Equal(t, int64(1), total.FirstFailing)
+	assert.Equal(t, int64(7), total.FirstFailing, "a check that timed out fails no seed (tooUndecided)")
 }
 
 // reported adds r as seed 7 to fresh totals and returns the summary and
@@ -200,7 +200,6 @@ func TestLeaseSoakReportsEachPlantedFault(t *testing.T) {
 		{"leftovers of removed jobs", func(r *sim.LeaseResult) { r.Leftovers = 1 }},
 		{"wrong counts", func(r *sim.LeaseResult) { r.CountErrors = 1 }},
 		{"linearizability violations", func(r *sim.LeaseResult) { r.Check = porcupine.Illegal; r.Failure = &sim.Failure{Seed: 7} }},
-		{"inconclusive checks (timed out)", func(r *sim.LeaseResult) { r.Check = porcupine.Unknown; r.Failure = &sim.Failure{Seed: 7} }},
 	} {
 		r := sim.LeaseResult{Check: porcupine.Ok, Added: 1, Acked: 1}
 		c.plant(&r)
@@ -255,10 +254,23 @@ func TestLeaseSoakFailsOnASeedsError(t *testing.T) {
 }
 
 // A seed whose check timed out, while no seed's history was rejected, is
-// reported as the failure kept, and as one that timed out.
+// reported as the failure kept, and as one that timed out. One such check
+// passes (undecidedAllowed); two of two fail the run.
 func TestLeaseSoakReportsATimedOutCheck(t *testing.T) {
-	s, code := reported(t, sim.LeaseResult{Check: porcupine.Unknown, Failure: &sim.Failure{Seed: 7}})
-	assert.Equal(t, 1, code, s)
+	timedOut := sim.LeaseResult{Check: porcupine.Unknown, Failure: &sim.Failure{Seed: 7}}
+	s, code := reported(t, timedOut)
+	assert.Equal(t, 0, code, s)
 	assert.Contains(t, s, "first history whose check timed out: ")
 	assert.NotContains(t, s, "first history not linearizable")
+	assert.Equal(t, 1, counter(t, s, "inconclusive checks (timed out)"))
+
+	var total leaseTotals
+	total.add(7, timedOut)
+	total.add(8, sim.LeaseResult{Check: porcupine.Unknown, Failure: &sim.Failure{Seed: 8}})
+	var out bytes.Buffer
+	dir := t.TempDir()
+	code = total.report(&out, time.Second, nil, filepath.Join(dir, "h.html"), filepath.Join(dir, "h.txt"))
+	assert.Equal(t, 1, code, out.String())
+	assert.Contains(t, out.String(), "too many checks undecided: 2 of 2 (at most 1)\n")
+	assert.Zero(t, total.FirstFailing, "no seed failed a decided check")
 }

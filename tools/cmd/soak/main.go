@@ -4,10 +4,11 @@
 //
 //	go run ./cmd/soak -seeds 100000 -duration 10m
 //
-// It exits with status 1 when any history is not linearizable or any item
-// is lost, duplicated or unexplained, after writing the first failing
-// seed's history as porcupine's HTML visualization (-html) and as text
-// (-history). Rerun one seed with -first N -seeds 1. Staged seeds' Queue
+// It exits with status 1 when any history is not linearizable, any item
+// is lost, duplicated or unexplained, or more than one check in four
+// timed out undecided (one is allowed in any run), after writing the
+// first failing seed's history as porcupine's HTML visualization (-html)
+// and as text (-history). Rerun one seed with -first N -seeds 1. Staged seeds' Queue
 // serves its waiters by place (the default for its versionstamp-ordered
 // layout); -staging-batches serves them in batches. Histories are checked
 // for linearizability either way.
@@ -249,7 +250,11 @@ func run(w io.Writer, cfg sim.Config, first int64, seeds int, duration time.Dura
 		fmt.Fprintf(w, "first failing seed: %d (%v)\n", f.Seed, f)
 		writeFailure(w, f, htmlPath, historyPath)
 	}
-	if !total.OK() || len(errs) > 0 {
+	undecided := tooUndecided(total.Inconclusive, total.Histories)
+	if undecided {
+		fmt.Fprintf(w, "too many checks undecided: %d of %d (at most %d)\n", total.Inconclusive, total.Histories, undecidedAllowed(total.Histories))
+	}
+	if !total.OK() || len(errs) > 0 || undecided {
 		fmt.Fprintln(w, "FAIL")
 		return 1
 	}
@@ -282,3 +287,18 @@ func writeFailure(w io.Writer, f *sim.Failure, htmlPath, historyPath string) {
 	}
 	fmt.Fprintf(w, "history: %s\n", historyPath)
 }
+
+// undecidedAllowed is how many of n linearizability checks may time out
+// (be inconclusive) in a run that passes: one in four, and at least one.
+// A check that times out proves nothing either way, and how many do
+// depends on the machine's load and the histories' shape (staged Queue
+// soaks leave about one in eight undecided, plain ones one in thirty,
+// lease soaks about one in a thousand; see docs/reliability.md), so a few
+// are noise, while more mean the run decided too little to pass (fewer
+// clients or a longer -check-timeout decide more). The simulation's CI
+// tests, on smaller histories, allow one in eight.
+func undecidedAllowed(n int) int { return max(1, n/4) }
+
+// tooUndecided reports whether more than undecidedAllowed(n) of n checks
+// timed out.
+func tooUndecided(inconclusive, n int) bool { return inconclusive > undecidedAllowed(n) }
