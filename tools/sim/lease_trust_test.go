@@ -117,7 +117,7 @@ func TestLeaseSimulationTrustErrorsCatchesAppliedCallsThatFail(t *testing.T) {
 			// its report: bounded, as the seeds go on to the next when a
 			// check times out.
 			c.CheckTimeout = 5 * time.Second
-			for seed := int64(1); seed <= 40; seed++ {
+			for seed := int64(1); seed <= plantSeeds; seed++ {
 				r, err := RunLeases(ctx, seed, c)
 				if err != nil || !r.OK() && r.Check != porcupine.Unknown {
 					t.Logf("seed %d caught it: %s", seed, caught(r, err))
@@ -163,7 +163,7 @@ func TestLeaseSimulationTrustErrorsCatchesLayerIDCallsThatFail(t *testing.T) {
 				}
 				return failAfterCommit{Database: db, fired: &fired}
 			}
-			for seed := int64(1); seed <= 10; seed++ {
+			for seed := int64(1); seed <= plantSeeds; seed++ {
 				r, err := RunLeases(context.Background(), seed, c)
 				if err != nil || !r.OK() && r.Check != porcupine.Unknown {
 					require.Positive(t, r.LayerIDTrusted, "seed %d caught it, but no call under a layer-made ID was taken at its word", seed)

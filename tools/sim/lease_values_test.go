@@ -177,7 +177,7 @@ func TestLeaseSimulationCatchesPlantedPayloads(t *testing.T) {
 					}
 					return payloadDB{Database: db, values: values, alter: p.alter}
 				}
-				for seed := int64(1); seed <= 10; seed++ {
+				for seed := int64(1); seed <= plantSeeds; seed++ {
 					r, err := RunLeases(ctx, seed, c)
 					require.NoError(t, err)
 					if r.ValueMismatches > 0 {
