@@ -609,7 +609,9 @@ func (q *Queue) checkItemKey(key []byte) error {
 // have cleared it), the error also wraps ErrOperationExpired and
 // kv.MaybeCommitted is true. In batches, a record equal to those of
 // several takes in doubt (items with equal values) whose keys the cleanup
-// cannot tell apart stays in the journal, and kv.MaybeCommitted is true.
+// cannot tell apart stays in the journal, and kv.MaybeCommitted is true:
+// the error is an *UnknownResultError, and a call under its ID (the
+// layer's own if the call had none) returns the item.
 func (q *Queue) Dequeue(ctx context.Context, t kv.Transactor, opts ...OpOption) ([]byte, error) {
 	if err := q.usable(); err != nil {
 		return nil, err

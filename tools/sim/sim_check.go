@@ -73,6 +73,19 @@ func (h *harness) settle(ctx context.Context, round int, t *target, recs []*reco
 			// cleanup that failed is reported above as a failed
 			// withdrawal). Had it kept its item, nothing could recover
 			// it: the item would be missing and the check would fail.
+			//
+			// Unless the layer said so: a take that failed maybe
+			// committed (its cleanup found several takes of equal items
+			// and could not tell which one its take holds, so it left
+			// the item in the take's journal record for a call under the
+			// ID the error names) is of unknown outcome. Under an ID the
+			// layer made it is abandoned, as other calls under such IDs
+			// are: it stays open below, a dequeue that may have taken an
+			// item.
+			if r.layerID && r.inFlight {
+				r.failed += "; left open"
+				continue
+			}
 			applied := false
 			if !r.layerID {
 				var err error
