@@ -719,7 +719,7 @@ func (o *op) applied(rr kv.RangeResult) (results [][]byte, ok bool, err error) {
 		return nil, false, err
 	}
 	o.j.track.obs.replayed(o.kind, o.id)
-	if r, ok := rr.(*recordRead); ok && r.marked {
+	if r, ok := heldRead(rr).(*recordRead); ok && r.marked {
 		o.wide = true // the marker goes with the records (end)
 	}
 	if r, ok := rr.(*recordRead); ok && !o.fresh && r.tr != nil {

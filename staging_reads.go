@@ -191,3 +191,13 @@ func (it *sliceIter) Next() bool {
 func (it *sliceIter) KeyValue() kv.KeyValue { return it.h.kvs[it.i] }
 
 func (it *sliceIter) Err() error { return it.h.err }
+
+// heldRead returns the read rr holds if it is a heldRange, else rr: a
+// staged step's record read is held, and the journal still needs to know
+// what it found (op.applied: a marker).
+func heldRead(rr kv.RangeResult) kv.RangeResult {
+	if h, ok := rr.(*heldRange); ok {
+		return h.rr
+	}
+	return rr
+}

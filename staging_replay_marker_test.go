@@ -1,0 +1,62 @@
+package fdbqueue_test
+
+import (
+	"bytes"
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/fdbqueue/fdbqueue"
+	"github.com/fdbqueue/fdbqueue/kv"
+	"github.com/fdbqueue/fdbqueue/tuple"
+)
+
+// A staged Dequeue under a caller's ID that finds the record of an
+// earlier call under that ID (made on another handle, which logged
+// nothing of it: another process) returns its item and clears that
+// operation's journal keys, its marker included, as a plain call's
+// replay does (journal.go, op.applied). The marker used to stay until
+// expiry: the staged step reads the record through a held range
+// (staging_reads.go), and applied did not see that the read found a
+// marker.
+func TestStagedReplayClearsTheMarker(t *testing.T) {
+	forModes(t, func(t *testing.T, m stagingMode) {
+		ctx := context.Background()
+		db, sub, q := stagedQueue(t, "replay-marker", m.opts(fdbqueue.StagingConfig{})...)
+		require.NoError(t, q.Enqueue(ctx, db, []byte("x")))
+		id := fdbqueue.NewOpID()
+		// In a caller's transaction, whose commit applies but reports
+		// commit_unknown_result_fatal (1022, not retried): the record and
+		// the marker stay for a call under the ID.
+		db.FailNextCommit(kv.ErrCommitUnknownResultFatal, true)
+		err := db.Transact(ctx, func(tr kv.Transaction) error {
+			_, err := q.Dequeue(ctx, tr, fdbqueue.WithOpID(id))
+			return err
+		})
+		require.True(t, kv.MaybeCommitted(err), "%v", err)
+		require.Len(t, keysOf(t, db, sub, id), 2, "the record and the marker")
+
+		other := stgQueue(t, sub, m.opts(fdbqueue.StagingConfig{})...)
+		v, err := other.Dequeue(ctx, db, fdbqueue.WithOpID(id))
+		require.NoError(t, err)
+		require.Equal(t, "x", string(v))
+		settleQueue(t, db, other) // carries the clear the replay left pending
+		require.Empty(t, keysOf(t, db, sub, id), "the record and the marker are cleared")
+	})
+}
+
+// keysOf returns the keys of the journal of the queue in sub that belong
+// to the operation id (its records and its marker).
+func keysOf(t *testing.T, db kv.Database, sub fdbqueue.Subspace, id fdbqueue.OpID) [][]byte {
+	t.Helper()
+	packed, err := tuple.Tuple{id[:]}.Pack() // as the ID is in the keys
+	require.NoError(t, err)
+	var keys [][]byte
+	for _, k := range journalKeys(t, db, sub) {
+		if bytes.Contains(k, packed) {
+			keys = append(keys, k)
+		}
+	}
+	return keys
+}
