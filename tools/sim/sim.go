@@ -78,7 +78,9 @@
 // Unhide over its call (see Hide). An operation run under an ID the layer
 // made has neither recovery nor a record the harness can read: if its
 // outcome is unknown it stays open, beyond MaxOpen if need be, and a staged
-// take of it that failed is a Hide and an Unhide.
+// take of it that failed is a Hide and an Unhide, unless it failed maybe
+// committed (its cleanup left its item in its record): then it stays open
+// too.
 //
 // # Determinism
 //

@@ -93,7 +93,8 @@ type Config struct {
 	// "Exactly once under commit_unknown_result" in docs/design.md), except
 	// a staged take, which records under its ID. Nothing can recover such
 	// an operation or read its record: one of unknown outcome stays open,
-	// and a failed staged take is a Hide and an Unhide (see Hide).
+	// and a failed staged take is a Hide and an Unhide (see Hide), unless
+	// it failed maybe committed, when it stays open too.
 	LayerIDProb float64
 	// ShortRetention, if positive, is the journal retention of about half
 	// of the seeds (WithJournalRetention): a journal starts a new slot
