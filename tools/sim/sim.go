@@ -80,7 +80,11 @@
 // outcome is unknown it stays open, beyond MaxOpen if need be, and a staged
 // take of it that failed is a Hide and an Unhide, unless it failed maybe
 // committed (its cleanup left its item in its record): then it stays open
-// too.
+// too. So does an operation that failed with ErrOperationExpired (it
+// outlived its journal retention: a call under its ID fails so too, and an
+// expiry may have cleared its record), except a staged take that did not
+// fail maybe committed, whose cleanup put back any item it took: a Hide
+// and an Unhide.
 //
 // # Determinism
 //

@@ -59,6 +59,13 @@ func (h *harness) settle(ctx context.Context, round int, t *target, recs []*reco
 		if !r.recover && !isStaged {
 			continue
 		}
+		if r.expired && !isStaged {
+			// Past its journal retention: a call under its ID fails with
+			// ErrOperationExpired too, and whether it took effect is not
+			// known (ErrOperationExpired's doc). It stays open below.
+			r.failed += "; left open"
+			continue
+		}
 		if isStaged {
 			// A staged take that failed either kept its item (then its
 			// journal record is there and the recovery below returns it)
@@ -82,7 +89,14 @@ func (h *harness) settle(ctx context.Context, round int, t *target, recs []*reco
 			// layer made it is abandoned, as other calls under such IDs
 			// are: it stays open below, a dequeue that may have taken an
 			// item.
-			if r.layerID && r.inFlight {
+			//
+			// So is one past its journal retention that the layer says
+			// may have committed: its cleanup found no record of the
+			// takes in doubt, and an expiry may have cleared the record
+			// of one that applied (ErrOperationExpired's doc). Its
+			// journal cannot settle it, nor a call under its ID, which
+			// fails with ErrOperationExpired too.
+			if r.inFlight && (r.layerID || r.expired) {
 				r.failed += "; left open"
 				continue
 			}
@@ -95,7 +109,10 @@ func (h *harness) settle(ctx context.Context, round int, t *target, recs []*reco
 					continue
 				}
 			}
-			if applied && r.trusted {
+			if applied && (r.trusted || r.expired) {
+				// An expired one that the layer does not say may have
+				// committed put back the item of the take whose record
+				// its cleanup found, and erased the record.
 				res.Violations++
 				fail(fmt.Sprintf("%v failed with an error kv.MaybeCommitted rejects, yet its journal record says it took an item", in.Kind))
 				continue
@@ -164,16 +181,15 @@ func (h *harness) settle(ctx context.Context, round int, t *target, recs []*reco
 	// their call, or nothing). Beyond that, or to keep the checks short,
 	// the journal says whether they took effect: if so, they removed an
 	// item nobody saw within their call; if not, they are left out. Those
-	// under an ID the layer made stay open whatever their number: the
-	// harness cannot read their record (a slot, whose key it does not
-	// know).
+	// the journal cannot settle stay open whatever their number
+	// (record.journalBlind).
 	open := 0
 	for _, r := range recs {
 		in := r.op.Input.(Input)
 		if !r.unknown || isEnqueue(in.Kind) {
 			continue
 		}
-		if h.cfg.WithoutIdempotency || open < h.cfg.MaxOpen || r.layerID {
+		if h.cfg.WithoutIdempotency || open < h.cfg.MaxOpen || r.journalBlind() {
 			r.op.Output = Output{Unknown: true}
 			r.op.Return = math.MaxInt64
 			open++
@@ -239,7 +255,7 @@ func (h *harness) settle(ctx context.Context, round int, t *target, recs []*reco
 				mark(false)
 			case open == 0 && !slices.ContainsFunc(ids, func(x uint64) bool { return appeared[x] }):
 				continue // it did not take effect
-			case h.cfg.WithoutIdempotency || open < h.cfg.MaxOpen || r.layerID:
+			case h.cfg.WithoutIdempotency || open < h.cfg.MaxOpen || r.journalBlind():
 				r.op.Output = Output{Unknown: true}
 				r.op.Return = math.MaxInt64
 				mark(true)
@@ -340,6 +356,12 @@ func (h *harness) settle(ctx context.Context, round int, t *target, recs []*reco
 	}
 	t.state = observed
 }
+
+// journalBlind reports whether the journal cannot settle r: it ran under
+// an ID the layer made (a slot, whose key the harness does not know), or
+// it failed past its journal retention (an expiry may have cleared its
+// record).
+func (r *record) journalBlind() bool { return r.layerID || r.expired }
 
 // journaled reports whether the journal of the queue at prefix holds a
 // record of the operation id.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -332,4 +333,108 @@ func TestFinishShowsTheLastRoundOfALostItem(t *testing.T) {
 	var b strings.Builder
 	require.NoError(t, res.Failure.WriteHistory(&b))
 	require.Contains(t, b.String(), "round 1")
+}
+
+// An operation that failed with ErrOperationExpired outlived its journal
+// retention: a call under its ID fails so too, and an expiry may have
+// cleared its record, so neither settles it, and the error's doc says to
+// treat it as maybe committed. The errors are built as the layer builds
+// them (staging_withdraw.go, abandon; journal.go, expired). Each history
+// holds what the layer allows; the check must pass it, and fail the one
+// it does not allow.
+func TestSettleOperationsPastTheirRetention(t *testing.T) {
+	ctx := context.Background()
+	rec := func(call, ret int64, in Input, out Output) *record {
+		return &record{op: op(int(call), call, ret, in, out), id: fdbqueue.NewOpID()}
+	}
+	expired := fmt.Errorf("%w: op x is 9s old, retention 8s", fdbqueue.ErrOperationExpired)
+	// abandon's undecided case: the cleanup found no record of the takes
+	// in doubt past the retention; one may have applied, its record
+	// cleared by an expiry.
+	undecided := kv.CommitInterrupted(fmt.Errorf("%w (the cleanup found no record of the takes in doubt: one may have applied, its record cleared by an expiry)", expired))
+	for _, trust := range []bool{false, true} {
+		t.Run(fmt.Sprintf("a staged take that may have committed, its record expired, trusting errors %v", trust), func(t *testing.T) {
+			// The take applied and an expiry cleared its record: item
+			// 1 is gone, which no Hide and Unhide explains.
+			h, tgt := plantedHarness(t, planted{}, true)
+			h.cfg.TrustErrors = trust
+			enq1 := rec(1, 2, enq(1), ok)
+			take := rec(3, 4, deq, unknown)
+			h.classify(tgt, take, deq, undecided)
+			require.True(t, take.unknown && take.inFlight && take.expired && !take.trusted && !take.dropped)
+			var res Result
+			h.settle(ctx, 0, tgt, []*record{enq1, take}, &res)
+			require.Zero(t, res.Violations, "%v", res.Failure)
+			require.Zero(t, res.Unexpected, "%v", res.Failure)
+			require.Zero(t, res.Hidden)
+			require.Equal(t, 1, res.Unknown)
+			require.Equal(t, 1, tgt.capacity, "it may have taken one item")
+			require.Contains(t, take.failed, "its commit maybe in flight, past its journal retention")
+			require.Contains(t, take.failed, "left open")
+		})
+	}
+	t.Run("a staged take that did not commit", func(t *testing.T) {
+		// Without kv.MaybeCommitted its cleanup put back any item its
+		// takes took: a Hide and an Unhide; a journal record of it is a
+		// violation.
+		for _, recorded := range []bool{false, true} {
+			h, tgt := plantedHarness(t, planted{observed: []Item{{ID: 1}}}, true)
+			enq1 := rec(1, 2, enq(1), ok)
+			take := rec(3, 4, deq, unknown)
+			h.classify(tgt, take, deq, expired)
+			require.True(t, take.unknown && !take.inFlight && take.expired)
+			if recorded {
+				p, err := tuple.Tuple{"j", int64(take.id[8]), take.id[:]}.AppendPack(append(tgt.s.prefix(), 0xff))
+				require.NoError(t, err)
+				require.NoError(t, h.db.Transact(ctx, func(tr kv.Transaction) error { tr.Set(append(p, 0), []byte{1}); return nil }))
+			}
+			var res Result
+			h.settle(ctx, 0, tgt, []*record{enq1, take}, &res)
+			require.Zero(t, res.Unexpected, "%v", res.Failure)
+			if recorded {
+				require.Equal(t, 1, res.Violations)
+				require.Contains(t, res.Failure.Reason, "its journal record says it took an item")
+				continue
+			}
+			require.Zero(t, res.Violations, "%v", res.Failure)
+			require.Equal(t, 1, res.Hidden)
+		}
+	})
+	t.Run("a dequeue to recover", func(t *testing.T) {
+		// A recovery under its ID would fail with ErrOperationExpired
+		// (here the planted structure fails every call): it stays open.
+		h, tgt := plantedHarness(t, planted{}, false)
+		take := rec(3, 4, deq, unknown)
+		take.recover = true
+		h.classify(tgt, take, deq, expired)
+		var res Result
+		h.settle(ctx, 0, tgt, []*record{rec(1, 2, enq(1), ok), take}, &res)
+		require.Zero(t, res.Unexpected, "%v", res.Failure)
+		require.Zero(t, res.Violations, "%v", res.Failure)
+		require.Zero(t, res.Recovered)
+		require.Equal(t, 1, res.Unknown)
+		require.Equal(t, 1, tgt.capacity)
+	})
+	t.Run("operations beyond MaxOpen", func(t *testing.T) {
+		// MaxOpen (1) is taken by the first dequeue: the expired
+		// operations are not settled from the journal, which holds no
+		// record of them (an expiry may have cleared it), but stay open.
+		// Settled from it, the second dequeue would be left out, and the
+		// absence of both items a violation; the enqueue, whose item
+		// appeared nowhere while dequeues are open, left out too.
+		h, tgt := plantedHarness(t, planted{}, false)
+		first := rec(5, 6, deq, unknown)
+		h.classify(tgt, first, deq, context.Canceled)
+		second := rec(7, 8, deq, unknown)
+		h.classify(tgt, second, deq, expired)
+		third := rec(9, 10, enq(3), unknown)
+		h.classify(tgt, third, enq(3), expired)
+		var res Result
+		h.settle(ctx, 0, tgt, []*record{rec(1, 2, enq(1), ok), rec(3, 4, enq(2), ok), first, second, third}, &res)
+		require.Zero(t, res.Unexpected, "%v", res.Failure)
+		require.Zero(t, res.Violations, "%v", res.Failure)
+		require.Equal(t, 3, res.Unknown)
+		require.Equal(t, 2, tgt.capacity)
+		require.Equal(t, enqCount{maybe: 1}, tgt.enqueued[3], "its item may have been enqueued and taken by an open dequeue")
+	})
 }

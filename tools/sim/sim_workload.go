@@ -34,6 +34,14 @@ type record struct {
 	// settled the outcome within the call (a staged take's cleanup
 	// fences its take).
 	inFlight bool
+	// expired: the operation failed with ErrOperationExpired. It outlived
+	// its journal retention: a call under its ID fails the same way, and
+	// its record may have been cleared by an expiry, so neither can
+	// settle it (fdbqueue.ErrOperationExpired: "treat it as maybe
+	// committed"). A staged take that failed so without kv.MaybeCommitted
+	// is the exception: its cleanup put back the item of any take whose
+	// record it found, and there was none else.
+	expired bool
 	// failed is what the call failed with ("" if it did not fail): its
 	// kind, its error and how the check takes it, for a written history.
 	failed string
@@ -51,6 +59,9 @@ func (r *record) failedAs() string {
 	}
 	if r.inFlight {
 		how += ", its commit maybe in flight"
+	}
+	if r.expired {
+		how += ", past its journal retention"
 	}
 	if r.layerID {
 		how += ", under an ID the layer made"
@@ -206,24 +217,12 @@ func (h *harness) client(ctx context.Context, round int, t *target, c int, rng *
 				}
 				mu.Unlock()
 			}
-			r.inFlight = kv.MaybeCommitted(err)
-			switch {
-			case !h.cfg.TrustErrors || r.inFlight || errors.Is(err, fdbqueue.ErrOperationExpired):
-				r.unknown = true
-			case t.staged && (in.Kind == Dequeue || in.Kind == PopMin || in.Kind == PopMax):
-				// A failed staged take may have moved the item at its
-				// place to the tail (by place): settle records it as a
-				// Hide and an Unhide, and fails if it took an item.
-				r.unknown, r.trusted = true, true
-			default:
-				r.dropped = true
-			}
+			h.classify(t, r, in, err)
 			if r.trusted || r.dropped {
 				mu.Lock()
 				res.Trusted++
 				mu.Unlock()
 			}
-			r.failed = fmt.Sprintf("%v: %v (%s)", in.Kind, err, r.failedAs())
 		}
 		isStagedTake := t.staged && (in.Kind == Dequeue || in.Kind == PopMin || in.Kind == PopMax)
 		if r.unknown && r.inFlight && r.recover && onDB && !isStagedTake && !h.cfg.WithoutIdempotency &&
@@ -251,6 +250,25 @@ func (h *harness) client(ctx context.Context, round int, t *target, c int, rng *
 		}
 	}
 	return recs
+}
+
+// classify sets how the check takes r, a call of in on t that failed
+// with err (not ErrEmpty): its flags and its description (record.failed).
+func (h *harness) classify(t *target, r *record, in Input, err error) {
+	r.inFlight = kv.MaybeCommitted(err)
+	r.expired = errors.Is(err, fdbqueue.ErrOperationExpired)
+	switch {
+	case !h.cfg.TrustErrors || r.inFlight || r.expired:
+		r.unknown = true
+	case t.staged && (in.Kind == Dequeue || in.Kind == PopMin || in.Kind == PopMax):
+		// A failed staged take may have moved the item at its
+		// place to the tail (by place): settle records it as a
+		// Hide and an Unhide, and fails if it took an item.
+		r.unknown, r.trusted = true, true
+	default:
+		r.dropped = true
+	}
+	r.failed = fmt.Sprintf("%v: %v (%s)", in.Kind, err, r.failedAs())
 }
 
 // recoverAtOnce calls r's operation again with its OpID right after it
