@@ -152,16 +152,12 @@ func (w *waiter[T]) abandon(ctx context.Context, cause error) error {
 	defer cancel()
 	undecided, ambiguous, err := w.withdrawOnce(cctx, timeout)
 	if err != nil {
-		e := fmt.Errorf("%w (withdrawing the staged request failed, the claim timeout will return its item, or settle the operation under its ID if its take applied: %w; last error: %v)", final, err, cause)
-		if len(w.taken) > 0 || w.resKey != nil {
-			// The item may sit in the journal (recoverable with WithOpID),
-			// or the request may still be in the line, with an item due or
-			// handed to it that goes back to the queue only when it
-			// expires, after this call returned: either way the call may
-			// have had an effect.
-			return kv.CommitInterrupted(e)
-		}
-		return e
+		// A take or a registration was attempted (above): the item may sit
+		// in the journal (recoverable with WithOpID), or the request may
+		// still be in the line, with an item due or handed to it that goes
+		// back to the queue only when it expires, after this call
+		// returned. Either way the call may have had an effect.
+		return kv.CommitInterrupted(fmt.Errorf("%w (withdrawing the staged request failed, the claim timeout will return its item, or settle the operation under its ID if its take applied: %w; last error: %v)", final, err, cause))
 	}
 	if ambiguous {
 		// The cleanup committed, but left the item of the take that
