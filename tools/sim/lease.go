@@ -247,16 +247,18 @@ func RunLeases(ctx context.Context, seed int64, cfg LeaseConfig) (LeaseResult, e
 	model := LeaseModel(cfg.Choice)
 	res.Check = porcupine.CheckOperationsTimeout(model, history, cfg.CheckTimeout)
 	if res.Check != porcupine.Ok {
-		// Checked again, verbose, for the longest linearizable prefixes
-		// (so far, if it times out again): only a seed that failed the
-		// check keeps its history.
-		_, info := porcupine.CheckOperationsVerbose(model, history, cfg.CheckTimeout)
-		reason := fmt.Sprintf("history of %d operations over %d rounds is not linearizable", len(history), cfg.Rounds)
-		if res.Check == porcupine.Unknown {
-			reason = fmt.Sprintf("check of a history of %d operations over %d rounds timed out after %v", len(history), cfg.Rounds, cfg.CheckTimeout)
+		// Only a seed that failed the check keeps its history: one not
+		// linearizable with its longest linearizable prefixes, checked
+		// again, verbose; one whose check timed out without them
+		// (linearizationInfo).
+		f := &Failure{Seed: seed, Round: -1, Structure: "job queue",
+			Reason: fmt.Sprintf("check of a history of %d operations over %d rounds timed out after %v", len(history), cfg.Rounds, cfg.CheckTimeout),
+			model:  model, history: history}
+		if res.Check == porcupine.Illegal {
+			f.Reason = fmt.Sprintf("history of %d operations over %d rounds is not linearizable", len(history), cfg.Rounds)
+			f.info, f.hasInfo = linearizationInfo(model, history, cfg.CheckTimeout), true
 		}
-		res.Failure = &Failure{Seed: seed, Round: -1, Structure: "job queue", Reason: reason,
-			model: model, info: info, history: history, hasInfo: true}
+		res.Failure = f
 	}
 
 	if err := drainJobs(ctx, db, q, func() { clock.now.Add(3*h.d + 1) }, acks); err != nil {

@@ -238,6 +238,8 @@ type checkedRound struct {
 	model       porcupine.Model
 	history     []porcupine.Operation
 	failedCalls []string
+	// undecided: its check timed out (see lastRoundWith).
+	undecided bool
 }
 
 // enqCount is how many items of one ID were enqueued for sure (known) and

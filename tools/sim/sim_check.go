@@ -335,10 +335,9 @@ func (h *harness) settle(ctx context.Context, round int, t *target, recs []*reco
 	case porcupine.Illegal:
 		res.Violations++
 		if res.Failure == nil {
-			_, info := porcupine.CheckOperationsVerbose(model, history, h.cfg.CheckTimeout)
 			res.Failure = &Failure{Seed: h.seed, Round: round, Structure: t.s.name(),
 				Reason: fmt.Sprintf("history of %d operations is not linearizable", len(history)),
-				model:  model, info: info, history: history, hasInfo: true,
+				model:  model, info: linearizationInfo(model, history, h.cfg.CheckTimeout), history: history, hasInfo: true,
 				failedCalls: failed}
 			ids := make([]uint64, 0, len(t.enqueued))
 			for id := range t.enqueued {
@@ -353,6 +352,7 @@ func (h *harness) settle(ctx context.Context, round int, t *target, recs []*reco
 		}
 	case porcupine.Unknown:
 		res.Inconclusive++
+		t.rounds[len(t.rounds)-1].undecided = true
 	}
 	t.state = observed
 }
@@ -438,10 +438,14 @@ func (t *target) lastRoundWith(ctx context.Context, h *harness, id uint64, reaso
 		if !mentions(r) {
 			continue
 		}
-		_, info := porcupine.CheckOperationsVerbose(r.model, r.history, h.cfg.CheckTimeout)
 		f := &Failure{Seed: h.seed, Round: r.round, Structure: t.s.name(),
 			Reason: fmt.Sprintf("%s; the history of round %d, the last that holds the item", reason, r.round),
-			model:  r.model, info: info, history: r.history, hasInfo: true, failedCalls: r.failedCalls}
+			model:  r.model, history: r.history, failedCalls: r.failedCalls}
+		if !r.undecided {
+			// Its check decided: the verbose one does too. One that timed
+			// out could run far past its timeout (linearizationInfo).
+			f.info, f.hasInfo = linearizationInfo(r.model, r.history, h.cfg.CheckTimeout), true
+		}
 		held, err := residue(ctx, h.db, t.s.prefix(), []uint64{id})
 		if err != nil {
 			held = []string{fmt.Sprintf("reading the meta subspace failed: %v", err)}

@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -333,6 +334,22 @@ func TestFinishShowsTheLastRoundOfALostItem(t *testing.T) {
 	var b strings.Builder
 	require.NoError(t, res.Failure.WriteHistory(&b))
 	require.Contains(t, b.String(), "round 1")
+	require.Contains(t, b.String(), "longest linearizable prefix (0 operations)", "its one Observe lacks item 2")
+
+	// A round whose check timed out is not checked again for porcupine's
+	// linearizations (linearizationInfo): its history is written without
+	// them, and there is nothing to visualize.
+	tgt.rounds[1].undecided = true
+	res = Result{}
+	h.finish(context.Background(), &res)
+	require.Equal(t, 1, res.Failure.Round)
+	require.True(t, res.Failure.HasHistory())
+	require.False(t, res.Failure.HasVisualization())
+	b.Reset()
+	require.NoError(t, res.Failure.WriteHistory(&b))
+	require.Contains(t, b.String(), "round 1")
+	require.Contains(t, b.String(), "longest linearizable prefix: not computed")
+	require.Error(t, res.Failure.Visualize(filepath.Join(t.TempDir(), "h.html")))
 }
 
 // An operation that failed with ErrOperationExpired outlived its journal

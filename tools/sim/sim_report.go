@@ -8,6 +8,7 @@ import (
 	"math"
 	"slices"
 	"sort"
+	"time"
 
 	"github.com/anishathalye/porcupine"
 
@@ -170,8 +171,10 @@ type Failure struct {
 	Reason    string
 
 	model   porcupine.Model
-	info    porcupine.LinearizationInfo
 	history []porcupine.Operation
+	// info holds porcupine's longest linearizable prefixes of history,
+	// if hasInfo (see linearizationInfo).
+	info    porcupine.LinearizationInfo
 	hasInfo bool
 	// failedCalls describes the calls of the history that failed, with
 	// their errors (failedCalls in sim_check.go).
@@ -192,7 +195,7 @@ type Failure struct {
 // failed, with its error, the IDs of items with twins (equal values), and
 // the items and staging keys held outside the queue.
 func (f *Failure) WriteHistory(w io.Writer) error {
-	if !f.HasVisualization() {
+	if !f.HasHistory() {
 		return errors.New("sim: no history to write")
 	}
 	m := f.model
@@ -207,21 +210,25 @@ func (f *Failure) WriteHistory(w io.Writer) error {
 		}
 		fmt.Fprintf(bw, "[%6d, %6s] client %-3d %s\n", op.Call, ret, op.ClientId, m.DescribeOperation(op.Input, op.Output))
 	}
-	var best []porcupine.Operation
-	for _, part := range f.info.PartialLinearizationsOperations() {
-		for _, l := range part {
-			if len(l) > len(best) {
-				best = l
+	if f.hasInfo {
+		var best []porcupine.Operation
+		for _, part := range f.info.PartialLinearizationsOperations() {
+			for _, l := range part {
+				if len(l) > len(best) {
+					best = l
+				}
 			}
 		}
+		fmt.Fprintf(bw, "longest linearizable prefix (%d operations):\n", len(best))
+		st := m.Init()
+		for _, op := range best {
+			_, st = m.Step(st, op.Input, op.Output)
+			fmt.Fprintf(bw, "  [%6d] %s\n", op.Call, m.DescribeOperation(op.Input, op.Output))
+		}
+		fmt.Fprintf(bw, "state after it: %s\n", m.DescribeState(st))
+	} else {
+		fmt.Fprintln(bw, "longest linearizable prefix: not computed (the history's check did not finish)")
 	}
-	fmt.Fprintf(bw, "longest linearizable prefix (%d operations):\n", len(best))
-	st := m.Init()
-	for _, op := range best {
-		_, st = m.Step(st, op.Input, op.Output)
-		fmt.Fprintf(bw, "  [%6d] %s\n", op.Call, m.DescribeOperation(op.Input, op.Output))
-	}
-	fmt.Fprintf(bw, "state after it: %s\n", m.DescribeState(st))
 	if len(f.failedCalls) > 0 {
 		fmt.Fprintf(bw, "failed calls (%d):\n", len(f.failedCalls))
 		for _, c := range f.failedCalls {
@@ -249,9 +256,26 @@ func (f *Failure) String() string {
 	return fmt.Sprintf("seed %d, round %d, %s: %s", f.Seed, f.Round, f.Structure, f.Reason)
 }
 
-// HasVisualization reports whether the failure is a non-linearizable
-// history that Visualize can draw.
+// HasVisualization reports whether the failure holds a history with
+// porcupine's longest linearizable prefixes of it, which Visualize draws.
 func (f *Failure) HasVisualization() bool { return f != nil && f.hasInfo }
+
+// HasHistory reports whether the failure holds a history, which
+// WriteHistory writes: one not linearizable, one whose check timed out,
+// or the last one that held a lost item.
+func (f *Failure) HasHistory() bool { return f != nil && f.history != nil }
+
+// linearizationInfo checks history again, verbose, for porcupine's longest
+// linearizable prefixes of it (so far, if this check times out), which
+// WriteHistory and Visualize show. Only for a history whose first check
+// decided: porcupine's verbose check waits, after its timeout, for every
+// search step in progress to end, and a step of a nondeterministic model
+// (LeaseModel's) over a history that check could not decide ran for
+// minutes past a 30 s timeout.
+func linearizationInfo(m porcupine.Model, history []porcupine.Operation, timeout time.Duration) porcupine.LinearizationInfo {
+	_, info := porcupine.CheckOperationsVerbose(m, history, timeout)
+	return info
+}
 
 // Visualize writes porcupine's HTML visualization of the failing history
 // (its longest linearizable prefixes and where they get stuck) to path.

@@ -239,7 +239,7 @@ func reportFailure(t *testing.T, res sim.Result) {
 		return
 	}
 	t.Errorf("first failure: %v", res.Failure)
-	if res.Failure.HasVisualization() {
+	if res.Failure.HasHistory() {
 		if f, err := os.CreateTemp("", "sim-failure-*.txt"); err == nil {
 			_ = res.Failure.WriteHistory(f)
 			_ = f.Close()

@@ -104,9 +104,9 @@ func (t *leaseTotals) add(seed int64, r sim.LeaseResult) {
 // (checks that timed out, inconclusive, fail the run beyond one in
 // four: see tooUndecided). The history of the
 // lowest-numbered seed not linearizable (if none, of the lowest whose
-// check timed out) is written as text to historyPath and as porcupine's
-// visualization to htmlPath: a seed's run depends on goroutine timing, so
-// rerunning it need not fail again.
+// check timed out) is written as text to historyPath and, if it was not
+// linearizable, as porcupine's visualization to htmlPath: a seed's run
+// depends on goroutine timing, so rerunning it need not fail again.
 func runLeases(ctx context.Context, w io.Writer, cfg sim.LeaseConfig, first int64, seeds int, duration time.Duration, workers int, htmlPath, historyPath string, verbose bool) int {
 	start := time.Now()
 	fmt.Fprintf(w, "soak -leases: up to %d seeds from %d, for up to %v, %d at once\n", seeds, first, duration, workers)

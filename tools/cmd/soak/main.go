@@ -24,9 +24,10 @@
 // acked twice, the dead jobs without their max attempts and the unique
 // keys held after the drain (all must be 0) and the linearizability
 // violations, exiting with status 1 on any failure. The lowest-numbered
-// seed whose history was not linearizable (if none, whose check timed
-// out) has it written to -history and -html as above: a lease seed's run
-// depends on goroutine timing, so rerunning the seed need not fail again.
+// seed whose history was not linearizable has it written to -history
+// and -html as above (if none, the lowest whose check timed out, to
+// -history only): a lease seed's run depends on goroutine timing, so
+// rerunning the seed need not fail again.
 //
 //	go run ./cmd/soak -leases -seeds 100000 -duration 10m
 //
@@ -262,17 +263,20 @@ func run(w io.Writer, cfg sim.Config, first int64, seeds int, duration time.Dura
 	return 0
 }
 
-// writeFailure writes f's history, if it has one (a history not
-// linearizable), as porcupine's visualization to htmlPath and as text to
-// historyPath, and says where on w (or why it could not).
+// writeFailure writes f's history, if it has one, as text to historyPath
+// and, if it has porcupine's linearizations of it (not for a check that
+// timed out), as porcupine's visualization to htmlPath, and says where on
+// w (or why it could not).
 func writeFailure(w io.Writer, f *sim.Failure, htmlPath, historyPath string) {
-	if !f.HasVisualization() {
+	if !f.HasHistory() {
 		return
 	}
-	if err := f.Visualize(htmlPath); err != nil {
-		fmt.Fprintf(w, "writing the visualization: %v\n", err)
-	} else {
-		fmt.Fprintf(w, "visualization: %s\n", htmlPath)
+	if f.HasVisualization() {
+		if err := f.Visualize(htmlPath); err != nil {
+			fmt.Fprintf(w, "writing the visualization: %v\n", err)
+		} else {
+			fmt.Fprintf(w, "visualization: %s\n", htmlPath)
+		}
 	}
 	out, err := os.Create(historyPath)
 	if err == nil {
