@@ -38,7 +38,11 @@ func TestSimulationTwins(t *testing.T) {
 			total := runSeeds(t, cfg, seeds)
 			require.Equal(t, len(seeds), total.StagedSeeds, "every seed above runs staged")
 			requireSound(t, total)
-			requireMostlyConclusive(t, total)
+			// About one history in twenty times out here, so a bound of
+			// one in eight (3 of 24) failed a run now and then (4 of 24
+			// in one of about 30 runs of the package on this machine):
+			// one in four. Violations are never allowed (requireSound).
+			requireDecided(t, total, 4)
 			require.Positive(t, total.TwinItems, "no twin was enqueued")
 			require.Positive(t, total.TwinsTaken, "no twin was taken")
 			require.Positive(t, total.TwinsTogether, "no two equal items were in a structure at once")
