@@ -1,7 +1,6 @@
 package fdbqueue_test
 
 import (
-	"bytes"
 	"context"
 	"testing"
 
@@ -9,7 +8,6 @@ import (
 
 	"github.com/fdbqueue/fdbqueue"
 	"github.com/fdbqueue/fdbqueue/kv"
-	"github.com/fdbqueue/fdbqueue/tuple"
 )
 
 // A staged Dequeue under a caller's ID that finds the record of an
@@ -35,28 +33,13 @@ func TestStagedReplayClearsTheMarker(t *testing.T) {
 			return err
 		})
 		require.True(t, kv.MaybeCommitted(err), "%v", err)
-		require.Len(t, keysOf(t, db, sub, id), 2, "the record and the marker")
+		require.Len(t, rangeKeys(t, db, fdbqueue.JournalRecordRange(q, id)), 2, "the record and the marker")
 
 		other := stgQueue(t, sub, m.opts(fdbqueue.StagingConfig{})...)
 		v, err := other.Dequeue(ctx, db, fdbqueue.WithOpID(id))
 		require.NoError(t, err)
 		require.Equal(t, "x", string(v))
 		settleQueue(t, db, other) // carries the clear the replay left pending
-		require.Empty(t, keysOf(t, db, sub, id), "the record and the marker are cleared")
+		require.Empty(t, rangeKeys(t, db, fdbqueue.JournalRecordRange(q, id)), "the record and the marker are cleared")
 	})
-}
-
-// keysOf returns the keys of the journal of the queue in sub that belong
-// to the operation id (its records and its marker).
-func keysOf(t *testing.T, db kv.Database, sub fdbqueue.Subspace, id fdbqueue.OpID) [][]byte {
-	t.Helper()
-	packed, err := tuple.Tuple{id[:]}.Pack() // as the ID is in the keys
-	require.NoError(t, err)
-	var keys [][]byte
-	for _, k := range journalKeys(t, db, sub) {
-		if bytes.Contains(k, packed) {
-			keys = append(keys, k)
-		}
-	}
-	return keys
 }

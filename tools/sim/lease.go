@@ -250,13 +250,13 @@ func RunLeases(ctx context.Context, seed int64, cfg LeaseConfig) (LeaseResult, e
 		// Only a seed that failed the check keeps its history: one not
 		// linearizable with its longest linearizable prefixes, checked
 		// again, verbose; one whose check timed out without them
-		// (linearizationInfo).
+		// (Failure.linearize).
 		f := &Failure{Seed: seed, Round: -1, Structure: "job queue",
 			Reason: fmt.Sprintf("check of a history of %d operations over %d rounds timed out after %v", len(history), cfg.Rounds, cfg.CheckTimeout),
 			model:  model, history: history}
 		if res.Check == porcupine.Illegal {
 			f.Reason = fmt.Sprintf("history of %d operations over %d rounds is not linearizable", len(history), cfg.Rounds)
-			f.info, f.hasInfo = linearizationInfo(model, history, cfg.CheckTimeout), true
+			f.linearize(cfg.CheckTimeout)
 		}
 		res.Failure = f
 	}

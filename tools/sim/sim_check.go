@@ -337,8 +337,8 @@ func (h *harness) settle(ctx context.Context, round int, t *target, recs []*reco
 		if res.Failure == nil {
 			res.Failure = &Failure{Seed: h.seed, Round: round, Structure: t.s.name(),
 				Reason: fmt.Sprintf("history of %d operations is not linearizable", len(history)),
-				model:  model, info: linearizationInfo(model, history, h.cfg.CheckTimeout), history: history, hasInfo: true,
-				failedCalls: failed}
+				model:  model, history: history, failedCalls: failed}
+			res.Failure.linearize(h.cfg.CheckTimeout)
 			ids := make([]uint64, 0, len(t.enqueued))
 			for id := range t.enqueued {
 				ids = append(ids, id)
@@ -443,8 +443,8 @@ func (t *target) lastRoundWith(ctx context.Context, h *harness, id uint64, reaso
 			model:  r.model, history: r.history, failedCalls: r.failedCalls}
 		if !r.undecided {
 			// Its check decided: the verbose one does too. One that timed
-			// out could run far past its timeout (linearizationInfo).
-			f.info, f.hasInfo = linearizationInfo(r.model, r.history, h.cfg.CheckTimeout), true
+			// out could run far past its timeout (Failure.linearize).
+			f.linearize(h.cfg.CheckTimeout)
 		}
 		held, err := residue(ctx, h.db, t.s.prefix(), []uint64{id})
 		if err != nil {

@@ -337,7 +337,7 @@ func TestFinishShowsTheLastRoundOfALostItem(t *testing.T) {
 	require.Contains(t, b.String(), "longest linearizable prefix (0 operations)", "its one Observe lacks item 2")
 
 	// A round whose check timed out is not checked again for porcupine's
-	// linearizations (linearizationInfo): its history is written without
+	// linearizations (Failure.linearize): its history is written without
 	// them, and there is nothing to visualize.
 	tgt.rounds[1].undecided = true
 	res = Result{}

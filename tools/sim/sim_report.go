@@ -173,7 +173,7 @@ type Failure struct {
 	model   porcupine.Model
 	history []porcupine.Operation
 	// info holds porcupine's longest linearizable prefixes of history,
-	// if hasInfo (see linearizationInfo).
+	// if hasInfo (see linearize).
 	info    porcupine.LinearizationInfo
 	hasInfo bool
 	// failedCalls describes the calls of the history that failed, with
@@ -265,16 +265,16 @@ func (f *Failure) HasVisualization() bool { return f != nil && f.hasInfo }
 // or the last one that held a lost item.
 func (f *Failure) HasHistory() bool { return f != nil && f.history != nil }
 
-// linearizationInfo checks history again, verbose, for porcupine's longest
+// linearize checks f's history again, verbose, for porcupine's longest
 // linearizable prefixes of it (so far, if this check times out), which
 // WriteHistory and Visualize show. Only for a history whose first check
 // decided: porcupine's verbose check waits, after its timeout, for every
 // search step in progress to end, and a step of a nondeterministic model
 // (LeaseModel's) over a history that check could not decide ran for
 // minutes past a 30 s timeout.
-func linearizationInfo(m porcupine.Model, history []porcupine.Operation, timeout time.Duration) porcupine.LinearizationInfo {
-	_, info := porcupine.CheckOperationsVerbose(m, history, timeout)
-	return info
+func (f *Failure) linearize(timeout time.Duration) {
+	_, f.info = porcupine.CheckOperationsVerbose(f.model, f.history, timeout)
+	f.hasInfo = true
 }
 
 // Visualize writes porcupine's HTML visualization of the failing history

@@ -78,7 +78,7 @@ func (t *leaseTotals) add(seed int64, r sim.LeaseResult) {
 	t.Sum.Add(r)
 	decided := r
 	if decided.Check == porcupine.Unknown {
-		decided.Check = porcupine.Ok // counted above; see tooUndecided
+		decided.Check = porcupine.Ok // counted above; see undecidedAllowed
 	}
 	if !decided.OK() && (t.FirstFailing == 0 || seed < t.FirstFailing) {
 		t.FirstFailing = seed
@@ -229,10 +229,7 @@ func (t *leaseTotals) report(w io.Writer, elapsed time.Duration, errs []error, h
 		fmt.Fprintf(w, "first history whose check timed out: %v\n", f)
 		writeFailure(w, f, htmlPath, historyPath)
 	}
-	undecided := tooUndecided(t.Inconclusive, t.Histories)
-	if undecided {
-		fmt.Fprintf(w, "too many checks undecided: %d of %d (at most %d)\n", t.Inconclusive, t.Histories, undecidedAllowed(t.Histories))
-	}
+	undecided := tooUndecided(w, t.Inconclusive, t.Histories)
 	if t.FirstFailing != 0 || len(errs) > 0 || undecided {
 		fmt.Fprintln(w, "FAIL")
 		return 1

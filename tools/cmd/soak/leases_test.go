@@ -160,7 +160,7 @@ func TestLeaseTotalsKeepTheFirstFailure(t *testing.T) {
 	assert.Equal(t, int64(7), n)
 	assert.Equal(t, 2, total.Violations)
 	assert.Equal(t, 3, total.Inconclusive)
-	assert.Equal(t, int64(7), total.FirstFailing, "a check that timed out fails no seed (tooUndecided)")
+	assert.Equal(t, int64(7), total.FirstFailing, "a check that timed out fails no seed (undecidedAllowed)")
 }
 
 // reported adds r as seed 7 to fresh totals and returns the summary and

@@ -8,10 +8,10 @@
 // is lost, duplicated or unexplained, or more than one check in four
 // timed out undecided (one is allowed in any run), after writing the
 // first failing seed's history as porcupine's HTML visualization (-html)
-// and as text (-history). Rerun one seed with -first N -seeds 1. Staged seeds' Queue
-// serves its waiters by place (the default for its versionstamp-ordered
-// layout); -staging-batches serves them in batches. Histories are checked
-// for linearizability either way.
+// and as text (-history). Rerun one seed with -first N -seeds 1. Staged
+// seeds' Queue serves its waiters by place (the default for its
+// versionstamp-ordered layout); -staging-batches serves them in batches.
+// Histories are checked for linearizability either way.
 //
 // -leases runs the job-queue simulation instead (sim.RunLeases: clients
 // add (some under unique keys), lease, ack, nack, extend and release jobs,
@@ -251,10 +251,7 @@ func run(w io.Writer, cfg sim.Config, first int64, seeds int, duration time.Dura
 		fmt.Fprintf(w, "first failing seed: %d (%v)\n", f.Seed, f)
 		writeFailure(w, f, htmlPath, historyPath)
 	}
-	undecided := tooUndecided(total.Inconclusive, total.Histories)
-	if undecided {
-		fmt.Fprintf(w, "too many checks undecided: %d of %d (at most %d)\n", total.Inconclusive, total.Histories, undecidedAllowed(total.Histories))
-	}
+	undecided := tooUndecided(w, total.Inconclusive, total.Histories)
 	if !total.OK() || len(errs) > 0 || undecided {
 		fmt.Fprintln(w, "FAIL")
 		return 1
@@ -304,5 +301,11 @@ func writeFailure(w io.Writer, f *sim.Failure, htmlPath, historyPath string) {
 func undecidedAllowed(n int) int { return max(1, n/4) }
 
 // tooUndecided reports whether more than undecidedAllowed(n) of n checks
-// timed out.
-func tooUndecided(inconclusive, n int) bool { return inconclusive > undecidedAllowed(n) }
+// timed out, and if so says it on w.
+func tooUndecided(w io.Writer, inconclusive, n int) bool {
+	if inconclusive <= undecidedAllowed(n) {
+		return false
+	}
+	fmt.Fprintf(w, "too many checks undecided: %d of %d (at most %d)\n", inconclusive, n, undecidedAllowed(n))
+	return true
+}

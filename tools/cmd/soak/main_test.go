@@ -1,6 +1,7 @@
 package main
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -23,6 +24,8 @@ func TestTooUndecided(t *testing.T) {
 		{49, 360, false},
 		{91, 360, true},
 	} {
-		assert.Equal(t, c.fail, tooUndecided(c.inconclusive, c.n), "%d of %d", c.inconclusive, c.n)
+		var out strings.Builder
+		assert.Equal(t, c.fail, tooUndecided(&out, c.inconclusive, c.n), "%d of %d", c.inconclusive, c.n)
+		assert.Equal(t, c.fail, out.Len() > 0, "said only when too many: %q", out.String())
 	}
 }
