@@ -41,10 +41,13 @@ type call struct {
 	started time.Time // when the last attempt of a batch take began (see slowBatch)
 	reverse bool
 	keepOne bool
-	vals    [][]byte
-	one1    [1][]byte
-	items   []Item
-	item1   [1]Item
+	// empty: the last attempt took nothing and committed a fence
+	// (emptied); the call returns ErrEmpty.
+	empty bool
+	vals  [][]byte
+	one1  [1][]byte
+	items []Item
+	item1 [1]Item
 
 	op   op
 	gate gateRead
@@ -174,7 +177,7 @@ func (c *call) attempt(tr kv.Transaction) error {
 		c.op.gate = c.q.journal.gate.issueInto(&c.gate, tr, false, c.op.owned) // config.go
 		vals, err := takeEnd(tr, &c.op, c.q.head, c.lim, c.valsDst())
 		c.vals = vals
-		return err
+		return c.emptied(err)
 	case callPush:
 		return c.pq.pushAttempt(tr, c)
 	case callPop:
@@ -182,9 +185,28 @@ func (c *call) attempt(tr kv.Transaction) error {
 		c.op.gate = c.pq.journal.gate.issueInto(&c.gate, tr, false, c.op.owned)
 		items, err := takeEnd(tr, &c.op, c.pq.ends[boolIndex(c.reverse)], c.lim, c.itemsDst())
 		c.items = items
-		return err
+		return c.emptied(err)
 	}
 	panic("fdbqueue: unknown call kind")
+}
+
+// emptied is a take attempt's error: nil, so that the attempt commits,
+// for a take that found nothing but added a fence (errEmptyFenced), which
+// it notes in c.empty for takeResult.
+func (c *call) emptied(err error) error {
+	c.empty = err == errEmptyFenced
+	if c.empty {
+		return nil
+	}
+	return err
+}
+
+// takeResult is the error of a take whose run returned err.
+func (c *call) takeResult(err error) error {
+	if err == nil && c.empty {
+		return ErrEmpty
+	}
+	return c.op.emptyTaken(err)
 }
 
 // itemKeys returns where an attempt may build the item keys it writes
@@ -244,7 +266,7 @@ func (c *call) release() {
 	default:
 		c.q, c.pq = nil, nil
 	}
-	c.kind, c.lim, c.reverse, c.keepOne = 0, batchLimit{}, false, false
+	c.kind, c.lim, c.reverse, c.keepOne, c.empty = 0, batchLimit{}, false, false, false
 	c.started = time.Time{}
 	if cap(c.key) > maxKeptSlotVal {
 		c.key = nil

@@ -103,8 +103,9 @@ func takeEnd[T any](tr kv.Transaction, o *op, e queueEnd[T], lim batchLimit, dst
 		return out, nil
 	}
 	it := rowsOf(head, limit)
+	var lastDue []byte // the last item due to a request of the line
 	for i := 0; i < skip && it.Next(); i++ {
-		// an item due to a request of the line
+		lastDue = it.KeyValue().Key
 	}
 	out := dst
 	var records, taken [][]byte
@@ -167,6 +168,21 @@ func takeEnd[T any](tr kv.Transaction, o *op, e queueEnd[T], lim batchLimit, dst
 			if err := tr.AddReadConflictRange(r); err != nil {
 				return nil, err
 			}
+		}
+		if lastDue != nil && o.mayLandLate() {
+			// Nothing after the line's items, but an earlier call of the
+			// operation may have taken some of them before the requests
+			// they are due to came, and its commit may still land (one
+			// cut short by its context or a timeout is not fenced): it
+			// read the head up to what it took, which is still there,
+			// since nothing clears an item due to a request but the
+			// request's own take. A write conflict over the line's items
+			// makes that commit fail, and the attempt commits it, so
+			// that ErrEmpty is the operation's only outcome.
+			if err := tr.AddWriteConflictRange(headConflict(r, lastDue, reverse)); err != nil {
+				return nil, err
+			}
+			return nil, errEmptyFenced
 		}
 		return nil, ErrEmpty
 	}

@@ -81,7 +81,13 @@ type opConfig struct {
 // plain one, which reads the slot; a Wait form, which cannot, fails with
 // ErrInvalidArgument). On another value, or in another process, the call
 // may not find the record and then applies the operation again: if you
-// may need to settle there, pass an ID of yours to the first call.
+// may need to settle there, pass an ID of yours to the first call. A
+// settling take that returns ErrEmpty on a Queue served by place while
+// items are due to the line's requests first commits a write conflict
+// over those items: the first call may have taken one of them before its
+// request came, with its commit cut short in flight, and that commit then
+// fails instead of landing after the answer. In your own transaction,
+// that ErrEmpty settles the operation once your transaction commits.
 //
 // An ID names one operation call: give it to no other call. A second call
 // under it in the same transaction as a first that took effect fails with
@@ -405,6 +411,16 @@ func (o *op) endAs(err, reported error) {
 		o.j.addPending(kv.KeyRange{Begin: o.key0, End: o.key0[:len(o.key0)+1]})
 	}
 }
+
+// errEmptyFenced is takeEnd's ErrEmpty when its attempt must commit a
+// fence first (see takeEnd): the call commits it, then returns ErrEmpty
+// (call.emptied).
+var errEmptyFenced = fmt.Errorf("%w (after a fence for earlier calls under the ID)", ErrEmpty)
+
+// mayLandLate reports whether an earlier commit of the operation may still
+// land: one of an earlier call under its ID (WithOpID), or of an attempt
+// that recorded. A fresh ID's first attempts have none.
+func (o *op) mayLandLate() bool { return !o.off() && (!o.fresh || o.recorded.Load()) }
 
 // emptyTaken returns ErrEmpty alone for err, the error of a take that
 // found nothing to take, when the retry loop marked it maybe-committed

@@ -288,7 +288,7 @@ func (pq *PriorityQueue) pop(ctx context.Context, t kv.Transactor, n int, max, k
 	c := newCall(callPop, &pq.layer, "pop", popMark(max), t, opts)
 	c.pq, c.reverse, c.keepOne = pq, max, keepOne
 	c.lim = batchLimit{max: n, budget: pq.cfg.batchBudget}
-	err := c.op.emptyTaken(c.run(ctx))
+	err := c.takeResult(c.run(ctx))
 	c.op.end(err)
 	if err != nil {
 		c.release()

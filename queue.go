@@ -646,7 +646,8 @@ func (q *Queue) Dequeue(ctx context.Context, t kv.Transactor, opts ...OpOption) 
 // the requests waiting in the line are theirs: DequeueBatch first reads
 // the line (a snapshot read of all of it, one round trip more), takes the
 // items after those, with a read conflict on each item taken, and returns
-// ErrEmpty when there are none.
+// ErrEmpty when there are none (under an ID that an earlier call used, it
+// commits a write conflict over the line's items first: see WithOpID).
 func (q *Queue) DequeueBatch(ctx context.Context, t kv.Transactor, max int, opts ...OpOption) ([][]byte, error) {
 	if err := q.usable(); err != nil {
 		return nil, err
@@ -670,7 +671,7 @@ func (q *Queue) dequeue(ctx context.Context, t kv.Transactor, max int, keepOne b
 	}
 	c := newCall(callDequeue, &q.layer, "dequeue", "", t, opts)
 	c.q, c.lim, c.keepOne = q, batchLimit{max: max, budget: q.cfg.batchBudget}, keepOne
-	err := c.op.emptyTaken(c.run(ctx))
+	err := c.takeResult(c.run(ctx))
 	c.op.end(err)
 	if err != nil {
 		c.release()
