@@ -25,6 +25,24 @@ import (
 // at once returned empty while its first commit, timed out in flight,
 // landed later and took the item).
 func TestSettlingTakeFencesAnAttemptInFlightBehindTheLine(t *testing.T) {
+	t.Run("DequeueBatch", func(t *testing.T) {
+		testSettlingBehindTheLine(t, func(ctx context.Context, db kv.Database, q *fdbqueue.Queue, id fdbqueue.OpID) error {
+			_, err := q.DequeueBatch(ctx, db, 3, fdbqueue.WithOpID(id))
+			return err
+		})
+	})
+	// A staged Dequeue under the ID files a request behind the waiter's,
+	// finds nothing at its place and withdraws it: the same answer, and
+	// the same requirement.
+	t.Run("staged Dequeue", func(t *testing.T) {
+		testSettlingBehindTheLine(t, func(ctx context.Context, db kv.Database, q *fdbqueue.Queue, id fdbqueue.OpID) error {
+			_, err := q.Dequeue(ctx, db, fdbqueue.WithOpID(id))
+			return err
+		})
+	})
+}
+
+func testSettlingBehindTheLine(t *testing.T, settle func(context.Context, kv.Database, *fdbqueue.Queue, fdbqueue.OpID) error) {
 	ctx := context.Background()
 	db := stgDB(t)
 	sub := stgSubspace(t, "settle-behind-line")
@@ -69,7 +87,7 @@ func TestSettlingTakeFencesAnAttemptInFlightBehindTheLine(t *testing.T) {
 	recvWithin(t, registered, "the waiter's registration")
 
 	// The settling call finds no record and x due to the request.
-	_, err = q0.DequeueBatch(ctx, db, 3, fdbqueue.WithOpID(id))
+	err = settle(ctx, db, q0, id)
 	require.ErrorIs(t, err, fdbqueue.ErrEmpty)
 	require.False(t, kv.MaybeCommitted(err), "%v", err)
 
@@ -80,6 +98,6 @@ func TestSettlingTakeFencesAnAttemptInFlightBehindTheLine(t *testing.T) {
 	r := recvWithin(t, waiter, "the waiter's item")
 	require.NoError(t, r.err)
 	require.Equal(t, "x", string(r.v), "x was taken by the operation the settling call said took nothing")
-	_, err = q0.DequeueBatch(ctx, db, 3, fdbqueue.WithOpID(id))
+	err = settle(ctx, db, q0, id)
 	require.ErrorIs(t, err, fdbqueue.ErrEmpty, "a later call under the ID must give the same answer")
 }
