@@ -161,6 +161,17 @@ func takeEnd[T any](tr kv.Transaction, o *op, e queueEnd[T], lim batchLimit, dst
 	if err := it.Err(); err != nil {
 		return nil, err
 	}
+	// The line's items are the requests', but an earlier call of this
+	// operation may have taken some of them before those requests came,
+	// and its commit may still land (one cut short in flight by its
+	// context or a timeout is not fenced). It read the head up to what it
+	// took, and no one clears an item due to a request but the request's
+	// take, so that commit would land after this call, which skips those
+	// items and clears none of them: the operation would take effect
+	// twice, or, if this call takes nothing, take an item while the
+	// caller is told ErrEmpty. This attempt fences it: a write conflict
+	// over the line's items, committed even when it takes nothing.
+	fence := lastDue != nil && o.mayLandLate()
 	if len(out) == 0 {
 		// Depend on the emptiness we saw, as a normal read would (and a
 		// plain one did).
@@ -169,17 +180,8 @@ func takeEnd[T any](tr kv.Transaction, o *op, e queueEnd[T], lim batchLimit, dst
 				return nil, err
 			}
 		}
-		if lastDue != nil && o.mayLandLate() {
-			// Nothing after the line's items, but an earlier call of the
-			// operation may have taken some of them before the requests
-			// they are due to came, and its commit may still land (one
-			// cut short by its context or a timeout is not fenced): it
-			// read the head up to what it took, which is still there,
-			// since nothing clears an item due to a request but the
-			// request's own take. A write conflict over the line's items
-			// makes that commit fail, and the attempt commits it, so
-			// that ErrEmpty is the operation's only outcome.
-			if err := tr.AddWriteConflictRange(headConflict(r, lastDue, reverse)); err != nil {
+		if fence {
+			if err := fenceDue(tr, r, lastDue, reverse); err != nil {
 				return nil, err
 			}
 			return nil, errEmptyFenced
@@ -208,7 +210,20 @@ func takeEnd[T any](tr kv.Transaction, o *op, e queueEnd[T], lim batchLimit, dst
 		tr.Clear(k)
 	}
 	o.record(tr, records...)
+	if fence {
+		if err := fenceDue(tr, r, lastDue, reverse); err != nil {
+			return nil, err
+		}
+	}
 	return out, nil
+}
+
+// fenceDue adds takeEnd's fence: a write conflict over r's items from its
+// end up to lastDue, the last item due to the line. It comes after the
+// attempt's read conflicts, which FoundationDB would leave out where the
+// transaction wrote.
+func fenceDue(tr kv.Transaction, r kv.KeyRange, lastDue []byte, reverse bool) error {
+	return tr.AddWriteConflictRange(headConflict(r, lastDue, reverse))
 }
 
 // headConflict is the range a take from r's head (its end in reverse)

@@ -82,12 +82,13 @@ type opConfig struct {
 // ErrInvalidArgument). On another value, or in another process, the call
 // may not find the record and then applies the operation again: if you
 // may need to settle there, pass an ID of yours to the first call. A
-// settling take that returns ErrEmpty on a Queue served by place while
-// items are due to the line's requests first commits a write conflict
-// over those items: the first call may have taken one of them before its
-// request came, with its commit cut short in flight, and that commit then
-// fails instead of landing after the answer. In your own transaction,
-// that ErrEmpty settles the operation once your transaction commits.
+// settling take on a Queue served by place that skips items due to the
+// line's requests writes a conflict over them, which it commits even when
+// it returns ErrEmpty: the first call may have taken one of them before
+// its request came, with its commit cut short in flight, and that commit
+// then fails instead of landing after the answer. In your own
+// transaction, such an ErrEmpty settles the operation once your
+// transaction commits.
 //
 // An ID names one operation call: give it to no other call. A second call
 // under it in the same transaction as a first that took effect fails with
@@ -572,9 +573,11 @@ func (o *op) lookup(tr kv.Transaction, aged bool) (kv.RangeResult, error) {
 		// staged line's items, on the items it takes only). A take
 		// from an end of a queue whose read conflict covers the end
 		// up to what it takes (headTake) needs none: the settling
-		// call clears an item in that range, or someone else did, and
-		// either write makes this attempt conflict; takeEnd adds it
-		// when it skips a staged line's items.
+		// call clears an item in that range or, where a staged line's
+		// requests came for those items since, writes a conflict over
+		// them (takeEnd's fence), or someone else cleared one, and any
+		// of these writes makes this attempt conflict; takeEnd adds
+		// it when it skips a staged line's items.
 		if !o.headTake {
 			o.recordConflict(tr)
 		}

@@ -647,7 +647,8 @@ func (q *Queue) Dequeue(ctx context.Context, t kv.Transactor, opts ...OpOption) 
 // the line (a snapshot read of all of it, one round trip more), takes the
 // items after those, with a read conflict on each item taken, and returns
 // ErrEmpty when there are none (under an ID that an earlier call used, it
-// commits a write conflict over the line's items first: see WithOpID).
+// writes a conflict over the line's items and commits it even then: see
+// WithOpID).
 func (q *Queue) DequeueBatch(ctx context.Context, t kv.Transactor, max int, opts ...OpOption) ([][]byte, error) {
 	if err := q.usable(); err != nil {
 		return nil, err

@@ -2,6 +2,7 @@ package fdbqueue_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -11,38 +12,56 @@ import (
 	"github.com/fdbqueue/fdbqueue/kv"
 )
 
-// A DequeueBatch under an OpID whose earlier call failed with its commit
-// in flight, on a Queue served by place, can find the head item due to a
-// request that entered the line since: it takes nothing and returns
-// ErrEmpty. That answer settles the operation only if the earlier commit
-// can no longer apply. It read the head up to the item it took, and no one
-// cleared that item (it waits for the request), so the settling call
-// must write there itself; otherwise the earlier commit lands, takes the
-// item and writes the record, and the operation has two outcomes: the
-// caller was told it took nothing, a later call under the ID returns the
-// item, and the request's waiter never receives it. Found by the
+// A take settling an operation under its ID, after the operation's first
+// call failed with its commit in flight, on a Queue served by place, can
+// find the item that first commit took due to a request that entered the
+// line since: it skips it. Its answer settles the operation only if the
+// first commit can no longer apply. That commit read the head up to the
+// item it took, and no one clears that item but the request's own take,
+// so the settling call must write there itself; otherwise the first
+// commit lands, takes the item and writes the record, and the operation
+// takes effect twice (the caller was told ErrEmpty or given another item,
+// and the request's waiter never receives the item). Found by the
 // simulation (TestSimulationTxTimeouts, seed 1: a DequeueBatch recovered
 // at once returned empty while its first commit, timed out in flight,
 // landed later and took the item).
 func TestSettlingTakeFencesAnAttemptInFlightBehindTheLine(t *testing.T) {
-	t.Run("DequeueBatch", func(t *testing.T) {
-		testSettlingBehindTheLine(t, func(ctx context.Context, db kv.Database, q *fdbqueue.Queue, id fdbqueue.OpID) error {
-			_, err := q.DequeueBatch(ctx, db, 3, fdbqueue.WithOpID(id))
-			return err
-		})
+	dequeueBatch := func(ctx context.Context, db kv.Database, q *fdbqueue.Queue, opts ...fdbqueue.OpOption) ([][]byte, error) {
+		return q.DequeueBatch(ctx, db, 3, opts...)
+	}
+	t.Run("DequeueBatch, nothing after the line", func(t *testing.T) {
+		testSettlingBehindTheLine(t, false, nil, dequeueBatch)
+	})
+	// Under an ID the queue made and logged (its record goes to a journal
+	// slot, and the first call's commit depends on the head only).
+	t.Run("DequeueBatch under a logged ID, nothing after the line", func(t *testing.T) {
+		testSettlingBehindTheLine(t, true, nil, dequeueBatch)
+	})
+	t.Run("DequeueBatch under a logged ID, an item after the line", func(t *testing.T) {
+		testSettlingBehindTheLine(t, true, []string{"y"}, dequeueBatch)
 	})
 	// A staged Dequeue under the ID files a request behind the waiter's,
 	// finds nothing at its place and withdraws it: the same answer, and
 	// the same requirement.
 	t.Run("staged Dequeue", func(t *testing.T) {
-		testSettlingBehindTheLine(t, func(ctx context.Context, db kv.Database, q *fdbqueue.Queue, id fdbqueue.OpID) error {
-			_, err := q.Dequeue(ctx, db, fdbqueue.WithOpID(id))
-			return err
+		testSettlingBehindTheLine(t, false, nil, func(ctx context.Context, db kv.Database, q *fdbqueue.Queue, opts ...fdbqueue.OpOption) ([][]byte, error) {
+			v, err := q.Dequeue(ctx, db, opts...)
+			if err != nil {
+				return nil, err
+			}
+			return [][]byte{v}, nil
 		})
 	})
 }
 
-func testSettlingBehindTheLine(t *testing.T, settle func(context.Context, kv.Database, *fdbqueue.Queue, fdbqueue.OpID) error) {
+// testSettlingBehindTheLine: x is enqueued; the first call (with an ID of
+// the test's, or of the queue's own when logged) takes it with its commit
+// held in flight and fails; a waiter's request enters the line (x is due
+// to it); after are enqueued; the settling call runs under the ID and must
+// return after (or ErrEmpty); the first commit is then released, the
+// waiter must receive x, and nothing must be left.
+func testSettlingBehindTheLine(t *testing.T, logged bool, after []string,
+	take func(context.Context, kv.Database, *fdbqueue.Queue, ...fdbqueue.OpOption) ([][]byte, error)) {
 	ctx := context.Background()
 	db := stgDB(t)
 	sub := stgSubspace(t, "settle-behind-line")
@@ -51,6 +70,10 @@ func testSettlingBehindTheLine(t *testing.T, settle func(context.Context, kv.Dat
 	q1 := stgQueue(t, sub, opts...)                        // a waiter
 	require.NoError(t, q0.Enqueue(ctx, db, []byte("x")))
 	id := fdbqueue.NewOpID()
+	var firstOpts []fdbqueue.OpOption
+	if !logged {
+		firstOpts = append(firstOpts, fdbqueue.WithOpID(id))
+	}
 
 	// The first call takes x; its commit is held in flight when its
 	// context ends.
@@ -59,13 +82,18 @@ func testSettlingBehindTheLine(t *testing.T, settle func(context.Context, kv.Dat
 	actx, cancel := context.WithCancel(ctx)
 	first := make(chan error, 1)
 	go func() {
-		_, err := q0.DequeueBatch(actx, db, 3, fdbqueue.WithOpID(id))
+		_, err := q0.DequeueBatch(actx, db, 3, firstOpts...)
 		first <- err
 	}()
 	recvWithin(t, held, "the first call's commit in flight")
 	cancel()
 	err := recvWithin(t, first, "the first call's return")
 	require.True(t, kv.MaybeCommitted(err), "the first call's commit is in flight: %v", err)
+	if logged {
+		var u *fdbqueue.UnknownResultError
+		require.True(t, errors.As(err, &u), "%v", err)
+		id = u.ID
+	}
 
 	// A waiter files a request (without reading the head, as when the
 	// line is long): x is due to it, by place.
@@ -85,19 +113,40 @@ func testSettlingBehindTheLine(t *testing.T, settle func(context.Context, kv.Dat
 		waiter <- result{v, err}
 	}()
 	recvWithin(t, registered, "the waiter's registration")
+	for _, v := range after {
+		require.NoError(t, q0.Enqueue(ctx, db, []byte(v)))
+	}
 
 	// The settling call finds no record and x due to the request.
-	err = settle(ctx, db, q0, id)
-	require.ErrorIs(t, err, fdbqueue.ErrEmpty)
-	require.False(t, kv.MaybeCommitted(err), "%v", err)
+	got, err := take(ctx, db, q0, fdbqueue.WithOpID(id))
+	if len(after) == 0 {
+		require.ErrorIs(t, err, fdbqueue.ErrEmpty)
+		require.False(t, kv.MaybeCommitted(err), "%v", err)
+	} else {
+		require.NoError(t, err)
+		require.Equal(t, after, strs(got))
+	}
 
 	// The first commit now lands, or conflicts: the settling call's
 	// answer must be the operation's.
 	release()
 	resume()
 	r := recvWithin(t, waiter, "the waiter's item")
-	require.NoError(t, r.err)
-	require.Equal(t, "x", string(r.v), "x was taken by the operation the settling call said took nothing")
-	err = settle(ctx, db, q0, id)
-	require.ErrorIs(t, err, fdbqueue.ErrEmpty, "a later call under the ID must give the same answer")
+	require.NoError(t, r.err, "x was taken by the operation, whose settling call did not return it")
+	require.Equal(t, "x", string(r.v))
+	if len(after) == 0 {
+		_, err = take(ctx, db, q0, fdbqueue.WithOpID(id))
+		require.ErrorIs(t, err, fdbqueue.ErrEmpty, "a later call under the ID must give the same answer")
+	}
+	// Every item was received once: nothing is left.
+	_, err = q0.DequeueBatch(ctx, db, 10)
+	require.ErrorIs(t, err, fdbqueue.ErrEmpty)
+}
+
+func strs(vs [][]byte) []string {
+	out := make([]string, len(vs))
+	for i, v := range vs {
+		out[i] = string(v)
+	}
+	return out
 }
