@@ -28,12 +28,16 @@ func newBackend(seed int64, cfg Config) backend {
 	if cfg.DB != nil {
 		return given{cfg.DB}
 	}
-	return own{memdb.New(
+	opts := []memdb.Option{
 		memdb.WithSeed(seed),
 		memdb.WithFaults(cfg.Faults),
 		memdb.WithLatency(cfg.Latency),
 		memdb.WithBackoff(100*time.Microsecond, 5*time.Millisecond),
-	)}
+	}
+	if cfg.MVCCWindow > 0 {
+		opts = append(opts, memdb.WithMVCCWindow(cfg.MVCCWindow))
+	}
+	return own{memdb.New(opts...)}
 }
 
 // own is the seed's own memdb.

@@ -31,6 +31,16 @@ type Config struct {
 	// Faults and Latency configure the database.
 	Faults  memdb.Faults
 	Latency memdb.Latency
+	// MVCCWindow, if positive, is the seed's memdb's MVCC window
+	// (memdb.WithMVCCWindow; FoundationDB's 5 seconds otherwise). A seed
+	// runs for about two seconds, so with the default only a seed slowed
+	// down by a loaded machine (or a long check between its rounds)
+	// outlives the window and has old versions and conflict history
+	// collected; a window of a few hundred milliseconds does that within
+	// every seed. One of a few milliseconds also fails the reads and
+	// commits of transactions that last longer with transaction_too_old
+	// (and most attempts then fail: seeds run for minutes).
+	MVCCWindow time.Duration
 
 	// DB, if set, is the database every seed runs on, instead of a memdb
 	// of its own (cmd/soak -cluster-file passes FoundationDB through

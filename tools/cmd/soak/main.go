@@ -76,6 +76,7 @@ func main() {
 		stagePQ  = flag.Bool("staging-pq", true, "in staged seeds, stage the PriorityQueue too (not only the Queue)")
 		layerIDs = flag.Float64("layer-ids", sim.DefaultConfig().LayerIDProb, "probability that an operation not recovered, on the database itself, runs without WithOpID (under an ID the layer makes, in a journal slot); 0 gives every operation the harness's ID")
 		shortRet = flag.Duration("short-retention", 4*time.Second, "journal retention of about half of the seeds, short so that journal slot epochs (an eighth of it) turn over while operations hold slots (the tests use 8s, safe under -race; it must exceed a round without its checks); 0 keeps the default retention")
+		window   = flag.Duration("mvcc-window", 0, "each seed's memdb MVCC window (default FoundationDB's 5s, longer than a seed): a few hundred milliseconds collect old versions and conflict history within every seed; a few milliseconds also fail longer transactions with transaction_too_old (slowly: most attempts fail)")
 		late     = flag.Float64("late-landing", sim.DefaultConfig().Faults.LateLanding, "probability that a commit interrupted by a cancellation lands after Commit returned, as FoundationDB's may (memdb.Faults.LateLanding)")
 		readErrs = flag.Float64("read-errors", sim.DefaultConfig().Faults.ReadErrors, "probability that a read (a point read, a range read's batch) fails with transaction_too_old, future_version or process_behind, as a storage server's reply may (memdb.Faults.ReadErrors); the same with -leases")
 		grvErrs  = flag.Float64("grv-errors", sim.DefaultConfig().Faults.ReadVersionErrors, "probability that a read version request fails with grv_proxy_memory_limit_exceeded or database_locked, as a GRV proxy's reply may (memdb.Faults.ReadVersionErrors); the same with -leases")
@@ -137,6 +138,7 @@ func main() {
 	cfg.LayerIDProb = *layerIDs
 	cfg.ShortRetention = *shortRet
 	cfg.Faults.LateLanding = *late
+	cfg.MVCCWindow = *window
 	cfg.Faults.ReadErrors, cfg.Faults.ReadVersionErrors = *readErrs, *grvErrs
 	cfg.TrustErrors = *trust
 	cfg.TxTimeoutProb, cfg.TxTimeout = *txTOProb, *txTO
@@ -171,6 +173,9 @@ func run(w io.Writer, cfg sim.Config, first int64, seeds int, duration time.Dura
 		cfg.Faults.NotCommitted, cfg.Faults.UnknownApplied, cfg.Faults.UnknownNotApplied, cfg.Faults.TooOld,
 		cfg.Faults.ExtraLatency, cfg.Faults.ExtraLatencyProb, cfg.Faults.LateLanding)
 	fmt.Fprintf(w, "faults per read: %.2f; per read version request: %.2f\n", cfg.Faults.ReadErrors, cfg.Faults.ReadVersionErrors)
+	if cfg.MVCCWindow > 0 {
+		fmt.Fprintf(w, "MVCC window: %v\n", cfg.MVCCWindow)
+	}
 	claim := "2s (default)"
 	if cfg.ClaimTimeout > 0 {
 		claim = cfg.ClaimTimeout.String()
@@ -212,6 +217,9 @@ func run(w io.Writer, cfg sim.Config, first int64, seeds int, duration time.Dura
 	fmt.Fprintf(w, "histories checked:          %d\n", total.Histories)
 	fmt.Fprintf(w, "operations:                 %d\n", total.Operations)
 	fmt.Fprintf(w, "transactions:               %d (commits %d, real conflicts %d, retries %d)\n", st.Transactions, st.Commits, st.Conflicts, st.Retries)
+	if st.TooOld > 0 {
+		fmt.Fprintf(w, "past the MVCC window:       %d (transaction_too_old, not injected)\n", st.TooOld)
+	}
 	fmt.Fprintf(w, "faults injected:\n")
 	fmt.Fprintf(w, "  not_committed:                      %d\n", st.InjectedNotCommitted)
 	fmt.Fprintf(w, "  commit_unknown_result (applied):    %d\n", st.InjectedUnknownApplied)
