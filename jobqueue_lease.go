@@ -81,7 +81,10 @@ type Lease struct {
 // counted), or, within the journal retention, call Lease again with the
 // same WithOpID (the ID in the *UnknownResultError) to get them (or, if
 // that call did not commit, to lease anew), or SettleLease to get them
-// without leasing any other.
+// without leasing any other. Under an ID an earlier call used, a Lease
+// that finds no job due commits a write conflict on the ID's record key,
+// so that the earlier call's commit, landing later, fails and ErrEmpty
+// holds (the earlier call's job may not be due by this client's clock).
 func (q *JobQueue) Lease(ctx context.Context, t kv.Transactor, n int, d time.Duration, opts ...OpOption) ([]Lease, error) {
 	if err := q.usable(); err != nil {
 		return nil, err
@@ -231,6 +234,19 @@ func (q *JobQueue) leaseOp(ctx context.Context, t kv.Transactor, n int, d time.D
 		}
 		if len(kvs) == 0 {
 			var r leaseResult
+			if !wait && o.mayLandLate() {
+				// An earlier call's commit under the ID may still land
+				// (one cut short in flight is not fenced), with a job
+				// that is not due here (this client's clock is behind
+				// its): it read the key its record goes to, so a write
+				// conflict there makes it fail, and ErrEmpty stays the
+				// call's only outcome. (A LeaseWait does not return
+				// empty: it waits, and a commit that lands meanwhile
+				// leaves the record its next attempt replays.)
+				if err := tr.AddWriteConflictKey(o.recordKeyOrSlot()); err != nil {
+					return r, err
+				}
+			}
 			if wait {
 				if fk, err := firstKey(first); err != nil {
 					return r, err
@@ -246,7 +262,7 @@ func (q *JobQueue) leaseOp(ctx context.Context, t kv.Transactor, n int, d time.D
 				watch = tr.Watch(q.signal)
 				r.watch = watch
 			}
-			return r, nil // nothing written: a read-only commit
+			return r, nil // nothing written: a read-only commit, but for the fence
 		}
 		leases, err := q.take(tr, o, kvs, q.cfg.Choice+n-1, dueEnd, n, now, d, &mine)
 		if err != nil {

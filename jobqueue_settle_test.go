@@ -10,6 +10,7 @@ import (
 	"github.com/fdbqueue/fdbqueue"
 	"github.com/fdbqueue/fdbqueue/kv"
 	"github.com/fdbqueue/fdbqueue/memdb"
+	"github.com/fdbqueue/fdbqueue/queuetest"
 )
 
 // interruptedLease runs a Lease of one job under a new ID whose commit is
@@ -243,4 +244,28 @@ func TestExtendRetriedAfterACancelFindsTheLeaseLost(t *testing.T) {
 	require.ErrorIs(t, err, fdbqueue.ErrLeaseLost)
 	require.True(t, clock.Now().Add(time.Hour).Equal(seen), "the first attempt extended the lease: %v", seen)
 	require.Equal(t, fdbqueue.JobStats{}, mustStats(t, raw, q))
+}
+
+// A Lease under the ID of a Lease whose commit is in flight, on a handle
+// whose clock is behind (within what JobQueueConfig.Clock allows), finds
+// no job due yet and returns ErrEmpty. That answer must hold: the first
+// commit, landing later, must conflict rather than lease the job under
+// the ID. It read the key its record goes to, so the call that found
+// nothing writes a conflict there and commits it.
+func TestLeaseUnderAnIDThatFindsNothingFencesTheFirstCommit(t *testing.T) {
+	ctx := context.Background()
+	db := newDB(t)
+	clock := newFakeClock()
+	behind := queuetest.NewClock(clock.Now().Add(-2 * time.Second))
+	q := mustJobQueue(t, "lease-fence", fdbqueue.JobQueueConfig{Clock: clock})
+	late := mustJobQueue(t, "lease-fence", fdbqueue.JobQueueConfig{Clock: behind})
+	mustAdd(t, db, q, fdbqueue.Job{Value: []byte("x")}) // due now, by q's clock
+	id, land := interruptedLease(t, db, q)
+
+	_, err := late.Lease(ctx, db, 1, time.Minute, fdbqueue.WithOpID(id))
+	require.ErrorIs(t, err, fdbqueue.ErrEmpty, "x is not due yet by this handle's clock")
+	land()
+	db.AwaitLateLandings()
+	st := mustStats(t, db, q)
+	require.Equal(t, int64(1), st.Due, "the first commit leased x after the call under its ID found nothing")
 }
