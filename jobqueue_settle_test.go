@@ -251,7 +251,9 @@ func TestExtendRetriedAfterACancelFindsTheLeaseLost(t *testing.T) {
 // no job due yet and returns ErrEmpty. That answer must hold: the first
 // commit, landing later, must conflict rather than lease the job under
 // the ID. It read the key its record goes to, so the call that found
-// nothing writes a conflict there and commits it.
+// nothing writes a conflict there and commits it (a commit of a write
+// conflict range alone is not read-only: Transaction::commitMutations,
+// fdbclient/NativeAPI.actor.cpp).
 func TestLeaseUnderAnIDThatFindsNothingFencesTheFirstCommit(t *testing.T) {
 	ctx := context.Background()
 	db := newDB(t)

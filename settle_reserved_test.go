@@ -24,7 +24,11 @@ import (
 // and the request's waiter never receives the item). Found by the
 // simulation (TestSimulationTxTimeouts, seed 1: a DequeueBatch recovered
 // at once returned empty while its first commit, timed out in flight,
-// landed later and took the item).
+// landed later and took the item). FoundationDB's commit request goes on
+// after a cancellation (RYWImpl::commit, fdbclient/ReadYourWrites.actor.cpp),
+// as memdb's HoldNextCommitLate does; a commit of a write conflict range
+// without mutations is not read-only, it goes to the resolvers
+// (Transaction::commitMutations, fdbclient/NativeAPI.actor.cpp).
 func TestSettlingTakeFencesAnAttemptInFlightBehindTheLine(t *testing.T) {
 	dequeueBatch := func(ctx context.Context, db kv.Database, q *fdbqueue.Queue, opts ...fdbqueue.OpOption) ([][]byte, error) {
 		return q.DequeueBatch(ctx, db, 3, opts...)
