@@ -576,8 +576,9 @@ func (o *op) lookup(tr kv.Transaction, aged bool) (kv.RangeResult, error) {
 		// call clears an item in that range or, where a staged line's
 		// requests came for those items since, writes a conflict over
 		// them (takeEnd's fence), or someone else cleared one, and any
-		// of these writes makes this attempt conflict; takeEnd adds
-		// it when it skips a staged line's items.
+		// of these writes makes this attempt conflict. (takeEnd adds
+		// the record conflict when this attempt skips a staged line's
+		// items, since it then conflicts on the items it takes only.)
 		if !o.headTake {
 			o.recordConflict(tr)
 		}
