@@ -165,8 +165,9 @@ func takeEnd[T any](tr kv.Transaction, o *op, e queueEnd[T], lim batchLimit, dst
 	// operation may have taken some of them before those requests came,
 	// and its commit may still land (one cut short in flight by its
 	// context or a timeout is not fenced). It read the head up to what it
-	// took, and no one clears an item due to a request but the request's
-	// take, so that commit would land after this call, which skips those
+	// took, and an item due to a request stays where it is until the line
+	// is served (the request's waiter, or another staged call, hands it
+	// over), so that commit would land after this call, which skips those
 	// items and clears none of them: the operation would take effect
 	// twice, or, if this call takes nothing, take an item while the
 	// caller is told ErrEmpty. This attempt fences it: a write conflict

@@ -17,8 +17,9 @@ import (
 // find the item that first commit took due to a request that entered the
 // line since: it skips it. Its answer settles the operation only if the
 // first commit can no longer apply. That commit read the head up to the
-// item it took, and no one clears that item but the request's own take,
-// so the settling call must write there itself; otherwise the first
+// item it took, and that item stays where it is until the line is served
+// (here the waiter is held), so the settling call must write there
+// itself; otherwise the first
 // commit lands, takes the item and writes the record, and the operation
 // takes effect twice (the caller was told ErrEmpty or given another item,
 // and the request's waiter never receives the item). Found by the
