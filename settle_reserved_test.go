@@ -47,7 +47,9 @@ func TestSettlingTakeFencesAnAttemptInFlightBehindTheLine(t *testing.T) {
 	})
 	// A staged Dequeue under the ID files a request behind the waiter's,
 	// finds nothing at its place and withdraws it: the same answer, and
-	// the same requirement.
+	// the same requirement. It needs no fence: its step hands x to the
+	// waiter's request ahead of it, clearing it from the head, which
+	// makes the first commit conflict.
 	t.Run("staged Dequeue", func(t *testing.T) {
 		testSettlingBehindTheLine(t, false, nil, func(ctx context.Context, db kv.Database, q *fdbqueue.Queue, opts ...fdbqueue.OpOption) ([][]byte, error) {
 			v, err := q.Dequeue(ctx, db, opts...)
