@@ -131,7 +131,7 @@ func testSettlingBehindTheLine(t *testing.T, logged bool, after []string,
 		require.False(t, kv.MaybeCommitted(err), "%v", err)
 	} else {
 		require.NoError(t, err)
-		require.Equal(t, after, strs(got))
+		require.Equal(t, after, toStrings(got))
 	}
 
 	// The first commit now lands, or conflicts: the settling call's
@@ -148,12 +148,4 @@ func testSettlingBehindTheLine(t *testing.T, logged bool, after []string,
 	// Every item was received once: nothing is left.
 	_, err = q0.DequeueBatch(ctx, db, 10)
 	require.ErrorIs(t, err, fdbqueue.ErrEmpty)
-}
-
-func strs(vs [][]byte) []string {
-	out := make([]string, len(vs))
-	for i, v := range vs {
-		out[i] = string(v)
-	}
-	return out
 }
