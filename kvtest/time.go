@@ -33,7 +33,7 @@ func timeTests() []conformanceTest {
 		{"ReadAfterWindowTooOld", testReadAfterWindowTooOld},
 		{"SnapshotReadAfterWindowTooOld", testSnapshotReadAfterWindowTooOld},
 		{"CommitAfterWindowTooOld", testCommitAfterWindowTooOld},
-		{"CommitWithoutReadConflictsAfterWindowApplies", testCommitWithoutReadConflictsAfterWindow},
+		{"CommitWithoutReadConflictsAfterWindowTooOld", testCommitWithoutReadConflictsAfterWindow},
 		{"ReadVersionObtainedAtFirstRead", testReadVersionObtainedAtFirstRead},
 		{"TooOldIsRetriedByTransact", testTooOldIsRetriedByTransact},
 	}
@@ -96,19 +96,38 @@ func testCommitAfterWindowTooOld(t *testing.T, f *fixture) {
 	commit(t, tr, "the retried transaction must commit")
 }
 
-// testCommitWithoutReadConflictsAfterWindow: the resolver fails a commit
-// as too old only if it has read conflict ranges to check
-// (ConflictBatch::addTransaction, fdbserver/SkipList.cpp: read_snapshot <
-// newOldestVersion && read_conflict_ranges.size()); a transaction whose
-// reads were snapshot reads commits its writes past the window.
+// testCommitWithoutReadConflictsAfterWindowTooOld: a commit whose reads
+// were all snapshot reads is too old past the window as well. The
+// resolver checks the read version only of a commit with read conflict
+// ranges (ConflictBatch::addTransaction, fdbserver/SkipList.cpp), but the
+// client gives one to every commit whose write conflict ranges meet none
+// of its read conflict ranges: a read and a write conflict range on a
+// random \xff/SC/ key (Transaction::commitMutations and
+// makeSelfConflicting, fdbclient/NativeAPI.actor.cpp). A blind write, which
+// gets its read version at commit, commits whenever it is made.
 func testCommitWithoutReadConflictsAfterWindow(t *testing.T, f *fixture) {
 	f.seed(t, "a")
 	tr := f.newTx(t)
 	require.Equal(t, []byte("v:a"), mustGet(t, tr.Snapshot(), f.key("a")))
 	tr.Set(f.key("b"), []byte("x"))
 	f.h.AdvanceTime(pastWindow)
-	commit(t, tr, "a commit without read conflict ranges 8 s after its read version")
-	require.Equal(t, []byte("x"), f.get(t, f.key("b")), "its write applied")
+	err := tr.Commit()
+	requireCode(t, err, kv.ErrTransactionTooOld, "a commit whose reads were snapshot reads, 8 s after its read version")
+	f.requireAbsent(t, f.key("b"), "a commit that failed with transaction_too_old must apply nothing")
+
+	// Only write conflict ranges: the same.
+	tr = f.newTx(t)
+	readVersion(t, tr)
+	require.NoError(t, tr.AddWriteConflictKey(f.key("c")))
+	f.h.AdvanceTime(pastWindow)
+	requireCode(t, tr.Commit(), kv.ErrTransactionTooOld, "a commit of a write conflict range alone, 8 s after its read version")
+
+	// A blind write made after as long a wait commits.
+	tr = f.newTx(t)
+	f.h.AdvanceTime(pastWindow)
+	tr.Set(f.key("b"), []byte("y"))
+	commit(t, tr, "a blind write commits at a read version obtained at commit")
+	require.Equal(t, []byte("y"), f.get(t, f.key("b")), "its write applied")
 }
 
 // testReadVersionObtainedAtFirstRead: the read version is requested at

@@ -98,12 +98,20 @@ func (db *DB) commitStep(req *commitReq, forced *forcedFailure, fault faultKind)
 	rv := latest
 	if req.hasRV {
 		rv = req.rv
-		// Too old only with read conflict ranges to check: FDB's resolver
-		// fails a commit as too old when `read_snapshot < newOldestVersion
-		// && read_conflict_ranges.size()` (ConflictBatch::addTransaction,
-		// fdbserver/SkipList.cpp); a blind write, or one whose reads were
-		// all snapshot reads, commits however old its read version.
-		if len(req.reads) > 0 && db.tooOldLocked(rv, req.grvTime, now) {
+		// FDB's resolver fails a commit as too old when `read_snapshot <
+		// newOldestVersion && read_conflict_ranges.size()`
+		// (ConflictBatch::addTransaction, fdbserver/SkipList.cpp), and
+		// every commit that reaches it has a read conflict range: the
+		// client makes one whose write conflict ranges meet none of its
+		// read conflict ranges (none at all, say, when its reads were
+		// snapshot reads) self-conflicting, with a read and a write
+		// conflict range on a random \xff/SC/ key (commitMutations and
+		// makeSelfConflicting, fdbclient/NativeAPI.actor.cpp; only the
+		// causal_write_risky option, which memdb lacks, skips it). So any
+		// commit with a read version past the window is too old; a blind
+		// write gets its read version at commit, and a read-only commit
+		// sends nothing (commitReadOnlyLocked).
+		if db.tooOldLocked(rv, req.grvTime, now) {
 			db.stats.tooOld.Add(1)
 			return commitResult{err: kv.ErrTransactionTooOld}
 		}
