@@ -27,6 +27,7 @@ func limitTests() []conformanceTest {
 		{"TouchingReadConflictRangesCountOnce", testTouchingReadConflictRangesCountOnce},
 		{"AtomicOpsOfAnUnreadableKeyNotMerged", testAtomicOpsOfAnUnreadableKeyNotMerged},
 		{"PointClearsOverSizeLimit", testPointClearsOverSizeLimit},
+		{"SetsInsideOwnClearRangeOverSizeLimit", testSetsInsideOwnClearRangeOverSizeLimit},
 		{"AtomicOperandsOverSizeLimit", testAtomicOperandsOverSizeLimit},
 		{"VersionstampedKeysOverSizeLimit", testVersionstampedKeysOverSizeLimit},
 		{"ReadConflictRangesOverSizeLimit", testReadConflictRangesOverSizeLimit},
@@ -213,6 +214,31 @@ func testPointClearsOverSizeLimit(t *testing.T, f *fixture) {
 	require.Less(t, size, int64(kv.MaxTransactionSize), "the approximate size of %d clears of %d-byte keys", n, k)
 	requireCode(t, tr.Commit(), kv.ErrTransactionTooLarge, fmt.Sprintf("commit of %d clears of %d-byte keys (%d bytes in the commit request)", n, k, n*(4*k+90)))
 	f.requireAbsent(t, f.key("ok"), "a transaction that failed with transaction_too_large must apply none of its writes")
+}
+
+// testSetsInsideOwnClearRangeOverSizeLimit: a key set inside a range the
+// transaction cleared splits the range's ClearRange mutation in the commit
+// request (writeRangeToNativeTransaction, fdbclient/ReadYourWrites.cpp,
+// sends one ClearRange per run of cleared segments of the write map, and
+// the written key's segment ends a run). A Set of a k-byte key costs its
+// mutation and the split, 3k+113 bytes, where alone it costs its mutation
+// and its write conflict range, 3k+89. Sets that commit alone fail inside
+// a ClearRange around them.
+func testSetsInsideOwnClearRangeOverSizeLimit(t *testing.T, f *fixture) {
+	key := func(i int) []byte { return f.key(fmt.Sprintf("s%07d", i)) }
+	k := len(key(0))
+	n := kv.MaxTransactionSize / (3*k + 101) // between the two counts
+	tr := f.newTx(t)
+	for i := range n {
+		tr.Set(key(i), nil)
+	}
+	commit(t, tr, "%d Sets of %d-byte keys (%d bytes in the commit request)", n, k, n*(3*k+89))
+	tr = f.newTx(t)
+	tr.ClearRange(kv.KeyRange{Begin: f.key("s"), End: f.key("t")})
+	for i := range n {
+		tr.Set(key(i), nil)
+	}
+	requireCode(t, tr.Commit(), kv.ErrTransactionTooLarge, fmt.Sprintf("commit of a ClearRange and %d Sets of %d-byte keys inside it (%d bytes in the commit request)", n, k, n*(3*k+113)))
 }
 
 // The commit's size (Transaction::getSize, fdbclient/NativeAPI.actor.cpp:

@@ -106,7 +106,8 @@
 //   - Limits: keys over 10,000 bytes (key_too_large), values over 100,000
 //     (value_too_large), transactions over 10,000,000 bytes of mutations and
 //     conflict ranges counted as FDB counts them (transaction_too_large, at
-//     commit: ~3×key + value per Set, a Clear's range twice,
+//     commit: ~3×key + value per Set, a Clear's range twice, a key
+//     written inside a cleared range splitting its ClearRange mutation,
 //     repeated Sets of a key and repeated reads merged; GetApproximateSize
 //     reports FDB's call-by-call approximateSize), writes to keys at
 //     or after \xff (key_outside_legal_range, tested before the key size),

@@ -22,9 +22,13 @@ import (
 // RYW's merged state, so repeated Sets of one key count once and repeated
 // reads of one key add one conflict range. approximateSize is at least
 // that size except for point Clears, whose mutation FDB's approximateSize
-// counts 24 bytes short (sizeof(KeyRangeRef) instead of sizeof(MutationRef)):
-// budget with a margin of 24 bytes per cleared key (the commit computes
-// the exact size when it may matter: sizeCheckFrom).
+// counts 24 bytes short (sizeof(KeyRangeRef) instead of sizeof(MutationRef)),
+// and keys written inside a range the transaction cleared, each of which
+// splits the range's ClearRange mutation in two (clearMutationsSizeLocked):
+// 3k+113 bytes in the commit for a Set of a k-byte key and an empty value,
+// 3k+89 in approximateSize. Budget with a margin of 24 bytes per cleared key
+// and per key written inside a cleared range (the commit computes the exact
+// size when it may matter: sizeCheckFrom).
 const (
 	// mutationRefSize is sizeof(MutationRef) in FDB 7.3 on 64-bit builds:
 	// the type byte, two StringRefs (16 bytes each), the optional checksum
@@ -38,8 +42,10 @@ const (
 // exact size (commitSizeLocked). The approximate size is at least the
 // commit's but for point clears, which it counts as 4k+66 bytes (k the
 // key's length) against at most 4k+90 in the commit (a ClearRange
-// mutation and a write conflict range of [key, key+\x00)): a commit can
-// exceed maxTxSize only once the approximate size exceeds 66/90 of it.
+// mutation and a write conflict range of [key, key+\x00)), and for keys
+// written inside a cleared range (3k+v+89 against 3k+v+113, a larger
+// share): a commit can exceed maxTxSize only once the approximate size
+// exceeds 66/90 of it.
 const sizeCheckFrom = maxTxSize / 90 * 66
 
 // sizeSet is what a Set (or an atomic operation) of key with a
@@ -65,8 +71,10 @@ func (tx *transaction) commitSizeLocked() int64 {
 		case stKnown:
 			if e.exists {
 				n += mutationRefSize + k + int64(len(e.val))
-			} else {
-				n += mutationRefSize + 2*k + 1 // a clear of [key, key+\x00)
+			} else if _, in := tx.clearsLocked().find(e.key); !in {
+				// A clear of [key, key+\x00); inside a cleared range, FDB's
+				// write map holds none (WriteMap::clear).
+				n += mutationRefSize + 2*k + 1
 			}
 		case stVS:
 			n += mutationRefSize + k + int64(len(e.val)) + 4
@@ -77,8 +85,8 @@ func (tx *transaction) commitSizeLocked() int64 {
 		wconf = append(wconf, krange{e.key, e.end()})
 		return true
 	})
+	n += tx.clearMutationsSizeLocked()
 	for _, c := range tx.clearsLocked() {
-		n += mutationRefSize + int64(len(c.b)+len(c.e))
 		wconf = append(wconf, c)
 	}
 	if x := tx.x; x != nil {
@@ -106,6 +114,64 @@ func mergedSize(rs []krange) int64 {
 		}
 		n += sizeRange(b, e)
 		i = j
+	}
+	return n
+}
+
+// clearMutationsSizeLocked returns the size of the ClearRange mutations
+// the commit request holds for the transaction's cleared ranges. FDB
+// sends one per run of cleared segments of its write map
+// (writeRangeToNativeTransaction, fdbclient/ReadYourWrites.cpp), and a key
+// the transaction wrote after clearing its range (a Set, a versionstamped
+// value, an atomic operation) is a segment of its own that ends the run:
+// ClearRange(a, z) then Set(m) sends the clears [a, m) and [m\x00, z), a
+// mutation and 2|m|+1 bytes more than the ClearRange alone. A point Clear
+// there adds no segment (WriteMap::clear of a range already cleared), and
+// neither do the write map's entries of SetVersionstampedKey, which memdb
+// does not count here.
+func (tx *transaction) clearMutationsSizeLocked() int64 {
+	clears := tx.clearsLocked()
+	if len(clears) == 0 {
+		return 0
+	}
+	var n int64
+	i := 0 // the next clear
+	var b []byte
+	var open bool // b is the begin of a run of clears[i-1] not yet counted
+	flush := func(e []byte) {
+		if open && bytes.Compare(b, e) < 0 {
+			n += mutationRefSize + int64(len(b)+len(e))
+		}
+		open = false
+	}
+	tx.writes.each(func(e *wentry) bool {
+		if e.st == stKnown && !e.exists {
+			return true // a clear: no segment of its own inside a cleared range
+		}
+		for i < len(clears) && bytes.Compare(clears[i].e, e.key) <= 0 {
+			// clears[i] ends before e: count it (or the rest of it).
+			if !open {
+				b, open = clears[i].b, true
+			}
+			flush(clears[i].e)
+			i++
+		}
+		if i < len(clears) && bytes.Compare(clears[i].b, e.key) <= 0 {
+			// e is inside clears[i]: the run so far ends at e, the next
+			// begins after it.
+			if !open {
+				b, open = clears[i].b, true
+			}
+			flush(e.key)
+			b, open = e.end(), true
+		}
+		return true
+	})
+	for ; i < len(clears); i++ {
+		if !open {
+			b, open = clears[i].b, true
+		}
+		flush(clears[i].e)
 	}
 	return n
 }
