@@ -12,8 +12,8 @@ import (
 // MinAPIVersion is the lowest FoundationDB API version fdbkv accepts. The
 // kv semantics it implements need:
 //
-//   - 520: versionstamped keys and values carry a 4-byte offset (2 bytes
-//     before 520);
+//   - 520: versionstamped keys and values carry a 4-byte offset (before
+//     520 a key's was 2 bytes and a value had none: its stamp went first);
 //   - 610: the timeout, retry_limit and max_retry_delay options survive
 //     OnError (before 610 every retry had to set them again; Reset still
 //     clears them);

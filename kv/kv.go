@@ -21,7 +21,8 @@ type KeyRange struct {
 // Backends without such a notion ignore it. It maps onto fdb.StreamingMode.
 type StreamingMode int
 
-// Streaming modes, in the order and with the meaning of FoundationDB's.
+// Streaming modes, with the meaning of FoundationDB's (not its numbering:
+// the binding's WantAll, Iterator and Exact are -1, 0 and 1).
 const (
 	// StreamingModeIterator fetches in growing batches: good when the caller
 	// may stop early. It is the default.
@@ -67,7 +68,13 @@ type FutureVersionstamp interface {
 	// error if the commit failed (FDB's transaction_invalid_version, 2020,
 	// whatever the commit's error; the cancellation's error if the
 	// transaction was cancelled or reset first), or if the transaction
-	// wrote nothing (no_commit_version, 2021).
+	// wrote nothing (no_commit_version, 2021). On FoundationDB, a commit
+	// that fails before it is sent (an invalid write's error, a failed
+	// read) leaves it pending until the transaction is reset, retried
+	// with OnError, cancelled or times out: only the commit's own failure
+	// sets 2020 (commitAndWatch, fdbclient/NativeAPI.actor.cpp). memdb
+	// fails it then with the commit's error. Call Get after a successful
+	// Commit.
 	Get() ([]byte, error)
 }
 
@@ -299,8 +306,9 @@ type Transaction interface {
 	// ErrTransactionCancelled. A Commit already sent may still apply.
 	Cancel()
 
-	// GetCommittedVersion returns the version at which a successful Commit
-	// applied, or -1 for a read-only transaction.
+	// GetCommittedVersion returns the version at which the transaction's
+	// last successful Commit applied: -1 if that commit was read-only or
+	// none succeeded yet. As FoundationDB's, Reset and OnError keep it.
 	GetCommittedVersion() (int64, error)
 	// GetVersionstamp returns the versionstamp the transaction's commit will
 	// use. Call it before Commit; its Get blocks until the commit completes.

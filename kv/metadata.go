@@ -14,9 +14,12 @@ package kv
 // documentation/sphinx/source/release-notes/release-notes-610.rst). A normal
 // read adds a read conflict on it, a snapshot read none. It can only be
 // written with SetVersionstampedValue(MetadataVersionKey,
-// MetadataVersionRequiredValue()) (BumpMetadataVersion): any other write of
-// it fails with ErrClientInvalidOp (ReadYourWritesTransaction::set and
-// ::atomicOp in fdbclient/ReadYourWrites.actor.cpp), and reading it after
+// MetadataVersionRequiredValue()) (BumpMetadataVersion): a Set or another
+// atomic operation of it fails with ErrClientInvalidOp
+// (ReadYourWritesTransaction::set and ::atomicOp in
+// fdbclient/ReadYourWrites.actor.cpp), a Clear or ClearRange of it with
+// ErrKeyOutsideLegalRange (ReadYourWritesTransaction::clear tests the
+// legal range only), and reading it after
 // bumping it in the same transaction fails with ErrAccessedUnreadable.
 const MetadataVersionKey = "\xff/metadataVersion"
 

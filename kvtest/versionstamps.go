@@ -40,6 +40,7 @@ func versionstampTests() []conformanceTest {
 		{"VersionstampTemplateValidation", testVersionstampTemplateValidation},
 		{"CommittedVersionsIncrease", testCommittedVersionsIncrease},
 		{"CommittedVersionOfReadOnlyIsMinusOne", testCommittedVersionOfReadOnlyIsMinusOne},
+		{"CommittedVersionSurvivesResetAndOnError", testCommittedVersionSurvivesResetAndOnError},
 		{"ReadVersionFollowsCommits", testReadVersionFollowsCommits},
 	}
 }
@@ -633,6 +634,44 @@ func testCommittedVersionOfReadOnlyIsMinusOne(t *testing.T, f *fixture) {
 	v, err := tr.GetCommittedVersion()
 	require.NoError(t, err)
 	require.Equal(t, int64(-1), v, "GetCommittedVersion of a read-only transaction must be -1")
+}
+
+// testCommittedVersionSurvivesResetAndOnError: Reset and OnError keep the
+// committed version of the last commit that succeeded (TransactionState::
+// cloneAndReset copies committedVersion, fdbclient/NativeAPI.actor.cpp); a
+// failed commit leaves it, and a read-only commit sets it to -1
+// (commitMutations).
+func testCommittedVersionSurvivesResetAndOnError(t *testing.T, f *fixture) {
+	f.seed(t, "a")
+	tr := f.newTx(t)
+	tr.Set(f.key("k"), []byte("x"))
+	commit(t, tr)
+	cv, err := tr.GetCommittedVersion()
+	require.NoError(t, err)
+	require.Positive(t, cv)
+	tr.Reset()
+	v, err := tr.GetCommittedVersion()
+	require.NoError(t, err)
+	require.Equal(t, cv, v, "GetCommittedVersion after Reset")
+
+	mustGet(t, tr, f.key("a"))
+	tr.Set(f.key("k"), []byte("y"))
+	f.set(t, f.key("a"), []byte("changed"))
+	err = tr.Commit()
+	requireCode(t, err, kv.ErrNotCommitted, "the commit of a transaction whose read was overwritten")
+	v, err = tr.GetCommittedVersion()
+	require.NoError(t, err)
+	require.Equal(t, cv, v, "GetCommittedVersion after a failed commit")
+	require.NoError(t, tr.OnError(kv.ErrNotCommitted))
+	v, err = tr.GetCommittedVersion()
+	require.NoError(t, err)
+	require.Equal(t, cv, v, "GetCommittedVersion after OnError")
+
+	mustGet(t, tr, f.key("a"))
+	commit(t, tr, "a read-only commit")
+	v, err = tr.GetCommittedVersion()
+	require.NoError(t, err)
+	require.Equal(t, int64(-1), v, "GetCommittedVersion after a read-only commit")
 }
 
 // testReadVersionFollowsCommits: a read version obtained after a commit is

@@ -37,6 +37,10 @@ type transaction struct {
 	rv      int64
 	grvTime time.Duration // on db.clock
 
+	// commitVer is the version of the last commit that succeeded, -1 for
+	// a read-only one or none yet. Reset and OnError keep it, as FDB's
+	// TransactionState::cloneAndReset copies committedVersion
+	// (fdbclient/NativeAPI.actor.cpp).
 	commitVer int64
 
 	writes writeMap
@@ -383,7 +387,7 @@ func (db *DB) newTransaction(ctx context.Context) (*transaction, error) {
 		ctx = context.Background()
 	}
 	db.stats.transactions.Add(1)
-	tx := &transaction{db: db, ctx: ctx}
+	tx := &transaction{db: db, ctx: ctx, commitVer: -1}
 	tx.stampCreation()
 	tx.reads = tx.readsBuf[:0]
 	tx.writes.small = tx.smallBuf[:0]

@@ -519,7 +519,7 @@ func (tx *transaction) resetLocked(full bool, watchErr error) {
 	}
 	tx.dropRVLocked()
 	tx.rvState, tx.rv, tx.grvTime = rvNone, 0, 0
-	tx.committing, tx.committed, tx.commitStarted, tx.commitVer = false, false, false, 0
+	tx.committing, tx.committed, tx.commitStarted = false, false, false
 	tx.writes = writeMap{}
 	tx.reads = nil
 	tx.size, tx.mutated = 0, false

@@ -100,17 +100,16 @@ func (o txOptions) SetMaxRetryDelay(d time.Duration) error {
 
 // ---- results of a commit ----
 
-// GetCommittedVersion returns the commit version, -1 for a read-only
-// transaction, and kv.ErrClientInvalidOp before a successful commit.
+// GetCommittedVersion returns the version of the transaction's last
+// successful commit, -1 if it was read-only or there was none. As FDB's
+// (Transaction::getCommittedVersion, fdbclient/NativeAPI.actor.cpp; no
+// error, fdb_transaction_get_committed_version), it is invalidVersion
+// (-1) until a commit succeeds, a read-only commit sets it to -1
+// (commitMutations), and Reset and OnError keep it
+// (TransactionState::cloneAndReset).
 func (tx *transaction) GetCommittedVersion() (int64, error) {
 	tx.mu.Lock()
 	defer tx.mu.Unlock()
-	if !tx.committed {
-		// FDB's committed version is invalidVersion (-1) until a commit
-		// succeeds, with no error (Transaction::getCommittedVersion,
-		// fdbclient/NativeAPI.actor.cpp; fdb_transaction_get_committed_version).
-		return -1, nil
-	}
 	return tx.commitVer, nil
 }
 
