@@ -147,9 +147,24 @@
 //     max_retry_delay (no automatic idempotency, no causal_read_risky, no
 //     priorities, no read_your_writes_disable, no snapshot_ryw_disable).
 //   - Commit batching: every commit is alone in its batch (batch order 0).
-//   - A read cache: FDB's read-your-writes layer answers a repeated read
-//     from its cache; memdb reads the store again (the same answer), so
-//     an injected read fault may fail a read FDB would not send.
+//   - A read cache: FDB's read-your-writes layer answers a repeated read,
+//     and a read of a range the transaction cleared, without a storage
+//     server (RYWIterator, fdbclient/); memdb reads the store again (the
+//     same answer), so an injected read fault, or the end of the MVCC
+//     window (transaction_too_old), may fail a read FDB would answer, and
+//     a read of a range the transaction cleared obtains the read version
+//     if it has none, where FDB's obtains none.
+//   - Stacked writes: FDB's write map keeps every Set of a key that is
+//     unreadable (it has a versionstamped value, or lies in a
+//     versionstamped key's range) and sends them all (WriteMap::mutate,
+//     fdbclient/WriteMap.cpp); memdb keeps the last, so such a transaction
+//     counts fewer bytes toward the size limit than on FDB. The values
+//     committed are the same.
+//   - causal_write_risky: FDB's client makes a writing commit without it
+//     self-conflicting (a read and a write conflict range on a random
+//     \xff/SC/ key), which memdb does not add to the commit; it only
+//     counts that such a commit has a read conflict range, so that it is
+//     too old past the MVCC window.
 //   - Watches never fire spuriously on their own (FDB's may).
 //
 // # Fault injection
