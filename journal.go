@@ -84,9 +84,10 @@ type opConfig struct {
 // may need to settle there, pass an ID of yours to the first call. A
 // settling take on a Queue served by place that skips items due to the
 // line's requests writes a conflict over them, which it commits even when
-// it returns ErrEmpty: the first call may have taken one of them before
-// its request came, with its commit cut short in flight, and that commit
-// then fails instead of landing after the answer. In your own
+// it returns ErrEmpty (a staged Dequeue that withdraws its request writes
+// one on the operation's record key): the first call may have taken one
+// of them before its request came, with its commit cut short in flight,
+// and that commit then fails instead of landing after the answer. In your own
 // transaction, such an ErrEmpty settles the operation once your
 // transaction commits.
 //

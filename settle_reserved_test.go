@@ -35,46 +35,53 @@ func TestSettlingTakeFencesAnAttemptInFlightBehindTheLine(t *testing.T) {
 		return q.DequeueBatch(ctx, db, 3, opts...)
 	}
 	t.Run("DequeueBatch, nothing after the line", func(t *testing.T) {
-		testSettlingBehindTheLine(t, false, nil, dequeueBatch)
+		testSettlingBehindTheLine(t, false, 1, nil, dequeueBatch)
 	})
 	// Under an ID the queue made and logged (its record goes to a journal
 	// slot, and the first call's commit depends on the head only).
 	t.Run("DequeueBatch under a logged ID, nothing after the line", func(t *testing.T) {
-		testSettlingBehindTheLine(t, true, nil, dequeueBatch)
+		testSettlingBehindTheLine(t, true, 1, nil, dequeueBatch)
 	})
 	t.Run("DequeueBatch under a logged ID, an item after the line", func(t *testing.T) {
-		testSettlingBehindTheLine(t, true, []string{"y"}, dequeueBatch)
+		testSettlingBehindTheLine(t, true, 1, []string{"y"}, dequeueBatch)
 	})
-	// A staged Dequeue under the ID files a request behind the waiter's,
+	// A staged Dequeue under the ID files a request behind the waiters',
 	// finds nothing at its place and withdraws it: the same answer, and
-	// the same requirement. It needs no fence: its step hands x to the
-	// waiter's request ahead of it, clearing it from the head, which
-	// makes the first commit conflict.
-	t.Run("staged Dequeue", func(t *testing.T) {
-		testSettlingBehindTheLine(t, false, nil, func(ctx context.Context, db kv.Database, q *fdbqueue.Queue, opts ...fdbqueue.OpOption) ([][]byte, error) {
-			v, err := q.Dequeue(ctx, db, opts...)
-			if err != nil {
-				return nil, err
-			}
-			return [][]byte{v}, nil
-		})
+	// the same requirement. With one waiter ahead its step hands x to the
+	// waiter's request, clearing it from the head, which makes the first
+	// commit conflict. With two ahead it stands at place 2, where a step
+	// serves no one: its withdrawal writes a conflict on the operation's
+	// record key, which the first commit read. (Found by reading the
+	// code: the simulation recovers no staged take at once.)
+	dequeue := func(ctx context.Context, db kv.Database, q *fdbqueue.Queue, opts ...fdbqueue.OpOption) ([][]byte, error) {
+		v, err := q.Dequeue(ctx, db, opts...)
+		if err != nil {
+			return nil, err
+		}
+		return [][]byte{v}, nil
+	}
+	t.Run("staged Dequeue, one waiter ahead", func(t *testing.T) {
+		testSettlingBehindTheLine(t, false, 1, nil, dequeue)
+	})
+	t.Run("staged Dequeue, two waiters ahead", func(t *testing.T) {
+		testSettlingBehindTheLine(t, false, 2, nil, dequeue)
 	})
 }
 
-// testSettlingBehindTheLine: x is enqueued; the first call (with an ID of
-// the test's, or of the queue's own when logged) takes it with its commit
-// held in flight and fails; a waiter's request enters the line (x is due
-// to it); after are enqueued; the settling call runs under the ID and must
-// return after (or ErrEmpty); the first commit is then released, the
-// waiter must receive x, and nothing must be left.
-func testSettlingBehindTheLine(t *testing.T, logged bool, after []string,
+// testSettlingBehindTheLine: x is enqueued; the first call, a DequeueBatch
+// (with an ID of the test's, or of the queue's own when logged), takes it
+// with its commit held in flight and fails (a staged Dequeue would clean
+// up after itself, settling that commit, unless its cleanup failed too); waiters' requests enter the line (x is due to
+// the first); after are enqueued; the settling call runs under the ID and
+// must return after (or ErrEmpty); the first commit is then released, the
+// first waiter must receive x, and nothing must be left.
+func testSettlingBehindTheLine(t *testing.T, logged bool, waiters int, after []string,
 	take func(context.Context, kv.Database, *fdbqueue.Queue, ...fdbqueue.OpOption) ([][]byte, error)) {
 	ctx := context.Background()
 	db := stgDB(t)
 	sub := stgSubspace(t, "settle-behind-line")
 	opts := stagingModes[1].opts(fdbqueue.StagingConfig{}) // by place
 	q0 := stgQueue(t, sub, opts...)                        // the operation's calls
-	q1 := stgQueue(t, sub, opts...)                        // a waiter
 	require.NoError(t, q0.Enqueue(ctx, db, []byte("x")))
 	id := fdbqueue.NewOpID()
 	var firstOpts []fdbqueue.OpOption
@@ -102,29 +109,36 @@ func testSettlingBehindTheLine(t *testing.T, logged bool, after []string,
 		id = u.ID
 	}
 
-	// A waiter files a request (without reading the head, as when the
-	// line is long): x is due to it, by place.
-	fdbqueue.SetStagingBusy(q1, true)
-	hook, registered, resume := stallOnceAt("registered")
-	t.Cleanup(resume)
-	fdbqueue.SetStagingHook(q1, hook)
+	// Waiters file requests (without reading the head, as when the line
+	// is long), each on a Queue of its own: x is due to the first, by
+	// place.
 	type result struct {
 		v   []byte
 		err error
 	}
-	waiter := make(chan result, 1)
 	wctx, wcancel := context.WithTimeout(ctx, 5*time.Second)
 	defer wcancel()
-	go func() {
-		v, err := q1.DequeueWait(wctx, db)
-		waiter <- result{v, err}
-	}()
-	recvWithin(t, registered, "the waiter's registration")
+	var resumes []func()
+	var results []chan result
+	for range waiters {
+		q := stgQueue(t, sub, opts...)
+		fdbqueue.SetStagingBusy(q, true)
+		hook, registered, resume := stallOnceAt("registered")
+		t.Cleanup(resume)
+		fdbqueue.SetStagingHook(q, hook)
+		ch := make(chan result, 1)
+		go func() {
+			v, err := q.DequeueWait(wctx, db)
+			ch <- result{v, err}
+		}()
+		recvWithin(t, registered, "a waiter's registration")
+		resumes, results = append(resumes, resume), append(results, ch)
+	}
 	for _, v := range after {
 		require.NoError(t, q0.Enqueue(ctx, db, []byte(v)))
 	}
 
-	// The settling call finds no record and x due to the request.
+	// The settling call finds no record and x due to a request.
 	got, err := take(ctx, db, q0, fdbqueue.WithOpID(id))
 	if len(after) == 0 {
 		require.ErrorIs(t, err, fdbqueue.ErrEmpty)
@@ -137,13 +151,21 @@ func testSettlingBehindTheLine(t *testing.T, logged bool, after []string,
 	// The first commit now lands, or conflicts: the settling call's
 	// answer must be the operation's.
 	release()
-	resume()
-	r := recvWithin(t, waiter, "the waiter's item")
+	for _, resume := range resumes {
+		resume()
+	}
+	r := recvWithin(t, results[0], "the first waiter's item")
 	require.NoError(t, r.err, "x was taken by the operation, whose settling call did not return it")
 	require.Equal(t, "x", string(r.v))
 	if len(after) == 0 {
 		_, err = take(ctx, db, q0, fdbqueue.WithOpID(id))
 		require.ErrorIs(t, err, fdbqueue.ErrEmpty, "a later call under the ID must give the same answer")
+	}
+	// The other waiters have nothing to receive: they give up.
+	wcancel()
+	for _, ch := range results[1:] {
+		r := recvWithin(t, ch, "a waiter's return after its context ended")
+		require.Error(t, r.err, "a waiter with no item due got %q", r.v)
 	}
 	// Every item was received once: nothing is left.
 	_, err = q0.DequeueBatch(ctx, db, 10)

@@ -82,9 +82,23 @@ func (s *stageSide[T]) expireResults(p pass, rs []kv.KeyValue, skip []byte) (int
 // it. In place mode the items ended before its place, and it reads the whole
 // item range (a read conflict): an item arriving before the commit would
 // reach the place, and requests behind might take the items after it.
+//
+// When an earlier commit of the operation may still land (an earlier call
+// under its ID failed with its commit in flight), the withdrawal writes a
+// conflict on the operation's record key, which every such commit read:
+// that commit may have taken an item that is now due to a request ahead
+// of this one (by place, two or more requests ahead: the step serves
+// none of them), which nothing here clears, and landing after this
+// ErrEmpty it would take the item while the caller is told the operation
+// took nothing.
 func (w *waiter[T]) withdraw(tr kv.Transaction) (out outcome[T], err error) {
 	if w.s.stable {
 		if err := tr.AddReadConflictRange(w.s.items); err != nil {
+			return out, err
+		}
+	}
+	if w.o.mayLandLate() {
+		if err := tr.AddWriteConflictKey(w.o.recordKeyOrSlot()); err != nil {
 			return out, err
 		}
 	}
