@@ -43,9 +43,9 @@ const (
 // commit's but for point clears, which it counts as 4k+66 bytes (k the
 // key's length) against at most 4k+90 in the commit (a ClearRange
 // mutation and a write conflict range of [key, key+\x00)), and for keys
-// written inside a cleared range (3k+v+89 against 3k+v+113, a larger
-// share): a commit can exceed maxTxSize only once the approximate size
-// exceeds 66/90 of it.
+// written inside a cleared range (3k+v+89 against 3k+v+113, a ratio
+// above 66/90): a commit can exceed maxTxSize only once the approximate
+// size exceeds 66/90 of it.
 const sizeCheckFrom = maxTxSize / 90 * 66
 
 // sizeSet is what a Set (or an atomic operation) of key with a
@@ -137,7 +137,7 @@ func (tx *transaction) clearMutationsSizeLocked() int64 {
 	var n int64
 	i := 0 // the next clear
 	var b []byte
-	var open bool // b is the begin of a run of clears[i-1] not yet counted
+	var open bool // b begins a run of clears[i] not yet counted
 	flush := func(e []byte) {
 		if open && bytes.Compare(b, e) < 0 {
 			n += mutationRefSize + int64(len(b)+len(e))
