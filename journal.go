@@ -385,9 +385,10 @@ func (o *op) endAs(err, reported error) {
 	//
 	// Such a slot is remembered under the operation's ID, for a call
 	// under it to settle the operation (see unsettledSlot).
+	keep := false // the records under the ID stay (see settled)
 	switch {
 	case o.resumed:
-		o.j.settled(o, err)
+		keep = !o.j.settled(o, err)
 	case o.slotted && (err == nil || errors.Is(err, ErrEmpty) || !o.recorded.Load()):
 		o.j.releaseSlot(o)
 	case o.slotted:
@@ -405,7 +406,12 @@ func (o *op) endAs(err, reported error) {
 		return
 	}
 	// The commit that wrote this operation's records also applied the
-	// cleanups it carried; what remains is to clear its own records.
+	// cleanups it carried; what remains is to clear its own records
+	// (those under a remembered slot's ID once no call settling it runs:
+	// one that began before this one returned reads them).
+	if keep {
+		return
+	}
 	if o.wide {
 		o.j.addPending(o.recordRange())
 	} else if !o.slotted { // a slot's record stays, for the next operation to overwrite

@@ -254,11 +254,15 @@ func (j *journal) refuseLogged(o *op) {
 // forgotten, and free again if none of them wrote it and its epoch has
 // not ended (see unsettledSlot). After an error (ErrEmpty too: the
 // first call's commit may still land) it stays remembered and is not
-// reused.
-func (j *journal) settled(o *op, err error) {
+// reused. It reports whether the records under the ID may be cleared:
+// not while another call settling it runs, which may read them (the
+// slot then says they hold the result), nor after an error.
+func (j *journal) settled(o *op, err error) bool {
 	u := j.unsettled[o.id]
 	if u == nil || u.gen != o.slotGen || u.slot != o.slot {
-		return // dropped meanwhile (pruneUnsettled): the slot is not reused
+		// Dropped meanwhile (pruneUnsettled): the slot is not reused,
+		// and no call resumes it any more.
+		return true
 	}
 	u.busy--
 	u.done = u.done || err == nil
@@ -268,5 +272,7 @@ func (j *journal) settled(o *op, err error) {
 		if !u.wrote {
 			j.releaseSlot(o)
 		}
+		return true
 	}
+	return false
 }

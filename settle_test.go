@@ -362,6 +362,66 @@ func TestSettleTwice(t *testing.T) {
 	require.Equal(t, []string{"b"}, drain(t, db, q))
 }
 
+// gateDB holds its first Transact until proceed is closed, after closing
+// entered: a call given it has begun (it resumed the remembered slot) but
+// run no attempt yet.
+type gateDB struct {
+	kv.Database
+	entered, proceed chan struct{}
+}
+
+func (d *gateDB) Transact(ctx context.Context, fn func(kv.Transaction) error) error {
+	close(d.entered)
+	<-d.proceed
+	return d.Database.Transact(ctx, fn)
+}
+
+// Two overlapping calls settle a logged DequeueBatch whose result did not
+// fit its slot (the slot says the records under its ID hold it). The
+// first to return must not clear those records while the other runs: it
+// would find the slot's ID and no record, take the operation for not
+// applied and take again. (Found by an audit of the journal: the first
+// call queued the clear, the handle's next operation carried it.)
+func TestSettleOverlappingCallsKeepTheRecordsElsewhere(t *testing.T) {
+	ctx := context.Background()
+	db := newDB(t)
+	logs, logger := loggedIDs()
+	q := mustQueue(t, "settle-overlap", logger)
+	require.NoError(t, q.EnqueueBatch(ctx, db, [][]byte{[]byte("a"), []byte("b"), []byte("c"), []byte("d")}))
+	failures[0].fail(t, db, func(ctx context.Context) error { // applied
+		_, err := q.DequeueBatch(ctx, db, 2)
+		return err
+	})
+	id := logs.take(t)
+	require.Equal(t, 1, fdbqueue.JournalUnsettled(q))
+
+	gate := &gateDB{Database: db, entered: make(chan struct{}), proceed: make(chan struct{})}
+	type result struct {
+		v   [][]byte
+		err error
+	}
+	second := make(chan result, 1)
+	go func() {
+		v, err := q.DequeueBatch(ctx, gate, 2, fdbqueue.WithOpID(id))
+		second <- result{v, err}
+	}()
+	recvWithin(t, gate.entered, "the second settling call's start")
+
+	v, err := q.DequeueBatch(ctx, db, 2, fdbqueue.WithOpID(id))
+	require.NoError(t, err)
+	require.Equal(t, []string{"a", "b"}, toStrings(v), "the first settling call replays the operation")
+	require.NoError(t, q.Enqueue(ctx, db, []byte("e"))) // the handle's next operation
+
+	close(gate.proceed)
+	r := recvWithin(t, second, "the second settling call's return")
+	require.NoError(t, r.err)
+	require.Equal(t, []string{"a", "b"}, toStrings(r.v), "the second settling call replays the same operation")
+	require.Equal(t, []string{"c", "d", "e"}, drain(t, db, q), "the operation took a and b once")
+	require.Zero(t, fdbqueue.JournalUnsettled(q), "settled: forgotten")
+	settleQueue(t, db, q)
+	requireJournalWithin(t, db, q.Subspace(), fdbqueue.JournalSlotKeys(q))
+}
+
 // An ID the journal does not remember (made by the caller) is unchanged:
 // the operation records under it, not in a slot, and a remembered slot
 // is left alone; a call of another kind under a remembered ID is refused
