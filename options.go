@@ -135,7 +135,11 @@ func WithoutIdempotency() Option { return func(c *config) { c.noJournal = true }
 // another 64th of the expiring handle's retention), whichever handle
 // clears them. That largest retention never shrinks, not even with
 // Clear: a queue whose handles lower their retention keeps its records
-// as long as before.
+// as long as before. A raise protects records from its declaration on
+// only: settle an operation within the retention of the handles of the
+// queue when it ran. A handle with a longer retention, first used after
+// those records may have expired, can find none for an operation older
+// than the old retention, and apply it again.
 //
 // Clients' clocks may disagree by up to seven eighths of a handle's
 // retention (a journal slot's key can be an eighth of it older than the
