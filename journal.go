@@ -106,7 +106,10 @@ type opConfig struct {
 // nothing. They are not kept for long after a call given a Database returned
 // without error: nothing will retry it, and a later operation of the
 // handle (usually the next) clears them; a call under the ID after that
-// applies the operation anew.
+// applies the operation anew, and so may one that was running when that
+// call returned. Settle an operation with one call at a time (calls that
+// settle, on a Queue or PriorityQueue value, an ID it logged may overlap:
+// the records stay until none of them runs).
 // (Those of a call in your transaction, or of one that failed, are kept
 // until they expire, after twice the journal retention, or until a call
 // under the ID given a Database returns without error.) Make each ID with
