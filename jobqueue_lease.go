@@ -240,9 +240,11 @@ func (q *JobQueue) leaseOp(ctx context.Context, t kv.Transactor, n int, d time.D
 				// that is not due here (this client's clock is behind
 				// its): it read the key its record goes to, so a write
 				// conflict there makes it fail, and ErrEmpty stays the
-				// call's only outcome. (A LeaseWait does not return
-				// empty: it waits, and a commit that lands meanwhile
-				// leaves the record its next attempt replays.)
+				// call's only outcome. (A LeaseWait needs no fence: it
+				// does not return empty, and each of its rounds runs
+				// under a new ID; a round whose commit failed in
+				// flight ended the call, which JobQueue.Run settles
+				// with Lease or SettleLease, both fenced.)
 				if err := tr.AddWriteConflictKey(o.recordKeyOrSlot()); err != nil {
 					return r, err
 				}
