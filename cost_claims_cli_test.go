@@ -187,11 +187,13 @@ func cliCostClaims() []costClaim {
 			op:    func(e *costEnv) error { return e.cli(true, cliArgs(cliQueue, "drain", "--batch", "2")...) },
 			// The second batch also clears the first's records (kept
 			// under its ID: a range clear), and reads the declared
-			// retention no more; the last finds the queue empty.
+			// retention no more; the last finds the queue empty and,
+			// under its ID, commits a write conflict on the ID's record
+			// key (WithOpID: an earlier call's take may still land).
 			want: []cost{queueExists, configCheck, depthRead, cliPop(2),
 				{MetadataVersion: mvRead, Get: 1, SnapGet: 1, SnapRange: 1, RoundTrips: 1, Clear: 1, ClearRange: 1, Set: 1,
 					VersionstampedValue: 1, Add: 1, ReadConflict: 1},
-				{MetadataVersion: mvRead, Get: 1, SnapGet: 1, SnapRange: 1, RoundTrips: 1, ReadConflict: 1}},
+				{MetadataVersion: mvRead, Get: 1, SnapGet: 1, SnapRange: 1, RoundTrips: 1, ReadConflict: 1, WriteConflict: 1}},
 		},
 		{
 			name:  "cli stats --kind jobs",

@@ -185,6 +185,18 @@ func takeEnd[T any](tr kv.Transaction, o *op, e queueEnd[T], lim batchLimit, dst
 			if err := fenceDue(tr, r, lastDue, reverse); err != nil {
 				return nil, err
 			}
+		}
+		if o.mayLandLate() {
+			// An earlier call of the operation may also have taken its
+			// item from elsewhere than the queue's range: a staged take
+			// collects the item handed to its request from its result
+			// key, which this call neither reads nor writes. That take
+			// read the operation's record key, and so did every earlier
+			// attempt: a write conflict there makes any of them fail if
+			// it lands after this answer.
+			if err := tr.AddWriteConflictKey(o.recordKeyOrSlot()); err != nil {
+				return nil, err
+			}
 			return nil, errEmptyFenced
 		}
 		return nil, ErrEmpty

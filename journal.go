@@ -81,15 +81,18 @@ type opConfig struct {
 // plain one, which reads the slot; a Wait form, which cannot, fails with
 // ErrInvalidArgument). On another value, or in another process, the call
 // may not find the record and then applies the operation again: if you
-// may need to settle there, pass an ID of yours to the first call. A
-// settling take on a Queue served by place that skips items due to the
-// line's requests writes a conflict over them, which it commits even when
-// it returns ErrEmpty (a staged Dequeue that withdraws its request writes
-// one on the operation's record key): the first call may have taken one
-// of them before its request came, with its commit cut short in flight,
-// and that commit then fails instead of landing after the answer. In your own
-// transaction, such an ErrEmpty settles the operation once your
-// transaction commits.
+// may need to settle there, pass an ID of yours to the first call. A take
+// under an ID that finds nothing commits a write conflict on the ID's
+// record key before it returns ErrEmpty (one commit, where a take without
+// an ID commits nothing): the first call's take, with its commit cut short
+// in flight, may have taken its item from where this call does not look
+// (a staged take collects it from its request's result), and that commit
+// then fails instead of landing after the answer. On a Queue served by
+// place, a settling take that skips items due to the line's requests also
+// writes a conflict over them (the first call may have taken one of them
+// before its request came), and a staged Dequeue that withdraws its
+// request writes one on the record key. In your own transaction, such an
+// ErrEmpty settles the operation once your transaction commits.
 //
 // An ID names one operation call: give it to no other call. A second call
 // under it in the same transaction as a first that took effect fails with

@@ -28,6 +28,15 @@ func (w *waiter[T]) fresh(tr kv.Transaction, now time.Time, head kv.RangeResult,
 	if len(heads) == 0 && !w.wait {
 		out.phase = phaseWithdraw
 		out.done, out.err, out.noCommit = true, ErrEmpty, true
+		if w.o.mayLandLate() {
+			// As takeEnd's empty answer: an earlier call's take, a
+			// collect from its result key say, may still land; it read
+			// the record key, which this commit writes a conflict on.
+			if err := tr.AddWriteConflictKey(w.o.recordKeyOrSlot()); err != nil {
+				return out, err
+			}
+			out.noCommit = false
+		}
 		return out, nil
 	}
 	if !w.fastDone && len(ahead) < helpers && len(heads) > len(ahead) && !w.s.stable {
