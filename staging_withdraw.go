@@ -461,11 +461,26 @@ func (s *stageSide[T]) recover(ctx context.Context, db kv.Database, stats *Recov
 					returned, err = s.expireResults(pass{tr, now, &spend{budget: sp.used}}, kvs, nil)
 					return err
 				}
+				// Drops while they fit the batch budget (the first
+				// whatever it costs): a page of long keys could
+				// otherwise pass the transaction size limit, and fail
+				// every time.
+				drops := &spend{budget: s.st.budget}
 				for _, p := range kvs {
 					d, ok := decodeDeadline(p.Value)
-					if _, _, perr := s.parseReq(p.Key); ok && perr == nil && now.Before(d) {
+					_, rid, perr := s.parseReq(p.Key)
+					if ok && perr == nil && now.Before(d) {
 						continue
 					}
+					cost := dropCost(len(p.Key), 0)
+					if perr == nil {
+						cost += clearCost(len(s.resKey(rid)))
+					}
+					if dropped > 0 && !drops.fits(cost) {
+						next = bytes.Clone(p.Key) // the next page starts here
+						break
+					}
+					drops.used += cost
 					if err := s.drop(tr, p.Key); err != nil {
 						return err
 					}
