@@ -70,7 +70,9 @@ var (
 	// plain staged Dequeue whose withdrawal's commit had an unknown outcome
 	// after two thirds of the claim timeout, and whose request is then
 	// gone, cannot tell its own withdrawal from an expiry, and returns it
-	// too.
+	// too. Under WithOpID the call commits a write conflict on the ID's
+	// record key first, so that an earlier call's take still in flight
+	// fails rather than taking an item after this answer.
 	ErrClaimExpired = errors.New("fdbqueue: staged request expired before it was claimed")
 
 	// ErrUnreadableAfterEnqueue is returned by Dequeue, DequeueBatch, Peek,

@@ -30,9 +30,8 @@ func (w *waiter[T]) fresh(tr kv.Transaction, now time.Time, head kv.RangeResult,
 		out.done, out.err, out.noCommit = true, ErrEmpty, true
 		if w.o.mayLandLate() {
 			// As takeEnd's empty answer: an earlier call's take, a
-			// collect from its result key say, may still land; it read
-			// the record key, which this commit writes a conflict on.
-			if err := tr.AddWriteConflictKey(w.o.recordKeyOrSlot()); err != nil {
+			// collect from its result key say, may still land.
+			if err := w.fenceEarlier(tr); err != nil {
 				return out, err
 			}
 			out.noCommit = false
@@ -163,6 +162,9 @@ func (w *waiter[T]) resolve(tr kv.Transaction) (out outcome[T], err error) {
 		if !w.regInDoubt || s.st.now().Before(w.deadline.Add(-s.st.cfg.ClaimTimeout/3)) {
 			out.forget = true
 			return out, nil
+		}
+		if err := w.fenceEarlier(tr); err != nil {
+			return out, err
 		}
 		s.st.point("lost")
 		out.done, out.err = true, ErrClaimExpired

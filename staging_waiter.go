@@ -525,6 +525,9 @@ func (w *waiter[T]) step(tr kv.Transaction) (out outcome[T], err error) {
 		if marker {
 			tr.Clear(w.resKey)
 		}
+		if err := w.fenceEarlier(tr); err != nil {
+			return out, err
+		}
 		s.st.point("lost")
 		out.done, out.err = true, ErrClaimExpired
 		return out, nil

@@ -97,10 +97,8 @@ func (w *waiter[T]) withdraw(tr kv.Transaction) (out outcome[T], err error) {
 			return out, err
 		}
 	}
-	if w.o.mayLandLate() {
-		if err := tr.AddWriteConflictKey(w.o.recordKeyOrSlot()); err != nil {
-			return out, err
-		}
+	if err := w.fenceEarlier(tr); err != nil {
+		return out, err
 	}
 	tr.Clear(w.reqKey)
 	tr.Clear(w.resKey) // the registration's marker
@@ -108,6 +106,20 @@ func (w *waiter[T]) withdraw(tr kv.Transaction) (out outcome[T], err error) {
 	out.phase = phaseWithdraw
 	out.done, out.err = true, ErrEmpty
 	return out, nil
+}
+
+// fenceEarlier writes a conflict on the operation's record key, when an
+// earlier commit of the operation may still land: a step that answers the
+// call took nothing (ErrEmpty, ErrClaimExpired) commits it, so that such a
+// commit fails rather than landing after the answer. Every attempt of the
+// operation read that key (its record's); a take or collect of an earlier
+// call under the ID may have taken an item this step cannot see (handed
+// to that call's request, in its result key) or does not clear.
+func (w *waiter[T]) fenceEarlier(tr kv.Transaction) error {
+	if !w.o.mayLandLate() {
+		return nil
+	}
+	return tr.AddWriteConflictKey(w.o.recordKeyOrSlot())
 }
 
 // drop clears a request that expired (or is not one), and its
