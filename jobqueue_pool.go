@@ -974,10 +974,14 @@ func (p *pool) since(timed bool, start time.Time) time.Duration {
 // that is before ExtendEvery (which may be just under the lease), so that
 // one failure does not let the deadline pass unextended. The first comes
 // so too when the lease's deadline is less than ExtendEvery away: a lease
-// that Run settled under its ID some time after it was taken.
+// that Run settled under its ID some time after it was taken; at once if
+// the deadline has passed (the job is due again: another consumer may
+// lease it any moment, while this handler runs).
 func (p *pool) heartbeat(ctx context.Context, task *Task, stop <-chan struct{}, lost func(), log *slog.Logger) {
 	wait := p.o.ExtendEvery
-	if left := task.Lease().Deadline.Sub(p.q.cfg.Clock.Now()); left < wait {
+	if left := task.Lease().Deadline.Sub(p.q.cfg.Clock.Now()); left <= 0 {
+		wait = 0
+	} else if left < wait {
 		wait = retryExtension(wait, left)
 	}
 	for {
