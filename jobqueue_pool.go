@@ -188,7 +188,9 @@ type Result int
 
 // Results of a job in a pool.
 const (
-	// Acked: the handler succeeded and the job is deleted.
+	// Acked: the handler succeeded and the job is deleted; or the
+	// handler acked it itself (Task.Ack), then failed or was abandoned
+	// (Err is nil then).
 	Acked Result = iota
 	// Retried: the handler failed and the job is due again after a delay.
 	Retried
@@ -717,7 +719,14 @@ func (p *pool) process(base context.Context, n int, l Lease) {
 		serr = p.q.Release(p.rctx, p.db, out.Lease, sz.Delay)
 	case p.abandoned.Load():
 		out.Result = Abandoned
-		out.Err = p.release(out.Lease, log)
+		out.Err = p.release(task, out.Lease, log)
+		if errors.Is(out.Err, ErrLeaseLost) && task.acking() {
+			if p.ackedByHandler(task, out.Lease) {
+				out.Result, out.Err = Acked, nil
+			} else {
+				log.Warn("fdbqueue: abandoned job not released: another consumer has it", "err", out.Err)
+			}
+		}
 	default:
 		out.Result = Retried
 		no := NackOptions{Reason: errorText(err)}
@@ -737,6 +746,9 @@ func (p *pool) process(base context.Context, n int, l Lease) {
 				log.Warn("fdbqueue: job dead-lettered", "reason", errorText(err), "no_retry", no.NoRetry)
 			}
 		}
+	}
+	if out.Result != Acked && errors.Is(serr, ErrLeaseLost) && p.ackedByHandler(task, out.Lease) {
+		out.Result, serr = Acked, nil // its handler acked it, then failed
 	}
 	switch {
 	case serr == nil:
@@ -789,14 +801,30 @@ func (p *pool) report(out Outcome, log *slog.Logger) {
 // with runtime.Goexit.
 var errHandlerGoexit = errors.New("handler called runtime.Goexit")
 
+// ackedByHandler reports, for a job whose nack or release found its lease
+// gone, whether its handler's Task.Ack committed: an Ack under the ID
+// Task.Ack used replays it then. (Its handler acked it, then went on and
+// failed, or was abandoned.) Were that ack not committed, the Ack finds
+// the lease gone too and acks nothing.
+func (p *pool) ackedByHandler(task *Task, l Lease) bool {
+	if !task.acking() {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(p.rctx, p.o.ReleaseTimeout)
+	defer cancel()
+	return p.q.Ack(ctx, p.db, l, WithOpID(task.opID())) == nil
+}
+
 // release gives back the lease of a job abandoned at shutdown.
-func (p *pool) release(l Lease, log *slog.Logger) error {
+func (p *pool) release(task *Task, l Lease, log *slog.Logger) error {
 	ctx, cancel := context.WithTimeout(p.rctx, p.o.ReleaseTimeout)
 	defer cancel()
 	err := p.q.Release(ctx, p.db, l, 0)
 	switch {
 	case err == nil:
 		log.Info("fdbqueue: abandoned job released: due again, its attempt not counted")
+	case errors.Is(err, ErrLeaseLost) && task.acking():
+		// Its handler may have acked it: process asks, and warns if not.
 	case errors.Is(err, ErrLeaseLost):
 		log.Warn("fdbqueue: abandoned job not released: another consumer has it", "err", err)
 	default:

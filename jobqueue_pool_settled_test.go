@@ -2,6 +2,7 @@ package fdbqueue_test
 
 import (
 	"context"
+	"log/slog"
 	"testing"
 	"time"
 
@@ -66,4 +67,66 @@ func TestJobPoolExtendsASettledLeasePastItsDeadlineAtOnce(t *testing.T) {
 	require.NoError(t, pool.stop())
 	t.Logf("pool outcome: %v (err %v); handler ctx err: %v", o.Result, o.Err, <-h.ctxErr)
 	require.Equal(t, fdbqueue.Acked, o.Result, "err: %v", o.Err)
+}
+
+// A handler that acked its job in its own transaction (Task.Ack)
+// and then went on (say, to notify someone) until its HandlerTimeout, or
+// past ShutdownTimeout, where the pool ended its context: the job is
+// acked, once, by the handler, yet the pool reports LeaseLost ("another
+// consumer has the job, or it was cancelled") after a timeout, and
+// Abandoned with ErrLeaseLost ("abandoned job not released: another
+// consumer has it"; the doc says its lease will expire) after an
+// abandonment. The pool's Nack or Release of a job its handler acked fails
+// with ErrLeaseLost, and the pool never asks the ack's ID what happened,
+// as its ack path does after a nil return. It now asks. (Found by an
+// audit of the pool.)
+func TestJobPoolReportsAJobItsHandlerAckedAsAcked(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		opts fdbqueue.PoolOptions
+	}{
+		{"HandlerTimeout", fdbqueue.PoolOptions{HandlerTimeout: 5 * time.Second}},
+		{"abandoned at shutdown", fdbqueue.PoolOptions{ShutdownTimeout: -1}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			mem := newDB(t)
+			clock := newArmedClock()
+			q := mustJobQueue(t, "acked-then-lost", fdbqueue.JobQueueConfig{Clock: clock})
+			mustAdd(t, mem, q, fdbqueue.Job{Value: []byte("acked by its handler")})
+			acked := make(chan error, 1)
+			outcomes := make(chan fdbqueue.Outcome, 1)
+			var logs syncBuffer
+			opts := c.opts
+			opts.Workers, opts.LeaseDuration, opts.ExtendEvery = 1, 30*time.Second, 10*time.Second
+			opts.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+			opts.OnOutcome = func(o fdbqueue.Outcome) { outcomes <- o }
+			done := make(chan struct{})
+			defer close(done)
+			pool := startPool(t, q, mem, func(ctx context.Context, task *fdbqueue.Task) error {
+				acked <- mem.Transact(ctx, func(tr kv.Transaction) error { return task.Ack(ctx, tr) })
+				if opts.ShutdownTimeout < 0 {
+					<-done // ignores its context: abandoned
+					return nil
+				}
+				<-ctx.Done() // the rest of its work, cut short by its timeout
+				return ctx.Err()
+			}, opts)
+			require.NoError(t, recvWithin(t, acked, "the handler's own ack"))
+			var o fdbqueue.Outcome
+			if opts.HandlerTimeout > 0 {
+				for d := nextArmed(t, clock); d != opts.HandlerTimeout; d = nextArmed(t, clock) {
+				}
+				clock.Advance(opts.HandlerTimeout)
+				o = recvWithin(t, outcomes, "the job's outcome")
+				require.NoError(t, pool.stop())
+			} else {
+				require.NoError(t, pool.stop())
+				o = recvWithin(t, outcomes, "the job's outcome")
+			}
+			require.Equal(t, fdbqueue.JobStats{}, mustStats(t, mem, q), "the job is acked: nothing queued, leased or dead")
+			t.Logf("outcome %v, err %v", o.Result, o.Err)
+			require.NotContains(t, logs.String(), "another consumer has")
+			require.Equal(t, fdbqueue.Acked, o.Result, "the job was acked (by its handler); err: %v", o.Err)
+		})
+	}
 }
