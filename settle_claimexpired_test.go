@@ -53,42 +53,21 @@ func testSettleClaimExpired(t *testing.T, m stagingMode, regInDoubt bool) {
 	q3 := stgQueue(t, sub, opts...) // another consumer, which drops the expired request
 	id := fdbqueue.NewOpID()
 
-	// The first call files its request and sleeps (queue empty).
-	hook, stalled, resume := stallAtArm()
-	t.Cleanup(resume)
-	collecting := make(chan struct{}, 8)
-	fdbqueue.SetStagingHook(q1, func(p string) {
-		if p == "commit collect" {
-			collecting <- struct{}{}
-		}
-		hook(p)
+	// The first call is served x, collects it with its commit held in
+	// flight, and fails maybe committed: x is in its result key.
+	release := holdCollectInFlight(t, db, collectFirstCall{
+		setHook: func(h func(string)) { fdbqueue.SetStagingHook(q1, h) },
+		call: func(ctx context.Context) error {
+			_, err := q1.DequeueWait(ctx, db, fdbqueue.WithOpID(id))
+			return err
+		},
+		serve: func() {
+			require.NoError(t, q0.Enqueue(ctx, db, []byte("x")))
+			n, err := fdbqueue.FulfilStaged(ctx, db, q0)
+			require.NoError(t, err)
+			require.Equal(t, 1, n)
+		},
 	})
-	wctx, wcancel := context.WithCancel(ctx)
-	defer wcancel()
-	first := make(chan error, 1)
-	go func() {
-		_, err := q1.DequeueWait(wctx, db, fdbqueue.WithOpID(id))
-		first <- err
-	}()
-	recvWithin(t, stalled, "the first call asleep")
-
-	// x arrives, and a helper hands it to the first call's request.
-	require.NoError(t, q0.Enqueue(ctx, db, []byte("x")))
-	n, err := fdbqueue.FulfilStaged(ctx, db, q0)
-	require.NoError(t, err)
-	require.Equal(t, 1, n)
-
-	// The first call collects; its commit is held in flight when its
-	// context ends, and its cleanup's commit fails.
-	held, release := db.HoldNextCommitLate()
-	t.Cleanup(release)
-	resume()
-	recvWithin(t, held, "the collect in flight")
-	recvWithin(t, collecting, "the held commit is the collect's")
-	db.FailNextCommit(kv.ErrTransactionTooLarge, false) // the cleanup's
-	wcancel()
-	err = recvWithin(t, first, "the first call's return")
-	require.True(t, kv.MaybeCommitted(err), "the cleanup failed: %v", err)
 
 	// The settling call files a request and stalls before it sleeps.
 	hook2, stalled2, resume2 := stallAtArm()

@@ -8,6 +8,7 @@ import (
 
 	"github.com/fdbqueue/fdbqueue"
 	"github.com/fdbqueue/fdbqueue/kv"
+	"github.com/fdbqueue/fdbqueue/memdb"
 )
 
 // A staged Dequeue under an ID of the caller's is served by a helper (its
@@ -52,46 +53,25 @@ func testSettleWhileCollectInFlight(t *testing.T, m stagingMode,
 	q1 := stgQueue(t, sub, opts...) // the operation's first call
 	id := fdbqueue.NewOpID()
 
-	// The first call files its request and goes to sleep (queue empty).
-	hook, stalled, resume := stallAtArm()
-	t.Cleanup(resume)
-	collecting := make(chan struct{}, 8)
-	fdbqueue.SetStagingHook(q1, func(p string) {
-		if p == "commit collect" {
-			collecting <- struct{}{}
-		}
-		hook(p)
+	// The first call is served x, collects it with its commit held in
+	// flight, and fails maybe committed: x is in its result key.
+	release := holdCollectInFlight(t, db, collectFirstCall{
+		setHook: func(h func(string)) { fdbqueue.SetStagingHook(q1, h) },
+		call: func(ctx context.Context) error {
+			_, err := q1.DequeueWait(ctx, db, fdbqueue.WithOpID(id))
+			return err
+		},
+		serve: func() {
+			require.NoError(t, q0.Enqueue(ctx, db, []byte("x")))
+			n, err := fdbqueue.FulfilStaged(ctx, db, q0)
+			require.NoError(t, err)
+			require.Equal(t, 1, n)
+			require.Empty(t, itemKeys(t, db, sub))
+		},
 	})
-	wctx, wcancel := context.WithCancel(ctx)
-	defer wcancel()
-	first := make(chan error, 1)
-	go func() {
-		_, err := q1.DequeueWait(wctx, db, fdbqueue.WithOpID(id))
-		first <- err
-	}()
-	recvWithin(t, stalled, "the first call asleep")
-
-	// x arrives, and a helper hands it to the request: x is in its result.
-	require.NoError(t, q0.Enqueue(ctx, db, []byte("x")))
-	n, err := fdbqueue.FulfilStaged(ctx, db, q0)
-	require.NoError(t, err)
-	require.Equal(t, 1, n)
-	require.Empty(t, itemKeys(t, db, sub))
-
-	// The first call wakes and collects; its commit is held in flight
-	// when its context ends, and its cleanup's commit fails.
-	held, release := db.HoldNextCommitLate()
-	t.Cleanup(release)
-	resume()
-	recvWithin(t, held, "the collect in flight")
-	recvWithin(t, collecting, "the held commit is the collect's")
-	db.FailNextCommit(kv.ErrTransactionTooLarge, false) // the cleanup's
-	wcancel()
-	err = recvWithin(t, first, "the first call's return")
-	require.True(t, kv.MaybeCommitted(err), "the cleanup failed: %v", err)
 
 	// The settling call: no record, no item.
-	err = settle(ctx, db, q0, fdbqueue.WithOpID(id))
+	err := settle(ctx, db, q0, fdbqueue.WithOpID(id))
 	require.ErrorIs(t, err, fdbqueue.ErrEmpty)
 	require.False(t, kv.MaybeCommitted(err), "%v", err)
 
@@ -132,39 +112,21 @@ func TestPQSettlingEmptyAnswerFencesACollectInFlight(t *testing.T) {
 			pq0, pq1 := mk(), mk()
 			id := fdbqueue.NewOpID()
 
-			hook, stalled, resume := stallAtArm()
-			t.Cleanup(resume)
-			collecting := make(chan struct{}, 8)
-			fdbqueue.SetPQStagingHook(pq1, func(p string) {
-				if p == "commit collect" {
-					collecting <- struct{}{}
-				}
-				hook(p)
+			release := holdCollectInFlight(t, db, collectFirstCall{
+				setHook: func(h func(string)) { fdbqueue.SetPQStagingHook(pq1, h) },
+				call: func(ctx context.Context) error {
+					_, err := pq1.PopMinWait(ctx, db, fdbqueue.WithOpID(id))
+					return err
+				},
+				serve: func() {
+					require.NoError(t, pq0.Push(ctx, db, []byte("x"), 7))
+					n, err := fdbqueue.FulfilStagedPQ(ctx, db, pq0, false)
+					require.NoError(t, err)
+					require.Equal(t, 1, n)
+				},
 			})
-			wctx, wcancel := context.WithCancel(ctx)
-			defer wcancel()
-			first := make(chan error, 1)
-			go func() {
-				_, err := pq1.PopMinWait(wctx, db, fdbqueue.WithOpID(id))
-				first <- err
-			}()
-			recvWithin(t, stalled, "the first call asleep")
-			require.NoError(t, pq0.Push(ctx, db, []byte("x"), 7))
-			n, err := fdbqueue.FulfilStagedPQ(ctx, db, pq0, false)
-			require.NoError(t, err)
-			require.Equal(t, 1, n)
 
-			held, release := db.HoldNextCommitLate()
-			t.Cleanup(release)
-			resume()
-			recvWithin(t, held, "the collect in flight")
-			recvWithin(t, collecting, "the held commit is the collect's")
-			db.FailNextCommit(kv.ErrTransactionTooLarge, false) // the cleanup's
-			wcancel()
-			err = recvWithin(t, first, "the first call's return")
-			require.True(t, kv.MaybeCommitted(err), "the cleanup failed: %v", err)
-
-			_, err = s.settle(ctx, db, pq0, fdbqueue.WithOpID(id))
+			_, err := s.settle(ctx, db, pq0, fdbqueue.WithOpID(id))
 			require.ErrorIs(t, err, fdbqueue.ErrEmpty)
 			require.False(t, kv.MaybeCommitted(err), "%v", err)
 
@@ -174,4 +136,48 @@ func TestPQSettlingEmptyAnswerFencesACollectInFlight(t *testing.T) {
 				"a later call under the ID must give the settling call's answer; got %v: the collect landed after the ErrEmpty and took x", items)
 		})
 	}
+}
+
+// collectFirstCall is the first call of holdCollectInFlight: call runs it
+// (a staged Wait form under the operation's ID) until its context ends,
+// setHook sets its handle's staging hook, and serve, once it sleeps, makes
+// an item and hands it to its request.
+type collectFirstCall struct {
+	setHook func(func(string))
+	call    func(context.Context) error
+	serve   func()
+}
+
+// holdCollectInFlight runs f's call until it sleeps, serves it, and lets
+// it wake and collect with its commit held in flight (memdb's
+// HoldNextCommitLate); then its context ends and its cleanup's commit
+// fails, so that it returns maybe committed, the item still in its
+// result key. It returns the release of the held collect.
+func holdCollectInFlight(t *testing.T, db *memdb.DB, f collectFirstCall) (release func()) {
+	t.Helper()
+	hook, stalled, resume := stallAtArm()
+	t.Cleanup(resume)
+	collecting := make(chan struct{}, 8)
+	f.setHook(func(p string) {
+		if p == "commit collect" {
+			collecting <- struct{}{}
+		}
+		hook(p)
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	first := make(chan error, 1)
+	go func() { first <- f.call(ctx) }()
+	recvWithin(t, stalled, "the first call asleep")
+	f.serve()
+	held, release := db.HoldNextCommitLate()
+	t.Cleanup(release)
+	resume()
+	recvWithin(t, held, "the collect in flight")
+	recvWithin(t, collecting, "the held commit is the collect's")
+	db.FailNextCommit(kv.ErrTransactionTooLarge, false) // the cleanup's
+	cancel()
+	err := recvWithin(t, first, "the first call's return")
+	require.True(t, kv.MaybeCommitted(err), "the cleanup failed: %v", err)
+	return release
 }
