@@ -24,28 +24,14 @@ import (
 // such a lease comes at half the time left before its deadline, which
 // here is at once. (Found by an audit of the pool.)
 func TestJobPoolExtendsASettledLeasePastItsDeadlineAtOnce(t *testing.T) {
-	const extendEvery, lease, blip = 10 * time.Second, 30 * time.Second, 35 * time.Second
+	const lease = 30 * time.Second
 	ctx := context.Background()
-	mem := newDB(t)
-	db := &timeOutAfterUncertain{DB: mem}
-	clock := newArmedClock()
-	q := mustJobQueue(t, "settled-lease-past-deadline", fdbqueue.JobQueueConfig{Clock: clock})
-	added := mustAdd(t, mem, q, fdbqueue.Job{Value: []byte("long")})
-	mem.FailNextCommit(kv.ErrCommitUnknownResultFatal, true) // the pool's lease: applied, outcome unknown
-
-	h := newBlockingHandler()
-	outcomes := make(chan fdbqueue.Outcome, 1)
-	pool := startPool(t, q, db, h.handle, fdbqueue.PoolOptions{Workers: 1, LeaseDuration: lease, ExtendEvery: extendEvery,
-		Logger: quietLog, OnOutcome: func(o fdbqueue.Outcome) { outcomes <- o }})
-	leased := clock.Now()
-	require.Equal(t, time.Second, nextArmed(t, clock), "the settling Lease timed out: the worker waits a second")
-	clock.Advance(blip)
-	task := recvWithin(t, h.started, "the settled lease's job was processed")
-	require.Equal(t, added.ID, task.Lease().JobID)
+	r := runSettledLease(t, "settled-lease-past-deadline", lease, 10*time.Second, 35*time.Second)
+	mem, clock, q, h, task := r.mem, r.clock, r.q, r.h, r.task
 	require.Equal(t, 1, task.Lease().Attempt, "the lease as it was taken")
 	// (The heartbeat may have extended it already: read the deadline the
 	// lease was taken with from the clock, not from the task.)
-	require.True(t, leased.Add(lease).Before(clock.Now()), "its deadline passed before the handler started")
+	require.True(t, r.leased.Add(lease).Before(clock.Now()), "its deadline passed before the handler started")
 
 	// Let the heartbeat do whatever it does without time passing: timers
 	// armed at 0 fire at once; stop at the first one in the future.
@@ -63,8 +49,8 @@ func TestJobPoolExtendsASettledLeasePastItsDeadlineAtOnce(t *testing.T) {
 		require.ErrorIs(t, err, fdbqueue.ErrEmpty)
 	}
 	close(h.finish)
-	o := recvWithin(t, outcomes, "the job's outcome")
-	require.NoError(t, pool.stop())
+	o := recvWithin(t, r.outcomes, "the job's outcome")
+	require.NoError(t, r.pool.stop())
 	t.Logf("pool outcome: %v (err %v); handler ctx err: %v", o.Result, o.Err, <-h.ctxErr)
 	require.Equal(t, fdbqueue.Acked, o.Result, "err: %v", o.Err)
 }

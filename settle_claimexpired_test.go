@@ -55,19 +55,7 @@ func testSettleClaimExpired(t *testing.T, m stagingMode, regInDoubt bool) {
 
 	// The first call is served x, collects it with its commit held in
 	// flight, and fails maybe committed: x is in its result key.
-	release := holdCollectInFlight(t, db, collectFirstCall{
-		setHook: func(h func(string)) { fdbqueue.SetStagingHook(q1, h) },
-		call: func(ctx context.Context) error {
-			_, err := q1.DequeueWait(ctx, db, fdbqueue.WithOpID(id))
-			return err
-		},
-		serve: func() {
-			require.NoError(t, q0.Enqueue(ctx, db, []byte("x")))
-			n, err := fdbqueue.FulfilStaged(ctx, db, q0)
-			require.NoError(t, err)
-			require.Equal(t, 1, n)
-		},
-	})
+	release := holdCollectInFlight(t, db, queueCollectFirstCall(t, db, q0, q1, id))
 
 	// The settling call files a request and stalls before it sleeps.
 	hook2, stalled2, resume2 := stallAtArm()

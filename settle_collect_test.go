@@ -55,20 +55,8 @@ func testSettleWhileCollectInFlight(t *testing.T, m stagingMode,
 
 	// The first call is served x, collects it with its commit held in
 	// flight, and fails maybe committed: x is in its result key.
-	release := holdCollectInFlight(t, db, collectFirstCall{
-		setHook: func(h func(string)) { fdbqueue.SetStagingHook(q1, h) },
-		call: func(ctx context.Context) error {
-			_, err := q1.DequeueWait(ctx, db, fdbqueue.WithOpID(id))
-			return err
-		},
-		serve: func() {
-			require.NoError(t, q0.Enqueue(ctx, db, []byte("x")))
-			n, err := fdbqueue.FulfilStaged(ctx, db, q0)
-			require.NoError(t, err)
-			require.Equal(t, 1, n)
-			require.Empty(t, itemKeys(t, db, sub))
-		},
-	})
+	release := holdCollectInFlight(t, db, queueCollectFirstCall(t, db, q0, q1, id))
+	require.Empty(t, itemKeys(t, db, sub))
 
 	// The settling call: no record, no item.
 	err := settle(ctx, db, q0, fdbqueue.WithOpID(id))
@@ -180,4 +168,23 @@ func holdCollectInFlight(t *testing.T, db *memdb.DB, f collectFirstCall) (releas
 	err := recvWithin(t, first, "the first call's return")
 	require.True(t, kv.MaybeCommitted(err), "the cleanup failed: %v", err)
 	return release
+}
+
+// queueCollectFirstCall is holdCollectInFlight's first call on a Queue: a
+// DequeueWait on q1 under id, served x that q0 enqueues and hands over.
+func queueCollectFirstCall(t *testing.T, db kv.Database, q0, q1 *fdbqueue.Queue, id fdbqueue.OpID) collectFirstCall {
+	ctx := context.Background()
+	return collectFirstCall{
+		setHook: func(h func(string)) { fdbqueue.SetStagingHook(q1, h) },
+		call: func(ctx context.Context) error {
+			_, err := q1.DequeueWait(ctx, db, fdbqueue.WithOpID(id))
+			return err
+		},
+		serve: func() {
+			require.NoError(t, q0.Enqueue(ctx, db, []byte("x")))
+			n, err := fdbqueue.FulfilStaged(ctx, db, q0)
+			require.NoError(t, err)
+			require.Equal(t, 1, n)
+		},
+	}
 }
