@@ -31,7 +31,7 @@ func (pj TypedPeriodicJob[T]) periodic(codec Codec[T]) periodic {
 	if pj.Job != nil {
 		p.job = func(slot time.Time) (Job, error) {
 			j := pj.Job(slot)
-			b, err := codec.Encode(j.Value)
+			b, err := encodeValue(codec, j.Value)
 			if err != nil {
 				return Job{}, &CodecError{Err: fmt.Errorf("periodic job %q, slot %s: %w", pj.Name, slot.UTC().Format(time.RFC3339Nano), err),
 					Priority: int64(j.Priority)}
