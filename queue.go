@@ -145,6 +145,12 @@ func (q *Queue) enqueue(ctx context.Context, t kv.Transactor, value []byte, valu
 		c.stored = c.store1[:]
 	}
 	o := &c.op
+	// The count first: a batch over it is refused whatever its size.
+	if q.cfg.versionstamps && n > maxUserVersions {
+		err := fmt.Errorf("%w: %d items, versionstamp mode allows %d per call", ErrBatchTooLarge, n, maxUserVersions)
+		o.end(err) // hand back the clears newCall took over
+		return err
+	}
 	// One item is always accepted, as a DequeueBatch always takes one: it
 	// fits the room MaxBatchBudget leaves under the transaction limit.
 	if n > 1 {
@@ -153,11 +159,6 @@ func (q *Queue) enqueue(ctx context.Context, t kv.Transactor, value []byte, valu
 			o.end(err) // hand back the clears newCall took over
 			return err
 		}
-	}
-	if q.cfg.versionstamps && n > maxUserVersions {
-		err := fmt.Errorf("%w: %d items, versionstamp mode allows %d per call", ErrBatchTooLarge, n, maxUserVersions)
-		o.end(err) // hand back the clears newCall took over
-		return err
 	}
 	c.q = q
 	err = c.run(ctx)

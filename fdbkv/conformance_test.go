@@ -3,7 +3,6 @@ package fdbkv_test
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
 	"fmt"
 	"testing"
 	"time"
@@ -22,10 +21,10 @@ func TestConformance(t *testing.T) {
 }
 
 // newHarness gives each subtest of the suite the shared test database and a
-// fresh random prefix, "fdbkv-test/<random>/", empty when handed over.
+// fresh random prefix (newTestPrefix), empty when handed over.
 func newHarness(ctx context.Context, t *testing.T) (kvtest.Harness, error) {
 	db := testDatabase(t)
-	prefix := []byte("fdbkv-test/" + rand.Text() + "/")
+	prefix := newTestPrefix()
 	if err := clearPrefix(db, prefix); err != nil {
 		return nil, fmt.Errorf("clearing the harness prefix %q: %w", prefix, err)
 	}

@@ -47,4 +47,15 @@
 //
 // Cost: the suite writes values of up to 100,000 bytes and batches of up to
 // a few MB. On memdb it runs in seconds; big values use few items.
+//
+// A shared cluster: every key the suite writes is under the harness's
+// prefix, but some checks commit transactions of their own and expect them
+// to commit, and a layer's operation on a queue it knows reads
+// FoundationDB's metadata version key with a conflict (see
+// kv.MetadataVersionKey): a bump of it by any client of the cluster
+// meanwhile (fdbqueue's first staged consumer of a queue, another
+// layer's configuration change) makes such a transaction fail with
+// not_committed, and the check with it. Run the suite where nothing else
+// bumps the metadata version, as a throwaway cluster does (make
+// integration).
 package queuetest

@@ -17,6 +17,10 @@ type Harness interface {
 	// Prefix is the key prefix the suite may use; the harness guarantees
 	// that every key starting with it is absent when the harness is made.
 	// It must not be empty and must lie below the system keys (0xff).
+	// Keep it short, at most 24 bytes: each item of a batch counts its
+	// key's length against the batch budget, and the checks of a batch of
+	// 65,536 items (a versionstamp transaction's user versions) skip on a
+	// longer prefix, where that many cannot fit.
 	Prefix() []byte
 	// Faults returns a way to make commits fail on demand, or nil when the
 	// backend cannot (a real cluster): the checks of exactly-once under
