@@ -116,7 +116,7 @@ func openTestDatabase(path string) (*fdbkv.Database, error) {
 	return fdbkv.Open(path)
 }
 
-// testPrefix returns a fresh random key prefix, "fdbkv-test/<random>/", and
+// testPrefix returns a fresh random key prefix (newTestPrefix), and
 // registers its clearing when t ends.
 func testPrefix(t testing.TB, db *fdbkv.Database) []byte {
 	t.Helper()
