@@ -819,6 +819,9 @@ func (g *confGate) reconfigure(ctx context.Context, t kv.Transactor, busy []kv.K
 		return err
 	}
 	return t.Transact(ctx, func(tr kv.Transaction) error {
+		// The record, with a normal read: a WatchForItems or a first
+		// staged consumer storing a waited mode meanwhile conflicts.
+		recF := tr.Get(g.key)
 		reads := make([]kv.RangeResult, 0, len(busy)+1)
 		for _, r := range append([]kv.KeyRange{g.items}, busy...) {
 			reads = append(reads, tr.GetRange(r, kv.RangeOptions{Limit: 1}))
@@ -836,9 +839,21 @@ func (g *confGate) reconfigure(ctx context.Context, t kv.Transactor, busy []kv.K
 				return fmt.Errorf("%w: it holds %s; drain it first", ErrQueueNotEmpty, what)
 			}
 		}
+		raw, err := recF.Get()
+		if err != nil {
+			return err
+		}
 		c := g.want
-		if old := g.seen.Load(); old != nil && g.staged == "" && old.staging == stagingSignal {
-			c.staging = stagingSignal
+		if g.staged == "" && raw != nil {
+			// A handle without WithStaging keeps the queue waited on:
+			// while the stored mode says someone waits (WatchForItems, or
+			// staged consumers), producers bump the signal key, and a
+			// watch armed before this call must still fire on the next
+			// enqueue. The stored record decides, not this handle's
+			// cached copy, which may be stale or missing.
+			if old, err := parseStoredConfig(raw); err == nil && old.waited() {
+				c.staging = stagingSignal
+			}
 		}
 		g.write(tr, c, true, true)
 		g.seen.Store(&c)
@@ -877,8 +892,12 @@ func stagingRanges(sub Subspace, names ...string) []kv.KeyRange {
 // the queue holds an item or a staged request or result (normal reads, so
 // an enqueue committed meanwhile makes it conflict and retry). It also
 // bumps the epoch key, so operations of other handles in flight conflict
-// once and then fail with ErrConfigMismatch if their options differ.
-// Cost: two range reads (limit 1) and three writes, one round trip.
+// once and then fail with ErrConfigMismatch if their options differ. A
+// handle without WithStaging keeps a queue that is waited on (the stored
+// record says WatchForItems or staged consumers wait) in the signal mode,
+// so that a watch armed before still fires on the next enqueue. Cost: the
+// record's point read, two range reads (limit 1) and three writes, one
+// round trip.
 func (q *Queue) Reconfigure(ctx context.Context, t kv.Transactor) error {
 	if err := q.usable(); err != nil {
 		return err
@@ -887,8 +906,9 @@ func (q *Queue) Reconfigure(ctx context.Context, t kv.Transactor) error {
 }
 
 // Reconfigure stores the handle's options as the priority queue's
-// configuration; see Queue.Reconfigure. Cost: three range reads (limit 1:
-// the items and both ends' staged requests), three writes, one round trip.
+// configuration; see Queue.Reconfigure. Cost: the record's point read, three
+// range reads (limit 1: the items and both ends' staged requests), three
+// writes, one round trip.
 func (pq *PriorityQueue) Reconfigure(ctx context.Context, t kv.Transactor) error {
 	if err := pq.usable(); err != nil {
 		return err

@@ -405,13 +405,13 @@ func costClaims() []costClaim {
 		},
 		{
 			name:  "Queue.Reconfigure",
-			claim: "two range reads (limit 1) and three writes, one round trip",
+			claim: "the record's point read, two range reads (limit 1) and three writes, one round trip",
 			setup: func(e *costEnv) { e.fill(3); drain(e.t, e.raw, e.q) },
 			op:    func(e *costEnv) error { return e.q.Reconfigure(e.ctx, e.db) },
 			// The record, the epoch's add and the metadata version's bump;
 			// the claim's write conflict key and the read conflict ranges
 			// around it (config.go, confGate.write).
-			want: []cost{{Range: 2, RoundTrips: 1, Set: 1, Add: 1, VersionstampedValue: 1, WriteConflict: 1, ReadConflict: 2}},
+			want: []cost{{Get: 1, Range: 2, RoundTrips: 1, Set: 1, Add: 1, VersionstampedValue: 1, WriteConflict: 1, ReadConflict: 2}},
 		},
 		{
 			name:  "Queue.WatchForItems/first",
@@ -538,10 +538,10 @@ func costClaims() []costClaim {
 		},
 		{
 			name:  "PriorityQueue.Reconfigure",
-			claim: "three range reads (limit 1: the items and both ends' staged requests), three writes, one round trip",
+			claim: "the record's point read, three range reads (limit 1: the items and both ends' staged requests), three writes, one round trip",
 			setup: func(e *costEnv) {},
 			op:    func(e *costEnv) error { return e.pq.Reconfigure(e.ctx, e.db) },
-			want:  []cost{{Range: 3, RoundTrips: 1, Set: 1, Add: 1, VersionstampedValue: 1, WriteConflict: 1, ReadConflict: 2}},
+			want:  []cost{{Get: 1, Range: 3, RoundTrips: 1, Set: 1, Add: 1, VersionstampedValue: 1, WriteConflict: 1, ReadConflict: 2}},
 		},
 
 		// JobQueue.
