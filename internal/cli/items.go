@@ -198,8 +198,15 @@ const settleTimeout = 10 * time.Second
 // first call committed, the layer's journal returns its result (the items a
 // pop removed are printed, not lost) and applies nothing again; if it did
 // not, the operation happens now. Either way it happened exactly once.
+//
+// If that second call fails too (the database unreachable for
+// settleTimeout), the error says the operation may have taken effect and
+// names its ID: what it removed, if it committed, is then in its journal
+// record (kept for the journal retention), not printed, and the command's
+// counts leave it out.
 func settle[T any](ctx context.Context, op func(context.Context, fdbqueue.OpOption) (T, error)) (T, error) {
-	id := fdbqueue.WithOpID(fdbqueue.NewOpID())
+	opID := fdbqueue.NewOpID()
+	id := fdbqueue.WithOpID(opID)
 	v, err := op(ctx, id)
 	if err == nil || !kv.MaybeCommitted(err) {
 		return v, err
@@ -208,7 +215,7 @@ func settle[T any](ctx context.Context, op func(context.Context, fdbqueue.OpOpti
 	defer cancel()
 	v, err2 := op(sctx, id)
 	if err2 != nil {
-		return v, fmt.Errorf("%w (outcome unknown; settling it failed: %w)", err, err2)
+		return v, fmt.Errorf("%w (outcome unknown: operation %s may have taken effect, and what it removed is then in its journal record, not printed; settling it failed: %w)", err, opID, err2)
 	}
 	return v, nil
 }
