@@ -105,7 +105,9 @@ func ExampleJobQueue_Ack() {
 		tr.Set(key, []byte("receipt for "+string(l[0].Value)))
 		return q.Ack(ctx, tr, l[0], fdbqueue.WithOpID(id))
 	})
-	fmt.Println("acked:", err == nil) // ErrLeaseLost: the lease expired, and neither committed
+	// ErrLeaseLost: the lease expired, and neither committed;
+	// kv.MaybeCommitted(err): run it again under id to settle it.
+	fmt.Println("acked:", err == nil)
 	s, err := q.Stats(ctx, db)
 	if err != nil {
 		log.Fatal(err)

@@ -120,7 +120,9 @@ func ExampleQueue_Enqueue_withinTransaction() {
 }
 
 // Two layers in one transaction: move the most urgent task from a priority
-// queue to a FIFO work queue atomically.
+// queue to a FIFO work queue atomically. Each call gets an ID made once,
+// outside the retry loop, so that a retry after commit_unknown_result does
+// not move a second task.
 func ExamplePriorityQueue_PopMin_composed() {
 	ctx := context.Background()
 	db := memdb.New()
@@ -151,12 +153,13 @@ func ExamplePriorityQueue_PopMin_composed() {
 		}
 	}
 
+	popID, enqID := fdbqueue.NewOpID(), fdbqueue.NewOpID()
 	err = db.Transact(ctx, func(tr kv.Transaction) error {
-		it, err := backlog.PopMin(ctx, tr)
+		it, err := backlog.PopMin(ctx, tr, fdbqueue.WithOpID(popID))
 		if err != nil {
 			return err
 		}
-		return ready.Enqueue(ctx, tr, it.Value)
+		return ready.Enqueue(ctx, tr, it.Value, fdbqueue.WithOpID(enqID))
 	})
 	if err != nil {
 		log.Fatal(err)

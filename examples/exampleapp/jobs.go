@@ -28,7 +28,7 @@ type JobsConfig struct {
 	Fail        float64       // probability that a handler fails (the job is retried)
 	Crash       float64       // probability, per job, that its pool crashes mid-job
 	MaxDelay    time.Duration // longest delay of a delayed job (a quarter of the jobs)
-	Lease       time.Duration // lease duration: a crashed pool's jobs come back after it
+	Lease       time.Duration // lease duration: a crashed pool's jobs whose release failed come back after it
 	Seed        int64         // seed of the jobs' priorities and delays and of the simulated failures
 	Progress    io.Writer     // where the live progress line goes (nil: none)
 	Log         *slog.Logger  // the pools' logs (nil: discarded)
@@ -62,7 +62,7 @@ func (c *JobsConfig) AddFlags(fs *flag.FlagSet) {
 	fs.Float64Var(&c.Fail, "fail", 0.1, "probability that a handler fails")
 	fs.Float64Var(&c.Crash, "crash", 0.01, "probability, per job, that its process crashes mid-job")
 	fs.DurationVar(&c.MaxDelay, "max-delay", time.Second, "longest delay of a delayed job")
-	fs.DurationVar(&c.Lease, "lease", 500*time.Millisecond, "lease duration (a crashed process's jobs come back after it)")
+	fs.DurationVar(&c.Lease, "lease", 500*time.Millisecond, "lease duration (a crashed process's jobs whose release failed come back after it)")
 	fs.Int64Var(&c.Seed, "seed", 1, "seed of the simulated failures (and of memdb's faults)")
 	fs.BoolVar(&c.verbose, "v", false, "show the pools' logs")
 }
@@ -91,8 +91,9 @@ func (s JobsSummary) Check() error {
 // processes them with cfg.Processes pools (JobQueue.Run) until every one is
 // done or dead, and checks the effects, which the handlers write to sub's
 // ("effects") subspace in the transaction that acks the job. A simulated
-// crash ends a whole pool at once (its in-flight jobs are never acked and
-// come back when their leases expire); the pool is then restarted. sub
+// crash cancels a whole pool at once: it abandons its in-flight handlers,
+// whose jobs are never acked and are released (or come back when their
+// leases expire, where a release fails); the pool is then restarted. sub
 // should be empty: the run leaves its jobs' effects and dead letters there.
 func RunJobs(ctx context.Context, db kv.Database, sub fdbqueue.Subspace, cfg JobsConfig) (JobsSummary, error) {
 	if cfg.Log == nil {

@@ -21,7 +21,8 @@ type Task struct {
 // (Unix milliseconds), logs the latest-due task (PeekMax), then takes the
 // tasks earliest first (PopMin; tasks due at the same time in the order
 // they were pushed), logging each to out. It returns the names in the
-// order they were run.
+// order they were run. It runs them at once, in due order: a scheduler that
+// waits would PeekMin and sleep until the first task is due.
 func RunScheduler(ctx context.Context, db kv.Database, pq *fdbqueue.PriorityQueue, tasks []Task, out io.Writer) ([]string, error) {
 	tq := fdbqueue.NewTypedPriorityQueue(pq, fdbqueue.JSONCodec[Task]{})
 	for _, t := range tasks {
@@ -30,8 +31,11 @@ func RunScheduler(ctx context.Context, db kv.Database, pq *fdbqueue.PriorityQueu
 		}
 	}
 	fmt.Fprintf(out, "scheduled %d tasks\n", len(tasks))
-	if last, err := tq.PeekMax(ctx, db); err == nil {
+	switch last, err := tq.PeekMax(ctx, db); {
+	case err == nil:
 		fmt.Fprintf(out, "latest due: %s at %s\n", last.Value.Name, last.Value.Due.UTC().Format(time.TimeOnly))
+	case !errors.Is(err, fdbqueue.ErrEmpty):
+		return nil, err
 	}
 	var ran []string
 	for {

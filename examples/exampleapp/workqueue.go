@@ -58,8 +58,8 @@ func (s WorkQueueSummary) String() string {
 // RunWorkQueue moves cfg.Items items through q with concurrent producers and
 // consumers and checks that each came out exactly once. The consumers share
 // nothing with the producers but the database, as separate processes would
-// (see consume); they end once the producers are done and the queue is
-// empty.
+// (see consume), except how they learn to stop: once the producers are done
+// (an in-process signal, producing) and the queue is empty.
 func RunWorkQueue(ctx context.Context, db kv.Database, q *fdbqueue.Queue, cfg WorkQueueConfig) (WorkQueueSummary, error) {
 	if cfg.Producers < 1 || cfg.Consumers < 1 || cfg.Items < 1 || cfg.Batch < 1 {
 		return WorkQueueSummary{}, fmt.Errorf("%w: producers, consumers, items and batch must be at least 1", fdbqueue.ErrInvalidArgument)
@@ -117,6 +117,9 @@ func RunWorkQueue(ctx context.Context, db kv.Database, q *fdbqueue.Queue, cfg Wo
 
 	stopProgress := startProgress(cfg.Progress, start, &enqueued, &dequeued, cfg.Items)
 	cwg.Wait()
+	// The consumers can end first (a failure, Ctrl-C): wait for the
+	// producers too before closing errc, which a failing one sends on.
+	pwg.Wait()
 	stopProgress()
 	close(errc)
 	if err := <-errc; err != nil {

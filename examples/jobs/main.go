@@ -1,8 +1,10 @@
 // Command jobs runs a fdbqueue.JobQueue on the embedded engine (memdb):
 // producers add delayed and prioritised jobs, worker processes (each a
 // JobQueue.Run pool) process them while handlers fail at random and whole
-// processes crash at random (their in-flight jobs are never acked, and
-// their leases expire), and the database answers some commits with
+// processes stop at random (a pool cancelled mid-job, which abandons its
+// handlers: their jobs are never acked, and are released, or come back
+// when their leases expire where a release fails), and the database
+// answers some commits with
 // commit_unknown_result. Each job's effect is written in the transaction
 // that acks it. A live progress line (on a terminal only) ends in a
 // summary: done, retried, dead-lettered, lost and duplicate effects. It

@@ -1,6 +1,7 @@
-// Command scheduler shows fdbqueue.PriorityQueue as a task scheduler on the
-// embedded engine: tasks are pushed with their due time as priority and run
-// earliest first.
+// Command scheduler shows fdbqueue.PriorityQueue ordering tasks by due time
+// on the embedded engine: tasks are pushed with their due time as priority
+// and run earliest first (at once, in due order: it does not wait for them
+// to fall due).
 //
 //	go run ./examples/scheduler
 package main
