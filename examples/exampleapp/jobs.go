@@ -117,6 +117,8 @@ func RunJobs(ctx context.Context, db kv.Database, sub fdbqueue.Subspace, cfg Job
 	var retried, crashes atomic.Int64
 
 	// Producers.
+	pctx, stopProducers := context.WithCancel(ctx)
+	defer stopProducers()
 	var added sync.Map // JobID -> true
 	var pwg sync.WaitGroup
 	perr := make(chan error, cfg.Producers)
@@ -130,7 +132,7 @@ func RunJobs(ctx context.Context, db kv.Database, sub fdbqueue.Subspace, cfg Job
 				if rng.IntN(4) == 0 {
 					j.Delay = time.Duration(rng.Int64N(int64(cfg.MaxDelay) + 1))
 				}
-				r, err := q.Add(ctx, db, j)
+				r, err := q.Add(pctx, db, j)
 				if err != nil {
 					perr <- err
 					return
@@ -192,6 +194,15 @@ func RunJobs(ctx context.Context, db kv.Database, sub fdbqueue.Subspace, cfg Job
 		}()
 	}
 
+	// stop ends the producers and the pools and waits for them: every
+	// return below leaves no goroutine of the run behind.
+	stop := func() {
+		stopProducers()
+		stopAll()
+		pwg.Wait()
+		wwg.Wait()
+	}
+
 	// Progress, until every job is done or dead.
 	producersDone := make(chan struct{})
 	go func() { pwg.Wait(); close(producersDone) }()
@@ -201,13 +212,16 @@ func RunJobs(ctx context.Context, db kv.Database, sub fdbqueue.Subspace, cfg Job
 	for !finished {
 		select {
 		case err := <-perr:
+			stop()
 			return s, err
 		case <-ctx.Done():
+			stop()
 			return s, ctx.Err()
 		case <-tick.C:
 		}
 		st, err := q.Stats(ctx, db)
 		if err != nil {
+			stop()
 			return s, err
 		}
 		select {
@@ -223,8 +237,7 @@ func RunJobs(ctx context.Context, db kv.Database, sub fdbqueue.Subspace, cfg Job
 	if cfg.Progress != nil {
 		fmt.Fprintln(cfg.Progress)
 	}
-	stopAll()
-	wwg.Wait()
+	stop()
 	s.Elapsed = time.Since(start)
 	s.Retried, s.Crashes = int(retried.Load()), int(crashes.Load())
 	return s, account(ctx, db, q, effects, &added, &s)
