@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log"
 	"log/slog"
 
 	"github.com/fdbqueue/fdbqueue"
@@ -20,9 +21,17 @@ func ExampleNoRetry() {
 	db := memdb.New()
 	defer db.Close()
 
-	sub, _ := fdbqueue.NewSubspace(tuple.Tuple{"orders"})
-	q, _ := fdbqueue.NewJobQueue(sub, fdbqueue.JobQueueConfig{MaxAttempts: 10})
-	_, _ = q.Add(ctx, db, fdbqueue.Job{Value: []byte(`{"order": `)})
+	sub, err := fdbqueue.NewSubspace(tuple.Tuple{"orders"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	q, err := fdbqueue.NewJobQueue(sub, fdbqueue.JobQueueConfig{MaxAttempts: 10})
+	if err != nil {
+		log.Fatal(err)
+	}
+	if _, err := q.Add(ctx, db, fdbqueue.Job{Value: []byte(`{"order": `)}); err != nil {
+		log.Fatal(err)
+	}
 
 	handler := func(ctx context.Context, task *fdbqueue.Task) error {
 		var order struct{ Order int }
@@ -31,7 +40,7 @@ func ExampleNoRetry() {
 		}
 		return nil
 	}
-	err := q.Run(ctx, db, handler, fdbqueue.PoolOptions{
+	err = q.Run(ctx, db, handler, fdbqueue.PoolOptions{
 		Workers: 1,
 		Logger:  slog.New(slog.NewTextHandler(io.Discard, nil)),
 		OnOutcome: func(o fdbqueue.Outcome) {
@@ -40,7 +49,10 @@ func ExampleNoRetry() {
 		},
 	})
 	fmt.Println("pool stopped:", err)
-	dead, _ := q.ListDead(context.Background(), db, nil, 10)
+	dead, err := q.ListDead(context.Background(), db, nil, 10)
+	if err != nil || len(dead) == 0 {
+		log.Fatal(err, dead)
+	}
 	fmt.Println("dead:", dead[0].Reason)
 	// Output:
 	// dead-lettered on attempt 1 of 10
