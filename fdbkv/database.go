@@ -284,7 +284,7 @@ func (d *Database) Close() {
 // the transaction while you use its futures: once it is unreachable, ctx
 // no longer cancels it, and a pending read then ignores ctx.
 func (d *Database) CreateTransaction(ctx context.Context) (kv.Transaction, error) {
-	t, _, err := d.createTransaction(ctx)
+	t, _, err := d.createTransaction(orBackground(ctx))
 	if err != nil {
 		return nil, err
 	}
@@ -296,6 +296,7 @@ func (d *Database) CreateTransaction(ctx context.Context) (kv.Transaction, error
 // transaction is cancelled and Transact returns an error matching
 // ctx.Err().
 func (d *Database) Transact(ctx context.Context, fn func(kv.Transaction) error) error {
+	ctx = orBackground(ctx)
 	t, stop, err := d.createTransaction(ctx)
 	if err != nil {
 		return err
@@ -307,6 +308,7 @@ func (d *Database) Transact(ctx context.Context, fn func(kv.Transaction) error) 
 // ReadTransact runs fn in a new transaction with kv.ReadRetryLoop; nothing
 // is committed.
 func (d *Database) ReadTransact(ctx context.Context, fn func(kv.ReadTransaction) error) error {
+	ctx = orBackground(ctx)
 	t, stop, err := d.createTransaction(ctx)
 	if err != nil {
 		return err
@@ -357,4 +359,13 @@ func (d *Database) newFDBTransaction() (fdb.Transaction, error) {
 		return fdb.Transaction{}, translateError(err)
 	}
 	return ftr, nil
+}
+
+// orBackground is ctx, or context.Background() for a nil one, as memdb
+// takes it.
+func orBackground(ctx context.Context) context.Context {
+	if ctx == nil {
+		return context.Background()
+	}
+	return ctx
 }

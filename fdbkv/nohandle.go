@@ -72,10 +72,21 @@ func (noHandle) AddWriteConflictRange(kv.KeyRange) error                    { re
 func (noHandle) AddWriteConflictKey([]byte) error                           { return errNoHandle }
 func (noHandle) Watch([]byte) kv.Watch                                      { return noWatch{} }
 func (noHandle) Commit() error                                              { return errNoHandle }
-func (noHandle) OnError(error) error                                        { return errNoHandle }
+func (noHandle) OnError(err error) error                                    { return noHandleOnError(err) }
 func (noHandle) Reset()                                                     {}
 func (noHandle) Cancel()                                                    {}
 func (noHandle) GetCommittedVersion() (int64, error)                        { return 0, errNoHandle }
 func (noHandle) GetVersionstamp() kv.FutureVersionstamp                     { return noValue{} }
 func (noHandle) GetApproximateSize() kv.FutureInt64                         { return noInt64{} }
 func (noHandle) Options() kv.TransactionOptions                             { return noOptions{} }
+
+// noHandleOnError is OnError of a transaction without a handle: an error
+// without an FDB code comes back unchanged, as kv.Transaction.OnError
+// promises (kv.RetryLoop then returns the function's own error); any
+// other fails with errNoHandle.
+func noHandleOnError(err error) error {
+	if _, ok := errorCode(err); !ok {
+		return err
+	}
+	return errNoHandle
+}

@@ -113,6 +113,11 @@ type txState struct {
 	// sent says a commit was sent since the last reset: its outcome, not
 	// a cancellation, decides the fate of the watches.
 	sent bool
+	// gen counts attempts (forget, at each reset): a Commit or OnError
+	// that wakes after a Reset made meanwhile (FDB fails their futures
+	// then, and the Go waiter wakes later) decides nothing about the
+	// watches of the attempt that followed.
+	gen uint64
 }
 
 // watchContext cancels the transaction when its context ends, until the
@@ -150,28 +155,47 @@ func (s *txState) track(ws *watchState) {
 
 // failUnsent fails the watches with err unless a commit was sent.
 func (s *txState) failUnsent(err error) {
+	s.failUnsentOf(s.attempt(), err)
+}
+
+// failUnsentOf is failUnsent for attempt gen: nothing once a Reset ended
+// it.
+func (s *txState) failUnsentOf(gen uint64, err error) {
 	s.mu.Lock()
 	var ws []*watchState
-	if !s.sent {
+	if !s.sent && s.gen == gen {
 		ws, s.watches = s.watches, nil
 	}
 	s.mu.Unlock()
 	failWatches(ws, err)
 }
 
-// settle decides the watches' fate by the outcome of a commit: on
-// success they are the database's (FDB registered them), on failure they
-// fail with its error, as kv.Transaction.Watch promises. FDB has failed
-// them already with the same error if its native commit ran
-// (commitAndWatch); fail then changes nothing.
-func (s *txState) settle(err error) {
+// settle decides the watches' fate by the outcome of a commit of attempt
+// gen: on success they are the database's (FDB registered them), on
+// failure they fail with its error, as kv.Transaction.Watch promises. FDB
+// has failed them already with the same error if its native commit ran
+// (commitAndWatch); fail then changes nothing. After a Reset since, the
+// attempt's watches were failed by it (forget), and those in the list are
+// the next attempt's: settle leaves them.
+func (s *txState) settle(gen uint64, err error) {
 	s.mu.Lock()
+	if s.gen != gen {
+		s.mu.Unlock()
+		return
+	}
 	ws := s.watches
 	s.watches = nil
 	s.mu.Unlock()
 	if err != nil {
 		failWatches(ws, err)
 	}
+}
+
+// attempt returns the current attempt's generation.
+func (s *txState) attempt() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.gen
 }
 
 // forget empties the watch list and the sent mark for a new attempt
@@ -184,8 +208,21 @@ func (s *txState) forget() {
 	s.mu.Lock()
 	ws := s.watches
 	s.watches, s.sent = nil, false
+	s.gen++
 	s.mu.Unlock()
 	failWatches(ws, errCancelled)
+}
+
+// forgetOf is forget for attempt gen, which OnError's retry ends: nothing
+// if a Reset ended it first (and forgot its watches).
+func (s *txState) forgetOf(gen uint64) {
+	s.mu.Lock()
+	if s.gen != gen {
+		s.mu.Unlock()
+		return
+	}
+	s.mu.Unlock()
+	s.forget()
 }
 
 // failWatches fails each of ws with err.
@@ -199,14 +236,15 @@ func failWatches(ws []*watchState, err error) {
 // waits for its outcome, which decides the fate of the watches.
 func (s *txState) commit() error {
 	if s.cancelled.Load() {
-		s.settle(errCancelled)
+		s.settle(s.attempt(), errCancelled)
 		return errCancelled
 	}
 	s.mu.Lock()
 	s.sent = true
+	gen := s.gen
 	s.mu.Unlock()
 	err := commitError(s.ctl.Commit().Get())
-	s.settle(err)
+	s.settle(gen, err)
 	return err
 }
 
@@ -248,21 +286,22 @@ func (s *txState) reset() {
 // with transaction_cancelled as it does in every other case: the next
 // attempt's reads would otherwise run, ignoring the ended context.
 func (s *txState) onError(err error, code int) error {
+	gen := s.attempt()
 	if oerr := s.ctl.OnError(fdb.Error{Code: code}).Get(); oerr != nil {
 		ocode, ok := errorCode(oerr)
 		switch {
 		case ok && (ocode == kv.ErrTransactionCancelled.Code || ocode == kv.ErrTransactionTimedOut.Code ||
 			ocode == kv.ErrUsedDuringCommit.Code):
-			s.failUnsent(translateError(oerr))
+			s.failUnsentOf(gen, translateError(oerr))
 		default:
-			s.failUnsent(errCancelled)
+			s.failUnsentOf(gen, errCancelled)
 		}
 		if ok && ocode == code {
 			return translateError(err)
 		}
 		return translateError(oerr)
 	}
-	s.forget()
+	s.forgetOf(gen)
 	if s.cancelled.Load() {
 		s.cancel()
 		return errCancelled
@@ -310,7 +349,7 @@ func clipOver(b []byte, max int) []byte {
 // returned with an fdb.Error of its kv code in its chain (bindingError), for
 // the binding's retry loop around a WrapTransaction.
 func (t *transaction) Transact(ctx context.Context, fn func(kv.Transaction) error) error {
-	if err := ctx.Err(); err != nil {
+	if err := orBackground(ctx).Err(); err != nil {
 		return err
 	}
 	return bindingError(fn(t))
@@ -319,7 +358,7 @@ func (t *transaction) Transact(ctx context.Context, fn func(kv.Transaction) erro
 // ReadTransact runs fn inside this transaction, without retrying; errors as
 // for Transact.
 func (t *transaction) ReadTransact(ctx context.Context, fn func(kv.ReadTransaction) error) error {
-	if err := ctx.Err(); err != nil {
+	if err := orBackground(ctx).Err(); err != nil {
 		return err
 	}
 	return bindingError(fn(t))

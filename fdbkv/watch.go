@@ -78,6 +78,7 @@ func newWatch(f fdb.FutureNil) *watch {
 // ctx.Err() when ctx ends first; the watch then stays registered until
 // Cancel.
 func (w *watch) Wait(ctx context.Context) error {
+	ctx = orBackground(ctx)
 	s := w.s
 	if s.f.IsReady() {
 		return watchError(s.f.Get(), s.cancelled.Load(), s.failed())
