@@ -116,10 +116,7 @@ func (s *stageSide[T]) liveRequests(p pass, line lineRead, mine []byte) (lineRea
 		// costs, as a batch takes its first item: by place the item moved
 		// with it can alone exceed the budget, and it would otherwise
 		// hold its place for good.
-		cost := dropCost(len(r.Key), 0) + len(s.items.Begin) + len(s.items.End)
-		if _, rid, err := s.parseReq(r.Key); err == nil {
-			cost += clearCost(len(s.resKey(rid)))
-		}
+		cost := s.requestDropCost(r.Key) + len(s.items.Begin) + len(s.items.End)
 		if s.stable && perr == nil && len(live) < len(rest) {
 			cost += moveCost(rest[len(live)], s.items)
 		}

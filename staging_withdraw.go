@@ -122,6 +122,16 @@ func (w *waiter[T]) fenceEarlier(tr kv.Transaction) error {
 	return tr.AddWriteConflictKey(w.o.recordKeyOrSlot())
 }
 
+// requestDropCost is what drop costs for the request at key: dropCost,
+// with the clear of its result key when key parses as a request's.
+func (s *stageSide[T]) requestDropCost(key []byte) int {
+	cost := dropCost(len(key), 0)
+	if _, rid, err := s.parseReq(key); err == nil {
+		cost += clearCost(len(s.resKey(rid)))
+	}
+	return cost
+}
+
 // drop clears a request that expired (or is not one), and its
 // registration's marker: a request that is still there was not served, so
 // its result key holds nothing else.
@@ -480,14 +490,10 @@ func (s *stageSide[T]) recover(ctx context.Context, db kv.Database, stats *Recov
 				drops := &spend{budget: s.st.budget}
 				for _, p := range kvs {
 					d, ok := decodeDeadline(p.Value)
-					_, rid, perr := s.parseReq(p.Key)
-					if ok && perr == nil && now.Before(d) {
+					if _, _, perr := s.parseReq(p.Key); ok && perr == nil && now.Before(d) {
 						continue
 					}
-					cost := dropCost(len(p.Key), 0)
-					if perr == nil {
-						cost += clearCost(len(s.resKey(rid)))
-					}
+					cost := s.requestDropCost(p.Key)
 					if dropped > 0 && !drops.fits(cost) {
 						next = bytes.Clone(p.Key) // the next page starts here
 						break

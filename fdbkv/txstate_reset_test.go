@@ -35,28 +35,17 @@ func (h *heldOnError) OnError(e fdb.Error) fdb.FutureNil {
 // generation, so a Commit or OnError waking after a Reset settled the
 // next attempt's watches.)
 func TestResetDuringCommitLeavesTheNewAttemptsWatchToIt(t *testing.T) {
-	sent := make(chan struct{})
-	f := &fakeFDB{holdCommit: true, commitSent: sent}
-	tx := newFakeTransaction(t, t.Context(), f)
-	result := make(chan error, 1)
-	go func() { result <- tx.Commit() }()
-	<-sent
-	tx.Reset()          // FDB fails the in-flight commit with 1025; its waiter has not woken yet
-	w, _ := watchIn(tx) // a watch of the new attempt
-	f.mu.Lock()
-	f.inFlight.resolve(fdb.Error{Code: 1025})
-	f.inFlight = nil
-	f.mu.Unlock()
-	<-result
+	_, w := resetDuringCommit(t, fdb.Error{Code: 1025}) // FDB fails the in-flight commit so
 	if err, ok := resolvedNow(w); ok {
 		t.Errorf("a watch made after Reset was failed by the previous attempt's commit: %v", err)
 	}
 }
 
-// Same, but the stale commit succeeded just before Reset: settle(nil)
-// drops the new attempt's watch from the list, so the new attempt's
-// Cancel no longer fails it (it stays pending forever).
-func TestResetDuringACommitThatSucceedsKeepsTheNewWatchTracked(t *testing.T) {
+// resetDuringCommit resets tx while its commit is in flight, makes a watch
+// of the new attempt, then lets the commit's waiter wake with outcome (the
+// commit's error, or nil) and returns once Commit has returned.
+func resetDuringCommit(t *testing.T, outcome error) (*transaction, *watch) {
+	t.Helper()
 	sent := make(chan struct{})
 	f := &fakeFDB{holdCommit: true, commitSent: sent}
 	tx := newFakeTransaction(t, t.Context(), f)
@@ -64,12 +53,20 @@ func TestResetDuringACommitThatSucceedsKeepsTheNewWatchTracked(t *testing.T) {
 	go func() { result <- tx.Commit() }()
 	<-sent
 	tx.Reset()
-	w, _ := watchIn(tx)
+	w, _ := watchIn(tx) // a watch of the new attempt
 	f.mu.Lock()
-	f.inFlight.resolve(nil)
+	f.inFlight.resolve(outcome)
 	f.inFlight = nil
 	f.mu.Unlock()
 	<-result
+	return tx, w
+}
+
+// Same, but the stale commit succeeded just before Reset: settle(nil)
+// drops the new attempt's watch from the list, so the new attempt's
+// Cancel no longer fails it (it stays pending forever).
+func TestResetDuringACommitThatSucceedsKeepsTheNewWatchTracked(t *testing.T) {
+	tx, w := resetDuringCommit(t, nil)
 	tx.Cancel() // the new attempt is cancelled before any commit: kv says its watch fails
 	if err, ok := resolvedNow(w); !ok || !errors.Is(err, kv.ErrTransactionCancelled) {
 		t.Errorf("new attempt's watch after Cancel: resolved %v with %v, want transaction_cancelled", ok, err)
